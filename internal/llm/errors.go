@@ -1,0 +1,132 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrorKind classifies provider failures.
+type ErrorKind string
+
+const (
+	// KindAuth: missing or rejected credentials (HTTP 401/403).
+	KindAuth ErrorKind = "auth"
+	// KindRateLimit: HTTP 429; retried with backoff.
+	KindRateLimit ErrorKind = "rate_limit"
+	// KindOverloaded: HTTP 529 or an overloaded_error; retried.
+	KindOverloaded ErrorKind = "overloaded"
+	// KindServer: HTTP 5xx; retried.
+	KindServer ErrorKind = "server"
+	// KindBadRequest: HTTP 400/422; not retried.
+	KindBadRequest ErrorKind = "bad_request"
+	// KindModelNotFound: the model does not exist (HTTP 404 naming the model).
+	KindModelNotFound ErrorKind = "model_not_found"
+	// KindStream: the stream broke after it started (connection cut,
+	// malformed event, missing terminal event). Transient, not retried
+	// because output was already shown.
+	KindStream ErrorKind = "stream"
+	// KindNetwork: the request could not be sent or no response arrived.
+	KindNetwork ErrorKind = "network"
+	// KindCancelled: the caller's context was cancelled.
+	KindCancelled ErrorKind = "cancelled"
+	// KindScript: a replay scenario was exhausted or mismatched.
+	KindScript ErrorKind = "script"
+)
+
+// Error is a classified provider failure.
+type Error struct {
+	Kind     ErrorKind
+	Provider string
+	// Status is the HTTP status, 0 when none.
+	Status int
+	// Message is the provider's message, or ours.
+	Message string
+	// RetryAfter is the server's Retry-After hint, 0 when none.
+	RetryAfter time.Duration
+	// Hint tells the user how to fix it (for example which variable to set).
+	Hint string
+	Err  error
+}
+
+func (e *Error) Error() string {
+	s := e.Provider
+	if s != "" {
+		s += ": "
+	}
+	switch {
+	case e.Status != 0:
+		s += fmt.Sprintf("%s (HTTP %d): %s", e.Kind, e.Status, e.Message)
+	default:
+		s += fmt.Sprintf("%s: %s", e.Kind, e.Message)
+	}
+	if e.Hint != "" {
+		s += " — " + e.Hint
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Retryable reports whether the request may be sent again as is.
+func (e *Error) Retryable() bool {
+	switch e.Kind {
+	case KindRateLimit, KindOverloaded, KindServer, KindNetwork:
+		return true
+	}
+	return false
+}
+
+// Transient reports whether trying again later may succeed.
+func (e *Error) Transient() bool {
+	return e.Retryable() || e.Kind == KindStream
+}
+
+// KindOf returns the kind of err, KindCancelled for context errors, or ""
+// when err is not classified.
+func KindOf(err error) ErrorKind {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Kind
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return KindCancelled
+	}
+	return ""
+}
+
+// ClassifyStatus maps an HTTP status to an error kind.
+func ClassifyStatus(status int) ErrorKind {
+	switch {
+	case status == 401 || status == 403:
+		return KindAuth
+	case status == 429:
+		return KindRateLimit
+	case status == 529:
+		return KindOverloaded
+	case status == 404:
+		return KindModelNotFound
+	case status >= 500:
+		return KindServer
+	default:
+		return KindBadRequest
+	}
+}
+
+// ParseRetryAfter parses a Retry-After header value (delta-seconds or an
+// HTTP date; also the non-standard retry-after-ms form when ms is true).
+func ParseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	var secs float64
+	if _, err := fmt.Sscanf(v, "%g", &secs); err == nil && secs >= 0 {
+		return time.Duration(secs * float64(time.Second))
+	}
+	if t, err := time.Parse(time.RFC1123, v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}

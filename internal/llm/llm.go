@@ -1,0 +1,215 @@
+// Package llm is Maestro's neutral model interface: messages, parts, tool
+// specs, usage, and the streaming Provider that every backend implements
+// (Anthropic Messages, OpenAI Chat Completions and Responses, scripted
+// replay). Backends live in sub-packages; nothing here knows any SDK.
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"iter"
+)
+
+// Role is who authored a message.
+type Role string
+
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+)
+
+// PartType discriminates a Part.
+type PartType string
+
+const (
+	PartText       PartType = "text"
+	PartThinking   PartType = "thinking"
+	PartToolCall   PartType = "tool_call"
+	PartToolResult PartType = "tool_result"
+	PartImage      PartType = "image"
+)
+
+// Message is one conversation turn.
+type Message struct {
+	Role  Role   `json:"role"`
+	Parts []Part `json:"parts"`
+}
+
+// Part is one piece of a message. Exactly the fields of its Type are set.
+type Part struct {
+	Type PartType `json:"type"`
+	// Text is the text of a text part or the thinking of a thinking part.
+	Text string `json:"text,omitempty"`
+	// Signature is the provider's opaque signature of a thinking part; it
+	// must be sent back unchanged.
+	Signature string `json:"signature,omitempty"`
+	// ToolCall is set on tool_call parts (assistant messages).
+	ToolCall *ToolCall `json:"tool_call,omitempty"`
+	// ToolResult is set on tool_result parts (user messages).
+	ToolResult *ToolResult `json:"tool_result,omitempty"`
+	// Image is set on image parts.
+	Image *Image `json:"image,omitempty"`
+}
+
+// ToolCall is a model's request to run a tool.
+type ToolCall struct {
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+// ToolResult answers a ToolCall.
+type ToolResult struct {
+	CallID  string `json:"call_id"`
+	Name    string `json:"name,omitempty"`
+	Content string `json:"content"`
+	IsError bool   `json:"is_error,omitempty"`
+}
+
+// Image is inline image data.
+type Image struct {
+	MediaType string `json:"media_type"`
+	Data      []byte `json:"data"`
+}
+
+// Text returns a text part.
+func Text(s string) Part { return Part{Type: PartText, Text: s} }
+
+// UserText returns a user message holding one text part.
+func UserText(s string) Message { return Message{Role: RoleUser, Parts: []Part{Text(s)}} }
+
+// TextContent concatenates the message's text parts.
+func (m Message) TextContent() string {
+	var s string
+	for _, p := range m.Parts {
+		if p.Type == PartText {
+			s += p.Text
+		}
+	}
+	return s
+}
+
+// ToolCalls returns the message's tool calls in order.
+func (m Message) ToolCalls() []ToolCall {
+	var calls []ToolCall
+	for _, p := range m.Parts {
+		if p.Type == PartToolCall && p.ToolCall != nil {
+			calls = append(calls, *p.ToolCall)
+		}
+	}
+	return calls
+}
+
+// ToolSpec describes a tool offered to the model.
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// ThinkingLevel is the requested reasoning effort (the protocol's
+// thinking_level values).
+type ThinkingLevel string
+
+const (
+	ThinkingOff     ThinkingLevel = "off"
+	ThinkingMinimal ThinkingLevel = "minimal"
+	ThinkingLow     ThinkingLevel = "low"
+	ThinkingMedium  ThinkingLevel = "medium"
+	ThinkingHigh    ThinkingLevel = "high"
+	ThinkingUltra   ThinkingLevel = "ultra"
+)
+
+// Request is one model call.
+type Request struct {
+	// System is the system prompt.
+	System   string
+	Messages []Message
+	Tools    []ToolSpec
+	// MaxTokens caps the response; 0 means the provider's default.
+	MaxTokens int
+	Thinking  ThinkingLevel
+}
+
+// Usage is the token accounting of one model call.
+type Usage struct {
+	InputTokens      int64 `json:"input_tokens"`
+	OutputTokens     int64 `json:"output_tokens"`
+	CacheReadTokens  int64 `json:"cache_read_tokens"`
+	CacheWriteTokens int64 `json:"cache_write_tokens"`
+}
+
+// Total returns all tokens counted by u.
+func (u Usage) Total() int64 {
+	return u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens
+}
+
+// ContextTokens is how much of the context window the call occupied: the
+// prompt (fresh, cached and cache-written) plus the generated output.
+func (u Usage) ContextTokens() int64 { return u.Total() }
+
+// Add accumulates v into u.
+func (u *Usage) Add(v Usage) {
+	u.InputTokens += v.InputTokens
+	u.OutputTokens += v.OutputTokens
+	u.CacheReadTokens += v.CacheReadTokens
+	u.CacheWriteTokens += v.CacheWriteTokens
+}
+
+// StopReason says why the model stopped.
+type StopReason string
+
+const (
+	StopEndTurn   StopReason = "end_turn"
+	StopToolUse   StopReason = "tool_use"
+	StopMaxTokens StopReason = "max_tokens"
+	StopAborted   StopReason = "aborted"
+)
+
+// Response is the complete result of one model call.
+type Response struct {
+	Message    Message
+	Usage      Usage
+	StopReason StopReason
+	// Model is the model that answered, as the provider reports it.
+	Model string
+}
+
+// EventType discriminates a streaming Event.
+type EventType int
+
+const (
+	// EventTextDelta carries a piece of assistant text in Delta.
+	EventTextDelta EventType = iota + 1
+	// EventThinkingDelta carries a piece of thinking in Delta.
+	EventThinkingDelta
+	// EventDone is the last event; Response holds the complete result.
+	EventDone
+)
+
+// Event is one item of a provider's stream. Partial events (deltas) are for
+// live display only; the loop acts on the final EventDone response.
+type Event struct {
+	Type     EventType
+	Delta    string
+	Response *Response
+}
+
+// Provider is a model backend.
+type Provider interface {
+	// Name is the provider id ("anthropic", "openai", "replay", …).
+	Name() string
+	// Model is the model id requests are sent to.
+	Model() string
+	// Stream performs one model call. It yields deltas as they arrive and
+	// ends with exactly one EventDone, or stops early with a non-nil error
+	// (an *Error where the failure is classified). Stopping the iteration
+	// early cancels the call.
+	Stream(ctx context.Context, req *Request) iter.Seq2[Event, error]
+}
+
+// ModelLister is implemented by providers that can list their models (used
+// to answer an unknown model with what is available).
+type ModelLister interface {
+	ListModels(ctx context.Context) ([]string, error)
+}

@@ -1,0 +1,302 @@
+// Package llmtest provides fake model servers that speak the real wire
+// formats — Anthropic Messages (SSE), OpenAI Chat Completions (SSE) and
+// OpenAI Responses (SSE) — so that tests drive the official SDKs, and later
+// real agent CLIs, without a network. A Server answers each model request
+// with the next scripted Turn, in order, whatever endpoint it arrives on.
+//
+// It is usable in-process (NewServer) and as a standalone process
+// (cmd/maestro-fakemodel).
+package llmtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+)
+
+// ToolCall is a scripted tool call.
+type ToolCall struct {
+	ID   string `json:"id,omitempty"`
+	Name string `json:"name"`
+	// Input is the JSON object of arguments.
+	Input string `json:"input"`
+	// Fragments splits Input into this many streamed deltas (default 2),
+	// exercising the SDKs' accumulators.
+	Fragments int `json:"fragments,omitempty"`
+}
+
+// Turn is one scripted response. Either it fails (Status != 0) or it
+// streams Thinking, then Text chunks, then ToolCalls, then usage and a stop.
+type Turn struct {
+	Thinking  string     `json:"thinking,omitempty"`
+	Text      []string   `json:"text,omitempty"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// Usage reported for the turn. InputTokens excludes cache reads and
+	// writes (Anthropic semantics); the OpenAI formats report prompt tokens
+	// as input + cache reads, as OpenAI does.
+	InputTokens      int64 `json:"input_tokens,omitempty"`
+	OutputTokens     int64 `json:"output_tokens,omitempty"`
+	CacheReadTokens  int64 `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
+
+	// Status, when non-zero, answers the request with this HTTP error in
+	// the wire format's error body (400, 401, 404, 429, 500, 529, …).
+	Status       int    `json:"status,omitempty"`
+	ErrorMessage string `json:"error_message,omitempty"`
+	// RetryAfter is sent as the Retry-After header with an error status.
+	RetryAfter string `json:"retry_after,omitempty"`
+	// CutAfter, when > 0, ends the stream abruptly after that many SSE
+	// events (no terminal event), simulating a dropped connection.
+	CutAfter int `json:"cut_after,omitempty"`
+}
+
+// Request is a request the server received.
+type Request struct {
+	Method string
+	Path   string
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the request body into a generic map.
+func (r Request) JSON() map[string]any {
+	var m map[string]any
+	_ = json.Unmarshal(r.Body, &m)
+	return m
+}
+
+// Server is a scripted fake model server.
+type Server struct {
+	// Models, when non-empty, is the list GET /v1/models answers and the
+	// set of accepted model ids: a request for another model gets the
+	// format's 404 model-not-found error.
+	Models []string
+	// Loop makes the script start over when it runs out instead of
+	// answering 500 "script exhausted".
+	Loop bool
+
+	mu       sync.Mutex
+	turns    []Turn
+	next     int
+	requests []Request
+
+	httpServer *httptest.Server
+}
+
+// New returns a server with the given script; serve it with Handler.
+func New(turns ...Turn) *Server {
+	return &Server{turns: turns}
+}
+
+// NewServer starts an in-process server for a test and closes it at the
+// end of the test. Its base URL is URL().
+func NewServer(t testing.TB, turns ...Turn) *Server {
+	t.Helper()
+	s := New(turns...)
+	s.httpServer = httptest.NewServer(s.Handler())
+	t.Cleanup(s.httpServer.Close)
+	return s
+}
+
+// URL is the base URL of a server started by NewServer (no trailing slash,
+// no /v1).
+func (s *Server) URL() string { return s.httpServer.URL }
+
+// Enqueue appends turns to the script.
+func (s *Server) Enqueue(turns ...Turn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.turns = append(s.turns, turns...)
+}
+
+// Requests returns the model requests received so far.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.requests)
+}
+
+// Remaining is the number of unserved turns.
+func (s *Server) Remaining() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.turns) - s.next
+}
+
+func (s *Server) take(r *http.Request, body []byte) (Turn, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+	if s.next >= len(s.turns) {
+		if !s.Loop || len(s.turns) == 0 {
+			return Turn{}, false
+		}
+		s.next = 0
+	}
+	t := s.turns[s.next]
+	s.next++
+	return t, true
+}
+
+// Handler serves the fake API:
+//
+//	POST /v1/messages          Anthropic Messages (streaming)
+//	POST /v1/chat/completions  OpenAI Chat Completions (streaming)
+//	POST /v1/responses         OpenAI Responses (streaming)
+//	GET  /v1/models            model list, in the format the headers suggest
+//
+// The /v1 prefix is optional, for clients configured with a bare base URL.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, prefix := range []string{"/v1", ""} {
+		mux.HandleFunc("POST "+prefix+"/messages", s.modelCall(s.serveAnthropic))
+		mux.HandleFunc("POST "+prefix+"/chat/completions", s.modelCall(s.serveChat))
+		mux.HandleFunc("POST "+prefix+"/responses", s.modelCall(s.serveResponses))
+		mux.HandleFunc("GET "+prefix+"/models", s.serveModels)
+	}
+	return mux
+}
+
+type format func(w http.ResponseWriter, r *http.Request, req map[string]any, turn Turn)
+
+func (s *Server) modelCall(serve format) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+		if err != nil {
+			http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		var req map[string]any
+		if err := json.Unmarshal(body, &req); err != nil {
+			http.Error(w, "body is not JSON: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		turn, ok := s.take(r, body)
+		if !ok {
+			turn = Turn{Status: http.StatusInternalServerError, ErrorMessage: "llmtest: script exhausted"}
+		}
+		if model, _ := req["model"].(string); turn.Status == 0 && len(s.Models) > 0 && !slices.Contains(s.Models, model) {
+			turn = Turn{Status: http.StatusNotFound, ErrorMessage: fmt.Sprintf("model: %s", model)}
+		}
+		serve(w, r, req, turn)
+	}
+}
+
+func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	type anthropicModel struct {
+		ID          string `json:"id"`
+		Type        string `json:"type"`
+		DisplayName string `json:"display_name"`
+		CreatedAt   string `json:"created_at"`
+	}
+	type openaiModel struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	if r.Header.Get("anthropic-version") != "" {
+		data := []anthropicModel{}
+		for _, m := range s.Models {
+			data = append(data, anthropicModel{ID: m, Type: "model", DisplayName: m, CreatedAt: "2026-01-01T00:00:00Z"})
+		}
+		first, last := "", ""
+		if len(data) > 0 {
+			first, last = data[0].ID, data[len(data)-1].ID
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"data": data, "has_more": false, "first_id": first, "last_id": last})
+		return
+	}
+	data := []openaiModel{}
+	for _, m := range s.Models {
+		data = append(data, openaiModel{ID: m, Object: "model", Created: 1767225600, OwnedBy: "llmtest"})
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
+}
+
+// sse writes Server-Sent Events and honours Turn.CutAfter.
+type sse struct {
+	w        http.ResponseWriter
+	flusher  http.Flusher
+	sent     int
+	cutAfter int
+}
+
+func newSSE(w http.ResponseWriter, cutAfter int) *sse {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	f, _ := w.(http.Flusher)
+	return &sse{w: w, flusher: f, cutAfter: cutAfter}
+}
+
+// send writes one event (event may be "" for data-only events, as OpenAI
+// Chat uses). It returns false once the stream has been cut; the handler
+// must then return without writing anything else.
+func (e *sse) send(event string, data any) bool {
+	if e.cutAfter > 0 && e.sent >= e.cutAfter {
+		e.cut()
+		return false
+	}
+	var payload []byte
+	switch d := data.(type) {
+	case string:
+		payload = []byte(d)
+	default:
+		var err error
+		payload, err = json.Marshal(d)
+		if err != nil {
+			panic(err)
+		}
+	}
+	if event != "" {
+		fmt.Fprintf(e.w, "event: %s\n", event)
+	}
+	fmt.Fprintf(e.w, "data: %s\n\n", payload)
+	if e.flusher != nil {
+		e.flusher.Flush()
+	}
+	e.sent++
+	return true
+}
+
+// cut drops the connection without a terminal event.
+func (e *sse) cut() {
+	if e.flusher != nil {
+		e.flusher.Flush()
+	}
+	if hj, ok := e.w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			_ = conn.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
+}
+
+// fragments splits s into n nearly equal pieces (n >= 1).
+func fragments(s string, n int) []string {
+	if n <= 1 || len(s) < n {
+		return []string{s}
+	}
+	size := (len(s) + n - 1) / n
+	var out []string
+	for i := 0; i < len(s); i += size {
+		out = append(out, s[i:min(i+size, len(s))])
+	}
+	return out
+}
+
+// callID returns the call's id or a generated one.
+func callID(tc ToolCall, prefix string, i int) string {
+	if tc.ID != "" {
+		return tc.ID
+	}
+	return fmt.Sprintf("%s_%03d", prefix, i)
+}
