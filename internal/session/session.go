@@ -1,0 +1,454 @@
+// Package session keeps Maestro's sessions: every run is a session with an
+// id, a metadata file and one append-only, cursor-numbered JSON-lines log.
+// The log holds two kinds of record: protocol events (what clients saw) and
+// conversation messages (what the model saw), so that replay, resume and
+// reconnection all come from the same file.
+//
+// Layout under the store directory (default ~/.maestro/sessions):
+//
+//	<id>/session.json   metadata (Meta)
+//	<id>/events.jsonl   the log, one Record per line, cursors 1, 2, 3, …
+package session
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"iter"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/protocol"
+)
+
+// Meta describes a session.
+type Meta struct {
+	ID        string    `json:"id"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// Workspace is the absolute workspace directory.
+	Workspace string `json:"workspace"`
+	Provider  string `json:"provider"`
+	Model     string `json:"model"`
+	// ExecutorType is "live" or "replay".
+	ExecutorType string `json:"executor_type"`
+	// Replay is the scenario a replay session runs ("builtin:demo" for the
+	// bundled demo), so a resumed session replays the same script.
+	Replay string `json:"replay,omitempty"`
+	// Title is the first prompt, shortened.
+	Title string `json:"title,omitempty"`
+}
+
+// Record kinds.
+const (
+	KindEvent   = "event"
+	KindMessage = "message"
+)
+
+// Record is one line of the log.
+type Record struct {
+	Cursor int64     `json:"cursor"`
+	Time   time.Time `json:"time"`
+	Kind   string    `json:"kind"`
+	// Event is the protocol message (with its "type"), for KindEvent.
+	Event json.RawMessage `json:"event,omitempty"`
+	// Message is the conversation message, for KindMessage.
+	Message *llm.Message `json:"message,omitempty"`
+}
+
+// EventType returns the protocol type of an event record, "" otherwise.
+func (r Record) EventType() string {
+	if r.Kind != KindEvent {
+		return ""
+	}
+	var head struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(r.Event, &head)
+	return head.Type
+}
+
+// Store is a directory of sessions.
+type Store struct {
+	dir string
+	now func() time.Time
+}
+
+// NewStore returns a store rooted at dir (created on first use).
+func NewStore(dir string) *Store {
+	return &Store{dir: dir, now: time.Now}
+}
+
+// DefaultDir is ~/.maestro/sessions, or $MAESTRO_HOME/sessions.
+func DefaultDir() (string, error) {
+	if h := os.Getenv("MAESTRO_HOME"); h != "" {
+		return filepath.Join(h, "sessions"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("find home directory for sessions: %w", err)
+	}
+	return filepath.Join(home, ".maestro", "sessions"), nil
+}
+
+// ErrNotFound is returned for an unknown session id.
+var ErrNotFound = errors.New("session not found")
+
+// ErrBusy is returned when another process has the session open.
+var ErrBusy = errors.New("session is in use by another process")
+
+var idPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// Create starts a new session with a fresh time-ordered id.
+func (s *Store) Create(meta Meta) (*Session, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, fmt.Errorf("create session id: %w", err)
+	}
+	meta.ID = id.String()
+	now := s.now().UTC()
+	meta.CreatedAt, meta.UpdatedAt = now, now
+	dir := filepath.Join(s.dir, meta.ID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create session directory: %w", err)
+	}
+	if err := writeMeta(dir, meta); err != nil {
+		return nil, err
+	}
+	return s.open(dir, meta)
+}
+
+// Open opens an existing session for appending (resume). The whole id or
+// a unique prefix of at least 8 characters is accepted.
+func (s *Store) Open(id string) (*Session, error) {
+	full, err := s.resolve(id)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(s.dir, full)
+	meta, err := readMeta(dir)
+	if err != nil {
+		return nil, err
+	}
+	return s.open(dir, meta)
+}
+
+// List returns the metadata of every session, newest first.
+func (s *Store) List() ([]Meta, error) {
+	entries, err := os.ReadDir(s.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	var metas []Meta
+	for _, e := range entries {
+		if !e.IsDir() || !idPattern.MatchString(e.Name()) {
+			continue
+		}
+		m, err := readMeta(filepath.Join(s.dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		metas = append(metas, m)
+	}
+	slices.SortFunc(metas, func(a, b Meta) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	return metas, nil
+}
+
+// Records reads a session's log from cursor after (exclusive), without
+// opening it for writing.
+func (s *Store) Records(id string, after int64) iter.Seq2[Record, error] {
+	return func(yield func(Record, error) bool) {
+		full, err := s.resolve(id)
+		if err != nil {
+			yield(Record{}, err)
+			return
+		}
+		f, err := os.Open(filepath.Join(s.dir, full, "events.jsonl"))
+		if err != nil {
+			yield(Record{}, fmt.Errorf("open session log: %w", err))
+			return
+		}
+		defer f.Close()
+		for rec, err := range readRecords(f) {
+			if err != nil {
+				yield(Record{}, err)
+				return
+			}
+			if rec.Cursor > after && !yield(rec, nil) {
+				return
+			}
+		}
+	}
+}
+
+func (s *Store) resolve(id string) (string, error) {
+	if idPattern.MatchString(id) {
+		if _, err := os.Stat(filepath.Join(s.dir, id, "session.json")); err != nil {
+			return "", fmt.Errorf("%w: %s", ErrNotFound, id)
+		}
+		return id, nil
+	}
+	if len(id) < 8 {
+		return "", fmt.Errorf("%w: %q (give the full id or at least 8 characters)", ErrNotFound, id)
+	}
+	entries, _ := os.ReadDir(s.dir)
+	var match []string
+	for _, e := range entries {
+		if idPattern.MatchString(e.Name()) && len(e.Name()) >= len(id) && e.Name()[:len(id)] == id {
+			match = append(match, e.Name())
+		}
+	}
+	switch len(match) {
+	case 0:
+		return "", fmt.Errorf("%w: %s", ErrNotFound, id)
+	case 1:
+		return match[0], nil
+	default:
+		return "", fmt.Errorf("session id prefix %q is ambiguous: %d sessions match", id, len(match))
+	}
+}
+
+func (s *Store) open(dir string, meta Meta) (*Session, error) {
+	path := filepath.Join(dir, "events.jsonl")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open session log: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s", ErrBusy, meta.ID)
+	}
+	sess := &Session{meta: meta, dir: dir, f: f, now: s.now}
+	// Load the history and the last cursor; drop a torn last line left by
+	// a crash mid-write so appends continue cleanly.
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("read session log: %w", err)
+	}
+	var good int64
+	br := bufio.NewReaderSize(f, 1<<16)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 && line[len(line)-1] == '\n' {
+			var rec Record
+			if jerr := json.Unmarshal(line, &rec); jerr != nil {
+				f.Close()
+				return nil, fmt.Errorf("session log %s: corrupt record after cursor %d: %w", path, sess.cursor, jerr)
+			}
+			sess.cursor = rec.Cursor
+			if rec.Kind == KindMessage && rec.Message != nil {
+				sess.history = append(sess.history, *rec.Message)
+			}
+			good += int64(len(line))
+			continue
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("read session log: %w", err)
+		}
+	}
+	if err := f.Truncate(good); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("repair session log: %w", err)
+	}
+	return sess, nil
+}
+
+func writeMeta(dir string, meta Meta) error {
+	data, err := json.MarshalIndent(meta, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode session metadata: %w", err)
+	}
+	tmp := filepath.Join(dir, ".session.json.tmp")
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write session metadata: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "session.json")); err != nil {
+		return fmt.Errorf("write session metadata: %w", err)
+	}
+	return nil
+}
+
+func readMeta(dir string) (Meta, error) {
+	var meta Meta
+	data, err := os.ReadFile(filepath.Join(dir, "session.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return meta, fmt.Errorf("%w: %s", ErrNotFound, filepath.Base(dir))
+	}
+	if err != nil {
+		return meta, fmt.Errorf("read session metadata: %w", err)
+	}
+	if err := json.Unmarshal(data, &meta); err != nil {
+		return meta, fmt.Errorf("session metadata %s: %w", filepath.Join(dir, "session.json"), err)
+	}
+	return meta, nil
+}
+
+func readRecords(r io.Reader) iter.Seq2[Record, error] {
+	return func(yield func(Record, error) bool) {
+		br := bufio.NewReaderSize(r, 1<<16)
+		for {
+			line, err := br.ReadBytes('\n')
+			if len(line) > 0 && line[len(line)-1] == '\n' {
+				var rec Record
+				if jerr := json.Unmarshal(bytes.TrimSpace(line), &rec); jerr != nil {
+					yield(Record{}, fmt.Errorf("corrupt session record: %w", jerr))
+					return
+				}
+				if !yield(rec, nil) {
+					return
+				}
+				continue
+			}
+			if err != nil {
+				if err != io.EOF {
+					yield(Record{}, err)
+				}
+				return // a torn last line is not a record yet
+			}
+		}
+	}
+}
+
+// Session is an open session. It implements agent.Sink: events and
+// messages are appended to the log as they happen, one write per record,
+// so a crash loses at most the record being written.
+type Session struct {
+	meta Meta
+	dir  string
+	now  func() time.Time
+
+	mu      sync.Mutex
+	f       *os.File
+	cursor  int64
+	history []llm.Message
+	err     error
+	buf     []byte
+}
+
+// Meta returns the session's metadata.
+func (s *Session) Meta() Meta { return s.meta }
+
+// ID returns the session id.
+func (s *Session) ID() string { return s.meta.ID }
+
+// Dir returns the session's directory.
+func (s *Session) Dir() string { return s.dir }
+
+// LogPath returns the path of the session's log.
+func (s *Session) LogPath() string { return filepath.Join(s.dir, "events.jsonl") }
+
+// History returns the conversation so far.
+func (s *Session) History() []llm.Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.history)
+}
+
+// Cursor returns the cursor of the last record.
+func (s *Session) Cursor() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cursor
+}
+
+// Event appends a protocol event.
+func (s *Session) Event(m protocol.Message) {
+	data, err := protocol.Marshal(m)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.fail(err)
+		return
+	}
+	s.append(Record{Kind: KindEvent, Event: data})
+}
+
+// Message appends a conversation message.
+func (s *Session) Message(m llm.Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.history = append(s.history, m)
+	s.append(Record{Kind: KindMessage, Message: &m})
+}
+
+// append writes one record; the caller holds mu.
+func (s *Session) append(rec Record) {
+	if s.err != nil {
+		return
+	}
+	rec.Cursor = s.cursor + 1
+	rec.Time = s.now().UTC()
+	data, err := json.Marshal(rec)
+	if err != nil {
+		s.fail(err)
+		return
+	}
+	s.buf = append(append(s.buf[:0], data...), '\n')
+	if _, err := s.f.Write(s.buf); err != nil {
+		s.fail(err)
+		return
+	}
+	s.cursor = rec.Cursor
+}
+
+func (s *Session) fail(err error) {
+	if s.err == nil {
+		s.err = fmt.Errorf("session %s: write log: %w", s.meta.ID, err)
+	}
+}
+
+// Err returns the first write failure, if any. Events after a failure are
+// dropped; callers check Err at the end of a run.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// SetTitle records the session's title if it has none.
+func (s *Session) SetTitle(title string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.meta.Title != "" {
+		return nil
+	}
+	if r := []rune(title); len(r) > 80 {
+		title = string(r[:79]) + "…"
+	}
+	s.meta.Title = title
+	return writeMeta(s.dir, s.meta)
+}
+
+// Close syncs the log to disk, updates the metadata and releases the
+// session.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.f == nil {
+		return s.err
+	}
+	err := s.f.Sync()
+	s.meta.UpdatedAt = s.now().UTC()
+	err = errors.Join(s.err, err, writeMeta(s.dir, s.meta), s.f.Close())
+	s.f = nil
+	return err
+}
