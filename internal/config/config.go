@@ -1,0 +1,103 @@
+// Package config reads Maestro's user configuration file,
+// ~/.maestro/config.yaml (or $MAESTRO_HOME/config.yaml). Every field is
+// optional; the environment and command-line flags override it.
+//
+//	model: anthropic/claude-sonnet-4-5   # provider/model
+//	sandbox: auto                        # auto | always | off
+//	max_iterations: 50
+//	providers:
+//	  anthropic: {api_key: "...", base_url: "..."}
+//	  openai:    {api_key: "...", base_url: "http://localhost:11434/v1", api: chat}
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"go.yaml.in/yaml/v4"
+)
+
+// Config is the parsed configuration file.
+type Config struct {
+	// Model is "provider/model".
+	Model string `yaml:"model"`
+	// Sandbox is the Bash sandbox mode: auto, always or off.
+	Sandbox       string    `yaml:"sandbox"`
+	MaxIterations int       `yaml:"max_iterations"`
+	Providers     Providers `yaml:"providers"`
+	// Path is where the configuration was read from ("" when none).
+	Path string `yaml:"-"`
+}
+
+// Providers holds per-provider settings.
+type Providers struct {
+	Anthropic Provider `yaml:"anthropic"`
+	OpenAI    Provider `yaml:"openai"`
+}
+
+// Provider holds one provider's connection settings.
+type Provider struct {
+	APIKey  string `yaml:"api_key"`
+	BaseURL string `yaml:"base_url"`
+	// API selects the OpenAI API: chat or responses (default: automatic).
+	API string `yaml:"api"`
+}
+
+// Home is Maestro's state directory: $MAESTRO_HOME, else ~/.maestro.
+func Home() (string, error) {
+	if h := os.Getenv("MAESTRO_HOME"); h != "" {
+		return h, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("find home directory: %w", err)
+	}
+	return filepath.Join(home, ".maestro"), nil
+}
+
+// Load reads the configuration file at path; a missing file is an empty
+// configuration. Unknown keys and wrong types are errors naming the line.
+func Load(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Config{}, nil
+	}
+	if err != nil {
+		return Config{}, fmt.Errorf("read config: %w", err)
+	}
+	cfg, err := Parse(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	cfg.Path = path
+	return cfg, nil
+}
+
+// Parse decodes configuration YAML strictly.
+func Parse(data []byte) (Config, error) {
+	var cfg Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("invalid configuration: %w", err)
+	}
+	switch cfg.Sandbox {
+	case "", "auto", "always", "off":
+	default:
+		return Config{}, fmt.Errorf("invalid configuration: sandbox: %q is not one of auto, always, off", cfg.Sandbox)
+	}
+	switch cfg.Providers.OpenAI.API {
+	case "", "chat", "responses":
+	default:
+		return Config{}, fmt.Errorf("invalid configuration: providers.openai.api: %q is not one of chat, responses", cfg.Providers.OpenAI.API)
+	}
+	if cfg.MaxIterations < 0 {
+		return Config{}, fmt.Errorf("invalid configuration: max_iterations: must be positive, got %d", cfg.MaxIterations)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,63 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		yaml    string
+		want    Config
+		wantErr string
+	}{
+		{"empty", "", Config{}, ""},
+		{"full", "model: openai/llama3.2\nsandbox: always\nmax_iterations: 7\nproviders:\n  openai:\n    base_url: http://localhost:11434/v1\n    api: chat\n",
+			Config{Model: "openai/llama3.2", Sandbox: "always", MaxIterations: 7, Providers: Providers{OpenAI: Provider{BaseURL: "http://localhost:11434/v1", API: "chat"}}}, ""},
+		{"unknown key", "model: x\nmodle: y\n", Config{}, "line 2: field modle not found"},
+		{"bad sandbox", "sandbox: sometimes\n", Config{}, `sandbox: "sometimes" is not one of auto, always, off`},
+		{"bad api", "providers:\n  openai:\n    api: graphql\n", Config{}, "providers.openai.api"},
+		{"wrong type", "max_iterations: many\n", Config{}, "line 1"},
+		{"negative", "max_iterations: -1\n", Config{}, "max_iterations: must be positive"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Parse([]byte(tc.yaml))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestLoadMissingAndPath(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg, err := Load(filepath.Join(dir, "nope.yaml"))
+	if err != nil || cfg != (Config{}) {
+		t.Fatalf("missing file: %+v %v", cfg, err)
+	}
+	p := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(p, []byte("sandbox: bogus\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), p) {
+		t.Fatalf("error should name the file: %v", err)
+	}
+}
