@@ -1,0 +1,130 @@
+package piece
+
+import "strings"
+
+// ToolInfo describes one tool name the validator accepts in allowed_tools.
+type ToolInfo struct {
+	// Name is the tool name as written in allowed_tools.
+	Name string
+	// Group is a coarse family: control, workspace, web, documents,
+	// slides, knowledge, media, pieces, ssh, subtasks, interaction, docs.
+	Group string
+	// Implemented reports whether this build of Maestro ships the tool.
+	// Unimplemented tools validate (so pieces can be written ahead of
+	// them) but are not offered to the model until they exist.
+	Implemented bool
+	// Summary is a one-line description for documentation and editors.
+	Summary string
+}
+
+// KnownTools returns the tool inventory the validator accepts in
+// allowed_tools, in documentation order. MCP tools are not listed: they are
+// accepted by pattern (mcp__*, mcp__<server>__*, mcp__<server>__<tool>).
+// The returned slice is fresh; callers may modify it.
+func KnownTools() []ToolInfo {
+	return []ToolInfo{
+		{"transition", "control", false, "hop to a movement named in the current rules[].next, carrying a summary and lessons"},
+		{"complete", "control", false, "end the run: success, aborted or needs_user_input; its result is the only output the user sees"},
+		{"Read", "workspace", true, "read a workspace file, optionally a line range"},
+		{"Write", "workspace", true, "create or overwrite a workspace file (needs edit: true)"},
+		{"Edit", "workspace", true, "replace text in a workspace file (needs edit: true)"},
+		{"Glob", "workspace", true, "list workspace files matching a glob pattern"},
+		{"Grep", "workspace", true, "search workspace files with a regular expression"},
+		{"Bash", "workspace", true, "run a sandboxed shell command from the command allowlist"},
+		{"WebSearch", "web", false, "search the web; returns titles, URLs and snippets"},
+		{"WebFetch", "web", false, "fetch a web page's text, behind the SSRF guard"},
+		{"BrowseWeb", "web", false, "drive a browser, optionally with a saved per-user session"},
+		{"DownloadFile", "web", false, "download a URL into input/ or output/, behind the SSRF guard"},
+		{"ReadImage", "media", false, "show a workspace image to a vision-capable model"},
+		{"ReadPdf", "documents", false, "extract text from a PDF, by page range or query"},
+		{"ReadExcel", "documents", false, "read a spreadsheet"},
+		{"ReadDocx", "documents", false, "read a Word document"},
+		{"ReadPPTX", "documents", false, "read a PowerPoint deck"},
+		{"PdfToImages", "documents", false, "render PDF pages to images"},
+		{"SplitExcelSheets", "documents", false, "split a workbook into one file per sheet"},
+		{"SplitDocxSections", "documents", false, "split a Word document into sections"},
+		{"SetTheme", "slides", false, "choose the slide deck theme"},
+		{"AddSlide", "slides", false, "append a slide with a layout, content and notes"},
+		{"BuildPptx", "slides", false, "build the .pptx from the slides added so far"},
+		{"ResetSlides", "slides", false, "discard the slides, keeping the theme"},
+		{"SearchKnowledge", "knowledge", false, "vector search over the document knowledge service"},
+		{"ListNamespaces", "knowledge", false, "list knowledge namespaces"},
+		{"ListDocuments", "knowledge", false, "list documents of a knowledge namespace"},
+		{"IngestDocument", "knowledge", false, "add a document to the knowledge service"},
+		{"IngestStatus", "knowledge", false, "report the progress of an ingestion"},
+		{"GetYouTubeTranscript", "media", false, "fetch a YouTube video's captions"},
+		{"TranscribeAudio", "media", false, "transcribe an audio file"},
+		{"ListPieces", "pieces", false, "list the pieces in the catalog"},
+		{"GetPiece", "pieces", false, "return a piece's YAML"},
+		{"CreatePiece", "pieces", false, "validate and store a new piece from YAML"},
+		{"UpdatePiece", "pieces", false, "validate and replace a whole piece from YAML"},
+		{"SshExec", "ssh", false, "run a command on a registered SSH connection"},
+		{"SshUpload", "ssh", false, "upload a workspace file over SSH"},
+		{"SshDownload", "ssh", false, "download a remote file into the workspace over SSH"},
+		{"SpawnSubTask", "subtasks", false, "start a child job; results land in subtasks/"},
+		{"AskUser", "interaction", false, "ask the user a question and wait for the answer"},
+		{"ReadToolDoc", "docs", false, "read a tool's detailed usage guide"},
+		{"ReadSkill", "docs", false, "materialise a skill's files into skills/"},
+	}
+}
+
+// isKnownTool reports whether name is in [KnownTools]. It is a switch so
+// the validator's hot path needs no table built at run time; a test keeps
+// the two lists identical.
+func isKnownTool(name string) bool {
+	switch name {
+	case "transition", "complete",
+		"Read", "Write", "Edit", "Glob", "Grep", "Bash",
+		"WebSearch", "WebFetch", "BrowseWeb", "DownloadFile",
+		"ReadImage", "ReadPdf", "ReadExcel", "ReadDocx", "ReadPPTX",
+		"PdfToImages", "SplitExcelSheets", "SplitDocxSections",
+		"SetTheme", "AddSlide", "BuildPptx", "ResetSlides",
+		"SearchKnowledge", "ListNamespaces", "ListDocuments", "IngestDocument", "IngestStatus",
+		"GetYouTubeTranscript", "TranscribeAudio",
+		"ListPieces", "GetPiece", "CreatePiece", "UpdatePiece",
+		"SshExec", "SshUpload", "SshDownload",
+		"SpawnSubTask", "AskUser", "ReadToolDoc", "ReadSkill":
+		return true
+	}
+	return false
+}
+
+// isSSHTool reports whether name is one of the tools that require
+// allowed_ssh_connections.
+func isSSHTool(name string) bool {
+	return name == "SshExec" || name == "SshUpload" || name == "SshDownload"
+}
+
+// mcpPrefix starts every MCP tool name.
+const mcpPrefix = "mcp__"
+
+// checkMCPTool validates an allowed_tools entry that starts with mcp__ and
+// returns a message describing the problem, or "" when it is well formed.
+// Accepted: "mcp__*" (every tool of every connected server),
+// "mcp__<server>__*" and "mcp__<server>__<tool>", where <server> is a
+// required_mcp-style slug and <tool> is 1–128 of [A-Za-z0-9_.-].
+func checkMCPTool(s string) string {
+	rest := s[len(mcpPrefix):]
+	if rest == "*" {
+		return ""
+	}
+	const want = `expected "mcp__*", "mcp__<server>__*" or "mcp__<server>__<tool>"`
+	server, tool, ok := strings.Cut(rest, "__")
+	if !ok {
+		return want + `, found "` + s + `" (no "__" after the server)`
+	}
+	if !isSlug(server, 64, true) {
+		return want + ` with <server> matching [a-z0-9_-]{1,64}, found server "` + server + `"`
+	}
+	if tool == "*" {
+		return ""
+	}
+	if tool == "" || len(tool) > 128 || !allBytes(tool, isToolNameByte) {
+		return want + ` with <tool> matching [A-Za-z0-9_.-]{1,128} or "*", found tool "` + tool + `"`
+	}
+	return ""
+}
+
+func isToolNameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
+}
