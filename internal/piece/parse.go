@@ -118,7 +118,7 @@ func (d *decoder) parse(data []byte) *Piece {
 		if errors.Is(err, io.EOF) {
 			d.errs = append(d.errs, Error{File: d.file, Line: 1, Col: 1, Message: emptyDocument})
 		} else {
-			d.yamlError(err)
+			d.yamlError(err, data)
 		}
 		return nil
 	}
@@ -126,7 +126,7 @@ func (d *decoder) parse(data []byte) *Piece {
 	switch err := l.Load(&extra); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		d.yamlError(err)
+		d.yamlError(err, data)
 	default:
 		at := &extra
 		if len(extra.Content) > 0 {
@@ -152,23 +152,23 @@ func (d *decoder) parse(data []byte) *Piece {
 
 // yamlError records a syntax or structure error reported by the YAML
 // library, keeping its position.
-func (d *decoder) yamlError(err error) {
+func (d *decoder) yamlError(err error, data []byte) {
 	var list *yaml.LoadErrors
 	if errors.As(err, &list) {
 		for _, e := range list.Errors {
-			d.loadError(e)
+			d.loadError(e, data)
 		}
 		return
 	}
 	var one *yaml.LoadError
 	if errors.As(err, &one) {
-		d.loadError(one)
+		d.loadError(one, data)
 		return
 	}
 	d.errs = append(d.errs, Error{File: d.file, Message: "YAML: " + err.Error()})
 }
 
-func (d *decoder) loadError(e *yaml.LoadError) {
+func (d *decoder) loadError(e *yaml.LoadError, data []byte) {
 	msg := "YAML syntax error: " + strings.TrimPrefix(e.Message, "yaml: ")
 	if e.ContextMsg != "" {
 		msg += " (" + e.ContextMsg
@@ -176,6 +176,9 @@ func (d *decoder) loadError(e *yaml.LoadError) {
 			msg += fmt.Sprintf(" started at %d:%d", e.ContextMark.Line, e.ContextMark.Column)
 		}
 		msg += ")"
+	}
+	if i := e.Mark.Index; e.Mark.Line > 0 && i >= 0 && i < len(data) && data[i] == '\t' {
+		msg += "; tabs cannot indent YAML, use spaces"
 	}
 	d.errs = append(d.errs, Error{File: d.file, Line: e.Mark.Line, Col: e.Mark.Column, Message: msg})
 }
@@ -244,8 +247,10 @@ func itemPath(parent, key string, i int) string {
 // mapping visits the key/value pairs of the mapping n, reporting keys that
 // are duplicated, unknown (with a suggestion), not plain strings, or merge
 // keys; visit sees only the first occurrence of each known key. The values
-// passed to visit are dereferenced.
-func (d *decoder) mapping(n *yaml.Node, parent string, known []string, visit func(key string, k, v *yaml.Node)) {
+// passed to visit are dereferenced. The result flags, by index in known, the
+// fields an unknown key was taken for, so that a misspelt required field is
+// reported once (as a typo) rather than also as missing.
+func (d *decoder) mapping(n *yaml.Node, parent string, known []string, visit func(key string, k, v *yaml.Node)) (typos [16]bool) {
 	var seen [16]*yaml.Node // key nodes by index in known
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
@@ -263,7 +268,9 @@ func (d *decoder) mapping(n *yaml.Node, parent string, known []string, visit fun
 		}
 		idx := slices.Index(known, k.Value)
 		if idx < 0 {
-			d.unknownField(k, parent, known)
+			if hint := d.unknownField(k, parent, known); hint != "" {
+				typos[slices.Index(known, hint)] = true
+			}
 			continue
 		}
 		if first := seen[idx]; first != nil {
@@ -273,9 +280,12 @@ func (d *decoder) mapping(n *yaml.Node, parent string, known []string, visit fun
 		seen[idx] = k
 		visit(k.Value, k, deref(v))
 	}
+	return typos
 }
 
-func (d *decoder) unknownField(k *yaml.Node, parent string, known []string) {
+// unknownField reports an unknown key and returns the known field it
+// suggested, if any.
+func (d *decoder) unknownField(k *yaml.Node, parent string, known []string) string {
 	field := fieldPath(parent, k.Value)
 	hint := renamedField(k.Value)
 	if hint == "" || !slices.Contains(known, hint) {
@@ -283,9 +293,10 @@ func (d *decoder) unknownField(k *yaml.Node, parent string, known []string) {
 	}
 	if hint != "" {
 		d.errorf(k, field, "unknown field %s; did you mean %q?", quote(k.Value), hint)
-		return
+		return hint
 	}
 	d.errorf(k, field, "unknown field %s; expected one of %s", quote(k.Value), strings.Join(known, ", "))
+	return ""
 }
 
 // missing reports a required field absent from the mapping n.
@@ -308,8 +319,11 @@ func (d *decoder) str(v *yaml.Node, field string) (string, bool) {
 
 // quoteHint suggests quoting a scalar that YAML read as another type.
 func quoteHint(v *yaml.Node) string {
-	if v.Kind == yaml.ScalarNode && v.ShortTag() != "!!null" && v.Value != "" {
-		return " (quote it to make it a string)"
+	if v.Kind == yaml.ScalarNode {
+		switch v.ShortTag() {
+		case "!!int", "!!float", "!!bool":
+			return " (quote it to make it a string)"
+		}
 	}
 	return ""
 }
@@ -396,7 +410,7 @@ func (d *decoder) piece(n *yaml.Node) *Piece {
 		movementsOK bool
 		seen        [16]bool // by index in pieceFields
 	)
-	d.mapping(n, "", pieceFields, func(key string, k, v *yaml.Node) {
+	typos := d.mapping(n, "", pieceFields, func(key string, k, v *yaml.Node) {
 		seen[slices.Index(pieceFields, key)] = true
 		switch key {
 		case "name":
@@ -448,7 +462,9 @@ func (d *decoder) piece(n *yaml.Node) *Piece {
 					continue
 				}
 				m, nameNode, mrefs := d.movement(it, path)
-				if nameNode != nil {
+				if nameNode == nil {
+					movementsOK = false // the set of names is incomplete
+				} else {
 					if j := slices.Index(names, m.Name); j >= 0 {
 						d.errorf(nameNode, path+".name", "duplicate movement name %s; first defined at %d:%d",
 							quote(m.Name), nameNodes[j].Line, nameNodes[j].Column)
@@ -470,14 +486,12 @@ func (d *decoder) piece(n *yaml.Node) *Piece {
 		{"movements", "a non-empty list of movements"},
 	}
 	for _, r := range required {
-		if !seen[slices.Index(pieceFields, r.key)] {
+		if i := slices.Index(pieceFields, r.key); !seen[i] && !typos[i] {
 			d.missing(n, "", r.key, r.want)
 		}
 	}
-	if movementsOK {
-		for _, r := range refs {
-			d.checkRef(r, names)
-		}
+	for _, r := range refs {
+		d.checkRef(r, names, movementsOK)
 	}
 	return p
 }
@@ -505,7 +519,7 @@ func (d *decoder) movement(n *yaml.Node, path string) (Movement, *yaml.Node, []r
 		editOK              bool
 		toolsNode, cmdsNode *yaml.Node
 	)
-	d.mapping(n, path, movementFields, func(key string, k, v *yaml.Node) {
+	typos := d.mapping(n, path, movementFields, func(key string, k, v *yaml.Node) {
 		seen[slices.Index(movementFields, key)] = true
 		field := path + "." + key
 		switch key {
@@ -593,7 +607,7 @@ func (d *decoder) movement(n *yaml.Node, path string) (Movement, *yaml.Node, []r
 		{"rules", "a list of rules (use [] for none)"},
 	}
 	for _, r := range required {
-		if !seen[slices.Index(movementFields, r.key)] {
+		if i := slices.Index(movementFields, r.key); !seen[i] && !typos[i] {
 			d.missing(n, path, r.key, r.want)
 		}
 	}
@@ -648,7 +662,7 @@ func (d *decoder) rule(n *yaml.Node, path string) (Rule, *yaml.Node) {
 	r := Rule{Pos: Pos{n.Line, n.Column}}
 	var nextNode *yaml.Node
 	var seenCond, seenNext bool
-	d.mapping(n, path, ruleFields, func(key string, k, v *yaml.Node) {
+	typos := d.mapping(n, path, ruleFields, func(key string, k, v *yaml.Node) {
 		switch key {
 		case "condition":
 			seenCond = true
@@ -660,21 +674,24 @@ func (d *decoder) rule(n *yaml.Node, path string) (Rule, *yaml.Node) {
 			}
 		}
 	})
-	if !seenCond {
+	if !seenCond && !typos[0] {
 		d.missing(n, path, "condition", "a non-empty string telling the model when to take this rule")
 	}
-	if !seenNext {
+	if !seenNext && !typos[1] {
 		d.missing(n, path, "next", "a movement name or WAIT_SUBTASKS")
 	}
 	return r, nextNode
 }
 
 // checkRef checks a reference to a movement once all names are known.
-func (d *decoder) checkRef(r ref, names []string) {
+// When the movements could not all be read (namesKnown false) it reports
+// only misused sentinels, to avoid a cascade of unknown-movement errors.
+func (d *decoder) checkRef(r ref, names []string, namesKnown bool) {
 	if slices.Contains(names, r.value) {
 		return
 	}
 	var want string
+	candidates := names
 	switch r.kind {
 	case refInitial:
 		if IsSentinel(r.value) {
@@ -683,6 +700,7 @@ func (d *decoder) checkRef(r ref, names []string) {
 		}
 		want = "expected the name of a movement (" + strings.Join(names, ", ") + ")"
 	case refRuleNext:
+		candidates = append(slices.Clip(names), WaitSubtasks)
 		switch r.value {
 		case WaitSubtasks:
 			return
@@ -697,9 +715,13 @@ func (d *decoder) checkRef(r ref, names []string) {
 			return
 		}
 		want = "expected a movement name (" + strings.Join(names, ", ") + ") or one of COMPLETE, ABORT, ASK, WAIT_SUBTASKS"
+		candidates = append(slices.Clip(names), Complete, Abort, Ask, WaitSubtasks)
+	}
+	if !namesKnown {
+		return
 	}
 	msg := want + ", found " + quote(r.value)
-	if hint := suggest(r.value, names); hint != "" {
+	if hint := suggest(r.value, candidates); hint != "" {
 		msg += fmt.Sprintf("; did you mean %q?", hint)
 	}
 	d.errorf(r.node, r.path, "%s", msg)

@@ -45,14 +45,15 @@ func allBytes(s string, ok func(byte) bool) bool {
 }
 
 // suggest returns the candidate closest to s when it is a plausible typo,
-// ignoring case: edit distance at most max(1, len(s)/3), or else one is a
+// ignoring case: edit distance at most max(1, len(s)/3) (0 below 3 bytes,
+// where any edit makes another word), or else one is a
 // prefix of the other or s is a suffix of the candidate (both at least 4
 // bytes, as "tools" for "allowed_tools"). It returns "" when nothing is
 // close.
 func suggest(s string, candidates []string) string {
 	best, bestDist := "", len(s)/3
-	if bestDist < 1 {
-		bestDist = 1
+	if bestDist < 1 && len(s) >= 3 {
+		bestDist = 1 // below 3 bytes, only a difference of case
 	}
 	bestDist++ // accept distances strictly below this
 	ls := strings.ToLower(s)
