@@ -78,8 +78,8 @@ func TestLoadFSOverrides(t *testing.T) {
 	writeFiles(t, project, map[string]string{
 		"code.yaml":    pieceYAML("code", "project-code"),
 		"general.yaml": "name: general\ndescription: broken\n", // invalid: keeps home's
-		"chat.yaml":    pieceYAML("talk", "wrong-name"),         // name mismatch: keeps built-in
-		"new.yaml":     "name: [",                               // invalid, no earlier definition
+		"chat.yaml":    pieceYAML("talk", "wrong-name"),        // name mismatch: keeps built-in
+		"new.yaml":     "name: [",                              // invalid, no earlier definition
 	})
 	if err := os.Mkdir(filepath.Join(project, "sub.yaml"), 0o755); err != nil { // a directory: ignored
 		t.Fatal(err)

@@ -636,10 +636,10 @@ func TestSuggest(t *testing.T) {
 	t.Parallel()
 	known := []string{"name", "persona", "allowed_tools", "default_next", "rules"}
 	tests := []struct{ in, want string }{
-		{"nmae", "name"},        // transposition
-		{"Persona", "persona"},  // case
+		{"nmae", "name"},       // transposition
+		{"Persona", "persona"}, // case
 		{"allowedTools", "allowed_tools"},
-		{"tools", "allowed_tools"}, // suffix
+		{"tools", "allowed_tools"},  // suffix
 		{"persona_name", "persona"}, // prefix
 		{"rule", "rules"},
 		{"xyz", ""},
