@@ -47,6 +47,7 @@ func CalledTools(msgs []llm.Message) []CalledTool {
 // Status is an assertion's result.
 type Status string
 
+// The statuses of an assertion result.
 const (
 	StatusPass Status = "pass"
 	StatusFail Status = "fail"

@@ -83,6 +83,7 @@ func (m Metadata) MarshalJSON() ([]byte, error) {
 // Outcome is a scenario run's verdict.
 type Outcome string
 
+// The outcomes.
 const (
 	OutcomePass Outcome = "pass"
 	OutcomeFail Outcome = "fail"
@@ -130,6 +131,7 @@ func (k StatementKind) terminal() bool {
 // to play.
 type ExpectedResult string
 
+// The expected results; "" (unset) means any.
 const (
 	ExpectSuccess ExpectedResult = "success"
 	ExpectError   ExpectedResult = "error"
@@ -149,6 +151,8 @@ const (
 // EndReason is the reason of an end statement.
 type EndReason string
 
+// The end reasons: complete ends the turn normally (end_turn), aborted
+// reports an aborted turn, limit_exceeded reports max_tokens.
 const (
 	EndComplete      EndReason = "complete"
 	EndAborted       EndReason = "aborted"
