@@ -56,7 +56,7 @@ func TestBashSpec(t *testing.T) {
 	}
 	var schema struct {
 		Properties map[string]json.RawMessage `json:"properties"`
-		Required   []string                  `json:"required"`
+		Required   []string                   `json:"required"`
 	}
 	if err := json.Unmarshal(spec.InputSchema, &schema); err != nil {
 		t.Fatal(err)
