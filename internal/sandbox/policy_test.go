@@ -109,6 +109,8 @@ var alwaysCases = []policyCase{
 	{"chmod setuid", "chmod u+s x", "loosens permissions"},
 	{"chmod o+w", "chmod o+w x", "loosens permissions"},
 	{"syntax error", "ls (", "could not be parsed"},
+	{"bare yarn with flags", "yarn --frozen-lockfile", "cannot be installed"},
+	{"yarn version is fine", "yarn --version", ""},
 	{"pip list is fine", "pip list", ""},
 	{"npm test is fine", "npm test", ""},
 	{"go test is fine", "go test ./...", ""},

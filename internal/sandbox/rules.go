@@ -93,7 +93,10 @@ func alwaysRule(base string, args []word) string {
 		}
 	case base == "yarn":
 		sub, i := operand(args, pmValued)
-		if sub == "" && i < 0 {
+		informational := slices.ContainsFunc(args, func(a word) bool {
+			return a.static && slices.Contains([]string{"-v", "--version", "-h", "--help"}, a.value)
+		})
+		if sub == "" && i < 0 && !informational {
 			return "`yarn` without a subcommand installs packages: " + installHint
 		}
 		if sub == "global" || sub == "dlx" {
