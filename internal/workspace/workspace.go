@@ -357,21 +357,6 @@ func (r *Root) Open(path string) (*os.File, error) {
 	return f, nil
 }
 
-// OpenDir opens the named directory as a root of its own, confined to that
-// directory. Walkers use it to open the files of one directory with a
-// single system call each.
-func (r *Root) OpenDir(path string) (*os.Root, error) {
-	rel, err := r.Rel(path)
-	if err != nil {
-		return nil, err
-	}
-	sub, err := r.root.OpenRoot(rel)
-	if err != nil {
-		return nil, r.wrap(path, err)
-	}
-	return sub, nil
-}
-
 // MkdirAll creates the named directory and any missing parents.
 func (r *Root) MkdirAll(path string, perm fs.FileMode) error {
 	rel, err := r.Rel(path)

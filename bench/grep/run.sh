@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Times Maestro's Grep tool against ripgrep on the same searches over the
+# same tree (default: the Go standard library source), in the same run,
+# alternating the two, and prints a markdown table of medians and ratios.
+#
+#   bench/grep/run.sh                    # GOROOT/src, 7 repetitions
+#   REPS=11 TREE=/some/dir bench/grep/run.sh
+#
+# Both tools search the same files: ripgrep runs with --no-config (no user
+# config), --hidden (Maestro does not skip dotfiles) and --no-require-git
+# (Maestro applies .gitignore files outside git repositories too). Both
+# skip binary files and symbolic links. Maestro returns every match
+# (max_results is set high) so both print the same lines; the match counts
+# are checked to be equal.
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."
+REPS=${REPS:-7}
+TREE=${TREE:-$(go env GOROOT)/src}
+RG=${RG:-rg}
+command -v "$RG" >/dev/null || { echo "ripgrep ($RG) not found; scripts/install-deps.sh installs it" >&2; exit 1; }
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+go build -o "$work/maestro-grep" ./bench/grep
+
+# name|flags|pattern
+cases=(
+	'regexp||func \w+Context\('
+	'literal||context.WithCancel'
+	'ignore case|-i|newrequest'
+	'many matches||err != nil'
+)
+
+now_ns() { date +%s%N; }
+
+# run_ms OUT CMD... : runs CMD with stdout to OUT, prints elapsed milliseconds.
+run_ms() {
+	local out=$1; shift
+	local t0 t1
+	t0=$(now_ns)
+	"$@" >"$out"
+	t1=$(now_ns)
+	echo $(((t1 - t0) / 1000000))
+}
+
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+echo "Grep tool vs ripgrep: $TREE ($(find "$TREE" -type f | wc -l) files, $(du -sh "$TREE" | cut -f1)), $REPS runs each, median wall time"
+echo "$($RG --version | head -1); $(go version | cut -d' ' -f3); $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "| search | pattern | matching lines (maestro / rg) | maestro ms | rg ms | ratio |"
+echo "| --- | --- | --- | ---: | ---: | ---: |"
+status=0
+for c in "${cases[@]}"; do
+	IFS='|' read -r name flags pattern <<<"$c"
+	mflags=(-root "$TREE" -max 1000000000 -pattern "$pattern")
+	rflags=(--no-config --hidden --no-require-git -n --no-heading)
+	if [[ $flags == -i ]]; then
+		mflags+=(-i)
+		rflags+=(-i)
+	fi
+	# Warm the page cache once.
+	"$work/maestro-grep" "${mflags[@]}" >/dev/null
+	(cd "$TREE" && "$RG" "${rflags[@]}" -e "$pattern" . >/dev/null) || true
+	: >"$work/m.times"
+	: >"$work/r.times"
+	for ((i = 0; i < REPS; i++)); do
+		run_ms "$work/m.out" "$work/maestro-grep" "${mflags[@]}" >>"$work/m.times"
+		(cd "$TREE" && run_ms "$work/r.out" "$RG" "${rflags[@]}" -e "$pattern" .) >>"$work/r.times" || true
+	done
+	mcount=$(grep -cE '^[^:]+:[0-9]+:' "$work/m.out" || true)
+	rcount=$(grep -cE '^[^:]+:[0-9]+:' "$work/r.out" || true)
+	mt=$(median <"$work/m.times")
+	rt=$(median <"$work/r.times")
+	ratio=$(awk -v a="$mt" -v b="$rt" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
+	note=""
+	if [[ $mcount != "$rcount" ]]; then
+		note=" (COUNTS DIFFER)"
+		status=1
+	fi
+	printf '| %s | `%s` | %s / %s%s | %s | %s | %sx |\n' "$name" "$pattern" "$mcount" "$rcount" "$note" "$mt" "$rt" "$ratio"
+done
+exit $status

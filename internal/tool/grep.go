@@ -1,0 +1,977 @@
+package tool
+
+import (
+	"bytes"
+	"cmp"
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"regexp"
+	"regexp/syntax"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/maestro-run/maestro/internal/gitignore"
+	"github.com/maestro-run/maestro/internal/workspace"
+)
+
+// Limits of the Grep tool.
+const (
+	// GrepDefaultMaxResults is how many matching lines Grep returns when
+	// max_results is not given.
+	GrepDefaultMaxResults = 200
+	// GrepMaxLineChars is where Grep cuts a long matching line.
+	GrepMaxLineChars = 500
+	// grepChunkBytes is how much of a large file is searched at a time;
+	// smaller files are read whole with one read.
+	grepChunkBytes = 16 << 20
+	// regexpBlockBytes is the size of the blocks of lines the regexp engine
+	// scans when there is no literal to look for.
+	regexpBlockBytes = 2 << 10
+	// maxPrefilterLiterals bounds the alternatives of a prefilter.
+	maxPrefilterLiterals = 16
+)
+
+// GrepInput is the input of the Grep tool.
+type GrepInput struct {
+	Pattern    string `json:"pattern" jsonschema:"regular expression (Go RE2 syntax), matched against each line"`
+	Path       string `json:"path,omitempty" jsonschema:"file or directory to search, relative to the workspace root; default the whole workspace"`
+	Glob       string `json:"glob,omitempty" jsonschema:"only search files matching this glob, e.g. *.go or src/**/*.{ts,tsx}; without a slash it matches file names"`
+	IgnoreCase bool   `json:"ignore_case,omitempty" jsonschema:"match letters case-insensitively"`
+	MaxResults int    `json:"max_results,omitempty" jsonschema:"maximum number of matching lines to return; default 200"`
+}
+
+const grepDescription = `Search file contents of the workspace with a regular expression (Go RE2 syntax: ` +
+	`no backreferences or lookaround), line by line. Prints path:line:text for each matching line, sorted by ` +
+	`path and line. Files ignored by .gitignore, binary files and symbolic links are skipped. Narrow the search ` +
+	`with path (a file or directory) and glob (e.g. "*.go").`
+
+// NewGrep returns the Grep tool: a parallel regular-expression search over
+// the files of root.
+func NewGrep(root *workspace.Root) Tool {
+	return New("Grep", grepDescription, true, func(ctx context.Context, in GrepInput, _ Call) (Result, error) {
+		return grep(ctx, root, in, grepChunkBytes)
+	})
+}
+
+// grep runs one search; files larger than chunk bytes are read in chunks
+// of that size.
+func grep(ctx context.Context, root *workspace.Root, in GrepInput, chunk int) (Result, error) {
+	if in.Pattern == "" {
+		return Errorf("pattern is required"), nil
+	}
+	if in.MaxResults < 0 {
+		return Errorf("max_results must not be negative"), nil
+	}
+	maxResults := in.MaxResults
+	if maxResults == 0 {
+		maxResults = GrepDefaultMaxResults
+	}
+	m, err := compileLineMatcher(in.Pattern, in.IgnoreCase)
+	if err != nil {
+		return Errorf("invalid pattern: %v", err), nil
+	}
+	base, res, ok := searchBase(root, in.Path)
+	if !ok {
+		return res, nil
+	}
+	s := &grepSearch{
+		ctx:     ctx,
+		root:    root,
+		matcher: m,
+		chunk:   chunk,
+		results: &topMatches{max: maxResults},
+	}
+	if in.Glob != "" {
+		globs, err := compileGlobs(strings.TrimPrefix(in.Glob, "./"))
+		if err != nil {
+			return Errorf("invalid glob %q: %v", in.Glob, err), nil
+		}
+		s.globs = globs
+		s.globNameOnly = !strings.Contains(in.Glob, "/")
+	}
+
+	fi, err := root.Stat(base)
+	if err != nil {
+		return fileErrorResult(in.Path, err), nil
+	}
+	switch {
+	case fi.IsDir():
+		s.base = base
+		if err := s.walk(); err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return Result{}, ctxErr
+			}
+			return fileErrorResult(in.Path, err), nil
+		}
+	case fi.Mode().IsRegular():
+		// A file named explicitly is searched even if ignored; a binary
+		// one is reported.
+		f, err := root.Open(base)
+		if err != nil {
+			return fileErrorResult(in.Path, err), nil
+		}
+		w := s.newWorker()
+		binary, err := w.searchStream(f, base)
+		f.Close()
+		if err != nil {
+			return fileErrorResult(in.Path, err), nil
+		}
+		if binary {
+			return Result{Content: fmt.Sprintf("%s is a binary file; not searched", in.Path)}, nil
+		}
+	default:
+		return Errorf("%s is not a regular file or directory", in.Path), nil
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	return s.result(in), nil
+}
+
+// grepSearch is one Grep call.
+type grepSearch struct {
+	ctx          context.Context
+	root         *workspace.Root
+	matcher      *lineMatcher
+	globs        []*gitignore.Glob
+	globNameOnly bool
+	base         string // slash-separated directory searched
+	chunk        int    // bytes read at a time from large files
+
+	results *topMatches
+
+	mu         sync.Mutex
+	unreadable int // files or directories that could not be read
+}
+
+func (s *grepSearch) result(in GrepInput) Result {
+	r := s.results
+	if r.total == 0 {
+		msg := fmt.Sprintf("no matches for %q", in.Pattern)
+		if in.Path != "" {
+			msg += " in " + in.Path
+		}
+		if in.Glob != "" {
+			msg += fmt.Sprintf(" (files matching %q)", in.Glob)
+		}
+		return Result{Content: msg + s.unreadableNote()}
+	}
+	matches := r.sorted()
+	var out strings.Builder
+	out.Grow(len(matches) * 80)
+	for _, m := range matches {
+		out.WriteString(m.path)
+		out.WriteByte(':')
+		fmt.Fprint(&out, m.line)
+		out.WriteByte(':')
+		out.WriteString(m.text)
+		out.WriteByte('\n')
+	}
+	if r.total > len(matches) {
+		fmt.Fprintf(&out, "\n[showing the first %d of %d matching lines (in %d files), sorted by path and line; "+
+			"narrow the pattern, path or glob, or raise max_results]\n", len(matches), r.total, r.files)
+	}
+	if note := s.unreadableNote(); note != "" {
+		out.WriteString(strings.TrimPrefix(note, " ") + "\n")
+	}
+	return Result{Content: out.String()}
+}
+
+func (s *grepSearch) unreadableNote() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.unreadable == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" [%d files or directories could not be read]", s.unreadable)
+}
+
+func (s *grepSearch) noteUnreadable() {
+	s.mu.Lock()
+	s.unreadable++
+	s.mu.Unlock()
+}
+
+// ---- parallel walk ----
+
+// grepTask is a directory to list or a file to search: the entry name of
+// dir (which the task holds a reference to).
+type grepTask struct {
+	dir   *grepDir
+	name  string
+	isDir bool
+	stack *gitignore.Stack // for a directory: the rules in effect in its parent
+}
+
+// grepDir is an open directory shared by the tasks of its entries; the
+// last one to finish closes it.
+type grepDir struct {
+	dir  *workspace.Dir
+	mu   sync.Mutex
+	refs int
+}
+
+func (d *grepDir) acquire(n int) {
+	d.mu.Lock()
+	d.refs += n
+	d.mu.Unlock()
+}
+
+func (d *grepDir) release() {
+	d.mu.Lock()
+	d.refs--
+	last := d.refs == 0
+	d.mu.Unlock()
+	if last {
+		d.dir.Close()
+	}
+}
+
+// taskQueue is a LIFO work queue that knows when all work is done: when it
+// is empty and no task is being processed (processing may add tasks).
+type taskQueue struct {
+	mu     sync.Mutex
+	cond   sync.Cond
+	tasks  []grepTask
+	active int
+	closed bool
+}
+
+func newTaskQueue() *taskQueue {
+	q := &taskQueue{}
+	q.cond.L = &q.mu
+	return q
+}
+
+func (q *taskQueue) push(ts ...grepTask) {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		for _, t := range ts {
+			t.dir.release()
+		}
+		return
+	}
+	q.tasks = append(q.tasks, ts...)
+	q.mu.Unlock()
+	if len(ts) == 1 {
+		q.cond.Signal()
+	} else {
+		q.cond.Broadcast()
+	}
+}
+
+// pop returns the next task, or false when all work is done or the queue
+// was closed.
+func (q *taskQueue) pop() (grepTask, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.tasks) == 0 && q.active > 0 && !q.closed {
+		q.cond.Wait()
+	}
+	if len(q.tasks) == 0 || q.closed {
+		return grepTask{}, false
+	}
+	t := q.tasks[len(q.tasks)-1]
+	q.tasks = q.tasks[:len(q.tasks)-1]
+	q.active++
+	return t, true
+}
+
+// done marks a popped task finished.
+func (q *taskQueue) done() {
+	q.mu.Lock()
+	q.active--
+	finished := q.active == 0 && len(q.tasks) == 0
+	q.mu.Unlock()
+	if finished {
+		q.cond.Broadcast()
+	}
+}
+
+// close stops the queue; remaining tasks are dropped (their directories
+// closed).
+func (q *taskQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	rest := q.tasks
+	q.tasks = nil
+	q.mu.Unlock()
+	q.cond.Broadcast()
+	for _, t := range rest {
+		t.dir.release()
+	}
+}
+
+func (s *grepSearch) walk() error {
+	top, err := s.root.OpenDir(s.base)
+	if err != nil {
+		return err
+	}
+	// The rules in effect in the top directory, its own .gitignore included.
+	stack := gitignore.New(s.root.FS()).Dir(s.base)
+	q := newTaskQueue()
+	q.active = 1 // the top directory, listed below, before workers may finish
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			w := s.newWorker()
+			for {
+				t, ok := q.pop()
+				if !ok {
+					return
+				}
+				switch {
+				case s.ctx.Err() != nil:
+					t.dir.release()
+					q.close()
+				case t.isDir:
+					w.listDir(q, t)
+				default:
+					w.searchEntry(t)
+				}
+				q.done()
+			}
+		})
+	}
+	s.newWorker().list(q, &grepDir{dir: top, refs: 1}, stack, false)
+	q.done()
+	wg.Wait()
+	return s.ctx.Err()
+}
+
+// grepWorker holds the buffers of one worker goroutine.
+type grepWorker struct {
+	s       *grepSearch
+	buf     []byte
+	lower   []byte
+	matches []lineMatch
+	full    bool      // the results were full when the file started
+	last    fileMatch // then: the last match kept
+}
+
+func (s *grepSearch) newWorker() *grepWorker { return &grepWorker{s: s} }
+
+// listDir opens the directory of a task and lists it.
+func (w *grepWorker) listDir(q *taskQueue, t grepTask) {
+	sub, err := t.dir.dir.OpenDir(t.name)
+	t.dir.release()
+	if err != nil {
+		w.s.noteUnreadable()
+		return
+	}
+	w.list(q, &grepDir{dir: sub, refs: 1}, t.stack, true)
+}
+
+// list queues the subdirectories and files of d that are not ignored and
+// pass the glob filter, then drops the caller's reference to d. stack is
+// the rules in effect in d, without those of d's own .gitignore when
+// loadOwn is set.
+func (w *grepWorker) list(q *taskQueue, d *grepDir, stack *gitignore.Stack, loadOwn bool) {
+	defer d.release()
+	dirRel := d.dir.Rel()
+	entries, err := d.dir.ReadDir()
+	if err != nil {
+		w.s.noteUnreadable()
+	}
+	if loadOwn {
+		for _, e := range entries {
+			if e.Name() == gitignore.FileName && e.Type().IsRegular() {
+				if data, _, err := d.dir.ReadFile(gitignore.FileName, nil, 1<<20); err == nil {
+					stack = stack.Push(gitignore.Parse(dirRel, data))
+				}
+				break
+			}
+		}
+	}
+	tasks := make([]grepTask, 0, len(entries))
+	for _, e := range entries {
+		typ := e.Type()
+		if !typ.IsDir() && !typ.IsRegular() {
+			continue // symbolic links, devices, pipes, sockets
+		}
+		p := path.Join(dirRel, e.Name())
+		if stack.Match(p, typ.IsDir()) {
+			continue
+		}
+		rel := relTo(w.s.base, p)
+		if typ.IsDir() {
+			if w.s.globs != nil && !w.s.globNameOnly && !anyCouldMatchInside(w.s.globs, rel) {
+				continue
+			}
+		} else if w.s.globs != nil && !matchFileGlob(w.s.globs, w.s.globNameOnly, rel) {
+			continue
+		}
+		tasks = append(tasks, grepTask{dir: d, name: e.Name(), isDir: typ.IsDir(), stack: stack})
+	}
+	if len(tasks) > 0 {
+		d.acquire(len(tasks))
+		q.push(tasks...)
+	}
+}
+
+// searchEntry searches one file task.
+func (w *grepWorker) searchEntry(t grepTask) {
+	defer t.dir.release()
+	d := t.dir.dir
+	p := path.Join(d.Rel(), t.name)
+	data, _, err := d.ReadFile(t.name, w.buf, int64(w.s.chunk))
+	switch {
+	case err == nil:
+		if cap(data) > cap(w.buf) {
+			w.buf = data[:0]
+		}
+		w.searchData(data, p)
+	case errors.Is(err, workspace.ErrTooLarge):
+		f, err := d.Open(t.name)
+		if err != nil {
+			w.s.noteUnreadable()
+			return
+		}
+		defer f.Close()
+		if _, err := w.searchStream(f, p); err != nil {
+			w.s.noteUnreadable()
+		}
+	default:
+		w.s.noteUnreadable()
+	}
+}
+
+// searchData searches the whole content of a file, recording its matches
+// under the name p. A file with a NUL byte is binary and skipped.
+func (w *grepWorker) searchData(data []byte, p string) (binary bool) {
+	if bytes.IndexByte(data, 0) >= 0 {
+		return true
+	}
+	w.matches = w.matches[:0]
+	w.last, w.full = w.s.results.threshold()
+	if _, found := w.searchBuffer(data, 1, p); found > 0 {
+		w.s.results.add(p, w.matches, found)
+	}
+	return false
+}
+
+// searchStream searches an open file in chunks cut at line ends,
+// recording its matches under the name p. A file with a NUL byte is binary:
+// it is skipped and reported.
+func (w *grepWorker) searchStream(f *os.File, p string) (binary bool, err error) {
+	size := int64(w.s.chunk)
+	if fi, err := f.Stat(); err == nil {
+		size = min(size, fi.Size()+1) // +1 sees the end in one ReadFull
+	}
+	buf := make([]byte, max(size, 1))
+	w.matches = w.matches[:0]
+	w.last, w.full = w.s.results.threshold()
+	lineNo := 1 // number of the first line in buf
+	carry := 0  // bytes of an incomplete line kept at the start of buf
+	total := 0
+	for {
+		if err := w.s.ctx.Err(); err != nil {
+			return false, err
+		}
+		n, err := io.ReadFull(f, buf[carry:])
+		eof := errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+		if err != nil && !eof {
+			return false, err
+		}
+		end := carry + n
+		data := buf[:end]
+		if bytes.IndexByte(data[carry:], 0) >= 0 {
+			return true, nil
+		}
+		cut := end
+		if !eof {
+			cut = bytes.LastIndexByte(data, '\n') + 1
+			if cut == 0 {
+				// One line longer than the buffer: grow it.
+				nb := make([]byte, 2*len(buf))
+				copy(nb, data)
+				buf = nb
+				carry = end
+				continue
+			}
+		}
+		nlines, found := w.searchBuffer(data[:cut], lineNo, p)
+		total += found
+		if eof {
+			break
+		}
+		lineNo += nlines
+		carry = copy(buf, data[cut:])
+	}
+	if total > 0 {
+		w.s.results.add(p, w.matches, total)
+	}
+	return false, nil
+}
+
+// searchBuffer finds the matching lines of data (whole lines; the first is
+// line first). It keeps up to the result limit of them in w.matches and
+// returns the number of lines in data (only needed between chunks) and the
+// number of matching lines.
+func (w *grepWorker) searchBuffer(data []byte, first int, p string) (lines, found int) {
+	m := w.s.matcher
+	limit := w.s.results.max
+	lineNo, counted := first, 0 // line number of data[counted:]
+	emit := func(start, end int) {
+		lineNo += bytes.Count(data[counted:start], []byte{'\n'})
+		counted = start
+		found++
+		if len(w.matches) < limit && (!w.full || compareMatch(p, lineNo, w.last) < 0) {
+			w.matches = append(w.matches, lineMatch{line: lineNo, text: cutMatchLine(data[start:end])})
+		}
+	}
+	hay := data
+	if m.fold {
+		if cap(w.lower) < len(data) {
+			w.lower = make([]byte, len(data))
+		}
+		hay = w.lower[:len(data)]
+		asciiLower(hay, data)
+	}
+	m.scan(data, hay, emit)
+	if len(data) > 0 {
+		lines = lineNo - first + bytes.Count(data[counted:], []byte{'\n'})
+	}
+	return lines, found
+}
+
+// cutMatchLine returns a matching line for display: without its carriage
+// return, cut at GrepMaxLineChars characters, valid UTF-8.
+func cutMatchLine(line []byte) string {
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	if len(line) <= GrepMaxLineChars {
+		return strings.ToValidUTF8(string(line), "\uFFFD")
+	}
+	end, chars := 0, 0
+	for end < len(line) && chars < GrepMaxLineChars {
+		_, n := utf8.DecodeRune(line[end:])
+		end += n
+		chars++
+	}
+	if end == len(line) {
+		return strings.ToValidUTF8(string(line), "\uFFFD")
+	}
+	return strings.ToValidUTF8(string(line[:end]), "\uFFFD") + fmt.Sprintf("… [line cut: %d bytes in all]", len(line))
+}
+
+// asciiLower writes src with ASCII letters lowered into dst (same length).
+func asciiLower(dst, src []byte) {
+	for i, c := range src {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst[i] = c
+	}
+}
+
+// ---- results ----
+
+type lineMatch struct {
+	line int
+	text string
+}
+
+type fileMatch struct {
+	path string
+	line int
+	text string
+}
+
+// topMatches keeps the first max matches by (path, line) from files
+// searched in any order, in a max-heap, and counts all of them.
+type topMatches struct {
+	max int
+
+	mu    sync.Mutex
+	heap  matchHeap
+	total int // matching lines
+	files int // files with a match
+}
+
+// threshold returns the last match kept when the results are full (a
+// later match cannot be among them); workers use it to avoid copying
+// lines that would be dropped. It only ever decreases.
+func (t *topMatches) threshold() (fileMatch, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.heap) < t.max {
+		return fileMatch{}, false
+	}
+	return t.heap[0], true
+}
+
+// add records the matches of one file (sorted by line) and the number of
+// its matching lines.
+func (t *topMatches) add(p string, ms []lineMatch, total int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.total += total
+	t.files++
+	for _, m := range ms {
+		fm := fileMatch{path: p, line: m.line, text: m.text}
+		if len(t.heap) < t.max {
+			heap.Push(&t.heap, fm)
+			continue
+		}
+		if compareMatch(p, m.line, t.heap[0]) >= 0 {
+			break // later lines of this file come after it too
+		}
+		t.heap[0] = fm
+		heap.Fix(&t.heap, 0)
+	}
+}
+
+func (t *topMatches) sorted() []fileMatch {
+	out := slices.Clone(t.heap)
+	slices.SortFunc(out, func(a, b fileMatch) int { return compareMatch(a.path, a.line, b) })
+	return out
+}
+
+func compareMatch(p string, line int, b fileMatch) int {
+	if c := strings.Compare(p, b.path); c != 0 {
+		return c
+	}
+	return cmp.Compare(line, b.line)
+}
+
+// matchHeap is a max-heap of matches by (path, line).
+type matchHeap []fileMatch
+
+func (h matchHeap) Len() int           { return len(h) }
+func (h matchHeap) Less(i, j int) bool { return compareMatch(h[i].path, h[i].line, h[j]) > 0 }
+func (h matchHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *matchHeap) Push(x any)        { *h = append(*h, x.(fileMatch)) }
+func (h *matchHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// ---- matching ----
+
+// lineMatcher finds the lines of a buffer that match a pattern. When the
+// pattern requires one of a few literal strings, candidates are found with
+// bytes.Index (vectorised) and only their lines go to the regexp engine;
+// a pattern that is one literal needs no regexp at all.
+type lineMatcher struct {
+	line  *regexp.Regexp // matches one line (no newline in its input)
+	multi *regexp.Regexp // the same in (?m) mode, to scan a whole buffer when there is no literal
+	lits  [][]byte       // prefilter: every match contains one of these (lowered when fold)
+	fold  bool           // search lits in an ASCII-lowered copy of the data
+	exact bool           // finding a literal is a match: no regexp needed
+	// anchored: the pattern starts with ^, so without a literal each line
+	// is tried on its own.
+	anchored bool
+}
+
+func compileLineMatcher(pattern string, ignoreCase bool) (*lineMatcher, error) {
+	flags := ""
+	if ignoreCase {
+		flags = "(?i)"
+	}
+	line, err := regexp.Compile(flags + pattern)
+	if err != nil {
+		return nil, err
+	}
+	multi, err := regexp.Compile("(?m)" + flags + pattern)
+	if err != nil {
+		return nil, err
+	}
+	m := &lineMatcher{line: line, multi: multi}
+	parsed, err := syntax.Parse(flags+pattern, syntax.Perl)
+	if err != nil {
+		return nil, err
+	}
+	parsed = parsed.Simplify()
+	m.anchored = startsAtLineStart(parsed)
+	if lits, fold, ok := requiredLiterals(parsed); ok {
+		for _, l := range lits {
+			if strings.IndexByte(l, '\n') >= 0 {
+				// A line never contains a newline: a literal that needs
+				// one can never match. Let the regexp say so.
+				lits = nil
+				break
+			}
+		}
+		if len(lits) > 0 {
+			m.fold = fold
+			for _, l := range lits {
+				if fold {
+					l = strings.ToLower(l) // lits are ASCII when fold
+				}
+				m.lits = append(m.lits, []byte(l))
+			}
+			m.exact = isExactLiteral(parsed)
+		}
+	}
+	return m, nil
+}
+
+// startsAtLineStart reports whether every match of re begins at the
+// start of the input (the line, when matching line by line).
+func startsAtLineStart(re *syntax.Regexp) bool {
+	for {
+		switch re.Op {
+		case syntax.OpBeginText, syntax.OpBeginLine:
+			return true
+		case syntax.OpConcat, syntax.OpCapture:
+			if len(re.Sub) == 0 {
+				return false
+			}
+			re = re.Sub[0]
+		default:
+			return false
+		}
+	}
+}
+
+// isExactLiteral reports whether re is one literal that the prefilter
+// finds exactly: case-sensitive, or case-insensitive and made of ASCII
+// characters that fold only to ASCII.
+func isExactLiteral(re *syntax.Regexp) bool {
+	if re.Op != syntax.OpLiteral {
+		return false
+	}
+	if re.Flags&syntax.FoldCase == 0 {
+		return true
+	}
+	for _, r := range re.Rune {
+		if !asciiFoldSafe(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// asciiFoldSafe reports whether r is ASCII and its case variants are all
+// ASCII ('k' and 's' also fold to the Kelvin sign and the long s).
+func asciiFoldSafe(r rune) bool {
+	return r < utf8.RuneSelf && r != 'k' && r != 'K' && r != 's' && r != 'S'
+}
+
+// scan calls emit(start, end) for each matching line data[start:end]
+// (without its newline), in order. hay is data, or its ASCII-lowered copy
+// when the matcher folds case.
+func (m *lineMatcher) scan(data, hay []byte, emit func(start, end int)) {
+	if len(m.lits) == 0 {
+		m.scanRegexp(data, emit)
+		return
+	}
+	next := make([]int, len(m.lits)) // next occurrence of each literal at or after pos; -1 none, -2 unknown
+	for i := range next {
+		next[i] = -2
+	}
+	pos := 0
+	for pos < len(data) {
+		c := -1
+		for i, lit := range m.lits {
+			if next[i] == -1 {
+				continue
+			}
+			if next[i] < pos {
+				j := bytes.Index(hay[pos:], lit)
+				if j < 0 {
+					next[i] = -1
+					continue
+				}
+				next[i] = pos + j
+			}
+			if c < 0 || next[i] < c {
+				c = next[i]
+			}
+		}
+		if c < 0 {
+			return
+		}
+		start := pos + bytes.LastIndexByte(data[pos:c], '\n') + 1
+		end := c + bytes.IndexByte(data[c:], '\n')
+		if end < c {
+			end = len(data)
+		}
+		if m.exact || m.line.Match(data[start:end]) {
+			emit(start, end)
+		}
+		pos = end + 1
+	}
+}
+
+// scanRegexp finds matching lines without a literal prefilter. A pattern
+// anchored at the start of the line is tried on each line (the engine
+// fails fast there). Otherwise the (?m) regexp scans blocks of whole lines
+// for the next position where a match could start, and the line holding it
+// is checked on its own: a match in the block may span lines, but a line's
+// own match is never missed since it is also a match of the block, at or
+// after the position found. Blocks stay small because Go's regexp engine
+// is much faster on short inputs.
+func (m *lineMatcher) scanRegexp(data []byte, emit func(start, end int)) {
+	if m.anchored {
+		for start := 0; start < len(data); {
+			end := start + bytes.IndexByte(data[start:], '\n')
+			if end < start {
+				end = len(data)
+			}
+			if m.line.Match(data[start:end]) {
+				emit(start, end)
+			}
+			start = end + 1
+		}
+		return
+	}
+	for off := 0; off < len(data); {
+		n := min(len(data)-off, regexpBlockBytes)
+		if off+n < len(data) {
+			if i := bytes.LastIndexByte(data[off:off+n], '\n'); i >= 0 {
+				n = i + 1
+			} else if j := bytes.IndexByte(data[off+n:], '\n'); j >= 0 {
+				n += j + 1 // one long line
+			} else {
+				n = len(data) - off
+			}
+		}
+		block := data[off : off+n]
+		for pos := 0; pos < len(block); {
+			loc := m.multi.FindIndex(block[pos:])
+			if loc == nil {
+				break
+			}
+			c := pos + loc[0]
+			if c == len(block) && c > 0 && block[c-1] == '\n' {
+				break // an empty match after the final newline is not a line
+			}
+			start := pos + bytes.LastIndexByte(block[pos:c], '\n') + 1
+			end := c + bytes.IndexByte(block[c:], '\n')
+			if end < c {
+				end = len(block)
+			}
+			if m.line.Match(block[start:end]) {
+				emit(off+start, off+end)
+			}
+			pos = end + 1
+		}
+		off += n
+	}
+}
+
+// requiredLiterals returns strings one of which occurs in every match of
+// re, and whether they must be searched case-insensitively (then they are
+// ASCII). ok is false when no useful set exists.
+func requiredLiterals(re *syntax.Regexp) (lits []string, fold bool, ok bool) {
+	set := literalSet(re)
+	if set == nil || set.minLen() == 0 {
+		return nil, false, false
+	}
+	return set.lits, set.fold, true
+}
+
+// litSet is a set of alternatives, one of which every match contains.
+type litSet struct {
+	lits []string
+	fold bool
+}
+
+func (s *litSet) minLen() int {
+	n := -1
+	for _, l := range s.lits {
+		if n < 0 || len(l) < n {
+			n = len(l)
+		}
+	}
+	return max(n, 0)
+}
+
+// better reports whether s is a more selective prefilter than o.
+func (s *litSet) better(o *litSet) bool {
+	if o == nil {
+		return true
+	}
+	sl, ol := s.minLen(), o.minLen()
+	if sl != ol {
+		return sl > ol
+	}
+	return len(s.lits) < len(o.lits)
+}
+
+func literalSet(re *syntax.Regexp) *litSet {
+	switch re.Op {
+	case syntax.OpLiteral:
+		return literalRun(re.Rune, re.Flags&syntax.FoldCase != 0)
+	case syntax.OpCapture, syntax.OpPlus:
+		return literalSet(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return literalSet(re.Sub[0])
+		}
+		return nil
+	case syntax.OpConcat:
+		var best *litSet
+		for _, sub := range re.Sub {
+			if s := literalSet(sub); s != nil && s.minLen() > 0 && s.better(best) {
+				best = s
+			}
+		}
+		return best
+	case syntax.OpAlternate:
+		out := &litSet{}
+		for i, sub := range re.Sub {
+			s := literalSet(sub)
+			if s == nil || s.minLen() == 0 {
+				return nil
+			}
+			if i == 0 {
+				out.fold = s.fold
+			} else if s.fold != out.fold {
+				// Mixed: search all lowered (a superset of candidates).
+				out.fold = true
+			}
+			out.lits = append(out.lits, s.lits...)
+			if len(out.lits) > maxPrefilterLiterals {
+				return nil
+			}
+		}
+		if out.fold {
+			for _, l := range out.lits {
+				for _, r := range l {
+					if r >= utf8.RuneSelf {
+						return nil // cannot lower non-ASCII safely
+					}
+				}
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// literalRun makes a prefilter from a literal: the literal itself, or for
+// a case-insensitive one its longest piece that ASCII lowering finds
+// exactly.
+func literalRun(runes []rune, fold bool) *litSet {
+	if !fold {
+		return &litSet{lits: []string{string(runes)}}
+	}
+	best, cur := "", []rune(nil)
+	for _, r := range append(runes, utf8.RuneError) {
+		if r != utf8.RuneError && asciiFoldSafe(r) {
+			cur = append(cur, r)
+			continue
+		}
+		if len(cur) > len(best) {
+			best = string(cur)
+		}
+		cur = cur[:0]
+	}
+	if best == "" {
+		return nil
+	}
+	return &litSet{lits: []string{strings.ToLower(best)}, fold: true}
+}

@@ -1,0 +1,60 @@
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/workspace"
+)
+
+// goSrc returns the Go standard library source tree, or skips.
+func goSrc(b *testing.B) string {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(b.Context(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "go", "env", "GOROOT").Output()
+	if err != nil {
+		b.Skipf("go env GOROOT: %v", err)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "src")
+}
+
+// BenchmarkGrepStdlib runs the Grep tool over $GOROOT/src (about 11,000
+// files, 150 MiB); bench/grep/run.sh compares the same searches with
+// ripgrep.
+func BenchmarkGrepStdlib(b *testing.B) {
+	root, err := workspace.Open(goSrc(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer root.Close()
+	grepTool := NewGrep(root)
+	for _, bc := range []struct {
+		name string
+		in   GrepInput
+	}{
+		{"regexp", GrepInput{Pattern: `func \w+Context\(`}},
+		{"literal", GrepInput{Pattern: `context.WithCancel`}},
+		{"ignore_case", GrepInput{Pattern: `newrequest`, IgnoreCase: true}},
+		{"no_literal", GrepInput{Pattern: `[A-Z]{4}\d{3}`}},
+		{"many_matches", GrepInput{Pattern: `err != nil`, MaxResults: 200}},
+	} {
+		input, err := json.Marshal(bc.in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				res, err := grepTool.Run(b.Context(), Call{Input: input})
+				if err != nil || res.IsError {
+					b.Fatalf("Grep: %v %s", err, res.Content)
+				}
+			}
+		})
+	}
+}

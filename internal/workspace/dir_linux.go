@@ -1,0 +1,123 @@
+package workspace
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"syscall"
+)
+
+// dirHandle is an open directory file descriptor; entries are opened with
+// openat(2) relative to it, with O_NOFOLLOW.
+type dirHandle struct {
+	f  *os.File
+	fd int
+}
+
+func openDirHandle(root *os.Root, rel string) (dirHandle, error) {
+	f, err := root.Open(rel)
+	if err != nil {
+		return dirHandle{}, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return dirHandle{}, err
+	}
+	if !fi.IsDir() {
+		f.Close()
+		return dirHandle{}, &fs.PathError{Op: "open", Path: rel, Err: syscall.ENOTDIR}
+	}
+	return dirHandle{f: f, fd: int(f.Fd())}, nil
+}
+
+func (h dirHandle) close() error { return h.f.Close() }
+
+func (h dirHandle) readDir() ([]fs.DirEntry, error) { return h.f.ReadDir(-1) }
+
+func (h dirHandle) openDir(name string) (dirHandle, error) {
+	fd, err := openat(h.fd, name, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC)
+	if err != nil {
+		return dirHandle{}, err
+	}
+	return dirHandle{f: os.NewFile(uintptr(fd), name), fd: fd}, nil
+}
+
+// openRegular opens a regular file without following links and without
+// blocking on a FIFO swapped in after the directory was listed.
+func (h dirHandle) openRegular(name string) (int, int64, error) {
+	fd, err := openat(h.fd, name, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC|syscall.O_NONBLOCK)
+	if err != nil {
+		return -1, 0, err
+	}
+	var st syscall.Stat_t
+	if err := fstat(fd, &st); err != nil {
+		syscall.Close(fd)
+		return -1, 0, err
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		syscall.Close(fd)
+		return -1, 0, errNotRegular
+	}
+	return fd, st.Size, nil
+}
+
+func (h dirHandle) readFile(name string, buf []byte, max int64) ([]byte, int64, error) {
+	fd, size, err := h.openRegular(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer syscall.Close(fd)
+	if size > max {
+		return nil, size, fmt.Errorf("%w: %d bytes", ErrTooLarge, size)
+	}
+	if int64(cap(buf)) < size {
+		buf = make([]byte, size)
+	}
+	buf = buf[:size]
+	n := 0
+	for n < len(buf) {
+		m, err := syscall.Read(fd, buf[n:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, size, err
+		}
+		if m == 0 {
+			break // the file shrank
+		}
+		n += m
+	}
+	return buf[:n], size, nil
+}
+
+func (h dirHandle) open(name string) (*os.File, error) {
+	fd, _, err := h.openRegular(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.SetNonblock(fd, false); err != nil {
+		syscall.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+func openat(dirfd int, name string, flags int) (int, error) {
+	for {
+		fd, err := syscall.Openat(dirfd, name, flags, 0)
+		if err != syscall.EINTR {
+			return fd, err
+		}
+	}
+}
+
+func fstat(fd int, st *syscall.Stat_t) error {
+	for {
+		err := syscall.Fstat(fd, st)
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}
