@@ -47,7 +47,8 @@ type ResponseEnd struct {
 	TTFTMS       *int64       `json:"ttft_ms,omitempty"`
 }
 
-// ToolCall announces a tool call requested by the model.
+// ToolCall announces a tool call requested by the model. Args is any JSON
+// value.
 type ToolCall struct {
 	CallID           string          `json:"call_id"`
 	Tool             string          `json:"tool"`
@@ -80,12 +81,12 @@ type Status struct {
 	Message string `json:"message"`
 }
 
-// Error reports a failure. ErrorType is one of the Error* constants.
+// Error reports a failure. RequestID is the read_id for file-read failures.
 type Error struct {
-	RequestID string `json:"request_id,omitempty"`
-	Message   string `json:"message"`
-	Fatal     bool   `json:"fatal"`
-	ErrorType string `json:"error_type"`
+	RequestID string    `json:"request_id,omitempty"`
+	Message   string    `json:"message"`
+	Fatal     bool      `json:"fatal"`
+	ErrorType ErrorType `json:"error_type"`
 }
 
 // Ready is emitted at startup. SessionID is required but nullable.
@@ -96,7 +97,7 @@ type Ready struct {
 	SessionID       *string `json:"session_id"`
 	// ExecutorType is "live" or "replay" (a later-version field clients
 	// use to badge replay sessions).
-	ExecutorType string `json:"executor_type,omitempty"`
+	ExecutorType ExecutorType `json:"executor_type,omitempty"`
 }
 
 // SessionInfo describes the session's workspace.
@@ -106,14 +107,14 @@ type SessionInfo struct {
 	GitBranch *string `json:"git_branch"`
 }
 
-func (ResponseStart) MessageType() string { return "response_start" }
-func (ResponseChunk) MessageType() string { return "response_chunk" }
-func (ResponseEnd) MessageType() string   { return "response_end" }
-func (ToolCall) MessageType() string      { return "tool_call" }
-func (ToolStart) MessageType() string     { return "tool_start" }
-func (ToolOutput) MessageType() string    { return "tool_output" }
-func (ToolEnd) MessageType() string       { return "tool_end" }
-func (Status) MessageType() string        { return "status" }
-func (Error) MessageType() string         { return "error" }
-func (Ready) MessageType() string         { return "ready" }
-func (SessionInfo) MessageType() string   { return "session_info" }
+func (ResponseStart) MessageType() string { return TypeResponseStart }
+func (ResponseChunk) MessageType() string { return TypeResponseChunk }
+func (ResponseEnd) MessageType() string   { return TypeResponseEnd }
+func (ToolCall) MessageType() string      { return TypeToolCall }
+func (ToolStart) MessageType() string     { return TypeToolStart }
+func (ToolOutput) MessageType() string    { return TypeToolOutput }
+func (ToolEnd) MessageType() string       { return TypeToolEnd }
+func (Status) MessageType() string        { return TypeStatus }
+func (Error) MessageType() string         { return TypeError }
+func (Ready) MessageType() string         { return TypeReady }
+func (SessionInfo) MessageType() string   { return TypeSessionInfo }
