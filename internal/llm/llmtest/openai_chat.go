@@ -27,8 +27,9 @@ import (
 //     and the usage (every earlier chunk then carries "usage": null).
 //
 // prompt_tokens counts InputTokens + CacheReadTokens, and
-// prompt_tokens_details.cached_tokens the cache reads, as OpenAI does.
-// A non-streaming request is answered with one chat.completion object.
+// prompt_tokens_details.cached_tokens the cache reads, as OpenAI does;
+// CacheWriteTokens has no OpenAI counterpart and is not reported. A
+// non-streaming request is answered with one chat.completion object.
 
 // nextOpenAIID returns a random id with OpenAI's prefix style.
 func nextOpenAIID(prefix string) string {

@@ -29,8 +29,8 @@ import (
 //	response.completed                                 (the full response)
 //
 // usage.input_tokens counts InputTokens + CacheReadTokens, and
-// input_tokens_details.cached_tokens the cache reads, as OpenAI does. A
-// non-streaming request is answered with the response object alone. Errors
+// input_tokens_details.cached_tokens the cache reads, as OpenAI does
+// (CacheWriteTokens is not reported). A non-streaming request is answered with the response object alone. Errors
 // are HTTP error bodies, as for Chat Completions.
 
 // responseObject is a Responses API response.
