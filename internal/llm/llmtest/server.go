@@ -280,18 +280,9 @@ func (e *sse) cut() {
 	panic(http.ErrAbortHandler)
 }
 
-// fragments splits s into n nearly equal pieces (n >= 1).
-func fragments(s string, n int) []string {
-	if n <= 1 || len(s) < n {
-		return []string{s}
-	}
-	size := (len(s) + n - 1) / n
-	var out []string
-	for i := 0; i < len(s); i += size {
-		out = append(out, s[i:min(i+size, len(s))])
-	}
-	return out
-}
+// fragments splits s into about n nearly equal pieces (n >= 1) without
+// cutting a UTF-8 character in half.
+func fragments(s string, n int) []string { return splitUTF8(s, n) }
 
 // callID returns the call's id or a generated one.
 func callID(tc ToolCall, prefix string, i int) string {
