@@ -1,0 +1,38 @@
+# Maestro — see README.md. The two set-up commands for a fresh machine are
+# `make demo` (the main job on embedded defaults, no keys) and `make test`
+# (the whole test suite, as CI runs it).
+
+GO ?= go
+BIN ?= bin/maestro
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X github.com/maestro-run/maestro/internal/cli.version=$(VERSION)
+
+.PHONY: build demo test vet fmt bench clean
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/maestro
+
+# The main job on embedded defaults: no model configured, so the bundled
+# replay scenario runs with real tools in a fresh temporary workspace.
+demo: build
+	@ws=$$(mktemp -d -t maestro-demo.XXXXXX); \
+	echo "workspace: $$ws"; \
+	env -u ANTHROPIC_API_KEY -u ANTHROPIC_AUTH_TOKEN -u OPENAI_API_KEY -u OPENAI_BASE_URL -u MAESTRO_MODEL \
+		MAESTRO_HOME=$${MAESTRO_HOME:-$$ws/.maestro-home} \
+		./$(BIN) run --workspace "$$ws" "Show me what you can do in this workspace"
+
+# The whole test suite (installs what the tests need first).
+test:
+	bash scripts/test.sh
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+bench:
+	bash bench/run.sh
+
+clean:
+	rm -rf bin

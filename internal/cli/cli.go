@@ -1,0 +1,139 @@
+// Package cli is Maestro's command line: cobra commands, flag parsing and
+// terminal rendering. It holds no business logic; commands compose the
+// packages below it.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+// version is set at build time with -ldflags "-X …/internal/cli.version=v1.2.3".
+var version = "dev"
+
+// Exit codes.
+const (
+	ExitOK          = 0
+	ExitError       = 1
+	ExitUsage       = 2
+	ExitInterrupted = 130
+)
+
+// IOStreams are the process's standard streams and what is known of them.
+type IOStreams struct {
+	In     io.Reader
+	Out    io.Writer
+	ErrOut io.Writer
+	// OutTTY and ErrTTY report whether Out and ErrOut are terminals.
+	OutTTY, ErrTTY bool
+	// Getenv reads the environment.
+	Getenv func(string) string
+}
+
+// System returns the real streams.
+func System() *IOStreams {
+	return &IOStreams{
+		In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr,
+		OutTTY: term.IsTerminal(int(os.Stdout.Fd())),
+		ErrTTY: term.IsTerminal(int(os.Stderr.Fd())),
+		Getenv: os.Getenv,
+	}
+}
+
+// Main runs the command line and returns the exit code.
+func Main() int {
+	return Run(context.Background(), System(), os.Args[1:])
+}
+
+// exitError carries an exit code through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// Run executes args and returns the exit code. Errors are printed as one
+// line on ErrOut.
+func Run(ctx context.Context, io *IOStreams, args []string) int {
+	root := NewRoot(io)
+	root.SetArgs(args)
+	root.SetIn(io.In)
+	root.SetOut(io.Out)
+	root.SetErr(io.ErrOut)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	code := ExitError
+	if e, ok := errors.AsType[*exitError](err); ok {
+		code = e.code
+	} else {
+		// Cobra's own errors are usage errors (unknown flag, bad args).
+		code = ExitUsage
+	}
+	fmt.Fprintf(io.ErrOut, "maestro: %v\n", err)
+	if code == ExitUsage {
+		fmt.Fprintf(io.ErrOut, "Run 'maestro --help' for usage.\n")
+	}
+	return code
+}
+
+// NewRoot builds the command tree.
+func NewRoot(io *IOStreams) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "maestro",
+		Short: "Run coding agents on real work",
+		Long: `Maestro runs coding agents on real work: its own agent loop with sandboxed
+tools over any model (Anthropic, OpenAI, local OpenAI-compatible servers), or a
+scripted replay when no model is configured.
+
+Quick start (no keys needed — runs the bundled replay demo):
+  maestro run --workspace /tmp/demo "show me what you can do"
+
+With a model:
+  export ANTHROPIC_API_KEY=…        # or OPENAI_API_KEY, or OPENAI_BASE_URL for Ollama/vLLM
+  maestro run "fix the failing test"`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newVersionCmd(io), newRunCmd(io))
+	return root
+}
+
+func newVersionCmd(io *IOStreams) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print Maestro's version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintln(io.Out, versionString())
+			return nil
+		},
+	}
+}
+
+func versionString() string {
+	v := version
+	goVersion := ""
+	if info, ok := debug.ReadBuildInfo(); ok {
+		goVersion = info.GoVersion
+		if v == "dev" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+			v = info.Main.Version
+		}
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " (" + s.Value[:12] + ")"
+			}
+		}
+	}
+	return fmt.Sprintf("maestro %s %s protocol 2026-04-02", v, goVersion)
+}

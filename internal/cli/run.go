@@ -1,0 +1,337 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/maestro-run/maestro/internal/agent"
+	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/providers"
+	"github.com/maestro-run/maestro/internal/sandbox"
+	"github.com/maestro-run/maestro/internal/session"
+	"github.com/maestro-run/maestro/internal/tool"
+	"github.com/maestro-run/maestro/internal/workspace"
+)
+
+// runOptions are the flags of `maestro run`.
+type runOptions struct {
+	Workspace     string
+	Model         string
+	Replay        string
+	Output        string
+	Resume        string
+	Sandbox       string
+	MaxIterations int
+	Thinking      string
+	System        string
+}
+
+func newRunCmd(io *IOStreams) *cobra.Command {
+	var o runOptions
+	cmd := &cobra.Command{
+		Use:   "run [flags] TASK...",
+		Short: "Run a task with Maestro's agent loop",
+		Long: `Run a task in a workspace (default: the current directory) with Maestro's own
+agent loop and sandboxed tools (Read, Write, Edit, Glob, Grep, Bash).
+
+The model is chosen by, in order: --replay FILE or --model provider/model;
+MAESTRO_MODEL; credentials in the environment (ANTHROPIC_API_KEY or
+ANTHROPIC_AUTH_TOKEN → anthropic; OPENAI_API_KEY or OPENAI_BASE_URL → openai);
+~/.maestro/config.yaml; otherwise the bundled replay demo runs, clearly marked
+as replay. Providers: anthropic, openai (Responses API, or Chat Completions for
+OPENAI_BASE_URL servers such as Ollama, vLLM, LM Studio), replay.
+
+Every run is a session with an append-only event log under ~/.maestro/sessions;
+--resume ID continues one with its history. TASK "-" reads the task from stdin.
+Ctrl-C interrupts cleanly (the running tool is stopped and the log records it).
+
+Exit status: 0 success, 1 failure (one-line reason on stderr), 2 usage error,
+130 interrupted.`,
+		Example: `  maestro run "add a --verbose flag to the CLI and test it"
+  maestro run --model openai/gpt-5 --workspace ../api "why does the build fail?"
+  OPENAI_BASE_URL=http://localhost:11434/v1 maestro run --model openai/qwen3 "explain main.go"
+  maestro run --replay scenario.json --output jsonl "demo"
+  maestro run --resume 0198c3a2 "now add a test for it"`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			task := strings.Join(args, " ")
+			if task == "-" {
+				data, err := readAllLimited(io.In, 1<<20)
+				if err != nil {
+					return &exitError{ExitUsage, fmt.Errorf("read task from stdin: %w", err)}
+				}
+				task = strings.TrimSpace(string(data))
+			}
+			if strings.TrimSpace(task) == "" {
+				return &exitError{ExitUsage, errors.New("the task is empty")}
+			}
+			return runTask(cmd.Context(), io, o, task)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.Workspace, "workspace", "w", "", "directory the agent works in (default: current directory)")
+	f.StringVarP(&o.Model, "model", "m", "", "model as provider/model, e.g. anthropic/claude-sonnet-4-5, openai/gpt-5, replay/demo")
+	f.StringVar(&o.Replay, "replay", "", "run a scripted replay scenario file instead of a model (see docs/replay.md)")
+	f.StringVarP(&o.Output, "output", "o", "text", "output format: text (terminal) or jsonl (one protocol event per line)")
+	f.StringVar(&o.Resume, "resume", "", "continue session ID (full id or a unique prefix of 8+ characters)")
+	f.StringVar(&o.Sandbox, "sandbox", "", "Bash sandbox mode: auto (bubblewrap if available, else allowlist), always, off (default from config, else auto)")
+	f.IntVar(&o.MaxIterations, "max-iterations", 0, "maximum model calls for this task (default 50)")
+	f.StringVar(&o.Thinking, "thinking", "", "thinking level: off, minimal, low, medium, high, ultra")
+	f.StringVar(&o.System, "system", "", "replace the default system prompt")
+	return cmd
+}
+
+func readAllLimited(r io.Reader, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err == nil && int64(len(data)) > limit {
+		return nil, fmt.Errorf("input is larger than %d bytes", limit)
+	}
+	return data, err
+}
+
+func usageErr(format string, args ...any) error {
+	return &exitError{ExitUsage, fmt.Errorf(format, args...)}
+}
+
+func failErr(err error) error { return &exitError{ExitError, err} }
+
+func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) error {
+	switch o.Output {
+	case "text", "jsonl":
+	default:
+		return usageErr("--output %q: expected text or jsonl", o.Output)
+	}
+	switch llm.ThinkingLevel(o.Thinking) {
+	case "", llm.ThinkingOff, llm.ThinkingMinimal, llm.ThinkingLow, llm.ThinkingMedium, llm.ThinkingHigh, llm.ThinkingUltra:
+	default:
+		return usageErr("--thinking %q: expected one of off, minimal, low, medium, high, ultra", o.Thinking)
+	}
+	if o.MaxIterations < 0 {
+		return usageErr("--max-iterations must be positive")
+	}
+
+	home, err := config.Home()
+	if err != nil {
+		return failErr(err)
+	}
+	cfg, err := config.Load(filepath.Join(home, "config.yaml"))
+	if err != nil {
+		return failErr(err)
+	}
+	store := session.NewStore(filepath.Join(home, "sessions"))
+
+	// Resume: the session decides the workspace and the model.
+	var sess *session.Session
+	if o.Resume != "" {
+		if o.Model != "" || o.Replay != "" {
+			return usageErr("--resume continues a session with its own model; drop --model/--replay")
+		}
+		sess, err = store.Open(o.Resume)
+		if err != nil {
+			return failErr(fmt.Errorf("resume: %w", err))
+		}
+		defer sess.Close()
+		m := sess.Meta()
+		if m.ExecutorType == protocol.ExecutorReplay {
+			o.Replay = m.Replay
+		} else {
+			o.Model = m.Provider + "/" + m.Model
+		}
+		if o.Workspace == "" {
+			o.Workspace = m.Workspace
+		}
+	}
+
+	dir, err := workspaceDir(o.Workspace)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+
+	choice, err := providers.Select(ctx, providers.Options{Model: o.Model, Replay: o.Replay, Config: cfg, Getenv: io.Getenv})
+	if err != nil {
+		return failErr(err)
+	}
+
+	mode := o.Sandbox
+	if mode == "" {
+		mode = cfg.Sandbox
+	}
+	if mode == "" {
+		mode = "auto"
+	}
+	sbMode, err := sandbox.ParseMode(mode)
+	if err != nil {
+		return usageErr("--sandbox: %v", err)
+	}
+	sb, err := sandbox.New(ctx, sandbox.Config{Mode: sbMode})
+	if err != nil {
+		return failErr(err)
+	}
+	root, err := workspace.Open(dir)
+	if err != nil {
+		return failErr(fmt.Errorf("open workspace: %w", err))
+	}
+	defer root.Close()
+	tools := tool.NewSet(
+		tool.NewRead(root), tool.NewWrite(root), tool.NewEdit(root),
+		tool.NewGlob(root), tool.NewGrep(root),
+		tool.NewBash(sb, root.Dir(), tool.BashOptions{}),
+	)
+
+	if sess == nil {
+		sess, err = store.Create(session.Meta{
+			Workspace:    root.Dir(),
+			Provider:     choice.Provider.Name(),
+			Model:        choice.Provider.Model(),
+			ExecutorType: choice.Executor,
+			Replay:       choice.Replay,
+		})
+		if err != nil {
+			return failErr(err)
+		}
+		defer sess.Close()
+	}
+	_ = sess.SetTitle(task)
+
+	var view agent.Sink
+	var text *renderer
+	if o.Output == "jsonl" {
+		view = &jsonlSink{w: io.Out, errOut: io.ErrOut}
+	} else {
+		text = newRenderer(io, choice.Executor == protocol.ExecutorReplay)
+		view = text
+	}
+	sink := agent.Tee(sess, view)
+
+	if choice.Notice != "" {
+		fmt.Fprintln(io.ErrOut, choice.Notice)
+	}
+	id := sess.ID()
+	sink.Event(protocol.Ready{ProtocolVersion: protocol.Version, Model: choice.Provider.Model(), Provider: choice.Provider.Name(), SessionID: &id, ExecutorType: choice.Executor})
+	sink.Event(protocol.SessionInfo{SessionID: &id, Cwd: root.Dir(), GitBranch: gitBranch(root.Dir())})
+	if text != nil {
+		text.header(sess.ID(), choice, sb.Kind(), root.Dir())
+	}
+
+	provider := llm.WithRetry(choice.Provider, llm.RetryPolicy{OnRetry: func(attempt int, wait time.Duration, e *llm.Error) {
+		sink.Event(protocol.Status{Message: fmt.Sprintf("Model call failed (%s); retrying in %s (attempt %d)", e.Error(), wait.Round(100*time.Millisecond), attempt+1)})
+	}})
+	system := o.System
+	if system == "" {
+		system = agent.SystemPrompt(agent.Environment{Workspace: root.Dir(), Sandbox: sb.Kind(), Tools: tools.Names(), Date: time.Now().Format("2006-01-02")})
+	}
+	ag := agent.New(agent.Config{
+		Provider:      provider,
+		Tools:         tools,
+		System:        system,
+		MaxIterations: firstPositive(o.MaxIterations, cfg.MaxIterations),
+		Thinking:      llm.ThinkingLevel(o.Thinking),
+	})
+
+	// Ctrl-C / SIGTERM cancel the run; a second Ctrl-C kills the process.
+	runCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() { <-runCtx.Done(); stop() }()
+
+	started := time.Now()
+	res, runErr := ag.Run(runCtx, sess.History(), llm.UserText(task), sink)
+	if text != nil {
+		text.finish(res, time.Since(started), choice.Executor == protocol.ExecutorReplay)
+	}
+	closeErr := sess.Close()
+	if text != nil {
+		fmt.Fprintf(io.ErrOut, "session %s · resume with: maestro run --resume %s \"…\"\n", sess.ID(), sess.ID())
+	}
+	switch {
+	case errors.Is(runErr, agent.ErrCancelled):
+		return &exitError{ExitInterrupted, errors.New("interrupted")}
+	case runErr != nil:
+		return failErr(providers.ExplainUnknownModel(ctx, choice.Provider, runErr))
+	case closeErr != nil:
+		return failErr(fmt.Errorf("save session: %w", closeErr))
+	}
+	return nil
+}
+
+func firstPositive(vals ...int) int {
+	for _, v := range vals {
+		if v > 0 {
+			return v
+		}
+	}
+	return 0
+}
+
+func workspaceDir(flag string) (string, error) {
+	dir := flag
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", fmt.Errorf("current directory: %w", err)
+		}
+		dir = wd
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("--workspace %q: %w", flag, err)
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("--workspace %q: %w", dir, err)
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("--workspace %q is not a directory", dir)
+	}
+	return abs, nil
+}
+
+// gitBranch returns the current branch of the git repository holding dir,
+// nil outside git or on a detached HEAD. It reads .git/HEAD directly.
+func gitBranch(dir string) *string {
+	for d := dir; ; d = filepath.Dir(d) {
+		gitPath := filepath.Join(d, ".git")
+		st, err := os.Stat(gitPath)
+		if err == nil {
+			headPath := filepath.Join(gitPath, "HEAD")
+			if !st.IsDir() {
+				// A worktree or submodule: ".git" is a file "gitdir: <path>".
+				data, err := os.ReadFile(gitPath)
+				if err != nil {
+					return nil
+				}
+				gitdir, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir: ")
+				if !ok {
+					return nil
+				}
+				if !filepath.IsAbs(gitdir) {
+					gitdir = filepath.Join(d, gitdir)
+				}
+				headPath = filepath.Join(gitdir, "HEAD")
+			}
+			data, err := os.ReadFile(headPath)
+			if err != nil {
+				return nil
+			}
+			ref, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "ref: refs/heads/")
+			if !ok {
+				return nil
+			}
+			return &ref
+		}
+		if filepath.Dir(d) == d {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The whole test suite, exactly as CI runs it (`make test`, called by .ci/run).
+#  1. installs the system packages the tests need (scripts/install-deps.sh);
+#  2. checks formatting and go vet;
+#  3. runs every Go test (CI=true makes tiers that would otherwise skip for a
+#     missing component fail instead);
+#  4. runs each fuzz target for a bounded time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/install-deps.sh
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+
+echo "== go vet"
+go vet ./...
+
+echo "== go test"
+log=$(mktemp -t maestro-test.XXXXXX)
+trap 'rm -f "$log"' EXIT
+set +e
+go test -count=1 -timeout 20m -v ./... >"$log" 2>&1
+status=$?
+set -e
+# Package results and every failure in full; skips with their reasons.
+grep -E '^(ok|FAIL|---|panic:|\s+--- (FAIL|SKIP))|^\s+\S+_test\.go:[0-9]+:' "$log" | grep -v -- '--- PASS' || true
+passed=$(grep -cE -- '^\s*--- PASS' "$log" || true)
+failed=$(grep -cE -- '^\s*--- FAIL' "$log" || true)
+skipped=$(grep -cE -- '^\s*--- SKIP' "$log" || true)
+if [ "$status" -ne 0 ]; then
+  echo "go test failed (exit $status); last lines:"; tail -50 "$log"
+  echo "go test: $passed passed, $failed failed, $skipped skipped"
+  exit "$status"
+fi
+
+echo "== fuzz (bounded)"
+fuzz_time=${FUZZ_TIME:-10s}
+while read -r pkg target; do
+  [ -n "$target" ] || continue
+  echo "fuzz $pkg $target ($fuzz_time)"
+  go test -run='^$' -fuzz="^${target}\$" -fuzztime="$fuzz_time" "$pkg"
+done < <(grep -rl --include='*_test.go' '^func Fuzz' . 2>/dev/null | while read -r f; do
+  pkg="./$(dirname "${f#./}")"
+  grep -o '^func Fuzz[A-Za-z0-9_]*' "$f" | sed 's/^func //' | while read -r t; do echo "$pkg $t"; done
+done)
+echo "go test: $passed passed, $failed failed, $skipped skipped"
