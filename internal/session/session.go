@@ -43,7 +43,7 @@ type Meta struct {
 	Provider  string `json:"provider"`
 	Model     string `json:"model"`
 	// ExecutorType is "live" or "replay".
-	ExecutorType string `json:"executor_type"`
+	ExecutorType protocol.ExecutorType `json:"executor_type"`
 	// Replay is the scenario a replay session runs ("builtin:demo" for the
 	// bundled demo), so a resumed session replays the same script.
 	Replay string `json:"replay,omitempty"`
