@@ -155,6 +155,10 @@ type decoder struct {
 	depth int
 	fam   *family
 	buf   []byte // scratch for unescaped strings
+	// inRaw is set while skipping an any-JSON value that will be kept:
+	// its numbers must then fit a float64, as for encoding/json and
+	// JavaScript, so that the value can be re-encoded and re-read.
+	inRaw bool
 }
 
 // schemaErr is a schema violation on its way up the decoder: each level
@@ -594,7 +598,12 @@ func (d *decoder) skipValue() error {
 	case c == 'n':
 		return d.literal("null")
 	case c == '-' || '0' <= c && c <= '9':
-		_, err := d.readNumber()
+		num, err := d.readNumber()
+		if err == nil && d.inRaw && (len(num) > 300 || bytes.IndexAny(num, "eE") >= 0) {
+			if _, perr := strconv.ParseFloat(string(num), 64); perr != nil {
+				return d.schemaError("Number out of range")
+			}
+		}
 		return err
 	}
 	return d.unexpected()
@@ -734,7 +743,10 @@ func (d *decoder) decodeValue(ts *typeSpec, f *fieldSpec, v reflect.Value) error
 		v.SetFloat(x)
 	case kindRaw:
 		start := d.pos
-		if err := d.skipValue(); err != nil {
+		d.inRaw = true
+		err := d.skipValue()
+		d.inRaw = false
+		if err != nil {
 			return err
 		}
 		var buf bytes.Buffer

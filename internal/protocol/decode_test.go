@@ -76,6 +76,8 @@ func TestDecodeClientErrors(t *testing.T) {
 		{"bad unicode escape", `{"type":"prompt","content":"\u12"}`, p + "Bad Unicode escape in JSON at position 28", "", true},
 		{"leading zero", `{"type":"utility_file_search","search_id":"s","query":"q","limit":01}`, p + "Unexpected token '1' in JSON at position 67", "", true},
 		{"unterminated string", `{"type":"prompt","content":"abc`, p + "Unterminated string in JSON at position 31", "", true},
+		{"number overflow in any value", `{"type":"init","history":[1,{"a":-1e309}]}`, inv + "/history Number out of range", "/history", false},
+		{"huge integer in any value", `{"type":"init","history":` + "1" + strings.Repeat("0", 400) + `}`, inv + "/history Number out of range", "/history", false},
 		{"deep nesting", `{"type":"init","history":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`, p + "JSON nested too deeply at position 10024", "", true},
 	}
 	for _, tt := range tests {

@@ -30,7 +30,7 @@ func fuzzDecode(f *testing.F, seeds string, decode func([]byte) (Message, error)
 	for _, l := range readLines(f, seeds) {
 		f.Add(l)
 	}
-	for _, s := range []string{``, `{}`, `{"type":"bogus"}`, `{"type":"prompt","content":"\ud800"}`, `[`, `{"type":"hello","capabilities":{"x":1}}`} {
+	for _, s := range []string{``, `{}`, `{"type":"bogus"}`, `{"type":"prompt","content":"\ud800"}`, `[`, `{"type":"hello","capabilities":{"x":1}}`, `{"type":"init","history":[1e308,-0,1e-400]}`} {
 		f.Add([]byte(s))
 	}
 	v, err := NewValidator()
