@@ -122,7 +122,7 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		return usageErr("--max-iterations must be positive")
 	}
 
-	home, err := config.Home()
+	home, err := config.Home(io.Getenv)
 	if err != nil {
 		return failErr(err)
 	}

@@ -49,8 +49,12 @@ type Provider struct {
 }
 
 // Home is Maestro's state directory: $MAESTRO_HOME, else ~/.maestro.
-func Home() (string, error) {
-	if h := os.Getenv("MAESTRO_HOME"); h != "" {
+// getenv reads the environment (nil = os.Getenv).
+func Home(getenv func(string) string) (string, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if h := getenv("MAESTRO_HOME"); h != "" {
 		return h, nil
 	}
 	home, err := os.UserHomeDir()

@@ -91,18 +91,6 @@ func NewStore(dir string) *Store {
 	return &Store{dir: dir, now: time.Now}
 }
 
-// DefaultDir is ~/.maestro/sessions, or $MAESTRO_HOME/sessions.
-func DefaultDir() (string, error) {
-	if h := os.Getenv("MAESTRO_HOME"); h != "" {
-		return filepath.Join(h, "sessions"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("find home directory for sessions: %w", err)
-	}
-	return filepath.Join(home, ".maestro", "sessions"), nil
-}
-
 // ErrNotFound is returned for an unknown session id.
 var ErrNotFound = errors.New("session not found")
 

@@ -1,0 +1,358 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/llm/llmtest"
+	"github.com/maestro-run/maestro/internal/sandbox"
+	"github.com/maestro-run/maestro/internal/sandbox/sandboxtest"
+)
+
+// result is what one CLI invocation produced.
+type result struct {
+	code           int
+	stdout, stderr string
+	home           string
+}
+
+// frames decodes stdout as JSON lines.
+func (r result) frames(t *testing.T) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("stdout line is not JSON: %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func (r result) ofType(t *testing.T, typ string) []map[string]any {
+	var out []map[string]any
+	for _, f := range r.frames(t) {
+		if f["type"] == typ {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// runCLI runs maestro in-process with an isolated MAESTRO_HOME and only
+// the given environment.
+func runCLI(t *testing.T, env map[string]string, args ...string) result {
+	t.Helper()
+	home := env["MAESTRO_HOME"]
+	if home == "" {
+		home = t.TempDir()
+	}
+	getenv := func(k string) string {
+		if k == "MAESTRO_HOME" {
+			return home
+		}
+		return env[k]
+	}
+	var stdout, stderr bytes.Buffer
+	ios := &IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr, Getenv: getenv}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	code := Run(ctx, ios, args)
+	return result{code: code, stdout: stdout.String(), stderr: stderr.String(), home: home}
+}
+
+// writeThenBash is the multi-turn task of the acceptance criteria: Write a
+// file, run a command on it, then answer.
+func writeThenBash() []llmtest.Turn {
+	return []llmtest.Turn{
+		{Text: []string{"I'll write the file."}, ToolCalls: []llmtest.ToolCall{{ID: "call_w", Name: "Write", Input: `{"path":"notes/hello.txt","content":"hello\nworld\n"}`}},
+			InputTokens: 1200, OutputTokens: 60, CacheReadTokens: 300},
+		{Text: []string{"Now ", "count its lines."}, ToolCalls: []llmtest.ToolCall{{ID: "call_b", Name: "Bash", Input: `{"command":"wc -l notes/hello.txt"}`}},
+			InputTokens: 1400, OutputTokens: 40},
+		{Text: []string{"The file has ", "2 lines."}, InputTokens: 1500, OutputTokens: 20},
+	}
+}
+
+// checkMultiTurn asserts the task ran for real and was reported fully.
+func checkMultiTurn(t *testing.T, r result, ws string, wantCost bool) {
+	t.Helper()
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstderr: %s\nstdout: %s", r.code, r.stderr, r.stdout)
+	}
+	data, err := os.ReadFile(filepath.Join(ws, "notes/hello.txt"))
+	if err != nil || string(data) != "hello\nworld\n" {
+		t.Fatalf("file not written: %q %v", data, err)
+	}
+	var bashOut strings.Builder
+	for _, f := range r.ofType(t, "tool_output") {
+		if f["call_id"] == "call_b" {
+			bashOut.WriteString(f["content"].(string))
+		}
+	}
+	if !strings.Contains(bashOut.String(), "2 notes/hello.txt") {
+		t.Errorf("Bash output = %q, want the line count", bashOut.String())
+	}
+	ends := r.ofType(t, "tool_end")
+	if len(ends) != 2 || ends[0]["success"] != true || ends[1]["success"] != true {
+		t.Errorf("tool_end frames = %v", ends)
+	}
+	resp := r.ofType(t, "response_end")
+	if len(resp) != 3 {
+		t.Fatalf("response_end frames = %d, want 3", len(resp))
+	}
+	usage := resp[0]["usage"].(map[string]any)
+	if usage["input_tokens"].(float64) != 1200 || usage["output_tokens"].(float64) != 60 || usage["cache_read_tokens"].(float64) != 300 ||
+		usage["total_tokens"].(float64) != 1560 {
+		t.Errorf("usage = %v", usage)
+	}
+	if cost := usage["total_cost_usd"].(float64); (cost > 0) != wantCost {
+		t.Errorf("total_cost_usd = %v, want cost>0 = %v", cost, wantCost)
+	}
+	summary := resp[2]["tools_summary"].(map[string]any)
+	if summary["calls_succeeded"].(float64) != 2 || len(summary["tools_used"].([]any)) != 2 {
+		t.Errorf("final tools_summary = %v", summary)
+	}
+	ready := r.ofType(t, "ready")
+	if len(ready) != 1 || ready[0]["executor_type"] != "live" {
+		t.Errorf("ready = %v", ready)
+	}
+}
+
+func TestRunAnthropicMultiTurn(t *testing.T) {
+	t.Parallel()
+	sandboxtest.Bwrap(t, sandbox.Config{Mode: sandbox.ModeAuto})
+	srv := llmtest.NewServer(t, writeThenBash()...)
+	ws := t.TempDir()
+	r := runCLI(t, map[string]string{"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": srv.URL()},
+		"run", "--model", "anthropic/claude-sonnet-4-5", "--workspace", ws, "--output", "jsonl", "write notes and count lines")
+	checkMultiTurn(t, r, ws, true)
+	reqs := srv.Requests()
+	if len(reqs) != 3 || reqs[0].Header.Get("X-Api-Key") != "sk-test" {
+		t.Fatalf("requests = %d, api key header %q", len(reqs), reqs[0].Header.Get("X-Api-Key"))
+	}
+	// The third request carries the Bash result back to the model.
+	if !strings.Contains(string(reqs[2].Body), `"tool_use_id":"call_b"`) {
+		t.Errorf("third request lacks the Bash tool_result: %s", reqs[2].Body)
+	}
+}
+
+func TestRunOpenAICompatibleNoKey(t *testing.T) {
+	t.Parallel()
+	sandboxtest.Bwrap(t, sandbox.Config{Mode: sandbox.ModeAuto})
+	srv := llmtest.NewServer(t, writeThenBash()...)
+	ws := t.TempDir()
+	r := runCLI(t, map[string]string{"OPENAI_BASE_URL": srv.URL() + "/v1"},
+		"run", "--model", "openai/llama3.2", "--workspace", ws, "-o", "jsonl", "write notes and count lines")
+	checkMultiTurn(t, r, ws, false)
+	for i, req := range srv.Requests() {
+		if req.Path != "/v1/chat/completions" {
+			t.Errorf("request %d went to %s, want Chat Completions for a local server", i, req.Path)
+		}
+		if h := req.Header.Get("Authorization"); h != "" {
+			t.Errorf("request %d sent Authorization %q without a key", i, h)
+		}
+	}
+	// An unpriced local model: cost 0, flagged once.
+	var flagged int
+	for _, f := range r.ofType(t, "status") {
+		if strings.Contains(f["message"].(string), "Pricing unknown for model llama3.2") {
+			flagged++
+		}
+	}
+	if flagged != 1 {
+		t.Errorf("pricing-unknown status frames = %d, want 1", flagged)
+	}
+}
+
+func TestRunOpenAIResponsesWithKey(t *testing.T) {
+	t.Parallel()
+	sandboxtest.Bwrap(t, sandbox.Config{Mode: sandbox.ModeAuto})
+	srv := llmtest.NewServer(t, writeThenBash()...)
+	ws := t.TempDir()
+	r := runCLI(t, map[string]string{"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": srv.URL() + "/v1", "MAESTRO_OPENAI_API": "responses"},
+		"run", "--model", "openai/gpt-5", "--workspace", ws, "-o", "jsonl", "write notes and count lines")
+	checkMultiTurn(t, r, ws, true)
+	if p := srv.Requests()[0].Path; p != "/v1/responses" {
+		t.Errorf("path = %s", p)
+	}
+}
+
+func TestRunProviderErrors(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name       string
+		turns      []llmtest.Turn
+		models     []string
+		model      string
+		wantCode   int
+		wantStderr []string
+		wantError  string // error_type of the error frame, "" for none
+	}{
+		{
+			name:       "401 names the variable",
+			turns:      []llmtest.Turn{{Status: 401, ErrorMessage: "invalid x-api-key"}},
+			model:      "anthropic/claude-sonnet-4-5",
+			wantCode:   1,
+			wantStderr: []string{"auth", "ANTHROPIC_API_KEY"},
+			wantError:  "fatal",
+		},
+		{
+			name:     "429 is retried then succeeds",
+			turns:    []llmtest.Turn{{Status: 429, ErrorMessage: "slow down", RetryAfter: "0.05"}, {Text: []string{"fine"}, InputTokens: 10, OutputTokens: 2}},
+			model:    "anthropic/claude-sonnet-4-5",
+			wantCode: 0,
+		},
+		{
+			name:      "stream cut mid-way is transient",
+			turns:     []llmtest.Turn{{Text: []string{"a", "b", "c", "d", "e", "f"}, CutAfter: 4}},
+			model:     "anthropic/claude-sonnet-4-5",
+			wantCode:  1,
+			wantError: "transient",
+		},
+		{
+			name:       "unknown model lists what is available",
+			turns:      []llmtest.Turn{{Text: []string{"never"}}},
+			models:     []string{"claude-sonnet-4-5", "claude-haiku-4-5"},
+			model:      "anthropic/claude-nonexistent-9",
+			wantCode:   1,
+			wantStderr: []string{`unknown model "claude-nonexistent-9" for anthropic; available: claude-haiku-4-5, claude-sonnet-4-5`},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := llmtest.NewServer(t, tc.turns...)
+			srv.Models = tc.models
+			r := runCLI(t, map[string]string{"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": srv.URL()},
+				"run", "--model", tc.model, "--workspace", t.TempDir(), "--sandbox", "off", "-o", "jsonl", "hi")
+			if r.code != tc.wantCode {
+				t.Fatalf("exit %d, want %d\nstderr: %s", r.code, tc.wantCode, r.stderr)
+			}
+			for _, s := range tc.wantStderr {
+				if !strings.Contains(r.stderr, s) {
+					t.Errorf("stderr lacks %q:\n%s", s, r.stderr)
+				}
+			}
+			if tc.wantCode != 0 && strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+				t.Errorf("the failure reason is not one line:\n%s", r.stderr)
+			}
+			errs := r.ofType(t, "error")
+			if tc.wantError == "" {
+				if tc.wantCode == 0 && len(errs) != 0 {
+					t.Errorf("unexpected error frames: %v", errs)
+				}
+				return
+			}
+			if len(errs) != 1 || errs[0]["error_type"] != tc.wantError || errs[0]["fatal"] != false {
+				t.Errorf("error frames = %v, want one with error_type %q", errs, tc.wantError)
+			}
+		})
+	}
+}
+
+func TestRunRetryReportsStatus(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewServer(t, llmtest.Turn{Status: 529, ErrorMessage: "Overloaded", RetryAfter: "0.01"}, llmtest.Turn{Text: []string{"ok"}})
+	r := runCLI(t, map[string]string{"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": srv.URL()},
+		"run", "--model", "anthropic/claude-sonnet-4-5", "--workspace", t.TempDir(), "--sandbox", "off", "-o", "jsonl", "hi")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	st := r.ofType(t, "status")
+	if len(st) != 1 || !strings.Contains(st[0]["message"].(string), "retrying in") || !strings.Contains(st[0]["message"].(string), "529") {
+		t.Errorf("status = %v", st)
+	}
+}
+
+func TestRunDemoWithoutKeys(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	r := runCLI(t, nil, "run", "--workspace", ws, "show me")
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstderr: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"No model configured", "▶ REPLAY", "ANTHROPIC_API_KEY"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if !strings.Contains(r.stdout, "scripted replay") {
+		t.Errorf("stdout does not say it is a replay:\n%s", r.stdout)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "hello-maestro", "greet.txt")); err != nil {
+		t.Errorf("demo did no real work: %v", err)
+	}
+	if !strings.Contains(r.stderr, "$0 (replay)") || !strings.Contains(r.stderr, "session ") {
+		t.Errorf("usage or session line missing:\n%s", r.stderr)
+	}
+}
+
+func TestRunResumeContinuesHistory(t *testing.T) {
+	t.Parallel()
+	scenario := filepath.Join(t.TempDir(), "two.json")
+	os.WriteFile(scenario, []byte(`{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id":"two","description":"two answers",
+"metadata":{"recordedAt":"2026-11-22T00:00:00Z","toolsExpected":[]},
+"frames":[{"index":0,"statements":[{"kind":"text","text":"first answer"}]},{"index":1,"statements":[{"kind":"text","text":"second answer"}]}]}`), 0o600)
+	home := t.TempDir()
+	ws := t.TempDir()
+	r1 := runCLI(t, map[string]string{"MAESTRO_HOME": home}, "run", "--replay", scenario, "--workspace", ws, "-o", "jsonl", "one")
+	if r1.code != 0 || !strings.Contains(r1.stdout, "first answer") {
+		t.Fatalf("first run: exit %d\n%s\n%s", r1.code, r1.stdout, r1.stderr)
+	}
+	id := r1.ofType(t, "ready")[0]["session_id"].(string)
+	r2 := runCLI(t, map[string]string{"MAESTRO_HOME": home}, "run", "--resume", id[:13], "-o", "jsonl", "two")
+	if r2.code != 0 || !strings.Contains(r2.stdout, "second answer") {
+		t.Fatalf("resumed run: exit %d\n%s\n%s", r2.code, r2.stdout, r2.stderr)
+	}
+	if got := r2.ofType(t, "session_info")[0]["cwd"]; got != ws {
+		t.Errorf("resumed workspace = %v, want %s", got, ws)
+	}
+	// A third turn runs past the script: a clear error, non-zero exit.
+	r3 := runCLI(t, map[string]string{"MAESTRO_HOME": home}, "run", "--resume", id, "three")
+	if r3.code != 1 || !strings.Contains(r3.stderr, "scripted scenario two complete") {
+		t.Errorf("past the script: exit %d\n%s", r3.code, r3.stderr)
+	}
+}
+
+func TestRunUsageErrors(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run"}, "requires at least 1 arg"},
+		{[]string{"run", "-o", "xml", "x"}, `--output "xml": expected text or jsonl`},
+		{[]string{"run", "--workspace", "/nonexistent/dir", "x"}, "/nonexistent/dir"},
+		{[]string{"run", "--sandbox", "sometimes", "x"}, "--sandbox"},
+		{[]string{"run", "--thinking", "lots", "x"}, "--thinking"},
+		{[]string{"run", "--model", "mystery/m1", "x"}, `unknown provider "mystery"; available providers: anthropic, openai, replay`},
+		{[]string{"run", "--model", "anthropic/claude-sonnet-4-5", "x"}, "ANTHROPIC_API_KEY"},
+		{[]string{"run", "--replay", "/nonexistent.json", "x"}, "load replay scenario"},
+		{[]string{"run", "--resume", "0123456789", "x"}, "session not found"},
+		{[]string{"frobnicate"}, "unknown command"},
+	}
+	for _, tc := range cases {
+		r := runCLI(t, nil, tc.args...)
+		if r.code == 0 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q, want containing %q", tc.args, r.code, r.stderr, tc.want)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, nil, "version")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "maestro ") || !strings.Contains(r.stdout, "2026-04-02") {
+		t.Errorf("version: %d %q", r.code, r.stdout)
+	}
+}
