@@ -428,7 +428,7 @@ func TestProviderErrors(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		err  *llm.Error
-		want string
+		want protocol.ErrorType
 	}{
 		{&llm.Error{Kind: llm.KindStream, Message: "cut"}, protocol.ErrorTransient},
 		{&llm.Error{Kind: llm.KindRateLimit, Status: 429, Message: "slow down"}, protocol.ErrorTransient},
