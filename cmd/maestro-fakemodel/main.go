@@ -1,0 +1,133 @@
+// Command maestro-fakemodel runs Maestro's fake model server as a
+// standalone process: it speaks the Anthropic Messages, OpenAI Chat
+// Completions and OpenAI Responses wire formats (streaming), answering each
+// request with the next turn of a script, so that real clients — agent
+// CLIs, SDKs, curl — can be pointed at it with no network and no key.
+//
+//	maestro-fakemodel --script turns.json [--listen 127.0.0.1:0] [--loop] [--models a,b]
+//
+// The script is a JSON array of turns (internal/llm/llmtest.Turn):
+//
+//	[{"text":["Hello ","world"],"input_tokens":10,"output_tokens":2},
+//	 {"tool_calls":[{"name":"Bash","input":"{\"command\":\"ls\"}"}]},
+//	 {"status":429,"error_message":"slow down","retry_after":"1"}]
+//
+// Once listening it prints one JSON line on stdout,
+// {"url":"http://127.0.0.1:PORT"}, and serves until stdin closes or it is
+// signalled. Point clients at it with ANTHROPIC_BASE_URL=<url> or
+// OPENAI_BASE_URL=<url>/v1.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/llm/llmtest"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "maestro-fakemodel: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	script := flag.String("script", "", "JSON file with the array of scripted turns (required)")
+	listen := flag.String("listen", "127.0.0.1:0", "address to listen on (loopback only)")
+	loop := flag.Bool("loop", false, "start the script over when it runs out")
+	models := flag.String("models", "", "comma-separated model ids to accept and list (default: accept any)")
+	flag.Parse()
+	if *script == "" {
+		return errors.New("--script is required")
+	}
+	turns, err := loadScript(*script)
+	if err != nil {
+		return err
+	}
+	host, _, err := net.SplitHostPort(*listen)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", *listen, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("--listen %q: only loopback addresses are allowed", *listen)
+	}
+
+	srv := llmtest.New(turns...)
+	srv.Loop = *loop
+	if *models != "" {
+		srv.Models = strings.Split(*models, ",")
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+
+	ready, _ := json.Marshal(map[string]string{"url": "http://" + ln.Addr().String()})
+	fmt.Println(string(ready))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		stop()
+	}()
+	<-ctx.Done()
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return hs.Shutdown(shutdown)
+}
+
+func loadScript(path string) ([]llmtest.Turn, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read script: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var turns []llmtest.Turn
+	if err := dec.Decode(&turns); err != nil {
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &syn):
+			line, col := position(data, syn.Offset)
+			return nil, fmt.Errorf("%s:%d:%d: %v", path, line, col, err)
+		case errors.As(err, &typ):
+			line, col := position(data, typ.Offset)
+			return nil, fmt.Errorf("%s:%d:%d: field %s: expected %s, got %s", path, line, col, typ.Field, typ.Type, typ.Value)
+		}
+		return nil, fmt.Errorf("%s: %w (expected an array of turns)", path, err)
+	}
+	if len(turns) == 0 {
+		return nil, fmt.Errorf("%s: the script has no turns", path)
+	}
+	return turns, nil
+}
+
+func position(data []byte, offset int64) (line, col int) {
+	line, col = 1, 1
+	for _, b := range data[:min(int(offset), len(data))] {
+		if b == '\n' {
+			line++
+			col = 1
+		} else {
+			col++
+		}
+	}
+	return line, col
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The server runs as a separate process and answers a real streaming
+// request in the Anthropic format, then exits when stdin closes.
+func TestStandaloneProcess(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "fakemodel")
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	script := filepath.Join(dir, "script.json")
+	os.WriteFile(script, []byte(`[{"text":["Hello ","from the fake"],"input_tokens":3,"output_tokens":4}]`), 0o600)
+
+	cmd := exec.CommandContext(ctx, bin, "--script", script)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no ready line: %v", err)
+	}
+	var ready struct{ URL string }
+	if err := json.Unmarshal([]byte(line), &ready); err != nil || !strings.HasPrefix(ready.URL, "http://127.0.0.1:") {
+		t.Fatalf("ready line %q: %v", line, err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, "POST", ready.URL+"/v1/messages",
+		strings.NewReader(`{"model":"claude-sonnet-4-5","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("anthropic-version", "2023-06-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"event: message_start", `"text":"from the fake"`, "event: message_stop"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("stream lacks %q:\n%s", want, body)
+		}
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("exit after stdin EOF: %v", err)
+	}
+}
+
+func TestLoadScriptErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cases := map[string]string{
+		"[]":                    "the script has no turns",
+		`[{"txt":["a"]}]`:       `unknown field "txt"`,
+		"[{\n\"status\":\"x\"}]": ":2:",
+		"{":                     "expected an array of turns",
+	}
+	for body, want := range cases {
+		p := filepath.Join(dir, "s.json")
+		os.WriteFile(p, []byte(body), 0o600)
+		if _, err := loadScript(p); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: err = %v, want containing %q", body, err, want)
+		}
+	}
+}
