@@ -32,25 +32,24 @@ cases=(
 	'many matches||err != nil'
 )
 
-now_ns() { date +%s%N; }
-
-# run_ms OUT CMD... : runs CMD with stdout to OUT, prints elapsed milliseconds.
+# run_ms OUT CMD... : runs CMD with stdout to OUT and prints two numbers:
+# elapsed (wall) milliseconds and CPU (user + system) milliseconds.
 run_ms() {
 	local out=$1; shift
-	local t0 t1
-	t0=$(now_ns)
-	"$@" >"$out"
-	t1=$(now_ns)
-	echo $(((t1 - t0) / 1000000))
+	local TIMEFORMAT='%R %U %S' t
+	t=$( { time "$@" >"$out" 2>/dev/null; } 2>&1 ) || true
+	awk '{ printf "%d %d\n", $1 * 1000, ($2 + $3) * 1000 }' <<<"$t"
 }
 
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# median COLUMN < FILE
+median() { awk -v c="$1" '{print $c}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
-echo "Grep tool vs ripgrep: $TREE ($(find "$TREE" -type f | wc -l) files, $(du -sh "$TREE" | cut -f1)), $REPS runs each, median wall time"
-echo "$($RG --version | head -1); $(go version | cut -d' ' -f3); $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "Grep tool vs ripgrep: $TREE ($(find "$TREE" -type f | wc -l) files, $(du -sh "$TREE" | cut -f1)), $REPS alternating runs each, medians"
+echo "$($RG --version | sed -n 1p); $(go version | cut -d' ' -f3); $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| search | pattern | matching lines (maestro / rg) | maestro ms | rg ms | ratio |"
-echo "| --- | --- | --- | ---: | ---: | ---: |"
+echo "| search | pattern | matching lines (maestro / rg) | maestro wall ms | rg wall ms | wall ratio | maestro CPU ms | rg CPU ms | CPU ratio |"
+echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
 status=0
 for c in "${cases[@]}"; do
 	IFS='|' read -r name flags pattern <<<"$c"
@@ -67,18 +66,20 @@ for c in "${cases[@]}"; do
 	: >"$work/r.times"
 	for ((i = 0; i < REPS; i++)); do
 		run_ms "$work/m.out" "$work/maestro-grep" "${mflags[@]}" >>"$work/m.times"
-		(cd "$TREE" && run_ms "$work/r.out" "$RG" "${rflags[@]}" -e "$pattern" .) >>"$work/r.times" || true
+		(cd "$TREE" && run_ms "$work/r.out" "$RG" "${rflags[@]}" -e "$pattern" .) >>"$work/r.times"
 	done
 	mcount=$(grep -cE '^[^:]+:[0-9]+:' "$work/m.out" || true)
 	rcount=$(grep -cE '^[^:]+:[0-9]+:' "$work/r.out" || true)
-	mt=$(median <"$work/m.times")
-	rt=$(median <"$work/r.times")
-	ratio=$(awk -v a="$mt" -v b="$rt" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
+	mt=$(median 1 <"$work/m.times")
+	rt=$(median 1 <"$work/r.times")
+	mc=$(median 2 <"$work/m.times")
+	rc=$(median 2 <"$work/r.times")
 	note=""
 	if [[ $mcount != "$rcount" ]]; then
 		note=" (COUNTS DIFFER)"
 		status=1
 	fi
-	printf '| %s | `%s` | %s / %s%s | %s | %s | %sx |\n' "$name" "$pattern" "$mcount" "$rcount" "$note" "$mt" "$rt" "$ratio"
+	printf '| %s | `%s` | %s / %s%s | %s | %s | %sx | %s | %s | %sx |\n' "$name" "$pattern" "$mcount" "$rcount" "$note" \
+		"$mt" "$rt" "$(ratio "$mt" "$rt")" "$mc" "$rc" "$(ratio "$mc" "$rc")"
 done
 exit $status

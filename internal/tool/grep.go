@@ -14,6 +14,7 @@ import (
 	"regexp/syntax"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -82,6 +83,10 @@ func grep(ctx context.Context, root *workspace.Root, in GrepInput, chunk int) (R
 	if !ok {
 		return res, nil
 	}
+	shown := in.Path // the path as named in messages
+	if shown == "" {
+		shown = "."
+	}
 	s := &grepSearch{
 		ctx:     ctx,
 		root:    root,
@@ -98,9 +103,9 @@ func grep(ctx context.Context, root *workspace.Root, in GrepInput, chunk int) (R
 		s.globNameOnly = !strings.Contains(in.Glob, "/")
 	}
 
-	fi, err := root.Stat(base)
+	fi, err := root.Stat(shown)
 	if err != nil {
-		return fileErrorResult(in.Path, err), nil
+		return fileErrorResult(shown, err), nil
 	}
 	switch {
 	case fi.IsDir():
@@ -109,20 +114,20 @@ func grep(ctx context.Context, root *workspace.Root, in GrepInput, chunk int) (R
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				return Result{}, ctxErr
 			}
-			return fileErrorResult(in.Path, err), nil
+			return fileErrorResult(shown, err), nil
 		}
 	case fi.Mode().IsRegular():
 		// A file named explicitly is searched even if ignored; a binary
 		// one is reported.
-		f, err := root.Open(base)
+		f, err := root.Open(shown)
 		if err != nil {
-			return fileErrorResult(in.Path, err), nil
+			return fileErrorResult(shown, err), nil
 		}
 		w := s.newWorker()
 		binary, err := w.searchStream(f, base)
 		f.Close()
 		if err != nil {
-			return fileErrorResult(in.Path, err), nil
+			return fileErrorResult(shown, err), nil
 		}
 		if binary {
 			return Result{Content: fmt.Sprintf("%s is a binary file; not searched", in.Path)}, nil
@@ -170,7 +175,7 @@ func (s *grepSearch) result(in GrepInput) Result {
 	for _, m := range matches {
 		out.WriteString(m.path)
 		out.WriteByte(':')
-		fmt.Fprint(&out, m.line)
+		out.WriteString(strconv.Itoa(m.line))
 		out.WriteByte(':')
 		out.WriteString(m.text)
 		out.WriteByte('\n')
@@ -352,7 +357,6 @@ func (s *grepSearch) walk() error {
 type grepWorker struct {
 	s       *grepSearch
 	buf     []byte
-	lower   []byte
 	matches []lineMatch
 	full    bool      // the results were full when the file started
 	last    fileMatch // then: the last match kept
@@ -529,15 +533,7 @@ func (w *grepWorker) searchBuffer(data []byte, first int, p string) (lines, foun
 			w.matches = append(w.matches, lineMatch{line: lineNo, text: cutMatchLine(data[start:end])})
 		}
 	}
-	hay := data
-	if m.fold {
-		if cap(w.lower) < len(data) {
-			w.lower = make([]byte, len(data))
-		}
-		hay = w.lower[:len(data)]
-		asciiLower(hay, data)
-	}
-	m.scan(data, hay, emit)
+	m.scan(data, emit)
 	if len(data) > 0 {
 		lines = lineNo - first + bytes.Count(data[counted:], []byte{'\n'})
 	}
@@ -561,16 +557,6 @@ func cutMatchLine(line []byte) string {
 		return strings.ToValidUTF8(string(line), "\uFFFD")
 	}
 	return strings.ToValidUTF8(string(line[:end]), "\uFFFD") + fmt.Sprintf("… [line cut: %d bytes in all]", len(line))
-}
-
-// asciiLower writes src with ASCII letters lowered into dst (same length).
-func asciiLower(dst, src []byte) {
-	for i, c := range src {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		dst[i] = c
-	}
 }
 
 // ---- results ----
@@ -666,8 +652,8 @@ func (h *matchHeap) Pop() any {
 type lineMatcher struct {
 	line  *regexp.Regexp // matches one line (no newline in its input)
 	multi *regexp.Regexp // the same in (?m) mode, to scan a whole buffer when there is no literal
-	lits  [][]byte       // prefilter: every match contains one of these (lowered when fold)
-	fold  bool           // search lits in an ASCII-lowered copy of the data
+	lits  []litFinder    // prefilter: every match contains one of these
+	fold  bool           // the literals are matched ignoring ASCII case
 	exact bool           // finding a literal is a match: no regexp needed
 	// anchored: the pattern starts with ^, so without a literal each line
 	// is tried on its own.
@@ -706,10 +692,7 @@ func compileLineMatcher(pattern string, ignoreCase bool) (*lineMatcher, error) {
 		if len(lits) > 0 {
 			m.fold = fold
 			for _, l := range lits {
-				if fold {
-					l = strings.ToLower(l) // lits are ASCII when fold
-				}
-				m.lits = append(m.lits, []byte(l))
+				m.lits = append(m.lits, newLitFinder(l, fold))
 			}
 			m.exact = isExactLiteral(parsed)
 		}
@@ -760,34 +743,32 @@ func asciiFoldSafe(r rune) bool {
 }
 
 // scan calls emit(start, end) for each matching line data[start:end]
-// (without its newline), in order. hay is data, or its ASCII-lowered copy
-// when the matcher folds case.
-func (m *lineMatcher) scan(data, hay []byte, emit func(start, end int)) {
+// (without its newline), in order.
+func (m *lineMatcher) scan(data []byte, emit func(start, end int)) {
 	if len(m.lits) == 0 {
 		m.scanRegexp(data, emit)
 		return
 	}
-	next := make([]int, len(m.lits)) // next occurrence of each literal at or after pos; -1 none, -2 unknown
-	for i := range next {
-		next[i] = -2
+	var curBuf [maxPrefilterLiterals]litCursor
+	cur := curBuf[:len(m.lits)]
+	for i := range cur {
+		cur[i] = litCursor{next: -2, lo: -2, up: -2}
 	}
 	pos := 0
 	for pos < len(data) {
 		c := -1
-		for i, lit := range m.lits {
-			if next[i] == -1 {
+		for i := range m.lits {
+			if cur[i].next == -1 {
 				continue
 			}
-			if next[i] < pos {
-				j := bytes.Index(hay[pos:], lit)
-				if j < 0 {
-					next[i] = -1
+			if cur[i].next < pos {
+				cur[i].next = m.lits[i].index(data, pos, &cur[i])
+				if cur[i].next < 0 {
 					continue
 				}
-				next[i] = pos + j
 			}
-			if c < 0 || next[i] < c {
-				c = next[i]
+			if c < 0 || cur[i].next < c {
+				c = cur[i].next
 			}
 		}
 		if c < 0 {
@@ -803,6 +784,132 @@ func (m *lineMatcher) scan(data, hay []byte, emit func(start, end int)) {
 		}
 		pos = end + 1
 	}
+}
+
+// litFinder finds one literal. It looks for the literal's rarest byte
+// with bytes.IndexByte (vectorised) and compares the rest around each hit;
+// ignoring ASCII case, it looks for both cases of that byte. A literal made
+// only of very common bytes, matched with case, is left to bytes.Index.
+type litFinder struct {
+	lit    []byte // lowered when fold
+	fold   bool
+	byRare bool // look for the rare byte first; else bytes.Index
+	rare   int  // index in lit of that byte
+	lo, up byte // its two cases (equal for a non-letter or with case)
+}
+
+// litCursor remembers, during one scan, where a finder's next hits are.
+type litCursor struct {
+	next   int // next occurrence of the literal; -1 none, -2 not searched
+	lo, up int // next occurrences of the rare byte's two cases
+}
+
+// commonRarity is the rarity below which a byte is too common to look for
+// first (about the twenty most frequent bytes of source code).
+const commonRarity = 20
+
+func newLitFinder(lit string, fold bool) litFinder {
+	f := litFinder{lit: []byte(lit), fold: fold}
+	if fold {
+		f.lit = []byte(strings.ToLower(lit))
+	}
+	best := -1
+	for i, c := range f.lit {
+		if r := byteRarity(c, fold); r > best {
+			best, f.rare = r, i
+		}
+	}
+	f.byRare = fold || best >= commonRarity
+	f.lo = f.lit[f.rare]
+	f.up = f.lo
+	if fold && 'a' <= f.lo && f.lo <= 'z' {
+		f.up = f.lo - ('a' - 'A')
+	}
+	return f
+}
+
+// index returns the position of the next occurrence of the literal in data
+// at or after pos, or -1.
+func (f *litFinder) index(data []byte, pos int, cur *litCursor) int {
+	if !f.byRare {
+		if j := bytes.Index(data[pos:], f.lit); j >= 0 {
+			return pos + j
+		}
+		return -1
+	}
+	for {
+		from := pos + f.rare
+		if from >= len(data) {
+			return -1
+		}
+		cur.lo = nextByte(data, from, f.lo, cur.lo)
+		p := cur.lo
+		if f.up != f.lo {
+			cur.up = nextByte(data, from, f.up, cur.up)
+			if p < 0 || (cur.up >= 0 && cur.up < p) {
+				p = cur.up
+			}
+		}
+		if p < 0 {
+			return -1
+		}
+		start := p - f.rare
+		if end := start + len(f.lit); end <= len(data) {
+			if f.fold && equalFoldASCII(data[start:end], f.lit) || !f.fold && bytes.Equal(data[start:end], f.lit) {
+				return start
+			}
+		}
+		pos = start + 1
+	}
+}
+
+// nextByte returns the next position of c at or after from, reusing the
+// cached position prev when it is still ahead (-1: none left).
+func nextByte(data []byte, from int, c byte, prev int) int {
+	if prev == -1 || prev >= from {
+		return prev
+	}
+	if j := bytes.IndexByte(data[from:], c); j >= 0 {
+		return from + j
+	}
+	return -1
+}
+
+// equalFoldASCII reports whether s equals lower (already lowered) when
+// ASCII letters of s are lowered.
+func equalFoldASCII(s, lower []byte) bool {
+	for i, c := range s {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// byteRarity estimates how rare a byte is in source code and text
+// (higher is rarer), to pick the byte a literal search looks for first.
+// Ignoring case, letters count as more common since both cases are looked
+// for; with case, capitals are rarer than small letters.
+func byteRarity(c byte, fold bool) int {
+	const common = " e\ntarisonlcd\tpu.(m)f,_hg\"b=:y/;-x*0v{}1k>w'2<[]&3!+|q4j5z#%8769$\\?@^~`"
+	upper := 'A' <= c && c <= 'Z'
+	if upper {
+		c += 'a' - 'A'
+	}
+	r := strings.IndexByte(common, c)
+	if r < 0 {
+		r = len(common)
+	}
+	switch {
+	case fold && 'a' <= c && c <= 'z':
+		r /= 2
+	case upper:
+		r += commonRarity
+	}
+	return r
 }
 
 // scanRegexp finds matching lines without a literal prefilter. A pattern
@@ -930,7 +1037,7 @@ func literalSet(re *syntax.Regexp) *litSet {
 			if i == 0 {
 				out.fold = s.fold
 			} else if s.fold != out.fold {
-				// Mixed: search all lowered (a superset of candidates).
+				// Mixed: search all ignoring case (a superset of candidates).
 				out.fold = true
 			}
 			out.lits = append(out.lits, s.lits...)

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"regexp/syntax"
 	"strings"
 	"sync"
@@ -256,6 +257,10 @@ func TestLineMatcher(t *testing.T) {
 		{`\bnil\b`, false},
 		{`nil|error`, false},
 		{`(?i:ret)urn|TAB`, false},
+		{`(?i)RETURN|(?-i:tab)`, false},
+		{`(?i)tab\tSEP`, false},
+		{`(?i)e SIGN`, false},
+		{`(?i)at the END`, false},
 		{`[A-Z]+`, false},
 		{`(foo)+Context`, false},
 		{`o{2,}`, false},
@@ -264,8 +269,6 @@ func TestLineMatcher(t *testing.T) {
 		{`end$`, false},
 	}
 	data := []byte(text)
-	lower := make([]byte, len(data))
-	asciiLower(lower, data)
 	for _, p := range patterns {
 		m, err := compileLineMatcher(p.pattern, p.ignoreCase)
 		if err != nil {
@@ -277,18 +280,14 @@ func TestLineMatcher(t *testing.T) {
 				want = append(want, i+1)
 			}
 		}
-		hay := data
-		if m.fold {
-			hay = lower
-		}
-		m.scan(data, hay, func(start, end int) {
+		m.scan(data, func(start, end int) {
 			got = append(got, bytes.Count(data[:start], []byte{'\n'})+1)
 			if end < len(data) && data[end] != '\n' {
 				t.Errorf("%q: line end %d is not at a newline", p.pattern, end)
 			}
 		})
 		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("pattern %q (ignore case %v, literals %q, fold %v, exact %v) matched lines (-want +got):\n%s",
+			t.Errorf("pattern %q (ignore case %v, literals %v, fold %v, exact %v) matched lines (-want +got):\n%s",
 				p.pattern, p.ignoreCase, m.lits, m.fold, m.exact, diff)
 		}
 	}
@@ -315,6 +314,7 @@ func TestRequiredLiterals(t *testing.T) {
 		{`foo|\w+`, nil, false},
 		{`x?`, nil, false},
 		{`(?i)école`, []string{"cole"}, true},
+		{`(?i)Foo|(?-i:BAR)`, []string{"foo", "BAR"}, true},
 	}
 	for _, tt := range tests {
 		re, err := syntax.Parse(tt.pattern, syntax.Perl)
@@ -378,4 +378,49 @@ func TestGrepSkipsUnreadable(t *testing.T) {
 	t.Cleanup(func() { os.Chmod(filepath.Join(root.Dir(), "locked"), 0o755) })
 	res := call(t, NewGrep(root), GrepInput{Pattern: "needle"})
 	wantResult(t, res, false, "ok.txt:1:needle", "[1 files or directories could not be read]")
+}
+
+// TestLineMatcherRandom compares the prefiltered scan with line-by-line
+// regexp matching on random text over a small alphabet, where overlapping
+// and case-varied near misses are common.
+func TestLineMatcherRandom(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(7, 11))
+	const alphabet = "aAbBqQ-\n\u212a"
+	runes := []rune(alphabet)
+	randString := func(n int) string {
+		var b strings.Builder
+		for range n {
+			b.WriteRune(runes[rng.IntN(len(runes))])
+		}
+		return b.String()
+	}
+	for range 300 {
+		text := randString(200)
+		lit := strings.ReplaceAll(randString(1+rng.IntN(4)), "\n", "")
+		if lit == "" {
+			continue
+		}
+		for _, pattern := range []string{regexp.QuoteMeta(lit), regexp.QuoteMeta(lit) + "|q-", "a" + regexp.QuoteMeta(lit) + "+"} {
+			for _, ic := range []bool{false, true} {
+				m, err := compileLineMatcher(pattern, ic)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var want, got []int
+				for i, line := range strings.Split(text, "\n") {
+					if m.line.MatchString(line) {
+						want = append(want, i+1)
+					}
+				}
+				data := []byte(text)
+				m.scan(data, func(start, end int) {
+					got = append(got, bytes.Count(data[:start], []byte{'\n'})+1)
+				})
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Fatalf("pattern %q ignore case %v on %q (-want +got):\n%s", pattern, ic, text, diff)
+				}
+			}
+		}
+	}
 }

@@ -7,11 +7,13 @@ import (
 	"syscall"
 )
 
-// dirHandle is an open directory file descriptor; entries are opened with
-// openat(2) relative to it, with O_NOFOLLOW.
+// dirHandle is an open directory; entries are opened with openat(2)
+// relative to its descriptor, with O_NOFOLLOW. The descriptor is used
+// through RawConn.Control, which keeps it from being closed (and its
+// number reused) during the call.
 type dirHandle struct {
 	f  *os.File
-	fd int
+	rc syscall.RawConn
 }
 
 func openDirHandle(root *os.Root, rel string) (dirHandle, error) {
@@ -28,7 +30,34 @@ func openDirHandle(root *os.Root, rel string) (dirHandle, error) {
 		f.Close()
 		return dirHandle{}, &fs.PathError{Op: "open", Path: rel, Err: syscall.ENOTDIR}
 	}
-	return dirHandle{f: f, fd: int(f.Fd())}, nil
+	return newDirHandle(f)
+}
+
+func newDirHandle(f *os.File) (dirHandle, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return dirHandle{}, err
+	}
+	return dirHandle{f: f, rc: rc}, nil
+}
+
+// openat opens name relative to the directory.
+func (h dirHandle) openat(name string, flags int) (int, error) {
+	fd := -1
+	var oerr error
+	err := h.rc.Control(func(dirfd uintptr) {
+		for {
+			fd, oerr = syscall.Openat(int(dirfd), name, flags, 0)
+			if oerr != syscall.EINTR {
+				return
+			}
+		}
+	})
+	if err != nil {
+		return -1, err
+	}
+	return fd, oerr
 }
 
 func (h dirHandle) close() error { return h.f.Close() }
@@ -36,17 +65,17 @@ func (h dirHandle) close() error { return h.f.Close() }
 func (h dirHandle) readDir() ([]fs.DirEntry, error) { return h.f.ReadDir(-1) }
 
 func (h dirHandle) openDir(name string) (dirHandle, error) {
-	fd, err := openat(h.fd, name, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC)
+	fd, err := h.openat(name, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC)
 	if err != nil {
 		return dirHandle{}, err
 	}
-	return dirHandle{f: os.NewFile(uintptr(fd), name), fd: fd}, nil
+	return newDirHandle(os.NewFile(uintptr(fd), name))
 }
 
 // openRegular opens a regular file without following links and without
 // blocking on a FIFO swapped in after the directory was listed.
 func (h dirHandle) openRegular(name string) (int, int64, error) {
-	fd, err := openat(h.fd, name, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC|syscall.O_NONBLOCK)
+	fd, err := h.openat(name, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC|syscall.O_NONBLOCK)
 	if err != nil {
 		return -1, 0, err
 	}
@@ -102,15 +131,6 @@ func (h dirHandle) open(name string) (*os.File, error) {
 		return nil, err
 	}
 	return os.NewFile(uintptr(fd), name), nil
-}
-
-func openat(dirfd int, name string, flags int) (int, error) {
-	for {
-		fd, err := syscall.Openat(dirfd, name, flags, 0)
-		if err != syscall.EINTR {
-			return fd, err
-		}
-	}
 }
 
 func fstat(fd int, st *syscall.Stat_t) error {
