@@ -7,13 +7,19 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/maestro-run/maestro/internal/llm/llmtest"
+	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/sandbox"
 	"github.com/maestro-run/maestro/internal/sandbox/sandboxtest"
 )
+
+// validator checks every emitted frame against the protocol's JSON
+// Schemas; building it is slow, so it is built once.
+var validator = sync.OnceValues(protocol.NewValidator)
 
 // result is what one CLI invocation produced.
 type result struct {
@@ -33,6 +39,13 @@ func (r result) frames(t *testing.T) []map[string]any {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("stdout line is not JSON: %q: %v", line, err)
+		}
+		v, err := validator()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := v.ValidateServerFrame([]byte(line)); err != nil {
+			t.Errorf("frame does not validate against the protocol schemas: %s: %v", line, err)
 		}
 		out = append(out, m)
 	}
