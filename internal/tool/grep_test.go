@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"regexp/syntax"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -369,7 +372,10 @@ func TestTopMatchesOrderIndependent(t *testing.T) {
 func TestGrepSkipsUnreadable(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() == 0 {
-		t.Skip("root reads everything")
+		// Root reads everything, so permissions cannot make an entry
+		// unreadable: run this test again as an unprivileged user.
+		runAsNobody(t, "TestGrepSkipsUnreadable")
+		return
 	}
 	root, _ := testWorkspace(t, map[string]string{"ok.txt": "needle\n", "locked/x.txt": "needle\n"})
 	if err := os.Chmod(filepath.Join(root.Dir(), "locked"), 0); err != nil {
@@ -422,5 +428,41 @@ func TestLineMatcherRandom(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// runAsNobody re-runs the named test of this test binary as uid/gid 65534
+// and fails unless it passes there.
+func runAsNobody(t *testing.T, name string) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "maestro-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "tool.test")
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-test.run=^"+name+"$", "-test.count=1", "-test.v")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TMPDIR="+dir, "HOME="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+name) {
+		t.Fatalf("%s as nobody: %v\n%s", name, err, out)
 	}
 }

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Whole-system benchmarks. Each figure is printed beside a baseline measured
+# in the same run; see bench/README.md for what each row means.
+#
+#   bench/run.sh            # everything
+#   ONLY=loop bench/run.sh  # one section: loop | grep | version
+set -euo pipefail
+cd "$(dirname "$0")/.."
+only=${ONLY:-all}
+want() { [ "$only" = all ] || [ "$only" = "$1" ]; }
+
+echo "# Maestro benchmarks — $(date -u +%Y-%m-%dT%H:%MZ), $(go env GOVERSION), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+
+if want loop; then
+  echo "## Agent loop overhead per turn (replay, no-op tool)"
+  echo
+  out=$(go test -run '^$' -bench 'BenchmarkReplayStreamBaseline|BenchmarkLoopTurn' -benchtime 2s -count 3 ./internal/agent/)
+  median() { grep "$1" <<<"$out" | sed -E 's/.* ([0-9.]+) ns\/turn.*/\1/' | sort -n | sed -n '2p'; }
+  base=$(median 'BenchmarkReplayStreamBaseline')
+  loop=$(median 'BenchmarkLoopTurn/session_log=false')
+  logged=$(median 'BenchmarkLoopTurn/session_log=true')
+  echo "| what | median per turn | overhead vs baseline |"
+  echo "|---|---|---|"
+  awk -v b="$base" -v l="$loop" -v g="$logged" 'BEGIN {
+    printf "| baseline: replay stream consumed bare | %.1f µs | — |\n", b/1000
+    printf "| agent loop, events discarded | %.1f µs | %.1f µs |\n", l/1000, (l-b)/1000
+    printf "| agent loop, events appended to a session log | %.1f µs | %.1f µs |\n", g/1000, (g-b)/1000
+  }'
+  echo
+  echo "Target: < 200 µs per turn excluding tools."
+  echo
+fi
+
+if want version; then
+  echo "## \`maestro version\` wall time"
+  echo
+  make -s build
+  go run ./bench/wall -n 30 -- /bin/true -- ./bin/maestro version
+  echo
+  echo "Baseline: \`/bin/true\` (process spawn floor) in the same run."
+  echo
+fi
+
+if want grep; then
+  echo "## Grep tool vs ripgrep over the Go standard library source"
+  echo
+  bash bench/grep/run.sh
+  echo
+fi
