@@ -66,10 +66,10 @@ func TestLoadScriptErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	cases := map[string]string{
-		"[]":                    "the script has no turns",
-		`[{"txt":["a"]}]`:       `unknown field "txt"`,
+		"[]":                     "the script has no turns",
+		`[{"txt":["a"]}]`:        `unknown field "txt"`,
 		"[{\n\"status\":\"x\"}]": ":2:",
-		"{":                     "expected an array of turns",
+		"{":                      "expected an array of turns",
 	}
 	for body, want := range cases {
 		p := filepath.Join(dir, "s.json")

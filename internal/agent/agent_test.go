@@ -120,7 +120,9 @@ func echoTool(name string, readOnly bool, fn func(ctx context.Context, in echoIn
 	})
 }
 
-func ok(_ context.Context, in echoIn) (tool.Result, error) { return tool.Result{Content: "ok " + in.Text}, nil }
+func ok(_ context.Context, in echoIn) (tool.Result, error) {
+	return tool.Result{Content: "ok " + in.Text}, nil
+}
 
 func TestTextOnlyTurn(t *testing.T) {
 	t.Parallel()
@@ -287,7 +289,10 @@ func TestApproval(t *testing.T) {
 			return Approval{Approved: approved, Reason: "no thanks", RequestID: "req_" + req.CallID}, nil
 		}
 		ran := false
-		w := func(context.Context, echoIn) (tool.Result, error) { ran = true; return tool.Result{Content: "written"}, nil }
+		w := func(context.Context, echoIn) (tool.Result, error) {
+			ran = true
+			return tool.Result{Content: "written"}, nil
+		}
 		rec := &recorder{}
 		_, err := New(Config{Provider: p, Tools: tool.NewSet(echoTool("w", false, w), echoTool("r", true, ok)), Approve: approve}).
 			Run(t.Context(), nil, llm.UserText("go"), rec)
@@ -487,7 +492,9 @@ func TestUnknownPricingFlagged(t *testing.T) {
 func TestStopTurnTool(t *testing.T) {
 	t.Parallel()
 	p := &script{turns: []func(context.Context, *llm.Request, func(llm.Event, error) bool){say(llm.Usage{}, nil, call("c", "done", `{"text":""}`))}}
-	stopper := echoTool("done", false, func(context.Context, echoIn) (tool.Result, error) { return tool.Result{Content: "bye", StopTurn: true}, nil })
+	stopper := echoTool("done", false, func(context.Context, echoIn) (tool.Result, error) {
+		return tool.Result{Content: "bye", StopTurn: true}, nil
+	})
 	res, err := New(Config{Provider: p, Tools: tool.NewSet(stopper)}).Run(t.Context(), nil, llm.UserText("go"), &recorder{})
 	if err != nil || !res.StoppedByTool || res.Iterations != 1 {
 		t.Fatalf("res=%+v err=%v", res, err)
