@@ -159,6 +159,7 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc("POST "+prefix+"/responses", s.modelCall(s.serveResponses))
 		mux.HandleFunc("GET "+prefix+"/models", s.serveModels)
 	}
+	mux.HandleFunc(GeminiRoute, s.serveGeminiRoute)
 	return mux
 }
 
