@@ -1,0 +1,517 @@
+package utility
+
+import (
+	"bytes"
+	"cmp"
+	"container/heap"
+	"context"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/maestro-run/maestro/internal/gitignore"
+	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/workspace"
+)
+
+// file_search limits (contract §10.2).
+const (
+	DefaultSearchLimit = 50
+	MaxSearchLimit     = 500
+)
+
+// FileSearch answers utility_file_search: the files below cwd whose names
+// best match the query (see the package documentation for the scoring).
+func (m *Manager) FileSearch(ctx context.Context, req protocol.UtilityFileSearch) (protocol.UtilityFileSearchResults, error) {
+	cwd, e := m.resolveDir(req.Cwd)
+	if e != nil {
+		return protocol.UtilityFileSearchResults{}, e
+	}
+	query := strings.TrimSpace(req.Query)
+	limit := DefaultSearchLimit
+	if req.Limit != nil {
+		limit = min(max(1, *req.Limit), MaxSearchLimit)
+	}
+	res := protocol.UtilityFileSearchResults{
+		SearchID: req.SearchID,
+		Query:    query,
+		Cwd:      cwd,
+		Results:  []protocol.FileSearchResult{},
+	}
+	if query == "" {
+		return res, nil
+	}
+	s := newSearch(ctx, m.root, m.relToRoot(cwd), query, limit)
+	matches, total, err := s.run()
+	if err != nil {
+		if ctx.Err() != nil {
+			return protocol.UtilityFileSearchResults{}, errorf(400, "utility_file_search cancelled: %v", ctx.Err())
+		}
+		return protocol.UtilityFileSearchResults{}, errorf(400, "utility_file_search failed: %v", err)
+	}
+	for _, mt := range matches {
+		res.Results = append(res.Results, protocol.FileSearchResult{Path: mt.path, Score: float64(mt.score)})
+	}
+	res.Truncated = total > limit
+	return res, nil
+}
+
+// ---- scoring ----
+
+// scorer scores paths against one query. Its methods take lower-cased
+// paths; it holds no per-call state and is shared by the workers.
+type scorer struct {
+	q      []byte   // the query, lower-cased
+	qRunes []rune   // its characters
+	tokens [][]byte // its whitespace-separated tokens, when there are several
+	ascii  bool     // the query is ASCII
+}
+
+func newScorer(query string) *scorer {
+	lq := strings.ToLower(query)
+	s := &scorer{q: []byte(lq), qRunes: []rune(lq), ascii: isASCII([]byte(lq))}
+	if fields := strings.Fields(lq); len(fields) > 1 {
+		for _, f := range fields {
+			s.tokens = append(s.tokens, []byte(f))
+		}
+	}
+	return s
+}
+
+// score scores one file. path is the lower-cased path relative to the
+// search directory, base its last element (a suffix of path), and
+// pathLen the length of the path as given, in UTF-16 code units.
+func (s *scorer) score(path, base []byte, pathLen int) int {
+	// Most files match nothing: a query that is not even a subsequence of
+	// the path can only match through its tokens.
+	if s.tokens == nil && !s.isSubsequence(path) {
+		return 0
+	}
+	q := s.q
+	switch {
+	case string(base) == string(q):
+		return 10000 - pathLen
+	case string(path) == string(q):
+		return 9500 - pathLen
+	case bytes.HasPrefix(base, q):
+		return 8000 - pathLen
+	}
+	if i := bytes.Index(base, q); i >= 0 {
+		return 7000 - 10*utf16Len(base[:i]) - pathLen
+	}
+	if i := bytes.Index(path, q); i >= 0 {
+		return 6000 - 10*utf16Len(path[:i]) - pathLen
+	}
+	if s.tokens != nil {
+		all := true
+		for _, t := range s.tokens {
+			// The base name is part of the path.
+			if bytes.Index(path, t) < 0 {
+				all = false
+				break
+			}
+		}
+		if all {
+			return 5000 - pathLen
+		}
+	}
+	if sub := s.subsequence(base); sub > 0 {
+		return 3000 + sub - pathLen
+	}
+	if sub := s.subsequence(path); sub > 0 {
+		return 2000 + sub - pathLen
+	}
+	return 0
+}
+
+// isSubsequence reports whether the query's characters appear in h in
+// order.
+func (s *scorer) isSubsequence(h []byte) bool {
+	if s.ascii {
+		at := 0
+		for _, c := range s.q {
+			i := bytes.IndexByte(h[at:], c)
+			if i < 0 {
+				return false
+			}
+			at += i + 1
+		}
+		return true
+	}
+	return s.subsequence(h) > 0
+}
+
+// subsequence scores the query as a subsequence of h: for each character,
+// 12 minus the characters skipped before it (at most 10); 0 when the query
+// is not a subsequence, else at least 1.
+func (s *scorer) subsequence(h []byte) int {
+	at, score := 0, 0
+	if s.ascii {
+		for _, c := range s.q {
+			i := bytes.IndexByte(h[at:], c)
+			if i < 0 {
+				return 0
+			}
+			score += 12 - min(10, i)
+			at += i + 1
+		}
+		return max(score, 1)
+	}
+	var enc [4]byte
+	for _, r := range s.qRunes {
+		n := utf8.EncodeRune(enc[:], r)
+		i := bytes.Index(h[at:], enc[:n])
+		if i < 0 {
+			return 0
+		}
+		score += 12 - min(10, utf8.RuneCount(h[at:at+i]))
+		at += i + n
+	}
+	return max(score, 1)
+}
+
+// ---- the walk ----
+
+// match is one scored file.
+type match struct {
+	path  string
+	score int
+	len   int // path length in UTF-16 code units
+}
+
+// better reports whether a ranks before b: higher score, then shorter
+// path, then path order.
+func better(a, b match) bool { return compareMatch(a, b) < 0 }
+
+func compareMatch(a, b match) int {
+	if c := cmp.Compare(b.score, a.score); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.len, b.len); c != 0 {
+		return c
+	}
+	return strings.Compare(a.path, b.path)
+}
+
+// topK keeps the best limit matches seen; the worst kept is at the root.
+type topK []match
+
+func (h topK) Len() int           { return len(h) }
+func (h topK) Less(i, j int) bool { return better(h[j], h[i]) }
+func (h topK) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *topK) Push(x any)        { *h = append(*h, x.(match)) }
+func (h *topK) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// search is one file search.
+type search struct {
+	ctx    context.Context
+	root   *workspace.Root
+	base   string // search directory relative to the workspace root, slash-separated
+	limit  int
+	scorer *scorer
+
+	mu      sync.Mutex
+	cond    sync.Cond
+	tasks   []dirTask
+	active  int
+	stopped bool
+	total   int
+	best    topK
+	err     error
+}
+
+// dirTask is a directory to list: entry name of the open directory
+// parent, which the task holds a reference to.
+type dirTask struct {
+	parent *sharedDir
+	name   string
+	stack  *gitignore.Stack // rules in effect in parent
+}
+
+// sharedDir is an open directory shared by the tasks of its
+// subdirectories; the last one to finish with it closes it.
+type sharedDir struct {
+	dir  *workspace.Dir
+	mu   sync.Mutex
+	refs int
+}
+
+func (d *sharedDir) acquire(n int) {
+	d.mu.Lock()
+	d.refs += n
+	d.mu.Unlock()
+}
+
+func (d *sharedDir) release() {
+	d.mu.Lock()
+	d.refs--
+	last := d.refs == 0
+	d.mu.Unlock()
+	if last {
+		d.dir.Close()
+	}
+}
+
+func newSearch(ctx context.Context, root *workspace.Root, base, query string, limit int) *search {
+	s := &search{ctx: ctx, root: root, base: base, limit: limit, scorer: newScorer(query)}
+	s.cond.L = &s.mu
+	return s
+}
+
+// run walks the tree and returns the best matches, sorted, and how many
+// files matched in all.
+func (s *search) run() ([]match, int, error) {
+	top, err := s.root.OpenDir(s.base)
+	if err != nil {
+		return nil, 0, err
+	}
+	// The rules in effect in the search directory, its own .gitignore
+	// and those of its ancestors included.
+	stack := gitignore.New(s.root.FS()).Dir(s.base)
+	s.active = 1 // the top directory, listed below
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			w := &searchWorker{s: s}
+			for {
+				t, ok := s.pop()
+				if !ok {
+					break
+				}
+				w.listTask(t)
+				s.done()
+			}
+			w.flush()
+		})
+	}
+	w := &searchWorker{s: s}
+	w.list(&sharedDir{dir: top, refs: 1}, stack, false)
+	w.flush()
+	s.done()
+	wg.Wait()
+	if err := s.ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	out := []match(s.best)
+	slices.SortFunc(out, compareMatch)
+	return out, s.total, nil
+}
+
+func (s *search) push(ts []dirTask) {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		for _, t := range ts {
+			t.parent.release()
+		}
+		return
+	}
+	s.tasks = append(s.tasks, ts...)
+	s.mu.Unlock()
+	s.cond.Broadcast()
+}
+
+// pop returns the next directory to list, or false when the walk is over.
+func (s *search) pop() (dirTask, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.tasks) == 0 && s.active > 0 && !s.stopped {
+		s.cond.Wait()
+	}
+	if len(s.tasks) == 0 || s.stopped {
+		return dirTask{}, false
+	}
+	t := s.tasks[len(s.tasks)-1]
+	s.tasks = s.tasks[:len(s.tasks)-1]
+	s.active++
+	return t, true
+}
+
+// done marks a popped task (or the top directory) finished.
+func (s *search) done() {
+	s.mu.Lock()
+	s.active--
+	finished := s.active == 0 && len(s.tasks) == 0
+	if !s.stopped && s.ctx.Err() != nil {
+		s.stopped = true
+		finished = true
+		for _, t := range s.tasks {
+			t.parent.release()
+		}
+		s.tasks = nil
+	}
+	s.mu.Unlock()
+	if finished {
+		s.cond.Broadcast()
+	}
+}
+
+// searchWorker holds one worker's buffers and its best matches.
+type searchWorker struct {
+	s     *search
+	path  []byte // root-relative path of the entry being looked at
+	lower []byte // its search-relative part, lower-cased
+	best  topK
+	total int
+}
+
+// listTask opens the directory of a task and lists it.
+func (w *searchWorker) listTask(t dirTask) {
+	sub, err := t.parent.dir.OpenDir(t.name)
+	t.parent.release()
+	if err != nil {
+		return // unreadable directories are skipped, as rg does
+	}
+	w.list(&sharedDir{dir: sub, refs: 1}, t.stack, true)
+}
+
+// list scores the files of d and queues its subdirectories, then drops
+// the caller's reference to d. stack holds the rules in effect in d,
+// without those of d's own .gitignore when loadOwn is set.
+func (w *searchWorker) list(d *sharedDir, stack *gitignore.Stack, loadOwn bool) {
+	defer d.release()
+	entries, _ := d.dir.ReadDir()
+	dirRel := d.dir.Rel()
+	if loadOwn {
+		for _, e := range entries {
+			if e.Name() == gitignore.FileName && e.Type().IsRegular() {
+				if data, _, err := d.dir.ReadFile(gitignore.FileName, nil, 1<<20); err == nil {
+					stack = stack.Push(gitignore.Parse(dirRel, data))
+				}
+				break
+			}
+		}
+	}
+
+	// w.path = root-relative directory prefix; w.lower = its
+	// search-relative part, lower-cased, computed once per directory.
+	w.path = w.path[:0]
+	if dirRel != "." {
+		w.path = append(append(w.path, dirRel...), '/')
+	}
+	relStart := 0
+	if w.s.base != "." {
+		relStart = len(w.s.base) + 1
+	}
+	w.lower = appendLower(w.lower[:0], w.path[min(relStart, len(w.path)):])
+	dirLen := len(w.path)
+	lowerDirLen := len(w.lower)
+	dirUTF16 := utf16Len(w.path[min(relStart, len(w.path)):])
+
+	var tasks []dirTask
+	for _, e := range entries {
+		name := e.Name()
+		if name[0] == '.' {
+			continue // hidden, .git included
+		}
+		typ := e.Type()
+		switch {
+		case typ.IsDir():
+			if stack != nil && stack.Match(string(append(w.path[:dirLen], name...)), true) {
+				continue
+			}
+			tasks = append(tasks, dirTask{parent: d, name: name, stack: stack})
+		case typ.IsRegular():
+			w.path = append(w.path[:dirLen], name...)
+			// Match does not keep its argument, so it may look at the
+			// buffer without a copy.
+			if stack != nil && stack.Match(unsafe.String(unsafe.SliceData(w.path), len(w.path)), false) {
+				continue
+			}
+			w.lower = appendLower(w.lower[:lowerDirLen], name)
+			n := dirUTF16 + utf16Len(name)
+			if sc := w.s.scorer.score(w.lower, w.lower[lowerDirLen:], n); sc > 0 {
+				w.add(sc, w.path[relStart:], n)
+			}
+		}
+		// Symbolic links, devices, pipes and sockets are skipped.
+	}
+	if len(tasks) > 0 {
+		d.acquire(len(tasks))
+		w.s.push(tasks)
+	}
+}
+
+// add records a matching file (path relative to the search directory).
+func (w *searchWorker) add(score int, path []byte, n int) {
+	w.total++
+	cand := match{score: score, len: n, path: unsafe.String(unsafe.SliceData(path), len(path))}
+	if len(w.best) == w.s.limit {
+		if !better(cand, w.best[0]) {
+			return
+		}
+		cand.path = string(path)
+		w.best[0] = cand
+		heap.Fix(&w.best, 0)
+		return
+	}
+	cand.path = string(path)
+	heap.Push(&w.best, cand)
+}
+
+// flush merges the worker's matches into the search's.
+func (w *searchWorker) flush() {
+	s := w.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.total += w.total
+	for _, mt := range w.best {
+		if len(s.best) < s.limit {
+			heap.Push(&s.best, mt)
+		} else if better(mt, s.best[0]) {
+			s.best[0] = mt
+			heap.Fix(&s.best, 0)
+		}
+	}
+	w.best, w.total = nil, 0
+}
+
+// ---- byte helpers ----
+
+// utf16Len returns the length of UTF-8 text b in UTF-16 code units (the
+// length JavaScript reports).
+func utf16Len[T ~string | ~[]byte](b T) int {
+	n := 0
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c < 0x80 || c >= 0xC0 && c < 0xF0:
+			n++ // ASCII, or the lead byte of a 2- or 3-byte sequence
+		case c >= 0xF0:
+			n += 2 // lead byte of a 4-byte sequence: a surrogate pair
+		}
+	}
+	return n
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// appendLower appends b lower-cased to dst.
+func appendLower[T ~string | ~[]byte](dst []byte, b T) []byte {
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if c >= 0x80 {
+			return append(dst, strings.ToLower(string(b[i:]))...)
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}

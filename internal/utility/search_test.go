@@ -1,0 +1,243 @@
+package utility
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/workspace"
+)
+
+// scorePath scores a path (relative to the search directory) the way the
+// walk does.
+func scorePath(query, path string) int {
+	lower := appendLower(nil, path)
+	base := lower[strings.LastIndexByte(string(lower), '/')+1:]
+	return newScorer(query).score(lower, base, utf16Len(path))
+}
+
+func TestScore(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		query, path string
+		want        int
+	}{
+		{"main.go", "main.go", 10000 - 7},                         // base equals
+		{"main.go", "cmd/main.go", 10000 - 11},                    // base equals, at depth
+		{"cmd/main.go", "cmd/main.go", 9500 - 11},                 // path equals
+		{"main", "src/main.go", 8000 - 11},                        // base starts with
+		{"MAIN", "src/Main.go", 8000 - 11},                        // case-insensitive
+		{"ain", "src/main.go", 7000 - 10*1 - 11},                  // base contains at 1
+		{"src/m", "src/main.go", 6000 - 0 - 11},                   // path contains at 0
+		{"c/ma", "src/main.go", 6000 - 10*2 - 11},                 // path contains at 2
+		{"foo bar", "bar/foo.go", 5000 - 10},                      // every token present
+		{"foo baz", "bar/foo.go", 0},                              // a token missing
+		{"mgo", "main.go", 3000 + (12 + 8 + 12) - 7},              // base subsequence
+		{"smg", "src/main.go", 2000 + (12 + 9 + 8) - 11},          // path subsequence
+		{"xyz", "main.go", 0},                                     // no match
+		{"é", "café.txt", 7000 - 10*3 - 8},                        // non-ASCII: UTF-16 lengths
+		{"cf", "café.txt", 3000 + (12 + 11) - 8},                  // gap counted in characters
+		{"a😀b", "a😀b.txt", 8000 - 8},                              // astral: two code units
+		{"zzzzzzzzzzzzzzzz", strings.Repeat("z", 16), 10000 - 16}, // equality beats all
+	}
+	for _, tc := range tests {
+		if got := scorePath(tc.query, tc.path); got != tc.want {
+			t.Errorf("score(%q, %q) = %d, want %d", tc.query, tc.path, got, tc.want)
+		}
+	}
+}
+
+// searchTree builds a workspace exercising what the walk skips.
+func searchTree(t *testing.T) *fixture {
+	t.Helper()
+	f := newFixture(t)
+	for _, p := range []string{
+		"src/main.go", "src/Main_test.go", "docs/readme.md", "sub/keep_main.go",
+		"sub/local_main.go", ".hidden/main.go", ".main.go", "ignored/main.go", "main.log",
+		"sub/deeper/main_x.go",
+	} {
+		write(t, f.dir, p, "x\n")
+	}
+	write(t, f.dir, ".gitignore", "ignored/\n*.log\n")
+	write(t, f.dir, "sub/.gitignore", "local_main.go\n")
+	if err := os.Symlink("src/main.go", filepath.Join(f.dir, "link_main.go")); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestFileSearch(t *testing.T) {
+	t.Parallel()
+	f := searchTree(t)
+	res := func(path string, score int) protocol.FileSearchResult {
+		return protocol.FileSearchResult{Path: path, Score: float64(score)}
+	}
+	tests := []struct {
+		name string
+		req  protocol.UtilityFileSearch
+		want protocol.UtilityFileSearchResults
+	}{
+		{
+			name: "ranked, gitignore, hidden and links skipped",
+			req:  protocol.UtilityFileSearch{SearchID: "s1", Query: " main "},
+			want: protocol.UtilityFileSearchResults{SearchID: "s1", Query: "main", Cwd: f.dir, Results: []protocol.FileSearchResult{
+				res("src/main.go", 8000-11),
+				res("src/Main_test.go", 8000-16),
+				res("sub/deeper/main_x.go", 8000-20),
+				res("sub/keep_main.go", 7000-50-16),
+			}},
+		},
+		{
+			name: "limit",
+			req:  protocol.UtilityFileSearch{SearchID: "s2", Query: "main", Limit: ptr(2)},
+			want: protocol.UtilityFileSearchResults{SearchID: "s2", Query: "main", Cwd: f.dir, Truncated: true, Results: []protocol.FileSearchResult{
+				res("src/main.go", 8000-11),
+				res("src/Main_test.go", 8000-16),
+			}},
+		},
+		{
+			name: "limit below 1 means 1",
+			req:  protocol.UtilityFileSearch{SearchID: "s3", Query: "main", Limit: ptr(0)},
+			want: protocol.UtilityFileSearchResults{SearchID: "s3", Query: "main", Cwd: f.dir, Truncated: true, Results: []protocol.FileSearchResult{
+				res("src/main.go", 8000-11),
+			}},
+		},
+		{
+			name: "paths relative to cwd",
+			req:  protocol.UtilityFileSearch{SearchID: "s4", Query: "main.go", Cwd: "src"},
+			want: protocol.UtilityFileSearchResults{SearchID: "s4", Query: "main.go", Cwd: filepath.Join(f.dir, "src"), Results: []protocol.FileSearchResult{
+				res("main.go", 10000-7),
+				res("Main_test.go", 3000+(4*12+(12-5)+2*12)-12), // base subsequence, gap 5 before "."
+			}},
+		},
+		{
+			name: "gitignore of the cwd applies",
+			req:  protocol.UtilityFileSearch{SearchID: "s5", Query: "local", Cwd: "sub"},
+			want: protocol.UtilityFileSearchResults{SearchID: "s5", Query: "local", Cwd: filepath.Join(f.dir, "sub"), Results: []protocol.FileSearchResult{}},
+		},
+		{
+			name: "empty query",
+			req:  protocol.UtilityFileSearch{SearchID: "s6", Query: "   "},
+			want: protocol.UtilityFileSearchResults{SearchID: "s6", Query: "", Cwd: f.dir, Results: []protocol.FileSearchResult{}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := f.m.FileSearch(t.Context(), tc.req)
+			if err != nil {
+				t.Fatalf("FileSearch: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("FileSearch mismatch (-want +got):\n%s", diff)
+			}
+			line, err := protocol.Marshal(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := validator()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := v.ValidateServerFrame(line); err != nil {
+				t.Errorf("result does not validate: %v", err)
+			}
+		})
+	}
+}
+
+func TestFileSearchErrors(t *testing.T) {
+	t.Parallel()
+	f := searchTree(t)
+	write(t, f.dir, "file.txt", "")
+	tests := []struct {
+		cwd  string
+		code int
+		text string
+	}{
+		{"../outside", 403, "Path is outside workspace root: " + f.out},
+		{f.out, 403, "Path is outside workspace root: " + f.out},
+		{"nodir", 404, "Working directory not found: nodir"},
+		{"file.txt", 400, "Working directory is not a directory: file.txt"},
+	}
+	for _, tc := range tests {
+		_, err := f.m.FileSearch(t.Context(), protocol.UtilityFileSearch{SearchID: "s", Query: "main", Cwd: tc.cwd})
+		wantError(t, err, tc.code, tc.text)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := f.m.FileSearch(ctx, protocol.UtilityFileSearch{SearchID: "s", Query: "main"}); err == nil {
+		t.Error("FileSearch with a cancelled context succeeded")
+	}
+}
+
+// TestFileSearchCandidatesMatchRipgrep checks that the files the search
+// considers are exactly those `rg --files` lists, on a real tree.
+func TestFileSearchCandidatesMatchRipgrep(t *testing.T) {
+	t.Parallel()
+	rg, err := exec.LookPath("rg")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("ripgrep (rg) is required in CI: scripts/install-deps.sh installs it")
+		}
+		t.Skip("ripgrep (rg) not installed")
+	}
+	for _, tree := range []string{
+		filepath.Join(runtime.GOROOT(), "src", "net"),
+		searchTree(t).dir,
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		cmd := exec.CommandContext(ctx, rg, "--files", "--no-config", "--no-require-git", ".")
+		cmd.Dir = tree
+		out, err := cmd.Output()
+		cancel()
+		if err != nil {
+			t.Fatalf("rg --files in %s: %v", tree, err)
+		}
+		var want []string
+		chars := map[rune]bool{}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			p := strings.TrimPrefix(line, "./")
+			want = append(want, p)
+			for _, r := range strings.ToLower(p) {
+				chars[r] = true
+			}
+		}
+		root, err := workspace.Open(tree)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every file contains one of the characters found, so the union
+		// of the single-character searches is every candidate.
+		seen := map[string]bool{}
+		for r := range chars {
+			s := newSearch(t.Context(), root, ".", string(r), 1<<30)
+			matches, _, err := s.run()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, mt := range matches {
+				seen[mt.path] = true
+			}
+		}
+		root.Close()
+		got := make([]string, 0, len(seen))
+		for p := range seen {
+			got = append(got, p)
+		}
+		slices.Sort(want)
+		slices.Sort(got)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("candidates in %s differ from rg --files (-rg +search):\n%s", tree, diff)
+		}
+	}
+}
