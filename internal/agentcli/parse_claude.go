@@ -1,0 +1,247 @@
+package agentcli
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/maestro-run/maestro/internal/protocol"
+)
+
+// claudeParser reads Claude Code's --output-format stream-json (and Qwen
+// Code's, which uses the same envelopes).
+//
+// Mapping: system/init → session id and model; system/api_retry → a status
+// and a Retry; assistant text/thinking blocks → response_start/chunk (one
+// response per model message id); tool_use blocks → the response ends,
+// then tool_call + tool_start; user tool_result blocks → tool_output +
+// tool_end; result → the open response ends with the turn's usage minus
+// what earlier responses reported (so the response_end usages sum to the
+// CLI's total) and total_cost_usd, and the Result. A result with is_error
+// (or Qwen's "[API Error: …]" text) is a structured error.
+type claudeParser struct {
+	qwen bool
+	// msgID is the model message the open (or last) response belongs to.
+	msgID string
+	// msgUsage is the usage of the current model message.
+	msgUsage protocol.Usage
+	// lastText accumulates non-thinking text for a missing result.
+	lastText strings.Builder
+	// synthetic holds the text of a <synthetic> assistant message (Claude
+	// writes API errors that way).
+	synthetic string
+	// closed is the message id whose response already ended at a tool_use.
+	closed string
+}
+
+type claudeUsage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+}
+
+func (u claudeUsage) protocol(model string) protocol.Usage {
+	return protocol.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+		CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens, ModelID: model}
+}
+
+type claudeBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	Thinking  string          `json:"thinking"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+	IsError   bool            `json:"is_error"`
+}
+
+type claudeLine struct {
+	Type      string `json:"type"`
+	Subtype   string `json:"subtype"`
+	SessionID string `json:"session_id"`
+	Model     string `json:"model"`
+	Message   struct {
+		ID      string          `json:"id"`
+		Model   string          `json:"model"`
+		Content json.RawMessage `json:"content"`
+		Usage   *claudeUsage    `json:"usage"`
+	} `json:"message"`
+	// system/api_retry
+	Attempt     int    `json:"attempt"`
+	MaxRetries  int    `json:"max_retries"`
+	ErrorStatus int    `json:"error_status"`
+	ErrorText   any    `json:"error"`
+	Status      string `json:"status"`
+	// result
+	IsError           bool            `json:"is_error"`
+	Result            string          `json:"result"`
+	APIErrorStatus    int             `json:"api_error_status"`
+	Usage             *claudeUsage    `json:"usage"`
+	TotalCostUSD      float64         `json:"total_cost_usd"`
+	NumTurns          int             `json:"num_turns"`
+	DurationMS        int64           `json:"duration_ms"`
+	PermissionDenials json.RawMessage `json:"permission_denials"`
+}
+
+func (p *claudeParser) blocks(raw json.RawMessage) []claudeBlock {
+	var bl []claudeBlock
+	if json.Unmarshal(raw, &bl) == nil {
+		return bl
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil && s != "" {
+		return []claudeBlock{{Type: "text", Text: s}}
+	}
+	return nil
+}
+
+// endMessage closes the open response with the current message's usage.
+func (p *claudeParser) endMessage(st *state) {
+	if st.respID != "" {
+		st.closeResponse(p.msgUsage, 0)
+	}
+	p.msgUsage = protocol.Usage{}
+}
+
+func (p *claudeParser) line(st *state, typ string, raw []byte) bool {
+	var l claudeLine
+	if err := json.Unmarshal(raw, &l); err != nil {
+		return false
+	}
+	st.setSession(l.SessionID)
+	switch typ {
+	case "system":
+		switch l.Subtype {
+		case "init", "session_start":
+			if l.Model != "" {
+				st.model = strings.TrimSuffix(l.Model, "[1m]")
+			}
+		case "api_retry":
+			msg := fmt.Sprint(l.ErrorText)
+			st.ev.Retry = &Retry{Attempt: l.Attempt, Max: l.MaxRetries, Status: l.ErrorStatus, Message: msg}
+			st.status(fmt.Sprintf("Model call failed (%s, HTTP %d); the agent retries (attempt %d of %d)", msg, l.ErrorStatus, l.Attempt, l.MaxRetries))
+		}
+		return true
+	case "stream_event":
+		// Partial-message events (--include-partial-messages) duplicate the
+		// assistant lines; Qwen also reports goal state here.
+		return true
+	case "assistant":
+		m := l.Message
+		if m.Model == "<synthetic>" {
+			for _, b := range p.blocks(m.Content) {
+				p.synthetic += b.Text
+			}
+			return true
+		}
+		if m.Model != "" {
+			st.model = m.Model
+		}
+		if m.ID != p.msgID {
+			p.endMessage(st)
+			p.msgID = m.ID
+		}
+		if m.Usage != nil {
+			p.msgUsage = m.Usage.protocol(st.model)
+		}
+		for _, b := range p.blocks(m.Content) {
+			switch b.Type {
+			case "text":
+				if p.qwen && strings.HasPrefix(b.Text, "[API Error:") {
+					p.synthetic += b.Text
+					continue
+				}
+				st.chunk(b.Text, false)
+				p.lastText.WriteString(b.Text)
+			case "thinking":
+				st.chunk(b.Thinking, true)
+			case "tool_use":
+				// The model call is over: its response ends, the tool runs.
+				if p.closed != p.msgID {
+					st.openResponse()
+					p.endMessage(st)
+					p.closed = p.msgID
+				}
+				st.toolCall(b.ID, b.Name, b.Input, false)
+			}
+		}
+		return true
+	case "user":
+		p.endMessage(st)
+		for _, b := range p.blocks(l.Message.Content) {
+			if b.Type != "tool_result" {
+				continue
+			}
+			st.toolOutput(b.ToolUseID, textOf(b.Content), false)
+			code := ""
+			if b.IsError {
+				code = "tool_error"
+			}
+			st.toolEnd(b.ToolUseID, !b.IsError, code, false)
+		}
+		return true
+	case "result":
+		r := &Result{SessionID: l.SessionID, Text: l.Result, IsError: l.IsError, Subtype: l.Subtype,
+			CostUSD: l.TotalCostUSD, NumTurns: l.NumTurns, DurationMS: l.DurationMS}
+		var denials []json.RawMessage
+		if json.Unmarshal(l.PermissionDenials, &denials) == nil {
+			r.PermissionDenials = len(denials)
+		}
+		if l.Usage != nil {
+			r.Usage = l.Usage.protocol(st.model)
+			r.Usage.TotalTokens = r.Usage.InputTokens + r.Usage.OutputTokens + r.Usage.CacheReadTokens + r.Usage.CacheWriteTokens
+			r.Usage.TotalCostUSD = l.TotalCostUSD
+			r.Usage.Provider = st.opt.Provider
+		}
+		if r.Text == "" && !l.IsError {
+			r.Text = p.lastText.String()
+		}
+		// The last response gets what the turn total says was not yet
+		// reported (Claude's per-message stream usage is a snapshot).
+		if st.respID != "" {
+			u := p.msgUsage
+			if l.Usage != nil {
+				rest := subUsage(r.Usage, st.reported)
+				if rest.InputTokens+rest.OutputTokens+rest.CacheReadTokens+rest.CacheWriteTokens > 0 {
+					u = rest
+				}
+			}
+			st.closeResponse(u, l.TotalCostUSD)
+		}
+		p.msgUsage = protocol.Usage{}
+		if l.IsError || p.synthetic != "" {
+			msg := l.Result
+			var e struct {
+				Error struct {
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			if json.Unmarshal(raw, &e) == nil && e.Error.Message != "" {
+				msg = e.Error.Message
+			}
+			if msg == "" {
+				msg = p.synthetic
+			}
+			if msg == "" {
+				msg = "the agent reported an error (" + l.Subtype + ")"
+			}
+			r.IsError = true
+			st.fail(msg, l.APIErrorStatus)
+		}
+		st.finishResult(r)
+		return true
+	case "control_request", "control_response", "keep_alive", "rate_limit_event":
+		return true
+	}
+	return false
+}
+
+func (p *claudeParser) finish(st *state) {
+	p.endMessage(st)
+	if st.result == nil && p.synthetic != "" {
+		st.fail(p.synthetic, 0)
+	}
+}

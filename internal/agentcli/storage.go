@@ -1,0 +1,6 @@
+package agentcli
+
+// StorageNames lists the session storages a definition may name.
+func StorageNames() []string {
+	return []string{"claude-projects", "codex-rollouts", "gemini-chats", "opencode-sqlite", "qwen-projects", "none"}
+}
