@@ -27,7 +27,7 @@ const (
 	// InvalidRequest is Maestro's addition for a request the model API
 	// rejected as malformed (HTTP 400/422): not retried, not a crash.
 	InvalidRequest Category = "invalid_request"
-	Unknown          Category = "unknown"
+	Unknown        Category = "unknown"
 )
 
 // CategoryOrder is the order patterns are tried in (by hit frequency);

@@ -242,10 +242,10 @@ type state struct {
 	// reported sums the usage already put on response_end events.
 	reported protocol.Usage
 
-	toolNames map[string]string
-	tools     []string // tools used this prompt (unique, sorted)
+	toolNames  map[string]string
+	tools      []string // tools used this prompt (unique, sorted)
 	nOK, nFail int
-	pending   []protocol.Message // held until the open response ends
+	pending    []protocol.Message // held until the open response ends
 }
 
 func (s *state) begin(ev *Event) { s.ev = ev }

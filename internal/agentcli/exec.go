@@ -1,0 +1,288 @@
+package agentcli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/protocol"
+)
+
+// Executor runs prompts on one agent CLI.
+type Executor struct {
+	Def *Definition
+	// Path is the resolved binary; when empty it is looked up on the PATH
+	// of Env (else the process PATH).
+	Path string
+	// Env is the base environment (default os.Environ()).
+	Env []string
+	// MaxAttempts bounds the runs of one prompt when the CLI fails with a
+	// rate limit or network error (default 3).
+	MaxAttempts int
+	// Backoff is the wait before retry n (1-based); default 30 s, 1 m,
+	// 2 m … capped at 30 m, or the reset time a plan-quota message gives.
+	Backoff func(attempt int, err *AgentError) time.Duration
+	// KillGrace is how long an interrupted CLI gets between SIGTERM and
+	// SIGKILL of its process group (default 1 s).
+	KillGrace time.Duration
+}
+
+// RunResult is the outcome of Executor.Run.
+type RunResult struct {
+	// SessionID is the CLI session to resume next time.
+	SessionID string
+	Result    *Result
+	// Err is the classified failure, nil on success.
+	Err      *AgentError
+	ExitCode int
+	Stats    Stats
+	// Attempts is how many times the CLI was started.
+	Attempts int
+	// Reseeded is true when the requested session was gone and a fresh
+	// one was started with the transcript.
+	Reseeded bool
+	// Warning is the argv builder's warning (e.g. read-only not enforced).
+	Warning string
+}
+
+// ErrInterrupted is returned when ctx ends the run.
+var ErrInterrupted = errors.New("agent run interrupted")
+
+// Request is one prompt for Executor.Run.
+type Request struct {
+	Invocation
+	// Transcript, when the requested session no longer exists, seeds a
+	// fresh session so the conversation continues.
+	Transcript string
+}
+
+func (x *Executor) backoff(attempt int, e *AgentError) time.Duration {
+	if x.Backoff != nil {
+		return x.Backoff(attempt, e)
+	}
+	if !e.RetryAt.IsZero() {
+		return time.Until(e.RetryAt) + 5*time.Second
+	}
+	d := 30 * time.Second << (attempt - 1)
+	return min(d, 30*time.Minute)
+}
+
+// Run runs req, calling sink for every parsed line in order. A rate-limit
+// or network failure is retried after a backoff (announced as a status
+// event); a missing session is replaced by a fresh one seeded with
+// req.Transcript. When ctx ends, the CLI's process group gets SIGTERM and,
+// after KillGrace, SIGKILL; Run then returns ErrInterrupted.
+func (x *Executor) Run(ctx context.Context, req Request, sink func(Event)) (*RunResult, error) {
+	maxAttempts := x.MaxAttempts
+	if maxAttempts <= 0 {
+		maxAttempts = 3
+	}
+	inv := req.Invocation
+	var res *RunResult
+	reseeded := false
+	for attempt := 1; ; attempt++ {
+		r, err := x.runOnce(ctx, inv, sink)
+		if err != nil {
+			return r, err
+		}
+		r.Attempts, r.Reseeded = attempt, reseeded
+		res = r
+		if r.Err == nil {
+			return r, nil
+		}
+		switch {
+		case r.Err.Category == SessionNotFound && inv.SessionID != "" && !reseeded:
+			reseeded = true
+			sink(Event{Messages: []protocol.Message{protocol.Status{Message: fmt.Sprintf(
+				"%s session %s no longer exists; starting a fresh session seeded with the transcript", x.Def.Name, inv.SessionID)}}})
+			inv.SessionID = ""
+			if req.Transcript != "" {
+				inv.Prompt = "Earlier conversation (the previous agent session was lost):\n\n" + req.Transcript +
+					"\n\n---\n\n" + req.Prompt
+			}
+			continue
+		case r.Err.Category.Retryable() && attempt < maxAttempts:
+			wait := x.backoff(attempt, r.Err)
+			sink(Event{Messages: []protocol.Message{protocol.Status{Message: fmt.Sprintf(
+				"%s failed (%s); retrying in %s (attempt %d)", x.Def.Name, r.Err.Category, wait.Round(time.Millisecond), attempt+1)}}})
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return res, ErrInterrupted
+			case <-t.C:
+			}
+			if r.SessionID != "" && inv.SessionID == "" && x.Def.Capabilities.Resume {
+				// Keep the conversation the failed attempt started.
+				inv.SessionID = r.SessionID
+			}
+			continue
+		}
+		return res, nil
+	}
+}
+
+// tail keeps the last n bytes written.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+	n   int
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.n {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.n:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)) (*RunResult, error) {
+	def := x.Def
+	args, warning := def.Argv(inv)
+	env := x.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	env = def.Environ(env, inv)
+	bin := x.Path
+	if bin == "" {
+		var err error
+		if bin, err = lookPath(def.Binary, envValue(env, "PATH")); err != nil {
+			return &RunResult{}, fmt.Errorf("start %s: %w", def.ID, err)
+		}
+	}
+	runCtx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = inv.Dir
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return &RunResult{}, fmt.Errorf("start %s: %w", def.ID, err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return &RunResult{}, fmt.Errorf("start %s: %w", def.ID, err)
+	}
+	stderr := &tail{n: 64 << 10}
+	cmd.Stderr = stderr
+	cmd.WaitDelay = 2 * time.Second
+	if err := cmd.Start(); err != nil {
+		return &RunResult{}, fmt.Errorf("start %s: %w", def.ID, err)
+	}
+	_ = stdin.Close() // batch mode: the prompt is on the command line
+
+	// Interrupt: SIGTERM the group, SIGKILL it after the grace period.
+	grace := x.KillGrace
+	if grace <= 0 {
+		grace = time.Second
+	}
+	done := make(chan struct{})
+	var killed sync.WaitGroup
+	killed.Add(1)
+	go func() {
+		defer killed.Done()
+		select {
+		case <-done:
+			return
+		case <-runCtx.Done():
+		}
+		pgid := cmd.Process.Pid
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+		}
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}()
+
+	p, err := NewParser(def.Parser, ParserOptions{Provider: def.ID, Classifier: NewClassifier(def)})
+	if err != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		close(done)
+		return &RunResult{}, err
+	}
+	res := &RunResult{Warning: warning}
+	var streamErr *AgentError
+	var lastLines tail
+	lastLines.n = 4 << 10
+	for ev, err := range Parse(stdout, p) {
+		if err != nil {
+			break
+		}
+		if ev.Raw != nil {
+			_, _ = lastLines.Write(append(ev.Raw, '\n'))
+		}
+		if ev.Error != nil && streamErr == nil {
+			streamErr = ev.Error
+		}
+		// Retrying an authentication failure cannot succeed: stop now.
+		if r := ev.Retry; r != nil && (r.Status == 401 || r.Status == 403) && streamErr == nil {
+			streamErr = NewClassifier(def).Classify(r.Message, r.Status)
+			ev.Error = streamErr
+			ev.Messages = append(ev.Messages, protocol.Error{Message: streamErr.Error(), ErrorType: streamErr.Category.ErrorType()})
+			sink(ev)
+			cancelRun()
+			continue
+		}
+		sink(ev)
+	}
+	// Drain whatever is left so the CLI never blocks on a full pipe.
+	_, _ = io.Copy(io.Discard, stdout)
+	waitErr := cmd.Wait()
+	close(done)
+	killed.Wait()
+
+	res.SessionID, res.Result, res.Stats = p.SessionID(), p.Result(), p.Stats()
+	if res.SessionID == "" {
+		res.SessionID = inv.SessionID
+	}
+	res.ExitCode = cmd.ProcessState.ExitCode()
+	if ctx.Err() != nil {
+		res.Err = &AgentError{Category: Unknown, Message: "interrupted", Source: "exit", ExitCode: res.ExitCode}
+		return res, ErrInterrupted
+	}
+	switch {
+	case streamErr != nil:
+		streamErr.ExitCode = res.ExitCode
+		res.Err = streamErr
+	case waitErr != nil || res.ExitCode != 0:
+		res.Err = NewClassifier(def).ClassifyExit(res.ExitCode, stderr.String(), lastLines.String())
+	case res.Result == nil && p.Stats().Events == 0 && strings.TrimSpace(stderr.String()) != "":
+		// Exit 0 with only stderr (OpenCode does this on a bad provider).
+		res.Err = NewClassifier(def).ClassifyExit(0, stderr.String(), "")
+	}
+	if res.Err != nil && res.Err.Source != "stream" {
+		sink(Event{Error: res.Err, Messages: []protocol.Message{protocol.Error{Message: res.Err.Error(), ErrorType: res.Err.Category.ErrorType()}}})
+	}
+	return res, nil
+}
+
+func envValue(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}

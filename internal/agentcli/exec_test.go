@@ -1,0 +1,188 @@
+package agentcli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/maestro-run/maestro/internal/protocol"
+)
+
+// fakeExecutor returns an executor for the user-defined adapter in
+// testdata/user-adapter, loaded exactly as ~/.maestro/agents/*.yaml is.
+func fakeExecutor(t *testing.T) (*Executor, string) {
+	t.Helper()
+	dir, err := filepath.Abs("testdata/user-adapter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := Load(dir)
+	if err != nil {
+		t.Fatalf("load user adapters: %v", err)
+	}
+	def, ok := reg.Get("fake-agent")
+	if !ok {
+		t.Fatalf("user adapter not loaded; ids: %v", reg.IDs())
+	}
+	state := t.TempDir()
+	env := append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"), "FAKE_STATE="+state)
+	return &Executor{Def: def, Env: env, Backoff: func(int, *AgentError) time.Duration { return 0 }}, state
+}
+
+type collected struct {
+	types []string
+	text  string
+}
+
+func (c *collected) sink(ev Event) {
+	for _, m := range ev.Messages {
+		c.types = append(c.types, m.MessageType())
+		if ch, ok := m.(protocol.ResponseChunk); ok {
+			c.text += ch.Content
+		}
+	}
+}
+
+func TestUserAdapterRuns(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name         string
+		req          Request
+		wantText     string
+		wantCategory Category
+		wantAttempts int
+		wantReseeded bool
+		wantTypes    string
+	}{
+		{name: "plain", req: Request{Invocation: Invocation{Prompt: "hello"}}, wantText: "fake says: hello", wantAttempts: 1,
+			wantTypes: "response_start response_chunk response_end"},
+		{name: "auth failure from stderr", req: Request{Invocation: Invocation{Prompt: "fail-auth"}}, wantCategory: AuthExpired, wantAttempts: 1,
+			wantTypes: "error"},
+		{name: "rate limit is retried", req: Request{Invocation: Invocation{Prompt: "rate-once"}}, wantText: "fake says: rate-once", wantAttempts: 2,
+			wantTypes: "error status response_start response_chunk response_end"},
+		{name: "lost session is reseeded", req: Request{Invocation: Invocation{Prompt: "go on", SessionID: "dead-session"}, Transcript: "user: hi"},
+			wantText: "fake says: Earlier conversation", wantAttempts: 2, wantReseeded: true,
+			wantTypes: "error status response_start response_chunk response_end"},
+		{name: "noise is tolerated", req: Request{Invocation: Invocation{Prompt: "noise"}}, wantText: "fake says: noise", wantAttempts: 1,
+			wantTypes: "response_start response_chunk response_end"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			x, _ := fakeExecutor(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			var c collected
+			res, err := x.Run(ctx, tt.req, c.sink)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gotCat Category
+			if res.Err != nil {
+				gotCat = res.Err.Category
+			}
+			if gotCat != tt.wantCategory {
+				t.Errorf("category = %q, want %q (err %v)", gotCat, tt.wantCategory, res.Err)
+			}
+			if !strings.HasPrefix(c.text, tt.wantText) {
+				t.Errorf("text = %q, want prefix %q", c.text, tt.wantText)
+			}
+			if res.Attempts != tt.wantAttempts || res.Reseeded != tt.wantReseeded {
+				t.Errorf("attempts, reseeded = %d, %v; want %d, %v", res.Attempts, res.Reseeded, tt.wantAttempts, tt.wantReseeded)
+			}
+			if diff := cmp.Diff(tt.wantTypes, strings.Join(c.types, " ")); diff != "" {
+				t.Errorf("event types (-want +got):\n%s", diff)
+			}
+			if tt.wantCategory == "" && res.SessionID != "11111111-2222-4333-8444-555555555555" {
+				t.Errorf("session id = %q", res.SessionID)
+			}
+		})
+	}
+}
+
+func TestUserAdapterNoiseCounted(t *testing.T) {
+	t.Parallel()
+	x, _ := fakeExecutor(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := x.Run(ctx, Request{Invocation: Invocation{Prompt: "noise"}}, func(Event) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := res.Stats; s.Unknown != 1 || s.NonJSON != 1 || s.Partial != 1 {
+		t.Errorf("stats = %+v, want 1 unknown, 1 non-JSON, 1 partial", s)
+	}
+}
+
+func TestInterruptKillsProcessGroup(t *testing.T) {
+	t.Parallel()
+	x, _ := fakeExecutor(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	runCtx, interrupt := context.WithCancel(ctx)
+	// The fake starts a grandchild and reports its pid on stdout.
+	childPID := make(chan int, 1)
+	type out struct {
+		err error
+		at  time.Time
+	}
+	done := make(chan out, 1)
+	go func() {
+		_, err := x.Run(runCtx, Request{Invocation: Invocation{Prompt: "hang"}}, func(ev Event) {
+			var l struct {
+				Subtype string `json:"subtype"`
+				PID     int    `json:"pid"`
+			}
+			if json.Unmarshal(ev.Raw, &l) == nil && l.Subtype == "child" {
+				childPID <- l.PID
+			}
+		})
+		done <- out{err, time.Now()}
+	}()
+	var pid int
+	select {
+	case pid = <-childPID:
+	case <-ctx.Done():
+		t.Fatal("the fake CLI never reported its child")
+	}
+	at := time.Now()
+	interrupt()
+	o := <-done
+	if !errors.Is(o.err, ErrInterrupted) {
+		t.Errorf("err = %v, want ErrInterrupted", o.err)
+	}
+	if d := o.at.Sub(at); d > 2*time.Second {
+		t.Errorf("interrupt took %v, want < 2s", d)
+	}
+	// A killed child may linger as a zombie until it is reaped: only a
+	// live (non-zombie) process is a failure.
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 && f[0] != "Z" {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Errorf("child %d of the CLI survived the interrupt (state %s)", pid, f[0])
+		}
+	}
+}
+
+func TestDetectUserAdapter(t *testing.T) {
+	t.Parallel()
+	x, _ := fakeExecutor(t)
+	det := Detect(context.Background(), x.Def, envValue(x.Env, "PATH"))
+	if det.Err != nil || det.Version != "1.2.3" || !strings.HasSuffix(det.Path, "/fake-agent") {
+		t.Errorf("Detect = %+v", det)
+	}
+	missing := Detect(context.Background(), &Definition{ID: "x", Binary: "no-such-agent-cli"}, t.TempDir())
+	if missing.Err == nil || missing.Path != "" {
+		t.Errorf("Detect(missing) = %+v", missing)
+	}
+}
