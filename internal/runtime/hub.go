@@ -1,0 +1,381 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/protocol"
+)
+
+// The publish path. Every server → client message goes through publish:
+// it is encoded once, applied to the runtime state (the reducer of
+// contract §7), appended to the session log (which assigns its cursor),
+// and buffered in a ring from which every subscription reads in cursor
+// order. One mutex (logMu) covers all four steps, so a snapshot is always
+// consistent with its cursor.
+//
+// Memory is bounded: the ring holds at most Config.BufferFrames frames and
+// Config.BufferBytes bytes. When it is full the oldest frame is evicted,
+// unless a lossless subscription (the stdio writer) has not read it yet:
+// then the publisher waits, which is how a slow stdout reader applies
+// backpressure to the agent without anything being dropped. A lossy
+// subscription (an SSE stream) that falls behind the ring, or more than its
+// MaxBacklog frames behind the newest, gets ErrLagged instead.
+
+// Frame is one published server → client message.
+type Frame struct {
+	// Cursor is the message's position in the session log.
+	Cursor int64
+	// Message is the message.
+	Message protocol.Message
+	// Data is its JSON encoding: one line, without the newline.
+	Data []byte
+	// to, when set, is the only connection that receives the frame
+	// (hello_ok and replies to one connection).
+	to string
+}
+
+// hub is the ring of recent frames and the subscriptions reading it. It is
+// guarded by Runtime.logMu.
+type hub struct {
+	frames []Frame
+	head   int // index of the oldest frame
+	n      int
+	bytes  int
+	first  uint64 // sequence number of the oldest frame
+	// evicted is the cursor of the newest frame evicted so far (0: none).
+	evicted   int64
+	maxFrames int
+	maxBytes  int
+	subs      []*Subscription
+	notify    chan struct{} // closed when a frame arrives; nil if nobody waits
+	closed    bool
+}
+
+func (h *hub) end() uint64 { return h.first + uint64(h.n) }
+
+func (h *hub) at(seq uint64) *Frame {
+	return &h.frames[(h.head+int(seq-h.first))%len(h.frames)]
+}
+
+func (h *hub) full(size int) bool {
+	return h.n >= len(h.frames) || (h.n > 0 && h.bytes+size > h.maxBytes)
+}
+
+// holdsOldest reports whether a lossless subscription still needs the
+// oldest frame.
+func (h *hub) holdsOldest() bool {
+	for _, s := range h.subs {
+		if s.lossless && s.next <= h.first {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *hub) evict() {
+	f := &h.frames[h.head]
+	h.evicted = f.Cursor
+	h.bytes -= len(f.Data)
+	*f = Frame{}
+	h.head = (h.head + 1) % len(h.frames)
+	h.n--
+	h.first++
+}
+
+func (h *hub) push(f Frame) {
+	h.frames[(h.head+h.n)%len(h.frames)] = f
+	h.n++
+	h.bytes += len(f.Data)
+	if h.notify != nil {
+		close(h.notify)
+		h.notify = nil
+	}
+}
+
+func (h *hub) wait() <-chan struct{} {
+	if h.notify == nil {
+		h.notify = make(chan struct{})
+	}
+	return h.notify
+}
+
+// publish sends m to every subscription (or only to connection to) through
+// the one publish path. It may block while a lossless subscription is a
+// full buffer behind. Callers must not hold logMu.
+func (r *Runtime) publish(m protocol.Message, to string) {
+	data, err := protocol.Marshal(m)
+	if err == nil && r.cfg.Validate != nil {
+		err = r.cfg.Validate(data)
+	}
+	if err != nil {
+		// The contract's fallback for a message that fails validation.
+		m = protocol.Error{Message: "Failed to emit headless message: " + err.Error(), ErrorType: protocol.ErrorProtocol}
+		data, _ = protocol.Marshal(m)
+	}
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	h := &r.hub
+	for !h.closed && h.full(len(data)) {
+		if h.holdsOldest() {
+			r.space.Wait()
+			continue
+		}
+		h.evict()
+	}
+	if h.closed {
+		return
+	}
+	r.state.apply(m)
+	var cursor int64
+	if r.cfg.Log != nil {
+		r.cfg.Log.Event(m)
+		cursor = r.cfg.Log.Cursor()
+	} else {
+		r.cursor++
+		cursor = r.cursor
+	}
+	h.push(Frame{Cursor: cursor, Message: m, Data: data, to: to})
+}
+
+// logMessage appends a conversation message to the session log, under the
+// publish lock so that cursors stay in step with the frames.
+func (r *Runtime) logMessage(m llm.Message) {
+	if r.cfg.Log == nil {
+		return
+	}
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	r.cfg.Log.Message(m)
+}
+
+// applyClient applies a client message's effect on the state (prompt,
+// interrupt, cancel, shutdown) in order with the published frames.
+func (r *Runtime) applyClient(m protocol.Message) {
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	r.state.applyClient(m)
+}
+
+// closeHub ends every subscription once it has read what is buffered.
+func (r *Runtime) closeHub() {
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	r.hub.closed = true
+	if r.hub.notify != nil {
+		close(r.hub.notify)
+		r.hub.notify = nil
+	}
+	r.space.Broadcast()
+}
+
+// Where a subscription starts reading.
+type From int
+
+const (
+	// FromOldest starts at the oldest buffered frame (the stdio transport
+	// subscribes this way before startup, so it sees ready first).
+	FromOldest From = iota
+	// FromCursor replays the buffered frames after SubscribeOptions.Cursor.
+	FromCursor
+	// FromNow delivers only frames published after Subscribe; call Resync
+	// to get a snapshot consistent with that point.
+	FromNow
+)
+
+// SubscribeOptions configure a subscription.
+type SubscribeOptions struct {
+	From   From
+	Cursor int64
+	// Lossless makes publishers wait for this subscription instead of
+	// dropping frames it has not read (stdio). Otherwise the subscription
+	// gets ErrLagged when it falls behind.
+	Lossless bool
+	// MaxBacklog, for a lossy subscription, is how many unread frames it
+	// may have before ErrLagged (0: only eviction from the ring lags).
+	MaxBacklog int
+	// OptOut, when not nil, replaces the connection's
+	// opt_out_notifications for this subscription.
+	OptOut []protocol.Notification
+	// Detached marks a subscription nobody is reading yet (HTTP
+	// subscribe before the SSE stream attaches).
+	Detached bool
+}
+
+// Subscription reads a connection's frames in cursor order. Its methods
+// are safe for concurrent use, but frames are meant for one reader.
+type Subscription struct {
+	r          *Runtime
+	conn       *Conn
+	next       uint64
+	lossless   bool
+	maxBacklog int
+	optOut     []protocol.Notification
+	hasOptOut  bool
+	attached   bool
+	closed     bool
+}
+
+// Subscribe starts reading the runtime's frames as this connection.
+func (c *Conn) Subscribe(o SubscribeOptions) (*Subscription, error) {
+	r := c.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	h := &r.hub
+	s := &Subscription{r: r, conn: c, lossless: o.Lossless, maxBacklog: o.MaxBacklog, attached: !o.Detached}
+	if o.OptOut != nil {
+		s.optOut, s.hasOptOut = slices.Clone(o.OptOut), true
+	}
+	switch o.From {
+	case FromOldest:
+		s.next = h.first
+	case FromNow:
+		s.next = h.end()
+	case FromCursor:
+		if o.Cursor < 0 || o.Cursor < h.evicted {
+			return nil, fmt.Errorf("%w: cursor %d, oldest buffered after %d", ErrReplayGap, o.Cursor, h.evicted)
+		}
+		s.next = h.end()
+		for seq := h.first; seq < h.end(); seq++ {
+			if h.at(seq).Cursor > o.Cursor {
+				s.next = seq
+				break
+			}
+		}
+	}
+	h.subs = append(h.subs, s)
+	c.subs = append(c.subs, s)
+	return s, nil
+}
+
+// Next returns the next frame for this subscription, waiting for one. It
+// returns io.EOF once the runtime is closed and every buffered frame has
+// been read, ErrClosed after Close, ErrLagged for a lossy subscription
+// that fell behind, or ctx's error.
+func (s *Subscription) Next(ctx context.Context) (Frame, error) {
+	for {
+		f, ok, wait, err := s.poll()
+		if err != nil || ok {
+			return f, err
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return Frame{}, ctx.Err()
+		}
+	}
+}
+
+// TryNext returns the next frame if one is ready, without waiting.
+func (s *Subscription) TryNext() (Frame, bool, error) {
+	f, ok, _, err := s.poll()
+	return f, ok, err
+}
+
+func (s *Subscription) poll() (f Frame, ok bool, wait <-chan struct{}, err error) {
+	r := s.r
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	h := &r.hub
+	for {
+		if s.closed {
+			return Frame{}, false, nil, ErrClosed
+		}
+		if s.next < h.first || (s.maxBacklog > 0 && h.end()-s.next > uint64(s.maxBacklog)) {
+			return Frame{}, false, nil, ErrLagged
+		}
+		if s.next == h.end() {
+			if h.closed {
+				return Frame{}, false, nil, io.EOF
+			}
+			return Frame{}, false, h.wait(), nil
+		}
+		fr := h.at(s.next)
+		s.next++
+		if s.lossless && s.next-1 == h.first {
+			r.space.Broadcast()
+		}
+		if s.wants(fr) {
+			return *fr, true, nil, nil
+		}
+	}
+}
+
+// wants applies the connection's filters: private frames, opt-outs
+// (status, connection_info, compaction; hello_ok is never filtered) and
+// raw_agent_event only for connections that negotiated it.
+func (s *Subscription) wants(f *Frame) bool {
+	if f.to != "" && f.to != s.conn.id {
+		return false
+	}
+	var n protocol.Notification
+	switch f.Message.MessageType() {
+	case protocol.TypeStatus:
+		n = protocol.NotifyStatus
+	case protocol.TypeConnectionInfo:
+		n = protocol.NotifyConnectionInfo
+	case protocol.TypeCompaction:
+		n = protocol.NotifyCompaction
+	case protocol.TypeRawAgentEvent:
+		return s.conn.prefs.Load().rawEvents
+	default:
+		return true
+	}
+	optOut := s.optOut
+	if !s.hasOptOut {
+		optOut = s.conn.prefs.Load().optOut
+	}
+	return !slices.Contains(optOut, n)
+}
+
+// Resync moves the subscription to the newest frame and returns a snapshot
+// consistent with that point: after ErrLagged (reset{lagged}), or after
+// subscribing FromNow (the initial snapshot envelope).
+func (s *Subscription) Resync() protocol.Snapshot {
+	r := s.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	s.next = r.hub.end()
+	return r.snapshotLocked()
+}
+
+// SetAttached records whether someone is reading the subscription (an SSE
+// stream is attached); it feeds attached_subscription_count and lease
+// expiry.
+func (s *Subscription) SetAttached(attached bool) {
+	r := s.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s.attached = attached
+	s.conn.lastSeen = r.now()
+}
+
+// Close ends the subscription; publishers no longer wait for it.
+func (s *Subscription) Close() {
+	r := s.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	r.hub.subs = slices.DeleteFunc(r.hub.subs, func(x *Subscription) bool { return x == s })
+	s.conn.subs = slices.DeleteFunc(s.conn.subs, func(x *Subscription) bool { return x == s })
+	if r.hub.notify != nil {
+		close(r.hub.notify)
+		r.hub.notify = nil
+	}
+	r.space.Broadcast()
+}

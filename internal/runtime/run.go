@@ -1,0 +1,283 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"mime"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/maestro-run/maestro/internal/agent"
+	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/tool"
+)
+
+// activeRun is the prompt being run.
+type activeRun struct {
+	id     uint64
+	cancel context.CancelCauseFunc
+	conn   *Conn
+}
+
+// prompt starts a run in the background (contract §8.8). One prompt at a
+// time: a second one is refused.
+func (r *Runtime) prompt(c *Conn, m protocol.Prompt) error {
+	r.mu.Lock()
+	if r.run != nil {
+		r.mu.Unlock()
+		return forbidden(msgBusy)
+	}
+	r.runSeq++
+	ctx, cancel := context.WithCancelCause(r.ctx)
+	run := &activeRun{id: r.runSeq, cancel: cancel, conn: c}
+	r.run = run
+	r.beginLocked()
+	cfg := runSettings{
+		system:    r.system,
+		thinking:  r.thinking,
+		autoStart: r.approval == protocol.ApprovalAuto,
+		history:   slices.Clone(r.history),
+		userInput: c.negotiated(protocol.RequestUserInput),
+		clientTl:  c.negotiated(protocol.RequestClientTool),
+		toolRetry: c.negotiated(protocol.RequestToolRetry),
+	}
+	r.mu.Unlock()
+	r.applyClient(m)
+	go r.execute(ctx, run, cfg, m)
+	return nil
+}
+
+// runSettings are what a run takes from the runtime when it starts.
+type runSettings struct {
+	system    string
+	thinking  llm.ThinkingLevel
+	autoStart bool
+	history   []llm.Message
+	userInput bool
+	clientTl  bool
+	toolRetry bool
+}
+
+func (r *Runtime) execute(ctx context.Context, run *activeRun, s runSettings, m protocol.Prompt) {
+	defer r.endRun(run)
+	input := llm.UserText(m.Content)
+	if len(m.Attachments) > 0 {
+		parts := r.loadAttachments(m.Attachments)
+		if len(parts) > 0 {
+			r.publish(protocol.Status{Message: fmt.Sprintf("Loaded %d attachment(s)", len(parts))}, "")
+			input.Parts = append(input.Parts, parts...)
+		}
+	}
+	builtin, err := r.cfg.Tools(ctx)
+	if err != nil {
+		msg := "Tools are unavailable: " + err.Error()
+		r.publish(protocol.Error{Message: msg, ErrorType: Classify(msg, false)}, "")
+		return
+	}
+	set := builtin.Filter(func(tool.Tool) bool { return true })
+	if s.userInput {
+		set.Add(r.askUserTool(run))
+	}
+	if s.clientTl {
+		for _, ct := range r.cfg.ClientTools {
+			set.Add(&clientTool{r: r, run: run, spec: ct})
+		}
+	}
+	provider := r.cfg.Provider
+	if r.cfg.Retry != nil {
+		pol := *r.cfg.Retry
+		pol.OnRetry = func(attempt int, wait time.Duration, e *llm.Error) {
+			r.publish(protocol.Status{Message: fmt.Sprintf("Model call failed (%s); retrying in %s (attempt %d)", e.Error(), wait.Round(100*time.Millisecond), attempt+1)}, "")
+		}
+		provider = llm.WithRetry(provider, pol)
+	}
+	acfg := agent.Config{
+		Provider:      provider,
+		Tools:         set,
+		System:        s.system,
+		MaxIterations: r.cfg.MaxIterations,
+		Thinking:      s.thinking,
+		NeedsApproval: func(t tool.Tool, _ llm.ToolCall) bool { return !t.ReadOnly() && !isClientSide(t) },
+		Now:           r.cfg.Now,
+	}
+	if !s.autoStart {
+		acfg.Approve = r.approver(run)
+	}
+	if s.toolRetry {
+		acfg.OnToolFailure = r.toolRetry(run)
+	}
+	res, err := agent.New(acfg).Run(ctx, s.history, input, runSink{r})
+	r.mu.Lock()
+	r.history = append(r.history, res.Messages...)
+	r.mu.Unlock()
+	if errors.Is(err, agent.ErrAborted) {
+		msg := "Run aborted: " + err.Error()
+		r.publish(protocol.Error{Message: msg, ErrorType: Classify(msg, false)}, "")
+	}
+	if err != nil {
+		r.cfg.Logger.Debug("headless run ended with an error", "err", err)
+	}
+}
+
+// endRun cancels what the run left pending and marks the runtime idle.
+func (r *Runtime) endRun(run *activeRun) {
+	left := r.cancelRequests(func(p *pendingRequest) bool { return p.run == run.id }, reasonRunEnded)
+	deliverCancelled(left)
+	run.cancel(nil)
+	r.mu.Lock()
+	r.run = nil
+	r.mu.Unlock()
+	r.end()
+}
+
+// runSink is the agent's sink: every event through the publish path, every
+// conversation message to the log (and, for connections that negotiated
+// it, as a raw_agent_event).
+type runSink struct{ r *Runtime }
+
+func (s runSink) Event(m protocol.Message) { s.r.publish(m, "") }
+
+func (s runSink) Message(m llm.Message) {
+	s.r.logMessage(m)
+	if !s.r.anyRawEvents() {
+		return
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		return
+	}
+	s.r.publish(protocol.RawAgentEvent{EventType: "message", Event: data}, "")
+}
+
+func (r *Runtime) anyRawEvents() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.connOrder {
+		if c.prefs.Load().rawEvents {
+			return true
+		}
+	}
+	return false
+}
+
+// approver decides on tool calls per the current approval mode (contract
+// §8.10): auto approves, fail denies, prompt raises an approval request
+// whose ids are the tool call's id.
+func (r *Runtime) approver(run *activeRun) agent.Approver {
+	return func(ctx context.Context, req agent.ApprovalRequest) (agent.Approval, error) {
+		switch r.approvalMode() {
+		case protocol.ApprovalAuto:
+			return agent.Approval{Approved: true, Reason: "Auto-approved by policy"}, nil
+		case protocol.ApprovalFail:
+			return agent.Approval{Approved: false, Reason: "Denied by approval policy"}, nil
+		}
+		d := describe(req.Tool, req.Args)
+		o, err := r.raise(ctx, run.id, protocol.ServerRequest{
+			RequestID: req.CallID, RequestType: protocol.RequestApproval, CallID: req.CallID, Tool: req.Tool,
+			DisplayName: d.display, SummaryLabel: d.summary, ActionDescription: d.action,
+			Args: req.Args, Reason: "Requires approval",
+		})
+		if err != nil {
+			return agent.Approval{RequestID: req.CallID}, err
+		}
+		return agent.Approval{Approved: o.approved, Reason: o.reason, RequestID: req.CallID}, nil
+	}
+}
+
+// toolRetry asks the controller what to do after a failed tool call
+// (only when it negotiated tool_retry; otherwise the agent skips).
+func (r *Runtime) toolRetry(run *activeRun) func(context.Context, agent.ToolFailure) (agent.RetryAction, error) {
+	return func(ctx context.Context, f agent.ToolFailure) (agent.RetryAction, error) {
+		args, err := json.Marshal(struct {
+			ToolCallID   string          `json:"tool_call_id"`
+			Args         json.RawMessage `json:"args"`
+			ErrorMessage string          `json:"error_message"`
+			Attempt      int             `json:"attempt"`
+		}{f.CallID, f.Args, f.Error, f.Attempt})
+		if err != nil {
+			return agent.RetryAbort, fmt.Errorf("encode tool retry request: %w", err)
+		}
+		o, err := r.raise(ctx, run.id, protocol.ServerRequest{
+			RequestID:   fmt.Sprintf("retry_%s_%d", f.CallID, f.Attempt),
+			RequestType: protocol.RequestToolRetry, CallID: f.CallID, Tool: f.Tool,
+			Args: args, Reason: "Tool retry decision required",
+		})
+		if err != nil {
+			return agent.RetryAbort, err
+		}
+		switch o.action {
+		case protocol.DecisionRetry:
+			return agent.RetryRetry, nil
+		case protocol.DecisionSkip:
+			return agent.RetrySkip, nil
+		}
+		return agent.RetryAbort, nil
+	}
+}
+
+// loadAttachments reads prompt attachments (contract §8.11): host paths,
+// "~" expanded, relative to the runtime's cwd; at most MaxAttachmentBytes
+// each; images become image parts, UTF-8 text without NUL becomes a text
+// part cut to MaxAttachmentChars. Each failure is a non-fatal error.
+func (r *Runtime) loadAttachments(paths []string) []llm.Part {
+	var parts []llm.Part
+	fail := func(msg string) {
+		r.publish(protocol.Error{Message: msg, ErrorType: Classify(msg, false)}, "")
+	}
+	for _, raw := range paths {
+		p := raw
+		if p == "~" || strings.HasPrefix(p, "~/") {
+			p = filepath.Join(r.cfg.Home, p[1:])
+		}
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(r.cfg.Cwd, p)
+		}
+		st, err := os.Stat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			fail("Attachment not found: " + raw)
+			continue
+		}
+		if err != nil || st.IsDir() {
+			fail("Attachment not readable: " + raw)
+			continue
+		}
+		if st.Size() > r.cfg.MaxAttachmentBytes {
+			fail(fmt.Sprintf("Attachment too large (%dMB): %s", int64(math.Round(float64(st.Size())/(1<<20))), raw))
+			continue
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			fail("Attachment not readable: " + raw)
+			continue
+		}
+		mt := mime.TypeByExtension(strings.ToLower(filepath.Ext(p)))
+		if i := strings.IndexByte(mt, ';'); i >= 0 {
+			mt = mt[:i]
+		}
+		if strings.HasPrefix(mt, "image/") {
+			parts = append(parts, llm.Part{Type: llm.PartImage, Image: &llm.Image{MediaType: mt, Data: data}})
+			continue
+		}
+		if len(data) == 0 || !utf8.Valid(data) || slices.Contains(data, 0) {
+			fail("Unsupported attachment (not image/text): " + raw)
+			continue
+		}
+		text := string(data)
+		if utf8.RuneCountInString(text) > r.cfg.MaxAttachmentChars {
+			text = string([]rune(text)[:r.cfg.MaxAttachmentChars])
+		}
+		if mt == "" {
+			mt = "text/plain"
+		}
+		parts = append(parts, llm.Text(fmt.Sprintf("<attachment name=%q type=%q>\n%s\n</attachment>", filepath.Base(p), mt, text)))
+	}
+	return parts
+}

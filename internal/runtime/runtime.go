@@ -1,0 +1,561 @@
+// Package runtime is Maestro's headless runtime: one agent session driven
+// by clients of the headless protocol (2026-04-02), independent of the
+// transport that carries the messages. The stdio transport
+// (internal/transport/stdio) attaches one local connection; an HTTP/SSE
+// transport attaches many through the same API.
+//
+// A Runtime owns:
+//
+//   - the agent (internal/agent), run once per prompt with the session's
+//     history, the built-in tools, the ask_user tool and the tools the
+//     embedder declared for the client to execute;
+//   - the connections, their roles (controller, viewer) and the controller
+//     lease (contract §8.5);
+//   - the server requests of all five kinds (approval, client_tool,
+//     user_input, tool_retry, mcp_elicitation; contract §9) with their
+//     timeouts and resolutions;
+//   - the utility operations, delegated to a Utilities implementation
+//     (internal/utility) after the capability check;
+//   - the runtime state of contract §7 and its snapshots;
+//   - the one publish path: every outgoing message is appended to the
+//     session's cursor-numbered log and fanned out to subscriptions that
+//     read from a cursor (hub.go).
+//
+// Transports decode client lines (protocol.DecodeClient), call Conn.Handle,
+// and write what their Subscription yields. Handle returns quickly: a
+// prompt runs in the background, so an interrupt is handled while it runs.
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/tool"
+)
+
+// Log is the session log the runtime appends to (a *session.Session).
+// Calls are serialised by the runtime.
+type Log interface {
+	// Event appends a protocol event and assigns it the next cursor.
+	Event(m protocol.Message)
+	// Message appends a conversation message (it also takes a cursor).
+	Message(m llm.Message)
+	// Cursor returns the cursor of the last record.
+	Cursor() int64
+}
+
+// Utilities runs the utility operations (implemented by internal/utility).
+// Errors carry the contract's text; owner is the connection id.
+type Utilities interface {
+	CommandStart(ctx context.Context, owner string, req protocol.UtilityCommandStart) error
+	CommandTerminate(owner string, req protocol.UtilityCommandTerminate) error
+	CommandStdin(owner string, req protocol.UtilityCommandStdin) error
+	CommandResize(owner string, req protocol.UtilityCommandResize) error
+	FileSearch(ctx context.Context, req protocol.UtilityFileSearch) (protocol.UtilityFileSearchResults, error)
+	FileRead(ctx context.Context, req protocol.UtilityFileRead) (protocol.UtilityFileReadResult, error)
+	WatchStart(ctx context.Context, owner string, req protocol.UtilityFileWatchStart) error
+	WatchStop(owner string, req protocol.UtilityFileWatchStop) error
+	// CloseOwner stops what a departed connection owned.
+	CloseOwner(owner, reason string)
+	// StopAll stops every command and watch (interrupt, shutdown).
+	StopAll(reason string)
+	Close() error
+}
+
+// Timeouts of server requests (contract §9). Zero fields take the
+// contract's values.
+type Timeouts struct {
+	Approval       time.Duration // 1 h
+	ClientTool     time.Duration // 60 s
+	UserInput      time.Duration // 60 s
+	MCPElicitation time.Duration // 60 s
+	ToolRetry      time.Duration // 1 h
+}
+
+func (t Timeouts) withDefaults() Timeouts {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&t.Approval, time.Hour)
+	def(&t.ClientTool, time.Minute)
+	def(&t.UserInput, time.Minute)
+	def(&t.MCPElicitation, time.Minute)
+	def(&t.ToolRetry, time.Hour)
+	return t
+}
+
+func (t Timeouts) of(k protocol.RequestType) time.Duration {
+	switch k {
+	case protocol.RequestApproval:
+		return t.Approval
+	case protocol.RequestClientTool:
+		return t.ClientTool
+	case protocol.RequestUserInput:
+		return t.UserInput
+	case protocol.RequestMCPElicitation:
+		return t.MCPElicitation
+	}
+	return t.ToolRetry
+}
+
+// ClientTool is a tool the embedder declares and its client executes: the
+// model may call it, and the call becomes a client_tool server request.
+// It is offered to the model only when the prompting connection negotiated
+// client_tool.
+type ClientTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// Config configures a Runtime. Provider and Tools are required.
+type Config struct {
+	Provider llm.Provider
+	// Executor is reported in ready.executor_type ("live" or "replay").
+	Executor protocol.ExecutorType
+	// Retry, when set, retries failed model calls, announcing each retry
+	// as a status.
+	Retry *llm.RetryPolicy
+	// Tools returns the built-in tools; it is called at each prompt and may
+	// block the first time (the CLI probes the sandbox in the background
+	// so that ready is not delayed).
+	Tools func(ctx context.Context) (*tool.Set, error)
+	// ClientTools are executed by the client (contract §9 client_tool).
+	ClientTools []ClientTool
+	// Utilities, when set, builds the utility operations with the
+	// runtime's publish function.
+	Utilities func(emit func(protocol.Message)) Utilities
+	// Log is the session log; nil numbers frames in memory only.
+	Log Log
+	// SessionID is reported in ready and session_info (empty: null).
+	SessionID string
+	// History is the conversation so far (a resumed session).
+	History []llm.Message
+	// Cwd is the workspace directory reported in session_info; relative
+	// attachment paths resolve against it.
+	Cwd       string
+	GitBranch *string
+	// Home expands "~" in attachment paths (default: the user's home).
+	Home string
+	// System is the initial system prompt (init may replace or extend it).
+	System       string
+	Thinking     llm.ThinkingLevel
+	ApprovalMode protocol.ApprovalMode // default prompt
+	// MaxIterations caps model calls per prompt (0: the agent's default).
+	MaxIterations int
+	Timeouts      Timeouts
+	// MaxAttachmentBytes (default 10 MiB) and MaxAttachmentChars
+	// (default 200,000) limit prompt attachments (contract §8.11).
+	MaxAttachmentBytes int64
+	MaxAttachmentChars int
+	// BufferFrames (default 1024, at least 512 for HTTP replay) and
+	// BufferBytes (default 8 MiB) bound the frame ring.
+	BufferFrames int
+	BufferBytes  int
+	// Validate, when set, checks every outgoing frame; a frame that fails
+	// is replaced by the contract's "Failed to emit headless message"
+	// error.
+	Validate func(frame []byte) error
+	// Now is the clock; default time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Runtime is one headless session. Create it with New, call Start once
+// the first subscription exists, and Close it when done.
+type Runtime struct {
+	cfg    Config
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// logMu guards the publish path: state, hub, cursor, lastInit.
+	logMu    sync.Mutex
+	space    *sync.Cond
+	hub      hub
+	state    state
+	cursor   int64
+	lastInit *protocol.Init
+
+	// reqMu guards the pending server requests and orders their
+	// server_request / server_request_resolved frames.
+	reqMu   sync.Mutex
+	reqs    map[string]*pendingRequest
+	reqList []*pendingRequest
+
+	// mu guards everything else.
+	mu         sync.Mutex
+	conns      map[string]*Conn
+	connOrder  []*Conn
+	controller string
+	system     string
+	thinking   llm.ThinkingLevel
+	approval   protocol.ApprovalMode
+	history    []llm.Message
+	run        *activeRun
+	runSeq     uint64
+	busy       int
+	idle       chan struct{}
+	shutting   bool
+	closed     bool
+	done       chan struct{}
+	util       Utilities
+}
+
+// New returns a runtime; nothing is published until Start.
+func New(cfg Config) (*Runtime, error) {
+	if cfg.Provider == nil {
+		return nil, errors.New("headless runtime: no model provider")
+	}
+	if cfg.Tools == nil {
+		return nil, errors.New("headless runtime: no tools")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ApprovalMode == "" {
+		cfg.ApprovalMode = protocol.ApprovalPrompt
+	}
+	if cfg.MaxAttachmentBytes <= 0 {
+		cfg.MaxAttachmentBytes = 10 << 20
+	}
+	if cfg.MaxAttachmentChars <= 0 {
+		cfg.MaxAttachmentChars = 200_000
+	}
+	if cfg.BufferFrames <= 0 {
+		cfg.BufferFrames = 1024
+	}
+	if cfg.BufferBytes <= 0 {
+		cfg.BufferBytes = 8 << 20
+	}
+	if cfg.Home == "" {
+		cfg.Home, _ = os.UserHomeDir()
+	}
+	cfg.Timeouts = cfg.Timeouts.withDefaults()
+	seen := map[string]bool{AskUserTool: true}
+	for _, t := range cfg.ClientTools {
+		if t.Name == "" || seen[t.Name] {
+			return nil, fmt.Errorf("headless runtime: client tool %q: the name is empty or already taken", t.Name)
+		}
+		if len(t.InputSchema) > 0 && !json.Valid(t.InputSchema) {
+			return nil, fmt.Errorf("headless runtime: client tool %q: input_schema is not valid JSON", t.Name)
+		}
+		seen[t.Name] = true
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Runtime{
+		cfg: cfg, ctx: ctx, cancel: cancel,
+		state:    newState(),
+		reqs:     map[string]*pendingRequest{},
+		conns:    map[string]*Conn{},
+		system:   cfg.System,
+		thinking: cfg.Thinking,
+		approval: cfg.ApprovalMode,
+		history:  slices.Clone(cfg.History),
+		done:     make(chan struct{}),
+	}
+	r.space = sync.NewCond(&r.logMu)
+	r.hub = hub{frames: make([]Frame, cfg.BufferFrames), maxBytes: cfg.BufferBytes, first: 1}
+	if cfg.Utilities != nil {
+		r.util = cfg.Utilities(func(m protocol.Message) { r.publish(m, "") })
+	}
+	return r, nil
+}
+
+func (r *Runtime) now() time.Time { return r.cfg.Now() }
+
+// Start publishes ready and session_info (contract §8.1: at startup,
+// before any hello).
+func (r *Runtime) Start() {
+	var sid *string
+	if r.cfg.SessionID != "" {
+		id := r.cfg.SessionID
+		sid = &id
+	}
+	r.publish(protocol.Ready{
+		ProtocolVersion: protocol.Version,
+		Model:           r.cfg.Provider.Model(),
+		Provider:        r.cfg.Provider.Name(),
+		SessionID:       sid,
+		ExecutorType:    r.cfg.Executor,
+	}, "")
+	r.publish(protocol.SessionInfo{SessionID: sid, Cwd: r.cfg.Cwd, GitBranch: r.cfg.GitBranch}, "")
+}
+
+// Handle handles one client message from c. It returns a refusal (an
+// *Error: viewer, lease, capability, busy, unknown request id, …) that the
+// transport reports to this client; everything else the message causes is
+// published. Handle does not wait for a prompt to finish.
+func (c *Conn) Handle(ctx context.Context, m protocol.Message) error {
+	if err := c.admit(m); err != nil {
+		return err
+	}
+	r := c.r
+	r.mu.Lock()
+	shutting := r.shutting
+	r.mu.Unlock()
+	if shutting {
+		return forbidden(msgShuttingDown)
+	}
+	switch m := m.(type) {
+	case protocol.Hello:
+		return c.hello(m)
+	case protocol.Init:
+		r.init(m)
+	case protocol.Prompt:
+		return r.prompt(c, m)
+	case protocol.Interrupt:
+		r.interrupt(m, reasonsInterrupt)
+	case protocol.Cancel:
+		r.interrupt(m, reasonsCancel)
+	case protocol.Shutdown:
+		r.Shutdown()
+	case protocol.ToolResponse:
+		return r.toolResponse(m)
+	case protocol.ClientToolResult:
+		return r.clientToolResult(m)
+	case protocol.ServerRequestResponse:
+		return r.respond(m)
+	default:
+		return r.utility(ctx, c, m)
+	}
+	return nil
+}
+
+// Publish sends an error (or any message) to this connection only, through
+// the publish path: how the stdio transport reports refusals and lines
+// that fail to decode.
+func (c *Conn) Publish(m protocol.Message) { c.r.publish(m, c.id) }
+
+// init applies an init message (contract §5, §8.10).
+func (r *Runtime) init(m protocol.Init) {
+	var applied []string
+	r.mu.Lock()
+	if m.SystemPrompt != nil {
+		r.system = *m.SystemPrompt
+		applied = append(applied, "system_prompt")
+	}
+	if m.AppendSystemPrompt != nil {
+		if r.system != "" {
+			r.system += "\n\n" + *m.AppendSystemPrompt
+		} else {
+			r.system = *m.AppendSystemPrompt
+		}
+		applied = append(applied, "append_system_prompt")
+	}
+	if m.ThinkingLevel != "" {
+		r.thinking = llm.ThinkingLevel(m.ThinkingLevel)
+		applied = append(applied, "thinking_level")
+	}
+	if m.ApprovalMode != "" {
+		r.approval = m.ApprovalMode
+		applied = append(applied, "approval_mode")
+	}
+	r.mu.Unlock()
+	r.logMu.Lock()
+	init := m
+	r.lastInit = &init
+	r.logMu.Unlock()
+	msg := "Init received with no changes"
+	if len(applied) > 0 {
+		msg = "Initialized: " + joinComma(applied)
+	}
+	r.publish(protocol.Status{Message: msg}, "")
+}
+
+func joinComma(s []string) string {
+	out := ""
+	for i, v := range s {
+		if i > 0 {
+			out += ", "
+		}
+		out += v
+	}
+	return out
+}
+
+// approvalMode returns the current approval mode.
+func (r *Runtime) approvalMode() protocol.ApprovalMode {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.approval
+}
+
+// The reason strings of interrupt, cancel and shutdown (contract §8.9).
+type stopReasons struct {
+	requests, commands, watches string
+}
+
+var (
+	reasonsInterrupt = stopReasons{
+		requests: "Interrupted before request completed",
+		commands: "Interrupted while utility command was still running",
+		watches:  "Interrupted while file watch was still running",
+	}
+	reasonsCancel = stopReasons{
+		requests: "Cancelled before request completed",
+		commands: "Cancelled while utility command was still running",
+		watches:  "Cancelled while file watch was still running",
+	}
+	reasonsShutdown = stopReasons{
+		requests: "Shutdown before request completed",
+		commands: "Headless runtime shutdown while utility command was still running",
+		watches:  "Headless runtime shutdown while file watch was still running",
+	}
+)
+
+const (
+	reasonRunEnded    = "Run ended before request completed"
+	reasonOwnerClosed = "Owning connection closed while utility command was still running"
+)
+
+// errInterrupted is the cause of a run cancelled by a client.
+var errInterrupted = errors.New("interrupted by the client")
+
+// interrupt cancels pending requests, stops utilities and aborts the run
+// (contract §8.9), in that order on the wire.
+func (r *Runtime) interrupt(m protocol.Message, why stopReasons) {
+	cancelled := r.cancelRequests(func(*pendingRequest) bool { return true }, why.requests)
+	r.applyClient(m)
+	r.mu.Lock()
+	util, run := r.util, r.run
+	r.mu.Unlock()
+	if util != nil {
+		util.StopAll(why.commands)
+	}
+	if run != nil {
+		run.cancel(errInterrupted)
+	}
+	deliverCancelled(cancelled)
+}
+
+// Shutdown stops the runtime's work as a shutdown message does: pending
+// requests are cancelled, utilities stopped, the run aborted; it returns
+// once the run and every in-flight operation have ended (is_ready becomes
+// false). Transports call it at end of input too. It is idempotent.
+func (r *Runtime) Shutdown() {
+	r.mu.Lock()
+	if r.shutting {
+		r.mu.Unlock()
+		<-r.done
+		return
+	}
+	r.shutting = true
+	r.mu.Unlock()
+	r.interrupt(protocol.Shutdown{}, reasonsShutdown)
+	// In-flight file searches and reads end with the runtime's context.
+	r.cancel()
+	_ = r.WaitIdle(context.Background())
+	close(r.done)
+}
+
+// Done is closed when a shutdown has completed.
+func (r *Runtime) Done() <-chan struct{} { return r.done }
+
+// Close shuts the runtime down if needed, closes the utilities, and ends
+// every subscription once it has read the frames already published.
+func (r *Runtime) Close() error {
+	r.Shutdown()
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	util := r.util
+	r.mu.Unlock()
+	var err error
+	if util != nil {
+		err = util.Close()
+	}
+	r.cancel()
+	r.closeHub()
+	return err
+}
+
+// begin and end count work in flight (runs and asynchronous operations)
+// for WaitIdle and Shutdown.
+func (r *Runtime) beginLocked() {
+	if r.busy == 0 {
+		r.idle = make(chan struct{})
+	}
+	r.busy++
+}
+
+func (r *Runtime) end() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.busy--
+	if r.busy == 0 {
+		close(r.idle)
+		r.idle = nil
+	}
+}
+
+// WaitIdle waits until no prompt runs and no asynchronous operation (file
+// search, file read) is in flight.
+func (r *Runtime) WaitIdle(ctx context.Context) error {
+	r.mu.Lock()
+	idle := r.idle
+	r.mu.Unlock()
+	if idle == nil {
+		return nil
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Snapshot returns the runtime snapshot (contract §7).
+func (r *Runtime) Snapshot() protocol.Snapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	return r.snapshotLocked()
+}
+
+// snapshotLocked builds the snapshot; the caller holds mu and logMu.
+func (r *Runtime) snapshotLocked() protocol.Snapshot {
+	st := r.state.snapshot(r.cfg.SessionID)
+	st.ConnectionCount = len(r.connOrder)
+	st.Connections = []protocol.ConnectionState{}
+	for _, c := range r.connOrder {
+		st.SubscriberCount += len(c.subs)
+		st.Connections = append(st.Connections, r.connectionStateLocked(c))
+	}
+	st.ControllerConnectionID = r.controllerID()
+	st.ControllerSubscriptionID = protocol.Null[string]()
+	// The connection fields of the state describe the controller (the
+	// only connection on stdio).
+	if c := r.conns[r.controller]; c != nil {
+		st.ClientProtocolVersion, st.ClientInfo, st.Capabilities = c.protocolVersion, c.clientInfo, c.caps
+		st.OptOutNotifications, st.ConnectionRole = c.optOutList(), c.effectiveRole()
+	}
+	cursor := r.cursor
+	if r.cfg.Log != nil {
+		cursor = r.cfg.Log.Cursor()
+	}
+	var last *protocol.Init
+	if r.lastInit != nil {
+		li := *r.lastInit
+		last = &li
+	}
+	return protocol.Snapshot{ProtocolVersion: protocol.Version, SessionID: r.cfg.SessionID, Cursor: cursor, LastInit: last, State: st}
+}

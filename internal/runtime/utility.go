@@ -1,0 +1,112 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/maestro-run/maestro/internal/protocol"
+)
+
+// utility handles the utility operations (contract §10) after the
+// capability check of §8.2: an operation needs its capability negotiated
+// in hello, except utility_command_terminate and utility_file_watch_stop.
+// Starting, stopping, writing and resizing are answered synchronously;
+// file search and file read run in the background (their results and
+// failures are published; a file read failure carries request_id =
+// read_id).
+func (r *Runtime) utility(ctx context.Context, c *Conn, m protocol.Message) error {
+	need := func(op protocol.UtilityOperation) error {
+		r.mu.Lock()
+		ok := c.hasOp(op)
+		r.mu.Unlock()
+		if !ok {
+			return forbidden(fmt.Sprintf("%s requires %s capability", m.MessageType(), op))
+		}
+		if r.util == nil {
+			return forbidden(msgNoUtilities)
+		}
+		return nil
+	}
+	none := func() error {
+		if r.util == nil {
+			return forbidden(msgNoUtilities)
+		}
+		return nil
+	}
+	u := r.util
+	switch m := m.(type) {
+	case protocol.UtilityCommandStart:
+		if err := need(protocol.OpCommandExec); err != nil {
+			return err
+		}
+		return u.CommandStart(r.ctx, c.id, m)
+	case protocol.UtilityCommandTerminate:
+		if err := none(); err != nil {
+			return err
+		}
+		return u.CommandTerminate(c.id, m)
+	case protocol.UtilityCommandStdin:
+		if err := need(protocol.OpCommandExec); err != nil {
+			return err
+		}
+		return u.CommandStdin(c.id, m)
+	case protocol.UtilityCommandResize:
+		if err := need(protocol.OpCommandExec); err != nil {
+			return err
+		}
+		return u.CommandResize(c.id, m)
+	case protocol.UtilityFileSearch:
+		if err := need(protocol.OpFileSearch); err != nil {
+			return err
+		}
+		r.async(func(ctx context.Context) {
+			res, err := u.FileSearch(ctx, m)
+			if err != nil {
+				r.publish(ErrorMessage(err), "")
+				return
+			}
+			res.SearchID = m.SearchID
+			r.publish(res, "")
+		})
+	case protocol.UtilityFileRead:
+		if err := need(protocol.OpFileRead); err != nil {
+			return err
+		}
+		r.async(func(ctx context.Context) {
+			res, err := u.FileRead(ctx, m)
+			if err != nil {
+				e := ErrorMessage(err)
+				e.RequestID = m.ReadID
+				r.publish(e, "")
+				return
+			}
+			res.ReadID = m.ReadID
+			r.publish(res, "")
+		})
+	case protocol.UtilityFileWatchStart:
+		if err := need(protocol.OpFileWatch); err != nil {
+			return err
+		}
+		return u.WatchStart(r.ctx, c.id, m)
+	case protocol.UtilityFileWatchStop:
+		if err := none(); err != nil {
+			return err
+		}
+		return u.WatchStop(c.id, m)
+	default:
+		return forbidden(fmt.Sprintf("Unsupported headless command type: %s", m.MessageType()))
+	}
+	return nil
+}
+
+// async runs fn in the background as work in flight (WaitIdle and
+// Shutdown wait for it); its context ends when the runtime closes.
+func (r *Runtime) async(fn func(ctx context.Context)) {
+	r.mu.Lock()
+	r.beginLocked()
+	r.mu.Unlock()
+	go func() {
+		defer r.end()
+		fn(r.ctx)
+	}()
+}
