@@ -1,0 +1,308 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/maestro-run/maestro/internal/agent"
+	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/piece"
+	"github.com/maestro-run/maestro/internal/tool"
+)
+
+// Why the engine ended a movement itself (Transition.Reason, Handoff.Reason).
+const (
+	reasonReminders  = "no transition or complete after the reminders"
+	reasonContext    = "the context window is full"
+	reasonIterations = "the movement's model-call limit was reached"
+)
+
+// runMovement runs the current movement's agent loop until it decides.
+func (r *run) runMovement(ctx context.Context) (*decision, error) {
+	st := r.st
+	m, ok := r.p.Movement(st.Movement)
+	if !ok {
+		return nil, fmt.Errorf("movement %q is not in piece %s", st.Movement, r.p.Name)
+	}
+	if m.Agent != "" {
+		return nil, fmt.Errorf("%w: movement %s names the agent CLI %q; this build runs movements with Maestro's own agent loop only", ErrAgentCLI, m.Name, m.Agent)
+	}
+	ctl := &movementCtl{}
+	tools, omitted := r.movementTools(m, ctl)
+	r.emit(MovementStarted{Movement: m.Name, Number: st.Movements, MaxMovements: r.p.MaxMovements, Entry: st.Entry, Revisits: st.Revisits, Tools: tools.Names()})
+	if len(omitted) > 0 {
+		r.emit(ToolsOmitted{Movement: m.Name, Tools: omitted})
+	}
+
+	var history []llm.Message
+	var input llm.Message
+	if st.Entry == EntryAnswer && len(st.Conversation) > 0 {
+		history, input = answerInput(st.Conversation, st.Answers[len(st.Answers)-1].Answer)
+	} else {
+		r.mu.Lock()
+		st.FrameBase = st.ModelTurns
+		r.mu.Unlock()
+		input = llm.UserText(r.briefing(m))
+	}
+	r.save()
+
+	needs := r.cfg.NeedsApproval
+	if needs == nil {
+		needs = func(t tool.Tool, _ llm.ToolCall) bool { return !t.ReadOnly() }
+	}
+	ag := agent.New(agent.Config{
+		Provider:      atFrame(r.cfg.Provider, st.FrameBase),
+		Tools:         tools,
+		System:        r.systemPrompt(m, tools),
+		MaxIterations: r.cfg.MaxIterations,
+		MaxTokens:     r.cfg.MaxTokens,
+		Thinking:      r.cfg.Thinking,
+		Approve:       r.cfg.Approve,
+		NeedsApproval: func(t tool.Tool, call llm.ToolCall) bool {
+			return !isControl(call.Name) && needs(t, call)
+		},
+		OnContext:     r.onContext(ctl, m.Name),
+		ContextWindow: r.cfg.ContextWindow,
+	})
+
+	for reminders := 0; ; {
+		res, err := ag.Run(ctx, history, input, r.cfg.Sink)
+		history = append(history, res.Messages...)
+		r.account(res)
+		if d := ctl.decision(); d != nil {
+			if d.complete && d.status == statusNeedsInput {
+				d.conversation = history
+			}
+			return d, nil
+		}
+		if ctl.isForced() {
+			return r.fallback(m, reasonContext, forcedSummary(m, history, reasonContext)), nil
+		}
+		if err != nil {
+			if errors.Is(err, agent.ErrMaxIterations) {
+				return r.fallback(m, reasonIterations, forcedSummary(m, history, reasonIterations)), nil
+			}
+			return nil, fmt.Errorf("movement %s: %w", m.Name, err)
+		}
+		if reminders == r.cfg.Reminders {
+			return r.fallback(m, reasonReminders, forcedSummary(m, history, reasonReminders)), nil
+		}
+		reminders++
+		r.emit(Reminder{Movement: m.Name, Count: reminders, Max: r.cfg.Reminders})
+		input = llm.UserText(r.reminder(m, reminders, ctl.takeNotes()))
+	}
+}
+
+// account adds an agent run's usage to the run's totals.
+func (r *run) account(res agent.Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.st
+	st.Usage.Add(res.Usage)
+	st.CostUSD += res.CostUSD
+	st.CostUnknown = st.CostUnknown || !res.CostKnown
+	st.ModelCalls += res.Iterations
+	st.ToolCalls += res.Tools.CallsSucceeded + res.Tools.CallsFailed
+	st.ToolFailures += res.Tools.CallsFailed
+	for _, m := range res.Messages {
+		if m.Role == llm.RoleAssistant {
+			st.ModelTurns++
+		}
+	}
+}
+
+// answerInput continues a conversation that ended with the model's
+// complete(needs_user_input) call: the answer becomes that call's result.
+func answerInput(conv []llm.Message, answer string) ([]llm.Message, llm.Message) {
+	history := slices.Clone(conv[:len(conv)-1])
+	last := conv[len(conv)-1]
+	parts := slices.Clone(last.Parts)
+	found := false
+	for i, p := range parts {
+		if p.Type == llm.PartToolResult && p.ToolResult != nil && p.ToolResult.Name == toolComplete {
+			tr := *p.ToolResult
+			tr.Content, tr.IsError = "The user answered: "+answer, false
+			parts[i].ToolResult = &tr
+			found = true
+		}
+	}
+	if !found || last.Role != llm.RoleUser {
+		return slices.Clone(conv), llm.UserText("The user answered your question: " + answer)
+	}
+	return history, llm.Message{Role: llm.RoleUser, Parts: parts}
+}
+
+// fallback is the engine's decision for a movement that did not decide:
+// its default_next, or an abort when it has none.
+func (r *run) fallback(m *piece.Movement, why, summary string) *decision {
+	switch m.DefaultNext {
+	case "":
+		return &decision{complete: true, status: statusAborted, forced: true, reason: why,
+			result: fmt.Sprintf("The run was stopped: movement %s ended without calling transition or complete (%s) and has no default_next.", m.Name, why)}
+	case piece.Complete:
+		return &decision{complete: true, status: statusSuccess, forced: true, reason: why, result: lastWords(summary)}
+	case piece.Abort:
+		return &decision{complete: true, status: statusAborted, forced: true, reason: why,
+			result: fmt.Sprintf("The run was stopped in movement %s: %s.", m.Name, why)}
+	case piece.Ask:
+		return &decision{complete: true, status: statusNeedsInput, forced: true, reason: why,
+			result: fmt.Sprintf("Movement %s stopped (%s) before it finished. %s\n\nHow should the run continue?", m.Name, why, summary)}
+	}
+	return &decision{next: m.DefaultNext, summary: summary, forced: true, reason: why}
+}
+
+// forcedSummary is the summary the engine hands over for a movement it
+// ended: why, the model's last text, and the tools it called.
+func forcedSummary(m *piece.Movement, history []llm.Message, why string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Maestro ended movement %s before it called transition: %s.", m.Name, why)
+	last := ""
+	counts := map[string]int{}
+	var order []string
+	for _, msg := range history {
+		if msg.Role != llm.RoleAssistant {
+			continue
+		}
+		if t := strings.TrimSpace(msg.TextContent()); t != "" {
+			last = t
+		}
+		for _, c := range msg.ToolCalls() {
+			if counts[c.Name] == 0 {
+				order = append(order, c.Name)
+			}
+			counts[c.Name]++
+		}
+	}
+	if last != "" {
+		if r := []rune(last); len(r) > 4000 {
+			last = "…" + string(r[len(r)-4000:])
+		}
+		fmt.Fprintf(&b, "\n\nIts last message:\n%s", last)
+	}
+	if len(order) > 0 {
+		parts := make([]string, len(order))
+		for i, n := range order {
+			parts[i] = fmt.Sprintf("%s ×%d", n, counts[n])
+		}
+		fmt.Fprintf(&b, "\n\nTools it called: %s.", strings.Join(parts, ", "))
+	}
+	return b.String()
+}
+
+// lastWords extracts the model's last message from a forced summary, for
+// a default_next of COMPLETE (a conversational movement whose plain answer
+// is the result).
+func lastWords(summary string) string {
+	_, after, ok := strings.Cut(summary, "\n\nIts last message:\n")
+	if !ok {
+		return summary
+	}
+	before, _, _ := strings.Cut(after, "\n\nTools it called: ")
+	return before
+}
+
+// onContext is the agent's OnContext hook: context pressure.
+func (r *run) onContext(ctl *movementCtl, movement string) func(agent.ContextUsage) {
+	return func(u agent.ContextUsage) {
+		f := u.Fraction()
+		level := 0
+		switch {
+		case f >= ContextForce:
+			level = 3
+		case f >= ContextPrompt:
+			level = 2
+		case f >= ContextWarn:
+			level = 1
+		}
+		ctl.mu.Lock()
+		if level <= ctl.level {
+			ctl.mu.Unlock()
+			return
+		}
+		ctl.level, ctl.usage = level, u
+		pct := int(f * 100)
+		ev := Pressure{Movement: movement, Source: PressureContext, Percent: pct, Tokens: u.Tokens, Window: u.Window}
+		switch level {
+		case 3:
+			ctl.forced = true
+			ev.Level = LevelForce
+		case 2:
+			ev.Level = LevelPrompt
+			ctl.notes = append(ctl.notes, fmt.Sprintf("[Maestro] The context window is %d%% full (%d of %d tokens). Stop exploring: call transition now with a complete summary "+
+				"of what you did, found and left open (the next movement starts with a fresh context and sees only your summary and the lessons), or call complete. "+
+				"At %d%% Maestro ends this movement itself.", pct, u.Tokens, u.Window, int(ContextForce*100)))
+		default:
+			ev.Level = LevelWarn
+			ctl.notes = append(ctl.notes, fmt.Sprintf("[Maestro] The context window is %d%% full (%d of %d tokens). Work economically: read only what you need "+
+				"and plan to finish this movement soon.", pct, u.Tokens, u.Window))
+		}
+		ctl.mu.Unlock()
+		r.emit(ev)
+	}
+}
+
+// movementTools builds the tools offered to m: its allowed_tools that this
+// build can offer (Write and Edit only with edit: true), each guarded, and
+// the control tools. Entries it cannot offer are returned as omitted.
+func (r *run) movementTools(m *piece.Movement, ctl *movementCtl) (*tool.Set, []OmittedTool) {
+	set := tool.NewSet()
+	var omitted []OmittedTool
+	root := r.cfg.Workspace
+	for _, name := range m.AllowedTools {
+		var t tool.Tool
+		reason := ""
+		switch name {
+		case toolTransition, toolComplete:
+			continue // always offered below
+		case "Read":
+			t = tool.NewRead(root)
+		case "Glob":
+			t = tool.NewGlob(root)
+		case "Grep":
+			t = tool.NewGrep(root)
+		case "Write", "Edit":
+			if !m.Edit {
+				reason = "needs edit: true"
+			} else if name == "Write" {
+				t = tool.NewWrite(root)
+			} else {
+				t = tool.NewEdit(root)
+			}
+		case "Bash":
+			if r.cfg.Sandbox == nil {
+				reason = "no sandbox is configured"
+			} else {
+				t = tool.NewBash(r.cfg.Sandbox, root.Dir(), tool.BashOptions{AllowedCommands: m.AllowedCommands})
+			}
+		case "SpawnSubTask":
+			t, reason = r.spawnTool(m)
+		case "ListPieces", "GetPiece", "CreatePiece", "UpdatePiece":
+			if r.cfg.Library == nil {
+				reason = "no piece library is configured"
+			} else {
+				t = r.cfg.Library.tool(name)
+			}
+		default:
+			if strings.HasPrefix(name, "mcp__") {
+				reason = "MCP tools are not available in this build"
+			} else {
+				reason = "not available in this build"
+			}
+		}
+		if t == nil {
+			omitted = append(omitted, OmittedTool{Name: name, Reason: reason})
+			continue
+		}
+		if _, dup := set.Get(name); !dup {
+			set.Add(guarded{Tool: t, ctl: ctl})
+		}
+	}
+	if len(m.Rules) > 0 {
+		set.Add(newTransition(m, ctl, r.subs.canWait))
+	}
+	set.Add(newComplete(ctl))
+	return set, omitted
+}

@@ -1,0 +1,324 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/maestro-run/maestro/internal/agent"
+	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/piece"
+	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/tool"
+)
+
+// SubtaskRecord is a subtask of a run: a child run of a piece on its own
+// task, started by the SpawnSubTask tool. Its result is written to File
+// (relative to the parent's run directory) and given to the parent's next
+// briefing.
+type SubtaskRecord struct {
+	ID    int    `json:"id"`
+	Name  string `json:"name"`
+	Piece string `json:"piece"`
+	Task  string `json:"task"`
+	// Movement is the parent movement that spawned it.
+	Movement string `json:"movement"`
+	// Status is running until the child run stops: then succeeded,
+	// aborted, failed, waiting_human (it asked a question; the question is
+	// the result) or cancelled (the parent ended first).
+	Status RunStatus `json:"status"`
+	Result string    `json:"result,omitempty"`
+	// File is the result file and RunDir the child's run directory, both
+	// relative to the parent's run directory.
+	File   string `json:"file"`
+	RunDir string `json:"run_dir"`
+	// Delivered is true once a briefing carried the result.
+	Delivered bool `json:"delivered,omitempty"`
+}
+
+// SpawnSubTaskInput is the input of the SpawnSubTask tool.
+type SpawnSubTaskInput struct {
+	Task  string `json:"task" jsonschema:"the subtask's complete, self-contained instructions: it sees only this text and the workspace"`
+	Name  string `json:"name,omitempty" jsonschema:"a short name for the subtask (lowercase letters, digits and hyphens)"`
+	Piece string `json:"piece,omitempty" jsonschema:"the piece the subtask runs (default general)"`
+}
+
+// subtaskPool runs a run's subtasks, at most MaxParallelSubtasks at once.
+type subtaskPool struct {
+	r   *run
+	sem chan struct{}
+	wg  sync.WaitGroup
+
+	mu     sync.Mutex
+	ctx    context.Context
+	stopFn context.CancelFunc
+}
+
+func newSubtaskPool(r *run) *subtaskPool {
+	return &subtaskPool{r: r, sem: make(chan struct{}, r.cfg.MaxParallelSubtasks)}
+}
+
+// spawnTool returns the SpawnSubTask tool for m, or why it is not offered.
+func (r *run) spawnTool(m *piece.Movement) (tool.Tool, string) {
+	switch {
+	case r.e.depth > 0:
+		return nil, "a subtask cannot spawn subtasks"
+	case r.cfg.Library == nil:
+		return nil, "no piece library is configured"
+	case r.cfg.SubtaskProvider == nil && isReplay(r.cfg.Provider):
+		return nil, "a replay run needs a script per subtask"
+	}
+	desc := fmt.Sprintf("Start a subtask: a separate run of a piece (default general) on a self-contained task, in this workspace. "+
+		"Up to %d subtasks run in parallel, at most %d per run. Each result is written under subtasks/ and given to you after transition(next: WAIT_SUBTASKS) "+
+		"(or to the next movement). Give subtasks disjoint files to work on.", r.cfg.MaxParallelSubtasks, r.cfg.MaxSubtasks)
+	return tool.New("SpawnSubTask", desc, false, func(ctx context.Context, in SpawnSubTaskInput, _ tool.Call) (tool.Result, error) {
+		return r.spawn(ctx, m.Name, in), nil
+	}), ""
+}
+
+// spawn validates a SpawnSubTask call and starts the subtask.
+func (r *run) spawn(ctx context.Context, movement string, in SpawnSubTaskInput) tool.Result {
+	task := strings.TrimSpace(in.Task)
+	if task == "" {
+		return tool.Errorf("SpawnSubTask: task is required")
+	}
+	name := in.Piece
+	if name == "" {
+		name = "general"
+	}
+	p, ok := r.cfg.Library.Get(name)
+	if !ok {
+		return tool.Errorf("SpawnSubTask: unknown piece %q; available: %s", name, strings.Join(r.cfg.Library.Names(), ", "))
+	}
+	r.mu.Lock()
+	st := r.st
+	if len(st.Subtasks) >= r.cfg.MaxSubtasks {
+		r.mu.Unlock()
+		return tool.Errorf("SpawnSubTask: this run has spawned %d subtasks, the most it may", r.cfg.MaxSubtasks)
+	}
+	id := len(st.Subtasks) + 1
+	slug := slugify(in.Name)
+	if slug == "" {
+		slug = "subtask"
+	}
+	rec := SubtaskRecord{
+		ID: id, Name: slug, Piece: p.Name, Task: task, Movement: movement, Status: StatusRunning,
+		File: fmt.Sprintf("subtasks/%02d-%s.md", id, slug), RunDir: fmt.Sprintf("subtasks/%02d-%s", id, slug),
+	}
+	st.Subtasks = append(st.Subtasks, rec)
+	r.mu.Unlock()
+	r.emit(SubtaskSpawned{ID: id, Name: slug, Piece: p.Name, Task: task, Movement: movement})
+	r.save()
+	r.subs.start(ctx, rec, p)
+	return tool.Result{Content: fmt.Sprintf("Subtask %d (%s) started with piece %s. Its result will be written to %s and given to you after transition(next: WAIT_SUBTASKS), or to the next movement.",
+		id, slug, p.Name, rec.File)}
+}
+
+// start runs rec in the background.
+func (sp *subtaskPool) start(ctx context.Context, rec SubtaskRecord, p *piece.Piece) {
+	sp.mu.Lock()
+	if sp.ctx == nil {
+		sp.ctx, sp.stopFn = context.WithCancel(ctx)
+	}
+	pctx := sp.ctx
+	sp.mu.Unlock()
+	sp.wg.Go(func() {
+		select {
+		case sp.sem <- struct{}{}:
+		case <-pctx.Done():
+			sp.finish(rec, StatusCancelled, "The subtask was cancelled before it started.")
+			return
+		}
+		defer func() { <-sp.sem }()
+		status, result := sp.runChild(pctx, rec, p)
+		sp.finish(rec, status, result)
+	})
+}
+
+// runChild runs the subtask's piece as a child run.
+func (sp *subtaskPool) runChild(ctx context.Context, rec SubtaskRecord, p *piece.Piece) (RunStatus, string) {
+	r := sp.r
+	cfg := *r.cfg
+	cfg.RunDir = filepath.Join(r.cfg.RunDir, rec.RunDir)
+	if r.cfg.SubtaskProvider != nil {
+		prov, err := r.cfg.SubtaskProvider(rec)
+		if err != nil {
+			return StatusFailed, "No model for the subtask: " + err.Error()
+		}
+		cfg.Provider = prov
+	}
+	tr, err := openTranscript(filepath.Join(cfg.RunDir, "logs", "transcript.jsonl"))
+	if err != nil {
+		return StatusFailed, err.Error()
+	}
+	defer tr.Close()
+	cfg.Sink, cfg.Events = tr, tr
+	child := &Engine{cfg: cfg, depth: r.e.depth + 1}
+	out, err := child.Start(ctx, p, rec.Task, StartOptions{RunID: fmt.Sprintf("%s.%d", r.st.RunID, rec.ID), subtask: rec.ID})
+	switch {
+	case err != nil && (errors.Is(err, agent.ErrCancelled) || ctx.Err() != nil):
+		return StatusCancelled, "The subtask was cancelled before it finished."
+	case err != nil:
+		return StatusFailed, "The subtask failed: " + err.Error()
+	}
+	return out.Status, out.Result
+}
+
+// finish records a subtask's end and writes its result file.
+func (sp *subtaskPool) finish(rec SubtaskRecord, status RunStatus, result string) {
+	r := sp.r
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Subtask %d: %s\n\n- Piece: %s\n- Status: %s\n- Spawned by: %s\n\n## Task\n\n%s\n\n## Result\n\n%s\n",
+		rec.ID, rec.Name, rec.Piece, status, rec.Movement, rec.Task, result)
+	if err := writeFileAtomic(filepath.Join(r.cfg.RunDir, rec.File), []byte(b.String()), 0o644); err != nil {
+		result += "\n\n(The result file could not be written: " + err.Error() + ")"
+	}
+	r.mu.Lock()
+	for i := range r.st.Subtasks {
+		if r.st.Subtasks[i].ID == rec.ID {
+			r.st.Subtasks[i].Status, r.st.Subtasks[i].Result = status, result
+		}
+	}
+	r.mu.Unlock()
+	r.emit(SubtaskFinished{ID: rec.ID, Name: rec.Name, Status: status, Result: result, File: rec.File})
+	r.save()
+}
+
+// running counts subtasks still running.
+func (sp *subtaskPool) running() int {
+	r := sp.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, s := range r.st.Subtasks {
+		if s.Status == StatusRunning {
+			n++
+		}
+	}
+	return n
+}
+
+// canWait explains why WAIT_SUBTASKS would wait for nothing ("" when a
+// subtask is running or has a result to deliver).
+func (sp *subtaskPool) canWait() string {
+	r := sp.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.st.Subtasks {
+		if s.Status == StatusRunning || !s.Delivered {
+			return ""
+		}
+	}
+	return "no subtask is running or has a result to deliver; spawn subtasks with SpawnSubTask first, or choose another target"
+}
+
+// wait blocks until every subtask has finished or ctx ends.
+func (sp *subtaskPool) wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		sp.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: waiting for subtasks: %w", agent.ErrCancelled, context.Cause(ctx))
+	}
+}
+
+// cancel stops every running subtask and waits for them to wind down.
+func (sp *subtaskPool) cancel() {
+	sp.mu.Lock()
+	stop := sp.stopFn
+	sp.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	sp.wg.Wait()
+}
+
+// interrupt marks subtasks left running by a previous process as failed:
+// their runs cannot be continued from here.
+func (sp *subtaskPool) interrupt() {
+	r := sp.r
+	r.mu.Lock()
+	var stale []SubtaskRecord
+	for _, s := range r.st.Subtasks {
+		if s.Status == StatusRunning {
+			stale = append(stale, s)
+		}
+	}
+	r.mu.Unlock()
+	for _, s := range stale {
+		sp.finish(s, StatusFailed, "The subtask was interrupted: the process running it stopped before it finished.")
+	}
+}
+
+// slugify turns a name into lowercase letters, digits and hyphens.
+func slugify(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, c := range strings.ToLower(s) {
+		if b.Len() >= 40 {
+			break
+		}
+		switch {
+		case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
+			b.WriteRune(c)
+			dash = false
+		case b.Len() > 0 && !dash:
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	return strings.Trim(b.String(), "-")
+}
+
+// transcript is a subtask's log: its protocol events, messages and run
+// events as JSON lines in <child run dir>/logs/transcript.jsonl.
+type transcript struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func openTranscript(path string) (*transcript, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("subtask transcript: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("subtask transcript: %w", err)
+	}
+	return &transcript{f: f}, nil
+}
+
+func (t *transcript) write(kind string, v any) {
+	data, err := json.Marshal(map[string]any{"kind": kind, kind: v})
+	if err != nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.f.Write(append(data, '\n'))
+}
+
+func (t *transcript) Event(m protocol.Message) {
+	if data, err := protocol.Marshal(m); err == nil {
+		t.write("event", json.RawMessage(data))
+	}
+}
+
+func (t *transcript) Message(m llm.Message) { t.write("message", m) }
+func (t *transcript) RunEvent(r Record)     { t.write("run_event", r) }
+
+func (t *transcript) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.f.Close()
+}
