@@ -41,7 +41,8 @@ func (r *Runtime) prompt(c *Conn, m protocol.Prompt) error {
 	r.run = run
 	r.beginLocked()
 	cfg := runSettings{
-		system:    r.system,
+		sysBase:   r.sysBase,
+		sysAppend: slices.Clone(r.sysAppends),
 		thinking:  r.thinking,
 		autoStart: r.approval == protocol.ApprovalAuto,
 		history:   slices.Clone(r.history),
@@ -57,7 +58,8 @@ func (r *Runtime) prompt(c *Conn, m protocol.Prompt) error {
 
 // runSettings are what a run takes from the runtime when it starts.
 type runSettings struct {
-	system    string
+	sysBase   *string
+	sysAppend []string
 	thinking  llm.ThinkingLevel
 	autoStart bool
 	history   []llm.Message
@@ -102,7 +104,7 @@ func (r *Runtime) execute(ctx context.Context, run *activeRun, s runSettings, m 
 	acfg := agent.Config{
 		Provider:      provider,
 		Tools:         set,
-		System:        s.system,
+		System:        r.systemPrompt(ctx, s.sysBase, s.sysAppend),
 		MaxIterations: r.cfg.MaxIterations,
 		Thinking:      s.thinking,
 		NeedsApproval: func(t tool.Tool, _ llm.ToolCall) bool { return !t.ReadOnly() && !isClientSide(t) },

@@ -148,8 +148,12 @@ type Config struct {
 	GitBranch *string
 	// Home expands "~" in attachment paths (default: the user's home).
 	Home string
-	// System is the initial system prompt (init may replace or extend it).
-	System       string
+	// System is the default system prompt (init may replace or extend it).
+	System string
+	// SystemPrompt, when set, computes the default system prompt instead,
+	// at the first prompt that needs it (after Tools, so it may describe
+	// the sandbox the tools found).
+	SystemPrompt func(ctx context.Context) string
 	Thinking     llm.ThinkingLevel
 	ApprovalMode protocol.ApprovalMode // default prompt
 	// MaxIterations caps model calls per prompt (0: the agent's default).
@@ -198,7 +202,10 @@ type Runtime struct {
 	conns      map[string]*Conn
 	connOrder  []*Conn
 	controller string
-	system     string
+	// sysBase replaces the default system prompt once init set
+	// system_prompt; sysAppends are the append_system_prompt texts since.
+	sysBase    *string
+	sysAppends []string
 	thinking   llm.ThinkingLevel
 	approval   protocol.ApprovalMode
 	history    []llm.Message
@@ -261,7 +268,6 @@ func New(cfg Config) (*Runtime, error) {
 		state:    newState(),
 		reqs:     map[string]*pendingRequest{},
 		conns:    map[string]*Conn{},
-		system:   cfg.System,
 		thinking: cfg.Thinking,
 		approval: cfg.ApprovalMode,
 		history:  slices.Clone(cfg.History),
@@ -345,15 +351,12 @@ func (r *Runtime) init(m protocol.Init) {
 	var applied []string
 	r.mu.Lock()
 	if m.SystemPrompt != nil {
-		r.system = *m.SystemPrompt
+		base := *m.SystemPrompt
+		r.sysBase, r.sysAppends = &base, nil
 		applied = append(applied, "system_prompt")
 	}
 	if m.AppendSystemPrompt != nil {
-		if r.system != "" {
-			r.system += "\n\n" + *m.AppendSystemPrompt
-		} else {
-			r.system = *m.AppendSystemPrompt
-		}
+		r.sysAppends = append(r.sysAppends, *m.AppendSystemPrompt)
 		applied = append(applied, "append_system_prompt")
 	}
 	if m.ThinkingLevel != "" {
@@ -385,6 +388,28 @@ func joinComma(s []string) string {
 		out += v
 	}
 	return out
+}
+
+// systemPrompt returns the system prompt for a run: the default (or what
+// init's system_prompt replaced it with), then each append_system_prompt
+// after "\n\n".
+func (r *Runtime) systemPrompt(ctx context.Context, base *string, appends []string) string {
+	var s string
+	switch {
+	case base != nil:
+		s = *base
+	case r.cfg.SystemPrompt != nil:
+		s = r.cfg.SystemPrompt(ctx)
+	default:
+		s = r.cfg.System
+	}
+	for _, a := range appends {
+		if s != "" {
+			s += "\n\n"
+		}
+		s += a
+	}
+	return s
 }
 
 // approvalMode returns the current approval mode.

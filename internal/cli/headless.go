@@ -1,0 +1,348 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/maestro-run/maestro/internal/agent"
+	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/providers"
+	"github.com/maestro-run/maestro/internal/runtime"
+	"github.com/maestro-run/maestro/internal/sandbox"
+	"github.com/maestro-run/maestro/internal/session"
+	"github.com/maestro-run/maestro/internal/tool"
+	"github.com/maestro-run/maestro/internal/transport/stdio"
+	"github.com/maestro-run/maestro/internal/utility"
+	"github.com/maestro-run/maestro/internal/workspace"
+)
+
+// headlessOptions are the flags of `maestro headless`.
+type headlessOptions struct {
+	Workspace     string
+	Model         string
+	Replay        string
+	Sandbox       string
+	ApprovalMode  string
+	Resume        string
+	ClientTools   string
+	Thinking      string
+	System        string
+	MaxIterations int
+}
+
+func newHeadlessCmd(io *IOStreams) *cobra.Command {
+	var o headlessOptions
+	cmd := &cobra.Command{
+		Use:   "headless [flags]",
+		Short: "Serve the headless protocol on stdin/stdout (for embedders)",
+		Long: `Run one agent session driven by the headless protocol (version 2026-04-02):
+the client writes one JSON message per line to stdin, Maestro writes one per
+line to stdout; stderr carries diagnostics only. See docs/protocol.md.
+
+At startup Maestro writes ready and session_info. A client then sends hello
+(optional), init (system prompt, thinking level, approval mode) and prompts;
+it answers approvals and other server requests, and may run utility
+operations (commands in a PTY, file search, file read, file watch). shutdown,
+or closing stdin, ends the session cleanly (exit 0).
+
+The model is chosen as for 'maestro run' (--replay/--model, MAESTRO_MODEL,
+credentials in the environment, ~/.maestro/config.yaml); with none, the bundled
+replay demo plays and ready says executor_type "replay".
+
+If Maestro cannot start, it writes one fatal error message on stdout
+({"type":"error","message":"Headless startup failed: …","fatal":true,
+"error_type":"fatal"}), details on stderr, and exits non-zero.`,
+		Example: `  maestro headless --workspace ~/src/app
+  maestro headless --replay scenario.yaml --approval-mode auto
+  maestro headless --client-tools tools.json --model anthropic/claude-sonnet-4-5`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runHeadless(cmd.Context(), io, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.Workspace, "workspace", "w", "", "directory the agent works in (default: current directory)")
+	f.StringVarP(&o.Model, "model", "m", "", "model as provider/model, e.g. anthropic/claude-sonnet-4-5, openai/gpt-5, replay/demo")
+	f.StringVar(&o.Replay, "replay", "", "run a scripted replay scenario file instead of a model (see docs/replay.md)")
+	f.StringVar(&o.Sandbox, "sandbox", "", "Bash sandbox mode: auto, always, off (default from config, else auto)")
+	f.StringVar(&o.ApprovalMode, "approval-mode", string(protocol.ApprovalPrompt), "tool calls that change things: prompt (ask the client), auto (run), fail (deny); init can change it")
+	f.StringVar(&o.Resume, "resume", "", "continue session ID (full id or a unique prefix of 8+ characters)")
+	f.StringVar(&o.ClientTools, "client-tools", "", "JSON file declaring tools the client executes: [{\"name\",\"description\",\"input_schema\"}]")
+	f.StringVar(&o.Thinking, "thinking", "", "thinking level: off, minimal, low, medium, high, ultra (init can change it)")
+	f.StringVar(&o.System, "system", "", "replace the default system prompt (init can change it)")
+	f.IntVar(&o.MaxIterations, "max-iterations", 0, "maximum model calls per prompt (default 50)")
+	return cmd
+}
+
+// headless is a started headless session: what runHeadless closes.
+type headless struct {
+	rt   *runtime.Runtime
+	sess *session.Session
+	root *workspace.Root
+}
+
+func runHeadless(ctx context.Context, io *IOStreams, o headlessOptions) error {
+	log := slog.New(slog.NewTextHandler(io.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	h, err := startHeadless(ctx, io, o, log)
+	if err != nil {
+		// The client reads stdout: it gets one fatal error message; the
+		// details go to stderr (printed by Run).
+		if werr := stdio.WriteStartupFailure(io.Out, err); werr != nil {
+			log.Error("write the startup failure", "err", werr)
+		}
+		if e, ok := errors.AsType[*exitError](err); ok {
+			return e
+		}
+		return failErr(err)
+	}
+	defer h.root.Close()
+
+	// SIGINT and SIGTERM end the session like a shutdown message.
+	sctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	serveErr := stdio.Serve(sctx, stdio.Config{Runtime: h.rt, In: io.In, Out: io.Out, Logger: log})
+	closeErr := h.sess.Close()
+	switch {
+	case serveErr != nil:
+		return failErr(serveErr)
+	case closeErr != nil:
+		return failErr(fmt.Errorf("save session: %w", closeErr))
+	}
+	return nil
+}
+
+// startHeadless does everything that can fail before the protocol starts.
+// It stays fast: the sandbox is probed in the background (ready does not
+// wait for it) unless --sandbox always makes its absence fatal.
+func startHeadless(ctx context.Context, io *IOStreams, o headlessOptions, log *slog.Logger) (*headless, error) {
+	mode := protocol.ApprovalMode(o.ApprovalMode)
+	switch mode {
+	case protocol.ApprovalAuto, protocol.ApprovalPrompt, protocol.ApprovalFail:
+	default:
+		return nil, usageErr("--approval-mode %q: expected prompt, auto or fail", o.ApprovalMode)
+	}
+	switch llm.ThinkingLevel(o.Thinking) {
+	case "", llm.ThinkingOff, llm.ThinkingMinimal, llm.ThinkingLow, llm.ThinkingMedium, llm.ThinkingHigh, llm.ThinkingUltra:
+	default:
+		return nil, usageErr("--thinking %q: expected one of off, minimal, low, medium, high, ultra", o.Thinking)
+	}
+	if o.MaxIterations < 0 {
+		return nil, usageErr("--max-iterations must be positive")
+	}
+	var clientTools []runtime.ClientTool
+	if o.ClientTools != "" {
+		var err error
+		if clientTools, err = loadClientTools(o.ClientTools); err != nil {
+			return nil, usageErr("--client-tools: %v", err)
+		}
+	}
+
+	home, err := config.Home(io.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := config.Load(filepath.Join(home, "config.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	store := session.NewStore(filepath.Join(home, "sessions"))
+	var sess *session.Session
+	if o.Resume != "" {
+		if o.Model != "" || o.Replay != "" {
+			return nil, usageErr("--resume continues a session with its own model; drop --model/--replay")
+		}
+		if sess, err = store.Open(o.Resume); err != nil {
+			return nil, fmt.Errorf("resume: %w", err)
+		}
+		m := sess.Meta()
+		if m.ExecutorType == protocol.ExecutorReplay {
+			o.Replay = m.Replay
+		} else {
+			o.Model = m.Provider + "/" + m.Model
+		}
+		if o.Workspace == "" {
+			o.Workspace = m.Workspace
+		}
+	}
+	ok := false
+	defer func() {
+		if !ok && sess != nil {
+			sess.Close()
+		}
+	}()
+
+	dir, err := workspaceDir(o.Workspace)
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	choice, err := providers.Select(ctx, providers.Options{Model: o.Model, Replay: o.Replay, Config: cfg, Getenv: io.Getenv})
+	if err != nil {
+		return nil, err
+	}
+	sbMode := o.Sandbox
+	if sbMode == "" {
+		sbMode = cfg.Sandbox
+	}
+	if sbMode == "" {
+		sbMode = "auto"
+	}
+	sbm, err := sandbox.ParseMode(sbMode)
+	if err != nil {
+		return nil, usageErr("--sandbox: %v", err)
+	}
+	root, err := workspace.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace: %w", err)
+	}
+	defer func() {
+		if !ok {
+			root.Close()
+		}
+	}()
+	sb := probeSandbox(ctx, sandbox.Config{Mode: sbm, Logger: log})
+	if sbm == sandbox.ModeAlways {
+		// Without its sandbox the session cannot run Bash at all: a
+		// startup failure rather than a failure at the first prompt.
+		if _, err := sb.wait(ctx); err != nil {
+			return nil, err
+		}
+	}
+
+	if sess == nil {
+		sess, err = store.Create(session.Meta{
+			Workspace: root.Dir(), Provider: choice.Provider.Name(), Model: choice.Provider.Model(),
+			ExecutorType: choice.Executor, Replay: choice.Replay,
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if choice.Notice != "" {
+		fmt.Fprintln(io.ErrOut, choice.Notice)
+	}
+
+	tools := sync.OnceValues(func() (*tool.Set, error) {
+		s, err := sb.wait(context.Background())
+		if err != nil {
+			return nil, err
+		}
+		return tool.NewSet(
+			tool.NewRead(root), tool.NewWrite(root), tool.NewEdit(root),
+			tool.NewGlob(root), tool.NewGrep(root),
+			tool.NewBash(s, root.Dir(), tool.BashOptions{}),
+		), nil
+	})
+	rcfg := runtime.Config{
+		Provider:    choice.Provider,
+		Executor:    choice.Executor,
+		Retry:       &llm.RetryPolicy{},
+		Tools:       func(context.Context) (*tool.Set, error) { return tools() },
+		ClientTools: clientTools,
+		Utilities: func(emit func(protocol.Message)) runtime.Utilities {
+			return utility.New(utility.Config{Root: root, Emit: emit, Logger: log})
+		},
+		Log:                sess,
+		SessionID:          sess.ID(),
+		History:            sess.History(),
+		Cwd:                root.Dir(),
+		GitBranch:          gitBranch(root.Dir()),
+		System:             o.System,
+		Thinking:           llm.ThinkingLevel(o.Thinking),
+		ApprovalMode:       mode,
+		MaxIterations:      firstPositive(o.MaxIterations, cfg.MaxIterations),
+		MaxAttachmentBytes: envInt(io.Getenv, "MAESTRO_HEADLESS_MAX_ATTACHMENT_BYTES"),
+		MaxAttachmentChars: int(envInt(io.Getenv, "MAESTRO_HEADLESS_MAX_TEXT_CHARS")),
+		Logger:             log,
+	}
+	if o.System == "" {
+		rcfg.SystemPrompt = func(context.Context) string {
+			set, err := tools()
+			kind := ""
+			if s, serr := sb.wait(context.Background()); serr == nil {
+				kind = s.Kind()
+			}
+			var names []string
+			if err == nil {
+				names = set.Names()
+			}
+			return agent.SystemPrompt(agent.Environment{Workspace: root.Dir(), Sandbox: kind, Tools: names, Date: time.Now().Format("2006-01-02")})
+		}
+	}
+	rt, err := runtime.New(rcfg)
+	if err != nil {
+		return nil, err
+	}
+	ok = true
+	return &headless{rt: rt, sess: sess, root: root}, nil
+}
+
+// sandboxProbe is a sandbox being set up in the background.
+type sandboxProbe struct {
+	done chan struct{}
+	sb   *sandbox.Sandbox
+	err  error
+}
+
+func probeSandbox(ctx context.Context, cfg sandbox.Config) *sandboxProbe {
+	p := &sandboxProbe{done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		p.sb, p.err = sandbox.New(context.WithoutCancel(ctx), cfg)
+	}()
+	return p
+}
+
+func (p *sandboxProbe) wait(ctx context.Context) (*sandbox.Sandbox, error) {
+	select {
+	case <-p.done:
+		return p.sb, p.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// loadClientTools reads the --client-tools file: a JSON array of
+// {name, description, input_schema}.
+func loadClientTools(path string) ([]runtime.ClientTool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var tools []runtime.ClientTool
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&tools); err != nil {
+		return nil, fmt.Errorf("%s: expected a JSON array of {\"name\", \"description\", \"input_schema\"}: %w", path, err)
+	}
+	for i, t := range tools {
+		if t.Name == "" {
+			return nil, fmt.Errorf("%s: tool %d has no name", path, i)
+		}
+	}
+	return tools, nil
+}
+
+// envInt reads a positive integer from the environment (0 when unset or
+// invalid).
+func envInt(getenv func(string) string, key string) int64 {
+	n, err := strconv.ParseInt(getenv(key), 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}

@@ -1,0 +1,261 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// maestroBinary builds cmd/maestro once for the subprocess tests.
+var maestroBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "maestro-headless-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "maestro")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../../cmd/maestro").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("build maestro: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// headlessEnv is the environment of a machine with no model configured.
+func headlessEnv(home string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "MAESTRO_MODEL", "MAESTRO_HOME":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "MAESTRO_HOME="+home)
+}
+
+// embedder drives a `maestro headless` process over its pipes.
+type embedder struct {
+	t      *testing.T
+	ctx    context.Context
+	stdin  io.WriteCloser
+	frames chan map[string]any
+	seen   []string
+}
+
+func (e *embedder) send(line string) {
+	e.t.Helper()
+	if _, err := io.WriteString(e.stdin, line+"\n"); err != nil {
+		e.t.Fatalf("write %s: %v", line, err)
+	}
+}
+
+// next returns the next frame, failing on timeout or end of output.
+func (e *embedder) next() map[string]any {
+	e.t.Helper()
+	select {
+	case f, ok := <-e.frames:
+		if !ok {
+			e.t.Fatalf("stdout ended; frames so far: %v", e.seen)
+		}
+		e.seen = append(e.seen, f["type"].(string))
+		return f
+	case <-e.ctx.Done():
+		e.t.Fatalf("timed out; frames so far: %v", e.seen)
+	}
+	return nil
+}
+
+// TestHeadlessSubprocess drives the built binary exactly as an embedder
+// would: hello, a prompt on the bundled replay demo, every approval
+// answered, read to the last response_end, shutdown, exit 0.
+func TestHeadlessSubprocess(t *testing.T) {
+	t.Parallel()
+	bin, err := maestroBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "headless", "--workspace", ws)
+	cmd.Env = headlessEnv(t.TempDir())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := validator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := make(chan map[string]any, 64)
+	go func() {
+		defer close(frames)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if err := v.ValidateServerFrame(sc.Bytes()); err != nil {
+				t.Errorf("frame does not validate: %s: %v", sc.Text(), err)
+			}
+			var f map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
+				t.Errorf("stdout line is not JSON: %q", sc.Text())
+				continue
+			}
+			frames <- f
+		}
+	}()
+	e := &embedder{t: t, ctx: ctx, stdin: stdin, frames: frames}
+
+	if f := e.next(); f["type"] != "ready" || f["executor_type"] != "replay" {
+		t.Fatalf("first frame = %v, want ready with executor_type replay", f)
+	}
+	if f := e.next(); f["type"] != "session_info" {
+		t.Fatalf("second frame = %v, want session_info", f)
+	}
+	e.send(`{"type":"hello","protocol_version":"2026-04-02","client_info":{"name":"subprocess-test"},"capabilities":{"server_requests":["approval"]}}`)
+	if f := e.next(); f["type"] != "hello_ok" || f["connection_id"] != "local" {
+		t.Fatalf("answer to hello = %v, want hello_ok from connection local", f)
+	}
+	e.send(`{"type":"prompt","content":"show me what you can do"}`)
+	ends, approvals := 0, 0
+	for ends < 3 { // the demo scenario plays three model turns
+		f := e.next()
+		switch f["type"] {
+		case "server_request":
+			if f["request_type"] != "approval" {
+				t.Fatalf("unexpected server request %v", f)
+			}
+			approvals++
+			e.send(fmt.Sprintf(`{"type":"server_request_response","request_id":%q,"request_type":"approval","approved":true}`, f["request_id"]))
+		case "tool_end":
+			if f["success"] != true {
+				t.Errorf("tool call failed: %v", f)
+			}
+		case "response_end":
+			ends++
+		case "error":
+			t.Fatalf("error frame: %v", f)
+		}
+	}
+	if approvals != 3 { // two Writes and one Bash
+		t.Errorf("answered %d approvals, want 3", approvals)
+	}
+	e.send(`{"type":"shutdown"}`)
+	for f := range frames {
+		t.Errorf("frame after shutdown: %v", f)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("maestro headless exited with %v\nstderr:\n%s", err, stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(ws, "hello-maestro", "greet.txt")); err != nil {
+		t.Errorf("the approved Write did not run: %v", err)
+	}
+}
+
+// TestHeadlessStartupFailure: a client gets one fatal error message on
+// stdout, the details go to stderr, and the exit status is non-zero.
+func TestHeadlessStartupFailure(t *testing.T) {
+	t.Parallel()
+	badTools := filepath.Join(t.TempDir(), "tools.json")
+	if err := os.WriteFile(badTools, []byte(`{"name":"x"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		args     []string
+		code     int
+		contains string
+	}{
+		{"approval mode", []string{"--approval-mode", "sometimes"}, ExitUsage, `--approval-mode "sometimes": expected prompt, auto or fail`},
+		{"missing scenario", []string{"--replay", "/nonexistent/scenario.yaml"}, ExitError, "load replay scenario"},
+		{"client tools", []string{"--client-tools", badTools}, ExitUsage, "--client-tools"},
+		{"workspace", []string{"--workspace", "/nonexistent/dir"}, ExitUsage, "--workspace"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := runCLI(t, nil, append([]string{"headless"}, tt.args...)...)
+			if r.code != tt.code {
+				t.Errorf("exit %d, want %d\nstderr: %s", r.code, tt.code, r.stderr)
+			}
+			frames := r.frames(t)
+			if len(frames) != 1 {
+				t.Fatalf("stdout has %d frames, want one fatal error:\n%s", len(frames), r.stdout)
+			}
+			f := frames[0]
+			msg, _ := f["message"].(string)
+			if f["type"] != "error" || f["fatal"] != true || f["error_type"] != "fatal" ||
+				!strings.HasPrefix(msg, "Headless startup failed: ") || !strings.Contains(msg, tt.contains) {
+				t.Errorf("stdout = %v, want a fatal error containing %q", f, tt.contains)
+			}
+			if !strings.Contains(r.stderr, tt.contains) {
+				t.Errorf("stderr does not explain the failure: %q", r.stderr)
+			}
+		})
+	}
+}
+
+// TestHeadlessEndOfInput: in-process, a hello then end of input is a clean
+// exit 0 after the handshake, and the session is saved.
+func TestHeadlessEndOfInput(t *testing.T) {
+	t.Parallel()
+	home, ws := t.TempDir(), t.TempDir()
+	var stdout, stderr bytes.Buffer
+	ios := &IOStreams{
+		In:     strings.NewReader(`{"type":"hello","protocol_version":"2026-04-02"}` + "\n"),
+		Out:    &stdout,
+		ErrOut: &stderr,
+		Getenv: func(k string) string {
+			if k == "MAESTRO_HOME" {
+				return home
+			}
+			return ""
+		},
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if code := Run(ctx, ios, []string{"headless", "--workspace", ws}); code != 0 {
+		t.Fatalf("exit %d\nstderr: %s", code, stderr.String())
+	}
+	r := result{stdout: stdout.String()}
+	var types []string
+	for _, f := range r.frames(t) {
+		types = append(types, f["type"].(string))
+	}
+	if got, want := strings.Join(types, " "), "ready session_info hello_ok connection_info"; got != want {
+		t.Errorf("frames = %s, want %s", got, want)
+	}
+	sessions, err := filepath.Glob(filepath.Join(home, "sessions", "*", "events.jsonl"))
+	if err != nil || len(sessions) != 1 {
+		t.Fatalf("session logs = %v, %v; want one", sessions, err)
+	}
+	data, err := os.ReadFile(sessions[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), "\n"); n != 4 {
+		t.Errorf("session log has %d records, want the 4 frames:\n%s", n, data)
+	}
+}
