@@ -1,0 +1,534 @@
+package sqlstore
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/store"
+)
+
+func scanJob(s scanner) (store.Job, error) {
+	var (
+		j                        store.Job
+		taskID, parentID         sql.NullInt64
+		state                    string
+		payload                  []byte
+		leaseOwner, checkpoint   sql.NullString
+		attempt, maxAttempts     int64
+		priority                 int64
+		scheduled, attempted     time.Time
+		expires, heartbeat       time.Time
+		created, updated, finish time.Time
+	)
+	err := s.Scan(&j.ID, &taskID, &parentID, &j.Piece, &state, &j.Profile, &j.TaskClass, &priority, &payload,
+		&attempt, &maxAttempts, tsScan{&scheduled}, tsScan{&attempted}, &leaseOwner, tsScan{&expires}, tsScan{&heartbeat},
+		&j.Movement, &checkpoint, &j.WaitReason, &j.Result, &j.Error, &j.LastSeq, tsScan{&created}, tsScan{&updated}, tsScan{&finish})
+	if err != nil {
+		return j, err
+	}
+	j.TaskID, j.ParentJobID = taskID.Int64, parentID.Int64
+	j.State = store.State(state)
+	j.Priority, j.Attempt, j.MaxAttempts = int(priority), int(attempt), int(maxAttempts)
+	j.Payload = json.RawMessage(payload)
+	j.LeaseOwner = leaseOwner.String
+	if checkpoint.Valid {
+		j.Checkpoint = json.RawMessage(checkpoint.String)
+	}
+	j.ScheduledAt, j.AttemptedAt, j.LeaseExpiresAt, j.HeartbeatAt = scheduled, attempted, expires, heartbeat
+	j.CreatedAt, j.UpdatedAt, j.FinishedAt = created, updated, finish
+	return j, nil
+}
+
+func scanJobs(rows *sql.Rows, err error) ([]store.Job, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// status appends the status event of a transition the job just made (its
+// LastSeq was reserved by the transition's UPDATE) and queues the
+// notifications.
+func (db *DB) status(ctx context.Context, t *txn, j store.Job, ev store.StatusEvent) error {
+	ev.State = j.State
+	ev.Attempt = j.Attempt
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("encode status event: %w", err)
+	}
+	if _, err := t.ExecContext(ctx, db.q.EventInsert, j.ID, j.LastSeq, int64(j.Attempt), store.EventTypeStatus, string(data), db.ts(j.UpdatedAt)); err != nil {
+		return fmt.Errorf("append status event of job %d: %w", j.ID, err)
+	}
+	t.notify(store.JobTopic(j.ID), "")
+	if j.State == store.StateQueued {
+		t.notify(store.TopicJobs, "")
+	}
+	return nil
+}
+
+// enqueue inserts a validated job.
+func (db *DB) enqueue(ctx context.Context, t *txn, nj store.NewJob, now time.Time) (store.Job, error) {
+	runAt := now
+	if !nj.RunAt.IsZero() {
+		runAt = micro(nj.RunAt)
+	}
+	j, err := scanJob(t.QueryRowContext(ctx, db.q.JobInsert, nid(nj.TaskID), nid(nj.ParentJobID), nj.Piece, nj.Profile,
+		nj.TaskClass, int64(nj.Priority), string(nj.Payload), int64(nj.MaxAttempts), db.ts(runAt), db.ts(now)))
+	if err != nil {
+		err = db.classify(err)
+		if errors.Is(err, store.ErrNotFound) {
+			return j, fmt.Errorf("enqueue: task %d or parent job %d does not exist: %w", nj.TaskID, nj.ParentJobID, err)
+		}
+		return j, fmt.Errorf("enqueue: %w", err)
+	}
+	return j, db.status(ctx, t, j, store.StatusEvent{})
+}
+
+// Enqueue stores a queued job (see store.Jobs).
+func (db *DB) Enqueue(ctx context.Context, nj store.NewJob) (store.Job, error) {
+	nj, err := nj.Validate()
+	if err != nil {
+		return store.Job{}, fmt.Errorf("enqueue: %w", err)
+	}
+	var j store.Job
+	err = db.inTx(ctx, func(t *txn) error {
+		j, err = db.enqueue(ctx, t, nj, db.Now())
+		return err
+	})
+	return j, err
+}
+
+// Claim hands queued jobs to a worker under a lease (see store.Jobs).
+func (db *DB) Claim(ctx context.Context, p store.ClaimParams) ([]store.Job, error) {
+	p, err := p.Validate()
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	var jobs []store.Job
+	err = db.inTx(ctx, func(t *txn) error {
+		now := db.Now()
+		jobs, err = scanJobs(t.QueryContext(ctx, db.q.JobClaim, p.Worker, db.ts(now.Add(p.LeaseFor)), db.ts(now),
+			db.d.List(p.Profiles), db.d.List(p.TaskClasses), int64(p.Limit)))
+		if err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		slices.SortFunc(jobs, func(a, b store.Job) int {
+			return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.ScheduledAt.Compare(b.ScheduledAt), cmp.Compare(a.ID, b.ID))
+		})
+		for _, j := range jobs {
+			if err := db.status(ctx, t, j, store.StatusEvent{Worker: p.Worker}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return jobs, nil
+}
+
+// fenced runs a lease-fenced transition: query must return the job (JobColumns)
+// or no row when the lease does not hold.
+func (db *DB) fenced(ctx context.Context, t *txn, what string, l store.Lease, query string, args ...any) (store.Job, error) {
+	j, err := scanJob(t.QueryRowContext(ctx, query, args...))
+	if err == nil {
+		return j, nil
+	}
+	if !noRow(err) {
+		return j, fmt.Errorf("%s %s: %w", what, l, db.classify(err))
+	}
+	return j, db.leaseError(ctx, t, what, l)
+}
+
+// leaseError explains why a fenced call matched no row.
+func (db *DB) leaseError(ctx context.Context, t *txn, what string, l store.Lease) error {
+	cur, err := scanJob(t.QueryRowContext(ctx, db.q.JobGet, l.JobID))
+	if noRow(err) {
+		return fmt.Errorf("%s: job %d: %w", what, l.JobID, store.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, l, err)
+	}
+	if cur.Attempt == l.Attempt && cur.LeaseOwner == l.Owner && cur.State.Active() {
+		return fmt.Errorf("%s %s: the job is %s: %w", what, l, cur.State, store.ErrInvalidTransition)
+	}
+	return fmt.Errorf("%s %s: the job is now %s at attempt %d (owner %q): %w", what, l, cur.State, cur.Attempt, cur.LeaseOwner, store.ErrLeaseLost)
+}
+
+func leaseArgs(l store.Lease) []any { return []any{l.JobID, int64(l.Attempt), l.Owner} }
+
+// Start moves a claimed job to running (see store.Jobs).
+func (db *DB) Start(ctx context.Context, l store.Lease) (store.Job, error) {
+	if err := l.Validate(); err != nil {
+		return store.Job{}, fmt.Errorf("start: %w", err)
+	}
+	var j store.Job
+	err := db.inTx(ctx, func(t *txn) error {
+		var err error
+		j, err = db.fenced(ctx, t, "start", l, db.q.JobStart, append(leaseArgs(l), db.ts(db.Now()))...)
+		if err != nil {
+			return err
+		}
+		return db.status(ctx, t, j, store.StatusEvent{Worker: l.Owner})
+	})
+	return j, err
+}
+
+// Heartbeat extends a lease (see store.Jobs).
+func (db *DB) Heartbeat(ctx context.Context, l store.Lease, extend time.Duration) (time.Time, error) {
+	if err := l.Validate(); err != nil {
+		return time.Time{}, fmt.Errorf("heartbeat: %w", err)
+	}
+	if err := store.LeaseDuration("extend", extend); err != nil {
+		return time.Time{}, fmt.Errorf("heartbeat: %w", err)
+	}
+	var until time.Time
+	err := db.inTx(ctx, func(t *txn) error {
+		now := db.Now()
+		err := t.QueryRowContext(ctx, db.q.JobHeartbeat, append(leaseArgs(l), db.ts(now), db.ts(now.Add(extend)))...).Scan(tsScan{&until})
+		if noRow(err) {
+			return db.leaseError(ctx, t, "heartbeat", l)
+		}
+		if err != nil {
+			return fmt.Errorf("heartbeat %s: %w", l, err)
+		}
+		return nil
+	})
+	return until, err
+}
+
+// Checkpoint records engine progress (see store.Jobs).
+func (db *DB) Checkpoint(ctx context.Context, l store.Lease, movement string, data []byte) error {
+	if err := l.Validate(); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := store.ValidateCheckpoint(movement, data); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	var cp any
+	if len(data) > 0 {
+		cp = string(data)
+	}
+	return db.inTx(ctx, func(t *txn) error {
+		var id int64
+		err := t.QueryRowContext(ctx, db.q.JobCheckpoint, append(leaseArgs(l), db.ts(db.Now()), movement, cp)...).Scan(&id)
+		if noRow(err) {
+			return db.leaseError(ctx, t, "checkpoint", l)
+		}
+		if err != nil {
+			return fmt.Errorf("checkpoint %s: %w", l, err)
+		}
+		return nil
+	})
+}
+
+// Complete ends a job as succeeded (see store.Jobs).
+func (db *DB) Complete(ctx context.Context, l store.Lease, result string) (store.Job, error) {
+	if err := l.Validate(); err != nil {
+		return store.Job{}, fmt.Errorf("complete: %w", err)
+	}
+	if err := store.ValidateResult(result); err != nil {
+		return store.Job{}, fmt.Errorf("complete: %w", err)
+	}
+	var j store.Job
+	err := db.inTx(ctx, func(t *txn) error {
+		var err error
+		j, err = db.fenced(ctx, t, "complete", l, db.q.JobComplete, append(leaseArgs(l), db.ts(db.Now()), result)...)
+		if err != nil {
+			return err
+		}
+		if err := db.status(ctx, t, j, store.StatusEvent{Worker: l.Owner}); err != nil {
+			return err
+		}
+		return db.afterTerminal(ctx, t, j)
+	})
+	return j, err
+}
+
+// Fail records a failed attempt (see store.Jobs).
+func (db *DB) Fail(ctx context.Context, l store.Lease, p store.FailParams) (store.Job, error) {
+	if err := l.Validate(); err != nil {
+		return store.Job{}, fmt.Errorf("fail: %w", err)
+	}
+	p, err := p.Validate()
+	if err != nil {
+		return store.Job{}, fmt.Errorf("fail: %w", err)
+	}
+	final := store.StateFailed
+	if p.Abort {
+		final = store.StateAborted
+	}
+	var j store.Job
+	err = db.inTx(ctx, func(t *txn) error {
+		now := db.Now()
+		var err error
+		j, err = db.fenced(ctx, t, "fail", l, db.q.JobFail, append(leaseArgs(l), db.ts(now), p.Error,
+			p.NoRetry || p.Abort, string(final), db.ts(now.Add(p.RetryAfter)))...)
+		if err != nil {
+			return err
+		}
+		ev := store.StatusEvent{Worker: l.Owner, Error: p.Error}
+		if j.State == store.StateQueued {
+			ev.Reason, ev.RetryAt = "retry", j.ScheduledAt
+		}
+		if err := db.status(ctx, t, j, ev); err != nil {
+			return err
+		}
+		return db.afterTerminal(ctx, t, j)
+	})
+	return j, err
+}
+
+// Wait parks a job (see store.Jobs).
+func (db *DB) Wait(ctx context.Context, l store.Lease, p store.WaitParams) (store.Job, error) {
+	if err := l.Validate(); err != nil {
+		return store.Job{}, fmt.Errorf("wait: %w", err)
+	}
+	p, err := p.Validate()
+	if err != nil {
+		return store.Job{}, fmt.Errorf("wait: %w", err)
+	}
+	var j store.Job
+	err = db.inTx(ctx, func(t *txn) error {
+		now := db.Now()
+		var err error
+		j, err = db.fenced(ctx, t, "wait", l, db.q.JobWait, append(leaseArgs(l), db.ts(now), string(p.State), p.Reason)...)
+		if err != nil {
+			return err
+		}
+		if err := db.status(ctx, t, j, store.StatusEvent{Worker: l.Owner, Reason: p.Reason}); err != nil {
+			return err
+		}
+		if p.Question != "" {
+			if j.TaskID == 0 {
+				return fmt.Errorf("wait %s: %w", l, &store.FieldError{Field: "question", Message: fmt.Sprintf("job %d has no task to post the question on", j.ID)})
+			}
+			if _, err := db.addComment(ctx, t, store.NewComment{TaskID: j.TaskID, AuthorKind: store.AuthorAgent, Body: p.Question}, now); err != nil {
+				return err
+			}
+		}
+		if p.State == store.StateWaitingSubtasks {
+			resumed, ok, err := db.resumeParent(ctx, t, j.ID, now)
+			if err != nil {
+				return err
+			}
+			if ok {
+				j = resumed
+			}
+		}
+		return nil
+	})
+	return j, err
+}
+
+// Release gives a claimed job back (see store.Jobs).
+func (db *DB) Release(ctx context.Context, l store.Lease) (store.Job, error) {
+	if err := l.Validate(); err != nil {
+		return store.Job{}, fmt.Errorf("release: %w", err)
+	}
+	var j store.Job
+	err := db.inTx(ctx, func(t *txn) error {
+		var err error
+		j, err = db.fenced(ctx, t, "release", l, db.q.JobRelease, append(leaseArgs(l), db.ts(db.Now()))...)
+		if err != nil {
+			return err
+		}
+		return db.status(ctx, t, j, store.StatusEvent{Worker: l.Owner, Reason: "released"})
+	})
+	return j, err
+}
+
+// ReapExpired requeues or fails jobs whose lease expired (see store.Jobs).
+func (db *DB) ReapExpired(ctx context.Context, limit int) ([]store.Job, error) {
+	limit = min(store.ListLimit(limit), store.MaxClaim)
+	var jobs []store.Job
+	err := db.inTx(ctx, func(t *txn) error {
+		now := db.Now()
+		var err error
+		jobs, err = scanJobs(t.QueryContext(ctx, db.q.JobReap, db.ts(now), int64(limit), "lease expired"))
+		if err != nil {
+			return fmt.Errorf("reap expired leases: %w", err)
+		}
+		slices.SortFunc(jobs, func(a, b store.Job) int { return cmp.Compare(a.ID, b.ID) })
+		for _, j := range jobs {
+			ev := store.StatusEvent{Worker: j.LeaseOwner, Reason: "lease expired"}
+			if j.State != store.StateQueued {
+				ev.Error = j.Error
+			}
+			if err := db.status(ctx, t, j, ev); err != nil {
+				return err
+			}
+			if err := db.afterTerminal(ctx, t, j); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return jobs, nil
+}
+
+// unfenced runs an operator transition; no row means the job is missing or
+// in a state the transition does not apply to.
+func (db *DB) unfenced(ctx context.Context, t *txn, what string, id int64, need string, query string, args ...any) (store.Job, error) {
+	j, err := scanJob(t.QueryRowContext(ctx, query, args...))
+	if err == nil {
+		return j, nil
+	}
+	if !noRow(err) {
+		return j, fmt.Errorf("%s job %d: %w", what, id, err)
+	}
+	cur, err := scanJob(t.QueryRowContext(ctx, db.q.JobGet, id))
+	if noRow(err) {
+		return j, fmt.Errorf("%s job %d: %w", what, id, store.ErrNotFound)
+	}
+	if err != nil {
+		return j, fmt.Errorf("%s job %d: %w", what, id, err)
+	}
+	return j, fmt.Errorf("%s job %d: the job is %s; %s: %w", what, id, cur.State, need, store.ErrInvalidTransition)
+}
+
+// Cancel ends an unfinished job as cancelled (see store.Jobs).
+func (db *DB) Cancel(ctx context.Context, id int64, reason string) (store.Job, error) {
+	reason = store.TruncateError(reason)
+	var j store.Job
+	err := db.inTx(ctx, func(t *txn) error {
+		var err error
+		j, err = db.unfenced(ctx, t, "cancel", id, "only a job that has not finished can be cancelled",
+			db.q.JobCancel, id, db.ts(db.Now()), reason)
+		if err != nil {
+			return err
+		}
+		if err := db.status(ctx, t, j, store.StatusEvent{Error: reason}); err != nil {
+			return err
+		}
+		return db.afterTerminal(ctx, t, j)
+	})
+	return j, err
+}
+
+// Resume queues a waiting job again (see store.Jobs).
+func (db *DB) Resume(ctx context.Context, id int64) (store.Job, error) {
+	var j store.Job
+	err := db.inTx(ctx, func(t *txn) error {
+		var err error
+		j, err = db.unfenced(ctx, t, "resume", id, "only a waiting_human or waiting_subtasks job can be resumed",
+			db.q.JobResume, id, db.ts(db.Now()))
+		if err != nil {
+			return err
+		}
+		return db.status(ctx, t, j, store.StatusEvent{Reason: "resumed"})
+	})
+	return j, err
+}
+
+// Retry queues a failed, aborted or cancelled job again (see store.Jobs).
+func (db *DB) Retry(ctx context.Context, id int64, extra int) (store.Job, error) {
+	extra = min(max(extra, 1), store.MaxAttemptsLimit)
+	var j store.Job
+	err := db.inTx(ctx, func(t *txn) error {
+		var err error
+		j, err = db.unfenced(ctx, t, "retry", id, "only a failed, aborted or cancelled job can be retried",
+			db.q.JobRetry, id, db.ts(db.Now()), int64(extra))
+		if err != nil {
+			return err
+		}
+		return db.status(ctx, t, j, store.StatusEvent{Reason: "retry"})
+	})
+	return j, err
+}
+
+// afterTerminal queues the parent of a job that just finished if the
+// parent waits for subtasks and this was the last unfinished one.
+func (db *DB) afterTerminal(ctx context.Context, t *txn, j store.Job) error {
+	if !j.State.Terminal() || j.ParentJobID == 0 {
+		return nil
+	}
+	_, _, err := db.resumeParent(ctx, t, j.ParentJobID, db.Now())
+	return err
+}
+
+// resumeParent queues parent if it waits for subtasks and none is
+// unfinished. The row lock (PostgreSQL) serialises the children finishing
+// concurrently, so that the last of them sees the others' commits.
+func (db *DB) resumeParent(ctx context.Context, t *txn, parent int64, now time.Time) (store.Job, bool, error) {
+	if db.q.JobLock != "" {
+		var id int64
+		if err := t.QueryRowContext(ctx, db.q.JobLock, parent).Scan(&id); err != nil && !noRow(err) {
+			return store.Job{}, false, fmt.Errorf("lock parent job %d: %w", parent, err)
+		}
+	}
+	j, err := scanJob(t.QueryRowContext(ctx, db.q.JobResumeParent, parent, db.ts(now)))
+	if noRow(err) {
+		return j, false, nil
+	}
+	if err != nil {
+		return j, false, fmt.Errorf("resume parent job %d: %w", parent, err)
+	}
+	return j, true, db.status(ctx, t, j, store.StatusEvent{Reason: "subtasks finished"})
+}
+
+// GetJob returns one job (see store.Jobs).
+func (db *DB) GetJob(ctx context.Context, id int64) (store.Job, error) {
+	j, err := scanJob(db.r.QueryRowContext(ctx, db.q.JobGet, id))
+	if noRow(err) {
+		return j, fmt.Errorf("get job %d: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return j, fmt.Errorf("get job %d: %w", id, err)
+	}
+	return j, nil
+}
+
+// ListJobs lists jobs (see store.Jobs).
+func (db *DB) ListJobs(ctx context.Context, f store.JobFilter) ([]store.Job, error) {
+	states := make([]string, len(f.States))
+	for i, s := range f.States {
+		if !s.Valid() {
+			return nil, fmt.Errorf("list jobs: %w", &store.FieldError{Field: fmt.Sprintf("states[%d]", i), Message: fmt.Sprintf("unknown state %q", s)})
+		}
+		states[i] = string(s)
+	}
+	jobs, err := scanJobs(db.r.QueryContext(ctx, db.q.JobList, f.TaskID, f.ParentJobID, db.d.List(states), f.AfterID, int64(store.ListLimit(f.Limit))))
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// CountJobs counts jobs by state (see store.Jobs).
+func (db *DB) CountJobs(ctx context.Context) (map[store.State]int64, error) {
+	rows, err := db.r.QueryContext(ctx, db.q.JobCounts)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	defer rows.Close()
+	out := map[store.State]int64{}
+	for rows.Next() {
+		var s string
+		var n int64
+		if err := rows.Scan(&s, &n); err != nil {
+			return nil, fmt.Errorf("count jobs: %w", err)
+		}
+		out[store.State(s)] = n
+	}
+	return out, rows.Err()
+}
