@@ -47,7 +47,9 @@ func (r *run) runMovement(ctx context.Context) (*decision, error) {
 		r.mu.Unlock()
 		input = llm.UserText(r.briefing(m))
 	}
-	r.save()
+	// No save here: if the process dies before the movement decides, a
+	// restart briefs the movement again from the last saved state (the
+	// same handoff, feedback and subtask results).
 
 	needs := r.cfg.NeedsApproval
 	if needs == nil {
