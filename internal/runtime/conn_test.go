@@ -1,0 +1,360 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/protocol"
+)
+
+// clock is a settable clock.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func code(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return 0
+}
+
+// TestControllerLease follows contract §8.5 with several connections.
+func TestControllerLease(t *testing.T) {
+	t.Parallel()
+	clk := &clock{now: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	rt := newBare(t, Config{Now: clk.Now})
+	ctx := context.Background()
+
+	a, err := rt.Connect(ConnectOptions{ID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Connect(ConnectOptions{ID: "b"}); !errors.Is(err, ErrLeaseHeld) || code(err) != CodeConflict ||
+		err.Error() != "Controller lease is already held by another connection" {
+		t.Fatalf("second controller: %v", err)
+	}
+	if _, err := rt.Connect(ConnectOptions{ID: "a"}); !errors.Is(err, ErrDuplicateConnection) {
+		t.Errorf("duplicate id: %v", err)
+	}
+	v, err := rt.Connect(ConnectOptions{ID: "v", Role: protocol.RoleViewer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Connect(ConnectOptions{ID: "v2", Role: protocol.RoleViewer,
+		Capabilities: &protocol.Capabilities{ServerRequests: []protocol.RequestType{protocol.RequestApproval, protocol.RequestMCPElicitation}}}); code(err) != CodeBadRequest ||
+		err.Error() != "viewer headless connections cannot negotiate mcp_elicitation requests" {
+		t.Errorf("viewer with mcp_elicitation: %v", err)
+	}
+	if err := v.Handle(ctx, protocol.Init{}); code(err) != CodeForbidden || err.Error() != msgViewerCannotSend {
+		t.Errorf("viewer init: %v", err)
+	}
+	if err := v.Handle(ctx, protocol.Hello{Role: protocol.RoleViewer}); err != nil {
+		t.Errorf("viewer hello: %v", err)
+	}
+
+	b, err := rt.Connect(ConnectOptions{ID: "b", TakeControl: true})
+	if err != nil {
+		t.Fatalf("take control: %v", err)
+	}
+	if err := a.Handle(ctx, protocol.Init{}); code(err) != CodeConflict || err.Error() != "Controller lease is currently held by another connection" {
+		t.Errorf("old controller after takeover: %v", err)
+	}
+	s := rt.Snapshot()
+	if id, _ := s.State.ControllerConnectionID.Get(); id != "b" {
+		t.Errorf("controller = %v, want b", s.State.ControllerConnectionID)
+	}
+	granted := map[string]bool{}
+	for _, c := range s.State.Connections {
+		granted[c.ConnectionID] = c.ControllerLeaseGranted
+		exp, _ := c.LeaseExpiresAt.Get()
+		if exp != "2026-05-01T12:00:45.000Z" {
+			t.Errorf("%s lease_expires_at = %v, want last seen + 45 s", c.ConnectionID, c.LeaseExpiresAt)
+		}
+	}
+	if d := cmp.Diff(map[string]bool{"a": false, "v": false, "b": true}, granted); d != "" {
+		t.Errorf("controller_lease_granted (-want +got):\n%s", d)
+	}
+
+	// Nobody holds the lease once b leaves: the next controller to send
+	// claims it.
+	b.Close()
+	if err := a.Handle(ctx, protocol.Init{}); err != nil {
+		t.Errorf("controller after the holder left: %v", err)
+	}
+	if id, _ := rt.Snapshot().State.ControllerConnectionID.Get(); id != "a" {
+		t.Errorf("lease not claimed by a")
+	}
+
+	// A connection idle past the lease with no attached stream is swept;
+	// one with an attached subscription stays.
+	sub, _ := v.Subscribe(SubscribeOptions{From: FromNow})
+	clk.add(46 * time.Second)
+	if got := rt.SweepConnections(); !cmp.Equal(got, []string{"a"}) {
+		t.Errorf("swept %v, want [a]", got)
+	}
+	sub.SetAttached(false)
+	clk.add(46 * time.Second)
+	if got := rt.SweepConnections(); !cmp.Equal(got, []string{"v"}) {
+		t.Errorf("swept %v, want [v]", got)
+	}
+	if s := rt.Snapshot(); s.State.ConnectionCount != 0 || !s.State.ControllerConnectionID.IsNull() {
+		t.Errorf("after the sweep: %d connections, controller %v", s.State.ConnectionCount, s.State.ControllerConnectionID)
+	}
+}
+
+// TestHelloRoles: a stdio hello claims or releases the lease by role.
+func TestHelloRoles(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{Provider: &capture{}}, ConnectOptions{})
+	if err := h.handle(protocol.Prompt{Content: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	h.rt.WaitIdle(context.Background())
+	// prompt before hello: the undetermined role acts as controller.
+	if id, _ := h.rt.Snapshot().State.ControllerConnectionID.Get(); id != LocalConnectionID {
+		t.Errorf("controller after a prompt = %q", id)
+	}
+	if err := h.handle(protocol.Hello{Role: protocol.RoleViewer}); err != nil {
+		t.Fatal(err)
+	}
+	if s := h.rt.Snapshot(); !s.State.ControllerConnectionID.IsNull() || s.State.ConnectionRole != "" {
+		t.Errorf("after a viewer hello: controller %v role %q", s.State.ControllerConnectionID, s.State.ConnectionRole)
+	}
+	if err := h.handle(protocol.Hello{}); err != nil {
+		t.Errorf("hello without a role keeps the role: %v", err)
+	}
+	if err := h.handle(protocol.Hello{Role: protocol.RoleController}); err == nil || err.Error() != msgRoleCannotChange {
+		t.Errorf("role change: %v", err)
+	}
+}
+
+// TestSystemPromptAndThinking: init replaces and extends the system prompt
+// and sets the thinking level the model receives.
+func TestSystemPromptAndThinking(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		inits []protocol.Init
+		want  string
+	}{
+		{"default", nil, "default"},
+		{"append", []protocol.Init{{AppendSystemPrompt: ptr("more")}}, "default\n\nmore"},
+		{"replace then append", []protocol.Init{{AppendSystemPrompt: ptr("lost")}, {SystemPrompt: ptr("new"), AppendSystemPrompt: ptr("more")}}, "new\n\nmore"},
+		{"replace with empty then append", []protocol.Init{{SystemPrompt: ptr("")}, {AppendSystemPrompt: ptr("only")}}, "only"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := &capture{}
+			h := newHarness(t, Config{Provider: p, SystemPrompt: func(context.Context) string { return "default" }}, ConnectOptions{})
+			for _, in := range tt.inits {
+				h.handle(in)
+			}
+			h.handle(protocol.Init{ThinkingLevel: protocol.ThinkingHigh})
+			h.handle(protocol.Prompt{Content: "x"})
+			h.rt.WaitIdle(context.Background())
+			req := p.last()
+			if req == nil {
+				t.Fatal("the model was not called")
+			}
+			if req.System != tt.want || req.Thinking != llm.ThinkingHigh {
+				t.Errorf("system %q thinking %q, want %q high", req.System, req.Thinking, tt.want)
+			}
+		})
+	}
+}
+
+// TestAttachmentLimits: size and length limits, "~", images as image
+// parts and text as a text part of the user message.
+func TestAttachmentLimits(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	ws := t.TempDir()
+	write := func(dir, name, content string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(ws, "big.txt", strings.Repeat("x", 3<<20))
+	write(ws, "long.txt", "αβγδεζηθ")
+	write(home, "pic.jpg", "\xff\xd8\xff")
+	p := &capture{}
+	h := newHarness(t, Config{Provider: p, Cwd: ws, Home: home, MaxAttachmentBytes: 2 << 20, MaxAttachmentChars: 5}, ConnectOptions{})
+	h.handle(protocol.Prompt{Content: "look", Attachments: []string{"big.txt", "long.txt", "~/pic.jpg"}})
+	h.rt.WaitIdle(context.Background())
+	h.waitType(protocol.TypeResponseEnd, 1)
+	var msgs []string
+	for _, m := range h.all() {
+		switch m := m.(type) {
+		case protocol.Error:
+			msgs = append(msgs, m.Message)
+		case protocol.Status:
+			msgs = append(msgs, m.Message)
+		}
+	}
+	if d := cmp.Diff([]string{"Attachment too large (3MB): big.txt", "Loaded 2 attachment(s)"}, msgs); d != "" {
+		t.Errorf("messages (-want +got):\n%s", d)
+	}
+	req := p.last()
+	parts := req.Messages[len(req.Messages)-1].Parts
+	if len(parts) != 3 || parts[0].Text != "look" || !strings.Contains(parts[1].Text, "αβγδε\n</attachment>") ||
+		parts[2].Type != llm.PartImage || parts[2].Image.MediaType != "image/jpeg" {
+		t.Errorf("user message parts = %+v", parts)
+	}
+}
+
+// fakeUtilities records calls.
+type fakeUtilities struct {
+	mu    sync.Mutex
+	calls []string
+	emit  func(protocol.Message)
+}
+
+func (f *fakeUtilities) record(s string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, s)
+}
+
+func (f *fakeUtilities) CommandStart(_ context.Context, owner string, req protocol.UtilityCommandStart) error {
+	f.record("start " + owner + " " + req.CommandID)
+	f.emit(protocol.UtilityCommandStarted{CommandID: req.CommandID, Command: req.Command, ShellMode: protocol.ShellModeShell, TerminalMode: protocol.TerminalPipe, OwnerConnectionID: owner})
+	return nil
+}
+func (f *fakeUtilities) CommandTerminate(owner string, req protocol.UtilityCommandTerminate) error {
+	f.record("terminate " + owner + " " + req.CommandID)
+	return &Error{Message: "Headless command " + req.CommandID + " is owned by another connection", Code: 403}
+}
+func (f *fakeUtilities) CommandStdin(owner string, req protocol.UtilityCommandStdin) error {
+	f.record("stdin " + owner)
+	return nil
+}
+func (f *fakeUtilities) CommandResize(owner string, req protocol.UtilityCommandResize) error {
+	f.record("resize " + owner)
+	return nil
+}
+func (f *fakeUtilities) FileSearch(_ context.Context, req protocol.UtilityFileSearch) (protocol.UtilityFileSearchResults, error) {
+	f.record("search " + req.Query)
+	return protocol.UtilityFileSearchResults{Query: req.Query, Cwd: "/w", Results: []protocol.FileSearchResult{}}, nil
+}
+func (f *fakeUtilities) FileRead(_ context.Context, req protocol.UtilityFileRead) (protocol.UtilityFileReadResult, error) {
+	f.record("read " + req.Path)
+	return protocol.UtilityFileReadResult{}, errors.New("Path is outside workspace root: " + req.Path)
+}
+func (f *fakeUtilities) WatchStart(_ context.Context, owner string, req protocol.UtilityFileWatchStart) error {
+	f.record("watch " + owner)
+	return nil
+}
+func (f *fakeUtilities) WatchStop(owner string, req protocol.UtilityFileWatchStop) error {
+	f.record("unwatch " + owner)
+	return nil
+}
+func (f *fakeUtilities) CloseOwner(owner, reason string) { f.record("close-owner " + owner + ": " + reason) }
+func (f *fakeUtilities) StopAll(reason string)           { f.record("stop-all: " + reason) }
+func (f *fakeUtilities) Close() error                    { f.record("close"); return nil }
+
+// TestUtilityDispatch: capability checks, owner, request ids, the results'
+// ids, and the reasons passed on interrupt, owner close and shutdown.
+func TestUtilityDispatch(t *testing.T) {
+	t.Parallel()
+	f := &fakeUtilities{}
+	h := newHarness(t, Config{Provider: &capture{}, Utilities: func(emit func(protocol.Message)) Utilities {
+		f.emit = emit
+		return f
+	}}, ConnectOptions{})
+	all := []protocol.UtilityOperation{protocol.OpCommandExec, protocol.OpFileSearch, protocol.OpFileRead, protocol.OpFileWatch}
+	h.handle(protocol.Hello{Capabilities: &protocol.Capabilities{UtilityOperations: all}})
+	errs := []error{
+		h.handle(protocol.UtilityCommandStart{CommandID: "c1", Command: "ls"}),
+		h.handle(protocol.UtilityCommandTerminate{CommandID: "c1"}),
+		h.handle(protocol.UtilityCommandStdin{CommandID: "c1", Content: "x"}),
+		h.handle(protocol.UtilityCommandResize{CommandID: "c1", Columns: 80, Rows: 24}),
+		h.handle(protocol.UtilityFileSearch{SearchID: "s1", Query: "main"}),
+		h.handle(protocol.UtilityFileRead{ReadID: "r1", Path: "../etc/passwd"}),
+		h.handle(protocol.UtilityFileWatchStart{WatchID: "w1"}),
+		h.handle(protocol.UtilityFileWatchStop{WatchID: "w1"}),
+		h.handle(protocol.Interrupt{}),
+	}
+	if e := errs[1]; e == nil || e.Error() != "Headless command c1 is owned by another connection" {
+		t.Errorf("terminate error = %v", e)
+	}
+	for i, e := range errs {
+		if i != 1 && e != nil {
+			t.Errorf("call %d: %v", i, e)
+		}
+	}
+	h.rt.WaitIdle(context.Background())
+	h.waitType(protocol.TypeUtilityFileSearchResults, 1)
+	h.waitType(protocol.TypeError, 1)
+	var read *protocol.Error
+	var search *protocol.UtilityFileSearchResults
+	for _, m := range h.all() {
+		switch m := m.(type) {
+		case protocol.Error:
+			read = &m
+		case protocol.UtilityFileSearchResults:
+			search = &m
+		}
+	}
+	if read == nil || read.RequestID != "r1" || read.Message != "Path is outside workspace root: ../etc/passwd" {
+		t.Errorf("file read failure = %+v, want request_id r1", read)
+	}
+	if search == nil || search.SearchID != "s1" {
+		t.Errorf("search result = %+v, want search_id s1", search)
+	}
+	if s := h.rt.Snapshot(); len(s.State.ActiveUtilityCommands) != 0 {
+		t.Errorf("interrupt left active commands in the state: %v", s.State.ActiveUtilityCommands)
+	}
+	h.conn.Close()
+	h.rt.Close()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	// File search and read run in the background: check them apart.
+	var got []string
+	async := map[string]bool{}
+	for _, c := range f.calls {
+		if strings.HasPrefix(c, "search ") || strings.HasPrefix(c, "read ") {
+			async[c] = true
+			continue
+		}
+		got = append(got, c)
+	}
+	if !async["search main"] || !async["read ../etc/passwd"] {
+		t.Errorf("background calls = %v", async)
+	}
+	want := []string{
+		"start local c1", "terminate local c1", "stdin local", "resize local",
+		"watch local", "unwatch local",
+		"stop-all: Interrupted while utility command was still running",
+		"close-owner local: Owning connection closed while utility command was still running",
+		"stop-all: Headless runtime shutdown while utility command was still running",
+		"close",
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("calls (-want +got):\n%s", d)
+	}
+}
