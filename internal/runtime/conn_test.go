@@ -273,9 +273,11 @@ func (f *fakeUtilities) WatchStop(owner string, req protocol.UtilityFileWatchSto
 	f.record("unwatch " + owner)
 	return nil
 }
-func (f *fakeUtilities) CloseOwner(owner, reason string) { f.record("close-owner " + owner + ": " + reason) }
-func (f *fakeUtilities) StopAll(reason string)           { f.record("stop-all: " + reason) }
-func (f *fakeUtilities) Close() error                    { f.record("close"); return nil }
+func (f *fakeUtilities) CloseOwner(owner, reason string) {
+	f.record("close-owner " + owner + ": " + reason)
+}
+func (f *fakeUtilities) StopAll(reason string) { f.record("stop-all: " + reason) }
+func (f *fakeUtilities) Close() error          { f.record("close"); return nil }
 
 // TestUtilityDispatch: capability checks, owner, request ids, the results'
 // ids, and the reasons passed on interrupt, owner close and shutdown.
