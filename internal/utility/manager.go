@@ -227,21 +227,25 @@ func (m *Manager) stop(match func(owner string) bool, reason string, force bool)
 	slices.SortFunc(cmds, func(a, b *command) int { return cmp.Compare(a.seq, b.seq) })
 	slices.SortFunc(ws, func(a, b *watch) int { return cmp.Compare(a.seq, b.seq) })
 
+	// Commands first, then watches, as the reference server does; waiting
+	// for the exits before stopping the watches keeps that order on the
+	// wire.
 	for _, c := range cmds {
 		c.terminate(force, cmdReason)
 	}
-	for _, w := range ws {
-		m.stopWatch(w, watchReason)
-	}
 	deadline := time.NewTimer(m.killGrace + m.drainDelay + 2*time.Second)
 	defer deadline.Stop()
+wait:
 	for _, c := range cmds {
 		select {
 		case <-c.done:
 		case <-deadline.C:
 			m.log.Warn("utility command did not exit in time", "command_id", c.id)
-			return
+			break wait
 		}
+	}
+	for _, w := range ws {
+		m.stopWatch(w, watchReason)
 	}
 }
 

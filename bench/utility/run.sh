@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Times utility_file_search (internal/utility, driven by main.go here)
+# against a ripgrep pipeline that lists the same files and keeps those
+# matching the query the loosest way the search accepts a file: its
+# characters in order, ignoring case (`rg --files | grep -i 'h.*t.*t.*p'`).
+# Both run over the same tree (default: the Go standard library source),
+# in the same run, alternating; the table gives median wall and CPU times
+# and their ratios, and the numbers of matching files, which must agree.
+#
+#   bench/utility/run.sh                   # $(go env GOROOT)/src, 9 runs each
+#   REPS=15 TREE=/some/dir bench/utility/run.sh
+#
+# What is compared: maestro = one process that opens the workspace, walks
+# it (gitignore-aware, hidden files and symbolic links skipped), scores
+# every file name and prints the best 500; baseline = `rg --files
+# --no-config --no-require-git` (the same candidate files: rg skips hidden
+# files and links and, with --no-require-git, applies .gitignore outside
+# git repositories as Maestro does) piped into `grep -i` with the
+# query's characters joined by `.*`.
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."
+REPS=${REPS:-9}
+TREE=${TREE:-$(go env GOROOT)/src}
+RG=${RG:-rg}
+command -v "$RG" >/dev/null || { echo "ripgrep ($RG) not found; scripts/install-deps.sh installs it" >&2; exit 1; }
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+go build -o "$work/maestro-search" ./bench/utility
+
+queries=(httpserver server.go fmtprint ztest)
+
+# run_ms OUT CMD... : runs CMD with stdout to OUT; prints wall and CPU
+# (user + system) milliseconds.
+run_ms() {
+	local out=$1; shift
+	local TIMEFORMAT='%R %U %S' t
+	t=$( { time "$@" >"$out" 2>/dev/null; } 2>&1 ) || true
+	awk '{ printf "%d %d\n", $1 * 1000, ($2 + $3) * 1000 }' <<<"$t"
+}
+median() { awk -v c="$1" '{print $c}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+# The baseline pipeline, run from inside the tree so that paths are
+# relative like Maestro's.
+baseline() {
+	(cd "$TREE" && "$RG" --files --no-config --no-require-git | grep -i -- "$1" || true)
+}
+export -f baseline
+export TREE RG
+
+echo "utility_file_search vs rg --files | grep -i: $TREE ($("$RG" --files --no-config --no-require-git "$TREE" | wc -l) candidate files), $REPS alternating runs each, medians"
+echo "$($RG --version | sed -n 1p); $(go version | cut -d' ' -f3); $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "| query | matching files (maestro / baseline) | maestro wall ms | baseline wall ms | wall ratio | maestro CPU ms | baseline CPU ms | CPU ratio | bare rg --files wall ms |"
+echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+status=0
+for q in "${queries[@]}"; do
+	# h.*t.*t.*p…: the query's characters in order (regex-escaped).
+	pattern=$(sed -e 's/[]\/$*.^[]/\\&/g' -e 's/\(\\\?.\)/\1.*/g' -e 's/\.\*$//' <<<"$q")
+	"$work/maestro-search" -root "$TREE" -query "$q" >/dev/null # warm the page cache
+	baseline "$pattern" >/dev/null
+	: >"$work/m.times"
+	: >"$work/b.times"
+	: >"$work/r.times"
+	for ((i = 0; i < REPS; i++)); do
+		run_ms "$work/m.out" "$work/maestro-search" -root "$TREE" -query "$q" >>"$work/m.times"
+		run_ms "$work/b.out" bash -c 'baseline "$1"' _ "$pattern" >>"$work/b.times"
+		(cd "$TREE" && run_ms "$work/r.out" "$RG" --files --no-config --no-require-git) >>"$work/r.times"
+	done
+	mcount=$(wc -l <"$work/m.out")
+	bcount=$(wc -l <"$work/b.out")
+	note=""
+	if [[ $mcount != "$bcount" ]]; then
+		if ((bcount > 500 && mcount == 500)); then
+			note=" (maestro lists the best 500)"
+		else
+			note=" (COUNTS DIFFER)"
+			status=1
+		fi
+	fi
+	mt=$(median 1 <"$work/m.times")
+	bt=$(median 1 <"$work/b.times")
+	mc=$(median 2 <"$work/m.times")
+	bc=$(median 2 <"$work/b.times")
+	rt=$(median 1 <"$work/r.times")
+	printf '| `%s` | %s / %s%s | %s | %s | %sx | %s | %s | %sx | %s |\n' "$q" "$mcount" "$bcount" "$note" \
+		"$mt" "$bt" "$(ratio "$mt" "$bt")" "$mc" "$bc" "$(ratio "$mc" "$bc")" "$rt"
+done
+echo
+echo "Target: maestro within 2x of the baseline (wall ratio <= 2). The last column is rg listing"
+echo "the files alone, without the filter and the shell around it (a lower bound for the baseline)."
+exit $status
