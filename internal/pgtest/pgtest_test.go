@@ -1,0 +1,94 @@
+package pgtest_test
+
+import (
+	"database/sql"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/maestro-run/maestro/internal/pgtest"
+)
+
+var pg pgtest.Shared
+
+func TestMain(m *testing.M) { os.Exit(pg.Main(m)) }
+
+func open(t *testing.T, dsn string) *sql.DB {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := stdlib.OpenDB(*cfg)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// TestStartStop runs alone (not parallel) so its start-up time is not
+// inflated by another cluster starting beside it.
+func TestStartStop(t *testing.T) {
+	if _, err := pgtest.FindBinaries(); err != nil {
+		pgtest.SkipOrFail(t, err)
+	}
+	start := time.Now()
+	c, err := pgtest.Start(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	t.Logf("cluster started in %s", elapsed)
+	// About 1 s on an idle 2-core machine; the bound leaves room for a
+	// loaded CI runner without hiding a hang.
+	if elapsed > 10*time.Second {
+		t.Errorf("cluster took %s to start, want a few seconds at most", elapsed)
+	}
+	db := open(t, c.DSN("postgres", nil))
+	var v string
+	if err := db.QueryRowContext(t.Context(), "SHOW server_version").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("server version %s", v)
+	if err := c.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if err := db.PingContext(t.Context()); err == nil {
+		t.Fatal("the server still answers after Stop")
+	}
+}
+
+func TestSchemasAreIsolated(t *testing.T) {
+	t.Parallel()
+	c := pg.Cluster(t)
+	a, b := open(t, c.NewSchema(t)), open(t, c.NewSchema(t))
+	for _, db := range []*sql.DB{a, b} {
+		if _, err := db.ExecContext(t.Context(), "CREATE TABLE items (n int)"); err != nil {
+			t.Fatalf("the same table name in two schemas: %v", err)
+		}
+	}
+	if _, err := a.ExecContext(t.Context(), "INSERT INTO items VALUES (1), (2)"); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := b.QueryRowContext(t.Context(), "SELECT count(*) FROM items").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("schema b sees %d rows inserted in schema a", n)
+	}
+}
+
+func TestNewDatabase(t *testing.T) {
+	t.Parallel()
+	c := pg.Cluster(t)
+	db := open(t, c.NewDatabase(t))
+	var name string
+	if err := db.QueryRowContext(t.Context(), "SELECT current_database()").Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	if name == "postgres" {
+		t.Fatalf("NewDatabase connected to %q, want a fresh database", name)
+	}
+}

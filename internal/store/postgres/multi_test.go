@@ -1,0 +1,213 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/store/postgres"
+)
+
+const waitTimeout = 10 * time.Second
+
+func recv(t *testing.T, sub *store.Subscription) store.Notification {
+	t.Helper()
+	timer := time.NewTimer(waitTimeout)
+	defer timer.Stop()
+	select {
+	case n, ok := <-sub.C():
+		if !ok {
+			t.Fatalf("subscription to %q closed", sub.Topic())
+		}
+		return n
+	case <-timer.C:
+		t.Fatalf("no notification on %q within %s", sub.Topic(), waitTimeout)
+	}
+	return store.Notification{}
+}
+
+// TestTwoStoresClaimExactlyOnce is two processes' worth of stores (separate
+// pools) on one database, 4 claimers each, 2,000 jobs.
+func TestTwoStoresClaimExactlyOnce(t *testing.T) {
+	t.Parallel()
+	dsn := pg.Cluster(t).NewSchema(t)
+	a, b := openDSN(t, dsn, nil), openDSN(t, dsn, nil)
+	ctx := t.Context()
+	const jobs = 2000
+	for range jobs {
+		if _, err := a.Enqueue(ctx, store.NewJob{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		mu      sync.Mutex
+		claimed = map[int64]string{}
+		wg      sync.WaitGroup
+		errs    = make(chan error, 8)
+	)
+	for i := range 8 {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		name := fmt.Sprintf("p%d-w%d", i%2, i)
+		wg.Go(func() {
+			for {
+				got, err := s.Claim(ctx, store.ClaimParams{Worker: name, Limit: 5, LeaseFor: time.Minute})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				for _, j := range got {
+					mu.Lock()
+					prev, dup := claimed[j.ID]
+					claimed[j.ID] = name
+					mu.Unlock()
+					if dup {
+						errs <- fmt.Errorf("job %d claimed by %s and %s", j.ID, prev, name)
+						return
+					}
+					if _, err := s.Complete(ctx, j.Lease(), ""); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if len(claimed) != jobs {
+		t.Fatalf("claimed %d jobs, want %d", len(claimed), jobs)
+	}
+	counts, err := b.CountJobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts[store.StateSucceeded] != jobs || len(counts) != 1 {
+		t.Fatalf("counts = %v, want %d succeeded", counts, jobs)
+	}
+}
+
+// TestWakeupsCrossStores: a job queued through one store wakes a claimer
+// subscribed through another (LISTEN/NOTIFY), and schemas do not cross-talk.
+func TestWakeupsCrossStores(t *testing.T) {
+	t.Parallel()
+	c := pg.Cluster(t)
+	dsn := c.NewSchema(t)
+	a, b := openDSN(t, dsn, nil), openDSN(t, dsn, nil)
+	other := openDSN(t, c.NewSchema(t), nil)
+	ctx := t.Context()
+	subB, err := b.Subscribe(ctx, store.TopicJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer subB.Close()
+	subOther, err := other.Subscribe(ctx, store.TopicJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer subOther.Close()
+	if _, err := a.Enqueue(ctx, store.NewJob{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := recv(t, subB); n.Topic != store.TopicJobs {
+		t.Fatalf("got %+v", n)
+	}
+	if err := a.Notify(ctx, store.TopicJobs, "direct"); err != nil {
+		t.Fatal(err)
+	}
+	if n := recv(t, subB); n.Payload != "direct" {
+		t.Fatalf("got %+v, want the direct notification", n)
+	}
+	// The other schema's store saw neither: its first notification is its
+	// own.
+	if err := other.Notify(ctx, store.TopicJobs, "mine"); err != nil {
+		t.Fatal(err)
+	}
+	if n := recv(t, subOther); n.Payload != "mine" {
+		t.Fatalf("another schema's store received %+v", n)
+	}
+	_, err = a.Subscribe(ctx, "x\ny")
+	if err == nil {
+		t.Fatal("Subscribe with a newline in the topic succeeded")
+	}
+	if err := a.Notify(ctx, "big", string(make([]byte, 8000))); err == nil {
+		t.Fatal("Notify over the NOTIFY size limit succeeded")
+	}
+}
+
+// TestListenerReconnects: when the LISTEN connection is killed, subscribers
+// get an empty "re-read" notification once it is back, and later
+// notifications arrive again.
+func TestListenerReconnects(t *testing.T) {
+	t.Parallel()
+	c := pg.Cluster(t)
+	dsn := c.NewSchema(t)
+	s := openDSN(t, dsn, nil)
+	ctx := t.Context()
+	sub, err := s.Subscribe(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	cfg, err := pgx.ParseConfig(c.DSN("postgres", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := stdlib.OpenDB(*cfg)
+	defer admin.Close()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only this store's listener: other tests share the cluster.
+	listen := `LISTEN "maestro_` + u.Query().Get("search_path") + `"`
+	kill := func() int {
+		var n int
+		err := admin.QueryRowContext(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE pid <> pg_backend_pid() AND query = $1::text`, listen).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := kill(); n != 1 {
+		t.Fatalf("killed %d listener connections, want 1", n)
+	}
+	if n := recv(t, sub); n != (store.Notification{Topic: "t"}) {
+		t.Fatalf("after reconnecting got %+v, want an empty re-read notification", n)
+	}
+	if err := s.Notify(ctx, "t", "after"); err != nil {
+		t.Fatal(err)
+	}
+	if n := recv(t, sub); n.Payload != "after" {
+		t.Fatalf("got %+v, want the notification sent after reconnecting", n)
+	}
+}
+
+// TestOpenErrors: a bad DSN and an unreachable server fail with clear errors.
+func TestOpenErrors(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := postgres.Open(ctx, "postgres://%zz", postgres.Options{}); err == nil {
+		t.Fatal("Open with a malformed DSN succeeded")
+	}
+	if _, err := postgres.Open(ctx, "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=2", postgres.Options{}); err == nil {
+		t.Fatal("Open of an unreachable server succeeded")
+	}
+}

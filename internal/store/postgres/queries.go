@@ -1,0 +1,170 @@
+package postgres
+
+import "github.com/maestro-run/maestro/internal/store/internal/sqlstore"
+
+// SQL for PostgreSQL. Every parameter carries an explicit type (pgx refuses
+// to guess, e.g. a Go int into a text column). Claims and the reaper lock the
+// rows they pick with FOR UPDATE SKIP LOCKED, so concurrent claimers on many
+// machines never wait on, nor take, each other's jobs.
+
+const (
+	jobCols  = sqlstore.JobColumns
+	fenced   = ` WHERE id = $1::bigint AND attempt = $2::integer AND lease_owner = $3::text AND state IN ('dispatching', 'running') `
+	terminal = `('succeeded', 'failed', 'aborted', 'cancelled')`
+	taskFrom = ` FROM tasks t LEFT JOIN jobs j ON j.id = (SELECT max(id) FROM jobs WHERE task_id = t.id) `
+	final    = `($6::boolean OR attempt >= max_attempts)`
+	now4     = `$4::timestamptz`
+)
+
+// newQueries returns the PostgreSQL dialect's SQL.
+func newQueries() sqlstore.Queries {
+	return sqlstore.Queries{
+		JobInsert: `INSERT INTO jobs (task_id, parent_job_id, piece, state, profile, task_class, priority, payload,
+				attempt, max_attempts, scheduled_at, event_seq, created_at, updated_at)
+			VALUES ($1::bigint, $2::bigint, $3::text, 'queued', $4::text, $5::text, $6::integer, $7::text::json,
+				0, $8::integer, $9::timestamptz, 1, $10::timestamptz, $10::timestamptz)
+			RETURNING ` + jobCols,
+		JobClaim: `WITH picked AS (
+				SELECT id FROM jobs
+				WHERE state = 'queued' AND scheduled_at <= $3::timestamptz
+					AND (profile = '' OR profile = ANY($4::text[]))
+					AND (task_class = '' OR task_class = ANY($5::text[]))
+				ORDER BY priority DESC, scheduled_at, id
+				LIMIT $6::bigint
+				FOR UPDATE SKIP LOCKED)
+			UPDATE jobs SET state = 'dispatching', attempt = attempt + 1, lease_owner = $1::text,
+				lease_expires_at = $2::timestamptz, heartbeat_at = $3::timestamptz, attempted_at = $3::timestamptz,
+				updated_at = $3::timestamptz, event_seq = event_seq + 1
+			WHERE id IN (SELECT id FROM picked)
+			RETURNING ` + jobCols,
+		JobStart: `UPDATE jobs SET state = 'running', event_seq = event_seq + 1, updated_at = ` + now4 + `
+			WHERE id = $1::bigint AND attempt = $2::integer AND lease_owner = $3::text AND state = 'dispatching'
+			RETURNING ` + jobCols,
+		JobHeartbeat: `UPDATE jobs SET lease_expires_at = $5::timestamptz, heartbeat_at = ` + now4 + fenced +
+			`RETURNING lease_expires_at`,
+		JobCheckpoint: `UPDATE jobs SET movement = $5::text, checkpoint = $6::text::json, updated_at = ` + now4 + fenced +
+			`RETURNING id`,
+		JobComplete: `UPDATE jobs SET state = 'succeeded', result = $5::text, error = '', finished_at = ` + now4 + `,
+				lease_expires_at = NULL, event_seq = event_seq + 1, updated_at = ` + now4 + fenced + `RETURNING ` + jobCols,
+		JobFail: `UPDATE jobs SET
+				state = CASE WHEN ` + final + ` THEN $7::text ELSE 'queued' END,
+				scheduled_at = CASE WHEN ` + final + ` THEN scheduled_at ELSE $8::timestamptz END,
+				finished_at = CASE WHEN ` + final + ` THEN ` + now4 + ` ELSE NULL END,
+				error = $5::text, lease_expires_at = NULL, event_seq = event_seq + 1, updated_at = ` + now4 +
+			fenced + `RETURNING ` + jobCols,
+		JobWait: `UPDATE jobs SET state = $5::text, wait_reason = $6::text, lease_expires_at = NULL,
+				event_seq = event_seq + 1, updated_at = ` + now4 + fenced + `RETURNING ` + jobCols,
+		JobRelease: `UPDATE jobs SET state = 'queued', scheduled_at = ` + now4 + `, max_attempts = max_attempts + 1,
+				lease_expires_at = NULL, event_seq = event_seq + 1, updated_at = ` + now4 + fenced + `RETURNING ` + jobCols,
+		JobReap: `WITH expired AS (
+				SELECT id FROM jobs
+				WHERE state IN ('dispatching', 'running') AND lease_expires_at < $1::timestamptz
+				ORDER BY lease_expires_at, id
+				LIMIT $2::bigint
+				FOR UPDATE SKIP LOCKED)
+			UPDATE jobs SET
+				state = CASE WHEN attempt >= max_attempts THEN 'failed' ELSE 'queued' END,
+				scheduled_at = CASE WHEN attempt >= max_attempts THEN scheduled_at ELSE $1::timestamptz END,
+				finished_at = CASE WHEN attempt >= max_attempts THEN $1::timestamptz ELSE NULL END,
+				error = $3::text, lease_expires_at = NULL, event_seq = event_seq + 1, updated_at = $1::timestamptz
+			WHERE id IN (SELECT id FROM expired)
+			RETURNING ` + jobCols,
+		JobCancel: `UPDATE jobs SET state = 'cancelled', error = $3::text, finished_at = $2::timestamptz,
+				lease_expires_at = NULL, event_seq = event_seq + 1, updated_at = $2::timestamptz
+			WHERE id = $1::bigint AND state NOT IN ` + terminal + ` RETURNING ` + jobCols,
+		JobResume: `UPDATE jobs SET state = 'queued', scheduled_at = $2::timestamptz, wait_reason = '',
+				event_seq = event_seq + 1, updated_at = $2::timestamptz
+			WHERE id = $1::bigint AND state IN ('waiting_human', 'waiting_subtasks') RETURNING ` + jobCols,
+		JobRetry: `UPDATE jobs SET state = 'queued', max_attempts = attempt + $3::integer, scheduled_at = $2::timestamptz,
+				error = '', result = '', finished_at = NULL, event_seq = event_seq + 1, updated_at = $2::timestamptz
+			WHERE id = $1::bigint AND state IN ('failed', 'aborted', 'cancelled') RETURNING ` + jobCols,
+		JobResumeParent: `UPDATE jobs SET state = 'queued', scheduled_at = $2::timestamptz, wait_reason = '',
+				event_seq = event_seq + 1, updated_at = $2::timestamptz
+			WHERE id = $1::bigint AND state = 'waiting_subtasks'
+				AND NOT EXISTS (SELECT 1 FROM jobs c WHERE c.parent_job_id = $1::bigint AND c.state NOT IN ` + terminal + `)
+			RETURNING ` + jobCols,
+		JobResumeWaitingHuman: `UPDATE jobs SET state = 'queued', scheduled_at = $2::timestamptz, wait_reason = '',
+				event_seq = event_seq + 1, updated_at = $2::timestamptz
+			WHERE task_id = $1::bigint AND state = 'waiting_human' RETURNING ` + jobCols,
+		JobLock: `SELECT id FROM jobs WHERE id = $1::bigint FOR UPDATE`,
+		JobGet:  `SELECT ` + jobCols + ` FROM jobs WHERE id = $1::bigint`,
+		JobList: `SELECT ` + jobCols + ` FROM jobs
+			WHERE ($1::bigint = 0 OR task_id = $1::bigint) AND ($2::bigint = 0 OR parent_job_id = $2::bigint)
+				AND (cardinality($3::text[]) = 0 OR state = ANY($3::text[]))
+				AND id > $4::bigint
+			ORDER BY id LIMIT $5::bigint`,
+		JobCounts: `SELECT state, count(*) FROM jobs GROUP BY state`,
+
+		EventReserve: `UPDATE jobs SET event_seq = event_seq + $4::bigint, updated_at = $5::timestamptz` + fenced +
+			`RETURNING event_seq, attempt`,
+		EventReserveSystem: `UPDATE jobs SET event_seq = event_seq + $2::bigint, updated_at = $3::timestamptz
+			WHERE id = $1::bigint RETURNING event_seq, attempt`,
+		EventInsert: `INSERT INTO job_events (job_id, seq, attempt, type, data, created_at)
+			VALUES ($1::bigint, $2::bigint, $3::integer, $4::text, $5::text::json, $6::timestamptz)`,
+		EventRead: `SELECT ` + sqlstore.EventColumns + ` FROM job_events WHERE job_id = $1::bigint AND seq > $2::bigint
+			ORDER BY seq LIMIT $3::bigint`,
+
+		TaskInsert: `INSERT INTO tasks (owner, title, body, piece, schedule_id, created_at, updated_at)
+			VALUES ($1::text, $2::text, $3::text, $4::text, $5::bigint, $6::timestamptz, $6::timestamptz) RETURNING id`,
+		TaskGet: `SELECT ` + sqlstore.TaskColumns + taskFrom + ` WHERE t.id = $1::bigint`,
+		TaskList: `SELECT ` + sqlstore.TaskColumns + taskFrom + `
+			WHERE ($1::text = '' OR t.owner = $1::text) AND ($2::bigint = 0 OR t.id < $2::bigint)
+			ORDER BY t.id DESC LIMIT $3::bigint`,
+		TaskExists: `SELECT 1 FROM tasks WHERE id = $1::bigint`,
+		CommentInsert: `INSERT INTO task_comments (task_id, author_kind, author, body, created_at)
+			VALUES ($1::bigint, $2::text, $3::text, $4::text, $5::timestamptz) RETURNING ` + sqlstore.CommentColumns,
+		CommentList: `SELECT ` + sqlstore.CommentColumns + ` FROM task_comments
+			WHERE task_id = $1::bigint AND id > $2::bigint ORDER BY id LIMIT $3::bigint`,
+
+		PieceInsert: `INSERT INTO pieces (name, yaml, version, created_at, updated_at)
+			VALUES ($1::text, $2::text, 1, $3::timestamptz, $3::timestamptz) RETURNING ` + sqlstore.PieceColumns,
+		PieceUpdate: `UPDATE pieces SET yaml = $2::text, version = version + 1, updated_at = $3::timestamptz
+			WHERE name = $1::text AND ($4::bigint = 0 OR version = $4::bigint) RETURNING ` + sqlstore.PieceColumns,
+		PieceGet:    `SELECT ` + sqlstore.PieceColumns + ` FROM pieces WHERE name = $1::text`,
+		PieceList:   `SELECT ` + sqlstore.PieceColumns + ` FROM pieces ORDER BY name`,
+		PieceDelete: `DELETE FROM pieces WHERE name = $1::text AND ($2::bigint = 0 OR version = $2::bigint) RETURNING name`,
+
+		ScheduleInsert: `INSERT INTO schedules (name, cron_expr, enabled, owner, title, body, piece, profile, task_class,
+				next_run_at, created_at, updated_at)
+			VALUES ($1::text, $2::text, $3::boolean, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text,
+				$10::timestamptz, $11::timestamptz, $11::timestamptz)
+			RETURNING ` + sqlstore.ScheduleColumns,
+		ScheduleUpdate: `UPDATE schedules SET name = $2::text, cron_expr = $3::text, enabled = $4::boolean, owner = $5::text,
+				title = $6::text, body = $7::text, piece = $8::text, profile = $9::text, task_class = $10::text,
+				next_run_at = $11::timestamptz, updated_at = $12::timestamptz
+			WHERE id = $1::bigint RETURNING ` + sqlstore.ScheduleColumns,
+		ScheduleGet:    `SELECT ` + sqlstore.ScheduleColumns + ` FROM schedules WHERE id = $1::bigint`,
+		ScheduleList:   `SELECT ` + sqlstore.ScheduleColumns + ` FROM schedules ORDER BY id`,
+		ScheduleDelete: `DELETE FROM schedules WHERE id = $1::bigint RETURNING id`,
+		ScheduleDue: `SELECT ` + sqlstore.ScheduleColumns + ` FROM schedules
+			WHERE enabled AND next_run_at <= $1::timestamptz ORDER BY next_run_at, id LIMIT $2::bigint`,
+		ScheduleFire: `UPDATE schedules SET next_run_at = $3::timestamptz, last_fired_at = $2::timestamptz,
+				updated_at = $4::timestamptz
+			WHERE id = $1::bigint AND enabled AND next_run_at = $2::timestamptz RETURNING ` + sqlstore.ScheduleColumns,
+
+		AuditInsert: `INSERT INTO audit_log (actor, action, target, details, created_at)
+			VALUES ($1::text, $2::text, $3::text, $4::text::json, $5::timestamptz) RETURNING ` + sqlstore.AuditColumns,
+		AuditList: `SELECT ` + sqlstore.AuditColumns + ` FROM audit_log
+			WHERE ($1::text = '' OR target = $1::text) AND ($2::bigint = 0 OR id < $2::bigint)
+			ORDER BY id DESC LIMIT $3::bigint`,
+
+		SessionUpsert: `INSERT INTO sessions (id, job_id, executor_type, provider, model, workspace, title, created_at, updated_at)
+			VALUES ($1::text, $2::bigint, $3::text, $4::text, $5::text, $6::text, $7::text, $8::timestamptz, $8::timestamptz)
+			ON CONFLICT (id) DO UPDATE SET job_id = excluded.job_id, executor_type = excluded.executor_type,
+				provider = excluded.provider, model = excluded.model, workspace = excluded.workspace,
+				title = excluded.title, updated_at = excluded.updated_at
+			RETURNING ` + sqlstore.SessionColumns,
+		SessionGet: `SELECT ` + sqlstore.SessionColumns + ` FROM sessions WHERE id = $1::text`,
+		SessionList: `SELECT ` + sqlstore.SessionColumns + ` FROM sessions WHERE ($1::bigint = 0 OR job_id = $1::bigint)
+			ORDER BY created_at DESC, id DESC LIMIT $2::bigint`,
+
+		LeaderElect: `INSERT INTO leaders (name, owner, elected_at, expires_at)
+			VALUES ($1::text, $2::text, $3::timestamptz, $4::timestamptz)
+			ON CONFLICT (name) DO UPDATE SET
+				elected_at = CASE WHEN leaders.owner = excluded.owner THEN leaders.elected_at ELSE excluded.elected_at END,
+				owner = excluded.owner, expires_at = excluded.expires_at
+			WHERE leaders.owner = excluded.owner OR leaders.expires_at <= $3::timestamptz
+			RETURNING owner`,
+		LeaderResign: `DELETE FROM leaders WHERE name = $1::text AND owner = $2::text`,
+	}
+}
