@@ -36,6 +36,8 @@ type runOptions struct {
 	MaxIterations int
 	Thinking      string
 	System        string
+	Piece         string
+	NoPiece       bool
 }
 
 func newRunCmd(io *IOStreams) *cobra.Command {
@@ -46,6 +48,15 @@ func newRunCmd(io *IOStreams) *cobra.Command {
 		Long: `Run a task in a workspace (default: the current directory) with Maestro's own
 agent loop and sandboxed tools (Read, Write, Edit, Glob, Grep, Bash).
 
+With --piece NAME the task runs as a piece: a workflow of movements (see
+'maestro pieces list' and docs/engine.md). Without --piece, a new task with a
+live model is classified first: the model picks the piece that fits. On the
+replay executor (no model configured, or --replay) the task runs in the plain
+agent loop unless --piece is given, since scripted scenarios such as the
+bundled demo are written for it; --no-piece forces the plain loop everywhere.
+A piece run prints only its result on stdout; its progress (movements,
+transitions, tool calls) goes to stderr.
+
 The model is chosen by, in order: --replay FILE or --model provider/model;
 MAESTRO_MODEL; credentials in the environment (ANTHROPIC_API_KEY or
 ANTHROPIC_AUTH_TOKEN → anthropic; OPENAI_API_KEY or OPENAI_BASE_URL → openai);
@@ -54,16 +65,23 @@ as replay. Providers: anthropic, openai (Responses API, or Chat Completions for
 OPENAI_BASE_URL servers such as Ollama, vLLM, LM Studio), replay.
 
 Every run is a session with an append-only event log under ~/.maestro/sessions;
---resume ID continues one with its history. TASK "-" reads the task from stdin.
-Ctrl-C interrupts cleanly (the running tool is stopped and the log records it).
+--resume ID continues one. For a plain session the new TASK continues its
+conversation. For a piece session, a run waiting for an answer (the piece
+asked a question) continues with TASK as the answer; an interrupted or failed
+run restarts its current movement; a finished run is followed by a new run of
+the same piece (or --piece) with TASK as a follow-up. TASK "-" reads the task
+from stdin. Ctrl-C interrupts cleanly (the running tool is stopped and the log
+records it).
 
-Exit status: 0 success, 1 failure (one-line reason on stderr), 2 usage error,
-130 interrupted.`,
+Exit status: 0 success (or a piece run waiting for an answer), 1 failure or
+aborted piece run (one-line reason on stderr), 2 usage error, 130 interrupted.`,
 		Example: `  maestro run "add a --verbose flag to the CLI and test it"
+  maestro run --piece code "fix the failing test in parser_test.go"
   maestro run --model openai/gpt-5 --workspace ../api "why does the build fail?"
   OPENAI_BASE_URL=http://localhost:11434/v1 maestro run --model openai/qwen3 "explain main.go"
   maestro run --replay scenario.json --output jsonl "demo"
-  maestro run --resume 0198c3a2 "now add a test for it"`,
+  maestro run --resume 0198c3a2 "now add a test for it"
+  maestro run --resume 0198c3a2 "use blue"      # answer the question a piece run asked`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			task := strings.Join(args, " ")
@@ -89,7 +107,9 @@ Exit status: 0 success, 1 failure (one-line reason on stderr), 2 usage error,
 	f.StringVar(&o.Sandbox, "sandbox", "", "Bash sandbox mode: auto (bubblewrap if available, else allowlist), always, off (default from config, else auto)")
 	f.IntVar(&o.MaxIterations, "max-iterations", 0, "maximum model calls for this task (default 50)")
 	f.StringVar(&o.Thinking, "thinking", "", "thinking level: off, minimal, low, medium, high, ultra")
-	f.StringVar(&o.System, "system", "", "replace the default system prompt")
+	f.StringVar(&o.System, "system", "", "replace the default system prompt (plain agent loop only)")
+	f.StringVar(&o.Piece, "piece", "", "run the task as this piece (see 'maestro pieces list'); skips the classifier")
+	f.BoolVar(&o.NoPiece, "no-piece", false, "run the plain agent loop: no piece, no classification")
 	return cmd
 }
 
@@ -120,6 +140,12 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	}
 	if o.MaxIterations < 0 {
 		return usageErr("--max-iterations must be positive")
+	}
+	if o.Piece != "" && o.NoPiece {
+		return usageErr("--piece and --no-piece cannot be used together")
+	}
+	if o.Piece != "" && o.System != "" {
+		return usageErr("--system replaces the plain agent loop's prompt; a piece's movements have their own")
 	}
 
 	home, err := config.Home(io.Getenv)
@@ -164,6 +190,30 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		return failErr(err)
 	}
 
+	// What runs: a piece (given, classified, or the session's), or the
+	// plain agent loop.
+	var prior *priorRun
+	if sess != nil {
+		prior, err = latestRun(sess.Dir())
+		if err != nil {
+			return failErr(err)
+		}
+	}
+	pieceMode := false
+	switch {
+	case o.NoPiece:
+		if prior != nil {
+			return usageErr("session %s runs pieces; --no-piece cannot continue it", sess.ID())
+		}
+	case prior != nil, o.Piece != "":
+		pieceMode = true
+	case sess == nil && choice.Executor == protocol.ExecutorLive:
+		pieceMode = true // classify
+	}
+	if prior != nil && o.Piece != "" && !prior.state.Status.Final() {
+		return usageErr("session %s has an unfinished run (%s): resume it without --piece", sess.ID(), prior.state.Status)
+	}
+
 	mode := o.Sandbox
 	if mode == "" {
 		mode = cfg.Sandbox
@@ -184,11 +234,6 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		return failErr(fmt.Errorf("open workspace: %w", err))
 	}
 	defer root.Close()
-	tools := tool.NewSet(
-		tool.NewRead(root), tool.NewWrite(root), tool.NewEdit(root),
-		tool.NewGlob(root), tool.NewGrep(root),
-		tool.NewBash(sb, root.Dir(), tool.BashOptions{}),
-	)
 
 	if sess == nil {
 		sess, err = store.Create(session.Meta{
@@ -205,12 +250,21 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	}
 	_ = sess.SetTitle(task)
 
+	replayRun := choice.Executor == protocol.ExecutorReplay
 	var view agent.Sink
 	var text *renderer
 	if o.Output == "jsonl" {
 		view = &jsonlSink{w: io.Out, errOut: io.ErrOut}
 	} else {
-		text = newRenderer(io, choice.Executor == protocol.ExecutorReplay)
+		rio := io
+		if pieceMode {
+			// A piece's intermediate text is progress, not the answer: it
+			// goes to stderr, and only the result to stdout.
+			c := *io
+			c.Out, c.OutTTY = io.ErrOut, io.ErrTTY
+			rio = &c
+		}
+		text = newRenderer(rio, replayRun)
 		view = text
 	}
 	sink := agent.Tee(sess, view)
@@ -228,6 +282,24 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	provider := llm.WithRetry(choice.Provider, llm.RetryPolicy{OnRetry: func(attempt int, wait time.Duration, e *llm.Error) {
 		sink.Event(protocol.Status{Message: fmt.Sprintf("Model call failed (%s); retrying in %s (attempt %d)", e.Error(), wait.Round(100*time.Millisecond), attempt+1)})
 	}})
+
+	// Ctrl-C / SIGTERM cancel the run; a second Ctrl-C kills the process.
+	runCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() { <-runCtx.Done(); stop() }()
+
+	if pieceMode {
+		return runPiece(runCtx, io, pieceRun{
+			o: o, task: task, home: home, cfg: cfg, sess: sess, prior: prior, choice: choice, provider: provider,
+			sb: sb, root: root, sink: sink, text: text, jsonl: o.Output == "jsonl",
+		})
+	}
+
+	tools := tool.NewSet(
+		tool.NewRead(root), tool.NewWrite(root), tool.NewEdit(root),
+		tool.NewGlob(root), tool.NewGrep(root),
+		tool.NewBash(sb, root.Dir(), tool.BashOptions{}),
+	)
 	system := o.System
 	if system == "" {
 		system = agent.SystemPrompt(agent.Environment{Workspace: root.Dir(), Sandbox: sb.Kind(), Tools: tools.Names(), Date: time.Now().Format("2006-01-02")})
@@ -240,15 +312,10 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		Thinking:      llm.ThinkingLevel(o.Thinking),
 	})
 
-	// Ctrl-C / SIGTERM cancel the run; a second Ctrl-C kills the process.
-	runCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() { <-runCtx.Done(); stop() }()
-
 	started := time.Now()
 	res, runErr := ag.Run(runCtx, sess.History(), llm.UserText(task), sink)
 	if text != nil {
-		text.finish(res, time.Since(started), choice.Executor == protocol.ExecutorReplay)
+		text.finish(res, time.Since(started), replayRun)
 	}
 	closeErr := sess.Close()
 	if text != nil {

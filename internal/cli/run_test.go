@@ -147,7 +147,7 @@ func TestRunAnthropicMultiTurn(t *testing.T) {
 	srv := llmtest.NewServer(t, writeThenBash()...)
 	ws := t.TempDir()
 	r := runCLI(t, map[string]string{"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": srv.URL()},
-		"run", "--model", "anthropic/claude-sonnet-4-5", "--workspace", ws, "--output", "jsonl", "write notes and count lines")
+		"run", "--no-piece", "--model", "anthropic/claude-sonnet-4-5", "--workspace", ws, "--output", "jsonl", "write notes and count lines")
 	checkMultiTurn(t, r, ws, true)
 	reqs := srv.Requests()
 	if len(reqs) != 3 || reqs[0].Header.Get("X-Api-Key") != "sk-test" {
@@ -165,7 +165,7 @@ func TestRunOpenAICompatibleNoKey(t *testing.T) {
 	srv := llmtest.NewServer(t, writeThenBash()...)
 	ws := t.TempDir()
 	r := runCLI(t, map[string]string{"OPENAI_BASE_URL": srv.URL() + "/v1"},
-		"run", "--model", "openai/llama3.2", "--workspace", ws, "-o", "jsonl", "write notes and count lines")
+		"run", "--no-piece", "--model", "openai/llama3.2", "--workspace", ws, "-o", "jsonl", "write notes and count lines")
 	checkMultiTurn(t, r, ws, false)
 	for i, req := range srv.Requests() {
 		if req.Path != "/v1/chat/completions" {
@@ -193,7 +193,7 @@ func TestRunOpenAIResponsesWithKey(t *testing.T) {
 	srv := llmtest.NewServer(t, writeThenBash()...)
 	ws := t.TempDir()
 	r := runCLI(t, map[string]string{"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": srv.URL() + "/v1", "MAESTRO_OPENAI_API": "responses"},
-		"run", "--model", "openai/gpt-5", "--workspace", ws, "-o", "jsonl", "write notes and count lines")
+		"run", "--no-piece", "--model", "openai/gpt-5", "--workspace", ws, "-o", "jsonl", "write notes and count lines")
 	checkMultiTurn(t, r, ws, true)
 	if p := srv.Requests()[0].Path; p != "/v1/responses" {
 		t.Errorf("path = %s", p)
@@ -247,7 +247,7 @@ func TestRunProviderErrors(t *testing.T) {
 			srv := llmtest.NewServer(t, tc.turns...)
 			srv.Models = tc.models
 			r := runCLI(t, map[string]string{"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": srv.URL()},
-				"run", "--model", tc.model, "--workspace", t.TempDir(), "--sandbox", "off", "-o", "jsonl", "hi")
+				"run", "--no-piece", "--model", tc.model, "--workspace", t.TempDir(), "--sandbox", "off", "-o", "jsonl", "hi")
 			if r.code != tc.wantCode {
 				t.Fatalf("exit %d, want %d\nstderr: %s", r.code, tc.wantCode, r.stderr)
 			}
@@ -277,7 +277,7 @@ func TestRunRetryReportsStatus(t *testing.T) {
 	t.Parallel()
 	srv := llmtest.NewServer(t, llmtest.Turn{Status: 529, ErrorMessage: "Overloaded", RetryAfter: "0.01"}, llmtest.Turn{Text: []string{"ok"}})
 	r := runCLI(t, map[string]string{"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": srv.URL()},
-		"run", "--model", "anthropic/claude-sonnet-4-5", "--workspace", t.TempDir(), "--sandbox", "off", "-o", "jsonl", "hi")
+		"run", "--no-piece", "--model", "anthropic/claude-sonnet-4-5", "--workspace", t.TempDir(), "--sandbox", "off", "-o", "jsonl", "hi")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}

@@ -220,6 +220,11 @@ var (
 type StartOptions struct {
 	// RunID names the run; empty generates one.
 	RunID string
+	// FirstFrame is the replay position of the run's first model turn:
+	// the number of model turns earlier runs made in the same replay
+	// session (a follow-up run continues the session's script). It only
+	// matters on a replay provider.
+	FirstFrame int
 	// subtask is the subtask number of a child run.
 	subtask int
 }
@@ -257,7 +262,7 @@ func (e *Engine) Start(ctx context.Context, p *piece.Piece, task string, opts St
 	st := &State{
 		Version: StateVersion, RunID: id, Piece: checked.Name, PieceYAML: string(src), Task: task, Depth: e.depth,
 		Status: StatusRunning, Entry: EntryStart, History: []string{}, Lessons: []string{},
-		Created: now, Updated: now,
+		ModelTurns: max(opts.FirstFrame, 0), Created: now, Updated: now,
 	}
 	r := e.newRun(checked, st)
 	r.subtaskNo = opts.subtask

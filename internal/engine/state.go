@@ -97,9 +97,10 @@ type State struct {
 	// Conversation is the current movement's conversation when it paused
 	// for the user, so it continues where it stopped.
 	Conversation []llm.Message `json:"conversation,omitempty"`
-	// FrameBase is the number of model turns the run made before the
-	// current movement's conversation began; ModelTurns counts them all.
-	// Replay scenarios are played at these positions (see replay.go).
+	// ModelTurns counts the run's model turns (assistant messages), from
+	// StartOptions.FirstFrame; FrameBase is its value when the current
+	// movement's conversation began. Replay scenarios are played at these
+	// positions (see replay.go).
 	FrameBase  int `json:"frame_base"`
 	ModelTurns int `json:"model_turns"`
 	// Subtasks are the subtasks spawned so far.

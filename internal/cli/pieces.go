@@ -1,0 +1,354 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/maestro-run/maestro/internal/agent"
+	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/engine"
+	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/piece"
+	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/providers"
+	"github.com/maestro-run/maestro/internal/sandbox"
+	"github.com/maestro-run/maestro/internal/session"
+	"github.com/maestro-run/maestro/internal/workspace"
+)
+
+// replayContextWindow is the context window a replay run is measured
+// against, so that scenarios can exercise context pressure with usage
+// statements (the replay model is in no catalogue).
+const replayContextWindow = 200_000
+
+func newPiecesCmd(io *IOStreams) *cobra.Command {
+	var ws string
+	cmd := &cobra.Command{
+		Use:   "pieces",
+		Short: "List, show and validate pieces (YAML workflows of movements)",
+		Long: `Pieces are YAML workflows of movements (docs/pieces.md). Maestro ships
+built-in pieces and reads overrides from ~/.maestro/pieces/ and from the
+project's .maestro/pieces/ (the project wins). 'maestro run --piece NAME'
+runs one.`,
+		Args: cobra.NoArgs,
+	}
+	cmd.PersistentFlags().StringVarP(&ws, "workspace", "w", "", "project directory whose .maestro/pieces/ is read (default: current directory)")
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the pieces in effect, with where each comes from",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lib, err := loadLibrary(cmd.Context(), io, ws)
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tSOURCE\tMOVEMENTS\tDESCRIPTION")
+			for _, e := range lib.Catalog().List() {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Piece.Name, sourceLabel(e), movementNames(e.Piece), firstLine(e.Piece.Description, 70))
+			}
+			tw.Flush()
+			reportProblems(io, lib)
+			return nil
+		},
+	}
+	show := &cobra.Command{
+		Use:   "show NAME",
+		Short: "Print a piece in canonical YAML",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			lib, err := loadLibrary(cmd.Context(), io, ws)
+			if err != nil {
+				return err
+			}
+			e, ok := lib.Catalog().Get(args[0])
+			if !ok {
+				return failErr(fmt.Errorf("no piece %q; pieces: %s", args[0], strings.Join(lib.Names(), ", ")))
+			}
+			data, err := piece.Marshal(e.Piece)
+			if err != nil {
+				return failErr(err)
+			}
+			fmt.Fprintf(io.Out, "# source: %s\n%s", e.Source, data)
+			reportProblems(io, lib)
+			return nil
+		},
+	}
+	validate := &cobra.Command{
+		Use:   "validate FILE...",
+		Short: "Check piece files with the validator; every fault as file:line:col",
+		Long: `Check piece files with Maestro's validator (the same one the catalog, the
+piece tools and the API use). Each fault is printed as
+file:line:col: field: message; a valid file prints "FILE: ok". The exit status
+is 1 when any file is invalid or unreadable.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			bad := 0
+			for _, file := range args {
+				data, err := os.ReadFile(file)
+				if err != nil {
+					fmt.Fprintf(io.Out, "%s: %v\n", file, err)
+					bad++
+					continue
+				}
+				p, err := piece.Parse(file, data)
+				if err != nil {
+					fmt.Fprintln(io.Out, err)
+					bad++
+					continue
+				}
+				fmt.Fprintf(io.Out, "%s: ok (piece %s, %d movement(s))\n", file, p.Name, len(p.Movements))
+			}
+			if bad > 0 {
+				return failErr(fmt.Errorf("%d of %d file(s) invalid", bad, len(args)))
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(list, show, validate)
+	return cmd
+}
+
+// pieceDirs are the override directories, lowest precedence first: the
+// user's (<maestro home>/pieces) and the project's.
+func pieceDirs(home, workdir string) []string {
+	dirs := []string{filepath.Join(home, "pieces")}
+	if p := filepath.Join(workdir, ".maestro", "pieces"); !slices.Contains(dirs, p) {
+		dirs = append(dirs, p)
+	}
+	return dirs
+}
+
+func loadLibrary(ctx context.Context, io *IOStreams, ws string) (*engine.Library, error) {
+	home, err := config.Home(io.Getenv)
+	if err != nil {
+		return nil, failErr(err)
+	}
+	dir, err := workspaceDir(ws)
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	lib, err := engine.NewLibrary(ctx, pieceDirs(home, dir), filepath.Join(home, "pieces"))
+	if err != nil {
+		return nil, failErr(err)
+	}
+	return lib, nil
+}
+
+// reportProblems prints the override files the catalog ignored.
+func reportProblems(io *IOStreams, lib *engine.Library) {
+	for _, err := range lib.Catalog().Problems() {
+		fmt.Fprintf(io.ErrOut, "maestro: ignored an invalid piece file (the definition it would replace stays in effect):\n%v\n", err)
+	}
+}
+
+func sourceLabel(e piece.Entry) string {
+	switch {
+	case strings.HasPrefix(e.Source, "builtin:"):
+		return "builtin"
+	case e.Builtin:
+		return e.Source + " (overrides builtin)"
+	}
+	return e.Source
+}
+
+func movementNames(p *piece.Piece) string {
+	names := make([]string, len(p.Movements))
+	for i, m := range p.Movements {
+		names[i] = m.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+func firstLine(s string, n int) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return oneLine(line, n)
+}
+
+// pieceRun is what runTask hands to runPiece.
+type pieceRun struct {
+	o        runOptions
+	task     string
+	home     string
+	cfg      config.Config
+	sess     *session.Session
+	prior    *priorRun
+	choice   *providers.Choice
+	provider llm.Provider
+	sb       *sandbox.Sandbox
+	root     *workspace.Root
+	sink     agent.Sink
+	text     *renderer
+	jsonl    bool
+}
+
+// priorRun is the latest piece run of a session: runs live in
+// <session dir>/runs/<n>/, numbered from 1.
+type priorRun struct {
+	n     int
+	dir   string
+	state *engine.State
+}
+
+// latestRun finds a session's latest piece run; nil for a plain session.
+func latestRun(sessDir string) (*priorRun, error) {
+	entries, err := os.ReadDir(filepath.Join(sessDir, "runs"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the session's runs: %w", err)
+	}
+	best := 0
+	for _, e := range entries {
+		if n, err := strconv.Atoi(e.Name()); err == nil && e.IsDir() && n > best {
+			best = n
+		}
+	}
+	if best == 0 {
+		return nil, nil
+	}
+	dir := filepath.Join(sessDir, "runs", strconv.Itoa(best))
+	st, err := engine.LoadState(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &priorRun{n: best, dir: dir, state: st}, nil
+}
+
+// sessionEvents stores run events in the session log.
+type sessionEvents struct{ sess *session.Session }
+
+func (s sessionEvents) RunEvent(r engine.Record) {
+	if data, err := json.Marshal(r); err == nil {
+		s.sess.RunEvent(data)
+	}
+}
+
+// runPiece runs (or resumes) a piece run in the session.
+func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
+	replayRun := pr.choice.Executor == protocol.ExecutorReplay
+	lib, err := engine.NewLibrary(ctx, pieceDirs(pr.home, pr.root.Dir()), filepath.Join(pr.home, "pieces"))
+	if err != nil {
+		return failErr(err)
+	}
+	for _, perr := range lib.Catalog().Problems() {
+		pr.sink.Event(protocol.Status{Message: "Ignored an invalid piece file: " + perr.Error()})
+	}
+	events := sessionEvents{pr.sess}
+	ecfg := engine.Config{
+		Provider: pr.provider, Workspace: pr.root, Sandbox: pr.sb, Library: lib,
+		Sink: pr.sink, Events: events,
+		MaxIterations: firstPositive(pr.o.MaxIterations, pr.cfg.MaxIterations),
+		Thinking:      llm.ThinkingLevel(pr.o.Thinking),
+	}
+	if replayRun {
+		ecfg.ContextWindow = replayContextWindow
+	}
+
+	started := time.Now()
+	var out *engine.Outcome
+	var runErr error
+	if pr.prior != nil && !pr.prior.state.Status.Final() {
+		ecfg.RunDir = pr.prior.dir
+		e, err := engine.New(ecfg)
+		if err != nil {
+			return failErr(err)
+		}
+		out, runErr = e.Resume(ctx, pr.task)
+	} else {
+		n, name, task := 1, pr.o.Piece, pr.task
+		// On replay, the run continues the session's script after the
+		// turns already played (a plain conversation or earlier runs).
+		first := 0
+		for _, m := range pr.sess.History() {
+			if m.Role == llm.RoleAssistant {
+				first++
+			}
+		}
+		if pr.prior != nil {
+			n = pr.prior.n + 1
+			if name == "" {
+				name = pr.prior.state.Piece
+			}
+			task = followUp(pr.prior.state, pr.task)
+			first = pr.prior.state.ModelTurns
+		}
+		c, err := engine.Classify(ctx, pr.provider, lib, task, engine.ClassifyOptions{Override: name})
+		if err != nil {
+			if ctx.Err() != nil {
+				return &exitError{ExitInterrupted, errors.New("interrupted")}
+			}
+			return usageErr("%v", err)
+		}
+		runID := fmt.Sprintf("%s.%d", pr.sess.ID(), n)
+		ev := c.Event()
+		events.RunEvent(engine.Record{RunID: runID, Time: time.Now().UTC(), Event: ev})
+		pr.sink.Event(protocol.Status{Message: ev.Describe()})
+		ecfg.RunDir = filepath.Join(pr.sess.Dir(), "runs", strconv.Itoa(n))
+		e, err := engine.New(ecfg)
+		if err != nil {
+			return failErr(err)
+		}
+		out, runErr = e.Start(ctx, c.Piece, task, engine.StartOptions{RunID: runID, FirstFrame: first})
+	}
+
+	if pr.text != nil {
+		pr.text.finish(agent.Result{
+			Usage: out.Usage, CostUSD: out.CostUSD, CostKnown: out.CostKnown, Iterations: out.ModelCalls,
+			Tools: protocol.ToolsSummary{CallsSucceeded: out.ToolCalls - out.ToolFailures, CallsFailed: out.ToolFailures},
+		}, time.Since(started), replayRun)
+	}
+	// The result is the only output the user sees: stdout in text mode, a
+	// final status line in jsonl.
+	switch out.Status {
+	case engine.StatusSucceeded, engine.StatusAborted, engine.StatusWaitingHuman:
+		if pr.jsonl {
+			pr.sink.Event(protocol.Status{Message: fmt.Sprintf("Result (%s): %s", out.Status, out.Result)})
+		} else {
+			fmt.Fprintln(io.Out, out.Result)
+		}
+	}
+	closeErr := pr.sess.Close()
+	id := pr.sess.ID()
+	if pr.text != nil {
+		if out.Status == engine.StatusWaitingHuman {
+			fmt.Fprintf(io.ErrOut, "session %s · the run waits for your answer: maestro run --resume %s \"your answer\"\n", id, id)
+		} else {
+			fmt.Fprintf(io.ErrOut, "session %s · continue with: maestro run --resume %s \"…\"\n", id, id)
+		}
+	}
+	switch {
+	case errors.Is(runErr, agent.ErrCancelled):
+		return &exitError{ExitInterrupted, errors.New("interrupted")}
+	case runErr != nil:
+		return failErr(providers.ExplainUnknownModel(ctx, pr.choice.Provider, runErr))
+	case out.Status == engine.StatusAborted:
+		reason := out.Reason
+		if reason == "" {
+			reason = oneLine(out.Result, 200)
+		}
+		return failErr(fmt.Errorf("the %s run was aborted: %s", out.Piece, reason))
+	case closeErr != nil:
+		return failErr(fmt.Errorf("save session: %w", closeErr))
+	}
+	return nil
+}
+
+// followUp is the task of a new run that continues a finished one.
+func followUp(prev *engine.State, task string) string {
+	return fmt.Sprintf("This continues an earlier run (piece %s) in this workspace.\n\nEarlier task:\n%s\n\nEarlier result (%s):\n%s\n\nNew request:\n%s",
+		prev.Piece, strings.TrimSpace(prev.Task), prev.Status, strings.TrimSpace(prev.Result), task)
+}
