@@ -1,0 +1,342 @@
+package agentcli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/llm/llmtest"
+	"github.com/maestro-run/maestro/internal/protocol"
+)
+
+// The integration tier runs the five real CLIs, installed by
+// scripts/install-agent-clis.sh into .cache/agent-clis (or
+// $MAESTRO_AGENT_CLIS), against the fake model server with an isolated
+// HOME. No request leaves 127.0.0.1. Missing CLIs skip loudly, and fail
+// the test when CI=true.
+
+func agentCLIDir(t *testing.T) string {
+	t.Helper()
+	if d := os.Getenv("MAESTRO_AGENT_CLIS"); d != "" {
+		return d
+	}
+	d, err := filepath.Abs("../../.cache/agent-clis")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// cliBin returns the installed binary or skips (fails under CI=true).
+func cliBin(t *testing.T, name string) string {
+	t.Helper()
+	bin := filepath.Join(agentCLIDir(t), "bin", name)
+	if st, err := os.Stat(bin); err == nil && !st.IsDir() {
+		return bin
+	}
+	msg := fmt.Sprintf("AGENT CLI %q NOT INSTALLED at %s: run scripts/install-agent-clis.sh (integration tier skipped)", name, bin)
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// cliSetup is how one CLI is pointed at the fake server.
+type cliSetup struct {
+	id, bin string
+	model   string
+	// tool is the CLI's shell tool and the JSON arguments that run cmd.
+	tool     string
+	toolArgs func(cmd string) string
+	// env writes the config files under home and returns the env entries.
+	env func(t *testing.T, home, url string) []string
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func jsonArgs(key string) func(string) string {
+	return func(cmd string) string {
+		b, _ := json.Marshal(map[string]string{key: cmd})
+		return string(b)
+	}
+}
+
+var setups = []cliSetup{
+	{id: "claude-code", bin: "claude", tool: "Bash", toolArgs: jsonArgs("command"),
+		env: func(t *testing.T, home, url string) []string {
+			return []string{"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_API_KEY=sk-fake"}
+		}},
+	{id: "codex", bin: "codex", tool: "exec_command", toolArgs: jsonArgs("cmd"),
+		env: func(t *testing.T, home, url string) []string {
+			codexHome := filepath.Join(home, ".codex")
+			writeFile(t, filepath.Join(codexHome, "config.toml"), `model = "gpt-5.5"
+model_provider = "fake"
+check_for_update_on_startup = false
+[model_providers.fake]
+name = "fake"
+base_url = "`+url+`/v1"
+env_key = "FAKE_API_KEY"
+wire_api = "responses"
+[analytics]
+enabled = false
+[features]
+plugins = false
+apps = false
+remote_plugin = false
+`)
+			return []string{"CODEX_HOME=" + codexHome, "FAKE_API_KEY=sk-fake"}
+		}},
+	{id: "gemini-cli", bin: "gemini", model: "gemini-2.5-flash", tool: "run_shell_command", toolArgs: jsonArgs("command"),
+		env: func(t *testing.T, home, url string) []string {
+			writeFile(t, filepath.Join(home, ".gemini", "settings.json"),
+				`{"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"enableAutoUpdate":false,"enableAutoUpdateNotification":false},"security":{"auth":{"selectedType":"gemini-api-key"}}}`)
+			return []string{"GOOGLE_GEMINI_BASE_URL=" + url, "GEMINI_API_KEY=fake-key"}
+		}},
+	{id: "opencode", bin: "opencode", tool: "bash",
+		toolArgs: func(cmd string) string {
+			b, _ := json.Marshal(map[string]string{"command": cmd, "description": "Run a command"})
+			return string(b)
+		},
+		env: func(t *testing.T, home, url string) []string {
+			cfg := `{"model":"fake/fake-model","small_model":"fake/fake-model","autoupdate":false,"share":"disabled",` +
+				`"permission":{"*":"allow","external_directory":"allow","question":"deny"},"tools":{"question":false},` +
+				`"provider":{"fake":{"npm":"@ai-sdk/openai-compatible","name":"Fake","options":{"baseURL":"` + url + `/v1","apiKey":"sk-fake"},` +
+				`"models":{"fake-model":{"name":"Fake Model","tool_call":true}}}}}`
+			return []string{"OPENCODE_CONFIG_CONTENT=" + cfg, "OPENCODE_DISABLE_DEFAULT_PLUGINS=true",
+				"npm_config_registry=http://127.0.0.1:9/", "XDG_DATA_HOME=" + filepath.Join(home, ".local", "share"),
+				"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "XDG_CACHE_HOME=" + filepath.Join(home, ".cache")}
+		}},
+	{id: "qwen-code", bin: "qwen", tool: "run_shell_command", toolArgs: jsonArgs("command"),
+		env: func(t *testing.T, home, url string) []string {
+			writeFile(t, filepath.Join(home, ".qwen", "settings.json"),
+				`{"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"enableAutoUpdate":false},"security":{"auth":{"selectedType":"openai"}}}`)
+			return []string{"OPENAI_BASE_URL=" + url + "/v1", "OPENAI_API_KEY=sk-fake", "OPENAI_MODEL=fake-model"}
+		}},
+}
+
+// fakeModel serves the scripted main turns; calls that offer no tools
+// (titles, routers) are answered by a looping auxiliary script so the main
+// script stays in step whatever extra calls a CLI makes. When hang is set,
+// main calls block until the client goes away, and arrived is signalled.
+type fakeModel struct {
+	main, aux *llmtest.Server
+	hang      bool
+	arrived   chan struct{}
+	once      sync.Once
+	srv       *httptest.Server
+}
+
+func newFakeModel(t *testing.T, turns ...llmtest.Turn) *fakeModel {
+	f := &fakeModel{main: llmtest.New(turns...), aux: llmtest.New(llmtest.Turn{Text: []string{"Aux answer"}, InputTokens: 1, OutputTokens: 1}),
+		arrived: make(chan struct{})}
+	f.aux.Loop = true
+	mainH, auxH := f.main.Handler(), f.aux.Handler()
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var req map[string]any
+		_ = json.Unmarshal(body, &req)
+		tools, _ := req["tools"].([]any)
+		if r.Method == http.MethodPost && len(tools) == 0 && !strings.Contains(r.URL.Path, "countTokens") {
+			auxH.ServeHTTP(w, r)
+			return
+		}
+		if f.hang && r.Method == http.MethodPost {
+			f.once.Do(func() { close(f.arrived) })
+			<-r.Context().Done()
+			return
+		}
+		mainH.ServeHTTP(w, r)
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+type runOutcome struct {
+	res    *RunResult
+	err    error
+	types  []string
+	text   string
+	tools  []protocol.ToolCall
+	ends   []protocol.ToolEnd
+	output string
+}
+
+func runCLI(t *testing.T, s cliSetup, home, work string, f *fakeModel, inv Invocation, timeout time.Duration) runOutcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	x := &Executor{Def: mustDef(t, s.id), Path: cliBin(t, s.bin), MaxAttempts: 1}
+	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "TMPDIR=" + filepath.Join(home, "tmp"), "NO_COLOR=1"}
+	_ = os.MkdirAll(filepath.Join(home, "tmp"), 0o755)
+	x.Env = env
+	// The CLI's settings go on the invocation so they override the
+	// definition's own environment defaults.
+	inv.Env = append(inv.Env, s.env(t, home, f.srv.URL)...)
+	inv.Dir, inv.Model = work, s.model
+	start := time.Now()
+	defer func() { t.Logf("%s %q: %v", s.id, inv.Prompt, time.Since(start).Round(time.Millisecond)) }()
+	var o runOutcome
+	o.res, o.err = x.Run(ctx, Request{Invocation: inv}, func(ev Event) {
+		for _, m := range ev.Messages {
+			o.types = append(o.types, m.MessageType())
+			switch m := m.(type) {
+			case protocol.ResponseChunk:
+				if !m.IsThinking {
+					o.text += m.Content
+				}
+			case protocol.ToolCall:
+				o.tools = append(o.tools, m)
+			case protocol.ToolEnd:
+				o.ends = append(o.ends, m)
+			case protocol.ToolOutput:
+				o.output += m.Content
+			}
+		}
+	})
+	if ctx.Err() != nil && !errors.Is(o.err, ErrInterrupted) {
+		t.Fatalf("%s did not finish within %v", s.id, timeout)
+	}
+	return o
+}
+
+func TestIntegrationAgentCLIs(t *testing.T) {
+	t.Parallel()
+	for _, s := range setups {
+		t.Run(s.id, func(t *testing.T) {
+			t.Parallel()
+			cliBin(t, s.bin)
+			home, work := t.TempDir(), t.TempDir()
+			const runTimeout = 120 * time.Second
+
+			// Plain turn.
+			f := newFakeModel(t, llmtest.Turn{Text: []string{"Hello from ", "the fake model."}, InputTokens: 12, OutputTokens: 7})
+			o := runCLI(t, s, home, work, f, Invocation{Prompt: "say hello"}, runTimeout)
+			if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 {
+				t.Fatalf("plain turn: err %v, agent error %v, exit %d", o.err, o.res.Err, o.res.ExitCode)
+			}
+			if o.text != "Hello from the fake model." || o.res.Result == nil || o.res.Result.Text != "Hello from the fake model." {
+				t.Errorf("plain turn: text %q, result %+v", o.text, o.res.Result)
+			}
+			if !containsInOrder(o.types, "response_start", "response_chunk", "response_end") {
+				t.Errorf("plain turn events: %v", o.types)
+			}
+			session := o.res.SessionID
+			if session == "" {
+				t.Fatal("plain turn: no session id")
+			}
+
+			// Resume: same session, history replayed to the model.
+			f = newFakeModel(t, llmtest.Turn{Text: []string{"Second turn after resume."}, InputTokens: 40, OutputTokens: 5})
+			o = runCLI(t, s, home, work, f, Invocation{Prompt: "and again", SessionID: session}, runTimeout)
+			if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 {
+				t.Fatalf("resume: err %v, agent error %v, exit %d", o.err, o.res.Err, o.res.ExitCode)
+			}
+			if o.res.SessionID != session || o.text != "Second turn after resume." {
+				t.Errorf("resume: session %q (want %q), text %q", o.res.SessionID, session, o.text)
+			}
+			if reqs := f.main.Requests(); len(reqs) == 0 || !bytes.Contains(reqs[0].Body, []byte("Hello from the fake model.")) {
+				t.Errorf("resume: the model did not receive the earlier turn")
+			}
+
+			// Tool-call turn.
+			f = newFakeModel(t,
+				llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "call_tool1", Name: s.tool, Input: s.toolArgs("echo maestro-tool-ok")}}, InputTokens: 20, OutputTokens: 9},
+				llmtest.Turn{Text: []string{"Tool said: maestro-tool-ok"}, InputTokens: 30, OutputTokens: 6})
+			o = runCLI(t, s, t.TempDir(), work, f, Invocation{Prompt: "run echo maestro-tool-ok"}, runTimeout)
+			if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 {
+				t.Fatalf("tool turn: err %v, agent error %v, exit %d", o.err, o.res.Err, o.res.ExitCode)
+			}
+			if len(o.tools) != 1 || len(o.ends) != 1 || !o.ends[0].Success || !strings.Contains(o.output, "maestro-tool-ok") {
+				t.Errorf("tool turn: calls %+v, ends %+v, output %q", o.tools, o.ends, o.output)
+			}
+			if o.text != "Tool said: maestro-tool-ok" {
+				t.Errorf("tool turn: text %q", o.text)
+			}
+			if !containsInOrder(o.types, "tool_call", "tool_start", "tool_end", "response_start", "response_end") {
+				t.Errorf("tool turn events: %v", o.types)
+			}
+
+			// HTTP errors map to categories.
+			for _, c := range []struct {
+				status int
+				want   Category
+			}{{400, InvalidRequest}, {401, AuthExpired}} {
+				f = newFakeModel(t, llmtest.Turn{Status: c.status})
+				f.main.Loop = true // CLIs that retry get the same answer
+				o = runCLI(t, s, t.TempDir(), work, f, Invocation{Prompt: "say hello"}, runTimeout)
+				if o.err != nil {
+					t.Fatalf("HTTP %d: %v", c.status, o.err)
+				}
+				if o.res.Err == nil || o.res.Err.Category != c.want {
+					t.Errorf("HTTP %d: agent error %v, want category %s", c.status, o.res.Err, c.want)
+				}
+			}
+
+			// Interrupt ends the CLI within 2 s.
+			f = newFakeModel(t)
+			f.hang = true
+			ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+			defer cancel()
+			runCtx, interrupt := context.WithCancel(ctx)
+			x := &Executor{Def: mustDef(t, s.id), Path: cliBin(t, s.bin), MaxAttempts: 1}
+			x.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+			intEnv := s.env(t, home, f.srv.URL)
+			done := make(chan time.Time, 1)
+			var runErr error
+			go func() {
+				_, runErr = x.Run(runCtx, Request{Invocation: Invocation{Prompt: "say hello", Dir: work, Model: s.model, Env: intEnv}}, func(Event) {})
+				done <- time.Now()
+			}()
+			select {
+			case <-f.arrived:
+			case <-ctx.Done():
+				t.Fatal("interrupt: the model call never arrived")
+			}
+			at := time.Now()
+			interrupt()
+			select {
+			case end := <-done:
+				if d := end.Sub(at); d > 2*time.Second {
+					t.Errorf("interrupt: the CLI ended %v after the interrupt, want < 2s", d)
+				}
+				if !errors.Is(runErr, ErrInterrupted) {
+					t.Errorf("interrupt: err %v", runErr)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("interrupt: the CLI still runs 5 s after the interrupt")
+			}
+		})
+	}
+}
+
+// containsInOrder reports whether want appears in got as a subsequence.
+func containsInOrder(got []string, want ...string) bool {
+	i := 0
+	for _, g := range got {
+		if i < len(want) && g == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}
