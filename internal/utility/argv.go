@@ -3,6 +3,7 @@ package utility
 import (
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // splitArgv splits a direct-mode command line into words the way a POSIX
@@ -19,10 +20,13 @@ func splitArgv(line string) ([]string, *Error) {
 		double   bool
 		escaping bool
 	)
-	for _, r := range line {
+	for len(line) > 0 {
+		r, size := utf8.DecodeRuneInString(line)
+		raw := line[:size] // written as is, even when not valid UTF-8
+		line = line[size:]
 		switch {
 		case escaping:
-			cur.WriteRune(r)
+			cur.WriteString(raw)
 			escaping = false
 		case r == '\\' && !single:
 			escaping, inWord = true, true
@@ -37,7 +41,7 @@ func splitArgv(line string) ([]string, *Error) {
 				inWord = false
 			}
 		default:
-			cur.WriteRune(r)
+			cur.WriteString(raw)
 			inWord = true
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/maestro-run/maestro/internal/protocol"
@@ -122,6 +123,7 @@ func (m *Manager) CommandStart(ctx context.Context, owner string, req protocol.U
 	spec, e := m.validateCommand(req)
 	if e != nil {
 		m.forget(c)
+		close(c.done)
 		return e
 	}
 	shellMode := req.ShellMode
@@ -155,11 +157,13 @@ func (m *Manager) CommandStart(ctx context.Context, owner string, req protocol.U
 	startErr := c.start(spec)
 	c.mu.Lock()
 	if startErr == nil {
-		pid := c.proc.Process.Pid
+		pid := c.pgid
 		c.info.PID = &pid
 	}
 	c.shown = true
 	started := c.info
+	// StopAll or Close ran while the process was being started.
+	stopNow := startErr == nil && c.terminating
 	c.mu.Unlock()
 	m.emit(started)
 
@@ -175,6 +179,11 @@ func (m *Manager) CommandStart(ctx context.Context, owner string, req protocol.U
 		defer m.wg.Done()
 		c.run()
 	}()
+	if stopNow {
+		c.mu.Lock()
+		c.killGroup(syscall.SIGKILL)
+		c.mu.Unlock()
+	}
 	return nil
 }
 

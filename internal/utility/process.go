@@ -31,11 +31,11 @@ func (c *command) start(spec commandSpec) error {
 		if err != nil {
 			return err
 		}
-		c.proc, c.pgid, c.tty = cmd, cmd.Process.Pid, tty
-		c.readers = []*os.File{tty}
+		var stdin *os.File
 		if c.allowStdin {
-			c.stdin = tty
+			stdin = tty
 		}
+		c.started(cmd, []*os.File{tty}, stdin, tty)
 		return nil
 	}
 
@@ -85,10 +85,18 @@ func (c *command) start(spec commandSpec) error {
 		}
 		return err
 	}
-	c.proc, c.pgid = cmd, cmd.Process.Pid
-	c.readers = []*os.File{outR, errR}
-	c.stdin = stdinW
+	c.started(cmd, []*os.File{outR, errR}, stdinW, nil)
 	return nil
+}
+
+// started records a started process.
+func (c *command) started(cmd *exec.Cmd, readers []*os.File, stdin, tty *os.File) {
+	c.mu.Lock()
+	c.proc, c.pgid, c.readers, c.tty = cmd, cmd.Process.Pid, readers, tty
+	c.mu.Unlock()
+	c.stdinMu.Lock()
+	c.stdin = stdin
+	c.stdinMu.Unlock()
 }
 
 // run streams the command's output, waits for it to end and emits
@@ -208,6 +216,9 @@ func (c *command) terminate(force bool, reason string) {
 		c.reason = reason
 	}
 	c.terminating = true
+	if c.proc == nil {
+		return // still starting: CommandStart kills it once started
+	}
 	if force {
 		c.killGroup(syscall.SIGKILL)
 		return
