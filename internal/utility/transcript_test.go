@@ -33,8 +33,12 @@ func TestGoldenTranscripts(t *testing.T) {
 				Utilities: func(root *workspace.Root, emit func(protocol.Message)) runtime.Utilities {
 					return utility.New(utility.Config{Root: root, Emit: emit, KillGrace: 2 * time.Second})
 				},
-				// The directory beside the workspace (outside it).
-				Normalize: func(line string) string { return strings.ReplaceAll(line, base, "$BASE") },
+				// The directory holding the workspace and the outside
+				// directory becomes $BASE, also where stdiotest's own
+				// normalisation has made it $WORKSPACE/...
+				Normalize: func(line string) string {
+					return strings.ReplaceAll(strings.ReplaceAll(line, base, "$BASE"), "$WORKSPACE/..", "$BASE")
+				},
 			}
 			res := stdiotest.Golden(t, opts, filepath.Join("testdata", "transcripts"), name)
 			if res.Err != nil {
