@@ -1,11 +1,14 @@
 package utility
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -552,5 +555,45 @@ func TestTailBuffer(t *testing.T) {
 	small.add("world")
 	if small.String() != "hello world" {
 		t.Errorf("small buffer = %q", small.String())
+	}
+}
+
+// countingHandler counts log records by message.
+type countingHandler struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	h.msgs = append(h.msgs, r.Message)
+	h.mu.Unlock()
+	return nil
+}
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestSandboxDecisionLogged checks that running commands outside the
+// sandbox is logged, once.
+func TestSandboxDecisionLogged(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	h := &countingHandler{}
+	f.m.log = slog.New(h)
+	for _, id := range []string{"a", "b"} {
+		f.start(t, "", protocol.UtilityCommandStart{CommandID: id, Command: "true"})
+		f.finish(t, id)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, m := range h.msgs {
+		if strings.Contains(m, "without the sandbox") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("sandbox decision logged %d times, want once; log: %q", n, h.msgs)
 	}
 }
