@@ -241,6 +241,10 @@ func Detect(ctx context.Context, def *Definition, path string) Detection {
 	return det
 }
 
+// Resolve finds the definition's binary on the PATH-style list path ("" =
+// the process PATH).
+func (d *Definition) Resolve(path string) (string, error) { return lookPath(d.Binary, path) }
+
 // lookPath finds bin on the PATH-style list path ("" = $PATH).
 func lookPath(bin, path string) (string, error) {
 	if strings.ContainsRune(bin, os.PathSeparator) {

@@ -227,7 +227,7 @@ func TestIntegrationAgentCLIs(t *testing.T) {
 			t.Parallel()
 			cliBin(t, s.bin)
 			home, work := t.TempDir(), t.TempDir()
-			const runTimeout = 120 * time.Second
+			const runTimeout = 180 * time.Second
 
 			// Plain turn.
 			f := newFakeModel(t, llmtest.Turn{Text: []string{"Hello from ", "the fake model."}, InputTokens: 12, OutputTokens: 7})

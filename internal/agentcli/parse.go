@@ -43,31 +43,31 @@ type Retry struct {
 
 // Result is the final result of one CLI turn.
 type Result struct {
-	SessionID string
+	SessionID string `json:"session_id"`
 	// Text is the final answer.
-	Text string
+	Text string `json:"text"`
 	// IsError and Subtype are the CLI's own verdict (Claude/Qwen
 	// is_error/subtype; Gemini status "error"; Codex turn.failed).
-	IsError bool
-	Subtype string
+	IsError bool   `json:"is_error"`
+	Subtype string `json:"subtype"`
 	// Usage totals for the turn, in Maestro's convention (input excludes
 	// cache reads and writes); CostUSD when the CLI reports it.
-	Usage    protocol.Usage
-	CostUSD  float64
-	NumTurns int
+	Usage    protocol.Usage `json:"usage"`
+	CostUSD  float64        `json:"cost_usd"`
+	NumTurns int            `json:"num_turns"`
 	// DurationMS as the CLI reports it.
-	DurationMS int64
+	DurationMS int64 `json:"duration_ms"`
 	// PermissionDenials counts tool calls the CLI refused.
-	PermissionDenials int
+	PermissionDenials int `json:"permission_denials"`
 }
 
 // Stats counts what a parser saw.
 type Stats struct {
-	Lines   int // lines read
-	Events  int // protocol events produced
-	Unknown int // JSON lines of an unknown event type
-	NonJSON int // lines that are not JSON objects (banners, noise)
-	Partial int // a final line without a newline
+	Lines   int `json:"lines"`    // lines read
+	Events  int `json:"events"`   // protocol events produced
+	Unknown int `json:"unknown"`  // JSON lines of an unknown event type
+	NonJSON int `json:"non_json"` // lines that are not JSON objects (banners, noise)
+	Partial int `json:"partial"`  // a final line without a newline
 }
 
 // ParserNames lists the parsers a definition may name.

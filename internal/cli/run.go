@@ -38,6 +38,9 @@ type runOptions struct {
 	System        string
 	Piece         string
 	NoPiece       bool
+	// Agent runs the task on an agent CLI (internal/agentcli) instead of
+	// Maestro's own loop; see runAgentTask in agents.go.
+	Agent string
 }
 
 func newRunCmd(io *IOStreams) *cobra.Command {
@@ -95,6 +98,9 @@ aborted piece run (one-line reason on stderr), 2 usage error, 130 interrupted.`,
 			if strings.TrimSpace(task) == "" {
 				return &exitError{ExitUsage, errors.New("the task is empty")}
 			}
+			if o.Agent != "" {
+				return runAgentTask(cmd.Context(), io, o, task)
+			}
 			return runTask(cmd.Context(), io, o, task)
 		},
 	}
@@ -110,6 +116,7 @@ aborted piece run (one-line reason on stderr), 2 usage error, 130 interrupted.`,
 	f.StringVar(&o.System, "system", "", "replace the default system prompt (plain agent loop only)")
 	f.StringVar(&o.Piece, "piece", "", "run the task as this piece (see 'maestro pieces list'); skips the classifier")
 	f.BoolVar(&o.NoPiece, "no-piece", false, "run the plain agent loop: no piece, no classification")
+	f.StringVar(&o.Agent, "agent", "", "run the task on an agent CLI (claude-code, codex, gemini-cli, opencode, qwen-code, or ~/.maestro/agents/*.yaml); --resume then takes the CLI's session id")
 	return cmd
 }
 
