@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+	"unicode/utf8"
 
 	"github.com/maestro-run/maestro/internal/protocol"
 )
@@ -225,5 +227,48 @@ func TestCloseEndsSubscriptions(t *testing.T) {
 	}
 	if _, err := s.Next(ctx); !errors.Is(err, io.EOF) {
 		t.Fatalf("after the buffer: %v, want io.EOF", err)
+	}
+}
+
+// TestReducerBuffers: streamed text, tool output and command output are
+// assembled in the snapshot; command output keeps its last 32,768
+// characters.
+func TestReducerBuffers(t *testing.T) {
+	t.Parallel()
+	st := newState()
+	for _, m := range []protocol.Message{
+		protocol.ResponseStart{ResponseID: "r"},
+		protocol.ResponseChunk{ResponseID: "r", Content: "Hel"},
+		protocol.ResponseChunk{ResponseID: "r", Content: "hm", IsThinking: true},
+		protocol.ResponseChunk{ResponseID: "r", Content: "lo"},
+		protocol.ResponseChunk{ResponseID: "other", Content: "ignored"},
+		protocol.ToolCall{CallID: "c", Tool: "Bash", Args: raw(`{}`)},
+		protocol.ToolStart{CallID: "c"},
+		protocol.ToolOutput{CallID: "c", Content: "a"},
+		protocol.ToolOutput{CallID: "c", Content: "b"},
+		protocol.UtilityCommandStarted{CommandID: "u", Command: "yes", ShellMode: protocol.ShellModeShell, TerminalMode: protocol.TerminalPipe},
+	} {
+		st.apply(m)
+	}
+	for range 100 {
+		st.apply(protocol.UtilityCommandOutput{CommandID: "u", Stream: protocol.StreamStdout, Content: strings.Repeat("é", 3000)})
+	}
+	st.apply(protocol.UtilityCommandOutput{CommandID: "u", Stream: protocol.StreamStdout, Content: "END"})
+	s := st.snapshot("")
+	if c := s.CurrentResponse; c == nil || c.Text != "Hello" || c.Thinking != "hm" {
+		t.Errorf("current_response = %+v", c)
+	}
+	if len(s.ActiveTools) != 1 || s.ActiveTools[0].Output != "ab" || s.ActiveTools[0].Tool != "Bash" {
+		t.Errorf("active_tools = %+v", s.ActiveTools)
+	}
+	out := s.ActiveUtilityCommands[0].Output
+	if n := utf8.RuneCountInString(out); n != protocol.MaxActiveCommandOutput || !strings.HasSuffix(out, "éEND") {
+		t.Errorf("command output: %d characters, suffix %q", n, out[len(out)-8:])
+	}
+	st.apply(protocol.ResponseEnd{ResponseID: "r", DurationMS: 5})
+	st.apply(protocol.ToolEnd{CallID: "c"})
+	s = st.snapshot("")
+	if s.CurrentResponse != nil || s.IsResponding || len(s.ActiveTools) != 0 || len(s.TrackedTools) != 0 || *s.LastResponseDurationMS != 5 {
+		t.Errorf("after the ends: %+v", s)
 	}
 }

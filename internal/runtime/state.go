@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/maestro-run/maestro/internal/protocol"
@@ -13,10 +14,15 @@ import (
 // are not kept here; snapshots take them from the live connection table.
 type state struct {
 	s protocol.RuntimeState
+	// Growing texts are kept in builders (appending to the strings of s
+	// would copy them on every chunk) and copied into s by snapshot.
+	text, thinking strings.Builder
+	toolOut        map[string]*strings.Builder
+	cmdOut         map[string]*tailBuffer
 }
 
 func newState() state {
-	return state{}
+	return state{toolOut: map[string]*strings.Builder{}, cmdOut: map[string]*tailBuffer{}}
 }
 
 func item(callID, requestID, tool string, args []byte) protocol.PendingItem {
@@ -79,13 +85,15 @@ func (st *state) apply(m protocol.Message) {
 		s.GitBranch = nullable(m.GitBranch)
 	case protocol.ResponseStart:
 		s.CurrentResponse = &protocol.CurrentResponse{ResponseID: m.ResponseID}
+		st.text.Reset()
+		st.thinking.Reset()
 		s.IsResponding = true
 	case protocol.ResponseChunk:
 		if c := s.CurrentResponse; c != nil && c.ResponseID == m.ResponseID {
 			if m.IsThinking {
-				c.Thinking += m.Content
+				st.thinking.WriteString(m.Content)
 			} else {
-				c.Text += m.Content
+				st.text.WriteString(m.Content)
 			}
 		}
 	case protocol.ResponseEnd:
@@ -108,14 +116,14 @@ func (st *state) apply(m protocol.Message) {
 		}
 		s.ActiveTools = slices.DeleteFunc(s.ActiveTools, func(a protocol.ActiveTool) bool { return a.CallID == m.CallID })
 		s.ActiveTools = append(s.ActiveTools, protocol.ActiveTool{CallID: m.CallID, Tool: name})
+		st.toolOut[m.CallID] = &strings.Builder{}
 	case protocol.ToolOutput:
-		for i := range s.ActiveTools {
-			if s.ActiveTools[i].CallID == m.CallID {
-				s.ActiveTools[i].Output += m.Content
-			}
+		if b := st.toolOut[m.CallID]; b != nil {
+			b.WriteString(m.Content)
 		}
 	case protocol.ToolEnd:
 		s.ActiveTools = slices.DeleteFunc(s.ActiveTools, func(a protocol.ActiveTool) bool { return a.CallID == m.CallID })
+		delete(st.toolOut, m.CallID)
 		for _, l := range []*[]protocol.PendingItem{&s.PendingApprovals, &s.PendingClientTools, &s.PendingMCPElicitations, &s.PendingUserInputs, &s.PendingToolRetries, &s.TrackedTools} {
 			*l = removeCall(*l, m.CallID)
 		}
@@ -157,6 +165,7 @@ func (st *state) apply(m protocol.Message) {
 			CommandID: m.CommandID, Command: m.Command, Cwd: m.Cwd, ShellMode: m.ShellMode, TerminalMode: m.TerminalMode,
 			PID: m.PID, Columns: m.Columns, Rows: m.Rows, OwnerConnectionID: m.OwnerConnectionID,
 		})
+		st.cmdOut[m.CommandID] = &tailBuffer{}
 	case protocol.UtilityCommandResized:
 		for i := range s.ActiveUtilityCommands {
 			if c := &s.ActiveUtilityCommands[i]; c.CommandID == m.CommandID {
@@ -165,13 +174,12 @@ func (st *state) apply(m protocol.Message) {
 			}
 		}
 	case protocol.UtilityCommandOutput:
-		for i := range s.ActiveUtilityCommands {
-			if c := &s.ActiveUtilityCommands[i]; c.CommandID == m.CommandID {
-				c.Output = tail(c.Output+m.Content, protocol.MaxActiveCommandOutput)
-			}
+		if b := st.cmdOut[m.CommandID]; b != nil {
+			b.add(m.Content)
 		}
 	case protocol.UtilityCommandExited:
 		s.ActiveUtilityCommands = slices.DeleteFunc(s.ActiveUtilityCommands, func(c protocol.ActiveUtilityCommand) bool { return c.CommandID == m.CommandID })
+		delete(st.cmdOut, m.CommandID)
 	case protocol.UtilityFileWatchStarted:
 		s.ActiveFileWatches = slices.DeleteFunc(s.ActiveFileWatches, func(w protocol.ActiveFileWatch) bool { return w.WatchID == m.WatchID })
 		s.ActiveFileWatches = append(s.ActiveFileWatches, protocol.ActiveFileWatch{
@@ -201,6 +209,8 @@ func (st *state) applyClient(m protocol.Message) {
 		s.PendingUserInputs, s.PendingToolRetries, s.TrackedTools = nil, nil, nil
 		s.ActiveTools, s.ActiveUtilityCommands, s.ActiveFileWatches = nil, nil, nil
 		s.IsResponding = false
+		clear(st.toolOut)
+		clear(st.cmdOut)
 		if _, ok := m.(protocol.Shutdown); ok {
 			s.IsReady = false
 		}
@@ -219,10 +229,21 @@ func (st *state) snapshot(sessionID string) protocol.RuntimeState {
 	s.PendingToolRetries = slices.Clone(s.PendingToolRetries)
 	s.TrackedTools = slices.Clone(s.TrackedTools)
 	s.ActiveTools = slices.Clone(s.ActiveTools)
+	for i := range s.ActiveTools {
+		if b := st.toolOut[s.ActiveTools[i].CallID]; b != nil {
+			s.ActiveTools[i].Output = b.String()
+		}
+	}
 	s.ActiveUtilityCommands = slices.Clone(s.ActiveUtilityCommands)
+	for i := range s.ActiveUtilityCommands {
+		if b := st.cmdOut[s.ActiveUtilityCommands[i].CommandID]; b != nil {
+			s.ActiveUtilityCommands[i].Output = b.String()
+		}
+	}
 	s.ActiveFileWatches = slices.Clone(s.ActiveFileWatches)
 	if c := s.CurrentResponse; c != nil {
 		cp := *c
+		cp.Text, cp.Thinking = st.text.String(), st.thinking.String()
 		s.CurrentResponse = &cp
 	}
 	s.PendingRequests = []protocol.PendingRequest{}
@@ -255,9 +276,23 @@ func nullable(p *string) protocol.Nullable[string] {
 	return protocol.Some(*p)
 }
 
+// tailBuffer keeps the last MaxActiveCommandOutput characters of a
+// command's output. It trims only when it holds twice that many bytes, so
+// appending costs amortised O(chunk).
+type tailBuffer struct{ b []byte }
+
+func (t *tailBuffer) add(s string) {
+	t.b = append(t.b, s...)
+	if len(t.b) > 8*protocol.MaxActiveCommandOutput {
+		t.b = []byte(tail(string(t.b), protocol.MaxActiveCommandOutput))
+	}
+}
+
+func (t *tailBuffer) String() string { return tail(string(t.b), protocol.MaxActiveCommandOutput) }
+
 // tail keeps the last max characters of s.
 func tail(s string, max int) string {
-	if utf8.RuneCountInString(s) <= max {
+	if len(s) <= max || utf8.RuneCountInString(s) <= max {
 		return s
 	}
 	r := []rune(s)

@@ -25,7 +25,8 @@
 // frame that does not validate fails the test.
 //
 // Volatile values are normalised: the workspace path becomes $WORKSPACE,
-// the session id $SESSION, response ids resp_1, resp_2, … in order of
+// a path in its parent $WORKSPACE/../name, the session id $SESSION,
+// response ids resp_1, resp_2, … in order of
 // appearance, durations, ttft, pids, timestamps and epoch-millisecond
 // fields 0, and ISO lease expiry times $TIME. Options.Normalize adds more.
 //
@@ -410,10 +411,17 @@ var (
 )
 
 func newNormalizer(dir, given, sessionID string, extra func(string) string) *normalizer {
-	pairs := []string{dir, "$WORKSPACE", sessionID, "$SESSION"}
+	pairs := []string{dir, "$WORKSPACE"}
 	if given != dir {
 		pairs = append(pairs, given, "$WORKSPACE")
 	}
+	// Paths just outside the workspace (rejected reads) read as
+	// $WORKSPACE/../name.
+	pairs = append(pairs, filepath.Dir(dir), "$WORKSPACE/..")
+	if given != dir {
+		pairs = append(pairs, filepath.Dir(given), "$WORKSPACE/..")
+	}
+	pairs = append(pairs, sessionID, "$SESSION")
 	return &normalizer{repl: strings.NewReplacer(pairs...), resp: map[string]string{}, extra: extra}
 }
 
