@@ -1,0 +1,174 @@
+package agentcli
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestBuiltinDefinitions(t *testing.T) {
+	t.Parallel()
+	defs, err := Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, d := range defs {
+		ids = append(ids, d.ID)
+		// Completeness: a JSON-output agent has a parser and error
+		// patterns; a storage-capable agent names its storage.
+		if d.Capabilities.JSONOutput && (d.Parser == "" || len(d.Errors.AuthExpired) == 0 || len(d.Errors.SessionNotFound) == 0) {
+			t.Errorf("%s: JSON output without parser or error patterns", d.ID)
+		}
+		if d.Capabilities.SessionStorage && (d.SessionStorage == "" || d.SessionStorage == "none") {
+			t.Errorf("%s: session_storage capability without a storage", d.ID)
+		}
+	}
+	if diff := cmp.Diff([]string{"claude-code", "codex", "gemini-cli", "opencode", "qwen-code"}, ids); diff != "" {
+		t.Errorf("ids (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseDefinitionErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"unknown key", "id: x\nbinary: x\nparser: codex-json\nbinnary: y\n", []string{"f.yaml:4:1: binnary: unknown key"}},
+		{"wrong type", "id: x\nbinary: x\nparser: codex-json\nargs:\n  resume: --resume\n", []string{"f.yaml:5:11: args.resume: expected a list"}},
+		{"bad bool", "id: x\nbinary: x\nparser: codex-json\ncapabilities:\n  resume: yes please\n", []string{"f.yaml:5:11: capabilities.resume: expected true or false"}},
+		{"unknown parser", "id: x\nbinary: x\nparser: xml\n", []string{`f.yaml:3:9: parser: "xml" is not a parser`}},
+		{"bad regexp", "id: x\nbinary: x\nparser: codex-json\nerrors:\n  rate_limited: ['ok', '(unclosed']\n", []string{"f.yaml:5:24: errors.rate_limited[1]: invalid regexp"}},
+		{"bad placeholder", "id: x\nbinary: x\nparser: codex-json\nargs:\n  model: ['-m', '{session}']\n", []string{"f.yaml:5:17: args.model[1]: placeholder {session} is not available here"}},
+		{"missing fields", "name: X\n", []string{"f.yaml:1:1: id: required", "f.yaml:1:1: binary: required", `f.yaml:1:1: parser: "" is not a parser`}},
+		{"syntax", "id: [x\n", []string{"f.yaml:"}},
+		{"resume without args", "id: x\nbinary: x\nparser: codex-json\ncapabilities:\n  resume: true\n", []string{"f.yaml:5:11: capabilities.resume: true but args.resume is empty"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := ParseDefinition("f.yaml", []byte(tt.yaml))
+			var le LoadErrors
+			if !errors.As(err, &le) {
+				t.Fatalf("err = %v, want LoadErrors", err)
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if len(lines) != len(tt.want) {
+				t.Fatalf("errors:\n%s\nwant %d", err, len(tt.want))
+			}
+			for i, w := range tt.want {
+				if !strings.HasPrefix(lines[i], w) {
+					t.Errorf("error %d = %q, want prefix %q", i, lines[i], w)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadUserDirOverridesAndReportsErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, s string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("codex.yaml", "id: codex\nname: My Codex\nbinary: /opt/codex\nparser: codex-json\n")
+	write("broken.yaml", "id: broken\nbinary: b\nparser: codex-json\nextra: 1\n")
+	reg, err := Load(dir)
+	if err == nil || !strings.Contains(err.Error(), "broken.yaml:4:1: extra: unknown key") {
+		t.Errorf("err = %v", err)
+	}
+	if d, _ := reg.Get("codex"); d == nil || d.Name != "My Codex" {
+		t.Errorf("user codex did not replace the built-in: %+v", d)
+	}
+	if slices.Contains(reg.IDs(), "broken") {
+		t.Error("an invalid definition was registered")
+	}
+}
+
+func TestArgv(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		id   string
+		inv  Invocation
+		want string
+	}{
+		{"claude-code", Invocation{Prompt: "--- hi", Model: "opus", ExtraDirs: []string{"/a", "/b"}, SystemPrompt: "be brief"},
+			"--print --verbose --output-format stream-json --model opus --add-dir /a --add-dir /b --append-system-prompt be brief -- --- hi"},
+		{"claude-code", Invocation{Prompt: "p", SessionID: "S", Permission: PermissionReadOnly},
+			"--print --verbose --output-format stream-json --permission-mode plan --resume S -- p"},
+		{"codex", Invocation{Prompt: "p", Dir: "/w", SessionID: "T", Model: "gpt-5.5", Images: []string{"i.png"}},
+			"-C /w exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check --json -m gpt-5.5 resume T -i i.png -- p"},
+		{"codex", Invocation{Prompt: "p", Permission: PermissionReadOnly},
+			"exec --json --sandbox read-only --skip-git-repo-check -- p"},
+		{"codex", Invocation{Prompt: "p", Permission: PermissionFullAccess},
+			"exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check --json -- p"},
+		{"gemini-cli", Invocation{Prompt: "p", Model: "gemini-2.5-flash", SystemPrompt: "sys"},
+			"-y --output-format stream-json -m gemini-2.5-flash -p sys\n\n---\n\n# User Request\n\np"},
+		{"opencode", Invocation{Prompt: "---\nfront: matter", SessionID: "ses_1", Images: []string{"x.png"}},
+			"run --format json --session ses_1 -f x.png -- ---\nfront: matter"},
+		{"qwen-code", Invocation{Prompt: "p", Permission: PermissionReadOnly},
+			"--output-format stream-json --approval-mode plan -p p"},
+	}
+	for _, tt := range tests {
+		args, _ := mustDef(t, tt.id).Argv(tt.inv)
+		if got := strings.Join(args, " "); got != tt.want {
+			t.Errorf("%s %+v:\n got %q\nwant %q", tt.id, tt.inv, got, tt.want)
+		}
+	}
+	if _, warn := mustDef(t, "opencode").Argv(Invocation{Prompt: "p", Permission: PermissionReadOnly}); warn == "" {
+		t.Error("opencode read-only: no warning that it is not enforced")
+	}
+}
+
+func TestEnviron(t *testing.T) {
+	t.Parallel()
+	env := mustDef(t, "claude-code").Environ([]string{"HOME=/h", "DISABLE_TELEMETRY=0"},
+		Invocation{Permission: PermissionFullAccess, Env: []string{"ANTHROPIC_BASE_URL=http://127.0.0.1:1"}})
+	for _, want := range []string{"HOME=/h", "DISABLE_TELEMETRY=1", "IS_SANDBOX=1", "ANTHROPIC_BASE_URL=http://127.0.0.1:1"} {
+		if !slices.Contains(env, want) {
+			t.Errorf("env lacks %s: %v", want, env)
+		}
+	}
+}
+
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	c := NewClassifier(mustDef(t, "codex"))
+	tests := []struct {
+		msg    string
+		status int
+		want   Category
+	}{
+		{"anything", 401, AuthExpired},
+		{"anything at all", 429, RateLimited},
+		{"prompt is too long: 206491 tokens > 200000 maximum", 400, TokenExhaustion},
+		{"Bad Request", 400, InvalidRequest},
+		{"Error: thread/resume: no rollout found for thread id x", 0, SessionNotFound},
+		{"stream disconnected: ECONNRESET", 0, NetworkError},
+		{"You've hit your usage limit · resets in 2 hours", 0, RateLimited},
+		{"short", 0, Unknown},
+	}
+	for _, tt := range tests {
+		if got := c.Classify(tt.msg, tt.status).Category; got != tt.want {
+			t.Errorf("Classify(%q, %d) = %s, want %s", tt.msg, tt.status, got, tt.want)
+		}
+	}
+	if e := c.Classify("You've hit your usage limit · resets in 2 hours", 0); e.RetryAt.IsZero() || !IsPlanQuota(e.Message) {
+		t.Errorf("plan quota reset not parsed: %+v", e)
+	}
+	exit := c.ClassifyExit(1, "\x1b[91mError:\x1b[0m something odd happened\n", "")
+	if exit.Category != AgentCrashed || !strings.Contains(exit.Message, "Agent exited with code 1: Error: something odd happened") {
+		t.Errorf("ClassifyExit = %+v", exit)
+	}
+	if got := NewClassifier(mustDef(t, "gemini-cli")).ClassifyExit(41, "", "").Category; got != AuthExpired {
+		t.Errorf("gemini exit 41 = %s, want auth_expired", got)
+	}
+}
