@@ -142,3 +142,38 @@ func TestStateFileIsReplacedAtomically(t *testing.T) {
 		unlock2()
 	}
 }
+
+// FuzzRecordUnmarshal: decoding never panics, and what decodes re-encodes
+// to a record that decodes to the same value.
+func FuzzRecordUnmarshal(f *testing.F) {
+	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	for _, ev := range []Event{
+		Transition{From: "a", To: "b", Summary: "s"},
+		Pressure{Movement: "a", Source: PressureCycle, Level: LevelAbort, Count: 3, Limit: 2, With: "b"},
+		MovementStarted{Movement: "a", Number: 1, Entry: EntryStart, Tools: []string{"Read"}},
+	} {
+		data, err := json.Marshal(Record{RunID: "r", Seq: 1, Time: at, Event: ev})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`{"kind":"complete","data":null}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var r Record
+		if json.Unmarshal(data, &r) != nil {
+			return
+		}
+		again, err := json.Marshal(r)
+		if err != nil {
+			t.Fatalf("re-encode %q: %v", data, err)
+		}
+		var back Record
+		if err := json.Unmarshal(again, &back); err != nil {
+			t.Fatalf("decode of re-encoded %s: %v", again, err)
+		}
+		if diff := cmp.Diff(r, back); diff != "" {
+			t.Errorf("round trip (-first +second):\n%s", diff)
+		}
+	})
+}
