@@ -110,9 +110,6 @@ type Config struct {
 	// Provider. On replay a subtask needs its own script, so without it
 	// SpawnSubTask is not offered when Provider is a replay provider.
 	SubtaskProvider func(s SubtaskRecord) (llm.Provider, error)
-	// MCPAvailable reports whether an MCP server is connected; nil means
-	// none is (mcp__ tools are never offered).
-	MCPAvailable func(slug string) bool
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -161,9 +158,6 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.MaxSubtasks <= 0 {
 		cfg.MaxSubtasks = DefaultMaxSubtasks
 	}
-	if cfg.MCPAvailable == nil {
-		cfg.MCPAvailable = func(string) bool { return false }
-	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -176,8 +170,8 @@ func (e *Engine) RunDir() string { return e.cfg.RunDir }
 // jobLayout reports whether the run directory is the workspace itself.
 func (e *Engine) jobLayout() bool { return e.cfg.RunDir == e.cfg.Workspace.Dir() }
 
-// JobDirs are the directories of a job workspace.
-var jobDirs = []string{"input", "output", "logs", "subtasks", "skills"}
+// jobDirs are the directories of a job workspace.
+func jobDirs() []string { return []string{"input", "output", "logs", "subtasks", "skills"} }
 
 // Outcome is where a run stands when Start or Resume returns.
 type Outcome struct {
@@ -342,7 +336,7 @@ func (e *Engine) Resume(ctx context.Context, answer string) (*Outcome, error) {
 func (e *Engine) prepareDirs() error {
 	dirs := []string{"logs", "subtasks"}
 	if e.jobLayout() {
-		dirs = jobDirs
+		dirs = jobDirs()
 	}
 	for _, d := range dirs {
 		if err := os.MkdirAll(filepath.Join(e.cfg.RunDir, d), 0o755); err != nil {

@@ -221,19 +221,44 @@ type Complete struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-func (RunStarted) Kind() EventKind      { return KindRunStarted }
-func (Classified) Kind() EventKind      { return KindClassified }
+// Kind implements Event.
+func (RunStarted) Kind() EventKind { return KindRunStarted }
+
+// Kind implements Event.
+func (Classified) Kind() EventKind { return KindClassified }
+
+// Kind implements Event.
 func (MovementStarted) Kind() EventKind { return KindMovementStarted }
-func (ToolsOmitted) Kind() EventKind    { return KindToolsOmitted }
-func (Reminder) Kind() EventKind        { return KindReminder }
-func (Pressure) Kind() EventKind        { return KindPressure }
-func (Transition) Kind() EventKind      { return KindTransition }
-func (Lessons) Kind() EventKind         { return KindLessons }
-func (SubtaskSpawned) Kind() EventKind  { return KindSubtaskSpawned }
+
+// Kind implements Event.
+func (ToolsOmitted) Kind() EventKind { return KindToolsOmitted }
+
+// Kind implements Event.
+func (Reminder) Kind() EventKind { return KindReminder }
+
+// Kind implements Event.
+func (Pressure) Kind() EventKind { return KindPressure }
+
+// Kind implements Event.
+func (Transition) Kind() EventKind { return KindTransition }
+
+// Kind implements Event.
+func (Lessons) Kind() EventKind { return KindLessons }
+
+// Kind implements Event.
+func (SubtaskSpawned) Kind() EventKind { return KindSubtaskSpawned }
+
+// Kind implements Event.
 func (SubtaskFinished) Kind() EventKind { return KindSubtaskFinished }
-func (Waiting) Kind() EventKind         { return KindWaiting }
-func (Resumed) Kind() EventKind         { return KindResumed }
-func (Complete) Kind() EventKind        { return KindComplete }
+
+// Kind implements Event.
+func (Waiting) Kind() EventKind { return KindWaiting }
+
+// Kind implements Event.
+func (Resumed) Kind() EventKind { return KindResumed }
+
+// Kind implements Event.
+func (Complete) Kind() EventKind { return KindComplete }
 
 // Describe implements Event.
 func (e RunStarted) Describe() string {
