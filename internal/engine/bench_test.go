@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/maestro-run/maestro/internal/agent"
@@ -92,10 +90,12 @@ func BenchmarkMovementTransition(b *testing.B) {
 			continue
 		}
 		b.Run("state="+name, func(b *testing.B) {
-			i := 0
 			for b.Loop() {
-				i++
-				e, err := New(Config{Provider: prov, Workspace: root, RunDir: filepath.Join(base, strconv.Itoa(i))})
+				dir, err := os.MkdirTemp(base, "run-")
+				if err != nil {
+					b.Fatal(err)
+				}
+				e, err := New(Config{Provider: prov, Workspace: root, RunDir: dir})
 				if err != nil {
 					b.Fatal(err)
 				}
