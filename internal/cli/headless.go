@@ -91,9 +91,10 @@ If Maestro cannot start, it writes one fatal error message on stdout
 
 // headless is a started headless session: what runHeadless closes.
 type headless struct {
-	rt   *runtime.Runtime
-	sess *session.Session
-	root *workspace.Root
+	rt      *runtime.Runtime
+	sess    *session.Session
+	root    *workspace.Root
+	sandbox *sandboxProbe
 }
 
 func runHeadless(ctx context.Context, io *IOStreams, o headlessOptions) error {
@@ -115,7 +116,9 @@ func runHeadless(ctx context.Context, io *IOStreams, o headlessOptions) error {
 	// SIGINT and SIGTERM end the session like a shutdown message.
 	sctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	serveErr := stdio.Serve(sctx, stdio.Config{Runtime: h.rt, In: io.In, Out: io.Out, Logger: log})
+	serveErr := stdio.Serve(sctx, stdio.Config{Runtime: h.rt, In: io.In, Out: io.Out, Logger: log,
+		// Probing the sandbox runs processes: after ready, not before.
+		Started: h.sandbox.start})
 	closeErr := h.sess.Close()
 	switch {
 	case serveErr != nil:
@@ -214,7 +217,7 @@ func startHeadless(ctx context.Context, io *IOStreams, o headlessOptions, log *s
 			root.Close()
 		}
 	}()
-	sb := probeSandbox(ctx, sandbox.Config{Mode: sbm, Logger: log})
+	sb := &sandboxProbe{cfg: sandbox.Config{Mode: sbm, Logger: log}, done: make(chan struct{})}
 	if sbm == sandbox.ModeAlways {
 		// Without its sandbox the session cannot run Bash at all: a
 		// startup failure rather than a failure at the first prompt.
@@ -288,26 +291,30 @@ func startHeadless(ctx context.Context, io *IOStreams, o headlessOptions, log *s
 		return nil, err
 	}
 	ok = true
-	return &headless{rt: rt, sess: sess, root: root}, nil
+	return &headless{rt: rt, sess: sess, root: root, sandbox: sb}, nil
 }
 
-// sandboxProbe is a sandbox being set up in the background.
+// sandboxProbe sets the sandbox up in the background, once: after the
+// startup frames are written, or when first needed.
 type sandboxProbe struct {
+	cfg  sandbox.Config
+	once sync.Once
 	done chan struct{}
 	sb   *sandbox.Sandbox
 	err  error
 }
 
-func probeSandbox(ctx context.Context, cfg sandbox.Config) *sandboxProbe {
-	p := &sandboxProbe{done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		p.sb, p.err = sandbox.New(context.WithoutCancel(ctx), cfg)
-	}()
-	return p
+func (p *sandboxProbe) start() {
+	p.once.Do(func() {
+		go func() {
+			defer close(p.done)
+			p.sb, p.err = sandbox.New(context.Background(), p.cfg)
+		}()
+	})
 }
 
 func (p *sandboxProbe) wait(ctx context.Context) (*sandbox.Sandbox, error) {
+	p.start()
 	select {
 	case <-p.done:
 		return p.sb, p.err

@@ -44,6 +44,10 @@ type Config struct {
 	MaxLineBytes int
 	// Logger receives diagnostics (stderr); nil discards them.
 	Logger *slog.Logger
+	// Started, when set, is called once ready and session_info have been
+	// written to Out (the CLI defers slow set-up, such as probing the
+	// sandbox, until then).
+	Started func()
 	// Handled, when set, is called after each input line has been handled
 	// (decoded and given to the runtime); tests use it to synchronise.
 	Handled func()
@@ -70,7 +74,11 @@ func Serve(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("subscribe stdio connection: %w", err)
 	}
 	wrote := make(chan error, 1)
-	go func() { wrote <- writeFrames(sub, cfg.Out) }()
+	started := cfg.Started
+	if started == nil {
+		started = func() {}
+	}
+	go func() { wrote <- writeFrames(sub, cfg.Out, started) }()
 	rt.Start()
 
 	lines := make(chan line)
@@ -136,18 +144,25 @@ func handle(ctx context.Context, conn *runtime.Conn, l line, max int) {
 }
 
 // writeFrames owns the output: it writes every frame as one line and
-// flushes whenever no frame is waiting. It returns nil once the runtime is
-// closed and everything was written.
-func writeFrames(sub *runtime.Subscription, out io.Writer) error {
+// flushes whenever no frame is waiting. It calls started after the first
+// two frames (ready, session_info) are flushed, and returns nil once the
+// runtime is closed and everything was written.
+func writeFrames(sub *runtime.Subscription, out io.Writer, started func()) error {
 	bw := bufio.NewWriterSize(out, 64<<10)
+	written := 0
 	for {
 		f, ok, err := sub.TryNext()
-		if err == nil && !ok {
+		if err == nil && (!ok || written == 2) {
 			if err := bw.Flush(); err != nil {
 				sub.Close()
 				return fmt.Errorf("write stdout: %w", err)
 			}
-			f, err = sub.Next(context.Background())
+			if written == 2 {
+				started()
+			}
+			if !ok {
+				f, err = sub.Next(context.Background())
+			}
 		}
 		if errors.Is(err, io.EOF) {
 			if err := bw.Flush(); err != nil {
@@ -158,6 +173,7 @@ func writeFrames(sub *runtime.Subscription, out io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("read frames: %w", err)
 		}
+		written++
 		bw.Write(f.Data)
 		if err := bw.WriteByte('\n'); err != nil {
 			sub.Close()

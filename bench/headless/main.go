@@ -1,0 +1,381 @@
+// Command headless measures `maestro headless` as an embedder sees it, each
+// figure beside a baseline measured in the same run:
+//
+//   - spawn → ready: time from starting the process to reading its first
+//     line (ready), median of N runs, against spawning /bin/true;
+//   - hello → hello_ok: round trip over the pipes of one process, against
+//     a line echoed by cat (the pipe floor);
+//   - sustained response_chunk rate of a long replay answer to a fast and
+//     to a slow reader, with the process's resident memory (VmRSS) at ready
+//     and at its peak: with backpressure the slow reader slows the agent
+//     down instead of growing memory.
+//
+//	go run ./bench/headless -bin ./bin/maestro
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+func main() {
+	bin := flag.String("bin", "./bin/maestro", "the maestro binary")
+	runs := flag.Int("n", 20, "spawn runs")
+	hellos := flag.Int("hellos", 500, "hello round trips")
+	chunks := flag.Int("chunks", 200_000, "response_chunk frames in the streaming scenario")
+	flag.Parse()
+	if err := run(*bin, *runs, *hellos, *chunks); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/headless:", err)
+		os.Exit(1)
+	}
+}
+
+func run(bin string, runs, hellos, chunks int) error {
+	abs, err := filepath.Abs(bin)
+	if err != nil {
+		return err
+	}
+	bin = abs
+	tmp, err := os.MkdirTemp("", "maestro-bench-headless-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	env := cleanEnv(filepath.Join(tmp, "home"))
+
+	fmt.Println("### spawn → ready")
+	fmt.Println()
+	fmt.Println("| what | runs | median | p90 |")
+	fmt.Println("|---|---|---|---|")
+	var base []time.Duration
+	for range runs {
+		start := time.Now()
+		if err := exec.Command("/bin/true").Run(); err != nil {
+			return err
+		}
+		base = append(base, time.Since(start))
+	}
+	var version []time.Duration
+	for range runs {
+		start := time.Now()
+		if err := exec.Command(bin, "version").Run(); err != nil {
+			return err
+		}
+		version = append(version, time.Since(start))
+	}
+	var ready []time.Duration
+	for range runs {
+		d, err := spawnToReady(bin, tmp, env)
+		if err != nil {
+			return err
+		}
+		ready = append(ready, d)
+	}
+	row("baseline: `/bin/true` spawn and exit", base)
+	row("reference: `maestro version` spawn and exit", version)
+	row("`maestro headless`: spawn → `ready` line", ready)
+	fmt.Println()
+	fmt.Println("Target: median < 30 ms.")
+	fmt.Println()
+
+	fmt.Println("### hello → hello_ok round trip")
+	fmt.Println()
+	fmt.Println("| what | round trips | median | p90 | p99 |")
+	fmt.Println("|---|---|---|---|---|")
+	floor, err := roundTrips([]string{"cat"}, nil, hellos, "", `{"type":"hello"}`, `{"type":"hello"}`)
+	if err != nil {
+		return err
+	}
+	rt, err := roundTrips([]string{bin, "headless", "--workspace", tmp}, env, hellos, `"type":"session_info"`,
+		`{"type":"hello","protocol_version":"2026-04-02","client_info":{"name":"bench"},"opt_out_notifications":["connection_info"]}`,
+		`{"type":"hello_ok"`)
+	if err != nil {
+		return err
+	}
+	row3("baseline: a line echoed by `cat` over pipes", floor)
+	row3("`maestro headless`: hello → hello_ok", rt)
+	fmt.Println()
+
+	fmt.Println("### sustained response_chunk rate")
+	fmt.Println()
+	scen := filepath.Join(tmp, "stream.json")
+	if err := writeScenario(scen, chunks); err != nil {
+		return err
+	}
+	fmt.Printf("One replay answer of %d chunks (~%d bytes of frames), session log on disk, approval mode auto.\n\n", chunks, chunks*100)
+	fmt.Println("| reader | chunks/s | VmRSS at ready | peak VmRSS |")
+	fmt.Println("|---|---|---|---|")
+	for _, slow := range []bool{false, true} {
+		res, err := stream(bin, tmp, env, scen, chunks, slow)
+		if err != nil {
+			return err
+		}
+		name := "fast (discards lines)"
+		if slow {
+			name = "slow (parses each line, pauses 10 ms every 1,000 lines)"
+		}
+		fmt.Printf("| %s | %.0f | %.1f MB | %.1f MB |\n", name, res.rate, res.readyRSS, res.peakRSS)
+	}
+	fmt.Println()
+	return nil
+}
+
+func cleanEnv(home string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "MAESTRO_MODEL", "MAESTRO_HOME":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "MAESTRO_HOME="+home)
+}
+
+// spawnToReady starts maestro headless, times the first line, then closes
+// stdin and waits for a clean exit.
+func spawnToReady(bin, ws string, env []string) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "headless", "--workspace", ws)
+	cmd.Env = env
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return 0, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	d := time.Since(start)
+	if err != nil || !strings.HasPrefix(line, `{"type":"ready"`) {
+		return 0, fmt.Errorf("first line %q: %v", line, err)
+	}
+	stdin.Close()
+	go io.Copy(io.Discard, stdout)
+	if err := cmd.Wait(); err != nil {
+		return 0, fmt.Errorf("maestro headless exit: %w", err)
+	}
+	return d, nil
+}
+
+// roundTrips starts argv, waits for a line containing startMarker (if
+// any), then sends line n times, each time reading until a line starting
+// with want.
+func roundTrips(argv, env []string, n int, startMarker, line, want string) ([]time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	if env != nil {
+		cmd.Env = env
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	br := bufio.NewReader(stdout)
+	readUntil := func(marker string, prefix bool) error {
+		for {
+			l, err := br.ReadString('\n')
+			if err != nil {
+				return fmt.Errorf("%s: %w", argv[0], err)
+			}
+			if (prefix && strings.HasPrefix(l, marker)) || (!prefix && strings.Contains(l, marker)) {
+				return nil
+			}
+		}
+	}
+	if startMarker != "" {
+		if err := readUntil(startMarker, false); err != nil {
+			return nil, err
+		}
+	}
+	var out []time.Duration
+	for range n {
+		start := time.Now()
+		if _, err := io.WriteString(stdin, line+"\n"); err != nil {
+			return nil, err
+		}
+		if err := readUntil(want, true); err != nil {
+			return nil, err
+		}
+		out = append(out, time.Since(start))
+	}
+	stdin.Close()
+	go io.Copy(io.Discard, br)
+	return out, cmd.Wait()
+}
+
+// writeScenario writes a replay scenario whose only frame streams n chunks.
+func writeScenario(path string, n int) error {
+	words := make([]string, n)
+	for i := range words {
+		words[i] = "tok" + strconv.Itoa(i%10) + " "
+	}
+	s := map[string]any{
+		"schemaVersion": "evalops.maestro.scripted-scenario.v1",
+		"id":            "stream",
+		"description":   "one long streamed answer",
+		"metadata":      map[string]any{"recordedAt": "2026-01-01T00:00:00Z", "toolsExpected": []string{}},
+		"frames": []any{map[string]any{"index": 0, "statements": []any{
+			map[string]any{"kind": "text", "chunks": words},
+			map[string]any{"kind": "end", "reason": "complete"},
+		}}},
+	}
+	data, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+type streamResult struct {
+	rate              float64
+	readyRSS, peakRSS float64
+}
+
+// stream plays the long scenario and reads it fast or slowly, sampling
+// the process's VmRSS.
+func stream(bin, ws string, env []string, scenario string, chunks int, slow bool) (streamResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "headless", "--workspace", ws, "--replay", scenario, "--approval-mode", "auto", "--sandbox", "off")
+	cmd.Env = env
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return streamResult{}, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return streamResult{}, err
+	}
+	if err := cmd.Start(); err != nil {
+		return streamResult{}, err
+	}
+	br := bufio.NewReaderSize(stdout, 64<<10)
+	if _, err := br.ReadString('\n'); err != nil {
+		return streamResult{}, err
+	}
+	var res streamResult
+	res.readyRSS = rssMB(cmd.Process.Pid)
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if v := uint64(rssMB(cmd.Process.Pid) * 1024); v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-t.C:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	if _, err := io.WriteString(stdin, `{"type":"prompt","content":"stream"}`+"\n"); err != nil {
+		return res, err
+	}
+	start := time.Now()
+	seen := 0
+	for n := 0; ; n++ {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return res, fmt.Errorf("read: %w", err)
+		}
+		if bytes.HasPrefix(line, []byte(`{"type":"response_chunk"`)) {
+			seen++
+		}
+		if slow {
+			var v map[string]any
+			if err := json.Unmarshal(line, &v); err != nil {
+				return res, err
+			}
+			if n%1000 == 999 {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		if bytes.HasPrefix(line, []byte(`{"type":"response_end"`)) {
+			break
+		}
+	}
+	elapsed := time.Since(start)
+	close(stop)
+	<-sampled
+	stdin.Close()
+	go io.Copy(io.Discard, br)
+	if err := cmd.Wait(); err != nil {
+		return res, fmt.Errorf("maestro headless exit: %w", err)
+	}
+	if seen != chunks {
+		return res, errors.New("missing chunks: read " + strconv.Itoa(seen))
+	}
+	res.rate = float64(seen) / elapsed.Seconds()
+	res.peakRSS = float64(peak.Load()) / 1024
+	return res, nil
+}
+
+// rssMB reads VmRSS of a process, in MB.
+func rssMB(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+func pct(d []time.Duration, p int) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := len(s) * p / 100
+	if i >= len(s) {
+		i = len(s) - 1
+	}
+	return s[i]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+
+func row(name string, d []time.Duration) {
+	fmt.Printf("| %s | %d | %s | %s |\n", name, len(d), ms(pct(d, 50)), ms(pct(d, 90)))
+}
+
+func row3(name string, d []time.Duration) {
+	fmt.Printf("| %s | %d | %s | %s | %s |\n", name, len(d), ms(pct(d, 50)), ms(pct(d, 90)), ms(pct(d, 99)))
+}
