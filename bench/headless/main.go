@@ -3,16 +3,16 @@
 //
 //   - spawn → ready: time from starting the process to reading its first
 //     line (ready), median of N runs, against spawning /bin/true;
-//
 //   - hello → hello_ok: round trip over the pipes of one process, against
 //     a line echoed by cat (the pipe floor);
-//
 //   - sustained response_chunk rate of a long replay answer to a fast and
 //     to a slow reader, with the process's resident memory (VmRSS) at ready
 //     and at its peak: with backpressure the slow reader slows the agent
 //     down instead of growing memory.
 //
-//     go run ./bench/headless -bin ./bin/maestro
+// Run it from the repository root:
+//
+//	go run ./bench/headless -bin ./bin/maestro
 package main
 
 import (
