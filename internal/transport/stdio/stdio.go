@@ -217,6 +217,8 @@ func readLines(in io.Reader, max int, lines chan<- line, stop <-chan struct{}) {
 			buf = buf[:len(buf)-1]
 		} else if !tooLong && len(buf) == 0 && err != nil {
 			return // end of input, nothing pending
+		} else if len(buf) > max {
+			tooLong, buf = true, nil // a last line without its newline
 		}
 		select {
 		case lines <- line{data: buf, tooLong: tooLong}:
