@@ -123,7 +123,7 @@ func (s *Store) open(ctx context.Context, opts Options) error {
 	s.reader.SetMaxOpenConns(readers)
 	s.reader.SetMaxIdleConns(readers)
 	s.DB, err = sqlstore.New(sqlstore.Config{
-		Writer: s.writer, Reader: s.reader, Now: opts.Now, Hub: s.hub,
+		Writer: s.writer, Reader: s.reader, Now: opts.Now, Hub: s.hub, PrepareStatements: true,
 		Dialect: sqlstore.Dialect{
 			Name:       migrate.SQLite,
 			Queries:    newQueries(),
@@ -223,6 +223,9 @@ func (s *Store) Subscribe(ctx context.Context, topic string) (*store.Subscriptio
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.hub.Close()
+		if s.DB != nil {
+			s.CloseStatements()
+		}
 		var errs []error
 		if s.reader != nil {
 			errs = append(errs, s.reader.Close())

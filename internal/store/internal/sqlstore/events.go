@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -71,26 +70,10 @@ func (db *DB) AppendSystemJobEvents(ctx context.Context, jobID int64, events []s
 // reserving UPDATE holds the job's row lock, so numbers never collide.
 func (db *DB) insertEvents(ctx context.Context, t *txn, jobID, last, attempt int64, events []store.NewJobEvent, now time.Time) ([]store.JobEvent, error) {
 	first := last - int64(len(events)) + 1
-	stmt := db.q.EventInsert
-	var prepared *sql.Stmt
-	if len(events) > 1 {
-		var err error
-		if prepared, err = t.PrepareContext(ctx, stmt); err != nil {
-			return nil, fmt.Errorf("append job events to job %d: %w", jobID, err)
-		}
-		defer prepared.Close()
-	}
 	out := make([]store.JobEvent, len(events))
 	for i, e := range events {
 		seq := first + int64(i)
-		args := []any{jobID, seq, attempt, e.Type, string(e.Data), db.ts(now)}
-		var err error
-		if prepared != nil {
-			_, err = prepared.ExecContext(ctx, args...)
-		} else {
-			_, err = t.ExecContext(ctx, stmt, args...)
-		}
-		if err != nil {
+		if _, err := t.ExecContext(ctx, db.q.EventInsert, jobID, seq, attempt, e.Type, string(e.Data), db.ts(now)); err != nil {
 			return nil, fmt.Errorf("append event %d to job %d: %w", seq, jobID, err)
 		}
 		out[i] = store.JobEvent{JobID: jobID, Seq: seq, Attempt: int(attempt), Type: e.Type, Data: e.Data, CreatedAt: now}

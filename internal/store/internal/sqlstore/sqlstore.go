@@ -115,17 +115,22 @@ type Config struct {
 	Now func() time.Time
 	// Hub receives in-process notifications (when Dialect.NotifyTx is nil).
 	Hub *store.Hub
+	// PrepareStatements caches prepared statements on the pools (for
+	// drivers that do not cache them themselves).
+	PrepareStatements bool
 }
 
 // DB implements every store.Store method except Notify, Subscribe and
 // Close, which depend on the backend's wake-up mechanism.
 type DB struct {
-	w, r *sql.DB
-	d    Dialect
-	q    *Queries
-	now  func() time.Time
-	hub  *store.Hub
-	ms   []migrate.Migration
+	w   *sql.DB
+	r   pool
+	wc  *stmts
+	d   Dialect
+	q   *Queries
+	now func() time.Time
+	hub *store.Hub
+	ms  []migrate.Migration
 }
 
 // New returns a DB over cfg after loading the dialect's migrations (it does
@@ -139,11 +144,23 @@ func New(cfg Config) (*DB, error) {
 	if now == nil {
 		now = time.Now
 	}
-	r := cfg.Reader
-	if r == nil {
-		r = cfg.Writer
+	r := pool{DB: cfg.Reader}
+	if r.DB == nil {
+		r.DB = cfg.Writer
 	}
-	return &DB{w: cfg.Writer, r: r, d: cfg.Dialect, q: &cfg.Dialect.Queries, now: now, hub: cfg.Hub, ms: ms}, nil
+	db := &DB{w: cfg.Writer, r: r, d: cfg.Dialect, q: &cfg.Dialect.Queries, now: now, hub: cfg.Hub, ms: ms}
+	if cfg.PrepareStatements {
+		db.wc = newStmts(cfg.Writer)
+		db.r.cache = newStmts(r.DB)
+	}
+	return db, nil
+}
+
+// CloseStatements releases cached prepared statements; backends call it
+// before closing their pools.
+func (db *DB) CloseStatements() {
+	db.wc.close()
+	db.r.cache.close()
 }
 
 // Migrate applies pending migrations (see store.Store).
@@ -151,6 +168,12 @@ func (db *DB) Migrate(ctx context.Context) ([]int, error) {
 	applied, err := migrate.Up(ctx, db.w, db.d.Name, db.ms, db.now)
 	if err != nil {
 		return applied, fmt.Errorf("migrate the %s database: %w", db.d.Name, err)
+	}
+	// Statements can be prepared once the tables exist.
+	for _, c := range []*stmts{db.wc, db.r.cache} {
+		if err := c.prepare(ctx, db.q.all()); err != nil {
+			return applied, fmt.Errorf("%s store: %w", db.d.Name, err)
+		}
 	}
 	return applied, nil
 }
@@ -187,6 +210,7 @@ func nid(id int64) any {
 // txn is a transaction that collects the notifications to send on commit.
 type txn struct {
 	*sql.Tx
+	cache *stmts
 	notes []store.Notification
 }
 
@@ -205,7 +229,7 @@ func (db *DB) inTx(ctx context.Context, fn func(*txn) error) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	t := &txn{Tx: tx}
+	t := &txn{Tx: tx, cache: db.wc}
 	if err := fn(t); err != nil {
 		_ = tx.Rollback()
 		return err
