@@ -52,9 +52,18 @@ func (r *Runtime) prompt(c *Conn, m protocol.Prompt) error {
 	}
 	r.mu.Unlock()
 	r.applyClient(m)
+	if t, ok := r.cfg.Log.(titled); ok {
+		if err := t.SetTitle(m.Content); err != nil {
+			r.cfg.Logger.Warn("set the session title", "err", err)
+		}
+	}
 	go r.execute(ctx, run, cfg, m)
 	return nil
 }
+
+// titled is a Log that keeps a title (a *session.Session: its first
+// prompt).
+type titled interface{ SetTitle(string) error }
 
 // runSettings are what a run takes from the runtime when it starts.
 type runSettings struct {

@@ -120,6 +120,10 @@ func TestShutdownFlushesSessionLog(t *testing.T) {
 	if strings.Join(types, " ") != strings.Join(wire, " ") {
 		t.Errorf("session log events = %v, wire = %v", types, wire)
 	}
+	metas, err := store.List()
+	if err != nil || len(metas) != 1 || metas[0].Title != "Say hello." {
+		t.Errorf("session metadata = %+v, %v; want the first prompt as title", metas, err)
+	}
 	if messages != 2 {
 		t.Errorf("session log holds %d conversation messages, want 2 (prompt and answer)", messages)
 	}
