@@ -23,6 +23,7 @@ func newBare(t *testing.T, cfg Config) *Runtime {
 	if cfg.Tools == nil {
 		cfg.Tools = func(context.Context) (*toolSet, error) { return nil, nil }
 	}
+	cfg.Validate = mustValidator(t).ValidateServerFrame
 	rt, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,9 @@
 // End of input (stdin EOF) and the shutdown message both stop the runtime
 // cleanly (pending requests cancelled, utilities stopped, the run
 // aborted), flush what was published, and make Serve return nil.
+//
+// Package stdiotest drives Serve in-process from transcript scripts for
+// golden tests (client lines in, normalised server lines out).
 package stdio
 
 import (
