@@ -141,7 +141,7 @@ func TestHelloRoles(t *testing.T) {
 	if err := h.handle(protocol.Hello{Role: protocol.RoleViewer}); err != nil {
 		t.Fatal(err)
 	}
-	if s := h.rt.Snapshot(); !s.State.ControllerConnectionID.IsNull() || s.State.ConnectionRole != "" {
+	if s := h.rt.Snapshot(); !s.State.ControllerConnectionID.IsNull() || s.State.ConnectionRole != protocol.RoleViewer {
 		t.Errorf("after a viewer hello: controller %v role %q", s.State.ControllerConnectionID, s.State.ConnectionRole)
 	}
 	if err := h.handle(protocol.Hello{}); err != nil {

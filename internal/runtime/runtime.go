@@ -34,6 +34,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -374,20 +375,9 @@ func (r *Runtime) init(m protocol.Init) {
 	r.logMu.Unlock()
 	msg := "Init received with no changes"
 	if len(applied) > 0 {
-		msg = "Initialized: " + joinComma(applied)
+		msg = "Initialized: " + strings.Join(applied, ", ")
 	}
 	r.publish(protocol.Status{Message: msg}, "")
-}
-
-func joinComma(s []string) string {
-	out := ""
-	for i, v := range s {
-		if i > 0 {
-			out += ", "
-		}
-		out += v
-	}
-	return out
 }
 
 // systemPrompt returns the system prompt for a run: the default (or what
@@ -567,9 +557,13 @@ func (r *Runtime) snapshotLocked() protocol.Snapshot {
 	}
 	st.ControllerConnectionID = r.controllerID()
 	st.ControllerSubscriptionID = protocol.Null[string]()
-	// The connection fields of the state describe the controller (the
-	// only connection on stdio).
-	if c := r.conns[r.controller]; c != nil {
+	// The connection fields of the state describe the controller, else
+	// the first connection (on stdio, the only one).
+	c := r.conns[r.controller]
+	if c == nil && len(r.connOrder) > 0 {
+		c = r.connOrder[0]
+	}
+	if c != nil {
 		st.ClientProtocolVersion, st.ClientInfo, st.Capabilities = c.protocolVersion, c.clientInfo, c.caps
 		st.OptOutNotifications, st.ConnectionRole = c.optOutList(), c.effectiveRole()
 	}
