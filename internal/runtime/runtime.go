@@ -155,8 +155,11 @@ type Config struct {
 	// at the first prompt that needs it (after Tools, so it may describe
 	// the sandbox the tools found).
 	SystemPrompt func(ctx context.Context) string
-	Thinking     llm.ThinkingLevel
-	ApprovalMode protocol.ApprovalMode // default prompt
+	// Thinking is the initial thinking level (init may change it).
+	Thinking llm.ThinkingLevel
+	// ApprovalMode is the initial approval mode (default prompt; init may
+	// change it).
+	ApprovalMode protocol.ApprovalMode
 	// MaxIterations caps model calls per prompt (0: the agent's default).
 	MaxIterations int
 	Timeouts      Timeouts
@@ -173,7 +176,8 @@ type Config struct {
 	// error.
 	Validate func(frame []byte) error
 	// Now is the clock; default time.Now.
-	Now    func() time.Time
+	Now func() time.Time
+	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
 }
 
