@@ -124,6 +124,9 @@ func Up(ctx context.Context, db *sql.DB, d Dialect, ms []Migration, now func() t
 			_, err = tx.ExecContext(ctx, q.insert, int64(m.Version), m.Name, m.Checksum, q.stamp(now()))
 			return err
 		})
+		if errors.Is(err, ErrChecksum) || errors.Is(err, ErrUnknownVersion) {
+			return applied, err // names the offending file itself
+		}
 		if err != nil {
 			return applied, fmt.Errorf("migration %s: %w", m.Name, err)
 		}

@@ -193,7 +193,8 @@ func TestRefusesChangedOrUnknownMigrations(t *testing.T) {
 			if !errors.Is(err, migrate.ErrChecksum) {
 				t.Fatalf("Up with a modified applied migration = %v, want ErrChecksum", err)
 			}
-			if !strings.Contains(err.Error(), "002_extra.sql") || !strings.Contains(err.Error(), "add a new migration") {
+			if !strings.HasPrefix(err.Error(), "applied migration was modified: 002_extra.sql was applied with checksum") ||
+				!strings.Contains(err.Error(), "add a new migration") {
 				t.Errorf("error %q should name the file and say what to do", err)
 			}
 			if len(applied) != 0 {
