@@ -3,7 +3,7 @@
 # in the same run; see bench/README.md for what each row means.
 #
 #   bench/run.sh            # everything
-#   ONLY=loop bench/run.sh  # one section: loop | grep | version
+#   ONLY=loop bench/run.sh  # one section: loop | grep | version | headless | utility
 set -euo pipefail
 cd "$(dirname "$0")/.."
 only=${ONLY:-all}
@@ -46,5 +46,19 @@ if want grep; then
   echo "## Grep tool vs ripgrep over the Go standard library source"
   echo
   bash bench/grep/run.sh
+  echo
+fi
+
+if want headless; then
+  echo "## maestro headless: spawn → ready, hello round trip, response_chunk rate"
+  echo
+  bash bench/headless/run.sh
+  echo
+fi
+
+if want utility; then
+  echo "## utility_file_search vs ripgrep over the Go standard library source"
+  echo
+  bash bench/utility/run.sh
   echo
 fi

@@ -671,7 +671,7 @@ func TestKnownTools(t *testing.T) {
 			implemented = append(implemented, tool.Name)
 		}
 	}
-	if diff := cmp.Diff([]string{"Read", "Write", "Edit", "Glob", "Grep", "Bash"}, implemented); diff != "" {
+	if diff := cmp.Diff([]string{"transition", "complete", "Read", "Write", "Edit", "Glob", "Grep", "Bash", "ListPieces", "GetPiece", "CreatePiece", "UpdatePiece", "SpawnSubTask"}, implemented); diff != "" {
 		t.Errorf("implemented tools mismatch (-want +got):\n%s", diff)
 	}
 	// The switch must not accept anything KnownTools does not list: try
