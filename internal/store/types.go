@@ -327,9 +327,11 @@ type Schedule struct {
 
 // NewSchedule is the input of CreateSchedule and UpdateSchedule.
 type NewSchedule struct {
-	Name      string
-	CronExpr  string
-	Enabled   bool
+	Name     string
+	CronExpr string
+	// Disabled stores the schedule switched off (it never fires until
+	// updated); the zero value is enabled.
+	Disabled  bool
 	Owner     string
 	Title     string
 	Body      string

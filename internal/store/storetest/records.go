@@ -244,7 +244,7 @@ func testPiecesBadInput(t *testing.T, b *bundle) {
 }
 
 func newSchedule(name string, next time.Time) store.NewSchedule {
-	return store.NewSchedule{Name: name, CronExpr: "*/5 * * * *", Enabled: true, Owner: "ops", Title: "nightly " + name,
+	return store.NewSchedule{Name: name, CronExpr: "*/5 * * * *", Owner: "ops", Title: "nightly " + name,
 		Body: "run it", Piece: "general", Profile: "cpu", TaskClass: "maint", NextRunAt: next}
 }
 
@@ -263,7 +263,7 @@ func testSchedules(t *testing.T, b *bundle) {
 	_, err = b.s.CreateSchedule(b.ctx, newSchedule("nightly", now))
 	wantErr(t, "CreateSchedule with a taken name", err, store.ErrConflict)
 	off := newSchedule("off", now)
-	off.Enabled = false
+	off.Disabled = true
 	offS, err := b.s.CreateSchedule(b.ctx, off)
 	if err != nil {
 		t.Fatal(err)

@@ -299,7 +299,7 @@ func scanSchedules(rows *sql.Rows, err error) ([]store.Schedule, error) {
 }
 
 func (db *DB) scheduleArgs(s store.NewSchedule) []any {
-	return []any{s.Name, s.CronExpr, s.Enabled, s.Owner, s.Title, s.Body, s.Piece, s.Profile, s.TaskClass, db.ts(s.NextRunAt)}
+	return []any{s.Name, s.CronExpr, !s.Disabled, s.Owner, s.Title, s.Body, s.Piece, s.Profile, s.TaskClass, db.ts(s.NextRunAt)}
 }
 
 // CreateSchedule stores a schedule (see store.Schedules).
