@@ -23,7 +23,8 @@
 // When the PostgreSQL server binaries are not installed, Cluster skips the
 // test with a loud reason, except under CI=true, where it fails: CI must
 // run every tier (scripts/install-deps.sh installs them). Binaries are
-// looked up in PATH, then in /usr/lib/postgresql/*/bin (newest first). Run as
+// looked up in $MAESTRO_PGTEST_BIN if set, else PATH, then
+// /usr/lib/postgresql/*/bin (newest first). Run as
 // root, the server runs as the "postgres" user (initdb refuses root).
 package pgtest
 
@@ -248,9 +249,21 @@ func (c *Cluster) start(ctx context.Context, cred *syscall.Credential) error {
 	return nil
 }
 
-// FindBinaries returns the directory holding initdb and postgres: from
-// PATH, else the newest /usr/lib/postgresql/*/bin.
+// BinEnv names the environment variable that, when set, is the only
+// directory searched for the server binaries (a custom installation; or a
+// directory without them, to see how tests behave on a machine lacking
+// PostgreSQL).
+const BinEnv = "MAESTRO_PGTEST_BIN"
+
+// FindBinaries returns the directory holding initdb and postgres: $BinEnv
+// if set, else from PATH, else the newest /usr/lib/postgresql/*/bin.
 func FindBinaries() (string, error) {
+	if dir := os.Getenv(BinEnv); dir != "" {
+		if isExec(filepath.Join(dir, "initdb")) && isExec(filepath.Join(dir, "postgres")) {
+			return dir, nil
+		}
+		return "", fmt.Errorf("%w (looked in %s=%s)", ErrNotInstalled, BinEnv, dir)
+	}
 	var tried []string
 	if p, err := exec.LookPath("initdb"); err == nil {
 		if real, err := filepath.EvalSymlinks(p); err == nil {

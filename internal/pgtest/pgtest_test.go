@@ -1,8 +1,11 @@
 package pgtest_test
 
 import (
+	"context"
 	"database/sql"
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,5 +93,48 @@ func TestNewDatabase(t *testing.T) {
 	}
 	if name == "postgres" {
 		t.Fatalf("NewDatabase connected to %q, want a fresh database", name)
+	}
+}
+
+// TestMissingBinaries runs this test binary again on a pretend machine
+// without PostgreSQL: a test needing a cluster is skipped loudly, but fails
+// when CI=true.
+func TestMissingBinaries(t *testing.T) {
+	t.Parallel()
+	if os.Getenv(pgtest.BinEnv) != "" {
+		t.Skip("already inside the pretend machine")
+	}
+	tests := []struct {
+		ci       bool
+		wantExit int
+		want     []string
+	}{
+		{false, 0, []string{"--- SKIP: TestNewDatabase", "SKIPPING POSTGRESQL TESTS", "not found", pgtest.BinEnv}},
+		{true, 1, []string{"--- FAIL: TestNewDatabase", "CI=true requires them", "install-deps.sh"}},
+	}
+	for _, tc := range tests {
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestNewDatabase$", "-test.v")
+		var env []string
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "CI=") {
+				env = append(env, kv)
+			}
+		}
+		env = append(env, pgtest.BinEnv+"="+t.TempDir())
+		if tc.ci {
+			env = append(env, "CI=true")
+		}
+		cmd.Env = env
+		out, _ := cmd.CombinedOutput()
+		cancel()
+		if code := cmd.ProcessState.ExitCode(); code != tc.wantExit {
+			t.Errorf("CI=%v: exit %d, want %d; output:\n%s", tc.ci, code, tc.wantExit, out)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("CI=%v: output lacks %q:\n%s", tc.ci, w, out)
+			}
+		}
 	}
 }
