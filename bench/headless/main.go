@@ -63,24 +63,20 @@ func run(bin string, runs, hellos, chunks int) error {
 	fmt.Println()
 	fmt.Println("| what | runs | median | p90 |")
 	fmt.Println("|---|---|---|---|")
-	var base []time.Duration
+	// The three are interleaved so that load from other processes weighs
+	// on each alike.
+	var base, version, ready []time.Duration
 	for range runs {
 		start := time.Now()
 		if err := exec.Command("/bin/true").Run(); err != nil {
 			return err
 		}
 		base = append(base, time.Since(start))
-	}
-	var version []time.Duration
-	for range runs {
-		start := time.Now()
+		start = time.Now()
 		if err := exec.Command(bin, "version").Run(); err != nil {
 			return err
 		}
 		version = append(version, time.Since(start))
-	}
-	var ready []time.Duration
-	for range runs {
 		d, err := spawnToReady(bin, tmp, env)
 		if err != nil {
 			return err
