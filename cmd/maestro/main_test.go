@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/maestro-run/maestro/internal/protocol"
 )
 
 // binary is the maestro binary built once for the end-to-end tests.
@@ -102,7 +104,14 @@ func TestSIGINTDuringBash(t *testing.T) {
 	// Wait until the command is really running: its first output arrives.
 	sessionID := ""
 	sc := bufio.NewScanner(stdout)
+	v, err := protocol.NewValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for sc.Scan() {
+		if err := v.ValidateServerFrame(sc.Bytes()); err != nil {
+			t.Errorf("frame does not validate against the protocol schemas: %s: %v", sc.Bytes(), err)
+		}
 		var f map[string]any
 		json.Unmarshal(sc.Bytes(), &f)
 		if f["type"] == "ready" {

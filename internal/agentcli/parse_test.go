@@ -43,6 +43,10 @@ type outcome struct {
 	Unknown   int
 }
 
+// frameValidator checks frames against the protocol's JSON Schemas; it is
+// slow to build, so it is built once.
+var frameValidator = sync.OnceValues(protocol.NewValidator)
+
 func parseFixture(t *testing.T, def *Definition, path string) outcome {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -80,9 +84,19 @@ func parseFixture(t *testing.T, def *Definition, path string) outcome {
 			if end, ok := m.(protocol.ToolEnd); ok && end.Success {
 				o.ToolsOK++
 			}
-			// Every event must encode as a valid protocol frame.
-			if _, err := protocol.Marshal(m); err != nil {
+			// Every event must encode as a protocol frame that validates
+			// against the JSON Schemas.
+			line, err := protocol.Marshal(m)
+			if err != nil {
 				t.Errorf("marshal %s: %v", m.MessageType(), err)
+				continue
+			}
+			v, err := frameValidator()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := v.ValidateServerFrame(line); err != nil {
+				t.Errorf("%s: frame does not validate: %s: %v", path, line, err)
 			}
 		}
 	}

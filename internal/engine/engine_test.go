@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
 	"os"
 	"path/filepath"
@@ -36,7 +37,23 @@ type recorder struct {
 	records []Record
 }
 
+// frameValidator checks frames against the protocol's JSON Schemas; it is
+// slow to build, so it is built once.
+var frameValidator = sync.OnceValues(protocol.NewValidator)
+
+// Event records m after checking that it encodes to a frame valid under the
+// protocol's JSON Schemas (an invalid frame is a bug: the test panics with it).
 func (r *recorder) Event(m protocol.Message) {
+	line, err := protocol.Marshal(m)
+	if err == nil {
+		var v *protocol.Validator
+		if v, err = frameValidator(); err == nil {
+			err = v.ValidateServerFrame(line)
+		}
+	}
+	if err != nil {
+		panic(fmt.Sprintf("engine emitted an invalid protocol frame %s: %v", line, err))
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, m)
