@@ -4,9 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"iter"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +20,8 @@ import (
 	hrt "github.com/maestro-run/maestro/internal/runtime"
 	"github.com/maestro-run/maestro/internal/tool"
 	"github.com/maestro-run/maestro/internal/transport/stdio"
+	"github.com/maestro-run/maestro/internal/utility"
+	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 // chunker is a model that streams n text deltas as fast as it can.
@@ -173,4 +179,55 @@ func BenchmarkChunkStream(b *testing.B) {
 			s.close(b)
 		})
 	}
+}
+
+// BenchmarkFileReadRoundTrip: utility_file_read in, utility_file_read_result
+// out, through the decoder, the runtime's capability check, the real utility
+// manager (a 200-line file, confined to the workspace) and the writer.
+func BenchmarkFileReadRoundTrip(b *testing.B) {
+	dir := b.TempDir()
+	var content strings.Builder
+	for i := range 200 {
+		fmt.Fprintf(&content, "line %d of a source file with some ordinary text in it\n", i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(content.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	root, err := workspace.Open(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer root.Close()
+	rt, err := hrt.New(hrt.Config{
+		Provider: chunker{},
+		Tools:    func(context.Context) (*tool.Set, error) { return tool.NewSet(), nil },
+		Cwd:      dir,
+		Utilities: func(emit func(protocol.Message)) hrt.Utilities {
+			return utility.New(utility.Config{Root: root, Emit: emit})
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	s := &benchSession{in: inW, out: bufio.NewReaderSize(outR, 1<<16), served: make(chan error, 1)}
+	go func() {
+		s.served <- stdio.Serve(context.Background(), stdio.Config{Runtime: rt, In: inR, Out: outW})
+		outW.Close()
+	}()
+	s.readUntil(b, "session_info")
+	hello := []byte(`{"type":"hello","protocol_version":"2026-04-02","capabilities":{"utility_operations":["file_read"]}}` + "\n")
+	if _, err := s.in.Write(hello); err != nil {
+		b.Fatal(err)
+	}
+	s.readUntil(b, "connection_info")
+	read := []byte(`{"type":"utility_file_read","read_id":"r1","path":"main.go","offset":1,"limit":100}` + "\n")
+	for b.Loop() {
+		if _, err := s.in.Write(read); err != nil {
+			b.Fatal(err)
+		}
+		s.readUntil(b, "utility_file_read_result")
+	}
+	s.close(b)
 }
