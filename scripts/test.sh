@@ -30,7 +30,7 @@ go test -count=1 -timeout 20m -v ./... >"$log" 2>&1
 status=$?
 set -e
 # Package results and every failure in full; skips with their reasons.
-grep -E '^(ok|FAIL|---|panic:|\s+--- (FAIL|SKIP))|^\s+\S+\.go:[0-9]+:' "$log" | grep -v -- '--- PASS' || true
+grep -E '^(ok|FAIL|---|panic:|\s+--- (FAIL|SKIP))|^\s*\S+\.go:[0-9]+:|^# ' "$log" | grep -v -- '--- PASS' || true
 passed=$(grep -cE -- '^\s*--- PASS' "$log" || true)
 failed=$(grep -cE -- '^\s*--- FAIL' "$log" || true)
 skipped=$(grep -cE -- '^\s*--- SKIP' "$log" || true)
