@@ -79,6 +79,10 @@ type runSettings struct {
 
 func (r *Runtime) execute(ctx context.Context, run *activeRun, s runSettings, m protocol.Prompt) {
 	defer r.endRun(run)
+	if r.cfg.Turn != nil {
+		r.runTurn(ctx, run, m)
+		return
+	}
 	input := llm.UserText(m.Content)
 	if len(m.Attachments) > 0 {
 		parts := r.loadAttachments(m.Attachments)

@@ -179,6 +179,8 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
+	// Turn, when set, runs every prompt instead of the agent (turn.go).
+	Turn TurnFunc
 }
 
 // Runtime is one headless session. Create it with New, call Start once
