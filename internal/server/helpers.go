@@ -1,0 +1,159 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/maestro-run/maestro/internal/piece"
+	"github.com/maestro-run/maestro/internal/store"
+)
+
+// storeError answers with the status a store error deserves: 404 for a
+// missing row, 409 for a conflict or a transition the state does not
+// allow, 422 naming the field for rejected input, 500 otherwise (logged,
+// with a generic message).
+func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error) {
+	if fe, ok := errors.AsType[*store.FieldError](err); ok {
+		writeFieldError(w, http.StatusUnprocessableEntity, fe.Field, fe.Message)
+		return
+	}
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, err.Error())
+	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalidTransition):
+		writeError(w, http.StatusConflict, err.Error())
+	case errors.Is(err, store.ErrInvalid):
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+	case r.Context().Err() != nil:
+		// The client went away; nobody reads the answer.
+		writeError(w, http.StatusServiceUnavailable, "request cancelled")
+	default:
+		s.log.Error("store call failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal error: the store call failed; see the server log")
+	}
+}
+
+// pieceErrors answers 422 with the validator's faults.
+func pieceErrors(w http.ResponseWriter, err error) bool {
+	pe, ok := errors.AsType[*piece.Errors](err)
+	if !ok {
+		return false
+	}
+	body := errorBody{Error: "the piece is not valid: " + strconv.Itoa(len(pe.List)) + " error(s)"}
+	for _, e := range pe.List {
+		body.Errors = append(body.Errors, pieceError{Line: e.Line, Col: e.Col, Field: e.Field, Message: e.Message})
+	}
+	if len(pe.List) > 0 {
+		first := pe.List[0]
+		body.Error = fmt.Sprintf("the piece is not valid (%d error(s)); first: %d:%d: %s", len(pe.List), first.Line, first.Col, strings.TrimPrefix(first.Field+": "+first.Message, ": "))
+	}
+	writeJSON(w, http.StatusUnprocessableEntity, body)
+	return true
+}
+
+// decodeJSON reads a JSON object into v: unknown fields are refused, the
+// body is bounded, and errors name the field. It answers the request and
+// returns false when the body is unusable.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any, optional bool) bool {
+	body := http.MaxBytesReader(w, r.Body, maxJSONBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == io.EOF && optional {
+		return true
+	}
+	if err == nil {
+		if dec.More() {
+			writeError(w, http.StatusBadRequest, "request body: expected one JSON object, found more data after it")
+			return false
+		}
+		return true
+	}
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body: expected at most %d bytes", maxJSONBody))
+		return false
+	}
+	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+		writeFieldError(w, http.StatusBadRequest, te.Field, fmt.Sprintf("expected %s, found JSON %s", te.Type, te.Value))
+		return false
+	}
+	if err == io.EOF {
+		writeError(w, http.StatusBadRequest, "request body: expected a JSON object, found nothing")
+		return false
+	}
+	msg := err.Error()
+	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		f = strings.Trim(f, `"`)
+		writeFieldError(w, http.StatusBadRequest, f, "unknown field; see docs/api.md for the fields this route takes")
+		return false
+	}
+	writeError(w, http.StatusBadRequest, "request body: expected a JSON object: "+strings.TrimPrefix(msg, "json: "))
+	return false
+}
+
+// pathID parses the {name} path value as a positive id.
+func pathID(w http.ResponseWriter, r *http.Request, name string) (int64, bool) {
+	v := r.PathValue(name)
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || id <= 0 {
+		writeFieldError(w, http.StatusBadRequest, name, fmt.Sprintf("expected a positive integer id, found %q", v))
+		return 0, false
+	}
+	return id, true
+}
+
+// queryInt parses an optional non-negative integer query parameter.
+func queryInt(w http.ResponseWriter, r *http.Request, name string) (int64, bool) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, true
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		writeFieldError(w, http.StatusBadRequest, name, fmt.Sprintf("expected a non-negative integer, found %q", v))
+		return 0, false
+	}
+	return n, true
+}
+
+// queryLimit parses ?limit= (1..store.MaxListLimit, default def).
+func queryLimit(w http.ResponseWriter, r *http.Request, def int) (int, bool) {
+	n, ok := queryInt(w, r, "limit")
+	if !ok {
+		return 0, false
+	}
+	if n == 0 {
+		return def, true
+	}
+	if n > store.MaxListLimit {
+		writeFieldError(w, http.StatusBadRequest, "limit", fmt.Sprintf("expected at most %d, found %d", store.MaxListLimit, n))
+		return 0, false
+	}
+	return int(n), true
+}
+
+// audit records a mutation. A failure is logged, not returned: the
+// mutation already happened.
+func (s *Server) audit(r *http.Request, action, target string, details any) {
+	var raw json.RawMessage
+	if details != nil {
+		b, err := json.Marshal(details)
+		if err == nil {
+			raw = b
+		}
+	}
+	if _, err := s.st.AppendAudit(context.WithoutCancel(r.Context()), store.NewAuditEntry{Actor: actor(r), Action: action, Target: target, Details: raw}); err != nil {
+		s.log.Error("audit entry not written", "action", action, "target", target, "err", err)
+	}
+}
+
+func taskTarget(id int64) string     { return "task:" + strconv.FormatInt(id, 10) }
+func jobTarget(id int64) string      { return "job:" + strconv.FormatInt(id, 10) }
+func scheduleTarget(id int64) string { return "schedule:" + strconv.FormatInt(id, 10) }
+func pieceTarget(name string) string { return "piece:" + name }

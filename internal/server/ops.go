@@ -1,0 +1,75 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/store"
+)
+
+func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
+	before, ok := queryInt(w, r, "before")
+	if !ok {
+		return
+	}
+	limit, ok := queryLimit(w, r, 100)
+	if !ok {
+		return
+	}
+	entries, err := s.st.ListAudit(r.Context(), store.AuditFilter{Target: r.URL.Query().Get("target"), BeforeID: before, Limit: limit})
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	resp := struct {
+		Entries    []store.AuditEntry `json:"entries"`
+		NextBefore int64              `json:"next_before,omitempty"`
+	}{Entries: nonNil(entries)}
+	if len(entries) == limit {
+		resp.NextBefore = entries[len(entries)-1].ID
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// healthz answers while the process serves HTTP.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz answers 200 when the store answers a query within 2 s.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	// A lookup by primary key of a job that cannot exist: a round trip to
+	// the database and nothing more.
+	_, err := s.st.GetJob(ctx, 0)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.log.Warn("readiness check failed", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "the store does not answer"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// metrics writes Prometheus text: jobs by state, then the queue's metrics.
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
+	counts, err := s.st.CountJobs(r.Context())
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	var b bytes.Buffer
+	b.WriteString("# HELP maestro_jobs Jobs in the store by state.\n# TYPE maestro_jobs gauge\n")
+	for _, st := range store.States() {
+		fmt.Fprintf(&b, "maestro_jobs{state=%q} %d\n", st, counts[st])
+	}
+	if s.cfg.Metrics != nil {
+		s.cfg.Metrics.WritePrometheus(&b)
+	}
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	w.Write(b.Bytes())
+}

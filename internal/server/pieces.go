@@ -1,0 +1,294 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/maestro-run/maestro/internal/piece"
+	"github.com/maestro-run/maestro/internal/store"
+)
+
+// Piece sources in responses.
+const (
+	sourceBuiltin = "builtin"
+	sourceStore   = "store"
+)
+
+// pieceSummary is one entry of GET /pieces.
+type pieceSummary struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	Source      string   `json:"source"`
+	Builtin     bool     `json:"builtin"`
+	Deletable   bool     `json:"deletable"`
+	Version     int64    `json:"version,omitempty"`
+	Movements   []string `json:"movements,omitempty"`
+	// Error is set when a stored piece no longer passes the validator.
+	Error string `json:"error,omitempty"`
+}
+
+// pieceDetail is the answer of GET/PUT/POST on one piece.
+type pieceDetail struct {
+	pieceSummary
+	YAML  string       `json:"yaml"`
+	Piece *piece.Piece `json:"piece,omitempty"`
+}
+
+func movementNames(p *piece.Piece) []string {
+	var out []string
+	for _, m := range p.Movements {
+		out = append(out, m.Name)
+	}
+	return out
+}
+
+func (s *Server) builtinSummary(e piece.Entry) pieceSummary {
+	return pieceSummary{Name: e.Piece.Name, Description: e.Piece.Description, Source: sourceBuiltin, Builtin: true,
+		Deletable: false, Movements: movementNames(e.Piece)}
+}
+
+func (s *Server) storedDetail(p store.Piece) pieceDetail {
+	_, builtin := s.cfg.Pieces.Get(p.Name)
+	d := pieceDetail{
+		pieceSummary: pieceSummary{Name: p.Name, Source: sourceStore, Builtin: builtin, Version: p.Version,
+			Deletable: !piece.Undeletable(p.Name)},
+		YAML: p.YAML,
+	}
+	parsed, err := piece.Parse(p.Name+".yaml", []byte(p.YAML))
+	if err != nil {
+		d.Error = err.Error()
+		return d
+	}
+	d.Description, d.Movements, d.Piece = parsed.Description, movementNames(parsed), parsed
+	return d
+}
+
+// pieceExists reports whether name is a built-in or stored piece.
+func (s *Server) pieceExists(ctx context.Context, name string) (bool, error) {
+	if _, ok := s.cfg.Pieces.Get(name); ok {
+		return true, nil
+	}
+	_, err := s.st.GetPiece(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (s *Server) listPieces(w http.ResponseWriter, r *http.Request) {
+	stored, err := s.st.ListPieces(r.Context())
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	byName := map[string]pieceSummary{}
+	for _, e := range s.cfg.Pieces.List() {
+		byName[e.Piece.Name] = s.builtinSummary(e)
+	}
+	for _, p := range stored {
+		byName[p.Name] = s.storedDetail(p).pieceSummary
+	}
+	out := make([]pieceSummary, 0, len(byName))
+	for _, v := range byName {
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(a, b pieceSummary) int { return strings.Compare(a.Name, b.Name) })
+	writeJSON(w, http.StatusOK, map[string]any{"pieces": out})
+}
+
+func (s *Server) getPiece(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	p, err := s.st.GetPiece(r.Context(), name)
+	if err == nil {
+		writeJSON(w, http.StatusOK, s.storedDetail(p))
+		return
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		s.storeError(w, r, err)
+		return
+	}
+	e, ok := s.cfg.Pieces.Get(name)
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no piece %q; GET /api/v1/pieces lists them", name))
+		return
+	}
+	y, err := piece.Marshal(e.Piece)
+	if err != nil {
+		s.log.Error("marshal built-in piece", "name", name, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal error: cannot encode the piece")
+		return
+	}
+	writeJSON(w, http.StatusOK, pieceDetail{pieceSummary: s.builtinSummary(e), YAML: string(y), Piece: e.Piece})
+}
+
+// readPiece reads a piece from the request: the body is the YAML itself,
+// or, with Content-Type application/json, {"yaml": "...", "if_version": n}.
+func readPiece(w http.ResponseWriter, r *http.Request) (yaml string, ifVersion int64, ok bool) {
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if ct == "application/json" {
+		var req struct {
+			YAML      string `json:"yaml"`
+			IfVersion int64  `json:"if_version"`
+		}
+		if !decodeJSON(w, r, &req, false) {
+			return "", 0, false
+		}
+		if req.YAML == "" {
+			writeFieldError(w, http.StatusUnprocessableEntity, "yaml", "required: the piece as YAML")
+			return "", 0, false
+		}
+		return req.YAML, req.IfVersion, true
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, store.MaxPieceBytes))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("piece: expected at most %d bytes of YAML", store.MaxPieceBytes))
+			return "", 0, false
+		}
+		writeError(w, http.StatusBadRequest, "reading the request body failed: "+err.Error())
+		return "", 0, false
+	}
+	if len(data) == 0 {
+		writeError(w, http.StatusUnprocessableEntity, "expected the piece's YAML as the request body, found nothing")
+		return "", 0, false
+	}
+	return string(data), 0, true
+}
+
+// parseNamed validates src and checks it declares name (when name is not
+// empty). It answers 422 and returns nil on failure.
+func parseNamed(w http.ResponseWriter, name, src string) *piece.Piece {
+	file := name
+	if file == "" {
+		file = "piece"
+	}
+	p, err := piece.Parse(file+".yaml", []byte(src))
+	if err != nil {
+		if !pieceErrors(w, err) {
+			writeError(w, http.StatusUnprocessableEntity, err.Error())
+		}
+		return nil
+	}
+	if name != "" && p.Name != name {
+		pieceErrors(w, &piece.Errors{List: []piece.Error{{File: file + ".yaml", Line: p.NamePos.Line, Col: p.NamePos.Col, Field: "name",
+			Message: fmt.Sprintf("expected %q, the name in the URL, found %q", name, p.Name)}}})
+		return nil
+	}
+	return p
+}
+
+func (s *Server) validatePiece(w http.ResponseWriter, r *http.Request) {
+	src, _, ok := readPiece(w, r)
+	if !ok {
+		return
+	}
+	p := parseNamed(w, "", src)
+	if p == nil {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"valid": true, "piece": p})
+}
+
+func (s *Server) createPiece(w http.ResponseWriter, r *http.Request) {
+	src, _, ok := readPiece(w, r)
+	if !ok {
+		return
+	}
+	p := parseNamed(w, "", src)
+	if p == nil {
+		return
+	}
+	if _, builtin := s.cfg.Pieces.Get(p.Name); builtin {
+		writeFieldError(w, http.StatusConflict, "name", fmt.Sprintf("%q is a built-in piece; override it with PUT /api/v1/pieces/%s", p.Name, p.Name))
+		return
+	}
+	stored, err := s.st.CreatePiece(r.Context(), p.Name, src)
+	if errors.Is(err, store.ErrConflict) {
+		writeFieldError(w, http.StatusConflict, "name", fmt.Sprintf("a piece %q exists already; replace it with PUT /api/v1/pieces/%s", p.Name, p.Name))
+		return
+	}
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	s.audit(r, "piece.create", pieceTarget(p.Name), map[string]any{"version": stored.Version})
+	w.Header().Set("Location", "/api/v1/pieces/"+p.Name)
+	writeJSON(w, http.StatusCreated, s.storedDetail(stored))
+}
+
+// putPiece creates or replaces a stored piece (a stored piece named like a
+// built-in overrides it). An invalid piece changes nothing.
+func (s *Server) putPiece(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := store.ValidateName("name", name); err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	src, ifVersion, ok := readPiece(w, r)
+	if !ok {
+		return
+	}
+	if parseNamed(w, name, src) == nil {
+		return
+	}
+	_, err := s.st.GetPiece(r.Context(), name)
+	switch {
+	case err == nil:
+		stored, err := s.st.UpdatePiece(r.Context(), name, src, ifVersion)
+		if errors.Is(err, store.ErrConflict) {
+			writeFieldError(w, http.StatusConflict, "if_version", fmt.Sprintf("piece %q is no longer at version %d; GET it and apply the change again", name, ifVersion))
+			return
+		}
+		if err != nil {
+			s.storeError(w, r, err)
+			return
+		}
+		s.audit(r, "piece.update", pieceTarget(name), map[string]any{"version": stored.Version})
+		writeJSON(w, http.StatusOK, s.storedDetail(stored))
+	case errors.Is(err, store.ErrNotFound):
+		if ifVersion > 0 {
+			writeFieldError(w, http.StatusConflict, "if_version", fmt.Sprintf("piece %q is not stored, so it has no version %d", name, ifVersion))
+			return
+		}
+		stored, err := s.st.CreatePiece(r.Context(), name, src)
+		if err != nil {
+			s.storeError(w, r, err)
+			return
+		}
+		s.audit(r, "piece.create", pieceTarget(name), map[string]any{"version": stored.Version})
+		writeJSON(w, http.StatusCreated, s.storedDetail(stored))
+	default:
+		s.storeError(w, r, err)
+	}
+}
+
+func (s *Server) deletePiece(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	ifVersion, ok := queryInt(w, r, "version")
+	if !ok {
+		return
+	}
+	if piece.Undeletable(name) {
+		writeError(w, http.StatusConflict, fmt.Sprintf("piece %q is built in and cannot be deleted: Maestro relies on it (general is the classifier's fallback, chat answers conversations); change it with PUT instead", name))
+		return
+	}
+	_, builtin := s.cfg.Pieces.Get(name)
+	err := s.st.DeletePiece(r.Context(), name, ifVersion)
+	switch {
+	case err == nil:
+		s.audit(r, "piece.delete", pieceTarget(name), map[string]any{"builtin_restored": builtin})
+		writeJSON(w, http.StatusOK, map[string]any{"deleted": name, "builtin_restored": builtin})
+	case errors.Is(err, store.ErrNotFound) && builtin:
+		writeError(w, http.StatusConflict, fmt.Sprintf("piece %q is built in and cannot be deleted; PUT a replacement to override it", name))
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no piece %q; GET /api/v1/pieces lists them", name))
+	default:
+		s.storeError(w, r, err)
+	}
+}

@@ -1,0 +1,315 @@
+// Package server is Maestro's REST API: tasks and their comments, jobs and
+// their event logs (JSON pages or Server-Sent Events with Last-Event-ID
+// resumption), deliverables and uploads in task workspaces, pieces (one
+// validator: piece.Parse), cron schedules, the audit log, health probes and
+// Prometheus metrics. docs/api.md documents it for users and
+// docs/openapi.yaml describes every route.
+//
+// The server is a plain http.Handler on the store: it holds no state of its
+// own beyond configuration, so any number of `maestro serve` processes
+// sharing one PostgreSQL database serve the same API. Work is done by the
+// queue's workers; the API only reads and writes the store (and the task
+// workspaces under the data directory).
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/piece"
+	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/pieces"
+)
+
+// Defaults of Config.
+const (
+	// DefaultMaxUpload bounds one uploaded file (Config.MaxUpload).
+	DefaultMaxUpload = 64 << 20
+	// DefaultKeepAlive is the interval of SSE keepalive comments.
+	DefaultKeepAlive = 15 * time.Second
+	// maxJSONBody bounds a JSON request body (task bodies and payloads are
+	// 1 MiB each in the store).
+	maxJSONBody = 4 << 20
+)
+
+// Metrics is the part of the queue's metrics the server exports on
+// /metrics after the job counts (queue.Metrics implements it).
+type Metrics interface {
+	WritePrometheus(w io.Writer)
+}
+
+// Config configures New.
+type Config struct {
+	// Store is the durable state the API reads and writes (required).
+	Store store.Store
+	// DataDir holds the task workspaces (<DataDir>/tasks/<id>, see TaskDir);
+	// required for deliverables and uploads.
+	DataDir string
+	// TaskDir returns a task's workspace (default: <DataDir>/tasks/<id>,
+	// the layout of queue.TaskDir).
+	TaskDir func(dataDir string, taskID int64) string
+	// Token is the bearer token clients present. When set, a request that
+	// sends an Authorization header must present it even if RequireAuth is
+	// off.
+	Token string
+	// RequireAuth makes every route except /healthz and /readyz require
+	// the bearer token (mandatory when the listener is not loopback).
+	RequireAuth bool
+	// Metrics, when not nil, is appended to /metrics.
+	Metrics Metrics
+	// NextRun computes a cron expression's next tick after a time; it
+	// validates schedules (queue.NextRun). Required for the schedule
+	// routes.
+	NextRun func(expr string, after time.Time) (time.Time, error)
+	// MaxUpload bounds one uploaded file in bytes (default
+	// DefaultMaxUpload); larger uploads get 413.
+	MaxUpload int64
+	// KeepAlive is the interval of SSE keepalive comments (default
+	// DefaultKeepAlive). The stream also re-reads the job's log at this
+	// interval, as a backstop for lost wake-ups.
+	KeepAlive time.Duration
+	// Logger receives one line per request (default: discarded). Tokens
+	// are never logged.
+	Logger *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Pieces is the catalog of built-in pieces (default: Maestro's
+	// embedded pieces). Pieces stored at runtime are merged over it.
+	Pieces *piece.Catalog
+}
+
+// Server is the API handler built by New.
+type Server struct {
+	cfg     Config
+	st      store.Store
+	log     *slog.Logger
+	now     func() time.Time
+	mux     *http.ServeMux
+	handler http.Handler
+	routes  []string
+	actorID string // identity of the configured token in the audit log
+}
+
+// New builds the API handler.
+func New(cfg Config) (*Server, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("server: Config.Store is required")
+	}
+	if cfg.RequireAuth && cfg.Token == "" {
+		return nil, errors.New("server: RequireAuth needs a Token")
+	}
+	if cfg.MaxUpload <= 0 {
+		cfg.MaxUpload = DefaultMaxUpload
+	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = DefaultKeepAlive
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.TaskDir == nil {
+		cfg.TaskDir = defaultTaskDir
+	}
+	if cfg.Pieces == nil {
+		cat, err := piece.LoadFS(context.Background(), pieces.FS())
+		if err != nil {
+			return nil, fmt.Errorf("server: load built-in pieces: %w", err)
+		}
+		cfg.Pieces = cat
+	}
+	s := &Server{cfg: cfg, st: cfg.Store, log: cfg.Logger, now: cfg.Now, mux: http.NewServeMux()}
+	if cfg.Token != "" {
+		sum := sha256.Sum256([]byte(cfg.Token))
+		s.actorID = "token:" + hex.EncodeToString(sum[:4])
+	}
+	s.register()
+	var h http.Handler = s.mux
+	h = s.authenticate(h)
+	h = http.NewCrossOriginProtection().Handler(h)
+	h = s.logRequests(h)
+	s.handler = h
+	return s, nil
+}
+
+func defaultTaskDir(dataDir string, taskID int64) string {
+	return filepath.Join(dataDir, "tasks", strconv.FormatInt(taskID, 10))
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// Routes lists the registered patterns ("GET /api/v1/tasks/{id}"), in
+// registration order.
+func (s *Server) Routes() []string { return append([]string(nil), s.routes...) }
+
+func (s *Server) handle(pattern string, h http.HandlerFunc) {
+	s.routes = append(s.routes, pattern)
+	s.mux.HandleFunc(pattern, h)
+}
+
+func (s *Server) register() {
+	s.handle("POST /api/v1/tasks", s.createTask)
+	s.handle("GET /api/v1/tasks", s.listTasks)
+	s.handle("GET /api/v1/tasks/{id}", s.getTask)
+	s.handle("POST /api/v1/tasks/{id}/comments", s.addComment)
+	s.handle("GET /api/v1/tasks/{id}/deliverables", s.listDeliverables)
+	s.handle("GET /api/v1/tasks/{id}/deliverables/{path...}", s.getDeliverable)
+	s.handle("PUT /api/v1/tasks/{id}/uploads/{path...}", s.upload)
+
+	s.handle("GET /api/v1/jobs", s.listJobs)
+	s.handle("GET /api/v1/jobs/{id}", s.getJob)
+	s.handle("POST /api/v1/jobs/{id}/cancel", s.cancelJob)
+	s.handle("POST /api/v1/jobs/{id}/retry", s.retryJob)
+	s.handle("GET /api/v1/jobs/{id}/events", s.jobEvents)
+
+	s.handle("GET /api/v1/pieces", s.listPieces)
+	s.handle("POST /api/v1/pieces", s.createPiece)
+	s.handle("POST /api/v1/pieces/validate", s.validatePiece)
+	s.handle("GET /api/v1/pieces/{name}", s.getPiece)
+	s.handle("PUT /api/v1/pieces/{name}", s.putPiece)
+	s.handle("DELETE /api/v1/pieces/{name}", s.deletePiece)
+
+	s.handle("GET /api/v1/schedules", s.listSchedules)
+	s.handle("POST /api/v1/schedules", s.createSchedule)
+	s.handle("GET /api/v1/schedules/{id}", s.getSchedule)
+	s.handle("PUT /api/v1/schedules/{id}", s.putSchedule)
+	s.handle("DELETE /api/v1/schedules/{id}", s.deleteSchedule)
+
+	s.handle("GET /api/v1/audit", s.listAudit)
+	s.handle("GET /healthz", s.healthz)
+	s.handle("GET /readyz", s.readyz)
+	s.handle("GET /metrics", s.metrics)
+
+	// Everything else under /api/ answers in JSON rather than with the
+	// mux's plain-text 404.
+	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s; see docs/api.md", r.Method, r.URL.Path))
+	})
+}
+
+// actorKey carries the authenticated actor in a request's context.
+type actorKey struct{}
+
+// actor returns who makes the request: the token's identity, or "local"
+// on an unauthenticated loopback listener.
+func actor(r *http.Request) string {
+	if a, ok := r.Context().Value(actorKey{}).(string); ok {
+		return a
+	}
+	return "local"
+}
+
+// authenticate checks the bearer token.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		header := r.Header.Get("Authorization")
+		if header == "" && !s.cfg.RequireAuth {
+			next.ServeHTTP(w, r)
+			return
+		}
+		token, ok := strings.CutPrefix(header, "Bearer ")
+		if !ok || s.cfg.Token == "" || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), []byte(s.cfg.Token)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="maestro"`)
+			writeError(w, http.StatusUnauthorized, "missing or invalid bearer token")
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, s.actorID)))
+	})
+}
+
+// statusRecorder remembers the status code for the request log.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach Flush and deadlines.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// logRequests logs one line per request: method, path, status, duration.
+// Headers (and so tokens) are never logged; the query string is left out
+// too.
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
+				if rec.status == 0 {
+					writeError(rec, http.StatusInternalServerError, "internal error")
+				}
+			}
+			s.log.Info("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", time.Since(start).Round(time.Microsecond))
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+// errorBody is every error response.
+type errorBody struct {
+	Error  string       `json:"error"`
+	Field  string       `json:"field,omitempty"`
+	Errors []pieceError `json:"errors,omitempty"`
+}
+
+// pieceError is one validator fault of a piece.
+type pieceError struct {
+	Line    int    `json:"line"`
+	Col     int    `json:"col"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, errorBody{Error: msg})
+}
+
+func writeFieldError(w http.ResponseWriter, status int, field, msg string) {
+	writeJSON(w, status, errorBody{Error: field + ": " + msg, Field: field})
+}

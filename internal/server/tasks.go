@@ -1,0 +1,418 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/store"
+)
+
+// NoopPiece is the piece name the queue's engine runner completes at once
+// (health checks, benchmarks); tasks may name it though no piece file
+// defines it.
+const NoopPiece = "noop"
+
+type createTaskRequest struct {
+	Title       string          `json:"title"`
+	Body        string          `json:"body"`
+	Piece       string          `json:"piece"`
+	Profile     string          `json:"profile"`
+	TaskClass   string          `json:"task_class"`
+	Priority    int             `json:"priority"`
+	MaxAttempts int             `json:"max_attempts"`
+	Payload     json.RawMessage `json:"payload"`
+}
+
+// taskResponse is the answer of POST /tasks.
+type taskResponse struct {
+	Task store.Task `json:"task"`
+	Job  store.Job  `json:"job"`
+}
+
+func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
+	var req createTaskRequest
+	if !decodeJSON(w, r, &req, false) {
+		return
+	}
+	if strings.TrimSpace(req.Title) == "" {
+		writeFieldError(w, http.StatusUnprocessableEntity, "title", "required: a short description of the work")
+		return
+	}
+	if req.Piece != "" && req.Piece != NoopPiece {
+		ok, err := s.pieceExists(r.Context(), req.Piece)
+		if err != nil {
+			s.storeError(w, r, err)
+			return
+		}
+		if !ok {
+			writeFieldError(w, http.StatusUnprocessableEntity, "piece", fmt.Sprintf("no piece %q; GET /api/v1/pieces lists them (leave it empty to let the classifier choose)", req.Piece))
+			return
+		}
+	}
+	if len(req.Payload) > 0 && string(req.Payload) != "null" && req.Payload[0] != '{' {
+		writeFieldError(w, http.StatusUnprocessableEntity, "payload", "expected a JSON object")
+		return
+	}
+	if string(req.Payload) == "null" {
+		req.Payload = nil
+	}
+	task, job, err := s.st.CreateTask(r.Context(), store.NewTask{
+		Owner: actor(r), Title: req.Title, Body: req.Body, Piece: req.Piece,
+		Profile: req.Profile, TaskClass: req.TaskClass, Priority: req.Priority,
+		MaxAttempts: req.MaxAttempts, Payload: req.Payload,
+	})
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	s.audit(r, "task.create", taskTarget(task.ID), map[string]any{"job_id": job.ID, "title": task.Title, "piece": task.Piece})
+	w.Header().Set("Location", "/api/v1/tasks/"+strconv.FormatInt(task.ID, 10))
+	writeJSON(w, http.StatusCreated, taskResponse{Task: task, Job: job})
+}
+
+func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
+	before, ok := queryInt(w, r, "before")
+	if !ok {
+		return
+	}
+	limit, ok := queryLimit(w, r, 50)
+	if !ok {
+		return
+	}
+	tasks, err := s.st.ListTasks(r.Context(), store.TaskFilter{Owner: r.URL.Query().Get("owner"), BeforeID: before, Limit: limit})
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	resp := struct {
+		Tasks      []store.Task `json:"tasks"`
+		NextBefore int64        `json:"next_before,omitempty"`
+	}{Tasks: nonNil(tasks)}
+	if len(tasks) == limit {
+		resp.NextBefore = tasks[len(tasks)-1].ID
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	task, err := s.st.GetTask(r.Context(), id)
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	jobs, err := s.st.ListJobs(r.Context(), store.JobFilter{TaskID: id})
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	var comments []store.Comment
+	for after := int64(0); ; {
+		page, err := s.st.ListComments(r.Context(), id, after, store.MaxListLimit)
+		if err != nil {
+			s.storeError(w, r, err)
+			return
+		}
+		comments = append(comments, page...)
+		if len(page) < store.MaxListLimit {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Task     store.Task      `json:"task"`
+		Jobs     []store.Job     `json:"jobs"`
+		Comments []store.Comment `json:"comments"`
+	}{task, nonNil(jobs), nonNil(comments)})
+}
+
+func (s *Server) addComment(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	var req struct {
+		Body string `json:"body"`
+	}
+	if !decodeJSON(w, r, &req, false) {
+		return
+	}
+	if strings.TrimSpace(req.Body) == "" {
+		writeFieldError(w, http.StatusUnprocessableEntity, "body", "required: the comment's text (an answer resumes a job waiting for one)")
+		return
+	}
+	c, resumed, err := s.st.AddComment(r.Context(), store.NewComment{
+		TaskID: id, AuthorKind: store.AuthorUser, Author: actor(r), Body: req.Body, ResumeWaiting: true,
+	})
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	// Followers of the task's latest job see the comment in its log.
+	ctx := context.WithoutCancel(r.Context())
+	if task, err := s.st.GetTask(ctx, id); err == nil && task.JobID != 0 {
+		data, _ := json.Marshal(map[string]any{"comment_id": c.ID, "author_kind": c.AuthorKind, "author": c.Author, "body": c.Body})
+		if _, err := s.st.AppendSystemJobEvents(ctx, task.JobID, []store.NewJobEvent{{Type: "comment", Data: data}}); err != nil {
+			s.log.Warn("comment event not appended", "task", id, "job", task.JobID, "err", err)
+		}
+	}
+	var ids []int64
+	for _, j := range resumed {
+		ids = append(ids, j.ID)
+	}
+	s.audit(r, "task.comment", taskTarget(id), map[string]any{"comment_id": c.ID, "resumed_jobs": ids})
+	writeJSON(w, http.StatusCreated, struct {
+		Comment     store.Comment `json:"comment"`
+		ResumedJobs []store.Job   `json:"resumed_jobs"`
+	}{c, nonNil(resumed)})
+}
+
+// fileInfo describes one deliverable.
+type fileInfo struct {
+	Path     string    `json:"path"`
+	Size     int64     `json:"size"`
+	Modified time.Time `json:"modified"`
+}
+
+// taskRoot returns the task (404 when unknown) and its workspace directory.
+func (s *Server) taskWorkspace(w http.ResponseWriter, r *http.Request) (int64, string, bool) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return 0, "", false
+	}
+	if _, err := s.st.GetTask(r.Context(), id); err != nil {
+		s.storeError(w, r, err)
+		return 0, "", false
+	}
+	if s.cfg.DataDir == "" {
+		writeError(w, http.StatusNotImplemented, "this server has no data directory, so it keeps no task files")
+		return 0, "", false
+	}
+	return id, s.cfg.TaskDir(s.cfg.DataDir, id), true
+}
+
+func (s *Server) listDeliverables(w http.ResponseWriter, r *http.Request) {
+	_, dir, ok := s.taskWorkspace(w, r)
+	if !ok {
+		return
+	}
+	files := []fileInfo{}
+	root, err := os.OpenRoot(filepath.Join(dir, "output"))
+	if errors.Is(err, fs.ErrNotExist) {
+		writeJSON(w, http.StatusOK, map[string]any{"files": files})
+		return
+	}
+	if err != nil {
+		s.log.Error("open output directory", "dir", dir, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal error: cannot open the task's output directory")
+		return
+	}
+	defer root.Close()
+	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // unreadable entries are left out
+		}
+		if d.IsDir() {
+			return nil
+		}
+		// Stat through the root: a symlink is listed only when it stays
+		// inside output/ and names a regular file.
+		info, err := root.Stat(p)
+		if err != nil || !info.Mode().IsRegular() {
+			return nil
+		}
+		files = append(files, fileInfo{Path: p, Size: info.Size(), Modified: info.ModTime().UTC()})
+		return nil
+	})
+	if err != nil {
+		s.log.Error("list output directory", "dir", dir, "err", err)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"files": files})
+}
+
+// cleanRelPath checks a path taken from the URL: relative, no "..", no
+// NUL, not empty. It answers 400 and returns false otherwise.
+func cleanRelPath(w http.ResponseWriter, p, where string) (string, bool) {
+	bad := func(msg string) (string, bool) {
+		writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("expected a relative path inside %s, %s (found %q)", where, msg, p))
+		return "", false
+	}
+	switch {
+	case p == "":
+		return bad("not empty")
+	case strings.ContainsRune(p, 0) || strings.ContainsRune(p, '\\'):
+		return bad("without NUL or backslash")
+	case strings.HasPrefix(p, "/"):
+		return bad("not an absolute path")
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == ".." {
+			return bad("without .. segments")
+		}
+	}
+	c := path.Clean(p)
+	if c == "." {
+		return bad("naming a file")
+	}
+	return c, true
+}
+
+// escapes reports whether an os.Root error is a refused escape (a symlink
+// leading outside the root).
+func escapes(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "escapes")
+}
+
+func (s *Server) getDeliverable(w http.ResponseWriter, r *http.Request) {
+	_, dir, ok := s.taskWorkspace(w, r)
+	if !ok {
+		return
+	}
+	p, ok := cleanRelPath(w, r.PathValue("path"), "output/")
+	if !ok {
+		return
+	}
+	root, err := os.OpenRoot(filepath.Join(dir, "output"))
+	if err != nil {
+		writeFieldError(w, http.StatusNotFound, "path", fmt.Sprintf("no deliverable %q: the task has no output yet", p))
+		return
+	}
+	defer root.Close()
+	f, err := root.Open(p)
+	if escapes(err) {
+		writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("%q leads outside the task's output/ directory", p))
+		return
+	}
+	if err != nil {
+		writeFieldError(w, http.StatusNotFound, "path", fmt.Sprintf("no deliverable %q; GET the deliverables list for the files", p))
+		return
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil || !info.Mode().IsRegular() {
+		writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("%q is not a file; GET the deliverables list for the files", p))
+		return
+	}
+	// Agents write these files: never let a browser run them on the API's
+	// origin.
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(p)}))
+	w.Header().Set("Content-Security-Policy", "sandbox")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	http.ServeContent(w, r, p, info.ModTime(), f)
+}
+
+func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
+	id, dir, ok := s.taskWorkspace(w, r)
+	if !ok {
+		return
+	}
+	p, ok := cleanRelPath(w, r.PathValue("path"), "input/")
+	if !ok {
+		return
+	}
+	limit := s.cfg.MaxUpload
+	tooLarge := func() {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("upload %s: expected at most %d bytes", p, limit))
+	}
+	if r.ContentLength > limit {
+		tooLarge()
+		return
+	}
+	inputDir := filepath.Join(dir, "input")
+	if err := os.MkdirAll(inputDir, 0o755); err != nil {
+		s.log.Error("create input directory", "dir", inputDir, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal error: cannot create the task's input directory")
+		return
+	}
+	root, err := os.OpenRoot(inputDir)
+	if err != nil {
+		s.log.Error("open input directory", "dir", inputDir, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal error: cannot open the task's input directory")
+		return
+	}
+	defer root.Close()
+	if parent := path.Dir(p); parent != "." {
+		if err := root.MkdirAll(parent, 0o755); err != nil {
+			if escapes(err) {
+				writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("%q leads outside the task's input/ directory", p))
+				return
+			}
+			writeFieldError(w, http.StatusConflict, "path", fmt.Sprintf("cannot create the directory of %q: %v", p, pathErrText(err)))
+			return
+		}
+	}
+	if info, err := root.Lstat(p); err == nil && info.IsDir() {
+		writeFieldError(w, http.StatusConflict, "path", fmt.Sprintf("%q is a directory", p))
+		return
+	}
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := path.Join(path.Dir(p), ".upload-"+hex.EncodeToString(rnd[:])+".tmp")
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		if escapes(err) {
+			writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("%q leads outside the task's input/ directory", p))
+			return
+		}
+		s.log.Error("create upload file", "task", id, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal error: cannot create the upload file")
+		return
+	}
+	n, err := io.Copy(f, http.MaxBytesReader(w, r.Body, limit))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		root.Remove(tmp)
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			tooLarge()
+			return
+		}
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("upload %s: reading the body failed: %v", p, err))
+		return
+	}
+	if err := root.Rename(tmp, p); err != nil {
+		root.Remove(tmp)
+		if escapes(err) {
+			writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("%q leads outside the task's input/ directory", p))
+			return
+		}
+		s.log.Error("store upload", "task", id, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal error: cannot store the upload")
+		return
+	}
+	s.audit(r, "task.upload", taskTarget(id), map[string]any{"path": p, "size": n})
+	writeJSON(w, http.StatusCreated, map[string]any{"path": p, "size": n})
+}
+
+// pathErrText is an error's text without the Op and path prefix.
+func pathErrText(err error) string {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
