@@ -1,0 +1,247 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/server"
+	"github.com/maestro-run/maestro/internal/store"
+)
+
+// frame is one SSE frame (or a comment line).
+type frame struct {
+	ID, Event, Data, Comment string
+}
+
+// sseStream is an open event stream.
+type sseStream struct {
+	t      *testing.T
+	resp   *http.Response
+	r      *bufio.Reader
+	cancel context.CancelFunc
+}
+
+// openStream opens GET /api/v1/jobs/{id}/events as SSE with lastID as
+// Last-Event-ID ("" for none) and query appended to the URL.
+func (e *env) openStream(jobID int64, lastID, query string) *sseStream {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.t.Context(), 30*time.Second)
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.ts.URL+"/api/v1/jobs/"+strconv.FormatInt(jobID, 10)+"/events"+query, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	if e.token != "" {
+		req.Header.Set("Authorization", "Bearer "+e.token)
+	}
+	resp, err := e.ts.Client().Do(req)
+	if err != nil {
+		cancel()
+		e.t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		cancel()
+		e.t.Fatalf("open stream: status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	s := &sseStream{t: e.t, resp: resp, r: bufio.NewReader(resp.Body), cancel: cancel}
+	e.t.Cleanup(s.close)
+	return s
+}
+
+func (s *sseStream) close() {
+	s.cancel()
+	s.resp.Body.Close()
+}
+
+// next returns the next frame; ok is false at the end of the stream.
+func (s *sseStream) next() (frame, bool) {
+	s.t.Helper()
+	var f frame
+	seen := false
+	for {
+		line, err := s.r.ReadString('\n')
+		if err != nil {
+			return f, false
+		}
+		line = strings.TrimSuffix(line, "\n")
+		if line == "" {
+			if seen {
+				return f, true
+			}
+			continue
+		}
+		seen = true
+		k, v, _ := strings.Cut(line, ":")
+		v = strings.TrimPrefix(v, " ")
+		switch k {
+		case "":
+			f.Comment = v
+		case "id":
+			f.ID = v
+		case "event":
+			f.Event = v
+		case "data":
+			f.Data = v
+		case "retry":
+			seen = false
+		}
+	}
+}
+
+// nextEvent skips comments and returns the next event frame.
+func (s *sseStream) nextEvent() frame {
+	s.t.Helper()
+	for {
+		f, ok := s.next()
+		if !ok {
+			s.t.Fatal("the stream ended before the expected event")
+		}
+		if f.Event != "" {
+			return f
+		}
+	}
+}
+
+// eventSeq checks a frame is a job event and returns its sequence number.
+func eventSeq(t *testing.T, f frame) int64 {
+	t.Helper()
+	var ev store.JobEvent
+	if err := json.Unmarshal([]byte(f.Data), &ev); err != nil {
+		t.Fatalf("frame data %q: %v", f.Data, err)
+	}
+	if strconv.FormatInt(ev.Seq, 10) != f.ID || ev.Type != f.Event {
+		t.Fatalf("frame id %q event %q do not match its data %s", f.ID, f.Event, f.Data)
+	}
+	return ev.Seq
+}
+
+// TestSSEResume: a client reads some events, disconnects, the job goes on,
+// and a reconnection with Last-Event-ID (or ?after=) gets exactly the
+// events it missed, in order, then `event: end` once the job is finished.
+func TestSSEResume(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, b.open(t), nil)
+			ct := e.createTask("stream me", nil)
+			j := claim(t, e.st, "w1")
+			appendEvents(t, e.st, j, "movement_started", "tool_start", "tool_result")
+
+			s := e.openStream(ct.Job.ID, "", "")
+			// queued, dispatching, running and the three appended.
+			var seqs []int64
+			for range 6 {
+				seqs = append(seqs, eventSeq(t, s.nextEvent()))
+			}
+			// Live delivery: an event appended while connected arrives.
+			appendEvents(t, e.st, j, "llm")
+			seqs = append(seqs, eventSeq(t, s.nextEvent()))
+			for i, q := range seqs {
+				if q != int64(i+1) {
+					t.Fatalf("first stream: sequence numbers %v, want 1..%d", seqs, len(seqs))
+				}
+			}
+			last := seqs[len(seqs)-1]
+			s.close()
+
+			// Missed while disconnected.
+			missed := appendEvents(t, e.st, j, "transition", "movement_started")
+			done, err := e.st.Complete(t.Context(), j.Lease(), "all done")
+			if err != nil {
+				t.Fatal(err)
+			}
+			all, err := e.st.ReadJobEvents(t.Context(), j.ID, last, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(all) != len(missed)+1 || all[len(all)-1].Seq != done.LastSeq {
+				t.Fatalf("store has %d events after %d, want the %d appended plus the status", len(all), last, len(missed))
+			}
+			for _, resume := range []struct{ lastID, query string }{
+				{strconv.FormatInt(last, 10), ""},
+				{"", "?after=" + strconv.FormatInt(last, 10)},
+			} {
+				s2 := e.openStream(ct.Job.ID, resume.lastID, resume.query)
+				var got []int64
+				for {
+					f := s2.nextEvent()
+					if f.Event == "end" {
+						if !strings.Contains(f.Data, `"succeeded"`) {
+							t.Fatalf("end frame %q: want the final state", f.Data)
+						}
+						break
+					}
+					got = append(got, eventSeq(t, f))
+				}
+				if len(got) != len(all) {
+					t.Fatalf("resume %+v: got seqs %v, want %d events after %d", resume, got, len(all), last)
+				}
+				for i, ev := range all {
+					if got[i] != ev.Seq {
+						t.Fatalf("resume %+v: got seqs %v, want %v…", resume, got, all)
+					}
+				}
+				if _, ok := s2.next(); ok {
+					t.Fatal("the stream goes on after event: end")
+				}
+			}
+		})
+	}
+}
+
+// TestSSEKeepalive: an idle stream sends keepalive comments.
+func TestSSEKeepalive(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sqliteStore(t), func(c *server.Config) { c.KeepAlive = 5 * time.Millisecond })
+	ct := e.createTask("idle", nil)
+	s := e.openStream(ct.Job.ID, "", "")
+	if f := s.nextEvent(); f.Event != "status" {
+		t.Fatalf("first frame %+v, want the queued status", f)
+	}
+	for {
+		f, ok := s.next()
+		if !ok {
+			t.Fatal("stream ended")
+		}
+		if f.Comment == "keepalive" {
+			return
+		}
+		if f.Event != "" {
+			t.Fatalf("unexpected event %+v on an idle job", f)
+		}
+	}
+}
+
+func TestSSEErrors(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sqliteStore(t), nil)
+	ct := e.createTask("x", nil)
+	path := "/api/v1/jobs/" + strconv.FormatInt(ct.Job.ID, 10) + "/events"
+	if ae := e.wantError(http.StatusBadRequest, "GET", path, nil, "Accept", "text/event-stream", "Last-Event-ID", "abc"); ae.Field != "Last-Event-ID" {
+		t.Fatalf("bad Last-Event-ID: field %q", ae.Field)
+	}
+	e.wantError(http.StatusNotFound, "GET", "/api/v1/jobs/999/events", nil, "Accept", "text/event-stream")
+	e.wantError(http.StatusBadRequest, "GET", path+"?after=-1", nil)
+
+	// JSON pages.
+	var page struct {
+		Events  []store.JobEvent `json:"events"`
+		State   store.State      `json:"state"`
+		LastSeq int64            `json:"last_seq"`
+	}
+	e.must(http.StatusOK, "GET", path, nil, &page)
+	if len(page.Events) != 1 || page.Events[0].Type != "status" || page.State != store.StateQueued || page.LastSeq != 1 {
+		t.Fatalf("events page %+v", page)
+	}
+	e.must(http.StatusOK, "GET", path+"?after=1", nil, &page)
+	if len(page.Events) != 0 {
+		t.Fatalf("after=1: %+v", page.Events)
+	}
+}
