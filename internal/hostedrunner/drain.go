@@ -1,0 +1,214 @@
+package hostedrunner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/maestro-run/maestro/internal/protocol"
+)
+
+// MaxDrainBody caps the drain request body (64 KB, contract §11.2).
+const MaxDrainBody = 64 << 10
+
+// Standard drain reasons and requesters (contract §14.2).
+const (
+	ReasonKubernetesPreStop = "kubernetes_prestop"
+	ReasonProcessShutdown   = "process_shutdown"
+	RequesterWebServer      = "maestro_web_server"
+)
+
+// DrainRequest is the drain body: each field accepts its snake_case and
+// camelCase names (and reason also stop_reason).
+type DrainRequest struct {
+	Reason      string
+	RequestedBy string
+	ExportPaths []string
+}
+
+// DecodeDrainRequest decodes an optional drain body: at most MaxDrainBody
+// bytes, no NUL byte, a JSON object with no unknown field.
+func DecodeDrainRequest(body []byte) (DrainRequest, error) {
+	var d DrainRequest
+	if len(body) > MaxDrainBody {
+		return d, fmt.Errorf("drain request body is larger than %d bytes", MaxDrainBody)
+	}
+	if bytes.IndexByte(body, 0) >= 0 {
+		return d, errors.New("drain request body contains a NUL byte")
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return d, nil
+	}
+	var raw struct {
+		Reason       *string  `json:"reason"`
+		StopReason   *string  `json:"stop_reason"`
+		RequestedBy  *string  `json:"requested_by"`
+		RequestedBy2 *string  `json:"requestedBy"`
+		ExportPaths  []string `json:"export_paths"`
+		ExportPaths2 []string `json:"exportPaths"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return d, fmt.Errorf("drain request body: expected {reason?, requested_by?, export_paths?: [string]}: %v", err)
+	}
+	if dec.More() {
+		return d, errors.New("drain request body: expected one JSON object")
+	}
+	first := func(ps ...*string) string {
+		for _, p := range ps {
+			if p != nil && *p != "" {
+				return *p
+			}
+		}
+		return ""
+	}
+	d.Reason = first(raw.Reason, raw.StopReason)
+	d.RequestedBy = first(raw.RequestedBy, raw.RequestedBy2)
+	d.ExportPaths = raw.ExportPaths
+	if d.ExportPaths == nil {
+		d.ExportPaths = raw.ExportPaths2
+	}
+	return d, nil
+}
+
+// DrainResponse is the drain answer (contract §14.2).
+type DrainResponse struct {
+	ProtocolVersion string    `json:"protocol_version"`
+	Status          string    `json:"status"`
+	RunnerSessionID string    `json:"runner_session_id"`
+	RequestedBy     *string   `json:"requested_by"`
+	Reason          *string   `json:"reason"`
+	ManifestPath    string    `json:"manifest_path"`
+	Manifest        *Manifest `json:"manifest"`
+}
+
+// BadRequestError is a drain refused before anything changed (400).
+type BadRequestError struct{ Err error }
+
+func (e *BadRequestError) Error() string { return e.Err.Error() }
+func (e *BadRequestError) Unwrap() error { return e.Err }
+
+// Drain drains the runner (contract §14.2): it validates the export paths
+// (nothing changes if one is refused), marks the runner draining so that
+// new attach traffic gets 503, stops the runtime's work, flushes the
+// session log and writes the snapshot manifest. It returns the response
+// and its HTTP status: 200 drained, 503 interrupted (the flush failed; the
+// manifest is still written). A second drain returns the first one's
+// answer.
+func (r *Runner) Drain(ctx context.Context, req DrainRequest) (*DrainResponse, int, error) {
+	r.drainMu.Lock()
+	defer r.drainMu.Unlock()
+	if r.drained != nil {
+		return r.drained, r.drainCode, nil
+	}
+	inputs := req.ExportPaths
+	if len(inputs) == 0 {
+		inputs = []string{"."}
+	}
+	exports := make([]ExportPath, 0, len(inputs))
+	for _, in := range inputs {
+		e, err := ResolveExport(r.cfg.WorkspaceRoot, in)
+		if err != nil {
+			return nil, http.StatusBadRequest, &BadRequestError{err}
+		}
+		exports = append(exports, e)
+	}
+
+	r.mu.Lock()
+	r.draining = true
+	wasReady := r.ready
+	r.mu.Unlock()
+	if r.attach != nil {
+		r.attach.SetDraining(req.Reason)
+	}
+	if wasReady {
+		r.rt.Broadcast(protocol.Status{Message: "Hosted runner is draining: " + cmpOr(req.Reason, defaultDrainReason)})
+	}
+
+	// Stop the work: cancel requests, stop utilities, abort the run.
+	stopped := make(chan struct{})
+	go func() {
+		r.rt.Shutdown()
+		close(stopped)
+	}()
+	tctx, cancel := context.WithTimeout(ctx, r.opts.DrainTimeout)
+	defer cancel()
+	var flushErr error
+	select {
+	case <-stopped:
+	case <-tctx.Done():
+		flushErr = fmt.Errorf("drain_timeout: the runtime's work did not stop within %s", r.opts.DrainTimeout)
+	}
+	if wasReady {
+		r.rt.Broadcast(protocol.Status{Message: StatusDrained})
+	}
+	snap := r.rt.Snapshot()
+	cursor := snap.Cursor
+	if flushErr == nil {
+		flushErr = r.flush()
+	}
+	flush := FlushCompleted
+	switch {
+	case errors.Is(flushErr, errNoLog) || flushErr == nil && cursor == 0:
+		flush, flushErr = FlushSkipped, nil
+	case flushErr != nil:
+		flush = FlushFailed
+	}
+
+	now := r.now()
+	snapData, err := json.Marshal(snap)
+	if err != nil {
+		return nil, http.StatusInternalServerError, fmt.Errorf("encode the runtime snapshot: %w", err)
+	}
+	m := &Manifest{
+		ProtocolVersion:  ManifestProtocol,
+		RunnerSessionID:  r.cfg.RunnerSessionID,
+		WorkspaceID:      r.cfg.WorkspaceID,
+		AgentRunID:       r.cfg.AgentRunID,
+		MaestroSessionID: r.sessionID,
+		Reason:           req.Reason,
+		RequestedBy:      req.RequestedBy,
+		CreatedAt:        timestamp(now),
+		WorkspaceRoot:    r.cfg.WorkspaceRoot,
+		Runtime: ManifestRuntime{
+			FlushStatus: flush, SessionID: r.sessionID, SessionFile: r.slog.file,
+			ProtocolVersion: protocol.Version, Cursor: &cursor,
+		},
+		WorkspaceExport: WorkspaceExport{Mode: ExportMode, Paths: exports},
+		Snapshot:        snapData,
+		RetentionPolicy: Retention(),
+	}
+	if flushErr != nil {
+		m.Runtime.Error = flushErr.Error()
+	}
+	path, err := writeManifest(r.cfg.SnapshotRoot, m, now)
+	if err != nil {
+		return nil, http.StatusInternalServerError, err
+	}
+	resp := &DrainResponse{
+		ProtocolVersion: DrainProtocol, Status: DrainDrained, RunnerSessionID: r.cfg.RunnerSessionID,
+		RequestedBy: nilIfEmpty(req.RequestedBy), Reason: nilIfEmpty(req.Reason),
+		ManifestPath: path, Manifest: m,
+	}
+	code := http.StatusOK
+	if flush == FlushFailed {
+		resp.Status, code = DrainInterrupted, http.StatusServiceUnavailable
+	}
+	r.mu.Lock()
+	r.ready = false
+	r.drained, r.drainCode, r.drainedAt = resp, code, now
+	r.mu.Unlock()
+	r.log.Info("hosted runner drained", "status", resp.Status, "flush_status", flush, "manifest", path, "cursor", cursor)
+	return resp, code, nil
+}
+
+func nilIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -1,0 +1,316 @@
+package hostedrunner
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Protocol strings of the remote-runner surface (contract §14).
+const (
+	IdentityProtocol = "evalops.remote-runner.identity.v1"
+	DrainProtocol    = "evalops.remote-runner.drain.v1"
+	ManifestProtocol = "evalops.remote-runner.snapshot-manifest.v1"
+	RetentionVersion = "evalops.remote-runner.retention.v1"
+	ExportMode       = "local_path_contract"
+)
+
+// Runtime flush statuses.
+const (
+	FlushCompleted = "completed"
+	FlushFailed    = "failed"
+	FlushSkipped   = "skipped"
+	// flushLegacyInterrupted is read as failed.
+	flushLegacyInterrupted = "interrupted"
+)
+
+// Drain statuses.
+const (
+	DrainDrained     = "drained"
+	DrainInterrupted = "interrupted"
+)
+
+// Manifest is the snapshot manifest v1 (contract §14.3).
+type Manifest struct {
+	ProtocolVersion  string          `json:"protocol_version"`
+	RunnerSessionID  string          `json:"runner_session_id"`
+	WorkspaceID      string          `json:"workspace_id,omitempty"`
+	AgentRunID       string          `json:"agent_run_id,omitempty"`
+	MaestroSessionID string          `json:"maestro_session_id"`
+	Reason           string          `json:"reason,omitempty"`
+	RequestedBy      string          `json:"requested_by,omitempty"`
+	CreatedAt        string          `json:"created_at"`
+	WorkspaceRoot    string          `json:"workspace_root"`
+	Runtime          ManifestRuntime `json:"runtime"`
+	WorkspaceExport  WorkspaceExport `json:"workspace_export"`
+	// Snapshot is the runtime snapshot (HeadlessRuntimeSnapshot) at drain.
+	Snapshot        json.RawMessage `json:"snapshot"`
+	RetentionPolicy RetentionPolicy `json:"retention_policy"`
+}
+
+// ManifestRuntime is the manifest's runtime block.
+type ManifestRuntime struct {
+	FlushStatus     string `json:"flush_status"`
+	Error           string `json:"error,omitempty"`
+	SessionID       string `json:"session_id"`
+	SessionFile     string `json:"session_file,omitempty"`
+	ProtocolVersion string `json:"protocol_version,omitempty"`
+	Cursor          *int64 `json:"cursor,omitempty"`
+}
+
+// WorkspaceExport lists the paths handed off with the workspace.
+type WorkspaceExport struct {
+	Mode  string       `json:"mode"`
+	Paths []ExportPath `json:"paths"`
+}
+
+// ExportPath is one export_paths entry, resolved.
+type ExportPath struct {
+	Input        string `json:"input"`
+	Path         string `json:"path"`
+	RelativePath string `json:"relative_path"`
+	// Type is file, directory, other or missing.
+	Type string `json:"type"`
+}
+
+// RetentionPolicy is the fixed retention block.
+type RetentionPolicy struct {
+	PolicyVersion string              `json:"policy_version"`
+	ManagedBy     string              `json:"managed_by"`
+	Visibility    RetentionVisibility `json:"visibility"`
+	Redaction     RetentionRedaction  `json:"redaction"`
+}
+
+// RetentionVisibility says who may see each artifact.
+type RetentionVisibility struct {
+	ControlPlaneMetadata string `json:"control_plane_metadata"`
+	WorkspaceExport      string `json:"workspace_export"`
+	RuntimeSnapshot      string `json:"runtime_snapshot"`
+	RuntimeLogs          string `json:"runtime_logs"`
+}
+
+// RetentionRedaction lists what must be redacted.
+type RetentionRedaction struct {
+	RequiredBeforeExternalPersistence []string `json:"required_before_external_persistence"`
+	ForbiddenPlaintext                []string `json:"forbidden_plaintext"`
+}
+
+// Retention returns the fixed retention policy.
+func Retention() RetentionPolicy {
+	return RetentionPolicy{
+		PolicyVersion: RetentionVersion,
+		ManagedBy:     "platform",
+		Visibility: RetentionVisibility{
+			ControlPlaneMetadata: "operator", WorkspaceExport: "tenant",
+			RuntimeSnapshot: "internal", RuntimeLogs: "operator",
+		},
+		Redaction: RetentionRedaction{
+			RequiredBeforeExternalPersistence: []string{"runtime_snapshot", "runtime_logs"},
+			ForbiddenPlaintext: []string{"provider_credentials", "tool_secrets", "attach_tokens",
+				"artifact_access_tokens", "raw_environment"},
+		},
+	}
+}
+
+// timestamp formats t as the manifest's created_at (UTC, milliseconds).
+func timestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// manifestName is <runner id sanitised>-<ISO time sanitised>.json.
+func manifestName(runnerID string, t time.Time) string {
+	clean := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+				return r
+			}
+			return '_'
+		}, s)
+	}
+	return clean(runnerID) + "-" + clean(timestamp(t)) + ".json"
+}
+
+// writeManifest writes m under dir atomically and returns its path.
+func writeManifest(dir string, m *Manifest, t time.Time) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("create snapshot root: %w", err)
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("encode snapshot manifest: %w", err)
+	}
+	path := filepath.Join(dir, manifestName(m.RunnerSessionID, t))
+	tmp, err := os.CreateTemp(dir, ".manifest-*.tmp")
+	if err != nil {
+		return "", fmt.Errorf("write snapshot manifest: %w", err)
+	}
+	_, werr := tmp.Write(append(data, '\n'))
+	serr := tmp.Sync()
+	cerr := tmp.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("write snapshot manifest: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("write snapshot manifest: %w", err)
+	}
+	return path, nil
+}
+
+// ErrExportEscape is wrapped by export path errors that leave the root.
+var ErrExportEscape = errors.New("Export path escapes hosted runner workspace root")
+
+// ResolveExport resolves one export_paths entry against the workspace root:
+// relative entries are joined to the root, symbolic links are resolved
+// (in the entry and in the root), and the result must stay inside the
+// resolved root. An entry that does not exist is recorded as "missing"
+// provided its existing ancestors stay inside the root.
+func ResolveExport(root, input string) (ExportPath, error) {
+	if input == "" {
+		return ExportPath{}, errors.New("export path is empty")
+	}
+	if strings.ContainsRune(input, 0) {
+		return ExportPath{}, errors.New("export path contains a NUL byte")
+	}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return ExportPath{}, fmt.Errorf("resolve workspace root: %w", err)
+	}
+	p := input
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(root, p)
+	}
+	real, missing, err := realpath(p)
+	if err != nil {
+		return ExportPath{}, fmt.Errorf("export path %s: %w", input, err)
+	}
+	rel, err := filepath.Rel(realRoot, real)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		return ExportPath{}, fmt.Errorf("%w: %s", ErrExportEscape, input)
+	}
+	e := ExportPath{Input: input, Path: real, RelativePath: rel, Type: "missing"}
+	if !missing {
+		st, err := os.Lstat(real)
+		if err != nil {
+			return ExportPath{}, fmt.Errorf("export path %s: %w", input, err)
+		}
+		switch {
+		case st.IsDir():
+			e.Type = "directory"
+		case st.Mode().IsRegular():
+			e.Type = "file"
+		default:
+			e.Type = "other"
+		}
+	}
+	return e, nil
+}
+
+// realpath resolves symbolic links in the absolute path p as the kernel
+// would, component by component ("." and ".." after the links before
+// them). When a component does not exist, the rest is appended as given
+// and missing is true; a dangling link is followed to where it points.
+func realpath(p string) (string, bool, error) {
+	return resolvePath(p, 0)
+}
+
+func resolvePath(p string, depth int) (string, bool, error) {
+	if depth > 40 {
+		return "", false, errors.New("too many levels of symbolic links")
+	}
+	comps := strings.Split(p, string(filepath.Separator))
+	cur := string(filepath.Separator)
+	for i, c := range comps {
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, c)
+		fi, err := os.Lstat(next)
+		if errors.Is(err, fs.ErrNotExist) {
+			return filepath.Join(append([]string{cur}, comps[i:]...)...), true, nil
+		}
+		if err != nil {
+			return "", false, err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return "", false, err
+		}
+		if !filepath.IsAbs(target) {
+			target = cur + string(filepath.Separator) + target
+		}
+		real, missing, err := resolvePath(target, depth+1)
+		if err != nil {
+			return "", false, err
+		}
+		if missing {
+			return filepath.Join(append([]string{real}, comps[i+1:]...)...), true, nil
+		}
+		cur = real
+	}
+	return cur, false, nil
+}
+
+// ReadManifest reads and validates a manifest for restore (contract
+// §14.4): the protocol string, the export mode, and every export
+// relative_path inside root. The legacy flush status "interrupted" is read
+// as failed.
+func ReadManifest(path, root string) (*Manifest, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("restore manifest: %w", err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("restore manifest %s: not a snapshot manifest: %w", path, err)
+	}
+	if m.ProtocolVersion != ManifestProtocol {
+		return nil, fmt.Errorf("restore manifest %s: protocol_version %q, expected %q", path, m.ProtocolVersion, ManifestProtocol)
+	}
+	if m.WorkspaceExport.Mode != ExportMode {
+		return nil, fmt.Errorf("restore manifest %s: workspace_export.mode %q, expected %q", path, m.WorkspaceExport.Mode, ExportMode)
+	}
+	for i, e := range m.WorkspaceExport.Paths {
+		rel := e.RelativePath
+		if rel == "" || filepath.IsAbs(rel) {
+			return nil, fmt.Errorf("restore manifest %s: workspace_export.paths[%d].relative_path %q: expected a path relative to the workspace root", path, i, rel)
+		}
+		if _, err := ResolveExport(root, rel); err != nil {
+			return nil, fmt.Errorf("restore manifest %s: workspace_export.paths[%d].relative_path: %w", path, i, err)
+		}
+	}
+	switch m.Runtime.FlushStatus {
+	case FlushCompleted, FlushFailed, FlushSkipped:
+	case flushLegacyInterrupted:
+		m.Runtime.FlushStatus = FlushFailed
+	default:
+		return nil, fmt.Errorf("restore manifest %s: runtime.flush_status %q, expected completed, failed or skipped", path, m.Runtime.FlushStatus)
+	}
+	return &m, nil
+}
+
+// restoredCursor is runtime.cursor, else snapshot.cursor, else 0.
+func (m *Manifest) restoredCursor() int64 {
+	if m.Runtime.Cursor != nil {
+		return *m.Runtime.Cursor
+	}
+	var s struct {
+		Cursor int64 `json:"cursor"`
+	}
+	if len(m.Snapshot) > 0 && json.Unmarshal(m.Snapshot, &s) == nil {
+		return s.Cursor
+	}
+	return 0
+}

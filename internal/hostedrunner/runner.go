@@ -1,0 +1,314 @@
+package hostedrunner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/runtime"
+	"github.com/maestro-run/maestro/internal/session"
+	"github.com/maestro-run/maestro/internal/tool"
+)
+
+// Statuses the runner publishes (contract §14.2, §14.4).
+const (
+	StatusRestored          = "Restored from snapshot"
+	StatusRestoreFailed     = "Restore interrupted before runtime flush completed"
+	StatusRestoreSkipped    = "Restore incomplete: runtime flush skipped"
+	StatusDrained           = "Drained"
+	defaultDrainReason      = "platform_requested_drain"
+	defaultRestoreFailedErr = "Runtime flush did not complete before the snapshot was taken"
+	defaultRestoreSkipErr   = "Runtime flush was skipped: no runtime activity was persisted"
+)
+
+// Attach is the session API the runner mounts under /api/headless (an
+// *httpattach.Handler).
+type Attach interface {
+	http.Handler
+	// SetDraining makes new attach traffic answer 503 runtime_not_ready.
+	SetDraining(reason string)
+	// SetUnavailable does the same for a restore that did not complete.
+	SetUnavailable(message string)
+	// MarkRestored makes reset{restored_from_snapshot} the first envelope
+	// of every new stream on the session.
+	MarkRestored(sessionID string)
+}
+
+// Options are what the runner is built with besides its Config.
+type Options struct {
+	// Provider is the model; nil (or Config.Fixture) runs the
+	// deterministic fixture agent (FixtureTurn) instead.
+	Provider llm.Provider
+	Executor protocol.ExecutorType
+	// Retry retries failed model calls.
+	Retry *llm.RetryPolicy
+	// Tools are the agent's built-in tools (nil: none).
+	Tools func(ctx context.Context) (*tool.Set, error)
+	// Utilities builds the utility operations (nil: none).
+	Utilities func(emit func(protocol.Message)) runtime.Utilities
+	// SystemPrompt computes the default system prompt.
+	SystemPrompt func(ctx context.Context) string
+	// Validate checks every outgoing frame.
+	Validate func(frame []byte) error
+	// SessionDir is the session store (default
+	// <workspace>/.maestro/sessions, so that the log travels with the
+	// workspace export).
+	SessionDir string
+	// BufferFrames is the runtime's replay ring (default 1024).
+	BufferFrames int
+	// DrainTimeout bounds how long a drain waits for the runtime's work to
+	// stop (default 30 s); past it the flush fails (status interrupted).
+	DrainTimeout time.Duration
+	// Now is the clock (default time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Runner is one hosted runner: a single runtime bound to one session.
+type Runner struct {
+	cfg  Config
+	opts Options
+	log  *slog.Logger
+	now  func() time.Time
+
+	rt        *runtime.Runtime
+	slog      *sessionLog
+	sessionID string
+	restore   *Manifest
+
+	attach Attach
+
+	mu        sync.Mutex
+	ready     bool
+	draining  bool
+	lastError string
+	drained   *DrainResponse
+	drainCode int
+	drainedAt time.Time
+
+	drainMu sync.Mutex
+	// flush flushes the session log (a test hook).
+	flush func() error
+}
+
+// New builds the runner: it reads and validates the restore manifest if
+// any (any failure is a start-up error), opens the session log and starts
+// the runtime. Set the session API with SetAttach before serving.
+func New(cfg Config, opts Options) (*Runner, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.SessionDir == "" {
+		opts.SessionDir = filepath.Join(cfg.WorkspaceRoot, ".maestro", "sessions")
+	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = 30 * time.Second
+	}
+	r := &Runner{cfg: cfg, opts: opts, log: opts.Logger, now: opts.Now}
+	if cfg.RestoreManifest != "" {
+		m, err := ReadManifest(cfg.RestoreManifest, cfg.WorkspaceRoot)
+		if err != nil {
+			return nil, err
+		}
+		r.restore = m
+	}
+
+	provider, executor, turn := opts.Provider, opts.Executor, runtime.TurnFunc(nil)
+	if provider == nil || cfg.Fixture {
+		provider, executor, turn = FixtureProvider{}, protocol.ExecutorReplay, FixtureTurn
+	}
+	if executor == "" {
+		executor = protocol.ExecutorLive
+	}
+	sess, restoredCursor, err := r.openSession(provider, executor)
+	if err != nil {
+		return nil, err
+	}
+	r.slog = newSessionLog(sess, restoredCursor)
+	r.flush = r.slog.Flush
+
+	r.sessionID = cfg.MaestroSessionID
+	if r.sessionID == "" && r.restore != nil {
+		r.sessionID = cmpOr(r.restore.MaestroSessionID, cfg.RunnerSessionID)
+	}
+	if r.sessionID == "" {
+		r.sessionID = sess.ID()
+	}
+	tools := opts.Tools
+	if tools == nil || turn != nil {
+		tools = func(context.Context) (*tool.Set, error) { return tool.NewSet(), nil }
+	}
+	rt, err := runtime.New(runtime.Config{
+		Provider:     provider,
+		Executor:     executor,
+		Retry:        opts.Retry,
+		Tools:        tools,
+		Utilities:    opts.Utilities,
+		Log:          r.slog,
+		SessionID:    r.sessionID,
+		History:      sess.History(),
+		Cwd:          cfg.WorkspaceRoot,
+		SystemPrompt: opts.SystemPrompt,
+		BufferFrames: opts.BufferFrames,
+		Validate:     opts.Validate,
+		Logger:       opts.Logger,
+		Turn:         turn,
+	})
+	if err != nil {
+		sess.Close()
+		return nil, err
+	}
+	r.rt = rt
+	r.start()
+	return r, nil
+}
+
+// openSession opens the session log: on restore, the manifest's
+// session_file when it is a session of the store (the conversation
+// continues), else a new session. It returns the cursor to continue from.
+func (r *Runner) openSession(p llm.Provider, executor protocol.ExecutorType) (*session.Session, int64, error) {
+	store := session.NewStore(r.opts.SessionDir)
+	var restored int64
+	if m := r.restore; m != nil {
+		restored = m.restoredCursor()
+		if f := m.Runtime.SessionFile; f != "" && filepath.Dir(filepath.Dir(f)) == filepath.Clean(r.opts.SessionDir) {
+			s, err := store.Open(filepath.Base(filepath.Dir(f)))
+			if err == nil {
+				return s, restored, nil
+			}
+			r.log.Warn("restore: the session log of the manifest cannot be reopened; starting a new log", "session_file", f, "err", err)
+		}
+	}
+	s, err := store.Create(session.Meta{Workspace: r.cfg.WorkspaceRoot, Provider: p.Name(), Model: p.Model(), ExecutorType: executor})
+	if err != nil {
+		return nil, 0, fmt.Errorf("create the session log under %s: %w", r.opts.SessionDir, err)
+	}
+	return s, restored, nil
+}
+
+// start publishes the runtime's start frames and applies a restore.
+func (r *Runner) start() {
+	m := r.restore
+	if m == nil || m.Runtime.FlushStatus == FlushCompleted {
+		r.rt.Start()
+		if m != nil {
+			r.rt.Broadcast(protocol.Status{Message: StatusRestored})
+		}
+		r.ready = true
+		return
+	}
+	// An incomplete restore keeps the session id, the cursor and the
+	// snapshot for inspection but is not ready (no ready frame).
+	status, msg := StatusRestoreFailed, cmpOr(m.Runtime.Error, defaultRestoreFailedErr)
+	if m.Runtime.FlushStatus == FlushSkipped {
+		status, msg = StatusRestoreSkipped, cmpOr(m.Runtime.Error, defaultRestoreSkipErr)
+	}
+	sid := r.sessionID
+	r.rt.Broadcast(protocol.SessionInfo{SessionID: &sid, Cwd: r.cfg.WorkspaceRoot})
+	r.rt.Broadcast(protocol.Status{Message: status})
+	r.rt.Broadcast(protocol.Error{Message: msg, ErrorType: protocol.ErrorProtocol})
+	r.lastError = msg
+}
+
+// SetAttach sets the session API and tells it the restore outcome.
+func (r *Runner) SetAttach(a Attach) {
+	r.attach = a
+	if r.restore == nil {
+		return
+	}
+	a.MarkRestored(r.sessionID)
+	r.mu.Lock()
+	ready, msg := r.ready, r.lastError
+	r.mu.Unlock()
+	if !ready {
+		a.SetUnavailable(msg)
+	}
+}
+
+// Runtime returns the runner's runtime.
+func (r *Runner) Runtime() *runtime.Runtime { return r.rt }
+
+// SessionID returns the bound Maestro session id.
+func (r *Runner) SessionID() string { return r.sessionID }
+
+// Config returns the runner's configuration.
+func (r *Runner) Config() Config { return r.cfg }
+
+// Ready reports whether attach traffic is accepted, and the last error.
+func (r *Runner) Ready() (ready, draining bool, lastError string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ready && !r.draining, r.draining, r.lastError
+}
+
+// Close shuts the runtime down and flushes the session log (unless a
+// drain already did).
+func (r *Runner) Close() error {
+	err := r.rt.Close()
+	r.drainMu.Lock()
+	defer r.drainMu.Unlock()
+	if r.drained == nil {
+		err = errors.Join(err, ignoreNoLog(r.slog.Flush()))
+	}
+	return err
+}
+
+func ignoreNoLog(err error) error {
+	if errors.Is(err, errNoLog) {
+		return nil
+	}
+	return err
+}
+
+// Identity is the body of GET /.well-known/evalops/remote-runner/identity.
+type Identity struct {
+	ProtocolVersion   string `json:"protocol_version"`
+	RunnerSessionID   string `json:"runner_session_id"`
+	OwnerInstanceID   string `json:"owner_instance_id,omitempty"`
+	Ready             bool   `json:"ready"`
+	Draining          bool   `json:"draining"`
+	DrainStatus       string `json:"drain_status,omitempty"`
+	DrainManifestPath string `json:"drain_manifest_path,omitempty"`
+	DrainedAt         string `json:"drained_at,omitempty"`
+}
+
+// Identity returns the runner's identity (contract §14.1).
+func (r *Runner) Identity() Identity {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id := Identity{
+		ProtocolVersion: IdentityProtocol, RunnerSessionID: r.cfg.RunnerSessionID,
+		OwnerInstanceID: r.cfg.OwnerInstanceID, Ready: r.ready && !r.draining, Draining: r.draining,
+	}
+	if d := r.drained; d != nil {
+		id.DrainStatus, id.DrainManifestPath, id.DrainedAt = d.Status, d.ManifestPath, timestamp(r.drainedAt)
+	}
+	return id
+}
+
+// snapshotJSON is the runtime snapshot, encoded.
+func (r *Runner) snapshotJSON() json.RawMessage {
+	data, err := json.Marshal(r.rt.Snapshot())
+	if err != nil {
+		return json.RawMessage(`null`)
+	}
+	return data
+}
+
+// exists reports whether path exists.
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
