@@ -29,7 +29,9 @@ type fakeAttach struct {
 	restored    []string
 }
 
-func (f *fakeAttach) ServeHTTP(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) }
+func (f *fakeAttach) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	w.WriteHeader(http.StatusTeapot)
+}
 func (f *fakeAttach) SetDraining(reason string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -564,4 +566,3 @@ func golden(t *testing.T, path string, got []byte) {
 		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", path, got, want)
 	}
 }
-
