@@ -32,6 +32,10 @@ type Executor struct {
 	// KillGrace is how long an interrupted CLI gets between SIGTERM and
 	// SIGKILL of its process group (default 1 s).
 	KillGrace time.Duration
+	// Permission, when set and the definition supports it (RelaySupported),
+	// receives the CLI's tool permission prompts over stdio (relay.go);
+	// otherwise the CLI decides alone, per its permission arguments.
+	Permission PermissionFunc
 }
 
 // RunResult is the outcome of Executor.Run.
@@ -154,6 +158,9 @@ func (t *tail) String() string {
 
 func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)) (*RunResult, error) {
 	def := x.Def
+	if x.Permission != nil && RelaySupported(def) {
+		return x.runRelayOnce(ctx, inv, sink)
+	}
 	args, warning := def.Argv(inv)
 	env := x.Env
 	if env == nil {
