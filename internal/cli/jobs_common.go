@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/engine"
+	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/providers"
+	"github.com/maestro-run/maestro/internal/queue"
+	"github.com/maestro-run/maestro/internal/sandbox"
+	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/store/postgres"
+	"github.com/maestro-run/maestro/internal/store/sqlite"
+)
+
+// openJobStore opens the store named by db: "" means MAESTRO_DB when set,
+// else SQLite at <dataDir>/maestro.db; "postgres://…" or "postgresql://…"
+// is PostgreSQL. An empty dataDir is config.Home (~/.maestro or
+// $MAESTRO_HOME). It returns the store and the absolute data directory.
+func openJobStore(ctx context.Context, io *IOStreams, db, dataDir string) (store.Store, string, error) {
+	if dataDir == "" {
+		home, err := config.Home(io.Getenv)
+		if err != nil {
+			return nil, "", err
+		}
+		dataDir = home
+	}
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return nil, "", fmt.Errorf("--data-dir %q: %w", dataDir, err)
+	}
+	dataDir = abs
+	if db == "" && io.Getenv != nil {
+		db = io.Getenv("MAESTRO_DB")
+	}
+	switch {
+	case db == "":
+		st, err := sqlite.Open(ctx, filepath.Join(dataDir, "maestro.db"), sqlite.Options{})
+		if err != nil {
+			return nil, "", err
+		}
+		return st, dataDir, nil
+	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
+		st, err := postgres.Open(ctx, db, postgres.Options{})
+		if err != nil {
+			return nil, "", err
+		}
+		return st, dataDir, nil
+	default:
+		return nil, "", errors.New("--db: expected a postgres://user:password@host/dbname URL (leave it empty for SQLite in the data directory)")
+	}
+}
+
+// newJobRunner builds the engine runner, choosing the model as `maestro
+// run` does (providers.Select: MAESTRO_MODEL, credentials in the
+// environment, config.yaml, else the replay demo); a job whose payload has
+// "replay" plays that scenario instead. Bash runs in the configured
+// sandbox (auto by default). Pieces are the built-ins, the store's pieces
+// and <config home>/pieces.
+func newJobRunner(io *IOStreams, st store.Store, dataDir string) (queue.Runner, error) {
+	home, err := config.Home(io.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := config.Load(filepath.Join(home, "config.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	mode := cfg.Sandbox
+	if mode == "" {
+		mode = "auto"
+	}
+	sbMode, err := sandbox.ParseMode(mode)
+	if err != nil {
+		return nil, fmt.Errorf("config sandbox: %w", err)
+	}
+	sb, err := sandbox.New(context.Background(), sandbox.Config{Mode: sbMode})
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	choice, err := providers.Select(ctx, providers.Options{Config: cfg, Getenv: io.Getenv})
+	if err != nil {
+		return nil, err
+	}
+	prov := choice.Provider
+	return queue.NewEngineRunner(queue.EngineRunnerConfig{
+		DataDir:  dataDir,
+		Provider: func(*queue.Job) (llm.Provider, error) { return prov, nil },
+		Pieces: func(ctx context.Context) (*engine.Library, error) {
+			return queue.StoreLibrary(ctx, st, filepath.Join(home, "pieces"))
+		},
+		Sandbox: sb,
+	}), nil
+}

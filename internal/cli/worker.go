@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/maestro-run/maestro/internal/queue"
+)
+
+// workerOptions are the flags of `maestro worker`.
+type workerOptions struct {
+	DB          string
+	DataDir     string
+	Workers     int
+	Profiles    []string
+	TaskClasses []string
+	Lease       time.Duration
+	Name        string
+}
+
+func newWorkerCmd(io *IOStreams) *cobra.Command {
+	var o workerOptions
+	cmd := &cobra.Command{
+		Use:   "worker [flags]",
+		Short: "Run queued jobs (no API): claim, run with the engine, record the outcome",
+		Long: `Run a worker process: it claims queued jobs from the job store, runs each
+task's piece with Maestro's engine in the task's workspace
+(<data dir>/tasks/<task id>: input/, output/, logs/), and records the outcome.
+It also takes part in the maintenance election: the elected process requeues
+jobs whose worker died (their lease expired) and fires due cron schedules.
+
+The store is SQLite at <data dir>/maestro.db by default (one process only:
+'maestro serve' or one 'maestro worker'); point every process at one
+PostgreSQL database with --db postgres://… (or MAESTRO_DB) to run workers on
+several machines.
+
+Each claimed job is held under a lease that the worker extends every
+--lease/3; a worker that dies loses its jobs once the lease expires and another
+worker resumes them (the engine restarts the interrupted movement). A job that
+fails is retried with backoff while attempts remain. A job that asks the user
+a question waits (waiting_human) until a user comment answers it.
+
+SIGINT or SIGTERM stops claiming and lets running jobs finish for up to 10 s;
+jobs still running then are interrupted and released back to the queue (the
+attempt does not count). Progress lines go to stderr. docs/queue.md has the
+details.`,
+		Example: `  maestro worker                                   # SQLite in ~/.maestro, one job at a time
+  maestro worker --workers 4 --data-dir /srv/maestro
+  maestro worker --db postgres://maestro@db/maestro --workers 8 --profile gpu
+  MAESTRO_DB=postgres://maestro@db/maestro maestro worker --task-class code`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runWorker(cmd.Context(), io, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.DB, "db", "", "job store: postgres://… URL (default: MAESTRO_DB, else SQLite <data dir>/maestro.db)")
+	f.StringVar(&o.DataDir, "data-dir", "", "data directory: SQLite database and task workspaces (default ~/.maestro or $MAESTRO_HOME)")
+	f.IntVar(&o.Workers, "workers", 1, "jobs to run at once in this process")
+	f.StringSliceVar(&o.Profiles, "profile", nil, "serve jobs that require this profile (repeatable; jobs without a profile are always served)")
+	f.StringSliceVar(&o.TaskClasses, "task-class", nil, "serve jobs of this task class (repeatable; jobs without one are always served)")
+	f.DurationVar(&o.Lease, "lease", queue.DefaultLeaseFor, "lease length: a job whose worker stops heartbeating is reclaimed after this long")
+	f.StringVar(&o.Name, "name", "", "worker name shown as the lease owner (default host:pid)")
+	return cmd
+}
+
+func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
+	if o.Workers < 1 {
+		return usageErr("--workers must be at least 1, got %d", o.Workers)
+	}
+	if o.Lease < 300*time.Millisecond {
+		return usageErr("--lease must be at least 300ms, got %s", o.Lease)
+	}
+	if o.Name == "" {
+		host, _ := os.Hostname()
+		if host == "" {
+			host = "localhost"
+		}
+		o.Name = host + ":" + strconv.Itoa(os.Getpid())
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(io.ErrOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+
+	st, dataDir, err := openJobStore(ctx, io, o.DB, o.DataDir)
+	if err != nil {
+		return failErr(err)
+	}
+	defer st.Close()
+	runner, err := newJobRunner(io, st, dataDir)
+	if err != nil {
+		return failErr(err)
+	}
+	pool, err := queue.NewPool(queue.Config{
+		Store: st, Runner: runner, Name: o.Name, Workers: o.Workers,
+		Profiles: o.Profiles, TaskClasses: o.TaskClasses, LeaseFor: o.Lease, Logger: log,
+	})
+	if err != nil {
+		return failErr(err)
+	}
+	fmt.Fprintf(io.ErrOut, "maestro worker %s: %d worker(s), lease %s, data %s\n", o.Name, o.Workers, o.Lease, dataDir)
+
+	var wg sync.WaitGroup
+	var poolErr, maintErr error
+	wg.Go(func() { poolErr = pool.Run(ctx) })
+	wg.Go(func() {
+		maintErr = queue.RunMaintenance(ctx, queue.MaintenanceConfig{Store: st, Owner: o.Name, Every: min(time.Second, o.Lease/2), Logger: log})
+	})
+	wg.Wait()
+	if err := errors.Join(poolErr, maintErr); err != nil {
+		return failErr(err)
+	}
+	fmt.Fprintln(io.ErrOut, "maestro worker: stopped")
+	return nil
+}

@@ -1,0 +1,193 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/maestro-run/maestro/internal/store"
+)
+
+// MaintenanceConfig configures RunMaintenance. Store and Owner are required.
+type MaintenanceConfig struct {
+	Store store.Store
+	// Owner names this process in the leader election (unique per process).
+	Owner string
+	// Every is how often the leader reaps and fires (default 1s); the
+	// leader term is three times as long.
+	Every  time.Duration
+	Logger *slog.Logger
+	// Now is the clock used to compute the next tick of a schedule
+	// (default time.Now).
+	Now func() time.Time
+	// Tick, when set, replaces the Every ticker (tests drive rounds by
+	// sending on it).
+	Tick <-chan time.Time
+}
+
+// LeaderName is the leader-election role of the maintenance loop.
+const LeaderName = "queue-maintenance"
+
+// Batch sizes of one maintenance round.
+const (
+	reapBatch     = 100
+	scheduleBatch = 100
+)
+
+// RunMaintenance runs the reaper (ReapExpired) and the cron scheduler
+// (FireSchedule) until ctx ends, on the elected leader only; it is safe to
+// run on many processes sharing one store (reaping and firing are safe
+// concurrently; the election only avoids wasted work). It resigns on exit
+// and returns nil when ctx ends.
+func RunMaintenance(ctx context.Context, cfg MaintenanceConfig) error {
+	if cfg.Store == nil || cfg.Owner == "" {
+		return errors.New("queue: MaintenanceConfig needs Store and Owner")
+	}
+	if cfg.Every <= 0 {
+		cfg.Every = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	tick := cfg.Tick
+	if tick == nil {
+		t := time.NewTicker(cfg.Every)
+		defer t.Stop()
+		tick = t.C
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeCallTimeout)
+		defer cancel()
+		_ = cfg.Store.ResignLeader(ctx, LeaderName, cfg.Owner)
+	}()
+	leading := false
+	for {
+		lead, err := cfg.Store.ElectLeader(ctx, LeaderName, cfg.Owner, 3*cfg.Every)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			cfg.Logger.Warn("leader election failed", "err", err)
+		case lead != leading:
+			leading = lead
+			cfg.Logger.Info("maintenance leadership changed", "leading", lead)
+		}
+		if err == nil && lead {
+			if _, _, err := MaintainOnce(ctx, cfg.Store, cfg.Now, cfg.Logger); err != nil && ctx.Err() == nil {
+				cfg.Logger.Warn("maintenance round failed", "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick:
+		}
+	}
+}
+
+// MaintainOnce runs one maintenance round without leader election: it
+// requeues (or fails) jobs whose lease expired and fires every due
+// schedule tick. It returns how many jobs were reaped and ticks fired.
+func MaintainOnce(ctx context.Context, st store.Store, now func() time.Time, log *slog.Logger) (reaped, fired int, err error) {
+	for {
+		jobs, err := st.ReapExpired(ctx, reapBatch)
+		if err != nil {
+			return reaped, fired, fmt.Errorf("reap expired leases: %w", err)
+		}
+		for _, j := range jobs {
+			log.Info("reaped expired lease", "job", j.ID, "attempt", j.Attempt, "owner", j.LeaseOwner, "state", j.State)
+		}
+		reaped += len(jobs)
+		if len(jobs) < reapBatch {
+			break
+		}
+	}
+	var errs []error
+	for {
+		due, err := st.DueSchedules(ctx, scheduleBatch)
+		if err != nil {
+			return reaped, fired, fmt.Errorf("read due schedules: %w", err)
+		}
+		progress := 0
+		for _, s := range due {
+			// The tick after now: a schedule that missed ticks (all
+			// processes down) fires once, not once per missed tick.
+			next, err := NextRun(s.CronExpr, later(s.NextRunAt, now()))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("schedule %d (%s): %w", s.ID, s.Name, err))
+				continue
+			}
+			task, _, ok, err := st.FireSchedule(ctx, store.FireParams{ScheduleID: s.ID, Tick: s.NextRunAt, Next: next})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("fire schedule %d (%s): %w", s.ID, s.Name, err))
+				continue
+			}
+			progress++
+			if ok {
+				fired++
+				log.Info("schedule fired", "schedule", s.ID, "name", s.Name, "tick", s.NextRunAt, "task", task.ID, "next", next)
+			}
+		}
+		if len(due) < scheduleBatch || progress == 0 {
+			break
+		}
+	}
+	return reaped, fired, errors.Join(errs...)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// cronFields names the five fields for error messages.
+var cronFields = []string{"minute", "hour", "day of month", "month", "day of week"}
+
+// NextRun returns the first tick of cronExpr after after, in UTC
+// (robfig/cron v3 syntax: five fields minute hour day-of-month month
+// day-of-week, descriptors such as @hourly and "@every 5m", and a
+// CRON_TZ=Zone prefix). The error names the field that is wrong.
+func NextRun(cronExpr string, after time.Time) (time.Time, error) {
+	s, err := cronParser.Parse(cronExpr)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("cron expression %q: %s%w", cronExpr, cronField(cronExpr, err), err)
+	}
+	next := s.Next(after)
+	if next.IsZero() {
+		return time.Time{}, fmt.Errorf("cron expression %q never fires", cronExpr)
+	}
+	return next.UTC(), nil
+}
+
+// cronField names the field a parse error is about, when it can tell.
+func cronField(expr string, err error) string {
+	fields := strings.Fields(expr)
+	if len(fields) > 0 && strings.HasPrefix(fields[0], "CRON_TZ=") || len(fields) > 0 && strings.HasPrefix(fields[0], "TZ=") {
+		fields = fields[1:]
+	}
+	if len(fields) != 5 || strings.HasPrefix(expr, "@") {
+		return ""
+	}
+	msg := err.Error()
+	for i, f := range fields {
+		if strings.Contains(msg, f) {
+			return "field " + fmt.Sprint(i+1) + " (" + cronFields[i] + ") " + strconvQuote(f) + ": "
+		}
+	}
+	return ""
+}
+
+func strconvQuote(s string) string { return fmt.Sprintf("%q", s) }

@@ -1,0 +1,410 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/store"
+)
+
+// storeCallTimeout bounds the store calls the pool makes after a job's
+// context ended (recording the outcome, releasing on shutdown).
+const storeCallTimeout = 30 * time.Second
+
+// Reasons a job's context is cancelled (context.Cause).
+var (
+	// ErrShutdown: the pool is shutting down and the grace period ended;
+	// the job is released.
+	ErrShutdown = errors.New("worker shutting down")
+	// ErrJobCancelled: the job was cancelled (or otherwise left the
+	// worker's hands) in the store.
+	ErrJobCancelled = errors.New("job cancelled")
+)
+
+// Pool claims jobs from a store and runs them with a Runner.
+type Pool struct {
+	cfg  Config
+	wake *broadcast
+}
+
+// NewPool checks cfg, fills in defaults and returns a Pool.
+func NewPool(cfg Config) (*Pool, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("queue: Config.Store is required")
+	}
+	if cfg.Runner == nil {
+		return nil, errors.New("queue: Config.Runner is required")
+	}
+	if cfg.Workers < 0 {
+		return nil, fmt.Errorf("queue: Config.Workers is %d, expected at least 1", cfg.Workers)
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = 1
+	}
+	if cfg.Name == "" {
+		host, _ := os.Hostname()
+		if host == "" {
+			host = "localhost"
+		}
+		cfg.Name = host + ":" + strconv.Itoa(os.Getpid())
+	}
+	if cfg.LeaseFor <= 0 {
+		cfg.LeaseFor = DefaultLeaseFor
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = DefaultPoll
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
+	if cfg.Backoff == nil {
+		cfg.Backoff = store.Backoff
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Pool{cfg: cfg, wake: newBroadcast()}, nil
+}
+
+// Metrics returns the pool's metrics.
+func (p *Pool) Metrics() *Metrics { return p.cfg.Metrics }
+
+// Run claims and runs jobs until ctx ends, then shuts down gracefully:
+// running jobs get ShutdownGrace to finish, then their context is cancelled
+// and they are Released. Run returns nil after a graceful shutdown, or the
+// error that prevented the pool from starting.
+func (p *Pool) Run(ctx context.Context) error {
+	sub, err := p.cfg.Store.Subscribe(ctx, store.TopicJobs)
+	if err != nil {
+		return fmt.Errorf("queue: subscribe to job wake-ups: %w", err)
+	}
+	defer sub.Close()
+
+	// runCtx outlives ctx by ShutdownGrace so running jobs can finish.
+	runCtx, cancelRun := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelRun(ErrShutdown)
+	stopGrace := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(p.cfg.ShutdownGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancelRun(ErrShutdown)
+		case <-runCtx.Done():
+		}
+	})
+	defer stopGrace()
+
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-sub.C():
+				if !ok {
+					return
+				}
+				p.wake.signal()
+			}
+		}
+	})
+	for i := range p.cfg.Workers {
+		name := p.cfg.Name + "/" + strconv.Itoa(i+1)
+		wg.Go(func() { p.worker(ctx, runCtx, name) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// worker is one claim loop: claim a job, run it, repeat; wait for a
+// wake-up or the poll interval when nothing is due.
+func (p *Pool) worker(ctx, runCtx context.Context, name string) {
+	log := p.cfg.Logger.With("worker", name)
+	for ctx.Err() == nil {
+		woken := p.wake.wait()
+		jobs, err := p.cfg.Store.Claim(ctx, store.ClaimParams{
+			Worker: name, Profiles: p.cfg.Profiles, TaskClasses: p.cfg.TaskClasses,
+			Limit: 1, LeaseFor: p.cfg.LeaseFor,
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.Warn("claim failed", "err", err)
+			p.cfg.Metrics.claimError()
+		}
+		if len(jobs) == 0 {
+			t := time.NewTimer(p.cfg.Poll)
+			select {
+			case <-ctx.Done():
+			case <-woken:
+			case <-t.C:
+			}
+			t.Stop()
+			continue
+		}
+		for _, j := range jobs {
+			p.cfg.Metrics.claimed(latency(j))
+			p.runJob(runCtx, log, j)
+		}
+	}
+}
+
+func latency(j store.Job) time.Duration {
+	from := j.ScheduledAt
+	if j.CreatedAt.After(from) {
+		from = j.CreatedAt
+	}
+	d := j.AttemptedAt.Sub(from)
+	return max(d, 0)
+}
+
+// runJob runs one claimed job to an outcome and records it.
+func (p *Pool) runJob(runCtx context.Context, log *slog.Logger, claimed store.Job) {
+	st := p.cfg.Store
+	lease := claimed.Lease()
+	log = log.With("job", claimed.ID, "attempt", claimed.Attempt)
+	// Store calls made on the job's behalf after its context ended.
+	bg := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(runCtx), storeCallTimeout)
+	}
+
+	jobCtx, cancelJob := context.WithCancelCause(runCtx)
+	defer cancelJob(nil)
+	lost := func(err error) {
+		if errors.Is(err, store.ErrLeaseLost) {
+			cancelJob(ErrJobCancelled)
+		}
+	}
+
+	running, err := st.Start(jobCtx, lease)
+	if err != nil {
+		if errors.Is(err, store.ErrLeaseLost) {
+			log.Info("job left before it started", "err", err)
+			return
+		}
+		log.Warn("start failed; releasing", "err", err)
+		ctx, cancel := bg()
+		defer cancel()
+		if _, err := st.Release(ctx, lease); err != nil {
+			log.Warn("release failed", "err", err)
+		}
+		return
+	}
+	log.Info("job started", "piece", running.Piece)
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	watchCtx, stopWatch := context.WithCancel(jobCtx)
+	defer stopWatch()
+	wg.Go(func() { p.heartbeat(watchCtx, log, lease, cancelJob) })
+	wg.Go(func() { p.watchCancel(watchCtx, lease, cancelJob) })
+
+	j := &Job{
+		Job: running, store: st,
+		Emit: func(ctx context.Context, events ...store.NewJobEvent) error {
+			_, err := st.AppendJobEvents(ctx, lease, events)
+			lost(err)
+			return err
+		},
+		Checkpoint: func(ctx context.Context, movement string, data []byte) error {
+			err := st.Checkpoint(ctx, lease, movement, data)
+			lost(err)
+			return err
+		},
+	}
+	if running.TaskID != 0 {
+		t, err := st.GetTask(jobCtx, running.TaskID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			log.Warn("read task", "err", err)
+		}
+		j.Task = t
+	}
+
+	res := p.call(jobCtx, j)
+	stopWatch()
+	wg.Wait()
+	p.cfg.Metrics.addUsage(res.Usage, res.CostUSD)
+
+	ctx, cancel := bg()
+	defer cancel()
+	cause := context.Cause(jobCtx)
+	switch {
+	case errors.Is(cause, ErrJobCancelled):
+		log.Info("job taken away while running (cancelled or lease lost); dropped")
+		p.cfg.Metrics.outcome("lost")
+		return
+	case errors.Is(cause, ErrShutdown) && res.State != store.StateSucceeded:
+		if _, err := st.Release(ctx, lease); err != nil {
+			log.Warn("release on shutdown failed", "err", err)
+		} else {
+			log.Info("job released on shutdown")
+		}
+		p.cfg.Metrics.outcome("released")
+		return
+	}
+	if err := p.record(ctx, lease, res); err != nil {
+		if errors.Is(err, store.ErrLeaseLost) {
+			log.Info("outcome not recorded: lease lost", "err", err)
+			p.cfg.Metrics.outcome("lost")
+			return
+		}
+		log.Warn("record outcome failed", "err", err)
+		p.cfg.Metrics.outcome("error")
+		return
+	}
+	log.Info("job finished", "state", res.State)
+}
+
+// call runs the Runner, turning a panic into a failed attempt.
+func (p *Pool) call(ctx context.Context, j *Job) (res Result) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.cfg.Logger.Error("runner panicked", "job", j.ID, "panic", v, "stack", string(debug.Stack()))
+			res = Result{State: store.StateFailed, Error: fmt.Sprintf("runner panicked: %v", v)}
+		}
+	}()
+	return p.cfg.Runner.Run(ctx, j)
+}
+
+// record stores the Runner's result.
+func (p *Pool) record(ctx context.Context, l store.Lease, res Result) error {
+	st := p.cfg.Store
+	var err error
+	switch res.State {
+	case store.StateSucceeded:
+		_, err = st.Complete(ctx, l, res.Result)
+		p.cfg.Metrics.outcome("succeeded")
+	case store.StateWaitingHuman, store.StateWaitingSubtasks:
+		reason := "waiting for an answer"
+		if res.State == store.StateWaitingSubtasks {
+			reason = "waiting for subtasks"
+		}
+		_, err = st.Wait(ctx, l, store.WaitParams{State: res.State, Reason: reason, Question: res.Question})
+		p.cfg.Metrics.outcome(string(res.State))
+	case store.StateAborted:
+		_, err = st.Fail(ctx, l, store.FailParams{Error: orDefault(res.Error, "aborted"), Abort: true})
+		p.cfg.Metrics.outcome("aborted")
+	default: // failed, or anything a runner should not report
+		msg := res.Error
+		if res.State != store.StateFailed && res.State != "" {
+			msg = fmt.Sprintf("runner reported state %q: %s", res.State, res.Error)
+		}
+		var j store.Job
+		j, err = st.Fail(ctx, l, store.FailParams{
+			Error: orDefault(msg, "failed"), RetryAfter: p.cfg.Backoff(l.Attempt), NoRetry: res.NoRetry,
+		})
+		if err == nil && j.State == store.StateQueued {
+			p.cfg.Metrics.outcome("retried")
+		} else {
+			p.cfg.Metrics.outcome("failed")
+		}
+	}
+	return err
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// heartbeat extends the lease every LeaseFor/3 until ctx ends; a lost
+// lease cancels the job.
+func (p *Pool) heartbeat(ctx context.Context, log *slog.Logger, l store.Lease, cancelJob context.CancelCauseFunc) {
+	t := time.NewTicker(p.cfg.LeaseFor / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		_, err := p.cfg.Store.Heartbeat(ctx, l, p.cfg.LeaseFor)
+		switch {
+		case err == nil:
+		case errors.Is(err, store.ErrLeaseLost):
+			log.Info("lease lost; stopping the job", "err", err)
+			cancelJob(ErrJobCancelled)
+			return
+		case ctx.Err() != nil:
+			return
+		default:
+			log.Warn("heartbeat failed", "err", err)
+		}
+	}
+}
+
+// watchCancel cancels the job as soon as the store says it is no longer
+// ours (cancelled by a user), without waiting for the next heartbeat.
+func (p *Pool) watchCancel(ctx context.Context, l store.Lease, cancelJob context.CancelCauseFunc) {
+	sub, err := p.cfg.Store.Subscribe(ctx, store.JobTopic(l.JobID))
+	if err != nil {
+		return // the heartbeat still notices
+	}
+	defer sub.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-sub.C():
+			if !ok {
+				return
+			}
+		}
+		// Coalesce a burst of notifications (the job's own events).
+	drain:
+		for {
+			select {
+			case <-sub.C():
+			default:
+				break drain
+			}
+		}
+		j, err := p.cfg.Store.GetJob(ctx, l.JobID)
+		if err != nil {
+			continue
+		}
+		if !j.State.Active() || j.Attempt != l.Attempt || j.LeaseOwner != l.Owner {
+			cancelJob(ErrJobCancelled)
+			return
+		}
+	}
+}
+
+// broadcast wakes every waiting worker at once.
+type broadcast struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newBroadcast() *broadcast { return &broadcast{ch: make(chan struct{})} }
+
+// wait returns a channel closed by the next signal.
+func (b *broadcast) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ch
+}
+
+func (b *broadcast) signal() {
+	b.mu.Lock()
+	close(b.ch)
+	b.ch = make(chan struct{})
+	b.mu.Unlock()
+}

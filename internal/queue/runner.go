@@ -1,0 +1,333 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/engine"
+	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/llm/replay"
+	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/sandbox"
+	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/workspace"
+)
+
+// EngineRunnerConfig configures NewEngineRunner. DataDir is required.
+type EngineRunnerConfig struct {
+	// DataDir holds the task workspaces (see TaskDir).
+	DataDir string
+	// Provider gives the job's model. A job payload {"replay": <scenario
+	// JSON>} selects a scripted scenario regardless (tests, demos); nil
+	// means the bundled replay demo.
+	Provider func(j *Job) (llm.Provider, error)
+	// Pieces returns the piece library (built-ins + store pieces); nil
+	// means the built-ins.
+	Pieces func(ctx context.Context) (*engine.Library, error)
+	// Sandbox runs Bash; nil leaves Bash out.
+	Sandbox *sandbox.Sandbox
+}
+
+// NoopPiece is the piece name that succeeds at once with one event
+// (benchmarks, health checks).
+const NoopPiece = "noop"
+
+// Job event types the engine runner appends (besides the store's own
+// "status" events).
+const (
+	// EventNoop is the one event of a "noop" job.
+	EventNoop = "noop"
+	// EventRunEvent carries an engine run event (engine.Record JSON:
+	// {"kind", "run_id", "seq", "time", "data"}).
+	EventRunEvent = "run_event"
+	// EventProtocol carries an agent-loop protocol event (the headless
+	// protocol message JSON, with its "type").
+	EventProtocol = "protocol"
+)
+
+// Payload is the part of a job's JSON payload the engine runner reads.
+type Payload struct {
+	// Replay is a replay scenario (JSON or YAML text, or a JSON object)
+	// that replaces the model (docs/replay.md).
+	Replay json.RawMessage `json:"replay,omitempty"`
+	// Task is the task text of a job that has no task.
+	Task string `json:"task,omitempty"`
+}
+
+type engineRunner struct{ cfg EngineRunnerConfig }
+
+// NewEngineRunner returns the Runner that runs the task's piece (or the
+// classifier's pick) in TaskDir with the engine: a new run starts the
+// piece; a run found in the directory (the job was interrupted, reclaimed
+// or waited for the user) is resumed, a waiting one with the newest user
+// comment of the task as the answer. Piece "noop" succeeds at once.
+func NewEngineRunner(cfg EngineRunnerConfig) Runner { return &engineRunner{cfg: cfg} }
+
+// JobDir is the workspace of a job: TaskDir for a job with a task,
+// <dataDir>/jobs/<jobID> otherwise.
+func JobDir(dataDir string, j store.Job) string {
+	if j.TaskID != 0 {
+		return TaskDir(dataDir, j.TaskID)
+	}
+	return filepath.Join(dataDir, "jobs", strconv.FormatInt(j.ID, 10))
+}
+
+func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
+	name := j.Piece
+	if name == "" {
+		name = j.Task.Piece
+	}
+	if name == NoopPiece {
+		if err := j.Emit(ctx, store.NewJobEvent{Type: EventNoop, Data: json.RawMessage(`{"result":"ok"}`)}); err != nil {
+			return Result{State: store.StateFailed, Error: "noop: " + err.Error()}
+		}
+		return Result{State: store.StateSucceeded, Result: "ok"}
+	}
+	var pl Payload
+	if len(j.Payload) > 0 {
+		if err := json.Unmarshal(j.Payload, &pl); err != nil {
+			return Result{State: store.StateFailed, NoRetry: true, Error: fmt.Sprintf("job payload: expected a JSON object with optional \"replay\" and \"task\": %v", err)}
+		}
+	}
+	prov, err := r.provider(j, pl)
+	if err != nil {
+		return Result{State: store.StateFailed, NoRetry: true, Error: err.Error()}
+	}
+	dir := JobDir(r.cfg.DataDir, j.Job)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Result{State: store.StateFailed, Error: fmt.Sprintf("create the task workspace: %v", err)}
+	}
+	root, err := workspace.Open(dir)
+	if err != nil {
+		return Result{State: store.StateFailed, Error: fmt.Sprintf("open the task workspace: %v", err)}
+	}
+	defer root.Close()
+	var lib *engine.Library
+	if r.cfg.Pieces != nil {
+		lib, err = r.cfg.Pieces(ctx)
+	} else {
+		lib, err = engine.NewLibrary(ctx, nil, "")
+	}
+	if err != nil {
+		return Result{State: store.StateFailed, Error: fmt.Sprintf("load pieces: %v", err)}
+	}
+
+	em := newEmitter(ctx, j)
+	defer em.close()
+	ecfg := engine.Config{
+		Provider: prov, Workspace: root, Sandbox: r.cfg.Sandbox, Library: lib,
+		Sink: em, Events: em,
+	}
+	if prov.Name() == replay.ProviderName {
+		ecfg.ContextWindow = 200_000
+	}
+	e, err := engine.New(ecfg)
+	if err != nil {
+		return Result{State: store.StateFailed, Error: err.Error()}
+	}
+
+	var out *engine.Outcome
+	var runErr error
+	if _, statErr := os.Stat(filepath.Join(dir, engine.StateFile)); statErr == nil {
+		st, err := engine.LoadState(dir)
+		if err != nil {
+			return Result{State: store.StateFailed, NoRetry: true, Error: fmt.Sprintf("read the run state: %v", err)}
+		}
+		answer := ""
+		if st.Status == engine.StatusWaitingHuman {
+			answer, err = latestUserComment(ctx, j)
+			if err != nil {
+				return Result{State: store.StateFailed, Error: fmt.Sprintf("read the task's comments: %v", err)}
+			}
+			if answer == "" {
+				// Resumed without an answer: keep waiting (the question
+				// was posted already).
+				return Result{State: store.StateWaitingHuman}
+			}
+		}
+		out, runErr = e.Resume(ctx, answer)
+		if errors.Is(runErr, engine.ErrFinished) {
+			runErr = nil // the run ended before the job was recorded
+		}
+	} else {
+		task := strings.TrimSpace(j.Task.Title + "\n\n" + j.Task.Body)
+		if task == "" {
+			task = pl.Task
+		}
+		if task == "" {
+			return Result{State: store.StateFailed, NoRetry: true, Error: "the job has no task text (task title/body, or payload \"task\")"}
+		}
+		if name == "" && prov.Name() == replay.ProviderName {
+			// A scripted scenario is written for the run, not for the
+			// classifier's model call.
+			name = engine.FallbackPiece
+		}
+		c, err := engine.Classify(ctx, prov, lib, task, engine.ClassifyOptions{Override: name})
+		if err != nil {
+			return Result{State: store.StateFailed, NoRetry: ctx.Err() == nil, Error: err.Error()}
+		}
+		runID := "job-" + strconv.FormatInt(j.ID, 10)
+		em.RunEvent(engine.Record{RunID: runID, Time: time.Now().UTC(), Event: c.Event()})
+		out, runErr = e.Start(ctx, c.Piece, task, engine.StartOptions{RunID: runID})
+	}
+	em.close()
+	res := Result{}
+	if out != nil {
+		res.Usage, res.CostUSD = out.Usage, out.CostUSD
+	}
+	switch {
+	case runErr != nil:
+		res.State, res.Error = store.StateFailed, runErr.Error()
+		res.NoRetry = errors.Is(runErr, engine.ErrAgentCLI)
+	case out.Status == engine.StatusSucceeded:
+		res.State, res.Result = store.StateSucceeded, out.Result
+	case out.Status == engine.StatusAborted:
+		res.State, res.Error = store.StateAborted, out.Result
+		if out.Reason != "" {
+			res.Error = out.Reason + ": " + out.Result
+		}
+	case out.Status == engine.StatusWaitingHuman:
+		res.State, res.Question = store.StateWaitingHuman, out.Result
+	default:
+		res.State, res.Error = store.StateFailed, fmt.Sprintf("the run stopped in state %s: %s", out.Status, out.Result)
+	}
+	return res
+}
+
+func (r *engineRunner) provider(j *Job, pl Payload) (llm.Provider, error) {
+	if len(pl.Replay) > 0 {
+		src := []byte(pl.Replay)
+		var text string
+		if json.Unmarshal(pl.Replay, &text) == nil {
+			src = []byte(text) // a scenario file's text as a JSON string
+		}
+		s, err := replay.Parse(src, fmt.Sprintf("job %d payload.replay", j.ID))
+		if err != nil {
+			return nil, fmt.Errorf("job payload field \"replay\": %w", err)
+		}
+		return replay.New(s), nil
+	}
+	if r.cfg.Provider != nil {
+		p, err := r.cfg.Provider(j)
+		if err != nil {
+			return nil, fmt.Errorf("choose the model: %w", err)
+		}
+		return p, nil
+	}
+	return replay.New(replay.Demo()), nil
+}
+
+// latestUserComment returns the body of the task's newest user comment.
+func latestUserComment(ctx context.Context, j *Job) (string, error) {
+	if j.TaskID == 0 || j.store == nil {
+		return "", nil
+	}
+	answer := ""
+	var after int64
+	for {
+		cs, err := j.store.ListComments(ctx, j.TaskID, after, store.MaxListLimit)
+		if err != nil {
+			return "", err
+		}
+		for _, c := range cs {
+			if c.AuthorKind == store.AuthorUser {
+				answer = c.Body
+			}
+			after = c.ID
+		}
+		if len(cs) < store.MaxListLimit {
+			return answer, nil
+		}
+	}
+}
+
+// emitter turns engine run events and protocol events into job events,
+// appended in batches by one goroutine so that a burst of streaming events
+// costs one store write.
+type emitter struct {
+	j    *Job
+	ctx  context.Context
+	mu   sync.Mutex
+	buf  []store.NewJobEvent
+	kick chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+func newEmitter(ctx context.Context, j *Job) *emitter {
+	e := &emitter{j: j, ctx: ctx, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	go e.loop()
+	return e
+}
+
+func (e *emitter) add(ev store.NewJobEvent) {
+	e.mu.Lock()
+	e.buf = append(e.buf, ev)
+	e.mu.Unlock()
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (e *emitter) loop() {
+	defer close(e.done)
+	for range e.kick {
+		e.flush()
+	}
+	e.flush()
+}
+
+func (e *emitter) flush() {
+	e.mu.Lock()
+	batch := e.buf
+	e.buf = nil
+	e.mu.Unlock()
+	if len(batch) == 0 || e.ctx.Err() != nil {
+		return
+	}
+	// Errors (a lost lease) cancel the job's context through Emit.
+	_ = e.j.Emit(e.ctx, batch...)
+}
+
+// close flushes what is buffered and stops the goroutine.
+func (e *emitter) close() {
+	e.once.Do(func() { close(e.kick) })
+	<-e.done
+}
+
+// RunEvent implements engine.EventSink.
+func (e *emitter) RunEvent(r engine.Record) {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return
+	}
+	e.add(store.NewJobEvent{Type: EventRunEvent, Data: data})
+	switch ms := r.Event.(type) {
+	case engine.MovementStarted:
+		_ = e.j.Checkpoint(e.ctx, ms.Movement, nil)
+	case *engine.MovementStarted:
+		_ = e.j.Checkpoint(e.ctx, ms.Movement, nil)
+	}
+}
+
+// Event implements agent.Sink.
+func (e *emitter) Event(m protocol.Message) {
+	data, err := protocol.Marshal(m)
+	if err != nil {
+		return
+	}
+	e.add(store.NewJobEvent{Type: EventProtocol, Data: data})
+}
+
+// Message implements agent.Sink; conversation messages stay in the run
+// state, not in the job's event log.
+func (e *emitter) Message(llm.Message) {}
