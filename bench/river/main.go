@@ -1,0 +1,288 @@
+// Command river measures River (github.com/riverqueue/river, pgx v5 driver)
+// on a PostgreSQL database with the same two measurements bench/queue makes
+// for Maestro's queue, so bench/run.sh can put them side by side:
+//
+//   - throughput: -jobs no-op jobs are inserted while no client runs, then a
+//     client with MaxWorkers=-workers starts and the clock runs until the
+//     last job is completed (persisted: River reports job_completed events
+//     after its completer has written the state);
+//   - claim latency: with the client idle, -lat-jobs jobs are inserted one
+//     at a time at -lat-rate per second and each job's latency is the time
+//     from just before its Insert call to the start of its Work call.
+//
+// Each run appends one JSON line (see result) to -out. River is used with
+// its defaults (FetchCooldown 100 ms, FetchPollInterval 1 s, LISTEN/NOTIFY
+// wake-ups) except the pool size, which matches Maestro's PostgreSQL store
+// (16 connections).
+//
+// This is a separate module so that River never enters Maestro's dependency
+// graph; it shares nothing with the main module but the JSON line format.
+//
+//	go run . -dsn postgres://… -workers 4 -jobs 5000 -out results.jsonl
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+)
+
+// result is one measured configuration; bench/queue reads the same fields.
+type result struct {
+	System    string  `json:"system"`  // "river"
+	Backend   string  `json:"backend"` // "postgres"
+	Workers   int     `json:"workers"`
+	Jobs      int     `json:"jobs"`
+	Seconds   float64 `json:"seconds"`
+	JobsPerS  float64 `json:"jobs_per_s"`
+	LatJobs   int     `json:"lat_jobs"`
+	LatRate   float64 `json:"lat_rate"` // claim-latency jobs enqueued per second
+	LatP50US  float64 `json:"lat_p50_us"`
+	LatP99US  float64 `json:"lat_p99_us"`
+	LatMaxUS  float64 `json:"lat_max_us"`
+	Completed int64   `json:"completed"` // rows in state completed afterwards (check)
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/river:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		dsn      = flag.String("dsn", "", "PostgreSQL connection URL of a database River may own (required)")
+		workers  = flag.Int("workers", 1, "River MaxWorkers of the one queue")
+		jobs     = flag.Int("jobs", 5000, "no-op jobs in the throughput measurement")
+		latJobs  = flag.Int("lat-jobs", 300, "jobs in the claim-latency measurement")
+		latRate  = flag.Float64("lat-rate", 100, "jobs per second inserted in the claim-latency measurement")
+		out      = flag.String("out", "", "append the JSON result line to this file (default stdout)")
+		timeout  = flag.Duration("timeout", 5*time.Minute, "give up after this long")
+		maxConns = flag.Int("max-conns", 16, "pgx pool size")
+	)
+	flag.Parse()
+	if *dsn == "" {
+		return errors.New("-dsn is required: a postgres:// URL")
+	}
+	if *workers < 1 || *jobs < 1 || *latJobs < 1 || *latRate <= 0 {
+		return errors.New("-workers, -jobs, -lat-jobs and -lat-rate must be positive")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+
+	cfg, err := pgxpool.ParseConfig(*dsn)
+	if err != nil {
+		return fmt.Errorf("-dsn: %w", err)
+	}
+	cfg.MaxConns = int32(*maxConns)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	driver := riverpgxv5.New(pool)
+	migrator, err := rivermigrate.New(driver, nil)
+	if err != nil {
+		return err
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("migrate River's schema: %w", err)
+	}
+	// Every run starts from an empty job table, as Maestro's runs start
+	// from a fresh schema.
+	if _, err := pool.Exec(ctx, "TRUNCATE river_job"); err != nil {
+		return err
+	}
+
+	rec := &recorder{}
+	ws := river.NewWorkers()
+	river.AddWorker(ws, &noopWorker{rec: rec})
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	client, err := river.NewClient(driver, &river.Config{
+		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: *workers}},
+		Workers: ws,
+		Logger:  logger,
+	})
+	if err != nil {
+		return err
+	}
+	done, cancelSub := client.SubscribeConfig(&river.SubscribeConfig{
+		Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed},
+		ChanSize: *jobs + *latJobs + 100,
+	})
+	defer cancelSub()
+
+	// Throughput: insert everything first (not timed), then start.
+	params := make([]river.InsertManyParams, *jobs)
+	for i := range params {
+		params[i] = river.InsertManyParams{Args: noopArgs{}}
+	}
+	for i := 0; i < len(params); i += 1000 {
+		if _, err := client.InsertManyFast(ctx, params[i:min(i+1000, len(params))]); err != nil {
+			return fmt.Errorf("insert jobs: %w", err)
+		}
+	}
+	start := time.Now()
+	if err := client.Start(ctx); err != nil {
+		return err
+	}
+	if err := await(ctx, done, *jobs); err != nil {
+		return fmt.Errorf("throughput: %w", err)
+	}
+	elapsed := time.Since(start)
+
+	// Claim latency: the client is idle now.
+	rec.reset(*latJobs)
+	ticker := time.NewTicker(time.Duration(float64(time.Second) / *latRate))
+	for i := range *latJobs {
+		<-ticker.C
+		rec.enqueued(i)
+		if _, err := client.Insert(ctx, noopArgs{Seq: i + 1}, nil); err != nil {
+			ticker.Stop()
+			return fmt.Errorf("insert latency job: %w", err)
+		}
+	}
+	ticker.Stop()
+	if err := await(ctx, done, *latJobs); err != nil {
+		return fmt.Errorf("claim latency: %w", err)
+	}
+	stopCtx, stopCancel := context.WithTimeout(ctx, 30*time.Second)
+	defer stopCancel()
+	if err := client.Stop(stopCtx); err != nil {
+		return fmt.Errorf("stop the client: %w", err)
+	}
+
+	r := result{System: "river", Backend: "postgres", Workers: *workers, Jobs: *jobs,
+		Seconds: elapsed.Seconds(), JobsPerS: float64(*jobs) / elapsed.Seconds(), LatJobs: *latJobs, LatRate: *latRate}
+	lat, err := rec.latencies()
+	if err != nil {
+		return err
+	}
+	r.LatP50US, r.LatP99US, r.LatMaxUS = pct(lat, 0.50), pct(lat, 0.99), pct(lat, 1)
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE state = 'completed'").Scan(&r.Completed); err != nil {
+		return err
+	}
+	if want := int64(*jobs + *latJobs); r.Completed != want {
+		return fmt.Errorf("%d jobs completed, expected %d", r.Completed, want)
+	}
+	return emit(*out, r)
+}
+
+// await counts n job_completed events; a failed job is an error.
+func await(ctx context.Context, events <-chan *river.Event, n int) error {
+	for seen := 0; seen < n; {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return errors.New("subscription closed")
+			}
+			if ev.Kind != river.EventKindJobCompleted {
+				return fmt.Errorf("job %d: %s", ev.Job.ID, ev.Kind)
+			}
+			seen++
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d jobs completed: %w", seen, n, ctx.Err())
+		}
+	}
+	return nil
+}
+
+func emit(path string, r result) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if path == "" {
+		_, err = os.Stdout.Write(b)
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// noopArgs is the no-op job; Seq > 0 marks a claim-latency job.
+type noopArgs struct {
+	Seq int `json:"seq,omitempty"`
+}
+
+func (noopArgs) Kind() string { return "noop" }
+
+type noopWorker struct {
+	river.WorkerDefaults[noopArgs]
+	rec *recorder
+}
+
+func (w *noopWorker) Work(_ context.Context, job *river.Job[noopArgs]) error {
+	if job.Args.Seq > 0 {
+		w.rec.started(job.Args.Seq - 1)
+	}
+	return nil
+}
+
+// recorder keeps enqueue and start times of the claim-latency jobs.
+type recorder struct {
+	mu         sync.Mutex
+	enq, start []time.Time
+}
+
+func (r *recorder) reset(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.enq, r.start = make([]time.Time, n), make([]time.Time, n)
+}
+
+func (r *recorder) enqueued(i int) {
+	now := time.Now()
+	r.mu.Lock()
+	r.enq[i] = now
+	r.mu.Unlock()
+}
+
+func (r *recorder) started(i int) {
+	now := time.Now()
+	r.mu.Lock()
+	if i < len(r.start) && r.start[i].IsZero() {
+		r.start[i] = now
+	}
+	r.mu.Unlock()
+}
+
+func (r *recorder) latencies() ([]time.Duration, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]time.Duration, len(r.enq))
+	for i := range r.enq {
+		if r.start[i].IsZero() {
+			return nil, fmt.Errorf("claim-latency job %d never started", i+1)
+		}
+		out[i] = r.start[i].Sub(r.enq[i])
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// pct returns the p-quantile (0..1) of sorted durations in microseconds.
+func pct(sorted []time.Duration, p float64) float64 {
+	return float64(sorted[int(p*float64(len(sorted)-1))].Microseconds())
+}

@@ -1,0 +1,434 @@
+// Command sse measures fan-out of one job's event stream over the REST API:
+// -clients subscribers on GET /api/v1/jobs/{id}/events (Server-Sent Events)
+// of internal/server on a loopback listener, with a SQLite store; -events
+// events appended to the job through the store (by the worker holding its
+// lease, as a running job would); per-event delivery latency (just before
+// the append → the event parsed by a client) and the server process's
+// resident memory.
+//
+// The clients run in a child process (this binary with -role clients), so
+// the RSS figures are the server's alone. The appended events carry their
+// append time (wall clock, same host) in their data; the child reports a
+// line per event once every client has it, and its latency percentiles at
+// the end.
+//
+// Two runs in one invocation: "lockstep" appends the next event only when
+// every client has the previous one (pure fan-out latency), "paced" appends
+// at -rate events per second regardless (a job streaming steadily).
+//
+//	go run ./bench/sse -clients 1000 -events 100
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/server"
+	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/store/sqlite"
+)
+
+func main() {
+	var err error
+	if len(os.Args) > 2 && os.Args[1] == "-role" && os.Args[2] == "clients" {
+		err = clientsMain(os.Args[3:])
+	} else {
+		err = serverMain(os.Args[1:])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench/sse:", err)
+		os.Exit(1)
+	}
+}
+
+// summary is what the client process reports at the end.
+type summary struct {
+	Received  int64   `json:"received"`   // bench events received, all clients
+	Expected  int64   `json:"-"`          // clients × events (set by the server side)
+	P50US     float64 `json:"p50_us"`     // delivery latency
+	P99US     float64 `json:"p99_us"`     //
+	MaxUS     float64 `json:"max_us"`     //
+	ConnectMS float64 `json:"connect_ms"` // all clients subscribed
+	Errors    int     `json:"errors"`
+	FirstErr  string  `json:"first_error,omitempty"`
+}
+
+type runResult struct {
+	mode                      string
+	events                    int
+	sum                       summary
+	rssIdle, rssSubs, rssPeak int64 // KiB
+	elapsed                   time.Duration
+}
+
+func serverMain(args []string) error {
+	fs := flag.NewFlagSet("sse", flag.ContinueOnError)
+	clients := fs.Int("clients", 1000, "SSE subscribers on the one job")
+	events := fs.Int("events", 100, "events appended per run")
+	rate := fs.Float64("rate", 20, "paced run: events appended per second")
+	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *clients < 1 || *events < 1 || *rate <= 0 {
+		return errors.New("-clients, -events and -rate must be positive")
+	}
+	raiseFileLimit()
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "maestro-bench-sse-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "maestro.db"), sqlite.Options{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	srv, err := server.New(server.Config{Store: st, DataDir: dir})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	defer hs.Close()
+	base := "http://" + ln.Addr().String()
+
+	var results []runResult
+	for _, mode := range []string{"lockstep", "paced"} {
+		r, err := runOnce(ctx, st, base, mode, *clients, *events, *rate)
+		if err != nil {
+			return fmt.Errorf("%s run: %w", mode, err)
+		}
+		results = append(results, r)
+	}
+	fmt.Printf("%d SSE subscribers on one job over GET /api/v1/jobs/{id}/events (internal/server, SQLite store, loopback; clients in a separate process on the same %d CPUs); %d events appended through the store per run; latency = append call → event parsed by a client, over every client and event. RSS is the server process's.\n\n",
+		*clients, runtime.NumCPU(), *events)
+	fmt.Println("| run | events delivered | delivery p50 | delivery p99 | max | all subscribed in | server RSS before subscribing | subscribed | peak during the run |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range results {
+		mode := "lockstep (next event when all have the previous)"
+		if r.mode == "paced" {
+			mode = fmt.Sprintf("paced at %.0f events/s", *rate)
+		}
+		fmt.Printf("| %s | %d / %d | %s | %s | %s | %.0f ms | %s | %s | %s |\n", mode,
+			r.sum.Received, r.sum.Expected, ms(r.sum.P50US), ms(r.sum.P99US), ms(r.sum.MaxUS),
+			r.sum.ConnectMS, mib(r.rssIdle), mib(r.rssSubs), mib(r.rssPeak))
+	}
+	return nil
+}
+
+// runOnce subscribes the clients to a fresh running job, appends the events
+// and completes the job (which ends every stream).
+func runOnce(ctx context.Context, st store.Store, base, mode string, clients, events int, rate float64) (runResult, error) {
+	res := runResult{mode: mode, events: events}
+	job, err := st.Enqueue(ctx, store.NewJob{Piece: "noop"})
+	if err != nil {
+		return res, err
+	}
+	claimed, err := st.Claim(ctx, store.ClaimParams{Worker: "bench", Limit: 1, LeaseFor: time.Hour})
+	if err != nil || len(claimed) != 1 || claimed[0].ID != job.ID {
+		return res, fmt.Errorf("claim the bench job: %v (%d claimed)", err, len(claimed))
+	}
+	lease := claimed[0].Lease()
+	if _, err := st.Start(ctx, lease); err != nil {
+		return res, err
+	}
+	runtime.GC()
+	// Reset the peak (VmHWM) so it covers this run only.
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+	res.rssIdle = rssKiB("VmRSS")
+
+	exe, err := os.Executable()
+	if err != nil {
+		return res, err
+	}
+	cmd := exec.CommandContext(ctx, exe, "-role", "clients", "-url",
+		base+"/api/v1/jobs/"+strconv.FormatInt(job.ID, 10)+"/events", "-clients", strconv.Itoa(clients))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return res, err
+	}
+	if err := cmd.Start(); err != nil {
+		return res, err
+	}
+	defer cmd.Wait()
+	lines := make(chan string, events+16)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<16), 1<<20)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	next := func() (string, error) {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				return "", errors.New("client process ended early")
+			}
+			return l, nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	if l, err := next(); err != nil || l != "ready" {
+		return res, fmt.Errorf("waiting for the clients to subscribe: %q %v", l, err)
+	}
+	res.rssSubs = rssKiB("VmRSS")
+
+	start := time.Now()
+	var tick *time.Ticker
+	if mode == "paced" {
+		tick = time.NewTicker(time.Duration(float64(time.Second) / rate))
+		defer tick.Stop()
+	}
+	for i := range events {
+		if tick != nil {
+			<-tick.C
+		}
+		data := fmt.Appendf(nil, `{"i":%d,"t":%d}`, i+1, time.Now().UnixNano())
+		got, err := st.AppendJobEvents(ctx, lease, []store.NewJobEvent{{Type: "bench", Data: data}})
+		if err != nil {
+			return res, err
+		}
+		if tick == nil {
+			want := "got " + strconv.FormatInt(got[0].Seq, 10)
+			for {
+				l, err := next()
+				if err != nil {
+					return res, err
+				}
+				if l == want {
+					break
+				}
+			}
+		}
+	}
+	res.elapsed = time.Since(start)
+	if _, err := st.Complete(ctx, lease, "done"); err != nil {
+		return res, err
+	}
+	for {
+		l, err := next()
+		if err != nil {
+			return res, err
+		}
+		if s, ok := strings.CutPrefix(l, "result "); ok {
+			if err := json.Unmarshal([]byte(s), &res.sum); err != nil {
+				return res, err
+			}
+			res.sum.Expected = int64(clients) * int64(events)
+			break
+		}
+	}
+	res.rssPeak = rssKiB("VmHWM")
+	if res.sum.Errors > 0 {
+		return res, fmt.Errorf("%d clients failed, first: %s", res.sum.Errors, res.sum.FirstErr)
+	}
+	if res.sum.Received != res.sum.Expected {
+		return res, fmt.Errorf("%d of %d events delivered", res.sum.Received, res.sum.Expected)
+	}
+	return res, nil
+}
+
+// clientsMain is the child process: it opens the streams, reports "ready"
+// once all are subscribed, "got <seq>" whenever every client has event
+// seq, and "result <summary JSON>" when every stream has ended.
+func clientsMain(args []string) error {
+	fs := flag.NewFlagSet("sse clients", flag.ContinueOnError)
+	url := fs.String("url", "", "event stream URL")
+	n := fs.Int("clients", 1000, "subscribers")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	raiseFileLimit()
+	tr := &http.Transport{MaxIdleConns: *n, MaxIdleConnsPerHost: *n, DisableCompression: true}
+	client := &http.Client{Transport: tr}
+	out := bufio.NewWriter(os.Stdout)
+	var outMu sync.Mutex
+	say := func(s string) {
+		outMu.Lock()
+		out.WriteString(s + "\n")
+		out.Flush()
+		outMu.Unlock()
+	}
+
+	var (
+		ready    sync.WaitGroup
+		done     sync.WaitGroup
+		mu       sync.Mutex
+		lat      []time.Duration
+		errs     int
+		firstErr string
+		counts   sync.Map // seq → *atomic.Int64
+		received atomic.Int64
+	)
+	start := time.Now()
+	ready.Add(*n)
+	for range *n {
+		done.Go(func() {
+			var mine []time.Duration
+			signalled := false
+			err := stream(client, *url, func() {
+				signalled = true
+				ready.Done()
+			}, func(seq int64, sentNS int64) {
+				mine = append(mine, time.Duration(time.Now().UnixNano()-sentNS))
+				received.Add(1)
+				c, _ := counts.LoadOrStore(seq, new(atomic.Int64))
+				if c.(*atomic.Int64).Add(1) == int64(*n) {
+					say("got " + strconv.FormatInt(seq, 10))
+				}
+			})
+			if !signalled {
+				ready.Done()
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			if err != nil {
+				errs++
+				if firstErr == "" {
+					firstErr = err.Error()
+				}
+			}
+			mu.Unlock()
+		})
+	}
+	ready.Wait()
+	connect := time.Since(start)
+	say("ready")
+	done.Wait()
+	slices.Sort(lat)
+	s := summary{Received: received.Load(),
+		ConnectMS: float64(connect.Microseconds()) / 1000, Errors: errs, FirstErr: firstErr}
+	if len(lat) > 0 {
+		q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
+		s.P50US, s.P99US, s.MaxUS = q(0.50), q(0.99), q(1)
+	}
+	b, _ := json.Marshal(s)
+	say("result " + string(b))
+	return nil
+}
+
+// stream reads one SSE stream until `event: end`. subscribed is called
+// after the first frame (the server subscribes before sending it); onEvent
+// for every "bench" event with its sequence number and append time.
+func stream(client *http.Client, url string, subscribed func(), onEvent func(seq, sentNS int64)) error {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("status %d: %s", resp.StatusCode, b)
+	}
+	r := bufio.NewReaderSize(resp.Body, 16<<10)
+	var event, data string
+	first := true
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return fmt.Errorf("stream ended before event: end: %w", err)
+		}
+		line = strings.TrimSuffix(line, "\n")
+		if line != "" {
+			k, v, _ := strings.Cut(line, ":")
+			v = strings.TrimPrefix(v, " ")
+			switch k {
+			case "event":
+				event = v
+			case "data":
+				data = v
+			}
+			continue
+		}
+		if first {
+			first = false
+			subscribed()
+		}
+		switch event {
+		case "end":
+			return nil
+		case "error":
+			return fmt.Errorf("server: %s", data)
+		case "bench":
+			var e struct {
+				Seq  int64 `json:"seq"`
+				Data struct {
+					T int64 `json:"t"`
+				} `json:"data"`
+			}
+			if err := json.Unmarshal([]byte(data), &e); err != nil {
+				return fmt.Errorf("event data %q: %w", data, err)
+			}
+			onEvent(e.Seq, e.Data.T)
+		}
+		event, data = "", ""
+	}
+}
+
+// rssKiB reads a field (VmRSS, VmHWM) of /proc/self/status in KiB.
+func rssKiB(field string) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// raiseFileLimit lifts the soft open-file limit to the hard one (each
+// subscriber is a socket on both sides).
+func raiseFileLimit() {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) == nil && l.Cur < l.Max {
+		l.Cur = l.Max
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+	}
+}
+
+func ms(us float64) string {
+	if us < 10_000 {
+		return fmt.Sprintf("%.2f ms", us/1000)
+	}
+	return fmt.Sprintf("%.0f ms", us/1000)
+}
+
+func mib(kib int64) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
