@@ -34,6 +34,10 @@ type ConnectOptions struct {
 	OptOutNotifications []protocol.Notification
 	// TakeControl moves the controller lease to this connection.
 	TakeControl bool
+	// Passive registers a controller without claiming the lease (an
+	// implicit HTTP event stream); it claims a free lease with its first
+	// message.
+	Passive bool
 	// Local marks the stdio connection: its lease never expires
 	// (lease_expires_at is null) and registering it publishes nothing.
 	Local bool
@@ -132,7 +136,7 @@ func (r *Runtime) Connect(o ConnectOptions) (*Conn, error) {
 			return nil, refuse(CodeBadRequest, protocol.ErrorProtocol, fmt.Sprintf("viewer headless connections cannot negotiate %s requests", t))
 		}
 	}
-	if c.role == protocol.RoleController {
+	if c.role == protocol.RoleController && !o.Passive {
 		switch {
 		case r.controller == "" || o.TakeControl:
 			r.controller = id

@@ -1,0 +1,455 @@
+package httpattach_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/llm/replay"
+	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/runtime"
+	"github.com/maestro-run/maestro/internal/sandbox"
+	"github.com/maestro-run/maestro/internal/session"
+	"github.com/maestro-run/maestro/internal/tool"
+	httpattach "github.com/maestro-run/maestro/internal/transport/http"
+	"github.com/maestro-run/maestro/internal/utility"
+	"github.com/maestro-run/maestro/internal/workspace"
+)
+
+// validator is built once per test binary (building it is slow).
+var validator = sync.OnceValues(protocol.NewValidator)
+
+func mustValidator(t testing.TB) *protocol.Validator {
+	t.Helper()
+	v, err := validator()
+	if err != nil {
+		t.Fatalf("build protocol validator: %v", err)
+	}
+	return v
+}
+
+// options configure a test server.
+type options struct {
+	// scenario is a replay scenario in testdata/scenarios (default: one
+	// frame answering "ok").
+	scenario string
+	// approval is the runtimes' initial approval mode (default auto).
+	approval protocol.ApprovalMode
+	// cfg is copied into the handler's Config (Sessions is set here).
+	cfg httpattach.Config
+	// workspace is the workspace directory (default a fresh one).
+	workspace string
+	// bufferFrames overrides the runtime ring (default the request's).
+	bufferFrames int
+	// now is the runtimes' clock.
+	now func() time.Time
+}
+
+// server is an httptest server running the handler over real runtimes
+// (replay provider, real tools and utilities in a temporary workspace).
+type server struct {
+	t         testing.TB
+	srv       *httptest.Server
+	h         *httpattach.Handler
+	sessions  *httpattach.SessionMap
+	workspace string
+	token     string
+}
+
+const defaultScenario = `schemaVersion: evalops.maestro.scripted-scenario.v1
+id: ok
+description: Answers ok.
+metadata: {recordedAt: "2026-01-01T00:00:00Z", toolsExpected: []}
+frames:
+  - index: 0
+    statements:
+      - {kind: text, text: ok}
+      - {kind: end, reason: complete}
+`
+
+func newServer(t testing.TB, o options) *server {
+	t.Helper()
+	v := mustValidator(t)
+	if o.workspace == "" {
+		o.workspace = t.TempDir()
+	}
+	if o.approval == "" {
+		o.approval = protocol.ApprovalAuto
+	}
+	var scen *replay.Scenario
+	var err error
+	if o.scenario == "" {
+		scen, err = replay.Parse([]byte(defaultScenario), "default.yaml")
+	} else {
+		scen, err = replay.Load(filepath.Join("testdata", "scenarios", o.scenario+".yaml"))
+	}
+	if err != nil {
+		t.Fatalf("load scenario: %v", err)
+	}
+	root, err := workspace.Open(o.workspace)
+	if err != nil {
+		t.Fatalf("open workspace: %v", err)
+	}
+	t.Cleanup(func() { root.Close() })
+	sb, err := sandbox.New(context.Background(), sandbox.Config{Mode: sandbox.ModeOff})
+	if err != nil {
+		t.Fatalf("sandbox: %v", err)
+	}
+	tools := tool.NewSet(tool.NewRead(root), tool.NewWrite(root), tool.NewEdit(root),
+		tool.NewGlob(root), tool.NewGrep(root), tool.NewBash(sb, root.Dir(), tool.BashOptions{}))
+	store := session.NewStore(t.TempDir())
+	var logs []*session.Session
+	var logsMu sync.Mutex
+	newRuntime := func(_ context.Context, req httpattach.CreateRequest) (*runtime.Runtime, string, error) {
+		provider := llm.Provider(replay.New(scen))
+		sess, err := store.Create(session.Meta{Workspace: root.Dir(), Provider: provider.Name(), Model: provider.Model(), ExecutorType: protocol.ExecutorReplay})
+		if err != nil {
+			return nil, "", err
+		}
+		logsMu.Lock()
+		logs = append(logs, sess)
+		logsMu.Unlock()
+		mode := o.approval
+		if req.ApprovalMode != "" {
+			mode = req.ApprovalMode
+		}
+		frames := req.ReplayRing
+		if o.bufferFrames > 0 {
+			frames = o.bufferFrames
+		}
+		rt, err := runtime.New(runtime.Config{
+			Provider:     provider,
+			Executor:     protocol.ExecutorReplay,
+			Tools:        func(context.Context) (*tool.Set, error) { return tools, nil },
+			Log:          sess,
+			SessionID:    sess.ID(),
+			Cwd:          root.Dir(),
+			Home:         root.Dir(),
+			System:       "You are a test.",
+			ApprovalMode: mode,
+			BufferFrames: frames,
+			Validate:     v.ValidateServerFrame,
+			Now:          o.now,
+			Utilities: func(emit func(protocol.Message)) runtime.Utilities {
+				return utility.New(utility.Config{Root: root, Emit: emit})
+			},
+		})
+		return rt, sess.ID(), err
+	}
+	sessions := httpattach.NewSessionMap(newRuntime)
+	cfg := o.cfg
+	cfg.Sessions = sessions
+	h := httpattach.NewHandler(cfg)
+	srv := httptest.NewServer(h)
+	s := &server{t: t, srv: srv, h: h, sessions: sessions, workspace: root.Dir(), token: cfg.Token}
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		sessions.Close()
+		srv.Close()
+		h.Close()
+		logsMu.Lock()
+		defer logsMu.Unlock()
+		for _, l := range logs {
+			l.Close()
+		}
+	})
+	return s
+}
+
+// hdr is a set of request headers.
+type hdr map[string]string
+
+// call sends a request and decodes the JSON answer into out (when not
+// nil); it returns the status and the raw body.
+func (s *server) call(method, path string, body any, h hdr, out any) (int, []byte) {
+	s.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			s.t.Fatalf("encode body: %v", err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, s.srv.URL+path, rd)
+	if err != nil {
+		s.t.Fatalf("new request: %v", err)
+	}
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	resp, err := s.srv.Client().Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.t.Fatalf("read %s %s: %v", method, path, err)
+	}
+	if out != nil && resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(data, out); err != nil {
+			s.t.Fatalf("decode %s %s answer %s: %v", method, path, data, err)
+		}
+	}
+	return resp.StatusCode, data
+}
+
+// errBody is an error answer.
+type errBody struct {
+	Error     string `json:"error"`
+	ErrorType string `json:"error_type"`
+	Code      string `json:"code"`
+}
+
+// wantError checks an error answer's status, code and text.
+func wantError(t testing.TB, status int, body []byte, wantStatus int, wantCode, wantText string) {
+	t.Helper()
+	var e errBody
+	if err := json.Unmarshal(body, &e); err != nil {
+		t.Fatalf("error body %q is not JSON: %v", body, err)
+	}
+	if status != wantStatus || e.Code != wantCode || e.ErrorType != wantCode || e.Error != wantText {
+		t.Fatalf("got %d %+v, want %d {error:%q error_type/code:%q}", status, e, wantStatus, wantText, wantCode)
+	}
+}
+
+// createSession creates a session and returns its id.
+func (s *server) createSession(body map[string]any) string {
+	s.t.Helper()
+	var snap struct {
+		SessionID string `json:"session_id"`
+	}
+	st, data := s.call("POST", "/api/headless/sessions", body, nil, &snap)
+	if st != 200 || snap.SessionID == "" {
+		s.t.Fatalf("create session: %d %s", st, data)
+	}
+	return snap.SessionID
+}
+
+// subSnap is a subscription snapshot.
+type subSnap struct {
+	ConnectionID             string          `json:"connection_id"`
+	SubscriptionID           string          `json:"subscription_id"`
+	Role                     string          `json:"role"`
+	ControllerLeaseGranted   bool            `json:"controller_lease_granted"`
+	ControllerSubscriptionID *string         `json:"controller_subscription_id"`
+	ControllerConnectionID   *string         `json:"controller_connection_id"`
+	LeaseExpiresAt           *string         `json:"lease_expires_at"`
+	HeartbeatIntervalMS      int64           `json:"heartbeat_interval_ms"`
+	Snapshot                 json.RawMessage `json:"snapshot"`
+}
+
+// subscribe makes an explicit subscription.
+func (s *server) subscribe(id string, body map[string]any) subSnap {
+	s.t.Helper()
+	var out subSnap
+	st, data := s.call("POST", "/api/headless/sessions/"+id+"/subscribe", body, nil, &out)
+	if st != 200 {
+		s.t.Fatalf("subscribe %v: %d %s", body, st, data)
+	}
+	if err := mustValidator(s.t).ValidateSnapshot(out.Snapshot); err != nil {
+		s.t.Errorf("subscription snapshot does not validate: %v", err)
+	}
+	return out
+}
+
+// send posts a protocol message as the subscription.
+func (s *server) send(id, subID string, msg string) (int, []byte) {
+	s.t.Helper()
+	h := hdr{}
+	if subID != "" {
+		h["x-maestro-headless-subscriber-id"] = subID
+	}
+	return s.call("POST", "/api/headless/sessions/"+id+"/messages", msg, h, nil)
+}
+
+// mustSend posts a message and requires 200.
+func (s *server) mustSend(id, subID, msg string) {
+	s.t.Helper()
+	if st, data := s.send(id, subID, msg); st != 200 {
+		s.t.Fatalf("send %s: %d %s", msg, st, data)
+	}
+}
+
+// envelope is one decoded SSE envelope.
+type envelope struct {
+	Type     string          `json:"type"`
+	Cursor   int64           `json:"cursor"`
+	Reason   string          `json:"reason"`
+	Message  json.RawMessage `json:"message"`
+	Snapshot json.RawMessage `json:"snapshot"`
+	raw      string
+}
+
+// msgType is the type of a message envelope's message.
+func (e envelope) msgType() string {
+	var m struct {
+		Type string `json:"type"`
+	}
+	json.Unmarshal(e.Message, &m)
+	return m.Type
+}
+
+// snapCursor is the cursor of a snapshot or reset envelope's snapshot.
+func (e envelope) snapCursor() int64 {
+	var s struct {
+		Cursor int64 `json:"cursor"`
+	}
+	json.Unmarshal(e.Snapshot, &s)
+	return s.Cursor
+}
+
+// sse is a client of one event stream; every envelope it reads is
+// validated against the protocol's schemas.
+type sse struct {
+	t      testing.TB
+	resp   *http.Response
+	cancel context.CancelFunc
+	ch     chan envelope
+	errs   chan error
+}
+
+// open starts an event stream; query is appended to the URL.
+func (s *server) open(id, query string, h hdr) *sse {
+	s.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	url := s.srv.URL + "/api/headless/sessions/" + id + "/events"
+	if query != "" {
+		url += "?" + query
+	}
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	resp, err := s.srv.Client().Do(req)
+	if err != nil {
+		cancel()
+		s.t.Fatalf("open events: %v", err)
+	}
+	if resp.StatusCode != 200 {
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		s.t.Fatalf("open events: %d %s", resp.StatusCode, data)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		s.t.Errorf("Content-Type %q, want text/event-stream", ct)
+	}
+	st := &sse{t: s.t, resp: resp, cancel: cancel, ch: make(chan envelope, 4096), errs: make(chan error, 1)}
+	v := mustValidator(s.t)
+	go func() {
+		defer close(st.ch)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			if line == "" {
+				continue
+			}
+			data, ok := strings.CutPrefix(line, "data: ")
+			if !ok {
+				st.errs <- &frameError{"SSE line is not a data line: " + line}
+				return
+			}
+			if err := v.ValidateEnvelope([]byte(data)); err != nil {
+				st.errs <- &frameError{"envelope does not validate: " + data + ": " + err.Error()}
+				return
+			}
+			if _, err := protocol.DecodeEnvelope([]byte(data)); err != nil {
+				st.errs <- &frameError{"envelope does not decode strictly: " + data + ": " + err.Error()}
+				return
+			}
+			var e envelope
+			json.Unmarshal([]byte(data), &e)
+			e.raw = data
+			st.ch <- e
+		}
+	}()
+	s.t.Cleanup(st.close)
+	return st
+}
+
+type frameError struct{ msg string }
+
+func (e *frameError) Error() string { return e.msg }
+
+func (st *sse) close() {
+	st.cancel()
+	st.resp.Body.Close()
+}
+
+// next returns the next envelope, failing after a timeout.
+func (st *sse) next() envelope {
+	st.t.Helper()
+	select {
+	case e, ok := <-st.ch:
+		if !ok {
+			select {
+			case err := <-st.errs:
+				st.t.Fatalf("event stream: %v", err)
+			default:
+			}
+			st.t.Fatalf("event stream ended")
+		}
+		return e
+	case err := <-st.errs:
+		st.t.Fatalf("event stream: %v", err)
+	case <-time.After(20 * time.Second):
+		st.t.Fatalf("timed out waiting for an envelope")
+	}
+	return envelope{}
+}
+
+// until reads envelopes until a message of type typ and returns all of
+// them, that one last.
+func (st *sse) until(typ string) []envelope {
+	st.t.Helper()
+	var out []envelope
+	for {
+		e := st.next()
+		out = append(out, e)
+		if e.Type == "message" && e.msgType() == typ {
+			return out
+		}
+	}
+}
+
+// ended waits for the stream to end.
+func (st *sse) ended() {
+	st.t.Helper()
+	for {
+		select {
+		case _, ok := <-st.ch:
+			if !ok {
+				return
+			}
+		case err := <-st.errs:
+			st.t.Fatalf("event stream: %v", err)
+		case <-time.After(20 * time.Second):
+			st.t.Fatalf("timed out waiting for the stream to end")
+		}
+	}
+}

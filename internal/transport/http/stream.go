@@ -1,0 +1,303 @@
+package httpattach
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/runtime"
+)
+
+// events serves GET …/events: an SSE stream of envelopes (contract §12).
+//
+// With subscriptionId (query or subscriber header) it attaches that
+// explicit subscription: frames queued since /subscribe come first and
+// ?cursor= is ignored. Without, it is an implicit stream on its own
+// subscription (of the connection header's connection, else of a new
+// connection with the role header's role): its first envelope is a
+// snapshot, or with ?cursor=N the buffered messages after N, or
+// reset{replay_gap} when N is older than the ring. After MarkRestored
+// every new stream starts with reset{restored_from_snapshot}.
+func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
+	if !h.ready(w) {
+		return
+	}
+	s, e := h.lookup(r.PathValue("id"))
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	q := r.URL.Query()
+	optOut, e := parseOptOut(q.Get("optOutNotifications"))
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	subID := q.Get("subscriptionId")
+	if subID == "" {
+		subID = header(r, subscriptionHeaders)
+	}
+	var (
+		sub   *subscription
+		first []byte // the first envelope, if any
+	)
+	if subID != "" {
+		var ok bool
+		if sub, ok = s.get(subID); !ok {
+			writeError(w, notFound(CodeNotFound, msgSubscriberNotFound))
+			return
+		}
+		if s.restored.Load() {
+			first = s.envelope(protocol.ResetEnvelope{Reason: protocol.ResetRestoredFromSnapshot, Snapshot: s.fill(sub.sub.Resync())})
+		}
+	} else {
+		if sub, first, e = s.implicit(r, optOut); e != nil {
+			writeError(w, e)
+			return
+		}
+	}
+	kick := s.attach(sub)
+	defer s.detach(sub)
+
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("Connection", "keep-alive")
+	hd.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	st := &stream{h: h, s: s, sub: sub, w: w, rc: http.NewResponseController(w)}
+	if first != nil {
+		if !st.write(first) {
+			return
+		}
+	}
+	if !st.flush() {
+		return
+	}
+	ticks, stopTicker := h.cfg.NewTicker(h.cfg.Heartbeat)
+	defer stopTicker()
+	defer st.rc.SetWriteDeadline(time.Time{})
+	for {
+		if !st.drain() {
+			return
+		}
+		select {
+		case <-sub.sub.Wait():
+		case <-ticks:
+			if sub.sub.OptsOut(protocol.NotifyHeartbeat) {
+				continue
+			}
+			if !st.write(heartbeatEnvelope(s.rt.Cursor())) || !st.flush() {
+				return
+			}
+		case <-kick:
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// implicit makes the subscription of an implicit stream and its first
+// envelope.
+func (s *session) implicit(r *http.Request, optOut []protocol.Notification) (*subscription, []byte, *Error) {
+	h := s.h
+	var cursor *int64
+	if raw := r.URL.Query().Get("cursor"); raw != "" {
+		n, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil {
+			return nil, nil, badRequest("query.cursor must be an integer, got %q", raw)
+		}
+		cursor = &n
+	}
+	var c *runtime.Conn
+	owns := false
+	if id := header(r, connectionHeaders); id != "" {
+		var ok bool
+		if c, ok = s.rt.Conn(id); !ok {
+			return nil, nil, notFound(CodeStaleConnection, msgConnectionNotFound)
+		}
+	} else {
+		var err error
+		c, err = s.rt.Connect(runtime.ConnectOptions{Role: headerRole(r), Passive: true})
+		if err != nil {
+			return nil, nil, asError(err, http.StatusForbidden)
+		}
+		owns = true
+	}
+	opts := runtime.SubscribeOptions{From: runtime.FromNow, MaxBacklog: h.cfg.MaxBacklog, OptOut: optOut}
+	var envs [][]byte
+	if s.restored.Load() {
+		// Made below, once the subscription exists, so that it is
+		// consistent with what follows.
+		envs = append(envs, nil)
+	}
+	gap := false
+	if cursor != nil {
+		opts.From, opts.Cursor = runtime.FromCursor, *cursor
+	}
+	rs, err := c.Subscribe(opts)
+	if errors.Is(err, runtime.ErrReplayGap) {
+		gap = true
+		opts.From = runtime.FromNow
+		rs, err = c.Subscribe(opts)
+	}
+	if err != nil {
+		if owns {
+			c.Close()
+		}
+		return nil, nil, asError(err, http.StatusServiceUnavailable)
+	}
+	switch {
+	case len(envs) > 0 && cursor != nil && !gap:
+		// Restored, resuming: the reset first, then the replay.
+		envs[0] = s.envelope(protocol.ResetEnvelope{Reason: protocol.ResetRestoredFromSnapshot, Snapshot: s.snapshot()})
+	case len(envs) > 0:
+		envs[0] = s.envelope(protocol.ResetEnvelope{Reason: protocol.ResetRestoredFromSnapshot, Snapshot: s.fill(rs.Resync())})
+	case gap:
+		envs = append(envs, s.envelope(protocol.ResetEnvelope{Reason: protocol.ResetReplayGap, Snapshot: s.fill(rs.Resync())}))
+	case cursor == nil:
+		envs = append(envs, s.envelope(protocol.SnapshotEnvelope{Snapshot: s.fill(rs.Resync())}))
+	}
+	sub := &subscription{id: newID("sub", h.cfg.Now()), conn: c, sub: rs, role: c.Role(), optOut: optOut, ownsConn: owns}
+	s.add(sub)
+	var first []byte
+	if len(envs) > 0 {
+		first = envs[0]
+	}
+	return sub, first, nil
+}
+
+// attach marks the subscription read by a stream, ending the stream that
+// read it before; it returns the channel that ends this one.
+func (s *session) attach(sub *subscription) <-chan struct{} {
+	s.mu.Lock()
+	if sub.attached {
+		close(sub.kick)
+		sub.kick = make(chan struct{})
+	}
+	sub.attached = true
+	kick := sub.kick
+	s.mu.Unlock()
+	sub.sub.SetAttached(true)
+	return kick
+}
+
+// detach ends a stream: an implicit subscription (and the connection made
+// for it) goes away; an explicit one waits for the next stream, or the
+// idle sweep.
+func (s *session) detach(sub *subscription) {
+	if !sub.explicit {
+		s.remove(sub, sub.ownsConn)
+		return
+	}
+	s.mu.Lock()
+	sub.attached = false
+	sub.detachedAt = s.h.cfg.Now()
+	s.mu.Unlock()
+	sub.sub.SetAttached(false)
+}
+
+// envelope encodes an envelope the transport makes itself.
+func (s *session) envelope(m protocol.Message) []byte {
+	data, err := protocol.Marshal(m)
+	if err != nil {
+		s.h.log.Error("encode SSE envelope", "type", m.MessageType(), "err", err)
+		return nil
+	}
+	return data
+}
+
+func heartbeatEnvelope(cursor int64) []byte {
+	b := append(make([]byte, 0, 48), `{"type":"heartbeat","cursor":`...)
+	b = strconv.AppendInt(b, cursor, 10)
+	return append(b, '}')
+}
+
+// stream writes envelopes to one SSE response.
+type stream struct {
+	h   *Handler
+	s   *session
+	sub *subscription
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	buf []byte
+}
+
+// drainBatch is how many frames are written between flushes.
+const drainBatch = 64
+
+// drain writes every frame ready now; it reports false when the stream
+// is over (runtime closed, subscription closed, client gone).
+func (st *stream) drain() bool {
+	n := 0
+	for {
+		f, ok, err := st.sub.sub.TryNext()
+		switch {
+		case errors.Is(err, runtime.ErrLagged):
+			snap := st.s.fill(st.sub.sub.Resync())
+			if !st.write(st.s.envelope(protocol.ResetEnvelope{Reason: protocol.ResetLagged, Snapshot: snap})) {
+				return false
+			}
+			n++
+			continue
+		case errors.Is(err, io.EOF):
+			st.flush()
+			return false
+		case err != nil:
+			st.flush()
+			return false
+		case !ok:
+			if n > 0 {
+				return st.flush()
+			}
+			return true
+		}
+		if !st.writeFrame(f) {
+			return false
+		}
+		if n++; n%drainBatch == 0 && !st.flush() {
+			return false
+		}
+	}
+}
+
+// messageEnvelope appends {"type":"message","cursor":N,"message":…} to
+// dst without re-encoding the frame.
+func messageEnvelope(dst []byte, f runtime.Frame) []byte {
+	dst = append(dst, `{"type":"message","cursor":`...)
+	dst = strconv.AppendInt(dst, f.Cursor, 10)
+	dst = append(dst, `,"message":`...)
+	dst = append(dst, f.Data...)
+	return append(dst, '}')
+}
+
+// write sends one "data: <envelope>\n\n" frame under the write deadline.
+func (st *stream) write(env []byte) bool {
+	if env == nil {
+		return true
+	}
+	return st.send(append(append(append(st.buf[:0], "data: "...), env...), '\n', '\n'))
+}
+
+// writeFrame sends a message envelope.
+func (st *stream) writeFrame(f runtime.Frame) bool {
+	return st.send(append(messageEnvelope(append(st.buf[:0], "data: "...), f), '\n', '\n'))
+}
+
+func (st *stream) send(frame []byte) bool {
+	st.buf = frame[:0]
+	_ = st.rc.SetWriteDeadline(time.Now().Add(st.h.cfg.WriteTimeout))
+	_, err := st.w.Write(frame)
+	return err == nil
+}
+
+func (st *stream) flush() bool {
+	if err := st.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return false
+	}
+	return true
+}
