@@ -85,6 +85,9 @@ type Config struct {
 	Sink agent.Sink
 	// Events receives the run events; nil discards them.
 	Events EventSink
+	// Agents runs the movements that name an agent CLI (`agent:`); nil
+	// makes such a movement fail the run with ErrAgentCLI.
+	Agents AgentRunner
 
 	// ContextWindow overrides the model's context window (0 = the model
 	// catalogue's; unknown means no context pressure).
@@ -206,8 +209,9 @@ var (
 	// ErrNeedsAnswer: Resume of a run waiting for the user, without an
 	// answer.
 	ErrNeedsAnswer = errors.New("the run is waiting for an answer")
-	// ErrAgentCLI: a movement names an external agent CLI.
-	ErrAgentCLI = errors.New("agent CLIs are not available yet")
+	// ErrAgentCLI: a movement names an agent CLI that cannot run (no
+	// Config.Agents, unknown adapter, binary not installed).
+	ErrAgentCLI = errors.New("agent CLI unavailable")
 )
 
 // StartOptions are optional inputs of Start.

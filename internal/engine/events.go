@@ -95,6 +95,8 @@ type MovementStarted struct {
 	Revisits int `json:"revisits,omitempty"`
 	// Tools are the tools offered to the model, control tools included.
 	Tools []string `json:"tools"`
+	// Agent is the agent CLI the movement runs on (empty: Maestro's loop).
+	Agent string `json:"agent,omitempty"`
 }
 
 // OmittedTool is an allowed_tools entry the movement could not be offered.
@@ -289,6 +291,9 @@ func (e MovementStarted) Describe() string {
 	}
 	if e.Revisits > 0 {
 		s += fmt.Sprintf(", revisit %d", e.Revisits)
+	}
+	if e.Agent != "" {
+		s += " on agent CLI " + e.Agent
 	}
 	return s
 }

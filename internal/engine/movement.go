@@ -28,7 +28,7 @@ func (r *run) runMovement(ctx context.Context) (*decision, error) {
 		return nil, fmt.Errorf("movement %q is not in piece %s", st.Movement, r.p.Name)
 	}
 	if m.Agent != "" {
-		return nil, fmt.Errorf("%w: movement %s names the agent CLI %q; this build runs movements with Maestro's own agent loop only", ErrAgentCLI, m.Name, m.Agent)
+		return r.runAgentMovement(ctx, m)
 	}
 	ctl := &movementCtl{}
 	tools, omitted := r.movementTools(m, ctl)
