@@ -250,7 +250,7 @@ func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 	events := sessionEvents{pr.sess}
 	ecfg := engine.Config{
 		Provider: pr.provider, Workspace: pr.root, Sandbox: pr.sb, Library: lib,
-		Sink: pr.sink, Events: events,
+		Sink: pr.sink, Events: events, Agents: agentMovements(io, pr.o.Model),
 		MaxIterations: firstPositive(pr.o.MaxIterations, pr.cfg.MaxIterations),
 		Thinking:      llm.ThinkingLevel(pr.o.Thinking),
 	}
