@@ -36,7 +36,8 @@ type ConnectOptions struct {
 	TakeControl bool
 	// Passive registers a controller without claiming the lease (an
 	// implicit HTTP event stream); it claims a free lease with its first
-	// message.
+	// message. A passive connection's arrival and departure publish no
+	// connection_info.
 	Passive bool
 	// Local marks the stdio connection: its lease never expires
 	// (lease_expires_at is null) and registering it publishes nothing.
@@ -49,6 +50,7 @@ type Conn struct {
 	r               *Runtime
 	id              string
 	local           bool
+	passive         bool
 	role            protocol.Role // "" until hello on stdio
 	helloSeen       bool
 	protocolVersion string
@@ -125,7 +127,7 @@ func (r *Runtime) Connect(o ConnectOptions) (*Conn, error) {
 		r.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s", ErrDuplicateConnection, id)
 	}
-	c := &Conn{r: r, id: id, local: o.Local, role: o.Role, protocolVersion: o.ProtocolVersion,
+	c := &Conn{r: r, id: id, local: o.Local, passive: o.Passive, role: o.Role, protocolVersion: o.ProtocolVersion,
 		clientInfo: o.ClientInfo, caps: o.Capabilities, lastSeen: r.now()}
 	if !o.Local && c.role == "" {
 		c.role = protocol.RoleController
@@ -153,11 +155,12 @@ func (r *Runtime) Connect(o ConnectOptions) (*Conn, error) {
 	r.conns[id] = c
 	r.connOrder = append(r.connOrder, c)
 	var info protocol.ConnectionInfo
-	if !o.Local {
+	quiet := o.Local || o.Passive
+	if !quiet {
 		info = r.connectionInfoLocked(c)
 	}
 	r.mu.Unlock()
-	if !o.Local {
+	if !quiet {
 		r.publish(info, "")
 	}
 	return c, nil
@@ -181,11 +184,13 @@ func (c *Conn) Close() {
 	c.closed = true
 	delete(r.conns, c.id)
 	r.connOrder = slices.DeleteFunc(r.connOrder, func(x *Conn) bool { return x == c })
-	if r.controller == c.id {
+	held := r.controller == c.id
+	if held {
 		r.controller = ""
 	}
 	util := r.util
-	local := c.local
+	// A passive connection leaves quietly unless it held the lease.
+	local := c.local || (c.passive && !held)
 	var info protocol.ConnectionInfo
 	if !local {
 		info = r.connectionInfoLocked(c)
