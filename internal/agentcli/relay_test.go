@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 
 	"github.com/maestro-run/maestro/internal/protocol"
 )
@@ -321,15 +322,21 @@ func TestRelayInterrupt(t *testing.T) {
 	}
 }
 
-// processAlive reports whether pid runs (a zombie waiting to be reaped
-// does not).
+// processAlive reports whether pid still runs 500 ms from now: a process
+// the interrupt signalled may need a moment to finish exiting. It waits on
+// a pidfd (readable once the process has terminated), not by polling.
 func processAlive(pid int) bool {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
-		return false
+		return false // already gone
 	}
-	// The state follows the command name in parentheses.
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 500)
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil && n == 0
+	}
 }

@@ -1,0 +1,248 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/maestro-run/maestro/internal/agentcli"
+	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/protocol"
+)
+
+// AgentCLI runs a headless session's prompts on an agent CLI (Claude
+// Code, Codex, …; internal/agentcli) instead of Maestro's own agent loop.
+// Wire it with Config.Turn = a.Turn and Config.Provider = a.Provider().
+//
+// Each prompt starts the CLI once through the executor; its parsed events
+// are published as the same protocol messages the own loop emits
+// (response_start/chunk/end with usage, tool_call/start/output/end,
+// status, error). The CLI's session id is kept and resumed at the next
+// prompt. An interrupt cancels the run: the executor SIGTERMs the CLI's
+// process group and SIGKILLs it after its grace period (1 s by default).
+// Failures are published as errors whose message starts with the
+// agentcli category ("auth_expired: …").
+//
+// When the CLI can relay permission prompts over stdio (Claude Code), its
+// tool permission requests become approval server requests, decided by the
+// approval mode as for the own loop: auto allows, fail denies, prompt asks
+// the client (timeout: denied).
+type AgentCLI struct {
+	// Executor runs the CLI (its Permission field is set per prompt).
+	Executor *agentcli.Executor
+	// Dir is the CLI's working directory.
+	Dir string
+	// Model is passed to the CLI verbatim ("" keeps its default).
+	Model string
+	// Permission is the run's permission level; the relay is used only at
+	// the default level.
+	Permission agentcli.Permission
+	// SessionID is the CLI session the first prompt resumes ("" starts a
+	// new one).
+	SessionID string
+
+	mu         sync.Mutex
+	session    string
+	started    bool
+	announced  string
+	transcript strings.Builder
+}
+
+// Session returns the CLI session the next prompt resumes.
+func (a *AgentCLI) Session() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.started {
+		return a.SessionID
+	}
+	return a.session
+}
+
+// Provider describes the CLI for ready (provider = the adapter id, model =
+// Model or "default"). It cannot stream: prompts go through Turn.
+func (a *AgentCLI) Provider() llm.Provider {
+	m := a.Model
+	if m == "" {
+		m = "default"
+	}
+	return cliProvider{id: a.Executor.Def.ID, model: m}
+}
+
+type cliProvider struct{ id, model string }
+
+func (p cliProvider) Name() string  { return p.id }
+func (p cliProvider) Model() string { return p.model }
+func (p cliProvider) Stream(context.Context, *llm.Request) iter.Seq2[llm.Event, error] {
+	return func(yield func(llm.Event, error) bool) {
+		yield(llm.Event{}, fmt.Errorf("agent CLI %s: prompts run through the CLI, not a model call", p.id))
+	}
+}
+
+// Turn runs one prompt on the CLI (a TurnFunc).
+func (a *AgentCLI) Turn(ctx context.Context, t *Turn, m protocol.Prompt) error {
+	r := t.r
+	def := a.Executor.Def
+	prompt, images := a.attachments(r, m)
+
+	r.mu.Lock()
+	var system string
+	if r.sysBase != nil {
+		system = *r.sysBase
+	}
+	for _, s := range r.sysAppends {
+		if system != "" {
+			system += "\n\n"
+		}
+		system += s
+	}
+	r.mu.Unlock()
+
+	a.mu.Lock()
+	if !a.started {
+		a.started, a.session = true, a.SessionID
+	}
+	inv := agentcli.Invocation{Prompt: prompt, SessionID: a.session, Model: a.Model, Dir: a.Dir,
+		Images: images, SystemPrompt: system, Permission: a.Permission}
+	transcript := a.transcript.String()
+	a.mu.Unlock()
+
+	x := *a.Executor
+	x.Permission = nil
+	if a.Permission == agentcli.PermissionDefault && agentcli.RelaySupported(def) {
+		x.Permission = a.permission(t)
+	}
+	r.logMessage(llm.UserText(m.Content))
+	raw := r.anyRawEvents()
+	res, err := x.Run(ctx, agentcli.Request{Invocation: inv, Transcript: transcript}, func(ev agentcli.Event) {
+		if raw && len(ev.Raw) > 0 && json.Valid(ev.Raw) {
+			t.Publish(protocol.RawAgentEvent{EventType: def.ID, Event: json.RawMessage(ev.Raw)})
+		}
+		if ev.SessionID != "" {
+			a.announce(t, ev.SessionID)
+		}
+		for _, msg := range ev.Messages {
+			t.Publish(msg)
+		}
+	})
+	if res != nil {
+		a.mu.Lock()
+		if res.SessionID != "" {
+			a.session = res.SessionID
+		}
+		fmt.Fprintf(&a.transcript, "User: %s\n\n", m.Content)
+		if res.Result != nil && res.Result.Text != "" {
+			fmt.Fprintf(&a.transcript, "Assistant: %s\n\n", res.Result.Text)
+		}
+		a.mu.Unlock()
+		if res.Result != nil && res.Result.Text != "" {
+			r.logMessage(llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{llm.Text(res.Result.Text)}})
+		}
+		if res.Warning != "" {
+			t.Publish(protocol.Status{Message: res.Warning})
+		}
+	}
+	switch {
+	case errors.Is(err, agentcli.ErrInterrupted) || ctx.Err() != nil:
+		// As the own loop reports an interrupted run.
+		t.Publish(protocol.Error{Message: "Operation aborted: the run was interrupted", ErrorType: protocol.ErrorCancelled})
+		return nil
+	case err != nil:
+		return fmt.Errorf("agent CLI %s: %w", def.ID, err)
+	}
+	return nil
+}
+
+// announce publishes the CLI's session id once per id, so that a client
+// can resume it later (maestro headless --agent X --resume ID).
+func (a *AgentCLI) announce(t *Turn, id string) {
+	a.mu.Lock()
+	seen := a.announced == id
+	a.announced = id
+	a.mu.Unlock()
+	if !seen {
+		t.Publish(protocol.Status{Message: fmt.Sprintf("%s session %s", a.Executor.Def.Name, id)})
+	}
+}
+
+// attachments loads the prompt's attachments as the own loop does (same
+// limits and errors): text files are appended to the prompt, images are
+// passed to the CLI by path when it takes images.
+func (a *AgentCLI) attachments(r *Runtime, m protocol.Prompt) (string, []string) {
+	prompt := m.Content
+	var images []string
+	loaded := 0
+	for _, raw := range m.Attachments {
+		parts := r.loadAttachments([]string{raw})
+		if len(parts) == 0 {
+			continue
+		}
+		p := parts[0]
+		if p.Type == llm.PartImage {
+			if !a.Executor.Def.Capabilities.ImageInput {
+				r.publish(protocol.Error{Message: fmt.Sprintf("Unsupported attachment (%s takes no images): %s", a.Executor.Def.Name, raw), ErrorType: protocol.ErrorTool}, "")
+				continue
+			}
+			images = append(images, r.hostPath(raw))
+		} else {
+			prompt += "\n\n" + p.Text
+		}
+		loaded++
+	}
+	if loaded > 0 {
+		r.publish(protocol.Status{Message: fmt.Sprintf("Loaded %d attachment(s)", loaded)}, "")
+	}
+	return prompt, images
+}
+
+// hostPath resolves an attachment path as loadAttachments does.
+func (r *Runtime) hostPath(p string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		p = filepath.Join(r.cfg.Home, p[1:])
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(r.cfg.Cwd, p)
+	}
+	return p
+}
+
+// permission turns the CLI's permission requests into approval server
+// requests (contract §9), ids = the tool call's id.
+func (a *AgentCLI) permission(t *Turn) agentcli.PermissionFunc {
+	return func(ctx context.Context, req agentcli.PermissionRequest) (agentcli.PermissionDecision, error) {
+		switch t.r.approvalMode() {
+		case protocol.ApprovalAuto:
+			return agentcli.PermissionDecision{Allow: true}, nil
+		case protocol.ApprovalFail:
+			return agentcli.PermissionDecision{Message: "Denied by approval policy"}, nil
+		}
+		id := req.CallID
+		if id == "" {
+			id = req.RequestID
+		}
+		d := describe(req.Tool, req.Input)
+		if req.DisplayName != "" {
+			d.display = req.DisplayName
+		}
+		reason := req.Description
+		if reason == "" {
+			reason = "Requires approval"
+		}
+		if req.BlockedPath != "" {
+			reason += " (" + req.BlockedPath + " is outside the allowed directories)"
+		}
+		o, err := t.r.raise(ctx, t.run.id, protocol.ServerRequest{
+			RequestID: id, RequestType: protocol.RequestApproval, CallID: id, Tool: req.Tool,
+			DisplayName: d.display, SummaryLabel: d.summary, ActionDescription: d.action,
+			Args: req.Input, Reason: reason,
+		})
+		if err != nil {
+			return agentcli.PermissionDecision{}, err
+		}
+		return agentcli.PermissionDecision{Allow: o.approved, Message: o.reason}, nil
+	}
+}
