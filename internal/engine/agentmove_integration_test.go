@@ -1,0 +1,181 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/agentcli"
+	"github.com/maestro-run/maestro/internal/llm/llmtest"
+	"github.com/maestro-run/maestro/internal/llm/replay"
+	"github.com/maestro-run/maestro/internal/piece"
+	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/workspace"
+)
+
+// installedAgentCLI returns a CLI binary installed by
+// scripts/install-agent-clis.sh into .cache/agent-clis (or
+// $MAESTRO_AGENT_CLIS), or skips the test loudly — failing it under
+// CI=true, like the agentcli integration tier.
+func installedAgentCLI(t *testing.T, name string) string {
+	t.Helper()
+	dir := os.Getenv("MAESTRO_AGENT_CLIS")
+	if dir == "" {
+		d, err := filepath.Abs("../../.cache/agent-clis")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = d
+	}
+	bin := filepath.Join(dir, "bin", name)
+	if st, err := os.Stat(bin); err == nil && !st.IsDir() {
+		return bin
+	}
+	msg := fmt.Sprintf("AGENT CLI %q NOT INSTALLED at %s: run scripts/install-agent-clis.sh (agent movement integration test skipped)", name, bin)
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// TestIntegrationAgentMovementClaudeCode runs a two-movement piece on the
+// real Claude Code CLI against the fake model server (127.0.0.1, isolated
+// HOME): the first movement's result picks the second by its tag, the
+// second ends the run.
+func TestIntegrationAgentMovementClaudeCode(t *testing.T) {
+	t.Parallel()
+	bin := installedAgentCLI(t, "claude")
+	main := llmtest.New(
+		llmtest.Turn{Text: []string{"The notes are fine: apples, pears, plums.\n[NEXT:report]"}, InputTokens: 30, OutputTokens: 12},
+		llmtest.Turn{Text: []string{"Report: three fruits, all spelt right.\n[STATUS:success]"}, InputTokens: 40, OutputTokens: 9},
+	)
+	// Calls that offer no tools (titles, summaries) get an auxiliary
+	// answer so the main script stays in step.
+	aux := llmtest.New(llmtest.Turn{Text: []string{"Aux answer"}, InputTokens: 1, OutputTokens: 1})
+	aux.Loop = true
+	mainH, auxH := main.Handler(), aux.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var req map[string]any
+		_ = json.Unmarshal(body, &req)
+		if tools, _ := req["tools"].([]any); r.Method == http.MethodPost && len(tools) == 0 && !strings.Contains(r.URL.Path, "count_tokens") {
+			auxH.ServeHTTP(w, r)
+			return
+		}
+		mainH.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("apples\npears\nplums\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root, err := workspace.Open(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	reg, err := agentcli.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, ok := reg.Get("claude-code")
+	if !ok {
+		t.Fatal("no claude-code adapter")
+	}
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, "tmp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "TMPDIR=" + filepath.Join(home, "tmp"), "NO_COLOR=1",
+		"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=sk-fake"}
+	scen, err := replay.Load(filepath.Join("testdata", "agentmove", "complete.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := piece.Parse("claude-review.yaml", []byte(`name: claude-review
+description: Review and report, both on Claude Code.
+max_movements: 4
+initial_movement: review
+movements:
+  - name: review
+    agent: claude-code
+    edit: false
+    persona: You are a careful reviewer.
+    instruction: Review notes.txt.
+    allowed_tools: [Read]
+    rules:
+      - {condition: the notes are fine, next: report}
+  - name: report
+    agent: claude-code
+    edit: false
+    persona: You write reports.
+    instruction: Report the review's findings.
+    allowed_tools: [Read]
+    rules: []
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	e, err := New(Config{Provider: replay.New(scen), Workspace: root, RunDir: t.TempDir(), Sink: rec, Events: rec,
+		Agents: AgentRunnerFunc(func(context.Context, string) (*AgentCLI, error) {
+			return &AgentCLI{Executor: &agentcli.Executor{Def: def, Path: bin, Env: env, MaxAttempts: 1}}, nil
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Second)
+	defer cancel()
+	task := "Check the spelling in notes.txt."
+	out, err := e.Start(ctx, p, task, StartOptions{RunID: "run_claude"})
+	if err != nil {
+		t.Fatalf("Start: %v (outcome %+v)", err, out)
+	}
+	if out.Status != StatusSucceeded || out.Result != "Report: three fruits, all spelt right." || out.Movements != 2 {
+		t.Errorf("outcome %s %q after %d movements", out.Status, out.Result, out.Movements)
+	}
+	if out.Usage.InputTokens == 0 || out.Usage.OutputTokens == 0 {
+		t.Errorf("usage %+v: the CLI's usage was not accounted", out.Usage)
+	}
+	trs := all[Transition](rec)
+	if len(trs) != 1 || trs[0].To != "report" || trs[0].Summary != "The notes are fine: apples, pears, plums." {
+		t.Errorf("transitions %+v", trs)
+	}
+	reqs := main.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d main model calls, want 2", len(reqs))
+	}
+	// Movement 1's prompt: instruction, task, tags; movement 2 is briefed
+	// with movement 1's output.
+	for _, want := range []string{"Review notes.txt.", task, "[NEXT:report]"} {
+		if !bytes.Contains(reqs[0].Body, []byte(want)) {
+			t.Errorf("the first model call lacks %q", want)
+		}
+	}
+	if !bytes.Contains(reqs[1].Body, []byte("Handoff from review")) || !bytes.Contains(reqs[1].Body, []byte("The notes are fine: apples, pears, plums.")) {
+		t.Errorf("the second movement's model call lacks the handoff")
+	}
+	var chunks string
+	rec.mu.Lock()
+	for _, m := range rec.events {
+		if c, ok := m.(protocol.ResponseChunk); ok && !c.IsThinking {
+			chunks += c.Content
+		}
+	}
+	rec.mu.Unlock()
+	if !strings.Contains(chunks, "[NEXT:report]") || !strings.Contains(chunks, "[STATUS:success]") {
+		t.Errorf("the CLI's text did not stream into the sink: %q", chunks)
+	}
+}
