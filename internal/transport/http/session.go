@@ -78,15 +78,12 @@ func (h *Handler) bind(id string, rt *runtime.Runtime) *session {
 }
 
 // watch disposes a session whose runtime shut down (a shutdown message):
-// the runtime is closed, which ends its streams, and Sessions forgets it.
+// Sessions forgets it, then the runtime is closed, which ends its streams.
 func (h *Handler) watch(s *session) {
 	select {
 	case <-s.rt.Done():
 	case <-h.stop:
 		return
-	}
-	if err := s.rt.Close(); err != nil {
-		h.log.Warn("close headless runtime", "session", s.id, "err", err)
 	}
 	h.mu.Lock()
 	mine := h.sessions[s.id] == s
@@ -96,6 +93,9 @@ func (h *Handler) watch(s *session) {
 	h.mu.Unlock()
 	if rm, ok := h.cfg.Sessions.(SessionRemover); ok && mine {
 		rm.Remove(s.id)
+	}
+	if err := s.rt.Close(); err != nil {
+		h.log.Warn("close headless runtime", "session", s.id, "err", err)
 	}
 }
 

@@ -1,0 +1,142 @@
+package httpattach_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestRoutesAndErrors: every route's answer shape and the contract's
+// error texts (§11.4, §11.5).
+func TestRoutesAndErrors(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, options{})
+	v := mustValidator(t)
+	id := s.createSession(map[string]any{"protocolVersion": "2026-04-02", "clientInfo": map[string]any{"name": "test"}, "thinkingLevel": "off", "client": "generic"})
+
+	// /:id and /:id/state serve the same valid snapshot.
+	for _, p := range []string{"", "/state"} {
+		st, body := s.call("GET", "/api/headless/sessions/"+id+p, nil, nil, nil)
+		if st != 200 {
+			t.Fatalf("GET %s: %d %s", p, st, body)
+		}
+		if err := v.ValidateSnapshot(body); err != nil {
+			t.Errorf("GET %s: snapshot does not validate: %v\n%s", p, err, body)
+		}
+	}
+	// Re-attaching by sessionId returns the same session.
+	if again := s.createSession(map[string]any{"sessionId": id}); again != id {
+		t.Fatalf("attach by sessionId: %s, want %s", again, id)
+	}
+
+	// /connections registers; the answer carries the session and lease.
+	var conn struct {
+		ConnectionID           string          `json:"connection_id"`
+		SessionID              string          `json:"session_id"`
+		Role                   string          `json:"role"`
+		ControllerLeaseGranted bool            `json:"controller_lease_granted"`
+		HeartbeatIntervalMS    int64           `json:"heartbeat_interval_ms"`
+		Snapshot               json.RawMessage `json:"snapshot"`
+	}
+	if st, body := s.call("POST", "/api/headless/connections", map[string]any{"sessionId": id, "capabilities": map[string]any{"serverRequests": []string{"approval"}}}, nil, &conn); st != 200 {
+		t.Fatalf("connections: %d %s", st, body)
+	}
+	if conn.SessionID != id || conn.Role != "controller" || !conn.ControllerLeaseGranted || conn.HeartbeatIntervalMS != 15000 || !strings.HasPrefix(conn.ConnectionID, "conn_") {
+		t.Fatalf("connection snapshot: %+v", conn)
+	}
+	if err := v.ValidateSnapshot(conn.Snapshot); err != nil {
+		t.Errorf("connection snapshot's snapshot: %v", err)
+	}
+	// Subscribing on that connection keeps it; the role must match.
+	sub := s.subscribe(id, map[string]any{"connectionId": conn.ConnectionID})
+	if sub.ConnectionID != conn.ConnectionID || !strings.HasPrefix(sub.SubscriptionID, "sub_") || sub.ControllerSubscriptionID == nil || *sub.ControllerSubscriptionID != sub.SubscriptionID {
+		t.Fatalf("subscription: %+v", sub)
+	}
+	st, body := s.call("POST", "/api/headless/sessions/"+id+"/subscribe", map[string]any{"connectionId": conn.ConnectionID, "role": "viewer"}, nil, nil)
+	wantError(t, st, body, http.StatusBadRequest, "bad_request", "Headless connection role does not match subscription role")
+	// /message (singular) is an alias; the ack carries the cursor.
+	var ack struct {
+		OK, Success, Accepted bool
+		Cursor                int64
+		Execution             string
+	}
+	if st, body := s.call("POST", "/api/headless/sessions/"+id+"/message", `{"type":"init"}`, hdr{"x-evalops-headless-subscription-id": sub.SubscriptionID}, &ack); st != 200 {
+		t.Fatalf("message: %d %s", st, body)
+	}
+	if !ack.OK || !ack.Success || !ack.Accepted || ack.Cursor == 0 || ack.Execution != "runtime_handled" {
+		t.Fatalf("ack: %+v", ack)
+	}
+
+	cases := []struct {
+		name, method, path, body string
+		h                        hdr
+		status                   int
+		code, text               string
+	}{
+		{"unknown session", "GET", "/api/headless/sessions/nope/state", "", nil, 404, "not_found", "Headless session not found"},
+		{"unknown session events", "GET", "/api/headless/sessions/nope/events", "", nil, 404, "not_found", "Headless session not found"},
+		{"create unknown sessionId", "POST", "/api/headless/sessions", `{"sessionId":"nope"}`, nil, 404, "not_found", "Session not found"},
+		{"unknown connectionId", "POST", "/api/headless/connections", `{"sessionId":"` + id + `","connectionId":"conn_x"}`, nil, 404, "stale_connection", "Headless connection not found"},
+		{"unknown subscriber events", "GET", "/api/headless/sessions/" + id + "/events?subscriptionId=sub_x", "", nil, 404, "not_found", "Headless subscriber not found"},
+		{"unknown subscriber message", "POST", "/api/headless/sessions/" + id + "/messages", `{"type":"init"}`, hdr{"x-composer-headless-subscriber-id": "sub_x"}, 404, "not_found", "Headless subscriber not found"},
+		{"unknown connection message", "POST", "/api/headless/sessions/" + id + "/messages", `{"type":"init"}`, hdr{"x-maestro-headless-connection-id": "conn_x"}, 404, "stale_connection", "Headless connection not found"},
+		{"unsubscribe unknown", "POST", "/api/headless/sessions/" + id + "/unsubscribe", `{"subscriptionId":"sub_x"}`, nil, 404, "not_found", "Headless subscriber not found"},
+		{"unknown body field", "POST", "/api/headless/sessions", `{"sessionID":"x"}`, nil, 400, "bad_request", "body/sessionID Unexpected property"},
+		{"takeControl on create", "POST", "/api/headless/sessions", `{"takeControl":true}`, nil, 400, "bad_request", "body/takeControl Unexpected property"},
+		{"bad role", "POST", "/api/headless/sessions/" + id + "/subscribe", `{"role":"admin"}`, nil, 400, "bad_request", `body/role must be one of [controller viewer], got "admin"`},
+		{"client tools need capability", "POST", "/api/headless/sessions", `{"enableClientTools":true}`, nil, 400, "bad_request", "client_tool capability is required when enableClientTools is true"},
+		{"empty message", "POST", "/api/headless/sessions/" + id + "/messages", ``, nil, 400, "bad_request", "Request body required"},
+		{"unknown message type", "POST", "/api/headless/sessions/" + id + "/messages", `{"type":"dance"}`, hdr{"x-maestro-headless-subscriber-id": sub.SubscriptionID}, 400, "bad_request", "Failed to parse command: Unknown headless command type"},
+		{"unknown message field", "POST", "/api/headless/sessions/" + id + "/messages", `{"type":"init","unexpected":1}`, hdr{"x-maestro-headless-subscriber-id": sub.SubscriptionID}, 400, "bad_request", "Failed to parse command: Invalid headless command: /unexpected Unexpected property"},
+		{"unsubscribe without body", "POST", "/api/headless/sessions/" + id + "/unsubscribe", ``, nil, 400, "bad_request", "Request body required"},
+		{"bad opt-out", "GET", "/api/headless/sessions/" + id + "/events?optOutNotifications=status,nope", "", nil, 400, "bad_request", `query.optOutNotifications must be one of [status heartbeat connection_info compaction], got "nope"`},
+		{"unknown route", "GET", "/api/headless/elsewhere", "", nil, 404, "not_found", "No headless route GET /api/headless/elsewhere"},
+	}
+	for _, c := range cases {
+		st, body := s.call(c.method, c.path, c.body, c.h, nil)
+		t.Run(c.name, func(t *testing.T) { wantError(t, st, body, c.status, c.code, c.text) })
+	}
+
+	// Unsubscribing the connection's last subscription closes it.
+	var ok map[string]bool
+	if st, body := s.call("POST", "/api/headless/sessions/"+id+"/unsubscribe", map[string]string{"subscriptionId": sub.SubscriptionID}, nil, &ok); st != 200 || !ok["success"] {
+		t.Fatalf("unsubscribe: %d %s", st, body)
+	}
+	st, body = s.call("POST", "/api/headless/sessions/"+id+"/heartbeat", map[string]string{"connectionId": conn.ConnectionID}, nil, nil)
+	wantError(t, st, body, 404, "stale_connection", "Headless connection not found")
+}
+
+// TestShutdownDisposesRuntime: a shutdown message over HTTP ends the
+// runtime: its streams end and the session is gone.
+func TestShutdownDisposesRuntime(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, options{})
+	id := s.createSession(nil)
+	c := s.subscribe(id, map[string]any{"role": "controller"})
+	st := s.open(id, "", nil)
+	st.next()
+	s.mustSend(id, c.SubscriptionID, `{"type":"shutdown"}`)
+	st.ended()
+	// The session was forgotten before the runtime closed its streams.
+	if _, ok := s.sessions.Get(id); ok {
+		t.Fatalf("the session outlived its runtime")
+	}
+	code, body := s.call("GET", "/api/headless/sessions/"+id, nil, nil, nil)
+	wantError(t, code, body, 404, "not_found", "Headless session not found")
+}
+
+// TestAnonymousController: requests naming no connection share one
+// controller that claims a free lease with its first message.
+func TestAnonymousController(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, options{})
+	id := s.createSession(nil)
+	st := s.open(id, "", nil)
+	st.next()
+	s.mustSend(id, "", `{"type":"prompt","content":"hi"}`)
+	st.until("response_end")
+	s.mustSend(id, "", `{"type":"init"}`)
+	code, body := s.call("POST", "/api/headless/sessions/"+id+"/subscribe", `{"role":"controller"}`, nil, nil)
+	wantError(t, code, body, 409, "controller_lease_held", "Controller lease is already held by another connection")
+}
