@@ -40,9 +40,10 @@ type AgentCLI struct {
 	// Executor runs the CLI (its Def, binary path and base environment).
 	Executor *agentcli.Executor
 	// Base is the invocation template: its Model, ExtraDirs, ExtraArgs and
-	// Env are used for every movement; the engine sets the prompt, the
-	// session, the working directory, the system prompt and the
-	// permission.
+	// Env are used for every movement, its Permission for every movement
+	// that is not read-only (read-only ones always get
+	// agentcli.PermissionReadOnly); the engine sets the prompt, the
+	// session, the working directory and the system prompt.
 	Base agentcli.Invocation
 }
 
@@ -120,8 +121,6 @@ func (r *run) runAgentMovement(ctx context.Context, m *piece.Movement) (*decisio
 		if len(def.Args.ReadOnly) == 0 && len(def.ReadOnlyEnv) == 0 {
 			r.status(fmt.Sprintf("Movement %s is read-only but %s has no read-only mode: it runs with the adapter's default permissions.", m.Name, def.Name))
 		}
-	} else {
-		inv.Permission = agentcli.PermissionDefault
 	}
 
 	sessions, err := loadAgentSessions(r.cfg.RunDir)
