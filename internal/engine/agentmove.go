@@ -80,6 +80,9 @@ var errorRule = regexp.MustCompile(`^\s*\[(?i:error)(?:\s*:\s*([a-z_]+))?\s*\]`)
 // resultTag matches the decision tags of an agent's final message.
 var resultTag = regexp.MustCompile(`\[\s*(?i:(next|status))\s*:\s*([A-Za-z0-9_.-]+)\s*\]`)
 
+// lessonTag matches a [LESSON: …] tag of an agent's final message.
+var lessonTag = regexp.MustCompile(`\[\s*(?i:lesson)\s*:\s*([^\]]+)\]`)
+
 // readOnlyMovement reports whether m may not change anything: no edit and
 // none of the tools that write (Write, Edit, Bash). Such a movement runs in
 // the CLI's read-only (plan) mode.
@@ -232,7 +235,11 @@ func (r *run) agentFailed(m *piece.Movement, def *agentcli.Definition, fail *age
 // default_next fallback.
 func (r *run) agentDecision(m *piece.Movement, text string) *decision {
 	next := agentTargets(m)
-	clean := strings.TrimSpace(resultTag.ReplaceAllString(text, ""))
+	var lessons []string
+	for _, g := range lessonTag.FindAllStringSubmatch(text, -1) {
+		lessons = append(lessons, strings.TrimSpace(g[1]))
+	}
+	clean := strings.TrimSpace(resultTag.ReplaceAllString(lessonTag.ReplaceAllString(text, ""), ""))
 	if clean == "" {
 		clean = fmt.Sprintf("(movement %s's agent gave no text)", m.Name)
 	}
@@ -243,7 +250,7 @@ func (r *run) agentDecision(m *piece.Movement, text string) *decision {
 		switch strings.ToLower(g[1]) {
 		case "next":
 			if slices.Contains(next, g[2]) && (g[2] != piece.WaitSubtasks || r.subs.canWait() == "") {
-				d = &decision{next: g[2], summary: clean}
+				d = &decision{next: g[2], summary: clean, lessons: lessons}
 			}
 		case "status":
 			switch s := completeStatus(strings.ToLower(g[2])); s {
@@ -276,7 +283,7 @@ func (r *run) agentDecision(m *piece.Movement, text string) *decision {
 		if rule.Next == piece.WaitSubtasks && r.subs.canWait() != "" {
 			continue
 		}
-		return &decision{next: rule.Next, summary: clean}
+		return &decision{next: rule.Next, summary: clean, lessons: lessons}
 	}
 	last := llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{{Type: llm.PartText, Text: clean}}}
 	return r.fallback(m, reasonNoTag, forcedSummary(m, []llm.Message{last}, reasonNoTag))
@@ -420,6 +427,7 @@ func (r *run) agentEnding(m *piece.Movement) string {
 		"- `[STATUS:aborted]` when the task cannot be done: say why\n" +
 		"- `[STATUS:needs_user_input]` when only the user can decide how to go on: your message is one precise question\n")
 	fmt.Fprintf(&b, "Without a tag, Maestro looks for a rule's condition in your message; failing that, %s.\n", fallbackText(m))
+	b.WriteString("You may add `[LESSON: …]` tags before it: short, reusable insights (conventions, commands that work, pitfalls) for every later movement.\n")
 	return b.String()
 }
 

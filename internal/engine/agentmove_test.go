@@ -147,9 +147,11 @@ func TestAgentMovementDecision(t *testing.T) {
 		wantForced bool
 		wantReason string
 		wantSum    string
+		// wantLessons are the lessons the agent's [LESSON: …] tags added.
+		wantLessons []string
 	}{
-		{name: "next tag", task: "Check. <reply>The notes look right: apples, pears, plums. [NEXT:finish]</reply>",
-			wantStatus: StatusSucceeded, wantResult: "Done.", wantTo: "finish", wantSum: "The notes look right: apples, pears, plums."},
+		{name: "next tag", task: "Check. <reply>The notes look right: apples, pears, plums. [LESSON: plums has one m] [NEXT:finish]</reply>",
+			wantStatus: StatusSucceeded, wantResult: "Done.", wantTo: "finish", wantSum: "The notes look right: apples, pears, plums.", wantLessons: []string{"plums has one m"}},
 		{name: "last valid tag wins", task: "<reply>Not [NEXT:fix] after all. [NEXT:nowhere] [NEXT:finish]</reply>",
 			wantStatus: StatusSucceeded, wantResult: "Done.", wantTo: "finish", wantSum: "Not  after all."},
 		{name: "rule condition in the text", task: "<reply>I think THE NOTES  need fixing: plums are misspelt.</reply>",
@@ -202,6 +204,13 @@ func TestAgentMovementDecision(t *testing.T) {
 			}
 			if diff := cmp.Diff(want, trs[0]); diff != "" {
 				t.Errorf("transition (-want +got):\n%s", diff)
+			}
+			var lessons []string
+			for _, l := range all[Lessons](h.rec) {
+				lessons = append(lessons, l.Added...)
+			}
+			if diff := cmp.Diff(tt.wantLessons, lessons); diff != "" {
+				t.Errorf("lessons (-want +got):\n%s", diff)
 			}
 			// The next movement (Maestro's loop) is briefed with the
 			// agent's output as the handoff.
