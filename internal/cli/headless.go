@@ -43,6 +43,8 @@ type headlessOptions struct {
 	Thinking      string
 	System        string
 	MaxIterations int
+	// Agent runs the prompts on an agent CLI (headless_agent.go).
+	Agent string
 }
 
 func newHeadlessCmd(io *IOStreams) *cobra.Command {
@@ -64,12 +66,20 @@ The model is chosen as for 'maestro run' (--replay/--model, MAESTRO_MODEL,
 credentials in the environment, ~/.maestro/config.yaml); with none, the bundled
 replay demo plays and ready says executor_type "replay".
 
+With --agent, each prompt runs on an agent CLI instead (claude-code, codex,
+gemini-cli, opencode, qwen-code, or ~/.maestro/agents/*.yaml; see 'maestro
+agents list'), through the same protocol: the CLI's session is resumed at
+every prompt, interrupt stops its whole process group, and Claude Code's
+permission prompts become approval server requests. --model then goes to the
+CLI verbatim and --resume takes the CLI's session id.
+
 If Maestro cannot start, it writes one fatal error message on stdout
 ({"type":"error","message":"Headless startup failed: …","fatal":true,
 "error_type":"fatal"}), details on stderr, and exits non-zero.`,
 		Example: `  maestro headless --workspace ~/src/app
   maestro headless --replay scenario.yaml --approval-mode auto
-  maestro headless --client-tools tools.json --model anthropic/claude-sonnet-4-5`,
+  maestro headless --client-tools tools.json --model anthropic/claude-sonnet-4-5
+  maestro headless --agent claude-code --approval-mode prompt`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runHeadless(cmd.Context(), io, o)
@@ -86,6 +96,7 @@ If Maestro cannot start, it writes one fatal error message on stdout
 	f.StringVar(&o.Thinking, "thinking", "", "thinking level: off, minimal, low, medium, high, ultra (init can change it)")
 	f.StringVar(&o.System, "system", "", "replace the default system prompt (init can change it)")
 	f.IntVar(&o.MaxIterations, "max-iterations", 0, "maximum model calls per prompt (default 50)")
+	f.StringVar(&o.Agent, "agent", "", "run prompts on an agent CLI (claude-code, codex, gemini-cli, opencode, qwen-code, or ~/.maestro/agents/*.yaml)")
 	return cmd
 }
 
@@ -164,6 +175,9 @@ func startHeadless(ctx context.Context, io *IOStreams, o headlessOptions, log *s
 		return nil, err
 	}
 	store := session.NewStore(filepath.Join(home, "sessions"))
+	if o.Agent != "" {
+		return startAgentHeadless(io, o, log, store)
+	}
 	var sess *session.Session
 	if o.Resume != "" {
 		if o.Model != "" || o.Replay != "" {

@@ -90,7 +90,7 @@ func (a *AgentCLI) Turn(ctx context.Context, t *Turn, m protocol.Prompt) error {
 	prompt, images := a.attachments(r, m)
 
 	r.mu.Lock()
-	var system string
+	system := r.cfg.System
 	if r.sysBase != nil {
 		system = *r.sysBase
 	}
@@ -147,11 +147,12 @@ func (a *AgentCLI) Turn(ctx context.Context, t *Turn, m protocol.Prompt) error {
 		}
 	}
 	switch {
-	case errors.Is(err, agentcli.ErrInterrupted) || ctx.Err() != nil:
-		// As the own loop reports an interrupted run.
+	case (errors.Is(err, agentcli.ErrInterrupted) || ctx.Err() != nil) && (res == nil || res.Result == nil):
+		// As the own loop reports an interrupted run (not one whose
+		// result arrived before the CLI had exited).
 		t.Publish(protocol.Error{Message: "Operation aborted: the run was interrupted", ErrorType: protocol.ErrorCancelled})
 		return nil
-	case err != nil:
+	case err != nil && !errors.Is(err, agentcli.ErrInterrupted):
 		return fmt.Errorf("agent CLI %s: %w", def.ID, err)
 	}
 	return nil
