@@ -1,0 +1,445 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/hostedrunner"
+	"github.com/maestro-run/maestro/internal/protocol"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite golden files")
+
+// runnerProc is a hosted runner launched through the fixture process
+// contract (wire contract §17).
+type runnerProc struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	stderr  *bytes.Buffer
+	base    string
+	session string
+	token   string
+	exited  chan error
+}
+
+// fixtureEnv is the harness's environment (§17) on a machine with no model.
+func fixtureEnv(t *testing.T, ws, runnerID string, extra ...string) []string {
+	env := append(cleanEnv(t.TempDir()),
+		"MAESTRO_RUNNER_SESSION_ID="+runnerID,
+		"MAESTRO_SESSION_ID=session_123",
+		"MAESTRO_WORKSPACE_ROOT="+ws,
+		"MAESTRO_HOSTED_RUNNER_LISTEN=127.0.0.1:0",
+		"MAESTRO_REMOTE_RUNNER_WORKSPACE_ID=workspace_123",
+		"MAESTRO_AGENT_RUN_ID=run_123",
+	)
+	return append(env, extra...)
+}
+
+// startRunner launches the binary and waits for its ready line.
+func startRunner(t *testing.T, env []string) *runnerProc {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, binary, "hosted-runner")
+	cmd.Env = env
+	p := &runnerProc{t: t, cmd: cmd, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
+	cmd.Stderr = p.stderr
+	var err error
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		if sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		io.Copy(io.Discard, out)
+	}()
+	go func() { p.exited <- cmd.Wait() }()
+	t.Cleanup(func() { p.stop() })
+	select {
+	case line, ok := <-lines:
+		if !ok {
+			t.Fatalf("hosted runner exited without a ready line; stderr:\n%s", p.stderr)
+		}
+		var ready struct {
+			BaseURL   string `json:"baseUrl"`
+			SessionID string `json:"sessionId"`
+		}
+		dec := json.NewDecoder(strings.NewReader(line))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&ready); err != nil || !strings.HasPrefix(ready.BaseURL, "http://127.0.0.1:") || ready.SessionID == "" {
+			t.Fatalf("ready line %q: %v", line, err)
+		}
+		p.base, p.session = ready.BaseURL, ready.SessionID
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no ready line within 30 s; stderr:\n%s", p.stderr)
+	}
+	return p
+}
+
+// stop closes stdin (the harness's shutdown) and waits for exit 0.
+func (p *runnerProc) stop() {
+	if p.stdin == nil {
+		return
+	}
+	p.stdin.Close()
+	p.stdin = nil
+	select {
+	case err := <-p.exited:
+		if err != nil {
+			p.t.Errorf("hosted runner exit: %v; stderr:\n%s", err, p.stderr)
+		}
+	case <-time.After(20 * time.Second):
+		p.cmd.Process.Kill()
+		p.t.Errorf("hosted runner did not exit within 20 s of stdin EOF; stderr:\n%s", p.stderr)
+	}
+}
+
+// call makes one HTTP request and decodes the JSON answer into out (if
+// not nil). It returns the status.
+func (p *runnerProc) call(method, path string, body any, headers map[string]string, out any) int {
+	p.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, p.base+path, rd)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if p.token != "" {
+		req.Header.Set("Authorization", "Bearer "+p.token)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		p.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if raw, ok := out.(*[]byte); ok {
+			*raw = data
+		} else if err := json.Unmarshal(data, out); err != nil {
+			p.t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, data, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// envelope is one SSE envelope.
+type envelope struct {
+	Type     string          `json:"type"`
+	Cursor   int64           `json:"cursor"`
+	Reason   string          `json:"reason"`
+	Message  json.RawMessage `json:"message"`
+	Snapshot json.RawMessage `json:"snapshot"`
+}
+
+// client is an attached controller with its SSE stream.
+type client struct {
+	p      *runnerProc
+	conn   string
+	sub    string
+	events chan envelope
+}
+
+// attach registers a controller, subscribes it and opens its stream.
+func (p *runnerProc) attach(caps map[string]any) *client {
+	p.t.Helper()
+	var reg struct {
+		ConnectionID string `json:"connection_id"`
+		SessionID    string `json:"session_id"`
+	}
+	body := map[string]any{"role": "controller", "protocolVersion": protocol.Version, "clientInfo": map[string]any{"name": "e2e"}, "takeControl": true}
+	if caps != nil {
+		body["capabilities"] = caps
+	}
+	if code := p.call("POST", "/api/headless/connections", body, nil, &reg); code != 200 || reg.SessionID != p.session {
+		p.t.Fatalf("register: %d %+v", code, reg)
+	}
+	var sub struct {
+		SubscriptionID string `json:"subscription_id"`
+	}
+	if code := p.call("POST", "/api/headless/sessions/"+p.session+"/subscribe", map[string]any{"connectionId": reg.ConnectionID, "role": "controller"}, nil, &sub); code != 200 {
+		p.t.Fatalf("subscribe: %d", code)
+	}
+	c := &client{p: p, conn: reg.ConnectionID, sub: sub.SubscriptionID, events: make(chan envelope, 256)}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", p.base+"/api/headless/sessions/"+p.session+"/events?subscriptionId="+c.sub, nil)
+	if p.token != "" {
+		req.Header.Set("Authorization", "Bearer "+p.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		p.t.Fatalf("events: %v %v", err, resp)
+	}
+	go func() {
+		defer resp.Body.Close()
+		defer close(c.events)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 8<<20)
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			var e envelope
+			if err := json.Unmarshal([]byte(data), &e); err == nil {
+				c.events <- e
+			}
+		}
+	}()
+	return c
+}
+
+// send posts a protocol message as this controller.
+func (c *client) send(m map[string]any) {
+	c.p.t.Helper()
+	var raw []byte
+	code := c.p.call("POST", "/api/headless/sessions/"+c.p.session+"/messages", m,
+		map[string]string{"x-maestro-headless-connection-id": c.conn, "x-maestro-headless-subscriber-id": c.sub}, &raw)
+	if code != 200 {
+		c.p.t.Fatalf("send %v: %d %s", m["type"], code, raw)
+	}
+}
+
+// next returns the next envelope.
+func (c *client) next() envelope {
+	c.p.t.Helper()
+	select {
+	case e, ok := <-c.events:
+		if !ok {
+			c.p.t.Fatal("event stream ended")
+		}
+		return e
+	case <-time.After(20 * time.Second):
+		c.p.t.Fatal("no envelope within 20 s")
+	}
+	return envelope{}
+}
+
+// until returns the first message envelope whose message matches.
+func (c *client) until(match func(m map[string]any) bool) (envelope, map[string]any) {
+	c.p.t.Helper()
+	for {
+		e := c.next()
+		if e.Type != "message" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal(e.Message, &m); err != nil {
+			c.p.t.Fatal(err)
+		}
+		if match(m) {
+			return e, m
+		}
+	}
+}
+
+func isStatusMsg(text string) func(map[string]any) bool {
+	return func(m map[string]any) bool { return m["type"] == "status" && m["message"] == text }
+}
+
+func TestHostedRunnerFixtureContract(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startRunner(t, fixtureEnv(t, ws, "mrs_123", "MAESTRO_REMOTE_RUNNER_OWNER_INSTANCE_ID=pod_123"))
+	if p.session != "session_123" {
+		t.Errorf("ready sessionId %q, want session_123", p.session)
+	}
+
+	var raw []byte
+	if code := p.call("GET", hostedrunner.IdentityPath, nil, nil, &raw); code != 200 ||
+		strings.TrimSpace(string(raw)) != `{"protocol_version":"evalops.remote-runner.identity.v1","runner_session_id":"mrs_123","owner_instance_id":"pod_123","ready":true,"draining":false}` {
+		t.Errorf("identity: %d %s", code, raw)
+	}
+
+	c := p.attach(map[string]any{"serverRequests": []string{"approval"}})
+	c.send(map[string]any{"type": "prompt", "content": "hello"})
+	c.until(isStatusMsg("Prompt: hello"))
+
+	approval := hostedrunner.ApprovalPrefix + `{"request_id":"req_e2e","tool":"bash","args":{"command":"ls"},"reason":"Needs a look"}`
+	c.send(map[string]any{"type": "prompt", "content": approval})
+	_, req := c.until(func(m map[string]any) bool { return m["type"] == "server_request" })
+	if req["request_id"] != "req_e2e" || req["request_type"] != "approval" || req["tool"] != "bash" || req["reason"] != "Needs a look" {
+		t.Errorf("server_request: %v", req)
+	}
+	c.send(map[string]any{"type": "server_request_response", "request_id": "req_e2e", "request_type": "approval", "approved": false, "reason": "no"})
+	_, res := c.until(func(m map[string]any) bool { return m["type"] == "server_request_resolved" })
+	if res["request_id"] != "req_e2e" || res["resolution"] != "denied" || res["resolved_by"] != "user" {
+		t.Errorf("server_request_resolved: %v", res)
+	}
+	c.until(isStatusMsg("Approval denied: bash"))
+
+	// Drain: the manifest equals the golden file (normalised), and new
+	// attach traffic gets 503.
+	var d hostedrunner.DrainResponse
+	if code := p.call("POST", hostedrunner.DrainPath, map[string]any{"reason": "ttl_expired", "requestedBy": "platform", "export_paths": []string{".", "notes.txt"}}, nil, &d); code != 200 || d.Status != "drained" {
+		t.Fatalf("drain: %d %+v", code, d)
+	}
+	onDisk, err := os.ReadFile(d.ManifestPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goldenFile(t, "testdata/hostedrunner-drain-manifest.golden.json", hostedrunner.Normalize(onDisk, ws))
+	var e struct {
+		ErrorType string `json:"error_type"`
+	}
+	if code := p.call("POST", "/api/headless/connections", map[string]any{"role": "controller"}, nil, &e); code != 503 || e.ErrorType != "runtime_not_ready" {
+		t.Errorf("attach after drain: %d %+v, want 503 runtime_not_ready", code, e)
+	}
+	var id hostedrunner.Identity
+	if p.call("GET", hostedrunner.IdentityPath, nil, nil, &id); id.Ready || !id.Draining || id.DrainManifestPath != d.ManifestPath {
+		t.Errorf("identity after drain: %+v", id)
+	}
+	if code := p.call("GET", "/readyz", nil, nil, nil); code != 503 {
+		t.Errorf("/readyz after drain: %d", code)
+	}
+	p.stop()
+	cursor := *d.Manifest.Runtime.Cursor
+
+	// Restore on a new runner: reset{restored_from_snapshot} first, then
+	// a new controller prompts and the cursor advances.
+	r := startRunner(t, fixtureEnv(t, ws, "mrs_456", "MAESTRO_REMOTE_RUNNER_RESTORE_MANIFEST="+d.ManifestPath))
+	if r.session != "session_123" {
+		t.Errorf("restored sessionId %q", r.session)
+	}
+	if r.call("GET", hostedrunner.IdentityPath, nil, nil, &id); !id.Ready || id.RunnerSessionID != "mrs_456" {
+		t.Errorf("restored identity: %+v", id)
+	}
+	c2 := r.attach(nil)
+	first := c2.next()
+	if first.Type != "reset" || first.Reason != "restored_from_snapshot" {
+		t.Fatalf("first envelope after restore: %+v", first)
+	}
+	var snap struct {
+		SessionID string `json:"session_id"`
+		Cursor    int64  `json:"cursor"`
+	}
+	if err := json.Unmarshal(first.Snapshot, &snap); err != nil || snap.SessionID != "session_123" || snap.Cursor <= cursor {
+		t.Errorf("restored snapshot: %+v (manifest cursor %d) %v", snap, cursor, err)
+	}
+	c2.send(map[string]any{"type": "prompt", "content": "after restore"})
+	env, _ := c2.until(isStatusMsg("Prompt: after restore"))
+	if env.Cursor <= snap.Cursor {
+		t.Errorf("prompt cursor %d, want after %d", env.Cursor, snap.Cursor)
+	}
+	r.stop()
+
+	// A manifest whose flush failed restores not ready, with last_error.
+	var m map[string]any
+	if err := json.Unmarshal(onDisk, &m); err != nil {
+		t.Fatal(err)
+	}
+	rt := m["runtime"].(map[string]any)
+	rt["flush_status"], rt["error"] = "failed", "disk full during flush"
+	failed := filepath.Join(ws, "failed-manifest.json")
+	data, _ := json.Marshal(m)
+	if err := os.WriteFile(failed, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := startRunner(t, fixtureEnv(t, ws, "mrs_789", "REMOTE_RUNNER_RESTORE_MANIFEST=failed-manifest.json"))
+	if f.call("GET", hostedrunner.IdentityPath, nil, nil, &id); id.Ready || id.Draining {
+		t.Errorf("identity of a failed restore: %+v", id)
+	}
+	var st protocol.Snapshot
+	if code := f.call("GET", "/api/headless/sessions/session_123/state", nil, nil, &st); code != 200 || st.State.IsReady ||
+		st.State.LastError != "disk full during flush" || st.State.LastErrorType != protocol.ErrorProtocol || st.State.LastStatus != hostedrunner.StatusRestoreFailed {
+		t.Errorf("state of a failed restore: %d ready %v error %q type %q status %q", code, st.State.IsReady, st.State.LastError, st.State.LastErrorType, st.State.LastStatus)
+	}
+	if code := f.call("POST", "/api/headless/connections", map[string]any{"role": "controller"}, nil, &e); code != 503 || e.ErrorType != "runtime_not_ready" {
+		t.Errorf("attach to a failed restore: %d %+v", code, e)
+	}
+	if code := f.call("GET", "/readyz", nil, nil, nil); code != 503 {
+		t.Errorf("/readyz of a failed restore: %d", code)
+	}
+}
+
+// Auth: with a token required, /api without it is 401 and with it 200;
+// the well-known routes stay open. Off loopback, a missing token fails
+// start-up naming the variable.
+func TestHostedRunnerAuth(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	p := startRunner(t, fixtureEnv(t, ws, "mrs_auth", "MAESTRO_WEB_REQUIRE_KEY=1", "MAESTRO_HOSTED_RUNNER_AUTH_TOKEN=s3cret"))
+	var e struct {
+		ErrorType string `json:"error_type"`
+	}
+	if code := p.call("POST", "/api/headless/connections", map[string]any{"role": "controller"}, nil, &e); code != 401 {
+		t.Errorf("no token: %d %+v, want 401", code, e)
+	}
+	if code := p.call("GET", "/api/headless/sessions/session_123/state", nil, map[string]string{"Authorization": "Bearer wrong"}, nil); code != 401 {
+		t.Errorf("wrong token: %d, want 401", code)
+	}
+	if code := p.call("GET", hostedrunner.IdentityPath, nil, nil, nil); code != 200 {
+		t.Errorf("identity without a token: %d", code)
+	}
+	p.token = "s3cret"
+	if code := p.call("GET", "/api/headless/sessions/session_123/state", nil, nil, nil); code != 200 {
+		t.Errorf("with the token: %d", code)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "hosted-runner", "--listen", "0.0.0.0:0")
+	cmd.Env = fixtureEnv(t, ws, "mrs_open")
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "MAESTRO_HOSTED_RUNNER_AUTH_TOKEN") {
+		t.Errorf("0.0.0.0 without a token: %v\n%s", err, out)
+	}
+}
+
+func goldenFile(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *updateGolden {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}

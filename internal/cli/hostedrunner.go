@@ -1,0 +1,308 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/maestro-run/maestro/internal/agent"
+	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/hostedrunner"
+	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/providers"
+	"github.com/maestro-run/maestro/internal/runtime"
+	"github.com/maestro-run/maestro/internal/sandbox"
+	"github.com/maestro-run/maestro/internal/tool"
+	httpattach "github.com/maestro-run/maestro/internal/transport/http"
+	"github.com/maestro-run/maestro/internal/utility"
+	"github.com/maestro-run/maestro/internal/workspace"
+)
+
+// hostedRunnerOptions are the flags of `maestro hosted-runner`.
+type hostedRunnerOptions struct {
+	flags   hostedrunner.Flags
+	model   string
+	replay  string
+	sandbox string
+	// stdinEOF is auto, exit or ignore.
+	stdinEOF string
+}
+
+func newHostedRunnerCmd(io *IOStreams) *cobra.Command {
+	var o hostedRunnerOptions
+	cmd := &cobra.Command{
+		Use:   "hosted-runner [flags]",
+		Short: "Serve one headless session over HTTP + SSE for a control plane",
+		Long: `Run one agent session as a hosted runner: controllers and viewers attach
+over HTTP + SSE (/api/headless/...), and a control plane fences, drains and
+restores it through /.well-known/evalops/remote-runner/{identity,drain}.
+See docs/hosted-runner.md.
+
+Every setting has a flag and environment variables (the flag wins):
+  --runner-session-id   MAESTRO_RUNNER_SESSION_ID, REMOTE_RUNNER_SESSION_ID (required)
+  --workspace-root      MAESTRO_WORKSPACE_ROOT, WORKSPACE_ROOT (required, existing directory)
+  --listen              MAESTRO_HOSTED_RUNNER_LISTEN (host:port or a bare port)
+  --host, --port        MAESTRO_HOSTED_RUNNER_HOST, MAESTRO_HOSTED_RUNNER_PORT, PORT
+                        (default 0.0.0.0:8080)
+  --owner-instance-id   MAESTRO_REMOTE_RUNNER_OWNER_INSTANCE_ID, REMOTE_RUNNER_OWNER_INSTANCE_ID
+  --workspace-id        MAESTRO_REMOTE_RUNNER_WORKSPACE_ID, MAESTRO_WORKSPACE_ID
+  --agent-run-id        MAESTRO_AGENT_RUN_ID
+  --maestro-session-id  MAESTRO_SESSION_ID
+  --attach-audience     MAESTRO_ATTACH_AUDIENCE
+  --snapshot-root       MAESTRO_REMOTE_RUNNER_SNAPSHOT_ROOT, REMOTE_RUNNER_SNAPSHOT_ROOT
+                        (default <workspace>/.maestro/runner-snapshots)
+  (restore manifest)    MAESTRO_REMOTE_RUNNER_RESTORE_MANIFEST, REMOTE_RUNNER_RESTORE_MANIFEST
+
+Auth: /api/* requires a bearer token (MAESTRO_HOSTED_RUNNER_AUTH_TOKEN or
+MAESTRO_WEB_API_KEY, or a file through --auth-token-file /
+MAESTRO_HOSTED_RUNNER_AUTH_TOKEN_FILE) unless the runner listens on loopback;
+--require-auth / MAESTRO_WEB_REQUIRE_KEY overrides. /healthz, /readyz and
+/.well-known/... are open.
+
+Agent: with no model configured (no --model/--replay, MAESTRO_MODEL, keys or
+config), or with --fixture / MAESTRO_HOSTED_RUNNER_FIXTURE=1, the runner runs
+the deterministic fixture agent of the conformance harness: no model is
+called; a prompt produces the status "Prompt: <content>", and a prompt
+"__maestro_conformance_approval__:{request_id,tool,args,reason}" raises an
+approval request.
+
+Once listening, the runner writes one line on stdout,
+{"baseUrl":"http://127.0.0.1:<port>","sessionId":"<session>"}; diagnostics go
+to stderr. It exits when stdin, if it is a pipe, reaches end of file
+(--stdin-eof). SIGTERM and SIGINT drain (reason process_shutdown) before exit.`,
+		Example: `  MAESTRO_RUNNER_SESSION_ID=mrs_1 maestro hosted-runner --workspace-root /workspace --listen 127.0.0.1:8080
+  MAESTRO_HOSTED_RUNNER_AUTH_TOKEN=s3cret maestro hosted-runner --runner-session-id mrs_1 --workspace-root /workspace
+  curl -X POST localhost:8080/.well-known/evalops/remote-runner/drain -d '{"reason":"ttl_expired"}'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runHostedRunner(cmd.Context(), io, o)
+		},
+	}
+	f := cmd.Flags()
+	fl := &o.flags
+	f.StringVar(&fl.RunnerSessionID, "runner-session-id", "", "runner session id the control plane knows this runner by (required)")
+	f.StringVar(&fl.WorkspaceRoot, "workspace-root", "", "workspace directory the session works in (required, must exist)")
+	f.StringVar(&fl.Listen, "listen", "", "listen address, host:port or a bare port (default 0.0.0.0:8080)")
+	f.StringVar(&fl.Host, "host", "", "listen host (with --port; default 0.0.0.0)")
+	f.StringVar(&fl.Port, "port", "", "listen port (with --host; default 8080; 0 picks a free port)")
+	f.StringVar(&fl.OwnerInstanceID, "owner-instance-id", "", "owner generation reported by the identity endpoint (e.g. the pod name)")
+	f.StringVar(&fl.WorkspaceID, "workspace-id", "", "workspace id recorded in snapshot manifests")
+	f.StringVar(&fl.AgentRunID, "agent-run-id", "", "agent run id recorded in snapshot manifests")
+	f.StringVar(&fl.MaestroSessionID, "maestro-session-id", "", "the Maestro session id clients attach to (default: the restored one, else a new id)")
+	f.StringVar(&fl.AttachAudience, "attach-audience", "", "attach token audience (recorded, not checked)")
+	f.StringVar(&fl.SnapshotRoot, "snapshot-root", "", "directory for drain manifests (default <workspace>/.maestro/runner-snapshots)")
+	f.StringVar(&fl.AuthTokenFile, "auth-token-file", "", "file holding the bearer token /api/* requires")
+	f.StringVar(&fl.RequireAuth, "require-auth", "", "require the token on /api/* (default: yes unless listening on loopback)")
+	f.Lookup("require-auth").NoOptDefVal = "true"
+	f.BoolVar(&fl.Fixture, "fixture", false, "run the deterministic fixture agent even if a model is configured")
+	f.StringVarP(&o.model, "model", "m", "", "model as provider/model (default: as for 'maestro run'; none: the fixture agent)")
+	f.StringVar(&o.replay, "replay", "", "run a scripted replay scenario file instead of a model")
+	f.StringVar(&o.sandbox, "sandbox", "", "Bash sandbox mode: auto, always, off (default from config, else auto)")
+	f.StringVar(&o.stdinEOF, "stdin-eof", "auto", "on end of stdin: exit, ignore, or auto (exit when stdin is a pipe)")
+	return cmd
+}
+
+// readyLine is the fixture contract's ready signal (§17).
+type readyLine struct {
+	BaseURL   string `json:"baseUrl"`
+	SessionID string `json:"sessionId"`
+}
+
+func runHostedRunner(ctx context.Context, io *IOStreams, o hostedRunnerOptions) error {
+	log := slog.New(slog.NewTextHandler(io.ErrOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	switch o.stdinEOF {
+	case "auto", "exit", "ignore":
+	default:
+		return usageErr("--stdin-eof %q: expected auto, exit or ignore", o.stdinEOF)
+	}
+	cfg, err := hostedrunner.Load(o.flags, io.Getenv)
+	if err != nil {
+		return usageErr("hosted-runner: %v", err)
+	}
+	opts, root, err := hostedRunnerAgent(ctx, io, o, cfg, log)
+	if err != nil {
+		return failErr(err)
+	}
+	defer root.Close()
+	runner, err := hostedrunner.New(cfg, opts)
+	if err != nil {
+		return failErr(fmt.Errorf("hosted-runner: %w", err))
+	}
+	attach := hostedrunner.NewAttach(runner, httpattach.Config{Logger: log})
+	defer attach.Close()
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		runner.Close()
+		return failErr(fmt.Errorf("hosted-runner: listen on %s: %w", cfg.Listen, err))
+	}
+	srv := &http.Server{Handler: runner.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	line, _ := json.Marshal(readyLine{BaseURL: "http://" + dialable(ln.Addr()), SessionID: runner.SessionID()})
+	if _, err := fmt.Fprintf(io.Out, "%s\n", line); err != nil {
+		log.Warn("write the ready line", "err", err)
+	}
+	log.Info("hosted runner listening", "addr", ln.Addr().String(), "runner_session_id", cfg.RunnerSessionID,
+		"session_id", runner.SessionID(), "auth", cfg.RequireAuth, "fixture", opts.Provider == nil || cfg.Fixture)
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	var serveErr error
+	select {
+	case s := <-sig:
+		log.Info("signal: draining before exit", "signal", s.String())
+		d, code, err := runner.Drain(context.Background(), hostedrunner.DrainRequest{Reason: hostedrunner.ReasonProcessShutdown, RequestedBy: hostedrunner.RequesterWebServer})
+		switch {
+		case err != nil:
+			log.Error("drain", "err", err)
+		default:
+			log.Info("drained", "status", d.Status, "http_status", code, "manifest", d.ManifestPath)
+		}
+	case <-stdinClosed(io.In, o.stdinEOF):
+		log.Info("stdin closed: shutting down")
+	case <-ctx.Done():
+	case serveErr = <-served:
+	}
+	closeErr := runner.Close()
+	attach.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return failErr(fmt.Errorf("hosted-runner: serve: %w", serveErr))
+	}
+	if closeErr != nil {
+		return failErr(fmt.Errorf("hosted-runner: save session: %w", closeErr))
+	}
+	return nil
+}
+
+// hostedRunnerAgent selects the agent: the fixture agent when asked for or
+// when no model is configured, else the model with the workspace tools.
+func hostedRunnerAgent(ctx context.Context, io *IOStreams, o hostedRunnerOptions, cfg hostedrunner.Config, log *slog.Logger) (hostedrunner.Options, *workspace.Root, error) {
+	opts := hostedrunner.Options{Logger: log}
+	root, err := workspace.Open(cfg.WorkspaceRoot)
+	if err != nil {
+		return opts, nil, fmt.Errorf("open workspace: %w", err)
+	}
+	opts.Utilities = func(emit func(protocol.Message)) runtime.Utilities {
+		return utility.New(utility.Config{Root: root, Emit: emit, Logger: log})
+	}
+	if cfg.Fixture {
+		return opts, root, nil
+	}
+	home, err := config.Home(io.Getenv)
+	if err != nil {
+		root.Close()
+		return opts, nil, err
+	}
+	ucfg, err := config.Load(filepath.Join(home, "config.yaml"))
+	if err != nil {
+		root.Close()
+		return opts, nil, err
+	}
+	choice, err := providers.Select(ctx, providers.Options{Model: o.model, Replay: o.replay, Config: ucfg, Getenv: io.Getenv})
+	if err != nil {
+		root.Close()
+		return opts, nil, err
+	}
+	if choice.Source == "default" {
+		// No model configured: the deterministic fixture agent.
+		return opts, root, nil
+	}
+	sbMode := o.sandbox
+	if sbMode == "" {
+		sbMode = ucfg.Sandbox
+	}
+	if sbMode == "" {
+		sbMode = "auto"
+	}
+	sbm, err := sandbox.ParseMode(sbMode)
+	if err != nil {
+		root.Close()
+		return opts, nil, usageErr("--sandbox: %v", err)
+	}
+	sb := &sandboxProbe{cfg: sandbox.Config{Mode: sbm, Logger: log}, done: make(chan struct{})}
+	tools := sync.OnceValues(func() (*tool.Set, error) {
+		s, err := sb.wait(context.Background())
+		if err != nil {
+			return nil, err
+		}
+		return tool.NewSet(
+			tool.NewRead(root), tool.NewWrite(root), tool.NewEdit(root),
+			tool.NewGlob(root), tool.NewGrep(root),
+			tool.NewBash(s, root.Dir(), tool.BashOptions{}),
+		), nil
+	})
+	opts.Provider, opts.Executor, opts.Retry = choice.Provider, choice.Executor, &llm.RetryPolicy{}
+	opts.Tools = func(context.Context) (*tool.Set, error) { return tools() }
+	opts.SystemPrompt = func(context.Context) string {
+		set, err := tools()
+		kind := ""
+		if s, serr := sb.wait(context.Background()); serr == nil {
+			kind = s.Kind()
+		}
+		var names []string
+		if err == nil {
+			names = set.Names()
+		}
+		return agent.SystemPrompt(agent.Environment{Workspace: root.Dir(), Sandbox: kind, Tools: names, Date: time.Now().Format("2006-01-02")})
+	}
+	return opts, root, nil
+}
+
+// dialable is the address clients dial: an unspecified host becomes
+// loopback.
+func dialable(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// stdinClosed returns a channel closed when in reaches end of file, per
+// mode: exit always watches, ignore never, auto watches a pipe or socket
+// (not a terminal or /dev/null, as in a container) or a non-file reader.
+func stdinClosed(in io.Reader, mode string) <-chan struct{} {
+	ch := make(chan struct{})
+	if in == nil || mode == "ignore" {
+		return ch
+	}
+	if f, ok := in.(*os.File); ok && mode == "auto" {
+		st, err := f.Stat()
+		if err != nil || st.Mode()&(os.ModeNamedPipe|os.ModeSocket) == 0 {
+			return ch
+		}
+	}
+	go func() {
+		_, _ = io.Copy(io.Discard, in)
+		close(ch)
+	}()
+	return ch
+}
