@@ -48,13 +48,44 @@ func installedAgentCLI(t *testing.T, name string) string {
 	return ""
 }
 
-// TestIntegrationAgentMovementClaudeCode runs a two-movement piece on the
-// real Claude Code CLI against the fake model server (127.0.0.1, isolated
-// HOME): the first movement's result picks the second by its tag, the
-// second ends the run.
-func TestIntegrationAgentMovementClaudeCode(t *testing.T) {
+// agentMoveCLIs are the real CLIs the integration test runs, each pointed
+// at the fake model server (as in internal/agentcli's integration tier).
+var agentMoveCLIs = []struct {
+	id, bin string
+	env     func(t *testing.T, home, url string) []string
+}{
+	{id: "claude-code", bin: "claude", env: func(_ *testing.T, _, url string) []string {
+		return []string{"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_API_KEY=sk-fake"}
+	}},
+	{id: "codex", bin: "codex", env: func(t *testing.T, home, url string) []string {
+		codexHome := filepath.Join(home, ".codex")
+		if err := os.MkdirAll(codexHome, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cfg := "model = \"gpt-5.5\"\nmodel_provider = \"fake\"\ncheck_for_update_on_startup = false\n" +
+			"[model_providers.fake]\nname = \"fake\"\nbase_url = \"" + url + "/v1\"\nenv_key = \"FAKE_API_KEY\"\nwire_api = \"responses\"\n" +
+			"[analytics]\nenabled = false\n[features]\nplugins = false\napps = false\nremote_plugin = false\n"
+		if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return []string{"CODEX_HOME=" + codexHome, "FAKE_API_KEY=sk-fake"}
+	}},
+}
+
+// TestIntegrationAgentMovement runs a two-movement piece on real agent
+// CLIs against the fake model server (127.0.0.1, isolated HOME): the first
+// movement's result picks the second by its tag, the second ends the run.
+func TestIntegrationAgentMovement(t *testing.T) {
 	t.Parallel()
-	bin := installedAgentCLI(t, "claude")
+	for _, c := range agentMoveCLIs {
+		t.Run(c.id, func(t *testing.T) {
+			t.Parallel()
+			testAgentMovementOn(t, c.id, installedAgentCLI(t, c.bin), c.env)
+		})
+	}
+}
+
+func testAgentMovementOn(t *testing.T, id, bin string, cliEnv func(t *testing.T, home, url string) []string) {
 	main := llmtest.New(
 		llmtest.Turn{Text: []string{"The notes are fine: apples, pears, plums.\n[NEXT:report]"}, InputTokens: 30, OutputTokens: 12},
 		llmtest.Turn{Text: []string{"Report: three fruits, all spelt right.\n[STATUS:success]"}, InputTokens: 40, OutputTokens: 9},
@@ -90,27 +121,27 @@ func TestIntegrationAgentMovementClaudeCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	def, ok := reg.Get("claude-code")
+	def, ok := reg.Get(id)
 	if !ok {
-		t.Fatal("no claude-code adapter")
+		t.Fatalf("no %s adapter", id)
 	}
 	home := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(home, "tmp"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "TMPDIR=" + filepath.Join(home, "tmp"), "NO_COLOR=1",
-		"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=sk-fake"}
+	env := append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "TMPDIR=" + filepath.Join(home, "tmp"), "NO_COLOR=1"},
+		cliEnv(t, home, srv.URL)...)
 	scen, err := replay.Load(filepath.Join("testdata", "agentmove", "complete.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := piece.Parse("claude-review.yaml", []byte(`name: claude-review
-description: Review and report, both on Claude Code.
+	p, err := piece.Parse("cli-review.yaml", []byte(`name: cli-review
+description: Review and report, both on one agent CLI.
 max_movements: 4
 initial_movement: review
 movements:
   - name: review
-    agent: claude-code
+    agent: `+id+`
     edit: false
     persona: You are a careful reviewer.
     instruction: Review notes.txt.
@@ -118,7 +149,7 @@ movements:
     rules:
       - {condition: the notes are fine, next: report}
   - name: report
-    agent: claude-code
+    agent: `+id+`
     edit: false
     persona: You write reports.
     instruction: Report the review's findings.
@@ -130,7 +161,10 @@ movements:
 	}
 	rec := &recorder{}
 	e, err := New(Config{Provider: replay.New(scen), Workspace: root, RunDir: t.TempDir(), Sink: rec, Events: rec,
-		Agents: AgentRunnerFunc(func(context.Context, string) (*AgentCLI, error) {
+		Agents: AgentRunnerFunc(func(_ context.Context, agentID string) (*AgentCLI, error) {
+			if agentID != id {
+				return nil, fmt.Errorf("unexpected agent %q", agentID)
+			}
 			return &AgentCLI{Executor: &agentcli.Executor{Def: def, Path: bin, Env: env, MaxAttempts: 1}}, nil
 		})})
 	if err != nil {
@@ -139,7 +173,7 @@ movements:
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Second)
 	defer cancel()
 	task := "Check the spelling in notes.txt."
-	out, err := e.Start(ctx, p, task, StartOptions{RunID: "run_claude"})
+	out, err := e.Start(ctx, p, task, StartOptions{RunID: "run_" + id})
 	if err != nil {
 		t.Fatalf("Start: %v (outcome %+v)", err, out)
 	}
