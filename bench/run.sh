@@ -62,3 +62,13 @@ if want utility; then
   bash bench/utility/run.sh
   echo
 fi
+
+if want attach; then
+  echo "## HTTP attach: one session fanned out to 1,000 SSE subscribers"
+  echo
+  go run ./bench/attach -clients "${ATTACH_CLIENTS:-1000}" -events "${ATTACH_EVENTS:-200}"
+  echo
+  echo "Latency: just before the runtime publishes a status frame → the envelope parsed by each client (clients in a child process, same host, lockstep)."
+  echo "Memory: the server process alone; per subscriber = (with subscribers − idle) / subscribers."
+  echo
+fi

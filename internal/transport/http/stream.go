@@ -288,8 +288,17 @@ func (st *stream) writeFrame(f runtime.Frame) bool {
 	return st.send(append(messageEnvelope(append(st.buf[:0], "data: "...), f), '\n', '\n'))
 }
 
+// maxKeptBuffer is the largest write buffer a stream keeps between
+// writes: snapshots can be large, and a thousand idle streams must not
+// each hold one.
+const maxKeptBuffer = 16 << 10
+
 func (st *stream) send(frame []byte) bool {
-	st.buf = frame[:0]
+	if cap(frame) <= maxKeptBuffer {
+		st.buf = frame[:0]
+	} else {
+		st.buf = nil
+	}
 	_ = st.rc.SetWriteDeadline(time.Now().Add(st.h.cfg.WriteTimeout))
 	_, err := st.w.Write(frame)
 	return err == nil
