@@ -72,3 +72,11 @@ if want attach; then
   echo "Memory: the server process alone; per subscriber = (with subscribers − idle) / subscribers."
   echo
 fi
+
+if want hostedrunner; then
+  echo "## maestro hosted-runner: drain with 10,000 events in the log, idle RSS"
+  echo
+  make -s build
+  go run ./bench/hostedrunner -bin ./bin/maestro
+  echo
+fi
