@@ -222,8 +222,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
-// Close stops the idle sweep. It does not close runtimes (Sessions own
-// them); streams end when their runtime closes or their client leaves.
+// Close stops the idle sweep and ends every event stream (so that an
+// http.Server's Shutdown can finish). It does not close runtimes:
+// Sessions own them.
 func (h *Handler) Close() {
 	h.closeOnce.Do(func() { close(h.stop) })
 	h.swept.Wait()

@@ -462,6 +462,10 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, asError(err, http.StatusForbidden))
 		return
 	}
+	switch m.(type) {
+	case protocol.Interrupt, protocol.Cancel:
+		s.broadcastSnapshot()
+	}
 	snap := s.snapshot()
 	writeJSON(w, http.StatusOK, messageAck{OK: true, Success: true, Accepted: true, Cursor: snap.Cursor, Execution: "runtime_handled", Snapshot: snap})
 }

@@ -140,3 +140,36 @@ func TestAnonymousController(t *testing.T) {
 	code, body := s.call("POST", "/api/headless/sessions/"+id+"/subscribe", `{"role":"controller"}`, nil, nil)
 	wantError(t, code, body, 409, "controller_lease_held", "Controller lease is already held by another connection")
 }
+
+// TestInterruptPublishesSnapshot: after an interrupt over HTTP every
+// stream gets a snapshot envelope (contract §8.9 step 4).
+func TestInterruptPublishesSnapshot(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, options{})
+	id := s.createSession(nil)
+	c := s.subscribe(id, map[string]any{"role": "controller"})
+	st := s.open(id, "subscriptionId="+c.SubscriptionID, nil)
+	s.mustSend(id, c.SubscriptionID, `{"type":"init"}`)
+	if e := st.next(); e.msgType() != "status" {
+		t.Fatalf("before the interrupt: %s", e.raw)
+	}
+	s.mustSend(id, c.SubscriptionID, `{"type":"interrupt"}`)
+	e := st.next()
+	if e.Type != "snapshot" {
+		t.Fatalf("after the interrupt: %s, want a snapshot", e.raw)
+	}
+	if !strings.Contains(e.raw, `"is_responding":false`) {
+		t.Errorf("snapshot after interrupt: %s", e.raw)
+	}
+}
+
+// TestCloseEndsStreams: Handler.Close ends every event stream.
+func TestCloseEndsStreams(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, options{})
+	id := s.createSession(nil)
+	st := s.open(id, "", nil)
+	st.next()
+	s.h.Close()
+	st.ended()
+}

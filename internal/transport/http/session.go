@@ -28,6 +28,25 @@ type session struct {
 	seq  uint64
 	// anon is the connection of requests that name none.
 	anon *runtime.Conn
+	// snap is closed (and replaced) to make every stream send a
+	// snapshot envelope.
+	snap chan struct{}
+}
+
+// snapshots returns the channel closed at the next broadcastSnapshot.
+func (s *session) snapshots() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snap
+}
+
+// broadcastSnapshot makes every attached stream send a snapshot
+// envelope after the frames published so far (after an interrupt).
+func (s *session) broadcastSnapshot() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.snap)
+	s.snap = make(chan struct{})
 }
 
 // subscription is one subscription id: explicit (POST /subscribe, read by
@@ -70,7 +89,7 @@ func (h *Handler) bind(id string, rt *runtime.Runtime) *session {
 	if s := h.sessions[id]; s != nil && s.rt == rt {
 		return s
 	}
-	s := &session{h: h, id: id, rt: rt, subs: map[string]*subscription{}}
+	s := &session{h: h, id: id, rt: rt, subs: map[string]*subscription{}, snap: make(chan struct{})}
 	s.restored.Store(h.restored[id])
 	h.sessions[id] = s
 	go h.watch(s)

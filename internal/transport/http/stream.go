@@ -93,7 +93,15 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 			if !st.write(heartbeatEnvelope(s.rt.Cursor())) || !st.flush() {
 				return
 			}
+		case <-s.snapshots():
+			// An interrupt: what was published first, then a snapshot
+			// (contract §8.9).
+			if !st.drain() || !st.write(s.envelope(protocol.SnapshotEnvelope{Snapshot: s.fill(sub.sub.Resync())})) || !st.flush() {
+				return
+			}
 		case <-kick:
+			return
+		case <-h.stop:
 			return
 		case <-r.Context().Done():
 			return
