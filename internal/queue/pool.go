@@ -371,7 +371,10 @@ func (p *Pool) watchCancel(ctx context.Context, l store.Lease, cancelJob context
 	drain:
 		for {
 			select {
-			case <-sub.C():
+			case _, ok := <-sub.C():
+				if !ok {
+					return
+				}
 			default:
 				break drain
 			}
