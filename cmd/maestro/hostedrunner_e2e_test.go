@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -441,5 +442,43 @@ func goldenFile(t *testing.T, path string, got []byte) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// SIGTERM drains before exit: a manifest with reason process_shutdown.
+func TestHostedRunnerSIGTERMDrains(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	p := startRunner(t, fixtureEnv(t, ws, "mrs_term"))
+	c := p.attach(nil)
+	c.send(map[string]any{"type": "prompt", "content": "before the signal"})
+	c.until(isStatusMsg("Prompt: before the signal"))
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.exited:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v; stderr:\n%s", err, p.stderr)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no exit within 20 s of SIGTERM; stderr:\n%s", p.stderr)
+	}
+	p.stdin.Close()
+	p.stdin = nil
+	files, _ := filepath.Glob(filepath.Join(ws, ".maestro", "runner-snapshots", "mrs_term-*.json"))
+	if len(files) != 1 {
+		t.Fatalf("manifests after SIGTERM: %v; stderr:\n%s", files, p.stderr)
+	}
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m hostedrunner.Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Reason != "process_shutdown" || m.RequestedBy != "maestro_web_server" || m.Runtime.FlushStatus != "completed" || m.MaestroSessionID != "session_123" {
+		t.Errorf("SIGTERM manifest: reason %q requested_by %q flush %q session %q", m.Reason, m.RequestedBy, m.Runtime.FlushStatus, m.MaestroSessionID)
 	}
 }
