@@ -113,8 +113,9 @@ func (a *AgentCLI) Turn(ctx context.Context, t *Turn, m protocol.Prompt) error {
 
 	x := *a.Executor
 	x.Permission = nil
+	asked := &askedCalls{ids: map[string]bool{}}
 	if a.Permission == agentcli.PermissionDefault && agentcli.RelaySupported(def) {
-		x.Permission = a.permission(t)
+		x.Permission = a.permission(t, asked)
 	}
 	r.logMessage(llm.UserText(m.Content))
 	raw := r.anyRawEvents()
@@ -126,6 +127,10 @@ func (a *AgentCLI) Turn(ctx context.Context, t *Turn, m protocol.Prompt) error {
 			a.announce(t, ev.SessionID)
 		}
 		for _, msg := range ev.Messages {
+			if end, ok := msg.(protocol.ToolEnd); ok && asked.has(end.CallID) {
+				end.ApprovalRequestID = end.CallID
+				msg = end
+			}
 			t.Publish(msg)
 		}
 	})
@@ -211,9 +216,28 @@ func (r *Runtime) hostPath(p string) string {
 	return p
 }
 
+// askedCalls are the tool calls of a turn that went through an approval
+// request (their tool_end carries approval_request_id).
+type askedCalls struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+func (c *askedCalls) add(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ids[id] = true
+}
+
+func (c *askedCalls) has(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ids[id]
+}
+
 // permission turns the CLI's permission requests into approval server
 // requests (contract §9), ids = the tool call's id.
-func (a *AgentCLI) permission(t *Turn) agentcli.PermissionFunc {
+func (a *AgentCLI) permission(t *Turn, asked *askedCalls) agentcli.PermissionFunc {
 	return func(ctx context.Context, req agentcli.PermissionRequest) (agentcli.PermissionDecision, error) {
 		switch t.r.approvalMode() {
 		case protocol.ApprovalAuto:
@@ -236,6 +260,7 @@ func (a *AgentCLI) permission(t *Turn) agentcli.PermissionFunc {
 		if req.BlockedPath != "" {
 			reason += " (" + req.BlockedPath + " is outside the allowed directories)"
 		}
+		asked.add(id)
 		o, err := t.r.raise(ctx, t.run.id, protocol.ServerRequest{
 			RequestID: id, RequestType: protocol.RequestApproval, CallID: id, Tool: req.Tool,
 			DisplayName: d.display, SummaryLabel: d.summary, ActionDescription: d.action,

@@ -325,8 +325,12 @@ func TestAgentCLIApprovalRelay(t *testing.T) {
 			}
 			h.settle()
 			ends := ofType[protocol.ToolEnd](h)
-			if len(ends) != 1 || ends[0].Success != tt.wantSuccess {
-				t.Errorf("tool_end = %+v, want success %v", ends, tt.wantSuccess)
+			wantApprovalID := ""
+			if tt.answer != nil {
+				wantApprovalID = "toolu_perm1"
+			}
+			if len(ends) != 1 || ends[0].Success != tt.wantSuccess || ends[0].ApprovalRequestID != wantApprovalID {
+				t.Errorf("tool_end = %+v, want success %v, approval_request_id %q", ends, tt.wantSuccess, wantApprovalID)
 			}
 			if n := len(ofType[protocol.ServerRequest](h)); (n == 1) != (tt.answer != nil) {
 				t.Errorf("%d server requests", n)
