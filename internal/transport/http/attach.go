@@ -118,6 +118,14 @@ type SessionRemover interface {
 	Remove(id string)
 }
 
+// SessionMissing is implemented by Sessions that explain a miss: Missing
+// returns the error for a session id Get does not know, for example 409
+// runtime_owned_elsewhere from a hosted runner bound to another session
+// (contract §11.6). A nil error keeps the default 404.
+type SessionMissing interface {
+	Missing(id string) error
+}
+
 // CreateRequest is the camelCase body of POST /api/headless/sessions and
 // /connections (contract §11.2) as the Sessions implementation sees it.
 type CreateRequest struct {

@@ -133,7 +133,7 @@ func (h *Handler) open(ctx context.Context, req CreateRequest) (*session, *Error
 	if req.SessionID != "" {
 		rt, ok := h.cfg.Sessions.Get(req.SessionID)
 		if !ok || rt == nil {
-			return nil, notFound(CodeNotFound, msgCreateSessionNotFound)
+			return nil, h.missing(req.SessionID, msgCreateSessionNotFound)
 		}
 		return h.bind(req.SessionID, rt), nil
 	}

@@ -3,8 +3,11 @@ package httpattach_test
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	httpattach "github.com/maestro-run/maestro/internal/transport/http"
 )
 
 // TestRoutesAndErrors: every route's answer shape and the contract's
@@ -172,4 +175,31 @@ func TestCloseEndsStreams(t *testing.T) {
 	st.next()
 	s.h.Close()
 	st.ended()
+}
+
+// ownedElsewhere is a Sessions bound to one session that explains misses.
+type ownedElsewhere struct{ *httpattach.SessionMap }
+
+func (ownedElsewhere) Missing(id string) error {
+	return &httpattach.Error{Status: http.StatusConflict, Code: httpattach.CodeRuntimeOwnedElsewhere, Message: "Hosted runner is bound to another session: " + id}
+}
+
+// TestSessionMissing: a Sessions implementing SessionMissing answers for
+// unknown ids.
+func TestSessionMissing(t *testing.T) {
+	t.Parallel()
+	h := httpattach.NewHandler(httpattach.Config{Sessions: ownedElsewhere{httpattach.NewSessionMap(nil)}, SweepInterval: -1})
+	defer h.Close()
+	for _, r := range []*http.Request{
+		httptest.NewRequest("GET", "/api/headless/sessions/other/state", nil),
+		httptest.NewRequest("POST", "/api/headless/sessions", strings.NewReader(`{"sessionId":"other"}`)),
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		wantError(t, rec.Code, rec.Body.Bytes(), http.StatusConflict, "runtime_owned_elsewhere", "Hosted runner is bound to another session: other")
+	}
+	// Without a NewRuntime, Create refuses.
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("POST", "/api/headless/sessions", nil))
+	wantError(t, rec.Code, rec.Body.Bytes(), http.StatusNotFound, "not_found", "Session not found")
 }

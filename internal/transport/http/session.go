@@ -76,9 +76,20 @@ type subscription struct {
 func (h *Handler) lookup(id string) (*session, *Error) {
 	rt, ok := h.cfg.Sessions.Get(id)
 	if !ok || rt == nil {
-		return nil, notFound(CodeNotFound, msgSessionNotFound)
+		return nil, h.missing(id, msgSessionNotFound)
 	}
 	return h.bind(id, rt), nil
+}
+
+// missing is the error for an unknown session id: the Sessions' own
+// (SessionMissing), else 404 with msg.
+func (h *Handler) missing(id, msg string) *Error {
+	if m, ok := h.cfg.Sessions.(SessionMissing); ok {
+		if err := m.Missing(id); err != nil {
+			return asError(err, http.StatusNotFound)
+		}
+	}
+	return notFound(CodeNotFound, msg)
 }
 
 // bind returns the session state of rt under id, starting afresh when
