@@ -1,0 +1,132 @@
+package queue_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/maestro-run/maestro/internal/engine"
+	"github.com/maestro-run/maestro/internal/queue"
+	"github.com/maestro-run/maestro/internal/store"
+)
+
+// askScenario asks a question, then finishes with a file and the answer.
+const askScenario = `{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id":"ask-colour","description":"ask, then finish",
+"metadata":{"recordedAt":"2026-11-23T00:00:00Z","toolsExpected":["complete","Write"]},
+"frames":[
+{"index":0,"statements":[{"kind":"tool_call","tool":"complete","input":{"status":"needs_user_input","result":"Which colour should the fence be?"}}]},
+{"index":1,"statements":[{"kind":"tool_call","tool":"Write","input":{"path":"output/fence.txt","content":"painted\n"}}]},
+{"index":2,"statements":[{"kind":"tool_call","tool":"complete","input":{"status":"success","result":"The fence is painted."}}]}
+]}`
+
+func payload(t *testing.T, scenario string) json.RawMessage {
+	t.Helper()
+	data, err := json.Marshal(map[string]json.RawMessage{"replay": json.RawMessage(scenario)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestEngineRunnerAskAnswerResume(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t, nil)
+	data := t.TempDir()
+	startPool(t, queue.Config{Store: st, Runner: queue.NewEngineRunner(queue.EngineRunnerConfig{DataDir: data})})
+	ctx := t.Context()
+	task, job, err := st.CreateTask(ctx, store.NewTask{Title: "Paint the fence", Piece: "general", Payload: payload(t, askScenario)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := waitJob(t, st, job.ID, "waiting_human", inState(store.StateWaitingHuman))
+	if waiting.Attempt != 1 {
+		t.Errorf("waiting job = %+v", waiting)
+	}
+	comments, err := st.ListComments(ctx, task.ID, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(comments) != 1 || comments[0].AuthorKind != store.AuthorAgent || comments[0].Body != "Which colour should the fence be?" {
+		t.Fatalf("comments = %+v, want the agent's question", comments)
+	}
+	dir := queue.TaskDir(data, task.ID)
+	if st, err := engine.LoadState(dir); err != nil || st.Status != engine.StatusWaitingHuman {
+		t.Fatalf("run state in %s: %+v, %v", dir, st, err)
+	}
+
+	// The user answers; the comment queues the job again.
+	_, resumed, err := st.AddComment(ctx, store.NewComment{TaskID: task.ID, AuthorKind: store.AuthorUser, Body: "blue", ResumeWaiting: true})
+	if err != nil || len(resumed) != 1 {
+		t.Fatalf("answer: resumed %v, %v", resumed, err)
+	}
+	done := waitJob(t, st, job.ID, "succeeded", inState(store.StateSucceeded))
+	if done.Result != "The fence is painted." || done.Attempt != 2 || done.Movement != "execute" {
+		t.Errorf("job = %+v", done)
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "output", "fence.txt")); err != nil || string(got) != "painted\n" {
+		t.Errorf("deliverable: %q, %v", got, err)
+	}
+	rs, err := engine.LoadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs.Answers) != 1 || rs.Answers[0].Answer != "blue" {
+		t.Errorf("the run did not get the answer: %+v", rs.Answers)
+	}
+
+	// The event log: run events and protocol events, seq without gaps.
+	kinds := map[string]bool{}
+	types := map[string]int{}
+	for i, e := range events(t, st, job.ID) {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d", i, e.Seq)
+		}
+		types[e.Type]++
+		if e.Type == queue.EventRunEvent {
+			var r engine.Record
+			if err := json.Unmarshal(e.Data, &r); err != nil {
+				t.Errorf("run_event does not decode: %v: %s", err, e.Data)
+			}
+			kinds[string(r.Event.Kind())] = true
+		}
+	}
+	for _, k := range []string{"classified", "run_started", "movement_started", "waiting", "resumed", "complete"} {
+		if !kinds[k] {
+			t.Errorf("no %s run event; kinds %v", k, kinds)
+		}
+	}
+	if types[queue.EventProtocol] == 0 || types[store.EventTypeStatus] < 7 {
+		t.Errorf("event types = %v", types)
+	}
+}
+
+func TestEngineRunnerNoop(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t, nil)
+	startPool(t, queue.Config{Store: st, Runner: queue.NewEngineRunner(queue.EngineRunnerConfig{DataDir: t.TempDir()})})
+	j := enqueue(t, st, store.NewJob{Piece: queue.NoopPiece})
+	done := waitJob(t, st, j.ID, "succeeded", inState(store.StateSucceeded))
+	var types []string
+	for _, e := range events(t, st, j.ID) {
+		types = append(types, e.Type)
+	}
+	if done.Result != "ok" || strings.Join(types, " ") != "status status status noop status" {
+		t.Errorf("noop job = %+v, events %v", done, types)
+	}
+}
+
+func TestEngineRunnerRejectsBadReplay(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t, nil)
+	startPool(t, queue.Config{Store: st, Runner: queue.NewEngineRunner(queue.EngineRunnerConfig{DataDir: t.TempDir()})})
+	_, j, err := st.CreateTask(t.Context(), store.NewTask{Title: "x", MaxAttempts: 3, Payload: payload(t, `{"schemaVersion":"nope"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := waitJob(t, st, j.ID, "failed", inState(store.StateFailed))
+	if got.Attempt != 1 || !strings.Contains(got.Error, `payload field "replay"`) {
+		t.Errorf("job = %+v, want one attempt failing on the replay field", got)
+	}
+}
