@@ -35,6 +35,28 @@ func (f AgentRunnerFunc) AgentCLI(ctx context.Context, id string) (*AgentCLI, er
 	return f(ctx, id)
 }
 
+// RegistryAgents is the usual AgentRunner: the adapters of reg, each
+// binary looked up on path (the PATH list), run with env (nil: the
+// process environment). model is passed to the CLI only when it has the
+// form "<adapter id>/<model>".
+func RegistryAgents(reg *agentcli.Registry, path string, env []string, model string) AgentRunner {
+	return AgentRunnerFunc(func(_ context.Context, id string) (*AgentCLI, error) {
+		def, ok := reg.Get(id)
+		if !ok {
+			return nil, fmt.Errorf("unknown agent (known: %s; add your own in ~/.maestro/agents/)", strings.Join(reg.IDs(), ", "))
+		}
+		bin, err := def.Resolve(path)
+		if err != nil {
+			return nil, fmt.Errorf("%w (install it, or see maestro agents list)", err)
+		}
+		cli := &AgentCLI{Executor: &agentcli.Executor{Def: def, Path: bin, Env: env}}
+		if m, ok := strings.CutPrefix(model, def.ID+"/"); ok {
+			cli.Base.Model = m
+		}
+		return cli, nil
+	})
+}
+
 // AgentCLI is one agent CLI as a movement executor.
 type AgentCLI struct {
 	// Executor runs the CLI (its Def, binary path and base environment).

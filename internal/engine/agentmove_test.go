@@ -395,3 +395,29 @@ func flowInOrder(got, want []string) bool {
 	}
 	return i == len(want)
 }
+
+func TestRegistryAgents(t *testing.T) {
+	t.Parallel()
+	dir, err := filepath.Abs(filepath.Join("testdata", "agentmove", "agents"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := agentcli.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	cli, err := RegistryAgents(reg, dir, nil, "fake-move/big").AgentCLI(ctx, "fake-move")
+	if err != nil || cli.Executor.Path != filepath.Join(dir, "fake-move") || cli.Base.Model != "big" {
+		t.Errorf("fake-move: %+v, %v", cli, err)
+	}
+	if cli, err := RegistryAgents(reg, dir, nil, "anthropic/claude").AgentCLI(ctx, "fake-move"); err != nil || cli.Base.Model != "" {
+		t.Errorf("another provider's model reached the CLI: %+v, %v", cli, err)
+	}
+	if _, err := RegistryAgents(reg, dir, nil, "").AgentCLI(ctx, "nope"); err == nil || !strings.Contains(err.Error(), "fake-move") {
+		t.Errorf("unknown agent: %v, want the known ids", err)
+	}
+	if _, err := RegistryAgents(reg, t.TempDir(), nil, "").AgentCLI(ctx, "claude-code"); err == nil || !strings.Contains(err.Error(), "install it") {
+		t.Errorf("missing binary: %v", err)
+	}
+}
