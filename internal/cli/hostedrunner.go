@@ -74,7 +74,8 @@ MAESTRO_HOSTED_RUNNER_AUTH_TOKEN_FILE) unless the runner listens on loopback;
 /.well-known/... are open.
 
 Agent: with no model configured (no --model/--replay, MAESTRO_MODEL, keys or
-config), or with --fixture / MAESTRO_HOSTED_RUNNER_FIXTURE=1, the runner runs
+config), or with --fixture / MAESTRO_HOSTED_RUNNER_FIXTURE=1 (or the
+harness's MAESTRO_RUST_HOSTED_CONFORMANCE=1), the runner runs
 the deterministic fixture agent of the conformance harness: no model is
 called; a prompt produces the status "Prompt: <content>", and a prompt
 "__maestro_conformance_approval__:{request_id,tool,args,reason}" raises an

@@ -87,7 +87,7 @@ var (
 	EnvAuthToken        = []string{"MAESTRO_HOSTED_RUNNER_AUTH_TOKEN", "MAESTRO_WEB_API_KEY"}
 	EnvAuthTokenFile    = []string{"MAESTRO_HOSTED_RUNNER_AUTH_TOKEN_FILE", "MAESTRO_WEB_API_KEY_FILE"}
 	EnvRequireAuth      = []string{"MAESTRO_WEB_REQUIRE_KEY"}
-	EnvFixture          = []string{"MAESTRO_HOSTED_RUNNER_FIXTURE"}
+	EnvFixture          = []string{"MAESTRO_HOSTED_RUNNER_FIXTURE", "MAESTRO_RUST_HOSTED_CONFORMANCE"}
 )
 
 // pick returns the flag value, else the first non-empty variable.
@@ -178,7 +178,7 @@ func Load(f Flags, getenv func(string) string) (Config, error) {
 	if v := pick("", getenv, EnvFixture); v != "" {
 		b, err := parseBool(v)
 		if err != nil {
-			return c, fmt.Errorf("MAESTRO_HOSTED_RUNNER_FIXTURE %q: %w", v, err)
+			return c, fmt.Errorf("MAESTRO_HOSTED_RUNNER_FIXTURE / MAESTRO_RUST_HOSTED_CONFORMANCE %q: %w", v, err)
 		}
 		c.Fixture = c.Fixture || b
 	}

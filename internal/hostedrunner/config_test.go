@@ -115,6 +115,12 @@ func TestLoad(t *testing.T) {
 				t.Error("Fixture false")
 			}
 		}},
+		{name: "conformance env selects the fixture", env: with("MAESTRO_RUST_HOSTED_CONFORMANCE", "1"), check: func(t *testing.T, c Config) {
+			if !c.Fixture {
+				t.Error("Fixture false")
+			}
+		}},
+		{name: "bad fixture env", env: with("MAESTRO_HOSTED_RUNNER_FIXTURE", "sure"), err: "MAESTRO_HOSTED_RUNNER_FIXTURE"},
 		{name: "missing runner id", env: with("MAESTRO_RUNNER_SESSION_ID", "<unset>"), err: "--runner-session-id or MAESTRO_RUNNER_SESSION_ID / REMOTE_RUNNER_SESSION_ID"},
 		{name: "missing workspace", env: with("MAESTRO_WORKSPACE_ROOT", "<unset>"), err: "--workspace-root or MAESTRO_WORKSPACE_ROOT / WORKSPACE_ROOT"},
 		{name: "workspace does not exist", env: with("MAESTRO_WORKSPACE_ROOT", filepath.Join(ws, "nope")), err: "must be an existing directory"},
