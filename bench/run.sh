@@ -6,7 +6,7 @@
 #   ONLY=loop bench/run.sh  # one section: loop | grep | version | headless | utility
 set -euo pipefail
 cd "$(dirname "$0")/.."
-only=${ONLY:-all}
+only=${ONLY:-${1:-all}}  # or the section as the first argument: bench/run.sh queue
 want() { [ "$only" = all ] || [ "$only" = "$1" ]; }
 
 echo "# Maestro benchmarks — $(date -u +%Y-%m-%dT%H:%MZ), $(go env GOVERSION), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -78,5 +78,19 @@ if want hostedrunner; then
   echo
   make -s build
   go run ./bench/hostedrunner -bin ./bin/maestro
+  echo
+fi
+
+if want queue; then
+  echo "## Job queue: Maestro (SQLite, PostgreSQL) vs River on the same PostgreSQL, no-op jobs"
+  echo
+  bash bench/queue/run.sh
+  echo
+fi
+
+if want sse; then
+  echo "## Job event stream: 1,000 SSE subscribers on one job (REST API)"
+  echo
+  go run ./bench/sse
   echo
 fi

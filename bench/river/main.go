@@ -11,9 +11,12 @@
 //     from just before its Insert call to the start of its Work call.
 //
 // Each run appends one JSON line (see result) to -out. River is used with
-// its defaults (FetchCooldown 100 ms, FetchPollInterval 1 s, LISTEN/NOTIFY
-// wake-ups) except the pool size, which matches Maestro's PostgreSQL store
-// (16 connections).
+// its defaults (FetchPollInterval 1 s, LISTEN/NOTIFY wake-ups) except two:
+// the pool size matches Maestro's PostgreSQL store (16 connections), and
+// FetchCooldown is River's minimum, 1 ms (-fetch-cooldown): with the default
+// 100 ms a queue fetches at most MaxWorkers jobs per 100 ms, so no-op jobs
+// run at about 10 × MaxWorkers per second, which measures the setting, not
+// the queue.
 //
 // This is a separate module so that River never enters Maestro's dependency
 // graph; it shares nothing with the main module but the JSON line format.
@@ -41,18 +44,20 @@ import (
 
 // result is one measured configuration; bench/queue reads the same fields.
 type result struct {
-	System    string  `json:"system"`  // "river"
-	Backend   string  `json:"backend"` // "postgres"
-	Workers   int     `json:"workers"`
-	Jobs      int     `json:"jobs"`
-	Seconds   float64 `json:"seconds"`
-	JobsPerS  float64 `json:"jobs_per_s"`
-	LatJobs   int     `json:"lat_jobs"`
-	LatRate   float64 `json:"lat_rate"` // claim-latency jobs enqueued per second
-	LatP50US  float64 `json:"lat_p50_us"`
-	LatP99US  float64 `json:"lat_p99_us"`
-	LatMaxUS  float64 `json:"lat_max_us"`
-	Completed int64   `json:"completed"` // rows in state completed afterwards (check)
+	System   string  `json:"system"`  // "river"
+	Backend  string  `json:"backend"` // "postgres"
+	Workers  int     `json:"workers"`
+	Jobs     int     `json:"jobs"`
+	Seconds  float64 `json:"seconds"`
+	JobsPerS float64 `json:"jobs_per_s"`
+	LatJobs  int     `json:"lat_jobs"`
+	LatRate  float64 `json:"lat_rate"` // claim-latency jobs enqueued per second
+	LatP50US float64 `json:"lat_p50_us"`
+	LatP99US float64 `json:"lat_p99_us"`
+	LatMaxUS float64 `json:"lat_max_us"`
+	// FetchCooldownUS is River's FetchCooldown setting.
+	FetchCooldownUS float64 `json:"fetch_cooldown_us,omitempty"`
+	Completed       int64   `json:"completed"` // rows in state completed afterwards (check)
 }
 
 func main() {
@@ -67,11 +72,12 @@ func run() error {
 		dsn      = flag.String("dsn", "", "PostgreSQL connection URL of a database River may own (required)")
 		workers  = flag.Int("workers", 1, "River MaxWorkers of the one queue")
 		jobs     = flag.Int("jobs", 5000, "no-op jobs in the throughput measurement")
-		latJobs  = flag.Int("lat-jobs", 300, "jobs in the claim-latency measurement")
-		latRate  = flag.Float64("lat-rate", 100, "jobs per second inserted in the claim-latency measurement")
+		latJobs  = flag.Int("lat-jobs", 200, "jobs in the claim-latency measurement")
+		latRate  = flag.Float64("lat-rate", 50, "jobs per second inserted in the claim-latency measurement")
 		out      = flag.String("out", "", "append the JSON result line to this file (default stdout)")
 		timeout  = flag.Duration("timeout", 5*time.Minute, "give up after this long")
 		maxConns = flag.Int("max-conns", 16, "pgx pool size")
+		cooldown = flag.Duration("fetch-cooldown", river.FetchCooldownMin, "River FetchCooldown (River's default is 100ms, which caps a queue at MaxWorkers jobs per 100 ms)")
 	)
 	flag.Parse()
 	if *dsn == "" {
@@ -112,9 +118,10 @@ func run() error {
 	river.AddWorker(ws, &noopWorker{rec: rec})
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	client, err := river.NewClient(driver, &river.Config{
-		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: *workers}},
-		Workers: ws,
-		Logger:  logger,
+		Queues:        map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: *workers}},
+		Workers:       ws,
+		Logger:        logger,
+		FetchCooldown: *cooldown,
 	})
 	if err != nil {
 		return err
@@ -166,7 +173,8 @@ func run() error {
 	}
 
 	r := result{System: "river", Backend: "postgres", Workers: *workers, Jobs: *jobs,
-		Seconds: elapsed.Seconds(), JobsPerS: float64(*jobs) / elapsed.Seconds(), LatJobs: *latJobs, LatRate: *latRate}
+		Seconds: elapsed.Seconds(), JobsPerS: float64(*jobs) / elapsed.Seconds(), LatJobs: *latJobs, LatRate: *latRate,
+		FetchCooldownUS: float64(cooldown.Microseconds())}
 	lat, err := rec.latencies()
 	if err != nil {
 		return err

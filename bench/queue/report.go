@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"time"
+)
+
+type cellKey struct {
+	system, backend string
+	workers         int
+}
+
+// printReport prints one markdown table from the JSON lines at path: one
+// row per queue and worker count (the median of repeated runs), each figure
+// with its ratio to River at the same worker count.
+func printReport(w io.Writer, path, pgVersion string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	runs := map[cellKey][]result{}
+	sc := bufio.NewScanner(f)
+	line := 0
+	for sc.Scan() {
+		line++
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var r result
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return fmt.Errorf("%s:%d: expected a JSON result line: %w", path, line, err)
+		}
+		k := cellKey{r.System, r.Backend, r.Workers}
+		runs[k] = append(runs[k], r)
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	if len(runs) == 0 {
+		return fmt.Errorf("%s: no results", path)
+	}
+	cells := map[cellKey]result{}
+	var keys []cellKey
+	repeats := 0
+	var sample result
+	for k, rs := range runs {
+		cells[k] = median(rs)
+		keys = append(keys, k)
+		repeats = max(repeats, len(rs))
+		sample = rs[0]
+	}
+	order := map[string]int{"river": 0, "maestro": 1, "maestro-store": 2}
+	border := map[string]int{"postgres": 0, "sqlite": 1}
+	slices.SortFunc(keys, func(a, b cellKey) int {
+		return cmp.Or(cmp.Compare(a.workers, b.workers), cmp.Compare(border[a.backend], border[b.backend]),
+			cmp.Compare(order[a.system], order[b.system]))
+	})
+
+	fmt.Fprintf(w, "%d no-op jobs per throughput run (enqueued first, then drained); claim latency = enqueue → runner start of %d jobs enqueued one by one at %.0f/s into an idle queue. ",
+		sample.Jobs, sample.LatJobs, sample.LatRate)
+	if repeats > 1 {
+		fmt.Fprintf(w, "Median of %d runs. ", repeats)
+	}
+	pg := "PostgreSQL"
+	if pgVersion != "" {
+		pg += " " + pgVersion
+	}
+	fmt.Fprintf(w, "One throwaway %s cluster (fsync=off, synchronous_commit=off) serves River and Maestro in the same run; SQLite is WAL with synchronous=NORMAL. "+
+		"× River = this row ÷ River with the same workers (throughput: higher is better; latency: lower is better).\n\n", pg)
+	fmt.Fprintln(w, "| workers | queue | jobs/s | × River | claim p50 | × River | claim p99 | × River |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|")
+	for _, k := range keys {
+		c := cells[k]
+		river, hasRiver := cells[cellKey{"river", "postgres", k.workers}]
+		ratio := func(a, b float64) string {
+			if !hasRiver || b == 0 {
+				return "—"
+			}
+			return ratioString(a / b)
+		}
+		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", k.workers, label(k, c),
+			thousands(c.JobsPerS), ratio(c.JobsPerS, river.JobsPerS),
+			ms(c.LatP50US), ratio(c.LatP50US, river.LatP50US),
+			ms(c.LatP99US), ratio(c.LatP99US, river.LatP99US))
+	}
+	return nil
+}
+
+func label(k cellKey, c result) string {
+	switch {
+	case k.system == "river" && c.FetchCooldownUS > 0:
+		return fmt.Sprintf("River v0.51.1, FetchCooldown %s (PostgreSQL)", time.Duration(c.FetchCooldownUS)*time.Microsecond)
+	case k.system == "river":
+		return "River v0.51.1 (PostgreSQL)"
+	case k.system == "maestro" && k.backend == "postgres":
+		return "Maestro queue.Pool (PostgreSQL)"
+	case k.system == "maestro" && k.backend == "sqlite":
+		return "Maestro queue.Pool (SQLite)"
+	case k.backend == "postgres":
+		return "Maestro bare store loop (PostgreSQL)"
+	default:
+		return "Maestro bare store loop (SQLite)"
+	}
+}
+
+// median takes each figure's median over repeated runs independently.
+func median(rs []result) result {
+	pick := func(get func(result) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = get(r)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	m := rs[0]
+	m.JobsPerS = pick(func(r result) float64 { return r.JobsPerS })
+	m.LatP50US = pick(func(r result) float64 { return r.LatP50US })
+	m.LatP99US = pick(func(r result) float64 { return r.LatP99US })
+	m.LatMaxUS = pick(func(r result) float64 { return r.LatMaxUS })
+	return m
+}
+
+func ratioString(r float64) string {
+	switch {
+	case r >= 10:
+		return fmt.Sprintf("%.0f×", r)
+	case r >= 0.1:
+		return fmt.Sprintf("%.2f×", r)
+	}
+	return fmt.Sprintf("%.2g×", r)
+}
+
+func ms(us float64) string {
+	switch {
+	case us < 10_000:
+		return fmt.Sprintf("%.2f ms", us/1000)
+	case us < 100_000:
+		return fmt.Sprintf("%.1f ms", us/1000)
+	}
+	return fmt.Sprintf("%.0f ms", us/1000)
+}
+
+func thousands(v float64) string {
+	n := int64(v + 0.5)
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
