@@ -84,12 +84,16 @@ type disconnectResult struct {
 // messageAck is the /messages response: the reference server's
 // {success:true} and the Rust runner's extended acknowledgement.
 type messageAck struct {
-	OK        bool              `json:"ok"`
-	Success   bool              `json:"success"`
-	Accepted  bool              `json:"accepted"`
-	Cursor    int64             `json:"cursor"`
-	Execution string            `json:"execution"`
-	Snapshot  protocol.Snapshot `json:"snapshot"`
+	OK        bool   `json:"ok"`
+	Success   bool   `json:"success"`
+	Accepted  bool   `json:"accepted"`
+	Cursor    int64  `json:"cursor"`
+	Execution string `json:"execution"`
+	// PublishedMessages counts the cursors taken while the message was
+	// handled (a prompt's run goes on afterwards).
+	PublishedMessages int64             `json:"published_messages"`
+	Message           string            `json:"message"`
+	Snapshot          protocol.Snapshot `json:"snapshot"`
 }
 
 func (h *Handler) heartbeatOf(c *runtime.Conn) heartbeatSnapshot {
@@ -458,6 +462,7 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	before := s.rt.Cursor()
 	if err := c.Handle(context.WithoutCancel(r.Context()), m); err != nil {
 		writeError(w, asError(err, http.StatusForbidden))
 		return
@@ -467,7 +472,11 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 		s.broadcastSnapshot()
 	}
 	snap := s.snapshot()
-	writeJSON(w, http.StatusOK, messageAck{OK: true, Success: true, Accepted: true, Cursor: snap.Cursor, Execution: "runtime_handled", Snapshot: snap})
+	writeJSON(w, http.StatusOK, messageAck{
+		OK: true, Success: true, Accepted: true, Cursor: snap.Cursor, Execution: "runtime_handled",
+		PublishedMessages: max(0, snap.Cursor-before), Message: "Maestro headless runtime accepted the " + m.MessageType() + " message",
+		Snapshot: snap,
+	})
 }
 
 // sender resolves the connection a message comes from: the subscriber

@@ -63,11 +63,13 @@ func TestRoutesAndErrors(t *testing.T) {
 		OK, Success, Accepted bool
 		Cursor                int64
 		Execution             string
+		PublishedMessages     int64 `json:"published_messages"`
+		Message               string
 	}
 	if st, body := s.call("POST", "/api/headless/sessions/"+id+"/message", `{"type":"init"}`, hdr{"x-evalops-headless-subscription-id": sub.SubscriptionID}, &ack); st != 200 {
 		t.Fatalf("message: %d %s", st, body)
 	}
-	if !ack.OK || !ack.Success || !ack.Accepted || ack.Cursor == 0 || ack.Execution != "runtime_handled" {
+	if !ack.OK || !ack.Success || !ack.Accepted || ack.Cursor == 0 || ack.Execution != "runtime_handled" || ack.PublishedMessages != 1 || ack.Message != "Maestro headless runtime accepted the init message" {
 		t.Fatalf("ack: %+v", ack)
 	}
 
