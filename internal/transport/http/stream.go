@@ -87,6 +87,8 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-sub.sub.Wait():
 		case <-ticks:
+			// An attached stream keeps its connection's lease fresh.
+			sub.conn.Touch()
 			if sub.sub.OptsOut(protocol.NotifyHeartbeat) {
 				continue
 			}
