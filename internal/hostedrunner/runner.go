@@ -204,6 +204,7 @@ func (r *Runner) start() {
 	if m == nil || m.Runtime.FlushStatus == FlushCompleted {
 		r.rt.Start()
 		if m != nil {
+			r.applyLastInit(m)
 			r.rt.Broadcast(protocol.Status{Message: StatusRestored})
 		}
 		r.ready = true
@@ -220,6 +221,27 @@ func (r *Runner) start() {
 	r.rt.Broadcast(protocol.Status{Message: status})
 	r.rt.Broadcast(protocol.Error{Message: msg, ErrorType: protocol.ErrorProtocol})
 	r.lastError = msg
+}
+
+// applyLastInit re-applies the snapshot's last init (system prompt,
+// thinking level, approval mode) to the restored runtime, through a local
+// connection that leaves no trace but the init's status.
+func (r *Runner) applyLastInit(m *Manifest) {
+	var s struct {
+		LastInit *protocol.Init `json:"last_init"`
+	}
+	if len(m.Snapshot) == 0 || json.Unmarshal(m.Snapshot, &s) != nil || s.LastInit == nil {
+		return
+	}
+	c, err := r.rt.Connect(runtime.ConnectOptions{Local: true, Role: protocol.RoleController, ProtocolVersion: protocol.Version})
+	if err != nil {
+		r.log.Warn("restore: last_init not applied", "err", err)
+		return
+	}
+	defer c.Close()
+	if err := c.Handle(context.Background(), *s.LastInit); err != nil {
+		r.log.Warn("restore: last_init not applied", "err", err)
+	}
 }
 
 // SetAttach sets the session API and tells it the restore outcome.

@@ -461,6 +461,33 @@ func TestRestoreCompleted(t *testing.T) {
 	}
 }
 
+func TestRestoreLastInit(t *testing.T) {
+	t.Parallel()
+	ws := newWorkspace(t)
+	r, _ := newRunner(t, testConfig(ws))
+	c := connect(t, r)
+	sys := "You are restored."
+	if err := c.conn.Handle(context.Background(), protocol.Init{SystemPrompt: &sys, ApprovalMode: protocol.ApprovalAuto}); err != nil {
+		t.Fatal(err)
+	}
+	c.until(isStatus("Initialized: system_prompt, approval_mode"))
+	d, _, err := r.Drain(context.Background(), DrainRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	cfg := testConfig(ws)
+	cfg.RestoreManifest = d.ManifestPath
+	r2, _ := newRunner(t, cfg)
+	li := r2.Runtime().Snapshot().LastInit
+	if li == nil || li.SystemPrompt == nil || *li.SystemPrompt != sys || li.ApprovalMode != protocol.ApprovalAuto {
+		t.Errorf("restored last_init: %+v", li)
+	}
+	if s := r2.Runtime().Snapshot().State; s.LastStatus != StatusRestored || s.ConnectionCount != 0 {
+		t.Errorf("after restore: last_status %q, %d connections", s.LastStatus, s.ConnectionCount)
+	}
+}
+
 func TestRestoreIncomplete(t *testing.T) {
 	t.Parallel()
 	ws := newWorkspace(t)
