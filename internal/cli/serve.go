@@ -1,0 +1,199 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/maestro-run/maestro/internal/queue"
+	"github.com/maestro-run/maestro/internal/server"
+)
+
+// defaultListen is where `maestro serve` listens unless --listen says
+// otherwise: loopback only, so no token is needed.
+const defaultListen = "127.0.0.1:7878"
+
+// serveOptions are the flags of `maestro serve`.
+type serveOptions struct {
+	Listen    string
+	DB        string
+	DataDir   string
+	Workers   int
+	Token     string
+	MaxUpload int64
+	Name      string
+}
+
+func newServeCmd(io *IOStreams) *cobra.Command {
+	var o serveOptions
+	cmd := &cobra.Command{
+		Use:   "serve [flags]",
+		Short: "Run the REST API, workers and the cron scheduler in one process",
+		Long: `Run Maestro as a service: the REST API (docs/api.md), --workers job workers and
+the maintenance loop (reaps jobs of dead workers, fires cron schedules).
+Submit and follow work with 'maestro tasks' or any HTTP client.
+
+The store is SQLite at <data dir>/maestro.db by default, nothing to install;
+task workspaces are <data dir>/tasks/<id>/ (input/ for uploads, output/ for
+deliverables). With --db postgres://… (or MAESTRO_DB) several 'maestro serve'
+and 'maestro worker' processes on several machines share one queue.
+
+Authentication: clients send 'Authorization: Bearer <token>'. The token is
+--token or $MAESTRO_API_TOKEN. On a loopback address (the default
+` + defaultListen + `) it is optional; on any other address serve refuses to start
+without one, since anyone reaching the port could run agents. When a token is
+set every API call needs it (/healthz and /readyz excepted).
+
+SIGINT or SIGTERM stops accepting work, ends open event streams, lets running
+jobs finish for up to 10 s and releases the rest back to the queue.`,
+		Example: `  maestro serve                                  # http://127.0.0.1:7878, SQLite in ~/.maestro
+  maestro serve --workers 4 --data-dir /srv/maestro
+  MAESTRO_API_TOKEN=$(openssl rand -hex 32) maestro serve --listen 0.0.0.0:7878
+  maestro serve --db postgres://maestro@db/maestro --listen :7878 --token "$TOKEN"`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runServe(cmd.Context(), io, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Listen, "listen", defaultListen, "address to listen on (host:port; a port of 0 picks a free one)")
+	f.StringVar(&o.DB, "db", "", "job store: postgres://… URL (default: MAESTRO_DB, else SQLite <data dir>/maestro.db)")
+	f.StringVar(&o.DataDir, "data-dir", "", "data directory: SQLite database and task workspaces (default ~/.maestro or $MAESTRO_HOME)")
+	f.IntVar(&o.Workers, "workers", 2, "jobs to run at once in this process (0: API and scheduler only)")
+	f.StringVar(&o.Token, "token", "", "bearer token clients must send (default $MAESTRO_API_TOKEN; required unless --listen is loopback)")
+	f.Int64Var(&o.MaxUpload, "max-upload", server.DefaultMaxUpload, "largest accepted upload in bytes")
+	f.StringVar(&o.Name, "name", "", "worker name shown as the lease owner (default host:pid)")
+	return cmd
+}
+
+// isLoopback reports whether a listen address only accepts connections
+// from this machine.
+func isLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
+}
+
+func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
+	if o.Workers < 0 {
+		return usageErr("--workers: expected 0 or more, found %d", o.Workers)
+	}
+	if o.MaxUpload <= 0 {
+		return usageErr("--max-upload: expected a positive number of bytes, found %d", o.MaxUpload)
+	}
+	loopback, err := isLoopback(o.Listen)
+	if err != nil {
+		return usageErr("--listen: expected host:port such as %s, found %q", defaultListen, o.Listen)
+	}
+	token := o.Token
+	if token == "" && io.Getenv != nil {
+		token = io.Getenv("MAESTRO_API_TOKEN")
+	}
+	if !loopback && token == "" {
+		return usageErr("--listen %s accepts connections from other machines, so a token is required: "+
+			"pass --token or set MAESTRO_API_TOKEN (clients send it as 'Authorization: Bearer <token>'), "+
+			"or listen on a loopback address such as %s", o.Listen, defaultListen)
+	}
+	if o.Name == "" {
+		host, _ := os.Hostname()
+		if host == "" {
+			host = "localhost"
+		}
+		o.Name = host + ":" + strconv.Itoa(os.Getpid())
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(io.ErrOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+
+	st, dataDir, err := openJobStore(ctx, io, o.DB, o.DataDir)
+	if err != nil {
+		return failErr(err)
+	}
+	defer st.Close()
+	metrics := queue.NewMetrics()
+	api, err := server.New(server.Config{
+		Store: st, DataDir: dataDir, TaskDir: queue.TaskDir, Token: token, RequireAuth: token != "",
+		Metrics: metrics, NextRun: queue.NextRun, MaxUpload: o.MaxUpload, Logger: log,
+	})
+	if err != nil {
+		return failErr(err)
+	}
+	var pool *queue.Pool
+	if o.Workers > 0 {
+		runner, err := newJobRunner(io, st, dataDir)
+		if err != nil {
+			return failErr(err)
+		}
+		pool, err = queue.NewPool(queue.Config{Store: st, Runner: runner, Name: o.Name, Workers: o.Workers, Metrics: metrics, Logger: log})
+		if err != nil {
+			return failErr(err)
+		}
+	}
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return failErr(fmt.Errorf("--listen %s: %w", o.Listen, err))
+	}
+	// Requests (event streams above all) end when serving stops.
+	reqCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer endRequests()
+	hs := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return reqCtx },
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	auth := "no token (loopback only)"
+	if token != "" {
+		auth = "bearer token required"
+	}
+	fmt.Fprintf(io.Out, "maestro serve: API on http://%s (%s), %d worker(s), data %s\n", ln.Addr(), auth, o.Workers, dataDir)
+
+	var wg sync.WaitGroup
+	var serveErr, poolErr, maintErr error
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Go(func() {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			serveErr = err
+			cancel()
+		}
+	})
+	if pool != nil {
+		wg.Go(func() { poolErr = pool.Run(runCtx) })
+	}
+	wg.Go(func() {
+		maintErr = queue.RunMaintenance(runCtx, queue.MaintenanceConfig{Store: st, Owner: o.Name, Logger: log})
+	})
+	<-runCtx.Done()
+	fmt.Fprintln(io.ErrOut, "maestro serve: stopping")
+	endRequests()
+	shutCtx, done := context.WithTimeout(context.Background(), 10*time.Second)
+	defer done()
+	if err := hs.Shutdown(shutCtx); err != nil {
+		hs.Close()
+	}
+	wg.Wait()
+	if err := errors.Join(serveErr, poolErr, maintErr); err != nil {
+		return failErr(err)
+	}
+	fmt.Fprintln(io.ErrOut, "maestro serve: stopped")
+	return nil
+}

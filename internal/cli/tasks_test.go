@@ -1,0 +1,360 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/server"
+	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/store/sqlite"
+)
+
+// syncOut is a goroutine-safe buffer that can signal when a pattern
+// appears.
+type syncOut struct {
+	mu    sync.Mutex
+	b     bytes.Buffer
+	re    *regexp.Regexp
+	found chan string
+}
+
+func (b *syncOut) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, err := b.b.Write(p)
+	if b.re != nil {
+		if m := b.re.FindString(b.b.String()); m != "" {
+			select {
+			case b.found <- m:
+				b.re = nil
+			default:
+			}
+		}
+	}
+	return n, err
+}
+
+func (b *syncOut) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// runCLI runs one command in process and returns its exit code and output.
+func runTasksCLI(t *testing.T, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut syncOut
+	ios := &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut, Getenv: func(k string) string { return env[k] }}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	code := Run(ctx, ios, args)
+	return code, out.String(), errOut.String()
+}
+
+// startServe runs `maestro serve` in process on a free port and returns its
+// base URL; the server stops when the test ends.
+func startServeCLI(t *testing.T, env map[string]string, args ...string) string {
+	t.Helper()
+	out := &syncOut{re: regexp.MustCompile(`http://127\.0\.0\.1:\d+`), found: make(chan string, 1)}
+	errOut := &syncOut{}
+	ios := &IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut, Getenv: func(k string) string { return env[k] }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, ios, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...))
+	}()
+	t.Cleanup(func() {
+		cancel()
+		defer func() {
+			if t.Failed() {
+				t.Logf("serve log:\n%s", errOut.String())
+			}
+		}()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Errorf("serve exited %d:\n%s", code, errOut.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("serve did not stop within 30 s:\n%s", errOut.String())
+		}
+	})
+	select {
+	case url := <-out.found:
+		return url
+	case code := <-done:
+		t.Fatalf("serve exited %d before listening:\n%s%s", code, out.String(), errOut.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve did not print its URL within 30 s:\n%s", errOut.String())
+	}
+	return ""
+}
+
+const cliAskScenario = `schemaVersion: evalops.maestro.scripted-scenario.v1
+id: cli-ask
+description: Ask the user, then finish.
+metadata:
+  recordedAt: "2026-11-23T00:00:00Z"
+  toolsExpected: [complete]
+frames:
+  - index: 0
+    statements:
+      - {kind: tool_call, tool: complete, input: {status: needs_user_input, result: "Which colour should the fence be?"}}
+  - index: 1
+    statements:
+      - {kind: tool_call, tool: complete, input: {status: success, result: "The fence is painted blue."}}
+`
+
+// TestServeAndTasks runs `maestro serve` and drives it with `maestro tasks`:
+// a no-op task followed to the end, a task that asks and is answered by a
+// comment while `tasks logs -f` follows it, list/show/logs, cancel and retry.
+func TestServeAndTasks(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	env := map[string]string{"MAESTRO_HOME": dataDir}
+	url := startServeCLI(t, env, "--data-dir", dataDir, "--workers", "1")
+	env["MAESTRO_SERVER"] = url
+
+	code, out, errOut := runTasksCLI(t, env, "tasks", "submit", "say ok", "--piece", "noop", "-f")
+	if code != 0 || !strings.Contains(out, "task 1 created (job 1, queued)") || !strings.Contains(out, "status succeeded") ||
+		!strings.Contains(out, "noop") || !strings.Contains(errOut, "job 1 succeeded") {
+		t.Fatalf("submit -f: exit %d\n%s\n%s", code, out, errOut)
+	}
+
+	// A task that asks: follow it in the background, answer, and see the
+	// follower finish with the result.
+	input := filepath.Join(t.TempDir(), "brief.txt")
+	os.WriteFile(input, []byte("a fence"), 0o644)
+	payload, _ := json.Marshal(map[string]string{"replay": cliAskScenario})
+	code, out, errOut = runTasksCLI(t, env, "tasks", "submit", "Paint the fence.", "--piece", "chat", "--payload", string(payload), "--file", input)
+	if code != 0 || !strings.Contains(out, "task 2 created") {
+		t.Fatalf("submit: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if data, err := os.ReadFile(filepath.Join(dataDir, "tasks", "2", "input", "brief.txt")); err != nil || string(data) != "a fence" {
+		t.Fatalf("uploaded file: %q %v", data, err)
+	}
+	type result struct {
+		code        int
+		out, errOut string
+	}
+	logs := make(chan result, 1)
+	followOut := &syncOut{re: regexp.MustCompile(`status waiting_human`), found: make(chan string, 1)}
+	go func() {
+		var errBuf syncOut
+		ios := &IOStreams{In: strings.NewReader(""), Out: followOut, ErrOut: &errBuf, Getenv: func(k string) string { return env[k] }}
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		defer cancel()
+		c := Run(ctx, ios, []string{"tasks", "logs", "2", "-f"})
+		logs <- result{c, followOut.String(), errBuf.String()}
+	}()
+	select {
+	case <-followOut.found:
+	case r := <-logs:
+		t.Fatalf("logs -f ended before the job waited: exit %d\n%s\n%s", r.code, r.out, r.errOut)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the job did not wait for an answer:\n%s", followOut.String())
+	}
+	code, out, errOut = runTasksCLI(t, env, "tasks", "show", "2")
+	if code != 0 || !strings.Contains(out, "waiting_human") || !strings.Contains(out, "Which colour should the fence be?") ||
+		!strings.Contains(out, "maestro tasks comment 2") {
+		t.Fatalf("show waiting task: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = runTasksCLI(t, env, "tasks", "comment", "2", "blue")
+	if code != 0 || !strings.Contains(out, "job 2 resumed (queued)") {
+		t.Fatalf("comment: exit %d\n%s\n%s", code, out, errOut)
+	}
+	var r result
+	select {
+	case r = <-logs:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("logs -f did not end after the answer:\n%s", followOut.String())
+	}
+	if r.code != 0 || !strings.Contains(r.out, "comment from user: blue") || !strings.Contains(r.out, "status succeeded") ||
+		!strings.Contains(r.out, "The fence is painted blue.") {
+		t.Fatalf("logs -f: exit %d\n%s\n%s", r.code, r.out, r.errOut)
+	}
+	// Every event printed once, in order.
+	seqs := regexp.MustCompile(`(?m) #(\d+) `).FindAllStringSubmatch(r.out, -1)
+	for i, m := range seqs {
+		if m[1] != fmt.Sprint(i+1) {
+			t.Fatalf("logs -f printed events %v: a gap or a repeat", seqs)
+		}
+	}
+
+	code, out, _ = runTasksCLI(t, env, "tasks", "list")
+	if code != 0 || !regexp.MustCompile(`(?m)^2\s+succeeded\s+chat\s+.*Paint the fence\.$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^1\s+succeeded\s+noop`).MatchString(out) {
+		t.Fatalf("list: exit %d\n%s", code, out)
+	}
+	code, out, _ = runTasksCLI(t, env, "tasks", "logs", "1")
+	if code != 0 || !strings.Contains(out, "#1 status queued") || !strings.Contains(out, "status succeeded") {
+		t.Fatalf("logs: exit %d\n%s", code, out)
+	}
+	code, out, _ = runTasksCLI(t, env, "tasks", "show", "2", "--json")
+	var detail struct {
+		Jobs []store.Job `json:"jobs"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &detail) != nil || len(detail.Jobs) != 1 || detail.Jobs[0].Result != "The fence is painted blue." {
+		t.Fatalf("show --json: exit %d\n%s", code, out)
+	}
+
+	// Cancel and retry act on the latest job; a finished job cannot be
+	// cancelled.
+	code, _, errOut = runTasksCLI(t, env, "tasks", "cancel", "1")
+	if code != 1 || !strings.Contains(errOut, "409") {
+		t.Fatalf("cancel a finished job: exit %d\n%s", code, errOut)
+	}
+	code, _, errOut = runTasksCLI(t, env, "tasks", "show", "99")
+	if code != 1 || !strings.Contains(errOut, "404") {
+		t.Fatalf("show a missing task: exit %d\n%s", code, errOut)
+	}
+	code, _, errOut = runTasksCLI(t, env, "tasks", "show", "x")
+	if code != 2 || !strings.Contains(errOut, "task id") {
+		t.Fatalf("show x: exit %d\n%s", code, errOut)
+	}
+}
+
+func TestServeAuth(t *testing.T) {
+	t.Parallel()
+	// Not loopback and no token: refused before anything starts.
+	dataDir := t.TempDir()
+	code, _, errOut := runTasksCLI(t, map[string]string{}, "serve", "--listen", "0.0.0.0:0", "--data-dir", dataDir)
+	if code != ExitUsage || !strings.Contains(errOut, "token is required") || !strings.Contains(errOut, "MAESTRO_API_TOKEN") {
+		t.Fatalf("serve on 0.0.0.0 without a token: exit %d\n%s", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "maestro.db")); err == nil {
+		t.Fatal("serve opened the store before refusing")
+	}
+	code, _, errOut = runTasksCLI(t, map[string]string{}, "serve", "--listen", "nonsense", "--data-dir", dataDir)
+	if code != ExitUsage || !strings.Contains(errOut, "--listen") {
+		t.Fatalf("bad --listen: exit %d\n%s", code, errOut)
+	}
+
+	// A token from the environment is required from clients.
+	env := map[string]string{"MAESTRO_API_TOKEN": "tok-123"}
+	url := startServeCLI(t, env, "--data-dir", dataDir, "--workers", "0")
+	code, _, errOut = runTasksCLI(t, map[string]string{}, "tasks", "list", "--server", url)
+	if code != 1 || !strings.Contains(errOut, "401") || !strings.Contains(errOut, "--token") {
+		t.Fatalf("no token: exit %d\n%s", code, errOut)
+	}
+	code, _, errOut = runTasksCLI(t, map[string]string{}, "tasks", "list", "--server", url, "--token", "wrong")
+	if code != 1 || !strings.Contains(errOut, "401") {
+		t.Fatalf("wrong token: exit %d\n%s", code, errOut)
+	}
+	code, out, errOut := runTasksCLI(t, env, "tasks", "submit", "hi", "--server", url)
+	if code != 0 || !strings.Contains(out, "task 1 created") {
+		t.Fatalf("with the token: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, _, errOut = runTasksCLI(t, map[string]string{}, "tasks", "list", "--server", "ftp://x")
+	if code != ExitUsage || !strings.Contains(errOut, "--server") {
+		t.Fatalf("bad --server: exit %d\n%s", code, errOut)
+	}
+}
+
+// cutStream serves the API but ends the first event stream after two
+// events, as a dropped connection would.
+type cutStream struct {
+	h   http.Handler
+	mu  sync.Mutex
+	cut bool
+}
+
+type countingWriter struct {
+	http.ResponseWriter
+	ids    int
+	cancel context.CancelFunc
+	limit  int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	for _, f := range bytes.SplitAfter(p, []byte("\n\n")) {
+		if w.ids >= w.limit {
+			w.cancel()
+			break // the rest is swallowed: the client never sees it
+		}
+		if bytes.HasPrefix(f, []byte("id: ")) {
+			w.ids++
+		}
+		w.ResponseWriter.Write(f)
+	}
+	return len(p), nil
+}
+
+func (w *countingWriter) Flush() { w.ResponseWriter.(http.Flusher).Flush() }
+
+func (c *cutStream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.mu.Lock()
+	first := !c.cut && strings.HasSuffix(r.URL.Path, "/events") && r.Header.Get("Accept") == "text/event-stream"
+	if first {
+		c.cut = true
+	}
+	c.mu.Unlock()
+	if !first {
+		c.h.ServeHTTP(w, r)
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	c.h.ServeHTTP(&countingWriter{ResponseWriter: w, cancel: cancel, limit: 2}, r.WithContext(ctx))
+}
+
+// TestTasksLogsReconnects: `tasks logs -f` whose stream drops resumes with
+// Last-Event-ID and prints every event exactly once.
+func TestTasksLogsReconnects(t *testing.T) {
+	t.Parallel()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	api, err := server.New(server.Config{Store: st, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(&cutStream{h: api})
+	defer ts.Close()
+	_, job, err := st.CreateTask(t.Context(), store.NewTask{Title: "events"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := st.Claim(t.Context(), store.ClaimParams{Worker: "w", Limit: 1, LeaseFor: time.Minute})
+	if err != nil || len(jobs) != 1 {
+		t.Fatal(err)
+	}
+	lease := jobs[0].Lease()
+	var evs []store.NewJobEvent
+	for i := range 5 {
+		evs = append(evs, store.NewJobEvent{Type: "step", Data: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))})
+	}
+	if _, err := st.AppendJobEvents(t.Context(), lease, evs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Complete(t.Context(), lease, "done"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runTasksCLI(t, map[string]string{}, "tasks", "logs", "1", "-f", "--server", ts.URL)
+	if code != 0 || !strings.Contains(errOut, "resuming after event 2") {
+		t.Fatalf("logs -f: exit %d\n%s\n%s", code, out, errOut)
+	}
+	seqs := regexp.MustCompile(`(?m) #(\d+) `).FindAllStringSubmatch(out, -1)
+	done, _ := st.GetJob(t.Context(), job.ID)
+	if int64(len(seqs)) != done.LastSeq {
+		t.Fatalf("printed %d events, the log has %d:\n%s", len(seqs), done.LastSeq, out)
+	}
+	for i, m := range seqs {
+		if m[1] != fmt.Sprint(i+1) {
+			t.Fatalf("events %v: a gap or a repeat\n%s", seqs, out)
+		}
+	}
+}

@@ -1,0 +1,65 @@
+package server_test
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v4"
+
+	"github.com/maestro-run/maestro/internal/server"
+)
+
+// TestOpenAPICoversEveryRoute: every route registered in the mux is
+// described in docs/openapi.yaml, and the document describes no route the
+// server does not have.
+func TestOpenAPICoversEveryRoute(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../../docs/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		OpenAPI string                    `yaml:"openapi"`
+		Paths   map[string]map[string]any `yaml:"paths"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatalf("docs/openapi.yaml: %v", err)
+	}
+	if !strings.HasPrefix(doc.OpenAPI, "3.1") {
+		t.Fatalf("openapi: %q, want 3.1.x", doc.OpenAPI)
+	}
+	methods := []string{"get", "put", "post", "delete", "patch", "head", "options"}
+	var documented []string
+	for path, ops := range doc.Paths {
+		for m := range ops {
+			if slices.Contains(methods, m) {
+				documented = append(documented, strings.ToUpper(m)+" "+path)
+			}
+		}
+	}
+	srv, err := server.New(server.Config{Store: sqliteStore(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest := regexp.MustCompile(`\{(\w+)\.\.\.\}`)
+	var registered []string
+	for _, r := range srv.Routes() {
+		registered = append(registered, rest.ReplaceAllString(r, "{$1}"))
+	}
+	if len(registered) < 25 {
+		t.Fatalf("only %d routes registered: %v", len(registered), registered)
+	}
+	for _, r := range registered {
+		if !slices.Contains(documented, r) {
+			t.Errorf("route %s is not in docs/openapi.yaml", r)
+		}
+	}
+	for _, d := range documented {
+		if !slices.Contains(registered, d) {
+			t.Errorf("docs/openapi.yaml describes %s, which the server does not register", d)
+		}
+	}
+}
