@@ -294,6 +294,34 @@ func TestDrainInterrupted(t *testing.T) {
 	}
 }
 
+// A drain during a turn waiting for approval stops it: the request is
+// cancelled and the manifest's snapshot has nothing pending.
+func TestDrainStopsWork(t *testing.T) {
+	t.Parallel()
+	r, _ := newRunner(t, testConfig(newWorkspace(t)))
+	c := connect(t, r)
+	if err := c.conn.Handle(context.Background(), protocol.Prompt{Content: ApprovalPrefix + `{"request_id":"req_d","tool":"bash","args":{},"reason":"r"}`}); err != nil {
+		t.Fatal(err)
+	}
+	c.until(func(f runtime.Frame) bool { _, ok := f.Message.(protocol.ServerRequest); return ok })
+	d, code, err := r.Drain(context.Background(), DrainRequest{Reason: "kubernetes_prestop"})
+	if err != nil || code != http.StatusOK || d.Manifest.Runtime.FlushStatus != FlushCompleted {
+		t.Fatalf("drain: %v %d %+v", err, code, d)
+	}
+	f := c.until(func(f runtime.Frame) bool { _, ok := f.Message.(protocol.ServerRequestResolved); return ok })
+	if res := f.Message.(protocol.ServerRequestResolved); res.RequestID != "req_d" || res.Resolution != protocol.ResolutionCancelled {
+		t.Errorf("resolution on drain: %+v", res)
+	}
+	c.until(isStatus(StatusDrained))
+	var snap protocol.Snapshot
+	if err := json.Unmarshal(d.Manifest.Snapshot, &snap); err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.State.PendingApprovals) != 0 || snap.State.IsResponding || snap.State.IsReady || snap.Cursor != *d.Manifest.Runtime.Cursor {
+		t.Errorf("manifest snapshot: pending %v responding %v ready %v cursor %d/%d", snap.State.PendingApprovals, snap.State.IsResponding, snap.State.IsReady, snap.Cursor, *d.Manifest.Runtime.Cursor)
+	}
+}
+
 func TestDrainRefusesEscape(t *testing.T) {
 	t.Parallel()
 	ws := newWorkspace(t)
