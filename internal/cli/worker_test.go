@@ -1,0 +1,123 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/queue"
+	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/store/sqlite"
+)
+
+// watchWriter is a concurrency-safe buffer that closes seen when want
+// appears.
+type watchWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *watchWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.buf.Write(p)
+	if strings.Contains(w.buf.String(), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return n, err
+}
+
+func (w *watchWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+func TestWorkerRunsQueuedJobAndStops(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	home, data := filepath.Join(dir, "home"), filepath.Join(dir, "data")
+	st, err := sqlite.Open(t.Context(), filepath.Join(data, "maestro.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, job, err := st.CreateTask(t.Context(), store.NewTask{Title: "health check", Piece: queue.NoopPiece})
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	stderr := &watchWriter{want: "job finished", seen: make(chan struct{})}
+	env := map[string]string{"MAESTRO_HOME": home}
+	ios := &IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: stderr, Getenv: func(k string) string { return env[k] }}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	code := make(chan int, 1)
+	go func() { code <- Run(ctx, ios, []string{"worker", "--data-dir", data, "--workers", "2", "--name", "test-worker"}) }()
+	select {
+	case <-stderr.seen:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no job finished within 60s; stderr:\n%s", stderr.String())
+	}
+	cancel() // as SIGINT would
+	select {
+	case c := <-code:
+		if c != ExitOK {
+			t.Errorf("exit %d; stderr:\n%s", c, stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the worker did not stop")
+	}
+	out := stderr.String()
+	for _, want := range []string{"maestro worker test-worker: 2 worker(s)", "state=succeeded", "maestro worker: stopped"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, out)
+		}
+	}
+	st, err = sqlite.Open(t.Context(), filepath.Join(data, "maestro.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	got, err := st.GetJob(t.Context(), job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != store.StateSucceeded || !strings.HasPrefix(got.LeaseOwner, "test-worker/") {
+		t.Errorf("job = %+v", got)
+	}
+}
+
+func TestWorkerFlagErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"worker", "--workers", "0"}, ExitUsage, "--workers must be at least 1"},
+		{[]string{"worker", "--lease", "10ms"}, ExitUsage, "--lease must be at least"},
+		{[]string{"worker", "--db", "mysql://x"}, ExitError, "--db: expected a postgres://"},
+		{[]string{"worker", "extra"}, ExitUsage, "unknown command"},
+	}
+	for _, tt := range tests {
+		var stderr bytes.Buffer
+		dir := t.TempDir()
+		ios := &IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &stderr, Getenv: func(k string) string {
+			if k == "MAESTRO_HOME" {
+				return dir
+			}
+			return ""
+		}}
+		if code := Run(t.Context(), ios, append(tt.args, "--data-dir", dir)); code != tt.code || !strings.Contains(stderr.String(), tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", tt.args, code, stderr.String(), tt.code, tt.want)
+		}
+	}
+}
