@@ -60,7 +60,9 @@ func TestWorkerRunsQueuedJobAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	code := make(chan int, 1)
-	go func() { code <- Run(ctx, ios, []string{"worker", "--data-dir", data, "--workers", "2", "--name", "test-worker"}) }()
+	go func() {
+		code <- Run(ctx, ios, []string{"worker", "--data-dir", data, "--workers", "2", "--name", "test-worker"})
+	}()
 	select {
 	case <-stderr.seen:
 	case <-time.After(60 * time.Second):
