@@ -23,6 +23,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	goruntime "runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -168,6 +169,10 @@ type Handler struct {
 	unready  atomic.Pointer[apiError]
 	draining atomic.Bool
 
+	// snapshotting bounds the event streams building their first
+	// envelope at once.
+	snapshotting chan struct{}
+
 	stop      chan struct{}
 	closeOnce sync.Once
 	swept     sync.WaitGroup
@@ -212,6 +217,8 @@ func NewHandler(cfg Config) *Handler {
 		sessions: map[string]*session{},
 		restored: map[string]bool{},
 		stop:     make(chan struct{}),
+
+		snapshotting: make(chan struct{}, max(4, 2*goruntime.GOMAXPROCS(0))),
 	}
 	h.mux = h.routes()
 	if cfg.SweepInterval > 0 {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/maestro-run/maestro/internal/protocol"
@@ -44,6 +45,11 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 		sub   *subscription
 		first []byte // the first envelope, if any
 	)
+	// Snapshots list every connection: a thousand clients attaching at
+	// once must not each hold one being built.
+	h.snapshotting <- struct{}{}
+	release := sync.OnceFunc(func() { <-h.snapshotting })
+	defer release()
 	if subID != "" {
 		var ok bool
 		if sub, ok = s.get(subID); !ok {
@@ -59,6 +65,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	release()
 	kick := s.attach(sub)
 	defer s.detach(sub)
 

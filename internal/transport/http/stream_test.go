@@ -151,7 +151,8 @@ func (w *stuckWriter) envelopes(t *testing.T) []envelope {
 // snapshot instead of the backlog.
 func TestLaggedSubscriber(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, options{cfg: httpattach.Config{MaxBacklog: 32}})
+	never := func(time.Duration) (<-chan time.Time, func()) { return nil, func() {} }
+	s := newServer(t, options{cfg: httpattach.Config{MaxBacklog: 32, NewTicker: never}})
 	id := s.createSession(nil)
 	c := s.subscribe(id, map[string]any{"role": "controller"})
 
@@ -162,6 +163,11 @@ func TestLaggedSubscriber(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); s.h.ServeHTTP(w, req) }()
 	// The snapshot is written; the first status blocks the writer.
+	select {
+	case <-w.wrote:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the stream never wrote its snapshot")
+	}
 	s.mustSend(id, c.SubscriptionID, `{"type":"init"}`)
 	select {
 	case <-w.blocked:
