@@ -539,16 +539,35 @@ func printEvent(io *IOStreams, e store.JobEvent, asJSON bool) {
 		json.Unmarshal(e.Data, &c)
 		fmt.Fprintf(io.Out, "%s #%d comment from %s: %s\n", ts, e.Seq, c.AuthorKind, firstLine(c.Body, 200))
 	default:
+		label, body := e.Type, e.Data
+		// Engine run events ({"kind", "data"}) and agent protocol messages
+		// ({"type", …}) are labelled by their own kind.
+		var inner struct {
+			Kind string          `json:"kind"`
+			Type string          `json:"type"`
+			Data json.RawMessage `json:"data"`
+		}
+		if json.Unmarshal(e.Data, &inner) == nil {
+			switch {
+			case inner.Kind != "":
+				label += " " + inner.Kind
+				if len(inner.Data) > 0 {
+					body = inner.Data
+				}
+			case inner.Type != "":
+				label += " " + inner.Type
+			}
+		}
 		var buf bytes.Buffer
-		if json.Compact(&buf, e.Data) != nil {
+		if json.Compact(&buf, body) != nil {
 			buf.Reset()
-			buf.Write(e.Data)
+			buf.Write(body)
 		}
 		data := buf.String()
 		if len(data) > 300 {
 			data = data[:300] + "…"
 		}
-		fmt.Fprintf(io.Out, "%s #%d %s %s\n", ts, e.Seq, e.Type, data)
+		fmt.Fprintf(io.Out, "%s #%d %s %s\n", ts, e.Seq, label, data)
 	}
 }
 

@@ -613,3 +613,27 @@ func TestAuditOfMutations(t *testing.T) {
 		t.Fatalf("audit log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestLoopbackHostOnly: without a token, requests for another host name
+// (DNS rebinding) are refused; with a token, the token decides.
+func TestLoopbackHostOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sqliteStore(t), nil)
+	for _, host := range []string{"evil.example", "evil.example:7878", "192.168.1.5:7878"} {
+		ae := e.wantError(http.StatusForbidden, "GET", "/api/v1/tasks", nil, "Host", host)
+		if !strings.Contains(ae.Error, "localhost") {
+			t.Fatalf("host %s: %q", host, ae.Error)
+		}
+	}
+	for _, host := range []string{"localhost:7878", "LOCALHOST", "127.0.0.1", "[::1]:7878"} {
+		if code, body := e.do("GET", "/api/v1/tasks", nil, "Host", host); code != http.StatusOK {
+			t.Fatalf("host %s: %d %s", host, code, body)
+		}
+	}
+	e.must(http.StatusOK, "GET", "/healthz", nil, nil)
+	authed := newEnv(t, sqliteStore(t), func(c *server.Config) { c.Token, c.RequireAuth = "tok", true })
+	authed.token = "tok"
+	if code, body := authed.do("GET", "/api/v1/tasks", nil, "Host", "maestro.example.com"); code != http.StatusOK {
+		t.Fatalf("authenticated request for a public name: %d %s", code, body)
+	}
+}

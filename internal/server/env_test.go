@@ -146,6 +146,10 @@ func (e *env) do(method, path string, body any, hdr ...string) (int, []byte) {
 		req.Header.Set("Authorization", "Bearer "+e.token)
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			req.Host = hdr[i+1]
+			continue
+		}
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := e.ts.Client().Do(req)

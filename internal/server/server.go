@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -66,6 +67,8 @@ type Config struct {
 	Token string
 	// RequireAuth makes every route except /healthz and /readyz require
 	// the bearer token (mandatory when the listener is not loopback).
+	// Without it the server answers only requests whose Host is
+	// localhost, 127.0.0.1 or [::1] (DNS-rebinding protection).
 	RequireAuth bool
 	// Metrics, when not nil, is appended to /metrics.
 	Metrics Metrics
@@ -221,6 +224,12 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if !s.cfg.RequireAuth && !loopbackHost(r.Host) {
+			// Without a token the API is for this machine only; a foreign
+			// Host is a DNS-rebinding page or a misconfigured proxy.
+			writeError(w, http.StatusForbidden, fmt.Sprintf("host %q: this server has no token, so it only answers requests for localhost, 127.0.0.1 or [::1]; start it with a token to serve other names", r.Host))
+			return
+		}
 		header := r.Header.Get("Authorization")
 		if header == "" && !s.cfg.RequireAuth {
 			next.ServeHTTP(w, r)
@@ -234,6 +243,19 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, s.actorID)))
 	})
+}
+
+// loopbackHost reports whether a Host header names this machine.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // statusRecorder remembers the status code for the request log.
