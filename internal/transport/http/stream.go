@@ -47,7 +47,11 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	)
 	// Snapshots list every connection: a thousand clients attaching at
 	// once must not each hold one being built.
-	h.snapshotting <- struct{}{}
+	select {
+	case h.snapshotting <- struct{}{}:
+	case <-r.Context().Done():
+		return
+	}
 	release := sync.OnceFunc(func() { <-h.snapshotting })
 	defer release()
 	if subID != "" {
