@@ -125,10 +125,28 @@ func serverMain(args []string) error {
 		}
 		results = append(results, r)
 	}
+	// The in-process baselines run last so that the server's RSS figures
+	// above start from a process that has not fanned anything out yet.
+	var baselines []summary
+	for _, read := range []bool{false, true} {
+		b, err := baseline(ctx, st, *clients, *events, read)
+		if err != nil {
+			return fmt.Errorf("baseline: %w", err)
+		}
+		baselines = append(baselines, b)
+	}
 	fmt.Printf("%d SSE subscribers on one job over GET /api/v1/jobs/{id}/events (internal/server, SQLite store, loopback; clients in a separate process on the same %d CPUs); %d events appended through the store per run; latency = append call → event parsed by a client, over every client and event. RSS is the server process's.\n\n",
 		*clients, runtime.NumCPU(), *events)
 	fmt.Println("| run | events delivered | delivery p50 | delivery p99 | max | all subscribed in | server RSS before subscribing | subscribed | peak during the run |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for i, b := range baselines {
+		what := "baseline: store.Subscribe wake-ups only, in process (no HTTP, no reads), lockstep"
+		if i == 1 {
+			what = "baseline: store.Subscribe wake-up + ReadJobEvents per subscriber, in process (no HTTP), lockstep"
+		}
+		fmt.Printf("| %s | %d / %d | %s | %s | %s | — | — | — | — |\n", what,
+			b.Received, b.Expected, ms(b.P50US), ms(b.P99US), ms(b.MaxUS))
+	}
 	for _, r := range results {
 		mode := "lockstep (next event when all have the previous)"
 		if r.mode == "paced" {
@@ -247,7 +265,7 @@ func runOnce(ctx context.Context, st store.Store, base, mode string, clients, ev
 			break
 		}
 	}
-	res.rssPeak = rssKiB("VmHWM")
+	res.rssPeak = max(rssKiB("VmHWM"), res.rssSubs)
 	if res.sum.Errors > 0 {
 		return res, fmt.Errorf("%d clients failed, first: %s", res.sum.Errors, res.sum.FirstErr)
 	}
@@ -255,6 +273,111 @@ func runOnce(ctx context.Context, st store.Store, base, mode string, clients, ev
 		return res, fmt.Errorf("%d of %d events delivered", res.sum.Received, res.sum.Expected)
 	}
 	return res, nil
+}
+
+// baseline fans the events out to subscribers of the store's notifier in
+// this process, lockstep: each subscriber takes the wake-up and, with
+// read, reads the new events from the store as the API's stream does.
+// Without read, an event's latency is measured from the latest append.
+func baseline(ctx context.Context, st store.Store, clients, events int, read bool) (summary, error) {
+	var sum summary
+	job, err := st.Enqueue(ctx, store.NewJob{Piece: "noop"})
+	if err != nil {
+		return sum, err
+	}
+	claimed, err := st.Claim(ctx, store.ClaimParams{Worker: "bench", Limit: 1, LeaseFor: time.Hour})
+	if err != nil || len(claimed) != 1 || claimed[0].ID != job.ID {
+		return sum, fmt.Errorf("claim the bench job: %v (%d claimed)", err, len(claimed))
+	}
+	lease := claimed[0].Lease()
+	started, err := st.Start(ctx, lease)
+	if err != nil {
+		return sum, err
+	}
+	subCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		lastAppend atomic.Int64 // UnixNano before the latest append
+		got        = make(chan struct{}, clients)
+		mu         sync.Mutex
+		lat        []time.Duration
+		firstErr   error
+		wg         sync.WaitGroup
+	)
+	for range clients {
+		sub, err := st.Subscribe(subCtx, store.JobTopic(job.ID))
+		if err != nil {
+			return sum, err
+		}
+		wg.Go(func() {
+			defer sub.Close()
+			var mine []time.Duration
+			after := started.LastSeq
+			defer func() {
+				mu.Lock()
+				lat = append(lat, mine...)
+				mu.Unlock()
+			}()
+			for range sub.C() {
+				if !read {
+					mine = append(mine, time.Duration(time.Now().UnixNano()-lastAppend.Load()))
+					got <- struct{}{}
+					continue
+				}
+				evs, err := st.ReadJobEvents(subCtx, job.ID, after, store.MaxListLimit)
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil && subCtx.Err() == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+				now := time.Now().UnixNano()
+				for _, e := range evs {
+					after = e.Seq
+					var d struct {
+						T int64 `json:"t"`
+					}
+					if e.Type == "bench" && json.Unmarshal(e.Data, &d) == nil {
+						mine = append(mine, time.Duration(now-d.T))
+						got <- struct{}{}
+					}
+				}
+			}
+		})
+	}
+	for i := range events {
+		t := time.Now().UnixNano()
+		lastAppend.Store(t)
+		data := fmt.Appendf(nil, `{"i":%d,"t":%d}`, i+1, t)
+		if _, err := st.AppendJobEvents(ctx, lease, []store.NewJobEvent{{Type: "bench", Data: data}}); err != nil {
+			return sum, err
+		}
+		for range clients {
+			select {
+			case <-got:
+			case <-ctx.Done():
+				return sum, ctx.Err()
+			}
+		}
+	}
+	cancel()
+	wg.Wait()
+	if _, err := st.Complete(ctx, lease, "done"); err != nil {
+		return sum, err
+	}
+	if firstErr != nil {
+		return sum, firstErr
+	}
+	slices.Sort(lat)
+	sum.Received, sum.Expected = int64(len(lat)), int64(clients)*int64(events)
+	if sum.Received != sum.Expected {
+		return sum, fmt.Errorf("%d of %d events delivered", sum.Received, sum.Expected)
+	}
+	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
+	sum.P50US, sum.P99US, sum.MaxUS = q(0.50), q(0.99), q(1)
+	return sum, nil
 }
 
 // clientsMain is the child process: it opens the streams, reports "ready"
