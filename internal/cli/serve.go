@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/queue"
 	"github.com/maestro-run/maestro/internal/server"
 )
@@ -127,9 +130,20 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		return failErr(err)
 	}
 	defer st.Close()
+	// The pieces the API accepts are the ones jobs run with: built-ins,
+	// the user's piece files, then pieces stored through the API.
+	home, err := config.Home(io.Getenv)
+	if err != nil {
+		return failErr(err)
+	}
+	catalog, err := piece.Load(ctx, filepath.Join(home, "pieces"))
+	if err != nil {
+		return failErr(err)
+	}
 	metrics := queue.NewMetrics()
 	api, err := server.New(server.Config{
-		Store: st, DataDir: dataDir, TaskDir: queue.TaskDir, Token: token, RequireAuth: token != "",
+		Pieces: catalog,
+		Store:  st, DataDir: dataDir, TaskDir: queue.TaskDir, Token: token, RequireAuth: token != "",
 		Metrics: metrics, NextRun: queue.NextRun, MaxUpload: o.MaxUpload, Logger: log,
 	})
 	if err != nil {

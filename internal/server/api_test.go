@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/maestro-run/maestro/internal/piece"
+	"github.com/maestro-run/maestro/internal/queue"
 	"github.com/maestro-run/maestro/internal/server"
 	"github.com/maestro-run/maestro/internal/store"
 )
@@ -635,5 +637,48 @@ func TestLoopbackHostOnly(t *testing.T) {
 	authed.token = "tok"
 	if code, body := authed.do("GET", "/api/v1/tasks", nil, "Host", "maestro.example.com"); code != http.StatusOK {
 		t.Fatalf("authenticated request for a public name: %d %s", code, body)
+	}
+}
+
+// TestPieceFiles: a catalog with an override directory (the user's piece
+// files) is listed with source "file", accepted for tasks, and not
+// deletable through the API.
+func TestPieceFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "mine.yaml"), []byte(pieceYAML("mine")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := piece.Load(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, sqliteStore(t), func(c *server.Config) { c.Pieces, c.Metrics = cat, (*queue.Metrics)(nil) })
+	var list struct {
+		Pieces []struct {
+			Name, Source, File string
+			Builtin            bool
+		} `json:"pieces"`
+	}
+	e.must(http.StatusOK, "GET", "/api/v1/pieces", nil, &list)
+	found := false
+	for _, p := range list.Pieces {
+		if p.Name == "mine" {
+			found = p.Source == "file" && p.File == filepath.Join(dir, "mine.yaml") && !p.Builtin
+		}
+		if p.Name == "general" && (p.Source != "builtin" || !p.Builtin) {
+			t.Fatalf("general: %+v", p)
+		}
+	}
+	if !found {
+		t.Fatalf("the piece file is not listed as such: %+v", list)
+	}
+	e.createTask("file piece", map[string]any{"piece": "mine"})
+	if ae := e.wantError(http.StatusConflict, "DELETE", "/api/v1/pieces/mine", nil); !strings.Contains(ae.Error, "remove the file") {
+		t.Fatalf("delete a file piece: %q", ae.Error)
+	}
+	// A nil *queue.Metrics is no metrics, not a crash.
+	if code, body := e.do("GET", "/metrics", nil); code != http.StatusOK || !strings.Contains(string(body), "maestro_jobs") {
+		t.Fatalf("metrics: %d %s", code, body)
 	}
 }

@@ -18,17 +18,20 @@ import (
 const (
 	sourceBuiltin = "builtin"
 	sourceStore   = "store"
+	sourceFile    = "file"
 )
 
 // pieceSummary is one entry of GET /pieces.
 type pieceSummary struct {
-	Name        string   `json:"name"`
-	Description string   `json:"description,omitempty"`
-	Source      string   `json:"source"`
-	Builtin     bool     `json:"builtin"`
-	Deletable   bool     `json:"deletable"`
-	Version     int64    `json:"version,omitempty"`
-	Movements   []string `json:"movements,omitempty"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	Source      string `json:"source"`
+	// File is the override file a "file" piece comes from.
+	File      string   `json:"file,omitempty"`
+	Builtin   bool     `json:"builtin"`
+	Deletable bool     `json:"deletable"`
+	Version   int64    `json:"version,omitempty"`
+	Movements []string `json:"movements,omitempty"`
 	// Error is set when a stored piece no longer passes the validator.
 	Error string `json:"error,omitempty"`
 }
@@ -48,13 +51,20 @@ func movementNames(p *piece.Piece) []string {
 	return out
 }
 
+// builtinSummary describes a catalog piece: a built-in, or a file of an
+// override directory (source "file").
 func (s *Server) builtinSummary(e piece.Entry) pieceSummary {
-	return pieceSummary{Name: e.Piece.Name, Description: e.Piece.Description, Source: sourceBuiltin, Builtin: true,
+	sum := pieceSummary{Name: e.Piece.Name, Description: e.Piece.Description, Source: sourceBuiltin, Builtin: e.Builtin,
 		Deletable: false, Movements: movementNames(e.Piece)}
+	if !strings.HasPrefix(e.Source, "builtin:") {
+		sum.Source, sum.File = sourceFile, e.Source
+	}
+	return sum
 }
 
 func (s *Server) storedDetail(p store.Piece) pieceDetail {
-	_, builtin := s.cfg.Pieces.Get(p.Name)
+	e, inCatalog := s.cfg.Pieces.Get(p.Name)
+	builtin := inCatalog && e.Builtin
 	d := pieceDetail{
 		pieceSummary: pieceSummary{Name: p.Name, Source: sourceStore, Builtin: builtin, Version: p.Version,
 			Deletable: !piece.Undeletable(p.Name)},
@@ -204,8 +214,8 @@ func (s *Server) createPiece(w http.ResponseWriter, r *http.Request) {
 	if p == nil {
 		return
 	}
-	if _, builtin := s.cfg.Pieces.Get(p.Name); builtin {
-		writeFieldError(w, http.StatusConflict, "name", fmt.Sprintf("%q is a built-in piece; override it with PUT /api/v1/pieces/%s", p.Name, p.Name))
+	if _, exists := s.cfg.Pieces.Get(p.Name); exists {
+		writeFieldError(w, http.StatusConflict, "name", fmt.Sprintf("%q is a built-in piece (or a piece file); override it with PUT /api/v1/pieces/%s", p.Name, p.Name))
 		return
 	}
 	stored, err := s.st.CreatePiece(r.Context(), p.Name, src)
@@ -278,13 +288,15 @@ func (s *Server) deletePiece(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, fmt.Sprintf("piece %q is built in and cannot be deleted: Maestro relies on it (general is the classifier's fallback, chat answers conversations); change it with PUT instead", name))
 		return
 	}
-	_, builtin := s.cfg.Pieces.Get(name)
+	entry, inCatalog := s.cfg.Pieces.Get(name)
 	err := s.st.DeletePiece(r.Context(), name, ifVersion)
 	switch {
 	case err == nil:
-		s.audit(r, "piece.delete", pieceTarget(name), map[string]any{"builtin_restored": builtin})
-		writeJSON(w, http.StatusOK, map[string]any{"deleted": name, "builtin_restored": builtin})
-	case errors.Is(err, store.ErrNotFound) && builtin:
+		s.audit(r, "piece.delete", pieceTarget(name), map[string]any{"builtin_restored": inCatalog})
+		writeJSON(w, http.StatusOK, map[string]any{"deleted": name, "builtin_restored": inCatalog})
+	case errors.Is(err, store.ErrNotFound) && inCatalog && !strings.HasPrefix(entry.Source, "builtin:"):
+		writeError(w, http.StatusConflict, fmt.Sprintf("piece %q comes from the file %s, not from the API; remove the file to delete it", name, entry.Source))
+	case errors.Is(err, store.ErrNotFound) && inCatalog:
 		writeError(w, http.StatusConflict, fmt.Sprintf("piece %q is built in and cannot be deleted; PUT a replacement to override it", name))
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no piece %q; GET /api/v1/pieces lists them", name))

@@ -25,6 +25,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -88,8 +89,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	// Pieces is the catalog of built-in pieces (default: Maestro's
-	// embedded pieces). Pieces stored at runtime are merged over it.
+	// Pieces is the catalog of built-in pieces, possibly with override
+	// directories (default: Maestro's embedded pieces only). Pieces stored
+	// at runtime are merged over it.
 	Pieces *piece.Catalog
 }
 
@@ -127,6 +129,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.TaskDir == nil {
 		cfg.TaskDir = defaultTaskDir
+	}
+	if v := reflect.ValueOf(cfg.Metrics); v.Kind() == reflect.Pointer && v.IsNil() {
+		cfg.Metrics = nil // a nil *queue.Metrics means none
 	}
 	if cfg.Pieces == nil {
 		cat, err := piece.LoadFS(context.Background(), pieces.FS())
