@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/maestro-run/maestro/internal/agentcli"
+)
+
+// sessionFixture returns the HOME of a storage tree captured from a real
+// CLI (internal/agentcli/testdata/sessions) and its session ids.
+func sessionFixture(t *testing.T, dir string) (home, plain, tool string) {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", "agentcli", "testdata", "sessions", dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "sessions.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct{ Plain, Tool string }
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, "home"), m.Plain, m.Tool
+}
+
+func TestSessionsCommands(t *testing.T) {
+	t.Parallel()
+	home, plain, tool := sessionFixture(t, "codex-0.169.0")
+	env := map[string]string{"HOME": home}
+	const project = "/home/dev/project"
+
+	for _, c := range []struct {
+		name       string
+		args       []string
+		code       int
+		stdout     []string
+		stderr     []string
+		notStdout  []string
+		jsonOutput func(t *testing.T, out string)
+	}{
+		{name: "list", args: []string{"sessions", "list", "--agent", "codex", "--cwd", project},
+			stdout: []string{"ID", "MSGS", tool + " ", plain + " ", "gpt-5.5", "say hello", "run echo maestro-tool-ok"}},
+		{name: "list json", args: []string{"sessions", "list", "--agent", "codex", "--cwd", project, "--json"},
+			jsonOutput: func(t *testing.T, out string) {
+				var list []agentcli.SessionInfo
+				if err := json.Unmarshal([]byte(out), &list); err != nil {
+					t.Fatal(err)
+				}
+				if len(list) != 2 || list[0].ID != tool || list[1].ID != plain || list[1].MessageCount != 4 || list[1].Dir != project {
+					t.Errorf("list %+v", list)
+				}
+			}},
+		{name: "list json empty", args: []string{"sessions", "list", "--agent", "codex", "--cwd", "/nowhere", "--json"},
+			stdout: []string{"[]"}},
+		{name: "show", args: []string{"sessions", "show", "--agent", "codex", tool},
+			stdout: []string{"session  " + tool, "dir      " + project, "] user\n  run echo maestro-tool-ok", "→ exec_command {\"cmd\":\"echo maestro-tool-ok\"}",
+				"← exec_command [call_tool1]", "maestro-tool-ok", "] assistant (gpt-5.5)\n  Tool said: maestro-tool-ok"}},
+		{name: "show json", args: []string{"sessions", "show", "--agent", "codex", plain, "--json"},
+			jsonOutput: func(t *testing.T, out string) {
+				var tr agentcli.Transcript
+				if err := json.Unmarshal([]byte(out), &tr); err != nil {
+					t.Fatal(err)
+				}
+				last := tr.Messages[len(tr.Messages)-1]
+				if tr.Session.ID != plain || last.Role != "assistant" || last.Text != "Second turn after resume." || tr.Stats.Records == 0 {
+					t.Errorf("transcript %+v", tr)
+				}
+			}},
+		{name: "unknown agent", args: []string{"sessions", "list", "--agent", "nope"}, code: ExitUsage,
+			stderr: []string{`--agent "nope": unknown agent`, "claude-code", "codex", "opencode"}},
+		{name: "no sessions says where it looked", args: []string{"sessions", "list", "--agent", "codex", "--cwd", "/nowhere"}, code: ExitError,
+			stderr: []string{"no codex sessions for /nowhere", "looked in " + filepath.Join(home, ".codex", "sessions")}},
+		{name: "claude: no sessions names the project directory", args: []string{"sessions", "list", "--agent", "claude-code", "--cwd", "/nowhere"}, code: ExitError,
+			stderr: []string{"looked in " + filepath.Join(home, ".claude", "projects", "-nowhere")}},
+		{name: "unknown session", args: []string{"sessions", "show", "--agent", "codex", "01a2-missing"}, code: ExitError,
+			stderr: []string{"session not found", "maestro sessions list --agent codex"}},
+		{name: "agent flag required", args: []string{"sessions", "list"}, code: ExitUsage, stderr: []string{"agent"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r := runCLI(t, env, c.args...)
+			if r.code != c.code {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, c.code, r.stdout, r.stderr)
+			}
+			for _, w := range c.stdout {
+				if !strings.Contains(r.stdout, w) {
+					t.Errorf("stdout lacks %q:\n%s", w, r.stdout)
+				}
+			}
+			for _, w := range c.stderr {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, r.stderr)
+				}
+			}
+			if c.jsonOutput != nil {
+				c.jsonOutput(t, r.stdout)
+			}
+		})
+	}
+}
+
+// TestSessionsShowClaude reads a Claude Code session through the command,
+// HOME coming from the command's environment.
+func TestSessionsShowClaude(t *testing.T) {
+	t.Parallel()
+	home, plain, _ := sessionFixture(t, "claude-code-2.1.330")
+	r := runCLI(t, map[string]string{"HOME": home}, "sessions", "show", "--agent", "claude-code", plain)
+	for _, w := range []string{"] user\n  say hello", "Hello from the fake model.", "] user\n  and again", "Second turn after resume.", "claude-opus"} {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("stdout lacks %q:\n%s", w, r.stdout)
+		}
+	}
+	if r.code != 0 {
+		t.Errorf("exit %d: %s", r.code, r.stderr)
+	}
+	// Without HOME there is nowhere to look.
+	r = runCLI(t, map[string]string{}, "sessions", "show", "--agent", "claude-code", plain)
+	if r.code != ExitError || !strings.Contains(r.stderr, "HOME is not set") {
+		t.Errorf("no HOME: exit %d: %s", r.code, r.stderr)
+	}
+}
