@@ -68,8 +68,20 @@ type subscription struct {
 	attached   bool
 	detachedAt time.Time
 	// kick is closed to end the stream attached now (another stream
-	// attached to the same subscription).
+	// attached to the same subscription, or the subscription removed).
 	kick chan struct{}
+	// removed: dropped from the session; kick is closed for good.
+	removed bool
+}
+
+// dropLocked forgets sub and ends its stream; the caller holds s.mu.
+func (s *session) dropLocked(sub *subscription) {
+	if sub.removed {
+		return
+	}
+	sub.removed = true
+	delete(s.subs, sub.id)
+	close(sub.kick)
 }
 
 // lookup returns the session of an existing id.
@@ -146,7 +158,7 @@ func (s *session) get(id string) (*subscription, bool) {
 	defer s.mu.Unlock()
 	sub, ok := s.subs[id]
 	if ok && sub.conn.Closed() {
-		delete(s.subs, id)
+		s.dropLocked(sub)
 		return nil, false
 	}
 	return sub, ok
@@ -161,8 +173,7 @@ func (s *session) remove(sub *subscription, closeConn bool) {
 		s.mu.Unlock()
 		return
 	}
-	delete(s.subs, sub.id)
-	close(sub.kick)
+	s.dropLocked(sub)
 	last := true
 	for _, o := range s.subs {
 		if o.conn == sub.conn {
@@ -271,10 +282,9 @@ func (s *session) sweep(now time.Time) {
 		s.h.log.Debug("swept idle headless connections", "session", s.id, "connections", ids)
 	}
 	s.mu.Lock()
-	for id, sub := range s.subs {
+	for _, sub := range s.subs {
 		if sub.conn.Closed() {
-			delete(s.subs, id)
-			close(sub.kick)
+			s.dropLocked(sub)
 		}
 	}
 	s.mu.Unlock()

@@ -196,6 +196,10 @@ func (s *session) implicit(r *http.Request, optOut []protocol.Notification) (*su
 // read it before; it returns the channel that ends this one.
 func (s *session) attach(sub *subscription) <-chan struct{} {
 	s.mu.Lock()
+	if sub.removed {
+		s.mu.Unlock()
+		return sub.kick // closed: the stream ends at once
+	}
 	if sub.attached {
 		close(sub.kick)
 		sub.kick = make(chan struct{})

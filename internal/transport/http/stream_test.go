@@ -317,3 +317,25 @@ func TestUnavailable(t *testing.T) {
 	s.h.SetUnavailable("")
 	s.subscribe(id, nil)
 }
+
+// TestReattachSubscription: frames published before a subscription's
+// first stream wait for it; a second stream on the same subscription
+// replaces the first.
+func TestReattachSubscription(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, options{})
+	id := s.createSession(nil)
+	c := s.subscribe(id, map[string]any{"role": "controller"})
+	s.mustSend(id, c.SubscriptionID, `{"type":"init","thinking_level":"low"}`)
+	a := s.open(id, "subscriptionId="+c.SubscriptionID, nil)
+	first := a.next()
+	if first.msgType() != "status" {
+		t.Fatalf("queued frame: %s", first.raw)
+	}
+	b := s.open(id, "", hdr{"x-composer-headless-subscriber-id": c.SubscriptionID})
+	a.ended()
+	s.mustSend(id, c.SubscriptionID, `{"type":"init","thinking_level":"high"}`)
+	if e := b.next(); e.msgType() != "status" || e.Cursor <= first.Cursor {
+		t.Fatalf("second stream: %s after %s", e.raw, first.raw)
+	}
+}
