@@ -203,3 +203,25 @@ func TestDisconnectReleasesLease(t *testing.T) {
 	st, body := s.call("POST", "/api/headless/sessions/"+id+"/heartbeat", map[string]string{"connectionId": c.ConnectionID}, nil, nil)
 	wantError(t, st, body, http.StatusNotFound, "stale_connection", "Headless connection not found")
 }
+
+// TestSubscribeReusesRegisteredController: a controller registered with
+// /connections and subscribing without a connectionId gets that
+// connection back (contract §11.2).
+func TestSubscribeReusesRegisteredController(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, options{})
+	id := s.createSession(nil)
+	var conn struct {
+		ConnectionID string `json:"connection_id"`
+	}
+	if st, body := s.call("POST", "/api/headless/connections", map[string]any{"sessionId": id, "role": "controller"}, nil, &conn); st != 200 {
+		t.Fatalf("connections: %d %s", st, body)
+	}
+	sub := s.subscribe(id, map[string]any{"role": "controller"})
+	if sub.ConnectionID != conn.ConnectionID || !sub.ControllerLeaseGranted {
+		t.Fatalf("subscribe reused %s, want %s (%+v)", sub.ConnectionID, conn.ConnectionID, sub)
+	}
+	// Now that it has a subscription, another controller is refused.
+	st, body := s.call("POST", "/api/headless/sessions/"+id+"/subscribe", `{"role":"controller"}`, nil, nil)
+	wantError(t, st, body, http.StatusConflict, "controller_lease_held", "Controller lease is already held by another connection")
+}
