@@ -416,6 +416,20 @@ func TestHostedRunnerAuth(t *testing.T) {
 		t.Errorf("with the token: %d", code)
 	}
 
+	// Off loopback (all interfaces; the test still dials 127.0.0.1), auth
+	// is required by default.
+	open := startRunner(t, fixtureEnv(t, ws, "mrs_any", "MAESTRO_HOSTED_RUNNER_LISTEN=0.0.0.0:0", "MAESTRO_HOSTED_RUNNER_AUTH_TOKEN=tok"))
+	if code := open.call("GET", "/api/headless/sessions/session_123/state", nil, nil, nil); code != 401 {
+		t.Errorf("0.0.0.0 without a token: %d, want 401", code)
+	}
+	if code := open.call("GET", "/healthz", nil, nil, nil); code != 200 {
+		t.Errorf("/healthz without a token: %d", code)
+	}
+	open.token = "tok"
+	if code := open.call("GET", "/api/headless/sessions/session_123/state", nil, nil, nil); code != 200 {
+		t.Errorf("0.0.0.0 with the token: %d", code)
+	}
+
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, "hosted-runner", "--listen", "0.0.0.0:0")

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -155,7 +156,7 @@ func runHostedRunner(ctx context.Context, io *IOStreams, o hostedRunnerOptions) 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
-	line, _ := json.Marshal(readyLine{BaseURL: "http://" + dialable(ln.Addr()), SessionID: runner.SessionID()})
+	line, _ := json.Marshal(readyLine{BaseURL: "http://" + dialable(ln.Addr(), cfg.Listen), SessionID: runner.SessionID()})
 	if _, err := fmt.Fprintf(io.Out, "%s\n", line); err != nil {
 		log.Warn("write the ready line", "err", err)
 	}
@@ -272,15 +273,16 @@ func hostedRunnerAgent(ctx context.Context, io *IOStreams, o hostedRunnerOptions
 }
 
 // dialable is the address clients dial: an unspecified host becomes
-// loopback.
-func dialable(a net.Addr) string {
+// loopback, IPv6 only when the configured listen address was IPv6 (Go
+// reports a dual-stack 0.0.0.0 listener as [::]).
+func dialable(a net.Addr, listen string) string {
 	host, port, err := net.SplitHostPort(a.String())
 	if err != nil {
 		return a.String()
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 		host = "127.0.0.1"
-		if ip.To4() == nil {
+		if h, _, _ := net.SplitHostPort(listen); strings.Contains(h, ":") {
 			host = "::1"
 		}
 	}
