@@ -84,6 +84,11 @@ type Config struct {
 	// SubscriptionIdle expires explicit subscriptions nobody attached to
 	// (default 30 s).
 	SubscriptionIdle time.Duration
+	// SessionIdle, when positive, disposes a session (shuts its runtime
+	// down, so Sessions forgets it) once no request named it and no
+	// subscription was open for that long while it was not responding;
+	// maestro serve uses 30 min, a hosted runner leaves it 0 (never).
+	SessionIdle time.Duration
 	// SweepInterval is the cadence of the idle sweep (default 15 s; a
 	// negative value disables the background sweep, call Sweep instead).
 	SweepInterval time.Duration

@@ -225,3 +225,33 @@ func TestSubscribeReusesRegisteredController(t *testing.T) {
 	st, body := s.call("POST", "/api/headless/sessions/"+id+"/subscribe", `{"role":"controller"}`, nil, nil)
 	wantError(t, st, body, http.StatusConflict, "controller_lease_held", "Controller lease is already held by another connection")
 }
+
+// TestSessionIdleDisposal: with SessionIdle, a session nobody used for
+// that long is shut down and forgotten; a busy one is kept.
+func TestSessionIdleDisposal(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	now := time.Date(2026, 4, 2, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	s := newServer(t, options{now: clock, cfg: httpattach.Config{Now: clock, SweepInterval: -1, SessionIdle: 30 * time.Minute}})
+	idle := s.createSession(nil)
+	kept := s.createSession(nil)
+	c := s.subscribe(kept, map[string]any{"role": "controller"})
+	st := s.open(kept, "subscriptionId="+c.SubscriptionID, nil)
+	advance(31 * time.Minute)
+	rt, _ := s.sessions.Get(idle)
+	s.h.Sweep()
+	select {
+	case <-rt.Done():
+	default:
+		t.Fatal("the idle session's runtime was not shut down")
+	}
+	code, body := s.call("GET", "/api/headless/sessions/"+idle, nil, nil, nil)
+	wantError(t, code, body, http.StatusNotFound, "not_found", "Headless session not found")
+	if _, ok := s.sessions.Get(kept); !ok {
+		t.Fatal("the session with an attached stream was disposed")
+	}
+	s.mustSend(kept, c.SubscriptionID, `{"type":"init"}`)
+	st.until("status")
+}

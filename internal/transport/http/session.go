@@ -22,6 +22,8 @@ type session struct {
 	id       string
 	rt       *runtime.Runtime
 	restored atomic.Bool
+	// active is when a request last named the session (unix ns).
+	active atomic.Int64
 
 	mu   sync.Mutex
 	subs map[string]*subscription
@@ -109,24 +111,32 @@ func (h *Handler) missing(id, msg string) *Error {
 func (h *Handler) bind(id string, rt *runtime.Runtime) *session {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	now := h.cfg.Now()
 	if s := h.sessions[id]; s != nil && s.rt == rt {
+		s.active.Store(now.UnixNano())
 		return s
 	}
 	s := &session{h: h, id: id, rt: rt, subs: map[string]*subscription{}, snap: make(chan struct{})}
+	s.active.Store(now.UnixNano())
 	s.restored.Store(h.restored[id])
 	h.sessions[id] = s
 	go h.watch(s)
 	return s
 }
 
-// watch disposes a session whose runtime shut down (a shutdown message):
-// Sessions forgets it, then the runtime is closed, which ends its streams.
+// watch disposes a session whose runtime shut down (a shutdown message).
 func (h *Handler) watch(s *session) {
 	select {
 	case <-s.rt.Done():
 	case <-h.stop:
 		return
 	}
+	h.dispose(s)
+}
+
+// dispose forgets a session (Sessions too), then shuts its runtime down
+// and closes it, which ends its streams.
+func (h *Handler) dispose(s *session) {
 	h.mu.Lock()
 	mine := h.sessions[s.id] == s
 	if mine {
@@ -136,6 +146,7 @@ func (h *Handler) watch(s *session) {
 	if rm, ok := h.cfg.Sessions.(SessionRemover); ok && mine {
 		rm.Remove(s.id)
 	}
+	s.rt.Shutdown()
 	if err := s.rt.Close(); err != nil {
 		h.log.Warn("close headless runtime", "session", s.id, "err", err)
 	}
@@ -287,7 +298,12 @@ func (s *session) sweep(now time.Time) {
 			s.dropLocked(sub)
 		}
 	}
+	idle := len(s.subs) == 0 && s.h.cfg.SessionIdle > 0 && now.Sub(time.Unix(0, s.active.Load())) > s.h.cfg.SessionIdle
 	s.mu.Unlock()
+	if idle && !s.rt.Snapshot().State.IsResponding {
+		s.h.log.Info("disposing idle headless session", "session", s.id)
+		s.h.dispose(s)
+	}
 }
 
 // Sweep runs the idle sweep once over every session (the background
