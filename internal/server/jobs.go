@@ -161,25 +161,30 @@ func (s *Server) jobEvents(w http.ResponseWriter, r *http.Request) {
 
 // streamEvents sends the events after seq `after`, then every new one as
 // it is appended, until the job is finished (then `event: end`) or the
-// client goes away. A subscription to the job's topic wakes the stream; it
-// also re-reads at every keepalive, so a lost wake-up delays an event by
-// one interval at most. Events are read from the store by sequence number,
-// so a reconnecting client that sends Last-Event-ID gets exactly the events
-// it missed.
+// client goes away. Events are read by sequence number, so a reconnecting
+// client that sends Last-Event-ID gets exactly the events it missed. New
+// events come from the job's shared feed (one store read per wake-up for
+// all the streams following the job in this process); a stream that is
+// behind the feed's window reads the store itself.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id, after int64) {
 	ctx := r.Context()
-	// Subscribe before the first read, so nothing appended in between is
-	// missed.
-	sub, err := s.st.Subscribe(ctx, store.JobTopic(id))
+	// Join the feed (subscribed to the job's wake-ups) before the first
+	// read, so nothing appended in between is missed.
+	f, leave, err := s.feeds.join(ctx, id)
 	if err != nil {
 		s.storeError(w, r, err)
 		return
 	}
-	defer sub.Close()
-	if _, err := s.st.GetJob(ctx, id); err != nil {
+	defer leave()
+	// The job's state as of its event LastSeq. From then on the stream
+	// tracks the state through the status events it sends (every state
+	// change appends one in the same transaction).
+	j, err := s.st.GetJob(ctx, id)
+	if err != nil {
 		s.storeError(w, r, err)
 		return
 	}
+	state := j.State
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -198,35 +203,48 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id, after 
 	if flush() != nil {
 		return
 	}
+	send := func(events []store.JobEvent) {
+		for _, e := range events {
+			if e.Seq <= after {
+				continue
+			}
+			data, _ := json.Marshal(e)
+			fmt.Fprintf(bw, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, data)
+			after = e.Seq
+			if e.Type == store.EventTypeStatus {
+				var st store.StatusEvent
+				if json.Unmarshal(e.Data, &st) == nil && st.State.Valid() {
+					state = st.State
+				}
+			}
+		}
+	}
 	keep := time.NewTicker(s.cfg.KeepAlive)
 	defer keep.Stop()
 	for {
-		// Read the job before its events: every event that belongs to the
-		// state read is then among the events read.
-		j, err := s.st.GetJob(ctx, id)
-		if err != nil {
-			s.sseError(bw, r, err)
+		events, wait, ok, closed := f.since(after)
+		if closed {
 			flush()
-			return
+			return // the store closed (shutdown); the client reconnects
 		}
-		for {
+		if !ok {
+			// Behind the feed's window: read the store, then look again.
 			events, err := s.st.ReadJobEvents(ctx, id, after, store.MaxListLimit)
 			if err != nil {
 				s.sseError(bw, r, err)
 				flush()
 				return
 			}
-			for _, e := range events {
-				data, _ := json.Marshal(e)
-				fmt.Fprintf(bw, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, data)
-				after = e.Seq
-			}
-			if len(events) < store.MaxListLimit {
-				break
+			if len(events) > 0 {
+				send(events)
+				continue
 			}
 		}
-		if j.State.Terminal() && after >= j.LastSeq {
-			data, _ := json.Marshal(map[string]any{"state": j.State, "last_seq": after})
+		send(events)
+		// Every event up to the job's LastSeq when the stream began was
+		// sent, so a finished state here is final.
+		if state.Terminal() && after >= j.LastSeq {
+			data, _ := json.Marshal(map[string]any{"state": state, "last_seq": after})
 			fmt.Fprintf(bw, "event: end\ndata: %s\n\n", data)
 			flush()
 			return
@@ -237,11 +255,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id, after 
 		select {
 		case <-ctx.Done():
 			return
-		case _, ok := <-sub.C():
-			if !ok {
-				// The store closed (shutdown); the client reconnects.
-				return
-			}
+		case <-wait:
 		case <-keep.C:
 			if _, err := bw.WriteString(": keepalive\n\n"); err != nil || flush() != nil {
 				return

@@ -104,6 +104,7 @@ type Server struct {
 	mux     *http.ServeMux
 	handler http.Handler
 	routes  []string
+	feeds   *feeds
 	actorID string // identity of the configured token in the audit log
 }
 
@@ -140,7 +141,8 @@ func New(cfg Config) (*Server, error) {
 		}
 		cfg.Pieces = cat
 	}
-	s := &Server{cfg: cfg, st: cfg.Store, log: cfg.Logger, now: cfg.Now, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, st: cfg.Store, log: cfg.Logger, now: cfg.Now, mux: http.NewServeMux(),
+		feeds: newFeeds(cfg.Store, cfg.KeepAlive)}
 	if cfg.Token != "" {
 		sum := sha256.Sum256([]byte(cfg.Token))
 		s.actorID = "token:" + hex.EncodeToString(sum[:4])

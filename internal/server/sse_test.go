@@ -245,3 +245,70 @@ func TestSSEErrors(t *testing.T) {
 		t.Fatalf("after=1: %+v", page.Events)
 	}
 }
+
+// TestSSEManySubscribers: many streams on one job, joining at different
+// points, one of them behind the shared feed's window, each get every
+// event exactly once and in order; the feed stops when the last leaves.
+func TestSSEManySubscribers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sqliteStore(t), nil)
+	stopped := make(chan struct{}, 10)
+	e.srv.OnFeedStopped(func() { stopped <- struct{}{} })
+	ct := e.createTask("fan out", nil)
+	j := claim(t, e.st, "w1")
+
+	check := func(s *sseStream, from int64) int64 {
+		t.Helper()
+		var n int64
+		for {
+			f := s.nextEvent()
+			if f.Event == "end" {
+				return n
+			}
+			n++
+			if q := eventSeq(t, f); q != from+n {
+				t.Fatalf("event %d has seq %d, want %d", n, q, from+n)
+			}
+		}
+	}
+	var streams []*sseStream
+	for range 10 {
+		streams = append(streams, e.openStream(ct.Job.ID, "", ""))
+	}
+	// 5,000 events: more than the feed keeps.
+	for range 5 {
+		var evs []store.NewJobEvent
+		for range 1000 {
+			evs = append(evs, store.NewJobEvent{Type: "step", Data: json.RawMessage(`{}`)})
+		}
+		if _, err := e.st.AppendJobEvents(t.Context(), j.Lease(), evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	streams = append(streams, e.openStream(ct.Job.ID, "", ""), e.openStream(ct.Job.ID, "2", ""))
+	done, err := e.st.Complete(t.Context(), j.Lease(), "ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range streams {
+		from := int64(0)
+		if i == len(streams)-1 {
+			from = 2
+		}
+		n := check(s, from)
+		want := done.LastSeq - from
+		if n != want {
+			t.Fatalf("stream %d got %d events, want %d", i, n, want)
+		}
+		s.close()
+	}
+	// Every stream ended: the feed stops, once.
+	select {
+	case <-stopped:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the job's feed still runs after every stream ended")
+	}
+	if n := e.srv.Feeds(); n != 0 {
+		t.Fatalf("%d feeds left", n)
+	}
+}

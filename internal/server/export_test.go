@@ -1,0 +1,12 @@
+package server
+
+// Feeds returns how many job feeds are running (tests).
+func (s *Server) Feeds() int {
+	s.feeds.mu.Lock()
+	defer s.feeds.mu.Unlock()
+	return len(s.feeds.m)
+}
+
+// OnFeedStopped calls f whenever a job feed stops; set it before the
+// first stream opens.
+func (s *Server) OnFeedStopped(f func()) { s.feeds.onStopped = f }
