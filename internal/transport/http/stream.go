@@ -91,6 +91,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	ticks, stopTicker := h.cfg.NewTicker(h.cfg.Heartbeat)
 	defer stopTicker()
 	defer st.rc.SetWriteDeadline(time.Time{})
+	snapshots := s.snapshots()
 	for {
 		if !st.drain() {
 			return
@@ -106,9 +107,10 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 			if !st.write(heartbeatEnvelope(s.rt.Cursor())) || !st.flush() {
 				return
 			}
-		case <-s.snapshots():
+		case <-snapshots:
 			// An interrupt: what was published first, then a snapshot
 			// (contract §8.9).
+			snapshots = s.snapshots()
 			if !st.drain() || !st.write(s.envelope(protocol.SnapshotEnvelope{Snapshot: s.fill(sub.sub.Resync())})) || !st.flush() {
 				return
 			}
