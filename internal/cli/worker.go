@@ -110,9 +110,15 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 	}
 	fmt.Fprintf(io.ErrOut, "maestro worker %s: %d worker(s), lease %s, data %s\n", o.Name, o.Workers, o.Lease, dataDir)
 
+	// A pool that cannot run stops the maintenance loop too.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
 	var poolErr, maintErr error
-	wg.Go(func() { poolErr = pool.Run(ctx) })
+	wg.Go(func() {
+		poolErr = pool.Run(ctx)
+		cancel()
+	})
 	wg.Go(func() {
 		maintErr = queue.RunMaintenance(ctx, queue.MaintenanceConfig{Store: st, Owner: o.Name, Every: min(time.Second, o.Lease/2), Logger: log})
 	})

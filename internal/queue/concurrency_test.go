@@ -69,9 +69,10 @@ func testConcurrency(t *testing.T, stores []store.Store, workersEach int) {
 	c := newCounting(t, concurrencyJobs)
 	started := time.Now()
 	var stops []func()
+	m := queue.NewMetrics()
 	for i, st := range stores {
 		stops = append(stops, startPool(t, queue.Config{
-			Store: st, Runner: c, Workers: workersEach, Name: "proc" + string(rune('A'+i)),
+			Store: st, Runner: c, Workers: workersEach, Name: "proc" + string(rune('A'+i)), Metrics: m,
 			Poll: 100 * time.Millisecond,
 		}))
 	}
@@ -81,6 +82,9 @@ func testConcurrency(t *testing.T, stores []store.Store, workersEach int) {
 	}
 	elapsed := time.Since(started)
 	t.Logf("%d jobs, %d workers: %s (%.0f jobs/s)", concurrencyJobs, workersEach*len(stores), elapsed, concurrencyJobs/elapsed.Seconds())
+	if snap := m.Snapshot(); snap.Claimed != concurrencyJobs || snap.ClaimErrors != 0 || snap.Outcomes["succeeded"] != concurrencyJobs {
+		t.Errorf("metrics: %+v", snap)
+	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()

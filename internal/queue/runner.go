@@ -225,7 +225,8 @@ func (r *engineRunner) provider(j *Job, pl Payload) (llm.Provider, error) {
 	return replay.New(replay.Demo()), nil
 }
 
-// latestUserComment returns the body of the task's newest user comment.
+// latestUserComment returns the body of the task's newest user comment
+// posted after the agent's latest comment (the question), or "".
 func latestUserComment(ctx context.Context, j *Job) (string, error) {
 	if j.TaskID == 0 || j.store == nil {
 		return "", nil
@@ -238,8 +239,11 @@ func latestUserComment(ctx context.Context, j *Job) (string, error) {
 			return "", err
 		}
 		for _, c := range cs {
-			if c.AuthorKind == store.AuthorUser {
+			switch c.AuthorKind {
+			case store.AuthorUser:
 				answer = c.Body
+			case store.AuthorAgent:
+				answer = "" // only what the user said after the question answers it
 			}
 			after = c.ID
 		}

@@ -130,3 +130,47 @@ func TestEngineRunnerRejectsBadReplay(t *testing.T) {
 		t.Errorf("job = %+v, want one attempt failing on the replay field", got)
 	}
 }
+
+// A waiting job resumed without a new user comment keeps waiting and does
+// not take an older comment (one before the question) as the answer.
+func TestEngineRunnerResumeWithoutAnswerKeepsWaiting(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t, nil)
+	data := t.TempDir()
+	startPool(t, queue.Config{Store: st, Runner: queue.NewEngineRunner(queue.EngineRunnerConfig{DataDir: data})})
+	ctx := t.Context()
+	task, job, err := st.CreateTask(ctx, store.NewTask{Title: "Paint the fence", Piece: "general", MaxAttempts: 5, Payload: payload(t, askScenario)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A user comment before the question is not an answer.
+	if _, _, err := st.AddComment(ctx, store.NewComment{TaskID: task.ID, AuthorKind: store.AuthorUser, Body: "early note"}); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, st, job.ID, "waiting_human", inState(store.StateWaitingHuman))
+	if _, err := st.Resume(ctx, job.ID); err != nil {
+		t.Fatal(err)
+	}
+	again := waitJob(t, st, job.ID, "waiting again", func(j store.Job) bool { return j.State == store.StateWaitingHuman && j.Attempt == 2 })
+	comments, err := st.ListComments(ctx, task.ID, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(comments) != 2 {
+		t.Errorf("comments = %+v, want the note and one question", comments)
+	}
+	if _, _, err := st.AddComment(ctx, store.NewComment{TaskID: task.ID, AuthorKind: store.AuthorUser, Body: "green", ResumeWaiting: true}); err != nil {
+		t.Fatal(err)
+	}
+	done := waitJob(t, st, job.ID, "succeeded", inState(store.StateSucceeded))
+	if done.Attempt != again.Attempt+1 {
+		t.Errorf("job = %+v", done)
+	}
+	rs, err := engine.LoadState(queue.TaskDir(data, task.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs.Answers) != 1 || rs.Answers[0].Answer != "green" {
+		t.Errorf("answers = %+v, want only \"green\"", rs.Answers)
+	}
+}
