@@ -190,11 +190,19 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 			cancel()
 		}
 	})
+	// A part that fails stops the others: a server without its workers
+	// or its scheduler would accept work it never does.
 	if pool != nil {
-		wg.Go(func() { poolErr = pool.Run(runCtx) })
+		wg.Go(func() {
+			if poolErr = pool.Run(runCtx); poolErr != nil {
+				cancel()
+			}
+		})
 	}
 	wg.Go(func() {
-		maintErr = queue.RunMaintenance(runCtx, queue.MaintenanceConfig{Store: st, Owner: o.Name, Logger: log})
+		if maintErr = queue.RunMaintenance(runCtx, queue.MaintenanceConfig{Store: st, Owner: o.Name, Logger: log}); maintErr != nil {
+			cancel()
+		}
 	})
 	<-runCtx.Done()
 	fmt.Fprintln(io.ErrOut, "maestro serve: stopping")
