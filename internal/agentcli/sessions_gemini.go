@@ -227,9 +227,14 @@ func parseGeminiChat(path string) (*Transcript, string, error) {
 					reindex()
 				}
 			case probe.SessionID != nil:
-				msgs := conv.Messages
+				// A resumed chat writes its head again; the first start time
+				// stays.
+				msgs, start := conv.Messages, conv.StartTime
 				_ = json.Unmarshal(line, &conv)
 				conv.Messages = msgs
+				if start != "" {
+					conv.StartTime = start
+				}
 			default:
 				tr.Stats.Unknown++
 			}
