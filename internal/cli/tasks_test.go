@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/pgtest"
 	"github.com/maestro-run/maestro/internal/server"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/store/sqlite"
@@ -356,5 +358,31 @@ func TestTasksLogsReconnects(t *testing.T) {
 		if m[1] != fmt.Sprint(i+1) {
 			t.Fatalf("events %v: a gap or a repeat\n%s", seqs, out)
 		}
+	}
+}
+
+// TestServeOnPostgres: `maestro serve --db postgres://…` runs a task to
+// the end, driven by `maestro tasks`.
+func TestServeOnPostgres(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cluster, err := pgtest.Start(ctx)
+	if errors.Is(err, pgtest.ErrNotInstalled) {
+		pgtest.SkipOrFail(t, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cluster.Stop() })
+	dsn := cluster.NewSchema(t)
+	dataDir := t.TempDir()
+	url := startServeCLI(t, map[string]string{"MAESTRO_HOME": dataDir}, "--db", dsn, "--data-dir", dataDir, "--workers", "2")
+	code, out, errOut := runTasksCLI(t, map[string]string{}, "tasks", "submit", "say ok", "--piece", "noop", "-f", "--server", url)
+	if code != 0 || !strings.Contains(out, "status succeeded") {
+		t.Fatalf("submit -f: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "maestro.db")); err == nil {
+		t.Fatal("serve --db postgres://… created a SQLite database")
 	}
 }
