@@ -19,6 +19,10 @@ import (
 // context ended (recording the outcome, releasing on shutdown).
 const storeCallTimeout = 30 * time.Second
 
+// claimCooldown is the pause before claiming again when a claim came back
+// empty right after one that returned a job.
+const claimCooldown = 20 * time.Millisecond
+
 // Reasons a job's context is cancelled (context.Cause).
 var (
 	// ErrShutdown: the pool is shutting down and the grace period ended;
@@ -134,6 +138,7 @@ func (p *Pool) Run(ctx context.Context) error {
 // wake-up or the poll interval when nothing is due.
 func (p *Pool) worker(ctx, runCtx context.Context, name string) {
 	log := p.cfg.Logger.With("worker", name)
+	busy := false // the previous claim returned a job
 	for ctx.Err() == nil {
 		woken := p.wake.wait()
 		jobs, err := p.cfg.Store.Claim(ctx, store.ClaimParams{
@@ -148,7 +153,16 @@ func (p *Pool) worker(ctx, runCtx context.Context, name string) {
 			p.cfg.Metrics.claimError()
 		}
 		if len(jobs) == 0 {
-			t := time.NewTimer(p.cfg.Poll)
+			// Concurrent claimers can come back empty-handed while jobs
+			// remain (PostgreSQL skips rows other claimers hold); right
+			// after a successful claim, try again after a short cooldown
+			// rather than a full poll interval.
+			wait := p.cfg.Poll
+			if busy {
+				wait = min(wait, claimCooldown)
+			}
+			busy = false
+			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
 			case <-woken:
@@ -157,6 +171,7 @@ func (p *Pool) worker(ctx, runCtx context.Context, name string) {
 			t.Stop()
 			continue
 		}
+		busy = true
 		for _, j := range jobs {
 			p.cfg.Metrics.claimed(latency(j))
 			p.runJob(runCtx, log, j)
@@ -191,6 +206,16 @@ func (p *Pool) runJob(runCtx context.Context, log *slog.Logger, claimed store.Jo
 		}
 	}
 
+	// Follow the job's notifications from before Start, so that no
+	// cancellation slips between Start and the Runner.
+	sub, err := st.Subscribe(jobCtx, store.JobTopic(lease.JobID))
+	if err != nil {
+		log.Warn("follow the job's notifications (the heartbeat still notices a cancel)", "err", err)
+		sub = nil
+	} else {
+		defer sub.Close()
+	}
+
 	running, err := st.Start(jobCtx, lease)
 	if err != nil {
 		if errors.Is(err, store.ErrLeaseLost) {
@@ -212,7 +237,9 @@ func (p *Pool) runJob(runCtx context.Context, log *slog.Logger, claimed store.Jo
 	watchCtx, stopWatch := context.WithCancel(jobCtx)
 	defer stopWatch()
 	wg.Go(func() { p.heartbeat(watchCtx, log, lease, cancelJob) })
-	wg.Go(func() { p.watchCancel(watchCtx, lease, cancelJob) })
+	if sub != nil {
+		wg.Go(func() { p.watchCancel(watchCtx, sub, lease, cancelJob) })
+	}
 
 	j := &Job{
 		Job: running, store: st,
@@ -352,11 +379,7 @@ func (p *Pool) heartbeat(ctx context.Context, log *slog.Logger, l store.Lease, c
 
 // watchCancel cancels the job as soon as the store says it is no longer
 // ours (cancelled by a user), without waiting for the next heartbeat.
-func (p *Pool) watchCancel(ctx context.Context, l store.Lease, cancelJob context.CancelCauseFunc) {
-	sub, err := p.cfg.Store.Subscribe(ctx, store.JobTopic(l.JobID))
-	if err != nil {
-		return // the heartbeat still notices
-	}
+func (p *Pool) watchCancel(ctx context.Context, sub *store.Subscription, l store.Lease, cancelJob context.CancelCauseFunc) {
 	defer sub.Close()
 	for {
 		select {

@@ -185,11 +185,11 @@ func TestPoolStopsJobWhoseLeaseWasLost(t *testing.T) {
 	st := openSQLite(t, clk.Now)
 	b := newBlocking()
 	m := queue.NewMetrics()
-	startPool(t, queue.Config{Store: st, Runner: b, LeaseFor: time.Minute, Metrics: m})
+	startPool(t, queue.Config{Store: st, Runner: b, LeaseFor: time.Hour, Metrics: m})
 	j := enqueue(t, st, store.NewJob{MaxAttempts: 3})
 	recv(t, b.started, "start")
 	// The lease expires (as if the worker had stalled) and is reaped.
-	clk.Add(2 * time.Minute)
+	clk.Add(2 * time.Hour)
 	reaped, err := st.ReapExpired(t.Context(), 10)
 	if err != nil || len(reaped) != 1 {
 		t.Fatalf("reap = %v, %v", reaped, err)
@@ -218,7 +218,7 @@ func TestPoolCancelStopsRunningJob(t *testing.T) {
 	t.Parallel()
 	st := openSQLite(t, nil)
 	b := newBlocking()
-	startPool(t, queue.Config{Store: st, Runner: b})
+	startPool(t, queue.Config{Store: st, Runner: b, LeaseFor: time.Hour}) // only the notification can stop it in time
 	j := enqueue(t, st, store.NewJob{})
 	recv(t, b.started, "start")
 	if _, err := st.Cancel(t.Context(), j.ID, "changed my mind"); err != nil {
@@ -320,5 +320,36 @@ func TestNewPoolChecksConfig(t *testing.T) {
 		if _, err := queue.NewPool(cfg); err == nil {
 			t.Errorf("%s: NewPool accepted it", name)
 		}
+	}
+}
+
+// deaf is a store whose job notifications never arrive.
+type deaf struct{ store.Store }
+
+func (d deaf) Subscribe(ctx context.Context, topic string) (*store.Subscription, error) {
+	if strings.HasPrefix(topic, "job:") {
+		return nil, errors.New("no notifications here")
+	}
+	return d.Store.Subscribe(ctx, topic)
+}
+
+// Without notifications, the heartbeat is what notices a lost lease.
+func TestPoolHeartbeatNoticesLostLease(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	st := openSQLite(t, clk.Now)
+	b := newBlocking()
+	startPool(t, queue.Config{Store: deaf{st}, Runner: b, LeaseFor: 300 * time.Millisecond})
+	j := enqueue(t, st, store.NewJob{MaxAttempts: 3})
+	recv(t, b.started, "start")
+	clk.Add(time.Hour)
+	if reaped, err := st.ReapExpired(t.Context(), 10); err != nil || len(reaped) != 1 {
+		t.Fatalf("reap = %v, %v", reaped, err)
+	}
+	if cause := recv(t, b.ended, "end of attempt 1"); !errors.Is(cause, queue.ErrJobCancelled) {
+		t.Errorf("attempt 1 context ended with %v, want ErrJobCancelled", cause)
+	}
+	if got := waitJob(t, st, j.ID, "succeeded", inState(store.StateSucceeded)); got.Attempt != 2 {
+		t.Errorf("job = %+v", got)
 	}
 }
