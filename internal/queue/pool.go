@@ -23,6 +23,10 @@ const storeCallTimeout = 30 * time.Second
 // empty right after one that returned a job.
 const claimCooldown = 20 * time.Millisecond
 
+// cancelCheckDelay is how long after a notification on a running job's
+// topic the worker re-reads the job to see whether it was cancelled.
+const cancelCheckDelay = 100 * time.Millisecond
+
 // Reasons a job's context is cancelled (context.Cause).
 var (
 	// ErrShutdown: the pool is shutting down and the grace period ended;
@@ -390,15 +394,22 @@ func (p *Pool) watchCancel(ctx context.Context, sub *store.Subscription, l store
 				return
 			}
 		}
-		// Coalesce a burst of notifications (the job's own events).
+		// Coalesce a burst of notifications (the job's own events) and
+		// spare short jobs the read: check once cancelCheckDelay after the
+		// first notification.
+		t := time.NewTimer(cancelCheckDelay)
 	drain:
 		for {
 			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
 			case _, ok := <-sub.C():
 				if !ok {
+					t.Stop()
 					return
 				}
-			default:
+			case <-t.C:
 				break drain
 			}
 		}
