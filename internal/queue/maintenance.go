@@ -14,10 +14,11 @@ import (
 	"github.com/maestro-run/maestro/internal/store"
 )
 
-// MaintenanceConfig configures RunMaintenance. Store and Owner are required.
+// MaintenanceConfig configures RunMaintenance. Store is required.
 type MaintenanceConfig struct {
 	Store store.Store
-	// Owner names this process in the leader election (unique per process).
+	// Owner names this process in the leader election (unique per
+	// process; default host:pid).
 	Owner string
 	// Every is how often the leader reaps and fires (default 1s); the
 	// leader term is three times as long.
@@ -46,8 +47,11 @@ const (
 // concurrently; the election only avoids wasted work). It resigns on exit
 // and returns nil when ctx ends.
 func RunMaintenance(ctx context.Context, cfg MaintenanceConfig) error {
-	if cfg.Store == nil || cfg.Owner == "" {
-		return errors.New("queue: MaintenanceConfig needs Store and Owner")
+	if cfg.Store == nil {
+		return errors.New("queue: MaintenanceConfig.Store is required")
+	}
+	if cfg.Owner == "" {
+		cfg.Owner = DefaultName()
 	}
 	if cfg.Every <= 0 {
 		cfg.Every = time.Second

@@ -58,11 +58,7 @@ func NewPool(cfg Config) (*Pool, error) {
 		cfg.Workers = 1
 	}
 	if cfg.Name == "" {
-		host, _ := os.Hostname()
-		if host == "" {
-			host = "localhost"
-		}
-		cfg.Name = host + ":" + strconv.Itoa(os.Getpid())
+		cfg.Name = DefaultName()
 	}
 	if cfg.LeaseFor <= 0 {
 		cfg.LeaseFor = DefaultLeaseFor
@@ -444,4 +440,13 @@ func (b *broadcast) signal() {
 	close(b.ch)
 	b.ch = make(chan struct{})
 	b.mu.Unlock()
+}
+
+// DefaultName is the default worker and maintenance owner name: host:pid.
+func DefaultName() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "localhost"
+	}
+	return host + ":" + strconv.Itoa(os.Getpid())
 }
