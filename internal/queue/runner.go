@@ -295,11 +295,15 @@ func (e *emitter) flush() {
 	batch := e.buf
 	e.buf = nil
 	e.mu.Unlock()
-	if len(batch) == 0 || e.ctx.Err() != nil {
+	if len(batch) == 0 {
 		return
 	}
-	// Errors (a lost lease) cancel the job's context through Emit.
-	_ = e.j.Emit(e.ctx, batch...)
+	// The last events of an interrupted attempt (a shutdown) are worth
+	// keeping; fencing refuses them if the job is no longer ours. Errors
+	// (a lost lease) cancel the job's context through Emit.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), storeCallTimeout)
+	defer cancel()
+	_ = e.j.Emit(ctx, batch...)
 }
 
 // close flushes what is buffered and stops the goroutine.
