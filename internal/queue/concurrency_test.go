@@ -76,7 +76,13 @@ func testConcurrency(t *testing.T, stores []store.Store, workersEach int) {
 			Poll: 100 * time.Millisecond,
 		}))
 	}
-	recv(t, c.all, "2,000 runs")
+	// Generous: the whole suite shares two cores.
+	select {
+	case <-c.all:
+	case <-time.After(5 * time.Minute):
+		c.mu.Lock()
+		t.Fatalf("only %d of %d runs within 5 minutes", c.total, concurrencyJobs)
+	}
 	for _, stop := range stops {
 		stop()
 	}
