@@ -190,7 +190,7 @@ func printTranscript(io *IOStreams, tr *agentcli.Transcript) {
 			if r.IsError {
 				mark = "← error"
 			}
-			fmt.Fprintf(io.Out, "  %s %s [%s]\n    %s\n", mark, r.Name, r.ID, strings.ReplaceAll(truncate(r.Output, 2000), "\n", "\n    "))
+			fmt.Fprintf(io.Out, "  %s %s [%s]\n    %s\n", mark, r.Name, r.ID, strings.ReplaceAll(truncate(strings.TrimRight(r.Output, "\n"), 2000), "\n", "\n    "))
 		}
 	}
 }
