@@ -173,19 +173,20 @@ func (p *Pool) worker(ctx, runCtx context.Context, name string) {
 		}
 		busy = true
 		for _, j := range jobs {
-			p.cfg.Metrics.claimed(latency(j))
+			p.cfg.Metrics.claimed(latency(j, p.cfg.Now()))
 			p.runJob(runCtx, log, j)
 		}
 	}
 }
 
-func latency(j store.Job) time.Duration {
+// latency is the claim latency of j: from when it became due (created or
+// scheduled, whichever is later) to now.
+func latency(j store.Job, now time.Time) time.Duration {
 	from := j.ScheduledAt
 	if j.CreatedAt.After(from) {
 		from = j.CreatedAt
 	}
-	d := j.AttemptedAt.Sub(from)
-	return max(d, 0)
+	return max(now.Sub(from), 0)
 }
 
 // runJob runs one claimed job to an outcome and records it.

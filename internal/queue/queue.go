@@ -93,7 +93,8 @@ type Config struct {
 	Metrics *Metrics
 	// Logger receives progress and problems (default: discarded).
 	Logger *slog.Logger
-	// Now is the clock (default time.Now).
+	// Now is the clock the claim latency is measured with (default
+	// time.Now); give the store's clock when it is not the real one.
 	Now func() time.Time
 }
 
