@@ -37,7 +37,22 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// Details, when set, are the reference server's google.rpc.ErrorInfo
+	// details (contract §11.5), e.g. a hosted runner's ownership.
+	Details []ErrorInfo
 }
+
+// ErrorInfo is one TS-style error detail: {"@type":
+// "type.googleapis.com/google.rpc.ErrorInfo", reason, domain, metadata}.
+type ErrorInfo struct {
+	Type     string            `json:"@type"`
+	Reason   string            `json:"reason"`
+	Domain   string            `json:"domain"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// ErrorInfoType is ErrorInfo.Type.
+const ErrorInfoType = "type.googleapis.com/google.rpc.ErrorInfo"
 
 // Error implements error.
 func (e *Error) Error() string { return e.Message }
@@ -123,9 +138,10 @@ func asError(err error, fallback int) *Error {
 }
 
 type errorBody struct {
-	Error     string `json:"error"`
-	ErrorType string `json:"error_type"`
-	Code      string `json:"code"`
+	Error     string      `json:"error"`
+	ErrorType string      `json:"error_type"`
+	Code      string      `json:"code"`
+	Details   []ErrorInfo `json:"details,omitempty"`
 }
 
 func writeError(w http.ResponseWriter, e *Error) {
@@ -135,7 +151,7 @@ func writeError(w http.ResponseWriter, e *Error) {
 	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="maestro"`)
 	}
-	writeJSON(w, e.Status, errorBody{Error: e.Message, ErrorType: e.Code, Code: e.Code})
+	writeJSON(w, e.Status, errorBody{Error: e.Message, ErrorType: e.Code, Code: e.Code, Details: e.Details})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -14,21 +14,45 @@ import (
 // routes registers the session routes of contract §11.1.
 func (h *Handler) routes() *http.ServeMux {
 	m := http.NewServeMux()
-	m.HandleFunc("POST /api/headless/sessions", h.create)
-	m.HandleFunc("POST /api/headless/connections", h.connections)
-	m.HandleFunc("GET /api/headless/sessions/{id}", h.state)
-	m.HandleFunc("GET /api/headless/sessions/{id}/state", h.state)
-	m.HandleFunc("POST /api/headless/sessions/{id}/subscribe", h.subscribe)
-	m.HandleFunc("POST /api/headless/sessions/{id}/unsubscribe", h.unsubscribe)
-	m.HandleFunc("GET /api/headless/sessions/{id}/events", h.events)
-	m.HandleFunc("POST /api/headless/sessions/{id}/messages", h.messages)
-	m.HandleFunc("POST /api/headless/sessions/{id}/message", h.messages)
-	m.HandleFunc("POST /api/headless/sessions/{id}/heartbeat", h.heartbeat)
-	m.HandleFunc("POST /api/headless/sessions/{id}/disconnect", h.disconnect)
+	for _, r := range h.routeTable() {
+		m.HandleFunc(r.pattern, r.serve)
+	}
 	m.HandleFunc("/api/headless/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, notFound(CodeNotFound, "No headless route "+r.Method+" "+r.URL.Path))
 	})
 	return m
+}
+
+type route struct {
+	pattern string
+	serve   http.HandlerFunc
+}
+
+func (h *Handler) routeTable() []route {
+	return []route{
+		{"POST /api/headless/sessions", h.create},
+		{"POST /api/headless/connections", h.connections},
+		{"GET /api/headless/sessions/{id}", h.state},
+		{"GET /api/headless/sessions/{id}/state", h.state},
+		{"POST /api/headless/sessions/{id}/subscribe", h.subscribe},
+		{"POST /api/headless/sessions/{id}/unsubscribe", h.unsubscribe},
+		{"GET /api/headless/sessions/{id}/events", h.events},
+		{"POST /api/headless/sessions/{id}/messages", h.messages},
+		{"POST /api/headless/sessions/{id}/message", h.messages},
+		{"POST /api/headless/sessions/{id}/heartbeat", h.heartbeat},
+		{"POST /api/headless/sessions/{id}/disconnect", h.disconnect},
+	}
+}
+
+// Routes lists the patterns the Handler serves ("POST
+// /api/headless/sessions/{id}/messages"), for an embedder's route list
+// and API description; any other path under /api/headless/ is a JSON 404.
+func (h *Handler) Routes() []string {
+	var out []string
+	for _, r := range h.routeTable() {
+		out = append(out, r.pattern)
+	}
+	return out
 }
 
 // ready refuses new attach traffic while draining or not restored.

@@ -205,3 +205,38 @@ func TestSessionMissing(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("POST", "/api/headless/sessions", nil))
 	wantError(t, rec.Code, rec.Body.Bytes(), http.StatusNotFound, "not_found", "Session not found")
 }
+
+// TestRoutesListed: Routes names exactly the contract's routes (§11.1),
+// and each is served by its handler rather than the JSON 404 of unknown
+// paths.
+func TestRoutesListed(t *testing.T) {
+	t.Parallel()
+	h := httpattach.NewHandler(httpattach.Config{Sessions: httpattach.NewSessionMap(nil), SweepInterval: -1})
+	defer h.Close()
+	want := []string{
+		"POST /api/headless/sessions", "POST /api/headless/connections",
+		"GET /api/headless/sessions/{id}", "GET /api/headless/sessions/{id}/state",
+		"POST /api/headless/sessions/{id}/subscribe", "POST /api/headless/sessions/{id}/unsubscribe",
+		"GET /api/headless/sessions/{id}/events", "POST /api/headless/sessions/{id}/messages",
+		"POST /api/headless/sessions/{id}/message", "POST /api/headless/sessions/{id}/heartbeat",
+		"POST /api/headless/sessions/{id}/disconnect",
+	}
+	got := h.Routes()
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("Routes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, r := range got {
+		method, path, _ := strings.Cut(r, " ")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(method, strings.ReplaceAll(path, "{id}", "s1"), strings.NewReader("{}")))
+		if strings.Contains(rec.Body.String(), "No headless route") {
+			t.Errorf("%s is listed but not served: %d %s", r, rec.Code, rec.Body)
+		}
+	}
+	// An unlisted one is the JSON 404.
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("DELETE", "/api/headless/sessions/s1", nil))
+	if rec.Code != http.StatusNotFound && rec.Code != http.StatusMethodNotAllowed {
+		t.Fatalf("DELETE: %d %s", rec.Code, rec.Body)
+	}
+}
