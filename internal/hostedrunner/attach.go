@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/maestro-run/maestro/internal/runtime"
 	httpattach "github.com/maestro-run/maestro/internal/transport/http"
@@ -42,6 +43,36 @@ func (s boundSessions) Get(id string) (*runtime.Runtime, bool) {
 		return nil, false
 	}
 	return s.r.rt, true
+}
+
+// MsgOwnedElsewhere starts the text of the 409 runtime_owned_elsewhere
+// answer to a request naming another session than the runner's.
+const MsgOwnedElsewhere = "Hosted runner is bound to another session"
+
+// Missing implements httpattach.SessionMissing: a hosted runner serves
+// one session, so any other session id is owned elsewhere (contract
+// §11.6): 409 runtime_owned_elsewhere, with the reference server's
+// ErrorInfo details naming the runner and both sessions (§11.5).
+func (s boundSessions) Missing(id string) error {
+	cfg := s.r.cfg
+	_, draining, _ := s.r.Ready()
+	md := map[string]string{
+		"runner_session_id":            cfg.RunnerSessionID,
+		"maestro_session_id":           s.r.sessionID,
+		"requested_maestro_session_id": id,
+		"draining":                     strconv.FormatBool(draining),
+	}
+	for k, v := range map[string]string{"owner_instance_id": cfg.OwnerInstanceID, "workspace_id": cfg.WorkspaceID, "agent_run_id": cfg.AgentRunID} {
+		if v != "" {
+			md[k] = v
+		}
+	}
+	return &httpattach.Error{
+		Status: http.StatusConflict, Code: httpattach.CodeRuntimeOwnedElsewhere,
+		Message: fmt.Sprintf("%s: %s (this runner serves %s)", MsgOwnedElsewhere, id, s.r.sessionID),
+		Details: []httpattach.ErrorInfo{{Type: httpattach.ErrorInfoType, Reason: httpattach.CodeRuntimeOwnedElsewhere,
+			Domain: "maestro.hosted_runner", Metadata: md}},
+	}
 }
 
 func sameDir(a, b string) bool {
