@@ -126,56 +126,107 @@ func (p *Pool) Run(ctx context.Context) error {
 			}
 		}
 	})
-	for i := range p.cfg.Workers {
-		name := p.cfg.Name + "/" + strconv.Itoa(i+1)
-		wg.Go(func() { p.worker(ctx, runCtx, name) })
+	// One dispatcher claims for every idle slot in one store call and
+	// hands each job to its slot; a slot runs its job and reports back.
+	slots := make([]chan store.Job, p.cfg.Workers)
+	idle := make(chan int, p.cfg.Workers)
+	var slotsWG sync.WaitGroup
+	for i := range slots {
+		slots[i] = make(chan store.Job, 1)
+		name := p.slotName(i)
+		slotsWG.Go(func() {
+			log := p.cfg.Logger.With("worker", name)
+			for j := range slots[i] {
+				p.runJob(runCtx, log, j)
+				idle <- i
+			}
+		})
 	}
+	p.dispatch(ctx, slots, idle)
+	for _, c := range slots {
+		close(c)
+	}
+	slotsWG.Wait()
 	wg.Wait()
 	return nil
 }
 
-// worker is one claim loop: claim a job, run it, repeat; wait for a
-// wake-up or the poll interval when nothing is due.
-func (p *Pool) worker(ctx, runCtx context.Context, name string) {
-	log := p.cfg.Logger.With("worker", name)
+// slotName is the lease owner of the jobs slot i runs: Name/i+1.
+func (p *Pool) slotName(i int) string { return p.cfg.Name + "/" + strconv.Itoa(i+1) }
+
+// dispatch is the claim loop: claim one job for each idle slot in a
+// single store call, hand the jobs out, repeat; wait for a wake-up or the
+// poll interval when nothing is due, and for a slot to finish when none is
+// idle. It returns when ctx ends.
+func (p *Pool) dispatch(ctx context.Context, slots []chan store.Job, idle <-chan int) {
+	free := make([]int, len(slots)) // idle slots, claimed for in this order
+	for i := range free {
+		free[i] = i
+	}
+	drainIdle := func() {
+		for {
+			select {
+			case i := <-idle:
+				free = append(free, i)
+			default:
+				return
+			}
+		}
+	}
 	busy := false // the previous claim returned a job
+	owners := make([]string, 0, len(slots))
 	for ctx.Err() == nil {
+		drainIdle()
+		if len(free) == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case i := <-idle:
+				free = append(free, i)
+			}
+			continue
+		}
 		woken := p.wake.wait()
+		owners = owners[:0]
+		for _, i := range free[:min(len(free), store.MaxClaim)] {
+			owners = append(owners, p.slotName(i))
+		}
 		jobs, err := p.cfg.Store.Claim(ctx, store.ClaimParams{
-			Worker: name, Profiles: p.cfg.Profiles, TaskClasses: p.cfg.TaskClasses,
-			Limit: 1, LeaseFor: p.cfg.LeaseFor,
+			Workers: owners, Profiles: p.cfg.Profiles, TaskClasses: p.cfg.TaskClasses, LeaseFor: p.cfg.LeaseFor,
 		})
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			log.Warn("claim failed", "err", err)
+			p.cfg.Logger.Warn("claim failed", "err", err)
 			p.cfg.Metrics.claimError()
 		}
-		if len(jobs) == 0 {
-			// Concurrent claimers can come back empty-handed while jobs
-			// remain (PostgreSQL skips rows other claimers hold); right
-			// after a successful claim, try again after a short cooldown
-			// rather than a full poll interval.
-			wait := p.cfg.Poll
-			if busy {
-				wait = min(wait, claimCooldown)
+		if len(jobs) > 0 {
+			busy = true
+			now := p.cfg.Now()
+			for k, j := range jobs {
+				p.cfg.Metrics.claimed(latency(j, now))
+				slots[free[k]] <- j // the slot is idle: its buffer is free
 			}
-			busy = false
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-			case <-woken:
-			case <-t.C:
-			}
-			t.Stop()
+			free = free[len(jobs):]
 			continue
 		}
-		busy = true
-		for _, j := range jobs {
-			p.cfg.Metrics.claimed(latency(j, p.cfg.Now()))
-			p.runJob(runCtx, log, j)
+		// Concurrent claimers can come back empty-handed while jobs
+		// remain (PostgreSQL skips rows other claimers hold); right after
+		// a successful claim, try again after a short cooldown rather
+		// than a full poll interval.
+		wait := p.cfg.Poll
+		if busy {
+			wait = min(wait, claimCooldown)
 		}
+		busy = false
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-woken:
+		case <-t.C:
+		}
+		t.Stop()
 	}
 }
 

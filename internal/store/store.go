@@ -98,9 +98,11 @@ type Jobs interface {
 	// Enqueue stores a new queued job and wakes claimers (topic TopicJobs).
 	Enqueue(ctx context.Context, j NewJob) (Job, error)
 	// Claim hands up to p.Limit due queued jobs to p.Worker, highest priority
-	// first, then oldest scheduled_at, then lowest id. Each job becomes
-	// dispatching with attempt+1 and a lease until now+p.LeaseFor. Concurrent
-	// claimers (goroutines or processes) never receive the same job.
+	// first, then oldest scheduled_at, then lowest id; with p.Workers, one
+	// job to each name, the i-th job in that order to p.Workers[i]. Each
+	// job becomes dispatching with attempt+1 and a lease until
+	// now+p.LeaseFor. Concurrent claimers (goroutines or processes) never
+	// receive the same job.
 	Claim(ctx context.Context, p ClaimParams) ([]Job, error)
 	// Start moves a claimed job from dispatching to running. Fenced.
 	Start(ctx context.Context, l Lease) (Job, error)

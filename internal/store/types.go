@@ -149,8 +149,26 @@ type ClaimParams struct {
 	TaskClasses []string
 	// Limit is the most jobs to claim (at least 1).
 	Limit int
+	// Workers, instead of Worker and Limit, claims one job per name in a
+	// single call: the i-th job in claim order is leased to Workers[i]
+	// (a pool claiming for all its idle slots at once). Fewer jobs than
+	// names may be due; the names left over get nothing.
+	Workers []string
 	// LeaseFor is how long the lease lasts without a heartbeat.
 	LeaseFor time.Duration
+}
+
+// Owners returns the lease owner of each job the claim may take, in claim
+// order: Workers, or Limit times Worker.
+func (p ClaimParams) Owners() []string {
+	if len(p.Workers) > 0 {
+		return p.Workers
+	}
+	out := make([]string, max(p.Limit, 1))
+	for i := range out {
+		out[i] = p.Worker
+	}
+	return out
 }
 
 // FailParams describes a failed attempt.

@@ -188,7 +188,23 @@ func (j NewJob) Validate() (NewJob, error) {
 
 // Validate checks a Claim input and returns it with defaults applied.
 func (p ClaimParams) Validate() (ClaimParams, error) {
-	if err := label("worker", p.Worker, true); err != nil {
+	if len(p.Workers) > 0 {
+		if p.Worker != "" {
+			return p, invalid("worker", "expected either worker or workers, found both (%q and %d names)", clip(p.Worker), len(p.Workers))
+		}
+		if p.Limit != 0 && p.Limit != len(p.Workers) {
+			return p, invalid("limit", "expected 0 or the number of workers (%d) when workers is set, found %d", len(p.Workers), p.Limit)
+		}
+		if len(p.Workers) > MaxClaim {
+			return p, invalid("workers", "expected at most %d names, found %d", MaxClaim, len(p.Workers))
+		}
+		for i, w := range p.Workers {
+			if err := label(fmt.Sprintf("workers[%d]", i), w, true); err != nil {
+				return p, err
+			}
+		}
+		p.Limit = len(p.Workers)
+	} else if err := label("worker", p.Worker, true); err != nil {
 		return p, err
 	}
 	for i, v := range p.Profiles {

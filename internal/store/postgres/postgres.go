@@ -104,6 +104,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 				return v
 			},
 			Classify: classify,
+			Channel:  channel,
 			NotifyTx: func(ctx context.Context, tx *sql.Tx, ns []store.Notification) error {
 				msgs := make([]string, len(ns))
 				for i, n := range ns {

@@ -16,6 +16,40 @@ const (
 	now4     = `$4::timestamptz`
 )
 
+// claimCTE picks up to cardinality($1) due jobs in claim order, skipping
+// rows other claimers hold, and leases the n-th to owner $1[n]. The result
+// is the CTE "claimed": the jobs' new rows plus their slot n.
+const claimCTE = `WITH picked AS (
+		SELECT id, priority, scheduled_at FROM jobs
+		WHERE state = 'queued' AND scheduled_at <= $3::timestamptz
+			AND (profile = '' OR profile = ANY($4::text[]))
+			AND (task_class = '' OR task_class = ANY($5::text[]))
+		ORDER BY priority DESC, scheduled_at, id
+		LIMIT cardinality($1::text[])
+		FOR UPDATE SKIP LOCKED),
+	slots AS (SELECT id, row_number() OVER (ORDER BY priority DESC, scheduled_at, id) AS slot FROM picked),
+	claimed AS (
+		UPDATE jobs j SET state = 'dispatching', attempt = j.attempt + 1, lease_owner = ($1::text[])[s.slot],
+			lease_expires_at = $2::timestamptz, heartbeat_at = $3::timestamptz, attempted_at = $3::timestamptz,
+			updated_at = $3::timestamptz, event_seq = j.event_seq + 1
+		FROM slots s WHERE j.id = s.id
+		RETURNING j.*, s.slot)`
+
+// statusCTE appends the status event (data given as parameter p) of the
+// job the CTE "u" just moved; the UPDATE reserved its sequence number.
+func statusCTE(p string) string {
+	return `,
+			ev AS (INSERT INTO job_events (job_id, seq, attempt, type, data, created_at)
+				SELECT id, event_seq, attempt, 'status', ` + p + `::text::json, updated_at FROM u)`
+}
+
+// notifyJob sends, for every row of the CTE cte, the notification of the
+// job's topic on channel parameter p (delivered on commit; the store's
+// listener splits "topic\npayload").
+func notifyJob(cte, p string) string {
+	return `, LATERAL (SELECT pg_notify(` + p + `::text, 'job:' || ` + cte + `.id || E'\n')) AS notified`
+}
+
 // newQueries returns the PostgreSQL dialect's SQL.
 func newQueries() sqlstore.Queries {
 	return sqlstore.Queries{
@@ -24,19 +58,28 @@ func newQueries() sqlstore.Queries {
 			VALUES ($1::bigint, $2::bigint, $3::text, 'queued', $4::text, $5::text, $6::integer, $7::text::json,
 				0, $8::integer, $9::timestamptz, 1, $10::timestamptz, $10::timestamptz)
 			RETURNING ` + jobCols,
-		JobClaim: `WITH picked AS (
-				SELECT id FROM jobs
-				WHERE state = 'queued' AND scheduled_at <= $3::timestamptz
-					AND (profile = '' OR profile = ANY($4::text[]))
-					AND (task_class = '' OR task_class = ANY($5::text[]))
-				ORDER BY priority DESC, scheduled_at, id
-				LIMIT $6::bigint
-				FOR UPDATE SKIP LOCKED)
-			UPDATE jobs SET state = 'dispatching', attempt = attempt + 1, lease_owner = $1::text,
-				lease_expires_at = $2::timestamptz, heartbeat_at = $3::timestamptz, attempted_at = $3::timestamptz,
-				updated_at = $3::timestamptz, event_seq = event_seq + 1
-			WHERE id IN (SELECT id FROM picked)
-			RETURNING ` + jobCols,
+		JobClaim: claimCTE + ` SELECT ` + jobCols + ` FROM claimed`,
+		JobClaimAtomic: claimCTE + `,
+			ev AS (INSERT INTO job_events (job_id, seq, attempt, type, data, created_at)
+				SELECT id, event_seq, attempt, 'status',
+					('{"state":"dispatching","attempt":' || attempt || ',"worker":' || ($6::text[])[slot] || '}')::json,
+					updated_at
+				FROM claimed)
+			SELECT ` + jobCols + ` FROM claimed` + notifyJob("claimed", "$7"),
+		JobStartAtomic: `WITH u AS (UPDATE jobs SET state = 'running', event_seq = event_seq + 1, updated_at = ` + now4 + `
+				WHERE id = $1::bigint AND attempt = $2::integer AND lease_owner = $3::text AND state = 'dispatching'
+				RETURNING *)` + statusCTE("$5") + `
+			SELECT ` + jobCols + ` FROM u` + notifyJob("u", "$6"),
+		JobCompleteAtomic: `WITH u AS (UPDATE jobs SET state = 'succeeded', result = $5::text, error = '', finished_at = ` + now4 + `,
+				lease_expires_at = NULL, event_seq = event_seq + 1, updated_at = ` + now4 + fenced + ` AND parent_job_id IS NULL
+				RETURNING *)` + statusCTE("$6") + `
+			SELECT ` + jobCols + ` FROM u` + notifyJob("u", "$7"),
+		EventAppendAtomic: `WITH r AS (UPDATE jobs SET event_seq = event_seq + cardinality($5::text[]), updated_at = ` + now4 + fenced + `
+				RETURNING id, event_seq, attempt),
+			ins AS (INSERT INTO job_events (job_id, seq, attempt, type, data, created_at)
+				SELECT r.id, r.event_seq - cardinality($5::text[]) + e.n, r.attempt, e.type, e.data::json, ` + now4 + `
+				FROM r, unnest($5::text[], $6::text[]) WITH ORDINALITY AS e(type, data, n))
+			SELECT event_seq, attempt FROM r` + notifyJob("r", "$7"),
 		JobStart: `UPDATE jobs SET state = 'running', event_seq = event_seq + 1, updated_at = ` + now4 + `
 			WHERE id = $1::bigint AND attempt = $2::integer AND lease_owner = $3::text AND state = 'dispatching'
 			RETURNING ` + jobCols,

@@ -21,15 +21,18 @@ func newQueries() sqlstore.Queries {
 			attempt, max_attempts, scheduled_at, event_seq, created_at, updated_at)
 		VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, 0, $8, $9, 1, $10, $10)
 		RETURNING ` + jobCols,
-		JobClaim: `UPDATE jobs SET state = 'dispatching', attempt = attempt + 1, lease_owner = $1, lease_expires_at = $2,
+		JobClaim: `UPDATE jobs SET state = 'dispatching', attempt = attempt + 1,
+			lease_owner = json_extract($1, '$[' || (s.slot - 1) || ']'), lease_expires_at = $2,
 			heartbeat_at = $3, attempted_at = $3, updated_at = $3, event_seq = event_seq + 1
-		WHERE id IN (
-			SELECT id FROM jobs
-			WHERE state = 'queued' AND scheduled_at <= $3
-				AND (profile = '' OR profile IN (SELECT value FROM json_each($4)))
-				AND (task_class = '' OR task_class IN (SELECT value FROM json_each($5)))
-			ORDER BY priority DESC, scheduled_at, id
-			LIMIT $6)
+		FROM (
+			SELECT id, row_number() OVER (ORDER BY priority DESC, scheduled_at, id) AS slot FROM (
+				SELECT id, priority, scheduled_at FROM jobs
+				WHERE state = 'queued' AND scheduled_at <= $3
+					AND (profile = '' OR profile IN (SELECT value FROM json_each($4)))
+					AND (task_class = '' OR task_class IN (SELECT value FROM json_each($5)))
+				ORDER BY priority DESC, scheduled_at, id
+				LIMIT json_array_length($1))) AS s
+		WHERE jobs.id = s.id
 		RETURNING ` + jobCols,
 		JobStart: `UPDATE jobs SET state = 'running', event_seq = event_seq + 1, updated_at = $4
 		WHERE id = $1 AND attempt = $2 AND lease_owner = $3 AND state = 'dispatching'

@@ -60,6 +60,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"ClaimOrder", testClaimOrder},
 		{"ClaimFilters", testClaimFilters},
 		{"ClaimConcurrentExactlyOnce", testClaimConcurrent},
+		{"ClaimBatchOwners", testClaimBatchOwners},
+		{"ClaimBatchConcurrent", testClaimBatchConcurrent},
 		{"Lifecycle", testLifecycle},
 		{"LeaseExpiryAndReclaim", testLeaseExpiry},
 		{"FencingRejectsStaleLease", testFencing},

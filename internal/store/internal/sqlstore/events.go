@@ -19,6 +19,9 @@ func (db *DB) AppendJobEvents(ctx context.Context, l store.Lease, events []store
 	if err != nil {
 		return nil, fmt.Errorf("append job events: %w", err)
 	}
+	if db.q.EventAppendAtomic != "" {
+		return db.appendAtomic(ctx, l, events)
+	}
 	var out []store.JobEvent
 	err = db.inTx(ctx, func(t *txn) error {
 		now := db.Now()
@@ -35,6 +38,30 @@ func (db *DB) AppendJobEvents(ctx context.Context, l store.Lease, events []store
 	})
 	if err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// appendAtomic appends validated events in one statement.
+func (db *DB) appendAtomic(ctx context.Context, l store.Lease, events []store.NewJobEvent) ([]store.JobEvent, error) {
+	now := db.Now()
+	types, datas := make([]string, len(events)), make([]string, len(events))
+	for i, e := range events {
+		types[i], datas[i] = e.Type, string(e.Data)
+	}
+	var last, attempt int64
+	err := db.wp.QueryRowContext(ctx, db.q.EventAppendAtomic, append(leaseArgs(l), db.ts(now),
+		db.d.List(types), db.d.List(datas), db.d.Channel)...).Scan(&last, &attempt)
+	if noRow(err) {
+		return nil, db.leaseError(ctx, db.wp, "append job events", l)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("append job events %s: %w", l, db.classify(err))
+	}
+	first := last - int64(len(events)) + 1
+	out := make([]store.JobEvent, len(events))
+	for i, e := range events {
+		out[i] = store.JobEvent{JobID: l.JobID, Seq: first + int64(i), Attempt: int(attempt), Type: e.Type, Data: e.Data, CreatedAt: micro(now)}
 	}
 	return out, nil
 }

@@ -119,19 +119,34 @@ func (db *DB) Claim(ctx context.Context, p store.ClaimParams) ([]store.Job, erro
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
+	owners := p.Owners()
+	now := db.Now()
+	args := []any{db.d.List(owners), db.ts(now.Add(p.LeaseFor)), db.ts(now), db.d.List(p.Profiles), db.d.List(p.TaskClasses)}
 	var jobs []store.Job
+	if db.q.JobClaimAtomic != "" {
+		enc := make([]string, len(owners))
+		for i, o := range owners {
+			b, err := json.Marshal(o)
+			if err != nil {
+				return nil, fmt.Errorf("claim: encode worker %q: %w", o, err)
+			}
+			enc[i] = string(b)
+		}
+		jobs, err = scanJobs(db.wp.QueryContext(ctx, db.q.JobClaimAtomic, append(args, db.d.List(enc), db.d.Channel)...))
+		if err != nil {
+			return nil, fmt.Errorf("claim: %w", err)
+		}
+		sortClaimed(jobs)
+		return jobs, nil
+	}
 	err = db.inTx(ctx, func(t *txn) error {
-		now := db.Now()
-		jobs, err = scanJobs(t.QueryContext(ctx, db.q.JobClaim, p.Worker, db.ts(now.Add(p.LeaseFor)), db.ts(now),
-			db.d.List(p.Profiles), db.d.List(p.TaskClasses), int64(p.Limit)))
+		jobs, err = scanJobs(t.QueryContext(ctx, db.q.JobClaim, args...))
 		if err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
-		slices.SortFunc(jobs, func(a, b store.Job) int {
-			return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.ScheduledAt.Compare(b.ScheduledAt), cmp.Compare(a.ID, b.ID))
-		})
+		sortClaimed(jobs)
 		for _, j := range jobs {
-			if err := db.status(ctx, t, j, store.StatusEvent{Worker: p.Worker}); err != nil {
+			if err := db.status(ctx, t, j, store.StatusEvent{Worker: j.LeaseOwner}); err != nil {
 				return err
 			}
 		}
@@ -141,6 +156,32 @@ func (db *DB) Claim(ctx context.Context, p store.ClaimParams) ([]store.Job, erro
 		return nil, err
 	}
 	return jobs, nil
+}
+
+// sortClaimed puts claimed jobs in claim order.
+func sortClaimed(jobs []store.Job) {
+	slices.SortFunc(jobs, func(a, b store.Job) int {
+		return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.ScheduledAt.Compare(b.ScheduledAt), cmp.Compare(a.ID, b.ID))
+	})
+}
+
+// atomicStatus runs a one-statement fenced transition (query appends the
+// status event and notifies itself) with the status event the transition
+// records. found is false when no row matched.
+func (db *DB) atomicStatus(ctx context.Context, what string, l store.Lease, query string, ev store.StatusEvent, args ...any) (j store.Job, found bool, err error) {
+	ev.Attempt, ev.Worker = l.Attempt, l.Owner
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return j, false, fmt.Errorf("%s %s: encode status event: %w", what, l, err)
+	}
+	j, err = scanJob(db.wp.QueryRowContext(ctx, query, append(args, string(data), db.d.Channel)...))
+	if noRow(err) {
+		return j, false, nil
+	}
+	if err != nil {
+		return j, false, fmt.Errorf("%s %s: %w", what, l, db.classify(err))
+	}
+	return j, true, nil
 }
 
 // fenced runs a lease-fenced transition: query must return the job (JobColumns)
@@ -157,7 +198,7 @@ func (db *DB) fenced(ctx context.Context, t *txn, what string, l store.Lease, qu
 }
 
 // leaseError explains why a fenced call matched no row.
-func (db *DB) leaseError(ctx context.Context, t *txn, what string, l store.Lease) error {
+func (db *DB) leaseError(ctx context.Context, t rowQuerier, what string, l store.Lease) error {
 	cur, err := scanJob(t.QueryRowContext(ctx, db.q.JobGet, l.JobID))
 	if noRow(err) {
 		return fmt.Errorf("%s: job %d: %w", what, l.JobID, store.ErrNotFound)
@@ -177,6 +218,14 @@ func leaseArgs(l store.Lease) []any { return []any{l.JobID, int64(l.Attempt), l.
 func (db *DB) Start(ctx context.Context, l store.Lease) (store.Job, error) {
 	if err := l.Validate(); err != nil {
 		return store.Job{}, fmt.Errorf("start: %w", err)
+	}
+	if db.q.JobStartAtomic != "" {
+		j, ok, err := db.atomicStatus(ctx, "start", l, db.q.JobStartAtomic, store.StatusEvent{State: store.StateRunning},
+			append(leaseArgs(l), db.ts(db.Now()))...)
+		if err == nil && !ok {
+			err = db.leaseError(ctx, db.wp, "start", l)
+		}
+		return j, err
 	}
 	var j store.Job
 	err := db.inTx(ctx, func(t *txn) error {
@@ -245,6 +294,16 @@ func (db *DB) Complete(ctx context.Context, l store.Lease, result string) (store
 	}
 	if err := store.ValidateResult(result); err != nil {
 		return store.Job{}, fmt.Errorf("complete: %w", err)
+	}
+	if db.q.JobCompleteAtomic != "" {
+		// A job with a parent may resume the parent: that needs the
+		// transaction path (no row here), as does the diagnosis of a
+		// lease that does not hold.
+		j, ok, err := db.atomicStatus(ctx, "complete", l, db.q.JobCompleteAtomic, store.StatusEvent{State: store.StateSucceeded},
+			append(leaseArgs(l), db.ts(db.Now()), result)...)
+		if err != nil || ok {
+			return j, err
+		}
 	}
 	var j store.Job
 	err := db.inTx(ctx, func(t *txn) error {

@@ -38,7 +38,7 @@ const (
 // the zero time). Job queries return JobColumns unless stated otherwise.
 type Queries struct {
 	JobInsert             string // task_id?, parent_job_id?, piece, profile, task_class, priority, payload, max_attempts, scheduled_at, now
-	JobClaim              string // worker, lease_expires_at, now, profiles (list), task_classes (list), limit
+	JobClaim              string // owners (list: the lease owner of the i-th job in claim order; its length is the limit), lease_expires_at, now, profiles (list), task_classes (list)
 	JobStart              string // id, attempt, owner, now
 	JobHeartbeat          string // id, attempt, owner, now, lease_expires_at → lease_expires_at
 	JobCheckpoint         string // id, attempt, owner, now, movement, checkpoint? → id
@@ -85,6 +85,16 @@ type Queries struct {
 	SessionList           string // job_id, limit → SessionColumns
 	LeaderElect           string // name, owner, now, expires_at → owner
 	LeaderResign          string // name, owner
+
+	// One-statement variants (PostgreSQL): the transition, its status
+	// event and its notifications in a single statement, so a call costs
+	// one round trip instead of BEGIN, UPDATE, INSERT, pg_notify, COMMIT.
+	// Each ends with the notification of the job's topic on
+	// Dialect.Channel. Empty: the call runs the transaction path.
+	JobClaimAtomic    string // as JobClaim, then owner_json (list: each owner as a JSON string), channel
+	JobStartAtomic    string // id, attempt, owner, now, status_data, channel
+	JobCompleteAtomic string // id, attempt, owner, now, result, status_data, channel; only jobs without a parent (no row otherwise)
+	EventAppendAtomic string // id, attempt, owner, now, types (list), datas (list), channel → event_seq, attempt
 }
 
 // Dialect is what a backend supplies.
@@ -103,6 +113,8 @@ type Dialect struct {
 	// are delivered on commit: PostgreSQL NOTIFY). If nil, notifications
 	// are published to the Hub after commit (in process: SQLite).
 	NotifyTx func(ctx context.Context, tx *sql.Tx, ns []store.Notification) error
+	// Channel is the NOTIFY channel the one-statement queries notify on.
+	Channel string
 }
 
 // Config assembles a DB.
@@ -124,6 +136,7 @@ type Config struct {
 // Close, which depend on the backend's wake-up mechanism.
 type DB struct {
 	w   *sql.DB
+	wp  pool // plain statements on the writer (one-statement transitions)
 	r   pool
 	wc  *stmts
 	d   Dialect
@@ -148,9 +161,10 @@ func New(cfg Config) (*DB, error) {
 	if r.DB == nil {
 		r.DB = cfg.Writer
 	}
-	db := &DB{w: cfg.Writer, r: r, d: cfg.Dialect, q: &cfg.Dialect.Queries, now: now, hub: cfg.Hub, ms: ms}
+	db := &DB{w: cfg.Writer, wp: pool{DB: cfg.Writer}, r: r, d: cfg.Dialect, q: &cfg.Dialect.Queries, now: now, hub: cfg.Hub, ms: ms}
 	if cfg.PrepareStatements {
 		db.wc = newStmts(cfg.Writer)
+		db.wp.cache = db.wc
 		db.r.cache = newStmts(r.DB)
 	}
 	return db, nil
@@ -257,6 +271,11 @@ func (db *DB) classify(err error) error {
 		return err
 	}
 	return db.d.Classify(err)
+}
+
+// rowQuerier is a transaction or a pool.
+type rowQuerier interface {
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
 }
 
 // scanner is *sql.Row or *sql.Rows.

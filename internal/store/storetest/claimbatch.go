@@ -1,0 +1,236 @@
+package storetest
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/maestro-run/maestro/internal/store"
+)
+
+// testClaimBatchOwners: a claim with Workers leases the i-th job in claim
+// order to the i-th name, records each owner in the job's status event,
+// notifies each job's topic, and fences each job by its own owner.
+func testClaimBatchOwners(t *testing.T, b *bundle) {
+	low := b.enqueue(t, store.NewJob{Priority: -1})
+	first := b.enqueue(t, store.NewJob{})
+	high := b.enqueue(t, store.NewJob{Priority: 5})
+	second := b.enqueue(t, store.NewJob{})
+	// Names that need JSON escaping must reach the status events intact.
+	workers := []string{"pool/1", `pool "2" \ <é>&`, "pool/3"}
+	want := []int64{high.ID, first.ID, second.ID}
+
+	subs := make([]*store.Subscription, len(want))
+	for i, id := range want {
+		sub, err := b.s.Subscribe(b.ctx, store.JobTopic(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Close()
+		subs[i] = sub
+	}
+	expectNotified := func(what string) {
+		t.Helper()
+		for i, sub := range subs {
+			if n := b.recv(t, sub); n.Topic != store.JobTopic(want[i]) {
+				t.Fatalf("%s: notification on %q, want %q", what, n.Topic, store.JobTopic(want[i]))
+			}
+			drain(sub)
+		}
+	}
+
+	got, err := b.s.Claim(b.ctx, store.ClaimParams{Workers: workers, LeaseFor: lease})
+	if err != nil {
+		t.Fatalf("Claim(workers %q): %v", workers, err)
+	}
+	if diff := cmp.Diff(want, ids(got)); diff != "" {
+		t.Fatalf("claimed (-want +got):\n%s", diff)
+	}
+	expectNotified("claim")
+	for i, j := range got {
+		if j.LeaseOwner != workers[i] || j.State != store.StateDispatching || j.Attempt != 1 || j.LastSeq != 2 {
+			t.Fatalf("claimed job %d = owner %q, %s, attempt %d, last seq %d; want owner %q, dispatching, attempt 1, last seq 2",
+				j.ID, j.LeaseOwner, j.State, j.Attempt, j.LastSeq, workers[i])
+		}
+		log := b.events(t, j.ID)
+		checkGapFree(t, log)
+		wantData, _ := json.Marshal(store.StatusEvent{State: store.StateDispatching, Attempt: 1, Worker: workers[i]})
+		if len(log) != 2 || log[1].Type != store.EventTypeStatus || string(log[1].Data) != string(wantData) {
+			t.Fatalf("log of job %d = %+v, want its status event %s", j.ID, log, wantData)
+		}
+	}
+
+	// Each lease names its own owner: another slot's name is refused.
+	_, err = b.s.Start(b.ctx, store.Lease{JobID: got[0].ID, Attempt: 1, Owner: workers[1]})
+	wantErr(t, "Start with another slot's owner", err, store.ErrLeaseLost)
+	for _, j := range got {
+		r, err := b.s.Start(b.ctx, j.Lease())
+		if err != nil {
+			t.Fatalf("Start %s: %v", j.Lease(), err)
+		}
+		if r.State != store.StateRunning || r.LeaseOwner != j.LeaseOwner {
+			t.Fatalf("started job = %s owner %q", r.State, r.LeaseOwner)
+		}
+	}
+	expectNotified("start")
+	_, err = b.s.Start(b.ctx, got[0].Lease())
+	wantErr(t, "Start twice", err, store.ErrInvalidTransition)
+	for _, j := range got {
+		if _, err := b.s.Complete(b.ctx, j.Lease(), "ok"); err != nil {
+			t.Fatalf("Complete %s: %v", j.Lease(), err)
+		}
+	}
+	expectNotified("complete")
+	for i, j := range got {
+		log := b.events(t, j.ID)
+		checkGapFree(t, log)
+		if diff := cmp.Diff([]string{"queued/0", "dispatching/1", "running/1", "succeeded/1"}, statusTrail(t, log)); diff != "" {
+			t.Errorf("status trail of job %d (-want +got):\n%s", j.ID, diff)
+		}
+		wantData, _ := json.Marshal(store.StatusEvent{State: store.StateSucceeded, Attempt: 1, Worker: workers[i]})
+		if last := log[len(log)-1]; string(last.Data) != string(wantData) {
+			t.Errorf("final status event of job %d = %s, want %s", j.ID, last.Data, wantData)
+		}
+	}
+
+	// More names than due jobs: the first names get the jobs.
+	rest, err := b.s.Claim(b.ctx, store.ClaimParams{Workers: []string{"x/1", "x/2", "x/3"}, LeaseFor: lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rest) != 1 || rest[0].ID != low.ID || rest[0].LeaseOwner != "x/1" {
+		t.Fatalf("claim of the last job = %+v, want job %d for x/1", rest, low.ID)
+	}
+	b.claimNone(t, "x")
+
+	for _, tc := range []struct {
+		name  string
+		p     store.ClaimParams
+		field string
+	}{
+		{"worker and workers", store.ClaimParams{Worker: "w", Workers: []string{"a"}, LeaseFor: lease}, "worker"},
+		{"limit not matching", store.ClaimParams{Workers: []string{"a", "b"}, Limit: 1, LeaseFor: lease}, "limit"},
+		{"empty name", store.ClaimParams{Workers: []string{"a", ""}, LeaseFor: lease}, "workers[1]"},
+		{"control character", store.ClaimParams{Workers: []string{"a\nb"}, LeaseFor: lease}, "workers[0]"},
+		{"too many", store.ClaimParams{Workers: make([]string, store.MaxClaim+1), LeaseFor: lease}, "workers"},
+	} {
+		_, err := b.s.Claim(b.ctx, tc.p)
+		wantField(t, tc.name, err, tc.field)
+	}
+}
+
+// testClaimBatchConcurrent: pools claiming batches for many slots at once,
+// with different capabilities, never share a job, honour profile and task
+// class, and run every job's lifecycle with a gap-free log.
+func testClaimBatchConcurrent(t *testing.T, b *bundle) {
+	const jobs, pools, slots = 600, 6, 7
+	kind := map[int64]string{}
+	for i := range jobs {
+		nj := store.NewJob{} // a third need gpu or review
+		switch i % 6 {
+		case 1:
+			nj.Profile = "gpu"
+		case 2:
+			nj.TaskClass = "review"
+		}
+		j := b.enqueue(t, nj)
+		kind[j.ID] = nj.Profile + "/" + nj.TaskClass
+	}
+	var (
+		mu      sync.Mutex
+		claimed = map[int64]string{}
+		bad     []string
+		wg      sync.WaitGroup
+		errs    = make(chan error, pools)
+	)
+	for p := range pools {
+		// Even pools serve gpu, odd pools review; pool 0 serves both.
+		var profiles, classes []string
+		if p%2 == 0 {
+			profiles = []string{"gpu"}
+		} else {
+			classes = []string{"review"}
+		}
+		if p == 0 {
+			classes = []string{"review"}
+		}
+		names := make([]string, slots)
+		for s := range names {
+			names[s] = fmt.Sprintf("p%d/%d", p, s+1)
+		}
+		wg.Go(func() {
+			for {
+				got, err := b.s.Claim(b.ctx, store.ClaimParams{Workers: names, Profiles: profiles, TaskClasses: classes, LeaseFor: lease})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				mu.Lock()
+				for i, j := range got {
+					if prev, ok := claimed[j.ID]; ok {
+						bad = append(bad, fmt.Sprintf("job %d claimed by %s and %s", j.ID, prev, j.LeaseOwner))
+					}
+					claimed[j.ID] = j.LeaseOwner
+					if j.LeaseOwner != names[i] {
+						bad = append(bad, fmt.Sprintf("job %d: owner %q, want %q", j.ID, j.LeaseOwner, names[i]))
+					}
+					if (j.Profile != "" && !slices.Contains(profiles, j.Profile)) || (j.TaskClass != "" && !slices.Contains(classes, j.TaskClass)) {
+						bad = append(bad, fmt.Sprintf("job %d (%s/%s) claimed by %s", j.ID, j.Profile, j.TaskClass, j.LeaseOwner))
+					}
+				}
+				mu.Unlock()
+				for _, j := range got {
+					l := j.Lease()
+					if _, err := b.s.Start(b.ctx, l); err != nil {
+						errs <- err
+						return
+					}
+					if _, err := b.s.AppendJobEvents(b.ctx, l, []store.NewJobEvent{{Type: "a"}, {Type: "b"}}); err != nil {
+						errs <- err
+						return
+					}
+					if _, err := b.s.Complete(b.ctx, l, "ok"); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("pool: %v", err)
+	}
+	if len(bad) > 0 {
+		t.Fatalf("%d violations, e.g. %s", len(bad), bad[0])
+	}
+	if len(claimed) != len(kind) {
+		t.Fatalf("claimed %d distinct jobs, want %d", len(claimed), len(kind))
+	}
+	counts, err := b.s.CountJobs(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[store.State]int64{store.StateSucceeded: int64(len(kind))}, counts); diff != "" {
+		t.Fatalf("job counts (-want +got):\n%s", diff)
+	}
+	n := 0
+	for id := range kind {
+		if n++; n > 20 {
+			break
+		}
+		log := b.events(t, id)
+		checkGapFree(t, log)
+		if diff := cmp.Diff([]string{"queued/0", "dispatching/1", "running/1", "succeeded/1"}, statusTrail(t, log)); diff != "" || len(log) != 6 {
+			t.Errorf("log of job %d: %d events, status trail (-want +got):\n%s", id, len(log), diff)
+		}
+	}
+}
