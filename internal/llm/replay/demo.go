@@ -27,3 +27,32 @@ func Demo() *Scenario {
 	}
 	return s
 }
+
+// DemoPieceName is the name the bundled piece demo is parsed under.
+const DemoPieceName = "demo_piece.yaml"
+
+// DemoPieceFor is the piece the bundled piece demo is written for.
+const DemoPieceFor = "general"
+
+//go:embed demo_piece.yaml
+var demoPieceYAML []byte
+
+// DemoPieceSource returns the bundled piece demo scenario file (YAML).
+func DemoPieceSource() []byte { return slices.Clone(demoPieceYAML) }
+
+// DemoPiece returns the bundled piece demo: the replay demo shaped for a
+// piece run of [DemoPieceFor] (frames numbered across the run, movements
+// ended by the transition and complete control tools), which is what a
+// queued job plays when no model is configured. Its execute movement
+// announces the replay, writes two files under output/hello-maestro/ with
+// Write, checks them with Bash and Read and transitions to verify; verify
+// reads the files and completes with a result that says it was a replay
+// and how to configure a real model.
+func DemoPiece() *Scenario {
+	s, err := Parse(demoPieceYAML, DemoPieceName)
+	if err != nil {
+		// The embedded file is tested; reaching this is a build defect.
+		panic(fmt.Sprintf("bundled replay piece demo is invalid: %v", err))
+	}
+	return s
+}
