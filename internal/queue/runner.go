@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,13 +28,17 @@ type EngineRunnerConfig struct {
 	DataDir string
 	// Provider gives the job's model. A job payload {"replay": <scenario
 	// JSON>} selects a scripted scenario regardless (tests, demos); nil
-	// means the bundled replay demo.
+	// means the bundled piece demo (replay.DemoPiece), written for the
+	// general piece.
 	Provider func(j *Job) (llm.Provider, error)
 	// Pieces returns the piece library (built-ins + store pieces); nil
 	// means the built-ins.
 	Pieces func(ctx context.Context) (*engine.Library, error)
 	// Sandbox runs Bash; nil leaves Bash out.
 	Sandbox *sandbox.Sandbox
+	// Agents runs the movements that name an agent CLI (`agent:`); nil
+	// fails such a movement (engine.Config.Agents).
+	Agents engine.AgentRunner
 }
 
 // NoopPiece is the piece name that succeeds at once with one event
@@ -60,6 +65,82 @@ type Payload struct {
 	Replay json.RawMessage `json:"replay,omitempty"`
 	// Task is the task text of a job that has no task.
 	Task string `json:"task,omitempty"`
+	// InputStaging names the staging directory (StagedInputDir) of files
+	// uploaded with the task's creation; the runner moves them into the
+	// task's input/ before the run starts. The API sets it; clients may
+	// not.
+	InputStaging string `json:"input_staging,omitempty"`
+}
+
+// PayloadInputStaging is the JSON name of Payload.InputStaging.
+const PayloadInputStaging = "input_staging"
+
+// StagedInputDir is where the files uploaded with a task's creation wait
+// for its first job: <dataDir>/uploads/<key>, key being 32 lowercase hex
+// digits (Payload.InputStaging).
+func StagedInputDir(dataDir, key string) string {
+	return filepath.Join(dataDir, "uploads", key)
+}
+
+// ValidStagingKey reports whether key can name a staging directory.
+func ValidStagingKey(key string) bool {
+	if len(key) != 32 {
+		return false
+	}
+	for _, c := range key {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// moveStagedInput moves the files of the staging directory key into
+// <dir>/input/ (same relative paths, replacing files of the same name)
+// and removes the staging directory. A directory already moved (an
+// earlier attempt) is not an error. Both paths are resolved inside
+// dataDir, so a symbolic link cannot lead the move elsewhere.
+func moveStagedInput(dataDir, dir, key string) error {
+	if !ValidStagingKey(key) {
+		return fmt.Errorf("job payload field %q: expected 32 lowercase hex digits, found %q", PayloadInputStaging, key)
+	}
+	srcRel, err := filepath.Rel(dataDir, StagedInputDir(dataDir, key))
+	if err != nil {
+		return err
+	}
+	dstRel, err := filepath.Rel(dataDir, filepath.Join(dir, "input"))
+	if err != nil || dstRel == ".." || strings.HasPrefix(dstRel, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("task workspace %s is not inside the data directory %s", dir, dataDir)
+	}
+	root, err := os.OpenRoot(dataDir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if _, err := root.Lstat(srcRel); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	err = fs.WalkDir(root.FS(), filepath.ToSlash(srcRel), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		rel, err := filepath.Rel(srcRel, filepath.FromSlash(p))
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(dstRel, rel)
+		if err := root.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		return root.Rename(filepath.FromSlash(p), dst)
+	})
+	if err != nil {
+		return fmt.Errorf("move the files uploaded with the task into input/: %w", err)
+	}
+	if err := root.RemoveAll(srcRel); err != nil {
+		return fmt.Errorf("remove the upload staging directory: %w", err)
+	}
+	return nil
 }
 
 type engineRunner struct{ cfg EngineRunnerConfig }
@@ -105,6 +186,13 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Result{State: store.StateFailed, Error: fmt.Sprintf("create the task workspace: %v", err)}
 	}
+	if pl.InputStaging != "" {
+		// Files uploaded with the task land in input/ before any step
+		// of the run can look for them.
+		if err := moveStagedInput(r.cfg.DataDir, dir, pl.InputStaging); err != nil {
+			return Result{State: store.StateFailed, NoRetry: !ValidStagingKey(pl.InputStaging), Error: err.Error()}
+		}
+	}
 	root, err := workspace.Open(dir)
 	if err != nil {
 		return Result{State: store.StateFailed, Error: fmt.Sprintf("open the task workspace: %v", err)}
@@ -122,11 +210,18 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 
 	em := newEmitter(ctx, j)
 	defer em.close()
+	// Every attempt says first what drives its model turns, so that
+	// every surface can badge a replay job as one.
+	executor := protocol.ExecutorLive
+	if prov.Name() == replay.ProviderName {
+		executor = protocol.ExecutorReplay
+	}
+	em.Event(protocol.Ready{ProtocolVersion: protocol.Version, Model: prov.Model(), Provider: prov.Name(), SessionID: nil, ExecutorType: executor})
 	ecfg := engine.Config{
 		Provider: prov, Workspace: root, Sandbox: r.cfg.Sandbox, Library: lib,
-		Sink: em, Events: em,
+		Sink: em, Events: em, Agents: r.cfg.Agents,
 	}
-	if prov.Name() == replay.ProviderName {
+	if executor == protocol.ExecutorReplay {
 		ecfg.ContextWindow = 200_000
 	}
 	e, err := engine.New(ecfg)
@@ -222,7 +317,7 @@ func (r *engineRunner) provider(j *Job, pl Payload) (llm.Provider, error) {
 		}
 		return p, nil
 	}
-	return replay.New(replay.Demo()), nil
+	return replay.New(replay.DemoPiece()), nil
 }
 
 // latestUserComment returns the body of the task's newest user comment
