@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"mime"
+	"mime/multipart"
 	"net/http"
 	"os"
 	"path"
@@ -41,34 +42,100 @@ type createTaskRequest struct {
 type taskResponse struct {
 	Task store.Task `json:"task"`
 	Job  store.Job  `json:"job"`
+	// Files are the files sent with a multipart create, waiting for the
+	// first job to move them into input/.
+	Files []uploadInfo `json:"files,omitempty"`
 }
 
+// uploadInfo describes one file received with a task.
+type uploadInfo struct {
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+}
+
+// PayloadInputStaging is the job payload field that names the staging
+// directory of the files sent with a task (queue.PayloadInputStaging).
+// The server sets it; a client's payload may not.
+const PayloadInputStaging = "input_staging"
+
+// MaxTaskFiles is the most files one multipart POST /tasks may carry.
+const MaxTaskFiles = 100
+
+// StagingDir is where the files sent with a task wait for its first job:
+// <dataDir>/uploads/<key>, the layout of queue.StagedInputDir.
+func StagingDir(dataDir, key string) string { return filepath.Join(dataDir, "uploads", key) }
+
+// createTask answers POST /tasks. A JSON body creates the task; a
+// multipart/form-data body carries the same JSON object in a first part
+// named "task", then the task's input files in parts named "file" (the
+// filename is the path under input/). The files are written to a staging
+// directory before the task exists, and the job's payload names it, so the
+// runner moves them into input/ before the run starts: no job can see the
+// task without its files.
 func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
+	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct == "multipart/form-data" {
+		s.createTaskMultipart(w, r)
+		return
+	}
 	var req createTaskRequest
 	if !decodeJSON(w, r, &req, false) {
 		return
 	}
+	if !s.checkCreateTask(w, r, &req) {
+		return
+	}
+	s.insertTask(w, r, req, nil, "")
+}
+
+// checkCreateTask validates a create request and normalises its payload.
+func (s *Server) checkCreateTask(w http.ResponseWriter, r *http.Request, req *createTaskRequest) bool {
 	if strings.TrimSpace(req.Title) == "" {
 		writeFieldError(w, http.StatusUnprocessableEntity, "title", "required: a short description of the work")
-		return
+		return false
 	}
 	if req.Piece != "" && req.Piece != NoopPiece {
 		ok, err := s.pieceExists(r.Context(), req.Piece)
 		if err != nil {
 			s.storeError(w, r, err)
-			return
+			return false
 		}
 		if !ok {
 			writeFieldError(w, http.StatusUnprocessableEntity, "piece", fmt.Sprintf("no piece %q; GET /api/v1/pieces lists them (leave it empty to let the classifier choose)", req.Piece))
-			return
+			return false
 		}
-	}
-	if len(req.Payload) > 0 && string(req.Payload) != "null" && req.Payload[0] != '{' {
-		writeFieldError(w, http.StatusUnprocessableEntity, "payload", "expected a JSON object")
-		return
 	}
 	if string(req.Payload) == "null" {
 		req.Payload = nil
+	}
+	if len(req.Payload) > 0 {
+		var fields map[string]json.RawMessage
+		if req.Payload[0] != '{' || json.Unmarshal(req.Payload, &fields) != nil {
+			writeFieldError(w, http.StatusUnprocessableEntity, "payload", "expected a JSON object")
+			return false
+		}
+		if _, ok := fields[PayloadInputStaging]; ok {
+			writeFieldError(w, http.StatusUnprocessableEntity, "payload."+PayloadInputStaging,
+				"reserved: the server sets it for files sent with the task (POST /api/v1/tasks as multipart/form-data)")
+			return false
+		}
+	}
+	return true
+}
+
+// insertTask creates the task and its job; staged, when not empty, is the
+// key of the staging directory holding files, which the job's payload
+// names.
+func (s *Server) insertTask(w http.ResponseWriter, r *http.Request, req createTaskRequest, files []uploadInfo, staged string) {
+	if staged != "" {
+		fields := map[string]json.RawMessage{}
+		if len(req.Payload) > 0 {
+			if err := json.Unmarshal(req.Payload, &fields); err != nil {
+				writeFieldError(w, http.StatusUnprocessableEntity, "payload", "expected a JSON object")
+				return
+			}
+		}
+		fields[PayloadInputStaging], _ = json.Marshal(staged)
+		req.Payload, _ = json.Marshal(fields)
 	}
 	task, job, err := s.st.CreateTask(r.Context(), store.NewTask{
 		Owner: actor(r), Title: req.Title, Body: req.Body, Piece: req.Piece,
@@ -76,12 +143,167 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
 		MaxAttempts: req.MaxAttempts, Payload: req.Payload,
 	})
 	if err != nil {
+		if staged != "" {
+			os.RemoveAll(StagingDir(s.cfg.DataDir, staged))
+		}
 		s.storeError(w, r, err)
 		return
 	}
-	s.audit(r, "task.create", taskTarget(task.ID), map[string]any{"job_id": job.ID, "title": task.Title, "piece": task.Piece})
+	detail := map[string]any{"job_id": job.ID, "title": task.Title, "piece": task.Piece}
+	if len(files) > 0 {
+		detail["files"] = files
+	}
+	s.audit(r, "task.create", taskTarget(task.ID), detail)
 	w.Header().Set("Location", "/api/v1/tasks/"+strconv.FormatInt(task.ID, 10))
-	writeJSON(w, http.StatusCreated, taskResponse{Task: task, Job: job})
+	writeJSON(w, http.StatusCreated, taskResponse{Task: task, Job: job, Files: files})
+}
+
+// createTaskMultipart handles a multipart POST /tasks: the "task" part
+// first, then "file" parts.
+func (s *Server) createTaskMultipart(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.DataDir == "" {
+		writeError(w, http.StatusNotImplemented, "this server has no data directory, so a task cannot carry files; send the task as JSON")
+		return
+	}
+	mr, err := r.MultipartReader()
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "request body: expected multipart/form-data with a boundary: "+err.Error())
+		return
+	}
+	part, err := mr.NextPart()
+	if err != nil || part.FormName() != "task" {
+		writeFieldError(w, http.StatusBadRequest, "task", `expected the first part to be named "task" and hold the task as a JSON object (the fields of a JSON POST /api/v1/tasks)`)
+		return
+	}
+	var req createTaskRequest
+	if !decodePartJSON(w, part, &req) {
+		return
+	}
+	if !s.checkCreateTask(w, r, &req) {
+		return
+	}
+	var rnd [16]byte
+	rand.Read(rnd[:])
+	key := hex.EncodeToString(rnd[:])
+	dir := StagingDir(s.cfg.DataDir, key)
+	files, ok := s.stageFiles(w, mr, dir)
+	if !ok {
+		os.RemoveAll(dir)
+		return
+	}
+	if len(files) == 0 {
+		os.RemoveAll(dir)
+		s.insertTask(w, r, req, nil, "")
+		return
+	}
+	s.insertTask(w, r, req, files, key)
+}
+
+// stageFiles writes the "file" parts of mr into dir. It answers the
+// request and returns false on an error.
+func (s *Server) stageFiles(w http.ResponseWriter, mr *multipart.Reader, dir string) ([]uploadInfo, bool) {
+	limit := s.cfg.MaxUpload
+	var files []uploadInfo
+	var root *os.Root
+	defer func() {
+		if root != nil {
+			root.Close()
+		}
+	}()
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			return files, true
+		}
+		if err != nil {
+			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+				writeError(w, http.StatusRequestEntityTooLarge, "request body is too large")
+				return nil, false
+			}
+			writeError(w, http.StatusBadRequest, "request body: reading the multipart data failed: "+err.Error())
+			return nil, false
+		}
+		if part.FormName() != "file" {
+			writeFieldError(w, http.StatusBadRequest, part.FormName(), `unknown part; after "task" every part is a "file" with a filename`)
+			return nil, false
+		}
+		name := part.FileName()
+		p, ok := cleanRelPath(w, name, "input/")
+		if !ok {
+			return nil, false
+		}
+		for _, f := range files {
+			if f.Path == p {
+				writeFieldError(w, http.StatusUnprocessableEntity, "file", fmt.Sprintf("%q is sent twice", p))
+				return nil, false
+			}
+		}
+		if len(files) == MaxTaskFiles {
+			writeFieldError(w, http.StatusUnprocessableEntity, "file", fmt.Sprintf("expected at most %d files; upload more with PUT /api/v1/tasks/{id}/uploads/{path}", MaxTaskFiles))
+			return nil, false
+		}
+		if root == nil {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				s.log.Error("create upload staging directory", "dir", dir, "err", err)
+				writeError(w, http.StatusInternalServerError, "internal error: cannot create the upload staging directory")
+				return nil, false
+			}
+			if root, err = os.OpenRoot(dir); err != nil {
+				s.log.Error("open upload staging directory", "dir", dir, "err", err)
+				writeError(w, http.StatusInternalServerError, "internal error: cannot open the upload staging directory")
+				return nil, false
+			}
+		}
+		f, err := root.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			s.log.Error("create staged upload", "path", p, "err", err)
+			writeError(w, http.StatusInternalServerError, "internal error: cannot store the upload")
+			return nil, false
+		}
+		n, err := io.Copy(f, io.LimitReader(part, limit+1))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil && n > limit {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("file %s: expected at most %d bytes", p, limit))
+			return nil, false
+		}
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("file %s: reading the body failed: %v", p, err))
+			return nil, false
+		}
+		files = append(files, uploadInfo{Path: p, Size: n})
+	}
+}
+
+// decodePartJSON decodes the JSON object of a multipart part strictly, as
+// decodeJSON does for a body.
+func decodePartJSON(w http.ResponseWriter, part io.Reader, v any) bool {
+	dec := json.NewDecoder(io.LimitReader(part, maxJSONBody+1))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, extra := dec.Token(); extra != io.EOF {
+			writeFieldError(w, http.StatusBadRequest, "task", "expected one JSON object, found more data after it")
+			return false
+		}
+		return true
+	}
+	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+		writeFieldError(w, http.StatusBadRequest, te.Field, fmt.Sprintf("expected %s, found JSON %s", te.Type, te.Value))
+		return false
+	}
+	msg := err.Error()
+	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		f = strings.Trim(f, `"`)
+		writeFieldError(w, http.StatusBadRequest, f, "unknown field; see docs/api.md for the fields this route takes")
+		return false
+	}
+	if err == io.EOF {
+		msg = "found nothing"
+	}
+	writeFieldError(w, http.StatusBadRequest, "task", fmt.Sprintf("expected a JSON object of at most %d bytes: %s", maxJSONBody, strings.TrimPrefix(msg, "json: ")))
+	return false
 }
 
 func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,175 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/maestro-run/maestro/internal/queue"
+	"github.com/maestro-run/maestro/internal/server"
+)
+
+// mpart is one part of a multipart body: a form field when filename is
+// empty, else a file.
+type mpart struct{ name, filename, body string }
+
+func multipartBody(t *testing.T, parts ...mpart) ([]byte, string) {
+	t.Helper()
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	for _, p := range parts {
+		h := textproto.MIMEHeader{}
+		cd := `form-data; name="` + p.name + `"`
+		if p.filename != "" {
+			cd += `; filename="` + p.filename + `"`
+			h.Set("Content-Type", "application/octet-stream")
+		} else {
+			h.Set("Content-Type", "application/json")
+		}
+		h.Set("Content-Disposition", cd)
+		w, err := mw.CreatePart(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte(p.body))
+	}
+	if err := mw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes(), mw.FormDataContentType()
+}
+
+// uploadsLeft lists what is in the staging area.
+func uploadsLeft(t *testing.T, dataDir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(dataDir, "uploads"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// TestCreateTaskWithFiles: a multipart POST /tasks stages the files before
+// the task exists and names the staging directory in the job's payload
+// (where queue's runner looks for it), keeping the client's payload.
+func TestCreateTaskWithFiles(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sqliteStore(t), func(c *server.Config) { c.MaxUpload = 1000 })
+	body, ctype := multipartBody(t,
+		mpart{name: "task", body: `{"title":"summarise","piece":"noop","payload":{"k":1}}`},
+		mpart{name: "file", filename: "report.txt", body: "figures\n"},
+		mpart{name: "file", filename: "notes.md", body: "# notes\n"},
+	)
+	code, data := e.do("POST", "/api/v1/tasks", body, "Content-Type", ctype)
+	if code != http.StatusCreated {
+		t.Fatalf("status %d: %s", code, data)
+	}
+	var created struct {
+		Task  struct{ ID int64 }
+		Job   struct{ Payload json.RawMessage }
+		Files []struct {
+			Path string
+			Size int64
+		}
+	}
+	if err := json.Unmarshal(data, &created); err != nil {
+		t.Fatal(err)
+	}
+	if len(created.Files) != 2 || created.Files[0].Path != "report.txt" || created.Files[0].Size != 8 || created.Files[1].Path != "notes.md" {
+		t.Errorf("files = %+v", created.Files)
+	}
+	var pl map[string]any
+	if err := json.Unmarshal(created.Job.Payload, &pl); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := pl[server.PayloadInputStaging].(string)
+	if pl["k"] != float64(1) || !queue.ValidStagingKey(key) || server.PayloadInputStaging != queue.PayloadInputStaging {
+		t.Fatalf("job payload = %s, want k kept and a staging key", created.Job.Payload)
+	}
+	if server.StagingDir(e.dataDir, key) != queue.StagedInputDir(e.dataDir, key) {
+		t.Fatalf("the server stages in %s, the runner looks in %s", server.StagingDir(e.dataDir, key), queue.StagedInputDir(e.dataDir, key))
+	}
+	for name, want := range map[string]string{"report.txt": "figures\n", "notes.md": "# notes\n"} {
+		if got, err := os.ReadFile(filepath.Join(queue.StagedInputDir(e.dataDir, key), name)); err != nil || string(got) != want {
+			t.Errorf("staged %s = %q, %v", name, got, err)
+		}
+	}
+
+	// Without files it is a plain create: no staging key, nothing staged.
+	body, ctype = multipartBody(t, mpart{name: "task", body: `{"title":"no files"}`})
+	code, data = e.do("POST", "/api/v1/tasks", body, "Content-Type", ctype)
+	if code != http.StatusCreated || strings.Contains(string(data), server.PayloadInputStaging) {
+		t.Fatalf("status %d: %s", code, data)
+	}
+	if left := uploadsLeft(t, e.dataDir); len(left) != 1 || left[0] != key {
+		t.Errorf("staging area holds %v, want only %s", left, key)
+	}
+}
+
+func TestCreateTaskWithFilesRefused(t *testing.T) {
+	t.Parallel()
+	task := mpart{name: "task", body: `{"title":"t"}`}
+	file := func(name, body string) mpart { return mpart{name: "file", filename: name, body: body} }
+	tests := []struct {
+		name   string
+		parts  []mpart
+		status int
+		field  string
+		msg    string
+	}{
+		{"task part missing", []mpart{file("a.txt", "a")}, 400, "task", `first part to be named "task"`},
+		{"task not JSON", []mpart{{name: "task", body: "title: t"}, file("a.txt", "a")}, 400, "task", "expected a JSON object"},
+		{"unknown task field", []mpart{{name: "task", body: `{"title":"t","colour":"blue"}`}}, 400, "colour", "unknown field"},
+		{"no title", []mpart{{name: "task", body: `{"body":"b"}`}, file("a.txt", "a")}, 422, "title", "required"},
+		{"reserved payload field", []mpart{{name: "task", body: `{"title":"t","payload":{"input_staging":"x"}}`}}, 422, "payload.input_staging", "reserved"},
+		{"unknown part", []mpart{task, {name: "notes", body: "x"}}, 400, "notes", "unknown part"},
+		{"dot-dot filename", []mpart{task, file("..", "x")}, 400, "path", "without .. segments"},
+		{"twice the same file", []mpart{task, file("a.txt", "a"), file("a.txt", "b")}, 422, "file", `"a.txt" is sent twice`},
+		{"file too large", []mpart{task, file("a.txt", "a"), file("big.bin", strings.Repeat("x", 101))}, 413, "", "big.bin: expected at most 100 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, sqliteStore(t), func(c *server.Config) { c.MaxUpload = 100 })
+			body, ctype := multipartBody(t, tt.parts...)
+			ae := e.wantError(tt.status, "POST", "/api/v1/tasks", body, "Content-Type", ctype)
+			if ae.Field != tt.field || !strings.Contains(ae.Error, tt.msg) {
+				t.Errorf("error %+v, want field %q and %q", ae, tt.field, tt.msg)
+			}
+			if left := uploadsLeft(t, e.dataDir); len(left) != 0 {
+				t.Errorf("a refused create left staged files: %v", left)
+			}
+			var list struct{ Tasks []any }
+			e.must(http.StatusOK, "GET", "/api/v1/tasks", nil, &list)
+			if len(list.Tasks) != 0 {
+				t.Errorf("a refused create made a task: %+v", list.Tasks)
+			}
+		})
+	}
+
+	// The JSON create refuses the reserved field too.
+	e := newEnv(t, sqliteStore(t), nil)
+	ae := e.wantError(422, "POST", "/api/v1/tasks", map[string]any{"title": "t", "payload": map[string]any{"input_staging": "0123456789abcdef0123456789abcdef"}})
+	if ae.Field != "payload.input_staging" {
+		t.Errorf("JSON create with input_staging: %+v", ae)
+	}
+	// A server without a data directory cannot take files.
+	e = newEnv(t, sqliteStore(t), func(c *server.Config) { c.DataDir = "" })
+	body, ctype := multipartBody(t, task, file("a.txt", "a"))
+	if ae := e.wantError(501, "POST", "/api/v1/tasks", body, "Content-Type", ctype); !strings.Contains(ae.Error, "send the task as JSON") {
+		t.Errorf("no data dir: %+v", ae)
+	}
+}
