@@ -10,6 +10,8 @@ import (
 	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/llm/replay"
+	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/providers"
 	"github.com/maestro-run/maestro/internal/queue"
 	"github.com/maestro-run/maestro/internal/sandbox"
@@ -59,9 +61,13 @@ func openJobStore(ctx context.Context, io *IOStreams, db, dataDir string) (store
 // newJobRunner builds the engine runner, choosing the model as `maestro
 // run` does (providers.Select: MAESTRO_MODEL, credentials in the
 // environment, config.yaml, else the replay demo); a job whose payload has
-// "replay" plays that scenario instead. Bash runs in the configured
-// sandbox (auto by default). Pieces are the built-ins, the store's pieces
-// and <config home>/pieces.
+// "replay" plays that scenario instead. With no model configured, jobs
+// play the bundled piece demo (replay.DemoPiece: the demo shaped for the
+// general piece a replay job runs), and a notice on io.ErrOut says so and
+// how to configure a real model. Bash runs in the configured sandbox (auto
+// by default); movements that name an agent CLI run it as `maestro run`
+// does. Pieces are the built-ins, the store's pieces and
+// <config home>/pieces.
 func newJobRunner(io *IOStreams, st store.Store, dataDir string) (queue.Runner, error) {
 	home, err := config.Home(io.Getenv)
 	if err != nil {
@@ -89,6 +95,13 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (queue.Runner, 
 		return nil, err
 	}
 	prov := choice.Provider
+	if choice.Replay == providers.DemoScenario {
+		// The plain demo is written for one agent loop; a job runs a piece.
+		prov = replay.New(replay.DemoPiece())
+	}
+	if n := jobReplayNotice(choice, filepath.Join(home, "config.yaml")); n != "" {
+		fmt.Fprintln(io.ErrOut, n)
+	}
 	return queue.NewEngineRunner(queue.EngineRunnerConfig{
 		DataDir:  dataDir,
 		Provider: func(*queue.Job) (llm.Provider, error) { return prov, nil },
@@ -96,5 +109,21 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (queue.Runner, 
 			return queue.StoreLibrary(ctx, st, filepath.Join(home, "pieces"))
 		},
 		Sandbox: sb,
+		Agents:  agentMovements(io, ""),
 	}), nil
+}
+
+// jobReplayNotice is what a job-running command (serve, worker) says at
+// start when its jobs run on replay ("" for a live model).
+func jobReplayNotice(c *providers.Choice, configFile string) string {
+	if c.Executor != protocol.ExecutorReplay {
+		return ""
+	}
+	if c.Replay != providers.DemoScenario {
+		return fmt.Sprintf("▶ REPLAY: jobs play the scripted scenario %s (scripted model turns, real tools; a job payload \"replay\" plays its own).", c.Replay)
+	}
+	return "▶ REPLAY: no model configured, so jobs play the bundled replay demo through the " + replay.DemoPieceFor + " piece " +
+		"(scripted model turns, real tools; every job's events say executor_type \"replay\"). " +
+		"To use a real model set ANTHROPIC_API_KEY or OPENAI_API_KEY (OPENAI_BASE_URL for a local server such as Ollama), " +
+		"or MAESTRO_MODEL=provider/model, or model: in " + configFile + ", then restart."
 }

@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -235,8 +237,9 @@ func newTasksSubmitCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 		Use:   "submit TITLE",
 		Short: "Create a task (its job is queued at once) and print its id",
 		Long: `Create a task. Its first job is queued at once; the server's workers pick it up.
---file uploads files into the task's input/ directory right after creating it
-(the piece reads them from there). --body - reads the body from standard input.`,
+--file sends files with the task, in the same request: they are in the task's
+input/ directory before its job starts (the piece reads them from there).
+--body - reads the body from standard input.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.client(io)
@@ -269,27 +272,41 @@ func newTasksSubmitCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 				}
 				req["payload"] = json.RawMessage(payload)
 			}
+			seen := map[string]string{}
 			for _, f := range files {
 				if st, err := os.Stat(f); err != nil || !st.Mode().IsRegular() {
 					return usageErr("--file %s: expected a readable file", f)
 				}
+				if prev, dup := seen[filepath.Base(f)]; dup {
+					return usageErr("--file %s and --file %s would both be input/%s: rename one", prev, f, filepath.Base(f))
+				}
+				seen[filepath.Base(f)] = f
 			}
 			var created struct {
-				Task store.Task `json:"task"`
-				Job  store.Job  `json:"job"`
+				Task  store.Task `json:"task"`
+				Job   store.Job  `json:"job"`
+				Files []struct {
+					Path string `json:"path"`
+					Size int64  `json:"size"`
+				} `json:"files,omitempty"`
 			}
-			if err := c.doJSON(ctx, "POST", "/api/v1/tasks", req, &created); err != nil {
+			if len(files) == 0 {
+				err = c.doJSON(ctx, "POST", "/api/v1/tasks", req, &created)
+			} else {
+				// One request carries the task and its files, so the job
+				// cannot start before they are in input/.
+				err = c.createWithFiles(ctx, req, files, &created)
+			}
+			if err != nil {
 				return failErr(err)
-			}
-			for _, f := range files {
-				if err := c.uploadFile(ctx, created.Task.ID, f); err != nil {
-					return failErr(fmt.Errorf("task %d created, but uploading %s failed: %w", created.Task.ID, f, err))
-				}
 			}
 			if o.json {
 				printJSON(io, created)
 			} else {
 				fmt.Fprintf(io.Out, "task %d created (job %d, %s)\n", created.Task.ID, created.Job.ID, created.Job.State)
+				for _, f := range created.Files {
+					fmt.Fprintf(io.Out, "  input/%s (%d bytes)\n", f.Path, f.Size)
+				}
 			}
 			if follow {
 				return c.followJob(ctx, io, created.Job.ID, 0, o.json)
@@ -313,35 +330,56 @@ func newTasksSubmitCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 	return cmd
 }
 
-func (c *apiClient) uploadFile(ctx context.Context, taskID int64, file string) error {
-	f, err := os.Open(file)
+// createWithFiles creates a task with files: POST /api/v1/tasks as
+// multipart/form-data, the task's JSON in the "task" part, then one
+// "file" part per file (named by its base name), streamed from disk.
+func (c *apiClient) createWithFiles(ctx context.Context, task map[string]any, files []string, out any) error {
+	data, err := json.Marshal(task)
 	if err != nil {
 		return err
+	}
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() {
+		pw.CloseWithError(writeTaskParts(mw, data, files))
+	}()
+	err = c.do(ctx, "POST", "/api/v1/tasks", pr, mw.FormDataContentType(), out)
+	pr.CloseWithError(io.ErrClosedPipe) // stops the writer if the request ended early
+	return err
+}
+
+// writeTaskParts writes the multipart body of createWithFiles.
+func writeTaskParts(mw *multipart.Writer, task []byte, files []string) error {
+	h := textproto.MIMEHeader{}
+	h.Set("Content-Disposition", `form-data; name="task"`)
+	h.Set("Content-Type", "application/json")
+	w, err := mw.CreatePart(h)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(task); err != nil {
+		return err
+	}
+	for _, name := range files {
+		if err := writeFilePart(mw, name); err != nil {
+			return err
+		}
+	}
+	return mw.Close()
+}
+
+func writeFilePart(mw *multipart.Writer, name string) error {
+	f, err := os.Open(name)
+	if err != nil {
+		return fmt.Errorf("--file %s: %w", name, err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
+	w, err := mw.CreateFormFile("file", filepath.Base(name))
 	if err != nil {
 		return err
 	}
-	path := "/api/v1/tasks/" + strconv.FormatInt(taskID, 10) + "/uploads/" + url.PathEscape(filepath.Base(file))
-	req, err := http.NewRequestWithContext(ctx, "PUT", c.base+path, f)
-	if err != nil {
-		return err
-	}
-	req.ContentLength = st.Size()
-	req.Header.Set("Content-Type", "application/octet-stream")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return unwrapURL(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		ae := &apiError{Status: resp.StatusCode}
-		json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&ae.Body)
-		return ae
+	if _, err := io.Copy(w, f); err != nil {
+		return fmt.Errorf("--file %s: %w", name, err)
 	}
 	return nil
 }
@@ -538,37 +576,60 @@ func printEvent(io *IOStreams, e store.JobEvent, asJSON bool) {
 		}
 		json.Unmarshal(e.Data, &c)
 		fmt.Fprintf(io.Out, "%s #%d comment from %s: %s\n", ts, e.Seq, c.AuthorKind, firstLine(c.Body, 200))
-	default:
-		label, body := e.Type, e.Data
-		// Engine run events ({"kind", "data"}) and agent protocol messages
-		// ({"type", …}) are labelled by their own kind.
-		var inner struct {
-			Kind string          `json:"kind"`
-			Type string          `json:"type"`
-			Data json.RawMessage `json:"data"`
+	case "protocol":
+		// The job's first protocol event says what drives its model
+		// turns: a replay job is badged as one.
+		var ready struct {
+			Type         string `json:"type"`
+			Provider     string `json:"provider"`
+			Model        string `json:"model"`
+			ExecutorType string `json:"executor_type"`
 		}
-		if json.Unmarshal(e.Data, &inner) == nil {
-			switch {
-			case inner.Kind != "":
-				label += " " + inner.Kind
-				if len(inner.Data) > 0 {
-					body = inner.Data
-				}
-			case inner.Type != "":
-				label += " " + inner.Type
+		if json.Unmarshal(e.Data, &ready) == nil && ready.Type == "ready" {
+			if ready.ExecutorType == "replay" {
+				fmt.Fprintf(io.Out, "%s #%d ▶ REPLAY scripted model turns (%s/%s), tools run for real\n", ts, e.Seq, ready.Provider, ready.Model)
+			} else {
+				fmt.Fprintf(io.Out, "%s #%d model %s/%s\n", ts, e.Seq, ready.Provider, ready.Model)
 			}
+			return
 		}
-		var buf bytes.Buffer
-		if json.Compact(&buf, body) != nil {
-			buf.Reset()
-			buf.Write(body)
-		}
-		data := buf.String()
-		if len(data) > 300 {
-			data = data[:300] + "…"
-		}
-		fmt.Fprintf(io.Out, "%s #%d %s %s\n", ts, e.Seq, label, data)
+		printRawEvent(io, ts, e)
+	default:
+		printRawEvent(io, ts, e)
 	}
+}
+
+// printRawEvent prints an event as its type, its inner kind and its data.
+func printRawEvent(io *IOStreams, ts string, e store.JobEvent) {
+	label, body := e.Type, e.Data
+	// Engine run events ({"kind", "data"}) and agent protocol messages
+	// ({"type", …}) are labelled by their own kind.
+	var inner struct {
+		Kind string          `json:"kind"`
+		Type string          `json:"type"`
+		Data json.RawMessage `json:"data"`
+	}
+	if json.Unmarshal(e.Data, &inner) == nil {
+		switch {
+		case inner.Kind != "":
+			label += " " + inner.Kind
+			if len(inner.Data) > 0 {
+				body = inner.Data
+			}
+		case inner.Type != "":
+			label += " " + inner.Type
+		}
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, body) != nil {
+		buf.Reset()
+		buf.Write(body)
+	}
+	data := buf.String()
+	if len(data) > 300 {
+		data = data[:300] + "…"
+	}
+	fmt.Fprintf(io.Out, "%s #%d %s %s\n", ts, e.Seq, label, data)
 }
 
 // followJob prints the job's events after `after` as they come, over SSE,

@@ -143,8 +143,8 @@ func TestServeAndTasks(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "task 2 created") {
 		t.Fatalf("submit: exit %d\n%s\n%s", code, out, errOut)
 	}
-	if data, err := os.ReadFile(filepath.Join(dataDir, "tasks", "2", "input", "brief.txt")); err != nil || string(data) != "a fence" {
-		t.Fatalf("uploaded file: %q %v", data, err)
+	if !strings.Contains(out, "input/brief.txt (7 bytes)") {
+		t.Fatalf("submit does not list the file sent: %s", out)
 	}
 	type result struct {
 		code        int
@@ -166,6 +166,10 @@ func TestServeAndTasks(t *testing.T) {
 		t.Fatalf("logs -f ended before the job waited: exit %d\n%s\n%s", r.code, r.out, r.errOut)
 	case <-time.After(60 * time.Second):
 		t.Fatalf("the job did not wait for an answer:\n%s", followOut.String())
+	}
+	// The job moved the file sent with the task into input/ before it ran.
+	if data, err := os.ReadFile(filepath.Join(dataDir, "tasks", "2", "input", "brief.txt")); err != nil || string(data) != "a fence" {
+		t.Fatalf("uploaded file: %q %v", data, err)
 	}
 	code, out, errOut = runTasksCLI(t, env, "tasks", "show", "2")
 	if code != 0 || !strings.Contains(out, "waiting_human") || !strings.Contains(out, "Which colour should the fence be?") ||

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// lockedBuffer is a goroutine-safe buffer for a process's stderr.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// readInputScenario reads the file sent with the task in the run's very
+// first model turn; a missing file fails the job (expectedResult).
+const readInputScenario = `{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id":"read-brief","description":"read the brief",
+"metadata":{"recordedAt":"2026-11-25T00:00:00Z","toolsExpected":["Read","complete"]},
+"frames":[
+{"index":0,"statements":[{"kind":"tool_call","tool":"Read","input":{"path":"input/brief.txt"},"expectedResult":"success"}]},
+{"index":1,"statements":[{"kind":"tool_call","tool":"complete","input":{"status":"success","result":"read the brief"}}]}
+]}`
+
+// TestServeRunsWithoutModel: `maestro serve` on a machine with no model
+// configured says it runs on replay, and a task submitted with `maestro
+// tasks submit` runs the general piece end to end on the bundled piece
+// demo: it succeeds, its deliverable is in output/, and its events are
+// badged replay. A task submitted with --file finds the file in input/ in
+// its first model turn.
+func TestServeRunsWithoutModel(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	env := cleanEnv(home)
+
+	serve := exec.CommandContext(ctx, binary, "serve", "--listen", "127.0.0.1:0", "--workers", "1", "--data-dir", home)
+	serve.Env = env
+	stdout, err := serve.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr lockedBuffer
+	serve.Stderr = &stderr
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		serve.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- serve.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve exited with %v\n%s", err, stderr.String())
+			}
+		case <-time.After(30 * time.Second):
+			serve.Process.Kill()
+			t.Errorf("serve did not stop within 30 s of SIGTERM\n%s", stderr.String())
+		}
+	}
+	t.Cleanup(stop)
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		re := regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
+		for sc.Scan() {
+			if u := re.FindString(sc.Text()); u != "" {
+				select {
+				case urls <- u:
+				default:
+				}
+			}
+		}
+	}()
+	var url string
+	select {
+	case url = <-urls:
+	case <-ctx.Done():
+		t.Fatalf("serve did not print its URL:\n%s", stderr.String())
+	}
+
+	tasks := func(args ...string) (string, string, error) {
+		t.Helper()
+		cctx, ccancel := context.WithTimeout(ctx, 90*time.Second)
+		defer ccancel()
+		cmd := exec.CommandContext(cctx, binary, append([]string{"tasks", "--server", url}, args...)...)
+		cmd.Env = env
+		var errOut bytes.Buffer
+		cmd.Stderr = &errOut
+		out, err := cmd.Output()
+		return string(out), errOut.String(), err
+	}
+
+	// The main job: no model, follow it to the end (exit 0 = succeeded).
+	out, errOut, err := tasks("submit", "Say hello in five languages", "-f")
+	if err != nil {
+		t.Fatalf("submit -f: %v\nstdout:\n%s\nstderr:\n%s\nserve:\n%s", err, out, errOut, stderr.String())
+	}
+	for _, want := range []string{"task 1 created", "▶ REPLAY scripted model turns (replay/maestro-replay-v1)", "replay demo", "ANTHROPIC_API_KEY"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("submit -f output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(errOut, "job 1 succeeded") {
+		t.Errorf("submit -f stderr:\n%s", errOut)
+	}
+	for name, want := range map[string]string{"README.md": "replay demo", "greet.txt": "bonjour, le monde"} {
+		data, err := os.ReadFile(filepath.Join(home, "tasks", "1", "output", "hello-maestro", name))
+		if err != nil || !strings.Contains(string(data), want) {
+			t.Errorf("deliverable %s = %q, %v; want it to mention %q", name, data, err, want)
+		}
+	}
+
+	// The job's events: the first protocol event badges it replay, and
+	// it ran execute then verify.
+	out, errOut, err = tasks("logs", "1", "--json")
+	if err != nil {
+		t.Fatalf("logs --json: %v\n%s", err, errOut)
+	}
+	var badged bool
+	var movements []string
+	for line := range strings.Lines(out) {
+		var ev struct {
+			Type string `json:"type"`
+			Data json.RawMessage
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("logs --json line %q: %v", line, err)
+		}
+		var inner struct {
+			Type         string `json:"type"`
+			ExecutorType string `json:"executor_type"`
+			Kind         string `json:"kind"`
+			Data         struct {
+				Movement string `json:"movement"`
+			} `json:"data"`
+		}
+		json.Unmarshal(ev.Data, &inner)
+		switch {
+		case ev.Type == "protocol" && inner.Type == "ready":
+			badged = inner.ExecutorType == "replay"
+		case ev.Type == "run_event" && inner.Kind == "movement_started":
+			movements = append(movements, inner.Data.Movement)
+		}
+	}
+	if !badged {
+		t.Errorf("the job's events are not badged replay:\n%s", out)
+	}
+	if strings.Join(movements, " ") != "execute verify" {
+		t.Errorf("movements %v, want execute verify", movements)
+	}
+
+	// A file sent with the task is in input/ for the run's first turn.
+	brief := filepath.Join(t.TempDir(), "brief.txt")
+	if err := os.WriteFile(brief, []byte("two paragraphs\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	payload, _ := json.Marshal(map[string]string{"replay": readInputScenario})
+	out, errOut, err = tasks("submit", "Summarise the brief", "--file", brief, "--payload", string(payload), "-f")
+	if err != nil || !strings.Contains(out, "input/brief.txt (15 bytes)") || !strings.Contains(out, "read the brief") {
+		t.Fatalf("submit --file -f: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	if data, err := os.ReadFile(filepath.Join(home, "tasks", "2", "input", "brief.txt")); err != nil || string(data) != "two paragraphs\n" {
+		t.Errorf("input/brief.txt = %q, %v", data, err)
+	}
+
+	stop()
+	if s := stderr.String(); !strings.Contains(s, "▶ REPLAY: no model configured") || !strings.Contains(s, "MAESTRO_MODEL") {
+		t.Errorf("serve did not say it runs on replay:\n%s", s)
+	}
+}
