@@ -287,7 +287,7 @@ func enqueueNoops(ctx context.Context, st store.Store, n int) error {
 	return <-errs
 }
 
-// countingStore signals every successful Complete.
+// countingStore signals every job Complete or CompleteMany completed.
 type countingStore struct {
 	store.Store
 	done chan struct{}
@@ -299,6 +299,16 @@ func (c *countingStore) Complete(ctx context.Context, l store.Lease, res string)
 		c.done <- struct{}{}
 	}
 	return j, err
+}
+
+func (c *countingStore) CompleteMany(ctx context.Context, cs []store.Completion) []store.CompleteOutcome {
+	outs := c.Store.CompleteMany(ctx, cs)
+	for _, o := range outs {
+		if o.Err == nil {
+			c.done <- struct{}{}
+		}
+	}
+	return outs
 }
 
 func (c *countingStore) await(ctx context.Context, n int) error {

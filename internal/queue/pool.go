@@ -41,6 +41,14 @@ var (
 type Pool struct {
 	cfg  Config
 	wake *broadcast
+	// completions feeds the completer (set by Run).
+	completions chan completion
+}
+
+// completion is a succeeded job waiting for the completer to record it.
+type completion struct {
+	store.Completion
+	reply chan store.CompleteOutcome
 }
 
 // NewPool checks cfg, fills in defaults and returns a Pool.
@@ -126,6 +134,14 @@ func (p *Pool) Run(ctx context.Context) error {
 			}
 		}
 	})
+	// Slots that succeed at about the same time are completed together.
+	p.completions = make(chan completion)
+	completerDone := make(chan struct{})
+	go func() {
+		defer close(completerDone)
+		p.completer(p.completions)
+	}()
+
 	// One dispatcher claims for every idle slot in one store call and
 	// hands each job to its slot; a slot runs its job and reports back.
 	slots := make([]chan store.Job, p.cfg.Workers)
@@ -147,8 +163,58 @@ func (p *Pool) Run(ctx context.Context) error {
 		close(c)
 	}
 	slotsWG.Wait()
+	close(p.completions)
+	<-completerDone
 	wg.Wait()
 	return nil
+}
+
+// completer records succeeded jobs: it takes every completion waiting at
+// that moment and records them with one CompleteMany call, so while one
+// call is in flight the next batch gathers (group commit).
+func (p *Pool) completer(in <-chan completion) {
+	var batch []completion
+	var items []store.Completion
+	for c := range in {
+		batch, items = append(batch[:0], c), items[:0]
+	gather:
+		for len(batch) < store.MaxClaim {
+			select {
+			case c, ok := <-in:
+				if !ok {
+					break gather
+				}
+				batch = append(batch, c)
+			default:
+				break gather
+			}
+		}
+		for _, c := range batch {
+			items = append(items, c.Completion)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
+		outs := p.cfg.Store.CompleteMany(ctx, items)
+		cancel()
+		for i, c := range batch {
+			c.reply <- outs[i]
+		}
+	}
+}
+
+// complete records a succeeded job through the completer.
+func (p *Pool) complete(ctx context.Context, l store.Lease, result string) (store.Job, error) {
+	c := completion{Completion: store.Completion{Lease: l, Result: result}, reply: make(chan store.CompleteOutcome, 1)}
+	select {
+	case p.completions <- c:
+	case <-ctx.Done():
+		return store.Job{}, fmt.Errorf("complete %s: %w", l, ctx.Err())
+	}
+	select {
+	case o := <-c.reply:
+		return o.Job, o.Err
+	case <-ctx.Done():
+		return store.Job{}, fmt.Errorf("complete %s: %w", l, ctx.Err())
+	}
 }
 
 // slotName is the lease owner of the jobs slot i runs: Name/i+1.
@@ -366,7 +432,7 @@ func (p *Pool) record(ctx context.Context, l store.Lease, res Result) error {
 	var err error
 	switch res.State {
 	case store.StateSucceeded:
-		_, err = st.Complete(ctx, l, res.Result)
+		_, err = p.complete(ctx, l, res.Result)
 		p.cfg.Metrics.outcome("succeeded")
 	case store.StateWaitingHuman, store.StateWaitingSubtasks:
 		reason := "waiting for an answer"

@@ -115,6 +115,12 @@ type Jobs interface {
 	Checkpoint(ctx context.Context, l Lease, movement string, data []byte) error
 	// Complete ends the job as succeeded with its result text. Fenced.
 	Complete(ctx context.Context, l Lease, result string) (Job, error)
+	// CompleteMany completes several jobs, each as Complete would (each
+	// fenced by its own lease, each with its status event), in as few
+	// round trips as the backend allows (a pool completing the jobs its
+	// workers finished at about the same time). The i-th outcome is that
+	// of cs[i]; one item failing does not stop the others.
+	CompleteMany(ctx context.Context, cs []Completion) []CompleteOutcome
 	// Fail records a failed attempt. The job is queued again at
 	// now+p.RetryAfter while attempts remain (attempt < max_attempts) unless
 	// p.NoRetry or p.Abort; otherwise it ends failed (aborted with p.Abort).

@@ -171,6 +171,20 @@ func (p ClaimParams) Owners() []string {
 	return out
 }
 
+// Completion is one item of CompleteMany: the lease of a job and its
+// result text.
+type Completion struct {
+	Lease  Lease
+	Result string
+}
+
+// CompleteOutcome is what CompleteMany did with one item: the completed job,
+// or the error Complete would have returned.
+type CompleteOutcome struct {
+	Job Job
+	Err error
+}
+
 // FailParams describes a failed attempt.
 type FailParams struct {
 	// Error says what went wrong (shown to the user).

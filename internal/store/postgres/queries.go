@@ -74,6 +74,16 @@ func newQueries() sqlstore.Queries {
 				lease_expires_at = NULL, event_seq = event_seq + 1, updated_at = ` + now4 + fenced + ` AND parent_job_id IS NULL
 				RETURNING *)` + statusCTE("$6") + `
 			SELECT ` + jobCols + ` FROM u` + notifyJob("u", "$7"),
+		JobCompleteManyAtomic: `WITH items AS (
+				SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[])
+					AS i(id, attempt, owner, result, data)),
+			u AS (UPDATE jobs j SET state = 'succeeded', result = i.result, error = '', finished_at = $6::timestamptz,
+					lease_expires_at = NULL, event_seq = j.event_seq + 1, updated_at = $6::timestamptz
+				FROM items i
+				WHERE j.id = i.id AND j.attempt = i.attempt AND j.lease_owner = i.owner
+					AND j.state IN ('dispatching', 'running') AND j.parent_job_id IS NULL
+				RETURNING j.*, i.data)` + statusCTE("data") + `
+			SELECT ` + jobCols + ` FROM u` + notifyJob("u", "$7"),
 		EventAppendAtomic: `WITH r AS (UPDATE jobs SET event_seq = event_seq + cardinality($5::text[]), updated_at = ` + now4 + fenced + `
 				RETURNING id, event_seq, attempt),
 			ins AS (INSERT INTO job_events (job_id, seq, attempt, type, data, created_at)

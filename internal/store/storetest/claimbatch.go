@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -232,5 +233,73 @@ func testClaimBatchConcurrent(t *testing.T, b *bundle) {
 		if diff := cmp.Diff([]string{"queued/0", "dispatching/1", "running/1", "succeeded/1"}, statusTrail(t, log)); diff != "" || len(log) != 6 {
 			t.Errorf("log of job %d: %d events, status trail (-want +got):\n%s", id, len(log), diff)
 		}
+	}
+}
+
+// testCompleteMany: CompleteMany completes each item as Complete would:
+// fenced per lease, a status event each, the parent of a last subtask
+// resumed, and a bad item failing alone.
+func testCompleteMany(t *testing.T, b *bundle) {
+	parent := b.enqueue(t, store.NewJob{})
+	pc := b.claimOne(t, "p")
+	child := b.enqueue(t, store.NewJob{ParentJobID: parent.ID})
+	if _, err := b.s.Wait(b.ctx, pc.Lease(), store.WaitParams{State: store.StateWaitingSubtasks, Reason: "subtasks"}); err != nil {
+		t.Fatal(err)
+	}
+	plain1 := b.enqueue(t, store.NewJob{})
+	plain2 := b.enqueue(t, store.NewJob{})
+	stale := b.enqueue(t, store.NewJob{})
+	got := b.claim(t, "w", 10)
+	if diff := cmp.Diff([]int64{child.ID, plain1.ID, plain2.ID, stale.ID}, ids(got)); diff != "" {
+		t.Fatalf("claimed (-want +got):\n%s", diff)
+	}
+	if _, err := b.s.Start(b.ctx, got[1].Lease()); err != nil { // running and dispatching both complete
+		t.Fatal(err)
+	}
+	if _, err := b.s.Cancel(b.ctx, stale.ID, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(time.Second)
+	cs := []store.Completion{
+		{Lease: got[1].Lease(), Result: "one"},
+		{Lease: got[3].Lease(), Result: "cancelled meanwhile"},
+		{Lease: got[0].Lease(), Result: "child"},
+		{Lease: got[2].Lease(), Result: "two\x00"},
+		{Lease: got[2].Lease(), Result: "two"},
+		{Lease: got[2].Lease(), Result: "two again"},
+	}
+	outs := b.s.CompleteMany(b.ctx, cs)
+	if len(outs) != len(cs) {
+		t.Fatalf("CompleteMany returned %d outcomes for %d items", len(outs), len(cs))
+	}
+	for _, k := range []int{0, 2, 4} {
+		o := outs[k]
+		if o.Err != nil || o.Job.ID != cs[k].Lease.JobID || o.Job.State != store.StateSucceeded || o.Job.Result != cs[k].Result ||
+			!o.Job.FinishedAt.Equal(b.clock.Now()) || !o.Job.LeaseExpiresAt.IsZero() {
+			t.Errorf("item %d: %+v, %v; want job %d succeeded with %q", k, o.Job, o.Err, cs[k].Lease.JobID, cs[k].Result)
+		}
+		log := b.events(t, o.Job.ID)
+		checkGapFree(t, log)
+		trail := statusTrail(t, log)
+		if trail[len(trail)-1] != "succeeded/1" || log[len(log)-1].Seq != o.Job.LastSeq {
+			t.Errorf("item %d: status trail %v, last seq %d; want it to end with succeeded/1 at seq %d", k, trail, log[len(log)-1].Seq, o.Job.LastSeq)
+		}
+	}
+	wantErr(t, "item on a cancelled job", outs[1].Err, store.ErrLeaseLost)
+	wantField(t, "item with a NUL in its result", outs[3].Err, "result")
+	wantErr(t, "second item for the same lease", outs[5].Err, store.ErrLeaseLost)
+	if j := b.job(t, stale.ID); j.State != store.StateCancelled {
+		t.Errorf("cancelled job after CompleteMany = %s", j.State)
+	}
+	if j := b.job(t, plain2.ID); j.Result != "two" {
+		t.Errorf("job completed twice in one call has result %q, want the first item's", j.Result)
+	}
+	// The child was the parent's last subtask.
+	want := []string{"queued/0", "dispatching/1", "waiting_subtasks/1/subtasks", "queued/1/subtasks finished"}
+	if diff := cmp.Diff(want, statusTrail(t, b.events(t, parent.ID))); diff != "" {
+		t.Errorf("parent status trail (-want +got):\n%s", diff)
+	}
+	if outs := b.s.CompleteMany(b.ctx, nil); len(outs) != 0 {
+		t.Errorf("CompleteMany(nil) = %v", outs)
 	}
 }

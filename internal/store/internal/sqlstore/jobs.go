@@ -320,6 +320,108 @@ func (db *DB) Complete(ctx context.Context, l store.Lease, result string) (store
 	return j, err
 }
 
+// CompleteMany completes several jobs (see store.Jobs). PostgreSQL
+// completes every item it can in one statement; the items that statement
+// leaves (a job with a parent, a lease that does not hold) and every item on
+// SQLite go through Complete, on SQLite all in one transaction.
+func (db *DB) CompleteMany(ctx context.Context, cs []store.Completion) []store.CompleteOutcome {
+	out := make([]store.CompleteOutcome, len(cs))
+	todo := make([]int, 0, len(cs)) // valid items not completed yet
+	for i, c := range cs {
+		if err := c.Lease.Validate(); err != nil {
+			out[i].Err = fmt.Errorf("complete: %w", err)
+		} else if err := store.ValidateResult(c.Result); err != nil {
+			out[i].Err = fmt.Errorf("complete: %w", err)
+		} else {
+			todo = append(todo, i)
+		}
+	}
+	if len(todo) == 0 {
+		return out
+	}
+	if db.q.JobCompleteManyAtomic != "" {
+		todo = db.completeManyAtomic(ctx, cs, todo, out)
+	} else if len(todo) > 1 {
+		todo = db.completeManyTx(ctx, cs, todo, out)
+	}
+	for _, i := range todo {
+		out[i].Job, out[i].Err = db.Complete(ctx, cs[i].Lease, cs[i].Result)
+	}
+	return out
+}
+
+// completeManyAtomic completes what one statement can and returns the
+// items left.
+func (db *DB) completeManyAtomic(ctx context.Context, cs []store.Completion, todo []int, out []store.CompleteOutcome) []int {
+	n := len(todo)
+	idList, attempts := make([]int64, n), make([]int64, n)
+	owners, results, datas := make([]string, n), make([]string, n), make([]string, n)
+	for k, i := range todo {
+		l := cs[i].Lease
+		data, err := json.Marshal(store.StatusEvent{State: store.StateSucceeded, Attempt: l.Attempt, Worker: l.Owner})
+		if err != nil {
+			return todo
+		}
+		idList[k], attempts[k], owners[k], results[k], datas[k] = l.JobID, int64(l.Attempt), l.Owner, cs[i].Result, string(data)
+	}
+	jobs, err := scanJobs(db.wp.QueryContext(ctx, db.q.JobCompleteManyAtomic, idList, attempts, db.d.List(owners),
+		db.d.List(results), db.d.List(datas), db.ts(db.Now()), db.d.Channel))
+	if err != nil {
+		return todo // Complete one by one reports the error per item
+	}
+	done := make(map[int64]store.Job, len(jobs))
+	for _, j := range jobs {
+		done[j.ID] = j
+	}
+	left := todo[:0]
+	for _, i := range todo {
+		if j, ok := done[cs[i].Lease.JobID]; ok {
+			out[i].Job = j
+			delete(done, j.ID) // a job listed twice: Complete reports the second
+		} else {
+			left = append(left, i)
+		}
+	}
+	return left
+}
+
+// completeManyTx completes the items in one transaction, each as Complete
+// does, and returns the items left: none, or all of them when the
+// transaction failed (Complete then reports the error per item).
+func (db *DB) completeManyTx(ctx context.Context, cs []store.Completion, todo []int, out []store.CompleteOutcome) []int {
+	jobs := make([]store.Job, len(todo))
+	errs := make([]error, len(todo))
+	err := db.inTx(ctx, func(t *txn) error {
+		now := db.Now()
+		for k, i := range todo {
+			l := cs[i].Lease
+			j, err := db.fenced(ctx, t, "complete", l, db.q.JobComplete, append(leaseArgs(l), db.ts(now), cs[i].Result)...)
+			if err != nil {
+				if errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidTransition) {
+					errs[k] = err // this item only; nothing was written for it
+					continue
+				}
+				return err
+			}
+			if err := db.status(ctx, t, j, store.StatusEvent{Worker: l.Owner}); err != nil {
+				return err
+			}
+			if err := db.afterTerminal(ctx, t, j); err != nil {
+				return err
+			}
+			jobs[k] = j
+		}
+		return nil
+	})
+	if err != nil {
+		return todo
+	}
+	for k, i := range todo {
+		out[i] = store.CompleteOutcome{Job: jobs[k], Err: errs[k]}
+	}
+	return nil
+}
+
 // Fail records a failed attempt (see store.Jobs).
 func (db *DB) Fail(ctx context.Context, l store.Lease, p store.FailParams) (store.Job, error) {
 	if err := l.Validate(); err != nil {
