@@ -7,6 +7,10 @@
 #  4. runs each fuzz target for a bounded time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# This script is CI's test command and installs every component the tests
+# need, so nothing may skip: tiers that skip (loudly) for a missing component
+# when run by hand with `go test` fail instead under CI=true.
+export CI=${CI:-true}
 
 bash scripts/install-deps.sh
 # The agent-CLI integration tier needs the five CLIs from the npm registry;
@@ -38,6 +42,13 @@ if [ "$status" -ne 0 ]; then
   echo "go test failed (exit $status); last lines:"; tail -50 "$log"
   echo "go test: $passed passed, $failed failed, $skipped skipped"
   exit "$status"
+fi
+
+if [ "$CI" = true ] && [ "$skipped" -gt 0 ]; then
+  echo "go test: $skipped test(s) skipped under CI=true; in CI nothing may skip:"
+  grep -E -- '^\s*--- SKIP' "$log" || true
+  echo "go test: $passed passed, $failed failed, $skipped skipped"
+  exit 1
 fi
 
 echo "== fuzz (bounded)"
