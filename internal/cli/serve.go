@@ -58,8 +58,17 @@ Authentication: clients send 'Authorization: Bearer <token>'. The token is
 without one, since anyone reaching the port could run agents. When a token is
 set every API call needs it (/healthz and /readyz excepted).
 
+Remote attach: /api/headless/ serves live agent sessions over HTTP + SSE
+(docs/remote-attach.md), behind the same token. POST /api/headless/sessions
+creates one (model as for 'maestro run', none configured: the replay demo);
+its workspace is workspaceRoot (an absolute path to an existing directory) or
+a fresh directory under <data dir>/workspaces/; its log is kept under
+<data dir>/sessions/ ('maestro sessions list' when the data dir is ~/.maestro).
+Controllers and viewers attach to it, a controller lease decides who drives.
+
 SIGINT or SIGTERM stops accepting work, ends open event streams, lets running
-jobs finish for up to 10 s and releases the rest back to the queue.`,
+jobs finish for up to 10 s and releases the rest back to the queue; live
+sessions are shut down and their logs saved.`,
 		Example: `  maestro serve                                  # http://127.0.0.1:7878, SQLite in ~/.maestro
   maestro serve --workers 4 --data-dir /srv/maestro
   MAESTRO_API_TOKEN=$(openssl rand -hex 32) maestro serve --listen 0.0.0.0:7878
@@ -140,11 +149,20 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	if err != nil {
 		return failErr(err)
 	}
+	// Live agent sessions for remote attach (docs/remote-attach.md).
+	sessions, err := newServeSessions(io.Getenv, home, dataDir, log)
+	if err != nil {
+		return failErr(err)
+	}
+	defer sessions.Close()
+	attach := newServeAttach(sessions, token, log)
+	defer attach.Close()
 	metrics := queue.NewMetrics()
 	api, err := server.New(server.Config{
 		Pieces: catalog,
 		Store:  st, DataDir: dataDir, TaskDir: queue.TaskDir, Token: token, RequireAuth: token != "",
 		Metrics: metrics, NextRun: queue.NextRun, MaxUpload: o.MaxUpload, Logger: log,
+		Headless: attach,
 	})
 	if err != nil {
 		return failErr(err)
@@ -207,13 +225,16 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	<-runCtx.Done()
 	fmt.Fprintln(io.ErrOut, "maestro serve: stopping")
 	endRequests()
+	attach.Close()
 	shutCtx, done := context.WithTimeout(context.Background(), 10*time.Second)
 	defer done()
 	if err := hs.Shutdown(shutCtx); err != nil {
 		hs.Close()
 	}
 	wg.Wait()
-	if err := errors.Join(serveErr, poolErr, maintErr); err != nil {
+	// Live sessions end after the last request: runs aborted, logs saved.
+	sessErr := sessions.Close()
+	if err := errors.Join(serveErr, poolErr, maintErr, sessErr); err != nil {
 		return failErr(err)
 	}
 	fmt.Fprintln(io.ErrOut, "maestro serve: stopped")

@@ -2,8 +2,9 @@
 // their event logs (JSON pages or Server-Sent Events with Last-Event-ID
 // resumption), deliverables and uploads in task workspaces, pieces (one
 // validator: piece.Parse), cron schedules, the audit log, health probes and
-// Prometheus metrics. docs/api.md documents it for users and
-// docs/openapi.yaml describes every route.
+// Prometheus metrics; and, when configured, the remote-attach session API
+// under /api/headless/ (Config.Headless). docs/api.md documents it for
+// users and docs/openapi.yaml describes every route.
 //
 // The server is a plain http.Handler on the store: it holds no state of its
 // own beyond configuration, so any number of `maestro serve` processes
@@ -13,6 +14,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -93,6 +95,20 @@ type Config struct {
 	// directories (default: Maestro's embedded pieces only). Pieces stored
 	// at runtime are merged over it.
 	Pieces *piece.Catalog
+	// Headless, when set, is the remote-attach session API
+	// (docs/remote-attach.md), mounted at /api/headless/ behind the same
+	// token, Host check and cross-origin protection as every other route;
+	// there the token may also come in the contract's x-maestro-api-key
+	// or x-composer-api-key header. Its routes are listed by Routes.
+	Headless HeadlessAPI
+}
+
+// HeadlessAPI is the session API Config.Headless mounts (an
+// *httpattach.Handler).
+type HeadlessAPI interface {
+	http.Handler
+	// Routes lists its patterns ("GET /api/headless/sessions/{id}").
+	Routes() []string
 }
 
 // Server is the API handler built by New.
@@ -205,6 +221,11 @@ func (s *Server) register() {
 	s.handle("GET /readyz", s.readyz)
 	s.handle("GET /metrics", s.metrics)
 
+	if s.cfg.Headless != nil {
+		s.mux.Handle("/api/headless/", s.cfg.Headless)
+		s.routes = append(s.routes, s.cfg.Headless.Routes()...)
+	}
+
 	// Everything else under /api/ answers in JSON rather than with the
 	// mux's plain-text 404.
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
@@ -238,13 +259,27 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		header := r.Header.Get("Authorization")
+		token, ok := strings.CutPrefix(header, "Bearer ")
+		headless := s.cfg.Headless != nil && strings.HasPrefix(r.URL.Path, "/api/headless/")
+		if headless && header == "" {
+			// The session API's clients may send the token as an API key
+			// (wire contract §11.3).
+			if key := cmp.Or(r.Header.Get("x-maestro-api-key"), r.Header.Get("x-composer-api-key")); key != "" {
+				header, token, ok = key, key, true
+			}
+		}
 		if header == "" && !s.cfg.RequireAuth {
 			next.ServeHTTP(w, r)
 			return
 		}
-		token, ok := strings.CutPrefix(header, "Bearer ")
 		if !ok || s.cfg.Token == "" || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), []byte(s.cfg.Token)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="maestro"`)
+			if headless {
+				// The session API's error body (§11.5).
+				writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or invalid bearer token",
+					"error_type": "access_denied", "code": "access_denied"})
+				return
+			}
 			writeError(w, http.StatusUnauthorized, "missing or invalid bearer token")
 			return
 		}

@@ -1,0 +1,322 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/agent"
+	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/providers"
+	"github.com/maestro-run/maestro/internal/runtime"
+	"github.com/maestro-run/maestro/internal/sandbox"
+	"github.com/maestro-run/maestro/internal/session"
+	"github.com/maestro-run/maestro/internal/tool"
+	httpattach "github.com/maestro-run/maestro/internal/transport/http"
+	"github.com/maestro-run/maestro/internal/utility"
+	"github.com/maestro-run/maestro/internal/workspace"
+)
+
+// serveSessionIdle is how long a live session of `maestro serve` may go
+// unused (no request, no subscription, not responding) before it is
+// shut down.
+const serveSessionIdle = 30 * time.Minute
+
+// serveSessionClose bounds how long serve's shutdown waits for one
+// session's run to stop and its log to be saved.
+const serveSessionClose = 10 * time.Second
+
+// serveSessions is the session API's view of `maestro serve`: live
+// headless sessions created over HTTP (POST /api/headless/sessions), each
+// a runtime built as `maestro headless` builds one: the model chosen as
+// for `maestro run`, Maestro's tools in the session's workspace behind the
+// sandbox, the session log under <data dir>/sessions. It implements
+// httpattach.Sessions and httpattach.SessionRemover.
+type serveSessions struct {
+	getenv func(string) string
+	cfg    config.Config
+	store  *session.Store
+	// workspaces is where a session without workspaceRoot gets a fresh
+	// directory.
+	workspaces string
+	log        *slog.Logger
+	// sandbox is probed once, at the first session that needs it, and
+	// shared by every session.
+	sandbox *sandboxProbe
+
+	mu     sync.Mutex
+	live   map[string]*liveSession
+	closed bool
+	// closing counts sessions being closed after a shutdown message or
+	// the idle sweep.
+	closing sync.WaitGroup
+}
+
+// liveSession is what one session holds open.
+type liveSession struct {
+	rt   *runtime.Runtime
+	sess *session.Session
+	root *workspace.Root
+}
+
+// newServeSessions reads the user's configuration (model, sandbox) from
+// home and keeps sessions and default workspaces under dataDir.
+func newServeSessions(getenv func(string) string, home, dataDir string, log *slog.Logger) (*serveSessions, error) {
+	cfg, err := config.Load(filepath.Join(home, "config.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	mode := cfg.Sandbox
+	if mode == "" {
+		mode = "auto"
+	}
+	sbm, err := sandbox.ParseMode(mode)
+	if err != nil {
+		return nil, fmt.Errorf("%s: sandbox: %w", filepath.Join(home, "config.yaml"), err)
+	}
+	return &serveSessions{
+		getenv:     getenv,
+		cfg:        cfg,
+		store:      session.NewStore(filepath.Join(dataDir, "sessions")),
+		workspaces: filepath.Join(dataDir, "workspaces"),
+		log:        log,
+		sandbox:    &sandboxProbe{cfg: sandbox.Config{Mode: sbm, Logger: log}, done: make(chan struct{})},
+		live:       map[string]*liveSession{},
+	}, nil
+}
+
+func badCreate(format string, args ...any) *httpattach.Error {
+	return &httpattach.Error{Status: http.StatusBadRequest, Code: httpattach.CodeBadRequest, Message: fmt.Sprintf(format, args...)}
+}
+
+// workspaceFor returns the directory of a new session: workspaceRoot,
+// which must be an absolute path to an existing directory, else a fresh
+// empty directory under <data dir>/workspaces.
+func (s *serveSessions) workspaceFor(root string) (string, *httpattach.Error) {
+	if root == "" {
+		if err := os.MkdirAll(s.workspaces, 0o700); err != nil {
+			return "", &httpattach.Error{Status: http.StatusInternalServerError, Code: httpattach.CodeRuntimeFailed, Message: "create the workspaces directory: " + err.Error()}
+		}
+		dir, err := os.MkdirTemp(s.workspaces, time.Now().UTC().Format("20060102-150405-"))
+		if err != nil {
+			return "", &httpattach.Error{Status: http.StatusInternalServerError, Code: httpattach.CodeRuntimeFailed, Message: "create a session workspace: " + err.Error()}
+		}
+		return dir, nil
+	}
+	if !filepath.IsAbs(root) {
+		return "", badCreate("workspaceRoot %q: expected an absolute path to an existing directory on the server", root)
+	}
+	st, err := os.Stat(root)
+	if err != nil || !st.IsDir() {
+		return "", badCreate("workspaceRoot %q is not an existing directory", root)
+	}
+	return filepath.Clean(root), nil
+}
+
+// choose selects the model of a new session: the request's model, else
+// the server's default as for `maestro run` (none configured: the bundled
+// replay demo). A client may not name a replay scenario file: that would
+// read any file the server can.
+func (s *serveSessions) choose(ctx context.Context, model string) (*providers.Choice, *httpattach.Error) {
+	if rest, ok := strings.CutPrefix(model, "replay/"); ok && rest != "demo" {
+		return nil, badCreate("model %q: over HTTP the only replay scenario is replay/demo (scenario files are not read from a client's path)", model)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	choice, err := providers.Select(ctx, providers.Options{Model: model, Config: s.cfg, Getenv: s.getenv})
+	if err != nil {
+		if model != "" {
+			return nil, badCreate("model: %v", err)
+		}
+		return nil, &httpattach.Error{Status: http.StatusInternalServerError, Code: httpattach.CodeRuntimeFailed, Message: "choose the server's model: " + err.Error()}
+	}
+	return choice, nil
+}
+
+// Create implements httpattach.Sessions: a new live session, started.
+func (s *serveSessions) Create(ctx context.Context, req httpattach.CreateRequest) (*runtime.Runtime, string, error) {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, "", &httpattach.Error{Status: http.StatusServiceUnavailable, Code: httpattach.CodeRuntimeNotReady, Message: "maestro serve is shutting down"}
+	}
+	// The handler has checked the body's enums (thinkingLevel,
+	// approvalMode).
+	choice, herr := s.choose(ctx, req.Model)
+	if herr != nil {
+		return nil, "", herr
+	}
+	dir, herr := s.workspaceFor(req.WorkspaceRoot)
+	if herr != nil {
+		return nil, "", herr
+	}
+	root, err := workspace.Open(dir)
+	if err != nil {
+		return nil, "", badCreate("workspaceRoot %q: %v", dir, err)
+	}
+	sess, err := s.store.Create(session.Meta{
+		Workspace: root.Dir(), Provider: choice.Provider.Name(), Model: choice.Provider.Model(),
+		ExecutorType: choice.Executor, Replay: choice.Replay,
+	})
+	if err != nil {
+		root.Close()
+		return nil, "", fmt.Errorf("create the session log: %w", err)
+	}
+	rt, err := runtime.New(s.runtimeConfig(req, choice, root, sess))
+	if err != nil {
+		sess.Close()
+		root.Close()
+		return nil, "", err
+	}
+	ls := &liveSession{rt: rt, sess: sess, root: root}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.finish(sess.ID(), ls)
+		return nil, "", &httpattach.Error{Status: http.StatusServiceUnavailable, Code: httpattach.CodeRuntimeNotReady, Message: "maestro serve is shutting down"}
+	}
+	s.live[sess.ID()] = ls
+	s.mu.Unlock()
+	rt.Start()
+	// Probing the sandbox runs processes: after ready, not before.
+	s.sandbox.start()
+	s.log.Info("headless session created", "session", sess.ID(), "workspace", root.Dir(),
+		"provider", choice.Provider.Name(), "model", choice.Provider.Model(), "executor", string(choice.Executor))
+	return rt, sess.ID(), nil
+}
+
+// runtimeConfig is the runtime of one session, as `maestro headless`
+// builds it.
+func (s *serveSessions) runtimeConfig(req httpattach.CreateRequest, choice *providers.Choice, root *workspace.Root, sess *session.Session) runtime.Config {
+	sb := s.sandbox
+	tools := sync.OnceValues(func() (*tool.Set, error) {
+		box, err := sb.wait(context.Background())
+		if err != nil {
+			return nil, err
+		}
+		return tool.NewSet(
+			tool.NewRead(root), tool.NewWrite(root), tool.NewEdit(root),
+			tool.NewGlob(root), tool.NewGrep(root),
+			tool.NewBash(box, root.Dir(), tool.BashOptions{}),
+		), nil
+	})
+	return runtime.Config{
+		Provider: choice.Provider,
+		Executor: choice.Executor,
+		Retry:    &llm.RetryPolicy{},
+		Tools:    func(context.Context) (*tool.Set, error) { return tools() },
+		Utilities: func(emit func(protocol.Message)) runtime.Utilities {
+			return utility.New(utility.Config{Root: root, Emit: emit, Logger: s.log})
+		},
+		Log:       sess,
+		SessionID: sess.ID(),
+		Cwd:       root.Dir(),
+		GitBranch: gitBranch(root.Dir()),
+		SystemPrompt: func(context.Context) string {
+			set, err := tools()
+			kind := ""
+			if box, serr := sb.wait(context.Background()); serr == nil {
+				kind = box.Kind()
+			}
+			var names []string
+			if err == nil {
+				names = set.Names()
+			}
+			return agent.SystemPrompt(agent.Environment{Workspace: root.Dir(), Sandbox: kind, Tools: names, Date: time.Now().Format("2006-01-02")})
+		},
+		Thinking:           llm.ThinkingLevel(req.ThinkingLevel),
+		ApprovalMode:       req.ApprovalMode,
+		MaxIterations:      s.cfg.MaxIterations,
+		MaxAttachmentBytes: envInt(s.getenv, "MAESTRO_HEADLESS_MAX_ATTACHMENT_BYTES"),
+		MaxAttachmentChars: int(envInt(s.getenv, "MAESTRO_HEADLESS_MAX_TEXT_CHARS")),
+		BufferFrames:       req.ReplayRing,
+		Logger:             s.log,
+	}
+}
+
+// Get implements httpattach.Sessions.
+func (s *serveSessions) Get(id string) (*runtime.Runtime, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ls, ok := s.live[id]
+	if !ok {
+		return nil, false
+	}
+	return ls.rt, true
+}
+
+// Remove implements httpattach.SessionRemover: the session API disposes
+// of a session (a shutdown message, or idle past serveSessionIdle) and
+// shuts its runtime down; once that is done the log is saved and the
+// workspace released.
+func (s *serveSessions) Remove(id string) {
+	s.mu.Lock()
+	ls := s.live[id]
+	delete(s.live, id)
+	s.mu.Unlock()
+	if ls == nil {
+		return
+	}
+	s.closing.Go(func() {
+		<-ls.rt.Done()
+		s.finish(id, ls)
+	})
+}
+
+// finish closes a session's runtime, log and workspace.
+func (s *serveSessions) finish(id string, ls *liveSession) {
+	err := errors.Join(ls.rt.Close(), ls.sess.Close(), ls.root.Close())
+	if err != nil {
+		s.log.Warn("close headless session", "session", id, "err", err)
+		return
+	}
+	s.log.Info("headless session closed", "session", id)
+}
+
+// Close shuts every live session down (a shutdown of each runtime: runs
+// aborted, pending requests cancelled, utilities stopped), saves the
+// logs, and refuses new sessions. It waits at most serveSessionClose for
+// sessions whose work does not stop, and reports them.
+func (s *serveSessions) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	all := s.live
+	s.live = map[string]*liveSession{}
+	s.mu.Unlock()
+	for id, ls := range all {
+		s.closing.Go(func() { s.finish(id, ls) })
+	}
+	done := make(chan struct{})
+	go func() {
+		s.closing.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-time.After(serveSessionClose):
+		return fmt.Errorf("headless sessions did not stop within %s", serveSessionClose)
+	}
+}
+
+// newServeAttach builds serve's session API for /api/headless/: the
+// sessions above, behind serve's token.
+func newServeAttach(sessions *serveSessions, token string, log *slog.Logger) *httpattach.Handler {
+	return httpattach.NewHandler(httpattach.Config{
+		Sessions:    sessions,
+		Token:       token,
+		RequireAuth: token != "",
+		SessionIdle: serveSessionIdle,
+		Logger:      log,
+	})
+}
