@@ -84,6 +84,9 @@ type claudeLine struct {
 	NumTurns          int             `json:"num_turns"`
 	DurationMS        int64           `json:"duration_ms"`
 	PermissionDenials json.RawMessage `json:"permission_denials"`
+	// Errors explain an is_error result with no result text (Claude Code
+	// 2.1: "No conversation found with session ID: …" on a bad resume).
+	Errors json.RawMessage `json:"errors"`
 }
 
 func (p *claudeParser) blocks(raw json.RawMessage) []claudeBlock {
@@ -221,6 +224,12 @@ func (p *claudeParser) line(st *state, typ string, raw []byte) bool {
 			}
 			if json.Unmarshal(raw, &e) == nil && e.Error.Message != "" {
 				msg = e.Error.Message
+			}
+			if msg == "" {
+				var errs []string
+				if json.Unmarshal(l.Errors, &errs) == nil {
+					msg = strings.Join(errs, "; ")
+				}
 			}
 			if msg == "" {
 				msg = p.synthetic

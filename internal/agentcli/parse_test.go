@@ -153,7 +153,7 @@ func TestFixtures(t *testing.T) {
 		{"claude-code", "claude-code-2.1.330", "error-400", outcome{Events: "error", SessionID: "d73e034e-6ae3-4f90-afdc-a58a03d79c97", Text: "API Error: 400 invalid request", IsError: true, Category: InvalidRequest}},
 		{"claude-code", "claude-code-2.1.330", "error-401", outcome{Events: "error", SessionID: "6674439a-6180-4666-afda-daf466d346a8", Text: "Invalid API key · Fix external API key", IsError: true, Category: AuthExpired}},
 		{"claude-code", "claude-code-2.1.330", "api-retry-401", outcome{Events: "status*7", SessionID: "05567648-4597-4ffd-a20c-3c1c547ddb00", Category: AgentCrashed}},
-		{"claude-code", "claude-code-2.1.330", "bad-resume", outcome{Events: "error", SessionID: "00000000-0000-4000-8000-000000000000", IsError: true, Category: Unknown}},
+		{"claude-code", "claude-code-2.1.330", "bad-resume", outcome{Events: "error", SessionID: "00000000-0000-4000-8000-000000000000", IsError: true, Category: SessionNotFound}},
 		{"codex", "codex-0.169.0", "plain-turn", outcome{Events: plain, SessionID: "01a2024c-f6b3-73e2-a089-dbedc6848b33", Text: "Hello from the fake model.", Usage: [4]int64{12, 7, 0, 0}}},
 		{"codex", "codex-0.169.0", "tool-turn", outcome{Events: toolSeq + " " + plain, SessionID: "01a2024d-43c3-7622-81a2-bced68681d82", Text: "Tool said: maestro-tool-ok", Usage: [4]int64{50, 15, 0, 0}, ToolsOK: 1}},
 		{"codex", "codex-0.169.0", "resume", outcome{Events: plain, SessionID: "01a2024c-f6b3-73e2-a089-dbedc6848b33", Text: "Second turn after resume.", Usage: [4]int64{52, 12, 0, 0}}},

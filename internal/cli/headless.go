@@ -71,7 +71,10 @@ gemini-cli, opencode, qwen-code, or ~/.maestro/agents/*.yaml; see 'maestro
 agents list'), through the same protocol: the CLI's session is resumed at
 every prompt, interrupt stops its whole process group, and Claude Code's
 permission prompts become approval server requests. --model then goes to the
-CLI verbatim and --resume takes the CLI's session id.
+CLI verbatim. The CLI's session id is stored with the Maestro session, so
+--resume ID (the session_info id; --agent may be left out) continues the
+CLI's conversation in a new process, from the logged transcript if the CLI
+lost it; an ID that is no Maestro session is taken as the CLI's own id.
 
 If Maestro cannot start, it writes one fatal error message on stdout
 ({"type":"error","message":"Headless startup failed: …","fatal":true,
@@ -176,7 +179,7 @@ func startHeadless(ctx context.Context, io *IOStreams, o headlessOptions, log *s
 	}
 	store := session.NewStore(filepath.Join(home, "sessions"))
 	if o.Agent != "" {
-		return startAgentHeadless(io, o, log, store)
+		return startAgentHeadless(io, o, log, store, nil)
 	}
 	var sess *session.Session
 	if o.Resume != "" {
@@ -187,6 +190,10 @@ func startHeadless(ctx context.Context, io *IOStreams, o headlessOptions, log *s
 			return nil, fmt.Errorf("resume: %w", err)
 		}
 		m := sess.Meta()
+		if m.Agent != "" {
+			// A session of headless --agent: it continues on its CLI.
+			return startAgentHeadless(io, o, log, store, sess)
+		}
 		if m.ExecutorType == protocol.ExecutorReplay {
 			o.Replay = m.Replay
 		} else {

@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"strings"
 
 	"github.com/maestro-run/maestro/internal/agentcli"
+	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/runtime"
 	"github.com/maestro-run/maestro/internal/sandbox"
@@ -20,7 +22,53 @@ import (
 // startAgentHeadless starts a headless session whose prompts run on the
 // agent CLI o.Agent (runtime.AgentCLI). The CLI brings its own tools,
 // sandbox and model: the flags of Maestro's own loop are refused.
-func startAgentHeadless(io *IOStreams, o headlessOptions, log *slog.Logger, store *session.Store) (*headless, error) {
+//
+// The CLI's session id is stored in the session's metadata (agent,
+// agent_session) as soon as the CLI reports it. --resume takes a Maestro
+// session id (resumed: sess when the caller opened it already), whose
+// agent, model, workspace and CLI session are reused, and whose logged
+// conversation seeds a fresh CLI session if the CLI lost its own; an id
+// that is no Maestro session is taken as the CLI's own session id.
+func startAgentHeadless(io *IOStreams, o headlessOptions, log *slog.Logger, store *session.Store, resumed *session.Session) (_ *headless, err error) {
+	sess := resumed
+	defer func() {
+		if err != nil && sess != nil {
+			sess.Close()
+		}
+	}()
+	cliSession := ""
+	if sess == nil && o.Resume != "" {
+		s, err := store.Open(o.Resume)
+		switch {
+		case err == nil:
+			sess = s
+		case errors.Is(err, session.ErrNotFound):
+			cliSession = o.Resume // the CLI's own session id
+		default:
+			return nil, fmt.Errorf("resume: %w", err)
+		}
+	}
+	var history []llm.Message
+	if sess != nil {
+		m := sess.Meta()
+		switch {
+		case m.Agent == "":
+			return nil, usageErr("--resume %s: the session ran on Maestro's own loop (%s/%s), not on an agent CLI; resume it without --agent", o.Resume, m.Provider, m.Model)
+		case o.Agent != "" && o.Agent != m.Agent:
+			return nil, usageErr("--resume %s: the session ran on --agent %s, not %s; drop --agent or give %s", o.Resume, m.Agent, o.Agent, m.Agent)
+		case o.Model != "":
+			return nil, usageErr("--resume continues a session with its own model (%s); drop --model", m.Model)
+		}
+		o.Agent = m.Agent
+		if m.Model != "default" {
+			o.Model = m.Model
+		}
+		if o.Workspace == "" {
+			o.Workspace = m.Workspace
+		}
+		cliSession = m.AgentSession
+		history = sess.History()
+	}
 	for flag, set := range map[string]bool{"--replay": o.Replay != "", "--client-tools": o.ClientTools != "",
 		"--sandbox": o.Sandbox != "", "--max-iterations": o.MaxIterations != 0, "--thinking": o.Thinking != ""} {
 		if set {
@@ -59,13 +107,22 @@ func startAgentHeadless(io *IOStreams, o headlessOptions, log *slog.Logger, stor
 		Executor:  &agentcli.Executor{Def: def, Path: bin, Env: env},
 		Dir:       root.Dir(),
 		Model:     model,
-		SessionID: o.Resume,
+		SessionID: cliSession,
+		History:   history,
 	}
 	p := a.Provider()
-	sess, err := store.Create(session.Meta{Workspace: root.Dir(), Provider: p.Name(), Model: p.Model(), ExecutorType: protocol.ExecutorLive})
-	if err != nil {
-		root.Close()
-		return nil, err
+	if sess == nil {
+		sess, err = store.Create(session.Meta{Workspace: root.Dir(), Provider: p.Name(), Model: p.Model(),
+			ExecutorType: protocol.ExecutorLive, Agent: def.ID, AgentSession: cliSession})
+		if err != nil {
+			root.Close()
+			return nil, err
+		}
+	}
+	a.OnSession = func(id string) {
+		if err := sess.SetAgentSession(id); err != nil {
+			log.Warn("store the agent CLI's session id", "session", sess.ID(), "agent_session", id, "err", err)
+		}
 	}
 	rt, err := runtime.New(runtime.Config{
 		Provider: p,
@@ -86,7 +143,6 @@ func startAgentHeadless(io *IOStreams, o headlessOptions, log *slog.Logger, stor
 		Logger:             log,
 	})
 	if err != nil {
-		sess.Close()
 		root.Close()
 		return nil, err
 	}

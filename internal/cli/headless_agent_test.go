@@ -5,47 +5,82 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/maestro-run/maestro/internal/session"
 )
 
-// agentHeadless runs `maestro headless --agent …` in-process with a home
-// holding the user-defined fake adapter and a PATH where "claude" is the
-// fake permission-relay CLI (internal/agentcli/testdata).
+// agentHeadless is a `maestro headless --agent …` session driven over its
+// pipes, in-process (agentEnv.start) or as a real process
+// (agentEnv.startProcess).
 type agentHeadless struct {
 	e      *embedder
-	stdin  *io.PipeWriter
+	stdin  io.WriteCloser
 	code   chan int
 	stderr *bytes.Buffer
 }
 
-func startAgentHeadlessTest(t *testing.T, args ...string) *agentHeadless {
+// agentEnv is a machine for `maestro headless --agent`: a Maestro home
+// holding the user-defined fake adapter (kept across the sessions started
+// in it) and a PATH where "claude" is the fake permission-relay CLI and
+// "fake-agent" runs the fake through testdata/start-logger, which records
+// every start in bin (internal/agentcli/testdata).
+type agentEnv struct {
+	home, bin, path string
+}
+
+func newAgentEnv(t *testing.T) *agentEnv {
 	t.Helper()
 	td, err := filepath.Abs("../agentcli/testdata")
 	if err != nil {
 		t.Fatal(err)
 	}
-	home, bin := t.TempDir(), t.TempDir()
+	ae := &agentEnv{home: t.TempDir(), bin: t.TempDir()}
 	yaml, err := os.ReadFile(filepath.Join(td, "user-adapter", "fake-agent.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Join(home, "agents"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(ae.home, "agents"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(home, "agents", "fake-agent.yaml"), yaml, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(ae.home, "agents", "fake-agent.yaml"), yaml, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(filepath.Join(td, "relay-fake", "fake-claude-relay"), filepath.Join(bin, "claude")); err != nil {
-		t.Fatal(err)
+	for link, target := range map[string]string{
+		"claude":     filepath.Join(td, "relay-fake", "fake-claude-relay"),
+		"fake-agent": filepath.Join(td, "start-logger"),
+		"target":     filepath.Join(td, "user-adapter", "fake-agent"),
+	} {
+		if err := os.Symlink(target, filepath.Join(ae.bin, link)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	path := bin + string(os.PathListSeparator) + filepath.Join(td, "user-adapter") + string(os.PathListSeparator) + os.Getenv("PATH")
-	env := map[string]string{"MAESTRO_HOME": home, "PATH": path}
+	ae.path = ae.bin + string(os.PathListSeparator) + os.Getenv("PATH")
+	return ae
+}
+
+func startAgentHeadlessTest(t *testing.T, args ...string) *agentHeadless {
+	t.Helper()
+	return newAgentEnv(t).start(t, append([]string{"--workspace", t.TempDir()}, args...)...)
+}
+
+// start runs `maestro headless ARGS` in-process.
+func (ae *agentEnv) start(t *testing.T, args ...string) *agentHeadless {
+	t.Helper()
+	env := map[string]string{"MAESTRO_HOME": ae.home, "PATH": ae.path}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	t.Cleanup(cancel)
 	inR, inW := io.Pipe()
@@ -53,17 +88,58 @@ func startAgentHeadlessTest(t *testing.T, args ...string) *agentHeadless {
 	h := &agentHeadless{stdin: inW, code: make(chan int, 1), stderr: &bytes.Buffer{}}
 	streams := &IOStreams{In: inR, Out: outW, ErrOut: h.stderr, Getenv: func(k string) string { return env[k] }}
 	go func() {
-		h.code <- Run(ctx, streams, append([]string{"headless", "--workspace", t.TempDir()}, args...))
+		h.code <- Run(ctx, streams, append([]string{"headless"}, args...))
 		outW.Close()
 	}()
+	h.read(t, ctx, outR)
+	return h
+}
+
+// startProcess runs `maestro headless ARGS` as a process of the built
+// binary.
+func (ae *agentEnv) startProcess(t *testing.T, args ...string) *agentHeadless {
+	t.Helper()
+	exe, err := maestroBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, exe, append([]string{"headless"}, args...)...)
+	cmd.Env = append(headlessEnv(ae.home), "PATH="+ae.path)
+	h := &agentHeadless{code: make(chan int, 1), stderr: &bytes.Buffer{}}
+	cmd.Stderr = h.stderr
+	if h.stdin, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := h.read(t, ctx, out)
+	go func() {
+		<-done // Wait closes stdout: only once it has been read to its end
+		_ = cmd.Wait()
+		h.code <- cmd.ProcessState.ExitCode()
+	}()
+	return h
+}
+
+// read validates and decodes the frames on out; done closes at its end.
+func (h *agentHeadless) read(t *testing.T, ctx context.Context, out io.Reader) (done chan struct{}) {
 	v, err := validator()
 	if err != nil {
 		t.Fatal(err)
 	}
 	frames := make(chan map[string]any, 64)
+	done = make(chan struct{})
 	go func() {
 		defer close(frames)
-		sc := bufio.NewScanner(outR)
+		defer close(done)
+		sc := bufio.NewScanner(out)
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
 			if err := v.ValidateServerFrame(sc.Bytes()); err != nil {
@@ -77,8 +153,25 @@ func startAgentHeadlessTest(t *testing.T, args ...string) *agentHeadless {
 			frames <- f
 		}
 	}()
-	h.e = &embedder{t: t, ctx: ctx, stdin: inW, frames: frames}
-	return h
+	h.e = &embedder{t: t, ctx: ctx, stdin: h.stdin, frames: frames}
+	return done
+}
+
+// starts returns the argument vectors fake-agent was started with, in
+// order.
+func (ae *agentEnv) starts(t *testing.T) [][]string {
+	t.Helper()
+	var out [][]string
+	for n := 0; ; n++ {
+		data, err := os.ReadFile(filepath.Join(ae.bin, fmt.Sprintf("argv-%d", n)))
+		if errors.Is(err, fs.ErrNotExist) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, strings.Split(strings.TrimSuffix(string(data), "\x00"), "\x00"))
+	}
 }
 
 // until reads frames up to one of type typ, answering approvals with
@@ -162,5 +255,264 @@ func TestHeadlessAgentUsage(t *testing.T) {
 				t.Errorf("exit %d, want %d", code, ExitUsage)
 			}
 		})
+	}
+}
+
+const fakeCLISession = "11111111-2222-4333-8444-555555555555" // the id fake-agent reports
+
+// storedMeta reads a session's metadata as the store has it on disk.
+func (ae *agentEnv) storedMeta(t *testing.T, id string) session.Meta {
+	t.Helper()
+	metas, err := session.NewStore(filepath.Join(ae.home, "sessions")).List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range metas {
+		if m.ID == id {
+			return m
+		}
+	}
+	t.Fatalf("no session %s in the store (have %+v)", id, metas)
+	return session.Meta{}
+}
+
+// setAgentSession rewrites the CLI session id stored in a session's
+// metadata file (as if the CLI had since lost the stored one).
+func (ae *agentEnv) setAgentSession(t *testing.T, id, cliSession string) {
+	t.Helper()
+	path := filepath.Join(ae.home, "sessions", id, "session.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["agent_session"] = cliSession
+	if data, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// resumeArg returns the session id argv resumes ("" when it does not).
+func resumeArg(argv []string) string {
+	if i := slices.Index(argv, "--resume"); i >= 0 && i+1 < len(argv) {
+		return argv[i+1]
+	}
+	return ""
+}
+
+// startup reads ready and session_info and returns them.
+func (h *agentHeadless) startup(t *testing.T) (ready, info map[string]any) {
+	t.Helper()
+	if ready = h.e.next(); ready["type"] != "ready" {
+		t.Fatalf("first frame = %v, want ready", ready)
+	}
+	if info = h.e.next(); info["type"] != "session_info" {
+		t.Fatalf("second frame = %v, want session_info", info)
+	}
+	return ready, info
+}
+
+// prompt sends a prompt and returns the text of its response chunks, read
+// up to response_end.
+func (h *agentHeadless) prompt(content string) string {
+	h.e.send(fmt.Sprintf(`{"type":"prompt","content":%q}`, content))
+	var text strings.Builder
+	for {
+		f := h.until("response_chunk", false)
+		text.WriteString(f["content"].(string))
+		for {
+			f = h.e.next()
+			if f["type"] == "response_end" {
+				return text.String()
+			}
+			if f["type"] == "response_chunk" {
+				text.WriteString(f["content"].(string))
+			}
+		}
+	}
+}
+
+// A headless --agent session outlives its process: the first process
+// stores the CLI's session id with the Maestro session; a second process
+// started with --resume (the session_info id, no --agent) resumes the CLI
+// session with the CLI's resume flag; a third, after the CLI lost that
+// session, starts a fresh one seeded with the transcript read back from the
+// Maestro log. Each step is a real `maestro headless` process.
+func TestHeadlessAgentResumeAfterRestart(t *testing.T) {
+	t.Parallel()
+	ae := newAgentEnv(t)
+	ws := t.TempDir()
+
+	// Process 1: a new session, one turn.
+	p1 := ae.startProcess(t, "--workspace", ws, "--agent", "fake-agent", "--model", "fake-9")
+	_, info := p1.startup(t)
+	id, _ := info["session_id"].(string)
+	if id == "" {
+		t.Fatalf("session_info = %v, want a session id", info)
+	}
+	if got := p1.prompt("remember teal"); got != "fake says: remember teal" {
+		t.Errorf("process 1 answer = %q", got)
+	}
+	p1.shutdown(t)
+	if m := ae.storedMeta(t, id); m.Agent != "fake-agent" || m.AgentSession != fakeCLISession || m.Model != "fake-9" {
+		t.Fatalf("stored meta after process 1 = %+v, want agent fake-agent, agent_session %s, model fake-9", m, fakeCLISession)
+	}
+
+	// Process 2: --resume alone picks the agent, model and workspace.
+	p2 := ae.startProcess(t, "--resume", id)
+	ready, info := p2.startup(t)
+	if ready["provider"] != "fake-agent" || ready["model"] != "fake-9" || info["session_id"] != id {
+		t.Errorf("process 2 ready = %v, session_info = %v; want fake-agent/fake-9 and session %s", ready, info, id)
+	}
+	if got := p2.prompt("and now"); got != "fake says: and now" {
+		t.Errorf("process 2 answer = %q", got)
+	}
+	p2.shutdown(t)
+
+	// Process 3: the CLI no longer has the stored session.
+	const gone = "22222222-2222-4333-8444-555555555555" // fake-agent knows only 1111…
+	ae.setAgentSession(t, id, gone)
+	p3 := ae.startProcess(t, "--agent", "fake-agent", "--resume", id[:13])
+	p3.startup(t)
+	got := p3.prompt("third")
+	for _, want := range []string{"User: remember teal", "Assistant: fake says: remember teal", "User: and now", "Assistant: fake says: and now"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("process 3: the fresh CLI session got %q; want the logged conversation (%q) in it", got, want)
+		}
+	}
+	p3.shutdown(t)
+	if m := ae.storedMeta(t, id); m.AgentSession != fakeCLISession {
+		t.Errorf("stored agent_session after the reseed = %q, want the fresh session %s", m.AgentSession, fakeCLISession)
+	}
+
+	starts := ae.starts(t)
+	if len(starts) != 4 {
+		t.Fatalf("fake-agent starts = %q, want 4", starts)
+	}
+	for i, want := range []string{"", fakeCLISession, gone, ""} {
+		if got := resumeArg(starts[i]); got != want {
+			t.Errorf("start %d = %q: resumes %q, want %q", i, starts[i], got, want)
+		}
+	}
+	if !slices.Contains(starts[1], "fake-9") {
+		t.Errorf("start 1 = %q, want the stored model fake-9", starts[1])
+	}
+}
+
+// --resume with an id that is no Maestro session takes it as the CLI's own
+// session id; a Maestro session of another kind is refused.
+func TestHeadlessAgentResumeIDs(t *testing.T) {
+	t.Parallel()
+	ae := newAgentEnv(t)
+	h := ae.start(t, "--workspace", t.TempDir(), "--agent", "fake-agent", "--resume", fakeCLISession)
+	_, info := h.startup(t)
+	h.prompt("hello")
+	h.shutdown(t)
+	if starts := ae.starts(t); len(starts) != 1 || resumeArg(starts[0]) != fakeCLISession {
+		t.Errorf("starts = %q, want one resuming %s", starts, fakeCLISession)
+	}
+	agentID := info["session_id"].(string)
+	if m := ae.storedMeta(t, agentID); m.Agent != "fake-agent" || m.AgentSession != fakeCLISession {
+		t.Errorf("stored meta = %+v", m)
+	}
+
+	own, err := session.NewStore(filepath.Join(ae.home, "sessions")).Create(session.Meta{Workspace: t.TempDir(), Provider: "replay", Model: "demo", ExecutorType: "replay", Replay: "builtin:demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := own.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--agent", "fake-agent", "--resume", own.ID()}, "own loop"},
+		{[]string{"--agent", "claude-code", "--resume", agentID}, "ran on --agent fake-agent, not claude-code"},
+		{[]string{"--resume", agentID, "--sandbox", "off"}, "--sandbox applies to Maestro's own agent loop, not to --agent fake-agent"},
+		{[]string{"--agent", "fake-agent", "--resume", agentID, "--model", "x"}, "drop --model"},
+	} {
+		h := ae.start(t, tc.args...)
+		f := h.e.next()
+		if msg, _ := f["message"].(string); f["type"] != "error" || f["fatal"] != true || !strings.Contains(msg, tc.want) {
+			t.Errorf("%q: frame = %v, want a fatal startup error with %q", tc.args, f, tc.want)
+		}
+		if code := <-h.code; code != ExitUsage {
+			t.Errorf("%q: exit %d, want %d", tc.args, code, ExitUsage)
+		}
+	}
+	if starts := ae.starts(t); len(starts) != 1 {
+		t.Errorf("refused resumes started the CLI: %q", starts)
+	}
+}
+
+// An interrupt stops a headless --agent run within 2 s and kills the CLI's
+// whole process group (fake-agent leaves a child behind it).
+func TestHeadlessAgentInterruptKillsProcessGroup(t *testing.T) {
+	t.Parallel()
+	ae := newAgentEnv(t)
+	h := ae.start(t, "--workspace", t.TempDir(), "--agent", "fake-agent")
+	h.startup(t)
+	h.e.send(`{"type":"hello","protocol_version":"2026-04-02","capabilities":{"raw_agent_events":true}}`)
+	h.e.send(`{"type":"prompt","content":"hang"}`)
+	child := 0
+	for child == 0 {
+		f := h.until("raw_agent_event", false)
+		ev, _ := f["event"].(map[string]any)
+		if pid, ok := ev["pid"].(float64); ok && ev["subtype"] == "child" {
+			child = int(pid)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(ae.bin, "starts.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader, err := strconv.Atoi(strings.Fields(string(data))[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	h.e.send(`{"type":"interrupt"}`)
+	for {
+		f := h.e.next()
+		if f["type"] == "error" {
+			if f["error_type"] != "cancelled" {
+				t.Errorf("error after the interrupt = %v, want error_type cancelled", f)
+			}
+			break
+		}
+	}
+	if d := time.Since(at); d > 2*time.Second {
+		t.Errorf("the run ended %v after the interrupt, want < 2s", d)
+	}
+	for _, pid := range []int{leader, child} {
+		if processAlive(pid) {
+			t.Errorf("process %d of the CLI's group survived the interrupt", pid)
+		}
+	}
+	h.shutdown(t)
+}
+
+// processAlive reports whether pid still runs 500 ms from now (a signalled
+// process may need a moment to exit); it waits on a pidfd, not by polling.
+func processAlive(pid int) bool {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return false // already gone
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 500)
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil && n == 0
 	}
 }

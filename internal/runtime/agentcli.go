@@ -23,7 +23,8 @@ import (
 // are published as the same protocol messages the own loop emits
 // (response_start/chunk/end with usage, tool_call/start/output/end,
 // status, error). The CLI's session id is kept and resumed at the next
-// prompt. An interrupt cancels the run: the executor SIGTERMs the CLI's
+// prompt, and handed to OnSession so that a restarted process can resume
+// it too (SessionID, with History for the case the CLI lost it). An interrupt cancels the run: the executor SIGTERMs the CLI's
 // process group and SIGKILLs it after its grace period (1 s by default).
 // Failures are published as errors whose message starts with the
 // agentcli category ("auth_expired: …").
@@ -45,6 +46,14 @@ type AgentCLI struct {
 	// SessionID is the CLI session the first prompt resumes ("" starts a
 	// new one).
 	SessionID string
+	// History is the conversation of a resumed Maestro session (its logged
+	// prompts and answers). It seeds the transcript a fresh CLI session
+	// starts from when the CLI no longer has SessionID.
+	History []llm.Message
+	// OnSession, when set, is called with the CLI session id each time it
+	// changes (from the CLI's events or its result), so that the caller can
+	// store it for a resume after a restart. It must not block.
+	OnSession func(id string)
 
 	mu         sync.Mutex
 	session    string
@@ -105,6 +114,7 @@ func (a *AgentCLI) Turn(ctx context.Context, t *Turn, m protocol.Prompt) error {
 	a.mu.Lock()
 	if !a.started {
 		a.started, a.session = true, a.SessionID
+		writeTranscript(&a.transcript, a.History)
 	}
 	inv := agentcli.Invocation{Prompt: prompt, SessionID: a.session, Model: a.Model, Dir: a.Dir,
 		Images: images, SystemPrompt: system, Permission: a.Permission}
@@ -125,6 +135,7 @@ func (a *AgentCLI) Turn(ctx context.Context, t *Turn, m protocol.Prompt) error {
 		}
 		if ev.SessionID != "" {
 			a.announce(t, ev.SessionID)
+			a.setSession(ev.SessionID)
 		}
 		for _, msg := range ev.Messages {
 			if end, ok := msg.(protocol.ToolEnd); ok && asked.has(end.CallID) {
@@ -135,10 +146,10 @@ func (a *AgentCLI) Turn(ctx context.Context, t *Turn, m protocol.Prompt) error {
 		}
 	})
 	if res != nil {
-		a.mu.Lock()
 		if res.SessionID != "" {
-			a.session = res.SessionID
+			a.setSession(res.SessionID)
 		}
+		a.mu.Lock()
 		fmt.Fprintf(&a.transcript, "User: %s\n\n", m.Content)
 		if res.Result != nil && res.Result.Text != "" {
 			fmt.Fprintf(&a.transcript, "Assistant: %s\n\n", res.Result.Text)
@@ -163,8 +174,38 @@ func (a *AgentCLI) Turn(ctx context.Context, t *Turn, m protocol.Prompt) error {
 	return nil
 }
 
-// announce publishes the CLI's session id once per id, so that a client
-// can resume it later (maestro headless --agent X --resume ID).
+// setSession makes id the CLI session the next prompt resumes, and tells
+// OnSession when it changed.
+func (a *AgentCLI) setSession(id string) {
+	a.mu.Lock()
+	changed := a.session != id
+	a.session = id
+	a.mu.Unlock()
+	if changed && a.OnSession != nil {
+		a.OnSession(id)
+	}
+}
+
+// writeTranscript writes the text of a logged conversation as Turn keeps
+// it ("User: …" / "Assistant: …" paragraphs).
+func writeTranscript(b *strings.Builder, history []llm.Message) {
+	for _, msg := range history {
+		text := msg.TextContent()
+		if text == "" {
+			continue
+		}
+		switch msg.Role {
+		case llm.RoleUser:
+			fmt.Fprintf(b, "User: %s\n\n", text)
+		case llm.RoleAssistant:
+			fmt.Fprintf(b, "Assistant: %s\n\n", text)
+		}
+	}
+}
+
+// announce publishes the CLI's session id once per id (a client resumes
+// the whole session with the Maestro session id of session_info; the CLI's
+// id is for the CLI's own tools).
 func (a *AgentCLI) announce(t *Turn, id string) {
 	a.mu.Lock()
 	seen := a.announced == id

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/agentcli"
+	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/llm/llmtest"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/tool"
@@ -177,5 +178,100 @@ func TestIntegrationClaudeApprovalRelay(t *testing.T) {
 				t.Errorf("model calls = %d; the second should carry the tool result", len(reqs))
 			}
 		})
+	}
+}
+
+// A headless --agent session on the real Claude Code, resumed as after a
+// restart: each round is a new AgentCLI (and runtime) sharing only what a
+// Maestro session stores, the CLI session id and the logged conversation.
+// Round 2 resumes the stored id with --resume (Claude replays the history
+// to the model); round 3 asks for a session Claude never had and gets a
+// fresh one seeded with the conversation.
+func TestIntegrationClaudeResumeStoredSession(t *testing.T) {
+	t.Parallel()
+	bin := claudeBin(t)
+	def := loadDef(t, "claude-code")
+	model, url := fakeAnthropic(t,
+		llmtest.Turn{Text: []string{"First answer."}, InputTokens: 10, OutputTokens: 3},
+		llmtest.Turn{Text: []string{"Second answer."}, InputTokens: 20, OutputTokens: 3},
+		llmtest.Turn{Text: []string{"Third answer."}, InputTokens: 30, OutputTokens: 3})
+	home, work := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, "tmp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var history []llm.Message
+	round := func(stored, prompt string, lost bool) (a *AgentCLI, h *harness, reported []string) {
+		t.Helper()
+		a = &AgentCLI{
+			Executor: &agentcli.Executor{Def: def, Path: bin, MaxAttempts: 1, Env: []string{
+				"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "TMPDIR=" + filepath.Join(home, "tmp"), "NO_COLOR=1",
+				"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_API_KEY=sk-fake"}},
+			Dir:       work,
+			SessionID: stored,
+			History:   slices.Clone(history),
+			OnSession: func(id string) { reported = append(reported, id) },
+		}
+		h = newHarness(t, Config{Provider: a.Provider(), Tools: func(context.Context) (*tool.Set, error) { return tool.NewSet(), nil },
+			Turn: a.Turn, ApprovalMode: protocol.ApprovalAuto}, ConnectOptions{})
+		start := time.Now()
+		if err := h.handle(protocol.Prompt{Content: prompt}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+		defer cancel()
+		if err := h.rt.WaitIdle(ctx); err != nil {
+			t.Fatalf("the turn did not end: frames %v", h.types())
+		}
+		h.settle()
+		t.Logf("claude turn %q (resuming %q): %v", prompt, stored, time.Since(start).Round(time.Millisecond))
+		for _, e := range ofType[protocol.Error](h) {
+			// The failed attempt on a lost session reports its error
+			// before the reseeded one runs.
+			if !lost || !strings.HasPrefix(e.Message, "session_not_found: ") {
+				t.Fatalf("error: %+v", e)
+			}
+		}
+		var answer string
+		for _, c := range ofType[protocol.ResponseChunk](h) {
+			answer += c.Content
+		}
+		history = append(history, llm.UserText(prompt), llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{llm.Text(answer)}})
+		return a, h, reported
+	}
+
+	a1, _, ids := round("", "remember teal", false)
+	first := a1.Session()
+	if first == "" || !slices.Equal(ids, []string{first}) {
+		t.Fatalf("round 1: session %q, OnSession got %q; want the new session reported once", first, ids)
+	}
+
+	a2, h2, ids := round(first, "and now", false)
+	if a2.Session() != first || len(ids) != 0 {
+		t.Errorf("round 2: session %q, OnSession got %q; want %s kept", a2.Session(), ids, first)
+	}
+	if st := ofType[protocol.Status](h2); slices.ContainsFunc(st, func(s protocol.Status) bool { return strings.Contains(s.Message, "no longer exists") }) {
+		t.Errorf("round 2 reseeded: %+v", st)
+	}
+
+	const gone = "0e0e0e0e-1111-4222-8333-444444444444"
+	a3, h3, ids := round(gone, "third", true)
+	if s := a3.Session(); s == gone || s == first || s == "" || !slices.Equal(ids, []string{s}) {
+		t.Errorf("round 3: session %q, OnSession got %q; want a fresh session reported", s, ids)
+	}
+	if st := ofType[protocol.Status](h3); !slices.ContainsFunc(st, func(s protocol.Status) bool { return strings.Contains(s.Message, "no longer exists") }) {
+		t.Errorf("round 3 statuses = %+v, want the reseed announced", st)
+	}
+
+	reqs := model.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("model calls = %d, want 3", len(reqs))
+	}
+	if !bytes.Contains(reqs[1].Body, []byte("remember teal")) || !bytes.Contains(reqs[1].Body, []byte("First answer.")) {
+		t.Errorf("round 2: the model call lacks the resumed history: %.2000s", reqs[1].Body)
+	}
+	for _, want := range []string{"Earlier conversation", "User: remember teal", "Assistant: Second answer."} {
+		if !bytes.Contains(reqs[2].Body, []byte(want)) {
+			t.Errorf("round 3: the model call lacks %q: %.2000s", want, reqs[2].Body)
+		}
 	}
 }

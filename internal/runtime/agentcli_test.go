@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/maestro-run/maestro/internal/agentcli"
+	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/tool"
 )
@@ -49,19 +50,20 @@ func loadDef(t *testing.T, id string) *agentcli.Definition {
 	return def
 }
 
-// wrapped writes a wrapper script that logs "<pid> <argv>" per start to
-// the returned log and execs bin (so the logged pid leads the CLI's
-// process group).
+// wrapped returns a wrapper (testdata/start-logger, through a symlink)
+// that logs "<pid> <argv>" per start to the returned log and execs bin (so
+// the logged pid leads the CLI's process group).
 func wrapped(t *testing.T, bin string) (wrapper, log string) {
 	t.Helper()
 	dir := t.TempDir()
-	log = filepath.Join(dir, "starts.log")
 	wrapper = filepath.Join(dir, "cli")
-	script := "#!/bin/sh\necho \"$$ $*\" >> '" + log + "'\nexec '" + bin + "' \"$@\"\n"
-	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+	if err := os.Symlink(testdataPath(t, "start-logger"), wrapper); err != nil {
 		t.Fatal(err)
 	}
-	return wrapper, log
+	if err := os.Symlink(bin, filepath.Join(dir, "target")); err != nil {
+		t.Fatal(err)
+	}
+	return wrapper, filepath.Join(dir, "starts.log")
 }
 
 // cliHarness starts a runtime whose prompts run on the agent CLI def
@@ -398,5 +400,55 @@ func TestAgentCLIInterruptCancelsApproval(t *testing.T) {
 		if strings.Contains(l, "control_response") {
 			t.Errorf("a cancelled request was answered: %s", l)
 		}
+	}
+}
+
+// A Maestro session resumed after a restart: the first prompt resumes the
+// stored CLI session; when the CLI no longer has it, a fresh one starts
+// seeded with the logged conversation, and its id goes to OnSession.
+func TestAgentCLIResumeStoredSession(t *testing.T) {
+	t.Parallel()
+	const gone = "22222222-2222-4333-8444-555555555555" // fake-agent knows only 1111…
+	for _, tc := range []struct {
+		name, stored string
+		wantIDs      []string
+		wantReseed   bool
+	}{
+		{"kept", fakeSession, nil, false},
+		{"gone", gone, []string{fakeSession}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			bin, log := wrapped(t, testdataPath(t, "user-adapter/fake-agent"))
+			h, a := cliHarness(t, loadDef(t, "fake-agent"), bin, protocol.ApprovalPrompt)
+			var ids []string
+			a.SessionID = tc.stored
+			a.History = []llm.Message{
+				llm.UserText("what is the colour"),
+				{Role: llm.RoleAssistant, Parts: []llm.Part{llm.Text("it is teal")}},
+			}
+			a.OnSession = func(id string) { ids = append(ids, id) }
+			h.turn(protocol.Prompt{Content: "and now"})
+
+			starts := readStarts(t, log)
+			if i := slices.Index(starts[0], "--resume"); i < 0 || i+1 >= len(starts[0]) || starts[0][i+1] != tc.stored {
+				t.Errorf("first start = %q, want --resume %s", starts[0], tc.stored)
+			}
+			chunks := ofType[protocol.ResponseChunk](h)
+			if len(chunks) != 1 {
+				t.Fatalf("chunks = %+v, want 1", chunks)
+			}
+			seeded := strings.Contains(chunks[0].Content, "User: what is the colour") &&
+				strings.Contains(chunks[0].Content, "Assistant: it is teal") && strings.HasSuffix(chunks[0].Content, "and now")
+			if seeded != tc.wantReseed || (!tc.wantReseed && chunks[0].Content != "fake says: and now") {
+				t.Errorf("the CLI got %q; want the logged conversation in it: %v", chunks[0].Content, tc.wantReseed)
+			}
+			if !slices.Equal(ids, tc.wantIDs) {
+				t.Errorf("OnSession got %q, want %q", ids, tc.wantIDs)
+			}
+			if a.Session() != fakeSession {
+				t.Errorf("session to resume = %q, want %q", a.Session(), fakeSession)
+			}
+		})
 	}
 }

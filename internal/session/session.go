@@ -49,6 +49,13 @@ type Meta struct {
 	Replay string `json:"replay,omitempty"`
 	// Title is the first prompt, shortened.
 	Title string `json:"title,omitempty"`
+	// Agent is the agent CLI a headless --agent session runs its prompts
+	// on (its definition id, e.g. "claude-code"); empty for Maestro's own
+	// loop. Provider then repeats it and Model is the CLI's model.
+	Agent string `json:"agent,omitempty"`
+	// AgentSession is the agent CLI's own session id, resumed at the next
+	// prompt (also after a restart: maestro headless --resume ID).
+	AgentSession string `json:"agent_session,omitempty"`
 }
 
 // Record kinds.
@@ -423,6 +430,18 @@ func (s *Session) SetTitle(title string) error {
 		title = string(r[:79]) + "…"
 	}
 	s.meta.Title = title
+	return writeMeta(s.dir, s.meta)
+}
+
+// SetAgentSession records the agent CLI's session id in the metadata at
+// once, so that a process that dies before Close still leaves it.
+func (s *Session) SetAgentSession(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.meta.AgentSession == id {
+		return nil
+	}
+	s.meta.AgentSession = id
 	return writeMeta(s.dir, s.meta)
 }
 

@@ -186,3 +186,37 @@ func BenchmarkAppendEvent(b *testing.B) {
 		s.Event(ev)
 	}
 }
+
+// The agent CLI's session id is on disk as soon as it is set (a process
+// killed before Close keeps it) and comes back on reopen.
+func TestSetAgentSession(t *testing.T) {
+	t.Parallel()
+	store := NewStore(t.TempDir())
+	s, err := store.Create(Meta{Agent: "claude-code", Provider: "claude-code", Model: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"cli-1", "cli-1", "cli-2"} {
+		if err := s.SetAgentSession(id); err != nil {
+			t.Fatal(err)
+		}
+		metas, err := store.List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(metas) != 1 || metas[0].AgentSession != id || metas[0].Agent != "claude-code" {
+			t.Errorf("after SetAgentSession(%q), before Close: stored meta = %+v", id, metas)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := store.Open(s.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if m := s2.Meta(); m.Agent != "claude-code" || m.AgentSession != "cli-2" {
+		t.Errorf("reopened meta = %+v, want agent claude-code, agent_session cli-2", m)
+	}
+}
