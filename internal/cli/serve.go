@@ -63,7 +63,8 @@ Remote attach: /api/headless/ serves live agent sessions over HTTP + SSE
 creates one (model as for 'maestro run', none configured: the replay demo);
 its workspace is workspaceRoot (an absolute path to an existing directory) or
 a fresh directory under <data dir>/workspaces/; its log is kept under
-<data dir>/sessions/ ('maestro sessions list' when the data dir is ~/.maestro).
+<data dir>/sessions/<id>/events.jsonl (the same log 'maestro run --resume ID'
+continues when the data dir is ~/.maestro).
 Controllers and viewers attach to it, a controller lease decides who drives.
 
 SIGINT or SIGTERM stops accepting work, ends open event streams, lets running
