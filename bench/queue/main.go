@@ -301,7 +301,7 @@ func (c *countingStore) Complete(ctx context.Context, l store.Lease, res string)
 	return j, err
 }
 
-func (c *countingStore) CompleteMany(ctx context.Context, cs []store.Completion) []store.CompleteOutcome {
+func (c *countingStore) CompleteMany(ctx context.Context, cs []store.Completion) []store.JobOutcome {
 	outs := c.Store.CompleteMany(ctx, cs)
 	for _, o := range outs {
 		if o.Err == nil {

@@ -48,7 +48,7 @@ type Pool struct {
 // completion is a succeeded job waiting for the completer to record it.
 type completion struct {
 	store.Completion
-	reply chan store.CompleteOutcome
+	reply chan store.JobOutcome
 }
 
 // NewPool checks cfg, fills in defaults and returns a Pool.
@@ -144,11 +144,11 @@ func (p *Pool) Run(ctx context.Context) error {
 
 	// One dispatcher claims for every idle slot in one store call and
 	// hands each job to its slot; a slot runs its job and reports back.
-	slots := make([]chan store.Job, p.cfg.Workers)
+	slots := make([]chan startedJob, p.cfg.Workers)
 	idle := make(chan int, p.cfg.Workers)
 	var slotsWG sync.WaitGroup
 	for i := range slots {
-		slots[i] = make(chan store.Job, 1)
+		slots[i] = make(chan startedJob, 1)
 		name := p.slotName(i)
 		slotsWG.Go(func() {
 			log := p.cfg.Logger.With("worker", name)
@@ -158,7 +158,7 @@ func (p *Pool) Run(ctx context.Context) error {
 			}
 		})
 	}
-	p.dispatch(ctx, slots, idle)
+	p.dispatch(ctx, runCtx, slots, idle)
 	for _, c := range slots {
 		close(c)
 	}
@@ -203,7 +203,7 @@ func (p *Pool) completer(in <-chan completion) {
 
 // complete records a succeeded job through the completer.
 func (p *Pool) complete(ctx context.Context, l store.Lease, result string) (store.Job, error) {
-	c := completion{Completion: store.Completion{Lease: l, Result: result}, reply: make(chan store.CompleteOutcome, 1)}
+	c := completion{Completion: store.Completion{Lease: l, Result: result}, reply: make(chan store.JobOutcome, 1)}
 	select {
 	case p.completions <- c:
 	case <-ctx.Done():
@@ -220,11 +220,19 @@ func (p *Pool) complete(ctx context.Context, l store.Lease, result string) (stor
 // slotName is the lease owner of the jobs slot i runs: Name/i+1.
 func (p *Pool) slotName(i int) string { return p.cfg.Name + "/" + strconv.Itoa(i+1) }
 
+// startedJob is a job the dispatcher claimed and started for a slot, with
+// the subscription to its topic (nil if subscribing failed) taken before
+// Start, so that no cancellation slips between Start and the Runner.
+type startedJob struct {
+	job store.Job
+	sub *store.Subscription
+}
+
 // dispatch is the claim loop: claim one job for each idle slot in a
-// single store call, hand the jobs out, repeat; wait for a wake-up or the
-// poll interval when nothing is due, and for a slot to finish when none is
-// idle. It returns when ctx ends.
-func (p *Pool) dispatch(ctx context.Context, slots []chan store.Job, idle <-chan int) {
+// single store call, start them all in another, hand them out, repeat;
+// wait for a wake-up or the poll interval when nothing is due, and for a
+// slot to finish when none is idle. It returns when ctx ends.
+func (p *Pool) dispatch(ctx, runCtx context.Context, slots []chan startedJob, idle <-chan int) {
 	free := make([]int, len(slots)) // idle slots, claimed for in this order
 	for i := range free {
 		free[i] = i
@@ -270,11 +278,19 @@ func (p *Pool) dispatch(ctx context.Context, slots []chan store.Job, idle <-chan
 		if len(jobs) > 0 {
 			busy = true
 			now := p.cfg.Now()
-			for k, j := range jobs {
+			for _, j := range jobs {
 				p.cfg.Metrics.claimed(latency(j, now))
-				slots[free[k]] <- j // the slot is idle: its buffer is free
 			}
-			free = free[len(jobs):]
+			started := p.start(runCtx, jobs)
+			var unused []int
+			for k, sj := range started {
+				if sj == nil {
+					unused = append(unused, free[k])
+					continue
+				}
+				slots[free[k]] <- *sj // the slot is idle: its buffer is free
+			}
+			free = append(unused, free[len(jobs):]...)
 			continue
 		}
 		// Concurrent claimers can come back empty-handed while jobs
@@ -306,11 +322,58 @@ func latency(j store.Job, now time.Time) time.Duration {
 	return max(now.Sub(from), 0)
 }
 
-// runJob runs one claimed job to an outcome and records it.
-func (p *Pool) runJob(runCtx context.Context, log *slog.Logger, claimed store.Job) {
+// start follows and starts the jobs of one claim with one StartMany call.
+// The k-th result is nil when jobs[k] could not be started: it left the
+// pool's hands already (cancelled), or Start failed and the job was
+// released.
+func (p *Pool) start(runCtx context.Context, jobs []store.Job) []*startedJob {
 	st := p.cfg.Store
-	lease := claimed.Lease()
-	log = log.With("job", claimed.ID, "attempt", claimed.Attempt)
+	out := make([]*startedJob, len(jobs))
+	leases := make([]store.Lease, len(jobs))
+	for k, j := range jobs {
+		leases[k] = j.Lease()
+		sub, err := st.Subscribe(runCtx, store.JobTopic(j.ID))
+		if err != nil {
+			p.cfg.Logger.Warn("follow the job's notifications (the heartbeat still notices a cancel)", "job", j.ID, "err", err)
+			sub = nil
+		}
+		out[k] = &startedJob{sub: sub}
+	}
+	ctx, cancel := context.WithTimeout(runCtx, storeCallTimeout)
+	defer cancel()
+	for k, o := range st.StartMany(ctx, leases) {
+		if o.Err == nil {
+			out[k].job = o.Job
+			continue
+		}
+		if out[k].sub != nil {
+			out[k].sub.Close()
+		}
+		out[k] = nil
+		log := p.cfg.Logger.With("worker", leases[k].Owner, "job", leases[k].JobID, "attempt", leases[k].Attempt)
+		if errors.Is(o.Err, store.ErrLeaseLost) {
+			log.Info("job left before it started", "err", o.Err)
+			continue
+		}
+		log.Warn("start failed; releasing", "err", o.Err)
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(runCtx), storeCallTimeout)
+		if _, err := st.Release(rctx, leases[k]); err != nil {
+			log.Warn("release failed", "err", err)
+		}
+		rcancel()
+	}
+	return out
+}
+
+// runJob runs one started job to an outcome and records it.
+func (p *Pool) runJob(runCtx context.Context, log *slog.Logger, sj startedJob) {
+	st := p.cfg.Store
+	running, sub := sj.job, sj.sub
+	lease := running.Lease()
+	log = log.With("job", running.ID, "attempt", running.Attempt)
+	if sub != nil {
+		defer sub.Close()
+	}
 	// Store calls made on the job's behalf after its context ended.
 	bg := func() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(context.WithoutCancel(runCtx), storeCallTimeout)
@@ -322,31 +385,6 @@ func (p *Pool) runJob(runCtx context.Context, log *slog.Logger, claimed store.Jo
 		if errors.Is(err, store.ErrLeaseLost) {
 			cancelJob(ErrJobCancelled)
 		}
-	}
-
-	// Follow the job's notifications from before Start, so that no
-	// cancellation slips between Start and the Runner.
-	sub, err := st.Subscribe(jobCtx, store.JobTopic(lease.JobID))
-	if err != nil {
-		log.Warn("follow the job's notifications (the heartbeat still notices a cancel)", "err", err)
-		sub = nil
-	} else {
-		defer sub.Close()
-	}
-
-	running, err := st.Start(jobCtx, lease)
-	if err != nil {
-		if errors.Is(err, store.ErrLeaseLost) {
-			log.Info("job left before it started", "err", err)
-			return
-		}
-		log.Warn("start failed; releasing", "err", err)
-		ctx, cancel := bg()
-		defer cancel()
-		if _, err := st.Release(ctx, lease); err != nil {
-			log.Warn("release failed", "err", err)
-		}
-		return
 	}
 	log.Info("job started", "piece", running.Piece)
 

@@ -106,6 +106,11 @@ type Jobs interface {
 	Claim(ctx context.Context, p ClaimParams) ([]Job, error)
 	// Start moves a claimed job from dispatching to running. Fenced.
 	Start(ctx context.Context, l Lease) (Job, error)
+	// StartMany starts several claimed jobs, each as Start would, in as
+	// few round trips as the backend allows (a pool starting the jobs of
+	// one claim). The i-th outcome is that of leases[i]; one item failing
+	// does not stop the others.
+	StartMany(ctx context.Context, leases []Lease) []JobOutcome
 	// Heartbeat extends the lease to now+extend and returns the new expiry.
 	// Fenced: ErrLeaseLost tells the worker to stop (the job was reaped,
 	// cancelled or finished).
@@ -120,7 +125,7 @@ type Jobs interface {
 	// round trips as the backend allows (a pool completing the jobs its
 	// workers finished at about the same time). The i-th outcome is that
 	// of cs[i]; one item failing does not stop the others.
-	CompleteMany(ctx context.Context, cs []Completion) []CompleteOutcome
+	CompleteMany(ctx context.Context, cs []Completion) []JobOutcome
 	// Fail records a failed attempt. The job is queued again at
 	// now+p.RetryAfter while attempts remain (attempt < max_attempts) unless
 	// p.NoRetry or p.Abort; otherwise it ends failed (aborted with p.Abort).

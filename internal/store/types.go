@@ -178,9 +178,9 @@ type Completion struct {
 	Result string
 }
 
-// CompleteOutcome is what CompleteMany did with one item: the completed job,
-// or the error Complete would have returned.
-type CompleteOutcome struct {
+// JobOutcome is what StartMany or CompleteMany did with one item: the job
+// in its new state, or the error Start or Complete would have returned.
+type JobOutcome struct {
 	Job Job
 	Err error
 }

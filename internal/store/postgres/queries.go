@@ -74,6 +74,13 @@ func newQueries() sqlstore.Queries {
 				lease_expires_at = NULL, event_seq = event_seq + 1, updated_at = ` + now4 + fenced + ` AND parent_job_id IS NULL
 				RETURNING *)` + statusCTE("$6") + `
 			SELECT ` + jobCols + ` FROM u` + notifyJob("u", "$7"),
+		JobStartManyAtomic: `WITH items AS (
+				SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS i(id, attempt, owner, data)),
+			u AS (UPDATE jobs j SET state = 'running', event_seq = j.event_seq + 1, updated_at = $5::timestamptz
+				FROM items i
+				WHERE j.id = i.id AND j.attempt = i.attempt AND j.lease_owner = i.owner AND j.state = 'dispatching'
+				RETURNING j.*, i.data)` + statusCTE("data") + `
+			SELECT ` + jobCols + ` FROM u` + notifyJob("u", "$6"),
 		JobCompleteManyAtomic: `WITH items AS (
 				SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[])
 					AS i(id, attempt, owner, result, data)),

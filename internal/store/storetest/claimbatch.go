@@ -264,6 +264,7 @@ func testCompleteMany(t *testing.T, b *bundle) {
 		{Lease: got[1].Lease(), Result: "one"},
 		{Lease: got[3].Lease(), Result: "cancelled meanwhile"},
 		{Lease: got[0].Lease(), Result: "child"},
+		{Lease: store.Lease{JobID: got[2].ID, Attempt: 1, Owner: "zombie"}, Result: "zombie"},
 		{Lease: got[2].Lease(), Result: "two\x00"},
 		{Lease: got[2].Lease(), Result: "two"},
 		{Lease: got[2].Lease(), Result: "two again"},
@@ -272,7 +273,7 @@ func testCompleteMany(t *testing.T, b *bundle) {
 	if len(outs) != len(cs) {
 		t.Fatalf("CompleteMany returned %d outcomes for %d items", len(outs), len(cs))
 	}
-	for _, k := range []int{0, 2, 4} {
+	for _, k := range []int{0, 2, 5} {
 		o := outs[k]
 		if o.Err != nil || o.Job.ID != cs[k].Lease.JobID || o.Job.State != store.StateSucceeded || o.Job.Result != cs[k].Result ||
 			!o.Job.FinishedAt.Equal(b.clock.Now()) || !o.Job.LeaseExpiresAt.IsZero() {
@@ -286,8 +287,9 @@ func testCompleteMany(t *testing.T, b *bundle) {
 		}
 	}
 	wantErr(t, "item on a cancelled job", outs[1].Err, store.ErrLeaseLost)
-	wantField(t, "item with a NUL in its result", outs[3].Err, "result")
-	wantErr(t, "second item for the same lease", outs[5].Err, store.ErrLeaseLost)
+	wantErr(t, "item with another owner", outs[3].Err, store.ErrLeaseLost)
+	wantField(t, "item with a NUL in its result", outs[4].Err, "result")
+	wantErr(t, "second item for the same lease", outs[6].Err, store.ErrLeaseLost)
 	if j := b.job(t, stale.ID); j.State != store.StateCancelled {
 		t.Errorf("cancelled job after CompleteMany = %s", j.State)
 	}
@@ -301,5 +303,64 @@ func testCompleteMany(t *testing.T, b *bundle) {
 	}
 	if outs := b.s.CompleteMany(b.ctx, nil); len(outs) != 0 {
 		t.Errorf("CompleteMany(nil) = %v", outs)
+	}
+}
+
+// testStartMany: StartMany starts each item as Start would: fenced per
+// lease, a status event each, a bad item failing alone.
+func testStartMany(t *testing.T, b *bundle) {
+	for range 3 {
+		b.enqueue(t, store.NewJob{})
+	}
+	got, err := b.s.Claim(b.ctx, store.ClaimParams{Workers: []string{"s/1", "s/2", "s/3"}, LeaseFor: lease})
+	if err != nil || len(got) != 3 {
+		t.Fatalf("Claim = %d jobs, %v; want 3", len(got), err)
+	}
+	if _, err := b.s.Cancel(b.ctx, got[1].ID, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := b.s.Subscribe(b.ctx, store.JobTopic(got[2].ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	b.clock.Advance(time.Second)
+	leases := []store.Lease{
+		got[0].Lease(),
+		got[1].Lease(),
+		{JobID: got[2].ID, Attempt: 1, Owner: "s/1"},
+		got[2].Lease(),
+		got[0].Lease(),
+		{JobID: got[0].ID, Attempt: 0, Owner: "s/1"},
+	}
+	outs := b.s.StartMany(b.ctx, leases)
+	if len(outs) != len(leases) {
+		t.Fatalf("StartMany returned %d outcomes for %d leases", len(outs), len(leases))
+	}
+	for _, k := range []int{0, 3} {
+		o := outs[k]
+		if o.Err != nil || o.Job.ID != leases[k].JobID || o.Job.State != store.StateRunning || o.Job.LeaseOwner != leases[k].Owner ||
+			!o.Job.UpdatedAt.Equal(b.clock.Now()) || o.Job.LastSeq != 3 {
+			t.Errorf("item %d: %+v, %v; want job %d running at seq 3", k, o.Job, o.Err, leases[k].JobID)
+		}
+		log := b.events(t, o.Job.ID)
+		checkGapFree(t, log)
+		wantData, _ := json.Marshal(store.StatusEvent{State: store.StateRunning, Attempt: 1, Worker: leases[k].Owner})
+		if len(log) != 3 || string(log[2].Data) != string(wantData) {
+			t.Errorf("item %d: log %+v, want the running status event %s last", k, log, wantData)
+		}
+	}
+	if n := b.recv(t, sub); n.Topic != store.JobTopic(got[2].ID) {
+		t.Errorf("notification on %q, want %q", n.Topic, store.JobTopic(got[2].ID))
+	}
+	wantErr(t, "item on a cancelled job", outs[1].Err, store.ErrLeaseLost)
+	wantErr(t, "item with another slot's owner", outs[2].Err, store.ErrLeaseLost)
+	wantErr(t, "item started twice", outs[4].Err, store.ErrInvalidTransition)
+	wantErr(t, "item with attempt 0", outs[5].Err, store.ErrInvalid)
+	if j := b.job(t, got[1].ID); j.State != store.StateCancelled {
+		t.Errorf("cancelled job after StartMany = %s", j.State)
+	}
+	if outs := b.s.StartMany(b.ctx, nil); len(outs) != 0 {
+		t.Errorf("StartMany(nil) = %v", outs)
 	}
 }

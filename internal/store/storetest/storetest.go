@@ -62,6 +62,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"ClaimConcurrentExactlyOnce", testClaimConcurrent},
 		{"ClaimBatchOwners", testClaimBatchOwners},
 		{"ClaimBatchConcurrent", testClaimBatchConcurrent},
+		{"StartMany", testStartMany},
 		{"CompleteMany", testCompleteMany},
 		{"Lifecycle", testLifecycle},
 		{"LeaseExpiryAndReclaim", testLeaseExpiry},

@@ -320,12 +320,108 @@ func (db *DB) Complete(ctx context.Context, l store.Lease, result string) (store
 	return j, err
 }
 
+// StartMany starts several claimed jobs (see store.Jobs): on PostgreSQL
+// every item it can in one statement, on SQLite in one transaction; the
+// items left (a lease that does not hold) go through Start, which says why.
+func (db *DB) StartMany(ctx context.Context, leases []store.Lease) []store.JobOutcome {
+	out := make([]store.JobOutcome, len(leases))
+	todo := make([]int, 0, len(leases))
+	for i, l := range leases {
+		if err := l.Validate(); err != nil {
+			out[i].Err = fmt.Errorf("start: %w", err)
+		} else {
+			todo = append(todo, i)
+		}
+	}
+	switch {
+	case len(todo) == 0:
+	case db.q.JobStartManyAtomic != "":
+		n := len(todo)
+		idList, attempts := make([]int64, n), make([]int64, n)
+		owners, datas := make([]string, n), make([]string, n)
+		for k, i := range todo {
+			l := leases[i]
+			data, _ := json.Marshal(store.StatusEvent{State: store.StateRunning, Attempt: l.Attempt, Worker: l.Owner})
+			idList[k], attempts[k], owners[k], datas[k] = l.JobID, int64(l.Attempt), l.Owner, string(data)
+		}
+		jobs, err := scanJobs(db.wp.QueryContext(ctx, db.q.JobStartManyAtomic, idList, attempts, db.d.List(owners),
+			db.d.List(datas), db.ts(db.Now()), db.d.Channel))
+		if err == nil { // else the single calls report the error per item
+			todo = takeDone(todo, out, jobs, func(i int) store.Lease { return leases[i] })
+		}
+	case len(todo) > 1:
+		todo = db.manyTx(ctx, todo, out, func(t *txn, i int, now time.Time) (store.Job, error) {
+			l := leases[i]
+			j, err := db.fenced(ctx, t, "start", l, db.q.JobStart, append(leaseArgs(l), db.ts(now))...)
+			if err != nil {
+				return j, err
+			}
+			return j, db.status(ctx, t, j, store.StatusEvent{Worker: l.Owner})
+		})
+	}
+	for _, i := range todo {
+		out[i].Job, out[i].Err = db.Start(ctx, leases[i])
+	}
+	return out
+}
+
+// takeDone records the jobs a one-statement batch returned as the outcomes
+// of the items whose lease they match (id, attempt and owner) and returns
+// the items left. A lease listed twice is taken once (the single call
+// reports the second).
+func takeDone(todo []int, out []store.JobOutcome, jobs []store.Job, lease func(int) store.Lease) []int {
+	done := make(map[store.Lease]store.Job, len(jobs))
+	for _, j := range jobs {
+		done[j.Lease()] = j
+	}
+	left := todo[:0]
+	for _, i := range todo {
+		if j, ok := done[lease(i)]; ok {
+			out[i].Job = j
+			delete(done, j.Lease())
+		} else {
+			left = append(left, i)
+		}
+	}
+	return left
+}
+
+// manyTx runs one fenced transition per item in one transaction and
+// returns the items left: none, or all of them when the transaction failed
+// (the single calls then report the error per item). An item whose lease
+// does not hold fails alone: nothing was written for it.
+func (db *DB) manyTx(ctx context.Context, todo []int, out []store.JobOutcome, item func(t *txn, i int, now time.Time) (store.Job, error)) []int {
+	res := make([]store.JobOutcome, len(todo))
+	err := db.inTx(ctx, func(t *txn) error {
+		now := db.Now()
+		for k, i := range todo {
+			j, err := item(t, i, now)
+			if err != nil {
+				if errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidTransition) {
+					res[k].Err = err
+					continue
+				}
+				return err
+			}
+			res[k].Job = j
+		}
+		return nil
+	})
+	if err != nil {
+		return todo
+	}
+	for k, i := range todo {
+		out[i] = res[k]
+	}
+	return nil
+}
+
 // CompleteMany completes several jobs (see store.Jobs). PostgreSQL
 // completes every item it can in one statement; the items that statement
 // leaves (a job with a parent, a lease that does not hold) and every item on
 // SQLite go through Complete, on SQLite all in one transaction.
-func (db *DB) CompleteMany(ctx context.Context, cs []store.Completion) []store.CompleteOutcome {
-	out := make([]store.CompleteOutcome, len(cs))
+func (db *DB) CompleteMany(ctx context.Context, cs []store.Completion) []store.JobOutcome {
+	out := make([]store.JobOutcome, len(cs))
 	todo := make([]int, 0, len(cs)) // valid items not completed yet
 	for i, c := range cs {
 		if err := c.Lease.Validate(); err != nil {
@@ -342,7 +438,17 @@ func (db *DB) CompleteMany(ctx context.Context, cs []store.Completion) []store.C
 	if db.q.JobCompleteManyAtomic != "" {
 		todo = db.completeManyAtomic(ctx, cs, todo, out)
 	} else if len(todo) > 1 {
-		todo = db.completeManyTx(ctx, cs, todo, out)
+		todo = db.manyTx(ctx, todo, out, func(t *txn, i int, now time.Time) (store.Job, error) {
+			l := cs[i].Lease
+			j, err := db.fenced(ctx, t, "complete", l, db.q.JobComplete, append(leaseArgs(l), db.ts(now), cs[i].Result)...)
+			if err != nil {
+				return j, err
+			}
+			if err := db.status(ctx, t, j, store.StatusEvent{Worker: l.Owner}); err != nil {
+				return j, err
+			}
+			return j, db.afterTerminal(ctx, t, j)
+		})
 	}
 	for _, i := range todo {
 		out[i].Job, out[i].Err = db.Complete(ctx, cs[i].Lease, cs[i].Result)
@@ -352,74 +458,21 @@ func (db *DB) CompleteMany(ctx context.Context, cs []store.Completion) []store.C
 
 // completeManyAtomic completes what one statement can and returns the
 // items left.
-func (db *DB) completeManyAtomic(ctx context.Context, cs []store.Completion, todo []int, out []store.CompleteOutcome) []int {
+func (db *DB) completeManyAtomic(ctx context.Context, cs []store.Completion, todo []int, out []store.JobOutcome) []int {
 	n := len(todo)
 	idList, attempts := make([]int64, n), make([]int64, n)
 	owners, results, datas := make([]string, n), make([]string, n), make([]string, n)
 	for k, i := range todo {
 		l := cs[i].Lease
-		data, err := json.Marshal(store.StatusEvent{State: store.StateSucceeded, Attempt: l.Attempt, Worker: l.Owner})
-		if err != nil {
-			return todo
-		}
+		data, _ := json.Marshal(store.StatusEvent{State: store.StateSucceeded, Attempt: l.Attempt, Worker: l.Owner})
 		idList[k], attempts[k], owners[k], results[k], datas[k] = l.JobID, int64(l.Attempt), l.Owner, cs[i].Result, string(data)
 	}
 	jobs, err := scanJobs(db.wp.QueryContext(ctx, db.q.JobCompleteManyAtomic, idList, attempts, db.d.List(owners),
 		db.d.List(results), db.d.List(datas), db.ts(db.Now()), db.d.Channel))
 	if err != nil {
-		return todo // Complete one by one reports the error per item
+		return todo // the single calls report the error per item
 	}
-	done := make(map[int64]store.Job, len(jobs))
-	for _, j := range jobs {
-		done[j.ID] = j
-	}
-	left := todo[:0]
-	for _, i := range todo {
-		if j, ok := done[cs[i].Lease.JobID]; ok {
-			out[i].Job = j
-			delete(done, j.ID) // a job listed twice: Complete reports the second
-		} else {
-			left = append(left, i)
-		}
-	}
-	return left
-}
-
-// completeManyTx completes the items in one transaction, each as Complete
-// does, and returns the items left: none, or all of them when the
-// transaction failed (Complete then reports the error per item).
-func (db *DB) completeManyTx(ctx context.Context, cs []store.Completion, todo []int, out []store.CompleteOutcome) []int {
-	jobs := make([]store.Job, len(todo))
-	errs := make([]error, len(todo))
-	err := db.inTx(ctx, func(t *txn) error {
-		now := db.Now()
-		for k, i := range todo {
-			l := cs[i].Lease
-			j, err := db.fenced(ctx, t, "complete", l, db.q.JobComplete, append(leaseArgs(l), db.ts(now), cs[i].Result)...)
-			if err != nil {
-				if errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidTransition) {
-					errs[k] = err // this item only; nothing was written for it
-					continue
-				}
-				return err
-			}
-			if err := db.status(ctx, t, j, store.StatusEvent{Worker: l.Owner}); err != nil {
-				return err
-			}
-			if err := db.afterTerminal(ctx, t, j); err != nil {
-				return err
-			}
-			jobs[k] = j
-		}
-		return nil
-	})
-	if err != nil {
-		return todo
-	}
-	for k, i := range todo {
-		out[i] = store.CompleteOutcome{Job: jobs[k], Err: errs[k]}
-	}
-	return nil
+	return takeDone(todo, out, jobs, func(i int) store.Lease { return cs[i].Lease })
 }
 
 // Fail records a failed attempt (see store.Jobs).

@@ -95,6 +95,9 @@ type Queries struct {
 	JobStartAtomic    string // id, attempt, owner, now, status_data, channel
 	JobCompleteAtomic string // id, attempt, owner, now, result, status_data, channel; only jobs without a parent (no row otherwise)
 	EventAppendAtomic string // id, attempt, owner, now, types (list), datas (list), channel → event_seq, attempt
+	// JobStartManyAtomic starts the listed jobs that are dispatching under
+	// their lease, returning them; the others are left alone.
+	JobStartManyAtomic string // ids (bigint list), attempts (bigint list), owners (list), status_datas (list), now, channel
 	// JobCompleteManyAtomic completes the listed jobs that hold their
 	// lease and have no parent, returning them; the others are left alone.
 	JobCompleteManyAtomic string // ids (bigint list), attempts (integer list), owners (list), results (list), status_datas (list), now, channel
