@@ -36,6 +36,8 @@ type serveOptions struct {
 	Token     string
 	MaxUpload int64
 	Name      string
+	// WorkspaceRoots bound a remote-attach session's workspaceRoot.
+	WorkspaceRoots []string
 }
 
 func newServeCmd(io *IOStreams) *cobra.Command {
@@ -87,6 +89,7 @@ sessions are shut down and their logs saved.`,
 	f.StringVar(&o.Token, "token", "", "bearer token clients must send (default $MAESTRO_API_TOKEN; required unless --listen is loopback)")
 	f.Int64Var(&o.MaxUpload, "max-upload", server.DefaultMaxUpload, "largest accepted upload in bytes")
 	f.StringVar(&o.Name, "name", "", "worker name shown as the lease owner (default host:pid)")
+	f.StringArrayVar(&o.WorkspaceRoots, "workspace-root", nil, "directory a remote-attach session's workspaceRoot must lie in (repeatable; default: any directory on loopback, none otherwise)")
 	return cmd
 }
 
@@ -151,8 +154,11 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		return failErr(err)
 	}
 	// Live agent sessions for remote attach (docs/remote-attach.md).
-	sessions, err := newServeSessions(io.Getenv, home, dataDir, log)
+	sessions, err := newServeSessions(io.Getenv, home, dataDir, o.WorkspaceRoots, loopback, log)
 	if err != nil {
+		if ee := (*exitError)(nil); errors.As(err, &ee) {
+			return err
+		}
 		return failErr(err)
 	}
 	defer sessions.Close()

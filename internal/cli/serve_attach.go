@@ -48,7 +48,13 @@ type serveSessions struct {
 	// workspaces is where a session without workspaceRoot gets a fresh
 	// directory.
 	workspaces string
-	log        *slog.Logger
+	// roots are the directories a client's workspaceRoot must lie in
+	// (serve --workspace-root); with none, anyRoot says whether any
+	// existing directory is accepted (a loopback listener: the clients are
+	// local users) or none is (only fresh workspaces).
+	roots   []string
+	anyRoot bool
+	log     *slog.Logger
 	// sandbox is probed once, at the first session that needs it, and
 	// shared by every session.
 	sandbox *sandboxProbe
@@ -70,7 +76,21 @@ type liveSession struct {
 
 // newServeSessions reads the user's configuration (model, sandbox) from
 // home and keeps sessions and default workspaces under dataDir.
-func newServeSessions(getenv func(string) string, home, dataDir string, log *slog.Logger) (*serveSessions, error) {
+func newServeSessions(getenv func(string) string, home, dataDir string, roots []string, anyRoot bool, log *slog.Logger) (*serveSessions, error) {
+	resolved := make([]string, 0, len(roots))
+	for _, r := range roots {
+		if !filepath.IsAbs(r) {
+			return nil, usageErr("--workspace-root %q: expected an absolute path to an existing directory", r)
+		}
+		real, err := filepath.EvalSymlinks(r)
+		if err != nil {
+			return nil, usageErr("--workspace-root %q: %v", r, err)
+		}
+		if st, err := os.Stat(real); err != nil || !st.IsDir() {
+			return nil, usageErr("--workspace-root %q: not a directory", r)
+		}
+		resolved = append(resolved, real)
+	}
 	cfg, err := config.Load(filepath.Join(home, "config.yaml"))
 	if err != nil {
 		return nil, err
@@ -88,6 +108,8 @@ func newServeSessions(getenv func(string) string, home, dataDir string, log *slo
 		cfg:        cfg,
 		store:      session.NewStore(filepath.Join(dataDir, "sessions")),
 		workspaces: filepath.Join(dataDir, "workspaces"),
+		roots:      resolved,
+		anyRoot:    anyRoot,
 		log:        log,
 		sandbox:    &sandboxProbe{cfg: sandbox.Config{Mode: sbm, Logger: log}, done: make(chan struct{})},
 		live:       map[string]*liveSession{},
@@ -119,7 +141,24 @@ func (s *serveSessions) workspaceFor(root string) (string, *httpattach.Error) {
 	if err != nil || !st.IsDir() {
 		return "", badCreate("workspaceRoot %q is not an existing directory", root)
 	}
-	return filepath.Clean(root), nil
+	if len(s.roots) == 0 && s.anyRoot {
+		return filepath.Clean(root), nil
+	}
+	real, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", badCreate("workspaceRoot %q: %v", root, err)
+	}
+	for _, r := range s.roots {
+		if rel, err := filepath.Rel(r, real); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return filepath.Clean(root), nil
+		}
+	}
+	msg := fmt.Sprintf("workspaceRoot %q is outside the directories this server allows (maestro serve --workspace-root)", root)
+	if len(s.roots) == 0 {
+		msg = fmt.Sprintf("workspaceRoot %q: this server listens beyond loopback and allows no client-chosen directory; "+
+			"omit workspaceRoot for a fresh workspace, or start maestro serve with --workspace-root DIR", root)
+	}
+	return "", &httpattach.Error{Status: http.StatusForbidden, Code: httpattach.CodeWorkspaceViolation, Message: msg}
 }
 
 // choose selects the model of a new session: the request's model, else
