@@ -1,14 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -64,15 +65,33 @@ func TestWorkerCrashReclaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	jobState := func() (string, int) {
+	// Every query has its own bound, independent of ctx, so a timed-out
+	// wait can still read the job for its report.
+	queryRow := func(dest []any, query string, args ...any) error {
+		qctx, qcancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer qcancel()
+		return ro.QueryRowContext(qctx, query, args...).Scan(dest...)
+	}
+	lastState := "(never read)"
+	readState := func() (string, int, error) {
 		var state string
 		var attempt int
-		if err := ro.QueryRowContext(ctx, "SELECT state, attempt FROM jobs WHERE id = ?", job.ID).Scan(&state, &attempt); err != nil {
-			t.Fatalf("read job %d: %v", job.ID, err)
+		if err := queryRow([]any{&state, &attempt}, "SELECT state, attempt FROM jobs WHERE id = ?", job.ID); err != nil {
+			return "", 0, fmt.Errorf("read job %d: %w", job.ID, err)
 		}
-		return state, attempt
+		lastState = fmt.Sprintf("%s, attempt %d", state, attempt)
+		return state, attempt, nil
 	}
-	waitFor := func(what string, ok func() bool, w *worker) {
+	jobState := func() (string, int) {
+		t.Helper()
+		s, a, err := readState()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, a
+	}
+	var workers []*worker
+	waitFor := func(what string, ok func() bool) {
 		t.Helper()
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
@@ -80,27 +99,37 @@ func TestWorkerCrashReclaim(t *testing.T) {
 			select {
 			case <-tick.C:
 			case <-ctx.Done():
-				s, a := jobState()
-				t.Fatalf("gave up waiting for %s (job %s, attempt %d); worker stderr:\n%s", what, s, a, w.stderr.String())
+				state := lastState
+				if _, _, err := readState(); err != nil {
+					state += fmt.Sprintf(" (when last read; reading it now failed: %v)", err)
+				} else {
+					state = lastState
+				}
+				var b strings.Builder
+				for _, w := range workers {
+					fmt.Fprintf(&b, "--- worker %s (%s) stderr:\n%s\n", w.name, w.status(), w.stderr.String())
+				}
+				t.Fatalf("gave up waiting for %s: %v; job %d is %s\n%s", what, context.Cause(ctx), job.ID, state, b.String())
 			}
 		}
 	}
 
 	w1 := startWorker(ctx, t, home, data, "first")
+	workers = append(workers, w1)
 	waitFor("the Bash command to run", func() bool {
 		_, err := os.Stat(filepath.Join(taskDir, "output", "started"))
 		var n int
-		ro.QueryRowContext(ctx, `SELECT count(*) FROM job_events WHERE job_id = ? AND type = 'protocol' AND data LIKE '%"tool_start"%'`, job.ID).Scan(&n)
-		s, _ := jobState()
-		return err == nil && n == 1 && s == string(store.StateRunning)
-	}, w1)
+		queryRow([]any{&n}, `SELECT count(*) FROM job_events WHERE job_id = ? AND type = 'protocol' AND data LIKE '%"tool_start"%'`, job.ID)
+		s, _, serr := readState()
+		return err == nil && n == 1 && serr == nil && s == string(store.StateRunning)
+	})
 	if err := w1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	w1.cmd.Wait()
+	<-w1.done
 	// Everything the dead attempt wrote.
 	var killedAt int64
-	if err := ro.QueryRowContext(ctx, "SELECT max(seq) FROM job_events WHERE job_id = ?", job.ID).Scan(&killedAt); err != nil {
+	if err := queryRow([]any{&killedAt}, "SELECT max(seq) FROM job_events WHERE job_id = ?", job.ID); err != nil {
 		t.Fatal(err)
 	}
 	if s, a := jobState(); s != string(store.StateRunning) || a != 1 {
@@ -109,15 +138,21 @@ func TestWorkerCrashReclaim(t *testing.T) {
 	release()
 
 	w2 := startWorker(ctx, t, home, data, "second")
+	workers = append(workers, w2)
 	waitFor("the job to succeed", func() bool {
-		s, _ := jobState()
-		return s == string(store.StateSucceeded)
-	}, w2)
+		s, _, err := readState()
+		return err == nil && s == string(store.StateSucceeded)
+	})
 	if err := w2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := w2.cmd.Wait(); err != nil {
-		t.Errorf("second worker exit: %v; stderr:\n%s", err, w2.stderr.String())
+	select {
+	case <-w2.done:
+		if w2.waitErr != nil {
+			t.Errorf("second worker exit: %v; stderr:\n%s", w2.waitErr, w2.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("second worker still running 30s after SIGTERM; stderr:\n%s", w2.stderr.String())
 	}
 	ro.Close()
 
@@ -184,23 +219,68 @@ func TestWorkerCrashReclaim(t *testing.T) {
 	}
 }
 
+// worker is a started `maestro worker` process.
 type worker struct {
+	name   string
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *lockedBuffer // serve_e2e_test.go
+	// done is closed when the process has exited; waitErr is then
+	// cmd.Wait's result.
+	done    chan struct{}
+	waitErr error
 }
 
+// exited reports whether the process has exited.
+func (w *worker) exited() bool {
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// status describes the process for a failure report.
+func (w *worker) status() string {
+	if !w.exited() {
+		return "running"
+	}
+	if w.waitErr != nil {
+		return "exited: " + w.waitErr.Error()
+	}
+	return "exited 0"
+}
+
+// startWorker starts `maestro worker` on the SQLite store in data.
 func startWorker(ctx context.Context, t *testing.T, home, data, name string) *worker {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, binary, "worker", "--lease", "2s", "--data-dir", data, "--name", name)
-	cmd.Env = cleanEnv(home)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	// MAESTRO_DB empty: SQLite in data, whatever the environment says.
+	cmd.Env = append(cleanEnv(home), "MAESTRO_DB=")
+	return launch(t, cmd)
+}
+
+// launch starts cmd (named by its --name flag) with stderr captured and
+// waits for it in the background; cleanup kills it if still running.
+func launch(t *testing.T, cmd *exec.Cmd) *worker {
+	t.Helper()
+	w := &worker{cmd: cmd, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	for i, a := range cmd.Args {
+		if a == "--name" && i+1 < len(cmd.Args) {
+			w.name = cmd.Args[i+1]
+		}
+	}
+	cmd.Stderr = w.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	go func() {
+		w.waitErr = cmd.Wait()
+		close(w.done)
+	}()
 	t.Cleanup(func() {
 		cmd.Process.Kill()
-		cmd.Wait()
+		<-w.done
 	})
-	return &worker{cmd: cmd, stderr: &stderr}
+	return w
 }
