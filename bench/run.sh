@@ -3,7 +3,7 @@
 # in the same run; see bench/README.md for what each row means.
 #
 #   bench/run.sh            # everything
-#   ONLY=loop bench/run.sh  # one section: loop | grep | version | headless | utility
+#   ONLY=loop bench/run.sh  # one section: loop | grep | version | headless | utility | attach | hostedrunner | agentcli | queue | sse
 set -euo pipefail
 cd "$(dirname "$0")/.."
 only=${ONLY:-${1:-all}}  # or the section as the first argument: bench/run.sh queue
@@ -78,6 +78,13 @@ if want hostedrunner; then
   echo
   make -s build
   go run ./bench/hostedrunner -bin ./bin/maestro
+  echo
+fi
+
+if want agentcli; then
+  echo "## Agent-CLI parsers: throughput on a 50 MB stream, stdout line → event latency"
+  echo
+  bash bench/agentcli/run.sh
   echo
 fi
 
