@@ -78,7 +78,8 @@ func newQueries() sqlstore.Queries {
 				SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS i(id, attempt, owner, data)),
 			u AS (UPDATE jobs j SET state = 'running', event_seq = j.event_seq + 1, updated_at = $5::timestamptz
 				FROM items i
-				WHERE j.id = i.id AND j.attempt = i.attempt AND j.lease_owner = i.owner AND j.state = 'dispatching'
+				WHERE j.id = ANY($1::bigint[]) AND j.id = i.id AND j.attempt = i.attempt AND j.lease_owner = i.owner
+					AND j.state = 'dispatching'
 				RETURNING j.*, i.data)` + statusCTE("data") + `
 			SELECT ` + jobCols + ` FROM u` + notifyJob("u", "$6"),
 		JobCompleteManyAtomic: `WITH items AS (
@@ -87,7 +88,7 @@ func newQueries() sqlstore.Queries {
 			u AS (UPDATE jobs j SET state = 'succeeded', result = i.result, error = '', finished_at = $6::timestamptz,
 					lease_expires_at = NULL, event_seq = j.event_seq + 1, updated_at = $6::timestamptz
 				FROM items i
-				WHERE j.id = i.id AND j.attempt = i.attempt AND j.lease_owner = i.owner
+				WHERE j.id = ANY($1::bigint[]) AND j.id = i.id AND j.attempt = i.attempt AND j.lease_owner = i.owner
 					AND j.state IN ('dispatching', 'running') AND j.parent_job_id IS NULL
 				RETURNING j.*, i.data)` + statusCTE("data") + `
 			SELECT ` + jobCols + ` FROM u` + notifyJob("u", "$7"),

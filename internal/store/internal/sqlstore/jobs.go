@@ -334,7 +334,7 @@ func (db *DB) StartMany(ctx context.Context, leases []store.Lease) []store.JobOu
 		}
 	}
 	switch {
-	case len(todo) == 0:
+	case len(todo) < 2: // the single call below
 	case db.q.JobStartManyAtomic != "":
 		n := len(todo)
 		idList, attempts := make([]int64, n), make([]int64, n)
@@ -349,7 +349,7 @@ func (db *DB) StartMany(ctx context.Context, leases []store.Lease) []store.JobOu
 		if err == nil { // else the single calls report the error per item
 			todo = takeDone(todo, out, jobs, func(i int) store.Lease { return leases[i] })
 		}
-	case len(todo) > 1:
+	default:
 		todo = db.manyTx(ctx, todo, out, func(t *txn, i int, now time.Time) (store.Job, error) {
 			l := leases[i]
 			j, err := db.fenced(ctx, t, "start", l, db.q.JobStart, append(leaseArgs(l), db.ts(now))...)
@@ -432,12 +432,11 @@ func (db *DB) CompleteMany(ctx context.Context, cs []store.Completion) []store.J
 			todo = append(todo, i)
 		}
 	}
-	if len(todo) == 0 {
-		return out
-	}
-	if db.q.JobCompleteManyAtomic != "" {
+	switch {
+	case len(todo) < 2: // the single call below
+	case db.q.JobCompleteManyAtomic != "":
 		todo = db.completeManyAtomic(ctx, cs, todo, out)
-	} else if len(todo) > 1 {
+	default:
 		todo = db.manyTx(ctx, todo, out, func(t *txn, i int, now time.Time) (store.Job, error) {
 			l := cs[i].Lease
 			j, err := db.fenced(ctx, t, "complete", l, db.q.JobComplete, append(leaseArgs(l), db.ts(now), cs[i].Result)...)
