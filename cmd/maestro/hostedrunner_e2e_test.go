@@ -166,9 +166,11 @@ type envelope struct {
 	Reason   string          `json:"reason"`
 	Message  json.RawMessage `json:"message"`
 	Snapshot json.RawMessage `json:"snapshot"`
+	// raw is the envelope as received (the text after "data: ").
+	raw string
 }
 
-// client is an attached controller with its SSE stream.
+// client is an SSE stream; conn and sub are set for an attached controller.
 type client struct {
 	p      *runnerProc
 	conn   string
@@ -196,20 +198,52 @@ func (p *runnerProc) attach(caps map[string]any) *client {
 	if code := p.call("POST", "/api/headless/sessions/"+p.session+"/subscribe", map[string]any{"connectionId": reg.ConnectionID, "role": "controller"}, nil, &sub); code != 200 {
 		p.t.Fatalf("subscribe: %d", code)
 	}
-	c := &client{p: p, conn: reg.ConnectionID, sub: sub.SubscriptionID, events: make(chan envelope, 256)}
+	c := p.open(http.DefaultClient, "subscriptionId="+sub.SubscriptionID, nil, nil)
+	c.conn, c.sub = reg.ConnectionID, sub.SubscriptionID
+	return c
+}
+
+// open opens an SSE stream on the runner's session (query without the
+// "?") through hc. Envelopes are read only once gate is closed (nil: at
+// once), so that a test can play a client that stops reading. The
+// response head is awaited at most 30 s; the stream lasts until the test
+// ends.
+func (p *runnerProc) open(hc *http.Client, query string, headers map[string]string, gate <-chan struct{}) *client {
+	p.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	p.t.Cleanup(cancel)
-	req, _ := http.NewRequestWithContext(ctx, "GET", p.base+"/api/headless/sessions/"+p.session+"/events?subscriptionId="+c.sub, nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", p.base+"/api/headless/sessions/"+p.session+"/events?"+query, nil)
+	if err != nil {
+		p.t.Fatal(err)
+	}
 	if p.token != "" {
 		req.Header.Set("Authorization", "Bearer "+p.token)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != 200 {
-		p.t.Fatalf("events: %v %v", err, resp)
+	for k, v := range headers {
+		req.Header.Set(k, v)
 	}
+	head := time.AfterFunc(30*time.Second, cancel)
+	resp, err := hc.Do(req)
+	head.Stop()
+	if err != nil {
+		p.t.Fatalf("GET events?%s: %v", query, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		p.t.Fatalf("GET events?%s: %d %s", query, resp.StatusCode, data)
+	}
+	c := &client{p: p, events: make(chan envelope, 256)}
 	go func() {
 		defer resp.Body.Close()
 		defer close(c.events)
+		if gate != nil {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return
+			}
+		}
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(nil, 8<<20)
 		for sc.Scan() {
@@ -217,9 +251,14 @@ func (p *runnerProc) attach(caps map[string]any) *client {
 			if !ok {
 				continue
 			}
-			var e envelope
-			if err := json.Unmarshal([]byte(data), &e); err == nil {
-				c.events <- e
+			e := envelope{raw: data}
+			if err := json.Unmarshal([]byte(data), &e); err != nil {
+				e.Type = "undecodable: " + err.Error()
+			}
+			select {
+			case c.events <- e:
+			case <-ctx.Done():
+				return
 			}
 		}
 	}()
@@ -244,6 +283,9 @@ func (c *client) next() envelope {
 	case e, ok := <-c.events:
 		if !ok {
 			c.p.t.Fatal("event stream ended")
+		}
+		if strings.HasPrefix(e.Type, "undecodable") {
+			c.p.t.Fatalf("SSE envelope %s: %s", e.Type, e.raw)
 		}
 		return e
 	case <-time.After(20 * time.Second):
