@@ -121,7 +121,7 @@ remote_plugin = false
 			cfg := `{"model":"fake/fake-model","small_model":"fake/fake-model","autoupdate":false,"share":"disabled",` +
 				`"permission":{"*":"allow","external_directory":"allow","question":"deny"},"tools":{"question":false},` +
 				`"provider":{"fake":{"npm":"@ai-sdk/openai-compatible","name":"Fake","options":{"baseURL":"` + url + `/v1","apiKey":"sk-fake"},` +
-				`"models":{"fake-model":{"name":"Fake Model","tool_call":true}}}}}`
+				`"models":{"fake-model":{"name":"Fake Model","tool_call":true,"cost":{"input":3,"output":15}}}}}}`
 			return []string{"OPENCODE_CONFIG_CONTENT=" + cfg, "OPENCODE_DISABLE_DEFAULT_PLUGINS=true",
 				"npm_config_registry=http://127.0.0.1:9/", "XDG_DATA_HOME=" + filepath.Join(home, ".local", "share"),
 				"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "XDG_CACHE_HOME=" + filepath.Join(home, ".cache")}
@@ -173,10 +173,13 @@ func newFakeModel(t *testing.T, turns ...llmtest.Turn) *fakeModel {
 }
 
 type runOutcome struct {
-	res    *RunResult
-	err    error
-	types  []string
-	text   string
+	res      *RunResult
+	err      error
+	types    []string
+	text     string
+	thinking string
+	// raw is the CLI's stdout as read, one line per parsed line.
+	raw    []byte
 	tools  []protocol.ToolCall
 	ends   []protocol.ToolEnd
 	output string
@@ -198,11 +201,16 @@ func runCLI(t *testing.T, s cliSetup, home, work string, f *fakeModel, inv Invoc
 	defer func() { t.Logf("%s %q: %v", s.id, inv.Prompt, time.Since(start).Round(time.Millisecond)) }()
 	var o runOutcome
 	o.res, o.err = x.Run(ctx, Request{Invocation: inv}, func(ev Event) {
+		if ev.Raw != nil {
+			o.raw = append(append(o.raw, ev.Raw...), '\n')
+		}
 		for _, m := range ev.Messages {
 			o.types = append(o.types, m.MessageType())
 			switch m := m.(type) {
 			case protocol.ResponseChunk:
-				if !m.IsThinking {
+				if m.IsThinking {
+					o.thinking += m.Content
+				} else {
 					o.text += m.Content
 				}
 			case protocol.ToolCall:
@@ -339,4 +347,81 @@ func containsInOrder(got []string, want ...string) bool {
 		}
 	}
 	return i == len(want)
+}
+
+// thinkingText is the reasoning the fake model streams before its answer
+// in the thinking turn, in each CLI's wire format: an Anthropic thinking
+// block with its signature, a Responses reasoning summary, Chat
+// Completions reasoning_content, a Gemini thought part.
+const thinkingText = "The user wants a greeting; answer briefly."
+
+// TestIntegrationThinking runs one turn whose model call streams reasoning
+// before the answer, and checks which CLIs surface it (Gemini CLI's
+// stream-json drops thoughts; see docs/agent-clis.md) and the cost each
+// reports. With MAESTRO_CAPTURE_FIXTURES=1 it writes the stream to
+// testdata/<cli>-<version>/thinking-turn.{jsonl,exit}.
+func TestIntegrationThinking(t *testing.T) {
+	t.Parallel()
+	want := map[string]struct {
+		surfaces bool // the CLI puts the reasoning on its stream
+		costs    bool // the CLI reports a cost (Claude total_cost_usd, OpenCode part cost)
+	}{
+		"claude-code": {true, true},
+		"codex":       {true, false},
+		"gemini-cli":  {false, false},
+		"opencode":    {true, true},
+		"qwen-code":   {true, false},
+	}
+	for _, s := range setups {
+		t.Run(s.id, func(t *testing.T) {
+			t.Parallel()
+			bin := cliBin(t, s.bin)
+			w, ok := want[s.id]
+			if !ok {
+				t.Fatalf("no thinking expectation for %s", s.id)
+			}
+			if s.id == "qwen-code" {
+				// Qwen's background memory extraction makes an extra model call
+				// with tools, which the one-turn script would answer 500 and
+				// Qwen retry for ~100 s.
+				env := s.env
+				s.env = func(t *testing.T, home, url string) []string {
+					e := env(t, home, url)
+					writeFile(t, filepath.Join(home, ".qwen", "settings.json"),
+						`{"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"enableAutoUpdate":false},"security":{"auth":{"selectedType":"openai"}},"memory":{"enableManagedAutoMemory":false}}`)
+					return e
+				}
+			}
+			f := newFakeModel(t, llmtest.Turn{Thinking: thinkingText, Text: []string{"Hello after thinking."}, InputTokens: 15, OutputTokens: 9})
+			o := runCLI(t, s, t.TempDir(), t.TempDir(), f, Invocation{Prompt: "think, then say hello"}, 180*time.Second)
+			if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 {
+				t.Fatalf("thinking turn: err %v, agent error %v, exit %d\n%s", o.err, o.res.Err, o.res.ExitCode, o.raw)
+			}
+			if o.text != "Hello after thinking." || o.res.Result == nil || o.res.Result.Text != "Hello after thinking." {
+				t.Errorf("thinking turn: text %q, result %+v", o.text, o.res.Result)
+			}
+			wantThinking := ""
+			if w.surfaces {
+				wantThinking = thinkingText
+			}
+			if o.thinking != wantThinking {
+				t.Errorf("thinking turn: thinking %q, want %q (surfaces=%v)\n%s", o.thinking, wantThinking, w.surfaces, o.raw)
+			}
+			if cost := o.res.Result.CostUSD; (cost > 0) != w.costs {
+				t.Errorf("thinking turn: cost %v, want a cost: %v", cost, w.costs)
+			}
+			if os.Getenv("MAESTRO_CAPTURE_FIXTURES") == "1" {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				det := Detect(ctx, mustDef(t, s.id), filepath.Dir(bin))
+				if det.Version == "" {
+					t.Fatalf("capture: %s version: %v", s.id, det.Err)
+				}
+				base := filepath.Join("testdata", s.id+"-"+det.Version, "thinking-turn")
+				writeFile(t, base+".jsonl", string(o.raw))
+				writeFile(t, base+".exit", fmt.Sprintf("%d\n", o.res.ExitCode))
+				t.Logf("captured %s.jsonl", base)
+			}
+		})
+	}
 }

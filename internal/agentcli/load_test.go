@@ -113,7 +113,7 @@ func TestArgv(t *testing.T) {
 		{"gemini-cli", Invocation{Prompt: "p", Model: "gemini-2.5-flash", SystemPrompt: "sys"},
 			"-y --output-format stream-json -m gemini-2.5-flash -p sys\n\n---\n\n# User Request\n\np"},
 		{"opencode", Invocation{Prompt: "---\nfront: matter", SessionID: "ses_1", Images: []string{"x.png"}},
-			"run --format json --session ses_1 -f x.png -- ---\nfront: matter"},
+			"run --format json --thinking --session ses_1 -f x.png -- ---\nfront: matter"},
 		{"qwen-code", Invocation{Prompt: "p", Permission: PermissionReadOnly},
 			"--output-format stream-json --approval-mode plan -p p"},
 	}

@@ -13,12 +13,14 @@ import (
 //
 // Mapping: system/init → session id and model; system/api_retry → a status
 // and a Retry; assistant text/thinking blocks → response_start/chunk (one
-// response per model message id); tool_use blocks → the response ends,
-// then tool_call + tool_start; user tool_result blocks → tool_output +
-// tool_end; result → the open response ends with the turn's usage minus
-// what earlier responses reported (so the response_end usages sum to the
-// CLI's total) and total_cost_usd, and the Result. A result with is_error
-// (or Qwen's "[API Error: …]" text) is a structured error.
+// response per model message id; Qwen's thinking-only message, which has
+// an id of its own and no usage, shares the next message's response);
+// tool_use blocks → the response ends, then tool_call + tool_start; user
+// tool_result blocks → tool_output + tool_end; result → the open response
+// ends with the turn's usage minus what earlier responses reported (so the
+// response_end usages sum to the CLI's total) and total_cost_usd, and the
+// Result. A result with is_error (or Qwen's "[API Error: …]" text) is a
+// structured error.
 type claudeParser struct {
 	qwen bool
 	// msgID is the model message the open (or last) response belongs to.
@@ -32,6 +34,10 @@ type claudeParser struct {
 	synthetic string
 	// closed is the message id whose response already ended at a tool_use.
 	closed string
+	// thinkingOnly is set while the current message has had only thinking
+	// blocks (Qwen sends a model call's reasoning as its own assistant
+	// message, with a new id and no usage, before the answer's message).
+	thinkingOnly bool
 }
 
 type claudeUsage struct {
@@ -144,8 +150,14 @@ func (p *claudeParser) line(st *state, typ string, raw []byte) bool {
 			st.model = m.Model
 		}
 		if m.ID != p.msgID {
-			p.endMessage(st)
+			// Qwen's reasoning message and the answer that follows are one
+			// model call: one response.
+			u := p.msgUsage
+			if !p.qwen || !p.thinkingOnly || st.respID == "" || u.InputTokens+u.OutputTokens+u.CacheReadTokens+u.CacheWriteTokens > 0 {
+				p.endMessage(st)
+			}
 			p.msgID = m.ID
+			p.thinkingOnly = true
 		}
 		if m.Usage != nil {
 			p.msgUsage = m.Usage.protocol(st.model)
@@ -161,6 +173,7 @@ func (p *claudeParser) line(st *state, typ string, raw []byte) bool {
 				p.lastText.WriteString(b.Text)
 			case "thinking":
 				st.chunk(b.Thinking, true)
+				continue
 			case "tool_use":
 				// The model call is over: its response ends, the tool runs.
 				if p.closed != p.msgID {
@@ -170,6 +183,7 @@ func (p *claudeParser) line(st *state, typ string, raw []byte) bool {
 				}
 				st.toolCall(b.ID, b.Name, b.Input, false)
 			}
+			p.thinkingOnly = false
 		}
 		return true
 	case "user":

@@ -349,7 +349,8 @@ func geminiAPIMessage(s string) string {
 	return s
 }
 
-// opencodeParser reads `opencode run --format json`.
+// opencodeParser reads `opencode run --format json --thinking` (without
+// --thinking, OpenCode leaves reasoning parts off the stream).
 //
 // Mapping: step_start → session id and response_start (one step = one
 // model call); text → chunk (emitted once, complete); reasoning → thinking
