@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/queue"
 	"github.com/maestro-run/maestro/internal/store"
 )
@@ -26,17 +27,21 @@ func TestPoolRunsJobToSuccess(t *testing.T) {
 	t.Parallel()
 	st := openSQLite(t, nil)
 	m := queue.NewMetrics()
-	startPool(t, queue.Config{Store: st, Name: "w", Workers: 2, Metrics: m, Runner: queue.RunnerFunc(func(ctx context.Context, j *queue.Job) queue.Result {
+	stop := startPool(t, queue.Config{Store: st, Name: "w", Workers: 2, Metrics: m, Runner: queue.RunnerFunc(func(ctx context.Context, j *queue.Job) queue.Result {
 		if err := j.Emit(ctx, store.NewJobEvent{Type: "note", Data: json.RawMessage(`{"n":1}`)}); err != nil {
 			return queue.Result{State: store.StateFailed, Error: err.Error()}
 		}
 		if err := j.Checkpoint(ctx, "work", []byte(`{"step":1}`)); err != nil {
 			return queue.Result{State: store.StateFailed, Error: err.Error()}
 		}
-		return queue.Result{State: store.StateSucceeded, Result: "done " + j.Piece}
+		return queue.Result{State: store.StateSucceeded, Result: "done " + j.Piece,
+			Usage: llm.Usage{InputTokens: 1200, OutputTokens: 340, CacheReadTokens: 56, CacheWriteTokens: 7}, CostUSD: 0.0125}
 	})})
 	j := enqueue(t, st, store.NewJob{Piece: "p"})
 	got := waitJob(t, st, j.ID, "succeeded", inState(store.StateSucceeded))
+	// The pool counts the outcome right after the store records it; once
+	// Run has returned, every attempt is counted.
+	stop()
 	if got.Result != "done p" || got.Attempt != 1 || got.Movement != "work" || !strings.HasPrefix(got.LeaseOwner, "w/") {
 		t.Errorf("job = %+v", got)
 	}
@@ -54,7 +59,10 @@ func TestPoolRunsJobToSuccess(t *testing.T) {
 	}
 	var b strings.Builder
 	m.WritePrometheus(&b)
-	for _, line := range []string{"maestro_queue_jobs_claimed_total 1", `maestro_queue_attempts_total{outcome="succeeded"} 1`, `maestro_queue_claim_latency_seconds_bucket{le="+Inf"} 1`} {
+	for _, line := range []string{"maestro_queue_jobs_claimed_total 1", `maestro_queue_attempts_total{outcome="succeeded"} 1`, `maestro_queue_claim_latency_seconds_bucket{le="+Inf"} 1`,
+		`maestro_queue_tokens_total{kind="input"} 1200`, `maestro_queue_tokens_total{kind="output"} 340`,
+		`maestro_queue_tokens_total{kind="cache_read"} 56`, `maestro_queue_tokens_total{kind="cache_write"} 7`,
+		`maestro_queue_cost_usd_total 0.0125`} {
 		if !strings.Contains(b.String(), line+"\n") {
 			t.Errorf("metrics lack %q:\n%s", line, b.String())
 		}
