@@ -17,16 +17,12 @@ const (
 )
 
 // claimCTE picks up to cardinality($1) due jobs in claim order, skipping
-// rows other claimers hold, and leases the n-th to owner $1[n]. The result
-// is the CTE "claimed": the jobs' new rows plus their slot n.
+// rows other claimers hold (claim_candidates, migration 002: the ordered
+// scan of jobs_claim, FOR UPDATE SKIP LOCKED), and leases the n-th to owner
+// $1[n]. The result is the CTE "claimed": the jobs' new rows plus their
+// slot n.
 const claimCTE = `WITH picked AS (
-		SELECT id, priority, scheduled_at FROM jobs
-		WHERE state = 'queued' AND scheduled_at <= $3::timestamptz
-			AND (profile = '' OR profile = ANY($4::text[]))
-			AND (task_class = '' OR task_class = ANY($5::text[]))
-		ORDER BY priority DESC, scheduled_at, id
-		LIMIT cardinality($1::text[])
-		FOR UPDATE SKIP LOCKED),
+		SELECT * FROM claim_candidates(cardinality($1::text[]), $3::timestamptz, $4::text[], $5::text[])),
 	slots AS (SELECT id, row_number() OVER (ORDER BY priority DESC, scheduled_at, id) AS slot FROM picked),
 	claimed AS (
 		UPDATE jobs j SET state = 'dispatching', attempt = j.attempt + 1, lease_owner = ($1::text[])[s.slot],
