@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -56,11 +57,23 @@ func printReport(w io.Writer, path, pgVersion string) error {
 		repeats = max(repeats, len(rs))
 		sample = rs[0]
 	}
-	order := map[string]int{"river": 0, "maestro": 1, "maestro-store": 2}
+	// River, then a baseline revision of the pool (run.sh BASELINE), then
+	// the pool, then the bare store loop.
+	order := func(system string) int {
+		switch {
+		case system == "river":
+			return 0
+		case strings.HasPrefix(system, "maestro@"):
+			return 1
+		case system == "maestro":
+			return 2
+		}
+		return 3
+	}
 	border := map[string]int{"postgres": 0, "sqlite": 1}
 	slices.SortFunc(keys, func(a, b cellKey) int {
 		return cmp.Or(cmp.Compare(a.workers, b.workers), cmp.Compare(border[a.backend], border[b.backend]),
-			cmp.Compare(order[a.system], order[b.system]))
+			cmp.Compare(order(a.system), order(b.system)))
 	})
 
 	fmt.Fprintf(w, "%d no-op jobs per throughput run (enqueued first, then drained); claim latency = enqueue → runner start of %d jobs enqueued one by one at %.0f/s into an idle queue. ",
@@ -103,6 +116,10 @@ func label(k cellKey, c result) string {
 		return "Maestro queue.Pool (PostgreSQL)"
 	case k.system == "maestro" && k.backend == "sqlite":
 		return "Maestro queue.Pool (SQLite)"
+	case strings.HasPrefix(k.system, "maestro@") && k.backend == "postgres":
+		return "Maestro queue.Pool at " + strings.TrimPrefix(k.system, "maestro@") + " (PostgreSQL)"
+	case strings.HasPrefix(k.system, "maestro@"):
+		return "Maestro queue.Pool at " + strings.TrimPrefix(k.system, "maestro@") + " (SQLite)"
 	case k.backend == "postgres":
 		return "Maestro bare store loop (PostgreSQL)"
 	default:

@@ -18,6 +18,8 @@ func TestPrintReport(t *testing.T) {
 		`{"system":"maestro","backend":"postgres","workers":4,"jobs":100,"jobs_per_s":100,"lat_jobs":10,"lat_rate":50,"lat_p50_us":4000,"lat_p99_us":10000}`,
 		`{"system":"maestro","backend":"postgres","workers":4,"jobs":100,"jobs_per_s":9000,"lat_jobs":10,"lat_rate":50,"lat_p50_us":1000,"lat_p99_us":90000}`,
 		`{"system":"maestro","backend":"sqlite","workers":1,"jobs":100,"jobs_per_s":12345,"lat_jobs":10,"lat_rate":50,"lat_p50_us":150000,"lat_p99_us":150000}`,
+		// A baseline revision (run.sh BASELINE) sorts between River and the pool.
+		`{"system":"maestro@70a1f4e","backend":"postgres","workers":4,"jobs":100,"jobs_per_s":100,"lat_jobs":10,"lat_rate":50,"lat_p50_us":8000,"lat_p99_us":40000}`,
 	}
 	path := filepath.Join(t.TempDir(), "results.jsonl")
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
@@ -34,6 +36,7 @@ func TestPrintReport(t *testing.T) {
 		// Sorted by workers, then PostgreSQL before SQLite, River first.
 		"| 1 | Maestro queue.Pool (SQLite) | 12,345 | — | 150 ms | — | 150 ms | — |\n" +
 			"| 4 | River v0.51.1, FetchCooldown 1ms (PostgreSQL) | 1,000 | 1.00× | 2.00 ms | 1.00× | 10.0 ms | 1.00× |\n" +
+			"| 4 | Maestro queue.Pool at 70a1f4e (PostgreSQL) | 100 | 0.10× | 8.00 ms | 4.00× | 40.0 ms | 4.00× |\n" +
 			"| 4 | Maestro queue.Pool (PostgreSQL) | 250 | 0.25× | 4.00 ms | 2.00× | 20.0 ms | 2.00× |\n" +
 			"| 4 | Maestro queue.Pool (SQLite) | 500 | 0.50× | 1.00 ms | 0.50× | 30.0 ms | 3.00× |\n",
 	} {

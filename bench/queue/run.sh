@@ -11,6 +11,7 @@
 #   JOBS=20000 WORKERS="1 4 16" LAT_JOBS=500 bash bench/queue/run.sh
 #   REPEAT=3 bash bench/queue/run.sh             # median of 3 runs per cell
 #   IMPL="pool store" bash bench/queue/run.sh    # also the bare store loop under queue.Pool
+#   BASELINE=70a1f4e bash bench/queue/run.sh     # also queue.Pool as of that git revision, interleaved
 #
 # Needs the PostgreSQL server binaries (scripts/install-deps.sh); looked up
 # in $PG_BIN, else PATH, else the newest /usr/lib/postgresql/*/bin.
@@ -25,6 +26,7 @@ WORKERS=${WORKERS:-"1 4 16"}
 REPEAT=${REPEAT:-1}
 TIMEOUT=${TIMEOUT:-3m}      # per measurement
 IMPL=${IMPL:-pool}          # pool: queue.Pool; store: bare claim/Start/Complete loop; "pool store": both
+BASELINE=${BASELINE:-}      # a git revision whose queue.Pool runs beside the current one (before/after)
 
 find_pg_bin() {
   if [ -n "${PG_BIN:-}" ]; then echo "$PG_BIN"; return; fi
@@ -84,6 +86,15 @@ pgurl() { echo "postgres://postgres@127.0.0.1:$port/$1?sslmode=disable"; }
 
 go build -o "$tmp/queue" ./bench/queue
 (cd bench/river && go build -o "$tmp/river" .)
+base_label=
+if [ -n "$BASELINE" ]; then
+  # The baseline's own bench/queue, built from its tree; its rows are
+  # relabelled maestro@<rev>.
+  base_label=$(git rev-parse --short "$BASELINE^{commit}")
+  mkdir -p "$tmp/base"
+  git archive "$base_label" | tar -x -C "$tmp/base"
+  (cd "$tmp/base" && go build -o "$tmp/queue-base" ./bench/queue)
+fi
 
 results=$tmp/results.jsonl
 for rep in $(seq "$REPEAT"); do
@@ -93,6 +104,12 @@ for rep in $(seq "$REPEAT"); do
       "$tmp/queue" -impl "$impl" -backend sqlite -dir "$tmp/sqlite" -workers "$w" -jobs "$JOBS" -lat-jobs "$LAT_JOBS" -lat-rate "$LAT_RATE" -timeout "$TIMEOUT" -out "$results"
       "$tmp/queue" -impl "$impl" -backend postgres -dsn "$(pgurl maestro)" -workers "$w" -jobs "$JOBS" -lat-jobs "$LAT_JOBS" -lat-rate "$LAT_RATE" -timeout "$TIMEOUT" -out "$results"
     done
+    if [ -n "$base_label" ]; then
+      rm -f "$tmp/base.jsonl"
+      "$tmp/queue-base" -backend sqlite -dir "$tmp/sqlite" -workers "$w" -jobs "$JOBS" -lat-jobs "$LAT_JOBS" -lat-rate "$LAT_RATE" -timeout "$TIMEOUT" -out "$tmp/base.jsonl"
+      "$tmp/queue-base" -backend postgres -dsn "$(pgurl maestro)" -workers "$w" -jobs "$JOBS" -lat-jobs "$LAT_JOBS" -lat-rate "$LAT_RATE" -timeout "$TIMEOUT" -out "$tmp/base.jsonl"
+      sed 's/"system":"maestro"/"system":"maestro@'"$base_label"'"/' "$tmp/base.jsonl" >>"$results"
+    fi
   done
 done
 "$tmp/queue" -report "$results" -pg-version "$("$pgbin/postgres" --version | awk '{print $3}')"
