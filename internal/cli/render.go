@@ -200,9 +200,18 @@ func (r *renderer) finish(res agent.Result, took time.Duration, replay bool) {
 	if replay {
 		cost = "$0 (replay)"
 	}
-	fmt.Fprintf(r.io.ErrOut, "%s%d model call(s) · %d tool call(s) · tokens in %d out %d cache r/w %d/%d · %s · %s%s\n",
-		st.dim, res.Iterations, res.Tools.CallsSucceeded+res.Tools.CallsFailed,
-		u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens, cost, took.Round(time.Millisecond), st.reset)
+	fmt.Fprintf(r.io.ErrOut, "%s%s · %s%s\n", st.dim,
+		usageSummary(res.Iterations, res.Tools.CallsSucceeded+res.Tools.CallsFailed,
+			u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens, cost),
+		took.Round(time.Millisecond), st.reset)
+}
+
+// usageSummary is the usage line of a run (`maestro run`) or a job's log
+// (`maestro tasks logs`): model and tool calls, tokens and the cost as
+// already formatted.
+func usageSummary(modelCalls, toolCalls int, in, out, cacheRead, cacheWrite int64, cost string) string {
+	return fmt.Sprintf("%d model call(s) · %d tool call(s) · tokens in %d out %d cache r/w %d/%d · %s",
+		modelCalls, toolCalls, in, out, cacheRead, cacheWrite, cost)
 }
 
 // summarizeArgs renders a tool call's arguments in one short line.

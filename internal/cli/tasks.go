@@ -14,6 +14,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -206,6 +207,7 @@ its questions with comments, cancel or retry it.
   maestro tasks list
   maestro tasks logs 12 -f          # follow until the job finishes
   maestro tasks comment 12 "use the main branch"   # answers a waiting job
+  maestro tasks download 12         # its deliverables (output/) into ./task-12/
 
 The server is --server, else $MAESTRO_SERVER, else ` + defaultServer + `; the token is
 --token, else $MAESTRO_API_TOKEN (needed when the server requires one).`,
@@ -214,9 +216,10 @@ The server is --server, else $MAESTRO_SERVER, else ` + defaultServer + `; the to
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&o.server, "server", "", "API base URL (default $MAESTRO_SERVER or "+defaultServer+")")
 	pf.StringVar(&o.token, "token", "", "bearer token (default $MAESTRO_API_TOKEN)")
-	pf.BoolVar(&o.json, "json", false, "print the server's JSON answer instead of text")
+	pf.BoolVar(&o.json, "json", false, "print the server's JSON answer instead of text (logs: one JSON event per line)")
 	cmd.AddCommand(newTasksSubmitCmd(io, o), newTasksListCmd(io, o), newTasksShowCmd(io, o), newTasksLogsCmd(io, o),
-		newTasksCommentCmd(io, o), newTasksJobActionCmd(io, o, "cancel"), newTasksJobActionCmd(io, o, "retry"))
+		newTasksCommentCmd(io, o), newTasksJobActionCmd(io, o, "cancel"), newTasksJobActionCmd(io, o, "retry"),
+		newTasksDownloadCmd(io, o))
 	return cmd
 }
 
@@ -309,7 +312,7 @@ input/ directory before its job starts (the piece reads them from there).
 				}
 			}
 			if follow {
-				return c.followJob(ctx, io, created.Job.ID, 0, o.json)
+				return c.followJob(ctx, io, newJobLog(io, o.json), created.Task.ID, created.Job.ID, 0)
 			}
 			if !o.json {
 				fmt.Fprintf(io.ErrOut, "follow it with: maestro tasks logs %d -f\n", created.Task.ID)
@@ -434,7 +437,7 @@ func orDash(s string) string {
 func newTasksShowCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show ID",
-		Short: "Show a task: its jobs, their states and results, and the comment thread",
+		Short: "Show a task: its jobs, their states and results, its deliverables and the comment thread",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := parseTaskID(args[0])
@@ -475,6 +478,7 @@ func newTasksShowCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 					fmt.Fprintf(io.Out, "    waiting for your answer: maestro tasks comment %d \"…\"\n", t.ID)
 				}
 			}
+			printDeliverables(cmd.Context(), io, c, t.ID)
 			if len(d.Comments) > 0 {
 				fmt.Fprintln(io.Out, "\ncomments:")
 				for _, cm := range d.Comments {
@@ -500,10 +504,16 @@ func newTasksLogsCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "logs ID",
 		Short: "Print the events of a task's latest job (-f follows until it finishes)",
-		Long: `Print the event log of the task's latest job: status changes, movements, tool
-calls, comments. -f keeps following over Server-Sent Events until the job
-finishes; if the connection drops it reconnects and resumes after the last
-event received (Last-Event-ID), so nothing is missed or repeated.`,
+		Long: `Print the event log of the task's latest job, rendered as 'maestro run' renders
+a run: the job's status changes and comments (time-stamped, with their event
+number), the ▶ REPLAY badge of a scripted job, each movement as a header, the
+assistant's text, thinking (dimmed), one line per tool call with its outcome,
+transitions, the run's result and a usage line when the job finishes.
+-f keeps following over Server-Sent Events until the job finishes, printing the
+assistant's text as it streams; if the connection drops it reconnects and
+resumes after the last event received (Last-Event-ID), so nothing is missed or
+repeated. --json prints every event as one line of JSON, exactly as the API
+returns it. Colours only on a terminal, and never with NO_COLOR set.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := parseTaskID(args[0])
@@ -518,22 +528,34 @@ event received (Last-Event-ID), so nothing is missed or repeated.`,
 			if err != nil {
 				return failErr(err)
 			}
+			log := newJobLog(io, o.json)
 			if follow {
-				return c.followJob(cmd.Context(), io, jobID, after, o.json)
+				return c.followJob(cmd.Context(), io, log, id, jobID, after)
 			}
 			for {
 				var page struct {
-					Events    []store.JobEvent `json:"events"`
-					NextAfter int64            `json:"next_after"`
+					Events    []json.RawMessage `json:"events"`
+					State     store.State       `json:"state"`
+					NextAfter int64             `json:"next_after"`
 				}
 				path := fmt.Sprintf("/api/v1/jobs/%d/events?after=%d", jobID, after)
 				if err := c.doJSON(cmd.Context(), "GET", path, nil, &page); err != nil {
+					log.close()
 					return failErr(err)
 				}
-				for _, e := range page.Events {
-					printEvent(io, e, o.json)
+				for _, raw := range page.Events {
+					var e store.JobEvent
+					if err := json.Unmarshal(raw, &e); err != nil {
+						log.close()
+						return failErr(fmt.Errorf("GET %s: unexpected event %s: %w", path, firstLine(string(raw), 200), err))
+					}
+					log.add(raw, e)
 				}
 				if page.NextAfter == 0 {
+					log.close()
+					if !o.json && !page.State.Terminal() && page.State != "" {
+						fmt.Fprintf(io.ErrOut, "job %d is %s; follow it with: maestro tasks logs %d -f\n", jobID, page.State, id)
+					}
 					return nil
 				}
 				after = page.NextAfter
@@ -545,107 +567,23 @@ event received (Last-Event-ID), so nothing is missed or repeated.`,
 	return cmd
 }
 
-// printEvent prints one job event: a line of text, or its JSON.
-func printEvent(io *IOStreams, e store.JobEvent, asJSON bool) {
-	if asJSON {
-		data, _ := json.Marshal(e)
-		fmt.Fprintf(io.Out, "%s\n", data)
-		return
-	}
-	ts := e.CreatedAt.Local().Format("15:04:05")
-	switch e.Type {
-	case store.EventTypeStatus:
-		var s store.StatusEvent
-		json.Unmarshal(e.Data, &s)
-		line := fmt.Sprintf("%s #%d status %s", ts, e.Seq, s.State)
-		if s.Attempt > 0 {
-			line += fmt.Sprintf(" (attempt %d)", s.Attempt)
-		}
-		if s.Reason != "" {
-			line += " " + s.Reason
-		}
-		if s.Error != "" {
-			line += ": " + s.Error
-		}
-		fmt.Fprintln(io.Out, line)
-	case "comment":
-		var c struct {
-			AuthorKind string `json:"author_kind"`
-			Author     string `json:"author"`
-			Body       string `json:"body"`
-		}
-		json.Unmarshal(e.Data, &c)
-		fmt.Fprintf(io.Out, "%s #%d comment from %s: %s\n", ts, e.Seq, c.AuthorKind, firstLine(c.Body, 200))
-	case "protocol":
-		// The job's first protocol event says what drives its model
-		// turns: a replay job is badged as one.
-		var ready struct {
-			Type         string `json:"type"`
-			Provider     string `json:"provider"`
-			Model        string `json:"model"`
-			ExecutorType string `json:"executor_type"`
-		}
-		if json.Unmarshal(e.Data, &ready) == nil && ready.Type == "ready" {
-			if ready.ExecutorType == "replay" {
-				fmt.Fprintf(io.Out, "%s #%d ▶ REPLAY scripted model turns (%s/%s), tools run for real\n", ts, e.Seq, ready.Provider, ready.Model)
-			} else {
-				fmt.Fprintf(io.Out, "%s #%d model %s/%s\n", ts, e.Seq, ready.Provider, ready.Model)
-			}
-			return
-		}
-		printRawEvent(io, ts, e)
-	default:
-		printRawEvent(io, ts, e)
-	}
-}
-
-// printRawEvent prints an event as its type, its inner kind and its data.
-func printRawEvent(io *IOStreams, ts string, e store.JobEvent) {
-	label, body := e.Type, e.Data
-	// Engine run events ({"kind", "data"}) and agent protocol messages
-	// ({"type", …}) are labelled by their own kind.
-	var inner struct {
-		Kind string          `json:"kind"`
-		Type string          `json:"type"`
-		Data json.RawMessage `json:"data"`
-	}
-	if json.Unmarshal(e.Data, &inner) == nil {
-		switch {
-		case inner.Kind != "":
-			label += " " + inner.Kind
-			if len(inner.Data) > 0 {
-				body = inner.Data
-			}
-		case inner.Type != "":
-			label += " " + inner.Type
-		}
-	}
-	var buf bytes.Buffer
-	if json.Compact(&buf, body) != nil {
-		buf.Reset()
-		buf.Write(body)
-	}
-	data := buf.String()
-	if len(data) > 300 {
-		data = data[:300] + "…"
-	}
-	fmt.Fprintf(io.Out, "%s #%d %s %s\n", ts, e.Seq, label, data)
-}
-
 // followJob prints the job's events after `after` as they come, over SSE,
 // until the server sends `event: end`. A dropped connection is resumed
 // with Last-Event-ID after a growing pause; ten failures in a row give up.
-func (c *apiClient) followJob(ctx context.Context, io *IOStreams, jobID, after int64, asJSON bool) error {
+func (c *apiClient) followJob(ctx context.Context, io *IOStreams, log *jobLog, taskID, jobID, after int64) error {
 	failures := 0
 	for {
-		ended, got, err := c.streamOnce(ctx, io, jobID, &after, asJSON)
+		ended, got, err := c.streamOnce(ctx, io, log, taskID, jobID, &after)
 		if ended {
-			return c.reportEnd(ctx, io, jobID, asJSON)
+			log.close()
+			return c.reportEnd(ctx, io, log, jobID)
 		}
 		if ctx.Err() != nil {
+			log.close()
 			return &exitError{ExitInterrupted, ctx.Err()}
 		}
 		if ae, ok := errors.AsType[*apiError](err); ok && ae.Status < 500 {
+			log.close()
 			return failErr(err)
 		}
 		if got {
@@ -653,6 +591,7 @@ func (c *apiClient) followJob(ctx context.Context, io *IOStreams, jobID, after i
 		}
 		failures++
 		if failures > 10 {
+			log.close()
 			return failErr(fmt.Errorf("following job %d: giving up after 10 failed connections: %v", jobID, err))
 		}
 		pause := time.Duration(min(failures, 5)) * time.Second
@@ -661,15 +600,16 @@ func (c *apiClient) followJob(ctx context.Context, io *IOStreams, jobID, after i
 		}
 		select {
 		case <-ctx.Done():
+			log.close()
 			return &exitError{ExitInterrupted, ctx.Err()}
 		case <-time.After(pause):
 		}
 	}
 }
 
-// reportEnd prints how the job ended and fails the command when it did
-// not succeed.
-func (c *apiClient) reportEnd(ctx context.Context, io *IOStreams, jobID int64, asJSON bool) error {
+// reportEnd prints how the job ended (and its result, unless the log
+// showed it already) and fails the command when it did not succeed.
+func (c *apiClient) reportEnd(ctx context.Context, io *IOStreams, log *jobLog, jobID int64) error {
 	var out struct {
 		Job store.Job `json:"job"`
 	}
@@ -677,9 +617,9 @@ func (c *apiClient) reportEnd(ctx context.Context, io *IOStreams, jobID int64, a
 		return failErr(err)
 	}
 	j := out.Job
-	if !asJSON {
+	if !log.asJSON {
 		fmt.Fprintf(io.ErrOut, "job %d %s\n", j.ID, j.State)
-		if j.Result != "" {
+		if j.Result != "" && strings.TrimRight(j.Result, "\n") != strings.TrimRight(log.result, "\n") {
 			fmt.Fprintln(io.Out, j.Result)
 		}
 	}
@@ -696,7 +636,7 @@ func (c *apiClient) reportEnd(ctx context.Context, io *IOStreams, jobID int64, a
 // streamOnce reads one SSE connection. It reports whether the stream
 // ended with `event: end`, whether any event arrived, and why it stopped
 // otherwise.
-func (c *apiClient) streamOnce(ctx context.Context, ios *IOStreams, jobID int64, after *int64, asJSON bool) (ended, got bool, err error) {
+func (c *apiClient) streamOnce(ctx context.Context, ios *IOStreams, log *jobLog, taskID, jobID int64, after *int64) (ended, got bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/api/v1/jobs/%d/events", c.base, jobID), nil)
 	if err != nil {
 		return false, false, err
@@ -734,18 +674,19 @@ func (c *apiClient) streamOnce(ctx context.Context, ios *IOStreams, jobID int64,
 			case "end":
 				return true, got, nil
 			case "error":
+				log.close()
 				fmt.Fprintf(ios.ErrOut, "server: %s\n", data)
 			default:
 				var e store.JobEvent
 				if json.Unmarshal([]byte(data), &e) == nil && e.Seq > *after {
-					printEvent(ios, e, asJSON)
+					log.add([]byte(data), e)
 					*after = e.Seq
 					got = true
-					if e.Type == store.EventTypeStatus && !asJSON {
+					if e.Type == store.EventTypeStatus && !log.asJSON {
 						var s store.StatusEvent
 						json.Unmarshal(e.Data, &s)
 						if s.State == store.StateWaitingHuman {
-							fmt.Fprintf(ios.ErrOut, "the job waits for an answer: maestro tasks comment <task id> \"…\"\n")
+							fmt.Fprintf(ios.ErrOut, "the job waits for an answer: maestro tasks comment %d \"…\"\n", taskID)
 						}
 					}
 				}
@@ -845,4 +786,318 @@ func newTasksJobActionCmd(io *IOStreams, o *taskOptions, action string) *cobra.C
 		cmd.Flags().IntVar(&extra, "extra", 1, "attempts to add")
 	}
 	return cmd
+}
+
+// deliverable is one file of a task's output/ directory, as the API lists
+// it.
+type deliverable struct {
+	Path     string    `json:"path"`
+	Size     int64     `json:"size"`
+	Modified time.Time `json:"modified"`
+}
+
+func (c *apiClient) deliverables(ctx context.Context, taskID int64) ([]deliverable, error) {
+	var out struct {
+		Files []deliverable `json:"files"`
+	}
+	err := c.doJSON(ctx, "GET", fmt.Sprintf("/api/v1/tasks/%d/deliverables", taskID), nil, &out)
+	return out.Files, err
+}
+
+// printDeliverables lists a task's deliverables for `tasks show`. The task
+// itself was shown already, so a failure is a note, not an error.
+func printDeliverables(ctx context.Context, io *IOStreams, c *apiClient, taskID int64) {
+	files, err := c.deliverables(ctx, taskID)
+	switch {
+	case err != nil:
+		fmt.Fprintf(io.Out, "\ndeliverables: not available (%v)\n", err)
+		return
+	case len(files) == 0:
+		fmt.Fprintln(io.Out, "\ndeliverables: none yet (output/ is empty)")
+		return
+	}
+	var total int64
+	width := 0
+	for _, f := range files {
+		total += f.Size
+		width = max(width, len(humanSize(f.Size)))
+	}
+	fmt.Fprintln(io.Out, "\ndeliverables (output/):")
+	for _, f := range files {
+		fmt.Fprintf(io.Out, "  %*s  %s  %s\n", width, humanSize(f.Size), f.Modified.Local().Format("2006-01-02 15:04"), f.Path)
+	}
+	fmt.Fprintf(io.Out, "  %d file(s), %s · maestro tasks download %d\n", len(files), humanSize(total), taskID)
+}
+
+// humanSize writes a byte count for people: 512 B, 1.5 KiB, 3.0 MiB.
+func humanSize(n int64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, unit := float64(n)/1024, "KiB"
+	for _, u := range []string{"MiB", "GiB", "TiB"} {
+		if v < 1024 {
+			break
+		}
+		v, unit = v/1024, u
+	}
+	return fmt.Sprintf("%.1f %s", v, unit)
+}
+
+// deliverablePath checks a deliverable path — from the server's list or
+// the command line — before anything is written: relative, slash-separated,
+// no "..", no backslash or NUL, naming a file. A hostile or broken server
+// cannot make the download write outside its directory (the writes go
+// through an os.Root as well, which also refuses symlink escapes).
+func deliverablePath(p string) (string, error) {
+	bad := func(why string) (string, error) {
+		return "", fmt.Errorf("deliverable path %q: expected a relative path inside output/, %s", p, why)
+	}
+	switch {
+	case p == "":
+		return bad("not empty")
+	case strings.ContainsAny(p, "\x00\\"):
+		return bad("without NUL or backslash")
+	case strings.HasPrefix(p, "/"):
+		return bad("not an absolute path")
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == ".." {
+			return bad("without .. segments")
+		}
+	}
+	clean := path.Clean(p)
+	if clean == "." || !filepath.IsLocal(filepath.FromSlash(clean)) {
+		return bad("naming a file")
+	}
+	return clean, nil
+}
+
+// downloadIdle is how long a download may receive nothing before it is
+// abandoned.
+const downloadIdle = 60 * time.Second
+
+func newTasksDownloadCmd(ios *IOStreams, o *taskOptions) *cobra.Command {
+	var outDir string
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "download ID [PATH…]",
+		Short: "Download a task's deliverables (its output/ files) into ./task-ID/",
+		Long: `Download the files a task's jobs wrote under output/ (see 'maestro tasks show').
+With no PATH, every deliverable; a PATH names a file or a directory of output/.
+Files keep their relative paths under -o DIR (default ./task-ID/). An existing
+file is never overwritten unless --force is given: the download refuses before
+writing anything. A path from the server that would leave DIR ("..", absolute,
+a symlink out of DIR) is refused. Each file is written to a temporary name
+and renamed when complete, so an interrupted download leaves no partial file.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseTaskID(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := o.client(ios)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			files, err := c.deliverables(ctx, id)
+			if err != nil {
+				return failErr(err)
+			}
+			sel, err := selectDeliverables(files, args[1:])
+			if err != nil {
+				return failErr(fmt.Errorf("task %d: %w", id, err))
+			}
+			if len(sel) == 0 {
+				fmt.Fprintf(ios.ErrOut, "task %d has no deliverables yet (output/ is empty)\n", id)
+				return nil
+			}
+			if outDir == "" {
+				outDir = fmt.Sprintf("task-%d", id)
+			}
+			written, err := c.download(ctx, id, sel, outDir, force)
+			if o.json {
+				printJSON(ios, map[string]any{"dir": outDir, "files": written})
+			} else {
+				var total int64
+				for _, f := range written {
+					total += f.Size
+					fmt.Fprintf(ios.Out, "wrote %s (%s)\n", filepath.Join(outDir, filepath.FromSlash(f.Path)), humanSize(f.Size))
+				}
+				if err == nil {
+					fmt.Fprintf(ios.Out, "%d file(s), %s in %s\n", len(written), humanSize(total), outDir)
+				}
+			}
+			if err != nil {
+				return failErr(err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&outDir, "output", "o", "", "directory to write into (default ./task-ID/)")
+	cmd.Flags().BoolVar(&force, "force", false, "overwrite existing files")
+	return cmd
+}
+
+// selectDeliverables checks every listed path and keeps those the
+// arguments name (a file, or a directory and everything under it; all of
+// them when there are no arguments).
+func selectDeliverables(files []deliverable, args []string) ([]deliverable, error) {
+	for i, f := range files {
+		p, err := deliverablePath(f.Path)
+		if err != nil {
+			return nil, fmt.Errorf("the server listed a deliverable that cannot be written safely, refusing to download: %w", err)
+		}
+		files[i].Path = p
+	}
+	if len(args) == 0 {
+		return files, nil
+	}
+	var sel []deliverable
+	seen := map[string]bool{}
+	for _, a := range args {
+		p, err := deliverablePath(strings.TrimSuffix(a, "/"))
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		for _, f := range files {
+			if f.Path == p || strings.HasPrefix(f.Path, p+"/") {
+				n++
+				if !seen[f.Path] {
+					seen[f.Path] = true
+					sel = append(sel, f)
+				}
+			}
+		}
+		if n == 0 {
+			names := make([]string, 0, len(files))
+			for _, f := range files {
+				names = append(names, f.Path)
+			}
+			return nil, fmt.Errorf("no deliverable %q (output/ holds: %s)", a, orDash(strings.Join(names, ", ")))
+		}
+	}
+	return sel, nil
+}
+
+// download writes files into dir (created if needed) and returns what it
+// wrote. Every conflict with an existing file is reported before anything
+// is written.
+func (c *apiClient) download(ctx context.Context, taskID int64, files []deliverable, dir string, force bool) ([]deliverable, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("-o %s: %w", dir, err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("-o %s: %w", dir, err)
+	}
+	defer root.Close()
+	var exist []string
+	for _, f := range files {
+		name := filepath.FromSlash(f.Path)
+		fi, err := root.Lstat(name)
+		switch {
+		case err == nil && fi.IsDir():
+			return nil, fmt.Errorf("%s is a directory: cannot write the deliverable %s there", filepath.Join(dir, name), f.Path)
+		case err == nil && !force:
+			exist = append(exist, filepath.Join(dir, name))
+		}
+	}
+	if len(exist) > 0 {
+		return nil, fmt.Errorf("%s already exist(s); pass --force to overwrite, or -o another directory", strings.Join(exist, ", "))
+	}
+	var written []deliverable
+	for _, f := range files {
+		n, err := c.downloadOne(ctx, root, taskID, f.Path)
+		if err != nil {
+			return written, fmt.Errorf("download %s: %w", f.Path, err)
+		}
+		written = append(written, deliverable{Path: f.Path, Size: n, Modified: f.Modified})
+	}
+	return written, nil
+}
+
+// downloadOne fetches one deliverable into root: a temporary file beside
+// the target, renamed over it once complete.
+func (c *apiClient) downloadOne(ctx context.Context, root *os.Root, taskID int64, p string) (int64, error) {
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	parent := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/api/v1/tasks/%d/deliverables/%s", c.base, taskID, strings.Join(segs, "/")), nil)
+	if err != nil {
+		return 0, err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	// The destination first: a path the root refuses costs no request.
+	name := filepath.FromSlash(p)
+	if d := filepath.Dir(name); d != "." {
+		if err := root.MkdirAll(d, 0o755); err != nil {
+			return 0, err
+		}
+	}
+	tmp := filepath.Join(filepath.Dir(name), "."+filepath.Base(name)+".maestro-download")
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	n, err := func() (int64, error) {
+		defer f.Close()
+		// No overall timeout (files may be large), but a stall is
+		// bounded: the request is abandoned when nothing arrives for
+		// downloadIdle.
+		idle := time.AfterFunc(downloadIdle, cancel)
+		defer idle.Stop()
+		resp, err := c.stream.Do(req)
+		if err != nil {
+			return 0, unwrapURL(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			ae := &apiError{Status: resp.StatusCode}
+			json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&ae.Body)
+			return 0, ae
+		}
+		n, err := io.Copy(f, &idleReader{r: resp.Body, t: idle, d: downloadIdle})
+		if err == nil && resp.ContentLength >= 0 && n != resp.ContentLength {
+			err = fmt.Errorf("received %d of %d bytes", n, resp.ContentLength)
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return n, err
+	}()
+	if err == nil {
+		err = root.Rename(tmp, name)
+	}
+	if err != nil {
+		root.Remove(tmp)
+		if ctx.Err() != nil && parent.Err() == nil {
+			return 0, fmt.Errorf("nothing received for %s: %w", downloadIdle, err)
+		}
+		return 0, err
+	}
+	return n, nil
+}
+
+// idleReader pushes the idle timer back on every read that gets data.
+type idleReader struct {
+	r io.Reader
+	t *time.Timer
+	d time.Duration
+}
+
+func (r *idleReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 {
+		r.t.Reset(r.d)
+	}
+	return n, err
 }
