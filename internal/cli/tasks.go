@@ -14,7 +14,6 @@ import (
 	"net/textproto"
 	"net/url"
 	"os"
-	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,6 +23,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 // defaultServer is where `maestro serve` listens by default.
@@ -850,25 +850,12 @@ func humanSize(n int64) string {
 // cannot make the download write outside its directory (the writes go
 // through an os.Root as well, which also refuses symlink escapes).
 func deliverablePath(p string) (string, error) {
-	bad := func(why string) (string, error) {
-		return "", fmt.Errorf("deliverable path %q: expected a relative path inside output/, %s", p, why)
+	clean, broken := workspace.CheckSlashPath(p)
+	if broken == "" && !filepath.IsLocal(filepath.FromSlash(clean)) {
+		broken = "naming a file"
 	}
-	switch {
-	case p == "":
-		return bad("not empty")
-	case strings.ContainsAny(p, "\x00\\"):
-		return bad("without NUL or backslash")
-	case strings.HasPrefix(p, "/"):
-		return bad("not an absolute path")
-	}
-	for _, seg := range strings.Split(p, "/") {
-		if seg == ".." {
-			return bad("without .. segments")
-		}
-	}
-	clean := path.Clean(p)
-	if clean == "." || !filepath.IsLocal(filepath.FromSlash(clean)) {
-		return bad("naming a file")
+	if broken != "" {
+		return "", fmt.Errorf("deliverable path %q: expected a relative path inside output/, %s", p, broken)
 	}
 	return clean, nil
 }

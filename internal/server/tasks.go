@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 // NoopPiece is the piece name the queue's engine runner completes at once
@@ -472,26 +473,10 @@ func (s *Server) listDeliverables(w http.ResponseWriter, r *http.Request) {
 // cleanRelPath checks a path taken from the URL: relative, no "..", no
 // NUL, not empty. It answers 400 and returns false otherwise.
 func cleanRelPath(w http.ResponseWriter, p, where string) (string, bool) {
-	bad := func(msg string) (string, bool) {
-		writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("expected a relative path inside %s, %s (found %q)", where, msg, p))
+	c, broken := workspace.CheckSlashPath(p)
+	if broken != "" {
+		writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("expected a relative path inside %s, %s (found %q)", where, broken, p))
 		return "", false
-	}
-	switch {
-	case p == "":
-		return bad("not empty")
-	case strings.ContainsRune(p, 0) || strings.ContainsRune(p, '\\'):
-		return bad("without NUL or backslash")
-	case strings.HasPrefix(p, "/"):
-		return bad("not an absolute path")
-	}
-	for _, seg := range strings.Split(p, "/") {
-		if seg == ".." {
-			return bad("without .. segments")
-		}
-	}
-	c := path.Clean(p)
-	if c == "." {
-		return bad("naming a file")
 	}
 	return c, true
 }
