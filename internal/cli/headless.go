@@ -218,14 +218,7 @@ func startHeadless(ctx context.Context, io *IOStreams, o headlessOptions, log *s
 	if err != nil {
 		return nil, err
 	}
-	sbMode := o.Sandbox
-	if sbMode == "" {
-		sbMode = cfg.Sandbox
-	}
-	if sbMode == "" {
-		sbMode = "auto"
-	}
-	sbm, err := sandbox.ParseMode(sbMode)
+	sbm, err := sandboxMode(o.Sandbox, cfg)
 	if err != nil {
 		return nil, usageErr("--sandbox: %v", err)
 	}
@@ -260,17 +253,7 @@ func startHeadless(ctx context.Context, io *IOStreams, o headlessOptions, log *s
 		fmt.Fprintln(io.ErrOut, choice.Notice)
 	}
 
-	tools := sync.OnceValues(func() (*tool.Set, error) {
-		s, err := sb.wait(context.Background())
-		if err != nil {
-			return nil, err
-		}
-		return tool.NewSet(
-			tool.NewRead(root), tool.NewWrite(root), tool.NewEdit(root),
-			tool.NewGlob(root), tool.NewGrep(root),
-			tool.NewBash(s, root.Dir(), tool.BashOptions{}),
-		), nil
-	})
+	tools := lazyWorkspaceTools(root, sb)
 	rcfg := runtime.Config{
 		Provider:    choice.Provider,
 		Executor:    choice.Executor,

@@ -13,7 +13,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -231,30 +230,13 @@ func hostedRunnerAgent(ctx context.Context, io *IOStreams, o hostedRunnerOptions
 		// No model configured: the deterministic fixture agent.
 		return opts, root, nil
 	}
-	sbMode := o.sandbox
-	if sbMode == "" {
-		sbMode = ucfg.Sandbox
-	}
-	if sbMode == "" {
-		sbMode = "auto"
-	}
-	sbm, err := sandbox.ParseMode(sbMode)
+	sbm, err := sandboxMode(o.sandbox, ucfg)
 	if err != nil {
 		root.Close()
 		return opts, nil, usageErr("--sandbox: %v", err)
 	}
 	sb := &sandboxProbe{cfg: sandbox.Config{Mode: sbm, Logger: log}, done: make(chan struct{})}
-	tools := sync.OnceValues(func() (*tool.Set, error) {
-		s, err := sb.wait(context.Background())
-		if err != nil {
-			return nil, err
-		}
-		return tool.NewSet(
-			tool.NewRead(root), tool.NewWrite(root), tool.NewEdit(root),
-			tool.NewGlob(root), tool.NewGrep(root),
-			tool.NewBash(s, root.Dir(), tool.BashOptions{}),
-		), nil
-	})
+	tools := lazyWorkspaceTools(root, sb)
 	opts.Provider, opts.Executor, opts.Retry = choice.Provider, choice.Executor, &llm.RetryPolicy{}
 	opts.Tools = func(context.Context) (*tool.Set, error) { return tools() }
 	opts.SystemPrompt = func(context.Context) string {

@@ -77,11 +77,7 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (queue.Runner, 
 	if err != nil {
 		return nil, err
 	}
-	mode := cfg.Sandbox
-	if mode == "" {
-		mode = "auto"
-	}
-	sbMode, err := sandbox.ParseMode(mode)
+	sbMode, err := sandboxMode("", cfg)
 	if err != nil {
 		return nil, fmt.Errorf("config sandbox: %w", err)
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/maestro-run/maestro/internal/providers"
 	"github.com/maestro-run/maestro/internal/sandbox"
 	"github.com/maestro-run/maestro/internal/session"
-	"github.com/maestro-run/maestro/internal/tool"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
@@ -221,14 +220,7 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		return usageErr("session %s has an unfinished run (%s): resume it without --piece", sess.ID(), prior.state.Status)
 	}
 
-	mode := o.Sandbox
-	if mode == "" {
-		mode = cfg.Sandbox
-	}
-	if mode == "" {
-		mode = "auto"
-	}
-	sbMode, err := sandbox.ParseMode(mode)
+	sbMode, err := sandboxMode(o.Sandbox, cfg)
 	if err != nil {
 		return usageErr("--sandbox: %v", err)
 	}
@@ -302,11 +294,7 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		})
 	}
 
-	tools := tool.NewSet(
-		tool.NewRead(root), tool.NewWrite(root), tool.NewEdit(root),
-		tool.NewGlob(root), tool.NewGrep(root),
-		tool.NewBash(sb, root.Dir(), tool.BashOptions{}),
-	)
+	tools := workspaceTools(root, sb)
 	system := o.System
 	if system == "" {
 		system = agent.SystemPrompt(agent.Environment{Workspace: root.Dir(), Sandbox: sb.Kind(), Tools: tools.Names(), Date: time.Now().Format("2006-01-02")})

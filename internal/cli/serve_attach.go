@@ -95,11 +95,7 @@ func newServeSessions(getenv func(string) string, home, dataDir string, roots []
 	if err != nil {
 		return nil, err
 	}
-	mode := cfg.Sandbox
-	if mode == "" {
-		mode = "auto"
-	}
-	sbm, err := sandbox.ParseMode(mode)
+	sbm, err := sandboxMode("", cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: sandbox: %w", filepath.Join(home, "config.yaml"), err)
 	}
@@ -238,17 +234,7 @@ func (s *serveSessions) Create(ctx context.Context, req httpattach.CreateRequest
 // builds it.
 func (s *serveSessions) runtimeConfig(req httpattach.CreateRequest, choice *providers.Choice, root *workspace.Root, sess *session.Session) runtime.Config {
 	sb := s.sandbox
-	tools := sync.OnceValues(func() (*tool.Set, error) {
-		box, err := sb.wait(context.Background())
-		if err != nil {
-			return nil, err
-		}
-		return tool.NewSet(
-			tool.NewRead(root), tool.NewWrite(root), tool.NewEdit(root),
-			tool.NewGlob(root), tool.NewGrep(root),
-			tool.NewBash(box, root.Dir(), tool.BashOptions{}),
-		), nil
-	})
+	tools := lazyWorkspaceTools(root, sb)
 	return runtime.Config{
 		Provider: choice.Provider,
 		Executor: choice.Executor,
