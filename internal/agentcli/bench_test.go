@@ -89,45 +89,18 @@ func BenchmarkParserBaseline(b *testing.B) {
 // measured the same way: one line written into a pipe → the line read
 // back by a goroutine (no parsing). The difference is what Maestro adds.
 func BenchmarkLineLatencyBaseline(b *testing.B) {
-	line, err := os.ReadFile("testdata/claude-code-2.1.330/tool-turn.jsonl")
-	if err != nil {
-		b.Fatal(err)
-	}
-	lines := bytes.Split(bytes.TrimSpace(line), []byte("\n"))
-	r, w, err := os.Pipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer r.Close()
-	got := make(chan time.Time, 1)
-	go func() {
+	pipeLatency(b, func(r io.Reader, got chan<- time.Time) {
 		br := bufio.NewReaderSize(r, 64<<10)
 		for {
 			if _, err := br.ReadBytes('\n'); err != nil {
 				if err != io.EOF {
 					b.Error(err)
 				}
-				close(got)
 				return
 			}
 			got <- time.Now()
 		}
-	}()
-	var lat []time.Duration
-	i := 0
-	for b.Loop() {
-		l := append(slices.Clone(lines[i%len(lines)]), '\n')
-		i++
-		start := time.Now()
-		if _, err := w.Write(l); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, (<-got).Sub(start))
-	}
-	w.Close()
-	for range got {
-	}
-	reportLatency(b, lat)
+	})
 }
 
 // BenchmarkLineLatency measures what Maestro adds between a CLI's stdout
@@ -135,12 +108,23 @@ func BenchmarkLineLatencyBaseline(b *testing.B) {
 // parsed Event reaching the consumer. It reports p50 and p99.
 func BenchmarkLineLatency(b *testing.B) {
 	def := mustDef(b, "claude-code")
-	line, err := os.ReadFile("testdata/claude-code-2.1.330/tool-turn.jsonl")
+	p, _ := NewParser(def.Parser, ParserOptions{Provider: def.ID})
+	pipeLatency(b, func(r io.Reader, got chan<- time.Time) {
+		for range Parse(r, p) {
+			got <- time.Now()
+		}
+	})
+}
+
+// pipeLatency writes the lines of a captured Claude Code tool turn into a
+// pipe one at a time; consume reads the other end and sends the time of
+// each result on got. It reports the p50 and p99 of write → result.
+func pipeLatency(b *testing.B, consume func(r io.Reader, got chan<- time.Time)) {
+	data, err := os.ReadFile("testdata/claude-code-2.1.330/tool-turn.jsonl")
 	if err != nil {
 		b.Fatal(err)
 	}
-	lines := bytes.Split(bytes.TrimSpace(line), []byte("\n"))
-	p, _ := NewParser(def.Parser, ParserOptions{Provider: def.ID})
+	lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
 	r, w, err := os.Pipe()
 	if err != nil {
 		b.Fatal(err)
@@ -148,10 +132,8 @@ func BenchmarkLineLatency(b *testing.B) {
 	defer r.Close()
 	got := make(chan time.Time, 1)
 	go func() {
-		for range Parse(r, p) {
-			got <- time.Now()
-		}
-		close(got)
+		defer close(got)
+		consume(r, got)
 	}()
 	var lat []time.Duration
 	i := 0
@@ -167,11 +149,6 @@ func BenchmarkLineLatency(b *testing.B) {
 	w.Close()
 	for range got {
 	}
-	reportLatency(b, lat)
-}
-
-// reportLatency reports the p50 and p99 of lat in microseconds.
-func reportLatency(b *testing.B, lat []time.Duration) {
 	slices.Sort(lat)
 	if len(lat) > 0 {
 		b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
