@@ -13,11 +13,9 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
@@ -277,18 +275,7 @@ func startHeadless(ctx context.Context, io *IOStreams, o headlessOptions, log *s
 		Logger:             log,
 	}
 	if o.System == "" {
-		rcfg.SystemPrompt = func(context.Context) string {
-			set, err := tools()
-			kind := ""
-			if s, serr := sb.wait(context.Background()); serr == nil {
-				kind = s.Kind()
-			}
-			var names []string
-			if err == nil {
-				names = set.Names()
-			}
-			return agent.SystemPrompt(agent.Environment{Workspace: root.Dir(), Sandbox: kind, Tools: names, Date: time.Now().Format("2006-01-02")})
-		}
+		rcfg.SystemPrompt = lazySystemPrompt(root, sb, tools)
 	}
 	rt, err := runtime.New(rcfg)
 	if err != nil {

@@ -18,7 +18,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/hostedrunner"
 	"github.com/maestro-run/maestro/internal/llm"
@@ -239,18 +238,7 @@ func hostedRunnerAgent(ctx context.Context, io *IOStreams, o hostedRunnerOptions
 	tools := lazyWorkspaceTools(root, sb)
 	opts.Provider, opts.Executor, opts.Retry = choice.Provider, choice.Executor, &llm.RetryPolicy{}
 	opts.Tools = func(context.Context) (*tool.Set, error) { return tools() }
-	opts.SystemPrompt = func(context.Context) string {
-		set, err := tools()
-		kind := ""
-		if s, serr := sb.wait(context.Background()); serr == nil {
-			kind = s.Kind()
-		}
-		var names []string
-		if err == nil {
-			names = set.Names()
-		}
-		return agent.SystemPrompt(agent.Environment{Workspace: root.Dir(), Sandbox: kind, Tools: names, Date: time.Now().Format("2006-01-02")})
-	}
+	opts.SystemPrompt = lazySystemPrompt(root, sb, tools)
 	return opts, root, nil
 }
 

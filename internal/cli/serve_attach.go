@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
@@ -243,22 +242,11 @@ func (s *serveSessions) runtimeConfig(req httpattach.CreateRequest, choice *prov
 		Utilities: func(emit func(protocol.Message)) runtime.Utilities {
 			return utility.New(utility.Config{Root: root, Emit: emit, Logger: s.log})
 		},
-		Log:       sess,
-		SessionID: sess.ID(),
-		Cwd:       root.Dir(),
-		GitBranch: gitBranch(root.Dir()),
-		SystemPrompt: func(context.Context) string {
-			set, err := tools()
-			kind := ""
-			if box, serr := sb.wait(context.Background()); serr == nil {
-				kind = box.Kind()
-			}
-			var names []string
-			if err == nil {
-				names = set.Names()
-			}
-			return agent.SystemPrompt(agent.Environment{Workspace: root.Dir(), Sandbox: kind, Tools: names, Date: time.Now().Format("2006-01-02")})
-		},
+		Log:                sess,
+		SessionID:          sess.ID(),
+		Cwd:                root.Dir(),
+		GitBranch:          gitBranch(root.Dir()),
+		SystemPrompt:       lazySystemPrompt(root, sb, tools),
 		Thinking:           llm.ThinkingLevel(req.ThinkingLevel),
 		ApprovalMode:       req.ApprovalMode,
 		MaxIterations:      s.cfg.MaxIterations,

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"sync"
+	"time"
 
+	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/sandbox"
 	"github.com/maestro-run/maestro/internal/tool"
@@ -37,4 +39,21 @@ func lazyWorkspaceTools(root *workspace.Root, probe *sandboxProbe) func() (*tool
 		}
 		return workspaceTools(root, sb), nil
 	})
+}
+
+// lazySystemPrompt is the default system prompt of a session whose tools
+// come from lazyWorkspaceTools: it names the sandbox and the tools once
+// the probe is done (empty when it failed).
+func lazySystemPrompt(root *workspace.Root, probe *sandboxProbe, tools func() (*tool.Set, error)) func(context.Context) string {
+	return func(context.Context) string {
+		kind := ""
+		if sb, err := probe.wait(context.Background()); err == nil {
+			kind = sb.Kind()
+		}
+		var names []string
+		if set, err := tools(); err == nil {
+			names = set.Names()
+		}
+		return agent.SystemPrompt(agent.Environment{Workspace: root.Dir(), Sandbox: kind, Tools: names, Date: time.Now().Format("2006-01-02")})
+	}
 }
