@@ -225,7 +225,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		})
 	}
 	wg.Go(func() {
-		if maintErr = queue.RunMaintenance(runCtx, queue.MaintenanceConfig{Store: st, Owner: o.Name, Logger: log}); maintErr != nil {
+		if maintErr = queue.RunMaintenance(runCtx, queue.MaintenanceConfig{Store: st, Owner: o.Name, Logger: log, DataDir: dataDir}); maintErr != nil {
 			cancel()
 		}
 	})

@@ -30,6 +30,14 @@ type MaintenanceConfig struct {
 	// Tick, when set, replaces the Every ticker (tests drive rounds by
 	// sending on it).
 	Tick <-chan time.Time
+	// DataDir, when set, is the data directory whose upload staging area
+	// (<DataDir>/uploads) the leader sweeps (SweepStaging) on its first
+	// round and then every StagingSweepEvery (default
+	// DefaultStagingSweepEvery), removing directories no unfinished job
+	// names once older than StagingGrace (default DefaultStagingGrace).
+	DataDir           string
+	StagingSweepEvery time.Duration
+	StagingGrace      time.Duration
 }
 
 // LeaderName is the leader-election role of the maintenance loop.
@@ -41,11 +49,12 @@ const (
 	scheduleBatch = 100
 )
 
-// RunMaintenance runs the reaper (ReapExpired) and the cron scheduler
-// (FireSchedule) until ctx ends, on the elected leader only; it is safe to
-// run on many processes sharing one store (reaping and firing are safe
-// concurrently; the election only avoids wasted work). It resigns on exit
-// and returns nil when ctx ends.
+// RunMaintenance runs the reaper (ReapExpired), the cron scheduler
+// (FireSchedule) and, with DataDir, the upload staging sweep
+// (SweepStaging) until ctx ends, on the elected leader only; it is safe to
+// run on many processes sharing one store (reaping, firing and sweeping
+// are safe concurrently; the election only avoids wasted work). It resigns
+// on exit and returns nil when ctx ends.
 func RunMaintenance(ctx context.Context, cfg MaintenanceConfig) error {
 	if cfg.Store == nil {
 		return errors.New("queue: MaintenanceConfig.Store is required")
@@ -62,6 +71,12 @@ func RunMaintenance(ctx context.Context, cfg MaintenanceConfig) error {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.StagingSweepEvery <= 0 {
+		cfg.StagingSweepEvery = DefaultStagingSweepEvery
+	}
+	if cfg.StagingGrace <= 0 {
+		cfg.StagingGrace = DefaultStagingGrace
+	}
 	tick := cfg.Tick
 	if tick == nil {
 		t := time.NewTicker(cfg.Every)
@@ -74,6 +89,7 @@ func RunMaintenance(ctx context.Context, cfg MaintenanceConfig) error {
 		_ = cfg.Store.ResignLeader(ctx, LeaderName, cfg.Owner)
 	}()
 	leading := false
+	var swept time.Time // when this process last swept the staging area
 	for {
 		lead, err := cfg.Store.ElectLeader(ctx, LeaderName, cfg.Owner, 3*cfg.Every)
 		switch {
@@ -88,6 +104,12 @@ func RunMaintenance(ctx context.Context, cfg MaintenanceConfig) error {
 		if err == nil && lead {
 			if _, _, err := MaintainOnce(ctx, cfg.Store, cfg.Now, cfg.Logger); err != nil && ctx.Err() == nil {
 				cfg.Logger.Warn("maintenance round failed", "err", err)
+			}
+			if now := cfg.Now(); cfg.DataDir != "" && (swept.IsZero() || now.Sub(swept) >= cfg.StagingSweepEvery) {
+				swept = now
+				if _, err := SweepStaging(ctx, cfg.Store, cfg.DataDir, now, cfg.StagingGrace, cfg.Logger); err != nil && ctx.Err() == nil {
+					cfg.Logger.Warn("upload staging sweep failed", "err", err)
+				}
 			}
 		}
 		select {

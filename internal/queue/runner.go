@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -74,74 +73,6 @@ type Payload struct {
 
 // PayloadInputStaging is the JSON name of Payload.InputStaging.
 const PayloadInputStaging = "input_staging"
-
-// StagedInputDir is where the files uploaded with a task's creation wait
-// for its first job: <dataDir>/uploads/<key>, key being 32 lowercase hex
-// digits (Payload.InputStaging).
-func StagedInputDir(dataDir, key string) string {
-	return filepath.Join(dataDir, "uploads", key)
-}
-
-// ValidStagingKey reports whether key can name a staging directory.
-func ValidStagingKey(key string) bool {
-	if len(key) != 32 {
-		return false
-	}
-	for _, c := range key {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-// moveStagedInput moves the files of the staging directory key into
-// <dir>/input/ (same relative paths, replacing files of the same name)
-// and removes the staging directory. A directory already moved (an
-// earlier attempt) is not an error. Both paths are resolved inside
-// dataDir, so a symbolic link cannot lead the move elsewhere.
-func moveStagedInput(dataDir, dir, key string) error {
-	if !ValidStagingKey(key) {
-		return fmt.Errorf("job payload field %q: expected 32 lowercase hex digits, found %q", PayloadInputStaging, key)
-	}
-	srcRel, err := filepath.Rel(dataDir, StagedInputDir(dataDir, key))
-	if err != nil {
-		return err
-	}
-	dstRel, err := filepath.Rel(dataDir, filepath.Join(dir, "input"))
-	if err != nil || dstRel == ".." || strings.HasPrefix(dstRel, ".."+string(filepath.Separator)) {
-		return fmt.Errorf("task workspace %s is not inside the data directory %s", dir, dataDir)
-	}
-	root, err := os.OpenRoot(dataDir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	if _, err := root.Lstat(srcRel); errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	err = fs.WalkDir(root.FS(), filepath.ToSlash(srcRel), func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		rel, err := filepath.Rel(srcRel, filepath.FromSlash(p))
-		if err != nil {
-			return err
-		}
-		dst := filepath.Join(dstRel, rel)
-		if err := root.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return err
-		}
-		return root.Rename(filepath.FromSlash(p), dst)
-	})
-	if err != nil {
-		return fmt.Errorf("move the files uploaded with the task into input/: %w", err)
-	}
-	if err := root.RemoveAll(srcRel); err != nil {
-		return fmt.Errorf("remove the upload staging directory: %w", err)
-	}
-	return nil
-}
 
 type engineRunner struct{ cfg EngineRunnerConfig }
 

@@ -66,6 +66,14 @@ const MaxTaskFiles = 100
 // <dataDir>/uploads/<key>, the layout of queue.StagedInputDir.
 func StagingDir(dataDir, key string) string { return filepath.Join(dataDir, "uploads", key) }
 
+// StagingJobFile names the job of the staging directory key once the task
+// exists: <dataDir>/uploads/<key>.job holds the job's id, the layout of
+// queue.StagingJobFile. The maintenance sweep reads it to move the files
+// of a job that ended without running (cancelled while queued) into the
+// task's input/; a directory without it is removed after a grace period
+// unless an unfinished job names it (a crash before the task existed).
+func StagingJobFile(dataDir, key string) string { return StagingDir(dataDir, key) + ".job" }
+
 // createTask answers POST /tasks. A JSON body creates the task; a
 // multipart/form-data body carries the same JSON object in a first part
 // named "task", then the task's input files in parts named "file" (the
@@ -149,6 +157,13 @@ func (s *Server) insertTask(w http.ResponseWriter, r *http.Request, req createTa
 		}
 		s.storeError(w, r, err)
 		return
+	}
+	if staged != "" {
+		// Without this file the sweep still keeps the directory while the
+		// job is unfinished (it scans the unfinished jobs' payloads).
+		if err := os.WriteFile(StagingJobFile(s.cfg.DataDir, staged), []byte(strconv.FormatInt(job.ID, 10)+"\n"), 0o644); err != nil {
+			s.log.Warn("upload staging: job file not written", "key", staged, "job", job.ID, "err", err)
+		}
 	}
 	detail := map[string]any{"job_id": job.ID, "title": task.Title, "piece": task.Piece}
 	if len(files) > 0 {

@@ -2,17 +2,22 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"log/slog"
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/maestro-run/maestro/internal/queue"
 	"github.com/maestro-run/maestro/internal/server"
+	"github.com/maestro-run/maestro/internal/store"
 )
 
 // mpart is one part of a multipart body: a form field when filename is
@@ -78,8 +83,11 @@ func TestCreateTaskWithFiles(t *testing.T) {
 		t.Fatalf("status %d: %s", code, data)
 	}
 	var created struct {
-		Task  struct{ ID int64 }
-		Job   struct{ Payload json.RawMessage }
+		Task struct{ ID int64 }
+		Job  struct {
+			ID      int64
+			Payload json.RawMessage
+		}
 		Files []struct {
 			Path string
 			Size int64
@@ -114,8 +122,94 @@ func TestCreateTaskWithFiles(t *testing.T) {
 	if code != http.StatusCreated || strings.Contains(string(data), server.PayloadInputStaging) {
 		t.Fatalf("status %d: %s", code, data)
 	}
-	if left := uploadsLeft(t, e.dataDir); len(left) != 1 || left[0] != key {
-		t.Errorf("staging area holds %v, want only %s", left, key)
+	if left := uploadsLeft(t, e.dataDir); len(left) != 2 || left[0] != key || left[1] != key+".job" {
+		t.Errorf("staging area holds %v, want only %s and its job file", left, key)
+	}
+	// The job file names the job, where the maintenance sweep looks.
+	if server.StagingJobFile(e.dataDir, key) != queue.StagingJobFile(e.dataDir, key) {
+		t.Fatalf("the server names the job in %s, the sweep looks in %s", server.StagingJobFile(e.dataDir, key), queue.StagingJobFile(e.dataDir, key))
+	}
+	if b, err := os.ReadFile(queue.StagingJobFile(e.dataDir, key)); err != nil || strings.TrimSpace(string(b)) != strconv.FormatInt(created.Job.ID, 10) {
+		t.Errorf("job file = %q, %v; want the job id %d", b, err, created.Job.ID)
+	}
+}
+
+// readReportScenario reads the uploaded file first thing and fails the
+// frame if it is not there.
+const readReportScenario = `{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id":"read-report","description":"read the upload",
+"metadata":{"recordedAt":"2026-11-26T00:00:00Z","toolsExpected":["Read","complete"]},
+"frames":[
+{"index":0,"statements":[{"kind":"tool_call","tool":"Read","input":{"path":"input/report.txt"},"expectedResult":"success"}]},
+{"index":1,"statements":[{"kind":"tool_call","tool":"complete","input":{"status":"success","result":"Read it."}}]}
+]}`
+
+// TestStagedFilesOfACancelledJob: a task created with files whose job is
+// cancelled before it runs leaves nothing in the staging area once the
+// maintenance sweep ran: the files are in the task's input/, where the
+// retried job reads them.
+func TestStagedFilesOfACancelledJob(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sqliteStore(t), nil)
+	task, _ := json.Marshal(map[string]any{"title": "read the report", "piece": "general", "payload": map[string]json.RawMessage{"replay": json.RawMessage(readReportScenario)}})
+	body, ctype := multipartBody(t, mpart{name: "task", body: string(task)}, mpart{name: "file", filename: "report.txt", body: "figures\n"})
+	code, data := e.do("POST", "/api/v1/tasks", body, "Content-Type", ctype)
+	if code != http.StatusCreated {
+		t.Fatalf("status %d: %s", code, data)
+	}
+	var created struct {
+		Task struct{ ID int64 }
+		Job  struct{ ID int64 }
+	}
+	if err := json.Unmarshal(data, &created); err != nil {
+		t.Fatal(err)
+	}
+	jpath := "/api/v1/jobs/" + strconv.FormatInt(created.Job.ID, 10)
+	e.must(http.StatusOK, "POST", jpath+"/cancel", nil, nil)
+
+	got, err := queue.SweepStaging(t.Context(), e.st, e.dataDir, time.Now(), queue.DefaultStagingGrace, slog.New(slog.DiscardHandler))
+	if err != nil || got != (queue.StagingSweep{Moved: 1}) {
+		t.Fatalf("sweep = %+v, %v; want the cancelled job's files moved", got, err)
+	}
+	if left := uploadsLeft(t, e.dataDir); len(left) != 0 {
+		t.Errorf("staging area holds %v after the sweep", left)
+	}
+	in := filepath.Join(queue.TaskDir(e.dataDir, created.Task.ID), "input", "report.txt")
+	if b, err := os.ReadFile(in); err != nil || string(b) != "figures\n" {
+		t.Fatalf("input/report.txt = %q, %v", b, err)
+	}
+
+	// The retried job runs with its file.
+	e.must(http.StatusOK, "POST", jpath+"/retry", nil, nil)
+	pool, err := queue.NewPool(queue.Config{Store: e.st, Runner: queue.NewEngineRunner(queue.EngineRunnerConfig{DataDir: e.dataDir})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	stopped := make(chan error, 1)
+	go func() { stopped <- pool.Run(ctx) }()
+	defer func() { cancel(); <-stopped }()
+	sub, err := e.st.Subscribe(ctx, store.JobTopic(created.Job.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	deadline := time.After(60 * time.Second)
+	for {
+		j, err := e.st.GetJob(ctx, created.Job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.State.Terminal() {
+			if j.State != store.StateSucceeded || j.Result != "Read it." {
+				t.Fatalf("retried job ended %s: %q %q", j.State, j.Result, j.Error)
+			}
+			break
+		}
+		select {
+		case <-sub.C():
+		case <-deadline:
+			t.Fatalf("retried job still %s after 60s", j.State)
+		}
 	}
 }
 

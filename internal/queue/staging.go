@@ -1,0 +1,356 @@
+package queue
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/store"
+)
+
+// The upload staging area: files sent with a task's creation wait in
+// <dataDir>/uploads/<key>/ until the task's job moves them into its
+// input/. Once the task and its job exist, the API writes the job's id to
+// <dataDir>/uploads/<key>.job (StagingJobFile), so that the maintenance
+// sweep (SweepStaging) can find the job of a directory without scanning
+// the jobs.
+
+// Defaults of the staging sweep (MaintenanceConfig).
+const (
+	// DefaultStagingGrace is how long a staging directory that no
+	// unfinished job names is left alone: the API writes the files before
+	// it creates the task.
+	DefaultStagingGrace = time.Hour
+	// DefaultStagingSweepEvery is how often the leader sweeps.
+	DefaultStagingSweepEvery = time.Minute
+)
+
+// stagingJobSuffix ends the name of a staging directory's job file.
+const stagingJobSuffix = ".job"
+
+// StagedInputDir is where the files uploaded with a task's creation wait
+// for its first job: <dataDir>/uploads/<key>, key being 32 lowercase hex
+// digits (Payload.InputStaging).
+func StagedInputDir(dataDir, key string) string {
+	return filepath.Join(dataDir, "uploads", key)
+}
+
+// StagingJobFile is the file that names the job of the staging directory
+// key, its id in decimal: <dataDir>/uploads/<key>.job. The API writes it
+// once the job exists; the runner removes it with the directory.
+func StagingJobFile(dataDir, key string) string {
+	return StagedInputDir(dataDir, key) + stagingJobSuffix
+}
+
+// ValidStagingKey reports whether key can name a staging directory.
+func ValidStagingKey(key string) bool {
+	if len(key) != 32 {
+		return false
+	}
+	for _, c := range key {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// moveStagedInput moves the files of the staging directory key into
+// <dir>/input/ (same relative paths, replacing files of the same name)
+// and removes the staging directory and its job file. It is idempotent: a
+// directory already moved (an earlier attempt) is not an error, a move an
+// earlier attempt left half done is finished, and two movers at once (a
+// runner and the sweep) each move what the other has not. Both paths are
+// resolved inside dataDir, so a symbolic link cannot lead the move
+// elsewhere.
+func moveStagedInput(dataDir, dir, key string) error {
+	if !ValidStagingKey(key) {
+		return fmt.Errorf("job payload field %q: expected 32 lowercase hex digits, found %q", PayloadInputStaging, key)
+	}
+	srcRel := filepath.Join("uploads", key)
+	dstRel, err := filepath.Rel(dataDir, filepath.Join(dir, "input"))
+	if err != nil || dstRel == ".." || strings.HasPrefix(dstRel, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("task workspace %s is not inside the data directory %s", dir, dataDir)
+	}
+	root, err := os.OpenRoot(dataDir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if _, err := root.Lstat(srcRel); err == nil {
+		err = fs.WalkDir(root.FS(), filepath.ToSlash(srcRel), func(p string, d fs.DirEntry, err error) error {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // another mover took this part
+			}
+			if err != nil || !d.Type().IsRegular() {
+				return err
+			}
+			src := filepath.FromSlash(p)
+			rel, err := filepath.Rel(srcRel, src)
+			if err != nil {
+				return err
+			}
+			dst := filepath.Join(dstRel, rel)
+			if err := root.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				return err
+			}
+			if err := root.Rename(src, dst); err != nil {
+				if _, lerr := root.Lstat(src); errors.Is(lerr, fs.ErrNotExist) {
+					return nil // moved by another mover meanwhile
+				}
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("move the files uploaded with the task into input/: %w", err)
+		}
+		if err := root.RemoveAll(srcRel); err != nil {
+			return fmt.Errorf("remove the upload staging directory: %w", err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("read the upload staging directory: %w", err)
+	}
+	if err := root.Remove(srcRel + stagingJobSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove the upload staging job file: %w", err)
+	}
+	return nil
+}
+
+// StagingSweep counts what one SweepStaging did.
+type StagingSweep struct {
+	// Moved counts the staging directories of finished jobs moved into
+	// their workspace's input/ (where a retried job finds them).
+	Moved int
+	// Removed counts the staging directories no job names (an API crash
+	// between staging and task creation, or a job that is gone) removed
+	// after the grace period.
+	Removed int
+}
+
+// SweepStaging cleans the upload staging area of dataDir so that no
+// staging directory outlives its job:
+//
+//   - a directory whose job file names an unfinished job is left to the
+//     job's runner;
+//   - one whose job is finished (cancelled or failed before it ran, a
+//     noop piece) is moved into that job's input/, as the runner would
+//     have done, so a retry still finds the files;
+//   - one that no unfinished job names and whose newest change is older
+//     than grace is removed (the task was never created, or its job is
+//     gone); the unfinished jobs are listed only when such a directory
+//     exists;
+//   - a job file left without its directory is removed.
+//
+// It only reads the staging area and the jobs it names, so it is cheap
+// when the area is empty. Entries it does not recognise are left alone.
+func SweepStaging(ctx context.Context, st store.Store, dataDir string, now time.Time, grace time.Duration, log *slog.Logger) (StagingSweep, error) {
+	var res StagingSweep
+	uploads := filepath.Join(dataDir, "uploads")
+	ents, err := os.ReadDir(uploads)
+	if errors.Is(err, fs.ErrNotExist) {
+		return res, nil
+	}
+	if err != nil {
+		return res, fmt.Errorf("read the upload staging area: %w", err)
+	}
+	type entry struct{ dir, jobFile bool }
+	found := map[string]*entry{}
+	at := func(key string) *entry {
+		if found[key] == nil {
+			found[key] = &entry{}
+		}
+		return found[key]
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if ValidStagingKey(name) && e.IsDir() {
+			at(name).dir = true
+		} else if key, ok := strings.CutSuffix(name, stagingJobSuffix); ok && ValidStagingKey(key) && e.Type().IsRegular() {
+			at(key).jobFile = true
+		}
+	}
+	keys := make([]string, 0, len(found))
+	for k := range found {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+
+	var errs []error
+	var unfinished map[string]bool // keys named by unfinished jobs, read once when needed
+	for _, key := range keys {
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		e := found[key]
+		if !e.dir {
+			// The runner moved the files (perhaps before the API wrote
+			// the job file): nothing is waiting.
+			if err := os.Remove(StagingJobFile(dataDir, key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("staging %s: remove the job file: %w", key, err))
+			}
+			continue
+		}
+		if e.jobFile {
+			j, ok, err := stagingJob(ctx, st, dataDir, key)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("staging %s: %w", key, err))
+				continue
+			}
+			if ok {
+				if !j.State.Terminal() {
+					continue // the job's runner moves the files
+				}
+				if err := moveStagedInput(dataDir, JobDir(dataDir, j), key); err != nil {
+					errs = append(errs, fmt.Errorf("staging %s of job %d: %w", key, j.ID, err))
+					continue
+				}
+				res.Moved++
+				log.Info("moved the files of a finished job's upload staging directory into its input/", "key", key, "job", j.ID, "task", j.TaskID, "state", j.State)
+				continue
+			}
+			// The job file names no job that names this directory:
+			// treat the directory as one without a job file.
+		}
+		changed, err := newestChange(StagedInputDir(dataDir, key))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("staging %s: %w", key, err))
+			continue
+		}
+		if changed.IsZero() || now.Sub(changed) < grace {
+			continue // gone meanwhile (a runner moved it), or young
+		}
+		if unfinished == nil {
+			if unfinished, err = unfinishedStagingKeys(ctx, st); err != nil {
+				return res, errors.Join(append(errs, err)...)
+			}
+		}
+		if unfinished[key] {
+			continue // its job file was lost (a crash); the job's runner moves it
+		}
+		if err := os.RemoveAll(StagedInputDir(dataDir, key)); err != nil {
+			errs = append(errs, fmt.Errorf("staging %s: remove: %w", key, err))
+			continue
+		}
+		if err := os.Remove(StagingJobFile(dataDir, key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("staging %s: remove the job file: %w", key, err))
+		}
+		res.Removed++
+		log.Info("removed an upload staging directory no job names", "key", key, "last_change", changed.UTC())
+	}
+	return res, errors.Join(errs...)
+}
+
+// stagingJob reads the job file of staging directory key and returns its
+// job when that job exists and its payload names key (ok). An unreadable
+// file, an unknown job or one naming another key is not an error (ok
+// false): the directory is then judged as one without a job file.
+func stagingJob(ctx context.Context, st store.Store, dataDir, key string) (store.Job, bool, error) {
+	data, err := os.ReadFile(StagingJobFile(dataDir, key))
+	if errors.Is(err, fs.ErrNotExist) {
+		return store.Job{}, false, nil
+	}
+	if err != nil {
+		return store.Job{}, false, fmt.Errorf("read the job file: %w", err)
+	}
+	id, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	if err != nil || id <= 0 {
+		return store.Job{}, false, nil // half written when the API stopped
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+	defer cancel()
+	j, err := st.GetJob(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Job{}, false, nil
+	}
+	if err != nil {
+		return store.Job{}, false, fmt.Errorf("read job %d: %w", id, err)
+	}
+	if stagingKeyOf(j.Payload) != key {
+		return store.Job{}, false, nil // a job file from another database
+	}
+	return j, true, nil
+}
+
+// stagingKeyOf returns the input_staging field of a job payload, or "".
+func stagingKeyOf(payload json.RawMessage) string {
+	if !bytes.Contains(payload, []byte(`"`+PayloadInputStaging+`"`)) {
+		return ""
+	}
+	var pl struct {
+		InputStaging string `json:"input_staging"`
+	}
+	if json.Unmarshal(payload, &pl) != nil {
+		return ""
+	}
+	return pl.InputStaging
+}
+
+// unfinishedStagingKeys returns the staging keys named by the payloads of
+// the jobs that have not finished.
+func unfinishedStagingKeys(ctx context.Context, st store.Store) (map[string]bool, error) {
+	var states []store.State
+	for _, s := range store.States() {
+		if !s.Terminal() {
+			states = append(states, s)
+		}
+	}
+	keys := map[string]bool{}
+	var after int64
+	for {
+		lctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+		jobs, err := st.ListJobs(lctx, store.JobFilter{States: states, AfterID: after, Limit: store.MaxListLimit})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("list the unfinished jobs: %w", err)
+		}
+		for _, j := range jobs {
+			after = j.ID
+			if k := stagingKeyOf(j.Payload); k != "" {
+				keys[k] = true
+			}
+		}
+		if len(jobs) < store.MaxListLimit {
+			return keys, nil
+		}
+	}
+}
+
+// newestChange returns the latest modification time of dir and of
+// everything in it (a file still being written keeps it young).
+func newestChange(dir string) (time.Time, error) {
+	var newest time.Time
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if info.ModTime().After(newest) {
+			newest = info.ModTime()
+		}
+		return nil
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the upload staging directory: %w", err)
+	}
+	return newest, nil
+}
