@@ -1,12 +1,16 @@
 package hostedrunner
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	httpattach "github.com/maestro-run/maestro/internal/transport/http"
 )
@@ -129,5 +133,147 @@ func TestOtherSessionOwnedElsewhere(t *testing.T) {
 	json.Unmarshal(data, &e)
 	if status != http.StatusConflict || len(e.Details) != 1 || e.Details[0].Metadata["draining"] != "true" {
 		t.Fatalf("while draining: %d %s", status, data)
+	}
+}
+
+// sseEnvelope is one SSE envelope as a strict client reads it.
+type sseEnvelope struct {
+	Type     string `json:"type"`
+	Reason   string `json:"reason"`
+	Cursor   int64  `json:"cursor"`
+	Snapshot *struct {
+		Cursor int64 `json:"cursor"`
+	} `json:"snapshot"`
+	raw string
+}
+
+// cursor is the envelope's cursor (a snapshot's or reset's
+// snapshot.cursor).
+func (e sseEnvelope) cursor() int64 {
+	if e.Snapshot != nil {
+		return e.Snapshot.Cursor
+	}
+	return e.Cursor
+}
+
+// openEvents opens GET …/events?query and returns a channel of its
+// envelopes.
+func openEvents(t *testing.T, base, session, query string) <-chan sseEnvelope {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, "GET", base+"/api/headless/sessions/"+session+"/events?"+query, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("events?%s: %d %s", query, resp.StatusCode, body)
+	}
+	ch := make(chan sseEnvelope, 64)
+	go func() {
+		defer resp.Body.Close()
+		defer close(ch)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			e := sseEnvelope{raw: data}
+			if err := json.Unmarshal([]byte(data), &e); err != nil {
+				e.Type = "undecodable"
+			}
+			ch <- e
+		}
+	}()
+	return ch
+}
+
+func nextEnvelope(t *testing.T, ch <-chan sseEnvelope) sseEnvelope {
+	t.Helper()
+	select {
+	case e, ok := <-ch:
+		if !ok {
+			t.Fatal("event stream ended")
+		}
+		return e
+	case <-time.After(20 * time.Second):
+		t.Fatal("timed out waiting for an envelope")
+	}
+	return sseEnvelope{}
+}
+
+// TestRestoreResumeStrictCursor: a client of the drained runner resumes
+// on the restored one with ?cursor=<the manifest's cursor> (or an older
+// one): its first envelope is reset{restored_from_snapshot}, whose cursor
+// is greater than any it applied, so a client dropping envelopes whose
+// cursor is not greater than the last one applied takes it; frames
+// follow with greater cursors. A negative cursor is a replay gap.
+func TestRestoreResumeStrictCursor(t *testing.T) {
+	t.Parallel()
+	ws := newWorkspace(t)
+	path, manifestCursor := drainedManifest(t, ws)
+	cfg := testConfig(ws)
+	cfg.RunnerSessionID, cfg.MaestroSessionID, cfg.RestoreManifest = "mrs_456", "", path
+	r, err := New(cfg, Options{Now: fixedNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	attach := NewAttach(r, httpattach.Config{SweepInterval: -1})
+	srv := httptest.NewServer(r.Handler())
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		attach.Close()
+		r.Close()
+	})
+	resetCursor := r.Runtime().Cursor()
+	if resetCursor <= manifestCursor {
+		t.Fatalf("runtime cursor %d after restoring at %d", resetCursor, manifestCursor)
+	}
+	for _, from := range []int64{manifestCursor, manifestCursor - 3, 0} {
+		ch := openEvents(t, srv.URL, r.SessionID(), "cursor="+strconv.FormatInt(from, 10))
+		e := nextEnvelope(t, ch)
+		if e.Type != "reset" || e.Reason != "restored_from_snapshot" || e.cursor() != resetCursor || e.cursor() <= from {
+			t.Fatalf("cursor=%d: first envelope %s, want reset{restored_from_snapshot} at cursor %d", from, e.raw, resetCursor)
+		}
+	}
+	live := openEvents(t, srv.URL, r.SessionID(), "cursor="+strconv.FormatInt(manifestCursor, 10))
+	nextEnvelope(t, live)
+	if e := nextEnvelope(t, openEvents(t, srv.URL, r.SessionID(), "cursor=-1")); e.Type != "reset" || e.Reason != "replay_gap" {
+		t.Fatalf("cursor=-1: %s, want reset{replay_gap}", e.raw)
+	}
+	if e := nextEnvelope(t, openEvents(t, srv.URL, r.SessionID(), "")); e.Type != "reset" || e.Reason != "restored_from_snapshot" || e.cursor() < resetCursor {
+		t.Fatalf("no cursor: %s, want reset{restored_from_snapshot}", e.raw)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "POST", srv.URL+"/api/headless/sessions/"+r.SessionID()+"/messages", strings.NewReader(`{"type":"init"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("init: %d", resp.StatusCode)
+	}
+	for {
+		e := nextEnvelope(t, live)
+		if e.cursor() <= resetCursor {
+			t.Fatalf("after the reset at %d: %s", resetCursor, e.raw)
+		}
+		if strings.Contains(e.raw, `"type":"status"`) {
+			break
+		}
 	}
 }

@@ -38,8 +38,8 @@ type Attach interface {
 	SetDraining(reason string)
 	// SetUnavailable does the same for a restore that did not complete.
 	SetUnavailable(message string)
-	// MarkRestored makes reset{restored_from_snapshot} the first envelope
-	// of every new stream on the session.
+	// MarkRestored publishes reset{restored_from_snapshot} into the
+	// session's stream and makes it the first envelope of new streams.
 	MarkRestored(sessionID string)
 }
 

@@ -11,15 +11,80 @@ import (
 // by one connection, re-registering an existing connection, and waiting
 // for frames without a goroutine per wait.
 
-// Cursor returns the cursor of the last published frame (a heartbeat
-// envelope's cursor).
+// Cursor returns the last assigned cursor: of the last published frame,
+// log record or snapshot envelope.
 func (r *Runtime) Cursor() int64 {
 	r.logMu.Lock()
 	defer r.logMu.Unlock()
-	if r.cfg.Log != nil {
-		return r.cfg.Log.Cursor()
+	return r.cursorLocked()
+}
+
+// PublishSnapshot publishes a snapshot envelope into the stream, as the
+// reference server does after an interrupt (contract §8.9, §12): the
+// envelope takes the next cursor, which is its snapshot's cursor, so it
+// is strictly greater than every frame before it, and it is buffered in
+// the ring like a message, so that a ?cursor= replay delivers it in
+// order. With reason set it is reset{reason} instead (a restore). fill,
+// when not nil, completes the snapshot (the transport's
+// controller_subscription_id); it runs under the runtime's locks and
+// must neither block nor call into the runtime. The envelope reaches
+// subscriptions made with SubscribeOptions.Envelopes; the session log
+// does not record it, so from then on cursors run ahead of the log's
+// record numbers. It returns the envelope's cursor (0 once the runtime
+// is closed).
+func (r *Runtime) PublishSnapshot(reason protocol.ResetReason, fill func(*protocol.Snapshot)) int64 {
+	for {
+		r.mu.Lock()
+		r.logMu.Lock()
+		h := &r.hub
+		if h.closed {
+			r.logMu.Unlock()
+			r.mu.Unlock()
+			return 0
+		}
+		snap := r.snapshotLocked()
+		snap.Cursor = r.cursorLocked() + 1
+		if fill != nil {
+			fill(&snap)
+		}
+		var env protocol.Message = protocol.SnapshotEnvelope{Snapshot: snap}
+		if reason != "" {
+			env = protocol.ResetEnvelope{Reason: reason, Snapshot: snap}
+		}
+		data, err := protocol.Marshal(env)
+		if err != nil {
+			r.logMu.Unlock()
+			r.mu.Unlock()
+			r.cfg.Logger.Error("encode snapshot envelope", "err", err)
+			return 0
+		}
+		for !h.closed && h.full(len(data)) && !h.holdsOldest() {
+			h.evict()
+		}
+		if !h.closed && h.full(len(data)) {
+			// A lossless reader holds the oldest frame: wait for it
+			// without holding mu, then build the snapshot again.
+			r.mu.Unlock()
+			r.space.Wait()
+			r.logMu.Unlock()
+			continue
+		}
+		if h.closed {
+			r.logMu.Unlock()
+			r.mu.Unlock()
+			return 0
+		}
+		if r.cfg.Log != nil {
+			r.unlogged++
+		} else {
+			r.cursor++
+		}
+		cursor := r.cursorLocked()
+		h.push(Frame{Cursor: cursor, Message: env, Data: data, Envelope: true})
+		r.logMu.Unlock()
+		r.mu.Unlock()
+		return cursor
 	}
-	return r.cursor
 }
 
 // Conn returns the open connection with this id.
@@ -157,6 +222,25 @@ func (s *Subscription) OptsOut(n protocol.Notification) bool {
 
 // Conn returns the subscription's connection.
 func (s *Subscription) Conn() *Conn { return s.conn }
+
+// Cursor is the heartbeat cursor of the subscription: the current cursor
+// once it has read every frame, else the cursor of the last frame it read
+// or skipped, so that a heartbeat never claims a cursor whose frame is
+// still on its way to the reader.
+func (s *Subscription) Cursor() int64 {
+	r := s.r
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	h := &r.hub
+	switch {
+	case s.next >= h.end():
+		return r.cursorLocked()
+	case s.next > h.first:
+		return h.at(s.next - 1).Cursor
+	default:
+		return h.evicted
+	}
+}
 
 // closedChan is returned by Wait when there is no need to wait.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()

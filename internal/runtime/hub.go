@@ -33,6 +33,11 @@ type Frame struct {
 	Message protocol.Message
 	// Data is its JSON encoding: one line, without the newline.
 	Data []byte
+	// Envelope marks a snapshot published into the stream
+	// (PublishSnapshot): Message is a protocol.SnapshotEnvelope or
+	// protocol.ResetEnvelope and Data is the whole SSE envelope. Only
+	// subscriptions made with SubscribeOptions.Envelopes receive it.
+	Envelope bool
 	// to, when set, is the only connection that receives the frame
 	// (hello_ok and replies to one connection).
 	to string
@@ -46,7 +51,9 @@ type hub struct {
 	n      int
 	bytes  int
 	first  uint64 // sequence number of the oldest frame
-	// evicted is the cursor of the newest frame evicted so far (0: none).
+	// evicted is the cursor of the newest frame evicted so far, or of
+	// the log when the runtime was made (0: none): a cursor before it
+	// cannot be replayed.
 	evicted   int64
 	maxFrames int
 	maxBytes  int
@@ -130,15 +137,23 @@ func (r *Runtime) publish(m protocol.Message, to string) {
 		return
 	}
 	r.state.apply(m)
-	var cursor int64
 	if r.cfg.Log != nil {
 		r.cfg.Log.Event(m)
-		cursor = r.cfg.Log.Cursor()
 	} else {
 		r.cursor++
-		cursor = r.cursor
 	}
-	h.push(Frame{Cursor: cursor, Message: m, Data: data, to: to})
+	h.push(Frame{Cursor: r.cursorLocked(), Message: m, Data: data, to: to})
+}
+
+// cursorLocked is the cursor of the last frame or log record: the log's
+// (which numbers the records) plus the cursors taken by snapshot
+// envelopes, which the log does not record; without a log, the count of
+// both. The caller holds logMu.
+func (r *Runtime) cursorLocked() int64 {
+	if r.cfg.Log != nil {
+		return r.cfg.Log.Cursor() + r.unlogged
+	}
+	return r.cursor
 }
 
 // logMessage appends a conversation message to the session log, under the
@@ -203,6 +218,10 @@ type SubscribeOptions struct {
 	// Detached marks a subscription nobody is reading yet (HTTP
 	// subscribe before the SSE stream attaches).
 	Detached bool
+	// Envelopes makes the subscription receive the snapshot envelopes of
+	// PublishSnapshot (an SSE stream); without it they are skipped
+	// (stdio has no envelopes), though their cursors still count.
+	Envelopes bool
 }
 
 // Subscription reads a connection's frames in cursor order. Its methods
@@ -215,6 +234,7 @@ type Subscription struct {
 	maxBacklog int
 	optOut     []protocol.Notification
 	hasOptOut  bool
+	envelopes  bool
 	attached   bool
 	closed     bool
 }
@@ -230,7 +250,7 @@ func (c *Conn) Subscribe(o SubscribeOptions) (*Subscription, error) {
 	r.logMu.Lock()
 	defer r.logMu.Unlock()
 	h := &r.hub
-	s := &Subscription{r: r, conn: c, lossless: o.Lossless, maxBacklog: o.MaxBacklog, attached: !o.Detached}
+	s := &Subscription{r: r, conn: c, lossless: o.Lossless, maxBacklog: o.MaxBacklog, envelopes: o.Envelopes, attached: !o.Detached}
 	if o.OptOut != nil {
 		s.optOut, s.hasOptOut = slices.Clone(o.OptOut), true
 	}
@@ -309,10 +329,14 @@ func (s *Subscription) poll() (f Frame, ok bool, wait <-chan struct{}, err error
 	}
 }
 
-// wants applies the connection's filters: private frames, opt-outs
-// (status, connection_info, compaction; hello_ok is never filtered) and
+// wants applies the connection's filters: snapshot envelopes only for
+// subscriptions that asked for them, private frames, opt-outs (status,
+// connection_info, compaction; hello_ok is never filtered) and
 // raw_agent_event only for connections that negotiated it.
 func (s *Subscription) wants(f *Frame) bool {
+	if f.Envelope {
+		return s.envelopes
+	}
 	if f.to != "" && f.to != s.conn.id {
 		return false
 	}

@@ -191,11 +191,14 @@ type Runtime struct {
 	cancel context.CancelFunc
 
 	// logMu guards the publish path: state, hub, cursor, lastInit.
+	// unlogged counts the cursors taken by snapshot envelopes, which the
+	// Log does not record (cursorLocked).
 	logMu    sync.Mutex
 	space    *sync.Cond
 	hub      hub
 	state    state
 	cursor   int64
+	unlogged int64
 	lastInit *protocol.Init
 
 	// reqMu guards the pending server requests and orders their
@@ -282,6 +285,11 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	r.space = sync.NewCond(&r.logMu)
 	r.hub = hub{frames: make([]Frame, cfg.BufferFrames), maxBytes: cfg.BufferBytes, first: 1}
+	if cfg.Log != nil {
+		// The cursors of a log resumed or restored before this runtime
+		// are not buffered: resuming before them is a replay gap.
+		r.hub.evicted = cfg.Log.Cursor()
+	}
 	if cfg.Utilities != nil {
 		r.util = cfg.Utilities(func(m protocol.Message) { r.publish(m, "") })
 	}
@@ -573,10 +581,7 @@ func (r *Runtime) snapshotLocked() protocol.Snapshot {
 		st.ClientProtocolVersion, st.ClientInfo, st.Capabilities = c.protocolVersion, c.clientInfo, c.caps
 		st.OptOutNotifications, st.ConnectionRole = c.optOutList(), c.effectiveRole()
 	}
-	cursor := r.cursor
-	if r.cfg.Log != nil {
-		cursor = r.cfg.Log.Cursor()
-	}
+	cursor := r.cursorLocked()
 	var last *protocol.Init
 	if r.lastInit != nil {
 		li := *r.lastInit

@@ -283,15 +283,25 @@ func (h *Handler) SetUnavailable(message string) {
 }
 
 // MarkRestored records that a session's runtime was restored from a
-// snapshot (contract §14.4): from now on the first SSE envelope of every
-// new stream on it is reset{restored_from_snapshot} with the current
-// snapshot, before any replay.
+// snapshot (contract §14.4). reset{restored_from_snapshot} is published
+// once into the session's stream, taking the next cursor, so that a
+// client resuming with ?cursor= from before the restore gets it in order
+// and a strict client (which drops envelopes whose cursor is not greater
+// than the last one it applied) does not drop it. From now on, too, a
+// new stream without a cursor and every explicit stream start with
+// reset{restored_from_snapshot} carrying the current snapshot.
 func (h *Handler) MarkRestored(sessionID string) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.restored[sessionID] = true
-	if s := h.sessions[sessionID]; s != nil {
-		s.restored.Store(true)
+	s := h.sessions[sessionID]
+	h.mu.Unlock()
+	if s != nil {
+		s.markRestored()
+		return
+	}
+	if rt, ok := h.cfg.Sessions.Get(sessionID); ok && rt != nil {
+		// Binding a session marked restored publishes the reset.
+		h.bind(sessionID, rt)
 	}
 }
 

@@ -298,7 +298,7 @@ func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rs, err := c.Subscribe(runtime.SubscribeOptions{
-		From: runtime.FromNow, MaxBacklog: h.cfg.MaxBacklog, OptOut: b.OptOutNotifications, Detached: true,
+		From: runtime.FromNow, MaxBacklog: h.cfg.MaxBacklog, OptOut: b.OptOutNotifications, Detached: true, Envelopes: true,
 	})
 	if err != nil {
 		if !existing {
@@ -493,7 +493,9 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	switch m.(type) {
 	case protocol.Interrupt, protocol.Cancel:
-		s.broadcastSnapshot()
+		// Contract §8.9 step 4: after what the interrupt published, a
+		// snapshot envelope with a cursor of its own.
+		s.publishSnapshot("")
 	}
 	snap := s.snapshot()
 	writeJSON(w, http.StatusOK, messageAck{

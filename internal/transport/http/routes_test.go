@@ -146,25 +146,29 @@ func TestAnonymousController(t *testing.T) {
 	wantError(t, code, body, 409, "controller_lease_held", "Controller lease is already held by another connection")
 }
 
-// TestInterruptPublishesSnapshot: after an interrupt over HTTP every
-// stream gets a snapshot envelope (contract §8.9 step 4).
+// TestInterruptPublishesSnapshot: after an interrupt or cancel over HTTP
+// every stream gets a snapshot envelope (contract §8.9 step 4) with a
+// cursor of its own, after the frames before it.
 func TestInterruptPublishesSnapshot(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, options{})
 	id := s.createSession(nil)
 	c := s.subscribe(id, map[string]any{"role": "controller"})
 	st := s.open(id, "subscriptionId="+c.SubscriptionID, nil)
-	s.mustSend(id, c.SubscriptionID, `{"type":"init"}`)
-	if e := st.next(); e.msgType() != "status" {
-		t.Fatalf("before the interrupt: %s", e.raw)
-	}
-	s.mustSend(id, c.SubscriptionID, `{"type":"interrupt"}`)
-	e := st.next()
-	if e.Type != "snapshot" {
-		t.Fatalf("after the interrupt: %s, want a snapshot", e.raw)
-	}
-	if !strings.Contains(e.raw, `"is_responding":false`) {
-		t.Errorf("snapshot after interrupt: %s", e.raw)
+	for _, msg := range []string{`{"type":"interrupt"}`, `{"type":"cancel"}`} {
+		s.mustSend(id, c.SubscriptionID, `{"type":"init"}`)
+		status := st.next()
+		if status.msgType() != "status" {
+			t.Fatalf("before the %s: %s", msg, status.raw)
+		}
+		s.mustSend(id, c.SubscriptionID, msg)
+		e := st.next()
+		if e.Type != "snapshot" {
+			t.Fatalf("after the %s: %s, want a snapshot", msg, e.raw)
+		}
+		if !strings.Contains(e.raw, `"is_responding":false`) || e.snapCursor() != status.Cursor+1 {
+			t.Errorf("snapshot after %s at cursor %d, want %d: %s", msg, e.snapCursor(), status.Cursor+1, e.raw)
+		}
 	}
 }
 

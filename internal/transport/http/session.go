@@ -22,6 +22,9 @@ type session struct {
 	id       string
 	rt       *runtime.Runtime
 	restored atomic.Bool
+	// restoredAt is the cursor of the reset{restored_from_snapshot}
+	// published into the stream (0: none yet).
+	restoredAt atomic.Int64
 	// active is when a request last named the session (unix ns).
 	active atomic.Int64
 
@@ -30,25 +33,27 @@ type session struct {
 	seq  uint64
 	// anon is the connection of requests that name none.
 	anon *runtime.Conn
-	// snap is closed (and replaced) to make every stream send a
-	// snapshot envelope.
-	snap chan struct{}
 }
 
-// snapshots returns the channel closed at the next broadcastSnapshot.
-func (s *session) snapshots() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.snap
+// publishSnapshot publishes a snapshot envelope into the session's stream
+// (after an interrupt), or reset{reason} (after a restore): it takes the
+// next cursor and every stream delivers it in cursor order (contract
+// §12; runtime.PublishSnapshot).
+func (s *session) publishSnapshot(reason protocol.ResetReason) int64 {
+	// Computed first: the fill runs under the runtime's locks, which must
+	// not be held while taking s.mu.
+	csid := s.controllerSubscription()
+	return s.rt.PublishSnapshot(reason, func(snap *protocol.Snapshot) {
+		snap.State.ControllerSubscriptionID = csid
+	})
 }
 
-// broadcastSnapshot makes every attached stream send a snapshot
-// envelope after the frames published so far (after an interrupt).
-func (s *session) broadcastSnapshot() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	close(s.snap)
-	s.snap = make(chan struct{})
+// markRestored marks the session restored and, the first time, publishes
+// reset{restored_from_snapshot} into its stream.
+func (s *session) markRestored() {
+	if s.restored.CompareAndSwap(false, true) {
+		s.restoredAt.Store(s.publishSnapshot(protocol.ResetRestoredFromSnapshot))
+	}
 }
 
 // subscription is one subscription id: explicit (POST /subscribe, read by
@@ -110,16 +115,20 @@ func (h *Handler) missing(id, msg string) *Error {
 // the id now names another runtime.
 func (h *Handler) bind(id string, rt *runtime.Runtime) *session {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	now := h.cfg.Now()
 	if s := h.sessions[id]; s != nil && s.rt == rt {
 		s.active.Store(now.UnixNano())
+		h.mu.Unlock()
 		return s
 	}
-	s := &session{h: h, id: id, rt: rt, subs: map[string]*subscription{}, snap: make(chan struct{})}
+	s := &session{h: h, id: id, rt: rt, subs: map[string]*subscription{}}
 	s.active.Store(now.UnixNano())
-	s.restored.Store(h.restored[id])
 	h.sessions[id] = s
+	restored := h.restored[id]
+	h.mu.Unlock()
+	if restored {
+		s.markRestored()
+	}
 	go h.watch(s)
 	return s
 }

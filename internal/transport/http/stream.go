@@ -19,9 +19,21 @@ import (
 // ?cursor= is ignored. Without, it is an implicit stream on its own
 // subscription (of the connection header's connection, else of a new
 // connection with the role header's role): its first envelope is a
-// snapshot, or with ?cursor=N the buffered messages after N, or
-// reset{replay_gap} when N is older than the ring. After MarkRestored
-// every new stream starts with reset{restored_from_snapshot}.
+// snapshot, or with ?cursor=N the buffered envelopes after N, or
+// reset{replay_gap} when N is older than the ring. After MarkRestored a
+// stream without cursor, and every explicit stream, starts with
+// reset{restored_from_snapshot} instead, and a cursor before the reset
+// published at the restore replays from that reset on.
+//
+// Cursors (the rule of strict clients: apply an envelope only when its
+// cursor is greater than the last one applied). Snapshot envelopes
+// published into the stream — after an interrupt, and the one
+// reset{restored_from_snapshot} of a restore — take a cursor of their own
+// and are replayed in order, as upstream TS does. The envelopes a stream
+// makes for itself take none: its first snapshot (TS: the current
+// cursor), reset{replay_gap} and reset{lagged}, whose cursor, the
+// current one, is already greater than anything the client applied (it
+// asked for an evicted cursor, or left frames unread), and heartbeats.
 func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	if !h.ready(w) {
 		return
@@ -61,6 +73,8 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if s.restored.Load() {
+			// The /subscribe answer carried a snapshot already; frames
+			// queued since are replaced by the current one.
 			first = s.envelope(protocol.ResetEnvelope{Reason: protocol.ResetRestoredFromSnapshot, Snapshot: s.fill(sub.sub.Resync())})
 		}
 	} else {
@@ -91,7 +105,6 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	ticks, stopTicker := h.cfg.NewTicker(h.cfg.Heartbeat)
 	defer stopTicker()
 	defer st.rc.SetWriteDeadline(time.Time{})
-	snapshots := s.snapshots()
 	for {
 		if !st.drain() {
 			return
@@ -104,14 +117,10 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 			if sub.sub.OptsOut(protocol.NotifyHeartbeat) {
 				continue
 			}
-			if !st.write(heartbeatEnvelope(s.rt.Cursor())) || !st.flush() {
-				return
-			}
-		case <-snapshots:
-			// An interrupt: what was published first, then a snapshot
-			// (contract §8.9).
-			snapshots = s.snapshots()
-			if !st.drain() || !st.write(s.envelope(protocol.SnapshotEnvelope{Snapshot: s.fill(sub.sub.Resync())})) || !st.flush() {
+			// The frames published so far first: the heartbeat's cursor
+			// is then the current one, and never one whose frame this
+			// stream has not written yet.
+			if !st.drain() || !st.write(heartbeatEnvelope(sub.sub.Cursor())) || !st.flush() {
 				return
 			}
 		case <-kick:
@@ -151,20 +160,19 @@ func (s *session) implicit(r *http.Request, optOut []protocol.Notification) (*su
 		}
 		owns = true
 	}
-	opts := runtime.SubscribeOptions{From: runtime.FromNow, MaxBacklog: h.cfg.MaxBacklog, OptOut: optOut}
-	var envs [][]byte
-	if s.restored.Load() {
-		// Made below, once the subscription exists, so that it is
-		// consistent with what follows.
-		envs = append(envs, nil)
-	}
-	gap := false
+	opts := runtime.SubscribeOptions{From: runtime.FromNow, MaxBacklog: h.cfg.MaxBacklog, OptOut: optOut, Envelopes: true}
 	if cursor != nil {
 		opts.From, opts.Cursor = runtime.FromCursor, *cursor
+		if at := s.restoredAt.Load(); at > 0 && *cursor >= 0 && *cursor < at-1 {
+			// Resuming from before a restore (a client of the drained
+			// runner): its reset comes first, in place of the frames
+			// before it, which its snapshot includes.
+			opts.Cursor = at - 1
+		}
 	}
 	rs, err := c.Subscribe(opts)
-	if errors.Is(err, runtime.ErrReplayGap) {
-		gap = true
+	gap := errors.Is(err, runtime.ErrReplayGap)
+	if gap {
 		opts.From = runtime.FromNow
 		rs, err = c.Subscribe(opts)
 	}
@@ -174,23 +182,21 @@ func (s *session) implicit(r *http.Request, optOut []protocol.Notification) (*su
 		}
 		return nil, nil, asError(err, http.StatusServiceUnavailable)
 	}
+	var first []byte
 	switch {
-	case len(envs) > 0 && cursor != nil && !gap:
-		// Restored, resuming: the reset first, then the replay.
-		envs[0] = s.envelope(protocol.ResetEnvelope{Reason: protocol.ResetRestoredFromSnapshot, Snapshot: s.snapshot()})
-	case len(envs) > 0:
-		envs[0] = s.envelope(protocol.ResetEnvelope{Reason: protocol.ResetRestoredFromSnapshot, Snapshot: s.fill(rs.Resync())})
 	case gap:
-		envs = append(envs, s.envelope(protocol.ResetEnvelope{Reason: protocol.ResetReplayGap, Snapshot: s.fill(rs.Resync())}))
-	case cursor == nil:
-		envs = append(envs, s.envelope(protocol.SnapshotEnvelope{Snapshot: s.fill(rs.Resync())}))
+		first = s.envelope(protocol.ResetEnvelope{Reason: protocol.ResetReplayGap, Snapshot: s.fill(rs.Resync())})
+	case cursor != nil:
+		// A replay: the buffered envelopes after the cursor, starting
+		// with a restore's reset{restored_from_snapshot} when the cursor
+		// is before it.
+	case s.restored.Load():
+		first = s.envelope(protocol.ResetEnvelope{Reason: protocol.ResetRestoredFromSnapshot, Snapshot: s.fill(rs.Resync())})
+	default:
+		first = s.envelope(protocol.SnapshotEnvelope{Snapshot: s.fill(rs.Resync())})
 	}
 	sub := &subscription{id: newID("sub", h.cfg.Now()), conn: c, sub: rs, role: c.Role(), optOut: optOut, ownsConn: owns}
 	s.add(sub)
-	var first []byte
-	if len(envs) > 0 {
-		first = envs[0]
-	}
 	return sub, first, nil
 }
 
@@ -310,8 +316,12 @@ func (st *stream) write(env []byte) bool {
 	return st.send(append(append(append(st.buf[:0], "data: "...), env...), '\n', '\n'))
 }
 
-// writeFrame sends a message envelope.
+// writeFrame sends a frame: a message envelope, or a snapshot envelope
+// published into the stream as it is.
 func (st *stream) writeFrame(f runtime.Frame) bool {
+	if f.Envelope {
+		return st.write(f.Data)
+	}
 	return st.send(append(messageEnvelope(append(st.buf[:0], "data: "...), f), '\n', '\n'))
 }
 

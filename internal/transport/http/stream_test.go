@@ -253,26 +253,64 @@ func TestHeartbeat(t *testing.T) {
 	}
 }
 
-// TestRestoredFromSnapshot: after MarkRestored, every new stream starts
-// with reset{restored_from_snapshot}.
+// TestRestoredFromSnapshot: MarkRestored publishes one
+// reset{restored_from_snapshot} into the stream, with the next cursor; a
+// stream resuming from before it starts with it, one resuming after it
+// does not; a stream without cursor and an explicit stream start with
+// one.
+// MarkRestored on a handler that has not served the session yet (a
+// hosted runner at startup) publishes it too.
 func TestRestoredFromSnapshot(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, options{})
 	id := s.createSession(nil)
+	c := s.subscribe(id, map[string]any{"role": "controller"})
+	state := func() int64 {
+		var cur struct {
+			Cursor int64 `json:"cursor"`
+		}
+		s.call("GET", "/api/headless/sessions/"+id+"/state", nil, nil, &cur)
+		return cur.Cursor
+	}
+	before := state()
 	s.h.MarkRestored(id)
-	for _, q := range []string{"", "cursor=0"} {
-		e := s.open(id, q, nil).next()
-		if e.Type != "reset" || e.Reason != "restored_from_snapshot" {
-			t.Fatalf("%q: first envelope %s", q, e.raw)
+	s.h.MarkRestored(id) // once only
+	if got := state(); got != before+1 {
+		t.Fatalf("cursor after MarkRestored: %d, want %d", got, before+1)
+	}
+	for _, tt := range []struct {
+		query      string
+		wantCursor int64
+	}{
+		{"", before + 1},
+		{"cursor=" + strconv.FormatInt(before, 10), before + 1},
+		// From further back: the reset first, in place of the frames
+		// its snapshot includes.
+		{"cursor=0", before + 1},
+		{"cursor=1", before + 1},
+		{"subscriptionId=" + c.SubscriptionID, before + 1},
+	} {
+		e := s.open(id, tt.query, nil).next()
+		if e.Type != "reset" || e.Reason != "restored_from_snapshot" || e.snapCursor() != tt.wantCursor {
+			t.Fatalf("%q: first envelope %s, want reset{restored_from_snapshot} at cursor %d", tt.query, e.raw, tt.wantCursor)
 		}
 	}
-	c := s.subscribe(id, map[string]any{"role": "controller"})
-	st := s.open(id, "subscriptionId="+c.SubscriptionID, nil)
-	if e := st.next(); e.Type != "reset" || e.Reason != "restored_from_snapshot" {
-		t.Fatalf("explicit stream: first envelope %s", e.raw)
-	}
+	after := s.open(id, "cursor="+strconv.FormatInt(before+1, 10), nil)
 	s.mustSend(id, c.SubscriptionID, `{"type":"prompt","content":"after restore"}`)
-	st.until("response_end")
+	if e := after.next(); e.Type != "message" || e.Cursor <= before+1 {
+		t.Fatalf("resumed after the reset: %s, want the next message", e.raw)
+	}
+	after.until("response_end")
+
+	// A second handler over the same runtimes, which has not bound the
+	// session: MarkRestored binds it and publishes the reset.
+	h2 := httpattach.NewHandler(httpattach.Config{Sessions: s.sessions, SweepInterval: -1})
+	defer h2.Close()
+	cur := state()
+	h2.MarkRestored(id)
+	if e := after.next(); e.Type != "reset" || e.Reason != "restored_from_snapshot" || e.snapCursor() != cur+1 {
+		t.Fatalf("after MarkRestored on another handler: %s, want reset{restored_from_snapshot} at cursor %d", e.raw, cur+1)
+	}
 }
 
 // TestDraining: after SetDraining new attach traffic gets 503
