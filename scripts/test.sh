@@ -39,6 +39,20 @@ passed=$(grep -cE -- '^\s*--- PASS' "$log" || true)
 failed=$(grep -cE -- '^\s*--- FAIL' "$log" || true)
 skipped=$(grep -cE -- '^\s*--- SKIP' "$log" || true)
 if [ "$status" -ne 0 ]; then
+  # The whole output of every failed test (the filter above keeps only the
+  # first line of each message), at most its last 300 lines.
+  echo "== output of the failed tests"
+  awk '
+    /^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; next }
+    /^[ ]*--- FAIL: / {
+      name = $3; n = cnt[name]; from = (n > 300) ? n - 300 : 0
+      print "----- " name
+      for (i = from + 1; i <= n; i++) print buf[name, i]
+      print; next
+    }
+    /^[ ]*--- (PASS|SKIP): / { delete_name = $3; for (i = 1; i <= cnt[delete_name]; i++) delete buf[delete_name, i]; cnt[delete_name] = 0; next }
+    cur != "" { buf[cur, ++cnt[cur]] = $0 }
+  ' "$log" || true
   echo "go test failed (exit $status); last lines:"; tail -50 "$log"
   echo "go test: $passed passed, $failed failed, $skipped skipped"
   exit "$status"

@@ -145,6 +145,12 @@ func runHostedRunner(ctx context.Context, io *IOStreams, o hostedRunnerOptions) 
 	attach := hostedrunner.NewAttach(runner, httpattach.Config{Logger: log})
 	defer attach.Close()
 
+	// Signals are caught before the listener exists: a SIGTERM that comes
+	// as soon as a client could reach the runner still drains it.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		runner.Close()
@@ -161,9 +167,6 @@ func runHostedRunner(ctx context.Context, io *IOStreams, o hostedRunnerOptions) 
 	log.Info("hosted runner listening", "addr", ln.Addr().String(), "runner_session_id", cfg.RunnerSessionID,
 		"session_id", runner.SessionID(), "auth", cfg.RequireAuth, "fixture", opts.Provider == nil || cfg.Fixture)
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sig)
 	var serveErr error
 	select {
 	case s := <-sig:

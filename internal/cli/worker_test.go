@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -66,7 +67,9 @@ func TestWorkerRunsQueuedJobAndStops(t *testing.T) {
 	select {
 	case <-stderr.seen:
 	case <-time.After(60 * time.Second):
-		t.Fatalf("no job finished within 60s; stderr:\n%s", stderr.String())
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		t.Fatalf("no job finished within 60s; stderr:\n%s\ngoroutines:\n%s", stderr.String(), buf)
 	}
 	cancel() // as SIGINT would
 	select {
