@@ -99,9 +99,10 @@ type Parser struct {
 
 // lineParser is one CLI's format.
 type lineParser interface {
-	// line handles one decoded JSON object; it returns false when the
-	// event type is unknown.
-	line(st *state, typ string, raw []byte) bool
+	// line decodes and handles one line that starts with '{': lineNonJSON
+	// when it is not a JSON object whose "type" is a string, lineUnknown
+	// for an unknown event type (or a field of the wrong type).
+	line(st *state, raw []byte) lineResult
 	// finish closes what is open at the end of the stream.
 	finish(st *state)
 }
@@ -160,15 +161,11 @@ func (p *Parser) Feed(line []byte) Event {
 		}
 		return ev
 	}
-	var head struct {
-		Type string `json:"type"`
-	}
-	if err := json.Unmarshal(trimmed, &head); err != nil {
-		p.stats.NonJSON++
-		return ev
-	}
 	p.st.begin(&ev)
-	if !p.impl.line(p.st, head.Type, trimmed) {
+	switch p.impl.line(p.st, trimmed) {
+	case lineNonJSON:
+		p.stats.NonJSON++
+	case lineUnknown:
 		p.stats.Unknown++
 	}
 	p.st.end()
@@ -331,6 +328,9 @@ func (s *state) toolEmit(m protocol.Message, hold bool) {
 func (s *state) toolCall(id, name string, args json.RawMessage, hold bool) {
 	if len(args) == 0 || !json.Valid(args) {
 		args = json.RawMessage("{}")
+	} else {
+		// The parsers' fast path hands out slices of the line.
+		args = bytes.Clone(args)
 	}
 	s.toolNames[id] = name
 	if i, found := slices.BinarySearch(s.tools, name); !found {
@@ -398,6 +398,10 @@ func subUsage(a, b protocol.Usage) protocol.Usage {
 func textOf(raw json.RawMessage) string {
 	if len(raw) == 0 {
 		return ""
+	}
+	var r jsonReader
+	if s, ok := fastText(&r, raw); ok {
+		return s
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {

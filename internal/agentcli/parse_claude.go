@@ -23,6 +23,7 @@ import (
 // structured error.
 type claudeParser struct {
 	qwen bool
+	r    jsonReader
 	// msgID is the model message the open (or last) response belongs to.
 	msgID string
 	// msgUsage is the usage of the current model message.
@@ -64,17 +65,19 @@ type claudeBlock struct {
 	IsError   bool            `json:"is_error"`
 }
 
+type claudeMessage struct {
+	ID      string          `json:"id"`
+	Model   string          `json:"model"`
+	Content json.RawMessage `json:"content"`
+	Usage   *claudeUsage    `json:"usage"`
+}
+
 type claudeLine struct {
-	Type      string `json:"type"`
-	Subtype   string `json:"subtype"`
-	SessionID string `json:"session_id"`
-	Model     string `json:"model"`
-	Message   struct {
-		ID      string          `json:"id"`
-		Model   string          `json:"model"`
-		Content json.RawMessage `json:"content"`
-		Usage   *claudeUsage    `json:"usage"`
-	} `json:"message"`
+	Type      string        `json:"type"`
+	Subtype   string        `json:"subtype"`
+	SessionID string        `json:"session_id"`
+	Model     string        `json:"model"`
+	Message   claudeMessage `json:"message"`
 	// system/api_retry
 	Attempt     int    `json:"attempt"`
 	MaxRetries  int    `json:"max_retries"`
@@ -96,6 +99,9 @@ type claudeLine struct {
 }
 
 func (p *claudeParser) blocks(raw json.RawMessage) []claudeBlock {
+	if bl, ok := p.fastBlocks(raw); ok {
+		return bl
+	}
 	var bl []claudeBlock
 	if json.Unmarshal(raw, &bl) == nil {
 		return bl
@@ -115,13 +121,25 @@ func (p *claudeParser) endMessage(st *state) {
 	p.msgUsage = protocol.Usage{}
 }
 
-func (p *claudeParser) line(st *state, typ string, raw []byte) bool {
+func (p *claudeParser) line(st *state, raw []byte) lineResult {
 	var l claudeLine
-	if err := json.Unmarshal(raw, &l); err != nil {
-		return false
+	p.r.reset(raw)
+	if l.read(&p.r); !p.r.end() {
+		var slow claudeLine
+		if res := slowDecode(raw, &slow); res != lineOK {
+			return res
+		}
+		l = slow
 	}
+	if !p.handle(st, &l, raw) {
+		return lineUnknown
+	}
+	return lineOK
+}
+
+func (p *claudeParser) handle(st *state, l *claudeLine, raw []byte) bool {
 	st.setSession(l.SessionID)
-	switch typ {
+	switch l.Type {
 	case "system":
 		switch l.Subtype {
 		case "init", "session_start":
@@ -203,9 +221,13 @@ func (p *claudeParser) line(st *state, typ string, raw []byte) bool {
 	case "result":
 		r := &Result{SessionID: l.SessionID, Text: l.Result, IsError: l.IsError, Subtype: l.Subtype,
 			CostUSD: l.TotalCostUSD, NumTurns: l.NumTurns, DurationMS: l.DurationMS}
-		var denials []json.RawMessage
-		if json.Unmarshal(l.PermissionDenials, &denials) == nil {
-			r.PermissionDenials = len(denials)
+		if n, ok := countArray(&p.r, l.PermissionDenials); ok {
+			r.PermissionDenials = n
+		} else {
+			var denials []json.RawMessage
+			if json.Unmarshal(l.PermissionDenials, &denials) == nil {
+				r.PermissionDenials = len(denials)
+			}
 		}
 		if l.Usage != nil {
 			r.Usage = l.Usage.protocol(st.model)
@@ -267,4 +289,248 @@ func (p *claudeParser) finish(st *state) {
 	if st.result == nil && p.synthetic != "" {
 		st.fail(p.synthetic, 0)
 	}
+}
+
+var claudeLineNames = []string{"type", "subtype", "session_id", "model", "message", "attempt", "max_retries",
+	"error_status", "error", "status", "is_error", "result", "api_error_status", "usage", "total_cost_usd",
+	"num_turns", "duration_ms", "permission_denials", "errors"}
+
+// read fills l from one line (see jsonReader).
+func (l *claudeLine) read(r *jsonReader) {
+	if !r.obj() {
+		r.fail()
+		return
+	}
+	var set uint64
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			return
+		}
+		switch string(key) {
+		case "type":
+			r.seen(&set, 0)
+			r.str(&l.Type)
+		case "subtype":
+			r.seen(&set, 1)
+			r.str(&l.Subtype)
+		case "session_id":
+			r.seen(&set, 2)
+			r.str(&l.SessionID)
+		case "model":
+			r.seen(&set, 3)
+			r.str(&l.Model)
+		case "message":
+			r.seen(&set, 4)
+			if r.structStart() {
+				l.Message.read(r)
+			}
+		case "attempt":
+			r.seen(&set, 5)
+			r.int(&l.Attempt)
+		case "max_retries":
+			r.seen(&set, 6)
+			r.int(&l.MaxRetries)
+		case "error_status":
+			r.seen(&set, 7)
+			r.int(&l.ErrorStatus)
+		case "error":
+			r.seen(&set, 8)
+			// An interface{} field: strings and null directly, the rest
+			// (rare: api_retry objects) through encoding/json.
+			switch r.peek() {
+			case 'n':
+				r.literal("null")
+				l.ErrorText = nil
+			case '"':
+				var s string
+				r.str(&s)
+				l.ErrorText = s
+			default:
+				if v := r.raw(); !r.bad && json.Unmarshal(v, &l.ErrorText) != nil {
+					r.fail()
+				}
+			}
+		case "status":
+			r.seen(&set, 9)
+			r.str(&l.Status)
+		case "is_error":
+			r.seen(&set, 10)
+			r.bool(&l.IsError)
+		case "result":
+			r.seen(&set, 11)
+			r.str(&l.Result)
+		case "api_error_status":
+			r.seen(&set, 12)
+			r.int(&l.APIErrorStatus)
+		case "usage":
+			r.seen(&set, 13)
+			if u := ptrStart(r, &l.Usage); u != nil {
+				u.read(r)
+			}
+		case "total_cost_usd":
+			r.seen(&set, 14)
+			r.float(&l.TotalCostUSD)
+		case "num_turns":
+			r.seen(&set, 15)
+			r.int(&l.NumTurns)
+		case "duration_ms":
+			r.seen(&set, 16)
+			r.int64(&l.DurationMS)
+		case "permission_denials":
+			r.seen(&set, 17)
+			r.rawMsg(&l.PermissionDenials)
+		case "errors":
+			r.seen(&set, 18)
+			r.rawMsg(&l.Errors)
+		default:
+			r.other(key, claudeLineNames)
+		}
+	}
+}
+
+var claudeMessageNames = []string{"id", "model", "content", "usage"}
+
+func (m *claudeMessage) read(r *jsonReader) {
+	var set uint64
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			return
+		}
+		switch string(key) {
+		case "id":
+			r.seen(&set, 0)
+			r.str(&m.ID)
+		case "model":
+			r.seen(&set, 1)
+			r.str(&m.Model)
+		case "content":
+			r.seen(&set, 2)
+			r.rawMsg(&m.Content)
+		case "usage":
+			r.seen(&set, 3)
+			if u := ptrStart(r, &m.Usage); u != nil {
+				u.read(r)
+			}
+		default:
+			r.other(key, claudeMessageNames)
+		}
+	}
+}
+
+var claudeUsageNames = []string{"input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"}
+
+func (u *claudeUsage) read(r *jsonReader) {
+	var set uint64
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			return
+		}
+		switch string(key) {
+		case "input_tokens":
+			r.seen(&set, 0)
+			r.int64(&u.InputTokens)
+		case "output_tokens":
+			r.seen(&set, 1)
+			r.int64(&u.OutputTokens)
+		case "cache_read_input_tokens":
+			r.seen(&set, 2)
+			r.int64(&u.CacheReadInputTokens)
+		case "cache_creation_input_tokens":
+			r.seen(&set, 3)
+			r.int64(&u.CacheCreationInputTokens)
+		default:
+			r.other(key, claudeUsageNames)
+		}
+	}
+}
+
+var claudeBlockNames = []string{"type", "text", "thinking", "id", "name", "input", "tool_use_id", "content", "is_error"}
+
+func (b *claudeBlock) read(r *jsonReader) {
+	var set uint64
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			return
+		}
+		switch string(key) {
+		case "type":
+			r.seen(&set, 0)
+			r.str(&b.Type)
+		case "text":
+			r.seen(&set, 1)
+			r.str(&b.Text)
+		case "thinking":
+			r.seen(&set, 2)
+			r.str(&b.Thinking)
+		case "id":
+			r.seen(&set, 3)
+			r.str(&b.ID)
+		case "name":
+			r.seen(&set, 4)
+			r.str(&b.Name)
+		case "input":
+			r.seen(&set, 5)
+			r.rawMsg(&b.Input)
+		case "tool_use_id":
+			r.seen(&set, 6)
+			r.str(&b.ToolUseID)
+		case "content":
+			r.seen(&set, 7)
+			r.rawMsg(&b.Content)
+		case "is_error":
+			r.seen(&set, 8)
+			r.bool(&b.IsError)
+		default:
+			r.other(key, claudeBlockNames)
+		}
+	}
+}
+
+// fastBlocks is blocks on the fast reader (ok false: use encoding/json).
+func (p *claudeParser) fastBlocks(raw json.RawMessage) ([]claudeBlock, bool) {
+	r := &p.r
+	r.reset(raw)
+	switch r.peek() {
+	case 0:
+		return nil, len(raw) == 0
+	case 'n':
+		r.literal("null")
+		return nil, r.end()
+	case '"':
+		var s string
+		r.str(&s)
+		if !r.end() {
+			return nil, false
+		}
+		if s == "" {
+			return nil, true
+		}
+		return []claudeBlock{{Type: "text", Text: s}}, true
+	case '[':
+		var bl []claudeBlock
+		r.arr()
+		for first := true; r.elem(first); first = false {
+			bl = append(bl, claudeBlock{})
+			if r.null() {
+				continue
+			}
+			if !r.obj() {
+				r.fail()
+				break
+			}
+			bl[len(bl)-1].read(r)
+		}
+		if !r.end() {
+			return nil, false
+		}
+		if bl == nil {
+			bl = []claudeBlock{}
+		}
+		return bl, true
+	}
+	return nil, false
 }

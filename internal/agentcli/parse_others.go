@@ -22,6 +22,7 @@ import (
 // subset of input_tokens and is subtracted) and the Result, whose text is
 // the last agent_message.
 type codexParser struct {
+	r         jsonReader
 	started   map[string]bool
 	outputLen map[string]int
 	lastText  string
@@ -41,28 +42,30 @@ type codexItem struct {
 	Tool             string          `json:"tool"`
 	Arguments        json.RawMessage `json:"arguments"`
 	Result           json.RawMessage `json:"result"`
-	Error            *struct {
-		Message string `json:"message"`
-	} `json:"error"`
-	Query   string          `json:"query"`
-	Items   json.RawMessage `json:"items"`
-	Message string          `json:"message"`
+	Error            *codexError     `json:"error"`
+	Query            string          `json:"query"`
+	Items            json.RawMessage `json:"items"`
+	Message          string          `json:"message"`
+}
+
+type codexError struct {
+	Message string `json:"message"`
+}
+
+type codexUsage struct {
+	InputTokens           int64 `json:"input_tokens"`
+	CachedInputTokens     int64 `json:"cached_input_tokens"`
+	CacheWriteInputTokens int64 `json:"cache_write_input_tokens"`
+	OutputTokens          int64 `json:"output_tokens"`
 }
 
 type codexLine struct {
-	Type     string     `json:"type"`
-	ThreadID string     `json:"thread_id"`
-	Item     *codexItem `json:"item"`
-	Message  string     `json:"message"`
-	Error    *struct {
-		Message string `json:"message"`
-	} `json:"error"`
-	Usage *struct {
-		InputTokens           int64 `json:"input_tokens"`
-		CachedInputTokens     int64 `json:"cached_input_tokens"`
-		CacheWriteInputTokens int64 `json:"cache_write_input_tokens"`
-		OutputTokens          int64 `json:"output_tokens"`
-	} `json:"usage"`
+	Type     string      `json:"type"`
+	ThreadID string      `json:"thread_id"`
+	Item     *codexItem  `json:"item"`
+	Message  string      `json:"message"`
+	Error    *codexError `json:"error"`
+	Usage    *codexUsage `json:"usage"`
 }
 
 var reconnecting = regexp.MustCompile(`^Reconnecting\.\.\.\s*(\d+)/(\d+)`)
@@ -74,14 +77,14 @@ func (p *codexParser) tool(st *state, it *codexItem, completed bool) {
 	name, args := it.Type, json.RawMessage(nil)
 	switch it.Type {
 	case "command_execution":
-		args, _ = json.Marshal(map[string]string{"command": it.Command})
+		args = oneKeyObject("command", it.Command)
 	case "file_change":
 		args, _ = json.Marshal(map[string]json.RawMessage{"changes": it.Changes})
 	case "mcp_tool_call":
 		name = "mcp__" + it.Server + "__" + it.Tool
 		args = it.Arguments
 	case "web_search":
-		args, _ = json.Marshal(map[string]string{"query": it.Query})
+		args = oneKeyObject("query", it.Query)
 	}
 	if !p.started[it.ID] {
 		p.started[it.ID] = true
@@ -119,11 +122,36 @@ func textOfMCP(raw json.RawMessage) string {
 	return ""
 }
 
-func (p *codexParser) line(st *state, typ string, raw []byte) bool {
+// oneKeyObject is json.Marshal(map[string]string{key: value}) for a key
+// that needs no escaping.
+func oneKeyObject(key, value string) json.RawMessage {
+	v, _ := json.Marshal(value)
+	b := make([]byte, 0, len(key)+len(v)+5)
+	b = append(b, '{', '"')
+	b = append(b, key...)
+	b = append(b, '"', ':')
+	b = append(b, v...)
+	return append(b, '}')
+}
+
+func (p *codexParser) line(st *state, raw []byte) lineResult {
 	var l codexLine
-	if err := json.Unmarshal(raw, &l); err != nil {
-		return false
+	p.r.reset(raw)
+	if l.read(&p.r); !p.r.end() {
+		var slow codexLine
+		if res := slowDecode(raw, &slow); res != lineOK {
+			return res
+		}
+		l = slow
 	}
+	if !p.handle(st, &l) {
+		return lineUnknown
+	}
+	return lineOK
+}
+
+func (p *codexParser) handle(st *state, l *codexLine) bool {
+	typ := l.Type
 	switch typ {
 	case "thread.started":
 		st.setSession(l.ThreadID)
@@ -237,10 +265,25 @@ func extractMessage(s string) string {
 // assistant deltas since the last tool call; status "error" is a
 // structured error.
 type geminiParser struct {
+	r    jsonReader
 	text strings.Builder
 }
 
+type geminiError struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+type geminiStats struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	Cached       int64 `json:"cached"`
+	DurationMS   int64 `json:"duration_ms"`
+	ToolCalls    int   `json:"tool_calls"`
+}
+
 type geminiLine struct {
+	Type       string          `json:"type"`
 	SessionID  string          `json:"session_id"`
 	Model      string          `json:"model"`
 	Role       string          `json:"role"`
@@ -252,25 +295,28 @@ type geminiLine struct {
 	Output     string          `json:"output"`
 	Severity   string          `json:"severity"`
 	Message    string          `json:"message"`
-	Error      *struct {
-		Type    string `json:"type"`
-		Message string `json:"message"`
-	} `json:"error"`
-	Stats *struct {
-		InputTokens  int64 `json:"input_tokens"`
-		OutputTokens int64 `json:"output_tokens"`
-		Cached       int64 `json:"cached"`
-		DurationMS   int64 `json:"duration_ms"`
-		ToolCalls    int   `json:"tool_calls"`
-	} `json:"stats"`
+	Error      *geminiError    `json:"error"`
+	Stats      *geminiStats    `json:"stats"`
 }
 
-func (p *geminiParser) line(st *state, typ string, raw []byte) bool {
+func (p *geminiParser) line(st *state, raw []byte) lineResult {
 	var l geminiLine
-	if err := json.Unmarshal(raw, &l); err != nil {
-		return false
+	p.r.reset(raw)
+	if l.read(&p.r); !p.r.end() {
+		var slow geminiLine
+		if res := slowDecode(raw, &slow); res != lineOK {
+			return res
+		}
+		l = slow
 	}
-	switch typ {
+	if !p.handle(st, &l) {
+		return lineUnknown
+	}
+	return lineOK
+}
+
+func (p *geminiParser) handle(st *state, l *geminiLine) bool {
+	switch l.Type {
 	case "init":
 		st.setSession(l.SessionID)
 		st.model = l.Model
@@ -360,49 +406,81 @@ func geminiAPIMessage(s string) string {
 // (message from error.data.message); done → end marker. The Result's text
 // is the last text part.
 type opencodeParser struct {
+	r        jsonReader
 	lastText string
 	costSum  float64
 	usageSum protocol.Usage
 	failed   bool
 }
 
-type opencodeLine struct {
-	SessionID string `json:"sessionID"`
-	Part      struct {
-		Type   string          `json:"type"`
-		Text   string          `json:"text"`
-		Tool   string          `json:"tool"`
-		CallID string          `json:"callID"`
-		Reason string          `json:"reason"`
-		Cost   float64         `json:"cost"`
-		State  json.RawMessage `json:"state"`
-		Tokens *struct {
-			Input     int64 `json:"input"`
-			Output    int64 `json:"output"`
-			Reasoning int64 `json:"reasoning"`
-			Cache     struct {
-				Read  int64 `json:"read"`
-				Write int64 `json:"write"`
-			} `json:"cache"`
-		} `json:"tokens"`
-	} `json:"part"`
-	Error *struct {
-		Name    string `json:"name"`
-		Message string `json:"message"`
-		Data    struct {
-			Message    string `json:"message"`
-			StatusCode int    `json:"statusCode"`
-		} `json:"data"`
-	} `json:"error"`
+type opencodeTokens struct {
+	Input     int64         `json:"input"`
+	Output    int64         `json:"output"`
+	Reasoning int64         `json:"reasoning"`
+	Cache     opencodeCache `json:"cache"`
 }
 
-func (p *opencodeParser) line(st *state, typ string, raw []byte) bool {
+type opencodeCache struct {
+	Read  int64 `json:"read"`
+	Write int64 `json:"write"`
+}
+
+type opencodePart struct {
+	Type   string          `json:"type"`
+	Text   string          `json:"text"`
+	Tool   string          `json:"tool"`
+	CallID string          `json:"callID"`
+	Reason string          `json:"reason"`
+	Cost   float64         `json:"cost"`
+	State  json.RawMessage `json:"state"`
+	Tokens *opencodeTokens `json:"tokens"`
+}
+
+type opencodeError struct {
+	Name    string            `json:"name"`
+	Message string            `json:"message"`
+	Data    opencodeErrorData `json:"data"`
+}
+
+type opencodeErrorData struct {
+	Message    string `json:"message"`
+	StatusCode int    `json:"statusCode"`
+}
+
+type opencodeLine struct {
+	Type      string         `json:"type"`
+	SessionID string         `json:"sessionID"`
+	Part      opencodePart   `json:"part"`
+	Error     *opencodeError `json:"error"`
+}
+
+// opencodeState is a tool part's state.
+type opencodeState struct {
+	Status string          `json:"status"`
+	Input  json.RawMessage `json:"input"`
+	Output string          `json:"output"`
+	Error  string          `json:"error"`
+}
+
+func (p *opencodeParser) line(st *state, raw []byte) lineResult {
 	var l opencodeLine
-	if err := json.Unmarshal(raw, &l); err != nil {
-		return false
+	p.r.reset(raw)
+	if l.read(&p.r); !p.r.end() {
+		var slow opencodeLine
+		if res := slowDecode(raw, &slow); res != lineOK {
+			return res
+		}
+		l = slow
 	}
+	if !p.handle(st, &l) {
+		return lineUnknown
+	}
+	return lineOK
+}
+
+func (p *opencodeParser) handle(st *state, l *opencodeLine) bool {
 	st.setSession(l.SessionID)
-	switch typ {
+	switch l.Type {
 	case "step_start":
 		st.closeResponse(protocol.Usage{}, 0)
 		st.openResponse()
@@ -412,13 +490,14 @@ func (p *opencodeParser) line(st *state, typ string, raw []byte) bool {
 	case "reasoning":
 		st.chunk(l.Part.Text, true)
 	case "tool_use":
-		var s struct {
-			Status string          `json:"status"`
-			Input  json.RawMessage `json:"input"`
-			Output string          `json:"output"`
-			Error  string          `json:"error"`
+		var s opencodeState
+		p.r.reset(l.Part.State)
+		if s.read(&p.r); !p.r.end() {
+			// encoding/json fills what it can and reports the rest.
+			var slow opencodeState
+			_ = json.Unmarshal(l.Part.State, &slow)
+			s = slow
 		}
-		_ = json.Unmarshal(l.Part.State, &s)
 		hold := true
 		st.toolCall(l.Part.CallID, l.Part.Tool, s.Input, hold)
 		out := s.Output
@@ -477,4 +556,495 @@ func (p *opencodeParser) finish(st *state) {
 		subtype = "error"
 	}
 	st.finishResult(&Result{Text: p.lastText, IsError: p.failed, Subtype: subtype, Usage: u, CostUSD: p.costSum})
+}
+
+// The read methods below fill the line structs on the fast path (see
+// jsonReader); each mirrors its struct's json tags.
+
+var codexLineNames = []string{"type", "thread_id", "item", "message", "error", "usage"}
+
+func (l *codexLine) read(r *jsonReader) {
+	if !r.obj() {
+		r.fail()
+		return
+	}
+	var set uint64
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			return
+		}
+		switch string(key) {
+		case "type":
+			r.seen(&set, 0)
+			r.str(&l.Type)
+		case "thread_id":
+			r.seen(&set, 1)
+			r.str(&l.ThreadID)
+		case "item":
+			r.seen(&set, 2)
+			if it := ptrStart(r, &l.Item); it != nil {
+				it.read(r)
+			}
+		case "message":
+			r.seen(&set, 3)
+			r.str(&l.Message)
+		case "error":
+			r.seen(&set, 4)
+			if e := ptrStart(r, &l.Error); e != nil {
+				e.read(r)
+			}
+		case "usage":
+			r.seen(&set, 5)
+			if u := ptrStart(r, &l.Usage); u != nil {
+				u.read(r)
+			}
+		default:
+			r.other(key, codexLineNames)
+		}
+	}
+}
+
+var codexItemNames = []string{"id", "type", "text", "command", "aggregated_output", "exit_code", "status", "changes",
+	"server", "tool", "arguments", "result", "error", "query", "items", "message"}
+
+func (it *codexItem) read(r *jsonReader) {
+	var set uint64
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			return
+		}
+		switch string(key) {
+		case "id":
+			r.seen(&set, 0)
+			r.str(&it.ID)
+		case "type":
+			r.seen(&set, 1)
+			r.str(&it.Type)
+		case "text":
+			r.seen(&set, 2)
+			r.str(&it.Text)
+		case "command":
+			r.seen(&set, 3)
+			r.str(&it.Command)
+		case "aggregated_output":
+			r.seen(&set, 4)
+			r.str(&it.AggregatedOutput)
+		case "exit_code":
+			r.seen(&set, 5)
+			r.intPtr(&it.ExitCode)
+		case "status":
+			r.seen(&set, 6)
+			r.str(&it.Status)
+		case "changes":
+			r.seen(&set, 7)
+			r.rawMsg(&it.Changes)
+		case "server":
+			r.seen(&set, 8)
+			r.str(&it.Server)
+		case "tool":
+			r.seen(&set, 9)
+			r.str(&it.Tool)
+		case "arguments":
+			r.seen(&set, 10)
+			r.rawMsg(&it.Arguments)
+		case "result":
+			r.seen(&set, 11)
+			r.rawMsg(&it.Result)
+		case "error":
+			r.seen(&set, 12)
+			if e := ptrStart(r, &it.Error); e != nil {
+				e.read(r)
+			}
+		case "query":
+			r.seen(&set, 13)
+			r.str(&it.Query)
+		case "items":
+			r.seen(&set, 14)
+			r.rawMsg(&it.Items)
+		case "message":
+			r.seen(&set, 15)
+			r.str(&it.Message)
+		default:
+			r.other(key, codexItemNames)
+		}
+	}
+}
+
+var messageNames = []string{"message"}
+
+func (e *codexError) read(r *jsonReader) {
+	var set uint64
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			return
+		}
+		if string(key) == "message" {
+			r.seen(&set, 0)
+			r.str(&e.Message)
+		} else {
+			r.other(key, messageNames)
+		}
+	}
+}
+
+var codexUsageNames = []string{"input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens"}
+
+func (u *codexUsage) read(r *jsonReader) {
+	var set uint64
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			return
+		}
+		switch string(key) {
+		case "input_tokens":
+			r.seen(&set, 0)
+			r.int64(&u.InputTokens)
+		case "cached_input_tokens":
+			r.seen(&set, 1)
+			r.int64(&u.CachedInputTokens)
+		case "cache_write_input_tokens":
+			r.seen(&set, 2)
+			r.int64(&u.CacheWriteInputTokens)
+		case "output_tokens":
+			r.seen(&set, 3)
+			r.int64(&u.OutputTokens)
+		default:
+			r.other(key, codexUsageNames)
+		}
+	}
+}
+
+var geminiLineNames = []string{"type", "session_id", "model", "role", "content", "tool_name", "tool_id", "parameters",
+	"status", "output", "severity", "message", "error", "stats"}
+
+func (l *geminiLine) read(r *jsonReader) {
+	if !r.obj() {
+		r.fail()
+		return
+	}
+	var set uint64
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			return
+		}
+		switch string(key) {
+		case "type":
+			r.seen(&set, 0)
+			r.str(&l.Type)
+		case "session_id":
+			r.seen(&set, 1)
+			r.str(&l.SessionID)
+		case "model":
+			r.seen(&set, 2)
+			r.str(&l.Model)
+		case "role":
+			r.seen(&set, 3)
+			r.str(&l.Role)
+		case "content":
+			r.seen(&set, 4)
+			r.str(&l.Content)
+		case "tool_name":
+			r.seen(&set, 5)
+			r.str(&l.ToolName)
+		case "tool_id":
+			r.seen(&set, 6)
+			r.str(&l.ToolID)
+		case "parameters":
+			r.seen(&set, 7)
+			r.rawMsg(&l.Parameters)
+		case "status":
+			r.seen(&set, 8)
+			r.str(&l.Status)
+		case "output":
+			r.seen(&set, 9)
+			r.str(&l.Output)
+		case "severity":
+			r.seen(&set, 10)
+			r.str(&l.Severity)
+		case "message":
+			r.seen(&set, 11)
+			r.str(&l.Message)
+		case "error":
+			r.seen(&set, 12)
+			if e := ptrStart(r, &l.Error); e != nil {
+				e.read(r)
+			}
+		case "stats":
+			r.seen(&set, 13)
+			if st := ptrStart(r, &l.Stats); st != nil {
+				st.read(r)
+			}
+		default:
+			r.other(key, geminiLineNames)
+		}
+	}
+}
+
+var typeMessageNames = []string{"type", "message"}
+
+func (e *geminiError) read(r *jsonReader) {
+	var set uint64
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			return
+		}
+		switch string(key) {
+		case "type":
+			r.seen(&set, 0)
+			r.str(&e.Type)
+		case "message":
+			r.seen(&set, 1)
+			r.str(&e.Message)
+		default:
+			r.other(key, typeMessageNames)
+		}
+	}
+}
+
+var geminiStatsNames = []string{"input_tokens", "output_tokens", "cached", "duration_ms", "tool_calls"}
+
+func (s *geminiStats) read(r *jsonReader) {
+	var set uint64
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			return
+		}
+		switch string(key) {
+		case "input_tokens":
+			r.seen(&set, 0)
+			r.int64(&s.InputTokens)
+		case "output_tokens":
+			r.seen(&set, 1)
+			r.int64(&s.OutputTokens)
+		case "cached":
+			r.seen(&set, 2)
+			r.int64(&s.Cached)
+		case "duration_ms":
+			r.seen(&set, 3)
+			r.int64(&s.DurationMS)
+		case "tool_calls":
+			r.seen(&set, 4)
+			r.int(&s.ToolCalls)
+		default:
+			r.other(key, geminiStatsNames)
+		}
+	}
+}
+
+var opencodeLineNames = []string{"type", "sessionID", "part", "error"}
+
+func (l *opencodeLine) read(r *jsonReader) {
+	if !r.obj() {
+		r.fail()
+		return
+	}
+	var set uint64
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			return
+		}
+		switch string(key) {
+		case "type":
+			r.seen(&set, 0)
+			r.str(&l.Type)
+		case "sessionID":
+			r.seen(&set, 1)
+			r.str(&l.SessionID)
+		case "part":
+			r.seen(&set, 2)
+			if r.structStart() {
+				l.Part.read(r)
+			}
+		case "error":
+			r.seen(&set, 3)
+			if e := ptrStart(r, &l.Error); e != nil {
+				e.read(r)
+			}
+		default:
+			r.other(key, opencodeLineNames)
+		}
+	}
+}
+
+var opencodePartNames = []string{"type", "text", "tool", "callID", "reason", "cost", "state", "tokens"}
+
+func (p *opencodePart) read(r *jsonReader) {
+	var set uint64
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			return
+		}
+		switch string(key) {
+		case "type":
+			r.seen(&set, 0)
+			r.str(&p.Type)
+		case "text":
+			r.seen(&set, 1)
+			r.str(&p.Text)
+		case "tool":
+			r.seen(&set, 2)
+			r.str(&p.Tool)
+		case "callID":
+			r.seen(&set, 3)
+			r.str(&p.CallID)
+		case "reason":
+			r.seen(&set, 4)
+			r.str(&p.Reason)
+		case "cost":
+			r.seen(&set, 5)
+			r.float(&p.Cost)
+		case "state":
+			r.seen(&set, 6)
+			r.rawMsg(&p.State)
+		case "tokens":
+			r.seen(&set, 7)
+			if t := ptrStart(r, &p.Tokens); t != nil {
+				t.read(r)
+			}
+		default:
+			r.other(key, opencodePartNames)
+		}
+	}
+}
+
+var opencodeTokensNames = []string{"input", "output", "reasoning", "cache"}
+
+func (t *opencodeTokens) read(r *jsonReader) {
+	var set uint64
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			return
+		}
+		switch string(key) {
+		case "input":
+			r.seen(&set, 0)
+			r.int64(&t.Input)
+		case "output":
+			r.seen(&set, 1)
+			r.int64(&t.Output)
+		case "reasoning":
+			r.seen(&set, 2)
+			r.int64(&t.Reasoning)
+		case "cache":
+			r.seen(&set, 3)
+			if r.structStart() {
+				t.Cache.read(r)
+			}
+		default:
+			r.other(key, opencodeTokensNames)
+		}
+	}
+}
+
+var readWriteNames = []string{"read", "write"}
+
+func (c *opencodeCache) read(r *jsonReader) {
+	var set uint64
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			return
+		}
+		switch string(key) {
+		case "read":
+			r.seen(&set, 0)
+			r.int64(&c.Read)
+		case "write":
+			r.seen(&set, 1)
+			r.int64(&c.Write)
+		default:
+			r.other(key, readWriteNames)
+		}
+	}
+}
+
+var opencodeErrorNames = []string{"name", "message", "data"}
+
+func (e *opencodeError) read(r *jsonReader) {
+	var set uint64
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			return
+		}
+		switch string(key) {
+		case "name":
+			r.seen(&set, 0)
+			r.str(&e.Name)
+		case "message":
+			r.seen(&set, 1)
+			r.str(&e.Message)
+		case "data":
+			r.seen(&set, 2)
+			if r.structStart() {
+				e.Data.read(r)
+			}
+		default:
+			r.other(key, opencodeErrorNames)
+		}
+	}
+}
+
+var opencodeErrorDataNames = []string{"message", "statusCode"}
+
+func (d *opencodeErrorData) read(r *jsonReader) {
+	var set uint64
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			return
+		}
+		switch string(key) {
+		case "message":
+			r.seen(&set, 0)
+			r.str(&d.Message)
+		case "statusCode":
+			r.seen(&set, 1)
+			r.int(&d.StatusCode)
+		default:
+			r.other(key, opencodeErrorDataNames)
+		}
+	}
+}
+
+var opencodeStateNames = []string{"status", "input", "output", "error"}
+
+func (s *opencodeState) read(r *jsonReader) {
+	if !r.obj() {
+		r.fail()
+		return
+	}
+	var set uint64
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			return
+		}
+		switch string(key) {
+		case "status":
+			r.seen(&set, 0)
+			r.str(&s.Status)
+		case "input":
+			r.seen(&set, 1)
+			r.rawMsg(&s.Input)
+		case "output":
+			r.seen(&set, 2)
+			r.str(&s.Output)
+		case "error":
+			r.seen(&set, 3)
+			r.str(&s.Error)
+		default:
+			r.other(key, opencodeStateNames)
+		}
+	}
 }
