@@ -291,51 +291,37 @@ func (p *claudeParser) finish(st *state) {
 	}
 }
 
-var claudeLineNames = []string{"type", "subtype", "session_id", "model", "message", "attempt", "max_retries",
+// The read methods fill the line structs on the fast path (see jsonReader
+// and object); each fields value lists its struct's json tags in the order
+// of the read's cases.
+
+var claudeLineNames = newFields("type", "subtype", "session_id", "model", "message", "attempt", "max_retries",
 	"error_status", "error", "status", "is_error", "result", "api_error_status", "usage", "total_cost_usd",
-	"num_turns", "duration_ms", "permission_denials", "errors"}
+	"num_turns", "duration_ms", "permission_denials", "errors")
 
 // read fills l from one line (see jsonReader).
 func (l *claudeLine) read(r *jsonReader) {
-	if !r.obj() {
-		r.fail()
-		return
-	}
-	var set uint64
-	for first := true; ; first = false {
-		key, ok := r.member(first)
-		if !ok {
-			return
-		}
-		switch string(key) {
-		case "type":
-			r.seen(&set, 0)
+	r.object(claudeLineNames, func(i int) {
+		switch i {
+		case 0:
 			r.str(&l.Type)
-		case "subtype":
-			r.seen(&set, 1)
+		case 1:
 			r.str(&l.Subtype)
-		case "session_id":
-			r.seen(&set, 2)
+		case 2:
 			r.str(&l.SessionID)
-		case "model":
-			r.seen(&set, 3)
+		case 3:
 			r.str(&l.Model)
-		case "message":
-			r.seen(&set, 4)
+		case 4:
 			if r.structStart() {
 				l.Message.read(r)
 			}
-		case "attempt":
-			r.seen(&set, 5)
+		case 5:
 			r.int(&l.Attempt)
-		case "max_retries":
-			r.seen(&set, 6)
+		case 6:
 			r.int(&l.MaxRetries)
-		case "error_status":
-			r.seen(&set, 7)
+		case 7:
 			r.int(&l.ErrorStatus)
-		case "error":
-			r.seen(&set, 8)
+		case 8:
 			// An interface{} field: strings and null directly, the rest
 			// (rare: api_retry objects) through encoding/json.
 			switch r.peek() {
@@ -351,143 +337,93 @@ func (l *claudeLine) read(r *jsonReader) {
 					r.fail()
 				}
 			}
-		case "status":
-			r.seen(&set, 9)
+		case 9:
 			r.str(&l.Status)
-		case "is_error":
-			r.seen(&set, 10)
+		case 10:
 			r.bool(&l.IsError)
-		case "result":
-			r.seen(&set, 11)
+		case 11:
 			r.str(&l.Result)
-		case "api_error_status":
-			r.seen(&set, 12)
+		case 12:
 			r.int(&l.APIErrorStatus)
-		case "usage":
-			r.seen(&set, 13)
+		case 13:
 			if u := ptrStart(r, &l.Usage); u != nil {
 				u.read(r)
 			}
-		case "total_cost_usd":
-			r.seen(&set, 14)
+		case 14:
 			r.float(&l.TotalCostUSD)
-		case "num_turns":
-			r.seen(&set, 15)
+		case 15:
 			r.int(&l.NumTurns)
-		case "duration_ms":
-			r.seen(&set, 16)
+		case 16:
 			r.int64(&l.DurationMS)
-		case "permission_denials":
-			r.seen(&set, 17)
+		case 17:
 			r.rawMsg(&l.PermissionDenials)
-		case "errors":
-			r.seen(&set, 18)
+		case 18:
 			r.rawMsg(&l.Errors)
-		default:
-			r.other(key, claudeLineNames)
 		}
-	}
+	})
 }
 
-var claudeMessageNames = []string{"id", "model", "content", "usage"}
+var claudeMessageNames = newFields("id", "model", "content", "usage")
 
 func (m *claudeMessage) read(r *jsonReader) {
-	var set uint64
-	for first := true; ; first = false {
-		key, ok := r.member(first)
-		if !ok {
-			return
-		}
-		switch string(key) {
-		case "id":
-			r.seen(&set, 0)
+	r.object(claudeMessageNames, func(i int) {
+		switch i {
+		case 0:
 			r.str(&m.ID)
-		case "model":
-			r.seen(&set, 1)
+		case 1:
 			r.str(&m.Model)
-		case "content":
-			r.seen(&set, 2)
+		case 2:
 			r.rawMsg(&m.Content)
-		case "usage":
-			r.seen(&set, 3)
+		case 3:
 			if u := ptrStart(r, &m.Usage); u != nil {
 				u.read(r)
 			}
-		default:
-			r.other(key, claudeMessageNames)
 		}
-	}
+	})
 }
 
-var claudeUsageNames = []string{"input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"}
+var claudeUsageNames = newFields("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 func (u *claudeUsage) read(r *jsonReader) {
-	var set uint64
-	for first := true; ; first = false {
-		key, ok := r.member(first)
-		if !ok {
-			return
-		}
-		switch string(key) {
-		case "input_tokens":
-			r.seen(&set, 0)
+	r.object(claudeUsageNames, func(i int) {
+		switch i {
+		case 0:
 			r.int64(&u.InputTokens)
-		case "output_tokens":
-			r.seen(&set, 1)
+		case 1:
 			r.int64(&u.OutputTokens)
-		case "cache_read_input_tokens":
-			r.seen(&set, 2)
+		case 2:
 			r.int64(&u.CacheReadInputTokens)
-		case "cache_creation_input_tokens":
-			r.seen(&set, 3)
+		case 3:
 			r.int64(&u.CacheCreationInputTokens)
-		default:
-			r.other(key, claudeUsageNames)
 		}
-	}
+	})
 }
 
-var claudeBlockNames = []string{"type", "text", "thinking", "id", "name", "input", "tool_use_id", "content", "is_error"}
+var claudeBlockNames = newFields("type", "text", "thinking", "id", "name", "input", "tool_use_id", "content", "is_error")
 
 func (b *claudeBlock) read(r *jsonReader) {
-	var set uint64
-	for first := true; ; first = false {
-		key, ok := r.member(first)
-		if !ok {
-			return
-		}
-		switch string(key) {
-		case "type":
-			r.seen(&set, 0)
+	r.object(claudeBlockNames, func(i int) {
+		switch i {
+		case 0:
 			r.str(&b.Type)
-		case "text":
-			r.seen(&set, 1)
+		case 1:
 			r.str(&b.Text)
-		case "thinking":
-			r.seen(&set, 2)
+		case 2:
 			r.str(&b.Thinking)
-		case "id":
-			r.seen(&set, 3)
+		case 3:
 			r.str(&b.ID)
-		case "name":
-			r.seen(&set, 4)
+		case 4:
 			r.str(&b.Name)
-		case "input":
-			r.seen(&set, 5)
+		case 5:
 			r.rawMsg(&b.Input)
-		case "tool_use_id":
-			r.seen(&set, 6)
+		case 6:
 			r.str(&b.ToolUseID)
-		case "content":
-			r.seen(&set, 7)
+		case 7:
 			r.rawMsg(&b.Content)
-		case "is_error":
-			r.seen(&set, 8)
+		case 8:
 			r.bool(&b.IsError)
-		default:
-			r.other(key, claudeBlockNames)
 		}
-	}
+	})
 }
 
 // fastBlocks is blocks on the fast reader (ok false: use encoding/json).
@@ -515,14 +451,9 @@ func (p *claudeParser) fastBlocks(raw json.RawMessage) ([]claudeBlock, bool) {
 		r.arr()
 		for first := true; r.elem(first); first = false {
 			bl = append(bl, claudeBlock{})
-			if r.null() {
-				continue
+			if !r.null() {
+				bl[len(bl)-1].read(r)
 			}
-			if !r.obj() {
-				r.fail()
-				break
-			}
-			bl[len(bl)-1].read(r)
 		}
 		if !r.end() {
 			return nil, false

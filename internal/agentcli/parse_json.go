@@ -1,7 +1,6 @@
 package agentcli
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
@@ -232,25 +231,96 @@ func (r *jsonReader) elem(first bool) bool {
 	return true
 }
 
-// other handles a member that is not a field of the struct being read:
-// it skips the value, unless the key could still match one of names under
-// encoding/json's case-insensitive matching.
-func (r *jsonReader) other(key []byte, names []string) {
+// fields lists the json names of a struct that object reads; a field's
+// index in names is its case in the struct's read and its bit in the
+// duplicate check (so at most 64).
+type fields struct {
+	names []string
+	// lens has bit n set when a name is n bytes long (n < 64); longer
+	// keys are always compared.
+	lens uint64
+}
+
+func newFields(names ...string) *fields {
+	if len(names) > 64 {
+		panic("agentcli: more than 64 fields")
+	}
+	f := &fields{names: names}
 	for _, n := range names {
-		if len(n) == len(key) && bytes.EqualFold(key, []byte(n)) {
+		if len(n) < 64 {
+			f.lens |= 1 << len(n)
+		}
+	}
+	return f
+}
+
+// object reads an object into a struct with fields f: for each member whose
+// key is one of f's names, field is called with its index to read the
+// value. Other members are skipped, unless the key could match a name
+// under encoding/json's case-insensitive rules (then the reader gives up,
+// as on a duplicated field). Anything but an object fails.
+func (r *jsonReader) object(f *fields, field func(i int)) {
+	if !r.obj() {
+		r.fail()
+		return
+	}
+	names := f.names
+	var set uint64
+	next := 0
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			return
+		}
+		// Members mostly come in the order of names: the one after the
+		// last match is tried first.
+		i := next
+		if i >= len(names) || string(key) != names[i] {
+			i = len(names)
+			if len(key) >= 64 || f.lens&(1<<len(key)) != 0 {
+				fold := false
+				for i = 0; i < len(names); i++ {
+					if n := names[i]; len(n) == len(key) {
+						if string(key) == n {
+							break
+						}
+						fold = fold || asciiFoldEqual(key, n)
+					}
+				}
+				if fold && i == len(names) {
+					r.fail()
+					return
+				}
+			}
+			if i == len(names) {
+				r.skip()
+				continue
+			}
+		}
+		if set&(1<<i) != 0 {
 			r.fail()
 			return
 		}
+		set |= 1 << i
+		next = i + 1
+		field(i)
 	}
-	r.skip()
 }
 
-// seen marks field bit of a struct as set and fails on a duplicate.
-func (r *jsonReader) seen(set *uint64, bit uint) {
-	if *set&(1<<bit) != 0 {
-		r.fail()
+// asciiFoldEqual is bytes.EqualFold for ASCII key and name (member leaves
+// other keys to encoding/json, so its folding of a few non-ASCII runes
+// onto ASCII letters does not arise here); len(key) == len(name).
+func asciiFoldEqual(key []byte, name string) bool {
+	for i := range len(key) {
+		a, b := key[i], name[i]
+		if a == b {
+			continue
+		}
+		if a|0x20 != b|0x20 || a|0x20 < 'a' || a|0x20 > 'z' {
+			return false
+		}
 	}
-	*set |= 1 << bit
+	return true
 }
 
 // skip validates and skips one value.
@@ -610,20 +680,14 @@ func (r *jsonReader) rawMsg(dst *json.RawMessage) {
 }
 
 // structStart begins a struct-typed field: false (nothing to read) for
-// null; a non-object fails.
+// null; the struct's read (object) fails on a non-object.
 func (r *jsonReader) structStart() bool {
-	if r.null() || r.bad {
-		return false
-	}
-	if !r.obj() {
-		r.fail()
-		return false
-	}
-	return true
+	return !r.null() && !r.bad
 }
 
 // ptrStart begins a pointer-to-struct field: null sets the pointer to nil
-// (nil is returned by the caller's new value then).
+// (and nil is returned); before an object, a new value is stored and
+// returned for the caller to read into; anything else fails.
 func ptrStart[T any](r *jsonReader, dst **T) *T {
 	if r.null() {
 		*dst = nil
@@ -632,7 +696,7 @@ func ptrStart[T any](r *jsonReader, dst **T) *T {
 	if r.bad {
 		return nil
 	}
-	if !r.obj() {
+	if r.peek() != '{' {
 		r.fail()
 		return nil
 	}
@@ -661,37 +725,24 @@ func fastText(r *jsonReader, raw []byte) (string, bool) {
 			if r.null() {
 				continue
 			}
-			if !r.obj() {
-				r.fail()
-				break
-			}
-			var set uint64
-			for first := true; ; first = false {
-				key, ok := r.member(first)
-				if !ok {
-					break
-				}
-				switch string(key) {
-				case "type":
-					r.seen(&set, 0)
+			r.object(textBlockNames, func(i int) {
+				switch i {
+				case 0:
 					var t string
 					r.str(&t)
-				case "text":
-					r.seen(&set, 1)
+				case 1:
 					s = ""
 					r.str(&s)
 					out = append(out, s...)
-				default:
-					r.other(key, textBlockNames)
 				}
-			}
+			})
 		}
 		return string(out), r.end()
 	}
 	return "", false
 }
 
-var textBlockNames = []string{"type", "text"}
+var textBlockNames = newFields("type", "text")
 
 // countArray counts the elements of an array value (ok false if raw is
 // not one the reader vouches for).

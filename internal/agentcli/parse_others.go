@@ -559,492 +559,297 @@ func (p *opencodeParser) finish(st *state) {
 }
 
 // The read methods below fill the line structs on the fast path (see
-// jsonReader); each mirrors its struct's json tags.
+// jsonReader and object); each fields value lists its struct's json tags in
+// the order of the read's cases.
 
-var codexLineNames = []string{"type", "thread_id", "item", "message", "error", "usage"}
+var codexLineNames = newFields("type", "thread_id", "item", "message", "error", "usage")
 
 func (l *codexLine) read(r *jsonReader) {
-	if !r.obj() {
-		r.fail()
-		return
-	}
-	var set uint64
-	for first := true; ; first = false {
-		key, ok := r.member(first)
-		if !ok {
-			return
-		}
-		switch string(key) {
-		case "type":
-			r.seen(&set, 0)
+	r.object(codexLineNames, func(i int) {
+		switch i {
+		case 0:
 			r.str(&l.Type)
-		case "thread_id":
-			r.seen(&set, 1)
+		case 1:
 			r.str(&l.ThreadID)
-		case "item":
-			r.seen(&set, 2)
+		case 2:
 			if it := ptrStart(r, &l.Item); it != nil {
 				it.read(r)
 			}
-		case "message":
-			r.seen(&set, 3)
+		case 3:
 			r.str(&l.Message)
-		case "error":
-			r.seen(&set, 4)
+		case 4:
 			if e := ptrStart(r, &l.Error); e != nil {
 				e.read(r)
 			}
-		case "usage":
-			r.seen(&set, 5)
+		case 5:
 			if u := ptrStart(r, &l.Usage); u != nil {
 				u.read(r)
 			}
-		default:
-			r.other(key, codexLineNames)
 		}
-	}
+	})
 }
 
-var codexItemNames = []string{"id", "type", "text", "command", "aggregated_output", "exit_code", "status", "changes",
-	"server", "tool", "arguments", "result", "error", "query", "items", "message"}
+var codexItemNames = newFields("id", "type", "text", "command", "aggregated_output", "exit_code", "status", "changes",
+	"server", "tool", "arguments", "result", "error", "query", "items", "message")
 
 func (it *codexItem) read(r *jsonReader) {
-	var set uint64
-	for first := true; ; first = false {
-		key, ok := r.member(first)
-		if !ok {
-			return
-		}
-		switch string(key) {
-		case "id":
-			r.seen(&set, 0)
+	r.object(codexItemNames, func(i int) {
+		switch i {
+		case 0:
 			r.str(&it.ID)
-		case "type":
-			r.seen(&set, 1)
+		case 1:
 			r.str(&it.Type)
-		case "text":
-			r.seen(&set, 2)
+		case 2:
 			r.str(&it.Text)
-		case "command":
-			r.seen(&set, 3)
+		case 3:
 			r.str(&it.Command)
-		case "aggregated_output":
-			r.seen(&set, 4)
+		case 4:
 			r.str(&it.AggregatedOutput)
-		case "exit_code":
-			r.seen(&set, 5)
+		case 5:
 			r.intPtr(&it.ExitCode)
-		case "status":
-			r.seen(&set, 6)
+		case 6:
 			r.str(&it.Status)
-		case "changes":
-			r.seen(&set, 7)
+		case 7:
 			r.rawMsg(&it.Changes)
-		case "server":
-			r.seen(&set, 8)
+		case 8:
 			r.str(&it.Server)
-		case "tool":
-			r.seen(&set, 9)
+		case 9:
 			r.str(&it.Tool)
-		case "arguments":
-			r.seen(&set, 10)
+		case 10:
 			r.rawMsg(&it.Arguments)
-		case "result":
-			r.seen(&set, 11)
+		case 11:
 			r.rawMsg(&it.Result)
-		case "error":
-			r.seen(&set, 12)
+		case 12:
 			if e := ptrStart(r, &it.Error); e != nil {
 				e.read(r)
 			}
-		case "query":
-			r.seen(&set, 13)
+		case 13:
 			r.str(&it.Query)
-		case "items":
-			r.seen(&set, 14)
+		case 14:
 			r.rawMsg(&it.Items)
-		case "message":
-			r.seen(&set, 15)
+		case 15:
 			r.str(&it.Message)
-		default:
-			r.other(key, codexItemNames)
 		}
-	}
+	})
 }
 
-var messageNames = []string{"message"}
+var messageNames = newFields("message")
 
 func (e *codexError) read(r *jsonReader) {
-	var set uint64
-	for first := true; ; first = false {
-		key, ok := r.member(first)
-		if !ok {
-			return
-		}
-		if string(key) == "message" {
-			r.seen(&set, 0)
-			r.str(&e.Message)
-		} else {
-			r.other(key, messageNames)
-		}
-	}
+	r.object(messageNames, func(int) { r.str(&e.Message) })
 }
 
-var codexUsageNames = []string{"input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens"}
+var codexUsageNames = newFields("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens")
 
 func (u *codexUsage) read(r *jsonReader) {
-	var set uint64
-	for first := true; ; first = false {
-		key, ok := r.member(first)
-		if !ok {
-			return
-		}
-		switch string(key) {
-		case "input_tokens":
-			r.seen(&set, 0)
+	r.object(codexUsageNames, func(i int) {
+		switch i {
+		case 0:
 			r.int64(&u.InputTokens)
-		case "cached_input_tokens":
-			r.seen(&set, 1)
+		case 1:
 			r.int64(&u.CachedInputTokens)
-		case "cache_write_input_tokens":
-			r.seen(&set, 2)
+		case 2:
 			r.int64(&u.CacheWriteInputTokens)
-		case "output_tokens":
-			r.seen(&set, 3)
+		case 3:
 			r.int64(&u.OutputTokens)
-		default:
-			r.other(key, codexUsageNames)
 		}
-	}
+	})
 }
 
-var geminiLineNames = []string{"type", "session_id", "model", "role", "content", "tool_name", "tool_id", "parameters",
-	"status", "output", "severity", "message", "error", "stats"}
+var geminiLineNames = newFields("type", "session_id", "model", "role", "content", "tool_name", "tool_id", "parameters",
+	"status", "output", "severity", "message", "error", "stats")
 
 func (l *geminiLine) read(r *jsonReader) {
-	if !r.obj() {
-		r.fail()
-		return
-	}
-	var set uint64
-	for first := true; ; first = false {
-		key, ok := r.member(first)
-		if !ok {
-			return
-		}
-		switch string(key) {
-		case "type":
-			r.seen(&set, 0)
+	r.object(geminiLineNames, func(i int) {
+		switch i {
+		case 0:
 			r.str(&l.Type)
-		case "session_id":
-			r.seen(&set, 1)
+		case 1:
 			r.str(&l.SessionID)
-		case "model":
-			r.seen(&set, 2)
+		case 2:
 			r.str(&l.Model)
-		case "role":
-			r.seen(&set, 3)
+		case 3:
 			r.str(&l.Role)
-		case "content":
-			r.seen(&set, 4)
+		case 4:
 			r.str(&l.Content)
-		case "tool_name":
-			r.seen(&set, 5)
+		case 5:
 			r.str(&l.ToolName)
-		case "tool_id":
-			r.seen(&set, 6)
+		case 6:
 			r.str(&l.ToolID)
-		case "parameters":
-			r.seen(&set, 7)
+		case 7:
 			r.rawMsg(&l.Parameters)
-		case "status":
-			r.seen(&set, 8)
+		case 8:
 			r.str(&l.Status)
-		case "output":
-			r.seen(&set, 9)
+		case 9:
 			r.str(&l.Output)
-		case "severity":
-			r.seen(&set, 10)
+		case 10:
 			r.str(&l.Severity)
-		case "message":
-			r.seen(&set, 11)
+		case 11:
 			r.str(&l.Message)
-		case "error":
-			r.seen(&set, 12)
+		case 12:
 			if e := ptrStart(r, &l.Error); e != nil {
 				e.read(r)
 			}
-		case "stats":
-			r.seen(&set, 13)
+		case 13:
 			if st := ptrStart(r, &l.Stats); st != nil {
 				st.read(r)
 			}
-		default:
-			r.other(key, geminiLineNames)
 		}
-	}
+	})
 }
 
-var typeMessageNames = []string{"type", "message"}
+var typeMessageNames = newFields("type", "message")
 
 func (e *geminiError) read(r *jsonReader) {
-	var set uint64
-	for first := true; ; first = false {
-		key, ok := r.member(first)
-		if !ok {
-			return
-		}
-		switch string(key) {
-		case "type":
-			r.seen(&set, 0)
+	r.object(typeMessageNames, func(i int) {
+		if i == 0 {
 			r.str(&e.Type)
-		case "message":
-			r.seen(&set, 1)
+		} else {
 			r.str(&e.Message)
-		default:
-			r.other(key, typeMessageNames)
 		}
-	}
+	})
 }
 
-var geminiStatsNames = []string{"input_tokens", "output_tokens", "cached", "duration_ms", "tool_calls"}
+var geminiStatsNames = newFields("input_tokens", "output_tokens", "cached", "duration_ms", "tool_calls")
 
 func (s *geminiStats) read(r *jsonReader) {
-	var set uint64
-	for first := true; ; first = false {
-		key, ok := r.member(first)
-		if !ok {
-			return
-		}
-		switch string(key) {
-		case "input_tokens":
-			r.seen(&set, 0)
+	r.object(geminiStatsNames, func(i int) {
+		switch i {
+		case 0:
 			r.int64(&s.InputTokens)
-		case "output_tokens":
-			r.seen(&set, 1)
+		case 1:
 			r.int64(&s.OutputTokens)
-		case "cached":
-			r.seen(&set, 2)
+		case 2:
 			r.int64(&s.Cached)
-		case "duration_ms":
-			r.seen(&set, 3)
+		case 3:
 			r.int64(&s.DurationMS)
-		case "tool_calls":
-			r.seen(&set, 4)
+		case 4:
 			r.int(&s.ToolCalls)
-		default:
-			r.other(key, geminiStatsNames)
 		}
-	}
+	})
 }
 
-var opencodeLineNames = []string{"type", "sessionID", "part", "error"}
+var opencodeLineNames = newFields("type", "sessionID", "part", "error")
 
 func (l *opencodeLine) read(r *jsonReader) {
-	if !r.obj() {
-		r.fail()
-		return
-	}
-	var set uint64
-	for first := true; ; first = false {
-		key, ok := r.member(first)
-		if !ok {
-			return
-		}
-		switch string(key) {
-		case "type":
-			r.seen(&set, 0)
+	r.object(opencodeLineNames, func(i int) {
+		switch i {
+		case 0:
 			r.str(&l.Type)
-		case "sessionID":
-			r.seen(&set, 1)
+		case 1:
 			r.str(&l.SessionID)
-		case "part":
-			r.seen(&set, 2)
+		case 2:
 			if r.structStart() {
 				l.Part.read(r)
 			}
-		case "error":
-			r.seen(&set, 3)
+		case 3:
 			if e := ptrStart(r, &l.Error); e != nil {
 				e.read(r)
 			}
-		default:
-			r.other(key, opencodeLineNames)
 		}
-	}
+	})
 }
 
-var opencodePartNames = []string{"type", "text", "tool", "callID", "reason", "cost", "state", "tokens"}
+var opencodePartNames = newFields("type", "text", "tool", "callID", "reason", "cost", "state", "tokens")
 
 func (p *opencodePart) read(r *jsonReader) {
-	var set uint64
-	for first := true; ; first = false {
-		key, ok := r.member(first)
-		if !ok {
-			return
-		}
-		switch string(key) {
-		case "type":
-			r.seen(&set, 0)
+	r.object(opencodePartNames, func(i int) {
+		switch i {
+		case 0:
 			r.str(&p.Type)
-		case "text":
-			r.seen(&set, 1)
+		case 1:
 			r.str(&p.Text)
-		case "tool":
-			r.seen(&set, 2)
+		case 2:
 			r.str(&p.Tool)
-		case "callID":
-			r.seen(&set, 3)
+		case 3:
 			r.str(&p.CallID)
-		case "reason":
-			r.seen(&set, 4)
+		case 4:
 			r.str(&p.Reason)
-		case "cost":
-			r.seen(&set, 5)
+		case 5:
 			r.float(&p.Cost)
-		case "state":
-			r.seen(&set, 6)
+		case 6:
 			r.rawMsg(&p.State)
-		case "tokens":
-			r.seen(&set, 7)
+		case 7:
 			if t := ptrStart(r, &p.Tokens); t != nil {
 				t.read(r)
 			}
-		default:
-			r.other(key, opencodePartNames)
 		}
-	}
+	})
 }
 
-var opencodeTokensNames = []string{"input", "output", "reasoning", "cache"}
+var opencodeTokensNames = newFields("input", "output", "reasoning", "cache")
 
 func (t *opencodeTokens) read(r *jsonReader) {
-	var set uint64
-	for first := true; ; first = false {
-		key, ok := r.member(first)
-		if !ok {
-			return
-		}
-		switch string(key) {
-		case "input":
-			r.seen(&set, 0)
+	r.object(opencodeTokensNames, func(i int) {
+		switch i {
+		case 0:
 			r.int64(&t.Input)
-		case "output":
-			r.seen(&set, 1)
+		case 1:
 			r.int64(&t.Output)
-		case "reasoning":
-			r.seen(&set, 2)
+		case 2:
 			r.int64(&t.Reasoning)
-		case "cache":
-			r.seen(&set, 3)
+		case 3:
 			if r.structStart() {
 				t.Cache.read(r)
 			}
-		default:
-			r.other(key, opencodeTokensNames)
 		}
-	}
+	})
 }
 
-var readWriteNames = []string{"read", "write"}
+var readWriteNames = newFields("read", "write")
 
 func (c *opencodeCache) read(r *jsonReader) {
-	var set uint64
-	for first := true; ; first = false {
-		key, ok := r.member(first)
-		if !ok {
-			return
-		}
-		switch string(key) {
-		case "read":
-			r.seen(&set, 0)
+	r.object(readWriteNames, func(i int) {
+		if i == 0 {
 			r.int64(&c.Read)
-		case "write":
-			r.seen(&set, 1)
+		} else {
 			r.int64(&c.Write)
-		default:
-			r.other(key, readWriteNames)
 		}
-	}
+	})
 }
 
-var opencodeErrorNames = []string{"name", "message", "data"}
+var opencodeErrorNames = newFields("name", "message", "data")
 
 func (e *opencodeError) read(r *jsonReader) {
-	var set uint64
-	for first := true; ; first = false {
-		key, ok := r.member(first)
-		if !ok {
-			return
-		}
-		switch string(key) {
-		case "name":
-			r.seen(&set, 0)
+	r.object(opencodeErrorNames, func(i int) {
+		switch i {
+		case 0:
 			r.str(&e.Name)
-		case "message":
-			r.seen(&set, 1)
+		case 1:
 			r.str(&e.Message)
-		case "data":
-			r.seen(&set, 2)
+		case 2:
 			if r.structStart() {
 				e.Data.read(r)
 			}
-		default:
-			r.other(key, opencodeErrorNames)
 		}
-	}
+	})
 }
 
-var opencodeErrorDataNames = []string{"message", "statusCode"}
+var opencodeErrorDataNames = newFields("message", "statusCode")
 
 func (d *opencodeErrorData) read(r *jsonReader) {
-	var set uint64
-	for first := true; ; first = false {
-		key, ok := r.member(first)
-		if !ok {
-			return
-		}
-		switch string(key) {
-		case "message":
-			r.seen(&set, 0)
+	r.object(opencodeErrorDataNames, func(i int) {
+		if i == 0 {
 			r.str(&d.Message)
-		case "statusCode":
-			r.seen(&set, 1)
+		} else {
 			r.int(&d.StatusCode)
-		default:
-			r.other(key, opencodeErrorDataNames)
 		}
-	}
+	})
 }
 
-var opencodeStateNames = []string{"status", "input", "output", "error"}
+var opencodeStateNames = newFields("status", "input", "output", "error")
 
 func (s *opencodeState) read(r *jsonReader) {
-	if !r.obj() {
-		r.fail()
-		return
-	}
-	var set uint64
-	for first := true; ; first = false {
-		key, ok := r.member(first)
-		if !ok {
-			return
-		}
-		switch string(key) {
-		case "status":
-			r.seen(&set, 0)
+	r.object(opencodeStateNames, func(i int) {
+		switch i {
+		case 0:
 			r.str(&s.Status)
-		case "input":
-			r.seen(&set, 1)
+		case 1:
 			r.rawMsg(&s.Input)
-		case "output":
-			r.seen(&set, 2)
+		case 2:
 			r.str(&s.Output)
-		case "error":
-			r.seen(&set, 3)
+		case 3:
 			r.str(&s.Error)
-		default:
-			r.other(key, opencodeStateNames)
 		}
-	}
+	})
 }
