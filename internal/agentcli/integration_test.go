@@ -108,8 +108,11 @@ remote_plugin = false
 		}},
 	{id: "gemini-cli", bin: "gemini", model: "gemini-2.5-flash", tool: "run_shell_command", toolArgs: jsonArgs("command"),
 		env: func(t *testing.T, home, url string) []string {
+			// Session retention (on by default) deletes, at start-up, chat
+			// files Gemini finds not resumable; a session one turn stored
+			// could vanish before the next was listed (seen under load).
 			writeFile(t, filepath.Join(home, ".gemini", "settings.json"),
-				`{"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"enableAutoUpdate":false,"enableAutoUpdateNotification":false},"security":{"auth":{"selectedType":"gemini-api-key"}}}`)
+				`{"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"enableAutoUpdate":false,"enableAutoUpdateNotification":false,"sessionRetention":{"enabled":false}},"security":{"auth":{"selectedType":"gemini-api-key"}}}`)
 			return []string{"GOOGLE_GEMINI_BASE_URL=" + url, "GEMINI_API_KEY=fake-key"}
 		}},
 	{id: "opencode", bin: "opencode", tool: "bash",
