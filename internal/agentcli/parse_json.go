@@ -110,8 +110,13 @@ func (r *jsonReader) literal(lit string) {
 
 // obj starts reading an object: it consumes '{' and reports whether one was
 // next (false, without failing, on anything else).
-func (r *jsonReader) obj() bool {
-	if r.peek() != '{' {
+func (r *jsonReader) obj() bool { return r.open('{') }
+
+// open consumes c, an object's or an array's opening byte, counting the
+// nesting depth; it reports whether c was next (false, without failing, on
+// anything else).
+func (r *jsonReader) open(c byte) bool {
+	if r.peek() != c {
 		return false
 	}
 	r.depth++
@@ -192,18 +197,7 @@ func (r *jsonReader) memberOf(first, decode bool) ([]byte, bool) {
 }
 
 // arr starts reading an array, like obj.
-func (r *jsonReader) arr() bool {
-	if r.peek() != '[' {
-		return false
-	}
-	r.depth++
-	if r.depth > maxFastDepth {
-		r.fail()
-		return false
-	}
-	r.i++
-	return true
-}
+func (r *jsonReader) arr() bool { return r.open('[') }
 
 // elem moves to the next array element, or consumes the closing bracket
 // (then it returns false).

@@ -79,21 +79,29 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, optional bool) bo
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body: expected at most %d bytes", maxJSONBody))
 		return false
 	}
-	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
-		writeFieldError(w, http.StatusBadRequest, te.Field, fmt.Sprintf("expected %s, found JSON %s", te.Type, te.Value))
+	if writeFieldDecodeError(w, err) {
 		return false
 	}
 	if err == io.EOF {
 		writeError(w, http.StatusBadRequest, "request body: expected a JSON object, found nothing")
 		return false
 	}
-	msg := err.Error()
-	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
-		f = strings.Trim(f, `"`)
-		writeFieldError(w, http.StatusBadRequest, f, "unknown field; see docs/api.md for the fields this route takes")
-		return false
+	writeError(w, http.StatusBadRequest, "request body: expected a JSON object: "+strings.TrimPrefix(err.Error(), "json: "))
+	return false
+}
+
+// writeFieldDecodeError answers the errors of a strict JSON decoder that
+// concern one field (a value of the wrong type, an unknown field) with a
+// 400 naming that field, and reports whether err was one of them.
+func writeFieldDecodeError(w http.ResponseWriter, err error) bool {
+	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+		writeFieldError(w, http.StatusBadRequest, te.Field, fmt.Sprintf("expected %s, found JSON %s", te.Type, te.Value))
+		return true
 	}
-	writeError(w, http.StatusBadRequest, "request body: expected a JSON object: "+strings.TrimPrefix(msg, "json: "))
+	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		writeFieldError(w, http.StatusBadRequest, strings.Trim(f, `"`), "unknown field; see docs/api.md for the fields this route takes")
+		return true
+	}
 	return false
 }
 

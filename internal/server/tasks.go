@@ -305,16 +305,10 @@ func decodePartJSON(w http.ResponseWriter, part io.Reader, v any) bool {
 		}
 		return true
 	}
-	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
-		writeFieldError(w, http.StatusBadRequest, te.Field, fmt.Sprintf("expected %s, found JSON %s", te.Type, te.Value))
+	if writeFieldDecodeError(w, err) {
 		return false
 	}
 	msg := err.Error()
-	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
-		f = strings.Trim(f, `"`)
-		writeFieldError(w, http.StatusBadRequest, f, "unknown field; see docs/api.md for the fields this route takes")
-		return false
-	}
 	if err == io.EOF {
 		msg = "found nothing"
 	}
