@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/maestro-run/maestro/internal/jsonesc"
 )
 
 // The parsers read every stdout line once with jsonReader, a strict
@@ -502,68 +504,38 @@ func (r *jsonReader) slowString(dst *string, start, j int) {
 			r.fail()
 			return
 		}
-		switch e := b[j+1]; e {
-		case '"', '\\', '/':
-			out = append(out, e)
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			ru, ok := hex4(b, j+2)
-			if !ok {
-				r.fail()
-				return
-			}
-			j += 6
-			if ru >= 0xD800 && ru < 0xE000 {
-				// Only a well-formed pair is decoded here.
-				lo, ok := rune(0), false
-				if ru < 0xDC00 && j+1 < len(b) && b[j] == '\\' && b[j+1] == 'u' {
-					lo, ok = hex4(b, j+2)
-				}
-				if !ok || lo < 0xDC00 || lo >= 0xE000 {
-					r.fail()
-					return
-				}
-				ru = 0x10000 + (ru-0xD800)<<10 + (lo - 0xDC00)
-				j += 6
-			}
-			out = utf8.AppendRune(out, ru)
+		e := b[j+1]
+		if u, ok := jsonesc.Simple(e); ok {
+			out = append(out, u)
+			j += 2
 			continue
-		default:
+		}
+		if e != 'u' {
 			r.fail()
 			return
 		}
-		j += 2
+		ru, ok := jsonesc.Hex4(b[j+2:])
+		if !ok {
+			r.fail()
+			return
+		}
+		j += 6
+		if ru >= 0xD800 && ru < 0xE000 {
+			// Only a well-formed pair is decoded here.
+			lo, ok := rune(0), false
+			if ru < 0xDC00 && j+1 < len(b) && b[j] == '\\' && b[j+1] == 'u' {
+				lo, ok = jsonesc.Hex4(b[j+2:])
+			}
+			if !ok || lo < 0xDC00 || lo >= 0xE000 {
+				r.fail()
+				return
+			}
+			ru = 0x10000 + (ru-0xD800)<<10 + (lo - 0xDC00)
+			j += 6
+		}
+		out = utf8.AppendRune(out, ru)
 	}
 	r.fail()
-}
-
-func hex4(b []byte, i int) (rune, bool) {
-	if i+4 > len(b) {
-		return 0, false
-	}
-	var v rune
-	for _, c := range b[i : i+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			v = v<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			v = v<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			v = v<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return v, true
 }
 
 // integer reads an integer number into *dst (null leaves it; fractions,

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/maestro-run/maestro/internal/jsonesc"
 )
 
 // DecodeError is an input line that is not a valid protocol message. Its
@@ -382,45 +384,35 @@ func (d *decoder) readStringSlow(start, i int) ([]byte, error) {
 				i++
 				continue
 			}
-			switch e := d.data[i+1]; e {
-			case '"', '\\', '/':
-				b = append(b, e)
-			case 'b':
-				b = append(b, '\b')
-			case 'f':
-				b = append(b, '\f')
-			case 'n':
-				b = append(b, '\n')
-			case 'r':
-				b = append(b, '\r')
-			case 't':
-				b = append(b, '\t')
-			case 'u':
-				r, ok := hex4(d.data[i+2:])
-				if !ok {
-					d.pos = i
-					return nil, d.syntaxError(fmt.Sprintf("Bad Unicode escape in JSON at position %d", i))
-				}
-				i += 6
-				if utf16.IsSurrogate(r) {
-					r2, ok := rune(-1), false
-					if i+1 < len(d.data) && d.data[i] == '\\' && d.data[i+1] == 'u' {
-						r2, ok = hex4(d.data[i+2:])
-					}
-					if dec := utf16.DecodeRune(r, r2); ok && dec != utf8.RuneError {
-						r = dec
-						i += 6
-					} else {
-						r = utf8.RuneError
-					}
-				}
-				b = utf8.AppendRune(b, r)
+			e := d.data[i+1]
+			if u, ok := jsonesc.Simple(e); ok {
+				b = append(b, u)
+				i += 2
 				continue
-			default:
+			}
+			if e != 'u' {
 				d.pos = i
 				return nil, d.syntaxError(fmt.Sprintf("Bad escaped character in JSON at position %d", i+1))
 			}
-			i += 2
+			r, ok := jsonesc.Hex4(d.data[i+2:])
+			if !ok {
+				d.pos = i
+				return nil, d.syntaxError(fmt.Sprintf("Bad Unicode escape in JSON at position %d", i))
+			}
+			i += 6
+			if utf16.IsSurrogate(r) {
+				r2, ok := rune(-1), false
+				if i+1 < len(d.data) && d.data[i] == '\\' && d.data[i+1] == 'u' {
+					r2, ok = jsonesc.Hex4(d.data[i+2:])
+				}
+				if dec := utf16.DecodeRune(r, r2); ok && dec != utf8.RuneError {
+					r = dec
+					i += 6
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			b = utf8.AppendRune(b, r)
 		case c < 0x20:
 			d.pos = i
 			return nil, d.syntaxError(fmt.Sprintf("Bad control character in string literal in JSON at position %d", i))
@@ -440,27 +432,6 @@ func (d *decoder) readStringSlow(start, i int) ([]byte, error) {
 	d.pos = len(d.data)
 	d.buf = b
 	return nil, d.syntaxError(fmt.Sprintf("Unterminated string in JSON at position %d", len(d.data)))
-}
-
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
 }
 
 // readNumber reads a number per the JSON grammar and returns its text.
