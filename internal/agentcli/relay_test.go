@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"golang.org/x/sys/unix"
 
+	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/protocol"
 )
 
@@ -313,30 +313,11 @@ func TestRelayInterrupt(t *testing.T) {
 		t.Fatalf("fake log pids = %v", l.pids)
 	}
 	for _, pid := range l.pids {
-		if processAlive(pid) {
+		if proctest.Alive(pid, 500*time.Millisecond) {
 			t.Errorf("process %d of the CLI's group still runs after the interrupt", pid)
 		}
 	}
 	if slices.ContainsFunc(l.stdin, func(s string) bool { return strings.Contains(s, "control_response") }) {
 		t.Errorf("an interrupted request was answered: %q", l.stdin)
-	}
-}
-
-// processAlive reports whether pid still runs 500 ms from now: a process
-// the interrupt signalled may need a moment to finish exiting. It waits on
-// a pidfd (readable once the process has terminated), not by polling.
-func processAlive(pid int) bool {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return false // already gone
-	}
-	defer unix.Close(fd)
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(fds, 500)
-		if err == unix.EINTR {
-			continue
-		}
-		return err == nil && n == 0
 	}
 }

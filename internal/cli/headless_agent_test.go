@@ -18,8 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/session"
 )
 
@@ -492,27 +491,9 @@ func TestHeadlessAgentInterruptKillsProcessGroup(t *testing.T) {
 		t.Errorf("the run ended %v after the interrupt, want < 2s", d)
 	}
 	for _, pid := range []int{leader, child} {
-		if processAlive(pid) {
+		if proctest.Alive(pid, 500*time.Millisecond) {
 			t.Errorf("process %d of the CLI's group survived the interrupt", pid)
 		}
 	}
 	h.shutdown(t)
-}
-
-// processAlive reports whether pid still runs 500 ms from now (a signalled
-// process may need a moment to exit); it waits on a pidfd, not by polling.
-func processAlive(pid int) bool {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return false // already gone
-	}
-	defer unix.Close(fd)
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(fds, 500)
-		if err == unix.EINTR {
-			continue
-		}
-		return err == nil && n == 0
-	}
 }

@@ -11,10 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/maestro-run/maestro/internal/agentcli"
 	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/tool"
 )
@@ -197,25 +196,6 @@ func TestAgentCLIStartFailure(t *testing.T) {
 	}
 }
 
-// processAlive reports whether pid still runs 500 ms from now: a process
-// the interrupt signalled may need a moment to finish exiting. It waits on
-// a pidfd (readable once the process has terminated), not by polling.
-func processAlive(pid int) bool {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return false // already gone
-	}
-	defer unix.Close(fd)
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(fds, 500)
-		if err == unix.EINTR {
-			continue
-		}
-		return err == nil && n == 0
-	}
-}
-
 // interruptWithin interrupts and checks the run is over within 2 s, with
 // the own loop's cancelled error.
 func (h *harness) interruptWithin() {
@@ -269,7 +249,7 @@ func TestAgentCLIInterruptKillsProcessGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, pid := range []int{leader, child} {
-		if processAlive(pid) {
+		if proctest.Alive(pid, 500*time.Millisecond) {
 			t.Errorf("process %d of the CLI's group survived the interrupt", pid)
 		}
 	}
@@ -393,7 +373,7 @@ func TestAgentCLIInterruptCancelsApproval(t *testing.T) {
 	for l := range strings.Lines(string(data)) {
 		if k, v, _ := strings.Cut(strings.TrimSpace(l), ": "); k == "pid" || k == "child" {
 			pid, _ := strconv.Atoi(v)
-			if processAlive(pid) {
+			if proctest.Alive(pid, 500*time.Millisecond) {
 				t.Errorf("process %d of the CLI's group survived the interrupt", pid)
 			}
 		}
