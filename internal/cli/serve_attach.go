@@ -115,45 +115,48 @@ func badCreate(format string, args ...any) *httpattach.Error {
 	return &httpattach.Error{Status: http.StatusBadRequest, Code: httpattach.CodeBadRequest, Message: fmt.Sprintf(format, args...)}
 }
 
-// workspaceFor returns the directory of a new session: workspaceRoot,
-// which must be an absolute path to an existing directory, else a fresh
-// empty directory under <data dir>/workspaces.
-func (s *serveSessions) workspaceFor(root string) (string, *httpattach.Error) {
-	if root == "" {
+// workspaceFor opens the workspace of a new session: workspaceRoot, which
+// must be an absolute path to an existing directory (and, where the server
+// bounds them, lie in a --workspace-root once symlinks are resolved), else
+// a fresh empty directory under <data dir>/workspaces. The check is made
+// on the directory actually opened.
+func (s *serveSessions) workspaceFor(dir string) (*workspace.Root, *httpattach.Error) {
+	if dir == "" {
 		if err := os.MkdirAll(s.workspaces, 0o700); err != nil {
-			return "", &httpattach.Error{Status: http.StatusInternalServerError, Code: httpattach.CodeRuntimeFailed, Message: "create the workspaces directory: " + err.Error()}
+			return nil, &httpattach.Error{Status: http.StatusInternalServerError, Code: httpattach.CodeRuntimeFailed, Message: "create the workspaces directory: " + err.Error()}
 		}
-		dir, err := os.MkdirTemp(s.workspaces, time.Now().UTC().Format("20060102-150405-"))
-		if err != nil {
-			return "", &httpattach.Error{Status: http.StatusInternalServerError, Code: httpattach.CodeRuntimeFailed, Message: "create a session workspace: " + err.Error()}
+		fresh, err := os.MkdirTemp(s.workspaces, time.Now().UTC().Format("20060102-150405-"))
+		if err == nil {
+			var root *workspace.Root
+			if root, err = workspace.Open(fresh); err == nil {
+				return root, nil
+			}
+			os.Remove(fresh)
 		}
-		return dir, nil
+		return nil, &httpattach.Error{Status: http.StatusInternalServerError, Code: httpattach.CodeRuntimeFailed, Message: "create a session workspace: " + err.Error()}
 	}
-	if !filepath.IsAbs(root) {
-		return "", badCreate("workspaceRoot %q: expected an absolute path to an existing directory on the server", root)
+	if !filepath.IsAbs(dir) {
+		return nil, badCreate("workspaceRoot %q: expected an absolute path to an existing directory on the server", dir)
 	}
-	st, err := os.Stat(root)
-	if err != nil || !st.IsDir() {
-		return "", badCreate("workspaceRoot %q is not an existing directory", root)
+	root, err := workspace.Open(dir)
+	if err != nil {
+		return nil, badCreate("workspaceRoot %q is not an existing directory", dir)
 	}
 	if len(s.roots) == 0 && s.anyRoot {
-		return filepath.Clean(root), nil
-	}
-	real, err := filepath.EvalSymlinks(root)
-	if err != nil {
-		return "", badCreate("workspaceRoot %q: %v", root, err)
+		return root, nil
 	}
 	for _, r := range s.roots {
-		if rel, err := filepath.Rel(r, real); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return filepath.Clean(root), nil
+		if _, ok := workspace.Within(r, root.Dir()); ok {
+			return root, nil
 		}
 	}
-	msg := fmt.Sprintf("workspaceRoot %q is outside the directories this server allows (maestro serve --workspace-root)", root)
+	root.Close()
+	msg := fmt.Sprintf("workspaceRoot %q is outside the directories this server allows (maestro serve --workspace-root)", dir)
 	if len(s.roots) == 0 {
 		msg = fmt.Sprintf("workspaceRoot %q: this server listens beyond loopback and allows no client-chosen directory; "+
-			"omit workspaceRoot for a fresh workspace, or start maestro serve with --workspace-root DIR", root)
+			"omit workspaceRoot for a fresh workspace, or start maestro serve with --workspace-root DIR", dir)
 	}
-	return "", &httpattach.Error{Status: http.StatusForbidden, Code: httpattach.CodeWorkspaceViolation, Message: msg}
+	return nil, &httpattach.Error{Status: http.StatusForbidden, Code: httpattach.CodeWorkspaceViolation, Message: msg}
 }
 
 // choose selects the model of a new session: the request's model, else
@@ -190,26 +193,28 @@ func (s *serveSessions) Create(ctx context.Context, req httpattach.CreateRequest
 	if herr != nil {
 		return nil, "", herr
 	}
-	dir, herr := s.workspaceFor(req.WorkspaceRoot)
+	root, herr := s.workspaceFor(req.WorkspaceRoot)
 	if herr != nil {
 		return nil, "", herr
 	}
-	root, err := workspace.Open(dir)
-	if err != nil {
-		return nil, "", badCreate("workspaceRoot %q: %v", dir, err)
+	release := func() {
+		root.Close()
+		if req.WorkspaceRoot == "" {
+			os.Remove(root.Dir()) // the fresh directory, still empty
+		}
 	}
 	sess, err := s.store.Create(session.Meta{
 		Workspace: root.Dir(), Provider: choice.Provider.Name(), Model: choice.Provider.Model(),
 		ExecutorType: choice.Executor, Replay: choice.Replay,
 	})
 	if err != nil {
-		root.Close()
+		release()
 		return nil, "", fmt.Errorf("create the session log: %w", err)
 	}
 	rt, err := runtime.New(s.runtimeConfig(req, choice, root, sess))
 	if err != nil {
 		sess.Close()
-		root.Close()
+		release()
 		return nil, "", err
 	}
 	ls := &liveSession{rt: rt, sess: sess, root: root}
@@ -276,14 +281,20 @@ func (s *serveSessions) Remove(id string) {
 	s.mu.Lock()
 	ls := s.live[id]
 	delete(s.live, id)
+	if ls != nil {
+		// Counted before Close can see the map without it, so Close's
+		// Wait covers this session too.
+		s.closing.Add(1)
+	}
 	s.mu.Unlock()
 	if ls == nil {
 		return
 	}
-	s.closing.Go(func() {
+	go func() {
+		defer s.closing.Done()
 		<-ls.rt.Done()
 		s.finish(id, ls)
-	})
+	}()
 }
 
 // finish closes a session's runtime, log and workspace.

@@ -545,7 +545,10 @@ func TestServeWorkspaceRoots(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, herr := s.workspaceFor(tc.root)
+			root, herr := s.workspaceFor(tc.root)
+			if root != nil {
+				root.Close()
+			}
 			switch {
 			case tc.want == 0 && herr != nil:
 				t.Fatalf("refused: %v", herr.Message)

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 // Protocol strings of the remote-runner surface (contract §14).
@@ -188,8 +190,8 @@ func ResolveExport(root, input string) (ExportPath, error) {
 	if err != nil {
 		return ExportPath{}, fmt.Errorf("export path %s: %w", input, err)
 	}
-	rel, err := filepath.Rel(realRoot, real)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+	rel, ok := workspace.Within(realRoot, real)
+	if !ok {
 		return ExportPath{}, fmt.Errorf("%w: %s", ErrExportEscape, input)
 	}
 	e := ExportPath{Input: input, Path: real, RelativePath: rel, Type: "missing"}

@@ -92,7 +92,7 @@ func (r *Root) Rel(path string) (string, error) {
 	if filepath.IsAbs(path) {
 		clean := filepath.Clean(path)
 		for _, base := range []string{r.dir, r.given} {
-			if rel, ok := within(base, clean); ok {
+			if rel, ok := Within(base, clean); ok {
 				return rel, nil
 			}
 		}
@@ -105,9 +105,10 @@ func (r *Root) Rel(path string) (string, error) {
 	return clean, nil
 }
 
-// within reports path relative to base when path (clean, absolute) is base
-// or lies under it.
-func within(base, path string) (string, bool) {
+// Within reports path relative to base when path is base or lies under
+// it; both must be clean and absolute (symbolic links already resolved
+// when the answer must hold on disk).
+func Within(base, path string) (string, bool) {
 	if path == base {
 		return ".", true
 	}
