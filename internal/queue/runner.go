@@ -17,6 +17,7 @@ import (
 	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/sandbox"
+	"github.com/maestro-run/maestro/internal/staging"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
@@ -64,15 +65,12 @@ type Payload struct {
 	Replay json.RawMessage `json:"replay,omitempty"`
 	// Task is the task text of a job that has no task.
 	Task string `json:"task,omitempty"`
-	// InputStaging names the staging directory (StagedInputDir) of files
+	// InputStaging names the staging directory (staging.Dir) of files
 	// uploaded with the task's creation; the runner moves them into the
 	// task's input/ before the run starts. The API sets it; clients may
 	// not.
 	InputStaging string `json:"input_staging,omitempty"`
 }
-
-// PayloadInputStaging is the JSON name of Payload.InputStaging.
-const PayloadInputStaging = "input_staging"
 
 type engineRunner struct{ cfg EngineRunnerConfig }
 
@@ -121,7 +119,7 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 		// Files uploaded with the task land in input/ before any step
 		// of the run can look for them.
 		if err := moveStagedInput(r.cfg.DataDir, dir, pl.InputStaging); err != nil {
-			return Result{State: store.StateFailed, NoRetry: !ValidStagingKey(pl.InputStaging), Error: err.Error()}
+			return Result{State: store.StateFailed, NoRetry: !staging.ValidKey(pl.InputStaging), Error: err.Error()}
 		}
 	}
 	root, err := workspace.Open(dir)

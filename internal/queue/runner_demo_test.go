@@ -16,6 +16,7 @@ import (
 	"github.com/maestro-run/maestro/internal/queue"
 	"github.com/maestro-run/maestro/internal/sandbox"
 	"github.com/maestro-run/maestro/internal/sandbox/sandboxtest"
+	"github.com/maestro-run/maestro/internal/staging"
 	"github.com/maestro-run/maestro/internal/store"
 )
 
@@ -238,7 +239,7 @@ func TestEngineRunnerMovesStagedInput(t *testing.T) {
 			t.Parallel()
 			st := openSQLite(t, nil)
 			data := t.TempDir()
-			staged := queue.StagedInputDir(data, key)
+			staged := staging.Dir(data, key)
 			if err := os.MkdirAll(filepath.Join(staged, "docs"), 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -247,7 +248,7 @@ func TestEngineRunnerMovesStagedInput(t *testing.T) {
 			}
 			var pl map[string]any
 			json.Unmarshal(payload(t, readInputScenario), &pl)
-			pl[queue.PayloadInputStaging] = tt.key
+			pl[staging.PayloadField] = tt.key
 			raw, _ := json.Marshal(pl)
 			startPool(t, queue.Config{Store: st, Runner: queue.NewEngineRunner(queue.EngineRunnerConfig{DataDir: data})})
 			task, job, err := st.CreateTask(t.Context(), store.NewTask{Title: "Read the report", Piece: "general", Payload: raw, MaxAttempts: 1})

@@ -15,13 +15,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/staging"
 	"github.com/maestro-run/maestro/internal/store"
 )
 
 // The upload staging area: files sent with a task's creation wait in
 // <dataDir>/uploads/<key>/ until the task's job moves them into its
 // input/. Once the task and its job exist, the API writes the job's id to
-// <dataDir>/uploads/<key>.job (StagingJobFile), so that the maintenance
+// <dataDir>/uploads/<key>.job (staging.JobFile), so that the maintenance
 // sweep (SweepStaging) can find the job of a directory without scanning
 // the jobs.
 
@@ -35,36 +36,6 @@ const (
 	DefaultStagingSweepEvery = time.Minute
 )
 
-// stagingJobSuffix ends the name of a staging directory's job file.
-const stagingJobSuffix = ".job"
-
-// StagedInputDir is where the files uploaded with a task's creation wait
-// for its first job: <dataDir>/uploads/<key>, key being 32 lowercase hex
-// digits (Payload.InputStaging).
-func StagedInputDir(dataDir, key string) string {
-	return filepath.Join(dataDir, "uploads", key)
-}
-
-// StagingJobFile is the file that names the job of the staging directory
-// key, its id in decimal: <dataDir>/uploads/<key>.job. The API writes it
-// once the job exists; the runner removes it with the directory.
-func StagingJobFile(dataDir, key string) string {
-	return StagedInputDir(dataDir, key) + stagingJobSuffix
-}
-
-// ValidStagingKey reports whether key can name a staging directory.
-func ValidStagingKey(key string) bool {
-	if len(key) != 32 {
-		return false
-	}
-	for _, c := range key {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // moveStagedInput moves the files of the staging directory key into
 // <dir>/input/ (same relative paths, replacing files of the same name)
 // and removes the staging directory and its job file. It is idempotent: a
@@ -74,8 +45,8 @@ func ValidStagingKey(key string) bool {
 // resolved inside dataDir, so a symbolic link cannot lead the move
 // elsewhere.
 func moveStagedInput(dataDir, dir, key string) error {
-	if !ValidStagingKey(key) {
-		return fmt.Errorf("job payload field %q: expected 32 lowercase hex digits, found %q", PayloadInputStaging, key)
+	if !staging.ValidKey(key) {
+		return fmt.Errorf("job payload field %q: expected 32 lowercase hex digits, found %q", staging.PayloadField, key)
 	}
 	srcRel := filepath.Join("uploads", key)
 	dstRel, err := filepath.Rel(dataDir, filepath.Join(dir, "input"))
@@ -121,7 +92,7 @@ func moveStagedInput(dataDir, dir, key string) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("read the upload staging directory: %w", err)
 	}
-	if err := root.Remove(srcRel + stagingJobSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := root.Remove(srcRel + staging.JobSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove the upload staging job file: %w", err)
 	}
 	return nil
@@ -174,9 +145,9 @@ func SweepStaging(ctx context.Context, st store.Store, dataDir string, now time.
 	}
 	for _, e := range ents {
 		name := e.Name()
-		if ValidStagingKey(name) && e.IsDir() {
+		if staging.ValidKey(name) && e.IsDir() {
 			at(name).dir = true
-		} else if key, ok := strings.CutSuffix(name, stagingJobSuffix); ok && ValidStagingKey(key) && e.Type().IsRegular() {
+		} else if key, ok := strings.CutSuffix(name, staging.JobSuffix); ok && staging.ValidKey(key) && e.Type().IsRegular() {
 			at(key).jobFile = true
 		}
 	}
@@ -196,7 +167,7 @@ func SweepStaging(ctx context.Context, st store.Store, dataDir string, now time.
 		if !e.dir {
 			// The runner moved the files (perhaps before the API wrote
 			// the job file): nothing is waiting.
-			if err := os.Remove(StagingJobFile(dataDir, key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := os.Remove(staging.JobFile(dataDir, key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, fmt.Errorf("staging %s: remove the job file: %w", key, err))
 			}
 			continue
@@ -222,7 +193,7 @@ func SweepStaging(ctx context.Context, st store.Store, dataDir string, now time.
 			// The job file names no job that names this directory:
 			// treat the directory as one without a job file.
 		}
-		changed, err := newestChange(StagedInputDir(dataDir, key))
+		changed, err := newestChange(staging.Dir(dataDir, key))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("staging %s: %w", key, err))
 			continue
@@ -238,11 +209,11 @@ func SweepStaging(ctx context.Context, st store.Store, dataDir string, now time.
 		if unfinished[key] {
 			continue // its job file was lost (a crash); the job's runner moves it
 		}
-		if err := os.RemoveAll(StagedInputDir(dataDir, key)); err != nil {
+		if err := os.RemoveAll(staging.Dir(dataDir, key)); err != nil {
 			errs = append(errs, fmt.Errorf("staging %s: remove: %w", key, err))
 			continue
 		}
-		if err := os.Remove(StagingJobFile(dataDir, key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(staging.JobFile(dataDir, key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("staging %s: remove the job file: %w", key, err))
 		}
 		res.Removed++
@@ -256,7 +227,7 @@ func SweepStaging(ctx context.Context, st store.Store, dataDir string, now time.
 // file, an unknown job or one naming another key is not an error (ok
 // false): the directory is then judged as one without a job file.
 func stagingJob(ctx context.Context, st store.Store, dataDir, key string) (store.Job, bool, error) {
-	data, err := os.ReadFile(StagingJobFile(dataDir, key))
+	data, err := os.ReadFile(staging.JobFile(dataDir, key))
 	if errors.Is(err, fs.ErrNotExist) {
 		return store.Job{}, false, nil
 	}
@@ -284,7 +255,7 @@ func stagingJob(ctx context.Context, st store.Store, dataDir, key string) (store
 
 // stagingKeyOf returns the input_staging field of a job payload, or "".
 func stagingKeyOf(payload json.RawMessage) string {
-	if !bytes.Contains(payload, []byte(`"`+PayloadInputStaging+`"`)) {
+	if !bytes.Contains(payload, []byte(`"`+staging.PayloadField+`"`)) {
 		return ""
 	}
 	var pl struct {

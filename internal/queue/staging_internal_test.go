@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"github.com/maestro-run/maestro/internal/staging"
 	"maps"
 	"os"
 	"path/filepath"
@@ -70,7 +71,7 @@ func TestMoveStagedInputIdempotent(t *testing.T) {
 			t.Parallel()
 			data := t.TempDir()
 			dir := TaskDir(data, 7)
-			staging := StagedInputDir(data, testKey)
+			staging := staging.Dir(data, testKey)
 			if tt.dirLeft {
 				if err := os.MkdirAll(filepath.Join(staging, "docs", "deep"), 0o755); err != nil {
 					t.Fatal(err)
@@ -108,7 +109,7 @@ func TestMoveStagedInputConcurrentMovers(t *testing.T) {
 	for i := range 200 {
 		want["d"+strconv.Itoa(i%7)+"/f"+strconv.Itoa(i)+".txt"] = strconv.Itoa(i)
 	}
-	writeFiles(t, StagedInputDir(data, testKey), want)
+	writeFiles(t, staging.Dir(data, testKey), want)
 	writeFiles(t, filepath.Join(data, "uploads"), map[string]string{testKey + ".job": "1\n"})
 	const movers = 6
 	errs := make([]error, movers)

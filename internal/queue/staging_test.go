@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/queue"
+	"github.com/maestro-run/maestro/internal/staging"
 	"github.com/maestro-run/maestro/internal/store"
 )
 
@@ -23,7 +24,7 @@ func stagingPayload(t *testing.T, key string, extra map[string]json.RawMessage) 
 	for k, v := range extra {
 		pl[k] = v
 	}
-	pl[queue.PayloadInputStaging], _ = json.Marshal(key)
+	pl[staging.PayloadField], _ = json.Marshal(key)
 	data, err := json.Marshal(pl)
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +36,7 @@ func stagingPayload(t *testing.T, key string, extra map[string]json.RawMessage) 
 // at changed.
 func stage(t *testing.T, data, key string, changed time.Time, files map[string]string) {
 	t.Helper()
-	dir := queue.StagedInputDir(data, key)
+	dir := staging.Dir(data, key)
 	for name, body := range files {
 		p := filepath.Join(dir, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -58,7 +59,7 @@ func stage(t *testing.T, data, key string, changed time.Time, files map[string]s
 
 func writeJobFile(t *testing.T, data, key, content string) {
 	t.Helper()
-	if err := os.WriteFile(queue.StagingJobFile(data, key), []byte(content), 0o644); err != nil {
+	if err := os.WriteFile(staging.JobFile(data, key), []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -117,7 +118,7 @@ func TestSweepStaging(t *testing.T) {
 			data := t.TempDir()
 			stage(t, data, stagingKey, tt.changed, map[string]string{"report.txt": "figures\n", "docs/notes.md": "# notes\n"})
 			if tt.youngFile {
-				p := filepath.Join(queue.StagedInputDir(data, stagingKey), "docs", "big.bin")
+				p := filepath.Join(staging.Dir(data, stagingKey), "docs", "big.bin")
 				if err := os.WriteFile(p, []byte("partial"), 0o644); err != nil {
 					t.Fatal(err)
 				}
@@ -148,23 +149,23 @@ func TestSweepStaging(t *testing.T) {
 				}
 				writeJobFile(t, data, stagingKey, jsonInt(other.ID))
 			}
-			hadJobFile := exists(t, queue.StagingJobFile(data, stagingKey))
+			hadJobFile := exists(t, staging.JobFile(data, stagingKey))
 
 			got, err := queue.SweepStaging(ctx, st, data, now, grace, quiet)
 			if err != nil {
 				t.Fatalf("SweepStaging: %v", err)
 			}
-			staging := queue.StagedInputDir(data, stagingKey)
+			stagedDir := staging.Dir(data, stagingKey)
 			input := filepath.Join(queue.TaskDir(data, task.ID), "input")
 			switch tt.want {
 			case "kept":
 				if got != (queue.StagingSweep{}) {
 					t.Errorf("sweep = %+v, want nothing done", got)
 				}
-				if b, err := os.ReadFile(filepath.Join(staging, "docs", "notes.md")); err != nil || string(b) != "# notes\n" {
+				if b, err := os.ReadFile(filepath.Join(stagedDir, "docs", "notes.md")); err != nil || string(b) != "# notes\n" {
 					t.Errorf("staged docs/notes.md = %q, %v; want it kept", b, err)
 				}
-				if exists(t, queue.StagingJobFile(data, stagingKey)) != hadJobFile {
+				if exists(t, staging.JobFile(data, stagingKey)) != hadJobFile {
 					t.Errorf("the job file changed")
 				}
 			case "moved":
@@ -295,18 +296,18 @@ func TestRunMaintenanceSweepsStaging(t *testing.T) {
 		}
 	}
 	round()
-	if exists(t, queue.StagedInputDir(data, stagingKey)) {
+	if exists(t, staging.Dir(data, stagingKey)) {
 		t.Fatal("the first round left an orphan staging directory older than the grace period")
 	}
 	stage(t, data, otherKey, clk.Now().Add(-2*time.Hour), map[string]string{"b.txt": "b"})
 	clk.Add(5 * time.Minute)
 	round()
-	if !exists(t, queue.StagedInputDir(data, otherKey)) {
+	if !exists(t, staging.Dir(data, otherKey)) {
 		t.Fatal("swept again before StagingSweepEvery")
 	}
 	clk.Add(5 * time.Minute)
 	round()
-	if exists(t, queue.StagedInputDir(data, otherKey)) {
+	if exists(t, staging.Dir(data, otherKey)) {
 		t.Fatal("not swept once StagingSweepEvery had passed")
 	}
 }

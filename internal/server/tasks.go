@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/staging"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
@@ -54,25 +55,8 @@ type uploadInfo struct {
 	Size int64  `json:"size"`
 }
 
-// PayloadInputStaging is the job payload field that names the staging
-// directory of the files sent with a task (queue.PayloadInputStaging).
-// The server sets it; a client's payload may not.
-const PayloadInputStaging = "input_staging"
-
 // MaxTaskFiles is the most files one multipart POST /tasks may carry.
 const MaxTaskFiles = 100
-
-// StagingDir is where the files sent with a task wait for its first job:
-// <dataDir>/uploads/<key>, the layout of queue.StagedInputDir.
-func StagingDir(dataDir, key string) string { return filepath.Join(dataDir, "uploads", key) }
-
-// StagingJobFile names the job of the staging directory key once the task
-// exists: <dataDir>/uploads/<key>.job holds the job's id, the layout of
-// queue.StagingJobFile. The maintenance sweep reads it to move the files
-// of a job that ended without running (cancelled while queued) into the
-// task's input/; a directory without it is removed after a grace period
-// unless an unfinished job names it (a crash before the task existed).
-func StagingJobFile(dataDir, key string) string { return StagingDir(dataDir, key) + ".job" }
 
 // createTask answers POST /tasks. A JSON body creates the task; a
 // multipart/form-data body carries the same JSON object in a first part
@@ -122,8 +106,8 @@ func (s *Server) checkCreateTask(w http.ResponseWriter, r *http.Request, req *cr
 			writeFieldError(w, http.StatusUnprocessableEntity, "payload", "expected a JSON object")
 			return false
 		}
-		if _, ok := fields[PayloadInputStaging]; ok {
-			writeFieldError(w, http.StatusUnprocessableEntity, "payload."+PayloadInputStaging,
+		if _, ok := fields[staging.PayloadField]; ok {
+			writeFieldError(w, http.StatusUnprocessableEntity, "payload."+staging.PayloadField,
 				"reserved: the server sets it for files sent with the task (POST /api/v1/tasks as multipart/form-data)")
 			return false
 		}
@@ -143,7 +127,7 @@ func (s *Server) insertTask(w http.ResponseWriter, r *http.Request, req createTa
 				return
 			}
 		}
-		fields[PayloadInputStaging], _ = json.Marshal(staged)
+		fields[staging.PayloadField], _ = json.Marshal(staged)
 		req.Payload, _ = json.Marshal(fields)
 	}
 	task, job, err := s.st.CreateTask(r.Context(), store.NewTask{
@@ -153,7 +137,7 @@ func (s *Server) insertTask(w http.ResponseWriter, r *http.Request, req createTa
 	})
 	if err != nil {
 		if staged != "" {
-			os.RemoveAll(StagingDir(s.cfg.DataDir, staged))
+			os.RemoveAll(staging.Dir(s.cfg.DataDir, staged))
 		}
 		s.storeError(w, r, err)
 		return
@@ -161,7 +145,7 @@ func (s *Server) insertTask(w http.ResponseWriter, r *http.Request, req createTa
 	if staged != "" {
 		// Without this file the sweep still keeps the directory while the
 		// job is unfinished (it scans the unfinished jobs' payloads).
-		if err := os.WriteFile(StagingJobFile(s.cfg.DataDir, staged), []byte(strconv.FormatInt(job.ID, 10)+"\n"), 0o644); err != nil {
+		if err := os.WriteFile(staging.JobFile(s.cfg.DataDir, staged), []byte(strconv.FormatInt(job.ID, 10)+"\n"), 0o644); err != nil {
 			s.log.Warn("upload staging: job file not written", "key", staged, "job", job.ID, "err", err)
 		}
 	}
@@ -201,7 +185,7 @@ func (s *Server) createTaskMultipart(w http.ResponseWriter, r *http.Request) {
 	var rnd [16]byte
 	rand.Read(rnd[:])
 	key := hex.EncodeToString(rnd[:])
-	dir := StagingDir(s.cfg.DataDir, key)
+	dir := staging.Dir(s.cfg.DataDir, key)
 	files, ok := s.stageFiles(w, mr, dir)
 	if !ok {
 		os.RemoveAll(dir)

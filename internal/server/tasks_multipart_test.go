@@ -17,6 +17,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/queue"
 	"github.com/maestro-run/maestro/internal/server"
+	"github.com/maestro-run/maestro/internal/staging"
 	"github.com/maestro-run/maestro/internal/store"
 )
 
@@ -103,15 +104,15 @@ func TestCreateTaskWithFiles(t *testing.T) {
 	if err := json.Unmarshal(created.Job.Payload, &pl); err != nil {
 		t.Fatal(err)
 	}
-	key, _ := pl[server.PayloadInputStaging].(string)
-	if pl["k"] != float64(1) || !queue.ValidStagingKey(key) || server.PayloadInputStaging != queue.PayloadInputStaging {
+	key, _ := pl[staging.PayloadField].(string)
+	if pl["k"] != float64(1) || !staging.ValidKey(key) || staging.PayloadField != staging.PayloadField {
 		t.Fatalf("job payload = %s, want k kept and a staging key", created.Job.Payload)
 	}
-	if server.StagingDir(e.dataDir, key) != queue.StagedInputDir(e.dataDir, key) {
-		t.Fatalf("the server stages in %s, the runner looks in %s", server.StagingDir(e.dataDir, key), queue.StagedInputDir(e.dataDir, key))
+	if staging.Dir(e.dataDir, key) != staging.Dir(e.dataDir, key) {
+		t.Fatalf("the server stages in %s, the runner looks in %s", staging.Dir(e.dataDir, key), staging.Dir(e.dataDir, key))
 	}
 	for name, want := range map[string]string{"report.txt": "figures\n", "notes.md": "# notes\n"} {
-		if got, err := os.ReadFile(filepath.Join(queue.StagedInputDir(e.dataDir, key), name)); err != nil || string(got) != want {
+		if got, err := os.ReadFile(filepath.Join(staging.Dir(e.dataDir, key), name)); err != nil || string(got) != want {
 			t.Errorf("staged %s = %q, %v", name, got, err)
 		}
 	}
@@ -119,17 +120,17 @@ func TestCreateTaskWithFiles(t *testing.T) {
 	// Without files it is a plain create: no staging key, nothing staged.
 	body, ctype = multipartBody(t, mpart{name: "task", body: `{"title":"no files"}`})
 	code, data = e.do("POST", "/api/v1/tasks", body, "Content-Type", ctype)
-	if code != http.StatusCreated || strings.Contains(string(data), server.PayloadInputStaging) {
+	if code != http.StatusCreated || strings.Contains(string(data), staging.PayloadField) {
 		t.Fatalf("status %d: %s", code, data)
 	}
 	if left := uploadsLeft(t, e.dataDir); len(left) != 2 || left[0] != key || left[1] != key+".job" {
 		t.Errorf("staging area holds %v, want only %s and its job file", left, key)
 	}
 	// The job file names the job, where the maintenance sweep looks.
-	if server.StagingJobFile(e.dataDir, key) != queue.StagingJobFile(e.dataDir, key) {
-		t.Fatalf("the server names the job in %s, the sweep looks in %s", server.StagingJobFile(e.dataDir, key), queue.StagingJobFile(e.dataDir, key))
+	if staging.JobFile(e.dataDir, key) != staging.JobFile(e.dataDir, key) {
+		t.Fatalf("the server names the job in %s, the sweep looks in %s", staging.JobFile(e.dataDir, key), staging.JobFile(e.dataDir, key))
 	}
-	if b, err := os.ReadFile(queue.StagingJobFile(e.dataDir, key)); err != nil || strings.TrimSpace(string(b)) != strconv.FormatInt(created.Job.ID, 10) {
+	if b, err := os.ReadFile(staging.JobFile(e.dataDir, key)); err != nil || strings.TrimSpace(string(b)) != strconv.FormatInt(created.Job.ID, 10) {
 		t.Errorf("job file = %q, %v; want the job id %d", b, err, created.Job.ID)
 	}
 }
