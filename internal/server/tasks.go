@@ -38,6 +38,9 @@ type createTaskRequest struct {
 	Priority    int             `json:"priority"`
 	MaxAttempts int             `json:"max_attempts"`
 	Payload     json.RawMessage `json:"payload"`
+
+	// payload is Payload decoded, once checkCreateTask has checked it.
+	payload map[string]json.RawMessage
 }
 
 // taskResponse is the answer of POST /tasks.
@@ -101,12 +104,11 @@ func (s *Server) checkCreateTask(w http.ResponseWriter, r *http.Request, req *cr
 		req.Payload = nil
 	}
 	if len(req.Payload) > 0 {
-		var fields map[string]json.RawMessage
-		if req.Payload[0] != '{' || json.Unmarshal(req.Payload, &fields) != nil {
+		if req.Payload[0] != '{' || json.Unmarshal(req.Payload, &req.payload) != nil {
 			writeFieldError(w, http.StatusUnprocessableEntity, "payload", "expected a JSON object")
 			return false
 		}
-		if _, ok := fields[staging.PayloadField]; ok {
+		if _, ok := req.payload[staging.PayloadField]; ok {
 			writeFieldError(w, http.StatusUnprocessableEntity, "payload."+staging.PayloadField,
 				"reserved: the server sets it for files sent with the task (POST /api/v1/tasks as multipart/form-data)")
 			return false
@@ -115,17 +117,14 @@ func (s *Server) checkCreateTask(w http.ResponseWriter, r *http.Request, req *cr
 	return true
 }
 
-// insertTask creates the task and its job; staged, when not empty, is the
-// key of the staging directory holding files, which the job's payload
-// names.
+// insertTask creates the task and its job (req has passed checkCreateTask);
+// staged, when not empty, is the key of the staging directory holding
+// files, which the job's payload names.
 func (s *Server) insertTask(w http.ResponseWriter, r *http.Request, req createTaskRequest, files []uploadInfo, staged string) {
 	if staged != "" {
-		fields := map[string]json.RawMessage{}
-		if len(req.Payload) > 0 {
-			if err := json.Unmarshal(req.Payload, &fields); err != nil {
-				writeFieldError(w, http.StatusUnprocessableEntity, "payload", "expected a JSON object")
-				return
-			}
+		fields := req.payload
+		if fields == nil {
+			fields = map[string]json.RawMessage{}
 		}
 		fields[staging.PayloadField], _ = json.Marshal(staged)
 		req.Payload, _ = json.Marshal(fields)
