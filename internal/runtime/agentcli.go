@@ -149,15 +149,14 @@ func (a *AgentCLI) Turn(ctx context.Context, t *Turn, m protocol.Prompt) error {
 		if res.SessionID != "" {
 			a.setSession(res.SessionID)
 		}
+		said := []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{llm.Text(m.Content)}}}
+		if res.Result != nil && res.Result.Text != "" {
+			said = append(said, llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{llm.Text(res.Result.Text)}})
+			r.logMessage(said[1])
+		}
 		a.mu.Lock()
-		fmt.Fprintf(&a.transcript, "User: %s\n\n", m.Content)
-		if res.Result != nil && res.Result.Text != "" {
-			fmt.Fprintf(&a.transcript, "Assistant: %s\n\n", res.Result.Text)
-		}
+		writeTranscript(&a.transcript, said)
 		a.mu.Unlock()
-		if res.Result != nil && res.Result.Text != "" {
-			r.logMessage(llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{llm.Text(res.Result.Text)}})
-		}
 		if res.Warning != "" {
 			t.Publish(protocol.Status{Message: res.Warning})
 		}
