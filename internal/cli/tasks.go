@@ -88,17 +88,34 @@ func (e *apiError) Error() string {
 	return b.String()
 }
 
+// newRequest builds a request to the API path, with the token.
+func (c *apiClient) newRequest(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return req, nil
+}
+
+// responseError is the *apiError of a refused request, with the server's
+// error body when it sent one.
+func responseError(resp *http.Response) *apiError {
+	ae := &apiError{Status: resp.StatusCode}
+	json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&ae.Body)
+	return ae
+}
+
 // do sends a request and decodes a JSON answer into out (when not nil).
 func (c *apiClient) do(ctx context.Context, method, path string, body io.Reader, ctype string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	req, err := c.newRequest(ctx, method, path, body)
 	if err != nil {
 		return err
 	}
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -637,24 +654,19 @@ func (c *apiClient) reportEnd(ctx context.Context, io *IOStreams, log *jobLog, j
 // ended with `event: end`, whether any event arrived, and why it stopped
 // otherwise.
 func (c *apiClient) streamOnce(ctx context.Context, ios *IOStreams, log *jobLog, taskID, jobID int64, after *int64) (ended, got bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/api/v1/jobs/%d/events", c.base, jobID), nil)
+	req, err := c.newRequest(ctx, "GET", fmt.Sprintf("/api/v1/jobs/%d/events", jobID), nil)
 	if err != nil {
 		return false, false, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("Last-Event-ID", strconv.FormatInt(*after, 10))
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
 	resp, err := c.stream.Do(req)
 	if err != nil {
 		return false, false, unwrapURL(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		ae := &apiError{Status: resp.StatusCode}
-		json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&ae.Body)
-		return false, false, ae
+		return false, false, responseError(resp)
 	}
 	r := bufio.NewReaderSize(resp.Body, 64<<10)
 	var event, data string
@@ -1016,12 +1028,9 @@ func (c *apiClient) downloadOne(ctx context.Context, root *os.Root, taskID int64
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/api/v1/tasks/%d/deliverables/%s", c.base, taskID, strings.Join(segs, "/")), nil)
+	req, err := c.newRequest(ctx, "GET", fmt.Sprintf("/api/v1/tasks/%d/deliverables/%s", taskID, strings.Join(segs, "/")), nil)
 	if err != nil {
 		return 0, err
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	// The destination first: a path the root refuses costs no request.
 	name := filepath.FromSlash(p)
@@ -1048,9 +1057,7 @@ func (c *apiClient) downloadOne(ctx context.Context, root *os.Root, taskID int64
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			ae := &apiError{Status: resp.StatusCode}
-			json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&ae.Body)
-			return 0, ae
+			return 0, responseError(resp)
 		}
 		n, err := io.Copy(f, &idleReader{r: resp.Body, t: idle, d: downloadIdle})
 		if err == nil && resp.ContentLength >= 0 && n != resp.ContentLength {
