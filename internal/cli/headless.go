@@ -23,9 +23,7 @@ import (
 	"github.com/maestro-run/maestro/internal/runtime"
 	"github.com/maestro-run/maestro/internal/sandbox"
 	"github.com/maestro-run/maestro/internal/session"
-	"github.com/maestro-run/maestro/internal/tool"
 	"github.com/maestro-run/maestro/internal/transport/stdio"
-	"github.com/maestro-run/maestro/internal/utility"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
@@ -251,31 +249,14 @@ func startHeadless(ctx context.Context, io *IOStreams, o headlessOptions, log *s
 		fmt.Fprintln(io.ErrOut, choice.Notice)
 	}
 
-	tools := lazyWorkspaceTools(root, sb)
-	rcfg := runtime.Config{
-		Provider:    choice.Provider,
-		Executor:    choice.Executor,
-		Retry:       &llm.RetryPolicy{},
-		Tools:       func(context.Context) (*tool.Set, error) { return tools() },
-		ClientTools: clientTools,
-		Utilities: func(emit func(protocol.Message)) runtime.Utilities {
-			return utility.New(utility.Config{Root: root, Emit: emit, Logger: log})
-		},
-		Log:                sess,
-		SessionID:          sess.ID(),
-		History:            sess.History(),
-		Cwd:                root.Dir(),
-		GitBranch:          gitBranch(root.Dir()),
-		System:             o.System,
-		Thinking:           llm.ThinkingLevel(o.Thinking),
-		ApprovalMode:       mode,
-		MaxIterations:      firstPositive(o.MaxIterations, cfg.MaxIterations),
-		MaxAttachmentBytes: envInt(io.Getenv, "MAESTRO_HEADLESS_MAX_ATTACHMENT_BYTES"),
-		MaxAttachmentChars: int(envInt(io.Getenv, "MAESTRO_HEADLESS_MAX_TEXT_CHARS")),
-		Logger:             log,
-	}
-	if o.System == "" {
-		rcfg.SystemPrompt = lazySystemPrompt(root, sb, tools)
+	rcfg := sessionRuntime(choice, root, sb, sess, io.Getenv, log)
+	rcfg.ClientTools = clientTools
+	rcfg.History = sess.History()
+	rcfg.Thinking = llm.ThinkingLevel(o.Thinking)
+	rcfg.ApprovalMode = mode
+	rcfg.MaxIterations = firstPositive(o.MaxIterations, cfg.MaxIterations)
+	if o.System != "" {
+		rcfg.System, rcfg.SystemPrompt = o.System, nil
 	}
 	rt, err := runtime.New(rcfg)
 	if err != nil {

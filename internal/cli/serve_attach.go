@@ -14,14 +14,11 @@ import (
 
 	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/llm"
-	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/providers"
 	"github.com/maestro-run/maestro/internal/runtime"
 	"github.com/maestro-run/maestro/internal/sandbox"
 	"github.com/maestro-run/maestro/internal/session"
-	"github.com/maestro-run/maestro/internal/tool"
 	httpattach "github.com/maestro-run/maestro/internal/transport/http"
-	"github.com/maestro-run/maestro/internal/utility"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
@@ -237,29 +234,12 @@ func (s *serveSessions) Create(ctx context.Context, req httpattach.CreateRequest
 // runtimeConfig is the runtime of one session, as `maestro headless`
 // builds it.
 func (s *serveSessions) runtimeConfig(req httpattach.CreateRequest, choice *providers.Choice, root *workspace.Root, sess *session.Session) runtime.Config {
-	sb := s.sandbox
-	tools := lazyWorkspaceTools(root, sb)
-	return runtime.Config{
-		Provider: choice.Provider,
-		Executor: choice.Executor,
-		Retry:    &llm.RetryPolicy{},
-		Tools:    func(context.Context) (*tool.Set, error) { return tools() },
-		Utilities: func(emit func(protocol.Message)) runtime.Utilities {
-			return utility.New(utility.Config{Root: root, Emit: emit, Logger: s.log})
-		},
-		Log:                sess,
-		SessionID:          sess.ID(),
-		Cwd:                root.Dir(),
-		GitBranch:          gitBranch(root.Dir()),
-		SystemPrompt:       lazySystemPrompt(root, sb, tools),
-		Thinking:           llm.ThinkingLevel(req.ThinkingLevel),
-		ApprovalMode:       req.ApprovalMode,
-		MaxIterations:      s.cfg.MaxIterations,
-		MaxAttachmentBytes: envInt(s.getenv, "MAESTRO_HEADLESS_MAX_ATTACHMENT_BYTES"),
-		MaxAttachmentChars: int(envInt(s.getenv, "MAESTRO_HEADLESS_MAX_TEXT_CHARS")),
-		BufferFrames:       req.ReplayRing,
-		Logger:             s.log,
-	}
+	rcfg := sessionRuntime(choice, root, s.sandbox, sess, s.getenv, s.log)
+	rcfg.Thinking = llm.ThinkingLevel(req.ThinkingLevel)
+	rcfg.ApprovalMode = req.ApprovalMode
+	rcfg.MaxIterations = s.cfg.MaxIterations
+	rcfg.BufferFrames = req.ReplayRing
+	return rcfg
 }
 
 // Get implements httpattach.Sessions.

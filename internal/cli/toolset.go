@@ -3,13 +3,20 @@ package cli
 import (
 	"cmp"
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/providers"
+	"github.com/maestro-run/maestro/internal/runtime"
 	"github.com/maestro-run/maestro/internal/sandbox"
+	"github.com/maestro-run/maestro/internal/session"
 	"github.com/maestro-run/maestro/internal/tool"
+	"github.com/maestro-run/maestro/internal/utility"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
@@ -55,5 +62,31 @@ func lazySystemPrompt(root *workspace.Root, probe *sandboxProbe, tools func() (*
 			names = set.Names()
 		}
 		return agent.SystemPrompt(agent.Environment{Workspace: root.Dir(), Sandbox: kind, Tools: names, Date: time.Now().Format("2006-01-02")})
+	}
+}
+
+// sessionRuntime is what every live session of Maestro's own loop shares
+// (maestro headless, serve's session API): the chosen model, the
+// workspace tools and utilities over root, the session log, the default
+// system prompt, and the attachment limits from the environment. Callers
+// set what differs (history, thinking, approval mode, limits).
+func sessionRuntime(choice *providers.Choice, root *workspace.Root, probe *sandboxProbe, sess *session.Session, getenv func(string) string, log *slog.Logger) runtime.Config {
+	tools := lazyWorkspaceTools(root, probe)
+	return runtime.Config{
+		Provider: choice.Provider,
+		Executor: choice.Executor,
+		Retry:    &llm.RetryPolicy{},
+		Tools:    func(context.Context) (*tool.Set, error) { return tools() },
+		Utilities: func(emit func(protocol.Message)) runtime.Utilities {
+			return utility.New(utility.Config{Root: root, Emit: emit, Logger: log})
+		},
+		Log:                sess,
+		SessionID:          sess.ID(),
+		Cwd:                root.Dir(),
+		GitBranch:          gitBranch(root.Dir()),
+		SystemPrompt:       lazySystemPrompt(root, probe, tools),
+		MaxAttachmentBytes: envInt(getenv, "MAESTRO_HEADLESS_MAX_ATTACHMENT_BYTES"),
+		MaxAttachmentChars: int(envInt(getenv, "MAESTRO_HEADLESS_MAX_TEXT_CHARS")),
+		Logger:             log,
 	}
 }
