@@ -123,13 +123,8 @@ func (p *claudeParser) endMessage(st *state) {
 
 func (p *claudeParser) line(st *state, raw []byte) lineResult {
 	var l claudeLine
-	p.r.reset(raw)
-	if l.read(&p.r); !p.r.end() {
-		var slow claudeLine
-		if res := slowDecode(raw, &slow); res != lineOK {
-			return res
-		}
-		l = slow
+	if res := decodeLine(&p.r, raw, &l); res != lineOK {
+		return res
 	}
 	if !p.handle(st, &l, raw) {
 		return lineUnknown

@@ -29,6 +29,21 @@ const (
 	lineNonJSON            // not a JSON object whose "type" is a string
 )
 
+// decodeLine fills *l from one line: the fast reader when it can, else
+// encoding/json (slowDecode) from a zero value.
+func decodeLine[L any, P interface {
+	*L
+	read(*jsonReader)
+}](r *jsonReader, raw []byte, l P) lineResult {
+	r.reset(raw)
+	if l.read(r); r.end() {
+		return lineOK
+	}
+	var zero L
+	*l = zero
+	return slowDecode(raw, l)
+}
+
 // slowDecode is the encoding/json path: raw must be an object whose "type"
 // decodes as a string (else the line is not JSON to us), and it must decode
 // into l (else the line is of an unknown shape).

@@ -136,13 +136,8 @@ func oneKeyObject(key, value string) json.RawMessage {
 
 func (p *codexParser) line(st *state, raw []byte) lineResult {
 	var l codexLine
-	p.r.reset(raw)
-	if l.read(&p.r); !p.r.end() {
-		var slow codexLine
-		if res := slowDecode(raw, &slow); res != lineOK {
-			return res
-		}
-		l = slow
+	if res := decodeLine(&p.r, raw, &l); res != lineOK {
+		return res
 	}
 	if !p.handle(st, &l) {
 		return lineUnknown
@@ -301,13 +296,8 @@ type geminiLine struct {
 
 func (p *geminiParser) line(st *state, raw []byte) lineResult {
 	var l geminiLine
-	p.r.reset(raw)
-	if l.read(&p.r); !p.r.end() {
-		var slow geminiLine
-		if res := slowDecode(raw, &slow); res != lineOK {
-			return res
-		}
-		l = slow
+	if res := decodeLine(&p.r, raw, &l); res != lineOK {
+		return res
 	}
 	if !p.handle(st, &l) {
 		return lineUnknown
@@ -464,13 +454,8 @@ type opencodeState struct {
 
 func (p *opencodeParser) line(st *state, raw []byte) lineResult {
 	var l opencodeLine
-	p.r.reset(raw)
-	if l.read(&p.r); !p.r.end() {
-		var slow opencodeLine
-		if res := slowDecode(raw, &slow); res != lineOK {
-			return res
-		}
-		l = slow
+	if res := decodeLine(&p.r, raw, &l); res != lineOK {
+		return res
 	}
 	if !p.handle(st, &l) {
 		return lineUnknown
