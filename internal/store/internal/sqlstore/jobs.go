@@ -305,19 +305,33 @@ func (db *DB) Complete(ctx context.Context, l store.Lease, result string) (store
 			return j, err
 		}
 	}
+	return db.completeTx(ctx, l, result)
+}
+
+// completeTx completes a valid lease's job in a transaction: the path of a
+// job with a parent (which it may resume) and of a lease that does not
+// hold (diagnosed).
+func (db *DB) completeTx(ctx context.Context, l store.Lease, result string) (store.Job, error) {
 	var j store.Job
 	err := db.inTx(ctx, func(t *txn) error {
 		var err error
-		j, err = db.fenced(ctx, t, "complete", l, db.q.JobComplete, append(leaseArgs(l), db.ts(db.Now()), result)...)
-		if err != nil {
-			return err
-		}
-		if err := db.status(ctx, t, j, store.StatusEvent{Worker: l.Owner}); err != nil {
-			return err
-		}
-		return db.afterTerminal(ctx, t, j)
+		j, err = db.completeIn(ctx, t, l, result, db.Now())
+		return err
 	})
 	return j, err
+}
+
+// completeIn completes a job inside t: the fenced update, its status
+// event, and what a terminal state sets off.
+func (db *DB) completeIn(ctx context.Context, t *txn, l store.Lease, result string, now time.Time) (store.Job, error) {
+	j, err := db.fenced(ctx, t, "complete", l, db.q.JobComplete, append(leaseArgs(l), db.ts(now), result)...)
+	if err != nil {
+		return j, err
+	}
+	if err := db.status(ctx, t, j, store.StatusEvent{Worker: l.Owner}); err != nil {
+		return j, err
+	}
+	return j, db.afterTerminal(ctx, t, j)
 }
 
 // StartMany starts several claimed jobs (see store.Jobs): on PostgreSQL
@@ -417,9 +431,10 @@ func (db *DB) manyTx(ctx context.Context, todo []int, out []store.JobOutcome, it
 }
 
 // CompleteMany completes several jobs (see store.Jobs). PostgreSQL
-// completes every item it can in one statement; the items that statement
-// leaves (a job with a parent, a lease that does not hold) and every item on
-// SQLite go through Complete, on SQLite all in one transaction.
+// completes every item it can in one statement, SQLite all of them in one
+// transaction; the items left (a job with a parent, a lease that does not
+// hold, or all when the batch failed) take the transaction path one by
+// one, and a lone valid item takes Complete.
 func (db *DB) CompleteMany(ctx context.Context, cs []store.Completion) []store.JobOutcome {
 	out := make([]store.JobOutcome, len(cs))
 	todo := make([]int, 0, len(cs)) // valid items not completed yet
@@ -432,25 +447,24 @@ func (db *DB) CompleteMany(ctx context.Context, cs []store.Completion) []store.J
 			todo = append(todo, i)
 		}
 	}
+	batched := len(todo) >= 2
 	switch {
-	case len(todo) < 2: // the single call below
+	case !batched: // the single call below
 	case db.q.JobCompleteManyAtomic != "":
 		todo = db.completeManyAtomic(ctx, cs, todo, out)
 	default:
 		todo = db.manyTx(ctx, todo, out, func(t *txn, i int, now time.Time) (store.Job, error) {
-			l := cs[i].Lease
-			j, err := db.fenced(ctx, t, "complete", l, db.q.JobComplete, append(leaseArgs(l), db.ts(now), cs[i].Result)...)
-			if err != nil {
-				return j, err
-			}
-			if err := db.status(ctx, t, j, store.StatusEvent{Worker: l.Owner}); err != nil {
-				return j, err
-			}
-			return j, db.afterTerminal(ctx, t, j)
+			return db.completeIn(ctx, t, cs[i].Lease, cs[i].Result, now)
 		})
 	}
 	for _, i := range todo {
-		out[i].Job, out[i].Err = db.Complete(ctx, cs[i].Lease, cs[i].Result)
+		if !batched {
+			out[i].Job, out[i].Err = db.Complete(ctx, cs[i].Lease, cs[i].Result)
+		} else {
+			// What the batch left needs the transaction path (a parent
+			// to resume, a lease to diagnose), or the batch failed.
+			out[i].Job, out[i].Err = db.completeTx(ctx, cs[i].Lease, cs[i].Result)
+		}
 	}
 	return out
 }
