@@ -36,10 +36,13 @@ func (r *Runtime) PublishSnapshot(reason protocol.ResetReason, fill func(*protoc
 	for {
 		r.mu.Lock()
 		r.logMu.Lock()
-		h := &r.hub
-		if h.closed {
+		unlock := func() {
 			r.logMu.Unlock()
 			r.mu.Unlock()
+		}
+		h := &r.hub
+		if h.closed {
+			unlock()
 			return 0
 		}
 		snap := r.snapshotLocked()
@@ -53,15 +56,11 @@ func (r *Runtime) PublishSnapshot(reason protocol.ResetReason, fill func(*protoc
 		}
 		data, err := protocol.Marshal(env)
 		if err != nil {
-			r.logMu.Unlock()
-			r.mu.Unlock()
+			unlock()
 			r.cfg.Logger.Error("encode snapshot envelope", "err", err)
 			return 0
 		}
-		for !h.closed && h.full(len(data)) && !h.holdsOldest() {
-			h.evict()
-		}
-		if !h.closed && h.full(len(data)) {
+		if !h.makeRoom(len(data)) {
 			// A lossless reader holds the oldest frame: wait for it
 			// without holding mu, then build the snapshot again.
 			r.mu.Unlock()
@@ -70,8 +69,7 @@ func (r *Runtime) PublishSnapshot(reason protocol.ResetReason, fill func(*protoc
 			continue
 		}
 		if h.closed {
-			r.logMu.Unlock()
-			r.mu.Unlock()
+			unlock()
 			return 0
 		}
 		if r.cfg.Log != nil {
@@ -81,8 +79,7 @@ func (r *Runtime) PublishSnapshot(reason protocol.ResetReason, fill func(*protoc
 		}
 		cursor := r.cursorLocked()
 		h.push(Frame{Cursor: cursor, Message: env, Data: data, Envelope: true})
-		r.logMu.Unlock()
-		r.mu.Unlock()
+		unlock()
 		return cursor
 	}
 }

@@ -72,6 +72,20 @@ func (h *hub) full(size int) bool {
 	return h.n >= len(h.frames) || (h.n > 0 && h.bytes+size > h.maxBytes)
 }
 
+// makeRoom evicts the oldest frames until size more bytes fit (or the hub
+// is closed). It reports false when a lossless subscription still needs
+// the oldest frame: the caller waits on the runtime's space condition and
+// tries again.
+func (h *hub) makeRoom(size int) bool {
+	for !h.closed && h.full(size) {
+		if h.holdsOldest() {
+			return false
+		}
+		h.evict()
+	}
+	return true
+}
+
 // holdsOldest reports whether a lossless subscription still needs the
 // oldest frame.
 func (h *hub) holdsOldest() bool {
@@ -126,12 +140,8 @@ func (r *Runtime) publish(m protocol.Message, to string) {
 	r.logMu.Lock()
 	defer r.logMu.Unlock()
 	h := &r.hub
-	for !h.closed && h.full(len(data)) {
-		if h.holdsOldest() {
-			r.space.Wait()
-			continue
-		}
-		h.evict()
+	for !h.makeRoom(len(data)) {
+		r.space.Wait()
 	}
 	if h.closed {
 		return
