@@ -24,7 +24,8 @@ import (
 // (response_start/chunk/end with usage, tool_call/start/output/end,
 // status, error). The CLI's session id is kept and resumed at the next
 // prompt, and handed to OnSession so that a restarted process can resume
-// it too (SessionID, with History for the case the CLI lost it). An interrupt cancels the run: the executor SIGTERMs the CLI's
+// it too (SessionID, with History for the case the CLI lost it). An
+// interrupt cancels the run: the executor SIGTERMs the CLI's
 // process group and SIGKILLs it after its grace period (1 s by default).
 // Failures are published as errors whose message starts with the
 // agentcli category ("auth_expired: …").
@@ -52,7 +53,8 @@ type AgentCLI struct {
 	History []llm.Message
 	// OnSession, when set, is called with the CLI session id each time it
 	// changes (from the CLI's events or its result), so that the caller can
-	// store it for a resume after a restart. It must not block.
+	// store it for a resume after a restart. It runs on the CLI's event
+	// path, once per new id: keep it short (writing a small file is fine).
 	OnSession func(id string)
 
 	mu         sync.Mutex
