@@ -64,6 +64,8 @@ Every setting has a flag and environment variables (the flag wins):
   --attach-audience     MAESTRO_ATTACH_AUDIENCE
   --snapshot-root       MAESTRO_REMOTE_RUNNER_SNAPSHOT_ROOT, REMOTE_RUNNER_SNAPSHOT_ROOT
                         (default <workspace>/.maestro/runner-snapshots)
+  --state-dir           MAESTRO_HOSTED_RUNNER_STATE_DIR (Maestro's session log and lock;
+                        default $MAESTRO_HOME/hosted-runner, out of the workspace)
   (restore manifest)    MAESTRO_REMOTE_RUNNER_RESTORE_MANIFEST, REMOTE_RUNNER_RESTORE_MANIFEST
 
 Auth: /api/* requires a bearer token (MAESTRO_HOSTED_RUNNER_AUTH_TOKEN or
@@ -105,6 +107,7 @@ to stderr. It exits when stdin, if it is a pipe, reaches end of file
 	f.StringVar(&fl.MaestroSessionID, "maestro-session-id", "", "the Maestro session id clients attach to (default: the restored one, else a new id)")
 	f.StringVar(&fl.AttachAudience, "attach-audience", "", "attach token audience (recorded, not checked)")
 	f.StringVar(&fl.SnapshotRoot, "snapshot-root", "", "directory for drain manifests (default <workspace>/.maestro/runner-snapshots)")
+	f.StringVar(&fl.StateDir, "state-dir", "", "directory of Maestro's own session state (default $MAESTRO_HOME/hosted-runner, outside the workspace)")
 	f.StringVar(&fl.AuthTokenFile, "auth-token-file", "", "file holding the bearer token /api/* requires")
 	f.StringVar(&fl.RequireAuth, "require-auth", "", "require the token on /api/* (default: yes unless listening on loopback)")
 	f.Lookup("require-auth").NoOptDefVal = "true"
@@ -207,8 +210,8 @@ func hostedRunnerAgent(ctx context.Context, io *IOStreams, o hostedRunnerOptions
 	if err != nil {
 		return opts, nil, fmt.Errorf("open workspace: %w", err)
 	}
-	opts.Utilities = func(emit func(protocol.Message)) runtime.Utilities {
-		return utility.New(utility.Config{Root: root, Emit: emit, Logger: log})
+	opts.Utilities = func(emit func(protocol.Message), hide []string) runtime.Utilities {
+		return utility.New(utility.Config{Root: root, Emit: emit, Logger: log, Hide: hide})
 	}
 	if cfg.Fixture {
 		return opts, root, nil

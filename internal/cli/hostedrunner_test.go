@@ -36,7 +36,8 @@ func TestHostedRunnerCmdErrors(t *testing.T) {
 }
 
 // With stdin at end of file, the runner writes its ready line and exits 0,
-// leaving the session log in the workspace.
+// leaving the session log in its state dir under MAESTRO_HOME and nothing
+// in the workspace.
 func TestHostedRunnerCmdReadyLine(t *testing.T) {
 	t.Parallel()
 	ws := t.TempDir()
@@ -48,7 +49,10 @@ func TestHostedRunnerCmdReadyLine(t *testing.T) {
 	if err := json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &ready); err != nil || !strings.HasPrefix(ready["baseUrl"], "http://127.0.0.1:") || ready["sessionId"] != "sess_1" || len(ready) != 2 {
 		t.Errorf("ready line %q: %v", r.stdout, err)
 	}
-	logs, _ := filepath.Glob(filepath.Join(ws, ".maestro", "sessions", "*", "events.jsonl"))
+	if entries, _ := os.ReadDir(ws); len(entries) != 0 {
+		t.Errorf("the runner wrote into the workspace: %v", entries)
+	}
+	logs, _ := filepath.Glob(filepath.Join(r.home, "hosted-runner", "sessions", "*", "events.jsonl"))
 	if len(logs) != 1 {
 		t.Fatalf("session logs: %v", logs)
 	}

@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/maestro-run/maestro/internal/config"
 )
 
 // Default listen address (the Rust runner's).
@@ -37,6 +39,7 @@ type Flags struct {
 	MaestroSessionID string
 	AttachAudience   string
 	SnapshotRoot     string
+	StateDir         string
 	AuthTokenFile    string
 	// RequireAuth is "", "true" or "false".
 	RequireAuth string
@@ -59,6 +62,12 @@ type Config struct {
 	AttachAudience   string
 	// SnapshotRoot is absolute (default <workspace>/.maestro/runner-snapshots).
 	SnapshotRoot string
+	// StateDir is the directory of Maestro's own live state (the session
+	// log and its lock), absolute; default <MAESTRO_HOME>/hosted-runner,
+	// out of the agent's workspace. A state dir inside the workspace is
+	// allowed: it is then reached without following links and hidden from
+	// file watches and searches.
+	StateDir string
 	// RestoreManifest is absolute when set (relative paths resolve under
 	// the workspace root).
 	RestoreManifest string
@@ -83,6 +92,7 @@ var (
 	EnvMaestroSessionID = []string{"MAESTRO_SESSION_ID"}
 	EnvAttachAudience   = []string{"MAESTRO_ATTACH_AUDIENCE"}
 	EnvSnapshotRoot     = []string{"MAESTRO_REMOTE_RUNNER_SNAPSHOT_ROOT", "REMOTE_RUNNER_SNAPSHOT_ROOT"}
+	EnvStateDir         = []string{"MAESTRO_HOSTED_RUNNER_STATE_DIR"}
 	EnvRestoreManifest  = []string{"MAESTRO_REMOTE_RUNNER_RESTORE_MANIFEST", "REMOTE_RUNNER_RESTORE_MANIFEST"}
 	EnvAuthToken        = []string{"MAESTRO_HOSTED_RUNNER_AUTH_TOKEN", "MAESTRO_WEB_API_KEY"}
 	EnvAuthTokenFile    = []string{"MAESTRO_HOSTED_RUNNER_AUTH_TOKEN_FILE", "MAESTRO_WEB_API_KEY_FILE"}
@@ -150,6 +160,9 @@ func Load(f Flags, getenv func(string) string) (Config, error) {
 	} else if !filepath.IsAbs(c.SnapshotRoot) {
 		c.SnapshotRoot = filepath.Join(c.WorkspaceRoot, c.SnapshotRoot)
 	}
+	if c.StateDir, err = stateDir(f, getenv); err != nil {
+		return c, err
+	}
 	if m := pick("", getenv, EnvRestoreManifest); m != "" {
 		if !filepath.IsAbs(m) {
 			m = filepath.Join(c.WorkspaceRoot, m)
@@ -183,6 +196,25 @@ func Load(f Flags, getenv func(string) string) (Config, error) {
 		c.Fixture = c.Fixture || b
 	}
 	return c, nil
+}
+
+// stateDir resolves the state directory: --state-dir, else
+// MAESTRO_HOSTED_RUNNER_STATE_DIR, else <MAESTRO_HOME>/hosted-runner
+// (MAESTRO_HOME defaulting to ~/.maestro).
+func stateDir(f Flags, getenv func(string) string) (string, error) {
+	dir := pick(f.StateDir, getenv, EnvStateDir)
+	if dir == "" {
+		home, err := config.Home(getenv)
+		if err != nil {
+			return "", fmt.Errorf("state directory: set %s or MAESTRO_HOME: %w", either("--state-dir", EnvStateDir), err)
+		}
+		dir = filepath.Join(home, "hosted-runner")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("state directory %q: %w", dir, err)
+	}
+	return abs, nil
 }
 
 // listenAddr resolves the listen address: --listen, else --host/--port

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 
 	"github.com/maestro-run/maestro/internal/protocol"
 )
@@ -164,6 +165,25 @@ func (r *Runner) Drain(ctx context.Context, req DrainRequest) (*DrainResponse, i
 	if err != nil {
 		return nil, http.StatusInternalServerError, fmt.Errorf("encode the runtime snapshot: %w", err)
 	}
+	root, err := openSnapshotRoot(r.cfg)
+	if err != nil {
+		return nil, http.StatusInternalServerError, fmt.Errorf("drain: %w", err)
+	}
+	defer root.Close()
+	name := manifestName(r.cfg.RunnerSessionID, now)
+	// The session log goes beside the manifest: what a restore on another
+	// machine continues the conversation from.
+	sessionFile := ""
+	if flush != FlushSkipped {
+		sname := sessionFileName(name)
+		if err := writeStream(root, sname, r.slog.Export); err != nil {
+			if flushErr == nil {
+				flush, flushErr = FlushFailed, fmt.Errorf("write the session file %s: %w", sname, err)
+			}
+		} else {
+			sessionFile = filepath.Join(r.cfg.SnapshotRoot, sname)
+		}
+	}
 	m := &Manifest{
 		ProtocolVersion:  ManifestProtocol,
 		RunnerSessionID:  r.cfg.RunnerSessionID,
@@ -175,7 +195,7 @@ func (r *Runner) Drain(ctx context.Context, req DrainRequest) (*DrainResponse, i
 		CreatedAt:        timestamp(now),
 		WorkspaceRoot:    r.cfg.WorkspaceRoot,
 		Runtime: ManifestRuntime{
-			FlushStatus: flush, SessionID: r.sessionID, SessionFile: r.slog.file,
+			FlushStatus: flush, SessionID: r.sessionID, SessionFile: sessionFile,
 			ProtocolVersion: protocol.Version, Cursor: &cursor,
 		},
 		WorkspaceExport: WorkspaceExport{Mode: ExportMode, Paths: exports},
@@ -185,10 +205,10 @@ func (r *Runner) Drain(ctx context.Context, req DrainRequest) (*DrainResponse, i
 	if flushErr != nil {
 		m.Runtime.Error = flushErr.Error()
 	}
-	path, err := writeManifest(r.cfg.SnapshotRoot, m, now)
-	if err != nil {
-		return nil, http.StatusInternalServerError, err
+	if err := writeManifest(root, name, m); err != nil {
+		return nil, http.StatusInternalServerError, fmt.Errorf("drain: %w", err)
 	}
+	path := filepath.Join(r.cfg.SnapshotRoot, name)
 	resp := &DrainResponse{
 		ProtocolVersion: DrainProtocol, Status: DrainDrained, RunnerSessionID: r.cfg.RunnerSessionID,
 		RequestedBy: nilIfEmpty(req.RequestedBy), Reason: nilIfEmpty(req.Reason),

@@ -135,32 +135,34 @@ func manifestName(runnerID string, t time.Time) string {
 	return clean(runnerID) + "-" + clean(timestamp(t)) + ".json"
 }
 
-// writeManifest writes m under dir atomically and returns its path.
-func writeManifest(dir string, m *Manifest, t time.Time) (string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("create snapshot root: %w", err)
+// sessionFileName is the name of the session file a drain writes beside
+// the manifest manifestName.
+func sessionFileName(manifestName string) string {
+	return strings.TrimSuffix(manifestName, ".json") + ".session.jsonl"
+}
+
+// openSnapshotRoot opens the snapshot root, creating it: inside the
+// workspace (the contract's default) from the workspace root with no link
+// followed at any component.
+func openSnapshotRoot(cfg Config) (*workspace.Dir, error) {
+	d, err := openDir(cfg.WorkspaceRoot, cfg.SnapshotRoot, true, 0o755)
+	if err != nil {
+		return nil, dirError("open the snapshot root", cfg.SnapshotRoot, err)
 	}
+	return d, nil
+}
+
+// writeManifest writes m as name in the snapshot root d, atomically (a
+// link or FIFO at name is replaced, never followed or opened).
+func writeManifest(d *workspace.Dir, name string, m *Manifest) error {
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
-		return "", fmt.Errorf("encode snapshot manifest: %w", err)
+		return fmt.Errorf("encode snapshot manifest: %w", err)
 	}
-	path := filepath.Join(dir, manifestName(m.RunnerSessionID, t))
-	tmp, err := os.CreateTemp(dir, ".manifest-*.tmp")
-	if err != nil {
-		return "", fmt.Errorf("write snapshot manifest: %w", err)
+	if err := d.WriteFileAtomic(name, append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write snapshot manifest: %w", err)
 	}
-	_, werr := tmp.Write(append(data, '\n'))
-	serr := tmp.Sync()
-	cerr := tmp.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		os.Remove(tmp.Name())
-		return "", fmt.Errorf("write snapshot manifest: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return "", fmt.Errorf("write snapshot manifest: %w", err)
-	}
-	return path, nil
+	return nil
 }
 
 // ErrExportEscape is wrapped by export path errors that leave the root.
@@ -270,7 +272,7 @@ func resolvePath(p string, depth int) (string, bool, error) {
 // relative_path inside root. The legacy flush status "interrupted" is read
 // as failed.
 func ReadManifest(path, root string) (*Manifest, error) {
-	data, err := os.ReadFile(path)
+	data, err := readManifestFile(path, root)
 	if err != nil {
 		return nil, fmt.Errorf("restore manifest: %w", err)
 	}
@@ -301,6 +303,19 @@ func ReadManifest(path, root string) (*Manifest, error) {
 		return nil, fmt.Errorf("restore manifest %s: runtime.flush_status %q, expected completed, failed or skipped", path, m.Runtime.FlushStatus)
 	}
 	return &m, nil
+}
+
+// readManifestFile reads the manifest file at path: its directory is
+// reached from the workspace root without following a link when inside
+// it; the file must be regular (a FIFO is refused without blocking) and at
+// most MaxManifestBytes.
+func readManifestFile(path, root string) ([]byte, error) {
+	d, err := openDir(root, filepath.Dir(path), false, 0)
+	if err != nil {
+		return nil, dirError("open the manifest's directory", filepath.Dir(path), err)
+	}
+	defer d.Close()
+	return readRegular(d, filepath.Base(path), MaxManifestBytes)
 }
 
 // restoredCursor is runtime.cursor, else snapshot.cursor, else 0.

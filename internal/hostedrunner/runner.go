@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/maestro-run/maestro/internal/runtime"
 	"github.com/maestro-run/maestro/internal/session"
 	"github.com/maestro-run/maestro/internal/tool"
+	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 // Statuses the runner publishes (contract §14.2, §14.4).
@@ -53,21 +53,24 @@ type Options struct {
 	Retry *llm.RetryPolicy
 	// Tools are the agent's built-in tools (nil: none).
 	Tools func(ctx context.Context) (*tool.Set, error)
-	// Utilities builds the utility operations (nil: none).
-	Utilities func(emit func(protocol.Message)) runtime.Utilities
+	// Utilities builds the utility operations (nil: none). hide lists the
+	// absolute directories of Maestro's own state that file watches and
+	// searches must skip (see utility.Config.Hide).
+	Utilities func(emit func(protocol.Message), hide []string) runtime.Utilities
 	// SystemPrompt computes the default system prompt.
 	SystemPrompt func(ctx context.Context) string
 	// Validate checks every outgoing frame.
 	Validate func(frame []byte) error
-	// SessionDir is the session store (default
-	// <workspace>/.maestro/sessions, so that the log travels with the
-	// workspace export).
-	SessionDir string
 	// BufferFrames is the runtime's replay ring (default 1024).
 	BufferFrames int
 	// DrainTimeout bounds how long a drain waits for the runtime's work to
 	// stop (default 30 s); past it the flush fails (status interrupted).
 	DrainTimeout time.Duration
+	// CloseTimeout bounds how long Close waits for the runtime to stop
+	// (default 1 s); past it Close flushes the log and returns anyway, so
+	// that work stuck in a system call (a FIFO opened by a utility) does
+	// not keep a SIGTERM from ending the process.
+	CloseTimeout time.Duration
 	// Now is the clock (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -82,6 +85,7 @@ type Runner struct {
 
 	rt        *runtime.Runtime
 	slog      *sessionLog
+	sessions  *workspace.Dir // <state dir>/sessions, open; nil once closed
 	sessionID string
 	restore   *Manifest
 
@@ -110,11 +114,11 @@ func New(cfg Config, opts Options) (*Runner, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.SessionDir == "" {
-		opts.SessionDir = filepath.Join(cfg.WorkspaceRoot, ".maestro", "sessions")
-	}
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = 30 * time.Second
+	}
+	if opts.CloseTimeout <= 0 {
+		opts.CloseTimeout = time.Second
 	}
 	r := &Runner{cfg: cfg, opts: opts, log: opts.Logger, now: opts.Now}
 	if cfg.RestoreManifest != "" {
@@ -132,8 +136,14 @@ func New(cfg Config, opts Options) (*Runner, error) {
 	if executor == "" {
 		executor = protocol.ExecutorLive
 	}
+	sessions, err := openStateDir(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r.sessions = sessions
 	sess, restoredCursor, err := r.openSession(provider, executor)
 	if err != nil {
+		sessions.Close()
 		return nil, err
 	}
 	r.slog = newSessionLog(sess, restoredCursor)
@@ -155,7 +165,7 @@ func New(cfg Config, opts Options) (*Runner, error) {
 		Executor:     executor,
 		Retry:        opts.Retry,
 		Tools:        tools,
-		Utilities:    opts.Utilities,
+		Utilities:    r.utilities(),
 		Log:          r.slog,
 		SessionID:    r.sessionID,
 		History:      sess.History(),
@@ -168,6 +178,7 @@ func New(cfg Config, opts Options) (*Runner, error) {
 	})
 	if err != nil {
 		sess.Close()
+		sessions.Close()
 		return nil, err
 	}
 	r.rt = rt
@@ -175,27 +186,91 @@ func New(cfg Config, opts Options) (*Runner, error) {
 	return r, nil
 }
 
-// openSession opens the session log: on restore, the manifest's
-// session_file when it is a session of the store (the conversation
-// continues), else a new session. It returns the cursor to continue from.
+// utilities binds into opts.Utilities the directories watches and
+// searches skip: the state directory when it is inside the workspace.
+func (r *Runner) utilities() func(emit func(protocol.Message)) runtime.Utilities {
+	u := r.opts.Utilities
+	if u == nil {
+		return nil
+	}
+	var hide []string
+	if _, ok := insideWorkspace(r.cfg.WorkspaceRoot, r.cfg.StateDir); ok {
+		hide = append(hide, filepath.Clean(r.cfg.StateDir))
+		if real, err := filepath.EvalSymlinks(r.cfg.WorkspaceRoot); err == nil {
+			if rel, ok := workspace.Within(r.cfg.WorkspaceRoot, filepath.Clean(r.cfg.StateDir)); ok {
+				hide = append(hide, filepath.Join(real, rel))
+			}
+		}
+	}
+	return func(emit func(protocol.Message)) runtime.Utilities { return u(emit, hide) }
+}
+
+// openSession opens the session log in the state directory: on restore,
+// a new session seeded with the session file the drain wrote beside the
+// manifest (the conversation continues), else a new session. It returns
+// the cursor to continue from.
 func (r *Runner) openSession(p llm.Provider, executor protocol.ExecutorType) (*session.Session, int64, error) {
-	store := session.NewStore(r.opts.SessionDir)
+	store := session.NewStoreIn(r.sessions, filepath.Join(r.cfg.StateDir, "sessions"))
+	meta := session.Meta{Workspace: r.cfg.WorkspaceRoot, Provider: p.Name(), Model: p.Model(), ExecutorType: executor}
 	var restored int64
 	if m := r.restore; m != nil {
 		restored = m.restoredCursor()
-		if f := m.Runtime.SessionFile; f != "" && filepath.Dir(filepath.Dir(f)) == filepath.Clean(r.opts.SessionDir) {
-			s, err := store.Open(filepath.Base(filepath.Dir(f)))
-			if err == nil {
+		if f := m.Runtime.SessionFile; f != "" {
+			name, ok := besideManifest(r.cfg, m, f)
+			if !ok {
+				r.log.Warn("restore: the manifest's session file is not beside it (not a drain of this version); starting a new log", "session_file", f)
+			} else {
+				s, err := importSession(store, meta, r.cfg, name)
+				if err != nil {
+					return nil, 0, fmt.Errorf("restore: session file %s: %w", f, err)
+				}
 				return s, restored, nil
 			}
-			r.log.Warn("restore: the session log of the manifest cannot be reopened; starting a new log", "session_file", f, "err", err)
 		}
 	}
-	s, err := store.Create(session.Meta{Workspace: r.cfg.WorkspaceRoot, Provider: p.Name(), Model: p.Model(), ExecutorType: executor})
+	s, err := store.Create(meta)
 	if err != nil {
-		return nil, 0, fmt.Errorf("create the session log under %s: %w", r.opts.SessionDir, err)
+		return nil, 0, fmt.Errorf("create the session log under %s: %w", r.cfg.StateDir, err)
 	}
 	return s, restored, nil
+}
+
+// besideManifest returns the name of the session file f when it lies in
+// the restore manifest's directory, as written by a drain: at the same
+// path, or at the same place relative to a workspace root that has moved.
+func besideManifest(cfg Config, m *Manifest, f string) (string, bool) {
+	dir := filepath.Dir(cfg.RestoreManifest)
+	if filepath.Dir(f) == dir {
+		return filepath.Base(f), true
+	}
+	if m.WorkspaceRoot != "" {
+		if rel, ok := workspace.Within(filepath.Clean(m.WorkspaceRoot), filepath.Clean(f)); ok && filepath.Join(cfg.WorkspaceRoot, filepath.Dir(rel)) == dir {
+			return filepath.Base(f), true
+		}
+	}
+	return "", false
+}
+
+// importSession creates a session of store seeded with the session file
+// name of the manifest's directory: a regular file reached without
+// following a link, at most MaxSessionFileBytes.
+func importSession(store *session.Store, meta session.Meta, cfg Config, name string) (*session.Session, error) {
+	d, err := openDir(cfg.WorkspaceRoot, filepath.Dir(cfg.RestoreManifest), false, 0)
+	if err != nil {
+		return nil, dirError("open the manifest's directory", filepath.Dir(cfg.RestoreManifest), err)
+	}
+	defer d.Close()
+	f, err := d.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil {
+		return nil, err
+	} else if st.Size() > MaxSessionFileBytes {
+		return nil, fmt.Errorf("%d bytes, more than the %d allowed", st.Size(), MaxSessionFileBytes)
+	}
+	return store.Import(meta, f, MaxSessionFileBytes)
 }
 
 // start publishes the runtime's start frames and applies a restore.
@@ -275,14 +350,30 @@ func (r *Runner) Ready() (ready, draining bool, lastError string) {
 	return r.ready && !r.draining, r.draining, r.lastError
 }
 
-// Close shuts the runtime down and flushes the session log (unless a
-// drain already did).
+// Close shuts the runtime down, waiting at most Options.CloseTimeout for
+// its work to stop, flushes the session log (unless a drain already did)
+// and closes it.
 func (r *Runner) Close() error {
-	err := r.rt.Close()
+	closed := make(chan error, 1)
+	go func() { closed <- r.rt.Close() }()
+	var err error
+	timer := time.NewTimer(r.opts.CloseTimeout)
+	defer timer.Stop()
+	select {
+	case err = <-closed:
+	case <-timer.C:
+		err = fmt.Errorf("close the runtime: its work did not stop within %s; closing the session log anyway", r.opts.CloseTimeout)
+		r.log.Warn("hosted runner closing with work still running", "err", err)
+	}
 	r.drainMu.Lock()
 	defer r.drainMu.Unlock()
 	if r.drained == nil {
 		err = errors.Join(err, ignoreNoLog(r.slog.Flush()))
+	}
+	err = errors.Join(err, r.slog.Close())
+	if r.sessions != nil {
+		r.sessions.Close()
+		r.sessions = nil
 	}
 	return err
 }
@@ -327,10 +418,4 @@ func (r *Runner) snapshotJSON() json.RawMessage {
 		return json.RawMessage(`null`)
 	}
 	return data
-}
-
-// exists reports whether path exists.
-func exists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
 }

@@ -68,6 +68,9 @@ func testConfig(ws string) Config {
 		RunnerSessionID: "mrs_123", OwnerInstanceID: "pod_123", WorkspaceID: "workspace_123",
 		AgentRunID: "run_123", MaestroSessionID: "session_123", WorkspaceRoot: ws,
 		SnapshotRoot: filepath.Join(ws, ".maestro", "runner-snapshots"), Listen: "127.0.0.1:0",
+		// Beside the workspace, not in it (the test's temporary root
+		// removes both).
+		StateDir: ws + "-state",
 	}
 }
 
@@ -483,9 +486,9 @@ func TestRestoreCompleted(t *testing.T) {
 	if f.Cursor <= snap.Cursor {
 		t.Errorf("prompt status cursor %d, want after %d", f.Cursor, snap.Cursor)
 	}
-	// The conversation log continues the drained one.
-	if got := r.slog.file; !strings.HasPrefix(got, filepath.Join(ws, ".maestro", "sessions")) {
-		t.Errorf("session file %q", got)
+	// The conversation log continues the drained one, in the state dir.
+	if got := r.slog.file; !strings.HasPrefix(got, filepath.Join(cfg.StateDir, "sessions")+"/") {
+		t.Errorf("session file %q, want it under %s", got, cfg.StateDir)
 	}
 }
 

@@ -31,6 +31,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 // Meta describes a session.
@@ -90,12 +91,26 @@ func (r Record) EventType() string {
 // Store is a directory of sessions.
 type Store struct {
 	dir string
-	now func() time.Time
+	// root, when set, is dir opened: sessions are created through it (see
+	// NewStoreIn).
+	root *workspace.Dir
+	now  func() time.Time
 }
 
 // NewStore returns a store rooted at dir (created on first use).
 func NewStore(dir string) *Store {
 	return &Store{dir: dir, now: time.Now}
+}
+
+// NewStoreIn returns a store whose directory is the open directory root
+// (path names it in messages and in LogPath). Create and Import make each
+// session's directory below root without following a symbolic link, and a
+// session then reaches its files only through its own open directory: a
+// link planted later in place of a session directory, or of the store's,
+// is never followed. Open, List and Records are not supported on such a
+// store. The caller keeps root open while the store's sessions are.
+func NewStoreIn(root *workspace.Dir, path string) *Store {
+	return &Store{dir: path, root: root, now: time.Now}
 }
 
 // ErrNotFound is returned for an unknown session id.
@@ -116,6 +131,9 @@ func (s *Store) Create(meta Meta) (*Session, error) {
 	now := s.now().UTC()
 	meta.CreatedAt, meta.UpdatedAt = now, now
 	dir := filepath.Join(s.dir, meta.ID)
+	if s.root != nil {
+		return s.createIn(dir, meta)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create session directory: %w", err)
 	}
@@ -123,6 +141,79 @@ func (s *Store) Create(meta Meta) (*Session, error) {
 		return nil, err
 	}
 	return s.open(dir, meta)
+}
+
+// createIn creates the session's directory and files below s.root.
+func (s *Store) createIn(dir string, meta Meta) (*Session, error) {
+	d, err := s.root.MkdirPath(meta.ID, 0o700)
+	if err != nil {
+		return nil, fmt.Errorf("create session directory: %w", err)
+	}
+	sess := &Session{meta: meta, dir: dir, d: d, now: s.now}
+	if err := sess.writeMeta(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	f, err := d.Create("events.jsonl", 0o600)
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("create session log: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		d.Close()
+		return nil, fmt.Errorf("%w: %s", ErrBusy, meta.ID)
+	}
+	sess.f = f
+	return sess, nil
+}
+
+// Import creates a new session (as Create) whose log starts with the
+// records read from r, a session log written by another process (a
+// hosted runner's drain): each line must be a record, cursors increasing;
+// the conversation messages among them become the session's history.
+// Reading stops with an error after max bytes.
+func (s *Store) Import(meta Meta, r io.Reader, max int64) (*Session, error) {
+	sess, err := s.Create(meta)
+	if err != nil {
+		return nil, err
+	}
+	lr := &io.LimitedReader{R: r, N: max + 1}
+	for rec, err := range readRecords(lr) {
+		if err == nil && rec.Cursor <= sess.cursor {
+			err = fmt.Errorf("record cursor %d after %d: cursors must increase", rec.Cursor, sess.cursor)
+		}
+		if err == nil {
+			err = sess.put(rec)
+		}
+		if err != nil {
+			sess.Close()
+			return nil, fmt.Errorf("import session log: %w", err)
+		}
+	}
+	if lr.N <= 0 {
+		sess.Close()
+		return nil, fmt.Errorf("import session log: larger than %d bytes", max)
+	}
+	return sess, nil
+}
+
+// put appends rec as it is (cursor and time kept).
+func (s *Session) put(rec Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if _, err := s.f.Write(append(data, '\n')); err != nil {
+		return err
+	}
+	s.cursor = rec.Cursor
+	if rec.Kind == KindMessage && rec.Message != nil {
+		s.history = append(s.history, *rec.Message)
+	}
+	return nil
 }
 
 // Open opens an existing session for appending (resume). The whole id or
@@ -329,7 +420,10 @@ func readRecords(r io.Reader) iter.Seq2[Record, error] {
 type Session struct {
 	meta Meta
 	dir  string
-	now  func() time.Time
+	// d, when set, is dir opened (a session of NewStoreIn): the metadata
+	// and the log are reached through it, never through dir.
+	d   *workspace.Dir
+	now func() time.Time
 
 	mu      sync.Mutex
 	f       *os.File
@@ -430,7 +524,7 @@ func (s *Session) SetTitle(title string) error {
 		title = string(r[:79]) + "…"
 	}
 	s.meta.Title = title
-	return writeMeta(s.dir, s.meta)
+	return s.writeMeta()
 }
 
 // SetAgentSession records the agent CLI's session id in the metadata at
@@ -442,7 +536,7 @@ func (s *Session) SetAgentSession(id string) error {
 		return nil
 	}
 	s.meta.AgentSession = id
-	return writeMeta(s.dir, s.meta)
+	return s.writeMeta()
 }
 
 // Close syncs the log to disk, updates the metadata and releases the
@@ -455,7 +549,60 @@ func (s *Session) Close() error {
 	}
 	err := s.f.Sync()
 	s.meta.UpdatedAt = s.now().UTC()
-	err = errors.Join(s.err, err, writeMeta(s.dir, s.meta), s.f.Close())
+	err = errors.Join(s.err, err, s.writeMeta(), s.f.Close())
 	s.f = nil
+	if s.d != nil {
+		s.d.Close()
+	}
 	return err
+}
+
+// writeMeta writes the metadata file; the caller holds mu (or has the
+// session to itself).
+func (s *Session) writeMeta() error {
+	if s.d == nil {
+		return writeMeta(s.dir, s.meta)
+	}
+	data, err := json.MarshalIndent(s.meta, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode session metadata: %w", err)
+	}
+	if err := s.d.WriteFileAtomic("session.json", append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write session metadata: %w", err)
+	}
+	return nil
+}
+
+// Sync flushes the log to disk and reports the first write failure.
+func (s *Session) Sync() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.f == nil {
+		return s.err
+	}
+	return errors.Join(s.err, s.f.Sync())
+}
+
+// ExportTo copies the log as it is now to w. A session of NewStoreIn
+// reads it through its open directory (a regular file, no link followed).
+func (s *Session) ExportTo(w io.Writer) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var (
+		f   *os.File
+		err error
+	)
+	if s.d != nil {
+		f, err = s.d.Open("events.jsonl")
+	} else {
+		f, err = os.Open(s.LogPath())
+	}
+	if err != nil {
+		return fmt.Errorf("export session log: %w", err)
+	}
+	defer f.Close()
+	if _, err := io.Copy(w, f); err != nil {
+		return fmt.Errorf("export session log: %w", err)
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -35,6 +36,10 @@ type Config struct {
 	// main process has exited while other processes keep its output open;
 	// then the group is killed (default DefaultDrainDelay).
 	DrainDelay time.Duration
+	// Hide lists absolute directories (Maestro's own state when it is
+	// configured inside the workspace) that file watches and searches
+	// never report.
+	Hide []string
 }
 
 // Defaults of Config.
@@ -77,6 +82,7 @@ func errorf(code int, format string, args ...any) *Error {
 // for concurrent use.
 type Manager struct {
 	root       *workspace.Root
+	hide       []string // Config.Hide inside the workspace, root-relative, slash-separated
 	emitFn     Emit
 	log        *slog.Logger
 	killGrace  time.Duration
@@ -108,7 +114,35 @@ func New(cfg Config) *Manager {
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
+	for _, h := range cfg.Hide {
+		if m.root == nil {
+			break
+		}
+		if rel, ok := workspace.Within(m.root.Dir(), filepath.Clean(h)); ok && rel != "." {
+			m.hide = append(m.hide, filepath.ToSlash(rel))
+		}
+	}
 	return m
+}
+
+// hidden reports whether rel (root-relative, slash-separated) is one of
+// Config.Hide or lies below one.
+func (m *Manager) hidden(rel string) bool {
+	for _, h := range m.hide {
+		if rel == h || strings.HasPrefix(rel, h+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// hiddenPath is hidden for an absolute path.
+func (m *Manager) hiddenPath(path string) bool {
+	if len(m.hide) == 0 {
+		return false
+	}
+	rel, ok := workspace.Within(m.root.Dir(), path)
+	return ok && m.hidden(filepath.ToSlash(rel))
 }
 
 // emit delivers msg, one message at a time.

@@ -45,6 +45,7 @@ func (m *Manager) FileSearch(ctx context.Context, req protocol.UtilityFileSearch
 		return res, nil
 	}
 	s := newSearch(ctx, m.root, m.relToRoot(cwd), query, limit)
+	s.hidden = m.hidden
 	matches, total, err := s.run()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -217,6 +218,8 @@ type search struct {
 	base   string // search directory relative to the workspace root, slash-separated
 	limit  int
 	scorer *scorer
+	// hidden, when set, reports directories never searched (root-relative).
+	hidden func(rel string) bool
 
 	mu      sync.Mutex
 	cond    sync.Cond
@@ -415,6 +418,9 @@ func (w *searchWorker) list(d *sharedDir, stack *gitignore.Stack, loadOwn bool) 
 		typ := e.Type()
 		switch {
 		case typ.IsDir():
+			if w.s.hidden != nil && w.s.hidden(string(append(w.path[:dirLen], name...))) {
+				continue // Maestro's own state (Config.Hide)
+			}
 			if stack != nil && stack.Match(string(append(w.path[:dirLen], name...)), true) {
 				continue
 			}

@@ -311,6 +311,9 @@ func (w *watch) handle(ev fsnotify.Event) {
 
 // addDir starts watching directory path unless its content is excluded.
 func (w *watch) addDir(path string) error {
+	if w.m.hiddenPath(path) {
+		return fs.SkipDir
+	}
 	rel := w.rel(path)
 	for _, g := range w.prune {
 		if g.Match(rel) {
@@ -399,7 +402,7 @@ func (w *watch) included(rel string) bool {
 // queue records a change, merging it with one pending for the same path,
 // and emits it after the debounce delay.
 func (w *watch) queue(path string, change protocol.ChangeType, isDir bool) {
-	if !w.included(w.rel(path)) {
+	if !w.included(w.rel(path)) || w.m.hiddenPath(path) {
 		return
 	}
 	if w.debounce == 0 {

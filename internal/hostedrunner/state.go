@@ -1,0 +1,163 @@
+package hostedrunner
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"github.com/maestro-run/maestro/internal/workspace"
+)
+
+// Size caps of what a restore reads from the snapshot root (the agent can
+// write there: it is inside the workspace by default).
+const (
+	MaxManifestBytes    = 64 << 20
+	MaxSessionFileBytes = 1 << 30
+)
+
+// The runner's files and the agent's workspace. Maestro's live state (the
+// session log and its lock) lives in Config.StateDir, by default under
+// MAESTRO_HOME, out of the agent's reach. The snapshot root stays where the
+// contract puts it (inside the workspace by default), so everything the
+// runner reads or writes there goes through the no-follow helper of
+// internal/workspace, opened from the workspace root as the trusted parent:
+// a symbolic link planted at any component is refused, never followed,
+// and only regular files are read, without blocking and with a size cap.
+
+// insideWorkspace returns dir relative to the workspace root (slash
+// path) when dir lies inside it, lexically or once the root's own links
+// are resolved (the root is the operator's choice and trusted).
+func insideWorkspace(root, dir string) (string, bool) {
+	dir = filepath.Clean(dir)
+	if rel, ok := workspace.Within(root, dir); ok {
+		return filepath.ToSlash(rel), true
+	}
+	if real, err := filepath.EvalSymlinks(root); err == nil && real != root {
+		if rel, ok := workspace.Within(real, dir); ok {
+			return filepath.ToSlash(rel), true
+		}
+	}
+	return "", false
+}
+
+// openDir opens dir (creating it and its parents with mode perm when
+// create is set). Inside the workspace it is reached from the workspace
+// root without following any link; elsewhere dir is the operator's and
+// is opened as trusted.
+func openDir(root, dir string, create bool, perm fs.FileMode) (*workspace.Dir, error) {
+	rel, inside := insideWorkspace(root, dir)
+	if !inside {
+		if create {
+			if err := os.MkdirAll(dir, perm); err != nil {
+				return nil, err
+			}
+		}
+		return workspace.OpenTrusted(dir)
+	}
+	ws, err := workspace.OpenTrusted(root)
+	if err != nil {
+		return nil, err
+	}
+	defer ws.Close()
+	if create {
+		return ws.MkdirPath(rel, perm)
+	}
+	return ws.OpenPath(rel)
+}
+
+// dirError says what could not be opened, and that a link was refused
+// when that is the reason.
+func dirError(what, dir string, err error) error {
+	if errors.Is(err, workspace.ErrOutside) {
+		return fmt.Errorf("%s %s: a component is a symbolic link (refused: nothing inside the workspace is followed): %w", what, dir, err)
+	}
+	if errors.Is(err, syscall.ENOTDIR) {
+		return fmt.Errorf("%s %s: a component is not a directory: %w", what, dir, err)
+	}
+	return fmt.Errorf("%s %s: %w", what, dir, err)
+}
+
+// openStateDir opens (creating it) the runner's state directory and its
+// sessions directory.
+func openStateDir(cfg Config) (*workspace.Dir, error) {
+	if cfg.StateDir == "" {
+		return nil, errors.New("the state directory is not set (--state-dir / MAESTRO_HOSTED_RUNNER_STATE_DIR)")
+	}
+	if rel, ok := insideWorkspace(cfg.WorkspaceRoot, cfg.StateDir); ok && rel == "." {
+		return nil, fmt.Errorf("state directory %s is the workspace root: choose a directory of its own (default under MAESTRO_HOME)", cfg.StateDir)
+	}
+	d, err := openDir(cfg.WorkspaceRoot, cfg.StateDir, true, 0o700)
+	if err != nil {
+		return nil, dirError("open the state directory", cfg.StateDir, err)
+	}
+	defer d.Close()
+	s, err := d.MkdirPath("sessions", 0o700)
+	if err != nil {
+		return nil, dirError("open the state directory", filepath.Join(cfg.StateDir, "sessions"), err)
+	}
+	return s, nil
+}
+
+// readRegular reads the regular file name of d, at most max bytes.
+func readRegular(d *workspace.Dir, name string, max int64) ([]byte, error) {
+	f, err := d.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > max {
+		return nil, fmt.Errorf("%s is %d bytes, more than the %d allowed", name, st.Size(), max)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%s grew past the %d bytes allowed", name, max)
+	}
+	return data, nil
+}
+
+// writeStream replaces name in d with what fill writes: into a new
+// temporary file of d, synced, then renamed over name (a link or a FIFO
+// at name is replaced, never followed or opened).
+func writeStream(d *workspace.Dir, name string, fill func(io.Writer) error) error {
+	var (
+		tmp string
+		f   *os.File
+		err error
+	)
+	for range 10 {
+		tmp = ".maestro-" + strconv.FormatUint(rand.Uint64(), 36) + ".tmp"
+		if f, err = d.Create(tmp, 0o600); !errors.Is(err, fs.ErrExist) {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	err = fill(f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = d.Rename(tmp, d, name)
+	}
+	if err != nil {
+		d.Remove(tmp)
+	}
+	return err
+}
