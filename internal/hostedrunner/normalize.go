@@ -11,11 +11,14 @@ import (
 var (
 	volatileUUID = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	volatileConn = regexp.MustCompile(`\b(conn|sub)_[0-9a-f]+(_[0-9a-z]+)?\b`)
+	// volatileName is the drain time in a file name (manifestName).
+	volatileName = regexp.MustCompile(`\d{4}-\d{2}-\d{2}T\d{2}_\d{2}_\d{2}_\d{3}Z`)
 )
 
 // Normalize rewrites a manifest (or any JSON document of the runner) for
 // comparison with a golden file: the workspace directory becomes
-// "/workspace", timestamps (keys ending in "_at") "<time>", session UUIDs
+// "/workspace", timestamps (keys ending in "_at", and the drain time in
+// session_file's name) "<time>", session UUIDs
 // "<uuid>", connection and subscription ids "<conn>"/"<sub>"; the result
 // is indented with sorted keys. It returns the input unchanged if it is
 // not JSON.
@@ -56,6 +59,9 @@ func normalizeValue(key string, v any, roots []string) any {
 	case string:
 		if strings.HasSuffix(key, "_at") && v != "" {
 			return "<time>"
+		}
+		if key == "session_file" {
+			v = volatileName.ReplaceAllString(v, "<time>")
 		}
 		for _, r := range roots {
 			if v == r || strings.HasPrefix(v, r+string(filepath.Separator)) {
