@@ -41,6 +41,15 @@ func TestLoad(t *testing.T) {
 		check func(t *testing.T, c Config)
 		err   string // substring of the error; "" = no error
 	}{
+		{name: "state dir under MAESTRO_HOME", env: with("MAESTRO_HOME", other), check: func(t *testing.T, c Config) {
+			eq(t, "state dir", c.StateDir, filepath.Join(other, "hosted-runner"))
+		}},
+		{name: "state dir from env", env: with("MAESTRO_HOSTED_RUNNER_STATE_DIR", filepath.Join(other, "st")), check: func(t *testing.T, c Config) {
+			eq(t, "state dir", c.StateDir, filepath.Join(other, "st"))
+		}},
+		{name: "state dir flag beats env", flags: Flags{StateDir: filepath.Join(ws, "flag")}, env: with("MAESTRO_HOSTED_RUNNER_STATE_DIR", other), check: func(t *testing.T, c Config) {
+			eq(t, "state dir", c.StateDir, filepath.Join(ws, "flag"))
+		}},
 		{name: "env defaults", env: base, check: func(t *testing.T, c Config) {
 			eq(t, "runner", c.RunnerSessionID, "mrs_env")
 			eq(t, "root", c.WorkspaceRoot, ws)

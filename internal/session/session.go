@@ -187,15 +187,25 @@ func (s *Store) Import(meta Meta, r io.Reader, max int64) (*Session, error) {
 			err = sess.put(rec)
 		}
 		if err != nil {
-			sess.Close()
+			s.discard(sess)
 			return nil, fmt.Errorf("import session log: %w", err)
 		}
 	}
 	if lr.N <= 0 {
-		sess.Close()
+		s.discard(sess)
 		return nil, fmt.Errorf("import session log: larger than %d bytes", max)
 	}
 	return sess, nil
+}
+
+// discard closes and removes a session that failed to import.
+func (s *Store) discard(sess *Session) {
+	sess.Close()
+	if s.root != nil {
+		s.root.RemoveAll(sess.ID())
+	} else {
+		os.RemoveAll(sess.dir)
+	}
 }
 
 // put appends rec as it is (cursor and time kept).
