@@ -62,10 +62,10 @@ Every setting has a flag and environment variables (the flag wins):
   --agent-run-id        MAESTRO_AGENT_RUN_ID
   --maestro-session-id  MAESTRO_SESSION_ID
   --attach-audience     MAESTRO_ATTACH_AUDIENCE
-  --snapshot-root       MAESTRO_REMOTE_RUNNER_SNAPSHOT_ROOT, REMOTE_RUNNER_SNAPSHOT_ROOT
-                        (default <workspace>/.maestro/runner-snapshots)
   --state-dir           MAESTRO_HOSTED_RUNNER_STATE_DIR (Maestro's session log and lock;
                         default $MAESTRO_HOME/hosted-runner, out of the workspace)
+  --snapshot-root       MAESTRO_REMOTE_RUNNER_SNAPSHOT_ROOT, REMOTE_RUNNER_SNAPSHOT_ROOT
+                        (default <workspace>/.maestro/runner-snapshots)
   (restore manifest)    MAESTRO_REMOTE_RUNNER_RESTORE_MANIFEST, REMOTE_RUNNER_RESTORE_MANIFEST
 
 Auth: /api/* requires a bearer token (MAESTRO_HOSTED_RUNNER_AUTH_TOKEN or
