@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"path/filepath"
 
 	"github.com/maestro-run/maestro/internal/protocol"
 )
@@ -181,7 +180,7 @@ func (r *Runner) Drain(ctx context.Context, req DrainRequest) (*DrainResponse, i
 				flush, flushErr = FlushFailed, fmt.Errorf("write the session file %s: %w", sname, err)
 			}
 		} else {
-			sessionFile = filepath.Join(r.cfg.SnapshotRoot, sname)
+			sessionFile = r.cfg.snapshotPath(sname)
 		}
 	}
 	m := &Manifest{
@@ -208,7 +207,7 @@ func (r *Runner) Drain(ctx context.Context, req DrainRequest) (*DrainResponse, i
 	if err := writeManifest(root, name, m); err != nil {
 		return nil, http.StatusInternalServerError, fmt.Errorf("drain: %w", err)
 	}
-	path := filepath.Join(r.cfg.SnapshotRoot, name)
+	path := r.cfg.snapshotPath(name)
 	resp := &DrainResponse{
 		ProtocolVersion: DrainProtocol, Status: DrainDrained, RunnerSessionID: r.cfg.RunnerSessionID,
 		RequestedBy: nilIfEmpty(req.RequestedBy), Reason: nilIfEmpty(req.Reason),

@@ -104,6 +104,9 @@ func openStateDir(cfg Config) (*workspace.Dir, error) {
 	return s, nil
 }
 
+// snapshotPath is the path of the file name in the snapshot root.
+func (c Config) snapshotPath(name string) string { return filepath.Join(c.SnapshotRoot, name) }
+
 // readRegular reads the regular file name of d, at most max bytes.
 func readRegular(d *workspace.Dir, name string, max int64) ([]byte, error) {
 	f, err := d.Open(name)
