@@ -9,6 +9,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/gitinfo"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/providers"
@@ -83,7 +84,7 @@ func sessionRuntime(choice *providers.Choice, root *workspace.Root, probe *sandb
 		Log:                sess,
 		SessionID:          sess.ID(),
 		Cwd:                root.Dir(),
-		GitBranch:          gitBranch(root.Dir()),
+		GitBranch:          gitinfo.Branch(root.Dir(), log),
 		SystemPrompt:       lazySystemPrompt(root, probe, tools),
 		MaxAttachmentBytes: envInt(getenv, "MAESTRO_HEADLESS_MAX_ATTACHMENT_BYTES"),
 		MaxAttachmentChars: int(envInt(getenv, "MAESTRO_HEADLESS_MAX_TEXT_CHARS")),
