@@ -295,7 +295,7 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		})
 	}
 
-	tools := workspaceTools(root, sb)
+	tools := workspaceTools(root, sb, fileLimits(cfg))
 	system := o.System
 	if system == "" {
 		system = agent.SystemPrompt(agent.Environment{Workspace: root.Dir(), Sandbox: sb.Kind(), Tools: tools.Names(), Date: time.Now().Format("2006-01-02")})
