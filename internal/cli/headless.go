@@ -249,7 +249,7 @@ func startHeadless(ctx context.Context, io *IOStreams, o headlessOptions, log *s
 		fmt.Fprintln(io.ErrOut, choice.Notice)
 	}
 
-	rcfg := sessionRuntime(choice, root, sb, sess, io.Getenv, log)
+	rcfg := sessionRuntime(choice, root, sb, fileLimits(cfg), sess, io.Getenv, log)
 	rcfg.ClientTools = clientTools
 	rcfg.History = sess.History()
 	rcfg.Thinking = llm.ThinkingLevel(o.Thinking)

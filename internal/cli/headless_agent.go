@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/maestro-run/maestro/internal/agentcli"
+	"github.com/maestro-run/maestro/internal/gitinfo"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/runtime"
@@ -135,7 +136,7 @@ func startAgentHeadless(io *IOStreams, o headlessOptions, log *slog.Logger, stor
 		Log:                sess,
 		SessionID:          sess.ID(),
 		Cwd:                root.Dir(),
-		GitBranch:          gitBranch(root.Dir()),
+		GitBranch:          gitinfo.Branch(root.Dir(), log),
 		System:             o.System,
 		ApprovalMode:       protocol.ApprovalMode(o.ApprovalMode),
 		MaxAttachmentBytes: envInt(io.Getenv, "MAESTRO_HEADLESS_MAX_ATTACHMENT_BYTES"),

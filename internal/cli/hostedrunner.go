@@ -241,7 +241,7 @@ func hostedRunnerAgent(ctx context.Context, io *IOStreams, o hostedRunnerOptions
 		return opts, nil, usageErr("--sandbox: %v", err)
 	}
 	sb := &sandboxProbe{cfg: sandbox.Config{Mode: sbm, Logger: log}, done: make(chan struct{})}
-	tools := lazyWorkspaceTools(root, sb)
+	tools := lazyWorkspaceTools(root, sb, fileLimits(ucfg))
 	opts.Provider, opts.Executor, opts.Retry = choice.Provider, choice.Executor, &llm.RetryPolicy{}
 	opts.Tools = func(context.Context) (*tool.Set, error) { return tools() }
 	opts.SystemPrompt = lazySystemPrompt(root, sb, tools)

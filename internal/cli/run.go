@@ -16,6 +16,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/gitinfo"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/providers"
@@ -273,7 +274,7 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	}
 	id := sess.ID()
 	sink.Event(protocol.Ready{ProtocolVersion: protocol.Version, Model: choice.Provider.Model(), Provider: choice.Provider.Name(), SessionID: &id, ExecutorType: choice.Executor})
-	sink.Event(protocol.SessionInfo{SessionID: &id, Cwd: root.Dir(), GitBranch: gitBranch(root.Dir())})
+	sink.Event(protocol.SessionInfo{SessionID: &id, Cwd: root.Dir(), GitBranch: gitinfo.Branch(root.Dir(), nil)})
 	if text != nil {
 		text.header(sess.ID(), choice, sb.Kind(), root.Dir())
 	}
@@ -294,7 +295,7 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		})
 	}
 
-	tools := workspaceTools(root, sb)
+	tools := workspaceTools(root, sb, fileLimits(cfg))
 	system := o.System
 	if system == "" {
 		system = agent.SystemPrompt(agent.Environment{Workspace: root.Dir(), Sandbox: sb.Kind(), Tools: tools.Names(), Date: time.Now().Format("2006-01-02")})
@@ -357,43 +358,4 @@ func workspaceDir(flag string) (string, error) {
 		return "", fmt.Errorf("--workspace %q is not a directory", dir)
 	}
 	return abs, nil
-}
-
-// gitBranch returns the current branch of the git repository holding dir,
-// nil outside git or on a detached HEAD. It reads .git/HEAD directly.
-func gitBranch(dir string) *string {
-	for d := dir; ; d = filepath.Dir(d) {
-		gitPath := filepath.Join(d, ".git")
-		st, err := os.Stat(gitPath)
-		if err == nil {
-			headPath := filepath.Join(gitPath, "HEAD")
-			if !st.IsDir() {
-				// A worktree or submodule: ".git" is a file "gitdir: <path>".
-				data, err := os.ReadFile(gitPath)
-				if err != nil {
-					return nil
-				}
-				gitdir, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir: ")
-				if !ok {
-					return nil
-				}
-				if !filepath.IsAbs(gitdir) {
-					gitdir = filepath.Join(d, gitdir)
-				}
-				headPath = filepath.Join(gitdir, "HEAD")
-			}
-			data, err := os.ReadFile(headPath)
-			if err != nil {
-				return nil
-			}
-			ref, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "ref: refs/heads/")
-			if !ok {
-				return nil
-			}
-			return &ref
-		}
-		if filepath.Dir(d) == d {
-			return nil
-		}
-	}
 }

@@ -234,7 +234,7 @@ func (s *serveSessions) Create(ctx context.Context, req httpattach.CreateRequest
 // runtimeConfig is the runtime of one session, as `maestro headless`
 // builds it.
 func (s *serveSessions) runtimeConfig(req httpattach.CreateRequest, choice *providers.Choice, root *workspace.Root, sess *session.Session) runtime.Config {
-	rcfg := sessionRuntime(choice, root, s.sandbox, sess, s.getenv, s.log)
+	rcfg := sessionRuntime(choice, root, s.sandbox, fileLimits(s.cfg), sess, s.getenv, s.log)
 	rcfg.Thinking = llm.ThinkingLevel(req.ThinkingLevel)
 	rcfg.ApprovalMode = req.ApprovalMode
 	rcfg.MaxIterations = s.cfg.MaxIterations

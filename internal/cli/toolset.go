@@ -9,6 +9,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/gitinfo"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/providers"
@@ -26,11 +27,16 @@ func sandboxMode(flag string, cfg config.Config) (sandbox.Mode, error) {
 	return sandbox.ParseMode(cmp.Or(flag, cfg.Sandbox, "auto"))
 }
 
-// workspaceTools is Maestro's tool set over root (Read, Write, Edit, Glob,
-// Grep, Bash in sb).
-func workspaceTools(root *workspace.Root, sb *sandbox.Sandbox) *tool.Set {
+// fileLimits is the file tools' limits from the configuration file.
+func fileLimits(cfg config.Config) tool.FileLimits {
+	return tool.FileLimits{MaxFileBytes: cfg.MaxFileBytes}
+}
+
+// workspaceTools is Maestro's tool set over root (Read, Write, Edit with
+// lim, Glob, Grep, Bash in sb).
+func workspaceTools(root *workspace.Root, sb *sandbox.Sandbox, lim tool.FileLimits) *tool.Set {
 	return tool.NewSet(
-		tool.NewRead(root), tool.NewWrite(root), tool.NewEdit(root),
+		tool.NewReadWith(root, lim), tool.NewWriteWith(root, lim), tool.NewEditWith(root, lim),
 		tool.NewGlob(root), tool.NewGrep(root),
 		tool.NewBash(sb, root.Dir(), tool.BashOptions{}),
 	)
@@ -38,13 +44,13 @@ func workspaceTools(root *workspace.Root, sb *sandbox.Sandbox) *tool.Set {
 
 // lazyWorkspaceTools is workspaceTools once the sandbox probe is done: the
 // first call waits for it, later calls return the same set.
-func lazyWorkspaceTools(root *workspace.Root, probe *sandboxProbe) func() (*tool.Set, error) {
+func lazyWorkspaceTools(root *workspace.Root, probe *sandboxProbe, lim tool.FileLimits) func() (*tool.Set, error) {
 	return sync.OnceValues(func() (*tool.Set, error) {
 		sb, err := probe.wait(context.Background())
 		if err != nil {
 			return nil, err
 		}
-		return workspaceTools(root, sb), nil
+		return workspaceTools(root, sb, lim), nil
 	})
 }
 
@@ -70,8 +76,8 @@ func lazySystemPrompt(root *workspace.Root, probe *sandboxProbe, tools func() (*
 // workspace tools and utilities over root, the session log, the default
 // system prompt, and the attachment limits from the environment. Callers
 // set what differs (history, thinking, approval mode, limits).
-func sessionRuntime(choice *providers.Choice, root *workspace.Root, probe *sandboxProbe, sess *session.Session, getenv func(string) string, log *slog.Logger) runtime.Config {
-	tools := lazyWorkspaceTools(root, probe)
+func sessionRuntime(choice *providers.Choice, root *workspace.Root, probe *sandboxProbe, lim tool.FileLimits, sess *session.Session, getenv func(string) string, log *slog.Logger) runtime.Config {
+	tools := lazyWorkspaceTools(root, probe, lim)
 	return runtime.Config{
 		Provider: choice.Provider,
 		Executor: choice.Executor,
@@ -83,7 +89,7 @@ func sessionRuntime(choice *providers.Choice, root *workspace.Root, probe *sandb
 		Log:                sess,
 		SessionID:          sess.ID(),
 		Cwd:                root.Dir(),
-		GitBranch:          gitBranch(root.Dir()),
+		GitBranch:          gitinfo.Branch(root.Dir(), log),
 		SystemPrompt:       lazySystemPrompt(root, probe, tools),
 		MaxAttachmentBytes: envInt(getenv, "MAESTRO_HEADLESS_MAX_ATTACHMENT_BYTES"),
 		MaxAttachmentChars: int(envInt(getenv, "MAESTRO_HEADLESS_MAX_TEXT_CHARS")),

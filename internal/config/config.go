@@ -5,6 +5,7 @@
 //	model: anthropic/claude-sonnet-4-5   # provider/model
 //	sandbox: auto                        # auto | always | off
 //	max_iterations: 50
+//	max_file_bytes: 10485760             # Read/Edit/Write size limit
 //	providers:
 //	  anthropic: {api_key: "...", base_url: "..."}
 //	  openai:    {api_key: "...", base_url: "http://localhost:11434/v1", api: chat}
@@ -32,6 +33,10 @@ type Config struct {
 	Providers     Providers `yaml:"providers"`
 	// Path is where the configuration was read from ("" when none).
 	Path string `yaml:"-"`
+
+	// MaxFileBytes bounds the files the Read, Edit and Write tools take
+	// whole, in bytes (0: the default, 10 MiB).
+	MaxFileBytes int64 `yaml:"max_file_bytes"`
 }
 
 // Providers holds per-provider settings.
@@ -102,6 +107,9 @@ func Parse(data []byte) (Config, error) {
 	}
 	if cfg.MaxIterations < 0 {
 		return Config{}, fmt.Errorf("invalid configuration: max_iterations: must be positive, got %d", cfg.MaxIterations)
+	}
+	if cfg.MaxFileBytes < 0 {
+		return Config{}, fmt.Errorf("invalid configuration: max_file_bytes: must be positive, got %d", cfg.MaxFileBytes)
 	}
 	return cfg, nil
 }

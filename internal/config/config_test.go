@@ -25,6 +25,8 @@ func TestParse(t *testing.T) {
 		{"bad api", "providers:\n  openai:\n    api: graphql\n", Config{}, "providers.openai.api"},
 		{"wrong type", "max_iterations: many\n", Config{}, "line 1"},
 		{"negative", "max_iterations: -1\n", Config{}, "max_iterations: must be positive"},
+		{"file limit", "max_file_bytes: 1048576\n", Config{MaxFileBytes: 1 << 20}, ""},
+		{"negative file limit", "max_file_bytes: -1\n", Config{}, "max_file_bytes: must be positive"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"strings"
@@ -221,17 +222,52 @@ func (m *Matcher) dirLocked(dir string) *Stack {
 	}
 	var st *Stack
 	if dir == "." {
-		if data, err := fs.ReadFile(m.fsys, ".git/info/exclude"); err == nil {
+		if data, err := readIgnoreFile(m.fsys, ".git/info/exclude"); err == nil {
 			st = st.Push(Parse("", data))
 		}
 	} else {
 		st = m.dirLocked(path.Dir(dir))
 	}
-	if data, err := fs.ReadFile(m.fsys, path.Join(dir, FileName)); err == nil {
+	if data, err := readIgnoreFile(m.fsys, path.Join(dir, FileName)); err == nil {
 		st = st.Push(Parse(dir, data))
 	}
 	m.stacks[dir] = st
 	return st
+}
+
+// MaxFileBytes bounds the ignore files read: a larger one is not read and
+// its rules do not apply.
+const MaxFileBytes = 1 << 20
+
+// readIgnoreFile reads the ignore file name of fsys if it is a regular file
+// of at most MaxFileBytes; anything else (a FIFO, a device, a huge file)
+// is an error, so that a planted file neither hangs a walk nor fills
+// memory. fsys must open without blocking for a FIFO planted at name to be
+// harmless (workspace.Root.FS does).
+func readIgnoreFile(fsys fs.FS, name string) ([]byte, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("read %s: not a regular file", name)
+	}
+	if fi.Size() > MaxFileBytes {
+		return nil, fmt.Errorf("read %s: %d bytes, over the limit of %d", name, fi.Size(), MaxFileBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("read %s: grew past the limit of %d bytes", name, MaxFileBytes)
+	}
+	return data, nil
 }
 
 // Ignored reports whether the file or directory at p (slash-separated,

@@ -1,6 +1,7 @@
 package gitignore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io/fs"
@@ -419,5 +420,30 @@ func BenchmarkStackMatch(b *testing.B) {
 	for b.Loop() {
 		st.Match("src/pkg/file.go", false)
 		st.Match("src/pkg/gen/x.pb.go", false)
+	}
+}
+
+// TestIgnoreFilesOnlyRegularAndBounded: an ignore file that is not a
+// regular file (a FIFO planted by an agent) or is larger than MaxFileBytes
+// is not read, so its rules do not apply; a regular one of normal size is.
+func TestIgnoreFilesOnlyRegularAndBounded(t *testing.T) {
+	huge := append(bytes.Repeat([]byte("#"), MaxFileBytes), "\n*.txt\n"...)
+	tests := []struct {
+		name    string
+		file    *fstest.MapFile
+		ignored bool
+	}{
+		{"regular", &fstest.MapFile{Data: []byte("*.txt\n")}, true},
+		{"fifo", &fstest.MapFile{Data: []byte("*.txt\n"), Mode: fs.ModeNamedPipe}, false},
+		{"device", &fstest.MapFile{Data: []byte("*.txt\n"), Mode: fs.ModeDevice | fs.ModeCharDevice}, false},
+		{"over the limit", &fstest.MapFile{Data: huge}, false},
+	}
+	for _, tt := range tests {
+		for _, name := range []string{".gitignore", ".git/info/exclude"} {
+			m := New(fstest.MapFS{name: tt.file, "a.txt": {}})
+			if got := m.Ignored("a.txt", false); got != tt.ignored {
+				t.Errorf("%s as %s: Ignored(a.txt) = %v, want %v", name, tt.name, got, tt.ignored)
+			}
+		}
 	}
 }

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/maestro-run/maestro/internal/protocol"
 )
@@ -99,14 +100,38 @@ func (r *Runtime) utility(ctx context.Context, c *Conn, m protocol.Message) erro
 	return nil
 }
 
+// asyncGrace bounds how long a shutdown waits for an asynchronous
+// operation after cancelling it. Operations end on cancellation, but one
+// stuck in a system call that cancellation cannot reach (a blocking read)
+// must not hold the runtime's shutdown for good: after the grace it is
+// abandoned, and what it publishes later is dropped with the closed log.
+const asyncGrace = time.Second
+
 // async runs fn in the background as work in flight (WaitIdle and
-// Shutdown wait for it); its context ends when the runtime closes.
+// Shutdown wait for it); its context ends when the runtime closes. Once
+// that context has ended, fn counts as in flight for at most asyncGrace.
 func (r *Runtime) async(fn func(ctx context.Context)) {
 	r.mu.Lock()
 	r.beginLocked()
 	r.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn(r.ctx)
+	}()
 	go func() {
 		defer r.end()
-		fn(r.ctx)
+		select {
+		case <-done:
+			return
+		case <-r.ctx.Done():
+		}
+		grace := time.NewTimer(asyncGrace)
+		defer grace.Stop()
+		select {
+		case <-done:
+		case <-grace.C:
+			r.cfg.Logger.Warn("utility operation still running after cancellation; shutdown no longer waits for it", "grace", asyncGrace)
+		}
 	}()
 }

@@ -2,6 +2,7 @@ package tool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -24,17 +25,22 @@ const editDescription = `Replace exact text in a file of the workspace. old_stri
 const maxReportedLines = 10
 
 // NewEdit returns the Edit tool: exact string replacement in one file of
-// root.
-func NewEdit(root *workspace.Root) Tool {
+// root, with the default limits.
+func NewEdit(root *workspace.Root) Tool { return NewEditWith(root, FileLimits{}) }
+
+// NewEditWith returns the Edit tool with the given limits: a file over
+// lim.MaxFileBytes is refused without being read, and so is an edit that
+// would make the file larger than that.
+func NewEditWith(root *workspace.Root, lim FileLimits) Tool {
 	return New("Edit", editDescription, false, func(ctx context.Context, in EditInput, _ Call) (Result, error) {
 		if err := ctx.Err(); err != nil {
 			return Result{}, err
 		}
-		return editFile(root, in), nil
+		return editFile(root, in, lim.maxFileBytes()), nil
 	})
 }
 
-func editFile(root *workspace.Root, in EditInput) Result {
+func editFile(root *workspace.Root, in EditInput, maxBytes int64) Result {
 	switch {
 	case in.Path == "":
 		return Errorf("path is required")
@@ -43,15 +49,16 @@ func editFile(root *workspace.Root, in EditInput) Result {
 	case in.OldString == in.NewString:
 		return Errorf("old_string and new_string are identical; nothing to change")
 	}
-	fi, err := root.Stat(in.Path)
-	if err != nil {
-		return fileErrorResult(in.Path, err)
-	}
-	if fi.IsDir() {
-		return Errorf("%s is a directory, not a file", in.Path)
-	}
-	data, err := root.ReadFile(in.Path)
-	if err != nil {
+	shown := workspace.Excerpt(in.Path)
+	data, err := root.ReadFileMax(in.Path, maxBytes)
+	var tooLarge *workspace.TooLargeError
+	switch {
+	case isDirError(err):
+		return Errorf("%s is a directory, not a file", shown)
+	case errors.As(err, &tooLarge):
+		return Errorf("%s is %d bytes, over the %s limit for Edit; change it with Bash (for example sed) or split it",
+			shown, tooLarge.Size, sizeText(maxBytes))
+	case err != nil:
 		return fileErrorResult(in.Path, err)
 	}
 	content := string(data)
@@ -66,9 +73,12 @@ func editFile(root *workspace.Root, in EditInput) Result {
 	}
 	switch {
 	case n == 0:
-		return Errorf("old_string not found in %s", in.Path)
+		return Errorf("old_string not found in %s", shown)
 	case n > 1 && !in.ReplaceAll:
-		return Errorf("old_string occurs %d times in %s; add context to make it unique or set replace_all", n, in.Path)
+		return Errorf("old_string occurs %d times in %s; add context to make it unique or set replace_all", n, shown)
+	}
+	if size := int64(len(content)) + int64(n)*(int64(len(newS))-int64(len(oldS))); size > maxBytes {
+		return Errorf("the edit would make %s %d bytes, over the %s limit for Edit", shown, size, sizeText(maxBytes))
 	}
 	lines := replacementLines(content, oldS, newS, n)
 	updated := strings.ReplaceAll(content, oldS, newS)
@@ -79,7 +89,7 @@ func editFile(root *workspace.Root, in EditInput) Result {
 	if n > 1 {
 		noun = "occurrences"
 	}
-	return Result{Content: fmt.Sprintf("edited %s: replaced %d %s (%s)", in.Path, n, noun, lines)}
+	return Result{Content: fmt.Sprintf("edited %s: replaced %d %s (%s)", shown, n, noun, lines)}
 }
 
 // replacementLines describes where the replacements start in the edited

@@ -14,6 +14,9 @@ import (
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
+// notFile is the mode bits of directory entries Glob leaves out.
+const notFile = fs.ModeNamedPipe | fs.ModeSocket | fs.ModeDevice | fs.ModeCharDevice | fs.ModeIrregular
+
 // GlobMaxResults is how many paths one Glob result lists.
 const GlobMaxResults = 1000
 
@@ -52,19 +55,19 @@ func globFiles(ctx context.Context, root *workspace.Root, in GlobInput) (Result,
 		// An absolute pattern inside the workspace: match from the root.
 		rel, err := root.Rel(pattern)
 		if err != nil {
-			return Errorf("pattern is outside the workspace: %s", in.Pattern), nil
+			return Errorf("pattern is outside the workspace: %s", workspace.Excerpt(in.Pattern)), nil
 		}
 		pattern, base = filepath.ToSlash(rel), "."
 	}
 	pattern = strings.TrimPrefix(pattern, "./")
 	globs, err := compileGlobs(pattern)
 	if err != nil {
-		return Errorf("invalid pattern %q: %v", in.Pattern, err), nil
+		return Errorf("invalid pattern %q: %s", workspace.Excerpt(in.Pattern), workspace.Excerpt(err.Error())), nil
 	}
 	if fi, err := root.Stat(base); err != nil {
 		return fileErrorResult(displayPath(base), err), nil
 	} else if !fi.IsDir() {
-		return Errorf("%s is not a directory; path must be a directory", displayPath(base)), nil
+		return Errorf("%s is not a directory; path must be a directory", workspace.Excerpt(displayPath(base))), nil
 	}
 
 	var found []string
@@ -82,6 +85,9 @@ func globFiles(ctx context.Context, root *workspace.Root, in GlobInput) (Result,
 			}
 			return nil
 		}
+		if d.Type()&notFile != 0 {
+			return nil // FIFOs, devices and sockets are not files to work on
+		}
 		if anyMatch(globs, rel) {
 			found = append(found, p)
 		}
@@ -94,12 +100,13 @@ func globFiles(ctx context.Context, root *workspace.Root, in GlobInput) (Result,
 		return fileErrorResult(displayPath(base), err), nil
 	}
 	if len(found) == 0 {
-		msg := fmt.Sprintf("no files match %q", in.Pattern)
+		msg := fmt.Sprintf("no files match %q", workspace.Excerpt(in.Pattern))
 		if base != "." {
-			msg += " in " + displayPath(base)
+			msg += " in " + workspace.Excerpt(displayPath(base))
 		}
 		if !strings.Contains(pattern, "/") && !strings.Contains(pattern, "**") {
-			msg += fmt.Sprintf(" (patterns match whole paths: %q looks only at the top level; use %q to search subdirectories)", pattern, "**/"+pattern)
+			p := workspace.Excerpt(pattern)
+			msg += fmt.Sprintf(" (patterns match whole paths: %q looks only at the top level; use %q to search subdirectories)", p, "**/"+p)
 		}
 		return Result{Content: msg}, nil
 	}

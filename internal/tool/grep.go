@@ -77,7 +77,7 @@ func grep(ctx context.Context, root *workspace.Root, in GrepInput, chunk int) (R
 	}
 	m, err := compileLineMatcher(in.Pattern, in.IgnoreCase)
 	if err != nil {
-		return Errorf("invalid pattern: %v", err), nil
+		return Errorf("invalid pattern: %s", workspace.Excerpt(err.Error())), nil
 	}
 	base, res, ok := searchBase(root, in.Path)
 	if !ok {
@@ -97,7 +97,7 @@ func grep(ctx context.Context, root *workspace.Root, in GrepInput, chunk int) (R
 	if in.Glob != "" {
 		globs, err := compileGlobs(strings.TrimPrefix(in.Glob, "./"))
 		if err != nil {
-			return Errorf("invalid glob %q: %v", in.Glob, err), nil
+			return Errorf("invalid glob %q: %s", workspace.Excerpt(in.Glob), workspace.Excerpt(err.Error())), nil
 		}
 		s.globs = globs
 		s.globNameOnly = !strings.Contains(in.Glob, "/")
@@ -118,8 +118,9 @@ func grep(ctx context.Context, root *workspace.Root, in GrepInput, chunk int) (R
 		}
 	case fi.Mode().IsRegular():
 		// A file named explicitly is searched even if ignored; a binary
-		// one is reported.
-		f, err := root.Open(shown)
+		// one is reported. It is opened without blocking and checked
+		// again on the opened descriptor, in case it was swapped.
+		f, _, err := root.OpenRegular(shown)
 		if err != nil {
 			return fileErrorResult(shown, err), nil
 		}
@@ -130,10 +131,10 @@ func grep(ctx context.Context, root *workspace.Root, in GrepInput, chunk int) (R
 			return fileErrorResult(shown, err), nil
 		}
 		if binary {
-			return Result{Content: fmt.Sprintf("%s is a binary file; not searched", in.Path)}, nil
+			return Result{Content: fmt.Sprintf("%s is a binary file; not searched", workspace.Excerpt(in.Path))}, nil
 		}
 	default:
-		return Errorf("%s is not a regular file or directory", in.Path), nil
+		return fileErrorResult(shown, &workspace.NotRegularError{Path: shown, Mode: fi.Mode()}), nil
 	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
@@ -160,12 +161,12 @@ type grepSearch struct {
 func (s *grepSearch) result(in GrepInput) Result {
 	r := s.results
 	if r.total == 0 {
-		msg := fmt.Sprintf("no matches for %q", in.Pattern)
+		msg := fmt.Sprintf("no matches for %q", workspace.Excerpt(in.Pattern))
 		if in.Path != "" {
-			msg += " in " + in.Path
+			msg += " in " + workspace.Excerpt(in.Path)
 		}
 		if in.Glob != "" {
-			msg += fmt.Sprintf(" (files matching %q)", in.Glob)
+			msg += fmt.Sprintf(" (files matching %q)", workspace.Excerpt(in.Glob))
 		}
 		return Result{Content: msg + s.unreadableNote()}
 	}

@@ -21,8 +21,9 @@ const (
 	ReadDefaultLimit = 2000
 	// ReadMaxLineChars is where Read cuts a long line (in characters).
 	ReadMaxLineChars = 2000
-	// ReadMaxFileBytes is the largest file Read returns without a range.
-	ReadMaxFileBytes = 10 << 20
+	// ReadMaxFileBytes is the largest file Read returns without a range
+	// by default (FileLimits.MaxFileBytes).
+	ReadMaxFileBytes = DefaultMaxFileBytes
 	// ReadMaxOutputBytes bounds the text of one Read result; the lines
 	// after it are left for a further call.
 	ReadMaxOutputBytes = 256 << 10
@@ -42,40 +43,41 @@ const readDescription = `Read a text file of the workspace. Lines come numbered 
 	`By default up to 2000 lines from the start; use offset (1-based line) and limit to read other parts. ` +
 	`Lines longer than 2000 characters are cut. Binary files are not shown. To list a directory, use Glob.`
 
-// NewRead returns the Read tool: numbered lines of one file of root.
-func NewRead(root *workspace.Root) Tool {
+// NewRead returns the Read tool: numbered lines of one file of root, with
+// the default limits.
+func NewRead(root *workspace.Root) Tool { return NewReadWith(root, FileLimits{}) }
+
+// NewReadWith returns the Read tool with the given limits: a file over
+// lim.MaxFileBytes is read only by ranges.
+func NewReadWith(root *workspace.Root, lim FileLimits) Tool {
 	return New("Read", readDescription, true, func(ctx context.Context, in ReadInput, _ Call) (Result, error) {
-		return readFile(ctx, root, in), nil
+		return readFile(ctx, root, in, lim.maxFileBytes()), nil
 	})
 }
 
-func readFile(ctx context.Context, root *workspace.Root, in ReadInput) Result {
+func readFile(ctx context.Context, root *workspace.Root, in ReadInput, maxBytes int64) Result {
 	if in.Path == "" {
 		return Errorf("path is required")
 	}
 	if in.Offset < 0 || in.Limit < 0 {
 		return Errorf("offset and limit must not be negative")
 	}
-	fi, err := root.Stat(in.Path)
+	shown := workspace.Excerpt(in.Path)
+	// Opened without blocking; the kind of file is judged on the opened
+	// descriptor, so a FIFO or device is refused, never read.
+	f, fi, err := root.OpenRegular(in.Path)
 	if err != nil {
-		return fileErrorResult(in.Path, err)
-	}
-	if fi.IsDir() {
-		return Errorf("%s is a directory, not a file; use Glob to list its files (for example pattern %q)", in.Path, globHint(in.Path))
-	}
-	if !fi.Mode().IsRegular() {
-		return Errorf("%s is not a regular file (%s)", in.Path, fi.Mode().Type())
-	}
-	ranged := in.Offset > 0 || in.Limit > 0
-	if fi.Size() > ReadMaxFileBytes && !ranged {
-		return Errorf("%s is %d bytes, over the %d MiB limit for a whole read; read a range with offset and limit (for example offset 1, limit 500)",
-			in.Path, fi.Size(), ReadMaxFileBytes>>20)
-	}
-	f, err := root.Open(in.Path)
-	if err != nil {
+		if isDirError(err) {
+			return Errorf("%s is a directory, not a file; use Glob to list its files (for example pattern %q)", shown, globHint(shown))
+		}
 		return fileErrorResult(in.Path, err)
 	}
 	defer f.Close()
+	ranged := in.Offset > 0 || in.Limit > 0
+	if fi.Size() > maxBytes && !ranged {
+		return Errorf("%s is %d bytes, over the %s limit for a whole read; read a range with offset and limit (for example offset 1, limit 500)",
+			shown, fi.Size(), sizeText(maxBytes))
+	}
 
 	br := bufio.NewReaderSize(f, 64<<10)
 	head, err := br.Peek(binarySniffBytes)
@@ -83,10 +85,10 @@ func readFile(ctx context.Context, root *workspace.Root, in ReadInput) Result {
 		return fileErrorResult(in.Path, err)
 	}
 	if len(head) == 0 {
-		return Result{Content: fmt.Sprintf("(%s is empty)", in.Path)}
+		return Result{Content: fmt.Sprintf("(%s is empty)", shown)}
 	}
 	if looksBinary(head) {
-		return Result{Content: fmt.Sprintf("%s: binary file, %d bytes; not shown", in.Path, fi.Size())}
+		return Result{Content: fmt.Sprintf("%s: binary file, %d bytes; not shown", shown, fi.Size())}
 	}
 
 	offset := max(in.Offset, 1)
@@ -106,7 +108,7 @@ func readFile(ctx context.Context, root *workspace.Root, in ReadInput) Result {
 	for {
 		if lineNo%1024 == 0 {
 			if err := ctx.Err(); err != nil {
-				return Errorf("read %s: %v", in.Path, err)
+				return Errorf("read %s: %v", shown, err)
 			}
 		}
 		line, total, err := readLine(br, lineBuf[:0], ReadMaxLineChars*utf8.UTFMax)
@@ -141,12 +143,12 @@ func readFile(ctx context.Context, root *workspace.Root, in ReadInput) Result {
 		}
 	}
 	if last == 0 {
-		return Errorf("%s has %d lines; offset %d is past the end", in.Path, lineNo, offset)
+		return Errorf("%s has %d lines; offset %d is past the end", shown, lineNo, offset)
 	}
 	if more {
 		// Count the rest when that is cheap, to tell the model the size.
 		totalLines := ""
-		if fi.Size() <= ReadMaxFileBytes {
+		if fi.Size() <= maxBytes {
 			if n, err := countLines(br); err == nil {
 				totalLines = fmt.Sprintf(" of %d", lineNo+n)
 			}
@@ -256,18 +258,27 @@ func looksBinary(head []byte) bool {
 }
 
 // fileErrorResult turns a file-system error into the error Result the
-// model sees, naming the path.
+// model sees, naming the path (at most a bounded prefix of it).
 func fileErrorResult(path string, err error) Result {
+	shown := workspace.Excerpt(path)
 	switch {
-	case errors.Is(err, workspace.ErrOutside):
-		return Errorf("%v", err)
+	case errors.Is(err, workspace.ErrOutside), errors.Is(err, workspace.ErrNotRegular):
+		// These errors name the path themselves, bounded.
+		return Errorf("%s", workspace.Excerpt(err.Error()))
 	case errors.Is(err, fs.ErrNotExist):
-		return Errorf("file not found: %s", path)
+		return Errorf("file not found: %s", shown)
 	case errors.Is(err, fs.ErrPermission):
-		return Errorf("permission denied: %s", path)
+		return Errorf("permission denied: %s", shown)
 	default:
-		return Errorf("%s: %v", path, err)
+		return Errorf("%s: %s", shown, workspace.Excerpt(err.Error()))
 	}
+}
+
+// isDirError reports whether err refuses a directory where a regular file
+// was wanted.
+func isDirError(err error) bool {
+	var nr *workspace.NotRegularError
+	return errors.As(err, &nr) && nr.Mode.IsDir()
 }
 
 // globHint suggests a Glob pattern listing a directory.

@@ -14,6 +14,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 // Result is what the model sees of a tool call. A failure the model should
@@ -104,16 +105,16 @@ func (t *typed[In]) Run(ctx context.Context, call Call) (Result, error) {
 	}
 	var generic any
 	if err := json.Unmarshal(input, &generic); err != nil {
-		return Errorf("%s: input is not valid JSON: %v", t.spec.Name, err), nil
+		return Errorf("%s: input is not valid JSON: %s", t.spec.Name, workspace.Excerpt(err.Error())), nil
 	}
 	if err := t.resolved.Validate(generic); err != nil {
-		return Errorf("%s: invalid input: %v", t.spec.Name, err), nil
+		return Errorf("%s: invalid input: %s", t.spec.Name, workspace.Excerpt(err.Error())), nil
 	}
 	var in In
 	dec := json.NewDecoder(strings.NewReader(string(input)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return Errorf("%s: invalid input: %v", t.spec.Name, err), nil
+		return Errorf("%s: invalid input: %s", t.spec.Name, workspace.Excerpt(err.Error())), nil
 	}
 	return t.fn(ctx, in, call)
 }

@@ -85,10 +85,18 @@
 // # file_read
 //
 // utility_file_read reads a text file of at most MaxReadBytes (2 MiB);
-// a NUL byte in its first 2048 bytes marks it as binary and refused.
+// a NUL byte in its first 2048 bytes marks it as binary and refused. The
+// file is opened without blocking and judged on the opened descriptor:
+// anything but a regular file (a FIFO, a device) is refused at once with
+// "Not a regular file: p (a FIFO)".
 // CRLF line ends become LF; a final newline does not start another line.
 // offset is a 1-based line (default 1, values below 1 read from 1), limit
 // a number of lines (default 400, clamped to 1..2000).
+//
+// # Errors
+//
+// Every error repeats at most a bounded prefix of what the client sent
+// (workspace.Excerpt: 256 bytes, then the length).
 //
 // # file_watch
 //

@@ -74,7 +74,18 @@ type Error struct {
 // Error implements error.
 func (e *Error) Error() string { return e.Message }
 
+// errorf builds an *Error. Every string and error among args is cut to a
+// bounded prefix (workspace.Excerpt): what a client sent — a path, an id, a
+// pattern — is never echoed whole, however long.
 func errorf(code int, format string, args ...any) *Error {
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			args[i] = workspace.Excerpt(v)
+		case error:
+			args[i] = workspace.Excerpt(v.Error())
+		}
+	}
 	return &Error{Message: fmt.Sprintf(format, args...), Code: code}
 }
 

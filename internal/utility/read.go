@@ -96,27 +96,27 @@ func (m *Manager) fileRead(req protocol.UtilityFileRead) (protocol.UtilityFileRe
 }
 
 // readText reads the regular text file at abs (shown to the client as
-// given) into buf.
+// given) into buf. The file is opened without blocking and its kind taken
+// from the opened descriptor: a FIFO, a device or a socket is refused at
+// once (a FIFO used to block the read, and the runtime's shutdown after
+// it, for good).
 func (m *Manager) readText(abs, given string, buf []byte) ([]byte, *Error) {
-	f, err := m.root.Open(abs)
+	f, fi, err := m.root.OpenRegular(abs)
+	var notRegular *workspace.NotRegularError
 	switch {
 	case errors.Is(err, workspace.ErrOutside):
 		return buf, outsideError(abs)
 	case errors.Is(err, fs.ErrNotExist):
 		return buf, errorf(404, "File not found: %s", given)
+	case errors.As(err, &notRegular) && notRegular.Mode.IsDir():
+		return buf, errorf(400, "Path is a directory, not a file: %s", given)
+	case notRegular != nil:
+		return buf, errorf(400, "Not a regular file: %s (%s)", given, workspace.KindOf(notRegular.Mode))
 	case err != nil:
 		return buf, errorf(400, "File not readable: %s", given)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	switch {
-	case err != nil:
-		return buf, errorf(400, "File not readable: %s", given)
-	case fi.IsDir():
-		return buf, errorf(400, "Path is a directory, not a file: %s", given)
-	case !fi.Mode().IsRegular():
-		return buf, errorf(400, "Not a regular file: %s", given)
-	case fi.Size() > MaxReadBytes:
+	if fi.Size() > MaxReadBytes {
 		return buf, tooLarge(given, fi.Size())
 	}
 	if need := int(fi.Size()) + 1; cap(buf) < need {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -287,7 +286,7 @@ func (w *watch) handle(ev fsnotify.Event) {
 	}
 	switch {
 	case ev.Has(fsnotify.Create):
-		fi, err := os.Lstat(path)
+		fi, err := w.m.root.Lstat(path)
 		if err != nil {
 			return // already gone again
 		}
@@ -335,11 +334,21 @@ func (w *watch) addDir(path string) error {
 
 // addTree watches the directories below dir (which is watched already);
 // with report, what it finds is reported as created.
+//
+// The directory is listed through the workspace root, opened without
+// blocking: a FIFO or a link out of the workspace swapped in for it is
+// not listed.
 func (w *watch) addTree(dir string, report bool) {
-	entries, err := os.ReadDir(dir)
+	d, err := w.m.root.OpenDir(dir)
 	if err != nil {
 		return
 	}
+	entries, err := d.ReadDir()
+	d.Close()
+	if err != nil {
+		return
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
 		isDir := e.IsDir() // symbolic links are not followed

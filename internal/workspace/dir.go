@@ -110,6 +110,3 @@ func checkName(name string) error {
 	}
 	return nil
 }
-
-// errNotRegular reports an entry that is not a regular file.
-var errNotRegular = errors.New("not a regular file")

@@ -17,7 +17,9 @@ type dirHandle struct {
 }
 
 func openDirHandle(root *os.Root, rel string) (dirHandle, error) {
-	f, err := root.Open(rel)
+	// O_NONBLOCK|O_DIRECTORY: a FIFO swapped in for the directory is
+	// refused instead of blocking the open.
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_DIRECTORY, 0)
 	if err != nil {
 		return dirHandle{}, err
 	}
@@ -86,7 +88,7 @@ func (h dirHandle) openRegular(name string) (int, int64, error) {
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		syscall.Close(fd)
-		return -1, 0, errNotRegular
+		return -1, 0, ErrNotRegular
 	}
 	return fd, st.Size, nil
 }

@@ -53,7 +53,7 @@ func (h dirHandle) open(name string) (*os.File, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, errNotRegular
+		return nil, ErrNotRegular
 	}
 	return h.root.Open(name)
 }

@@ -34,7 +34,7 @@ type OutsideError struct {
 }
 
 // Error implements error.
-func (e *OutsideError) Error() string { return "path is outside the workspace: " + e.Path }
+func (e *OutsideError) Error() string { return "path is outside the workspace: " + Excerpt(e.Path) }
 
 // Is reports whether target is ErrOutside.
 func (e *OutsideError) Is(target error) bool { return target == ErrOutside }
@@ -84,7 +84,7 @@ func (r *Root) Dir() string { return r.dir }
 // symbolic links (the operations of Root do).
 func (r *Root) Rel(path string) (string, error) {
 	if strings.IndexByte(path, 0) >= 0 {
-		return "", fmt.Errorf("invalid path %q: contains a NUL byte", path)
+		return "", fmt.Errorf("invalid path %q: contains a NUL byte", Excerpt(path))
 	}
 	if path == "" {
 		return ".", nil
@@ -220,17 +220,10 @@ func (r *Root) wrap(orig string, err error) error {
 	return err
 }
 
-// ReadFile reads the named file.
+// ReadFile reads the named regular file whole. Anything else is refused
+// as by OpenRegular; use ReadFileMax to bound the size read.
 func (r *Root) ReadFile(path string) ([]byte, error) {
-	rel, err := r.Rel(path)
-	if err != nil {
-		return nil, err
-	}
-	data, err := r.root.ReadFile(rel)
-	if err != nil {
-		return nil, r.wrap(path, err)
-	}
-	return data, nil
+	return r.ReadFileMax(path, 1<<62)
 }
 
 // WriteFile replaces the named file with data, atomically: the data goes to
@@ -239,7 +232,9 @@ func (r *Root) ReadFile(path string) ([]byte, error) {
 // keeps its permission bits; a new one gets perm (before the umask). If the
 // path is a symbolic link inside the workspace, the file it points to is
 // replaced and the link kept; a link leading out of the workspace, even a
-// dangling one, is refused with an *OutsideError.
+// dangling one, is refused with an *OutsideError. An existing target that
+// is neither a regular file nor a directory (a FIFO, a device) is refused
+// with a *NotRegularError.
 func (r *Root) WriteFile(path string, data []byte, perm fs.FileMode) error {
 	rel, err := r.Rel(path)
 	if err != nil {
@@ -257,6 +252,8 @@ func (r *Root) WriteFile(path string, data []byte, perm fs.FileMode) error {
 	switch fi, err := r.root.Stat(resolved); {
 	case err == nil && fi.IsDir():
 		return fmt.Errorf("write %s: is a directory", path)
+	case err == nil && !fi.Mode().IsRegular():
+		return &NotRegularError{Path: path, Mode: fi.Mode()}
 	case err == nil:
 		mode, keepMode = fi.Mode().Perm(), true
 	case !errors.Is(err, fs.ErrNotExist):
@@ -345,17 +342,12 @@ func (r *Root) Lstat(path string) (fs.FileInfo, error) {
 	return fi, nil
 }
 
-// Open opens the named file for reading.
+// Open opens the named regular file or directory for reading. It never
+// blocks: anything else (a FIFO, a device, a socket) is refused with a
+// *NotRegularError, checked on the opened file.
 func (r *Root) Open(path string) (*os.File, error) {
-	rel, err := r.Rel(path)
-	if err != nil {
-		return nil, err
-	}
-	f, err := r.root.Open(rel)
-	if err != nil {
-		return nil, r.wrap(path, err)
-	}
-	return f, nil
+	f, _, err := r.openNonblock(path, true)
+	return f, err
 }
 
 // MkdirAll creates the named directory and any missing parents.
@@ -388,5 +380,6 @@ func (r *Root) Remove(path string) error {
 
 // FS returns the workspace as an fs.FS (also fs.StatFS, fs.ReadFileFS,
 // fs.ReadDirFS and fs.ReadLinkFS) for walking. Its names are slash-separated
-// and relative, as io/fs requires.
-func (r *Root) FS() fs.FS { return r.root.FS() }
+// and relative, as io/fs requires. It opens only regular files and
+// directories, never blocking (a FIFO is refused with a *NotRegularError).
+func (r *Root) FS() fs.FS { return fsys{r: r, base: r.root.FS()} }
