@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/maestro-run/maestro/internal/queue"
@@ -79,8 +80,8 @@ func TestPlantedOutputLink(t *testing.T) {
 }
 
 // TestPlantedLinksInsideOutput: links inside output/ (to a file, to a
-// directory, to a file of output/ itself) are neither listed nor served;
-// regular files beside them are.
+// directory, to a file of output/ itself) and a FIFO are neither listed
+// nor served (the FIFO without blocking); regular files beside them are.
 func TestPlantedLinksInsideOutput(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, sqliteStore(t), nil)
@@ -95,6 +96,8 @@ func TestPlantedLinksInsideOutput(t *testing.T) {
 	os.Symlink("/etc", filepath.Join(out, "etc"))
 	os.Symlink("../report.md", filepath.Join(out, "sub", "alias.md"))
 	os.Symlink("..", filepath.Join(out, "sub", "up"))
+	// A FIFO would hang a reader that opens it blocking.
+	must(t, syscall.Mkfifo(filepath.Join(out, "pipe"), 0o644))
 
 	var files struct {
 		Files []struct{ Path string } `json:"files"`
@@ -103,7 +106,7 @@ func TestPlantedLinksInsideOutput(t *testing.T) {
 	if len(files.Files) != 1 || files.Files[0].Path != "report.md" {
 		t.Errorf("deliverables = %+v, want report.md alone", files.Files)
 	}
-	for _, p := range []string{"passwd", "etc/passwd", "sub/alias.md", "sub/up/report.md"} {
+	for _, p := range []string{"passwd", "etc/passwd", "sub/alias.md", "sub/up/report.md", "pipe"} {
 		code, body := e.do("GET", task+"/deliverables/"+p, nil)
 		if code != http.StatusBadRequest || strings.Contains(string(body), "root:") || strings.Contains(string(body), "# report") {
 			t.Errorf("download %s: status %d, want 400; body %.200s", p, code, body)
