@@ -302,7 +302,7 @@ func TestTasksPieceDemoLive(t *testing.T) {
 	}
 	for _, name := range []string{"README.md", "greet.txt"} {
 		got, err := os.ReadFile(filepath.Join(dir, "hello-maestro", name))
-		want, _ := os.ReadFile(filepath.Join(dataDir, "tasks", "1", "output", "hello-maestro", name))
+		want, _ := os.ReadFile(filepath.Join(dataDir, "tasks", "1", "work", "output", "hello-maestro", name))
 		if err != nil || len(want) == 0 || !bytes.Equal(got, want) {
 			t.Errorf("downloaded %s: %q (%v), want %q", name, got, err, want)
 		}

@@ -168,7 +168,7 @@ func TestServeAndTasks(t *testing.T) {
 		t.Fatalf("the job did not wait for an answer:\n%s", followOut.String())
 	}
 	// The job moved the file sent with the task into input/ before it ran.
-	if data, err := os.ReadFile(filepath.Join(dataDir, "tasks", "2", "input", "brief.txt")); err != nil || string(data) != "a fence" {
+	if data, err := os.ReadFile(filepath.Join(dataDir, "tasks", "2", "work", "input", "brief.txt")); err != nil || string(data) != "a fence" {
 		t.Fatalf("uploaded file: %q %v", data, err)
 	}
 	code, out, errOut = runTasksCLI(t, env, "tasks", "show", "2")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -148,7 +149,7 @@ func (r *run) runAgentMovement(ctx context.Context, m *piece.Movement) (*decisio
 		}
 	}
 
-	sessions, err := loadAgentSessions(r.cfg.RunDir)
+	sessions, err := loadAgentSessions(r.e.run)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +195,7 @@ func (r *run) runAgentMovement(ctx context.Context, m *piece.Movement) (*decisio
 		if res.Result != nil {
 			rec.Result = res.Result.Text
 		}
-		if err := saveAgentSessions(r.cfg.RunDir, upsertSession(sessions, rec)); err != nil {
+		if err := saveAgentSessions(r.e.run, upsertSession(sessions, rec)); err != nil {
 			return nil, err
 		}
 	}
@@ -466,41 +467,37 @@ func upsertSession(sessions []agentSession, rec agentSession) []agentSession {
 
 // loadAgentSessions reads the run's agent sessions (none when the file does
 // not exist).
-func loadAgentSessions(runDir string) ([]agentSession, error) {
-	data, err := os.ReadFile(filepath.Join(runDir, AgentSessionsFile))
+func loadAgentSessions(run runPath) ([]agentSession, error) {
+	where := filepath.Join(run.String(), AgentSessionsFile)
+	d, err := run.open(path.Dir(AgentSessionsFile), false)
+	var data []byte
+	if err == nil {
+		data, _, err = d.ReadFile(path.Base(AgentSessionsFile), nil, maxAgentSessionsFile)
+		d.Close()
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read agent sessions: %w", err)
+		return nil, fmt.Errorf("read agent sessions %s: %w", where, err)
 	}
 	var out []agentSession
 	if err := strictJSON(data, &out); err != nil {
-		return nil, fmt.Errorf("read agent sessions %s: %w", filepath.Join(runDir, AgentSessionsFile), err)
+		return nil, fmt.Errorf("read agent sessions %s: %w", where, err)
 	}
 	return out, nil
 }
 
+// maxAgentSessionsFile bounds the agent sessions file read back.
+const maxAgentSessionsFile = 16 << 20
+
 // saveAgentSessions replaces the run's agent sessions file atomically.
-func saveAgentSessions(runDir string, sessions []agentSession) error {
+func saveAgentSessions(run runPath, sessions []agentSession) error {
 	data, err := json.MarshalIndent(sessions, "", "  ")
 	if err != nil {
 		return fmt.Errorf("write agent sessions: %w", err)
 	}
-	path := filepath.Join(runDir, AgentSessionsFile)
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".agent-sessions-*")
-	if err != nil {
-		return fmt.Errorf("write agent sessions: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write agent sessions: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write agent sessions: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := run.writeFile(AgentSessionsFile, append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("write agent sessions: %w", err)
 	}
 	return nil

@@ -27,7 +27,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -71,10 +70,17 @@ type Config struct {
 	// Workspace is the directory the tools work in.
 	Workspace *workspace.Root
 	// RunDir holds the run's files: logs/ (state, lock) and subtasks/
-	// (subtask results). Empty means the workspace itself, laid out as a
-	// job workspace: input/, output/, logs/, subtasks/ and skills/ are
-	// created there.
+	// (the subtasks' runs, and their results unless JobWorkspace). The
+	// engine reaches them without following a symbolic link below RunDir.
+	// Empty means the workspace itself, laid out as a job workspace
+	// (input/, output/, logs/, subtasks/ and skills/): there the agent
+	// can write the run's files, so prefer a RunDir out of its reach.
 	RunDir string
+	// JobWorkspace lays the workspace out as a queued job's: input/,
+	// output/, subtasks/ and skills/ are created in it, the prompt names
+	// them, and subtask results are written to its subtasks/ (the subtasks'
+	// runs stay in RunDir). Implied when RunDir is empty.
+	JobWorkspace bool
 	// Sandbox runs Bash; nil leaves Bash out of every movement.
 	Sandbox *sandbox.Sandbox
 	// Library holds the pieces (subtask pieces, piece tools); nil leaves
@@ -122,6 +128,8 @@ type Config struct {
 type Engine struct {
 	cfg   Config
 	depth int
+	// run locates the run directory (cfg.RunDir) for no-follow access.
+	run runPath
 }
 
 // New checks cfg and returns an Engine.
@@ -140,6 +148,9 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("engine: run directory: %w", err)
 	}
 	cfg.RunDir = abs
+	if cfg.RunDir == cfg.Workspace.Dir() {
+		cfg.JobWorkspace = true
+	}
 	if cfg.Sink == nil {
 		cfg.Sink = discard{}
 	}
@@ -164,17 +175,19 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Engine{cfg: cfg}, nil
+	return &Engine{cfg: cfg, run: runPath{base: cfg.RunDir}}, nil
 }
 
 // RunDir returns the engine's run directory.
 func (e *Engine) RunDir() string { return e.cfg.RunDir }
 
-// jobLayout reports whether the run directory is the workspace itself.
-func (e *Engine) jobLayout() bool { return e.cfg.RunDir == e.cfg.Workspace.Dir() }
+// jobLayout reports whether the run's workspace is laid out as a job
+// workspace (Config.JobWorkspace); a subtask's run shares its parent's
+// workspace and leaves it alone.
+func (e *Engine) jobLayout() bool { return e.depth == 0 && e.cfg.JobWorkspace }
 
 // jobDirs are the directories of a job workspace.
-func jobDirs() []string { return []string{"input", "output", "logs", "subtasks", "skills"} }
+func jobDirs() []string { return []string{"input", "output", "subtasks", "skills"} }
 
 // Outcome is where a run stands when Start or Resume returns.
 type Outcome struct {
@@ -244,12 +257,14 @@ func (e *Engine) Start(ctx context.Context, p *piece.Piece, task string, opts St
 	if err := e.prepareDirs(); err != nil {
 		return &Outcome{Status: StatusFailed, Piece: p.Name}, err
 	}
-	unlock, err := lockRun(e.cfg.RunDir)
+	unlock, err := e.run.lock()
 	if err != nil {
 		return &Outcome{Status: StatusFailed, Piece: p.Name}, err
 	}
 	defer unlock()
-	if _, err := os.Stat(filepath.Join(e.cfg.RunDir, StateFile)); err == nil {
+	if ok, err := e.run.has(); err != nil {
+		return &Outcome{Status: StatusFailed, Piece: p.Name}, fmt.Errorf("start run: %w", err)
+	} else if ok {
 		return &Outcome{Status: StatusFailed, Piece: p.Name}, fmt.Errorf("%w: %s", ErrRunExists, e.cfg.RunDir)
 	}
 	id := opts.RunID
@@ -278,12 +293,12 @@ func (e *Engine) Start(ctx context.Context, p *piece.Piece, task string, opts St
 // for subtasks continues after them (subtasks that were running are
 // reported as interrupted). A run that has ended returns ErrFinished.
 func (e *Engine) Resume(ctx context.Context, answer string) (*Outcome, error) {
-	unlock, err := lockRun(e.cfg.RunDir)
+	unlock, err := e.run.lock()
 	if err != nil {
 		return &Outcome{Status: StatusFailed}, err
 	}
 	defer unlock()
-	st, err := LoadState(e.cfg.RunDir)
+	st, err := e.run.load()
 	if err != nil {
 		return &Outcome{Status: StatusFailed}, fmt.Errorf("resume: %w", err)
 	}
@@ -336,16 +351,30 @@ func (e *Engine) Resume(ctx context.Context, answer string) (*Outcome, error) {
 	return r.drive(ctx)
 }
 
-// prepareDirs creates the run directory (and the job workspace layout).
+// prepareDirs creates the run directory (and the job workspace layout),
+// following no symbolic link below the run directory or the workspace.
 func (e *Engine) prepareDirs() error {
-	dirs := []string{"logs", "subtasks"}
-	if e.jobLayout() {
-		dirs = jobDirs()
-	}
-	for _, d := range dirs {
-		if err := os.MkdirAll(filepath.Join(e.cfg.RunDir, d), 0o755); err != nil {
+	for _, d := range []string{"logs", "subtasks"} {
+		h, err := e.run.open(d, true)
+		if err != nil {
 			return fmt.Errorf("prepare run directory: %w", err)
 		}
+		h.Close()
+	}
+	if !e.jobLayout() {
+		return nil
+	}
+	ws, err := workspace.OpenTrusted(e.cfg.Workspace.Dir())
+	if err != nil {
+		return fmt.Errorf("prepare the workspace: %w", err)
+	}
+	defer ws.Close()
+	for _, d := range jobDirs() {
+		h, err := ws.MkdirPath(d, 0o755)
+		if err != nil {
+			return fmt.Errorf("prepare the workspace: %w", err)
+		}
+		h.Close()
 	}
 	return nil
 }

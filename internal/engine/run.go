@@ -57,7 +57,7 @@ func (r *run) status(msg string) {
 func (r *run) save() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	err := r.st.save(r.cfg.RunDir, r.cfg.Now())
+	err := r.st.saveAt(r.e.run, r.cfg.Now())
 	if err != nil && r.saveErr == nil {
 		r.saveErr = fmt.Errorf("persist run state: %w", err)
 	}

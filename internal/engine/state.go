@@ -4,13 +4,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 // RunStatus is the state of a run, named as the job statuses of
@@ -55,7 +58,7 @@ const lockFile = "logs/run.lock"
 
 // State is a run's persisted state: everything needed to continue it in
 // another process. It is written atomically to <run dir>/logs/run-state.json
-// at every step.
+// at every step, never through a symbolic link below the run directory.
 type State struct {
 	Version int    `json:"version"`
 	RunID   string `json:"run_id"`
@@ -149,35 +152,132 @@ var ErrNoRun = errors.New("no run state")
 // ErrBusy is returned when another process works on the run.
 var ErrBusy = errors.New("the run is in use by another process")
 
-// LoadState reads the state of the run in runDir.
-func LoadState(runDir string) (*State, error) {
-	path := filepath.Join(runDir, StateFile)
-	data, err := os.ReadFile(path)
+// LoadState reads the state of the run in runDir. No symbolic link is
+// followed below runDir.
+func LoadState(runDir string) (*State, error) { return runPath{base: runDir}.load() }
+
+// HasState reports whether runDir holds a run's state (without following
+// a symbolic link below runDir).
+func HasState(runDir string) (bool, error) { return runPath{base: runDir}.has() }
+
+// runPath locates a run directory for Maestro's own files (state, lock,
+// transcripts, subtask runs): base is a directory the caller trusts (a
+// session's directory, a queued task's state/, or the workspace itself
+// in the layout without a separate run directory) and rel a slash path
+// below it ("" for base itself). Nothing below base is followed: every
+// component is opened without following a symbolic link, so a link the
+// agent planted (logs → somewhere) makes the access fail with an error
+// matching workspace.ErrOutside instead of leading it elsewhere.
+type runPath struct {
+	base string
+	rel  string
+}
+
+// String returns the run directory's path.
+func (p runPath) String() string { return filepath.Join(p.base, filepath.FromSlash(p.rel)) }
+
+// child returns the run directory sub (slash path) below p.
+func (p runPath) child(sub string) runPath {
+	return runPath{base: p.base, rel: path.Join(p.rel, sub)}
+}
+
+// open opens the directory name (slash path, not empty) of the run
+// directory; with create, missing directories are made (mode 0700).
+func (p runPath) open(name string, create bool) (*workspace.Dir, error) {
+	if create {
+		if err := os.MkdirAll(p.base, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	b, err := workspace.OpenTrusted(p.base)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	rel := path.Join(p.rel, name)
+	if create {
+		return b.MkdirPath(rel, 0o700)
+	}
+	return b.OpenPath(rel)
+}
+
+// has reports whether the run directory holds a state file.
+func (p runPath) has() (bool, error) {
+	d, err := p.open("logs", false)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w in %s", ErrNoRun, runDir)
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read run state: %w", err)
+	}
+	defer d.Close()
+	_, err = d.Lstat(path.Base(StateFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read run state: %w", err)
+	}
+	return true, nil
+}
+
+// load reads the run's state.
+func (p runPath) load() (*State, error) {
+	where := filepath.Join(p.String(), StateFile)
+	d, err := p.open("logs", false)
+	var f *os.File
+	if err == nil {
+		f, err = d.Open(path.Base(StateFile))
+		d.Close()
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w in %s", ErrNoRun, p)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read run state: %w", err)
 	}
+	data, err := io.ReadAll(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("read run state %s: %w", where, err)
+	}
 	var st State
 	if err := strictJSON(data, &st); err != nil {
-		return nil, fmt.Errorf("run state %s: %w", path, err)
+		return nil, fmt.Errorf("run state %s: %w", where, err)
 	}
 	if st.Version != StateVersion {
-		return nil, fmt.Errorf("run state %s: version %d, this build reads version %d", path, st.Version, StateVersion)
+		return nil, fmt.Errorf("run state %s: version %d, this build reads version %d", where, st.Version, StateVersion)
 	}
 	return &st, nil
 }
 
+// writeFile replaces the file name (slash path) of the run directory
+// atomically (a temporary file beside it, synced, renamed over it).
+func (p runPath) writeFile(name string, data []byte, perm fs.FileMode) error {
+	d, err := p.open(path.Dir(name), true)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Join(p.String(), name), err)
+	}
+	defer d.Close()
+	if err := d.WriteFileAtomic(path.Base(name), data, perm); err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Join(p.String(), name), err)
+	}
+	return nil
+}
+
 // save writes the state atomically: a temporary file in the same
-// directory, synced, renamed over the old one, and the directory synced.
+// directory, synced, renamed over the old one.
 func (st *State) save(runDir string, now time.Time) error {
+	return st.saveAt(runPath{base: runDir}, now)
+}
+
+func (st *State) saveAt(p runPath, now time.Time) error {
 	st.Updated = now.UTC()
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode run state: %w", err)
 	}
-	return writeFileAtomic(filepath.Join(runDir, StateFile), append(data, '\n'), 0o600)
+	return p.writeFile(StateFile, append(data, '\n'), 0o600)
 }
 
 // writeFileAtomic replaces path with data so that a reader (or a crash)
@@ -218,18 +318,28 @@ func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
 
 // lockRun takes the run directory's lock for this process; the returned
 // function releases it.
-func lockRun(runDir string) (func(), error) {
-	path := filepath.Join(runDir, lockFile)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+func lockRun(runDir string) (func(), error) { return runPath{base: runDir}.lock() }
+
+func (p runPath) lock() (func(), error) {
+	d, err := p.open("logs", true)
+	if err != nil {
 		return nil, fmt.Errorf("lock run: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	defer d.Close()
+	name := path.Base(lockFile)
+	f, err := d.Open(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		f, err = d.Create(name, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			f, err = d.Open(name) // created meanwhile by another process
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lock run: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%w: %s", ErrBusy, runDir)
+		return nil, fmt.Errorf("%w: %s", ErrBusy, p)
 	}
 	return func() { f.Close() }, nil
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,12 +17,14 @@ import (
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/tool"
+	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 // SubtaskRecord is a subtask of a run: a child run of a piece on its own
 // task, started by the SpawnSubTask tool. Its result is written to File
-// (relative to the parent's run directory) and given to the parent's next
-// briefing.
+// (relative to the workspace in the job layout, else to the parent's run
+// directory) and given to the parent's next briefing; the child's own run
+// directory is RunDir, relative to the parent's run directory.
 type SubtaskRecord struct {
 	ID    int    `json:"id"`
 	Name  string `json:"name"`
@@ -144,7 +148,8 @@ func (sp *subtaskPool) start(ctx context.Context, rec SubtaskRecord, p *piece.Pi
 func (sp *subtaskPool) runChild(ctx context.Context, rec SubtaskRecord, p *piece.Piece) (RunStatus, string) {
 	r := sp.r
 	cfg := *r.cfg
-	cfg.RunDir = filepath.Join(r.cfg.RunDir, rec.RunDir)
+	cfg.RunDir = filepath.Join(r.cfg.RunDir, filepath.FromSlash(rec.RunDir))
+	run := r.e.run.child(rec.RunDir)
 	if r.cfg.SubtaskProvider != nil {
 		prov, err := r.cfg.SubtaskProvider(rec)
 		if err != nil {
@@ -152,13 +157,13 @@ func (sp *subtaskPool) runChild(ctx context.Context, rec SubtaskRecord, p *piece
 		}
 		cfg.Provider = prov
 	}
-	tr, err := openTranscript(filepath.Join(cfg.RunDir, "logs", "transcript.jsonl"))
+	tr, err := openTranscript(run)
 	if err != nil {
 		return StatusFailed, err.Error()
 	}
 	defer tr.Close()
 	cfg.Sink, cfg.Events = tr, tr
-	child := &Engine{cfg: cfg, depth: r.e.depth + 1}
+	child := &Engine{cfg: cfg, depth: r.e.depth + 1, run: run}
 	out, err := child.Start(ctx, p, rec.Task, StartOptions{RunID: fmt.Sprintf("%s.%d", r.st.RunID, rec.ID), subtask: rec.ID})
 	switch {
 	case err != nil && (errors.Is(err, agent.ErrCancelled) || ctx.Err() != nil):
@@ -175,7 +180,7 @@ func (sp *subtaskPool) finish(rec SubtaskRecord, status RunStatus, result string
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Subtask %d: %s\n\n- Piece: %s\n- Status: %s\n- Spawned by: %s\n\n## Task\n\n%s\n\n## Result\n\n%s\n",
 		rec.ID, rec.Name, rec.Piece, status, rec.Movement, rec.Task, result)
-	if err := writeFileAtomic(filepath.Join(r.cfg.RunDir, rec.File), []byte(b.String()), 0o644); err != nil {
+	if err := r.writeResult(rec.File, []byte(b.String())); err != nil {
 		result += "\n\n(The result file could not be written: " + err.Error() + ")"
 	}
 	r.mu.Lock()
@@ -287,15 +292,48 @@ type transcript struct {
 	f  *os.File
 }
 
-func openTranscript(path string) (*transcript, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+func openTranscript(run runPath) (*transcript, error) {
+	d, err := run.open("logs", true)
+	if err != nil {
 		return nil, fmt.Errorf("subtask transcript: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	defer d.Close()
+	f, err := d.Create(transcriptFile, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		// A run directory is used once; what an earlier process left
+		// there is replaced.
+		if err = d.Remove(transcriptFile); err == nil {
+			f, err = d.Create(transcriptFile, 0o600)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("subtask transcript: %w", err)
 	}
 	return &transcript{f: f}, nil
+}
+
+// transcriptFile is a subtask's transcript in its run directory's logs/.
+const transcriptFile = "transcript.jsonl"
+
+// writeResult writes a subtask's result file (rec.File, a slash path
+// such as subtasks/01-name.md): into the workspace in the job layout,
+// where the agent reads it, else into the run directory; in either
+// directory without following a symbolic link.
+func (r *run) writeResult(name string, data []byte) error {
+	if !r.e.jobLayout() {
+		return r.e.run.writeFile(name, data, 0o644)
+	}
+	ws, err := workspace.OpenTrusted(r.cfg.Workspace.Dir())
+	if err != nil {
+		return err
+	}
+	defer ws.Close()
+	d, err := ws.MkdirPath(path.Dir(name), 0o755)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.WriteFileAtomic(path.Base(name), data, 0o644)
 }
 
 func (t *transcript) write(kind string, v any) {

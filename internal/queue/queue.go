@@ -15,6 +15,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/taskdir"
 )
 
 // Runner executes one claimed job; the pool handles claim, lease
@@ -105,9 +106,21 @@ const (
 	DefaultShutdownGrace = 10 * time.Second
 )
 
-// TaskDir is the workspace of task taskID under the data directory:
-// <dataDir>/tasks/<taskID>, laid out as an engine job workspace (input/,
-// output/, logs/, subtasks/, skills/).
+// TaskDir is the directory of task taskID under the data directory:
+// <dataDir>/tasks/<taskID>, laid out by internal/taskdir: work/ is the
+// agent's workspace (input/, output/, subtasks/, skills/), state/ the
+// engine's run directory (run state, lock, subtask runs).
 func TaskDir(dataDir string, taskID int64) string {
 	return filepath.Join(dataDir, "tasks", strconv.FormatInt(taskID, 10))
+}
+
+// WorkDir is the agent's workspace of task taskID: TaskDir's work/.
+func WorkDir(dataDir string, taskID int64) string {
+	return taskdir.WorkDir(TaskDir(dataDir, taskID))
+}
+
+// StateDir is the engine's run directory of task taskID, out of the
+// agent's reach: TaskDir's state/.
+func StateDir(dataDir string, taskID int64) string {
+	return taskdir.StateDir(TaskDir(dataDir, taskID))
 }

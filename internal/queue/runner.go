@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/maestro-run/maestro/internal/sandbox"
 	"github.com/maestro-run/maestro/internal/staging"
 	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/taskdir"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
@@ -81,7 +81,8 @@ type engineRunner struct{ cfg EngineRunnerConfig }
 // comment of the task as the answer. Piece "noop" succeeds at once.
 func NewEngineRunner(cfg EngineRunnerConfig) Runner { return &engineRunner{cfg: cfg} }
 
-// JobDir is the workspace of a job: TaskDir for a job with a task,
+// JobDir is the directory of a job, laid out as TaskDir (work/ and
+// state/, see internal/taskdir): TaskDir for a job with a task,
 // <dataDir>/jobs/<jobID> otherwise.
 func JobDir(dataDir string, j store.Job) string {
 	if j.TaskID != 0 {
@@ -112,8 +113,11 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 		return Result{State: store.StateFailed, NoRetry: true, Error: err.Error()}
 	}
 	dir := JobDir(r.cfg.DataDir, j.Job)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return Result{State: store.StateFailed, Error: fmt.Sprintf("create the task workspace: %v", err)}
+	// The agent gets work/; Maestro's state lives in state/, beside it
+	// and out of its reach.
+	work, stateDir, err := taskdir.Prepare(dir)
+	if err != nil {
+		return Result{State: store.StateFailed, Error: fmt.Sprintf("prepare the task directory: %v", err)}
 	}
 	if pl.InputStaging != "" {
 		// Files uploaded with the task land in input/ before any step
@@ -122,7 +126,7 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 			return Result{State: store.StateFailed, NoRetry: !staging.ValidKey(pl.InputStaging), Error: err.Error()}
 		}
 	}
-	root, err := workspace.Open(dir)
+	root, err := workspace.Open(work)
 	if err != nil {
 		return Result{State: store.StateFailed, Error: fmt.Sprintf("open the task workspace: %v", err)}
 	}
@@ -147,8 +151,8 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 	}
 	em.Event(protocol.Ready{ProtocolVersion: protocol.Version, Model: prov.Model(), Provider: prov.Name(), SessionID: nil, ExecutorType: executor})
 	ecfg := engine.Config{
-		Provider: prov, Workspace: root, Sandbox: r.cfg.Sandbox, Library: lib,
-		Sink: em, Events: em, Agents: r.cfg.Agents,
+		Provider: prov, Workspace: root, RunDir: stateDir, JobWorkspace: true,
+		Sandbox: r.cfg.Sandbox, Library: lib, Sink: em, Events: em, Agents: r.cfg.Agents,
 	}
 	if executor == protocol.ExecutorReplay {
 		ecfg.ContextWindow = 200_000
@@ -160,8 +164,12 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 
 	var out *engine.Outcome
 	var runErr error
-	if _, statErr := os.Stat(filepath.Join(dir, engine.StateFile)); statErr == nil {
-		st, err := engine.LoadState(dir)
+	hasRun, err := engine.HasState(stateDir)
+	if err != nil {
+		return Result{State: store.StateFailed, Error: fmt.Sprintf("read the run state: %v", err)}
+	}
+	if hasRun {
+		st, err := engine.LoadState(stateDir)
 		if err != nil {
 			return Result{State: store.StateFailed, NoRetry: true, Error: fmt.Sprintf("read the run state: %v", err)}
 		}

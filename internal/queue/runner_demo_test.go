@@ -100,7 +100,7 @@ func TestEngineRunnerPlaysPieceDemoWithoutModel(t *testing.T) {
 	if !slices.Equal(run.movements, []string{"execute", "verify"}) {
 		t.Errorf("movements = %v, want execute, verify", run.movements)
 	}
-	dir := queue.TaskDir(data, task.ID)
+	dir := queue.WorkDir(data, task.ID)
 	rs := replay.DemoPiece().Check(os.DirFS(dir), run.calls)
 	for _, r := range rs {
 		if r.Status != replay.StatusPass {
@@ -266,7 +266,7 @@ func TestEngineRunnerMovesStagedInput(t *testing.T) {
 			if tt.key != key {
 				return
 			}
-			in := filepath.Join(queue.TaskDir(data, task.ID), "input", "docs", "report.txt")
+			in := filepath.Join(queue.WorkDir(data, task.ID), "input", "docs", "report.txt")
 			if b, err := os.ReadFile(in); err != nil || string(b) != "figures\n" {
 				t.Errorf("input/docs/report.txt = %q, %v", b, err)
 			}

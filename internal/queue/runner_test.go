@@ -51,7 +51,7 @@ func TestEngineRunnerAskAnswerResume(t *testing.T) {
 	if len(comments) != 1 || comments[0].AuthorKind != store.AuthorAgent || comments[0].Body != "Which colour should the fence be?" {
 		t.Fatalf("comments = %+v, want the agent's question", comments)
 	}
-	dir := queue.TaskDir(data, task.ID)
+	dir := queue.StateDir(data, task.ID)
 	if st, err := engine.LoadState(dir); err != nil || st.Status != engine.StatusWaitingHuman {
 		t.Fatalf("run state in %s: %+v, %v", dir, st, err)
 	}
@@ -65,7 +65,7 @@ func TestEngineRunnerAskAnswerResume(t *testing.T) {
 	if done.Result != "The fence is painted." || done.Attempt != 2 || done.Movement != "execute" {
 		t.Errorf("job = %+v", done)
 	}
-	if got, err := os.ReadFile(filepath.Join(dir, "output", "fence.txt")); err != nil || string(got) != "painted\n" {
+	if got, err := os.ReadFile(filepath.Join(queue.WorkDir(data, task.ID), "output", "fence.txt")); err != nil || string(got) != "painted\n" {
 		t.Errorf("deliverable: %q, %v", got, err)
 	}
 	rs, err := engine.LoadState(dir)
@@ -166,7 +166,7 @@ func TestEngineRunnerResumeWithoutAnswerKeepsWaiting(t *testing.T) {
 	if done.Attempt != again.Attempt+1 {
 		t.Errorf("job = %+v", done)
 	}
-	rs, err := engine.LoadState(queue.TaskDir(data, task.ID))
+	rs, err := engine.LoadState(queue.StateDir(data, task.ID))
 	if err != nil {
 		t.Fatal(err)
 	}

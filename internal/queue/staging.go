@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/maestro-run/maestro/internal/staging"
 	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/taskdir"
+	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 // The upload staging area: files sent with a task's creation wait in
@@ -36,66 +39,95 @@ const (
 	DefaultStagingSweepEvery = time.Minute
 )
 
-// moveStagedInput moves the files of the staging directory key into
-// <dir>/input/ (same relative paths, replacing files of the same name)
-// and removes the staging directory and its job file. It is idempotent: a
-// directory already moved (an earlier attempt) is not an error, a move an
-// earlier attempt left half done is finished, and two movers at once (a
-// runner and the sweep) each move what the other has not. Both paths are
-// resolved inside dataDir, so a symbolic link cannot lead the move
-// elsewhere.
-func moveStagedInput(dataDir, dir, key string) error {
+// moveStagedInput moves the files of the staging directory key into the
+// input/ of taskDir's workspace (same relative paths, replacing files of
+// the same name) and removes the staging directory and its job file. It
+// is idempotent: a directory already moved (an earlier attempt) is not an
+// error, a move an earlier attempt left half done is finished, and two
+// movers at once (a runner and the sweep) each move what the other has
+// not. The workspace is agent-writable: every directory in it is reached
+// from the task directory without following a symbolic link, so a link
+// planted there (input/ → another task's input/) cannot lead the move
+// elsewhere; such a move fails.
+func moveStagedInput(dataDir, taskDir, key string) error {
 	if !staging.ValidKey(key) {
 		return fmt.Errorf("job payload field %q: expected 32 lowercase hex digits, found %q", staging.PayloadField, key)
 	}
-	srcRel := filepath.Join("uploads", key)
-	dstRel, err := filepath.Rel(dataDir, filepath.Join(dir, "input"))
-	if err != nil || dstRel == ".." || strings.HasPrefix(dstRel, ".."+string(filepath.Separator)) {
-		return fmt.Errorf("task workspace %s is not inside the data directory %s", dir, dataDir)
+	if _, ok := workspace.Within(filepath.Clean(dataDir), filepath.Clean(taskDir)); !ok {
+		return fmt.Errorf("task directory %s is not inside the data directory %s", taskDir, dataDir)
 	}
-	root, err := os.OpenRoot(dataDir)
+	uploads, err := workspace.OpenTrusted(filepath.Join(dataDir, "uploads"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // nothing was ever staged here, or all is done
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("open the upload staging area: %w", err)
 	}
-	defer root.Close()
-	if _, err := root.Lstat(srcRel); err == nil {
-		err = fs.WalkDir(root.FS(), filepath.ToSlash(srcRel), func(p string, d fs.DirEntry, err error) error {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil // another mover took this part
-			}
-			if err != nil || !d.Type().IsRegular() {
-				return err
-			}
-			src := filepath.FromSlash(p)
-			rel, err := filepath.Rel(srcRel, src)
-			if err != nil {
-				return err
-			}
-			dst := filepath.Join(dstRel, rel)
-			if err := root.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-				return err
-			}
-			if err := root.Rename(src, dst); err != nil {
-				if _, lerr := root.Lstat(src); errors.Is(lerr, fs.ErrNotExist) {
-					return nil // moved by another mover meanwhile
-				}
-				return err
-			}
-			return nil
-		})
+	defer uploads.Close()
+	src, err := uploads.OpenPath(key)
+	switch {
+	case err == nil:
+		err = moveTree(src, taskDir)
+		src.Close()
 		if err != nil {
 			return fmt.Errorf("move the files uploaded with the task into input/: %w", err)
 		}
-		if err := root.RemoveAll(srcRel); err != nil {
+		if err := uploads.RemoveAll(key); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("remove the upload staging directory: %w", err)
 		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	case !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("read the upload staging directory: %w", err)
 	}
-	if err := root.Remove(srcRel + staging.JobSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := uploads.Remove(key + staging.JobSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove the upload staging job file: %w", err)
 	}
 	return nil
+}
+
+// moveTree moves the regular files under src into the input/ of taskDir's
+// workspace. A file or directory another mover took meanwhile is skipped.
+func moveTree(src *workspace.Dir, taskDir string) error {
+	work, err := taskdir.OpenWork(taskDir, true)
+	if err != nil {
+		return err
+	}
+	defer work.Close()
+	in, err := work.MkdirPath("input", 0o755)
+	if err != nil {
+		return fmt.Errorf("input/: %w", err)
+	}
+	defer in.Close()
+	err = src.Walk(workspace.WalkLimits{}, func(rel string, e fs.DirEntry) error {
+		if !e.Type().IsRegular() {
+			return nil
+		}
+		dir, base := path.Split(rel)
+		from, to := src, in
+		if dir = strings.TrimSuffix(dir, "/"); dir != "" {
+			var err error
+			if from, err = src.OpenPath(dir); errors.Is(err, fs.ErrNotExist) {
+				return nil // another mover took this part
+			} else if err != nil {
+				return err
+			}
+			defer from.Close()
+			if to, err = in.MkdirPath(dir, 0o755); err != nil {
+				return fmt.Errorf("input/%s: %w", dir, err)
+			}
+			defer to.Close()
+		}
+		if err := from.Rename(base, to, base); err != nil {
+			if _, lerr := from.Lstat(base); errors.Is(lerr, fs.ErrNotExist) {
+				return nil // moved by another mover meanwhile
+			}
+			return fmt.Errorf("input/%s: %w", rel, err)
+		}
+		return nil
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // another mover finished and removed the directory
+	}
+	return err
 }
 
 // StagingSweep counts what one SweepStaging did.

@@ -78,7 +78,7 @@ func TestMoveStagedInputIdempotent(t *testing.T) {
 				}
 			}
 			writeFiles(t, staging, tt.staged)
-			writeFiles(t, filepath.Join(dir, "input"), tt.moved)
+			writeFiles(t, filepath.Join(WorkDir(data, 7), "input"), tt.moved)
 			if tt.jobFile {
 				writeFiles(t, filepath.Join(data, "uploads"), map[string]string{testKey + ".job": "3\n"})
 			}
@@ -88,7 +88,7 @@ func TestMoveStagedInputIdempotent(t *testing.T) {
 					t.Fatalf("move %d: %v", i+1, err)
 				}
 			}
-			if got := readTree(t, filepath.Join(dir, "input")); !maps.Equal(got, all) {
+			if got := readTree(t, filepath.Join(WorkDir(data, 7), "input")); !maps.Equal(got, all) {
 				t.Errorf("input/ = %v, want %v", got, all)
 			}
 			if ents, err := os.ReadDir(filepath.Join(data, "uploads")); err == nil && len(ents) != 0 {
@@ -128,7 +128,7 @@ func TestMoveStagedInputConcurrentMovers(t *testing.T) {
 			t.Errorf("mover %d: %v", i, err)
 		}
 	}
-	if got := readTree(t, filepath.Join(dir, "input")); !maps.Equal(got, want) {
+	if got := readTree(t, filepath.Join(WorkDir(data, 1), "input")); !maps.Equal(got, want) {
 		t.Errorf("input/ holds %d files, want %d", len(got), len(want))
 	}
 	if ents, _ := os.ReadDir(filepath.Join(data, "uploads")); len(ents) != 0 {

@@ -156,7 +156,7 @@ func TestSweepStaging(t *testing.T) {
 				t.Fatalf("SweepStaging: %v", err)
 			}
 			stagedDir := staging.Dir(data, stagingKey)
-			input := filepath.Join(queue.TaskDir(data, task.ID), "input")
+			input := filepath.Join(queue.WorkDir(data, task.ID), "input")
 			switch tt.want {
 			case "kept":
 				if got != (queue.StagingSweep{}) {
@@ -338,7 +338,7 @@ func TestEngineRunnerFinishesHalfMovedStaging(t *testing.T) {
 	}
 	stage(t, data, stagingKey, clk.Now(), map[string]string{"docs/b.txt": "B\n"})
 	writeJobFile(t, data, stagingKey, jsonInt(job.ID))
-	in := filepath.Join(queue.TaskDir(data, task.ID), "input")
+	in := filepath.Join(queue.WorkDir(data, task.ID), "input")
 	if err := os.MkdirAll(in, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,9 @@ import (
 const (
 	// DefaultMaxUpload bounds one uploaded file (Config.MaxUpload).
 	DefaultMaxUpload = 64 << 20
+	// DefaultMaxListEntries bounds one deliverables listing
+	// (Config.MaxListEntries).
+	DefaultMaxListEntries = 10_000
 	// DefaultKeepAlive is the interval of SSE keepalive comments.
 	DefaultKeepAlive = 15 * time.Second
 	// maxJSONBody bounds a JSON request body (task bodies and payloads are
@@ -58,11 +61,12 @@ type Metrics interface {
 type Config struct {
 	// Store is the durable state the API reads and writes (required).
 	Store store.Store
-	// DataDir holds the task workspaces (<DataDir>/tasks/<id>, see TaskDir);
-	// required for deliverables and uploads.
+	// DataDir holds the task directories (<DataDir>/tasks/<id>, see
+	// TaskDir); required for deliverables and uploads.
 	DataDir string
-	// TaskDir returns a task's workspace (default: <DataDir>/tasks/<id>,
-	// the layout of queue.TaskDir).
+	// TaskDir returns a task's directory (default: <DataDir>/tasks/<id>,
+	// the layout of queue.TaskDir); the agent's workspace is its work/
+	// (internal/taskdir).
 	TaskDir func(dataDir string, taskID int64) string
 	// Token is the bearer token clients present. When set, a request that
 	// sends an Authorization header must present it even if RequireAuth is
@@ -82,6 +86,10 @@ type Config struct {
 	// MaxUpload bounds one uploaded file in bytes (default
 	// DefaultMaxUpload); larger uploads get 413.
 	MaxUpload int64
+	// MaxListEntries bounds the entries (files and directories) one
+	// deliverables listing visits (default DefaultMaxListEntries); a
+	// listing cut short says so with "truncated": true.
+	MaxListEntries int
 	// KeepAlive is the interval of SSE keepalive comments (default
 	// DefaultKeepAlive). The stream also re-reads the job's log at this
 	// interval, as a backstop for lost wake-ups.
@@ -134,6 +142,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxUpload <= 0 {
 		cfg.MaxUpload = DefaultMaxUpload
+	}
+	if cfg.MaxListEntries <= 0 {
+		cfg.MaxListEntries = DefaultMaxListEntries
 	}
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = DefaultKeepAlive

@@ -14,13 +14,16 @@ import (
 	"net/http"
 	"os"
 	"path"
-	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/maestro-run/maestro/internal/staging"
 	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/taskdir"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
@@ -406,8 +409,18 @@ type fileInfo struct {
 	Modified time.Time `json:"modified"`
 }
 
-// taskRoot returns the task (404 when unknown) and its workspace directory.
-func (s *Server) taskWorkspace(w http.ResponseWriter, r *http.Request) (int64, string, bool) {
+// deliverablesResponse is the answer of GET /tasks/{id}/deliverables.
+type deliverablesResponse struct {
+	Files []fileInfo `json:"files"`
+	// Truncated is set when the listing stopped at Config.MaxListEntries
+	// entries (or the depth limit): Files is then only part of output/.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// taskDir returns the task (404 when unknown) and its directory, which
+// Maestro created and the agent cannot write; the agent's workspace is
+// its work/ (internal/taskdir).
+func (s *Server) taskDir(w http.ResponseWriter, r *http.Request) (int64, string, bool) {
 	id, ok := pathID(w, r, "id")
 	if !ok {
 		return 0, "", false
@@ -423,64 +436,147 @@ func (s *Server) taskWorkspace(w http.ResponseWriter, r *http.Request) (int64, s
 	return id, s.cfg.TaskDir(s.cfg.DataDir, id), true
 }
 
+// openOutput opens the task's output/ for reading, with no symbolic link
+// followed at any component from the task directory down. It returns nil
+// without answering when the task has no output/ yet; it answers the
+// request and returns ok false on an error.
+func (s *Server) openOutput(w http.ResponseWriter, dir string) (out *workspace.Dir, ok bool) {
+	work, err := taskdir.OpenWork(dir, false)
+	if err == nil {
+		defer work.Close()
+		out, err = work.OpenPath("output")
+	}
+	switch {
+	case err == nil:
+		return out, true
+	case errors.Is(err, workspace.ErrOutside):
+		writeError(w, http.StatusForbidden, "the task's output/ is a symbolic link, not a directory: nothing is listed or served through it")
+		return nil, false
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, true
+	default:
+		s.log.Error("open output directory", "dir", dir, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal error: cannot open the task's output directory")
+		return nil, false
+	}
+}
+
+// listDeliverables answers GET /tasks/{id}/deliverables: the regular
+// files under output/, sorted by path. Symbolic links (and what lies behind them) and
+// other non-regular files are left out; the walk stops at
+// Config.MaxListEntries entries, 64 levels or maxListPathBytes bytes of
+// paths, with "truncated": true.
 func (s *Server) listDeliverables(w http.ResponseWriter, r *http.Request) {
-	_, dir, ok := s.taskWorkspace(w, r)
+	_, dir, ok := s.taskDir(w, r)
 	if !ok {
 		return
 	}
-	files := []fileInfo{}
-	root, err := os.OpenRoot(filepath.Join(dir, "output"))
-	if errors.Is(err, fs.ErrNotExist) {
-		writeJSON(w, http.StatusOK, map[string]any{"files": files})
+	resp := deliverablesResponse{Files: []fileInfo{}}
+	out, ok := s.openOutput(w, dir)
+	if !ok {
 		return
 	}
-	if err != nil {
-		s.log.Error("open output directory", "dir", dir, "err", err)
-		writeError(w, http.StatusInternalServerError, "internal error: cannot open the task's output directory")
+	if out == nil {
+		writeJSON(w, http.StatusOK, resp)
 		return
 	}
-	defer root.Close()
-	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil // unreadable entries are left out
+	defer out.Close()
+	pathBytes := 0
+	err := out.Walk(workspace.WalkLimits{MaxEntries: s.cfg.MaxListEntries}, func(p string, d fs.DirEntry) error {
+		if pathBytes += len(p); pathBytes > maxListPathBytes {
+			return fmt.Errorf("%w: more than %d bytes of paths", workspace.ErrWalkLimit, maxListPathBytes)
 		}
-		if d.IsDir() {
+		if !d.Type().IsRegular() {
+			return nil // directories, links and special files are not listed
+		}
+		// Ask the file itself, opened as the download opens it: an entry's
+		// Info from a listing of a subdirectory is looked up by path.
+		f, err := out.OpenFilePath(p)
+		if err != nil {
 			return nil
 		}
-		// Stat through the root: a symlink is listed only when it stays
-		// inside output/ and names a regular file.
-		info, err := root.Stat(p)
+		info, err := f.Stat()
+		f.Close()
 		if err != nil || !info.Mode().IsRegular() {
 			return nil
 		}
-		files = append(files, fileInfo{Path: p, Size: info.Size(), Modified: info.ModTime().UTC()})
+		resp.Files = append(resp.Files, fileInfo{Path: p, Size: info.Size(), Modified: info.ModTime().UTC()})
 		return nil
 	})
-	if err != nil {
+	slices.SortFunc(resp.Files, func(a, b fileInfo) int { return strings.Compare(a.Path, b.Path) })
+	switch {
+	case errors.Is(err, workspace.ErrWalkLimit):
+		resp.Truncated = true
+	case err != nil:
 		s.log.Error("list output directory", "dir", dir, "err", err)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"files": files})
+	writeJSON(w, http.StatusOK, resp)
 }
 
-// cleanRelPath checks a path taken from the URL: relative, no "..", no
-// NUL, not empty. It answers 400 and returns false otherwise.
+// Limits of the paths a client names in a task's input/ or output/.
+const (
+	// maxPathBytes bounds a whole path (the system's PATH_MAX).
+	maxPathBytes = 4096
+	// maxNameBytes bounds one component (the system's NAME_MAX).
+	maxNameBytes = 255
+	// maxEcho bounds how much of a refused path an error quotes.
+	maxEcho = 120
+	// maxListPathBytes bounds the paths one deliverables listing visits,
+	// summed (the answer's size), besides Config.MaxListEntries.
+	maxListPathBytes = 4 << 20
+)
+
+// cleanRelPath checks a path taken from the URL or a multipart file name:
+// at most maxPathBytes bytes of valid UTF-8 without control characters,
+// relative, no "..", no NUL, not empty. It answers 400 on the field "path"
+// (quoting at most maxEcho bytes of p) and returns false otherwise.
 func cleanRelPath(w http.ResponseWriter, p, where string) (string, bool) {
-	c, broken := workspace.CheckSlashPath(p)
+	broken := checkPathText(p)
+	c := ""
+	if broken == "" {
+		c, broken = workspace.CheckSlashPath(p)
+	}
 	if broken != "" {
-		writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("expected a relative path inside %s, %s (found %q)", where, broken, p))
+		writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("expected a relative path inside %s, %s (found %s)", where, broken, echo(p)))
 		return "", false
 	}
 	return c, true
 }
 
-// escapes reports whether an os.Root error is a refused escape (a symlink
-// leading outside the root).
-func escapes(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "escapes")
+// checkPathText returns the rule the text of p breaks, or "".
+func checkPathText(p string) string {
+	switch {
+	case len(p) > maxPathBytes:
+		return fmt.Sprintf("of at most %d bytes", maxPathBytes)
+	case !utf8.ValidString(p):
+		return "in valid UTF-8"
+	case strings.IndexFunc(p, unicode.IsControl) >= 0:
+		return "without control characters"
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		if len(seg) > maxNameBytes {
+			return fmt.Sprintf("with names of at most %d bytes", maxNameBytes)
+		}
+	}
+	return ""
 }
 
+// echo quotes s for an error message, cut to maxEcho bytes.
+func echo(s string) string {
+	if len(s) <= maxEcho {
+		return strconv.Quote(s)
+	}
+	cut := maxEcho
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(s[:cut]), len(s))
+}
+
+// getDeliverable answers GET /tasks/{id}/deliverables/{path}: a regular
+// file under output/, reached without following any symbolic link.
 func (s *Server) getDeliverable(w http.ResponseWriter, r *http.Request) {
-	_, dir, ok := s.taskWorkspace(w, r)
+	_, dir, ok := s.taskDir(w, r)
 	if !ok {
 		return
 	}
@@ -488,25 +584,31 @@ func (s *Server) getDeliverable(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	root, err := os.OpenRoot(filepath.Join(dir, "output"))
-	if err != nil {
-		writeFieldError(w, http.StatusNotFound, "path", fmt.Sprintf("no deliverable %q: the task has no output yet", p))
+	out, ok := s.openOutput(w, dir)
+	if !ok {
 		return
 	}
-	defer root.Close()
-	f, err := root.Open(p)
-	if escapes(err) {
-		writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("%q leads outside the task's output/ directory", p))
+	if out == nil {
+		writeFieldError(w, http.StatusNotFound, "path", fmt.Sprintf("no deliverable %s: the task has no output yet", echo(p)))
 		return
 	}
-	if err != nil {
-		writeFieldError(w, http.StatusNotFound, "path", fmt.Sprintf("no deliverable %q; GET the deliverables list for the files", p))
+	defer out.Close()
+	f, err := out.OpenFilePath(p)
+	switch {
+	case errors.Is(err, workspace.ErrOutside):
+		writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("%s leads through a symbolic link: only regular files of the task's output/ are served", echo(p)))
+		return
+	case errors.Is(err, fs.ErrNotExist):
+		writeFieldError(w, http.StatusNotFound, "path", fmt.Sprintf("no deliverable %s; GET the deliverables list for the files", echo(p)))
+		return
+	case err != nil:
+		writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("%s is not a file; GET the deliverables list for the files", echo(p)))
 		return
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil || !info.Mode().IsRegular() {
-		writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("%q is not a file; GET the deliverables list for the files", p))
+		writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("%s is not a file; GET the deliverables list for the files", echo(p)))
 		return
 	}
 	// Agents write these files: never let a browser run them on the API's
@@ -517,8 +619,13 @@ func (s *Server) getDeliverable(w http.ResponseWriter, r *http.Request) {
 	http.ServeContent(w, r, p, info.ModTime(), f)
 }
 
+// upload answers PUT /tasks/{id}/uploads/{path}: the body becomes the file
+// path under input/, written to a temporary file beside it and renamed
+// over it. Every directory from the task directory down is reached
+// without following a symbolic link, so a link the agent planted in its
+// workspace cannot lead the write elsewhere.
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
-	id, dir, ok := s.taskWorkspace(w, r)
+	id, dir, ok := s.taskDir(w, r)
 	if !ok {
 		return
 	}
@@ -534,42 +641,36 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		tooLarge()
 		return
 	}
-	inputDir := filepath.Join(dir, "input")
-	if err := os.MkdirAll(inputDir, 0o755); err != nil {
-		s.log.Error("create input directory", "dir", inputDir, "err", err)
-		writeError(w, http.StatusInternalServerError, "internal error: cannot create the task's input directory")
-		return
+	throughLink := func() {
+		writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("%q leads through a symbolic link: uploads go only into directories of the task's input/", p))
 	}
-	root, err := os.OpenRoot(inputDir)
+	work, err := taskdir.OpenWork(dir, true)
 	if err != nil {
-		s.log.Error("open input directory", "dir", inputDir, "err", err)
-		writeError(w, http.StatusInternalServerError, "internal error: cannot open the task's input directory")
+		s.log.Error("open the task's workspace", "dir", dir, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal error: cannot open the task's workspace")
 		return
 	}
-	defer root.Close()
-	if parent := path.Dir(p); parent != "." {
-		if err := root.MkdirAll(parent, 0o755); err != nil {
-			if escapes(err) {
-				writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("%q leads outside the task's input/ directory", p))
-				return
-			}
-			writeFieldError(w, http.StatusConflict, "path", fmt.Sprintf("cannot create the directory of %q: %v", p, pathErrText(err)))
+	defer work.Close()
+	in, err := work.MkdirPath(path.Join("input", path.Dir(p)), 0o755)
+	if err != nil {
+		if errors.Is(err, workspace.ErrOutside) {
+			throughLink()
 			return
 		}
+		writeFieldError(w, http.StatusConflict, "path", fmt.Sprintf("cannot create the directory of %q: %v", p, pathErrText(err)))
+		return
 	}
-	if info, err := root.Lstat(p); err == nil && info.IsDir() {
+	defer in.Close()
+	base := path.Base(p)
+	if info, err := in.Lstat(base); err == nil && info.IsDir() {
 		writeFieldError(w, http.StatusConflict, "path", fmt.Sprintf("%q is a directory", p))
 		return
 	}
 	var rnd [8]byte
 	rand.Read(rnd[:])
-	tmp := path.Join(path.Dir(p), ".upload-"+hex.EncodeToString(rnd[:])+".tmp")
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	tmp := ".upload-" + hex.EncodeToString(rnd[:]) + ".tmp"
+	f, err := in.Create(tmp, 0o644)
 	if err != nil {
-		if escapes(err) {
-			writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("%q leads outside the task's input/ directory", p))
-			return
-		}
 		s.log.Error("create upload file", "task", id, "err", err)
 		writeError(w, http.StatusInternalServerError, "internal error: cannot create the upload file")
 		return
@@ -579,7 +680,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		err = cerr
 	}
 	if err != nil {
-		root.Remove(tmp)
+		in.Remove(tmp)
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			tooLarge()
 			return
@@ -587,12 +688,8 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("upload %s: reading the body failed: %v", p, err))
 		return
 	}
-	if err := root.Rename(tmp, p); err != nil {
-		root.Remove(tmp)
-		if escapes(err) {
-			writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("%q leads outside the task's input/ directory", p))
-			return
-		}
+	if err := in.Rename(tmp, in, base); err != nil {
+		in.Remove(tmp)
 		s.log.Error("store upload", "task", id, "err", err)
 		writeError(w, http.StatusInternalServerError, "internal error: cannot store the upload")
 		return

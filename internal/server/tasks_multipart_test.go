@@ -174,7 +174,7 @@ func TestStagedFilesOfACancelledJob(t *testing.T) {
 	if left := uploadsLeft(t, e.dataDir); len(left) != 0 {
 		t.Errorf("staging area holds %v after the sweep", left)
 	}
-	in := filepath.Join(queue.TaskDir(e.dataDir, created.Task.ID), "input", "report.txt")
+	in := filepath.Join(queue.WorkDir(e.dataDir, created.Task.ID), "input", "report.txt")
 	if b, err := os.ReadFile(in); err != nil || string(b) != "figures\n" {
 		t.Fatalf("input/report.txt = %q, %v", b, err)
 	}

@@ -1,0 +1,3 @@
+package workspace
+
+func (h dirHandle) sync() error { return h.f.Sync() }
