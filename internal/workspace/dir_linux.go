@@ -64,7 +64,32 @@ func (h dirHandle) openat(name string, flags int) (int, error) {
 
 func (h dirHandle) close() error { return h.f.Close() }
 
-func (h dirHandle) readDir() ([]fs.DirEntry, error) { return h.f.ReadDir(-1) }
+// readDir lists the directory. Each entry's Info is read relative to the
+// directory's own descriptor (os.File's would look the name up relative
+// to the working directory, since the handle was opened with openat); it
+// fails once the Dir is closed.
+func (h dirHandle) readDir() ([]fs.DirEntry, error) {
+	entries, err := h.f.ReadDir(-1)
+	for i, e := range entries {
+		entries[i] = handleEntry{DirEntry: e, h: h}
+	}
+	return entries, err
+}
+
+// handleEntry is a directory entry whose Info comes from fstatat on the
+// directory it was listed from.
+type handleEntry struct {
+	fs.DirEntry
+	h dirHandle
+}
+
+func (e handleEntry) Info() (fs.FileInfo, error) {
+	fi, err := e.h.lstat(e.Name())
+	if err != nil {
+		return nil, &fs.PathError{Op: "lstat", Path: e.Name(), Err: err}
+	}
+	return fi, nil
+}
 
 func (h dirHandle) openDir(name string) (dirHandle, error) {
 	fd, err := h.openat(name, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC)

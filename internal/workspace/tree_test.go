@@ -257,3 +257,28 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// An entry's Info comes from the directory it was listed from, not from a
+// path relative to the working directory.
+func TestTreeEntryInfoFromHandle(t *testing.T) {
+	t.Parallel()
+	trusted, _ := plantedTree(t)
+	must(t, os.WriteFile(filepath.Join(trusted, "work", "output", "f"), []byte("12345"), 0o644))
+	d, err := OpenTrusted(trusted)
+	must(t, err)
+	defer d.Close()
+	var sizes []int64
+	must(t, d.Walk(WalkLimits{}, func(rel string, e fs.DirEntry) error {
+		if rel == "work/output/f" {
+			fi, err := e.Info()
+			if err != nil {
+				return err
+			}
+			sizes = append(sizes, fi.Size())
+		}
+		return nil
+	}))
+	if len(sizes) != 1 || sizes[0] != 5 {
+		t.Fatalf("Info sizes %v, want [5]", sizes)
+	}
+}
