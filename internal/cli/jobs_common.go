@@ -104,8 +104,9 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (queue.Runner, 
 		Pieces: func(ctx context.Context) (*engine.Library, error) {
 			return queue.StoreLibrary(ctx, st, filepath.Join(home, "pieces"))
 		},
-		Sandbox: sb,
-		Agents:  agentMovements(io, ""),
+		Sandbox:    sb,
+		FileLimits: fileLimits(cfg),
+		Agents:     agentMovements(io, ""),
 	}), nil
 }
 

@@ -249,7 +249,7 @@ func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 	}
 	events := sessionEvents{pr.sess}
 	ecfg := engine.Config{
-		Provider: pr.provider, Workspace: pr.root, Sandbox: pr.sb, Library: lib,
+		Provider: pr.provider, Workspace: pr.root, Sandbox: pr.sb, FileLimits: fileLimits(pr.cfg), Library: lib,
 		Sink: pr.sink, Events: events, Agents: agentMovements(io, pr.o.Model),
 		MaxIterations: firstPositive(pr.o.MaxIterations, pr.cfg.MaxIterations),
 		Thinking:      llm.ThinkingLevel(pr.o.Thinking),

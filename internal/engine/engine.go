@@ -83,6 +83,8 @@ type Config struct {
 	JobWorkspace bool
 	// Sandbox runs Bash; nil leaves Bash out of every movement.
 	Sandbox *sandbox.Sandbox
+	// FileLimits bounds Read, Edit and Write (zero: the tools' defaults).
+	FileLimits tool.FileLimits
 	// Library holds the pieces (subtask pieces, piece tools); nil leaves
 	// the piece tools and SpawnSubTask out.
 	Library *Library

@@ -260,7 +260,7 @@ func (r *run) movementTools(m *piece.Movement, ctl *movementCtl) (*tool.Set, []O
 		case toolTransition, toolComplete:
 			continue // always offered below
 		case "Read":
-			t = tool.NewRead(root)
+			t = tool.NewReadWith(root, r.cfg.FileLimits)
 		case "Glob":
 			t = tool.NewGlob(root)
 		case "Grep":
@@ -269,9 +269,9 @@ func (r *run) movementTools(m *piece.Movement, ctl *movementCtl) (*tool.Set, []O
 			if !m.Edit {
 				reason = "needs edit: true"
 			} else if name == "Write" {
-				t = tool.NewWrite(root)
+				t = tool.NewWriteWith(root, r.cfg.FileLimits)
 			} else {
-				t = tool.NewEdit(root)
+				t = tool.NewEditWith(root, r.cfg.FileLimits)
 			}
 		case "Bash":
 			if r.cfg.Sandbox == nil {

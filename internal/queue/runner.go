@@ -19,6 +19,7 @@ import (
 	"github.com/maestro-run/maestro/internal/staging"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/taskdir"
+	"github.com/maestro-run/maestro/internal/tool"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
@@ -36,6 +37,8 @@ type EngineRunnerConfig struct {
 	Pieces func(ctx context.Context) (*engine.Library, error)
 	// Sandbox runs Bash; nil leaves Bash out.
 	Sandbox *sandbox.Sandbox
+	// FileLimits bounds Read, Edit and Write (engine.Config.FileLimits).
+	FileLimits tool.FileLimits
 	// Agents runs the movements that name an agent CLI (`agent:`); nil
 	// fails such a movement (engine.Config.Agents).
 	Agents engine.AgentRunner
@@ -152,7 +155,7 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 	em.Event(protocol.Ready{ProtocolVersion: protocol.Version, Model: prov.Model(), Provider: prov.Name(), SessionID: nil, ExecutorType: executor})
 	ecfg := engine.Config{
 		Provider: prov, Workspace: root, RunDir: stateDir, JobWorkspace: true,
-		Sandbox: r.cfg.Sandbox, Library: lib, Sink: em, Events: em, Agents: r.cfg.Agents,
+		Sandbox: r.cfg.Sandbox, FileLimits: r.cfg.FileLimits, Library: lib, Sink: em, Events: em, Agents: r.cfg.Agents,
 	}
 	if executor == protocol.ExecutorReplay {
 		ecfg.ContextWindow = 200_000
