@@ -171,8 +171,8 @@ func Load(f Flags, getenv func(string) string) (Config, error) {
 	if c.AuthToken, err = authToken(f, getenv); err != nil {
 		return c, err
 	}
-	host, _, _ := net.SplitHostPort(c.Listen)
-	c.RequireAuth = !isLoopback(host)
+	loopback, _ := httpedge.LoopbackListen(c.Listen)
+	c.RequireAuth = !loopback
 	if v := pick(f.RequireAuth, getenv, EnvRequireAuth); v != "" {
 		b, err := parseBool(v)
 		if err != nil {
@@ -184,7 +184,7 @@ func Load(f Flags, getenv func(string) string) (Config, error) {
 		return c, fmt.Errorf("auth is required (listening on %s): set %s, or %s, or listen on 127.0.0.1",
 			c.Listen, strings.Join(EnvAuthToken, " / "), either("--auth-token-file", EnvAuthTokenFile))
 	}
-	if !c.RequireAuth && !isLoopback(host) {
+	if !c.RequireAuth && !loopback {
 		return c, fmt.Errorf("--require-auth=false / MAESTRO_WEB_REQUIRE_KEY=0: listening on %s (not loopback) without a token would let anyone who reaches the port run commands; set %s, or %s, or listen on 127.0.0.1",
 			c.Listen, strings.Join(EnvAuthToken, " / "), either("--auth-token-file", EnvAuthTokenFile))
 	}
@@ -291,14 +291,6 @@ func (c Config) Edge() *httpedge.Policy {
 // maxRequestBody bounds every request body at the edge (the attach routes'
 // 1 MB, contract §8.3; drain is bounded to MaxDrainBody on its own).
 const maxRequestBody = 1 << 20
-
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
 
 func parseBool(v string) (bool, error) {
 	switch strings.ToLower(v) {

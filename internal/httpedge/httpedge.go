@@ -246,7 +246,14 @@ func LoopbackListen(addr string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("listen address %s: expected host:port: %w", Echo(addr), err)
 	}
-	return loopbackName(host), nil
+	// Only names that cannot resolve elsewhere: a *.localhost name is a
+	// loopback Host for clients, but a listener's name is resolved by the
+	// system resolver.
+	if strings.EqualFold(host, "localhost") {
+		return true, nil
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback(), nil
 }
 
 // Handler wraps next with the policy: Host, Origin, authentication and
@@ -301,7 +308,7 @@ func (p *Policy) CheckHost(r *http.Request) *Error {
 }
 
 func (p *Policy) hostAllowed(name string) bool {
-	if loopbackName(name) {
+	if LoopbackHost(name) {
 		return true
 	}
 	if _, err := netip.ParseAddr(name); err == nil && p.tokenRequired() {
@@ -353,9 +360,10 @@ func hostName(host string) string {
 	return host
 }
 
-// loopbackName reports whether a host names this machine: localhost,
-// *.localhost (RFC 6761), 127.0.0.0/8 or ::1.
-func loopbackName(host string) bool {
+// LoopbackHost reports whether a host (without port; brackets allowed)
+// names this machine: localhost, *.localhost (RFC 6761), 127.0.0.0/8 or
+// ::1.
+func LoopbackHost(host string) bool {
 	host = strings.ToLower(strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"), "."))
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		return true

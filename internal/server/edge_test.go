@@ -43,7 +43,7 @@ func TestEdgeAttacks(t *testing.T) {
 			{"POST", task + "/comments", `{"body":"pwned"}`},
 			{"POST", job + "/cancel", `{"reason":"pwned"}`},
 			{"POST", "/api/v1/pieces", pieceYAML("pwned")},
-			{"POST", "/api/v1/schedules", `{"cron":"* * * * *","task":{"title":"pwned"}}`},
+			{"POST", "/api/v1/schedules", `{"name":"pwned","cron_expr":"* * * * *","title":"pwned"}`},
 			{"GET", job + "/events", nil},
 			{"GET", "/api/v1/tasks", nil},
 		} {
