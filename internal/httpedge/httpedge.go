@@ -350,9 +350,11 @@ func hostName(host string) string {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	} else if strings.HasPrefix(host, "[") {
-		return ""
+		if !strings.HasSuffix(host, "]") {
+			return ""
+		}
+		host = host[1 : len(host)-1]
 	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
 	host = strings.ToLower(strings.TrimSuffix(host, "."))
 	if strings.ContainsAny(host, "/@ \t[]") {
 		return ""

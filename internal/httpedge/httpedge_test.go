@@ -26,6 +26,7 @@ func TestCheckHost(t *testing.T) {
 		{local, "127.0.0.1:7878", true},
 		{local, "127.9.9.9", true},
 		{local, "[::1]:7878", true},
+		{local, "[::1]", true},
 		{local, "[::ffff:127.0.0.1]:7878", true},
 		{local, "attacker.example", false},
 		{local, "localhost.attacker.example", false},
