@@ -67,12 +67,21 @@ Every setting has a flag and environment variables (the flag wins):
   --snapshot-root       MAESTRO_REMOTE_RUNNER_SNAPSHOT_ROOT, REMOTE_RUNNER_SNAPSHOT_ROOT
                         (default <workspace>/.maestro/runner-snapshots)
   (restore manifest)    MAESTRO_REMOTE_RUNNER_RESTORE_MANIFEST, REMOTE_RUNNER_RESTORE_MANIFEST
+  --allowed-host        MAESTRO_HOSTED_RUNNER_ALLOWED_HOSTS (comma-separated)
 
 Auth: /api/* requires a bearer token (MAESTRO_HOSTED_RUNNER_AUTH_TOKEN or
 MAESTRO_WEB_API_KEY, or a file through --auth-token-file /
-MAESTRO_HOSTED_RUNNER_AUTH_TOKEN_FILE) unless the runner listens on loopback;
---require-auth / MAESTRO_WEB_REQUIRE_KEY overrides. /healthz, /readyz and
-/.well-known/... are open.
+MAESTRO_HOSTED_RUNNER_AUTH_TOKEN_FILE) unless the runner listens on loopback
+(--require-auth / MAESTRO_WEB_REQUIRE_KEY can require it there too; beyond
+loopback the runner refuses to start without one). /healthz, /readyz and
+/.well-known/... need no token, but a drain without the token is accepted
+only from this machine (a pod's preStop hook).
+
+Every request must name the runner in Host: localhost, 127.0.0.1, [::1],
+an IP address when a token is required, or a name given with
+--allowed-host (DNS-rebinding protection); requests a browser marks
+cross-site are refused, and JSON bodies need Content-Type: application/json.
+See "HTTP edge" in docs/sandbox.md.
 
 Agent: with no model configured (no --model/--replay, MAESTRO_MODEL, keys or
 config), or with --fixture / MAESTRO_HOSTED_RUNNER_FIXTURE=1 (or the
@@ -88,7 +97,7 @@ to stderr. It exits when stdin, if it is a pipe, reaches end of file
 (--stdin-eof). SIGTERM and SIGINT drain (reason process_shutdown) before exit.`,
 		Example: `  MAESTRO_RUNNER_SESSION_ID=mrs_1 maestro hosted-runner --workspace-root /workspace --listen 127.0.0.1:8080
   MAESTRO_HOSTED_RUNNER_AUTH_TOKEN=s3cret maestro hosted-runner --runner-session-id mrs_1 --workspace-root /workspace
-  curl -X POST localhost:8080/.well-known/evalops/remote-runner/drain -d '{"reason":"ttl_expired"}'`,
+  curl -X POST localhost:8080/.well-known/evalops/remote-runner/drain -H 'Content-Type: application/json' -d '{"reason":"ttl_expired"}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runHostedRunner(cmd.Context(), io, o)
@@ -111,6 +120,7 @@ to stderr. It exits when stdin, if it is a pipe, reaches end of file
 	f.StringVar(&fl.AuthTokenFile, "auth-token-file", "", "file holding the bearer token /api/* requires")
 	f.StringVar(&fl.RequireAuth, "require-auth", "", "require the token on /api/* (default: yes unless listening on loopback)")
 	f.Lookup("require-auth").NoOptDefVal = "true"
+	f.StringArrayVar(&fl.AllowedHosts, "allowed-host", nil, "public name clients may use in Host, e.g. runner.example.com or *.example.com (repeatable; loopback names always work)")
 	f.BoolVar(&fl.Fixture, "fixture", false, "run the deterministic fixture agent even if a model is configured")
 	f.StringVarP(&o.model, "model", "m", "", "model as provider/model (default: as for 'maestro run'; none: the fixture agent)")
 	f.StringVar(&o.replay, "replay", "", "run a scripted replay scenario file instead of a model")

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/queue"
 	"github.com/maestro-run/maestro/internal/server"
@@ -38,6 +40,8 @@ type serveOptions struct {
 	Name      string
 	// WorkspaceRoots bound a remote-attach session's workspaceRoot.
 	WorkspaceRoots []string
+	// AllowedHosts are public names clients may use in Host.
+	AllowedHosts []string
 }
 
 func newServeCmd(io *IOStreams) *cobra.Command {
@@ -59,6 +63,13 @@ Authentication: clients send 'Authorization: Bearer <token>'. The token is
 ` + defaultListen + `) it is optional; on any other address serve refuses to start
 without one, since anyone reaching the port could run agents. When a token is
 set every API call needs it (/healthz and /readyz excepted).
+
+Every request must name the server in Host: localhost, 127.0.0.1, [::1],
+an IP address when a token is set, the --listen host, or a name given with
+--allowed-host (or $MAESTRO_ALLOWED_HOSTS, comma-separated); anything else
+is a DNS-rebinding page and gets 403. Requests a browser marks cross-site
+are refused, and JSON bodies need Content-Type: application/json. See
+"HTTP edge" in docs/sandbox.md.
 
 Remote attach: /api/headless/ serves live agent sessions over HTTP + SSE
 (docs/remote-attach.md), behind the same token. POST /api/headless/sessions
@@ -89,22 +100,9 @@ sessions are shut down and their logs saved.`,
 	f.StringVar(&o.Token, "token", "", "bearer token clients must send (default $MAESTRO_API_TOKEN; required unless --listen is loopback)")
 	f.Int64Var(&o.MaxUpload, "max-upload", server.DefaultMaxUpload, "largest accepted upload in bytes")
 	f.StringVar(&o.Name, "name", "", "worker name shown as the lease owner (default host:pid)")
+	f.StringArrayVar(&o.AllowedHosts, "allowed-host", nil, "public name clients may use in Host, e.g. maestro.example.com or *.example.com (repeatable; default $MAESTRO_ALLOWED_HOSTS; loopback names always work)")
 	f.StringArrayVar(&o.WorkspaceRoots, "workspace-root", nil, "directory a remote-attach session's workspaceRoot must lie in (repeatable; default: any directory on loopback, none otherwise)")
 	return cmd
-}
-
-// isLoopback reports whether a listen address only accepts connections
-// from this machine.
-func isLoopback(addr string) (bool, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false, err
-	}
-	if host == "localhost" {
-		return true, nil
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback(), nil
 }
 
 func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
@@ -114,7 +112,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	if o.MaxUpload <= 0 {
 		return usageErr("--max-upload: expected a positive number of bytes, found %d", o.MaxUpload)
 	}
-	loopback, err := isLoopback(o.Listen)
+	loopback, err := httpedge.LoopbackListen(o.Listen)
 	if err != nil {
 		return usageErr("--listen: expected host:port such as %s, found %q", defaultListen, o.Listen)
 	}
@@ -126,6 +124,16 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		return usageErr("--listen %s accepts connections from other machines, so a token is required: "+
 			"pass --token or set MAESTRO_API_TOKEN (clients send it as 'Authorization: Bearer <token>'), "+
 			"or listen on a loopback address such as %s", o.Listen, defaultListen)
+	}
+	if len(o.AllowedHosts) == 0 && io.Getenv != nil {
+		for _, h := range strings.Split(io.Getenv("MAESTRO_ALLOWED_HOSTS"), ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				o.AllowedHosts = append(o.AllowedHosts, h)
+			}
+		}
+	}
+	if err := (&httpedge.Policy{Listen: o.Listen, AllowedHosts: o.AllowedHosts, Token: token, RequireAuth: token != ""}).Validate(); err != nil {
+		return usageErr("--allowed-host: %v", err)
 	}
 	if o.Name == "" {
 		host, _ := os.Hostname()
@@ -168,6 +176,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	api, err := server.New(server.Config{
 		Pieces: catalog,
 		Store:  st, DataDir: dataDir, TaskDir: queue.TaskDir, Token: token, RequireAuth: token != "",
+		Listen: o.Listen, AllowedHosts: o.AllowedHosts,
 		Metrics: metrics, NextRun: queue.NextRun, MaxUpload: o.MaxUpload, Logger: log,
 		Headless: attach,
 	})

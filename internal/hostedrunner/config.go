@@ -11,12 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/httpedge"
 )
 
 // Default listen address (the Rust runner's).
@@ -43,6 +45,9 @@ type Flags struct {
 	AuthTokenFile    string
 	// RequireAuth is "", "true" or "false".
 	RequireAuth string
+	// AllowedHosts are public names clients may use in Host (repeatable
+	// --allowed-host).
+	AllowedHosts []string
 	// Fixture forces the deterministic agent.
 	Fixture bool
 }
@@ -74,6 +79,10 @@ type Config struct {
 	// AuthToken is the bearer token /api/* requires when RequireAuth.
 	AuthToken   string
 	RequireAuth bool
+	// AllowedHosts are the public names clients may use in Host besides
+	// the loopback names and IP literals (DNS-rebinding protection, see
+	// httpedge.Policy).
+	AllowedHosts []string
 	// Fixture selects the deterministic agent (MAESTRO_HOSTED_RUNNER_FIXTURE=1
 	// or --fixture); the CLI also selects it when no model is configured.
 	Fixture bool
@@ -97,6 +106,7 @@ var (
 	EnvAuthToken        = []string{"MAESTRO_HOSTED_RUNNER_AUTH_TOKEN", "MAESTRO_WEB_API_KEY"}
 	EnvAuthTokenFile    = []string{"MAESTRO_HOSTED_RUNNER_AUTH_TOKEN_FILE", "MAESTRO_WEB_API_KEY_FILE"}
 	EnvRequireAuth      = []string{"MAESTRO_WEB_REQUIRE_KEY"}
+	EnvAllowedHosts     = []string{"MAESTRO_HOSTED_RUNNER_ALLOWED_HOSTS"}
 	EnvFixture          = []string{"MAESTRO_HOSTED_RUNNER_FIXTURE", "MAESTRO_RUST_HOSTED_CONFORMANCE"}
 )
 
@@ -173,8 +183,8 @@ func Load(f Flags, getenv func(string) string) (Config, error) {
 	if c.AuthToken, err = authToken(f, getenv); err != nil {
 		return c, err
 	}
-	host, _, _ := net.SplitHostPort(c.Listen)
-	c.RequireAuth = !isLoopback(host)
+	loopback, _ := httpedge.LoopbackListen(c.Listen)
+	c.RequireAuth = !loopback
 	if v := pick(f.RequireAuth, getenv, EnvRequireAuth); v != "" {
 		b, err := parseBool(v)
 		if err != nil {
@@ -183,8 +193,25 @@ func Load(f Flags, getenv func(string) string) (Config, error) {
 		c.RequireAuth = b
 	}
 	if c.RequireAuth && c.AuthToken == "" {
-		return c, fmt.Errorf("auth is required when listening on %s (not loopback): set %s, or %s, or listen on 127.0.0.1, or pass --require-auth=false",
+		return c, fmt.Errorf("auth is required (listening on %s): set %s, or %s, or listen on 127.0.0.1",
 			c.Listen, strings.Join(EnvAuthToken, " / "), either("--auth-token-file", EnvAuthTokenFile))
+	}
+	if !c.RequireAuth && !loopback {
+		return c, fmt.Errorf("--require-auth=false / MAESTRO_WEB_REQUIRE_KEY=0: listening on %s (not loopback) without a token would let anyone who reaches the port run commands; set %s, or %s, or listen on 127.0.0.1",
+			c.Listen, strings.Join(EnvAuthToken, " / "), either("--auth-token-file", EnvAuthTokenFile))
+	}
+	c.AllowedHosts = f.AllowedHosts
+	if len(c.AllowedHosts) == 0 {
+		if v := pick("", getenv, EnvAllowedHosts); v != "" {
+			for _, h := range strings.Split(v, ",") {
+				if h = strings.TrimSpace(h); h != "" {
+					c.AllowedHosts = append(c.AllowedHosts, h)
+				}
+			}
+		}
+	}
+	if err := c.Edge().Validate(); err != nil {
+		return c, fmt.Errorf("%w (--allowed-host / MAESTRO_HOSTED_RUNNER_ALLOWED_HOSTS)", err)
 	}
 
 	c.Fixture = f.Fixture
@@ -276,13 +303,25 @@ func authToken(f Flags, getenv func(string) string) (string, error) {
 	return t, nil
 }
 
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
+// Edge is the runner's HTTP edge policy (internal/httpedge): the Host
+// allowlist, cross-origin refusal and the token on /api/ and /debug/;
+// /healthz, /readyz and /.well-known/… need no token (contract §13), and
+// every error is in the headless contract's shape.
+func (c Config) Edge() *httpedge.Policy {
+	return &httpedge.Policy{
+		Listen: c.Listen, AllowedHosts: c.AllowedHosts, Token: c.AuthToken, RequireAuth: c.RequireAuth || c.AuthToken != "",
+		Open: func(r *http.Request) bool {
+			p := r.URL.Path
+			return !(strings.HasPrefix(p, "/api/") || p == "/api" || strings.HasPrefix(p, "/debug/"))
+		},
+		Surface: func(*http.Request) httpedge.Surface { return httpedge.Headless },
+		MaxBody: func(*http.Request) int64 { return maxRequestBody },
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
+
+// maxRequestBody bounds every request body at the edge (the attach routes'
+// 1 MB, contract §8.3; drain is bounded to MaxDrainBody on its own).
+const maxRequestBody = 1 << 20
 
 func parseBool(v string) (bool, error) {
 	switch strings.ToLower(v) {

@@ -88,7 +88,7 @@ func TestLoad(t *testing.T) {
 			eq(t, "owner", c.OwnerInstanceID, "pod_flag")
 			eq(t, "snapshot root", c.SnapshotRoot, other)
 		}},
-		{name: "bare port listen flag", flags: Flags{Listen: "9090", RequireAuth: "false"}, env: base, check: func(t *testing.T, c Config) {
+		{name: "bare port listen flag", flags: Flags{Listen: "9090"}, env: with("MAESTRO_WEB_API_KEY", "k"), check: func(t *testing.T, c Config) {
 			eq(t, "listen", c.Listen, "0.0.0.0:9090")
 		}},
 		{name: "host and port flags", flags: Flags{Host: "127.0.0.1", Port: "8181"}, env: with("MAESTRO_HOSTED_RUNNER_PORT", "1"), check: func(t *testing.T, c Config) {
@@ -113,11 +113,21 @@ func TestLoad(t *testing.T) {
 		}},
 		{name: "missing token file", env: with("MAESTRO_HOSTED_RUNNER_AUTH_TOKEN_FILE", filepath.Join(other, "nope")), err: "--auth-token-file or MAESTRO_HOSTED_RUNNER_AUTH_TOKEN_FILE"},
 		{name: "require auth on loopback", env: with("MAESTRO_WEB_REQUIRE_KEY", "1"), err: "auth is required"},
-		{name: "require auth off", flags: Flags{Listen: "0.0.0.0:1", RequireAuth: "false"}, env: base, check: func(t *testing.T, c Config) {
+		{name: "require auth off beyond loopback", flags: Flags{Listen: "0.0.0.0:1", RequireAuth: "false"}, env: base, err: "without a token would let anyone"},
+		{name: "require auth off beyond loopback with token", flags: Flags{Listen: "0.0.0.0:1", RequireAuth: "false"}, env: with("MAESTRO_WEB_API_KEY", "k"), err: "without a token would let anyone"},
+		{name: "require auth off on loopback", flags: Flags{RequireAuth: "false"}, env: base, check: func(t *testing.T, c Config) {
 			if c.RequireAuth {
 				t.Error("RequireAuth true despite --require-auth=false")
 			}
 		}},
+		{name: "allowed hosts flag", flags: Flags{AllowedHosts: []string{"runner.example.com"}}, env: with("MAESTRO_HOSTED_RUNNER_ALLOWED_HOSTS", "x.example"), check: func(t *testing.T, c Config) {
+			eq(t, "allowed hosts", strings.Join(c.AllowedHosts, ","), "runner.example.com")
+		}},
+		{name: "allowed hosts env", env: with("MAESTRO_HOSTED_RUNNER_ALLOWED_HOSTS", "a.example, b.example"), check: func(t *testing.T, c Config) {
+			eq(t, "allowed hosts", strings.Join(c.AllowedHosts, ","), "a.example,b.example")
+		}},
+		{name: "any host needs a token", env: with("MAESTRO_HOSTED_RUNNER_ALLOWED_HOSTS", "*"), err: "needs a bearer token"},
+		{name: "bad allowed host", flags: Flags{AllowedHosts: []string{"http://x/"}}, env: base, err: "--allowed-host"},
 		{name: "bad require auth", env: with("MAESTRO_WEB_REQUIRE_KEY", "maybe"), err: "MAESTRO_WEB_REQUIRE_KEY"},
 		{name: "fixture env", env: with("MAESTRO_HOSTED_RUNNER_FIXTURE", "1"), check: func(t *testing.T, c Config) {
 			if !c.Fixture {

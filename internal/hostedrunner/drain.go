@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/maestro-run/maestro/internal/protocol"
 )
@@ -72,7 +75,37 @@ func DecodeDrainRequest(body []byte) (DrainRequest, error) {
 	if d.ExportPaths == nil {
 		d.ExportPaths = raw.ExportPaths2
 	}
+	if err := checkDrainText("reason", d.Reason); err != nil {
+		return d, err
+	}
+	if err := checkDrainText("requested_by", d.RequestedBy); err != nil {
+		return d, err
+	}
+	for i, p := range d.ExportPaths {
+		if strings.IndexByte(p, 0) >= 0 {
+			return d, fmt.Errorf("drain request body: export_paths[%d]: contains a NUL character", i)
+		}
+	}
 	return d, nil
+}
+
+// MaxDrainText bounds the drain's reason and requested_by.
+const MaxDrainText = 256
+
+// checkDrainText refuses a reason or requested_by that would be unsafe to
+// log or to store in the manifest: longer than MaxDrainText bytes, not
+// UTF-8, or with control characters (NUL included, which the body check
+// misses when it comes escaped as \u0000).
+func checkDrainText(field, v string) error {
+	switch {
+	case len(v) > MaxDrainText:
+		return fmt.Errorf("drain request body: %s: expected at most %d bytes, found %d", field, MaxDrainText, len(v))
+	case !utf8.ValidString(v):
+		return fmt.Errorf("drain request body: %s: expected UTF-8 text", field)
+	case strings.IndexFunc(v, unicode.IsControl) >= 0:
+		return fmt.Errorf("drain request body: %s: expected text without control characters (NUL, newlines, escapes)", field)
+	}
+	return nil
 }
 
 // DrainResponse is the drain answer (contract §14.2).

@@ -1,10 +1,11 @@
 package hostedrunner
 
 import (
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+
+	"github.com/maestro-run/maestro/internal/httpedge"
 )
 
 // Paths of the remote-runner surface.
@@ -13,35 +14,18 @@ const (
 	DrainPath    = "/.well-known/evalops/remote-runner/drain"
 )
 
-// errorBody is the Rust-style error body {error, error_type, code}.
-type errorBody struct {
-	Error     string `json:"error"`
-	ErrorType string `json:"error_type"`
-	Code      string `json:"code"`
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { httpedge.WriteJSON(w, status, v) }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	data, err := json.Marshal(v)
-	if err != nil {
-		status = http.StatusInternalServerError
-		data, _ = json.Marshal(errorBody{Error: "encode response: " + err.Error(), ErrorType: "internal_error", Code: "internal_error"})
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	w.Write(append(data, '\n'))
-}
-
+// writeError answers in the contract's error shape (§11.5); a 503 says to
+// retry after 1 s.
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	if status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
-	}
-	writeJSON(w, status, errorBody{Error: msg, ErrorType: code, Code: code})
+	httpedge.WriteError(w, httpedge.Headless, &httpedge.Error{Status: status, Code: code, Message: msg, RetryAfter: 1})
 }
 
-// Handler serves the runner's HTTP surface: identity, drain, /healthz and
-// /readyz (open), and /api/headless/... through the session API (auth as
-// the Attach handler decides). Call SetAttach first.
+// Handler serves the runner's HTTP surface behind its edge policy
+// (Config.Edge: Host allowlist and cross-origin refusal on every route,
+// the token on /api/): identity, drain, /healthz and /readyz, and
+// /api/headless/... through the session API. Call SetAttach first.
 func (r *Runner) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+IdentityPath, r.serveIdentity)
@@ -51,7 +35,7 @@ func (r *Runner) Handler() http.Handler {
 	if r.attach != nil {
 		mux.Handle("/api/", r.attach)
 	}
-	return mux
+	return r.cfg.Edge().Handler(mux)
 }
 
 func (r *Runner) serveIdentity(w http.ResponseWriter, _ *http.Request) {
@@ -83,6 +67,17 @@ func (r *Runner) serveHealth(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (r *Runner) serveDrain(w http.ResponseWriter, req *http.Request) {
+	// The route is open (a pod's preStop hook calls it without a token),
+	// so only this machine may drain without the token.
+	if !httpedge.LoopbackPeer(req) && !httpedge.ValidToken(req, r.cfg.AuthToken) {
+		httpedge.WriteError(w, httpedge.Headless, &httpedge.Error{Status: http.StatusUnauthorized, Code: httpedge.CodeAccessDenied,
+			Message: "drain from another machine needs the runner's token (Authorization: Bearer <token>); without it only a loopback peer may drain"})
+		return
+	}
+	if e := httpedge.RequireJSON(req); e != nil {
+		httpedge.WriteError(w, httpedge.Headless, e)
+		return
+	}
 	body, err := io.ReadAll(io.LimitReader(req.Body, MaxDrainBody+1))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "bad_request", "read drain request body: "+err.Error())

@@ -565,7 +565,9 @@ func TestRestoreIncomplete(t *testing.T) {
 				t.Errorf("state: ready %v status %q error %q type %q cursor %d", s.State.IsReady, s.State.LastStatus, s.State.LastError, s.State.LastErrorType, s.Cursor)
 			}
 			rec := httptest.NewRecorder()
-			r.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+			req := httptest.NewRequest("GET", "/readyz", nil)
+			req.Host = "127.0.0.1:8080" // httptest's example.com is not a name of the runner
+			r.Handler().ServeHTTP(rec, req)
 			if rec.Code != 503 || !strings.Contains(rec.Body.String(), tt.wantErr) {
 				t.Errorf("/readyz: %d %s", rec.Code, rec.Body)
 			}

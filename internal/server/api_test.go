@@ -162,7 +162,7 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ae := e.wantError(c.status, c.method, c.path, c.body)
+			ae := e.wantError(c.status, c.method, c.path, c.body, "Content-Type", "application/json")
 			if ae.Field != c.field {
 				t.Fatalf("field %q, want %q (error %q)", ae.Field, c.field, ae.Error)
 			}
@@ -635,11 +635,18 @@ func TestLoopbackHostOnly(t *testing.T) {
 		}
 	}
 	e.must(http.StatusOK, "GET", "/healthz", nil, nil)
-	authed := newEnv(t, sqliteStore(t), func(c *server.Config) { c.Token, c.RequireAuth = "tok", true })
+	// With a token, a public name must be listed (--allowed-host); an IP
+	// literal cannot be rebound, so it is accepted.
+	authed := newEnv(t, sqliteStore(t), func(c *server.Config) {
+		c.Token, c.RequireAuth, c.AllowedHosts = "tok", true, []string{"maestro.example.com"}
+	})
 	authed.token = "tok"
-	if code, body := authed.do("GET", "/api/v1/tasks", nil, "Host", "maestro.example.com"); code != http.StatusOK {
-		t.Fatalf("authenticated request for a public name: %d %s", code, body)
+	for _, host := range []string{"maestro.example.com", "MAESTRO.example.com.:443", "192.168.1.5:7878"} {
+		if code, body := authed.do("GET", "/api/v1/tasks", nil, "Host", host); code != http.StatusOK {
+			t.Fatalf("authenticated request for %s: %d %s", host, code, body)
+		}
 	}
+	authed.wantError(http.StatusForbidden, "GET", "/api/v1/tasks", nil, "Host", "attacker.example")
 }
 
 // TestPieceFiles: a catalog with an override directory (the user's piece

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/store"
 )
@@ -57,10 +58,16 @@ func pieceErrors(w http.ResponseWriter, err error) bool {
 	return true
 }
 
-// decodeJSON reads a JSON object into v: unknown fields are refused, the
-// body is bounded, and errors name the field. It answers the request and
-// returns false when the body is unusable.
+// decodeJSON reads a JSON object into v: a body must be declared as
+// application/json (415 otherwise, so that a browser's text/plain request
+// never acts), unknown fields are refused, the body is bounded, and errors
+// name the field. It answers the request and returns false when the body
+// is unusable.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any, optional bool) bool {
+	if e := httpedge.RequireJSON(r); e != nil {
+		httpedge.WriteError(w, httpedge.REST, e)
+		return false
+	}
 	body := http.MaxBytesReader(w, r.Body, maxJSONBody)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()

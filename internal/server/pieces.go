@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/store"
 )
@@ -154,6 +155,12 @@ func readPiece(w http.ResponseWriter, r *http.Request) (yaml string, ifVersion i
 			return "", 0, false
 		}
 		return req.YAML, req.IfVersion, true
+	}
+	if ct != "" && httpedge.SimpleContentType(r) {
+		// A browser sends text/plain and form bodies cross-site without a
+		// CORS preflight; YAML comes with no type or a YAML type.
+		writeError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %s: expected application/yaml (or no Content-Type) for a piece's YAML, or application/json", httpedge.Echo(ct)))
+		return "", 0, false
 	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, store.MaxPieceBytes))
 	if err != nil {

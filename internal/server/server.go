@@ -14,17 +14,13 @@
 package server
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"path/filepath"
 	"reflect"
@@ -32,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/pieces"
@@ -49,6 +46,8 @@ const (
 	// maxJSONBody bounds a JSON request body (task bodies and payloads are
 	// 1 MiB each in the store).
 	maxJSONBody = 4 << 20
+	// headlessMaxBody bounds an attach route's body (1 MB, contract §8.3).
+	headlessMaxBody = 1 << 20
 )
 
 // Metrics is the part of the queue's metrics the server exports on
@@ -74,9 +73,15 @@ type Config struct {
 	Token string
 	// RequireAuth makes every route except /healthz and /readyz require
 	// the bearer token (mandatory when the listener is not loopback).
-	// Without it the server answers only requests whose Host is
-	// localhost, 127.0.0.1 or [::1] (DNS-rebinding protection).
 	RequireAuth bool
+	// Listen is the listen address (host:port; empty: loopback). A
+	// non-loopback address needs Token and RequireAuth; its host, unless a
+	// wildcard, is an allowed Host.
+	Listen string
+	// AllowedHosts are the public names clients may use in Host besides
+	// the loopback names (DNS-rebinding protection; see httpedge.Policy):
+	// "maestro.example.com", "*.example.com", or "*" (only with a token).
+	AllowedHosts []string
 	// Metrics, when not nil, is appended to /metrics.
 	Metrics Metrics
 	// NextRun computes a cron expression's next tick after a time; it
@@ -105,9 +110,10 @@ type Config struct {
 	Pieces *piece.Catalog
 	// Headless, when set, is the remote-attach session API
 	// (docs/remote-attach.md), mounted at /api/headless/ behind the same
-	// token, Host check and cross-origin protection as every other route;
-	// there the token may also come in the contract's x-maestro-api-key
-	// or x-composer-api-key header. Its routes are listed by Routes.
+	// edge (token, Host check, cross-origin refusal) as every other route,
+	// answering errors in the contract's shape. The token may also come in
+	// the contract's x-maestro-api-key or x-composer-api-key header (on
+	// every route). Its routes are listed by Routes.
 	Headless HeadlessAPI
 }
 
@@ -139,6 +145,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.RequireAuth && cfg.Token == "" {
 		return nil, errors.New("server: RequireAuth needs a Token")
+	}
+	if err := (&httpedge.Policy{Listen: cfg.Listen, AllowedHosts: cfg.AllowedHosts, Token: cfg.Token, RequireAuth: cfg.RequireAuth}).Validate(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
 	}
 	if cfg.MaxUpload <= 0 {
 		cfg.MaxUpload = DefaultMaxUpload
@@ -176,8 +185,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.register()
 	var h http.Handler = s.mux
-	h = s.authenticate(h)
-	h = http.NewCrossOriginProtection().Handler(h)
+	h = s.withActor(h)
+	h = s.edgePolicy().Handler(h)
 	h = s.logRequests(h)
 	s.handler = h
 	return s, nil
@@ -256,59 +265,51 @@ func actor(r *http.Request) string {
 	return "local"
 }
 
-// authenticate checks the bearer token.
-func (s *Server) authenticate(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if !s.cfg.RequireAuth && !loopbackHost(r.Host) {
-			// Without a token the API is for this machine only; a foreign
-			// Host is a DNS-rebinding page or a misconfigured proxy.
-			writeError(w, http.StatusForbidden, fmt.Sprintf("host %q: this server has no token, so it only answers requests for localhost, 127.0.0.1 or [::1]; start it with a token to serve other names", r.Host))
-			return
-		}
-		header := r.Header.Get("Authorization")
-		token, ok := strings.CutPrefix(header, "Bearer ")
-		headless := s.cfg.Headless != nil && strings.HasPrefix(r.URL.Path, "/api/headless/")
-		if headless && header == "" {
-			// The session API's clients may send the token as an API key
-			// (wire contract §11.3).
-			if key := cmp.Or(r.Header.Get("x-maestro-api-key"), r.Header.Get("x-composer-api-key")); key != "" {
-				header, token, ok = key, key, true
+// edgePolicy is serve's HTTP edge (internal/httpedge): Host allowlist,
+// cross-origin refusal, the token, body bounds; the attach routes answer
+// in the headless contract's error shape.
+func (s *Server) edgePolicy() *httpedge.Policy {
+	return &httpedge.Policy{
+		Listen: s.cfg.Listen, AllowedHosts: s.cfg.AllowedHosts,
+		Token: s.cfg.Token, RequireAuth: s.cfg.RequireAuth,
+		Open: func(r *http.Request) bool { return r.URL.Path == "/healthz" || r.URL.Path == "/readyz" },
+		Surface: func(r *http.Request) httpedge.Surface {
+			if strings.HasPrefix(r.URL.Path, "/api/headless/") {
+				return httpedge.Headless
 			}
-		}
-		if header == "" && !s.cfg.RequireAuth {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if !ok || s.cfg.Token == "" || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), []byte(s.cfg.Token)) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="maestro"`)
-			if headless {
-				// The session API's error body (§11.5).
-				writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or invalid bearer token",
-					"error_type": "access_denied", "code": "access_denied"})
-				return
-			}
-			writeError(w, http.StatusUnauthorized, "missing or invalid bearer token")
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, s.actorID)))
-	})
+			return httpedge.REST
+		},
+		MaxBody: s.maxBody,
+	}
 }
 
-// loopbackHost reports whether a Host header names this machine.
-func loopbackHost(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
+// maxBody bounds a request body at the edge: the attach routes' message
+// limit, the JSON limit for the other API routes, none where the route
+// bounds it itself (uploads and multipart task creation: MaxUpload per
+// file).
+func (s *Server) maxBody(r *http.Request) int64 {
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/api/headless/"):
+		return headlessMaxBody
+	case r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/uploads/"),
+		r.URL.Path == "/api/v1/tasks" && !declaresJSON(r):
+		return 0
 	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return maxJSONBody
+}
+
+// declaresJSON reports whether a request declares a JSON body.
+func declaresJSON(r *http.Request) bool { return httpedge.RequireJSON(r) == nil }
+
+// withActor records the token's identity as the request's actor when the
+// request presents the token (the edge already refused a wrong one).
+func (s *Server) withActor(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.Token != "" && httpedge.ValidToken(r, s.cfg.Token) {
+			r = r.WithContext(context.WithValue(r.Context(), actorKey{}, s.actorID))
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // statusRecorder remembers the status code for the request log.
@@ -357,7 +358,9 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 	})
 }
 
-// errorBody is every error response.
+// errorBody is the body of a piece validation error: the REST error
+// shape plus the validator's faults (every other error is written by
+// httpedge.WriteError).
 type errorBody struct {
 	Error  string       `json:"error"`
 	Field  string       `json:"field,omitempty"`
@@ -372,19 +375,12 @@ type pieceError struct {
 	Message string `json:"message"`
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	enc.Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { httpedge.WriteJSON(w, status, v) }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, errorBody{Error: msg})
+	httpedge.WriteError(w, httpedge.REST, &httpedge.Error{Status: status, Message: msg})
 }
 
 func writeFieldError(w http.ResponseWriter, status int, field, msg string) {
-	writeJSON(w, status, errorBody{Error: field + ": " + msg, Field: field})
+	httpedge.WriteError(w, httpedge.REST, &httpedge.Error{Status: status, Message: field + ": " + msg, Field: field})
 }

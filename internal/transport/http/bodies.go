@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/protocol"
 )
 
@@ -83,6 +84,9 @@ var (
 // body is an empty object unless required.
 func readBody(w http.ResponseWriter, r *http.Request, allowed []string, required bool) (attachBody, *Error) {
 	var b attachBody
+	if e := httpedge.RequireJSON(r); e != nil {
+		return b, e
+	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxMessageBytes))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {

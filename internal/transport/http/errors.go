@@ -1,13 +1,12 @@
 package httpattach
 
 import (
-	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 
+	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/runtime"
 	"github.com/maestro-run/maestro/internal/utility"
 )
@@ -29,33 +28,19 @@ const (
 	CodeInternal              = "internal_error"
 )
 
-// Error is an HTTP error answer: {error, error_type, code} with
-// error_type = code = Code (the Rust hosted runner's body; clients key on
-// error_type and on the verbatim texts of Message). Sessions may return
+// Error is an HTTP error answer: {error, error_type, code, details?}
+// with error_type = code = Code (the Rust hosted runner's body; clients key
+// on error_type and on the verbatim texts of Message), written by the one
+// edge writer (httpedge.WriteError, surface Headless). Sessions may return
 // one from Create.
-type Error struct {
-	Status  int
-	Code    string
-	Message string
-	// Details, when set, are the reference server's google.rpc.ErrorInfo
-	// details (contract §11.5), e.g. a hosted runner's ownership.
-	Details []ErrorInfo
-}
+type Error = httpedge.Error
 
 // ErrorInfo is one TS-style error detail: {"@type":
 // "type.googleapis.com/google.rpc.ErrorInfo", reason, domain, metadata}.
-type ErrorInfo struct {
-	Type     string            `json:"@type"`
-	Reason   string            `json:"reason"`
-	Domain   string            `json:"domain"`
-	Metadata map[string]string `json:"metadata,omitempty"`
-}
+type ErrorInfo = httpedge.ErrorInfo
 
 // ErrorInfoType is ErrorInfo.Type.
 const ErrorInfoType = "type.googleapis.com/google.rpc.ErrorInfo"
-
-// Error implements error.
-func (e *Error) Error() string { return e.Message }
 
 type apiError = Error
 
@@ -70,7 +55,7 @@ const (
 	msgLeaseHeldElsewhere      = "Controller lease is currently held by another connection"
 	msgViewerClientTools       = "viewer headless connections cannot enable client-side tools"
 	msgClientToolsCapability   = "client_tool capability is required when enableClientTools is true"
-	msgUnauthorized            = "Unauthorized: a valid API key is required (Authorization: Bearer <token> or x-maestro-api-key)"
+	msgUnauthorized            = httpedge.MsgUnauthorizedHeadless
 	msgBodyRequired            = "Request body required"
 	msgMissingConnectionTarget = "connectionId or subscriptionId is required"
 )
@@ -137,54 +122,23 @@ func asError(err error, fallback int) *Error {
 	return &Error{Status: fallback, Code: code, Message: err.Error()}
 }
 
-type errorBody struct {
-	Error     string      `json:"error"`
-	ErrorType string      `json:"error_type"`
-	Code      string      `json:"code"`
-	Details   []ErrorInfo `json:"details,omitempty"`
-}
+func writeError(w http.ResponseWriter, e *Error) { httpedge.WriteError(w, httpedge.Headless, e) }
 
-func writeError(w http.ResponseWriter, e *Error) {
-	switch e.Status {
-	case http.StatusServiceUnavailable:
-		w.Header().Set("Retry-After", "5")
-	case http.StatusUnauthorized:
-		w.Header().Set("WWW-Authenticate", `Bearer realm="maestro"`)
-	}
-	writeJSON(w, e.Status, errorBody{Error: e.Message, ErrorType: e.Code, Code: e.Code, Details: e.Details})
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { httpedge.WriteJSON(w, status, v) }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	data, err := json.Marshal(v)
-	if err != nil {
-		status = http.StatusInternalServerError
-		data, _ = json.Marshal(errorBody{Error: "encode response: " + err.Error(), ErrorType: CodeInternal, Code: CodeInternal})
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	w.Write(append(data, '\n'))
+// edge is the Handler's authentication rule as an httpedge.Policy: with a
+// Token, every /api request must present it; with RequireAuth and no
+// Token, every /api request is refused.
+func (h *Handler) edge() *httpedge.Policy {
+	return &httpedge.Policy{Token: h.cfg.Token, RequireAuth: h.cfg.RequireAuth || h.cfg.Token != "",
+		Surface: func(*http.Request) httpedge.Surface { return httpedge.Headless }}
 }
 
 // Authorized reports whether r may use /api routes: always when neither
 // Token nor RequireAuth is configured, else when it carries Token as a
-// bearer token or in x-maestro-api-key / x-composer-api-key.
-func (h *Handler) Authorized(r *http.Request) bool {
-	if h.cfg.Token == "" {
-		return !h.cfg.RequireAuth
-	}
-	var given []string
-	if a := r.Header.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
-		given = append(given, strings.TrimSpace(a[7:]))
-	}
-	given = append(given, r.Header.Get("x-maestro-api-key"), r.Header.Get("x-composer-api-key"))
-	for _, g := range given {
-		if g != "" && subtle.ConstantTimeCompare([]byte(g), []byte(h.cfg.Token)) == 1 {
-			return true
-		}
-	}
-	return false
-}
+// bearer token (scheme case-insensitive) or in x-maestro-api-key /
+// x-composer-api-key.
+func (h *Handler) Authorized(r *http.Request) bool { return h.edge().Authorize(r) == nil }
 
 // RequireAuth wraps next with the Handler's authentication rule for every
 // path under /api/ and /debug/; /healthz, /readyz, /.well-known/… and

@@ -191,6 +191,9 @@ func (s *server) call(method, path string, body any, h hdr, out any) (int, []byt
 	if err != nil {
 		s.t.Fatalf("new request: %v", err)
 	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if s.token != "" {
 		req.Header.Set("Authorization", "Bearer "+s.token)
 	}

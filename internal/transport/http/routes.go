@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/runtime"
 )
@@ -455,6 +456,10 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	s, e := h.lookup(r.PathValue("id"))
 	if e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := httpedge.RequireJSON(r); e != nil {
 		writeError(w, e)
 		return
 	}

@@ -200,6 +200,7 @@ func TestSessionMissing(t *testing.T) {
 		httptest.NewRequest("GET", "/api/headless/sessions/other/state", nil),
 		httptest.NewRequest("POST", "/api/headless/sessions", strings.NewReader(`{"sessionId":"other"}`)),
 	} {
+		r.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, r)
 		wantError(t, rec.Code, rec.Body.Bytes(), http.StatusConflict, "runtime_owned_elsewhere", "Hosted runner is bound to another session: other")
