@@ -149,6 +149,7 @@ type Sandbox struct {
 	landlockABI  int      // landlock kind
 	shell        string   // absolute path of bash (or sh)
 	helper       string   // the helper executable, "" when none
+	helperErr    error    // why there is no helper
 	limits       Limits
 	cgroup       *cgroupRoot // where per-command pids cgroups go, nil when none
 	allowed      []string    // explicit allowlist from Config, nil if none
@@ -227,10 +228,12 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 // limits cannot be applied, which is logged.
 func (s *Sandbox) setUpHelper(ctx context.Context, path string) {
 	if path == "" {
+		s.helperErr = errors.New("no sandbox helper is configured (Config.HelperPath)")
 		s.log.Warn("bash sandbox: no helper configured; per-command limits (processes, file size, CPU) and the process-tree kill are off, and Landlock cannot be used")
 		return
 	}
 	if err := probeHelper(ctx, path); err != nil {
+		s.helperErr = err
 		s.log.Warn("bash sandbox: the helper does not run; per-command limits are off and Landlock cannot be used", "error", err.Error())
 		return
 	}
@@ -258,7 +261,7 @@ func (s *Sandbox) useBwrap(ctx context.Context, path string) error {
 
 func (s *Sandbox) useLandlock(ctx context.Context) error {
 	if s.helper == "" {
-		return errors.New("the sandbox helper is not available (no Config.HelperPath, or it does not call sandbox.RunHelperIfRequested)")
+		return fmt.Errorf("the sandbox helper is not available: %w", s.helperErr)
 	}
 	abi, err := landlockABI()
 	if err != nil {

@@ -1,0 +1,261 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/sandbox"
+	"github.com/maestro-run/maestro/internal/sandbox/sandboxtest"
+)
+
+// limitedModes are the sandboxes with a helper, so with the limits.
+func limitedModes(cfg sandbox.Config) []struct {
+	name string
+	new  func(t *testing.T) *sandbox.Sandbox
+} {
+	return []struct {
+		name string
+		new  func(t *testing.T) *sandbox.Sandbox
+	}{
+		{"bwrap", func(t *testing.T) *sandbox.Sandbox {
+			c := cfg
+			c.HelperPath = sandboxtest.Helper(t)
+			return sandboxtest.Bwrap(t, c)
+		}},
+		{"landlock", func(t *testing.T) *sandbox.Sandbox { return sandboxtest.Landlock(t, cfg) }},
+		{"off", func(t *testing.T) *sandbox.Sandbox {
+			c := cfg
+			c.HelperPath = sandboxtest.Helper(t)
+			return sandboxtest.Off(t, c)
+		}},
+	}
+}
+
+// processesIn lists the live processes whose working directory is dir or
+// below it: the processes of a command run there.
+func processesIn(dir string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cwd, err := os.Readlink("/proc/" + e.Name() + "/cwd")
+		if err != nil || (cwd != dir && !strings.HasPrefix(cwd, dir+"/")) {
+			continue
+		}
+		if stat, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && isZombie(stat) {
+			continue
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// awaitNoProcessesIn waits up to timeout for every process in dir to be
+// gone and returns those left.
+func awaitNoProcessesIn(dir string, timeout time.Duration) []int {
+	deadline := time.Now().Add(timeout)
+	for {
+		left := processesIn(dir)
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		waitABit()
+	}
+}
+
+// canSpawn proves the test process (standing for Maestro) can still start
+// a subprocess and new OS threads.
+func canSpawn(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "/bin/sh", "-c", "echo alive").CombinedOutput(); err != nil || string(out) != "alive\n" {
+		t.Errorf("the test process cannot start a subprocess: %v, %q", err, out)
+	}
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			runtime.LockOSThread() // a fresh OS thread once this one ends locked
+			defer runtime.UnlockOSThread()
+		})
+	}
+	wg.Wait()
+}
+
+// TestForkBombLeavesMaestroServing runs a fork bomb and 2,000 background
+// sleeps in one command of each limited kind: the command is cut short by
+// the process limit, the test process can still start processes and
+// threads while the bomb runs, and nothing of the command survives it.
+func TestForkBombLeavesMaestroServing(t *testing.T) {
+	for _, m := range limitedModes(sandbox.Config{Limits: sandbox.Limits{Processes: 256}}) {
+		t.Run(m.name, func(t *testing.T) {
+			sb := m.new(t)
+			ws := t.TempDir()
+			command := `for i in $(seq 2000); do sleep 60 & done 2>/dev/null; :(){ :|:& };: 2>/dev/null; sleep 60`
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+			defer cancel()
+			cmd, err := sb.Command(ctx, ws, command, sandbox.CommandOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// Wait until the command has filled its budget.
+			peak := 0
+			for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); waitABit() {
+				if n := len(processesIn(ws)); n > peak {
+					peak = n
+				}
+				if peak >= 200 {
+					break
+				}
+			}
+			canSpawn(t)
+			_ = cmd.Wait()
+			_ = sandbox.KillProcessGroup(cmd)
+			if peak > 256+8 {
+				t.Errorf("the command ran %d processes at once, above its limit of 256", peak)
+			}
+			if left := awaitNoProcessesIn(ws, 3*time.Second); len(left) > 0 {
+				for _, pid := range left {
+					if p, err := os.FindProcess(pid); err == nil {
+						p.Kill()
+					}
+				}
+				t.Fatalf("%d processes of the command survived it (peak %d)", len(left), peak)
+			}
+			canSpawn(t)
+			t.Logf("%s: peak %d processes, none left", m.name, peak)
+		})
+	}
+}
+
+// TestProcessLimit: a command may not start more processes than
+// Limits.Processes; without a helper (no limits) the same command can.
+func TestProcessLimit(t *testing.T) {
+	// Python forks without bash's retry-with-backoff on EAGAIN.
+	command := `python3 -c '
+import os, time
+n = 0
+for i in range(120):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        os.close(1)
+        os.close(2)
+        time.sleep(30)
+        os._exit(0)
+    n += 1
+print(n)
+'`
+	for _, m := range limitedModes(sandbox.Config{Limits: sandbox.Limits{Processes: 40}}) {
+		t.Run(m.name, func(t *testing.T) {
+			sb := m.new(t)
+			ws := t.TempDir()
+			out, _ := run(t, sb, ws, command, sandbox.CommandOptions{})
+			n, err := strconv.Atoi(strings.TrimSpace(lastLine(out)))
+			if err != nil {
+				t.Fatalf("output %q", out)
+			}
+			if n >= 120 || n > 40 {
+				t.Errorf("%d background processes started with a limit of 40", n)
+			}
+			if left := awaitNoProcessesIn(ws, 3*time.Second); len(left) > 0 {
+				t.Errorf("%d processes left after the command", len(left))
+			}
+		})
+	}
+	t.Run("control without helper", func(t *testing.T) {
+		ws := t.TempDir()
+		out, _ := run(t, sandboxtest.Off(t, sandbox.Config{}), ws, command, sandbox.CommandOptions{})
+		if n, _ := strconv.Atoi(strings.TrimSpace(firstLine(out))); n != 120 {
+			t.Errorf("without limits %q background processes started, want 120", out)
+		}
+		for _, pid := range processesIn(ws) {
+			if p, err := os.FindProcess(pid); err == nil {
+				p.Kill()
+			}
+		}
+	})
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// TestFileSizeLimit: no file written by a command grows beyond
+// Limits.FileSizeBytes.
+func TestFileSizeLimit(t *testing.T) {
+	for _, m := range limitedModes(sandbox.Config{Limits: sandbox.Limits{FileSizeBytes: 1 << 20}}) {
+		t.Run(m.name, func(t *testing.T) {
+			sb := m.new(t)
+			ws := t.TempDir()
+			out, code := run(t, sb, ws, "head -c 5000000 /dev/zero > big", sandbox.CommandOptions{})
+			fi, err := os.Stat(filepath.Join(ws, "big"))
+			if err != nil {
+				t.Fatalf("exit %d, %q: %v", code, out, err)
+			}
+			if fi.Size() > 1<<20 {
+				t.Errorf("wrote %d bytes with a file size limit of 1 MiB", fi.Size())
+			}
+			if code == 0 {
+				t.Errorf("writing past the file size limit succeeded (%q)", out)
+			}
+		})
+	}
+}
+
+// TestCPULimit: a process is killed once it used Limits.CPUSeconds of CPU.
+func TestCPULimit(t *testing.T) {
+	for _, m := range limitedModes(sandbox.Config{Limits: sandbox.Limits{CPUSeconds: 1}}) {
+		t.Run(m.name, func(t *testing.T) {
+			sb := m.new(t)
+			started := time.Now()
+			out, code := run(t, sb, t.TempDir(), "while :; do :; done", sandbox.CommandOptions{})
+			if code == 0 || time.Since(started) > 15*time.Second {
+				t.Errorf("a CPU loop with a 1 s CPU limit: exit %d after %s (%q)", code, time.Since(started), out)
+			}
+		})
+	}
+}
+
+// TestHelperEnvironmentIsEmpty: the helper, which a sandboxed command can
+// name as $PPID, is started with no environment at all.
+func TestHelperEnvironmentIsEmpty(t *testing.T) {
+	sb := sandboxtest.Off(t, sandbox.Config{HelperPath: sandboxtest.Helper(t)})
+	out, code := run(t, sb, t.TempDir(), `tr '\0' '\n' < /proc/$PPID/environ | wc -c`, sandbox.CommandOptions{})
+	if code != 0 || strings.TrimSpace(out) != "0" {
+		t.Errorf("the helper's environment: exit %d, %q bytes; want 0", code, out)
+	}
+}
+
+// TestHelperMarkerRunsNoTest: a test binary that does not call
+// RunHelperIfRequested, started as a helper by mistake, runs no test (the
+// marker is a -test.run pattern matching none) and fails the probe.
+func TestHelperMarkerRunsNoTest(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// /bin/true stands for an executable that ignores the marker.
+	_, err := sandbox.New(ctx, sandbox.Config{Mode: sandbox.ModeLandlock, HelperPath: "/bin/true"})
+	if err == nil || !strings.Contains(err.Error(), "does not run the sandbox helper") {
+		t.Fatalf("New(landlock) with /bin/true as the helper: %v", err)
+	}
+}
