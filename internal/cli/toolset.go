@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -24,6 +25,15 @@ import (
 // else the config file's, else auto.
 func sandboxMode(flag string, cfg config.Config) (sandbox.Mode, error) {
 	return sandbox.ParseMode(cmp.Or(flag, cfg.Sandbox, "auto"))
+}
+
+// sandboxConfig is the sandbox configuration of every command: the mode,
+// and Maestro's own executable as the sandbox helper (main calls
+// sandbox.RunHelperIfRequested), which Landlock and the per-command
+// limits need.
+func sandboxConfig(mode sandbox.Mode, log *slog.Logger) sandbox.Config {
+	exe, _ := os.Executable() // empty on failure: no helper, which New logs
+	return sandbox.Config{Mode: mode, HelperPath: exe, Logger: log}
 }
 
 // workspaceTools is Maestro's tool set over root (Read, Write, Edit, Glob,
