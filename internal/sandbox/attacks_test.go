@@ -318,3 +318,24 @@ func TestAttacksSucceedUnconfined(t *testing.T) {
 		})
 	}
 }
+
+// TestBwrapWithoutHelperKillsDaemons: even without the helper, a setsid
+// daemon does not outlive its bwrap command: --unshare-pid and
+// --die-with-parent take the whole PID namespace down with it.
+func TestBwrapWithoutHelperKillsDaemons(t *testing.T) {
+	sb := sandboxtest.Bwrap(t, sandbox.Config{})
+	if sb.Limited() {
+		t.Fatal("a bwrap sandbox without HelperPath reports limits")
+	}
+	for _, c := range attackCases {
+		if c.name != "setsid daemon survives" {
+			continue
+		}
+		e := newAttackEnv(t, "bwrap-bare")
+		if o := runAttack(t, sb, e, c); len(o.leaks) > 0 {
+			t.Errorf("bwrap without helper: %s", strings.Join(o.leaks, "; "))
+		}
+		return
+	}
+	t.Fatal("the setsid daemon case is missing")
+}

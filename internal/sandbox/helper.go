@@ -49,6 +49,10 @@ const (
 	helperAnswer = "maestro-sandbox-helper 1"
 )
 
+// tmpPrefix starts the name of a command's private temporary directory
+// (landlock), followed by Maestro's pid.
+const tmpPrefix = "maestro-sandbox-tmp-"
+
 // helperFailure is the helper's exit code when it could not start the
 // program (as a shell's "cannot execute").
 const helperFailure = 126
@@ -104,7 +108,9 @@ func runHelper(args []string) int {
 		return helperFail("becoming a child subreaper: %v", err)
 	}
 	if spec.Landlock != nil {
-		tmp, err := os.MkdirTemp("", "maestro-sandbox-tmp-")
+		// Named after Maestro (the parent) so that a directory left by a
+		// helper killed outright can be swept (sweepStale).
+		tmp, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", tmpPrefix, os.Getppid()))
 		if err != nil {
 			return helperFail("creating the command's temporary directory: %v", err)
 		}
@@ -365,4 +371,40 @@ func probeHelper(ctx context.Context, path string) error {
 		return fmt.Errorf("%s does not run the sandbox helper (its main must call sandbox.RunHelperIfRequested first)", path)
 	}
 	return nil
+}
+
+// sweepStale removes what helpers of Maestro processes that no longer run
+// left behind when they were killed outright: per-command cgroups (their
+// processes are killed first) and private temporary directories. Names
+// carry the owning Maestro's pid.
+func sweepStale(cg *cgroupRoot) {
+	dead := func(name, prefix string) bool {
+		rest, ok := strings.CutPrefix(name, prefix)
+		if !ok {
+			return false
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid <= 0 {
+			return false
+		}
+		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+	}
+	if cg != nil {
+		if ents, err := os.ReadDir(cg.dir); err == nil {
+			for _, e := range ents {
+				if e.IsDir() && dead(e.Name(), "maestro-sandbox-") {
+					_ = killCgroup(filepath.Join(cg.dir, e.Name()), cg.v2)
+				}
+			}
+		}
+	}
+	if ents, err := os.ReadDir(os.TempDir()); err == nil {
+		for _, e := range ents {
+			if e.IsDir() && dead(e.Name(), tmpPrefix) {
+				// RemoveAll does not follow symbolic links the command left.
+				_ = os.RemoveAll(filepath.Join(os.TempDir(), e.Name()))
+			}
+		}
+	}
 }

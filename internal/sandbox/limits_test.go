@@ -259,3 +259,30 @@ func TestHelperMarkerRunsNoTest(t *testing.T) {
 		t.Fatalf("New(landlock) with /bin/true as the helper: %v", err)
 	}
 }
+
+// TestSweepStale: New removes the cgroups and temporary directories that
+// helpers of a Maestro process that no longer runs left behind.
+func TestSweepStale(t *testing.T) {
+	// A pid that is not running: a process that exited and was reaped.
+	gone := exec.Command("/bin/true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	deadPid := gone.Process.Pid
+	stale := filepath.Join(os.TempDir(), "maestro-sandbox-tmp-"+strconv.Itoa(deadPid)+"-123")
+	live := filepath.Join(os.TempDir(), "maestro-sandbox-tmp-"+strconv.Itoa(os.Getpid())+"-123")
+	for _, d := range []string{stale, live} {
+		if err := os.MkdirAll(filepath.Join(d, "sub"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer os.RemoveAll(live)
+	sandboxtest.Off(t, sandbox.Config{HelperPath: sandboxtest.Helper(t)})
+	if fileExists(stale) {
+		os.RemoveAll(stale)
+		t.Errorf("%s of a dead Maestro survived New", stale)
+	}
+	if !fileExists(live) {
+		t.Errorf("%s of this live process was removed", live)
+	}
+}

@@ -241,9 +241,10 @@ func (s *Sandbox) setUpHelper(ctx context.Context, path string) {
 	root, err := findCgroupRoot()
 	if err != nil {
 		s.log.Info("bash sandbox: no writable pids cgroup; the process limit is RLIMIT_NPROC (which does not bind root)", "reason", err.Error())
-		return
+	} else {
+		s.cgroup = &root
 	}
-	s.cgroup = &root
+	sweepStale(s.cgroup)
 }
 
 func (s *Sandbox) useBwrap(ctx context.Context, path string) error {
@@ -461,10 +462,10 @@ func (s *Sandbox) Command(ctx context.Context, workdir, command string, opts Com
 		if spec.Cgroup != "" {
 			// Kill the tree from here: the helper may be past helping.
 			_ = killCgroup(spec.Cgroup, spec.CgroupV2)
-			return KillProcessGroup(cmd)
 		}
-		// The helper kills its descendants on SIGTERM; WaitDelay kills it
-		// if it does not exit in time.
+		// The helper kills its descendants and removes its temporary
+		// directory on SIGTERM; WaitDelay kills it if it does not exit in
+		// time.
 		return cmd.Process.Signal(syscall.SIGTERM)
 	}
 	cmd.WaitDelay = waitDelay
