@@ -24,8 +24,10 @@ import (
 //
 //	<helper> -test.run=^MaestroSandboxHelper$ <spec JSON> -- <program> <args>…
 //
-// where <helper> is Maestro's own executable re-executed, with an empty
-// environment. The helper, still unconfined, puts itself in a fresh pids
+// where <helper> is Maestro's own executable re-executed with the
+// program's environment as its own: nothing of Maestro's environment (the
+// model keys) except in off mode, and nothing in the command line, which
+// every user of the host can read. The helper, still unconfined, puts itself in a fresh pids
 // cgroup (or sets RLIMIT_NPROC), sets RLIMIT_FSIZE and RLIMIT_CPU, becomes
 // a child subreaper, confines one locked OS thread (no_new_privs, then
 // Landlock in the landlock kind) and starts the program from that thread,
@@ -57,10 +59,10 @@ const tmpPrefix = "maestro-sandbox-tmp-"
 // program (as a shell's "cannot execute").
 const helperFailure = 126
 
-// helperSpec is what the helper is asked to do for one command.
+// helperSpec is what the helper is asked to do for one command. It
+// travels in the helper's command line, so it holds no secrets: the
+// program's environment is the helper's own.
 type helperSpec struct {
-	// Env is the program's complete environment.
-	Env []string `json:"env"`
 	// Cgroup, when set, is the pids cgroup to create and run the program
 	// in; CgroupV2 says which hierarchy it belongs to.
 	Cgroup   string `json:"cgroup,omitempty"`
@@ -102,7 +104,7 @@ func runHelper(args []string) int {
 		return helperFail("decoding the spec: %v", err)
 	}
 	argv := args[2:]
-	env := spec.Env
+	env := os.Environ()
 	// Adopt orphaned descendants (setsid daemons) so they can be killed.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return helperFail("becoming a child subreaper: %v", err)

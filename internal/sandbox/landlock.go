@@ -83,7 +83,11 @@ func (l *landlockSpec) rulesetFD() (int, uint32, error) {
 			continue
 		}
 		if fi.IsDir() {
-			rules = append(rules, landlock.RWDirs(p).WithRefer())
+			rw := landlock.RWDirs(p)
+			if l.ABI >= 2 {
+				rw = rw.WithRefer() // rename and link within the workspace
+			}
+			rules = append(rules, rw)
 		} else {
 			rules = append(rules, landlock.RWFiles(p))
 		}

@@ -237,13 +237,48 @@ func TestCPULimit(t *testing.T) {
 	}
 }
 
-// TestHelperEnvironmentIsEmpty: the helper, which a sandboxed command can
-// name as $PPID, is started with no environment at all.
-func TestHelperEnvironmentIsEmpty(t *testing.T) {
-	sb := sandboxtest.Off(t, sandbox.Config{HelperPath: sandboxtest.Helper(t)})
-	out, code := run(t, sb, t.TempDir(), `tr '\0' '\n' < /proc/$PPID/environ | wc -c`, sandbox.CommandOptions{})
-	if code != 0 || strings.TrimSpace(out) != "0" {
-		t.Errorf("the helper's environment: exit %d, %q bytes; want 0", code, out)
+// TestHelperEnvironment: the helper, which a command can name as $PPID,
+// holds the command's scrubbed environment and no model key, and its
+// command line (readable by every user) holds no environment at all.
+func TestHelperEnvironment(t *testing.T) {
+	t.Setenv("MAESTRO_TEST_ALLOWED", "allowed-in-env")
+	sb := sandboxtest.Landlock(t, sandbox.Config{EnvAllow: []string{"MAESTRO_TEST_ALLOWED"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd, err := sb.Command(ctx, t.TempDir(), "echo $PPID; read -t 10 line; echo done", sandbox.CommandOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var first [32]byte
+	n, _ := stdout.Read(first[:])
+	ppid := strings.TrimSpace(string(first[:n]))
+	environ, envErr := os.ReadFile("/proc/" + ppid + "/environ")
+	cmdline, lineErr := os.ReadFile("/proc/" + ppid + "/cmdline")
+	stdin.Write([]byte("go\n"))
+	stdin.Close()
+	_ = cmd.Wait()
+	if envErr != nil || lineErr != nil {
+		t.Fatalf("reading the helper's (pid %q) environ and cmdline: %v, %v", ppid, envErr, lineErr)
+	}
+	if bytes.Contains(environ, []byte(fakeKeyValue)) || bytes.Contains(cmdline, []byte(fakeKeyValue)) {
+		t.Errorf("the helper holds the model key")
+	}
+	if !bytes.Contains(environ, []byte("MAESTRO_TEST_ALLOWED=allowed-in-env")) {
+		t.Errorf("the helper's environment lacks the command's: %q", environ)
+	}
+	if bytes.Contains(cmdline, []byte("allowed-in-env")) {
+		t.Errorf("the helper's command line (world-readable) holds the environment: %q", cmdline)
 	}
 }
 

@@ -442,7 +442,7 @@ func (s *Sandbox) Command(ctx context.Context, workdir, command string, opts Com
 		setProcessGroup(cmd)
 		return cmd, nil
 	}
-	spec := helperSpec{Env: env, Limits: s.limits, Landlock: ll}
+	spec := helperSpec{Limits: s.limits, Landlock: ll}
 	if s.cgroup != nil {
 		name, err := s.cgroup.newName()
 		if err != nil {
@@ -456,7 +456,7 @@ func (s *Sandbox) Command(ctx context.Context, workdir, command string, opts Com
 	}
 	cmd := exec.CommandContext(ctx, s.helper, append([]string{helperArg, string(specJSON), "--", prog}, args...)...)
 	cmd.Dir = ws.path
-	cmd.Env = []string{} // the helper's own environment holds nothing (it is readable from /proc)
+	cmd.Env = env // the helper passes its environment on to the program
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error {
 		if spec.Cgroup != "" {
