@@ -60,25 +60,35 @@ func newAttackEnv(t *testing.T, mode string) attackEnv {
 		t.Fatal(err)
 	}
 	writeEvilTar(t, filepath.Join(e.ws, "evil.tar"), e.home)
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			e.accepted.Add(1)
-			c.Close()
-		}
-	}()
-	e.port = ln.Addr().(*net.TCPAddr).Port
 	// A fractional sleep length nobody else uses marks the daemons of this
 	// case.
 	e.marker = fmt.Sprintf("%d.%06d", 3000+os.Getpid()%1000, time.Now().Nanosecond()/1000)
+	// Listeners of the host nothing may reach: TCP on loopback, a unix
+	// socket outside the workspace (a daemon's), an abstract unix socket.
+	for _, addr := range [][2]string{
+		{"tcp4", "127.0.0.1:0"},
+		{"unix", filepath.Join(e.home, "daemon.sock")},
+		{"unix", "@maestro-attack-" + e.marker},
+	} {
+		ln, err := net.Listen(addr[0], addr[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				e.accepted.Add(1)
+				c.Close()
+			}
+		}()
+		if tcp, ok := ln.Addr().(*net.TCPAddr); ok {
+			e.port = tcp.Port
+		}
+	}
 	_ = mode
 	return e
 }
@@ -122,6 +132,8 @@ var attackCases = []attackCase{
 	{"awk print redirection", `awk 'BEGIN { print "x" > "{OUT}/awk" }'`},
 	{"bash /dev/tcp", "exec 3<>/dev/tcp/127.0.0.1/{PORT} && echo hi >&3"},
 	{"python TCP connect", `python3 -c 'import socket; socket.create_connection(("127.0.0.1", {PORT}), 2)'`},
+	{"unix socket outside the workspace", `python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect("{HOME_DIR}/daemon.sock")'`},
+	{"abstract unix socket", `python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect("\0maestro-attack-{MARK}")'`},
 	{"arithmetic injection", `x='a[$(cat {SECRET} >&2)]'; echo $((x))`},
 	{"indirect expansion injection", `x='a[$(cat {SECRET} >&2)]'; echo ${!x}`},
 	{"parent environ", `cat /proc/$PPID/environ /proc/{PID}/environ | tr '\0' '\n'`},
@@ -197,7 +209,7 @@ func runAttack(t *testing.T, sb *sandbox.Sandbox, e attackEnv, c attackCase) out
 		waitABit()
 	}
 	if n := e.accepted.Load(); n > 0 {
-		o.leaks = append(o.leaks, fmt.Sprintf("reached a TCP listener of the host (%d connections)", n))
+		o.leaks = append(o.leaks, fmt.Sprintf("reached a listener of the host (%d connections)", n))
 	}
 	if pids := processesWithArg(e.marker); len(pids) > 0 {
 		for _, p := range pids {

@@ -114,6 +114,7 @@ func startConfined(cmd *exec.Cmd, l *landlockSpec) error {
 		return err
 	}
 	defer unix.Close(fd)
+	filter := unixSocketFilter()
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -123,6 +124,12 @@ func startConfined(cmd *exec.Cmd, l *landlockSpec) error {
 			}
 			if err := llsys.LandlockRestrictSelf(fd, flags); err != nil {
 				return fmt.Errorf("enforcing the Landlock ruleset: %w", err)
+			}
+			if l.ABI < 9 {
+				// Landlock does not cover pathname unix sockets yet.
+				if err := installSeccomp(filter); err != nil {
+					return err
+				}
 			}
 			return cmd.Start()
 		}()
