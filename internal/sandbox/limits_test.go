@@ -3,6 +3,8 @@ package sandbox_test
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -319,5 +321,33 @@ func TestSweepStale(t *testing.T) {
 	}
 	if !fileExists(live) {
 		t.Errorf("%s of this live process was removed", live)
+	}
+}
+
+// TestAutoPicksLandlockWithoutBwrap: where bubblewrap is missing, auto
+// confines Bash with Landlock (logged), not with a policy.
+func TestAutoPicksLandlockWithoutBwrap(t *testing.T) {
+	var logs bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sb, err := sandbox.New(ctx, sandbox.Config{
+		BwrapPath: "/nonexistent/bwrap", HelperPath: sandboxtest.Helper(t),
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.Kind() != sandbox.KindLandlock {
+		msg := fmt.Sprintf("auto without bubblewrap: kind %q, want landlock (log: %s)", sb.Kind(), logs.String())
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip("!!! LANDLOCK UNAVAILABLE: " + msg)
+	}
+	if got := logs.String(); !strings.Contains(got, "level=WARN") || !strings.Contains(got, "using Landlock") {
+		t.Errorf("log = %q, want a warning that Landlock replaces bubblewrap", got)
+	}
+	if !sb.Limited() || sb.LandlockABI() < 1 || sb.TCPBlocked() != (sb.LandlockABI() >= 4) {
+		t.Errorf("Limited %v, ABI %d, TCPBlocked %v", sb.Limited(), sb.LandlockABI(), sb.TCPBlocked())
 	}
 }
