@@ -6,8 +6,12 @@ import (
 	"os"
 
 	"github.com/maestro-run/maestro/internal/cli"
+	"github.com/maestro-run/maestro/internal/sandbox"
 )
 
 func main() {
+	// Maestro re-executes itself as the Bash sandbox helper; that process
+	// must do nothing else.
+	sandbox.RunHelperIfRequested()
 	os.Exit(cli.Main())
 }

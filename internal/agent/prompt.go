@@ -8,7 +8,8 @@ import (
 // Environment describes where a run happens, for the system prompt.
 type Environment struct {
 	Workspace string
-	// Sandbox is how Bash is isolated: bwrap, fallback or off.
+	// Sandbox is how Bash is isolated: bwrap, landlock, unavailable or off
+	// (sandbox.Kind).
 	Sandbox string
 	Tools   []string
 	Date    string
@@ -26,8 +27,10 @@ Work in small verified steps: read before you edit, make the smallest change tha
 	switch env.Sandbox {
 	case "bwrap":
 		b.WriteString("Shell commands run in a fresh sandbox per call: only the workspace is writable, there is no network, and packages cannot be installed.\n")
-	case "fallback":
-		b.WriteString("Shell commands are limited to an allowlist of common tools, with no package installs; paths must stay inside the workspace.\n")
+	case "landlock":
+		b.WriteString("Shell commands run confined per call: only the workspace (and $TMPDIR, cleared after each call) is writable, files outside the workspace and the system directories cannot be read, TCP is blocked, and packages cannot be installed.\n")
+	case "unavailable":
+		b.WriteString("Shell commands cannot run on this host (no sandbox is available); use the file tools.\n")
 	}
 	if len(env.Tools) > 0 {
 		fmt.Fprintf(&b, "Tools: %s.\n", strings.Join(env.Tools, ", "))

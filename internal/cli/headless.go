@@ -88,7 +88,7 @@ If Maestro cannot start, it writes one fatal error message on stdout
 	f.StringVarP(&o.Workspace, "workspace", "w", "", "directory the agent works in (default: current directory)")
 	f.StringVarP(&o.Model, "model", "m", "", "model as provider/model, e.g. anthropic/claude-sonnet-4-5, openai/gpt-5, replay/demo")
 	f.StringVar(&o.Replay, "replay", "", "run a scripted replay scenario file instead of a model (see docs/replay.md)")
-	f.StringVar(&o.Sandbox, "sandbox", "", "Bash sandbox mode: auto, always, off (default from config, else auto)")
+	f.StringVar(&o.Sandbox, "sandbox", "", "Bash sandbox mode: auto (bubblewrap, else Landlock, else Bash refused), bwrap, landlock, off (default from config, else auto; always = bwrap)")
 	f.StringVar(&o.ApprovalMode, "approval-mode", string(protocol.ApprovalPrompt), "tool calls that change things: prompt (ask the client), auto (run), fail (deny); init can change it")
 	f.StringVar(&o.Resume, "resume", "", "continue session ID (full id or a unique prefix of 8+ characters)")
 	f.StringVar(&o.ClientTools, "client-tools", "", "JSON file declaring tools the client executes: [{\"name\",\"description\",\"input_schema\"}]")
@@ -141,7 +141,7 @@ func runHeadless(ctx context.Context, io *IOStreams, o headlessOptions) error {
 
 // startHeadless does everything that can fail before the protocol starts.
 // It stays fast: the sandbox is probed in the background (ready does not
-// wait for it) unless --sandbox always makes its absence fatal.
+// wait for it) unless --sandbox bwrap or landlock makes its absence fatal.
 func startHeadless(ctx context.Context, io *IOStreams, o headlessOptions, log *slog.Logger) (*headless, error) {
 	mode := protocol.ApprovalMode(o.ApprovalMode)
 	switch mode {
@@ -227,8 +227,8 @@ func startHeadless(ctx context.Context, io *IOStreams, o headlessOptions, log *s
 			root.Close()
 		}
 	}()
-	sb := &sandboxProbe{cfg: sandbox.Config{Mode: sbm, Logger: log}, done: make(chan struct{})}
-	if sbm == sandbox.ModeAlways {
+	sb := &sandboxProbe{cfg: sandboxConfig(sbm, log), done: make(chan struct{})}
+	if sbm == sandbox.ModeBwrap || sbm == sandbox.ModeLandlock {
 		// Without its sandbox the session cannot run Bash at all: a
 		// startup failure rather than a failure at the first prompt.
 		if _, err := sb.wait(ctx); err != nil {

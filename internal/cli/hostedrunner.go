@@ -24,7 +24,6 @@ import (
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/providers"
 	"github.com/maestro-run/maestro/internal/runtime"
-	"github.com/maestro-run/maestro/internal/sandbox"
 	"github.com/maestro-run/maestro/internal/tool"
 	httpattach "github.com/maestro-run/maestro/internal/transport/http"
 	"github.com/maestro-run/maestro/internal/utility"
@@ -124,7 +123,7 @@ to stderr. It exits when stdin, if it is a pipe, reaches end of file
 	f.BoolVar(&fl.Fixture, "fixture", false, "run the deterministic fixture agent even if a model is configured")
 	f.StringVarP(&o.model, "model", "m", "", "model as provider/model (default: as for 'maestro run'; none: the fixture agent)")
 	f.StringVar(&o.replay, "replay", "", "run a scripted replay scenario file instead of a model")
-	f.StringVar(&o.sandbox, "sandbox", "", "Bash sandbox mode: auto, always, off (default from config, else auto)")
+	f.StringVar(&o.sandbox, "sandbox", "", "Bash sandbox mode: auto (bubblewrap, else Landlock, else Bash refused), bwrap, landlock, off (default from config, else auto; always = bwrap)")
 	f.StringVar(&o.stdinEOF, "stdin-eof", "auto", "on end of stdin: exit, ignore, or auto (exit when stdin is a pipe)")
 	return cmd
 }
@@ -250,7 +249,7 @@ func hostedRunnerAgent(ctx context.Context, io *IOStreams, o hostedRunnerOptions
 		root.Close()
 		return opts, nil, usageErr("--sandbox: %v", err)
 	}
-	sb := &sandboxProbe{cfg: sandbox.Config{Mode: sbm, Logger: log}, done: make(chan struct{})}
+	sb := &sandboxProbe{cfg: sandboxConfig(sbm, log), done: make(chan struct{})}
 	tools := lazyWorkspaceTools(root, sb, fileLimits(ucfg))
 	opts.Provider, opts.Executor, opts.Retry = choice.Provider, choice.Executor, &llm.RetryPolicy{}
 	opts.Tools = func(context.Context) (*tool.Set, error) { return tools() }

@@ -81,7 +81,7 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (queue.Runner, 
 	if err != nil {
 		return nil, fmt.Errorf("config sandbox: %w", err)
 	}
-	sb, err := sandbox.New(context.Background(), sandbox.Config{Mode: sbMode})
+	sb, err := sandbox.New(context.Background(), sandboxConfig(sbMode, nil))
 	if err != nil {
 		return nil, err
 	}

@@ -110,7 +110,7 @@ aborted piece run (one-line reason on stderr), 2 usage error, 130 interrupted.`,
 	f.StringVar(&o.Replay, "replay", "", "run a scripted replay scenario file instead of a model (see docs/replay.md)")
 	f.StringVarP(&o.Output, "output", "o", "text", "output format: text (terminal) or jsonl (one protocol event per line)")
 	f.StringVar(&o.Resume, "resume", "", "continue session ID (full id or a unique prefix of 8+ characters)")
-	f.StringVar(&o.Sandbox, "sandbox", "", "Bash sandbox mode: auto (bubblewrap if available, else allowlist), always, off (default from config, else auto)")
+	f.StringVar(&o.Sandbox, "sandbox", "", "Bash sandbox mode: auto (bubblewrap, else Landlock, else Bash refused), bwrap, landlock, off (default from config, else auto; always = bwrap)")
 	f.IntVar(&o.MaxIterations, "max-iterations", 0, "maximum model calls for this task (default 50)")
 	f.StringVar(&o.Thinking, "thinking", "", "thinking level: off, minimal, low, medium, high, ultra")
 	f.StringVar(&o.System, "system", "", "replace the default system prompt (plain agent loop only)")
@@ -225,7 +225,7 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	if err != nil {
 		return usageErr("--sandbox: %v", err)
 	}
-	sb, err := sandbox.New(ctx, sandbox.Config{Mode: sbMode})
+	sb, err := sandbox.New(ctx, sandboxConfig(sbMode, nil))
 	if err != nil {
 		return failErr(err)
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/providers"
 	"github.com/maestro-run/maestro/internal/runtime"
-	"github.com/maestro-run/maestro/internal/sandbox"
 	"github.com/maestro-run/maestro/internal/session"
 	httpattach "github.com/maestro-run/maestro/internal/transport/http"
 	"github.com/maestro-run/maestro/internal/workspace"
@@ -103,7 +102,7 @@ func newServeSessions(getenv func(string) string, home, dataDir string, roots []
 		roots:      resolved,
 		anyRoot:    anyRoot,
 		log:        log,
-		sandbox:    &sandboxProbe{cfg: sandbox.Config{Mode: sbm, Logger: log}, done: make(chan struct{})},
+		sandbox:    &sandboxProbe{cfg: sandboxConfig(sbm, log), done: make(chan struct{})},
 		live:       map[string]*liveSession{},
 	}, nil
 }

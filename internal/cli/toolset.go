@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -30,6 +31,15 @@ func sandboxMode(flag string, cfg config.Config) (sandbox.Mode, error) {
 // fileLimits is the file tools' limits from the configuration file.
 func fileLimits(cfg config.Config) tool.FileLimits {
 	return tool.FileLimits{MaxFileBytes: cfg.MaxFileBytes}
+}
+
+// sandboxConfig is the sandbox configuration of every command: the mode,
+// and Maestro's own executable as the sandbox helper (main calls
+// sandbox.RunHelperIfRequested), which Landlock and the per-command
+// limits need.
+func sandboxConfig(mode sandbox.Mode, log *slog.Logger) sandbox.Config {
+	exe, _ := os.Executable() // empty on failure: no helper, which New logs
+	return sandbox.Config{Mode: mode, HelperPath: exe, Logger: log}
 }
 
 // workspaceTools is Maestro's tool set over root (Read, Write, Edit with

@@ -27,7 +27,8 @@ import (
 type Config struct {
 	// Model is "provider/model".
 	Model string `yaml:"model"`
-	// Sandbox is the Bash sandbox mode: auto, always or off.
+	// Sandbox is the Bash sandbox mode: auto, bwrap, landlock or off
+	// ("always" is accepted for bwrap).
 	Sandbox       string    `yaml:"sandbox"`
 	MaxIterations int       `yaml:"max_iterations"`
 	Providers     Providers `yaml:"providers"`

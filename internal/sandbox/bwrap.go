@@ -3,7 +3,6 @@ package sandbox
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,6 +27,7 @@ var etcEntries = []string{
 	"/etc/ld.so.conf",      //
 	"/etc/ld.so.conf.d",    //
 	"/etc/localtime",       // time zone
+	"/etc/gitconfig",       // git reads it and fails if it exists but cannot be read
 	"/etc/mime.types",      // Python mimetypes
 	"/etc/python3",         // Debian's python site configuration
 	"/etc/python3.11",      // (bookworm)
@@ -46,19 +46,24 @@ const sandboxPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // but …".
 func probeBwrap(ctx context.Context, path, shell string) (bin, version string, err error) {
 	if path == "" {
-		bin, err = exec.LookPath("bwrap")
-		if err != nil {
-			return "", "", errors.New("bwrap was not found in PATH")
+		for _, p := range bwrapSystemPaths() {
+			if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+				bin = p
+				break
+			}
+		}
+		if bin == "" {
+			return "", "", fmt.Errorf("bwrap was not found at %s (PATH is not searched; set the bubblewrap path to use another)", strings.Join(bwrapSystemPaths(), ", "))
 		}
 	} else {
-		fi, err := os.Stat(path)
-		if err != nil {
-			return "", "", fmt.Errorf("bwrap was not found at %s", path)
-		}
-		if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
-			return "", "", fmt.Errorf("%s is not an executable file", path)
-		}
 		bin = path
+	}
+	fi, err := os.Stat(bin)
+	if err != nil {
+		return "", "", fmt.Errorf("bwrap was not found at %s", truncate(bin, 256))
+	}
+	if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+		return "", "", fmt.Errorf("%s is not an executable file", truncate(bin, 256))
 	}
 	if abs, err := filepath.Abs(bin); err == nil {
 		bin = abs

@@ -198,7 +198,7 @@ func TestSecretEnvironment(t *testing.T) {
 		sb   func(t *testing.T) *sandbox.Sandbox
 	}{
 		{"bwrap", func(t *testing.T) *sandbox.Sandbox { return sandboxtest.Bwrap(t, cfg) }},
-		{"fallback", func(t *testing.T) *sandbox.Sandbox { return sandboxtest.Fallback(t, cfg) }},
+		{"landlock", func(t *testing.T) *sandbox.Sandbox { return sandboxtest.Landlock(t, cfg) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, code := run(t, tc.sb(t), ws, "env", opts)
@@ -232,7 +232,7 @@ func TestPackageInstallsRejectedInEveryMode(t *testing.T) {
 	ws := t.TempDir()
 	modes := map[string]func(t *testing.T) *sandbox.Sandbox{
 		"bwrap":    func(t *testing.T) *sandbox.Sandbox { return sandboxtest.Bwrap(t, sandbox.Config{}) },
-		"fallback": func(t *testing.T) *sandbox.Sandbox { return sandboxtest.Fallback(t, sandbox.Config{}) },
+		"landlock": func(t *testing.T) *sandbox.Sandbox { return sandboxtest.Landlock(t, sandbox.Config{}) },
 		"off":      func(t *testing.T) *sandbox.Sandbox { return sandboxtest.Off(t, sandbox.Config{}) },
 	}
 	for name, mk := range modes {
@@ -250,22 +250,26 @@ func TestPackageInstallsRejectedInEveryMode(t *testing.T) {
 	}
 }
 
-func TestFallbackRunsAllowedCommands(t *testing.T) {
+// TestLandlockRunsOrdinaryCommands: confinement leaves the usual tools of
+// a coding agent working in the workspace.
+func TestLandlockRunsOrdinaryCommands(t *testing.T) {
 	t.Parallel()
-	sb := sandboxtest.Fallback(t, sandbox.Config{})
+	sb := sandboxtest.Landlock(t, sandbox.Config{})
 	ws := t.TempDir()
 	if err := os.WriteFile(filepath.Join(ws, "a.txt"), []byte("1\n2\n3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, code := run(t, sb, ws, "ls -la > /dev/null && cat a.txt | wc -l", sandbox.CommandOptions{})
-	if code != 0 || strings.TrimSpace(out) != "3" {
-		t.Errorf("fallback run: exit %d, output %q; want 3", code, out)
-	}
-	for _, command := range []string{"nc -l 9", "curl x", "ls /etc | sh -c cat", "bash -c 'curl x'", "echo $(curl x)", "eval ls"} {
-		_, err := sb.Command(context.Background(), ws, command, sandbox.CommandOptions{})
-		var pe *sandbox.PolicyError
-		if !errors.As(err, &pe) {
-			t.Errorf("fallback Command(%q) error = %v, want a *sandbox.PolicyError", command, err)
+	for _, tc := range []struct{ command, want string }{
+		{"ls -la > /dev/null && cat a.txt | wc -l", "3\n"},
+		{"mkdir -p d/e && echo x > d/e/f && cat d/e/f && rm -r d && echo gone", "x\ngone\n"},
+		{"echo tmp > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"", "tmp\n"},
+		{"python3 -c 'print(6*7)'", "42\n"},
+		{"git init -q . && git add a.txt && git -c user.email=a@b -c user.name=n commit -qm m && git log --format=%s", "m\n"},
+		{"echo err >&2", "err\n"},
+		{"cat <(echo procsub)", "procsub\n"},
+	} {
+		if out, code := run(t, sb, ws, tc.command, sandbox.CommandOptions{}); code != 0 || out != tc.want {
+			t.Errorf("%s: exit %d, output %q; want %q", tc.command, code, out, tc.want)
 		}
 	}
 }

@@ -27,7 +27,7 @@ const maxNesting = 8
 // check parses the command and applies the rules, returning the first
 // violation.
 func (p *policy) check(command string) *PolicyError {
-	c := &checker{policy: p, funcs: map[string]bool{}}
+	c := &checker{policy: p, funcs: map[string]bool{}, vars: map[string]string{}}
 	return c.script(command, 0)
 }
 
@@ -38,7 +38,8 @@ func reject(format string, args ...any) *PolicyError {
 // checker carries the state of one check.
 type checker struct {
 	*policy
-	funcs map[string]bool // functions the script defines
+	funcs map[string]bool   // functions the script defines
+	vars  map[string]string // variables the script sets to a literal value
 }
 
 // script checks a piece of shell code.
@@ -75,6 +76,7 @@ func (c *checker) node(n syntax.Node, depth int) *PolicyError {
 			if err := c.assign(a); err != nil {
 				return err
 			}
+			c.remember(a, len(n.Args) == 0)
 		}
 		if len(n.Args) > 0 {
 			return c.argv(newWords(n.Args), depth)
@@ -102,8 +104,49 @@ func (c *checker) node(n syntax.Node, depth int) *PolicyError {
 	return nil
 }
 
+// remember records a variable set to a literal (p=pip), so that a command
+// named by it ($p install) is checked as written out. Any other assignment
+// forgets the variable.
+func (c *checker) remember(a *syntax.Assign, standalone bool) {
+	if a.Name == nil {
+		return
+	}
+	if a.Value != nil && standalone && !a.Append && a.Index == nil {
+		if w := newWord(a.Value); w.static {
+			c.vars[a.Name.Value] = w.value
+			return
+		}
+	}
+	delete(c.vars, a.Name.Value)
+}
+
+// resolveName returns the literal a command name like $p, ${p} or "$p"
+// stands for, when the script set p to a literal.
+func (c *checker) resolveName(w word) (word, bool) {
+	if w.static || w.node == nil || len(w.node.Parts) != 1 {
+		return w, false
+	}
+	part := w.node.Parts[0]
+	if dq, ok := part.(*syntax.DblQuoted); ok && len(dq.Parts) == 1 {
+		part = dq.Parts[0]
+	}
+	pe, ok := part.(*syntax.ParamExp)
+	if !ok || pe.Param == nil || pe.Excl || pe.Length || pe.Width || pe.Index != nil ||
+		pe.Slice != nil || pe.Repl != nil || pe.Names != 0 || pe.Exp != nil {
+		return w, false
+	}
+	v, ok := c.vars[pe.Param.Value]
+	if !ok {
+		return w, false
+	}
+	return literal(v), true
+}
+
 // argv checks one simple command (and, recursively, the commands it runs).
 func (c *checker) argv(ws []word, depth int) *PolicyError {
+	if resolved, ok := c.resolveName(ws[0]); ok {
+		ws = append([]word{resolved}, ws[1:]...)
+	}
 	name := ws[0]
 	if !name.static {
 		if c.allow != nil {

@@ -309,3 +309,35 @@ func BenchmarkPolicyCheck(b *testing.B) {
 		}
 	}
 }
+
+// TestPackageInstallSpellings: the spellings an attack run used to get
+// pip past the rule (issue 14 item 8) are rejected; look-alikes are not.
+// The rule is a policy: what stops a download is the sandbox's lack of
+// network.
+func TestPackageInstallSpellings(t *testing.T) {
+	t.Parallel()
+	const installs = "cannot be installed"
+	runPolicyCases(t, &policy{}, testWorkspace(t), []policyCase{
+		{"grouped -Im", "python3 -Im pip install x", installs},
+		{"grouped -Impip", "python3 -Impip install x", installs},
+		{"grouped -IBm", "python3 -IB -m pip install x", installs},
+		{"pip.__main__", "python3 -m pip.__main__ install x", installs},
+		{"pip._internal", "python3 -m pip._internal.cli.main install x", installs},
+		{"runpy", `python3 -c 'import runpy; runpy.run_module("pip", run_name="__main__")' install x`, installs},
+		{"import pip", `python3 -c 'import pip; pip.main(["install", "x"])'`, installs},
+		{"__import__", `python3 -c '__import__("pip").main()'`, installs},
+		{"variable command", "p=pip; $p install x", installs},
+		{"braced variable command", "p=pip; ${p} install x", installs},
+		{"quoted variable command", `p=pip3; "$p" install x`, installs},
+		{"xargs", "echo x | xargs pip install", installs},
+		{"xargs -I{}", "echo x | xargs -I{} pip install {}", installs},
+		{"xargs -I {}", "echo x | xargs -I {} pip install {}", installs},
+		// Not installs.
+		{"python -c print", `python3 -c 'print("pip")'`, ""},
+		{"pipes module", `python3 -c 'import pipes'`, ""},
+		{"grouped -Im other module", "python3 -Im http.server --help", ""},
+		{"pip list", "python3 -Im pip list", ""},
+		{"variable reassigned", "p=pip; p=ls; $p install", ""},
+		{"variable other command", "p=ls; $p -la", ""},
+	})
+}

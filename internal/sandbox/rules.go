@@ -77,11 +77,17 @@ func alwaysRule(base string, args []word) string {
 			return fmt.Sprintf("`%s %s`: %s", base, sub, installHint)
 		}
 	case pythonName.MatchString(base):
-		if mod, rest, ok := pythonModule(args); ok && (mod == "pip" || mod == "pip3" || mod == "ensurepip") {
+		mod, code, rest, ok := pythonModule(args)
+		// pip.__main__, pip._internal.cli.main, … run pip too.
+		root, _, _ := strings.Cut(mod, ".")
+		if ok && (pipName.MatchString(root) || root == "ensurepip") {
 			sub, _ := operand(rest, pmValued)
-			if mod == "ensurepip" || sub == "install" || sub == "download" {
+			if root == "ensurepip" || sub == "install" || sub == "download" {
 				return fmt.Sprintf("`%s -m %s %s`: %s", base, mod, sub, installHint)
 			}
+		}
+		if code != "" && pipCode.MatchString(code) {
+			return fmt.Sprintf("`%s -c` running pip: %s", base, installHint)
 		}
 	case base == "pipx" || base == "uvx" || base == "bunx":
 		return fmt.Sprintf("`%s` downloads and runs packages: %s", base, installHint)
@@ -144,25 +150,51 @@ func operand(args []word, valued map[string]bool) (string, int) {
 	return "", -1
 }
 
-// pythonModule finds `-m module` among python's leading options.
-func pythonModule(args []word) (mod string, rest []word, ok bool) {
+// pipCode matches Python code that runs pip (runpy.run_module("pip"),
+// import pip, pip._internal, …): cheap, and a policy, not a boundary.
+var pipCode = regexp.MustCompile(`(?:runpy|import|__import__|importlib|from)\b[^\n]*\bpip[0-9.]*\b|\bpip[0-9.]*\._internal\b|\bpip[0-9.]*\.main\b`)
+
+// pythonFlags are python's options without a value; they may be grouped
+// (-Im, -IBm).
+const pythonFlags = "bBdEhiIOPqsSuvVx"
+
+// pythonModule finds `-m module` (or `-c code`) among python's leading
+// options, including grouped short options (-Im pip, -Impip). code is the
+// -c argument when static.
+func pythonModule(args []word) (mod, code string, rest []word, ok bool) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
-		if !a.static || !a.isOption() {
-			return "", nil, false
+		if !a.static || !a.isOption() || strings.HasPrefix(a.value, "--") {
+			return "", "", nil, false
 		}
-		switch v := a.value; {
-		case v == "-m" && i+1 < len(args) && args[i+1].static:
-			return args[i+1].value, args[i+2:], true
-		case strings.HasPrefix(v, "-m") && len(v) > 2:
-			return v[2:], args[i+1:], true
-		case v == "-c":
-			return "", nil, false
-		case v == "-W" || v == "-X":
-			i++
+		v := a.value[1:]
+	cluster:
+		for j := 0; j < len(v); j++ {
+			switch ch := v[j]; {
+			case strings.IndexByte(pythonFlags, ch) >= 0:
+			case ch == 'm' || ch == 'c':
+				val, next := v[j+1:], i+1
+				if val == "" {
+					if i+1 >= len(args) || !args[i+1].static {
+						return "", "", nil, false
+					}
+					val, next = args[i+1].value, i+2
+				}
+				if ch == 'c' {
+					return "", val, nil, false
+				}
+				return val, "", args[next:], true
+			case ch == 'W' || ch == 'X':
+				if j == len(v)-1 {
+					i++ // the value is the next argument
+				}
+				break cluster
+			default:
+				return "", "", nil, false
+			}
 		}
 	}
-	return "", nil, false
+	return "", "", nil, false
 }
 
 // chmodMode returns chmod's mode operand.
@@ -323,6 +355,11 @@ func splitWrapper(base string, args []word) (nested [][]word, own []word) {
 	for i < len(args) {
 		a := args[i]
 		if !a.static {
+			// -I{} has a brace, so is not static, but is an option.
+			if strings.HasPrefix(a.prefix, "-") {
+				i++
+				continue
+			}
 			break
 		}
 		if a.value == "--" {

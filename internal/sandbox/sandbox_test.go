@@ -23,10 +23,13 @@ func TestParseMode(t *testing.T) {
 	}{
 		{"", ModeAuto, ""},
 		{"auto", ModeAuto, ""},
-		{"always", ModeAlways, ""},
+		{"always", ModeBwrap, ""},
+		{"bwrap", ModeBwrap, ""},
+		{"Landlock", ModeLandlock, ""},
 		{" OFF ", ModeOff, ""},
-		{"on", "", `invalid sandbox mode "on": valid modes are auto, always and off`},
-		{"bwrap", "", "valid modes are auto, always and off"},
+		{"on", "", `invalid sandbox mode "on": valid modes are auto, bwrap, landlock and off (always is accepted for bwrap)`},
+		{"fallback", "", "valid modes are auto, bwrap, landlock and off"},
+		{strings.Repeat("x", 10000), "", `invalid sandbox mode "` + strings.Repeat("x", 64) + `…"`},
 	}
 	for _, tt := range tests {
 		got, err := ParseMode(tt.in)
@@ -64,25 +67,28 @@ func TestNewAlwaysFailsClosed(t *testing.T) {
 		name, path, want string
 	}{
 		{"missing", "/nonexistent/bwrap",
-			"bubblewrap is required by sandbox mode always but bwrap was not found at /nonexistent/bwrap; install it (apt-get install bubblewrap) or use --sandbox auto"},
+			"bubblewrap is required by sandbox mode bwrap but bwrap was not found at /nonexistent/bwrap; install it (apt-get install bubblewrap), or use --sandbox landlock or auto"},
 		{"not executable", notExec, "is not an executable file; install it (apt-get install bubblewrap)"},
 		{"failing", failing, "No permissions to create new namespace"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			sb, err := New(testContext(t), Config{Mode: ModeAlways, BwrapPath: tt.path})
+			sb, err := New(testContext(t), Config{Mode: ModeBwrap, BwrapPath: tt.path})
 			if err == nil {
-				t.Fatalf("New(always, %s) = %s sandbox, want an error", tt.path, sb.Kind())
+				t.Fatalf("New(bwrap, %s) = %s sandbox, want an error", tt.path, sb.Kind())
 			}
 			if !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("New(always, %s) error = %q, want it to contain %q", tt.path, err, tt.want)
+				t.Fatalf("New(bwrap, %s) error = %q, want it to contain %q", tt.path, err, tt.want)
 			}
 		})
 	}
 }
 
-func TestNewAutoFallsBackWithWarning(t *testing.T) {
+// TestNewAutoWithoutSandboxRefusesBash: with neither bubblewrap nor a
+// helper for Landlock, auto does not run commands unconfined: it refuses
+// them with a message saying how to get a sandbox.
+func TestNewAutoWithoutSandboxRefusesBash(t *testing.T) {
 	t.Parallel()
 	var logs bytes.Buffer
 	sb, err := New(testContext(t), Config{
@@ -92,17 +98,53 @@ func TestNewAutoFallsBackWithWarning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sb.Kind() != KindFallback {
-		t.Fatalf("Kind() = %q, want fallback", sb.Kind())
+	if sb.Kind() != KindUnavailable {
+		t.Fatalf("Kind() = %q, want unavailable", sb.Kind())
 	}
-	if !strings.Contains(sb.FallbackReason(), "not found at /nonexistent/bwrap") {
-		t.Errorf("FallbackReason() = %q", sb.FallbackReason())
+	_, err = sb.Command(testContext(t), t.TempDir(), "echo hi", CommandOptions{})
+	ue, ok := errors.AsType[*UnavailableError](err)
+	if !ok {
+		t.Fatalf("Command error = %v, want an *UnavailableError", err)
 	}
-	if got := logs.String(); !strings.Contains(got, "level=WARN") || !strings.Contains(got, "hardened fallback") {
-		t.Errorf("log = %q, want a warning about the fallback", got)
+	for _, want := range []string{"not found at /nonexistent/bwrap", "apt-get install bubblewrap", "Landlock", "--sandbox off"} {
+		if !strings.Contains(ue.Error(), want) {
+			t.Errorf("refusal %q lacks %q", ue.Error(), want)
+		}
 	}
-	if !sb.Network() {
-		t.Error("Network() = false in the fallback, which cannot block the network")
+	if got := logs.String(); !strings.Contains(got, "level=ERROR") || !strings.Contains(got, "unavailable") {
+		t.Errorf("log = %q, want an error that Bash is unavailable", got)
+	}
+}
+
+// TestBwrapNotFoundThroughPath: bubblewrap is looked for at its system
+// paths, not in PATH, so a PATH without it does not downgrade the sandbox
+// and a bwrap planted first in PATH is not run.
+func TestBwrapNotFoundThroughPath(t *testing.T) {
+	dir := t.TempDir()
+	planted := filepath.Join(dir, "bwrap")
+	if err := os.WriteFile(planted, []byte("#!/bin/sh\ntouch "+filepath.Join(dir, "ran")+"\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir)
+	_, _, err := probeBwrap(testContext(t), "", "/bin/sh")
+	if _, statErr := os.Stat(filepath.Join(dir, "ran")); statErr == nil {
+		t.Fatalf("probeBwrap ran the bwrap planted in PATH")
+	}
+	var system string
+	for _, p := range bwrapSystemPaths() {
+		if _, err := os.Stat(p); err == nil {
+			system = p
+			break
+		}
+	}
+	if system == "" {
+		if err == nil || !strings.Contains(err.Error(), "PATH is not searched") {
+			t.Fatalf("probeBwrap without a system bwrap: %v", err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("probeBwrap with PATH=%s and bubblewrap at %s: %v; want it found at its system path", dir, system, err)
 	}
 }
 
@@ -123,7 +165,7 @@ func TestNewOffLogsDecision(t *testing.T) {
 
 func TestNewRejectsBadMode(t *testing.T) {
 	t.Parallel()
-	if _, err := New(testContext(t), Config{Mode: "sometimes"}); err == nil || !strings.Contains(err.Error(), "valid modes are auto, always and off") {
+	if _, err := New(testContext(t), Config{Mode: "sometimes"}); err == nil || !strings.Contains(err.Error(), "valid modes are auto, bwrap, landlock and off") {
 		t.Fatalf("New(sometimes) error = %v", err)
 	}
 }
@@ -242,7 +284,7 @@ func TestCommandPolicyErrorIsTyped(t *testing.T) {
 
 func TestAllowedCommandsPrecedence(t *testing.T) {
 	t.Parallel()
-	fallback := &Sandbox{kind: KindFallback}
+	landlock := &Sandbox{kind: KindLandlock}
 	bwrap := &Sandbox{kind: KindBwrap}
 	configured := &Sandbox{kind: KindBwrap, allowed: []string{"ls"}}
 	tests := []struct {
@@ -251,7 +293,7 @@ func TestAllowedCommandsPrecedence(t *testing.T) {
 		opts CommandOptions
 		want []string
 	}{
-		{"fallback default", fallback, CommandOptions{}, DefaultAllowedCommands()},
+		{"landlock has none", landlock, CommandOptions{}, nil},
 		{"bwrap has none", bwrap, CommandOptions{}, nil},
 		{"configured list everywhere", configured, CommandOptions{}, []string{"ls"}},
 		{"per-call override", configured, CommandOptions{AllowedCommands: []string{"cat"}}, []string{"cat"}},

@@ -69,13 +69,19 @@ func bashDescription(sb *sandbox.Sandbox, opts sandbox.CommandOptions) string {
 		"Default timeout 120 s (timeout_seconds, at most 600). Output over 30,000 characters keeps its beginning and end. ")
 	switch sb.Kind() {
 	case sandbox.KindBwrap:
-		b.WriteString("Sandboxed: only the workspace is writable and persists between calls (/tmp does not)")
+		b.WriteString("Sandboxed (bubblewrap): only the workspace is writable and persists between calls (/tmp does not)")
 		if !sb.Network() {
 			b.WriteString(", there is no network")
 		}
 		b.WriteString(". ")
-	case sandbox.KindFallback:
-		b.WriteString("Restricted: only the allowed commands may run and every path must stay inside the workspace. ")
+	case sandbox.KindLandlock:
+		b.WriteString("Sandboxed (Landlock): only the workspace and $TMPDIR are writable, only the workspace persists between calls, files outside the workspace and the system directories cannot be read")
+		if sb.TCPBlocked() {
+			b.WriteString(", TCP connections are blocked")
+		}
+		b.WriteString(". ")
+	case sandbox.KindUnavailable:
+		b.WriteString("Unavailable: no sandbox can run on this host, so every command is refused. ")
 	}
 	b.WriteString("Package installs (pip, npm, apt, …) and sudo are rejected; if a package seems necessary, tell the user.")
 	if list := sb.AllowedCommands(opts); list != nil {
@@ -112,6 +118,9 @@ func (b *bashTool) run(ctx context.Context, in BashInput, call Call) (Result, er
 	cmd, err := b.sb.Command(runCtx, b.workdir, in.Command, b.opts)
 	if pe, ok := errors.AsType[*sandbox.PolicyError](err); ok {
 		return Errorf("%s", pe.Error()), nil
+	}
+	if ue, ok := errors.AsType[*sandbox.UnavailableError](err); ok {
+		return Errorf("%s", ue.Error()), nil
 	}
 	if err != nil {
 		return Result{}, fmt.Errorf("bash: preparing the command: %w", err)

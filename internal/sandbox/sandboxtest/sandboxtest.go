@@ -1,13 +1,12 @@
-// Package sandboxtest builds sandboxes for tests: a real bubblewrap
-// sandbox that skips loudly where bubblewrap cannot run (and fails when
-// CI=true), and fallback and off sandboxes on any machine.
+// Package sandboxtest builds sandboxes for tests: real bubblewrap and
+// Landlock sandboxes that skip loudly where they cannot run (and fail when
+// CI=true), and off sandboxes on any machine.
 package sandboxtest
 
 import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,13 +16,13 @@ import (
 // newTimeout bounds sandbox.New (it probes bubblewrap).
 const newTimeout = 30 * time.Second
 
-// Bwrap returns a bubblewrap sandbox (cfg.Mode is forced to always). When
+// Bwrap returns a bubblewrap sandbox (cfg.Mode is forced to bwrap). When
 // bubblewrap is missing or cannot build a sandbox here, the test is
 // skipped with a loud reason — or fails when the environment variable CI
 // is "true", because CI must run the isolation tests.
 func Bwrap(t testing.TB, cfg sandbox.Config) *sandbox.Sandbox {
 	t.Helper()
-	cfg.Mode = sandbox.ModeAlways
+	cfg.Mode = sandbox.ModeBwrap
 	ctx, cancel := context.WithTimeout(context.Background(), newTimeout)
 	defer cancel()
 	sb, err := sandbox.New(ctx, cfg)
@@ -37,13 +36,39 @@ func Bwrap(t testing.TB, cfg sandbox.Config) *sandbox.Sandbox {
 	return sb
 }
 
-// Fallback returns a sandbox in the hardened fallback (mode auto with a
-// bubblewrap path that does not exist).
-func Fallback(t testing.TB, cfg sandbox.Config) *sandbox.Sandbox {
+// Landlock returns a Landlock sandbox (cfg.Mode is forced to landlock).
+// The helper is the test binary unless cfg.HelperPath says otherwise, so
+// the package's TestMain must call sandbox.RunHelperIfRequested first.
+// Where the kernel offers no Landlock the test is skipped loudly, or fails
+// when CI=true.
+func Landlock(t testing.TB, cfg sandbox.Config) *sandbox.Sandbox {
 	t.Helper()
-	cfg.Mode = sandbox.ModeAuto
-	cfg.BwrapPath = filepath.Join(t.TempDir(), "no-bwrap-here")
-	return mustNew(t, cfg, sandbox.KindFallback)
+	cfg.Mode = sandbox.ModeLandlock
+	if cfg.HelperPath == "" {
+		cfg.HelperPath = Helper(t)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), newTimeout)
+	defer cancel()
+	sb, err := sandbox.New(ctx, cfg)
+	if err != nil {
+		msg := fmt.Sprintf("!!! LANDLOCK UNAVAILABLE: sandbox isolation test NOT RUN: %v", err)
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s (CI=true requires Landlock)", msg)
+		}
+		t.Skipf("%s (with CI=true this is a failure)", msg)
+	}
+	return sb
+}
+
+// Helper returns the running test binary as the sandbox helper (its
+// TestMain must call sandbox.RunHelperIfRequested).
+func Helper(t testing.TB) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatalf("finding the test binary: %v", err)
+	}
+	return exe
 }
 
 // Off returns a sandbox with isolation switched off.

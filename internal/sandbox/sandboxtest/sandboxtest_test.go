@@ -48,11 +48,8 @@ func TestBwrapSkipsOrFailsInCI(t *testing.T) {
 	}
 }
 
-func TestFallbackAndOff(t *testing.T) {
+func TestOff(t *testing.T) {
 	t.Parallel()
-	if got := Fallback(t, sandbox.Config{}).Kind(); got != sandbox.KindFallback {
-		t.Errorf("Fallback().Kind() = %q", got)
-	}
 	if got := Off(t, sandbox.Config{}).Kind(); got != sandbox.KindOff {
 		t.Errorf("Off().Kind() = %q", got)
 	}

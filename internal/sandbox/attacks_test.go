@@ -1,0 +1,353 @@
+package sandbox_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/sandbox"
+	"github.com/maestro-run/maestro/internal/sandbox/sandboxtest"
+)
+
+// fakeKeyVar holds a fake model API key in the initial environment of the
+// test process (TestMain puts it there), so that an attack reading
+// /proc/<pid>/environ of Maestro would find it.
+const (
+	fakeKeyVar   = "ANTHROPIC_API_KEY"
+	fakeKeyValue = "sk-ant-maestro-attack-suite-fake-key"
+)
+
+// attackEnv is what one attack case runs against: a workspace, a "home"
+// beside it holding a secret, an empty directory outside the workspace
+// that nothing may write, and a TCP listener on 127.0.0.1 that nothing may
+// reach.
+type attackEnv struct {
+	root, ws, home, secret, outside string
+	port                            int
+	accepted                        *atomic.Int64
+	marker                          string // unique argument of daemon processes
+}
+
+func newAttackEnv(t *testing.T, mode string) attackEnv {
+	t.Helper()
+	root := t.TempDir()
+	e := attackEnv{
+		root: root, ws: filepath.Join(root, "ws"), home: filepath.Join(root, "home"),
+		outside:  filepath.Join(root, "outside"),
+		accepted: &atomic.Int64{},
+	}
+	for _, d := range []string{e.ws, e.home, e.outside} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.secret = filepath.Join(e.home, "secret.txt")
+	if err := os.WriteFile(e.secret, []byte("TOP-SECRET-CONTENT\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.ws, "a.txt"), []byte("line\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeEvilTar(t, filepath.Join(e.ws, "evil.tar"), e.home)
+	// A fractional sleep length nobody else uses marks the daemons of this
+	// case.
+	e.marker = fmt.Sprintf("%d.%06d", 3000+os.Getpid()%1000, time.Now().Nanosecond()/1000)
+	// Listeners of the host nothing may reach: TCP on loopback, a unix
+	// socket outside the workspace (a daemon's), an abstract unix socket.
+	for _, addr := range [][2]string{
+		{"tcp4", "127.0.0.1:0"},
+		{"unix", filepath.Join(e.home, "daemon.sock")},
+		{"unix", "@maestro-attack-" + e.marker},
+	} {
+		ln, err := net.Listen(addr[0], addr[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				e.accepted.Add(1)
+				c.Close()
+			}
+		}()
+		if tcp, ok := ln.Addr().(*net.TCPAddr); ok {
+			e.port = tcp.Port
+		}
+	}
+	_ = mode
+	return e
+}
+
+// writeEvilTar writes a tar holding a symlink "l" to target (the attack
+// extracts it and reads through it).
+func writeEvilTar(t *testing.T, path, target string) {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: target, Mode: 0o777}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// attackCase is one attack of issue 14 item 3. The command template may use
+// {SECRET} (the secret file), {HOME_DIR} (its directory), {OUT} (the
+// directory outside the workspace), {PORT} (the listener), {PID} (the test
+// process, standing for Maestro) and {MARK} (the daemon marker).
+type attackCase struct {
+	name, command string
+}
+
+// attackCases are the attacks that got through the old fallback, each
+// written so that it succeeds on an unconfined host (see the off control).
+var attackCases = []attackCase{
+	{"tilde dotdot read", "cat ~/../home/secret.txt"},
+	{"HOME dotdot read", `cat "$HOME/../home/secret.txt"`},
+	{"command substitution path", `cat "$(printf %s {HOME_DIR})/secret.txt"`},
+	{"xargs reads paths from stdin", "echo {SECRET} | xargs cat"},
+	{"attached short option write", "sort -o{OUT}/sorted a.txt"},
+	{"sed r FILE", "sed 'r {SECRET}' a.txt"},
+	{"sed w FILE", "sed -n 'w {OUT}/sed' a.txt"},
+	{"awk getline", `awk 'BEGIN { while ((getline l < "{SECRET}") > 0) print l }'`},
+	{"awk print redirection", `awk 'BEGIN { print "x" > "{OUT}/awk" }'`},
+	{"bash /dev/tcp", "exec 3<>/dev/tcp/127.0.0.1/{PORT} && echo hi >&3"},
+	{"python TCP connect", `python3 -c 'import socket; socket.create_connection(("127.0.0.1", {PORT}), 2)'`},
+	{"unix socket outside the workspace", `python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect("{HOME_DIR}/daemon.sock")'`},
+	{"abstract unix socket", `python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect("\0maestro-attack-{MARK}")'`},
+	{"arithmetic injection", `x='a[$(cat {SECRET} >&2)]'; echo $((x))`},
+	{"indirect expansion injection", `x='a[$(cat {SECRET} >&2)]'; echo ${!x}`},
+	{"parent environ", `cat /proc/$PPID/environ /proc/{PID}/environ | tr '\0' '\n'`},
+	{"tar-planted symlink", "tar xf evil.tar && cat l/secret.txt"},
+	{"setsid daemon survives", "setsid sleep {MARK} >/dev/null 2>&1 < /dev/null & sleep 0.5; echo started"},
+	// In bwrap, PID 1 is bubblewrap's init inside the sandbox's own PID
+	// namespace; a parent outside it is what must be out of reach.
+	{"signal the parent", "kill -CONT $PPID && [ $PPID -ne 1 ] && echo SIGNALED"},
+	{"signal Maestro", "kill -CONT {PID} && echo SIGNALED"},
+	{"git diff.external", `git init -q . && git config diff.external 'cp {SECRET} {OUT}/git #' && echo a > f && git add f && echo b > f && git diff`},
+	{"write outside", "echo x > {OUT}/direct"},
+	{"list outside", "ls {HOME_DIR} | sed 's/^/TOP-SECRET /'"},
+	{"read /etc/shadow", "cat /etc/shadow | head -c 64 | sed 's/^/TOP-SECRET /'"},
+	{"write /tmp shared with the host", "echo x > /tmp/maestro-attack-{MARK}"},
+}
+
+func (e attackEnv) expand(command string) string {
+	return strings.NewReplacer(
+		"{SECRET}", e.secret, "{HOME_DIR}", e.home, "{OUT}", e.outside,
+		"{PORT}", strconv.Itoa(e.port), "{PID}", strconv.Itoa(os.Getpid()), "{MARK}", e.marker,
+	).Replace(command)
+}
+
+// outcome is what an attack achieved; a blocked attack achieves nothing.
+type outcome struct {
+	rejected bool // refused by the policy before running
+	leaks    []string
+}
+
+// runAttack runs one case like the Bash tool does (start, wait, remove the
+// process group) and then looks for every effect an attack could have.
+func runAttack(t *testing.T, sb *sandbox.Sandbox, e attackEnv, c attackCase) outcome {
+	t.Helper()
+	command := e.expand(c.command)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// HOME is the workspace in the sandbox; off mode gets it too so that
+	// the control runs the same attacks.
+	cmd, err := sb.Command(ctx, e.ws, command, sandbox.CommandOptions{Env: map[string]string{"HOME": e.ws}})
+	if _, ok := errors.AsType[*sandbox.PolicyError](err); ok {
+		return outcome{rejected: true}
+	}
+	if err != nil {
+		t.Fatalf("Command(%q): %v", command, err)
+	}
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err := cmd.Run(); err != nil && !errors.As(err, new(*exec.ExitError)) && !errors.Is(err, exec.ErrWaitDelay) {
+		t.Fatalf("running %q: %v", command, err)
+	}
+	_ = sandbox.KillProcessGroup(cmd)
+	var o outcome
+	text := out.String()
+	if strings.Contains(text, "TOP-SECRET") {
+		o.leaks = append(o.leaks, "read a secret: "+firstLine(text))
+	}
+	if strings.Contains(text, fakeKeyValue) {
+		o.leaks = append(o.leaks, "read Maestro's API key from its environ")
+	}
+	if strings.Contains(text, "SIGNALED") {
+		o.leaks = append(o.leaks, "signalled a process outside the sandbox")
+	}
+	if entries, _ := os.ReadDir(e.outside); len(entries) > 0 {
+		o.leaks = append(o.leaks, fmt.Sprintf("wrote outside the workspace (%s)", entries[0].Name()))
+	}
+	if tmp := "/tmp/maestro-attack-" + e.marker; fileExists(tmp) {
+		os.Remove(tmp)
+		o.leaks = append(o.leaks, "wrote the host's /tmp")
+	}
+	// A connection the kernel completed may still be on its way to Accept.
+	for deadline := time.Now().Add(300 * time.Millisecond); e.accepted.Load() == 0 && time.Now().Before(deadline); {
+		waitABit()
+	}
+	if n := e.accepted.Load(); n > 0 {
+		o.leaks = append(o.leaks, fmt.Sprintf("reached a listener of the host (%d connections)", n))
+	}
+	if pids := processesWithArg(e.marker); len(pids) > 0 {
+		for _, p := range pids {
+			p.Kill()
+		}
+		o.leaks = append(o.leaks, fmt.Sprintf("left %d process(es) running after the command", len(pids)))
+	}
+	return o
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
+
+func fileExists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// processesWithArg lists the live processes with arg in their command
+// line, waiting briefly for ones being killed to go.
+func processesWithArg(arg string) []*os.Process {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		var found []*os.Process
+		dirs, _ := os.ReadDir("/proc")
+		for _, d := range dirs {
+			pid, err := strconv.Atoi(d.Name())
+			if err != nil {
+				continue
+			}
+			cmdline, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+			if err != nil || !bytes.Contains(cmdline, []byte(arg)) {
+				continue
+			}
+			if stat, err := os.ReadFile("/proc/" + d.Name() + "/stat"); err == nil && isZombie(stat) {
+				continue
+			}
+			if p, err := os.FindProcess(pid); err == nil {
+				found = append(found, p)
+			}
+		}
+		if len(found) == 0 || time.Now().After(deadline) {
+			return found
+		}
+		// Processes being killed take a moment to disappear from /proc.
+		waitABit()
+	}
+}
+
+func isZombie(stat []byte) bool {
+	i := bytes.LastIndexByte(stat, ')')
+	return i > 0 && i+2 < len(stat) && stat[i+2] == 'Z'
+}
+
+// waitABit yields for a short while without time.Sleep (a timer on a
+// channel).
+func waitABit() { <-time.After(20 * time.Millisecond) }
+
+// attackModes are the sandboxes the suite runs in: each must block every
+// case.
+func attackModes() []struct {
+	name string
+	new  func(t *testing.T) *sandbox.Sandbox
+} {
+	return []struct {
+		name string
+		new  func(t *testing.T) *sandbox.Sandbox
+	}{
+		{"bwrap", func(t *testing.T) *sandbox.Sandbox {
+			return sandboxtest.Bwrap(t, sandbox.Config{HelperPath: sandboxtest.Helper(t)})
+		}},
+		{"landlock", func(t *testing.T) *sandbox.Sandbox { return sandboxtest.Landlock(t, sandbox.Config{}) }},
+	}
+}
+
+// TestAttacks runs every attack of issue 14 item 3 in every sandbox mode
+// and asserts that nothing got through.
+func TestAttacks(t *testing.T) {
+	if os.Getenv(fakeKeyVar) != fakeKeyValue {
+		t.Fatalf("TestMain did not put the fake key in the environment")
+	}
+	for _, m := range attackModes() {
+		t.Run(m.name, func(t *testing.T) {
+			sb := m.new(t)
+			blocked := 0
+			for _, c := range attackCases {
+				t.Run(c.name, func(t *testing.T) {
+					e := newAttackEnv(t, m.name)
+					o := runAttack(t, sb, e, c)
+					if len(o.leaks) > 0 {
+						t.Errorf("%s: attack %q got through: %s", m.name, e.expand(c.command), strings.Join(o.leaks, "; "))
+						return
+					}
+					blocked++
+				})
+			}
+			t.Logf("%s: %d of %d attacks blocked", m.name, blocked, len(attackCases))
+		})
+	}
+}
+
+// TestAttacksSucceedUnconfined is the control: with isolation off every
+// case achieves its effect, so a blocked case above is the sandbox's doing.
+func TestAttacksSucceedUnconfined(t *testing.T) {
+	sb := sandboxtest.Off(t, sandbox.Config{})
+	for _, c := range attackCases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newAttackEnv(t, "off")
+			o := runAttack(t, sb, e, c)
+			if o.rejected {
+				t.Fatalf("attack %q was rejected by the policy with isolation off: the case does not test the sandbox", e.expand(c.command))
+			}
+			if len(o.leaks) == 0 {
+				t.Errorf("attack %q achieved nothing with isolation off: the case does not test anything", e.expand(c.command))
+			}
+		})
+	}
+}
+
+// TestBwrapWithoutHelperKillsDaemons: even without the helper, a setsid
+// daemon does not outlive its bwrap command: --unshare-pid and
+// --die-with-parent take the whole PID namespace down with it.
+func TestBwrapWithoutHelperKillsDaemons(t *testing.T) {
+	sb := sandboxtest.Bwrap(t, sandbox.Config{})
+	if sb.Limited() {
+		t.Fatal("a bwrap sandbox without HelperPath reports limits")
+	}
+	for _, c := range attackCases {
+		if c.name != "setsid daemon survives" {
+			continue
+		}
+		e := newAttackEnv(t, "bwrap-bare")
+		if o := runAttack(t, sb, e, c); len(o.leaks) > 0 {
+			t.Errorf("bwrap without helper: %s", strings.Join(o.leaks, "; "))
+		}
+		return
+	}
+	t.Fatal("the setsid daemon case is missing")
+}
