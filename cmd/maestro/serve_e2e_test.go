@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/maestro-run/maestro/internal/queue"
 )
 
 // lockedBuffer is a goroutine-safe buffer for a process's stderr.
@@ -133,7 +135,7 @@ func TestServeRunsWithoutModel(t *testing.T) {
 		t.Errorf("submit -f stderr:\n%s", errOut)
 	}
 	for name, want := range map[string]string{"README.md": "replay demo", "greet.txt": "bonjour, le monde"} {
-		data, err := os.ReadFile(filepath.Join(home, "tasks", "1", "output", "hello-maestro", name))
+		data, err := os.ReadFile(filepath.Join(queue.WorkDir(home, 1), "output", "hello-maestro", name))
 		if err != nil || !strings.Contains(string(data), want) {
 			t.Errorf("deliverable %s = %q, %v; want it to mention %q", name, data, err, want)
 		}
@@ -188,7 +190,7 @@ func TestServeRunsWithoutModel(t *testing.T) {
 	if err != nil || !strings.Contains(out, "input/brief.txt (15 bytes)") || !strings.Contains(out, "read the brief") {
 		t.Fatalf("submit --file -f: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 	}
-	if data, err := os.ReadFile(filepath.Join(home, "tasks", "2", "input", "brief.txt")); err != nil || string(data) != "two paragraphs\n" {
+	if data, err := os.ReadFile(filepath.Join(queue.WorkDir(home, 2), "input", "brief.txt")); err != nil || string(data) != "two paragraphs\n" {
 		t.Errorf("input/brief.txt = %q, %v", data, err)
 	}
 

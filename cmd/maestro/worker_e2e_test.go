@@ -53,8 +53,8 @@ func TestWorkerCrashReclaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	taskDir := queue.TaskDir(data, task.ID)
-	release := func() { os.WriteFile(filepath.Join(taskDir, "input", "go"), nil, 0o644) }
+	workDir := queue.WorkDir(data, task.ID) // the agent's workspace (input/, output/)
+	release := func() { os.WriteFile(filepath.Join(workDir, "input", "go"), nil, 0o644) }
 	t.Cleanup(release) // never leave the orphaned command waiting
 
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
@@ -117,7 +117,7 @@ func TestWorkerCrashReclaim(t *testing.T) {
 	w1 := startWorker(ctx, t, home, data, "first")
 	workers = append(workers, w1)
 	waitFor("the Bash command to run", func() bool {
-		_, err := os.Stat(filepath.Join(taskDir, "output", "started"))
+		_, err := os.Stat(filepath.Join(workDir, "output", "started"))
 		var n int
 		queryRow([]any{&n}, `SELECT count(*) FROM job_events WHERE job_id = ? AND type = 'protocol' AND data LIKE '%"tool_start"%'`, job.ID)
 		s, _, serr := readState()
