@@ -131,7 +131,7 @@ func startAgentHeadless(io *IOStreams, o headlessOptions, log *slog.Logger, stor
 		Tools:    func(context.Context) (*tool.Set, error) { return tool.NewSet(), nil },
 		Turn:     a.Turn,
 		Utilities: func(emit func(protocol.Message)) runtime.Utilities {
-			return utility.New(utility.Config{Root: root, Emit: emit, Logger: log})
+			return utility.New(utility.Config{Root: root, Emit: emit, Logger: log, Hide: sessionStoreDirs(sess)})
 		},
 		Log:                sess,
 		SessionID:          sess.ID(),

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -94,7 +95,7 @@ func sessionRuntime(choice *providers.Choice, root *workspace.Root, probe *sandb
 		Retry:    &llm.RetryPolicy{},
 		Tools:    func(context.Context) (*tool.Set, error) { return tools() },
 		Utilities: func(emit func(protocol.Message)) runtime.Utilities {
-			return utility.New(utility.Config{Root: root, Emit: emit, Logger: log})
+			return utility.New(utility.Config{Root: root, Emit: emit, Logger: log, Hide: sessionStoreDirs(sess)})
 		},
 		Log:                sess,
 		SessionID:          sess.ID(),
@@ -105,4 +106,15 @@ func sessionRuntime(choice *providers.Choice, root *workspace.Root, probe *sandb
 		MaxAttachmentChars: int(envInt(getenv, "MAESTRO_HEADLESS_MAX_TEXT_CHARS")),
 		Logger:             log,
 	}
+}
+
+// sessionStoreDirs is what utility watches and searches must not report:
+// the session store holding sess (Maestro's own log), should the user's
+// MAESTRO_HOME or data directory lie inside the workspace.
+func sessionStoreDirs(sess *session.Session) []string {
+	dir := filepath.Dir(sess.Dir())
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	return []string{dir}
 }
