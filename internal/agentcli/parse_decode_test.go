@@ -1,7 +1,10 @@
 package agentcli
 
 import (
+	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -142,4 +145,23 @@ func hasFoldedType(obj map[string]any) bool {
 		}
 	}
 	return false
+}
+
+// fixtureLines returns every JSON line of the captured streams.
+func fixtureLines(t testing.TB) map[string][][]byte {
+	t.Helper()
+	files, _ := filepath.Glob("testdata/*/*.jsonl")
+	out := map[string][][]byte{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for l := range bytes.SplitSeq(data, []byte("\n")) {
+			if l = bytes.TrimSpace(l); len(l) > 0 && l[0] == '{' {
+				out[f] = append(out[f], l)
+			}
+		}
+	}
+	return out
 }
