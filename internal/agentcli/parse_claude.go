@@ -52,6 +52,8 @@ func (u claudeUsage) protocol(model string) protocol.Usage {
 		CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens, ModelID: model}
 }
 
+// claudeBlock is one content block of a message, on the stream and in
+// Claude Code's stored session files alike.
 type claudeBlock struct {
 	Type      string          `json:"type"`
 	Text      string          `json:"text"`
