@@ -38,7 +38,7 @@ printf '| added by Maestro | %s µs | %s µs |\n' "$(awk -v a="$m50" -v b="$b50"
 echo
 
 # median of a column (unit $2) for one benchmark name in output $3
-col() { grep -E "^$1(-[0-9]+)? " <<<"$3" | sed -E "s/.*[[:space:]]([0-9.]+) $2.*/\1/" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+col() { grep -E "^$1(-[0-9]+)? " <<<"$3" | sed -E "s|.*[[:space:]]([0-9.]+) $2.*|\1|" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "| parser: one captured tool-turn line | bytes/line | CPU per line (median of $count) |"
 echo "|---|---:|---:|"
 for cli in claude-code codex gemini-cli opencode qwen-code; do
