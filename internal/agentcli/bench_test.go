@@ -26,13 +26,18 @@ func benchStream(b *testing.B, dir string, size int) []byte {
 	return bytes.Repeat(unit, size/len(unit)+1)
 }
 
+// benchCLIs are the built-in CLIs and their captured fixture directories.
+func benchCLIs() []struct{ id, dir string } {
+	return []struct{ id, dir string }{
+		{"claude-code", "claude-code-2.1.330"}, {"codex", "codex-0.169.0"}, {"gemini-cli", "gemini-cli-0.61.0"},
+		{"opencode", "opencode-1.18.33"}, {"qwen-code", "qwen-code-0.24.4"},
+	}
+}
+
 // BenchmarkParserThroughput parses a 50 MB stream per parser; the MB/s
 // column is the throughput.
 func BenchmarkParserThroughput(b *testing.B) {
-	for _, c := range []struct{ id, dir string }{
-		{"claude-code", "claude-code-2.1.330"}, {"codex", "codex-0.169.0"}, {"gemini-cli", "gemini-cli-0.61.0"},
-		{"opencode", "opencode-1.18.33"}, {"qwen-code", "qwen-code-0.24.4"},
-	} {
+	for _, c := range benchCLIs() {
 		b.Run(c.id, func(b *testing.B) {
 			def := mustDef(b, c.id)
 			data := benchStream(b, c.dir, 50<<20)
@@ -149,10 +154,7 @@ func BenchmarkLineLatencyPaced(b *testing.B) {
 // BenchmarkLineCost is the CPU cost of parsing one line (ns/op is per
 // line): the captured tool-turn lines of each CLI fed to its parser in turn.
 func BenchmarkLineCost(b *testing.B) {
-	for _, c := range []struct{ id, dir string }{
-		{"claude-code", "claude-code-2.1.330"}, {"codex", "codex-0.169.0"}, {"gemini-cli", "gemini-cli-0.61.0"},
-		{"opencode", "opencode-1.18.33"}, {"qwen-code", "qwen-code-0.24.4"},
-	} {
+	for _, c := range benchCLIs() {
 		b.Run(c.id, func(b *testing.B) {
 			def := mustDef(b, c.id)
 			data, err := os.ReadFile(filepath.Join("testdata", c.dir, "tool-turn.jsonl"))
