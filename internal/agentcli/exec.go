@@ -1,6 +1,7 @@
 package agentcli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -156,89 +157,59 @@ func (t *tail) String() string {
 	return string(t.buf)
 }
 
+// runOnce starts the CLI once and reads its stream to the end. In batch
+// mode the prompt is on the command line and stdin is closed at once; with
+// the permission relay (relay.go) the prompt goes on stdin, which stays
+// open until the turn's result so that permission requests are answered
+// through x.Permission.
 func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)) (*RunResult, error) {
 	def := x.Def
-	if x.Permission != nil && RelaySupported(def) {
-		return x.runRelayOnce(ctx, inv, sink)
-	}
-	args, warning := def.Argv(inv)
-	env := x.Env
-	if env == nil {
-		env = os.Environ()
-	}
-	env = def.Environ(env, inv)
-	bin := x.Path
-	if bin == "" {
-		var err error
-		if bin, err = lookPath(def.Binary, envValue(env, "PATH")); err != nil {
+	relay := x.Permission != nil && RelaySupported(def)
+	var args, input []string
+	var warning string
+	if relay {
+		var prompt string
+		args, prompt, warning = def.relayArgv(inv)
+		msg, err := userMessage(prompt, inv.Images)
+		if err != nil {
 			return &RunResult{}, fmt.Errorf("start %s: %w", def.ID, err)
 		}
+		input = []string{relayInit, string(msg)}
+	} else {
+		args, warning = def.Argv(inv)
+	}
+	p, err := NewParser(def.Parser, ParserOptions{Provider: def.ID, Classifier: NewClassifier(def)})
+	if err != nil {
+		return &RunResult{}, fmt.Errorf("start %s: %w", def.ID, err)
 	}
 	runCtx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = inv.Dir
-	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdin, err := cmd.StdinPipe()
+	proc, err := x.start(runCtx, inv, args)
 	if err != nil {
-		return &RunResult{}, fmt.Errorf("start %s: %w", def.ID, err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return &RunResult{}, fmt.Errorf("start %s: %w", def.ID, err)
-	}
-	stderr := &tail{n: 64 << 10}
-	cmd.Stderr = stderr
-	cmd.WaitDelay = 2 * time.Second
-	if err := cmd.Start(); err != nil {
-		return &RunResult{}, fmt.Errorf("start %s: %w", def.ID, err)
-	}
-	_ = stdin.Close() // batch mode: the prompt is on the command line
-
-	// Interrupt: SIGTERM the group, SIGKILL it after the grace period.
-	grace := x.KillGrace
-	if grace <= 0 {
-		grace = time.Second
-	}
-	done := make(chan struct{})
-	var killed sync.WaitGroup
-	killed.Add(1)
-	go func() {
-		defer killed.Done()
-		select {
-		case <-done:
-			return
-		case <-runCtx.Done():
-		}
-		pgid := cmd.Process.Pid
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		t := time.NewTimer(grace)
-		defer t.Stop()
-		select {
-		case <-done:
-		case <-t.C:
-		}
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	}()
-
-	p, err := NewParser(def.Parser, ParserOptions{Provider: def.ID, Classifier: NewClassifier(def)})
-	if err != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-		close(done)
 		return &RunResult{}, err
 	}
+	// A CLI that dies at once closes its stdin: the write errors surface
+	// as its exit status and stderr below. Batch mode writes nothing.
+	for _, l := range input {
+		_ = proc.stdin.line([]byte(l))
+	}
+	if !relay {
+		proc.stdin.close() // the prompt is on the command line
+	}
+
+	var answers sync.WaitGroup
 	res := &RunResult{Warning: warning}
 	var streamErr *AgentError
-	var lastLines tail
-	lastLines.n = 4 << 10
-	for ev, err := range Parse(stdout, p) {
+	lastLines := &tail{n: 4 << 10}
+	for ev, err := range Parse(proc.stdout, p) {
 		if err != nil {
 			break
 		}
 		if ev.Raw != nil {
 			_, _ = lastLines.Write(append(ev.Raw, '\n'))
+			if relay && bytes.Contains(ev.Raw, []byte(`"control_request"`)) {
+				x.answerControl(runCtx, ev.Raw, proc.stdin, &answers)
+			}
 		}
 		if ev.Error != nil && streamErr == nil {
 			streamErr = ev.Error
@@ -253,36 +224,128 @@ func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)
 			continue
 		}
 		sink(ev)
+		if ev.Result != nil && relay {
+			// One prompt per process: end of input ends the CLI.
+			proc.stdin.close()
+		}
 	}
-	// Drain whatever is left so the CLI never blocks on a full pipe.
-	_, _ = io.Copy(io.Discard, stdout)
-	waitErr := cmd.Wait()
-	close(done)
-	killed.Wait()
+	waitErr := proc.wait()
+	cancelRun()
+	answers.Wait()
 
 	res.SessionID, res.Result, res.Stats = p.SessionID(), p.Result(), p.Stats()
 	if res.SessionID == "" {
 		res.SessionID = inv.SessionID
 	}
-	res.ExitCode = cmd.ProcessState.ExitCode()
+	res.ExitCode = proc.cmd.ProcessState.ExitCode()
 	if ctx.Err() != nil {
 		res.Err = &AgentError{Category: Unknown, Message: "interrupted", Source: "exit", ExitCode: res.ExitCode}
 		return res, ErrInterrupted
 	}
+	stderr := proc.stderr.String()
 	switch {
 	case streamErr != nil:
 		streamErr.ExitCode = res.ExitCode
 		res.Err = streamErr
 	case waitErr != nil || res.ExitCode != 0:
-		res.Err = NewClassifier(def).ClassifyExit(res.ExitCode, stderr.String(), lastLines.String())
-	case res.Result == nil && p.Stats().Events == 0 && strings.TrimSpace(stderr.String()) != "":
+		res.Err = NewClassifier(def).ClassifyExit(res.ExitCode, stderr, lastLines.String())
+	case res.Result == nil && p.Stats().Events == 0 && strings.TrimSpace(stderr) != "":
 		// Exit 0 with only stderr (OpenCode does this on a bad provider).
-		res.Err = NewClassifier(def).ClassifyExit(0, stderr.String(), "")
+		res.Err = NewClassifier(def).ClassifyExit(0, stderr, "")
 	}
 	if res.Err != nil && res.Err.Source != "stream" {
 		sink(Event{Error: res.Err, Messages: []protocol.Message{protocol.Error{Message: res.Err.Error(), ErrorType: res.Err.Category.ErrorType()}}})
 	}
 	return res, nil
+}
+
+// process is one started CLI: its own process group, stdin kept as a
+// pipe (a file makes Claude print nothing), the last 64 KiB of stderr,
+// and a watcher that stops the group when the run's context ends.
+type process struct {
+	cmd    *exec.Cmd
+	stdin  *stdinWriter
+	stdout io.Reader
+	stderr *tail
+	done   chan struct{}
+	killed *sync.WaitGroup
+}
+
+// start starts the CLI with args in inv.Dir; ctx ending stops it (SIGTERM
+// to the group, SIGKILL after x.KillGrace).
+func (x *Executor) start(ctx context.Context, inv Invocation, args []string) (*process, error) {
+	def := x.Def
+	env := x.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	env = def.Environ(env, inv)
+	bin := x.Path
+	if bin == "" {
+		var err error
+		if bin, err = lookPath(def.Binary, envValue(env, "PATH")); err != nil {
+			return nil, fmt.Errorf("start %s: %w", def.ID, err)
+		}
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = inv.Dir
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	pipe, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", def.ID, err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", def.ID, err)
+	}
+	stderr := &tail{n: 64 << 10}
+	cmd.Stderr = stderr
+	cmd.WaitDelay = 2 * time.Second
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", def.ID, err)
+	}
+	done := make(chan struct{})
+	return &process{cmd: cmd, stdin: &stdinWriter{w: pipe}, stdout: stdout, stderr: stderr, done: done,
+		killed: x.killOnCancel(ctx, cmd.Process.Pid, done)}, nil
+}
+
+// wait closes stdin, drains stdout (so the CLI never blocks on a full
+// pipe), waits for the CLI and then for its watcher.
+func (p *process) wait() error {
+	p.stdin.close()
+	_, _ = io.Copy(io.Discard, p.stdout)
+	err := p.cmd.Wait()
+	close(p.done)
+	p.killed.Wait()
+	return err
+}
+
+// killOnCancel SIGTERMs the process group pgid when ctx ends and SIGKILLs
+// it after the grace period, unless done closes first. Wait on the result
+// after closing done.
+func (x *Executor) killOnCancel(ctx context.Context, pgid int, done <-chan struct{}) *sync.WaitGroup {
+	grace := x.KillGrace
+	if grace <= 0 {
+		grace = time.Second
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+		}
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+		}
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	})
+	return &wg
 }
 
 func envValue(env []string, key string) string {

@@ -97,14 +97,14 @@ type Parser struct {
 	stats Stats
 }
 
-// lineParser is one CLI's format.
+// lineParser is one CLI's format (a format[L, P], see parse_format.go).
 type lineParser interface {
 	// line decodes and handles one line that starts with '{': lineNonJSON
 	// when it is not a JSON object whose "type" is a string, lineUnknown
 	// for an unknown event type (or a field of the wrong type).
 	line(st *state, raw []byte) lineResult
-	// finish closes what is open at the end of the stream.
-	finish(st *state)
+	// end closes what the format keeps open at the end of the stream.
+	end(st *state)
 }
 
 var responseSeq atomic.Uint64
@@ -114,15 +114,15 @@ func NewParser(name string, opt ParserOptions) (*Parser, error) {
 	var impl lineParser
 	switch name {
 	case "claude-stream-json":
-		impl = &claudeParser{}
+		impl = newClaudeFormat(false)
 	case "qwen-stream-json":
-		impl = &claudeParser{qwen: true}
+		impl = newClaudeFormat(true)
 	case "codex-json":
-		impl = &codexParser{}
+		impl = newCodexFormat()
 	case "gemini-stream-json":
-		impl = &geminiParser{}
+		impl = newGeminiFormat()
 	case "opencode-json":
-		impl = &opencodeParser{}
+		impl = newOpencodeFormat()
 	default:
 		return nil, fmt.Errorf("agentcli: unknown parser %q (known: %v)", name, ParserNames())
 	}
@@ -178,7 +178,7 @@ func (p *Parser) Feed(line []byte) Event {
 func (p *Parser) Finish() Event {
 	var ev Event
 	p.st.begin(&ev)
-	p.impl.finish(p.st)
+	p.impl.end(p.st)
 	p.st.closeResponse(protocol.Usage{}, 0)
 	p.st.end()
 	p.stats.Events += len(ev.Messages)
@@ -328,9 +328,6 @@ func (s *state) toolEmit(m protocol.Message, hold bool) {
 func (s *state) toolCall(id, name string, args json.RawMessage, hold bool) {
 	if len(args) == 0 || !json.Valid(args) {
 		args = json.RawMessage("{}")
-	} else {
-		// The parsers' fast path hands out slices of the line.
-		args = bytes.Clone(args)
 	}
 	s.toolNames[id] = name
 	if i, found := slices.BinarySearch(s.tools, name); !found {
@@ -398,10 +395,6 @@ func subUsage(a, b protocol.Usage) protocol.Usage {
 func textOf(raw json.RawMessage) string {
 	if len(raw) == 0 {
 		return ""
-	}
-	var r jsonReader
-	if s, ok := fastText(&r, raw); ok {
-		return s
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {

@@ -23,7 +23,6 @@ import (
 // structured error.
 type claudeParser struct {
 	qwen bool
-	r    jsonReader
 	// msgID is the model message the open (or last) response belongs to.
 	msgID string
 	// msgUsage is the usage of the current model message.
@@ -53,6 +52,8 @@ func (u claudeUsage) protocol(model string) protocol.Usage {
 		CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens, ModelID: model}
 }
 
+// claudeBlock is one content block of a message, on the stream and in
+// Claude Code's stored session files alike.
 type claudeBlock struct {
 	Type      string          `json:"type"`
 	Text      string          `json:"text"`
@@ -73,7 +74,7 @@ type claudeMessage struct {
 }
 
 type claudeLine struct {
-	Type      string        `json:"type"`
+	envelope
 	Subtype   string        `json:"subtype"`
 	SessionID string        `json:"session_id"`
 	Model     string        `json:"model"`
@@ -98,10 +99,21 @@ type claudeLine struct {
 	Errors json.RawMessage `json:"errors"`
 }
 
-func (p *claudeParser) blocks(raw json.RawMessage) []claudeBlock {
-	if bl, ok := p.fastBlocks(raw); ok {
-		return bl
+// newClaudeFormat reads Claude Code's stream (Qwen Code's when qwen).
+func newClaudeFormat(qwen bool) format[claudeLine, *claudeLine] {
+	p := &claudeParser{qwen: qwen}
+	m := map[string]handler[*claudeLine]{
+		"system": p.system, "assistant": p.assistant, "user": p.user, "result": p.result,
 	}
+	// Partial-message events (--include-partial-messages) duplicate the
+	// assistant lines; Qwen also reports goal state there.
+	on(m, ignore, "stream_event", "control_request", "control_response", "keep_alive", "rate_limit_event")
+	return format[claudeLine, *claudeLine]{each: p.each, on: m, finish: p.finish}
+}
+
+// blocks decodes message content: a list of blocks, or a string (one text
+// block).
+func blocks(raw json.RawMessage) []claudeBlock {
 	var bl []claudeBlock
 	if json.Unmarshal(raw, &bl) == nil {
 		return bl
@@ -121,162 +133,154 @@ func (p *claudeParser) endMessage(st *state) {
 	p.msgUsage = protocol.Usage{}
 }
 
-func (p *claudeParser) line(st *state, raw []byte) lineResult {
-	var l claudeLine
-	if res := decodeLine(&p.r, raw, &l); res != lineOK {
-		return res
+// each: every line may carry the session id.
+func (p *claudeParser) each(st *state, l *claudeLine) { st.setSession(l.SessionID) }
+
+// system: init → session id and model; api_retry → a status and a Retry.
+func (p *claudeParser) system(st *state, l *claudeLine, _ []byte) bool {
+	switch l.Subtype {
+	case "init", "session_start":
+		if l.Model != "" {
+			st.model = strings.TrimSuffix(l.Model, "[1m]")
+		}
+	case "api_retry":
+		msg := fmt.Sprint(l.ErrorText)
+		st.ev.Retry = &Retry{Attempt: l.Attempt, Max: l.MaxRetries, Status: l.ErrorStatus, Message: msg}
+		st.status(fmt.Sprintf("Model call failed (%s, HTTP %d); the agent retries (attempt %d of %d)", msg, l.ErrorStatus, l.Attempt, l.MaxRetries))
 	}
-	if !p.handle(st, &l, raw) {
-		return lineUnknown
-	}
-	return lineOK
+	return true
 }
 
-func (p *claudeParser) handle(st *state, l *claudeLine, raw []byte) bool {
-	st.setSession(l.SessionID)
-	switch l.Type {
-	case "system":
-		switch l.Subtype {
-		case "init", "session_start":
-			if l.Model != "" {
-				st.model = strings.TrimSuffix(l.Model, "[1m]")
-			}
-		case "api_retry":
-			msg := fmt.Sprint(l.ErrorText)
-			st.ev.Retry = &Retry{Attempt: l.Attempt, Max: l.MaxRetries, Status: l.ErrorStatus, Message: msg}
-			st.status(fmt.Sprintf("Model call failed (%s, HTTP %d); the agent retries (attempt %d of %d)", msg, l.ErrorStatus, l.Attempt, l.MaxRetries))
+// assistant: one model message's blocks.
+func (p *claudeParser) assistant(st *state, l *claudeLine, _ []byte) bool {
+	m := l.Message
+	if m.Model == "<synthetic>" {
+		for _, b := range blocks(m.Content) {
+			p.synthetic += b.Text
 		}
-		return true
-	case "stream_event":
-		// Partial-message events (--include-partial-messages) duplicate the
-		// assistant lines; Qwen also reports goal state here.
-		return true
-	case "assistant":
-		m := l.Message
-		if m.Model == "<synthetic>" {
-			for _, b := range p.blocks(m.Content) {
-				p.synthetic += b.Text
-			}
-			return true
-		}
-		if m.Model != "" {
-			st.model = m.Model
-		}
-		if m.ID != p.msgID {
-			// Qwen's reasoning message and the answer that follows are one
-			// model call: one response.
-			u := p.msgUsage
-			if !p.qwen || !p.thinkingOnly || st.respID == "" || u.InputTokens+u.OutputTokens+u.CacheReadTokens+u.CacheWriteTokens > 0 {
-				p.endMessage(st)
-			}
-			p.msgID = m.ID
-			p.thinkingOnly = true
-		}
-		if m.Usage != nil {
-			p.msgUsage = m.Usage.protocol(st.model)
-		}
-		for _, b := range p.blocks(m.Content) {
-			switch b.Type {
-			case "text":
-				if p.qwen && strings.HasPrefix(b.Text, "[API Error:") {
-					p.synthetic += b.Text
-					continue
-				}
-				st.chunk(b.Text, false)
-				p.lastText.WriteString(b.Text)
-			case "thinking":
-				st.chunk(b.Thinking, true)
-				continue
-			case "tool_use":
-				// The model call is over: its response ends, the tool runs.
-				if p.closed != p.msgID {
-					st.openResponse()
-					p.endMessage(st)
-					p.closed = p.msgID
-				}
-				st.toolCall(b.ID, b.Name, b.Input, false)
-			}
-			p.thinkingOnly = false
-		}
-		return true
-	case "user":
-		p.endMessage(st)
-		for _, b := range p.blocks(l.Message.Content) {
-			if b.Type != "tool_result" {
-				continue
-			}
-			st.toolOutput(b.ToolUseID, textOf(b.Content), false)
-			code := ""
-			if b.IsError {
-				code = "tool_error"
-			}
-			st.toolEnd(b.ToolUseID, !b.IsError, code, false)
-		}
-		return true
-	case "result":
-		r := &Result{SessionID: l.SessionID, Text: l.Result, IsError: l.IsError, Subtype: l.Subtype,
-			CostUSD: l.TotalCostUSD, NumTurns: l.NumTurns, DurationMS: l.DurationMS}
-		if n, ok := countArray(&p.r, l.PermissionDenials); ok {
-			r.PermissionDenials = n
-		} else {
-			var denials []json.RawMessage
-			if json.Unmarshal(l.PermissionDenials, &denials) == nil {
-				r.PermissionDenials = len(denials)
-			}
-		}
-		if l.Usage != nil {
-			r.Usage = l.Usage.protocol(st.model)
-			r.Usage.TotalTokens = r.Usage.InputTokens + r.Usage.OutputTokens + r.Usage.CacheReadTokens + r.Usage.CacheWriteTokens
-			r.Usage.TotalCostUSD = l.TotalCostUSD
-			r.Usage.Provider = st.opt.Provider
-		}
-		if r.Text == "" && !l.IsError {
-			r.Text = p.lastText.String()
-		}
-		// The last response gets what the turn total says was not yet
-		// reported (Claude's per-message stream usage is a snapshot).
-		if st.respID != "" {
-			u := p.msgUsage
-			if l.Usage != nil {
-				rest := subUsage(r.Usage, st.reported)
-				if rest.InputTokens+rest.OutputTokens+rest.CacheReadTokens+rest.CacheWriteTokens > 0 {
-					u = rest
-				}
-			}
-			st.closeResponse(u, l.TotalCostUSD)
-		}
-		p.msgUsage = protocol.Usage{}
-		if l.IsError || p.synthetic != "" {
-			msg := l.Result
-			var e struct {
-				Error struct {
-					Message string `json:"message"`
-				} `json:"error"`
-			}
-			if json.Unmarshal(raw, &e) == nil && e.Error.Message != "" {
-				msg = e.Error.Message
-			}
-			if msg == "" {
-				var errs []string
-				if json.Unmarshal(l.Errors, &errs) == nil {
-					msg = strings.Join(errs, "; ")
-				}
-			}
-			if msg == "" {
-				msg = p.synthetic
-			}
-			if msg == "" {
-				msg = "the agent reported an error (" + l.Subtype + ")"
-			}
-			r.IsError = true
-			st.fail(msg, l.APIErrorStatus)
-		}
-		st.finishResult(r)
-		return true
-	case "control_request", "control_response", "keep_alive", "rate_limit_event":
 		return true
 	}
-	return false
+	if m.Model != "" {
+		st.model = m.Model
+	}
+	if m.ID != p.msgID {
+		// Qwen's reasoning message and the answer that follows are one
+		// model call: one response.
+		u := p.msgUsage
+		if !p.qwen || !p.thinkingOnly || st.respID == "" || u.InputTokens+u.OutputTokens+u.CacheReadTokens+u.CacheWriteTokens > 0 {
+			p.endMessage(st)
+		}
+		p.msgID = m.ID
+		p.thinkingOnly = true
+	}
+	if m.Usage != nil {
+		p.msgUsage = m.Usage.protocol(st.model)
+	}
+	for _, b := range blocks(m.Content) {
+		switch b.Type {
+		case "text":
+			if p.qwen && strings.HasPrefix(b.Text, "[API Error:") {
+				p.synthetic += b.Text
+				continue
+			}
+			st.chunk(b.Text, false)
+			p.lastText.WriteString(b.Text)
+		case "thinking":
+			st.chunk(b.Thinking, true)
+			continue
+		case "tool_use":
+			// The model call is over: its response ends, the tool runs.
+			if p.closed != p.msgID {
+				st.openResponse()
+				p.endMessage(st)
+				p.closed = p.msgID
+			}
+			st.toolCall(b.ID, b.Name, b.Input, false)
+		}
+		p.thinkingOnly = false
+	}
+	return true
+}
+
+// user: tool results.
+func (p *claudeParser) user(st *state, l *claudeLine, _ []byte) bool {
+	p.endMessage(st)
+	for _, b := range blocks(l.Message.Content) {
+		if b.Type != "tool_result" {
+			continue
+		}
+		st.toolOutput(b.ToolUseID, textOf(b.Content), false)
+		code := ""
+		if b.IsError {
+			code = "tool_error"
+		}
+		st.toolEnd(b.ToolUseID, !b.IsError, code, false)
+	}
+	return true
+}
+
+// result: the turn's end.
+func (p *claudeParser) result(st *state, l *claudeLine, raw []byte) bool {
+	r := &Result{SessionID: l.SessionID, Text: l.Result, IsError: l.IsError, Subtype: l.Subtype,
+		CostUSD: l.TotalCostUSD, NumTurns: l.NumTurns, DurationMS: l.DurationMS}
+	var denials []json.RawMessage
+	if json.Unmarshal(l.PermissionDenials, &denials) == nil {
+		r.PermissionDenials = len(denials)
+	}
+	if l.Usage != nil {
+		r.Usage = l.Usage.protocol(st.model)
+		r.Usage.TotalTokens = r.Usage.InputTokens + r.Usage.OutputTokens + r.Usage.CacheReadTokens + r.Usage.CacheWriteTokens
+		r.Usage.TotalCostUSD = l.TotalCostUSD
+		r.Usage.Provider = st.opt.Provider
+	}
+	if r.Text == "" && !l.IsError {
+		r.Text = p.lastText.String()
+	}
+	// The last response gets what the turn total says was not yet
+	// reported (Claude's per-message stream usage is a snapshot).
+	if st.respID != "" {
+		u := p.msgUsage
+		if l.Usage != nil {
+			rest := subUsage(r.Usage, st.reported)
+			if rest.InputTokens+rest.OutputTokens+rest.CacheReadTokens+rest.CacheWriteTokens > 0 {
+				u = rest
+			}
+		}
+		st.closeResponse(u, l.TotalCostUSD)
+	}
+	p.msgUsage = protocol.Usage{}
+	if l.IsError || p.synthetic != "" {
+		r.IsError = true
+		st.fail(p.errorMessage(l, raw), l.APIErrorStatus)
+	}
+	st.finishResult(r)
+	return true
+}
+
+// errorMessage explains an error result: error.message, the result text,
+// the errors list, a synthetic message's text, else the subtype.
+func (p *claudeParser) errorMessage(l *claudeLine, raw []byte) string {
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(raw, &e) == nil && e.Error.Message != "" {
+		return e.Error.Message
+	}
+	if l.Result != "" {
+		return l.Result
+	}
+	var errs []string
+	if json.Unmarshal(l.Errors, &errs) == nil && len(errs) > 0 {
+		if msg := strings.Join(errs, "; "); msg != "" {
+			return msg
+		}
+	}
+	if p.synthetic != "" {
+		return p.synthetic
+	}
+	return "the agent reported an error (" + l.Subtype + ")"
 }
 
 func (p *claudeParser) finish(st *state) {
@@ -284,179 +288,4 @@ func (p *claudeParser) finish(st *state) {
 	if st.result == nil && p.synthetic != "" {
 		st.fail(p.synthetic, 0)
 	}
-}
-
-// The read methods fill the line structs on the fast path (see jsonReader
-// and object); each fields value lists its struct's json tags in the order
-// of the read's cases.
-
-var claudeLineNames = newFields("type", "subtype", "session_id", "model", "message", "attempt", "max_retries",
-	"error_status", "error", "status", "is_error", "result", "api_error_status", "usage", "total_cost_usd",
-	"num_turns", "duration_ms", "permission_denials", "errors")
-
-// read fills l from one line (see jsonReader).
-func (l *claudeLine) read(r *jsonReader) {
-	r.object(claudeLineNames, func(i int) {
-		switch i {
-		case 0:
-			r.str(&l.Type)
-		case 1:
-			r.str(&l.Subtype)
-		case 2:
-			r.str(&l.SessionID)
-		case 3:
-			r.str(&l.Model)
-		case 4:
-			if r.structStart() {
-				l.Message.read(r)
-			}
-		case 5:
-			r.int(&l.Attempt)
-		case 6:
-			r.int(&l.MaxRetries)
-		case 7:
-			r.int(&l.ErrorStatus)
-		case 8:
-			// An interface{} field: strings and null directly, the rest
-			// (rare: api_retry objects) through encoding/json.
-			switch r.peek() {
-			case 'n':
-				r.literal("null")
-				l.ErrorText = nil
-			case '"':
-				var s string
-				r.str(&s)
-				l.ErrorText = s
-			default:
-				if v := r.raw(); !r.bad && json.Unmarshal(v, &l.ErrorText) != nil {
-					r.fail()
-				}
-			}
-		case 9:
-			r.str(&l.Status)
-		case 10:
-			r.bool(&l.IsError)
-		case 11:
-			r.str(&l.Result)
-		case 12:
-			r.int(&l.APIErrorStatus)
-		case 13:
-			if u := ptrStart(r, &l.Usage); u != nil {
-				u.read(r)
-			}
-		case 14:
-			r.float(&l.TotalCostUSD)
-		case 15:
-			r.int(&l.NumTurns)
-		case 16:
-			r.int64(&l.DurationMS)
-		case 17:
-			r.rawMsg(&l.PermissionDenials)
-		case 18:
-			r.rawMsg(&l.Errors)
-		}
-	})
-}
-
-var claudeMessageNames = newFields("id", "model", "content", "usage")
-
-func (m *claudeMessage) read(r *jsonReader) {
-	r.object(claudeMessageNames, func(i int) {
-		switch i {
-		case 0:
-			r.str(&m.ID)
-		case 1:
-			r.str(&m.Model)
-		case 2:
-			r.rawMsg(&m.Content)
-		case 3:
-			if u := ptrStart(r, &m.Usage); u != nil {
-				u.read(r)
-			}
-		}
-	})
-}
-
-var claudeUsageNames = newFields("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-
-func (u *claudeUsage) read(r *jsonReader) {
-	r.object(claudeUsageNames, func(i int) {
-		switch i {
-		case 0:
-			r.int64(&u.InputTokens)
-		case 1:
-			r.int64(&u.OutputTokens)
-		case 2:
-			r.int64(&u.CacheReadInputTokens)
-		case 3:
-			r.int64(&u.CacheCreationInputTokens)
-		}
-	})
-}
-
-var claudeBlockNames = newFields("type", "text", "thinking", "id", "name", "input", "tool_use_id", "content", "is_error")
-
-func (b *claudeBlock) read(r *jsonReader) {
-	r.object(claudeBlockNames, func(i int) {
-		switch i {
-		case 0:
-			r.str(&b.Type)
-		case 1:
-			r.str(&b.Text)
-		case 2:
-			r.str(&b.Thinking)
-		case 3:
-			r.str(&b.ID)
-		case 4:
-			r.str(&b.Name)
-		case 5:
-			r.rawMsg(&b.Input)
-		case 6:
-			r.str(&b.ToolUseID)
-		case 7:
-			r.rawMsg(&b.Content)
-		case 8:
-			r.bool(&b.IsError)
-		}
-	})
-}
-
-// fastBlocks is blocks on the fast reader (ok false: use encoding/json).
-func (p *claudeParser) fastBlocks(raw json.RawMessage) ([]claudeBlock, bool) {
-	r := &p.r
-	r.reset(raw)
-	switch r.peek() {
-	case 0:
-		return nil, len(raw) == 0
-	case 'n':
-		r.literal("null")
-		return nil, r.end()
-	case '"':
-		var s string
-		r.str(&s)
-		if !r.end() {
-			return nil, false
-		}
-		if s == "" {
-			return nil, true
-		}
-		return []claudeBlock{{Type: "text", Text: s}}, true
-	case '[':
-		var bl []claudeBlock
-		r.arr()
-		for first := true; r.elem(first); first = false {
-			bl = append(bl, claudeBlock{})
-			if !r.null() {
-				bl[len(bl)-1].read(r)
-			}
-		}
-		if !r.end() {
-			return nil, false
-		}
-		if bl == nil {
-			bl = []claudeBlock{}
-		}
-		return bl, true
-	}
-	return nil, false
 }

@@ -1,7 +1,6 @@
 package agentcli
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -10,14 +9,9 @@ import (
 	"io"
 	"mime"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
-	"time"
-
-	"github.com/maestro-run/maestro/internal/protocol"
 )
 
 // The permission relay (Claude Code's SDK control protocol over stdio).
@@ -157,6 +151,9 @@ func userMessage(prompt string, images []string) ([]byte, error) {
 	return json.Marshal(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": content}})
 }
 
+// relayInit is the control request that opens a relay session.
+const relayInit = `{"type":"control_request","request_id":"maestro-init","request":{"subtype":"initialize"}}`
+
 // controlResponse is Maestro's answer to a control request.
 func controlResponse(id string, resp any, errText string) []byte {
 	r := map[string]any{"subtype": "success", "request_id": id, "response": resp}
@@ -194,129 +191,6 @@ func (s *stdinWriter) close() {
 	}
 }
 
-// runRelayOnce is runOnce for the permission relay: the prompt goes on
-// stdin and permission requests are answered through x.Permission.
-func (x *Executor) runRelayOnce(ctx context.Context, inv Invocation, sink func(Event)) (*RunResult, error) {
-	def := x.Def
-	args, prompt, warning := def.relayArgv(inv)
-	msg, err := userMessage(prompt, inv.Images)
-	if err != nil {
-		return &RunResult{}, fmt.Errorf("start %s: %w", def.ID, err)
-	}
-	env := x.Env
-	if env == nil {
-		env = os.Environ()
-	}
-	env = def.Environ(env, inv)
-	bin := x.Path
-	if bin == "" {
-		if bin, err = lookPath(def.Binary, envValue(env, "PATH")); err != nil {
-			return &RunResult{}, fmt.Errorf("start %s: %w", def.ID, err)
-		}
-	}
-	runCtx, cancelRun := context.WithCancel(ctx)
-	defer cancelRun()
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = inv.Dir
-	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	pipe, err := cmd.StdinPipe() // a pipe, never a file (a file makes Claude print nothing)
-	if err != nil {
-		return &RunResult{}, fmt.Errorf("start %s: %w", def.ID, err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return &RunResult{}, fmt.Errorf("start %s: %w", def.ID, err)
-	}
-	stderr := &tail{n: 64 << 10}
-	cmd.Stderr = stderr
-	cmd.WaitDelay = 2 * time.Second
-	if err := cmd.Start(); err != nil {
-		return &RunResult{}, fmt.Errorf("start %s: %w", def.ID, err)
-	}
-	stdin := &stdinWriter{w: pipe}
-	defer stdin.close()
-	done := make(chan struct{})
-	killed := x.killOnCancel(runCtx, cmd.Process.Pid, done)
-
-	p, err := NewParser(def.Parser, ParserOptions{Provider: def.ID, Classifier: NewClassifier(def)})
-	if err != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		stdin.close()
-		_ = cmd.Wait()
-		close(done)
-		killed.Wait()
-		return &RunResult{}, err
-	}
-	// A CLI that dies at once closes its stdin: the write errors surface
-	// as its exit status and stderr below.
-	_ = stdin.line([]byte(`{"type":"control_request","request_id":"maestro-init","request":{"subtype":"initialize"}}`))
-	_ = stdin.line(msg)
-
-	var answers sync.WaitGroup
-	res := &RunResult{Warning: warning}
-	var streamErr *AgentError
-	var lastLines tail
-	lastLines.n = 4 << 10
-	for ev, err := range Parse(stdout, p) {
-		if err != nil {
-			break
-		}
-		if ev.Raw != nil {
-			_, _ = lastLines.Write(append(ev.Raw, '\n'))
-			if bytes.Contains(ev.Raw, []byte(`"control_request"`)) {
-				x.answerControl(runCtx, ev.Raw, stdin, &answers)
-			}
-		}
-		if ev.Error != nil && streamErr == nil {
-			streamErr = ev.Error
-		}
-		if r := ev.Retry; r != nil && (r.Status == 401 || r.Status == 403) && streamErr == nil {
-			streamErr = NewClassifier(def).Classify(r.Message, r.Status)
-			ev.Error = streamErr
-			ev.Messages = append(ev.Messages, protocol.Error{Message: streamErr.Error(), ErrorType: streamErr.Category.ErrorType()})
-			sink(ev)
-			cancelRun()
-			continue
-		}
-		sink(ev)
-		if ev.Result != nil {
-			// One prompt per process: end of input ends the CLI.
-			stdin.close()
-		}
-	}
-	stdin.close()
-	_, _ = io.Copy(io.Discard, stdout)
-	waitErr := cmd.Wait()
-	close(done)
-	killed.Wait()
-	cancelRun()
-	answers.Wait()
-
-	res.SessionID, res.Result, res.Stats = p.SessionID(), p.Result(), p.Stats()
-	if res.SessionID == "" {
-		res.SessionID = inv.SessionID
-	}
-	res.ExitCode = cmd.ProcessState.ExitCode()
-	if ctx.Err() != nil {
-		res.Err = &AgentError{Category: Unknown, Message: "interrupted", Source: "exit", ExitCode: res.ExitCode}
-		return res, ErrInterrupted
-	}
-	switch {
-	case streamErr != nil:
-		streamErr.ExitCode = res.ExitCode
-		res.Err = streamErr
-	case waitErr != nil || res.ExitCode != 0:
-		res.Err = NewClassifier(def).ClassifyExit(res.ExitCode, stderr.String(), lastLines.String())
-	case res.Result == nil && p.Stats().Events == 0 && strings.TrimSpace(stderr.String()) != "":
-		res.Err = NewClassifier(def).ClassifyExit(0, stderr.String(), "")
-	}
-	if res.Err != nil && res.Err.Source != "stream" {
-		sink(Event{Error: res.Err, Messages: []protocol.Message{protocol.Error{Message: res.Err.Error(), ErrorType: res.Err.Category.ErrorType()}}})
-	}
-	return res, nil
-}
-
 // answerControl answers one control request line in the background (the
 // stream keeps being read while a human decides). Requests other than
 // can_use_tool get an error response.
@@ -352,31 +226,4 @@ func (x *Executor) answerControl(ctx context.Context, raw []byte, stdin *stdinWr
 		}
 		_ = stdin.line(controlResponse(req.RequestID, resp, ""))
 	})
-}
-
-// killOnCancel SIGTERMs the process group pgid when ctx ends and SIGKILLs
-// it after the grace period, unless done closes first. Wait on the result
-// after closing done.
-func (x *Executor) killOnCancel(ctx context.Context, pgid int, done <-chan struct{}) *sync.WaitGroup {
-	grace := x.KillGrace
-	if grace <= 0 {
-		grace = time.Second
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		select {
-		case <-done:
-			return
-		case <-ctx.Done():
-		}
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		t := time.NewTimer(grace)
-		defer t.Stop()
-		select {
-		case <-done:
-		case <-t.C:
-		}
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	})
-	return &wg
 }

@@ -113,18 +113,6 @@ type storedClaudeMessage struct {
 	Content json.RawMessage `json:"content"`
 }
 
-type storedClaudeBlock struct {
-	Type      string          `json:"type"`
-	Text      string          `json:"text"`
-	Thinking  string          `json:"thinking"`
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Input     json.RawMessage `json:"input"`
-	ToolUseID string          `json:"tool_use_id"`
-	Content   json.RawMessage `json:"content"`
-	IsError   bool            `json:"is_error"`
-}
-
 // claudeKnown are the record types Claude Code 2.1 writes besides user and
 // assistant messages; they carry no conversation and are skipped silently.
 var claudeKnown = map[string]bool{
@@ -225,17 +213,17 @@ func parseClaudeSession(path string) (*Transcript, error) {
 
 // claudeBlocks decodes message content: a plain string (returned as text)
 // or a list of blocks.
-func claudeBlocks(content json.RawMessage) ([]storedClaudeBlock, string) {
+func claudeBlocks(content json.RawMessage) ([]claudeBlock, string) {
 	var s string
 	if json.Unmarshal(content, &s) == nil {
 		return nil, s
 	}
-	var blocks []storedClaudeBlock
+	var blocks []claudeBlock
 	_ = json.Unmarshal(content, &blocks)
 	return blocks, ""
 }
 
-func claudeAssistant(m *SessionMessage, blocks []storedClaudeBlock, toolNames map[string]string) {
+func claudeAssistant(m *SessionMessage, blocks []claudeBlock, toolNames map[string]string) {
 	for _, b := range blocks {
 		switch b.Type {
 		case "text":
