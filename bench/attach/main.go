@@ -41,7 +41,7 @@ import (
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/runtime"
 	"github.com/maestro-run/maestro/internal/tool"
-	httpattach "github.com/maestro-run/maestro/internal/transport/http"
+	"github.com/maestro-run/maestro/internal/transport/httpattach"
 )
 
 func main() {

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/hostedrunner"
-	httpattach "github.com/maestro-run/maestro/internal/transport/http"
+	"github.com/maestro-run/maestro/internal/transport/httpattach"
 )
 
 // The issue-7 attach scenarios against the built binary, through the

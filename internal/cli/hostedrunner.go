@@ -25,7 +25,7 @@ import (
 	"github.com/maestro-run/maestro/internal/providers"
 	"github.com/maestro-run/maestro/internal/runtime"
 	"github.com/maestro-run/maestro/internal/tool"
-	httpattach "github.com/maestro-run/maestro/internal/transport/http"
+	"github.com/maestro-run/maestro/internal/transport/httpattach"
 	"github.com/maestro-run/maestro/internal/utility"
 	"github.com/maestro-run/maestro/internal/workspace"
 )

@@ -9,7 +9,7 @@ import (
 	"strconv"
 
 	"github.com/maestro-run/maestro/internal/runtime"
-	httpattach "github.com/maestro-run/maestro/internal/transport/http"
+	"github.com/maestro-run/maestro/internal/transport/httpattach"
 )
 
 // boundSessions is the session API's view of a hosted runner: one runtime,

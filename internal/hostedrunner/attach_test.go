@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	httpattach "github.com/maestro-run/maestro/internal/transport/http"
+	"github.com/maestro-run/maestro/internal/transport/httpattach"
 )
 
 // TestOtherSessionOwnedElsewhere: the runner serves its own session, and

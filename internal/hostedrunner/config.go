@@ -2,7 +2,7 @@
 // process, served over HTTP + SSE to the controllers and viewers a control
 // plane attaches (contract §11, §13, §14, §17 of
 // headless-wire-contract.md). Around the session routes of
-// internal/transport/http it adds the remote-runner identity, health and
+// internal/transport/httpattach it adds the remote-runner identity, health and
 // readiness, drain with its snapshot manifest, restore from a manifest at
 // start-up, and the fixture process contract's deterministic agent.
 package hostedrunner

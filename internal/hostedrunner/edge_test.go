@@ -16,7 +16,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/runtime"
-	httpattach "github.com/maestro-run/maestro/internal/transport/http"
+	"github.com/maestro-run/maestro/internal/transport/httpattach"
 	"github.com/maestro-run/maestro/internal/utility"
 	"github.com/maestro-run/maestro/internal/workspace"
 )

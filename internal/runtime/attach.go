@@ -6,7 +6,7 @@ import (
 	"github.com/maestro-run/maestro/internal/protocol"
 )
 
-// Accessors the HTTP attach transport (internal/transport/http) needs on
+// Accessors the HTTP attach transport (internal/transport/httpattach) needs on
 // top of Connect / Subscribe: looking connections up, the lease as seen
 // by one connection, re-registering an existing connection, and waiting
 // for frames without a goroutine per wait.

@@ -10,7 +10,7 @@ import (
 	"go.yaml.in/yaml/v4"
 
 	"github.com/maestro-run/maestro/internal/server"
-	httpattach "github.com/maestro-run/maestro/internal/transport/http"
+	"github.com/maestro-run/maestro/internal/transport/httpattach"
 )
 
 // TestOpenAPICoversEveryRoute: every route registered in the mux is

@@ -21,7 +21,7 @@ import (
 	"github.com/maestro-run/maestro/internal/sandbox"
 	"github.com/maestro-run/maestro/internal/session"
 	"github.com/maestro-run/maestro/internal/tool"
-	httpattach "github.com/maestro-run/maestro/internal/transport/http"
+	"github.com/maestro-run/maestro/internal/transport/httpattach"
 	"github.com/maestro-run/maestro/internal/utility"
 	"github.com/maestro-run/maestro/internal/workspace"
 )

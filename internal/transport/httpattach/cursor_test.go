@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	httpattach "github.com/maestro-run/maestro/internal/transport/http"
+	"github.com/maestro-run/maestro/internal/transport/httpattach"
 )
 
 // cursor is the envelope's cursor: a message's or heartbeat's own, a

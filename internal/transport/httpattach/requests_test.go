@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	httpattach "github.com/maestro-run/maestro/internal/transport/http"
+	"github.com/maestro-run/maestro/internal/transport/httpattach"
 )
 
 // TestApprovalOverHTTP: an approval server_request raised by the agent is

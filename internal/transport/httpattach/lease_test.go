@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	httpattach "github.com/maestro-run/maestro/internal/transport/http"
+	"github.com/maestro-run/maestro/internal/transport/httpattach"
 )
 
 // TestSecondControllerRejected: while a controller holds the lease, a

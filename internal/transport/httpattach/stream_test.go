@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	httpattach "github.com/maestro-run/maestro/internal/transport/http"
+	"github.com/maestro-run/maestro/internal/transport/httpattach"
 )
 
 // statuses publishes n status frames (one per init) as the controller.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	httpattach "github.com/maestro-run/maestro/internal/transport/http"
+	"github.com/maestro-run/maestro/internal/transport/httpattach"
 )
 
 // TestRoutesAndErrors: every route's answer shape and the contract's
