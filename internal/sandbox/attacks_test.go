@@ -148,6 +148,26 @@ var attackCases = []attackCase{
 	{"list outside", "ls {HOME_DIR} | sed 's/^/TOP-SECRET /'"},
 	{"read /etc/shadow", "cat /etc/shadow | head -c 64 | sed 's/^/TOP-SECRET /'"},
 	{"write /tmp shared with the host", "echo x > /tmp/maestro-attack-{MARK}"},
+	// The helper's confined thread shares memory with its unconfined
+	// threads: attaching to any thread of the parent is a way out. SEIZE
+	// does not stop the tracee; the tracer's exit detaches.
+	{"ptrace the parent (the helper)", `[ $PPID -ne 1 ] && python3 -c 'import ctypes,os; l=ctypes.CDLL(None); p=os.getppid(); ok=[t for t in range(p, p+32) if l.ptrace(0x4206, t, 0, 0) == 0]; print("ESCAPED ptrace attached to", ok) if ok else None'`},
+}
+
+// rootAttackCases need root's capabilities to succeed unconfined (CI
+// runs as root): a sandboxed command must not keep them.
+var rootAttackCases = []attackCase{
+	{"raw socket (CAP_NET_RAW)", `python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP); print("ESCAPED raw socket")'`},
+	{"CAP_NET_ADMIN or CAP_SYS_ADMIN kept", `capsh --has-p=cap_net_admin 2>/dev/null && echo ESCAPED net_admin; capsh --has-p=cap_sys_admin 2>/dev/null && echo ESCAPED sys_admin`},
+}
+
+// allAttackCases are attackCases plus rootAttackCases when the tests run
+// as root.
+func allAttackCases() []attackCase {
+	if os.Geteuid() != 0 {
+		return attackCases
+	}
+	return append(append([]attackCase{}, attackCases...), rootAttackCases...)
 }
 
 func (e attackEnv) expand(command string) string {
@@ -193,6 +213,9 @@ func runAttack(t *testing.T, sb *sandbox.Sandbox, e attackEnv, c attackCase) out
 	}
 	if strings.Contains(text, fakeKeyValue) {
 		o.leaks = append(o.leaks, "read Maestro's API key from its environ")
+	}
+	if strings.Contains(text, "ESCAPED") {
+		o.leaks = append(o.leaks, "kept a privilege over the host: "+firstLine(text[strings.Index(text, "ESCAPED"):]))
 	}
 	if strings.Contains(text, "SIGNALED") {
 		o.leaks = append(o.leaks, "signalled a process outside the sandbox")
@@ -297,7 +320,8 @@ func TestAttacks(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			sb := m.new(t)
 			blocked := 0
-			for _, c := range attackCases {
+			cases := allAttackCases()
+			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
 					e := newAttackEnv(t, m.name)
 					o := runAttack(t, sb, e, c)
@@ -308,7 +332,7 @@ func TestAttacks(t *testing.T) {
 					blocked++
 				})
 			}
-			t.Logf("%s: %d of %d attacks blocked", m.name, blocked, len(attackCases))
+			t.Logf("%s: %d of %d attacks blocked", m.name, blocked, len(cases))
 		})
 	}
 }
@@ -317,7 +341,7 @@ func TestAttacks(t *testing.T) {
 // case achieves its effect, so a blocked case above is the sandbox's doing.
 func TestAttacksSucceedUnconfined(t *testing.T) {
 	sb := sandboxtest.Off(t, sandbox.Config{})
-	for _, c := range attackCases {
+	for _, c := range allAttackCases() {
 		t.Run(c.name, func(t *testing.T) {
 			e := newAttackEnv(t, "off")
 			o := runAttack(t, sb, e, c)
