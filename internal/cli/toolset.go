@@ -39,7 +39,11 @@ func fileLimits(cfg config.Config) tool.FileLimits {
 // limits need.
 func sandboxConfig(mode sandbox.Mode, log *slog.Logger) sandbox.Config {
 	exe, _ := os.Executable() // empty on failure: no helper, which New logs
-	return sandbox.Config{Mode: mode, HelperPath: exe, Logger: log}
+	cfg := sandbox.Config{Mode: mode, HelperPath: exe, Logger: log}
+	if home, err := config.Home(nil); err == nil {
+		cfg.Protected = []string{home} // model keys and session logs
+	}
+	return cfg
 }
 
 // workspaceTools is Maestro's tool set over root (Read, Write, Edit with

@@ -375,3 +375,66 @@ func TestBwrapWithoutHelperKillsDaemons(t *testing.T) {
 	}
 	t.Fatal("the setsid daemon case is missing")
 }
+
+// TestWorkspaceHoldingMaestroHome: `maestro run` started in the home
+// directory makes ~ the workspace, and ~/.maestro (model keys in
+// config.yaml, session logs) lies inside it. A sandbox that binds the
+// workspace read-write would hand both to the command; with Maestro's home
+// in Config.Protected the command is refused in every isolating kind.
+func TestWorkspaceHoldingMaestroHome(t *testing.T) {
+	for _, m := range []struct {
+		name string
+		new  func(t *testing.T, cfg sandbox.Config) *sandbox.Sandbox
+	}{
+		{"bwrap", func(t *testing.T, cfg sandbox.Config) *sandbox.Sandbox {
+			cfg.HelperPath = sandboxtest.Helper(t)
+			return sandboxtest.Bwrap(t, cfg)
+		}},
+		{"landlock", func(t *testing.T, cfg sandbox.Config) *sandbox.Sandbox { return sandboxtest.Landlock(t, cfg) }},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			home := t.TempDir()
+			mhome := filepath.Join(home, ".maestro")
+			if err := os.Mkdir(mhome, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(mhome, "config.yaml"), []byte("providers: {anthropic: {api_key: TOP-SECRET-KEY}}\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			sb := m.new(t, sandbox.Config{Protected: []string{mhome}})
+			for _, ws := range []string{home, mhome} {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				cmd, err := sb.Command(ctx, ws, "cat ~/.maestro/config.yaml ~/config.yaml ~/../config.yaml", sandbox.CommandOptions{Env: map[string]string{"HOME": home}})
+				if err == nil {
+					out, _ := cmd.CombinedOutput()
+					cancel()
+					t.Errorf("workspace %s holding Maestro's home: the command ran (output %q)", ws, firstLine(string(out)))
+					continue
+				}
+				cancel()
+				if _, ok := errors.AsType[*sandbox.PolicyError](err); !ok || !strings.Contains(err.Error(), "MAESTRO_HOME") {
+					t.Errorf("workspace %s: error %v, want a PolicyError saying how to fix it", ws, err)
+				}
+			}
+			// A project directory beside the home, and a workspace inside
+			// it (serve's tasks/<id>/work under the default data dir),
+			// still work.
+			for _, ws := range []string{filepath.Join(home, "proj"), filepath.Join(mhome, "tasks", "1", "work")} {
+				if err := os.MkdirAll(ws, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				cmd, err := sb.Command(ctx, ws, "echo ok", sandbox.CommandOptions{})
+				if err != nil {
+					cancel()
+					t.Fatalf("workspace %s refused: %v", ws, err)
+				}
+				out, err := cmd.CombinedOutput()
+				cancel()
+				if err != nil || strings.TrimSpace(string(out)) != "ok" {
+					t.Fatalf("workspace %s: %q, %v", ws, out, err)
+				}
+			}
+		})
+	}
+}
