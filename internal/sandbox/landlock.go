@@ -114,7 +114,10 @@ func startConfined(cmd *exec.Cmd, l *landlockSpec) error {
 		return err
 	}
 	defer unix.Close(fd)
-	filter := unixSocketFilter()
+	// Below ABI 9 unix sockets, below ABI 10 UDP (and SCTP at any level)
+	// are left to seccomp.
+	denyUnix, denyInet := l.ABI < 9, !l.Network && l.ABI < 10
+	filter := socketFilter(denyUnix, denyInet)
 	// The confined thread shares the helper's memory with its unconfined
 	// threads: a command that could ptrace it could run code outside the
 	// domain. Non-dumpable, only CAP_SYS_PTRACE may attach, and the
@@ -135,8 +138,7 @@ func startConfined(cmd *exec.Cmd, l *landlockSpec) error {
 			if err := llsys.LandlockRestrictSelf(fd, flags); err != nil {
 				return fmt.Errorf("enforcing the Landlock ruleset: %w", err)
 			}
-			if l.ABI < 9 {
-				// Landlock does not cover pathname unix sockets yet.
+			if denyUnix || denyInet {
 				if err := installSeccomp(filter); err != nil {
 					return err
 				}

@@ -8,14 +8,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// unixSocketFilter is a seccomp program that makes socket(AF_UNIX, …)
-// fail with EACCES and refuses system calls of any other architecture
-// (i386's socketcall, x32 numbers), allowing everything else. Landlock
-// restricts connecting to pathname unix sockets only from ABI 9, so without
-// it a confined command could reach a daemon's socket outside the
-// workspace (a container runtime's, say). socketpair(2) is not affected.
-// It returns nil on architectures it does not know.
-func unixSocketFilter() []unix.SockFilter {
+// socketFilter is a seccomp program that refuses system calls of any
+// other architecture (i386's socketcall, x32 numbers) and, with denyUnix,
+// makes socket(AF_UNIX, …) fail with EACCES; with denyInet, it also refuses
+// every AF_INET/AF_INET6 socket but TCP (SOCK_STREAM with protocol 0 or
+// IPPROTO_TCP), allowing everything else. Landlock restricts connecting to
+// pathname unix sockets only from ABI 9, so without denyUnix a confined
+// command could reach a daemon's socket outside the workspace (a container
+// runtime's, say); it restricts TCP from ABI 4 but UDP only from ABI 10 and
+// SCTP not at all, so without denyInet a command denied the network could
+// still send datagrams out (to any DNS resolver, say). socketpair(2) is
+// not affected. It returns nil on architectures it does not know.
+func socketFilter(denyUnix, denyInet bool) []unix.SockFilter {
 	var arch uint32
 	switch runtime.GOARCH {
 	case "amd64":
@@ -29,6 +33,8 @@ func unixSocketFilter() []unix.SockFilter {
 		offNr   = 0  // seccomp_data.nr
 		offArch = 4  // seccomp_data.arch
 		offArg0 = 16 // seccomp_data.args[0], low 32 bits (little-endian)
+		offArg1 = 24
+		offArg2 = 32
 		x32Bit  = 0x40000000
 	)
 	allow := uint32(unix.SECCOMP_RET_ALLOW)
@@ -37,19 +43,38 @@ func unixSocketFilter() []unix.SockFilter {
 	jump := func(code uint16, k uint32, jt, jf uint8) unix.SockFilter {
 		return unix.SockFilter{Code: code, Jt: jt, Jf: jf, K: k}
 	}
-	return []unix.SockFilter{
+	const jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+	ret := func(k uint32) unix.SockFilter { return stmt(unix.BPF_RET|unix.BPF_K, k) }
+	onUnix, onInet := allow, allow
+	if denyUnix {
+		onUnix = deny
+	}
+	f := []unix.SockFilter{
 		/* 0 */ stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArch),
-		/* 1 */ jump(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, arch, 1, 0),
-		/* 2 */ stmt(unix.BPF_RET|unix.BPF_K, deny),
+		/* 1 */ jump(jeq, arch, 1, 0),
+		/* 2 */ ret(deny),
 		/* 3 */ stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offNr),
 		/* 4 */ jump(unix.BPF_JMP|unix.BPF_JGE|unix.BPF_K, x32Bit, 0, 1),
-		/* 5 */ stmt(unix.BPF_RET|unix.BPF_K, deny),
-		/* 6 */ jump(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, uint32(unix.SYS_SOCKET), 0, 3),
+		/* 5 */ ret(deny),
+		/* 6 */ jump(jeq, uint32(unix.SYS_SOCKET), 0, 12), // → 19
 		/* 7 */ stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArg0),
-		/* 8 */ jump(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, unix.AF_UNIX, 0, 1),
-		/* 9 */ stmt(unix.BPF_RET|unix.BPF_K, deny),
-		/* 10 */ stmt(unix.BPF_RET|unix.BPF_K, allow),
+		/* 8 */ jump(jeq, unix.AF_UNIX, 0, 1),
+		/* 9 */ ret(onUnix),
+		/* 10 */ jump(jeq, unix.AF_INET, 1, 0),
+		/* 11 */ jump(jeq, unix.AF_INET6, 0, 7), // → 19
+		/* 12 */ ret(onInet),
+		/* 13 */ stmt(unix.BPF_ALU|unix.BPF_AND|unix.BPF_K, 0xf), // type without SOCK_NONBLOCK/CLOEXEC
+		/* 14 */ jump(jeq, unix.SOCK_STREAM, 0, 3), // → 18
+		/* 15 */ stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArg2),
+		/* 16 */ jump(jeq, 0, 2, 0), // → 19
+		/* 17 */ jump(jeq, unix.IPPROTO_TCP, 1, 0), // → 19, else 18
+		/* 18 */ ret(deny),
+		/* 19 */ ret(allow),
 	}
+	if denyInet {
+		f[12] = stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArg1)
+	}
+	return f
 }
 
 // installSeccomp installs the filter on the calling thread (no_new_privs
