@@ -150,6 +150,10 @@ var attackCases = []attackCase{
 	// (DNS to any resolver) when the network is denied.
 	{"bash dev-udp", "echo hi > /dev/udp/127.0.0.1/{UDP}"},
 	{"python UDP sendto", `python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"hi", ("127.0.0.1", {UDP}))'`},
+	// io_uring's IORING_OP_SOCKET makes a socket without socket(2), out of
+	// the seccomp filter's sight.
+	{"UDP socket through io_uring", "python3 - udp {UDP} <<'PY'\n" + ioUringSocket + "PY"},
+	{"unix socket through io_uring", "python3 - unix {HOME_DIR}/daemon.sock <<'PY'\n" + ioUringSocket + "PY"},
 	{"python TCP connect", `python3 -c 'import socket; socket.create_connection(("127.0.0.1", {PORT}), 2)'`},
 	{"unix socket outside the workspace", `python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect("{HOME_DIR}/daemon.sock")'`},
 	{"abstract unix socket", `python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect("\0maestro-attack-{MARK}")'`},
@@ -188,6 +192,35 @@ func allAttackCases() []attackCase {
 	}
 	return append(append([]attackCase{}, attackCases...), rootAttackCases...)
 }
+
+// ioUringSocket (python3 - udp PORT | unix PATH) creates a socket with
+// io_uring's IORING_OP_SOCKET, then sends a datagram to 127.0.0.1:PORT or
+// connects to the unix socket PATH with it.
+const ioUringSocket = `import ctypes, mmap, struct, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
+p = ctypes.create_string_buffer(120)
+fd = libc.syscall(425, 4, p)
+if fd < 0: sys.exit("io_uring_setup: errno %d" % ctypes.get_errno())
+sqe_n, cqe_n = struct.unpack_from("II", p, 0)
+sq_tail, sq_mask, sq_array = struct.unpack_from("I", p, 44)[0], struct.unpack_from("I", p, 48)[0], struct.unpack_from("I", p, 64)[0]
+cq_cqes = struct.unpack_from("I", p, 100)[0]
+sq = mmap.mmap(fd, sq_array + sqe_n * 4, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=0)
+sqes = mmap.mmap(fd, sqe_n * 64, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=0x10000000)
+cq = mmap.mmap(fd, cq_cqes + cqe_n * 16, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=0x8000000)
+dom, typ = (socket.AF_UNIX, socket.SOCK_STREAM) if sys.argv[1] == "unix" else (socket.AF_INET, socket.SOCK_DGRAM)
+sqe = bytearray(64); struct.pack_into("BBHiQQII", sqe, 0, 45, 0, 0, dom, typ, 0, 0, 0)
+sqes[0:64] = bytes(sqe)
+t = struct.unpack_from("I", sq, sq_tail)[0]
+struct.pack_into("I", sq, sq_array + (t & struct.unpack_from("I", sq, sq_mask)[0]) * 4, 0)
+struct.pack_into("I", sq, sq_tail, t + 1)
+if libc.syscall(426, fd, 1, 1, 1, None, 0) < 0: sys.exit("io_uring_enter: errno %d" % ctypes.get_errno())
+res = struct.unpack_from("i", cq, cq_cqes + 8)[0]
+if res < 0: sys.exit("IORING_OP_SOCKET: errno %d" % -res)
+s = socket.socket(fileno=res)
+if sys.argv[1] == "unix": s.connect(sys.argv[2])
+else: s.sendto(b"hi", ("127.0.0.1", int(sys.argv[2])))
+print("socket made through io_uring and used")
+`
 
 func (e attackEnv) expand(command string) string {
 	return strings.NewReplacer(

@@ -17,8 +17,9 @@ import (
 // command could reach a daemon's socket outside the workspace (a container
 // runtime's, say); it restricts TCP from ABI 4 but UDP only from ABI 10 and
 // SCTP not at all, so without denyInet a command denied the network could
-// still send datagrams out (to any DNS resolver, say). socketpair(2) is
-// not affected. It returns nil on architectures it does not know.
+// still send datagrams out (to any DNS resolver, say). io_uring_setup(2)
+// is refused too: IORING_OP_SOCKET would make either socket without
+// socket(2). socketpair(2) is not affected. It returns nil on architectures it does not know.
 func socketFilter(denyUnix, denyInet bool) []unix.SockFilter {
 	var arch uint32
 	switch runtime.GOARCH {
@@ -56,23 +57,25 @@ func socketFilter(denyUnix, denyInet bool) []unix.SockFilter {
 		/* 3 */ stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offNr),
 		/* 4 */ jump(unix.BPF_JMP|unix.BPF_JGE|unix.BPF_K, x32Bit, 0, 1),
 		/* 5 */ ret(deny),
-		/* 6 */ jump(jeq, uint32(unix.SYS_SOCKET), 0, 12), // → 19
-		/* 7 */ stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArg0),
-		/* 8 */ jump(jeq, unix.AF_UNIX, 0, 1),
-		/* 9 */ ret(onUnix),
-		/* 10 */ jump(jeq, unix.AF_INET, 1, 0),
-		/* 11 */ jump(jeq, unix.AF_INET6, 0, 7), // → 19
-		/* 12 */ ret(onInet),
-		/* 13 */ stmt(unix.BPF_ALU|unix.BPF_AND|unix.BPF_K, 0xf), // type without SOCK_NONBLOCK/CLOEXEC
-		/* 14 */ jump(jeq, unix.SOCK_STREAM, 0, 3), // → 18
-		/* 15 */ stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArg2),
-		/* 16 */ jump(jeq, 0, 2, 0), // → 19
-		/* 17 */ jump(jeq, unix.IPPROTO_TCP, 1, 0), // → 19, else 18
-		/* 18 */ ret(deny),
-		/* 19 */ ret(allow),
+		// io_uring makes sockets (IORING_OP_SOCKET) without socket(2).
+		/* 6 */ jump(jeq, uint32(unix.SYS_IO_URING_SETUP), 12, 0), // → 19
+		/* 7 */ jump(jeq, uint32(unix.SYS_SOCKET), 0, 12), // → 20
+		/* 8 */ stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArg0),
+		/* 9 */ jump(jeq, unix.AF_UNIX, 0, 1),
+		/* 10 */ ret(onUnix),
+		/* 11 */ jump(jeq, unix.AF_INET, 1, 0),
+		/* 12 */ jump(jeq, unix.AF_INET6, 0, 7), // → 20
+		/* 13 */ ret(onInet),
+		/* 14 */ stmt(unix.BPF_ALU|unix.BPF_AND|unix.BPF_K, 0xf), // type without SOCK_NONBLOCK/CLOEXEC
+		/* 15 */ jump(jeq, unix.SOCK_STREAM, 0, 3), // → 19
+		/* 16 */ stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArg2),
+		/* 17 */ jump(jeq, 0, 2, 0), // → 20
+		/* 18 */ jump(jeq, unix.IPPROTO_TCP, 1, 0), // → 20, else 19
+		/* 19 */ ret(deny),
+		/* 20 */ ret(allow),
 	}
 	if denyInet {
-		f[12] = stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArg1)
+		f[13] = stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArg1)
 	}
 	return f
 }
