@@ -13,8 +13,10 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/maestro-run/maestro/internal/sandbox"
 	"github.com/maestro-run/maestro/internal/sandbox/sandboxtest"
@@ -489,4 +491,66 @@ func TestWorkspaceHoldingMaestroHome(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConfinedCommandHasNoTerminal: `maestro run` in a terminal gives the
+// helper the user's terminal as controlling terminal. A command that can
+// open /dev/tty can push input into it with TIOCSTI (Landlock refuses that
+// ioctl only from ABI 5, and many kernels still allow TIOCSTI), which the
+// user's shell runs after Maestro exits. bwrap starts a new session; the
+// landlock kind must too.
+func TestConfinedCommandHasNoTerminal(t *testing.T) {
+	for _, m := range attackModes() {
+		t.Run(m.name, func(t *testing.T) {
+			sb := m.new(t)
+			ptm, pts := openPTY(t)
+			ws := t.TempDir()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			cmd, err := sb.Command(ctx, ws, "exec 3</dev/tty && echo HAS-A-TERMINAL", sandbox.CommandOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The helper starts as Maestro would in a terminal: in a session
+			// whose controlling terminal is the pty.
+			cmd.SysProcAttr.Setpgid = false
+			cmd.SysProcAttr.Setsid = true
+			cmd.SysProcAttr.Setctty = true
+			cmd.SysProcAttr.Ctty = 0
+			cmd.Stdin = pts
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Run(); err != nil && !errors.As(err, new(*exec.ExitError)) {
+				t.Fatalf("running: %v", err)
+			}
+			_ = ptm
+			if strings.Contains(out.String(), "HAS-A-TERMINAL") {
+				t.Errorf("%s: the sandboxed command opened the user's terminal (/dev/tty): %q", m.name, out.String())
+			}
+		})
+	}
+}
+
+// openPTY opens a pseudo-terminal pair (master, slave).
+func openPTY(t *testing.T) (*os.File, *os.File) {
+	t.Helper()
+	ptm, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("opening /dev/ptmx: %v", err)
+	}
+	t.Cleanup(func() { ptm.Close() })
+	unlock := 0
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, ptm.Fd(), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); e != 0 {
+		t.Fatalf("unlocking the pty: %v", e)
+	}
+	var n uint32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, ptm.Fd(), syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n))); e != 0 {
+		t.Fatalf("pty number: %v", e)
+	}
+	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("opening the pty's slave: %v", err)
+	}
+	t.Cleanup(func() { pts.Close() })
+	return ptm, pts
 }
