@@ -3,8 +3,11 @@ package cli
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -109,4 +112,26 @@ func sessionRuntime(choice *providers.Choice, root *workspace.Root, probe *sandb
 		MaxAttachmentChars: int(envInt(getenv, "MAESTRO_HEADLESS_MAX_TEXT_CHARS")),
 		Logger:             log,
 	}
+}
+
+// openAgentWorkspace opens dir as an agent's workspace, refusing one that
+// is or holds Maestro's home: the file tools run outside the sandbox, so
+// the agent could read the model keys in config.yaml and change the
+// session logs (maestro run started in the home directory).
+func openAgentWorkspace(dir, home string) (*workspace.Root, error) {
+	root, err := workspace.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	real := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return filepath.Clean(p)
+	}
+	if rel, err := filepath.Rel(real(root.Dir()), real(home)); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		root.Close()
+		return nil, fmt.Errorf("workspace %s holds Maestro's home %s (model keys, session logs), which the agent could read and change: run Maestro in a project directory, or set MAESTRO_HOME outside the workspace", root.Dir(), home)
+	}
+	return root, nil
 }
