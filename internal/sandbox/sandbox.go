@@ -128,8 +128,8 @@ type Config struct {
 	// only that subcommand.
 	AllowedCommands []string
 	// Network lets sandboxed commands use the host network. Without it
-	// bwrap has no network at all and landlock denies TCP (UDP stays open
-	// below Landlock ABI 10).
+	// bwrap has no network at all and landlock denies TCP (Landlock) and
+	// every other inet socket (Landlock from ABI 10, seccomp below it).
 	Network bool
 	// EnvAllow names host environment variables passed into the sandbox
 	// (exact names, or a prefix ending in "*"). In off mode the whole host
