@@ -218,7 +218,7 @@ func startHeadless(ctx context.Context, io *IOStreams, o headlessOptions, log *s
 	if err != nil {
 		return nil, usageErr("--sandbox: %v", err)
 	}
-	root, err := workspace.Open(dir)
+	root, err := openAgentWorkspace(dir, home)
 	if err != nil {
 		return nil, fmt.Errorf("open workspace: %w", err)
 	}

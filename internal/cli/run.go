@@ -22,7 +22,6 @@ import (
 	"github.com/maestro-run/maestro/internal/providers"
 	"github.com/maestro-run/maestro/internal/sandbox"
 	"github.com/maestro-run/maestro/internal/session"
-	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 // runOptions are the flags of `maestro run`.
@@ -229,7 +228,7 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	if err != nil {
 		return failErr(err)
 	}
-	root, err := workspace.Open(dir)
+	root, err := openAgentWorkspace(dir, home)
 	if err != nil {
 		return failErr(fmt.Errorf("open workspace: %w", err))
 	}

@@ -369,3 +369,42 @@ func TestVersion(t *testing.T) {
 		t.Errorf("version: %d %q", r.code, r.stdout)
 	}
 }
+
+// TestRunRefusesWorkspaceHoldingHome: `maestro run` started in the home
+// directory makes ~/.maestro part of the workspace. The file tools run
+// outside the sandbox, so a prompt-injected model could Read the model keys
+// in config.yaml (or rewrite session logs): the run is refused before any
+// tool runs, with a message saying what to do.
+func TestRunRefusesWorkspaceHoldingHome(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	home := filepath.Join(ws, ".maestro")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte("providers:\n  anthropic:\n    api_key: sk-TOP-SECRET\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	scenario := filepath.Join(t.TempDir(), "read.json")
+	os.WriteFile(scenario, []byte(`{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id":"rd","description":"read the keys",
+"metadata":{"recordedAt":"2026-11-22T00:00:00Z","toolsExpected":["Read"]},
+"frames":[{"index":0,"statements":[{"kind":"tool_call","tool":"Read","input":{"path":".maestro/config.yaml"}}]},{"index":1,"statements":[{"kind":"end","reason":"complete"}]}]}`), 0o600)
+	for _, dir := range []string{ws, home} {
+		r := runCLI(t, map[string]string{"MAESTRO_HOME": home}, "run", "--replay", scenario, "--no-piece", "--workspace", dir, "-o", "jsonl", "go")
+		leaked := strings.Contains(r.stdout, "sk-TOP-SECRET")
+		filepath.WalkDir(filepath.Join(home, "sessions"), func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				if b, _ := os.ReadFile(p); strings.Contains(string(b), "sk-TOP-SECRET") {
+					leaked = true
+				}
+			}
+			return nil
+		})
+		if leaked {
+			t.Errorf("workspace %s: the model read Maestro's config.yaml", dir)
+		}
+		if r.code == 0 || !strings.Contains(r.stderr, "MAESTRO_HOME") {
+			t.Errorf("workspace %s: exit %d, stderr %q; want a refusal naming MAESTRO_HOME", dir, r.code, r.stderr)
+		}
+	}
+}

@@ -3,9 +3,11 @@ package cli
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,7 +42,11 @@ func fileLimits(cfg config.Config) tool.FileLimits {
 // limits need.
 func sandboxConfig(mode sandbox.Mode, log *slog.Logger) sandbox.Config {
 	exe, _ := os.Executable() // empty on failure: no helper, which New logs
-	return sandbox.Config{Mode: mode, HelperPath: exe, Logger: log}
+	cfg := sandbox.Config{Mode: mode, HelperPath: exe, Logger: log}
+	if home, err := config.Home(nil); err == nil {
+		cfg.Protected = []string{home} // model keys and session logs
+	}
+	return cfg
 }
 
 // workspaceTools is Maestro's tool set over root (Read, Write, Edit with
@@ -117,4 +123,26 @@ func sessionStoreDirs(sess *session.Session) []string {
 		dir = real
 	}
 	return []string{dir}
+}
+
+// openAgentWorkspace opens dir as an agent's workspace, refusing one that
+// is or holds Maestro's home: the file tools run outside the sandbox, so
+// the agent could read the model keys in config.yaml and change the
+// session logs (maestro run started in the home directory).
+func openAgentWorkspace(dir, home string) (*workspace.Root, error) {
+	root, err := workspace.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	real := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return filepath.Clean(p)
+	}
+	if rel, err := filepath.Rel(real(root.Dir()), real(home)); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		root.Close()
+		return nil, fmt.Errorf("workspace %s holds Maestro's home %s (model keys, session logs), which the agent could read and change: run Maestro in a project directory, or set MAESTRO_HOME outside the workspace", root.Dir(), home)
+	}
+	return root, nil
 }

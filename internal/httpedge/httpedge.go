@@ -347,7 +347,12 @@ func (p *Policy) tokenRequired() bool { return p.RequireAuth && p.Token != "" }
 // hostName is the lower-case host of a Host header without port,
 // brackets or trailing dot; "" when it is malformed.
 func hostName(host string) string {
-	if h, _, err := net.SplitHostPort(host); err == nil {
+	if h, port, err := net.SplitHostPort(host); err == nil {
+		// SplitHostPort does not check the port: "127.0.0.1:80.evil.example"
+		// would otherwise name 127.0.0.1.
+		if strings.Trim(port, "0123456789") != "" {
+			return ""
+		}
 		host = h
 	} else if strings.HasPrefix(host, "[") {
 		if !strings.HasSuffix(host, "]") {

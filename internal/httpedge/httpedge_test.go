@@ -31,6 +31,11 @@ func TestCheckHost(t *testing.T) {
 		{local, "attacker.example", false},
 		{local, "localhost.attacker.example", false},
 		{local, "127.0.0.1.attacker.example", false},
+		// The port is not a port: the name goes on after the colon.
+		{local, "127.0.0.1:7878.attacker.example", false},
+		{local, "localhost:80.attacker.example", false},
+		{local, "[::1]:x.attacker.example", false},
+		{local, "localhost:", true},
 		{local, "192.168.1.5:7878", false}, // no token: loopback only
 		{local, "", false},
 		{local, "[::1", false},

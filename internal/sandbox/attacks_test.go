@@ -13,8 +13,10 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/maestro-run/maestro/internal/sandbox"
 	"github.com/maestro-run/maestro/internal/sandbox/sandboxtest"
@@ -34,7 +36,7 @@ const (
 // reach.
 type attackEnv struct {
 	root, ws, home, secret, outside string
-	port                            int
+	port, udpPort                   int
 	accepted                        *atomic.Int64
 	marker                          string // unique argument of daemon processes
 }
@@ -65,6 +67,21 @@ func newAttackEnv(t *testing.T, mode string) attackEnv {
 	e.marker = fmt.Sprintf("%d.%06d", 3000+os.Getpid()%1000, time.Now().Nanosecond()/1000)
 	// Listeners of the host nothing may reach: TCP on loopback, a unix
 	// socket outside the workspace (a daemon's), an abstract unix socket.
+	udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { udp.Close() })
+	e.udpPort = udp.LocalAddr().(*net.UDPAddr).Port
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			if _, _, err := udp.ReadFrom(buf); err != nil {
+				return
+			}
+			e.accepted.Add(1)
+		}
+	}()
 	for _, addr := range [][2]string{
 		{"tcp4", "127.0.0.1:0"},
 		{"unix", filepath.Join(e.home, "daemon.sock")},
@@ -131,6 +148,14 @@ var attackCases = []attackCase{
 	{"awk getline", `awk 'BEGIN { while ((getline l < "{SECRET}") > 0) print l }'`},
 	{"awk print redirection", `awk 'BEGIN { print "x" > "{OUT}/awk" }'`},
 	{"bash /dev/tcp", "exec 3<>/dev/tcp/127.0.0.1/{PORT} && echo hi >&3"},
+	// Landlock restricts UDP only from ABI 10: a datagram carries data out
+	// (DNS to any resolver) when the network is denied.
+	{"bash dev-udp", "echo hi > /dev/udp/127.0.0.1/{UDP}"},
+	{"python UDP sendto", `python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"hi", ("127.0.0.1", {UDP}))'`},
+	// io_uring's IORING_OP_SOCKET makes a socket without socket(2), out of
+	// the seccomp filter's sight.
+	{"UDP socket through io_uring", "python3 - udp {UDP} <<'PY'\n" + ioUringSocket + "PY"},
+	{"unix socket through io_uring", "python3 - unix {HOME_DIR}/daemon.sock <<'PY'\n" + ioUringSocket + "PY"},
 	{"python TCP connect", `python3 -c 'import socket; socket.create_connection(("127.0.0.1", {PORT}), 2)'`},
 	{"unix socket outside the workspace", `python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect("{HOME_DIR}/daemon.sock")'`},
 	{"abstract unix socket", `python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect("\0maestro-attack-{MARK}")'`},
@@ -148,12 +173,61 @@ var attackCases = []attackCase{
 	{"list outside", "ls {HOME_DIR} | sed 's/^/TOP-SECRET /'"},
 	{"read /etc/shadow", "cat /etc/shadow | head -c 64 | sed 's/^/TOP-SECRET /'"},
 	{"write /tmp shared with the host", "echo x > /tmp/maestro-attack-{MARK}"},
+	// The helper's confined thread shares memory with its unconfined
+	// threads: attaching to any thread of the parent is a way out. SEIZE
+	// does not stop the tracee; the tracer's exit detaches.
+	{"ptrace the parent (the helper)", `[ $PPID -ne 1 ] && python3 -c 'import ctypes,os; l=ctypes.CDLL(None); p=os.getppid(); ok=[t for t in range(p, p+32) if l.ptrace(0x4206, t, 0, 0) == 0]; print("ESCAPED ptrace attached to", ok) if ok else None'`},
 }
+
+// rootAttackCases need root's capabilities to succeed unconfined (CI
+// runs as root): a sandboxed command must not keep them.
+var rootAttackCases = []attackCase{
+	{"raw socket (CAP_NET_RAW)", `python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP); print("ESCAPED raw socket")'`},
+	{"CAP_NET_ADMIN or CAP_SYS_ADMIN kept", `capsh --has-p=cap_net_admin 2>/dev/null && echo ESCAPED net_admin; capsh --has-p=cap_sys_admin 2>/dev/null && echo ESCAPED sys_admin`},
+}
+
+// allAttackCases are attackCases plus rootAttackCases when the tests run
+// as root.
+func allAttackCases() []attackCase {
+	if os.Geteuid() != 0 {
+		return attackCases
+	}
+	return append(append([]attackCase{}, attackCases...), rootAttackCases...)
+}
+
+// ioUringSocket (python3 - udp PORT | unix PATH) creates a socket with
+// io_uring's IORING_OP_SOCKET, then sends a datagram to 127.0.0.1:PORT or
+// connects to the unix socket PATH with it.
+const ioUringSocket = `import ctypes, mmap, struct, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
+p = ctypes.create_string_buffer(120)
+fd = libc.syscall(425, 4, p)
+if fd < 0: sys.exit("io_uring_setup: errno %d" % ctypes.get_errno())
+sqe_n, cqe_n = struct.unpack_from("II", p, 0)
+sq_tail, sq_mask, sq_array = struct.unpack_from("I", p, 44)[0], struct.unpack_from("I", p, 48)[0], struct.unpack_from("I", p, 64)[0]
+cq_cqes = struct.unpack_from("I", p, 100)[0]
+sq = mmap.mmap(fd, sq_array + sqe_n * 4, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=0)
+sqes = mmap.mmap(fd, sqe_n * 64, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=0x10000000)
+cq = mmap.mmap(fd, cq_cqes + cqe_n * 16, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=0x8000000)
+dom, typ = (socket.AF_UNIX, socket.SOCK_STREAM) if sys.argv[1] == "unix" else (socket.AF_INET, socket.SOCK_DGRAM)
+sqe = bytearray(64); struct.pack_into("BBHiQQII", sqe, 0, 45, 0, 0, dom, typ, 0, 0, 0)
+sqes[0:64] = bytes(sqe)
+t = struct.unpack_from("I", sq, sq_tail)[0]
+struct.pack_into("I", sq, sq_array + (t & struct.unpack_from("I", sq, sq_mask)[0]) * 4, 0)
+struct.pack_into("I", sq, sq_tail, t + 1)
+if libc.syscall(426, fd, 1, 1, 1, None, 0) < 0: sys.exit("io_uring_enter: errno %d" % ctypes.get_errno())
+res = struct.unpack_from("i", cq, cq_cqes + 8)[0]
+if res < 0: sys.exit("IORING_OP_SOCKET: errno %d" % -res)
+s = socket.socket(fileno=res)
+if sys.argv[1] == "unix": s.connect(sys.argv[2])
+else: s.sendto(b"hi", ("127.0.0.1", int(sys.argv[2])))
+print("socket made through io_uring and used")
+`
 
 func (e attackEnv) expand(command string) string {
 	return strings.NewReplacer(
 		"{SECRET}", e.secret, "{HOME_DIR}", e.home, "{OUT}", e.outside,
-		"{PORT}", strconv.Itoa(e.port), "{PID}", strconv.Itoa(os.Getpid()), "{MARK}", e.marker,
+		"{PORT}", strconv.Itoa(e.port), "{UDP}", strconv.Itoa(e.udpPort), "{PID}", strconv.Itoa(os.Getpid()), "{MARK}", e.marker,
 	).Replace(command)
 }
 
@@ -193,6 +267,9 @@ func runAttack(t *testing.T, sb *sandbox.Sandbox, e attackEnv, c attackCase) out
 	}
 	if strings.Contains(text, fakeKeyValue) {
 		o.leaks = append(o.leaks, "read Maestro's API key from its environ")
+	}
+	if strings.Contains(text, "ESCAPED") {
+		o.leaks = append(o.leaks, "kept a privilege over the host: "+firstLine(text[strings.Index(text, "ESCAPED"):]))
 	}
 	if strings.Contains(text, "SIGNALED") {
 		o.leaks = append(o.leaks, "signalled a process outside the sandbox")
@@ -297,7 +374,8 @@ func TestAttacks(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			sb := m.new(t)
 			blocked := 0
-			for _, c := range attackCases {
+			cases := allAttackCases()
+			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
 					e := newAttackEnv(t, m.name)
 					o := runAttack(t, sb, e, c)
@@ -308,7 +386,7 @@ func TestAttacks(t *testing.T) {
 					blocked++
 				})
 			}
-			t.Logf("%s: %d of %d attacks blocked", m.name, blocked, len(attackCases))
+			t.Logf("%s: %d of %d attacks blocked", m.name, blocked, len(cases))
 		})
 	}
 }
@@ -317,7 +395,7 @@ func TestAttacks(t *testing.T) {
 // case achieves its effect, so a blocked case above is the sandbox's doing.
 func TestAttacksSucceedUnconfined(t *testing.T) {
 	sb := sandboxtest.Off(t, sandbox.Config{})
-	for _, c := range attackCases {
+	for _, c := range allAttackCases() {
 		t.Run(c.name, func(t *testing.T) {
 			e := newAttackEnv(t, "off")
 			o := runAttack(t, sb, e, c)
@@ -350,4 +428,129 @@ func TestBwrapWithoutHelperKillsDaemons(t *testing.T) {
 		return
 	}
 	t.Fatal("the setsid daemon case is missing")
+}
+
+// TestWorkspaceHoldingMaestroHome: `maestro run` started in the home
+// directory makes ~ the workspace, and ~/.maestro (model keys in
+// config.yaml, session logs) lies inside it. A sandbox that binds the
+// workspace read-write would hand both to the command; with Maestro's home
+// in Config.Protected the command is refused in every isolating kind.
+func TestWorkspaceHoldingMaestroHome(t *testing.T) {
+	for _, m := range []struct {
+		name string
+		new  func(t *testing.T, cfg sandbox.Config) *sandbox.Sandbox
+	}{
+		{"bwrap", func(t *testing.T, cfg sandbox.Config) *sandbox.Sandbox {
+			cfg.HelperPath = sandboxtest.Helper(t)
+			return sandboxtest.Bwrap(t, cfg)
+		}},
+		{"landlock", func(t *testing.T, cfg sandbox.Config) *sandbox.Sandbox { return sandboxtest.Landlock(t, cfg) }},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			home := t.TempDir()
+			mhome := filepath.Join(home, ".maestro")
+			if err := os.Mkdir(mhome, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(mhome, "config.yaml"), []byte("providers: {anthropic: {api_key: TOP-SECRET-KEY}}\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			sb := m.new(t, sandbox.Config{Protected: []string{mhome}})
+			for _, ws := range []string{home, mhome} {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				cmd, err := sb.Command(ctx, ws, "cat ~/.maestro/config.yaml ~/config.yaml ~/../config.yaml", sandbox.CommandOptions{Env: map[string]string{"HOME": home}})
+				if err == nil {
+					out, _ := cmd.CombinedOutput()
+					cancel()
+					t.Errorf("workspace %s holding Maestro's home: the command ran (output %q)", ws, firstLine(string(out)))
+					continue
+				}
+				cancel()
+				if _, ok := errors.AsType[*sandbox.PolicyError](err); !ok || !strings.Contains(err.Error(), "MAESTRO_HOME") {
+					t.Errorf("workspace %s: error %v, want a PolicyError saying how to fix it", ws, err)
+				}
+			}
+			// A project directory beside the home, and a workspace inside
+			// it (serve's tasks/<id>/work under the default data dir),
+			// still work.
+			for _, ws := range []string{filepath.Join(home, "proj"), filepath.Join(mhome, "tasks", "1", "work")} {
+				if err := os.MkdirAll(ws, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				cmd, err := sb.Command(ctx, ws, "echo ok", sandbox.CommandOptions{})
+				if err != nil {
+					cancel()
+					t.Fatalf("workspace %s refused: %v", ws, err)
+				}
+				out, err := cmd.CombinedOutput()
+				cancel()
+				if err != nil || strings.TrimSpace(string(out)) != "ok" {
+					t.Fatalf("workspace %s: %q, %v", ws, out, err)
+				}
+			}
+		})
+	}
+}
+
+// TestConfinedCommandHasNoTerminal: `maestro run` in a terminal gives the
+// helper the user's terminal as controlling terminal. A command that can
+// open /dev/tty can push input into it with TIOCSTI (Landlock refuses that
+// ioctl only from ABI 5, and many kernels still allow TIOCSTI), which the
+// user's shell runs after Maestro exits. bwrap starts a new session; the
+// landlock kind must too.
+func TestConfinedCommandHasNoTerminal(t *testing.T) {
+	for _, m := range attackModes() {
+		t.Run(m.name, func(t *testing.T) {
+			sb := m.new(t)
+			ptm, pts := openPTY(t)
+			ws := t.TempDir()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			cmd, err := sb.Command(ctx, ws, "exec 3</dev/tty && echo HAS-A-TERMINAL", sandbox.CommandOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The helper starts as Maestro would in a terminal: in a session
+			// whose controlling terminal is the pty.
+			cmd.SysProcAttr.Setpgid = false
+			cmd.SysProcAttr.Setsid = true
+			cmd.SysProcAttr.Setctty = true
+			cmd.SysProcAttr.Ctty = 0
+			cmd.Stdin = pts
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Run(); err != nil && !errors.As(err, new(*exec.ExitError)) {
+				t.Fatalf("running: %v", err)
+			}
+			_ = ptm
+			if strings.Contains(out.String(), "HAS-A-TERMINAL") {
+				t.Errorf("%s: the sandboxed command opened the user's terminal (/dev/tty): %q", m.name, out.String())
+			}
+		})
+	}
+}
+
+// openPTY opens a pseudo-terminal pair (master, slave).
+func openPTY(t *testing.T) (*os.File, *os.File) {
+	t.Helper()
+	ptm, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("opening /dev/ptmx: %v", err)
+	}
+	t.Cleanup(func() { ptm.Close() })
+	unlock := 0
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, ptm.Fd(), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); e != 0 {
+		t.Fatalf("unlocking the pty: %v", e)
+	}
+	var n uint32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, ptm.Fd(), syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n))); e != 0 {
+		t.Fatalf("pty number: %v", e)
+	}
+	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("opening the pty's slave: %v", err)
+	}
+	t.Cleanup(func() { pts.Close() })
+	return ptm, pts
 }

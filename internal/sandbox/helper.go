@@ -128,6 +128,14 @@ func runHelper(args []string) int {
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if spec.Landlock != nil {
+		// A new session without a controlling terminal, as bwrap's
+		// --new-session: the user's terminal (maestro run) would otherwise
+		// take input pushed with TIOCSTI, which Landlock refuses only
+		// from ABI 5. Descendants are still killed through the cgroup
+		// and the subreaper.
+		cmd.SysProcAttr.Setsid = true
+	}
 
 	limits := spec.Limits.withDefaults()
 	cg, err := enterCgroup(spec, limits, cmd.SysProcAttr)

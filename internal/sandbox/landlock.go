@@ -114,7 +114,17 @@ func startConfined(cmd *exec.Cmd, l *landlockSpec) error {
 		return err
 	}
 	defer unix.Close(fd)
-	filter := unixSocketFilter()
+	// Below ABI 9 unix sockets, below ABI 10 UDP (and SCTP at any level)
+	// are left to seccomp.
+	denyUnix, denyInet := l.ABI < 9, !l.Network && l.ABI < 10
+	filter := socketFilter(denyUnix, denyInet)
+	// The confined thread shares the helper's memory with its unconfined
+	// threads: a command that could ptrace it could run code outside the
+	// domain. Non-dumpable, only CAP_SYS_PTRACE may attach, and the
+	// command has no capabilities (dropCapabilities).
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("making the helper non-dumpable: %w", err)
+	}
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -122,11 +132,13 @@ func startConfined(cmd *exec.Cmd, l *landlockSpec) error {
 			if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 				return fmt.Errorf("setting no_new_privs: %w", err)
 			}
+			if err := dropCapabilities(); err != nil {
+				return err
+			}
 			if err := llsys.LandlockRestrictSelf(fd, flags); err != nil {
 				return fmt.Errorf("enforcing the Landlock ruleset: %w", err)
 			}
-			if l.ABI < 9 {
-				// Landlock does not cover pathname unix sockets yet.
+			if denyUnix || denyInet {
 				if err := installSeccomp(filter); err != nil {
 					return err
 				}
@@ -136,4 +148,30 @@ func startConfined(cmd *exec.Cmd, l *landlockSpec) error {
 		select {}
 	}()
 	return <-errc
+}
+
+// dropCapabilities empties the calling thread's capability sets (bounding,
+// ambient, effective, permitted, inheritable). Landlock does not take
+// root's capabilities away: a command run by root would keep
+// CAP_NET_ADMIN (reconfigure the host's network), CAP_NET_RAW (raw
+// sockets, unrestricted by Landlock), CAP_SYS_PTRACE (attach to the
+// helper), CAP_SYS_MODULE, CAP_SYS_BOOT and the rest. With no_new_privs
+// set first, executing a program does not give them back.
+func dropCapabilities() error {
+	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EPERM) {
+			// EINVAL: the kernel knows fewer; EPERM: no CAP_SETPCAP (not
+			// root), so nothing to regain with no_new_privs anyway.
+			return fmt.Errorf("dropping capability %d from the bounding set: %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("clearing the ambient capabilities: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("dropping capabilities: %w", err)
+	}
+	return nil
 }

@@ -128,8 +128,8 @@ type Config struct {
 	// only that subcommand.
 	AllowedCommands []string
 	// Network lets sandboxed commands use the host network. Without it
-	// bwrap has no network at all and landlock denies TCP (UDP stays open
-	// below Landlock ABI 10).
+	// bwrap has no network at all and landlock denies TCP (Landlock) and
+	// every other inet socket (Landlock from ABI 10, seccomp below it).
 	Network bool
 	// EnvAllow names host environment variables passed into the sandbox
 	// (exact names, or a prefix ending in "*"). In off mode the whole host
@@ -137,6 +137,12 @@ type Config struct {
 	EnvAllow []string
 	// Logger receives the sandbox decisions; nil discards them.
 	Logger *slog.Logger
+	// Protected are Maestro's own directories (its home: model keys in
+	// config.yaml, session logs). A command whose workspace is one of them
+	// or holds one (maestro run started in the home directory) is refused
+	// in the bwrap and landlock kinds: the sandbox would hand them to the
+	// command read-write.
+	Protected []string
 }
 
 // Sandbox builds isolated commands. It is immutable after New and safe for
@@ -155,6 +161,7 @@ type Sandbox struct {
 	allowed      []string    // explicit allowlist from Config, nil if none
 	network      bool
 	envAllow     []string
+	protected    []string
 	log          *slog.Logger
 	reason       string // why no sandbox is available (unavailable kind)
 }
@@ -184,11 +191,12 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		return nil, fmt.Errorf("creating the bash sandbox: %w", err)
 	}
 	s := &Sandbox{
-		shell:    shell,
-		network:  cfg.Network,
-		envAllow: slices.Clone(cfg.EnvAllow),
-		limits:   cfg.Limits.withDefaults(),
-		log:      log,
+		shell:     shell,
+		network:   cfg.Network,
+		envAllow:  slices.Clone(cfg.EnvAllow),
+		limits:    cfg.Limits.withDefaults(),
+		protected: slices.Clone(cfg.Protected),
+		log:       log,
 	}
 	if cfg.AllowedCommands != nil {
 		s.allowed = slices.Clone(cfg.AllowedCommands)
@@ -404,6 +412,24 @@ func (s *Sandbox) check(ws workspace, command string, opts CommandOptions) error
 	return nil
 }
 
+// checkProtected refuses a workspace that is or holds one of Maestro's own
+// directories (Config.Protected), unless isolation is off.
+func (s *Sandbox) checkProtected(ws workspace) error {
+	if s.kind == KindOff {
+		return nil
+	}
+	for _, p := range s.protected {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			real = filepath.Clean(p) // not created yet: compare as given
+		}
+		if rel, err := filepath.Rel(ws.real, real); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return &PolicyError{Reason: fmt.Sprintf("the workspace %s holds Maestro's own directory %s (model keys, session logs), which the sandbox would hand to the command; run Maestro in a project directory, or set MAESTRO_HOME outside the workspace", ws.path, p)}
+		}
+	}
+	return nil
+}
+
 // Command builds the command to run command (bash syntax) in workdir, the
 // workspace root. The returned command runs in its own process group;
 // cancelling ctx kills the whole group and Wait returns within about half
@@ -416,6 +442,9 @@ func (s *Sandbox) Command(ctx context.Context, workdir, command string, opts Com
 		return nil, err
 	}
 	if err := s.check(ws, command, opts); err != nil {
+		return nil, err
+	}
+	if err := s.checkProtected(ws); err != nil {
 		return nil, err
 	}
 	var prog string
