@@ -13,12 +13,14 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/maestro
 
 # The main job on embedded defaults: no model configured, so the bundled
-# replay scenario runs with real tools in a fresh temporary workspace.
+# replay scenario runs with real tools in a fresh temporary workspace; Maestro's
+# home (session logs) sits beside it, never inside (a workspace holding the
+# home is refused: the agent could read the model keys).
 demo: build
-	@ws=$$(mktemp -d -t maestro-demo.XXXXXX); \
+	@tmp=$$(mktemp -d -t maestro-demo.XXXXXX); ws=$$tmp/workspace; mkdir -p "$$ws"; \
 	echo "workspace: $$ws"; \
 	env -u ANTHROPIC_API_KEY -u ANTHROPIC_AUTH_TOKEN -u OPENAI_API_KEY -u OPENAI_BASE_URL -u MAESTRO_MODEL \
-		MAESTRO_HOME=$${MAESTRO_HOME:-$$ws/.maestro-home} \
+		MAESTRO_HOME=$${MAESTRO_HOME:-$$tmp/maestro-home} \
 		./$(BIN) run --workspace "$$ws" "Show me what you can do in this workspace"
 
 # The whole test suite (installs what the tests need first).
