@@ -168,8 +168,12 @@ func runHelper(args []string) int {
 	select {
 	case waitErr = <-done:
 	case <-sigs:
+		// Kill the program (the whole cgroup, and the program itself when
+		// there is none) and wait for it before reaping anything else:
+		// killDescendants reaps with wait4(-1), which would take the
+		// program's status from cmd.Wait (ECHILD).
 		cg.kill()
-		killDescendants()
+		_ = cmd.Process.Kill()
 		waitErr = <-done
 	}
 	cg.remove()
