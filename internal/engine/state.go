@@ -341,5 +341,10 @@ func (p runPath) lock() (func(), error) {
 		f.Close()
 		return nil, fmt.Errorf("%w: %s", ErrBusy, p)
 	}
-	return func() { f.Close() }, nil
+	return func() {
+		// Unlock first: a descriptor copy in a process forked elsewhere
+		// (until its exec) would otherwise keep the run locked.
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
 }

@@ -559,6 +559,11 @@ func (s *Session) Close() error {
 	}
 	err := s.f.Sync()
 	s.meta.UpdatedAt = s.now().UTC()
+	// Unlock before closing: a process forked elsewhere in this program
+	// holds a copy of the descriptor until its exec, and the lock belongs
+	// to the open file description, so closing alone could leave the
+	// session "in use" for that moment.
+	_ = syscall.Flock(int(s.f.Fd()), syscall.LOCK_UN)
 	err = errors.Join(s.err, err, s.writeMeta(), s.f.Close())
 	s.f = nil
 	if s.d != nil {
