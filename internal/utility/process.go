@@ -129,11 +129,22 @@ func (c *command) run() {
 	select {
 	case <-readersDone:
 	case <-drain.C:
+		// Kill the group, then let the readers take what the pipes still
+		// hold (EOF follows once the killed writers are gone); close them
+		// only if something outside the group (a setsid daemon) keeps a
+		// pipe open. Closing at once lost output a slow reader had not
+		// taken yet.
 		c.killGroup(syscall.SIGKILL)
-		for _, f := range c.readers {
-			f.Close()
+		last := time.NewTimer(max(m.drainDelay, time.Second))
+		select {
+		case <-readersDone:
+		case <-last.C:
+			for _, f := range c.readers {
+				f.Close()
+			}
+			<-readersDone
 		}
-		<-readersDone
+		last.Stop()
 	}
 	drain.Stop()
 	if terminating {
