@@ -21,6 +21,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/staging"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/taskdir"
@@ -519,8 +520,6 @@ const (
 	maxPathBytes = 4096
 	// maxNameBytes bounds one component (the system's NAME_MAX).
 	maxNameBytes = 255
-	// maxEcho bounds how much of a refused path an error quotes.
-	maxEcho = 120
 	// maxListPathBytes bounds the paths one deliverables listing visits,
 	// summed (the answer's size), besides Config.MaxListEntries.
 	maxListPathBytes = 4 << 20
@@ -529,7 +528,7 @@ const (
 // cleanRelPath checks a path taken from the URL or a multipart file name:
 // at most maxPathBytes bytes of valid UTF-8 without control characters,
 // relative, no "..", no NUL, not empty. It answers 400 on the field "path"
-// (quoting at most maxEcho bytes of p) and returns false otherwise.
+// (quoting at most httpedge.MaxEcho bytes of p) and returns false otherwise.
 func cleanRelPath(w http.ResponseWriter, p, where string) (string, bool) {
 	broken := checkPathText(p)
 	c := ""
@@ -537,7 +536,7 @@ func cleanRelPath(w http.ResponseWriter, p, where string) (string, bool) {
 		c, broken = workspace.CheckSlashPath(p)
 	}
 	if broken != "" {
-		writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("expected a relative path inside %s, %s (found %s)", where, broken, echo(p)))
+		writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("expected a relative path inside %s, %s (found %s)", where, broken, httpedge.Echo(p)))
 		return "", false
 	}
 	return c, true
@@ -561,18 +560,6 @@ func checkPathText(p string) string {
 	return ""
 }
 
-// echo quotes s for an error message, cut to maxEcho bytes.
-func echo(s string) string {
-	if len(s) <= maxEcho {
-		return strconv.Quote(s)
-	}
-	cut := maxEcho
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(s[:cut]), len(s))
-}
-
 // getDeliverable answers GET /tasks/{id}/deliverables/{path}: a regular
 // file under output/, reached without following any symbolic link.
 func (s *Server) getDeliverable(w http.ResponseWriter, r *http.Request) {
@@ -589,26 +576,26 @@ func (s *Server) getDeliverable(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if out == nil {
-		writeFieldError(w, http.StatusNotFound, "path", fmt.Sprintf("no deliverable %s: the task has no output yet", echo(p)))
+		writeFieldError(w, http.StatusNotFound, "path", fmt.Sprintf("no deliverable %s: the task has no output yet", httpedge.Echo(p)))
 		return
 	}
 	defer out.Close()
 	f, err := out.OpenFilePath(p)
 	switch {
 	case errors.Is(err, workspace.ErrOutside):
-		writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("%s leads through a symbolic link: only regular files of the task's output/ are served", echo(p)))
+		writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("%s leads through a symbolic link: only regular files of the task's output/ are served", httpedge.Echo(p)))
 		return
 	case errors.Is(err, fs.ErrNotExist):
-		writeFieldError(w, http.StatusNotFound, "path", fmt.Sprintf("no deliverable %s; GET the deliverables list for the files", echo(p)))
+		writeFieldError(w, http.StatusNotFound, "path", fmt.Sprintf("no deliverable %s; GET the deliverables list for the files", httpedge.Echo(p)))
 		return
 	case err != nil:
-		writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("%s is not a file; GET the deliverables list for the files", echo(p)))
+		writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("%s is not a file; GET the deliverables list for the files", httpedge.Echo(p)))
 		return
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil || !info.Mode().IsRegular() {
-		writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("%s is not a file; GET the deliverables list for the files", echo(p)))
+		writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("%s is not a file; GET the deliverables list for the files", httpedge.Echo(p)))
 		return
 	}
 	// Agents write these files: never let a browser run them on the API's

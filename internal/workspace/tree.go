@@ -67,34 +67,25 @@ func OpenTrusted(dir string) (*Dir, error) {
 // refusing absolute paths, `..` and empty names. "" and "." yield none.
 func splitRel(rel string) ([]string, error) {
 	if strings.IndexByte(rel, 0) >= 0 {
-		return nil, fmt.Errorf("invalid path %q: contains a NUL byte", clip(rel))
+		return nil, fmt.Errorf("invalid path %q: contains a NUL byte", Excerpt(rel))
 	}
 	if rel == "" || rel == "." {
 		return nil, nil
 	}
 	if path.IsAbs(rel) {
-		return nil, &OutsideError{Path: clip(rel)}
+		return nil, &OutsideError{Path: Excerpt(rel)}
 	}
 	var parts []string
 	for _, p := range strings.Split(path.Clean(rel), "/") {
 		switch p {
 		case ".":
 		case "..":
-			return nil, &OutsideError{Path: clip(rel)}
+			return nil, &OutsideError{Path: Excerpt(rel)}
 		default:
 			parts = append(parts, p)
 		}
 	}
 	return parts, nil
-}
-
-// clip bounds a path echoed in an error.
-func clip(s string) string {
-	const max = 256
-	if len(s) <= max {
-		return s
-	}
-	return s[:max] + "… (" + strconv.Itoa(len(s)) + " bytes)"
 }
 
 // linkError turns a refusal to follow a symbolic link (ELOOP from
@@ -167,7 +158,7 @@ func (d *Dir) walkPath(rel string, create bool, perm fs.FileMode) (*Dir, error) 
 func (d *Dir) OpenFilePath(rel string) (*os.File, error) {
 	dir, base := path.Split(rel)
 	if base == "" || base == "." || base == ".." {
-		return nil, fmt.Errorf("open %s: not a file path", clip(rel))
+		return nil, fmt.Errorf("open %s: not a file path", Excerpt(rel))
 	}
 	sub, err := d.OpenPath(dir)
 	if err != nil {
@@ -333,7 +324,7 @@ func (d *Dir) Walk(lim WalkLimits, fn func(rel string, e fs.DirEntry) error) err
 	var walk func(dir *Dir, prefix string, depth int) error
 	walk = func(dir *Dir, prefix string, depth int) error {
 		if depth > lim.MaxDepth {
-			return fmt.Errorf("%w: deeper than %d levels at %s", ErrWalkLimit, lim.MaxDepth, clip(prefix))
+			return fmt.Errorf("%w: deeper than %d levels at %s", ErrWalkLimit, lim.MaxDepth, Excerpt(prefix))
 		}
 		entries, err := dir.ReadDir()
 		if err != nil {
