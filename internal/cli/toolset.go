@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -140,7 +139,7 @@ func openAgentWorkspace(dir, home string) (*workspace.Root, error) {
 		}
 		return filepath.Clean(p)
 	}
-	if rel, err := filepath.Rel(real(root.Dir()), real(home)); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+	if _, inside := workspace.Within(real(root.Dir()), real(home)); inside {
 		root.Close()
 		return nil, fmt.Errorf("workspace %s holds Maestro's home %s (model keys, session logs), which the agent could read and change: run Maestro in a project directory, or set MAESTRO_HOME outside the workspace", root.Dir(), home)
 	}
