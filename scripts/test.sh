@@ -70,7 +70,20 @@ fuzz_time=${FUZZ_TIME:-10s}
 while read -r pkg target; do
   [ -n "$target" ] || continue
   echo "fuzz $pkg $target ($fuzz_time)"
-  go test -run='^$' -fuzz="^${target}\$" -fuzztime="$fuzz_time" "$pkg"
+  # go's fuzz coordinator can end a run with "context deadline exceeded"
+  # and no failing input when -fuzztime runs out while a worker is slow (a
+  # loaded machine): that is retried once; a real finding (a failing input
+  # written to testdata/fuzz) fails at once.
+  fuzz_log=$(mktemp -t maestro-fuzz.XXXXXX)
+  if ! go test -run='^$' -fuzz="^${target}\$" -fuzztime="$fuzz_time" "$pkg" 2>&1 | tee "$fuzz_log"; then
+    if grep -q 'context deadline exceeded' "$fuzz_log" && ! grep -q 'Failing input written' "$fuzz_log"; then
+      echo "fuzz $pkg $target: the fuzz coordinator timed out without a finding; running it once more"
+      go test -run='^$' -fuzz="^${target}\$" -fuzztime="$fuzz_time" "$pkg" || { rm -f "$fuzz_log"; exit 1; }
+    else
+      rm -f "$fuzz_log"; exit 1
+    fi
+  fi
+  rm -f "$fuzz_log"
 done < <(grep -rl --include='*_test.go' '^func Fuzz' . 2>/dev/null | while read -r f; do
   pkg="./$(dirname "${f#./}")"
   grep -o '^func Fuzz[A-Za-z0-9_]*' "$f" | sed 's/^func //' | while read -r t; do echo "$pkg $t"; done
