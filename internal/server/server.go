@@ -358,23 +358,6 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 	})
 }
 
-// errorBody is the body of a piece validation error: the REST error
-// shape plus the validator's faults (every other error is written by
-// httpedge.WriteError).
-type errorBody struct {
-	Error  string       `json:"error"`
-	Field  string       `json:"field,omitempty"`
-	Errors []pieceError `json:"errors,omitempty"`
-}
-
-// pieceError is one validator fault of a piece.
-type pieceError struct {
-	Line    int    `json:"line"`
-	Col     int    `json:"col"`
-	Field   string `json:"field,omitempty"`
-	Message string `json:"message"`
-}
-
 func writeJSON(w http.ResponseWriter, status int, v any) { httpedge.WriteJSON(w, status, v) }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
