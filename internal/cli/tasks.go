@@ -60,6 +60,22 @@ func (o *taskOptions) client(io *IOStreams) (*client.Client, error) {
 	return c, nil
 }
 
+// onTask is the RunE of a subcommand whose first argument is a task id:
+// run gets the id and the client.
+func (o *taskOptions) onTask(io *IOStreams, run func(cmd *cobra.Command, args []string, id int64, c *client.Client) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		id, err := parseTaskID(args[0])
+		if err != nil {
+			return err
+		}
+		c, err := o.client(io)
+		if err != nil {
+			return err
+		}
+		return run(cmd, args, id, c)
+	}
+}
+
 func parseTaskID(s string) (int64, error) {
 	id, err := strconv.ParseInt(strings.TrimPrefix(s, "#"), 10, 64)
 	if err != nil || id <= 0 {
@@ -202,7 +218,7 @@ func newTasksListCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out, err := c.ListTasks(cmd.Context(), client.TaskQuery{Owner: owner, Limit: limit})
+			out, err := c.ListTasks(cmd.Context(), owner, client.Page{Limit: limit})
 			if err != nil {
 				return failErr(err)
 			}
@@ -234,15 +250,7 @@ func newTasksShowCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 		Use:   "show ID",
 		Short: "Show a task: its jobs, their states and results, its deliverables and the comment thread",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseTaskID(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := o.client(io)
-			if err != nil {
-				return err
-			}
+		RunE: o.onTask(io, func(cmd *cobra.Command, args []string, id int64, c *client.Client) error {
 			d, err := c.Task(cmd.Context(), id)
 			if err != nil {
 				return failErr(err)
@@ -285,7 +293,7 @@ func newTasksShowCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 				}
 			}
 			return nil
-		},
+		}),
 	}
 }
 
@@ -310,15 +318,7 @@ resumes after the last event received (Last-Event-ID), so nothing is missed or
 repeated. --json prints every event as one line of JSON, exactly as the API
 returns it. Colours only on a terminal, and never with NO_COLOR set.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseTaskID(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := o.client(io)
-			if err != nil {
-				return err
-			}
+		RunE: o.onTask(io, func(cmd *cobra.Command, args []string, id int64, c *client.Client) error {
 			jobID, err := latestJob(cmd.Context(), c, id)
 			if err != nil {
 				return failErr(err)
@@ -345,7 +345,7 @@ returns it. Colours only on a terminal, and never with NO_COLOR set.`,
 				}
 				after = page.NextAfter
 			}
-		},
+		}),
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow new events until the job finishes")
 	cmd.Flags().Int64Var(&after, "after", 0, "start after this event number")
@@ -413,15 +413,7 @@ func newTasksCommentCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 		Use:   "comment ID TEXT",
 		Short: "Comment on a task; a job waiting for an answer resumes with it",
 		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseTaskID(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := o.client(io)
-			if err != nil {
-				return err
-			}
+		RunE: o.onTask(io, func(cmd *cobra.Command, args []string, id int64, c *client.Client) error {
 			out, err := c.Comment(cmd.Context(), id, args[1])
 			if err != nil {
 				return failErr(err)
@@ -434,7 +426,7 @@ func newTasksCommentCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 				fmt.Fprintf(io.Out, "job %d resumed (%s)\n", j.ID, j.State)
 			}
 			return nil
-		},
+		}),
 	}
 }
 
@@ -451,15 +443,7 @@ func newTasksJobActionCmd(io *IOStreams, o *taskOptions, action string) *cobra.C
 		Use:   action + " ID",
 		Short: short,
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseTaskID(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := o.client(io)
-			if err != nil {
-				return err
-			}
+		RunE: o.onTask(io, func(cmd *cobra.Command, args []string, id int64, c *client.Client) error {
 			jobID, err := latestJob(cmd.Context(), c, id)
 			if err != nil {
 				return failErr(err)
@@ -478,7 +462,7 @@ func newTasksJobActionCmd(io *IOStreams, o *taskOptions, action string) *cobra.C
 			}
 			fmt.Fprintf(io.Out, "job %d of task %d is %s\n", out.Job.ID, id, out.Job.State)
 			return nil
-		},
+		}),
 	}
 	if action == "cancel" {
 		cmd.Flags().StringVar(&reason, "reason", "", "why (shown on the job)")
@@ -559,15 +543,7 @@ writing anything. A path from the server that would leave DIR ("..", absolute,
 a symlink out of DIR) is refused. Each file is written to a temporary name
 and renamed when complete, so an interrupted download leaves no partial file.`,
 		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseTaskID(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := o.client(ios)
-			if err != nil {
-				return err
-			}
+		RunE: o.onTask(ios, func(cmd *cobra.Command, args []string, id int64, c *client.Client) error {
 			ctx := cmd.Context()
 			list, err := c.Deliverables(ctx, id)
 			if err != nil {
@@ -601,7 +577,7 @@ and renamed when complete, so an interrupted download leaves no partial file.`,
 				return failErr(err)
 			}
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().StringVarP(&outDir, "output", "o", "", "directory to write into (default ./task-ID/)")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite existing files")

@@ -61,47 +61,52 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.JobResponse{Job: j})
 }
 
-func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r, "id")
-	if !ok {
-		return
+// jobAction is the handler of a POST that acts on a job (cancel, retry):
+// its optional JSON body is a Req; do acts, answering the request itself
+// when it fails, and returns the job and the audit entry's details.
+func jobAction[Req any](s *Server, action string, do func(w http.ResponseWriter, r *http.Request, id int64, req *Req) (store.Job, any, bool)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, ok := pathID(w, r, "id")
+		if !ok {
+			return
+		}
+		var req Req
+		if !decodeJSON(w, r, &req, true) {
+			return
+		}
+		j, details, ok := do(w, r, id, &req)
+		if !ok {
+			return
+		}
+		s.audit(r, action, jobTarget(id), details)
+		writeJSON(w, http.StatusOK, api.JobResponse{Job: j})
 	}
-	var req api.CancelRequest
-	if !decodeJSON(w, r, &req, true) {
-		return
-	}
+}
+
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request, id int64, req *api.CancelRequest) (store.Job, any, bool) {
 	if req.Reason == "" {
 		req.Reason = "cancelled by " + actor(r)
 	}
 	j, err := s.st.Cancel(r.Context(), id, req.Reason)
 	if err != nil {
 		s.storeError(w, r, err)
-		return
+		return j, nil, false
 	}
-	s.audit(r, "job.cancel", jobTarget(id), map[string]any{"reason": req.Reason})
-	writeJSON(w, http.StatusOK, api.JobResponse{Job: j})
+	return j, api.JobCancelAudit{Reason: req.Reason}, true
 }
 
-func (s *Server) retryJob(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r, "id")
-	if !ok {
-		return
-	}
-	var req api.RetryRequest
-	if !decodeJSON(w, r, &req, true) {
-		return
-	}
+func (s *Server) retryJob(w http.ResponseWriter, r *http.Request, id int64, req *api.RetryRequest) (store.Job, any, bool) {
 	if req.Extra < 0 || req.Extra > store.MaxAttemptsLimit {
 		writeFieldError(w, http.StatusUnprocessableEntity, "extra", fmt.Sprintf("expected 0-%d more attempts (0 means 1), found %d", store.MaxAttemptsLimit, req.Extra))
-		return
+		return store.Job{}, nil, false
 	}
-	j, err := s.st.Retry(r.Context(), id, max(req.Extra, 1))
+	extra := max(req.Extra, 1)
+	j, err := s.st.Retry(r.Context(), id, extra)
 	if err != nil {
 		s.storeError(w, r, err)
-		return
+		return j, nil, false
 	}
-	s.audit(r, "job.retry", jobTarget(id), map[string]any{"extra": max(req.Extra, 1)})
-	writeJSON(w, http.StatusOK, api.JobResponse{Job: j})
+	return j, api.JobRetryAudit{Extra: extra}, true
 }
 
 // jobEvents serves a job's event log: a JSON page, or a Server-Sent Events

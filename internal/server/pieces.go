@@ -169,12 +169,19 @@ func parseNamed(w http.ResponseWriter, name, src string) *piece.Piece {
 	return p
 }
 
-func (s *Server) validatePiece(w http.ResponseWriter, r *http.Request) {
-	src, _, ok := readPiece(w, r)
+// readValidPiece reads a piece from the request (readPiece) and validates
+// it (parseNamed); it answers the request and returns a nil piece when the
+// piece is unreadable or invalid.
+func readValidPiece(w http.ResponseWriter, r *http.Request, name string) (src string, ifVersion int64, p *piece.Piece) {
+	src, ifVersion, ok := readPiece(w, r)
 	if !ok {
-		return
+		return "", 0, nil
 	}
-	p := parseNamed(w, "", src)
+	return src, ifVersion, parseNamed(w, name, src)
+}
+
+func (s *Server) validatePiece(w http.ResponseWriter, r *http.Request) {
+	_, _, p := readValidPiece(w, r, "")
 	if p == nil {
 		return
 	}
@@ -182,11 +189,7 @@ func (s *Server) validatePiece(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) createPiece(w http.ResponseWriter, r *http.Request) {
-	src, _, ok := readPiece(w, r)
-	if !ok {
-		return
-	}
-	p := parseNamed(w, "", src)
+	src, _, p := readValidPiece(w, r, "")
 	if p == nil {
 		return
 	}
@@ -203,7 +206,7 @@ func (s *Server) createPiece(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err)
 		return
 	}
-	s.audit(r, "piece.create", pieceTarget(p.Name), map[string]any{"version": stored.Version})
+	s.audit(r, api.ActionPieceCreate, pieceTarget(p.Name), api.PieceAudit{Version: stored.Version})
 	w.Header().Set("Location", api.PiecesPath+"/"+p.Name)
 	writeJSON(w, http.StatusCreated, s.storedDetail(stored))
 }
@@ -216,11 +219,8 @@ func (s *Server) putPiece(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err)
 		return
 	}
-	src, ifVersion, ok := readPiece(w, r)
-	if !ok {
-		return
-	}
-	if parseNamed(w, name, src) == nil {
+	src, ifVersion, p := readValidPiece(w, r, name)
+	if p == nil {
 		return
 	}
 	_, err := s.st.GetPiece(r.Context(), name)
@@ -235,7 +235,7 @@ func (s *Server) putPiece(w http.ResponseWriter, r *http.Request) {
 			s.storeError(w, r, err)
 			return
 		}
-		s.audit(r, "piece.update", pieceTarget(name), map[string]any{"version": stored.Version})
+		s.audit(r, api.ActionPieceUpdate, pieceTarget(name), api.PieceAudit{Version: stored.Version})
 		writeJSON(w, http.StatusOK, s.storedDetail(stored))
 	case errors.Is(err, store.ErrNotFound):
 		if ifVersion > 0 {
@@ -247,7 +247,7 @@ func (s *Server) putPiece(w http.ResponseWriter, r *http.Request) {
 			s.storeError(w, r, err)
 			return
 		}
-		s.audit(r, "piece.create", pieceTarget(name), map[string]any{"version": stored.Version})
+		s.audit(r, api.ActionPieceCreate, pieceTarget(name), api.PieceAudit{Version: stored.Version})
 		writeJSON(w, http.StatusCreated, s.storedDetail(stored))
 	default:
 		s.storeError(w, r, err)
@@ -268,7 +268,7 @@ func (s *Server) deletePiece(w http.ResponseWriter, r *http.Request) {
 	err := s.st.DeletePiece(r.Context(), name, ifVersion)
 	switch {
 	case err == nil:
-		s.audit(r, "piece.delete", pieceTarget(name), map[string]any{"builtin_restored": inCatalog})
+		s.audit(r, api.ActionPieceDelete, pieceTarget(name), api.PieceDeleteAudit{BuiltinRestored: inCatalog})
 		writeJSON(w, http.StatusOK, api.PieceDeleted{Deleted: name, BuiltinRestored: inCatalog})
 	case errors.Is(err, store.ErrNotFound) && inCatalog && !strings.HasPrefix(entry.Source, "builtin:"):
 		writeError(w, http.StatusConflict, fmt.Sprintf("piece %q comes from the file %s, not from the API; remove the file to delete it", name, entry.Source))

@@ -71,7 +71,7 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err)
 		return
 	}
-	s.audit(r, "schedule.create", scheduleTarget(sc.ID), map[string]any{"name": sc.Name, "cron_expr": sc.CronExpr})
+	s.audit(r, api.ActionScheduleCreate, scheduleTarget(sc.ID), api.ScheduleAudit{Name: sc.Name, CronExpr: sc.CronExpr})
 	w.Header().Set("Location", api.SchedulesPath+"/"+strconv.FormatInt(sc.ID, 10))
 	writeJSON(w, http.StatusCreated, api.ScheduleResponse{Schedule: sc})
 }
@@ -107,7 +107,7 @@ func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err)
 		return
 	}
-	s.audit(r, "schedule.update", scheduleTarget(id), map[string]any{"name": sc.Name, "cron_expr": sc.CronExpr, "enabled": sc.Enabled})
+	s.audit(r, api.ActionScheduleUpdate, scheduleTarget(id), api.ScheduleAudit{Name: sc.Name, CronExpr: sc.CronExpr, Enabled: &sc.Enabled})
 	writeJSON(w, http.StatusOK, api.ScheduleResponse{Schedule: sc})
 }
 
@@ -120,6 +120,6 @@ func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err)
 		return
 	}
-	s.audit(r, "schedule.delete", scheduleTarget(id), nil)
+	s.audit(r, api.ActionScheduleDelete, scheduleTarget(id), nil)
 	w.WriteHeader(http.StatusNoContent)
 }

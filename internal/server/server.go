@@ -28,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/store"
@@ -219,8 +220,8 @@ func (s *Server) register() {
 
 	s.handle("GET /api/v1/jobs", s.listJobs)
 	s.handle("GET /api/v1/jobs/{id}", s.getJob)
-	s.handle("POST /api/v1/jobs/{id}/cancel", s.cancelJob)
-	s.handle("POST /api/v1/jobs/{id}/retry", s.retryJob)
+	s.handle("POST /api/v1/jobs/{id}/cancel", jobAction(s, api.ActionJobCancel, s.cancelJob))
+	s.handle("POST /api/v1/jobs/{id}/retry", jobAction(s, api.ActionJobRetry, s.retryJob))
 	s.handle("GET /api/v1/jobs/{id}/events", s.jobEvents)
 
 	s.handle("GET /api/v1/pieces", s.listPieces)

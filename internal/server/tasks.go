@@ -126,11 +126,7 @@ func (s *Server) insertTask(w http.ResponseWriter, r *http.Request, req newTask,
 			s.log.Warn("upload staging: job file not written", "key", staged, "job", job.ID, "err", err)
 		}
 	}
-	detail := map[string]any{"job_id": job.ID, "title": task.Title, "piece": task.Piece}
-	if len(files) > 0 {
-		detail["files"] = files
-	}
-	s.audit(r, "task.create", taskTarget(task.ID), detail)
+	s.audit(r, api.ActionTaskCreate, taskTarget(task.ID), api.TaskCreateAudit{JobID: job.ID, Title: task.Title, Piece: task.Piece, Files: files})
 	w.Header().Set("Location", api.TasksPath+"/"+strconv.FormatInt(task.ID, 10))
 	writeJSON(w, http.StatusCreated, api.CreateTaskResponse{Task: task, Job: job, Files: files})
 }
@@ -361,7 +357,7 @@ func (s *Server) addComment(w http.ResponseWriter, r *http.Request) {
 	for _, j := range resumed {
 		ids = append(ids, j.ID)
 	}
-	s.audit(r, "task.comment", taskTarget(id), map[string]any{"comment_id": c.ID, "resumed_jobs": ids})
+	s.audit(r, api.ActionTaskComment, taskTarget(id), api.TaskCommentAudit{CommentID: c.ID, ResumedJobs: ids})
 	writeJSON(w, http.StatusCreated, api.CommentResponse{Comment: c, ResumedJobs: nonNil(resumed)})
 }
 
@@ -382,6 +378,15 @@ func (s *Server) taskDir(w http.ResponseWriter, r *http.Request) (int64, string,
 		return 0, "", false
 	}
 	return id, s.cfg.TaskDir(s.cfg.DataDir, id), true
+}
+
+// taskFile is taskDir and the {path} of the request, checked by
+// cleanRelPath as a path inside `where`.
+func (s *Server) taskFile(w http.ResponseWriter, r *http.Request, where string) (id int64, dir, p string, ok bool) {
+	if id, dir, ok = s.taskDir(w, r); ok {
+		p, ok = cleanRelPath(w, r.PathValue("path"), where)
+	}
+	return id, dir, p, ok
 }
 
 // openOutput opens the task's output/ for reading, with no symbolic link
@@ -510,11 +515,7 @@ func checkPathText(p string) string {
 // getDeliverable answers GET /tasks/{id}/deliverables/{path}: a regular
 // file under output/, reached without following any symbolic link.
 func (s *Server) getDeliverable(w http.ResponseWriter, r *http.Request) {
-	_, dir, ok := s.taskDir(w, r)
-	if !ok {
-		return
-	}
-	p, ok := cleanRelPath(w, r.PathValue("path"), "output/")
+	_, dir, p, ok := s.taskFile(w, r, "output/")
 	if !ok {
 		return
 	}
@@ -559,11 +560,7 @@ func (s *Server) getDeliverable(w http.ResponseWriter, r *http.Request) {
 // without following a symbolic link, so a link the agent planted in its
 // workspace cannot lead the write elsewhere.
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
-	id, dir, ok := s.taskDir(w, r)
-	if !ok {
-		return
-	}
-	p, ok := cleanRelPath(w, r.PathValue("path"), "input/")
+	id, dir, p, ok := s.taskFile(w, r, "input/")
 	if !ok {
 		return
 	}
@@ -628,8 +625,9 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "internal error: cannot store the upload")
 		return
 	}
-	s.audit(r, "task.upload", taskTarget(id), map[string]any{"path": p, "size": n})
-	writeJSON(w, http.StatusCreated, api.FileRef{Path: p, Size: n})
+	up := api.FileRef{Path: p, Size: n}
+	s.audit(r, api.ActionTaskUpload, taskTarget(id), up)
+	writeJSON(w, http.StatusCreated, up)
 }
 
 // pathErrText is an error's text without the Op and path prefix.

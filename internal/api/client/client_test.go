@@ -120,15 +120,15 @@ func TestTasksAndJobs(t *testing.T) {
 		t.Fatalf("create with a missing file: %v", err)
 	}
 
-	page, err := c.ListTasks(ctx, client.TaskQuery{Limit: 1})
+	page, err := c.ListTasks(ctx, "", client.Page{Limit: 1})
 	if err != nil || len(page.Tasks) != 1 || page.Tasks[0].ID != 2 || page.NextBefore != 2 {
 		t.Fatalf("list page 1: %+v %v", page, err)
 	}
-	page, err = c.ListTasks(ctx, client.TaskQuery{Limit: 1, Before: page.NextBefore})
+	page, err = c.ListTasks(ctx, "", client.Page{Limit: 1, Before: page.NextBefore})
 	if err != nil || len(page.Tasks) != 1 || page.Tasks[0].ID != 1 {
 		t.Fatalf("list page 2: %+v %v", page, err)
 	}
-	if page, err = c.ListTasks(ctx, client.TaskQuery{Owner: "nobody"}); err != nil || len(page.Tasks) != 0 {
+	if page, err = c.ListTasks(ctx, "nobody", client.Page{}); err != nil || len(page.Tasks) != 0 {
 		t.Fatalf("list by owner: %+v %v", page, err)
 	}
 
@@ -208,7 +208,7 @@ func TestTasksAndJobs(t *testing.T) {
 		t.Fatalf("event types %v: want the comment and a final status", types)
 	}
 
-	audit, err := c.Audit(ctx, client.AuditQuery{Target: "task:1"})
+	audit, err := c.Audit(ctx, "task:1", client.Page{})
 	if err != nil || len(audit.Entries) != 3 || audit.Entries[0].Action != "task.upload" || audit.Entries[2].Action != "task.create" {
 		t.Fatalf("audit: %+v %v", audit, err)
 	}
@@ -300,21 +300,6 @@ func TestFollowJob(t *testing.T) {
 	}
 }
 
-const validPiece = `name: %s
-description: A test piece that answers once.
-max_movements: 3
-initial_movement: answer
-movements:
-  - name: answer
-    edit: false
-    persona: You answer.
-    instruction: Answer the task.
-    allowed_tools: [Read]
-    rules: []
-`
-
-func pieceYAML(name string) string { return strings.Replace(validPiece, "%s", name, 1) }
-
 // TestPiecesAndSchedules drives the piece and schedule routes through the
 // client, with the validator's faults in a refused piece's error.
 func TestPiecesAndSchedules(t *testing.T) {
@@ -331,20 +316,26 @@ func TestPiecesAndSchedules(t *testing.T) {
 	if err != nil || general.Source != api.SourceBuiltin || !strings.Contains(general.YAML, "name: general") || general.Piece == nil {
 		t.Fatalf("piece general: %+v %v", general.PieceSummary, err)
 	}
+	// Pieces of our own: the built-in chat piece under other names.
+	chat, err := c.Piece(ctx, "chat")
+	if err != nil || !strings.HasPrefix(chat.YAML, "name: chat\n") {
+		t.Fatalf("piece chat: %+v %v", chat.PieceSummary, err)
+	}
+	pieceYAML := func(name string) string { return strings.Replace(chat.YAML, "name: chat\n", "name: "+name+"\n", 1) }
 	v, err := c.ValidatePiece(ctx, pieceYAML("whatever"))
 	if err != nil || !v.Valid || v.Piece.Name != "whatever" {
 		t.Fatalf("validate: %+v %v", v, err)
 	}
-	_, err = c.ValidatePiece(ctx, strings.Replace(pieceYAML("bad"), "allowed_tools: [Read]", "allowed_tools: [Reed]", 1))
+	_, err = c.ValidatePiece(ctx, strings.Replace(pieceYAML("bad"), "max_movements: 3\n", "max_movements: -1\n", 1))
 	if ae := wantStatus(t, "validate an invalid piece", err, http.StatusUnprocessableEntity); len(ae.Body.Errors) != 1 ||
-		ae.Body.Errors[0].Field != "movements[0].allowed_tools[0]" || !strings.Contains(ae.Error(), "10:21: movements[0].allowed_tools[0]") {
+		ae.Body.Errors[0].Field != "max_movements" || !strings.Contains(ae.Error(), "\n  9:16: max_movements: ") {
 		t.Fatalf("validator faults: %+v\n%s", ae.Body, ae)
 	}
 	d, err := c.CreatePiece(ctx, pieceYAML("mine"))
 	if err != nil || d.Source != api.SourceStore || d.Version != 1 || !d.Deletable {
 		t.Fatalf("create piece: %+v %v", d.PieceSummary, err)
 	}
-	updated := strings.Replace(pieceYAML("mine"), "You answer.", "You answer briefly.", 1)
+	updated := strings.Replace(pieceYAML("mine"), "max_movements: 3\n", "max_movements: 2\n", 1)
 	_, err = c.PutPiece(ctx, "mine", updated, 7)
 	wantStatus(t, "put at a stale version", err, http.StatusConflict)
 	if d, err = c.PutPiece(ctx, "mine", updated, 1); err != nil || d.Version != 2 || d.YAML != updated {
@@ -388,7 +379,7 @@ func TestPiecesAndSchedules(t *testing.T) {
 func TestAuthAndURL(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "tok-1", nil)
-	if _, err := e.c.ListTasks(t.Context(), client.TaskQuery{}); err != nil {
+	if _, err := e.c.ListTasks(t.Context(), "", client.Page{}); err != nil {
 		t.Fatalf("with the token: %v", err)
 	}
 	anon, err := client.New(e.c.Base(), "")
@@ -396,7 +387,7 @@ func TestAuthAndURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	anon.AuthHint = "pass --token"
-	_, err = anon.ListTasks(t.Context(), client.TaskQuery{})
+	_, err = anon.ListTasks(t.Context(), "", client.Page{})
 	if ae := wantStatus(t, "without the token", err, http.StatusUnauthorized); !strings.HasSuffix(ae.Error(), "(pass --token)") {
 		t.Fatalf("401 message: %s", ae)
 	}

@@ -94,18 +94,12 @@ func (c *Client) DeleteSchedule(ctx context.Context, id int64) error {
 	return c.call(ctx, http.MethodDelete, idPath(api.SchedulesPath, id), nil, nil)
 }
 
-// AuditQuery selects audit entries; zero fields do not filter.
-type AuditQuery struct {
-	// Target is "task:12", "job:3", "piece:review", "schedule:2"….
-	Target string
-	Before int64
-	Limit  int
-}
-
-// Audit lists the audit log, newest first.
-func (c *Client) Audit(ctx context.Context, q AuditQuery) (api.AuditList, error) {
+// Audit lists the audit log, newest first; target, when not empty, keeps
+// the entries of one target ("task:12", "job:3", "piece:review",
+// "schedule:2").
+func (c *Client) Audit(ctx context.Context, target string, p Page) (api.AuditList, error) {
 	var out api.AuditList
-	err := c.get(ctx, api.AuditPath, newQuery().str("target", q.Target).num("before", q.Before).num("limit", int64(q.Limit)), &out)
+	err := c.get(ctx, api.AuditPath, p.query().str("target", target), &out)
 	return out, err
 }
 

@@ -79,18 +79,22 @@ func writeFilePart(mw *multipart.Writer, name string) error {
 	return nil
 }
 
-// TaskQuery selects tasks for ListTasks; zero fields do not filter.
-type TaskQuery struct {
-	Owner string
-	// Before pages backwards: only tasks with a smaller id.
+// Page is where a list that runs newest first starts and how long it is.
+type Page struct {
+	// Before starts the list below this id (0: at the newest); a list's
+	// NextBefore is the Before of its next page.
 	Before int64
-	Limit  int
+	// Limit is the most entries (0: the server's default).
+	Limit int
 }
 
-// ListTasks lists tasks, newest first (GET /api/v1/tasks).
-func (c *Client) ListTasks(ctx context.Context, q TaskQuery) (api.TaskList, error) {
+func (p Page) query() query { return newQuery().num("before", p.Before).num("limit", int64(p.Limit)) }
+
+// ListTasks lists tasks, newest first (GET /api/v1/tasks); owner, when
+// not empty, keeps that owner's.
+func (c *Client) ListTasks(ctx context.Context, owner string, p Page) (api.TaskList, error) {
 	var out api.TaskList
-	err := c.get(ctx, api.TasksPath, newQuery().str("owner", q.Owner).num("before", q.Before).num("limit", int64(q.Limit)), &out)
+	err := c.get(ctx, api.TasksPath, p.query().str("owner", owner), &out)
 	return out, err
 }
 
