@@ -47,7 +47,7 @@ const (
 	// maxJSONBody bounds a JSON request body (task bodies and payloads are
 	// 1 MiB each in the store).
 	maxJSONBody = 4 << 20
-	// headlessMaxBody bounds an attach route's body (1 MB, contract §8.3).
+	// headlessMaxBody bounds an attach route's body (1 MB, wire contract §8.3).
 	headlessMaxBody = 1 << 20
 )
 
