@@ -562,7 +562,10 @@ and renamed when complete, so an interrupted download leaves no partial file.`,
 			}
 			written, err := download(ctx, c, id, sel, outDir, force)
 			if o.json {
-				printJSON(ios, map[string]any{"dir": outDir, "files": written})
+				printJSON(ios, struct {
+					Dir   string            `json:"dir"`
+					Files []api.Deliverable `json:"files"`
+				}{outDir, written})
 			} else {
 				var total int64
 				for _, f := range written {
