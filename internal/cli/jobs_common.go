@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/maestro-run/maestro/internal/config"
@@ -56,6 +58,20 @@ func openJobStore(ctx context.Context, io *IOStreams, db, dataDir string) (store
 	default:
 		return nil, "", errors.New("--db: expected a postgres://user:password@host/dbname URL (leave it empty for SQLite in the data directory)")
 	}
+}
+
+// workerName is the --name of a job-running command (serve, worker):
+// name, else host:pid, which tells the workers of machines and processes
+// apart in leases and logs.
+func workerName(name string) string {
+	if name != "" {
+		return name
+	}
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "localhost"
+	}
+	return host + ":" + strconv.Itoa(os.Getpid())
 }
 
 // newJobRunner builds the engine runner, choosing the model as `maestro

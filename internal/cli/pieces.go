@@ -247,7 +247,12 @@ func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 	for _, perr := range lib.Catalog().Problems() {
 		pr.sink.Event(protocol.Status{Message: "Ignored an invalid piece file: " + perr.Error()})
 	}
-	events := sessionEvents{pr.sess}
+	var events engine.EventSink = sessionEvents{pr.sess}
+	if pr.text != nil {
+		// The terminal draws the run's events from the events themselves.
+		logged := events
+		events = engine.EventSinkFunc(func(r engine.Record) { logged.RunEvent(r); pr.text.RunEvent(r) })
+	}
 	ecfg := engine.Config{
 		Provider: pr.provider, Workspace: pr.root, Sandbox: pr.sb, FileLimits: fileLimits(pr.cfg), Library: lib,
 		Sink: pr.sink, Events: events, Agents: agentMovements(io, pr.o.Model),

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -135,13 +134,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	if err := (&httpedge.Policy{Listen: o.Listen, AllowedHosts: o.AllowedHosts, Token: token, RequireAuth: token != ""}).Validate(); err != nil {
 		return usageErr("--allowed-host: %v", err)
 	}
-	if o.Name == "" {
-		host, _ := os.Hostname()
-		if host == "" {
-			host = "localhost"
-		}
-		o.Name = host + ":" + strconv.Itoa(os.Getpid())
-	}
+	o.Name = workerName(o.Name)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(io.ErrOut, &slog.HandlerOptions{Level: slog.LevelInfo}))

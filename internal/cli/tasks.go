@@ -1,18 +1,10 @@
 package cli
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime/multipart"
-	"net"
-	"net/http"
-	"net/textproto"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -22,6 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/maestro-run/maestro/internal/api"
+	"github.com/maestro-run/maestro/internal/api/client"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
@@ -29,151 +23,9 @@ import (
 // defaultServer is where `maestro serve` listens by default.
 const defaultServer = "http://127.0.0.1:7878"
 
-// apiClient talks to a `maestro serve` API.
-type apiClient struct {
-	base  string
-	token string
-	// hc serves short calls (bounded); stream serves event streams (no
-	// overall timeout, bounded dial and header wait).
-	hc, stream *http.Client
-}
-
-func newAPIClient(server, token string) (*apiClient, error) {
-	u, err := url.Parse(server)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, usageErr("--server: expected an http:// or https:// URL such as %s, found %q", defaultServer, server)
-	}
-	tr := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: 30 * time.Second,
-	}
-	return &apiClient{
-		base:   strings.TrimRight(server, "/"),
-		token:  token,
-		hc:     &http.Client{Transport: tr, Timeout: 5 * time.Minute},
-		stream: &http.Client{Transport: tr},
-	}, nil
-}
-
-// apiError is an error answer of the API.
-type apiError struct {
-	Status int
-	Body   struct {
-		Error  string `json:"error"`
-		Field  string `json:"field"`
-		Errors []struct {
-			Line    int    `json:"line"`
-			Col     int    `json:"col"`
-			Field   string `json:"field"`
-			Message string `json:"message"`
-		} `json:"errors"`
-	}
-}
-
-func (e *apiError) Error() string {
-	var b strings.Builder
-	msg := e.Body.Error
-	if msg == "" {
-		msg = http.StatusText(e.Status)
-	}
-	fmt.Fprintf(&b, "server answered %d: %s", e.Status, msg)
-	for _, pe := range e.Body.Errors {
-		fmt.Fprintf(&b, "\n  %d:%d: %s: %s", pe.Line, pe.Col, pe.Field, pe.Message)
-	}
-	if e.Status == http.StatusUnauthorized {
-		b.WriteString(" (pass --token or set MAESTRO_API_TOKEN)")
-	}
-	return b.String()
-}
-
-// newRequest builds a request to the API path, with the token.
-func (c *apiClient) newRequest(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
-	if err != nil {
-		return nil, err
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	return req, nil
-}
-
-// responseError is the *apiError of a refused request, with the server's
-// error body when it sent one.
-func responseError(resp *http.Response) *apiError {
-	ae := &apiError{Status: resp.StatusCode}
-	json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&ae.Body)
-	return ae
-}
-
-// do sends a request and decodes a JSON answer into out (when not nil).
-func (c *apiClient) do(ctx context.Context, method, path string, body io.Reader, ctype string, out any) error {
-	req, err := c.newRequest(ctx, method, path, body)
-	if err != nil {
-		return err
-	}
-	if ctype != "" {
-		req.Header.Set("Content-Type", ctype)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w (is `maestro serve` running there? see --server)", method, c.base+path, unwrapURL(err))
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
-	}
-	if resp.StatusCode >= 300 {
-		ae := &apiError{Status: resp.StatusCode}
-		json.Unmarshal(data, &ae.Body)
-		return ae
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("%s %s: unexpected answer: %w", method, path, err)
-		}
-	}
-	return nil
-}
-
-func unwrapURL(err error) error {
-	if ue, ok := errors.AsType[*url.Error](err); ok {
-		return ue.Err
-	}
-	return err
-}
-
-func (c *apiClient) doJSON(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	ctype := ""
-	if in != nil {
-		data, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body, ctype = bytes.NewReader(data), "application/json"
-	}
-	return c.do(ctx, method, path, body, ctype, out)
-}
-
-type taskDetail struct {
-	Task     store.Task      `json:"task"`
-	Jobs     []store.Job     `json:"jobs"`
-	Comments []store.Comment `json:"comments"`
-}
-
-func (c *apiClient) task(ctx context.Context, id int64) (taskDetail, error) {
-	var d taskDetail
-	err := c.doJSON(ctx, "GET", "/api/v1/tasks/"+strconv.FormatInt(id, 10), nil, &d)
-	return d, err
-}
-
 // latestJob returns the id of a task's latest job.
-func (c *apiClient) latestJob(ctx context.Context, taskID int64) (int64, error) {
-	d, err := c.task(ctx, taskID)
+func latestJob(ctx context.Context, c *client.Client, taskID int64) (int64, error) {
+	d, err := c.Task(ctx, taskID)
 	if err != nil {
 		return 0, err
 	}
@@ -189,7 +41,7 @@ type taskOptions struct {
 	json          bool
 }
 
-func (o *taskOptions) client(io *IOStreams) (*apiClient, error) {
+func (o *taskOptions) client(io *IOStreams) (*client.Client, error) {
 	server, token := o.server, o.token
 	if server == "" && io.Getenv != nil {
 		server = io.Getenv("MAESTRO_SERVER")
@@ -200,7 +52,28 @@ func (o *taskOptions) client(io *IOStreams) (*apiClient, error) {
 	if token == "" && io.Getenv != nil {
 		token = io.Getenv("MAESTRO_API_TOKEN")
 	}
-	return newAPIClient(server, token)
+	c, err := client.New(server, token)
+	if err != nil {
+		return nil, usageErr("--server: %v (such as %s)", err, defaultServer)
+	}
+	c.AuthHint = "pass --token or set MAESTRO_API_TOKEN"
+	return c, nil
+}
+
+// onTask is the RunE of a subcommand whose first argument is a task id:
+// run gets the id and the client.
+func (o *taskOptions) onTask(io *IOStreams, run func(cmd *cobra.Command, args []string, id int64, c *client.Client) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		id, err := parseTaskID(args[0])
+		if err != nil {
+			return err
+		}
+		c, err := o.client(io)
+		if err != nil {
+			return err
+		}
+		return run(cmd, args, id, c)
+	}
 }
 
 func parseTaskID(s string) (int64, error) {
@@ -274,23 +147,13 @@ input/ directory before its job starts (the piece reads them from there).
 				}
 				body = string(data)
 			}
-			req := map[string]any{"title": args[0]}
-			for k, v := range map[string]string{"body": body, "piece": piece, "profile": profile, "task_class": taskClass} {
-				if v != "" {
-					req[k] = v
-				}
-			}
-			if priority != 0 {
-				req["priority"] = priority
-			}
-			if maxAttempts != 0 {
-				req["max_attempts"] = maxAttempts
-			}
+			req := api.CreateTaskRequest{Title: args[0], Body: body, Piece: piece, Profile: profile,
+				TaskClass: taskClass, Priority: priority, MaxAttempts: maxAttempts}
 			if payload != "" {
 				if !json.Valid([]byte(payload)) {
 					return usageErr("--payload: expected a JSON object, found %q", payload)
 				}
-				req["payload"] = json.RawMessage(payload)
+				req.Payload = json.RawMessage(payload)
 			}
 			seen := map[string]string{}
 			for _, f := range files {
@@ -302,20 +165,13 @@ input/ directory before its job starts (the piece reads them from there).
 				}
 				seen[filepath.Base(f)] = f
 			}
-			var created struct {
-				Task  store.Task `json:"task"`
-				Job   store.Job  `json:"job"`
-				Files []struct {
-					Path string `json:"path"`
-					Size int64  `json:"size"`
-				} `json:"files,omitempty"`
-			}
+			var created api.CreateTaskResponse
 			if len(files) == 0 {
-				err = c.doJSON(ctx, "POST", "/api/v1/tasks", req, &created)
+				created, err = c.CreateTask(ctx, req)
 			} else {
 				// One request carries the task and its files, so the job
 				// cannot start before they are in input/.
-				err = c.createWithFiles(ctx, req, files, &created)
+				created, err = c.CreateTaskWithFiles(ctx, req, files)
 			}
 			if err != nil {
 				return failErr(err)
@@ -329,7 +185,7 @@ input/ directory before its job starts (the piece reads them from there).
 				}
 			}
 			if follow {
-				return c.followJob(ctx, io, newJobLog(io, o.json), created.Task.ID, created.Job.ID, 0)
+				return followJob(ctx, c, io, newJobLog(io, o.json), created.Task.ID, created.Job.ID, 0)
 			}
 			if !o.json {
 				fmt.Fprintf(io.ErrOut, "follow it with: maestro tasks logs %d -f\n", created.Task.ID)
@@ -350,60 +206,6 @@ input/ directory before its job starts (the piece reads them from there).
 	return cmd
 }
 
-// createWithFiles creates a task with files: POST /api/v1/tasks as
-// multipart/form-data, the task's JSON in the "task" part, then one
-// "file" part per file (named by its base name), streamed from disk.
-func (c *apiClient) createWithFiles(ctx context.Context, task map[string]any, files []string, out any) error {
-	data, err := json.Marshal(task)
-	if err != nil {
-		return err
-	}
-	pr, pw := io.Pipe()
-	mw := multipart.NewWriter(pw)
-	go func() {
-		pw.CloseWithError(writeTaskParts(mw, data, files))
-	}()
-	err = c.do(ctx, "POST", "/api/v1/tasks", pr, mw.FormDataContentType(), out)
-	pr.CloseWithError(io.ErrClosedPipe) // stops the writer if the request ended early
-	return err
-}
-
-// writeTaskParts writes the multipart body of createWithFiles.
-func writeTaskParts(mw *multipart.Writer, task []byte, files []string) error {
-	h := textproto.MIMEHeader{}
-	h.Set("Content-Disposition", `form-data; name="task"`)
-	h.Set("Content-Type", "application/json")
-	w, err := mw.CreatePart(h)
-	if err != nil {
-		return err
-	}
-	if _, err := w.Write(task); err != nil {
-		return err
-	}
-	for _, name := range files {
-		if err := writeFilePart(mw, name); err != nil {
-			return err
-		}
-	}
-	return mw.Close()
-}
-
-func writeFilePart(mw *multipart.Writer, name string) error {
-	f, err := os.Open(name)
-	if err != nil {
-		return fmt.Errorf("--file %s: %w", name, err)
-	}
-	defer f.Close()
-	w, err := mw.CreateFormFile("file", filepath.Base(name))
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(w, f); err != nil {
-		return fmt.Errorf("--file %s: %w", name, err)
-	}
-	return nil
-}
-
 func newTasksListCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 	var limit int
 	var owner string
@@ -416,16 +218,8 @@ func newTasksListCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			q := url.Values{}
-			q.Set("limit", strconv.Itoa(limit))
-			if owner != "" {
-				q.Set("owner", owner)
-			}
-			var out struct {
-				Tasks      []store.Task `json:"tasks"`
-				NextBefore int64        `json:"next_before,omitempty"`
-			}
-			if err := c.doJSON(cmd.Context(), "GET", "/api/v1/tasks?"+q.Encode(), nil, &out); err != nil {
+			out, err := c.ListTasks(cmd.Context(), owner, client.Page{Limit: limit})
+			if err != nil {
 				return failErr(err)
 			}
 			if o.json {
@@ -456,16 +250,8 @@ func newTasksShowCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 		Use:   "show ID",
 		Short: "Show a task: its jobs, their states and results, its deliverables and the comment thread",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseTaskID(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := o.client(io)
-			if err != nil {
-				return err
-			}
-			d, err := c.task(cmd.Context(), id)
+		RunE: o.onTask(io, func(cmd *cobra.Command, args []string, id int64, c *client.Client) error {
+			d, err := c.Task(cmd.Context(), id)
 			if err != nil {
 				return failErr(err)
 			}
@@ -507,7 +293,7 @@ func newTasksShowCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 				}
 			}
 			return nil
-		},
+		}),
 	}
 }
 
@@ -532,41 +318,23 @@ resumes after the last event received (Last-Event-ID), so nothing is missed or
 repeated. --json prints every event as one line of JSON, exactly as the API
 returns it. Colours only on a terminal, and never with NO_COLOR set.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseTaskID(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := o.client(io)
-			if err != nil {
-				return err
-			}
-			jobID, err := c.latestJob(cmd.Context(), id)
+		RunE: o.onTask(io, func(cmd *cobra.Command, args []string, id int64, c *client.Client) error {
+			jobID, err := latestJob(cmd.Context(), c, id)
 			if err != nil {
 				return failErr(err)
 			}
 			log := newJobLog(io, o.json)
 			if follow {
-				return c.followJob(cmd.Context(), io, log, id, jobID, after)
+				return followJob(cmd.Context(), c, io, log, id, jobID, after)
 			}
 			for {
-				var page struct {
-					Events    []json.RawMessage `json:"events"`
-					State     store.State       `json:"state"`
-					NextAfter int64             `json:"next_after"`
-				}
-				path := fmt.Sprintf("/api/v1/jobs/%d/events?after=%d", jobID, after)
-				if err := c.doJSON(cmd.Context(), "GET", path, nil, &page); err != nil {
+				page, err := c.JobEvents(cmd.Context(), jobID, after, 0)
+				if err != nil {
 					log.close()
 					return failErr(err)
 				}
-				for _, raw := range page.Events {
-					var e store.JobEvent
-					if err := json.Unmarshal(raw, &e); err != nil {
-						log.close()
-						return failErr(fmt.Errorf("GET %s: unexpected event %s: %w", path, firstLine(string(raw), 200), err))
-					}
-					log.add(raw, e)
+				for _, e := range page.Events {
+					log.add(e.Raw, e.JobEvent)
 				}
 				if page.NextAfter == 0 {
 					log.close()
@@ -577,7 +345,7 @@ returns it. Colours only on a terminal, and never with NO_COLOR set.`,
 				}
 				after = page.NextAfter
 			}
-		},
+		}),
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow new events until the job finishes")
 	cmd.Flags().Int64Var(&after, "after", 0, "start after this event number")
@@ -585,55 +353,45 @@ returns it. Colours only on a terminal, and never with NO_COLOR set.`,
 }
 
 // followJob prints the job's events after `after` as they come, over SSE,
-// until the server sends `event: end`. A dropped connection is resumed
-// with Last-Event-ID after a growing pause; ten failures in a row give up.
-func (c *apiClient) followJob(ctx context.Context, io *IOStreams, log *jobLog, taskID, jobID, after int64) error {
-	failures := 0
-	for {
-		ended, got, err := c.streamOnce(ctx, io, log, taskID, jobID, &after)
-		if ended {
+// until the server ends the stream (client.FollowJob resumes a dropped
+// connection with Last-Event-ID), then how the job ended.
+func followJob(ctx context.Context, c *client.Client, io *IOStreams, log *jobLog, taskID, jobID, after int64) error {
+	_, err := c.FollowJob(ctx, jobID, after, client.FollowOptions{
+		Event: func(e client.Event) {
+			log.add(e.Raw, e.JobEvent)
+			if e.Type == store.EventTypeStatus && !log.asJSON {
+				var s store.StatusEvent
+				json.Unmarshal(e.Data, &s)
+				if s.State == store.StateWaitingHuman {
+					fmt.Fprintf(io.ErrOut, "the job waits for an answer: maestro tasks comment %d \"…\"\n", taskID)
+				}
+			}
+		},
+		StreamError: func(e api.Error) {
 			log.close()
-			return c.reportEnd(ctx, io, log, jobID)
-		}
-		if ctx.Err() != nil {
-			log.close()
-			return &exitError{ExitInterrupted, ctx.Err()}
-		}
-		if ae, ok := errors.AsType[*apiError](err); ok && ae.Status < 500 {
-			log.close()
-			return failErr(err)
-		}
-		if got {
-			failures = 0
-		}
-		failures++
-		if failures > 10 {
-			log.close()
-			return failErr(fmt.Errorf("following job %d: giving up after 10 failed connections: %v", jobID, err))
-		}
-		pause := time.Duration(min(failures, 5)) * time.Second
-		if err != nil {
+			fmt.Fprintf(io.ErrOut, "server: %s\n", e.Error)
+		},
+		Reconnect: func(err error, after int64, pause time.Duration) {
 			fmt.Fprintf(io.ErrOut, "connection lost (%v); resuming after event %d in %s\n", err, after, pause)
-		}
-		select {
-		case <-ctx.Done():
-			log.close()
-			return &exitError{ExitInterrupted, ctx.Err()}
-		case <-time.After(pause):
-		}
+		},
+	})
+	log.close()
+	switch {
+	case ctx.Err() != nil:
+		return &exitError{ExitInterrupted, ctx.Err()}
+	case err != nil:
+		return failErr(err)
 	}
+	return reportEnd(ctx, c, io, log, jobID)
 }
 
 // reportEnd prints how the job ended (and its result, unless the log
 // showed it already) and fails the command when it did not succeed.
-func (c *apiClient) reportEnd(ctx context.Context, io *IOStreams, log *jobLog, jobID int64) error {
-	var out struct {
-		Job store.Job `json:"job"`
-	}
-	if err := c.doJSON(ctx, "GET", "/api/v1/jobs/"+strconv.FormatInt(jobID, 10), nil, &out); err != nil {
+func reportEnd(ctx context.Context, c *client.Client, io *IOStreams, log *jobLog, jobID int64) error {
+	j, err := c.Job(ctx, jobID)
+	if err != nil {
 		return failErr(err)
 	}
-	j := out.Job
 	if !log.asJSON {
 		fmt.Fprintf(io.ErrOut, "job %d %s\n", j.ID, j.State)
 		if j.Result != "" && strings.TrimRight(j.Result, "\n") != strings.TrimRight(log.result, "\n") {
@@ -650,88 +408,14 @@ func (c *apiClient) reportEnd(ctx context.Context, io *IOStreams, log *jobLog, j
 	return nil
 }
 
-// streamOnce reads one SSE connection. It reports whether the stream
-// ended with `event: end`, whether any event arrived, and why it stopped
-// otherwise.
-func (c *apiClient) streamOnce(ctx context.Context, ios *IOStreams, log *jobLog, taskID, jobID int64, after *int64) (ended, got bool, err error) {
-	req, err := c.newRequest(ctx, "GET", fmt.Sprintf("/api/v1/jobs/%d/events", jobID), nil)
-	if err != nil {
-		return false, false, err
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Last-Event-ID", strconv.FormatInt(*after, 10))
-	resp, err := c.stream.Do(req)
-	if err != nil {
-		return false, false, unwrapURL(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return false, false, responseError(resp)
-	}
-	r := bufio.NewReaderSize(resp.Body, 64<<10)
-	var event, data string
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return false, got, err
-		}
-		line = strings.TrimRight(line, "\r\n")
-		switch {
-		case line == "":
-			switch event {
-			case "":
-			case "end":
-				return true, got, nil
-			case "error":
-				log.close()
-				fmt.Fprintf(ios.ErrOut, "server: %s\n", data)
-			default:
-				var e store.JobEvent
-				if json.Unmarshal([]byte(data), &e) == nil && e.Seq > *after {
-					log.add([]byte(data), e)
-					*after = e.Seq
-					got = true
-					if e.Type == store.EventTypeStatus && !log.asJSON {
-						var s store.StatusEvent
-						json.Unmarshal(e.Data, &s)
-						if s.State == store.StateWaitingHuman {
-							fmt.Fprintf(ios.ErrOut, "the job waits for an answer: maestro tasks comment %d \"…\"\n", taskID)
-						}
-					}
-				}
-			}
-			event, data = "", ""
-		case strings.HasPrefix(line, ":"):
-		case strings.HasPrefix(line, "event:"):
-			event = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
-		case strings.HasPrefix(line, "data:"):
-			data += strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " ")
-		}
-	}
-}
-
 func newTasksCommentCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "comment ID TEXT",
 		Short: "Comment on a task; a job waiting for an answer resumes with it",
 		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseTaskID(args[0])
+		RunE: o.onTask(io, func(cmd *cobra.Command, args []string, id int64, c *client.Client) error {
+			out, err := c.Comment(cmd.Context(), id, args[1])
 			if err != nil {
-				return err
-			}
-			c, err := o.client(io)
-			if err != nil {
-				return err
-			}
-			var out struct {
-				Comment     store.Comment `json:"comment"`
-				ResumedJobs []store.Job   `json:"resumed_jobs"`
-			}
-			if err := c.doJSON(cmd.Context(), "POST", "/api/v1/tasks/"+strconv.FormatInt(id, 10)+"/comments", map[string]string{"body": args[1]}, &out); err != nil {
 				return failErr(err)
 			}
 			if o.json {
@@ -742,7 +426,7 @@ func newTasksCommentCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 				fmt.Fprintf(io.Out, "job %d resumed (%s)\n", j.ID, j.State)
 			}
 			return nil
-		},
+		}),
 	}
 }
 
@@ -759,30 +443,18 @@ func newTasksJobActionCmd(io *IOStreams, o *taskOptions, action string) *cobra.C
 		Use:   action + " ID",
 		Short: short,
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseTaskID(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := o.client(io)
-			if err != nil {
-				return err
-			}
-			jobID, err := c.latestJob(cmd.Context(), id)
+		RunE: o.onTask(io, func(cmd *cobra.Command, args []string, id int64, c *client.Client) error {
+			jobID, err := latestJob(cmd.Context(), c, id)
 			if err != nil {
 				return failErr(err)
 			}
-			body := map[string]any{}
-			if reason != "" {
-				body["reason"] = reason
+			var out api.JobResponse
+			if action == "cancel" {
+				out.Job, err = c.CancelJob(cmd.Context(), jobID, reason)
+			} else {
+				out.Job, err = c.RetryJob(cmd.Context(), jobID, extra)
 			}
-			if extra > 0 {
-				body["extra"] = extra
-			}
-			var out struct {
-				Job store.Job `json:"job"`
-			}
-			if err := c.doJSON(cmd.Context(), "POST", fmt.Sprintf("/api/v1/jobs/%d/%s", jobID, action), body, &out); err != nil {
+			if err != nil {
 				return failErr(err)
 			}
 			if o.json {
@@ -790,7 +462,7 @@ func newTasksJobActionCmd(io *IOStreams, o *taskOptions, action string) *cobra.C
 			}
 			fmt.Fprintf(io.Out, "job %d of task %d is %s\n", out.Job.ID, id, out.Job.State)
 			return nil
-		},
+		}),
 	}
 	if action == "cancel" {
 		cmd.Flags().StringVar(&reason, "reason", "", "why (shown on the job)")
@@ -800,26 +472,11 @@ func newTasksJobActionCmd(io *IOStreams, o *taskOptions, action string) *cobra.C
 	return cmd
 }
 
-// deliverable is one file of a task's output/ directory, as the API lists
-// it.
-type deliverable struct {
-	Path     string    `json:"path"`
-	Size     int64     `json:"size"`
-	Modified time.Time `json:"modified"`
-}
-
-func (c *apiClient) deliverables(ctx context.Context, taskID int64) ([]deliverable, error) {
-	var out struct {
-		Files []deliverable `json:"files"`
-	}
-	err := c.doJSON(ctx, "GET", fmt.Sprintf("/api/v1/tasks/%d/deliverables", taskID), nil, &out)
-	return out.Files, err
-}
-
 // printDeliverables lists a task's deliverables for `tasks show`. The task
 // itself was shown already, so a failure is a note, not an error.
-func printDeliverables(ctx context.Context, io *IOStreams, c *apiClient, taskID int64) {
-	files, err := c.deliverables(ctx, taskID)
+func printDeliverables(ctx context.Context, io *IOStreams, c *client.Client, taskID int64) {
+	list, err := c.Deliverables(ctx, taskID)
+	files := list.Files
 	switch {
 	case err != nil:
 		fmt.Fprintf(io.Out, "\ndeliverables: not available (%v)\n", err)
@@ -872,10 +529,6 @@ func deliverablePath(p string) (string, error) {
 	return clean, nil
 }
 
-// downloadIdle is how long a download may receive nothing before it is
-// abandoned.
-const downloadIdle = 60 * time.Second
-
 func newTasksDownloadCmd(ios *IOStreams, o *taskOptions) *cobra.Command {
 	var outDir string
 	var force bool
@@ -890,21 +543,13 @@ writing anything. A path from the server that would leave DIR ("..", absolute,
 a symlink out of DIR) is refused. Each file is written to a temporary name
 and renamed when complete, so an interrupted download leaves no partial file.`,
 		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseTaskID(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := o.client(ios)
-			if err != nil {
-				return err
-			}
+		RunE: o.onTask(ios, func(cmd *cobra.Command, args []string, id int64, c *client.Client) error {
 			ctx := cmd.Context()
-			files, err := c.deliverables(ctx, id)
+			list, err := c.Deliverables(ctx, id)
 			if err != nil {
 				return failErr(err)
 			}
-			sel, err := selectDeliverables(files, args[1:])
+			sel, err := selectDeliverables(list.Files, args[1:])
 			if err != nil {
 				return failErr(fmt.Errorf("task %d: %w", id, err))
 			}
@@ -915,9 +560,12 @@ and renamed when complete, so an interrupted download leaves no partial file.`,
 			if outDir == "" {
 				outDir = fmt.Sprintf("task-%d", id)
 			}
-			written, err := c.download(ctx, id, sel, outDir, force)
+			written, err := download(ctx, c, id, sel, outDir, force)
 			if o.json {
-				printJSON(ios, map[string]any{"dir": outDir, "files": written})
+				printJSON(ios, struct {
+					Dir   string            `json:"dir"`
+					Files []api.Deliverable `json:"files"`
+				}{outDir, written})
 			} else {
 				var total int64
 				for _, f := range written {
@@ -932,7 +580,7 @@ and renamed when complete, so an interrupted download leaves no partial file.`,
 				return failErr(err)
 			}
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().StringVarP(&outDir, "output", "o", "", "directory to write into (default ./task-ID/)")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite existing files")
@@ -942,7 +590,7 @@ and renamed when complete, so an interrupted download leaves no partial file.`,
 // selectDeliverables checks every listed path and keeps those the
 // arguments name (a file, or a directory and everything under it; all of
 // them when there are no arguments).
-func selectDeliverables(files []deliverable, args []string) ([]deliverable, error) {
+func selectDeliverables(files []api.Deliverable, args []string) ([]api.Deliverable, error) {
 	for i, f := range files {
 		p, err := deliverablePath(f.Path)
 		if err != nil {
@@ -953,7 +601,7 @@ func selectDeliverables(files []deliverable, args []string) ([]deliverable, erro
 	if len(args) == 0 {
 		return files, nil
 	}
-	var sel []deliverable
+	var sel []api.Deliverable
 	seen := map[string]bool{}
 	for _, a := range args {
 		p, err := deliverablePath(strings.TrimSuffix(a, "/"))
@@ -984,7 +632,7 @@ func selectDeliverables(files []deliverable, args []string) ([]deliverable, erro
 // download writes files into dir (created if needed) and returns what it
 // wrote. Every conflict with an existing file is reported before anything
 // is written.
-func (c *apiClient) download(ctx context.Context, taskID int64, files []deliverable, dir string, force bool) ([]deliverable, error) {
+func download(ctx context.Context, c *client.Client, taskID int64, files []api.Deliverable, dir string, force bool) ([]api.Deliverable, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("-o %s: %w", dir, err)
 	}
@@ -1007,31 +655,20 @@ func (c *apiClient) download(ctx context.Context, taskID int64, files []delivera
 	if len(exist) > 0 {
 		return nil, fmt.Errorf("%s already exist(s); pass --force to overwrite, or -o another directory", strings.Join(exist, ", "))
 	}
-	var written []deliverable
+	var written []api.Deliverable
 	for _, f := range files {
-		n, err := c.downloadOne(ctx, root, taskID, f.Path)
+		n, err := downloadOne(ctx, c, root, taskID, f.Path)
 		if err != nil {
 			return written, fmt.Errorf("download %s: %w", f.Path, err)
 		}
-		written = append(written, deliverable{Path: f.Path, Size: n, Modified: f.Modified})
+		written = append(written, api.Deliverable{Path: f.Path, Size: n, Modified: f.Modified})
 	}
 	return written, nil
 }
 
 // downloadOne fetches one deliverable into root: a temporary file beside
 // the target, renamed over it once complete.
-func (c *apiClient) downloadOne(ctx context.Context, root *os.Root, taskID int64, p string) (int64, error) {
-	segs := strings.Split(p, "/")
-	for i, s := range segs {
-		segs[i] = url.PathEscape(s)
-	}
-	parent := ctx
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	req, err := c.newRequest(ctx, "GET", fmt.Sprintf("/api/v1/tasks/%d/deliverables/%s", taskID, strings.Join(segs, "/")), nil)
-	if err != nil {
-		return 0, err
-	}
+func downloadOne(ctx context.Context, c *client.Client, root *os.Root, taskID int64, p string) (int64, error) {
 	// The destination first: a path the root refuses costs no request.
 	name := filepath.FromSlash(p)
 	if d := filepath.Dir(name); d != "." {
@@ -1044,54 +681,16 @@ func (c *apiClient) downloadOne(ctx context.Context, root *os.Root, taskID int64
 	if err != nil {
 		return 0, err
 	}
-	n, err := func() (int64, error) {
-		defer f.Close()
-		// No overall timeout (files may be large), but a stall is
-		// bounded: the request is abandoned when nothing arrives for
-		// downloadIdle.
-		idle := time.AfterFunc(downloadIdle, cancel)
-		defer idle.Stop()
-		resp, err := c.stream.Do(req)
-		if err != nil {
-			return 0, unwrapURL(err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return 0, responseError(resp)
-		}
-		n, err := io.Copy(f, &idleReader{r: resp.Body, t: idle, d: downloadIdle})
-		if err == nil && resp.ContentLength >= 0 && n != resp.ContentLength {
-			err = fmt.Errorf("received %d of %d bytes", n, resp.ContentLength)
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		return n, err
-	}()
+	n, err := c.DownloadDeliverable(ctx, taskID, p, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
 	if err == nil {
 		err = root.Rename(tmp, name)
 	}
 	if err != nil {
 		root.Remove(tmp)
-		if ctx.Err() != nil && parent.Err() == nil {
-			return 0, fmt.Errorf("nothing received for %s: %w", downloadIdle, err)
-		}
 		return 0, err
 	}
 	return n, nil
-}
-
-// idleReader pushes the idle timer back on every read that gets data.
-type idleReader struct {
-	r io.Reader
-	t *time.Timer
-	d time.Duration
-}
-
-func (r *idleReader) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
-	if n > 0 {
-		r.t.Reset(r.d)
-	}
-	return n, err
 }

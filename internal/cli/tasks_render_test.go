@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/engine"
+	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/store"
 )
 
@@ -415,4 +417,161 @@ func lineDiff(want, got string) string {
 		}
 	}
 	return "(equal)"
+}
+
+// runAndJob is one event of TestRunAndJobLogDrawAlike: a protocol message
+// or a piece run's event.
+type runAndJob struct {
+	msg protocol.Message
+	run engine.Event
+}
+
+// TestRunAndJobLogDrawAlike: `maestro run` and `maestro tasks logs` draw
+// the same events with the same code, line for line: the run's renderer
+// fed the events as they happen, and a job log fed them as the job's
+// events (the job's time stamps left aside).
+func TestRunAndJobLogDrawAlike(t *testing.T) {
+	at := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	events := []runAndJob{
+		{msg: protocol.Ready{ProtocolVersion: protocol.Version, Model: "maestro-replay-v1", Provider: "replay", ExecutorType: protocol.ExecutorReplay}},
+		{msg: protocol.SessionInfo{Cwd: "/work/ws"}},
+		{run: engine.MovementStarted{Movement: "plan", Number: 1, MaxMovements: 5}},
+		{msg: protocol.ResponseStart{ResponseID: "r1"}},
+		{msg: protocol.ResponseChunk{ResponseID: "r1", Content: "Look at the", IsThinking: true}},
+		{msg: protocol.ResponseChunk{ResponseID: "r1", Content: " files."}},
+		{msg: protocol.ResponseChunk{ResponseID: "r1", Content: " Checking"}},
+		{msg: protocol.ResponseEnd{ResponseID: "r1", Usage: protocol.Usage{InputTokens: 10, OutputTokens: 5}}},
+		{msg: protocol.ToolCall{CallID: "c1", Tool: "Bash", Args: json.RawMessage(`{"command":"make test"}`)}},
+		{msg: protocol.ToolStart{CallID: "c1"}},
+		{msg: protocol.ToolOutput{CallID: "c1", Content: "FAIL x\n"}},
+		{msg: protocol.ToolEnd{CallID: "c1", Success: false, ErrorCode: "exit_1"}},
+		{msg: protocol.ToolCall{CallID: "c2", Tool: "transition", Args: json.RawMessage(`{"next":"fix"}`)}},
+		{msg: protocol.ToolEnd{CallID: "c2", Success: true}},
+		{run: engine.Transition{From: "plan", To: "fix", Summary: "tests fail"}},
+		{msg: protocol.Status{Message: "Model call failed (429); retrying"}},
+		{msg: protocol.Error{Message: "model overloaded", ErrorType: "transient"}},
+		{msg: protocol.ServerRequest{RequestID: "q1", RequestType: "approval", CallID: "c3", Tool: "Bash", Args: json.RawMessage(`{}`), Reason: "runs rm"}},
+		{msg: protocol.ServerRequestResolved{RequestID: "q1", RequestType: protocol.RequestApproval, CallID: "c3", Resolution: protocol.ResolutionApproved, ResolvedBy: protocol.ResolvedByUser}},
+		{run: engine.Waiting{Movement: "fix", For: "user", Question: "Which branch?\nmain or dev"}},
+		{run: engine.Complete{Movement: "fix", Status: engine.StatusSucceeded}},
+	}
+	var runOut bytes.Buffer
+	run := newRenderer(&IOStreams{Out: &runOut, ErrOut: &runOut, Getenv: func(string) string { return "" }}, true)
+	var jobOut bytes.Buffer
+	job := newJobLog(&IOStreams{Out: &jobOut}, false)
+	job.loc = time.UTC
+	for i, ev := range events {
+		when := at.Add(time.Duration(i) * time.Second)
+		e := store.JobEvent{JobID: 1, Seq: int64(i + 1), CreatedAt: when}
+		if ev.msg != nil {
+			run.protocol(ev.msg, when, "")
+			e.Type = "protocol"
+			e.Data, _ = protocol.Marshal(ev.msg)
+		} else {
+			run.RunEvent(engine.Record{RunID: "r", Seq: i, Time: when, Event: ev.run})
+			e.Type = "run_event"
+			e.Data, _ = json.Marshal(engine.Record{RunID: "r", Seq: i, Time: when, Event: ev.run})
+		}
+		raw, _ := json.Marshal(e)
+		job.add(raw, e)
+	}
+	run.endText()
+	job.close()
+	jobView := regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d #\d+ `).ReplaceAllString(jobOut.String(), "")
+	if jobView != runOut.String() {
+		t.Errorf("the job log and the run differ:\n%s\njob log:\n%s\nrun:\n%s", lineDiff(runOut.String(), jobView), jobView, runOut.String())
+	}
+	for _, want := range []string{
+		"▶ REPLAY scripted model turns (replay/maestro-replay-v1), tools run for real\n",
+		"\n── movement plan (1 of at most 5) ──\n",
+		"∴ Look at the\n files. Checking\n",
+		"● Bash make test\n  │ FAIL x\n  ✗ Bash failed (exit_1) (3s)\n",
+		"● transition → fix\n  ✓ transition (1s)\n» plan → fix: tests fail\n",
+		"✗ error (transient): model overloaded\n? approval for Bash: runs rm\nrequest q1 resolved\n",
+		"? movement fix asks:\n  Which branch?\n  main or dev\n✓ run succeeded in fix\n",
+	} {
+		if !strings.Contains(runOut.String(), want) {
+			t.Errorf("the view lacks %q:\n%s", want, runOut.String())
+		}
+	}
+}
+
+// TestRunEventsDrawnOnce: a run event is drawn once, from the event. A job
+// log recorded before run events were sent once repeats each as a status
+// right after it, which is not drawn again; a status that is not such a
+// repetition is always drawn.
+func TestRunEventsDrawnOnce(t *testing.T) {
+	move := engine.MovementStarted{Movement: "plan", Number: 1, MaxMovements: 5}
+	for _, tc := range []struct {
+		name   string
+		events []runAndJob
+		want   string
+	}{
+		{"the event alone", []runAndJob{{run: move}}, "\n── movement plan (1 of at most 5) ──\n"},
+		{"its recorded repetition", []runAndJob{{run: move}, {msg: protocol.Status{Message: move.Describe()}}}, "\n── movement plan (1 of at most 5) ──\n"},
+		{"another status", []runAndJob{{run: move}, {msg: protocol.Status{Message: "starting"}}}, "\n── movement plan (1 of at most 5) ──\nstarting\n"},
+		{"the same text later", []runAndJob{{run: move}, {msg: protocol.ResponseEnd{}}, {msg: protocol.Status{Message: move.Describe()}}},
+			"\n── movement plan (1 of at most 5) ──\nmovement plan (1 of at most 5)\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			r := newRenderer(&IOStreams{Out: &out, ErrOut: &out, Getenv: func(string) string { return "" }}, false)
+			for _, ev := range tc.events {
+				if ev.msg != nil {
+					r.Event(ev.msg)
+				} else {
+					r.RunEvent(engine.Record{Event: ev.run})
+				}
+			}
+			if out.String() != tc.want {
+				t.Errorf("got:\n%q\nwant:\n%q", out.String(), tc.want)
+			}
+		})
+	}
+}
+
+// TestJobLogWithoutEcho: the recorded piece-demo log as jobs write it once
+// the engine sends each run event once (the status repeating a run event
+// right after it removed, where the recording has one), renders exactly
+// as the golden files say.
+func TestJobLogWithoutEcho(t *testing.T) {
+	events, err := os.ReadFile(pieceDemoEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept [][]byte
+	var lastRun string
+	for _, line := range bytes.Split(bytes.TrimRight(events, "\n"), []byte("\n")) {
+		var e store.JobEvent
+		if err := json.Unmarshal(line, &e); err != nil {
+			t.Fatal(err)
+		}
+		prev := lastRun
+		lastRun = ""
+		switch e.Type {
+		case "run_event":
+			var rec engine.Record
+			if err := json.Unmarshal(e.Data, &rec); err != nil {
+				t.Fatal(err)
+			}
+			lastRun = rec.Event.Describe()
+		case "protocol":
+			if m, err := protocol.DecodeServer(e.Data); err == nil {
+				if s, ok := m.(protocol.Status); ok && prev != "" && s.Message == prev {
+					continue
+				}
+			}
+		}
+		kept = append(kept, line)
+	}
+	for golden, tty := range map[string]bool{pieceDemoGolden: false, pieceDemoColorGolden: true} {
+		got := renderLog(t, append(bytes.Join(kept, []byte("\n")), '\n'), &IOStreams{OutTTY: tty, Getenv: func(string) string { return "" }}, false)
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != string(want) {
+			t.Errorf("the log without repetitions differs from %s:\n%s", golden, lineDiff(string(want), got))
+		}
+	}
 }

@@ -103,20 +103,9 @@ func startServeCLI(t *testing.T, env map[string]string, args ...string) string {
 	return ""
 }
 
-const cliAskScenario = `schemaVersion: evalops.maestro.scripted-scenario.v1
-id: cli-ask
-description: Ask the user, then finish.
-metadata:
-  recordedAt: "2026-11-23T00:00:00Z"
-  toolsExpected: [complete]
-frames:
-  - index: 0
-    statements:
-      - {kind: tool_call, tool: complete, input: {status: needs_user_input, result: "Which colour should the fence be?"}}
-  - index: 1
-    statements:
-      - {kind: tool_call, tool: complete, input: {status: success, result: "The fence is painted blue."}}
-`
+// askScenarioFile is a scripted model that asks which colour the fence
+// should be, then finishes with the answer (the server's tests use it too).
+const askScenarioFile = "../server/testdata/ask-scenario.yaml"
 
 // TestServeAndTasks runs `maestro serve` and drives it with `maestro tasks`:
 // a no-op task followed to the end, a task that asks and is answered by a
@@ -138,7 +127,11 @@ func TestServeAndTasks(t *testing.T) {
 	// follower finish with the result.
 	input := filepath.Join(t.TempDir(), "brief.txt")
 	os.WriteFile(input, []byte("a fence"), 0o644)
-	payload, _ := json.Marshal(map[string]string{"replay": cliAskScenario})
+	askScenario, err := os.ReadFile(askScenarioFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, _ := json.Marshal(map[string]string{"replay": string(askScenario)})
 	code, out, errOut = runTasksCLI(t, env, "tasks", "submit", "Paint the fence.", "--piece", "chat", "--payload", string(payload), "--file", input)
 	if code != 0 || !strings.Contains(out, "task 2 created") {
 		t.Fatalf("submit: exit %d\n%s\n%s", code, out, errOut)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -81,13 +80,7 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 	if o.Lease < 300*time.Millisecond {
 		return usageErr("--lease must be at least 300ms, got %s", o.Lease)
 	}
-	if o.Name == "" {
-		host, _ := os.Hostname()
-		if host == "" {
-			host = "localhost"
-		}
-		o.Name = host + ":" + strconv.Itoa(os.Getpid())
-	}
+	o.Name = workerName(o.Name)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(io.ErrOut, &slog.HandlerOptions{Level: slog.LevelInfo}))

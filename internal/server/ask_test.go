@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,21 +16,9 @@ import (
 	"github.com/maestro-run/maestro/internal/store"
 )
 
-// askScenario asks the user which colour, then finishes with the answer.
-const askScenario = `schemaVersion: evalops.maestro.scripted-scenario.v1
-id: api-ask
-description: Ask the user, then finish.
-metadata:
-  recordedAt: "2026-11-23T00:00:00Z"
-  toolsExpected: [complete]
-frames:
-  - index: 0
-    statements:
-      - {kind: tool_call, tool: complete, input: {status: needs_user_input, result: "Which colour should the fence be?"}}
-  - index: 1
-    statements:
-      - {kind: tool_call, tool: complete, input: {status: success, result: "The fence is painted blue."}}
-`
+// askScenarioFile is a scripted model that asks the user which colour,
+// then finishes with the answer (also the `maestro tasks` tests' scenario).
+const askScenarioFile = "testdata/ask-scenario.yaml"
 
 // TestAskThroughTheAPI is the acceptance test: the API and a worker pool
 // with the engine runner in one process; a task whose scripted model asks
@@ -59,7 +48,11 @@ func TestAskThroughTheAPI(t *testing.T) {
 			defer wg.Wait()
 			defer cancel()
 
-			ct := e.createTask("Paint the fence.", map[string]any{"piece": "chat", "payload": map[string]any{"replay": askScenario}})
+			askScenario, err := os.ReadFile(askScenarioFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ct := e.createTask("Paint the fence.", map[string]any{"piece": "chat", "payload": map[string]any{"replay": string(askScenario)}})
 			s := e.openStream(ct.Job.ID, "", "")
 			var seen []int64
 			waitFor := func(state store.State) {

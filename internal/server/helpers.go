@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/store"
@@ -46,9 +47,9 @@ func pieceErrors(w http.ResponseWriter, err error) bool {
 	if !ok {
 		return false
 	}
-	body := errorBody{Error: "the piece is not valid: " + strconv.Itoa(len(pe.List)) + " error(s)"}
+	body := api.Error{Error: "the piece is not valid: " + strconv.Itoa(len(pe.List)) + " error(s)"}
 	for _, e := range pe.List {
-		body.Errors = append(body.Errors, pieceError{Line: e.Line, Col: e.Col, Field: e.Field, Message: e.Message})
+		body.Errors = append(body.Errors, api.PieceFault{Line: e.Line, Col: e.Col, Field: e.Field, Message: e.Message})
 	}
 	if len(pe.List) > 0 {
 		first := pe.List[0]

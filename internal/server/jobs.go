@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/store"
 )
 
@@ -40,10 +41,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err)
 		return
 	}
-	resp := struct {
-		Jobs      []store.Job `json:"jobs"`
-		NextAfter int64       `json:"next_after,omitempty"`
-	}{Jobs: nonNil(jobs)}
+	resp := api.JobList{Jobs: nonNil(jobs)}
 	if len(jobs) == limit {
 		resp.NextAfter = jobs[len(jobs)-1].ID
 	}
@@ -60,54 +58,55 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"job": j})
+	writeJSON(w, http.StatusOK, api.JobResponse{Job: j})
 }
 
-func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r, "id")
-	if !ok {
-		return
+// jobAction is the handler of a POST that acts on a job (cancel, retry):
+// its optional JSON body is a Req; do acts, answering the request itself
+// when it fails, and returns the job and the audit entry's details.
+func jobAction[Req any](s *Server, action string, do func(w http.ResponseWriter, r *http.Request, id int64, req *Req) (store.Job, any, bool)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, ok := pathID(w, r, "id")
+		if !ok {
+			return
+		}
+		var req Req
+		if !decodeJSON(w, r, &req, true) {
+			return
+		}
+		j, details, ok := do(w, r, id, &req)
+		if !ok {
+			return
+		}
+		s.audit(r, action, jobTarget(id), details)
+		writeJSON(w, http.StatusOK, api.JobResponse{Job: j})
 	}
-	var req struct {
-		Reason string `json:"reason"`
-	}
-	if !decodeJSON(w, r, &req, true) {
-		return
-	}
+}
+
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request, id int64, req *api.CancelRequest) (store.Job, any, bool) {
 	if req.Reason == "" {
 		req.Reason = "cancelled by " + actor(r)
 	}
 	j, err := s.st.Cancel(r.Context(), id, req.Reason)
 	if err != nil {
 		s.storeError(w, r, err)
-		return
+		return j, nil, false
 	}
-	s.audit(r, "job.cancel", jobTarget(id), map[string]any{"reason": req.Reason})
-	writeJSON(w, http.StatusOK, map[string]any{"job": j})
+	return j, api.JobCancelAudit{Reason: req.Reason}, true
 }
 
-func (s *Server) retryJob(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r, "id")
-	if !ok {
-		return
-	}
-	var req struct {
-		Extra int `json:"extra"`
-	}
-	if !decodeJSON(w, r, &req, true) {
-		return
-	}
+func (s *Server) retryJob(w http.ResponseWriter, r *http.Request, id int64, req *api.RetryRequest) (store.Job, any, bool) {
 	if req.Extra < 0 || req.Extra > store.MaxAttemptsLimit {
 		writeFieldError(w, http.StatusUnprocessableEntity, "extra", fmt.Sprintf("expected 0-%d more attempts (0 means 1), found %d", store.MaxAttemptsLimit, req.Extra))
-		return
+		return store.Job{}, nil, false
 	}
-	j, err := s.st.Retry(r.Context(), id, max(req.Extra, 1))
+	extra := max(req.Extra, 1)
+	j, err := s.st.Retry(r.Context(), id, extra)
 	if err != nil {
 		s.storeError(w, r, err)
-		return
+		return j, nil, false
 	}
-	s.audit(r, "job.retry", jobTarget(id), map[string]any{"extra": max(req.Extra, 1)})
-	writeJSON(w, http.StatusOK, map[string]any{"job": j})
+	return j, api.JobRetryAudit{Extra: extra}, true
 }
 
 // jobEvents serves a job's event log: a JSON page, or a Server-Sent Events
@@ -147,12 +146,7 @@ func (s *Server) jobEvents(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err)
 		return
 	}
-	resp := struct {
-		Events    []store.JobEvent `json:"events"`
-		State     store.State      `json:"state"`
-		LastSeq   int64            `json:"last_seq"`
-		NextAfter int64            `json:"next_after,omitempty"`
-	}{Events: nonNil(events), State: j.State, LastSeq: j.LastSeq}
+	resp := api.JobEventPage{Events: nonNil(events), State: j.State, LastSeq: j.LastSeq}
 	if len(events) == limit {
 		resp.NextAfter = events[len(events)-1].Seq
 	}
@@ -244,8 +238,8 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id, after 
 		// Every event up to the job's LastSeq when the stream began was
 		// sent, so a finished state here is final.
 		if state.Terminal() && after >= j.LastSeq {
-			data, _ := json.Marshal(map[string]any{"state": state, "last_seq": after})
-			fmt.Fprintf(bw, "event: end\ndata: %s\n\n", data)
+			data, _ := json.Marshal(api.StreamEnd{State: state, LastSeq: after})
+			fmt.Fprintf(bw, "event: %s\ndata: %s\n\n", api.StreamEndEvent, data)
 			flush()
 			return
 		}
@@ -270,6 +264,6 @@ func (s *Server) sseError(bw *bufio.Writer, r *http.Request, err error) {
 		return
 	}
 	s.log.Error("event stream", "path", r.URL.Path, "err", err)
-	data, _ := json.Marshal(errorBody{Error: "reading the job's events failed; reconnect with Last-Event-ID"})
-	fmt.Fprintf(bw, "event: error\ndata: %s\n\n", data)
+	data, _ := json.Marshal(api.Error{Error: "reading the job's events failed; reconnect with Last-Event-ID"})
+	fmt.Fprintf(bw, "event: %s\ndata: %s\n\n", api.StreamErrorEvent, data)
 }

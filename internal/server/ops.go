@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/store"
 )
 
@@ -25,10 +26,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err)
 		return
 	}
-	resp := struct {
-		Entries    []store.AuditEntry `json:"entries"`
-		NextBefore int64              `json:"next_before,omitempty"`
-	}{Entries: nonNil(entries)}
+	resp := api.AuditList{Entries: nonNil(entries)}
 	if len(entries) == limit {
 		resp.NextBefore = entries[len(entries)-1].ID
 	}
@@ -37,7 +35,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 
 // healthz answers while the process serves HTTP.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeJSON(w, http.StatusOK, api.Health{Status: api.HealthOK})
 }
 
 // readyz answers 200 when the store answers a query within 2 s.
@@ -49,10 +47,10 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	_, err := s.st.GetJob(ctx, 0)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.log.Warn("readiness check failed", "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "the store does not answer"})
+		writeJSON(w, http.StatusServiceUnavailable, api.Health{Status: api.HealthUnavailable, Error: "the store does not answer"})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	writeJSON(w, http.StatusOK, api.Health{Status: api.HealthReady})
 }
 
 // metrics writes Prometheus text: jobs by state, then the queue's metrics.

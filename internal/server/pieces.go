@@ -10,39 +10,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/store"
 )
-
-// Piece sources in responses.
-const (
-	sourceBuiltin = "builtin"
-	sourceStore   = "store"
-	sourceFile    = "file"
-)
-
-// pieceSummary is one entry of GET /pieces.
-type pieceSummary struct {
-	Name        string `json:"name"`
-	Description string `json:"description,omitempty"`
-	Source      string `json:"source"`
-	// File is the override file a "file" piece comes from.
-	File      string   `json:"file,omitempty"`
-	Builtin   bool     `json:"builtin"`
-	Deletable bool     `json:"deletable"`
-	Version   int64    `json:"version,omitempty"`
-	Movements []string `json:"movements,omitempty"`
-	// Error is set when a stored piece no longer passes the validator.
-	Error string `json:"error,omitempty"`
-}
-
-// pieceDetail is the answer of GET/PUT/POST on one piece.
-type pieceDetail struct {
-	pieceSummary
-	YAML  string       `json:"yaml"`
-	Piece *piece.Piece `json:"piece,omitempty"`
-}
 
 func movementNames(p *piece.Piece) []string {
 	var out []string
@@ -54,20 +26,20 @@ func movementNames(p *piece.Piece) []string {
 
 // builtinSummary describes a catalog piece: a built-in, or a file of an
 // override directory (source "file").
-func (s *Server) builtinSummary(e piece.Entry) pieceSummary {
-	sum := pieceSummary{Name: e.Piece.Name, Description: e.Piece.Description, Source: sourceBuiltin, Builtin: e.Builtin,
+func (s *Server) builtinSummary(e piece.Entry) api.PieceSummary {
+	sum := api.PieceSummary{Name: e.Piece.Name, Description: e.Piece.Description, Source: api.SourceBuiltin, Builtin: e.Builtin,
 		Deletable: false, Movements: movementNames(e.Piece)}
 	if !strings.HasPrefix(e.Source, "builtin:") {
-		sum.Source, sum.File = sourceFile, e.Source
+		sum.Source, sum.File = api.SourceFile, e.Source
 	}
 	return sum
 }
 
-func (s *Server) storedDetail(p store.Piece) pieceDetail {
+func (s *Server) storedDetail(p store.Piece) api.PieceDetail {
 	e, inCatalog := s.cfg.Pieces.Get(p.Name)
 	builtin := inCatalog && e.Builtin
-	d := pieceDetail{
-		pieceSummary: pieceSummary{Name: p.Name, Source: sourceStore, Builtin: builtin, Version: p.Version,
+	d := api.PieceDetail{
+		PieceSummary: api.PieceSummary{Name: p.Name, Source: api.SourceStore, Builtin: builtin, Version: p.Version,
 			Deletable: !piece.Undeletable(p.Name)},
 		YAML: p.YAML,
 	}
@@ -98,19 +70,19 @@ func (s *Server) listPieces(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err)
 		return
 	}
-	byName := map[string]pieceSummary{}
+	byName := map[string]api.PieceSummary{}
 	for _, e := range s.cfg.Pieces.List() {
 		byName[e.Piece.Name] = s.builtinSummary(e)
 	}
 	for _, p := range stored {
-		byName[p.Name] = s.storedDetail(p).pieceSummary
+		byName[p.Name] = s.storedDetail(p).PieceSummary
 	}
-	out := make([]pieceSummary, 0, len(byName))
+	out := make([]api.PieceSummary, 0, len(byName))
 	for _, v := range byName {
 		out = append(out, v)
 	}
-	slices.SortFunc(out, func(a, b pieceSummary) int { return strings.Compare(a.Name, b.Name) })
-	writeJSON(w, http.StatusOK, map[string]any{"pieces": out})
+	slices.SortFunc(out, func(a, b api.PieceSummary) int { return strings.Compare(a.Name, b.Name) })
+	writeJSON(w, http.StatusOK, api.PieceList{Pieces: out})
 }
 
 func (s *Server) getPiece(w http.ResponseWriter, r *http.Request) {
@@ -135,7 +107,7 @@ func (s *Server) getPiece(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "internal error: cannot encode the piece")
 		return
 	}
-	writeJSON(w, http.StatusOK, pieceDetail{pieceSummary: s.builtinSummary(e), YAML: string(y), Piece: e.Piece})
+	writeJSON(w, http.StatusOK, api.PieceDetail{PieceSummary: s.builtinSummary(e), YAML: string(y), Piece: e.Piece})
 }
 
 // readPiece reads a piece from the request: the body is the YAML itself,
@@ -143,10 +115,7 @@ func (s *Server) getPiece(w http.ResponseWriter, r *http.Request) {
 func readPiece(w http.ResponseWriter, r *http.Request) (yaml string, ifVersion int64, ok bool) {
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if ct == "application/json" {
-		var req struct {
-			YAML      string `json:"yaml"`
-			IfVersion int64  `json:"if_version"`
-		}
+		var req api.PieceRequest
 		if !decodeJSON(w, r, &req, false) {
 			return "", 0, false
 		}
@@ -200,24 +169,27 @@ func parseNamed(w http.ResponseWriter, name, src string) *piece.Piece {
 	return p
 }
 
-func (s *Server) validatePiece(w http.ResponseWriter, r *http.Request) {
-	src, _, ok := readPiece(w, r)
+// readValidPiece reads a piece from the request (readPiece) and validates
+// it (parseNamed); it answers the request and returns a nil piece when the
+// piece is unreadable or invalid.
+func readValidPiece(w http.ResponseWriter, r *http.Request, name string) (src string, ifVersion int64, p *piece.Piece) {
+	src, ifVersion, ok := readPiece(w, r)
 	if !ok {
-		return
+		return "", 0, nil
 	}
-	p := parseNamed(w, "", src)
+	return src, ifVersion, parseNamed(w, name, src)
+}
+
+func (s *Server) validatePiece(w http.ResponseWriter, r *http.Request) {
+	_, _, p := readValidPiece(w, r, "")
 	if p == nil {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"valid": true, "piece": p})
+	writeJSON(w, http.StatusOK, api.PieceValidation{Valid: true, Piece: p})
 }
 
 func (s *Server) createPiece(w http.ResponseWriter, r *http.Request) {
-	src, _, ok := readPiece(w, r)
-	if !ok {
-		return
-	}
-	p := parseNamed(w, "", src)
+	src, _, p := readValidPiece(w, r, "")
 	if p == nil {
 		return
 	}
@@ -234,8 +206,8 @@ func (s *Server) createPiece(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err)
 		return
 	}
-	s.audit(r, "piece.create", pieceTarget(p.Name), map[string]any{"version": stored.Version})
-	w.Header().Set("Location", "/api/v1/pieces/"+p.Name)
+	s.audit(r, api.ActionPieceCreate, pieceTarget(p.Name), api.PieceAudit{Version: stored.Version})
+	w.Header().Set("Location", api.PiecesPath+"/"+p.Name)
 	writeJSON(w, http.StatusCreated, s.storedDetail(stored))
 }
 
@@ -247,11 +219,8 @@ func (s *Server) putPiece(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err)
 		return
 	}
-	src, ifVersion, ok := readPiece(w, r)
-	if !ok {
-		return
-	}
-	if parseNamed(w, name, src) == nil {
+	src, ifVersion, p := readValidPiece(w, r, name)
+	if p == nil {
 		return
 	}
 	_, err := s.st.GetPiece(r.Context(), name)
@@ -266,7 +235,7 @@ func (s *Server) putPiece(w http.ResponseWriter, r *http.Request) {
 			s.storeError(w, r, err)
 			return
 		}
-		s.audit(r, "piece.update", pieceTarget(name), map[string]any{"version": stored.Version})
+		s.audit(r, api.ActionPieceUpdate, pieceTarget(name), api.PieceAudit{Version: stored.Version})
 		writeJSON(w, http.StatusOK, s.storedDetail(stored))
 	case errors.Is(err, store.ErrNotFound):
 		if ifVersion > 0 {
@@ -278,7 +247,7 @@ func (s *Server) putPiece(w http.ResponseWriter, r *http.Request) {
 			s.storeError(w, r, err)
 			return
 		}
-		s.audit(r, "piece.create", pieceTarget(name), map[string]any{"version": stored.Version})
+		s.audit(r, api.ActionPieceCreate, pieceTarget(name), api.PieceAudit{Version: stored.Version})
 		writeJSON(w, http.StatusCreated, s.storedDetail(stored))
 	default:
 		s.storeError(w, r, err)
@@ -299,8 +268,8 @@ func (s *Server) deletePiece(w http.ResponseWriter, r *http.Request) {
 	err := s.st.DeletePiece(r.Context(), name, ifVersion)
 	switch {
 	case err == nil:
-		s.audit(r, "piece.delete", pieceTarget(name), map[string]any{"builtin_restored": inCatalog})
-		writeJSON(w, http.StatusOK, map[string]any{"deleted": name, "builtin_restored": inCatalog})
+		s.audit(r, api.ActionPieceDelete, pieceTarget(name), api.PieceDeleteAudit{BuiltinRestored: inCatalog})
+		writeJSON(w, http.StatusOK, api.PieceDeleted{Deleted: name, BuiltinRestored: inCatalog})
 	case errors.Is(err, store.ErrNotFound) && inCatalog && !strings.HasPrefix(entry.Source, "builtin:"):
 		writeError(w, http.StatusConflict, fmt.Sprintf("piece %q comes from the file %s, not from the API; remove the file to delete it", name, entry.Source))
 	case errors.Is(err, store.ErrNotFound) && inCatalog:

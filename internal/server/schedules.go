@@ -6,24 +6,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/store"
 )
-
-type scheduleRequest struct {
-	Name      string `json:"name"`
-	CronExpr  string `json:"cron_expr"`
-	Enabled   *bool  `json:"enabled"`
-	Title     string `json:"title"`
-	Body      string `json:"body"`
-	Piece     string `json:"piece"`
-	Profile   string `json:"profile"`
-	TaskClass string `json:"task_class"`
-}
 
 // scheduleInput validates a schedule request and computes its first tick.
 // It answers 422 naming the field and returns false on failure.
 func (s *Server) scheduleInput(w http.ResponseWriter, r *http.Request) (store.NewSchedule, bool) {
-	var req scheduleRequest
+	var req api.ScheduleRequest
 	if !decodeJSON(w, r, &req, false) {
 		return store.NewSchedule{}, false
 	}
@@ -68,7 +58,7 @@ func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"schedules": nonNil(list)})
+	writeJSON(w, http.StatusOK, api.ScheduleList{Schedules: nonNil(list)})
 }
 
 func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) {
@@ -81,9 +71,9 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err)
 		return
 	}
-	s.audit(r, "schedule.create", scheduleTarget(sc.ID), map[string]any{"name": sc.Name, "cron_expr": sc.CronExpr})
-	w.Header().Set("Location", "/api/v1/schedules/"+strconv.FormatInt(sc.ID, 10))
-	writeJSON(w, http.StatusCreated, map[string]any{"schedule": sc})
+	s.audit(r, api.ActionScheduleCreate, scheduleTarget(sc.ID), api.ScheduleAudit{Name: sc.Name, CronExpr: sc.CronExpr})
+	w.Header().Set("Location", api.SchedulesPath+"/"+strconv.FormatInt(sc.ID, 10))
+	writeJSON(w, http.StatusCreated, api.ScheduleResponse{Schedule: sc})
 }
 
 func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request) {
@@ -96,7 +86,7 @@ func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"schedule": sc})
+	writeJSON(w, http.StatusOK, api.ScheduleResponse{Schedule: sc})
 }
 
 func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) {
@@ -117,8 +107,8 @@ func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err)
 		return
 	}
-	s.audit(r, "schedule.update", scheduleTarget(id), map[string]any{"name": sc.Name, "cron_expr": sc.CronExpr, "enabled": sc.Enabled})
-	writeJSON(w, http.StatusOK, map[string]any{"schedule": sc})
+	s.audit(r, api.ActionScheduleUpdate, scheduleTarget(id), api.ScheduleAudit{Name: sc.Name, CronExpr: sc.CronExpr, Enabled: &sc.Enabled})
+	writeJSON(w, http.StatusOK, api.ScheduleResponse{Schedule: sc})
 }
 
 func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request) {
@@ -130,6 +120,6 @@ func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err)
 		return
 	}
-	s.audit(r, "schedule.delete", scheduleTarget(id), nil)
+	s.audit(r, api.ActionScheduleDelete, scheduleTarget(id), nil)
 	w.WriteHeader(http.StatusNoContent)
 }

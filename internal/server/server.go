@@ -28,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/store"
@@ -46,7 +47,7 @@ const (
 	// maxJSONBody bounds a JSON request body (task bodies and payloads are
 	// 1 MiB each in the store).
 	maxJSONBody = 4 << 20
-	// headlessMaxBody bounds an attach route's body (1 MB, contract §8.3).
+	// headlessMaxBody bounds an attach route's body (1 MB, wire contract §8.3).
 	headlessMaxBody = 1 << 20
 )
 
@@ -219,8 +220,8 @@ func (s *Server) register() {
 
 	s.handle("GET /api/v1/jobs", s.listJobs)
 	s.handle("GET /api/v1/jobs/{id}", s.getJob)
-	s.handle("POST /api/v1/jobs/{id}/cancel", s.cancelJob)
-	s.handle("POST /api/v1/jobs/{id}/retry", s.retryJob)
+	s.handle("POST /api/v1/jobs/{id}/cancel", jobAction(s, api.ActionJobCancel, s.cancelJob))
+	s.handle("POST /api/v1/jobs/{id}/retry", jobAction(s, api.ActionJobRetry, s.retryJob))
 	s.handle("GET /api/v1/jobs/{id}/events", s.jobEvents)
 
 	s.handle("GET /api/v1/pieces", s.listPieces)
@@ -356,23 +357,6 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(rec, r)
 	})
-}
-
-// errorBody is the body of a piece validation error: the REST error
-// shape plus the validator's faults (every other error is written by
-// httpedge.WriteError).
-type errorBody struct {
-	Error  string       `json:"error"`
-	Field  string       `json:"field,omitempty"`
-	Errors []pieceError `json:"errors,omitempty"`
-}
-
-// pieceError is one validator fault of a piece.
-type pieceError struct {
-	Line    int    `json:"line"`
-	Col     int    `json:"col"`
-	Field   string `json:"field,omitempty"`
-	Message string `json:"message"`
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) { httpedge.WriteJSON(w, status, v) }

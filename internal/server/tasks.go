@@ -17,10 +17,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/staging"
 	"github.com/maestro-run/maestro/internal/store"
@@ -29,41 +29,15 @@ import (
 )
 
 // NoopPiece is the piece name the queue's engine runner completes at once
-// (health checks, benchmarks); tasks may name it though no piece file
-// defines it.
-const NoopPiece = "noop"
+// (api.NoopPiece).
+const NoopPiece = api.NoopPiece
 
-type createTaskRequest struct {
-	Title       string          `json:"title"`
-	Body        string          `json:"body"`
-	Piece       string          `json:"piece"`
-	Profile     string          `json:"profile"`
-	TaskClass   string          `json:"task_class"`
-	Priority    int             `json:"priority"`
-	MaxAttempts int             `json:"max_attempts"`
-	Payload     json.RawMessage `json:"payload"`
-
-	// payload is Payload decoded, once checkCreateTask has checked it.
+// newTask is a create request that passed checkCreateTask: payload is its
+// Payload decoded.
+type newTask struct {
+	api.CreateTaskRequest
 	payload map[string]json.RawMessage
 }
-
-// taskResponse is the answer of POST /tasks.
-type taskResponse struct {
-	Task store.Task `json:"task"`
-	Job  store.Job  `json:"job"`
-	// Files are the files sent with a multipart create, waiting for the
-	// first job to move them into input/.
-	Files []uploadInfo `json:"files,omitempty"`
-}
-
-// uploadInfo describes one file received with a task.
-type uploadInfo struct {
-	Path string `json:"path"`
-	Size int64  `json:"size"`
-}
-
-// MaxTaskFiles is the most files one multipart POST /tasks may carry.
-const MaxTaskFiles = 100
 
 // createTask answers POST /tasks. A JSON body creates the task; a
 // multipart/form-data body carries the same JSON object in a first part
@@ -77,8 +51,8 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
 		s.createTaskMultipart(w, r)
 		return
 	}
-	var req createTaskRequest
-	if !decodeJSON(w, r, &req, false) {
+	var req newTask
+	if !decodeJSON(w, r, &req.CreateTaskRequest, false) {
 		return
 	}
 	if !s.checkCreateTask(w, r, &req) {
@@ -88,7 +62,7 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
 }
 
 // checkCreateTask validates a create request and normalises its payload.
-func (s *Server) checkCreateTask(w http.ResponseWriter, r *http.Request, req *createTaskRequest) bool {
+func (s *Server) checkCreateTask(w http.ResponseWriter, r *http.Request, req *newTask) bool {
 	if strings.TrimSpace(req.Title) == "" {
 		writeFieldError(w, http.StatusUnprocessableEntity, "title", "required: a short description of the work")
 		return false
@@ -124,7 +98,7 @@ func (s *Server) checkCreateTask(w http.ResponseWriter, r *http.Request, req *cr
 // insertTask creates the task and its job (req has passed checkCreateTask);
 // staged, when not empty, is the key of the staging directory holding
 // files, which the job's payload names.
-func (s *Server) insertTask(w http.ResponseWriter, r *http.Request, req createTaskRequest, files []uploadInfo, staged string) {
+func (s *Server) insertTask(w http.ResponseWriter, r *http.Request, req newTask, files []api.FileRef, staged string) {
 	if staged != "" {
 		fields := req.payload
 		if fields == nil {
@@ -152,13 +126,9 @@ func (s *Server) insertTask(w http.ResponseWriter, r *http.Request, req createTa
 			s.log.Warn("upload staging: job file not written", "key", staged, "job", job.ID, "err", err)
 		}
 	}
-	detail := map[string]any{"job_id": job.ID, "title": task.Title, "piece": task.Piece}
-	if len(files) > 0 {
-		detail["files"] = files
-	}
-	s.audit(r, "task.create", taskTarget(task.ID), detail)
-	w.Header().Set("Location", "/api/v1/tasks/"+strconv.FormatInt(task.ID, 10))
-	writeJSON(w, http.StatusCreated, taskResponse{Task: task, Job: job, Files: files})
+	s.audit(r, api.ActionTaskCreate, taskTarget(task.ID), api.TaskCreateAudit{JobID: job.ID, Title: task.Title, Piece: task.Piece, Files: files})
+	w.Header().Set("Location", api.TasksPath+"/"+strconv.FormatInt(task.ID, 10))
+	writeJSON(w, http.StatusCreated, api.CreateTaskResponse{Task: task, Job: job, Files: files})
 }
 
 // createTaskMultipart handles a multipart POST /tasks: the "task" part
@@ -174,12 +144,12 @@ func (s *Server) createTaskMultipart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	part, err := mr.NextPart()
-	if err != nil || part.FormName() != "task" {
+	if err != nil || part.FormName() != api.TaskPart {
 		writeFieldError(w, http.StatusBadRequest, "task", `expected the first part to be named "task" and hold the task as a JSON object (the fields of a JSON POST /api/v1/tasks)`)
 		return
 	}
-	var req createTaskRequest
-	if !decodePartJSON(w, part, &req) {
+	var req newTask
+	if !decodePartJSON(w, part, &req.CreateTaskRequest) {
 		return
 	}
 	if !s.checkCreateTask(w, r, &req) {
@@ -204,9 +174,9 @@ func (s *Server) createTaskMultipart(w http.ResponseWriter, r *http.Request) {
 
 // stageFiles writes the "file" parts of mr into dir. It answers the
 // request and returns false on an error.
-func (s *Server) stageFiles(w http.ResponseWriter, mr *multipart.Reader, dir string) ([]uploadInfo, bool) {
+func (s *Server) stageFiles(w http.ResponseWriter, mr *multipart.Reader, dir string) ([]api.FileRef, bool) {
 	limit := s.cfg.MaxUpload
-	var files []uploadInfo
+	var files []api.FileRef
 	var root *os.Root
 	defer func() {
 		if root != nil {
@@ -226,7 +196,7 @@ func (s *Server) stageFiles(w http.ResponseWriter, mr *multipart.Reader, dir str
 			writeError(w, http.StatusBadRequest, "request body: reading the multipart data failed: "+err.Error())
 			return nil, false
 		}
-		if part.FormName() != "file" {
+		if part.FormName() != api.FilePart {
 			writeFieldError(w, http.StatusBadRequest, part.FormName(), `unknown part; after "task" every part is a "file" with a filename`)
 			return nil, false
 		}
@@ -241,8 +211,8 @@ func (s *Server) stageFiles(w http.ResponseWriter, mr *multipart.Reader, dir str
 				return nil, false
 			}
 		}
-		if len(files) == MaxTaskFiles {
-			writeFieldError(w, http.StatusUnprocessableEntity, "file", fmt.Sprintf("expected at most %d files; upload more with PUT /api/v1/tasks/{id}/uploads/{path}", MaxTaskFiles))
+		if len(files) == api.MaxTaskFiles {
+			writeFieldError(w, http.StatusUnprocessableEntity, "file", fmt.Sprintf("expected at most %d files; upload more with PUT /api/v1/tasks/{id}/uploads/{path}", api.MaxTaskFiles))
 			return nil, false
 		}
 		if root == nil {
@@ -275,7 +245,7 @@ func (s *Server) stageFiles(w http.ResponseWriter, mr *multipart.Reader, dir str
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("file %s: reading the body failed: %v", p, err))
 			return nil, false
 		}
-		files = append(files, uploadInfo{Path: p, Size: n})
+		files = append(files, api.FileRef{Path: p, Size: n})
 	}
 }
 
@@ -317,10 +287,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err)
 		return
 	}
-	resp := struct {
-		Tasks      []store.Task `json:"tasks"`
-		NextBefore int64        `json:"next_before,omitempty"`
-	}{Tasks: nonNil(tasks)}
+	resp := api.TaskList{Tasks: nonNil(tasks)}
 	if len(tasks) == limit {
 		resp.NextBefore = tasks[len(tasks)-1].ID
 	}
@@ -355,11 +322,7 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
 		}
 		after = page[len(page)-1].ID
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Task     store.Task      `json:"task"`
-		Jobs     []store.Job     `json:"jobs"`
-		Comments []store.Comment `json:"comments"`
-	}{task, nonNil(jobs), nonNil(comments)})
+	writeJSON(w, http.StatusOK, api.TaskDetail{Task: task, Jobs: nonNil(jobs), Comments: nonNil(comments)})
 }
 
 func (s *Server) addComment(w http.ResponseWriter, r *http.Request) {
@@ -367,9 +330,7 @@ func (s *Server) addComment(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req struct {
-		Body string `json:"body"`
-	}
+	var req api.CommentRequest
 	if !decodeJSON(w, r, &req, false) {
 		return
 	}
@@ -387,7 +348,7 @@ func (s *Server) addComment(w http.ResponseWriter, r *http.Request) {
 	// Followers of the task's latest job see the comment in its log.
 	ctx := context.WithoutCancel(r.Context())
 	if task, err := s.st.GetTask(ctx, id); err == nil && task.JobID != 0 {
-		data, _ := json.Marshal(map[string]any{"comment_id": c.ID, "author_kind": c.AuthorKind, "author": c.Author, "body": c.Body})
+		data, _ := json.Marshal(api.CommentEvent{CommentID: c.ID, AuthorKind: c.AuthorKind, Author: c.Author, Body: c.Body})
 		if _, err := s.st.AppendSystemJobEvents(ctx, task.JobID, []store.NewJobEvent{{Type: "comment", Data: data}}); err != nil {
 			s.log.Warn("comment event not appended", "task", id, "job", task.JobID, "err", err)
 		}
@@ -396,26 +357,8 @@ func (s *Server) addComment(w http.ResponseWriter, r *http.Request) {
 	for _, j := range resumed {
 		ids = append(ids, j.ID)
 	}
-	s.audit(r, "task.comment", taskTarget(id), map[string]any{"comment_id": c.ID, "resumed_jobs": ids})
-	writeJSON(w, http.StatusCreated, struct {
-		Comment     store.Comment `json:"comment"`
-		ResumedJobs []store.Job   `json:"resumed_jobs"`
-	}{c, nonNil(resumed)})
-}
-
-// fileInfo describes one deliverable.
-type fileInfo struct {
-	Path     string    `json:"path"`
-	Size     int64     `json:"size"`
-	Modified time.Time `json:"modified"`
-}
-
-// deliverablesResponse is the answer of GET /tasks/{id}/deliverables.
-type deliverablesResponse struct {
-	Files []fileInfo `json:"files"`
-	// Truncated is set when the listing stopped at Config.MaxListEntries
-	// entries (or the depth limit): Files is then only part of output/.
-	Truncated bool `json:"truncated,omitempty"`
+	s.audit(r, api.ActionTaskComment, taskTarget(id), api.TaskCommentAudit{CommentID: c.ID, ResumedJobs: ids})
+	writeJSON(w, http.StatusCreated, api.CommentResponse{Comment: c, ResumedJobs: nonNil(resumed)})
 }
 
 // taskDir returns the task (404 when unknown) and its directory, which
@@ -435,6 +378,15 @@ func (s *Server) taskDir(w http.ResponseWriter, r *http.Request) (int64, string,
 		return 0, "", false
 	}
 	return id, s.cfg.TaskDir(s.cfg.DataDir, id), true
+}
+
+// taskFile is taskDir and the {path} of the request, checked by
+// cleanRelPath as a path inside `where`.
+func (s *Server) taskFile(w http.ResponseWriter, r *http.Request, where string) (id int64, dir, p string, ok bool) {
+	if id, dir, ok = s.taskDir(w, r); ok {
+		p, ok = cleanRelPath(w, r.PathValue("path"), where)
+	}
+	return id, dir, p, ok
 }
 
 // openOutput opens the task's output/ for reading, with no symbolic link
@@ -472,7 +424,7 @@ func (s *Server) listDeliverables(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	resp := deliverablesResponse{Files: []fileInfo{}}
+	resp := api.DeliverableList{Files: []api.Deliverable{}}
 	out, ok := s.openOutput(w, dir)
 	if !ok {
 		return
@@ -501,10 +453,10 @@ func (s *Server) listDeliverables(w http.ResponseWriter, r *http.Request) {
 		if err != nil || !info.Mode().IsRegular() {
 			return nil
 		}
-		resp.Files = append(resp.Files, fileInfo{Path: p, Size: info.Size(), Modified: info.ModTime().UTC()})
+		resp.Files = append(resp.Files, api.Deliverable{Path: p, Size: info.Size(), Modified: info.ModTime().UTC()})
 		return nil
 	})
-	slices.SortFunc(resp.Files, func(a, b fileInfo) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(resp.Files, func(a, b api.Deliverable) int { return strings.Compare(a.Path, b.Path) })
 	switch {
 	case errors.Is(err, workspace.ErrWalkLimit):
 		resp.Truncated = true
@@ -563,11 +515,7 @@ func checkPathText(p string) string {
 // getDeliverable answers GET /tasks/{id}/deliverables/{path}: a regular
 // file under output/, reached without following any symbolic link.
 func (s *Server) getDeliverable(w http.ResponseWriter, r *http.Request) {
-	_, dir, ok := s.taskDir(w, r)
-	if !ok {
-		return
-	}
-	p, ok := cleanRelPath(w, r.PathValue("path"), "output/")
+	_, dir, p, ok := s.taskFile(w, r, "output/")
 	if !ok {
 		return
 	}
@@ -612,11 +560,7 @@ func (s *Server) getDeliverable(w http.ResponseWriter, r *http.Request) {
 // without following a symbolic link, so a link the agent planted in its
 // workspace cannot lead the write elsewhere.
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
-	id, dir, ok := s.taskDir(w, r)
-	if !ok {
-		return
-	}
-	p, ok := cleanRelPath(w, r.PathValue("path"), "input/")
+	id, dir, p, ok := s.taskFile(w, r, "input/")
 	if !ok {
 		return
 	}
@@ -681,8 +625,9 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "internal error: cannot store the upload")
 		return
 	}
-	s.audit(r, "task.upload", taskTarget(id), map[string]any{"path": p, "size": n})
-	writeJSON(w, http.StatusCreated, map[string]any{"path": p, "size": n})
+	up := api.FileRef{Path: p, Size: n}
+	s.audit(r, api.ActionTaskUpload, taskTarget(id), up)
+	writeJSON(w, http.StatusCreated, up)
 }
 
 // pathErrText is an error's text without the Op and path prefix.
