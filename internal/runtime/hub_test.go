@@ -84,7 +84,7 @@ func TestLosslessBackpressure(t *testing.T) {
 			got = append(got, f.Message.(protocol.Status).Message)
 			synctest.Wait()
 			rt.logMu.Lock()
-			n := rt.hub.n
+			n := rt.hub.Len()
 			rt.logMu.Unlock()
 			if n > 4 {
 				t.Fatalf("ring holds %d frames, bound is 4", n)

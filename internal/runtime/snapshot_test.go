@@ -132,8 +132,8 @@ func TestPublishSnapshotTakesCursor(t *testing.T) {
 				t.Errorf("replay after %d: %s, want %s", b+1, got, want)
 			}
 			var env []byte
-			for seq := rt.hub.first; seq < rt.hub.end(); seq++ {
-				if f := rt.hub.at(seq); f.Cursor == b+2 {
+			for cursor, f := range rt.hub.All() {
+				if cursor == b+2 {
 					env = f.Data
 				}
 			}
