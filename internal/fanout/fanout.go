@@ -33,6 +33,9 @@ import (
 	"sync"
 )
 
+// ErrReaderClosed is returned by Next after CloseReader.
+var ErrReaderClosed = errors.New("fanout: the reader is closed")
+
 // ErrLagged is returned by Next to a lossy reader that fell behind the
 // ring (its next frame was evicted) or beyond its MaxBacklog.
 var ErrLagged = errors.New("fanout: the reader fell behind the replay ring")
@@ -216,7 +219,7 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 // rd (a frame, a lag, the end of the ring); it is already closed when
 // that is the case now.
 func (r *Ring[T]) Ready(rd *Reader) <-chan struct{} {
-	if r.closed || rd.next != r.end() {
+	if r.closed || rd.closed || rd.next != r.end() {
 		return closedChan
 	}
 	return r.Wait()
@@ -290,6 +293,7 @@ type Reader struct {
 	next       uint64
 	lossless   bool
 	maxBacklog int
+	closed     bool
 }
 
 // NewReader returns a reader at o.Start; with After, a GapError when the
@@ -315,9 +319,10 @@ func (r *Ring[T]) NewReader(o ReaderOptions) (*Reader, error) {
 	return rd, nil
 }
 
-// CloseReader forgets rd: writers no longer wait for it. Waiting readers
-// and writers are woken.
+// CloseReader forgets rd: writers no longer wait for it, and Next returns
+// ErrReaderClosed. Waiting readers and writers are woken.
 func (r *Ring[T]) CloseReader(rd *Reader) {
+	rd.closed = true
 	if rd.lossless {
 		for i, x := range r.lossless {
 			if x == rd {
@@ -332,9 +337,12 @@ func (r *Ring[T]) CloseReader(rd *Reader) {
 // Next returns rd's next frame and its cursor, or ok false when there is
 // none yet (wait on Ready or Wait). err is ErrLagged for a lossy reader
 // that fell behind (SkipToEnd resumes it), or io.EOF once the ring is
-// closed and rd has read every frame. The frame is the ring's: copy what
-// must outlive the lock.
+// closed and rd has read every frame, or ErrReaderClosed. The frame is
+// the ring's: copy what must outlive the lock.
 func (r *Ring[T]) Next(rd *Reader) (v *T, cursor int64, ok bool, err error) {
+	if rd.closed {
+		return nil, 0, false, ErrReaderClosed
+	}
 	if rd.next < r.first || (rd.maxBacklog > 0 && r.end()-rd.next > uint64(rd.maxBacklog)) {
 		return nil, 0, false, ErrLagged
 	}
