@@ -34,10 +34,10 @@ func newBare(t *testing.T, cfg Config) *Runtime {
 
 func status(i int) protocol.Status { return protocol.Status{Message: fmt.Sprintf("s%d", i)} }
 
-// drain reads every frame available now.
-func drain(t *testing.T, s *Subscription) []string {
+// ready reads every frame available now.
+func ready(t *testing.T, s *Subscription) []Frame {
 	t.Helper()
-	var out []string
+	var out []Frame
 	for {
 		f, ok, err := s.TryNext()
 		if err != nil {
@@ -46,8 +46,18 @@ func drain(t *testing.T, s *Subscription) []string {
 		if !ok {
 			return out
 		}
+		out = append(out, f)
+	}
+}
+
+// drain reads the status messages of every frame available now.
+func drain(t *testing.T, s *Subscription) []string {
+	t.Helper()
+	var out []string
+	for _, f := range ready(t, s) {
 		out = append(out, f.Message.(protocol.Status).Message)
 	}
+	return out
 }
 
 // TestLosslessBackpressure: a lossless subscription that does not read
@@ -188,13 +198,10 @@ func TestFilters(t *testing.T) {
 	rt.publish(protocol.ToolStart{CallID: "c"}, "")
 	types := func(s *Subscription) []string {
 		var out []string
-		for {
-			f, ok, err := s.TryNext()
-			if err != nil || !ok {
-				return out
-			}
+		for _, f := range ready(t, s) {
 			out = append(out, f.Message.MessageType())
 		}
+		return out
 	}
 	for _, tt := range []struct {
 		name string

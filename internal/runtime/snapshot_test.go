@@ -44,14 +44,7 @@ func (l *countLog) Cursor() int64 {
 func read(t *testing.T, s *Subscription) []string {
 	t.Helper()
 	var out []string
-	for {
-		f, ok, err := s.TryNext()
-		if err != nil {
-			t.Fatalf("TryNext: %v", err)
-		}
-		if !ok {
-			return out
-		}
+	for _, f := range ready(t, s) {
 		typ := f.Message.MessageType()
 		switch e := f.Message.(type) {
 		case protocol.SnapshotEnvelope:
@@ -71,6 +64,7 @@ func read(t *testing.T, s *Subscription) []string {
 		}
 		out = append(out, fmt.Sprintf("%s@%d", typ, f.Cursor))
 	}
+	return out
 }
 
 // TestPublishSnapshotTakesCursor: a snapshot envelope published into the
