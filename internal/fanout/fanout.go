@@ -3,8 +3,8 @@
 // it, read by any number of readers from a cursor. The headless runtime
 // (internal/runtime: a session's frames to stdio, HTTP attach and the
 // hosted runner) and `maestro serve`'s job event streams (internal/server)
-// both serve their subscribers from it; docs/api.md ("Fan-out") states the
-// ring sizes and the lag, reset and resume rules for users.
+// both serve their subscribers from it; docs/remote-attach.md ("Fan-out")
+// states the ring sizes and the lag, reset and resume rules for users.
 //
 // A Ring holds at most Limits.Frames frames and Limits.Bytes bytes. When
 // it is full the oldest frame is evicted, unless a lossless reader has not

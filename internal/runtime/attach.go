@@ -20,7 +20,7 @@ func (r *Runtime) Cursor() int64 {
 }
 
 // PublishSnapshot publishes a snapshot envelope into the stream, as the
-// reference server does after an interrupt (contract §8.9, §12): the
+// reference server does after an interrupt (wire contract §8.9, §12): the
 // envelope takes the next cursor, which is its snapshot's cursor, so it
 // is strictly greater than every frame before it, and it is buffered in
 // the ring like a message, so that a ?cursor= replay delivers it in
@@ -120,7 +120,7 @@ func (c *Conn) Closed() bool {
 func (c *Conn) Runtime() *Runtime { return c.r }
 
 // Lease is the controller lease as one connection sees it (the
-// heartbeat snapshot of contract §11.4).
+// heartbeat snapshot of wire contract §11.4).
 type Lease struct {
 	// Granted: this connection holds the lease.
 	Granted bool

@@ -14,11 +14,12 @@ import (
 
 // The publish path. Every server → client message goes through publish:
 // it is encoded once, applied to the runtime state (the reducer of
-// contract §7), appended to the session log (which assigns its cursor),
+// wire contract §7), appended to the session log (which assigns its cursor),
 // and buffered in a ring from which every subscription reads in cursor
 // order. One mutex (logMu) covers all four steps, so a snapshot is always
 // consistent with its cursor.
 //
+// The ring is a fanout.Ring (docs/remote-attach.md, "Fan-out").
 // Memory is bounded: the ring holds at most Config.BufferFrames frames and
 // Config.BufferBytes bytes. When it is full the oldest frame is evicted,
 // unless a lossless subscription (the stdio writer) has not read it yet:
@@ -75,7 +76,7 @@ func (r *Runtime) publish(m protocol.Message, to string) {
 		err = r.cfg.Validate(data)
 	}
 	if err != nil {
-		// The contract's fallback for a message that fails validation.
+		// The wire contract's fallback for a message that fails validation.
 		m = protocol.Error{Message: "Failed to emit headless message: " + err.Error(), ErrorType: protocol.ErrorProtocol}
 		data, _ = protocol.Marshal(m)
 	}

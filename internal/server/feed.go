@@ -15,7 +15,8 @@ import (
 // The job event stream: a job's log read by every stream following it
 // through one shared feed, the job side of the cursor fan-out
 // (internal/fanout) that the headless runtime uses for sessions.
-// docs/api.md ("Fan-out") documents the window and the resume rules.
+// docs/remote-attach.md ("Fan-out") and docs/api.md ("Event stream (SSE)")
+// document the window and the resume rules.
 
 // Limits of a feed's window of recent events: a stream further behind
 // (resuming from an old Last-Event-ID, or one that fell behind) reads the

@@ -19,7 +19,7 @@ func (e envelope) cursor() int64 {
 }
 
 // strictClient applies envelopes by the rule of the Rust remote
-// transport (contract §12): a message, snapshot or reset envelope only
+// transport (wire contract §12): a message, snapshot or reset envelope only
 // when its cursor is greater than the last one applied; a heartbeat may
 // equal it, and one below it is an error.
 type strictClient struct {

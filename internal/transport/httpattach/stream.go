@@ -11,7 +11,7 @@ import (
 	"github.com/maestro-run/maestro/internal/runtime"
 )
 
-// events serves GET …/events: an SSE stream of envelopes (contract §12).
+// events serves GET …/events: an SSE stream of envelopes (wire contract §12).
 //
 // With subscriptionId (query or subscriber header) it attaches that
 // explicit subscription: frames queued since /subscribe come first and
