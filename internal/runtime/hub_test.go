@@ -280,3 +280,49 @@ func TestReducerBuffers(t *testing.T) {
 		t.Errorf("after the ends: %+v", s)
 	}
 }
+
+// BenchmarkPublish publishes one status per iteration to N lossy
+// subscriptions (SSE streams without transport), each read on its own
+// goroutine, and waits until every one has it: ns/op is the publish path
+// (encode, validate, reduce, buffer) plus the fan-out to N readers.
+func BenchmarkPublish(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("subscribers=%d", n), func(b *testing.B) {
+			rt, err := New(Config{Provider: &capture{}, Tools: func(context.Context) (*toolSet, error) { return nil, nil }})
+			if err != nil {
+				b.Fatal(err)
+			}
+			c, _ := rt.Connect(ConnectOptions{ID: "bench", Passive: true})
+			got := make(chan struct{}, n)
+			done := make(chan struct{}, n)
+			for range n {
+				s, err := c.Subscribe(SubscribeOptions{From: FromNow})
+				if err != nil {
+					b.Fatal(err)
+				}
+				go func() {
+					defer func() { done <- struct{}{} }()
+					for {
+						if _, err := s.Next(context.Background()); err != nil {
+							return
+						}
+						got <- struct{}{}
+					}
+				}()
+			}
+			m := protocol.Status{Message: "working"}
+			b.ResetTimer()
+			for range b.N {
+				rt.publish(m, "")
+				for range n {
+					<-got
+				}
+			}
+			b.StopTimer()
+			rt.Close()
+			for range n {
+				<-done
+			}
+		})
+	}
+}
