@@ -232,6 +232,9 @@ func (r *Ring[T]) seek(cursor int64) (uint64, error) {
 	if cursor < 0 || cursor < r.evicted {
 		return 0, &GapError{Cursor: cursor, Oldest: r.evicted}
 	}
+	if r.n == 0 || r.at(r.end()-1).cursor <= cursor {
+		return r.end(), nil // caught up: the common case of a live reader
+	}
 	i := sort.Search(r.n, func(i int) bool { return r.at(r.first+uint64(i)).cursor > cursor })
 	return r.first + uint64(i), nil
 }
