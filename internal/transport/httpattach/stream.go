@@ -88,12 +88,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 
 	st := &stream{s: s, sub: sub, sse: httpedge.StartSSE(w, h.cfg.WriteTimeout)}
 	defer st.sse.Close()
-	if first != nil {
-		if !st.write(first) {
-			return
-		}
-	}
-	if !st.flush() {
+	if !st.write(first) || !st.flush() {
 		return
 	}
 	ticks, stopTicker := h.cfg.NewTicker(h.cfg.Heartbeat)
