@@ -290,8 +290,10 @@ type ReaderOptions struct {
 	MaxBacklog int
 }
 
-// Reader is one reader's position in a ring. It belongs to the ring that
-// made it and is guarded by the ring's lock.
+// Reader is one reader's position in a ring, set by Open. It is a value
+// so that its owner can hold it in place (the reader's every poll reads
+// it); it belongs to the ring that opened it and is guarded by the
+// ring's lock. It must not be copied once opened.
 type Reader struct {
 	next       uint64
 	lossless   bool
@@ -299,27 +301,26 @@ type Reader struct {
 	closed     bool
 }
 
-// NewReader returns a reader at o.Start; with After, a GapError when the
-// frames after o.Cursor are no longer buffered. A lossless reader must be
-// closed (CloseReader) once it is no longer read.
-func (r *Ring[T]) NewReader(o ReaderOptions) (*Reader, error) {
-	rd := &Reader{lossless: o.Lossless, maxBacklog: o.MaxBacklog}
+// Open sets rd at o.Start; with After, it returns a GapError (and leaves
+// rd as it was) when the frames after o.Cursor are no longer buffered. A
+// lossless reader must be closed (CloseReader) once it is no longer read.
+func (r *Ring[T]) Open(rd *Reader, o ReaderOptions) error {
+	next := r.first
 	switch o.Start {
-	case Oldest:
-		rd.next = r.first
 	case Newest:
-		rd.next = r.end()
+		next = r.end()
 	case After:
 		seq, err := r.seek(o.Cursor)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		rd.next = seq
+		next = seq
 	}
+	*rd = Reader{next: next, lossless: o.Lossless, maxBacklog: o.MaxBacklog}
 	if rd.lossless {
 		r.lossless = append(r.lossless, rd)
 	}
-	return rd, nil
+	return nil
 }
 
 // CloseReader forgets rd: writers no longer wait for it, and Next returns

@@ -52,7 +52,11 @@ func (r *ring) read(rd *Reader) ([]string, error) {
 func (r *ring) reader(o ReaderOptions) (*Reader, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.NewReader(o)
+	rd := &Reader{}
+	if err := r.Open(rd, o); err != nil {
+		return nil, err
+	}
+	return rd, nil
 }
 
 // TestResumeAndGap: a reader made After a cursor gets exactly the
@@ -90,10 +94,10 @@ func TestResumeAndGap(t *testing.T) {
 			var gap *GapError
 			if tt.gap {
 				if !errors.As(err, &gap) {
-					t.Fatalf("NewReader: %v, want a GapError", err)
+					t.Fatalf("Open: %v, want a GapError", err)
 				}
 			} else if err != nil {
-				t.Fatalf("NewReader: %v", err)
+				t.Fatalf("Open: %v", err)
 			}
 			var stateless []string
 			r.mu.Lock()

@@ -228,7 +228,7 @@ func (s *Subscription) Cursor() int64 {
 	r := s.r
 	r.logMu.Lock()
 	defer r.logMu.Unlock()
-	if c, caughtUp := r.hub.Position(s.rd); !caughtUp {
+	if c, caughtUp := r.hub.Position(&s.rd); !caughtUp {
 		return c
 	}
 	return r.cursorLocked()
@@ -242,5 +242,5 @@ func (s *Subscription) Wait() <-chan struct{} {
 	r := s.r
 	r.logMu.Lock()
 	defer r.logMu.Unlock()
-	return r.hub.Ready(s.rd)
+	return r.hub.Ready(&s.rd)
 }

@@ -174,7 +174,7 @@ type SubscribeOptions struct {
 type Subscription struct {
 	r         *Runtime
 	conn      *Conn
-	rd        *fanout.Reader
+	rd        fanout.Reader
 	optOut    []protocol.Notification
 	hasOptOut bool
 	envelopes bool
@@ -199,11 +199,10 @@ func (c *Conn) Subscribe(o SubscribeOptions) (*Subscription, error) {
 	case FromCursor:
 		start = fanout.After
 	}
-	rd, err := r.hub.NewReader(fanout.ReaderOptions{Start: start, Cursor: o.Cursor, Lossless: o.Lossless, MaxBacklog: o.MaxBacklog})
-	if err != nil {
+	s := &Subscription{r: r, conn: c, envelopes: o.Envelopes, attached: !o.Detached}
+	if err := r.hub.Open(&s.rd, fanout.ReaderOptions{Start: start, Cursor: o.Cursor, Lossless: o.Lossless, MaxBacklog: o.MaxBacklog}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrReplayGap, err)
 	}
-	s := &Subscription{r: r, conn: c, rd: rd, envelopes: o.Envelopes, attached: !o.Detached}
 	if o.OptOut != nil {
 		s.optOut, s.hasOptOut = slices.Clone(o.OptOut), true
 	}
@@ -240,20 +239,28 @@ func (s *Subscription) poll() (f Frame, ok bool, wait <-chan struct{}, err error
 	r.logMu.Lock()
 	defer r.logMu.Unlock()
 	for {
-		fr, _, ok, err := r.hub.Next(s.rd)
+		fr, _, ok, err := r.hub.Next(&s.rd)
 		switch {
-		case errors.Is(err, fanout.ErrReaderClosed):
-			return Frame{}, false, nil, ErrClosed
-		case errors.Is(err, fanout.ErrLagged):
-			return Frame{}, false, nil, ErrLagged
 		case err != nil:
-			return Frame{}, false, nil, err // io.EOF: closed and read
+			return Frame{}, false, nil, readError(err)
 		case !ok:
 			return Frame{}, false, r.hub.Wait(), nil
 		case s.wants(fr):
 			return *fr, true, nil, nil
 		}
 	}
+}
+
+// readError is the subscription's error for a fanout read error:
+// ErrClosed, ErrLagged, or io.EOF once the runtime is closed and read.
+func readError(err error) error {
+	switch {
+	case errors.Is(err, fanout.ErrReaderClosed):
+		return ErrClosed
+	case errors.Is(err, fanout.ErrLagged):
+		return ErrLagged
+	}
+	return err
 }
 
 // wants applies the connection's filters: snapshot envelopes only for
@@ -296,7 +303,7 @@ func (s *Subscription) Resync() protocol.Snapshot {
 	defer r.mu.Unlock()
 	r.logMu.Lock()
 	defer r.logMu.Unlock()
-	r.hub.SkipToEnd(s.rd)
+	r.hub.SkipToEnd(&s.rd)
 	return r.snapshotLocked()
 }
 
@@ -323,5 +330,5 @@ func (s *Subscription) Close() {
 	}
 	s.closed = true
 	s.conn.subs = slices.DeleteFunc(s.conn.subs, func(x *Subscription) bool { return x == s })
-	r.hub.CloseReader(s.rd)
+	r.hub.CloseReader(&s.rd)
 }
