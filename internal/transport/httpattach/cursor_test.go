@@ -189,10 +189,7 @@ func TestStrictClientKeepsSnapshots(t *testing.T) {
 // applied: reset{replay_gap} for an evicted cursor and reset{lagged}.
 func TestStrictClientResets(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, options{bufferFrames: 16})
-	id := s.createSession(nil)
-	c := s.subscribe(id, map[string]any{"role": "controller"})
-	statuses(t, s, id, c.SubscriptionID, 40)
+	s, id, c := evictedSession(t)
 	for _, from := range []int64{-1, 0, 1, 5} {
 		st := s.open(id, "cursor="+strconv.FormatInt(from, 10), nil)
 		sc := &strictClient{t: t, name: "cursor=" + strconv.FormatInt(from, 10), last: from}
