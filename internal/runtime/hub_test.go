@@ -32,6 +32,20 @@ func newBare(t *testing.T, cfg Config) *Runtime {
 	return rt
 }
 
+// newLossless returns a started runtime whose ring holds frames frames
+// (0: the default) and the lossless subscription, from the oldest frame,
+// of its local connection: the stdio writer's.
+func newLossless(t *testing.T, frames int) (*Runtime, *Subscription) {
+	t.Helper()
+	rt := newBare(t, Config{BufferFrames: frames})
+	c, _ := rt.Connect(ConnectOptions{ID: "local", Local: true})
+	sub, err := c.Subscribe(SubscribeOptions{From: FromOldest, Lossless: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt, sub
+}
+
 func status(i int) protocol.Status { return protocol.Status{Message: fmt.Sprintf("s%d", i)} }
 
 // ready reads every frame available now.
@@ -67,12 +81,7 @@ func drain(t *testing.T, s *Subscription) []string {
 func TestLosslessBackpressure(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		rt := newBare(t, Config{BufferFrames: 4})
-		c, _ := rt.Connect(ConnectOptions{ID: "local", Local: true})
-		sub, err := c.Subscribe(SubscribeOptions{From: FromOldest, Lossless: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		rt, sub := newLossless(t, 4)
 		published := make(chan int, 100)
 		go func() {
 			for i := range 10 {
@@ -222,9 +231,7 @@ func TestFilters(t *testing.T) {
 // buffered, then io.EOF.
 func TestCloseEndsSubscriptions(t *testing.T) {
 	t.Parallel()
-	rt := newBare(t, Config{})
-	c, _ := rt.Connect(ConnectOptions{ID: "local", Local: true})
-	s, _ := c.Subscribe(SubscribeOptions{From: FromOldest, Lossless: true})
+	rt, s := newLossless(t, 0)
 	rt.publish(status(0), "")
 	rt.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -204,9 +204,7 @@ func TestSubscriptionCursor(t *testing.T) {
 func TestPublishSnapshotWaitsForLossless(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		rt := newBare(t, Config{BufferFrames: 2})
-		local, _ := rt.Connect(ConnectOptions{ID: "local", Local: true})
-		stdio, _ := local.Subscribe(SubscribeOptions{From: FromOldest, Lossless: true})
+		rt, stdio := newLossless(t, 2)
 		for range read(t, stdio) { // whatever connecting published
 		}
 		b := rt.Cursor()
