@@ -20,7 +20,7 @@ func (r *Runtime) Cursor() int64 {
 }
 
 // PublishSnapshot publishes a snapshot envelope into the stream, as the
-// reference server does after an interrupt (contract §8.9, §12): the
+// reference server does after an interrupt (wire contract §8.9, §12): the
 // envelope takes the next cursor, which is its snapshot's cursor, so it
 // is strictly greater than every frame before it, and it is buffered in
 // the ring like a message, so that a ?cursor= replay delivers it in
@@ -40,8 +40,8 @@ func (r *Runtime) PublishSnapshot(reason protocol.ResetReason, fill func(*protoc
 			r.logMu.Unlock()
 			r.mu.Unlock()
 		}
-		h := &r.hub
-		if h.closed {
+		h := r.hub
+		if h.Closed() {
 			unlock()
 			return 0
 		}
@@ -60,15 +60,15 @@ func (r *Runtime) PublishSnapshot(reason protocol.ResetReason, fill func(*protoc
 			r.cfg.Logger.Error("encode snapshot envelope", "err", err)
 			return 0
 		}
-		if !h.makeRoom(len(data)) {
+		if !h.MakeRoom(len(data)) {
 			// A lossless reader holds the oldest frame: wait for it
 			// without holding mu, then build the snapshot again.
 			r.mu.Unlock()
-			r.space.Wait()
+			h.WaitSpace()
 			r.logMu.Unlock()
 			continue
 		}
-		if h.closed {
+		if h.Closed() {
 			unlock()
 			return 0
 		}
@@ -120,7 +120,7 @@ func (c *Conn) Closed() bool {
 func (c *Conn) Runtime() *Runtime { return c.r }
 
 // Lease is the controller lease as one connection sees it (the
-// heartbeat snapshot of contract §11.4).
+// heartbeat snapshot of wire contract §11.4).
 type Lease struct {
 	// Granted: this connection holds the lease.
 	Granted bool
@@ -228,19 +228,11 @@ func (s *Subscription) Cursor() int64 {
 	r := s.r
 	r.logMu.Lock()
 	defer r.logMu.Unlock()
-	h := &r.hub
-	switch {
-	case s.next >= h.end():
-		return r.cursorLocked()
-	case s.next > h.first:
-		return h.at(s.next - 1).Cursor
-	default:
-		return h.evicted
+	if c, caughtUp := r.hub.Position(&s.rd); !caughtUp {
+		return c
 	}
+	return r.cursorLocked()
 }
-
-// closedChan is returned by Wait when there is no need to wait.
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Wait returns a channel that is closed once TryNext may have something
 // to return (a frame, the end of the runtime, a lag or the closing of
@@ -250,9 +242,5 @@ func (s *Subscription) Wait() <-chan struct{} {
 	r := s.r
 	r.logMu.Lock()
 	defer r.logMu.Unlock()
-	h := &r.hub
-	if s.closed || h.closed || s.next != h.end() {
-		return closedChan
-	}
-	return h.wait()
+	return r.hub.Ready(&s.rd)
 }

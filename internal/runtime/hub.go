@@ -2,21 +2,24 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"slices"
+	"sync"
 
+	"github.com/maestro-run/maestro/internal/fanout"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
 )
 
 // The publish path. Every server → client message goes through publish:
 // it is encoded once, applied to the runtime state (the reducer of
-// contract §7), appended to the session log (which assigns its cursor),
+// wire contract §7), appended to the session log (which assigns its cursor),
 // and buffered in a ring from which every subscription reads in cursor
 // order. One mutex (logMu) covers all four steps, so a snapshot is always
 // consistent with its cursor.
 //
+// The ring is a fanout.Ring (docs/remote-attach.md, "Fan-out").
 // Memory is bounded: the ring holds at most Config.BufferFrames frames and
 // Config.BufferBytes bytes. When it is full the oldest frame is evicted,
 // unless a lossless subscription (the stdio writer) has not read it yet:
@@ -43,86 +46,26 @@ type Frame struct {
 	to string
 }
 
-// hub is the ring of recent frames and the subscriptions reading it. It is
-// guarded by Runtime.logMu.
+// hub is the ring of recent frames (internal/fanout) that every
+// subscription reads. It is guarded by Runtime.logMu, so that the state,
+// the log and the frames move together.
 type hub struct {
-	frames []Frame
-	head   int // index of the oldest frame
-	n      int
-	bytes  int
-	first  uint64 // sequence number of the oldest frame
-	// evicted is the cursor of the newest frame evicted so far, or of
-	// the log when the runtime was made (0: none): a cursor before it
-	// cannot be replayed.
-	evicted   int64
-	maxFrames int
-	maxBytes  int
-	subs      []*Subscription
-	notify    chan struct{} // closed when a frame arrives; nil if nobody waits
-	closed    bool
+	*fanout.Ring[Frame]
 }
 
-func (h *hub) end() uint64 { return h.first + uint64(h.n) }
-
-func (h *hub) at(seq uint64) *Frame {
-	return &h.frames[(h.head+int(seq-h.first))%len(h.frames)]
-}
-
-func (h *hub) full(size int) bool {
-	return h.n >= len(h.frames) || (h.n > 0 && h.bytes+size > h.maxBytes)
-}
-
-// makeRoom evicts the oldest frames until size more bytes fit (or the hub
-// is closed). It reports false when a lossless subscription still needs
-// the oldest frame: the caller waits on the runtime's space condition and
-// tries again.
-func (h *hub) makeRoom(size int) bool {
-	for !h.closed && h.full(size) {
-		if h.holdsOldest() {
-			return false
-		}
-		h.evict()
+// newHub returns the ring of a runtime configured by cfg. The cursors of
+// a log resumed or restored before the runtime are not buffered: resuming
+// before them is a replay gap.
+func newHub(logMu *sync.Mutex, cfg Config) hub {
+	var start int64
+	if cfg.Log != nil {
+		start = cfg.Log.Cursor()
 	}
-	return true
+	return hub{fanout.New[Frame](logMu, fanout.Limits{Frames: cfg.BufferFrames, Bytes: cfg.BufferBytes}, start)}
 }
 
-// holdsOldest reports whether a lossless subscription still needs the
-// oldest frame.
-func (h *hub) holdsOldest() bool {
-	for _, s := range h.subs {
-		if s.lossless && s.next <= h.first {
-			return true
-		}
-	}
-	return false
-}
-
-func (h *hub) evict() {
-	f := &h.frames[h.head]
-	h.evicted = f.Cursor
-	h.bytes -= len(f.Data)
-	*f = Frame{}
-	h.head = (h.head + 1) % len(h.frames)
-	h.n--
-	h.first++
-}
-
-func (h *hub) push(f Frame) {
-	h.frames[(h.head+h.n)%len(h.frames)] = f
-	h.n++
-	h.bytes += len(f.Data)
-	if h.notify != nil {
-		close(h.notify)
-		h.notify = nil
-	}
-}
-
-func (h *hub) wait() <-chan struct{} {
-	if h.notify == nil {
-		h.notify = make(chan struct{})
-	}
-	return h.notify
-}
+// push buffers a frame under its cursor.
+func (h hub) push(f Frame) { h.Push(f.Cursor, len(f.Data), f) }
 
 // publish sends m to every subscription (or only to connection to) through
 // the one publish path. It may block while a lossless subscription is a
@@ -133,17 +76,14 @@ func (r *Runtime) publish(m protocol.Message, to string) {
 		err = r.cfg.Validate(data)
 	}
 	if err != nil {
-		// The contract's fallback for a message that fails validation.
+		// The wire contract's fallback for a message that fails validation.
 		m = protocol.Error{Message: "Failed to emit headless message: " + err.Error(), ErrorType: protocol.ErrorProtocol}
 		data, _ = protocol.Marshal(m)
 	}
 	r.logMu.Lock()
 	defer r.logMu.Unlock()
-	h := &r.hub
-	for !h.makeRoom(len(data)) {
-		r.space.Wait()
-	}
-	if h.closed {
+	h := r.hub
+	if !h.Reserve(len(data)) {
 		return
 	}
 	r.state.apply(m)
@@ -189,12 +129,7 @@ func (r *Runtime) applyClient(m protocol.Message) {
 func (r *Runtime) closeHub() {
 	r.logMu.Lock()
 	defer r.logMu.Unlock()
-	r.hub.closed = true
-	if r.hub.notify != nil {
-		close(r.hub.notify)
-		r.hub.notify = nil
-	}
-	r.space.Broadcast()
+	r.hub.Close()
 }
 
 // Where a subscription starts reading.
@@ -237,16 +172,14 @@ type SubscribeOptions struct {
 // Subscription reads a connection's frames in cursor order. Its methods
 // are safe for concurrent use, but frames are meant for one reader.
 type Subscription struct {
-	r          *Runtime
-	conn       *Conn
-	next       uint64
-	lossless   bool
-	maxBacklog int
-	optOut     []protocol.Notification
-	hasOptOut  bool
-	envelopes  bool
-	attached   bool
-	closed     bool
+	r         *Runtime
+	conn      *Conn
+	rd        fanout.Reader
+	optOut    []protocol.Notification
+	hasOptOut bool
+	envelopes bool
+	attached  bool
+	closed    bool
 }
 
 // Subscribe starts reading the runtime's frames as this connection.
@@ -259,29 +192,20 @@ func (c *Conn) Subscribe(o SubscribeOptions) (*Subscription, error) {
 	}
 	r.logMu.Lock()
 	defer r.logMu.Unlock()
-	h := &r.hub
-	s := &Subscription{r: r, conn: c, lossless: o.Lossless, maxBacklog: o.MaxBacklog, envelopes: o.Envelopes, attached: !o.Detached}
+	start := fanout.Oldest
+	switch o.From {
+	case FromNow:
+		start = fanout.Newest
+	case FromCursor:
+		start = fanout.After
+	}
+	s := &Subscription{r: r, conn: c, envelopes: o.Envelopes, attached: !o.Detached}
+	if err := r.hub.Open(&s.rd, fanout.ReaderOptions{Start: start, Cursor: o.Cursor, Lossless: o.Lossless, MaxBacklog: o.MaxBacklog}); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrReplayGap, err)
+	}
 	if o.OptOut != nil {
 		s.optOut, s.hasOptOut = slices.Clone(o.OptOut), true
 	}
-	switch o.From {
-	case FromOldest:
-		s.next = h.first
-	case FromNow:
-		s.next = h.end()
-	case FromCursor:
-		if o.Cursor < 0 || o.Cursor < h.evicted {
-			return nil, fmt.Errorf("%w: cursor %d, oldest buffered after %d", ErrReplayGap, o.Cursor, h.evicted)
-		}
-		s.next = h.end()
-		for seq := h.first; seq < h.end(); seq++ {
-			if h.at(seq).Cursor > o.Cursor {
-				s.next = seq
-				break
-			}
-		}
-	}
-	h.subs = append(h.subs, s)
 	c.subs = append(c.subs, s)
 	return s, nil
 }
@@ -314,29 +238,29 @@ func (s *Subscription) poll() (f Frame, ok bool, wait <-chan struct{}, err error
 	r := s.r
 	r.logMu.Lock()
 	defer r.logMu.Unlock()
-	h := &r.hub
 	for {
-		if s.closed {
-			return Frame{}, false, nil, ErrClosed
-		}
-		if s.next < h.first || (s.maxBacklog > 0 && h.end()-s.next > uint64(s.maxBacklog)) {
-			return Frame{}, false, nil, ErrLagged
-		}
-		if s.next == h.end() {
-			if h.closed {
-				return Frame{}, false, nil, io.EOF
-			}
-			return Frame{}, false, h.wait(), nil
-		}
-		fr := h.at(s.next)
-		s.next++
-		if s.lossless && s.next-1 == h.first {
-			r.space.Broadcast()
-		}
-		if s.wants(fr) {
+		fr, _, ok, err := r.hub.Next(&s.rd)
+		switch {
+		case err != nil:
+			return Frame{}, false, nil, readError(err)
+		case !ok:
+			return Frame{}, false, r.hub.Wait(), nil
+		case s.wants(fr):
 			return *fr, true, nil, nil
 		}
 	}
+}
+
+// readError is the subscription's error for a fanout read error:
+// ErrClosed, ErrLagged, or io.EOF once the runtime is closed and read.
+func readError(err error) error {
+	switch {
+	case errors.Is(err, fanout.ErrReaderClosed):
+		return ErrClosed
+	case errors.Is(err, fanout.ErrLagged):
+		return ErrLagged
+	}
+	return err
 }
 
 // wants applies the connection's filters: snapshot envelopes only for
@@ -379,7 +303,7 @@ func (s *Subscription) Resync() protocol.Snapshot {
 	defer r.mu.Unlock()
 	r.logMu.Lock()
 	defer r.logMu.Unlock()
-	s.next = r.hub.end()
+	r.hub.SkipToEnd(&s.rd)
 	return r.snapshotLocked()
 }
 
@@ -405,11 +329,6 @@ func (s *Subscription) Close() {
 		return
 	}
 	s.closed = true
-	r.hub.subs = slices.DeleteFunc(r.hub.subs, func(x *Subscription) bool { return x == s })
 	s.conn.subs = slices.DeleteFunc(s.conn.subs, func(x *Subscription) bool { return x == s })
-	if r.hub.notify != nil {
-		close(r.hub.notify)
-		r.hub.notify = nil
-	}
-	r.space.Broadcast()
+	r.hub.CloseReader(&s.rd)
 }

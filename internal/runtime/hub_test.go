@@ -32,12 +32,26 @@ func newBare(t *testing.T, cfg Config) *Runtime {
 	return rt
 }
 
+// newLossless returns a started runtime whose ring holds frames frames
+// (0: the default) and the lossless subscription, from the oldest frame,
+// of its local connection: the stdio writer's.
+func newLossless(t *testing.T, frames int) (*Runtime, *Subscription) {
+	t.Helper()
+	rt := newBare(t, Config{BufferFrames: frames})
+	c, _ := rt.Connect(ConnectOptions{ID: "local", Local: true})
+	sub, err := c.Subscribe(SubscribeOptions{From: FromOldest, Lossless: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt, sub
+}
+
 func status(i int) protocol.Status { return protocol.Status{Message: fmt.Sprintf("s%d", i)} }
 
-// drain reads every frame available now.
-func drain(t *testing.T, s *Subscription) []string {
+// ready reads every frame available now.
+func ready(t *testing.T, s *Subscription) []Frame {
 	t.Helper()
-	var out []string
+	var out []Frame
 	for {
 		f, ok, err := s.TryNext()
 		if err != nil {
@@ -46,8 +60,18 @@ func drain(t *testing.T, s *Subscription) []string {
 		if !ok {
 			return out
 		}
+		out = append(out, f)
+	}
+}
+
+// drain reads the status messages of every frame available now.
+func drain(t *testing.T, s *Subscription) []string {
+	t.Helper()
+	var out []string
+	for _, f := range ready(t, s) {
 		out = append(out, f.Message.(protocol.Status).Message)
 	}
+	return out
 }
 
 // TestLosslessBackpressure: a lossless subscription that does not read
@@ -57,12 +81,7 @@ func drain(t *testing.T, s *Subscription) []string {
 func TestLosslessBackpressure(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		rt := newBare(t, Config{BufferFrames: 4})
-		c, _ := rt.Connect(ConnectOptions{ID: "local", Local: true})
-		sub, err := c.Subscribe(SubscribeOptions{From: FromOldest, Lossless: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		rt, sub := newLossless(t, 4)
 		published := make(chan int, 100)
 		go func() {
 			for i := range 10 {
@@ -84,7 +103,7 @@ func TestLosslessBackpressure(t *testing.T) {
 			got = append(got, f.Message.(protocol.Status).Message)
 			synctest.Wait()
 			rt.logMu.Lock()
-			n := rt.hub.n
+			n := rt.hub.Len()
 			rt.logMu.Unlock()
 			if n > 4 {
 				t.Fatalf("ring holds %d frames, bound is 4", n)
@@ -188,13 +207,10 @@ func TestFilters(t *testing.T) {
 	rt.publish(protocol.ToolStart{CallID: "c"}, "")
 	types := func(s *Subscription) []string {
 		var out []string
-		for {
-			f, ok, err := s.TryNext()
-			if err != nil || !ok {
-				return out
-			}
+		for _, f := range ready(t, s) {
 			out = append(out, f.Message.MessageType())
 		}
+		return out
 	}
 	for _, tt := range []struct {
 		name string
@@ -215,9 +231,7 @@ func TestFilters(t *testing.T) {
 // buffered, then io.EOF.
 func TestCloseEndsSubscriptions(t *testing.T) {
 	t.Parallel()
-	rt := newBare(t, Config{})
-	c, _ := rt.Connect(ConnectOptions{ID: "local", Local: true})
-	s, _ := c.Subscribe(SubscribeOptions{From: FromOldest, Lossless: true})
+	rt, s := newLossless(t, 0)
 	rt.publish(status(0), "")
 	rt.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -271,5 +285,51 @@ func TestReducerBuffers(t *testing.T) {
 	s = st.snapshot("")
 	if s.CurrentResponse != nil || s.IsResponding || len(s.ActiveTools) != 0 || len(s.TrackedTools) != 0 || *s.LastResponseDurationMS != 5 {
 		t.Errorf("after the ends: %+v", s)
+	}
+}
+
+// BenchmarkPublish publishes one status per iteration to N lossy
+// subscriptions (SSE streams without transport), each read on its own
+// goroutine, and waits until every one has it: ns/op is the publish path
+// (encode, validate, reduce, buffer) plus the fan-out to N readers.
+func BenchmarkPublish(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("subscribers=%d", n), func(b *testing.B) {
+			rt, err := New(Config{Provider: &capture{}, Tools: func(context.Context) (*toolSet, error) { return nil, nil }})
+			if err != nil {
+				b.Fatal(err)
+			}
+			c, _ := rt.Connect(ConnectOptions{ID: "bench", Passive: true})
+			got := make(chan struct{}, n)
+			done := make(chan struct{}, n)
+			for range n {
+				s, err := c.Subscribe(SubscribeOptions{From: FromNow})
+				if err != nil {
+					b.Fatal(err)
+				}
+				go func() {
+					defer func() { done <- struct{}{} }()
+					for {
+						if _, err := s.Next(context.Background()); err != nil {
+							return
+						}
+						got <- struct{}{}
+					}
+				}()
+			}
+			m := protocol.Status{Message: "working"}
+			b.ResetTimer()
+			for range b.N {
+				rt.publish(m, "")
+				for range n {
+					<-got
+				}
+			}
+			b.StopTimer()
+			rt.Close()
+			for range n {
+				<-done
+			}
+		})
 	}
 }

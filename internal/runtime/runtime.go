@@ -194,7 +194,6 @@ type Runtime struct {
 	// unlogged counts the cursors taken by snapshot envelopes, which the
 	// Log does not record (cursorLocked).
 	logMu    sync.Mutex
-	space    *sync.Cond
 	hub      hub
 	state    state
 	cursor   int64
@@ -283,13 +282,7 @@ func New(cfg Config) (*Runtime, error) {
 		history:  slices.Clone(cfg.History),
 		done:     make(chan struct{}),
 	}
-	r.space = sync.NewCond(&r.logMu)
-	r.hub = hub{frames: make([]Frame, cfg.BufferFrames), maxBytes: cfg.BufferBytes, first: 1}
-	if cfg.Log != nil {
-		// The cursors of a log resumed or restored before this runtime
-		// are not buffered: resuming before them is a replay gap.
-		r.hub.evicted = cfg.Log.Cursor()
-	}
+	r.hub = newHub(&r.logMu, cfg)
 	if cfg.Utilities != nil {
 		r.util = cfg.Utilities(func(m protocol.Message) { r.publish(m, "") })
 	}

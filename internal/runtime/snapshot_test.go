@@ -44,14 +44,7 @@ func (l *countLog) Cursor() int64 {
 func read(t *testing.T, s *Subscription) []string {
 	t.Helper()
 	var out []string
-	for {
-		f, ok, err := s.TryNext()
-		if err != nil {
-			t.Fatalf("TryNext: %v", err)
-		}
-		if !ok {
-			return out
-		}
+	for _, f := range ready(t, s) {
 		typ := f.Message.MessageType()
 		switch e := f.Message.(type) {
 		case protocol.SnapshotEnvelope:
@@ -71,6 +64,7 @@ func read(t *testing.T, s *Subscription) []string {
 		}
 		out = append(out, fmt.Sprintf("%s@%d", typ, f.Cursor))
 	}
+	return out
 }
 
 // TestPublishSnapshotTakesCursor: a snapshot envelope published into the
@@ -132,8 +126,8 @@ func TestPublishSnapshotTakesCursor(t *testing.T) {
 				t.Errorf("replay after %d: %s, want %s", b+1, got, want)
 			}
 			var env []byte
-			for seq := rt.hub.first; seq < rt.hub.end(); seq++ {
-				if f := rt.hub.at(seq); f.Cursor == b+2 {
+			for cursor, f := range rt.hub.All() {
+				if cursor == b+2 {
 					env = f.Data
 				}
 			}
@@ -210,9 +204,7 @@ func TestSubscriptionCursor(t *testing.T) {
 func TestPublishSnapshotWaitsForLossless(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		rt := newBare(t, Config{BufferFrames: 2})
-		local, _ := rt.Connect(ConnectOptions{ID: "local", Local: true})
-		stdio, _ := local.Subscribe(SubscribeOptions{From: FromOldest, Lossless: true})
+		rt, stdio := newLossless(t, 2)
 		for range read(t, stdio) { // whatever connecting published
 		}
 		b := rt.Cursor()

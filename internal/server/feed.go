@@ -2,15 +2,38 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"sync"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/api"
+	"github.com/maestro-run/maestro/internal/fanout"
+	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/store"
 )
 
-// feedWindow is how many of a job's most recent events a feed keeps for its
-// streams; a stream further behind reads the store itself.
-const feedWindow = 4096
+// The job event stream: a job's log read by every stream following it
+// through one shared feed, the job side of the cursor fan-out
+// (internal/fanout) that the headless runtime uses for sessions.
+// docs/remote-attach.md ("Fan-out") and docs/api.md ("Event stream (SSE)")
+// document the window and the resume rules.
+
+// Limits of a feed's window of recent events: a stream further behind
+// (resuming from an old Last-Event-ID, or one that fell behind) reads the
+// store itself, which holds every event.
+const (
+	feedWindow      = 4096
+	feedWindowBytes = 8 << 20
+)
+
+// streamRetry is the reconnection delay the stream suggests to
+// EventSource clients.
+const streamRetry = 2 * time.Second
+
+// maxKeptEvents is the largest read buffer a stream keeps between reads:
+// a thousand streams must not each hold a window's worth after catching up.
+const maxKeptEvents = 64
 
 // feeds shares one reader of each followed job's event log among all the
 // streams following it in this process: on a wake-up the feed reads the
@@ -31,11 +54,9 @@ type feed struct {
 	refs   int // guarded by feeds.mu
 	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	events  []store.JobEvent // the most recent events read, in order
-	last    int64            // the highest sequence number read
-	changed chan struct{}    // closed (and replaced) when events arrive
-	closed  bool             // the feed stopped (store closed)
+	mu   sync.Mutex
+	ring *fanout.Ring[store.JobEvent] // the most recent events read, by seq
+	last int64                        // the highest sequence number read
 }
 
 func newFeeds(st store.Store, poll time.Duration) *feeds {
@@ -63,7 +84,10 @@ func (fs *feeds) join(ctx context.Context, id int64) (*feed, func(), error) {
 			cancel()
 			return nil, nil, err
 		}
-		f = &feed{id: id, cancel: cancel, last: j.LastSeq, changed: make(chan struct{})}
+		f = &feed{id: id, cancel: cancel, last: j.LastSeq}
+		// The events up to LastSeq are not in the window: a stream
+		// after an earlier seq reads them from the store.
+		f.ring = fanout.New[store.JobEvent](&f.mu, fanout.Limits{Frames: feedWindow, Bytes: feedWindowBytes}, j.LastSeq)
 		fs.m[id] = f
 		go fs.run(fctx, f, sub)
 	}
@@ -88,8 +112,7 @@ func (fs *feeds) run(ctx context.Context, f *feed, sub *store.Subscription) {
 	defer sub.Close()
 	defer func() {
 		f.mu.Lock()
-		f.closed = true
-		close(f.changed)
+		f.ring.Close()
 		f.mu.Unlock()
 		if fs.onStopped != nil {
 			fs.onStopped()
@@ -120,13 +143,10 @@ func (fs *feeds) run(ctx context.Context, f *feed, sub *store.Subscription) {
 			}
 			if len(events) > 0 {
 				f.mu.Lock()
-				f.events = append(f.events, events...)
-				if n := len(f.events); n > feedWindow {
-					f.events = append([]store.JobEvent(nil), f.events[n-feedWindow:]...)
+				for _, e := range events {
+					f.ring.Push(e.Seq, len(e.Data), e)
 				}
 				f.last = events[len(events)-1].Seq
-				close(f.changed)
-				f.changed = make(chan struct{})
 				f.mu.Unlock()
 			}
 			if len(events) < store.MaxListLimit {
@@ -136,22 +156,133 @@ func (fs *feeds) run(ctx context.Context, f *feed, sub *store.Subscription) {
 	}
 }
 
-// since returns the feed's events after seq `after` and a channel closed
-// when more arrive. ok is false when the feed does not hold every event
-// after `after` (the stream must read the store), and closed is true when
-// the feed has stopped.
-func (f *feed) since(after int64) (events []store.JobEvent, wait <-chan struct{}, ok, closed bool) {
+// since appends the feed's events after seq `after` to dst and returns
+// them with a channel closed when more arrive. ok is false when the feed
+// does not hold every event after `after` (the stream must read the
+// store), and closed is true when the feed has stopped.
+func (f *feed) since(dst []store.JobEvent, after int64) (events []store.JobEvent, wait <-chan struct{}, ok, closed bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed {
-		return nil, nil, false, true
+	if f.ring.Closed() {
+		return dst, nil, false, true
 	}
-	if after >= f.last {
-		return nil, f.changed, true, false
+	events, err := f.ring.AppendAfter(dst, after)
+	return events, f.ring.Wait(), err == nil, false
+}
+
+// streamEvents sends the events after seq `after`, then every new one as
+// it is appended, until the job is finished (then `event: end`) or the
+// client goes away. Events are read by sequence number, so a reconnecting
+// client that sends Last-Event-ID gets exactly the events it missed. New
+// events come from the job's shared feed (one store read per wake-up for
+// all the streams following the job in this process); a stream that is
+// behind the feed's window reads the store itself.
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id, after int64) {
+	ctx := r.Context()
+	// Join the feed (subscribed to the job's wake-ups) before the first
+	// read, so nothing appended in between is missed.
+	f, leave, err := s.feeds.join(ctx, id)
+	if err != nil {
+		s.storeError(w, r, err)
+		return
 	}
-	if len(f.events) == 0 || f.events[0].Seq > after+1 {
-		return nil, f.changed, false, false
+	defer leave()
+	// The job's state as of its event LastSeq. From then on the stream
+	// tracks the state through the status events it sends (every state
+	// change appends one in the same transaction).
+	j, err := s.st.GetJob(ctx, id)
+	if err != nil {
+		s.storeError(w, r, err)
+		return
 	}
-	i := int(after + 1 - f.events[0].Seq)
-	return f.events[i:], f.changed, true, false
+	state := j.State
+	sse := httpedge.StartSSE(w, 0)
+	defer sse.Close()
+	// A retry hint for EventSource clients, and the headers out at once.
+	if sse.Retry(streamRetry) != nil || sse.Flush() != nil {
+		return
+	}
+	send := func(events []store.JobEvent) error {
+		for _, e := range events {
+			if e.Seq <= after {
+				continue
+			}
+			data, _ := json.Marshal(e)
+			if err := sse.Event(e.Seq, string(e.Type), data); err != nil {
+				return err
+			}
+			after = e.Seq
+			if e.Type == store.EventTypeStatus {
+				var st store.StatusEvent
+				if json.Unmarshal(e.Data, &st) == nil && st.State.Valid() {
+					state = st.State
+				}
+			}
+		}
+		return nil
+	}
+	keep := time.NewTicker(s.cfg.KeepAlive)
+	defer keep.Stop()
+	var buf []store.JobEvent
+	for {
+		events, wait, ok, closed := f.since(buf[:0], after)
+		if closed {
+			sse.Flush()
+			return // the store closed (shutdown); the client reconnects
+		}
+		if !ok {
+			// Behind the feed's window: read the store, then look again.
+			events, err := s.st.ReadJobEvents(ctx, id, after, store.MaxListLimit)
+			if err != nil {
+				s.sseError(sse, r, err)
+				sse.Flush()
+				return
+			}
+			if len(events) > 0 {
+				if send(events) != nil {
+					return
+				}
+				continue
+			}
+		}
+		if send(events) != nil {
+			return
+		}
+		if cap(events) <= maxKeptEvents {
+			clear(events) // the stream keeps no event beyond its send
+			buf = events
+		} else {
+			buf = nil
+		}
+		// Every event up to the job's LastSeq when the stream began was
+		// sent, so a finished state here is final.
+		if state.Terminal() && after >= j.LastSeq {
+			data, _ := json.Marshal(api.StreamEnd{State: state, LastSeq: after})
+			sse.Event(0, api.StreamEndEvent, data)
+			sse.Flush()
+			return
+		}
+		if sse.Flush() != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wait:
+		case <-keep.C:
+			if sse.Comment("keepalive") != nil || sse.Flush() != nil {
+				return
+			}
+		}
+	}
+}
+
+// sseError reports an error inside a stream as an `event: error`.
+func (s *Server) sseError(sse *httpedge.SSE, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		return
+	}
+	s.log.Error("event stream", "path", r.URL.Path, "err", err)
+	data, _ := json.Marshal(api.Error{Error: "reading the job's events failed; reconnect with Last-Event-ID"})
+	sse.Event(0, api.StreamErrorEvent, data)
 }

@@ -1,13 +1,10 @@
 package server
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/store"
@@ -153,117 +150,3 @@ func (s *Server) jobEvents(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// streamEvents sends the events after seq `after`, then every new one as
-// it is appended, until the job is finished (then `event: end`) or the
-// client goes away. Events are read by sequence number, so a reconnecting
-// client that sends Last-Event-ID gets exactly the events it missed. New
-// events come from the job's shared feed (one store read per wake-up for
-// all the streams following the job in this process); a stream that is
-// behind the feed's window reads the store itself.
-func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id, after int64) {
-	ctx := r.Context()
-	// Join the feed (subscribed to the job's wake-ups) before the first
-	// read, so nothing appended in between is missed.
-	f, leave, err := s.feeds.join(ctx, id)
-	if err != nil {
-		s.storeError(w, r, err)
-		return
-	}
-	defer leave()
-	// The job's state as of its event LastSeq. From then on the stream
-	// tracks the state through the status events it sends (every state
-	// change appends one in the same transaction).
-	j, err := s.st.GetJob(ctx, id)
-	if err != nil {
-		s.storeError(w, r, err)
-		return
-	}
-	state := j.State
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriterSize(w, 32<<10)
-	flush := func() error {
-		if err := bw.Flush(); err != nil {
-			return err
-		}
-		return rc.Flush()
-	}
-	// A retry hint for EventSource clients, and the headers out at once.
-	fmt.Fprintf(bw, "retry: 2000\n\n")
-	if flush() != nil {
-		return
-	}
-	send := func(events []store.JobEvent) {
-		for _, e := range events {
-			if e.Seq <= after {
-				continue
-			}
-			data, _ := json.Marshal(e)
-			fmt.Fprintf(bw, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, data)
-			after = e.Seq
-			if e.Type == store.EventTypeStatus {
-				var st store.StatusEvent
-				if json.Unmarshal(e.Data, &st) == nil && st.State.Valid() {
-					state = st.State
-				}
-			}
-		}
-	}
-	keep := time.NewTicker(s.cfg.KeepAlive)
-	defer keep.Stop()
-	for {
-		events, wait, ok, closed := f.since(after)
-		if closed {
-			flush()
-			return // the store closed (shutdown); the client reconnects
-		}
-		if !ok {
-			// Behind the feed's window: read the store, then look again.
-			events, err := s.st.ReadJobEvents(ctx, id, after, store.MaxListLimit)
-			if err != nil {
-				s.sseError(bw, r, err)
-				flush()
-				return
-			}
-			if len(events) > 0 {
-				send(events)
-				continue
-			}
-		}
-		send(events)
-		// Every event up to the job's LastSeq when the stream began was
-		// sent, so a finished state here is final.
-		if state.Terminal() && after >= j.LastSeq {
-			data, _ := json.Marshal(api.StreamEnd{State: state, LastSeq: after})
-			fmt.Fprintf(bw, "event: %s\ndata: %s\n\n", api.StreamEndEvent, data)
-			flush()
-			return
-		}
-		if flush() != nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-wait:
-		case <-keep.C:
-			if _, err := bw.WriteString(": keepalive\n\n"); err != nil || flush() != nil {
-				return
-			}
-		}
-	}
-}
-
-// sseError reports an error inside a stream as an `event: error`.
-func (s *Server) sseError(bw *bufio.Writer, r *http.Request, err error) {
-	if r.Context().Err() != nil {
-		return
-	}
-	s.log.Error("event stream", "path", r.URL.Path, "err", err)
-	data, _ := json.Marshal(api.Error{Error: "reading the job's events failed; reconnect with Last-Event-ID"})
-	fmt.Fprintf(bw, "event: %s\ndata: %s\n\n", api.StreamErrorEvent, data)
-}

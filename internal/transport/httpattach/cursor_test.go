@@ -19,7 +19,7 @@ func (e envelope) cursor() int64 {
 }
 
 // strictClient applies envelopes by the rule of the Rust remote
-// transport (contract §12): a message, snapshot or reset envelope only
+// transport (wire contract §12): a message, snapshot or reset envelope only
 // when its cursor is greater than the last one applied; a heartbeat may
 // equal it, and one below it is an error.
 type strictClient struct {
@@ -189,10 +189,7 @@ func TestStrictClientKeepsSnapshots(t *testing.T) {
 // applied: reset{replay_gap} for an evicted cursor and reset{lagged}.
 func TestStrictClientResets(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, options{bufferFrames: 16})
-	id := s.createSession(nil)
-	c := s.subscribe(id, map[string]any{"role": "controller"})
-	statuses(t, s, id, c.SubscriptionID, 40)
+	s, id, c := evictedSession(t)
 	for _, from := range []int64{-1, 0, 1, 5} {
 		st := s.open(id, "cursor="+strconv.FormatInt(from, 10), nil)
 		sc := &strictClient{t: t, name: "cursor=" + strconv.FormatInt(from, 10), last: from}

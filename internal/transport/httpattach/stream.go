@@ -2,17 +2,16 @@ package httpattach
 
 import (
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"sync"
-	"time"
 
+	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/runtime"
 )
 
-// events serves GET …/events: an SSE stream of envelopes (contract §12).
+// events serves GET …/events: an SSE stream of envelopes (wire contract §12).
 //
 // With subscriptionId (query or subscriber header) it attaches that
 // explicit subscription: frames queued since /subscribe come first and
@@ -87,24 +86,13 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	kick := s.attach(sub)
 	defer s.detach(sub)
 
-	hd := w.Header()
-	hd.Set("Content-Type", "text/event-stream")
-	hd.Set("Cache-Control", "no-cache")
-	hd.Set("Connection", "keep-alive")
-	hd.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	st := &stream{h: h, s: s, sub: sub, w: w, rc: http.NewResponseController(w)}
-	if first != nil {
-		if !st.write(first) {
-			return
-		}
-	}
-	if !st.flush() {
+	st := &stream{s: s, sub: sub, sse: httpedge.StartSSE(w, h.cfg.WriteTimeout)}
+	defer st.sse.Close()
+	if !st.write(first) || !st.flush() {
 		return
 	}
 	ticks, stopTicker := h.cfg.NewTicker(h.cfg.Heartbeat)
 	defer stopTicker()
-	defer st.rc.SetWriteDeadline(time.Time{})
 	for {
 		if !st.drain() {
 			return
@@ -252,12 +240,10 @@ func heartbeatEnvelope(cursor int64) []byte {
 
 // stream writes envelopes to one SSE response.
 type stream struct {
-	h   *Handler
 	s   *session
 	sub *subscription
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	buf []byte
+	sse *httpedge.SSE
+	env []byte // the message envelope being written
 }
 
 // drainBatch is how many frames are written between flushes.
@@ -277,10 +263,7 @@ func (st *stream) drain() bool {
 			}
 			n++
 			continue
-		case errors.Is(err, io.EOF):
-			st.flush()
-			return false
-		case err != nil:
+		case err != nil: // io.EOF: the runtime closed; or the subscription did
 			st.flush()
 			return false
 		case !ok:
@@ -308,12 +291,9 @@ func messageEnvelope(dst []byte, f runtime.Frame) []byte {
 	return append(dst, '}')
 }
 
-// write sends one "data: <envelope>\n\n" frame under the write deadline.
+// write sends one envelope as an SSE data event.
 func (st *stream) write(env []byte) bool {
-	if env == nil {
-		return true
-	}
-	return st.send(append(append(append(st.buf[:0], "data: "...), env...), '\n', '\n'))
+	return env == nil || st.sse.Data(env) == nil
 }
 
 // writeFrame sends a frame: a message envelope, or a snapshot envelope
@@ -322,28 +302,16 @@ func (st *stream) writeFrame(f runtime.Frame) bool {
 	if f.Envelope {
 		return st.write(f.Data)
 	}
-	return st.send(append(messageEnvelope(append(st.buf[:0], "data: "...), f), '\n', '\n'))
-}
-
-// maxKeptBuffer is the largest write buffer a stream keeps between
-// writes: snapshots can be large, and a thousand idle streams must not
-// each hold one.
-const maxKeptBuffer = 16 << 10
-
-func (st *stream) send(frame []byte) bool {
-	if cap(frame) <= maxKeptBuffer {
-		st.buf = frame[:0]
-	} else {
-		st.buf = nil
+	st.env = messageEnvelope(st.env[:0], f)
+	ok := st.write(st.env)
+	if cap(st.env) > maxKeptEnvelope {
+		st.env = nil
 	}
-	_ = st.rc.SetWriteDeadline(time.Now().Add(st.h.cfg.WriteTimeout))
-	_, err := st.w.Write(frame)
-	return err == nil
+	return ok
 }
 
-func (st *stream) flush() bool {
-	if err := st.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return false
-	}
-	return true
-}
+// maxKeptEnvelope is the largest envelope buffer a stream keeps between
+// frames: a thousand idle streams must not each hold a large one.
+const maxKeptEnvelope = 4 << 10
+
+func (st *stream) flush() bool { return st.sse.Flush() == nil }

@@ -24,6 +24,17 @@ func statuses(t *testing.T, s *server, id, subID string, n int) {
 	}
 }
 
+// evictedSession returns a session whose ring (16 frames) has evicted the
+// first of 40 statuses sent by its controller subscription c.
+func evictedSession(t *testing.T) (s *server, id string, c subSnap) {
+	t.Helper()
+	s = newServer(t, options{bufferFrames: 16})
+	id = s.createSession(nil)
+	c = s.subscribe(id, map[string]any{"role": "controller"})
+	statuses(t, s, id, c.SubscriptionID, 40)
+	return s, id, c
+}
+
 // TestCursorReplayOrder: ?cursor=N replays exactly the buffered messages
 // after N, in cursor order, then live ones.
 func TestCursorReplayOrder(t *testing.T) {
@@ -65,10 +76,7 @@ func TestCursorReplayOrder(t *testing.T) {
 // reset{replay_gap} with a snapshot, then live frames.
 func TestReplayGap(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, options{bufferFrames: 16})
-	id := s.createSession(nil)
-	c := s.subscribe(id, map[string]any{"role": "controller"})
-	statuses(t, s, id, c.SubscriptionID, 40)
+	s, id, c := evictedSession(t)
 	var cur struct {
 		Cursor int64 `json:"cursor"`
 	}
