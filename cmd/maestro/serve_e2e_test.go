@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/queue"
+	"github.com/maestro-run/maestro/internal/store"
 )
 
 // lockedBuffer is a goroutine-safe buffer for a process's stderr.
@@ -151,7 +152,7 @@ func TestServeRunsWithoutModel(t *testing.T) {
 	var movements []string
 	for line := range strings.Lines(out) {
 		var ev struct {
-			Type string `json:"type"`
+			Type store.JobEventKind `json:"type"`
 			Data json.RawMessage
 		}
 		if err := json.Unmarshal([]byte(line), &ev); err != nil {
@@ -167,9 +168,9 @@ func TestServeRunsWithoutModel(t *testing.T) {
 		}
 		json.Unmarshal(ev.Data, &inner)
 		switch {
-		case ev.Type == "protocol" && inner.Type == "ready":
+		case ev.Type == store.JobEventProtocol && inner.Type == "ready":
 			badged = inner.ExecutorType == "replay"
-		case ev.Type == "run_event" && inner.Kind == "movement_started":
+		case ev.Type == store.JobEventRunEvent && inner.Kind == "movement_started":
 			movements = append(movements, inner.Data.Movement)
 		}
 	}

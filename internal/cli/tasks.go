@@ -694,7 +694,7 @@ func (c *apiClient) streamOnce(ctx context.Context, ios *IOStreams, log *jobLog,
 					log.add([]byte(data), e)
 					*after = e.Seq
 					got = true
-					if e.Type == store.EventTypeStatus && !log.asJSON {
+					if e.Type == store.JobEventStatus && !log.asJSON {
 						var s store.StatusEvent
 						json.Unmarshal(e.Data, &s)
 						if s.State == store.StateWaitingHuman {

@@ -71,9 +71,9 @@ func (l *jobLog) add(raw []byte, e store.JobEvent) {
 		return
 	}
 	switch e.Type {
-	case store.EventTypeStatus:
+	case store.JobEventStatus:
 		l.status(e)
-	case "comment":
+	case store.JobEventComment:
 		var c struct {
 			AuthorKind string `json:"author_kind"`
 			Author     string `json:"author"`
@@ -81,14 +81,14 @@ func (l *jobLog) add(raw []byte, e store.JobEvent) {
 		}
 		json.Unmarshal(e.Data, &c)
 		l.line(e, fmt.Sprintf("comment from %s: %s", c.AuthorKind, firstLine(c.Body, 200)))
-	case "run_event":
+	case store.JobEventRunEvent:
 		var rec engine.Record
 		if err := json.Unmarshal(e.Data, &rec); err != nil {
 			l.raw(e)
 			return
 		}
 		l.runEvent(rec.Event)
-	case "protocol":
+	case store.JobEventProtocol:
 		m, err := protocol.DecodeServer(e.Data)
 		if err != nil {
 			l.raw(e)
@@ -305,7 +305,7 @@ func (l *jobLog) protocol(e store.JobEvent, m protocol.Message) {
 // raw prints an event this renderer has no view for: its type, inner
 // kind and data, shortened.
 func (l *jobLog) raw(e store.JobEvent) {
-	label, body := e.Type, e.Data
+	label, body := string(e.Type), e.Data
 	// Engine run events ({"kind", "data"}) and agent protocol messages
 	// ({"type", …}) are labelled by their own kind.
 	var inner struct {

@@ -48,19 +48,6 @@ type EngineRunnerConfig struct {
 // (benchmarks, health checks).
 const NoopPiece = "noop"
 
-// Job event types the engine runner appends (besides the store's own
-// "status" events).
-const (
-	// EventNoop is the one event of a "noop" job.
-	EventNoop = "noop"
-	// EventRunEvent carries an engine run event (engine.Record JSON:
-	// {"kind", "run_id", "seq", "time", "data"}).
-	EventRunEvent = "run_event"
-	// EventProtocol carries an agent-loop protocol event (the headless
-	// protocol message JSON, with its "type").
-	EventProtocol = "protocol"
-)
-
 // Payload is the part of a job's JSON payload the engine runner reads.
 type Payload struct {
 	// Replay is a replay scenario (JSON or YAML text, or a JSON object)
@@ -100,7 +87,7 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 		name = j.Task.Piece
 	}
 	if name == NoopPiece {
-		if err := j.Emit(ctx, store.NewJobEvent{Type: EventNoop, Data: json.RawMessage(`{"result":"ok"}`)}); err != nil {
+		if err := j.Emit(ctx, store.NewJobEvent{Type: store.JobEventNoop, Data: json.RawMessage(`{"result":"ok"}`)}); err != nil {
 			return Result{State: store.StateFailed, Error: "noop: " + err.Error()}
 		}
 		return Result{State: store.StateSucceeded, Result: "ok"}
@@ -353,7 +340,7 @@ func (e *emitter) RunEvent(r engine.Record) {
 	if err != nil {
 		return
 	}
-	e.add(store.NewJobEvent{Type: EventRunEvent, Data: data})
+	e.add(store.NewJobEvent{Type: store.JobEventRunEvent, Data: data})
 	switch ms := r.Event.(type) {
 	case engine.MovementStarted:
 		_ = e.j.Checkpoint(e.ctx, ms.Movement, nil)
@@ -368,7 +355,7 @@ func (e *emitter) Event(m protocol.Message) {
 	if err != nil {
 		return
 	}
-	e.add(store.NewJobEvent{Type: EventProtocol, Data: data})
+	e.add(store.NewJobEvent{Type: store.JobEventProtocol, Data: data})
 }
 
 // Message implements agent.Sink; conversation messages stay in the run

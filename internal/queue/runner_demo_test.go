@@ -33,7 +33,7 @@ func readJobRun(t *testing.T, st store.Store, jobID int64) jobRun {
 	byID := map[string]int{}
 	for _, e := range events(t, st, jobID) {
 		switch e.Type {
-		case queue.EventRunEvent:
+		case store.JobEventRunEvent:
 			var r engine.Record
 			if err := json.Unmarshal(e.Data, &r); err != nil {
 				t.Fatalf("run_event %s: %v", e.Data, err)
@@ -44,7 +44,7 @@ func readJobRun(t *testing.T, st store.Store, jobID int64) jobRun {
 			if ms, ok := r.Event.(*engine.MovementStarted); ok {
 				out.movements = append(out.movements, ms.Movement)
 			}
-		case queue.EventProtocol:
+		case store.JobEventProtocol:
 			m, err := protocol.DecodeServer(e.Data)
 			if err != nil {
 				t.Fatalf("protocol event %s: %v", e.Data, err)

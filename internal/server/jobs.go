@@ -211,7 +211,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id, after 
 			data, _ := json.Marshal(e)
 			fmt.Fprintf(bw, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, data)
 			after = e.Seq
-			if e.Type == store.EventTypeStatus {
+			if e.Type == store.JobEventStatus {
 				var st store.StatusEvent
 				if json.Unmarshal(e.Data, &st) == nil && st.State.Valid() {
 					state = st.State
