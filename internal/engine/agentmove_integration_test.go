@@ -160,7 +160,7 @@ movements:
 		t.Fatal(err)
 	}
 	rec := &recorder{}
-	e, err := New(Config{Provider: replay.New(scen), Workspace: root, RunDir: t.TempDir(), Sink: rec, Events: rec,
+	e, err := New(Config{Provider: replay.New(scen), Workspace: root, RunDir: t.TempDir(), Sink: rec, Events: WithStatusLines(rec, rec),
 		Agents: AgentRunnerFunc(func(_ context.Context, agentID string) (*AgentCLI, error) {
 			if agentID != id {
 				return nil, fmt.Errorf("unexpected agent %q", agentID)

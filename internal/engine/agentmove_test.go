@@ -88,7 +88,7 @@ func newAgentHarness(t *testing.T) *agentHarness {
 	h.prov = &recording{Provider: replay.New(scen)}
 	env := append(os.Environ(), "PATH="+agents+string(os.PathListSeparator)+os.Getenv("PATH"), "FAKE_STATE="+h.state)
 	h.cfg = Config{
-		Provider: h.prov, Workspace: root, Sink: h, Events: h.rec, RunDir: t.TempDir(),
+		Provider: h.prov, Workspace: root, Sink: h, Events: WithStatusLines(h.rec, h), RunDir: t.TempDir(),
 		Agents: AgentRunnerFunc(func(_ context.Context, id string) (*AgentCLI, error) {
 			if id != def.ID {
 				return nil, fmt.Errorf("unknown agent %q", id)

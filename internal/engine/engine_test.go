@@ -185,7 +185,7 @@ func newHarness(t *testing.T, scenario string, tune ...func(*Config)) *harness {
 	h := &harness{t: t, ws: root.Dir(), root: root, lib: testLibrary(t), rec: &recorder{}}
 	h.prov = &recording{Provider: replay.New(loadScenario(t, scenario))}
 	h.cfg = Config{
-		Provider: h.prov, Workspace: root, Library: h.lib, Sink: h.rec, Events: h.rec,
+		Provider: h.prov, Workspace: root, Library: h.lib, Sink: h.rec, Events: WithStatusLines(h.rec, h.rec),
 		Sandbox: sandboxtest.Off(t, sandbox.Config{}),
 	}
 	for _, f := range tune {

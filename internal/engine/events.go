@@ -12,7 +12,8 @@ import (
 // EventKind names a run event. Run events are workflow-level facts
 // (a movement started, a transition, a pressure step, the run completed);
 // they are not headless-protocol messages. They go to the run's event log
-// as [Record]s, and each also appears as a protocol status line.
+// as [Record]s, once; a surface that speaks only the protocol shows each as
+// a status line (WithStatusLines).
 type EventKind string
 
 // The run event kinds.

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/llm"
@@ -140,65 +139,38 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 		executor = protocol.ExecutorReplay
 	}
 	em.Event(protocol.Ready{ProtocolVersion: protocol.Version, Model: prov.Model(), Provider: prov.Name(), SessionID: nil, ExecutorType: executor})
-	ecfg := engine.Config{
-		Provider: prov, Workspace: root, RunDir: stateDir, JobWorkspace: true,
-		Sandbox: r.cfg.Sandbox, FileLimits: r.cfg.FileLimits, Library: lib, Sink: em, Events: em, Agents: r.cfg.Agents,
+	task := strings.TrimSpace(j.Task.Title + "\n\n" + j.Task.Body)
+	if task == "" {
+		task = pl.Task
 	}
-	if executor == protocol.ExecutorReplay {
-		ecfg.ContextWindow = 200_000
-	}
-	e, err := engine.New(ecfg)
-	if err != nil {
-		return Result{State: store.StateFailed, Error: err.Error()}
-	}
-
-	var out *engine.Outcome
-	var runErr error
-	hasRun, err := engine.HasState(stateDir)
-	if err != nil {
-		return Result{State: store.StateFailed, Error: fmt.Sprintf("read the run state: %v", err)}
-	}
-	if hasRun {
-		st, err := engine.LoadState(stateDir)
+	if task == "" {
+		// Only a new run needs the task; a run found in state/ has it.
+		has, err := engine.HasState(stateDir)
 		if err != nil {
-			return Result{State: store.StateFailed, NoRetry: true, Error: fmt.Sprintf("read the run state: %v", err)}
+			return Result{State: store.StateFailed, Error: fmt.Sprintf("read the run state: %v", err)}
 		}
-		answer := ""
-		if st.Status == engine.StatusWaitingHuman {
-			answer, err = latestUserComment(ctx, j)
-			if err != nil {
-				return Result{State: store.StateFailed, Error: fmt.Sprintf("read the task's comments: %v", err)}
-			}
-			if answer == "" {
-				// Resumed without an answer: keep waiting (the question
-				// was posted already).
-				return Result{State: store.StateWaitingHuman}
-			}
-		}
-		out, runErr = e.Resume(ctx, answer)
-		if errors.Is(runErr, engine.ErrFinished) {
-			runErr = nil // the run ended before the job was recorded
-		}
-	} else {
-		task := strings.TrimSpace(j.Task.Title + "\n\n" + j.Task.Body)
-		if task == "" {
-			task = pl.Task
-		}
-		if task == "" {
+		if !has {
 			return Result{State: store.StateFailed, NoRetry: true, Error: "the job has no task text (task title/body, or payload \"task\")"}
 		}
-		if name == "" && prov.Name() == replay.ProviderName {
-			// A scripted scenario is written for the run, not for the
-			// classifier's model call.
-			name = engine.FallbackPiece
-		}
-		c, err := engine.Classify(ctx, prov, lib, task, engine.ClassifyOptions{Override: name})
-		if err != nil {
-			return Result{State: store.StateFailed, NoRetry: ctx.Err() == nil, Error: err.Error()}
-		}
-		runID := "job-" + strconv.FormatInt(j.ID, 10)
-		em.RunEvent(engine.Record{RunID: runID, Time: time.Now().UTC(), Event: c.Event()})
-		out, runErr = e.Start(ctx, c.Piece, task, engine.StartOptions{RunID: runID})
+	}
+	// A run found in state/ is resumed (a waiting one with the newest
+	// user comment as the answer); otherwise the piece starts.
+	out, runErr := engine.Launch{
+		Config: engine.Config{
+			Provider: prov, Workspace: root, RunDir: stateDir, JobWorkspace: true,
+			Sandbox: r.cfg.Sandbox, FileLimits: r.cfg.FileLimits, Library: lib, Sink: em, Events: em, Agents: r.cfg.Agents,
+		},
+		Task: task, Piece: name, RunID: "job-" + strconv.FormatInt(j.ID, 10),
+		Answer: func(ctx context.Context) (string, error) { return latestUserComment(ctx, j) },
+	}.Run(ctx)
+	var cerr *engine.ClassifyError
+	switch {
+	case errors.As(runErr, &cerr):
+		return Result{State: store.StateFailed, NoRetry: ctx.Err() == nil, Error: runErr.Error()}
+	case errors.Is(runErr, engine.ErrNeedsAnswer):
+		// Resumed without an answer: keep waiting (the question was
+		// posted already).
+		return Result{State: store.StateWaitingHuman}
 	}
 	em.close()
 	res := Result{}
