@@ -197,6 +197,11 @@ type SubtaskFinished struct {
 	Result string    `json:"result"`
 	// File is the result file, relative to the run directory.
 	File string `json:"file"`
+	// Session and Log link the subtask's own session log: its id, and
+	// its events.jsonl relative to the run directory (empty when the
+	// subtask never started).
+	Session string `json:"session,omitempty"`
+	Log     string `json:"log,omitempty"`
 }
 
 // Waiting: the run waits for subtasks or for the user.
