@@ -9,8 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/engine"
+	"github.com/maestro-run/maestro/internal/gitinfo"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/protocol"
@@ -54,6 +57,10 @@ type Payload struct {
 	Replay json.RawMessage `json:"replay,omitempty"`
 	// Task is the task text of a job that has no task.
 	Task string `json:"task,omitempty"`
+	// NoPiece runs the task in Maestro's plain agent loop (as `maestro run
+	// --no-piece`) instead of a piece: the job's log holds the loop's
+	// protocol messages, from ready and session_info on (docs/queue.md).
+	NoPiece bool `json:"no_piece,omitempty"`
 	// InputStaging names the staging directory (staging.Dir) of files
 	// uploaded with the task's creation; the runner moves them into the
 	// task's input/ before the run starts. The API sets it; clients may
@@ -120,6 +127,16 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 		return Result{State: store.StateFailed, Error: fmt.Sprintf("open the task workspace: %v", err)}
 	}
 	defer root.Close()
+	task := strings.TrimSpace(j.Task.Title + "\n\n" + j.Task.Body)
+	if task == "" {
+		task = pl.Task
+	}
+	if pl.NoPiece {
+		if name != "" {
+			return Result{State: store.StateFailed, NoRetry: true, Error: fmt.Sprintf("job payload field \"no_piece\": the job names piece %q; a run has a piece or none", name)}
+		}
+		return r.runLoop(ctx, j, prov, root, task)
+	}
 	var lib *engine.Library
 	if r.cfg.Pieces != nil {
 		lib, err = r.cfg.Pieces(ctx)
@@ -129,20 +146,6 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 	if err != nil {
 		return Result{State: store.StateFailed, Error: fmt.Sprintf("load pieces: %v", err)}
 	}
-
-	em := newEmitter(ctx, j)
-	defer em.close()
-	// Every attempt says first what drives its model turns, so that
-	// every surface can badge a replay job as one.
-	executor := protocol.ExecutorLive
-	if prov.Name() == replay.ProviderName {
-		executor = protocol.ExecutorReplay
-	}
-	em.Event(protocol.Ready{ProtocolVersion: protocol.Version, Model: prov.Model(), Provider: prov.Name(), SessionID: nil, ExecutorType: executor})
-	task := strings.TrimSpace(j.Task.Title + "\n\n" + j.Task.Body)
-	if task == "" {
-		task = pl.Task
-	}
 	if task == "" {
 		// Only a new run needs the task; a run found in state/ has it.
 		has, err := engine.HasState(stateDir)
@@ -150,9 +153,12 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 			return Result{State: store.StateFailed, Error: fmt.Sprintf("read the run state: %v", err)}
 		}
 		if !has {
-			return Result{State: store.StateFailed, NoRetry: true, Error: "the job has no task text (task title/body, or payload \"task\")"}
+			return Result{State: store.StateFailed, NoRetry: true, Error: errNoTask}
 		}
 	}
+	em := newEmitter(ctx, j)
+	defer em.close()
+	ready(em, prov)
 	// A run found in state/ is resumed (a waiting one with the newest
 	// user comment as the answer); otherwise the piece starts.
 	out, runErr := engine.Launch{
@@ -194,6 +200,51 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 		res.State, res.Error = store.StateFailed, fmt.Sprintf("the run stopped in state %s: %s", out.Status, out.Result)
 	}
 	return res
+}
+
+// errNoTask is the failure of a job that has nothing to do.
+const errNoTask = "the job has no task text (task title/body, or payload \"task\")"
+
+// ready says first, on every attempt, what drives the job's model turns,
+// so that every surface can badge a replay job as one.
+func ready(em *emitter, prov llm.Provider) {
+	executor := protocol.ExecutorLive
+	if prov.Name() == replay.ProviderName {
+		executor = protocol.ExecutorReplay
+	}
+	em.Event(protocol.Ready{ProtocolVersion: protocol.Version, Model: prov.Model(), Provider: prov.Name(), SessionID: nil, ExecutorType: executor})
+}
+
+// runLoop runs the task in the plain agent loop with the tools of a plain
+// session (tool.NewWorkspaceSet) in the job's work/, approving every call
+// as `maestro run` does. The conversation is not kept: an attempt that
+// was interrupted runs the task again from the start.
+func (r *engineRunner) runLoop(ctx context.Context, j *Job, prov llm.Provider, root *workspace.Root, task string) Result {
+	if task == "" {
+		return Result{State: store.StateFailed, NoRetry: true, Error: errNoTask}
+	}
+	em := newEmitter(ctx, j)
+	defer em.close()
+	ready(em, prov)
+	em.Event(protocol.SessionInfo{SessionID: nil, Cwd: root.Dir(), GitBranch: gitinfo.Branch(root.Dir(), nil)})
+	tools := tool.NewWorkspaceSet(root, r.cfg.Sandbox, r.cfg.FileLimits)
+	kind := ""
+	if r.cfg.Sandbox != nil {
+		kind = r.cfg.Sandbox.Kind()
+	}
+	ag := agent.New(agent.Config{
+		Provider: prov, Tools: tools,
+		System: agent.SystemPrompt(agent.Environment{Workspace: root.Dir(), Sandbox: kind, Tools: tools.Names(), Date: time.Now().Format("2006-01-02")}),
+	})
+	res, err := ag.Run(ctx, nil, llm.UserText(task), em)
+	em.close()
+	out := Result{Usage: res.Usage, CostUSD: res.CostUSD}
+	if err != nil {
+		out.State, out.Error = store.StateFailed, err.Error()
+		return out
+	}
+	out.State, out.Result = store.StateSucceeded, res.Final
+	return out
 }
 
 func (r *engineRunner) provider(j *Job, pl Payload) (llm.Provider, error) {

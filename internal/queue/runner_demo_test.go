@@ -276,3 +276,74 @@ func TestEngineRunnerMovesStagedInput(t *testing.T) {
 		})
 	}
 }
+
+// plainPayload is a job payload that plays the bundled replay demo (the
+// one `maestro run` plays with no model) in the plain agent loop.
+func plainPayload(t *testing.T) json.RawMessage {
+	t.Helper()
+	data, err := json.Marshal(map[string]any{"replay": string(replay.DemoSource()), "no_piece": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// TestEngineRunnerPlainLoop: a job with payload no_piece runs its task in
+// the plain agent loop, as `maestro run --no-piece` does: the bundled demo
+// plays to the end, its assertions pass on the job's work/, the job's log
+// holds ready (badged replay), session_info for work/ and then the loop's
+// protocol messages and no run event; the result is the model's last
+// text. A job that names a piece and no_piece fails without a retry.
+func TestEngineRunnerPlainLoop(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t, nil)
+	data := t.TempDir()
+	startPool(t, queue.Config{Store: st, Runner: queue.NewEngineRunner(queue.EngineRunnerConfig{
+		DataDir: data, Sandbox: sandboxtest.Off(t, sandbox.Config{}),
+	})})
+	task, job, err := st.CreateTask(t.Context(), store.NewTask{Title: "Show me what you can do", Payload: plainPayload(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := waitJob(t, st, job.ID, "finished", func(j store.Job) bool { return j.State.Terminal() })
+	if done.State != store.StateSucceeded || !strings.Contains(done.Result, "replay") {
+		t.Fatalf("job ended %s: %q %s", done.State, done.Result, done.Error)
+	}
+	var types []string
+	for _, e := range events(t, st, job.ID) {
+		switch e.Type {
+		case store.JobEventRunEvent:
+			t.Errorf("a plain run logged a run event: %s", e.Data)
+		case store.JobEventProtocol:
+			m, err := protocol.DecodeServer(e.Data)
+			if err != nil {
+				t.Fatalf("protocol event %s: %v", e.Data, err)
+			}
+			types = append(types, m.MessageType())
+			if si, ok := m.(protocol.SessionInfo); ok && si.Cwd != queue.WorkDir(data, task.ID) {
+				t.Errorf("session_info cwd %q, want the job's work/ %q", si.Cwd, queue.WorkDir(data, task.ID))
+			}
+		}
+	}
+	if len(types) < 3 || types[0] != protocol.TypeReady || types[1] != protocol.TypeSessionInfo || types[2] != protocol.TypeResponseStart ||
+		types[len(types)-1] != protocol.TypeResponseEnd {
+		t.Errorf("protocol messages = %v, want ready, session_info, response_start … response_end", types)
+	}
+	run := readJobRun(t, st, job.ID)
+	if len(run.ready) != 1 || run.ready[0].ExecutorType != protocol.ExecutorReplay {
+		t.Errorf("ready events = %+v, want one badged replay", run.ready)
+	}
+	rs := replay.Demo().Check(os.DirFS(queue.WorkDir(data, task.ID)), run.calls)
+	if replay.OutcomeOf(rs) != replay.OutcomePass {
+		t.Errorf("demo outcome %s: %+v; calls %+v", replay.OutcomeOf(rs), rs, run.calls)
+	}
+
+	_, both, err := st.CreateTask(t.Context(), store.NewTask{Title: "Show me", Piece: "general", Payload: plainPayload(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := waitJob(t, st, both.ID, "failed", func(j store.Job) bool { return j.State.Terminal() })
+	if failed.State != store.StateFailed || failed.Attempt != 1 || !strings.Contains(failed.Error, `"no_piece"`) {
+		t.Errorf("piece and no_piece: %s after %d attempt(s): %s", failed.State, failed.Attempt, failed.Error)
+	}
+}
