@@ -37,41 +37,24 @@ func (b *lockedBuffer) String() string {
 	return b.b.String()
 }
 
-// readInputScenario reads the file sent with the task in the run's very
-// first model turn; a missing file fails the job (expectedResult).
-const readInputScenario = `{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id":"read-brief","description":"read the brief",
-"metadata":{"recordedAt":"2026-11-25T00:00:00Z","toolsExpected":["Read","complete"]},
-"frames":[
-{"index":0,"statements":[{"kind":"tool_call","tool":"Read","input":{"path":"input/brief.txt"},"expectedResult":"success"}]},
-{"index":1,"statements":[{"kind":"tool_call","tool":"complete","input":{"status":"success","result":"read the brief"}}]}
-]}`
-
-// TestServeRunsWithoutModel: `maestro serve` on a machine with no model
-// configured says it runs on replay, and a task submitted with `maestro
-// tasks submit` runs the general piece end to end on the bundled piece
-// demo: it succeeds, its deliverable is in output/, and its events are
-// badged replay. A task submitted with --file finds the file in input/ in
-// its first model turn.
-func TestServeRunsWithoutModel(t *testing.T) {
-	t.Parallel()
-	home := t.TempDir()
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	env := cleanEnv(home)
-
-	serve := exec.CommandContext(ctx, binary, "serve", "--listen", "127.0.0.1:0", "--workers", "1", "--data-dir", home)
+// startServe starts `maestro serve` on a free loopback port with args and
+// returns its URL, its stderr and stop, which sends SIGTERM and expects
+// exit 0 within 30 s (also run at cleanup).
+func startServe(ctx context.Context, t *testing.T, env []string, args ...string) (url string, stderr *lockedBuffer, stop func()) {
+	t.Helper()
+	serve := exec.CommandContext(ctx, binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
 	serve.Env = env
 	stdout, err := serve.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr lockedBuffer
-	serve.Stderr = &stderr
+	stderr = &lockedBuffer{}
+	serve.Stderr = stderr
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
 	}
 	stopped := false
-	stop := func() {
+	stop = func() {
 		if stopped {
 			return
 		}
@@ -103,23 +86,54 @@ func TestServeRunsWithoutModel(t *testing.T) {
 			}
 		}
 	}()
-	var url string
 	select {
 	case url = <-urls:
 	case <-ctx.Done():
 		t.Fatalf("serve did not print its URL:\n%s", stderr.String())
 	}
+	return url, stderr, stop
+}
+
+// tasksCLI runs `maestro tasks --server url args…` (at most 90 s) and
+// returns its stdout and stderr.
+func tasksCLI(ctx context.Context, env []string, url string, args ...string) (string, string, error) {
+	cctx, ccancel := context.WithTimeout(ctx, 90*time.Second)
+	defer ccancel()
+	cmd := exec.CommandContext(cctx, binary, append([]string{"tasks", "--server", url}, args...)...)
+	cmd.Env = env
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	out, err := cmd.Output()
+	return string(out), errOut.String(), err
+}
+
+// readInputScenario reads the file sent with the task in the run's very
+// first model turn; a missing file fails the job (expectedResult).
+const readInputScenario = `{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id":"read-brief","description":"read the brief",
+"metadata":{"recordedAt":"2026-11-25T00:00:00Z","toolsExpected":["Read","complete"]},
+"frames":[
+{"index":0,"statements":[{"kind":"tool_call","tool":"Read","input":{"path":"input/brief.txt"},"expectedResult":"success"}]},
+{"index":1,"statements":[{"kind":"tool_call","tool":"complete","input":{"status":"success","result":"read the brief"}}]}
+]}`
+
+// TestServeRunsWithoutModel: `maestro serve` on a machine with no model
+// configured says it runs on replay, and a task submitted with `maestro
+// tasks submit` runs the general piece end to end on the bundled piece
+// demo: it succeeds, its deliverable is in output/, and its events are
+// badged replay. A task submitted with --file finds the file in input/ in
+// its first model turn.
+func TestServeRunsWithoutModel(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	env := cleanEnv(home)
+
+	url, stderr, stop := startServe(ctx, t, env, "--workers", "1", "--data-dir", home)
 
 	tasks := func(args ...string) (string, string, error) {
 		t.Helper()
-		cctx, ccancel := context.WithTimeout(ctx, 90*time.Second)
-		defer ccancel()
-		cmd := exec.CommandContext(cctx, binary, append([]string{"tasks", "--server", url}, args...)...)
-		cmd.Env = env
-		var errOut bytes.Buffer
-		cmd.Stderr = &errOut
-		out, err := cmd.Output()
-		return string(out), errOut.String(), err
+		return tasksCLI(ctx, env, url, args...)
 	}
 
 	// The main job: no model, follow it to the end (exit 0 = succeeded).
