@@ -24,9 +24,9 @@ import (
 // one writer (a log is read as one stream); ANSI styles only when color is
 // set (a terminal without NO_COLOR).
 //
-// The engine reports each run event twice: as a run_event and as a
-// protocol status line with the same text. The run_event is rendered (it
-// carries the structure) and its status echo is skipped.
+// A run event is rendered from its run_event. Logs written before the
+// engine recorded each run event once also carry a protocol status line
+// with the same text after it; that echo is skipped.
 type jobLog struct {
 	w      io.Writer
 	st     styles
