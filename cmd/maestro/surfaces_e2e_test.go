@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -229,17 +230,7 @@ func headlessSurface(ctx context.Context, t *testing.T, frames int) []string {
 	cmd.Env = cleanEnv(t.TempDir())
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := startPiped(t, cmd)
 	send := func(m map[string]any) {
 		data, _ := json.Marshal(m)
 		if _, err := stdin.Write(append(data, '\n')); err != nil {
@@ -269,6 +260,23 @@ func headlessSurface(ctx context.Context, t *testing.T, frames int) []string {
 		t.Fatalf("headless: %v\n%s", err, stderr.String())
 	}
 	return surfaceMessages(t, raw)
+}
+
+// startPiped starts cmd with pipes to its stdin and from its stdout.
+func startPiped(t *testing.T, cmd *exec.Cmd) (io.WriteCloser, io.ReadCloser) {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return stdin, stdout
 }
 
 // serveSurfaces runs one maestro serve and returns (c), the attach API,

@@ -22,7 +22,6 @@ import (
 	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/protocol"
-	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 // agentHarness runs testdata/agentmove/review.yaml: its first movement on
@@ -50,15 +49,7 @@ func (h *agentHarness) Message(llm.Message) {}
 
 func newAgentHarness(t *testing.T) *agentHarness {
 	t.Helper()
-	ws := t.TempDir()
-	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("apples\npears\nplums\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	root, err := workspace.Open(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
+	root := fruitWorkspace(t)
 	dir, err := filepath.Abs(filepath.Join("testdata", "agentmove"))
 	if err != nil {
 		t.Fatal(err)

@@ -171,7 +171,9 @@ func testLibrary(t testing.TB) *Library {
 	return lib
 }
 
-func newHarness(t *testing.T, scenario string, tune ...func(*Config)) *harness {
+// fruitWorkspace is a temporary workspace holding notes.txt (three
+// fruit), open for the test.
+func fruitWorkspace(t *testing.T) *workspace.Root {
 	t.Helper()
 	ws := t.TempDir()
 	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("apples\npears\nplums\n"), 0o644); err != nil {
@@ -182,6 +184,12 @@ func newHarness(t *testing.T, scenario string, tune ...func(*Config)) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { root.Close() })
+	return root
+}
+
+func newHarness(t *testing.T, scenario string, tune ...func(*Config)) *harness {
+	t.Helper()
+	root := fruitWorkspace(t)
 	h := &harness{t: t, ws: root.Dir(), root: root, lib: testLibrary(t), rec: &recorder{}}
 	h.prov = &recording{Provider: replay.New(loadScenario(t, scenario))}
 	h.cfg = Config{

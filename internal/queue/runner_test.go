@@ -23,7 +23,13 @@ const askScenario = `{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id
 
 func payload(t *testing.T, scenario string) json.RawMessage {
 	t.Helper()
-	data, err := json.Marshal(map[string]json.RawMessage{"replay": json.RawMessage(scenario)})
+	return payloadWith(t, map[string]any{"replay": json.RawMessage(scenario)})
+}
+
+// payloadWith is a job payload with fields.
+func payloadWith(t *testing.T, fields map[string]any) json.RawMessage {
+	t.Helper()
+	data, err := json.Marshal(fields)
 	if err != nil {
 		t.Fatal(err)
 	}
