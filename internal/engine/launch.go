@@ -96,6 +96,9 @@ func (l Launch) Run(ctx context.Context) (*Outcome, error) {
 	if name == "" && isReplay(cfg.Provider) {
 		name = FallbackPiece
 	}
+	if cfg.Library == nil {
+		return &Outcome{Status: StatusFailed}, &ClassifyError{Err: errors.New("no piece library is configured")}
+	}
 	c, err := Classify(ctx, cfg.Provider, cfg.Library, task, ClassifyOptions{Override: name})
 	if err != nil {
 		return &Outcome{Status: StatusFailed}, &ClassifyError{Err: err}

@@ -31,12 +31,15 @@ type jobRun struct {
 	runEvents []engine.EventKind
 	// cwd is the first session_info's.
 	cwd string
+	// echoes are the status lines that repeat a run event's description.
+	echoes []string
 }
 
 func readJobRun(t *testing.T, st store.Store, jobID int64) jobRun {
 	t.Helper()
 	var out jobRun
 	byID := map[string]int{}
+	described := map[string]bool{}
 	for _, e := range events(t, st, jobID) {
 		switch e.Type {
 		case store.JobEventRunEvent:
@@ -45,6 +48,7 @@ func readJobRun(t *testing.T, st store.Store, jobID int64) jobRun {
 				t.Fatalf("run_event %s: %v", e.Data, err)
 			}
 			out.runEvents = append(out.runEvents, r.Event.Kind())
+			described[r.Event.Describe()] = true
 			if ms, ok := r.Event.(engine.MovementStarted); ok {
 				out.movements = append(out.movements, ms.Movement)
 			}
@@ -63,6 +67,10 @@ func readJobRun(t *testing.T, st store.Store, jobID int64) jobRun {
 			case protocol.SessionInfo:
 				if out.cwd == "" {
 					out.cwd = m.Cwd
+				}
+			case protocol.Status:
+				if described[m.Message] {
+					out.echoes = append(out.echoes, m.Message)
 				}
 			case protocol.ToolCall:
 				byID[m.CallID] = len(out.calls)
@@ -126,6 +134,9 @@ func TestEngineRunnerPlaysPieceDemoWithoutModel(t *testing.T) {
 	}
 	if !slices.Equal(run.movements, []string{"execute", "verify"}) {
 		t.Errorf("movements = %v, want execute, verify", run.movements)
+	}
+	if len(run.echoes) > 0 {
+		t.Errorf("the job log repeats run events as status lines: %q", run.echoes)
 	}
 	dir := queue.WorkDir(data, task.ID)
 	rs := replay.DemoPiece().Check(os.DirFS(dir), run.calls)
