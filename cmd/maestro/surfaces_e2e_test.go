@@ -68,6 +68,8 @@ func TestSurfacesAgree(t *testing.T) {
 //     the SSE envelopes that are not "message" (snapshot, heartbeat,
 //     reset) and job events that are not "protocol" (the job's status
 //     changes) never reach this function;
+//   - joined: consecutive tool_output messages of one call, into one
+//     (how a command's output is cut into chunks depends on timing);
 //   - normalised: response_id to resp_1, resp_2, … in order of first
 //     appearance; session_id to "$SESSION", whatever it is (a job has no
 //     session: null); duration_ms and ttft_ms to 0; the workspace path
@@ -89,6 +91,13 @@ func surfaceMessages(t *testing.T, raw []json.RawMessage) []string {
 		case protocol.TypeSessionInfo:
 			if cwd, _ := m["cwd"].(string); ws == "" {
 				ws = cwd
+			}
+		case protocol.TypeToolOutput:
+			if n := len(msgs); n > 0 && msgs[n-1]["type"] == protocol.TypeToolOutput && msgs[n-1]["call_id"] == m["call_id"] {
+				prev, _ := msgs[n-1]["content"].(string)
+				next, _ := m["content"].(string)
+				msgs[n-1]["content"] = prev + next
+				continue
 			}
 		}
 		msgs = append(msgs, m)
