@@ -57,17 +57,8 @@ func startRunner(t *testing.T, env []string) *runnerProc {
 	cmd.Env = env
 	p := &runnerProc{t: t, cmd: cmd, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
 	cmd.Stderr = p.stderr
-	var err error
-	if p.stdin, err = cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	var out io.ReadCloser
+	p.stdin, out = startPiped(t, cmd)
 	lines := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/queue"
+	"github.com/maestro-run/maestro/internal/store"
 )
 
 // lockedBuffer is a goroutine-safe buffer for a process's stderr.
@@ -58,67 +59,11 @@ func TestServeRunsWithoutModel(t *testing.T) {
 	defer cancel()
 	env := cleanEnv(home)
 
-	serve := exec.CommandContext(ctx, binary, "serve", "--listen", "127.0.0.1:0", "--workers", "1", "--data-dir", home)
-	serve.Env = env
-	stdout, err := serve.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr lockedBuffer
-	serve.Stderr = &stderr
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		serve.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- serve.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve exited with %v\n%s", err, stderr.String())
-			}
-		case <-time.After(30 * time.Second):
-			serve.Process.Kill()
-			t.Errorf("serve did not stop within 30 s of SIGTERM\n%s", stderr.String())
-		}
-	}
-	t.Cleanup(stop)
-	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		re := regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
-		for sc.Scan() {
-			if u := re.FindString(sc.Text()); u != "" {
-				select {
-				case urls <- u:
-				default:
-				}
-			}
-		}
-	}()
-	var url string
-	select {
-	case url = <-urls:
-	case <-ctx.Done():
-		t.Fatalf("serve did not print its URL:\n%s", stderr.String())
-	}
+	url, stderr, stop := startServe(ctx, t, env, "--workers", "1", "--data-dir", home)
 
 	tasks := func(args ...string) (string, string, error) {
 		t.Helper()
-		cctx, ccancel := context.WithTimeout(ctx, 90*time.Second)
-		defer ccancel()
-		cmd := exec.CommandContext(cctx, binary, append([]string{"tasks", "--server", url}, args...)...)
-		cmd.Env = env
-		var errOut bytes.Buffer
-		cmd.Stderr = &errOut
-		out, err := cmd.Output()
-		return string(out), errOut.String(), err
+		return tasksCLI(ctx, env, url, args...)
 	}
 
 	// The main job: no model, follow it to the end (exit 0 = succeeded).
@@ -151,7 +96,7 @@ func TestServeRunsWithoutModel(t *testing.T) {
 	var movements []string
 	for line := range strings.Lines(out) {
 		var ev struct {
-			Type string `json:"type"`
+			Type store.JobEventKind `json:"type"`
 			Data json.RawMessage
 		}
 		if err := json.Unmarshal([]byte(line), &ev); err != nil {
@@ -167,9 +112,9 @@ func TestServeRunsWithoutModel(t *testing.T) {
 		}
 		json.Unmarshal(ev.Data, &inner)
 		switch {
-		case ev.Type == "protocol" && inner.Type == "ready":
+		case ev.Type == store.JobEventProtocol && inner.Type == "ready":
 			badged = inner.ExecutorType == "replay"
-		case ev.Type == "run_event" && inner.Kind == "movement_started":
+		case ev.Type == store.JobEventRunEvent && inner.Kind == "movement_started":
 			movements = append(movements, inner.Data.Movement)
 		}
 	}
@@ -198,4 +143,74 @@ func TestServeRunsWithoutModel(t *testing.T) {
 	if s := stderr.String(); !strings.Contains(s, "▶ REPLAY: no model configured") || !strings.Contains(s, "MAESTRO_MODEL") {
 		t.Errorf("serve did not say it runs on replay:\n%s", s)
 	}
+}
+
+// startServe starts `maestro serve` on a free loopback port with args and
+// returns its URL, its stderr and stop, which sends SIGTERM and expects
+// exit 0 within 30 s (also run at cleanup).
+func startServe(ctx context.Context, t *testing.T, env []string, args ...string) (url string, stderr *lockedBuffer, stop func()) {
+	t.Helper()
+	serve := exec.CommandContext(ctx, binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	serve.Env = env
+	stdout, err := serve.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr = &lockedBuffer{}
+	serve.Stderr = stderr
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		serve.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- serve.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve exited with %v\n%s", err, stderr.String())
+			}
+		case <-time.After(30 * time.Second):
+			serve.Process.Kill()
+			t.Errorf("serve did not stop within 30 s of SIGTERM\n%s", stderr.String())
+		}
+	}
+	t.Cleanup(stop)
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		re := regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
+		for sc.Scan() {
+			if u := re.FindString(sc.Text()); u != "" {
+				select {
+				case urls <- u:
+				default:
+				}
+			}
+		}
+	}()
+	select {
+	case url = <-urls:
+	case <-ctx.Done():
+		t.Fatalf("serve did not print its URL:\n%s", stderr.String())
+	}
+	return url, stderr, stop
+}
+
+// tasksCLI runs `maestro tasks --server url args…` (at most 90 s) and
+// returns its stdout and stderr.
+func tasksCLI(ctx context.Context, env []string, url string, args ...string) (string, string, error) {
+	cctx, ccancel := context.WithTimeout(ctx, 90*time.Second)
+	defer ccancel()
+	cmd := exec.CommandContext(cctx, binary, append([]string{"tasks", "--server", url}, args...)...)
+	cmd.Env = env
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	out, err := cmd.Output()
+	return string(out), errOut.String(), err
 }

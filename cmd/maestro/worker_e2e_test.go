@@ -190,13 +190,13 @@ func TestWorkerCrashReclaim(t *testing.T) {
 		case e.Seq == killedAt+1:
 			var s store.StatusEvent
 			json.Unmarshal(e.Data, &s)
-			if e.Type != store.EventTypeStatus || s.State != store.StateQueued || s.Reason != "lease expired" || e.Attempt != 1 {
+			if e.Type != store.JobEventStatus || s.State != store.StateQueued || s.Reason != "lease expired" || e.Attempt != 1 {
 				t.Errorf("event %d after the crash = %s %s, want the reaper's status queued (lease expired)", e.Seq, e.Type, e.Data)
 			}
 		case e.Seq > killedAt+1 && e.Attempt != 2:
 			t.Errorf("event %d after the reclaim is of attempt %d: the dead attempt wrote after the crash, or the log was replayed", e.Seq, e.Attempt)
 		}
-		if e.Type == queue.EventRunEvent && e.Attempt == 2 {
+		if e.Type == store.JobEventRunEvent && e.Attempt == 2 {
 			var r struct {
 				RunID string `json:"run_id"`
 				Seq   int    `json:"seq"`

@@ -214,9 +214,9 @@ func checkNoopEvents(ctx context.Context, st store.Store, j store.Job) error {
 			errs = append(errs, fmt.Errorf("event %d (%s) belongs to attempt %d", e.Seq, e.Type, e.Attempt))
 		}
 		switch e.Type {
-		case queue.EventNoop:
+		case store.JobEventNoop:
 			noops++
-		case store.EventTypeStatus:
+		case store.JobEventStatus:
 			var s store.StatusEvent
 			if err := json.Unmarshal(e.Data, &s); err != nil {
 				errs = append(errs, fmt.Errorf("status event %d: %v: %s", e.Seq, err, e.Data))

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -26,11 +25,6 @@ import (
 	"github.com/maestro-run/maestro/internal/session"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
-
-// replayContextWindow is the context window a replay run is measured
-// against, so that scenarios can exercise context pressure with usage
-// statements (the replay model is in no catalogue).
-const replayContextWindow = 200_000
 
 func newPiecesCmd(io *IOStreams) *cobra.Command {
 	var ws string
@@ -189,9 +183,12 @@ type pieceRun struct {
 	provider llm.Provider
 	sb       *sandbox.Sandbox
 	root     *workspace.Root
-	sink     agent.Sink
-	text     *renderer
-	jsonl    bool
+	// sink is the session log and the view; view alone is what the user
+	// sees (the terminal renderer or stdout's JSON lines).
+	sink  agent.Sink
+	view  agent.Sink
+	text  *renderer
+	jsonl bool
 }
 
 // priorRun is the latest piece run of a session: runs live in
@@ -204,37 +201,11 @@ type priorRun struct {
 
 // latestRun finds a session's latest piece run; nil for a plain session.
 func latestRun(sessDir string) (*priorRun, error) {
-	entries, err := os.ReadDir(filepath.Join(sessDir, "runs"))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read the session's runs: %w", err)
-	}
-	best := 0
-	for _, e := range entries {
-		if n, err := strconv.Atoi(e.Name()); err == nil && e.IsDir() && n > best {
-			best = n
-		}
-	}
-	if best == 0 {
-		return nil, nil
-	}
-	dir := filepath.Join(sessDir, "runs", strconv.Itoa(best))
-	st, err := engine.LoadState(dir)
-	if err != nil {
+	n, dir, st, err := engine.LatestRun(filepath.Join(sessDir, "runs"))
+	if err != nil || n == 0 {
 		return nil, err
 	}
-	return &priorRun{n: best, dir: dir, state: st}, nil
-}
-
-// sessionEvents stores run events in the session log.
-type sessionEvents struct{ sess *session.Session }
-
-func (s sessionEvents) RunEvent(r engine.Record) {
-	if data, err := json.Marshal(r); err == nil {
-		s.sess.RunEvent(data)
-	}
+	return &priorRun{n: n, dir: dir, state: st}, nil
 }
 
 // runPiece runs (or resumes) a piece run in the session.
@@ -247,69 +218,51 @@ func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 	for _, perr := range lib.Catalog().Problems() {
 		pr.sink.Event(protocol.Status{Message: "Ignored an invalid piece file: " + perr.Error()})
 	}
-	var events engine.EventSink = sessionEvents{pr.sess}
+	// The session log records each run event once. The terminal draws the
+	// run's events from the events themselves; a protocol-only view (-o
+	// jsonl) sees each as a status line.
+	events := engine.WithStatusLines(engine.SessionEvents(pr.sess), pr.view)
 	if pr.text != nil {
-		// The terminal draws the run's events from the events themselves.
-		logged := events
+		logged := engine.SessionEvents(pr.sess)
 		events = engine.EventSinkFunc(func(r engine.Record) { logged.RunEvent(r); pr.text.RunEvent(r) })
 	}
-	ecfg := engine.Config{
-		Provider: pr.provider, Workspace: pr.root, Sandbox: pr.sb, FileLimits: fileLimits(pr.cfg), Library: lib,
-		Sink: pr.sink, Events: events, Agents: agentMovements(io, pr.o.Model),
-		MaxIterations: firstPositive(pr.o.MaxIterations, pr.cfg.MaxIterations),
-		Thinking:      llm.ThinkingLevel(pr.o.Thinking),
+	l := engine.Launch{
+		Config: engine.Config{
+			Provider: pr.provider, Workspace: pr.root, Sandbox: pr.sb, FileLimits: fileLimits(pr.cfg), Library: lib,
+			Sink: pr.sink, Events: events, Agents: agentMovements(io, pr.o.Model),
+			MaxIterations: firstPositive(pr.o.MaxIterations, pr.cfg.MaxIterations),
+			Thinking:      llm.ThinkingLevel(pr.o.Thinking),
+		},
+		Task: pr.task, Piece: pr.o.Piece,
 	}
-	if replayRun {
-		ecfg.ContextWindow = replayContextWindow
-	}
-
-	started := time.Now()
-	var out *engine.Outcome
-	var runErr error
 	if pr.prior != nil && !pr.prior.state.Status.Final() {
-		ecfg.RunDir = pr.prior.dir
-		e, err := engine.New(ecfg)
-		if err != nil {
-			return failErr(err)
-		}
-		out, runErr = e.Resume(ctx, pr.task)
+		// The unfinished run continues, with the task as the answer.
+		l.Config.RunDir = pr.prior.dir
 	} else {
-		n, name, task := 1, pr.o.Piece, pr.task
-		// On replay, the run continues the session's script after the
-		// turns already played (a plain conversation or earlier runs).
-		first := 0
+		// A new run; after a finished one, it follows it up. On replay,
+		// it continues the session's script after the turns already
+		// played (a plain conversation or earlier runs).
+		n := 1
 		for _, m := range pr.sess.History() {
 			if m.Role == llm.RoleAssistant {
-				first++
+				l.FirstFrame++
 			}
 		}
 		if pr.prior != nil {
-			n = pr.prior.n + 1
-			if name == "" {
-				name = pr.prior.state.Piece
-			}
-			task = followUp(pr.prior.state, pr.task)
-			first = pr.prior.state.ModelTurns
+			n, l.Previous = pr.prior.n+1, pr.prior.state
 		}
-		c, err := engine.Classify(ctx, pr.provider, lib, task, engine.ClassifyOptions{Override: name})
-		if err != nil {
-			if ctx.Err() != nil {
-				return &exitError{ExitInterrupted, errors.New("interrupted")}
-			}
-			return usageErr("%v", err)
-		}
-		runID := fmt.Sprintf("%s.%d", pr.sess.ID(), n)
-		ev := c.Event()
-		events.RunEvent(engine.Record{RunID: runID, Time: time.Now().UTC(), Event: ev})
-		pr.sink.Event(protocol.Status{Message: ev.Describe()})
-		ecfg.RunDir = filepath.Join(pr.sess.Dir(), "runs", strconv.Itoa(n))
-		e, err := engine.New(ecfg)
-		if err != nil {
-			return failErr(err)
-		}
-		out, runErr = e.Start(ctx, c.Piece, task, engine.StartOptions{RunID: runID, FirstFrame: first})
+		l.RunID = fmt.Sprintf("%s.%d", pr.sess.ID(), n)
+		l.Config.RunDir = filepath.Join(pr.sess.Dir(), "runs", strconv.Itoa(n))
 	}
 
+	started := time.Now()
+	out, runErr := l.Run(ctx)
+	if cerr := (*engine.ClassifyError)(nil); errors.As(runErr, &cerr) {
+		if ctx.Err() != nil {
+			return &exitError{ExitInterrupted, errors.New("interrupted")}
+		}
+		return usageErr("%v", cerr.Err)
+	}
 	if pr.text != nil {
 		pr.text.finish(agent.Result{
 			Usage: out.Usage, CostUSD: out.CostUSD, CostKnown: out.CostKnown, Iterations: out.ModelCalls,
@@ -350,10 +303,4 @@ func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 		return failErr(fmt.Errorf("save session: %w", closeErr))
 	}
 	return nil
-}
-
-// followUp is the task of a new run that continues a finished one.
-func followUp(prev *engine.State, task string) string {
-	return fmt.Sprintf("This continues an earlier run (piece %s) in this workspace.\n\nEarlier task:\n%s\n\nEarlier result (%s):\n%s\n\nNew request:\n%s",
-		prev.Piece, strings.TrimSpace(prev.Task), prev.Status, strings.TrimSpace(prev.Result), task)
 }

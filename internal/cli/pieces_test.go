@@ -222,6 +222,21 @@ func TestRunPieceCodeOnReplayInGitRepo(t *testing.T) {
 	if got := strings.Join(kinds, " "); got != want {
 		t.Errorf("run events = %s\nwant %s", got, want)
 	}
+	// The log records each run event once: no status line repeats one
+	// (the terminal showed them, above).
+	described := map[string]bool{}
+	for _, rec := range runEvents(t, home, id) {
+		described[rec.Event.Describe()] = true
+	}
+	for rec, err := range session.NewStore(filepath.Join(home, "sessions")).Records(id, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st struct{ Type, Message string }
+		if rec.EventType() == "status" && json.Unmarshal(rec.Event, &st) == nil && described[st.Message] {
+			t.Errorf("the session log repeats a run event as a status line: %s", rec.Event)
+		}
+	}
 }
 
 const chatAskScenario = `schemaVersion: evalops.maestro.scripted-scenario.v1

@@ -290,7 +290,7 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	if pieceMode {
 		return runPiece(runCtx, io, pieceRun{
 			o: o, task: task, home: home, cfg: cfg, sess: sess, prior: prior, choice: choice, provider: provider,
-			sb: sb, root: root, sink: sink, text: text, jsonl: o.Output == "jsonl",
+			sb: sb, root: root, sink: sink, view: view, text: text, jsonl: o.Output == "jsonl",
 		})
 	}
 

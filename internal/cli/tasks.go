@@ -359,7 +359,7 @@ func followJob(ctx context.Context, c *client.Client, io *IOStreams, log *jobLog
 	_, err := c.FollowJob(ctx, jobID, after, client.FollowOptions{
 		Event: func(e client.Event) {
 			log.add(e.Raw, e.JobEvent)
-			if e.Type == store.EventTypeStatus && !log.asJSON {
+			if e.Type == store.JobEventStatus && !log.asJSON {
 				var s store.StatusEvent
 				json.Unmarshal(e.Data, &s)
 				if s.State == store.StateWaitingHuman {

@@ -50,22 +50,22 @@ func (l *jobLog) add(raw []byte, e store.JobEvent) {
 	defer l.mu.Unlock()
 	stamp := fmt.Sprintf("%s%s #%d%s ", l.st.dim, e.CreatedAt.In(l.loc).Format("15:04:05"), e.Seq, l.st.reset)
 	switch e.Type {
-	case store.EventTypeStatus:
+	case store.JobEventStatus:
 		var s store.StatusEvent
 		json.Unmarshal(e.Data, &s)
 		l.jobStatus(s, e.CreatedAt, stamp)
-	case "comment":
+	case store.JobEventComment:
 		var c api.CommentEvent
 		json.Unmarshal(e.Data, &c)
 		l.comment(c, stamp)
-	case "run_event":
+	case store.JobEventRunEvent:
 		var rec engine.Record
 		if json.Unmarshal(e.Data, &rec) != nil {
 			l.rawEvent(e, stamp)
 			return
 		}
 		l.runEvent(rec.Event)
-	case "protocol":
+	case store.JobEventProtocol:
 		m, err := protocol.DecodeServer(e.Data)
 		if err != nil {
 			l.rawEvent(e, stamp)
@@ -81,7 +81,7 @@ func (l *jobLog) add(raw []byte, e store.JobEvent) {
 // the kind of a run event ({"kind", "data"}) or the type of a protocol
 // message ({"type", …}), and its data.
 func (l *jobLog) rawEvent(e store.JobEvent, stamp string) {
-	label, body := e.Type, []byte(e.Data)
+	label, body := string(e.Type), []byte(e.Data)
 	var inner struct {
 		Kind string          `json:"kind"`
 		Type string          `json:"type"`

@@ -130,7 +130,7 @@ func TestJobLogRendering(t *testing.T) {
 // TestJobLogEvents covers the views the demo log does not reach.
 func TestJobLogEvents(t *testing.T) {
 	at := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
-	ev := func(seq int64, typ, data string) store.JobEvent {
+	ev := func(seq int64, typ store.JobEventKind, data string) store.JobEvent {
 		return store.JobEvent{JobID: 1, Seq: seq, Type: typ, Data: json.RawMessage(data), CreatedAt: at.Add(time.Duration(seq) * time.Second)}
 	}
 	for _, tc := range []struct {
@@ -141,38 +141,38 @@ func TestJobLogEvents(t *testing.T) {
 		{
 			name: "a failed tool call with its output tail, then an error",
 			events: []store.JobEvent{
-				ev(1, "protocol", `{"type":"tool_call","call_id":"c1","tool":"Bash","args":{"command":"make test"},"requires_approval":false}`),
-				ev(2, "protocol", `{"type":"tool_output","call_id":"c1","content":"FAIL x\n"}`),
-				ev(4, "protocol", `{"type":"tool_end","call_id":"c1","success":false,"error_code":"exit_1"}`),
-				ev(5, "protocol", `{"type":"error","message":"model overloaded","fatal":false,"error_type":"transient"}`),
+				ev(1, store.JobEventProtocol, `{"type":"tool_call","call_id":"c1","tool":"Bash","args":{"command":"make test"},"requires_approval":false}`),
+				ev(2, store.JobEventProtocol, `{"type":"tool_output","call_id":"c1","content":"FAIL x\n"}`),
+				ev(4, store.JobEventProtocol, `{"type":"tool_end","call_id":"c1","success":false,"error_code":"exit_1"}`),
+				ev(5, store.JobEventProtocol, `{"type":"error","message":"model overloaded","fatal":false,"error_type":"transient"}`),
 			},
 			want: "● Bash make test\n  │ FAIL x\n  ✗ Bash failed (exit_1) (3s)\n✗ error (transient): model overloaded\n",
 		},
 		{
 			name: "text interrupted by a job status ends its line first",
 			events: []store.JobEvent{
-				ev(1, "protocol", `{"type":"response_chunk","response_id":"r","content":"half a sen","is_thinking":false}`),
-				ev(2, "status", `{"state":"failed","attempt":3,"error":"worker lost"}`),
+				ev(1, store.JobEventProtocol, `{"type":"response_chunk","response_id":"r","content":"half a sen","is_thinking":false}`),
+				ev(2, store.JobEventStatus, `{"state":"failed","attempt":3,"error":"worker lost"}`),
 			},
 			want: "half a sen\n10:00:02 #2 status failed (attempt 3): worker lost\n",
 		},
 		{
 			name: "a question to the user",
 			events: []store.JobEvent{
-				ev(1, "run_event", `{"kind":"waiting","run_id":"r","seq":4,"time":"2026-11-25T10:00:01Z","data":{"movement":"plan","for":"user","question":"Which branch?\nmain or dev"}}`),
-				ev(2, "protocol", `{"type":"status","message":"movement plan asks: Which branch? main or dev"}`),
-				ev(3, "comment", `{"author_kind":"user","body":"dev"}`),
+				ev(1, store.JobEventRunEvent, `{"kind":"waiting","run_id":"r","seq":4,"time":"2026-11-25T10:00:01Z","data":{"movement":"plan","for":"user","question":"Which branch?\nmain or dev"}}`),
+				ev(2, store.JobEventProtocol, `{"type":"status","message":"movement plan asks: Which branch? main or dev"}`),
+				ev(3, store.JobEventComment, `{"author_kind":"user","body":"dev"}`),
 			},
 			want: "? movement plan asks:\n  Which branch?\n  main or dev\n10:00:03 #3 comment from user: dev\n",
 		},
 		{
 			name: "a live model, a status that echoes nothing, unknown events raw",
 			events: []store.JobEvent{
-				ev(1, "protocol", `{"type":"ready","protocol_version":"2026-04-02","model":"claude-x","provider":"anthropic","session_id":null,"executor_type":"live"}`),
-				ev(2, "protocol", `{"type":"status","message":"Model call failed (429); retrying in 1s (attempt 2)"}`),
-				ev(3, "noop", `{"ok":true}`),
-				ev(4, "protocol", `{"type":"future_thing","x":1}`),
-				ev(5, "run_event", `{"kind":"future_kind","data":{"y":2}}`),
+				ev(1, store.JobEventProtocol, `{"type":"ready","protocol_version":"2026-04-02","model":"claude-x","provider":"anthropic","session_id":null,"executor_type":"live"}`),
+				ev(2, store.JobEventProtocol, `{"type":"status","message":"Model call failed (429); retrying in 1s (attempt 2)"}`),
+				ev(3, store.JobEventNoop, `{"ok":true}`),
+				ev(4, store.JobEventProtocol, `{"type":"future_thing","x":1}`),
+				ev(5, store.JobEventRunEvent, `{"kind":"future_kind","data":{"y":2}}`),
 			},
 			want: "10:00:01 #1 model anthropic/claude-x\nModel call failed (429); retrying in 1s (attempt 2)\n" +
 				"10:00:03 #3 noop {\"ok\":true}\n10:00:04 #4 protocol future_thing {\"type\":\"future_thing\",\"x\":1}\n" +

@@ -345,7 +345,7 @@ func TestTasksLogsReconnects(t *testing.T) {
 	// the first connection delivers (the cut is after event 5).
 	evs := []store.NewJobEvent{{Type: "step", Data: json.RawMessage(`{"n":0}`)}}
 	for _, chunk := range []string{"Hel", "lo, ", "world"} {
-		evs = append(evs, store.NewJobEvent{Type: "protocol", Data: json.RawMessage(fmt.Sprintf(`{"type":"response_chunk","response_id":"r1","content":%q,"is_thinking":false}`, chunk))})
+		evs = append(evs, store.NewJobEvent{Type: store.JobEventProtocol, Data: json.RawMessage(fmt.Sprintf(`{"type":"response_chunk","response_id":"r1","content":%q,"is_thinking":false}`, chunk))})
 	}
 	for i := 1; i < 4; i++ {
 		evs = append(evs, store.NewJobEvent{Type: "step", Data: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))})

@@ -51,11 +51,7 @@ func sandboxConfig(mode sandbox.Mode, log *slog.Logger) sandbox.Config {
 // workspaceTools is Maestro's tool set over root (Read, Write, Edit with
 // lim, Glob, Grep, Bash in sb).
 func workspaceTools(root *workspace.Root, sb *sandbox.Sandbox, lim tool.FileLimits) *tool.Set {
-	return tool.NewSet(
-		tool.NewReadWith(root, lim), tool.NewWriteWith(root, lim), tool.NewEditWith(root, lim),
-		tool.NewGlob(root), tool.NewGrep(root),
-		tool.NewBash(sb, root.Dir(), tool.BashOptions{}),
-	)
+	return tool.NewWorkspaceSet(root, sb, lim)
 }
 
 // lazyWorkspaceTools is workspaceTools once the sandbox probe is done: the

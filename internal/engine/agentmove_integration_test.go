@@ -19,7 +19,6 @@ import (
 	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/protocol"
-	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 // installedAgentCLI returns a CLI binary installed by
@@ -108,15 +107,7 @@ func testAgentMovementOn(t *testing.T, id, bin string, cliEnv func(t *testing.T,
 	}))
 	t.Cleanup(srv.Close)
 
-	ws := t.TempDir()
-	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("apples\npears\nplums\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	root, err := workspace.Open(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
+	root := fruitWorkspace(t)
 	reg, err := agentcli.Load("")
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +151,7 @@ movements:
 		t.Fatal(err)
 	}
 	rec := &recorder{}
-	e, err := New(Config{Provider: replay.New(scen), Workspace: root, RunDir: t.TempDir(), Sink: rec, Events: rec,
+	e, err := New(Config{Provider: replay.New(scen), Workspace: root, RunDir: t.TempDir(), Sink: rec, Events: WithStatusLines(rec, rec),
 		Agents: AgentRunnerFunc(func(_ context.Context, agentID string) (*AgentCLI, error) {
 			if agentID != id {
 				return nil, fmt.Errorf("unexpected agent %q", agentID)

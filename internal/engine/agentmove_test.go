@@ -22,7 +22,6 @@ import (
 	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/protocol"
-	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 // agentHarness runs testdata/agentmove/review.yaml: its first movement on
@@ -50,15 +49,7 @@ func (h *agentHarness) Message(llm.Message) {}
 
 func newAgentHarness(t *testing.T) *agentHarness {
 	t.Helper()
-	ws := t.TempDir()
-	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("apples\npears\nplums\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	root, err := workspace.Open(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
+	root := fruitWorkspace(t)
 	dir, err := filepath.Abs(filepath.Join("testdata", "agentmove"))
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +79,7 @@ func newAgentHarness(t *testing.T) *agentHarness {
 	h.prov = &recording{Provider: replay.New(scen)}
 	env := append(os.Environ(), "PATH="+agents+string(os.PathListSeparator)+os.Getenv("PATH"), "FAKE_STATE="+h.state)
 	h.cfg = Config{
-		Provider: h.prov, Workspace: root, Sink: h, Events: h.rec, RunDir: t.TempDir(),
+		Provider: h.prov, Workspace: root, Sink: h, Events: WithStatusLines(h.rec, h), RunDir: t.TempDir(),
 		Agents: AgentRunnerFunc(func(_ context.Context, id string) (*AgentCLI, error) {
 			if id != def.ID {
 				return nil, fmt.Errorf("unknown agent %q", id)

@@ -88,10 +88,12 @@ type Config struct {
 	// Library holds the pieces (subtask pieces, piece tools); nil leaves
 	// the piece tools and SpawnSubTask out.
 	Library *Library
-	// Sink receives the agent loops' protocol events and messages, and one
-	// protocol status line per run event; nil discards them.
+	// Sink receives the agent loops' protocol events and messages; nil
+	// discards them.
 	Sink agent.Sink
-	// Events receives the run events; nil discards them.
+	// Events receives the run events, each once; nil discards them. To
+	// show them on a protocol-only surface as status lines, wrap it with
+	// WithStatusLines.
 	Events EventSink
 	// Agents runs the movements that name an agent CLI (`agent:`); nil
 	// makes such a movement fail the run with ErrAgentCLI.

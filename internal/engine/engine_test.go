@@ -171,7 +171,9 @@ func testLibrary(t testing.TB) *Library {
 	return lib
 }
 
-func newHarness(t *testing.T, scenario string, tune ...func(*Config)) *harness {
+// fruitWorkspace is a temporary workspace holding notes.txt (three
+// fruit), open for the test.
+func fruitWorkspace(t *testing.T) *workspace.Root {
 	t.Helper()
 	ws := t.TempDir()
 	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("apples\npears\nplums\n"), 0o644); err != nil {
@@ -182,10 +184,16 @@ func newHarness(t *testing.T, scenario string, tune ...func(*Config)) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { root.Close() })
+	return root
+}
+
+func newHarness(t *testing.T, scenario string, tune ...func(*Config)) *harness {
+	t.Helper()
+	root := fruitWorkspace(t)
 	h := &harness{t: t, ws: root.Dir(), root: root, lib: testLibrary(t), rec: &recorder{}}
 	h.prov = &recording{Provider: replay.New(loadScenario(t, scenario))}
 	h.cfg = Config{
-		Provider: h.prov, Workspace: root, Library: h.lib, Sink: h.rec, Events: h.rec,
+		Provider: h.prov, Workspace: root, Library: h.lib, Sink: h.rec, Events: WithStatusLines(h.rec, h.rec),
 		Sandbox: sandboxtest.Off(t, sandbox.Config{}),
 	}
 	for _, f := range tune {
@@ -601,10 +609,24 @@ func TestSubtasksInParallel(t *testing.T) {
 	if len(ms) != 3 || ms[1].Movement != "split" || ms[1].Entry != EntrySubtasks || ms[1].Revisits != 0 {
 		t.Errorf("movements = %+v", ms)
 	}
-	// A subtask cannot spawn subtasks.
-	data, err := os.ReadFile(filepath.Join(h.ws, "subtasks", "01-alpha", "logs", "transcript.jsonl"))
+	// A subtask cannot spawn subtasks. Its log is an ordinary session
+	// log, linked from the parent's state and subtask_finished event.
+	parent, err := LoadState(h.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := parent.Subtasks[0].Log
+	if parent.Subtasks[0].Name != "alpha" || parent.Subtasks[0].Session == "" || log != "subtasks/01-alpha/logs/"+parent.Subtasks[0].Session+"/events.jsonl" {
+		t.Errorf("subtask 1's log link: %+v", parent.Subtasks[0])
+	}
+	for _, f := range all[SubtaskFinished](h.rec) {
+		if f.ID == 1 && (f.Log != log || f.Session != parent.Subtasks[0].Session) {
+			t.Errorf("subtask_finished links %q %q, the state %q", f.Session, f.Log, log)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(h.ws, filepath.FromSlash(log)))
 	if err != nil || !strings.Contains(string(data), `"reason":"a subtask cannot spawn subtasks"`) {
-		t.Errorf("subtask transcript lacks the omitted SpawnSubTask: %v\n%s", err, data)
+		t.Errorf("subtask log lacks the omitted SpawnSubTask: %v\n%s", err, data)
 	}
 }
 

@@ -12,7 +12,8 @@ import (
 // EventKind names a run event. Run events are workflow-level facts
 // (a movement started, a transition, a pressure step, the run completed);
 // they are not headless-protocol messages. They go to the run's event log
-// as [Record]s, and each also appears as a protocol status line.
+// as [Record]s, once; a surface that speaks only the protocol shows each as
+// a status line (WithStatusLines).
 type EventKind string
 
 // The run event kinds.
@@ -196,6 +197,11 @@ type SubtaskFinished struct {
 	Result string    `json:"result"`
 	// File is the result file, relative to the run directory.
 	File string `json:"file"`
+	// Session and Log link the subtask's own session log: its id, and
+	// its events.jsonl relative to the run directory (empty when the
+	// subtask never started).
+	Session string `json:"session,omitempty"`
+	Log     string `json:"log,omitempty"`
 }
 
 // Waiting: the run waits for subtasks or for the user.

@@ -38,14 +38,14 @@ func (e *Engine) newRun(p *piece.Piece, st *State) *run {
 	return r
 }
 
-// emit records a run event and shows it as a status line.
+// emit records a run event, once: surfaces that speak only the protocol
+// see it through WithStatusLines.
 func (r *run) emit(ev Event) {
 	r.mu.Lock()
 	r.st.Seq++
 	rec := Record{RunID: r.st.RunID, Seq: r.st.Seq, Time: r.cfg.Now().UTC(), Event: ev}
 	r.mu.Unlock()
 	r.cfg.Events.RunEvent(rec)
-	r.cfg.Sink.Event(protocol.Status{Message: ev.Describe()})
 }
 
 // status shows a status line that is not a run event.

@@ -2,20 +2,17 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
 	"sync"
 
 	"github.com/maestro-run/maestro/internal/agent"
-	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/session"
 	"github.com/maestro-run/maestro/internal/tool"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
@@ -41,6 +38,12 @@ type SubtaskRecord struct {
 	// relative to the parent's run directory.
 	File   string `json:"file"`
 	RunDir string `json:"run_dir"`
+	// Session is the id of the child's session log and Log its path
+	// (events.jsonl, relative to the parent's run directory), set when
+	// the child starts: an ordinary session log (internal/session) with
+	// the child's protocol events, messages and run events.
+	Session string `json:"session,omitempty"`
+	Log     string `json:"log,omitempty"`
 	// Delivered is true once a briefing carried the result.
 	Delivered bool `json:"delivered,omitempty"`
 }
@@ -157,12 +160,13 @@ func (sp *subtaskPool) runChild(ctx context.Context, rec SubtaskRecord, p *piece
 		}
 		cfg.Provider = prov
 	}
-	tr, err := openTranscript(run)
+	sess, closeLog, err := openSubtaskLog(run, &cfg, rec.Task)
 	if err != nil {
 		return StatusFailed, err.Error()
 	}
-	defer tr.Close()
-	cfg.Sink, cfg.Events = tr, tr
+	defer closeLog()
+	r.linkLog(rec.ID, sess.ID(), path.Join(rec.RunDir, "logs", sess.ID(), "events.jsonl"))
+	cfg.Sink, cfg.Events = sess, SessionEvents(sess)
 	child := &Engine{cfg: cfg, depth: r.e.depth + 1, run: run}
 	out, err := child.Start(ctx, p, rec.Task, StartOptions{RunID: fmt.Sprintf("%s.%d", r.st.RunID, rec.ID), subtask: rec.ID})
 	switch {
@@ -187,10 +191,23 @@ func (sp *subtaskPool) finish(rec SubtaskRecord, status RunStatus, result string
 	for i := range r.st.Subtasks {
 		if r.st.Subtasks[i].ID == rec.ID {
 			r.st.Subtasks[i].Status, r.st.Subtasks[i].Result = status, result
+			rec = r.st.Subtasks[i]
 		}
 	}
 	r.mu.Unlock()
-	r.emit(SubtaskFinished{ID: rec.ID, Name: rec.Name, Status: status, Result: result, File: rec.File})
+	r.emit(SubtaskFinished{ID: rec.ID, Name: rec.Name, Status: status, Result: result, File: rec.File, Session: rec.Session, Log: rec.Log})
+	r.save()
+}
+
+// linkLog records in the parent's state where subtask id logs its run.
+func (r *run) linkLog(id int, sessionID, log string) {
+	r.mu.Lock()
+	for i := range r.st.Subtasks {
+		if r.st.Subtasks[i].ID == id {
+			r.st.Subtasks[i].Session, r.st.Subtasks[i].Log = sessionID, log
+		}
+	}
+	r.mu.Unlock()
 	r.save()
 }
 
@@ -285,35 +302,31 @@ func slugify(s string) string {
 	return strings.Trim(b.String(), "-")
 }
 
-// transcript is a subtask's log: its protocol events, messages and run
-// events as JSON lines in <child run dir>/logs/transcript.jsonl.
-type transcript struct {
-	mu sync.Mutex
-	f  *os.File
-}
-
-func openTranscript(run runPath) (*transcript, error) {
+// openSubtaskLog creates a subtask's log: an ordinary session log
+// (internal/session) in <child run dir>/logs/<session id>/, created below
+// the run directory without following a symbolic link. closeLog closes it.
+func openSubtaskLog(run runPath, cfg *Config, task string) (sess *session.Session, closeLog func(), err error) {
 	d, err := run.open("logs", true)
 	if err != nil {
-		return nil, fmt.Errorf("subtask transcript: %w", err)
+		return nil, nil, fmt.Errorf("subtask log: %w", err)
 	}
-	defer d.Close()
-	f, err := d.Create(transcriptFile, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		// A run directory is used once; what an earlier process left
-		// there is replaced.
-		if err = d.Remove(transcriptFile); err == nil {
-			f, err = d.Create(transcriptFile, 0o600)
-		}
+	executor := protocol.ExecutorLive
+	if isReplay(cfg.Provider) {
+		executor = protocol.ExecutorReplay
 	}
+	sess, err = session.NewStoreIn(d, filepath.Join(run.String(), "logs")).Create(session.Meta{
+		Workspace: cfg.Workspace.Dir(), Provider: cfg.Provider.Name(), Model: cfg.Provider.Model(), ExecutorType: executor,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("subtask transcript: %w", err)
+		d.Close()
+		return nil, nil, fmt.Errorf("subtask log: %w", err)
 	}
-	return &transcript{f: f}, nil
+	_ = sess.SetTitle(task)
+	return sess, func() {
+		sess.Close()
+		d.Close()
+	}, nil
 }
-
-// transcriptFile is a subtask's transcript in its run directory's logs/.
-const transcriptFile = "transcript.jsonl"
 
 // writeResult writes a subtask's result file (rec.File, a slash path
 // such as subtasks/01-name.md): into the workspace in the job layout,
@@ -334,29 +347,4 @@ func (r *run) writeResult(name string, data []byte) error {
 	}
 	defer d.Close()
 	return d.WriteFileAtomic(path.Base(name), data, 0o644)
-}
-
-func (t *transcript) write(kind string, v any) {
-	data, err := json.Marshal(map[string]any{"kind": kind, kind: v})
-	if err != nil {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.f.Write(append(data, '\n'))
-}
-
-func (t *transcript) Event(m protocol.Message) {
-	if data, err := protocol.Marshal(m); err == nil {
-		t.write("event", json.RawMessage(data))
-	}
-}
-
-func (t *transcript) Message(m llm.Message) { t.write("message", m) }
-func (t *transcript) RunEvent(r Record)     { t.write("run_event", r) }
-
-func (t *transcript) Close() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.f.Close()
 }

@@ -47,7 +47,7 @@ func TestPoolRunsJobToSuccess(t *testing.T) {
 	}
 	var types []string
 	for _, e := range events(t, st, j.ID) {
-		types = append(types, e.Type)
+		types = append(types, string(e.Type))
 	}
 	// queued, dispatching, running, note, succeeded
 	if want := "status status status note status"; strings.Join(types, " ") != want {
@@ -143,7 +143,7 @@ func TestPoolPanicIsAFailedAttempt(t *testing.T) {
 	found := false
 	for _, e := range events(t, st, j.ID) {
 		var s store.StatusEvent
-		if e.Type == store.EventTypeStatus && json.Unmarshal(e.Data, &s) == nil && s.State == store.StateQueued && strings.Contains(s.Error, "runner panicked: boom") {
+		if e.Type == store.JobEventStatus && json.Unmarshal(e.Data, &s) == nil && s.State == store.StateQueued && strings.Contains(s.Error, "runner panicked: boom") {
 			found = true
 		}
 	}

@@ -11,7 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/engine"
+	"github.com/maestro-run/maestro/internal/gitinfo"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/protocol"
@@ -48,19 +50,6 @@ type EngineRunnerConfig struct {
 // (benchmarks, health checks).
 const NoopPiece = "noop"
 
-// Job event types the engine runner appends (besides the store's own
-// "status" events).
-const (
-	// EventNoop is the one event of a "noop" job.
-	EventNoop = "noop"
-	// EventRunEvent carries an engine run event (engine.Record JSON:
-	// {"kind", "run_id", "seq", "time", "data"}).
-	EventRunEvent = "run_event"
-	// EventProtocol carries an agent-loop protocol event (the headless
-	// protocol message JSON, with its "type").
-	EventProtocol = "protocol"
-)
-
 // Payload is the part of a job's JSON payload the engine runner reads.
 type Payload struct {
 	// Replay is a replay scenario (JSON or YAML text, or a JSON object)
@@ -68,6 +57,10 @@ type Payload struct {
 	Replay json.RawMessage `json:"replay,omitempty"`
 	// Task is the task text of a job that has no task.
 	Task string `json:"task,omitempty"`
+	// NoPiece runs the task in Maestro's plain agent loop (as `maestro run
+	// --no-piece`) instead of a piece: the job's log holds the loop's
+	// protocol messages, from ready and session_info on (docs/queue.md).
+	NoPiece bool `json:"no_piece,omitempty"`
 	// InputStaging names the staging directory (staging.Dir) of files
 	// uploaded with the task's creation; the runner moves them into the
 	// task's input/ before the run starts. The API sets it; clients may
@@ -100,7 +93,7 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 		name = j.Task.Piece
 	}
 	if name == NoopPiece {
-		if err := j.Emit(ctx, store.NewJobEvent{Type: EventNoop, Data: json.RawMessage(`{"result":"ok"}`)}); err != nil {
+		if err := j.Emit(ctx, store.NewJobEvent{Type: store.JobEventNoop, Data: json.RawMessage(`{"result":"ok"}`)}); err != nil {
 			return Result{State: store.StateFailed, Error: "noop: " + err.Error()}
 		}
 		return Result{State: store.StateSucceeded, Result: "ok"}
@@ -134,6 +127,16 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 		return Result{State: store.StateFailed, Error: fmt.Sprintf("open the task workspace: %v", err)}
 	}
 	defer root.Close()
+	task := strings.TrimSpace(j.Task.Title + "\n\n" + j.Task.Body)
+	if task == "" {
+		task = pl.Task
+	}
+	if pl.NoPiece {
+		if name != "" {
+			return Result{State: store.StateFailed, NoRetry: true, Error: fmt.Sprintf("job payload field \"no_piece\": the job names piece %q; a run has a piece or none", name)}
+		}
+		return r.runLoop(ctx, j, prov, root, task)
+	}
 	var lib *engine.Library
 	if r.cfg.Pieces != nil {
 		lib, err = r.cfg.Pieces(ctx)
@@ -143,75 +146,37 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 	if err != nil {
 		return Result{State: store.StateFailed, Error: fmt.Sprintf("load pieces: %v", err)}
 	}
-
+	if task == "" {
+		// Only a new run needs the task; a run found in state/ has it.
+		has, err := engine.HasState(stateDir)
+		if err != nil {
+			return Result{State: store.StateFailed, Error: fmt.Sprintf("read the run state: %v", err)}
+		}
+		if !has {
+			return Result{State: store.StateFailed, NoRetry: true, Error: errNoTask}
+		}
+	}
 	em := newEmitter(ctx, j)
 	defer em.close()
-	// Every attempt says first what drives its model turns, so that
-	// every surface can badge a replay job as one.
-	executor := protocol.ExecutorLive
-	if prov.Name() == replay.ProviderName {
-		executor = protocol.ExecutorReplay
-	}
-	em.Event(protocol.Ready{ProtocolVersion: protocol.Version, Model: prov.Model(), Provider: prov.Name(), SessionID: nil, ExecutorType: executor})
-	ecfg := engine.Config{
-		Provider: prov, Workspace: root, RunDir: stateDir, JobWorkspace: true,
-		Sandbox: r.cfg.Sandbox, FileLimits: r.cfg.FileLimits, Library: lib, Sink: em, Events: em, Agents: r.cfg.Agents,
-	}
-	if executor == protocol.ExecutorReplay {
-		ecfg.ContextWindow = 200_000
-	}
-	e, err := engine.New(ecfg)
-	if err != nil {
-		return Result{State: store.StateFailed, Error: err.Error()}
-	}
-
-	var out *engine.Outcome
-	var runErr error
-	hasRun, err := engine.HasState(stateDir)
-	if err != nil {
-		return Result{State: store.StateFailed, Error: fmt.Sprintf("read the run state: %v", err)}
-	}
-	if hasRun {
-		st, err := engine.LoadState(stateDir)
-		if err != nil {
-			return Result{State: store.StateFailed, NoRetry: true, Error: fmt.Sprintf("read the run state: %v", err)}
-		}
-		answer := ""
-		if st.Status == engine.StatusWaitingHuman {
-			answer, err = latestUserComment(ctx, j)
-			if err != nil {
-				return Result{State: store.StateFailed, Error: fmt.Sprintf("read the task's comments: %v", err)}
-			}
-			if answer == "" {
-				// Resumed without an answer: keep waiting (the question
-				// was posted already).
-				return Result{State: store.StateWaitingHuman}
-			}
-		}
-		out, runErr = e.Resume(ctx, answer)
-		if errors.Is(runErr, engine.ErrFinished) {
-			runErr = nil // the run ended before the job was recorded
-		}
-	} else {
-		task := strings.TrimSpace(j.Task.Title + "\n\n" + j.Task.Body)
-		if task == "" {
-			task = pl.Task
-		}
-		if task == "" {
-			return Result{State: store.StateFailed, NoRetry: true, Error: "the job has no task text (task title/body, or payload \"task\")"}
-		}
-		if name == "" && prov.Name() == replay.ProviderName {
-			// A scripted scenario is written for the run, not for the
-			// classifier's model call.
-			name = engine.FallbackPiece
-		}
-		c, err := engine.Classify(ctx, prov, lib, task, engine.ClassifyOptions{Override: name})
-		if err != nil {
-			return Result{State: store.StateFailed, NoRetry: ctx.Err() == nil, Error: err.Error()}
-		}
-		runID := "job-" + strconv.FormatInt(j.ID, 10)
-		em.RunEvent(engine.Record{RunID: runID, Time: time.Now().UTC(), Event: c.Event()})
-		out, runErr = e.Start(ctx, c.Piece, task, engine.StartOptions{RunID: runID})
+	ready(em, prov)
+	// A run found in state/ is resumed (a waiting one with the newest
+	// user comment as the answer); otherwise the piece starts.
+	out, runErr := engine.Launch{
+		Config: engine.Config{
+			Provider: prov, Workspace: root, RunDir: stateDir, JobWorkspace: true,
+			Sandbox: r.cfg.Sandbox, FileLimits: r.cfg.FileLimits, Library: lib, Sink: em, Events: em, Agents: r.cfg.Agents,
+		},
+		Task: task, Piece: name, RunID: "job-" + strconv.FormatInt(j.ID, 10),
+		Answer: func(ctx context.Context) (string, error) { return latestUserComment(ctx, j) },
+	}.Run(ctx)
+	var cerr *engine.ClassifyError
+	switch {
+	case errors.As(runErr, &cerr):
+		return Result{State: store.StateFailed, NoRetry: ctx.Err() == nil, Error: runErr.Error()}
+	case errors.Is(runErr, engine.ErrNeedsAnswer):
+		// Resumed without an answer: keep waiting (the question was
+		// posted already).
+		return Result{State: store.StateWaitingHuman}
 	}
 	em.close()
 	res := Result{}
@@ -235,6 +200,51 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 		res.State, res.Error = store.StateFailed, fmt.Sprintf("the run stopped in state %s: %s", out.Status, out.Result)
 	}
 	return res
+}
+
+// errNoTask is the failure of a job that has nothing to do.
+const errNoTask = "the job has no task text (task title/body, or payload \"task\")"
+
+// ready says first, on every attempt, what drives the job's model turns,
+// so that every surface can badge a replay job as one.
+func ready(em *emitter, prov llm.Provider) {
+	executor := protocol.ExecutorLive
+	if prov.Name() == replay.ProviderName {
+		executor = protocol.ExecutorReplay
+	}
+	em.Event(protocol.Ready{ProtocolVersion: protocol.Version, Model: prov.Model(), Provider: prov.Name(), SessionID: nil, ExecutorType: executor})
+}
+
+// runLoop runs the task in the plain agent loop with the tools of a plain
+// session (tool.NewWorkspaceSet) in the job's work/, approving every call
+// as `maestro run` does. The conversation is not kept: an attempt that
+// was interrupted runs the task again from the start.
+func (r *engineRunner) runLoop(ctx context.Context, j *Job, prov llm.Provider, root *workspace.Root, task string) Result {
+	if task == "" {
+		return Result{State: store.StateFailed, NoRetry: true, Error: errNoTask}
+	}
+	em := newEmitter(ctx, j)
+	defer em.close()
+	ready(em, prov)
+	em.Event(protocol.SessionInfo{SessionID: nil, Cwd: root.Dir(), GitBranch: gitinfo.Branch(root.Dir(), nil)})
+	tools := tool.NewWorkspaceSet(root, r.cfg.Sandbox, r.cfg.FileLimits)
+	kind := ""
+	if r.cfg.Sandbox != nil {
+		kind = r.cfg.Sandbox.Kind()
+	}
+	ag := agent.New(agent.Config{
+		Provider: prov, Tools: tools,
+		System: agent.SystemPrompt(agent.Environment{Workspace: root.Dir(), Sandbox: kind, Tools: tools.Names(), Date: time.Now().Format("2006-01-02")}),
+	})
+	res, err := ag.Run(ctx, nil, llm.UserText(task), em)
+	em.close()
+	out := Result{Usage: res.Usage, CostUSD: res.CostUSD}
+	if err != nil {
+		out.State, out.Error = store.StateFailed, err.Error()
+		return out
+	}
+	out.State, out.Result = store.StateSucceeded, res.Final
+	return out
 }
 
 func (r *engineRunner) provider(j *Job, pl Payload) (llm.Provider, error) {
@@ -353,7 +363,7 @@ func (e *emitter) RunEvent(r engine.Record) {
 	if err != nil {
 		return
 	}
-	e.add(store.NewJobEvent{Type: EventRunEvent, Data: data})
+	e.add(store.NewJobEvent{Type: store.JobEventRunEvent, Data: data})
 	switch ms := r.Event.(type) {
 	case engine.MovementStarted:
 		_ = e.j.Checkpoint(e.ctx, ms.Movement, nil)
@@ -368,7 +378,7 @@ func (e *emitter) Event(m protocol.Message) {
 	if err != nil {
 		return
 	}
-	e.add(store.NewJobEvent{Type: EventProtocol, Data: data})
+	e.add(store.NewJobEvent{Type: store.JobEventProtocol, Data: data})
 }
 
 // Message implements agent.Sink; conversation messages stay in the run

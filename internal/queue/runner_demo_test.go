@@ -25,33 +25,53 @@ type jobRun struct {
 	ready     []protocol.Ready
 	movements []string
 	calls     []replay.CalledTool
+	// messages are the protocol messages' types, runEvents the run
+	// events' kinds, in order.
+	messages  []string
+	runEvents []engine.EventKind
+	// cwd is the first session_info's.
+	cwd string
+	// echoes are the status lines that repeat a run event's description.
+	echoes []string
 }
 
 func readJobRun(t *testing.T, st store.Store, jobID int64) jobRun {
 	t.Helper()
 	var out jobRun
 	byID := map[string]int{}
+	described := map[string]bool{}
 	for _, e := range events(t, st, jobID) {
 		switch e.Type {
-		case queue.EventRunEvent:
+		case store.JobEventRunEvent:
 			var r engine.Record
 			if err := json.Unmarshal(e.Data, &r); err != nil {
 				t.Fatalf("run_event %s: %v", e.Data, err)
 			}
+			out.runEvents = append(out.runEvents, r.Event.Kind())
+			described[r.Event.Describe()] = true
 			if ms, ok := r.Event.(engine.MovementStarted); ok {
 				out.movements = append(out.movements, ms.Movement)
 			}
 			if ms, ok := r.Event.(*engine.MovementStarted); ok {
 				out.movements = append(out.movements, ms.Movement)
 			}
-		case queue.EventProtocol:
+		case store.JobEventProtocol:
 			m, err := protocol.DecodeServer(e.Data)
 			if err != nil {
 				t.Fatalf("protocol event %s: %v", e.Data, err)
 			}
+			out.messages = append(out.messages, m.MessageType())
 			switch m := m.(type) {
 			case protocol.Ready:
 				out.ready = append(out.ready, m)
+			case protocol.SessionInfo:
+				if out.cwd == "" {
+					out.cwd = m.Cwd
+				}
+			case protocol.Status:
+				if described[m.Message] {
+					out.echoes = append(out.echoes, m.Message)
+				}
 			case protocol.ToolCall:
 				byID[m.CallID] = len(out.calls)
 				out.calls = append(out.calls, replay.CalledTool{ID: m.CallID, Name: m.Tool, Input: m.Args, IsError: true})
@@ -63,6 +83,21 @@ func readJobRun(t *testing.T, st store.Store, jobID int64) jobRun {
 		}
 	}
 	return out
+}
+
+// waitEnd waits until job id has finished and fails the test unless it
+// ended in state with want in its result (its error, unless it succeeded).
+func waitEnd(t *testing.T, st store.Store, id int64, state store.State, want string) store.Job {
+	t.Helper()
+	done := waitJob(t, st, id, "finished", func(j store.Job) bool { return j.State.Terminal() })
+	got := done.Result
+	if done.State != store.StateSucceeded {
+		got = done.Error
+	}
+	if done.State != state || !strings.Contains(got, want) {
+		t.Fatalf("job ended %s with %q, want %s with %q", done.State, got, state, want)
+	}
+	return done
 }
 
 // TestEngineRunnerPlaysPieceDemoWithoutModel: with no model (no Provider),
@@ -99,6 +134,9 @@ func TestEngineRunnerPlaysPieceDemoWithoutModel(t *testing.T) {
 	}
 	if !slices.Equal(run.movements, []string{"execute", "verify"}) {
 		t.Errorf("movements = %v, want execute, verify", run.movements)
+	}
+	if len(run.echoes) > 0 {
+		t.Errorf("the job log repeats run events as status lines: %q", run.echoes)
 	}
 	dir := queue.WorkDir(data, task.ID)
 	rs := replay.DemoPiece().Check(os.DirFS(dir), run.calls)
@@ -189,14 +227,7 @@ func TestEngineRunnerAgentMovement(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			done := waitJob(t, st, job.ID, "finished", func(j store.Job) bool { return j.State.Terminal() })
-			got := done.Result
-			if done.State != store.StateSucceeded {
-				got = done.Error
-			}
-			if done.State != tt.state || !strings.Contains(got, tt.want) {
-				t.Fatalf("job ended %s with %q, want %s with %q", done.State, got, tt.state, tt.want)
-			}
+			done := waitEnd(t, st, job.ID, tt.state, tt.want)
 			if tt.state == store.StateFailed && done.Attempt != 1 {
 				t.Errorf("a missing agent runner was retried: attempt %d", done.Attempt)
 			}
@@ -246,23 +277,13 @@ func TestEngineRunnerMovesStagedInput(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(staged, "docs", "report.txt"), []byte("figures\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			var pl map[string]any
-			json.Unmarshal(payload(t, readInputScenario), &pl)
-			pl[staging.PayloadField] = tt.key
-			raw, _ := json.Marshal(pl)
+			raw := payloadWith(t, map[string]any{"replay": json.RawMessage(readInputScenario), staging.PayloadField: tt.key})
 			startPool(t, queue.Config{Store: st, Runner: queue.NewEngineRunner(queue.EngineRunnerConfig{DataDir: data})})
 			task, job, err := st.CreateTask(t.Context(), store.NewTask{Title: "Read the report", Piece: "general", Payload: raw, MaxAttempts: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
-			done := waitJob(t, st, job.ID, "finished", func(j store.Job) bool { return j.State.Terminal() })
-			got := done.Result
-			if done.State != store.StateSucceeded {
-				got = done.Error
-			}
-			if done.State != tt.state || !strings.Contains(got, tt.want) {
-				t.Fatalf("job ended %s with %q, want %s with %q", done.State, got, tt.state, tt.want)
-			}
+			waitEnd(t, st, job.ID, tt.state, tt.want)
 			if tt.key != key {
 				return
 			}
@@ -274,5 +295,52 @@ func TestEngineRunnerMovesStagedInput(t *testing.T) {
 				t.Errorf("staging directory still there: %v", err)
 			}
 		})
+	}
+}
+
+// TestEngineRunnerPlainLoop: a job with payload no_piece runs its task in
+// the plain agent loop, as `maestro run --no-piece` does: the bundled demo
+// plays to the end, its assertions pass on the job's work/, the job's log
+// holds ready (badged replay), session_info for work/ and then the loop's
+// protocol messages and no run event; the result is the model's last
+// text. A job that names a piece and no_piece fails without a retry.
+func TestEngineRunnerPlainLoop(t *testing.T) {
+	t.Parallel()
+	// The bundled replay demo (the one `maestro run` plays with no model)
+	// as scenario text, in the plain agent loop.
+	plainPayload := payloadWith(t, map[string]any{"replay": string(replay.DemoSource()), "no_piece": true})
+	st := openSQLite(t, nil)
+	data := t.TempDir()
+	startPool(t, queue.Config{Store: st, Runner: queue.NewEngineRunner(queue.EngineRunnerConfig{
+		DataDir: data, Sandbox: sandboxtest.Off(t, sandbox.Config{}),
+	})})
+	task, job, err := st.CreateTask(t.Context(), store.NewTask{Title: "Show me what you can do", Payload: plainPayload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitEnd(t, st, job.ID, store.StateSucceeded, "replay")
+	run := readJobRun(t, st, job.ID)
+	types := run.messages
+	if len(types) < 3 || types[0] != protocol.TypeReady || types[1] != protocol.TypeSessionInfo || types[2] != protocol.TypeResponseStart ||
+		types[len(types)-1] != protocol.TypeResponseEnd || len(run.runEvents) != 0 {
+		t.Errorf("protocol messages = %v, run events %v; want ready, session_info, response_start … response_end and no run event", types, run.runEvents)
+	}
+	if run.cwd != queue.WorkDir(data, task.ID) {
+		t.Errorf("session_info cwd %q, want the job's work/ %q", run.cwd, queue.WorkDir(data, task.ID))
+	}
+	if len(run.ready) != 1 || run.ready[0].ExecutorType != protocol.ExecutorReplay {
+		t.Errorf("ready events = %+v, want one badged replay", run.ready)
+	}
+	rs := replay.Demo().Check(os.DirFS(queue.WorkDir(data, task.ID)), run.calls)
+	if replay.OutcomeOf(rs) != replay.OutcomePass {
+		t.Errorf("demo outcome %s: %+v; calls %+v", replay.OutcomeOf(rs), rs, run.calls)
+	}
+
+	_, both, err := st.CreateTask(t.Context(), store.NewTask{Title: "Show me", Piece: "general", Payload: plainPayload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if failed := waitEnd(t, st, both.ID, store.StateFailed, `"no_piece"`); failed.Attempt != 1 {
+		t.Errorf("a job with a piece and no_piece was retried: attempt %d", failed.Attempt)
 	}
 }

@@ -23,7 +23,13 @@ const askScenario = `{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id
 
 func payload(t *testing.T, scenario string) json.RawMessage {
 	t.Helper()
-	data, err := json.Marshal(map[string]json.RawMessage{"replay": json.RawMessage(scenario)})
+	return payloadWith(t, map[string]any{"replay": json.RawMessage(scenario)})
+}
+
+// payloadWith is a job payload with fields.
+func payloadWith(t *testing.T, fields map[string]any) json.RawMessage {
+	t.Helper()
+	data, err := json.Marshal(fields)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,13 +84,13 @@ func TestEngineRunnerAskAnswerResume(t *testing.T) {
 
 	// The event log: run events and protocol events, seq without gaps.
 	kinds := map[string]bool{}
-	types := map[string]int{}
+	types := map[store.JobEventKind]int{}
 	for i, e := range events(t, st, job.ID) {
 		if e.Seq != int64(i+1) {
 			t.Fatalf("event %d has seq %d", i, e.Seq)
 		}
 		types[e.Type]++
-		if e.Type == queue.EventRunEvent {
+		if e.Type == store.JobEventRunEvent {
 			var r engine.Record
 			if err := json.Unmarshal(e.Data, &r); err != nil {
 				t.Errorf("run_event does not decode: %v: %s", err, e.Data)
@@ -97,7 +103,7 @@ func TestEngineRunnerAskAnswerResume(t *testing.T) {
 			t.Errorf("no %s run event; kinds %v", k, kinds)
 		}
 	}
-	if types[queue.EventProtocol] == 0 || types[store.EventTypeStatus] < 7 {
+	if types[store.JobEventProtocol] == 0 || types[store.JobEventStatus] < 7 {
 		t.Errorf("event types = %v", types)
 	}
 }
@@ -110,7 +116,7 @@ func TestEngineRunnerNoop(t *testing.T) {
 	done := waitJob(t, st, j.ID, "succeeded", inState(store.StateSucceeded))
 	var types []string
 	for _, e := range events(t, st, j.ID) {
-		types = append(types, e.Type)
+		types = append(types, string(e.Type))
 	}
 	if done.Result != "ok" || strings.Join(types, " ") != "status status status noop status" {
 		t.Errorf("noop job = %+v, events %v", done, types)

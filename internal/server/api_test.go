@@ -82,7 +82,7 @@ func TestTasks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if last := evs[len(evs)-1]; last.Type != "comment" || !strings.Contains(string(last.Data), `"main"`) {
+			if last := evs[len(evs)-1]; last.Type != store.JobEventComment || !strings.Contains(string(last.Data), `"main"`) {
 				t.Fatalf("last event %s %s, want the comment", last.Type, last.Data)
 			}
 			// A second comment resumes nothing.

@@ -63,7 +63,7 @@ func TestAskThroughTheAPI(t *testing.T) {
 						t.Fatalf("the stream ended (%s) before state %s", f.Data, state)
 					}
 					seen = append(seen, eventSeq(t, f))
-					if f.Event != store.EventTypeStatus {
+					if f.Event != string(store.JobEventStatus) {
 						continue
 					}
 					var ev store.JobEvent

@@ -239,7 +239,7 @@ func appendEvents(t *testing.T, st store.Store, j store.Job, types ...string) []
 	t.Helper()
 	var evs []store.NewJobEvent
 	for _, ty := range types {
-		evs = append(evs, store.NewJobEvent{Type: ty, Data: json.RawMessage(fmt.Sprintf(`{"what":%q}`, ty))})
+		evs = append(evs, store.NewJobEvent{Type: store.JobEventKind(ty), Data: json.RawMessage(fmt.Sprintf(`{"what":%q}`, ty))})
 	}
 	out, err := st.AppendJobEvents(t.Context(), j.Lease(), evs)
 	if err != nil {

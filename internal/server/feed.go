@@ -212,7 +212,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id, after 
 				return err
 			}
 			after = e.Seq
-			if e.Type == store.EventTypeStatus {
+			if e.Type == store.JobEventStatus {
 				var st store.StatusEvent
 				if json.Unmarshal(e.Data, &st) == nil && st.State.Valid() {
 					state = st.State

@@ -115,7 +115,7 @@ func eventSeq(t *testing.T, f frame) int64 {
 	if err := json.Unmarshal([]byte(f.Data), &ev); err != nil {
 		t.Fatalf("frame data %q: %v", f.Data, err)
 	}
-	if strconv.FormatInt(ev.Seq, 10) != f.ID || ev.Type != f.Event {
+	if strconv.FormatInt(ev.Seq, 10) != f.ID || string(ev.Type) != f.Event {
 		t.Fatalf("frame id %q event %q do not match its data %s", f.ID, f.Event, f.Data)
 	}
 	return ev.Seq
@@ -237,7 +237,7 @@ func TestSSEErrors(t *testing.T) {
 		LastSeq int64            `json:"last_seq"`
 	}
 	e.must(http.StatusOK, "GET", path, nil, &page)
-	if len(page.Events) != 1 || page.Events[0].Type != "status" || page.State != store.StateQueued || page.LastSeq != 1 {
+	if len(page.Events) != 1 || page.Events[0].Type != store.JobEventStatus || page.State != store.StateQueued || page.LastSeq != 1 {
 		t.Fatalf("events page %+v", page)
 	}
 	e.must(http.StatusOK, "GET", path+"?after=1", nil, &page)

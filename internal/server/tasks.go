@@ -349,7 +349,7 @@ func (s *Server) addComment(w http.ResponseWriter, r *http.Request) {
 	ctx := context.WithoutCancel(r.Context())
 	if task, err := s.st.GetTask(ctx, id); err == nil && task.JobID != 0 {
 		data, _ := json.Marshal(api.CommentEvent{CommentID: c.ID, AuthorKind: c.AuthorKind, Author: c.Author, Body: c.Body})
-		if _, err := s.st.AppendSystemJobEvents(ctx, task.JobID, []store.NewJobEvent{{Type: "comment", Data: data}}); err != nil {
+		if _, err := s.st.AppendSystemJobEvents(ctx, task.JobID, []store.NewJobEvent{{Type: store.JobEventComment, Data: data}}); err != nil {
 			s.log.Warn("comment event not appended", "task", id, "job", task.JobID, "err", err)
 		}
 	}

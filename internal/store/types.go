@@ -226,22 +226,45 @@ type JobEvent struct {
 	Seq int64 `json:"seq"`
 	// Attempt is the attempt during which the event was appended.
 	Attempt   int             `json:"attempt"`
-	Type      string          `json:"type"`
+	Type      JobEventKind    `json:"type"`
 	Data      json.RawMessage `json:"data"`
 	CreatedAt time.Time       `json:"created_at"`
 }
 
 // NewJobEvent is the input of AppendJobEvents.
 type NewJobEvent struct {
-	// Type is a short name such as "status", "tool_start", "comment".
-	Type string
+	// Type says what the event records: one of the JobEvent kinds below,
+	// or a worker's own label.
+	Type JobEventKind
 	// Data is the event body as JSON (default {}).
 	Data json.RawMessage
 }
 
-// EventTypeStatus is the type of the events the store appends on every job
-// state change; their Data is a StatusEvent.
-const EventTypeStatus = "status"
+// JobEventKind names what a job event records. The kinds Maestro appends
+// are the constants below, each with one shape of Data (docs/events.md,
+// "The job log"); a worker or client appending through the API may use
+// its own labels, which readers show as they are.
+type JobEventKind string
+
+// The job event kinds Maestro appends.
+const (
+	// JobEventStatus: the store, on every job state change; Data is a
+	// StatusEvent.
+	JobEventStatus JobEventKind = "status"
+	// JobEventComment: a comment was posted on the job's task; Data is
+	// {"comment_id", "author_kind", "author", "body"}.
+	JobEventComment JobEventKind = "comment"
+	// JobEventRunEvent: a workflow-level event of the job's piece run
+	// (a movement started, a transition, …); Data is the engine's record
+	// {"kind", "run_id", "seq", "time", "data"} (internal/engine Record).
+	JobEventRunEvent JobEventKind = "run_event"
+	// JobEventProtocol: a headless-protocol message of the job's agent
+	// loop, as its JSON frame with its "type" (docs/protocol/).
+	JobEventProtocol JobEventKind = "protocol"
+	// JobEventNoop: the one event of a job of piece "noop"; Data is
+	// {"result": "ok"}.
+	JobEventNoop JobEventKind = "noop"
+)
 
 // StatusEvent is the body of a "status" event.
 type StatusEvent struct {

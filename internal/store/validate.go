@@ -282,7 +282,7 @@ func ValidateEvents(events []NewJobEvent) ([]NewJobEvent, error) {
 	}
 	out := make([]NewJobEvent, len(events))
 	for i, e := range events {
-		if err := label(fmt.Sprintf("events[%d].type", i), e.Type, true); err != nil {
+		if err := label(fmt.Sprintf("events[%d].type", i), string(e.Type), true); err != nil {
 			return nil, err
 		}
 		d, err := jsonDoc(fmt.Sprintf("events[%d].data", i), e.Data, MaxJSONBytes)

@@ -196,7 +196,7 @@ func TestTasksAndJobs(t *testing.T) {
 	if err != nil || rest.NextAfter != 0 || int64(len(ev.Events)+len(rest.Events)) != rest.LastSeq {
 		t.Fatalf("events page 2: %+v %v", rest, err)
 	}
-	var types []string
+	var types []store.JobEventKind
 	for _, x := range append(ev.Events, rest.Events...) {
 		var again store.JobEvent
 		if err := json.Unmarshal(x.Raw, &again); err != nil || again.Seq != x.Seq || again.Type != x.Type {
@@ -204,7 +204,7 @@ func TestTasksAndJobs(t *testing.T) {
 		}
 		types = append(types, x.Type)
 	}
-	if !slices.Contains(types, "comment") || types[len(types)-1] != store.EventTypeStatus {
+	if !slices.Contains(types, store.JobEventComment) || types[len(types)-1] != store.JobEventStatus {
 		t.Fatalf("event types %v: want the comment and a final status", types)
 	}
 

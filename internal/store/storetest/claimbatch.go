@@ -60,7 +60,7 @@ func testClaimBatchOwners(t *testing.T, b *bundle) {
 		log := b.events(t, j.ID)
 		checkGapFree(t, log)
 		wantData, _ := json.Marshal(store.StatusEvent{State: store.StateDispatching, Attempt: 1, Worker: workers[i]})
-		if len(log) != 2 || log[1].Type != store.EventTypeStatus || string(log[1].Data) != string(wantData) {
+		if len(log) != 2 || log[1].Type != store.JobEventStatus || string(log[1].Data) != string(wantData) {
 			t.Fatalf("log of job %d = %+v, want its status event %s", j.ID, log, wantData)
 		}
 	}

@@ -78,7 +78,7 @@ func statusTrail(t *testing.T, evs []store.JobEvent) []string {
 	t.Helper()
 	var out []string
 	for _, e := range evs {
-		if e.Type != store.EventTypeStatus {
+		if e.Type != store.JobEventStatus {
 			continue
 		}
 		var s store.StatusEvent

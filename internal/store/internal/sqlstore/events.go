@@ -47,7 +47,7 @@ func (db *DB) appendAtomic(ctx context.Context, l store.Lease, events []store.Ne
 	now := db.Now()
 	types, datas := make([]string, len(events)), make([]string, len(events))
 	for i, e := range events {
-		types[i], datas[i] = e.Type, string(e.Data)
+		types[i], datas[i] = string(e.Type), string(e.Data)
 	}
 	var last, attempt int64
 	err := db.wp.QueryRowContext(ctx, db.q.EventAppendAtomic, append(leaseArgs(l), db.ts(now),

@@ -71,7 +71,7 @@ func (db *DB) status(ctx context.Context, t *txn, j store.Job, ev store.StatusEv
 	if err != nil {
 		return fmt.Errorf("encode status event: %w", err)
 	}
-	if _, err := t.ExecContext(ctx, db.q.EventInsert, j.ID, j.LastSeq, int64(j.Attempt), store.EventTypeStatus, string(data), db.ts(j.UpdatedAt)); err != nil {
+	if _, err := t.ExecContext(ctx, db.q.EventInsert, j.ID, j.LastSeq, int64(j.Attempt), store.JobEventStatus, string(data), db.ts(j.UpdatedAt)); err != nil {
 		return fmt.Errorf("append status event of job %d: %w", j.ID, err)
 	}
 	t.notify(store.JobTopic(j.ID), "")
