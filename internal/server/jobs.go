@@ -149,4 +149,3 @@ func (s *Server) jobEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
-
