@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
 	"github.com/maestro-run/maestro/internal/migrate"
@@ -49,15 +47,7 @@ func backends() []backend {
 		}},
 		{"postgres", migrate.Postgres, func(t *testing.T) func() *sql.DB {
 			dsn := pg.Cluster(t).NewSchema(t)
-			return func() *sql.DB {
-				cfg, err := pgx.ParseConfig(dsn)
-				if err != nil {
-					t.Fatal(err)
-				}
-				db := stdlib.OpenDB(*cfg)
-				t.Cleanup(func() { db.Close() })
-				return db
-			}
+			return func() *sql.DB { return pgtest.OpenDB(t, dsn) }
 		}},
 	}
 }

@@ -140,15 +140,7 @@ func TestFileSearch(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("FileSearch mismatch (-want +got):\n%s", diff)
 			}
-			line, err := protocol.Marshal(got)
-			if err != nil {
-				t.Fatal(err)
-			}
-			v, err := validator()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := v.ValidateServerFrame(line); err != nil {
+			if err := validFrame(got); err != nil {
 				t.Errorf("result does not validate: %v", err)
 			}
 		})
