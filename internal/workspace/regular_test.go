@@ -8,41 +8,16 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/maestro-run/maestro/internal/workspace/fifotest"
 )
-
-// promptly runs op and fails the test if it does not return within 2 s
-// (a FIFO opened for reading without a writer blocks forever). After a
-// failure, opening the FIFO for writing releases the blocked reader.
-func promptly(t *testing.T, fifo string, op func() error) error {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- op() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(2 * time.Second):
-		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			w.Close()
-		}
-		t.Fatalf("still blocked after 2 s")
-		return nil
-	}
-}
-
-func mkfifo(t *testing.T, path string) {
-	t.Helper()
-	if err := syscall.Mkfifo(path, 0o644); err != nil {
-		t.Fatalf("mkfifo: %v", err)
-	}
-}
 
 // TestFIFORefused: every way of reading through a Root refuses a FIFO at
 // once, naming it, instead of blocking in open(2).
 func TestFIFORefused(t *testing.T) {
 	r, _ := setup(t)
 	fifo := filepath.Join(r.Dir(), "pipe")
-	mkfifo(t, fifo)
+	fifotest.Make(t, fifo)
 	// A link to the FIFO, and a directory name that is a FIFO.
 	if err := os.Symlink("pipe", filepath.Join(r.Dir(), "link")); err != nil {
 		t.Fatal(err)
@@ -61,7 +36,7 @@ func TestFIFORefused(t *testing.T) {
 	for name, op := range ops {
 		for _, target := range []string{"pipe", "link"} {
 			t.Run(name+"/"+target, func(t *testing.T) {
-				err := promptly(t, fifo, func() error { return op(target) })
+				err := fifotest.Within(t, fifo, func() error { return op(target) })
 				if err == nil {
 					t.Fatalf("%s(%s) succeeded on a FIFO", name, target)
 				}
