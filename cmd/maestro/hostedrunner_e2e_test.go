@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/hostedrunner"
+	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/protocol"
 )
 
@@ -37,7 +38,7 @@ type runnerProc struct {
 
 // fixtureEnv is the harness's environment (§17) on a machine with no model.
 func fixtureEnv(t *testing.T, ws, runnerID string, extra ...string) []string {
-	env := append(cleanEnv(t.TempDir()),
+	env := append(proctest.NoModelEnv(t.TempDir()),
 		"MAESTRO_RUNNER_SESSION_ID="+runnerID,
 		"MAESTRO_SESSION_ID=session_123",
 		"MAESTRO_WORKSPACE_ROOT="+ws,

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/queue"
 )
 
@@ -56,7 +57,7 @@ func TestServeRunsWithoutModel(t *testing.T) {
 	home := t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	env := cleanEnv(home)
+	env := proctest.NoModelEnv(home)
 
 	serve := exec.CommandContext(ctx, binary, "serve", "--listen", "127.0.0.1:0", "--workers", "1", "--data-dir", home)
 	serve.Env = env

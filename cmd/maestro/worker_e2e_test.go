@@ -16,6 +16,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/queue"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/store/sqlite"
@@ -256,7 +257,7 @@ func startWorker(ctx context.Context, t *testing.T, home, data, name string) *wo
 	t.Helper()
 	cmd := exec.CommandContext(ctx, binary, "worker", "--lease", "2s", "--data-dir", data, "--name", name)
 	// MAESTRO_DB empty: SQLite in data, whatever the environment says.
-	cmd.Env = append(cleanEnv(home), "MAESTRO_DB=")
+	cmd.Env = append(proctest.NoModelEnv(home), "MAESTRO_DB=")
 	return launch(t, cmd)
 }
 

@@ -1,24 +1,104 @@
-//go:build linux
-
 package proctest
 
 import (
+	"context"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
 
-func TestAlive(t *testing.T) {
-	t.Parallel()
-	if !Alive(os.Getpid(), 10*time.Millisecond) {
-		t.Error("this process is reported gone")
+// TestSkipOrFail runs the test binary again with a missing agent CLI:
+// without CI the child test is skipped loudly, with CI=true it fails, and
+// either way the output names what is missing and how to install it.
+func TestSkipOrFail(t *testing.T) {
+	if os.Getenv("PROCTEST_CHILD") == "1" {
+		AgentCLI(t, "no-such-cli")
+		t.Fatal("AgentCLI returned for a missing CLI")
+		return
 	}
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
+	t.Parallel()
+	for _, tc := range []struct {
+		ci       string
+		wantFail bool
+		want     string
+	}{
+		{"", false, "--- SKIP"},
+		{"false", false, "--- SKIP"},
+		{"true", true, "--- FAIL"},
+	} {
+		t.Run("CI="+tc.ci, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestSkipOrFail$", "-test.v")
+			cmd.Env = append(os.Environ(), "PROCTEST_CHILD=1", "CI="+tc.ci, AgentCLIEnv+"="+t.TempDir())
+			out, err := cmd.CombinedOutput()
+			if failed := err != nil; failed != tc.wantFail {
+				t.Fatalf("child with CI=%q: err = %v, want failure %v; output:\n%s", tc.ci, err, tc.wantFail, out)
+			}
+			for _, want := range []string{tc.want, `AGENT CLI "no-such-cli" NOT INSTALLED`, "install-agent-clis.sh"} {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("child with CI=%q output lacks %q:\n%s", tc.ci, want, out)
+				}
+			}
+		})
+	}
+}
+
+// TestAgentCLIFound: an installed CLI is found in $MAESTRO_AGENT_CLIS/bin.
+func TestAgentCLIFound(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(dir+"/bin", 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if Alive(cmd.Process.Pid, time.Second) {
-		t.Error("an exited, reaped process is reported alive")
+	want := dir + "/bin/fake"
+	if err := os.WriteFile(want, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(AgentCLIEnv, dir)
+	if got := AgentCLI(t, "fake"); got != want {
+		t.Errorf("AgentCLI = %q, want %q", got, want)
+	}
+}
+
+// TestModuleRoot: the root found from this package holds go.mod and
+// this package below it.
+func TestModuleRoot(t *testing.T) {
+	t.Parallel()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(root + "/internal/proctest/prereq.go"); err != nil {
+		t.Errorf("module root %s does not hold this package: %v", root, err)
+	}
+}
+
+// TestNoModelEnv: model credentials, endpoints and choice are dropped,
+// MAESTRO_HOME is replaced, and everything else is kept.
+func TestNoModelEnv(t *testing.T) {
+	t.Setenv("ANTHROPIC_API_KEY", "k")
+	t.Setenv("OPENAI_BASE_URL", "http://x")
+	t.Setenv("MAESTRO_MODEL", "openai/m")
+	t.Setenv("MAESTRO_HOME", "/old")
+	t.Setenv("PROCTEST_KEPT", "yes")
+	env := NoModelEnv("/new")
+	got := map[string]int{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		got[k]++
+		if k == "MAESTRO_HOME" && v != "/new" {
+			t.Errorf("MAESTRO_HOME=%s, want /new", v)
+		}
+	}
+	for _, k := range []string{"ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "MAESTRO_MODEL"} {
+		if got[k] != 0 {
+			t.Errorf("%s kept", k)
+		}
+	}
+	if got["MAESTRO_HOME"] != 1 || got["PROCTEST_KEPT"] != 1 {
+		t.Errorf("MAESTRO_HOME ×%d, PROCTEST_KEPT ×%d, want 1 each", got["MAESTRO_HOME"], got["PROCTEST_KEPT"])
 	}
 }
