@@ -19,15 +19,15 @@ import (
 	"github.com/maestro-run/maestro/internal/sandbox/sandboxtest"
 )
 
-// limitedModes are the sandboxes with a helper, so with the limits.
-func limitedModes(cfg sandbox.Config) []struct {
+// sandboxMode is a kind of sandbox a test runs in.
+type sandboxMode struct {
 	name string
 	new  func(t *testing.T) *sandbox.Sandbox
-} {
-	return []struct {
-		name string
-		new  func(t *testing.T) *sandbox.Sandbox
-	}{
+}
+
+// limitedModes are the sandboxes with a helper, so with the limits.
+func limitedModes(cfg sandbox.Config) []sandboxMode {
+	return []sandboxMode{
 		{"bwrap", func(t *testing.T) *sandbox.Sandbox {
 			c := cfg
 			c.HelperPath = sandboxtest.Helper(t)
