@@ -37,7 +37,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-
 // The README's main job: no keys, the bundled replay demo, exit 0.
 func TestMainJobOnEmbeddedDefaults(t *testing.T) {
 	t.Parallel()

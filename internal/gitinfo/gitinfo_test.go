@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/maestro-run/maestro/internal/workspace/fifotest"
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
 
 // TestBranch: the branch of an ordinary repository, of a worktree (.git
@@ -61,13 +61,13 @@ func TestPlantedGitMetadata(t *testing.T) {
 		name  string
 		plant func(t *testing.T, ws string)
 	}{
-		{".git FIFO", func(t *testing.T, ws string) { fifotest.Make(t, filepath.Join(ws, ".git")) }},
+		{".git FIFO", func(t *testing.T, ws string) { wstest.MakeFIFO(t, filepath.Join(ws, ".git")) }},
 		{".git link to a FIFO", func(t *testing.T, ws string) {
-			fifotest.Make(t, filepath.Join(ws, "pipe"))
+			wstest.MakeFIFO(t, filepath.Join(ws, "pipe"))
 			link(t, "pipe", filepath.Join(ws, ".git"))
 		}},
 		{".git link to /dev/zero", func(t *testing.T, ws string) { link(t, "/dev/zero", filepath.Join(ws, ".git")) }},
-		{"HEAD FIFO", func(t *testing.T, ws string) { fifotest.Make(t, filepath.Join(ws, ".git", "HEAD")) }},
+		{"HEAD FIFO", func(t *testing.T, ws string) { wstest.MakeFIFO(t, filepath.Join(ws, ".git", "HEAD")) }},
 		{"HEAD link to /dev/zero", func(t *testing.T, ws string) {
 			mkdir(t, filepath.Join(ws, ".git"))
 			link(t, "/dev/zero", filepath.Join(ws, ".git", "HEAD"))
@@ -76,7 +76,7 @@ func TestPlantedGitMetadata(t *testing.T) {
 			write(t, filepath.Join(ws, ".git", "HEAD"), "ref: refs/heads/"+strings.Repeat("x", 16<<20)+"\n")
 		}},
 		{"gitdir to a FIFO HEAD", func(t *testing.T, ws string) {
-			fifotest.Make(t, filepath.Join(ws, "fake", "HEAD"))
+			wstest.MakeFIFO(t, filepath.Join(ws, "fake", "HEAD"))
 			write(t, filepath.Join(ws, ".git"), "gitdir: fake\n")
 		}},
 		{"gitdir file link to /dev/zero", func(t *testing.T, ws string) {

@@ -1,11 +1,15 @@
 package proctest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 // SkipOrFail stops tb because something it needs is missing on this
@@ -64,5 +68,41 @@ func moduleRoot() (string, error) {
 			return "", errors.New("no go.mod above the working directory")
 		}
 		dir = parent
+	}
+}
+
+// CheckSkipOrFail checks a test that calls SkipOrFail: it runs the test
+// named test of this test binary again, with childEnv=1 and env added to
+// its environment, once with CI unset, once with CI=false and once with
+// CI=true. The child must be skipped in the first two and fail in the
+// third, and print every want each time. The test itself does its work
+// only when childEnv is 1.
+func CheckSkipOrFail(t *testing.T, test, childEnv string, env []string, want ...string) {
+	t.Helper()
+	for _, tc := range []struct {
+		ci       string
+		wantFail bool
+		want     string
+	}{
+		{"", false, "--- SKIP"},
+		{"false", false, "--- SKIP"},
+		{"true", true, "--- FAIL"},
+	} {
+		t.Run("CI="+tc.ci, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+test+"$", "-test.v")
+			cmd.Env = append(append(os.Environ(), childEnv+"=1", "CI="+tc.ci), env...)
+			out, err := cmd.CombinedOutput()
+			if failed := err != nil; failed != tc.wantFail {
+				t.Fatalf("child with CI=%q: err = %v, want failure %v; output:\n%s", tc.ci, err, tc.wantFail, out)
+			}
+			for _, w := range append([]string{tc.want}, want...) {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("child with CI=%q output lacks %q:\n%s", tc.ci, w, out)
+				}
+			}
+		})
 	}
 }

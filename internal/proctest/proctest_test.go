@@ -1,12 +1,9 @@
 package proctest
 
 import (
-	"context"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestSkipOrFail runs the test binary again with a missing agent CLI:
@@ -19,32 +16,8 @@ func TestSkipOrFail(t *testing.T) {
 		return
 	}
 	t.Parallel()
-	for _, tc := range []struct {
-		ci       string
-		wantFail bool
-		want     string
-	}{
-		{"", false, "--- SKIP"},
-		{"false", false, "--- SKIP"},
-		{"true", true, "--- FAIL"},
-	} {
-		t.Run("CI="+tc.ci, func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestSkipOrFail$", "-test.v")
-			cmd.Env = append(os.Environ(), "PROCTEST_CHILD=1", "CI="+tc.ci, AgentCLIEnv+"="+t.TempDir())
-			out, err := cmd.CombinedOutput()
-			if failed := err != nil; failed != tc.wantFail {
-				t.Fatalf("child with CI=%q: err = %v, want failure %v; output:\n%s", tc.ci, err, tc.wantFail, out)
-			}
-			for _, want := range []string{tc.want, `AGENT CLI "no-such-cli" NOT INSTALLED`, "install-agent-clis.sh"} {
-				if !strings.Contains(string(out), want) {
-					t.Errorf("child with CI=%q output lacks %q:\n%s", tc.ci, want, out)
-				}
-			}
-		})
-	}
+	CheckSkipOrFail(t, "TestSkipOrFail", "PROCTEST_CHILD", []string{AgentCLIEnv + "=" + t.TempDir()},
+		`AGENT CLI "no-such-cli" NOT INSTALLED`, "install-agent-clis.sh")
 }
 
 // TestAgentCLIFound: an installed CLI is found in $MAESTRO_AGENT_CLIS/bin.

@@ -10,11 +10,11 @@ import (
 	"testing"
 
 	"github.com/maestro-run/maestro/internal/workspace"
-	"github.com/maestro-run/maestro/internal/workspace/fifotest"
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
 
 // promptly runs tl with input and fails the test unless it answers within
-// fifotest.Timeout, or answers with a Go error.
+// wstest.Timeout, or answers with a Go error.
 func promptly(t *testing.T, fifo string, tl Tool, input any) Result {
 	t.Helper()
 	raw, err := json.Marshal(input)
@@ -25,7 +25,7 @@ func promptly(t *testing.T, fifo string, tl Tool, input any) Result {
 		res Result
 		err error
 	}
-	a := fifotest.Within(t, fifo, func() answer {
+	a := wstest.Within(t, fifo, func() answer {
 		res, err := tl.Run(context.Background(), Call{ID: "t", Input: raw})
 		return answer{res, err}
 	})
@@ -42,7 +42,7 @@ func TestFileToolsRefuseFIFOs(t *testing.T) {
 	t.Parallel()
 	root, _ := testWorkspace(t, map[string]string{"a.txt": "hello\n"})
 	fifo := filepath.Join(root.Dir(), "pipe")
-	fifotest.Make(t, fifo)
+	wstest.MakeFIFO(t, fifo)
 	symlink(t, "pipe", filepath.Join(root.Dir(), "link"))
 	tests := []struct {
 		name  string
@@ -84,7 +84,7 @@ func TestPlantedIgnoreFilesDoNotHang(t *testing.T) {
 			t.Parallel()
 			root, _ := testWorkspace(t, map[string]string{"a.txt": "hello\n", "sub/b.txt": "hello\n"})
 			fifo := filepath.Join(root.Dir(), filepath.FromSlash(planted))
-			fifotest.Make(t, fifo)
+			wstest.MakeFIFO(t, fifo)
 			res := promptly(t, fifo, NewGlob(root), GlobInput{Pattern: "**/*.txt"})
 			wantResult(t, res, false, "a.txt", "sub/b.txt")
 			res = promptly(t, fifo, NewGrep(root), GrepInput{Pattern: "hello", Path: "sub"})

@@ -9,7 +9,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/workspace"
-	"github.com/maestro-run/maestro/internal/workspace/fifotest"
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
 
 // TestFileReadRefusesFIFO: utility_file_read of a FIFO (or of a link to
@@ -20,18 +20,18 @@ func TestFileReadRefusesFIFO(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	fifo := filepath.Join(f.dir, "pipe")
-	fifotest.Make(t, fifo)
+	wstest.MakeFIFO(t, fifo)
 	if err := os.Symlink("pipe", filepath.Join(f.dir, "link")); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"pipe", "link", fifo} {
-		err := fifotest.Within(t, fifo, func() error {
+		err := wstest.Within(t, fifo, func() error {
 			_, err := f.m.FileRead(t.Context(), protocol.UtilityFileRead{ReadID: "r", Path: p})
 			return err
 		})
 		wantError(t, err, 400, "Not a regular file: "+p+" (a FIFO)")
 	}
-	fifotest.Within(t, fifo, func() error { return f.m.Close() })
+	wstest.Within(t, fifo, func() error { return f.m.Close() })
 }
 
 // TestFileSearchWithPlantedFIFOs: a FIFO among the files, or planted as a
@@ -45,8 +45,8 @@ func TestFileSearchWithPlantedFIFOs(t *testing.T) {
 			f := newFixture(t)
 			write(t, f.dir, "sub/main.go", "package main\n")
 			fifo := filepath.Join(f.dir, filepath.FromSlash(planted))
-			fifotest.Make(t, fifo)
-			res := fifotest.Within(t, fifo, func() protocol.UtilityFileSearchResults {
+			wstest.MakeFIFO(t, fifo)
+			res := wstest.Within(t, fifo, func() protocol.UtilityFileSearchResults {
 				res, err := f.m.FileSearch(t.Context(), protocol.UtilityFileSearch{SearchID: "s", Query: "main", Cwd: "sub"})
 				if err != nil {
 					return protocol.UtilityFileSearchResults{SearchID: "error: " + err.Error()}
@@ -73,12 +73,12 @@ func TestFileWatchWithFIFO(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	fifo := filepath.Join(f.dir, "old.fifo")
-	fifotest.Make(t, fifo)
-	fifotest.Within(t, fifo, func() bool {
+	wstest.MakeFIFO(t, fifo)
+	wstest.Within(t, fifo, func() bool {
 		f.startWatch(t, "A", protocol.UtilityFileWatchStart{WatchID: "w", DebounceMS: ptr(0)})
 		return true
 	})
-	fifotest.Make(t, filepath.Join(f.dir, "new", "new.fifo"))
+	wstest.MakeFIFO(t, filepath.Join(f.dir, "new", "new.fifo"))
 	f.waitChanges(t, "w", f.dir, change{protocol.ChangeCreate, "new", true}, change{protocol.ChangeCreate, "new/new.fifo", false})
 }
 

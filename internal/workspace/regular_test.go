@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/maestro-run/maestro/internal/proctest"
-	"github.com/maestro-run/maestro/internal/workspace/fifotest"
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
 
 // TestFIFORefused: every way of reading through a Root refuses a FIFO at
@@ -18,7 +18,7 @@ import (
 func TestFIFORefused(t *testing.T) {
 	r, _ := setup(t)
 	fifo := filepath.Join(r.Dir(), "pipe")
-	fifotest.Make(t, fifo)
+	wstest.MakeFIFO(t, fifo)
 	// A link to the FIFO, and a directory name that is a FIFO.
 	if err := os.Symlink("pipe", filepath.Join(r.Dir(), "link")); err != nil {
 		t.Fatal(err)
@@ -37,7 +37,7 @@ func TestFIFORefused(t *testing.T) {
 	for name, op := range ops {
 		for _, target := range []string{"pipe", "link"} {
 			t.Run(name+"/"+target, func(t *testing.T) {
-				err := fifotest.Within(t, fifo, func() error { return op(target) })
+				err := wstest.Within(t, fifo, func() error { return op(target) })
 				if err == nil {
 					t.Fatalf("%s(%s) succeeded on a FIFO", name, target)
 				}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/gitignore"
 	"github.com/maestro-run/maestro/internal/workspace"
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
 
 // TestBest: whatever the order of the offers, Best keeps the best max
@@ -90,15 +91,7 @@ func (c collector) Done() {}
 func tree(t *testing.T, files map[string]string) *workspace.Root {
 	t.Helper()
 	dir := t.TempDir()
-	for name, body := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	wstest.WriteFiles(t, dir, files)
 	if err := os.Symlink(dir, filepath.Join(dir, "a", "loop")); err != nil {
 		t.Fatal(err)
 	}

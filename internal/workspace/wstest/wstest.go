@@ -1,7 +1,8 @@
-// Package fifotest plants FIFOs for tests of code that must never block on
-// one: a FIFO opened for reading without a writer blocks forever, so every
-// path that reads agent-writable files is tested with one planted.
-package fifotest
+// Package wstest builds workspaces for tests: files from a map, and
+// planted FIFOs for code that must never block on one (a FIFO opened for
+// reading without a writer blocks forever, so every path that reads
+// agent-writable files is tested with one planted).
+package wstest
 
 import (
 	"os"
@@ -15,8 +16,23 @@ import (
 // counts it as blocked.
 const Timeout = 2 * time.Second
 
-// Make creates a FIFO at path, and its parent directories.
-func Make(tb testing.TB, path string) {
+// WriteFiles creates the files (slash-separated path → content) below
+// dir, with their parent directories.
+func WriteFiles(tb testing.TB, dir string, files map[string]string) {
+	tb.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// MakeFIFO creates a FIFO at path, and its parent directories.
+func MakeFIFO(tb testing.TB, path string) {
 	tb.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		tb.Fatal(err)
