@@ -21,7 +21,7 @@ import (
 	"github.com/maestro-run/maestro/internal/protocol"
 )
 
-var updateGolden = flag.Bool("update", false, "rewrite golden files")
+var _ = flag.Bool("update", false, "rewrite golden files") // read by proctest.Golden
 
 // runnerProc is a hosted runner launched through the fixture process
 // contract (wire contract §17).
@@ -361,7 +361,7 @@ func TestHostedRunnerFixtureContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	goldenFile(t, "testdata/hostedrunner-drain-manifest.golden.json", hostedrunner.Normalize(onDisk, ws))
+	proctest.Golden(t, "testdata/hostedrunner-drain-manifest.golden.json", hostedrunner.Normalize(onDisk, ws))
 	var e struct {
 		ErrorType string `json:"error_type"`
 	}
@@ -480,25 +480,6 @@ func TestHostedRunnerAuth(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "MAESTRO_HOSTED_RUNNER_AUTH_TOKEN") {
 		t.Errorf("0.0.0.0 without a token: %v\n%s", err, out)
-	}
-}
-
-func goldenFile(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *updateGolden {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", path, got, want)
 	}
 }
 

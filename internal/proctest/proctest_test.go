@@ -1,6 +1,7 @@
 package proctest
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -74,4 +75,36 @@ func TestNoModelEnv(t *testing.T) {
 	if got["MAESTRO_HOME"] != 1 || got["PROCTEST_KEPT"] != 1 {
 		t.Errorf("MAESTRO_HOME ×%d, PROCTEST_KEPT ×%d, want 1 each", got["MAESTRO_HOME"], got["PROCTEST_KEPT"])
 	}
+}
+
+// TestGolden: equal content passes; a missing file says how to create it
+// (checked on a recorder, so that this test does not fail).
+func TestGolden(t *testing.T) {
+	t.Parallel()
+	path := t.TempDir() + "/g.txt"
+	if err := os.WriteFile(path, []byte("same\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	Golden(t, path, []byte("same\n"))
+	missing := &recorder{TB: t}
+	func() {
+		defer func() { recover() }()
+		Golden(missing, path+".none", []byte("x"))
+	}()
+	if !strings.Contains(missing.msg, "run with -update to create it") {
+		t.Errorf("missing golden file: %q", missing.msg)
+	}
+}
+
+// recorder records a fatal message instead of failing the test.
+type recorder struct {
+	testing.TB
+	msg string
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.msg = fmt.Sprintf(format, args...)
+	panic("fatal")
 }
