@@ -483,14 +483,22 @@ func TestHostedRunnerAuth(t *testing.T) {
 	}
 }
 
+// startPrompted starts a fixture runner on ws, attaches a controller and
+// sends prompt, returning once the runner reports it.
+func startPrompted(t *testing.T, ws, runnerID, prompt string) *runnerProc {
+	t.Helper()
+	p := startRunner(t, fixtureEnv(t, ws, runnerID))
+	c := p.attach(nil)
+	c.send(map[string]any{"type": "prompt", "content": prompt})
+	c.until(isStatusMsg("Prompt: " + prompt))
+	return p
+}
+
 // SIGTERM drains before exit: a manifest with reason process_shutdown.
 func TestHostedRunnerSIGTERMDrains(t *testing.T) {
 	t.Parallel()
 	ws := t.TempDir()
-	p := startRunner(t, fixtureEnv(t, ws, "mrs_term"))
-	c := p.attach(nil)
-	c.send(map[string]any{"type": "prompt", "content": "before the signal"})
-	c.until(isStatusMsg("Prompt: before the signal"))
+	p := startPrompted(t, ws, "mrs_term", "before the signal")
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
