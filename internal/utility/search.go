@@ -16,7 +16,7 @@ import (
 	"github.com/maestro-run/maestro/internal/workspace/walk"
 )
 
-// file_search limits (contract §10.2).
+// file_search limits (wire contract §10.2).
 const (
 	DefaultSearchLimit = 50
 	MaxSearchLimit     = 500
