@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,24 +17,6 @@ import (
 	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/queue"
 )
-
-// lockedBuffer is a goroutine-safe buffer for a process's stderr.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // readInputScenario reads the file sent with the task in the run's very
 // first model turn; a missing file fails the job (expectedResult).
@@ -65,7 +46,7 @@ func TestServeRunsWithoutModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr lockedBuffer
+	var stderr proctest.Buffer
 	serve.Stderr = &stderr
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
