@@ -17,10 +17,11 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/hostedrunner"
+	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/protocol"
 )
 
-var updateGolden = flag.Bool("update", false, "rewrite golden files")
+var _ = flag.Bool("update", false, "rewrite golden files") // read by proctest.Golden
 
 // runnerProc is a hosted runner launched through the fixture process
 // contract (wire contract §17).
@@ -37,7 +38,7 @@ type runnerProc struct {
 
 // fixtureEnv is the harness's environment (§17) on a machine with no model.
 func fixtureEnv(t *testing.T, ws, runnerID string, extra ...string) []string {
-	env := append(cleanEnv(t.TempDir()),
+	env := append(proctest.NoModelEnv(t.TempDir()),
 		"MAESTRO_RUNNER_SESSION_ID="+runnerID,
 		"MAESTRO_SESSION_ID=session_123",
 		"MAESTRO_WORKSPACE_ROOT="+ws,
@@ -351,7 +352,7 @@ func TestHostedRunnerFixtureContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	goldenFile(t, "testdata/hostedrunner-drain-manifest.golden.json", hostedrunner.Normalize(onDisk, ws))
+	proctest.Golden(t, "testdata/hostedrunner-drain-manifest.golden.json", hostedrunner.Normalize(onDisk, ws))
 	var e struct {
 		ErrorType string `json:"error_type"`
 	}
@@ -473,33 +474,22 @@ func TestHostedRunnerAuth(t *testing.T) {
 	}
 }
 
-func goldenFile(t *testing.T, path string, got []byte) {
+// startPrompted starts a fixture runner on ws, attaches a controller and
+// sends prompt, returning once the runner reports it.
+func startPrompted(t *testing.T, ws, runnerID, prompt string) *runnerProc {
 	t.Helper()
-	if *updateGolden {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	p := startRunner(t, fixtureEnv(t, ws, runnerID))
+	c := p.attach(nil)
+	c.send(map[string]any{"type": "prompt", "content": prompt})
+	c.until(isStatusMsg("Prompt: " + prompt))
+	return p
 }
 
 // SIGTERM drains before exit: a manifest with reason process_shutdown.
 func TestHostedRunnerSIGTERMDrains(t *testing.T) {
 	t.Parallel()
 	ws := t.TempDir()
-	p := startRunner(t, fixtureEnv(t, ws, "mrs_term"))
-	c := p.attach(nil)
-	c.send(map[string]any{"type": "prompt", "content": "before the signal"})
-	c.until(isStatusMsg("Prompt: before the signal"))
+	p := startPrompted(t, ws, "mrs_term", "before the signal")
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

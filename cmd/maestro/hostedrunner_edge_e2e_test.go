@@ -1,17 +1,15 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/maestro-run/maestro/internal/hostedrunner"
+	"github.com/maestro-run/maestro/internal/httpedge/edgetest"
 )
 
 // TestHostedRunnerDNSRebinding: against the built binary on loopback
@@ -26,26 +24,7 @@ func TestHostedRunnerDNSRebinding(t *testing.T) {
 	p := startRunner(t, fixtureEnv(t, ws, "mrs_edge"))
 	send := func(method, path, body string, hdr map[string]string) (int, []byte) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, method, p.base+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range hdr {
-			if k == "Host" {
-				req.Host = v
-				continue
-			}
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		data, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, data
+		return edgetest.Call(t, http.DefaultClient, method, p.base+path, body, hdr, 10*time.Second)
 	}
 	const sub = `{"role":"controller","capabilities":{"utilityOperations":["command_exec"]}}`
 	const touch = `{"type":"utility_command_start","command_id":"x","command":"touch pwned","shell_mode":"shell"}`

@@ -1,11 +1,12 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
 
 // TestHostedRunnerDrainFIFOThenSIGTERM (issue 14): with a FIFO planted
@@ -30,17 +31,8 @@ func TestHostedRunnerDrainFIFOThenSIGTERM(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			ws := t.TempDir()
-			p := startRunner(t, fixtureEnv(t, ws, "mrs_fifo"))
-			c := p.attach(nil)
-			c.send(map[string]any{"type": "prompt", "content": "hello"})
-			c.until(isStatusMsg("Prompt: hello"))
-			fifo := tt.fifo(ws)
-			if err := os.MkdirAll(filepath.Dir(fifo), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-				t.Fatal(err)
-			}
+			p := startPrompted(t, ws, "mrs_fifo", "hello")
+			wstest.MakeFIFO(t, tt.fifo(ws))
 			start := time.Now()
 			var body []byte
 			code := p.call("POST", "/.well-known/evalops/remote-runner/drain", map[string]any{"reason": "fifo"}, nil, &body)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/protocol"
 )
 
@@ -26,31 +27,14 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "maestro")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", binary, ".").CombinedOutput()
-	cancel()
+	binary, err = proctest.Build(context.Background(), "cmd/maestro", dir)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "build maestro: %v\n%s", err, out)
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// cleanEnv is the environment of a machine with no model configured.
-func cleanEnv(home string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch k {
-		case "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "MAESTRO_MODEL", "MAESTRO_HOME":
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, "MAESTRO_HOME="+home)
 }
 
 // The README's main job: no keys, the bundled replay demo, exit 0.
@@ -60,7 +44,7 @@ func TestMainJobOnEmbeddedDefaults(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, "run", "--workspace", ws, "Show me what you can do in this workspace")
-	cmd.Env = cleanEnv(t.TempDir())
+	cmd.Env = proctest.NoModelEnv(t.TempDir())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -91,7 +75,7 @@ func TestSIGINTDuringBash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, "run", "--replay", scenario, "--workspace", t.TempDir(), "-o", "jsonl", "sleep please")
-	cmd.Env = cleanEnv(home)
+	cmd.Env = proctest.NoModelEnv(home)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

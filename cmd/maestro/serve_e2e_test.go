@@ -10,32 +10,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/queue"
 	"github.com/maestro-run/maestro/internal/store"
 )
-
-// lockedBuffer is a goroutine-safe buffer for a process's stderr.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // readInputScenario reads the file sent with the task in the run's very
 // first model turn; a missing file fails the job (expectedResult).
@@ -57,7 +39,7 @@ func TestServeRunsWithoutModel(t *testing.T) {
 	home := t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	env := cleanEnv(home)
+	env := proctest.NoModelEnv(home)
 
 	url, stderr, stop := startServe(ctx, t, env, "--workers", "1", "--data-dir", home)
 
@@ -148,7 +130,7 @@ func TestServeRunsWithoutModel(t *testing.T) {
 // startServe starts `maestro serve` on a free loopback port with args and
 // returns its URL, its stderr and stop, which sends SIGTERM and expects
 // exit 0 within 30 s (also run at cleanup).
-func startServe(ctx context.Context, t *testing.T, env []string, args ...string) (url string, stderr *lockedBuffer, stop func()) {
+func startServe(ctx context.Context, t *testing.T, env []string, args ...string) (url string, stderr *proctest.Buffer, stop func()) {
 	t.Helper()
 	serve := exec.CommandContext(ctx, binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
 	serve.Env = env
@@ -156,7 +138,7 @@ func startServe(ctx context.Context, t *testing.T, env []string, args ...string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr = &lockedBuffer{}
+	stderr = &proctest.Buffer{}
 	serve.Stderr = stderr
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)

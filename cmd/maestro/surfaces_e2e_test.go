@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/llm/replay"
+	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/store"
 )
@@ -214,8 +215,8 @@ func runJSONLSurface(ctx context.Context, t *testing.T) []string {
 	cctx, ccancel := context.WithTimeout(ctx, 90*time.Second)
 	defer ccancel()
 	cmd := exec.CommandContext(cctx, binary, "run", "-o", "jsonl", "--workspace", surfaceWorkspace(t), surfaceTask)
-	cmd.Env = cleanEnv(t.TempDir())
-	var stderr lockedBuffer
+	cmd.Env = proctest.NoModelEnv(t.TempDir())
+	var stderr proctest.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -236,8 +237,8 @@ func headlessSurface(ctx context.Context, t *testing.T, frames int) []string {
 	cctx, ccancel := context.WithTimeout(ctx, 90*time.Second)
 	defer ccancel()
 	cmd := exec.CommandContext(cctx, binary, "headless", "--approval-mode", "auto", "--workspace", surfaceWorkspace(t))
-	cmd.Env = cleanEnv(t.TempDir())
-	var stderr lockedBuffer
+	cmd.Env = proctest.NoModelEnv(t.TempDir())
+	var stderr proctest.Buffer
 	cmd.Stderr = &stderr
 	stdin, stdout := startPiped(t, cmd)
 	send := func(m map[string]any) {
@@ -293,7 +294,7 @@ func startPiped(t *testing.T, cmd *exec.Cmd) (io.WriteCloser, io.ReadCloser) {
 func serveSurfaces(ctx context.Context, t *testing.T, frames int) (attach, job []string) {
 	t.Helper()
 	home := t.TempDir()
-	env := cleanEnv(home)
+	env := proctest.NoModelEnv(home)
 	url, stderr, stop := startServe(ctx, t, env, "--workers", "1", "--data-dir", home)
 	defer stop()
 	attach = attachSurface(t, url, frames)

@@ -16,6 +16,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/queue"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/store/sqlite"
@@ -223,7 +224,7 @@ func TestWorkerCrashReclaim(t *testing.T) {
 type worker struct {
 	name   string
 	cmd    *exec.Cmd
-	stderr *lockedBuffer // serve_e2e_test.go
+	stderr *proctest.Buffer
 	// done is closed when the process has exited; waitErr is then
 	// cmd.Wait's result.
 	done    chan struct{}
@@ -256,7 +257,7 @@ func startWorker(ctx context.Context, t *testing.T, home, data, name string) *wo
 	t.Helper()
 	cmd := exec.CommandContext(ctx, binary, "worker", "--lease", "2s", "--data-dir", data, "--name", name)
 	// MAESTRO_DB empty: SQLite in data, whatever the environment says.
-	cmd.Env = append(cleanEnv(home), "MAESTRO_DB=")
+	cmd.Env = append(proctest.NoModelEnv(home), "MAESTRO_DB=")
 	return launch(t, cmd)
 }
 
@@ -264,7 +265,7 @@ func startWorker(ctx context.Context, t *testing.T, home, data, name string) *wo
 // waits for it in the background; cleanup kills it if still running.
 func launch(t *testing.T, cmd *exec.Cmd) *worker {
 	t.Helper()
-	w := &worker{cmd: cmd, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	w := &worker{cmd: cmd, stderr: &proctest.Buffer{}, done: make(chan struct{})}
 	for i, a := range cmd.Args {
 		if a == "--name" && i+1 < len(cmd.Args) {
 			w.name = cmd.Args[i+1]

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/pgtest"
+	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/queue"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/store/postgres"
@@ -257,7 +258,7 @@ func startPGWorker(ctx context.Context, t *testing.T, home, data, dsn, name stri
 	}
 	cmd := exec.CommandContext(ctx, binary, "worker", "--db", dsn, "--data-dir", data,
 		"--workers", fmt.Sprint(pgE2EWorkers), "--name", name)
-	cmd.Env = cleanEnv(home)
+	cmd.Env = proctest.NoModelEnv(home)
 	return launch(t, cmd)
 }
 

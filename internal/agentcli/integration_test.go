@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/llm/llmtest"
+	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/protocol"
 )
 
@@ -25,33 +26,6 @@ import (
 // $MAESTRO_AGENT_CLIS), against the fake model server with an isolated
 // HOME. No request leaves 127.0.0.1. Missing CLIs skip loudly, and fail
 // the test when CI=true.
-
-func agentCLIDir(t *testing.T) string {
-	t.Helper()
-	if d := os.Getenv("MAESTRO_AGENT_CLIS"); d != "" {
-		return d
-	}
-	d, err := filepath.Abs("../../.cache/agent-clis")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
-// cliBin returns the installed binary or skips (fails under CI=true).
-func cliBin(t *testing.T, name string) string {
-	t.Helper()
-	bin := filepath.Join(agentCLIDir(t), "bin", name)
-	if st, err := os.Stat(bin); err == nil && !st.IsDir() {
-		return bin
-	}
-	msg := fmt.Sprintf("AGENT CLI %q NOT INSTALLED at %s: run scripts/install-agent-clis.sh (integration tier skipped)", name, bin)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
 
 // cliSetup is how one CLI is pointed at the fake server.
 type cliSetup struct {
@@ -192,7 +166,7 @@ func runCLI(t *testing.T, s cliSetup, home, work string, f *fakeModel, inv Invoc
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	x := &Executor{Def: mustDef(t, s.id), Path: cliBin(t, s.bin), MaxAttempts: 1}
+	x := &Executor{Def: mustDef(t, s.id), Path: proctest.AgentCLI(t, s.bin), MaxAttempts: 1}
 	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "TMPDIR=" + filepath.Join(home, "tmp"), "NO_COLOR=1"}
 	_ = os.MkdirAll(filepath.Join(home, "tmp"), 0o755)
 	x.Env = env
@@ -236,7 +210,7 @@ func TestIntegrationAgentCLIs(t *testing.T) {
 	for _, s := range setups {
 		t.Run(s.id, func(t *testing.T) {
 			t.Parallel()
-			cliBin(t, s.bin)
+			proctest.AgentCLI(t, s.bin)
 			home, work := t.TempDir(), t.TempDir()
 			const runTimeout = 180 * time.Second
 
@@ -310,7 +284,7 @@ func TestIntegrationAgentCLIs(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 			defer cancel()
 			runCtx, interrupt := context.WithCancel(ctx)
-			x := &Executor{Def: mustDef(t, s.id), Path: cliBin(t, s.bin), MaxAttempts: 1}
+			x := &Executor{Def: mustDef(t, s.id), Path: proctest.AgentCLI(t, s.bin), MaxAttempts: 1}
 			x.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
 			intEnv := s.env(t, home, f.srv.URL)
 			done := make(chan time.Time, 1)
@@ -378,7 +352,7 @@ func TestIntegrationThinking(t *testing.T) {
 	for _, s := range setups {
 		t.Run(s.id, func(t *testing.T) {
 			t.Parallel()
-			bin := cliBin(t, s.bin)
+			bin := proctest.AgentCLI(t, s.bin)
 			w, ok := want[s.id]
 			if !ok {
 				t.Fatalf("no thinking expectation for %s", s.id)

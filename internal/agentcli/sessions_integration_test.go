@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/llm/llmtest"
+	"github.com/maestro-run/maestro/internal/proctest"
 )
 
 // The session-storage tier runs each real CLI (plain turn, its resume, a
@@ -85,7 +86,7 @@ func TestIntegrationSessionStorage(t *testing.T) {
 	for _, s := range setups {
 		t.Run(s.id, func(t *testing.T) {
 			t.Parallel()
-			cliBin(t, s.bin)
+			proctest.AgentCLI(t, s.bin)
 			home, work := t.TempDir(), t.TempDir()
 			runs := runSessionTurns(t, s, home, work)
 			def := mustDef(t, s.id)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/llm/replay"
+	"github.com/maestro-run/maestro/internal/proctest"
 )
 
 // maestroBinary builds cmd/maestro once for the subprocess tests.
@@ -24,28 +25,12 @@ var maestroBinary = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "maestro")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../../cmd/maestro").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("build maestro: %v\n%s", err, out)
-	}
-	return bin, nil
+	return proctest.Build(context.Background(), "cmd/maestro", dir)
 })
 
 // headlessEnv is the environment of a machine with no model configured.
 func headlessEnv(home string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch k {
-		case "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "MAESTRO_MODEL", "MAESTRO_HOME":
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, "MAESTRO_HOME="+home)
+	return proctest.NoModelEnv(home)
 }
 
 // embedder drives a `maestro headless` process over its pipes.

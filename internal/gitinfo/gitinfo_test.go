@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
 
 // TestBranch: the branch of an ordinary repository, of a worktree (.git
@@ -59,13 +61,13 @@ func TestPlantedGitMetadata(t *testing.T) {
 		name  string
 		plant func(t *testing.T, ws string)
 	}{
-		{".git FIFO", func(t *testing.T, ws string) { mkfifo(t, filepath.Join(ws, ".git")) }},
+		{".git FIFO", func(t *testing.T, ws string) { wstest.MakeFIFO(t, filepath.Join(ws, ".git")) }},
 		{".git link to a FIFO", func(t *testing.T, ws string) {
-			mkfifo(t, filepath.Join(ws, "pipe"))
+			wstest.MakeFIFO(t, filepath.Join(ws, "pipe"))
 			link(t, "pipe", filepath.Join(ws, ".git"))
 		}},
 		{".git link to /dev/zero", func(t *testing.T, ws string) { link(t, "/dev/zero", filepath.Join(ws, ".git")) }},
-		{"HEAD FIFO", func(t *testing.T, ws string) { mkfifo(t, filepath.Join(ws, ".git", "HEAD")) }},
+		{"HEAD FIFO", func(t *testing.T, ws string) { wstest.MakeFIFO(t, filepath.Join(ws, ".git", "HEAD")) }},
 		{"HEAD link to /dev/zero", func(t *testing.T, ws string) {
 			mkdir(t, filepath.Join(ws, ".git"))
 			link(t, "/dev/zero", filepath.Join(ws, ".git", "HEAD"))
@@ -74,7 +76,7 @@ func TestPlantedGitMetadata(t *testing.T) {
 			write(t, filepath.Join(ws, ".git", "HEAD"), "ref: refs/heads/"+strings.Repeat("x", 16<<20)+"\n")
 		}},
 		{"gitdir to a FIFO HEAD", func(t *testing.T, ws string) {
-			mkfifo(t, filepath.Join(ws, "fake", "HEAD"))
+			wstest.MakeFIFO(t, filepath.Join(ws, "fake", "HEAD"))
 			write(t, filepath.Join(ws, ".git"), "gitdir: fake\n")
 		}},
 		{"gitdir file link to /dev/zero", func(t *testing.T, ws string) {
@@ -132,14 +134,6 @@ func write(t *testing.T, path, content string) {
 func mkdir(t *testing.T, dir string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func mkfifo(t *testing.T, path string) {
-	t.Helper()
-	mkdir(t, filepath.Dir(path))
-	if err := syscall.Mkfifo(path, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,9 +1,7 @@
 package hostedrunner
 
 import (
-	"context"
 	"encoding/json"
-	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/httpedge/edgetest"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/runtime"
 	"github.com/maestro-run/maestro/internal/transport/httpattach"
@@ -59,26 +58,7 @@ func edgeRunner(t *testing.T, cfg Config) (*Runner, *httptest.Server) {
 // event stream that opens (the attack got through) is read for 2 s.
 func edgeCall(t *testing.T, srv *httptest.Server, method, path, body string, hdr map[string]string) (int, []byte) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, srv.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range hdr {
-		if k == "Host" {
-			req.Host = v
-			continue
-		}
-		req.Header.Set(k, v)
-	}
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body) // a stream ends with the deadline
-	return resp.StatusCode, data
+	return edgetest.Call(t, srv.Client(), method, srv.URL+path, body, hdr, 2*time.Second)
 }
 
 const subscribeBody = `{"role":"controller","capabilities":{"utilityOperations":["command_exec"]}}`

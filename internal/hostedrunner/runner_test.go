@@ -15,11 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/runtime"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files")
+var _ = flag.Bool("update", false, "rewrite golden files") // read by proctest.Golden
 
 // fakeAttach records what the runner tells the session API.
 type fakeAttach struct {
@@ -256,7 +257,7 @@ func TestDrainManifestGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "testdata/drain-manifest.golden.json", Normalize(onDisk, ws))
+	proctest.Golden(t, "testdata/drain-manifest.golden.json", Normalize(onDisk, ws))
 	// The response carries the same manifest.
 	inResp, _ := json.Marshal(d.Manifest)
 	if !bytes.Equal(Normalize(inResp, ws), Normalize(onDisk, ws)) {
@@ -608,21 +609,5 @@ func TestRestoreInvalid(t *testing.T) {
 	cfg.RestoreManifest = filepath.Join(ws, "none.json")
 	if _, err := New(cfg, Options{}); err == nil {
 		t.Error("a missing restore manifest was accepted")
-	}
-}
-
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", path, got, want)
 	}
 }

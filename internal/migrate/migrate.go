@@ -212,28 +212,33 @@ type queries struct {
 	stamp                        func(time.Time) any
 }
 
+// listApplied lists the applied migrations (both dialects).
+const listApplied = `SELECT version, name, checksum FROM schema_migrations ORDER BY version`
+
+// createTable is the statement creating schema_migrations with the
+// dialect's column types for versions, text and the applied_at stamp.
+func createTable(version, text, stamp string) string {
+	return `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version ` + version + ` PRIMARY KEY,
+		name ` + text + ` NOT NULL,
+		checksum ` + text + ` NOT NULL,
+		applied_at ` + stamp + ` NOT NULL)`
+}
+
 func queriesFor(d Dialect) (queries, error) {
 	switch d {
 	case SQLite:
 		return queries{
-			create: `CREATE TABLE IF NOT EXISTS schema_migrations (
-				version INTEGER PRIMARY KEY,
-				name TEXT NOT NULL,
-				checksum TEXT NOT NULL,
-				applied_at INTEGER NOT NULL)`,
-			list:   `SELECT version, name, checksum FROM schema_migrations ORDER BY version`,
+			create: createTable("INTEGER", "TEXT", "INTEGER"),
+			list:   listApplied,
 			insert: `INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES ($1, $2, $3, $4)`,
 			exists: `SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`,
 			stamp:  func(t time.Time) any { return t.UnixMicro() },
 		}, nil
 	case Postgres:
 		return queries{
-			create: `CREATE TABLE IF NOT EXISTS schema_migrations (
-				version bigint PRIMARY KEY,
-				name text NOT NULL,
-				checksum text NOT NULL,
-				applied_at timestamptz NOT NULL)`,
-			list:   `SELECT version, name, checksum FROM schema_migrations ORDER BY version`,
+			create: createTable("bigint", "text", "timestamptz"),
+			list:   listApplied,
 			insert: `INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES ($1::bigint, $2::text, $3::text, $4::timestamptz)`,
 			exists: `SELECT to_regclass('schema_migrations') IS NOT NULL`,
 			// Keyed on the schema so that separate schemas (one per test)

@@ -235,11 +235,9 @@ func (c *Cluster) start(ctx context.Context, cred *syscall.Credential) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	cfg, err := pgx.ParseConfig(c.DSN("postgres", nil))
-	if err != nil {
+	if c.admin, err = openDB(c.DSN("postgres", nil)); err != nil {
 		return err
 	}
-	c.admin = stdlib.OpenDB(*cfg)
 	c.admin.SetMaxOpenConns(4)
 	pctx, cancel2 := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel2()
@@ -390,6 +388,26 @@ func (c *Cluster) NewDatabase(tb testing.TB) string {
 		tb.Fatalf("pgtest: create database %s: %v", name, err)
 	}
 	return c.DSN(name, nil)
+}
+
+// OpenDB opens a database/sql pool on dsn through pgx, closed when tb
+// ends.
+func OpenDB(tb testing.TB, dsn string) *sql.DB {
+	tb.Helper()
+	db, err := openDB(dsn)
+	if err != nil {
+		tb.Fatalf("pgtest: open %s: %v", dsn, err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
+}
+
+func openDB(dsn string) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse the DSN: %w", err)
+	}
+	return stdlib.OpenDB(*cfg), nil
 }
 
 // Stop shuts the server down (immediately: nothing is worth keeping) and

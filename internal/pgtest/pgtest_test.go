@@ -9,26 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-
 	"github.com/maestro-run/maestro/internal/pgtest"
 )
 
 var pg pgtest.Shared
 
 func TestMain(m *testing.M) { os.Exit(pg.Main(m)) }
-
-func open(t *testing.T, dsn string) *sql.DB {
-	t.Helper()
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := stdlib.OpenDB(*cfg)
-	t.Cleanup(func() { db.Close() })
-	return db
-}
 
 // TestStartStop runs alone (not parallel) so its start-up time is not
 // inflated by another cluster starting beside it.
@@ -48,7 +34,7 @@ func TestStartStop(t *testing.T) {
 	if elapsed > 10*time.Second {
 		t.Errorf("cluster took %s to start, want a few seconds at most", elapsed)
 	}
-	db := open(t, c.DSN("postgres", nil))
+	db := pgtest.OpenDB(t, c.DSN("postgres", nil))
 	var v string
 	if err := db.QueryRowContext(t.Context(), "SHOW server_version").Scan(&v); err != nil {
 		t.Fatal(err)
@@ -65,7 +51,7 @@ func TestStartStop(t *testing.T) {
 func TestSchemasAreIsolated(t *testing.T) {
 	t.Parallel()
 	c := pg.Cluster(t)
-	a, b := open(t, c.NewSchema(t)), open(t, c.NewSchema(t))
+	a, b := pgtest.OpenDB(t, c.NewSchema(t)), pgtest.OpenDB(t, c.NewSchema(t))
 	for _, db := range []*sql.DB{a, b} {
 		if _, err := db.ExecContext(t.Context(), "CREATE TABLE items (n int)"); err != nil {
 			t.Fatalf("the same table name in two schemas: %v", err)
@@ -86,7 +72,7 @@ func TestSchemasAreIsolated(t *testing.T) {
 func TestNewDatabase(t *testing.T) {
 	t.Parallel()
 	c := pg.Cluster(t)
-	db := open(t, c.NewDatabase(t))
+	db := pgtest.OpenDB(t, c.NewDatabase(t))
 	var name string
 	if err := db.QueryRowContext(t.Context(), "SELECT current_database()").Scan(&name); err != nil {
 		t.Fatal(err)

@@ -1,24 +1,110 @@
-//go:build linux
-
 package proctest
 
 import (
+	"fmt"
 	"os"
-	"os/exec"
+	"strings"
 	"testing"
-	"time"
 )
 
-func TestAlive(t *testing.T) {
-	t.Parallel()
-	if !Alive(os.Getpid(), 10*time.Millisecond) {
-		t.Error("this process is reported gone")
+// TestSkipOrFail runs the test binary again with a missing agent CLI:
+// without CI the child test is skipped loudly, with CI=true it fails, and
+// either way the output names what is missing and how to install it.
+func TestSkipOrFail(t *testing.T) {
+	if os.Getenv("PROCTEST_CHILD") == "1" {
+		AgentCLI(t, "no-such-cli")
+		t.Fatal("AgentCLI returned for a missing CLI")
+		return
 	}
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
+	t.Parallel()
+	CheckSkipOrFail(t, "TestSkipOrFail", "PROCTEST_CHILD", []string{AgentCLIEnv + "=" + t.TempDir()},
+		`AGENT CLI "no-such-cli" NOT INSTALLED`, "install-agent-clis.sh")
+}
+
+// TestAgentCLIFound: an installed CLI is found in $MAESTRO_AGENT_CLIS/bin.
+func TestAgentCLIFound(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(dir+"/bin", 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if Alive(cmd.Process.Pid, time.Second) {
-		t.Error("an exited, reaped process is reported alive")
+	want := dir + "/bin/fake"
+	if err := os.WriteFile(want, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
 	}
+	t.Setenv(AgentCLIEnv, dir)
+	if got := AgentCLI(t, "fake"); got != want {
+		t.Errorf("AgentCLI = %q, want %q", got, want)
+	}
+}
+
+// TestModuleRoot: the root found from this package holds go.mod and
+// this package below it.
+func TestModuleRoot(t *testing.T) {
+	t.Parallel()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(root + "/internal/proctest/prereq.go"); err != nil {
+		t.Errorf("module root %s does not hold this package: %v", root, err)
+	}
+}
+
+// TestNoModelEnv: model credentials, endpoints and choice are dropped,
+// MAESTRO_HOME is replaced, and everything else is kept.
+func TestNoModelEnv(t *testing.T) {
+	t.Setenv("ANTHROPIC_API_KEY", "k")
+	t.Setenv("OPENAI_BASE_URL", "http://x")
+	t.Setenv("MAESTRO_MODEL", "openai/m")
+	t.Setenv("MAESTRO_HOME", "/old")
+	t.Setenv("PROCTEST_KEPT", "yes")
+	env := NoModelEnv("/new")
+	got := map[string]int{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		got[k]++
+		if k == "MAESTRO_HOME" && v != "/new" {
+			t.Errorf("MAESTRO_HOME=%s, want /new", v)
+		}
+	}
+	for _, k := range []string{"ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "MAESTRO_MODEL"} {
+		if got[k] != 0 {
+			t.Errorf("%s kept", k)
+		}
+	}
+	if got["MAESTRO_HOME"] != 1 || got["PROCTEST_KEPT"] != 1 {
+		t.Errorf("MAESTRO_HOME ×%d, PROCTEST_KEPT ×%d, want 1 each", got["MAESTRO_HOME"], got["PROCTEST_KEPT"])
+	}
+}
+
+// TestGolden: equal content passes; a missing file says how to create it
+// (checked on a recorder, so that this test does not fail).
+func TestGolden(t *testing.T) {
+	t.Parallel()
+	path := t.TempDir() + "/g.txt"
+	if err := os.WriteFile(path, []byte("same\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	Golden(t, path, []byte("same\n"))
+	missing := &recorder{TB: t}
+	func() {
+		defer func() { recover() }()
+		Golden(missing, path+".none", []byte("x"))
+	}()
+	if !strings.Contains(missing.msg, "run with -update to create it") {
+		t.Errorf("missing golden file: %q", missing.msg)
+	}
+}
+
+// recorder records a fatal message instead of failing the test.
+type recorder struct {
+	testing.TB
+	msg string
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.msg = fmt.Sprintf(format, args...)
+	panic("fatal")
 }

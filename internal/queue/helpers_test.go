@@ -13,6 +13,7 @@ import (
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/store/postgres"
 	"github.com/maestro-run/maestro/internal/store/sqlite"
+	"github.com/maestro-run/maestro/internal/store/storetest"
 )
 
 var pg pgtest.Shared
@@ -23,24 +24,14 @@ func TestMain(m *testing.M) { os.Exit(pg.Main(m)) }
 const waitTimeout = 60 * time.Second
 
 // clock is a settable clock for the store and the pool.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
+type clock struct{ *storetest.Clock }
+
+func newClock() *clock {
+	return &clock{storetest.NewClockAt(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))}
 }
 
-func newClock() *clock { return &clock{now: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
+// Add moves the clock forward by d.
+func (c *clock) Add(d time.Duration) { c.Advance(d) }
 
 // openSQLite opens a SQLite store in a temporary directory; now nil means
 // the real clock.

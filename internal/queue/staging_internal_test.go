@@ -2,6 +2,7 @@ package queue
 
 import (
 	"github.com/maestro-run/maestro/internal/staging"
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 	"maps"
 	"os"
 	"path/filepath"
@@ -16,15 +17,7 @@ const testKey = "0123456789abcdef0123456789abcdef"
 // writeFiles writes name → content under dir.
 func writeFiles(t *testing.T, dir string, files map[string]string) {
 	t.Helper()
-	for name, body := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	wstest.WriteFiles(t, dir, files)
 }
 
 // readTree returns every regular file under dir as slash path → content.

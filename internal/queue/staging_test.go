@@ -10,6 +10,7 @@ import (
 	"github.com/maestro-run/maestro/internal/queue"
 	"github.com/maestro-run/maestro/internal/staging"
 	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
 
 const (
@@ -37,15 +38,7 @@ func stagingPayload(t *testing.T, key string, extra map[string]json.RawMessage) 
 func stage(t *testing.T, data, key string, changed time.Time, files map[string]string) {
 	t.Helper()
 	dir := staging.Dir(data, key)
-	for name, body := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	wstest.WriteFiles(t, dir, files)
 	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err == nil {
 			err = os.Chtimes(p, changed, changed)

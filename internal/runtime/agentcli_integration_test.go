@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +17,7 @@ import (
 	"github.com/maestro-run/maestro/internal/agentcli"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/llm/llmtest"
+	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/tool"
 )
@@ -26,27 +26,6 @@ import (
 // installed by scripts/install-agent-clis.sh into .cache/agent-clis (or
 // $MAESTRO_AGENT_CLIS), against the fake model server with an isolated
 // HOME. A missing CLI skips loudly, and fails the test under CI=true.
-
-func claudeBin(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("MAESTRO_AGENT_CLIS")
-	if dir == "" {
-		var err error
-		if dir, err = filepath.Abs("../../.cache/agent-clis"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(dir, "bin", "claude")
-	if st, err := os.Stat(bin); err == nil && !st.IsDir() {
-		return bin
-	}
-	msg := fmt.Sprintf("AGENT CLI claude NOT INSTALLED at %s: run scripts/install-agent-clis.sh (integration tier skipped)", bin)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
 
 // fakeAnthropic serves the scripted turns to calls that offer tools;
 // tool-less calls (titles and the like) get a looping auxiliary answer so
@@ -96,7 +75,7 @@ func (h *harness) waitWithin(d time.Duration, what string, ok func([]protocol.Me
 
 func TestIntegrationClaudeApprovalRelay(t *testing.T) {
 	t.Parallel()
-	bin := claudeBin(t)
+	bin := proctest.AgentCLI(t, "claude")
 	def := loadDef(t, "claude-code")
 	for _, answer := range []string{"approve", "deny", "interrupt"} {
 		t.Run(answer, func(t *testing.T) {
@@ -189,7 +168,7 @@ func TestIntegrationClaudeApprovalRelay(t *testing.T) {
 // fresh one seeded with the conversation.
 func TestIntegrationClaudeResumeStoredSession(t *testing.T) {
 	t.Parallel()
-	bin := claudeBin(t)
+	bin := proctest.AgentCLI(t, "claude")
 	def := loadDef(t, "claude-code")
 	model, url := fakeAnthropic(t,
 		llmtest.Turn{Text: []string{"First answer."}, InputTokens: 10, OutputTokens: 3},

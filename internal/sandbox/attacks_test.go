@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -87,21 +88,7 @@ func newAttackEnv(t *testing.T, mode string) attackEnv {
 		{"unix", filepath.Join(e.home, "daemon.sock")},
 		{"unix", "@maestro-attack-" + e.marker},
 	} {
-		ln, err := net.Listen(addr[0], addr[1])
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				e.accepted.Add(1)
-				c.Close()
-			}
-		}()
+		ln := listen(t, addr[0], addr[1], e.accepted)
 		if tcp, ok := ln.Addr().(*net.TCPAddr); ok {
 			e.port = tcp.Port
 		}
@@ -349,19 +336,8 @@ func waitABit() { <-time.After(20 * time.Millisecond) }
 
 // attackModes are the sandboxes the suite runs in: each must block every
 // case.
-func attackModes() []struct {
-	name string
-	new  func(t *testing.T) *sandbox.Sandbox
-} {
-	return []struct {
-		name string
-		new  func(t *testing.T) *sandbox.Sandbox
-	}{
-		{"bwrap", func(t *testing.T) *sandbox.Sandbox {
-			return sandboxtest.Bwrap(t, sandbox.Config{HelperPath: sandboxtest.Helper(t)})
-		}},
-		{"landlock", func(t *testing.T) *sandbox.Sandbox { return sandboxtest.Landlock(t, sandbox.Config{}) }},
-	}
+func attackModes() []sandboxMode {
+	return slices.DeleteFunc(limitedModes(sandbox.Config{}), func(m sandboxMode) bool { return m.name == "off" })
 }
 
 // TestAttacks runs every attack of issue 14 item 3 in every sandbox mode

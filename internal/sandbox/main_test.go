@@ -1,8 +1,10 @@
 package sandbox_test
 
 import (
+	"net"
 	"os"
 	"os/exec"
+	"sync/atomic"
 	"testing"
 
 	"github.com/maestro-run/maestro/internal/sandbox"
@@ -37,4 +39,28 @@ func reexecWithFakeKey() int {
 		panic("sandbox tests: re-running the test binary: " + err.Error())
 	}
 	return 0
+}
+
+// listen listens on addr, closed when t ends, and accepts and drops every
+// connection, counting them in accepted when it is not nil.
+func listen(t *testing.T, network, addr string, accepted *atomic.Int64) net.Listener {
+	t.Helper()
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if accepted != nil {
+				accepted.Add(1)
+			}
+			c.Close()
+		}
+	}()
+	return ln
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -50,13 +51,13 @@ func (s *Subscription) Close() {
 // Subscribe registers a subscription to topic that ends when ctx ends.
 func (h *Hub) Subscribe(ctx context.Context, topic string) (*Subscription, error) {
 	if err := ValidateTopic(topic); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("subscribe to %q: %w", topic, err)
 	}
 	s := &Subscription{hub: h, topic: topic, ch: make(chan Notification, subscriptionBuffer)}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		return nil, ErrClosed
+		return nil, fmt.Errorf("subscribe to %q: %w", topic, ErrClosed)
 	}
 	if h.subs[topic] == nil {
 		h.subs[topic] = map[*Subscription]struct{}{}

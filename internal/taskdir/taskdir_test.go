@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
 
 // tree returns every entry under dir as slash path → content ("<dir>" for
@@ -41,19 +43,6 @@ func tree(t *testing.T, dir string) map[string]string {
 	return got
 }
 
-func write(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for name, body := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // TestPrepareMigratesTheOldLayout: a task directory that was the
 // workspace itself (input/, output/, subtasks/ and the run's logs/ in it),
 // whole or left half migrated by a crash, ends as work/ (the agent's
@@ -78,7 +67,7 @@ func TestPrepareMigratesTheOldLayout(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			write(t, dir, tt.before)
+			wstest.WriteFiles(t, dir, tt.before)
 			for range 2 {
 				work, state, err := Prepare(dir)
 				if err != nil {
@@ -102,15 +91,15 @@ func TestPrepareNeverTakesAgentFilesForState(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	outside := t.TempDir()
-	write(t, outside, map[string]string{"run-state.json": "forged"})
-	write(t, dir, map[string]string{"input/a.txt": "A"})
+	wstest.WriteFiles(t, outside, map[string]string{"run-state.json": "forged"})
+	wstest.WriteFiles(t, dir, map[string]string{"input/a.txt": "A"})
 	if err := os.Symlink(outside, filepath.Join(dir, "logs")); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := Prepare(dir); err != nil {
 		t.Fatal(err)
 	}
-	write(t, dir, map[string]string{"work/logs2/run-state.json": "forged"})
+	wstest.WriteFiles(t, dir, map[string]string{"work/logs2/run-state.json": "forged"})
 	if _, _, err := Prepare(dir); err != nil {
 		t.Fatal(err)
 	}

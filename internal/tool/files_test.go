@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/maestro-run/maestro/internal/workspace"
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
 
 // testWorkspace makes a workspace directory holding files (slash paths →
@@ -25,27 +26,14 @@ func testWorkspace(t *testing.T, files map[string]string) (*workspace.Root, stri
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeFiles(t, outside, map[string]string{"secret.txt": "top secret\n"})
-	writeFiles(t, ws, files)
+	wstest.WriteFiles(t, outside, map[string]string{"secret.txt": "top secret\n"})
+	wstest.WriteFiles(t, ws, files)
 	root, err := workspace.Open(ws)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { root.Close() })
 	return root, outside
-}
-
-func writeFiles(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 func symlink(t *testing.T, target, link string) {

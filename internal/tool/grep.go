@@ -3,17 +3,15 @@ package tool
 import (
 	"bytes"
 	"cmp"
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"regexp"
 	"regexp/syntax"
-	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/gitignore"
 	"github.com/maestro-run/maestro/internal/workspace"
+	"github.com/maestro-run/maestro/internal/workspace/walk"
 )
 
 // Limits of the Grep tool.
@@ -208,150 +207,8 @@ func (s *grepSearch) noteUnreadable() {
 
 // ---- parallel walk ----
 
-// grepTask is a directory to list or a file to search: the entry name of
-// dir (which the task holds a reference to).
-type grepTask struct {
-	dir   *grepDir
-	name  string
-	isDir bool
-	stack *gitignore.Stack // for a directory: the rules in effect in its parent
-}
-
-// grepDir is an open directory shared by the tasks of its entries; the
-// last one to finish closes it.
-type grepDir struct {
-	dir  *workspace.Dir
-	mu   sync.Mutex
-	refs int
-}
-
-func (d *grepDir) acquire(n int) {
-	d.mu.Lock()
-	d.refs += n
-	d.mu.Unlock()
-}
-
-func (d *grepDir) release() {
-	d.mu.Lock()
-	d.refs--
-	last := d.refs == 0
-	d.mu.Unlock()
-	if last {
-		d.dir.Close()
-	}
-}
-
-// taskQueue is a LIFO work queue that knows when all work is done: when it
-// is empty and no task is being processed (processing may add tasks).
-type taskQueue struct {
-	mu     sync.Mutex
-	cond   sync.Cond
-	tasks  []grepTask
-	active int
-	closed bool
-}
-
-func newTaskQueue() *taskQueue {
-	q := &taskQueue{}
-	q.cond.L = &q.mu
-	return q
-}
-
-func (q *taskQueue) push(ts ...grepTask) {
-	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
-		for _, t := range ts {
-			t.dir.release()
-		}
-		return
-	}
-	q.tasks = append(q.tasks, ts...)
-	q.mu.Unlock()
-	if len(ts) == 1 {
-		q.cond.Signal()
-	} else {
-		q.cond.Broadcast()
-	}
-}
-
-// pop returns the next task, or false when all work is done or the queue
-// was closed.
-func (q *taskQueue) pop() (grepTask, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for len(q.tasks) == 0 && q.active > 0 && !q.closed {
-		q.cond.Wait()
-	}
-	if len(q.tasks) == 0 || q.closed {
-		return grepTask{}, false
-	}
-	t := q.tasks[len(q.tasks)-1]
-	q.tasks = q.tasks[:len(q.tasks)-1]
-	q.active++
-	return t, true
-}
-
-// done marks a popped task finished.
-func (q *taskQueue) done() {
-	q.mu.Lock()
-	q.active--
-	finished := q.active == 0 && len(q.tasks) == 0
-	q.mu.Unlock()
-	if finished {
-		q.cond.Broadcast()
-	}
-}
-
-// close stops the queue; remaining tasks are dropped (their directories
-// closed).
-func (q *taskQueue) close() {
-	q.mu.Lock()
-	q.closed = true
-	rest := q.tasks
-	q.tasks = nil
-	q.mu.Unlock()
-	q.cond.Broadcast()
-	for _, t := range rest {
-		t.dir.release()
-	}
-}
-
 func (s *grepSearch) walk() error {
-	top, err := s.root.OpenDir(s.base)
-	if err != nil {
-		return err
-	}
-	// The rules in effect in the top directory, its own .gitignore included.
-	stack := gitignore.New(s.root.FS()).Dir(s.base)
-	q := newTaskQueue()
-	q.active = 1 // the top directory, listed below, before workers may finish
-	var wg sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
-		wg.Go(func() {
-			w := s.newWorker()
-			for {
-				t, ok := q.pop()
-				if !ok {
-					return
-				}
-				switch {
-				case s.ctx.Err() != nil:
-					t.dir.release()
-					q.close()
-				case t.isDir:
-					w.listDir(q, t)
-				default:
-					w.searchEntry(t)
-				}
-				q.done()
-			}
-		})
-	}
-	s.newWorker().list(q, &grepDir{dir: top, refs: 1}, stack, false)
-	q.done()
-	wg.Wait()
-	return s.ctx.Err()
+	return walk.Walk(s.ctx, s.root, s.base, func() walk.Worker { return s.newWorker() })
 }
 
 // grepWorker holds the buffers of one worker goroutine.
@@ -365,46 +222,24 @@ type grepWorker struct {
 
 func (s *grepSearch) newWorker() *grepWorker { return &grepWorker{s: s} }
 
-// listDir opens the directory of a task and lists it.
-func (w *grepWorker) listDir(q *taskQueue, t grepTask) {
-	sub, err := t.dir.dir.OpenDir(t.name)
-	t.dir.release()
-	if err != nil {
-		w.s.noteUnreadable()
-		return
-	}
-	w.list(q, &grepDir{dir: sub, refs: 1}, t.stack, true)
-}
-
-// list queues the subdirectories and files of d that are not ignored and
-// pass the glob filter, then drops the caller's reference to d. stack is
-// the rules in effect in d, without those of d's own .gitignore when
-// loadOwn is set.
-func (w *grepWorker) list(q *taskQueue, d *grepDir, stack *gitignore.Stack, loadOwn bool) {
-	defer d.release()
-	dirRel := d.dir.Rel()
-	entries, err := d.dir.ReadDir()
+// List queues the subdirectories and files of d that are not ignored and
+// pass the glob filter.
+func (w *grepWorker) List(d *walk.Dir, entries []fs.DirEntry, rules *gitignore.Stack, err error) []walk.Task {
 	if err != nil {
 		w.s.noteUnreadable()
 	}
-	if loadOwn {
-		for _, e := range entries {
-			if e.Name() == gitignore.FileName && e.Type().IsRegular() {
-				if data, _, err := d.dir.ReadFile(gitignore.FileName, nil, 1<<20); err == nil {
-					stack = stack.Push(gitignore.Parse(dirRel, data))
-				}
-				break
-			}
-		}
+	if d == nil {
+		return nil
 	}
-	tasks := make([]grepTask, 0, len(entries))
+	dirRel := d.Rel()
+	tasks := make([]walk.Task, 0, len(entries))
 	for _, e := range entries {
 		typ := e.Type()
 		if !typ.IsDir() && !typ.IsRegular() {
 			continue // symbolic links, devices, pipes, sockets
 		}
 		p := path.Join(dirRel, e.Name())
-		if stack.Match(p, typ.IsDir()) {
+		if rules.Match(p, typ.IsDir()) {
 			continue
 		}
 		rel := relTo(w.s.base, p)
@@ -415,20 +250,19 @@ func (w *grepWorker) list(q *taskQueue, d *grepDir, stack *gitignore.Stack, load
 		} else if w.s.globs != nil && !matchFileGlob(w.s.globs, w.s.globNameOnly, rel) {
 			continue
 		}
-		tasks = append(tasks, grepTask{dir: d, name: e.Name(), isDir: typ.IsDir(), stack: stack})
+		tasks = append(tasks, walk.Task{Name: e.Name(), IsDir: typ.IsDir(), Rules: rules})
 	}
-	if len(tasks) > 0 {
-		d.acquire(len(tasks))
-		q.push(tasks...)
-	}
+	return tasks
 }
 
-// searchEntry searches one file task.
-func (w *grepWorker) searchEntry(t grepTask) {
-	defer t.dir.release()
-	d := t.dir.dir
-	p := path.Join(d.Rel(), t.name)
-	data, _, err := d.ReadFile(t.name, w.buf, int64(w.s.chunk))
+// Done implements walk.Worker: a worker keeps no results of its own.
+func (w *grepWorker) Done() {}
+
+// File searches one file task.
+func (w *grepWorker) File(t walk.Task) {
+	d := t.Dir
+	p := path.Join(d.Rel(), t.Name)
+	data, _, err := d.ReadFile(t.Name, w.buf, int64(w.s.chunk))
 	switch {
 	case err == nil:
 		if cap(data) > cap(w.buf) {
@@ -436,7 +270,7 @@ func (w *grepWorker) searchEntry(t grepTask) {
 		}
 		w.searchData(data, p)
 	case errors.Is(err, workspace.ErrTooLarge):
-		f, err := d.Open(t.name)
+		f, err := d.Open(t.Name)
 		if err != nil {
 			w.s.noteUnreadable()
 			return
@@ -574,12 +408,12 @@ type fileMatch struct {
 }
 
 // topMatches keeps the first max matches by (path, line) from files
-// searched in any order, in a max-heap, and counts all of them.
+// searched in any order, and counts all of them.
 type topMatches struct {
 	max int
 
 	mu    sync.Mutex
-	heap  matchHeap
+	best  *walk.Best[fileMatch]
 	total int // matching lines
 	files int // files with a match
 }
@@ -590,10 +424,18 @@ type topMatches struct {
 func (t *topMatches) threshold() (fileMatch, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.heap) < t.max {
-		return fileMatch{}, false
+	if b := t.kept(); b.Full() {
+		return b.Worst(), true
 	}
-	return t.heap[0], true
+	return fileMatch{}, false
+}
+
+// kept returns the matches kept, made on first use; t.mu is held.
+func (t *topMatches) kept() *walk.Best[fileMatch] {
+	if t.best == nil {
+		t.best = walk.NewBest(t.max, func(a, b fileMatch) int { return compareMatch(a.path, a.line, b) })
+	}
+	return t.best
 }
 
 // add records the matches of one file (sorted by line) and the number of
@@ -603,24 +445,18 @@ func (t *topMatches) add(p string, ms []lineMatch, total int) {
 	defer t.mu.Unlock()
 	t.total += total
 	t.files++
+	b := t.kept()
 	for _, m := range ms {
-		fm := fileMatch{path: p, line: m.line, text: m.text}
-		if len(t.heap) < t.max {
-			heap.Push(&t.heap, fm)
-			continue
-		}
-		if compareMatch(p, m.line, t.heap[0]) >= 0 {
+		if !b.Offer(fileMatch{path: p, line: m.line, text: m.text}) {
 			break // later lines of this file come after it too
 		}
-		t.heap[0] = fm
-		heap.Fix(&t.heap, 0)
 	}
 }
 
 func (t *topMatches) sorted() []fileMatch {
-	out := slices.Clone(t.heap)
-	slices.SortFunc(out, func(a, b fileMatch) int { return compareMatch(a.path, a.line, b) })
-	return out
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.kept().Sorted()
 }
 
 func compareMatch(p string, line int, b fileMatch) int {
@@ -628,20 +464,6 @@ func compareMatch(p string, line int, b fileMatch) int {
 		return c
 	}
 	return cmp.Compare(line, b.line)
-}
-
-// matchHeap is a max-heap of matches by (path, line).
-type matchHeap []fileMatch
-
-func (h matchHeap) Len() int           { return len(h) }
-func (h matchHeap) Less(i, j int) bool { return compareMatch(h[i].path, h[i].line, h[j]) > 0 }
-func (h matchHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *matchHeap) Push(x any)        { *h = append(*h, x.(fileMatch)) }
-func (h *matchHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
 }
 
 // ---- matching ----

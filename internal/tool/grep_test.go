@@ -273,22 +273,7 @@ func TestLineMatcher(t *testing.T) {
 	}
 	data := []byte(text)
 	for _, p := range patterns {
-		m, err := compileLineMatcher(p.pattern, p.ignoreCase)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var want, got []int
-		for i, line := range strings.Split(text, "\n") {
-			if m.line.MatchString(line) {
-				want = append(want, i+1)
-			}
-		}
-		m.scan(data, func(start, end int) {
-			got = append(got, bytes.Count(data[:start], []byte{'\n'})+1)
-			if end < len(data) && data[end] != '\n' {
-				t.Errorf("%q: line end %d is not at a newline", p.pattern, end)
-			}
-		})
+		m, want, got := scanLines(t, p.pattern, p.ignoreCase, data)
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("pattern %q (ignore case %v, literals %v, fold %v, exact %v) matched lines (-want +got):\n%s",
 				p.pattern, p.ignoreCase, m.lits, m.fold, m.exact, diff)
@@ -409,26 +394,36 @@ func TestLineMatcherRandom(t *testing.T) {
 		}
 		for _, pattern := range []string{regexp.QuoteMeta(lit), regexp.QuoteMeta(lit) + "|q-", "a" + regexp.QuoteMeta(lit) + "+"} {
 			for _, ic := range []bool{false, true} {
-				m, err := compileLineMatcher(pattern, ic)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var want, got []int
-				for i, line := range strings.Split(text, "\n") {
-					if m.line.MatchString(line) {
-						want = append(want, i+1)
-					}
-				}
-				data := []byte(text)
-				m.scan(data, func(start, end int) {
-					got = append(got, bytes.Count(data[:start], []byte{'\n'})+1)
-				})
+				_, want, got := scanLines(t, pattern, ic, []byte(text))
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Fatalf("pattern %q ignore case %v on %q (-want +got):\n%s", pattern, ic, text, diff)
 				}
 			}
 		}
 	}
+}
+
+// scanLines compiles pattern and returns the numbers of the lines of data
+// that the matcher's scan finds (got) and that its regexp matches line by
+// line (want). A match whose end is not at a line's end fails t.
+func scanLines(t *testing.T, pattern string, ignoreCase bool, data []byte) (m *lineMatcher, want, got []int) {
+	t.Helper()
+	m, err := compileLineMatcher(pattern, ignoreCase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range strings.Split(string(data), "\n") {
+		if m.line.MatchString(line) {
+			want = append(want, i+1)
+		}
+	}
+	m.scan(data, func(start, end int) {
+		got = append(got, bytes.Count(data[:start], []byte{'\n'})+1)
+		if end < len(data) && data[end] != '\n' {
+			t.Errorf("%q: line end %d is not at a newline", pattern, end)
+		}
+	})
+	return m, want, got
 }
 
 // runAsNobody re-runs the named test of this test binary as uid/gid 65534

@@ -7,16 +7,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/maestro-run/maestro/internal/workspace"
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
 
 // promptly runs tl with input and fails the test unless it answers within
-// 2 s. A reader blocked on the FIFO is then released by opening the FIFO
-// for writing, so that a failing test does not leave it blocked.
+// wstest.Timeout, or answers with a Go error.
 func promptly(t *testing.T, fifo string, tl Tool, input any) Result {
 	t.Helper()
 	raw, err := json.Marshal(input)
@@ -27,34 +25,14 @@ func promptly(t *testing.T, fifo string, tl Tool, input any) Result {
 		res Result
 		err error
 	}
-	done := make(chan answer, 1)
-	go func() {
+	a := wstest.Within(t, fifo, func() answer {
 		res, err := tl.Run(context.Background(), Call{ID: "t", Input: raw})
-		done <- answer{res, err}
-	}()
-	select {
-	case a := <-done:
-		if a.err != nil {
-			t.Fatalf("%s: unexpected Go error: %v", tl.Spec().Name, a.err)
-		}
-		return a.res
-	case <-time.After(2 * time.Second):
-		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			w.Close()
-		}
-		t.Fatalf("%s(%.200s): no answer within 2 s", tl.Spec().Name, raw)
-		return Result{}
+		return answer{res, err}
+	})
+	if a.err != nil {
+		t.Fatalf("%s(%.200s): unexpected Go error: %v", tl.Spec().Name, raw, a.err)
 	}
-}
-
-func mkfifo(t *testing.T, path string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mkfifo(path, 0o644); err != nil {
-		t.Fatalf("mkfifo: %v", err)
-	}
+	return a.res
 }
 
 // TestFileToolsRefuseFIFOs: a FIFO, or a link to one, named to Read, Edit,
@@ -64,7 +42,7 @@ func TestFileToolsRefuseFIFOs(t *testing.T) {
 	t.Parallel()
 	root, _ := testWorkspace(t, map[string]string{"a.txt": "hello\n"})
 	fifo := filepath.Join(root.Dir(), "pipe")
-	mkfifo(t, fifo)
+	wstest.MakeFIFO(t, fifo)
 	symlink(t, "pipe", filepath.Join(root.Dir(), "link"))
 	tests := []struct {
 		name  string
@@ -106,7 +84,7 @@ func TestPlantedIgnoreFilesDoNotHang(t *testing.T) {
 			t.Parallel()
 			root, _ := testWorkspace(t, map[string]string{"a.txt": "hello\n", "sub/b.txt": "hello\n"})
 			fifo := filepath.Join(root.Dir(), filepath.FromSlash(planted))
-			mkfifo(t, fifo)
+			wstest.MakeFIFO(t, fifo)
 			res := promptly(t, fifo, NewGlob(root), GlobInput{Pattern: "**/*.txt"})
 			wantResult(t, res, false, "a.txt", "sub/b.txt")
 			res = promptly(t, fifo, NewGrep(root), GrepInput{Pattern: "hello", Path: "sub"})

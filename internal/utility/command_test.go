@@ -37,21 +37,26 @@ func (f *fixture) start(t *testing.T, owner string, req protocol.UtilityCommandS
 	return started
 }
 
+// ofCommand selects the output and exit messages of command id.
+func ofCommand(id string) func(protocol.Message) bool {
+	return func(m protocol.Message) bool {
+		switch m := m.(type) {
+		case protocol.UtilityCommandOutput:
+			return m.CommandID == id
+		case protocol.UtilityCommandExited:
+			return m.CommandID == id
+		}
+		return false
+	}
+}
+
 // waitOutput consumes the command's output until the text so far
 // contains want, and returns that text.
 func (f *fixture) waitOutput(t *testing.T, id, want string) string {
 	t.Helper()
 	var text strings.Builder
 	for !strings.Contains(text.String(), want) {
-		msg, skipped := next(t, f.rec, func(m protocol.Message) bool {
-			switch m := m.(type) {
-			case protocol.UtilityCommandOutput:
-				return m.CommandID == id
-			case protocol.UtilityCommandExited:
-				return m.CommandID == id
-			}
-			return false
-		})
+		msg, skipped := next(t, f.rec, ofCommand(id))
 		if len(skipped) > 0 {
 			t.Fatalf("unexpected messages while waiting for output of %s: %s", id, describe(skipped))
 		}
@@ -70,15 +75,7 @@ func (f *fixture) finish(t *testing.T, id string) run {
 	t.Helper()
 	var r run
 	for {
-		msg, _ := next(t, f.rec, func(m protocol.Message) bool {
-			switch m := m.(type) {
-			case protocol.UtilityCommandOutput:
-				return m.CommandID == id
-			case protocol.UtilityCommandExited:
-				return m.CommandID == id
-			}
-			return false
-		})
+		msg, _ := next(t, f.rec, ofCommand(id))
 		switch m := msg.(type) {
 		case protocol.UtilityCommandOutput:
 			if m.Stream == protocol.StreamStderr {

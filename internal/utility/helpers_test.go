@@ -33,14 +33,26 @@ func newRecorder(t *testing.T) *recorder {
 	return &recorder{t: t, ch: make(chan protocol.Message, 4096)}
 }
 
-func (r *recorder) emit(msg protocol.Message) {
+// validFrame reports why msg is not a frame the protocol's JSON Schemas
+// accept, or nil.
+func validFrame(msg protocol.Message) error {
 	line, err := protocol.Marshal(msg)
 	if err != nil {
-		r.t.Errorf("marshal %T: %v", msg, err)
-	} else if v, err := validator(); err != nil {
-		r.t.Errorf("build validator: %v", err)
-	} else if err := v.ValidateServerFrame(line); err != nil {
-		r.t.Errorf("frame does not validate against the protocol schemas: %s: %v", line, err)
+		return fmt.Errorf("marshal %T: %w", msg, err)
+	}
+	v, err := validator()
+	if err != nil {
+		return fmt.Errorf("build validator: %w", err)
+	}
+	if err := v.ValidateServerFrame(line); err != nil {
+		return fmt.Errorf("frame does not validate against the protocol schemas: %s: %w", line, err)
+	}
+	return nil
+}
+
+func (r *recorder) emit(msg protocol.Message) {
+	if err := validFrame(msg); err != nil {
+		r.t.Error(err)
 	}
 	r.mu.Lock()
 	r.all = append(r.all, msg)

@@ -5,42 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/workspace"
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
-
-// within runs op and fails the test unless it returns within 2 s; a
-// reader blocked on fifo is then released by opening it for writing.
-func within[T any](t *testing.T, fifo string, op func() T) T {
-	t.Helper()
-	done := make(chan T, 1)
-	go func() { done <- op() }()
-	select {
-	case v := <-done:
-		return v
-	case <-time.After(2 * time.Second):
-		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			w.Close()
-		}
-		t.Fatalf("no answer within 2 s")
-		var zero T
-		return zero
-	}
-}
-
-func mkfifo(t *testing.T, path string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mkfifo(path, 0o644); err != nil {
-		t.Fatalf("mkfifo: %v", err)
-	}
-}
 
 // TestFileReadRefusesFIFO: utility_file_read of a FIFO (or of a link to
 // one) answers at once with an error instead of blocking, and the Manager
@@ -50,18 +20,18 @@ func TestFileReadRefusesFIFO(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	fifo := filepath.Join(f.dir, "pipe")
-	mkfifo(t, fifo)
+	wstest.MakeFIFO(t, fifo)
 	if err := os.Symlink("pipe", filepath.Join(f.dir, "link")); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"pipe", "link", fifo} {
-		err := within(t, fifo, func() error {
+		err := wstest.Within(t, fifo, func() error {
 			_, err := f.m.FileRead(t.Context(), protocol.UtilityFileRead{ReadID: "r", Path: p})
 			return err
 		})
 		wantError(t, err, 400, "Not a regular file: "+p+" (a FIFO)")
 	}
-	within(t, fifo, func() error { return f.m.Close() })
+	wstest.Within(t, fifo, func() error { return f.m.Close() })
 }
 
 // TestFileSearchWithPlantedFIFOs: a FIFO among the files, or planted as a
@@ -75,8 +45,8 @@ func TestFileSearchWithPlantedFIFOs(t *testing.T) {
 			f := newFixture(t)
 			write(t, f.dir, "sub/main.go", "package main\n")
 			fifo := filepath.Join(f.dir, filepath.FromSlash(planted))
-			mkfifo(t, fifo)
-			res := within(t, fifo, func() protocol.UtilityFileSearchResults {
+			wstest.MakeFIFO(t, fifo)
+			res := wstest.Within(t, fifo, func() protocol.UtilityFileSearchResults {
 				res, err := f.m.FileSearch(t.Context(), protocol.UtilityFileSearch{SearchID: "s", Query: "main", Cwd: "sub"})
 				if err != nil {
 					return protocol.UtilityFileSearchResults{SearchID: "error: " + err.Error()}
@@ -103,12 +73,12 @@ func TestFileWatchWithFIFO(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	fifo := filepath.Join(f.dir, "old.fifo")
-	mkfifo(t, fifo)
-	within(t, fifo, func() bool {
+	wstest.MakeFIFO(t, fifo)
+	wstest.Within(t, fifo, func() bool {
 		f.startWatch(t, "A", protocol.UtilityFileWatchStart{WatchID: "w", DebounceMS: ptr(0)})
 		return true
 	})
-	mkfifo(t, filepath.Join(f.dir, "new", "new.fifo"))
+	wstest.MakeFIFO(t, filepath.Join(f.dir, "new", "new.fifo"))
 	f.waitChanges(t, "w", f.dir, change{protocol.ChangeCreate, "new", true}, change{protocol.ChangeCreate, "new/new.fifo", false})
 }
 

@@ -3,10 +3,8 @@ package utility
 import (
 	"bytes"
 	"cmp"
-	"container/heap"
 	"context"
-	"runtime"
-	"slices"
+	"io/fs"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -15,9 +13,10 @@ import (
 	"github.com/maestro-run/maestro/internal/gitignore"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/workspace"
+	"github.com/maestro-run/maestro/internal/workspace/walk"
 )
 
-// file_search limits (contract §10.2).
+// file_search limits (wire contract §10.2).
 const (
 	DefaultSearchLimit = 50
 	MaxSearchLimit     = 500
@@ -183,10 +182,6 @@ type match struct {
 	len   int // path length in UTF-16 code units
 }
 
-// better reports whether a ranks before b: higher score, then shorter
-// path, then path order.
-func better(a, b match) bool { return compareMatch(a, b) < 0 }
-
 func compareMatch(a, b match) int {
 	if c := cmp.Compare(b.score, a.score); c != 0 {
 		return c
@@ -195,20 +190,6 @@ func compareMatch(a, b match) int {
 		return c
 	}
 	return strings.Compare(a.path, b.path)
-}
-
-// topK keeps the best limit matches seen; the worst kept is at the root.
-type topK []match
-
-func (h topK) Len() int           { return len(h) }
-func (h topK) Less(i, j int) bool { return better(h[j], h[i]) }
-func (h topK) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *topK) Push(x any)        { *h = append(*h, x.(match)) }
-func (h *topK) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
 }
 
 // search is one file search.
@@ -221,140 +202,26 @@ type search struct {
 	// hidden, when set, reports directories never searched (root-relative).
 	hidden func(rel string) bool
 
-	mu      sync.Mutex
-	cond    sync.Cond
-	tasks   []dirTask
-	active  int
-	stopped bool
-	total   int
-	best    topK
-	err     error
-}
-
-// dirTask is a directory to list: entry name of the open directory
-// parent, which the task holds a reference to.
-type dirTask struct {
-	parent *sharedDir
-	name   string
-	stack  *gitignore.Stack // rules in effect in parent
-}
-
-// sharedDir is an open directory shared by the tasks of its
-// subdirectories; the last one to finish with it closes it.
-type sharedDir struct {
-	dir  *workspace.Dir
-	mu   sync.Mutex
-	refs int
-}
-
-func (d *sharedDir) acquire(n int) {
-	d.mu.Lock()
-	d.refs += n
-	d.mu.Unlock()
-}
-
-func (d *sharedDir) release() {
-	d.mu.Lock()
-	d.refs--
-	last := d.refs == 0
-	d.mu.Unlock()
-	if last {
-		d.dir.Close()
-	}
+	mu    sync.Mutex
+	total int
+	best  *walk.Best[match]
 }
 
 func newSearch(ctx context.Context, root *workspace.Root, base, query string, limit int) *search {
-	s := &search{ctx: ctx, root: root, base: base, limit: limit, scorer: newScorer(query)}
-	s.cond.L = &s.mu
-	return s
+	return &search{ctx: ctx, root: root, base: base, limit: limit, scorer: newScorer(query),
+		best: walk.NewBest(limit, compareMatch)}
 }
 
 // run walks the tree and returns the best matches, sorted, and how many
 // files matched in all.
 func (s *search) run() ([]match, int, error) {
-	top, err := s.root.OpenDir(s.base)
+	err := walk.Walk(s.ctx, s.root, s.base, func() walk.Worker {
+		return &searchWorker{s: s, best: walk.NewBest(s.limit, compareMatch)}
+	})
 	if err != nil {
 		return nil, 0, err
 	}
-	// The rules in effect in the search directory, its own .gitignore
-	// and those of its ancestors included.
-	stack := gitignore.New(s.root.FS()).Dir(s.base)
-	s.active = 1 // the top directory, listed below
-	var wg sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
-		wg.Go(func() {
-			w := &searchWorker{s: s}
-			for {
-				t, ok := s.pop()
-				if !ok {
-					break
-				}
-				w.listTask(t)
-				s.done()
-			}
-			w.flush()
-		})
-	}
-	w := &searchWorker{s: s}
-	w.list(&sharedDir{dir: top, refs: 1}, stack, false)
-	w.flush()
-	s.done()
-	wg.Wait()
-	if err := s.ctx.Err(); err != nil {
-		return nil, 0, err
-	}
-	out := []match(s.best)
-	slices.SortFunc(out, compareMatch)
-	return out, s.total, nil
-}
-
-func (s *search) push(ts []dirTask) {
-	s.mu.Lock()
-	if s.stopped {
-		s.mu.Unlock()
-		for _, t := range ts {
-			t.parent.release()
-		}
-		return
-	}
-	s.tasks = append(s.tasks, ts...)
-	s.mu.Unlock()
-	s.cond.Broadcast()
-}
-
-// pop returns the next directory to list, or false when the walk is over.
-func (s *search) pop() (dirTask, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for len(s.tasks) == 0 && s.active > 0 && !s.stopped {
-		s.cond.Wait()
-	}
-	if len(s.tasks) == 0 || s.stopped {
-		return dirTask{}, false
-	}
-	t := s.tasks[len(s.tasks)-1]
-	s.tasks = s.tasks[:len(s.tasks)-1]
-	s.active++
-	return t, true
-}
-
-// done marks a popped task (or the top directory) finished.
-func (s *search) done() {
-	s.mu.Lock()
-	s.active--
-	finished := s.active == 0 && len(s.tasks) == 0
-	if !s.stopped && s.ctx.Err() != nil {
-		s.stopped = true
-		finished = true
-		for _, t := range s.tasks {
-			t.parent.release()
-		}
-		s.tasks = nil
-	}
-	s.mu.Unlock()
-	if finished {
-		s.cond.Broadcast()
-	}
+	return s.best.Sorted(), s.total, nil
 }
 
 // searchWorker holds one worker's buffers and its best matches.
@@ -362,37 +229,17 @@ type searchWorker struct {
 	s     *search
 	path  []byte // root-relative path of the entry being looked at
 	lower []byte // its search-relative part, lower-cased
-	best  topK
+	best  *walk.Best[match]
 	total int
 }
 
-// listTask opens the directory of a task and lists it.
-func (w *searchWorker) listTask(t dirTask) {
-	sub, err := t.parent.dir.OpenDir(t.name)
-	t.parent.release()
-	if err != nil {
-		return // unreadable directories are skipped, as rg does
+// List scores the files of d and queues its subdirectories; unreadable
+// directories are skipped, as rg does.
+func (w *searchWorker) List(d *walk.Dir, entries []fs.DirEntry, rules *gitignore.Stack, _ error) []walk.Task {
+	if d == nil {
+		return nil
 	}
-	w.list(&sharedDir{dir: sub, refs: 1}, t.stack, true)
-}
-
-// list scores the files of d and queues its subdirectories, then drops
-// the caller's reference to d. stack holds the rules in effect in d,
-// without those of d's own .gitignore when loadOwn is set.
-func (w *searchWorker) list(d *sharedDir, stack *gitignore.Stack, loadOwn bool) {
-	defer d.release()
-	entries, _ := d.dir.ReadDir()
-	dirRel := d.dir.Rel()
-	if loadOwn {
-		for _, e := range entries {
-			if e.Name() == gitignore.FileName && e.Type().IsRegular() {
-				if data, _, err := d.dir.ReadFile(gitignore.FileName, nil, 1<<20); err == nil {
-					stack = stack.Push(gitignore.Parse(dirRel, data))
-				}
-				break
-			}
-		}
-	}
+	dirRel := d.Rel()
 
 	// w.path = root-relative directory prefix; w.lower = its
 	// search-relative part, lower-cased, computed once per directory.
@@ -409,7 +256,7 @@ func (w *searchWorker) list(d *sharedDir, stack *gitignore.Stack, loadOwn bool) 
 	lowerDirLen := len(w.lower)
 	dirUTF16 := utf16Len(w.path[min(relStart, len(w.path)):])
 
-	var tasks []dirTask
+	var tasks []walk.Task
 	for _, e := range entries {
 		name := e.Name()
 		if name[0] == '.' {
@@ -421,15 +268,15 @@ func (w *searchWorker) list(d *sharedDir, stack *gitignore.Stack, loadOwn bool) 
 			if w.s.hidden != nil && w.s.hidden(string(append(w.path[:dirLen], name...))) {
 				continue // Maestro's own state (Config.Hide)
 			}
-			if stack != nil && stack.Match(string(append(w.path[:dirLen], name...)), true) {
+			if rules != nil && rules.Match(string(append(w.path[:dirLen], name...)), true) {
 				continue
 			}
-			tasks = append(tasks, dirTask{parent: d, name: name, stack: stack})
+			tasks = append(tasks, walk.Task{Name: name, IsDir: true, Rules: rules})
 		case typ.IsRegular():
 			w.path = append(w.path[:dirLen], name...)
 			// Match does not keep its argument, so it may look at the
 			// buffer without a copy.
-			if stack != nil && stack.Match(unsafe.String(unsafe.SliceData(w.path), len(w.path)), false) {
+			if rules != nil && rules.Match(unsafe.String(unsafe.SliceData(w.path), len(w.path)), false) {
 				continue
 			}
 			w.lower = appendLower(w.lower[:lowerDirLen], name)
@@ -440,44 +287,33 @@ func (w *searchWorker) list(d *sharedDir, stack *gitignore.Stack, loadOwn bool) 
 		}
 		// Symbolic links, devices, pipes and sockets are skipped.
 	}
-	if len(tasks) > 0 {
-		d.acquire(len(tasks))
-		w.s.push(tasks)
-	}
+	return tasks
 }
+
+// File implements walk.Worker: files are scored as their directory is
+// listed, never queued.
+func (w *searchWorker) File(walk.Task) {}
 
 // add records a matching file (path relative to the search directory).
 func (w *searchWorker) add(score int, path []byte, n int) {
 	w.total++
 	cand := match{score: score, len: n, path: unsafe.String(unsafe.SliceData(path), len(path))}
-	if len(w.best) == w.s.limit {
-		if !better(cand, w.best[0]) {
-			return
-		}
-		cand.path = string(path)
-		w.best[0] = cand
-		heap.Fix(&w.best, 0)
+	if !w.best.Admits(cand) {
 		return
 	}
 	cand.path = string(path)
-	heap.Push(&w.best, cand)
+	w.best.Offer(cand)
 }
 
-// flush merges the worker's matches into the search's.
-func (w *searchWorker) flush() {
+// Done merges the worker's matches into the search's.
+func (w *searchWorker) Done() {
 	s := w.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.total += w.total
-	for _, mt := range w.best {
-		if len(s.best) < s.limit {
-			heap.Push(&s.best, mt)
-		} else if better(mt, s.best[0]) {
-			s.best[0] = mt
-			heap.Fix(&s.best, 0)
-		}
+	for _, mt := range w.best.All() {
+		s.best.Offer(mt)
 	}
-	w.best, w.total = nil, 0
 }
 
 // ---- byte helpers ----

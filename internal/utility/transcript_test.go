@@ -13,6 +13,7 @@ import (
 	"github.com/maestro-run/maestro/internal/transport/stdio/stdiotest"
 	"github.com/maestro-run/maestro/internal/utility"
 	"github.com/maestro-run/maestro/internal/workspace"
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
 
 var _ = flag.Bool("update", false, "rewrite the golden transcripts in testdata/transcripts/")
@@ -68,15 +69,7 @@ func transcriptWorkspace(t *testing.T) (base, ws string) {
 		"ws/sub/.keep":        "",
 		"outside/secret.txt":  "secret\n",
 	}
-	for rel, content := range files {
-		p := filepath.Join(base, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	wstest.WriteFiles(t, base, files)
 	if err := os.Symlink("../outside/secret.txt", filepath.Join(ws, "escape.txt")); err != nil {
 		t.Fatal(err)
 	}

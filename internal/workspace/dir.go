@@ -3,6 +3,7 @@ package workspace
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -101,6 +102,31 @@ func (d *Dir) join(name string) string {
 		return name
 	}
 	return d.rel + "/" + name
+}
+
+// readSized reads a file of size bytes from r into buf, grown when too
+// small; a file that shrank since its size was taken gives what it still
+// holds. A file larger than max is refused with ErrTooLarge.
+func readSized[R io.Reader](r R, size, max int64, buf []byte) ([]byte, int64, error) {
+	if size > max {
+		return nil, size, fmt.Errorf("%w: %d bytes", ErrTooLarge, size)
+	}
+	if int64(cap(buf)) < size {
+		buf = make([]byte, size)
+	}
+	buf = buf[:size]
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, size, err
+		}
+	}
+	return buf[:n], size, nil
 }
 
 // checkName accepts only a single, plain path component.

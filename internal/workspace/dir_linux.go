@@ -1,7 +1,7 @@
 package workspace
 
 import (
-	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"syscall"
@@ -124,28 +124,25 @@ func (h dirHandle) readFile(name string, buf []byte, max int64) ([]byte, int64, 
 		return nil, 0, err
 	}
 	defer syscall.Close(fd)
-	if size > max {
-		return nil, size, fmt.Errorf("%w: %d bytes", ErrTooLarge, size)
-	}
-	if int64(cap(buf)) < size {
-		buf = make([]byte, size)
-	}
-	buf = buf[:size]
-	n := 0
-	for n < len(buf) {
-		m, err := syscall.Read(fd, buf[n:])
-		if err == syscall.EINTR {
+	return readSized(fdReader(fd), size, max, buf)
+}
+
+// fdReader reads a file descriptor, retrying when interrupted.
+type fdReader int
+
+func (fd fdReader) Read(p []byte) (int, error) {
+	for {
+		n, err := syscall.Read(int(fd), p)
+		switch {
+		case err == syscall.EINTR:
 			continue
+		case err != nil:
+			return 0, err
+		case n == 0 && len(p) > 0:
+			return 0, io.EOF
 		}
-		if err != nil {
-			return nil, size, err
-		}
-		if m == 0 {
-			break // the file shrank
-		}
-		n += m
+		return n, nil
 	}
-	return buf[:n], size, nil
 }
 
 func (h dirHandle) open(name string) (*os.File, error) {

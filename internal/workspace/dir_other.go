@@ -68,21 +68,5 @@ func (h dirHandle) readFile(name string, buf []byte, max int64) ([]byte, int64, 
 	if err != nil {
 		return nil, 0, err
 	}
-	size := fi.Size()
-	if size > max {
-		return nil, size, fmt.Errorf("%w: %d bytes", ErrTooLarge, size)
-	}
-	if int64(cap(buf)) < size {
-		buf = make([]byte, size)
-	}
-	buf = buf[:size]
-	n := 0
-	for n < len(buf) {
-		m, err := f.Read(buf[n:])
-		n += m
-		if err != nil {
-			break
-		}
-	}
-	return buf[:n], size, nil
+	return readSized(f, fi.Size(), max, buf)
 }

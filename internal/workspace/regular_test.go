@@ -8,41 +8,17 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/maestro-run/maestro/internal/proctest"
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
-
-// promptly runs op and fails the test if it does not return within 2 s
-// (a FIFO opened for reading without a writer blocks forever). After a
-// failure, opening the FIFO for writing releases the blocked reader.
-func promptly(t *testing.T, fifo string, op func() error) error {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- op() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(2 * time.Second):
-		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			w.Close()
-		}
-		t.Fatalf("still blocked after 2 s")
-		return nil
-	}
-}
-
-func mkfifo(t *testing.T, path string) {
-	t.Helper()
-	if err := syscall.Mkfifo(path, 0o644); err != nil {
-		t.Fatalf("mkfifo: %v", err)
-	}
-}
 
 // TestFIFORefused: every way of reading through a Root refuses a FIFO at
 // once, naming it, instead of blocking in open(2).
 func TestFIFORefused(t *testing.T) {
 	r, _ := setup(t)
 	fifo := filepath.Join(r.Dir(), "pipe")
-	mkfifo(t, fifo)
+	wstest.MakeFIFO(t, fifo)
 	// A link to the FIFO, and a directory name that is a FIFO.
 	if err := os.Symlink("pipe", filepath.Join(r.Dir(), "link")); err != nil {
 		t.Fatal(err)
@@ -61,7 +37,7 @@ func TestFIFORefused(t *testing.T) {
 	for name, op := range ops {
 		for _, target := range []string{"pipe", "link"} {
 			t.Run(name+"/"+target, func(t *testing.T) {
-				err := promptly(t, fifo, func() error { return op(target) })
+				err := wstest.Within(t, fifo, func() error { return op(target) })
 				if err == nil {
 					t.Fatalf("%s(%s) succeeded on a FIFO", name, target)
 				}
@@ -106,10 +82,7 @@ func isNilPtr(v any) bool {
 func TestDeviceRefused(t *testing.T) {
 	r, _ := setup(t)
 	if err := syscall.Mknod(filepath.Join(r.Dir(), "zero"), syscall.S_IFCHR|0o666, int(1<<8|5)); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("mknod: %v", err)
-		}
-		t.Skipf("mknod (needs root): %v", err)
+		proctest.SkipOrFail(t, "mknod (needs root): %v", err)
 	}
 	if _, err := r.ReadFile("zero"); !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), "a character device") {
 		t.Fatalf("ReadFile(/dev/zero clone) = %v, want a character device refused", err)

@@ -5,11 +5,11 @@ package sandboxtest
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/sandbox"
 )
 
@@ -27,11 +27,7 @@ func Bwrap(t testing.TB, cfg sandbox.Config) *sandbox.Sandbox {
 	defer cancel()
 	sb, err := sandbox.New(ctx, cfg)
 	if err != nil {
-		msg := fmt.Sprintf("!!! BUBBLEWRAP UNAVAILABLE: sandbox isolation test NOT RUN: %v", err)
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s (CI=true requires bubblewrap; scripts/install-deps.sh installs it)", msg)
-		}
-		t.Skipf("%s (install bubblewrap to run it; with CI=true this is a failure)", msg)
+		proctest.SkipOrFail(t, "BUBBLEWRAP UNAVAILABLE: sandbox isolation test: %v (scripts/install-deps.sh installs bubblewrap)", err)
 	}
 	return sb
 }
@@ -51,11 +47,7 @@ func Landlock(t testing.TB, cfg sandbox.Config) *sandbox.Sandbox {
 	defer cancel()
 	sb, err := sandbox.New(ctx, cfg)
 	if err != nil {
-		msg := fmt.Sprintf("!!! LANDLOCK UNAVAILABLE: sandbox isolation test NOT RUN: %v", err)
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s (CI=true requires Landlock)", msg)
-		}
-		t.Skipf("%s (with CI=true this is a failure)", msg)
+		proctest.SkipOrFail(t, "LANDLOCK UNAVAILABLE: sandbox isolation test: %v", err)
 	}
 	return sb
 }

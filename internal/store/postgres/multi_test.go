@@ -8,30 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-
+	"github.com/maestro-run/maestro/internal/pgtest"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/store/postgres"
+	"github.com/maestro-run/maestro/internal/store/storetest"
 )
-
-const waitTimeout = 10 * time.Second
-
-func recv(t *testing.T, sub *store.Subscription) store.Notification {
-	t.Helper()
-	timer := time.NewTimer(waitTimeout)
-	defer timer.Stop()
-	select {
-	case n, ok := <-sub.C():
-		if !ok {
-			t.Fatalf("subscription to %q closed", sub.Topic())
-		}
-		return n
-	case <-timer.C:
-		t.Fatalf("no notification on %q within %s", sub.Topic(), waitTimeout)
-	}
-	return store.Notification{}
-}
 
 // TestTwoStoresClaimExactlyOnce is two processes' worth of stores (separate
 // pools) on one database, 4 claimers each, 2,000 jobs.
@@ -124,13 +105,13 @@ func TestWakeupsCrossStores(t *testing.T) {
 	if _, err := a.Enqueue(ctx, store.NewJob{}); err != nil {
 		t.Fatal(err)
 	}
-	if n := recv(t, subB); n.Topic != store.TopicJobs {
+	if n := storetest.Recv(t, subB); n.Topic != store.TopicJobs {
 		t.Fatalf("got %+v", n)
 	}
 	if err := a.Notify(ctx, store.TopicJobs, "direct"); err != nil {
 		t.Fatal(err)
 	}
-	if n := recv(t, subB); n.Payload != "direct" {
+	if n := storetest.Recv(t, subB); n.Payload != "direct" {
 		t.Fatalf("got %+v, want the direct notification", n)
 	}
 	// The other schema's store saw neither: its first notification is its
@@ -138,7 +119,7 @@ func TestWakeupsCrossStores(t *testing.T) {
 	if err := other.Notify(ctx, store.TopicJobs, "mine"); err != nil {
 		t.Fatal(err)
 	}
-	if n := recv(t, subOther); n.Payload != "mine" {
+	if n := storetest.Recv(t, subOther); n.Payload != "mine" {
 		t.Fatalf("another schema's store received %+v", n)
 	}
 	_, err = a.Subscribe(ctx, "x\ny")
@@ -164,12 +145,7 @@ func TestListenerReconnects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	cfg, err := pgx.ParseConfig(c.DSN("postgres", nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin := stdlib.OpenDB(*cfg)
-	defer admin.Close()
+	admin := pgtest.OpenDB(t, c.DSN("postgres", nil))
 	u, err := url.Parse(dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -188,13 +164,13 @@ func TestListenerReconnects(t *testing.T) {
 	if n := kill(); n != 1 {
 		t.Fatalf("killed %d listener connections, want 1", n)
 	}
-	if n := recv(t, sub); n != (store.Notification{Topic: "t"}) {
+	if n := storetest.Recv(t, sub); n != (store.Notification{Topic: "t"}) {
 		t.Fatalf("after reconnecting got %+v, want an empty re-read notification", n)
 	}
 	if err := s.Notify(ctx, "t", "after"); err != nil {
 		t.Fatal(err)
 	}
-	if n := recv(t, sub); n.Payload != "after" {
+	if n := storetest.Recv(t, sub); n.Payload != "after" {
 		t.Fatalf("got %+v, want the notification sent after reconnecting", n)
 	}
 }

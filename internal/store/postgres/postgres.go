@@ -175,11 +175,7 @@ func (s *Store) Subscribe(ctx context.Context, topic string) (*store.Subscriptio
 	if err := s.lis.ensure(ctx); err != nil {
 		return nil, fmt.Errorf("subscribe to %q: %w", topic, err)
 	}
-	sub, err := s.hub.Subscribe(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("subscribe to %q: %w", topic, err)
-	}
-	return sub, nil
+	return s.hub.Subscribe(ctx, topic)
 }
 
 // Close stops the listener, ends subscriptions and closes the pool.

@@ -212,11 +212,7 @@ func (s *Store) Notify(ctx context.Context, topic, payload string) error {
 
 // Subscribe subscribes to a topic (see store.Notifier).
 func (s *Store) Subscribe(ctx context.Context, topic string) (*store.Subscription, error) {
-	sub, err := s.hub.Subscribe(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("subscribe to %q: %w", topic, err)
-	}
-	return sub, nil
+	return s.hub.Subscribe(ctx, topic)
 }
 
 // Close closes the pools, ends subscriptions and releases the lock file.

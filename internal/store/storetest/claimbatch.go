@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,7 +36,7 @@ func testClaimBatchOwners(t *testing.T, b *bundle) {
 	expectNotified := func(what string) {
 		t.Helper()
 		for i, sub := range subs {
-			if n := b.recv(t, sub); n.Topic != store.JobTopic(want[i]) {
+			if n := Recv(t, sub); n.Topic != store.JobTopic(want[i]) {
 				t.Fatalf("%s: notification on %q, want %q", what, n.Topic, store.JobTopic(want[i]))
 			}
 			drain(sub)
@@ -141,13 +140,7 @@ func testClaimBatchConcurrent(t *testing.T, b *bundle) {
 		j := b.enqueue(t, nj)
 		kind[j.ID] = nj.Profile + "/" + nj.TaskClass
 	}
-	var (
-		mu      sync.Mutex
-		claimed = map[int64]string{}
-		bad     []string
-		wg      sync.WaitGroup
-		errs    = make(chan error, pools)
-	)
+	var params []store.ClaimParams
 	for p := range pools {
 		// Even pools serve gpu, odd pools review; pool 0 serves both.
 		var profiles, classes []string
@@ -163,77 +156,29 @@ func testClaimBatchConcurrent(t *testing.T, b *bundle) {
 		for s := range names {
 			names[s] = fmt.Sprintf("p%d/%d", p, s+1)
 		}
-		wg.Go(func() {
-			for {
-				got, err := b.s.Claim(b.ctx, store.ClaimParams{Workers: names, Profiles: profiles, TaskClasses: classes, LeaseFor: lease})
-				if err != nil {
-					errs <- err
-					return
-				}
-				if len(got) == 0 {
-					return
-				}
-				mu.Lock()
-				for i, j := range got {
-					if prev, ok := claimed[j.ID]; ok {
-						bad = append(bad, fmt.Sprintf("job %d claimed by %s and %s", j.ID, prev, j.LeaseOwner))
-					}
-					claimed[j.ID] = j.LeaseOwner
-					if j.LeaseOwner != names[i] {
-						bad = append(bad, fmt.Sprintf("job %d: owner %q, want %q", j.ID, j.LeaseOwner, names[i]))
-					}
-					if (j.Profile != "" && !slices.Contains(profiles, j.Profile)) || (j.TaskClass != "" && !slices.Contains(classes, j.TaskClass)) {
-						bad = append(bad, fmt.Sprintf("job %d (%s/%s) claimed by %s", j.ID, j.Profile, j.TaskClass, j.LeaseOwner))
-					}
-				}
-				mu.Unlock()
-				for _, j := range got {
-					l := j.Lease()
-					if _, err := b.s.Start(b.ctx, l); err != nil {
-						errs <- err
-						return
-					}
-					if _, err := b.s.AppendJobEvents(b.ctx, l, []store.NewJobEvent{{Type: "a"}, {Type: "b"}}); err != nil {
-						errs <- err
-						return
-					}
-					if _, err := b.s.Complete(b.ctx, l, "ok"); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}
-		})
+		params = append(params, store.ClaimParams{Workers: names, Profiles: profiles, TaskClasses: classes, LeaseFor: lease})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("pool: %v", err)
-	}
-	if len(bad) > 0 {
-		t.Fatalf("%d violations, e.g. %s", len(bad), bad[0])
-	}
-	if len(claimed) != len(kind) {
-		t.Fatalf("claimed %d distinct jobs, want %d", len(claimed), len(kind))
-	}
-	counts, err := b.s.CountJobs(b.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(map[store.State]int64{store.StateSucceeded: int64(len(kind))}, counts); diff != "" {
-		t.Fatalf("job counts (-want +got):\n%s", diff)
-	}
-	n := 0
-	for id := range kind {
-		if n++; n > 20 {
-			break
+	check := func(p store.ClaimParams, i int, j store.Job) []string {
+		var bad []string
+		if j.LeaseOwner != p.Workers[i] {
+			bad = append(bad, fmt.Sprintf("job %d: owner %q, want %q", j.ID, j.LeaseOwner, p.Workers[i]))
 		}
-		log := b.events(t, id)
-		checkGapFree(t, log)
-		if diff := cmp.Diff([]string{"queued/0", "dispatching/1", "running/1", "succeeded/1"}, statusTrail(t, log)); diff != "" || len(log) != 6 {
-			t.Errorf("log of job %d: %d events, status trail (-want +got):\n%s", id, len(log), diff)
+		if (j.Profile != "" && !slices.Contains(p.Profiles, j.Profile)) || (j.TaskClass != "" && !slices.Contains(p.TaskClasses, j.TaskClass)) {
+			bad = append(bad, fmt.Sprintf("job %d (%s/%s) claimed by %s", j.ID, j.Profile, j.TaskClass, j.LeaseOwner))
 		}
+		return bad
 	}
+	finish := func(l store.Lease) error {
+		if _, err := b.s.Start(b.ctx, l); err != nil {
+			return err
+		}
+		if _, err := b.s.AppendJobEvents(b.ctx, l, []store.NewJobEvent{{Type: "a"}, {Type: "b"}}); err != nil {
+			return err
+		}
+		_, err := b.s.Complete(b.ctx, l, "ok")
+		return err
+	}
+	b.claimRace(t, len(kind), params, check, finish)
 }
 
 // testCompleteMany: CompleteMany completes each item as Complete would:
@@ -350,7 +295,7 @@ func testStartMany(t *testing.T, b *bundle) {
 			t.Errorf("item %d: log %+v, want the running status event %s last", k, log, wantData)
 		}
 	}
-	if n := b.recv(t, sub); n.Topic != store.JobTopic(got[2].ID) {
+	if n := Recv(t, sub); n.Topic != store.JobTopic(got[2].ID) {
 		t.Errorf("notification on %q, want %q", n.Topic, store.JobTopic(got[2].ID))
 	}
 	wantErr(t, "item on a cancelled job", outs[1].Err, store.ErrLeaseLost)

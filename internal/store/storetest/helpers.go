@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/maestro-run/maestro/internal/store"
 )
@@ -133,8 +136,9 @@ func wantField(t *testing.T, what string, err error, field string) {
 	}
 }
 
-// recv waits (bounded) for a notification on sub.
-func (b *bundle) recv(t *testing.T, sub *store.Subscription) store.Notification {
+// Recv waits (bounded) for a notification on sub and fails t without
+// one.
+func Recv(t testing.TB, sub *store.Subscription) store.Notification {
 	t.Helper()
 	timer := time.NewTimer(waitTimeout)
 	defer timer.Stop()
@@ -148,6 +152,73 @@ func (b *bundle) recv(t *testing.T, sub *store.Subscription) store.Notification 
 		t.Fatalf("no notification on %q within %s", sub.Topic(), waitTimeout)
 	}
 	return store.Notification{}
+}
+
+// claimRace runs one claimer per params, each claiming with its params
+// until nothing is left and handing every job it gets to finish. check,
+// if set, reports what is wrong with the i-th job of one claim. It fails t
+// on a job claimed twice, on anything check reports, on an error, and
+// unless exactly n distinct jobs were claimed and the store holds n jobs,
+// all succeeded.
+func (b *bundle) claimRace(t *testing.T, n int, params []store.ClaimParams,
+	check func(p store.ClaimParams, i int, j store.Job) []string, finish func(store.Lease) error) {
+	t.Helper()
+	var (
+		mu      sync.Mutex
+		claimed = map[int64]string{}
+		bad     []string
+		wg      sync.WaitGroup
+		errs    = make(chan error, len(params))
+	)
+	for _, p := range params {
+		wg.Go(func() {
+			for {
+				got, err := b.s.Claim(b.ctx, p)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				mu.Lock()
+				for i, j := range got {
+					if prev, ok := claimed[j.ID]; ok {
+						bad = append(bad, fmt.Sprintf("job %d claimed by %s and %s", j.ID, prev, j.LeaseOwner))
+					}
+					claimed[j.ID] = j.LeaseOwner
+					if check != nil {
+						bad = append(bad, check(p, i, j)...)
+					}
+				}
+				mu.Unlock()
+				for _, j := range got {
+					if err := finish(j.Lease()); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("claimer: %v", err)
+	}
+	if len(bad) > 0 {
+		t.Fatalf("%d violations, e.g. %s", len(bad), bad[0])
+	}
+	if len(claimed) != n {
+		t.Fatalf("claimed %d distinct jobs, want %d", len(claimed), n)
+	}
+	counts, err := b.s.CountJobs(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[store.State]int64{store.StateSucceeded: int64(n)}, counts); diff != "" {
+		t.Fatalf("job counts (-want +got):\n%s", diff)
+	}
 }
 
 // drain empties sub without waiting.

@@ -157,60 +157,15 @@ func testClaimConcurrent(t *testing.T, b *bundle) {
 	for i := range jobs {
 		b.enqueue(t, store.NewJob{Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))})
 	}
-	var (
-		mu      sync.Mutex
-		claimed = map[int64]string{}
-		dupes   []string
-		wg      sync.WaitGroup
-		errs    = make(chan error, workers)
-	)
-	for w := range workers {
-		name := fmt.Sprintf("w%d", w)
-		wg.Go(func() {
-			for {
-				got, err := b.s.Claim(b.ctx, store.ClaimParams{Worker: name, Limit: 10, LeaseFor: lease})
-				if err != nil {
-					errs <- err
-					return
-				}
-				if len(got) == 0 {
-					return
-				}
-				mu.Lock()
-				for _, j := range got {
-					if prev, ok := claimed[j.ID]; ok {
-						dupes = append(dupes, fmt.Sprintf("job %d by %s and %s", j.ID, prev, name))
-					}
-					claimed[j.ID] = name
-				}
-				mu.Unlock()
-				for _, j := range got {
-					if _, err := b.s.Complete(b.ctx, j.Lease(), "ok"); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}
-		})
+	params := make([]store.ClaimParams, workers)
+	for w := range params {
+		params[w] = store.ClaimParams{Worker: fmt.Sprintf("w%d", w), Limit: 10, LeaseFor: lease}
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("worker: %v", err)
+	finish := func(l store.Lease) error {
+		_, err := b.s.Complete(b.ctx, l, "ok")
+		return err
 	}
-	if len(dupes) > 0 {
-		t.Fatalf("%d jobs claimed twice, e.g. %s", len(dupes), dupes[0])
-	}
-	if len(claimed) != jobs {
-		t.Fatalf("claimed %d distinct jobs, want %d", len(claimed), jobs)
-	}
-	counts, err := b.s.CountJobs(b.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(map[store.State]int64{store.StateSucceeded: jobs}, counts); diff != "" {
-		t.Fatalf("job counts (-want +got):\n%s", diff)
-	}
+	b.claimRace(t, jobs, params, nil, finish)
 }
 
 func testLifecycle(t *testing.T, b *bundle) {
@@ -628,7 +583,7 @@ func testCancel(t *testing.T, b *bundle) {
 	if _, err := b.s.Cancel(b.ctx, running.ID, "user"); err != nil {
 		t.Fatal(err)
 	}
-	b.recv(t, sub)
+	Recv(t, sub)
 	_, err = b.s.Heartbeat(b.ctx, r.Lease(), lease)
 	wantErr(t, "Heartbeat after Cancel", err, store.ErrLeaseLost)
 	_, err = b.s.Complete(b.ctx, r.Lease(), "too late")

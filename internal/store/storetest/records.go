@@ -508,7 +508,7 @@ func testNotifications(t *testing.T, b *bundle) {
 	}
 	defer jobs.Close()
 	j := b.enqueue(t, store.NewJob{})
-	if n := b.recv(t, jobs); n.Topic != store.TopicJobs {
+	if n := Recv(t, jobs); n.Topic != store.TopicJobs {
 		t.Fatalf("notification on %q, want %q", n.Topic, store.TopicJobs)
 	}
 	evs, err := b.s.Subscribe(b.ctx, store.JobTopic(j.ID))
@@ -517,12 +517,12 @@ func testNotifications(t *testing.T, b *bundle) {
 	}
 	defer evs.Close()
 	l := b.claimOne(t, "w").Lease()
-	b.recv(t, evs) // the dispatching status event
+	Recv(t, evs) // the dispatching status event
 	drain(evs)
 	if _, err := b.s.AppendJobEvents(b.ctx, l, []store.NewJobEvent{{Type: "x"}}); err != nil {
 		t.Fatal(err)
 	}
-	if n := b.recv(t, evs); n.Topic != store.JobTopic(j.ID) {
+	if n := Recv(t, evs); n.Topic != store.JobTopic(j.ID) {
 		t.Fatalf("notification on %q, want %q", n.Topic, store.JobTopic(j.ID))
 	}
 	// A retry queues the job again: claimers are woken.
@@ -530,7 +530,7 @@ func testNotifications(t *testing.T, b *bundle) {
 	if _, err := b.s.Fail(b.ctx, l, store.FailParams{Error: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	b.recv(t, jobs)
+	Recv(t, jobs)
 
 	custom, err := b.s.Subscribe(b.ctx, "custom")
 	if err != nil {
@@ -540,7 +540,7 @@ func testNotifications(t *testing.T, b *bundle) {
 	if err := b.s.Notify(b.ctx, "custom", "hello"); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(store.Notification{Topic: "custom", Payload: "hello"}, b.recv(t, custom)); diff != "" {
+	if diff := cmp.Diff(store.Notification{Topic: "custom", Payload: "hello"}, Recv(t, custom)); diff != "" {
 		t.Errorf("custom notification (-want +got):\n%s", diff)
 	}
 	// Nothing arrives on an unrelated topic: a further Notify on "custom"
@@ -550,7 +550,7 @@ func testNotifications(t *testing.T, b *bundle) {
 	if err := b.s.Notify(b.ctx, "custom", "second"); err != nil {
 		t.Fatal(err)
 	}
-	if got := b.recv(t, custom); got.Payload != "second" {
+	if got := Recv(t, custom); got.Payload != "second" {
 		t.Errorf("custom got %+v, want only its own notification", got)
 	}
 	wantField(t, "Notify with a bad topic", b.s.Notify(b.ctx, "a\nb", ""), "topic")

@@ -29,7 +29,10 @@ type Clock struct {
 }
 
 // NewClock returns a clock at 2026-03-01T09:00:00Z.
-func NewClock() *Clock { return &Clock{t: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)} }
+func NewClock() *Clock { return NewClockAt(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)) }
+
+// NewClockAt returns a clock at t.
+func NewClockAt(t time.Time) *Clock { return &Clock{t: t} }
 
 // Now returns the clock's time.
 func (c *Clock) Now() time.Time {

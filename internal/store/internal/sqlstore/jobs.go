@@ -46,19 +46,7 @@ func scanJob(s scanner) (store.Job, error) {
 }
 
 func scanJobs(rows *sql.Rows, err error) ([]store.Job, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []store.Job
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, j)
-	}
-	return out, rows.Err()
+	return scanRows(rows, err, scanJob)
 }
 
 // status appends the status event of a transition the job just made (its
@@ -716,13 +704,7 @@ func (db *DB) resumeParent(ctx context.Context, t *txn, parent int64, now time.T
 // GetJob returns one job (see store.Jobs).
 func (db *DB) GetJob(ctx context.Context, id int64) (store.Job, error) {
 	j, err := scanJob(db.r.QueryRowContext(ctx, db.q.JobGet, id))
-	if noRow(err) {
-		return j, fmt.Errorf("get job %d: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return j, fmt.Errorf("get job %d: %w", id, err)
-	}
-	return j, nil
+	return j, getErr(err, "get job %d", id)
 }
 
 // ListJobs lists jobs (see store.Jobs).

@@ -61,31 +61,17 @@ func (db *DB) CreateTask(ctx context.Context, nt store.NewTask) (store.Task, sto
 // GetTask returns a task (see store.Tasks).
 func (db *DB) GetTask(ctx context.Context, id int64) (store.Task, error) {
 	t, err := scanTask(db.r.QueryRowContext(ctx, db.q.TaskGet, id))
-	if noRow(err) {
-		return t, fmt.Errorf("get task %d: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return t, fmt.Errorf("get task %d: %w", id, err)
-	}
-	return t, nil
+	return t, getErr(err, "get task %d", id)
 }
 
 // ListTasks lists tasks newest first (see store.Tasks).
 func (db *DB) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task, error) {
 	rows, err := db.r.QueryContext(ctx, db.q.TaskList, f.Owner, f.BeforeID, int64(store.ListLimit(f.Limit)))
+	out, err := scanRows(rows, err, scanTask)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
-	defer rows.Close()
-	var out []store.Task
-	for rows.Next() {
-		t, err := scanTask(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list tasks: %w", err)
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func scanComment(s scanner) (store.Comment, error) {
@@ -142,19 +128,8 @@ func (db *DB) AddComment(ctx context.Context, c store.NewComment) (store.Comment
 // ListComments lists a task's comments (see store.Tasks).
 func (db *DB) ListComments(ctx context.Context, taskID int64, after int64, limit int) ([]store.Comment, error) {
 	rows, err := db.r.QueryContext(ctx, db.q.CommentList, taskID, after, int64(store.ListLimit(limit)))
+	out, err := scanRows(rows, err, scanComment)
 	if err != nil {
-		return nil, fmt.Errorf("list comments of task %d: %w", taskID, err)
-	}
-	defer rows.Close()
-	var out []store.Comment
-	for rows.Next() {
-		c, err := scanComment(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list comments of task %d: %w", taskID, err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list comments of task %d: %w", taskID, err)
 	}
 	if len(out) == 0 {
@@ -231,31 +206,17 @@ func (db *DB) pieceMiss(ctx context.Context, t *txn, what, name string, ifVersio
 // GetPiece returns a piece (see store.Pieces).
 func (db *DB) GetPiece(ctx context.Context, name string) (store.Piece, error) {
 	p, err := scanPiece(db.r.QueryRowContext(ctx, db.q.PieceGet, name))
-	if noRow(err) {
-		return p, fmt.Errorf("get piece %q: %w", name, store.ErrNotFound)
-	}
-	if err != nil {
-		return p, fmt.Errorf("get piece %q: %w", name, err)
-	}
-	return p, nil
+	return p, getErr(err, "get piece %q", name)
 }
 
 // ListPieces lists pieces by name (see store.Pieces).
 func (db *DB) ListPieces(ctx context.Context) ([]store.Piece, error) {
 	rows, err := db.r.QueryContext(ctx, db.q.PieceList)
+	out, err := scanRows(rows, err, scanPiece)
 	if err != nil {
 		return nil, fmt.Errorf("list pieces: %w", err)
 	}
-	defer rows.Close()
-	var out []store.Piece
-	for rows.Next() {
-		p, err := scanPiece(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list pieces: %w", err)
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // DeletePiece removes a piece (see store.Pieces).
@@ -283,19 +244,7 @@ func scanSchedule(s scanner) (store.Schedule, error) {
 }
 
 func scanSchedules(rows *sql.Rows, err error) ([]store.Schedule, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []store.Schedule
-	for rows.Next() {
-		s, err := scanSchedule(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+	return scanRows(rows, err, scanSchedule)
 }
 
 func (db *DB) scheduleArgs(s store.NewSchedule) []any {
@@ -350,13 +299,7 @@ func (db *DB) UpdateSchedule(ctx context.Context, id int64, s store.NewSchedule)
 // GetSchedule returns a schedule (see store.Schedules).
 func (db *DB) GetSchedule(ctx context.Context, id int64) (store.Schedule, error) {
 	s, err := scanSchedule(db.r.QueryRowContext(ctx, db.q.ScheduleGet, id))
-	if noRow(err) {
-		return s, fmt.Errorf("get schedule %d: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return s, fmt.Errorf("get schedule %d: %w", id, err)
-	}
-	return s, nil
+	return s, getErr(err, "get schedule %d", id)
 }
 
 // ListSchedules lists schedules by id (see store.Schedules).
@@ -460,19 +403,11 @@ func (db *DB) AppendAudit(ctx context.Context, e store.NewAuditEntry) (store.Aud
 // ListAudit lists audit entries newest first (see store.Audit).
 func (db *DB) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error) {
 	rows, err := db.r.QueryContext(ctx, db.q.AuditList, f.Target, f.BeforeID, int64(store.ListLimit(f.Limit)))
+	out, err := scanRows(rows, err, scanAudit)
 	if err != nil {
 		return nil, fmt.Errorf("list audit log: %w", err)
 	}
-	defer rows.Close()
-	var out []store.AuditEntry
-	for rows.Next() {
-		e, err := scanAudit(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list audit log: %w", err)
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // ---- sessions
@@ -513,31 +448,17 @@ func (db *DB) PutSession(ctx context.Context, s store.Session) (store.Session, e
 // GetSession returns a session record (see store.Sessions).
 func (db *DB) GetSession(ctx context.Context, id string) (store.Session, error) {
 	s, err := scanSession(db.r.QueryRowContext(ctx, db.q.SessionGet, id))
-	if noRow(err) {
-		return s, fmt.Errorf("get session %q: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return s, fmt.Errorf("get session %q: %w", id, err)
-	}
-	return s, nil
+	return s, getErr(err, "get session %q", id)
 }
 
 // ListSessions lists session records newest first (see store.Sessions).
 func (db *DB) ListSessions(ctx context.Context, f store.SessionFilter) ([]store.Session, error) {
 	rows, err := db.r.QueryContext(ctx, db.q.SessionList, f.JobID, int64(store.ListLimit(f.Limit)))
+	out, err := scanRows(rows, err, scanSession)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
-	defer rows.Close()
-	var out []store.Session
-	for rows.Next() {
-		s, err := scanSession(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list sessions: %w", err)
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // ---- leaders

@@ -287,6 +287,36 @@ type rowQuerier interface {
 // scanner is *sql.Row or *sql.Rows.
 type scanner interface{ Scan(dest ...any) error }
 
+// getErr wraps the error of reading one record as "format: err", with
+// store.ErrNotFound when there was no row; nil stays nil.
+func getErr(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	if noRow(err) {
+		err = store.ErrNotFound
+	}
+	return fmt.Errorf(format+": %w", append(args, err)...)
+}
+
+// scanRows scans every row of a query's result with scan and closes the
+// rows; err is the query's own error, returned as is.
+func scanRows[T any](rows *sql.Rows, err error, scan func(scanner) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
 // tsScan scans a stored time: integer microseconds (SQLite), time.Time
 // (PostgreSQL) or NULL.
 type tsScan struct{ t *time.Time }

@@ -1,0 +1,76 @@
+package walk
+
+import (
+	"container/heap"
+	"slices"
+)
+
+// Best keeps the best Max values offered, in any order, by an ordering
+// where a negative Compare(a, b) means a ranks before b. The worst value
+// kept is at the root of a heap, so an offer costs O(log Max). It is not
+// safe for concurrent use.
+type Best[T any] struct {
+	h bestHeap[T]
+}
+
+// NewBest returns an empty Best keeping up to max values ordered by cmp.
+func NewBest[T any](max int, cmp func(a, b T) int) *Best[T] {
+	return &Best[T]{h: bestHeap[T]{max: max, cmp: cmp}}
+}
+
+// Len returns how many values are kept.
+func (b *Best[T]) Len() int { return len(b.h.s) }
+
+// Full reports whether Max values are kept, so that an offer must beat
+// the worst of them.
+func (b *Best[T]) Full() bool { return len(b.h.s) >= b.h.max }
+
+// Worst returns the worst value kept; only when Len is not 0.
+func (b *Best[T]) Worst() T { return b.h.s[0] }
+
+// Admits reports whether Offer would keep v.
+func (b *Best[T]) Admits(v T) bool {
+	return !b.Full() || b.h.cmp(v, b.h.s[0]) < 0
+}
+
+// Offer keeps v if it is among the best seen, dropping the worst kept when
+// full, and reports whether v was kept.
+func (b *Best[T]) Offer(v T) bool {
+	if !b.Full() {
+		heap.Push(&b.h, v)
+		return true
+	}
+	if b.h.cmp(v, b.h.s[0]) >= 0 {
+		return false
+	}
+	b.h.s[0] = v
+	heap.Fix(&b.h, 0)
+	return true
+}
+
+// All returns the values kept, in no order; the slice is Best's own.
+func (b *Best[T]) All() []T { return b.h.s }
+
+// Sorted returns a copy of the values kept, best first.
+func (b *Best[T]) Sorted() []T {
+	out := slices.Clone(b.h.s)
+	slices.SortFunc(out, b.h.cmp)
+	return out
+}
+
+// bestHeap is a max-heap by cmp: the worst value at the root.
+type bestHeap[T any] struct {
+	s   []T
+	max int
+	cmp func(a, b T) int
+}
+
+func (h *bestHeap[T]) Len() int           { return len(h.s) }
+func (h *bestHeap[T]) Less(i, j int) bool { return h.cmp(h.s[i], h.s[j]) > 0 }
+func (h *bestHeap[T]) Swap(i, j int)      { h.s[i], h.s[j] = h.s[j], h.s[i] }
+func (h *bestHeap[T]) Push(x any)         { h.s = append(h.s, x.(T)) }
+func (h *bestHeap[T]) Pop() any {
+	x := h.s[len(h.s)-1]
+	h.s = h.s[:len(h.s)-1]
+	return x
+}
