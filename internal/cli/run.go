@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -15,13 +14,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/maestro-run/maestro/internal/agent"
-	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/gitinfo"
+	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/providers"
-	"github.com/maestro-run/maestro/internal/sandbox"
-	"github.com/maestro-run/maestro/internal/session"
+	"github.com/maestro-run/maestro/internal/runtime"
 )
 
 // runOptions are the flags of `maestro run`.
@@ -139,10 +137,8 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	default:
 		return usageErr("--output %q: expected text or jsonl", o.Output)
 	}
-	switch llm.ThinkingLevel(o.Thinking) {
-	case "", llm.ThinkingOff, llm.ThinkingMinimal, llm.ThinkingLow, llm.ThinkingMedium, llm.ThinkingHigh, llm.ThinkingUltra:
-	default:
-		return usageErr("--thinking %q: expected one of off, minimal, low, medium, high, ultra", o.Thinking)
+	if err := checkThinking(o.Thinking); err != nil {
+		return err
 	}
 	if o.MaxIterations < 0 {
 		return usageErr("--max-iterations must be positive")
@@ -154,52 +150,27 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		return usageErr("--system replaces the plain agent loop's prompt; a piece's movements have their own")
 	}
 
-	home, err := config.Home(io.Getenv)
+	h, err := host.New(host.Options{Getenv: io.Getenv})
 	if err != nil {
 		return failErr(err)
 	}
-	cfg, err := config.Load(filepath.Join(home, "config.yaml"))
+	// The session: resumed (its model and workspace) or new. `maestro run`
+	// has no one to ask for approvals: tool calls run (auto).
+	s, err := h.NewSession(ctx, host.Spec{
+		Workspace: o.Workspace, Model: o.Model, Replay: o.Replay, Resume: o.Resume, Sandbox: o.Sandbox,
+		ApprovalMode: protocol.ApprovalAuto, Thinking: llm.ThinkingLevel(o.Thinking),
+		MaxIterations: o.MaxIterations, System: o.System,
+	})
 	if err != nil {
-		return failErr(err)
+		return hostErr(err)
 	}
-	store := session.NewStore(filepath.Join(home, "sessions"))
-
-	// Resume: the session decides the workspace and the model.
-	var sess *session.Session
-	if o.Resume != "" {
-		if o.Model != "" || o.Replay != "" {
-			return usageErr("--resume continues a session with its own model; drop --model/--replay")
-		}
-		sess, err = store.Open(o.Resume)
-		if err != nil {
-			return failErr(fmt.Errorf("resume: %w", err))
-		}
-		defer sess.Close()
-		m := sess.Meta()
-		if m.ExecutorType == protocol.ExecutorReplay {
-			o.Replay = m.Replay
-		} else {
-			o.Model = m.Provider + "/" + m.Model
-		}
-		if o.Workspace == "" {
-			o.Workspace = m.Workspace
-		}
-	}
-
-	dir, err := workspaceDir(o.Workspace)
-	if err != nil {
-		return usageErr("%v", err)
-	}
-
-	choice, err := providers.Select(ctx, providers.Options{Model: o.Model, Replay: o.Replay, Config: cfg, Getenv: io.Getenv})
-	if err != nil {
-		return failErr(err)
-	}
+	defer s.Close()
+	sess, choice := s.Log, s.Choice
 
 	// What runs: a piece (given, classified, or the session's), or the
 	// plain agent loop.
 	var prior *priorRun
-	if sess != nil {
+	if o.Resume != "" {
 		prior, err = latestRun(sess.Dir())
 		if err != nil {
 			return failErr(err)
@@ -213,45 +184,20 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		}
 	case prior != nil, o.Piece != "":
 		pieceMode = true
-	case sess == nil && choice.Executor == protocol.ExecutorLive:
+	case o.Resume == "" && choice.Executor == protocol.ExecutorLive:
 		pieceMode = true // classify
 	}
 	if prior != nil && o.Piece != "" && !prior.state.Status.Final() {
 		return usageErr("session %s has an unfinished run (%s): resume it without --piece", sess.ID(), prior.state.Status)
 	}
-
-	sbMode, err := sandboxMode(o.Sandbox, cfg)
-	if err != nil {
-		return usageErr("--sandbox: %v", err)
-	}
-	sb, err := sandbox.New(ctx, sandboxConfig(sbMode, nil))
+	sb, err := s.Sandbox(ctx)
 	if err != nil {
 		return failErr(err)
 	}
-	root, err := openAgentWorkspace(dir, home)
-	if err != nil {
-		return failErr(fmt.Errorf("open workspace: %w", err))
-	}
-	defer root.Close()
-
-	if sess == nil {
-		sess, err = store.Create(session.Meta{
-			Workspace:    root.Dir(),
-			Provider:     choice.Provider.Name(),
-			Model:        choice.Provider.Model(),
-			ExecutorType: choice.Executor,
-			Replay:       choice.Replay,
-		})
-		if err != nil {
-			return failErr(err)
-		}
-		defer sess.Close()
-	}
-	_ = sess.SetTitle(task)
 
 	replayRun := choice.Executor == protocol.ExecutorReplay
-	var view agent.Sink
 	var text *renderer
+	var view agent.Sink
 	if o.Output == "jsonl" {
 		view = &jsonlSink{w: io.Out, errOut: io.ErrOut}
 	} else {
@@ -266,95 +212,86 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		text = newRenderer(rio, replayRun)
 		view = text
 	}
-	sink := agent.Tee(sess, view)
-
 	if choice.Notice != "" {
 		fmt.Fprintln(io.ErrOut, choice.Notice)
 	}
-	id := sess.ID()
-	sink.Event(protocol.Ready{ProtocolVersion: protocol.Version, Model: choice.Provider.Model(), Provider: choice.Provider.Name(), SessionID: &id, ExecutorType: choice.Executor})
-	sink.Event(protocol.SessionInfo{SessionID: &id, Cwd: root.Dir(), GitBranch: gitinfo.Branch(root.Dir(), nil)})
-	if text != nil {
-		text.header(sess.ID(), choice, sb.Kind(), root.Dir())
-	}
-
-	provider := llm.WithRetry(choice.Provider, llm.RetryPolicy{OnRetry: func(attempt int, wait time.Duration, e *llm.Error) {
-		sink.Event(protocol.Status{Message: fmt.Sprintf("Model call failed (%s); retrying in %s (attempt %d)", e.Error(), wait.Round(100*time.Millisecond), attempt+1)})
-	}})
 
 	// Ctrl-C / SIGTERM cancel the run; a second Ctrl-C kills the process.
 	runCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() { <-runCtx.Done(); stop() }()
 
-	if pieceMode {
-		return runPiece(runCtx, io, pieceRun{
-			o: o, task: task, home: home, cfg: cfg, sess: sess, prior: prior, choice: choice, provider: provider,
-			sb: sb, root: root, sink: sink, text: text, jsonl: o.Output == "jsonl",
-		})
+	if !pieceMode {
+		return runPlain(runCtx, io, s, sb.Kind(), task, view, text)
 	}
-
-	tools := workspaceTools(root, sb, fileLimits(cfg))
-	system := o.System
-	if system == "" {
-		system = agent.SystemPrompt(agent.Environment{Workspace: root.Dir(), Sandbox: sb.Kind(), Tools: tools.Names(), Date: time.Now().Format("2006-01-02")})
+	_ = sess.SetTitle(task)
+	sink := agent.Tee(sess, view)
+	id := sess.ID()
+	sink.Event(protocol.Ready{ProtocolVersion: protocol.Version, Model: choice.Provider.Model(), Provider: choice.Provider.Name(), SessionID: &id, ExecutorType: choice.Executor})
+	sink.Event(protocol.SessionInfo{SessionID: &id, Cwd: s.Root.Dir(), GitBranch: gitinfo.Branch(s.Root.Dir(), nil)})
+	if text != nil {
+		text.header(sess.ID(), choice, sb.Kind(), s.Root.Dir())
 	}
-	ag := agent.New(agent.Config{
-		Provider:      provider,
-		Tools:         tools,
-		System:        system,
-		MaxIterations: firstPositive(o.MaxIterations, cfg.MaxIterations),
-		Thinking:      llm.ThinkingLevel(o.Thinking),
+	provider := llm.WithRetry(choice.Provider, llm.RetryPolicy{OnRetry: func(attempt int, wait time.Duration, e *llm.Error) {
+		sink.Event(protocol.Status{Message: fmt.Sprintf("Model call failed (%s); retrying in %s (attempt %d)", e.Error(), wait.Round(100*time.Millisecond), attempt+1)})
+	}})
+	return runPiece(runCtx, io, pieceRun{
+		o: o, task: task, home: h.Home(), cfg: h.Config(), sess: sess, prior: prior, choice: choice, provider: provider,
+		sb: sb, root: s.Root, sink: sink, text: text, jsonl: o.Output == "jsonl",
 	})
+}
 
-	started := time.Now()
-	res, runErr := ag.Run(runCtx, sess.History(), llm.UserText(task), sink)
-	if text != nil {
-		text.finish(res, time.Since(started), replayRun)
+// runPlain runs the task in the plain agent loop as a local client of the
+// session's runtime: it connects as the controller, says hello, prompts,
+// and renders the frames it is sent, the same an embedder of `maestro
+// headless` receives (ready, session_info, hello_ok, connection_info,
+// response_*, tool_*, …). The run's result gives the usage line and the
+// exit status; ctx ending interrupts the run (exit 130).
+func runPlain(ctx context.Context, io *IOStreams, s *host.Session, sandboxKind, task string, view agent.Sink, text *renderer) error {
+	rt := s.Runtime
+	conn, err := rt.Connect(runtime.ConnectOptions{ID: runtime.LocalConnectionID, Local: true})
+	if err != nil {
+		return failErr(fmt.Errorf("connect to the session: %w", err))
 	}
-	closeErr := sess.Close()
+	sub, err := conn.Subscribe(runtime.SubscribeOptions{From: runtime.FromOldest, Lossless: true})
+	if err != nil {
+		return failErr(fmt.Errorf("subscribe to the session: %w", err))
+	}
+	rendered := make(chan struct{})
+	go func() {
+		defer close(rendered)
+		for {
+			f, err := sub.Next(context.Background())
+			if err != nil {
+				return // the runtime is closed and every frame was read
+			}
+			view.Event(f.Message)
+		}
+	}()
 	if text != nil {
-		fmt.Fprintf(io.ErrOut, "session %s · resume with: maestro run --resume %s \"…\"\n", sess.ID(), sess.ID())
+		text.header(s.ID(), s.Choice, sandboxKind, s.Root.Dir())
+	}
+	rt.Start()
+	started := time.Now()
+	var res agent.Result
+	runErr := conn.Handle(ctx, protocol.Hello{ProtocolVersion: protocol.Version})
+	if runErr == nil {
+		res, runErr = conn.RunPrompt(ctx, protocol.Prompt{Content: task})
+	}
+	closeErr := rt.Close() // ends the subscription once it has read everything
+	<-rendered
+	if text != nil {
+		replay := s.Choice.Executor == protocol.ExecutorReplay
+		text.finish(res, time.Since(started), replay)
+		fmt.Fprintf(io.ErrOut, "session %s · resume with: maestro run --resume %s \"…\"\n", s.ID(), s.ID())
 	}
 	switch {
 	case errors.Is(runErr, agent.ErrCancelled):
 		return &exitError{ExitInterrupted, errors.New("interrupted")}
 	case runErr != nil:
-		return failErr(providers.ExplainUnknownModel(ctx, choice.Provider, runErr))
+		return failErr(providers.ExplainUnknownModel(ctx, s.Choice.Provider, runErr))
 	case closeErr != nil:
 		return failErr(fmt.Errorf("save session: %w", closeErr))
 	}
 	return nil
-}
-
-func firstPositive(vals ...int) int {
-	for _, v := range vals {
-		if v > 0 {
-			return v
-		}
-	}
-	return 0
-}
-
-func workspaceDir(flag string) (string, error) {
-	dir := flag
-	if dir == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return "", fmt.Errorf("current directory: %w", err)
-		}
-		dir = wd
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", fmt.Errorf("--workspace %q: %w", flag, err)
-	}
-	st, err := os.Stat(abs)
-	if err != nil {
-		return "", fmt.Errorf("--workspace %q: %w", dir, err)
-	}
-	if !st.IsDir() {
-		return "", fmt.Errorf("--workspace %q is not a directory", dir)
-	}
-	return abs, nil
 }

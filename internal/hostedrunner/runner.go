@@ -74,6 +74,10 @@ type Options struct {
 	// Now is the clock (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Release, when set, closes what the executor was built over (the
+	// workspace its tools use) once the runtime has stopped
+	// (runtime.Config.Release).
+	Release func() error
 }
 
 // Runner is one hosted runner: a single runtime bound to one session.
@@ -88,6 +92,8 @@ type Runner struct {
 	sessions  *workspace.Dir // <state dir>/sessions, open; nil once closed
 	sessionID string
 	restore   *Manifest
+	// fixture is true when the fixture agent runs the prompts.
+	fixture bool
 
 	attach Attach
 
@@ -132,6 +138,7 @@ func New(cfg Config, opts Options) (*Runner, error) {
 	provider, executor, turn := opts.Provider, opts.Executor, runtime.TurnFunc(nil)
 	if provider == nil || cfg.Fixture {
 		provider, executor, turn = FixtureProvider{}, protocol.ExecutorReplay, FixtureTurn
+		r.fixture = true
 	}
 	if executor == "" {
 		executor = protocol.ExecutorLive
@@ -175,6 +182,7 @@ func New(cfg Config, opts Options) (*Runner, error) {
 		Validate:     opts.Validate,
 		Logger:       opts.Logger,
 		Turn:         turn,
+		Release:      opts.Release,
 	})
 	if err != nil {
 		sess.Close()
@@ -336,6 +344,10 @@ func (r *Runner) SetAttach(a Attach) {
 
 // Runtime returns the runner's runtime.
 func (r *Runner) Runtime() *runtime.Runtime { return r.rt }
+
+// Fixture reports whether the deterministic fixture agent runs the
+// prompts (no model).
+func (r *Runner) Fixture() bool { return r.fixture }
 
 // SessionID returns the bound Maestro session id.
 func (r *Runner) SessionID() string { return r.sessionID }

@@ -25,19 +25,30 @@ type activeRun struct {
 	id     uint64
 	cancel context.CancelCauseFunc
 	conn   *Conn
+	// done is closed when the run has ended, with res and err set: what
+	// RunPrompt returns to a local client.
+	done chan struct{}
+	res  agent.Result
+	err  error
 }
 
 // prompt starts a run in the background (contract §8.8). One prompt at a
 // time: a second one is refused.
 func (r *Runtime) prompt(c *Conn, m protocol.Prompt) error {
+	_, err := r.startPrompt(c, m)
+	return err
+}
+
+// startPrompt starts a run of m for c and returns it.
+func (r *Runtime) startPrompt(c *Conn, m protocol.Prompt) (*activeRun, error) {
 	r.mu.Lock()
 	if r.run != nil {
 		r.mu.Unlock()
-		return forbidden(msgBusy)
+		return nil, forbidden(msgBusy)
 	}
 	r.runSeq++
 	ctx, cancel := context.WithCancelCause(r.ctx)
-	run := &activeRun{id: r.runSeq, cancel: cancel, conn: c}
+	run := &activeRun{id: r.runSeq, cancel: cancel, conn: c, done: make(chan struct{})}
 	r.run = run
 	r.beginLocked()
 	cfg := runSettings{
@@ -58,7 +69,32 @@ func (r *Runtime) prompt(c *Conn, m protocol.Prompt) error {
 		}
 	}
 	go r.execute(ctx, run, cfg, m)
-	return nil
+	return run, nil
+}
+
+// RunPrompt handles a prompt from c as Handle does, then waits for the run
+// it started to end and returns the agent's result and error (a turn run
+// without the agent returns a zero result and the turn's error). When ctx
+// ends first, the run is interrupted as by an interrupt message (contract
+// §8.9) and RunPrompt still waits for it to end. It is how a local client
+// that renders the frames it subscribed to (maestro run) learns how the
+// run ended: its exit status and usage line.
+func (c *Conn) RunPrompt(ctx context.Context, m protocol.Prompt) (agent.Result, error) {
+	if err := c.accept(m); err != nil {
+		return agent.Result{}, err
+	}
+	r := c.r
+	run, err := r.startPrompt(c, m)
+	if err != nil {
+		return agent.Result{}, err
+	}
+	select {
+	case <-run.done:
+	case <-ctx.Done():
+		r.interrupt(protocol.Interrupt{}, reasonsInterrupt)
+		<-run.done
+	}
+	return run.res, run.err
 }
 
 // titled is a Log that keeps a title (a *session.Session: its first
@@ -80,7 +116,7 @@ type runSettings struct {
 func (r *Runtime) execute(ctx context.Context, run *activeRun, s runSettings, m protocol.Prompt) {
 	defer r.endRun(run)
 	if r.cfg.Turn != nil {
-		r.runTurn(ctx, run, m)
+		run.err = r.runTurn(ctx, run, m)
 		return
 	}
 	input := llm.UserText(m.Content)
@@ -95,6 +131,7 @@ func (r *Runtime) execute(ctx context.Context, run *activeRun, s runSettings, m 
 	if err != nil {
 		msg := "Tools are unavailable: " + err.Error()
 		r.publish(protocol.Error{Message: msg, ErrorType: Classify(msg, false)}, "")
+		run.err = errors.New(msg)
 		return
 	}
 	set := builtin.Filter(func(tool.Tool) bool { return true })
@@ -130,6 +167,7 @@ func (r *Runtime) execute(ctx context.Context, run *activeRun, s runSettings, m 
 		acfg.OnToolFailure = r.toolRetry(run)
 	}
 	res, err := agent.New(acfg).Run(ctx, s.history, input, runSink{r})
+	run.res, run.err = res, err
 	r.mu.Lock()
 	r.history = append(r.history, res.Messages...)
 	r.mu.Unlock()
@@ -151,6 +189,7 @@ func (r *Runtime) endRun(run *activeRun) {
 	r.run = nil
 	r.mu.Unlock()
 	r.end()
+	close(run.done)
 }
 
 // runSink is the agent's sink: every event through the publish path, every

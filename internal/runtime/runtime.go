@@ -181,6 +181,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Turn, when set, runs every prompt instead of the agent (turn.go).
 	Turn TurnFunc
+	// Release, when set, is called once by Close after the runtime has
+	// stopped: it closes what the runtime was built over (the session log,
+	// the workspace), so that whoever closes the runtime (a transport, a
+	// registry) releases the whole session. Its error is Close's.
+	Release func() error
 }
 
 // Runtime is one headless session. Create it with New, call Start once
@@ -321,16 +326,10 @@ func (r *Runtime) Start() {
 // transport reports to this client; everything else the message causes is
 // published. Handle does not wait for a prompt to finish.
 func (c *Conn) Handle(ctx context.Context, m protocol.Message) error {
-	if err := c.admit(m); err != nil {
+	if err := c.accept(m); err != nil {
 		return err
 	}
 	r := c.r
-	r.mu.Lock()
-	shutting := r.shutting
-	r.mu.Unlock()
-	if shutting {
-		return forbidden(msgShuttingDown)
-	}
 	switch m := m.(type) {
 	case protocol.Hello:
 		return c.hello(m)
@@ -352,6 +351,21 @@ func (c *Conn) Handle(ctx context.Context, m protocol.Message) error {
 		return r.respond(m)
 	default:
 		return r.utility(ctx, c, m)
+	}
+	return nil
+}
+
+// accept refuses a message c may not send (role, lease, capability), and
+// every message once the runtime is shutting down.
+func (c *Conn) accept(m protocol.Message) error {
+	if err := c.admit(m); err != nil {
+		return err
+	}
+	c.r.mu.Lock()
+	shutting := c.r.shutting
+	c.r.mu.Unlock()
+	if shutting {
+		return forbidden(msgShuttingDown)
 	}
 	return nil
 }
@@ -512,6 +526,9 @@ func (r *Runtime) Close() error {
 	}
 	r.cancel()
 	r.closeHub()
+	if r.cfg.Release != nil {
+		err = errors.Join(err, r.cfg.Release())
+	}
 	return err
 }
 

@@ -34,8 +34,9 @@ func (t *Turn) Approval(ctx context.Context, req protocol.ServerRequest) (protoc
 	return o.resolution, o.reason, err
 }
 
-// runTurn runs a prompt with cfg.Turn instead of the agent.
-func (r *Runtime) runTurn(ctx context.Context, run *activeRun, m protocol.Prompt) {
+// runTurn runs a prompt with cfg.Turn instead of the agent and returns
+// the turn's error.
+func (r *Runtime) runTurn(ctx context.Context, run *activeRun, m protocol.Prompt) error {
 	err := r.cfg.Turn(ctx, &Turn{r: r, run: run}, m)
 	if err != nil && ctx.Err() == nil {
 		r.publish(protocol.Error{Message: err.Error(), ErrorType: Classify(err.Error(), false)}, "")
@@ -44,6 +45,7 @@ func (r *Runtime) runTurn(ctx context.Context, run *activeRun, m protocol.Prompt
 	r.logMu.Lock()
 	r.state.s.IsResponding = false
 	r.logMu.Unlock()
+	return err
 }
 
 // Broadcast publishes m to every subscription as the runtime's own message
