@@ -297,6 +297,11 @@ func (h *Host) assemble(rcfg runtime.Config, sess *session.Session, root *worksp
 	closed := sync.OnceValue(func() error {
 		err := sess.Close()
 		root.Close()
+		if err != nil {
+			h.log.Warn("close headless session", "session", sess.ID(), "err", err)
+		} else {
+			h.log.Info("headless session closed", "session", sess.ID())
+		}
 		return err
 	})
 	rcfg.Release = closed
