@@ -98,9 +98,8 @@ func (h *Host) agentSession(spec Spec, sessp **session.Session, rootp **workspac
 	}
 	root := *rootp
 	a := &runtime.AgentCLI{Executor: x, Dir: root.Dir(), Model: model, SessionID: cliSession, History: history}
-	p := a.Provider()
 	if *sessp == nil {
-		if *sessp, err = h.store.Create(session.Meta{Workspace: root.Dir(), Provider: p.Name(), Model: p.Model(),
+		if *sessp, err = h.store.Create(session.Meta{Workspace: root.Dir(), Provider: a.ProviderName(), Model: a.ModelName(),
 			ExecutorType: protocol.ExecutorLive, Agent: x.Def.ID, AgentSession: cliSession}); err != nil {
 			return nil, err
 		}
@@ -112,7 +111,7 @@ func (h *Host) agentSession(spec Spec, sessp **session.Session, rootp **workspac
 		}
 	}
 	rcfg := h.runtimeConfig(sess, root, spec)
-	rcfg.Provider, rcfg.Executor, rcfg.Tools, rcfg.Turn = p, protocol.ExecutorLive, noTools, a.Turn
+	rcfg.ProviderName, rcfg.Model, rcfg.Executor, rcfg.Turn = a.ProviderName(), a.ModelName(), protocol.ExecutorLive, a.Turn
 	// The CLI sandboxes its own tools: the probe only answers Started.
 	probe := NewProbe(sandbox.Config{Mode: sandbox.ModeOff, Logger: h.log})
 	return h.assemble(rcfg, sess, root, nil, probe)

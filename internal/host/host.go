@@ -27,7 +27,6 @@ import (
 	"github.com/maestro-run/maestro/internal/runtime"
 	"github.com/maestro-run/maestro/internal/sandbox"
 	"github.com/maestro-run/maestro/internal/session"
-	"github.com/maestro-run/maestro/internal/tool"
 	"github.com/maestro-run/maestro/internal/utility"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
@@ -311,7 +310,3 @@ func (h *Host) assemble(rcfg runtime.Config, sess *session.Session, root *worksp
 	}
 	return &Session{Runtime: rt, Log: sess, Root: root, Choice: choice, probe: probe, closed: closed}, nil
 }
-
-// noTools is the built-in tool set of a session whose prompts do not run
-// Maestro's tools (an agent CLI brings its own).
-func noTools(context.Context) (*tool.Set, error) { return tool.NewSet(), nil }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,7 +16,8 @@ import (
 
 // AgentCLI runs a headless session's prompts on an agent CLI (Claude
 // Code, Codex, …; internal/agentcli) instead of Maestro's own agent loop.
-// Wire it with Config.Turn = a.Turn and Config.Provider = a.Provider().
+// Wire it with Config.Turn = a.Turn, Config.ProviderName = a.ProviderName()
+// and Config.Model = a.ModelName(); it needs no llm.Provider.
 //
 // Each prompt starts the CLI once through the executor; its parsed events
 // are published as the same protocol messages the own loop emits
@@ -74,24 +74,16 @@ func (a *AgentCLI) Session() string {
 	return a.session
 }
 
-// Provider describes the CLI for ready (provider = the adapter id, model =
-// Model or "default"). It cannot stream: prompts go through Turn.
-func (a *AgentCLI) Provider() llm.Provider {
-	m := a.Model
-	if m == "" {
-		m = "default"
-	}
-	return cliProvider{id: a.Executor.Def.ID, model: m}
-}
+// ProviderName names the CLI in ready: the adapter id.
+func (a *AgentCLI) ProviderName() string { return a.Executor.Def.ID }
 
-type cliProvider struct{ id, model string }
-
-func (p cliProvider) Name() string  { return p.id }
-func (p cliProvider) Model() string { return p.model }
-func (p cliProvider) Stream(context.Context, *llm.Request) iter.Seq2[llm.Event, error] {
-	return func(yield func(llm.Event, error) bool) {
-		yield(llm.Event{}, fmt.Errorf("agent CLI %s: prompts run through the CLI, not a model call", p.id))
+// ModelName is the model ready reports: Model, or "default" when the CLI
+// keeps its own.
+func (a *AgentCLI) ModelName() string {
+	if a.Model == "" {
+		return "default"
 	}
+	return a.Model
 }
 
 // Turn runs one prompt on the CLI (a TurnFunc).

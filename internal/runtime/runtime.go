@@ -120,9 +120,15 @@ type ClientTool struct {
 	InputSchema json.RawMessage `json:"input_schema"`
 }
 
-// Config configures a Runtime. Provider and Tools are required.
+// Config configures a Runtime. Provider and Tools are required unless
+// Turn runs every prompt.
 type Config struct {
-	Provider llm.Provider
+	// Provider is the model of Maestro's own loop. A runtime whose
+	// prompts all run through Turn (an agent CLI) has none: ProviderName
+	// and Model then name what runs them in ready.
+	Provider     llm.Provider
+	ProviderName string
+	Model        string
 	// Executor is reported in ready.executor_type ("live" or "replay").
 	Executor protocol.ExecutorType
 	// Retry, when set, retries failed model calls, announcing each retry
@@ -236,11 +242,14 @@ type Runtime struct {
 
 // New returns a runtime; nothing is published until Start.
 func New(cfg Config) (*Runtime, error) {
-	if cfg.Provider == nil {
+	if cfg.Provider == nil && cfg.Turn == nil {
 		return nil, errors.New("headless runtime: no model provider")
 	}
-	if cfg.Tools == nil {
+	if cfg.Tools == nil && cfg.Turn == nil {
 		return nil, errors.New("headless runtime: no tools")
+	}
+	if cfg.Provider != nil {
+		cfg.ProviderName, cfg.Model = cfg.Provider.Name(), cfg.Provider.Model()
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -313,8 +322,8 @@ func (r *Runtime) Start() {
 	}
 	r.publish(protocol.Ready{
 		ProtocolVersion: protocol.Version,
-		Model:           r.cfg.Provider.Model(),
-		Provider:        r.cfg.Provider.Name(),
+		Model:           r.cfg.Model,
+		Provider:        r.cfg.ProviderName,
 		SessionID:       sid,
 		ExecutorType:    r.cfg.Executor,
 	}, "")
