@@ -36,7 +36,7 @@ type runOptions struct {
 	Piece         string
 	NoPiece       bool
 	// Agent runs the task on an agent CLI (internal/agentcli) instead of
-	// Maestro's own loop; see runAgentTask in agents.go.
+	// Maestro's own loop (host.Spec.Agent).
 	Agent string
 }
 
@@ -95,9 +95,6 @@ aborted piece run (one-line reason on stderr), 2 usage error, 130 interrupted.`,
 			if strings.TrimSpace(task) == "" {
 				return &exitError{ExitUsage, errors.New("the task is empty")}
 			}
-			if o.Agent != "" {
-				return runAgentTask(cmd.Context(), io, o, task)
-			}
 			return runTask(cmd.Context(), io, o, task)
 		},
 	}
@@ -113,7 +110,7 @@ aborted piece run (one-line reason on stderr), 2 usage error, 130 interrupted.`,
 	f.StringVar(&o.System, "system", "", "replace the default system prompt (plain agent loop only)")
 	f.StringVar(&o.Piece, "piece", "", "run the task as this piece (see 'maestro pieces list'); skips the classifier")
 	f.BoolVar(&o.NoPiece, "no-piece", false, "run the plain agent loop: no piece, no classification")
-	f.StringVar(&o.Agent, "agent", "", "run the task on an agent CLI (claude-code, codex, gemini-cli, opencode, qwen-code, or ~/.maestro/agents/*.yaml); --resume then takes the CLI's session id")
+	f.StringVar(&o.Agent, "agent", "", "run the task on an agent CLI (claude-code, codex, gemini-cli, opencode, qwen-code, or ~/.maestro/agents/*.yaml); --resume then takes its Maestro session id, or the CLI's own session id")
 	return cmd
 }
 
@@ -154,10 +151,11 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	if err != nil {
 		return failErr(err)
 	}
-	// The session: resumed (its model and workspace) or new. `maestro run`
-	// has no one to ask for approvals: tool calls run (auto).
+	// The session: resumed (its model and workspace) or new, on Maestro's
+	// own loop or an agent CLI. `maestro run` has no one to ask for
+	// approvals: tool calls run (auto).
 	s, err := h.NewSession(ctx, host.Spec{
-		Workspace: o.Workspace, Model: o.Model, Replay: o.Replay, Resume: o.Resume, Sandbox: o.Sandbox,
+		Workspace: o.Workspace, Model: o.Model, Replay: o.Replay, Agent: o.Agent, Resume: o.Resume, Sandbox: o.Sandbox,
 		ApprovalMode: protocol.ApprovalAuto, Thinking: llm.ThinkingLevel(o.Thinking),
 		MaxIterations: o.MaxIterations, System: o.System,
 	})
@@ -165,7 +163,17 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		return hostErr(err)
 	}
 	defer s.Close()
+	// Ctrl-C / SIGTERM cancel the run; a second Ctrl-C kills the process.
+	runCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() { <-runCtx.Done(); stop() }()
+
 	sess, choice := s.Log, s.Choice
+	if choice == nil {
+		// An agent CLI runs the task: no piece, its own sandbox.
+		view, text := runView(io, o, false, false)
+		return runPlain(runCtx, io, s, "", task, view, text)
+	}
 
 	// What runs: a piece (given, classified, or the session's), or the
 	// plain agent loop.
@@ -195,32 +203,10 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		return failErr(err)
 	}
 
-	replayRun := choice.Executor == protocol.ExecutorReplay
-	var text *renderer
-	var view agent.Sink
-	if o.Output == "jsonl" {
-		view = &jsonlSink{w: io.Out, errOut: io.ErrOut}
-	} else {
-		rio := io
-		if pieceMode {
-			// A piece's intermediate text is progress, not the answer: it
-			// goes to stderr, and only the result to stdout.
-			c := *io
-			c.Out, c.OutTTY = io.ErrOut, io.ErrTTY
-			rio = &c
-		}
-		text = newRenderer(rio, replayRun)
-		view = text
-	}
+	view, text := runView(io, o, pieceMode, choice.Executor == protocol.ExecutorReplay)
 	if choice.Notice != "" {
 		fmt.Fprintln(io.ErrOut, choice.Notice)
 	}
-
-	// Ctrl-C / SIGTERM cancel the run; a second Ctrl-C kills the process.
-	runCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() { <-runCtx.Done(); stop() }()
-
 	if !pieceMode {
 		return runPlain(runCtx, io, s, sb.Kind(), task, view, text)
 	}
@@ -239,6 +225,23 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		o: o, task: task, home: h.Home(), cfg: h.Config(), sess: sess, prior: prior, choice: choice, provider: provider,
 		sb: sb, root: s.Root, sink: sink, text: text, jsonl: o.Output == "jsonl",
 	})
+}
+
+// runView is what renders a run: JSON lines, or the terminal renderer
+// (text, also returned). A piece's intermediate text is progress, not the
+// answer: it goes to stderr, and only the result to stdout.
+func runView(io *IOStreams, o runOptions, pieceMode, replay bool) (agent.Sink, *renderer) {
+	if o.Output == "jsonl" {
+		return &jsonlSink{w: io.Out, errOut: io.ErrOut}, nil
+	}
+	rio := io
+	if pieceMode {
+		c := *io
+		c.Out, c.OutTTY = io.ErrOut, io.ErrTTY
+		rio = &c
+	}
+	text := newRenderer(rio, replay)
+	return text, text
 }
 
 // runPlain runs the task in the plain agent loop as a local client of the
@@ -268,7 +271,7 @@ func runPlain(ctx context.Context, io *IOStreams, s *host.Session, sandboxKind, 
 			view.Event(f.Message)
 		}
 	}()
-	if text != nil {
+	if text != nil && s.Choice != nil {
 		text.header(s.ID(), s.Choice, sandboxKind, s.Root.Dir())
 	}
 	rt.Start()
@@ -281,15 +284,18 @@ func runPlain(ctx context.Context, io *IOStreams, s *host.Session, sandboxKind, 
 	closeErr := rt.Close() // ends the subscription once it has read everything
 	<-rendered
 	if text != nil {
-		replay := s.Choice.Executor == protocol.ExecutorReplay
-		text.finish(res, time.Since(started), replay)
+		if s.Choice != nil { // an agent CLI reports no usage line
+			text.finish(res, time.Since(started), s.Choice.Executor == protocol.ExecutorReplay)
+		}
 		fmt.Fprintf(io.ErrOut, "session %s · resume with: maestro run --resume %s \"…\"\n", s.ID(), s.ID())
 	}
 	switch {
 	case errors.Is(runErr, agent.ErrCancelled):
 		return &exitError{ExitInterrupted, errors.New("interrupted")}
-	case runErr != nil:
+	case runErr != nil && s.Choice != nil:
 		return failErr(providers.ExplainUnknownModel(ctx, s.Choice.Provider, runErr))
+	case runErr != nil:
+		return failErr(runErr)
 	case closeErr != nil:
 		return failErr(fmt.Errorf("save session: %w", closeErr))
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -12,8 +13,8 @@ import (
 )
 
 // headlessLines runs `maestro headless` in-process with the client lines
-// on stdin; stdin stays open until stdout has want lines, so that the
-// prompt's run is not cut short by end of input.
+// on stdin; stdin stays open until stdout has sent want response_end
+// frames, so that the prompt's run is not cut short by end of input.
 func headlessLines(t *testing.T, want int, lines []string, args ...string) result {
 	t.Helper()
 	home := t.TempDir()
@@ -43,7 +44,8 @@ func headlessLines(t *testing.T, want int, lines []string, args ...string) resul
 	return result{code: code, stdout: out.String(), stderr: stderr.String(), home: home}
 }
 
-// lineCounter is stdout that says when it has received want lines.
+// lineCounter is stdout that says when it has received want
+// response_end frames.
 type lineCounter struct {
 	mu      sync.Mutex
 	buf     bytes.Buffer
@@ -55,7 +57,7 @@ func (w *lineCounter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.buf.Write(p)
-	if w.want > 0 && bytes.Count(w.buf.Bytes(), []byte("\n")) >= w.want {
+	if w.want > 0 && bytes.Count(w.buf.Bytes(), []byte(`"type":"response_end"`)) >= w.want {
 		close(w.reached)
 		w.want = 0
 	}
@@ -67,6 +69,8 @@ func (w *lineCounter) String() string {
 	defer w.mu.Unlock()
 	return w.buf.String()
 }
+
+var clock = regexp.MustCompile(`\b\d{2}:\d{2}\b`)
 
 // normalised is a frame with what differs between two sessions of the
 // same script replaced: ids, times, durations, and the workspace path.
@@ -92,7 +96,8 @@ func normalised(t *testing.T, f map[string]any, ws string) string {
 			}
 			return v
 		case string:
-			return strings.ReplaceAll(v, ws, "<workspace>")
+			// Clock times in command output (ls -l).
+			return clock.ReplaceAllString(strings.ReplaceAll(v, ws, "<workspace>"), "<hh:mm>")
 		}
 		return v
 	}
@@ -103,13 +108,27 @@ func normalised(t *testing.T, f map[string]any, ws string) string {
 	return string(data)
 }
 
+// joinToolOutput merges consecutive tool_output frames of one call: how
+// a command's output is cut into frames depends on when it arrives.
+func joinToolOutput(frames []map[string]any) []map[string]any {
+	var out []map[string]any
+	for _, f := range frames {
+		if n := len(out); n > 0 && f["type"] == "tool_output" && out[n-1]["type"] == "tool_output" && out[n-1]["call_id"] == f["call_id"] {
+			out[n-1]["content"] = out[n-1]["content"].(string) + f["content"].(string)
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
 // TestRunJSONLIsWhatHeadlessSends: `maestro run -o jsonl` is a local
 // client of the runtime, so for the bundled replay demo it prints the
 // same protocol messages, in the same order, as `maestro headless` sends
 // an embedder that says hello and sends the same prompt (tool calls
 // approved, as run does): ready, session_info, hello_ok,
 // connection_info, then the turn. Ids, times and the workspace path are
-// normalised.
+// normalised, and a command's output is compared whole.
 func TestRunJSONLIsWhatHeadlessSends(t *testing.T) {
 	t.Parallel()
 	const task = "Show me what you can do in this workspace"
@@ -118,15 +137,24 @@ func TestRunJSONLIsWhatHeadlessSends(t *testing.T) {
 	if run.code != 0 {
 		t.Fatalf("run: exit %d\n%s", run.code, run.stderr)
 	}
-	runFrames := run.frames(t)
+	runFrames := joinToolOutput(run.frames(t))
 	prompt, _ := json.Marshal(map[string]string{"type": "prompt", "content": task})
 	headlessWS := t.TempDir()
-	hl := headlessLines(t, len(runFrames), []string{`{"type":"hello","protocol_version":"2026-04-02"}`, string(prompt)},
+	ends := 0
+	for _, f := range runFrames {
+		if f["type"] == "response_end" {
+			ends++
+		}
+	}
+	if last := runFrames[len(runFrames)-1]["type"]; last != "response_end" {
+		t.Fatalf("run's last frame is %v, want the final response_end", last)
+	}
+	hl := headlessLines(t, ends, []string{`{"type":"hello","protocol_version":"2026-04-02"}`, string(prompt)},
 		"--workspace", headlessWS, "--approval-mode", "auto")
 	if hl.code != 0 {
 		t.Fatalf("headless: exit %d\n%s", hl.code, hl.stderr)
 	}
-	hlFrames := hl.frames(t)
+	hlFrames := joinToolOutput(hl.frames(t))
 	if len(hlFrames) != len(runFrames) {
 		t.Errorf("run printed %d frames, headless sent %d", len(runFrames), len(hlFrames))
 	}

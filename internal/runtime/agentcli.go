@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/agentcli"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
@@ -160,12 +161,22 @@ func (a *AgentCLI) Turn(ctx context.Context, t *Turn, m protocol.Prompt) error {
 		// As the own loop reports an interrupted run (not one whose
 		// result arrived before the CLI had exited).
 		t.Publish(protocol.Error{Message: "Operation aborted: the run was interrupted", ErrorType: protocol.ErrorCancelled})
-		return nil
+		return published{fmt.Errorf("agent CLI %s: %w", def.ID, agent.ErrCancelled)}
 	case err != nil && !errors.Is(err, agentcli.ErrInterrupted):
 		return fmt.Errorf("agent CLI %s: %w", def.ID, err)
+	case err == nil && res != nil && res.Err != nil:
+		// The executor published the classified failure as an error.
+		return published{fmt.Errorf("%s: %w", def.ID, res.Err)}
 	}
 	return nil
 }
+
+// published is an error the turn has already published as an error
+// message: runTurn does not publish it again, and RunPrompt returns it (a
+// local client's exit status).
+type published struct{ error }
+
+func (e published) Unwrap() error { return e.error }
 
 // setSession makes id the CLI session the next prompt resumes, and tells
 // OnSession when it changed.

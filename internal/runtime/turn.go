@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 
 	"github.com/maestro-run/maestro/internal/protocol"
 )
@@ -38,7 +39,7 @@ func (t *Turn) Approval(ctx context.Context, req protocol.ServerRequest) (protoc
 // the turn's error.
 func (r *Runtime) runTurn(ctx context.Context, run *activeRun, m protocol.Prompt) error {
 	err := r.cfg.Turn(ctx, &Turn{r: r, run: run}, m)
-	if err != nil && ctx.Err() == nil {
+	if _, done := errors.AsType[published](err); err != nil && ctx.Err() == nil && !done {
 		r.publish(protocol.Error{Message: err.Error(), ErrorType: Classify(err.Error(), false)}, "")
 	}
 	// No response_end closes a turn without a model: the turn is over.
