@@ -17,17 +17,8 @@ import (
 // frames, so that the prompt's run is not cut short by end of input.
 func headlessLines(t *testing.T, want int, lines []string, args ...string) result {
 	t.Helper()
-	home := t.TempDir()
-	getenv := func(k string) string {
-		if k == "MAESTRO_HOME" {
-			return home
-		}
-		return ""
-	}
 	in, feed := io.Pipe()
 	out := &lineCounter{want: want, reached: make(chan struct{})}
-	var stderr bytes.Buffer
-	ios := &IOStreams{In: in, Out: out, ErrOut: &stderr, Getenv: getenv}
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	go func() {
@@ -40,8 +31,7 @@ func headlessLines(t *testing.T, want int, lines []string, args ...string) resul
 		}
 		feed.Close()
 	}()
-	code := Run(ctx, ios, append([]string{"headless"}, args...))
-	return result{code: code, stdout: out.String(), stderr: stderr.String(), home: home}
+	return runCLIStreams(t, in, out, append([]string{"headless"}, args...)...)
 }
 
 // lineCounter is stdout that says when it has received want
