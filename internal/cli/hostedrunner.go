@@ -120,7 +120,7 @@ to stderr. It exits when stdin, if it is a pipe, reaches end of file
 	return cmd
 }
 
-// readyLine is the fixture contract's ready signal (§17).
+// readyLine is the fixture contract's ready signal (wire contract §17).
 type readyLine struct {
 	BaseURL   string `json:"baseUrl"`
 	SessionID string `json:"sessionId"`

@@ -19,7 +19,7 @@ import (
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
-// Statuses the runner publishes (contract §14.2, §14.4).
+// Statuses the runner publishes (wire contract §14.2, §14.4).
 const (
 	StatusRestored          = "Restored from snapshot"
 	StatusRestoreFailed     = "Restore interrupted before runtime flush completed"
@@ -409,7 +409,7 @@ type Identity struct {
 	DrainedAt         string `json:"drained_at,omitempty"`
 }
 
-// Identity returns the runner's identity (contract §14.1).
+// Identity returns the runner's identity (wire contract §14.1).
 func (r *Runner) Identity() Identity {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -281,7 +281,7 @@ func (c *askedCalls) has(id string) bool {
 }
 
 // permission turns the CLI's permission requests into approval server
-// requests (contract §9), ids = the tool call's id.
+// requests (wire contract §9), ids = the tool call's id.
 func (a *AgentCLI) permission(t *Turn, asked *askedCalls) agentcli.PermissionFunc {
 	return func(ctx context.Context, req agentcli.PermissionRequest) (agentcli.PermissionDecision, error) {
 		switch t.r.approvalMode() {

@@ -32,7 +32,7 @@ type activeRun struct {
 	err  error
 }
 
-// prompt starts a run in the background (contract §8.8). One prompt at a
+// prompt starts a run in the background (wire contract §8.8). One prompt at a
 // time: a second one is refused.
 func (r *Runtime) prompt(c *Conn, m protocol.Prompt) error {
 	_, err := r.startPrompt(c, m)
@@ -75,7 +75,7 @@ func (r *Runtime) startPrompt(c *Conn, m protocol.Prompt) (*activeRun, error) {
 // RunPrompt handles a prompt from c as Handle does, then waits for the run
 // it started to end and returns the agent's result and error (a turn run
 // without the agent returns a zero result and the turn's error). When ctx
-// ends first, the run is interrupted as by an interrupt message (contract
+// ends first, the run is interrupted as by an interrupt message (wire contract
 // §8.9) and RunPrompt still waits for it to end. It is how a local client
 // that renders the frames it subscribed to (maestro run) learns how the
 // run ended: its exit status and usage line.
@@ -222,7 +222,7 @@ func (r *Runtime) anyRawEvents() bool {
 	return false
 }
 
-// approver decides on tool calls per the current approval mode (contract
+// approver decides on tool calls per the current approval mode (wire contract
 // §8.10): auto approves, fail denies, prompt raises an approval request
 // whose ids are the tool call's id.
 func (r *Runtime) approver(run *activeRun) agent.Approver {
@@ -277,7 +277,7 @@ func (r *Runtime) toolRetry(run *activeRun) func(context.Context, agent.ToolFail
 	}
 }
 
-// loadAttachments reads prompt attachments (contract §8.11): host paths,
+// loadAttachments reads prompt attachments (wire contract §8.11): host paths,
 // "~" expanded, relative to the runtime's cwd; at most MaxAttachmentBytes
 // each; images become image parts, UTF-8 text without NUL becomes a text
 // part cut to MaxAttachmentChars. Each failure is a non-fatal error.

@@ -10,13 +10,13 @@
 //     history, the built-in tools, the ask_user tool and the tools the
 //     embedder declared for the client to execute;
 //   - the connections, their roles (controller, viewer) and the controller
-//     lease (contract §8.5);
+//     lease (wire contract §8.5);
 //   - the server requests of all five kinds (approval, client_tool,
-//     user_input, tool_retry, mcp_elicitation; contract §9) with their
+//     user_input, tool_retry, mcp_elicitation; wire contract §9) with their
 //     timeouts and resolutions;
 //   - the utility operations, delegated to a Utilities implementation
 //     (internal/utility) after the capability check;
-//   - the runtime state of contract §7 and its snapshots;
+//   - the runtime state of wire contract §7 and its snapshots;
 //   - the one publish path: every outgoing message is appended to the
 //     session's cursor-numbered log and fanned out to subscriptions that
 //     read from a cursor (hub.go).
@@ -72,7 +72,7 @@ type Utilities interface {
 	Close() error
 }
 
-// Timeouts of server requests (contract §9). Zero fields take the
+// Timeouts of server requests (wire contract §9). Zero fields take the
 // contract's values.
 type Timeouts struct {
 	Approval       time.Duration // 1 h
@@ -138,7 +138,7 @@ type Config struct {
 	// block the first time (the CLI probes the sandbox in the background
 	// so that ready is not delayed).
 	Tools func(ctx context.Context) (*tool.Set, error)
-	// ClientTools are executed by the client (contract §9 client_tool).
+	// ClientTools are executed by the client (wire contract §9 client_tool).
 	ClientTools []ClientTool
 	// Utilities, when set, builds the utility operations with the
 	// runtime's publish function.
@@ -170,7 +170,7 @@ type Config struct {
 	MaxIterations int
 	Timeouts      Timeouts
 	// MaxAttachmentBytes (default 10 MiB) and MaxAttachmentChars
-	// (default 200,000) limit prompt attachments (contract §8.11).
+	// (default 200,000) limit prompt attachments (wire contract §8.11).
 	MaxAttachmentBytes int64
 	MaxAttachmentChars int
 	// BufferFrames (default 1024, at least 512 for HTTP replay) and
@@ -312,7 +312,7 @@ func New(cfg Config) (*Runtime, error) {
 
 func (r *Runtime) now() time.Time { return r.cfg.Now() }
 
-// Start publishes ready and session_info (contract §8.1: at startup,
+// Start publishes ready and session_info (wire contract §8.1: at startup,
 // before any hello).
 func (r *Runtime) Start() {
 	var sid *string
@@ -384,7 +384,7 @@ func (c *Conn) accept(m protocol.Message) error {
 // that fail to decode.
 func (c *Conn) Publish(m protocol.Message) { c.r.publish(m, c.id) }
 
-// init applies an init message (contract §5, §8.10).
+// init applies an init message (wire contract §5, §8.10).
 func (r *Runtime) init(m protocol.Init) {
 	var applied []string
 	r.mu.Lock()
@@ -446,7 +446,7 @@ func (r *Runtime) approvalMode() protocol.ApprovalMode {
 	return r.approval
 }
 
-// The reason strings of interrupt, cancel and shutdown (contract §8.9).
+// The reason strings of interrupt, cancel and shutdown (wire contract §8.9).
 type stopReasons struct {
 	requests, commands, watches string
 }
@@ -478,7 +478,7 @@ const (
 var errInterrupted = errors.New("interrupted by the client")
 
 // interrupt cancels pending requests, stops utilities and aborts the run
-// (contract §8.9), in that order on the wire.
+// (wire contract §8.9), in that order on the wire.
 func (r *Runtime) interrupt(m protocol.Message, why stopReasons) {
 	cancelled := r.cancelRequests(func(*pendingRequest) bool { return true }, why.requests)
 	r.applyClient(m)
@@ -577,7 +577,7 @@ func (r *Runtime) WaitIdle(ctx context.Context) error {
 	}
 }
 
-// Snapshot returns the runtime snapshot (contract §7).
+// Snapshot returns the runtime snapshot (wire contract §7).
 func (r *Runtime) Snapshot() protocol.Snapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()

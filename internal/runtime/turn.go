@@ -8,7 +8,7 @@ import (
 )
 
 // TurnFunc runs one prompt in place of the agent: an llm-free runtime such
-// as the hosted runner's deterministic fixture agent (contract §17). It
+// as the hosted runner's deterministic fixture agent (wire contract §17). It
 // runs in the prompt's goroutine; ctx ends on interrupt or shutdown. An
 // error it returns is published as a non-fatal error.
 type TurnFunc func(ctx context.Context, t *Turn, m protocol.Prompt) error
