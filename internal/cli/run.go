@@ -8,13 +8,13 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/maestro-run/maestro/internal/agent"
-	"github.com/maestro-run/maestro/internal/gitinfo"
 	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
@@ -211,10 +211,16 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		return runPlain(runCtx, io, s, sb.Kind(), task, view, text)
 	}
 	_ = sess.SetTitle(task)
-	sink := agent.Tee(sess, view)
-	id := sess.ID()
-	sink.Event(protocol.Ready{ProtocolVersion: protocol.Version, Model: choice.Provider.Model(), Provider: choice.Provider.Name(), SessionID: &id, ExecutorType: choice.Executor})
-	sink.Event(protocol.SessionInfo{SessionID: &id, Cwd: s.Root.Dir(), GitBranch: gitinfo.Branch(s.Root.Dir(), nil)})
+	// The piece engine runs the agents itself; what they emit goes
+	// through the session's runtime, which starts it with ready and
+	// session_info, and comes back rendered before the engine goes on.
+	sink, err := newLocalView(s.Runtime, view)
+	if err != nil {
+		return failErr(err)
+	}
+	s.Runtime.Start()
+	sink.render()
+	defer s.Runtime.Close()
 	if text != nil {
 		text.header(sess.ID(), choice, sb.Kind(), s.Root.Dir())
 	}
@@ -225,6 +231,65 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		o: o, task: task, home: h.Home(), cfg: h.Config(), sess: sess, prior: prior, choice: choice, provider: provider,
 		sb: sb, root: s.Root, sink: sink, text: text, jsonl: o.Output == "jsonl",
 	})
+}
+
+// localView is maestro run as a local client of its session's runtime:
+// the controller connection and a lossless subscription whose frames it
+// renders. As an agent sink (the piece engine's) it publishes each event
+// through the runtime, then renders every frame there is, so that output
+// written after an event comes after the event's rendering.
+type localView struct {
+	conn    *runtime.Conn
+	sub     *runtime.Subscription
+	publish agent.Sink
+	view    agent.Sink
+	mu      sync.Mutex
+}
+
+// newLocalView connects to rt, not yet started, and subscribes from its
+// first frame.
+func newLocalView(rt *runtime.Runtime, view agent.Sink) (*localView, error) {
+	conn, err := rt.Connect(runtime.ConnectOptions{ID: runtime.LocalConnectionID, Local: true})
+	if err != nil {
+		return nil, fmt.Errorf("connect to the session: %w", err)
+	}
+	sub, err := conn.Subscribe(runtime.SubscribeOptions{From: runtime.FromOldest, Lossless: true})
+	if err != nil {
+		return nil, fmt.Errorf("subscribe to the session: %w", err)
+	}
+	return &localView{conn: conn, sub: sub, publish: rt.Sink(), view: view}, nil
+}
+
+func (v *localView) Event(m protocol.Message) {
+	v.publish.Event(m)
+	v.render()
+}
+
+func (v *localView) Message(m llm.Message) { v.publish.Message(m) }
+
+// render renders the frames published so far.
+func (v *localView) render() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for {
+		f, ok, err := v.sub.TryNext()
+		if err != nil || !ok {
+			return
+		}
+		v.view.Event(f.Message)
+	}
+}
+
+// follow renders frames as they come until the runtime is closed and
+// every frame was read.
+func (v *localView) follow() {
+	for {
+		f, err := v.sub.Next(context.Background())
+		if err != nil {
+			return
+		}
+		v.view.Event(f.Message)
+	}
 }
 
 // runView is what renders a run: JSON lines, or the terminal renderer
@@ -252,24 +317,14 @@ func runView(io *IOStreams, o runOptions, pieceMode, replay bool) (agent.Sink, *
 // exit status; ctx ending interrupts the run (exit 130).
 func runPlain(ctx context.Context, io *IOStreams, s *host.Session, sandboxKind, task string, view agent.Sink, text *renderer) error {
 	rt := s.Runtime
-	conn, err := rt.Connect(runtime.ConnectOptions{ID: runtime.LocalConnectionID, Local: true})
+	v, err := newLocalView(rt, view)
 	if err != nil {
-		return failErr(fmt.Errorf("connect to the session: %w", err))
-	}
-	sub, err := conn.Subscribe(runtime.SubscribeOptions{From: runtime.FromOldest, Lossless: true})
-	if err != nil {
-		return failErr(fmt.Errorf("subscribe to the session: %w", err))
+		return failErr(err)
 	}
 	rendered := make(chan struct{})
 	go func() {
 		defer close(rendered)
-		for {
-			f, err := sub.Next(context.Background())
-			if err != nil {
-				return // the runtime is closed and every frame was read
-			}
-			view.Event(f.Message)
-		}
+		v.follow()
 	}()
 	if text != nil && s.Choice != nil {
 		text.header(s.ID(), s.Choice, sandboxKind, s.Root.Dir())
@@ -277,9 +332,9 @@ func runPlain(ctx context.Context, io *IOStreams, s *host.Session, sandboxKind, 
 	rt.Start()
 	started := time.Now()
 	var res agent.Result
-	runErr := conn.Handle(ctx, protocol.Hello{ProtocolVersion: protocol.Version})
+	runErr := v.conn.Handle(ctx, protocol.Hello{ProtocolVersion: protocol.Version})
 	if runErr == nil {
-		res, runErr = conn.RunPrompt(ctx, protocol.Prompt{Content: task})
+		res, runErr = v.conn.RunPrompt(ctx, protocol.Prompt{Content: task})
 	}
 	closeErr := rt.Close() // ends the subscription once it has read everything
 	<-rendered

@@ -199,6 +199,12 @@ type runSink struct{ r *Runtime }
 
 func (s runSink) Event(m protocol.Message) { s.r.publish(m, "") }
 
+// Sink is the publish path as an agent sink, for a caller that runs an
+// agent of this session itself (maestro run's piece runs): events are
+// published to every subscription and logged, conversation messages
+// logged.
+func (r *Runtime) Sink() agent.Sink { return runSink{r} }
+
 func (s runSink) Message(m llm.Message) {
 	s.r.logMessage(m)
 	if !s.r.anyRawEvents() {
