@@ -3,17 +3,14 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -159,45 +156,14 @@ func runHostedRunner(ctx context.Context, io *IOStreams, o hostedRunnerOptions) 
 		runner.Close()
 		return failErr(fmt.Errorf("hosted-runner: listen on %s: %w", cfg.Listen, err))
 	}
-	srv := &http.Server{Handler: runner.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-
 	line, _ := json.Marshal(readyLine{BaseURL: "http://" + dialable(ln.Addr(), cfg.Listen), SessionID: runner.SessionID()})
 	if _, err := fmt.Fprintf(io.Out, "%s\n", line); err != nil {
 		log.Warn("write the ready line", "err", err)
 	}
 	log.Info("hosted runner listening", "addr", ln.Addr().String(), "runner_session_id", cfg.RunnerSessionID,
 		"session_id", runner.SessionID(), "auth", cfg.RequireAuth, "fixture", runner.Fixture())
-
-	var serveErr error
-	select {
-	case s := <-sig:
-		log.Info("signal: draining before exit", "signal", s.String())
-		d, code, err := runner.Drain(context.Background(), hostedrunner.DrainRequest{Reason: hostedrunner.ReasonProcessShutdown, RequestedBy: hostedrunner.RequesterWebServer})
-		switch {
-		case err != nil:
-			log.Error("drain", "err", err)
-		default:
-			log.Info("drained", "status", d.Status, "http_status", code, "manifest", d.ManifestPath)
-		}
-	case <-stdinClosed(io.In, o.stdinEOF):
-		log.Info("stdin closed: shutting down")
-	case <-ctx.Done():
-	case serveErr = <-served:
-	}
-	closeErr := runner.Close()
-	attach.Close()
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
-	}
-	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
-		return failErr(fmt.Errorf("hosted-runner: serve: %w", serveErr))
-	}
-	if closeErr != nil {
-		return failErr(fmt.Errorf("hosted-runner: save session: %w", closeErr))
+	if err := runner.Serve(ctx, ln, attach, sig, stdinClosed(io.In, o.stdinEOF)); err != nil {
+		return failErr(fmt.Errorf("hosted-runner: %w", err))
 	}
 	return nil
 }

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -340,6 +342,47 @@ func (r *Runner) SetAttach(a Attach) {
 	if !ready {
 		a.SetUnavailable(msg)
 	}
+}
+
+// Serve serves the runner's HTTP surface (Handler) on ln until ctx ends,
+// stop is closed (the process's stdin ended), the server fails, or a
+// signal arrives, which drains the runner first (reason process_shutdown, as a pod's SIGTERM). It then
+// closes the runner (the session log saved), the session API and the
+// server (within 5 s), and returns what failed.
+func (r *Runner) Serve(ctx context.Context, ln net.Listener, attach interface{ Close() }, signals <-chan os.Signal, stop <-chan struct{}) error {
+	srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(r.log.Handler(), slog.LevelWarn)}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	var serveErr error
+	select {
+	case s := <-signals:
+		r.log.Info("signal: draining before exit", "signal", s.String())
+		d, code, err := r.Drain(context.Background(), DrainRequest{Reason: ReasonProcessShutdown, RequestedBy: RequesterWebServer})
+		switch {
+		case err != nil:
+			r.log.Error("drain", "err", err)
+		default:
+			r.log.Info("drained", "status", d.Status, "http_status", code, "manifest", d.ManifestPath)
+		}
+	case <-stop:
+		r.log.Info("stdin closed: shutting down")
+	case <-ctx.Done():
+	case serveErr = <-served:
+	}
+	closeErr := r.Close()
+	attach.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", serveErr)
+	}
+	if closeErr != nil {
+		return fmt.Errorf("save session: %w", closeErr)
+	}
+	return nil
 }
 
 // Runtime returns the runner's runtime.
