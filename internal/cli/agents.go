@@ -1,10 +1,7 @@
 package cli
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -149,75 +146,3 @@ type parseSummary struct {
 
 // MessageType names the summary line.
 func (parseSummary) MessageType() string { return "parse_summary" }
-
-// runAgentTask runs `maestro run --agent ID TASK` on an agent CLI; --resume
-// then names the CLI's own session id.
-func runAgentTask(ctx context.Context, io *IOStreams, o runOptions, task string) error {
-	reg, err := agentRegistry(io)
-	if err != nil {
-		return failErr(err)
-	}
-	def, ok := reg.Get(o.Agent)
-	if !ok {
-		return usageErr("--agent %q: unknown agent (known: %s)", o.Agent, strings.Join(reg.IDs(), ", "))
-	}
-	dir := o.Workspace
-	if dir == "" {
-		if dir, err = os.Getwd(); err != nil {
-			return failErr(err)
-		}
-	}
-	if dir, err = filepath.Abs(dir); err != nil {
-		return failErr(err)
-	}
-	model := o.Model
-	if i := strings.IndexByte(model, '/'); i >= 0 && model[:i] == def.ID {
-		model = model[i+1:]
-	}
-	bin, err := def.Resolve(io.Getenv("PATH"))
-	if err != nil {
-		return failErr(fmt.Errorf("--agent %s: %w (install it, or see maestro agents list)", def.ID, err))
-	}
-	env := os.Environ()
-	if p := io.Getenv("PATH"); p != "" {
-		env = append(env, "PATH="+p)
-	}
-	x := &agentcli.Executor{Def: def, Path: bin, Env: env}
-	inv := agentcli.Invocation{Prompt: task, SessionID: o.Resume, Model: model, Dir: dir, SystemPrompt: o.System}
-	res, err := x.Run(ctx, agentcli.Request{Invocation: inv}, func(ev agentcli.Event) {
-		for _, m := range ev.Messages {
-			if o.Output == "jsonl" {
-				_ = protocol.Encode(io.Out, m)
-				continue
-			}
-			switch m := m.(type) {
-			case protocol.ResponseChunk:
-				if !m.IsThinking {
-					fmt.Fprint(io.Out, m.Content)
-				}
-			case protocol.ResponseEnd:
-				fmt.Fprintln(io.Out)
-			case protocol.ToolCall:
-				fmt.Fprintf(io.ErrOut, "→ %s %s\n", m.Tool, m.Args)
-			case protocol.Status:
-				fmt.Fprintf(io.ErrOut, "· %s\n", m.Message)
-			}
-		}
-	})
-	if errors.Is(err, agentcli.ErrInterrupted) {
-		return &exitError{130, err}
-	}
-	if err != nil {
-		return failErr(err)
-	}
-	if res.Warning != "" {
-		fmt.Fprintln(io.ErrOut, "warning:", res.Warning)
-	}
-	if res.SessionID != "" && o.Output != "jsonl" {
-		fmt.Fprintf(io.ErrOut, "%s session %s (continue with --agent %s --resume %s)\n", def.Name, res.SessionID, def.ID, res.SessionID)
-	}
-	if res.Err != nil {
-		return failErr(fmt.Errorf("%s: %w", def.ID, res.Err))
-	}
-	return nil
-}

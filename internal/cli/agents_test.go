@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,6 +82,16 @@ func TestAgentsParse(t *testing.T) {
 // runCLIStdin runs maestro in-process with stdin.
 func runCLIStdin(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
+	return runCLIStreams(t, strings.NewReader(stdin), new(bytes.Buffer), args...)
+}
+
+// runCLIStreams runs maestro in-process with an isolated MAESTRO_HOME,
+// an empty environment, and the given stdin and stdout.
+func runCLIStreams(t *testing.T, stdin io.Reader, stdout interface {
+	io.Writer
+	String() string
+}, args ...string) result {
+	t.Helper()
 	home := t.TempDir()
 	getenv := func(k string) string {
 		if k == "MAESTRO_HOME" {
@@ -88,8 +99,8 @@ func runCLIStdin(t *testing.T, stdin string, args ...string) result {
 		}
 		return ""
 	}
-	var stdout, stderr bytes.Buffer
-	ios := &IOStreams{In: strings.NewReader(stdin), Out: &stdout, ErrOut: &stderr, Getenv: getenv}
+	var stderr bytes.Buffer
+	ios := &IOStreams{In: stdin, Out: stdout, ErrOut: &stderr, Getenv: getenv}
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	code := Run(ctx, ios, args)

@@ -1,5 +1,6 @@
-// Package cli is Maestro's command line: cobra commands, flag parsing and
-// terminal rendering. It holds no business logic; commands compose the
+// Package cli is Maestro's command line: cobra commands, flag parsing,
+// terminal rendering and exit codes. It holds no business logic: sessions
+// come from the composition root (internal/host), and commands compose the
 // packages below it.
 package cli
 

@@ -4,27 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strconv"
-	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
-	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
-	"github.com/maestro-run/maestro/internal/providers"
 	"github.com/maestro-run/maestro/internal/runtime"
-	"github.com/maestro-run/maestro/internal/sandbox"
-	"github.com/maestro-run/maestro/internal/session"
 	"github.com/maestro-run/maestro/internal/transport/stdio"
-	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 // headlessOptions are the flags of `maestro headless`.
@@ -99,37 +91,25 @@ If Maestro cannot start, it writes one fatal error message on stdout
 	return cmd
 }
 
-// headless is a started headless session: what runHeadless closes.
-type headless struct {
-	rt      *runtime.Runtime
-	sess    *session.Session
-	root    *workspace.Root
-	sandbox *sandboxProbe
-}
-
 func runHeadless(ctx context.Context, io *IOStreams, o headlessOptions) error {
 	log := slog.New(slog.NewTextHandler(io.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	h, err := startHeadless(ctx, io, o, log)
+	s, err := startHeadless(ctx, io, o, log)
 	if err != nil {
 		// The client reads stdout: it gets one fatal error message; the
 		// details go to stderr (printed by Run).
 		if werr := stdio.WriteStartupFailure(io.Out, err); werr != nil {
 			log.Error("write the startup failure", "err", werr)
 		}
-		if e, ok := errors.AsType[*exitError](err); ok {
-			return e
-		}
-		return failErr(err)
+		return hostErr(err)
 	}
-	defer h.root.Close()
 
 	// SIGINT and SIGTERM end the session like a shutdown message.
 	sctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	serveErr := stdio.Serve(sctx, stdio.Config{Runtime: h.rt, In: io.In, Out: io.Out, Logger: log,
+	serveErr := stdio.Serve(sctx, stdio.Config{Runtime: s.Runtime, In: io.In, Out: io.Out, Logger: log,
 		// Probing the sandbox runs processes: after ready, not before.
-		Started: h.sandbox.start})
-	closeErr := h.sess.Close()
+		Started: s.Started})
+	closeErr := s.Close()
 	switch {
 	case serveErr != nil:
 		return failErr(serveErr)
@@ -142,17 +122,15 @@ func runHeadless(ctx context.Context, io *IOStreams, o headlessOptions) error {
 // startHeadless does everything that can fail before the protocol starts.
 // It stays fast: the sandbox is probed in the background (ready does not
 // wait for it) unless --sandbox bwrap or landlock makes its absence fatal.
-func startHeadless(ctx context.Context, io *IOStreams, o headlessOptions, log *slog.Logger) (*headless, error) {
+func startHeadless(ctx context.Context, io *IOStreams, o headlessOptions, log *slog.Logger) (*host.Session, error) {
 	mode := protocol.ApprovalMode(o.ApprovalMode)
 	switch mode {
 	case protocol.ApprovalAuto, protocol.ApprovalPrompt, protocol.ApprovalFail:
 	default:
 		return nil, usageErr("--approval-mode %q: expected prompt, auto or fail", o.ApprovalMode)
 	}
-	switch llm.ThinkingLevel(o.Thinking) {
-	case "", llm.ThinkingOff, llm.ThinkingMinimal, llm.ThinkingLow, llm.ThinkingMedium, llm.ThinkingHigh, llm.ThinkingUltra:
-	default:
-		return nil, usageErr("--thinking %q: expected one of off, minimal, low, medium, high, ultra", o.Thinking)
+	if err := checkThinking(o.Thinking); err != nil {
+		return nil, err
 	}
 	if o.MaxIterations < 0 {
 		return nil, usageErr("--max-iterations must be positive")
@@ -164,135 +142,31 @@ func startHeadless(ctx context.Context, io *IOStreams, o headlessOptions, log *s
 			return nil, usageErr("--client-tools: %v", err)
 		}
 	}
-
-	home, err := config.Home(io.Getenv)
+	h, err := host.New(host.Options{Getenv: io.Getenv, Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := config.Load(filepath.Join(home, "config.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	store := session.NewStore(filepath.Join(home, "sessions"))
-	if o.Agent != "" {
-		return startAgentHeadless(io, o, log, store, nil)
-	}
-	var sess *session.Session
-	if o.Resume != "" {
-		if o.Model != "" || o.Replay != "" {
-			return nil, usageErr("--resume continues a session with its own model; drop --model/--replay")
-		}
-		if sess, err = store.Open(o.Resume); err != nil {
-			return nil, fmt.Errorf("resume: %w", err)
-		}
-		m := sess.Meta()
-		if m.Agent != "" {
-			// A session of headless --agent: it continues on its CLI.
-			return startAgentHeadless(io, o, log, store, sess)
-		}
-		if m.ExecutorType == protocol.ExecutorReplay {
-			o.Replay = m.Replay
-		} else {
-			o.Model = m.Provider + "/" + m.Model
-		}
-		if o.Workspace == "" {
-			o.Workspace = m.Workspace
-		}
-	}
-	ok := false
-	defer func() {
-		if !ok && sess != nil {
-			sess.Close()
-		}
-	}()
-
-	dir, err := workspaceDir(o.Workspace)
-	if err != nil {
-		return nil, usageErr("%v", err)
-	}
-	choice, err := providers.Select(ctx, providers.Options{Model: o.Model, Replay: o.Replay, Config: cfg, Getenv: io.Getenv})
-	if err != nil {
-		return nil, err
-	}
-	sbm, err := sandboxMode(o.Sandbox, cfg)
-	if err != nil {
-		return nil, usageErr("--sandbox: %v", err)
-	}
-	root, err := openAgentWorkspace(dir, home)
-	if err != nil {
-		return nil, fmt.Errorf("open workspace: %w", err)
-	}
-	defer func() {
-		if !ok {
-			root.Close()
-		}
-	}()
-	sb := &sandboxProbe{cfg: sandboxConfig(sbm, log), done: make(chan struct{})}
-	if sbm == sandbox.ModeBwrap || sbm == sandbox.ModeLandlock {
-		// Without its sandbox the session cannot run Bash at all: a
-		// startup failure rather than a failure at the first prompt.
-		if _, err := sb.wait(ctx); err != nil {
-			return nil, err
-		}
-	}
-
-	if sess == nil {
-		sess, err = store.Create(session.Meta{
-			Workspace: root.Dir(), Provider: choice.Provider.Name(), Model: choice.Provider.Model(),
-			ExecutorType: choice.Executor, Replay: choice.Replay,
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	if choice.Notice != "" {
-		fmt.Fprintln(io.ErrOut, choice.Notice)
-	}
-
-	rcfg := sessionRuntime(choice, root, sb, fileLimits(cfg), sess, io.Getenv, log)
-	rcfg.ClientTools = clientTools
-	rcfg.History = sess.History()
-	rcfg.Thinking = llm.ThinkingLevel(o.Thinking)
-	rcfg.ApprovalMode = mode
-	rcfg.MaxIterations = firstPositive(o.MaxIterations, cfg.MaxIterations)
-	if o.System != "" {
-		rcfg.System, rcfg.SystemPrompt = o.System, nil
-	}
-	rt, err := runtime.New(rcfg)
-	if err != nil {
-		return nil, err
-	}
-	ok = true
-	return &headless{rt: rt, sess: sess, root: root, sandbox: sb}, nil
-}
-
-// sandboxProbe sets the sandbox up in the background, once: after the
-// startup frames are written, or when first needed.
-type sandboxProbe struct {
-	cfg  sandbox.Config
-	once sync.Once
-	done chan struct{}
-	sb   *sandbox.Sandbox
-	err  error
-}
-
-func (p *sandboxProbe) start() {
-	p.once.Do(func() {
-		go func() {
-			defer close(p.done)
-			p.sb, p.err = sandbox.New(context.Background(), p.cfg)
-		}()
+	s, err := h.NewSession(ctx, host.Spec{
+		Workspace: o.Workspace, Model: o.Model, Replay: o.Replay, Agent: o.Agent, Resume: o.Resume,
+		Sandbox: o.Sandbox, RequireSandbox: true, ApprovalMode: mode, Thinking: llm.ThinkingLevel(o.Thinking),
+		MaxIterations: o.MaxIterations, System: o.System, ClientTools: clientTools,
 	})
+	if err != nil {
+		return nil, err
+	}
+	if s.Choice != nil && s.Choice.Notice != "" {
+		fmt.Fprintln(io.ErrOut, s.Choice.Notice)
+	}
+	return s, nil
 }
 
-func (p *sandboxProbe) wait(ctx context.Context) (*sandbox.Sandbox, error) {
-	p.start()
-	select {
-	case <-p.done:
-		return p.sb, p.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
+// checkThinking refuses an unknown --thinking level.
+func checkThinking(level string) error {
+	switch llm.ThinkingLevel(level) {
+	case "", llm.ThinkingOff, llm.ThinkingMinimal, llm.ThinkingLow, llm.ThinkingMedium, llm.ThinkingHigh, llm.ThinkingUltra:
+		return nil
 	}
+	return usageErr("--thinking %q: expected one of off, minimal, low, medium, high, ultra", level)
 }
 
 // loadClientTools reads the --client-tools file: a JSON array of
@@ -314,14 +188,4 @@ func loadClientTools(path string) ([]runtime.ClientTool, error) {
 		}
 	}
 	return tools, nil
-}
-
-// envInt reads a positive integer from the environment (0 when unset or
-// invalid).
-func envInt(getenv func(string) string, key string) int64 {
-	n, err := strconv.ParseInt(getenv(key), 10, 64)
-	if err != nil || n < 0 {
-		return 0
-	}
-	return n
 }

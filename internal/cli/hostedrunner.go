@@ -3,31 +3,20 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/hostedrunner"
-	"github.com/maestro-run/maestro/internal/llm"
-	"github.com/maestro-run/maestro/internal/protocol"
-	"github.com/maestro-run/maestro/internal/providers"
-	"github.com/maestro-run/maestro/internal/runtime"
-	"github.com/maestro-run/maestro/internal/tool"
 	"github.com/maestro-run/maestro/internal/transport/httpattach"
-	"github.com/maestro-run/maestro/internal/utility"
-	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 // hostedRunnerOptions are the flags of `maestro hosted-runner`.
@@ -128,7 +117,7 @@ to stderr. It exits when stdin, if it is a pipe, reaches end of file
 	return cmd
 }
 
-// readyLine is the fixture contract's ready signal (§17).
+// readyLine is the fixture contract's ready signal (wire contract §17).
 type readyLine struct {
 	BaseURL   string `json:"baseUrl"`
 	SessionID string `json:"sessionId"`
@@ -145,14 +134,13 @@ func runHostedRunner(ctx context.Context, io *IOStreams, o hostedRunnerOptions) 
 	if err != nil {
 		return usageErr("hosted-runner: %v", err)
 	}
-	opts, root, err := hostedRunnerAgent(ctx, io, o, cfg, log)
+	h, err := host.New(host.Options{Getenv: io.Getenv, Logger: log})
 	if err != nil {
 		return failErr(err)
 	}
-	defer root.Close()
-	runner, err := hostedrunner.New(cfg, opts)
+	runner, err := h.HostedRunner(ctx, cfg, host.Spec{Model: o.model, Replay: o.replay, Sandbox: o.sandbox})
 	if err != nil {
-		return failErr(fmt.Errorf("hosted-runner: %w", err))
+		return hostErr(err)
 	}
 	attach := hostedrunner.NewAttach(runner, httpattach.Config{Logger: log})
 	defer attach.Close()
@@ -168,93 +156,16 @@ func runHostedRunner(ctx context.Context, io *IOStreams, o hostedRunnerOptions) 
 		runner.Close()
 		return failErr(fmt.Errorf("hosted-runner: listen on %s: %w", cfg.Listen, err))
 	}
-	srv := &http.Server{Handler: runner.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-
 	line, _ := json.Marshal(readyLine{BaseURL: "http://" + dialable(ln.Addr(), cfg.Listen), SessionID: runner.SessionID()})
 	if _, err := fmt.Fprintf(io.Out, "%s\n", line); err != nil {
 		log.Warn("write the ready line", "err", err)
 	}
 	log.Info("hosted runner listening", "addr", ln.Addr().String(), "runner_session_id", cfg.RunnerSessionID,
-		"session_id", runner.SessionID(), "auth", cfg.RequireAuth, "fixture", opts.Provider == nil || cfg.Fixture)
-
-	var serveErr error
-	select {
-	case s := <-sig:
-		log.Info("signal: draining before exit", "signal", s.String())
-		d, code, err := runner.Drain(context.Background(), hostedrunner.DrainRequest{Reason: hostedrunner.ReasonProcessShutdown, RequestedBy: hostedrunner.RequesterWebServer})
-		switch {
-		case err != nil:
-			log.Error("drain", "err", err)
-		default:
-			log.Info("drained", "status", d.Status, "http_status", code, "manifest", d.ManifestPath)
-		}
-	case <-stdinClosed(io.In, o.stdinEOF):
-		log.Info("stdin closed: shutting down")
-	case <-ctx.Done():
-	case serveErr = <-served:
-	}
-	closeErr := runner.Close()
-	attach.Close()
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
-	}
-	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
-		return failErr(fmt.Errorf("hosted-runner: serve: %w", serveErr))
-	}
-	if closeErr != nil {
-		return failErr(fmt.Errorf("hosted-runner: save session: %w", closeErr))
+		"session_id", runner.SessionID(), "auth", cfg.RequireAuth, "fixture", runner.Fixture())
+	if err := runner.Serve(ctx, ln, attach, sig, stdinClosed(io.In, o.stdinEOF)); err != nil {
+		return failErr(fmt.Errorf("hosted-runner: %w", err))
 	}
 	return nil
-}
-
-// hostedRunnerAgent selects the agent: the fixture agent when asked for or
-// when no model is configured, else the model with the workspace tools.
-func hostedRunnerAgent(ctx context.Context, io *IOStreams, o hostedRunnerOptions, cfg hostedrunner.Config, log *slog.Logger) (hostedrunner.Options, *workspace.Root, error) {
-	opts := hostedrunner.Options{Logger: log}
-	root, err := workspace.Open(cfg.WorkspaceRoot)
-	if err != nil {
-		return opts, nil, fmt.Errorf("open workspace: %w", err)
-	}
-	opts.Utilities = func(emit func(protocol.Message), hide []string) runtime.Utilities {
-		return utility.New(utility.Config{Root: root, Emit: emit, Logger: log, Hide: hide})
-	}
-	if cfg.Fixture {
-		return opts, root, nil
-	}
-	home, err := config.Home(io.Getenv)
-	if err != nil {
-		root.Close()
-		return opts, nil, err
-	}
-	ucfg, err := config.Load(filepath.Join(home, "config.yaml"))
-	if err != nil {
-		root.Close()
-		return opts, nil, err
-	}
-	choice, err := providers.Select(ctx, providers.Options{Model: o.model, Replay: o.replay, Config: ucfg, Getenv: io.Getenv})
-	if err != nil {
-		root.Close()
-		return opts, nil, err
-	}
-	if choice.Source == "default" {
-		// No model configured: the deterministic fixture agent.
-		return opts, root, nil
-	}
-	sbm, err := sandboxMode(o.sandbox, ucfg)
-	if err != nil {
-		root.Close()
-		return opts, nil, usageErr("--sandbox: %v", err)
-	}
-	sb := &sandboxProbe{cfg: sandboxConfig(sbm, log), done: make(chan struct{})}
-	tools := lazyWorkspaceTools(root, sb, fileLimits(ucfg))
-	opts.Provider, opts.Executor, opts.Retry = choice.Provider, choice.Executor, &llm.RetryPolicy{}
-	opts.Tools = func(context.Context) (*tool.Set, error) { return tools() }
-	opts.SystemPrompt = lazySystemPrompt(root, sb, tools)
-	return opts, root, nil
 }
 
 // dialable is the address clients dial: an unspecified host becomes

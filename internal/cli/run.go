@@ -7,21 +7,19 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/maestro-run/maestro/internal/agent"
-	"github.com/maestro-run/maestro/internal/config"
-	"github.com/maestro-run/maestro/internal/gitinfo"
+	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/providers"
-	"github.com/maestro-run/maestro/internal/sandbox"
-	"github.com/maestro-run/maestro/internal/session"
+	"github.com/maestro-run/maestro/internal/runtime"
 )
 
 // runOptions are the flags of `maestro run`.
@@ -38,7 +36,7 @@ type runOptions struct {
 	Piece         string
 	NoPiece       bool
 	// Agent runs the task on an agent CLI (internal/agentcli) instead of
-	// Maestro's own loop; see runAgentTask in agents.go.
+	// Maestro's own loop (host.Spec.Agent).
 	Agent string
 }
 
@@ -97,9 +95,6 @@ aborted piece run (one-line reason on stderr), 2 usage error, 130 interrupted.`,
 			if strings.TrimSpace(task) == "" {
 				return &exitError{ExitUsage, errors.New("the task is empty")}
 			}
-			if o.Agent != "" {
-				return runAgentTask(cmd.Context(), io, o, task)
-			}
 			return runTask(cmd.Context(), io, o, task)
 		},
 	}
@@ -115,7 +110,7 @@ aborted piece run (one-line reason on stderr), 2 usage error, 130 interrupted.`,
 	f.StringVar(&o.System, "system", "", "replace the default system prompt (plain agent loop only)")
 	f.StringVar(&o.Piece, "piece", "", "run the task as this piece (see 'maestro pieces list'); skips the classifier")
 	f.BoolVar(&o.NoPiece, "no-piece", false, "run the plain agent loop: no piece, no classification")
-	f.StringVar(&o.Agent, "agent", "", "run the task on an agent CLI (claude-code, codex, gemini-cli, opencode, qwen-code, or ~/.maestro/agents/*.yaml); --resume then takes the CLI's session id")
+	f.StringVar(&o.Agent, "agent", "", "run the task on an agent CLI (claude-code, codex, gemini-cli, opencode, qwen-code, or ~/.maestro/agents/*.yaml); --resume then takes its Maestro session id, or the CLI's own session id")
 	return cmd
 }
 
@@ -139,10 +134,8 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	default:
 		return usageErr("--output %q: expected text or jsonl", o.Output)
 	}
-	switch llm.ThinkingLevel(o.Thinking) {
-	case "", llm.ThinkingOff, llm.ThinkingMinimal, llm.ThinkingLow, llm.ThinkingMedium, llm.ThinkingHigh, llm.ThinkingUltra:
-	default:
-		return usageErr("--thinking %q: expected one of off, minimal, low, medium, high, ultra", o.Thinking)
+	if err := checkThinking(o.Thinking); err != nil {
+		return err
 	}
 	if o.MaxIterations < 0 {
 		return usageErr("--max-iterations must be positive")
@@ -154,52 +147,38 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		return usageErr("--system replaces the plain agent loop's prompt; a piece's movements have their own")
 	}
 
-	home, err := config.Home(io.Getenv)
+	h, err := host.New(host.Options{Getenv: io.Getenv})
 	if err != nil {
 		return failErr(err)
 	}
-	cfg, err := config.Load(filepath.Join(home, "config.yaml"))
+	// The session: resumed (its model and workspace) or new, on Maestro's
+	// own loop or an agent CLI. `maestro run` has no one to ask for
+	// approvals: tool calls run (auto).
+	s, err := h.NewSession(ctx, host.Spec{
+		Workspace: o.Workspace, Model: o.Model, Replay: o.Replay, Agent: o.Agent, Resume: o.Resume, Sandbox: o.Sandbox,
+		ApprovalMode: protocol.ApprovalAuto, Thinking: llm.ThinkingLevel(o.Thinking),
+		MaxIterations: o.MaxIterations, System: o.System,
+	})
 	if err != nil {
-		return failErr(err)
+		return hostErr(err)
 	}
-	store := session.NewStore(filepath.Join(home, "sessions"))
+	defer s.Close()
+	// Ctrl-C / SIGTERM cancel the run; a second Ctrl-C kills the process.
+	runCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() { <-runCtx.Done(); stop() }()
 
-	// Resume: the session decides the workspace and the model.
-	var sess *session.Session
-	if o.Resume != "" {
-		if o.Model != "" || o.Replay != "" {
-			return usageErr("--resume continues a session with its own model; drop --model/--replay")
-		}
-		sess, err = store.Open(o.Resume)
-		if err != nil {
-			return failErr(fmt.Errorf("resume: %w", err))
-		}
-		defer sess.Close()
-		m := sess.Meta()
-		if m.ExecutorType == protocol.ExecutorReplay {
-			o.Replay = m.Replay
-		} else {
-			o.Model = m.Provider + "/" + m.Model
-		}
-		if o.Workspace == "" {
-			o.Workspace = m.Workspace
-		}
-	}
-
-	dir, err := workspaceDir(o.Workspace)
-	if err != nil {
-		return usageErr("%v", err)
-	}
-
-	choice, err := providers.Select(ctx, providers.Options{Model: o.Model, Replay: o.Replay, Config: cfg, Getenv: io.Getenv})
-	if err != nil {
-		return failErr(err)
+	sess, choice := s.Log, s.Choice
+	if choice == nil {
+		// An agent CLI runs the task: no piece, its own sandbox.
+		view, text := runView(io, o, false, false)
+		return runPlain(runCtx, io, s, "", task, view, text)
 	}
 
 	// What runs: a piece (given, classified, or the session's), or the
 	// plain agent loop.
 	var prior *priorRun
-	if sess != nil {
+	if o.Resume != "" {
 		prior, err = latestRun(sess.Dir())
 		if err != nil {
 			return failErr(err)
@@ -213,148 +192,167 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		}
 	case prior != nil, o.Piece != "":
 		pieceMode = true
-	case sess == nil && choice.Executor == protocol.ExecutorLive:
+	case o.Resume == "" && choice.Executor == protocol.ExecutorLive:
 		pieceMode = true // classify
 	}
 	if prior != nil && o.Piece != "" && !prior.state.Status.Final() {
 		return usageErr("session %s has an unfinished run (%s): resume it without --piece", sess.ID(), prior.state.Status)
 	}
-
-	sbMode, err := sandboxMode(o.Sandbox, cfg)
-	if err != nil {
-		return usageErr("--sandbox: %v", err)
-	}
-	sb, err := sandbox.New(ctx, sandboxConfig(sbMode, nil))
+	sb, err := s.Sandbox(ctx)
 	if err != nil {
 		return failErr(err)
 	}
-	root, err := openAgentWorkspace(dir, home)
-	if err != nil {
-		return failErr(fmt.Errorf("open workspace: %w", err))
-	}
-	defer root.Close()
 
-	if sess == nil {
-		sess, err = store.Create(session.Meta{
-			Workspace:    root.Dir(),
-			Provider:     choice.Provider.Name(),
-			Model:        choice.Provider.Model(),
-			ExecutorType: choice.Executor,
-			Replay:       choice.Replay,
-		})
-		if err != nil {
-			return failErr(err)
-		}
-		defer sess.Close()
-	}
-	_ = sess.SetTitle(task)
-
-	replayRun := choice.Executor == protocol.ExecutorReplay
-	var view agent.Sink
-	var text *renderer
-	if o.Output == "jsonl" {
-		view = &jsonlSink{w: io.Out, errOut: io.ErrOut}
-	} else {
-		rio := io
-		if pieceMode {
-			// A piece's intermediate text is progress, not the answer: it
-			// goes to stderr, and only the result to stdout.
-			c := *io
-			c.Out, c.OutTTY = io.ErrOut, io.ErrTTY
-			rio = &c
-		}
-		text = newRenderer(rio, replayRun)
-		view = text
-	}
-	sink := agent.Tee(sess, view)
-
+	view, text := runView(io, o, pieceMode, choice.Executor == protocol.ExecutorReplay)
 	if choice.Notice != "" {
 		fmt.Fprintln(io.ErrOut, choice.Notice)
 	}
-	id := sess.ID()
-	sink.Event(protocol.Ready{ProtocolVersion: protocol.Version, Model: choice.Provider.Model(), Provider: choice.Provider.Name(), SessionID: &id, ExecutorType: choice.Executor})
-	sink.Event(protocol.SessionInfo{SessionID: &id, Cwd: root.Dir(), GitBranch: gitinfo.Branch(root.Dir(), nil)})
-	if text != nil {
-		text.header(sess.ID(), choice, sb.Kind(), root.Dir())
+	if !pieceMode {
+		return runPlain(runCtx, io, s, sb.Kind(), task, view, text)
 	}
-
+	_ = sess.SetTitle(task)
+	// The piece engine runs the agents itself; what they emit goes
+	// through the session's runtime, which starts it with ready and
+	// session_info, and comes back rendered before the engine goes on.
+	sink, err := newLocalView(s.Runtime, view)
+	if err != nil {
+		return failErr(err)
+	}
+	s.Runtime.Start()
+	sink.render()
+	defer s.Runtime.Close()
+	if text != nil {
+		text.header(sess.ID(), choice, sb.Kind(), s.Root.Dir())
+	}
 	provider := llm.WithRetry(choice.Provider, llm.RetryPolicy{OnRetry: func(attempt int, wait time.Duration, e *llm.Error) {
 		sink.Event(protocol.Status{Message: fmt.Sprintf("Model call failed (%s); retrying in %s (attempt %d)", e.Error(), wait.Round(100*time.Millisecond), attempt+1)})
 	}})
-
-	// Ctrl-C / SIGTERM cancel the run; a second Ctrl-C kills the process.
-	runCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() { <-runCtx.Done(); stop() }()
-
-	if pieceMode {
-		return runPiece(runCtx, io, pieceRun{
-			o: o, task: task, home: home, cfg: cfg, sess: sess, prior: prior, choice: choice, provider: provider,
-			sb: sb, root: root, sink: sink, view: view, text: text, jsonl: o.Output == "jsonl",
-		})
-	}
-
-	tools := workspaceTools(root, sb, fileLimits(cfg))
-	system := o.System
-	if system == "" {
-		system = agent.SystemPrompt(agent.Environment{Workspace: root.Dir(), Sandbox: sb.Kind(), Tools: tools.Names(), Date: time.Now().Format("2006-01-02")})
-	}
-	ag := agent.New(agent.Config{
-		Provider:      provider,
-		Tools:         tools,
-		System:        system,
-		MaxIterations: firstPositive(o.MaxIterations, cfg.MaxIterations),
-		Thinking:      llm.ThinkingLevel(o.Thinking),
+	return runPiece(runCtx, io, pieceRun{
+		o: o, task: task, home: h.Home(), cfg: h.Config(), sess: sess, prior: prior, choice: choice, provider: provider,
+		sb: sb, root: s.Root, sink: sink, view: view, text: text, jsonl: o.Output == "jsonl",
 	})
+}
 
-	started := time.Now()
-	res, runErr := ag.Run(runCtx, sess.History(), llm.UserText(task), sink)
-	if text != nil {
-		text.finish(res, time.Since(started), replayRun)
+// localView is maestro run as a local client of its session's runtime:
+// the controller connection and a lossless subscription whose frames it
+// renders. As an agent sink (the piece engine's) it publishes each event
+// through the runtime, then renders every frame there is, so that output
+// written after an event comes after the event's rendering.
+type localView struct {
+	conn    *runtime.Conn
+	sub     *runtime.Subscription
+	publish agent.Sink
+	view    agent.Sink
+	mu      sync.Mutex
+}
+
+// newLocalView connects to rt, not yet started, and subscribes from its
+// first frame.
+func newLocalView(rt *runtime.Runtime, view agent.Sink) (*localView, error) {
+	conn, err := rt.Connect(runtime.ConnectOptions{ID: runtime.LocalConnectionID, Local: true})
+	if err != nil {
+		return nil, fmt.Errorf("connect to the session: %w", err)
 	}
-	closeErr := sess.Close()
+	sub, err := conn.Subscribe(runtime.SubscribeOptions{From: runtime.FromOldest, Lossless: true})
+	if err != nil {
+		return nil, fmt.Errorf("subscribe to the session: %w", err)
+	}
+	return &localView{conn: conn, sub: sub, publish: rt.Sink(), view: view}, nil
+}
+
+func (v *localView) Event(m protocol.Message) {
+	v.publish.Event(m)
+	v.render()
+}
+
+func (v *localView) Message(m llm.Message) { v.publish.Message(m) }
+
+// render renders the frames published so far.
+func (v *localView) render() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for {
+		f, ok, err := v.sub.TryNext()
+		if err != nil || !ok {
+			return
+		}
+		v.view.Event(f.Message)
+	}
+}
+
+// follow renders frames as they come until the runtime is closed and
+// every frame was read.
+func (v *localView) follow() {
+	for {
+		f, err := v.sub.Next(context.Background())
+		if err != nil {
+			return
+		}
+		v.view.Event(f.Message)
+	}
+}
+
+// runView is what renders a run: JSON lines, or the terminal renderer
+// (text, also returned). A piece's intermediate text is progress, not the
+// answer: it goes to stderr, and only the result to stdout.
+func runView(io *IOStreams, o runOptions, pieceMode, replay bool) (agent.Sink, *renderer) {
+	if o.Output == "jsonl" {
+		return &jsonlSink{w: io.Out, errOut: io.ErrOut}, nil
+	}
+	rio := io
+	if pieceMode {
+		c := *io
+		c.Out, c.OutTTY = io.ErrOut, io.ErrTTY
+		rio = &c
+	}
+	text := newRenderer(rio, replay)
+	return text, text
+}
+
+// runPlain runs the task in the plain agent loop as a local client of the
+// session's runtime: it connects as the controller, says hello, prompts,
+// and renders the frames it is sent, the same an embedder of `maestro
+// headless` receives (ready, session_info, hello_ok, connection_info,
+// response_*, tool_*, …). The run's result gives the usage line and the
+// exit status; ctx ending interrupts the run (exit 130).
+func runPlain(ctx context.Context, io *IOStreams, s *host.Session, sandboxKind, task string, view agent.Sink, text *renderer) error {
+	rt := s.Runtime
+	v, err := newLocalView(rt, view)
+	if err != nil {
+		return failErr(err)
+	}
+	rendered := make(chan struct{})
+	go func() {
+		defer close(rendered)
+		v.follow()
+	}()
+	if text != nil && s.Choice != nil {
+		text.header(s.ID(), s.Choice, sandboxKind, s.Root.Dir())
+	}
+	rt.Start()
+	started := time.Now()
+	var res agent.Result
+	runErr := v.conn.Handle(ctx, protocol.Hello{ProtocolVersion: protocol.Version})
+	if runErr == nil {
+		res, runErr = v.conn.RunPrompt(ctx, protocol.Prompt{Content: task})
+	}
+	closeErr := rt.Close() // ends the subscription once it has read everything
+	<-rendered
 	if text != nil {
-		fmt.Fprintf(io.ErrOut, "session %s · resume with: maestro run --resume %s \"…\"\n", sess.ID(), sess.ID())
+		if s.Choice != nil { // an agent CLI reports no usage line
+			text.finish(res, time.Since(started), s.Choice.Executor == protocol.ExecutorReplay)
+		}
+		fmt.Fprintf(io.ErrOut, "session %s · resume with: maestro run --resume %s \"…\"\n", s.ID(), s.ID())
 	}
 	switch {
 	case errors.Is(runErr, agent.ErrCancelled):
 		return &exitError{ExitInterrupted, errors.New("interrupted")}
+	case runErr != nil && s.Choice != nil:
+		return failErr(providers.ExplainUnknownModel(ctx, s.Choice.Provider, runErr))
 	case runErr != nil:
-		return failErr(providers.ExplainUnknownModel(ctx, choice.Provider, runErr))
+		return failErr(runErr)
 	case closeErr != nil:
 		return failErr(fmt.Errorf("save session: %w", closeErr))
 	}
 	return nil
-}
-
-func firstPositive(vals ...int) int {
-	for _, v := range vals {
-		if v > 0 {
-			return v
-		}
-	}
-	return 0
-}
-
-func workspaceDir(flag string) (string, error) {
-	dir := flag
-	if dir == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return "", fmt.Errorf("current directory: %w", err)
-		}
-		dir = wd
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", fmt.Errorf("--workspace %q: %w", flag, err)
-	}
-	st, err := os.Stat(abs)
-	if err != nil {
-		return "", fmt.Errorf("--workspace %q: %w", dir, err)
-	}
-	if !st.IsDir() {
-		return "", fmt.Errorf("--workspace %q is not a directory", dir)
-	}
-	return abs, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/queue"
@@ -155,12 +156,13 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		return failErr(err)
 	}
 	// Live agent sessions for remote attach (docs/remote-attach.md).
-	sessions, err := newServeSessions(io.Getenv, home, dataDir, o.WorkspaceRoots, loopback, log)
+	h, err := host.New(host.Options{Getenv: io.Getenv, Home: home, DataDir: dataDir, Logger: log})
 	if err != nil {
-		if ee := (*exitError)(nil); errors.As(err, &ee) {
-			return err
-		}
 		return failErr(err)
+	}
+	sessions, err := h.AttachSessions(host.AttachPolicy{Workspaces: filepath.Join(dataDir, "workspaces"), Roots: o.WorkspaceRoots, AnyRoot: loopback})
+	if err != nil {
+		return hostErr(err)
 	}
 	defer sessions.Close()
 	attach := newServeAttach(sessions, token, log)

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -19,7 +21,7 @@ import (
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
-// Statuses the runner publishes (contract §14.2, §14.4).
+// Statuses the runner publishes (wire contract §14.2, §14.4).
 const (
 	StatusRestored          = "Restored from snapshot"
 	StatusRestoreFailed     = "Restore interrupted before runtime flush completed"
@@ -74,6 +76,10 @@ type Options struct {
 	// Now is the clock (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Release, when set, closes what the executor was built over (the
+	// workspace its tools use) once the runtime has stopped
+	// (runtime.Config.Release).
+	Release func() error
 }
 
 // Runner is one hosted runner: a single runtime bound to one session.
@@ -88,6 +94,8 @@ type Runner struct {
 	sessions  *workspace.Dir // <state dir>/sessions, open; nil once closed
 	sessionID string
 	restore   *Manifest
+	// fixture is true when the fixture agent runs the prompts.
+	fixture bool
 
 	attach Attach
 
@@ -132,6 +140,7 @@ func New(cfg Config, opts Options) (*Runner, error) {
 	provider, executor, turn := opts.Provider, opts.Executor, runtime.TurnFunc(nil)
 	if provider == nil || cfg.Fixture {
 		provider, executor, turn = FixtureProvider{}, protocol.ExecutorReplay, FixtureTurn
+		r.fixture = true
 	}
 	if executor == "" {
 		executor = protocol.ExecutorLive
@@ -175,6 +184,7 @@ func New(cfg Config, opts Options) (*Runner, error) {
 		Validate:     opts.Validate,
 		Logger:       opts.Logger,
 		Turn:         turn,
+		Release:      opts.Release,
 	})
 	if err != nil {
 		sess.Close()
@@ -334,8 +344,53 @@ func (r *Runner) SetAttach(a Attach) {
 	}
 }
 
+// Serve serves the runner's HTTP surface (Handler) on ln until ctx ends,
+// stop is closed (the process's stdin ended), the server fails, or a
+// signal arrives, which drains the runner first (reason process_shutdown, as a pod's SIGTERM). It then
+// closes the runner (the session log saved), the session API and the
+// server (within 5 s), and returns what failed.
+func (r *Runner) Serve(ctx context.Context, ln net.Listener, attach interface{ Close() }, signals <-chan os.Signal, stop <-chan struct{}) error {
+	srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(r.log.Handler(), slog.LevelWarn)}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	var serveErr error
+	select {
+	case s := <-signals:
+		r.log.Info("signal: draining before exit", "signal", s.String())
+		d, code, err := r.Drain(context.Background(), DrainRequest{Reason: ReasonProcessShutdown, RequestedBy: RequesterWebServer})
+		switch {
+		case err != nil:
+			r.log.Error("drain", "err", err)
+		default:
+			r.log.Info("drained", "status", d.Status, "http_status", code, "manifest", d.ManifestPath)
+		}
+	case <-stop:
+		r.log.Info("stdin closed: shutting down")
+	case <-ctx.Done():
+	case serveErr = <-served:
+	}
+	closeErr := r.Close()
+	attach.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", serveErr)
+	}
+	if closeErr != nil {
+		return fmt.Errorf("save session: %w", closeErr)
+	}
+	return nil
+}
+
 // Runtime returns the runner's runtime.
 func (r *Runner) Runtime() *runtime.Runtime { return r.rt }
+
+// Fixture reports whether the deterministic fixture agent runs the
+// prompts (no model).
+func (r *Runner) Fixture() bool { return r.fixture }
 
 // SessionID returns the bound Maestro session id.
 func (r *Runner) SessionID() string { return r.sessionID }
@@ -397,7 +452,7 @@ type Identity struct {
 	DrainedAt         string `json:"drained_at,omitempty"`
 }
 
-// Identity returns the runner's identity (contract §14.1).
+// Identity returns the runner's identity (wire contract §14.1).
 func (r *Runner) Identity() Identity {
 	r.mu.Lock()
 	defer r.mu.Unlock()

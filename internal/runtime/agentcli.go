@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
 	"path/filepath"
 	"strings"
 	"sync"
 
+	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/agentcli"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
@@ -17,7 +17,8 @@ import (
 
 // AgentCLI runs a headless session's prompts on an agent CLI (Claude
 // Code, Codex, …; internal/agentcli) instead of Maestro's own agent loop.
-// Wire it with Config.Turn = a.Turn and Config.Provider = a.Provider().
+// Wire it with Config.Turn = a.Turn, Config.ProviderName = a.ProviderName()
+// and Config.Model = a.ModelName(); it needs no llm.Provider.
 //
 // Each prompt starts the CLI once through the executor; its parsed events
 // are published as the same protocol messages the own loop emits
@@ -74,24 +75,16 @@ func (a *AgentCLI) Session() string {
 	return a.session
 }
 
-// Provider describes the CLI for ready (provider = the adapter id, model =
-// Model or "default"). It cannot stream: prompts go through Turn.
-func (a *AgentCLI) Provider() llm.Provider {
-	m := a.Model
-	if m == "" {
-		m = "default"
-	}
-	return cliProvider{id: a.Executor.Def.ID, model: m}
-}
+// ProviderName names the CLI in ready: the adapter id.
+func (a *AgentCLI) ProviderName() string { return a.Executor.Def.ID }
 
-type cliProvider struct{ id, model string }
-
-func (p cliProvider) Name() string  { return p.id }
-func (p cliProvider) Model() string { return p.model }
-func (p cliProvider) Stream(context.Context, *llm.Request) iter.Seq2[llm.Event, error] {
-	return func(yield func(llm.Event, error) bool) {
-		yield(llm.Event{}, fmt.Errorf("agent CLI %s: prompts run through the CLI, not a model call", p.id))
+// ModelName is the model ready reports: Model, or "default" when the CLI
+// keeps its own.
+func (a *AgentCLI) ModelName() string {
+	if a.Model == "" {
+		return "default"
 	}
+	return a.Model
 }
 
 // Turn runs one prompt on the CLI (a TurnFunc).
@@ -168,12 +161,22 @@ func (a *AgentCLI) Turn(ctx context.Context, t *Turn, m protocol.Prompt) error {
 		// As the own loop reports an interrupted run (not one whose
 		// result arrived before the CLI had exited).
 		t.Publish(protocol.Error{Message: "Operation aborted: the run was interrupted", ErrorType: protocol.ErrorCancelled})
-		return nil
+		return published{fmt.Errorf("agent CLI %s: %w", def.ID, agent.ErrCancelled)}
 	case err != nil && !errors.Is(err, agentcli.ErrInterrupted):
 		return fmt.Errorf("agent CLI %s: %w", def.ID, err)
+	case err == nil && res != nil && res.Err != nil:
+		// The executor published the classified failure as an error.
+		return published{fmt.Errorf("%s: %w", def.ID, res.Err)}
 	}
 	return nil
 }
+
+// published is an error the turn has already published as an error
+// message: runTurn does not publish it again, and RunPrompt returns it (a
+// local client's exit status).
+type published struct{ error }
+
+func (e published) Unwrap() error { return e.error }
 
 // setSession makes id the CLI session the next prompt resumes, and tells
 // OnSession when it changed.
@@ -278,7 +281,7 @@ func (c *askedCalls) has(id string) bool {
 }
 
 // permission turns the CLI's permission requests into approval server
-// requests (contract §9), ids = the tool call's id.
+// requests (wire contract §9), ids = the tool call's id.
 func (a *AgentCLI) permission(t *Turn, asked *askedCalls) agentcli.PermissionFunc {
 	return func(ctx context.Context, req agentcli.PermissionRequest) (agentcli.PermissionDecision, error) {
 		switch t.r.approvalMode() {

@@ -96,7 +96,7 @@ func TestIntegrationClaudeApprovalRelay(t *testing.T) {
 					"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_API_KEY=sk-fake"}},
 				Dir: work,
 			}
-			h := newHarness(t, Config{Provider: a.Provider(), Tools: func(context.Context) (*tool.Set, error) { return tool.NewSet(), nil },
+			h := newHarness(t, Config{ProviderName: a.ProviderName(), Model: a.ModelName(), Tools: func(context.Context) (*tool.Set, error) { return tool.NewSet(), nil },
 				Turn: a.Turn, ApprovalMode: protocol.ApprovalPrompt},
 				ConnectOptions{ID: LocalConnectionID, Local: true, Capabilities: &protocol.Capabilities{ServerRequests: []protocol.RequestType{protocol.RequestApproval}}})
 			start := time.Now()
@@ -190,7 +190,7 @@ func TestIntegrationClaudeResumeStoredSession(t *testing.T) {
 			History:   slices.Clone(history),
 			OnSession: func(id string) { reported = append(reported, id) },
 		}
-		h = newHarness(t, Config{Provider: a.Provider(), Tools: func(context.Context) (*tool.Set, error) { return tool.NewSet(), nil },
+		h = newHarness(t, Config{ProviderName: a.ProviderName(), Model: a.ModelName(), Tools: func(context.Context) (*tool.Set, error) { return tool.NewSet(), nil },
 			Turn: a.Turn, ApprovalMode: protocol.ApprovalAuto}, ConnectOptions{})
 		start := time.Now()
 		if err := h.handle(protocol.Prompt{Content: prompt}); err != nil {

@@ -74,7 +74,8 @@ func cliHarness(t *testing.T, def *agentcli.Definition, bin string, mode protoco
 		Dir:      t.TempDir(),
 	}
 	h := newHarness(t, Config{
-		Provider:     a.Provider(),
+		ProviderName: a.ProviderName(),
+		Model:        a.ModelName(),
 		Tools:        func(context.Context) (*tool.Set, error) { return tool.NewSet(), nil },
 		Turn:         a.Turn,
 		ApprovalMode: mode,
@@ -337,7 +338,7 @@ func TestAgentCLIApprovalTimeoutDenies(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "fake.log")
 	a := &AgentCLI{Executor: &agentcli.Executor{Def: loadDef(t, "claude-code"), Path: testdataPath(t, "relay-fake/fake-claude-relay"),
 		MaxAttempts: 1, Env: append(os.Environ(), "FAKE_LOG="+log)}, Dir: t.TempDir()}
-	h := newHarness(t, Config{Provider: a.Provider(), Tools: func(context.Context) (*tool.Set, error) { return tool.NewSet(), nil },
+	h := newHarness(t, Config{ProviderName: a.ProviderName(), Model: a.ModelName(), Tools: func(context.Context) (*tool.Set, error) { return tool.NewSet(), nil },
 		Turn: a.Turn, Timeouts: Timeouts{Approval: time.Millisecond}}, ConnectOptions{})
 	h.turn(protocol.Prompt{Content: "create the file"})
 	res := ofType[protocol.ServerRequestResolved](h)

@@ -25,19 +25,30 @@ type activeRun struct {
 	id     uint64
 	cancel context.CancelCauseFunc
 	conn   *Conn
+	// done is closed when the run has ended, with res and err set: what
+	// RunPrompt returns to a local client.
+	done chan struct{}
+	res  agent.Result
+	err  error
 }
 
-// prompt starts a run in the background (contract §8.8). One prompt at a
+// prompt starts a run in the background (wire contract §8.8). One prompt at a
 // time: a second one is refused.
 func (r *Runtime) prompt(c *Conn, m protocol.Prompt) error {
+	_, err := r.startPrompt(c, m)
+	return err
+}
+
+// startPrompt starts a run of m for c and returns it.
+func (r *Runtime) startPrompt(c *Conn, m protocol.Prompt) (*activeRun, error) {
 	r.mu.Lock()
 	if r.run != nil {
 		r.mu.Unlock()
-		return forbidden(msgBusy)
+		return nil, forbidden(msgBusy)
 	}
 	r.runSeq++
 	ctx, cancel := context.WithCancelCause(r.ctx)
-	run := &activeRun{id: r.runSeq, cancel: cancel, conn: c}
+	run := &activeRun{id: r.runSeq, cancel: cancel, conn: c, done: make(chan struct{})}
 	r.run = run
 	r.beginLocked()
 	cfg := runSettings{
@@ -58,7 +69,32 @@ func (r *Runtime) prompt(c *Conn, m protocol.Prompt) error {
 		}
 	}
 	go r.execute(ctx, run, cfg, m)
-	return nil
+	return run, nil
+}
+
+// RunPrompt handles a prompt from c as Handle does, then waits for the run
+// it started to end and returns the agent's result and error (a turn run
+// without the agent returns a zero result and the turn's error). When ctx
+// ends first, the run is interrupted as by an interrupt message (wire contract
+// §8.9) and RunPrompt still waits for it to end. It is how a local client
+// that renders the frames it subscribed to (maestro run) learns how the
+// run ended: its exit status and usage line.
+func (c *Conn) RunPrompt(ctx context.Context, m protocol.Prompt) (agent.Result, error) {
+	if err := c.accept(m); err != nil {
+		return agent.Result{}, err
+	}
+	r := c.r
+	run, err := r.startPrompt(c, m)
+	if err != nil {
+		return agent.Result{}, err
+	}
+	select {
+	case <-run.done:
+	case <-ctx.Done():
+		r.interrupt(protocol.Interrupt{}, reasonsInterrupt)
+		<-run.done
+	}
+	return run.res, run.err
 }
 
 // titled is a Log that keeps a title (a *session.Session: its first
@@ -80,7 +116,7 @@ type runSettings struct {
 func (r *Runtime) execute(ctx context.Context, run *activeRun, s runSettings, m protocol.Prompt) {
 	defer r.endRun(run)
 	if r.cfg.Turn != nil {
-		r.runTurn(ctx, run, m)
+		run.err = r.runTurn(ctx, run, m)
 		return
 	}
 	input := llm.UserText(m.Content)
@@ -95,6 +131,7 @@ func (r *Runtime) execute(ctx context.Context, run *activeRun, s runSettings, m 
 	if err != nil {
 		msg := "Tools are unavailable: " + err.Error()
 		r.publish(protocol.Error{Message: msg, ErrorType: Classify(msg, false)}, "")
+		run.err = errors.New(msg)
 		return
 	}
 	set := builtin.Filter(func(tool.Tool) bool { return true })
@@ -130,6 +167,7 @@ func (r *Runtime) execute(ctx context.Context, run *activeRun, s runSettings, m 
 		acfg.OnToolFailure = r.toolRetry(run)
 	}
 	res, err := agent.New(acfg).Run(ctx, s.history, input, runSink{r})
+	run.res, run.err = res, err
 	r.mu.Lock()
 	r.history = append(r.history, res.Messages...)
 	r.mu.Unlock()
@@ -151,6 +189,7 @@ func (r *Runtime) endRun(run *activeRun) {
 	r.run = nil
 	r.mu.Unlock()
 	r.end()
+	close(run.done)
 }
 
 // runSink is the agent's sink: every event through the publish path, every
@@ -159,6 +198,12 @@ func (r *Runtime) endRun(run *activeRun) {
 type runSink struct{ r *Runtime }
 
 func (s runSink) Event(m protocol.Message) { s.r.publish(m, "") }
+
+// Sink is the publish path as an agent sink, for a caller that runs an
+// agent of this session itself (maestro run's piece runs): events are
+// published to every subscription and logged, conversation messages
+// logged.
+func (r *Runtime) Sink() agent.Sink { return runSink{r} }
 
 func (s runSink) Message(m llm.Message) {
 	s.r.logMessage(m)
@@ -183,7 +228,7 @@ func (r *Runtime) anyRawEvents() bool {
 	return false
 }
 
-// approver decides on tool calls per the current approval mode (contract
+// approver decides on tool calls per the current approval mode (wire contract
 // §8.10): auto approves, fail denies, prompt raises an approval request
 // whose ids are the tool call's id.
 func (r *Runtime) approver(run *activeRun) agent.Approver {
@@ -238,7 +283,7 @@ func (r *Runtime) toolRetry(run *activeRun) func(context.Context, agent.ToolFail
 	}
 }
 
-// loadAttachments reads prompt attachments (contract §8.11): host paths,
+// loadAttachments reads prompt attachments (wire contract §8.11): host paths,
 // "~" expanded, relative to the runtime's cwd; at most MaxAttachmentBytes
 // each; images become image parts, UTF-8 text without NUL becomes a text
 // part cut to MaxAttachmentChars. Each failure is a non-fatal error.

@@ -10,13 +10,13 @@
 //     history, the built-in tools, the ask_user tool and the tools the
 //     embedder declared for the client to execute;
 //   - the connections, their roles (controller, viewer) and the controller
-//     lease (contract §8.5);
+//     lease (wire contract §8.5);
 //   - the server requests of all five kinds (approval, client_tool,
-//     user_input, tool_retry, mcp_elicitation; contract §9) with their
+//     user_input, tool_retry, mcp_elicitation; wire contract §9) with their
 //     timeouts and resolutions;
 //   - the utility operations, delegated to a Utilities implementation
 //     (internal/utility) after the capability check;
-//   - the runtime state of contract §7 and its snapshots;
+//   - the runtime state of wire contract §7 and its snapshots;
 //   - the one publish path: every outgoing message is appended to the
 //     session's cursor-numbered log and fanned out to subscriptions that
 //     read from a cursor (hub.go).
@@ -72,7 +72,7 @@ type Utilities interface {
 	Close() error
 }
 
-// Timeouts of server requests (contract §9). Zero fields take the
+// Timeouts of server requests (wire contract §9). Zero fields take the
 // contract's values.
 type Timeouts struct {
 	Approval       time.Duration // 1 h
@@ -120,9 +120,15 @@ type ClientTool struct {
 	InputSchema json.RawMessage `json:"input_schema"`
 }
 
-// Config configures a Runtime. Provider and Tools are required.
+// Config configures a Runtime. Provider and Tools are required unless
+// Turn runs every prompt.
 type Config struct {
-	Provider llm.Provider
+	// Provider is the model of Maestro's own loop. A runtime whose
+	// prompts all run through Turn (an agent CLI) has none: ProviderName
+	// and Model then name what runs them in ready.
+	Provider     llm.Provider
+	ProviderName string
+	Model        string
 	// Executor is reported in ready.executor_type ("live" or "replay").
 	Executor protocol.ExecutorType
 	// Retry, when set, retries failed model calls, announcing each retry
@@ -132,7 +138,7 @@ type Config struct {
 	// block the first time (the CLI probes the sandbox in the background
 	// so that ready is not delayed).
 	Tools func(ctx context.Context) (*tool.Set, error)
-	// ClientTools are executed by the client (contract §9 client_tool).
+	// ClientTools are executed by the client (wire contract §9 client_tool).
 	ClientTools []ClientTool
 	// Utilities, when set, builds the utility operations with the
 	// runtime's publish function.
@@ -164,7 +170,7 @@ type Config struct {
 	MaxIterations int
 	Timeouts      Timeouts
 	// MaxAttachmentBytes (default 10 MiB) and MaxAttachmentChars
-	// (default 200,000) limit prompt attachments (contract §8.11).
+	// (default 200,000) limit prompt attachments (wire contract §8.11).
 	MaxAttachmentBytes int64
 	MaxAttachmentChars int
 	// BufferFrames (default 1024, at least 512 for HTTP replay) and
@@ -181,6 +187,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Turn, when set, runs every prompt instead of the agent (turn.go).
 	Turn TurnFunc
+	// Release, when set, is called once by Close after the runtime has
+	// stopped: it closes what the runtime was built over (the session log,
+	// the workspace), so that whoever closes the runtime (a transport, a
+	// registry) releases the whole session. Its error is Close's.
+	Release func() error
 }
 
 // Runtime is one headless session. Create it with New, call Start once
@@ -230,11 +241,14 @@ type Runtime struct {
 
 // New returns a runtime; nothing is published until Start.
 func New(cfg Config) (*Runtime, error) {
-	if cfg.Provider == nil {
+	if cfg.Provider == nil && cfg.Turn == nil {
 		return nil, errors.New("headless runtime: no model provider")
 	}
-	if cfg.Tools == nil {
+	if cfg.Tools == nil && cfg.Turn == nil {
 		return nil, errors.New("headless runtime: no tools")
+	}
+	if cfg.Provider != nil {
+		cfg.ProviderName, cfg.Model = cfg.Provider.Name(), cfg.Provider.Model()
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -291,7 +305,7 @@ func New(cfg Config) (*Runtime, error) {
 
 func (r *Runtime) now() time.Time { return r.cfg.Now() }
 
-// Start publishes ready and session_info (contract §8.1: at startup,
+// Start publishes ready and session_info (wire contract §8.1: at startup,
 // before any hello).
 func (r *Runtime) Start() {
 	var sid *string
@@ -301,8 +315,8 @@ func (r *Runtime) Start() {
 	}
 	r.publish(protocol.Ready{
 		ProtocolVersion: protocol.Version,
-		Model:           r.cfg.Provider.Model(),
-		Provider:        r.cfg.Provider.Name(),
+		Model:           r.cfg.Model,
+		Provider:        r.cfg.ProviderName,
 		SessionID:       sid,
 		ExecutorType:    r.cfg.Executor,
 	}, "")
@@ -314,16 +328,10 @@ func (r *Runtime) Start() {
 // transport reports to this client; everything else the message causes is
 // published. Handle does not wait for a prompt to finish.
 func (c *Conn) Handle(ctx context.Context, m protocol.Message) error {
-	if err := c.admit(m); err != nil {
+	if err := c.accept(m); err != nil {
 		return err
 	}
 	r := c.r
-	r.mu.Lock()
-	shutting := r.shutting
-	r.mu.Unlock()
-	if shutting {
-		return forbidden(msgShuttingDown)
-	}
 	switch m := m.(type) {
 	case protocol.Hello:
 		return c.hello(m)
@@ -349,12 +357,27 @@ func (c *Conn) Handle(ctx context.Context, m protocol.Message) error {
 	return nil
 }
 
+// accept refuses a message c may not send (role, lease, capability), and
+// every message once the runtime is shutting down.
+func (c *Conn) accept(m protocol.Message) error {
+	if err := c.admit(m); err != nil {
+		return err
+	}
+	c.r.mu.Lock()
+	shutting := c.r.shutting
+	c.r.mu.Unlock()
+	if shutting {
+		return forbidden(msgShuttingDown)
+	}
+	return nil
+}
+
 // Publish sends an error (or any message) to this connection only, through
 // the publish path: how the stdio transport reports refusals and lines
 // that fail to decode.
 func (c *Conn) Publish(m protocol.Message) { c.r.publish(m, c.id) }
 
-// init applies an init message (contract §5, §8.10).
+// init applies an init message (wire contract §5, §8.10).
 func (r *Runtime) init(m protocol.Init) {
 	var applied []string
 	r.mu.Lock()
@@ -416,7 +439,7 @@ func (r *Runtime) approvalMode() protocol.ApprovalMode {
 	return r.approval
 }
 
-// The reason strings of interrupt, cancel and shutdown (contract §8.9).
+// The reason strings of interrupt, cancel and shutdown (wire contract §8.9).
 type stopReasons struct {
 	requests, commands, watches string
 }
@@ -448,7 +471,7 @@ const (
 var errInterrupted = errors.New("interrupted by the client")
 
 // interrupt cancels pending requests, stops utilities and aborts the run
-// (contract §8.9), in that order on the wire.
+// (wire contract §8.9), in that order on the wire.
 func (r *Runtime) interrupt(m protocol.Message, why stopReasons) {
 	cancelled := r.cancelRequests(func(*pendingRequest) bool { return true }, why.requests)
 	r.applyClient(m)
@@ -505,6 +528,9 @@ func (r *Runtime) Close() error {
 	}
 	r.cancel()
 	r.closeHub()
+	if r.cfg.Release != nil {
+		err = errors.Join(err, r.cfg.Release())
+	}
 	return err
 }
 
@@ -544,7 +570,7 @@ func (r *Runtime) WaitIdle(ctx context.Context) error {
 	}
 }
 
-// Snapshot returns the runtime snapshot (contract §7).
+// Snapshot returns the runtime snapshot (wire contract §7).
 func (r *Runtime) Snapshot() protocol.Snapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()

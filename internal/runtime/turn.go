@@ -2,12 +2,13 @@ package runtime
 
 import (
 	"context"
+	"errors"
 
 	"github.com/maestro-run/maestro/internal/protocol"
 )
 
 // TurnFunc runs one prompt in place of the agent: an llm-free runtime such
-// as the hosted runner's deterministic fixture agent (contract §17). It
+// as the hosted runner's deterministic fixture agent (wire contract §17). It
 // runs in the prompt's goroutine; ctx ends on interrupt or shutdown. An
 // error it returns is published as a non-fatal error.
 type TurnFunc func(ctx context.Context, t *Turn, m protocol.Prompt) error
@@ -34,16 +35,18 @@ func (t *Turn) Approval(ctx context.Context, req protocol.ServerRequest) (protoc
 	return o.resolution, o.reason, err
 }
 
-// runTurn runs a prompt with cfg.Turn instead of the agent.
-func (r *Runtime) runTurn(ctx context.Context, run *activeRun, m protocol.Prompt) {
+// runTurn runs a prompt with cfg.Turn instead of the agent and returns
+// the turn's error.
+func (r *Runtime) runTurn(ctx context.Context, run *activeRun, m protocol.Prompt) error {
 	err := r.cfg.Turn(ctx, &Turn{r: r, run: run}, m)
-	if err != nil && ctx.Err() == nil {
+	if _, done := errors.AsType[published](err); err != nil && ctx.Err() == nil && !done {
 		r.publish(protocol.Error{Message: err.Error(), ErrorType: Classify(err.Error(), false)}, "")
 	}
 	// No response_end closes a turn without a model: the turn is over.
 	r.logMu.Lock()
 	r.state.s.IsResponding = false
 	r.logMu.Unlock()
+	return err
 }
 
 // Broadcast publishes m to every subscription as the runtime's own message

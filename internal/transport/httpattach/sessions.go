@@ -4,25 +4,36 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
+	"time"
 
 	"github.com/maestro-run/maestro/internal/runtime"
 )
 
 // NewRuntime makes the runtime of a new session (not yet started) and
 // returns it with its session id; it should set runtime.Config.BufferFrames
-// to req.ReplayRing.
+// to req.ReplayRing. Whatever else the session holds open (its log, its
+// workspace) should be released by the runtime's Close
+// (runtime.Config.Release): the map closes runtimes, nothing else.
 type NewRuntime func(ctx context.Context, req CreateRequest) (*runtime.Runtime, string, error)
 
-// SessionMap is a Sessions kept in memory: Create makes a runtime with
-// New and starts it; Add registers one made elsewhere (a hosted runner's
-// bound or restored session). It implements SessionRemover, so a
-// runtime shut down over HTTP is forgotten.
+// DefaultCloseTimeout bounds how long SessionMap.Close waits for the
+// sessions' work to stop and their logs to be saved.
+const DefaultCloseTimeout = 10 * time.Second
+
+// SessionMap is the registry of live sessions, kept in memory: Create
+// makes a runtime with New and starts it; Add registers one made
+// elsewhere (a hosted runner's bound or restored session). It implements
+// SessionRemover, so a runtime shut down over HTTP (a shutdown message,
+// or idle past Config.SessionIdle; the handler closes it) is forgotten.
+// Close shuts every session down and refuses new ones.
 type SessionMap struct {
 	newRuntime NewRuntime
 
-	mu sync.Mutex
-	m  map[string]*runtime.Runtime
+	mu     sync.Mutex
+	m      map[string]*runtime.Runtime
+	closed bool
 }
 
 // NewSessionMap returns an empty map whose Create uses newRuntime (nil:
@@ -31,10 +42,19 @@ func NewSessionMap(newRuntime NewRuntime) *SessionMap {
 	return &SessionMap{newRuntime: newRuntime, m: map[string]*runtime.Runtime{}}
 }
 
+// errClosing refuses a session created while the map shuts down.
+var errClosing = &Error{Status: http.StatusServiceUnavailable, Code: CodeRuntimeNotReady, Message: "the server is shutting down"}
+
 // Create implements Sessions.
 func (m *SessionMap) Create(ctx context.Context, req CreateRequest) (*runtime.Runtime, string, error) {
 	if m.newRuntime == nil {
 		return nil, "", notFound(CodeNotFound, msgCreateSessionNotFound)
+	}
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return nil, "", errClosing
 	}
 	rt, id, err := m.newRuntime(ctx, req)
 	if err != nil {
@@ -45,10 +65,14 @@ func (m *SessionMap) Create(ctx context.Context, req CreateRequest) (*runtime.Ru
 		return nil, "", errors.New("new headless runtime has no session id")
 	}
 	m.mu.Lock()
-	if _, dup := m.m[id]; dup {
+	_, dup := m.m[id]
+	if dup || m.closed {
 		m.mu.Unlock()
 		rt.Close()
-		return nil, "", fmt.Errorf("headless session %s already exists", id)
+		if dup {
+			return nil, "", fmt.Errorf("headless session %s already exists", id)
+		}
+		return nil, "", errClosing
 	}
 	m.m[id] = rt
 	m.mu.Unlock()
@@ -89,15 +113,30 @@ func (m *SessionMap) IDs() []string {
 	return ids
 }
 
-// Close closes every runtime and forgets them.
+// Close closes every runtime (runs aborted, pending requests cancelled,
+// utilities stopped, logs saved), forgets them and refuses new sessions.
+// It waits at most DefaultCloseTimeout for sessions whose work does not
+// stop, and reports them.
 func (m *SessionMap) Close() error {
 	m.mu.Lock()
+	m.closed = true
 	all := m.m
 	m.m = map[string]*runtime.Runtime{}
 	m.mu.Unlock()
-	var errs []error
+	errs := make(chan error, len(all))
 	for _, rt := range all {
-		errs = append(errs, rt.Close())
+		go func() { errs <- rt.Close() }()
 	}
-	return errors.Join(errs...)
+	timer := time.NewTimer(DefaultCloseTimeout)
+	defer timer.Stop()
+	var joined []error
+	for range all {
+		select {
+		case err := <-errs:
+			joined = append(joined, err)
+		case <-timer.C:
+			return errors.Join(append(joined, fmt.Errorf("headless sessions did not stop within %s", DefaultCloseTimeout))...)
+		}
+	}
+	return errors.Join(joined...)
 }

@@ -1,0 +1,118 @@
+package host
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/maestro-run/maestro/internal/agentcli"
+	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/runtime"
+	"github.com/maestro-run/maestro/internal/sandbox"
+	"github.com/maestro-run/maestro/internal/session"
+	"github.com/maestro-run/maestro/internal/workspace"
+)
+
+// AgentExecutor resolves the agent CLI id (a built-in or one of
+// <home>/agents/*.yaml) to an executor of its binary on the PATH of the
+// host's environment.
+func (h *Host) AgentExecutor(id string) (*agentcli.Executor, error) {
+	reg, err := agentcli.Load(filepath.Join(h.home, "agents"))
+	if err != nil {
+		return nil, err
+	}
+	def, ok := reg.Get(id)
+	if !ok {
+		return nil, specErr("--agent %q: unknown agent (known: %s)", id, strings.Join(reg.IDs(), ", "))
+	}
+	bin, err := def.Resolve(h.getenv("PATH"))
+	if err != nil {
+		return nil, fmt.Errorf("--agent %s: %w (install it, or see maestro agents list)", def.ID, err)
+	}
+	env := os.Environ()
+	if p := h.getenv("PATH"); p != "" {
+		env = append(env, "PATH="+p)
+	}
+	return &agentcli.Executor{Def: def, Path: bin, Env: env}, nil
+}
+
+// agentSession assembles a session whose prompts run on the agent CLI
+// spec.Agent (runtime.AgentCLI). The CLI brings its own tools, sandbox
+// and model: the settings of Maestro's own loop are refused.
+//
+// The CLI's session id is stored in the session's metadata (agent,
+// agent_session) as soon as the CLI reports it. A resumed Maestro
+// session (sess) gives its agent, model, workspace and CLI session, and
+// its logged conversation seeds a fresh CLI session if the CLI lost its
+// own; a Resume id that is no Maestro session is the CLI's own id.
+//
+// It sets *sessp and *rootp to the log and workspace it opens: the caller
+// closes them should it fail.
+func (h *Host) agentSession(spec Spec, sessp **session.Session, rootp **workspace.Root) (*Session, error) {
+	cliSession := ""
+	var history []llm.Message
+	if sess := *sessp; sess != nil {
+		m := sess.Meta()
+		switch {
+		case spec.Agent != "" && spec.Agent != m.Agent:
+			return nil, specErr("--resume %s: the session ran on --agent %s, not %s; drop --agent or give %s", spec.Resume, m.Agent, spec.Agent, m.Agent)
+		case spec.Model != "":
+			return nil, specErr("--resume continues a session with its own model (%s); drop --model", m.Model)
+		}
+		spec.Agent = m.Agent
+		if m.Model != "default" {
+			spec.Model = m.Model
+		}
+		if spec.Workspace == "" {
+			spec.Workspace = m.Workspace
+		}
+		cliSession = m.AgentSession
+		history = sess.History()
+	} else {
+		cliSession = spec.Resume // the CLI's own session id
+	}
+	for flag, set := range map[string]bool{"--replay": spec.Replay != "", "--client-tools": len(spec.ClientTools) > 0,
+		"--sandbox": spec.Sandbox != "", "--max-iterations": spec.MaxIterations != 0, "--thinking": spec.Thinking != ""} {
+		if set {
+			return nil, specErr("%s applies to Maestro's own agent loop, not to --agent %s; drop it", flag, spec.Agent)
+		}
+	}
+	x, err := h.AgentExecutor(spec.Agent)
+	if err != nil {
+		return nil, err
+	}
+	model := spec.Model
+	if i := strings.IndexByte(model, '/'); i >= 0 && model[:i] == x.Def.ID {
+		model = model[i+1:]
+	}
+	if *rootp == nil {
+		dir, err := WorkspaceDir(spec.Workspace)
+		if err != nil {
+			return nil, specErr("%v", err)
+		}
+		if *rootp, err = workspace.Open(dir); err != nil {
+			return nil, fmt.Errorf("open workspace: %w", err)
+		}
+	}
+	root := *rootp
+	a := &runtime.AgentCLI{Executor: x, Dir: root.Dir(), Model: model, SessionID: cliSession, History: history}
+	if *sessp == nil {
+		if *sessp, err = h.store.Create(session.Meta{Workspace: root.Dir(), Provider: a.ProviderName(), Model: a.ModelName(),
+			ExecutorType: protocol.ExecutorLive, Agent: x.Def.ID, AgentSession: cliSession}); err != nil {
+			return nil, err
+		}
+	}
+	sess := *sessp
+	a.OnSession = func(id string) {
+		if err := sess.SetAgentSession(id); err != nil {
+			h.log.Warn("store the agent CLI's session id", "session", sess.ID(), "agent_session", id, "err", err)
+		}
+	}
+	rcfg := h.runtimeConfig(sess, root, spec)
+	rcfg.ProviderName, rcfg.Model, rcfg.Executor, rcfg.Turn = a.ProviderName(), a.ModelName(), protocol.ExecutorLive, a.Turn
+	// The CLI sandboxes its own tools: the probe only answers Started.
+	probe := NewProbe(sandbox.Config{Mode: sandbox.ModeOff, Logger: h.log})
+	return h.assemble(rcfg, sess, root, nil, probe)
+}
