@@ -59,7 +59,7 @@ func startRunner(t *testing.T, env []string) *runnerProc {
 	p := &runnerProc{t: t, cmd: cmd, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
 	cmd.Stderr = p.stderr
 	var out io.ReadCloser
-	p.stdin, out = startPiped(t, cmd)
+	p.stdin, out = proctest.StartPiped(t, cmd)
 	lines := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -240,7 +239,7 @@ func headlessSurface(ctx context.Context, t *testing.T, frames int) []string {
 	cmd.Env = proctest.NoModelEnv(t.TempDir())
 	var stderr proctest.Buffer
 	cmd.Stderr = &stderr
-	stdin, stdout := startPiped(t, cmd)
+	stdin, stdout := proctest.StartPiped(t, cmd)
 	send := func(m map[string]any) {
 		data, _ := json.Marshal(m)
 		if _, err := stdin.Write(append(data, '\n')); err != nil {
@@ -270,23 +269,6 @@ func headlessSurface(ctx context.Context, t *testing.T, frames int) []string {
 		t.Fatalf("headless: %v\n%s", err, stderr.String())
 	}
 	return surfaceMessages(t, raw)
-}
-
-// startPiped starts cmd with pipes to its stdin and from its stdout.
-func startPiped(t *testing.T, cmd *exec.Cmd) (io.WriteCloser, io.ReadCloser) {
-	t.Helper()
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return stdin, stdout
 }
 
 // serveSurfaces runs one maestro serve and returns (c), the attach API,

@@ -81,17 +81,7 @@ func TestHeadlessSubprocess(t *testing.T) {
 	cmd.Env = headlessEnv(t.TempDir())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := proctest.StartPiped(t, cmd)
 	v, err := validator()
 	if err != nil {
 		t.Fatal(err)

@@ -251,17 +251,7 @@ func TestHelperEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := proctest.StartPiped(t, cmd)
 	var first [32]byte
 	n, _ := stdout.Read(first[:])
 	ppid := strings.TrimSpace(string(first[:n]))
