@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -147,23 +148,13 @@ func (s *server) call(method, path string, body any, h hdr, out any) (int, []byt
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, s.srv.URL+path, rd)
-	if err != nil {
-		s.t.Fatalf("new request: %v", err)
-	}
 	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
+		// JSON unless the caller's headers say otherwise.
+		withType := hdr{"Content-Type": "application/json"}
+		maps.Copy(withType, h)
+		h = withType
 	}
-	if s.token != "" {
-		req.Header.Set("Authorization", "Bearer "+s.token)
-	}
-	for k, v := range h {
-		req.Header.Set(k, v)
-	}
-	resp, err := s.srv.Client().Do(req)
-	if err != nil {
-		s.t.Fatalf("%s %s: %v", method, path, err)
-	}
+	resp := s.do(ctx, method, path, rd, h)
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
@@ -175,6 +166,27 @@ func (s *server) call(method, path string, body any, h hdr, out any) (int, []byt
 		}
 	}
 	return resp.StatusCode, data
+}
+
+// do sends a request with the server's token and the headers h; the
+// caller closes the answer's body.
+func (s *server) do(ctx context.Context, method, path string, body io.Reader, h hdr) *http.Response {
+	s.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, s.srv.URL+path, body)
+	if err != nil {
+		s.t.Fatalf("new request: %v", err)
+	}
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	resp, err := s.srv.Client().Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return resp
 }
 
 // errBody is an error answer.
@@ -296,22 +308,12 @@ type sse struct {
 func (s *server) open(id, query string, h hdr) *sse {
 	s.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	url := s.srv.URL + "/api/headless/sessions/" + id + "/events"
+	path := "/api/headless/sessions/" + id + "/events"
 	if query != "" {
-		url += "?" + query
+		path += "?" + query
 	}
-	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
-	if s.token != "" {
-		req.Header.Set("Authorization", "Bearer "+s.token)
-	}
-	for k, v := range h {
-		req.Header.Set(k, v)
-	}
-	resp, err := s.srv.Client().Do(req)
-	if err != nil {
-		cancel()
-		s.t.Fatalf("open events: %v", err)
-	}
+	s.t.Cleanup(cancel)
+	resp := s.do(ctx, "GET", path, nil, h)
 	if resp.StatusCode != 200 {
 		data, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
