@@ -32,6 +32,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/maestro-run/maestro/internal/providers"
 )
 
 func main() {
@@ -57,7 +59,7 @@ func run(bin string, runs, hellos, chunks int) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	env := cleanEnv(filepath.Join(tmp, "home"))
+	env := providers.WithoutModel(os.Environ(), filepath.Join(tmp, "home"))
 
 	fmt.Println("### spawn → ready")
 	fmt.Println()
@@ -130,19 +132,6 @@ func run(bin string, runs, hellos, chunks int) error {
 	}
 	fmt.Println()
 	return nil
-}
-
-func cleanEnv(home string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch k {
-		case "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "MAESTRO_MODEL", "MAESTRO_HOME":
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, "MAESTRO_HOME="+home)
 }
 
 // spawnToReady starts maestro headless, times the first line, then closes
