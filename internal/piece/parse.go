@@ -317,6 +317,16 @@ func (d *decoder) str(v *yaml.Node, field string) (string, bool) {
 	return "", false
 }
 
+// slug reads the string at v like str and reports it unless it is 1-64
+// of [a-z0-9-] ('_' too when underscore); want says what was expected.
+func (d *decoder) slug(v *yaml.Node, field string, underscore bool, want string) (string, bool) {
+	s, ok := d.str(v, field)
+	if ok && !isSlug(s, 64, underscore) {
+		d.errorf(v, field, "expected %s, found %s", want, quote(s))
+	}
+	return s, ok
+}
+
 // quoteHint suggests quoting a scalar that YAML read as another type.
 func quoteHint(v *yaml.Node) string {
 	if v.Kind == yaml.ScalarNode {
@@ -414,13 +424,8 @@ func (d *decoder) piece(n *yaml.Node) *Piece {
 		seen[slices.Index(pieceFields, key)] = true
 		switch key {
 		case "name":
-			s, ok := d.str(v, key)
-			if !ok {
-				return
-			}
-			p.Name, p.NamePos = s, Pos{v.Line, v.Column}
-			if !isSlug(s, 64, false) {
-				d.errorf(v, key, "expected 1-64 lowercase letters, digits and hyphens ([a-z0-9-]), found %s", quote(s))
+			if s, ok := d.slug(v, key, false, "1-64 lowercase letters, digits and hyphens ([a-z0-9-])"); ok {
+				p.Name, p.NamePos = s, Pos{v.Line, v.Column}
 			}
 		case "description":
 			p.Description, _ = d.str(v, key)
@@ -536,14 +541,7 @@ func (d *decoder) movement(n *yaml.Node, path string) (Movement, *yaml.Node, []r
 				d.errorf(v, field, "expected 1-64 lowercase letters, digits, '_' and '-' ([a-z0-9_-]), found %s", quote(s))
 			}
 		case "agent":
-			s, ok := d.str(v, field)
-			if !ok {
-				return
-			}
-			m.Agent = s
-			if !isSlug(s, 64, true) {
-				d.errorf(v, field, "expected an agent adapter name of 1-64 characters [a-z0-9_-], found %s", quote(s))
-			}
+			m.Agent, _ = d.slug(v, field, true, "an agent adapter name of 1-64 characters [a-z0-9_-]")
 		case "edit":
 			m.Edit, editOK = d.boolean(v, field)
 		case "persona":
