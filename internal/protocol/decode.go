@@ -52,7 +52,7 @@ func ProtocolError(err error) Error {
 	return Error{Message: msg, Fatal: false, ErrorType: ErrorProtocol}
 }
 
-// DecodeClient strictly decodes one client → server line (contract §5,
+// DecodeClient strictly decodes one client → server line (wire contract §5,
 // §8.3): unknown message types, unknown properties at any depth, missing
 // required fields, wrong JSON types, enum violations and duplicate keys are
 // all errors of type *DecodeError carrying the text the server reports.

@@ -58,7 +58,7 @@ func TestDemoGolden(t *testing.T) {
 }
 
 // builtInTools maps the built-in tools to their input fields and which of
-// them are required (the brief's tool contract).
+// them are required, as internal/tool declares them.
 func builtInTools() map[string]map[string]bool {
 	return map[string]map[string]bool{
 		"Read":  {"path": true, "offset": false, "limit": false},

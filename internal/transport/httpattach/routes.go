@@ -12,7 +12,7 @@ import (
 	"github.com/maestro-run/maestro/internal/runtime"
 )
 
-// routes registers the session routes of contract §11.1.
+// routes registers the session routes of wire contract §11.1.
 func (h *Handler) routes() *http.ServeMux {
 	m := http.NewServeMux()
 	for _, r := range h.routeTable() {
@@ -65,7 +65,7 @@ func (h *Handler) ready(w http.ResponseWriter) bool {
 	return true
 }
 
-// heartbeatSnapshot is the heartbeat response (contract §11.4).
+// heartbeatSnapshot is the heartbeat response (wire contract §11.4).
 type heartbeatSnapshot struct {
 	ConnectionID           string                    `json:"connection_id"`
 	ControllerLeaseGranted bool                      `json:"controller_lease_granted"`
@@ -217,7 +217,7 @@ func (s *session) connection(r *http.Request, b *attachBody, role protocol.Role,
 	id := str(b.ConnectionID)
 	if id == "" && role == protocol.RoleController && reuse {
 		// A controller subscribing without a connection reuses the lease
-		// holder's when it has no subscriptions (contract §11.2).
+		// holder's when it has no subscriptions (wire contract §11.2).
 		if ctrl := s.rt.ControllerID(); ctrl != "" {
 			if c, ok := s.rt.Conn(ctrl); ok && len(s.connSubs(c)) == 0 && !s.isAnonymous(c) {
 				id = ctrl
@@ -473,7 +473,7 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	switch m.(type) {
 	case protocol.Interrupt, protocol.Cancel:
-		// Contract §8.9 step 4: after what the interrupt published, a
+		// Wire contract §8.9 step 4: after what the interrupt published, a
 		// snapshot envelope with a cursor of its own.
 		s.publishSnapshot("")
 	}
