@@ -17,6 +17,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/protocol/prototest"
 	"github.com/maestro-run/maestro/internal/runtime"
 	"github.com/maestro-run/maestro/internal/session"
 	"github.com/maestro-run/maestro/internal/transport/httpattach"
@@ -28,7 +29,7 @@ import (
 // mustValidator returns the shared schema validator.
 func mustValidator(t testing.TB) *protocol.Validator {
 	t.Helper()
-	return transporttest.Validator(t)
+	return prototest.Validator(t)
 }
 
 // options configure a test server.
@@ -61,7 +62,7 @@ type server struct {
 
 func newServer(t testing.TB, o options) *server {
 	t.Helper()
-	v := transporttest.Validator(t)
+	v := prototest.Validator(t)
 	if o.workspace == "" {
 		o.workspace = t.TempDir()
 	}

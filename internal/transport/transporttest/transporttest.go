@@ -1,13 +1,12 @@
 // Package transporttest builds the real parts that the tests of both
-// transports (stdio and HTTP attach) drive: the protocol's schema
-// validator, a replay scenario, the built-in tools on a workspace, and the
-// runtime configuration of a replay session logged to a session store.
+// transports (stdio and HTTP attach) drive: a replay scenario, the
+// built-in tools on a workspace, and the runtime configuration of a replay
+// session logged to a session store. The schema validator is prototest's.
 package transporttest
 
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/maestro-run/maestro/internal/llm"
@@ -19,21 +18,6 @@ import (
 	"github.com/maestro-run/maestro/internal/tool"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
-
-// validator is built once per test binary (building it is slow); it is
-// read-only afterwards.
-var validator = sync.OnceValues(protocol.NewValidator)
-
-// Validator returns the shared schema validator, failing t if it cannot be
-// built.
-func Validator(t testing.TB) *protocol.Validator {
-	t.Helper()
-	v, err := validator()
-	if err != nil {
-		t.Fatalf("build protocol validator: %v", err)
-	}
-	return v
-}
 
 // DefaultScenario is a replay scenario whose only frame answers "ok".
 const DefaultScenario = `schemaVersion: evalops.maestro.scripted-scenario.v1

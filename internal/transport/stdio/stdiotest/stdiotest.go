@@ -53,6 +53,7 @@ import (
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/protocol/prototest"
 	"github.com/maestro-run/maestro/internal/runtime"
 	"github.com/maestro-run/maestro/internal/session"
 	"github.com/maestro-run/maestro/internal/tool"
@@ -65,7 +66,7 @@ import (
 // built.
 func Validator(t testing.TB) *protocol.Validator {
 	t.Helper()
-	return transporttest.Validator(t)
+	return prototest.Validator(t)
 }
 
 // Options configure a run. The zero value runs a one-frame replay
