@@ -15,38 +15,13 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/agentcli"
+	"github.com/maestro-run/maestro/internal/agentcli/agentclitest"
 	"github.com/maestro-run/maestro/internal/llm/llmtest"
 	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
-
-// installedAgentCLI returns a CLI binary installed by
-// scripts/install-agent-clis.sh into .cache/agent-clis (or
-// $MAESTRO_AGENT_CLIS), or skips the test loudly — failing it under
-// CI=true, like the agentcli integration tier.
-func installedAgentCLI(t *testing.T, name string) string {
-	t.Helper()
-	dir := os.Getenv("MAESTRO_AGENT_CLIS")
-	if dir == "" {
-		d, err := filepath.Abs("../../.cache/agent-clis")
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir = d
-	}
-	bin := filepath.Join(dir, "bin", name)
-	if st, err := os.Stat(bin); err == nil && !st.IsDir() {
-		return bin
-	}
-	msg := fmt.Sprintf("AGENT CLI %q NOT INSTALLED at %s: run scripts/install-agent-clis.sh (agent movement integration test skipped)", name, bin)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
 
 // agentMoveCLIs are the real CLIs the integration test runs, each pointed
 // at the fake model server (as in internal/agentcli's integration tier).
@@ -80,7 +55,7 @@ func TestIntegrationAgentMovement(t *testing.T) {
 	for _, c := range agentMoveCLIs {
 		t.Run(c.id, func(t *testing.T) {
 			t.Parallel()
-			testAgentMovementOn(t, c.id, installedAgentCLI(t, c.bin), c.env)
+			testAgentMovementOn(t, c.id, agentclitest.Bin(t, c.bin), c.env)
 		})
 	}
 }
