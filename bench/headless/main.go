@@ -59,7 +59,13 @@ func run(bin string, runs, hellos, chunks int) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	// The workspace and Maestro's home are siblings: maestro refuses a
+	// workspace that holds its home.
 	env := providers.WithoutModel(os.Environ(), filepath.Join(tmp, "home"))
+	ws := filepath.Join(tmp, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		return err
+	}
 
 	fmt.Println("### spawn → ready")
 	fmt.Println()
@@ -79,7 +85,7 @@ func run(bin string, runs, hellos, chunks int) error {
 			return err
 		}
 		version = append(version, time.Since(start))
-		d, err := spawnToReady(bin, tmp, env)
+		d, err := spawnToReady(bin, ws, env)
 		if err != nil {
 			return err
 		}
@@ -100,7 +106,7 @@ func run(bin string, runs, hellos, chunks int) error {
 	if err != nil {
 		return err
 	}
-	rt, err := roundTrips([]string{bin, "headless", "--workspace", tmp}, env, hellos, `"type":"session_info"`,
+	rt, err := roundTrips([]string{bin, "headless", "--workspace", ws}, env, hellos, `"type":"session_info"`,
 		`{"type":"hello","protocol_version":"2026-04-02","client_info":{"name":"bench"},"opt_out_notifications":["connection_info"]}`,
 		`{"type":"hello_ok"`)
 	if err != nil {
@@ -120,7 +126,7 @@ func run(bin string, runs, hellos, chunks int) error {
 	fmt.Println("| reader | chunks/s | VmRSS at ready | peak VmRSS |")
 	fmt.Println("|---|---|---|---|")
 	for _, slow := range []bool{false, true} {
-		res, err := stream(bin, tmp, env, scen, chunks, slow)
+		res, err := stream(bin, ws, env, scen, chunks, slow)
 		if err != nil {
 			return err
 		}
