@@ -8,6 +8,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 only=${ONLY:-${1:-all}}  # or the section as the first argument: bench/run.sh queue
 want() { [ "$only" = all ] || [ "$only" = "$1" ]; }
+# section NAME TITLE CMD... : when NAME is wanted, runs CMD under "## TITLE".
+section() {
+  want "$1" || return 0
+  echo "## $2"
+  echo
+  shift 2
+  "$@"
+  echo
+}
 
 echo "# Maestro benchmarks — $(date -u +%Y-%m-%dT%H:%MZ), $(go env GOVERSION), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
@@ -42,26 +51,11 @@ if want version; then
   echo
 fi
 
-if want grep; then
-  echo "## Grep tool vs ripgrep over the Go standard library source"
-  echo
-  bash bench/grep/run.sh
-  echo
-fi
+section grep "Grep tool vs ripgrep over the Go standard library source" bash bench/grep/run.sh
 
-if want headless; then
-  echo "## maestro headless: spawn → ready, hello round trip, response_chunk rate"
-  echo
-  bash bench/headless/run.sh
-  echo
-fi
+section headless "maestro headless: spawn → ready, hello round trip, response_chunk rate" bash bench/headless/run.sh
 
-if want utility; then
-  echo "## utility_file_search vs ripgrep over the Go standard library source"
-  echo
-  bash bench/utility/run.sh
-  echo
-fi
+section utility "utility_file_search vs ripgrep over the Go standard library source" bash bench/utility/run.sh
 
 if want attach; then
   echo "## HTTP attach: one session fanned out to 1,000 SSE subscribers"
@@ -81,23 +75,8 @@ if want hostedrunner; then
   echo
 fi
 
-if want agentcli; then
-  echo "## Agent-CLI parsers: throughput on a 50 MB stream, stdout line → event latency"
-  echo
-  bash bench/agentcli/run.sh
-  echo
-fi
+section agentcli "Agent-CLI parsers: throughput on a 50 MB stream, stdout line → event latency" bash bench/agentcli/run.sh
 
-if want queue; then
-  echo "## Job queue: Maestro (SQLite, PostgreSQL) vs River on the same PostgreSQL, no-op jobs"
-  echo
-  bash bench/queue/run.sh
-  echo
-fi
+section queue "Job queue: Maestro (SQLite, PostgreSQL) vs River on the same PostgreSQL, no-op jobs" bash bench/queue/run.sh
 
-if want sse; then
-  echo "## Job event stream: 1,000 SSE subscribers on one job (REST API)"
-  echo
-  go run ./bench/sse
-  echo
-fi
+section sse "Job event stream: 1,000 SSE subscribers on one job (REST API)" go run ./bench/sse

@@ -26,7 +26,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	goruntime "runtime"
 	"runtime/debug"
 	"slices"
@@ -34,9 +33,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/maestro-run/maestro/bench/internal/benchproc"
 	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/runtime"
@@ -45,16 +44,7 @@ import (
 )
 
 func main() {
-	var err error
-	if len(os.Args) > 2 && os.Args[1] == "-role" && os.Args[2] == "clients" {
-		err = clientsMain(os.Args[3:])
-	} else {
-		err = serverMain(os.Args[1:])
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench/attach:", err)
-		os.Exit(1)
-	}
+	benchproc.Main("bench/attach", serverMain, clientsMain)
 }
 
 const scenario = `schemaVersion: evalops.maestro.scripted-scenario.v1
@@ -91,7 +81,7 @@ func serverMain(args []string) error {
 	if *clients < 1 || *events < 1 {
 		return errors.New("-clients and -events must be positive")
 	}
-	raiseFileLimit()
+	benchproc.RaiseFileLimit()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 
@@ -129,13 +119,11 @@ func serverMain(args []string) error {
 	}
 
 	debug.FreeOSMemory()
-	idleRSS, idleHeap := rssKiB(), heapKiB()
-	self, err := os.Executable()
+	idleRSS, idleHeap := benchproc.KiB("VmRSS"), heapKiB()
+	cmd, err := benchproc.ClientsCommand(ctx, "-url", "http://"+ln.Addr().String()+"/api/headless/sessions/bench/events", "-clients", strconv.Itoa(*clients), "-events", strconv.Itoa(*events))
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, self, "-role", "clients", "-url", "http://"+ln.Addr().String()+"/api/headless/sessions/bench/events", "-clients", strconv.Itoa(*clients), "-events", strconv.Itoa(*events))
-	cmd.Stderr = os.Stderr
 	toChild, err := cmd.StdinPipe()
 	if err != nil {
 		return err
@@ -162,9 +150,9 @@ func serverMain(args []string) error {
 	if _, err := expect("attached"); err != nil {
 		return err
 	}
-	rawRSS := rssKiB()
+	rawRSS := benchproc.KiB("VmRSS")
 	debug.FreeOSMemory() // return the attach-time garbage (snapshots) to the OS
-	subsRSS, subsHeap := rssKiB(), heapKiB()
+	subsRSS, subsHeap := benchproc.KiB("VmRSS"), heapKiB()
 	goroutines := goruntime.NumGoroutine()
 
 	start := time.Now()
@@ -178,7 +166,7 @@ func serverMain(args []string) error {
 			return err
 		}
 		if i%20 == 0 {
-			peakRSS = max(peakRSS, rssKiB())
+			peakRSS = max(peakRSS, benchproc.KiB("VmRSS"))
 		}
 	}
 	elapsed := time.Since(start)
@@ -223,7 +211,7 @@ func clientsMain(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	raiseFileLimit()
+	benchproc.RaiseFileLimit()
 	tr := &http.Transport{MaxIdleConnsPerHost: *clients, DisableCompression: true}
 	client := &http.Client{Transport: tr}
 	arrivals := make([][]int64, *clients) // [client][frame] unix ns
@@ -344,33 +332,8 @@ func clientsMain(args []string) error {
 	return json.NewEncoder(os.Stdout).Encode(rep)
 }
 
-// rssKiB is this process's resident set size.
-func rssKiB() int64 {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
 func heapKiB() int64 {
 	var m goruntime.MemStats
 	goruntime.ReadMemStats(&m)
 	return int64(m.HeapInuse / 1024)
-}
-
-// raiseFileLimit lifts the open-file soft limit to the hard one (each
-// subscriber is a socket).
-func raiseFileLimit() {
-	var l syscall.Rlimit
-	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) == nil && l.Cur < l.Max {
-		l.Cur = l.Max
-		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
-	}
 }

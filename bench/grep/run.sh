@@ -18,7 +18,9 @@ cd "$(dirname "$0")/../.."
 REPS=${REPS:-7}
 TREE=${TREE:-$(go env GOROOT)/src}
 RG=${RG:-rg}
-command -v "$RG" >/dev/null || { echo "ripgrep ($RG) not found; scripts/install-deps.sh installs it" >&2; exit 1; }
+# shellcheck source=../lib.sh
+source bench/lib.sh
+need_rg
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -32,21 +34,8 @@ cases=(
 	'many matches||err != nil'
 )
 
-# run_ms OUT CMD... : runs CMD with stdout to OUT and prints two numbers:
-# elapsed (wall) milliseconds and CPU (user + system) milliseconds.
-run_ms() {
-	local out=$1; shift
-	local TIMEFORMAT='%R %U %S' t
-	t=$( { time "$@" >"$out" 2>/dev/null; } 2>&1 ) || true
-	awk '{ printf "%d %d\n", $1 * 1000, ($2 + $3) * 1000 }' <<<"$t"
-}
-
-# median COLUMN < FILE
-median() { awk -v c="$1" '{print $c}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
-
 echo "Grep tool vs ripgrep: $TREE ($(find "$TREE" -type f | wc -l) files, $(du -sh "$TREE" | cut -f1)), $REPS alternating runs each, medians"
-echo "$($RG --version | sed -n 1p); $(go version | cut -d' ' -f3); $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+machine_line
 echo
 echo "| search | pattern | matching lines (maestro / rg) | maestro wall ms | rg wall ms | wall ratio | maestro CPU ms | rg CPU ms | CPU ratio |"
 echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"

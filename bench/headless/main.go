@@ -32,6 +32,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/maestro-run/maestro/internal/providers"
 )
 
 func main() {
@@ -57,7 +59,13 @@ func run(bin string, runs, hellos, chunks int) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	env := cleanEnv(filepath.Join(tmp, "home"))
+	// The workspace and Maestro's home are siblings: maestro refuses a
+	// workspace that holds its home.
+	env := providers.WithoutModel(os.Environ(), filepath.Join(tmp, "home"))
+	ws := filepath.Join(tmp, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		return err
+	}
 
 	fmt.Println("### spawn → ready")
 	fmt.Println()
@@ -77,7 +85,7 @@ func run(bin string, runs, hellos, chunks int) error {
 			return err
 		}
 		version = append(version, time.Since(start))
-		d, err := spawnToReady(bin, tmp, env)
+		d, err := spawnToReady(bin, ws, env)
 		if err != nil {
 			return err
 		}
@@ -98,7 +106,7 @@ func run(bin string, runs, hellos, chunks int) error {
 	if err != nil {
 		return err
 	}
-	rt, err := roundTrips([]string{bin, "headless", "--workspace", tmp}, env, hellos, `"type":"session_info"`,
+	rt, err := roundTrips([]string{bin, "headless", "--workspace", ws}, env, hellos, `"type":"session_info"`,
 		`{"type":"hello","protocol_version":"2026-04-02","client_info":{"name":"bench"},"opt_out_notifications":["connection_info"]}`,
 		`{"type":"hello_ok"`)
 	if err != nil {
@@ -118,7 +126,7 @@ func run(bin string, runs, hellos, chunks int) error {
 	fmt.Println("| reader | chunks/s | VmRSS at ready | peak VmRSS |")
 	fmt.Println("|---|---|---|---|")
 	for _, slow := range []bool{false, true} {
-		res, err := stream(bin, tmp, env, scen, chunks, slow)
+		res, err := stream(bin, ws, env, scen, chunks, slow)
 		if err != nil {
 			return err
 		}
@@ -130,19 +138,6 @@ func run(bin string, runs, hellos, chunks int) error {
 	}
 	fmt.Println()
 	return nil
-}
-
-func cleanEnv(home string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch k {
-		case "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "MAESTRO_MODEL", "MAESTRO_HOME":
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, "MAESTRO_HOME="+home)
 }
 
 // spawnToReady starts maestro headless, times the first line, then closes

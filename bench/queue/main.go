@@ -33,36 +33,21 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 
+	"github.com/maestro-run/maestro/bench/internal/jobbench"
 	"github.com/maestro-run/maestro/internal/queue"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/store/postgres"
 	"github.com/maestro-run/maestro/internal/store/sqlite"
 )
 
-// result is one measured configuration; bench/river writes the same fields.
-type result struct {
-	System   string  `json:"system"`  // "maestro" (pool), "maestro-store" (bare loop) or "river"
-	Backend  string  `json:"backend"` // "sqlite" or "postgres"
-	Workers  int     `json:"workers"`
-	Jobs     int     `json:"jobs"`
-	Seconds  float64 `json:"seconds"`
-	JobsPerS float64 `json:"jobs_per_s"`
-	LatJobs  int     `json:"lat_jobs"`
-	LatRate  float64 `json:"lat_rate"` // claim-latency jobs enqueued per second
-	LatP50US float64 `json:"lat_p50_us"`
-	LatP99US float64 `json:"lat_p99_us"`
-	LatMaxUS float64 `json:"lat_max_us"`
-	// FetchCooldownUS is River's FetchCooldown setting (River rows only).
-	FetchCooldownUS float64 `json:"fetch_cooldown_us,omitempty"`
-	Completed       int64   `json:"completed"`
-}
+// result is one measured configuration; bench/river writes the same line.
+type result = jobbench.Result
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout); err != nil {
@@ -116,7 +101,7 @@ func run(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return emit(stdout, o.out, r)
+	return jobbench.Append(stdout, o.out, r)
 }
 
 // openStore opens a fresh store for one run.
@@ -174,14 +159,14 @@ func openStore(ctx context.Context, o options) (store.Store, func(), error) {
 func measure(ctx context.Context, st store.Store, o options) (result, error) {
 	// completions counts jobs the store has recorded as succeeded.
 	cs := &countingStore{Store: st, done: make(chan struct{}, o.jobs+o.latJobs+16)}
-	rec := &recorder{}
+	var lat jobbench.Latency
 	runner := queue.RunnerFunc(func(_ context.Context, j *queue.Job) queue.Result {
 		if len(j.Payload) > 2 {
 			var p struct {
 				Seq int `json:"seq"`
 			}
 			if json.Unmarshal(j.Payload, &p) == nil && p.Seq > 0 {
-				rec.started(p.Seq - 1)
+				lat.Started(p.Seq)
 			}
 		}
 		return queue.Result{State: store.StateSucceeded}
@@ -222,19 +207,14 @@ func measure(ctx context.Context, st store.Store, o options) (result, error) {
 	}
 	elapsed := time.Since(start)
 
-	rec.reset(o.latJobs)
-	ticker := time.NewTicker(time.Duration(float64(time.Second) / o.latRate))
-	for i := range o.latJobs {
-		<-ticker.C
-		rec.enqueued(i)
-		payload := fmt.Appendf(nil, `{"seq":%d}`, i+1)
-		if _, err := st.Enqueue(ctx, store.NewJob{Piece: "noop", Payload: payload}); err != nil {
-			ticker.Stop()
-			finish()
-			return result{}, fmt.Errorf("enqueue a latency job: %w", err)
-		}
+	err := lat.Enqueue(ctx, o.latJobs, o.latRate, func(ctx context.Context, seq int) error {
+		_, err := st.Enqueue(ctx, store.NewJob{Piece: "noop", Payload: fmt.Appendf(nil, `{"seq":%d}`, seq)})
+		return err
+	})
+	if err != nil {
+		finish()
+		return result{}, fmt.Errorf("enqueue a latency job: %w", err)
 	}
-	ticker.Stop()
 	if err := cs.await(ctx, o.latJobs); err != nil {
 		finish()
 		return result{}, fmt.Errorf("claim latency: %w", err)
@@ -247,13 +227,11 @@ func measure(ctx context.Context, st store.Store, o options) (result, error) {
 	if o.impl == "store" {
 		system = "maestro-store"
 	}
-	r := result{System: system, Backend: o.backend, Workers: o.workers, Jobs: o.jobs,
-		Seconds: elapsed.Seconds(), JobsPerS: float64(o.jobs) / elapsed.Seconds(), LatJobs: o.latJobs, LatRate: o.latRate}
-	lat, err := rec.latencies()
-	if err != nil {
+	r := result{System: system, Backend: o.backend, Workers: o.workers}
+	r.Throughput(o.jobs, elapsed)
+	if err := lat.Quantiles(&r, o.latRate); err != nil {
 		return result{}, err
 	}
-	r.LatP50US, r.LatP99US, r.LatMaxUS = pct(lat, 0.50), pct(lat, 0.99), pct(lat, 1)
 	counts, err := st.CountJobs(ctx)
 	if err != nil {
 		return result{}, err
@@ -320,72 +298,4 @@ func (c *countingStore) await(ctx context.Context, n int) error {
 		}
 	}
 	return nil
-}
-
-func emit(stdout io.Writer, path string, r result) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	b = append(b, '\n')
-	if path == "" {
-		_, err = stdout.Write(b)
-		return err
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// recorder keeps enqueue and start times of the claim-latency jobs.
-type recorder struct {
-	mu         sync.Mutex
-	enq, start []time.Time
-}
-
-func (r *recorder) reset(n int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.enq, r.start = make([]time.Time, n), make([]time.Time, n)
-}
-
-func (r *recorder) enqueued(i int) {
-	now := time.Now()
-	r.mu.Lock()
-	r.enq[i] = now
-	r.mu.Unlock()
-}
-
-func (r *recorder) started(i int) {
-	now := time.Now()
-	r.mu.Lock()
-	if i < len(r.start) && r.start[i].IsZero() {
-		r.start[i] = now
-	}
-	r.mu.Unlock()
-}
-
-func (r *recorder) latencies() ([]time.Duration, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]time.Duration, len(r.enq))
-	for i := range r.enq {
-		if r.start[i].IsZero() {
-			return nil, fmt.Errorf("claim-latency job %d never started", i+1)
-		}
-		out[i] = r.start[i].Sub(r.enq[i])
-	}
-	slices.Sort(out)
-	return out, nil
-}
-
-// pct returns the p-quantile (0..1) of sorted durations in microseconds.
-func pct(sorted []time.Duration, p float64) float64 {
-	return float64(sorted[int(p*float64(len(sorted)-1))].Microseconds())
 }

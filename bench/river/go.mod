@@ -22,3 +22,8 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
+
+// bench/internal/jobbench (standard library only) is shared with bench/queue.
+require github.com/maestro-run/maestro v0.0.0
+
+replace github.com/maestro-run/maestro => ../..

@@ -19,46 +19,28 @@
 // the queue.
 //
 // This is a separate module so that River never enters Maestro's dependency
-// graph; it shares nothing with the main module but the JSON line format.
+// graph; it shares with bench/queue only package bench/internal/jobbench
+// (the JSON line and the claim-latency measurement, standard library only).
 //
 //	go run . -dsn postgres://… -workers 4 -jobs 5000 -out results.jsonl
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
-)
 
-// result is one measured configuration; bench/queue reads the same fields.
-type result struct {
-	System   string  `json:"system"`  // "river"
-	Backend  string  `json:"backend"` // "postgres"
-	Workers  int     `json:"workers"`
-	Jobs     int     `json:"jobs"`
-	Seconds  float64 `json:"seconds"`
-	JobsPerS float64 `json:"jobs_per_s"`
-	LatJobs  int     `json:"lat_jobs"`
-	LatRate  float64 `json:"lat_rate"` // claim-latency jobs enqueued per second
-	LatP50US float64 `json:"lat_p50_us"`
-	LatP99US float64 `json:"lat_p99_us"`
-	LatMaxUS float64 `json:"lat_max_us"`
-	// FetchCooldownUS is River's FetchCooldown setting.
-	FetchCooldownUS float64 `json:"fetch_cooldown_us,omitempty"`
-	Completed       int64   `json:"completed"` // rows in state completed afterwards (check)
-}
+	"github.com/maestro-run/maestro/bench/internal/jobbench"
+)
 
 func main() {
 	if err := run(); err != nil {
@@ -113,9 +95,9 @@ func run() error {
 		return err
 	}
 
-	rec := &recorder{}
+	var lat jobbench.Latency
 	ws := river.NewWorkers()
-	river.AddWorker(ws, &noopWorker{rec: rec})
+	river.AddWorker(ws, &noopWorker{lat: &lat})
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	client, err := river.NewClient(driver, &river.Config{
 		Queues:        map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: *workers}},
@@ -152,17 +134,13 @@ func run() error {
 	elapsed := time.Since(start)
 
 	// Claim latency: the client is idle now.
-	rec.reset(*latJobs)
-	ticker := time.NewTicker(time.Duration(float64(time.Second) / *latRate))
-	for i := range *latJobs {
-		<-ticker.C
-		rec.enqueued(i)
-		if _, err := client.Insert(ctx, noopArgs{Seq: i + 1}, nil); err != nil {
-			ticker.Stop()
-			return fmt.Errorf("insert latency job: %w", err)
-		}
+	err = lat.Enqueue(ctx, *latJobs, *latRate, func(ctx context.Context, seq int) error {
+		_, err := client.Insert(ctx, noopArgs{Seq: seq}, nil)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("insert latency job: %w", err)
 	}
-	ticker.Stop()
 	if err := await(ctx, done, *latJobs); err != nil {
 		return fmt.Errorf("claim latency: %w", err)
 	}
@@ -172,21 +150,19 @@ func run() error {
 		return fmt.Errorf("stop the client: %w", err)
 	}
 
-	r := result{System: "river", Backend: "postgres", Workers: *workers, Jobs: *jobs,
-		Seconds: elapsed.Seconds(), JobsPerS: float64(*jobs) / elapsed.Seconds(), LatJobs: *latJobs, LatRate: *latRate,
+	r := jobbench.Result{System: "river", Backend: "postgres", Workers: *workers,
 		FetchCooldownUS: float64(cooldown.Microseconds())}
-	lat, err := rec.latencies()
-	if err != nil {
+	r.Throughput(*jobs, elapsed)
+	if err := lat.Quantiles(&r, *latRate); err != nil {
 		return err
 	}
-	r.LatP50US, r.LatP99US, r.LatMaxUS = pct(lat, 0.50), pct(lat, 0.99), pct(lat, 1)
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE state = 'completed'").Scan(&r.Completed); err != nil {
 		return err
 	}
 	if want := int64(*jobs + *latJobs); r.Completed != want {
 		return fmt.Errorf("%d jobs completed, expected %d", r.Completed, want)
 	}
-	return emit(*out, r)
+	return jobbench.Append(os.Stdout, *out, r)
 }
 
 // await counts n job_completed events; a failed job is an error.
@@ -208,27 +184,6 @@ func await(ctx context.Context, events <-chan *river.Event, n int) error {
 	return nil
 }
 
-func emit(path string, r result) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	b = append(b, '\n')
-	if path == "" {
-		_, err = os.Stdout.Write(b)
-		return err
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
 // noopArgs is the no-op job; Seq > 0 marks a claim-latency job.
 type noopArgs struct {
 	Seq int `json:"seq,omitempty"`
@@ -238,59 +193,12 @@ func (noopArgs) Kind() string { return "noop" }
 
 type noopWorker struct {
 	river.WorkerDefaults[noopArgs]
-	rec *recorder
+	lat *jobbench.Latency
 }
 
 func (w *noopWorker) Work(_ context.Context, job *river.Job[noopArgs]) error {
 	if job.Args.Seq > 0 {
-		w.rec.started(job.Args.Seq - 1)
+		w.lat.Started(job.Args.Seq)
 	}
 	return nil
-}
-
-// recorder keeps enqueue and start times of the claim-latency jobs.
-type recorder struct {
-	mu         sync.Mutex
-	enq, start []time.Time
-}
-
-func (r *recorder) reset(n int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.enq, r.start = make([]time.Time, n), make([]time.Time, n)
-}
-
-func (r *recorder) enqueued(i int) {
-	now := time.Now()
-	r.mu.Lock()
-	r.enq[i] = now
-	r.mu.Unlock()
-}
-
-func (r *recorder) started(i int) {
-	now := time.Now()
-	r.mu.Lock()
-	if i < len(r.start) && r.start[i].IsZero() {
-		r.start[i] = now
-	}
-	r.mu.Unlock()
-}
-
-func (r *recorder) latencies() ([]time.Duration, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]time.Duration, len(r.enq))
-	for i := range r.enq {
-		if r.start[i].IsZero() {
-			return nil, fmt.Errorf("claim-latency job %d never started", i+1)
-		}
-		out[i] = r.start[i].Sub(r.enq[i])
-	}
-	slices.Sort(out)
-	return out, nil
-}
-
-// pct returns the p-quantile (0..1) of sorted durations in microseconds.
-func pct(sorted []time.Duration, p float64) float64 {
-	return float64(sorted[int(p*float64(len(sorted)-1))].Microseconds())
 }

@@ -30,7 +30,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -38,25 +37,16 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/maestro-run/maestro/bench/internal/benchproc"
 	"github.com/maestro-run/maestro/internal/server"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/store/sqlite"
 )
 
 func main() {
-	var err error
-	if len(os.Args) > 2 && os.Args[1] == "-role" && os.Args[2] == "clients" {
-		err = clientsMain(os.Args[3:])
-	} else {
-		err = serverMain(os.Args[1:])
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench/sse:", err)
-		os.Exit(1)
-	}
+	benchproc.Main("bench/sse", serverMain, clientsMain)
 }
 
 // summary is what the client process reports at the end.
@@ -91,7 +81,7 @@ func serverMain(args []string) error {
 	if *clients < 1 || *events < 1 || *rate <= 0 {
 		return errors.New("-clients, -events and -rate must be positive")
 	}
-	raiseFileLimit()
+	benchproc.RaiseFileLimit()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "maestro-bench-sse-")
@@ -163,30 +153,20 @@ func serverMain(args []string) error {
 // and completes the job (which ends every stream).
 func runOnce(ctx context.Context, st store.Store, base, mode string, clients, events int, rate float64) (runResult, error) {
 	res := runResult{mode: mode, events: events}
-	job, err := st.Enqueue(ctx, store.NewJob{Piece: "noop"})
+	job, lease, err := startJob(ctx, st)
 	if err != nil {
-		return res, err
-	}
-	claimed, err := st.Claim(ctx, store.ClaimParams{Worker: "bench", Limit: 1, LeaseFor: time.Hour})
-	if err != nil || len(claimed) != 1 || claimed[0].ID != job.ID {
-		return res, fmt.Errorf("claim the bench job: %v (%d claimed)", err, len(claimed))
-	}
-	lease := claimed[0].Lease()
-	if _, err := st.Start(ctx, lease); err != nil {
 		return res, err
 	}
 	runtime.GC()
 	// Reset the peak (VmHWM) so it covers this run only.
 	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
-	res.rssIdle = rssKiB("VmRSS")
+	res.rssIdle = benchproc.KiB("VmRSS")
 
-	exe, err := os.Executable()
+	cmd, err := benchproc.ClientsCommand(ctx, "-url",
+		base+"/api/v1/jobs/"+strconv.FormatInt(job.ID, 10)+"/events", "-clients", strconv.Itoa(clients))
 	if err != nil {
 		return res, err
 	}
-	cmd := exec.CommandContext(ctx, exe, "-role", "clients", "-url",
-		base+"/api/v1/jobs/"+strconv.FormatInt(job.ID, 10)+"/events", "-clients", strconv.Itoa(clients))
-	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return res, err
@@ -218,7 +198,7 @@ func runOnce(ctx context.Context, st store.Store, base, mode string, clients, ev
 	if l, err := next(); err != nil || l != "ready" {
 		return res, fmt.Errorf("waiting for the clients to subscribe: %q %v", l, err)
 	}
-	res.rssSubs = rssKiB("VmRSS")
+	res.rssSubs = benchproc.KiB("VmRSS")
 
 	start := time.Now()
 	var tick *time.Ticker
@@ -265,7 +245,7 @@ func runOnce(ctx context.Context, st store.Store, base, mode string, clients, ev
 			break
 		}
 	}
-	res.rssPeak = max(rssKiB("VmHWM"), res.rssSubs)
+	res.rssPeak = max(benchproc.KiB("VmHWM"), res.rssSubs)
 	if res.sum.Errors > 0 {
 		return res, fmt.Errorf("%d clients failed, first: %s", res.sum.Errors, res.sum.FirstErr)
 	}
@@ -275,22 +255,29 @@ func runOnce(ctx context.Context, st store.Store, base, mode string, clients, ev
 	return res, nil
 }
 
+// startJob enqueues a no-op job and starts it as worker "bench", the way a
+// running job holds its lease while it appends events.
+func startJob(ctx context.Context, st store.Store) (store.Job, store.Lease, error) {
+	job, err := st.Enqueue(ctx, store.NewJob{Piece: "noop"})
+	if err != nil {
+		return store.Job{}, store.Lease{}, err
+	}
+	claimed, err := st.Claim(ctx, store.ClaimParams{Worker: "bench", Limit: 1, LeaseFor: time.Hour})
+	if err != nil || len(claimed) != 1 || claimed[0].ID != job.ID {
+		return store.Job{}, store.Lease{}, fmt.Errorf("claim the bench job: %v (%d claimed)", err, len(claimed))
+	}
+	lease := claimed[0].Lease()
+	started, err := st.Start(ctx, lease)
+	return started, lease, err
+}
+
 // baseline fans the events out to subscribers of the store's notifier in
 // this process, lockstep: each subscriber takes the wake-up and, with
 // read, reads the new events from the store as the API's stream does.
 // Without read, an event's latency is measured from the latest append.
 func baseline(ctx context.Context, st store.Store, clients, events int, read bool) (summary, error) {
 	var sum summary
-	job, err := st.Enqueue(ctx, store.NewJob{Piece: "noop"})
-	if err != nil {
-		return sum, err
-	}
-	claimed, err := st.Claim(ctx, store.ClaimParams{Worker: "bench", Limit: 1, LeaseFor: time.Hour})
-	if err != nil || len(claimed) != 1 || claimed[0].ID != job.ID {
-		return sum, fmt.Errorf("claim the bench job: %v (%d claimed)", err, len(claimed))
-	}
-	lease := claimed[0].Lease()
-	started, err := st.Start(ctx, lease)
+	job, lease, err := startJob(ctx, st)
 	if err != nil {
 		return sum, err
 	}
@@ -312,7 +299,7 @@ func baseline(ctx context.Context, st store.Store, clients, events int, read boo
 		wg.Go(func() {
 			defer sub.Close()
 			var mine []time.Duration
-			after := started.LastSeq
+			after := job.LastSeq
 			defer func() {
 				mu.Lock()
 				lat = append(lat, mine...)
@@ -390,7 +377,7 @@ func clientsMain(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	raiseFileLimit()
+	benchproc.RaiseFileLimit()
 	tr := &http.Transport{MaxIdleConns: *n, MaxIdleConnsPerHost: *n, DisableCompression: true}
 	client := &http.Client{Transport: tr}
 	out := bufio.NewWriter(os.Stdout)
@@ -519,31 +506,6 @@ func stream(client *http.Client, url string, subscribed func(), onEvent func(seq
 			onEvent(e.Seq, e.Data.T)
 		}
 		event, data = "", ""
-	}
-}
-
-// rssKiB reads a field (VmRSS, VmHWM) of /proc/self/status in KiB.
-func rssKiB(field string) int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
-// raiseFileLimit lifts the soft open-file limit to the hard one (each
-// subscriber is a socket on both sides).
-func raiseFileLimit() {
-	var l syscall.Rlimit
-	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) == nil && l.Cur < l.Max {
-		l.Cur = l.Max
-		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
 	}
 }
 

@@ -23,24 +23,15 @@ cd "$(dirname "$0")/../.."
 REPS=${REPS:-9}
 TREE=${TREE:-$(go env GOROOT)/src}
 RG=${RG:-rg}
-command -v "$RG" >/dev/null || { echo "ripgrep ($RG) not found; scripts/install-deps.sh installs it" >&2; exit 1; }
+# shellcheck source=../lib.sh
+source bench/lib.sh
+need_rg
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 go build -o "$work/maestro-search" ./bench/utility
 
 queries=(httpserver server.go fmtprint ztest)
-
-# run_ms OUT CMD... : runs CMD with stdout to OUT; prints wall and CPU
-# (user + system) milliseconds.
-run_ms() {
-	local out=$1; shift
-	local TIMEFORMAT='%R %U %S' t
-	t=$( { time "$@" >"$out" 2>/dev/null; } 2>&1 ) || true
-	awk '{ printf "%d %d\n", $1 * 1000, ($2 + $3) * 1000 }' <<<"$t"
-}
-median() { awk -v c="$1" '{print $c}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 # The baseline pipeline, run from inside the tree so that paths are
 # relative like Maestro's.
@@ -51,7 +42,7 @@ export -f baseline
 export TREE RG
 
 echo "utility_file_search vs rg --files | grep -i: $TREE ($("$RG" --files --no-config --no-require-git "$TREE" | wc -l) candidate files), $REPS alternating runs each, medians"
-echo "$($RG --version | sed -n 1p); $(go version | cut -d' ' -f3); $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+machine_line
 echo
 echo "| query | matching files (maestro / baseline) | maestro wall ms | baseline wall ms | wall ratio | maestro CPU ms | baseline CPU ms | CPU ratio | bare rg --files wall ms |"
 echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"

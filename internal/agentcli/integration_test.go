@@ -27,6 +27,19 @@ import (
 // HOME. No request leaves 127.0.0.1. Missing CLIs skip loudly, and fail
 // the test when CI=true.
 
+// eachCLI runs test in parallel for every CLI setup (each a subtest that
+// needs its CLI installed, see proctest.AgentCLI), with a fresh home and
+// workspace.
+func eachCLI(t *testing.T, test func(t *testing.T, s cliSetup, home, work string)) {
+	for _, s := range setups {
+		t.Run(s.id, func(t *testing.T) {
+			t.Parallel()
+			proctest.AgentCLI(t, s.bin)
+			test(t, s, t.TempDir(), t.TempDir())
+		})
+	}
+}
+
 // cliSetup is how one CLI is pointed at the fake server.
 type cliSetup struct {
 	id, bin string
@@ -207,112 +220,107 @@ func runCLI(t *testing.T, s cliSetup, home, work string, f *fakeModel, inv Invoc
 
 func TestIntegrationAgentCLIs(t *testing.T) {
 	t.Parallel()
-	for _, s := range setups {
-		t.Run(s.id, func(t *testing.T) {
-			t.Parallel()
-			proctest.AgentCLI(t, s.bin)
-			home, work := t.TempDir(), t.TempDir()
-			const runTimeout = 180 * time.Second
+	eachCLI(t, func(t *testing.T, s cliSetup, home, work string) {
+		const runTimeout = 180 * time.Second
 
-			// Plain turn.
-			f := newFakeModel(t, llmtest.Turn{Text: []string{"Hello from ", "the fake model."}, InputTokens: 12, OutputTokens: 7})
-			o := runCLI(t, s, home, work, f, Invocation{Prompt: "say hello"}, runTimeout)
-			if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 {
-				t.Fatalf("plain turn: err %v, agent error %v, exit %d", o.err, o.res.Err, o.res.ExitCode)
-			}
-			if o.text != "Hello from the fake model." || o.res.Result == nil || o.res.Result.Text != "Hello from the fake model." {
-				t.Errorf("plain turn: text %q, result %+v", o.text, o.res.Result)
-			}
-			if !containsInOrder(o.types, "response_start", "response_chunk", "response_end") {
-				t.Errorf("plain turn events: %v", o.types)
-			}
-			session := o.res.SessionID
-			if session == "" {
-				t.Fatal("plain turn: no session id")
-			}
+		// Plain turn.
+		f := newFakeModel(t, llmtest.Turn{Text: []string{"Hello from ", "the fake model."}, InputTokens: 12, OutputTokens: 7})
+		o := runCLI(t, s, home, work, f, Invocation{Prompt: "say hello"}, runTimeout)
+		if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 {
+			t.Fatalf("plain turn: err %v, agent error %v, exit %d", o.err, o.res.Err, o.res.ExitCode)
+		}
+		if o.text != "Hello from the fake model." || o.res.Result == nil || o.res.Result.Text != "Hello from the fake model." {
+			t.Errorf("plain turn: text %q, result %+v", o.text, o.res.Result)
+		}
+		if !containsInOrder(o.types, "response_start", "response_chunk", "response_end") {
+			t.Errorf("plain turn events: %v", o.types)
+		}
+		session := o.res.SessionID
+		if session == "" {
+			t.Fatal("plain turn: no session id")
+		}
 
-			// Resume: same session, history replayed to the model.
-			f = newFakeModel(t, llmtest.Turn{Text: []string{"Second turn after resume."}, InputTokens: 40, OutputTokens: 5})
-			o = runCLI(t, s, home, work, f, Invocation{Prompt: "and again", SessionID: session}, runTimeout)
-			if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 {
-				t.Fatalf("resume: err %v, agent error %v, exit %d", o.err, o.res.Err, o.res.ExitCode)
-			}
-			if o.res.SessionID != session || o.text != "Second turn after resume." {
-				t.Errorf("resume: session %q (want %q), text %q", o.res.SessionID, session, o.text)
-			}
-			if reqs := f.main.Requests(); len(reqs) == 0 || !bytes.Contains(reqs[0].Body, []byte("Hello from the fake model.")) {
-				t.Errorf("resume: the model did not receive the earlier turn")
-			}
+		// Resume: same session, history replayed to the model.
+		f = newFakeModel(t, llmtest.Turn{Text: []string{"Second turn after resume."}, InputTokens: 40, OutputTokens: 5})
+		o = runCLI(t, s, home, work, f, Invocation{Prompt: "and again", SessionID: session}, runTimeout)
+		if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 {
+			t.Fatalf("resume: err %v, agent error %v, exit %d", o.err, o.res.Err, o.res.ExitCode)
+		}
+		if o.res.SessionID != session || o.text != "Second turn after resume." {
+			t.Errorf("resume: session %q (want %q), text %q", o.res.SessionID, session, o.text)
+		}
+		if reqs := f.main.Requests(); len(reqs) == 0 || !bytes.Contains(reqs[0].Body, []byte("Hello from the fake model.")) {
+			t.Errorf("resume: the model did not receive the earlier turn")
+		}
 
-			// Tool-call turn.
-			f = newFakeModel(t,
-				llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "call_tool1", Name: s.tool, Input: s.toolArgs("echo maestro-tool-ok")}}, InputTokens: 20, OutputTokens: 9},
-				llmtest.Turn{Text: []string{"Tool said: maestro-tool-ok"}, InputTokens: 30, OutputTokens: 6})
-			o = runCLI(t, s, t.TempDir(), work, f, Invocation{Prompt: "run echo maestro-tool-ok"}, runTimeout)
-			if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 {
-				t.Fatalf("tool turn: err %v, agent error %v, exit %d", o.err, o.res.Err, o.res.ExitCode)
-			}
-			if len(o.tools) != 1 || len(o.ends) != 1 || !o.ends[0].Success || !strings.Contains(o.output, "maestro-tool-ok") {
-				t.Errorf("tool turn: calls %+v, ends %+v, output %q", o.tools, o.ends, o.output)
-			}
-			if o.text != "Tool said: maestro-tool-ok" {
-				t.Errorf("tool turn: text %q", o.text)
-			}
-			if !containsInOrder(o.types, "tool_call", "tool_start", "tool_end", "response_start", "response_end") {
-				t.Errorf("tool turn events: %v", o.types)
-			}
+		// Tool-call turn.
+		f = newFakeModel(t,
+			llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "call_tool1", Name: s.tool, Input: s.toolArgs("echo maestro-tool-ok")}}, InputTokens: 20, OutputTokens: 9},
+			llmtest.Turn{Text: []string{"Tool said: maestro-tool-ok"}, InputTokens: 30, OutputTokens: 6})
+		o = runCLI(t, s, t.TempDir(), work, f, Invocation{Prompt: "run echo maestro-tool-ok"}, runTimeout)
+		if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 {
+			t.Fatalf("tool turn: err %v, agent error %v, exit %d", o.err, o.res.Err, o.res.ExitCode)
+		}
+		if len(o.tools) != 1 || len(o.ends) != 1 || !o.ends[0].Success || !strings.Contains(o.output, "maestro-tool-ok") {
+			t.Errorf("tool turn: calls %+v, ends %+v, output %q", o.tools, o.ends, o.output)
+		}
+		if o.text != "Tool said: maestro-tool-ok" {
+			t.Errorf("tool turn: text %q", o.text)
+		}
+		if !containsInOrder(o.types, "tool_call", "tool_start", "tool_end", "response_start", "response_end") {
+			t.Errorf("tool turn events: %v", o.types)
+		}
 
-			// HTTP errors map to categories.
-			for _, c := range []struct {
-				status int
-				want   Category
-			}{{400, InvalidRequest}, {401, AuthExpired}} {
-				f = newFakeModel(t, llmtest.Turn{Status: c.status})
-				f.main.Loop = true // CLIs that retry get the same answer
-				o = runCLI(t, s, t.TempDir(), work, f, Invocation{Prompt: "say hello"}, runTimeout)
-				if o.err != nil {
-					t.Fatalf("HTTP %d: %v", c.status, o.err)
-				}
-				if o.res.Err == nil || o.res.Err.Category != c.want {
-					t.Errorf("HTTP %d: agent error %v, want category %s", c.status, o.res.Err, c.want)
-				}
+		// HTTP errors map to categories.
+		for _, c := range []struct {
+			status int
+			want   Category
+		}{{400, InvalidRequest}, {401, AuthExpired}} {
+			f = newFakeModel(t, llmtest.Turn{Status: c.status})
+			f.main.Loop = true // CLIs that retry get the same answer
+			o = runCLI(t, s, t.TempDir(), work, f, Invocation{Prompt: "say hello"}, runTimeout)
+			if o.err != nil {
+				t.Fatalf("HTTP %d: %v", c.status, o.err)
 			}
+			if o.res.Err == nil || o.res.Err.Category != c.want {
+				t.Errorf("HTTP %d: agent error %v, want category %s", c.status, o.res.Err, c.want)
+			}
+		}
 
-			// Interrupt ends the CLI within 2 s.
-			f = newFakeModel(t)
-			f.hang = true
-			ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-			defer cancel()
-			runCtx, interrupt := context.WithCancel(ctx)
-			x := &Executor{Def: mustDef(t, s.id), Path: proctest.AgentCLI(t, s.bin), MaxAttempts: 1}
-			x.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
-			intEnv := s.env(t, home, f.srv.URL)
-			done := make(chan time.Time, 1)
-			var runErr error
-			go func() {
-				_, runErr = x.Run(runCtx, Request{Invocation: Invocation{Prompt: "say hello", Dir: work, Model: s.model, Env: intEnv}}, func(Event) {})
-				done <- time.Now()
-			}()
-			select {
-			case <-f.arrived:
-			case <-ctx.Done():
-				t.Fatal("interrupt: the model call never arrived")
+		// Interrupt ends the CLI within 2 s.
+		f = newFakeModel(t)
+		f.hang = true
+		ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+		defer cancel()
+		runCtx, interrupt := context.WithCancel(ctx)
+		x := &Executor{Def: mustDef(t, s.id), Path: proctest.AgentCLI(t, s.bin), MaxAttempts: 1}
+		x.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+		intEnv := s.env(t, home, f.srv.URL)
+		done := make(chan time.Time, 1)
+		var runErr error
+		go func() {
+			_, runErr = x.Run(runCtx, Request{Invocation: Invocation{Prompt: "say hello", Dir: work, Model: s.model, Env: intEnv}}, func(Event) {})
+			done <- time.Now()
+		}()
+		select {
+		case <-f.arrived:
+		case <-ctx.Done():
+			t.Fatal("interrupt: the model call never arrived")
+		}
+		at := time.Now()
+		interrupt()
+		select {
+		case end := <-done:
+			if d := end.Sub(at); d > 2*time.Second {
+				t.Errorf("interrupt: the CLI ended %v after the interrupt, want < 2s", d)
 			}
-			at := time.Now()
-			interrupt()
-			select {
-			case end := <-done:
-				if d := end.Sub(at); d > 2*time.Second {
-					t.Errorf("interrupt: the CLI ended %v after the interrupt, want < 2s", d)
-				}
-				if !errors.Is(runErr, ErrInterrupted) {
-					t.Errorf("interrupt: err %v", runErr)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("interrupt: the CLI still runs 5 s after the interrupt")
+			if !errors.Is(runErr, ErrInterrupted) {
+				t.Errorf("interrupt: err %v", runErr)
 			}
-		})
-	}
+		case <-time.After(5 * time.Second):
+			t.Fatal("interrupt: the CLI still runs 5 s after the interrupt")
+		}
+	})
 }
 
 // containsInOrder reports whether want appears in got as a subsequence.

@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v4"
+
+	"github.com/maestro-run/maestro/internal/yamlnode"
 )
 
 //go:embed adapters/*.yaml
@@ -87,7 +89,7 @@ func ParseDefinition(file string, data []byte) (*Definition, error) {
 	}
 	def := &Definition{Source: file}
 	if root.Kind != yaml.MappingNode {
-		d.errorf(root, "", "a definition is a mapping, found %s", kindName(root))
+		d.errorf(root, "", "a definition is a mapping, found %s", yamlnode.Describe(root))
 		return nil, d.errs
 	}
 	d.decode(root, reflect.ValueOf(def).Elem(), "")
@@ -118,27 +120,6 @@ func (d *decoder) errorf(n *yaml.Node, field, format string, args ...any) {
 	d.errs = append(d.errs, e)
 }
 
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		return fmt.Sprintf("%q", n.Value)
-	case yaml.AliasNode:
-		return "an alias"
-	}
-	return "nothing"
-}
-
-func join(parent, key string) string {
-	if parent == "" {
-		return key
-	}
-	return parent + "." + key
-}
-
 // decode fills v from n strictly, by the yaml tags of v's type.
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
@@ -147,7 +128,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	switch v.Kind() {
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
-			d.errorf(n, path, "expected a mapping, found %s", kindName(n))
+			d.errorf(n, path, "expected a mapping, found %s", yamlnode.Describe(n))
 			return
 		}
 		fields := map[string]int{}
@@ -165,23 +146,23 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, val := n.Content[i], n.Content[i+1]
 			if seen[k.Value] {
-				d.errorf(k, join(path, k.Value), "duplicate key")
+				d.errorf(k, yamlnode.Path(path, k.Value), "duplicate key")
 				continue
 			}
 			seen[k.Value] = true
 			idx, ok := fields[k.Value]
 			if !ok {
-				d.errorf(k, join(path, k.Value), "unknown key (known: %s)", strings.Join(names, ", "))
+				d.errorf(k, yamlnode.Path(path, k.Value), "unknown key (known: %s)", strings.Join(names, ", "))
 				continue
 			}
-			d.decode(val, v.Field(idx), join(path, k.Value))
+			d.decode(val, v.Field(idx), yamlnode.Path(path, k.Value))
 		}
 	case reflect.Slice:
 		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
 			return
 		}
 		if n.Kind != yaml.SequenceNode {
-			d.errorf(n, path, "expected a list, found %s", kindName(n))
+			d.errorf(n, path, "expected a list, found %s", yamlnode.Describe(n))
 			return
 		}
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
@@ -194,7 +175,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			return
 		}
 		if n.Kind != yaml.MappingNode {
-			d.errorf(n, path, "expected a mapping, found %s", kindName(n))
+			d.errorf(n, path, "expected a mapping, found %s", yamlnode.Describe(n))
 			return
 		}
 		m := reflect.MakeMap(v.Type())
@@ -205,27 +186,27 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 				continue
 			}
 			elem := reflect.New(v.Type().Elem()).Elem()
-			d.decode(val, elem, join(path, k.Value))
+			d.decode(val, elem, yamlnode.Path(path, k.Value))
 			m.SetMapIndex(reflect.ValueOf(k.Value).Convert(v.Type().Key()), elem)
 		}
 		v.Set(m)
 	case reflect.String:
 		if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
-			d.errorf(n, path, "expected a string, found %s", kindName(n))
+			d.errorf(n, path, "expected a string, found %s", yamlnode.Describe(n))
 			return
 		}
 		v.SetString(n.Value)
 	case reflect.Bool:
 		b, err := strconv.ParseBool(n.Value)
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || err != nil {
-			d.errorf(n, path, "expected true or false, found %s", kindName(n))
+			d.errorf(n, path, "expected true or false, found %s", yamlnode.Describe(n))
 			return
 		}
 		v.SetBool(b)
 	case reflect.Int:
 		i, err := strconv.Atoi(n.Value)
 		if n.Kind != yaml.ScalarNode || err != nil {
-			d.errorf(n, path, "expected an integer, found %s", kindName(n))
+			d.errorf(n, path, "expected an integer, found %s", yamlnode.Describe(n))
 			return
 		}
 		v.SetInt(int64(i))

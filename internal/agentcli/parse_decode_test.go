@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/protocol/prototest"
 )
 
 // TestLineDecoding pins how a line is decoded and counted where JSON's
@@ -99,10 +100,7 @@ func FuzzParseLine(f *testing.F) {
 	f.Add([]byte(`{"type":"x","a":[{"b":"\u00e9\ud83d\ude00"}],"attempt":-1,"total_cost_usd":1.5e-3}`))
 	f.Add([]byte(`{"type":"result","is_error":true,"errors":["a","b"],"usage":{"input_tokens":1}}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
-		v, err := frameValidator()
-		if err != nil {
-			t.Fatal(err)
-		}
+		v := prototest.Validator(t)
 		// A JSON object with one key that matches "type" (encoding/json
 		// folds case), a string, or with none is an object for us.
 		var obj map[string]any

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/protocol/prototest"
 )
 
 var builtinRegistry = sync.OnceValues(func() (*Registry, error) { return Load("") })
@@ -48,10 +49,6 @@ type outcome struct {
 	ToolsOK int
 	Unknown int
 }
-
-// frameValidator checks frames against the protocol's JSON Schemas; it is
-// slow to build, so it is built once.
-var frameValidator = sync.OnceValues(protocol.NewValidator)
 
 func parseFixture(t *testing.T, def *Definition, path string) outcome {
 	t.Helper()
@@ -102,10 +99,7 @@ func parseFixture(t *testing.T, def *Definition, path string) outcome {
 				t.Errorf("marshal %s: %v", m.MessageType(), err)
 				continue
 			}
-			v, err := frameValidator()
-			if err != nil {
-				t.Fatal(err)
-			}
+			v := prototest.Validator(t)
 			if err := v.ValidateServerFrame(line); err != nil {
 				t.Errorf("%s: frame does not validate: %s: %v", path, line, err)
 			}

@@ -217,6 +217,20 @@ func encodeProjectDir(dir string) string {
 	return string(out)
 }
 
+// jsonRecords is jsonLines decoding each line into a record R for fn
+// (with the line itself); a JSON line that is not an R counts as
+// malformed.
+func jsonRecords[R any](path string, st *SessionStats, fn func(r R, line []byte) error) error {
+	return jsonLines(path, st, func(line []byte) error {
+		var r R
+		if json.Unmarshal(line, &r) != nil {
+			st.Malformed++
+			return nil
+		}
+		return fn(r, line)
+	})
+}
+
 // jsonLines reads a JSONL file, calling fn with each line that is a JSON
 // object; other lines are counted in st (a cut-short last line as Partial).
 func jsonLines(path string, st *SessionStats, fn func(line []byte) error) error {

@@ -176,12 +176,7 @@ func parseCodexRollout(path string) (*Transcript, error) {
 		}
 		return &tr.Messages[lastAssistant]
 	}
-	err := jsonLines(path, &tr.Stats, func(line []byte) error {
-		var r rolloutRecord
-		if json.Unmarshal(line, &r) != nil {
-			tr.Stats.Malformed++
-			return nil
-		}
+	err := jsonRecords(path, &tr.Stats, func(r rolloutRecord, line []byte) error {
 		var it rolloutItem
 		if len(r.Payload) > 0 {
 			if json.Unmarshal(r.Payload, &it) != nil {

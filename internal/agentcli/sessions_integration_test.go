@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/llm/llmtest"
-	"github.com/maestro-run/maestro/internal/proctest"
 )
 
 // The session-storage tier runs each real CLI (plain turn, its resume, a
@@ -83,43 +82,38 @@ func setupGetenv(t *testing.T, s cliSetup, home string) func(string) string {
 
 func TestIntegrationSessionStorage(t *testing.T) {
 	t.Parallel()
-	for _, s := range setups {
-		t.Run(s.id, func(t *testing.T) {
-			t.Parallel()
-			proctest.AgentCLI(t, s.bin)
-			home, work := t.TempDir(), t.TempDir()
-			runs := runSessionTurns(t, s, home, work)
-			def := mustDef(t, s.id)
-			store, err := NewSessionStore(def.SessionStorage, setupGetenv(t, s, home))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			list, err := store.List(ctx, work)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(list) != 2 {
-				// Show what the CLI stored, to tell a reader bug from a CLI change.
-				_ = filepath.WalkDir(home, func(p string, d fs.DirEntry, err error) error {
-					if err == nil && !d.IsDir() && !strings.Contains(p, "node_modules") {
-						t.Logf("stored: %s", p)
-					}
-					return nil
-				})
-			}
-			checkSessionPair(t, s.id, store, list, runs, s.tool)
-			if os.Getenv("MAESTRO_CAPTURE_SESSIONS") == "1" {
-				// The installed version is the one the stream fixtures name.
-				dirs, _ := filepath.Glob(filepath.Join("testdata", s.id+"-[0-9]*"))
-				if len(dirs) != 1 {
-					t.Fatalf("capture: want one testdata/%s-<version> directory, have %v", s.id, dirs)
+	eachCLI(t, func(t *testing.T, s cliSetup, home, work string) {
+		runs := runSessionTurns(t, s, home, work)
+		def := mustDef(t, s.id)
+		store, err := NewSessionStore(def.SessionStorage, setupGetenv(t, s, home))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		list, err := store.List(ctx, work)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) != 2 {
+			// Show what the CLI stored, to tell a reader bug from a CLI change.
+			_ = filepath.WalkDir(home, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && !d.IsDir() && !strings.Contains(p, "node_modules") {
+					t.Logf("stored: %s", p)
 				}
-				captureSessions(t, store, filepath.Base(dirs[0]), home, work, runs)
+				return nil
+			})
+		}
+		checkSessionPair(t, s.id, store, list, runs, s.tool)
+		if os.Getenv("MAESTRO_CAPTURE_SESSIONS") == "1" {
+			// The installed version is the one the stream fixtures name.
+			dirs, _ := filepath.Glob(filepath.Join("testdata", s.id+"-[0-9]*"))
+			if len(dirs) != 1 {
+				t.Fatalf("capture: want one testdata/%s-<version> directory, have %v", s.id, dirs)
 			}
-		})
-	}
+			captureSessions(t, store, filepath.Base(dirs[0]), home, work, runs)
+		}
+	})
 }
 
 // checkSessionPair checks that list holds the plain and tool sessions of

@@ -129,12 +129,7 @@ func parseClaudeSession(path string) (*Transcript, error) {
 	toolNames := map[string]string{}
 	lastAssistantID := ""
 	var customTitle, summary string
-	err := jsonLines(path, &tr.Stats, func(line []byte) error {
-		var r storedClaudeRecord
-		if json.Unmarshal(line, &r) != nil {
-			tr.Stats.Malformed++
-			return nil
-		}
+	err := jsonRecords(path, &tr.Stats, func(r storedClaudeRecord, _ []byte) error {
 		if r.Cwd != "" && tr.Session.Dir == "" {
 			tr.Session.Dir = r.Cwd
 		}
@@ -306,12 +301,7 @@ func functionOutput(resp json.RawMessage) (string, bool) {
 // parseQwenSession reads ~/.qwen/projects/<encoded>/chats/<id>.jsonl.
 func parseQwenSession(path string) (*Transcript, error) {
 	tr := &Transcript{Session: SessionInfo{ID: strings.TrimSuffix(filepath.Base(path), ".jsonl"), Path: path}}
-	err := jsonLines(path, &tr.Stats, func(line []byte) error {
-		var r qwenRecord
-		if json.Unmarshal(line, &r) != nil {
-			tr.Stats.Malformed++
-			return nil
-		}
+	err := jsonRecords(path, &tr.Stats, func(r qwenRecord, _ []byte) error {
 		if r.Cwd != "" && tr.Session.Dir == "" {
 			tr.Session.Dir = r.Cwd
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 // agentMoveCLIs are the real CLIs the integration test runs, each pointed
@@ -82,7 +83,15 @@ func testAgentMovementOn(t *testing.T, id, bin string, cliEnv func(t *testing.T,
 	}))
 	t.Cleanup(srv.Close)
 
-	root := fruitWorkspace(t)
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("apples\npears\nplums\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root, err := workspace.Open(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
 	reg, err := agentcli.Load("")
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +135,7 @@ movements:
 		t.Fatal(err)
 	}
 	rec := &recorder{}
-	e, err := New(Config{Provider: replay.New(scen), Workspace: root, RunDir: t.TempDir(), Sink: rec, Events: WithStatusLines(rec, rec),
+	e, err := New(Config{Provider: replay.New(scen), Workspace: root, RunDir: t.TempDir(), Sink: rec, Events: rec,
 		Agents: AgentRunnerFunc(func(_ context.Context, agentID string) (*AgentCLI, error) {
 			if agentID != id {
 				return nil, fmt.Errorf("unexpected agent %q", agentID)

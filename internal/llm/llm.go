@@ -8,6 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"iter"
+
+	"github.com/maestro-run/maestro/internal/protocol"
 )
 
 // Role is who authored a message.
@@ -107,17 +109,18 @@ type ToolSpec struct {
 	InputSchema json.RawMessage `json:"input_schema"`
 }
 
-// ThinkingLevel is the requested reasoning effort (the protocol's
-// thinking_level values).
-type ThinkingLevel string
+// ThinkingLevel is the requested reasoning effort: the protocol's
+// thinking_level, defined once there.
+type ThinkingLevel = protocol.ThinkingLevel
 
+// The thinking levels, as the protocol names them.
 const (
-	ThinkingOff     ThinkingLevel = "off"
-	ThinkingMinimal ThinkingLevel = "minimal"
-	ThinkingLow     ThinkingLevel = "low"
-	ThinkingMedium  ThinkingLevel = "medium"
-	ThinkingHigh    ThinkingLevel = "high"
-	ThinkingUltra   ThinkingLevel = "ultra"
+	ThinkingOff     = protocol.ThinkingOff
+	ThinkingMinimal = protocol.ThinkingMinimal
+	ThinkingLow     = protocol.ThinkingLow
+	ThinkingMedium  = protocol.ThinkingMedium
+	ThinkingHigh    = protocol.ThinkingHigh
+	ThinkingUltra   = protocol.ThinkingUltra
 )
 
 // Request is one model call.

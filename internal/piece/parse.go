@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v4"
+
+	"github.com/maestro-run/maestro/internal/yamlnode"
 )
 
 // Parse decodes and validates one piece file. file names the source in
@@ -144,7 +146,7 @@ func (d *decoder) parse(data []byte) *Piece {
 		return nil
 	}
 	if root.Kind != yaml.MappingNode {
-		d.errorf(root, "", "expected a piece (a mapping of fields), found %s", describe(root))
+		d.errorf(root, "", "expected a piece (a mapping of fields), found %s", yamlnode.Describe(root))
 		return nil
 	}
 	return d.piece(root)
@@ -194,54 +196,8 @@ func deref(n *yaml.Node) *yaml.Node {
 	return &t
 }
 
-// describe names what a node is, for "found ..." in messages.
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		switch tag := n.ShortTag(); tag {
-		case "!!null":
-			return "null"
-		case "!!bool":
-			return "boolean " + n.Value
-		case "!!int":
-			return "integer " + n.Value
-		case "!!float":
-			return "number " + n.Value
-		case "!!str":
-			return "string " + quote(n.Value)
-		default:
-			return "a value tagged " + tag
-		}
-	}
-	return "an unsupported YAML node"
-}
-
-// quote quotes s for a message, shortening long values.
-func quote(s string) string {
-	const max = 60
-	if len(s) > max {
-		cut := max
-		for cut > 0 && s[cut]&0xC0 == 0x80 {
-			cut--
-		}
-		return strconv.Quote(s[:cut]) + "…"
-	}
-	return strconv.Quote(s)
-}
-
-func fieldPath(parent, key string) string {
-	if parent == "" {
-		return key
-	}
-	return parent + "." + key
-}
-
 func itemPath(parent, key string, i int) string {
-	return fieldPath(parent, key) + "[" + strconv.Itoa(i) + "]"
+	return yamlnode.Path(parent, key) + "[" + strconv.Itoa(i) + "]"
 }
 
 // mapping visits the key/value pairs of the mapping n, reporting keys that
@@ -258,11 +214,11 @@ func (d *decoder) mapping(n *yaml.Node, parent string, known []string, visit fun
 			k = deref(k)
 		}
 		if k.Kind != yaml.ScalarNode {
-			d.errorf(k, parent, "expected a field name, found %s as a key", describe(k))
+			d.errorf(k, parent, "expected a field name, found %s as a key", yamlnode.Describe(k))
 			continue
 		}
 		if k.ShortTag() == "!!merge" {
-			d.errorf(k, fieldPath(parent, k.Value),
+			d.errorf(k, yamlnode.Path(parent, k.Value),
 				"merge keys (<<) are not supported; write the fields out, reusing values with anchors and aliases if needed")
 			continue
 		}
@@ -274,7 +230,7 @@ func (d *decoder) mapping(n *yaml.Node, parent string, known []string, visit fun
 			continue
 		}
 		if first := seen[idx]; first != nil {
-			d.errorf(k, fieldPath(parent, k.Value), "duplicate key; first defined at %d:%d", first.Line, first.Column)
+			d.errorf(k, yamlnode.Path(parent, k.Value), "duplicate key; first defined at %d:%d", first.Line, first.Column)
 			continue
 		}
 		seen[idx] = k
@@ -286,35 +242,45 @@ func (d *decoder) mapping(n *yaml.Node, parent string, known []string, visit fun
 // unknownField reports an unknown key and returns the known field it
 // suggested, if any.
 func (d *decoder) unknownField(k *yaml.Node, parent string, known []string) string {
-	field := fieldPath(parent, k.Value)
+	field := yamlnode.Path(parent, k.Value)
 	hint := renamedField(k.Value)
 	if hint == "" || !slices.Contains(known, hint) {
 		hint = suggest(k.Value, known)
 	}
 	if hint != "" {
-		d.errorf(k, field, "unknown field %s; did you mean %q?", quote(k.Value), hint)
+		d.errorf(k, field, "unknown field %s; did you mean %q?", yamlnode.Quote(k.Value), hint)
 		return hint
 	}
-	d.errorf(k, field, "unknown field %s; expected one of %s", quote(k.Value), strings.Join(known, ", "))
+	d.errorf(k, field, "unknown field %s; expected one of %s", yamlnode.Quote(k.Value), strings.Join(known, ", "))
 	return ""
 }
 
 // missing reports a required field absent from the mapping n.
 func (d *decoder) missing(n *yaml.Node, parent, key, want string) {
-	d.errorf(n, fieldPath(parent, key), "required field is missing; expected %s", want)
+	d.errorf(n, yamlnode.Path(parent, key), "required field is missing; expected %s", want)
 }
 
 // str decodes a non-empty string scalar.
 func (d *decoder) str(v *yaml.Node, field string) (string, bool) {
 	if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!str" {
 		if strings.TrimSpace(v.Value) == "" {
-			d.errorf(v, field, "expected a non-empty string, found %s", describe(v))
+			d.errorf(v, field, "expected a non-empty string, found %s", yamlnode.Describe(v))
 			return "", false
 		}
 		return v.Value, true
 	}
-	d.errorf(v, field, "expected a string, found %s%s", describe(v), quoteHint(v))
+	d.errorf(v, field, "expected a string, found %s%s", yamlnode.Describe(v), quoteHint(v))
 	return "", false
+}
+
+// slug reads the string at v like str and reports it unless it is 1-64
+// of [a-z0-9-] ('_' too when underscore); want says what was expected.
+func (d *decoder) slug(v *yaml.Node, field string, underscore bool, want string) (string, bool) {
+	s, ok := d.str(v, field)
+	if ok && !isSlug(s, 64, underscore) {
+		d.errorf(v, field, "expected %s, found %s", want, yamlnode.Quote(s))
+	}
+	return s, ok
 }
 
 // quoteHint suggests quoting a scalar that YAML read as another type.
@@ -336,7 +302,7 @@ func (d *decoder) boolean(v *yaml.Node, field string) (bool, bool) {
 			return b, true
 		}
 	}
-	d.errorf(v, field, "expected a boolean (true or false), found %s", describe(v))
+	d.errorf(v, field, "expected a boolean (true or false), found %s", yamlnode.Describe(v))
 	return false, false
 }
 
@@ -352,7 +318,7 @@ func (d *decoder) positive(v *yaml.Node, field string) (int, bool) {
 			return i, true
 		}
 	}
-	d.errorf(v, field, "expected a positive integer, found %s", describe(v))
+	d.errorf(v, field, "expected a positive integer, found %s", yamlnode.Describe(v))
 	return 0, false
 }
 
@@ -361,7 +327,7 @@ func (d *decoder) positive(v *yaml.Node, field string) (int, bool) {
 // bad one. Duplicate entries are faults.
 func (d *decoder) strList(v *yaml.Node, field string, check func(string) string) ([]string, bool) {
 	if v.Kind != yaml.SequenceNode {
-		d.errorf(v, field, "expected a list of strings, found %s", describe(v))
+		d.errorf(v, field, "expected a list of strings, found %s", yamlnode.Describe(v))
 		return nil, false
 	}
 	out := make([]string, 0, len(v.Content))
@@ -382,7 +348,7 @@ func (d *decoder) strList(v *yaml.Node, field string, check func(string) string)
 		}
 		if j := slices.Index(out, s); j >= 0 {
 			first := deref(v.Content[indexOfValue(v, s)])
-			d.errorf(it, field+"["+strconv.Itoa(i)+"]", "duplicate entry %s; first listed at %d:%d", quote(s), first.Line, first.Column)
+			d.errorf(it, field+"["+strconv.Itoa(i)+"]", "duplicate entry %s; first listed at %d:%d", yamlnode.Quote(s), first.Line, first.Column)
 			ok = false
 			continue
 		}
@@ -414,13 +380,8 @@ func (d *decoder) piece(n *yaml.Node) *Piece {
 		seen[slices.Index(pieceFields, key)] = true
 		switch key {
 		case "name":
-			s, ok := d.str(v, key)
-			if !ok {
-				return
-			}
-			p.Name, p.NamePos = s, Pos{v.Line, v.Column}
-			if !isSlug(s, 64, false) {
-				d.errorf(v, key, "expected 1-64 lowercase letters, digits and hyphens ([a-z0-9-]), found %s", quote(s))
+			if s, ok := d.slug(v, key, false, "1-64 lowercase letters, digits and hyphens ([a-z0-9-])"); ok {
+				p.Name, p.NamePos = s, Pos{v.Line, v.Column}
 			}
 		case "description":
 			p.Description, _ = d.str(v, key)
@@ -438,13 +399,13 @@ func (d *decoder) piece(n *yaml.Node) *Piece {
 				if isSlug(s, 64, true) {
 					return ""
 				}
-				return "expected an MCP server slug of 1-64 characters [a-z0-9_-], found " + quote(s)
+				return "expected an MCP server slug of 1-64 characters [a-z0-9_-], found " + yamlnode.Quote(s)
 			})
 		case "model":
 			p.Model, _ = d.str(v, key)
 		case "movements":
 			if v.Kind != yaml.SequenceNode {
-				d.errorf(v, key, "expected a non-empty list of movements, found %s", describe(v))
+				d.errorf(v, key, "expected a non-empty list of movements, found %s", yamlnode.Describe(v))
 				return
 			}
 			if len(v.Content) == 0 {
@@ -457,7 +418,7 @@ func (d *decoder) piece(n *yaml.Node) *Piece {
 				it = deref(it)
 				path := "movements[" + strconv.Itoa(i) + "]"
 				if it.Kind != yaml.MappingNode {
-					d.errorf(it, path, "expected a movement (a mapping of fields), found %s", describe(it))
+					d.errorf(it, path, "expected a movement (a mapping of fields), found %s", yamlnode.Describe(it))
 					movementsOK = false
 					continue
 				}
@@ -467,7 +428,7 @@ func (d *decoder) piece(n *yaml.Node) *Piece {
 				} else {
 					if j := slices.Index(names, m.Name); j >= 0 {
 						d.errorf(nameNode, path+".name", "duplicate movement name %s; first defined at %d:%d",
-							quote(m.Name), nameNodes[j].Line, nameNodes[j].Column)
+							yamlnode.Quote(m.Name), nameNodes[j].Line, nameNodes[j].Column)
 					} else {
 						names = append(names, m.Name)
 						nameNodes = append(nameNodes, nameNode)
@@ -498,7 +459,7 @@ func (d *decoder) piece(n *yaml.Node) *Piece {
 
 func (d *decoder) triggers(v *yaml.Node) *Triggers {
 	if v.Kind != yaml.MappingNode {
-		d.errorf(v, "triggers", "expected a mapping with keywords, found %s", describe(v))
+		d.errorf(v, "triggers", "expected a mapping with keywords, found %s", yamlnode.Describe(v))
 		return nil
 	}
 	t := &Triggers{}
@@ -533,17 +494,10 @@ func (d *decoder) movement(n *yaml.Node, path string) (Movement, *yaml.Node, []r
 			case IsSentinel(s):
 				d.errorf(v, field, "%s is a reserved sentinel; expected a movement name of 1-64 lowercase letters, digits, '_' and '-'", s)
 			case !isSlug(s, 64, true):
-				d.errorf(v, field, "expected 1-64 lowercase letters, digits, '_' and '-' ([a-z0-9_-]), found %s", quote(s))
+				d.errorf(v, field, "expected 1-64 lowercase letters, digits, '_' and '-' ([a-z0-9_-]), found %s", yamlnode.Quote(s))
 			}
 		case "agent":
-			s, ok := d.str(v, field)
-			if !ok {
-				return
-			}
-			m.Agent = s
-			if !isSlug(s, 64, true) {
-				d.errorf(v, field, "expected an agent adapter name of 1-64 characters [a-z0-9_-], found %s", quote(s))
-			}
+			m.Agent, _ = d.slug(v, field, true, "an agent adapter name of 1-64 characters [a-z0-9_-]")
 		case "edit":
 			m.Edit, editOK = d.boolean(v, field)
 		case "persona":
@@ -560,7 +514,7 @@ func (d *decoder) movement(n *yaml.Node, path string) (Movement, *yaml.Node, []r
 				if isCommandName(s) {
 					return ""
 				}
-				return "expected a command name (1-64 of [A-Za-z0-9._+-], no spaces or slashes), found " + quote(s)
+				return "expected a command name (1-64 of [A-Za-z0-9._+-], no spaces or slashes), found " + yamlnode.Quote(s)
 			})
 			cmdsNode = k
 		case "allowed_ssh_connections":
@@ -568,11 +522,11 @@ func (d *decoder) movement(n *yaml.Node, path string) (Movement, *yaml.Node, []r
 				if s == "*" || isConnectionID(s) {
 					return ""
 				}
-				return `expected "*" or a connection id of at least 8 lowercase hex digits and hyphens, found ` + quote(s)
+				return `expected "*" or a connection id of at least 8 lowercase hex digits and hyphens, found ` + yamlnode.Quote(s)
 			})
 		case "rules":
 			if v.Kind != yaml.SequenceNode {
-				d.errorf(v, field, "expected a list of rules (use [] for none), found %s", describe(v))
+				d.errorf(v, field, "expected a list of rules (use [] for none), found %s", yamlnode.Describe(v))
 				return
 			}
 			m.Rules = make([]Rule, 0, len(v.Content))
@@ -580,7 +534,7 @@ func (d *decoder) movement(n *yaml.Node, path string) (Movement, *yaml.Node, []r
 				it = deref(it)
 				rpath := field + "[" + strconv.Itoa(i) + "]"
 				if it.Kind != yaml.MappingNode {
-					d.errorf(it, rpath, "expected a rule (a mapping with condition and next), found %s", describe(it))
+					d.errorf(it, rpath, "expected a rule (a mapping with condition and next), found %s", yamlnode.Describe(it))
 					continue
 				}
 				r, nextNode := d.rule(it, rpath)
@@ -652,9 +606,9 @@ func checkTool(s string) string {
 		names = append(names, t.Name)
 	}
 	if hint := suggest(s, names); hint != "" {
-		return fmt.Sprintf("unknown tool %s; did you mean %q?", quote(s), hint)
+		return fmt.Sprintf("unknown tool %s; did you mean %q?", yamlnode.Quote(s), hint)
 	}
-	return fmt.Sprintf("unknown tool %s; expected a tool listed in docs/pieces.md or an MCP pattern mcp__<server>__*", quote(s))
+	return fmt.Sprintf("unknown tool %s; expected a tool listed in docs/pieces.md or an MCP pattern mcp__<server>__*", yamlnode.Quote(s))
 }
 
 // rule decodes one rule; it returns the next node when next is a string.
@@ -720,7 +674,7 @@ func (d *decoder) checkRef(r ref, names []string, namesKnown bool) {
 	if !namesKnown {
 		return
 	}
-	msg := want + ", found " + quote(r.value)
+	msg := want + ", found " + yamlnode.Quote(r.value)
 	if hint := suggest(r.value, candidates); hint != "" {
 		msg += fmt.Sprintf("; did you mean %q?", hint)
 	}

@@ -52,7 +52,7 @@ func ProtocolError(err error) Error {
 	return Error{Message: msg, Fatal: false, ErrorType: ErrorProtocol}
 }
 
-// DecodeClient strictly decodes one client → server line (contract §5,
+// DecodeClient strictly decodes one client → server line (wire contract §5,
 // §8.3): unknown message types, unknown properties at any depth, missing
 // required fields, wrong JSON types, enum violations and duplicate keys are
 // all errors of type *DecodeError carrying the text the server reports.
@@ -498,67 +498,9 @@ func (d *decoder) skipValue() error {
 	}
 	switch c := d.data[d.pos]; {
 	case c == '{':
-		if err := d.enter(); err != nil {
-			return err
-		}
-		d.pos++
-		d.ws()
-		if d.pos < len(d.data) && d.data[d.pos] == '}' {
-			d.pos++
-			d.depth--
-			return nil
-		}
-		for {
-			d.ws()
-			if d.pos >= len(d.data) || d.data[d.pos] != '"' {
-				return d.unexpected()
-			}
-			if _, err := d.readString(); err != nil {
-				return err
-			}
-			if err := d.expect(':'); err != nil {
-				return err
-			}
-			if err := d.skipValue(); err != nil {
-				return err
-			}
-			d.ws()
-			if d.pos < len(d.data) && d.data[d.pos] == ',' {
-				d.pos++
-				continue
-			}
-			if err := d.expect('}'); err != nil {
-				return err
-			}
-			d.depth--
-			return nil
-		}
+		return d.object(func([]byte) error { return d.skipValue() })
 	case c == '[':
-		if err := d.enter(); err != nil {
-			return err
-		}
-		d.pos++
-		d.ws()
-		if d.pos < len(d.data) && d.data[d.pos] == ']' {
-			d.pos++
-			d.depth--
-			return nil
-		}
-		for {
-			if err := d.skipValue(); err != nil {
-				return err
-			}
-			d.ws()
-			if d.pos < len(d.data) && d.data[d.pos] == ',' {
-				d.pos++
-				continue
-			}
-			if err := d.expect(']'); err != nil {
-				return err
-			}
-			d.depth--
-			return nil
-		}
+		return d.array(func(int) error { return d.skipValue() })
 	case c == '"':
 		_, err := d.readString()
 		return err
@@ -580,52 +522,106 @@ func (d *decoder) skipValue() error {
 	return d.unexpected()
 }
 
+// object reads the object at d.pos (which holds '{'), calling member for
+// each key with d.pos at the member's value, which member must consume.
+// The key aliases the input or scratch buffer, as from readString. It is
+// the one loop over members that skipping, peeking and typed decoding share.
+func (d *decoder) object(member func(key []byte) error) error {
+	empty, err := d.open('}')
+	for more := !empty; err == nil && more; {
+		d.ws()
+		if d.pos >= len(d.data) || d.data[d.pos] != '"' {
+			return d.unexpected()
+		}
+		var key []byte
+		if key, err = d.readString(); err != nil {
+			return err
+		}
+		if err = d.expect(':'); err != nil {
+			return err
+		}
+		if err = member(key); err != nil {
+			return err
+		}
+		more, err = d.next('}')
+	}
+	return err
+}
+
+// array reads the array at d.pos (which holds '['), calling elem for each
+// element (i counts from 0) with d.pos at the element, which elem must
+// consume.
+func (d *decoder) array(elem func(i int) error) error {
+	empty, err := d.open(']')
+	for i, more := 0, !empty; err == nil && more; i++ {
+		if err = elem(i); err != nil {
+			return err
+		}
+		more, err = d.next(']')
+	}
+	return err
+}
+
+// open enters the object or array at d.pos and reports whether it is
+// empty, in which case it is consumed whole.
+func (d *decoder) open(closer byte) (empty bool, err error) {
+	if err := d.enter(); err != nil {
+		return false, err
+	}
+	d.pos++
+	d.ws()
+	if d.pos < len(d.data) && d.data[d.pos] == closer {
+		d.pos++
+		d.depth--
+		return true, nil
+	}
+	return false, nil
+}
+
+// next consumes the ',' after a member or element and reports true, or the
+// closing byte (leaving the value) and reports false.
+func (d *decoder) next(closer byte) (more bool, err error) {
+	d.ws()
+	if d.pos < len(d.data) && d.data[d.pos] == ',' {
+		d.pos++
+		return true, nil
+	}
+	if err := d.expect(closer); err != nil {
+		return false, err
+	}
+	d.depth--
+	return false, nil
+}
+
 // peekType finds the string value of the "type" key of the object at d.pos
 // without consuming anything. ok is false when there is no such key or its
 // value is not a string. The name aliases the input or scratch buffer.
 func (d *decoder) peekType() (name []byte, ok bool, err error) {
 	save, saveDepth := d.pos, d.depth
 	defer func() { d.pos, d.depth = save, saveDepth }()
-	d.pos++
-	d.ws()
-	if d.pos < len(d.data) && d.data[d.pos] == '}' {
-		return nil, false, nil
-	}
-	for {
-		d.ws()
-		if d.pos >= len(d.data) || d.data[d.pos] != '"' {
-			return nil, false, d.unexpected()
-		}
-		key, err := d.readString()
-		if err != nil {
-			return nil, false, err
-		}
-		isType := string(key) == "type"
-		if err := d.expect(':'); err != nil {
-			return nil, false, err
+	err = d.object(func(key []byte) error {
+		if string(key) != "type" {
+			return d.skipValue()
 		}
 		d.ws()
-		if isType {
-			if d.pos < len(d.data) && d.data[d.pos] == '"' {
-				name, err := d.readString()
-				return name, err == nil, err
+		if d.pos < len(d.data) && d.data[d.pos] == '"' {
+			var err error
+			name, err = d.readString()
+			ok = err == nil
+			if err != nil {
+				return err
 			}
-			return nil, false, nil
 		}
-		if err := d.skipValue(); err != nil {
-			return nil, false, err
-		}
-		d.ws()
-		if d.pos < len(d.data) && d.data[d.pos] == ',' {
-			d.pos++
-			continue
-		}
-		if err := d.expect('}'); err != nil {
-			return nil, false, err
-		}
-		return nil, false, nil
+		return errTypeFound
+	})
+	if err == errTypeFound {
+		err = nil
 	}
+	return name, ok, err
 }
+
+// errTypeFound ends peekType's walk over the object at its "type" key.
+var errTypeFound = errors.New("protocol: type key found")
 
 // Typed decoding.
 
@@ -778,66 +774,37 @@ func (d *decoder) decodeValue(ts *typeSpec, f *fieldSpec, v reflect.Value) error
 // says the caller already read and checked the object's "type" (messages
 // decoded through their family).
 func (d *decoder) decodeStruct(ts *typeSpec, v reflect.Value, typeChecked bool) error {
-	if err := d.enter(); err != nil {
-		return err
-	}
-	d.pos++
 	var seen uint64
 	typeSeen := false
-	d.ws()
-	if d.pos < len(d.data) && d.data[d.pos] == '}' {
-		d.pos++
-	} else {
-		for {
-			d.ws()
-			if d.pos >= len(d.data) || d.data[d.pos] != '"' {
-				return d.unexpected()
+	err := d.object(func(key []byte) error {
+		if f := ts.byName[string(key)]; f != nil {
+			if seen&f.bit != 0 {
+				return atKey(d.schemaError("Duplicate property"), f.name)
 			}
-			key, err := d.readString()
-			if err != nil {
-				return err
+			seen |= f.bit
+			if err := d.decodeValue(f.ts, f, v.Field(f.index)); err != nil {
+				return atKey(err, f.name)
 			}
-			f := ts.byName[string(key)]
-			isType := f == nil && ts.msgType != "" && string(key) == "type"
-			if f == nil && !isType {
-				return atKey(d.schemaError("Unexpected property"), string(key))
-			}
-			if err := d.expect(':'); err != nil {
-				return err
-			}
-			if isType {
-				if typeSeen {
-					return atKey(d.schemaError("Duplicate property"), "type")
-				}
-				typeSeen = true
-				if typeChecked {
-					if err := d.skipValue(); err != nil {
-						return err
-					}
-				} else if err := d.expectConst(ts.msgType); err != nil {
-					return atKey(err, "type")
-				}
-			} else {
-				if seen&f.bit != 0 {
-					return atKey(d.schemaError("Duplicate property"), f.name)
-				}
-				seen |= f.bit
-				if err := d.decodeValue(f.ts, f, v.Field(f.index)); err != nil {
-					return atKey(err, f.name)
-				}
-			}
-			d.ws()
-			if d.pos < len(d.data) && d.data[d.pos] == ',' {
-				d.pos++
-				continue
-			}
-			if err := d.expect('}'); err != nil {
-				return err
-			}
-			break
+			return nil
 		}
+		if ts.msgType == "" || string(key) != "type" {
+			return atKey(d.schemaError("Unexpected property"), string(key))
+		}
+		if typeSeen {
+			return atKey(d.schemaError("Duplicate property"), "type")
+		}
+		typeSeen = true
+		if typeChecked {
+			return d.skipValue()
+		}
+		if err := d.expectConst(ts.msgType); err != nil {
+			return atKey(err, "type")
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	d.depth--
 	if ts.msgType != "" && !typeChecked && !typeSeen {
 		return d.missing("type")
 	}
@@ -897,37 +864,24 @@ func (d *decoder) checkVariant(ts *typeSpec, v reflect.Value, seen uint64) error
 }
 
 func (d *decoder) decodeSlice(ts *typeSpec, f *fieldSpec, v reflect.Value) error {
-	if err := d.enter(); err != nil {
+	// Decode in place into the (addressable) destination.
+	v.SetLen(0)
+	err := d.array(func(i int) error {
+		if i == v.Cap() {
+			v.Grow(max(4, i))
+		}
+		v.SetLen(i + 1)
+		if err := d.decodeValue(ts.elem, nil, v.Index(i)); err != nil {
+			return atIndex(err, i)
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	d.pos++
-	d.ws()
-	if d.pos < len(d.data) && d.data[d.pos] == ']' {
-		d.pos++
+	if v.IsNil() {
 		v.Set(reflect.MakeSlice(ts.t, 0, 0))
-	} else {
-		// Decode in place into the (addressable) destination.
-		v.SetLen(0)
-		for i := 0; ; i++ {
-			if i == v.Cap() {
-				v.Grow(max(4, i))
-			}
-			v.SetLen(i + 1)
-			if err := d.decodeValue(ts.elem, nil, v.Index(i)); err != nil {
-				return atIndex(err, i)
-			}
-			d.ws()
-			if d.pos < len(d.data) && d.data[d.pos] == ',' {
-				d.pos++
-				continue
-			}
-			if err := d.expect(']'); err != nil {
-				return err
-			}
-			break
-		}
 	}
-	d.depth--
 	if f != nil && f.unique && !uniqueItems(v) {
 		return d.schemaError("Expected array items to be unique")
 	}
@@ -935,48 +889,22 @@ func (d *decoder) decodeSlice(ts *typeSpec, f *fieldSpec, v reflect.Value) error
 }
 
 func (d *decoder) decodeMap(ts *typeSpec, v reflect.Value) error {
-	if err := d.enter(); err != nil {
+	m := reflect.MakeMap(ts.t)
+	err := d.object(func(kb []byte) error {
+		key := reflect.ValueOf(string(kb)).Convert(ts.t.Key())
+		if m.MapIndex(key).IsValid() {
+			return atKey(d.schemaError("Duplicate property"), key.String())
+		}
+		ev := reflect.New(ts.elem.t).Elem()
+		if err := d.decodeValue(ts.elem, nil, ev); err != nil {
+			return atKey(err, key.String())
+		}
+		m.SetMapIndex(key, ev)
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	d.pos++
-	m := reflect.MakeMap(ts.t)
-	d.ws()
-	if d.pos < len(d.data) && d.data[d.pos] == '}' {
-		d.pos++
-	} else {
-		for {
-			d.ws()
-			if d.pos >= len(d.data) || d.data[d.pos] != '"' {
-				return d.unexpected()
-			}
-			kb, err := d.readString()
-			if err != nil {
-				return err
-			}
-			key := reflect.ValueOf(string(kb)).Convert(ts.t.Key())
-			if err := d.expect(':'); err != nil {
-				return err
-			}
-			if m.MapIndex(key).IsValid() {
-				return atKey(d.schemaError("Duplicate property"), key.String())
-			}
-			ev := reflect.New(ts.elem.t).Elem()
-			if err := d.decodeValue(ts.elem, nil, ev); err != nil {
-				return atKey(err, key.String())
-			}
-			m.SetMapIndex(key, ev)
-			d.ws()
-			if d.pos < len(d.data) && d.data[d.pos] == ',' {
-				d.pos++
-				continue
-			}
-			if err := d.expect('}'); err != nil {
-				return err
-			}
-			break
-		}
-	}
-	d.depth--
 	v.Set(m)
 	return nil
 }

@@ -70,6 +70,29 @@ const demoNotice = "No model configured: running the bundled replay demo (script
 	"To use a real model set ANTHROPIC_API_KEY or OPENAI_API_KEY (OPENAI_BASE_URL for a local server such as Ollama), " +
 	"or pass --model provider/model."
 
+// modelEnv lists the environment variables that Select and the providers
+// it builds read.
+func modelEnv() []string {
+	return []string{"MAESTRO_MODEL", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL",
+		"OPENAI_API_KEY", "OPENAI_BASE_URL", "MAESTRO_OPENAI_API"}
+}
+
+// WithoutModel returns environ (KEY=value entries, as from os.Environ)
+// without the variables that configure a model, and with MAESTRO_HOME set
+// to home (where a fresh directory holds no config.yaml): the environment
+// of a machine with no model configured, in which Select picks the
+// bundled replay demo. Tests and benchmarks start maestro with it.
+func WithoutModel(environ []string, home string) []string {
+	drop := append(modelEnv(), "MAESTRO_HOME")
+	var env []string
+	for _, kv := range environ {
+		if k, _, _ := strings.Cut(kv, "="); !slices.Contains(drop, k) {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "MAESTRO_HOME="+home)
+}
+
 // Select chooses the provider per the package's precedence rules.
 func Select(ctx context.Context, o Options) (*Choice, error) {
 	if o.Getenv == nil {

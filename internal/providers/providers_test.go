@@ -106,3 +106,33 @@ func TestExplainUnknownModel(t *testing.T) {
 		t.Error("other errors must pass through unchanged")
 	}
 }
+
+// TestWithoutModel strips each model variable and sets MAESTRO_HOME,
+// keeping the rest in order; in the result Select falls back to the
+// bundled demo.
+func TestWithoutModel(t *testing.T) {
+	t.Parallel()
+	for _, k := range modelEnv() {
+		t.Run(k, func(t *testing.T) {
+			t.Parallel()
+			environ := []string{"PATH=/usr/bin", k + "=anthropic/claude-sonnet-4-5", "MAESTRO_HOME=/old", "HOME=/root"}
+			got := WithoutModel(environ, "/new")
+			want := []string{"PATH=/usr/bin", "HOME=/root", "MAESTRO_HOME=/new"}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Fatalf("WithoutModel = %q, want %q", got, want)
+			}
+			env := map[string]string{}
+			for _, kv := range got {
+				k, v, _ := strings.Cut(kv, "=")
+				env[k] = v
+			}
+			c, err := Select(t.Context(), Options{Getenv: func(k string) string { return env[k] }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Source != "default" || c.Replay != DemoScenario {
+				t.Fatalf("Select chose %s from %s, want the demo by default", c.Provider.Name(), c.Source)
+			}
+		})
+	}
+}

@@ -13,20 +13,16 @@ import (
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/protocol/prototest"
 	"github.com/maestro-run/maestro/internal/tool"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
-// validator checks every frame the tests see; building it is slow.
-var validator = sync.OnceValues(protocol.NewValidator)
-
+// mustValidator checks every frame the tests see (prototest's one
+// validator; building it is slow).
 func mustValidator(t testing.TB) *protocol.Validator {
 	t.Helper()
-	v, err := validator()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
+	return prototest.Validator(t)
 }
 
 // scenario parses an inline replay scenario (YAML frames only).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"iter"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -34,39 +33,6 @@ func newProvider(t testing.TB, baseURL string, change ...func(*Config)) *Provide
 		t.Fatalf("New: %v", err)
 	}
 	return p
-}
-
-// result is what one Stream call produced.
-type result struct {
-	deltas []llm.Event
-	resp   *llm.Response
-	err    error
-}
-
-// run drains a stream, checking that EventDone comes once and last and
-// that nothing follows an error.
-func run(t testing.TB, seq iter.Seq2[llm.Event, error]) result {
-	t.Helper()
-	var r result
-	for ev, err := range seq {
-		switch {
-		case r.err != nil || r.resp != nil:
-			t.Fatalf("item after the end of the stream: %+v, %v", ev, err)
-		case err != nil:
-			r.err = err
-		case ev.Type == llm.EventDone:
-			if ev.Response == nil {
-				t.Fatal("EventDone without a response")
-			}
-			r.resp = ev.Response
-		default:
-			r.deltas = append(r.deltas, ev)
-		}
-	}
-	if r.err == nil && r.resp == nil {
-		t.Fatal("stream ended without EventDone or an error")
-	}
-	return r
 }
 
 func callCtx(t testing.TB) context.Context {
@@ -121,11 +87,11 @@ func TestStreamTextWithUsage(t *testing.T) {
 	req := userRequest("hi")
 	req.System = "You are terse."
 
-	r := run(t, p.Stream(callCtx(t), req))
-	if r.err != nil {
-		t.Fatalf("stream: %v", r.err)
+	r := llmtest.Drain(t, p.Stream(callCtx(t), req))
+	if r.Err != nil {
+		t.Fatalf("stream: %v", r.Err)
 	}
-	if diff := cmp.Diff(textDeltas("Hello", ", ", "world."), r.deltas); diff != "" {
+	if diff := cmp.Diff(textDeltas("Hello", ", ", "world."), r.Deltas); diff != "" {
 		t.Errorf("deltas (-want +got):\n%s", diff)
 	}
 	want := &llm.Response{
@@ -134,7 +100,7 @@ func TestStreamTextWithUsage(t *testing.T) {
 		StopReason: llm.StopEndTurn,
 		Model:      "claude-test",
 	}
-	if diff := cmp.Diff(want, r.resp); diff != "" {
+	if diff := cmp.Diff(want, r.Response); diff != "" {
 		t.Errorf("response (-want +got):\n%s", diff)
 	}
 
@@ -160,12 +126,12 @@ func TestStreamThinkingAndText(t *testing.T) {
 	req := userRequest("hello")
 	req.Thinking = llm.ThinkingLow
 
-	r := run(t, p.Stream(callCtx(t), req))
-	if r.err != nil {
-		t.Fatalf("stream: %v", r.err)
+	r := llmtest.Drain(t, p.Stream(callCtx(t), req))
+	if r.Err != nil {
+		t.Fatalf("stream: %v", r.Err)
 	}
 	var gotThinking string
-	for _, d := range r.deltas {
+	for _, d := range r.Deltas {
 		if d.Type == llm.EventThinkingDelta {
 			gotThinking += d.Delta
 		}
@@ -177,10 +143,10 @@ func TestStreamThinkingAndText(t *testing.T) {
 		{Type: llm.PartThinking, Text: thinking, Signature: llmtest.ThinkingSignature(thinking)},
 		llm.Text("Hi!"),
 	}
-	if diff := cmp.Diff(wantParts, r.resp.Message.Parts); diff != "" {
+	if diff := cmp.Diff(wantParts, r.Response.Message.Parts); diff != "" {
 		t.Errorf("parts (-want +got):\n%s", diff)
 	}
-	if last := r.deltas[len(r.deltas)-1]; last != (llm.Event{Type: llm.EventTextDelta, Delta: "Hi!"}) {
+	if last := r.Deltas[len(r.Deltas)-1]; last != (llm.Event{Type: llm.EventTextDelta, Delta: "Hi!"}) {
 		t.Errorf("last delta = %+v, want the text after the thinking", last)
 	}
 }
@@ -200,19 +166,19 @@ func TestStreamToolCallWithFragmentedInput(t *testing.T) {
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"limit":{"type":"integer"}},"required":["path"],"additionalProperties":false}`),
 	}, {Name: "Glob"}}
 
-	r := run(t, p.Stream(callCtx(t), req))
-	if r.err != nil {
-		t.Fatalf("stream: %v", r.err)
+	r := llmtest.Drain(t, p.Stream(callCtx(t), req))
+	if r.Err != nil {
+		t.Fatalf("stream: %v", r.Err)
 	}
 	wantCalls := []llm.ToolCall{
 		{ID: "toolu_1", Name: "Read", Input: json.RawMessage(input)},
 		{ID: "toolu_002", Name: "Glob", Input: json.RawMessage(`{"pattern":"*.go"}`)},
 	}
-	if diff := cmp.Diff(wantCalls, r.resp.Message.ToolCalls()); diff != "" {
+	if diff := cmp.Diff(wantCalls, r.Response.Message.ToolCalls()); diff != "" {
 		t.Errorf("tool calls (-want +got):\n%s", diff)
 	}
-	if r.resp.StopReason != llm.StopToolUse {
-		t.Errorf("stop reason = %q, want tool_use", r.resp.StopReason)
+	if r.Response.StopReason != llm.StopToolUse {
+		t.Errorf("stop reason = %q, want tool_use", r.Response.StopReason)
 	}
 	body := requestBody(t, s, 0)
 	wantTools := asJSON(t, `[
@@ -235,19 +201,19 @@ func TestMultiTurnSendsSignatureAndToolResult(t *testing.T) {
 	req := userRequest("what is here?")
 	req.Thinking = llm.ThinkingMedium
 
-	first := run(t, p.Stream(callCtx(t), req))
-	if first.err != nil {
-		t.Fatalf("first call: %v", first.err)
+	first := llmtest.Drain(t, p.Stream(callCtx(t), req))
+	if first.Err != nil {
+		t.Fatalf("first call: %v", first.Err)
 	}
-	req.Messages = append(req.Messages, first.resp.Message, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{
+	req.Messages = append(req.Messages, first.Response.Message, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{
 		Type:       llm.PartToolResult,
 		ToolResult: &llm.ToolResult{CallID: "toolu_ls", Name: "Bash", Content: "exit status 2: ls: permission denied", IsError: true},
 	}}})
-	second := run(t, p.Stream(callCtx(t), req))
-	if second.err != nil {
-		t.Fatalf("second call: %v", second.err)
+	second := llmtest.Drain(t, p.Stream(callCtx(t), req))
+	if second.Err != nil {
+		t.Fatalf("second call: %v", second.Err)
 	}
-	if got := second.resp.Message.TextContent(); got != "There are two files." {
+	if got := second.Response.Message.TextContent(); got != "There are two files." {
 		t.Errorf("second answer = %q", got)
 	}
 
@@ -329,8 +295,8 @@ func TestRequestMapping(t *testing.T) {
 			if req.Messages == nil {
 				req.Messages = []llm.Message{llm.UserText("hi")}
 			}
-			if r := run(t, p.Stream(callCtx(t), &req)); r.err != nil {
-				t.Fatalf("stream: %v", r.err)
+			if r := llmtest.Drain(t, p.Stream(callCtx(t), &req)); r.Err != nil {
+				t.Fatalf("stream: %v", r.Err)
 			}
 			body := requestBody(t, s, 0)
 			for key, want := range tt.want {
@@ -359,10 +325,10 @@ func TestRequestMappingErrors(t *testing.T) {
 			t.Parallel()
 			s := llmtest.NewServer(t)
 			p := newProvider(t, s.URL())
-			r := run(t, p.Stream(callCtx(t), &tt.req))
-			e, ok := errors.AsType[*llm.Error](r.err)
+			r := llmtest.Drain(t, p.Stream(callCtx(t), &tt.req))
+			e, ok := errors.AsType[*llm.Error](r.Err)
 			if !ok || e.Kind != llm.KindBadRequest || !strings.Contains(e.Message, tt.want) {
-				t.Errorf("err = %v, want a bad_request error containing %q", r.err, tt.want)
+				t.Errorf("err = %v, want a bad_request error containing %q", r.Err, tt.want)
 			}
 			if n := len(s.Requests()); n != 0 {
 				t.Errorf("server received %d requests, want none", n)
@@ -393,10 +359,10 @@ func TestHTTPErrors(t *testing.T) {
 			t.Parallel()
 			s := llmtest.NewServer(t, tt.turn)
 			p := newProvider(t, s.URL())
-			r := run(t, p.Stream(callCtx(t), userRequest("hi")))
-			e, ok := errors.AsType[*llm.Error](r.err)
+			r := llmtest.Drain(t, p.Stream(callCtx(t), userRequest("hi")))
+			e, ok := errors.AsType[*llm.Error](r.Err)
 			if !ok {
-				t.Fatalf("err = %v (%T), want *llm.Error", r.err, r.err)
+				t.Fatalf("err = %v (%T), want *llm.Error", r.Err, r.Err)
 			}
 			if e.Kind != tt.kind || e.Status != tt.turn.Status || e.RetryAfter != tt.retryAfter || e.Hint != tt.hint || e.Provider != "anthropic" {
 				t.Errorf("error = %+v, want kind %s status %d retry-after %v hint %q", e, tt.kind, tt.turn.Status, tt.retryAfter, tt.hint)
@@ -404,8 +370,8 @@ func TestHTTPErrors(t *testing.T) {
 			if tt.turn.ErrorMessage != "" && e.Message != tt.turn.ErrorMessage {
 				t.Errorf("message = %q, want the API's %q", e.Message, tt.turn.ErrorMessage)
 			}
-			if len(r.deltas) != 0 {
-				t.Errorf("deltas before the error: %+v", r.deltas)
+			if len(r.Deltas) != 0 {
+				t.Errorf("deltas before the error: %+v", r.Deltas)
 			}
 		})
 	}
@@ -431,10 +397,10 @@ func TestModelNotFoundAndListModels(t *testing.T) {
 	s.Models = []string{"claude-a", "claude-b"}
 	p := newProvider(t, s.URL(), func(c *Config) { c.Model = "claude-nope" })
 
-	r := run(t, p.Stream(callCtx(t), userRequest("hi")))
-	e, ok := errors.AsType[*llm.Error](r.err)
+	r := llmtest.Drain(t, p.Stream(callCtx(t), userRequest("hi")))
+	e, ok := errors.AsType[*llm.Error](r.Err)
 	if !ok || e.Kind != llm.KindModelNotFound || e.Status != 404 || !strings.Contains(e.Message, `"claude-nope"`) {
-		t.Fatalf("err = %v, want model_not_found naming claude-nope", r.err)
+		t.Fatalf("err = %v, want model_not_found naming claude-nope", r.Err)
 	}
 	models, err := p.ListModels(callCtx(t))
 	if err != nil {
@@ -465,12 +431,12 @@ func TestStreamCut(t *testing.T) {
 	// connection drops.
 	s := llmtest.NewServer(t, llmtest.Turn{Text: []string{"a", "b", "c"}, CutAfter: 4})
 	p := newProvider(t, s.URL())
-	r := run(t, p.Stream(callCtx(t), userRequest("hi")))
-	if diff := cmp.Diff(textDeltas("a"), r.deltas); diff != "" {
+	r := llmtest.Drain(t, p.Stream(callCtx(t), userRequest("hi")))
+	if diff := cmp.Diff(textDeltas("a"), r.Deltas); diff != "" {
 		t.Errorf("deltas (-want +got):\n%s", diff)
 	}
-	if kind := llm.KindOf(r.err); kind != llm.KindStream {
-		t.Errorf("err = %v (kind %q), want stream", r.err, kind)
+	if kind := llm.KindOf(r.Err); kind != llm.KindStream {
+		t.Errorf("err = %v (kind %q), want stream", r.Err, kind)
 	}
 }
 
@@ -490,13 +456,13 @@ func TestStreamErrorEvent(t *testing.T) {
 			t.Parallel()
 			s := llmtest.NewServer(t, llmtest.Turn{Text: []string{"a", "b"}, Status: 529, CutAfter: tt.cutAfter})
 			p := newProvider(t, s.URL())
-			r := run(t, p.Stream(callCtx(t), userRequest("hi")))
-			if diff := cmp.Diff(tt.deltas, r.deltas); diff != "" {
+			r := llmtest.Drain(t, p.Stream(callCtx(t), userRequest("hi")))
+			if diff := cmp.Diff(tt.deltas, r.Deltas); diff != "" {
 				t.Errorf("deltas (-want +got):\n%s", diff)
 			}
-			e, ok := errors.AsType[*llm.Error](r.err)
+			e, ok := errors.AsType[*llm.Error](r.Err)
 			if !ok || e.Kind != tt.kind || !strings.Contains(e.Message, "Overloaded") {
-				t.Errorf("err = %v, want kind %s mentioning Overloaded", r.err, tt.kind)
+				t.Errorf("err = %v, want kind %s mentioning Overloaded", r.Err, tt.kind)
 			}
 		})
 	}
@@ -590,9 +556,9 @@ func TestNetworkError(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	r := run(t, newProvider(t, url).Stream(callCtx(t), userRequest("hi")))
-	if kind := llm.KindOf(r.err); kind != llm.KindNetwork {
-		t.Errorf("err = %v (kind %q), want network", r.err, kind)
+	r := llmtest.Drain(t, newProvider(t, url).Stream(callCtx(t), userRequest("hi")))
+	if kind := llm.KindOf(r.Err); kind != llm.KindNetwork {
+		t.Errorf("err = %v (kind %q), want network", r.Err, kind)
 	}
 }
 
@@ -612,11 +578,11 @@ func TestWithRetryRecoversFromRateLimit(t *testing.T) {
 			retries = append(retries, err.Kind)
 		},
 	})
-	r := run(t, p.Stream(callCtx(t), userRequest("hi")))
-	if r.err != nil {
-		t.Fatalf("stream: %v", r.err)
+	r := llmtest.Drain(t, p.Stream(callCtx(t), userRequest("hi")))
+	if r.Err != nil {
+		t.Fatalf("stream: %v", r.Err)
 	}
-	if got := r.resp.Message.TextContent(); got != "recovered" {
+	if got := r.Response.Message.TextContent(); got != "recovered" {
 		t.Errorf("text = %q", got)
 	}
 	if diff := cmp.Diff([]llm.ErrorKind{llm.KindRateLimit}, retries); diff != "" {
@@ -642,8 +608,8 @@ func TestAuthHeaders(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			s := llmtest.NewServer(t, llmtest.Turn{Text: []string{"ok"}})
-			if r := run(t, newProvider(t, s.URL(), tt.cfg).Stream(callCtx(t), userRequest("hi"))); r.err != nil {
-				t.Fatalf("stream: %v", r.err)
+			if r := llmtest.Drain(t, newProvider(t, s.URL(), tt.cfg).Stream(callCtx(t), userRequest("hi"))); r.Err != nil {
+				t.Fatalf("stream: %v", r.Err)
 			}
 			h := s.Requests()[0].Header
 			if h.Get("X-Api-Key") != tt.apiKey || h.Get("Authorization") != tt.authz || h.Get("Anthropic-Version") == "" {

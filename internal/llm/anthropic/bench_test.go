@@ -2,12 +2,10 @@ package anthropic
 
 import (
 	"context"
-	"fmt"
-
-	sdk "github.com/anthropics/anthropic-sdk-go"
 	"testing"
 
-	"github.com/maestro-run/maestro/internal/llm"
+	sdk "github.com/anthropics/anthropic-sdk-go"
+
 	"github.com/maestro-run/maestro/internal/llm/llmtest"
 )
 
@@ -16,10 +14,7 @@ import (
 // baseline "sdk" reads the same stream with the bare SDK and its own
 // accumulator, so the ratio shows what the provider layer costs.
 func BenchmarkStream200Chunks(b *testing.B) {
-	chunks := make([]string, 200)
-	for i := range chunks {
-		chunks[i] = fmt.Sprintf("chunk %03d of a streamed answer. ", i)
-	}
+	chunks := llmtest.Chunks(200, "chunk %03d of a streamed answer. ")
 	s := llmtest.NewServer(b, llmtest.Turn{Text: chunks, InputTokens: 1000, OutputTokens: 1600})
 	s.Loop = true
 	p := newProvider(b, s.URL())
@@ -49,23 +44,5 @@ func BenchmarkStream200Chunks(b *testing.B) {
 			}
 		}
 	})
-	b.Run("provider", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			ctx, cancel := context.WithTimeout(b.Context(), testTimeout)
-			deltas := 0
-			for ev, err := range p.Stream(ctx, req) {
-				if err != nil {
-					b.Fatal(err)
-				}
-				if ev.Type == llm.EventTextDelta {
-					deltas++
-				}
-			}
-			cancel()
-			if deltas != len(chunks) {
-				b.Fatalf("got %d deltas, want %d", deltas, len(chunks))
-			}
-		}
-	})
+	b.Run("provider", func(b *testing.B) { llmtest.BenchStream(b, p, req, len(chunks)) })
 }

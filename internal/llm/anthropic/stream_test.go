@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/llm/llmtest"
 )
 
 // rawSSE serves one fixed event stream: each element is "name data".
@@ -107,11 +108,11 @@ func TestAccumulationQuirks(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			p := newProvider(t, rawSSE(t, tt.events...))
-			r := run(t, p.Stream(callCtx(t), userRequest("hi")))
-			if r.err != nil {
-				t.Fatalf("stream: %v", r.err)
+			r := llmtest.Drain(t, p.Stream(callCtx(t), userRequest("hi")))
+			if r.Err != nil {
+				t.Fatalf("stream: %v", r.Err)
 			}
-			if diff := cmp.Diff(tt.want, r.resp); diff != "" {
+			if diff := cmp.Diff(tt.want, r.Response); diff != "" {
 				t.Errorf("response (-want +got):\n%s", diff)
 			}
 		})
@@ -134,10 +135,10 @@ func TestMalformedStreams(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			p := newProvider(t, rawSSE(t, tt.events...))
-			r := run(t, p.Stream(callCtx(t), userRequest("hi")))
-			e, ok := r.err.(*llm.Error)
+			r := llmtest.Drain(t, p.Stream(callCtx(t), userRequest("hi")))
+			e, ok := r.Err.(*llm.Error)
 			if !ok || e.Kind != llm.KindStream || !strings.Contains(e.Message, tt.want) {
-				t.Errorf("err = %v, want a stream error containing %q", r.err, tt.want)
+				t.Errorf("err = %v, want a stream error containing %q", r.Err, tt.want)
 			}
 		})
 	}

@@ -9,7 +9,9 @@ import (
 	"strings"
 
 	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/maestro-run/maestro/internal/llm"
@@ -19,40 +21,67 @@ import (
 func (p *Provider) streamChat(ctx context.Context, req *llm.Request) iter.Seq2[llm.Event, error] {
 	return func(yield func(llm.Event, error) bool) {
 		params, err := p.chatParams(req)
-		if err != nil {
-			yield(llm.Event{}, badRequest(err))
-			return
-		}
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		stream := p.chat.NewStreaming(ctx, params)
-		defer stream.Close()
-		if err := stream.Err(); err != nil {
-			yield(llm.Event{}, p.requestError(ctx, err))
-			return
-		}
 		acc := chatAccumulator{model: p.cfg.Model}
-		for stream.Next() {
-			text, thinking := acc.add(stream.Current())
-			if thinking != "" && !yield(llm.Event{Type: llm.EventThinkingDelta, Delta: thinking}, nil) {
-				return
+		read := func(stream *ssestream.Stream[sdk.ChatCompletionChunk]) bool {
+			for stream.Next() {
+				text, thinking := acc.add(stream.Current())
+				if thinking != "" && !yield(llm.Event{Type: llm.EventThinkingDelta, Delta: thinking}, nil) {
+					return false
+				}
+				if text != "" && !yield(llm.Event{Type: llm.EventTextDelta, Delta: text}, nil) {
+					return false
+				}
 			}
-			if text != "" && !yield(llm.Event{Type: llm.EventTextDelta, Delta: text}, nil) {
-				return
+			return true
+		}
+		finish := func() (*llm.Response, error) {
+			if acc.finish == "" {
+				// The SDK ends quietly at EOF, with or without [DONE]; a
+				// finish_reason is what proves the answer is complete.
+				return nil, p.incomplete("a finish_reason")
 			}
+			return acc.response(), nil
 		}
-		if err := stream.Err(); err != nil {
-			yield(llm.Event{}, p.streamError(ctx, err))
-			return
-		}
-		if acc.finish == "" {
-			// The SDK ends quietly at EOF, with or without [DONE]; a
-			// finish_reason is what proves the answer is complete.
-			yield(llm.Event{}, p.incomplete("a finish_reason"))
-			return
-		}
-		yield(llm.Event{Type: llm.EventDone, Response: acc.response()}, nil)
+		streamCall(ctx, p, yield, params, err, p.chat.NewStreaming, read, finish)
 	}
+}
+
+// streamCall is the frame of one streaming call, the same for Chat
+// Completions and Responses: given the call's parameters (or the error
+// building them), it opens the stream, lets read consume its events and
+// then yields the outcome: a transport error, else what finish makes of
+// what read gathered (the final response, or what the stream lacked).
+// read returns false once it has ended the call itself (the consumer
+// stopped, or it yielded an error). The request is cancelled and the
+// stream closed on return.
+func streamCall[P, T any](ctx context.Context, p *Provider, yield func(llm.Event, error) bool, params P, err error,
+	open func(context.Context, P, ...option.RequestOption) *ssestream.Stream[T],
+	read func(*ssestream.Stream[T]) bool, finish func() (*llm.Response, error)) {
+	if err != nil {
+		yield(llm.Event{}, badRequest(err))
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream := open(ctx, params)
+	defer stream.Close()
+	if err := stream.Err(); err != nil {
+		yield(llm.Event{}, p.requestError(ctx, err))
+		return
+	}
+	if !read(stream) {
+		return
+	}
+	if err := stream.Err(); err != nil {
+		yield(llm.Event{}, p.streamError(ctx, err))
+		return
+	}
+	resp, err := finish()
+	if err != nil {
+		yield(llm.Event{}, err)
+		return
+	}
+	yield(llm.Event{Type: llm.EventDone, Response: resp}, nil)
 }
 
 // chatParams maps req to a Chat Completions request.

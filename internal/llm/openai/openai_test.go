@@ -35,37 +35,10 @@ func newProvider(t testing.TB, base, api string, edit ...func(*Config)) *Provide
 	return p
 }
 
-// result is everything one Stream call produced.
-type result struct {
-	Deltas   []llm.Event
-	Response *llm.Response
-	Err      error
-}
-
-func stream(t testing.TB, ctx context.Context, p llm.Provider, req *llm.Request) result {
+// stream drains one Stream call of p (see llmtest.Drain).
+func stream(t testing.TB, ctx context.Context, p llm.Provider, req *llm.Request) llmtest.Outcome {
 	t.Helper()
-	var r result
-	for ev, err := range p.Stream(ctx, req) {
-		if err != nil {
-			if r.Err != nil {
-				t.Fatalf("second error after %v: %v", r.Err, err)
-			}
-			r.Err = err
-			continue
-		}
-		if r.Err != nil || r.Response != nil {
-			t.Fatalf("event %+v after the end", ev)
-		}
-		if ev.Type == llm.EventDone {
-			r.Response = ev.Response
-			continue
-		}
-		r.Deltas = append(r.Deltas, ev)
-	}
-	if (r.Err == nil) == (r.Response == nil) {
-		t.Fatalf("stream ended with error %v and response %v", r.Err, r.Response)
-	}
-	return r
+	return llmtest.Drain(t, p.Stream(ctx, req))
 }
 
 func hello() *llm.Request {

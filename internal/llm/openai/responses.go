@@ -9,6 +9,7 @@ import (
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
 
@@ -19,67 +20,55 @@ import (
 func (p *Provider) streamResponses(ctx context.Context, req *llm.Request) iter.Seq2[llm.Event, error] {
 	return func(yield func(llm.Event, error) bool) {
 		params, err := p.responsesParams(req)
-		if err != nil {
-			yield(llm.Event{}, badRequest(err))
-			return
-		}
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		stream := p.responses.NewStreaming(ctx, params)
-		defer stream.Close()
-		if err := stream.Err(); err != nil {
-			yield(llm.Event{}, p.requestError(ctx, err))
-			return
-		}
 		// Items finished so far, in case a compatible server's terminal
 		// response leaves its output out.
 		var done []indexedItem
 		var final *responses.Response
-	events:
-		for stream.Next() {
-			ev := stream.Current()
-			switch ev.Type {
-			case "response.output_text.delta":
-				if ev.Delta != "" && !yield(llm.Event{Type: llm.EventTextDelta, Delta: ev.Delta}, nil) {
-					return
+		read := func(stream *ssestream.Stream[responses.ResponseStreamEventUnion]) bool {
+			for stream.Next() {
+				ev := stream.Current()
+				switch ev.Type {
+				case "response.output_text.delta":
+					if ev.Delta != "" && !yield(llm.Event{Type: llm.EventTextDelta, Delta: ev.Delta}, nil) {
+						return false
+					}
+				case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
+					if ev.Delta != "" && !yield(llm.Event{Type: llm.EventThinkingDelta, Delta: ev.Delta}, nil) {
+						return false
+					}
+				case "response.reasoning_summary_part.added":
+					// Separate successive summary parts as the final message does.
+					if ev.SummaryIndex > 0 && !yield(llm.Event{Type: llm.EventThinkingDelta, Delta: "\n\n"}, nil) {
+						return false
+					}
+				case "response.output_item.done":
+					done = append(done, indexedItem{ev.OutputIndex, ev.Item})
+				case "response.completed", "response.incomplete":
+					r := ev.Response
+					final = &r
+					return true
+				case "response.failed":
+					e := ev.Response.Error
+					msg := e.Message
+					if msg == "" {
+						msg = "the response failed"
+					}
+					yield(llm.Event{}, p.eventError("", string(e.Code), msg))
+					return false
+				case "error":
+					yield(llm.Event{}, p.eventError("", ev.Code, ev.Message))
+					return false
 				}
-			case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
-				if ev.Delta != "" && !yield(llm.Event{Type: llm.EventThinkingDelta, Delta: ev.Delta}, nil) {
-					return
-				}
-			case "response.reasoning_summary_part.added":
-				// Separate successive summary parts as the final message does.
-				if ev.SummaryIndex > 0 && !yield(llm.Event{Type: llm.EventThinkingDelta, Delta: "\n\n"}, nil) {
-					return
-				}
-			case "response.output_item.done":
-				done = append(done, indexedItem{ev.OutputIndex, ev.Item})
-			case "response.completed", "response.incomplete":
-				r := ev.Response
-				final = &r
-				break events
-			case "response.failed":
-				e := ev.Response.Error
-				msg := e.Message
-				if msg == "" {
-					msg = "the response failed"
-				}
-				yield(llm.Event{}, p.eventError("", string(e.Code), msg))
-				return
-			case "error":
-				yield(llm.Event{}, p.eventError("", ev.Code, ev.Message))
-				return
 			}
+			return true
 		}
-		if err := stream.Err(); err != nil {
-			yield(llm.Event{}, p.streamError(ctx, err))
-			return
+		finish := func() (*llm.Response, error) {
+			if final == nil {
+				return nil, p.incomplete("response.completed")
+			}
+			return p.responsesResult(final, done), nil
 		}
-		if final == nil {
-			yield(llm.Event{}, p.incomplete("response.completed"))
-			return
-		}
-		yield(llm.Event{Type: llm.EventDone, Response: p.responsesResult(final, done)}, nil)
+		streamCall(ctx, p, yield, params, err, p.responses.NewStreaming, read, finish)
 	}
 }
 

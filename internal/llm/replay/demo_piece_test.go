@@ -2,7 +2,6 @@ package replay
 
 import (
 	"encoding/json"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -139,12 +138,7 @@ func TestDemoPieceShape(t *testing.T) {
 // pass on that workspace and the calls made.
 func TestDemoPiecePlaysThrough(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	dir, root := demoWorkspace(t)
 	p := New(DemoPiece())
 	var (
 		all       []llm.Message // every movement's conversation, for CalledTools
@@ -218,15 +212,7 @@ func TestDemoPiecePlaysThrough(t *testing.T) {
 	if want := (llm.Usage{InputTokens: 4072, OutputTokens: 798, CacheReadTokens: 6600, CacheWriteTokens: 4290}); usage != want {
 		t.Errorf("total usage = %+v, want %+v", usage, want)
 	}
-	rs := DemoPiece().Check(os.DirFS(dir), CalledTools(all))
-	for _, r := range rs {
-		if r.Status != StatusPass {
-			t.Errorf("assertion %s: %s: %s", r.ID, r.Status, r.Message)
-		}
-	}
-	if len(rs) != len(DemoPiece().Assertions) || OutcomeOf(rs) != OutcomePass {
-		t.Errorf("outcome %s over %d results", OutcomeOf(rs), len(rs))
-	}
+	wantAllPass(t, DemoPiece(), dir, all)
 	// The frames are all played: one more call is a clear script error.
 	pad := make([]llm.Message, turns)
 	for i := range pad {

@@ -58,7 +58,7 @@ func TestDemoGolden(t *testing.T) {
 }
 
 // builtInTools maps the built-in tools to their input fields and which of
-// them are required (the brief's tool contract).
+// them are required, as internal/tool declares them.
 func builtInTools() map[string]map[string]bool {
 	return map[string]map[string]bool{
 		"Read":  {"path": true, "offset": false, "limit": false},
@@ -199,18 +199,41 @@ func runDemoTool(ctx context.Context, root *os.Root, dir string, c llm.ToolCall)
 	return res
 }
 
+// demoWorkspace is an empty temporary workspace to play a demo in, and
+// its root.
+func demoWorkspace(t *testing.T) (string, *os.Root) {
+	t.Helper()
+	dir := t.TempDir()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return dir, root
+}
+
+// wantAllPass requires every assertion of s to pass on the workspace dir
+// and the tool calls of msgs.
+func wantAllPass(t *testing.T, s *Scenario, dir string, msgs []llm.Message) {
+	t.Helper()
+	results := s.Check(os.DirFS(dir), CalledTools(msgs))
+	for _, r := range results {
+		if r.Status != StatusPass {
+			t.Errorf("assertion %s: %s: %s", r.ID, r.Status, r.Message)
+		}
+	}
+	if len(results) != len(s.Assertions) || OutcomeOf(results) != OutcomePass {
+		t.Errorf("outcome %s over %d results", OutcomeOf(results), len(results))
+	}
+}
+
 // TestDemoPlaysThrough drives the demo like the agent loop does: each
 // model call's tool calls run for real in a temporary workspace and their
 // results go back in the next request, until the scenario ends. Then its
 // assertions pass on that workspace.
 func TestDemoPlaysThrough(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	dir, root := demoWorkspace(t)
 	p := New(Demo())
 	msgs := []llm.Message{llm.UserText("fix the failing test")}
 	var (
@@ -253,16 +276,7 @@ func TestDemoPlaysThrough(t *testing.T) {
 	if want := (llm.Usage{InputTokens: 2328, OutputTokens: 594, CacheReadTokens: 4112, CacheWriteTokens: 2056}); usage != want {
 		t.Errorf("total usage = %+v, want %+v", usage, want)
 	}
-
-	results := Demo().Check(os.DirFS(dir), CalledTools(msgs))
-	for _, r := range results {
-		if r.Status != StatusPass {
-			t.Errorf("assertion %s: %s: %s", r.ID, r.Status, r.Message)
-		}
-	}
-	if len(results) != len(Demo().Assertions) || OutcomeOf(results) != OutcomePass {
-		t.Errorf("outcome %s over %d results", OutcomeOf(results), len(results))
-	}
+	wantAllPass(t, Demo(), dir, msgs)
 
 	// One call too many is a clear script error.
 	got := collect(p.Stream(t.Context(), &llm.Request{Messages: append(msgs, llm.UserText("and now?"))}))

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -14,28 +15,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/protocol/prototest"
 	"github.com/maestro-run/maestro/internal/runtime"
-	"github.com/maestro-run/maestro/internal/sandbox"
 	"github.com/maestro-run/maestro/internal/session"
-	"github.com/maestro-run/maestro/internal/tool"
 	"github.com/maestro-run/maestro/internal/transport/httpattach"
+	"github.com/maestro-run/maestro/internal/transport/transporttest"
 	"github.com/maestro-run/maestro/internal/utility"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
-// validator is built once per test binary (building it is slow).
-var validator = sync.OnceValues(protocol.NewValidator)
-
+// mustValidator returns the shared schema validator.
 func mustValidator(t testing.TB) *protocol.Validator {
 	t.Helper()
-	v, err := validator()
-	if err != nil {
-		t.Fatalf("build protocol validator: %v", err)
-	}
-	return v
+	return prototest.Validator(t)
 }
 
 // options configure a test server.
@@ -66,53 +60,31 @@ type server struct {
 	token     string
 }
 
-const defaultScenario = `schemaVersion: evalops.maestro.scripted-scenario.v1
-id: ok
-description: Answers ok.
-metadata: {recordedAt: "2026-01-01T00:00:00Z", toolsExpected: []}
-frames:
-  - index: 0
-    statements:
-      - {kind: text, text: ok}
-      - {kind: end, reason: complete}
-`
-
 func newServer(t testing.TB, o options) *server {
 	t.Helper()
-	v := mustValidator(t)
+	v := prototest.Validator(t)
 	if o.workspace == "" {
 		o.workspace = t.TempDir()
 	}
 	if o.approval == "" {
 		o.approval = protocol.ApprovalAuto
 	}
-	var scen *replay.Scenario
-	var err error
-	if o.scenario == "" {
-		scen, err = replay.Parse([]byte(defaultScenario), "default.yaml")
-	} else {
-		scen, err = replay.Load(filepath.Join("testdata", "scenarios", o.scenario+".yaml"))
+	scenPath := ""
+	if o.scenario != "" {
+		scenPath = filepath.Join("testdata", "scenarios", o.scenario+".yaml")
 	}
-	if err != nil {
-		t.Fatalf("load scenario: %v", err)
-	}
+	scen := transporttest.Scenario(t, scenPath)
 	root, err := workspace.Open(o.workspace)
 	if err != nil {
 		t.Fatalf("open workspace: %v", err)
 	}
 	t.Cleanup(func() { root.Close() })
-	sb, err := sandbox.New(context.Background(), sandbox.Config{Mode: sandbox.ModeOff})
-	if err != nil {
-		t.Fatalf("sandbox: %v", err)
-	}
-	tools := tool.NewSet(tool.NewRead(root), tool.NewWrite(root), tool.NewEdit(root),
-		tool.NewGlob(root), tool.NewGrep(root), tool.NewBash(sb, root.Dir(), tool.BashOptions{}))
+	tools := transporttest.Tools(t, root)
 	store := session.NewStore(t.TempDir())
 	var logs []*session.Session
 	var logsMu sync.Mutex
 	newRuntime := func(_ context.Context, req httpattach.CreateRequest) (*runtime.Runtime, string, error) {
-		provider := llm.Provider(replay.New(scen))
-		sess, err := store.Create(session.Meta{Workspace: root.Dir(), Provider: provider.Name(), Model: provider.Model(), ExecutorType: protocol.ExecutorReplay})
+		cfg, sess, err := transporttest.Session(store, root, replay.New(scen), tools, v)
 		if err != nil {
 			return nil, "", err
 		}
@@ -127,23 +99,13 @@ func newServer(t testing.TB, o options) *server {
 		if o.bufferFrames > 0 {
 			frames = o.bufferFrames
 		}
-		rt, err := runtime.New(runtime.Config{
-			Provider:     provider,
-			Executor:     protocol.ExecutorReplay,
-			Tools:        func(context.Context) (*tool.Set, error) { return tools, nil },
-			Log:          sess,
-			SessionID:    sess.ID(),
-			Cwd:          root.Dir(),
-			Home:         root.Dir(),
-			System:       "You are a test.",
-			ApprovalMode: mode,
-			BufferFrames: frames,
-			Validate:     v.ValidateServerFrame,
-			Now:          o.now,
-			Utilities: func(emit func(protocol.Message)) runtime.Utilities {
-				return utility.New(utility.Config{Root: root, Emit: emit})
-			},
-		})
+		cfg.ApprovalMode = mode
+		cfg.BufferFrames = frames
+		cfg.Now = o.now
+		cfg.Utilities = func(emit func(protocol.Message)) runtime.Utilities {
+			return utility.New(utility.Config{Root: root, Emit: emit})
+		}
+		rt, err := runtime.New(cfg)
 		return rt, sess.ID(), err
 	}
 	sessions := httpattach.NewSessionMap(newRuntime)
@@ -187,23 +149,13 @@ func (s *server) call(method, path string, body any, h hdr, out any) (int, []byt
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, s.srv.URL+path, rd)
-	if err != nil {
-		s.t.Fatalf("new request: %v", err)
-	}
 	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
+		// JSON unless the caller's headers say otherwise.
+		withType := hdr{"Content-Type": "application/json"}
+		maps.Copy(withType, h)
+		h = withType
 	}
-	if s.token != "" {
-		req.Header.Set("Authorization", "Bearer "+s.token)
-	}
-	for k, v := range h {
-		req.Header.Set(k, v)
-	}
-	resp, err := s.srv.Client().Do(req)
-	if err != nil {
-		s.t.Fatalf("%s %s: %v", method, path, err)
-	}
+	resp := s.do(ctx, method, path, rd, h)
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
@@ -215,6 +167,27 @@ func (s *server) call(method, path string, body any, h hdr, out any) (int, []byt
 		}
 	}
 	return resp.StatusCode, data
+}
+
+// do sends a request with the server's token and the headers h; the
+// caller closes the answer's body.
+func (s *server) do(ctx context.Context, method, path string, body io.Reader, h hdr) *http.Response {
+	s.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, s.srv.URL+path, body)
+	if err != nil {
+		s.t.Fatalf("new request: %v", err)
+	}
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	resp, err := s.srv.Client().Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return resp
 }
 
 // errBody is an error answer.
@@ -336,22 +309,12 @@ type sse struct {
 func (s *server) open(id, query string, h hdr) *sse {
 	s.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	url := s.srv.URL + "/api/headless/sessions/" + id + "/events"
+	path := "/api/headless/sessions/" + id + "/events"
 	if query != "" {
-		url += "?" + query
+		path += "?" + query
 	}
-	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
-	if s.token != "" {
-		req.Header.Set("Authorization", "Bearer "+s.token)
-	}
-	for k, v := range h {
-		req.Header.Set(k, v)
-	}
-	resp, err := s.srv.Client().Do(req)
-	if err != nil {
-		cancel()
-		s.t.Fatalf("open events: %v", err)
-	}
+	s.t.Cleanup(cancel)
+	resp := s.do(ctx, "GET", path, nil, h)
 	if resp.StatusCode != 200 {
 		data, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()

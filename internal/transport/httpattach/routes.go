@@ -12,7 +12,7 @@ import (
 	"github.com/maestro-run/maestro/internal/runtime"
 )
 
-// routes registers the session routes of contract §11.1.
+// routes registers the session routes of wire contract §11.1.
 func (h *Handler) routes() *http.ServeMux {
 	m := http.NewServeMux()
 	for _, r := range h.routeTable() {
@@ -65,7 +65,7 @@ func (h *Handler) ready(w http.ResponseWriter) bool {
 	return true
 }
 
-// heartbeatSnapshot is the heartbeat response (contract §11.4).
+// heartbeatSnapshot is the heartbeat response (wire contract §11.4).
 type heartbeatSnapshot struct {
 	ConnectionID           string                    `json:"connection_id"`
 	ControllerLeaseGranted bool                      `json:"controller_lease_granted"`
@@ -135,20 +135,7 @@ func (h *Handler) heartbeatOf(c *runtime.Conn) heartbeatSnapshot {
 // create serves POST /api/headless/sessions: create a runtime, or attach
 // to the one a sessionId names; the answer is its snapshot.
 func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
-	if !h.ready(w) {
-		return
-	}
-	b, e := readBody(w, r, createFields, false)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	req := h.createRequest(r, &b)
-	if e := checkCapabilities(req.Role, req.Capabilities, req.EnableClientTools); e != nil {
-		writeError(w, e)
-		return
-	}
-	s, e := h.open(r.Context(), req)
+	s, _, e := h.open(w, r, createFields)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -156,9 +143,28 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.snapshot())
 }
 
-// open returns the session a create or register request names, or a new
-// one from Sessions.Create.
-func (h *Handler) open(ctx context.Context, req CreateRequest) (*session, *Error) {
+// open reads a create or register body with the allowed fields, checks
+// its capabilities and returns the session it names, or a new one from
+// Sessions.Create. Like ready, it refuses while draining or not restored.
+func (h *Handler) open(w http.ResponseWriter, r *http.Request, allowed []string) (*session, attachBody, *Error) {
+	if e := h.unready.Load(); e != nil {
+		return nil, attachBody{}, e
+	}
+	b, e := readBody(w, r, allowed, false)
+	if e != nil {
+		return nil, b, e
+	}
+	req := h.createRequest(r, &b)
+	if e := checkCapabilities(req.Role, req.Capabilities, req.EnableClientTools); e != nil {
+		return nil, b, e
+	}
+	s, e := h.openSession(r.Context(), req)
+	return s, b, e
+}
+
+// openSession returns the session req names, or a new one from
+// Sessions.Create.
+func (h *Handler) openSession(ctx context.Context, req CreateRequest) (*session, *Error) {
 	if req.SessionID != "" {
 		rt, ok := h.cfg.Sessions.Get(req.SessionID)
 		if !ok || rt == nil {
@@ -176,25 +182,12 @@ func (h *Handler) open(ctx context.Context, req CreateRequest) (*session, *Error
 // connections serves POST /api/headless/connections: register a
 // connection (or refresh an existing one) as controller or viewer.
 func (h *Handler) connections(w http.ResponseWriter, r *http.Request) {
-	if !h.ready(w) {
-		return
-	}
-	b, e := readBody(w, r, connectionFields, false)
+	s, b, e := h.open(w, r, connectionFields)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	req := h.createRequest(r, &b)
-	if e := checkCapabilities(req.Role, req.Capabilities, req.EnableClientTools); e != nil {
-		writeError(w, e)
-		return
-	}
-	s, e := h.open(r.Context(), req)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	c, e := s.connection(r, &b, req.Role, false)
+	c, e := s.connection(r, &b, b.role(r), false)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -224,7 +217,7 @@ func (s *session) connection(r *http.Request, b *attachBody, role protocol.Role,
 	id := str(b.ConnectionID)
 	if id == "" && role == protocol.RoleController && reuse {
 		// A controller subscribing without a connection reuses the lease
-		// holder's when it has no subscriptions (contract §11.2).
+		// holder's when it has no subscriptions (wire contract §11.2).
 		if ctrl := s.rt.ControllerID(); ctrl != "" {
 			if c, ok := s.rt.Conn(ctrl); ok && len(s.connSubs(c)) == 0 && !s.isAnonymous(c) {
 				id = ctrl
@@ -271,12 +264,7 @@ func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request) {
 	if !h.ready(w) {
 		return
 	}
-	s, e := h.lookup(r.PathValue("id"))
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	b, e := readBody(w, r, subscribeFields, false)
+	s, b, e := h.lookupBody(w, r, subscribeFields, false)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -328,12 +316,7 @@ func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request) {
 
 // unsubscribe serves POST …/unsubscribe {subscriptionId}.
 func (h *Handler) unsubscribe(w http.ResponseWriter, r *http.Request) {
-	s, e := h.lookup(r.PathValue("id"))
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	b, e := readBody(w, r, unsubscribeFields, true)
+	s, b, e := h.lookupBody(w, r, unsubscribeFields, true)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -347,9 +330,24 @@ func (h *Handler) unsubscribe(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]bool{"success": true})
 }
 
-// target resolves the connection (and subscription) of a heartbeat or
-// disconnect: from the body, else the headers.
-func (s *session) target(r *http.Request, b *attachBody) (*runtime.Conn, *subscription, *Error) {
+// lookupBody returns the session the path's {id} names and the request
+// body, read with the allowed fields.
+func (h *Handler) lookupBody(w http.ResponseWriter, r *http.Request, allowed []string, required bool) (*session, attachBody, *Error) {
+	s, e := h.lookup(r.PathValue("id"))
+	if e != nil {
+		return nil, attachBody{}, e
+	}
+	b, e := readBody(w, r, allowed, required)
+	return s, b, e
+}
+
+// target resolves the session and connection (and subscription) of a
+// heartbeat or disconnect: from the body, else the headers.
+func (h *Handler) target(w http.ResponseWriter, r *http.Request) (*session, *runtime.Conn, *subscription, *Error) {
+	s, b, e := h.lookupBody(w, r, targetFields, false)
+	if e != nil {
+		return nil, nil, nil, e
+	}
 	subID := str(b.SubscriptionID)
 	if subID == "" {
 		subID = header(r, subscriptionHeaders)
@@ -361,33 +359,20 @@ func (s *session) target(r *http.Request, b *attachBody) (*runtime.Conn, *subscr
 	if subID != "" {
 		sub, ok := s.get(subID)
 		if !ok {
-			return nil, nil, notFound(CodeNotFound, msgSubscriberNotFound)
+			return nil, nil, nil, notFound(CodeNotFound, msgSubscriberNotFound)
 		}
-		return sub.conn, sub, nil
-	}
-	if connID == "" {
-		return nil, nil, notFound(CodeStaleConnection, msgConnectionNotFound)
+		return s, sub.conn, sub, nil
 	}
 	c, ok := s.rt.Conn(connID)
-	if !ok {
-		return nil, nil, notFound(CodeStaleConnection, msgConnectionNotFound)
+	if connID == "" || !ok {
+		return nil, nil, nil, notFound(CodeStaleConnection, msgConnectionNotFound)
 	}
-	return c, nil, nil
+	return s, c, nil, nil
 }
 
 // heartbeat serves POST …/heartbeat: it extends the connection's lease.
 func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request) {
-	s, e := h.lookup(r.PathValue("id"))
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	b, e := readBody(w, r, targetFields, false)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	c, sub, e := s.target(r, &b)
+	s, c, sub, e := h.target(w, r)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -411,17 +396,7 @@ func (s *session) touch(sub *subscription) {
 // disconnect serves POST …/disconnect: the connection's subscriptions end
 // and its lease and utilities are released; the runtime lives on.
 func (h *Handler) disconnect(w http.ResponseWriter, r *http.Request) {
-	s, e := h.lookup(r.PathValue("id"))
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	b, e := readBody(w, r, targetFields, false)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	c, _, e := s.target(r, &b)
+	s, c, _, e := h.target(w, r)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -498,7 +473,7 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	switch m.(type) {
 	case protocol.Interrupt, protocol.Cancel:
-		// Contract §8.9 step 4: after what the interrupt published, a
+		// Wire contract §8.9 step 4: after what the interrupt published, a
 		// snapshot envelope with a cursor of its own.
 		s.publishSnapshot("")
 	}

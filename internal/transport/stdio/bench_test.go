@@ -54,11 +54,15 @@ type benchSession struct {
 
 func startSession(b *testing.B, p llm.Provider) *benchSession {
 	b.Helper()
-	rt, err := hrt.New(hrt.Config{
-		Provider: p,
-		Tools:    func(context.Context) (*tool.Set, error) { return tool.NewSet(), nil },
-		Cwd:      b.TempDir(),
-	})
+	return serveSession(b, hrt.Config{Provider: p, Cwd: b.TempDir()})
+}
+
+// serveSession serves a runtime of cfg (with no tools) over pipes and
+// reads up to its session_info.
+func serveSession(b *testing.B, cfg hrt.Config) *benchSession {
+	b.Helper()
+	cfg.Tools = func(context.Context) (*tool.Set, error) { return tool.NewSet(), nil }
+	rt, err := hrt.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -198,25 +202,13 @@ func BenchmarkFileReadRoundTrip(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer root.Close()
-	rt, err := hrt.New(hrt.Config{
+	s := serveSession(b, hrt.Config{
 		Provider: chunker{},
-		Tools:    func(context.Context) (*tool.Set, error) { return tool.NewSet(), nil },
 		Cwd:      dir,
 		Utilities: func(emit func(protocol.Message)) hrt.Utilities {
 			return utility.New(utility.Config{Root: root, Emit: emit})
 		},
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	s := &benchSession{in: inW, out: bufio.NewReaderSize(outR, 1<<16), served: make(chan error, 1)}
-	go func() {
-		s.served <- stdio.Serve(context.Background(), stdio.Config{Runtime: rt, In: inR, Out: outW})
-		outW.Close()
-	}()
-	s.readUntil(b, "session_info")
 	hello := []byte(`{"type":"hello","protocol_version":"2026-04-02","capabilities":{"utility_operations":["file_read"]}}` + "\n")
 	if _, err := s.in.Write(hello); err != nil {
 		b.Fatal(err)

@@ -53,27 +53,20 @@ import (
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/protocol/prototest"
 	"github.com/maestro-run/maestro/internal/runtime"
-	"github.com/maestro-run/maestro/internal/sandbox"
 	"github.com/maestro-run/maestro/internal/session"
 	"github.com/maestro-run/maestro/internal/tool"
 	"github.com/maestro-run/maestro/internal/transport/stdio"
+	"github.com/maestro-run/maestro/internal/transport/transporttest"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
-
-// validator is built once per test binary (building it is slow); it is
-// read-only afterwards.
-var validator = sync.OnceValues(protocol.NewValidator)
 
 // Validator returns the shared schema validator, failing t if it cannot be
 // built.
 func Validator(t testing.TB) *protocol.Validator {
 	t.Helper()
-	v, err := validator()
-	if err != nil {
-		t.Fatalf("build protocol validator: %v", err)
-	}
-	return v
+	return prototest.Validator(t)
 }
 
 // Options configure a run. The zero value runs a one-frame replay
@@ -146,39 +139,22 @@ func Run(t testing.TB, o Options, script string) Result {
 	defer root.Close()
 	provider := o.Provider
 	if provider == nil {
-		provider = scenarioProvider(t, o.Scenario)
+		provider = replay.New(transporttest.Scenario(t, o.Scenario))
 	}
-	sb, err := sandbox.New(ctx, sandbox.Config{Mode: sandbox.ModeOff})
-	if err != nil {
-		t.Fatalf("sandbox: %v", err)
-	}
-	tools := tool.NewSet(tool.NewRead(root), tool.NewWrite(root), tool.NewEdit(root),
-		tool.NewGlob(root), tool.NewGrep(root), tool.NewBash(sb, root.Dir(), tool.BashOptions{}))
+	tools := transporttest.Tools(t, root)
 	if o.Tools != nil {
 		for _, x := range o.Tools(root) {
 			tools.Add(x)
 		}
 	}
-	store := session.NewStore(t.TempDir())
-	sess, err := store.Create(session.Meta{Workspace: root.Dir(), Provider: provider.Name(), Model: provider.Model(), ExecutorType: protocol.ExecutorReplay})
+	cfg, sess, err := transporttest.Session(session.NewStore(t.TempDir()), root, provider, tools, v)
 	if err != nil {
-		t.Fatalf("create session: %v", err)
+		t.Fatal(err)
 	}
-	cfg := runtime.Config{
-		Provider:     provider,
-		Executor:     protocol.ExecutorReplay,
-		Tools:        func(context.Context) (*tool.Set, error) { return tools, nil },
-		ClientTools:  o.ClientTools,
-		Log:          sess,
-		SessionID:    sess.ID(),
-		Cwd:          root.Dir(),
-		Home:         root.Dir(),
-		System:       "You are a test.",
-		ApprovalMode: o.ApprovalMode,
-		Timeouts:     o.Timeouts,
-		BufferFrames: o.BufferFrames,
-		Validate:     v.ValidateServerFrame,
-	}
+	cfg.ClientTools = o.ClientTools
+	cfg.ApprovalMode = o.ApprovalMode
+	cfg.Timeouts = o.Timeouts
+	cfg.BufferFrames = o.BufferFrames
 	if o.Utilities != nil {
 		cfg.Utilities = func(emit func(protocol.Message)) runtime.Utilities { return o.Utilities(root, emit) }
 	}
@@ -307,32 +283,6 @@ func Golden(t *testing.T, o Options, dir, name string) Result {
 	}
 	return res
 }
-
-func scenarioProvider(t testing.TB, path string) llm.Provider {
-	t.Helper()
-	var s *replay.Scenario
-	var err error
-	if path == "" {
-		s, err = replay.Parse([]byte(defaultScenario), "default.yaml")
-	} else {
-		s, err = replay.Load(path)
-	}
-	if err != nil {
-		t.Fatalf("load scenario: %v", err)
-	}
-	return replay.New(s)
-}
-
-const defaultScenario = `schemaVersion: evalops.maestro.scripted-scenario.v1
-id: ok
-description: Answers ok.
-metadata: {recordedAt: "2026-01-01T00:00:00Z", toolsExpected: []}
-frames:
-  - index: 0
-    statements:
-      - {kind: text, text: ok}
-      - {kind: end, reason: complete}
-`
 
 // recorder collects the server's lines as they are written and lets the
 // script wait for frame types.

@@ -1,0 +1,70 @@
+// Package benchproc holds what the fan-out benchmarks (bench/attach,
+// bench/sse) share about processes: a server that runs its clients in a
+// child process of the same binary (so that the server's memory figures
+// are its own), the resident memory of a process, and the open-file limit
+// that thousands of sockets need.
+package benchproc
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Main runs clients with the remaining arguments when this process is the
+// child that ClientsCommand starts, else server with the command-line
+// arguments; an error ends the process with status 1 after "name: error".
+func Main(name string, server, clients func(args []string) error) {
+	var err error
+	if len(os.Args) > 2 && os.Args[1] == "-role" && os.Args[2] == "clients" {
+		err = clients(os.Args[3:])
+	} else {
+		err = server(os.Args[1:])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
+}
+
+// ClientsCommand is this binary started as the clients child with args;
+// its standard error is this process's.
+func ClientsCommand(ctx context.Context, args ...string) (*exec.Cmd, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find this binary: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, self, append([]string{"-role", "clients"}, args...)...)
+	cmd.Stderr = os.Stderr
+	return cmd, nil
+}
+
+// KiB reads a field of /proc/self/status in KiB: VmRSS (resident memory)
+// or VmHWM (its peak); 0 when it cannot be read.
+func KiB(field string) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// RaiseFileLimit lifts the soft open-file limit to the hard one (each
+// subscriber is a socket, on both sides).
+func RaiseFileLimit() {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) == nil && l.Cur < l.Max {
+		l.Cur = l.Max
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+	}
+}
