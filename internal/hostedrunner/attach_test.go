@@ -18,14 +18,11 @@ import (
 	"github.com/maestro-run/maestro/internal/transport/httpattach"
 )
 
-// TestOtherSessionOwnedElsewhere: the runner serves its own session, and
-// every route naming another session id answers 409
-// runtime_owned_elsewhere with the ownership details (contract §11.5,
-// §11.6), not 404.
-func TestOtherSessionOwnedElsewhere(t *testing.T) {
-	t.Parallel()
-	cfg := testConfig(newWorkspace(t))
-	r, err := New(cfg, Options{Now: fixedNow})
+// serveRunner builds a runner with its session API (no lease sweep) and
+// serves it over a real listener until the test ends.
+func serveRunner(t *testing.T, cfg Config, opts Options) (*Runner, *httptest.Server) {
+	t.Helper()
+	r, err := New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,6 +34,17 @@ func TestOtherSessionOwnedElsewhere(t *testing.T) {
 		attach.Close()
 		r.Close()
 	})
+	return r, srv
+}
+
+// TestOtherSessionOwnedElsewhere: the runner serves its own session, and
+// every route naming another session id answers 409
+// runtime_owned_elsewhere with the ownership details (contract §11.5,
+// §11.6), not 404.
+func TestOtherSessionOwnedElsewhere(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(newWorkspace(t))
+	r, srv := serveRunner(t, cfg, Options{Now: fixedNow})
 	own := r.SessionID()
 	if own != "session_123" {
 		t.Fatalf("bound session %q, want session_123", own)
@@ -225,18 +233,7 @@ func TestRestoreResumeStrictCursor(t *testing.T) {
 	path, manifestCursor := drainedManifest(t, ws)
 	cfg := testConfig(ws)
 	cfg.RunnerSessionID, cfg.MaestroSessionID, cfg.RestoreManifest = "mrs_456", "", path
-	r, err := New(cfg, Options{Now: fixedNow})
-	if err != nil {
-		t.Fatal(err)
-	}
-	attach := NewAttach(r, httpattach.Config{SweepInterval: -1})
-	srv := httptest.NewServer(r.Handler())
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		attach.Close()
-		r.Close()
-	})
+	r, srv := serveRunner(t, cfg, Options{Now: fixedNow})
 	resetCursor := r.Runtime().Cursor()
 	if resetCursor <= manifestCursor {
 		t.Fatalf("runtime cursor %d after restoring at %d", resetCursor, manifestCursor)
@@ -302,21 +299,10 @@ func TestDrainPublishesSnapshot(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r, err := New(testConfig(newWorkspace(t)), Options{Now: fixedNow})
-			if err != nil {
-				t.Fatal(err)
-			}
+			r, srv := serveRunner(t, testConfig(newWorkspace(t)), Options{Now: fixedNow})
 			if tc.flushErr != nil {
 				r.flush = func() error { return tc.flushErr }
 			}
-			attach := NewAttach(r, httpattach.Config{SweepInterval: -1})
-			srv := httptest.NewServer(r.Handler())
-			t.Cleanup(func() {
-				srv.CloseClientConnections()
-				srv.Close()
-				attach.Close()
-				r.Close()
-			})
 			events := openEvents(t, srv.URL, r.SessionID(), "")
 			if e := nextEnvelope(t, events); e.Type != "snapshot" {
 				t.Fatalf("first envelope %s, want the initial snapshot", e.raw)
