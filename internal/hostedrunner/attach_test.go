@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,17 +13,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/protocol/prototest"
 	"github.com/maestro-run/maestro/internal/transport/httpattach"
 )
 
-// TestOtherSessionOwnedElsewhere: the runner serves its own session, and
-// every route naming another session id answers 409
-// runtime_owned_elsewhere with the ownership details (contract §11.5,
-// §11.6), not 404.
-func TestOtherSessionOwnedElsewhere(t *testing.T) {
-	t.Parallel()
-	cfg := testConfig(newWorkspace(t))
-	r, err := New(cfg, Options{Now: fixedNow})
+// serveRunner builds a runner with its session API (no lease sweep) and
+// serves it over a real listener until the test ends.
+func serveRunner(t *testing.T, cfg Config, opts Options) (*Runner, *httptest.Server) {
+	t.Helper()
+	r, err := New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,6 +34,17 @@ func TestOtherSessionOwnedElsewhere(t *testing.T) {
 		attach.Close()
 		r.Close()
 	})
+	return r, srv
+}
+
+// TestOtherSessionOwnedElsewhere: the runner serves its own session, and
+// every route naming another session id answers 409
+// runtime_owned_elsewhere with the ownership details (contract §11.5,
+// §11.6), not 404.
+func TestOtherSessionOwnedElsewhere(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(newWorkspace(t))
+	r, srv := serveRunner(t, cfg, Options{Now: fixedNow})
 	own := r.SessionID()
 	if own != "session_123" {
 		t.Fatalf("bound session %q, want session_123", own)
@@ -222,18 +233,7 @@ func TestRestoreResumeStrictCursor(t *testing.T) {
 	path, manifestCursor := drainedManifest(t, ws)
 	cfg := testConfig(ws)
 	cfg.RunnerSessionID, cfg.MaestroSessionID, cfg.RestoreManifest = "mrs_456", "", path
-	r, err := New(cfg, Options{Now: fixedNow})
-	if err != nil {
-		t.Fatal(err)
-	}
-	attach := NewAttach(r, httpattach.Config{SweepInterval: -1})
-	srv := httptest.NewServer(r.Handler())
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		attach.Close()
-		r.Close()
-	})
+	r, srv := serveRunner(t, cfg, Options{Now: fixedNow})
 	resetCursor := r.Runtime().Cursor()
 	if resetCursor <= manifestCursor {
 		t.Fatalf("runtime cursor %d after restoring at %d", resetCursor, manifestCursor)
@@ -276,5 +276,74 @@ func TestRestoreResumeStrictCursor(t *testing.T) {
 		if strings.Contains(e.raw, `"type":"status"`) {
 			break
 		}
+	}
+}
+
+// TestDrainPublishesSnapshot: a stream open when the runner drains gets,
+// after the status Drained, a snapshot envelope (wire contract §14.2 step
+// 4) with last_status Drained and is_ready false, at the cursor after the
+// manifest's, whether the drain completed (200 drained) or its flush
+// failed (503 interrupted); identity then says draining, not ready, with
+// the drain's status. Every envelope is checked against the schemas.
+func TestDrainPublishesSnapshot(t *testing.T) {
+	t.Parallel()
+	v := prototest.Validator(t)
+	for _, tc := range []struct {
+		name     string
+		flushErr error
+		code     int
+		status   string
+	}{
+		{"drained", nil, http.StatusOK, DrainDrained},
+		{"interrupted", errors.New("disk full"), http.StatusServiceUnavailable, DrainInterrupted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r, srv := serveRunner(t, testConfig(newWorkspace(t)), Options{Now: fixedNow})
+			if tc.flushErr != nil {
+				r.flush = func() error { return tc.flushErr }
+			}
+			events := openEvents(t, srv.URL, r.SessionID(), "")
+			if e := nextEnvelope(t, events); e.Type != "snapshot" {
+				t.Fatalf("first envelope %s, want the initial snapshot", e.raw)
+			}
+			resp, err := http.Post(srv.URL+DrainPath, "application/json", strings.NewReader(`{"reason":"ttl_expired"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var d DrainResponse
+			err = json.NewDecoder(resp.Body).Decode(&d)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != tc.code || d.Status != tc.status {
+				t.Fatalf("drain: %d %+v %v, want %d %s", resp.StatusCode, d, err, tc.code, tc.status)
+			}
+			var last string
+			for {
+				e := nextEnvelope(t, events)
+				if err := v.ValidateEnvelope([]byte(e.raw)); err != nil {
+					t.Errorf("envelope %s: %v", e.raw, err)
+				}
+				if e.Type == "message" {
+					last = e.raw
+					continue
+				}
+				var snap protocol.Snapshot
+				if err := json.Unmarshal([]byte(e.raw), &struct {
+					Snapshot *protocol.Snapshot `json:"snapshot"`
+				}{&snap}); err != nil {
+					t.Fatal(err)
+				}
+				if e.Type != "snapshot" || snap.State.LastStatus != StatusDrained || snap.State.IsReady || snap.Cursor != *d.Manifest.Runtime.Cursor+1 {
+					t.Fatalf("after the drain: %s, want a snapshot with last_status Drained, is_ready false, cursor %d", e.raw, *d.Manifest.Runtime.Cursor+1)
+				}
+				break
+			}
+			if !strings.Contains(last, `"message":"Drained"`) {
+				t.Errorf("message before the drain snapshot: %s, want the status Drained", last)
+			}
+			if id := r.Identity(); id.Ready || !id.Draining || id.DrainStatus != tc.status {
+				t.Errorf("identity after the drain: %+v", id)
+			}
+		})
 	}
 }

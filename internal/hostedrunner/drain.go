@@ -128,7 +128,8 @@ func (e *BadRequestError) Unwrap() error { return e.Err }
 // Drain drains the runner (contract §14.2): it validates the export paths
 // (nothing changes if one is refused), marks the runner draining so that
 // new attach traffic gets 503, stops the runtime's work, flushes the
-// session log and writes the snapshot manifest. It returns the response
+// session log, writes the snapshot manifest and publishes a snapshot
+// envelope to the subscribers. It returns the response
 // and its HTTP status: 200 drained, 503 interrupted (the flush failed; the
 // manifest is still written). A second drain returns the first one's
 // answer.
@@ -162,12 +163,17 @@ func (r *Runner) Drain(ctx context.Context, req DrainRequest) (*DrainResponse, i
 		r.rt.Broadcast(protocol.Status{Message: "Hosted runner is draining: " + cmpOr(req.Reason, defaultDrainReason)})
 	}
 
-	// Stop the work: cancel requests, stop utilities, abort the run.
-	stopped := make(chan struct{})
-	go func() {
-		r.rt.Shutdown()
+	// Stop the work: cancel requests, stop utilities, abort the run. The
+	// runtime stays open until the drain has published its last status
+	// and snapshot (release): the session API disposes of a runtime once
+	// its shutdown is done, and a frame published after that is dropped
+	// (the Drained status would miss the manifest and the subscribers).
+	stopped, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	go r.rt.ShutdownThen(func() {
 		close(stopped)
-	}()
+		<-release
+	})
 	tctx, cancel := context.WithTimeout(ctx, r.opts.DrainTimeout)
 	defer cancel()
 	var flushErr error
@@ -254,6 +260,12 @@ func (r *Runner) Drain(ctx context.Context, req DrainRequest) (*DrainResponse, i
 	r.ready = false
 	r.drained, r.drainCode, r.drainedAt = resp, code, now
 	r.mu.Unlock()
+	// Wire contract §14.2 step 4: with draining set and ready cleared,
+	// a snapshot envelope (last_status Drained, is_ready false) tells
+	// the clients still attached that the drain is over. It takes the
+	// cursor after the manifest's (snapshot envelopes take a cursor of
+	// their own, wire contract §12).
+	r.rt.PublishSnapshot("", nil)
 	r.log.Info("hosted runner drained", "status", resp.Status, "flush_status", flush, "manifest", path, "cursor", cursor)
 	return resp, code, nil
 }

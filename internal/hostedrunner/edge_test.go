@@ -15,7 +15,6 @@ import (
 	"github.com/maestro-run/maestro/internal/httpedge/edgetest"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/runtime"
-	"github.com/maestro-run/maestro/internal/transport/httpattach"
 	"github.com/maestro-run/maestro/internal/utility"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
@@ -35,22 +34,11 @@ func edgeRunner(t *testing.T, cfg Config) (*Runner, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := New(cfg, Options{Now: fixedNow, Utilities: func(emit func(protocol.Message), hide []string) runtime.Utilities {
+	// Closed after the runner (cleanups run last first).
+	t.Cleanup(func() { root.Close() })
+	return serveRunner(t, cfg, Options{Now: fixedNow, Utilities: func(emit func(protocol.Message), hide []string) runtime.Utilities {
 		return utility.New(utility.Config{Root: root, Emit: emit, Hide: hide})
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	attach := NewAttach(r, httpattach.Config{SweepInterval: -1})
-	srv := httptest.NewServer(r.Handler())
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		attach.Close()
-		r.Close()
-		root.Close()
-	})
-	return r, srv
 }
 
 // edgeCall sends one request with the given headers ("Host" sets the

@@ -491,11 +491,22 @@ func (r *Runtime) interrupt(m protocol.Message, why stopReasons) {
 // requests are cancelled, utilities stopped, the run aborted; it returns
 // once the run and every in-flight operation have ended (is_ready becomes
 // false). Transports call it at end of input too. It is idempotent.
-func (r *Runtime) Shutdown() {
+func (r *Runtime) Shutdown() { r.ShutdownThen(nil) }
+
+// ShutdownThen is Shutdown, running last (when not nil) once the work has
+// stopped but before Done is closed: what last publishes reaches the
+// subscriptions before a transport that disposes of a runtime when Done
+// closes (internal/transport/httpattach) closes its stream. The hosted
+// runner's drain publishes its final status and snapshot this way. When
+// the runtime was already shut down, last runs after Done.
+func (r *Runtime) ShutdownThen(last func()) {
 	r.mu.Lock()
 	if r.shutting {
 		r.mu.Unlock()
 		<-r.done
+		if last != nil {
+			last()
+		}
 		return
 	}
 	r.shutting = true
@@ -504,6 +515,9 @@ func (r *Runtime) Shutdown() {
 	// In-flight file searches and reads end with the runtime's context.
 	r.cancel()
 	_ = r.WaitIdle(context.Background())
+	if last != nil {
+		last()
+	}
 	close(r.done)
 }
 
