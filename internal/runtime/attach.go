@@ -169,7 +169,7 @@ func (c *Conn) Claim(take bool) error {
 // Update replaces the metadata of an existing connection with the fields
 // o sets (protocol version, client info, capabilities, opt-outs); ID,
 // Role, TakeControl, Passive and Local are ignored. A viewer may not
-// negotiate mcp_elicitation, user_input or tool_retry.
+// negotiate what ViewerDisallowed names.
 func (c *Conn) Update(o ConnectOptions) error {
 	r := c.r
 	r.mu.Lock()
@@ -178,8 +178,8 @@ func (c *Conn) Update(o ConnectOptions) error {
 		return ErrClosed
 	}
 	if o.Capabilities != nil && c.effectiveRole() == protocol.RoleViewer {
-		if t := viewerDisallowed(o.Capabilities); t != "" {
-			return refuse(CodeBadRequest, protocol.ErrorProtocol, "viewer headless connections cannot negotiate "+string(t)+" requests")
+		if t := ViewerDisallowed(o.Capabilities, c.local); t != "" {
+			return viewerRefusal(t)
 		}
 	}
 	if o.ProtocolVersion != "" {

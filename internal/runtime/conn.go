@@ -96,19 +96,30 @@ func (c *Conn) hasOp(op protocol.UtilityOperation) bool {
 	return c.caps != nil && slices.Contains(c.caps.UtilityOperations, op)
 }
 
-// viewerDisallowed returns the first server request type a viewer may not
-// negotiate, or "".
-func viewerDisallowed(caps *protocol.Capabilities) protocol.RequestType {
+// ViewerDisallowed returns the first server request type a viewer may not
+// negotiate, or "" (wire contract §8.5): mcp_elicitation and user_input on
+// every transport, and tool_retry only on stdio (local); over HTTP a viewer
+// may list tool_retry.
+func ViewerDisallowed(caps *protocol.Capabilities, local bool) protocol.RequestType {
 	if caps == nil {
 		return ""
 	}
 	for _, t := range caps.ServerRequests {
 		switch t {
-		case protocol.RequestMCPElicitation, protocol.RequestUserInput, protocol.RequestToolRetry:
+		case protocol.RequestMCPElicitation, protocol.RequestUserInput:
 			return t
+		case protocol.RequestToolRetry:
+			if local {
+				return t
+			}
 		}
 	}
 	return ""
+}
+
+// viewerRefusal is the refusal of a viewer that negotiates t.
+func viewerRefusal(t protocol.RequestType) *Error {
+	return refuse(CodeBadRequest, protocol.ErrorProtocol, fmt.Sprintf("viewer headless connections cannot negotiate %s requests", t))
 }
 
 // Connect registers a connection. A controller takes the lease when it is
@@ -133,9 +144,9 @@ func (r *Runtime) Connect(o ConnectOptions) (*Conn, error) {
 		c.role = protocol.RoleController
 	}
 	if c.role == protocol.RoleViewer {
-		if t := viewerDisallowed(o.Capabilities); t != "" {
+		if t := ViewerDisallowed(o.Capabilities, o.Local); t != "" {
 			r.mu.Unlock()
-			return nil, refuse(CodeBadRequest, protocol.ErrorProtocol, fmt.Sprintf("viewer headless connections cannot negotiate %s requests", t))
+			return nil, viewerRefusal(t)
 		}
 	}
 	if c.role == protocol.RoleController && !o.Passive {
@@ -313,9 +324,9 @@ func (c *Conn) hello(m protocol.Hello) error {
 		role = protocol.RoleController
 	}
 	if role == protocol.RoleViewer {
-		if t := viewerDisallowed(m.Capabilities); t != "" {
+		if t := ViewerDisallowed(m.Capabilities, c.local); t != "" {
 			r.mu.Unlock()
-			return refuse(CodeBadRequest, protocol.ErrorProtocol, fmt.Sprintf("viewer headless connections cannot negotiate %s requests", t))
+			return viewerRefusal(t)
 		}
 	}
 	c.helloSeen = true
