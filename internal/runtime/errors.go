@@ -40,6 +40,7 @@ const (
 	msgShuttingDown       = "Headless runtime is shutting down"
 	msgAutoIgnored        = "Tool response ignored (auto-approval mode)"
 	msgNoUtilities        = "Utility operations are not available in this runtime"
+	msgOutsideHostedRoot  = "Path is outside hosted workspace root"
 )
 
 // Errors returned by Connect and Subscribe (test with errors.Is).
