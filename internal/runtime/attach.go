@@ -1,7 +1,9 @@
 package runtime
 
 import (
+	"context"
 	"slices"
+	"time"
 
 	"github.com/maestro-run/maestro/internal/protocol"
 )
@@ -81,6 +83,55 @@ func (r *Runtime) PublishSnapshot(reason protocol.ResetReason, fill func(*protoc
 		h.push(Frame{Cursor: cursor, Message: env, Data: data, Envelope: true})
 		unlock()
 		return cursor
+	}
+}
+
+// settleLimit bounds how long HandleSettled waits for a prompt's run to
+// publish its first message.
+const settleLimit = 10 * time.Second
+
+// HandleSettled handles m as Handle does (with context.WithoutCancel(ctx):
+// a message once accepted is not undone by its client going away). For a
+// prompt, whose run goes on in the background, it then waits until the
+// runtime has published something since the prompt was accepted (the
+// run's first message: the fixture agent's "Prompt: …" status, the
+// agent's response_start) or the run has ended — at most settleLimit, or
+// until ctx ends. A snapshot taken afterwards shows the message handled,
+// as the reference servers' /messages answers do (wire contract §11.4).
+func (c *Conn) HandleSettled(ctx context.Context, m protocol.Message) error {
+	r := c.r
+	before := r.Cursor()
+	if err := c.Handle(context.WithoutCancel(ctx), m); err != nil {
+		return err
+	}
+	if _, ok := m.(protocol.Prompt); !ok {
+		return nil
+	}
+	r.mu.Lock()
+	run := r.run
+	r.mu.Unlock()
+	if run == nil {
+		return nil
+	}
+	limit := time.NewTimer(settleLimit)
+	defer limit.Stop()
+	for {
+		r.logMu.Lock()
+		moved := r.cursorLocked() > before || r.hub.Closed()
+		wait := r.hub.Wait()
+		r.logMu.Unlock()
+		if moved {
+			return nil
+		}
+		select {
+		case <-wait:
+		case <-run.done:
+			return nil
+		case <-limit.C:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
 	}
 }
 
