@@ -16,7 +16,7 @@ import (
 const LocalConnectionID = "local"
 
 // LeaseTTL is how long a controller lease lasts after the connection was
-// last seen: three heartbeat intervals (contract §8.5).
+// last seen: three heartbeat intervals (wire contract §8.5).
 const LeaseTTL = 45 * time.Second
 
 // ConnectOptions describe a connection. Over HTTP they come from the
@@ -310,7 +310,7 @@ func (r *Runtime) connectionInfoLocked(c *Conn) protocol.ConnectionInfo {
 	}
 }
 
-// hello handles the handshake (contract §8.1): hello_ok to this
+// hello handles the handshake (wire contract §8.1): hello_ok to this
 // connection only (never filtered), then connection_info, then a status
 // when the client speaks another protocol version.
 func (c *Conn) hello(m protocol.Hello) error {
@@ -392,7 +392,7 @@ func (r *Runtime) serverCapabilities() *protocol.ServerCapabilities {
 	}
 }
 
-// admit applies the role and lease rules (contract §8.5) to a message
+// admit applies the role and lease rules (wire contract §8.5) to a message
 // before it is handled.
 func (c *Conn) admit(m protocol.Message) error {
 	r := c.r

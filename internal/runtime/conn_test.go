@@ -42,7 +42,7 @@ func code(err error) int {
 	return 0
 }
 
-// TestControllerLease follows contract §8.5 with several connections.
+// TestControllerLease follows wire contract §8.5 with several connections.
 func TestControllerLease(t *testing.T) {
 	t.Parallel()
 	clk := &clock{now: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}

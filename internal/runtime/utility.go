@@ -8,7 +8,7 @@ import (
 	"github.com/maestro-run/maestro/internal/protocol"
 )
 
-// utility handles the utility operations (contract §10) after the
+// utility handles the utility operations (wire contract §10) after the
 // capability check of §8.2: an operation needs its capability negotiated
 // in hello, except utility_command_terminate and utility_file_watch_stop.
 // Starting, stopping, writing and resizing are answered synchronously;

@@ -14,7 +14,7 @@ import (
 	"github.com/maestro-run/maestro/internal/runtime"
 )
 
-// Header aliases (contract §11.3): every name is accepted; the first one
+// Header aliases (wire contract §11.3): every name is accepted; the first one
 // present wins.
 var (
 	roleHeaders         = []string{"x-maestro-headless-role", "x-composer-headless-role"}
@@ -52,7 +52,7 @@ type capabilitiesBody struct {
 }
 
 // attachBody is the union of the connection-management bodies
-// (contract §11.2); which fields a route accepts is checked by allowed.
+// (wire contract §11.2); which fields a route accepts is checked by allowed.
 type attachBody struct {
 	SessionID           *string                 `json:"sessionId"`
 	ConnectionID        *string                 `json:"connectionId"`

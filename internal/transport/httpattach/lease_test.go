@@ -223,7 +223,7 @@ func TestDisconnectReleasesLease(t *testing.T) {
 
 // TestSubscribeReusesRegisteredController: a controller registered with
 // /connections and subscribing without a connectionId gets that
-// connection back (contract §11.2).
+// connection back (wire contract §11.2).
 func TestSubscribeReusesRegisteredController(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, options{})

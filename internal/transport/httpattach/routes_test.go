@@ -151,7 +151,7 @@ func TestAnonymousController(t *testing.T) {
 }
 
 // TestInterruptPublishesSnapshot: after an interrupt or cancel over HTTP
-// every stream gets a snapshot envelope (contract §8.9 step 4) with a
+// every stream gets a snapshot envelope (wire contract §8.9 step 4) with a
 // cursor of its own, after the frames before it.
 func TestInterruptPublishesSnapshot(t *testing.T) {
 	t.Parallel()
