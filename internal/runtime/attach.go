@@ -92,25 +92,31 @@ const settleLimit = 10 * time.Second
 
 // HandleSettled handles m as Handle does (with context.WithoutCancel(ctx):
 // a message once accepted is not undone by its client going away). For a
-// prompt, whose run goes on in the background, it then waits until the
-// runtime has published something since the prompt was accepted (the
-// run's first message: the fixture agent's "Prompt: …" status, the
-// agent's response_start) or the run has ended — at most settleLimit, or
-// until ctx ends. A snapshot taken afterwards shows the message handled,
-// as the reference servers' /messages answers do (wire contract §11.4).
+// message whose handling goes on in the background it then waits until
+// the runtime has published something since the message was accepted: a
+// prompt's first message (the fixture agent's "Prompt: …" status, the
+// agent's response_start) unless its run ends first, a file read's or
+// search's result — at most settleLimit, or until ctx ends. A snapshot
+// taken afterwards shows the message handled, as the reference servers'
+// /messages answers do (wire contract §11.4).
 func (c *Conn) HandleSettled(ctx context.Context, m protocol.Message) error {
 	r := c.r
 	before := r.Cursor()
 	if err := c.Handle(context.WithoutCancel(ctx), m); err != nil {
 		return err
 	}
-	if _, ok := m.(protocol.Prompt); !ok {
-		return nil
-	}
-	r.mu.Lock()
-	run := r.run
-	r.mu.Unlock()
-	if run == nil {
+	var ended <-chan struct{} // nil: only a published message ends the wait
+	switch m.(type) {
+	case protocol.Prompt:
+		r.mu.Lock()
+		run := r.run
+		r.mu.Unlock()
+		if run == nil {
+			return nil
+		}
+		ended = run.done
+	case protocol.UtilityFileRead, protocol.UtilityFileSearch:
+	default:
 		return nil
 	}
 	limit := time.NewTimer(settleLimit)
@@ -125,7 +131,7 @@ func (c *Conn) HandleSettled(ctx context.Context, m protocol.Message) error {
 		}
 		select {
 		case <-wait:
-		case <-run.done:
+		case <-ended:
 			return nil
 		case <-limit.C:
 			return nil

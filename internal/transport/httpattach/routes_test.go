@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -303,5 +304,17 @@ func TestMessageReplySnapshot(t *testing.T) {
 	}
 	if ack.PublishedMessages < 1 || ack.Cursor != snap.Cursor {
 		t.Errorf("ack cursor %d published_messages %d, snapshot cursor %d", ack.Cursor, ack.PublishedMessages, snap.Cursor)
+	}
+	// A file read runs in the background too: its answer counts the
+	// published result.
+	if err := os.WriteFile(filepath.Join(s.workspace, "notes.md"), []byte("alpha\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := s.subscribe(id, map[string]any{"role": "controller", "takeControl": true, "capabilities": map[string]any{"utilityOperations": []string{"file_read"}}})
+	ack.PublishedMessages = 0
+	st, body = s.call("POST", "/api/headless/sessions/"+id+"/messages", `{"type":"utility_file_read","read_id":"r1","path":"notes.md"}`,
+		hdr{"x-maestro-headless-subscriber-id": r.SubscriptionID}, &ack)
+	if st != http.StatusOK || ack.PublishedMessages < 1 {
+		t.Errorf("file read answer: %d published_messages %d, want ≥ 1: %s", st, ack.PublishedMessages, body)
 	}
 }
