@@ -1,7 +1,9 @@
 package runtime
 
 import (
+	"context"
 	"slices"
+	"time"
 
 	"github.com/maestro-run/maestro/internal/protocol"
 )
@@ -81,6 +83,61 @@ func (r *Runtime) PublishSnapshot(reason protocol.ResetReason, fill func(*protoc
 		h.push(Frame{Cursor: cursor, Message: env, Data: data, Envelope: true})
 		unlock()
 		return cursor
+	}
+}
+
+// settleLimit bounds how long HandleSettled waits for a prompt's run to
+// publish its first message.
+const settleLimit = 10 * time.Second
+
+// HandleSettled handles m as Handle does (with context.WithoutCancel(ctx):
+// a message once accepted is not undone by its client going away). For a
+// message whose handling goes on in the background it then waits until
+// the runtime has published something since the message was accepted: a
+// prompt's first message (the fixture agent's "Prompt: …" status, the
+// agent's response_start) unless its run ends first, a file read's or
+// search's result — at most settleLimit, or until ctx ends. A snapshot
+// taken afterwards shows the message handled, as the reference servers'
+// /messages answers do (wire contract §11.4).
+func (c *Conn) HandleSettled(ctx context.Context, m protocol.Message) error {
+	r := c.r
+	before := r.Cursor()
+	if err := c.Handle(context.WithoutCancel(ctx), m); err != nil {
+		return err
+	}
+	var ended <-chan struct{} // nil: only a published message ends the wait
+	switch m.(type) {
+	case protocol.Prompt:
+		r.mu.Lock()
+		run := r.run
+		r.mu.Unlock()
+		if run == nil {
+			return nil
+		}
+		ended = run.done
+	case protocol.UtilityFileRead, protocol.UtilityFileSearch:
+	default:
+		return nil
+	}
+	limit := time.NewTimer(settleLimit)
+	defer limit.Stop()
+	for {
+		r.logMu.Lock()
+		moved := r.cursorLocked() > before || r.hub.Closed()
+		wait := r.hub.Wait()
+		r.logMu.Unlock()
+		if moved {
+			return nil
+		}
+		select {
+		case <-wait:
+		case <-ended:
+			return nil
+		case <-limit.C:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
 	}
 }
 
@@ -169,7 +226,7 @@ func (c *Conn) Claim(take bool) error {
 // Update replaces the metadata of an existing connection with the fields
 // o sets (protocol version, client info, capabilities, opt-outs); ID,
 // Role, TakeControl, Passive and Local are ignored. A viewer may not
-// negotiate mcp_elicitation, user_input or tool_retry.
+// negotiate what ViewerDisallowed names.
 func (c *Conn) Update(o ConnectOptions) error {
 	r := c.r
 	r.mu.Lock()
@@ -178,8 +235,8 @@ func (c *Conn) Update(o ConnectOptions) error {
 		return ErrClosed
 	}
 	if o.Capabilities != nil && c.effectiveRole() == protocol.RoleViewer {
-		if t := viewerDisallowed(o.Capabilities); t != "" {
-			return refuse(CodeBadRequest, protocol.ErrorProtocol, "viewer headless connections cannot negotiate "+string(t)+" requests")
+		if t := ViewerDisallowed(o.Capabilities, c.local); t != "" {
+			return viewerRefusal(t)
 		}
 	}
 	if o.ProtocolVersion != "" {

@@ -16,7 +16,7 @@ import (
 const LocalConnectionID = "local"
 
 // LeaseTTL is how long a controller lease lasts after the connection was
-// last seen: three heartbeat intervals (contract §8.5).
+// last seen: three heartbeat intervals (wire contract §8.5).
 const LeaseTTL = 45 * time.Second
 
 // ConnectOptions describe a connection. Over HTTP they come from the
@@ -96,19 +96,30 @@ func (c *Conn) hasOp(op protocol.UtilityOperation) bool {
 	return c.caps != nil && slices.Contains(c.caps.UtilityOperations, op)
 }
 
-// viewerDisallowed returns the first server request type a viewer may not
-// negotiate, or "".
-func viewerDisallowed(caps *protocol.Capabilities) protocol.RequestType {
+// ViewerDisallowed returns the first server request type a viewer may not
+// negotiate, or "" (wire contract §8.5): mcp_elicitation and user_input on
+// every transport, and tool_retry only on stdio (local); over HTTP a viewer
+// may list tool_retry.
+func ViewerDisallowed(caps *protocol.Capabilities, local bool) protocol.RequestType {
 	if caps == nil {
 		return ""
 	}
 	for _, t := range caps.ServerRequests {
 		switch t {
-		case protocol.RequestMCPElicitation, protocol.RequestUserInput, protocol.RequestToolRetry:
+		case protocol.RequestMCPElicitation, protocol.RequestUserInput:
 			return t
+		case protocol.RequestToolRetry:
+			if local {
+				return t
+			}
 		}
 	}
 	return ""
+}
+
+// viewerRefusal is the refusal of a viewer that negotiates t.
+func viewerRefusal(t protocol.RequestType) *Error {
+	return refuse(CodeBadRequest, protocol.ErrorProtocol, fmt.Sprintf("viewer headless connections cannot negotiate %s requests", t))
 }
 
 // Connect registers a connection. A controller takes the lease when it is
@@ -133,9 +144,9 @@ func (r *Runtime) Connect(o ConnectOptions) (*Conn, error) {
 		c.role = protocol.RoleController
 	}
 	if c.role == protocol.RoleViewer {
-		if t := viewerDisallowed(o.Capabilities); t != "" {
+		if t := ViewerDisallowed(o.Capabilities, o.Local); t != "" {
 			r.mu.Unlock()
-			return nil, refuse(CodeBadRequest, protocol.ErrorProtocol, fmt.Sprintf("viewer headless connections cannot negotiate %s requests", t))
+			return nil, viewerRefusal(t)
 		}
 	}
 	if c.role == protocol.RoleController && !o.Passive {
@@ -299,7 +310,7 @@ func (r *Runtime) connectionInfoLocked(c *Conn) protocol.ConnectionInfo {
 	}
 }
 
-// hello handles the handshake (contract §8.1): hello_ok to this
+// hello handles the handshake (wire contract §8.1): hello_ok to this
 // connection only (never filtered), then connection_info, then a status
 // when the client speaks another protocol version.
 func (c *Conn) hello(m protocol.Hello) error {
@@ -313,9 +324,9 @@ func (c *Conn) hello(m protocol.Hello) error {
 		role = protocol.RoleController
 	}
 	if role == protocol.RoleViewer {
-		if t := viewerDisallowed(m.Capabilities); t != "" {
+		if t := ViewerDisallowed(m.Capabilities, c.local); t != "" {
 			r.mu.Unlock()
-			return refuse(CodeBadRequest, protocol.ErrorProtocol, fmt.Sprintf("viewer headless connections cannot negotiate %s requests", t))
+			return viewerRefusal(t)
 		}
 	}
 	c.helloSeen = true
@@ -381,7 +392,7 @@ func (r *Runtime) serverCapabilities() *protocol.ServerCapabilities {
 	}
 }
 
-// admit applies the role and lease rules (contract §8.5) to a message
+// admit applies the role and lease rules (wire contract §8.5) to a message
 // before it is handled.
 func (c *Conn) admit(m protocol.Message) error {
 	r := c.r

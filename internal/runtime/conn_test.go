@@ -42,7 +42,7 @@ func code(err error) int {
 	return 0
 }
 
-// TestControllerLease follows contract §8.5 with several connections.
+// TestControllerLease follows wire contract §8.5 with several connections.
 func TestControllerLease(t *testing.T) {
 	t.Parallel()
 	clk := &clock{now: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
@@ -149,6 +149,63 @@ func TestHelloRoles(t *testing.T) {
 	}
 	if err := h.handle(protocol.Hello{Role: protocol.RoleController}); err == nil || err.Error() != msgRoleCannotChange {
 		t.Errorf("role change: %v", err)
+	}
+}
+
+// TestViewerCapabilitiesByTransport: a viewer may never negotiate
+// mcp_elicitation or user_input; tool_retry is refused on stdio (the
+// local connection) only, not over HTTP (wire contract §8.5), whether it
+// comes with Connect, Update or hello.
+func TestViewerCapabilitiesByTransport(t *testing.T) {
+	t.Parallel()
+	caps := func(ts ...protocol.RequestType) *protocol.Capabilities {
+		return &protocol.Capabilities{ServerRequests: append([]protocol.RequestType{protocol.RequestApproval}, ts...)}
+	}
+	tests := []struct {
+		name  string
+		local bool
+		req   protocol.RequestType
+		want  string // "" = accepted
+	}{
+		{"http tool_retry", false, protocol.RequestToolRetry, ""},
+		{"http user_input", false, protocol.RequestUserInput, "viewer headless connections cannot negotiate user_input requests"},
+		{"http mcp_elicitation", false, protocol.RequestMCPElicitation, "viewer headless connections cannot negotiate mcp_elicitation requests"},
+		{"stdio tool_retry", true, protocol.RequestToolRetry, "viewer headless connections cannot negotiate tool_retry requests"},
+		{"stdio user_input", true, protocol.RequestUserInput, "viewer headless connections cannot negotiate user_input requests"},
+	}
+	check := func(t *testing.T, what string, err error, want string) {
+		t.Helper()
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v, want accepted", what, err)
+		case want != "" && (code(err) != CodeBadRequest || err.Error() != want):
+			t.Errorf("%s: %v, want 400 %q", what, err, want)
+		}
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rt := newBare(t, Config{})
+			ctx := context.Background()
+			if !tt.local {
+				_, err := rt.Connect(ConnectOptions{ID: "v", Role: protocol.RoleViewer, Capabilities: caps(tt.req)})
+				check(t, "connect", err, tt.want)
+				v, err := rt.Connect(ConnectOptions{ID: "v2", Role: protocol.RoleViewer})
+				if err != nil {
+					t.Fatal(err)
+				}
+				check(t, "update", v.Update(ConnectOptions{Capabilities: caps(tt.req)}), tt.want)
+				check(t, "hello", v.Handle(ctx, protocol.Hello{Role: protocol.RoleViewer, Capabilities: caps(tt.req)}), tt.want)
+				return
+			}
+			l, err := rt.Connect(ConnectOptions{ID: LocalConnectionID, Local: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, "hello", l.Handle(ctx, protocol.Hello{Role: protocol.RoleViewer, Capabilities: caps(tt.req)}), tt.want)
+			_, err = rt.Connect(ConnectOptions{ID: "l2", Local: true, Role: protocol.RoleViewer, Capabilities: caps(tt.req)})
+			check(t, "connect", err, tt.want)
+		})
 	}
 }
 

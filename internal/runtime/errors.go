@@ -30,7 +30,7 @@ const (
 	CodeConflict   = 409
 )
 
-// Texts clients match on (contract §8.5, §8.8, §9, §11.5): keep verbatim.
+// Texts clients match on (wire contract §8.5, §8.8, §9, §11.5): keep verbatim.
 const (
 	msgViewerCannotSend   = "Viewer headless connections cannot send messages"
 	msgRoleCannotChange   = "headless connection role cannot change after hello"
@@ -40,6 +40,7 @@ const (
 	msgShuttingDown       = "Headless runtime is shutting down"
 	msgAutoIgnored        = "Tool response ignored (auto-approval mode)"
 	msgNoUtilities        = "Utility operations are not available in this runtime"
+	msgOutsideHostedRoot  = "Path is outside hosted workspace root"
 )
 
 // Errors returned by Connect and Subscribe (test with errors.Is).
@@ -80,7 +81,7 @@ func ErrorMessage(err error) protocol.Error {
 }
 
 // Classify returns the error_type of a runtime error from its text, the
-// way the reference server does (contract §8.4), first match wins:
+// way the reference server does (wire contract §8.4), first match wins:
 // abort/interrupted/cancel → cancelled; rate limit/overloaded/timeout/
 // temporar → transient; tool/permission/approval → tool; parse/json/
 // protocol → protocol; otherwise fatal when fatal, else tool.

@@ -8,7 +8,7 @@ import (
 	"github.com/maestro-run/maestro/internal/protocol"
 )
 
-// utility handles the utility operations (contract §10) after the
+// utility handles the utility operations (wire contract §10) after the
 // capability check of §8.2: an operation needs its capability negotiated
 // in hello, except utility_command_terminate and utility_file_watch_stop.
 // Starting, stopping, writing and resizing are answered synchronously;
@@ -26,7 +26,7 @@ func (r *Runtime) utility(ctx context.Context, c *Conn, m protocol.Message) erro
 		if r.util == nil {
 			return forbidden(msgNoUtilities)
 		}
-		return nil
+		return r.confine(c, m)
 	}
 	none := func() error {
 		if r.util == nil {
@@ -98,6 +98,29 @@ func (r *Runtime) utility(ctx context.Context, c *Conn, m protocol.Message) erro
 		return forbidden(fmt.Sprintf("Unsupported headless command type: %s", m.MessageType()))
 	}
 	return nil
+}
+
+// pathConfiner is Utilities that can tell, without running a request,
+// whether a path it names lies outside the workspace (internal/utility's
+// Manager).
+type pathConfiner interface {
+	OutsideWorkspace(m protocol.Message) bool
+}
+
+// confine refuses a utility request from a connection over HTTP that names
+// a path outside the workspace (the path of utility_file_read, the cwd of
+// utility_file_search and utility_command_start, the root_dir of
+// utility_file_watch_start; a path that does not exist yet is resolved
+// through its longest existing prefix): the request itself is answered
+// 403 "Path is outside hosted workspace root" (wire contract §10, hosted
+// rule), not an error on the stream later. Over stdio the operation
+// reports it as the reference server does.
+func (r *Runtime) confine(c *Conn, m protocol.Message) error {
+	pc, ok := r.util.(pathConfiner)
+	if c.local || !ok || !pc.OutsideWorkspace(m) {
+		return nil
+	}
+	return forbidden(msgOutsideHostedRoot)
 }
 
 // asyncGrace bounds how long a shutdown waits for an asynchronous

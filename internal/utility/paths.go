@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
@@ -28,6 +29,44 @@ func (m *Manager) resolvePath(base, p string) (string, *Error) {
 		return "", errorf(400, "Invalid path %s: %v", p, err)
 	}
 	return abs, nil
+}
+
+// OutsideWorkspace reports, without running it, whether a utility request
+// names a path outside the workspace: the path (against its cwd) of
+// utility_file_read, the cwd of utility_file_search and
+// utility_command_start, the root_dir of utility_file_watch_start. Paths
+// are resolved as the operations resolve them, a path that does not exist
+// yet through its longest existing prefix. A transport that answers such
+// a request itself (HTTP, wire contract §10) asks first; the operation
+// still checks its paths when it runs.
+func (m *Manager) OutsideWorkspace(msg protocol.Message) bool {
+	var cwd, path string
+	switch r := msg.(type) {
+	case protocol.UtilityFileRead:
+		cwd, path = r.Cwd, r.Path
+	case protocol.UtilityFileSearch:
+		cwd = r.Cwd
+	case protocol.UtilityCommandStart:
+		cwd = r.Cwd
+	case protocol.UtilityFileWatchStart:
+		path = r.RootDir
+	default:
+		return false
+	}
+	outside := func(e *Error) bool { return e != nil && e.Code == 403 }
+	base := m.root.Dir()
+	if cwd != "" {
+		abs, e := m.resolvePath(base, cwd)
+		if e != nil {
+			return outside(e)
+		}
+		base = abs
+	}
+	if path == "" {
+		return false
+	}
+	_, e := m.resolvePath(base, path)
+	return outside(e)
 }
 
 // outsideError is the contract's error for a path outside the workspace,

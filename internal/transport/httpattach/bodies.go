@@ -11,9 +11,10 @@ import (
 
 	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/runtime"
 )
 
-// Header aliases (contract §11.3): every name is accepted; the first one
+// Header aliases (wire contract §11.3): every name is accepted; the first one
 // present wins.
 var (
 	roleHeaders         = []string{"x-maestro-headless-role", "x-composer-headless-role"}
@@ -51,7 +52,7 @@ type capabilitiesBody struct {
 }
 
 // attachBody is the union of the connection-management bodies
-// (contract §11.2); which fields a route accepts is checked by allowed.
+// (wire contract §11.2); which fields a route accepts is checked by allowed.
 type attachBody struct {
 	SessionID           *string                 `json:"sessionId"`
 	ConnectionID        *string                 `json:"connectionId"`
@@ -216,9 +217,10 @@ func str(p *string) string {
 	return strings.TrimSpace(*p)
 }
 
-// checkCapabilities applies the create/subscribe rules of contract §8.5
-// and §9: a viewer negotiates no mcp_elicitation, user_input or
-// tool_retry, and no client tools; enableClientTools needs client_tool.
+// checkCapabilities applies the create/subscribe rules of wire contract
+// §8.5 and §9: a viewer negotiates no mcp_elicitation or user_input
+// (tool_retry is refused on stdio only) and no client tools;
+// enableClientTools needs client_tool.
 func checkCapabilities(role protocol.Role, caps *protocol.Capabilities, enableClientTools bool) *Error {
 	if enableClientTools && (caps == nil || !slices.Contains(caps.ServerRequests, protocol.RequestClientTool)) {
 		return badRequest(msgClientToolsCapability)
@@ -229,13 +231,8 @@ func checkCapabilities(role protocol.Role, caps *protocol.Capabilities, enableCl
 	if enableClientTools {
 		return badRequest(msgViewerClientTools)
 	}
-	if caps != nil {
-		for _, t := range caps.ServerRequests {
-			switch t {
-			case protocol.RequestMCPElicitation, protocol.RequestUserInput, protocol.RequestToolRetry:
-				return badRequest("viewer headless connections cannot negotiate %s requests", t)
-			}
-		}
+	if t := runtime.ViewerDisallowed(caps, false); t != "" {
+		return badRequest("viewer headless connections cannot negotiate %s requests", t)
 	}
 	return nil
 }

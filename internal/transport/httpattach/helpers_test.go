@@ -47,6 +47,8 @@ type options struct {
 	bufferFrames int
 	// now is the runtimes' clock.
 	now func() time.Time
+	// turn, when set, runs prompts in place of the agent.
+	turn runtime.TurnFunc
 }
 
 // server is an httptest server running the handler over real runtimes
@@ -102,6 +104,7 @@ func newServer(t testing.TB, o options) *server {
 		cfg.ApprovalMode = mode
 		cfg.BufferFrames = frames
 		cfg.Now = o.now
+		cfg.Turn = o.turn
 		cfg.Utilities = func(emit func(protocol.Message)) runtime.Utilities {
 			return utility.New(utility.Config{Root: root, Emit: emit})
 		}

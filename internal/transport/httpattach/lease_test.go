@@ -130,9 +130,26 @@ func TestViewerReadOnly(t *testing.T) {
 	s.mustSend(id, ctl.SubscriptionID, `{"type":"prompt","content":"hi"}`)
 	vs.until("response_end")
 
-	for _, caps := range []string{"user_input", "mcp_elicitation", "tool_retry"} {
+	for _, caps := range []string{"user_input", "mcp_elicitation"} {
 		st, body := s.call("POST", "/api/headless/sessions/"+id+"/subscribe", map[string]any{"role": "viewer", "capabilities": map[string]any{"serverRequests": []string{caps}}}, nil, nil)
 		wantError(t, st, body, http.StatusBadRequest, "bad_request", "viewer headless connections cannot negotiate "+caps+" requests")
+	}
+	// tool_retry is refused to viewers on stdio only (wire contract §8.5):
+	// over HTTP, create, register and subscribe accept it.
+	retry := map[string]any{"serverRequests": []string{"approval", "tool_retry"}}
+	if st, body := s.call("POST", "/api/headless/sessions/"+id+"/subscribe", map[string]any{"role": "viewer", "capabilities": retry}, nil, nil); st != http.StatusOK {
+		t.Errorf("viewer subscribe with tool_retry: %d %s", st, body)
+	}
+	if st, body := s.call("POST", "/api/headless/connections", map[string]any{"sessionId": id, "role": "viewer", "capabilities": retry}, nil, nil); st != http.StatusOK {
+		t.Errorf("viewer register with tool_retry: %d %s", st, body)
+	}
+	if st, body := s.call("POST", "/api/headless/sessions", map[string]any{"sessionId": id, "role": "viewer", "capabilities": retry}, nil, nil); st != http.StatusOK {
+		t.Errorf("viewer create with tool_retry: %d %s", st, body)
+	}
+	// A viewer's hello over HTTP may list it too.
+	st, body = s.send(id, v.SubscriptionID, `{"type":"hello","role":"viewer","capabilities":{"server_requests":["tool_retry"]}}`)
+	if st != http.StatusOK {
+		t.Errorf("viewer hello with tool_retry: %d %s", st, body)
 	}
 	st, body = s.call("POST", "/api/headless/sessions", map[string]any{"role": "viewer", "enableClientTools": true, "capabilities": map[string]any{"serverRequests": []string{"client_tool"}}}, nil, nil)
 	wantError(t, st, body, http.StatusBadRequest, "bad_request", "viewer headless connections cannot enable client-side tools")
@@ -206,7 +223,7 @@ func TestDisconnectReleasesLease(t *testing.T) {
 
 // TestSubscribeReusesRegisteredController: a controller registered with
 // /connections and subscribing without a connectionId gets that
-// connection back (contract §11.2).
+// connection back (wire contract §11.2).
 func TestSubscribeReusesRegisteredController(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, options{})

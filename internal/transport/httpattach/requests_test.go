@@ -213,6 +213,77 @@ func wantOwner(t *testing.T, e envelope, conn string) {
 	}
 }
 
+// TestUtilityPathsOutsideWorkspace: over HTTP a utility message naming a
+// path outside the workspace — file read path (and its cwd), file search
+// and command cwd, watch root_dir; absolute, "..", through a symbolic
+// link, or not existing yet below a link out — is refused by the POST
+// itself with 403 workspace_violation (wire contract §10, hosted rule),
+// and nothing about it reaches the stream. Paths inside, existing or not,
+// are accepted.
+func TestUtilityPathsOutsideWorkspace(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, options{})
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("secret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(s.workspace, "out")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.workspace, "notes.md"), []byte("alpha\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := s.createSession(nil)
+	all := map[string]any{"utilityOperations": []string{"command_exec", "file_search", "file_read", "file_watch"}}
+	c := s.subscribe(id, map[string]any{"role": "controller", "capabilities": all})
+	cs := s.open(id, "subscriptionId="+c.SubscriptionID, nil)
+	js := func(v string) string { b, _ := json.Marshal(v); return string(b) }
+	secret := filepath.Join(outside, "secret.txt")
+
+	refused := []struct{ name, msg string }{
+		{"read absolute", `{"type":"utility_file_read","read_id":"r1","path":` + js(secret) + `}`},
+		{"read dot-dot", `{"type":"utility_file_read","read_id":"r2","path":"../secret.txt"}`},
+		{"read through link", `{"type":"utility_file_read","read_id":"r3","path":"out/secret.txt"}`},
+		{"read missing below link", `{"type":"utility_file_read","read_id":"r4","path":"out/not/yet.txt"}`},
+		{"read cwd outside", `{"type":"utility_file_read","read_id":"r5","path":"secret.txt","cwd":` + js(outside) + `}`},
+		{"search cwd", `{"type":"utility_file_search","search_id":"s1","query":"secret","cwd":"out"}`},
+		{"search missing cwd below link", `{"type":"utility_file_search","search_id":"s2","query":"x","cwd":"out/new"}`},
+		{"command cwd", `{"type":"utility_command_start","command_id":"c1","command":"ls","cwd":` + js(outside) + `}`},
+		{"watch root", `{"type":"utility_file_watch_start","watch_id":"w1","root_dir":"out"}`},
+		{"watch missing root outside", `{"type":"utility_file_watch_start","watch_id":"w2","root_dir":"../nowhere/yet"}`},
+	}
+	for _, tc := range refused {
+		st, body := s.send(id, c.SubscriptionID, tc.msg)
+		if st != http.StatusForbidden {
+			t.Errorf("%s: %d %s, want 403", tc.name, st, body)
+			continue
+		}
+		wantError(t, st, body, http.StatusForbidden, "workspace_violation", "Path is outside hosted workspace root")
+	}
+	// Inside, a path that does not exist yet is the operation's business
+	// (accepted, then reported on the stream).
+	s.mustSend(id, c.SubscriptionID, `{"type":"utility_file_read","read_id":"in1","path":"later/new.txt"}`)
+	s.mustSend(id, c.SubscriptionID, `{"type":"utility_file_read","read_id":"in2","path":"notes.md"}`)
+	// The refused requests left nothing on the stream: the first messages
+	// after the subscription are the two accepted reads' answers.
+	for _, e := range cs.until("utility_file_read_result") {
+		if e.Type != "message" {
+			continue
+		}
+		var m struct {
+			Type      string `json:"type"`
+			RequestID string `json:"request_id"`
+		}
+		json.Unmarshal(e.Message, &m)
+		if m.Type == "error" && m.RequestID != "in1" {
+			t.Errorf("stream carried an error for a refused request: %s", e.raw)
+		}
+		if strings.HasPrefix(m.Type, "utility_command") || strings.HasPrefix(m.Type, "utility_file_watch") || m.Type == "utility_file_search_results" {
+			t.Errorf("a refused request ran: %s", e.raw)
+		}
+	}
+}
+
 // TestUtilityCapability: utilities need the capability the connection
 // registered.
 func TestUtilityCapability(t *testing.T) {

@@ -467,7 +467,9 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	before := s.rt.Cursor()
-	if err := c.Handle(context.WithoutCancel(r.Context()), m); err != nil {
+	// The answer's snapshot is taken once the message is handled: for a
+	// prompt, once its run has published its first message.
+	if err := c.HandleSettled(r.Context(), m); err != nil {
 		writeError(w, asError(err, http.StatusForbidden))
 		return
 	}

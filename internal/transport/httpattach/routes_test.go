@@ -1,12 +1,17 @@
 package httpattach_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/runtime"
 	"github.com/maestro-run/maestro/internal/transport/httpattach"
 )
 
@@ -147,7 +152,7 @@ func TestAnonymousController(t *testing.T) {
 }
 
 // TestInterruptPublishesSnapshot: after an interrupt or cancel over HTTP
-// every stream gets a snapshot envelope (contract §8.9 step 4) with a
+// every stream gets a snapshot envelope (wire contract §8.9 step 4) with a
 // cursor of its own, after the frames before it.
 func TestInterruptPublishesSnapshot(t *testing.T) {
 	t.Parallel()
@@ -243,5 +248,73 @@ func TestRoutesListed(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("DELETE", "/api/headless/sessions/s1", nil))
 	if rec.Code != http.StatusNotFound && rec.Code != http.StatusMethodNotAllowed {
 		t.Fatalf("DELETE: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// TestMessageReplySnapshot: the snapshot answering POST …/messages is taken
+// once the message is handled (wire contract §11.4, as the reference
+// servers answer): a prompt's answer already shows the status its turn
+// publishes first, even when the turn does some work before it, and
+// counts it in published_messages.
+func TestMessageReplySnapshot(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	turn := func(ctx context.Context, tn *runtime.Turn, m protocol.Prompt) error {
+		// Work before the first message: the answer must not be taken
+		// in the meantime.
+		if _, err := os.ReadDir(os.TempDir()); err != nil {
+			return err
+		}
+		tn.Publish(protocol.Status{Message: "Prompt: " + m.Content})
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	s := newServer(t, options{turn: turn})
+	defer close(release)
+	id := s.createSession(nil)
+	c := s.subscribe(id, map[string]any{"role": "controller"})
+	var ack struct {
+		Cursor            int64           `json:"cursor"`
+		PublishedMessages int64           `json:"published_messages"`
+		Snapshot          json.RawMessage `json:"snapshot"`
+	}
+	st, body := s.call("POST", "/api/headless/sessions/"+id+"/messages", `{"type":"prompt","content":"hello"}`,
+		hdr{"x-maestro-headless-subscriber-id": c.SubscriptionID}, &ack)
+	if st != http.StatusOK {
+		t.Fatalf("prompt: %d %s", st, body)
+	}
+	if err := mustValidator(t).ValidateSnapshot(ack.Snapshot); err != nil {
+		t.Errorf("reply snapshot does not validate: %v", err)
+	}
+	var snap struct {
+		Cursor int64 `json:"cursor"`
+		State  struct {
+			LastStatus   string `json:"last_status"`
+			IsResponding bool   `json:"is_responding"`
+		} `json:"state"`
+	}
+	if err := json.Unmarshal(ack.Snapshot, &snap); err != nil {
+		t.Fatal(err)
+	}
+	if snap.State.LastStatus != "Prompt: hello" || !snap.State.IsResponding {
+		t.Errorf("reply snapshot state: last_status %q is_responding %v, want \"Prompt: hello\" while responding", snap.State.LastStatus, snap.State.IsResponding)
+	}
+	if ack.PublishedMessages < 1 || ack.Cursor != snap.Cursor {
+		t.Errorf("ack cursor %d published_messages %d, snapshot cursor %d", ack.Cursor, ack.PublishedMessages, snap.Cursor)
+	}
+	// A file read runs in the background too: its answer counts the
+	// published result.
+	if err := os.WriteFile(filepath.Join(s.workspace, "notes.md"), []byte("alpha\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := s.subscribe(id, map[string]any{"role": "controller", "takeControl": true, "capabilities": map[string]any{"utilityOperations": []string{"file_read"}}})
+	ack.PublishedMessages = 0
+	st, body = s.call("POST", "/api/headless/sessions/"+id+"/messages", `{"type":"utility_file_read","read_id":"r1","path":"notes.md"}`,
+		hdr{"x-maestro-headless-subscriber-id": r.SubscriptionID}, &ack)
+	if st != http.StatusOK || ack.PublishedMessages < 1 {
+		t.Errorf("file read answer: %d published_messages %d, want ≥ 1: %s", st, ack.PublishedMessages, body)
 	}
 }
