@@ -115,3 +115,65 @@ func TestToolFailuresShowTheirReason(t *testing.T) {
 		}
 	})
 }
+
+// A replay session is resumable while its scenario scripts more turns,
+// and says plainly when it ended instead of printing a resume hint that
+// cannot work (issue 15 item 3).
+func TestReplayResumeHint(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	home := filepath.Join(dir, "home")
+	twoTurns := filepath.Join(dir, "two-turns.json")
+	if err := os.WriteFile(twoTurns, []byte(`{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id":"two-turns","description":"a follow-up turn",
+"metadata":{"recordedAt":"2026-11-26T00:00:00Z","toolsExpected":[]},
+"frames":[{"index":0,"statements":[{"kind":"text","text":"first answer"}]},
+{"index":1,"statements":[{"kind":"text","text":"second answer"}]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	maestro := func(t *testing.T, wantOK bool, args ...string) (stdout, stderr string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, binary, args...)
+		cmd.Env = proctest.NoModelEnv(home)
+		var errBuf bytes.Buffer
+		cmd.Stderr = &errBuf
+		out, err := cmd.Output()
+		if (err == nil) != wantOK {
+			t.Fatalf("maestro %s: err %v, want success %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, wantOK, out, errBuf.String())
+		}
+		return string(out), errBuf.String()
+	}
+	hintRE := regexp.MustCompile(`resume with: maestro run --resume (\S+) "…"`)
+	const ended = "the replay ended"
+
+	t.Run("the scenario scripts a follow-up turn", func(t *testing.T) {
+		out, stderr := maestro(t, true, "run", "--replay", twoTurns, "--workspace", t.TempDir(), "hello")
+		m := hintRE.FindStringSubmatch(stderr)
+		if strings.TrimSpace(out) != "first answer" || m == nil || strings.Contains(stderr, ended) {
+			t.Fatalf("first run: stdout %q, want the first answer and a resume hint:\n%s", out, stderr)
+		}
+		out, stderr = maestro(t, true, "run", "--resume", m[1], "tell me more")
+		if strings.TrimSpace(out) != "second answer" {
+			t.Errorf("resumed run: stdout %q, want the scripted follow-up", out)
+		}
+		if hintRE.MatchString(stderr) || !strings.Contains(stderr, ended) {
+			t.Errorf("after the last scripted turn: want no resume hint and %q:\n%s", ended, stderr)
+		}
+	})
+	t.Run("the demo ends", func(t *testing.T) {
+		ws := t.TempDir()
+		_, stderr := maestro(t, true, "run", "--workspace", ws, "Show me what you can do in this workspace")
+		if hintRE.MatchString(stderr) || !strings.Contains(stderr, ended) || !strings.Contains(stderr, "maestro run --workspace") {
+			t.Fatalf("after the demo: want no resume hint, %q and how to go on with a real model:\n%s", ended, stderr)
+		}
+		id := regexp.MustCompile(`session (\S+) · the replay ended`).FindStringSubmatch(stderr)
+		if id == nil {
+			t.Fatalf("no session id in:\n%s", stderr)
+		}
+		_, stderr = maestro(t, false, "run", "--resume", id[1], "tell me more")
+		if !strings.Contains(stderr, ended) || strings.Contains(stderr, "frame") || hintRE.MatchString(stderr) {
+			t.Errorf("resuming the ended demo: want %q, no scenario internals and no resume hint:\n%s", ended, stderr)
+		}
+	})
+}
