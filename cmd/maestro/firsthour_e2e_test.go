@@ -17,6 +17,23 @@ import (
 	"github.com/maestro-run/maestro/internal/protocol"
 )
 
+// runMaestro runs the binary with args and no model configured (Maestro's
+// home at home), and fails t unless it succeeds or fails as wantOK says.
+func runMaestro(t *testing.T, home string, wantOK bool, args ...string) (stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = proctest.NoModelEnv(home)
+	var errBuf bytes.Buffer
+	cmd.Stderr = &errBuf
+	out, err := cmd.Output()
+	if (err == nil) != wantOK {
+		t.Fatalf("maestro %s: err %v, want success %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, wantOK, out, errBuf.String())
+	}
+	return string(out), errBuf.String()
+}
+
 // failingToolsScenario scripts three native tool calls that fail for
 // different reasons, then a text answer.
 const failingToolsScenario = `{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id":"failing-tools","description":"tool calls that fail",
@@ -36,19 +53,9 @@ func TestToolFailuresShowTheirReason(t *testing.T) {
 	if err := os.WriteFile(scenario, []byte(failingToolsScenario), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	home := filepath.Join(dir, "home")
 	run := func(t *testing.T, args ...string) (stdout, stderr string) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, binary, append([]string{"run", "--replay", scenario, "--workspace", t.TempDir()}, args...)...)
-		cmd.Env = proctest.NoModelEnv(t.TempDir())
-		var errBuf bytes.Buffer
-		cmd.Stderr = &errBuf
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("run failed: %v\nstdout:\n%s\nstderr:\n%s", err, out, errBuf.String())
-		}
-		return string(out), errBuf.String()
+		return runMaestro(t, home, true, append([]string{"run", "--replay", scenario, "--workspace", t.TempDir()}, args...)...)
 	}
 	want := []struct {
 		call, code, reason string
@@ -131,18 +138,7 @@ func TestReplayResumeHint(t *testing.T) {
 		t.Fatal(err)
 	}
 	maestro := func(t *testing.T, wantOK bool, args ...string) (stdout, stderr string) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, binary, args...)
-		cmd.Env = proctest.NoModelEnv(home)
-		var errBuf bytes.Buffer
-		cmd.Stderr = &errBuf
-		out, err := cmd.Output()
-		if (err == nil) != wantOK {
-			t.Fatalf("maestro %s: err %v, want success %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, wantOK, out, errBuf.String())
-		}
-		return string(out), errBuf.String()
+		return runMaestro(t, home, wantOK, args...)
 	}
 	hintRE := regexp.MustCompile(`resume with: maestro run --resume (\S+) "…"`)
 	const ended = "the replay ended"
