@@ -258,13 +258,13 @@ func replayEnded(s *host.Session) string {
 			played++
 		}
 	}
-	frames := len(scripted.Scenario().Frames)
-	if played < frames {
+	sc := scripted.Scenario()
+	if played < len(sc.Frames) {
 		return ""
 	}
-	return fmt.Sprintf("the replay ended: scenario %q scripts %d model turn(s) and all were played, so this session cannot be resumed. "+
+	return fmt.Sprintf("the replay ended: scripted scenario %s complete (all %d model turn(s) of %s were played), so this session cannot be resumed. "+
 		"To go on with a real model, configure one (ANTHROPIC_API_KEY, OPENAI_API_KEY or OPENAI_BASE_URL, or --model provider/model) "+
-		"and start a new session in the same workspace: maestro run --workspace %q \"…\"", s.Choice.Replay, frames, s.Root.Dir())
+		"and start a new session in the same workspace: maestro run --workspace %q \"…\"", sc.ID, len(sc.Frames), s.Choice.Replay, s.Root.Dir())
 }
 
 // localView is maestro run as a local client of its session's runtime:
