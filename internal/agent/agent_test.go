@@ -532,3 +532,62 @@ func TestHistoryPassedThrough(t *testing.T) {
 		t.Error("history not passed")
 	}
 }
+
+// TestToolEndErrorCodes: every failed call's tool_end carries an
+// error_code, and a call that streamed nothing sends its reason as its one
+// tool_output (the wire contract's tool_end has no text field).
+func TestToolEndErrorCodes(t *testing.T) {
+	t.Parallel()
+	quiet := func(name string, fn func(context.Context) (tool.Result, error)) tool.Tool {
+		return tool.New(name, "test tool", false, func(ctx context.Context, _ echoIn, _ tool.Call) (tool.Result, error) { return fn(ctx) })
+	}
+	for _, tc := range []struct {
+		name       string
+		tool       tool.Tool
+		call       string
+		deny       bool
+		wantCode   string
+		wantOutput []string // the call's tool_output contents
+	}{
+		{"denied", quiet("w", func(context.Context) (tool.Result, error) { return tool.Result{Content: "ran"}, nil }), "w", true,
+			tool.CodeDenied, []string{"Tool call denied: no thanks"}},
+		{"unknown tool", quiet("w", nil), "nope", false, tool.CodeUnknownTool, []string{`unknown tool "nope"; available tools: w`}},
+		{"coded failure", quiet("w", func(context.Context) (tool.Result, error) {
+			return tool.Failf(tool.CodeTooLarge, "x is 9 bytes\nover the limit"), nil
+		}), "w", false, tool.CodeTooLarge, []string{"x is 9 bytes\nover the limit"}},
+		{"uncoded failure", quiet("w", func(context.Context) (tool.Result, error) { return tool.Errorf("boom"), nil }), "w", false,
+			tool.CodeFailed, []string{"boom"}},
+		{"infrastructure failure", quiet("w", func(context.Context) (tool.Result, error) { return tool.Result{}, errors.New("disk gone") }), "w", false,
+			tool.CodeFailed, []string{"w failed: disk gone"}},
+		{"streamed output is not repeated", echoTool("w", false, func(context.Context, echoIn) (tool.Result, error) {
+			return tool.Errorf("out:x\nexit status 1"), nil
+		}), "w", false, tool.CodeFailed, []string{"out:x"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &script{turns: []func(context.Context, *llm.Request, func(llm.Event, error) bool){
+				say(llm.Usage{}, nil, call("c1", tc.call, `{"text":"x"}`)),
+				say(llm.Usage{}, []string{"ok"}),
+			}}
+			cfg := Config{Provider: p, Tools: tool.NewSet(tc.tool)}
+			if tc.deny {
+				cfg.Approve = func(context.Context, ApprovalRequest) (Approval, error) {
+					return Approval{Reason: "no thanks"}, nil
+				}
+			}
+			rec := &recorder{}
+			if _, err := New(cfg).Run(t.Context(), nil, llm.UserText("go"), rec); err != nil {
+				t.Fatal(err)
+			}
+			var outputs []string
+			for _, o := range of[protocol.ToolOutput](rec) {
+				outputs = append(outputs, o.Content)
+			}
+			if diff := cmp.Diff(tc.wantOutput, outputs); diff != "" {
+				t.Errorf("tool_output contents (-want +got):\n%s", diff)
+			}
+			if ends := of[protocol.ToolEnd](rec); len(ends) != 1 || ends[0].Success || ends[0].ErrorCode != tc.wantCode {
+				t.Errorf("tool_end = %+v, want one failure with error_code %q", ends, tc.wantCode)
+			}
+		})
+	}
+}

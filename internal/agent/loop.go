@@ -18,6 +18,11 @@ import (
 // short by an interrupt (the contract's wording).
 const abortedText = "Error: Operation aborted"
 
+// aborted returns the Result of a tool call cut short by an interrupt.
+func aborted() tool.Result {
+	return tool.Result{Content: abortedText, IsError: true, Code: tool.CodeCancelled}
+}
+
 // run is the state of one Run.
 type run struct {
 	a    *Agent
@@ -269,8 +274,7 @@ func (r *run) runTools(ctx context.Context, calls []llm.ToolCall) ([]llm.Part, b
 			// Every remaining call is answered so the history stays valid.
 			for k := j; k < len(calls); k++ {
 				r.sink.Event(protocol.ToolCall{CallID: calls[k].ID, Tool: calls[k].Name, Args: args(calls[k].Input)})
-				r.sink.Event(protocol.ToolEnd{CallID: calls[k].ID, Success: false})
-				r.countTool(calls[k].Name, false)
+				r.endTool(calls[k], aborted(), "", false)
 				results[k] = llm.Part{Type: llm.PartToolResult, ToolResult: &llm.ToolResult{
 					CallID: calls[k].ID, Name: calls[k].Name, Content: abortedText, IsError: true,
 				}}
@@ -300,6 +304,19 @@ func args(in json.RawMessage) json.RawMessage {
 	return in
 }
 
+// endTool closes a call. The wire contract's tool_end has no text field:
+// a failure's reason goes out as the call's one tool_output when the tool
+// streamed nothing (a tool that streamed, such as Bash, has shown its
+// output already), then tool_end with the failure's error_code.
+func (r *run) endTool(call llm.ToolCall, res tool.Result, approvalID string, streamed bool) tool.Result {
+	if reason := strings.TrimSpace(res.Content); res.IsError && !streamed && reason != "" {
+		r.sink.Event(protocol.ToolOutput{CallID: call.ID, Content: reason})
+	}
+	r.sink.Event(protocol.ToolEnd{CallID: call.ID, Success: !res.IsError, ErrorCode: res.ErrorCode(), ApprovalRequestID: approvalID})
+	r.countTool(call.Name, !res.IsError)
+	return res
+}
+
 // runTool runs one call with its events. A Go error means the run must
 // stop (cancellation or abort).
 func (r *run) runTool(ctx context.Context, call llm.ToolCall) (tool.Result, error) {
@@ -308,13 +325,12 @@ func (r *run) runTool(ctx context.Context, call llm.ToolCall) (tool.Result, erro
 	needs := ok && cfg.Approve != nil && cfg.NeedsApproval(t, call)
 	r.sink.Event(protocol.ToolCall{CallID: call.ID, Tool: call.Name, Args: args(call.Input), RequiresApproval: needs})
 
+	streamed := false
 	end := func(res tool.Result, approvalID string) tool.Result {
-		r.sink.Event(protocol.ToolEnd{CallID: call.ID, Success: !res.IsError, ApprovalRequestID: approvalID})
-		r.countTool(call.Name, !res.IsError)
-		return res
+		return r.endTool(call, res, approvalID, streamed)
 	}
 	if !ok {
-		res := tool.Errorf("unknown tool %q; available tools: %s", call.Name, strings.Join(cfg.Tools.Names(), ", "))
+		res := tool.Failf(tool.CodeUnknownTool, "unknown tool %q; available tools: %s", call.Name, strings.Join(cfg.Tools.Names(), ", "))
 		r.sink.Event(protocol.ToolStart{CallID: call.ID})
 		return end(res, ""), nil
 	}
@@ -324,8 +340,7 @@ func (r *run) runTool(ctx context.Context, call llm.ToolCall) (tool.Result, erro
 		approvalID = ap.RequestID
 		if err != nil || ctx.Err() != nil {
 			r.sink.Event(protocol.ToolStart{CallID: call.ID})
-			end(tool.Result{Content: abortedText, IsError: true}, approvalID)
-			return tool.Result{Content: abortedText, IsError: true}, fmt.Errorf("%w: approval: %w", ErrCancelled, errors.Join(err, ctx.Err()))
+			return end(aborted(), approvalID), fmt.Errorf("%w: approval: %w", ErrCancelled, errors.Join(err, ctx.Err()))
 		}
 		if !ap.Approved {
 			reason := ap.Reason
@@ -333,18 +348,17 @@ func (r *run) runTool(ctx context.Context, call llm.ToolCall) (tool.Result, erro
 				reason = "Denied by user"
 			}
 			r.sink.Event(protocol.ToolStart{CallID: call.ID})
-			return end(tool.Result{Content: "Tool call denied: " + reason, IsError: true}, approvalID), nil
+			return end(tool.Failf(tool.CodeDenied, "Tool call denied: %s", reason), approvalID), nil
 		}
 	}
 	r.sink.Event(protocol.ToolStart{CallID: call.ID})
 	for attempt := 1; ; attempt++ {
 		res, err := t.Run(ctx, tool.Call{ID: call.ID, Input: call.Input, Output: func(chunk string) {
+			streamed = true
 			r.sink.Event(protocol.ToolOutput{CallID: call.ID, Content: chunk})
 		}})
 		if ctx.Err() != nil {
-			aborted := tool.Result{Content: abortedText, IsError: true}
-			end(aborted, approvalID)
-			return aborted, fmt.Errorf("%w: %w", ErrCancelled, context.Cause(ctx))
+			return end(aborted(), approvalID), fmt.Errorf("%w: %w", ErrCancelled, context.Cause(ctx))
 		}
 		if err != nil {
 			// An infrastructure failure of one tool is shown to the model.

@@ -16,6 +16,7 @@ import (
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/providers"
 	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/tool"
 )
 
 // jsonlSink prints every protocol event as one JSON line.
@@ -103,6 +104,29 @@ type toolView struct {
 	summary string
 	started time.Time
 	output  strings.Builder
+	// chunks counts the tool_output messages of the call; a failed call's
+	// only chunk without a final newline is its reason (the agent loop
+	// sends it so, see agent's endTool) and is drawn on the ✗ line instead
+	// of in the output tail.
+	chunks int
+}
+
+// add appends a chunk of output.
+func (v *toolView) add(chunk string) {
+	v.chunks++
+	if v.output.Len() < 1<<16 {
+		v.output.WriteString(chunk)
+	}
+}
+
+// finish returns the output to show and, for a failed call, its reason.
+func (v *toolView) finish(success bool) (output, reason string) {
+	out := v.output.String()
+	if success || v.chunks != 1 || out == "" || strings.HasSuffix(out, "\n") {
+		return out, ""
+	}
+	reason, _, _ = strings.Cut(out, "\n")
+	return "", reason
 }
 
 // newRenderer is the view of `maestro run`: text on io.Out, the rest on
@@ -215,8 +239,8 @@ func (r *renderer) protocol(m protocol.Message, at time.Time, stamp string) {
 		fmt.Fprintf(r.info, "%s●%s %s%s%s %s\n", st.cyan, st.reset, st.bold, m.Tool, st.reset, v.summary)
 		r.spinStart("running " + m.Tool)
 	case protocol.ToolOutput:
-		if v := r.tools[m.CallID]; v != nil && v.output.Len() < 1<<16 {
-			v.output.WriteString(m.Content)
+		if v := r.tools[m.CallID]; v != nil {
+			v.add(m.Content)
 		}
 	case protocol.ToolEnd:
 		r.endText()
@@ -226,7 +250,8 @@ func (r *renderer) protocol(m protocol.Message, at time.Time, stamp string) {
 			v = &toolView{name: "tool call " + m.CallID, started: at}
 		}
 		delete(r.tools, m.CallID)
-		for _, line := range tailLines(v.output.String(), 8) {
+		output, reason := v.finish(m.Success)
+		for _, line := range tailLines(output, 8) {
 			fmt.Fprintf(r.info, "  %s│ %s%s\n", st.dim, line, st.reset)
 		}
 		took := ""
@@ -237,8 +262,11 @@ func (r *renderer) protocol(m protocol.Message, at time.Time, stamp string) {
 			fmt.Fprintf(r.info, "  %s✓%s %s%s\n", st.green, st.reset, v.name, took)
 		} else {
 			failed := " failed"
-			if m.ErrorCode != "" {
+			if m.ErrorCode != "" && m.ErrorCode != tool.CodeFailed {
 				failed += " (" + m.ErrorCode + ")"
+			}
+			if reason != "" {
+				took += ": " + oneLine(reason, 160)
 			}
 			fmt.Fprintf(r.info, "  %s✗%s %s%s%s\n", st.red, st.reset, v.name, failed, took)
 		}

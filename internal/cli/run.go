@@ -17,6 +17,7 @@ import (
 	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/providers"
 	"github.com/maestro-run/maestro/internal/runtime"
@@ -208,6 +209,11 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		fmt.Fprintln(io.ErrOut, choice.Notice)
 	}
 	if !pieceMode {
+		if o.Resume != "" {
+			if ended := replayEnded(s); ended != "" {
+				return failErr(fmt.Errorf("%s", ended))
+			}
+		}
 		return runPlain(runCtx, io, s, sb.Kind(), task, view, text)
 	}
 	_ = sess.SetTitle(task)
@@ -231,6 +237,34 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		o: o, task: task, home: h.Home(), cfg: h.Config(), sess: sess, prior: prior, choice: choice, provider: provider,
 		sb: sb, root: s.Root, sink: sink, view: view, text: text, jsonl: o.Output == "jsonl",
 	})
+}
+
+// replayEnded says, when s replays a scenario that has no scripted turn
+// left for its conversation, that the replay ended and how to go on with
+// a real model; "" when s is live or its scenario scripts more turns
+// (each model call plays the frame numbered by the assistant messages so
+// far, so those frames are what a resume would play).
+func replayEnded(s *host.Session) string {
+	if s.Choice == nil || s.Choice.Executor != protocol.ExecutorReplay {
+		return ""
+	}
+	scripted, ok := s.Choice.Provider.(interface{ Scenario() *replay.Scenario })
+	if !ok {
+		return ""
+	}
+	played := 0
+	for _, m := range s.Log.History() {
+		if m.Role == llm.RoleAssistant {
+			played++
+		}
+	}
+	sc := scripted.Scenario()
+	if played < len(sc.Frames) {
+		return ""
+	}
+	return fmt.Sprintf("the replay ended: scripted scenario %s complete (all %d model turn(s) of %s were played), so this session cannot be resumed. "+
+		"To go on with a real model, configure one (ANTHROPIC_API_KEY, OPENAI_API_KEY or OPENAI_BASE_URL, or --model provider/model) "+
+		"and start a new session in the same workspace: maestro run --workspace %q \"…\"", sc.ID, len(sc.Frames), s.Choice.Replay, s.Root.Dir())
 }
 
 // localView is maestro run as a local client of its session's runtime:
@@ -342,7 +376,11 @@ func runPlain(ctx context.Context, io *IOStreams, s *host.Session, sandboxKind, 
 		if s.Choice != nil { // an agent CLI reports no usage line
 			text.finish(res, time.Since(started), s.Choice.Executor == protocol.ExecutorReplay)
 		}
-		fmt.Fprintf(io.ErrOut, "session %s · resume with: maestro run --resume %s \"…\"\n", s.ID(), s.ID())
+		if ended := replayEnded(s); ended != "" {
+			fmt.Fprintf(io.ErrOut, "session %s · %s\n", s.ID(), ended)
+		} else {
+			fmt.Fprintf(io.ErrOut, "session %s · resume with: maestro run --resume %s \"…\"\n", s.ID(), s.ID())
+		}
 	}
 	switch {
 	case errors.Is(runErr, agent.ErrCancelled):

@@ -148,10 +148,12 @@ type Jobs interface {
 	// it learns of it through ErrLeaseLost on its next fenced call and
 	// through a notification on JobTopic(id).
 	Cancel(ctx context.Context, id int64, reason string) (Job, error)
-	// Resume queues a waiting_human or waiting_subtasks job again.
+	// Resume queues a waiting_human or waiting_subtasks job again. Waiting
+	// is not an attempt: max_attempts grows by one, so the next claim's
+	// new attempt number leaves as many attempts as before the wait.
 	Resume(ctx context.Context, id int64) (Job, error)
-	// Retry queues a failed, aborted or cancelled job again and grants it
-	// extra more attempts (at least one).
+	// Retry queues a failed, aborted or cancelled job again and adds extra
+	// (at least one) to the attempts it had left.
 	Retry(ctx context.Context, id int64, extra int) (Job, error)
 	// GetJob returns one job.
 	GetJob(ctx context.Context, id int64) (Job, error)

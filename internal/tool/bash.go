@@ -102,10 +102,10 @@ type bashTool struct {
 
 func (b *bashTool) run(ctx context.Context, in BashInput, call Call) (Result, error) {
 	if strings.TrimSpace(in.Command) == "" {
-		return Errorf("command is required"), nil
+		return Failf(CodeInvalidInput, "command is required"), nil
 	}
 	if in.TimeoutSeconds < 0 || time.Duration(in.TimeoutSeconds)*time.Second > BashMaxTimeout {
-		return Errorf("timeout_seconds must be between 1 and %d (default %d)",
+		return Failf(CodeInvalidInput, "timeout_seconds must be between 1 and %d (default %d)",
 			int(BashMaxTimeout/time.Second), int(BashDefaultTimeout/time.Second)), nil
 	}
 	timeout := BashDefaultTimeout
@@ -117,10 +117,10 @@ func (b *bashTool) run(ctx context.Context, in BashInput, call Call) (Result, er
 
 	cmd, err := b.sb.Command(runCtx, b.workdir, in.Command, b.opts)
 	if pe, ok := errors.AsType[*sandbox.PolicyError](err); ok {
-		return Errorf("%s", pe.Error()), nil
+		return Failf(CodeSandboxViolation, "%s", pe.Error()), nil
 	}
 	if ue, ok := errors.AsType[*sandbox.UnavailableError](err); ok {
-		return Errorf("%s", ue.Error()), nil
+		return Failf(CodeSandboxUnavailable, "%s", ue.Error()), nil
 	}
 	if err != nil {
 		return Result{}, fmt.Errorf("bash: preparing the command: %w", err)
@@ -134,10 +134,10 @@ func (b *bashTool) run(ctx context.Context, in BashInput, call Call) (Result, er
 	if ctx.Err() != nil {
 		return Result{}, fmt.Errorf("bash: command interrupted: %w", ctx.Err())
 	}
-	var status string
+	var status, code string
 	switch exitErr, isExit := errors.AsType[*exec.ExitError](waitErr); {
 	case errors.Is(runCtx.Err(), context.DeadlineExceeded):
-		status = fmt.Sprintf("command timed out after %ds", int(timeout/time.Second))
+		status, code = fmt.Sprintf("command timed out after %ds", int(timeout/time.Second)), CodeTimeout
 	case waitErr == nil || errors.Is(waitErr, exec.ErrWaitDelay):
 	case isExit:
 		status = exitStatus(exitErr)
@@ -155,7 +155,7 @@ func (b *bashTool) run(ctx context.Context, in BashInput, call Call) (Result, er
 	if text != "" && !strings.HasSuffix(text, "\n") {
 		text += "\n"
 	}
-	return Result{Content: text + status, IsError: true}, nil
+	return Result{Content: text + status, IsError: true, Code: code}, nil
 }
 
 // runCommand starts cmd with stdout and stderr on one pipe read into out,

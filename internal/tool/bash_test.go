@@ -197,7 +197,7 @@ func TestBashTimeout(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(Result{Content: "begin\ncommand timed out after 1s", IsError: true}, got); diff != "" {
+			if diff := cmp.Diff(Result{Content: "begin\ncommand timed out after 1s", IsError: true, Code: CodeTimeout}, got); diff != "" {
 				t.Errorf("timeout result (-want +got):\n%s", diff)
 			}
 			if elapsed > 5*time.Second {

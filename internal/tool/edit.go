@@ -43,20 +43,20 @@ func NewEditWith(root *workspace.Root, lim FileLimits) Tool {
 func editFile(root *workspace.Root, in EditInput, maxBytes int64) Result {
 	switch {
 	case in.Path == "":
-		return Errorf("path is required")
+		return Failf(CodeInvalidInput, "path is required")
 	case in.OldString == "":
-		return Errorf("old_string is empty; give the exact text to replace (use Write to create a file)")
+		return Failf(CodeInvalidInput, "old_string is empty; give the exact text to replace (use Write to create a file)")
 	case in.OldString == in.NewString:
-		return Errorf("old_string and new_string are identical; nothing to change")
+		return Failf(CodeInvalidInput, "old_string and new_string are identical; nothing to change")
 	}
 	shown := workspace.Excerpt(in.Path)
 	data, err := root.ReadFileMax(in.Path, maxBytes)
 	var tooLarge *workspace.TooLargeError
 	switch {
 	case isDirError(err):
-		return Errorf("%s is a directory, not a file", shown)
+		return Failf(CodeInvalidInput, "%s is a directory, not a file", shown)
 	case errors.As(err, &tooLarge):
-		return Errorf("%s is %d bytes, over the %s limit for Edit; change it with Bash (for example sed) or split it",
+		return Failf(CodeTooLarge, "%s is %d bytes, over the %s limit for Edit; change it with Bash (for example sed) or split it",
 			shown, tooLarge.Size, sizeText(maxBytes))
 	case err != nil:
 		return fileErrorResult(in.Path, err)
@@ -73,12 +73,12 @@ func editFile(root *workspace.Root, in EditInput, maxBytes int64) Result {
 	}
 	switch {
 	case n == 0:
-		return Errorf("old_string not found in %s", shown)
+		return Failf(CodeNotFound, "old_string not found in %s", shown)
 	case n > 1 && !in.ReplaceAll:
-		return Errorf("old_string occurs %d times in %s; add context to make it unique or set replace_all", n, shown)
+		return Failf(CodeInvalidInput, "old_string occurs %d times in %s; add context to make it unique or set replace_all", n, shown)
 	}
 	if size := int64(len(content)) + int64(n)*(int64(len(newS))-int64(len(oldS))); size > maxBytes {
-		return Errorf("the edit would make %s %d bytes, over the %s limit for Edit", shown, size, sizeText(maxBytes))
+		return Failf(CodeTooLarge, "the edit would make %s %d bytes, over the %s limit for Edit", shown, size, sizeText(maxBytes))
 	}
 	lines := replacementLines(content, oldS, newS, n)
 	updated := strings.ReplaceAll(content, oldS, newS)

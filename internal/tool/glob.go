@@ -44,7 +44,7 @@ func NewGlob(root *workspace.Root) Tool {
 
 func globFiles(ctx context.Context, root *workspace.Root, in GlobInput) (Result, error) {
 	if strings.TrimSpace(in.Pattern) == "" {
-		return Errorf("pattern is required"), nil
+		return Failf(CodeInvalidInput, "pattern is required"), nil
 	}
 	base, res, ok := searchBase(root, in.Path)
 	if !ok {
@@ -55,19 +55,19 @@ func globFiles(ctx context.Context, root *workspace.Root, in GlobInput) (Result,
 		// An absolute pattern inside the workspace: match from the root.
 		rel, err := root.Rel(pattern)
 		if err != nil {
-			return Errorf("pattern is outside the workspace: %s", workspace.Excerpt(in.Pattern)), nil
+			return Failf(CodeWorkspaceViolation, "pattern is outside the workspace: %s", workspace.Excerpt(in.Pattern)), nil
 		}
 		pattern, base = filepath.ToSlash(rel), "."
 	}
 	pattern = strings.TrimPrefix(pattern, "./")
 	globs, err := compileGlobs(pattern)
 	if err != nil {
-		return Errorf("invalid pattern %q: %s", workspace.Excerpt(in.Pattern), workspace.Excerpt(err.Error())), nil
+		return Failf(CodeInvalidInput, "invalid pattern %q: %s", workspace.Excerpt(in.Pattern), workspace.Excerpt(err.Error())), nil
 	}
 	if fi, err := root.Stat(base); err != nil {
 		return fileErrorResult(displayPath(base), err), nil
 	} else if !fi.IsDir() {
-		return Errorf("%s is not a directory; path must be a directory", workspace.Excerpt(displayPath(base))), nil
+		return Failf(CodeInvalidInput, "%s is not a directory; path must be a directory", workspace.Excerpt(displayPath(base))), nil
 	}
 
 	var found []string

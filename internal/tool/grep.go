@@ -65,10 +65,10 @@ func NewGrep(root *workspace.Root) Tool {
 // of that size.
 func grep(ctx context.Context, root *workspace.Root, in GrepInput, chunk int) (Result, error) {
 	if in.Pattern == "" {
-		return Errorf("pattern is required"), nil
+		return Failf(CodeInvalidInput, "pattern is required"), nil
 	}
 	if in.MaxResults < 0 {
-		return Errorf("max_results must not be negative"), nil
+		return Failf(CodeInvalidInput, "max_results must not be negative"), nil
 	}
 	maxResults := in.MaxResults
 	if maxResults == 0 {
@@ -76,7 +76,7 @@ func grep(ctx context.Context, root *workspace.Root, in GrepInput, chunk int) (R
 	}
 	m, err := compileLineMatcher(in.Pattern, in.IgnoreCase)
 	if err != nil {
-		return Errorf("invalid pattern: %s", workspace.Excerpt(err.Error())), nil
+		return Failf(CodeInvalidInput, "invalid pattern: %s", workspace.Excerpt(err.Error())), nil
 	}
 	base, res, ok := searchBase(root, in.Path)
 	if !ok {
@@ -96,7 +96,7 @@ func grep(ctx context.Context, root *workspace.Root, in GrepInput, chunk int) (R
 	if in.Glob != "" {
 		globs, err := compileGlobs(strings.TrimPrefix(in.Glob, "./"))
 		if err != nil {
-			return Errorf("invalid glob %q: %s", workspace.Excerpt(in.Glob), workspace.Excerpt(err.Error())), nil
+			return Failf(CodeInvalidInput, "invalid glob %q: %s", workspace.Excerpt(in.Glob), workspace.Excerpt(err.Error())), nil
 		}
 		s.globs = globs
 		s.globNameOnly = !strings.Contains(in.Glob, "/")

@@ -57,10 +57,10 @@ func NewReadWith(root *workspace.Root, lim FileLimits) Tool {
 
 func readFile(ctx context.Context, root *workspace.Root, in ReadInput, maxBytes int64) Result {
 	if in.Path == "" {
-		return Errorf("path is required")
+		return Failf(CodeInvalidInput, "path is required")
 	}
 	if in.Offset < 0 || in.Limit < 0 {
-		return Errorf("offset and limit must not be negative")
+		return Failf(CodeInvalidInput, "offset and limit must not be negative")
 	}
 	shown := workspace.Excerpt(in.Path)
 	// Opened without blocking; the kind of file is judged on the opened
@@ -68,14 +68,14 @@ func readFile(ctx context.Context, root *workspace.Root, in ReadInput, maxBytes 
 	f, fi, err := root.OpenRegular(in.Path)
 	if err != nil {
 		if isDirError(err) {
-			return Errorf("%s is a directory, not a file; use Glob to list its files (for example pattern %q)", shown, globHint(shown))
+			return Failf(CodeInvalidInput, "%s is a directory, not a file; use Glob to list its files (for example pattern %q)", shown, globHint(shown))
 		}
 		return fileErrorResult(in.Path, err)
 	}
 	defer f.Close()
 	ranged := in.Offset > 0 || in.Limit > 0
 	if fi.Size() > maxBytes && !ranged {
-		return Errorf("%s is %d bytes, over the %s limit for a whole read; read a range with offset and limit (for example offset 1, limit 500)",
+		return Failf(CodeTooLarge, "%s is %d bytes, over the %s limit for a whole read; read a range with offset and limit (for example offset 1, limit 500)",
 			shown, fi.Size(), sizeText(maxBytes))
 	}
 
@@ -143,7 +143,7 @@ func readFile(ctx context.Context, root *workspace.Root, in ReadInput, maxBytes 
 		}
 	}
 	if last == 0 {
-		return Errorf("%s has %d lines; offset %d is past the end", shown, lineNo, offset)
+		return Failf(CodeInvalidInput, "%s has %d lines; offset %d is past the end", shown, lineNo, offset)
 	}
 	if more {
 		// Count the rest when that is cheap, to tell the model the size.
@@ -262,13 +262,15 @@ func looksBinary(head []byte) bool {
 func fileErrorResult(path string, err error) Result {
 	shown := workspace.Excerpt(path)
 	switch {
-	case errors.Is(err, workspace.ErrOutside), errors.Is(err, workspace.ErrNotRegular):
+	case errors.Is(err, workspace.ErrOutside):
 		// These errors name the path themselves, bounded.
-		return Errorf("%s", workspace.Excerpt(err.Error()))
+		return Failf(CodeWorkspaceViolation, "%s", workspace.Excerpt(err.Error()))
+	case errors.Is(err, workspace.ErrNotRegular):
+		return Failf(CodeInvalidInput, "%s", workspace.Excerpt(err.Error()))
 	case errors.Is(err, fs.ErrNotExist):
-		return Errorf("file not found: %s", shown)
+		return Failf(CodeNotFound, "file not found: %s", shown)
 	case errors.Is(err, fs.ErrPermission):
-		return Errorf("permission denied: %s", shown)
+		return Failf(CodePermission, "permission denied: %s", shown)
 	default:
 		return Errorf("%s: %s", shown, workspace.Excerpt(err.Error()))
 	}

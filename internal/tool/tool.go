@@ -25,11 +25,48 @@ type Result struct {
 	// StopTurn asks the agent loop to end the turn after this call's batch
 	// (used by workflow-control tools such as transition and complete).
 	StopTurn bool
+	// Code classifies a failure for clients (tool_end.error_code, see
+	// docs/events.md); empty on a failure means CodeFailed.
+	Code string
 }
 
-// Errorf returns an error Result with a formatted message.
+// Error codes of failed tool calls, carried in tool_end.error_code. The
+// table in docs/events.md lists them; keep both in step.
+const (
+	CodeDenied             = "denied"              // the user or the approval policy refused the call
+	CodeTimeout            = "timeout"             // the call ran past its time limit
+	CodeCancelled          = "cancelled"           // the run was interrupted or cancelled mid-call
+	CodeWorkspaceViolation = "workspace_violation" // a path is outside the workspace
+	CodeSandboxViolation   = "sandbox_violation"   // the sandbox policy refused the command
+	CodeSandboxUnavailable = "sandbox_unavailable" // the sandbox cannot run commands on this host
+	CodeNotFound           = "not_found"           // a named file or text does not exist
+	CodeTooLarge           = "too_large"           // a file or content is over a size limit
+	CodeInvalidInput       = "invalid_input"       // the arguments are missing, malformed or contradictory
+	CodeUnknownTool        = "unknown_tool"        // the model called a tool this run does not have
+	CodePermission         = "permission_denied"   // the file system refused access
+	CodeFailed             = "failed"              // any other failure (e.g. a non-zero exit status)
+)
+
+// Errorf returns an error Result with a formatted message and no specific
+// code (CodeFailed).
 func Errorf(format string, args ...any) Result {
 	return Result{Content: fmt.Sprintf(format, args...), IsError: true}
+}
+
+// Failf returns an error Result with a code and a formatted message.
+func Failf(code, format string, args ...any) Result {
+	return Result{Content: fmt.Sprintf(format, args...), IsError: true, Code: code}
+}
+
+// ErrorCode returns the code of a failed Result ("" when it succeeded).
+func (r Result) ErrorCode() string {
+	switch {
+	case !r.IsError:
+		return ""
+	case r.Code == "":
+		return CodeFailed
+	}
+	return r.Code
 }
 
 // Call is one invocation of a tool.
@@ -105,16 +142,16 @@ func (t *typed[In]) Run(ctx context.Context, call Call) (Result, error) {
 	}
 	var generic any
 	if err := json.Unmarshal(input, &generic); err != nil {
-		return Errorf("%s: input is not valid JSON: %s", t.spec.Name, workspace.Excerpt(err.Error())), nil
+		return Failf(CodeInvalidInput, "%s: input is not valid JSON: %s", t.spec.Name, workspace.Excerpt(err.Error())), nil
 	}
 	if err := t.resolved.Validate(generic); err != nil {
-		return Errorf("%s: invalid input: %s", t.spec.Name, workspace.Excerpt(err.Error())), nil
+		return Failf(CodeInvalidInput, "%s: invalid input: %s", t.spec.Name, workspace.Excerpt(err.Error())), nil
 	}
 	var in In
 	dec := json.NewDecoder(strings.NewReader(string(input)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return Errorf("%s: invalid input: %s", t.spec.Name, workspace.Excerpt(err.Error())), nil
+		return Failf(CodeInvalidInput, "%s: invalid input: %s", t.spec.Name, workspace.Excerpt(err.Error())), nil
 	}
 	return t.fn(ctx, in, call)
 }

@@ -35,16 +35,16 @@ func NewWriteWith(root *workspace.Root, lim FileLimits) Tool {
 
 func writeFile(root *workspace.Root, in WriteInput, maxBytes int64) Result {
 	if in.Path == "" {
-		return Errorf("path is required")
+		return Failf(CodeInvalidInput, "path is required")
 	}
 	shown := workspace.Excerpt(in.Path)
 	if int64(len(in.Content)) > maxBytes {
-		return Errorf("content is %d bytes, over the %s limit for Write; write a smaller file", len(in.Content), sizeText(maxBytes))
+		return Failf(CodeTooLarge, "content is %d bytes, over the %s limit for Write; write a smaller file", len(in.Content), sizeText(maxBytes))
 	}
 	verb := "overwrote"
 	switch fi, err := root.Stat(in.Path); {
 	case err == nil && fi.IsDir():
-		return Errorf("%s is a directory; give a file path", shown)
+		return Failf(CodeInvalidInput, "%s is a directory; give a file path", shown)
 	case err == nil && !fi.Mode().IsRegular():
 		return fileErrorResult(in.Path, &workspace.NotRegularError{Path: in.Path, Mode: fi.Mode()})
 	case errors.Is(err, fs.ErrNotExist):

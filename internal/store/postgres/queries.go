@@ -129,18 +129,18 @@ func newQueries() sqlstore.Queries {
 		JobCancel: `UPDATE jobs SET state = 'cancelled', error = $3::text, finished_at = $2::timestamptz,
 				lease_expires_at = NULL, event_seq = event_seq + 1, updated_at = $2::timestamptz
 			WHERE id = $1::bigint AND state NOT IN ` + terminal + ` RETURNING ` + jobCols,
-		JobResume: `UPDATE jobs SET state = 'queued', scheduled_at = $2::timestamptz, wait_reason = '',
+		JobResume: `UPDATE jobs SET state = 'queued', max_attempts = max_attempts + 1, scheduled_at = $2::timestamptz, wait_reason = '',
 				event_seq = event_seq + 1, updated_at = $2::timestamptz
 			WHERE id = $1::bigint AND state IN ('waiting_human', 'waiting_subtasks') RETURNING ` + jobCols,
-		JobRetry: `UPDATE jobs SET state = 'queued', max_attempts = attempt + $3::integer, scheduled_at = $2::timestamptz,
+		JobRetry: `UPDATE jobs SET state = 'queued', max_attempts = GREATEST(max_attempts, attempt) + $3::integer, scheduled_at = $2::timestamptz,
 				error = '', result = '', finished_at = NULL, event_seq = event_seq + 1, updated_at = $2::timestamptz
 			WHERE id = $1::bigint AND state IN ('failed', 'aborted', 'cancelled') RETURNING ` + jobCols,
-		JobResumeParent: `UPDATE jobs SET state = 'queued', scheduled_at = $2::timestamptz, wait_reason = '',
+		JobResumeParent: `UPDATE jobs SET state = 'queued', max_attempts = max_attempts + 1, scheduled_at = $2::timestamptz, wait_reason = '',
 				event_seq = event_seq + 1, updated_at = $2::timestamptz
 			WHERE id = $1::bigint AND state = 'waiting_subtasks'
 				AND NOT EXISTS (SELECT 1 FROM jobs c WHERE c.parent_job_id = $1::bigint AND c.state NOT IN ` + terminal + `)
 			RETURNING ` + jobCols,
-		JobResumeWaitingHuman: `UPDATE jobs SET state = 'queued', scheduled_at = $2::timestamptz, wait_reason = '',
+		JobResumeWaitingHuman: `UPDATE jobs SET state = 'queued', max_attempts = max_attempts + 1, scheduled_at = $2::timestamptz, wait_reason = '',
 				event_seq = event_seq + 1, updated_at = $2::timestamptz
 			WHERE task_id = $1::bigint AND state = 'waiting_human' RETURNING ` + jobCols,
 		JobLock: `SELECT id FROM jobs WHERE id = $1::bigint FOR UPDATE`,

@@ -62,16 +62,16 @@ func newQueries() sqlstore.Queries {
 		JobCancel: `UPDATE jobs SET state = 'cancelled', error = $3, finished_at = $2, lease_expires_at = NULL,
 			event_seq = event_seq + 1, updated_at = $2
 		WHERE id = $1 AND state NOT IN ` + terminal + ` RETURNING ` + jobCols,
-		JobResume: `UPDATE jobs SET state = 'queued', scheduled_at = $2, wait_reason = '', event_seq = event_seq + 1, updated_at = $2
+		JobResume: `UPDATE jobs SET state = 'queued', max_attempts = max_attempts + 1, scheduled_at = $2, wait_reason = '', event_seq = event_seq + 1, updated_at = $2
 		WHERE id = $1 AND state IN ('waiting_human', 'waiting_subtasks') RETURNING ` + jobCols,
-		JobRetry: `UPDATE jobs SET state = 'queued', max_attempts = attempt + $3, scheduled_at = $2, error = '', result = '',
+		JobRetry: `UPDATE jobs SET state = 'queued', max_attempts = MAX(max_attempts, attempt) + $3, scheduled_at = $2, error = '', result = '',
 			finished_at = NULL, event_seq = event_seq + 1, updated_at = $2
 		WHERE id = $1 AND state IN ('failed', 'aborted', 'cancelled') RETURNING ` + jobCols,
-		JobResumeParent: `UPDATE jobs SET state = 'queued', scheduled_at = $2, wait_reason = '', event_seq = event_seq + 1, updated_at = $2
+		JobResumeParent: `UPDATE jobs SET state = 'queued', max_attempts = max_attempts + 1, scheduled_at = $2, wait_reason = '', event_seq = event_seq + 1, updated_at = $2
 		WHERE id = $1 AND state = 'waiting_subtasks'
 			AND NOT EXISTS (SELECT 1 FROM jobs c WHERE c.parent_job_id = $1 AND c.state NOT IN ` + terminal + `)
 		RETURNING ` + jobCols,
-		JobResumeWaitingHuman: `UPDATE jobs SET state = 'queued', scheduled_at = $2, wait_reason = '', event_seq = event_seq + 1, updated_at = $2
+		JobResumeWaitingHuman: `UPDATE jobs SET state = 'queued', max_attempts = max_attempts + 1, scheduled_at = $2, wait_reason = '', event_seq = event_seq + 1, updated_at = $2
 		WHERE task_id = $1 AND state = 'waiting_human' RETURNING ` + jobCols,
 		JobGet: `SELECT ` + jobCols + ` FROM jobs WHERE id = $1`,
 		JobList: `SELECT ` + jobCols + ` FROM jobs

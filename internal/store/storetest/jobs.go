@@ -485,6 +485,57 @@ func testWaitHuman(t *testing.T, b *bundle) {
 	wantField(t, "Wait for a non-waiting state", err, "state")
 }
 
+// testAttemptsAddUp: waiting for a person is not an attempt (each answered
+// question gives the job its claim back), and Retry adds extra attempts to
+// what is left (issue 15 item 6).
+func testAttemptsAddUp(t *testing.T, b *bundle) {
+	task, j, err := b.s.CreateTask(b.ctx, store.NewTask{Title: "ask twice", MaxAttempts: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := func(j store.Job) int { return j.MaxAttempts - j.Attempt }
+	for i := range 2 {
+		c := b.claimOne(t, "w")
+		if left(c) != 1 {
+			t.Fatalf("question %d: claimed at attempt %d/%d, want 1 attempt left", i+1, c.Attempt, c.MaxAttempts)
+		}
+		if _, err := b.s.Wait(b.ctx, c.Lease(), store.WaitParams{State: store.StateWaitingHuman, Reason: "question", Question: "Which?"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := b.s.AddComment(b.ctx, store.NewComment{TaskID: task.ID, AuthorKind: store.AuthorUser, Body: "this", ResumeWaiting: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := b.claimOne(t, "w")
+	if c.ID != j.ID || c.Attempt > c.MaxAttempts || left(c) != 1 {
+		t.Fatalf("after two answers: attempt %d/%d, want the first attempt's budget (1 left)", c.Attempt, c.MaxAttempts)
+	}
+	// The first failure after the answers is retried: an attempt remains.
+	f, err := b.s.Fail(b.ctx, c.Lease(), store.FailParams{Error: "model error", RetryAfter: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.State != store.StateQueued {
+		t.Fatalf("first model error after two answered questions: %s at %d/%d, want queued", f.State, f.Attempt, f.MaxAttempts)
+	}
+
+	// Cancelled at attempt 1 of 3 (2 left): retry --extra 1 leaves 3.
+	k := b.enqueue(t, store.NewJob{MaxAttempts: 3})
+	if kc := b.claimOne(t, "w"); kc.ID != k.ID {
+		t.Fatalf("claimed job %d, want %d", kc.ID, k.ID)
+	}
+	if _, err := b.s.Cancel(b.ctx, k.ID, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.s.Retry(b.ctx, k.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Attempt != 1 || r.MaxAttempts != 4 {
+		t.Fatalf("retry --extra 1 of a job cancelled at 1/3: %d/%d, want 1/4 (3 left)", r.Attempt, r.MaxAttempts)
+	}
+}
+
 func testWaitSubtasks(t *testing.T, b *bundle) {
 	parent := b.enqueue(t, store.NewJob{})
 	pc := b.claimOne(t, "p")

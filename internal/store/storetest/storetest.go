@@ -74,6 +74,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"FailFinalAndAbort", testFailFinal},
 		{"Retry", testRetry},
 		{"WaitHumanAndComment", testWaitHuman},
+		{"AttemptsAddUp", testAttemptsAddUp},
 		{"WaitSubtasks", testWaitSubtasks},
 		{"WaitSubtasksAlreadyDone", testWaitSubtasksDone},
 		{"Cancel", testCancel},
