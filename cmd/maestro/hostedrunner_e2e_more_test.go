@@ -45,7 +45,7 @@ func TestHostedRunnerAttachScenarios(t *testing.T) {
 	}
 }
 
-// errorBody is the runner's error answer (contract §11.5).
+// errorBody is the runner's error answer (wire contract §11.5).
 type errorBody struct {
 	Error     string `json:"error"`
 	ErrorType string `json:"error_type"`

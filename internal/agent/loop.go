@@ -224,7 +224,7 @@ func (r *run) countTool(name string, ok bool) {
 }
 
 // providerError maps a model failure to a protocol error event. Agent
-// errors are never fatal to the connection (contract §8.4).
+// errors are never fatal to the connection (wire contract §8.4).
 func providerError(err error) protocol.Error {
 	typ := protocol.ErrorFatal
 	if e, ok := errors.AsType[*llm.Error](err); ok {

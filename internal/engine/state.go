@@ -17,7 +17,7 @@ import (
 )
 
 // RunStatus is the state of a run, named as the job statuses of
-// pieces-engine.md §9.2.
+// docs/spec/pieces-engine.md §9.2.
 type RunStatus string
 
 // Run statuses.

@@ -13,7 +13,7 @@ import (
 )
 
 // boundSessions is the session API's view of a hosted runner: one runtime,
-// bound to the runner's session (contract §11.6: a request naming another
+// bound to the runner's session (wire contract §11.6: a request naming another
 // session is refused).
 type boundSessions struct{ r *Runner }
 

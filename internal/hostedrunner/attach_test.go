@@ -39,7 +39,7 @@ func serveRunner(t *testing.T, cfg Config, opts Options) (*Runner, *httptest.Ser
 
 // TestOtherSessionOwnedElsewhere: the runner serves its own session, and
 // every route naming another session id answers 409
-// runtime_owned_elsewhere with the ownership details (contract §11.5,
+// runtime_owned_elsewhere with the ownership details (wire contract §11.5,
 // §11.6), not 404.
 func TestOtherSessionOwnedElsewhere(t *testing.T) {
 	t.Parallel()

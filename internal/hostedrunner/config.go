@@ -1,7 +1,7 @@
 // Package hostedrunner is `maestro hosted-runner`: one headless session per
 // process, served over HTTP + SSE to the controllers and viewers a control
-// plane attaches (contract §11, §13, §14, §17 of
-// headless-wire-contract.md). Around the session routes of
+// plane attaches (wire contract §11, §13, §14, §17 of
+// docs/spec/headless-wire-contract.md). Around the session routes of
 // internal/transport/httpattach it adds the remote-runner identity, health and
 // readiness, drain with its snapshot manifest, restore from a manifest at
 // start-up, and the fixture process contract's deterministic agent.
@@ -52,7 +52,7 @@ type Flags struct {
 	Fixture bool
 }
 
-// Config is the resolved configuration (contract §11.6): every value from
+// Config is the resolved configuration (wire contract §11.6): every value from
 // its flag, else from the first environment variable set among its
 // aliases, else the default.
 type Config struct {
@@ -305,7 +305,7 @@ func authToken(f Flags, getenv func(string) string) (string, error) {
 
 // Edge is the runner's HTTP edge policy (internal/httpedge): the Host
 // allowlist, cross-origin refusal and the token on /api/ and /debug/;
-// /healthz, /readyz and /.well-known/… need no token (contract §13), and
+// /healthz, /readyz and /.well-known/… need no token (wire contract §13), and
 // every error is in the headless contract's shape.
 func (c Config) Edge() *httpedge.Policy {
 	return &httpedge.Policy{
@@ -320,7 +320,7 @@ func (c Config) Edge() *httpedge.Policy {
 }
 
 // maxRequestBody bounds every request body at the edge (the attach routes'
-// 1 MB, contract §8.3; drain is bounded to MaxDrainBody on its own).
+// 1 MB, wire contract §8.3; drain is bounded to MaxDrainBody on its own).
 const maxRequestBody = 1 << 20
 
 func parseBool(v string) (bool, error) {

@@ -14,10 +14,10 @@ import (
 	"github.com/maestro-run/maestro/internal/protocol"
 )
 
-// MaxDrainBody caps the drain request body (64 KB, contract §11.2).
+// MaxDrainBody caps the drain request body (64 KB, wire contract §11.2).
 const MaxDrainBody = 64 << 10
 
-// Standard drain reasons and requesters (contract §14.2).
+// Standard drain reasons and requesters (wire contract §14.2).
 const (
 	ReasonKubernetesPreStop = "kubernetes_prestop"
 	ReasonProcessShutdown   = "process_shutdown"
@@ -108,7 +108,7 @@ func checkDrainText(field, v string) error {
 	return nil
 }
 
-// DrainResponse is the drain answer (contract §14.2).
+// DrainResponse is the drain answer (wire contract §14.2).
 type DrainResponse struct {
 	ProtocolVersion string    `json:"protocol_version"`
 	Status          string    `json:"status"`
@@ -125,7 +125,7 @@ type BadRequestError struct{ Err error }
 func (e *BadRequestError) Error() string { return e.Err.Error() }
 func (e *BadRequestError) Unwrap() error { return e.Err }
 
-// Drain drains the runner (contract §14.2): it validates the export paths
+// Drain drains the runner (wire contract §14.2): it validates the export paths
 // (nothing changes if one is refused), marks the runner draining so that
 // new attach traffic gets 503, stops the runtime's work, flushes the
 // session log, writes the snapshot manifest and publishes a snapshot

@@ -15,7 +15,7 @@ import (
 )
 
 // ApprovalPrefix starts a fixture prompt that raises an approval request
-// (contract §17): the rest of the content is JSON
+// (wire contract §17): the rest of the content is JSON
 // {request_id, tool, args, reason}.
 const ApprovalPrefix = "__maestro_conformance_approval__:"
 

@@ -13,7 +13,7 @@ import (
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
-// Protocol strings of the remote-runner surface (contract §14).
+// Protocol strings of the remote-runner surface (wire contract §14).
 const (
 	IdentityProtocol = "evalops.remote-runner.identity.v1"
 	DrainProtocol    = "evalops.remote-runner.drain.v1"
@@ -37,7 +37,7 @@ const (
 	DrainInterrupted = "interrupted"
 )
 
-// Manifest is the snapshot manifest v1 (contract §14.3).
+// Manifest is the snapshot manifest v1 (wire contract §14.3).
 type Manifest struct {
 	ProtocolVersion  string          `json:"protocol_version"`
 	RunnerSessionID  string          `json:"runner_session_id"`

@@ -28,7 +28,7 @@
 // Every error answer goes through WriteError, in the shape of the surface
 // that serves the route: Maestro's REST API ({"error", "field"?},
 // docs/api.md) or the headless wire contract ({"error", "error_type",
-// "code", "details"?}, headless-wire-contract §11.5).
+// "code", "details"?}, headless-wire-wire contract §11.5).
 package httpedge
 
 import (
@@ -80,7 +80,7 @@ const MaxEcho = 128
 const DefaultRetryAfter = 5
 
 // ErrorInfo is one google.rpc.ErrorInfo detail of a headless error body
-// (contract §11.5).
+// (wire contract §11.5).
 type ErrorInfo struct {
 	Type     string            `json:"@type"`
 	Reason   string            `json:"reason"`

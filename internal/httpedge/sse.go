@@ -14,7 +14,7 @@ import (
 // format of the HTML standard, "Server-sent events"): the one SSE writer of
 // every listener, used by the job event stream of `maestro serve`
 // (docs/api.md) and the session event streams of the attach routes (wire
-// contract §12, docs/remote-attach.md). It frames events (id, event, data
+// wire contract §12, docs/remote-attach.md). It frames events (id, event, data
 // split into lines), comments (keepalives) and the retry hint, buffers
 // them, and writes them to the client under a write deadline when the
 // buffer fills or on Flush, which also flushes the response.

@@ -675,7 +675,7 @@ func TestKnownTools(t *testing.T) {
 		t.Errorf("implemented tools mismatch (-want +got):\n%s", diff)
 	}
 	// The switch must not accept anything KnownTools does not list: try
-	// every name the inventory of pieces-engine.md §6.2 and Maestro add.
+	// every name the inventory of docs/spec/pieces-engine.md §6.2 and Maestro add.
 	const inventory = 42
 	if len(seen) != inventory {
 		t.Errorf("KnownTools has %d tools, want %d (update this test and docs/pieces.md together)", len(seen), inventory)

@@ -8,7 +8,7 @@
 // file at once as an [*Errors], each entry carrying file:line:col, the field
 // path and what was expected versus found.
 //
-// The schema is the seed piece schema (spec/seed-piece-schema.md) plus the
+// The schema is the seed piece schema (docs/spec/seed-piece-schema.md) plus the
 // Maestro additions documented in docs/pieces.md. Running pieces is the
 // engine's job, not this package's.
 package piece

@@ -10,7 +10,7 @@ import (
 	"sync"
 )
 
-// Message type names, client → server (contract §5).
+// Message type names, client → server (wire contract §5).
 const (
 	TypeHello                   = "hello"
 	TypeInit                    = "init"
@@ -31,7 +31,7 @@ const (
 	TypeShutdown                = "shutdown"
 )
 
-// Message type names, server → client (contract §6).
+// Message type names, server → client (wire contract §6).
 const (
 	TypeHelloOK                  = "hello_ok"
 	TypeReady                    = "ready"
@@ -62,7 +62,7 @@ const (
 	TypeConnectionInfo           = "connection_info"
 )
 
-// SSE envelope type names (contract §12).
+// SSE envelope type names (wire contract §12).
 const (
 	TypeSnapshotEnvelope  = "snapshot"
 	TypeMessageEnvelope   = "message"

@@ -2,7 +2,7 @@ package protocol
 
 import "encoding/json"
 
-// Client → server messages (contract §5). Optional booleans and integers are
+// Client → server messages (wire contract §5). Optional booleans and integers are
 // pointers so that an explicit false or 0 survives a round trip.
 
 // Hello is the handshake. Role defaults to controller.

@@ -1,6 +1,6 @@
 // Package protocol defines the wire types of Maestro's headless protocol
 // (version 2026-04-02), as specified by the wire contract in
-// shared/spec/headless-wire-contract.md.
+// docs/spec/headless-wire-contract.md.
 //
 // There is exactly one Go type family for protocol messages: every surface
 // (terminal renderer, stdio transport, SSE, job log, web UI, event bus) is a

@@ -1,6 +1,6 @@
 package protocol
 
-// Enumerations of protocol 2026-04-02 (contract §3). Each is a string type
+// Enumerations of protocol 2026-04-02 (wire contract §3). Each is a string type
 // whose constants are the only values the strict decoder and the JSON
 // Schemas accept.
 

@@ -2,7 +2,7 @@ package protocol
 
 import "encoding/json"
 
-// Server → client messages (contract §6) other than the per-turn ones in
+// Server → client messages (wire contract §6) other than the per-turn ones in
 // turn.go.
 
 // HelloOK acknowledges hello. Over stdio ConnectionID is "local" and
@@ -53,7 +53,7 @@ type ClientToolRequest struct {
 	Args   json.RawMessage `json:"args"`
 }
 
-// ServerRequest asks the client to decide or do something (contract §9).
+// ServerRequest asks the client to decide or do something (wire contract §9).
 type ServerRequest struct {
 	RequestID         string          `json:"request_id"`
 	RequestType       RequestType     `json:"request_type"`

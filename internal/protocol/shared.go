@@ -2,7 +2,7 @@ package protocol
 
 import "encoding/json"
 
-// Shared sub-objects (contract §4).
+// Shared sub-objects (wire contract §4).
 
 // ClientInfo identifies a client.
 type ClientInfo struct {

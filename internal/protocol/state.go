@@ -2,7 +2,7 @@ package protocol
 
 import "encoding/json"
 
-// Runtime state and snapshots (contract §7) and the SSE envelopes that carry
+// Runtime state and snapshots (wire contract §7) and the SSE envelopes that carry
 // them (§12).
 
 // Snapshot is a runtime snapshot (HeadlessRuntimeSnapshot). Note the
@@ -139,7 +139,7 @@ type ActiveFileWatch struct {
 	OwnerConnectionID string   `json:"owner_connection_id,omitempty"`
 }
 
-// SSE envelopes (contract §12). They are Messages of their own family: each
+// SSE envelopes (wire contract §12). They are Messages of their own family: each
 // is the JSON of one "data:" line of the events stream.
 
 // SnapshotEnvelope carries a full snapshot.

@@ -2,7 +2,7 @@ package protocol
 
 import "encoding/json"
 
-// The messages one prompt turn produces (contract §6, §8.8).
+// The messages one prompt turn produces (wire contract §6, §8.8).
 
 // ResponseStart opens one assistant message.
 type ResponseStart struct {

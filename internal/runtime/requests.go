@@ -12,7 +12,7 @@ import (
 	"github.com/maestro-run/maestro/internal/protocol"
 )
 
-// The server request manager (contract §9). A request is registered and
+// The server request manager (wire contract §9). A request is registered and
 // announced (server_request, after any frames that precede it such as
 // client_tool_request) under reqMu, and resolved (server_request_resolved)
 // under reqMu by whoever takes it out of the table first: an answer, its
@@ -299,7 +299,7 @@ func contentText(blocks []protocol.ContentBlock) string {
 	return strings.Join(parts, "\n")
 }
 
-// ElicitationRequest is an MCP server's elicitation/create (contract §9
+// ElicitationRequest is an MCP server's elicitation/create (wire contract §9
 // mcp_elicitation). Maestro has no MCP client yet, so nothing raises it
 // and it is not advertised; the request/answer path is implemented so that
 // the MCP client only has to call Elicit.

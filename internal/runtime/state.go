@@ -8,7 +8,7 @@ import (
 	"github.com/maestro-run/maestro/internal/protocol"
 )
 
-// state is the runtime state of contract §7, maintained by applying every
+// state is the runtime state of wire contract §7, maintained by applying every
 // published message (apply) and the client messages that change it
 // (applyClient): the same reducer rules clients apply. Connection fields
 // are not kept here; snapshots take them from the live connection table.

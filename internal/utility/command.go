@@ -14,7 +14,7 @@ import (
 	"github.com/maestro-run/maestro/internal/protocol"
 )
 
-// command_exec limits (contract §10.1).
+// command_exec limits (wire contract §10.1).
 const (
 	maxCommandLen  = 100_000
 	maxEnvKeyLen   = 256

@@ -16,7 +16,7 @@ import (
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
-// file_read limits (contract §10.3).
+// file_read limits (wire contract §10.3).
 const (
 	DefaultReadLimit = 400     // lines
 	MaxReadLimit     = 2000    // lines

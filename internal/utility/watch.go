@@ -18,7 +18,7 @@ import (
 )
 
 // DefaultDebounceMS is the file watch debounce when the request gives
-// none (contract §10.4).
+// none (wire contract §10.4).
 const DefaultDebounceMS = 100
 
 // defaultExcludes are always excluded from file watches, as in the

@@ -35,7 +35,7 @@ import (
 // Defaults of Config.
 const (
 	// DefaultHeartbeat is the SSE heartbeat cadence and the
-	// heartbeat_interval_ms the server announces (contract §8.7).
+	// heartbeat_interval_ms the server announces (wire contract §8.7).
 	DefaultHeartbeat = 15 * time.Second
 	// DefaultReplayRing is the frame ring asked of new runtimes; the
 	// contract's minimum is MinReplayRing.
@@ -54,7 +54,7 @@ const (
 	// DefaultWriteTimeout bounds one SSE write; a client that does not
 	// read for that long is disconnected.
 	DefaultWriteTimeout = 30 * time.Second
-	// MaxMessageBytes bounds a POST body (1 MB, contract §8.3).
+	// MaxMessageBytes bounds a POST body (1 MB, wire contract §8.3).
 	MaxMessageBytes = 1 << 20
 )
 
@@ -64,7 +64,7 @@ type Config struct {
 	Sessions Sessions
 	// Token, when set, is the secret every /api request must present, as
 	// "Authorization: Bearer <token>" or in x-maestro-api-key /
-	// x-composer-api-key (contract §11.3, §13).
+	// x-composer-api-key (wire contract §11.3, §13).
 	Token string
 	// RequireAuth refuses every /api request with 401 unless it carries
 	// Token; with RequireAuth and no Token, every /api request is refused
@@ -119,7 +119,7 @@ type Sessions interface {
 
 // SessionRemover is implemented by Sessions that forget a session once
 // its runtime has shut down (a shutdown message over HTTP disposes the
-// runtime, contract §8.9).
+// runtime, wire contract §8.9).
 type SessionRemover interface {
 	Remove(id string)
 }
@@ -127,13 +127,13 @@ type SessionRemover interface {
 // SessionMissing is implemented by Sessions that explain a miss: Missing
 // returns the error for a session id Get does not know, for example 409
 // runtime_owned_elsewhere from a hosted runner bound to another session
-// (contract §11.6). A nil error keeps the default 404.
+// (wire contract §11.6). A nil error keeps the default 404.
 type SessionMissing interface {
 	Missing(id string) error
 }
 
 // CreateRequest is the camelCase body of POST /api/headless/sessions and
-// /connections (contract §11.2) as the Sessions implementation sees it.
+// /connections (wire contract §11.2) as the Sessions implementation sees it.
 type CreateRequest struct {
 	// SessionID is empty for Create (a request naming a session is served
 	// by Get).
@@ -250,7 +250,7 @@ func (h *Handler) Close() {
 	h.swept.Wait()
 }
 
-// SetDraining marks the server draining (contract §14.2): afterwards new
+// SetDraining marks the server draining (wire contract §14.2): afterwards new
 // attach traffic (create, connections, subscribe, messages, new event
 // streams) is answered 503 runtime_not_ready. reason is logged and
 // appears in the error text.
@@ -283,7 +283,7 @@ func (h *Handler) SetUnavailable(message string) {
 }
 
 // MarkRestored records that a session's runtime was restored from a
-// snapshot (contract §14.4). reset{restored_from_snapshot} is published
+// snapshot (wire contract §14.4). reset{restored_from_snapshot} is published
 // once into the session's stream, taking the next cursor, so that a
 // client resuming with ?cursor= from before the restore gets it in order
 // and a strict client (which drops envelopes whose cursor is not greater

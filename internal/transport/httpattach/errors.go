@@ -11,7 +11,7 @@ import (
 	"github.com/maestro-run/maestro/internal/utility"
 )
 
-// Error codes of error bodies (contract §11.5): the body's error_type and
+// Error codes of error bodies (wire contract §11.5): the body's error_type and
 // code.
 const (
 	CodeBadRequest            = "bad_request"
@@ -44,7 +44,7 @@ const ErrorInfoType = "type.googleapis.com/google.rpc.ErrorInfo"
 
 type apiError = Error
 
-// Texts clients match on (contract §11.5): keep verbatim.
+// Texts clients match on (wire contract §11.5): keep verbatim.
 const (
 	msgSessionNotFound         = "Headless session not found"
 	msgCreateSessionNotFound   = "Session not found"
@@ -97,7 +97,7 @@ func codeOf(status int, msg string) string {
 // asError converts an error from the runtime, the utilities or Sessions
 // into an HTTP error. Runtime refusals keep their status (viewer 403,
 // lease 409, …); anything else the runtime throws is 403, as the
-// reference server answers (contract §11.5).
+// reference server answers (wire contract §11.5).
 func asError(err error, fallback int) *Error {
 	if e, ok := errors.AsType[*Error](err); ok {
 		return e
@@ -142,7 +142,7 @@ func (h *Handler) Authorized(r *http.Request) bool { return h.edge().Authorize(r
 
 // RequireAuth wraps next with the Handler's authentication rule for every
 // path under /api/ and /debug/; /healthz, /readyz, /.well-known/… and
-// everything else stay open (contract §13). Embedders mount their own
+// everything else stay open (wire contract §13). Embedders mount their own
 // /api routes behind it.
 func (h *Handler) RequireAuth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

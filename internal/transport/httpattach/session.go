@@ -258,7 +258,7 @@ func (s *session) fill(snap protocol.Snapshot) protocol.Snapshot {
 
 // anonymous returns the connection of requests that name no connection
 // or subscription: one controller per session, made on first use, that
-// claims the lease with its first message (contract §8.5: the first
+// claims the lease with its first message (wire contract §8.5: the first
 // controller that sends a message claims a free lease).
 func (s *session) anonymous() (*runtime.Conn, *Error) {
 	s.mu.Lock()

@@ -1,6 +1,6 @@
 // Package stdio attaches a headless runtime (internal/runtime) to standard
 // input and output: the client writes one JSON message per line to stdin,
-// the runtime writes one per line to stdout (contract §2.1). It is what
+// the runtime writes one per line to stdout (wire contract §2.1). It is what
 // `maestro headless` runs.
 //
 // One goroutine reads stdin with a bounded line length; each line is
@@ -235,7 +235,7 @@ func readLines(in io.Reader, max int, lines chan<- line, stop <-chan struct{}) {
 }
 
 // WriteStartupFailure writes the fatal error a client sees when the
-// runtime could not start (contract §2.1): the caller also prints
+// runtime could not start (wire contract §2.1): the caller also prints
 // diagnostics on stderr and exits non-zero.
 func WriteStartupFailure(w io.Writer, err error) error {
 	return protocol.Encode(w, protocol.Error{Message: "Headless startup failed: " + err.Error(), Fatal: true, ErrorType: protocol.ErrorFatal})
