@@ -11,6 +11,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/engine"
+	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/protocol"
@@ -93,11 +94,11 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (queue.Runner, 
 	if err != nil {
 		return nil, err
 	}
-	sbMode, err := sandboxMode("", cfg)
+	sbMode, err := host.SandboxMode("", cfg)
 	if err != nil {
 		return nil, fmt.Errorf("config sandbox: %w", err)
 	}
-	sb, err := sandbox.New(context.Background(), sandboxConfig(sbMode, nil))
+	sb, err := sandbox.New(context.Background(), host.SandboxConfig(sbMode, nil))
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +122,7 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (queue.Runner, 
 			return queue.StoreLibrary(ctx, st, filepath.Join(home, "pieces"))
 		},
 		Sandbox:    sb,
-		FileLimits: fileLimits(cfg),
+		FileLimits: host.FileLimits(cfg),
 		Agents:     agentMovements(io, ""),
 	}), nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/engine"
+	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/protocol"
@@ -130,7 +131,7 @@ func loadLibrary(ctx context.Context, io *IOStreams, ws string) (*engine.Library
 	if err != nil {
 		return nil, failErr(err)
 	}
-	dir, err := workspaceDir(ws)
+	dir, err := host.WorkspaceDir(ws)
 	if err != nil {
 		return nil, usageErr("%v", err)
 	}
@@ -228,7 +229,7 @@ func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 	}
 	l := engine.Launch{
 		Config: engine.Config{
-			Provider: pr.provider, Workspace: pr.root, Sandbox: pr.sb, FileLimits: fileLimits(pr.cfg), Library: lib,
+			Provider: pr.provider, Workspace: pr.root, Sandbox: pr.sb, FileLimits: host.FileLimits(pr.cfg), Library: lib,
 			Sink: pr.sink, Events: events, Agents: agentMovements(io, pr.o.Model),
 			MaxIterations: firstPositive(pr.o.MaxIterations, pr.cfg.MaxIterations),
 			Thinking:      llm.ThinkingLevel(pr.o.Thinking),

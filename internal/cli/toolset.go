@@ -2,29 +2,11 @@ package cli
 
 import (
 	"errors"
-	"log/slog"
 
-	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/host"
-	"github.com/maestro-run/maestro/internal/sandbox"
-	"github.com/maestro-run/maestro/internal/tool"
 )
 
-// The session assembly lives in internal/host; these are the names the
-// piece and job commands use for its parts.
-
-func sandboxMode(flag string, cfg config.Config) (sandbox.Mode, error) {
-	return host.SandboxMode(flag, cfg)
-}
-
-func fileLimits(cfg config.Config) tool.FileLimits { return host.FileLimits(cfg) }
-
-func sandboxConfig(mode sandbox.Mode, log *slog.Logger) sandbox.Config {
-	return host.SandboxConfig(mode, log)
-}
-
-func workspaceDir(flag string) (string, error) { return host.WorkspaceDir(flag) }
-
+// firstPositive is the first of vals above zero (0 when none is).
 func firstPositive(vals ...int) int {
 	for _, v := range vals {
 		if v > 0 {
