@@ -154,6 +154,61 @@ func queryLimit(w http.ResponseWriter, r *http.Request, def int) (int, bool) {
 	return int(n), true
 }
 
+// queryPage parses the paging parameters of a list route: the cursor
+// parameter named cursor ("after" or "before", absent: 0) and ?limit=
+// (default def), in that order.
+func queryPage(w http.ResponseWriter, r *http.Request, cursor string, def int) (int64, int, bool) {
+	c, ok := queryInt(w, r, cursor)
+	if !ok {
+		return 0, 0, false
+	}
+	limit, ok := queryLimit(w, r, def)
+	return c, limit, ok
+}
+
+// servePage answers a paged list route: it parses the cursor parameter
+// named cursor and ?limit= (default def), list reads the page, and the
+// answer is 200 with answer(page, limit).
+func servePage[T, A any](s *Server, w http.ResponseWriter, r *http.Request, cursor string, def int, list func(ctx context.Context, cursor int64, limit int) ([]T, error), answer func(page []T, limit int) A) {
+	c, limit, ok := queryPage(w, r, cursor, def)
+	if !ok {
+		return
+	}
+	page, err := list(r.Context(), c, limit)
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, answer(page, limit))
+}
+
+// nextCursor is the cursor of the page after items, a page listed with
+// limit: the key of its last item when the page is full (there may be
+// more), 0 (no next page) otherwise.
+func nextCursor[T any](items []T, limit int, key func(T) int64) int64 {
+	if len(items) == 0 || len(items) != limit {
+		return 0
+	}
+	return key(items[len(items)-1])
+}
+
+// getByID is the handler of a GET of one record by its {id}: get reads
+// it, and the answer is 200 with answer(record).
+func getByID[T, A any](s *Server, get func(context.Context, int64) (T, error), answer func(T) A) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, ok := pathID(w, r, "id")
+		if !ok {
+			return
+		}
+		v, err := get(r.Context(), id)
+		if err != nil {
+			s.storeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, answer(v))
+	}
+}
+
 // audit records a mutation. A failure is logged, not returned: the
 // mutation already happened.
 func (s *Server) audit(r *http.Request, action, target string, details any) {

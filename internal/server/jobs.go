@@ -15,11 +15,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	after, ok := queryInt(w, r, "after")
-	if !ok {
-		return
-	}
-	limit, ok := queryLimit(w, r, 100)
+	after, limit, ok := queryPage(w, r, "after", 100)
 	if !ok {
 		return
 	}
@@ -38,24 +34,8 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err)
 		return
 	}
-	resp := api.JobList{Jobs: nonNil(jobs)}
-	if len(jobs) == limit {
-		resp.NextAfter = jobs[len(jobs)-1].ID
-	}
-	writeJSON(w, http.StatusOK, resp)
-}
-
-func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r, "id")
-	if !ok {
-		return
-	}
-	j, err := s.st.GetJob(r.Context(), id)
-	if err != nil {
-		s.storeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, api.JobResponse{Job: j})
+	next := nextCursor(jobs, limit, func(j store.Job) int64 { return j.ID })
+	writeJSON(w, http.StatusOK, api.JobList{Jobs: nonNil(jobs), NextAfter: next})
 }
 
 // jobAction is the handler of a POST that acts on a job (cancel, retry):
@@ -143,9 +123,6 @@ func (s *Server) jobEvents(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err)
 		return
 	}
-	resp := api.JobEventPage{Events: nonNil(events), State: j.State, LastSeq: j.LastSeq}
-	if len(events) == limit {
-		resp.NextAfter = events[len(events)-1].Seq
-	}
-	writeJSON(w, http.StatusOK, resp)
+	next := nextCursor(events, limit, func(e store.JobEvent) int64 { return e.Seq })
+	writeJSON(w, http.StatusOK, api.JobEventPage{Events: nonNil(events), State: j.State, LastSeq: j.LastSeq, NextAfter: next})
 }

@@ -13,24 +13,11 @@ import (
 )
 
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
-	before, ok := queryInt(w, r, "before")
-	if !ok {
-		return
-	}
-	limit, ok := queryLimit(w, r, 100)
-	if !ok {
-		return
-	}
-	entries, err := s.st.ListAudit(r.Context(), store.AuditFilter{Target: r.URL.Query().Get("target"), BeforeID: before, Limit: limit})
-	if err != nil {
-		s.storeError(w, r, err)
-		return
-	}
-	resp := api.AuditList{Entries: nonNil(entries)}
-	if len(entries) == limit {
-		resp.NextBefore = entries[len(entries)-1].ID
-	}
-	writeJSON(w, http.StatusOK, resp)
+	servePage(s, w, r, "before", 100, func(ctx context.Context, before int64, limit int) ([]store.AuditEntry, error) {
+		return s.st.ListAudit(ctx, store.AuditFilter{Target: r.URL.Query().Get("target"), BeforeID: before, Limit: limit})
+	}, func(entries []store.AuditEntry, limit int) api.AuditList {
+		return api.AuditList{Entries: nonNil(entries), NextBefore: nextCursor(entries, limit, func(e store.AuditEntry) int64 { return e.ID })}
+	})
 }
 
 // healthz answers while the process serves HTTP.

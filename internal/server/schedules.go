@@ -76,19 +76,6 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, api.ScheduleResponse{Schedule: sc})
 }
 
-func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r, "id")
-	if !ok {
-		return
-	}
-	sc, err := s.st.GetSchedule(r.Context(), id)
-	if err != nil {
-		s.storeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, api.ScheduleResponse{Schedule: sc})
-}
-
 func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r, "id")
 	if !ok {

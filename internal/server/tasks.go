@@ -274,24 +274,11 @@ func decodePartJSON(w http.ResponseWriter, part io.Reader, v any) bool {
 }
 
 func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
-	before, ok := queryInt(w, r, "before")
-	if !ok {
-		return
-	}
-	limit, ok := queryLimit(w, r, 50)
-	if !ok {
-		return
-	}
-	tasks, err := s.st.ListTasks(r.Context(), store.TaskFilter{Owner: r.URL.Query().Get("owner"), BeforeID: before, Limit: limit})
-	if err != nil {
-		s.storeError(w, r, err)
-		return
-	}
-	resp := api.TaskList{Tasks: nonNil(tasks)}
-	if len(tasks) == limit {
-		resp.NextBefore = tasks[len(tasks)-1].ID
-	}
-	writeJSON(w, http.StatusOK, resp)
+	servePage(s, w, r, "before", 50, func(ctx context.Context, before int64, limit int) ([]store.Task, error) {
+		return s.st.ListTasks(ctx, store.TaskFilter{Owner: r.URL.Query().Get("owner"), BeforeID: before, Limit: limit})
+	}, func(tasks []store.Task, limit int) api.TaskList {
+		return api.TaskList{Tasks: nonNil(tasks), NextBefore: nextCursor(tasks, limit, func(t store.Task) int64 { return t.ID })}
+	})
 }
 
 func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
