@@ -21,6 +21,19 @@ need_rg() {
 	command -v "$RG" >/dev/null || { echo "ripgrep ($RG) not found; scripts/install-deps.sh installs it" >&2; exit 1; }
 }
 
+# versus_setup PKG BIN : the start of a script that times a Maestro command
+# against ripgrep: TREE (default: the Go standard library source) and RG
+# (default: rg) set unless given, ripgrep required, a scratch directory
+# $work removed on exit, and the Go package PKG built into $work/BIN.
+versus_setup() {
+	TREE=${TREE:-$(go env GOROOT)/src}
+	RG=${RG:-rg}
+	need_rg
+	work=$(mktemp -d)
+	trap 'rm -rf "$work"' EXIT
+	go build -o "$work/$2" "$1"
+}
+
 # machine_line : the tools' versions and the machine, for a table's title.
 machine_line() {
 	echo "$($RG --version | sed -n 1p); $(go version | cut -d' ' -f3); $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"

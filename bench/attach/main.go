@@ -23,7 +23,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	goruntime "runtime"
@@ -106,13 +105,11 @@ func serverMain(args []string) error {
 	sessions.Add("bench", rt)
 	h := httpattach.NewHandler(httpattach.Config{Sessions: sessions})
 	defer h.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	base, stop, err := benchproc.Serve(h)
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(ln)
-	defer hs.Close()
+	defer stop()
 	ctl, err := rt.Connect(runtime.ConnectOptions{Role: protocol.RoleController})
 	if err != nil {
 		return err
@@ -120,7 +117,7 @@ func serverMain(args []string) error {
 
 	debug.FreeOSMemory()
 	idleRSS, idleHeap := benchproc.KiB("VmRSS"), heapKiB()
-	cmd, err := benchproc.ClientsCommand(ctx, "-url", "http://"+ln.Addr().String()+"/api/headless/sessions/bench/events", "-clients", strconv.Itoa(*clients), "-events", strconv.Itoa(*events))
+	cmd, err := benchproc.ClientsCommand(ctx, "-url", base+"/api/headless/sessions/bench/events", "-clients", strconv.Itoa(*clients), "-events", strconv.Itoa(*events))
 	if err != nil {
 		return err
 	}

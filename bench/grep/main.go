@@ -9,48 +9,35 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
 
+	"github.com/maestro-run/maestro/bench/internal/searchbench"
 	"github.com/maestro-run/maestro/internal/tool"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 func main() {
-	os.Exit(run())
-}
-
-func run() int {
-	root := flag.String("root", ".", "workspace directory to search")
 	pattern := flag.String("pattern", "", "regular expression")
 	ignoreCase := flag.Bool("i", false, "ignore case")
 	glob := flag.String("glob", "", "glob filter")
 	maxResults := flag.Int("max", 0, "max_results (0: the tool's default)")
-	flag.Parse()
-
-	ws, err := workspace.Open(*root)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	defer ws.Close()
-	input, err := json.Marshal(tool.GrepInput{
-		Pattern:    *pattern,
-		Glob:       *glob,
-		IgnoreCase: *ignoreCase,
-		MaxResults: *maxResults,
+	searchbench.Main(func(ws *workspace.Root) (int, error) {
+		input, err := json.Marshal(tool.GrepInput{
+			Pattern:    *pattern,
+			Glob:       *glob,
+			IgnoreCase: *ignoreCase,
+			MaxResults: *maxResults,
+		})
+		if err != nil {
+			return 2, err
+		}
+		res, err := tool.NewGrep(ws).Run(context.Background(), tool.Call{ID: "bench", Input: input})
+		if err != nil {
+			return 2, err
+		}
+		fmt.Print(res.Content)
+		if res.IsError {
+			return 1, nil
+		}
+		return 0, nil
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	res, err := tool.NewGrep(ws).Run(context.Background(), tool.Call{ID: "bench", Input: input})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	fmt.Print(res.Content)
-	if res.IsError {
-		return 1
-	}
-	return 0
 }

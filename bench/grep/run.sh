@@ -16,15 +16,9 @@ set -euo pipefail
 
 cd "$(dirname "$0")/../.."
 REPS=${REPS:-7}
-TREE=${TREE:-$(go env GOROOT)/src}
-RG=${RG:-rg}
 # shellcheck source=../lib.sh
 source bench/lib.sh
-need_rg
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-go build -o "$work/maestro-grep" ./bench/grep
+versus_setup ./bench/grep maestro-grep
 
 # name|flags|pattern
 cases=(

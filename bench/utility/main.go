@@ -12,45 +12,34 @@ import (
 	"os"
 	"time"
 
+	"github.com/maestro-run/maestro/bench/internal/searchbench"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/utility"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 func main() {
-	os.Exit(run())
-}
-
-func run() int {
-	root := flag.String("root", ".", "workspace directory to search")
 	query := flag.String("query", "", "file search query")
 	limit := flag.Int("limit", utility.MaxSearchLimit, "result limit (1..500)")
 	scores := flag.Bool("scores", false, "print each result's score before its path")
-	flag.Parse()
-
-	ws, err := workspace.Open(*root)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	defer ws.Close()
-	m := utility.New(utility.Config{Root: ws})
-	defer m.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	res, err := m.FileSearch(ctx, protocol.UtilityFileSearch{SearchID: "bench", Query: *query, Limit: limit})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	for _, r := range res.Results {
-		if *scores {
-			fmt.Printf("%g\t", r.Score)
+	searchbench.Main(func(ws *workspace.Root) (int, error) {
+		m := utility.New(utility.Config{Root: ws})
+		defer m.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		res, err := m.FileSearch(ctx, protocol.UtilityFileSearch{SearchID: "bench", Query: *query, Limit: limit})
+		if err != nil {
+			return 1, err
 		}
-		fmt.Println(r.Path)
-	}
-	if res.Truncated {
-		fmt.Fprintln(os.Stderr, "(truncated)")
-	}
-	return 0
+		for _, r := range res.Results {
+			if *scores {
+				fmt.Printf("%g\t", r.Score)
+			}
+			fmt.Println(r.Path)
+		}
+		if res.Truncated {
+			fmt.Fprintln(os.Stderr, "(truncated)")
+		}
+		return 0, nil
+	})
 }

@@ -21,15 +21,9 @@ set -euo pipefail
 
 cd "$(dirname "$0")/../.."
 REPS=${REPS:-9}
-TREE=${TREE:-$(go env GOROOT)/src}
-RG=${RG:-rg}
 # shellcheck source=../lib.sh
 source bench/lib.sh
-need_rg
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-go build -o "$work/maestro-search" ./bench/utility
+versus_setup ./bench/utility maestro-search
 
 queries=(httpserver server.go fmtprint ztest)
 

@@ -1,18 +1,21 @@
 // Package benchproc holds what the fan-out benchmarks (bench/attach,
 // bench/sse) share about processes: a server that runs its clients in a
 // child process of the same binary (so that the server's memory figures
-// are its own), the resident memory of a process, and the open-file limit
-// that thousands of sockets need.
+// are its own), the loopback HTTP server they measure, the resident memory
+// of a process, and the open-file limit that thousands of sockets need.
 package benchproc
 
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Main runs clients with the remaining arguments when this process is the
@@ -41,6 +44,18 @@ func ClientsCommand(ctx context.Context, args ...string) (*exec.Cmd, error) {
 	cmd := exec.CommandContext(ctx, self, append([]string{"-role", "clients"}, args...)...)
 	cmd.Stderr = os.Stderr
 	return cmd, nil
+}
+
+// Serve serves h on a loopback port until stop is called; base is the
+// server's URL ("http://127.0.0.1:port").
+func Serve(h http.Handler) (base string, stop func() error, err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("listen on a loopback port: %w", err)
+	}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	return "http://" + ln.Addr().String(), hs.Close, nil
 }
 
 // KiB reads a field of /proc/self/status in KiB: VmRSS (resident memory)
