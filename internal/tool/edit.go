@@ -1,7 +1,6 @@
 package tool
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -32,12 +31,7 @@ func NewEdit(root *workspace.Root) Tool { return NewEditWith(root, FileLimits{})
 // lim.MaxFileBytes is refused without being read, and so is an edit that
 // would make the file larger than that.
 func NewEditWith(root *workspace.Root, lim FileLimits) Tool {
-	return New("Edit", editDescription, false, func(ctx context.Context, in EditInput, _ Call) (Result, error) {
-		if err := ctx.Err(); err != nil {
-			return Result{}, err
-		}
-		return editFile(root, in, lim.maxFileBytes()), nil
-	})
+	return fileChanger("Edit", editDescription, root, lim, editFile)
 }
 
 func editFile(root *workspace.Root, in EditInput, maxBytes int64) Result {

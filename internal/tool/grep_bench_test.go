@@ -24,37 +24,47 @@ func goSrc(b *testing.B) string {
 	return filepath.Join(strings.TrimSpace(string(out)), "src")
 }
 
-// BenchmarkGrepStdlib runs the Grep tool over $GOROOT/src (about 11,000
-// files, 150 MiB); bench/grep/run.sh compares the same searches with
-// ripgrep.
-func BenchmarkGrepStdlib(b *testing.B) {
+// benchCase is one sub-benchmark of benchStdlib: its name and the tool's
+// input.
+type benchCase[In any] struct {
+	name string
+	in   In
+}
+
+// benchStdlib runs the tool newTool makes over $GOROOT/src, one
+// sub-benchmark a case; a call that fails or answers an error fails it.
+func benchStdlib[In any](b *testing.B, newTool func(*workspace.Root) Tool, cases []benchCase[In]) {
 	root, err := workspace.Open(goSrc(b))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer root.Close()
-	grepTool := NewGrep(root)
-	for _, bc := range []struct {
-		name string
-		in   GrepInput
-	}{
-		{"regexp", GrepInput{Pattern: `func \w+Context\(`}},
-		{"literal", GrepInput{Pattern: `context.WithCancel`}},
-		{"ignore_case", GrepInput{Pattern: `newrequest`, IgnoreCase: true}},
-		{"no_literal", GrepInput{Pattern: `[A-Z]{4}\d{3}`}},
-		{"many_matches", GrepInput{Pattern: `err != nil`, MaxResults: 1_000_000}},
-	} {
+	t := newTool(root)
+	for _, bc := range cases {
 		input, err := json.Marshal(bc.in)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Run(bc.name, func(b *testing.B) {
 			for b.Loop() {
-				res, err := grepTool.Run(b.Context(), Call{Input: input})
+				res, err := t.Run(b.Context(), Call{Input: input})
 				if err != nil || res.IsError {
-					b.Fatalf("Grep: %v %s", err, res.Content)
+					b.Fatalf("%s: %v %s", t.Spec().Name, err, res.Content)
 				}
 			}
 		})
 	}
+}
+
+// BenchmarkGrepStdlib runs the Grep tool over $GOROOT/src (about 11,000
+// files, 150 MiB); bench/grep/run.sh compares the same searches with
+// ripgrep.
+func BenchmarkGrepStdlib(b *testing.B) {
+	benchStdlib(b, NewGrep, []benchCase[GrepInput]{
+		{"regexp", GrepInput{Pattern: `func \w+Context\(`}},
+		{"literal", GrepInput{Pattern: `context.WithCancel`}},
+		{"ignore_case", GrepInput{Pattern: `newrequest`, IgnoreCase: true}},
+		{"no_literal", GrepInput{Pattern: `[A-Z]{4}\d{3}`}},
+		{"many_matches", GrepInput{Pattern: `err != nil`, MaxResults: 1_000_000}},
+	})
 }

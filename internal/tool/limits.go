@@ -1,6 +1,11 @@
 package tool
 
-import "strconv"
+import (
+	"context"
+	"strconv"
+
+	"github.com/maestro-run/maestro/internal/workspace"
+)
 
 // DefaultMaxFileBytes is the default of FileLimits.MaxFileBytes: 10 MiB.
 const DefaultMaxFileBytes = 10 << 20
@@ -21,6 +26,18 @@ func (l FileLimits) maxFileBytes() int64 {
 		return DefaultMaxFileBytes
 	}
 	return l.MaxFileBytes
+}
+
+// fileChanger is a tool that changes one file of root (Edit, Write): a
+// call whose context is already done fails before touching the file, and
+// change gets the input and lim's file size limit.
+func fileChanger[In any](name, description string, root *workspace.Root, lim FileLimits, change func(*workspace.Root, In, int64) Result) Tool {
+	return New(name, description, false, func(ctx context.Context, in In, _ Call) (Result, error) {
+		if err := ctx.Err(); err != nil {
+			return Result{}, err
+		}
+		return change(root, in, lim.maxFileBytes()), nil
+	})
 }
 
 // sizeText writes a limit for a message: "10 MiB", or "1500 bytes" when

@@ -1,7 +1,6 @@
 package tool
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -25,12 +24,7 @@ func NewWrite(root *workspace.Root) Tool { return NewWriteWith(root, FileLimits{
 // NewWriteWith returns the Write tool with the given limits: content over
 // lim.MaxFileBytes is refused before anything is written.
 func NewWriteWith(root *workspace.Root, lim FileLimits) Tool {
-	return New("Write", writeDescription, false, func(ctx context.Context, in WriteInput, _ Call) (Result, error) {
-		if err := ctx.Err(); err != nil {
-			return Result{}, err
-		}
-		return writeFile(root, in, lim.maxFileBytes()), nil
-	})
+	return fileChanger("Write", writeDescription, root, lim, writeFile)
 }
 
 func writeFile(root *workspace.Root, in WriteInput, maxBytes int64) Result {

@@ -23,13 +23,7 @@ const newTimeout = 30 * time.Second
 func Bwrap(t testing.TB, cfg sandbox.Config) *sandbox.Sandbox {
 	t.Helper()
 	cfg.Mode = sandbox.ModeBwrap
-	ctx, cancel := context.WithTimeout(context.Background(), newTimeout)
-	defer cancel()
-	sb, err := sandbox.New(ctx, cfg)
-	if err != nil {
-		proctest.SkipOrFail(t, "BUBBLEWRAP UNAVAILABLE: sandbox isolation test: %v (scripts/install-deps.sh installs bubblewrap)", err)
-	}
-	return sb
+	return build(t, cfg, "BUBBLEWRAP UNAVAILABLE: sandbox isolation test: %v (scripts/install-deps.sh installs bubblewrap)")
 }
 
 // Landlock returns a Landlock sandbox (cfg.Mode is forced to landlock).
@@ -43,11 +37,19 @@ func Landlock(t testing.TB, cfg sandbox.Config) *sandbox.Sandbox {
 	if cfg.HelperPath == "" {
 		cfg.HelperPath = Helper(t)
 	}
+	return build(t, cfg, "LANDLOCK UNAVAILABLE: sandbox isolation test: %v")
+}
+
+// build is sandbox.New(cfg), bounded by newTimeout; a failure skips the
+// test with unavailable (a format with one %v, the error), or fails it
+// when CI=true.
+func build(t testing.TB, cfg sandbox.Config, unavailable string) *sandbox.Sandbox {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), newTimeout)
 	defer cancel()
 	sb, err := sandbox.New(ctx, cfg)
 	if err != nil {
-		proctest.SkipOrFail(t, "LANDLOCK UNAVAILABLE: sandbox isolation test: %v", err)
+		proctest.SkipOrFail(t, unavailable, err)
 	}
 	return sb
 }
