@@ -30,45 +30,24 @@ func TestTwoStoresClaimExactlyOnce(t *testing.T) {
 	var (
 		mu      sync.Mutex
 		claimed = map[int64]string{}
-		wg      sync.WaitGroup
-		errs    = make(chan error, 8)
 	)
-	for i := range 8 {
-		s := a
+	// Workers alternate between the two stores.
+	stores := func(i int) store.Jobs {
 		if i%2 == 1 {
-			s = b
+			return b
 		}
-		name := fmt.Sprintf("p%d-w%d", i%2, i)
-		wg.Go(func() {
-			for {
-				got, err := s.Claim(ctx, store.ClaimParams{Worker: name, Limit: 5, LeaseFor: time.Minute})
-				if err != nil {
-					errs <- err
-					return
-				}
-				if len(got) == 0 {
-					return
-				}
-				for _, j := range got {
-					mu.Lock()
-					prev, dup := claimed[j.ID]
-					claimed[j.ID] = name
-					mu.Unlock()
-					if dup {
-						errs <- fmt.Errorf("job %d claimed by %s and %s", j.ID, prev, name)
-						return
-					}
-					if _, err := s.Complete(ctx, j.Lease(), ""); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}
-		})
+		return a
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	err := storetest.ClaimAll(ctx, 8, 5, stores, func(name string, j store.Job, _ time.Duration) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if prev, dup := claimed[j.ID]; dup {
+			return fmt.Errorf("job %d claimed by %s and %s", j.ID, prev, name)
+		}
+		claimed[j.ID] = name
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if len(claimed) != jobs {

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -35,38 +36,13 @@ func BenchClaimComplete(b *testing.B, newStore Factory) {
 					}
 				}
 				b.StartTimer()
-				var wg sync.WaitGroup
-				errs := make(chan error, claimers)
-				for w := range claimers {
-					name := fmt.Sprintf("w%d", w)
-					wg.Go(func() {
-						var mine []time.Duration
-						defer func() {
-							mu.Lock()
-							latencies = append(latencies, mine...)
-							mu.Unlock()
-						}()
-						for {
-							start := time.Now()
-							got, err := s.Claim(ctx, store.ClaimParams{Worker: name, Limit: 1, LeaseFor: time.Minute})
-							if err != nil {
-								errs <- err
-								return
-							}
-							if len(got) == 0 {
-								return
-							}
-							mine = append(mine, time.Since(start))
-							if _, err := s.Complete(ctx, got[0].Lease(), ""); err != nil {
-								errs <- err
-								return
-							}
-						}
-					})
-				}
-				wg.Wait()
-				close(errs)
-				for err := range errs {
+				err := ClaimAll(ctx, claimers, 1, func(int) store.Jobs { return s }, func(_ string, _ store.Job, took time.Duration) error {
+					mu.Lock()
+					latencies = append(latencies, took)
+					mu.Unlock()
+					return nil
+				})
+				if err != nil {
 					b.Fatal(err)
 				}
 				jobs += benchBatch
@@ -83,5 +59,49 @@ func BenchClaimComplete(b *testing.B, newStore Factory) {
 			b.ReportMetric(pct(0.99), "claim-p99-µs")
 			b.ReportMetric(0, "ns/op")
 		})
+	}
+}
+
+// ClaimAll drains the due jobs with workers concurrent claimers, worker i
+// named "w<i>" and claiming from jobs(i), limit jobs a Claim call, until a
+// call returns none. Each job claimed is passed to claimed with its
+// worker's name and the duration of the Claim call that returned it, then
+// completed. The first error (of a call, or returned by claimed) stops
+// that worker and is returned once all have stopped.
+func ClaimAll(ctx context.Context, workers, limit int, jobs func(i int) store.Jobs, claimed func(worker string, j store.Job, took time.Duration) error) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for i := range workers {
+		s, name := jobs(i), fmt.Sprintf("w%d", i)
+		wg.Go(func() {
+			if err := claimUntilEmpty(ctx, s, name, limit, claimed); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func claimUntilEmpty(ctx context.Context, s store.Jobs, name string, limit int, claimed func(string, store.Job, time.Duration) error) error {
+	for {
+		start := time.Now()
+		got, err := s.Claim(ctx, store.ClaimParams{Worker: name, Limit: limit, LeaseFor: time.Minute})
+		if err != nil {
+			return err
+		}
+		if len(got) == 0 {
+			return nil
+		}
+		took := time.Since(start)
+		for _, j := range got {
+			if err := claimed(name, j, took); err != nil {
+				return err
+			}
+			if _, err := s.Complete(ctx, j.Lease(), ""); err != nil {
+				return err
+			}
+		}
 	}
 }
