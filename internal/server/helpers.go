@@ -192,21 +192,19 @@ func nextCursor[T any](items []T, limit int, key func(T) int64) int64 {
 	return key(items[len(items)-1])
 }
 
-// getByID is the handler of a GET of one record by its {id}: get reads
-// it, and the answer is 200 with answer(record).
-func getByID[T, A any](s *Server, get func(context.Context, int64) (T, error), answer func(T) A) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		id, ok := pathID(w, r, "id")
-		if !ok {
-			return
-		}
-		v, err := get(r.Context(), id)
-		if err != nil {
-			s.storeError(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, answer(v))
+// serveByID answers a GET of one record by its {id}: get reads it, and
+// the answer is 200 with answer(record).
+func serveByID[T, A any](s *Server, w http.ResponseWriter, r *http.Request, get func(context.Context, int64) (T, error), answer func(T) A) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
 	}
+	v, err := get(r.Context(), id)
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, answer(v))
 }
 
 // audit records a mutation. A failure is logged, not returned: the

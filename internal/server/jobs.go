@@ -38,6 +38,10 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.JobList{Jobs: nonNil(jobs), NextAfter: next})
 }
 
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	serveByID(s, w, r, s.st.GetJob, func(j store.Job) api.JobResponse { return api.JobResponse{Job: j} })
+}
+
 // jobAction is the handler of a POST that acts on a job (cancel, retry):
 // its optional JSON body is a Req; do acts, answering the request itself
 // when it fails, and returns the job and the audit entry's details.

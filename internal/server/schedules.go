@@ -76,6 +76,10 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, api.ScheduleResponse{Schedule: sc})
 }
 
+func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request) {
+	serveByID(s, w, r, s.st.GetSchedule, func(sc store.Schedule) api.ScheduleResponse { return api.ScheduleResponse{Schedule: sc} })
+}
+
 func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r, "id")
 	if !ok {

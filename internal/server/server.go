@@ -219,7 +219,7 @@ func (s *Server) register() {
 	s.handle("PUT /api/v1/tasks/{id}/uploads/{path...}", s.upload)
 
 	s.handle("GET /api/v1/jobs", s.listJobs)
-	s.handle("GET /api/v1/jobs/{id}", getByID(s, s.st.GetJob, func(j store.Job) api.JobResponse { return api.JobResponse{Job: j} }))
+	s.handle("GET /api/v1/jobs/{id}", s.getJob)
 	s.handle("POST /api/v1/jobs/{id}/cancel", jobAction(s, api.ActionJobCancel, s.cancelJob))
 	s.handle("POST /api/v1/jobs/{id}/retry", jobAction(s, api.ActionJobRetry, s.retryJob))
 	s.handle("GET /api/v1/jobs/{id}/events", s.jobEvents)
@@ -233,9 +233,7 @@ func (s *Server) register() {
 
 	s.handle("GET /api/v1/schedules", s.listSchedules)
 	s.handle("POST /api/v1/schedules", s.createSchedule)
-	s.handle("GET /api/v1/schedules/{id}", getByID(s, s.st.GetSchedule, func(sc store.Schedule) api.ScheduleResponse {
-		return api.ScheduleResponse{Schedule: sc}
-	}))
+	s.handle("GET /api/v1/schedules/{id}", s.getSchedule)
 	s.handle("PUT /api/v1/schedules/{id}", s.putSchedule)
 	s.handle("DELETE /api/v1/schedules/{id}", s.deleteSchedule)
 

@@ -40,18 +40,22 @@ func Landlock(t testing.TB, cfg sandbox.Config) *sandbox.Sandbox {
 	return build(t, cfg, "LANDLOCK UNAVAILABLE: sandbox isolation test: %v")
 }
 
-// build is sandbox.New(cfg), bounded by newTimeout; a failure skips the
-// test with unavailable (a format with one %v, the error), or fails it
-// when CI=true.
+// build is newBounded(cfg); a failure skips the test with unavailable (a
+// format with one %v, the error), or fails it when CI=true.
 func build(t testing.TB, cfg sandbox.Config, unavailable string) *sandbox.Sandbox {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), newTimeout)
-	defer cancel()
-	sb, err := sandbox.New(ctx, cfg)
+	sb, err := newBounded(cfg)
 	if err != nil {
 		proctest.SkipOrFail(t, unavailable, err)
 	}
 	return sb
+}
+
+// newBounded is sandbox.New(cfg), bounded by newTimeout.
+func newBounded(cfg sandbox.Config) (*sandbox.Sandbox, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), newTimeout)
+	defer cancel()
+	return sandbox.New(ctx, cfg)
 }
 
 // Helper returns the running test binary as the sandbox helper (its
@@ -74,9 +78,7 @@ func Off(t testing.TB, cfg sandbox.Config) *sandbox.Sandbox {
 
 func mustNew(t testing.TB, cfg sandbox.Config, kind string) *sandbox.Sandbox {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), newTimeout)
-	defer cancel()
-	sb, err := sandbox.New(ctx, cfg)
+	sb, err := newBounded(cfg)
 	if err != nil {
 		t.Fatalf("sandbox.New(%s): %v", cfg.Mode, err)
 	}
