@@ -184,6 +184,20 @@ func (c *Client) get(ctx context.Context, path string, q query, out any) error {
 	return c.call(ctx, http.MethodGet, path, nil, out)
 }
 
+// getAs is c.get decoded into a new T.
+func getAs[T any](ctx context.Context, c *Client, path string, q query) (T, error) {
+	var out T
+	err := c.get(ctx, path, q, &out)
+	return out, err
+}
+
+// callAs is c.call decoded into a new T.
+func callAs[T any](ctx context.Context, c *Client, method, path string, in any) (T, error) {
+	var out T
+	err := c.call(ctx, method, path, in, &out)
+	return out, err
+}
+
 // query collects the non-zero parameters of a list call.
 type query url.Values
 

@@ -27,36 +27,31 @@ type JobQuery struct {
 
 // ListJobs lists jobs, oldest first (GET /api/v1/jobs).
 func (c *Client) ListJobs(ctx context.Context, q JobQuery) (api.JobList, error) {
-	var out api.JobList
 	states := make([]string, len(q.States))
 	for i, s := range q.States {
 		states[i] = string(s)
 	}
-	err := c.get(ctx, api.JobsPath, newQuery().num("task_id", q.TaskID).num("after", q.After).
-		str("state", strings.Join(states, ",")).num("limit", int64(q.Limit)), &out)
-	return out, err
+	return getAs[api.JobList](ctx, c, api.JobsPath, newQuery().num("task_id", q.TaskID).num("after", q.After).
+		str("state", strings.Join(states, ",")).num("limit", int64(q.Limit)))
 }
 
 // Job returns a job.
 func (c *Client) Job(ctx context.Context, id int64) (store.Job, error) {
-	var out api.JobResponse
-	err := c.get(ctx, idPath(api.JobsPath, id), nil, &out)
+	out, err := getAs[api.JobResponse](ctx, c, idPath(api.JobsPath, id), nil)
 	return out.Job, err
 }
 
 // CancelJob cancels a queued, running or waiting job; reason (optional) is
 // shown on it.
 func (c *Client) CancelJob(ctx context.Context, id int64, reason string) (store.Job, error) {
-	var out api.JobResponse
-	err := c.call(ctx, http.MethodPost, idPath(api.JobsPath, id, "/cancel"), api.CancelRequest{Reason: reason}, &out)
+	out, err := callAs[api.JobResponse](ctx, c, http.MethodPost, idPath(api.JobsPath, id, "/cancel"), api.CancelRequest{Reason: reason})
 	return out.Job, err
 }
 
 // RetryJob queues a failed, aborted or cancelled job again with extra more
 // attempts (0 means 1).
 func (c *Client) RetryJob(ctx context.Context, id int64, extra int) (store.Job, error) {
-	var out api.JobResponse
-	err := c.call(ctx, http.MethodPost, idPath(api.JobsPath, id, "/retry"), api.RetryRequest{Extra: extra}, &out)
+	out, err := callAs[api.JobResponse](ctx, c, http.MethodPost, idPath(api.JobsPath, id, "/retry"), api.RetryRequest{Extra: extra})
 	return out.Job, err
 }
 
@@ -83,9 +78,7 @@ type EventPage struct {
 // JobEvents reads one page of a job's event log: the events after the
 // sequence number after, at most limit of them (0: the server's default).
 func (c *Client) JobEvents(ctx context.Context, id, after int64, limit int) (EventPage, error) {
-	var out EventPage
-	err := c.get(ctx, idPath(api.JobsPath, id, "/events"), newQuery().num("after", after).num("limit", int64(limit)), &out)
-	return out, err
+	return getAs[EventPage](ctx, c, idPath(api.JobsPath, id, "/events"), newQuery().num("after", after).num("limit", int64(limit)))
 }
 
 // FollowOptions are the callbacks of FollowJob.

@@ -18,9 +18,7 @@ import (
 // CreateTask creates a task (POST /api/v1/tasks); its first job is queued
 // at once.
 func (c *Client) CreateTask(ctx context.Context, req api.CreateTaskRequest) (api.CreateTaskResponse, error) {
-	var out api.CreateTaskResponse
-	err := c.call(ctx, http.MethodPost, api.TasksPath, req, &out)
-	return out, err
+	return callAs[api.CreateTaskResponse](ctx, c, http.MethodPost, api.TasksPath, req)
 }
 
 // CreateTaskWithFiles creates a task with input files in one request
@@ -93,31 +91,23 @@ func (p Page) query() query { return newQuery().num("before", p.Before).num("lim
 // ListTasks lists tasks, newest first (GET /api/v1/tasks); owner, when
 // not empty, keeps that owner's.
 func (c *Client) ListTasks(ctx context.Context, owner string, p Page) (api.TaskList, error) {
-	var out api.TaskList
-	err := c.get(ctx, api.TasksPath, p.query().str("owner", owner), &out)
-	return out, err
+	return getAs[api.TaskList](ctx, c, api.TasksPath, p.query().str("owner", owner))
 }
 
 // Task returns a task with its jobs and comments.
 func (c *Client) Task(ctx context.Context, id int64) (api.TaskDetail, error) {
-	var out api.TaskDetail
-	err := c.get(ctx, idPath(api.TasksPath, id), nil, &out)
-	return out, err
+	return getAs[api.TaskDetail](ctx, c, idPath(api.TasksPath, id), nil)
 }
 
 // Comment adds a comment to a task; a job waiting for an answer resumes
 // with it.
 func (c *Client) Comment(ctx context.Context, taskID int64, body string) (api.CommentResponse, error) {
-	var out api.CommentResponse
-	err := c.call(ctx, http.MethodPost, idPath(api.TasksPath, taskID, "/comments"), api.CommentRequest{Body: body}, &out)
-	return out, err
+	return callAs[api.CommentResponse](ctx, c, http.MethodPost, idPath(api.TasksPath, taskID, "/comments"), api.CommentRequest{Body: body})
 }
 
 // Deliverables lists the files of a task's output/.
 func (c *Client) Deliverables(ctx context.Context, taskID int64) (api.DeliverableList, error) {
-	var out api.DeliverableList
-	err := c.get(ctx, idPath(api.TasksPath, taskID, "/deliverables"), nil, &out)
-	return out, err
+	return getAs[api.DeliverableList](ctx, c, idPath(api.TasksPath, taskID, "/deliverables"), nil)
 }
 
 // Upload writes body as the file p under the task's input/ (PUT
