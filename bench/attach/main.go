@@ -121,15 +121,8 @@ func serverMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	toChild, err := cmd.StdinPipe()
+	toChild, fromChild, err := benchproc.StartPiped(cmd)
 	if err != nil {
-		return err
-	}
-	fromChild, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
 		return err
 	}
 	lines := bufio.NewScanner(fromChild)

@@ -33,6 +33,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/maestro-run/maestro/bench/internal/benchproc"
 	"github.com/maestro-run/maestro/internal/providers"
 )
 
@@ -147,16 +148,9 @@ func spawnToReady(bin, ws string, env []string) (time.Duration, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "headless", "--workspace", ws)
 	cmd.Env = env
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return 0, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return 0, err
-	}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	stdin, stdout, err := benchproc.StartPiped(cmd)
+	if err != nil {
 		return 0, err
 	}
 	line, err := bufio.NewReader(stdout).ReadString('\n')
@@ -182,15 +176,8 @@ func roundTrips(argv, env []string, n int, startMarker, line, want string) ([]ti
 	if env != nil {
 		cmd.Env = env
 	}
-	stdin, err := cmd.StdinPipe()
+	stdin, stdout, err := benchproc.StartPiped(cmd)
 	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	br := bufio.NewReader(stdout)
@@ -261,15 +248,8 @@ func stream(bin, ws string, env []string, scenario string, chunks int, slow bool
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "headless", "--workspace", ws, "--replay", scenario, "--approval-mode", "auto", "--sandbox", "off")
 	cmd.Env = env
-	stdin, err := cmd.StdinPipe()
+	stdin, stdout, err := benchproc.StartPiped(cmd)
 	if err != nil {
-		return streamResult{}, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return streamResult{}, err
-	}
-	if err := cmd.Start(); err != nil {
 		return streamResult{}, err
 	}
 	br := bufio.NewReaderSize(stdout, 64<<10)

@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/maestro-run/maestro/bench/internal/benchproc"
 	"github.com/maestro-run/maestro/internal/hostedrunner"
 	"github.com/maestro-run/maestro/internal/protocol"
 )
@@ -58,7 +59,7 @@ func drainBench(events, runs int) error {
 		}
 		defer os.RemoveAll(ws)
 		cfg := hostedrunner.Config{RunnerSessionID: "mrs_bench", WorkspaceRoot: ws, MaestroSessionID: "session_bench",
-			SnapshotRoot: filepath.Join(ws, ".maestro", "runner-snapshots"), Listen: "127.0.0.1:0"}
+			SnapshotRoot: filepath.Join(ws, ".maestro", "runner-snapshots"), StateDir: filepath.Join(ws, "state"), Listen: "127.0.0.1:0"}
 		r, err := hostedrunner.New(cfg, hostedrunner.Options{})
 		if err != nil {
 			return err
@@ -124,9 +125,8 @@ func rssBench(bin string) error {
 	cmd.Env = append(os.Environ(), "MAESTRO_HOME="+filepath.Join(ws, "home"), "MAESTRO_RUNNER_SESSION_ID=mrs_bench",
 		"MAESTRO_SESSION_ID=session_bench", "MAESTRO_WORKSPACE_ROOT="+ws, "MAESTRO_HOSTED_RUNNER_LISTEN=127.0.0.1:0",
 		"MAESTRO_HOSTED_RUNNER_FIXTURE=1")
-	stdin, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
+	stdin, out, err := benchproc.StartPiped(cmd)
+	if err != nil {
 		return err
 	}
 	defer func() { stdin.Close(); cmd.Wait() }()
@@ -148,6 +148,7 @@ func rssBench(bin string) error {
 	post := func(path string, body any, hdr map[string]string) (map[string]any, error) {
 		data, _ := json.Marshal(body)
 		req, _ := http.NewRequestWithContext(ctx, "POST", ready.BaseURL+path, bytes.NewReader(data))
+		req.Header.Set("Content-Type", "application/json")
 		for k, v := range hdr {
 			req.Header.Set(k, v)
 		}

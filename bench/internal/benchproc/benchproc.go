@@ -1,13 +1,16 @@
-// Package benchproc holds what the fan-out benchmarks (bench/attach,
-// bench/sse) share about processes: a server that runs its clients in a
-// child process of the same binary (so that the server's memory figures
-// are its own), the loopback HTTP server they measure, the resident memory
-// of a process, and the open-file limit that thousands of sockets need.
+// Package benchproc holds what the benchmarks share about processes: for
+// the fan-out benchmarks (bench/attach, bench/sse), a server that runs its
+// clients in a child process of the same binary (so that the server's
+// memory figures are its own), the loopback HTTP server they measure, the
+// resident memory of a process and the open-file limit that thousands of
+// sockets need; for those that drive a child over its standard streams
+// (bench/attach, bench/headless, bench/hostedrunner), starting it piped.
 package benchproc
 
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -44,6 +47,23 @@ func ClientsCommand(ctx context.Context, args ...string) (*exec.Cmd, error) {
 	cmd := exec.CommandContext(ctx, self, append([]string{"-role", "clients"}, args...)...)
 	cmd.Stderr = os.Stderr
 	return cmd, nil
+}
+
+// StartPiped starts cmd with a pipe to its standard input and one from its
+// standard output.
+func StartPiped(cmd *exec.Cmd) (stdin io.WriteCloser, stdout io.ReadCloser, err error) {
+	stdin, err = cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("pipe to %s: %w", cmd.Path, err)
+	}
+	stdout, err = cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("pipe from %s: %w", cmd.Path, err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	return stdin, stdout, nil
 }
 
 // Serve serves h on a loopback port until stop is called; base is the
