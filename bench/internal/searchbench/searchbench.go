@@ -17,12 +17,16 @@ import (
 // opened, else with the status search returns, after printing its error
 // when there is one.
 func Main(search func(ws *workspace.Root) (int, error)) {
-	os.Exit(run(search))
+	os.Exit(run(flag.CommandLine, os.Args[1:], search))
 }
 
-func run(search func(ws *workspace.Root) (int, error)) int {
-	root := flag.String("root", ".", "workspace directory to search")
-	flag.Parse()
+// run is Main's work on the flag set fs and the arguments args; it
+// returns the exit status.
+func run(fs *flag.FlagSet, args []string, search func(ws *workspace.Root) (int, error)) int {
+	root := fs.String("root", ".", "workspace directory to search")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
 	ws, err := workspace.Open(*root)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
