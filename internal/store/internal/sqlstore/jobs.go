@@ -215,14 +215,21 @@ func (db *DB) Start(ctx context.Context, l store.Lease) (store.Job, error) {
 		}
 		return j, err
 	}
+	return db.fencedStatus(ctx, "start", l, db.q.JobStart, store.StatusEvent{Worker: l.Owner})
+}
+
+// fencedStatus runs query, the fenced statement of the lifecycle call op
+// (arguments: the lease and now), and appends the job's status event ev,
+// in one transaction.
+func (db *DB) fencedStatus(ctx context.Context, op string, l store.Lease, query string, ev store.StatusEvent) (store.Job, error) {
 	var j store.Job
 	err := db.inTx(ctx, func(t *txn) error {
 		var err error
-		j, err = db.fenced(ctx, t, "start", l, db.q.JobStart, append(leaseArgs(l), db.ts(db.Now()))...)
+		j, err = db.fenced(ctx, t, op, l, query, append(leaseArgs(l), db.ts(db.Now()))...)
 		if err != nil {
 			return err
 		}
-		return db.status(ctx, t, j, store.StatusEvent{Worker: l.Owner})
+		return db.status(ctx, t, j, ev)
 	})
 	return j, err
 }
@@ -557,16 +564,7 @@ func (db *DB) Release(ctx context.Context, l store.Lease) (store.Job, error) {
 	if err := l.Validate(); err != nil {
 		return store.Job{}, fmt.Errorf("release: %w", err)
 	}
-	var j store.Job
-	err := db.inTx(ctx, func(t *txn) error {
-		var err error
-		j, err = db.fenced(ctx, t, "release", l, db.q.JobRelease, append(leaseArgs(l), db.ts(db.Now()))...)
-		if err != nil {
-			return err
-		}
-		return db.status(ctx, t, j, store.StatusEvent{Worker: l.Owner, Reason: "released"})
-	})
-	return j, err
+	return db.fencedStatus(ctx, "release", l, db.q.JobRelease, store.StatusEvent{Worker: l.Owner, Reason: "released"})
 }
 
 // ReapExpired requeues or fails jobs whose lease expired (see store.Jobs).
