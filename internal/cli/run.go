@@ -379,7 +379,7 @@ func runPlain(ctx context.Context, io *IOStreams, s *host.Session, sandboxKind, 
 		if ended := replayEnded(s); ended != "" {
 			fmt.Fprintf(io.ErrOut, "session %s · %s\n", s.ID(), ended)
 		} else {
-			fmt.Fprintf(io.ErrOut, "session %s · resume with: maestro run --resume %s \"…\"\n", s.ID(), s.ID())
+			fmt.Fprintf(io.ErrOut, "session %s · resume with: maestro run --resume %s \"…\"\n", s.ID(), s.Log.ShortID())
 		}
 	}
 	switch {
