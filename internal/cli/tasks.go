@@ -57,6 +57,10 @@ func (o *taskOptions) client(io *IOStreams) (*client.Client, error) {
 		return nil, usageErr("--server: %v (such as %s)", err, defaultServer)
 	}
 	c.AuthHint = "pass --token or set MAESTRO_API_TOKEN"
+	if token != "" {
+		// The token was sent: asking for it again would not help.
+		c.AuthHint = "the server refused the token given by --token or MAESTRO_API_TOKEN: pass the token the server was started with"
+	}
 	return c, nil
 }
 
