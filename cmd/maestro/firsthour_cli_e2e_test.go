@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -104,8 +105,10 @@ func TestPricingNoticeOncePerPieceRun(t *testing.T) {
 	}
 }
 
-// A client whose token the server refuses is not told to pass a token.
-func TestTasksRefusedTokenHint(t *testing.T) {
+// `tasks list` shows the piece a job without one was given (the
+// classifier's, here the replay demo's), and a client whose token the
+// server refuses is not told to pass a token.
+func TestTasksListPieceAndRefusedToken(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -113,7 +116,15 @@ func TestTasksRefusedTokenHint(t *testing.T) {
 	env := proctest.NoModelEnv(home)
 	url, _, stop := startServe(ctx, t, env, "--workers", "1", "--data-dir", home, "--token", "the-right-one")
 	defer stop() // before ctx is cancelled
-	_, stderr, err := tasksCLI(ctx, env, url, "list", "--token", "a-wrong-one")
+	out, stderr, err := tasksCLI(ctx, env, url, "--token", "the-right-one", "submit", "Say hello", "-f")
+	if err != nil {
+		t.Fatalf("submit -f: %v\n%s\n%s", err, out, stderr)
+	}
+	out, stderr, err = tasksCLI(ctx, env, url, "--token", "the-right-one", "list")
+	if err != nil || !regexp.MustCompile(`(?m)^1\s+succeeded\s+general\s`).MatchString(out) {
+		t.Errorf("tasks list: %v, want task 1 succeeded with piece general:\n%s\n%s", err, out, stderr)
+	}
+	_, stderr, err = tasksCLI(ctx, env, url, "list", "--token", "a-wrong-one")
 	if err == nil || !strings.Contains(stderr, "401") || !strings.Contains(stderr, "refused the token given by --token or MAESTRO_API_TOKEN") {
 		t.Errorf("tasks list with a wrong token: err %v, want a 401 saying the token was refused:\n%s", err, stderr)
 	}
