@@ -154,21 +154,38 @@ func turnStatus(store *session.Store, id string) (status, reason string) {
 	return status, reason
 }
 
-// listMaestroSessions prints Maestro's own sessions, newest first; dir,
-// when set, keeps those of that workspace.
-func listMaestroSessions(io *IOStreams, dir string, limit int, asJSON bool) error {
+// sessionStoreOfHost is the store of Maestro's own sessions.
+func sessionStoreOfHost(io *IOStreams) (*session.Store, error) {
 	h, err := host.New(host.Options{Getenv: io.Getenv})
 	if err != nil {
-		return failErr(err)
+		return nil, failErr(err)
 	}
-	store := h.Sessions()
+	return h.Sessions(), nil
+}
+
+// listSessions returns the store's sessions, newest first, and their ids.
+func listSessions(store *session.Store) ([]session.Meta, []string, error) {
 	metas, err := store.List()
 	if err != nil {
-		return failErr(err)
+		return nil, nil, failErr(err)
 	}
 	ids := make([]string, len(metas))
 	for i, m := range metas {
 		ids[i] = m.ID
+	}
+	return metas, ids, nil
+}
+
+// listMaestroSessions prints Maestro's own sessions, newest first; dir,
+// when set, keeps those of that workspace.
+func listMaestroSessions(io *IOStreams, dir string, limit int, asJSON bool) error {
+	store, err := sessionStoreOfHost(io)
+	if err != nil {
+		return err
+	}
+	metas, ids, err := listSessions(store)
+	if err != nil {
+		return err
 	}
 	list := []maestroSession{}
 	for _, m := range metas {
@@ -204,11 +221,10 @@ func listMaestroSessions(io *IOStreams, dir string, limit int, asJSON bool) erro
 // showMaestroSession prints one of Maestro's own sessions: what list
 // shows, then its conversation.
 func showMaestroSession(io *IOStreams, id string, asJSON bool) error {
-	h, err := host.New(host.Options{Getenv: io.Getenv})
+	store, err := sessionStoreOfHost(io)
 	if err != nil {
-		return failErr(err)
+		return err
 	}
-	store := h.Sessions()
 	meta, err := store.Meta(id)
 	if errors.Is(err, session.ErrNotFound) {
 		return failErr(fmt.Errorf("%w; list them with maestro sessions list", err))
@@ -216,13 +232,9 @@ func showMaestroSession(io *IOStreams, id string, asJSON bool) error {
 	if err != nil {
 		return failErr(err) // an ambiguous prefix lists the candidates
 	}
-	metas, err := store.List()
+	_, ids, err := listSessions(store)
 	if err != nil {
-		return failErr(err)
-	}
-	ids := make([]string, len(metas))
-	for i, m := range metas {
-		ids[i] = m.ID
+		return err
 	}
 	s := describeSession(store, meta, ids)
 	var msgs []agentcli.SessionMessage
