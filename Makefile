@@ -9,8 +9,10 @@ LDFLAGS := -s -w -X github.com/maestro-run/maestro/internal/cli.version=$(VERSIO
 
 .PHONY: build demo test vet fmt bench clean
 
+# maestro, and the scripted fake model server beside it (docs/fakemodel.md).
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/maestro
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(dir $(BIN))maestro-fakemodel ./cmd/maestro-fakemodel
 
 # The main job on embedded defaults: no model configured, so the bundled
 # replay scenario runs with real tools in a fresh temporary workspace; Maestro's

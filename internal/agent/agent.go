@@ -15,6 +15,7 @@ import (
 	"errors"
 	"math/big"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/maestro-run/maestro/internal/llm"
@@ -114,6 +115,35 @@ type Config struct {
 	ContextWindow int64
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Notices, when set, is shared by the agents of one run (a piece's
+	// movements and their reminders): a notice such as unknown pricing
+	// is given once per run, not once per agent run. Nil: once per Run.
+	Notices *Notices
+}
+
+// Notices remembers which notices were given; the zero value is ready
+// and safe for concurrent use.
+type Notices struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+// First reports whether the notice key is given for the first time (and
+// marks it given); always true on a nil *Notices.
+func (n *Notices) First(key string) bool {
+	if n == nil {
+		return true
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.seen[key] {
+		return false
+	}
+	if n.seen == nil {
+		n.seen = map[string]bool{}
+	}
+	n.seen[key] = true
+	return true
 }
 
 // Agent runs the loop. It is safe to call Run again with the returned

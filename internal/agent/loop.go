@@ -183,7 +183,9 @@ func (r *run) account(model string, u llm.Usage) protocol.Usage {
 		r.res.CostKnown = false
 		if !r.priceWarn {
 			r.priceWarn = true
-			r.sink.Event(protocol.Status{Message: fmt.Sprintf("Pricing unknown for model %s: total_cost_usd is reported as 0", model)})
+			if r.a.cfg.Notices.First("pricing unknown: " + provider + "/" + model) {
+				r.sink.Event(protocol.Status{Message: fmt.Sprintf("Pricing unknown for model %s: total_cost_usd is reported as 0", model)})
+			}
 		}
 	}
 	r.res.CostUSD += cost

@@ -70,7 +70,8 @@ func Run(ctx context.Context, io *IOStreams, args []string) int {
 	root.SetIn(io.In)
 	root.SetOut(io.Out)
 	root.SetErr(io.ErrOut)
-	err := root.ExecuteContext(ctx)
+	root.SetContext(ctx)
+	cmd, err := root.ExecuteC()
 	if err == nil {
 		return ExitOK
 	}
@@ -83,7 +84,13 @@ func Run(ctx context.Context, io *IOStreams, args []string) int {
 	}
 	fmt.Fprintf(io.ErrOut, "maestro: %v\n", err)
 	if code == ExitUsage {
-		fmt.Fprintf(io.ErrOut, "Run 'maestro --help' for usage.\n")
+		// The help of the command that was run (cobra returns the
+		// deepest command it found, the root for an unknown one).
+		path := root.CommandPath()
+		if cmd != nil {
+			path = cmd.CommandPath()
+		}
+		fmt.Fprintf(io.ErrOut, "Run '%s --help' for usage.\n", path)
 	}
 	return code
 }

@@ -43,7 +43,17 @@ runs one.`,
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the pieces in effect, with where each comes from",
-		Args:  cobra.NoArgs,
+		Long: `Lists the pieces 'maestro run' can use, by name: where each comes from
+(builtin, or the override file in ~/.maestro/pieces/ or the project's
+.maestro/pieces/, which replaces the built-in of the same name), its movements
+in order, and the first line of its description (the classifier reads the
+whole description to pick a piece for a task). An override file that does not
+validate is reported on stderr and ignored: the definition it would replace
+stays in effect. --workspace DIR reads DIR's .maestro/pieces/ instead of the
+current directory's.`,
+		Example: `  maestro pieces list
+  maestro pieces list --workspace ~/src/app`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			lib, err := loadLibrary(cmd.Context(), io, ws)
 			if err != nil {
@@ -62,7 +72,15 @@ runs one.`,
 	show := &cobra.Command{
 		Use:   "show NAME",
 		Short: "Print a piece in canonical YAML",
-		Args:  cobra.ExactArgs(1),
+		Long: `Prints the piece NAME as it is in effect (after overrides), in canonical YAML:
+its description, movements with their persona, instruction, allowed tools,
+rules and transitions (docs/pieces.md describes every field). The first line
+names its source. Copy it to ~/.maestro/pieces/NAME.yaml or the project's
+.maestro/pieces/NAME.yaml to change it, and check the copy with
+'maestro pieces validate FILE'.`,
+		Example: `  maestro pieces show code
+  maestro pieces show code > .maestro/pieces/code.yaml`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			lib, err := loadLibrary(cmd.Context(), io, ws)
 			if err != nil {

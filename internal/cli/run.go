@@ -66,7 +66,8 @@ as replay. Providers: anthropic, openai (Responses API, or Chat Completions for
 OPENAI_BASE_URL servers such as Ollama, vLLM, LM Studio), replay.
 
 Every run is a session with an append-only event log under ~/.maestro/sessions;
---resume ID continues one. For a plain session the new TASK continues its
+--resume ID continues one ('maestro sessions list' lists them with the
+shortest id prefix that names each). For a plain session the new TASK continues its
 conversation. For a piece session, a run waiting for an answer (the piece
 asked a question) continues with TASK as the answer; an interrupted or failed
 run restarts its current movement; a finished run is followed by a new run of
@@ -379,7 +380,7 @@ func runPlain(ctx context.Context, io *IOStreams, s *host.Session, sandboxKind, 
 		if ended := replayEnded(s); ended != "" {
 			fmt.Fprintf(io.ErrOut, "session %s · %s\n", s.ID(), ended)
 		} else {
-			fmt.Fprintf(io.ErrOut, "session %s · resume with: maestro run --resume %s \"…\"\n", s.ID(), s.ID())
+			fmt.Fprintf(io.ErrOut, "session %s · resume with: maestro run --resume %s \"…\"\n", s.ID(), s.Log.ShortID())
 		}
 	}
 	switch {

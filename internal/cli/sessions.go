@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,14 +18,23 @@ import (
 func newSessionsCmd(io *IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sessions",
-		Short: "List and read the sessions agent CLIs (Claude Code, Codex, …) stored on disk",
-		Long: `Agent CLIs keep their own conversation history: Claude Code in
-~/.claude/projects, Codex in ~/.codex/sessions, Gemini CLI in ~/.gemini/tmp,
-OpenCode in ~/.local/share/opencode/opencode.db, Qwen Code in ~/.qwen/projects.
-These commands read them (never write) so you can find a session to resume
-with maestro run --agent X --resume ID. HOME and the CLIs' own overrides
-(CLAUDE_CONFIG_DIR, CODEX_HOME, GEMINI_CLI_HOME, XDG_DATA_HOME, QWEN_HOME)
-are honoured.`,
+		Short: "List and read sessions: Maestro's own, or those agent CLIs (Claude Code, Codex, …) stored",
+		Long: `Every maestro run (and every headless, serve or --agent session) is a session
+of Maestro's own with an event log under ~/.maestro/sessions (MAESTRO_HOME).
+'maestro sessions list' lists them, newest first: the shortest id prefix
+'maestro run --resume' takes, when it started, the executor (replay, model,
+agent CLI), its status and its first prompt; 'maestro sessions show ID' prints
+one with its conversation. Ids start with their creation time, so sessions of
+the same minute share their first characters: use the prefix the list shows.
+
+With --agent ID, the commands read the sessions an agent CLI keeps itself
+instead: Claude Code in ~/.claude/projects, Codex in ~/.codex/sessions,
+Gemini CLI in ~/.gemini/tmp, OpenCode in ~/.local/share/opencode/opencode.db,
+Qwen Code in ~/.qwen/projects. They are read, never written, so you can find
+a session to resume with maestro run --agent X --resume ID. HOME and the
+CLIs' own overrides (CLAUDE_CONFIG_DIR, CODEX_HOME, GEMINI_CLI_HOME,
+XDG_DATA_HOME, QWEN_HOME) are honoured.`,
+		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newSessionsListCmd(io), newSessionsShowCmd(io))
 	return cmd
@@ -53,19 +63,47 @@ func sessionStore(io *IOStreams, agent string) (*agentcli.Definition, agentcli.S
 func newSessionsListCmd(io *IOStreams) *cobra.Command {
 	var agent, dir string
 	var asJSON bool
+	var limit int
 	cmd := &cobra.Command{
-		Use:   "list --agent ID [--cwd DIR]",
-		Short: "List an agent CLI's sessions for a project directory, newest first",
-		Long: `Lists the sessions an agent CLI stored for a project directory (default: the
-current directory): id, last update, message count (user and assistant
-messages), model, and the title or first prompt. With --json, prints one JSON
-array of {id, title, first_prompt, dir, created, updated, message_count,
-model, path}; an empty result is [] (the text form fails and says where it
-looked).`,
-		Example: `  maestro sessions list --agent claude-code
+		Use:   "list [--agent ID] [--cwd DIR]",
+		Short: "List Maestro's sessions (or an agent CLI's with --agent), newest first",
+		Long: `Without --agent, lists Maestro's own sessions, newest first (all of them, or
+those of workspace --cwd DIR; --limit N keeps the N newest): the shortest id
+prefix --resume takes, when the session started, the executor (replay and its
+scenario, model provider/model, or agent CLI and its id), the status and the
+first line of the first prompt. The status of a piece session is its latest
+run's (piece: running, waiting_human, succeeded, aborted, failed, cancelled);
+of a plain session, how its last turn ended: answered, failed, interrupted,
+unfinished (running now, or stopped mid-turn) or empty. With --json, prints
+one JSON array of {id, short_id, started, updated, workspace, executor
+(replay, model or agent_cli), provider, model, replay, agent, agent_session,
+status, reason, piece, first_prompt, log}; no sessions is [].
+
+With --agent ID, lists the sessions that agent CLI stored for a project
+directory (default: the current directory): id, last update, message count
+(user and assistant messages), model, and the title or first prompt. With
+--json, prints one JSON array of {id, title, first_prompt, dir, created,
+updated, message_count, model, path}; an empty result is [] (the text form
+fails and says where it looked).`,
+		Example: `  maestro sessions list
+  maestro sessions list --cwd ~/src/app --json
+  maestro sessions list --agent claude-code
   maestro sessions list --agent opencode --cwd ~/src/app --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 0 {
+				return usageErr("--limit must not be negative")
+			}
+			if agent == "" {
+				if dir != "" {
+					abs, err := filepath.Abs(dir)
+					if err != nil {
+						return usageErr("--cwd %s: %v", dir, err)
+					}
+					dir = abs
+				}
+				return listMaestroSessions(io, dir, limit, asJSON)
+			}
 			def, store, err := sessionStore(io, agent)
 			if err != nil {
 				return err
@@ -78,6 +116,9 @@ looked).`,
 			list, err := store.List(cmd.Context(), dir)
 			if err != nil {
 				return failErr(err)
+			}
+			if limit > 0 && len(list) > limit {
+				list = list[:limit]
 			}
 			if asJSON {
 				if list == nil {
@@ -102,10 +143,10 @@ looked).`,
 			return w.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&agent, "agent", "", "agent id (see maestro agents list)")
-	cmd.Flags().StringVar(&dir, "cwd", "", "project directory (default: the current directory)")
+	cmd.Flags().StringVar(&agent, "agent", "", "an agent CLI's own sessions (see maestro agents list) instead of Maestro's")
+	cmd.Flags().StringVar(&dir, "cwd", "", "workspace or project directory (Maestro's sessions: all by default; --agent: the current directory)")
+	cmd.Flags().IntVar(&limit, "limit", 0, "list at most this many, the newest (0: all)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	_ = cmd.MarkFlagRequired("agent")
 	return cmd
 }
 
@@ -113,19 +154,34 @@ func newSessionsShowCmd(io *IOStreams) *cobra.Command {
 	var agent string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "show --agent ID SESSION_ID",
-		Short: "Print one stored session's transcript",
-		Long: `Prints the transcript of one session an agent CLI stored, whatever its project:
-user and assistant messages, tool calls and their results, injected context
-(shortened). With --json, prints {session, messages, stats}: messages have
-role (user, assistant, tool, system), time, text, thinking, model,
-tool_calls [{id, name, input}] and tool_results [{id, name, output,
-is_error}]; stats count the records read and the unknown, malformed and
-cut-short ones skipped.`,
-		Example: `  maestro sessions show --agent codex 01a209d7-4d52-7bd2-9387-0f1ec59fe6d5
+		Use:   "show [--agent ID] SESSION_ID",
+		Short: "Print one session with its conversation",
+		Long: `Without --agent, prints one of Maestro's own sessions, named by its id or a
+unique prefix of 8+ characters (an ambiguous prefix lists the sessions it
+matches): the resume command, first prompt, workspace, start and last update,
+executor, status (and the reason of a failed turn), then its conversation:
+user and assistant messages, tool calls and their results. With --json,
+prints {session, messages}: session as an entry of 'maestro sessions list
+--json', messages as below.
+
+With --agent ID, prints the transcript of one session that agent CLI stored,
+whatever its project: user and assistant messages, tool calls and their
+results, injected context (shortened). With --json, prints {session,
+messages, stats}: stats count the records read and the unknown, malformed
+and cut-short ones skipped.
+
+Messages have role (user, assistant, tool, system), time, text, thinking,
+model, tool_calls [{id, name, input}] and tool_results [{id, name, output,
+is_error}].`,
+		Example: `  maestro sessions show 01a2179e-a19
+  maestro sessions show 01a2179e-a191-7348-a57a-07ea3b44cf6f --json
+  maestro sessions show --agent codex 01a209d7-4d52-7bd2-9387-0f1ec59fe6d5
   maestro sessions show --agent opencode ses_df629a3acffeKwLVx7zPcqC3yt --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if agent == "" {
+				return showMaestroSession(io, args[0], asJSON)
+			}
 			_, store, err := sessionStore(io, agent)
 			if err != nil {
 				return err
@@ -146,9 +202,8 @@ cut-short ones skipped.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&agent, "agent", "", "agent id (see maestro agents list)")
+	cmd.Flags().StringVar(&agent, "agent", "", "an agent CLI's own session (see maestro agents list) instead of Maestro's")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	_ = cmd.MarkFlagRequired("agent")
 	return cmd
 }
 
@@ -166,7 +221,12 @@ func printTranscript(io *IOStreams, tr *agentcli.Transcript) {
 	if st := tr.Stats; st.Unknown+st.Malformed+st.Partial > 0 {
 		fmt.Fprintf(io.Out, "skipped  %d unknown, %d malformed, %d cut-short records\n", st.Unknown, st.Malformed, st.Partial)
 	}
-	for _, m := range tr.Messages {
+	printMessages(io, tr.Messages)
+}
+
+// printMessages prints a transcript's messages.
+func printMessages(io *IOStreams, msgs []agentcli.SessionMessage) {
+	for _, m := range msgs {
 		fmt.Fprintf(io.Out, "\n[%s] %s", formatTime(m.Time), m.Role)
 		if m.Model != "" {
 			fmt.Fprintf(io.Out, " (%s)", m.Model)

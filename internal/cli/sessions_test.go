@@ -80,7 +80,9 @@ func TestSessionsCommands(t *testing.T) {
 			stderr: []string{"looked in " + filepath.Join(home, ".claude", "projects", "-nowhere")}},
 		{name: "unknown session", args: []string{"sessions", "show", "--agent", "codex", "01a2-missing"}, code: ExitError,
 			stderr: []string{"session not found", "maestro sessions list --agent codex"}},
-		{name: "agent flag required", args: []string{"sessions", "list"}, code: ExitUsage, stderr: []string{"agent"}},
+		// Issue 15 item 5: without --agent, Maestro's own sessions (none here).
+		{name: "without --agent: Maestro's own sessions", args: []string{"sessions", "list", "--json"}, stdout: []string{"[]"}},
+		{name: "without --agent: none yet", args: []string{"sessions", "list"}, stderr: []string{"no Maestro sessions in", "maestro run"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

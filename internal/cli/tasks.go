@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -57,6 +58,10 @@ func (o *taskOptions) client(io *IOStreams) (*client.Client, error) {
 		return nil, usageErr("--server: %v (such as %s)", err, defaultServer)
 	}
 	c.AuthHint = "pass --token or set MAESTRO_API_TOKEN"
+	if token != "" {
+		// The token was sent: asking for it again would not help.
+		c.AuthHint = "the server refused the token given by --token or MAESTRO_API_TOKEN: pass the token the server was started with"
+	}
 	return c, nil
 }
 
@@ -228,7 +233,7 @@ func newTasksListCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 			tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tSTATE\tPIECE\tCREATED\tTITLE")
 			for _, t := range out.Tasks {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", t.ID, orDash(string(t.JobState)), orDash(t.Piece), t.CreatedAt.Local().Format("2006-01-02 15:04"), firstLine(t.Title, 60))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", t.ID, orDash(string(t.JobState)), orDash(cmp.Or(t.Piece, t.JobPiece)), t.CreatedAt.Local().Format("2006-01-02 15:04"), firstLine(t.Title, 60))
 			}
 			return tw.Flush()
 		},
@@ -260,7 +265,7 @@ func newTasksShowCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 			}
 			t := d.Task
 			fmt.Fprintf(io.Out, "task %d: %s\n", t.ID, t.Title)
-			fmt.Fprintf(io.Out, "  owner %s, piece %s, created %s\n", orDash(t.Owner), orDash(t.Piece), t.CreatedAt.Local().Format(time.RFC3339))
+			fmt.Fprintf(io.Out, "  owner %s, piece %s, created %s\n", orDash(t.Owner), orDash(cmp.Or(t.Piece, t.JobPiece)), t.CreatedAt.Local().Format(time.RFC3339))
 			if t.Body != "" {
 				fmt.Fprintf(io.Out, "\n%s\n", indentLines(t.Body, "  "))
 			}

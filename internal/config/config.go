@@ -88,8 +88,13 @@ func Load(path string) (Config, error) {
 	return cfg, nil
 }
 
-// Parse decodes configuration YAML strictly.
+// Parse decodes configuration YAML strictly: an unknown key or a value of
+// the wrong shape is an error naming its line and key (and, for a key,
+// the known keys and a close one).
 func Parse(data []byte) (Config, error) {
+	if err := checkDocument(data); err != nil {
+		return Config{}, fmt.Errorf("invalid configuration: %w", err)
+	}
 	var cfg Config
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)

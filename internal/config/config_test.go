@@ -20,7 +20,19 @@ func TestParse(t *testing.T) {
 		{"empty", "", Config{}, ""},
 		{"full", "model: openai/llama3.2\nsandbox: always\nmax_iterations: 7\nproviders:\n  openai:\n    base_url: http://localhost:11434/v1\n    api: chat\n",
 			Config{Model: "openai/llama3.2", Sandbox: "always", MaxIterations: 7, Providers: Providers{OpenAI: Provider{BaseURL: "http://localhost:11434/v1", API: "chat"}}}, ""},
-		{"unknown key", "model: x\nmodle: y\n", Config{}, "line 2: field modle not found"},
+		// Issue 15 item 10: the key, its line, a close key and the known
+		// keys, no Go type names (was "line 2: field modle not found in
+		// type config.Config").
+		{"unknown key", "model: x\nmodle: y\n", Config{}, `line 2: modle: unknown key; did you mean "model"? (known keys: max_file_bytes, max_iterations, model, providers, sandbox)`},
+		{"unknown key, no close one", "colour: blue\n", Config{}, "line 1: colour: unknown key (known keys: max_file_bytes"},
+		{"unknown nested key", "providers:\n  openai:\n    apikey: x\n", Config{}, `line 3: providers.openai.apikey: unknown key; did you mean "api_key"? (known keys of providers.openai: api, api_key, base_url)`},
+		{"unknown provider", "providers:\n  antropic: {}\n", Config{}, `line 2: providers.antropic: unknown key; did you mean "anthropic"?`},
+		{"every unknown key", "a: 1\nmax_iteration: 2\n", Config{}, "line 1: a: unknown key (known keys: max_file_bytes, max_iterations, model, providers, sandbox)\nline 2: max_iteration: unknown key; did you mean \"max_iterations\"?"},
+		{"wrong type, in words", "max_iterations: many\n", Config{}, `line 1: max_iterations: expected an integer, found string "many"`},
+		{"mapping expected", "providers: 3\n", Config{}, "line 1: providers: expected a mapping, found integer 3"},
+		{"string expected", "model: [a]\n", Config{}, "line 1: model: expected a string, found a list"},
+		{"not a mapping", "- model\n", Config{}, "line 1: the configuration: expected a mapping, found a list"},
+		{"empty value", "sandbox:\nmodel: x\n", Config{Model: "x"}, ""},
 		{"bad sandbox", "sandbox: sometimes\n", Config{}, `sandbox: "sometimes" is not one of auto, always, off`},
 		{"bad api", "providers:\n  openai:\n    api: graphql\n", Config{}, "providers.openai.api"},
 		{"wrong type", "max_iterations: many\n", Config{}, "line 1"},
@@ -32,6 +44,9 @@ func TestParse(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			got, err := Parse([]byte(tc.yaml))
+			if err != nil && strings.Contains(err.Error(), "config.") {
+				t.Errorf("error names a Go type: %v", err)
+			}
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want containing %q", err, tc.wantErr)

@@ -125,6 +125,11 @@ type Config struct {
 	SubtaskProvider func(s SubtaskRecord) (llm.Provider, error)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+
+	// Notices is shared by the run's agents (movements, reminders,
+	// subtasks), so a notice such as unknown pricing is given once per
+	// run; nil: a fresh one.
+	Notices *agent.Notices
 }
 
 // Engine runs pieces. It is safe to use for several runs, one at a time
@@ -157,6 +162,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.Sink == nil {
 		cfg.Sink = discard{}
+	}
+	if cfg.Notices == nil {
+		cfg.Notices = &agent.Notices{}
 	}
 	if cfg.Events == nil {
 		cfg.Events = EventSinkFunc(func(Record) {})

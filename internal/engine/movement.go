@@ -68,6 +68,7 @@ func (r *run) runMovement(ctx context.Context) (*decision, error) {
 		},
 		OnContext:     r.onContext(ctl, m.Name),
 		ContextWindow: r.cfg.ContextWindow,
+		Notices:       r.cfg.Notices,
 	})
 
 	for reminders := 0; ; {

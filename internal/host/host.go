@@ -86,6 +86,9 @@ func (h *Host) Home() string { return h.home }
 // Config is the user's configuration.
 func (h *Host) Config() config.Config { return h.cfg }
 
+// Sessions is the store of the sessions' logs (maestro sessions reads it).
+func (h *Host) Sessions() *session.Store { return h.store }
+
 // SpecError is a session spec that cannot be honoured as given (a flag's
 // value, a combination of flags): commands report it as a usage error.
 type SpecError struct{ Msg string }

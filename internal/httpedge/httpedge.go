@@ -68,6 +68,9 @@ const (
 const (
 	// MsgUnauthorizedREST is serve's 401 text.
 	MsgUnauthorizedREST = "missing or invalid bearer token"
+	// MsgNoTokenConfigured is the 401 text of a server that requires a
+	// token but has none configured: no token a client sends can help.
+	MsgNoTokenConfigured = "this server requires a bearer token but has none configured, so it refuses every request whatever token is sent; configure the server's token (maestro serve --token or MAESTRO_API_TOKEN; the hosted runner's auth token) and send that one"
 	// MsgUnauthorizedHeadless is the attach routes' 401 text.
 	MsgUnauthorizedHeadless = "Unauthorized: a valid API key is required (Authorization: Bearer <token> or x-maestro-api-key)"
 )
@@ -437,6 +440,7 @@ func (p *Policy) Authorize(r *http.Request) *Error {
 	presented := r.Header.Get("Authorization") != "" || apiKey(r) != ""
 	switch {
 	case p.Token == "" && p.RequireAuth:
+		return &Error{Status: http.StatusUnauthorized, Code: CodeAccessDenied, Message: MsgNoTokenConfigured}
 	case p.Token == "":
 		return nil
 	case !presented && !p.RequireAuth:

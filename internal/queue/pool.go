@@ -409,6 +409,11 @@ func (p *Pool) runJob(runCtx context.Context, log *slog.Logger, sj startedJob) {
 			lost(err)
 			return err
 		},
+		SetPiece: func(ctx context.Context, piece string) error {
+			err := st.SetPiece(ctx, lease, piece)
+			lost(err)
+			return err
+		},
 	}
 	if running.TaskID != 0 {
 		t, err := st.GetTask(jobCtx, running.TaskID)

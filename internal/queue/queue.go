@@ -42,6 +42,8 @@ type Job struct {
 	Emit func(ctx context.Context, events ...store.NewJobEvent) error
 	// Checkpoint records progress (movement + opaque data); fenced.
 	Checkpoint func(ctx context.Context, movement string, data []byte) error
+	// SetPiece records the piece chosen for a job given none; fenced.
+	SetPiece func(ctx context.Context, piece string) error
 
 	// store is the pool's store (reading the task's comments).
 	store store.Store

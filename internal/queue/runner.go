@@ -369,6 +369,21 @@ func (e *emitter) RunEvent(r engine.Record) {
 		_ = e.j.Checkpoint(e.ctx, ms.Movement, nil)
 	case *engine.MovementStarted:
 		_ = e.j.Checkpoint(e.ctx, ms.Movement, nil)
+	case engine.RunStarted:
+		e.setPiece(ms)
+	case *engine.RunStarted:
+		e.setPiece(*ms)
+	}
+}
+
+// setPiece records on a job given no piece the one its run started
+// (chosen by the classifier), so task lists show it.
+func (e *emitter) setPiece(rs engine.RunStarted) {
+	if rs.Subtask != 0 || e.j.Piece != "" || e.j.SetPiece == nil {
+		return
+	}
+	if err := e.j.SetPiece(e.ctx, rs.Piece); err == nil {
+		e.j.Piece = rs.Piece
 	}
 }
 

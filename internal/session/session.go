@@ -23,6 +23,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -299,7 +301,7 @@ func (s *Store) resolve(id string) (string, error) {
 		}
 		return id, nil
 	}
-	if len(id) < 8 {
+	if len(id) < MinPrefix {
 		return "", fmt.Errorf("%w: %q (give the full id or at least 8 characters)", ErrNotFound, id)
 	}
 	entries, _ := os.ReadDir(s.dir)
@@ -314,9 +316,121 @@ func (s *Store) resolve(id string) (string, error) {
 		return "", fmt.Errorf("%w: %s", ErrNotFound, id)
 	case 1:
 		return match[0], nil
-	default:
-		return "", fmt.Errorf("session id prefix %q is ambiguous: %d sessions match", id, len(match))
 	}
+	amb := &AmbiguousError{Prefix: id}
+	for _, m := range match {
+		meta, err := readMeta(filepath.Join(s.dir, m))
+		if err != nil {
+			meta = Meta{ID: m}
+		}
+		amb.Matches = append(amb.Matches, meta)
+	}
+	slices.SortFunc(amb.Matches, func(a, b Meta) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	return "", amb
+}
+
+// AmbiguousError is a session id prefix that several sessions share: its
+// message lists them (id, start time, first prompt), newest first, so the
+// user can pick one.
+type AmbiguousError struct {
+	Prefix  string
+	Matches []Meta
+}
+
+func (e *AmbiguousError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "session id prefix %q is ambiguous: %d sessions match; give more of the id:", e.Prefix, len(e.Matches))
+	for _, m := range e.Matches {
+		title := m.Title
+		if title == "" {
+			title = "(no prompt yet)"
+		}
+		line, _, _ := strings.Cut(title, "\n")
+		started := "-"
+		if !m.CreatedAt.IsZero() {
+			started = m.CreatedAt.Local().Format("2006-01-02 15:04:05")
+		}
+		fmt.Fprintf(&b, "\n  %s  %s  %s", m.ID, started, line)
+	}
+	return b.String()
+}
+
+// Meta reads the metadata of the session id names (the whole id or a
+// unique prefix of at least 8 characters) without opening its log.
+func (s *Store) Meta(id string) (Meta, error) {
+	full, err := s.resolve(id)
+	if err != nil {
+		return Meta{}, err
+	}
+	return readMeta(filepath.Join(s.dir, full))
+}
+
+// Dir is the store's directory: session id's files are in Dir()/<id>.
+func (s *Store) Dir() string { return s.dir }
+
+// MinPrefix is the shortest session id prefix Open accepts.
+const MinPrefix = 8
+
+// ShortID returns the shortest prefix of the session id that names it
+// alone among the store's sessions, now and later (see
+// ShortestUniquePrefix). Ids start with their creation time, so sessions
+// of the same minute share their first 8 characters: hints print this
+// instead of a fixed length.
+func (s *Store) ShortID(id string) string {
+	entries, _ := os.ReadDir(s.dir)
+	ids := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if idPattern.MatchString(e.Name()) {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ShortestUniquePrefix(id, ids, s.now())
+}
+
+// ShortestUniquePrefix returns the shortest prefix of id, at least
+// MinPrefix characters and not ending at a dash, that no other id of ids
+// starts with and that no session created from now on can start with:
+// an id's first 12 hex digits are its creation time in milliseconds
+// (UUIDv7), so a prefix of them covers a window of time, and the prefix
+// is long enough for its window to have ended by now. A prefix printed in
+// a hint thus keeps working when more sessions start in the same minute.
+// It returns id itself when no prefix is shorter.
+func ShortestUniquePrefix(id string, ids []string, now time.Time) string {
+	for n := MinPrefix; n < len(id); n++ {
+		p := id[:n]
+		if p[n-1] == '-' || !windowEnded(p, now) {
+			continue
+		}
+		unique := true
+		for _, other := range ids {
+			if other != id && strings.HasPrefix(other, p) {
+				unique = false
+				break
+			}
+		}
+		if unique {
+			return p
+		}
+	}
+	return id
+}
+
+// windowEnded reports whether every id starting with prefix was created
+// before now, reading the prefix's time digits (the 12 hex digits before
+// the second dash); a prefix that holds them all, or that is no time,
+// counts as ended.
+func windowEnded(prefix string, now time.Time) bool {
+	digits := strings.Replace(prefix, "-", "", 1)
+	if len(digits) >= 12 {
+		return true
+	}
+	v, err := strconv.ParseUint(digits, 16, 64)
+	if err != nil {
+		return true
+	}
+	shift := 4 * uint(12-len(digits))
+	end := (v + 1) << shift // the first millisecond after the window
+	return end <= uint64(now.UnixMilli())
 }
 
 func (s *Store) open(dir string, meta Meta) (*Session, error) {
@@ -451,6 +565,14 @@ func (s *Session) ID() string { return s.meta.ID }
 
 // Dir returns the session's directory.
 func (s *Session) Dir() string { return s.dir }
+
+// ShortID returns the shortest prefix of the session's id that names it
+// alone in its store now (see Store.ShortID): what resume hints print.
+func (s *Session) ShortID() string {
+	store := NewStore(filepath.Dir(s.dir))
+	store.now = s.now
+	return store.ShortID(s.meta.ID)
+}
 
 // LogPath returns the path of the session's log.
 func (s *Session) LogPath() string { return filepath.Join(s.dir, "events.jsonl") }

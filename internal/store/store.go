@@ -118,6 +118,9 @@ type Jobs interface {
 	// Checkpoint records the engine's progress (current movement and opaque
 	// state) so a later attempt can resume from it. Fenced.
 	Checkpoint(ctx context.Context, l Lease, movement string, data []byte) error
+	// SetPiece records the piece the job runs when it was not given (the
+	// classifier's choice), so task lists show it. Fenced.
+	SetPiece(ctx context.Context, l Lease, piece string) error
 	// Complete ends the job as succeeded with its result text. Fenced.
 	Complete(ctx context.Context, l Lease, result string) (Job, error)
 	// CompleteMany completes several jobs, each as Complete would (each

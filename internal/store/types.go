@@ -292,9 +292,11 @@ type Task struct {
 	ScheduleID int64     `json:"schedule_id,omitempty"`
 	CreatedAt  time.Time `json:"created_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
-	// JobID and JobState describe the task's latest job.
-	JobID    int64 `json:"job_id,omitempty"`
-	JobState State `json:"job_state,omitempty"`
+	// JobID and JobState describe the task's latest job; JobPiece is the
+	// piece it runs (Piece, or the one the classifier chose once chosen).
+	JobID    int64  `json:"job_id,omitempty"`
+	JobState State  `json:"job_state,omitempty"`
+	JobPiece string `json:"job_piece,omitempty"`
 }
 
 // NewTask is the input of CreateTask; the job fields shape its first job.

@@ -353,6 +353,10 @@ func (c NewComment) Validate() error {
 	return text("body", c.Body, MaxCommentBytes, true)
 }
 
+// ValidateJobPiece checks the piece a job records it runs (Jobs.SetPiece):
+// a non-empty label, as a new job's piece.
+func ValidateJobPiece(piece string) error { return label("piece", piece, true) }
+
 // ValidatePiece checks a piece's name and YAML size (not its content).
 func ValidatePiece(name, yaml string) error {
 	if err := ValidateName("name", name); err != nil {

@@ -101,6 +101,7 @@ func newQueries() sqlstore.Queries {
 			`RETURNING lease_expires_at`,
 		JobCheckpoint: `UPDATE jobs SET movement = $5::text, checkpoint = $6::text::json, updated_at = ` + now4 + fenced +
 			`RETURNING id`,
+		JobSetPiece: `UPDATE jobs SET piece = $5::text, updated_at = ` + now4 + fenced + `RETURNING id`,
 		JobComplete: `UPDATE jobs SET state = 'succeeded', result = $5::text, error = '', finished_at = ` + now4 + `,
 				lease_expires_at = NULL, event_seq = event_seq + 1, updated_at = ` + now4 + fenced + `RETURNING ` + jobCols,
 		JobFail: `UPDATE jobs SET

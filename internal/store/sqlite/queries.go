@@ -39,6 +39,7 @@ func newQueries() sqlstore.Queries {
 		RETURNING ` + jobCols,
 		JobHeartbeat:  `UPDATE jobs SET lease_expires_at = $5, heartbeat_at = $4` + fenced + `RETURNING lease_expires_at`,
 		JobCheckpoint: `UPDATE jobs SET movement = $5, checkpoint = $6, updated_at = $4` + fenced + `RETURNING id`,
+		JobSetPiece:   `UPDATE jobs SET piece = $5, updated_at = $4` + fenced + `RETURNING id`,
 		JobComplete: `UPDATE jobs SET state = 'succeeded', result = $5, error = '', finished_at = $4, lease_expires_at = NULL,
 			event_seq = event_seq + 1, updated_at = $4` + fenced + `RETURNING ` + jobCols,
 		JobFail: `UPDATE jobs SET

@@ -168,6 +168,40 @@ func testClaimConcurrent(t *testing.T, b *bundle) {
 	b.claimRace(t, jobs, params, nil, finish)
 }
 
+// testSetPiece: a job given no piece records the one chosen for it, and
+// its task shows it (maestro tasks list's PIECE column).
+func testSetPiece(t *testing.T, b *bundle) {
+	task, j, err := b.s.CreateTask(b.ctx, store.NewTask{Title: "classify me"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.JobPiece != "" {
+		t.Fatalf("a new task's job piece = %q, want none yet", task.JobPiece)
+	}
+	c := b.claimOne(t, "w1")
+	if c.ID != j.ID {
+		t.Fatalf("claimed job %d, want %d", c.ID, j.ID)
+	}
+	wantErr(t, "SetPiece with no piece", b.s.SetPiece(b.ctx, c.Lease(), ""), store.ErrInvalid)
+	if err := b.s.SetPiece(b.ctx, c.Lease(), "chat"); err != nil {
+		t.Fatalf("SetPiece: %v", err)
+	}
+	if got := b.job(t, j.ID); got.Piece != "chat" {
+		t.Errorf("job piece = %q, want chat", got.Piece)
+	}
+	got, err := b.s.GetTask(b.ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := b.s.ListTasks(b.ctx, store.TaskFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Piece != "" || got.JobPiece != "chat" || len(list) == 0 || list[0].ID != task.ID || list[0].JobPiece != "chat" {
+		t.Errorf("task after SetPiece: get %+v, list %+v; want piece unset (not forced) and job piece chat", got, list)
+	}
+}
+
 func testLifecycle(t *testing.T, b *bundle) {
 	task, j, err := b.s.CreateTask(b.ctx, store.NewTask{Title: "t", Piece: "general"})
 	if err != nil {
@@ -309,6 +343,7 @@ func testFencing(t *testing.T, b *bundle) {
 		_, calls["Start"] = b.s.Start(b.ctx, l)
 		_, calls["Heartbeat"] = b.s.Heartbeat(b.ctx, l, lease)
 		calls["Checkpoint"] = b.s.Checkpoint(b.ctx, l, "x", nil)
+		calls["SetPiece"] = b.s.SetPiece(b.ctx, l, "x")
 		_, calls["Complete"] = b.s.Complete(b.ctx, l, "zombie result")
 		_, calls["Fail"] = b.s.Fail(b.ctx, l, store.FailParams{Error: "zombie"})
 		_, calls["Wait"] = b.s.Wait(b.ctx, l, store.WaitParams{State: store.StateWaitingHuman})

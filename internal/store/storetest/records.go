@@ -22,7 +22,7 @@ func testTasks(t *testing.T, b *bundle) {
 		t.Fatal(err)
 	}
 	want := store.Task{ID: task.ID, Owner: "ann", Title: "Fix the build", Body: "It fails.", Piece: "general",
-		CreatedAt: now, UpdatedAt: now, JobID: job.ID, JobState: store.StateQueued}
+		CreatedAt: now, UpdatedAt: now, JobID: job.ID, JobState: store.StateQueued, JobPiece: "general"}
 	if diff := cmp.Diff(want, task); diff != "" {
 		t.Errorf("CreateTask (-want +got):\n%s", diff)
 	}

@@ -68,6 +68,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"StartMany", testStartMany},
 		{"CompleteMany", testCompleteMany},
 		{"Lifecycle", testLifecycle},
+		{"SetPiece", testSetPiece},
 		{"LeaseExpiryAndReclaim", testLeaseExpiry},
 		{"FencingRejectsStaleLease", testFencing},
 		{"RetryBackoff", testRetryBackoff},

@@ -282,6 +282,27 @@ func (db *DB) Checkpoint(ctx context.Context, l store.Lease, movement string, da
 	})
 }
 
+// SetPiece records the piece a job runs (see store.Jobs).
+func (db *DB) SetPiece(ctx context.Context, l store.Lease, piece string) error {
+	if err := l.Validate(); err != nil {
+		return fmt.Errorf("set piece: %w", err)
+	}
+	if err := store.ValidateJobPiece(piece); err != nil {
+		return fmt.Errorf("set piece: %w", err)
+	}
+	return db.inTx(ctx, func(t *txn) error {
+		var id int64
+		err := t.QueryRowContext(ctx, db.q.JobSetPiece, append(leaseArgs(l), db.ts(db.Now()), piece)...).Scan(&id)
+		if noRow(err) {
+			return db.leaseError(ctx, t, "set piece", l)
+		}
+		if err != nil {
+			return fmt.Errorf("set piece %s: %w", l, err)
+		}
+		return nil
+	})
+}
+
 // Complete ends a job as succeeded (see store.Jobs).
 func (db *DB) Complete(ctx context.Context, l store.Lease, result string) (store.Job, error) {
 	if err := l.Validate(); err != nil {

@@ -19,9 +19,10 @@ func scanTask(s scanner) (store.Task, error) {
 		scheduleID sql.NullInt64
 		jobID      sql.NullInt64
 		jobState   sql.NullString
+		jobPiece   sql.NullString
 	)
-	err := s.Scan(&t.ID, &t.Owner, &t.Title, &t.Body, &t.Piece, &scheduleID, tsScan{&t.CreatedAt}, tsScan{&t.UpdatedAt}, &jobID, &jobState)
-	t.ScheduleID, t.JobID, t.JobState = scheduleID.Int64, jobID.Int64, store.State(jobState.String)
+	err := s.Scan(&t.ID, &t.Owner, &t.Title, &t.Body, &t.Piece, &scheduleID, tsScan{&t.CreatedAt}, tsScan{&t.UpdatedAt}, &jobID, &jobState, &jobPiece)
+	t.ScheduleID, t.JobID, t.JobState, t.JobPiece = scheduleID.Int64, jobID.Int64, store.State(jobState.String), jobPiece.String
 	return t, err
 }
 
@@ -39,7 +40,7 @@ func (db *DB) createTask(ctx context.Context, t *txn, nt store.NewTask, now time
 		return store.Task{}, store.Job{}, err
 	}
 	task := store.Task{ID: id, Owner: nt.Owner, Title: nt.Title, Body: nt.Body, Piece: nt.Piece, ScheduleID: nt.ScheduleID,
-		CreatedAt: now, UpdatedAt: now, JobID: j.ID, JobState: j.State}
+		CreatedAt: now, UpdatedAt: now, JobID: j.ID, JobState: j.State, JobPiece: j.Piece}
 	return task, j, nil
 }
 

@@ -30,7 +30,7 @@ const (
 	AuditColumns   = "id, actor, action, target, details, created_at"
 	SessionColumns = "id, job_id, executor_type, provider, model, workspace, title, created_at, updated_at"
 	// TaskColumns is selected from tasks t LEFT JOIN jobs j (the latest job).
-	TaskColumns = "t.id, t.owner, t.title, t.body, t.piece, t.schedule_id, t.created_at, t.updated_at, j.id, j.state"
+	TaskColumns = "t.id, t.owner, t.title, t.body, t.piece, t.schedule_id, t.created_at, t.updated_at, j.id, j.state, j.piece"
 )
 
 // Queries is a dialect's SQL. The comment of each field lists its
@@ -42,6 +42,7 @@ type Queries struct {
 	JobStart              string // id, attempt, owner, now
 	JobHeartbeat          string // id, attempt, owner, now, lease_expires_at → lease_expires_at
 	JobCheckpoint         string // id, attempt, owner, now, movement, checkpoint? → id
+	JobSetPiece           string // id, attempt, owner, now, piece → id
 	JobComplete           string // id, attempt, owner, now, result
 	JobFail               string // id, attempt, owner, now, error, final (bool), final_state, retry_at
 	JobWait               string // id, attempt, owner, now, state, reason
