@@ -169,7 +169,9 @@ func TestTooLongWithNothingToCompact(t *testing.T) {
 func TestKeepFrom(t *testing.T) {
 	t.Parallel()
 	u := func(n int) llm.Message { return llm.UserText(strings.Repeat("u", n)) }
-	as := func(n int) llm.Message { return llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{llm.Text(strings.Repeat("a", n))}} }
+	as := func(n int) llm.Message {
+		return llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{llm.Text(strings.Repeat("a", n))}}
+	}
 	cases := []struct {
 		name   string
 		msgs   []llm.Message
