@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -219,5 +220,65 @@ func TestPiecePressureFromListedWindow(t *testing.T) {
 		if strings.Contains(f.Message, "assuming") {
 			t.Errorf("the window was assumed, not read from the listing: %q", f.Message)
 		}
+	}
+}
+
+// A headless client that opted out of compaction notifications (hello
+// opt_out_notifications, wire contract §8.6) is not sent the compaction
+// message, while the session still compacts (its statuses arrive) and the
+// prompt succeeds.
+func TestHeadlessCompactionOptOut(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewServer(t,
+		llmtest.Turn{ToolCalls: []llmtest.ToolCall{readNotes}, InputTokens: 100, OutputTokens: 10},
+		llmtest.Turn{ContextExceeded: true},
+		llmtest.Turn{Text: []string{"SUMMARY of OLD-TASK"}, InputTokens: 80, OutputTokens: 5},
+		llmtest.Turn{Text: []string{"answer after compaction"}, InputTokens: 60, OutputTokens: 4},
+	)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "headless", "--approval-mode", "auto", "--sandbox", "off",
+		"--model", "openai/local-y", "--workspace", workspaceWithFile(t))
+	cmd.Env = append(proctest.NoModelEnv(t.TempDir()), "OPENAI_BASE_URL="+srv.URL()+"/v1")
+	var stderr proctest.Buffer
+	cmd.Stderr = &stderr
+	stdin, stdout := proctest.StartPiped(t, cmd)
+	send := func(m map[string]any) {
+		data, _ := json.Marshal(m)
+		if _, err := stdin.Write(append(data, '\n')); err != nil {
+			t.Errorf("headless stdin: %v", err)
+		}
+	}
+	send(map[string]any{"type": "hello", "protocol_version": protocol.Version, "client_info": map[string]any{"name": "opt-out"},
+		"opt_out_notifications": []string{"compaction"}})
+	send(map[string]any{"type": "prompt", "content": oldTask})
+	v, err := protocol.NewValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	compacted := false
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(nil, 8<<20)
+	for sc.Scan() {
+		if err := v.ValidateServerFrame(sc.Bytes()); err != nil {
+			t.Errorf("frame does not validate: %s: %v", sc.Bytes(), err)
+		}
+		var f frame
+		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, f.Type)
+		compacted = compacted || f.Type == protocol.TypeStatus && strings.HasPrefix(f.Message, "Compacted the conversation")
+		if f.Type == protocol.TypeError || f.Type == protocol.TypeResponseEnd && compacted {
+			send(map[string]any{"type": "shutdown"})
+			stdin.Close()
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("headless: %v\n%s", err, stderr.String())
+	}
+	if !compacted || slices.Contains(types, protocol.TypeCompaction) || slices.Contains(types, protocol.TypeError) {
+		t.Errorf("frames %v: want the compaction statuses, no compaction message (opted out) and no error", types)
 	}
 }
