@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"iter"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,24 +49,37 @@ func runLive(t *testing.T, home string, env []string, args ...string) []frame {
 	if err != nil {
 		t.Fatalf("maestro %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, out, stderr.String())
 	}
+	var frames []frame
+	for f := range readFrames(t, bytes.NewReader(out)) {
+		frames = append(frames, f)
+	}
+	return frames
+}
+
+// readFrames yields the protocol frames of JSON lines read from r, each
+// validated against the protocol's schemas.
+func readFrames(t *testing.T, r io.Reader) iter.Seq[frame] {
+	t.Helper()
 	v, err := protocol.NewValidator()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var frames []frame
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(nil, 1<<24)
-	for sc.Scan() {
-		if err := v.ValidateServerFrame(sc.Bytes()); err != nil {
-			t.Errorf("frame does not validate against the protocol schemas: %s: %v", sc.Bytes(), err)
+	return func(yield func(frame) bool) {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(nil, 1<<24)
+		for sc.Scan() {
+			if err := v.ValidateServerFrame(sc.Bytes()); err != nil {
+				t.Errorf("frame does not validate against the protocol schemas: %s: %v", sc.Bytes(), err)
+			}
+			var f frame
+			if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
+				t.Fatal(err)
+			}
+			if !yield(f) {
+				return
+			}
 		}
-		var f frame
-		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
-			t.Fatal(err)
-		}
-		frames = append(frames, f)
 	}
-	return frames
 }
 
 func framesOf(frames []frame, typ string) []frame {
@@ -88,6 +103,17 @@ func workspaceWithFile(t *testing.T) string {
 }
 
 var readNotes = llmtest.ToolCall{ID: "call_read", Name: "Read", Input: `{"path":"notes.txt"}`}
+
+// tooLongTurns script a tool call, a request rejected as too long, the
+// summary the compaction asks for, and the answer to the retried request.
+func tooLongTurns() []llmtest.Turn {
+	return []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{readNotes}, InputTokens: 100, OutputTokens: 10},
+		{ContextExceeded: true},
+		{Text: []string{"SUMMARY of OLD-TASK"}, InputTokens: 80, OutputTokens: 5},
+		{Text: []string{"answer after compaction"}, InputTokens: 60, OutputTokens: 4},
+	}
+}
 
 // A local model's window comes from the server's listing; a session that
 // crosses 85 % of it is compacted (compaction frame), the next request is
@@ -156,12 +182,7 @@ func TestCompactionOnProviderTooLong(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			srv := llmtest.NewServer(t,
-				llmtest.Turn{ToolCalls: []llmtest.ToolCall{readNotes}, InputTokens: 100, OutputTokens: 10},
-				llmtest.Turn{ContextExceeded: true},
-				llmtest.Turn{Text: []string{"SUMMARY of OLD-TASK"}, InputTokens: 80, OutputTokens: 5},
-				llmtest.Turn{Text: []string{"answer after compaction"}, InputTokens: 60, OutputTokens: 4},
-			)
+			srv := llmtest.NewServer(t, tooLongTurns()...)
 			frames := runLive(t, t.TempDir(), tc.env(srv.URL()), "--no-piece", "--model", tc.model, "-w", workspaceWithFile(t), oldTask)
 			if errs := framesOf(frames, protocol.TypeError); len(errs) != 0 {
 				t.Errorf("error frames %+v: want none", errs)
@@ -229,12 +250,7 @@ func TestPiecePressureFromListedWindow(t *testing.T) {
 // prompt succeeds.
 func TestHeadlessCompactionOptOut(t *testing.T) {
 	t.Parallel()
-	srv := llmtest.NewServer(t,
-		llmtest.Turn{ToolCalls: []llmtest.ToolCall{readNotes}, InputTokens: 100, OutputTokens: 10},
-		llmtest.Turn{ContextExceeded: true},
-		llmtest.Turn{Text: []string{"SUMMARY of OLD-TASK"}, InputTokens: 80, OutputTokens: 5},
-		llmtest.Turn{Text: []string{"answer after compaction"}, InputTokens: 60, OutputTokens: 4},
-	)
+	srv := llmtest.NewServer(t, tooLongTurns()...)
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, "headless", "--approval-mode", "auto", "--sandbox", "off",
@@ -243,35 +259,22 @@ func TestHeadlessCompactionOptOut(t *testing.T) {
 	var stderr proctest.Buffer
 	cmd.Stderr = &stderr
 	stdin, stdout := proctest.StartPiped(t, cmd)
-	send := func(m map[string]any) {
-		data, _ := json.Marshal(m)
-		if _, err := stdin.Write(append(data, '\n')); err != nil {
-			t.Errorf("headless stdin: %v", err)
+	enc := json.NewEncoder(stdin)
+	for _, m := range []map[string]any{
+		{"type": "hello", "protocol_version": protocol.Version, "client_info": map[string]any{"name": "opt-out"}, "opt_out_notifications": []string{"compaction"}},
+		{"type": "prompt", "content": oldTask},
+	} {
+		if err := enc.Encode(m); err != nil {
+			t.Fatalf("headless stdin: %v", err)
 		}
-	}
-	send(map[string]any{"type": "hello", "protocol_version": protocol.Version, "client_info": map[string]any{"name": "opt-out"},
-		"opt_out_notifications": []string{"compaction"}})
-	send(map[string]any{"type": "prompt", "content": oldTask})
-	v, err := protocol.NewValidator()
-	if err != nil {
-		t.Fatal(err)
 	}
 	var types []string
 	compacted := false
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(nil, 8<<20)
-	for sc.Scan() {
-		if err := v.ValidateServerFrame(sc.Bytes()); err != nil {
-			t.Errorf("frame does not validate: %s: %v", sc.Bytes(), err)
-		}
-		var f frame
-		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
-			t.Fatal(err)
-		}
+	for f := range readFrames(t, stdout) {
 		types = append(types, f.Type)
 		compacted = compacted || f.Type == protocol.TypeStatus && strings.HasPrefix(f.Message, "Compacted the conversation")
 		if f.Type == protocol.TypeError || f.Type == protocol.TypeResponseEnd && compacted {
-			send(map[string]any{"type": "shutdown"})
+			_ = enc.Encode(map[string]string{"type": "shutdown"})
 			stdin.Close()
 		}
 	}
