@@ -145,7 +145,9 @@ func (r *run) compact(ctx context.Context, msgs *[]llm.Message, before int64, fo
 		before = r.nextTokens(*msgs)
 	}
 	k := keepFrom(*msgs, int64(keepShare*float64(r.budgetWindow())))
-	if k <= 0 {
+	if k <= 0 || (k == 1 && (*msgs)[0].Compaction != nil && !forced) {
+		// Nothing older, or only the last summary: what is left is the
+		// recent turns themselves.
 		return errNothingToCompact
 	}
 	if forced {

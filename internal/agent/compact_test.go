@@ -234,3 +234,52 @@ func TestDefaultWindowNoticeOnce(t *testing.T) {
 		t.Errorf("statuses over two runs %q: want one notice of the assumed window", notices)
 	}
 }
+
+// A session that keeps growing is compacted again: the second summary
+// reads the first one and the turns after it, and the run ends normally.
+func TestCompactsAgainAsTheSessionGrows(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("a large tool result line\n", 1_600) // about 10,000 tokens
+	set := tool.NewSet()
+	set.Add(echoTool("Big", true, func(context.Context, echoIn) (tool.Result, error) { return tool.Result{Content: big}, nil }))
+	srv := llmtest.NewServer(t,
+		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "c1", Name: "Big", Input: `{"text":"1"}`}}, InputTokens: 500, OutputTokens: 5},
+		llmtest.Turn{Text: []string{"SUMMARY"}, InputTokens: 100, OutputTokens: 5},
+		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "c2", Name: "Big", Input: `{"text":"2"}`}}, InputTokens: 11_000, OutputTokens: 5},
+		llmtest.Turn{Text: []string{"SUMMARY 2"}, InputTokens: 100, OutputTokens: 5},
+		llmtest.Turn{Text: []string{"done"}, InputTokens: 11_000, OutputTokens: 2},
+	)
+	rec := &recorder{}
+	res, err := New(Config{Provider: fakeProvider(t, "openai", srv, "local-z"), Tools: set, ContextWindow: 12_000}).Run(t.Context(), nil, llm.UserText(oldInput), rec)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if res.Compactions != 2 || res.Final != "done" || srv.Remaining() != 0 {
+		t.Errorf("compactions %d, final %q, unserved turns %d; want 2 (one per new tool result), done, 0", res.Compactions, res.Final, srv.Remaining())
+	}
+	if second := requestText(srv.Requests()[3]); !strings.Contains(second, "[Earlier summary] SUMMARY") {
+		t.Errorf("the second summarising request should read the first summary: %.300s", second)
+	}
+}
+
+// Before a call, a conversation that is only the last summary and the
+// recent turns is not summarised again (that would only summarise the
+// summary); when the provider rejects the request, it is.
+func TestSummaryAloneIsNotRecompactedBeforeACall(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewServer(t, llmtest.Turn{Text: []string{"SUMMARY AGAIN"}})
+	summary := llm.UserText("SUMMARY")
+	summary.Compaction = &llm.Compaction{Kept: 2}
+	msgs := []llm.Message{summary,
+		{Role: llm.RoleAssistant, Parts: []llm.Part{{Type: llm.PartToolCall, ToolCall: &llm.ToolCall{ID: "c1", Name: "Echo", Input: []byte(`{}`)}}}},
+		{Role: llm.RoleUser, Parts: []llm.Part{{Type: llm.PartToolResult, ToolResult: &llm.ToolResult{CallID: "c1", Content: "r"}}}},
+	}
+	rec := &recorder{}
+	r := &run{a: New(Config{Provider: fakeProvider(t, "openai", srv, "local-s")}), sink: rec, window: 1000}
+	if err := r.compact(t.Context(), &msgs, 0, false); !errors.Is(err, errNothingToCompact) || len(srv.Requests()) != 0 || len(rec.events) != 0 {
+		t.Fatalf("before a call: err %v, %d model requests, events %v; want errNothingToCompact and nothing sent", err, len(srv.Requests()), rec.types())
+	}
+	if err := r.compact(t.Context(), &msgs, 0, true); err != nil || len(msgs) != 3 || !strings.Contains(msgs[0].TextContent(), "SUMMARY AGAIN") {
+		t.Fatalf("after a rejection: err %v, history %+v; want the summary summarised again", err, msgs)
+	}
+}

@@ -63,10 +63,11 @@ func (a *Agent) Run(ctx context.Context, history []llm.Message, input llm.Messag
 			return r.res, fmt.Errorf("%w (%d)", ErrMaxIterations, a.cfg.MaxIterations)
 		}
 		if n, ok := r.shouldCompact(msgs); ok {
-			if err := r.compact(ctx, &msgs, n, false); err != nil {
-				if ctx.Err() != nil {
-					return r.res, r.cancelled(ctx)
-				}
+			switch err := r.compact(ctx, &msgs, n, false); {
+			case err == nil, errors.Is(err, errNothingToCompact):
+			case ctx.Err() != nil:
+				return r.res, r.cancelled(ctx)
+			default:
 				r.sink.Event(protocol.Status{Message: "Compaction failed, continuing with the whole conversation: " + err.Error()})
 			}
 		}
