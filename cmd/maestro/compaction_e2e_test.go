@@ -285,3 +285,30 @@ func TestHeadlessCompactionOptOut(t *testing.T) {
 		t.Errorf("frames %v: want the compaction statuses, no compaction message (opted out) and no error", types)
 	}
 }
+
+// A hosted runner on a live model compacts too: the provider's "too long"
+// answer becomes status, compaction and a retried request over SSE, and
+// the prompt ends with the model's answer, not an error.
+func TestHostedRunnerCompaction(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewServer(t, tooLongTurns()...)
+	ws := workspaceWithFile(t)
+	p := startRunner(t, fixtureEnv(t, ws, "runner_compact", "MAESTRO_MODEL=openai/local-y", "OPENAI_BASE_URL="+srv.URL()+"/v1"))
+	c := p.attach(nil)
+	c.send(map[string]any{"type": "prompt", "content": oldTask})
+	_, comp := c.until(func(m map[string]any) bool {
+		return m["type"] == protocol.TypeCompaction || m["type"] == protocol.TypeError
+	})
+	if comp["type"] != protocol.TypeCompaction || comp["auto"] != true || !strings.Contains(comp["summary"].(string), "SUMMARY") {
+		t.Fatalf("got %v, want the compaction message", comp)
+	}
+	_, chunk := c.until(func(m map[string]any) bool {
+		return m["type"] == protocol.TypeResponseChunk || m["type"] == protocol.TypeError
+	})
+	if chunk["type"] != protocol.TypeResponseChunk || !strings.Contains(chunk["content"].(string), "answer after compaction") {
+		t.Errorf("after the compaction: %v, want the retried call's answer", chunk)
+	}
+	if reqs := srv.Requests(); len(reqs) != 4 || strings.Contains(string(reqs[3].Body), "OLD-TASK background") {
+		t.Errorf("%d model requests; the retried one should carry the summary, not the old prompt", len(reqs))
+	}
+}
