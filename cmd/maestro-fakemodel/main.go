@@ -5,6 +5,12 @@
 // CLIs, SDKs, curl — can be pointed at it with no network and no key.
 //
 //	maestro-fakemodel --script turns.json [--listen 127.0.0.1:0] [--loop] [--models a,b]
+//	                  [--context-windows a=32768,b=8192 [--ollama]]
+//
+// --context-windows gives models a context window: the OpenAI-format
+// model listing carries it as context_length (with --ollama only Ollama's
+// POST /api/show tells it, in model_info), and a turn with
+// "context_exceeded": true is rejected as too long for it.
 //
 // The script is a JSON array of turns (internal/llm/llmtest.Turn):
 //
@@ -30,6 +36,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -49,6 +56,8 @@ func run() error {
 	listen := flag.String("listen", "127.0.0.1:0", "address to listen on (loopback only)")
 	loop := flag.Bool("loop", false, "start the script over when it runs out")
 	models := flag.String("models", "", "comma-separated model ids to accept and list (default: accept any)")
+	windows := flag.String("context-windows", "", "comma-separated model=tokens context windows to state")
+	ollama := flag.Bool("ollama", false, "state the windows only in Ollama's /api/show, not in the listing")
 	flag.Parse()
 	if *script == "" {
 		return errors.New("--script is required")
@@ -70,6 +79,10 @@ func run() error {
 	if *models != "" {
 		srv.Models = strings.Split(*models, ",")
 	}
+	if srv.ContextWindows, err = parseWindows(*windows); err != nil {
+		return err
+	}
+	srv.OllamaInfo = *ollama
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -117,6 +130,23 @@ func loadScript(path string) ([]llmtest.Turn, error) {
 		return nil, fmt.Errorf("%s: the script has no turns", path)
 	}
 	return turns, nil
+}
+
+// parseWindows reads --context-windows: model=tokens, comma-separated.
+func parseWindows(s string) (map[string]int64, error) {
+	out := map[string]int64{}
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		model, n, ok := strings.Cut(item, "=")
+		tokens, err := strconv.ParseInt(n, 10, 64)
+		if !ok || model == "" || err != nil || tokens <= 0 {
+			return nil, fmt.Errorf("--context-windows: %q is not model=tokens (tokens a positive integer)", item)
+		}
+		out[model] = tokens
+	}
+	return out, nil
 }
 
 func position(data []byte, offset int64) (line, col int) {

@@ -111,8 +111,15 @@ type Config struct {
 	// OnContext, when set, is told the context occupancy after each model
 	// call (the workflow engine's context pressure uses it).
 	OnContext func(ContextUsage)
-	// ContextWindow overrides the model's context window (0 = catalogue).
+	// ContextWindow overrides the model's context window (0: what the
+	// provider says, see llm.ContextWindowOf).
 	ContextWindow int64
+	// CompactAt is the share of the context window the next request may
+	// reach before the older turns are summarised (compacted) first:
+	// 0 means DefaultCompactAt, a negative value compacts only when the
+	// provider rejects a request as too long. Compaction needs a known
+	// window.
+	CompactAt float64
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Notices, when set, is shared by the agents of one run (a piece's
@@ -163,11 +170,6 @@ func New(cfg Config) *Agent {
 	if cfg.NeedsApproval == nil {
 		cfg.NeedsApproval = func(t tool.Tool, _ llm.ToolCall) bool { return !t.ReadOnly() }
 	}
-	if cfg.ContextWindow == 0 {
-		if m, ok := llm.LookupModel(cfg.Provider.Model()); ok {
-			cfg.ContextWindow = m.ContextWindow
-		}
-	}
 	return &Agent{cfg: cfg}
 }
 
@@ -192,6 +194,9 @@ type Result struct {
 	StoppedByTool bool
 	// Tools counts tool calls by outcome.
 	Tools protocol.ToolsSummary
+	// Compactions counts the compactions of the conversation; Messages
+	// then holds each summary (apply them with llm.AppendHistory).
+	Compactions int
 }
 
 // Errors returned by Run (wrapped; test with errors.Is).

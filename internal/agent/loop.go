@@ -32,6 +32,13 @@ type run struct {
 	mu        sync.Mutex
 	toolsUsed map[string]bool
 	priceWarn bool
+
+	// window is the model's context window (0: unknown, no compaction).
+	window int64
+	// measured is the context the last model call occupied, measuredLen
+	// the length of the conversation it covered (with its response).
+	measured    int64
+	measuredLen int
 }
 
 // Run appends input to history and runs the loop until the turn ends. It
@@ -44,8 +51,9 @@ func (a *Agent) Run(ctx context.Context, history []llm.Message, input llm.Messag
 	r.res.Tools.ToolsUsed = []string{}
 	msgs := slices.Clone(history)
 	r.add(&msgs, input)
+	r.window = r.contextWindow(ctx)
 
-	for {
+	for reactive := 0; ; {
 		if ctx.Err() != nil {
 			return r.res, r.cancelled(ctx)
 		}
@@ -54,8 +62,32 @@ func (a *Agent) Run(ctx context.Context, history []llm.Message, input llm.Messag
 			r.sink.Event(protocol.Error{Message: msg, ErrorType: protocol.ErrorFatal})
 			return r.res, fmt.Errorf("%w (%d)", ErrMaxIterations, a.cfg.MaxIterations)
 		}
+		if n, ok := r.shouldCompact(msgs); ok {
+			switch err := r.compact(ctx, &msgs, n, false); {
+			case err == nil, errors.Is(err, errNothingToCompact):
+			case ctx.Err() != nil:
+				return r.res, r.cancelled(ctx)
+			default:
+				r.sink.Event(protocol.Status{Message: "Compaction failed, continuing with the whole conversation: " + err.Error()})
+			}
+		}
 		r.res.Iterations++
-		resp, err := r.callModel(ctx, msgs)
+		resp, err := r.callModel(ctx, msgs, reactive < maxReactiveCompactions)
+		if llm.KindOf(err) == llm.KindContextLength && reactive < maxReactiveCompactions {
+			// The provider rejected the request as too long: compact and
+			// send it again (not counted as an iteration).
+			reactive++
+			r.res.Iterations--
+			if cerr := r.compact(ctx, &msgs, 0, true); cerr != nil {
+				if ctx.Err() != nil {
+					return r.res, r.cancelled(ctx)
+				}
+				r.sink.Event(providerError(err))
+				return r.res, fmt.Errorf("%w (compaction failed: %w)", err, cerr)
+			}
+			continue
+		}
+		reactive = 0
 		if resp != nil {
 			r.add(&msgs, resp.Message)
 			r.res.StopReason = resp.StopReason
@@ -95,19 +127,15 @@ func (r *run) cancelled(ctx context.Context) error {
 
 // callModel streams one model call as response_start/chunk/end. On failure
 // it returns the partial assistant message (text shown so far), if any.
-func (r *run) callModel(ctx context.Context, msgs []llm.Message) (*llm.Response, error) {
+// A failure the loop answers by compacting (the prompt was too long, and
+// mayCompact) is returned without an error event.
+func (r *run) callModel(ctx context.Context, msgs []llm.Message, mayCompact bool) (*llm.Response, error) {
 	cfg := r.a.cfg
 	start := cfg.Now()
 	id := newResponseID(start)
 	r.sink.Event(protocol.ResponseStart{ResponseID: id})
 
-	req := &llm.Request{
-		System:    cfg.System,
-		Messages:  msgs,
-		Tools:     cfg.Tools.Specs(),
-		MaxTokens: cfg.MaxTokens,
-		Thinking:  cfg.Thinking,
-	}
+	req := r.request(msgs)
 	var (
 		ttft    *int64
 		partial strings.Builder
@@ -156,8 +184,11 @@ func (r *run) callModel(ctx context.Context, msgs []llm.Message) (*llm.Response,
 		DurationMS:   cfg.Now().Sub(start).Milliseconds(),
 		TTFTMS:       ttft,
 	})
-	if cfg.OnContext != nil && resp != nil {
-		cfg.OnContext(ContextUsage{Tokens: usage.ContextTokens(), Window: cfg.ContextWindow})
+	if resp != nil {
+		r.measured, r.measuredLen = usage.ContextTokens(), len(msgs)+1
+		if cfg.OnContext != nil {
+			cfg.OnContext(ContextUsage{Tokens: usage.ContextTokens(), Window: r.window})
+		}
 	}
 
 	if failure != nil {
@@ -168,10 +199,38 @@ func (r *run) callModel(ctx context.Context, msgs []llm.Message) (*llm.Response,
 		if ctx.Err() != nil || llm.KindOf(failure) == llm.KindCancelled {
 			return out, r.cancelled(ctx)
 		}
+		if llm.KindOf(failure) == llm.KindContextLength && mayCompact && out == nil {
+			return nil, fmt.Errorf("model call: %w", failure)
+		}
 		r.sink.Event(providerError(failure))
 		return out, fmt.Errorf("model call: %w", failure)
 	}
 	return resp, nil
+}
+
+// request is the model request over msgs.
+func (r *run) request(msgs []llm.Message) *llm.Request {
+	cfg := r.a.cfg
+	return &llm.Request{
+		System:    cfg.System,
+		Messages:  msgs,
+		Tools:     cfg.Tools.Specs(),
+		MaxTokens: cfg.MaxTokens,
+		Thinking:  cfg.Thinking,
+	}
+}
+
+// contextWindow is Config.ContextWindow, else what the provider says; a
+// notice the provider gives (an assumed window) goes out as a status.
+func (r *run) contextWindow(ctx context.Context) int64 {
+	if n := r.a.cfg.ContextWindow; n != 0 {
+		return max(n, 0)
+	}
+	w := llm.ContextWindowOf(ctx, r.a.cfg.Provider)
+	if w.Notice != "" {
+		r.sink.Event(protocol.Status{Message: w.Notice})
+	}
+	return w.Tokens
 }
 
 // account adds usage to the run and converts it to the protocol's shape.

@@ -9,6 +9,8 @@
 //	providers:
 //	  anthropic: {api_key: "...", base_url: "..."}
 //	  openai:    {api_key: "...", base_url: "http://localhost:11434/v1", api: chat}
+//	models:
+//	  qwen3-coder: {context_window: 32768}  # tokens; wins over what the server says
 package config
 
 import (
@@ -38,6 +40,28 @@ type Config struct {
 	// MaxFileBytes bounds the files the Read, Edit and Write tools take
 	// whole, in bytes (0: the default, 10 MiB).
 	MaxFileBytes int64 `yaml:"max_file_bytes"`
+	// Models holds per-model settings, keyed by the model id (without
+	// its provider/ prefix).
+	Models map[string]Model `yaml:"models"`
+}
+
+// Model holds one model's settings.
+type Model struct {
+	// ContextWindow is the model's context window in tokens; it wins over
+	// what the provider or the catalogue says (context pressure and
+	// compaction are measured against it).
+	ContextWindow int64 `yaml:"context_window"`
+}
+
+// ContextWindows maps model ids to their configured context windows.
+func (c Config) ContextWindows() map[string]int64 {
+	out := map[string]int64{}
+	for id, m := range c.Models {
+		if m.ContextWindow > 0 {
+			out[id] = m.ContextWindow
+		}
+	}
+	return out
 }
 
 // Providers holds per-provider settings.
@@ -113,6 +137,11 @@ func Parse(data []byte) (Config, error) {
 	}
 	if cfg.MaxIterations < 0 {
 		return Config{}, fmt.Errorf("invalid configuration: max_iterations: must be positive, got %d", cfg.MaxIterations)
+	}
+	for id, m := range cfg.Models {
+		if m.ContextWindow < 0 {
+			return Config{}, fmt.Errorf("invalid configuration: models.%s.context_window: must be positive, got %d", id, m.ContextWindow)
+		}
 	}
 	if cfg.MaxFileBytes < 0 {
 		return Config{}, fmt.Errorf("invalid configuration: max_file_bytes: must be positive, got %d", cfg.MaxFileBytes)

@@ -67,7 +67,7 @@ func TestLoadMissingAndPath(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	cfg, err := Load(filepath.Join(dir, "nope.yaml"))
-	if err != nil || cfg != (Config{}) {
+	if err != nil || !cmp.Equal(cfg, Config{}) {
 		t.Fatalf("missing file: %+v %v", cfg, err)
 	}
 	p := filepath.Join(dir, "config.yaml")

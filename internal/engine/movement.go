@@ -69,11 +69,15 @@ func (r *run) runMovement(ctx context.Context) (*decision, error) {
 		OnContext:     r.onContext(ctl, m.Name),
 		ContextWindow: r.cfg.ContextWindow,
 		Notices:       r.cfg.Notices,
+		// Context pressure (70/85/95 %) ends a movement first; compaction
+		// is the last line before failure: a request that would not fit
+		// the window, or one the provider rejects as too long.
+		CompactAt: 1,
 	})
 
 	for reminders := 0; ; {
 		res, err := ag.Run(ctx, history, input, r.cfg.Sink)
-		history = append(history, res.Messages...)
+		history = llm.AppendHistory(history, res.Messages...)
 		r.account(res)
 		if d := ctl.decision(); d != nil {
 			if d.complete && d.status == statusNeedsInput {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -33,6 +34,10 @@ const (
 	KindCancelled ErrorKind = "cancelled"
 	// KindScript: a replay scenario was exhausted or mismatched.
 	KindScript ErrorKind = "script"
+	// KindContextLength: the request does not fit the model's context
+	// window ("prompt is too long", context_length_exceeded). Not retried
+	// as is: the agent loop compacts the conversation and tries again.
+	KindContextLength ErrorKind = "context_length"
 )
 
 // Error is a classified provider failure.
@@ -93,6 +98,33 @@ func KindOf(err error) ErrorKind {
 		return KindCancelled
 	}
 	return ""
+}
+
+// tooLongPhrases are what providers say when a request exceeds the
+// context window: Anthropic "prompt is too long: N tokens > M maximum",
+// OpenAI and vLLM "This model's maximum context length is M tokens…" (code
+// context_length_exceeded), others "context window", "too many tokens".
+var tooLongPhrases = []string{
+	"prompt is too long", "context_length_exceeded", "maximum context length",
+	"context length exceeded", "exceeds the context window", "exceeds context window",
+	"input is too long", "too many tokens",
+}
+
+// MarkContextLength reclassifies a rejected request (KindBadRequest: an
+// HTTP 4xx or an invalid-request error event) as KindContextLength when its code or message says the
+// prompt does not fit the context window. It returns e.
+func MarkContextLength(e *Error, code string) *Error {
+	if e == nil || e.Kind != KindBadRequest {
+		return e
+	}
+	text := strings.ToLower(code + " " + e.Message)
+	for _, p := range tooLongPhrases {
+		if strings.Contains(text, p) {
+			e.Kind = KindContextLength
+			return e
+		}
+	}
+	return e
 }
 
 // ClassifyStatus maps an HTTP status to an error kind.

@@ -35,6 +35,38 @@ const (
 type Message struct {
 	Role  Role   `json:"role"`
 	Parts []Part `json:"parts"`
+	// Compaction, when set, marks a summary of the conversation before it
+	// (a user message holding the summary's text): it replaces every
+	// earlier message but the last Compaction.Kept, which follow it (see
+	// AppendHistory).
+	Compaction *Compaction `json:"compaction,omitempty"`
+}
+
+// Compaction describes a compaction summary.
+type Compaction struct {
+	// Kept is how many of the latest messages before the summary stay,
+	// verbatim, after it.
+	Kept int `json:"kept"`
+	// TokensBefore and TokensAfter estimate the request before and after.
+	TokensBefore int64 `json:"tokens_before"`
+	TokensAfter  int64 `json:"tokens_after"`
+}
+
+// AppendHistory appends msgs to history as a conversation's consumers
+// (session log, headless runtime, piece movements) must: a compaction
+// summary replaces everything before it except its Kept latest messages,
+// and comes first. history is not modified when a summary is applied.
+func AppendHistory(history []Message, msgs ...Message) []Message {
+	for _, m := range msgs {
+		if m.Compaction == nil {
+			history = append(history, m)
+			continue
+		}
+		kept := history[len(history)-min(max(m.Compaction.Kept, 0), len(history)):]
+		next := make([]Message, 0, 1+len(kept))
+		history = append(append(next, m), kept...)
+	}
+	return history
 }
 
 // Part is one piece of a message. Exactly the fields of its Type are set.

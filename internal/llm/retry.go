@@ -75,6 +75,11 @@ func (r *retrying) ListModels(ctx context.Context) ([]string, error) {
 	return nil, errors.New("provider cannot list models")
 }
 
+// ContextWindow is the wrapped provider's window (see ContextWindowOf).
+func (r *retrying) ContextWindow(ctx context.Context) Window {
+	return ContextWindowOf(ctx, r.Provider)
+}
+
 func (r *retrying) Stream(ctx context.Context, req *Request) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
 		for attempt := 1; ; attempt++ {

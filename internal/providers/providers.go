@@ -186,6 +186,8 @@ func (o Options) build(ctx context.Context, provider, model, source string) (*Ch
 			BaseURL:    first(o.Getenv("ANTHROPIC_BASE_URL"), o.Config.Providers.Anthropic.BaseURL),
 			Model:      model,
 			HTTPClient: o.HTTPClient,
+			// config.yaml models: {<id>: {context_window}}
+			ContextWindows: o.Config.ContextWindows(),
 		}
 		p, err := anthropic.New(cfg)
 		if err != nil {
@@ -199,6 +201,8 @@ func (o Options) build(ctx context.Context, provider, model, source string) (*Ch
 			API:        first(o.Getenv("MAESTRO_OPENAI_API"), o.Config.Providers.OpenAI.API),
 			Model:      model,
 			HTTPClient: o.HTTPClient,
+			// config.yaml models: {<id>: {context_window}}
+			ContextWindows: o.Config.ContextWindows(),
 		}
 		if cfg.Model == "" {
 			if cfg.BaseURL == "" {

@@ -169,7 +169,7 @@ func (r *Runtime) execute(ctx context.Context, run *activeRun, s runSettings, m 
 	res, err := agent.New(acfg).Run(ctx, s.history, input, runSink{r})
 	run.res, run.err = res, err
 	r.mu.Lock()
-	r.history = append(r.history, res.Messages...)
+	r.history = llm.AppendHistory(r.history, res.Messages...)
 	r.mu.Unlock()
 	if errors.Is(err, agent.ErrAborted) {
 		msg := "Run aborted: " + err.Error()

@@ -61,7 +61,10 @@ type Meta struct {
 	AgentSession string `json:"agent_session,omitempty"`
 }
 
-// Record kinds.
+// Record kinds. A compaction is a message record whose message carries
+// llm.Message.Compaction: the history read back applies it
+// (llm.AppendHistory), so a resumed session continues from the summary
+// and the turns kept after it.
 const (
 	KindEvent   = "event"
 	KindMessage = "message"
@@ -223,7 +226,7 @@ func (s *Session) put(rec Record) error {
 	}
 	s.cursor = rec.Cursor
 	if rec.Kind == KindMessage && rec.Message != nil {
-		s.history = append(s.history, *rec.Message)
+		s.history = llm.AppendHistory(s.history, *rec.Message)
 	}
 	return nil
 }
@@ -462,7 +465,7 @@ func (s *Store) open(dir string, meta Meta) (*Session, error) {
 			}
 			sess.cursor = rec.Cursor
 			if rec.Kind == KindMessage && rec.Message != nil {
-				sess.history = append(sess.history, *rec.Message)
+				sess.history = llm.AppendHistory(sess.history, *rec.Message)
 			}
 			good += int64(len(line))
 			continue
@@ -607,7 +610,7 @@ func (s *Session) Event(m protocol.Message) {
 func (s *Session) Message(m llm.Message) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.history = append(s.history, m)
+	s.history = llm.AppendHistory(s.history, m)
 	s.append(Record{Kind: KindMessage, Message: &m})
 }
 

@@ -53,6 +53,9 @@ type Config struct {
 	MaxTokens int
 	// HTTPClient, when set, sends the requests.
 	HTTPClient *http.Client
+	// ContextWindows maps model ids to configured context windows
+	// (config.yaml models:); the catalogue covers the others.
+	ContextWindows map[string]int64
 }
 
 // ConfigFromEnv returns a Config for model from ANTHROPIC_API_KEY,
@@ -72,6 +75,7 @@ type Provider struct {
 	client    sdk.Client
 	model     string
 	maxTokens int
+	window    *llm.WindowResolver
 }
 
 // New returns a Provider for cfg. It fails when no credential is set or no
@@ -108,7 +112,10 @@ func New(cfg Config) (*Provider, error) {
 	if maxTokens <= 0 {
 		maxTokens = DefaultMaxTokens
 	}
-	return &Provider{client: sdk.NewClient(opts...), model: cfg.Model, maxTokens: maxTokens}, nil
+	return &Provider{
+		client: sdk.NewClient(opts...), model: cfg.Model, maxTokens: maxTokens,
+		window: &llm.WindowResolver{Model: cfg.Model, Configured: cfg.ContextWindows},
+	}, nil
 }
 
 // defaultHTTPClient is a client on a copy of the default transport with a
@@ -127,6 +134,10 @@ func (p *Provider) Name() string { return ProviderName }
 
 // Model returns the model id requests are sent to.
 func (p *Provider) Model() string { return p.model }
+
+// ContextWindow is the model's window: configured, else the catalogue's,
+// else llm.DefaultContextWindow with a one-time notice.
+func (p *Provider) ContextWindow(ctx context.Context) llm.Window { return p.window.Resolve(ctx) }
 
 // ListModels returns the ids of the models the API offers.
 func (p *Provider) ListModels(ctx context.Context) ([]string, error) {

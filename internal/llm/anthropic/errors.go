@@ -63,7 +63,7 @@ func (p *Provider) classifyAPIError(e *llm.Error, apiErr *sdk.Error, yielded boo
 		if e.Kind == llm.KindAuth {
 			e.Hint = authHint
 		}
-		return e
+		return llm.MarkContextLength(e, string(typ))
 	}
 	e.Status = apiErr.StatusCode
 	e.Kind = llm.ClassifyStatus(apiErr.StatusCode)
@@ -84,7 +84,7 @@ func (p *Provider) classifyAPIError(e *llm.Error, apiErr *sdk.Error, yielded boo
 			e.Hint = baseURLHint
 		}
 	}
-	return e
+	return llm.MarkContextLength(e, string(typ))
 }
 
 // kindOfType classifies an API error type (for errors without a status).

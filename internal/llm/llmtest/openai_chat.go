@@ -236,6 +236,8 @@ type openAIErrorBody struct {
 func writeOpenAIError(w http.ResponseWriter, turn Turn, model string) {
 	body := openAIErrorBody{Message: turn.ErrorMessage, Type: "invalid_request_error"}
 	switch status := turn.Status; {
+	case turn.ContextExceeded:
+		body.Param, body.Code = ptr("messages"), ptr("context_length_exceeded")
 	case status == http.StatusUnauthorized:
 		body.Type, body.Code = "authentication_error", ptr("invalid_api_key")
 		if body.Message == "" {

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -53,6 +54,12 @@ type Turn struct {
 	// CutAfter, when > 0, ends the stream abruptly after that many SSE
 	// events (no terminal event), simulating a dropped connection.
 	CutAfter int `json:"cut_after,omitempty"`
+	// ContextExceeded answers HTTP 400 with the format's own "the prompt
+	// does not fit the context window" error: Anthropic's
+	// invalid_request_error "prompt is too long: N tokens > M maximum",
+	// OpenAI's context_length_exceeded. M is the model's window
+	// (Server.ContextWindows, else 200000), N estimated from the body.
+	ContextExceeded bool `json:"context_exceeded,omitempty"`
 }
 
 // Request is a request the server received.
@@ -79,6 +86,14 @@ type Server struct {
 	// Loop makes the script start over when it runs out instead of
 	// answering 500 "script exhausted".
 	Loop bool
+	// ContextWindows gives models a context window: GET /v1/models lists
+	// it as the model's context_length (as OpenAI-compatible servers such
+	// as LM Studio, llama.cpp and OpenRouter do), and POST /api/show
+	// answers with it in Ollama's model_info.
+	ContextWindows map[string]int64
+	// OllamaInfo keeps the windows out of the listing, as Ollama's
+	// /v1/models does: only POST /api/show tells them.
+	OllamaInfo bool
 
 	mu       sync.Mutex
 	turns    []Turn
@@ -159,6 +174,7 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc("POST "+prefix+"/responses", s.modelCall(s.serveResponses))
 		mux.HandleFunc("GET "+prefix+"/models", s.serveModels)
 	}
+	mux.HandleFunc("POST /api/show", s.serveOllamaShow)
 	mux.HandleFunc(GeminiRoute, s.serveGeminiRoute)
 	return mux
 }
@@ -181,6 +197,10 @@ func (s *Server) modelCall(serve format) http.HandlerFunc {
 		if !ok {
 			turn = Turn{Status: http.StatusInternalServerError, ErrorMessage: "llmtest: script exhausted"}
 		}
+		if turn.ContextExceeded {
+			model, _ := req["model"].(string)
+			turn = s.tooLong(r.URL.Path, model, len(body), turn)
+		}
 		if model, _ := req["model"].(string); turn.Status == 0 && len(s.Models) > 0 && !slices.Contains(s.Models, model) {
 			turn = Turn{Status: http.StatusNotFound, ErrorMessage: fmt.Sprintf("model: %s", model)}
 		}
@@ -201,6 +221,8 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
 		Object  string `json:"object"`
 		Created int64  `json:"created"`
 		OwnedBy string `json:"owned_by"`
+		// ContextLength is the model's window, when known.
+		ContextLength int64 `json:"context_length,omitempty"`
 	}
 	if r.Header.Get("anthropic-version") != "" {
 		data := []anthropicModel{}
@@ -216,9 +238,63 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
 	}
 	data := []openaiModel{}
 	for _, m := range s.Models {
-		data = append(data, openaiModel{ID: m, Object: "model", Created: 1767225600, OwnedBy: "llmtest"})
+		data = append(data, openaiModel{ID: m, Object: "model", Created: 1767225600, OwnedBy: "llmtest", ContextLength: s.listedWindow(m)})
 	}
 	_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
+}
+
+// listedWindow is the context_length the listing gives model.
+func (s *Server) listedWindow(model string) int64 {
+	if s.OllamaInfo {
+		return 0
+	}
+	return s.ContextWindows[model]
+}
+
+// window is the context window of model (200000 when not configured).
+func (s *Server) window(model string) int64 {
+	if n := s.ContextWindows[model]; n > 0 {
+		return n
+	}
+	return 200_000
+}
+
+// tooLong turns a ContextExceeded turn into the format's error: status
+// 400 and the message the API sends (path tells Anthropic from OpenAI).
+func (s *Server) tooLong(path, model string, size int, turn Turn) Turn {
+	window := s.window(model)
+	tokens := max(int64(size/4), window+1)
+	turn.Status = http.StatusBadRequest
+	if strings.HasSuffix(path, "/messages") {
+		turn.ErrorMessage = fmt.Sprintf("prompt is too long: %d tokens > %d maximum", tokens, window)
+	} else {
+		turn.ErrorMessage = fmt.Sprintf("This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. "+
+			"Please reduce the length of the messages.", window, tokens)
+	}
+	return turn
+}
+
+// serveOllamaShow answers Ollama's POST /api/show for a model with a
+// configured window: its model_info carries "<arch>.context_length".
+func (s *Server) serveOllamaShow(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Model string `json:"model"`
+	}
+	_ = json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req)
+	n, ok := s.ContextWindows[req.Model]
+	if !ok {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": fmt.Sprintf("model '%s' not found", req.Model)})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"modelfile":  "FROM " + req.Model,
+		"parameters": "",
+		"details":    map[string]any{"format": "gguf", "family": "llama"},
+		"model_info": map[string]any{"general.architecture": "llama", "llama.context_length": n},
+	})
 }
 
 // sse writes Server-Sent Events and honours Turn.CutAfter.

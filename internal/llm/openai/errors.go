@@ -138,7 +138,7 @@ func (p *Provider) statusError(apiErr *sdk.Error) *llm.Error {
 			e.Hint = "check OPENAI_BASE_URL (OpenAI-compatible servers usually serve under /v1)"
 		}
 	}
-	return e
+	return llm.MarkContextLength(e, apiErr.Code)
 }
 
 // eventError maps an error reported inside a stream (a chat error chunk, a
@@ -172,7 +172,7 @@ func (p *Provider) eventError(typ, code, msg string) *llm.Error {
 	if kind == llm.KindAuth {
 		e.Hint = authHint
 	}
-	return e
+	return llm.MarkContextLength(e, code)
 }
 
 // retryAfter reads retry-after-ms (OpenAI's precise form) or Retry-After.

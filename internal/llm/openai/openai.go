@@ -68,6 +68,9 @@ type Config struct {
 	// default is a client whose transport gives up when no response
 	// headers arrive within 10 minutes.
 	HTTPClient *http.Client
+	// ContextWindows maps model ids to configured context windows
+	// (config.yaml models:); they win over what the server states.
+	ContextWindows map[string]int64
 }
 
 // ConfigFromEnv returns the configuration for model from the environment:
@@ -95,6 +98,8 @@ type Provider struct {
 	chat      sdk.ChatCompletionService
 	responses responses.ResponseService
 	models    sdk.ModelService
+	http      *http.Client
+	window    *llm.WindowResolver
 }
 
 // New returns a provider for cfg. A key is required unless BaseURL is set
@@ -143,13 +148,16 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Organization != "" {
 		opts = append(opts, option.WithOrganization(cfg.Organization))
 	}
-	return &Provider{
+	p := &Provider{
 		cfg:       cfg,
 		api:       api,
 		chat:      sdk.NewChatCompletionService(opts...),
 		responses: responses.NewResponseService(opts...),
 		models:    sdk.NewModelService(opts...),
-	}, nil
+		http:      hc,
+	}
+	p.window = &llm.WindowResolver{Model: cfg.Model, Configured: cfg.ContextWindows, Ask: p.statedWindow}
+	return p, nil
 }
 
 // resolveAPI validates api and resolves "" from the base URL.

@@ -321,7 +321,12 @@ func TestErrorMapping(t *testing.T) {
 		{"403", llmtest.Turn{Status: 403, ErrorMessage: "region not supported"}, "", llm.Error{Kind: llm.KindAuth, Status: 403, Message: "region not supported", Hint: authHint}},
 		{"429", llmtest.Turn{Status: 429, RetryAfter: "3"}, "", llm.Error{Kind: llm.KindRateLimit, Status: 429, RetryAfter: 3 * time.Second}},
 		{"500", llmtest.Turn{Status: 500}, "", llm.Error{Kind: llm.KindServer, Status: 500}},
-		{"400", llmtest.Turn{Status: 400, ErrorMessage: "context_length_exceeded: too long"}, "", llm.Error{Kind: llm.KindBadRequest, Status: 400, Message: "context_length_exceeded: too long"}},
+		// A prompt too long for the window is its own kind (issue 12: the
+		// agent loop compacts and retries); other 400s stay bad requests.
+		{"400", llmtest.Turn{Status: 400, ErrorMessage: "context_length_exceeded: too long"}, "", llm.Error{Kind: llm.KindContextLength, Status: 400, Message: "context_length_exceeded: too long"}},
+		{"400 other", llmtest.Turn{Status: 400, ErrorMessage: "messages: must be an array"}, "", llm.Error{Kind: llm.KindBadRequest, Status: 400, Message: "messages: must be an array"}},
+		{"400 too long", llmtest.Turn{ContextExceeded: true}, "", llm.Error{Kind: llm.KindContextLength, Status: 400,
+			Message: "This model's maximum context length is 200000 tokens. However, your messages resulted in 200001 tokens. Please reduce the length of the messages."}},
 		{"404 model", llmtest.Turn{Text: []string{"unused"}}, "gpt-missing", llm.Error{
 			Kind: llm.KindModelNotFound, Status: 404,
 			Message: "model \"gpt-missing\" not found: The model `gpt-missing` does not exist or you do not have access to it.",

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// --context-windows takes model=tokens pairs and names a bad one.
+func TestParseWindows(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		in      string
+		want    map[string]int64
+		wantErr string
+	}{
+		{"", map[string]int64{}, ""},
+		{"a=32768, b=8192", map[string]int64{"a": 32768, "b": 8192}, ""},
+		{"a=0", nil, `"a=0" is not model=tokens`},
+		{"a", nil, `"a" is not model=tokens`},
+		{"=5", nil, `"=5" is not model=tokens`},
+	}
+	for _, tc := range cases {
+		got, err := parseWindows(tc.in)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("parseWindows(%q) error %v, want %q", tc.in, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || !cmp.Equal(got, tc.want) {
+			t.Errorf("parseWindows(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
