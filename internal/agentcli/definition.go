@@ -33,8 +33,13 @@ type Definition struct {
 	VersionArgs    []string `yaml:"version_args"`
 	VersionPattern string   `yaml:"version_pattern"`
 	// Parser names the stdout parser: claude-stream-json, codex-json,
-	// gemini-stream-json, opencode-json or qwen-stream-json.
+	// gemini-stream-json, opencode-json, qwen-stream-json, or one of the
+	// generic parsers configured below: text (TextParser) and jsonl (JSONL).
 	Parser string `yaml:"parser"`
+	// TextParser configures the text parser (parser: text).
+	TextParser TextParserConfig `yaml:"text_parser"`
+	// JSONL configures the jsonl mapping parser (parser: jsonl).
+	JSONL JSONLMapping `yaml:"jsonl"`
 	// SessionStorage names the session reader: claude-projects,
 	// codex-rollouts, gemini-chats, opencode-sqlite, qwen-projects or none.
 	SessionStorage string `yaml:"session_storage"`
@@ -58,6 +63,9 @@ type Definition struct {
 	// Source is where the definition was loaded from ("builtin:claude-code.yaml"
 	// or a file path); set by the loader.
 	Source string `yaml:"-"`
+	// Overrides is set by the loader on a user file whose id is a built-in
+	// one (it replaces that definition).
+	Overrides bool `yaml:"-"`
 }
 
 // Args are the argument builders of a Definition. Token lists may hold the

@@ -178,7 +178,7 @@ func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)
 	} else {
 		args, warning = def.Argv(inv)
 	}
-	p, err := NewParser(def.Parser, ParserOptions{Provider: def.ID, Classifier: NewClassifier(def)})
+	p, err := NewParser(def.Parser, x.parserOptions(ctx, inv, x.environ(inv)))
 	if err != nil {
 		return &RunResult{}, fmt.Errorf("start %s: %w", def.ID, err)
 	}

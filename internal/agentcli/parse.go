@@ -72,7 +72,7 @@ type Stats struct {
 
 // ParserNames lists the parsers a definition may name.
 func ParserNames() []string {
-	return []string{"claude-stream-json", "codex-json", "gemini-stream-json", "opencode-json", "qwen-stream-json"}
+	return []string{"claude-stream-json", "codex-json", "gemini-stream-json", "opencode-json", "qwen-stream-json", "text", "jsonl"}
 }
 
 // ParserOptions configure a Parser.
@@ -86,6 +86,22 @@ type ParserOptions struct {
 	// BaselineUsage is the thread's running total before this process, for
 	// CLIs that report cumulative usage (Codex on resume).
 	BaselineUsage protocol.Usage
+	// Model is the model response_end usage names when the stream does not
+	// (the invocation's --model).
+	Model string
+	// LookupModel, when set, finds the model of a session whose stream
+	// names none (Codex, OpenCode: read from the CLI's session storage);
+	// called at most once, when the first response ends.
+	LookupModel func(sessionID string) string
+	// Text and JSONL configure the generic parsers (parser text / jsonl).
+	Text  TextParserConfig
+	JSONL JSONLMapping
+}
+
+// DefinitionParserOptions are the parser options of def: its id, its
+// error classifier and its generic parser configuration.
+func DefinitionParserOptions(def *Definition) ParserOptions {
+	return ParserOptions{Provider: def.ID, Classifier: NewClassifier(def), Text: def.TextParser, JSONL: def.JSONL}
 }
 
 // Parser turns one CLI process's stdout lines into events. It keeps state
@@ -123,6 +139,14 @@ func NewParser(name string, opt ParserOptions) (*Parser, error) {
 		impl = newGeminiFormat()
 	case "opencode-json":
 		impl = newOpencodeFormat()
+	case "text":
+		f, err := newTextFormat(opt.Text)
+		if err != nil {
+			return nil, err
+		}
+		impl = f
+	case "jsonl":
+		impl = newJSONLFormat(opt.JSONL)
 	default:
 		return nil, fmt.Errorf("agentcli: unknown parser %q (known: %v)", name, ParserNames())
 	}
@@ -134,7 +158,7 @@ func NewParser(name string, opt ParserOptions) (*Parser, error) {
 			return "resp_" + strconv.FormatInt(time.Now().UnixMilli(), 10) + "_" + strconv.FormatUint(responseSeq.Add(1), 36)
 		}
 	}
-	return &Parser{name: name, impl: impl, st: &state{opt: opt, toolNames: map[string]string{}}}, nil
+	return &Parser{name: name, impl: impl, st: &state{opt: opt, model: opt.Model, toolNames: map[string]string{}}}, nil
 }
 
 // Name is the parser's name.
@@ -154,6 +178,13 @@ func (p *Parser) Result() *Result { return p.st.result }
 func (p *Parser) Feed(line []byte) Event {
 	p.stats.Lines++
 	ev := Event{Raw: line}
+	if rl, ok := p.impl.(rawLiner); ok {
+		p.st.begin(&ev)
+		rl.rawLine(p.st, line)
+		p.st.end()
+		p.stats.Events += len(ev.Messages)
+		return ev
+	}
 	trimmed := bytes.TrimSpace(line)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		if len(trimmed) > 0 {
@@ -230,6 +261,7 @@ type state struct {
 
 	sessionID string
 	model     string
+	lookedUp  bool
 	result    *Result
 
 	respID    string // open response, "" when none
@@ -246,6 +278,16 @@ type state struct {
 }
 
 func (s *state) begin(ev *Event) { s.ev = ev }
+
+// modelID is the model the stream named, else the invocation's, else the
+// one LookupModel finds for the session (asked once).
+func (s *state) modelID() string {
+	if s.model == "" && !s.lookedUp && s.opt.LookupModel != nil && s.sessionID != "" {
+		s.lookedUp = true
+		s.model = s.opt.LookupModel(s.sessionID)
+	}
+	return s.model
+}
 func (s *state) end()            { s.ev = nil }
 
 func (s *state) emit(m protocol.Message) { s.ev.Messages = append(s.ev.Messages, m) }
@@ -291,7 +333,7 @@ func (s *state) closeResponse(u protocol.Usage, cost float64) {
 		u.TotalTokens = u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens
 		u.TotalCostUSD = cost
 		if u.ModelID == "" {
-			u.ModelID = s.model
+			u.ModelID = s.modelID()
 		}
 		u.Provider = s.opt.Provider
 		end := protocol.ResponseEnd{
@@ -326,6 +368,12 @@ func (s *state) toolEmit(m protocol.Message, hold bool) {
 }
 
 func (s *state) toolCall(id, name string, args json.RawMessage, hold bool) {
+	s.toolCallOnly(id, name, args, hold)
+	s.toolEmit(protocol.ToolStart{CallID: id}, hold)
+}
+
+// toolCallOnly emits a tool_call without its tool_start.
+func (s *state) toolCallOnly(id, name string, args json.RawMessage, hold bool) {
 	if len(args) == 0 || !json.Valid(args) {
 		args = json.RawMessage("{}")
 	}
@@ -334,7 +382,6 @@ func (s *state) toolCall(id, name string, args json.RawMessage, hold bool) {
 		s.tools = slices.Insert(s.tools, i, name)
 	}
 	s.toolEmit(protocol.ToolCall{CallID: id, Tool: name, Args: args}, hold)
-	s.toolEmit(protocol.ToolStart{CallID: id}, hold)
 }
 
 func (s *state) toolOutput(id, content string, hold bool) {

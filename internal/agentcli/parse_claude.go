@@ -34,6 +34,10 @@ type claudeParser struct {
 	synthetic string
 	// closed is the message id whose response already ended at a tool_use.
 	closed string
+	// turnBase is the usage reported when the current turn began;
+	// costSoFar the total_cost_usd of the stream's last result.
+	turnBase  protocol.Usage
+	costSoFar float64
 	// thinkingOnly is set while the current message has had only thinking
 	// blocks (Qwen sends a model call's reasoning as its own assistant
 	// message, with a new id and no usage, before the answer's message).
@@ -94,6 +98,12 @@ type claudeLine struct {
 	NumTurns          int             `json:"num_turns"`
 	DurationMS        int64           `json:"duration_ms"`
 	PermissionDenials json.RawMessage `json:"permission_denials"`
+	// ModelUsageSinceLastResult is the per-model usage and cost of this
+	// turn (Claude Code 2.1; total_cost_usd is the session's running
+	// total, earlier turns and resumed processes included).
+	ModelUsageSinceLastResult map[string]struct {
+		CostUSD float64 `json:"costUSD"`
+	} `json:"model_usage_since_last_result"`
 	// Errors explain an is_error result with no result text (Claude Code
 	// 2.1: "No conversation found with session ID: …" on a bad resume).
 	Errors json.RawMessage `json:"errors"`
@@ -221,16 +231,27 @@ func (p *claudeParser) user(st *state, l *claudeLine, _ []byte) bool {
 
 // result: the turn's end.
 func (p *claudeParser) result(st *state, l *claudeLine, raw []byte) bool {
+	cost := p.turnCost(l)
 	r := &Result{SessionID: l.SessionID, Text: l.Result, IsError: l.IsError, Subtype: l.Subtype,
-		CostUSD: l.TotalCostUSD, NumTurns: l.NumTurns, DurationMS: l.DurationMS}
+		CostUSD: cost, NumTurns: l.NumTurns, DurationMS: l.DurationMS}
 	var denials []json.RawMessage
 	if json.Unmarshal(l.PermissionDenials, &denials) == nil {
 		r.PermissionDenials = len(denials)
 	}
+	// What earlier responses of this turn reported (a stream may hold
+	// several turns: stream-json input).
+	turnReported := subUsage(st.reported, p.turnBase)
 	if l.Usage != nil {
 		r.Usage = l.Usage.protocol(st.model)
+		if p.qwen {
+			// Qwen's result usage is a running total of the session (a
+			// resumed turn includes the earlier ones, and 0.24 counts each
+			// call twice): the turn's usage is that of its messages.
+			r.Usage = addUsage(turnReported, p.msgUsage)
+			r.Usage.ModelID = st.model
+		}
 		r.Usage.TotalTokens = r.Usage.InputTokens + r.Usage.OutputTokens + r.Usage.CacheReadTokens + r.Usage.CacheWriteTokens
-		r.Usage.TotalCostUSD = l.TotalCostUSD
+		r.Usage.TotalCostUSD = cost
 		r.Usage.Provider = st.opt.Provider
 	}
 	if r.Text == "" && !l.IsError {
@@ -241,13 +262,14 @@ func (p *claudeParser) result(st *state, l *claudeLine, raw []byte) bool {
 	if st.respID != "" {
 		u := p.msgUsage
 		if l.Usage != nil {
-			rest := subUsage(r.Usage, st.reported)
+			rest := subUsage(r.Usage, turnReported)
 			if rest.InputTokens+rest.OutputTokens+rest.CacheReadTokens+rest.CacheWriteTokens > 0 {
 				u = rest
 			}
 		}
-		st.closeResponse(u, l.TotalCostUSD)
+		st.closeResponse(u, cost)
 	}
+	p.turnBase = st.reported
 	p.msgUsage = protocol.Usage{}
 	if l.IsError || p.synthetic != "" {
 		r.IsError = true
@@ -255,6 +277,22 @@ func (p *claudeParser) result(st *state, l *claudeLine, raw []byte) bool {
 	}
 	st.finishResult(r)
 	return true
+}
+
+// turnCost is the cost of the turn l ends: the costs since the last
+// result when Claude names them, else what total_cost_usd grew by in this
+// stream.
+func (p *claudeParser) turnCost(l *claudeLine) float64 {
+	total := l.TotalCostUSD
+	defer func() { p.costSoFar = max(p.costSoFar, total) }()
+	if l.ModelUsageSinceLastResult != nil {
+		var c float64
+		for _, m := range l.ModelUsageSinceLastResult {
+			c += m.CostUSD
+		}
+		return c
+	}
+	return max(total-p.costSoFar, 0)
 }
 
 // errorMessage explains an error result: error.message, the result text,
