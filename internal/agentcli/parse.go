@@ -288,7 +288,7 @@ func (s *state) modelID() string {
 	}
 	return s.model
 }
-func (s *state) end()            { s.ev = nil }
+func (s *state) end() { s.ev = nil }
 
 func (s *state) emit(m protocol.Message) { s.ev.Messages = append(s.ev.Messages, m) }
 
