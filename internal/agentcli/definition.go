@@ -100,6 +100,9 @@ type Args struct {
 	// NoPromptSeparator.
 	Prompt            []string `yaml:"prompt"`
 	NoPromptSeparator bool     `yaml:"no_prompt_separator"`
+	// Streaming is added after json_output when the streaming capability
+	// is on (Claude's --include-partial-messages: token-level deltas).
+	Streaming []string `yaml:"streaming"`
 }
 
 // Capabilities is the capability set of an agent CLI (founding document

@@ -163,7 +163,13 @@ func (t *tail) String() string {
 // open until the turn's result so that permission requests are answered
 // through x.Permission.
 func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)) (*RunResult, error) {
-	def := x.Def
+	def, inv, notes, err := x.Def.gate(inv) // capability gates (gate.go)
+	if err != nil {
+		return &RunResult{}, err
+	}
+	for _, n := range notes {
+		sink(Event{Messages: []protocol.Message{protocol.Status{Message: n}}})
+	}
 	relay := x.Permission != nil && RelaySupported(def)
 	var args, input []string
 	var warning string

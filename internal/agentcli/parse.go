@@ -10,6 +10,7 @@ import (
 	"iter"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -96,12 +97,16 @@ type ParserOptions struct {
 	// Text and JSONL configure the generic parsers (parser text / jsonl).
 	Text  TextParserConfig
 	JSONL JSONLMapping
+	// Capabilities, when set, gate what the parser reports (gate.go); nil
+	// reports everything.
+	Capabilities *Capabilities
 }
 
 // DefinitionParserOptions are the parser options of def: its id, its
 // error classifier and its generic parser configuration.
 func DefinitionParserOptions(def *Definition) ParserOptions {
-	return ParserOptions{Provider: def.ID, Classifier: NewClassifier(def), Text: def.TextParser, JSONL: def.JSONL}
+	caps := def.Capabilities
+	return ParserOptions{Provider: def.ID, Classifier: NewClassifier(def), Text: def.TextParser, JSONL: def.JSONL, Capabilities: &caps}
 }
 
 // Parser turns one CLI process's stdout lines into events. It keeps state
@@ -167,8 +172,24 @@ func (p *Parser) Name() string { return p.name }
 // Stats returns the counters so far.
 func (p *Parser) Stats() Stats { return p.stats }
 
-// SessionID is the session id seen so far ("" if none yet).
-func (p *Parser) SessionID() string { return p.st.sessionID }
+// SessionID is the session id seen so far ("" if none yet, or when the
+// definition has no session_id capability).
+func (p *Parser) SessionID() string {
+	if c := p.st.opt.Capabilities; c != nil && !c.SessionID {
+		return ""
+	}
+	return p.st.sessionID
+}
+
+// SlashCommands are the slash commands the CLI published (Claude Code's
+// init event), nil when none or when the definition has no slash_commands
+// capability.
+func (p *Parser) SlashCommands() []string {
+	if c := p.st.opt.Capabilities; c != nil && !c.SlashCommands {
+		return nil
+	}
+	return p.st.slashCommands
+}
 
 // Result is the final result seen so far (nil if none yet).
 func (p *Parser) Result() *Result { return p.st.result }
@@ -182,6 +203,7 @@ func (p *Parser) Feed(line []byte) Event {
 		p.st.begin(&ev)
 		rl.rawLine(p.st, line)
 		p.st.end()
+		p.st.gateEvent(&ev)
 		p.stats.Events += len(ev.Messages)
 		return ev
 	}
@@ -200,6 +222,7 @@ func (p *Parser) Feed(line []byte) Event {
 		p.stats.Unknown++
 	}
 	p.st.end()
+	p.st.gateEvent(&ev)
 	p.stats.Events += len(ev.Messages)
 	return ev
 }
@@ -212,6 +235,7 @@ func (p *Parser) Finish() Event {
 	p.impl.end(p.st)
 	p.st.closeResponse(protocol.Usage{}, 0)
 	p.st.end()
+	p.st.gateEvent(&ev)
 	p.stats.Events += len(ev.Messages)
 	return ev
 }
@@ -263,6 +287,14 @@ type state struct {
 	model     string
 	lookedUp  bool
 	result    *Result
+	// slashCommands are the CLI's slash commands (Claude's init event).
+	slashCommands []string
+	// held are the chunks of the open response while streaming is off;
+	// respText its answer text, lastRespText that of the last response
+	// with text (the answer when result messages are off).
+	held         []*heldChunk
+	respText     strings.Builder
+	lastRespText string
 
 	respID    string // open response, "" when none
 	respStart time.Time
@@ -307,6 +339,7 @@ func (s *state) openResponse() {
 	s.respID = s.opt.NewResponseID()
 	s.respStart = time.Now()
 	s.gotChunk = false
+	s.respText.Reset()
 	s.emit(protocol.ResponseStart{ResponseID: s.respID})
 }
 
@@ -318,6 +351,13 @@ func (s *state) chunk(text string, thinking bool) {
 	if !s.gotChunk {
 		s.gotChunk = true
 		s.ttft = time.Since(s.respStart).Milliseconds()
+	}
+	if !thinking {
+		s.respText.WriteString(text)
+	}
+	if c := s.opt.Capabilities; c != nil && !c.Streaming {
+		s.hold(text, thinking)
+		return
 	}
 	s.emit(protocol.ResponseChunk{ResponseID: s.respID, Content: text, IsThinking: thinking})
 }
@@ -347,6 +387,10 @@ func (s *state) closeResponse(u protocol.Usage, cost float64) {
 		if s.gotChunk {
 			t := s.ttft
 			end.TTFTMS = &t
+		}
+		s.release()
+		if s.respText.Len() > 0 {
+			s.lastRespText = s.respText.String()
 		}
 		s.emit(end)
 		s.reported = addUsage(s.reported, u)

@@ -32,6 +32,8 @@ type claudeParser struct {
 	// synthetic holds the text of a <synthetic> assistant message (Claude
 	// writes API errors that way).
 	synthetic string
+	// streamed is the message id whose text came as partial deltas.
+	streamed string
 	// closed is the message id whose response already ended at a tool_use.
 	closed string
 	// turnBase is the usage reported when the current turn began;
@@ -77,12 +79,27 @@ type claudeMessage struct {
 	Usage   *claudeUsage    `json:"usage"`
 }
 
+// claudeStreamEvent is the API streaming event of a stream_event line.
+type claudeStreamEvent struct {
+	Type    string `json:"type"`
+	Message struct {
+		ID string `json:"id"`
+	} `json:"message"`
+	Delta struct {
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		Thinking string `json:"thinking"`
+	} `json:"delta"`
+}
+
 type claudeLine struct {
 	envelope
 	Subtype   string        `json:"subtype"`
 	SessionID string        `json:"session_id"`
 	Model     string        `json:"model"`
 	Message   claudeMessage `json:"message"`
+	// system/init
+	SlashCommands []string `json:"slash_commands"`
 	// system/api_retry
 	Attempt     int    `json:"attempt"`
 	MaxRetries  int    `json:"max_retries"`
@@ -104,6 +121,8 @@ type claudeLine struct {
 	ModelUsageSinceLastResult map[string]struct {
 		CostUSD float64 `json:"costUSD"`
 	} `json:"model_usage_since_last_result"`
+	// Event is a stream_event's API event (partial messages).
+	Event *claudeStreamEvent `json:"event"`
 	// Errors explain an is_error result with no result text (Claude Code
 	// 2.1: "No conversation found with session ID: …" on a bad resume).
 	Errors json.RawMessage `json:"errors"`
@@ -115,9 +134,11 @@ func newClaudeFormat(qwen bool) format[claudeLine, *claudeLine] {
 	m := map[string]handler[*claudeLine]{
 		"system": p.system, "assistant": p.assistant, "user": p.user, "result": p.result,
 	}
-	// Partial-message events (--include-partial-messages) duplicate the
-	// assistant lines; Qwen also reports goal state there.
-	on(m, ignore, "stream_event", "control_request", "control_response", "keep_alive", "rate_limit_event")
+	// Partial-message events (--include-partial-messages) carry the
+	// token-level deltas of the assistant lines that follow; Qwen also
+	// reports goal state there.
+	m["stream_event"] = p.streamEvent
+	on(m, ignore, "control_request", "control_response", "keep_alive", "rate_limit_event")
 	return format[claudeLine, *claudeLine]{each: p.each, on: m, finish: p.finish}
 }
 
@@ -153,6 +174,9 @@ func (p *claudeParser) system(st *state, l *claudeLine, _ []byte) bool {
 		if l.Model != "" {
 			st.model = strings.TrimSuffix(l.Model, "[1m]")
 		}
+		if len(l.SlashCommands) > 0 {
+			st.slashCommands = l.SlashCommands
+		}
 	case "api_retry":
 		msg := fmt.Sprint(l.ErrorText)
 		st.ev.Retry = &Retry{Attempt: l.Attempt, Max: l.MaxRetries, Status: l.ErrorStatus, Message: msg}
@@ -173,19 +197,12 @@ func (p *claudeParser) assistant(st *state, l *claudeLine, _ []byte) bool {
 	if m.Model != "" {
 		st.model = m.Model
 	}
-	if m.ID != p.msgID {
-		// Qwen's reasoning message and the answer that follows are one
-		// model call: one response.
-		u := p.msgUsage
-		if !p.qwen || !p.thinkingOnly || st.respID == "" || u.InputTokens+u.OutputTokens+u.CacheReadTokens+u.CacheWriteTokens > 0 {
-			p.endMessage(st)
-		}
-		p.msgID = m.ID
-		p.thinkingOnly = true
-	}
+	p.newMessage(st, m.ID)
 	if m.Usage != nil {
 		p.msgUsage = m.Usage.protocol(st.model)
 	}
+	// Text already streamed as deltas is not sent again.
+	streamed := p.streamed == m.ID
 	for _, b := range blocks(m.Content) {
 		switch b.Type {
 		case "text":
@@ -193,10 +210,14 @@ func (p *claudeParser) assistant(st *state, l *claudeLine, _ []byte) bool {
 				p.synthetic += b.Text
 				continue
 			}
-			st.chunk(b.Text, false)
+			if !streamed {
+				st.chunk(b.Text, false)
+			}
 			p.lastText.WriteString(b.Text)
 		case "thinking":
-			st.chunk(b.Thinking, true)
+			if !streamed {
+				st.chunk(b.Thinking, true)
+			}
 			continue
 		case "tool_use":
 			// The model call is over: its response ends, the tool runs.
@@ -208,6 +229,47 @@ func (p *claudeParser) assistant(st *state, l *claudeLine, _ []byte) bool {
 			st.toolCall(b.ID, b.Name, b.Input, false)
 		}
 		p.thinkingOnly = false
+	}
+	return true
+}
+
+// newMessage starts model message id (a no-op for the current one).
+func (p *claudeParser) newMessage(st *state, id string) {
+	if id == p.msgID {
+		return
+	}
+	// Qwen's reasoning message and the answer that follows are one model
+	// call: one response.
+	u := p.msgUsage
+	if !p.qwen || !p.thinkingOnly || st.respID == "" || u.InputTokens+u.OutputTokens+u.CacheReadTokens+u.CacheWriteTokens > 0 {
+		p.endMessage(st)
+	}
+	p.msgID = id
+	p.thinkingOnly = true
+}
+
+// streamEvent: a partial-message event. message_start starts the model
+// message; text and thinking deltas are chunks (token-level streaming).
+func (p *claudeParser) streamEvent(st *state, l *claudeLine, _ []byte) bool {
+	e := l.Event
+	if e == nil {
+		return true
+	}
+	switch e.Type {
+	case "message_start":
+		if e.Message.ID != "" {
+			p.newMessage(st, e.Message.ID)
+		}
+	case "content_block_delta":
+		switch e.Delta.Type {
+		case "text_delta":
+			p.streamed = p.msgID
+			st.chunk(e.Delta.Text, false)
+			p.thinkingOnly = false
+		case "thinking_delta":
+			p.streamed = p.msgID
+			st.chunk(e.Delta.Thinking, true)
+		}
 	}
 	return true
 }

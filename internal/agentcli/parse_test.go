@@ -167,6 +167,8 @@ func TestFixtures(t *testing.T) {
 		{"claude-code", "claude-code-2.1.330", "api-retry-401", outcome{Events: "status*7", SessionID: "05567648-4597-4ffd-a20c-3c1c547ddb00", Category: AgentCrashed}},
 		{"claude-code", "claude-code-2.1.330", "bad-resume", outcome{Events: "error", SessionID: "00000000-0000-4000-8000-000000000000", IsError: true, Category: SessionNotFound}},
 		{"claude-code", "claude-code-2.1.330", "thinking-turn", outcome{Events: thinking, SessionID: "383533bb-60bb-42ad-8273-dd5fedc90836", Text: "Hello after thinking.", Usage: [4]int64{15, 9, 0, 0}, Thinking: thinkingText, CostUSD: 0.00024}},
+		// --include-partial-messages: token-level thinking deltas.
+		{"claude-code", "claude-code-2.1.330", "partial-turn", outcome{Events: "response_start chunk*3 response_end", SessionID: "ac4e3d6a-a210-4ab9-9420-f9ec632c9cd7", Text: "Hello after thinking.", Usage: [4]int64{15, 9, 0, 0}, Thinking: thinkingText, CostUSD: 0.00024}},
 		{"codex", "codex-0.169.0", "plain-turn", outcome{Events: plain, SessionID: "01a2024c-f6b3-73e2-a089-dbedc6848b33", Text: "Hello from the fake model.", Usage: [4]int64{12, 7, 0, 0}}},
 		{"codex", "codex-0.169.0", "tool-turn", outcome{Events: toolSeq + " " + plain, SessionID: "01a2024d-43c3-7622-81a2-bced68681d82", Text: "Tool said: maestro-tool-ok", Usage: [4]int64{50, 15, 0, 0}, ToolsOK: 1}},
 		// Codex reports the thread's running total; without the baseline

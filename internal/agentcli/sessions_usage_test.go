@@ -6,15 +6,29 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/maestro-run/maestro/internal/protocol"
 )
 
+// fixtureRun is what one run of the replaying fake CLI produced.
+type fixtureRun struct {
+	ends     []protocol.ResponseEnd
+	chunks   []protocol.ResponseChunk
+	statuses []string
+	// sessions are the session ids events announced.
+	sessions []string
+	// args are the CLI's arguments.
+	args []string
+	res  *RunResult
+	err  error
+}
+
 // runFixture runs def's executor on a fake CLI that replays the captured
-// stream file, with HOME at home, and returns the response_end events.
-func runFixture(t *testing.T, def *Definition, file, home string, inv Invocation) ([]protocol.ResponseEnd, *RunResult) {
+// stream file, with HOME at home.
+func runFixture(t *testing.T, def *Definition, file, home string, inv Invocation) fixtureRun {
 	t.Helper()
 	fixture, err := filepath.Abs(file)
 	if err != nil {
@@ -26,20 +40,30 @@ func runFixture(t *testing.T, def *Definition, file, home string, inv Invocation
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	x := &Executor{Def: def, Path: bin, MaxAttempts: 1, Env: []string{"PATH=/usr/bin:/bin", "HOME=" + home, "FIXTURE=" + fixture}}
+	argsOut := filepath.Join(t.TempDir(), "args")
+	x := &Executor{Def: def, Path: bin, MaxAttempts: 1,
+		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + home, "FIXTURE=" + fixture, "ARGS_OUT=" + argsOut}}
 	inv.Dir = t.TempDir()
-	var ends []protocol.ResponseEnd
-	res, err := x.Run(ctx, Request{Invocation: inv}, func(ev Event) {
+	var r fixtureRun
+	r.res, r.err = x.Run(ctx, Request{Invocation: inv}, func(ev Event) {
+		if ev.SessionID != "" {
+			r.sessions = append(r.sessions, ev.SessionID)
+		}
 		for _, m := range ev.Messages {
-			if end, ok := m.(protocol.ResponseEnd); ok {
-				ends = append(ends, end)
+			switch m := m.(type) {
+			case protocol.ResponseEnd:
+				r.ends = append(r.ends, m)
+			case protocol.ResponseChunk:
+				r.chunks = append(r.chunks, m)
+			case protocol.Status:
+				r.statuses = append(r.statuses, m.Message)
 			}
 		}
 	})
-	if err != nil {
-		t.Fatal(err)
+	if data, err := os.ReadFile(argsOut); err == nil {
+		r.args = strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
 	}
-	return ends, res
+	return r
 }
 
 // codexRolloutAfterFirstTurn writes, under home, the rollout Codex keeps of
@@ -94,9 +118,12 @@ func TestResumedTurnUsage(t *testing.T) {
 			if tt.id == "codex" {
 				codexRolloutAfterFirstTurn(t, home, tt.session)
 			}
-			ends, res := runFixture(t, mustDef(t, tt.id), filepath.Join("testdata", tt.dir, "resume.jsonl"), home, Invocation{Prompt: "and again", SessionID: tt.session})
+			r := runFixture(t, mustDef(t, tt.id), filepath.Join("testdata", tt.dir, "resume.jsonl"), home, Invocation{Prompt: "and again", SessionID: tt.session})
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
 			var in, out int64
-			for _, e := range ends {
+			for _, e := range r.ends {
 				in, out = in+e.Usage.InputTokens, out+e.Usage.OutputTokens
 				if tt.model != "" && e.Usage.ModelID != tt.model {
 					t.Errorf("response_end model_id %q, want %q", e.Usage.ModelID, tt.model)
@@ -105,8 +132,8 @@ func TestResumedTurnUsage(t *testing.T) {
 			if in != 40 || out != 5 {
 				t.Errorf("response_end usage %d in, %d out; want the turn's 40, 5", in, out)
 			}
-			if res.Result == nil || res.Result.Usage.InputTokens != 40 || res.Result.Usage.OutputTokens != 5 {
-				t.Errorf("result %+v, want usage 40, 5", res.Result)
+			if res := r.res.Result; res == nil || res.Usage.InputTokens != 40 || res.Usage.OutputTokens != 5 {
+				t.Errorf("result %+v, want usage 40, 5", res)
 			}
 		})
 	}
@@ -117,7 +144,7 @@ func TestResumedTurnUsage(t *testing.T) {
 func TestModelIDFromInvocation(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct{ id, dir string }{{"codex", "codex-0.169.0"}, {"opencode", "opencode-1.18.33"}} {
-		ends, _ := runFixture(t, mustDef(t, tt.id), filepath.Join("testdata", tt.dir, "plain-turn.jsonl"), t.TempDir(), Invocation{Prompt: "hi", Model: "m-1"})
+		ends := runFixture(t, mustDef(t, tt.id), filepath.Join("testdata", tt.dir, "plain-turn.jsonl"), t.TempDir(), Invocation{Prompt: "hi", Model: "m-1"}).ends
 		if len(ends) == 0 {
 			t.Fatalf("%s: no response_end", tt.id)
 		}
