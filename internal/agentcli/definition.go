@@ -52,6 +52,9 @@ type Definition struct {
 	FullAccessEnv map[string]string `yaml:"full_access_env"`
 	// Capabilities is the capability set.
 	Capabilities Capabilities `yaml:"capabilities"`
+	// SlashCommandsProbe, when set, asks the CLI for its slash commands
+	// (slash.go); else they are read from its runs (Claude's init event).
+	SlashCommandsProbe SlashCommandsProbe `yaml:"slash_commands_probe"`
 	// ContextWindow is the default context window in tokens.
 	ContextWindow int `yaml:"context_window"`
 	// Errors are the error patterns (Go regexps, matched case-insensitively

@@ -33,6 +33,9 @@ type Executor struct {
 	// KillGrace is how long an interrupted CLI gets between SIGTERM and
 	// SIGKILL of its process group (default 1 s).
 	KillGrace time.Duration
+	// SlashCommandsDir, when set, keeps the slash commands a run publishes
+	// (Claude's init event) for maestro agents show (slash.go).
+	SlashCommandsDir string
 	// Permission, when set and the definition supports it (RelaySupported),
 	// receives the CLI's tool permission prompts over stdio (relay.go);
 	// otherwise the CLI decides alone, per its permission arguments.
@@ -240,6 +243,7 @@ func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)
 	answers.Wait()
 
 	res.SessionID, res.Result, res.Stats = p.SessionID(), p.Result(), p.Stats()
+	x.saveSlashCommands(p)
 	if res.SessionID == "" {
 		res.SessionID = inv.SessionID
 	}

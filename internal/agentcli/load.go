@@ -255,6 +255,9 @@ func (d *decoder) validate(root *yaml.Node, def *Definition) {
 		d.errorf(at("parser"), "parser", "%q is not a parser (known: %s)", def.Parser, strings.Join(ParserNames(), ", "))
 	}
 	d.validateGenericParser(root, def)
+	if pr := def.SlashCommandsProbe; len(pr.Args) > 0 && !validPath(pr.Keys) {
+		d.errorf(at("slash_commands_probe"), "slash_commands_probe.keys", "%q is not a path (keys separated by '.', list indices as [n])", pr.Keys)
+	}
 	if def.SessionStorage != "" && !slices.Contains(StorageNames(), def.SessionStorage) {
 		d.errorf(at("session_storage"), "session_storage", "%q is not a session storage (known: %s)", def.SessionStorage, strings.Join(StorageNames(), ", "))
 	}
