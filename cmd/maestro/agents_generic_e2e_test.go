@@ -96,7 +96,7 @@ func TestRunAgentDefinedByYAML(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 		}
-		var text, thinking string
+		var text, thinking, agentSession string
 		var call *protocol.ToolCall
 		var end *protocol.ToolEnd
 		var usage [][2]int64
@@ -109,6 +109,10 @@ func TestRunAgentDefinedByYAML(t *testing.T) {
 				} else {
 					text += m.Content
 				}
+			case protocol.SessionInfo:
+				if m.AgentSessionID != "" {
+					agentSession = m.AgentSessionID
+				}
 			case protocol.ToolCall:
 				call = &m
 			case protocol.ToolEnd:
@@ -120,6 +124,10 @@ func TestRunAgentDefinedByYAML(t *testing.T) {
 					t.Errorf("response_end model %q provider %q", m.Usage.ModelID, m.Usage.Provider)
 				}
 			}
+		}
+		// -o jsonl carries the CLI's session id (session_info.agent_session_id).
+		if agentSession != "gen-7f3a" {
+			t.Errorf("no session_info with the CLI's session id gen-7f3a (got %q)", agentSession)
 		}
 		if text != "Running a tool. Done: hi" || thinking != "Let me run it." {
 			t.Errorf("text %q, thinking %q", text, thinking)

@@ -34,7 +34,8 @@ func TestAgentsCommands(t *testing.T) {
 	t.Run("run --agent with a user adapter", func(t *testing.T) {
 		t.Parallel()
 		r := runCLI(t, env, "run", "--agent", "fake-agent", "-o", "jsonl", "hello")
-		if r.code != 0 || !strings.Contains(r.stdout, `"content":"fake says: hello"`) {
+		if r.code != 0 || !strings.Contains(r.stdout, `"content":"fake says: hello"`) ||
+			!strings.Contains(r.stdout, `"agent_session_id":"11111111-2222-4333-8444-555555555555"`) {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 		}
 	})
