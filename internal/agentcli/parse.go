@@ -310,6 +310,7 @@ type state struct {
 }
 
 func (s *state) begin(ev *Event) { s.ev = ev }
+func (s *state) end()            { s.ev = nil }
 
 // modelID is the model the stream named, else the invocation's, else the
 // one LookupModel finds for the session (asked once).
@@ -320,7 +321,6 @@ func (s *state) modelID() string {
 	}
 	return s.model
 }
-func (s *state) end() { s.ev = nil }
 
 func (s *state) emit(m protocol.Message) { s.ev.Messages = append(s.ev.Messages, m) }
 

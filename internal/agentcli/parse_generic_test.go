@@ -100,48 +100,42 @@ func runGeneric(t *testing.T, id, prompt string) genericRun {
 	return g
 }
 
-// TestGenericJSONLParser: a sixth CLI defined only by YAML (its own JSON
-// shape, mapped by the jsonl parser) shows text, thinking, a tool call and
-// usage; its error line is classified by the adapter's patterns.
-func TestGenericJSONLParser(t *testing.T) {
+// TestGenericParsers: a sixth CLI defined only by YAML (its own JSON shape,
+// mapped by the jsonl parser) shows text, thinking, a tool call and usage;
+// an aider-like plain-text CLI works with the text parser (its lines are
+// the answer, banner lines are skipped, the session id, token counts and
+// cost come from their regexps). An error line of either is classified by
+// the adapter's patterns.
+func TestGenericParsers(t *testing.T) {
 	t.Parallel()
-	got := runGeneric(t, "fake-jsonl-agent", "run echo hi")
-	want := genericRun{
-		Events:   "response_start response_chunk*2 response_end tool_call tool_start tool_output tool_end response_start response_chunk response_end",
-		Text:     "Running a tool. Done: hi",
-		Thinking: "Let me run it.",
-		Tools:    []string{`shell {"cmd":"echo hi"} → hi ok`},
-		Usage:    [2]int64{51, 12}, Cost: 0.0022, Models: []string{"fake-gen-1", "fake-gen-1"},
-		Session: "gen-7f3a", Result: "Done: hi",
+	tests := []struct {
+		id, prompt string
+		want       genericRun
+	}{
+		{"fake-jsonl-agent", "run echo hi", genericRun{
+			Events:   "response_start response_chunk*2 response_end tool_call tool_start tool_output tool_end response_start response_chunk response_end",
+			Text:     "Running a tool. Done: hi",
+			Thinking: "Let me run it.",
+			Tools:    []string{`shell {"cmd":"echo hi"} → hi ok`},
+			Usage:    [2]int64{51, 12}, Cost: 0.0022, Models: []string{"fake-gen-1", "fake-gen-1"},
+			Session: "gen-7f3a", Result: "Done: hi",
+		}},
+		{"fake-jsonl-agent", "fail please", genericRun{Events: "error", Session: "gen-7f3a", Category: AuthExpired}},
+		{"fake-aider", "hi there", genericRun{
+			Events: "response_start response_chunk*2 response_end",
+			Text:   "Hello from aider.\nYou said: hi there\n",
+			Usage:  [2]int64{1200, 45}, Cost: 0.0031, Models: []string{""},
+			Session: "aid-42", Result: "Hello from aider.\nYou said: hi there",
+		}},
+		{"fake-aider", "fail please", genericRun{Events: "error", Session: "aid-42", Category: AuthExpired}},
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
-	}
-	failed := runGeneric(t, "fake-jsonl-agent", "fail please")
-	if failed.Category != AuthExpired || failed.Session != "gen-7f3a" {
-		t.Errorf("error line: category %q, session %q", failed.Category, failed.Session)
-	}
-}
-
-// TestGenericTextParser: an aider-like plain-text CLI works with the text
-// parser: its lines are the answer, banner lines are skipped, the session
-// id, token counts and cost come from their regexps, and an error line is
-// classified.
-func TestGenericTextParser(t *testing.T) {
-	t.Parallel()
-	got := runGeneric(t, "fake-aider", "hi there")
-	want := genericRun{
-		Events: "response_start response_chunk*2 response_end",
-		Text:   "Hello from aider.\nYou said: hi there\n",
-		Usage:  [2]int64{1200, 45}, Cost: 0.0031, Models: []string{""},
-		Session: "aid-42", Result: "Hello from aider.\nYou said: hi there",
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
-	}
-	failed := runGeneric(t, "fake-aider", "fail please")
-	if failed.Category != AuthExpired {
-		t.Errorf("error line: category %q", failed.Category)
+	for _, tt := range tests {
+		t.Run(tt.id+"/"+tt.prompt, func(t *testing.T) {
+			t.Parallel()
+			if diff := cmp.Diff(tt.want, runGeneric(t, tt.id, tt.prompt)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -120,9 +119,7 @@ reported with its line and column and left out; the others are listed.`,
 				if problems != nil {
 					out.Invalid = strings.Split(problems.Error(), "\n")
 				}
-				enc := json.NewEncoder(io.Out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(out)
+				return printJSON(io, out)
 			}
 			w := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tVERSION\tPATH\tCAPABILITIES")
@@ -173,9 +170,7 @@ Claude Code's init event (the list its last run through Maestro published).`,
 				info.SlashCommands = &sc
 			}
 			if asJSON {
-				enc := json.NewEncoder(io.Out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(info)
+				return printJSON(io, info)
 			}
 			printAgent(io, info)
 			return nil
