@@ -214,3 +214,44 @@ func equalFloats(a, b []float64) bool {
 	}
 	return true
 }
+
+// TestModelIDFromSessionStorage: with no --model, Codex's and OpenCode's
+// response_end name the model their session storage recorded for the
+// session (Codex's rollout turn_context, OpenCode's messages), read from
+// the captured storage trees of testdata/sessions.
+func TestModelIDFromSessionStorage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		id, dir, stream, from, session, model string
+	}{
+		{"codex", "codex-0.169.0", "plain-turn", "01a2024c-f6b3-73e2-a089-dbedc6848b33", "01a209e9-aa5a-7c03-bd1b-cc2faef66424", "gpt-5.5"},
+		{"opencode", "opencode-1.18.33", "plain-turn", "ses_dfdb2f591ffeBc2xWUL728W81z", "ses_df604e0f9ffeSGmTdp0zNfyKEZ", "fake-model"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.id, func(t *testing.T) {
+			t.Parallel()
+			// The captured stream, as if it were the stored session's.
+			data, err := os.ReadFile(filepath.Join("testdata", tt.dir, tt.stream+".jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			stream := filepath.Join(t.TempDir(), "stream.jsonl")
+			if err := os.WriteFile(stream, bytes.ReplaceAll(data, []byte(tt.from), []byte(tt.session)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			home, err := filepath.Abs(filepath.Join("testdata", "sessions", tt.dir, "home"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := runFixture(t, mustDef(t, tt.id), stream, home, Invocation{Prompt: "hi"})
+			if r.err != nil || len(r.ends) == 0 {
+				t.Fatalf("err %v, %d response_end", r.err, len(r.ends))
+			}
+			for _, e := range r.ends {
+				if e.Usage.ModelID != tt.model {
+					t.Errorf("response_end model_id %q, want %q", e.Usage.ModelID, tt.model)
+				}
+			}
+		})
+	}
+}
