@@ -33,8 +33,13 @@ type Definition struct {
 	VersionArgs    []string `yaml:"version_args"`
 	VersionPattern string   `yaml:"version_pattern"`
 	// Parser names the stdout parser: claude-stream-json, codex-json,
-	// gemini-stream-json, opencode-json or qwen-stream-json.
+	// gemini-stream-json, opencode-json, qwen-stream-json, or one of the
+	// generic parsers configured below: text (TextParser) and jsonl (JSONL).
 	Parser string `yaml:"parser"`
+	// TextParser configures the text parser (parser: text).
+	TextParser TextParserConfig `yaml:"text_parser"`
+	// JSONL configures the jsonl mapping parser (parser: jsonl).
+	JSONL JSONLMapping `yaml:"jsonl"`
 	// SessionStorage names the session reader: claude-projects,
 	// codex-rollouts, gemini-chats, opencode-sqlite, qwen-projects or none.
 	SessionStorage string `yaml:"session_storage"`
@@ -47,6 +52,9 @@ type Definition struct {
 	FullAccessEnv map[string]string `yaml:"full_access_env"`
 	// Capabilities is the capability set.
 	Capabilities Capabilities `yaml:"capabilities"`
+	// SlashCommandsProbe, when set, asks the CLI for its slash commands
+	// (slash.go); else they are read from its runs (Claude's init event).
+	SlashCommandsProbe SlashCommandsProbe `yaml:"slash_commands_probe"`
 	// ContextWindow is the default context window in tokens.
 	ContextWindow int `yaml:"context_window"`
 	// Errors are the error patterns (Go regexps, matched case-insensitively
@@ -58,6 +66,9 @@ type Definition struct {
 	// Source is where the definition was loaded from ("builtin:claude-code.yaml"
 	// or a file path); set by the loader.
 	Source string `yaml:"-"`
+	// Overrides is set by the loader on a user file whose id is a built-in
+	// one (it replaces that definition).
+	Overrides bool `yaml:"-"`
 }
 
 // Args are the argument builders of a Definition. Token lists may hold the
@@ -92,6 +103,9 @@ type Args struct {
 	// NoPromptSeparator.
 	Prompt            []string `yaml:"prompt"`
 	NoPromptSeparator bool     `yaml:"no_prompt_separator"`
+	// Streaming is added after json_output when the streaming capability
+	// is on (Claude's --include-partial-messages: token-level deltas).
+	Streaming []string `yaml:"streaming"`
 }
 
 // Capabilities is the capability set of an agent CLI (founding document

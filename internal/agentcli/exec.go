@@ -33,6 +33,9 @@ type Executor struct {
 	// KillGrace is how long an interrupted CLI gets between SIGTERM and
 	// SIGKILL of its process group (default 1 s).
 	KillGrace time.Duration
+	// SlashCommandsDir, when set, keeps the slash commands a run publishes
+	// (Claude's init event) for maestro agents show (slash.go).
+	SlashCommandsDir string
 	// Permission, when set and the definition supports it (RelaySupported),
 	// receives the CLI's tool permission prompts over stdio (relay.go);
 	// otherwise the CLI decides alone, per its permission arguments.
@@ -163,7 +166,13 @@ func (t *tail) String() string {
 // open until the turn's result so that permission requests are answered
 // through x.Permission.
 func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)) (*RunResult, error) {
-	def := x.Def
+	def, inv, notes, err := x.Def.gate(inv) // capability gates (gate.go)
+	if err != nil {
+		return &RunResult{}, err
+	}
+	for _, n := range notes {
+		sink(Event{Messages: []protocol.Message{protocol.Status{Message: n}}})
+	}
 	relay := x.Permission != nil && RelaySupported(def)
 	var args, input []string
 	var warning string
@@ -178,7 +187,7 @@ func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)
 	} else {
 		args, warning = def.Argv(inv)
 	}
-	p, err := NewParser(def.Parser, ParserOptions{Provider: def.ID, Classifier: NewClassifier(def)})
+	p, err := NewParser(def.Parser, x.parserOptions(ctx, inv, x.environ(inv)))
 	if err != nil {
 		return &RunResult{}, fmt.Errorf("start %s: %w", def.ID, err)
 	}
@@ -234,6 +243,7 @@ func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)
 	answers.Wait()
 
 	res.SessionID, res.Result, res.Stats = p.SessionID(), p.Result(), p.Stats()
+	x.saveSlashCommands(p)
 	if res.SessionID == "" {
 		res.SessionID = inv.SessionID
 	}

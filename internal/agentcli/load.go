@@ -254,6 +254,10 @@ func (d *decoder) validate(root *yaml.Node, def *Definition) {
 	if !slices.Contains(ParserNames(), def.Parser) {
 		d.errorf(at("parser"), "parser", "%q is not a parser (known: %s)", def.Parser, strings.Join(ParserNames(), ", "))
 	}
+	d.validateGenericParser(root, def)
+	if pr := def.SlashCommandsProbe; len(pr.Args) > 0 && !validPath(pr.Keys) {
+		d.errorf(at("slash_commands_probe"), "slash_commands_probe.keys", "%q is not a path (keys separated by '.', list indices as [n])", pr.Keys)
+	}
 	if def.SessionStorage != "" && !slices.Contains(StorageNames(), def.SessionStorage) {
 		d.errorf(at("session_storage"), "session_storage", "%q is not a session storage (known: %s)", def.SessionStorage, strings.Join(StorageNames(), ", "))
 	}
@@ -314,6 +318,70 @@ func (d *decoder) validate(root *yaml.Node, def *Definition) {
 		}
 		if !slices.Contains(AllCategories, c) {
 			d.errorf(n, "exit_codes."+code, "%q is not an error category", c)
+		}
+	}
+}
+
+// validateGenericParser checks text_parser and jsonl: set only for their
+// parser, valid regexps and paths, a when on every rule.
+func (d *decoder) validateGenericParser(root *yaml.Node, def *Definition) {
+	if n := find(root, "text_parser"); n != nil && def.Parser != "text" {
+		d.errorf(n, "text_parser", "only read by parser: text")
+	}
+	if n := find(root, "jsonl"); n != nil && def.Parser != "jsonl" {
+		d.errorf(n, "jsonl", "only read by parser: jsonl")
+	}
+	switch def.Parser {
+	case "text":
+		tp := find(root, "text_parser")
+		for _, key := range []string{"session_id", "input_tokens", "output_tokens", "cost", "error"} {
+			if n := find(tp, key); n != nil {
+				if _, err := regexp.Compile(n.Value); err != nil {
+					d.errorf(n, "text_parser."+key, "invalid regexp: %v", err)
+				}
+			}
+		}
+		if n := find(tp, "skip"); n != nil {
+			for i, c := range n.Content {
+				if _, err := regexp.Compile(c.Value); err != nil {
+					d.errorf(c, fmt.Sprintf("text_parser.skip[%d]", i), "invalid regexp: %v", err)
+				}
+			}
+		}
+	case "jsonl":
+		m := find(root, "jsonl")
+		if m == nil {
+			d.errorf(root, "jsonl", "parser jsonl needs a jsonl mapping")
+			return
+		}
+		if len(def.JSONL.Text) == 0 {
+			d.errorf(m, "jsonl.text", "at least one text rule is required")
+		}
+		for _, key := range []string{"type", "session_id", "model"} {
+			if n := find(m, key); n != nil && !validPath(n.Value) {
+				d.errorf(n, "jsonl."+key, "%q is not a path (keys separated by '.', list indices as [n])", n.Value)
+			}
+		}
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			k, list := m.Content[i], m.Content[i+1]
+			if list.Kind != yaml.SequenceNode {
+				continue
+			}
+			for j, rule := range list.Content {
+				field := fmt.Sprintf("jsonl.%s[%d]", k.Value, j)
+				if n := find(rule, "when"); n == nil || n.Value == "" {
+					d.errorf(rule, field+".when", "required: the event type this rule maps")
+				}
+				if rule.Kind != yaml.MappingNode {
+					continue
+				}
+				for x := 0; x+1 < len(rule.Content); x += 2 {
+					rk, rv := rule.Content[x], rule.Content[x+1]
+					if rk.Value != "when" && !validPath(rv.Value) {
+						d.errorf(rv, field+"."+rk.Value, "%q is not a path (keys separated by '.', list indices as [n])", rv.Value)
+					}
+				}
+			}
 		}
 	}
 }
@@ -385,6 +453,9 @@ func Load(userDir string) (*Registry, error) {
 		if err != nil {
 			errs = append(errs, err)
 			continue
+		}
+		if old, ok := r.defs[def.ID]; ok && strings.HasPrefix(old.Source, "builtin:") {
+			def.Overrides = true
 		}
 		r.defs[def.ID] = def
 	}

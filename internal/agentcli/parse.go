@@ -10,6 +10,7 @@ import (
 	"iter"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -72,7 +73,7 @@ type Stats struct {
 
 // ParserNames lists the parsers a definition may name.
 func ParserNames() []string {
-	return []string{"claude-stream-json", "codex-json", "gemini-stream-json", "opencode-json", "qwen-stream-json"}
+	return []string{"claude-stream-json", "codex-json", "gemini-stream-json", "opencode-json", "qwen-stream-json", "text", "jsonl"}
 }
 
 // ParserOptions configure a Parser.
@@ -86,6 +87,26 @@ type ParserOptions struct {
 	// BaselineUsage is the thread's running total before this process, for
 	// CLIs that report cumulative usage (Codex on resume).
 	BaselineUsage protocol.Usage
+	// Model is the model response_end usage names when the stream does not
+	// (the invocation's --model).
+	Model string
+	// LookupModel, when set, finds the model of a session whose stream
+	// names none (Codex, OpenCode: read from the CLI's session storage);
+	// called at most once, when the first response ends.
+	LookupModel func(sessionID string) string
+	// Text and JSONL configure the generic parsers (parser text / jsonl).
+	Text  TextParserConfig
+	JSONL JSONLMapping
+	// Capabilities, when set, gate what the parser reports (gate.go); nil
+	// reports everything.
+	Capabilities *Capabilities
+}
+
+// DefinitionParserOptions are the parser options of def: its id, its
+// error classifier and its generic parser configuration.
+func DefinitionParserOptions(def *Definition) ParserOptions {
+	caps := def.Capabilities
+	return ParserOptions{Provider: def.ID, Classifier: NewClassifier(def), Text: def.TextParser, JSONL: def.JSONL, Capabilities: &caps}
 }
 
 // Parser turns one CLI process's stdout lines into events. It keeps state
@@ -123,6 +144,14 @@ func NewParser(name string, opt ParserOptions) (*Parser, error) {
 		impl = newGeminiFormat()
 	case "opencode-json":
 		impl = newOpencodeFormat()
+	case "text":
+		f, err := newTextFormat(opt.Text)
+		if err != nil {
+			return nil, err
+		}
+		impl = f
+	case "jsonl":
+		impl = newJSONLFormat(opt.JSONL)
 	default:
 		return nil, fmt.Errorf("agentcli: unknown parser %q (known: %v)", name, ParserNames())
 	}
@@ -134,7 +163,7 @@ func NewParser(name string, opt ParserOptions) (*Parser, error) {
 			return "resp_" + strconv.FormatInt(time.Now().UnixMilli(), 10) + "_" + strconv.FormatUint(responseSeq.Add(1), 36)
 		}
 	}
-	return &Parser{name: name, impl: impl, st: &state{opt: opt, toolNames: map[string]string{}}}, nil
+	return &Parser{name: name, impl: impl, st: &state{opt: opt, model: opt.Model, toolNames: map[string]string{}}}, nil
 }
 
 // Name is the parser's name.
@@ -143,8 +172,24 @@ func (p *Parser) Name() string { return p.name }
 // Stats returns the counters so far.
 func (p *Parser) Stats() Stats { return p.stats }
 
-// SessionID is the session id seen so far ("" if none yet).
-func (p *Parser) SessionID() string { return p.st.sessionID }
+// SessionID is the session id seen so far ("" if none yet, or when the
+// definition has no session_id capability).
+func (p *Parser) SessionID() string {
+	if c := p.st.opt.Capabilities; c != nil && !c.SessionID {
+		return ""
+	}
+	return p.st.sessionID
+}
+
+// SlashCommands are the slash commands the CLI published (Claude Code's
+// init event), nil when none or when the definition has no slash_commands
+// capability.
+func (p *Parser) SlashCommands() []string {
+	if c := p.st.opt.Capabilities; c != nil && !c.SlashCommands {
+		return nil
+	}
+	return p.st.slashCommands
+}
 
 // Result is the final result seen so far (nil if none yet).
 func (p *Parser) Result() *Result { return p.st.result }
@@ -154,6 +199,14 @@ func (p *Parser) Result() *Result { return p.st.result }
 func (p *Parser) Feed(line []byte) Event {
 	p.stats.Lines++
 	ev := Event{Raw: line}
+	if rl, ok := p.impl.(rawLiner); ok {
+		p.st.begin(&ev)
+		rl.rawLine(p.st, line)
+		p.st.end()
+		p.st.gateEvent(&ev)
+		p.stats.Events += len(ev.Messages)
+		return ev
+	}
 	trimmed := bytes.TrimSpace(line)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		if len(trimmed) > 0 {
@@ -169,6 +222,7 @@ func (p *Parser) Feed(line []byte) Event {
 		p.stats.Unknown++
 	}
 	p.st.end()
+	p.st.gateEvent(&ev)
 	p.stats.Events += len(ev.Messages)
 	return ev
 }
@@ -181,6 +235,7 @@ func (p *Parser) Finish() Event {
 	p.impl.end(p.st)
 	p.st.closeResponse(protocol.Usage{}, 0)
 	p.st.end()
+	p.st.gateEvent(&ev)
 	p.stats.Events += len(ev.Messages)
 	return ev
 }
@@ -230,7 +285,16 @@ type state struct {
 
 	sessionID string
 	model     string
+	lookedUp  bool
 	result    *Result
+	// slashCommands are the CLI's slash commands (Claude's init event).
+	slashCommands []string
+	// held are the chunks of the open response while streaming is off;
+	// respText its answer text, lastRespText that of the last response
+	// with text (the answer when result messages are off).
+	held         []*heldChunk
+	respText     strings.Builder
+	lastRespText string
 
 	respID    string // open response, "" when none
 	respStart time.Time
@@ -247,6 +311,16 @@ type state struct {
 
 func (s *state) begin(ev *Event) { s.ev = ev }
 func (s *state) end()            { s.ev = nil }
+
+// modelID is the model the stream named, else the invocation's, else the
+// one LookupModel finds for the session (asked once).
+func (s *state) modelID() string {
+	if s.model == "" && !s.lookedUp && s.opt.LookupModel != nil && s.sessionID != "" {
+		s.lookedUp = true
+		s.model = s.opt.LookupModel(s.sessionID)
+	}
+	return s.model
+}
 
 func (s *state) emit(m protocol.Message) { s.ev.Messages = append(s.ev.Messages, m) }
 
@@ -265,6 +339,7 @@ func (s *state) openResponse() {
 	s.respID = s.opt.NewResponseID()
 	s.respStart = time.Now()
 	s.gotChunk = false
+	s.respText.Reset()
 	s.emit(protocol.ResponseStart{ResponseID: s.respID})
 }
 
@@ -276,6 +351,13 @@ func (s *state) chunk(text string, thinking bool) {
 	if !s.gotChunk {
 		s.gotChunk = true
 		s.ttft = time.Since(s.respStart).Milliseconds()
+	}
+	if !thinking {
+		s.respText.WriteString(text)
+	}
+	if c := s.opt.Capabilities; c != nil && !c.Streaming {
+		s.hold(text, thinking)
+		return
 	}
 	s.emit(protocol.ResponseChunk{ResponseID: s.respID, Content: text, IsThinking: thinking})
 }
@@ -291,7 +373,7 @@ func (s *state) closeResponse(u protocol.Usage, cost float64) {
 		u.TotalTokens = u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens
 		u.TotalCostUSD = cost
 		if u.ModelID == "" {
-			u.ModelID = s.model
+			u.ModelID = s.modelID()
 		}
 		u.Provider = s.opt.Provider
 		end := protocol.ResponseEnd{
@@ -305,6 +387,10 @@ func (s *state) closeResponse(u protocol.Usage, cost float64) {
 		if s.gotChunk {
 			t := s.ttft
 			end.TTFTMS = &t
+		}
+		s.release()
+		if s.respText.Len() > 0 {
+			s.lastRespText = s.respText.String()
 		}
 		s.emit(end)
 		s.reported = addUsage(s.reported, u)
@@ -326,6 +412,12 @@ func (s *state) toolEmit(m protocol.Message, hold bool) {
 }
 
 func (s *state) toolCall(id, name string, args json.RawMessage, hold bool) {
+	s.toolCallOnly(id, name, args, hold)
+	s.toolEmit(protocol.ToolStart{CallID: id}, hold)
+}
+
+// toolCallOnly emits a tool_call without its tool_start.
+func (s *state) toolCallOnly(id, name string, args json.RawMessage, hold bool) {
 	if len(args) == 0 || !json.Valid(args) {
 		args = json.RawMessage("{}")
 	}
@@ -334,7 +426,6 @@ func (s *state) toolCall(id, name string, args json.RawMessage, hold bool) {
 		s.tools = slices.Insert(s.tools, i, name)
 	}
 	s.toolEmit(protocol.ToolCall{CallID: id, Tool: name, Args: args}, hold)
-	s.toolEmit(protocol.ToolStart{CallID: id}, hold)
 }
 
 func (s *state) toolOutput(id, content string, hold bool) {

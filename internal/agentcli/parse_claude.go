@@ -32,8 +32,14 @@ type claudeParser struct {
 	// synthetic holds the text of a <synthetic> assistant message (Claude
 	// writes API errors that way).
 	synthetic string
+	// streamed is the message id whose text came as partial deltas.
+	streamed string
 	// closed is the message id whose response already ended at a tool_use.
 	closed string
+	// turnBase is the usage reported when the current turn began;
+	// costSoFar the total_cost_usd of the stream's last result.
+	turnBase  protocol.Usage
+	costSoFar float64
 	// thinkingOnly is set while the current message has had only thinking
 	// blocks (Qwen sends a model call's reasoning as its own assistant
 	// message, with a new id and no usage, before the answer's message).
@@ -73,12 +79,27 @@ type claudeMessage struct {
 	Usage   *claudeUsage    `json:"usage"`
 }
 
+// claudeStreamEvent is the API streaming event of a stream_event line.
+type claudeStreamEvent struct {
+	Type    string `json:"type"`
+	Message struct {
+		ID string `json:"id"`
+	} `json:"message"`
+	Delta struct {
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		Thinking string `json:"thinking"`
+	} `json:"delta"`
+}
+
 type claudeLine struct {
 	envelope
 	Subtype   string        `json:"subtype"`
 	SessionID string        `json:"session_id"`
 	Model     string        `json:"model"`
 	Message   claudeMessage `json:"message"`
+	// system/init
+	SlashCommands []string `json:"slash_commands"`
 	// system/api_retry
 	Attempt     int    `json:"attempt"`
 	MaxRetries  int    `json:"max_retries"`
@@ -94,6 +115,14 @@ type claudeLine struct {
 	NumTurns          int             `json:"num_turns"`
 	DurationMS        int64           `json:"duration_ms"`
 	PermissionDenials json.RawMessage `json:"permission_denials"`
+	// ModelUsageSinceLastResult is the per-model usage and cost of this
+	// turn (Claude Code 2.1; total_cost_usd is the session's running
+	// total, earlier turns and resumed processes included).
+	ModelUsageSinceLastResult map[string]struct {
+		CostUSD float64 `json:"costUSD"`
+	} `json:"model_usage_since_last_result"`
+	// Event is a stream_event's API event (partial messages).
+	Event *claudeStreamEvent `json:"event"`
 	// Errors explain an is_error result with no result text (Claude Code
 	// 2.1: "No conversation found with session ID: …" on a bad resume).
 	Errors json.RawMessage `json:"errors"`
@@ -105,9 +134,11 @@ func newClaudeFormat(qwen bool) format[claudeLine, *claudeLine] {
 	m := map[string]handler[*claudeLine]{
 		"system": p.system, "assistant": p.assistant, "user": p.user, "result": p.result,
 	}
-	// Partial-message events (--include-partial-messages) duplicate the
-	// assistant lines; Qwen also reports goal state there.
-	on(m, ignore, "stream_event", "control_request", "control_response", "keep_alive", "rate_limit_event")
+	// Partial-message events (--include-partial-messages) carry the
+	// token-level deltas of the assistant lines that follow; Qwen also
+	// reports goal state there.
+	m["stream_event"] = p.streamEvent
+	on(m, ignore, "control_request", "control_response", "keep_alive", "rate_limit_event")
 	return format[claudeLine, *claudeLine]{each: p.each, on: m, finish: p.finish}
 }
 
@@ -143,6 +174,9 @@ func (p *claudeParser) system(st *state, l *claudeLine, _ []byte) bool {
 		if l.Model != "" {
 			st.model = strings.TrimSuffix(l.Model, "[1m]")
 		}
+		if len(l.SlashCommands) > 0 {
+			st.slashCommands = l.SlashCommands
+		}
 	case "api_retry":
 		msg := fmt.Sprint(l.ErrorText)
 		st.ev.Retry = &Retry{Attempt: l.Attempt, Max: l.MaxRetries, Status: l.ErrorStatus, Message: msg}
@@ -163,19 +197,12 @@ func (p *claudeParser) assistant(st *state, l *claudeLine, _ []byte) bool {
 	if m.Model != "" {
 		st.model = m.Model
 	}
-	if m.ID != p.msgID {
-		// Qwen's reasoning message and the answer that follows are one
-		// model call: one response.
-		u := p.msgUsage
-		if !p.qwen || !p.thinkingOnly || st.respID == "" || u.InputTokens+u.OutputTokens+u.CacheReadTokens+u.CacheWriteTokens > 0 {
-			p.endMessage(st)
-		}
-		p.msgID = m.ID
-		p.thinkingOnly = true
-	}
+	p.newMessage(st, m.ID)
 	if m.Usage != nil {
 		p.msgUsage = m.Usage.protocol(st.model)
 	}
+	// Text already streamed as deltas is not sent again.
+	streamed := p.streamed == m.ID
 	for _, b := range blocks(m.Content) {
 		switch b.Type {
 		case "text":
@@ -183,10 +210,14 @@ func (p *claudeParser) assistant(st *state, l *claudeLine, _ []byte) bool {
 				p.synthetic += b.Text
 				continue
 			}
-			st.chunk(b.Text, false)
+			if !streamed {
+				st.chunk(b.Text, false)
+			}
 			p.lastText.WriteString(b.Text)
 		case "thinking":
-			st.chunk(b.Thinking, true)
+			if !streamed {
+				st.chunk(b.Thinking, true)
+			}
 			continue
 		case "tool_use":
 			// The model call is over: its response ends, the tool runs.
@@ -198,6 +229,47 @@ func (p *claudeParser) assistant(st *state, l *claudeLine, _ []byte) bool {
 			st.toolCall(b.ID, b.Name, b.Input, false)
 		}
 		p.thinkingOnly = false
+	}
+	return true
+}
+
+// newMessage starts model message id (a no-op for the current one).
+func (p *claudeParser) newMessage(st *state, id string) {
+	if id == p.msgID {
+		return
+	}
+	// Qwen's reasoning message and the answer that follows are one model
+	// call: one response.
+	u := p.msgUsage
+	if !p.qwen || !p.thinkingOnly || st.respID == "" || u.InputTokens+u.OutputTokens+u.CacheReadTokens+u.CacheWriteTokens > 0 {
+		p.endMessage(st)
+	}
+	p.msgID = id
+	p.thinkingOnly = true
+}
+
+// streamEvent: a partial-message event. message_start starts the model
+// message; text and thinking deltas are chunks (token-level streaming).
+func (p *claudeParser) streamEvent(st *state, l *claudeLine, _ []byte) bool {
+	e := l.Event
+	if e == nil {
+		return true
+	}
+	switch e.Type {
+	case "message_start":
+		if e.Message.ID != "" {
+			p.newMessage(st, e.Message.ID)
+		}
+	case "content_block_delta":
+		switch e.Delta.Type {
+		case "text_delta":
+			p.streamed = p.msgID
+			st.chunk(e.Delta.Text, false)
+			p.thinkingOnly = false
+		case "thinking_delta":
+			p.streamed = p.msgID
+			st.chunk(e.Delta.Thinking, true)
+		}
 	}
 	return true
 }
@@ -221,16 +293,27 @@ func (p *claudeParser) user(st *state, l *claudeLine, _ []byte) bool {
 
 // result: the turn's end.
 func (p *claudeParser) result(st *state, l *claudeLine, raw []byte) bool {
+	cost := p.turnCost(l)
 	r := &Result{SessionID: l.SessionID, Text: l.Result, IsError: l.IsError, Subtype: l.Subtype,
-		CostUSD: l.TotalCostUSD, NumTurns: l.NumTurns, DurationMS: l.DurationMS}
+		CostUSD: cost, NumTurns: l.NumTurns, DurationMS: l.DurationMS}
 	var denials []json.RawMessage
 	if json.Unmarshal(l.PermissionDenials, &denials) == nil {
 		r.PermissionDenials = len(denials)
 	}
+	// What earlier responses of this turn reported (a stream may hold
+	// several turns: stream-json input).
+	turnReported := subUsage(st.reported, p.turnBase)
 	if l.Usage != nil {
 		r.Usage = l.Usage.protocol(st.model)
+		if p.qwen {
+			// Qwen's result usage is a running total of the session (a
+			// resumed turn includes the earlier ones, and 0.24 counts each
+			// call twice): the turn's usage is that of its messages.
+			r.Usage = addUsage(turnReported, p.msgUsage)
+			r.Usage.ModelID = st.model
+		}
 		r.Usage.TotalTokens = r.Usage.InputTokens + r.Usage.OutputTokens + r.Usage.CacheReadTokens + r.Usage.CacheWriteTokens
-		r.Usage.TotalCostUSD = l.TotalCostUSD
+		r.Usage.TotalCostUSD = cost
 		r.Usage.Provider = st.opt.Provider
 	}
 	if r.Text == "" && !l.IsError {
@@ -241,13 +324,14 @@ func (p *claudeParser) result(st *state, l *claudeLine, raw []byte) bool {
 	if st.respID != "" {
 		u := p.msgUsage
 		if l.Usage != nil {
-			rest := subUsage(r.Usage, st.reported)
+			rest := subUsage(r.Usage, turnReported)
 			if rest.InputTokens+rest.OutputTokens+rest.CacheReadTokens+rest.CacheWriteTokens > 0 {
 				u = rest
 			}
 		}
-		st.closeResponse(u, l.TotalCostUSD)
+		st.closeResponse(u, cost)
 	}
+	p.turnBase = st.reported
 	p.msgUsage = protocol.Usage{}
 	if l.IsError || p.synthetic != "" {
 		r.IsError = true
@@ -255,6 +339,22 @@ func (p *claudeParser) result(st *state, l *claudeLine, raw []byte) bool {
 	}
 	st.finishResult(r)
 	return true
+}
+
+// turnCost is the cost of the turn l ends: the costs since the last
+// result when Claude names them, else what total_cost_usd grew by in this
+// stream.
+func (p *claudeParser) turnCost(l *claudeLine) float64 {
+	total := l.TotalCostUSD
+	defer func() { p.costSoFar = max(p.costSoFar, total) }()
+	if l.ModelUsageSinceLastResult != nil {
+		var c float64
+		for _, m := range l.ModelUsageSinceLastResult {
+			c += m.CostUSD
+		}
+		return c
+	}
+	return max(total-p.costSoFar, 0)
 }
 
 // errorMessage explains an error result: error.message, the result text,

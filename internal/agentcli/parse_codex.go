@@ -58,6 +58,17 @@ type codexUsage struct {
 	OutputTokens          int64 `json:"output_tokens"`
 }
 
+// protocol converts to Maestro's convention (cached_input_tokens and
+// cache_write_input_tokens are subsets of input_tokens).
+func (u codexUsage) protocol() protocol.Usage {
+	return protocol.Usage{
+		InputTokens:      max(u.InputTokens-u.CachedInputTokens-u.CacheWriteInputTokens, 0),
+		CacheReadTokens:  u.CachedInputTokens,
+		CacheWriteTokens: u.CacheWriteInputTokens,
+		OutputTokens:     u.OutputTokens,
+	}
+}
+
 type codexLine struct {
 	envelope
 	ThreadID string      `json:"thread_id"`
@@ -206,15 +217,9 @@ func (p *codexParser) turnCompleted(st *state, l *codexLine, _ []byte) bool {
 	r := &Result{Text: p.lastText, Subtype: "success"}
 	var u protocol.Usage
 	if l.Usage != nil {
-		total := protocol.Usage{
-			InputTokens:      max(l.Usage.InputTokens-l.Usage.CachedInputTokens-l.Usage.CacheWriteInputTokens, 0),
-			CacheReadTokens:  l.Usage.CachedInputTokens,
-			CacheWriteTokens: l.Usage.CacheWriteInputTokens,
-			OutputTokens:     l.Usage.OutputTokens,
-		}
-		u = subUsage(total, st.opt.BaselineUsage)
-		u.ModelID = st.model
+		u = subUsage(l.Usage.protocol(), st.opt.BaselineUsage)
 	}
+	u.ModelID = st.modelID()
 	st.closeResponse(u, 0)
 	r.Usage = u
 	r.Usage.TotalTokens = u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens

@@ -107,6 +107,15 @@ func (s *codexStore) List(ctx context.Context, project string) ([]SessionInfo, e
 }
 
 func (s *codexStore) Read(ctx context.Context, id string) (*Transcript, error) {
+	found, err := s.find(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return parseCodexRollout(found)
+}
+
+// find returns the rollout file of id.
+func (s *codexStore) find(ctx context.Context, id string) (string, error) {
 	var found string
 	errFound := errors.New("found")
 	err := s.rollouts(ctx, func(path string) error {
@@ -117,12 +126,12 @@ func (s *codexStore) Read(ctx context.Context, id string) (*Transcript, error) {
 		return errFound
 	})
 	if err != nil && !errors.Is(err, errFound) {
-		return nil, err
+		return "", err
 	}
 	if found == "" || id == "" {
-		return nil, notFound(s.Kind(), id, filepath.Join(s.root, "sessions", "YYYY", "MM", "DD", "rollout-*-<id>.jsonl"))
+		return "", notFound(s.Kind(), id, filepath.Join(s.root, "sessions", "YYYY", "MM", "DD", "rollout-*-<id>.jsonl"))
 	}
-	return parseCodexRollout(found)
+	return found, nil
 }
 
 type rolloutRecord struct {

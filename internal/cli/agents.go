@@ -2,7 +2,9 @@ package cli
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -14,14 +16,32 @@ import (
 )
 
 // agentRegistry loads the built-in agent CLI definitions and the user's
-// ~/.maestro/agents/*.yaml.
+// ~/.maestro/agents/*.yaml. An invalid user file is reported on stderr
+// (file:line:col) and left out; the other definitions still work.
 func agentRegistry(io *IOStreams) (*agentcli.Registry, error) {
+	reg, _, err := agentRegistryProblems(io)
+	return reg, err
+}
+
+// agentRegistryProblems is agentRegistry, also returning the load problems
+// of user files (already reported on stderr).
+func agentRegistryProblems(io *IOStreams) (*agentcli.Registry, error, error) {
 	home, err := config.Home(io.Getenv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return agentcli.Load(filepath.Join(home, "agents"))
+	reg, problems := agentcli.Load(agentsDir(home))
+	if reg == nil {
+		return nil, nil, problems
+	}
+	if problems != nil {
+		fmt.Fprintf(io.ErrOut, "warning: agent definitions left out:\n%s\n", problems)
+	}
+	return reg, problems, nil
 }
+
+// agentsDir holds the user's agent definitions.
+func agentsDir(home string) string { return filepath.Join(home, "agents") }
 
 func newAgentsCmd(io *IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
@@ -30,19 +50,76 @@ func newAgentsCmd(io *IOStreams) *cobra.Command {
 		Long: `Agent CLIs are described by YAML definitions: the built-in ones, plus any
 ~/.maestro/agents/*.yaml you write (see docs/agent-clis.md).`,
 	}
-	cmd.AddCommand(newAgentsListCmd(io), newAgentsParseCmd(io))
+	cmd.AddCommand(newAgentsListCmd(io), newAgentsShowCmd(io), newAgentsParseCmd(io))
 	return cmd
 }
 
+// agentInfo is one agent of maestro agents list --json / show --json.
+type agentInfo struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Source is "built-in", "user file" or "override" (a user file that
+	// replaces a built-in); File is the user file.
+	Source         string          `json:"source"`
+	File           string          `json:"file,omitempty"`
+	Binary         string          `json:"binary"`
+	Path           string          `json:"path,omitempty"`
+	Version        string          `json:"version,omitempty"`
+	Parser         string          `json:"parser"`
+	SessionStorage string          `json:"session_storage,omitempty"`
+	Capabilities   map[string]bool `json:"capabilities"`
+	// SlashCommands (show only) and why there are none.
+	SlashCommands *agentcli.SlashCommands `json:"slash_commands,omitempty"`
+	SlashProblem  string                  `json:"slash_commands_problem,omitempty"`
+}
+
+func describeAgent(cmd *cobra.Command, io *IOStreams, def *agentcli.Definition) agentInfo {
+	info := agentInfo{ID: def.ID, Name: def.Name, Source: "built-in", Binary: def.Binary, Parser: def.Parser,
+		SessionStorage: def.SessionStorage, Capabilities: map[string]bool{}}
+	if !strings.HasPrefix(def.Source, "builtin:") {
+		info.Source, info.File = "user file", def.Source
+		if def.Overrides {
+			info.Source = "override"
+		}
+	}
+	for _, f := range def.Capabilities.Flags() {
+		info.Capabilities[f.Name] = f.On
+	}
+	det := agentcli.Detect(cmd.Context(), def, io.Getenv("PATH"))
+	info.Path, info.Version = det.Path, det.Version
+	return info
+}
+
+// agentsListed is maestro agents list --json: the agents, and the user
+// files left out with their faults.
+type agentsListed struct {
+	Agents  []agentInfo `json:"agents"`
+	Invalid []string    `json:"invalid"`
+}
+
 func newAgentsListCmd(io *IOStreams) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List agent CLIs: detected binary, version and capabilities",
-		Args:  cobra.NoArgs,
+		Long: `Lists every agent CLI definition: built-in, user file (~/.maestro/agents/*.yaml)
+or override (a user file replacing a built-in). An invalid user file is
+reported with its line and column and left out; the others are listed.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			reg, err := agentRegistry(io)
+			reg, problems, err := agentRegistryProblems(io)
 			if err != nil {
 				return failErr(err)
+			}
+			if asJSON {
+				out := agentsListed{Agents: []agentInfo{}, Invalid: []string{}}
+				for _, def := range reg.All() {
+					out.Agents = append(out.Agents, describeAgent(cmd, io, def))
+				}
+				if problems != nil {
+					out.Invalid = strings.Split(problems.Error(), "\n")
+				}
+				return printJSON(io, out)
 			}
 			w := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tVERSION\tPATH\tCAPABILITIES")
@@ -59,9 +136,103 @@ func newAgentsListCmd(io *IOStreams) *cobra.Command {
 			return w.Flush()
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: display name, source, binary, version and every capability flag")
+	return cmd
 }
 
-// capabilityNames lists the true capabilities by YAML name.
+func newAgentsShowCmd(io *IOStreams) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one agent CLI: source, binary, parser, every capability and its slash commands",
+		Long: `Shows one agent CLI definition and its slash commands, read where the CLI
+publishes them: OpenCode's resolved configuration (opencode debug config),
+Claude Code's init event (the list its last run through Maestro published).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			reg, err := agentRegistry(io)
+			if err != nil {
+				return failErr(err)
+			}
+			def, ok := reg.Get(args[0])
+			if !ok {
+				return usageErr("%q: unknown agent (known: %s)", args[0], strings.Join(reg.IDs(), ", "))
+			}
+			home, err := config.Home(io.Getenv)
+			if err != nil {
+				return failErr(err)
+			}
+			info := describeAgent(cmd, io, def)
+			sc, err := agentcli.ReadSlashCommands(cmd.Context(), def, info.Path, agentcli.SlashCommandsDir(agentsDir(home)), probeEnv(io))
+			if err != nil {
+				info.SlashProblem = err.Error()
+			} else {
+				info.SlashCommands = &sc
+			}
+			if asJSON {
+				return printJSON(io, info)
+			}
+			printAgent(io, info)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// probeEnv is the environment a CLI probe runs with: the process's, with
+// HOME and PATH as io sees them.
+func probeEnv(io *IOStreams) []string {
+	env := os.Environ()
+	for _, k := range []string{"HOME", "PATH"} {
+		if v := io.Getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+func printAgent(io *IOStreams, info agentInfo) {
+	w := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
+	src := info.Source
+	if info.File != "" {
+		src += " (" + info.File + ")"
+	}
+	path, version := info.Path, info.Version
+	if path == "" {
+		path, version = "not found ("+info.Binary+")", "-"
+	}
+	fmt.Fprintf(w, "id\t%s\nname\t%s\nsource\t%s\nbinary\t%s\nversion\t%s\nparser\t%s\nsession storage\t%s\n",
+		info.ID, info.Name, src, path, version, info.Parser, info.SessionStorage)
+	var on, off []string
+	for name, v := range info.Capabilities {
+		if v {
+			on = append(on, name)
+		} else {
+			off = append(off, name)
+		}
+	}
+	slices.Sort(on)
+	slices.Sort(off)
+	fmt.Fprintf(w, "capabilities\t%s\nwithout\t%s\n", strings.Join(on, ", "), strings.Join(off, ", "))
+	if info.SlashCommands != nil {
+		fmt.Fprintf(w, "slash commands\t%s\n\t(from %s)\n", strings.Join(prefixed("/", info.SlashCommands.Commands), " "), info.SlashCommands.Source)
+	} else {
+		fmt.Fprintf(w, "slash commands\t-\t%s\n", info.SlashProblem)
+	}
+	_ = w.Flush()
+}
+
+func prefixed(p string, list []string) []string {
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i] = p + s
+	}
+	return out
+}
+
+// capabilityNames lists the true capabilities by short name (the table of
+// maestro agents list; --json has every flag by its YAML name).
 func capabilityNames(c agentcli.Capabilities) []string {
 	pairs := []struct {
 		name string
@@ -101,7 +272,7 @@ final result, classified error and counters. For debugging adapters.`,
 			if !ok {
 				return usageErr("--agent %q: unknown agent (known: %s)", agent, strings.Join(reg.IDs(), ", "))
 			}
-			p, err := agentcli.NewParser(def.Parser, agentcli.ParserOptions{Provider: def.ID, Classifier: agentcli.NewClassifier(def)})
+			p, err := agentcli.NewParser(def.Parser, agentcli.DefinitionParserOptions(def))
 			if err != nil {
 				return failErr(err)
 			}

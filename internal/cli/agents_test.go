@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -33,7 +34,8 @@ func TestAgentsCommands(t *testing.T) {
 	t.Run("run --agent with a user adapter", func(t *testing.T) {
 		t.Parallel()
 		r := runCLI(t, env, "run", "--agent", "fake-agent", "-o", "jsonl", "hello")
-		if r.code != 0 || !strings.Contains(r.stdout, `"content":"fake says: hello"`) {
+		if r.code != 0 || !strings.Contains(r.stdout, `"content":"fake says: hello"`) ||
+			!strings.Contains(r.stdout, `"agent_session_id":"11111111-2222-4333-8444-555555555555"`) {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 		}
 	})
@@ -105,4 +107,65 @@ func runCLIStreams(t *testing.T, stdin io.Reader, stdout interface {
 	defer cancel()
 	code := Run(ctx, ios, args)
 	return result{code: code, stdout: stdout.String(), stderr: stderr.String(), home: home}
+}
+
+// TestAgentsListAndShow: agents list --json names each definition's source
+// (a user file replacing a built-in is an override) and every capability;
+// agents show lists the slash commands the CLI publishes (OpenCode's
+// resolved configuration, from a fake opencode on PATH).
+func TestAgentsListAndShow(t *testing.T) {
+	t.Parallel()
+	home, bin := t.TempDir(), t.TempDir()
+	write := func(path, content string, mode os.FileMode) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(home, "agents", "codex.yaml"), "id: codex\nname: My Codex\nbinary: /opt/codex\nparser: codex-json\ncapabilities:\n  usage_stats: true\n", 0o644)
+	write(filepath.Join(bin, "opencode"), "#!/bin/sh\ncase \"$1 $2\" in\n  \"debug config\") echo '{\"command\":{\"ship\":{\"template\":\"x\"}}}';;\n  *) echo 1.18.33;;\nesac\n", 0o755)
+	env := map[string]string{"MAESTRO_HOME": home, "PATH": bin + string(os.PathListSeparator) + "/usr/bin:/bin"}
+
+	r := runCLI(t, env, "agents", "list", "--json")
+	var listed struct {
+		Agents []struct {
+			ID, Name, Source, File string
+			Capabilities           map[string]bool
+		}
+		Invalid []string
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &listed); r.code != 0 || err != nil {
+		t.Fatalf("exit %d, %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
+	}
+	sources := map[string]string{}
+	for _, a := range listed.Agents {
+		sources[a.ID] = a.Name + "/" + a.Source
+		if a.ID == "codex" && (a.Capabilities["usage_stats"] != true || a.Capabilities["resume"] != false || !strings.HasSuffix(a.File, "codex.yaml")) {
+			t.Errorf("codex: %+v", a)
+		}
+	}
+	want := map[string]string{"codex": "My Codex/override", "claude-code": "Claude Code/built-in", "opencode": "OpenCode/built-in"}
+	for id, w := range want {
+		if sources[id] != w {
+			t.Errorf("%s: %q, want %q", id, sources[id], w)
+		}
+	}
+	if len(listed.Invalid) != 0 {
+		t.Errorf("invalid: %v", listed.Invalid)
+	}
+
+	r = runCLI(t, env, "agents", "show", "opencode")
+	if r.code != 0 || !strings.Contains(r.stdout, "/ship") || !strings.Contains(r.stdout, "opencode debug config") || !strings.Contains(r.stdout, "built-in") {
+		t.Errorf("show opencode: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(t, env, "agents", "show", "claude-code")
+	if r.code != 0 || !strings.Contains(r.stdout, "none seen yet") {
+		t.Errorf("show claude-code: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r = runCLI(t, env, "agents", "show", "nope"); r.code != ExitUsage {
+		t.Errorf("show nope: exit %d", r.code)
+	}
 }

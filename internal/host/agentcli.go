@@ -19,11 +19,16 @@ import (
 // <home>/agents/*.yaml) to an executor of its binary on the PATH of the
 // host's environment.
 func (h *Host) AgentExecutor(id string) (*agentcli.Executor, error) {
-	reg, err := agentcli.Load(filepath.Join(h.home, "agents"))
-	if err != nil {
-		return nil, err
+	// An invalid user file is left out: it fails only the run that asks
+	// for an agent it would have defined.
+	reg, problems := agentcli.Load(filepath.Join(h.home, "agents"))
+	if reg == nil {
+		return nil, problems
 	}
 	def, ok := reg.Get(id)
+	if !ok && problems != nil {
+		return nil, fmt.Errorf("--agent %q: unknown agent (known: %s); definitions left out:\n%w", id, strings.Join(reg.IDs(), ", "), problems)
+	}
 	if !ok {
 		return nil, specErr("--agent %q: unknown agent (known: %s)", id, strings.Join(reg.IDs(), ", "))
 	}
@@ -35,7 +40,7 @@ func (h *Host) AgentExecutor(id string) (*agentcli.Executor, error) {
 	if p := h.getenv("PATH"); p != "" {
 		env = append(env, "PATH="+p)
 	}
-	return &agentcli.Executor{Def: def, Path: bin, Env: env}, nil
+	return &agentcli.Executor{Def: def, Path: bin, Env: env, SlashCommandsDir: agentcli.SlashCommandsDir(filepath.Join(h.home, "agents"))}, nil
 }
 
 // agentSession assembles a session whose prompts run on the agent CLI

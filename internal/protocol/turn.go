@@ -100,11 +100,15 @@ type Ready struct {
 	ExecutorType ExecutorType `json:"executor_type,omitempty"`
 }
 
-// SessionInfo describes the session's workspace.
+// SessionInfo describes the session's workspace. AgentSessionID is a
+// Maestro extension: in a session run on an agent CLI (headless --agent,
+// run --agent) session_info is sent again when the CLI reports its own
+// session id, which `--resume` of the CLI takes (docs/protocol.md).
 type SessionInfo struct {
-	SessionID *string `json:"session_id"`
-	Cwd       string  `json:"cwd"`
-	GitBranch *string `json:"git_branch"`
+	SessionID      *string `json:"session_id"`
+	Cwd            string  `json:"cwd"`
+	GitBranch      *string `json:"git_branch"`
+	AgentSessionID string  `json:"agent_session_id,omitempty"`
 }
 
 func (ResponseStart) MessageType() string { return TypeResponseStart }

@@ -217,6 +217,11 @@ func (a *AgentCLI) announce(t *Turn, id string) {
 	a.mu.Unlock()
 	if !seen {
 		t.Publish(protocol.Status{Message: fmt.Sprintf("%s session %s", a.Executor.Def.Name, id)})
+		// Where an embedder finds the CLI's id (session_info's
+		// agent_session_id extension, docs/protocol.md).
+		info := t.r.sessionInfo()
+		info.AgentSessionID = id
+		t.Publish(info)
 	}
 }
 

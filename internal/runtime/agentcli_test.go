@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -138,9 +139,14 @@ func TestAgentCLITurnsAndResume(t *testing.T) {
 	}
 
 	got := h.turn(protocol.Prompt{Content: "hello"})
-	want := []string{"status", "response_start", "response_chunk", "response_end"}
+	// Issue 16: the CLI's session id also comes as session_info's
+	// agent_session_id, where an embedder finds it.
+	want := []string{"status", "session_info", "response_start", "response_chunk", "response_end"}
 	if !slices.Equal(got, want) {
 		t.Errorf("first turn frames = %v, want %v", got, want)
+	}
+	if si := ofType[protocol.SessionInfo](h); len(si) != 2 || si[1].AgentSessionID != fakeSession || !reflect.DeepEqual(si[1].SessionID, si[0].SessionID) {
+		t.Errorf("session_info = %+v, want the startup one, then one with agent_session_id %s", si, fakeSession)
 	}
 	if st := ofType[protocol.Status](h); len(st) == 0 || st[len(st)-1].Message != "Fake Agent session "+fakeSession {
 		t.Errorf("statuses = %+v, want the CLI session announced", st)

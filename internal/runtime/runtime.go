@@ -308,19 +308,26 @@ func (r *Runtime) now() time.Time { return r.cfg.Now() }
 // Start publishes ready and session_info (wire contract §8.1: at startup,
 // before any hello).
 func (r *Runtime) Start() {
+	info := r.sessionInfo()
+	r.publish(protocol.Ready{
+		ProtocolVersion: protocol.Version,
+		Model:           r.cfg.Model,
+		Provider:        r.cfg.ProviderName,
+		SessionID:       info.SessionID,
+		ExecutorType:    r.cfg.Executor,
+	}, "")
+	r.publish(info, "")
+}
+
+// sessionInfo is the session_info of the session (session_id null when it
+// has none).
+func (r *Runtime) sessionInfo() protocol.SessionInfo {
 	var sid *string
 	if r.cfg.SessionID != "" {
 		id := r.cfg.SessionID
 		sid = &id
 	}
-	r.publish(protocol.Ready{
-		ProtocolVersion: protocol.Version,
-		Model:           r.cfg.Model,
-		Provider:        r.cfg.ProviderName,
-		SessionID:       sid,
-		ExecutorType:    r.cfg.Executor,
-	}, "")
-	r.publish(protocol.SessionInfo{SessionID: sid, Cwd: r.cfg.Cwd, GitBranch: r.cfg.GitBranch}, "")
+	return protocol.SessionInfo{SessionID: sid, Cwd: r.cfg.Cwd, GitBranch: r.cfg.GitBranch}
 }
 
 // Handle handles one client message from c. It returns a refusal (an
