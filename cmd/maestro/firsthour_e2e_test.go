@@ -21,10 +21,16 @@ import (
 // home at home), and fails t unless it succeeds or fails as wantOK says.
 func runMaestro(t *testing.T, home string, wantOK bool, args ...string) (stdout, stderr string) {
 	t.Helper()
+	return runMaestroEnv(t, proctest.NoModelEnv(home), wantOK, args...)
+}
+
+// runMaestroEnv is runMaestro in the environment env.
+func runMaestroEnv(t *testing.T, env []string, wantOK bool, args ...string) (stdout, stderr string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
-	cmd.Env = proctest.NoModelEnv(home)
+	cmd.Env = env
 	var errBuf bytes.Buffer
 	cmd.Stderr = &errBuf
 	out, err := cmd.Output()

@@ -18,6 +18,9 @@ const (
 	reasonReminders  = "no transition or complete after the reminders"
 	reasonContext    = "the context window is full"
 	reasonIterations = "the movement's model-call limit was reached"
+	// reasonTextAnswer ends a movement with text_answer: result whose
+	// model kept answering in text: its last answer is the result.
+	reasonTextAnswer = "the model answered in text without calling complete; its last answer is the result (text_answer: result)"
 )
 
 // runMovement runs the current movement's agent loop until it decides.
@@ -90,6 +93,9 @@ func (r *run) runMovement(ctx context.Context) (*decision, error) {
 			return nil, fmt.Errorf("movement %s: %w", m.Name, err)
 		}
 		if reminders == r.cfg.Reminders {
+			if text := lastText(history); text != "" && m.TextAnswer == piece.TextAnswerResult {
+				return &decision{complete: true, status: statusSuccess, forced: true, reason: reasonTextAnswer, result: text}, nil
+			}
 			return r.fallback(m, reasonReminders, forcedSummary(m, history, reasonReminders)), nil
 		}
 		reminders++
@@ -161,15 +167,12 @@ func (r *run) fallback(m *piece.Movement, why, summary string) *decision {
 func forcedSummary(m *piece.Movement, history []llm.Message, why string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Maestro ended movement %s before it called transition: %s.", m.Name, why)
-	last := ""
+	last := lastText(history)
 	counts := map[string]int{}
 	var order []string
 	for _, msg := range history {
 		if msg.Role != llm.RoleAssistant {
 			continue
-		}
-		if t := strings.TrimSpace(msg.TextContent()); t != "" {
-			last = t
 		}
 		for _, c := range msg.ToolCalls() {
 			if counts[c.Name] == 0 {
@@ -192,6 +195,18 @@ func forcedSummary(m *piece.Movement, history []llm.Message, why string) string 
 		fmt.Fprintf(&b, "\n\nTools it called: %s.", strings.Join(parts, ", "))
 	}
 	return b.String()
+}
+
+// lastText is the model's last non-empty text answer in history, trimmed.
+func lastText(history []llm.Message) string {
+	for i := len(history) - 1; i >= 0; i-- {
+		if msg := history[i]; msg.Role == llm.RoleAssistant {
+			if t := strings.TrimSpace(msg.TextContent()); t != "" {
+				return t
+			}
+		}
+	}
+	return ""
 }
 
 // lastWords extracts the model's last message from a forced summary, for

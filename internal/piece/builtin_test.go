@@ -54,6 +54,17 @@ func TestBuiltinsValidate(t *testing.T) {
 					t.Errorf("description lacks %q", part)
 				}
 			}
+			// A question answered in plain text must end the run with
+			// that answer: each piece declares where (text_answer).
+			answers := 0
+			for _, m := range p.Movements {
+				if m.TextAnswer == TextAnswerResult {
+					answers++
+				}
+			}
+			if answers == 0 {
+				t.Errorf("no movement declares text_answer: %s", TextAnswerResult)
+			}
 			for _, m := range p.Movements {
 				// Every movement must be able to end or move on.
 				if len(m.Rules) == 0 && !strings.Contains(m.Instruction, "complete") {
