@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -107,4 +108,78 @@ func TestPlainTextAnswerSucceeds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A piece run on replay prints a resume hint only while its scenario
+// scripts more turns; after the last one it says the replay ended, and
+// --resume refuses up front in the same words (issue 15 item 3).
+func TestPieceReplayResumeHint(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	home := filepath.Join(dir, "home")
+	scenario := filepath.Join(dir, "two-runs.json")
+	if err := os.WriteFile(scenario, []byte(`{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id":"two-runs","description":"a piece run and a follow-up",
+"metadata":{"recordedAt":"2026-11-26T00:00:00Z","toolsExpected":["complete"]},
+"frames":[{"index":0,"statements":[{"kind":"tool_call","tool":"complete","id":"c1","input":{"status":"success","result":"first answer"}}]},
+{"index":1,"statements":[{"kind":"tool_call","tool":"complete","id":"c2","input":{"status":"success","result":"second answer"}}]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hintRE := regexp.MustCompile(`continue with: maestro run --resume (\S+) "…"`)
+	const ended = "the replay ended"
+
+	out, stderr := runMaestro(t, home, true, "run", "--replay", scenario, "--piece", "chat", "--workspace", t.TempDir(), "hello")
+	m := hintRE.FindStringSubmatch(stderr)
+	if strings.TrimSpace(out) != "first answer" || m == nil || strings.Contains(stderr, ended) {
+		t.Fatalf("first run: stdout %q, want the first answer and a resume hint:\n%s", out, stderr)
+	}
+	out, stderr = runMaestro(t, home, true, "run", "--resume", m[1], "tell me more")
+	if strings.TrimSpace(out) != "second answer" {
+		t.Errorf("follow-up run: stdout %q, want the scripted follow-up", out)
+	}
+	if hintRE.MatchString(stderr) || strings.Contains(stderr, "resume with") || !strings.Contains(stderr, ended) {
+		t.Errorf("after the last scripted turn: want no resume hint and %q:\n%s", ended, stderr)
+	}
+	_, stderr = runMaestro(t, home, false, "run", "--resume", m[1], "and more")
+	if !strings.Contains(stderr, ended) || strings.Contains(stderr, "frame") || hintRE.MatchString(stderr) || strings.Contains(stderr, "movement") {
+		t.Errorf("resuming the ended replay: want %q up front, no scenario internals and no hint:\n%s", ended, stderr)
+	}
+}
+
+// Without a model, --piece general plays the bundled piece demo (as a
+// queued job does) and ends without a resume hint that cannot work;
+// another piece is refused up front with a clear message (issue 15
+// item 4).
+func TestPieceWithoutModel(t *testing.T) {
+	t.Parallel()
+	home := filepath.Join(t.TempDir(), "home")
+	t.Run("general plays the piece demo", func(t *testing.T) {
+		ws := t.TempDir()
+		out, stderr := runMaestro(t, home, true, "run", "--piece", "general", "--workspace", ws, "show me what you can do")
+		if !strings.Contains(out, "replay demo") {
+			t.Errorf("stdout = %q, want the demo's result", out)
+		}
+		for _, want := range []string{"movement execute", "movement verify", "run succeeded", "the replay ended"} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, stderr)
+			}
+		}
+		if strings.Contains(stderr, "--resume") {
+			t.Errorf("a resume hint after the demo ended:\n%s", stderr)
+		}
+		if _, err := os.Stat(filepath.Join(ws, "output", "hello-maestro", "greet.txt")); err != nil {
+			t.Errorf("the piece demo did no real work: %v", err)
+		}
+	})
+	t.Run("another piece is refused up front", func(t *testing.T) {
+		ws := t.TempDir()
+		out, stderr := runMaestro(t, home, false, "run", "--piece", "code", "--workspace", ws, "fix the tests")
+		if out != "" || strings.Contains(stderr, "movement") {
+			t.Errorf("the refused run started:\nstdout:\n%s\nstderr:\n%s", out, stderr)
+		}
+		for _, want := range []string{"no model is configured", "scripts only piece general", "--piece general", "configure a real model"} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, stderr)
+			}
+		}
+	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/providers"
@@ -172,12 +173,34 @@ func firstLine(s string, n int) string {
 	return oneLine(line, n)
 }
 
+// usePieceDemo lets a piece run on the bundled replay demo play the
+// bundled piece demo, as a queued job without a model does: the demo
+// scripts a run of piece replay.DemoPieceFor (the piece given, or the
+// resumed session's). Any other piece is refused before anything runs,
+// since the script cannot drive it. Other choices are left as they are.
+func usePieceDemo(choice *providers.Choice, name string, prior *priorRun) error {
+	if choice.Executor != protocol.ExecutorReplay || choice.Replay != providers.DemoScenario {
+		return nil
+	}
+	if name == "" && prior != nil {
+		name = prior.state.Piece
+	}
+	if name != replay.DemoPieceFor {
+		return usageErr("no model is configured, and the bundled replay demo scripts only piece %s, not %s: "+
+			"try it with --piece %s, or configure a real model (ANTHROPIC_API_KEY, OPENAI_API_KEY or OPENAI_BASE_URL, or --model provider/model) to run piece %s",
+			replay.DemoPieceFor, name, replay.DemoPieceFor, name)
+	}
+	choice.Provider = replay.New(replay.DemoPiece())
+	return nil
+}
+
 // pieceRun is what runTask hands to runPiece.
 type pieceRun struct {
 	o        runOptions
 	task     string
 	home     string
 	cfg      config.Config
+	hs       *host.Session
 	sess     *session.Session
 	prior    *priorRun
 	choice   *providers.Choice
@@ -283,7 +306,9 @@ func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 	closeErr := pr.sess.Close()
 	id := pr.sess.ID()
 	if pr.text != nil {
-		if out.Status == engine.StatusWaitingHuman {
+		if ended := replayEnded(pr.hs); ended != "" {
+			fmt.Fprintf(io.ErrOut, "session %s · %s\n", id, ended)
+		} else if out.Status == engine.StatusWaitingHuman {
 			fmt.Fprintf(io.ErrOut, "session %s · the run waits for your answer: maestro run --resume %s \"your answer\"\n", id, id)
 		} else {
 			fmt.Fprintf(io.ErrOut, "session %s · continue with: maestro run --resume %s \"…\"\n", id, id)
