@@ -183,3 +183,39 @@ func TestPieceWithoutModel(t *testing.T) {
 		}
 	})
 }
+
+// pieces list and show mark the tools a piece names that this build
+// lacks, and the research piece says it needs the web tools (issue 15
+// item 7).
+func TestPiecesMarkUnavailableTools(t *testing.T) {
+	t.Parallel()
+	home := filepath.Join(t.TempDir(), "home")
+	out, _ := runMaestro(t, home, true, "pieces", "list")
+	rows := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if name, _, ok := strings.Cut(line, " "); ok {
+			rows[name] = line
+		}
+	}
+	if !strings.Contains(rows["NAME"], "MISSING TOOLS") {
+		t.Errorf("no MISSING TOOLS column:\n%s", out)
+	}
+	for name, want := range map[string]string{
+		"general":  "WebSearch, WebFetch, ReadToolDoc",
+		"research": "WebSearch, WebFetch, ReadPdf, DownloadFile",
+		"code":     "verify  -  ",
+	} {
+		if !strings.Contains(rows[name], want) {
+			t.Errorf("row %s lacks %q:\n%s", name, want, out)
+		}
+	}
+	out, _ = runMaestro(t, home, true, "pieces", "show", "research")
+	for _, want := range []string{
+		"This build of\n  Maestro does not have them yet",
+		"# Tools this build of Maestro lacks (left out when the piece runs):\n#   movement plan: WebSearch\n#   movement dig: WebSearch, WebFetch, ReadPdf, DownloadFile\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("pieces show research lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -44,16 +44,24 @@ runs one.`,
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the pieces in effect, with where each comes from",
-		Args:  cobra.NoArgs,
+		Long: `List the pieces in effect: built-in, user (~/.maestro/pieces/) and project
+(.maestro/pieces/) definitions, the project winning. MISSING TOOLS names the
+tools the piece's movements list that this build of Maestro lacks (web,
+document and MCP tools, …): a run leaves them out and says so once.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			lib, err := loadLibrary(cmd.Context(), io, ws)
 			if err != nil {
 				return err
 			}
 			tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSOURCE\tMOVEMENTS\tDESCRIPTION")
+			fmt.Fprintln(tw, "NAME\tSOURCE\tMOVEMENTS\tMISSING TOOLS\tDESCRIPTION")
 			for _, e := range lib.Catalog().List() {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Piece.Name, sourceLabel(e), movementNames(e.Piece), firstLine(e.Piece.Description, 70))
+				missing := "-"
+				if names := e.Piece.UnavailableTools(); len(names) > 0 {
+					missing = strings.Join(names, ", ")
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Piece.Name, sourceLabel(e), movementNames(e.Piece), missing, firstLine(e.Piece.Description, 70))
 			}
 			tw.Flush()
 			reportProblems(io, lib)
@@ -63,7 +71,10 @@ runs one.`,
 	show := &cobra.Command{
 		Use:   "show NAME",
 		Short: "Print a piece in canonical YAML",
-		Args:  cobra.ExactArgs(1),
+		Long: `Print the piece in effect under NAME in canonical YAML, after a comment
+naming the file it comes from. Comments at the end name, per movement, the
+tools it lists that this build of Maestro lacks (a run leaves them out).`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			lib, err := loadLibrary(cmd.Context(), io, ws)
 			if err != nil {
@@ -78,6 +89,7 @@ runs one.`,
 				return failErr(err)
 			}
 			fmt.Fprintf(io.Out, "# source: %s\n%s", e.Source, data)
+			writeUnavailable(io, e.Piece)
 			reportProblems(io, lib)
 			return nil
 		},
@@ -141,6 +153,20 @@ func loadLibrary(ctx context.Context, io *IOStreams, ws string) (*engine.Library
 		return nil, failErr(err)
 	}
 	return lib, nil
+}
+
+// writeUnavailable ends `pieces show` with comments naming, per movement,
+// the tools it lists that this build lacks.
+func writeUnavailable(io *IOStreams, p *piece.Piece) {
+	if len(p.UnavailableTools()) == 0 {
+		return
+	}
+	fmt.Fprintln(io.Out, "# Tools this build of Maestro lacks (left out when the piece runs):")
+	for i := range p.Movements {
+		if names := p.Movements[i].UnavailableTools(); len(names) > 0 {
+			fmt.Fprintf(io.Out, "#   movement %s: %s\n", p.Movements[i].Name, strings.Join(names, ", "))
+		}
+	}
 }
 
 // reportProblems prints the override files the catalog ignored.

@@ -671,6 +671,26 @@ func TestVerifyFeedbackReachesExecute(t *testing.T) {
 	}
 }
 
+// A movement entered twice says once which of its tools this build lacks
+// (issue 15 item 7).
+func TestToolsOmittedSaidOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "feedback")
+	if out, err := h.start("feedback", "Write out.txt with the word final."); err != nil || out.Status != StatusSucceeded {
+		t.Fatalf("outcome = %+v, %v", out, err)
+	}
+	entries := 0
+	for _, ms := range all[MovementStarted](h.rec) {
+		if ms.Movement == "execute" {
+			entries++
+		}
+	}
+	want := []ToolsOmitted{{Movement: "execute", Tools: []OmittedTool{{"WebFetch", "not available in this build"}}}}
+	if diff := cmp.Diff(want, all[ToolsOmitted](h.rec)); entries != 2 || diff != "" {
+		t.Errorf("execute entered %d times (want 2); tools_omitted events (-want +got):\n%s", entries, diff)
+	}
+}
+
 func TestEditFalseIsNotOfferedWriteOrEdit(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "readonly")

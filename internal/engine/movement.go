@@ -36,7 +36,7 @@ func (r *run) runMovement(ctx context.Context) (*decision, error) {
 	ctl := &movementCtl{}
 	tools, omitted := r.movementTools(m, ctl)
 	r.emit(MovementStarted{Movement: m.Name, Number: st.Movements, MaxMovements: r.p.MaxMovements, Entry: st.Entry, Revisits: st.Revisits, Tools: tools.Names()})
-	if len(omitted) > 0 {
+	if len(omitted) > 0 && r.noteOmitted(m.Name) {
 		r.emit(ToolsOmitted{Movement: m.Name, Tools: omitted})
 	}
 
@@ -102,6 +102,18 @@ func (r *run) runMovement(ctx context.Context) (*decision, error) {
 		r.emit(Reminder{Movement: m.Name, Count: reminders, Max: r.cfg.Reminders})
 		input = llm.UserText(r.reminder(m, reminders, ctl.takeNotes()))
 	}
+}
+
+// noteOmitted reports whether the run has yet to say which of movement's
+// tools it leaves out, and records that it now does.
+func (r *run) noteOmitted(movement string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if slices.Contains(r.st.OmittedNoted, movement) {
+		return false
+	}
+	r.st.OmittedNoted = append(r.st.OmittedNoted, movement)
+	return true
 }
 
 // account adds an agent run's usage to the run's totals.

@@ -175,3 +175,30 @@ func BenchmarkYAMLLoadBaseline(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pieces/s")
 }
+
+// The tools a built-in names that this build lacks are the ones the
+// pieces list and show mark (issue 15 item 7).
+func TestBuiltinUnavailableTools(t *testing.T) {
+	t.Parallel()
+	want := map[string][]string{
+		"chat":          {"WebSearch", "WebFetch"},
+		"code":          nil,
+		"general":       {"WebSearch", "WebFetch", "ReadToolDoc"},
+		"piece-builder": {"ReadToolDoc"},
+		"research":      {"WebSearch", "WebFetch", "ReadPdf", "DownloadFile"},
+		"review":        nil,
+	}
+	for _, name := range builtinNames {
+		p, err := Parse(name, readBuiltin(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want[name], p.UnavailableTools()); diff != "" {
+			t.Errorf("%s: unavailable tools (-want +got):\n%s", name, diff)
+		}
+	}
+	m := Movement{AllowedTools: []string{"Read", "mcp__docs__*", "SpawnSubTask", "AskUser"}}
+	if diff := cmp.Diff([]string{"mcp__docs__*", "AskUser"}, m.UnavailableTools()); diff != "" {
+		t.Errorf("movement: unavailable tools (-want +got):\n%s", diff)
+	}
+}
