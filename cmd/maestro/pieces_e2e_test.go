@@ -219,3 +219,76 @@ func TestPiecesMarkUnavailableTools(t *testing.T) {
 		}
 	}
 }
+
+// greetPiece is a one-movement project piece whose movements run on the
+// model it names.
+const greetPiece = `name: greet
+description: |
+  Greet the user.
+  Choose when: the user says hello. Do not choose when: anything else. Preconditions: none.
+max_movements: 2
+initial_movement: hello
+model: openai/greeter
+movements:
+  - name: hello
+    edit: false
+    persona: You greet.
+    instruction: Greet the user, then call complete.
+    allowed_tools: []
+    rules: []
+`
+
+// A piece's model runs its movements and config classifier_model picks
+// the piece, each on its own provider; a piece naming a provider that is
+// not configured fails with an error naming the piece, the model and the
+// provider (issue 15 item 8).
+func TestPieceModelAndClassifierModel(t *testing.T) {
+	t.Parallel()
+	newHome := func(t *testing.T, config string) (home, ws string) {
+		home, ws = t.TempDir(), t.TempDir()
+		for path, data := range map[string]string{
+			filepath.Join(home, "config.yaml"):                    config,
+			filepath.Join(ws, ".maestro", "pieces", "greet.yaml"): greetPiece,
+		} {
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return home, ws
+	}
+	t.Run("each on its model", func(t *testing.T) {
+		t.Parallel()
+		runModel := llmtest.NewServer(t) // the run's model: never called
+		other := llmtest.NewServer(t,
+			llmtest.Turn{Text: []string{`{"piece": "greet", "reason": "a greeting"}`}, InputTokens: 300, OutputTokens: 10},
+			llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "c1", Name: "complete", Input: `{"status":"success","result":"Hi there!"}`}}, InputTokens: 200, OutputTokens: 10},
+		)
+		home, ws := newHome(t, "classifier_model: openai/classifier\n")
+		env := append(proctest.NoModelEnv(home), "ANTHROPIC_API_KEY=sk-test", "ANTHROPIC_BASE_URL="+runModel.URL(), "OPENAI_BASE_URL="+other.URL()+"/v1")
+		out, stderr := runMaestroEnv(t, env, true, "run", "--workspace", ws, "hello")
+		if strings.TrimSpace(out) != "Hi there!" || !strings.Contains(stderr, "piece greet") {
+			t.Errorf("stdout %q, want the greeting from piece greet:\n%s", out, stderr)
+		}
+		var models []any
+		for _, r := range other.Requests() {
+			models = append(models, r.JSON()["model"])
+		}
+		if len(runModel.Requests()) != 0 || len(models) != 2 || models[0] != "classifier" || models[1] != "greeter" {
+			t.Errorf("the run's model got %d request(s), want 0; the other provider got models %v, want [classifier greeter]", len(runModel.Requests()), models)
+		}
+	})
+	t.Run("a provider that is not configured", func(t *testing.T) {
+		t.Parallel()
+		runModel := llmtest.NewServer(t)
+		home, ws := newHome(t, "")
+		env := append(proctest.NoModelEnv(home), "ANTHROPIC_API_KEY=sk-test", "ANTHROPIC_BASE_URL="+runModel.URL())
+		_, stderr := runMaestroEnv(t, env, false, "run", "--piece", "greet", "--workspace", ws, "hello")
+		const want = `piece greet names model "openai/greeter": provider openai is not configured: set OPENAI_API_KEY or OPENAI_BASE_URL`
+		if !strings.Contains(stderr, want) || len(runModel.Requests()) != 0 {
+			t.Errorf("stderr lacks %q (or the run's model was called %d times):\n%s", want, len(runModel.Requests()), stderr)
+		}
+	})
+}

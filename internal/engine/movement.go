@@ -54,12 +54,16 @@ func (r *run) runMovement(ctx context.Context) (*decision, error) {
 	// restart briefs the movement again from the last saved state (the
 	// same handoff, feedback and subtask results).
 
+	prov, err := r.movementProvider(ctx, m)
+	if err != nil {
+		return nil, err
+	}
 	needs := r.cfg.NeedsApproval
 	if needs == nil {
 		needs = func(t tool.Tool, _ llm.ToolCall) bool { return !t.ReadOnly() }
 	}
 	ag := agent.New(agent.Config{
-		Provider:      atFrame(r.cfg.Provider, st.FrameBase),
+		Provider:      atFrame(prov, st.FrameBase),
 		Tools:         tools,
 		System:        r.systemPrompt(m, tools),
 		MaxIterations: r.cfg.MaxIterations,
@@ -102,6 +106,34 @@ func (r *run) runMovement(ctx context.Context) (*decision, error) {
 		r.emit(Reminder{Movement: m.Name, Count: reminders, Max: r.cfg.Reminders})
 		input = llm.UserText(r.reminder(m, reminders, ctl.takeNotes()))
 	}
+}
+
+// movementProvider is the model m runs on: the one it or its piece names
+// (Config.Models), else the run's. A replay run plays its script.
+func (r *run) movementProvider(ctx context.Context, m *piece.Movement) (llm.Provider, error) {
+	spec := r.p.ModelFor(m)
+	if spec == "" || isReplay(r.cfg.Provider) {
+		return r.cfg.Provider, nil
+	}
+	if p, ok := r.models[spec]; ok {
+		return p, nil
+	}
+	where := fmt.Sprintf("piece %s names", r.p.Name)
+	if m.Model != "" {
+		where = fmt.Sprintf("movement %s of piece %s names", m.Name, r.p.Name)
+	}
+	if r.cfg.Models == nil {
+		return nil, fmt.Errorf("%s model %q, and this run cannot choose models", where, spec)
+	}
+	p, err := r.cfg.Models(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("%s model %q: %w", where, spec, err)
+	}
+	if r.models == nil {
+		r.models = map[string]llm.Provider{}
+	}
+	r.models[spec] = p
+	return p, nil
 }
 
 // noteOmitted reports whether the run has yet to say which of movement's

@@ -44,6 +44,11 @@ type EngineRunnerConfig struct {
 	// Agents runs the movements that name an agent CLI (`agent:`); nil
 	// fails such a movement (engine.Config.Agents).
 	Agents engine.AgentRunner
+	// Models gives the models pieces and movements name, and Classifier
+	// the model that picks a task's piece (engine.Config.Models and
+	// ClassifierProvider; nil: none, the job's model).
+	Models     func(ctx context.Context, spec string) (llm.Provider, error)
+	Classifier llm.Provider
 }
 
 // NoopPiece is the piece name that succeeds at once with one event
@@ -165,6 +170,7 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 		Config: engine.Config{
 			Provider: prov, Workspace: root, RunDir: stateDir, JobWorkspace: true,
 			Sandbox: r.cfg.Sandbox, FileLimits: r.cfg.FileLimits, Library: lib, Sink: em, Events: em, Agents: r.cfg.Agents,
+			Models: r.cfg.Models, ClassifierProvider: r.cfg.Classifier,
 		},
 		Task: task, Piece: name, RunID: "job-" + strconv.FormatInt(j.ID, 10),
 		Answer: func(ctx context.Context) (string, error) { return latestUserComment(ctx, j) },
