@@ -440,7 +440,8 @@ func (p *Pool) runJob(runCtx context.Context, log *slog.Logger, sj startedJob) {
 		p.cfg.Metrics.outcome("released")
 		return
 	}
-	if err := p.record(ctx, lease, res); err != nil {
+	ended, err := p.record(ctx, lease, res)
+	if err != nil {
 		if errors.Is(err, store.ErrLeaseLost) {
 			log.Info("outcome not recorded: lease lost", "err", err)
 			p.cfg.Metrics.outcome("lost")
@@ -451,6 +452,12 @@ func (p *Pool) runJob(runCtx context.Context, log *slog.Logger, sj startedJob) {
 		return
 	}
 	log.Info("job finished", "state", res.State)
+	if ended.State.Terminal() && res.Report != "" && running.TaskID != 0 {
+		// The progress comment the task's people read: the job's end.
+		if _, _, err := st.AddComment(ctx, store.NewComment{TaskID: running.TaskID, AuthorKind: store.AuthorAgent, Body: res.Report}); err != nil {
+			log.Warn("post the progress comment", "err", err)
+		}
+	}
 }
 
 // call runs the Runner, turning a panic into a failed attempt.
@@ -464,30 +471,32 @@ func (p *Pool) call(ctx context.Context, j *Job) (res Result) {
 	return p.cfg.Runner.Run(ctx, j)
 }
 
-// record stores the Runner's result.
-func (p *Pool) record(ctx context.Context, l store.Lease, res Result) error {
+// record stores the Runner's result and returns the job as stored.
+func (p *Pool) record(ctx context.Context, l store.Lease, res Result) (store.Job, error) {
 	st := p.cfg.Store
-	var err error
+	var (
+		j   store.Job
+		err error
+	)
 	switch res.State {
 	case store.StateSucceeded:
-		_, err = p.complete(ctx, l, res.Result)
+		j, err = p.complete(ctx, l, res.Result)
 		p.cfg.Metrics.outcome("succeeded")
 	case store.StateWaitingHuman, store.StateWaitingSubtasks:
 		reason := "waiting for an answer"
 		if res.State == store.StateWaitingSubtasks {
 			reason = "waiting for subtasks"
 		}
-		_, err = st.Wait(ctx, l, store.WaitParams{State: res.State, Reason: reason, Question: res.Question})
+		j, err = st.Wait(ctx, l, store.WaitParams{State: res.State, Reason: reason, Question: res.Question})
 		p.cfg.Metrics.outcome(string(res.State))
 	case store.StateAborted:
-		_, err = st.Fail(ctx, l, store.FailParams{Error: orDefault(res.Error, "aborted"), Abort: true})
+		j, err = st.Fail(ctx, l, store.FailParams{Error: orDefault(res.Error, "aborted"), Abort: true})
 		p.cfg.Metrics.outcome("aborted")
 	default: // failed, or anything a runner should not report
 		msg := res.Error
 		if res.State != store.StateFailed && res.State != "" {
 			msg = fmt.Sprintf("runner reported state %q: %s", res.State, res.Error)
 		}
-		var j store.Job
 		j, err = st.Fail(ctx, l, store.FailParams{
 			Error: orDefault(msg, "failed"), RetryAfter: p.cfg.Backoff(l.Attempt), NoRetry: res.NoRetry,
 		})
@@ -497,7 +506,7 @@ func (p *Pool) record(ctx context.Context, l store.Lease, res Result) error {
 			p.cfg.Metrics.outcome("failed")
 		}
 	}
-	return err
+	return j, err
 }
 
 func orDefault(s, def string) string {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/queue"
+	"github.com/maestro-run/maestro/internal/sandbox"
+	"github.com/maestro-run/maestro/internal/sandbox/sandboxtest"
 	"github.com/maestro-run/maestro/internal/store"
 )
 
@@ -178,5 +180,62 @@ func TestEngineRunnerResumeWithoutAnswerKeepsWaiting(t *testing.T) {
 	}
 	if len(rs.Answers) != 1 || rs.Answers[0].Answer != "green" {
 		t.Errorf("answers = %+v, want only \"green\"", rs.Answers)
+	}
+}
+
+// abortScenario aborts at once.
+const abortScenario = `{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id":"abort","description":"abort at once",
+"metadata":{"recordedAt":"2026-11-26T00:00:00Z","toolsExpected":["complete"]},
+"frames":[{"index":0,"statements":[{"kind":"tool_call","tool":"complete","input":{"status":"aborted","result":"The input file is missing."}}]}]}`
+
+// A job that ends posts the progress comment on its task, as an agent
+// comment: the outcome and result, the deliverables under output/ and the
+// cost (issue 15 item 9).
+func TestEngineRunnerPostsProgressComment(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		task  store.NewTask
+		state store.State
+		want  []string
+	}{
+		{"the piece demo succeeds", store.NewTask{Title: "Say hello in five languages"}, store.StateSucceeded, []string{
+			"The general run succeeded.\n\nThis was Maestro's scripted replay demo",
+			"\nDeliverables (2): output/hello-maestro/README.md, output/hello-maestro/greet.txt.\n",
+			"Cost: $0 (replay: no model was called) · 5 model call(s) · tokens in ",
+		}},
+		{"a run aborts", store.NewTask{Title: "Convert input/data.csv", Piece: "general", Payload: payload(t, abortScenario)}, store.StateAborted, []string{
+			"The general run aborted: The input file is missing.\n",
+			"\nDeliverables: none under output/.\n",
+			"Cost: $0 (replay: no model was called) · 1 model call(s)",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st := openSQLite(t, nil)
+			stop := startPool(t, queue.Config{Store: st, Runner: queue.NewEngineRunner(queue.EngineRunnerConfig{
+				DataDir: t.TempDir(), Sandbox: sandboxtest.Off(t, sandbox.Config{}),
+			})})
+			task, job, err := st.CreateTask(t.Context(), tc.task)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if done := waitJob(t, st, job.ID, "its end", func(j store.Job) bool { return j.State.Terminal() }); done.State != tc.state {
+				t.Fatalf("job ended %s (%s), want %s", done.State, done.Error, tc.state)
+			}
+			stop() // the pool has finished with the job: its comment is posted
+			comments, err := st.ListComments(t.Context(), task.ID, 0, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(comments) != 1 || comments[0].AuthorKind != store.AuthorAgent {
+				t.Fatalf("comments = %+v, want one agent comment", comments)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(comments[0].Body, want) {
+					t.Errorf("progress comment lacks %q:\n%s", want, comments[0].Body)
+				}
+			}
+		})
 	}
 }
