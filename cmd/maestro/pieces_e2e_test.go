@@ -13,6 +13,20 @@ import (
 	"github.com/maestro-run/maestro/internal/proctest"
 )
 
+// writeFile writes data to dir/name (a slash-separated path, its
+// directories created) and returns the file's path.
+func writeFile(t *testing.T, dir, name, data string) string {
+	t.Helper()
+	path := filepath.Join(dir, filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // runEvents reads the run events of every session log under home, in
 // order, as {"kind": …, "event": {…}} objects.
 func runEvents(t *testing.T, home string) []map[string]any {
@@ -117,13 +131,10 @@ func TestPieceReplayResumeHint(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	home := filepath.Join(dir, "home")
-	scenario := filepath.Join(dir, "two-runs.json")
-	if err := os.WriteFile(scenario, []byte(`{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id":"two-runs","description":"a piece run and a follow-up",
+	scenario := writeFile(t, dir, "two-runs.json", `{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id":"two-runs","description":"a piece run and a follow-up",
 "metadata":{"recordedAt":"2026-11-26T00:00:00Z","toolsExpected":["complete"]},
 "frames":[{"index":0,"statements":[{"kind":"tool_call","tool":"complete","id":"c1","input":{"status":"success","result":"first answer"}}]},
-{"index":1,"statements":[{"kind":"tool_call","tool":"complete","id":"c2","input":{"status":"success","result":"second answer"}}]}]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+{"index":1,"statements":[{"kind":"tool_call","tool":"complete","id":"c2","input":{"status":"success","result":"second answer"}}]}]}`)
 	hintRE := regexp.MustCompile(`continue with: maestro run --resume (\S+) "…"`)
 	const ended = "the replay ended"
 
@@ -246,17 +257,8 @@ func TestPieceModelAndClassifierModel(t *testing.T) {
 	t.Parallel()
 	newHome := func(t *testing.T, config string) (home, ws string) {
 		home, ws = t.TempDir(), t.TempDir()
-		for path, data := range map[string]string{
-			filepath.Join(home, "config.yaml"):                    config,
-			filepath.Join(ws, ".maestro", "pieces", "greet.yaml"): greetPiece,
-		} {
-			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
+		writeFile(t, home, "config.yaml", config)
+		writeFile(t, ws, ".maestro/pieces/greet.yaml", greetPiece)
 		return home, ws
 	}
 	t.Run("each on its model", func(t *testing.T) {
