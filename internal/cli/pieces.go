@@ -202,22 +202,32 @@ func firstLine(s string, n int) string {
 // usePieceDemo lets a piece run on the bundled replay demo play the
 // bundled piece demo, as a queued job without a model does: the demo
 // scripts a run of piece replay.DemoPieceFor (the piece given, or the
-// resumed session's). Any other piece is refused before anything runs,
-// since the script cannot drive it. Other choices are left as they are.
-func usePieceDemo(choice *providers.Choice, name string, prior *priorRun) error {
+// resumed session's). Another piece whose movements need a model is
+// refused before anything runs, since the script cannot drive it; one
+// that runs only on agent CLIs, or that does not exist (the run says
+// so), is left alone, as are other choices.
+func usePieceDemo(ctx context.Context, choice *providers.Choice, name string, prior *priorRun, home, workdir string) error {
 	if choice.Executor != protocol.ExecutorReplay || choice.Replay != providers.DemoScenario {
 		return nil
 	}
 	if name == "" && prior != nil {
 		name = prior.state.Piece
 	}
-	if name != replay.DemoPieceFor {
-		return usageErr("no model is configured, and the bundled replay demo scripts only piece %s, not %s: "+
-			"try it with --piece %s, or configure a real model (ANTHROPIC_API_KEY, OPENAI_API_KEY or OPENAI_BASE_URL, or --model provider/model) to run piece %s",
-			replay.DemoPieceFor, name, replay.DemoPieceFor, name)
+	if name == replay.DemoPieceFor {
+		choice.Provider = replay.New(replay.DemoPiece())
+		return nil
 	}
-	choice.Provider = replay.New(replay.DemoPiece())
-	return nil
+	lib, err := engine.NewLibrary(ctx, pieceDirs(home, workdir), filepath.Join(home, "pieces"))
+	if err != nil {
+		return failErr(err)
+	}
+	p, ok := lib.Get(name)
+	if !ok || !slices.ContainsFunc(p.Movements, func(m piece.Movement) bool { return m.Agent == "" }) {
+		return nil
+	}
+	return usageErr("no model is configured, and the bundled replay demo scripts only piece %s, not %s: "+
+		"try it with --piece %s, or configure a real model (ANTHROPIC_API_KEY, OPENAI_API_KEY or OPENAI_BASE_URL, or --model provider/model) to run piece %s",
+		replay.DemoPieceFor, name, replay.DemoPieceFor, name)
 }
 
 // pieceModels resolves the models that pieces and movements name

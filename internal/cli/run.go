@@ -200,7 +200,7 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		return usageErr("session %s has an unfinished run (%s): resume it without --piece", sess.ID(), prior.state.Status)
 	}
 	if pieceMode {
-		if err := usePieceDemo(choice, o.Piece, prior); err != nil {
+		if err := usePieceDemo(ctx, choice, o.Piece, prior, h.Home(), s.Root.Dir()); err != nil {
 			return err
 		}
 	}
