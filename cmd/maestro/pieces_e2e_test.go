@@ -68,7 +68,7 @@ func TestPlainTextAnswerSucceeds(t *testing.T) {
 		name      string
 		env       func(url string) []string
 		turns     []llmtest.Turn
-		loop      bool
+		local     bool // a local server: it lists the model it serves, and answers every request with its one turn
 		toolCalls string
 	}{
 		{
@@ -76,7 +76,7 @@ func TestPlainTextAnswerSucceeds(t *testing.T) {
 			env:  func(url string) []string { return []string{"OPENAI_BASE_URL=" + url + "/v1"} },
 			// The classifier gets the text too (an unusable answer:
 			// the fallback piece general).
-			turns: []llmtest.Turn{text}, loop: true, toolCalls: "0 tool call(s)",
+			turns: []llmtest.Turn{text}, local: true, toolCalls: "0 tool call(s)",
 		},
 		{
 			name: "anthropic, a tool call then text",
@@ -94,9 +94,8 @@ func TestPlainTextAnswerSucceeds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			srv := llmtest.NewServer(t, tc.turns...)
-			srv.Loop = tc.loop
-			if tc.loop { // a local server: it lists the model it serves
-				srv.Models = []string{"small-local-model"}
+			if tc.local {
+				srv.Loop, srv.Models = true, []string{"small-local-model"}
 			}
 			home := t.TempDir()
 			env := append(proctest.NoModelEnv(home), tc.env(srv.URL())...)
