@@ -440,6 +440,13 @@ func (p *Pool) runJob(runCtx context.Context, log *slog.Logger, sj startedJob) {
 		p.cfg.Metrics.outcome("released")
 		return
 	}
+	// The progress comment is on the task by the time the job is seen to
+	// end, when its end is certain; a failed attempt posts it only once
+	// the store says no retry follows.
+	certain := res.State == store.StateSucceeded || res.State == store.StateAborted || (res.State == store.StateFailed && res.NoRetry)
+	if certain {
+		p.postReport(ctx, log, running, res)
+	}
 	ended, err := p.record(ctx, lease, res)
 	if err != nil {
 		if errors.Is(err, store.ErrLeaseLost) {
@@ -452,11 +459,19 @@ func (p *Pool) runJob(runCtx context.Context, log *slog.Logger, sj startedJob) {
 		return
 	}
 	log.Info("job finished", "state", res.State)
-	if ended.State.Terminal() && res.Report != "" && running.TaskID != 0 {
-		// The progress comment the task's people read: the job's end.
-		if _, _, err := st.AddComment(ctx, store.NewComment{TaskID: running.TaskID, AuthorKind: store.AuthorAgent, Body: res.Report}); err != nil {
-			log.Warn("post the progress comment", "err", err)
-		}
+	if !certain && ended.State.Terminal() {
+		p.postReport(ctx, log, running, res)
+	}
+}
+
+// postReport posts the Runner's progress comment (Result.Report) on the
+// job's task as an agent comment.
+func (p *Pool) postReport(ctx context.Context, log *slog.Logger, j store.Job, res Result) {
+	if res.Report == "" || j.TaskID == 0 {
+		return
+	}
+	if _, _, err := p.cfg.Store.AddComment(ctx, store.NewComment{TaskID: j.TaskID, AuthorKind: store.AuthorAgent, Body: res.Report}); err != nil {
+		log.Warn("post the progress comment", "err", err)
 	}
 }
 

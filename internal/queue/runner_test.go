@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/queue"
@@ -188,9 +189,15 @@ const abortScenario = `{"schemaVersion":"evalops.maestro.scripted-scenario.v1","
 "metadata":{"recordedAt":"2026-11-26T00:00:00Z","toolsExpected":["complete"]},
 "frames":[{"index":0,"statements":[{"kind":"tool_call","tool":"complete","input":{"status":"aborted","result":"The input file is missing."}}]}]}`
 
+// shortScenario answers in text, and has no turn for the reminder that
+// follows: the model call fails, and so does the attempt.
+const shortScenario = `{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id":"short","description":"one text turn",
+"metadata":{"recordedAt":"2026-11-26T00:00:00Z","toolsExpected":[]},
+"frames":[{"index":0,"statements":[{"kind":"text","text":"Working on it."}]}]}`
+
 // A job that ends posts the progress comment on its task, as an agent
 // comment: the outcome and result, the deliverables under output/ and the
-// cost (issue 15 item 9).
+// cost (issue 15 item 9). It is there by the time the job is seen to end.
 func TestEngineRunnerPostsProgressComment(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -209,21 +216,31 @@ func TestEngineRunnerPostsProgressComment(t *testing.T) {
 			"\nDeliverables: none under output/.\n",
 			"Cost: $0 (replay: no model was called) · 1 model call(s)",
 		}},
+		// The first attempt's failure is retried, without a comment.
+		{"the last attempt fails", store.NewTask{Title: "Convert input/data.csv", Piece: "general", Payload: payload(t, shortScenario), MaxAttempts: 2}, store.StateFailed, []string{
+			"The general run failed: ",
+			"scenario has 1 frame",
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			st := openSQLite(t, nil)
-			stop := startPool(t, queue.Config{Store: st, Runner: queue.NewEngineRunner(queue.EngineRunnerConfig{
+			stop := startPool(t, queue.Config{Store: st, Backoff: func(int) time.Duration { return 0 }, Runner: queue.NewEngineRunner(queue.EngineRunnerConfig{
 				DataDir: t.TempDir(), Sandbox: sandboxtest.Off(t, sandbox.Config{}),
 			})})
 			task, job, err := st.CreateTask(t.Context(), tc.task)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if done := waitJob(t, st, job.ID, "its end", func(j store.Job) bool { return j.State.Terminal() }); done.State != tc.state {
-				t.Fatalf("job ended %s (%s), want %s", done.State, done.Error, tc.state)
+			done := waitJob(t, st, job.ID, "its end", func(j store.Job) bool { return j.State.Terminal() })
+			if done.State != tc.state || done.Attempt != max(tc.task.MaxAttempts, 1) {
+				t.Fatalf("job ended %s at attempt %d (%s), want %s at its last attempt", done.State, done.Attempt, done.Error, tc.state)
 			}
-			stop() // the pool has finished with the job: its comment is posted
+			if done.State == store.StateFailed {
+				// Only the store knew that this failure ends the job: the
+				// comment follows; the pool has posted it once it stops.
+				stop()
+			}
 			comments, err := st.ListComments(t.Context(), task.ID, 0, 10)
 			if err != nil {
 				t.Fatal(err)
