@@ -2,14 +2,12 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/maestro-run/maestro/internal/llm/llmtest"
 	"github.com/maestro-run/maestro/internal/proctest"
@@ -294,34 +292,4 @@ func TestPieceModelAndClassifierModel(t *testing.T) {
 			t.Errorf("stderr lacks %q (or the run's model was called %d times):\n%s", want, len(runModel.Requests()), stderr)
 		}
 	})
-}
-
-// A queued job that ends leaves a progress comment on its task, which
-// `maestro tasks show` prints as soon as the job has ended: the result,
-// the deliverables and the cost (issue 15 item 9).
-func TestJobProgressComment(t *testing.T) {
-	t.Parallel()
-	home := t.TempDir()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	env := proctest.NoModelEnv(home)
-	url, serveErr, stop := startServe(ctx, t, env, "--workers", "1", "--data-dir", home)
-	defer stop() // before cancel, which would kill it
-	if out, errOut, err := tasksCLI(ctx, env, url, "submit", "Say hello in five languages", "-f"); err != nil {
-		t.Fatalf("submit -f: %v\nstdout:\n%s\nstderr:\n%s\nserve:\n%s", err, out, errOut, serveErr.String())
-	}
-	out, errOut, err := tasksCLI(ctx, env, url, "show", "1")
-	if err != nil {
-		t.Fatalf("show: %v\n%s", err, errOut)
-	}
-	_, comments, _ := strings.Cut(out, "\ncomments:\n")
-	for _, want := range []string{
-		"] agent:\n    The general run succeeded.\n",
-		"    Deliverables (2): output/hello-maestro/README.md, output/hello-maestro/greet.txt.\n",
-		"    Cost: $0 (replay: no model was called) · 5 model call(s)",
-	} {
-		if !strings.Contains(comments, want) {
-			t.Errorf("tasks show lacks %q in its comments:\n%s", want, out)
-		}
-	}
 }
