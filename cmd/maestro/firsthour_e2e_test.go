@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -21,10 +20,16 @@ import (
 // home at home), and fails t unless it succeeds or fails as wantOK says.
 func runMaestro(t *testing.T, home string, wantOK bool, args ...string) (stdout, stderr string) {
 	t.Helper()
+	return runMaestroEnv(t, proctest.NoModelEnv(home), wantOK, args...)
+}
+
+// runMaestroEnv is runMaestro in the environment env.
+func runMaestroEnv(t *testing.T, env []string, wantOK bool, args ...string) (stdout, stderr string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
-	cmd.Env = proctest.NoModelEnv(home)
+	cmd.Env = env
 	var errBuf bytes.Buffer
 	cmd.Stderr = &errBuf
 	out, err := cmd.Output()
@@ -49,10 +54,7 @@ const failingToolsScenario = `{"schemaVersion":"evalops.maestro.scripted-scenari
 func TestToolFailuresShowTheirReason(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	scenario := filepath.Join(dir, "failing.json")
-	if err := os.WriteFile(scenario, []byte(failingToolsScenario), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	scenario := writeFile(t, dir, "failing.json", failingToolsScenario)
 	home := filepath.Join(dir, "home")
 	run := func(t *testing.T, args ...string) (stdout, stderr string) {
 		return runMaestro(t, home, true, append([]string{"run", "--replay", scenario, "--workspace", t.TempDir()}, args...)...)
@@ -130,13 +132,10 @@ func TestReplayResumeHint(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	home := filepath.Join(dir, "home")
-	twoTurns := filepath.Join(dir, "two-turns.json")
-	if err := os.WriteFile(twoTurns, []byte(`{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id":"two-turns","description":"a follow-up turn",
+	twoTurns := writeFile(t, dir, "two-turns.json", `{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id":"two-turns","description":"a follow-up turn",
 "metadata":{"recordedAt":"2026-11-26T00:00:00Z","toolsExpected":[]},
 "frames":[{"index":0,"statements":[{"kind":"text","text":"first answer"}]},
-{"index":1,"statements":[{"kind":"text","text":"second answer"}]}]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+{"index":1,"statements":[{"kind":"text","text":"second answer"}]}]}`)
 	maestro := func(t *testing.T, wantOK bool, args ...string) (stdout, stderr string) {
 		return runMaestro(t, home, wantOK, args...)
 	}

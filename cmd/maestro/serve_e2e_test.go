@@ -61,6 +61,22 @@ func TestServeRunsWithoutModel(t *testing.T) {
 	if !strings.Contains(errOut, "job 1 succeeded") {
 		t.Errorf("submit -f stderr:\n%s", errOut)
 	}
+	// Its progress comment is on the task as soon as it has ended: the
+	// result, the deliverables and the cost (issue 15 item 9).
+	out, errOut, err = tasks("show", "1")
+	if err != nil {
+		t.Fatalf("show: %v\n%s", err, errOut)
+	}
+	_, comments, _ := strings.Cut(out, "\ncomments:\n")
+	for _, want := range []string{
+		"] agent:\n    The general run succeeded.\n",
+		"    Deliverables (2): output/hello-maestro/README.md, output/hello-maestro/greet.txt.\n",
+		"    Cost: $0 (replay: no model was called) · 5 model call(s)",
+	} {
+		if !strings.Contains(comments, want) {
+			t.Errorf("tasks show lacks %q in its comments:\n%s", want, out)
+		}
+	}
 	for name, want := range map[string]string{"README.md": "replay demo", "greet.txt": "bonjour, le monde"} {
 		data, err := os.ReadFile(filepath.Join(queue.WorkDir(home, 1), "output", "hello-maestro", name))
 		if err != nil || !strings.Contains(string(data), want) {

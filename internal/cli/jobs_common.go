@@ -115,8 +115,14 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (queue.Runner, 
 	if n := jobReplayNotice(choice, filepath.Join(home, "config.yaml")); n != "" {
 		fmt.Fprintln(io.ErrOut, n)
 	}
+	models := pieceModels(io.Getenv, cfg)
+	classifier, err := classifierModel(ctx, models, cfg, choice.Executor == protocol.ExecutorLive)
+	if err != nil {
+		return nil, err
+	}
 	return queue.NewEngineRunner(queue.EngineRunnerConfig{
-		DataDir:  dataDir,
+		DataDir: dataDir,
+		Models:  models, Classifier: classifier,
 		Provider: func(*queue.Job) (llm.Provider, error) { return prov, nil },
 		Pieces: func(ctx context.Context) (*engine.Library, error) {
 			return queue.StoreLibrary(ctx, st, filepath.Join(home, "pieces"))

@@ -19,6 +19,7 @@ import (
 	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/providers"
@@ -50,7 +51,9 @@ in order, and the first line of its description (the classifier reads the
 whole description to pick a piece for a task). An override file that does not
 validate is reported on stderr and ignored: the definition it would replace
 stays in effect. --workspace DIR reads DIR's .maestro/pieces/ instead of the
-current directory's.`,
+current directory's. MISSING TOOLS names the tools the piece's movements
+list that this build of Maestro lacks (web, document and MCP tools, …): a run
+leaves them out and says so once.`,
 		Example: `  maestro pieces list
   maestro pieces list --workspace ~/src/app`,
 		Args: cobra.NoArgs,
@@ -60,9 +63,13 @@ current directory's.`,
 				return err
 			}
 			tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSOURCE\tMOVEMENTS\tDESCRIPTION")
+			fmt.Fprintln(tw, "NAME\tSOURCE\tMOVEMENTS\tMISSING TOOLS\tDESCRIPTION")
 			for _, e := range lib.Catalog().List() {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Piece.Name, sourceLabel(e), movementNames(e.Piece), firstLine(e.Piece.Description, 70))
+				missing := "-"
+				if names := e.Piece.UnavailableTools(); len(names) > 0 {
+					missing = strings.Join(names, ", ")
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Piece.Name, sourceLabel(e), movementNames(e.Piece), missing, firstLine(e.Piece.Description, 70))
 			}
 			tw.Flush()
 			reportProblems(io, lib)
@@ -77,7 +84,8 @@ its description, movements with their persona, instruction, allowed tools,
 rules and transitions (docs/pieces.md describes every field). The first line
 names its source. Copy it to ~/.maestro/pieces/NAME.yaml or the project's
 .maestro/pieces/NAME.yaml to change it, and check the copy with
-'maestro pieces validate FILE'.`,
+'maestro pieces validate FILE'. Comments at the end name, per movement, the
+tools it lists that this build of Maestro lacks (a run leaves them out).`,
 		Example: `  maestro pieces show code
   maestro pieces show code > .maestro/pieces/code.yaml`,
 		Args: cobra.ExactArgs(1),
@@ -95,6 +103,7 @@ names its source. Copy it to ~/.maestro/pieces/NAME.yaml or the project's
 				return failErr(err)
 			}
 			fmt.Fprintf(io.Out, "# source: %s\n%s", e.Source, data)
+			writeUnavailable(io, e.Piece)
 			reportProblems(io, lib)
 			return nil
 		},
@@ -160,6 +169,20 @@ func loadLibrary(ctx context.Context, io *IOStreams, ws string) (*engine.Library
 	return lib, nil
 }
 
+// writeUnavailable ends `pieces show` with comments naming, per movement,
+// the tools it lists that this build lacks.
+func writeUnavailable(io *IOStreams, p *piece.Piece) {
+	if len(p.UnavailableTools()) == 0 {
+		return
+	}
+	fmt.Fprintln(io.Out, "# Tools this build of Maestro lacks (left out when the piece runs):")
+	for i := range p.Movements {
+		if names := p.Movements[i].UnavailableTools(); len(names) > 0 {
+			fmt.Fprintf(io.Out, "#   movement %s: %s\n", p.Movements[i].Name, strings.Join(names, ", "))
+		}
+	}
+}
+
 // reportProblems prints the override files the catalog ignored.
 func reportProblems(io *IOStreams, lib *engine.Library) {
 	for _, err := range lib.Catalog().Problems() {
@@ -190,12 +213,95 @@ func firstLine(s string, n int) string {
 	return oneLine(line, n)
 }
 
+// usePieceDemo lets a piece run on the bundled replay demo play the
+// bundled piece demo, as a queued job without a model does: the demo
+// scripts a run of piece replay.DemoPieceFor (the piece given, or the
+// resumed session's). Another piece whose movements need a model is
+// refused before anything runs, since the script cannot drive it; one
+// that runs only on agent CLIs, or that does not exist (the run says
+// so), is left alone, as are other choices.
+func usePieceDemo(ctx context.Context, choice *providers.Choice, name string, prior *priorRun, home, workdir string) error {
+	if choice.Executor != protocol.ExecutorReplay || choice.Replay != providers.DemoScenario {
+		return nil
+	}
+	if name == "" && prior != nil {
+		name = prior.state.Piece
+	}
+	if name == replay.DemoPieceFor {
+		choice.Provider = replay.New(replay.DemoPiece())
+		return nil
+	}
+	lib, err := engine.NewLibrary(ctx, pieceDirs(home, workdir), filepath.Join(home, "pieces"))
+	if err != nil {
+		return failErr(err)
+	}
+	p, ok := lib.Get(name)
+	if !ok || !slices.ContainsFunc(p.Movements, func(m piece.Movement) bool { return m.Agent == "" }) {
+		return nil
+	}
+	return usageErr("no model is configured, and the bundled replay demo scripts only piece %s, not %s: "+
+		"try it with --piece %s, or configure a real model (ANTHROPIC_API_KEY, OPENAI_API_KEY or OPENAI_BASE_URL, or --model provider/model) to run piece %s",
+		replay.DemoPieceFor, name, replay.DemoPieceFor, name)
+}
+
+// pieceModels resolves the models that pieces and movements name
+// (engine.Config.Models, config classifier_model) as --model does, but
+// refuses a provider that has no credentials, so that a piece never runs
+// silently on a model it did not ask for.
+func pieceModels(getenv func(string) string, cfg config.Config) func(ctx context.Context, spec string) (llm.Provider, error) {
+	return func(ctx context.Context, spec string) (llm.Provider, error) {
+		provider, _, ok := strings.Cut(spec, "/")
+		if m, found := llm.LookupModel(spec); !ok && found {
+			provider = m.Provider
+		}
+		if hint := unconfigured(provider, getenv, cfg); hint != "" {
+			return nil, fmt.Errorf("provider %s is not configured: %s", provider, hint)
+		}
+		c, err := providers.Select(ctx, providers.Options{Model: spec, Config: cfg, Getenv: getenv})
+		if err != nil {
+			return nil, err
+		}
+		return llm.WithRetry(c.Provider, llm.RetryPolicy{}), nil
+	}
+}
+
+// unconfigured says how to configure provider when neither the
+// environment nor the config file gives it credentials; "" when they do
+// (or for a provider that needs none).
+func unconfigured(provider string, getenv func(string) string, cfg config.Config) string {
+	switch provider {
+	case "anthropic":
+		if getenv("ANTHROPIC_API_KEY") == "" && getenv("ANTHROPIC_AUTH_TOKEN") == "" && cfg.Providers.Anthropic.APIKey == "" {
+			return "set ANTHROPIC_API_KEY, or providers.anthropic.api_key in config.yaml"
+		}
+	case "openai":
+		if getenv("OPENAI_API_KEY") == "" && getenv("OPENAI_BASE_URL") == "" && cfg.Providers.OpenAI.APIKey == "" && cfg.Providers.OpenAI.BaseURL == "" {
+			return "set OPENAI_API_KEY or OPENAI_BASE_URL, or providers.openai in config.yaml"
+		}
+	}
+	return ""
+}
+
+// classifierModel is the provider of config classifier_model, for a run
+// that classifies on a live model; nil means the run's model.
+func classifierModel(ctx context.Context, models func(context.Context, string) (llm.Provider, error), cfg config.Config, live bool) (llm.Provider, error) {
+	if cfg.ClassifierModel == "" || !live {
+		return nil, nil
+	}
+	p, err := models(ctx, cfg.ClassifierModel)
+	if err != nil {
+		return nil, fmt.Errorf("config classifier_model %q: %w", cfg.ClassifierModel, err)
+	}
+	return p, nil
+}
+
 // pieceRun is what runTask hands to runPiece.
 type pieceRun struct {
 	o        runOptions
 	task     string
 	home     string
 	cfg      config.Config
+	hs       *host.Session
 	sess     *session.Session
 	prior    *priorRun
 	choice   *providers.Choice
@@ -245,8 +351,16 @@ func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 		logged := engine.SessionEvents(pr.sess)
 		events = engine.EventSinkFunc(func(r engine.Record) { logged.RunEvent(r); pr.text.RunEvent(r) })
 	}
+	models := pieceModels(io.Getenv, pr.cfg)
+	var classifier llm.Provider
+	if pr.o.Piece == "" && pr.prior == nil {
+		if classifier, err = classifierModel(ctx, models, pr.cfg, !replayRun); err != nil {
+			return failErr(err)
+		}
+	}
 	l := engine.Launch{
 		Config: engine.Config{
+			Models: models, ClassifierProvider: classifier,
 			Provider: pr.provider, Workspace: pr.root, Sandbox: pr.sb, FileLimits: host.FileLimits(pr.cfg), Library: lib,
 			Sink: pr.sink, Events: events, Agents: agentMovements(io, pr.o.Model),
 			MaxIterations: firstPositive(pr.o.MaxIterations, pr.cfg.MaxIterations),
@@ -299,12 +413,14 @@ func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 		}
 	}
 	closeErr := pr.sess.Close()
-	id := pr.sess.ID()
+	id, short := pr.sess.ID(), pr.sess.ShortID()
 	if pr.text != nil {
-		if out.Status == engine.StatusWaitingHuman {
-			fmt.Fprintf(io.ErrOut, "session %s · the run waits for your answer: maestro run --resume %s \"your answer\"\n", id, id)
+		if ended := replayEnded(pr.hs); ended != "" {
+			fmt.Fprintf(io.ErrOut, "session %s · %s\n", id, ended)
+		} else if out.Status == engine.StatusWaitingHuman {
+			fmt.Fprintf(io.ErrOut, "session %s · the run waits for your answer: maestro run --resume %s \"your answer\"\n", id, short)
 		} else {
-			fmt.Fprintf(io.ErrOut, "session %s · continue with: maestro run --resume %s \"…\"\n", id, id)
+			fmt.Fprintf(io.ErrOut, "session %s · continue with: maestro run --resume %s \"…\"\n", id, short)
 		}
 	}
 	switch {

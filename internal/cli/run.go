@@ -200,6 +200,16 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	if prior != nil && o.Piece != "" && !prior.state.Status.Final() {
 		return usageErr("session %s has an unfinished run (%s): resume it without --piece", sess.ID(), prior.state.Status)
 	}
+	if pieceMode {
+		if err := usePieceDemo(ctx, choice, o.Piece, prior, h.Home(), s.Root.Dir()); err != nil {
+			return err
+		}
+	}
+	if o.Resume != "" {
+		if ended := replayEnded(s); ended != "" {
+			return failErr(fmt.Errorf("%s", ended))
+		}
+	}
 	sb, err := s.Sandbox(ctx)
 	if err != nil {
 		return failErr(err)
@@ -210,11 +220,6 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		fmt.Fprintln(io.ErrOut, choice.Notice)
 	}
 	if !pieceMode {
-		if o.Resume != "" {
-			if ended := replayEnded(s); ended != "" {
-				return failErr(fmt.Errorf("%s", ended))
-			}
-		}
 		return runPlain(runCtx, io, s, sb.Kind(), task, view, text)
 	}
 	_ = sess.SetTitle(task)
@@ -235,7 +240,7 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		sink.Event(protocol.Status{Message: fmt.Sprintf("Model call failed (%s); retrying in %s (attempt %d)", e.Error(), wait.Round(100*time.Millisecond), attempt+1)})
 	}})
 	return runPiece(runCtx, io, pieceRun{
-		o: o, task: task, home: h.Home(), cfg: h.Config(), sess: sess, prior: prior, choice: choice, provider: provider,
+		o: o, task: task, home: h.Home(), cfg: h.Config(), hs: s, sess: sess, prior: prior, choice: choice, provider: provider,
 		sb: sb, root: s.Root, sink: sink, view: view, text: text, jsonl: o.Output == "jsonl",
 	})
 }

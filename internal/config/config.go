@@ -6,6 +6,7 @@
 //	sandbox: auto                        # auto | always | off
 //	max_iterations: 50
 //	max_file_bytes: 10485760             # Read/Edit/Write size limit
+//	classifier_model: anthropic/claude-haiku-4-5  # picks the piece (default: model)
 //	providers:
 //	  anthropic: {api_key: "...", base_url: "..."}
 //	  openai:    {api_key: "...", base_url: "http://localhost:11434/v1", api: chat}
@@ -43,6 +44,9 @@ type Config struct {
 	// Models holds per-model settings, keyed by the model id (without
 	// its provider/ prefix).
 	Models map[string]Model `yaml:"models"`
+	// ClassifierModel is the model ("provider/model") that picks the
+	// piece of a task: a cheap, fast one; empty means the run's model.
+	ClassifierModel string `yaml:"classifier_model"`
 }
 
 // Model holds one model's settings.

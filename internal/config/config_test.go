@@ -38,6 +38,8 @@ func TestParse(t *testing.T) {
 		{"wrong type", "max_iterations: many\n", Config{}, "line 1"},
 		{"negative", "max_iterations: -1\n", Config{}, "max_iterations: must be positive"},
 		{"file limit", "max_file_bytes: 1048576\n", Config{MaxFileBytes: 1 << 20}, ""},
+		{"classifier model", "model: anthropic/claude-sonnet-4-5\nclassifier_model: anthropic/claude-haiku-4-5\n",
+			Config{Model: "anthropic/claude-sonnet-4-5", ClassifierModel: "anthropic/claude-haiku-4-5"}, ""},
 		{"negative file limit", "max_file_bytes: -1\n", Config{}, "max_file_bytes: must be positive"},
 	}
 	for _, tc := range cases {

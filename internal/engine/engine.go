@@ -119,6 +119,17 @@ type Config struct {
 	MaxLessons          int
 	MaxParallelSubtasks int
 	MaxSubtasks         int
+	// Models gives the provider of a model that a piece or movement
+	// names (`model: provider/model`, piece.Piece.ModelFor); its error
+	// says why the model cannot be used (a provider that is not
+	// configured). Nil means no run can use such a piece: its movements
+	// fail naming the model. A run on a replay provider plays its script
+	// whatever model a piece names.
+	Models func(ctx context.Context, spec string) (llm.Provider, error)
+	// ClassifierProvider, when set, is the model that picks a new run's
+	// piece (config classifier_model: a cheap, fast model); nil means
+	// Provider.
+	ClassifierProvider llm.Provider
 	// SubtaskProvider, when set, gives each subtask its model; nil means
 	// Provider. On replay a subtask needs its own script, so without it
 	// SpawnSubTask is not offered when Provider is a replay provider.

@@ -671,6 +671,26 @@ func TestVerifyFeedbackReachesExecute(t *testing.T) {
 	}
 }
 
+// A movement entered twice says once which of its tools this build lacks
+// (issue 15 item 7).
+func TestToolsOmittedSaidOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "feedback")
+	if out, err := h.start("feedback", "Write out.txt with the word final."); err != nil || out.Status != StatusSucceeded {
+		t.Fatalf("outcome = %+v, %v", out, err)
+	}
+	entries := 0
+	for _, ms := range all[MovementStarted](h.rec) {
+		if ms.Movement == "execute" {
+			entries++
+		}
+	}
+	want := []ToolsOmitted{{Movement: "execute", Tools: []OmittedTool{{"WebFetch", "not available in this build"}}}}
+	if diff := cmp.Diff(want, all[ToolsOmitted](h.rec)); entries != 2 || diff != "" {
+		t.Errorf("execute entered %d times (want 2); tools_omitted events (-want +got):\n%s", entries, diff)
+	}
+}
+
 func TestEditFalseIsNotOfferedWriteOrEdit(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "readonly")
@@ -736,6 +756,46 @@ func TestRemindersThenDefaultNext(t *testing.T) {
 	}
 	if !strings.Contains(text(reqs[2]), "If you reply without a tool call again, Maestro ends the movement and the run completes with your last reply as its result.") {
 		t.Errorf("last reminder does not say what happens next:\n%s", text(reqs[2]))
+	}
+}
+
+// A movement with text_answer: result whose model answers in text after
+// the reminders ends the run with that answer as its result, recorded as
+// such in the run's complete event; the tool call made before counts
+// (issue 15 item 1). Without text_answer, default_next (ABORT) applies.
+func TestTextAnswerAfterReminders(t *testing.T) {
+	t.Parallel()
+	const answer = "notes.txt lists three fruit: apples, pears and plums."
+	for _, tc := range []struct {
+		piece  string
+		status RunStatus
+		reason string
+		result string
+	}{
+		{"answer", StatusSucceeded, reasonTextAnswer, answer},
+		{"answer-strict", StatusAborted, reasonReminders, "The run was stopped in movement look: " + reasonReminders + "."},
+	} {
+		t.Run(tc.piece, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, "answer")
+			out, err := h.start(tc.piece, "How many fruit are in notes.txt?")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Status != tc.status || out.Result != tc.result || out.Reason != tc.reason {
+				t.Errorf("outcome = %+v, want status %s, result %q, reason %q", out, tc.status, tc.result, tc.reason)
+			}
+			if out.ToolCalls != 1 || out.ModelCalls != 4 {
+				t.Errorf("tool calls %d, model calls %d; want the Read call and 4 model calls to count", out.ToolCalls, out.ModelCalls)
+			}
+			done := all[Complete](h.rec)
+			if len(done) != 1 || done[0].Reason != tc.reason || done[0].Result != tc.result {
+				t.Errorf("complete events = %+v, want one with reason %q", done, tc.reason)
+			}
+			if got := len(all[Reminder](h.rec)); got != 2 {
+				t.Errorf("%d reminders, want 2", got)
+			}
+		})
 	}
 }
 

@@ -99,7 +99,11 @@ func (l Launch) Run(ctx context.Context) (*Outcome, error) {
 	if cfg.Library == nil {
 		return &Outcome{Status: StatusFailed}, &ClassifyError{Err: errors.New("no piece library is configured")}
 	}
-	c, err := Classify(ctx, cfg.Provider, cfg.Library, task, ClassifyOptions{Override: name})
+	classifier := cfg.Provider
+	if cfg.ClassifierProvider != nil {
+		classifier = cfg.ClassifierProvider
+	}
+	c, err := Classify(ctx, classifier, cfg.Library, task, ClassifyOptions{Override: name})
 	if err != nil {
 		return &Outcome{Status: StatusFailed}, &ClassifyError{Err: err}
 	}

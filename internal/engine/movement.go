@@ -18,6 +18,9 @@ const (
 	reasonReminders  = "no transition or complete after the reminders"
 	reasonContext    = "the context window is full"
 	reasonIterations = "the movement's model-call limit was reached"
+	// reasonTextAnswer ends a movement with text_answer: result whose
+	// model kept answering in text: its last answer is the result.
+	reasonTextAnswer = "the model answered in text without calling complete; its last answer is the result (text_answer: result)"
 )
 
 // runMovement runs the current movement's agent loop until it decides.
@@ -33,7 +36,7 @@ func (r *run) runMovement(ctx context.Context) (*decision, error) {
 	ctl := &movementCtl{}
 	tools, omitted := r.movementTools(m, ctl)
 	r.emit(MovementStarted{Movement: m.Name, Number: st.Movements, MaxMovements: r.p.MaxMovements, Entry: st.Entry, Revisits: st.Revisits, Tools: tools.Names()})
-	if len(omitted) > 0 {
+	if len(omitted) > 0 && r.noteOmitted(m.Name) {
 		r.emit(ToolsOmitted{Movement: m.Name, Tools: omitted})
 	}
 
@@ -51,12 +54,16 @@ func (r *run) runMovement(ctx context.Context) (*decision, error) {
 	// restart briefs the movement again from the last saved state (the
 	// same handoff, feedback and subtask results).
 
+	prov, err := r.movementProvider(ctx, m)
+	if err != nil {
+		return nil, err
+	}
 	needs := r.cfg.NeedsApproval
 	if needs == nil {
 		needs = func(t tool.Tool, _ llm.ToolCall) bool { return !t.ReadOnly() }
 	}
 	ag := agent.New(agent.Config{
-		Provider:      atFrame(r.cfg.Provider, st.FrameBase),
+		Provider:      atFrame(prov, st.FrameBase),
 		Tools:         tools,
 		System:        r.systemPrompt(m, tools),
 		MaxIterations: r.cfg.MaxIterations,
@@ -95,12 +102,55 @@ func (r *run) runMovement(ctx context.Context) (*decision, error) {
 			return nil, fmt.Errorf("movement %s: %w", m.Name, err)
 		}
 		if reminders == r.cfg.Reminders {
+			if text := lastText(history); text != "" && m.TextAnswer == piece.TextAnswerResult {
+				return &decision{complete: true, status: statusSuccess, forced: true, reason: reasonTextAnswer, result: text}, nil
+			}
 			return r.fallback(m, reasonReminders, forcedSummary(m, history, reasonReminders)), nil
 		}
 		reminders++
 		r.emit(Reminder{Movement: m.Name, Count: reminders, Max: r.cfg.Reminders})
 		input = llm.UserText(r.reminder(m, reminders, ctl.takeNotes()))
 	}
+}
+
+// movementProvider is the model m runs on: the one it or its piece names
+// (Config.Models), else the run's. A replay run plays its script.
+func (r *run) movementProvider(ctx context.Context, m *piece.Movement) (llm.Provider, error) {
+	spec := r.p.ModelFor(m)
+	if spec == "" || isReplay(r.cfg.Provider) {
+		return r.cfg.Provider, nil
+	}
+	if p, ok := r.models[spec]; ok {
+		return p, nil
+	}
+	where := fmt.Sprintf("piece %s names", r.p.Name)
+	if m.Model != "" {
+		where = fmt.Sprintf("movement %s of piece %s names", m.Name, r.p.Name)
+	}
+	if r.cfg.Models == nil {
+		return nil, fmt.Errorf("%s model %q, and this run cannot choose models", where, spec)
+	}
+	p, err := r.cfg.Models(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("%s model %q: %w", where, spec, err)
+	}
+	if r.models == nil {
+		r.models = map[string]llm.Provider{}
+	}
+	r.models[spec] = p
+	return p, nil
+}
+
+// noteOmitted reports whether the run has yet to say which of movement's
+// tools it leaves out, and records that it now does.
+func (r *run) noteOmitted(movement string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if slices.Contains(r.st.OmittedNoted, movement) {
+		return false
+	}
+	r.st.OmittedNoted = append(r.st.OmittedNoted, movement)
+	return true
 }
 
 // account adds an agent run's usage to the run's totals.
@@ -166,15 +216,12 @@ func (r *run) fallback(m *piece.Movement, why, summary string) *decision {
 func forcedSummary(m *piece.Movement, history []llm.Message, why string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Maestro ended movement %s before it called transition: %s.", m.Name, why)
-	last := ""
+	last := lastText(history)
 	counts := map[string]int{}
 	var order []string
 	for _, msg := range history {
 		if msg.Role != llm.RoleAssistant {
 			continue
-		}
-		if t := strings.TrimSpace(msg.TextContent()); t != "" {
-			last = t
 		}
 		for _, c := range msg.ToolCalls() {
 			if counts[c.Name] == 0 {
@@ -197,6 +244,18 @@ func forcedSummary(m *piece.Movement, history []llm.Message, why string) string 
 		fmt.Fprintf(&b, "\n\nTools it called: %s.", strings.Join(parts, ", "))
 	}
 	return b.String()
+}
+
+// lastText is the model's last non-empty text answer in history, trimmed.
+func lastText(history []llm.Message) string {
+	for i := len(history) - 1; i >= 0; i-- {
+		if msg := history[i]; msg.Role == llm.RoleAssistant {
+			if t := strings.TrimSpace(msg.TextContent()); t != "" {
+				return t
+			}
+		}
+	}
+	return ""
 }
 
 // lastWords extracts the model's last message from a forced summary, for

@@ -69,6 +69,9 @@ func hasWaitRule(rules []piece.Rule) bool {
 
 // fallbackText says what happens when m does not decide.
 func fallbackText(m *piece.Movement) string {
+	if m.TextAnswer == piece.TextAnswerResult {
+		return "the run completes with your last reply as its result"
+	}
 	switch m.DefaultNext {
 	case "", piece.Abort:
 		return "the run is aborted"

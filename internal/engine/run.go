@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/maestro-run/maestro/internal/agent"
+	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/protocol"
 )
@@ -30,6 +31,9 @@ type run struct {
 	// restartReason says why the current movement restarts (Resume of an
 	// interrupted or failed run).
 	restartReason string
+	// models caches the providers of the models the piece names, by
+	// spec (run loop only).
+	models map[string]llm.Provider
 }
 
 func (e *Engine) newRun(p *piece.Piece, st *State) *run {

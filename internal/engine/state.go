@@ -86,6 +86,10 @@ type State struct {
 	// current movement; LoopNote the warning its model is given.
 	Revisits int    `json:"revisits,omitempty"`
 	LoopNote string `json:"loop_note,omitempty"`
+	// OmittedNoted lists the movements whose omitted tools the run has
+	// reported (tools_omitted): a run says it once per movement, not at
+	// every entry.
+	OmittedNoted []string `json:"omitted_noted,omitempty"`
 	// Lessons are the run's accumulated lessons, oldest first.
 	Lessons []string `json:"lessons"`
 	// Handoff is the previous movement's summary for the current one.

@@ -54,6 +54,17 @@ func TestBuiltinsValidate(t *testing.T) {
 					t.Errorf("description lacks %q", part)
 				}
 			}
+			// A question answered in plain text must end the run with
+			// that answer: each piece declares where (text_answer).
+			answers := 0
+			for _, m := range p.Movements {
+				if m.TextAnswer == TextAnswerResult {
+					answers++
+				}
+			}
+			if answers == 0 {
+				t.Errorf("no movement declares text_answer: %s", TextAnswerResult)
+			}
 			for _, m := range p.Movements {
 				// Every movement must be able to end or move on.
 				if len(m.Rules) == 0 && !strings.Contains(m.Instruction, "complete") {
@@ -163,4 +174,31 @@ func BenchmarkYAMLLoadBaseline(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pieces/s")
+}
+
+// The tools a built-in names that this build lacks are the ones the
+// pieces list and show mark (issue 15 item 7).
+func TestBuiltinUnavailableTools(t *testing.T) {
+	t.Parallel()
+	want := map[string][]string{
+		"chat":          {"WebSearch", "WebFetch"},
+		"code":          nil,
+		"general":       {"WebSearch", "WebFetch", "ReadToolDoc"},
+		"piece-builder": {"ReadToolDoc"},
+		"research":      {"WebSearch", "WebFetch", "ReadPdf", "DownloadFile"},
+		"review":        nil,
+	}
+	for _, name := range builtinNames {
+		p, err := Parse(name, readBuiltin(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want[name], p.UnavailableTools()); diff != "" {
+			t.Errorf("%s: unavailable tools (-want +got):\n%s", name, diff)
+		}
+	}
+	m := Movement{AllowedTools: []string{"Read", "mcp__docs__*", "SpawnSubTask", "AskUser"}}
+	if diff := cmp.Diff([]string{"mcp__docs__*", "AskUser"}, m.UnavailableTools()); diff != "" {
+		t.Errorf("movement: unavailable tools (-want +got):\n%s", diff)
+	}
 }

@@ -83,6 +83,12 @@ func movementNode(m *Movement) *yaml.Node {
 	if m.DefaultNext != "" {
 		addStr(n, "default_next", m.DefaultNext)
 	}
+	if m.TextAnswer != "" {
+		addStr(n, "text_answer", m.TextAnswer)
+	}
+	if m.Model != "" {
+		addStr(n, "model", m.Model)
+	}
 	if m.MaxConsecutiveRevisits != 0 {
 		addInt(n, "max_consecutive_revisits", m.MaxConsecutiveRevisits)
 	}

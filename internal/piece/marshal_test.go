@@ -35,6 +35,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 			{
 				Name: "second", Persona: "p", Instruction: "i",
 				AllowedTools: []string{}, Rules: []Rule{},
+				TextAnswer: TextAnswerResult, Model: "openai/gpt-5",
 				MaxConsecutiveRevisits: 2,
 			},
 			{

@@ -52,7 +52,7 @@ var (
 	movementFields = []string{
 		"name", "agent", "edit", "persona", "instruction", "allowed_tools",
 		"allowed_commands", "allowed_ssh_connections", "rules", "default_next",
-		"max_consecutive_revisits",
+		"text_answer", "model", "max_consecutive_revisits",
 	}
 	ruleFields    = []string{"condition", "next"}
 	triggerFields = []string{"keywords"}
@@ -548,6 +548,15 @@ func (d *decoder) movement(n *yaml.Node, path string) (Movement, *yaml.Node, []r
 				m.DefaultNext = s
 				refs = append(refs, ref{v, field, s, refDefaultNext})
 			}
+		case "text_answer":
+			if s, ok := d.str(v, field); ok {
+				if s != TextAnswerResult && s != TextAnswerDefaultNext {
+					d.errorf(v, field, "expected %s or %s, found %s", TextAnswerResult, TextAnswerDefaultNext, yamlnode.Quote(s))
+				}
+				m.TextAnswer = s
+			}
+		case "model":
+			m.Model, _ = d.str(v, field)
 		case "max_consecutive_revisits":
 			m.MaxConsecutiveRevisits, _ = d.positive(v, field)
 		}

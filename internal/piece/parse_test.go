@@ -222,7 +222,7 @@ func TestParseRejects(t *testing.T) {
 			`f.yaml:12:5: movements[0].persona_name: unknown field "persona_name"; did you mean "persona"?`,
 			`f.yaml:13:5: movements[0].defaultNext: unknown field "defaultNext"; did you mean "default_next"?`,
 			`f.yaml:14:5: movements[0].tools: unknown field "tools"; did you mean "allowed_tools"?`,
-			`f.yaml:15:5: movements[0].parallel: unknown field "parallel"; expected one of name, agent, edit, persona, instruction, allowed_tools, allowed_commands, allowed_ssh_connections, rules, default_next, max_consecutive_revisits`,
+			`f.yaml:15:5: movements[0].parallel: unknown field "parallel"; expected one of name, agent, edit, persona, instruction, allowed_tools, allowed_commands, allowed_ssh_connections, rules, default_next, text_answer, model, max_consecutive_revisits`,
 		}},
 		{"misspelt required movement field is reported once", one("    allowed_tool: []", "    rules: []"), []string{
 			`f.yaml:10:5: movements[0].allowed_tool: unknown field "allowed_tool"; did you mean "allowed_tools"?`,
@@ -359,6 +359,17 @@ func TestParseRejects(t *testing.T) {
 		}},
 		{"default_next is a list", one("    allowed_tools: []", "    rules: []", "    default_next: [a]"), []string{
 			"f.yaml:12:19: movements[0].default_next: expected a string, found a list",
+		}},
+
+		// text_answer, model
+		{"text_answer unknown value", one("    allowed_tools: []", "    rules: []", "    text_answer: answer"), []string{
+			`f.yaml:12:18: movements[0].text_answer: expected result or default_next, found "answer"`,
+		}},
+		{"text_answer a boolean", one("    allowed_tools: []", "    rules: []", "    text_answer: true"), []string{
+			"f.yaml:12:18: movements[0].text_answer: expected a string, found boolean true (quote it to make it a string)",
+		}},
+		{"movement model empty", one("    allowed_tools: []", "    rules: []", `    model: ""`), []string{
+			`f.yaml:12:12: movements[0].model: expected a non-empty string, found string ""`,
 		}},
 
 		// max_consecutive_revisits

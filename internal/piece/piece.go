@@ -29,6 +29,16 @@ const (
 	WaitSubtasks = "WAIT_SUBTASKS"
 )
 
+// Values of Movement.TextAnswer.
+const (
+	// TextAnswerResult: after the reminders, the model's last text answer
+	// is the run's result (a question answered in text succeeds).
+	TextAnswerResult = "result"
+	// TextAnswerDefaultNext: after the reminders, the engine applies
+	// default_next (the behaviour when text_answer is absent).
+	TextAnswerDefaultNext = "default_next"
+)
+
 // DefaultMaxConsecutiveRevisits is the loop-detection threshold a movement
 // gets when it does not set max_consecutive_revisits: the engine warns as
 // the count of consecutive re-entries of one movement approaches it and
@@ -66,7 +76,9 @@ type Piece struct {
 	// RequiredMCP lists MCP server slugs that must be connected for the
 	// piece to be offered.
 	RequiredMCP []string `yaml:"required_mcp,omitempty" json:"required_mcp,omitempty"`
-	// Model is the preferred LLM model; empty means the worker's default.
+	// Model is the model the piece's movements run on, as provider/model
+	// (or a bare catalogue id); empty means the run's model. A movement's
+	// own model wins.
 	Model string `yaml:"model,omitempty" json:"model,omitempty"`
 	// Movements are the piece's steps, in file order; never empty.
 	Movements []Movement `yaml:"movements" json:"movements"`
@@ -112,6 +124,14 @@ type Movement struct {
 	// limit, SpawnSubTask unavailable): a movement or any sentinel; empty
 	// when unset.
 	DefaultNext string `yaml:"default_next,omitempty" json:"default_next,omitempty"`
+	// TextAnswer says what a reply in plain text (no control tool) means
+	// once the reminders are spent: [TextAnswerResult] takes the model's
+	// last answer as the run's result (status success);
+	// [TextAnswerDefaultNext], or empty, applies DefaultNext.
+	TextAnswer string `yaml:"text_answer,omitempty" json:"text_answer,omitempty"`
+	// Model is the model this movement runs on, as provider/model (or a
+	// bare catalogue id); empty means the piece's model, else the run's.
+	Model string `yaml:"model,omitempty" json:"model,omitempty"`
 	// MaxConsecutiveRevisits overrides [DefaultMaxConsecutiveRevisits];
 	// zero means unset.
 	MaxConsecutiveRevisits int `yaml:"max_consecutive_revisits,omitempty" json:"max_consecutive_revisits,omitempty"`
@@ -139,6 +159,15 @@ func (p *Piece) Movement(name string) (*Movement, bool) {
 		}
 	}
 	return nil, false
+}
+
+// ModelFor is the model movement m runs on: its own model, else the
+// piece's; "" means the run's model.
+func (p *Piece) ModelFor(m *Movement) string {
+	if m.Model != "" {
+		return m.Model
+	}
+	return p.Model
 }
 
 // RevisitLimit is the movement's loop-detection threshold: its

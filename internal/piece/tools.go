@@ -1,6 +1,9 @@
 package piece
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // ToolInfo describes one tool name the validator accepts in allowed_tools.
 type ToolInfo struct {
@@ -127,4 +130,36 @@ func checkMCPTool(s string) string {
 
 func isToolNameByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
+}
+
+// UnavailableTools lists the allowed_tools entries of m that this build of
+// Maestro lacks: known tools not implemented yet ([ToolInfo].Implemented
+// false) and MCP tools (no MCP client in this build). The engine leaves
+// them out when the movement runs.
+func (m *Movement) UnavailableTools() []string {
+	implemented := map[string]bool{}
+	for _, t := range KnownTools() {
+		implemented[t.Name] = t.Implemented
+	}
+	var out []string
+	for _, name := range m.AllowedTools {
+		if strings.HasPrefix(name, mcpPrefix) || !implemented[name] {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// UnavailableTools lists, without repeats and in movement order, the tools
+// p's movements name that this build lacks ([Movement.UnavailableTools]).
+func (p *Piece) UnavailableTools() []string {
+	var out []string
+	for i := range p.Movements {
+		for _, name := range p.Movements[i].UnavailableTools() {
+			if !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
 }

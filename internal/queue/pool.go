@@ -445,7 +445,15 @@ func (p *Pool) runJob(runCtx context.Context, log *slog.Logger, sj startedJob) {
 		p.cfg.Metrics.outcome("released")
 		return
 	}
-	if err := p.record(ctx, lease, res); err != nil {
+	// The progress comment is on the task by the time the job is seen to
+	// end, when its end is certain; a failed attempt posts it only once
+	// the store says no retry follows.
+	certain := res.State == store.StateSucceeded || res.State == store.StateAborted || (res.State == store.StateFailed && res.NoRetry)
+	if certain {
+		p.postReport(ctx, log, running, res)
+	}
+	ended, err := p.record(ctx, lease, res)
+	if err != nil {
 		if errors.Is(err, store.ErrLeaseLost) {
 			log.Info("outcome not recorded: lease lost", "err", err)
 			p.cfg.Metrics.outcome("lost")
@@ -456,6 +464,20 @@ func (p *Pool) runJob(runCtx context.Context, log *slog.Logger, sj startedJob) {
 		return
 	}
 	log.Info("job finished", "state", res.State)
+	if !certain && ended.State.Terminal() {
+		p.postReport(ctx, log, running, res)
+	}
+}
+
+// postReport posts the Runner's progress comment (Result.Report) on the
+// job's task as an agent comment.
+func (p *Pool) postReport(ctx context.Context, log *slog.Logger, j store.Job, res Result) {
+	if res.Report == "" || j.TaskID == 0 {
+		return
+	}
+	if _, _, err := p.cfg.Store.AddComment(ctx, store.NewComment{TaskID: j.TaskID, AuthorKind: store.AuthorAgent, Body: res.Report}); err != nil {
+		log.Warn("post the progress comment", "err", err)
+	}
 }
 
 // call runs the Runner, turning a panic into a failed attempt.
@@ -469,30 +491,32 @@ func (p *Pool) call(ctx context.Context, j *Job) (res Result) {
 	return p.cfg.Runner.Run(ctx, j)
 }
 
-// record stores the Runner's result.
-func (p *Pool) record(ctx context.Context, l store.Lease, res Result) error {
+// record stores the Runner's result and returns the job as stored.
+func (p *Pool) record(ctx context.Context, l store.Lease, res Result) (store.Job, error) {
 	st := p.cfg.Store
-	var err error
+	var (
+		j   store.Job
+		err error
+	)
 	switch res.State {
 	case store.StateSucceeded:
-		_, err = p.complete(ctx, l, res.Result)
+		j, err = p.complete(ctx, l, res.Result)
 		p.cfg.Metrics.outcome("succeeded")
 	case store.StateWaitingHuman, store.StateWaitingSubtasks:
 		reason := "waiting for an answer"
 		if res.State == store.StateWaitingSubtasks {
 			reason = "waiting for subtasks"
 		}
-		_, err = st.Wait(ctx, l, store.WaitParams{State: res.State, Reason: reason, Question: res.Question})
+		j, err = st.Wait(ctx, l, store.WaitParams{State: res.State, Reason: reason, Question: res.Question})
 		p.cfg.Metrics.outcome(string(res.State))
 	case store.StateAborted:
-		_, err = st.Fail(ctx, l, store.FailParams{Error: orDefault(res.Error, "aborted"), Abort: true})
+		j, err = st.Fail(ctx, l, store.FailParams{Error: orDefault(res.Error, "aborted"), Abort: true})
 		p.cfg.Metrics.outcome("aborted")
 	default: // failed, or anything a runner should not report
 		msg := res.Error
 		if res.State != store.StateFailed && res.State != "" {
 			msg = fmt.Sprintf("runner reported state %q: %s", res.State, res.Error)
 		}
-		var j store.Job
 		j, err = st.Fail(ctx, l, store.FailParams{
 			Error: orDefault(msg, "failed"), RetryAfter: p.cfg.Backoff(l.Attempt), NoRetry: res.NoRetry,
 		})
@@ -502,7 +526,7 @@ func (p *Pool) record(ctx context.Context, l store.Lease, res Result) error {
 			p.cfg.Metrics.outcome("failed")
 		}
 	}
-	return err
+	return j, err
 }
 
 func orDefault(s, def string) string {

@@ -65,6 +65,11 @@ type Result struct {
 	// Usage and CostUSD feed the metrics.
 	Usage   llm.Usage
 	CostUSD float64
+	// Report, when set, is posted on the task as an agent comment once
+	// the job has ended (not after an attempt that will be retried, nor
+	// while it waits): the progress comment saying the result, the
+	// deliverables and the cost.
+	Report string
 }
 
 // Config configures a Pool. Store and Runner are required.

@@ -44,6 +44,11 @@ type EngineRunnerConfig struct {
 	// Agents runs the movements that name an agent CLI (`agent:`); nil
 	// fails such a movement (engine.Config.Agents).
 	Agents engine.AgentRunner
+	// Models gives the models pieces and movements name, and Classifier
+	// the model that picks a task's piece (engine.Config.Models and
+	// ClassifierProvider; nil: none, the job's model).
+	Models     func(ctx context.Context, spec string) (llm.Provider, error)
+	Classifier llm.Provider
 }
 
 // NoopPiece is the piece name that succeeds at once with one event
@@ -165,6 +170,7 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 		Config: engine.Config{
 			Provider: prov, Workspace: root, RunDir: stateDir, JobWorkspace: true,
 			Sandbox: r.cfg.Sandbox, FileLimits: r.cfg.FileLimits, Library: lib, Sink: em, Events: em, Agents: r.cfg.Agents,
+			Models: r.cfg.Models, ClassifierProvider: r.cfg.Classifier,
 		},
 		Task: task, Piece: name, RunID: "job-" + strconv.FormatInt(j.ID, 10),
 		Answer: func(ctx context.Context) (string, error) { return latestUserComment(ctx, j) },
@@ -172,7 +178,9 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 	var cerr *engine.ClassifyError
 	switch {
 	case errors.As(runErr, &cerr):
-		return Result{State: store.StateFailed, NoRetry: ctx.Err() == nil, Error: runErr.Error()}
+		res := Result{State: store.StateFailed, NoRetry: ctx.Err() == nil, Error: runErr.Error()}
+		res.Report = report("", jobCost{res: res, known: true, replay: isReplayProvider(prov)}, root)
+		return res
 	case errors.Is(runErr, engine.ErrNeedsAnswer):
 		// Resumed without an answer: keep waiting (the question was
 		// posted already).
@@ -199,8 +207,14 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 	default:
 		res.State, res.Error = store.StateFailed, fmt.Sprintf("the run stopped in state %s: %s", out.Status, out.Result)
 	}
+	if out != nil {
+		res.Report = report(out.Piece, jobCost{res: res, known: out.CostKnown, replay: isReplayProvider(prov), modelCalls: out.ModelCalls}, root)
+	}
 	return res
 }
+
+// isReplayProvider reports whether prov plays a scripted scenario.
+func isReplayProvider(prov llm.Provider) bool { return prov.Name() == replay.ProviderName }
 
 // errNoTask is the failure of a job that has nothing to do.
 const errNoTask = "the job has no task text (task title/body, or payload \"task\")"
@@ -209,7 +223,7 @@ const errNoTask = "the job has no task text (task title/body, or payload \"task\
 // so that every surface can badge a replay job as one.
 func ready(em *emitter, prov llm.Provider) {
 	executor := protocol.ExecutorLive
-	if prov.Name() == replay.ProviderName {
+	if isReplayProvider(prov) {
 		executor = protocol.ExecutorReplay
 	}
 	em.Event(protocol.Ready{ProtocolVersion: protocol.Version, Model: prov.Model(), Provider: prov.Name(), SessionID: nil, ExecutorType: executor})
@@ -241,9 +255,10 @@ func (r *engineRunner) runLoop(ctx context.Context, j *Job, prov llm.Provider, r
 	out := Result{Usage: res.Usage, CostUSD: res.CostUSD}
 	if err != nil {
 		out.State, out.Error = store.StateFailed, err.Error()
-		return out
+	} else {
+		out.State, out.Result = store.StateSucceeded, res.Final
 	}
-	out.State, out.Result = store.StateSucceeded, res.Final
+	out.Report = report("", jobCost{res: out, known: res.CostKnown, replay: isReplayProvider(prov), modelCalls: res.Iterations}, root)
 	return out
 }
 

@@ -6,9 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/queue"
+	"github.com/maestro-run/maestro/internal/sandbox"
+	"github.com/maestro-run/maestro/internal/sandbox/sandboxtest"
 	"github.com/maestro-run/maestro/internal/store"
 )
 
@@ -178,5 +181,78 @@ func TestEngineRunnerResumeWithoutAnswerKeepsWaiting(t *testing.T) {
 	}
 	if len(rs.Answers) != 1 || rs.Answers[0].Answer != "green" {
 		t.Errorf("answers = %+v, want only \"green\"", rs.Answers)
+	}
+}
+
+// abortScenario aborts at once.
+const abortScenario = `{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id":"abort","description":"abort at once",
+"metadata":{"recordedAt":"2026-11-26T00:00:00Z","toolsExpected":["complete"]},
+"frames":[{"index":0,"statements":[{"kind":"tool_call","tool":"complete","input":{"status":"aborted","result":"The input file is missing."}}]}]}`
+
+// shortScenario answers in text, and has no turn for the reminder that
+// follows: the model call fails, and so does the attempt.
+const shortScenario = `{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id":"short","description":"one text turn",
+"metadata":{"recordedAt":"2026-11-26T00:00:00Z","toolsExpected":[]},
+"frames":[{"index":0,"statements":[{"kind":"text","text":"Working on it."}]}]}`
+
+// A job that ends posts the progress comment on its task, as an agent
+// comment: the outcome and result, the deliverables under output/ and the
+// cost (issue 15 item 9). It is there by the time the job is seen to end.
+func TestEngineRunnerPostsProgressComment(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		task  store.NewTask
+		state store.State
+		want  []string
+	}{
+		{"the piece demo succeeds", store.NewTask{Title: "Say hello in five languages"}, store.StateSucceeded, []string{
+			"The general run succeeded.\n\nThis was Maestro's scripted replay demo",
+			"\nDeliverables (2): output/hello-maestro/README.md, output/hello-maestro/greet.txt.\n",
+			"Cost: $0 (replay: no model was called) · 5 model call(s) · tokens in ",
+		}},
+		{"a run aborts", store.NewTask{Title: "Convert input/data.csv", Piece: "general", Payload: payload(t, abortScenario)}, store.StateAborted, []string{
+			"The general run aborted: The input file is missing.\n",
+			"\nDeliverables: none under output/.\n",
+			"Cost: $0 (replay: no model was called) · 1 model call(s)",
+		}},
+		// The first attempt's failure is retried, without a comment.
+		{"the last attempt fails", store.NewTask{Title: "Convert input/data.csv", Piece: "general", Payload: payload(t, shortScenario), MaxAttempts: 2}, store.StateFailed, []string{
+			"The general run failed: ",
+			"scenario has 1 frame",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st := openSQLite(t, nil)
+			stop := startPool(t, queue.Config{Store: st, Backoff: func(int) time.Duration { return 0 }, Runner: queue.NewEngineRunner(queue.EngineRunnerConfig{
+				DataDir: t.TempDir(), Sandbox: sandboxtest.Off(t, sandbox.Config{}),
+			})})
+			task, job, err := st.CreateTask(t.Context(), tc.task)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := waitJob(t, st, job.ID, "its end", func(j store.Job) bool { return j.State.Terminal() })
+			if done.State != tc.state || done.Attempt != max(tc.task.MaxAttempts, 1) {
+				t.Fatalf("job ended %s at attempt %d (%s), want %s at its last attempt", done.State, done.Attempt, done.Error, tc.state)
+			}
+			if done.State == store.StateFailed {
+				// Only the store knew that this failure ends the job: the
+				// comment follows; the pool has posted it once it stops.
+				stop()
+			}
+			comments, err := st.ListComments(t.Context(), task.ID, 0, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(comments) != 1 || comments[0].AuthorKind != store.AuthorAgent {
+				t.Fatalf("comments = %+v, want one agent comment", comments)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(comments[0].Body, want) {
+					t.Errorf("progress comment lacks %q:\n%s", want, comments[0].Body)
+				}
+			}
+		})
 	}
 }
