@@ -185,6 +185,7 @@ func New(cfg Config, opts Options) (*Runner, error) {
 		Logger:       opts.Logger,
 		Turn:         turn,
 		Release:      opts.Release,
+		Restored:     r.restore != nil && r.restore.Runtime.FlushStatus == FlushCompleted,
 	})
 	if err != nil {
 		sess.Close()
@@ -283,15 +284,20 @@ func importSession(store *session.Store, meta session.Meta, cfg Config, name str
 	return store.Import(meta, f, MaxSessionFileBytes)
 }
 
-// start publishes the runtime's start frames and applies a restore.
+// start publishes the runtime's start frames, or applies a restore: a
+// completed restore keeps the manifest's cursor N (its start frames,
+// statuses and last init go into its state only; runtime.Restore), so
+// that the reset{restored_from_snapshot} SetAttach publishes carries N
+// and the first new frame takes N+1 (issue 12 defect 5).
 func (r *Runner) start() {
 	m := r.restore
-	if m == nil || m.Runtime.FlushStatus == FlushCompleted {
+	if m == nil {
 		r.rt.Start()
-		if m != nil {
-			r.applyLastInit(m)
-			r.rt.Broadcast(protocol.Status{Message: StatusRestored})
-		}
+		r.ready = true
+		return
+	}
+	if m.Runtime.FlushStatus == FlushCompleted {
+		r.rt.Restore(lastInit(m), protocol.Status{Message: StatusRestored})
 		r.ready = true
 		return
 	}
@@ -308,25 +314,17 @@ func (r *Runner) start() {
 	r.lastError = msg
 }
 
-// applyLastInit re-applies the snapshot's last init (system prompt,
-// thinking level, approval mode) to the restored runtime, through a local
-// connection that leaves no trace but the init's status.
-func (r *Runner) applyLastInit(m *Manifest) {
+// lastInit is the snapshot's last init (system prompt, thinking level,
+// approval mode), which the restored runtime applies again; nil when
+// there is none.
+func lastInit(m *Manifest) *protocol.Init {
 	var s struct {
 		LastInit *protocol.Init `json:"last_init"`
 	}
-	if len(m.Snapshot) == 0 || json.Unmarshal(m.Snapshot, &s) != nil || s.LastInit == nil {
-		return
+	if len(m.Snapshot) == 0 || json.Unmarshal(m.Snapshot, &s) != nil {
+		return nil
 	}
-	c, err := r.rt.Connect(runtime.ConnectOptions{Local: true, Role: protocol.RoleController, ProtocolVersion: protocol.Version})
-	if err != nil {
-		r.log.Warn("restore: last_init not applied", "err", err)
-		return
-	}
-	defer c.Close()
-	if err := c.Handle(context.Background(), *s.LastInit); err != nil {
-		r.log.Warn("restore: last_init not applied", "err", err)
-	}
+	return s.LastInit
 }
 
 // SetAttach sets the session API and tells it the restore outcome.

@@ -476,16 +476,26 @@ func TestRestoreCompleted(t *testing.T) {
 		t.Errorf("identity: %+v", id)
 	}
 	snap := r.Runtime().Snapshot()
-	if snap.SessionID != "session_123" || snap.Cursor <= cursor || !snap.State.IsReady || snap.State.LastStatus != StatusRestored {
+	// Issue 12 defect 5: the restored runtime's cursor is the manifest's.
+	if snap.SessionID != "session_123" || snap.Cursor != cursor || !snap.State.IsReady || snap.State.LastStatus != StatusRestored {
 		t.Errorf("restored snapshot: session %q cursor %d (manifest %d) ready %v status %q", snap.SessionID, snap.Cursor, cursor, snap.State.IsReady, snap.State.LastStatus)
 	}
 	c := connect(t, r)
+	from, err := c.conn.Subscribe(runtime.SubscribeOptions{From: runtime.FromCursor, Cursor: cursor})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := c.conn.Handle(context.Background(), protocol.Prompt{Content: "again"}); err != nil {
 		t.Fatal(err)
 	}
 	f := c.until(isStatus("Prompt: again"))
 	if f.Cursor <= snap.Cursor {
 		t.Errorf("prompt status cursor %d, want after %d", f.Cursor, snap.Cursor)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if first, err := from.Next(ctx); err != nil || first.Cursor != cursor+1 {
+		t.Errorf("first frame after the restore at cursor %d: %d (%T, %v), want %d", cursor, first.Cursor, first.Message, err, cursor+1)
 	}
 	// The conversation log continues the drained one, in the state dir.
 	if got := r.slog.file; !strings.HasPrefix(got, filepath.Join(cfg.StateDir, "sessions")+"/") {

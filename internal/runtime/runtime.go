@@ -149,6 +149,12 @@ type Config struct {
 	SessionID string
 	// History is the conversation so far (a resumed session).
 	History []llm.Message
+	// Restored says the runtime continues a drained session (a hosted
+	// runner's restore, wire contract §14.4): start it with Restore, not
+	// Start. Its cursor stays the log's (the manifest's cursor N) until
+	// the first new frame, which takes N+1, and the
+	// reset{restored_from_snapshot} it publishes carries N (issue 12).
+	Restored bool
 	// Cwd is the workspace directory reported in session_info; relative
 	// attachment paths resolve against it.
 	Cwd       string
@@ -308,19 +314,47 @@ func (r *Runtime) now() time.Time { return r.cfg.Now() }
 // Start publishes ready and session_info (wire contract §8.1: at startup,
 // before any hello).
 func (r *Runtime) Start() {
+	for _, m := range r.startFrames() {
+		r.publish(m, "")
+	}
+}
+
+// startFrames are the frames Start publishes.
+func (r *Runtime) startFrames() []protocol.Message {
 	var sid *string
 	if r.cfg.SessionID != "" {
 		id := r.cfg.SessionID
 		sid = &id
 	}
-	r.publish(protocol.Ready{
-		ProtocolVersion: protocol.Version,
-		Model:           r.cfg.Model,
-		Provider:        r.cfg.ProviderName,
-		SessionID:       sid,
-		ExecutorType:    r.cfg.Executor,
-	}, "")
-	r.publish(protocol.SessionInfo{SessionID: sid, Cwd: r.cfg.Cwd, GitBranch: r.cfg.GitBranch}, "")
+	return []protocol.Message{
+		protocol.Ready{
+			ProtocolVersion: protocol.Version,
+			Model:           r.cfg.Model,
+			Provider:        r.cfg.ProviderName,
+			SessionID:       sid,
+			ExecutorType:    r.cfg.Executor,
+		},
+		protocol.SessionInfo{SessionID: sid, Cwd: r.cfg.Cwd, GitBranch: r.cfg.GitBranch},
+	}
+}
+
+// Restore starts a restored runtime (Config.Restored) without taking a
+// cursor: the start frames, the settings of last (the
+// drained session's last init) and then frames (a restore's statuses)
+// go into the state the snapshots show, not into the log or the stream.
+// The runtime's cursor stays the restored one, N; the
+// reset{restored_from_snapshot} published next carries it and the first
+// new frame takes N+1 (issue 12 defect 5).
+func (r *Runtime) Restore(last *protocol.Init, frames ...protocol.Message) {
+	frames = append(r.startFrames(), frames...)
+	if last != nil {
+		r.applyInit(*last)
+	}
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	for _, m := range frames {
+		r.state.apply(m)
+	}
 }
 
 // Handle handles one client message from c. It returns a refusal (an
@@ -379,6 +413,17 @@ func (c *Conn) Publish(m protocol.Message) { c.r.publish(m, c.id) }
 
 // init applies an init message (wire contract §5, §8.10).
 func (r *Runtime) init(m protocol.Init) {
+	applied := r.applyInit(m)
+	msg := "Init received with no changes"
+	if len(applied) > 0 {
+		msg = "Initialized: " + strings.Join(applied, ", ")
+	}
+	r.publish(protocol.Status{Message: msg}, "")
+}
+
+// applyInit applies init's settings and records it as the last init; it
+// returns the names of the settings it changed.
+func (r *Runtime) applyInit(m protocol.Init) []string {
 	var applied []string
 	r.mu.Lock()
 	if m.SystemPrompt != nil {
@@ -403,11 +448,7 @@ func (r *Runtime) init(m protocol.Init) {
 	init := m
 	r.lastInit = &init
 	r.logMu.Unlock()
-	msg := "Init received with no changes"
-	if len(applied) > 0 {
-		msg = "Initialized: " + strings.Join(applied, ", ")
-	}
-	r.publish(protocol.Status{Message: msg}, "")
+	return applied
 }
 
 // systemPrompt returns the system prompt for a run: the default (or what
