@@ -227,11 +227,11 @@ func (r *Runner) openSession(p llm.Provider, executor protocol.ExecutorType) (*s
 	if m := r.restore; m != nil {
 		restored = m.restoredCursor()
 		if f := m.Runtime.SessionFile; f != "" {
-			name, ok := besideManifest(r.cfg, m, f)
+			dir, name, ok := sessionFileDir(r.cfg, m, f)
 			if !ok {
-				r.log.Warn("restore: the manifest's session file is not beside it (not a drain of this version); starting a new log", "session_file", f)
+				r.log.Warn("restore: the manifest's session file is neither beside it nor in the workspace; starting a new log", "session_file", f)
 			} else {
-				s, err := importSession(store, meta, r.cfg, name)
+				s, err := importSession(store, meta, r.cfg, dir, name)
 				if err != nil {
 					return nil, 0, fmt.Errorf("restore: session file %s: %w", f, err)
 				}
@@ -246,29 +246,37 @@ func (r *Runner) openSession(p llm.Provider, executor protocol.ExecutorType) (*s
 	return s, restored, nil
 }
 
-// besideManifest returns the name of the session file f when it lies in
-// the restore manifest's directory, as written by a drain: at the same
-// path, or at the same place relative to a workspace root that has moved.
-func besideManifest(cfg Config, m *Manifest, f string) (string, bool) {
-	dir := filepath.Dir(cfg.RestoreManifest)
-	if filepath.Dir(f) == dir {
-		return filepath.Base(f), true
+// sessionFileDir returns the directory and name of the session file f
+// of the restore manifest m: beside the manifest, as a drain writes it (at
+// the same path, or at the same place relative to a workspace root that
+// has moved), or, from a drain of an older version that kept the session
+// log in the workspace (<workspace>/.maestro/sessions/<id>/events.jsonl),
+// anywhere inside the workspace, old root mapped to the current one.
+func sessionFileDir(cfg Config, m *Manifest, f string) (dir, name string, ok bool) {
+	f = filepath.Clean(f)
+	mdir := filepath.Dir(cfg.RestoreManifest)
+	if filepath.Dir(f) == mdir {
+		return mdir, filepath.Base(f), true
 	}
-	if m.WorkspaceRoot != "" {
-		if rel, ok := workspace.Within(filepath.Clean(m.WorkspaceRoot), filepath.Clean(f)); ok && filepath.Join(cfg.WorkspaceRoot, filepath.Dir(rel)) == dir {
-			return filepath.Base(f), true
+	for _, old := range []string{m.WorkspaceRoot, cfg.WorkspaceRoot} {
+		if old == "" {
+			continue
+		}
+		if rel, ok := workspace.Within(filepath.Clean(old), f); ok && rel != "." {
+			return filepath.Join(cfg.WorkspaceRoot, filepath.Dir(rel)), filepath.Base(f), true
 		}
 	}
-	return "", false
+	return "", "", false
 }
 
 // importSession creates a session of store seeded with the session file
-// name of the manifest's directory: a regular file reached without
-// following a link, at most MaxSessionFileBytes.
-func importSession(store *session.Store, meta session.Meta, cfg Config, name string) (*session.Session, error) {
-	d, err := openDir(cfg.WorkspaceRoot, filepath.Dir(cfg.RestoreManifest), false, 0)
+// name of dir (the manifest's directory, or a directory of the
+// workspace): a regular file reached without following a link, at most
+// MaxSessionFileBytes.
+func importSession(store *session.Store, meta session.Meta, cfg Config, dir, name string) (*session.Session, error) {
+	d, err := openDir(cfg.WorkspaceRoot, dir, false, 0)
 	if err != nil {
-		return nil, dirError("open the manifest's directory", filepath.Dir(cfg.RestoreManifest), err)
+		return nil, dirError("open the session file's directory", dir, err)
 	}
 	defer d.Close()
 	f, err := d.Open(name)

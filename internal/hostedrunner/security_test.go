@@ -379,56 +379,54 @@ func modelPrompt(t *testing.T, c *controller, r *Runner, text string) {
 	}
 }
 
-// TestRestoreContinuesConversation: a drain hands the conversation over in
-// the snapshot root, and a fresh runner (a new machine: a new, empty state
-// dir) restored from the manifest sends the earlier turns to the model.
-func TestRestoreContinuesConversation(t *testing.T) {
-	t.Parallel()
-	ws := newWorkspace(t)
-	srv, p := fakeModel(t,
-		llmtest.Turn{Text: []string{"First answer."}, InputTokens: 10, OutputTokens: 3},
-		llmtest.Turn{Text: []string{"Second answer."}, InputTokens: 20, OutputTokens: 3})
-
-	cfg := testConfig(ws)
-	r1, err := New(cfg, Options{Now: fixedNow, Provider: p})
+// drainModelRunner runs one prompt on a new model-driven runner over ws
+// and drains it; it returns the drain's answer.
+func drainModelRunner(t *testing.T, ws string, p llm.Provider, text string) DrainResponse {
+	t.Helper()
+	r, err := New(testConfig(ws), Options{Now: fixedNow, Provider: p})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r1.SetAttach(&fakeAttach{})
-	c := connect(t, r1)
-	modelPrompt(t, c, r1, "first question")
+	r.SetAttach(&fakeAttach{})
+	c := connect(t, r)
+	modelPrompt(t, c, r, text)
 	c.conn.Close()
-	code, body := postDrain(t, r1, "")
+	code, body := postDrain(t, r, "")
 	if code != http.StatusOK {
 		t.Fatalf("drain: %d %s", code, body)
 	}
-	if err := r1.Close(); err != nil {
+	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
 	var d DrainResponse
 	if err := json.Unmarshal(body, &d); err != nil {
 		t.Fatal(err)
 	}
-	sf := d.Manifest.Runtime.SessionFile
-	if filepath.Dir(sf) != filepath.Dir(d.ManifestPath) {
-		t.Errorf("session_file %q is not beside the manifest %q", sf, d.ManifestPath)
-	}
-	if st, err := os.Lstat(sf); err != nil || !st.Mode().IsRegular() {
-		t.Fatalf("session file: %v", err)
-	}
+	return d
+}
 
-	cfg2 := testConfig(ws)
-	cfg2.RunnerSessionID, cfg2.MaestroSessionID = "mrs_456", ""
-	cfg2.StateDir = filepath.Join(t.TempDir(), "fresh-state")
-	cfg2.RestoreManifest = d.ManifestPath
-	r2, err := New(cfg2, Options{Now: fixedNow, Provider: p})
+// restoreAndPrompt starts a fresh runner (a new machine: a new, empty
+// state dir) over ws restored from manifest and runs one prompt.
+func restoreAndPrompt(t *testing.T, ws, manifest string, p llm.Provider, text string) *Runner {
+	t.Helper()
+	cfg := testConfig(ws)
+	cfg.RunnerSessionID, cfg.MaestroSessionID = "mrs_456", ""
+	cfg.StateDir = filepath.Join(t.TempDir(), "fresh-state")
+	cfg.RestoreManifest = manifest
+	r, err := New(cfg, Options{Now: fixedNow, Provider: p})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { r2.Close() })
-	r2.SetAttach(&fakeAttach{})
-	c2 := connect(t, r2)
-	modelPrompt(t, c2, r2, "second question")
+	t.Cleanup(func() { r.Close() })
+	r.SetAttach(&fakeAttach{})
+	modelPrompt(t, connect(t, r), r, text)
+	return r
+}
+
+// carriesEarlierTurns checks that the second model request of srv holds
+// the first exchange and the new question.
+func carriesEarlierTurns(t *testing.T, srv *llmtest.Server) {
+	t.Helper()
 	reqs := srv.Requests()
 	if len(reqs) != 2 {
 		t.Fatalf("%d model requests, want 2", len(reqs))
@@ -439,8 +437,93 @@ func TestRestoreContinuesConversation(t *testing.T) {
 			t.Errorf("the restored runner's model request lacks %q: %.500s", want, second)
 		}
 	}
+}
+
+// TestRestoreContinuesConversation: a drain hands the conversation over in
+// the snapshot root, and a fresh runner (a new machine: a new, empty state
+// dir) restored from the manifest sends the earlier turns to the model.
+func TestRestoreContinuesConversation(t *testing.T) {
+	t.Parallel()
+	ws := newWorkspace(t)
+	srv, p := fakeModel(t,
+		llmtest.Turn{Text: []string{"First answer."}, InputTokens: 10, OutputTokens: 3},
+		llmtest.Turn{Text: []string{"Second answer."}, InputTokens: 20, OutputTokens: 3})
+	d := drainModelRunner(t, ws, p, "first question")
+	sf := d.Manifest.Runtime.SessionFile
+	if filepath.Dir(sf) != filepath.Dir(d.ManifestPath) {
+		t.Errorf("session_file %q is not beside the manifest %q", sf, d.ManifestPath)
+	}
+	if st, err := os.Lstat(sf); err != nil || !st.Mode().IsRegular() {
+		t.Fatalf("session file: %v", err)
+	}
+	r2 := restoreAndPrompt(t, ws, d.ManifestPath, p, "second question")
+	carriesEarlierTurns(t, srv)
 	if _, ok := workspace.Within(ws, r2.slog.file); ok {
 		t.Errorf("restored session log %s is inside the workspace", r2.slog.file)
+	}
+}
+
+// TestRestoreLegacySessionFile: a manifest of an older version whose
+// runtime.session_file is the session log it kept in the workspace
+// (<workspace>/.maestro/sessions/<id>/events.jsonl) still restores the
+// conversation, read without following a link: a link planted at
+// .maestro/sessions fails start-up naming the file.
+func TestRestoreLegacySessionFile(t *testing.T) {
+	t.Parallel()
+	for _, planted := range []bool{false, true} {
+		t.Run(map[bool]string{false: "log in the workspace", true: "link planted"}[planted], func(t *testing.T) {
+			t.Parallel()
+			ws := newWorkspace(t)
+			srv, p := fakeModel(t,
+				llmtest.Turn{Text: []string{"First answer."}, InputTokens: 10, OutputTokens: 3},
+				llmtest.Turn{Text: []string{"Second answer."}, InputTokens: 20, OutputTokens: 3})
+			d := drainModelRunner(t, ws, p, "first question")
+			legacy := filepath.Join(ws, ".maestro", "sessions", "0f0e", "events.jsonl")
+			data, err := os.ReadFile(d.Manifest.Runtime.SessionFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Dir(legacy)
+			if planted {
+				out := t.TempDir()
+				if err := os.MkdirAll(filepath.Join(out, "0f0e"), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(out, filepath.Dir(dir)); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(legacy, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(d.Manifest.Runtime.SessionFile); err != nil {
+				t.Fatal(err)
+			}
+			m := *d.Manifest
+			m.Runtime.SessionFile = legacy
+			out, err := json.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(d.ManifestPath, out, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if planted {
+				cfg := testConfig(ws)
+				cfg.StateDir, cfg.RestoreManifest = filepath.Join(t.TempDir(), "fresh-state"), d.ManifestPath
+				if r, err := New(cfg, Options{Now: fixedNow, Provider: p}); err == nil {
+					r.Close()
+					t.Fatal("a restore through a link planted at .maestro/sessions started")
+				} else if !strings.Contains(err.Error(), legacy) || !strings.Contains(err.Error(), "symbolic link") {
+					t.Errorf("start-up error %q, want it to name %s and the link", err, legacy)
+				}
+				return
+			}
+			restoreAndPrompt(t, ws, d.ManifestPath, p, "second question")
+			carriesEarlierTurns(t, srv)
+		})
 	}
 }
 
