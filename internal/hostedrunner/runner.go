@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/gitinfo"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/runtime"
@@ -93,6 +94,8 @@ type Runner struct {
 	slog      *sessionLog
 	sessions  *workspace.Dir // <state dir>/sessions, open; nil once closed
 	sessionID string
+	// gitBranch is session_info's git_branch (the workspace's branch).
+	gitBranch *string
 	restore   *Manifest
 	// fixture is true when the fixture agent runs the prompts.
 	fixture bool
@@ -165,6 +168,7 @@ func New(cfg Config, opts Options) (*Runner, error) {
 	if r.sessionID == "" {
 		r.sessionID = sess.ID()
 	}
+	r.gitBranch = gitinfo.Branch(cfg.WorkspaceRoot, opts.Logger)
 	tools := opts.Tools
 	if tools == nil || turn != nil {
 		tools = func(context.Context) (*tool.Set, error) { return tool.NewSet(), nil }
@@ -185,6 +189,7 @@ func New(cfg Config, opts Options) (*Runner, error) {
 		Logger:       opts.Logger,
 		Turn:         turn,
 		Release:      opts.Release,
+		GitBranch:    r.gitBranch,
 		Restored:     r.restore != nil && r.restore.Runtime.FlushStatus == FlushCompleted,
 	})
 	if err != nil {
@@ -198,17 +203,24 @@ func New(cfg Config, opts Options) (*Runner, error) {
 }
 
 // utilities binds into opts.Utilities the directories watches and
-// searches skip: the state directory when it is inside the workspace.
+// searches skip: Maestro's own files inside the workspace, the state
+// directory when an operator put it there and the snapshot root (drain
+// manifests and the session files beside them), each also under the
+// workspace root's resolved path.
 func (r *Runner) utilities() func(emit func(protocol.Message)) runtime.Utilities {
 	u := r.opts.Utilities
 	if u == nil {
 		return nil
 	}
 	var hide []string
-	if _, ok := insideWorkspace(r.cfg.WorkspaceRoot, r.cfg.StateDir); ok {
-		hide = append(hide, filepath.Clean(r.cfg.StateDir))
-		if real, err := filepath.EvalSymlinks(r.cfg.WorkspaceRoot); err == nil {
-			if rel, ok := workspace.Within(r.cfg.WorkspaceRoot, filepath.Clean(r.cfg.StateDir)); ok {
+	real, realErr := filepath.EvalSymlinks(r.cfg.WorkspaceRoot)
+	for _, dir := range []string{r.cfg.StateDir, r.cfg.SnapshotRoot} {
+		if _, ok := insideWorkspace(r.cfg.WorkspaceRoot, dir); !ok {
+			continue
+		}
+		hide = append(hide, filepath.Clean(dir))
+		if realErr == nil {
+			if rel, ok := workspace.Within(r.cfg.WorkspaceRoot, filepath.Clean(dir)); ok {
 				hide = append(hide, filepath.Join(real, rel))
 			}
 		}
@@ -316,7 +328,7 @@ func (r *Runner) start() {
 		status, msg = StatusRestoreSkipped, cmpOr(m.Runtime.Error, defaultRestoreSkipErr)
 	}
 	sid := r.sessionID
-	r.rt.Broadcast(protocol.SessionInfo{SessionID: &sid, Cwd: r.cfg.WorkspaceRoot})
+	r.rt.Broadcast(protocol.SessionInfo{SessionID: &sid, Cwd: r.cfg.WorkspaceRoot, GitBranch: r.gitBranch})
 	r.rt.Broadcast(protocol.Status{Message: status})
 	r.rt.Broadcast(protocol.Error{Message: msg, ErrorType: protocol.ErrorProtocol})
 	r.lastError = msg

@@ -621,3 +621,33 @@ func TestRestoreInvalid(t *testing.T) {
 		t.Error("a missing restore manifest was accepted")
 	}
 }
+
+// TestSessionInfoGitBranch: the hosted runner's session_info carries the
+// workspace's git branch as stdio sessions do, on a fresh start and on a
+// restore (read from the workspace it is restored into).
+func TestSessionInfoGitBranch(t *testing.T) {
+	t.Parallel()
+	ws := newWorkspace(t)
+	if err := os.MkdirAll(filepath.Join(ws, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, ".git", "HEAD"), []byte("ref: refs/heads/feature/drain\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := newRunner(t, testConfig(ws))
+	c := connect(t, r)
+	if err := c.conn.Handle(context.Background(), protocol.Prompt{Content: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	c.until(isStatus("Prompt: hi"))
+	if b, ok := r.Runtime().Snapshot().State.GitBranch.Get(); !ok || b != "feature/drain" {
+		t.Errorf("git_branch %q (%v), want feature/drain", b, ok)
+	}
+	path, _ := drainedManifest(t, ws)
+	cfg := testConfig(ws)
+	cfg.RunnerSessionID, cfg.RestoreManifest = "mrs_456", path
+	restored, _ := newRunner(t, cfg)
+	if b, ok := restored.Runtime().Snapshot().State.GitBranch.Get(); !ok || b != "feature/drain" {
+		t.Errorf("restored git_branch %q (%v), want feature/drain", b, ok)
+	}
+}

@@ -666,3 +666,71 @@ func TestWatchIgnoresOwnState(t *testing.T) {
 		})
 	}
 }
+
+// TestSnapshotRootHidden: the snapshot root inside the workspace holds
+// Maestro's own files (manifests, session files): a file search over the
+// workspace root of a restored runner does not report them, while it
+// finds the agent's file of the same kind.
+func TestSnapshotRootHidden(t *testing.T) {
+	t.Parallel()
+	ws := newWorkspace(t)
+	if err := os.WriteFile(filepath.Join(ws, "agent.jsonl"), []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, p := fakeModel(t, llmtest.Turn{Text: []string{"First answer."}, InputTokens: 10, OutputTokens: 3})
+	cfg := testConfig(ws)
+	cfg.SnapshotRoot = filepath.Join(ws, "snaps") // not a dot directory: searches would list it
+	r1, err := New(cfg, Options{Now: fixedNow, Provider: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1.SetAttach(&fakeAttach{})
+	modelPrompt(t, connect(t, r1), r1, "first question")
+	if _, _, err := r1.Drain(context.Background(), DrainRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r1.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	root, err := workspace.Open(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	r, err := New(cfg, Options{Now: fixedNow, Provider: p,
+		Utilities: func(emit func(protocol.Message), hide []string) runtime.Utilities {
+			return utility.New(utility.Config{Root: root, Emit: emit, Hide: hide})
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	r.SetAttach(&fakeAttach{})
+	c, err := r.Runtime().Connect(runtime.ConnectOptions{Role: protocol.RoleController, ProtocolVersion: protocol.Version,
+		Capabilities: &protocol.Capabilities{UtilityOperations: []protocol.UtilityOperation{protocol.OpFileSearch}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.Subscribe(runtime.SubscribeOptions{From: runtime.FromNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl := &controller{t: t, conn: c, sub: sub}
+	for _, q := range []string{"jsonl", "snaps"} {
+		if err := c.Handle(context.Background(), protocol.UtilityFileSearch{SearchID: q, Query: q}); err != nil {
+			t.Fatal(err)
+		}
+		f := ctl.until(func(f runtime.Frame) bool { _, ok := f.Message.(protocol.UtilityFileSearchResults); return ok })
+		found := false
+		for _, res := range f.Message.(protocol.UtilityFileSearchResults).Results {
+			if strings.HasPrefix(res.Path, "snaps") {
+				t.Errorf("search %q reported Maestro's own %s", q, res.Path)
+			}
+			found = found || res.Path == "agent.jsonl"
+		}
+		if q == "jsonl" && !found {
+			t.Errorf("search %q did not find the agent's agent.jsonl", q)
+		}
+	}
+}
