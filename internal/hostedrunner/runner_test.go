@@ -651,3 +651,47 @@ func TestSessionInfoGitBranch(t *testing.T) {
 		t.Errorf("restored git_branch %q (%v), want feature/drain", b, ok)
 	}
 }
+
+// TestDrainWorkContinuity: a drain that finds an approval pending records
+// it in the manifest's work_continuity and in platform_evidence's copy
+// (with the list counts), as docs/spec/seed-headless-protocol.md shows
+// them; a drain of an idle runner records zeros.
+func TestDrainWorkContinuity(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		pending bool
+	}{{"approval pending", true}, {"idle", false}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r, _ := newRunner(t, testConfig(newWorkspace(t)))
+			if tt.pending {
+				c := connect(t, r)
+				content := ApprovalPrefix + `{"request_id":"req_1","tool":"bash","args":{"command":"ls"},"reason":"Look"}`
+				if err := c.conn.Handle(context.Background(), protocol.Prompt{Content: content}); err != nil {
+					t.Fatal(err)
+				}
+				c.until(func(f runtime.Frame) bool { _, ok := f.Message.(protocol.ServerRequest); return ok })
+			}
+			d, code, err := r.Drain(context.Background(), DrainRequest{Reason: "ttl_expired"})
+			if err != nil || code != http.StatusOK {
+				t.Fatalf("drain: %d %v", code, err)
+			}
+			want := 0
+			if tt.pending {
+				want = 1
+			}
+			wc := d.Manifest.WorkContinuity
+			if wc == nil || wc.ProtocolVersion != WorkContinuityProtocol || wc.PendingRequestCount != want || wc.CodexSubagentToolCallIDs == nil || wc.CodexSubagentToolCallCount != nil {
+				t.Fatalf("work_continuity: %+v, want %d pending request(s)", wc, want)
+			}
+			ev := d.Manifest.PlatformEvidence
+			if ev == nil || ev.Status != DrainDrained || ev.RuntimeFlushStatus != d.Manifest.Runtime.FlushStatus || ev.ManifestPath != d.ManifestPath ||
+				ev.WorkContinuity.PendingRequestCount != want || ev.WorkContinuity.CodexSubagentEdgeCount == nil || *ev.WorkContinuity.CodexSubagentEdgeCount != 0 ||
+				len(ev.EvidenceRefs) != 3 || ev.EvidenceRefs[2] != "platform-agent-run:run_123" {
+				t.Errorf("platform_evidence: %+v", ev)
+			}
+		})
+	}
+}
