@@ -27,6 +27,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -370,7 +371,7 @@ func (c *Conn) Handle(ctx context.Context, m protocol.Message) error {
 	case protocol.Hello:
 		return c.hello(m)
 	case protocol.Init:
-		r.init(m)
+		return r.init(m)
 	case protocol.Prompt:
 		return r.prompt(c, m)
 	case protocol.Interrupt:
@@ -412,13 +413,82 @@ func (c *Conn) accept(m protocol.Message) error {
 func (c *Conn) Publish(m protocol.Message) { c.r.publish(m, c.id) }
 
 // init applies an init message (wire contract §5, §8.10).
-func (r *Runtime) init(m protocol.Init) {
+func (r *Runtime) init(m protocol.Init) error {
+	var seed []llm.Message
+	if len(m.History) > 0 {
+		var err error
+		if seed, err = initHistory(m.History); err != nil {
+			return refuse(CodeBadRequest, protocol.ErrorProtocol, err.Error())
+		}
+		r.mu.Lock()
+		busy := r.run != nil
+		r.mu.Unlock()
+		if busy {
+			return refuse(CodeConflict, protocol.ErrorProtocol, "init.history: "+msgBusy)
+		}
+	}
 	applied := r.applyInit(m)
+	if len(seed) > 0 {
+		r.mu.Lock()
+		r.history = append(r.history, seed...)
+		r.mu.Unlock()
+		for _, h := range seed {
+			r.logMessage(h)
+		}
+		applied = append(applied, "history")
+	}
 	msg := "Init received with no changes"
 	if len(applied) > 0 {
 		msg = "Initialized: " + strings.Join(applied, ", ")
 	}
 	r.publish(protocol.Status{Message: msg}, "")
+	return nil
+}
+
+// MaxInitHistory bounds the entries of init.history.
+const MaxInitHistory = 10_000
+
+// initHistory decodes init.history, the earlier turns a client seeds the
+// conversation with: an array of {"role":"user"|"assistant","content":
+// non-empty string}, alternating from "user" and ending with "assistant"
+// (the next prompt is the user's). An error names the entry at fault.
+func initHistory(raw json.RawMessage) ([]llm.Message, error) {
+	var entries []json.RawMessage
+	if err := json.Unmarshal(raw, &entries); err != nil {
+		return nil, fmt.Errorf("init.history: expected an array of {role, content}: %v", err)
+	}
+	if len(entries) > MaxInitHistory {
+		return nil, fmt.Errorf("init.history: %d entries, at most %d allowed", len(entries), MaxInitHistory)
+	}
+	out := make([]llm.Message, 0, len(entries))
+	for i, e := range entries {
+		var h struct {
+			Role    string  `json:"role"`
+			Content *string `json:"content"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(e))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&h); err != nil {
+			return nil, fmt.Errorf("init.history[%d]: expected {role, content}: %v", i, err)
+		}
+		want := llm.RoleUser
+		if i%2 == 1 {
+			want = llm.RoleAssistant
+		}
+		switch {
+		case h.Role != string(llm.RoleUser) && h.Role != string(llm.RoleAssistant):
+			return nil, fmt.Errorf("init.history[%d].role: expected \"user\" or \"assistant\", got %q", i, h.Role)
+		case llm.Role(h.Role) != want:
+			return nil, fmt.Errorf("init.history[%d].role: expected %q (turns alternate, starting with \"user\"), got %q", i, want, h.Role)
+		case h.Content == nil || strings.TrimSpace(*h.Content) == "":
+			return nil, fmt.Errorf("init.history[%d].content: expected non-empty text", i)
+		}
+		out = append(out, llm.Message{Role: want, Parts: []llm.Part{llm.Text(*h.Content)}})
+	}
+	if n := len(out); n > 0 && out[n-1].Role != llm.RoleAssistant {
+		return nil, fmt.Errorf("init.history[%d].role: the last entry must be \"assistant\" (the next prompt is the user's)", n-1)
+	}
+	return out, nil
 }
 
 // applyInit applies init's settings and records it as the last init; it
@@ -446,6 +516,7 @@ func (r *Runtime) applyInit(m protocol.Init) []string {
 	r.mu.Unlock()
 	r.logMu.Lock()
 	init := m
+	init.History = nil // in the conversation now; snapshots stay small
 	r.lastInit = &init
 	r.logMu.Unlock()
 	return applied
