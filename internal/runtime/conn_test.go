@@ -483,3 +483,26 @@ func TestSummaryLabels(t *testing.T) {
 		t.Errorf("summary_labels = %q, want [Write a.txt]", got)
 	}
 }
+
+// TestRawAgentEvents: a connection that negotiated raw_agent_events gets
+// the agent's internal event stream as raw_agent_event frames — model
+// stream deltas, the tool lifecycle and the conversation messages — each
+// after the event it mirrors.
+func TestRawAgentEvents(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{Provider: scenario(t, "Write", writeFrames), ApprovalMode: protocol.ApprovalAuto},
+		ConnectOptions{ID: "raw", Role: protocol.RoleController, ProtocolVersion: protocol.Version, Capabilities: &protocol.Capabilities{RawAgentEvents: ptr(true)}})
+	if _, err := h.conn.RunPrompt(context.Background(), protocol.Prompt{Content: "go"}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitType(protocol.TypeResponseEnd, 2)
+	seen := map[string]bool{}
+	for _, e := range ofType[protocol.RawAgentEvent](h) {
+		seen[e.EventType] = true
+	}
+	for _, want := range []string{protocol.TypeResponseStart, protocol.TypeResponseChunk, protocol.TypeResponseEnd, protocol.TypeToolCall, protocol.TypeToolStart, protocol.TypeToolEnd, "message"} {
+		if !seen[want] {
+			t.Errorf("no raw_agent_event %q (got %v)", want, seen)
+		}
+	}
+}
