@@ -660,14 +660,33 @@ func TestHostedRunnerRestoreContinues(t *testing.T) {
 	}
 	c2.send(map[string]any{"type": "prompt", "content": "second question"})
 	c2.untilChecked(v, assistantLogged("Second answer."))
+	// The restored runner's model request: the turns from before the
+	// drain, then the new question, in order.
 	reqs := srv.Requests()
 	if len(reqs) != 2 {
 		t.Fatalf("%d model requests, want 2", len(reqs))
 	}
-	second := string(reqs[1].Body)
-	for _, want := range []string{"first question", "First answer.", "second question"} {
-		if !strings.Contains(second, want) {
-			t.Errorf("the restored runner's model request lacks %q: %.600s", want, second)
+	var body struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(reqs[1].Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	var turns []string
+	for _, m := range body.Messages {
+		turns = append(turns, m.Role+": "+string(m.Content))
+	}
+	want := []string{"user: first question", "assistant: First answer.", "user: second question"}
+	if len(turns) != len(want) {
+		t.Fatalf("restored model request turns %q, want %q", turns, want)
+	}
+	for i, w := range want {
+		role, text, _ := strings.Cut(w, ": ")
+		if !strings.HasPrefix(turns[i], role+": ") || !strings.Contains(turns[i], text) {
+			t.Errorf("turn %d = %s, want %s", i, turns[i], w)
 		}
 	}
 }

@@ -423,6 +423,17 @@ func restoreAndPrompt(t *testing.T, ws, manifest string, p llm.Provider, text st
 	return r
 }
 
+// drainedConversation runs "first question" on a runner over ws whose
+// fake model answers "First answer." (and "Second answer." next) and
+// drains it: the model's server and provider, and the drain's answer.
+func drainedConversation(t *testing.T, ws string) (*llmtest.Server, llm.Provider, DrainResponse) {
+	t.Helper()
+	srv, p := fakeModel(t,
+		llmtest.Turn{Text: []string{"First answer."}, InputTokens: 10, OutputTokens: 3},
+		llmtest.Turn{Text: []string{"Second answer."}, InputTokens: 20, OutputTokens: 3})
+	return srv, p, drainModelRunner(t, ws, p, "first question")
+}
+
 // carriesEarlierTurns checks that the second model request of srv holds
 // the first exchange and the new question.
 func carriesEarlierTurns(t *testing.T, srv *llmtest.Server) {
@@ -445,10 +456,7 @@ func carriesEarlierTurns(t *testing.T, srv *llmtest.Server) {
 func TestRestoreContinuesConversation(t *testing.T) {
 	t.Parallel()
 	ws := newWorkspace(t)
-	srv, p := fakeModel(t,
-		llmtest.Turn{Text: []string{"First answer."}, InputTokens: 10, OutputTokens: 3},
-		llmtest.Turn{Text: []string{"Second answer."}, InputTokens: 20, OutputTokens: 3})
-	d := drainModelRunner(t, ws, p, "first question")
+	srv, p, d := drainedConversation(t, ws)
 	sf := d.Manifest.Runtime.SessionFile
 	if filepath.Dir(sf) != filepath.Dir(d.ManifestPath) {
 		t.Errorf("session_file %q is not beside the manifest %q", sf, d.ManifestPath)
@@ -474,10 +482,7 @@ func TestRestoreLegacySessionFile(t *testing.T) {
 		t.Run(map[bool]string{false: "log in the workspace", true: "link planted"}[planted], func(t *testing.T) {
 			t.Parallel()
 			ws := newWorkspace(t)
-			srv, p := fakeModel(t,
-				llmtest.Turn{Text: []string{"First answer."}, InputTokens: 10, OutputTokens: 3},
-				llmtest.Turn{Text: []string{"Second answer."}, InputTokens: 20, OutputTokens: 3})
-			d := drainModelRunner(t, ws, p, "first question")
+			srv, p, d := drainedConversation(t, ws)
 			legacy := filepath.Join(ws, ".maestro", "sessions", "0f0e", "events.jsonl")
 			data, err := os.ReadFile(d.Manifest.Runtime.SessionFile)
 			if err != nil {
@@ -620,16 +625,7 @@ func TestWatchIgnoresOwnState(t *testing.T) {
 			if inside {
 				cfg.StateDir = filepath.Join(ws, "mstate")
 			}
-			r, err := New(cfg, Options{Now: fixedNow, Provider: p,
-				Tools: func(context.Context) (*tool.Set, error) { return tool.NewSet(tool.NewWrite(root)), nil },
-				Utilities: func(emit func(protocol.Message), hide []string) runtime.Utilities {
-					return utility.New(utility.Config{Root: root, Emit: emit, Hide: hide})
-				}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { r.Close() })
-			r.SetAttach(&fakeAttach{})
+			r := newUtilRunner(t, cfg, p, root, tool.NewSet(tool.NewWrite(root)))
 			c := connectUtil(t, r)
 			if err := c.conn.Handle(context.Background(), protocol.Init{ApprovalMode: protocol.ApprovalAuto}); err != nil {
 				t.Fatal(err)
@@ -698,15 +694,7 @@ func TestSnapshotRootHidden(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { root.Close() })
-	r, err := New(cfg, Options{Now: fixedNow, Provider: p,
-		Utilities: func(emit func(protocol.Message), hide []string) runtime.Utilities {
-			return utility.New(utility.Config{Root: root, Emit: emit, Hide: hide})
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
-	r.SetAttach(&fakeAttach{})
+	r := newUtilRunner(t, cfg, p, root, nil)
 	c, err := r.Runtime().Connect(runtime.ConnectOptions{Role: protocol.RoleController, ProtocolVersion: protocol.Version,
 		Capabilities: &protocol.Capabilities{UtilityOperations: []protocol.UtilityOperation{protocol.OpFileSearch}}})
 	if err != nil {
@@ -733,4 +721,24 @@ func TestSnapshotRootHidden(t *testing.T) {
 			t.Errorf("search %q did not find the agent's agent.jsonl", q)
 		}
 	}
+}
+
+// newUtilRunner builds a model-driven runner over cfg whose utilities
+// (and tools, when not nil) work in root; it is closed with the test.
+func newUtilRunner(t *testing.T, cfg Config, p llm.Provider, root *workspace.Root, tools *tool.Set) *Runner {
+	t.Helper()
+	opts := Options{Now: fixedNow, Provider: p,
+		Utilities: func(emit func(protocol.Message), hide []string) runtime.Utilities {
+			return utility.New(utility.Config{Root: root, Emit: emit, Hide: hide})
+		}}
+	if tools != nil {
+		opts.Tools = func(context.Context) (*tool.Set, error) { return tools, nil }
+	}
+	r, err := New(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	r.SetAttach(&fakeAttach{})
+	return r
 }
