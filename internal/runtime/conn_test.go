@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -465,22 +464,6 @@ func TestInitHistory(t *testing.T) {
 	}
 	if last := h.rt.Snapshot().LastInit; last == nil || len(last.History) != 0 {
 		t.Errorf("snapshot last_init %+v, want it without the history", last)
-	}
-}
-
-// TestSummaryLabels: response_end's tools_summary.summary_labels lists the
-// labels of the run's tool calls so far (the labels approval requests
-// carry), and is omitted while the run has made no labelled call.
-func TestSummaryLabels(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, Config{Provider: scenario(t, "Write", writeFrames), ApprovalMode: protocol.ApprovalAuto}, ConnectOptions{})
-	if _, err := h.conn.RunPrompt(context.Background(), protocol.Prompt{Content: "go"}); err != nil {
-		t.Fatal(err)
-	}
-	h.waitType(protocol.TypeResponseEnd, 2)
-	ends := ofType[protocol.ResponseEnd](h)
-	if got := ends[len(ends)-1].ToolsSummary.SummaryLabels; !slices.Equal(got, []string{"Write a.txt"}) {
-		t.Errorf("summary_labels = %q, want [Write a.txt]", got)
 	}
 }
 

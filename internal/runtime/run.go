@@ -30,14 +30,7 @@ type activeRun struct {
 	done chan struct{}
 	res  agent.Result
 	err  error
-	// labels are the summary labels of the run's tool calls so far
-	// (response_end's tools_summary.summary_labels); guarded by
-	// Runtime.mu.
-	labels []string
 }
-
-// maxSummaryLabels bounds tools_summary.summary_labels.
-const maxSummaryLabels = 20
 
 // prompt starts a run in the background (wire contract §8.8). One prompt at a
 // time: a second one is refused.
@@ -210,7 +203,6 @@ func (r *Runtime) endRun(run *activeRun) {
 type runSink struct{ r *Runtime }
 
 func (s runSink) Event(m protocol.Message) {
-	m = s.r.summarize(m)
 	s.r.publish(m, "")
 	if t, ok := m.(interface{ MessageType() string }); ok {
 		s.r.publishRaw(t.MessageType(), m)
@@ -230,31 +222,6 @@ func (r *Runtime) publishRaw(eventType string, event any) {
 		return
 	}
 	r.publish(protocol.RawAgentEvent{EventType: eventType, Event: data}, "")
-}
-
-// summarize keeps the summary label of each tool call of the active run
-// ("Write notes.txt", "Run go test ./..."; the labels approval requests
-// carry) and puts them, unique and in call order, into response_end's
-// tools_summary.summary_labels, which, like the rest of tools_summary,
-// covers the run so far (wire contract: omitted when empty).
-func (r *Runtime) summarize(m protocol.Message) protocol.Message {
-	switch e := m.(type) {
-	case protocol.ToolCall:
-		label := describe(e.Tool, e.Args).summary
-		r.mu.Lock()
-		if run := r.run; run != nil && label != "" && len(run.labels) < maxSummaryLabels && !slices.Contains(run.labels, label) {
-			run.labels = append(run.labels, label)
-		}
-		r.mu.Unlock()
-	case protocol.ResponseEnd:
-		r.mu.Lock()
-		if run := r.run; run != nil && len(run.labels) > 0 {
-			e.ToolsSummary.SummaryLabels = slices.Clone(run.labels)
-			m = e
-		}
-		r.mu.Unlock()
-	}
-	return m
 }
 
 // Sink is the publish path as an agent sink, for a caller that runs an
