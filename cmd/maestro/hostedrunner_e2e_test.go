@@ -11,14 +11,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/maestro-run/maestro/internal/hostedrunner"
+	"github.com/maestro-run/maestro/internal/llm/llmtest"
 	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/protocol/prototest"
 )
 
 var _ = flag.Bool("update", false, "rewrite golden files") // read by proctest.Golden
@@ -369,8 +372,9 @@ func TestHostedRunnerFixtureContract(t *testing.T) {
 	p.stop()
 	cursor := *d.Manifest.Runtime.Cursor
 
-	// Restore on a new runner: reset{restored_from_snapshot} first, then
-	// a new controller prompts and the cursor advances.
+	// Restore on a new runner: reset{restored_from_snapshot} first,
+	// carrying the manifest's cursor N (issue 12 defect 5), then a new
+	// controller prompts and the first new frame takes N+1.
 	r := startRunner(t, fixtureEnv(t, ws, "mrs_456", "MAESTRO_REMOTE_RUNNER_RESTORE_MANIFEST="+d.ManifestPath))
 	if r.session != "session_123" {
 		t.Errorf("restored sessionId %q", r.session)
@@ -378,8 +382,9 @@ func TestHostedRunnerFixtureContract(t *testing.T) {
 	if r.call("GET", hostedrunner.IdentityPath, nil, nil, &id); !id.Ready || id.RunnerSessionID != "mrs_456" {
 		t.Errorf("restored identity: %+v", id)
 	}
-	c2 := r.attach(nil)
-	first := c2.next()
+	// A client of the drained runner resumes at the manifest's cursor.
+	resumed := r.open(http.DefaultClient, "cursor="+strconv.FormatInt(cursor, 10), nil, nil)
+	first := resumed.next()
 	if first.Type != "reset" || first.Reason != "restored_from_snapshot" {
 		t.Fatalf("first envelope after restore: %+v", first)
 	}
@@ -387,8 +392,12 @@ func TestHostedRunnerFixtureContract(t *testing.T) {
 		SessionID string `json:"session_id"`
 		Cursor    int64  `json:"cursor"`
 	}
-	if err := json.Unmarshal(first.Snapshot, &snap); err != nil || snap.SessionID != "session_123" || snap.Cursor <= cursor {
-		t.Errorf("restored snapshot: %+v (manifest cursor %d) %v", snap, cursor, err)
+	if err := json.Unmarshal(first.Snapshot, &snap); err != nil || snap.SessionID != "session_123" || snap.Cursor != cursor {
+		t.Errorf("restored snapshot: %+v, want the manifest cursor %d (%v)", snap, cursor, err)
+	}
+	c2 := r.attach(nil)
+	if next := resumed.next(); next.Cursor != cursor+1 {
+		t.Errorf("first frame after the restore: %s, want cursor %d", next.raw, cursor+1)
 	}
 	c2.send(map[string]any{"type": "prompt", "content": "after restore"})
 	env, _ := c2.until(isStatusMsg("Prompt: after restore"))
@@ -517,5 +526,222 @@ func TestHostedRunnerSIGTERMDrains(t *testing.T) {
 	}
 	if m.Reason != "process_shutdown" || m.RequestedBy != "maestro_web_server" || m.Runtime.FlushStatus != "completed" || m.MaestroSessionID != "session_123" {
 		t.Errorf("SIGTERM manifest: reason %q requested_by %q flush %q session %q", m.Reason, m.RequestedBy, m.Runtime.FlushStatus, m.MaestroSessionID)
+	}
+}
+
+// modelEnv is the harness's environment with the fake Anthropic server srv
+// as the model (no fixture agent) and a fresh MAESTRO_HOME.
+func modelEnv(t *testing.T, srv *llmtest.Server, ws, runnerID string, extra ...string) []string {
+	return append(fixtureEnv(t, ws, runnerID, extra...), "ANTHROPIC_API_KEY=sk-test", "ANTHROPIC_BASE_URL="+srv.URL())
+}
+
+// checked returns the next envelope of c after validating it against the
+// protocol's schemas.
+func (c *client) checked(v *protocol.Validator) envelope {
+	c.p.t.Helper()
+	e := c.next()
+	if err := v.ValidateEnvelope([]byte(e.raw)); err != nil {
+		c.p.t.Errorf("envelope %s: %v", e.raw, err)
+	}
+	return e
+}
+
+// untilChecked reads (validating) until an envelope matches.
+func (c *client) untilChecked(v *protocol.Validator, match func(e envelope, m map[string]any) bool) envelope {
+	c.p.t.Helper()
+	for {
+		e := c.checked(v)
+		var m map[string]any
+		if e.Type == "message" {
+			if err := json.Unmarshal(e.Message, &m); err != nil {
+				c.p.t.Fatal(err)
+			}
+		}
+		if match(e, m) {
+			return e
+		}
+	}
+}
+
+// assistantLogged matches the raw_agent_event of the assistant message
+// holding text: the runtime publishes it once the message is in the
+// session log, so the turn is complete.
+func assistantLogged(text string) func(envelope, map[string]any) bool {
+	return func(_ envelope, m map[string]any) bool {
+		if m["type"] != "raw_agent_event" || m["event_type"] != "message" {
+			return false
+		}
+		ev, _ := json.Marshal(m["event"])
+		return strings.Contains(string(ev), `"assistant"`) && strings.Contains(string(ev), text)
+	}
+}
+
+// drainSnapshot drains p and reads c (validating) up to the drain's
+// snapshot envelope: Drained, not ready, at the cursor after the
+// manifest's. It returns the drain's answer.
+func drainSnapshot(t *testing.T, p *runnerProc, c *client, v *protocol.Validator, seen func(envelope, map[string]any)) hostedrunner.DrainResponse {
+	t.Helper()
+	var d hostedrunner.DrainResponse
+	if code := p.call("POST", hostedrunner.DrainPath, map[string]any{"reason": "ttl_expired"}, nil, &d); code != 200 || d.Status != hostedrunner.DrainDrained {
+		t.Fatalf("drain: %d %+v", code, d)
+	}
+	e := c.untilChecked(v, func(e envelope, m map[string]any) bool {
+		if seen != nil {
+			seen(e, m)
+		}
+		return e.Type == "snapshot"
+	})
+	var snap protocol.Snapshot
+	if err := json.Unmarshal(e.Snapshot, &snap); err != nil {
+		t.Fatal(err)
+	}
+	if n := *d.Manifest.Runtime.Cursor; snap.State.LastStatus != hostedrunner.StatusDrained || snap.State.IsReady || snap.Cursor != n+1 {
+		t.Errorf("drain snapshot: last_status %q is_ready %v cursor %d, want Drained, false, %d", snap.State.LastStatus, snap.State.IsReady, snap.Cursor, n+1)
+	}
+	return d
+}
+
+// TestHostedRunnerRestoreContinues (issue 12 defects 3 and 5): a
+// model-driven runner answers a prompt and drains (the Drained snapshot
+// is published); the workspace is copied to a new directory as the
+// platform would, and a fresh runner process with an empty MAESTRO_HOME
+// restores from the copied manifest: its reset{restored_from_snapshot}
+// carries the manifest's cursor N, the first new frame takes N+1, and the
+// first prompt sends the model the turns from before the drain. Every
+// envelope is checked against the schemas; no session log is left in the
+// workspace.
+func TestHostedRunnerRestoreContinues(t *testing.T) {
+	t.Parallel()
+	v := prototest.Validator(t)
+	srv := llmtest.NewServer(t,
+		llmtest.Turn{Text: []string{"First answer."}, InputTokens: 10, OutputTokens: 3},
+		llmtest.Turn{Text: []string{"Second answer."}, InputTokens: 20, OutputTokens: 3})
+	ws := t.TempDir()
+	p := startRunner(t, modelEnv(t, srv, ws, "mrs_model"))
+	c := p.attach(map[string]any{"rawAgentEvents": true})
+	c.send(map[string]any{"type": "prompt", "content": "first question"})
+	c.untilChecked(v, assistantLogged("First answer."))
+	d := drainSnapshot(t, p, c, v, nil)
+	p.stop()
+	cursor := *d.Manifest.Runtime.Cursor
+	rel, err := filepath.Rel(ws, d.ManifestPath)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		t.Fatalf("manifest %s is not in the workspace %s", d.ManifestPath, ws)
+	}
+	if sf := d.Manifest.Runtime.SessionFile; filepath.Dir(sf) != filepath.Dir(d.ManifestPath) {
+		t.Errorf("runtime.session_file %q is not beside the manifest", sf)
+	}
+	logs, _ := filepath.Glob(filepath.Join(ws, ".maestro", "sessions", "*"))
+	if len(logs) > 0 {
+		t.Errorf("session state in the workspace: %v", logs)
+	}
+
+	ws2 := filepath.Join(t.TempDir(), "copied")
+	if err := os.CopyFS(ws2, os.DirFS(ws)); err != nil {
+		t.Fatal(err)
+	}
+	r := startRunner(t, modelEnv(t, srv, ws2, "mrs_model_2", "MAESTRO_REMOTE_RUNNER_RESTORE_MANIFEST="+rel))
+	var st protocol.Snapshot
+	if code := r.call("GET", "/api/headless/sessions/"+r.session+"/state", nil, nil, &st); code != 200 || st.Cursor != cursor || !st.State.IsReady {
+		t.Errorf("restored state: %d cursor %d ready %v, want cursor %d, ready", code, st.Cursor, st.State.IsReady, cursor)
+	}
+	// A client of the drained runner resumes at the manifest's cursor:
+	// the reset carries N, the first new frame (the controller's
+	// connection_info) N+1.
+	resumed := r.open(http.DefaultClient, "cursor="+strconv.FormatInt(cursor, 10), nil, nil)
+	first := resumed.checked(v)
+	var snap protocol.Snapshot
+	if err := json.Unmarshal(first.Snapshot, &snap); err != nil || first.Type != "reset" || first.Reason != "restored_from_snapshot" || snap.Cursor != cursor {
+		t.Fatalf("first envelope after restore: %s, want reset{restored_from_snapshot} at cursor %d (%v)", first.raw, cursor, err)
+	}
+	c2 := r.attach(map[string]any{"rawAgentEvents": true})
+	if next := resumed.checked(v); next.Cursor != cursor+1 {
+		t.Errorf("first frame after the restore: %s, want cursor %d", next.raw, cursor+1)
+	}
+	c2.send(map[string]any{"type": "prompt", "content": "second question"})
+	c2.untilChecked(v, assistantLogged("Second answer."))
+	// The restored runner's model request: the turns from before the
+	// drain, then the new question, in order.
+	reqs := srv.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests, want 2", len(reqs))
+	}
+	var body struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(reqs[1].Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	var turns []string
+	for _, m := range body.Messages {
+		turns = append(turns, m.Role+": "+string(m.Content))
+	}
+	want := []string{"user: first question", "assistant: First answer.", "user: second question"}
+	if len(turns) != len(want) {
+		t.Fatalf("restored model request turns %q, want %q", turns, want)
+	}
+	for i, w := range want {
+		role, text, _ := strings.Cut(w, ": ")
+		if !strings.HasPrefix(turns[i], role+": ") || !strings.Contains(turns[i], text) {
+			t.Errorf("turn %d = %s, want %s", i, turns[i], w)
+		}
+	}
+}
+
+// TestHostedRunnerWatchIgnoresOwnState (issue 12 defect 3): a controller
+// watches the workspace root of the built runner while a prompt runs a
+// tool call (Write) and the runner drains: the watch reports the agent's
+// file and nothing of Maestro's own writes (session log, lock), and the
+// stream stays small. Every envelope is checked against the schemas.
+func TestHostedRunnerWatchIgnoresOwnState(t *testing.T) {
+	t.Parallel()
+	v := prototest.Validator(t)
+	srv := llmtest.NewServer(t,
+		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "toolu_1", Name: "Write", Input: `{"path":"hello.txt","content":"hi"}`}}, InputTokens: 5, OutputTokens: 5},
+		llmtest.Turn{Text: []string{"Done."}, InputTokens: 9, OutputTokens: 1})
+	ws := t.TempDir()
+	p := startRunner(t, modelEnv(t, srv, ws, "mrs_watch"))
+	c := p.attach(map[string]any{"rawAgentEvents": true, "utilityOperations": []string{"file_watch"}})
+	c.send(map[string]any{"type": "init", "approval_mode": "auto"})
+	c.send(map[string]any{"type": "utility_file_watch_start", "watch_id": "w1", "debounce_ms": 0})
+	c.untilChecked(v, func(_ envelope, m map[string]any) bool { return m["type"] == "utility_file_watch_started" })
+	var reported []string
+	sawAgentFile := false
+	seen := func(_ envelope, m map[string]any) {
+		if m["type"] != "utility_file_watch_event" {
+			return
+		}
+		rel, _ := m["relative_path"].(string)
+		switch {
+		case rel == "hello.txt":
+			sawAgentFile = true
+		case strings.HasPrefix(rel, ".hello.txt.") && strings.HasSuffix(rel, ".tmp"):
+			// The Write tool's temporary file: the agent's write.
+		default:
+			reported = append(reported, rel)
+		}
+	}
+	c.send(map[string]any{"type": "prompt", "content": "write hello.txt"})
+	frames := 0
+	c.untilChecked(v, func(e envelope, m map[string]any) bool {
+		seen(e, m)
+		frames++
+		return assistantLogged("Done.")(e, m)
+	})
+	if _, err := os.Stat(filepath.Join(ws, "hello.txt")); err != nil {
+		t.Fatalf("the tool call did not run: %v", err)
+	}
+	drainSnapshot(t, p, c, v, func(e envelope, m map[string]any) { seen(e, m); frames++ })
+	if len(reported) > 0 {
+		t.Errorf("the watch reported Maestro's own files: %q", reported)
+	}
+	if !sawAgentFile {
+		t.Error("the watch did not report the agent's hello.txt")
+	}
+	if frames > 200 {
+		t.Errorf("%d envelopes for one prompt, one tool call and a drain: the watch feeds on something", frames)
 	}
 }

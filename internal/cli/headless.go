@@ -150,6 +150,7 @@ func startHeadless(ctx context.Context, io *IOStreams, o headlessOptions, log *s
 		Workspace: o.Workspace, Model: o.Model, Replay: o.Replay, Agent: o.Agent, Resume: o.Resume,
 		Sandbox: o.Sandbox, RequireSandbox: true, ApprovalMode: mode, Thinking: llm.ThinkingLevel(o.Thinking),
 		MaxIterations: o.MaxIterations, System: o.System, ClientTools: clientTools,
+		SessionID: io.Getenv("MAESTRO_SESSION_ID"), AgentRunID: io.Getenv("MAESTRO_AGENT_RUN_ID"),
 	})
 	if err != nil {
 		return nil, err

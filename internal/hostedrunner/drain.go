@@ -152,6 +152,9 @@ func (r *Runner) Drain(ctx context.Context, req DrainRequest) (*DrainResponse, i
 		exports = append(exports, e)
 	}
 
+	// The work in flight when the drain begins (the manifest's
+	// work_continuity): stopping it below clears the state's lists.
+	inFlight := workContinuity(r.rt.Snapshot().State)
 	r.mu.Lock()
 	r.draining = true
 	wasReady := r.ready
@@ -243,6 +246,12 @@ func (r *Runner) Drain(ctx context.Context, req DrainRequest) (*DrainResponse, i
 	if flushErr != nil {
 		m.Runtime.Error = flushErr.Error()
 	}
+	status := DrainDrained
+	if flush == FlushFailed {
+		status = DrainInterrupted
+	}
+	m.WorkContinuity = &inFlight
+	m.PlatformEvidence = platformEvidence(m, r.cfg.snapshotPath(name), status)
 	if err := writeManifest(root, name, m); err != nil {
 		return nil, http.StatusInternalServerError, fmt.Errorf("drain: %w", err)
 	}
@@ -253,8 +262,8 @@ func (r *Runner) Drain(ctx context.Context, req DrainRequest) (*DrainResponse, i
 		ManifestPath: path, Manifest: m,
 	}
 	code := http.StatusOK
-	if flush == FlushFailed {
-		resp.Status, code = DrainInterrupted, http.StatusServiceUnavailable
+	if status == DrainInterrupted {
+		resp.Status, code = status, http.StatusServiceUnavailable
 	}
 	r.mu.Lock()
 	r.ready = false

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
@@ -19,7 +20,13 @@ const (
 	DrainProtocol    = "evalops.remote-runner.drain.v1"
 	ManifestProtocol = "evalops.remote-runner.snapshot-manifest.v1"
 	RetentionVersion = "evalops.remote-runner.retention.v1"
-	ExportMode       = "local_path_contract"
+	// Work continuity and platform evidence blocks of the manifest
+	// (docs/spec/seed-headless-protocol.md, "Hosted Remote-Runner Drain").
+	WorkContinuityProtocol   = "evalops.remote-runner.work-continuity.v1"
+	PlatformEvidenceProtocol = "evalops.remote-runner.platform-evidence.v1"
+	CodexSubagentSchema      = "evalops.maestro.codex.subagent-workgraph.v1"
+	EvidenceDrainRecorded    = "hosted_runner_drain_manifest_recorded"
+	ExportMode               = "local_path_contract"
 )
 
 // Runtime flush statuses.
@@ -50,10 +57,102 @@ type Manifest struct {
 	WorkspaceRoot    string          `json:"workspace_root"`
 	Runtime          ManifestRuntime `json:"runtime"`
 	WorkspaceExport  WorkspaceExport `json:"workspace_export"`
+	// WorkContinuity and PlatformEvidence are the later version's blocks
+	// (absent from older manifests, which still restore).
+	WorkContinuity   *WorkContinuity   `json:"work_continuity,omitempty"`
+	PlatformEvidence *PlatformEvidence `json:"platform_evidence,omitempty"`
+	RetentionPolicy  RetentionPolicy   `json:"retention_policy"`
 	// Snapshot is the runtime snapshot (HeadlessRuntimeSnapshot) at drain.
-	Snapshot        json.RawMessage `json:"snapshot"`
-	RetentionPolicy RetentionPolicy `json:"retention_policy"`
+	Snapshot json.RawMessage `json:"snapshot"`
 }
+
+// WorkContinuity says what work the drain found in flight (and stopped):
+// the counts of the runtime state's active tools, tracked tools and
+// pending requests when the drain began, and the Codex subagent work graph (Maestro runs no Codex
+// subagents in a hosted runner: its lists are empty).
+type WorkContinuity struct {
+	ProtocolVersion            string   `json:"protocol_version"`
+	CodexSubagentSchemaVersion string   `json:"codex_subagent_schema_version"`
+	ActiveToolCount            int      `json:"active_tool_count"`
+	TrackedToolCount           int      `json:"tracked_tool_count"`
+	PendingRequestCount        int      `json:"pending_request_count"`
+	CodexSubagentToolCallCount *int     `json:"codex_subagent_tool_call_count,omitempty"`
+	CodexSubagentChildRunCount *int     `json:"codex_subagent_child_run_count,omitempty"`
+	CodexSubagentThreadCount   *int     `json:"codex_subagent_thread_count,omitempty"`
+	CodexSubagentEdgeCount     *int     `json:"codex_subagent_edge_count,omitempty"`
+	CodexSubagentToolCallIDs   []string `json:"codex_subagent_tool_call_ids"`
+	CodexSubagentChildRunIDs   []string `json:"codex_subagent_child_run_ids"`
+	CodexSubagentThreadIDs     []string `json:"codex_subagent_thread_ids"`
+}
+
+// PlatformEvidence is the record the platform keeps of the drain.
+type PlatformEvidence struct {
+	ProtocolVersion         string            `json:"protocol_version"`
+	EventType               string            `json:"event_type"`
+	RunnerSessionID         string            `json:"runner_session_id"`
+	WorkspaceID             string            `json:"workspace_id,omitempty"`
+	AgentRunID              string            `json:"agent_run_id,omitempty"`
+	MaestroSessionID        string            `json:"maestro_session_id"`
+	Status                  string            `json:"status"`
+	RuntimeFlushStatus      string            `json:"runtime_flush_status"`
+	ManifestPath            string            `json:"manifest_path"`
+	ManifestProtocolVersion string            `json:"manifest_protocol_version"`
+	CreatedAt               string            `json:"created_at"`
+	WorkContinuity          WorkContinuity    `json:"work_continuity"`
+	Retention               EvidenceRetention `json:"retention"`
+	EvidenceRefs            []string          `json:"evidence_refs"`
+}
+
+// EvidenceRetention is the retention summary of the platform evidence.
+type EvidenceRetention struct {
+	PolicyVersion                              string   `json:"policy_version"`
+	ControlPlaneMetadataVisibility             string   `json:"control_plane_metadata_visibility"`
+	RuntimeSnapshotVisibility                  string   `json:"runtime_snapshot_visibility"`
+	RedactionRequiredBeforeExternalPersistence []string `json:"redaction_required_before_external_persistence"`
+}
+
+// workContinuity counts the work in flight in a runtime state.
+func workContinuity(st protocol.RuntimeState) WorkContinuity {
+	return WorkContinuity{
+		ProtocolVersion: WorkContinuityProtocol, CodexSubagentSchemaVersion: CodexSubagentSchema,
+		ActiveToolCount: len(st.ActiveTools), TrackedToolCount: len(st.TrackedTools),
+		PendingRequestCount:      len(st.PendingRequests),
+		CodexSubagentToolCallIDs: []string{}, CodexSubagentChildRunIDs: []string{}, CodexSubagentThreadIDs: []string{},
+	}
+}
+
+// platformEvidence is the evidence record of the drain that wrote m at
+// path with the drain status status; the manifest's work continuity
+// with the counts of its lists added.
+func platformEvidence(m *Manifest, path, status string) *PlatformEvidence {
+	wc := *m.WorkContinuity
+	edges := 0
+	wc.CodexSubagentToolCallCount, wc.CodexSubagentChildRunCount = ptr(len(wc.CodexSubagentToolCallIDs)), ptr(len(wc.CodexSubagentChildRunIDs))
+	wc.CodexSubagentThreadCount, wc.CodexSubagentEdgeCount = ptr(len(wc.CodexSubagentThreadIDs)), &edges
+	ret := m.RetentionPolicy
+	e := &PlatformEvidence{
+		ProtocolVersion: PlatformEvidenceProtocol, EventType: EvidenceDrainRecorded,
+		RunnerSessionID: m.RunnerSessionID, WorkspaceID: m.WorkspaceID, AgentRunID: m.AgentRunID,
+		MaestroSessionID: m.MaestroSessionID, Status: status, RuntimeFlushStatus: m.Runtime.FlushStatus,
+		ManifestPath: path, ManifestProtocolVersion: m.ProtocolVersion, CreatedAt: m.CreatedAt,
+		WorkContinuity: wc,
+		Retention: EvidenceRetention{
+			PolicyVersion: ret.PolicyVersion, ControlPlaneMetadataVisibility: ret.Visibility.ControlPlaneMetadata,
+			RuntimeSnapshotVisibility:                  ret.Visibility.RuntimeSnapshot,
+			RedactionRequiredBeforeExternalPersistence: ret.Redaction.RequiredBeforeExternalPersistence,
+		},
+		EvidenceRefs: []string{
+			"remote-runner://sessions/" + m.RunnerSessionID + "/drain#manifest",
+			"maestro://headless/sessions/" + m.MaestroSessionID + "#drain",
+		},
+	}
+	if m.AgentRunID != "" {
+		e.EvidenceRefs = append(e.EvidenceRefs, "platform-agent-run:"+m.AgentRunID)
+	}
+	return e
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // ManifestRuntime is the manifest's runtime block.
 type ManifestRuntime struct {

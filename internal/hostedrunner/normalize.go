@@ -18,7 +18,7 @@ var (
 // Normalize rewrites a manifest (or any JSON document of the runner) for
 // comparison with a golden file: the workspace directory becomes
 // "/workspace", timestamps (keys ending in "_at", and the drain time in
-// session_file's name) "<time>", session UUIDs
+// the names of session_file and manifest_path) "<time>", session UUIDs
 // "<uuid>", connection and subscription ids "<conn>"/"<sub>"; the result
 // is indented with sorted keys. It returns the input unchanged if it is
 // not JSON.
@@ -60,7 +60,7 @@ func normalizeValue(key string, v any, roots []string) any {
 		if strings.HasSuffix(key, "_at") && v != "" {
 			return "<time>"
 		}
-		if key == "session_file" {
+		if key == "session_file" || key == "manifest_path" {
 			v = volatileName.ReplaceAllString(v, "<time>")
 		}
 		for _, r := range roots {

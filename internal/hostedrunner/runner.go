@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/gitinfo"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/runtime"
@@ -93,6 +94,8 @@ type Runner struct {
 	slog      *sessionLog
 	sessions  *workspace.Dir // <state dir>/sessions, open; nil once closed
 	sessionID string
+	// gitBranch is session_info's git_branch (the workspace's branch).
+	gitBranch *string
 	restore   *Manifest
 	// fixture is true when the fixture agent runs the prompts.
 	fixture bool
@@ -165,6 +168,7 @@ func New(cfg Config, opts Options) (*Runner, error) {
 	if r.sessionID == "" {
 		r.sessionID = sess.ID()
 	}
+	r.gitBranch = gitinfo.Branch(cfg.WorkspaceRoot, opts.Logger)
 	tools := opts.Tools
 	if tools == nil || turn != nil {
 		tools = func(context.Context) (*tool.Set, error) { return tool.NewSet(), nil }
@@ -185,6 +189,8 @@ func New(cfg Config, opts Options) (*Runner, error) {
 		Logger:       opts.Logger,
 		Turn:         turn,
 		Release:      opts.Release,
+		GitBranch:    r.gitBranch,
+		Restored:     r.restore != nil && r.restore.Runtime.FlushStatus == FlushCompleted,
 	})
 	if err != nil {
 		sess.Close()
@@ -197,17 +203,24 @@ func New(cfg Config, opts Options) (*Runner, error) {
 }
 
 // utilities binds into opts.Utilities the directories watches and
-// searches skip: the state directory when it is inside the workspace.
+// searches skip: Maestro's own files inside the workspace, the state
+// directory when an operator put it there and the snapshot root (drain
+// manifests and the session files beside them), each also under the
+// workspace root's resolved path.
 func (r *Runner) utilities() func(emit func(protocol.Message)) runtime.Utilities {
 	u := r.opts.Utilities
 	if u == nil {
 		return nil
 	}
 	var hide []string
-	if _, ok := insideWorkspace(r.cfg.WorkspaceRoot, r.cfg.StateDir); ok {
-		hide = append(hide, filepath.Clean(r.cfg.StateDir))
-		if real, err := filepath.EvalSymlinks(r.cfg.WorkspaceRoot); err == nil {
-			if rel, ok := workspace.Within(r.cfg.WorkspaceRoot, filepath.Clean(r.cfg.StateDir)); ok {
+	real, realErr := filepath.EvalSymlinks(r.cfg.WorkspaceRoot)
+	for _, dir := range []string{r.cfg.StateDir, r.cfg.SnapshotRoot} {
+		if _, ok := insideWorkspace(r.cfg.WorkspaceRoot, dir); !ok {
+			continue
+		}
+		hide = append(hide, filepath.Clean(dir))
+		if realErr == nil {
+			if rel, ok := workspace.Within(r.cfg.WorkspaceRoot, filepath.Clean(dir)); ok {
 				hide = append(hide, filepath.Join(real, rel))
 			}
 		}
@@ -226,11 +239,11 @@ func (r *Runner) openSession(p llm.Provider, executor protocol.ExecutorType) (*s
 	if m := r.restore; m != nil {
 		restored = m.restoredCursor()
 		if f := m.Runtime.SessionFile; f != "" {
-			name, ok := besideManifest(r.cfg, m, f)
+			dir, name, ok := sessionFileDir(r.cfg, m, f)
 			if !ok {
-				r.log.Warn("restore: the manifest's session file is not beside it (not a drain of this version); starting a new log", "session_file", f)
+				r.log.Warn("restore: the manifest's session file is neither beside it nor in the workspace; starting a new log", "session_file", f)
 			} else {
-				s, err := importSession(store, meta, r.cfg, name)
+				s, err := importSession(store, meta, r.cfg, dir, name)
 				if err != nil {
 					return nil, 0, fmt.Errorf("restore: session file %s: %w", f, err)
 				}
@@ -245,29 +258,37 @@ func (r *Runner) openSession(p llm.Provider, executor protocol.ExecutorType) (*s
 	return s, restored, nil
 }
 
-// besideManifest returns the name of the session file f when it lies in
-// the restore manifest's directory, as written by a drain: at the same
-// path, or at the same place relative to a workspace root that has moved.
-func besideManifest(cfg Config, m *Manifest, f string) (string, bool) {
-	dir := filepath.Dir(cfg.RestoreManifest)
-	if filepath.Dir(f) == dir {
-		return filepath.Base(f), true
+// sessionFileDir returns the directory and name of the session file f
+// of the restore manifest m: beside the manifest, as a drain writes it (at
+// the same path, or at the same place relative to a workspace root that
+// has moved), or, from a drain of an older version that kept the session
+// log in the workspace (<workspace>/.maestro/sessions/<id>/events.jsonl),
+// anywhere inside the workspace, old root mapped to the current one.
+func sessionFileDir(cfg Config, m *Manifest, f string) (dir, name string, ok bool) {
+	f = filepath.Clean(f)
+	mdir := filepath.Dir(cfg.RestoreManifest)
+	if filepath.Dir(f) == mdir {
+		return mdir, filepath.Base(f), true
 	}
-	if m.WorkspaceRoot != "" {
-		if rel, ok := workspace.Within(filepath.Clean(m.WorkspaceRoot), filepath.Clean(f)); ok && filepath.Join(cfg.WorkspaceRoot, filepath.Dir(rel)) == dir {
-			return filepath.Base(f), true
+	for _, old := range []string{m.WorkspaceRoot, cfg.WorkspaceRoot} {
+		if old == "" {
+			continue
+		}
+		if rel, ok := workspace.Within(filepath.Clean(old), f); ok && rel != "." {
+			return filepath.Join(cfg.WorkspaceRoot, filepath.Dir(rel)), filepath.Base(f), true
 		}
 	}
-	return "", false
+	return "", "", false
 }
 
 // importSession creates a session of store seeded with the session file
-// name of the manifest's directory: a regular file reached without
-// following a link, at most MaxSessionFileBytes.
-func importSession(store *session.Store, meta session.Meta, cfg Config, name string) (*session.Session, error) {
-	d, err := openDir(cfg.WorkspaceRoot, filepath.Dir(cfg.RestoreManifest), false, 0)
+// name of dir (the manifest's directory, or a directory of the
+// workspace): a regular file reached without following a link, at most
+// MaxSessionFileBytes.
+func importSession(store *session.Store, meta session.Meta, cfg Config, dir, name string) (*session.Session, error) {
+	d, err := openDir(cfg.WorkspaceRoot, dir, false, 0)
 	if err != nil {
-		return nil, dirError("open the manifest's directory", filepath.Dir(cfg.RestoreManifest), err)
+		return nil, dirError("open the session file's directory", dir, err)
 	}
 	defer d.Close()
 	f, err := d.Open(name)
@@ -283,15 +304,20 @@ func importSession(store *session.Store, meta session.Meta, cfg Config, name str
 	return store.Import(meta, f, MaxSessionFileBytes)
 }
 
-// start publishes the runtime's start frames and applies a restore.
+// start publishes the runtime's start frames, or applies a restore: a
+// completed restore keeps the manifest's cursor N (its start frames,
+// statuses and last init go into its state only; runtime.Restore), so
+// that the reset{restored_from_snapshot} SetAttach publishes carries N
+// and the first new frame takes N+1 (issue 12 defect 5).
 func (r *Runner) start() {
 	m := r.restore
-	if m == nil || m.Runtime.FlushStatus == FlushCompleted {
+	if m == nil {
 		r.rt.Start()
-		if m != nil {
-			r.applyLastInit(m)
-			r.rt.Broadcast(protocol.Status{Message: StatusRestored})
-		}
+		r.ready = true
+		return
+	}
+	if m.Runtime.FlushStatus == FlushCompleted {
+		r.rt.Restore(lastInit(m), protocol.Status{Message: StatusRestored})
 		r.ready = true
 		return
 	}
@@ -302,31 +328,23 @@ func (r *Runner) start() {
 		status, msg = StatusRestoreSkipped, cmpOr(m.Runtime.Error, defaultRestoreSkipErr)
 	}
 	sid := r.sessionID
-	r.rt.Broadcast(protocol.SessionInfo{SessionID: &sid, Cwd: r.cfg.WorkspaceRoot})
+	r.rt.Broadcast(protocol.SessionInfo{SessionID: &sid, Cwd: r.cfg.WorkspaceRoot, GitBranch: r.gitBranch})
 	r.rt.Broadcast(protocol.Status{Message: status})
 	r.rt.Broadcast(protocol.Error{Message: msg, ErrorType: protocol.ErrorProtocol})
 	r.lastError = msg
 }
 
-// applyLastInit re-applies the snapshot's last init (system prompt,
-// thinking level, approval mode) to the restored runtime, through a local
-// connection that leaves no trace but the init's status.
-func (r *Runner) applyLastInit(m *Manifest) {
+// lastInit is the snapshot's last init (system prompt, thinking level,
+// approval mode), which the restored runtime applies again; nil when
+// there is none.
+func lastInit(m *Manifest) *protocol.Init {
 	var s struct {
 		LastInit *protocol.Init `json:"last_init"`
 	}
-	if len(m.Snapshot) == 0 || json.Unmarshal(m.Snapshot, &s) != nil || s.LastInit == nil {
-		return
+	if len(m.Snapshot) == 0 || json.Unmarshal(m.Snapshot, &s) != nil {
+		return nil
 	}
-	c, err := r.rt.Connect(runtime.ConnectOptions{Local: true, Role: protocol.RoleController, ProtocolVersion: protocol.Version})
-	if err != nil {
-		r.log.Warn("restore: last_init not applied", "err", err)
-		return
-	}
-	defer c.Close()
-	if err := c.Handle(context.Background(), *s.LastInit); err != nil {
-		r.log.Warn("restore: last_init not applied", "err", err)
-	}
+	return s.LastInit
 }
 
 // SetAttach sets the session API and tells it the restore outcome.

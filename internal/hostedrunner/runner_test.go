@@ -476,16 +476,26 @@ func TestRestoreCompleted(t *testing.T) {
 		t.Errorf("identity: %+v", id)
 	}
 	snap := r.Runtime().Snapshot()
-	if snap.SessionID != "session_123" || snap.Cursor <= cursor || !snap.State.IsReady || snap.State.LastStatus != StatusRestored {
+	// Issue 12 defect 5: the restored runtime's cursor is the manifest's.
+	if snap.SessionID != "session_123" || snap.Cursor != cursor || !snap.State.IsReady || snap.State.LastStatus != StatusRestored {
 		t.Errorf("restored snapshot: session %q cursor %d (manifest %d) ready %v status %q", snap.SessionID, snap.Cursor, cursor, snap.State.IsReady, snap.State.LastStatus)
 	}
 	c := connect(t, r)
+	from, err := c.conn.Subscribe(runtime.SubscribeOptions{From: runtime.FromCursor, Cursor: cursor})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := c.conn.Handle(context.Background(), protocol.Prompt{Content: "again"}); err != nil {
 		t.Fatal(err)
 	}
 	f := c.until(isStatus("Prompt: again"))
 	if f.Cursor <= snap.Cursor {
 		t.Errorf("prompt status cursor %d, want after %d", f.Cursor, snap.Cursor)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if first, err := from.Next(ctx); err != nil || first.Cursor != cursor+1 {
+		t.Errorf("first frame after the restore at cursor %d: %d (%T, %v), want %d", cursor, first.Cursor, first.Message, err, cursor+1)
 	}
 	// The conversation log continues the drained one, in the state dir.
 	if got := r.slog.file; !strings.HasPrefix(got, filepath.Join(cfg.StateDir, "sessions")+"/") {
@@ -609,5 +619,79 @@ func TestRestoreInvalid(t *testing.T) {
 	cfg.RestoreManifest = filepath.Join(ws, "none.json")
 	if _, err := New(cfg, Options{}); err == nil {
 		t.Error("a missing restore manifest was accepted")
+	}
+}
+
+// TestSessionInfoGitBranch: the hosted runner's session_info carries the
+// workspace's git branch as stdio sessions do, on a fresh start and on a
+// restore (read from the workspace it is restored into).
+func TestSessionInfoGitBranch(t *testing.T) {
+	t.Parallel()
+	ws := newWorkspace(t)
+	if err := os.MkdirAll(filepath.Join(ws, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, ".git", "HEAD"), []byte("ref: refs/heads/feature/drain\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := newRunner(t, testConfig(ws))
+	c := connect(t, r)
+	if err := c.conn.Handle(context.Background(), protocol.Prompt{Content: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	c.until(isStatus("Prompt: hi"))
+	if b, ok := r.Runtime().Snapshot().State.GitBranch.Get(); !ok || b != "feature/drain" {
+		t.Errorf("git_branch %q (%v), want feature/drain", b, ok)
+	}
+	path, _ := drainedManifest(t, ws)
+	cfg := testConfig(ws)
+	cfg.RunnerSessionID, cfg.RestoreManifest = "mrs_456", path
+	restored, _ := newRunner(t, cfg)
+	if b, ok := restored.Runtime().Snapshot().State.GitBranch.Get(); !ok || b != "feature/drain" {
+		t.Errorf("restored git_branch %q (%v), want feature/drain", b, ok)
+	}
+}
+
+// TestDrainWorkContinuity: a drain that finds an approval pending records
+// it in the manifest's work_continuity and in platform_evidence's copy
+// (with the list counts), as docs/spec/seed-headless-protocol.md shows
+// them; a drain of an idle runner records zeros.
+func TestDrainWorkContinuity(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		pending bool
+	}{{"approval pending", true}, {"idle", false}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r, _ := newRunner(t, testConfig(newWorkspace(t)))
+			if tt.pending {
+				c := connect(t, r)
+				content := ApprovalPrefix + `{"request_id":"req_1","tool":"bash","args":{"command":"ls"},"reason":"Look"}`
+				if err := c.conn.Handle(context.Background(), protocol.Prompt{Content: content}); err != nil {
+					t.Fatal(err)
+				}
+				c.until(func(f runtime.Frame) bool { _, ok := f.Message.(protocol.ServerRequest); return ok })
+			}
+			d, code, err := r.Drain(context.Background(), DrainRequest{Reason: "ttl_expired"})
+			if err != nil || code != http.StatusOK {
+				t.Fatalf("drain: %d %v", code, err)
+			}
+			want := 0
+			if tt.pending {
+				want = 1
+			}
+			wc := d.Manifest.WorkContinuity
+			if wc == nil || wc.ProtocolVersion != WorkContinuityProtocol || wc.PendingRequestCount != want || wc.CodexSubagentToolCallIDs == nil || wc.CodexSubagentToolCallCount != nil {
+				t.Fatalf("work_continuity: %+v, want %d pending request(s)", wc, want)
+			}
+			ev := d.Manifest.PlatformEvidence
+			if ev == nil || ev.Status != DrainDrained || ev.RuntimeFlushStatus != d.Manifest.Runtime.FlushStatus || ev.ManifestPath != d.ManifestPath ||
+				ev.WorkContinuity.PendingRequestCount != want || ev.WorkContinuity.CodexSubagentEdgeCount == nil || *ev.WorkContinuity.CodexSubagentEdgeCount != 0 ||
+				len(ev.EvidenceRefs) != 3 || ev.EvidenceRefs[2] != "platform-agent-run:run_123" {
+				t.Errorf("platform_evidence: %+v", ev)
+			}
+		})
 	}
 }

@@ -379,56 +379,65 @@ func modelPrompt(t *testing.T, c *controller, r *Runner, text string) {
 	}
 }
 
-// TestRestoreContinuesConversation: a drain hands the conversation over in
-// the snapshot root, and a fresh runner (a new machine: a new, empty state
-// dir) restored from the manifest sends the earlier turns to the model.
-func TestRestoreContinuesConversation(t *testing.T) {
-	t.Parallel()
-	ws := newWorkspace(t)
-	srv, p := fakeModel(t,
-		llmtest.Turn{Text: []string{"First answer."}, InputTokens: 10, OutputTokens: 3},
-		llmtest.Turn{Text: []string{"Second answer."}, InputTokens: 20, OutputTokens: 3})
-
-	cfg := testConfig(ws)
-	r1, err := New(cfg, Options{Now: fixedNow, Provider: p})
+// drainModelRunner runs one prompt on a new model-driven runner over ws
+// and drains it; it returns the drain's answer.
+func drainModelRunner(t *testing.T, ws string, p llm.Provider, text string) DrainResponse {
+	t.Helper()
+	r, err := New(testConfig(ws), Options{Now: fixedNow, Provider: p})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r1.SetAttach(&fakeAttach{})
-	c := connect(t, r1)
-	modelPrompt(t, c, r1, "first question")
+	r.SetAttach(&fakeAttach{})
+	c := connect(t, r)
+	modelPrompt(t, c, r, text)
 	c.conn.Close()
-	code, body := postDrain(t, r1, "")
+	code, body := postDrain(t, r, "")
 	if code != http.StatusOK {
 		t.Fatalf("drain: %d %s", code, body)
 	}
-	if err := r1.Close(); err != nil {
+	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
 	var d DrainResponse
 	if err := json.Unmarshal(body, &d); err != nil {
 		t.Fatal(err)
 	}
-	sf := d.Manifest.Runtime.SessionFile
-	if filepath.Dir(sf) != filepath.Dir(d.ManifestPath) {
-		t.Errorf("session_file %q is not beside the manifest %q", sf, d.ManifestPath)
-	}
-	if st, err := os.Lstat(sf); err != nil || !st.Mode().IsRegular() {
-		t.Fatalf("session file: %v", err)
-	}
+	return d
+}
 
-	cfg2 := testConfig(ws)
-	cfg2.RunnerSessionID, cfg2.MaestroSessionID = "mrs_456", ""
-	cfg2.StateDir = filepath.Join(t.TempDir(), "fresh-state")
-	cfg2.RestoreManifest = d.ManifestPath
-	r2, err := New(cfg2, Options{Now: fixedNow, Provider: p})
+// restoreAndPrompt starts a fresh runner (a new machine: a new, empty
+// state dir) over ws restored from manifest and runs one prompt.
+func restoreAndPrompt(t *testing.T, ws, manifest string, p llm.Provider, text string) *Runner {
+	t.Helper()
+	cfg := testConfig(ws)
+	cfg.RunnerSessionID, cfg.MaestroSessionID = "mrs_456", ""
+	cfg.StateDir = filepath.Join(t.TempDir(), "fresh-state")
+	cfg.RestoreManifest = manifest
+	r, err := New(cfg, Options{Now: fixedNow, Provider: p})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { r2.Close() })
-	r2.SetAttach(&fakeAttach{})
-	c2 := connect(t, r2)
-	modelPrompt(t, c2, r2, "second question")
+	t.Cleanup(func() { r.Close() })
+	r.SetAttach(&fakeAttach{})
+	modelPrompt(t, connect(t, r), r, text)
+	return r
+}
+
+// drainedConversation runs "first question" on a runner over ws whose
+// fake model answers "First answer." (and "Second answer." next) and
+// drains it: the model's server and provider, and the drain's answer.
+func drainedConversation(t *testing.T, ws string) (*llmtest.Server, llm.Provider, DrainResponse) {
+	t.Helper()
+	srv, p := fakeModel(t,
+		llmtest.Turn{Text: []string{"First answer."}, InputTokens: 10, OutputTokens: 3},
+		llmtest.Turn{Text: []string{"Second answer."}, InputTokens: 20, OutputTokens: 3})
+	return srv, p, drainModelRunner(t, ws, p, "first question")
+}
+
+// carriesEarlierTurns checks that the second model request of srv holds
+// the first exchange and the new question.
+func carriesEarlierTurns(t *testing.T, srv *llmtest.Server) {
+	t.Helper()
 	reqs := srv.Requests()
 	if len(reqs) != 2 {
 		t.Fatalf("%d model requests, want 2", len(reqs))
@@ -439,8 +448,87 @@ func TestRestoreContinuesConversation(t *testing.T) {
 			t.Errorf("the restored runner's model request lacks %q: %.500s", want, second)
 		}
 	}
+}
+
+// TestRestoreContinuesConversation: a drain hands the conversation over in
+// the snapshot root, and a fresh runner (a new machine: a new, empty state
+// dir) restored from the manifest sends the earlier turns to the model.
+func TestRestoreContinuesConversation(t *testing.T) {
+	t.Parallel()
+	ws := newWorkspace(t)
+	srv, p, d := drainedConversation(t, ws)
+	sf := d.Manifest.Runtime.SessionFile
+	if filepath.Dir(sf) != filepath.Dir(d.ManifestPath) {
+		t.Errorf("session_file %q is not beside the manifest %q", sf, d.ManifestPath)
+	}
+	if st, err := os.Lstat(sf); err != nil || !st.Mode().IsRegular() {
+		t.Fatalf("session file: %v", err)
+	}
+	r2 := restoreAndPrompt(t, ws, d.ManifestPath, p, "second question")
+	carriesEarlierTurns(t, srv)
 	if _, ok := workspace.Within(ws, r2.slog.file); ok {
 		t.Errorf("restored session log %s is inside the workspace", r2.slog.file)
+	}
+}
+
+// TestRestoreLegacySessionFile: a manifest of an older version whose
+// runtime.session_file is the session log it kept in the workspace
+// (<workspace>/.maestro/sessions/<id>/events.jsonl) still restores the
+// conversation, read without following a link: a link planted at
+// .maestro/sessions fails start-up naming the file.
+func TestRestoreLegacySessionFile(t *testing.T) {
+	t.Parallel()
+	for _, planted := range []bool{false, true} {
+		t.Run(map[bool]string{false: "log in the workspace", true: "link planted"}[planted], func(t *testing.T) {
+			t.Parallel()
+			ws := newWorkspace(t)
+			srv, p, d := drainedConversation(t, ws)
+			legacy := filepath.Join(ws, ".maestro", "sessions", "0f0e", "events.jsonl")
+			data, err := os.ReadFile(d.Manifest.Runtime.SessionFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Dir(legacy)
+			if planted {
+				out := t.TempDir()
+				if err := os.MkdirAll(filepath.Join(out, "0f0e"), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(out, filepath.Dir(dir)); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(legacy, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(d.Manifest.Runtime.SessionFile); err != nil {
+				t.Fatal(err)
+			}
+			m := *d.Manifest
+			m.Runtime.SessionFile = legacy
+			out, err := json.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(d.ManifestPath, out, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if planted {
+				cfg := testConfig(ws)
+				cfg.StateDir, cfg.RestoreManifest = filepath.Join(t.TempDir(), "fresh-state"), d.ManifestPath
+				if r, err := New(cfg, Options{Now: fixedNow, Provider: p}); err == nil {
+					r.Close()
+					t.Fatal("a restore through a link planted at .maestro/sessions started")
+				} else if !strings.Contains(err.Error(), legacy) || !strings.Contains(err.Error(), "symbolic link") {
+					t.Errorf("start-up error %q, want it to name %s and the link", err, legacy)
+				}
+				return
+			}
+			restoreAndPrompt(t, ws, d.ManifestPath, p, "second question")
+			carriesEarlierTurns(t, srv)
+		})
 	}
 }
 
@@ -537,16 +625,7 @@ func TestWatchIgnoresOwnState(t *testing.T) {
 			if inside {
 				cfg.StateDir = filepath.Join(ws, "mstate")
 			}
-			r, err := New(cfg, Options{Now: fixedNow, Provider: p,
-				Tools: func(context.Context) (*tool.Set, error) { return tool.NewSet(tool.NewWrite(root)), nil },
-				Utilities: func(emit func(protocol.Message), hide []string) runtime.Utilities {
-					return utility.New(utility.Config{Root: root, Emit: emit, Hide: hide})
-				}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { r.Close() })
-			r.SetAttach(&fakeAttach{})
+			r := newUtilRunner(t, cfg, p, root, tool.NewSet(tool.NewWrite(root)))
 			c := connectUtil(t, r)
 			if err := c.conn.Handle(context.Background(), protocol.Init{ApprovalMode: protocol.ApprovalAuto}); err != nil {
 				t.Fatal(err)
@@ -582,4 +661,84 @@ func TestWatchIgnoresOwnState(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSnapshotRootHidden: the snapshot root inside the workspace holds
+// Maestro's own files (manifests, session files): a file search over the
+// workspace root of a restored runner does not report them, while it
+// finds the agent's file of the same kind.
+func TestSnapshotRootHidden(t *testing.T) {
+	t.Parallel()
+	ws := newWorkspace(t)
+	if err := os.WriteFile(filepath.Join(ws, "agent.jsonl"), []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, p := fakeModel(t, llmtest.Turn{Text: []string{"First answer."}, InputTokens: 10, OutputTokens: 3})
+	cfg := testConfig(ws)
+	cfg.SnapshotRoot = filepath.Join(ws, "snaps") // not a dot directory: searches would list it
+	r1, err := New(cfg, Options{Now: fixedNow, Provider: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1.SetAttach(&fakeAttach{})
+	modelPrompt(t, connect(t, r1), r1, "first question")
+	if _, _, err := r1.Drain(context.Background(), DrainRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r1.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	root, err := workspace.Open(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	r := newUtilRunner(t, cfg, p, root, nil)
+	c, err := r.Runtime().Connect(runtime.ConnectOptions{Role: protocol.RoleController, ProtocolVersion: protocol.Version,
+		Capabilities: &protocol.Capabilities{UtilityOperations: []protocol.UtilityOperation{protocol.OpFileSearch}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.Subscribe(runtime.SubscribeOptions{From: runtime.FromNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl := &controller{t: t, conn: c, sub: sub}
+	for _, q := range []string{"jsonl", "snaps"} {
+		if err := c.Handle(context.Background(), protocol.UtilityFileSearch{SearchID: q, Query: q}); err != nil {
+			t.Fatal(err)
+		}
+		f := ctl.until(func(f runtime.Frame) bool { _, ok := f.Message.(protocol.UtilityFileSearchResults); return ok })
+		found := false
+		for _, res := range f.Message.(protocol.UtilityFileSearchResults).Results {
+			if strings.HasPrefix(res.Path, "snaps") {
+				t.Errorf("search %q reported Maestro's own %s", q, res.Path)
+			}
+			found = found || res.Path == "agent.jsonl"
+		}
+		if q == "jsonl" && !found {
+			t.Errorf("search %q did not find the agent's agent.jsonl", q)
+		}
+	}
+}
+
+// newUtilRunner builds a model-driven runner over cfg whose utilities
+// (and tools, when not nil) work in root; it is closed with the test.
+func newUtilRunner(t *testing.T, cfg Config, p llm.Provider, root *workspace.Root, tools *tool.Set) *Runner {
+	t.Helper()
+	opts := Options{Now: fixedNow, Provider: p,
+		Utilities: func(emit func(protocol.Message), hide []string) runtime.Utilities {
+			return utility.New(utility.Config{Root: root, Emit: emit, Hide: hide})
+		}}
+	if tools != nil {
+		opts.Tools = func(context.Context) (*tool.Set, error) { return tools, nil }
+	}
+	r, err := New(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	r.SetAttach(&fakeAttach{})
+	return r
 }

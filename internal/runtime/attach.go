@@ -21,6 +21,10 @@ func (r *Runtime) Cursor() int64 {
 	return r.cursorLocked()
 }
 
+// Restored reports whether the runtime continues a drained session
+// (Config.Restored).
+func (r *Runtime) Restored() bool { return r.cfg.Restored }
+
 // PublishSnapshot publishes a snapshot envelope into the stream, as the
 // reference server does after an interrupt (wire contract §8.9, §12): the
 // envelope takes the next cursor, which is its snapshot's cursor, so it
@@ -32,8 +36,8 @@ func (r *Runtime) Cursor() int64 {
 // must neither block nor call into the runtime. The envelope reaches
 // subscriptions made with SubscribeOptions.Envelopes; the session log
 // does not record it, so from then on cursors run ahead of the log's
-// record numbers. It returns the envelope's cursor (0 once the runtime
-// is closed).
+// record numbers (except a restored runtime's reset, see Config.Restored).
+// It returns the envelope's cursor (0 once the runtime is closed).
 func (r *Runtime) PublishSnapshot(reason protocol.ResetReason, fill func(*protocol.Snapshot)) int64 {
 	for {
 		r.mu.Lock()
@@ -47,8 +51,14 @@ func (r *Runtime) PublishSnapshot(reason protocol.ResetReason, fill func(*protoc
 			unlock()
 			return 0
 		}
+		// A restored runtime's reset{restored_from_snapshot} carries the
+		// restored cursor and takes none of its own (Config.Restored).
+		own := !(r.cfg.Restored && reason == protocol.ResetRestoredFromSnapshot)
 		snap := r.snapshotLocked()
-		snap.Cursor = r.cursorLocked() + 1
+		snap.Cursor = r.cursorLocked()
+		if own {
+			snap.Cursor++
+		}
 		if fill != nil {
 			fill(&snap)
 		}
@@ -74,9 +84,11 @@ func (r *Runtime) PublishSnapshot(reason protocol.ResetReason, fill func(*protoc
 			unlock()
 			return 0
 		}
-		if r.cfg.Log != nil {
+		switch {
+		case !own:
+		case r.cfg.Log != nil:
 			r.unlogged++
-		} else {
+		default:
 			r.cursor++
 		}
 		cursor := r.cursorLocked()

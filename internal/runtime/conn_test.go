@@ -417,3 +417,75 @@ func TestUtilityDispatch(t *testing.T) {
 		t.Errorf("calls (-want +got):\n%s", d)
 	}
 }
+
+// TestInitHistory: init.history seeds the conversation (the next model
+// request carries the entries before the prompt, and the status names
+// "history"); a bad entry is a protocol error naming its index, and
+// nothing is seeded.
+func TestInitHistory(t *testing.T) {
+	t.Parallel()
+	p := &capture{}
+	h := newHarness(t, Config{Provider: p}, ConnectOptions{})
+	bad := []struct{ history, want string }{
+		{`{"role":"user"}`, "init.history: expected an array"},
+		{`[{"role":"user","content":"a"},{"role":"system","content":"b"}]`, `init.history[1].role: expected "user" or "assistant"`},
+		{`[{"role":"assistant","content":"a"}]`, `init.history[0].role: expected "user"`},
+		{`[{"role":"user","content":"a"},{"role":"assistant","content":" "}]`, "init.history[1].content: expected non-empty text"},
+		{`[{"role":"user","content":"a","extra":1}]`, "init.history[0]: expected {role, content}"},
+		{`[{"role":"user","content":"a"}]`, `init.history[0].role: the last entry must be "assistant"`},
+	}
+	for _, b := range bad {
+		err := h.handle(protocol.Init{History: raw(b.history)})
+		var e *Error
+		if !errors.As(err, &e) || e.Type != protocol.ErrorProtocol || !strings.Contains(e.Message, b.want) {
+			t.Errorf("history %s: %v, want a protocol error %q", b.history, err, b.want)
+		}
+	}
+	if err := h.handle(protocol.Init{History: raw(`[{"role":"user","content":"What is 2+2?"},{"role":"assistant","content":"4."}]`)}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("the init status", func(ms []protocol.Message) bool {
+		for _, m := range ms {
+			if s, ok := m.(protocol.Status); ok && s.Message == "Initialized: history" {
+				return true
+			}
+		}
+		return false
+	})
+	h.handle(protocol.Prompt{Content: "And 3+3?"})
+	h.rt.WaitIdle(context.Background())
+	req := p.last()
+	var got []string
+	for _, m := range req.Messages {
+		got = append(got, string(m.Role)+": "+m.Parts[0].Text)
+	}
+	if d := cmp.Diff([]string{"user: What is 2+2?", "assistant: 4.", "user: And 3+3?"}, got); d != "" {
+		t.Errorf("model request (-want +got):\n%s", d)
+	}
+	if last := h.rt.Snapshot().LastInit; last == nil || len(last.History) != 0 {
+		t.Errorf("snapshot last_init %+v, want it without the history", last)
+	}
+}
+
+// TestRawAgentEvents: a connection that negotiated raw_agent_events gets
+// the agent's internal event stream as raw_agent_event frames — model
+// stream deltas, the tool lifecycle and the conversation messages — each
+// after the event it mirrors.
+func TestRawAgentEvents(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{Provider: scenario(t, "Write", writeFrames), ApprovalMode: protocol.ApprovalAuto},
+		ConnectOptions{ID: "raw", Role: protocol.RoleController, ProtocolVersion: protocol.Version, Capabilities: &protocol.Capabilities{RawAgentEvents: ptr(true)}})
+	if _, err := h.conn.RunPrompt(context.Background(), protocol.Prompt{Content: "go"}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitType(protocol.TypeResponseEnd, 2)
+	seen := map[string]bool{}
+	for _, e := range ofType[protocol.RawAgentEvent](h) {
+		seen[e.EventType] = true
+	}
+	for _, want := range []string{protocol.TypeResponseStart, protocol.TypeResponseChunk, protocol.TypeResponseEnd, protocol.TypeToolCall, protocol.TypeToolStart, protocol.TypeToolEnd, "message"} {
+		if !seen[want] {
+			t.Errorf("no raw_agent_event %q (got %v)", want, seen)
+		}
+	}
+}

@@ -55,11 +55,16 @@ type hub struct {
 
 // newHub returns the ring of a runtime configured by cfg. The cursors of
 // a log resumed or restored before the runtime are not buffered: resuming
-// before them is a replay gap.
+// before them is a replay gap. A restored runtime's ring starts one
+// earlier, because its reset{restored_from_snapshot} is buffered at the
+// restored cursor itself (PublishSnapshot).
 func newHub(logMu *sync.Mutex, cfg Config) hub {
 	var start int64
 	if cfg.Log != nil {
 		start = cfg.Log.Cursor()
+	}
+	if cfg.Restored && start > 0 {
+		start--
 	}
 	return hub{fanout.New[Frame](logMu, fanout.Limits{Frames: cfg.BufferFrames, Bytes: cfg.BufferBytes}, start)}
 }

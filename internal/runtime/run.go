@@ -148,6 +148,11 @@ func (r *Runtime) execute(ctx context.Context, run *activeRun, s runSettings, m 
 		pol := *r.cfg.Retry
 		pol.OnRetry = func(attempt int, wait time.Duration, e *llm.Error) {
 			r.publish(protocol.Status{Message: fmt.Sprintf("Model call failed (%s); retrying in %s (attempt %d)", e.Error(), wait.Round(100*time.Millisecond), attempt+1)}, "")
+			r.publishRaw("retry", struct {
+				Attempt int    `json:"attempt"`
+				WaitMS  int64  `json:"wait_ms"`
+				Error   string `json:"error"`
+			}{attempt + 1, wait.Milliseconds(), e.Error()})
 		}
 		provider = llm.WithRetry(provider, pol)
 	}
@@ -197,7 +202,27 @@ func (r *Runtime) endRun(run *activeRun) {
 // it, as a raw_agent_event).
 type runSink struct{ r *Runtime }
 
-func (s runSink) Event(m protocol.Message) { s.r.publish(m, "") }
+func (s runSink) Event(m protocol.Message) {
+	s.r.publish(m, "")
+	if t, ok := m.(interface{ MessageType() string }); ok {
+		s.r.publishRaw(t.MessageType(), m)
+	}
+}
+
+// publishRaw publishes a raw_agent_event{event_type, event} of the agent's
+// internal event stream (model stream deltas, tool lifecycle, retries,
+// conversation messages) when a connection negotiated raw_agent_events;
+// only those connections receive it.
+func (r *Runtime) publishRaw(eventType string, event any) {
+	if !r.anyRawEvents() {
+		return
+	}
+	data, err := json.Marshal(event)
+	if err != nil {
+		return
+	}
+	r.publish(protocol.RawAgentEvent{EventType: eventType, Event: data}, "")
+}
 
 // Sink is the publish path as an agent sink, for a caller that runs an
 // agent of this session itself (maestro run's piece runs): events are
@@ -207,14 +232,7 @@ func (r *Runtime) Sink() agent.Sink { return runSink{r} }
 
 func (s runSink) Message(m llm.Message) {
 	s.r.logMessage(m)
-	if !s.r.anyRawEvents() {
-		return
-	}
-	data, err := json.Marshal(m)
-	if err != nil {
-		return
-	}
-	s.r.publish(protocol.RawAgentEvent{EventType: "message", Event: data}, "")
+	s.r.publishRaw("message", m)
 }
 
 func (r *Runtime) anyRawEvents() bool {

@@ -27,6 +27,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -149,6 +150,12 @@ type Config struct {
 	SessionID string
 	// History is the conversation so far (a resumed session).
 	History []llm.Message
+	// Restored says the runtime continues a drained session (a hosted
+	// runner's restore, wire contract §14.4): start it with Restore, not
+	// Start. Its cursor stays the log's (the manifest's cursor N) until
+	// the first new frame, which takes N+1, and the
+	// reset{restored_from_snapshot} it publishes carries N (issue 12).
+	Restored bool
 	// Cwd is the workspace directory reported in session_info; relative
 	// attachment paths resolve against it.
 	Cwd       string
@@ -308,15 +315,24 @@ func (r *Runtime) now() time.Time { return r.cfg.Now() }
 // Start publishes ready and session_info (wire contract §8.1: at startup,
 // before any hello).
 func (r *Runtime) Start() {
+	for _, m := range r.startFrames() {
+		r.publish(m, "")
+	}
+}
+
+// startFrames are the frames Start publishes: ready and session_info.
+func (r *Runtime) startFrames() []protocol.Message {
 	info := r.sessionInfo()
-	r.publish(protocol.Ready{
-		ProtocolVersion: protocol.Version,
-		Model:           r.cfg.Model,
-		Provider:        r.cfg.ProviderName,
-		SessionID:       info.SessionID,
-		ExecutorType:    r.cfg.Executor,
-	}, "")
-	r.publish(info, "")
+	return []protocol.Message{
+		protocol.Ready{
+			ProtocolVersion: protocol.Version,
+			Model:           r.cfg.Model,
+			Provider:        r.cfg.ProviderName,
+			SessionID:       info.SessionID,
+			ExecutorType:    r.cfg.Executor,
+		},
+		info,
+	}
 }
 
 // sessionInfo is the session_info of the session (session_id null when it
@@ -328,6 +344,25 @@ func (r *Runtime) sessionInfo() protocol.SessionInfo {
 		sid = &id
 	}
 	return protocol.SessionInfo{SessionID: sid, Cwd: r.cfg.Cwd, GitBranch: r.cfg.GitBranch}
+}
+
+// Restore starts a restored runtime (Config.Restored) without taking a
+// cursor: the start frames, the settings of last (the
+// drained session's last init) and then frames (a restore's statuses)
+// go into the state the snapshots show, not into the log or the stream.
+// The runtime's cursor stays the restored one, N; the
+// reset{restored_from_snapshot} published next carries it and the first
+// new frame takes N+1 (issue 12 defect 5).
+func (r *Runtime) Restore(last *protocol.Init, frames ...protocol.Message) {
+	frames = append(r.startFrames(), frames...)
+	if last != nil {
+		r.applyInit(*last)
+	}
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	for _, m := range frames {
+		r.state.apply(m)
+	}
 }
 
 // Handle handles one client message from c. It returns a refusal (an
@@ -343,7 +378,7 @@ func (c *Conn) Handle(ctx context.Context, m protocol.Message) error {
 	case protocol.Hello:
 		return c.hello(m)
 	case protocol.Init:
-		r.init(m)
+		return r.init(m)
 	case protocol.Prompt:
 		return r.prompt(c, m)
 	case protocol.Interrupt:
@@ -385,7 +420,87 @@ func (c *Conn) accept(m protocol.Message) error {
 func (c *Conn) Publish(m protocol.Message) { c.r.publish(m, c.id) }
 
 // init applies an init message (wire contract §5, §8.10).
-func (r *Runtime) init(m protocol.Init) {
+func (r *Runtime) init(m protocol.Init) error {
+	var seed []llm.Message
+	if len(m.History) > 0 {
+		var err error
+		if seed, err = initHistory(m.History); err != nil {
+			return refuse(CodeBadRequest, protocol.ErrorProtocol, err.Error())
+		}
+		r.mu.Lock()
+		busy := r.run != nil
+		r.mu.Unlock()
+		if busy {
+			return refuse(CodeConflict, protocol.ErrorProtocol, "init.history: "+msgBusy)
+		}
+	}
+	applied := r.applyInit(m)
+	if len(seed) > 0 {
+		r.mu.Lock()
+		r.history = append(r.history, seed...)
+		r.mu.Unlock()
+		for _, h := range seed {
+			r.logMessage(h)
+		}
+		applied = append(applied, "history")
+	}
+	msg := "Init received with no changes"
+	if len(applied) > 0 {
+		msg = "Initialized: " + strings.Join(applied, ", ")
+	}
+	r.publish(protocol.Status{Message: msg}, "")
+	return nil
+}
+
+// MaxInitHistory bounds the entries of init.history.
+const MaxInitHistory = 10_000
+
+// initHistory decodes init.history, the earlier turns a client seeds the
+// conversation with: an array of {"role":"user"|"assistant","content":
+// non-empty string}, alternating from "user" and ending with "assistant"
+// (the next prompt is the user's). An error names the entry at fault.
+func initHistory(raw json.RawMessage) ([]llm.Message, error) {
+	var entries []json.RawMessage
+	if err := json.Unmarshal(raw, &entries); err != nil {
+		return nil, fmt.Errorf("init.history: expected an array of {role, content}: %v", err)
+	}
+	if len(entries) > MaxInitHistory {
+		return nil, fmt.Errorf("init.history: %d entries, at most %d allowed", len(entries), MaxInitHistory)
+	}
+	out := make([]llm.Message, 0, len(entries))
+	for i, e := range entries {
+		var h struct {
+			Role    string  `json:"role"`
+			Content *string `json:"content"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(e))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&h); err != nil {
+			return nil, fmt.Errorf("init.history[%d]: expected {role, content}: %v", i, err)
+		}
+		want := llm.RoleUser
+		if i%2 == 1 {
+			want = llm.RoleAssistant
+		}
+		switch {
+		case h.Role != string(llm.RoleUser) && h.Role != string(llm.RoleAssistant):
+			return nil, fmt.Errorf("init.history[%d].role: expected \"user\" or \"assistant\", got %q", i, h.Role)
+		case llm.Role(h.Role) != want:
+			return nil, fmt.Errorf("init.history[%d].role: expected %q (turns alternate, starting with \"user\"), got %q", i, want, h.Role)
+		case h.Content == nil || strings.TrimSpace(*h.Content) == "":
+			return nil, fmt.Errorf("init.history[%d].content: expected non-empty text", i)
+		}
+		out = append(out, llm.Message{Role: want, Parts: []llm.Part{llm.Text(*h.Content)}})
+	}
+	if n := len(out); n > 0 && out[n-1].Role != llm.RoleAssistant {
+		return nil, fmt.Errorf("init.history[%d].role: the last entry must be \"assistant\" (the next prompt is the user's)", n-1)
+	}
+	return out, nil
+}
+
+// applyInit applies init's settings and records it as the last init; it
+// returns the names of the settings it changed.
+func (r *Runtime) applyInit(m protocol.Init) []string {
 	var applied []string
 	r.mu.Lock()
 	if m.SystemPrompt != nil {
@@ -408,13 +523,10 @@ func (r *Runtime) init(m protocol.Init) {
 	r.mu.Unlock()
 	r.logMu.Lock()
 	init := m
+	init.History = nil // in the conversation now; snapshots stay small
 	r.lastInit = &init
 	r.logMu.Unlock()
-	msg := "Init received with no changes"
-	if len(applied) > 0 {
-		msg = "Initialized: " + strings.Join(applied, ", ")
-	}
-	r.publish(protocol.Status{Message: msg}, "")
+	return applied
 }
 
 // systemPrompt returns the system prompt for a run: the default (or what

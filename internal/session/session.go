@@ -13,6 +13,7 @@ package session
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,6 +60,12 @@ type Meta struct {
 	// AgentSession is the agent CLI's own session id, resumed at the next
 	// prompt (also after a restart: maestro headless --resume ID).
 	AgentSession string `json:"agent_session,omitempty"`
+	// ClientSessionID is the session id clients see (ready, session_info,
+	// snapshots) when the launcher chose one (maestro headless under
+	// MAESTRO_SESSION_ID); the log keeps ID. AgentRunID is the launcher's
+	// agent run id (MAESTRO_AGENT_RUN_ID).
+	ClientSessionID string `json:"client_session_id,omitempty"`
+	AgentRunID      string `json:"agent_run_id,omitempty"`
 }
 
 // Record kinds. A compaction is a message record whose message carries
@@ -304,22 +311,38 @@ func (s *Store) resolve(id string) (string, error) {
 		}
 		return id, nil
 	}
-	if len(id) < MinPrefix {
-		return "", fmt.Errorf("%w: %q (give the full id or at least 8 characters)", ErrNotFound, id)
-	}
-	entries, _ := os.ReadDir(s.dir)
 	var match []string
-	for _, e := range entries {
-		if idPattern.MatchString(e.Name()) && len(e.Name()) >= len(id) && e.Name()[:len(id)] == id {
-			match = append(match, e.Name())
+	if len(id) >= MinPrefix {
+		entries, _ := os.ReadDir(s.dir)
+		for _, e := range entries {
+			if idPattern.MatchString(e.Name()) && len(e.Name()) >= len(id) && e.Name()[:len(id)] == id {
+				match = append(match, e.Name())
+			}
 		}
 	}
 	switch len(match) {
 	case 0:
-		return "", fmt.Errorf("%w: %s", ErrNotFound, id)
 	case 1:
 		return match[0], nil
+	default:
+		return "", s.ambiguous(id, match)
 	}
+	// The id a launcher chose (Meta.ClientSessionID): its newest session.
+	if metas, err := s.List(); err == nil {
+		for _, m := range metas {
+			if m.ClientSessionID == id {
+				return m.ID, nil
+			}
+		}
+	}
+	if len(id) < MinPrefix {
+		return "", fmt.Errorf("%w: %q (give the full id, at least 8 characters of it, or the launcher's session id)", ErrNotFound, id)
+	}
+	return "", fmt.Errorf("%w: %s", ErrNotFound, id)
+}
+
+// ambiguous is the error for a prefix several sessions share.
+func (s *Store) ambiguous(id string, match []string) error {
 	amb := &AmbiguousError{Prefix: id}
 	for _, m := range match {
 		meta, err := readMeta(filepath.Join(s.dir, m))
@@ -329,7 +352,7 @@ func (s *Store) resolve(id string) (string, error) {
 		amb.Matches = append(amb.Matches, meta)
 	}
 	slices.SortFunc(amb.Matches, func(a, b Meta) int { return b.CreatedAt.Compare(a.CreatedAt) })
-	return "", amb
+	return amb
 }
 
 // AmbiguousError is a session id prefix that several sessions share: its
@@ -671,6 +694,19 @@ func (s *Session) SetAgentSession(id string) error {
 		return nil
 	}
 	s.meta.AgentSession = id
+	return s.writeMeta()
+}
+
+// SetLaunch records the launcher's ids (Meta.ClientSessionID,
+// Meta.AgentRunID); an empty argument leaves its field as it is.
+func (s *Session) SetLaunch(clientSessionID, agentRunID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, a := cmp.Or(clientSessionID, s.meta.ClientSessionID), cmp.Or(agentRunID, s.meta.AgentRunID)
+	if c == s.meta.ClientSessionID && a == s.meta.AgentRunID {
+		return nil
+	}
+	s.meta.ClientSessionID, s.meta.AgentRunID = c, a
 	return s.writeMeta()
 }
 

@@ -151,10 +151,13 @@ func (s *session) implicit(r *http.Request, optOut []protocol.Notification) (*su
 	opts := runtime.SubscribeOptions{From: runtime.FromNow, MaxBacklog: h.cfg.MaxBacklog, OptOut: optOut, Envelopes: true}
 	if cursor != nil {
 		opts.From, opts.Cursor = runtime.FromCursor, *cursor
-		if at := s.restoredAt.Load(); at > 0 && *cursor >= 0 && *cursor < at-1 {
+		if at := s.restoredAt.Load(); at > 0 && *cursor >= 0 && (*cursor < at-1 || *cursor == at && s.rt.Restored()) {
 			// Resuming from before a restore (a client of the drained
 			// runner): its reset comes first, in place of the frames
-			// before it, which its snapshot includes.
+			// before it, which its snapshot includes. A restored
+			// runtime's reset carries the manifest's cursor N itself
+			// (runtime.Config.Restored), so a client resuming at N gets
+			// it too.
 			opts.Cursor = at - 1
 		}
 	}
