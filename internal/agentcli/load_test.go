@@ -108,7 +108,7 @@ func TestArgv(t *testing.T) {
 			"-C /w exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check --json -m gpt-5.5 resume T -i i.png -- p"},
 		{"codex", Invocation{Prompt: "p", Permission: PermissionReadOnly},
 			"exec --json --sandbox read-only --skip-git-repo-check -- p"},
-		{"codex", Invocation{Prompt: "p", Permission: PermissionFullAccess},
+		{"codex", Invocation{Prompt: "p", Permission: PermissionFull},
 			"exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check --json -- p"},
 		{"gemini-cli", Invocation{Prompt: "p", Model: "gemini-2.5-flash", SystemPrompt: "sys"},
 			"-y --output-format stream-json -m gemini-2.5-flash -p sys\n\n---\n\n# User Request\n\np"},
@@ -131,7 +131,7 @@ func TestArgv(t *testing.T) {
 func TestEnviron(t *testing.T) {
 	t.Parallel()
 	env := mustDef(t, "claude-code").Environ([]string{"HOME=/h", "DISABLE_TELEMETRY=0"},
-		Invocation{Permission: PermissionFullAccess, Env: []string{"ANTHROPIC_BASE_URL=http://127.0.0.1:1"}})
+		Invocation{Permission: PermissionFull, Env: []string{"ANTHROPIC_BASE_URL=http://127.0.0.1:1"}})
 	for _, want := range []string{"HOME=/h", "DISABLE_TELEMETRY=1", "IS_SANDBOX=1", "ANTHROPIC_BASE_URL=http://127.0.0.1:1"} {
 		if !slices.Contains(env, want) {
 			t.Errorf("env lacks %s: %v", want, env)
