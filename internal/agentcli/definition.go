@@ -81,11 +81,11 @@ type Definition struct {
 // additional_dir per directory, system_prompt, image per image, extra, and
 // the prompt last.
 type Args struct {
-	Base            []string `yaml:"base"`
-	BatchPrefix     []string `yaml:"batch_prefix"`
-	Batch           []string `yaml:"batch"`
-	JSONOutput      []string `yaml:"json_output"`
-	Resume          []string `yaml:"resume"`
+	Base        []string `yaml:"base"`
+	BatchPrefix []string `yaml:"batch_prefix"`
+	Batch       []string `yaml:"batch"`
+	JSONOutput  []string `yaml:"json_output"`
+	Resume      []string `yaml:"resume"`
 	// The permission levels' arguments (see Permission): ReadOnly replaces
 	// Batch; Edit and FullAccess follow it. ReadOnlyEnforce says the CLI
 	// itself enforces read-only (else Maestro warns it is only requested).

@@ -6,6 +6,7 @@
 //	sandbox: auto                        # auto | always | off
 //	max_iterations: 50
 //	max_file_bytes: 10485760             # Read/Edit/Write size limit
+//	agent_permission: edit               # agent CLIs: read-only | edit | full
 //	providers:
 //	  anthropic: {api_key: "...", base_url: "..."}
 //	  openai:    {api_key: "...", base_url: "http://localhost:11434/v1", api: chat}
@@ -38,6 +39,10 @@ type Config struct {
 	// MaxFileBytes bounds the files the Read, Edit and Write tools take
 	// whole, in bytes (0: the default, 10 MiB).
 	MaxFileBytes int64 `yaml:"max_file_bytes"`
+
+	// AgentPermission is the default permission level of agent CLIs
+	// (--permission): read-only, edit or full ("": edit).
+	AgentPermission string `yaml:"agent_permission"`
 }
 
 // Providers holds per-provider settings.
@@ -100,6 +105,11 @@ func Parse(data []byte) (Config, error) {
 	case "", "auto", "always", "off":
 	default:
 		return Config{}, fmt.Errorf("invalid configuration: sandbox: %q is not one of auto, always, off", cfg.Sandbox)
+	}
+	switch cfg.AgentPermission {
+	case "", "read-only", "edit", "full":
+	default:
+		return Config{}, fmt.Errorf("invalid configuration: agent_permission: %q is not one of read-only, edit, full", cfg.AgentPermission)
 	}
 	switch cfg.Providers.OpenAI.API {
 	case "", "chat", "responses":
