@@ -317,7 +317,7 @@ func TestIntegrationPermissionModes(t *testing.T) {
 				f := newFakeModel(t,
 					llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "call_perm1", Name: s.Tool, Input: s.ToolArgs("echo maestro > " + file)}}, InputTokens: 20, OutputTokens: 9},
 					done, done, done)
-				o := runCLI(t, s, home, work, f, Invocation{Prompt: "create the file " + file, Permission: level}, 180*time.Second)
+				o := runCLI(t, s, home, work, f, Invocation{Prompt: "create the file " + file, Permission: level}, 240*time.Second)
 				if o.err != nil {
 					t.Fatalf("run: %v", o.err)
 				}
@@ -354,8 +354,9 @@ func TestIntegrationDashPrompts(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			eachCLI(t, func(t *testing.T, s cliSetup, home, work string) {
-				f := newFakeModel(t, llmtest.Turn{Text: []string{"Hello."}, InputTokens: 12, OutputTokens: 2})
-				o := runCLI(t, s, home, work, f, Invocation{Prompt: c.prompt}, 180*time.Second)
+				hello := llmtest.Turn{Text: []string{"Hello."}, InputTokens: 12, OutputTokens: 2}
+				f := newFakeModel(t, hello, hello, hello)
+				o := runCLI(t, s, home, work, f, Invocation{Prompt: c.prompt}, 240*time.Second)
 				if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 || o.text != "Hello." {
 					t.Fatalf("prompt %q: err %v, agent error %v, exit %d, text %q\n%s", c.prompt, o.err, o.res.Err, o.res.ExitCode, o.text, o.raw)
 				}

@@ -104,8 +104,11 @@ remote_plugin = false
 			}},
 		{ID: "qwen-code", Bin: "qwen", Tool: "run_shell_command", ToolArgs: jsonArgs("command"),
 			Env: func(t testing.TB, home, url string) []string {
+				// Qwen's background memory extraction makes an extra model
+				// call with tools that a short script would answer 500 and
+				// Qwen retry for ~100 s: it is off.
 				WriteFile(t, filepath.Join(home, ".qwen", "settings.json"),
-					`{"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"enableAutoUpdate":false},"security":{"auth":{"selectedType":"openai"}}}`)
+					`{"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"enableAutoUpdate":false},"security":{"auth":{"selectedType":"openai"}},"memory":{"enableManagedAutoMemory":false}}`)
 				return []string{"OPENAI_BASE_URL=" + url + "/v1", "OPENAI_API_KEY=sk-fake", "OPENAI_MODEL=fake-model"}
 			}},
 	}
