@@ -35,25 +35,46 @@ type agentRun struct {
 // CLI pointed at url with its own HOME.
 func startAgentRun(t *testing.T, s agentclitest.Setup, url, work, task string, args ...string) *agentRun {
 	t.Helper()
+	full := []string{"run", "--agent", s.ID, "--workspace", work, "--output", "jsonl"}
+	if s.Model != "" {
+		full = append(full, "--model", s.Model)
+	}
+	return startMaestro(t, s, url, t.TempDir(), "", append(append(full, args...), task)...)
+}
+
+// startMaestro starts maestro ARGS with MAESTRO_HOME home and s's CLI on
+// PATH, pointed at url with its own HOME. input, when set, is written to
+// its standard input, which then stays open.
+func startMaestro(t *testing.T, s agentclitest.Setup, url, home, input string, args ...string) *agentRun {
+	t.Helper()
 	bin := proctest.AgentCLI(t, s.Bin)
-	home, cliHome := t.TempDir(), t.TempDir()
+	cliHome := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(cliHome, "tmp"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	env := append(proctest.NoModelEnv(home), "HOME="+cliHome, "TMPDIR="+filepath.Join(cliHome, "tmp"), "NO_COLOR=1", "LANG=C.UTF-8",
 		"PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	env = append(env, s.Env(t, cliHome, url)...)
-	full := []string{"run", "--agent", s.ID, "--workspace", work, "--output", "jsonl"}
-	if s.Model != "" {
-		full = append(full, "--model", s.Model)
-	}
-	full = append(append(full, args...), task)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	t.Cleanup(cancel)
-	r := &agentRun{cmd: exec.CommandContext(ctx, binary, full...), stdout: &proctest.Buffer{}, stderr: &proctest.Buffer{}, home: home}
+	r := &agentRun{cmd: exec.CommandContext(ctx, binary, args...), stdout: &proctest.Buffer{}, stderr: &proctest.Buffer{}, home: home}
 	r.cmd.Env, r.cmd.Stdout, r.cmd.Stderr = env, r.stdout, r.stderr
 	r.cmd.WaitDelay = 5 * time.Second
+	if input == "" {
+		if err := r.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	stdin, err := r.cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close() })
+	if _, err := stdin.Write([]byte(input)); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -106,19 +127,55 @@ func processes(keep func(pid, ppid, pgrp int) bool) []int {
 	return out
 }
 
-// SIGINT (Ctrl-C) and SIGTERM (timeout, a supervisor) to `maestro run
-// --agent X` while the CLI waits on the model: no process of the CLI's
-// process group runs 2 s later, Maestro exits 130 and the session's log
-// records the interruption.
+// interruptCases are the entry points an interrupt must stop a CLI in:
+// each starts maestro running s's CLI on a model call that hangs.
+var interruptCases = []struct {
+	name  string
+	sig   syscall.Signal
+	code  int // the exit status the signal gives
+	start func(t *testing.T, s agentclitest.Setup, url string) *agentRun
+}{
+	{"run/SIGINT", syscall.SIGINT, 130, func(t *testing.T, s agentclitest.Setup, url string) *agentRun {
+		return startAgentRun(t, s, url, t.TempDir(), "say hello")
+	}},
+	{"run/SIGTERM", syscall.SIGTERM, 130, func(t *testing.T, s agentclitest.Setup, url string) *agentRun {
+		return startAgentRun(t, s, url, t.TempDir(), "say hello")
+	}},
+	// headless: a signal is a shutdown (exit 0), which interrupts the turn.
+	{"headless/SIGTERM", syscall.SIGTERM, 0, func(t *testing.T, s agentclitest.Setup, url string) *agentRun {
+		args := []string{"headless", "--agent", s.ID, "--workspace", t.TempDir()}
+		if s.Model != "" {
+			args = append(args, "--model", s.Model)
+		}
+		return startMaestro(t, s, url, t.TempDir(), `{"type":"prompt","content":"say hello"}`+"\n", args...)
+	}},
+	{"piece/SIGINT", syscall.SIGINT, 130, func(t *testing.T, s agentclitest.Setup, url string) *agentRun {
+		home := t.TempDir()
+		piece := "name: agent-hello\ndescription: One agent movement.\nmax_movements: 2\ninitial_movement: hello\nmovements:\n" +
+			"  - name: hello\n    agent: " + s.ID + "\n    edit: true\n    persona: You greet.\n    instruction: Say hello.\n    allowed_tools: [Bash]\n    rules: []\n"
+		if err := os.MkdirAll(filepath.Join(home, "pieces"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(home, "pieces", "agent-hello.yaml"), []byte(piece), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return startMaestro(t, s, url, home, "", "run", "--piece", "agent-hello", "--workspace", t.TempDir(), "--output", "jsonl", "say hello")
+	}},
+}
+
+// SIGINT (Ctrl-C) and SIGTERM (timeout, a supervisor) to maestro while
+// the CLI waits on the model, in `run --agent`, `headless --agent` and a
+// piece's agent movement: no process of the CLI's process group runs 2 s
+// later, and Maestro records the interruption.
 func TestAgentCLIInterruptE2E(t *testing.T) {
 	t.Parallel()
 	for _, s := range agentclitest.Setups() {
-		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
-			t.Run(s.ID+"/"+sig.String(), func(t *testing.T) {
+		for _, c := range interruptCases {
+			t.Run(s.ID+"/"+c.name, func(t *testing.T) {
 				t.Parallel()
 				f := agentclitest.NewFakeModel(t)
 				f.Hang = true
-				r := startAgentRun(t, s, f.URL, t.TempDir(), "say hello")
+				r := c.start(t, s, f.URL)
 				select {
 				case <-f.Arrived:
 				case <-time.After(5 * time.Minute):
@@ -135,7 +192,7 @@ func TestAgentCLIInterruptE2E(t *testing.T) {
 					t.Fatal("found no process group of the CLI under maestro")
 				}
 				at := time.Now()
-				if err := r.cmd.Process.Signal(sig); err != nil {
+				if err := r.cmd.Process.Signal(c.sig); err != nil {
 					t.Fatal(err)
 				}
 				code := r.exitCode(t)
@@ -147,13 +204,13 @@ func TestAgentCLIInterruptE2E(t *testing.T) {
 							break
 						}
 						if time.Since(at) > 2*time.Second {
-							t.Fatalf("%s: processes %v of the CLI's group %d still run %v after the signal", sig, left, pgid, time.Since(at).Round(time.Millisecond))
+							t.Fatalf("%s: processes %v of the CLI's group %d still run %v after the signal", c.sig, left, pgid, time.Since(at).Round(time.Millisecond))
 						}
 						proctest.Alive(left[0], 2*time.Second-time.Since(at))
 					}
 				}
-				if code != 130 {
-					t.Errorf("exit status %d, want 130\nstderr: %s", code, r.stderr.String())
+				if code != c.code {
+					t.Errorf("exit status %d, want %d\nstderr: %s", code, c.code, r.stderr.String())
 				}
 				if !strings.Contains(r.stdout.String(), `"error_type":"cancelled"`) {
 					t.Errorf("stdout records no cancellation:\n%s", r.stdout.String())

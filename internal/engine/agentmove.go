@@ -211,6 +211,9 @@ func (r *run) runAgentMovement(ctx context.Context, m *piece.Movement) (*decisio
 	}
 	if runErr != nil {
 		if errors.Is(runErr, agentcli.ErrInterrupted) || ctx.Err() != nil {
+			// The session's log records the interruption, as the own
+			// loop's does (the CLI's process group is stopped by now).
+			r.cfg.Sink.Event(protocol.Error{Message: "Operation aborted: the run was interrupted", ErrorType: protocol.ErrorCancelled})
 			return nil, fmt.Errorf("movement %s: agent %s: %w (%w)", m.Name, m.Agent, agent.ErrCancelled, runErr)
 		}
 		return nil, fmt.Errorf("movement %s: agent %s: %w", m.Name, m.Agent, runErr)
