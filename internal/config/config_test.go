@@ -27,6 +27,8 @@ func TestParse(t *testing.T) {
 		{"negative", "max_iterations: -1\n", Config{}, "max_iterations: must be positive"},
 		{"file limit", "max_file_bytes: 1048576\n", Config{MaxFileBytes: 1 << 20}, ""},
 		{"negative file limit", "max_file_bytes: -1\n", Config{}, "max_file_bytes: must be positive"},
+		{"agent permission", "agent_permission: read-only\n", Config{AgentPermission: "read-only"}, ""},
+		{"bad agent permission", "agent_permission: yolo\n", Config{}, `agent_permission: "yolo" is not one of read-only, edit, full`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
