@@ -159,7 +159,9 @@ var interruptCases = []struct {
 		if err := os.WriteFile(filepath.Join(home, "pieces", "agent-hello.yaml"), []byte(piece), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return startMaestro(t, s, url, home, "", "run", "--piece", "agent-hello", "--workspace", t.TempDir(), "--output", "jsonl", "say hello")
+		// The piece runs on replay: the CLI's settings (OPENAI_BASE_URL…)
+		// must not make Maestro pick a model of its own.
+		return startMaestro(t, s, url, home, "", "run", "--piece", "agent-hello", "--model", "replay/demo", "--workspace", t.TempDir(), "--output", "jsonl", "say hello")
 	}},
 }
 

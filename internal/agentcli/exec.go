@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -359,6 +360,13 @@ func (x *Executor) start(ctx context.Context, inv Invocation, args []string) (*p
 		env = os.Environ()
 	}
 	env = def.Environ(env, inv)
+	if inv.Dir != "" {
+		// Go sets PWD only for a nil Env: without this the CLI inherits
+		// Maestro's PWD, and OpenCode works there instead of in Dir.
+		if dir, err := filepath.Abs(inv.Dir); err == nil {
+			env = append(env, "PWD="+dir)
+		}
+	}
 	bin := x.Path
 	if bin == "" {
 		var err error
