@@ -1,8 +1,11 @@
 package agentcli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,19 +16,48 @@ import (
 	"time"
 )
 
-// Permission is the permission level of a run.
+// Permission is the permission level of a run (docs/agent-clis.md,
+// "Permission modes"): what the CLI may do without asking anyone.
 type Permission string
 
 // Permission levels.
 const (
-	// PermissionDefault keeps the definition's batch arguments (usually
-	// what the CLI needs to run tools unattended).
+	// PermissionDefault is the level nobody chose: PermissionEdit.
 	PermissionDefault Permission = ""
-	// PermissionReadOnly drops the batch arguments and adds read_only.
+	// PermissionReadOnly may read and search, never change a file or run
+	// a command that could: the definition's batch arguments are dropped
+	// and read_only (and read_only_env) added.
 	PermissionReadOnly Permission = "read-only"
-	// PermissionFullAccess adds full_access (bypass all prompts).
-	PermissionFullAccess Permission = "full-access"
+	// PermissionEdit may change files in the working directory and run
+	// commands there: edit and edit_env.
+	PermissionEdit Permission = "edit"
+	// PermissionFull bypasses every prompt and the CLI's own sandbox:
+	// full_access and full_access_env.
+	PermissionFull Permission = "full"
+	// permissionRelay is edit with every permission prompt relayed to the
+	// caller (relay.go): the batch arguments without edit's pre-approvals.
+	permissionRelay Permission = "relay"
 )
+
+// Permissions lists the levels a user can choose, in order.
+var Permissions = []Permission{PermissionReadOnly, PermissionEdit, PermissionFull}
+
+// ParsePermission checks a level given by a user ("" is the default).
+func ParsePermission(s string) (Permission, error) {
+	switch p := Permission(strings.TrimSpace(s)); p {
+	case PermissionDefault, PermissionReadOnly, PermissionEdit, PermissionFull:
+		return p, nil
+	}
+	return "", fmt.Errorf("permission %q: expected read-only, edit or full", s)
+}
+
+// Level is p with the default resolved (PermissionEdit).
+func (p Permission) Level() Permission {
+	if p == PermissionDefault {
+		return PermissionEdit
+	}
+	return p
+}
 
 // Invocation is one prompt to run on a CLI.
 type Invocation struct {
@@ -105,15 +137,18 @@ func (d *Definition) Argv(inv Invocation) (args []string, warning string) {
 	}
 	args = append(args, a.BatchPrefix...)
 	args = append(args, a.Base...)
-	if inv.Permission != PermissionReadOnly {
+	level := inv.Permission.Level()
+	if level != PermissionReadOnly {
 		args = append(args, a.Batch...)
 	}
 	if len(a.JSONOutput) > 0 && !slices.Contains(args, a.JSONOutput[0]) {
 		args = append(args, a.JSONOutput...)
 	}
-	switch inv.Permission {
-	case PermissionFullAccess:
+	switch level {
+	case PermissionFull:
 		args = append(args, a.FullAccess...)
+	case PermissionEdit:
+		args = append(args, a.Edit...)
 	case PermissionReadOnly:
 		args = append(args, a.ReadOnly...)
 		if !a.ReadOnlyEnforce {
@@ -163,38 +198,141 @@ func (d *Definition) Argv(inv Invocation) (args []string, warning string) {
 	return append(head, args...), warning
 }
 
-// Environ returns base with the definition's environment layers and
-// inv.Env applied (later entries win; the result is sorted).
+// Environ returns base with the definition's environment, inv.Env and
+// then the permission level's environment applied (later layers win, so
+// that no run setting undoes the level; the result is sorted). Variables
+// the definition lists in json_env hold JSON objects: each layer is merged
+// into them key by key instead of replacing them (see mergeJSON).
 func (d *Definition) Environ(base []string, inv Invocation) []string {
 	m := map[string]string{}
+	put := func(k, v string) {
+		if old, ok := m[k]; ok && slices.Contains(d.JSONEnv, k) {
+			v = mergeJSON(old, v)
+		}
+		m[k] = v
+	}
 	set := func(kv string) {
 		if k, v, ok := strings.Cut(kv, "="); ok {
-			m[k] = v
+			put(k, v)
 		}
 	}
 	for _, kv := range base {
 		set(kv)
 	}
 	layer := func(env map[string]string) {
-		for k, v := range env {
-			m[k] = v
+		keys := slices.Sorted(maps.Keys(env))
+		for _, k := range keys {
+			put(k, env[k])
 		}
 	}
 	layer(d.Env)
-	switch inv.Permission {
-	case PermissionReadOnly:
-		layer(d.ReadOnlyEnv)
-	case PermissionFullAccess:
-		layer(d.FullAccessEnv)
-	}
 	for _, kv := range inv.Env {
 		set(kv)
+	}
+	switch inv.Permission.Level() {
+	case PermissionReadOnly:
+		layer(d.ReadOnlyEnv)
+	case PermissionEdit, permissionRelay:
+		layer(d.EditEnv)
+	case PermissionFull:
+		layer(d.FullAccessEnv)
 	}
 	out := make([]string, 0, len(m))
 	for k, v := range m {
 		out = append(out, k+"="+v)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// mergeJSON merges the JSON object over into the JSON object base: a key
+// of both whose values are objects is merged the same way, any other key
+// of over replaces base's. Keys keep base's order, new ones follow in
+// over's order (OpenCode's permission rules are ordered: the last match
+// wins). When either is not a JSON object, over is returned.
+func mergeJSON(base, over string) string {
+	b, okB := decodeObject([]byte(base))
+	o, okO := decodeObject([]byte(over))
+	if !okB || !okO {
+		return over
+	}
+	out, err := json.Marshal(mergeObjects(b, o))
+	if err != nil {
+		return over
+	}
+	return string(out)
+}
+
+// object is a JSON object that keeps its keys' order.
+type object []member
+
+type member struct {
+	key string
+	val json.RawMessage
+}
+
+func (o object) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	for i, m := range o {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		k, err := json.Marshal(m.key)
+		if err != nil {
+			return nil, err
+		}
+		buf.Write(k)
+		buf.WriteByte(':')
+		buf.Write(m.val)
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
+
+// decodeObject decodes data when it is a JSON object.
+func decodeObject(data []byte) (object, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, false
+	}
+	var o object
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, false
+		}
+		key, _ := t.(string)
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return nil, false
+		}
+		o = append(o, member{key, val})
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
+		return nil, false
+	}
+	return o, true
+}
+
+func mergeObjects(base, over object) object {
+	out := slices.Clone(base)
+	for _, m := range over {
+		i := slices.IndexFunc(out, func(b member) bool { return b.key == m.key })
+		if i < 0 {
+			out = append(out, m)
+			continue
+		}
+		bo, okB := decodeObject(out[i].val)
+		oo, okO := decodeObject(m.val)
+		if okB && okO {
+			if merged, err := json.Marshal(mergeObjects(bo, oo)); err == nil {
+				out[i].val = merged
+				continue
+			}
+		}
+		out[i].val = m.val
+	}
 	return out
 }
 

@@ -45,11 +45,23 @@ type Definition struct {
 	SessionStorage string `yaml:"session_storage"`
 	// Args are the argument builders.
 	Args Args `yaml:"args"`
-	// Env is added to the CLI's environment on every run; ReadOnlyEnv and
-	// FullAccessEnv on top of it in those modes.
-	Env           map[string]string `yaml:"env"`
+	// Env is added to the CLI's environment on every run.
+	Env map[string]string `yaml:"env"`
+
+	// Permission modes (docs/agent-clis.md, "Permission modes"): with
+	// args.read_only, args.edit and args.full_access, the environment of
+	// each level, added on top of Env and the run's own environment.
 	ReadOnlyEnv   map[string]string `yaml:"read_only_env"`
+	EditEnv       map[string]string `yaml:"edit_env"`
 	FullAccessEnv map[string]string `yaml:"full_access_env"`
+	// JSONEnv names the variables that hold a JSON object (OpenCode's
+	// OPENCODE_CONFIG_CONTENT): layers merge into them key by key.
+	JSONEnv []string `yaml:"json_env"`
+	// Denied are regexps (case-insensitive unless "(?-i)") matched against
+	// the output of a failed tool call: a match means the CLI's permission
+	// mode refused the call, which Maestro then reports loudly.
+	Denied []string `yaml:"denied"`
+
 	// Capabilities is the capability set.
 	Capabilities Capabilities `yaml:"capabilities"`
 	// SlashCommandsProbe, when set, asks the CLI for its slash commands
@@ -75,18 +87,22 @@ type Definition struct {
 // placeholders {prompt}, {session}, {model}, {dir}, {path} and {text}.
 // Assembly order (see [Definition.Argv]): working_dir (when
 // working_dir_first) or nothing, batch_prefix, base, batch (dropped in
-// read-only mode), json_output, then full_access or read_only, model,
+// read-only mode), json_output, then read_only, edit or full_access, model,
 // resume, de-duplication of repeated flags, working_dir (when not first),
 // additional_dir per directory, system_prompt, image per image, extra, and
 // the prompt last.
 type Args struct {
-	Base            []string `yaml:"base"`
-	BatchPrefix     []string `yaml:"batch_prefix"`
-	Batch           []string `yaml:"batch"`
-	JSONOutput      []string `yaml:"json_output"`
-	Resume          []string `yaml:"resume"`
+	Base        []string `yaml:"base"`
+	BatchPrefix []string `yaml:"batch_prefix"`
+	Batch       []string `yaml:"batch"`
+	JSONOutput  []string `yaml:"json_output"`
+	Resume      []string `yaml:"resume"`
+	// The permission levels' arguments (see Permission): ReadOnly replaces
+	// Batch; Edit and FullAccess follow it. ReadOnlyEnforce says the CLI
+	// itself enforces read-only (else Maestro warns it is only requested).
 	ReadOnly        []string `yaml:"read_only"`
 	ReadOnlyEnforce bool     `yaml:"read_only_enforced"`
+	Edit            []string `yaml:"edit"`
 	FullAccess      []string `yaml:"full_access"`
 	NoTools         []string `yaml:"no_tools"`
 	Model           []string `yaml:"model"`

@@ -211,10 +211,12 @@ func (c *Classifier) Classify(message string, status int) *AgentError {
 // ClassifyExit classifies a non-zero exit: the definition's exit-code
 // table, then stderr + "\n" + stdout tail against the patterns, else
 // agent_crashed "Agent exited with code N" with the first meaningful
-// stderr line.
+// stderr line. Usage and help text the CLI printed is left out of both
+// (withoutUsage): it describes options, not the failure.
 func (c *Classifier) ClassifyExit(code int, stderr, stdoutTail string) *AgentError {
-	text := strings.TrimSpace(stripANSI(stderr + "\n" + stdoutTail))
-	e := &AgentError{Source: "exit", ExitCode: code, Message: firstLine(stripANSI(stderr))}
+	stderr, stdoutTail = withoutUsage(stripANSI(stderr)), withoutUsage(stripANSI(stdoutTail))
+	text := strings.TrimSpace(stderr + "\n" + stdoutTail)
+	e := &AgentError{Source: "exit", ExitCode: code, Message: firstLine(stderr)}
 	if c.def != nil {
 		if cat, ok := c.def.ExitCodes[strconv.Itoa(code)]; ok {
 			e.Category = cat
@@ -238,6 +240,45 @@ func (c *Classifier) ClassifyExit(code int, stderr, stdoutTail string) *AgentErr
 		e.Message = fmt.Sprintf("Agent exited with code %d", code)
 	}
 	return e
+}
+
+var (
+	// usageHead opens a usage or help text ("Usage: qwen [options]").
+	usageHead = regexp.MustCompile(`(?i)^\s*usage:\s`)
+	// sectionHead is a help section ("Options:", "Positionals:").
+	sectionHead = regexp.MustCompile(`(?i)^((global |common )?(options|flags|commands|subcommands|positionals|arguments)|examples?):$`)
+)
+
+// withoutUsage removes the usage and help text from a CLI's output: from a
+// "Usage:" line or a section header ("Options:") on, the blank and
+// indented lines that describe commands and options. What remains is the
+// CLI's own message, such as the argument error yargs prints after its
+// help ("Not enough arguments following: p"). Qwen's help mentions
+// "429/503/529" once; classified as output, it made a usage error a
+// retried rate limit.
+func withoutUsage(s string) string {
+	var out, preamble []string
+	state := 0 // 0: the CLI's text, 1: after "Usage:", 2: in a section
+	for _, l := range strings.Split(s, "\n") {
+		t := strings.TrimSpace(l)
+		switch {
+		case usageHead.MatchString(l):
+			out, preamble, state = append(out, preamble...), nil, 1
+			continue
+		case sectionHead.MatchString(t):
+			preamble, state = nil, 2 // the usage's description is help too
+			continue
+		case state == 1:
+			preamble = append(preamble, l)
+			continue
+		case state == 2 && (t == "" || strings.TrimLeft(l, " \t") != l):
+			continue
+		}
+		state = 0
+		out = append(out, l)
+	}
+	// A "Usage:" line no section followed: only that line was help.
+	return strings.Join(append(out, preamble...), "\n")
 }
 
 var ansiRE = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)

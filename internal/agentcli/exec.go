@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -58,6 +59,80 @@ type RunResult struct {
 	Reseeded bool
 	// Warning is the argv builder's warning (e.g. read-only not enforced).
 	Warning string
+	// Denials are the tool calls the CLI refused under its permission
+	// mode (the definition's denied patterns), in order.
+	Denials []Denial
+}
+
+// Denial is a tool call the CLI refused under its permission mode.
+type Denial struct {
+	CallID, Tool string
+	// Reason is the CLI's own message (first line).
+	Reason string
+	// Permission is the run's level.
+	Permission Permission
+}
+
+// DeniedCode is the tool_end error_code of a call the CLI's permission
+// mode refused.
+const DeniedCode = "permission_denied"
+
+// denials watches a run's tool events for calls the CLI's permission mode
+// refused (the output of the call matches the definition's denied
+// patterns): their tool_end fails with DeniedCode and a status line
+// follows it.
+type denials struct {
+	def     *Definition
+	level   Permission
+	res     *RunResult
+	names   map[string]string
+	outputs map[string]string
+}
+
+func (d *denials) watch(ev Event) Event {
+	if len(d.def.Denied) == 0 {
+		return ev
+	}
+	var out []protocol.Message
+	for _, m := range ev.Messages {
+		switch m := m.(type) {
+		case protocol.ToolCall:
+			d.names[m.CallID] = m.Tool
+		case protocol.ToolOutput:
+			if len(d.outputs[m.CallID]) < 4<<10 {
+				d.outputs[m.CallID] += m.Content
+			}
+		case protocol.ToolEnd:
+			reason := d.outputs[m.CallID]
+			delete(d.outputs, m.CallID)
+			if !matchAny(d.def.Denied, reason) {
+				break
+			}
+			// Some CLIs report the refusal as a call that succeeded
+			// (OpenCode's "invalid" tool): the call itself did not run.
+			m.Success = false
+			den := Denial{CallID: m.CallID, Tool: d.names[m.CallID], Reason: firstLine(reason), Permission: d.level}
+			d.res.Denials = append(d.res.Denials, den)
+			m.ErrorCode = DeniedCode
+			out = append(out, m, protocol.Status{Message: fmt.Sprintf("%s refused the %s call under --permission %s: %s",
+				d.def.Name, den.Tool, d.level, den.Reason)})
+			continue
+		}
+		out = append(out, m)
+	}
+	ev.Messages = out
+	return ev
+}
+
+// matchAny reports whether text matches one of the patterns (compiled as
+// error patterns are).
+func matchAny(patterns []string, text string) bool {
+	for _, p := range patterns {
+		if re, err := compilePattern(p); err == nil && re.MatchString(text) {
+			return true
+		}
+	}
+	return false
 }
 
 // ErrInterrupted is returned when ctx ends the run.
@@ -208,6 +283,11 @@ func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)
 
 	var answers sync.WaitGroup
 	res := &RunResult{Warning: warning}
+	level := inv.Permission.Level()
+	if level == permissionRelay {
+		level = PermissionEdit
+	}
+	denied := &denials{def: def, level: level, res: res, names: map[string]string{}, outputs: map[string]string{}}
 	var streamErr *AgentError
 	lastLines := &tail{n: 4 << 10}
 	for ev, err := range Parse(proc.stdout, p) {
@@ -232,7 +312,7 @@ func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)
 			cancelRun()
 			continue
 		}
-		sink(ev)
+		sink(denied.watch(ev))
 		if ev.Result != nil && relay {
 			// One prompt per process: end of input ends the CLI.
 			proc.stdin.close()
@@ -290,6 +370,13 @@ func (x *Executor) start(ctx context.Context, inv Invocation, args []string) (*p
 		env = os.Environ()
 	}
 	env = def.Environ(env, inv)
+	if inv.Dir != "" {
+		// Go sets PWD only for a nil Env: without this the CLI inherits
+		// Maestro's PWD, and OpenCode works there instead of in Dir.
+		if dir, err := filepath.Abs(inv.Dir); err == nil {
+			env = append(env, "PWD="+dir)
+		}
+	}
 	bin := x.Path
 	if bin == "" {
 		var err error

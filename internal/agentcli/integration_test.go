@@ -3,19 +3,16 @@ package agentcli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/agentcli/agentclitest"
 	"github.com/maestro-run/maestro/internal/llm/llmtest"
 	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/protocol"
@@ -32,135 +29,28 @@ import (
 // workspace.
 func eachCLI(t *testing.T, test func(t *testing.T, s cliSetup, home, work string)) {
 	for _, s := range setups {
-		t.Run(s.id, func(t *testing.T) {
+		t.Run(s.ID, func(t *testing.T) {
 			t.Parallel()
-			proctest.AgentCLI(t, s.bin)
+			proctest.AgentCLI(t, s.Bin)
 			test(t, s, t.TempDir(), t.TempDir())
 		})
 	}
 }
 
 // cliSetup is how one CLI is pointed at the fake server.
-type cliSetup struct {
-	id, bin string
-	model   string
-	// tool is the CLI's shell tool and the JSON arguments that run cmd.
-	tool     string
-	toolArgs func(cmd string) string
-	// env writes the config files under home and returns the env entries.
-	env func(t *testing.T, home, url string) []string
-}
+type cliSetup = agentclitest.Setup
 
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
+// setups are the five built-in CLIs.
+var setups = agentclitest.Setups()
 
-func jsonArgs(key string) func(string) string {
-	return func(cmd string) string {
-		b, _ := json.Marshal(map[string]string{key: cmd})
-		return string(b)
-	}
-}
-
-var setups = []cliSetup{
-	{id: "claude-code", bin: "claude", tool: "Bash", toolArgs: jsonArgs("command"),
-		env: func(t *testing.T, home, url string) []string {
-			return []string{"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_API_KEY=sk-fake"}
-		}},
-	{id: "codex", bin: "codex", tool: "exec_command", toolArgs: jsonArgs("cmd"),
-		env: func(t *testing.T, home, url string) []string {
-			codexHome := filepath.Join(home, ".codex")
-			writeFile(t, filepath.Join(codexHome, "config.toml"), `model = "gpt-5.5"
-model_provider = "fake"
-check_for_update_on_startup = false
-[model_providers.fake]
-name = "fake"
-base_url = "`+url+`/v1"
-env_key = "FAKE_API_KEY"
-wire_api = "responses"
-[analytics]
-enabled = false
-[features]
-plugins = false
-apps = false
-remote_plugin = false
-`)
-			return []string{"CODEX_HOME=" + codexHome, "FAKE_API_KEY=sk-fake"}
-		}},
-	{id: "gemini-cli", bin: "gemini", model: "gemini-2.5-flash", tool: "run_shell_command", toolArgs: jsonArgs("command"),
-		env: func(t *testing.T, home, url string) []string {
-			// Session retention (on by default) deletes, at start-up, chat
-			// files Gemini finds not resumable; a session one turn stored
-			// could vanish before the next was listed (seen under load).
-			writeFile(t, filepath.Join(home, ".gemini", "settings.json"),
-				`{"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"enableAutoUpdate":false,"enableAutoUpdateNotification":false,"sessionRetention":{"enabled":false}},"security":{"auth":{"selectedType":"gemini-api-key"}}}`)
-			return []string{"GOOGLE_GEMINI_BASE_URL=" + url, "GEMINI_API_KEY=fake-key"}
-		}},
-	{id: "opencode", bin: "opencode", tool: "bash",
-		toolArgs: func(cmd string) string {
-			b, _ := json.Marshal(map[string]string{"command": cmd, "description": "Run a command"})
-			return string(b)
-		},
-		env: func(t *testing.T, home, url string) []string {
-			cfg := `{"model":"fake/fake-model","small_model":"fake/fake-model","autoupdate":false,"share":"disabled",` +
-				`"permission":{"*":"allow","external_directory":"allow","question":"deny"},"tools":{"question":false},` +
-				`"provider":{"fake":{"npm":"@ai-sdk/openai-compatible","name":"Fake","options":{"baseURL":"` + url + `/v1","apiKey":"sk-fake"},` +
-				`"models":{"fake-model":{"name":"Fake Model","tool_call":true,"cost":{"input":3,"output":15}}}}}}`
-			return []string{"OPENCODE_CONFIG_CONTENT=" + cfg, "OPENCODE_DISABLE_DEFAULT_PLUGINS=true",
-				"npm_config_registry=http://127.0.0.1:9/", "XDG_DATA_HOME=" + filepath.Join(home, ".local", "share"),
-				"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "XDG_CACHE_HOME=" + filepath.Join(home, ".cache")}
-		}},
-	{id: "qwen-code", bin: "qwen", tool: "run_shell_command", toolArgs: jsonArgs("command"),
-		env: func(t *testing.T, home, url string) []string {
-			writeFile(t, filepath.Join(home, ".qwen", "settings.json"),
-				`{"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"enableAutoUpdate":false},"security":{"auth":{"selectedType":"openai"}}}`)
-			return []string{"OPENAI_BASE_URL=" + url + "/v1", "OPENAI_API_KEY=sk-fake", "OPENAI_MODEL=fake-model"}
-		}},
-}
-
-// fakeModel serves the scripted main turns; calls that offer no tools
-// (titles, routers) are answered by a looping auxiliary script so the main
-// script stays in step whatever extra calls a CLI makes. When hang is set,
-// main calls block until the client goes away, and arrived is signalled.
-type fakeModel struct {
-	main, aux *llmtest.Server
-	hang      bool
-	arrived   chan struct{}
-	once      sync.Once
-	srv       *httptest.Server
-}
+// fakeModel is the fake model server of the tier.
+type fakeModel = agentclitest.FakeModel
 
 func newFakeModel(t *testing.T, turns ...llmtest.Turn) *fakeModel {
-	f := &fakeModel{main: llmtest.New(turns...), aux: llmtest.New(llmtest.Turn{Text: []string{"Aux answer"}, InputTokens: 1, OutputTokens: 1}),
-		arrived: make(chan struct{})}
-	f.aux.Loop = true
-	mainH, auxH := f.main.Handler(), f.aux.Handler()
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<20))
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		var req map[string]any
-		_ = json.Unmarshal(body, &req)
-		tools, _ := req["tools"].([]any)
-		if r.Method == http.MethodPost && len(tools) == 0 && !strings.Contains(r.URL.Path, "countTokens") {
-			auxH.ServeHTTP(w, r)
-			return
-		}
-		if f.hang && r.Method == http.MethodPost {
-			f.once.Do(func() { close(f.arrived) })
-			<-r.Context().Done()
-			return
-		}
-		mainH.ServeHTTP(w, r)
-	}))
-	t.Cleanup(f.srv.Close)
-	return f
+	return agentclitest.NewFakeModel(t, turns...)
 }
+
+func writeFile(t testing.TB, path, content string) { agentclitest.WriteFile(t, path, content) }
 
 type runOutcome struct {
 	res      *RunResult
@@ -179,16 +69,16 @@ func runCLI(t *testing.T, s cliSetup, home, work string, f *fakeModel, inv Invoc
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	x := &Executor{Def: mustDef(t, s.id), Path: proctest.AgentCLI(t, s.bin), MaxAttempts: 1}
+	x := &Executor{Def: mustDef(t, s.ID), Path: proctest.AgentCLI(t, s.Bin), MaxAttempts: 1}
 	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "TMPDIR=" + filepath.Join(home, "tmp"), "NO_COLOR=1"}
 	_ = os.MkdirAll(filepath.Join(home, "tmp"), 0o755)
 	x.Env = env
 	// The CLI's settings go on the invocation so they override the
 	// definition's own environment defaults.
-	inv.Env = append(inv.Env, s.env(t, home, f.srv.URL)...)
-	inv.Dir, inv.Model = work, s.model
+	inv.Env = append(inv.Env, s.Env(t, home, f.URL)...)
+	inv.Dir, inv.Model = work, s.Model
 	start := time.Now()
-	defer func() { t.Logf("%s %q: %v", s.id, inv.Prompt, time.Since(start).Round(time.Millisecond)) }()
+	defer func() { t.Logf("%s %q: %v", s.ID, inv.Prompt, time.Since(start).Round(time.Millisecond)) }()
 	var o runOutcome
 	o.res, o.err = x.Run(ctx, Request{Invocation: inv}, func(ev Event) {
 		if ev.Raw != nil {
@@ -213,7 +103,7 @@ func runCLI(t *testing.T, s cliSetup, home, work string, f *fakeModel, inv Invoc
 		}
 	})
 	if ctx.Err() != nil && !errors.Is(o.err, ErrInterrupted) {
-		t.Fatalf("%s did not finish within %v", s.id, timeout)
+		t.Fatalf("%s did not finish within %v", s.ID, timeout)
 	}
 	return o
 }
@@ -249,13 +139,13 @@ func TestIntegrationAgentCLIs(t *testing.T) {
 		if o.res.SessionID != session || o.text != "Second turn after resume." {
 			t.Errorf("resume: session %q (want %q), text %q", o.res.SessionID, session, o.text)
 		}
-		if reqs := f.main.Requests(); len(reqs) == 0 || !bytes.Contains(reqs[0].Body, []byte("Hello from the fake model.")) {
+		if reqs := f.Main.Requests(); len(reqs) == 0 || !bytes.Contains(reqs[0].Body, []byte("Hello from the fake model.")) {
 			t.Errorf("resume: the model did not receive the earlier turn")
 		}
 
 		// Tool-call turn.
 		f = newFakeModel(t,
-			llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "call_tool1", Name: s.tool, Input: s.toolArgs("echo maestro-tool-ok")}}, InputTokens: 20, OutputTokens: 9},
+			llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "call_tool1", Name: s.Tool, Input: s.ToolArgs("echo maestro-tool-ok")}}, InputTokens: 20, OutputTokens: 9},
 			llmtest.Turn{Text: []string{"Tool said: maestro-tool-ok"}, InputTokens: 30, OutputTokens: 6})
 		o = runCLI(t, s, t.TempDir(), work, f, Invocation{Prompt: "run echo maestro-tool-ok"}, runTimeout)
 		if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 {
@@ -277,7 +167,7 @@ func TestIntegrationAgentCLIs(t *testing.T) {
 			want   Category
 		}{{400, InvalidRequest}, {401, AuthExpired}} {
 			f = newFakeModel(t, llmtest.Turn{Status: c.status})
-			f.main.Loop = true // CLIs that retry get the same answer
+			f.Main.Loop = true // CLIs that retry get the same answer
 			o = runCLI(t, s, t.TempDir(), work, f, Invocation{Prompt: "say hello"}, runTimeout)
 			if o.err != nil {
 				t.Fatalf("HTTP %d: %v", c.status, o.err)
@@ -289,21 +179,21 @@ func TestIntegrationAgentCLIs(t *testing.T) {
 
 		// Interrupt ends the CLI within 2 s.
 		f = newFakeModel(t)
-		f.hang = true
+		f.Hang = true
 		ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 		defer cancel()
 		runCtx, interrupt := context.WithCancel(ctx)
-		x := &Executor{Def: mustDef(t, s.id), Path: proctest.AgentCLI(t, s.bin), MaxAttempts: 1}
+		x := &Executor{Def: mustDef(t, s.ID), Path: proctest.AgentCLI(t, s.Bin), MaxAttempts: 1}
 		x.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
-		intEnv := s.env(t, home, f.srv.URL)
+		intEnv := s.Env(t, home, f.URL)
 		done := make(chan time.Time, 1)
 		var runErr error
 		go func() {
-			_, runErr = x.Run(runCtx, Request{Invocation: Invocation{Prompt: "say hello", Dir: work, Model: s.model, Env: intEnv}}, func(Event) {})
+			_, runErr = x.Run(runCtx, Request{Invocation: Invocation{Prompt: "say hello", Dir: work, Model: s.Model, Env: intEnv}}, func(Event) {})
 			done <- time.Now()
 		}()
 		select {
-		case <-f.arrived:
+		case <-f.Arrived:
 		case <-ctx.Done():
 			t.Fatal("interrupt: the model call never arrived")
 		}
@@ -358,19 +248,19 @@ func TestIntegrationThinking(t *testing.T) {
 		"qwen-code":   {true, false},
 	}
 	for _, s := range setups {
-		t.Run(s.id, func(t *testing.T) {
+		t.Run(s.ID, func(t *testing.T) {
 			t.Parallel()
-			bin := proctest.AgentCLI(t, s.bin)
-			w, ok := want[s.id]
+			bin := proctest.AgentCLI(t, s.Bin)
+			w, ok := want[s.ID]
 			if !ok {
-				t.Fatalf("no thinking expectation for %s", s.id)
+				t.Fatalf("no thinking expectation for %s", s.ID)
 			}
-			if s.id == "qwen-code" {
+			if s.ID == "qwen-code" {
 				// Qwen's background memory extraction makes an extra model call
 				// with tools, which the one-turn script would answer 500 and
 				// Qwen retry for ~100 s.
-				env := s.env
-				s.env = func(t *testing.T, home, url string) []string {
+				env := s.Env
+				s.Env = func(t testing.TB, home, url string) []string {
 					e := env(t, home, url)
 					writeFile(t, filepath.Join(home, ".qwen", "settings.json"),
 						`{"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"enableAutoUpdate":false},"security":{"auth":{"selectedType":"openai"}},"memory":{"enableManagedAutoMemory":false}}`)
@@ -398,15 +288,83 @@ func TestIntegrationThinking(t *testing.T) {
 			if os.Getenv("MAESTRO_CAPTURE_FIXTURES") == "1" {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
-				det := Detect(ctx, mustDef(t, s.id), filepath.Dir(bin))
+				det := Detect(ctx, mustDef(t, s.ID), filepath.Dir(bin))
 				if det.Version == "" {
-					t.Fatalf("capture: %s version: %v", s.id, det.Err)
+					t.Fatalf("capture: %s version: %v", s.ID, det.Err)
 				}
-				base := filepath.Join("testdata", s.id+"-"+det.Version, "thinking-turn")
+				base := filepath.Join("testdata", s.ID+"-"+det.Version, "thinking-turn")
 				writeFile(t, base+".jsonl", string(o.raw))
 				writeFile(t, base+".exit", fmt.Sprintf("%d\n", o.res.ExitCode))
 				t.Logf("captured %s.jsonl", base)
 			}
+		})
+	}
+}
+
+// TestIntegrationPermissionModes runs one tool turn whose shell command
+// creates a file in the working directory, at --permission edit and
+// read-only: edit creates it on every CLI, read-only on none, and the
+// refusal is reported as a denial (tool_end error_code permission_denied,
+// a status line, RunResult.Denials).
+func TestIntegrationPermissionModes(t *testing.T) {
+	t.Parallel()
+	const file = "maestro-perm.txt"
+	for _, level := range []Permission{PermissionEdit, PermissionReadOnly} {
+		t.Run(string(level), func(t *testing.T) {
+			t.Parallel()
+			eachCLI(t, func(t *testing.T, s cliSetup, home, work string) {
+				done := llmtest.Turn{Text: []string{"Done."}, InputTokens: 30, OutputTokens: 2}
+				f := newFakeModel(t,
+					llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "call_perm1", Name: s.Tool, Input: s.ToolArgs("echo maestro > " + file)}}, InputTokens: 20, OutputTokens: 9},
+					done, done, done)
+				o := runCLI(t, s, home, work, f, Invocation{Prompt: "create the file " + file, Permission: level}, 240*time.Second)
+				if o.err != nil {
+					t.Fatalf("run: %v", o.err)
+				}
+				_, statErr := os.Stat(filepath.Join(work, file))
+				if level == PermissionEdit {
+					if statErr != nil || o.res.Err != nil || len(o.ends) != 1 || !o.ends[0].Success || len(o.res.Denials) != 0 {
+						t.Fatalf("edit: file %v, agent error %v, tool ends %+v, denials %+v\n%s", statErr, o.res.Err, o.ends, o.res.Denials, o.raw)
+					}
+					return
+				}
+				if statErr == nil {
+					t.Fatalf("read-only: the file was created\n%s", o.raw)
+				}
+				if len(o.res.Denials) == 0 || !slices.ContainsFunc(o.ends, func(e protocol.ToolEnd) bool { return e.ErrorCode == DeniedCode }) {
+					t.Errorf("read-only: the refusal was not reported: denials %+v, tool ends %+v, output %q\n%s", o.res.Denials, o.ends, o.output, o.raw)
+				}
+				if !slices.Contains(o.types, "status") {
+					t.Errorf("read-only: no status line: %v", o.types)
+				}
+			})
+		})
+	}
+}
+
+// TestIntegrationDashPrompts runs prompts that begin with "-" (an option
+// look-alike and YAML front matter) on every CLI: each reaches the model
+// as the user's text and the turn succeeds.
+func TestIntegrationDashPrompts(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct{ prompt, seen string }{
+		"dash-x":       {"-x", `"-x"`},
+		"front-matter": {"---\ntitle: maestro\n---\nsay hello", "title: maestro"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			eachCLI(t, func(t *testing.T, s cliSetup, home, work string) {
+				hello := llmtest.Turn{Text: []string{"Hello."}, InputTokens: 12, OutputTokens: 2}
+				f := newFakeModel(t, hello, hello, hello)
+				o := runCLI(t, s, home, work, f, Invocation{Prompt: c.prompt}, 240*time.Second)
+				if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 || o.text != "Hello." {
+					t.Fatalf("prompt %q: err %v, agent error %v, exit %d, text %q\n%s", c.prompt, o.err, o.res.Err, o.res.ExitCode, o.text, o.raw)
+				}
+				reqs := f.Main.Requests()
+				if len(reqs) == 0 || !bytes.Contains(reqs[0].Body, []byte(c.seen)) {
+					t.Errorf("prompt %q did not reach the model as the user's text", c.prompt)
+				}
+			})
 		})
 	}
 }

@@ -100,22 +100,29 @@ func TestArgv(t *testing.T) {
 		inv  Invocation
 		want string
 	}{
+		// The default level is edit (issue 16 item 2).
 		{"claude-code", Invocation{Prompt: "--- hi", Model: "opus", ExtraDirs: []string{"/a", "/b"}, SystemPrompt: "be brief"},
-			"--print --verbose --output-format stream-json --model opus --add-dir /a --add-dir /b --append-system-prompt be brief -- --- hi"},
+			"--print --verbose --output-format stream-json --permission-mode acceptEdits --allowedTools Bash --model opus --add-dir /a --add-dir /b --append-system-prompt be brief -- --- hi"},
+		{"claude-code", Invocation{Prompt: "p", Permission: PermissionFull},
+			"--print --verbose --output-format stream-json --dangerously-skip-permissions -- p"},
 		{"claude-code", Invocation{Prompt: "p", SessionID: "S", Permission: PermissionReadOnly},
 			"--print --verbose --output-format stream-json --permission-mode plan --resume S -- p"},
 		{"codex", Invocation{Prompt: "p", Dir: "/w", SessionID: "T", Model: "gpt-5.5", Images: []string{"i.png"}},
-			"-C /w exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check --json -m gpt-5.5 resume T -i i.png -- p"},
+			"-C /w exec --skip-git-repo-check --json --sandbox workspace-write -m gpt-5.5 resume T -i i.png -- p"},
 		{"codex", Invocation{Prompt: "p", Permission: PermissionReadOnly},
 			"exec --json --sandbox read-only --skip-git-repo-check -- p"},
-		{"codex", Invocation{Prompt: "p", Permission: PermissionFullAccess},
-			"exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check --json -- p"},
+		{"codex", Invocation{Prompt: "p", Permission: PermissionFull},
+			"exec --skip-git-repo-check --json --dangerously-bypass-approvals-and-sandbox -- p"},
+		// Gemini and Qwen take the prompt attached (issue 16 item 3).
 		{"gemini-cli", Invocation{Prompt: "p", Model: "gemini-2.5-flash", SystemPrompt: "sys"},
-			"-y --output-format stream-json -m gemini-2.5-flash -p sys\n\n---\n\n# User Request\n\np"},
+			"--output-format stream-json --approval-mode auto_edit --allowed-tools run_shell_command -m gemini-2.5-flash --prompt=sys\n\n---\n\n# User Request\n\np"},
+		{"gemini-cli", Invocation{Prompt: "-x", Permission: PermissionFull}, "--output-format stream-json --approval-mode yolo --prompt=-x"},
 		{"opencode", Invocation{Prompt: "---\nfront: matter", SessionID: "ses_1", Images: []string{"x.png"}},
 			"run --format json --thinking --session ses_1 -f x.png -- ---\nfront: matter"},
 		{"qwen-code", Invocation{Prompt: "p", Permission: PermissionReadOnly},
-			"--output-format stream-json --approval-mode plan -p p"},
+			"--output-format stream-json --approval-mode plan --prompt=p"},
+		{"qwen-code", Invocation{Prompt: "---\nfront: matter"},
+			"--output-format stream-json --approval-mode auto-edit --allowed-tools run_shell_command --prompt=---\nfront: matter"},
 	}
 	for _, tt := range tests {
 		args, _ := mustDef(t, tt.id).Argv(tt.inv)
@@ -123,19 +130,68 @@ func TestArgv(t *testing.T) {
 			t.Errorf("%s %+v:\n got %q\nwant %q", tt.id, tt.inv, got, tt.want)
 		}
 	}
-	if _, warn := mustDef(t, "opencode").Argv(Invocation{Prompt: "p", Permission: PermissionReadOnly}); warn == "" {
-		t.Error("opencode read-only: no warning that it is not enforced")
+	// OpenCode's read-only is enforced by deny rules now (issue 16 item
+	// 2); a definition that only requests it still warns.
+	if _, warn := mustDef(t, "opencode").Argv(Invocation{Prompt: "p", Permission: PermissionReadOnly}); warn != "" {
+		t.Errorf("opencode read-only: warning %q", warn)
+	}
+	requested := *mustDef(t, "opencode")
+	requested.Args.ReadOnlyEnforce = false
+	if _, warn := requested.Argv(Invocation{Prompt: "p", Permission: PermissionReadOnly}); warn == "" {
+		t.Error("read-only only requested: no warning that it is not enforced")
 	}
 }
 
 func TestEnviron(t *testing.T) {
 	t.Parallel()
 	env := mustDef(t, "claude-code").Environ([]string{"HOME=/h", "DISABLE_TELEMETRY=0"},
-		Invocation{Permission: PermissionFullAccess, Env: []string{"ANTHROPIC_BASE_URL=http://127.0.0.1:1"}})
+		Invocation{Permission: PermissionFull, Env: []string{"ANTHROPIC_BASE_URL=http://127.0.0.1:1"}})
 	for _, want := range []string{"HOME=/h", "DISABLE_TELEMETRY=1", "IS_SANDBOX=1", "ANTHROPIC_BASE_URL=http://127.0.0.1:1"} {
 		if !slices.Contains(env, want) {
 			t.Errorf("env lacks %s: %v", want, env)
 		}
+	}
+}
+
+// OpenCode's configuration content is merged layer by layer: the run's
+// own provider settings stay, the read-only deny rules follow "*".
+func TestEnvironMergesJSON(t *testing.T) {
+	t.Parallel()
+	def := mustDef(t, "opencode")
+	own := `OPENCODE_CONFIG_CONTENT={"model":"fake/m","permission":{"*":"allow","question":"deny"}}`
+	get := func(p Permission) string {
+		for _, kv := range def.Environ([]string{"HOME=/h"}, Invocation{Permission: p, Env: []string{own}}) {
+			if v, ok := strings.CutPrefix(kv, "OPENCODE_CONFIG_CONTENT="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	ro := get(PermissionReadOnly)
+	if !strings.Contains(ro, `"model":"fake/m"`) || !strings.Contains(ro, `"autoupdate":false`) ||
+		!strings.Contains(ro, `"permission":{"*":"allow","external_directory":"deny","question":"deny","edit":"deny","bash":"deny"`) {
+		t.Errorf("read-only config = %s", ro)
+	}
+	if ed := get(PermissionEdit); strings.Contains(ed, `"deny","edit"`) || !strings.Contains(ed, `"model":"fake/m"`) {
+		t.Errorf("edit config = %s", ed)
+	}
+	if got := mergeJSON(`{"a":1}`, `not json`); got != "not json" {
+		t.Errorf("mergeJSON with a non-object = %q", got)
+	}
+}
+
+func TestParsePermission(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"", "read-only", "edit", "full"} {
+		if p, err := ParsePermission(s); err != nil || string(p) != s {
+			t.Errorf("ParsePermission(%q) = %q, %v", s, p, err)
+		}
+	}
+	if _, err := ParsePermission("full-access"); err == nil || !strings.Contains(err.Error(), "read-only, edit or full") {
+		t.Errorf("ParsePermission(full-access) = %v", err)
+	}
+	if PermissionDefault.Level() != PermissionEdit {
+		t.Error("the default level is not edit")
 	}
 }
 

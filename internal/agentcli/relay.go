@@ -82,6 +82,10 @@ const promptMark = "\x00maestro-prompt\x00"
 func (d *Definition) relayArgv(inv Invocation) (args []string, prompt, warning string) {
 	text := inv.Prompt
 	inv.Prompt = promptMark
+	if inv.Permission.Level() == PermissionEdit {
+		// The caller answers the prompts edit's arguments would pre-approve.
+		inv.Permission = permissionRelay
+	}
 	inv.Images = nil
 	all, warning := d.Argv(inv)
 	at := -1
@@ -94,6 +98,12 @@ func (d *Definition) relayArgv(inv Invocation) (args []string, prompt, warning s
 		return append(all, relayArgs...), text, warning
 	}
 	prompt = strings.Replace(all[at], promptMark, text, 1)
+	for _, tok := range d.Args.Prompt {
+		// An attached form ("--prompt={prompt}") is not part of the text.
+		if before, _, ok := strings.Cut(tok, "{prompt}"); ok {
+			prompt = strings.TrimPrefix(prompt, before)
+		}
+	}
 	from := at
 	switch {
 	case len(d.Args.Prompt) > 0:

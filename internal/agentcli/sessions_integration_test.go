@@ -59,7 +59,7 @@ func runSessionTurns(t *testing.T, s cliSetup, home, work string) sessionRuns {
 		t.Fatalf("resume: err %v, agent error %v, exit %d, session %q", o.err, o.res.Err, o.res.ExitCode, o.res.SessionID)
 	}
 	f = newFakeModel(t,
-		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "call_tool1", Name: s.tool, Input: s.toolArgs("echo maestro-tool-ok")}}, InputTokens: 20, OutputTokens: 9},
+		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "call_tool1", Name: s.Tool, Input: s.ToolArgs("echo maestro-tool-ok")}}, InputTokens: 20, OutputTokens: 9},
 		llmtest.Turn{Text: []string{"Tool said: maestro-tool-ok"}, InputTokens: 30, OutputTokens: 6}, spare, spare, spare)
 	o = runCLI(t, s, home, work, f, Invocation{Prompt: "run echo maestro-tool-ok"}, timeout)
 	if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 || o.res.SessionID == "" {
@@ -73,7 +73,7 @@ func runSessionTurns(t *testing.T, s cliSetup, home, work string) sessionRuns {
 // as a getenv function for NewSessionStore.
 func setupGetenv(t *testing.T, s cliSetup, home string) func(string) string {
 	env := map[string]string{"HOME": home}
-	for _, kv := range s.env(t, home, "http://127.0.0.1:9") {
+	for _, kv := range s.Env(t, home, "http://127.0.0.1:9") {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
@@ -84,7 +84,7 @@ func TestIntegrationSessionStorage(t *testing.T) {
 	t.Parallel()
 	eachCLI(t, func(t *testing.T, s cliSetup, home, work string) {
 		runs := runSessionTurns(t, s, home, work)
-		def := mustDef(t, s.id)
+		def := mustDef(t, s.ID)
 		store, err := NewSessionStore(def.SessionStorage, setupGetenv(t, s, home))
 		if err != nil {
 			t.Fatal(err)
@@ -104,12 +104,12 @@ func TestIntegrationSessionStorage(t *testing.T) {
 				return nil
 			})
 		}
-		checkSessionPair(t, s.id, store, list, runs, s.tool)
+		checkSessionPair(t, s.ID, store, list, runs, s.Tool)
 		if os.Getenv("MAESTRO_CAPTURE_SESSIONS") == "1" {
 			// The installed version is the one the stream fixtures name.
-			dirs, _ := filepath.Glob(filepath.Join("testdata", s.id+"-[0-9]*"))
+			dirs, _ := filepath.Glob(filepath.Join("testdata", s.ID+"-[0-9]*"))
 			if len(dirs) != 1 {
-				t.Fatalf("capture: want one testdata/%s-<version> directory, have %v", s.id, dirs)
+				t.Fatalf("capture: want one testdata/%s-<version> directory, have %v", s.ID, dirs)
 			}
 			captureSessions(t, store, filepath.Base(dirs[0]), home, work, runs)
 		}

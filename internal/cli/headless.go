@@ -31,8 +31,10 @@ type headlessOptions struct {
 	Thinking      string
 	System        string
 	MaxIterations int
-	// Agent runs the prompts on an agent CLI (headless_agent.go).
-	Agent string
+	// Agent runs the prompts on an agent CLI (headless_agent.go) at the
+	// permission level Permission.
+	Agent      string
+	Permission string
 }
 
 func newHeadlessCmd(io *IOStreams) *cobra.Command {
@@ -87,6 +89,7 @@ If Maestro cannot start, it writes one fatal error message on stdout
 	f.StringVar(&o.Thinking, "thinking", "", "thinking level: off, minimal, low, medium, high, ultra (init can change it)")
 	f.StringVar(&o.System, "system", "", "replace the default system prompt (init can change it)")
 	f.IntVar(&o.MaxIterations, "max-iterations", 0, "maximum model calls per prompt (default 50)")
+	f.StringVar(&o.Permission, "permission", "", permissionUsage)
 	f.StringVar(&o.Agent, "agent", "", "run prompts on an agent CLI (claude-code, codex, gemini-cli, opencode, qwen-code, or ~/.maestro/agents/*.yaml)")
 	return cmd
 }
@@ -147,7 +150,7 @@ func startHeadless(ctx context.Context, io *IOStreams, o headlessOptions, log *s
 		return nil, err
 	}
 	s, err := h.NewSession(ctx, host.Spec{
-		Workspace: o.Workspace, Model: o.Model, Replay: o.Replay, Agent: o.Agent, Resume: o.Resume,
+		Workspace: o.Workspace, Model: o.Model, Replay: o.Replay, Agent: o.Agent, Permission: o.Permission, Resume: o.Resume,
 		Sandbox: o.Sandbox, RequireSandbox: true, ApprovalMode: mode, Thinking: llm.ThinkingLevel(o.Thinking),
 		MaxIterations: o.MaxIterations, System: o.System, ClientTools: clientTools,
 		SessionID: io.Getenv("MAESTRO_SESSION_ID"), AgentRunID: io.Getenv("MAESTRO_AGENT_RUN_ID"),

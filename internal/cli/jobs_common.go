@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/maestro-run/maestro/internal/agentcli"
 	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/host"
@@ -129,7 +130,7 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (queue.Runner, 
 		},
 		Sandbox:    sb,
 		FileLimits: host.FileLimits(cfg),
-		Agents:     agentMovements(io, ""),
+		Agents:     agentMovements(io, "", agentcli.Permission(cfg.AgentPermission)),
 	}), nil
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/maestro-run/maestro/internal/agent"
+	"github.com/maestro-run/maestro/internal/agentcli"
 	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/host"
@@ -362,7 +364,7 @@ func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 		Config: engine.Config{
 			Models: models, ClassifierProvider: classifier,
 			Provider: pr.provider, Workspace: pr.root, Sandbox: pr.sb, FileLimits: host.FileLimits(pr.cfg), Library: lib,
-			Sink: pr.sink, Events: events, Agents: agentMovements(io, pr.o.Model),
+			Sink: pr.sink, Events: events, Agents: agentMovements(io, pr.o.Model, agentcli.Permission(cmp.Or(pr.o.Permission, pr.cfg.AgentPermission))),
 			MaxIterations: firstPositive(pr.o.MaxIterations, pr.cfg.MaxIterations),
 			Thinking:      llm.ThinkingLevel(pr.o.Thinking),
 		},

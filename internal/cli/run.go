@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/maestro-run/maestro/internal/agent"
+	"github.com/maestro-run/maestro/internal/agentcli"
 	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/llm/replay"
@@ -37,8 +38,10 @@ type runOptions struct {
 	Piece         string
 	NoPiece       bool
 	// Agent runs the task on an agent CLI (internal/agentcli) instead of
-	// Maestro's own loop (host.Spec.Agent).
-	Agent string
+	// Maestro's own loop (host.Spec.Agent); Permission is the level of
+	// agent CLIs, here and in piece movements (host.Spec.Permission).
+	Agent      string
+	Permission string
 }
 
 func newRunCmd(io *IOStreams) *cobra.Command {
@@ -112,9 +115,13 @@ aborted piece run (one-line reason on stderr), 2 usage error, 130 interrupted.`,
 	f.StringVar(&o.System, "system", "", "replace the default system prompt (plain agent loop only)")
 	f.StringVar(&o.Piece, "piece", "", "run the task as this piece (see 'maestro pieces list'); skips the classifier")
 	f.BoolVar(&o.NoPiece, "no-piece", false, "run the plain agent loop: no piece, no classification")
+	f.StringVar(&o.Permission, "permission", "", permissionUsage)
 	f.StringVar(&o.Agent, "agent", "", "run the task on an agent CLI (claude-code, codex, gemini-cli, opencode, qwen-code, or ~/.maestro/agents/*.yaml); --resume then takes its Maestro session id, or the CLI's own session id")
 	return cmd
 }
+
+// permissionUsage is the help of --permission (run, headless).
+const permissionUsage = "what an agent CLI may do unattended (--agent, and pieces' agent movements): read-only, edit (change files in the workspace, run commands), full (no checks, no CLI sandbox); default from config agent_permission, else edit"
 
 func readAllLimited(r io.Reader, limit int64) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(r, limit+1))
@@ -142,6 +149,9 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	if o.MaxIterations < 0 {
 		return usageErr("--max-iterations must be positive")
 	}
+	if _, err := agentcli.ParsePermission(o.Permission); err != nil {
+		return usageErr("--permission: %v", err)
+	}
 	if o.Piece != "" && o.NoPiece {
 		return usageErr("--piece and --no-piece cannot be used together")
 	}
@@ -157,7 +167,7 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	// own loop or an agent CLI. `maestro run` has no one to ask for
 	// approvals: tool calls run (auto).
 	s, err := h.NewSession(ctx, host.Spec{
-		Workspace: o.Workspace, Model: o.Model, Replay: o.Replay, Agent: o.Agent, Resume: o.Resume, Sandbox: o.Sandbox,
+		Workspace: o.Workspace, Model: o.Model, Replay: o.Replay, Agent: o.Agent, Permission: o.Permission, Resume: o.Resume, Sandbox: o.Sandbox,
 		ApprovalMode: protocol.ApprovalAuto, Thinking: llm.ThinkingLevel(o.Thinking),
 		MaxIterations: o.MaxIterations, System: o.System,
 	})

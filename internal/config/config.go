@@ -7,6 +7,7 @@
 //	max_iterations: 50
 //	max_file_bytes: 10485760             # Read/Edit/Write size limit
 //	classifier_model: anthropic/claude-haiku-4-5  # picks the piece (default: model)
+//	agent_permission: edit               # agent CLIs: read-only | edit | full
 //	providers:
 //	  anthropic: {api_key: "...", base_url: "..."}
 //	  openai:    {api_key: "...", base_url: "http://localhost:11434/v1", api: chat}
@@ -47,6 +48,9 @@ type Config struct {
 	// ClassifierModel is the model ("provider/model") that picks the
 	// piece of a task: a cheap, fast one; empty means the run's model.
 	ClassifierModel string `yaml:"classifier_model"`
+	// AgentPermission is the default permission level of agent CLIs
+	// (--permission): read-only, edit or full ("": edit).
+	AgentPermission string `yaml:"agent_permission"`
 }
 
 // Model holds one model's settings.
@@ -133,6 +137,11 @@ func Parse(data []byte) (Config, error) {
 	case "", "auto", "always", "off":
 	default:
 		return Config{}, fmt.Errorf("invalid configuration: sandbox: %q is not one of auto, always, off", cfg.Sandbox)
+	}
+	switch cfg.AgentPermission {
+	case "", "read-only", "edit", "full":
+	default:
+		return Config{}, fmt.Errorf("invalid configuration: agent_permission: %q is not one of read-only, edit, full", cfg.AgentPermission)
 	}
 	switch cfg.Providers.OpenAI.API {
 	case "", "chat", "responses":

@@ -41,6 +41,8 @@ func TestParse(t *testing.T) {
 		{"classifier model", "model: anthropic/claude-sonnet-4-5\nclassifier_model: anthropic/claude-haiku-4-5\n",
 			Config{Model: "anthropic/claude-sonnet-4-5", ClassifierModel: "anthropic/claude-haiku-4-5"}, ""},
 		{"negative file limit", "max_file_bytes: -1\n", Config{}, "max_file_bytes: must be positive"},
+		{"agent permission", "agent_permission: read-only\n", Config{AgentPermission: "read-only"}, ""},
+		{"bad agent permission", "agent_permission: yolo\n", Config{}, `agent_permission: "yolo" is not one of read-only, edit, full`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -39,8 +39,17 @@ func (f AgentRunnerFunc) AgentCLI(ctx context.Context, id string) (*AgentCLI, er
 // RegistryAgents is the usual AgentRunner: the adapters of reg, each
 // binary looked up on path (the PATH list), run with env (nil: the
 // process environment). model is passed to the CLI only when it has the
-// form "<adapter id>/<model>".
+// form "<adapter id>/<model>". Movements run at the default permission
+// level (see RegistryAgentsAt).
 func RegistryAgents(reg *agentcli.Registry, path string, env []string, model string) AgentRunner {
+	return RegistryAgentsAt(reg, path, env, model, agentcli.PermissionDefault)
+}
+
+// RegistryAgentsAt is RegistryAgents whose movements that may change files
+// run at the permission level (--permission, config agent_permission);
+// read-only movements, and every movement when level is read-only, run
+// read-only.
+func RegistryAgentsAt(reg *agentcli.Registry, path string, env []string, model string, level agentcli.Permission) AgentRunner {
 	return AgentRunnerFunc(func(_ context.Context, id string) (*AgentCLI, error) {
 		def, ok := reg.Get(id)
 		if !ok {
@@ -50,7 +59,7 @@ func RegistryAgents(reg *agentcli.Registry, path string, env []string, model str
 		if err != nil {
 			return nil, fmt.Errorf("%w (install it, or see maestro agents list)", err)
 		}
-		cli := &AgentCLI{Executor: &agentcli.Executor{Def: def, Path: bin, Env: env}}
+		cli := &AgentCLI{Executor: &agentcli.Executor{Def: def, Path: bin, Env: env}, Base: agentcli.Invocation{Permission: level}}
 		if m, ok := strings.CutPrefix(model, def.ID+"/"); ok {
 			cli.Base.Model = m
 		}
@@ -64,8 +73,9 @@ type AgentCLI struct {
 	Executor *agentcli.Executor
 	// Base is the invocation template: its Model, ExtraDirs, ExtraArgs and
 	// Env are used for every movement, its Permission for every movement
-	// that is not read-only (read-only ones always get
-	// agentcli.PermissionReadOnly); the engine sets the prompt, the
+	// that may edit (read-only ones always get agentcli.PermissionReadOnly,
+	// and a read-only Permission makes every movement read-only); the
+	// engine sets the prompt, the
 	// session, the working directory and the system prompt.
 	Base agentcli.Invocation
 }
@@ -142,7 +152,7 @@ func (r *run) runAgentMovement(ctx context.Context, m *piece.Movement) (*decisio
 	inv := cli.Base
 	inv.Dir = r.cfg.Workspace.Dir()
 	inv.SystemPrompt = strings.TrimSpace(m.Persona)
-	if readOnlyMovement(m) {
+	if readOnlyMovement(m) || inv.Permission.Level() == agentcli.PermissionReadOnly {
 		inv.Permission = agentcli.PermissionReadOnly
 		if len(def.Args.ReadOnly) == 0 && len(def.ReadOnlyEnv) == 0 {
 			r.status(fmt.Sprintf("Movement %s is read-only but %s has no read-only mode: it runs with the adapter's default permissions.", m.Name, def.Name))
@@ -201,6 +211,9 @@ func (r *run) runAgentMovement(ctx context.Context, m *piece.Movement) (*decisio
 	}
 	if runErr != nil {
 		if errors.Is(runErr, agentcli.ErrInterrupted) || ctx.Err() != nil {
+			// The session's log records the interruption, as the own
+			// loop's does (the CLI's process group is stopped by now).
+			r.cfg.Sink.Event(protocol.Error{Message: "Operation aborted: the run was interrupted", ErrorType: protocol.ErrorCancelled})
 			return nil, fmt.Errorf("movement %s: agent %s: %w (%w)", m.Name, m.Agent, agent.ErrCancelled, runErr)
 		}
 		return nil, fmt.Errorf("movement %s: agent %s: %w", m.Name, m.Agent, runErr)

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -41,6 +42,17 @@ func (h *Host) AgentExecutor(id string) (*agentcli.Executor, error) {
 		env = append(env, "PATH="+p)
 	}
 	return &agentcli.Executor{Def: def, Path: bin, Env: env, SlashCommandsDir: agentcli.SlashCommandsDir(filepath.Join(h.home, "agents"))}, nil
+}
+
+// AgentPermission is the permission level of agent CLIs: flag (a
+// --permission value) when set, else the configuration's
+// agent_permission, else the default (edit).
+func (h *Host) AgentPermission(flag string) (agentcli.Permission, error) {
+	p, err := agentcli.ParsePermission(cmp.Or(flag, h.cfg.AgentPermission))
+	if err != nil {
+		return "", specErr("--permission: %v", err)
+	}
+	return p, nil
 }
 
 // agentSession assembles a session whose prompts run on the agent CLI
@@ -84,6 +96,10 @@ func (h *Host) agentSession(spec Spec, sessp **session.Session, rootp **workspac
 			return nil, specErr("%s applies to Maestro's own agent loop, not to --agent %s; drop it", flag, spec.Agent)
 		}
 	}
+	level, err := h.AgentPermission(spec.Permission)
+	if err != nil {
+		return nil, err
+	}
 	x, err := h.AgentExecutor(spec.Agent)
 	if err != nil {
 		return nil, err
@@ -102,7 +118,7 @@ func (h *Host) agentSession(spec Spec, sessp **session.Session, rootp **workspac
 		}
 	}
 	root := *rootp
-	a := &runtime.AgentCLI{Executor: x, Dir: root.Dir(), Model: model, SessionID: cliSession, History: history}
+	a := &runtime.AgentCLI{Executor: x, Dir: root.Dir(), Model: model, Permission: level, SessionID: cliSession, History: history}
 	if *sessp == nil {
 		if *sessp, err = h.store.Create(session.Meta{Workspace: root.Dir(), Provider: a.ProviderName(), Model: a.ModelName(),
 			ExecutorType: protocol.ExecutorLive, Agent: x.Def.ID, AgentSession: cliSession}); err != nil {

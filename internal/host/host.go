@@ -116,8 +116,11 @@ type Spec struct {
 	Model, Replay string
 	Choice        *providers.Choice
 	// Agent runs the prompts on this agent CLI (internal/agentcli)
-	// instead of Maestro's own loop; see agentcli.go.
-	Agent string
+	// instead of Maestro's own loop; see agentcli.go. Permission is its
+	// permission level (read-only, edit, full; "": the configuration's
+	// agent_permission, else edit).
+	Agent      string
+	Permission string
 	// Resume continues this session (a full id or a unique prefix): its
 	// model, workspace and conversation.
 	Resume string

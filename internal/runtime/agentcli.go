@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -42,8 +43,8 @@ type AgentCLI struct {
 	Dir string
 	// Model is passed to the CLI verbatim ("" keeps its default).
 	Model string
-	// Permission is the run's permission level; the relay is used only at
-	// the default level.
+	// Permission is the run's permission level (default edit); the relay
+	// is used only at edit.
 	Permission agentcli.Permission
 	// SessionID is the CLI session the first prompt resumes ("" starts a
 	// new one).
@@ -119,7 +120,7 @@ func (a *AgentCLI) Turn(ctx context.Context, t *Turn, m protocol.Prompt) error {
 	x := *a.Executor
 	x.Permission = nil
 	asked := &askedCalls{ids: map[string]bool{}}
-	if a.Permission == agentcli.PermissionDefault && agentcli.RelaySupported(def) {
+	if a.Permission.Level() == agentcli.PermissionEdit && agentcli.RelaySupported(def) {
 		x.Permission = a.permission(t, asked)
 	}
 	r.logMessage(llm.UserText(m.Content))
@@ -167,8 +168,34 @@ func (a *AgentCLI) Turn(ctx context.Context, t *Turn, m protocol.Prompt) error {
 	case err == nil && res != nil && res.Err != nil:
 		// The executor published the classified failure as an error.
 		return published{fmt.Errorf("%s: %w", def.ID, res.Err)}
+	case err == nil && res != nil && len(res.Denials) > 0:
+		// The CLI refused tool calls under its permission mode (each has
+		// its tool_end and status line): the task may be undone, so the
+		// turn fails loudly instead of ending as a success.
+		e := deniedError(def, res.Denials)
+		t.Publish(protocol.Error{Message: e.Error(), ErrorType: e.Category.ErrorType()})
+		return published{fmt.Errorf("%s: %w", def.ID, e)}
 	}
 	return nil
+}
+
+// deniedError is the failure of a turn whose CLI refused tool calls under
+// its permission mode.
+func deniedError(def *agentcli.Definition, denials []agentcli.Denial) *agentcli.AgentError {
+	var tools []string
+	for _, d := range denials {
+		if d.Tool != "" && !slices.Contains(tools, d.Tool) {
+			tools = append(tools, d.Tool)
+		}
+	}
+	level := denials[0].Permission
+	hint := "--permission edit"
+	if level != agentcli.PermissionReadOnly {
+		hint = "--permission full"
+	}
+	return &agentcli.AgentError{Category: agentcli.PermissionDenied, Source: "stream", ExitCode: -1,
+		Message: fmt.Sprintf("%s refused %d tool call(s) (%s) under --permission %s; the task may be incomplete (allow more with %s)",
+			def.Name, len(denials), strings.Join(tools, ", "), level, hint)}
 }
 
 // published is an error the turn has already published as an error

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/agentcli/agentclitest"
+	"github.com/maestro-run/maestro/internal/llm/llmtest"
+	"github.com/maestro-run/maestro/internal/proctest"
+)
+
+// The agent-CLI tier through the built binary: `maestro run --agent X` on
+// the five real CLIs (scripts/install-agent-clis.sh) against the fake
+// model server, as a user runs it. A missing CLI skips loudly, and fails
+// the test under CI=true.
+
+// agentRun is one `maestro run --agent` process.
+type agentRun struct {
+	cmd    *exec.Cmd
+	stdout *proctest.Buffer
+	stderr *proctest.Buffer
+	home   string // MAESTRO_HOME
+}
+
+// startAgentRun starts `maestro run --agent s.ID ARGS… TASK` in work, the
+// CLI pointed at url with its own HOME.
+func startAgentRun(t *testing.T, s agentclitest.Setup, url, work, task string, args ...string) *agentRun {
+	t.Helper()
+	full := []string{"run", "--agent", s.ID, "--workspace", work, "--output", "jsonl"}
+	if s.Model != "" {
+		full = append(full, "--model", s.Model)
+	}
+	return startMaestro(t, s, url, t.TempDir(), "", append(append(full, args...), task)...)
+}
+
+// startMaestro starts maestro ARGS with MAESTRO_HOME home and s's CLI on
+// PATH, pointed at url with its own HOME. input, when set, is written to
+// its standard input, which then stays open.
+func startMaestro(t *testing.T, s agentclitest.Setup, url, home, input string, args ...string) *agentRun {
+	t.Helper()
+	bin := proctest.AgentCLI(t, s.Bin)
+	cliHome := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(cliHome, "tmp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := append(proctest.NoModelEnv(home), "HOME="+cliHome, "TMPDIR="+filepath.Join(cliHome, "tmp"), "NO_COLOR=1", "LANG=C.UTF-8",
+		"PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	env = append(env, s.Env(t, cliHome, url)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	t.Cleanup(cancel)
+	r := &agentRun{cmd: exec.CommandContext(ctx, binary, args...), stdout: &proctest.Buffer{}, stderr: &proctest.Buffer{}, home: home}
+	r.cmd.Env, r.cmd.Stdout, r.cmd.Stderr = env, r.stdout, r.stderr
+	r.cmd.WaitDelay = 5 * time.Second
+	if input == "" {
+		if err := r.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	stdin, err := r.cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close() })
+	if _, err := stdin.Write([]byte(input)); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// exitCode waits for the process and returns its exit status.
+func (r *agentRun) exitCode(t *testing.T) int {
+	t.Helper()
+	err := r.cmd.Wait()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("maestro run: %v\nstderr: %s", err, r.stderr.String())
+	}
+	return r.cmd.ProcessState.ExitCode()
+}
+
+// procStat is the parent and process group of pid, from /proc.
+func procStat(pid int) (ppid, pgrp int, ok bool) {
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, 0, false
+	}
+	// pid (comm) state ppid pgrp …; comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 3 {
+		return 0, 0, false
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	pgrp, _ = strconv.Atoi(f[2])
+	return ppid, pgrp, f[0] != "Z"
+}
+
+// processes returns the live processes for which keep is true.
+func processes(keep func(pid, ppid, pgrp int) bool) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, pgrp, ok := procStat(pid); ok && keep(pid, ppid, pgrp) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// interruptCases are the entry points an interrupt must stop a CLI in:
+// each starts maestro running s's CLI on a model call that hangs.
+var interruptCases = []struct {
+	name  string
+	sig   syscall.Signal
+	code  int // the exit status the signal gives
+	start func(t *testing.T, s agentclitest.Setup, url string) *agentRun
+}{
+	{"run/SIGINT", syscall.SIGINT, 130, func(t *testing.T, s agentclitest.Setup, url string) *agentRun {
+		return startAgentRun(t, s, url, t.TempDir(), "say hello")
+	}},
+	{"run/SIGTERM", syscall.SIGTERM, 130, func(t *testing.T, s agentclitest.Setup, url string) *agentRun {
+		return startAgentRun(t, s, url, t.TempDir(), "say hello")
+	}},
+	// headless: a signal is a shutdown (exit 0), which interrupts the turn.
+	{"headless/SIGTERM", syscall.SIGTERM, 0, func(t *testing.T, s agentclitest.Setup, url string) *agentRun {
+		args := []string{"headless", "--agent", s.ID, "--workspace", t.TempDir()}
+		if s.Model != "" {
+			args = append(args, "--model", s.Model)
+		}
+		return startMaestro(t, s, url, t.TempDir(), `{"type":"prompt","content":"say hello"}`+"\n", args...)
+	}},
+	{"piece/SIGINT", syscall.SIGINT, 130, func(t *testing.T, s agentclitest.Setup, url string) *agentRun {
+		home := t.TempDir()
+		piece := "name: agent-hello\ndescription: One agent movement.\nmax_movements: 2\ninitial_movement: hello\nmovements:\n" +
+			"  - name: hello\n    agent: " + s.ID + "\n    edit: true\n    persona: You greet.\n    instruction: Say hello.\n    allowed_tools: [Bash]\n    rules: []\n"
+		if err := os.MkdirAll(filepath.Join(home, "pieces"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(home, "pieces", "agent-hello.yaml"), []byte(piece), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// The piece runs on replay: the CLI's settings (OPENAI_BASE_URL…)
+		// must not make Maestro pick a model of its own.
+		return startMaestro(t, s, url, home, "", "run", "--piece", "agent-hello", "--model", "replay/demo", "--workspace", t.TempDir(), "--output", "jsonl", "say hello")
+	}},
+}
+
+// SIGINT (Ctrl-C) and SIGTERM (timeout, a supervisor) to maestro while
+// the CLI waits on the model, in `run --agent`, `headless --agent` and a
+// piece's agent movement: no process of the CLI's process group runs 2 s
+// later, and Maestro records the interruption.
+func TestAgentCLIInterruptE2E(t *testing.T) {
+	t.Parallel()
+	for _, s := range agentclitest.Setups() {
+		for _, c := range interruptCases {
+			t.Run(s.ID+"/"+c.name, func(t *testing.T) {
+				t.Parallel()
+				f := agentclitest.NewFakeModel(t)
+				f.Hang = true
+				r := c.start(t, s, f.URL)
+				select {
+				case <-f.Arrived:
+				case <-time.After(5 * time.Minute):
+					t.Fatalf("the model call never arrived\nstderr: %s", r.stderr.String())
+				}
+				maestro := r.cmd.Process.Pid
+				var groups []int
+				for _, pid := range processes(func(_, ppid, _ int) bool { return ppid == maestro }) {
+					if _, pgrp, ok := procStat(pid); ok && pgrp != maestro {
+						groups = append(groups, pgrp)
+					}
+				}
+				if len(groups) == 0 {
+					t.Fatal("found no process group of the CLI under maestro")
+				}
+				at := time.Now()
+				if err := r.cmd.Process.Signal(c.sig); err != nil {
+					t.Fatal(err)
+				}
+				code := r.exitCode(t)
+				// The group gets until 2 s after the signal.
+				for _, pgid := range groups {
+					for {
+						left := processes(func(_, _, pgrp int) bool { return pgrp == pgid })
+						if len(left) == 0 {
+							break
+						}
+						if time.Since(at) > 2*time.Second {
+							t.Fatalf("%s: processes %v of the CLI's group %d still run %v after the signal", c.sig, left, pgid, time.Since(at).Round(time.Millisecond))
+						}
+						proctest.Alive(left[0], 2*time.Second-time.Since(at))
+					}
+				}
+				if code != c.code {
+					t.Errorf("exit status %d, want %d\nstderr: %s", code, c.code, r.stderr.String())
+				}
+				if !strings.Contains(r.stdout.String(), `"error_type":"cancelled"`) {
+					t.Errorf("stdout records no cancellation:\n%s", r.stdout.String())
+				}
+				logs, _ := filepath.Glob(filepath.Join(r.home, "sessions", "*", "events.jsonl"))
+				if len(logs) != 1 {
+					t.Fatalf("session logs: %v", logs)
+				}
+				if data, err := os.ReadFile(logs[0]); err != nil || !bytes.Contains(data, []byte(`"error_type":"cancelled"`)) {
+					t.Errorf("the session log records no cancellation (%v):\n%s", err, data)
+				}
+			})
+		}
+	}
+}
+
+// `maestro run --agent X --permission edit` lets the CLI's shell tool
+// create a file in the workspace (exit 0); `--permission read-only` does
+// not, and the run says so and exits 1.
+func TestAgentCLIPermissionE2E(t *testing.T) {
+	t.Parallel()
+	const file = "maestro-perm.txt"
+	for _, s := range agentclitest.Setups() {
+		for _, level := range []string{"edit", "read-only"} {
+			t.Run(s.ID+"/"+level, func(t *testing.T) {
+				t.Parallel()
+				done := llmtest.Turn{Text: []string{"Done."}, InputTokens: 30, OutputTokens: 2}
+				f := agentclitest.NewFakeModel(t,
+					llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "call_perm1", Name: s.Tool, Input: s.ToolArgs("echo maestro > " + file)}}, InputTokens: 20, OutputTokens: 9},
+					done, done, done)
+				work := t.TempDir()
+				r := startAgentRun(t, s, f.URL, work, "create the file "+file, "--permission", level)
+				code := r.exitCode(t)
+				_, statErr := os.Stat(filepath.Join(work, file))
+				out := r.stdout.String()
+				if level == "edit" {
+					if code != 0 || statErr != nil {
+						t.Fatalf("edit: exit %d, file %v\nstdout: %s\nstderr: %s", code, statErr, out, r.stderr.String())
+					}
+					return
+				}
+				if statErr == nil {
+					t.Fatalf("read-only: the file was created\nstdout: %s", out)
+				}
+				if code != 1 || !strings.Contains(out, `"error_code":"permission_denied"`) || !strings.Contains(out, "under --permission read-only") {
+					t.Errorf("read-only: exit %d; want 1 with a denied tool_end and status\nstdout: %s\nstderr: %s", code, out, r.stderr.String())
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,157 @@
+// Package agentclitest points the five real agent CLIs of the integration
+// tier (installed by scripts/install-agent-clis.sh) at a fake model server
+// with an isolated HOME: how each is configured, which shell tool it has,
+// and the fake server that answers them. No request leaves 127.0.0.1.
+package agentclitest
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/maestro-run/maestro/internal/llm/llmtest"
+)
+
+// Setup is how one CLI is pointed at the fake server.
+type Setup struct {
+	// ID is the adapter id, Bin the executable's name.
+	ID, Bin string
+	// Model is passed with --model ("" keeps the CLI's configured one).
+	Model string
+	// Tool is the CLI's shell tool and ToolArgs the JSON arguments that
+	// run cmd with it.
+	Tool     string
+	ToolArgs func(cmd string) string
+	// Env writes the config files under home and returns the environment
+	// entries that point the CLI at url.
+	Env func(t testing.TB, home, url string) []string
+}
+
+// WriteFile writes content to path, creating its directory.
+func WriteFile(t testing.TB, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func jsonArgs(key string) func(string) string {
+	return func(cmd string) string {
+		b, _ := json.Marshal(map[string]string{key: cmd})
+		return string(b)
+	}
+}
+
+// Setups returns the setups of the five built-in CLIs.
+func Setups() []Setup {
+	return []Setup{
+		{ID: "claude-code", Bin: "claude", Tool: "Bash", ToolArgs: jsonArgs("command"),
+			Env: func(t testing.TB, home, url string) []string {
+				return []string{"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_API_KEY=sk-fake"}
+			}},
+		{ID: "codex", Bin: "codex", Tool: "exec_command", ToolArgs: jsonArgs("cmd"),
+			Env: func(t testing.TB, home, url string) []string {
+				codexHome := filepath.Join(home, ".codex")
+				WriteFile(t, filepath.Join(codexHome, "config.toml"), `model = "gpt-5.5"
+model_provider = "fake"
+check_for_update_on_startup = false
+[model_providers.fake]
+name = "fake"
+base_url = "`+url+`/v1"
+env_key = "FAKE_API_KEY"
+wire_api = "responses"
+[analytics]
+enabled = false
+[features]
+plugins = false
+apps = false
+remote_plugin = false
+`)
+				return []string{"CODEX_HOME=" + codexHome, "FAKE_API_KEY=sk-fake"}
+			}},
+		{ID: "gemini-cli", Bin: "gemini", Model: "gemini-2.5-flash", Tool: "run_shell_command", ToolArgs: jsonArgs("command"),
+			Env: func(t testing.TB, home, url string) []string {
+				// Session retention (on by default) deletes, at start-up, chat
+				// files Gemini finds not resumable; a session one turn stored
+				// could vanish before the next was listed (seen under load).
+				WriteFile(t, filepath.Join(home, ".gemini", "settings.json"),
+					`{"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"enableAutoUpdate":false,"enableAutoUpdateNotification":false,"sessionRetention":{"enabled":false}},"security":{"auth":{"selectedType":"gemini-api-key"}}}`)
+				return []string{"GOOGLE_GEMINI_BASE_URL=" + url, "GEMINI_API_KEY=fake-key"}
+			}},
+		{ID: "opencode", Bin: "opencode", Tool: "bash",
+			ToolArgs: func(cmd string) string {
+				b, _ := json.Marshal(map[string]string{"command": cmd, "description": "Run a command"})
+				return string(b)
+			},
+			Env: func(t testing.TB, home, url string) []string {
+				cfg := `{"model":"fake/fake-model","small_model":"fake/fake-model","autoupdate":false,"share":"disabled",` +
+					`"permission":{"*":"allow","external_directory":"allow","question":"deny"},"tools":{"question":false},` +
+					`"provider":{"fake":{"npm":"@ai-sdk/openai-compatible","name":"Fake","options":{"baseURL":"` + url + `/v1","apiKey":"sk-fake"},` +
+					`"models":{"fake-model":{"name":"Fake Model","tool_call":true,"cost":{"input":3,"output":15}}}}}}`
+				return []string{"OPENCODE_CONFIG_CONTENT=" + cfg, "OPENCODE_DISABLE_DEFAULT_PLUGINS=true",
+					"npm_config_registry=http://127.0.0.1:9/", "XDG_DATA_HOME=" + filepath.Join(home, ".local", "share"),
+					"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "XDG_CACHE_HOME=" + filepath.Join(home, ".cache")}
+			}},
+		{ID: "qwen-code", Bin: "qwen", Tool: "run_shell_command", ToolArgs: jsonArgs("command"),
+			Env: func(t testing.TB, home, url string) []string {
+				// Qwen's background memory extraction makes an extra model
+				// call with tools that a short script would answer 500 and
+				// Qwen retry for ~100 s: it is off.
+				WriteFile(t, filepath.Join(home, ".qwen", "settings.json"),
+					`{"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"enableAutoUpdate":false},"security":{"auth":{"selectedType":"openai"}},"memory":{"enableManagedAutoMemory":false}}`)
+				return []string{"OPENAI_BASE_URL=" + url + "/v1", "OPENAI_API_KEY=sk-fake", "OPENAI_MODEL=fake-model"}
+			}},
+	}
+}
+
+// FakeModel serves the scripted main turns; calls that offer no tools
+// (titles, routers) are answered by a looping auxiliary script so the main
+// script stays in step whatever extra calls a CLI makes. When Hang is set,
+// main calls block until the client goes away, and Arrived is closed at
+// the first.
+type FakeModel struct {
+	Main, Aux *llmtest.Server
+	Hang      bool
+	Arrived   chan struct{}
+	// URL is the server's base URL.
+	URL  string
+	once sync.Once
+}
+
+// NewFakeModel starts a fake model server for the test's lifetime.
+func NewFakeModel(t testing.TB, turns ...llmtest.Turn) *FakeModel {
+	f := &FakeModel{Main: llmtest.New(turns...), Aux: llmtest.New(llmtest.Turn{Text: []string{"Aux answer"}, InputTokens: 1, OutputTokens: 1}),
+		Arrived: make(chan struct{})}
+	f.Aux.Loop = true
+	mainH, auxH := f.Main.Handler(), f.Aux.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var req map[string]any
+		_ = json.Unmarshal(body, &req)
+		tools, _ := req["tools"].([]any)
+		if r.Method == http.MethodPost && len(tools) == 0 && !strings.Contains(r.URL.Path, "countTokens") {
+			auxH.ServeHTTP(w, r)
+			return
+		}
+		if f.Hang && r.Method == http.MethodPost {
+			f.once.Do(func() { close(f.Arrived) })
+			<-r.Context().Done()
+			return
+		}
+		mainH.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	f.URL = srv.URL
+	return f
+}
