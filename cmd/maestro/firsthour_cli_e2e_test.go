@@ -26,7 +26,7 @@ func TestConfigErrorNamesTheKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, stderr := runMaestro(t, home, false, "run", "--workspace", t.TempDir(), "hello")
-	for _, w := range []string{filepath.Join(home, "config.yaml"), `line 2: max_iteration: unknown key; did you mean "max_iterations"?`, "known keys: ", "model, providers, sandbox"} {
+	for _, w := range []string{filepath.Join(home, "config.yaml"), `line 2: max_iteration: unknown key; did you mean "max_iterations"?`, "known keys: ", "model, models, providers, sandbox"} {
 		if !strings.Contains(stderr, w) {
 			t.Errorf("stderr lacks %q:\n%s", w, stderr)
 		}
