@@ -173,6 +173,14 @@ func TestAgentCLIInterruptE2E(t *testing.T) {
 	t.Parallel()
 	for _, s := range agentclitest.Setups() {
 		for _, c := range interruptCases {
+			// Every CLI is interrupted in run/SIGINT (Ctrl-C); the other
+			// entry points and SIGTERM share its code path (the CLI's
+			// process group, killed by the executor) and run with the
+			// two CLIs seen orphaned (Claude retries the API, OpenCode
+			// starts children), keeping the real-CLI tier's cost down.
+			if c.name != "run/SIGINT" && s.ID != "claude-code" && s.ID != "opencode" {
+				continue
+			}
 			t.Run(s.ID+"/"+c.name, func(t *testing.T) {
 				t.Parallel()
 				f := agentclitest.NewFakeModel(t)
