@@ -745,3 +745,82 @@ func TestHostedRunnerWatchIgnoresOwnState(t *testing.T) {
 		t.Errorf("%d envelopes for one prompt, one tool call and a drain: the watch feeds on something", frames)
 	}
 }
+
+// TestHostedRunnerUtilityPathPrefixes (issue 12 defect 2, each
+// path-bearing utility): over HTTP, a path that does not exist yet is
+// judged by its longest existing prefix (wire contract §10, hosted rule).
+// Under a symlink that leaves the workspace, or under a directory outside
+// it, the POST itself answers 403 workspace_violation for the path of
+// utility_file_read, the cwd of utility_file_search and
+// utility_command_start and the root_dir of utility_file_watch_start;
+// the same requests naming a not-yet-existing path inside the workspace
+// are not: accepted (200), or 404 not_found where the operation needs the
+// directory at once (a command's cwd, a watch's root), and none of their
+// answers on the stream, every one schema-checked, says the path is
+// outside.
+func TestHostedRunnerUtilityPathPrefixes(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	outside := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	p := startRunner(t, fixtureEnv(t, ws, "mrs_path_prefixes"))
+	v := prototest.Validator(t)
+	c := p.attach(map[string]any{"utilityOperations": []string{"command_exec", "file_search", "file_read", "file_watch"}})
+	headers := map[string]string{"x-maestro-headless-connection-id": c.conn, "x-maestro-headless-subscriber-id": c.sub}
+
+	// Each utility with the field that names its path; id is its id field.
+	type utility struct{ typ, id, field string }
+	utilities := []utility{
+		{"utility_file_read", "read_id", "path"},
+		{"utility_file_search", "search_id", "cwd"},
+		{"utility_command_start", "command_id", "cwd"},
+		{"utility_file_watch_start", "watch_id", "root_dir"},
+	}
+	message := func(u utility, id, path string) map[string]any {
+		m := map[string]any{"type": u.typ, u.id: id, u.field: path}
+		switch u.typ {
+		case "utility_file_search":
+			m["query"] = "x"
+		case "utility_command_start":
+			m["command"] = "true"
+		}
+		return m
+	}
+	for i, u := range utilities {
+		for _, path := range []string{
+			"link/not/yet",                           // relative, through the escaping symlink
+			filepath.Join(ws, "link", "new", "deep"), // absolute, through the symlink
+			filepath.Join(outside, "new", "deep"),    // absolute, under an outside directory
+		} {
+			code, raw := p.post(p.sessionPath("/messages"), message(u, "out"+strconv.Itoa(i), path), headers)
+			wantError(t, u.typ+" "+u.field+"="+path, code, raw, 403, "workspace_violation", "Path is outside hosted workspace root")
+		}
+	}
+	for i, u := range utilities {
+		for j, path := range []string{"fresh/not/yet", filepath.Join(ws, "fresh2", "deep")} {
+			code, raw := p.post(p.sessionPath("/messages"), message(u, "in"+strconv.Itoa(i)+strconv.Itoa(j), path), headers)
+			if code == 200 {
+				continue
+			}
+			// A command or watch needs its directory now: 404 not_found.
+			var e errorBody
+			if err := json.Unmarshal(raw, &e); err != nil || code != 404 || e.Code != "not_found" || strings.Contains(e.Error, "outside") {
+				t.Errorf("%s %s=%s inside the workspace: %d %s, want 200 or 404 not_found", u.typ, u.field, path, code, raw)
+			}
+		}
+	}
+
+	if code := p.call("POST", p.sessionPath("/messages"), map[string]any{"type": "prompt", "content": "hello"}, headers, nil); code != 200 {
+		t.Fatalf("prompt: %d", code)
+	}
+	for _, e := range c.collect(isStatusMsg("Prompt: hello")) {
+		if err := v.ValidateEnvelope([]byte(e.raw)); err != nil {
+			t.Errorf("envelope %s does not validate: %v", e.raw, err)
+		}
+		if strings.Contains(e.raw, "outside") {
+			t.Errorf("a request inside the workspace was judged outside: %s", e.raw)
+		}
+	}
+}

@@ -58,6 +58,36 @@ func TestSurfacesAgree(t *testing.T) {
 			t.Errorf("%s differs from (b) headless stdio (- headless, + %s):\n%s", name, name, d)
 		}
 	}
+	// The demo writes files and runs commands: the last response_end's
+	// tools_summary names them on every surface (the agent loop sets
+	// summary_labels, so a queued job has them as much as a session).
+	for name, lines := range got {
+		if labels := lastSummaryLabels(t, lines); len(labels) == 0 {
+			t.Errorf("%s: the last response_end has no tools_summary.summary_labels", name)
+		}
+	}
+}
+
+// lastSummaryLabels returns tools_summary.summary_labels of the last
+// response_end among lines (as surfaceMessages prints them).
+func lastSummaryLabels(t *testing.T, lines []string) []string {
+	t.Helper()
+	var labels []string
+	for _, line := range lines {
+		var m struct {
+			Type  string `json:"type"`
+			Tools struct {
+				Labels []string `json:"summary_labels"`
+			} `json:"tools_summary"`
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("surface line %s: %v", line, err)
+		}
+		if m.Type == protocol.TypeResponseEnd {
+			labels = m.Tools.Labels
+		}
+	}
+	return labels
 }
 
 // surfaceMessages turns the protocol messages one surface showed into

@@ -266,12 +266,24 @@ func (r *run) toolsSummary() protocol.ToolsSummary {
 	defer r.mu.Unlock()
 	s := r.res.Tools
 	s.ToolsUsed = slices.Clone(s.ToolsUsed)
+	s.SummaryLabels = slices.Clone(s.SummaryLabels)
 	return s
 }
 
-func (r *run) countTool(name string, ok bool) {
+// maxSummaryLabels bounds tools_summary.summary_labels.
+const maxSummaryLabels = 20
+
+// countTool counts an ended call by outcome and keeps its summary label
+// (the one its approval request carries: "Write notes.txt", "Run go test
+// ./..."), unique and in order of ending, at most maxSummaryLabels.
+func (r *run) countTool(call llm.ToolCall, ok bool) {
+	label := Describe(call.Name, call.Input).Summary
+	name := call.Name
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if ts := &r.res.Tools; label != "" && len(ts.SummaryLabels) < maxSummaryLabels && !slices.Contains(ts.SummaryLabels, label) {
+		ts.SummaryLabels = append(ts.SummaryLabels, label)
+	}
 	if !r.toolsUsed[name] {
 		r.toolsUsed[name] = true
 		r.res.Tools.ToolsUsed = append(r.res.Tools.ToolsUsed, name)
@@ -374,7 +386,7 @@ func (r *run) endTool(call llm.ToolCall, res tool.Result, approvalID string, str
 		r.sink.Event(protocol.ToolOutput{CallID: call.ID, Content: reason})
 	}
 	r.sink.Event(protocol.ToolEnd{CallID: call.ID, Success: !res.IsError, ErrorCode: res.ErrorCode(), ApprovalRequestID: approvalID})
-	r.countTool(call.Name, !res.IsError)
+	r.countTool(call, !res.IsError)
 	return res
 }
 

@@ -326,9 +326,9 @@ func (a *AgentCLI) permission(t *Turn, asked *askedCalls) agentcli.PermissionFun
 		if id == "" {
 			id = req.RequestID
 		}
-		d := describe(req.Tool, req.Input)
+		d := agent.Describe(req.Tool, req.Input)
 		if req.DisplayName != "" {
-			d.display = req.DisplayName
+			d.Name = req.DisplayName
 		}
 		reason := req.Description
 		if reason == "" {
@@ -340,7 +340,7 @@ func (a *AgentCLI) permission(t *Turn, asked *askedCalls) agentcli.PermissionFun
 		asked.add(id)
 		o, err := t.r.raise(ctx, t.run.id, protocol.ServerRequest{
 			RequestID: id, RequestType: protocol.RequestApproval, CallID: id, Tool: req.Tool,
-			DisplayName: d.display, SummaryLabel: d.summary, ActionDescription: d.action,
+			DisplayName: d.Name, SummaryLabel: d.Summary, ActionDescription: d.Action,
 			Args: req.Input, Reason: reason,
 		})
 		if err != nil {

@@ -257,10 +257,10 @@ func (r *Runtime) approver(run *activeRun) agent.Approver {
 		case protocol.ApprovalFail:
 			return agent.Approval{Approved: false, Reason: "Denied by approval policy"}, nil
 		}
-		d := describe(req.Tool, req.Args)
+		d := agent.Describe(req.Tool, req.Args)
 		o, err := r.raise(ctx, run.id, protocol.ServerRequest{
 			RequestID: req.CallID, RequestType: protocol.RequestApproval, CallID: req.CallID, Tool: req.Tool,
-			DisplayName: d.display, SummaryLabel: d.summary, ActionDescription: d.action,
+			DisplayName: d.Name, SummaryLabel: d.Summary, ActionDescription: d.Action,
 			Args: req.Args, Reason: "Requires approval",
 		})
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
@@ -139,46 +138,4 @@ func (r *Runtime) clientCall(ctx context.Context, run *activeRun, kind protocol.
 		text = name + " failed on the client"
 	}
 	return tool.Result{Content: text, IsError: o.isError}, nil
-}
-
-// display is how an approval request presents a call.
-type display struct{ display, summary, action string }
-
-// describe returns display_name, summary_label and action_description for
-// an approval request on one of the built-in mutating tools.
-func describe(name string, args []byte) display {
-	var in struct {
-		Path    string `json:"path"`
-		Content string `json:"content"`
-		Command string `json:"command"`
-	}
-	_ = json.Unmarshal(args, &in)
-	d := display{display: name}
-	switch name {
-	case "Write":
-		if in.Path != "" {
-			d.summary = "Write " + in.Path
-			d.action = fmt.Sprintf("Write %d bytes to %s", len(in.Content), in.Path)
-		}
-	case "Edit":
-		if in.Path != "" {
-			d.summary = "Edit " + in.Path
-			d.action = "Replace text in " + in.Path
-		}
-	case "Bash":
-		if in.Command != "" {
-			c := shorten(in.Command, 60)
-			d.summary = "Run " + c
-			d.action = "Run the shell command `" + c + "` in the workspace"
-		}
-	}
-	return d
-}
-
-func shorten(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
 }
