@@ -42,6 +42,8 @@ func Request(t testing.TB, ctx context.Context, method, url, token string, body 
 // and the answer's body. A string body is sent as it is, any other
 // non-nil body as JSON; a body is labelled application/json unless
 // headers set Content-Type. The token and headers apply as in Request.
+// (runnerProc.call in cmd/maestro/hostedrunner_e2e_test.go still repeats
+// this; it is to call Call when that file is next changed.)
 func Call(t testing.TB, hc *http.Client, method, url, token string, body any, headers map[string]string) (int, []byte) {
 	t.Helper()
 	var rd io.Reader
