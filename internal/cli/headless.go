@@ -21,12 +21,8 @@ import (
 
 // headlessOptions are the flags of `maestro headless`.
 type headlessOptions struct {
-	Workspace     string
-	Model         string
-	Replay        string
-	Sandbox       string
+	sessionFlags
 	ApprovalMode  string
-	Resume        string
 	ClientTools   string
 	Thinking      string
 	System        string
@@ -79,12 +75,8 @@ If Maestro cannot start, it writes one fatal error message on stdout
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&o.Workspace, "workspace", "w", "", "directory the agent works in (default: current directory)")
-	f.StringVarP(&o.Model, "model", "m", "", "model as provider/model, e.g. anthropic/claude-sonnet-4-5, openai/gpt-5, replay/demo")
-	f.StringVar(&o.Replay, "replay", "", "run a scripted replay scenario file instead of a model (see docs/replay.md)")
-	f.StringVar(&o.Sandbox, "sandbox", "", "Bash sandbox mode: auto (bubblewrap, else Landlock, else Bash refused), bwrap, landlock, off (default from config, else auto; always = bwrap)")
+	o.sessionFlags.bind(cmd)
 	f.StringVar(&o.ApprovalMode, "approval-mode", string(protocol.ApprovalPrompt), "tool calls that change things: prompt (ask the client), auto (run), fail (deny); init can change it")
-	f.StringVar(&o.Resume, "resume", "", "continue session ID (full id or a unique prefix of 8+ characters)")
 	f.StringVar(&o.ClientTools, "client-tools", "", "JSON file declaring tools the client executes: [{\"name\",\"description\",\"input_schema\"}]")
 	f.StringVar(&o.Thinking, "thinking", "", "thinking level: off, minimal, low, medium, high, ultra (init can change it)")
 	f.StringVar(&o.System, "system", "", "replace the default system prompt (init can change it)")

@@ -24,14 +24,31 @@ import (
 	"github.com/maestro-run/maestro/internal/runtime"
 )
 
+// sessionFlags are the flags `maestro run` and `maestro headless` share,
+// with the same meaning and help: where the session works, what answers
+// it, how Bash is confined, and which session it continues.
+type sessionFlags struct {
+	Workspace string
+	Model     string
+	Replay    string
+	Sandbox   string
+	Resume    string
+}
+
+// bind registers the shared flags on cmd.
+func (o *sessionFlags) bind(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVarP(&o.Workspace, "workspace", "w", "", "directory the agent works in (default: current directory)")
+	f.StringVarP(&o.Model, "model", "m", "", "model as provider/model, e.g. anthropic/claude-sonnet-4-5, openai/gpt-5, replay/demo")
+	f.StringVar(&o.Replay, "replay", "", "run a scripted replay scenario file instead of a model (see docs/replay.md)")
+	f.StringVar(&o.Sandbox, "sandbox", "", "Bash sandbox mode: auto (bubblewrap, else Landlock, else Bash refused), bwrap, landlock, off (default from config, else auto; always = bwrap)")
+	f.StringVar(&o.Resume, "resume", "", "continue session ID (full id or a unique prefix of 8+ characters)")
+}
+
 // runOptions are the flags of `maestro run`.
 type runOptions struct {
-	Workspace     string
-	Model         string
-	Replay        string
+	sessionFlags
 	Output        string
-	Resume        string
-	Sandbox       string
 	MaxIterations int
 	Thinking      string
 	System        string
@@ -104,12 +121,8 @@ aborted piece run (one-line reason on stderr), 2 usage error, 130 interrupted.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&o.Workspace, "workspace", "w", "", "directory the agent works in (default: current directory)")
-	f.StringVarP(&o.Model, "model", "m", "", "model as provider/model, e.g. anthropic/claude-sonnet-4-5, openai/gpt-5, replay/demo")
-	f.StringVar(&o.Replay, "replay", "", "run a scripted replay scenario file instead of a model (see docs/replay.md)")
+	o.sessionFlags.bind(cmd)
 	f.StringVarP(&o.Output, "output", "o", "text", "output format: text (terminal) or jsonl (one protocol event per line)")
-	f.StringVar(&o.Resume, "resume", "", "continue session ID (full id or a unique prefix of 8+ characters)")
-	f.StringVar(&o.Sandbox, "sandbox", "", "Bash sandbox mode: auto (bubblewrap, else Landlock, else Bash refused), bwrap, landlock, off (default from config, else auto; always = bwrap)")
 	f.IntVar(&o.MaxIterations, "max-iterations", 0, "maximum model calls for this task (default 50)")
 	f.StringVar(&o.Thinking, "thinking", "", "thinking level: off, minimal, low, medium, high, ultra")
 	f.StringVar(&o.System, "system", "", "replace the default system prompt (plain agent loop only)")
