@@ -22,15 +22,8 @@ import (
 // headlessOptions are the flags of `maestro headless`.
 type headlessOptions struct {
 	sessionFlags
-	ApprovalMode  string
-	ClientTools   string
-	Thinking      string
-	System        string
-	MaxIterations int
-	// Agent runs the prompts on an agent CLI (headless_agent.go) at the
-	// permission level Permission.
-	Agent      string
-	Permission string
+	ApprovalMode string
+	ClientTools  string
 }
 
 func newHeadlessCmd(io *IOStreams) *cobra.Command {
@@ -81,7 +74,6 @@ If Maestro cannot start, it writes one fatal error message on stdout
 	f.StringVar(&o.Thinking, "thinking", "", "thinking level: off, minimal, low, medium, high, ultra (init can change it)")
 	f.StringVar(&o.System, "system", "", "replace the default system prompt (init can change it)")
 	f.IntVar(&o.MaxIterations, "max-iterations", 0, "maximum model calls per prompt (default 50)")
-	f.StringVar(&o.Permission, "permission", "", permissionUsage)
 	f.StringVar(&o.Agent, "agent", "", "run prompts on an agent CLI (claude-code, codex, gemini-cli, opencode, qwen-code, or ~/.maestro/agents/*.yaml)")
 	return cmd
 }
