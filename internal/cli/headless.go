@@ -21,20 +21,9 @@ import (
 
 // headlessOptions are the flags of `maestro headless`.
 type headlessOptions struct {
-	Workspace     string
-	Model         string
-	Replay        string
-	Sandbox       string
-	ApprovalMode  string
-	Resume        string
-	ClientTools   string
-	Thinking      string
-	System        string
-	MaxIterations int
-	// Agent runs the prompts on an agent CLI (headless_agent.go) at the
-	// permission level Permission.
-	Agent      string
-	Permission string
+	sessionFlags
+	ApprovalMode string
+	ClientTools  string
 }
 
 func newHeadlessCmd(io *IOStreams) *cobra.Command {
@@ -79,17 +68,12 @@ If Maestro cannot start, it writes one fatal error message on stdout
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&o.Workspace, "workspace", "w", "", "directory the agent works in (default: current directory)")
-	f.StringVarP(&o.Model, "model", "m", "", "model as provider/model, e.g. anthropic/claude-sonnet-4-5, openai/gpt-5, replay/demo")
-	f.StringVar(&o.Replay, "replay", "", "run a scripted replay scenario file instead of a model (see docs/replay.md)")
-	f.StringVar(&o.Sandbox, "sandbox", "", "Bash sandbox mode: auto (bubblewrap, else Landlock, else Bash refused), bwrap, landlock, off (default from config, else auto; always = bwrap)")
+	o.sessionFlags.bind(cmd)
 	f.StringVar(&o.ApprovalMode, "approval-mode", string(protocol.ApprovalPrompt), "tool calls that change things: prompt (ask the client), auto (run), fail (deny); init can change it")
-	f.StringVar(&o.Resume, "resume", "", "continue session ID (full id or a unique prefix of 8+ characters)")
 	f.StringVar(&o.ClientTools, "client-tools", "", "JSON file declaring tools the client executes: [{\"name\",\"description\",\"input_schema\"}]")
 	f.StringVar(&o.Thinking, "thinking", "", "thinking level: off, minimal, low, medium, high, ultra (init can change it)")
 	f.StringVar(&o.System, "system", "", "replace the default system prompt (init can change it)")
 	f.IntVar(&o.MaxIterations, "max-iterations", 0, "maximum model calls per prompt (default 50)")
-	f.StringVar(&o.Permission, "permission", "", permissionUsage)
 	f.StringVar(&o.Agent, "agent", "", "run prompts on an agent CLI (claude-code, codex, gemini-cli, opencode, qwen-code, or ~/.maestro/agents/*.yaml)")
 	return cmd
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -129,29 +128,7 @@ func (ae *agentEnv) startProcess(t *testing.T, args ...string) *agentHeadless {
 
 // read validates and decodes the frames on out; done closes at its end.
 func (h *agentHeadless) read(t *testing.T, ctx context.Context, out io.Reader) (done chan struct{}) {
-	v, err := validator()
-	if err != nil {
-		t.Fatal(err)
-	}
-	frames := make(chan map[string]any, 64)
-	done = make(chan struct{})
-	go func() {
-		defer close(frames)
-		defer close(done)
-		sc := bufio.NewScanner(out)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			if err := v.ValidateServerFrame(sc.Bytes()); err != nil {
-				t.Errorf("frame does not validate: %s: %v", sc.Text(), err)
-			}
-			var f map[string]any
-			if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
-				t.Errorf("stdout line is not JSON: %q", sc.Text())
-				continue
-			}
-			frames <- f
-		}
-	}()
+	frames, done := readFrames(t, out)
 	h.e = &embedder{t: t, ctx: ctx, stdin: h.stdin, frames: frames}
 	return done
 }

@@ -82,27 +82,7 @@ func TestHeadlessSubprocess(t *testing.T) {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdin, stdout := proctest.StartPiped(t, cmd)
-	v, err := validator()
-	if err != nil {
-		t.Fatal(err)
-	}
-	frames := make(chan map[string]any, 64)
-	go func() {
-		defer close(frames)
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			if err := v.ValidateServerFrame(sc.Bytes()); err != nil {
-				t.Errorf("frame does not validate: %s: %v", sc.Text(), err)
-			}
-			var f map[string]any
-			if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
-				t.Errorf("stdout line is not JSON: %q", sc.Text())
-				continue
-			}
-			frames <- f
-		}
-	}()
+	frames, _ := readFrames(t, stdout)
 	e := &embedder{t: t, ctx: ctx, stdin: stdin, frames: frames}
 
 	if f := e.next(); f["type"] != "ready" || f["executor_type"] != "replay" {
@@ -246,4 +226,32 @@ func TestHeadlessEndOfInput(t *testing.T) {
 	if n := strings.Count(string(data), "\n"); n != 4 {
 		t.Errorf("session log has %d records, want the 4 frames:\n%s", n, data)
 	}
+}
+
+// readFrames validates and decodes the frames a headless process writes
+// to out, in the background; frames and done close at out's end.
+func readFrames(t *testing.T, out io.Reader) (frames chan map[string]any, done chan struct{}) {
+	v, err := validator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames, done = make(chan map[string]any, 64), make(chan struct{})
+	go func() {
+		defer close(frames)
+		defer close(done)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if err := v.ValidateServerFrame(sc.Bytes()); err != nil {
+				t.Errorf("frame does not validate: %s: %v", sc.Text(), err)
+			}
+			var f map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
+				t.Errorf("stdout line is not JSON: %q", sc.Text())
+				continue
+			}
+			frames <- f
+		}
+	}()
+	return frames, done
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/llm/llmtest"
+	"github.com/maestro-run/maestro/internal/piece/piecetest"
 	"github.com/maestro-run/maestro/internal/session"
 )
 
@@ -26,24 +27,11 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-const notesPiece = `name: notes
-description: Keep notes.
-max_movements: 2
-initial_movement: write
-movements:
-  - name: write
-    edit: true
-    persona: You write notes.
-    instruction: Write the notes.
-    allowed_tools: [Write]
-    rules: []
-`
-
 func TestPiecesListShowValidate(t *testing.T) {
 	t.Parallel()
 	home, project := t.TempDir(), t.TempDir()
-	writeFile(t, filepath.Join(home, "pieces", "notes.yaml"), notesPiece)
-	writeFile(t, filepath.Join(project, ".maestro", "pieces", "chat.yaml"), strings.Replace(notesPiece, "max_movements: 2", "max_movements: 0", 1))
+	writeFile(t, filepath.Join(home, "pieces", "notes.yaml"), piecetest.Notes)
+	writeFile(t, filepath.Join(project, ".maestro", "pieces", "chat.yaml"), strings.Replace(piecetest.Notes, "max_movements: 2", "max_movements: 0", 1))
 	env := map[string]string{"MAESTRO_HOME": home}
 
 	r := runCLI(t, env, "pieces", "list", "--workspace", project)
@@ -71,8 +59,8 @@ func TestPiecesListShowValidate(t *testing.T) {
 
 	dir := t.TempDir()
 	good, bad := filepath.Join(dir, "good.yaml"), filepath.Join(dir, "bad.yaml")
-	writeFile(t, good, notesPiece)
-	writeFile(t, bad, strings.Replace(strings.Replace(notesPiece, "max_movements: 2", "max_movements: 0", 1), "edit: true", "edit: false", 1))
+	writeFile(t, good, piecetest.Notes)
+	writeFile(t, bad, strings.Replace(strings.Replace(piecetest.Notes, "max_movements: 2", "max_movements: 0", 1), "edit: true", "edit: false", 1))
 	r = runCLI(t, env, "pieces", "validate", good, bad, filepath.Join(dir, "missing.yaml"))
 	if r.code != 1 || !strings.Contains(r.stderr, "2 of 3 file(s) invalid") {
 		t.Errorf("validate: exit %d, stderr %s", r.code, r.stderr)

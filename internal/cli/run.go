@@ -24,24 +24,44 @@ import (
 	"github.com/maestro-run/maestro/internal/runtime"
 )
 
-// runOptions are the flags of `maestro run`.
-type runOptions struct {
+// sessionFlags are the flags `maestro run` and `maestro headless` share:
+// where the session works, what answers it, how Bash is confined, which
+// session it continues, and how the agent loop or agent CLI runs.
+type sessionFlags struct {
 	Workspace     string
 	Model         string
 	Replay        string
-	Output        string
-	Resume        string
 	Sandbox       string
-	MaxIterations int
+	Resume        string
 	Thinking      string
 	System        string
-	Piece         string
-	NoPiece       bool
-	// Agent runs the task on an agent CLI (internal/agentcli) instead of
-	// Maestro's own loop (host.Spec.Agent); Permission is the level of
-	// agent CLIs, here and in piece movements (host.Spec.Permission).
+	MaxIterations int
+	// Agent runs the session on an agent CLI (internal/agentcli) instead
+	// of Maestro's own loop (host.Spec.Agent); Permission is the level of
+	// agent CLIs, in `run` also in piece movements (host.Spec.Permission).
 	Agent      string
 	Permission string
+}
+
+// bind registers the flags whose help is the same in both commands; each
+// command registers thinking, system, max-iterations and agent with its
+// own help.
+func (o *sessionFlags) bind(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVarP(&o.Workspace, "workspace", "w", "", "directory the agent works in (default: current directory)")
+	f.StringVarP(&o.Model, "model", "m", "", "model as provider/model, e.g. anthropic/claude-sonnet-4-5, openai/gpt-5, replay/demo")
+	f.StringVar(&o.Replay, "replay", "", "run a scripted replay scenario file instead of a model (see docs/replay.md)")
+	f.StringVar(&o.Sandbox, "sandbox", "", "Bash sandbox mode: auto (bubblewrap, else Landlock, else Bash refused), bwrap, landlock, off (default from config, else auto; always = bwrap)")
+	f.StringVar(&o.Resume, "resume", "", "continue session ID (full id or a unique prefix of 8+ characters)")
+	f.StringVar(&o.Permission, "permission", "", permissionUsage)
+}
+
+// runOptions are the flags of `maestro run`.
+type runOptions struct {
+	sessionFlags
+	Output  string
+	Piece   string
+	NoPiece bool
 }
 
 func newRunCmd(io *IOStreams) *cobra.Command {
@@ -104,18 +124,13 @@ aborted piece run (one-line reason on stderr), 2 usage error, 130 interrupted.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&o.Workspace, "workspace", "w", "", "directory the agent works in (default: current directory)")
-	f.StringVarP(&o.Model, "model", "m", "", "model as provider/model, e.g. anthropic/claude-sonnet-4-5, openai/gpt-5, replay/demo")
-	f.StringVar(&o.Replay, "replay", "", "run a scripted replay scenario file instead of a model (see docs/replay.md)")
+	o.sessionFlags.bind(cmd)
 	f.StringVarP(&o.Output, "output", "o", "text", "output format: text (terminal) or jsonl (one protocol event per line)")
-	f.StringVar(&o.Resume, "resume", "", "continue session ID (full id or a unique prefix of 8+ characters)")
-	f.StringVar(&o.Sandbox, "sandbox", "", "Bash sandbox mode: auto (bubblewrap, else Landlock, else Bash refused), bwrap, landlock, off (default from config, else auto; always = bwrap)")
 	f.IntVar(&o.MaxIterations, "max-iterations", 0, "maximum model calls for this task (default 50)")
 	f.StringVar(&o.Thinking, "thinking", "", "thinking level: off, minimal, low, medium, high, ultra")
 	f.StringVar(&o.System, "system", "", "replace the default system prompt (plain agent loop only)")
 	f.StringVar(&o.Piece, "piece", "", "run the task as this piece (see 'maestro pieces list'); skips the classifier")
 	f.BoolVar(&o.NoPiece, "no-piece", false, "run the plain agent loop: no piece, no classification")
-	f.StringVar(&o.Permission, "permission", "", permissionUsage)
 	f.StringVar(&o.Agent, "agent", "", "run the task on an agent CLI (claude-code, codex, gemini-cli, opencode, qwen-code, or ~/.maestro/agents/*.yaml); --resume then takes its Maestro session id, or the CLI's own session id")
 	return cmd
 }

@@ -1,11 +1,11 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/transport/transporttest"
 )
 
 // attachServe is a `maestro serve` run in process for the remote-attach
@@ -79,41 +80,9 @@ func startAttachServe(t *testing.T, env map[string]string, args ...string) *atta
 // body.
 func (s *attachServe) call(method, path string, body any, headers map[string]string) (int, []byte) {
 	s.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		rd = bytes.NewReader(data)
-	}
-	ctx, cancel := context.WithTimeout(s.t.Context(), 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, s.url+path, rd)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if s.token != "" {
-		req.Header.Set("Authorization", "Bearer "+s.token)
-	}
-	for k, v := range headers {
-		if v == "-" {
-			req.Header.Del(k)
-			continue
-		}
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		s.t.Fatalf("%s %s: read: %v", method, path, err)
-	}
-	return resp.StatusCode, data
+	withType := map[string]string{"Content-Type": "application/json"}
+	maps.Copy(withType, headers)
+	return transporttest.Call(s.t, http.DefaultClient, method, s.url+path, s.token, body, withType)
 }
 
 // mustCall is call that expects 200 and decodes the answer into out.
@@ -140,93 +109,37 @@ type attachEnvelope struct {
 
 // attachStream reads one event stream.
 type attachStream struct {
-	t      *testing.T
-	ch     chan attachEnvelope
-	errs   chan error
-	cancel context.CancelFunc
+	*transporttest.SSE
+	t *testing.T
 }
 
 func (s *attachServe) stream(path string, headers map[string]string) *attachStream {
 	s.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, "GET", s.url+path, nil)
+	s.t.Cleanup(cancel)
+	resp, err := http.DefaultClient.Do(transporttest.Request(s.t, ctx, "GET", s.url+path, s.token, nil, headers))
 	if err != nil {
-		s.t.Fatal(err)
-	}
-	if s.token != "" {
-		req.Header.Set("Authorization", "Bearer "+s.token)
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
 		s.t.Fatalf("open %s: %v", path, err)
 	}
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 		data, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		cancel()
 		s.t.Fatalf("open %s: %d %s %s", path, resp.StatusCode, resp.Header.Get("Content-Type"), data)
 	}
-	st := &attachStream{t: s.t, ch: make(chan attachEnvelope, 4096), errs: make(chan error, 1), cancel: cancel}
-	go func() {
-		defer close(st.ch)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			if line == "" {
-				continue
-			}
-			data, ok := strings.CutPrefix(line, "data: ")
-			if !ok {
-				st.errs <- &attachStreamError{"not a data line: " + line}
-				return
-			}
-			if _, err := protocol.DecodeEnvelope([]byte(data)); err != nil {
-				st.errs <- &attachStreamError{"envelope does not decode strictly: " + data + ": " + err.Error()}
-				return
-			}
-			var e attachEnvelope
-			json.Unmarshal([]byte(data), &e)
-			if e.Type == "message" {
-				json.Unmarshal(e.Message, &e.msg)
-			}
-			st.ch <- e
-		}
-	}()
-	s.t.Cleanup(cancel)
-	return st
+	s.t.Cleanup(func() { resp.Body.Close() })
+	return &attachStream{SSE: transporttest.ReadSSE(s.t, resp.Body, 60*time.Second, nil), t: s.t}
 }
-
-type attachStreamError struct{ msg string }
-
-func (e *attachStreamError) Error() string { return e.msg }
 
 // next returns the next envelope; the stream ending or a bad envelope
 // fails the test.
 func (st *attachStream) next() attachEnvelope {
 	st.t.Helper()
-	select {
-	case e, ok := <-st.ch:
-		if !ok {
-			select {
-			case err := <-st.errs:
-				st.t.Fatalf("event stream: %v", err)
-			default:
-			}
-			st.t.Fatal("event stream ended")
-		}
-		return e
-	case err := <-st.errs:
-		st.t.Fatalf("event stream: %v", err)
-	case <-time.After(60 * time.Second):
-		st.t.Fatal("no envelope within 60 s")
+	var e attachEnvelope
+	json.Unmarshal(st.Next(), &e)
+	if e.Type == "message" {
+		json.Unmarshal(e.Message, &e.msg)
 	}
-	return attachEnvelope{}
+	return e
 }
 
 // turn reads message envelopes until the demo's turn completes: the
@@ -253,21 +166,6 @@ func (st *attachStream) turn() []attachEnvelope {
 			if final {
 				return out
 			}
-		}
-	}
-}
-
-// ended waits for the stream to end (serve shutting down).
-func (st *attachStream) ended() {
-	st.t.Helper()
-	for {
-		select {
-		case _, ok := <-st.ch:
-			if !ok {
-				return
-			}
-		case <-time.After(30 * time.Second):
-			st.t.Fatal("event stream did not end within 30 s")
 		}
 	}
 }
@@ -433,8 +331,8 @@ func TestServeAttach(t *testing.T) {
 	if c := s.stop(); c != 0 {
 		t.Fatalf("serve exited %d", c)
 	}
-	ctrl.ended()
-	viewer.ended()
+	ctrl.Ended()
+	viewer.Ended()
 	log, err := os.ReadFile(filepath.Join(dataDir, "sessions", id, "events.jsonl"))
 	if err != nil {
 		t.Fatalf("session log: %v", err)
@@ -497,7 +395,7 @@ func TestServeAttachWithoutToken(t *testing.T) {
 		t.Fatalf("first envelope of an implicit stream: %+v", first)
 	}
 	s.mustCall("POST", "/api/headless/sessions/"+snap.SessionID+"/messages", map[string]any{"type": "shutdown"}, nil, nil)
-	watch.ended()
+	watch.Ended()
 	code, data := s.call("GET", "/api/headless/sessions/"+snap.SessionID, nil, nil)
 	wantAttachError(t, "state after shutdown", code, data, http.StatusNotFound, "not_found", "Headless session not found")
 	if _, err := os.Stat(filepath.Join(dataDir, "sessions", snap.SessionID, "events.jsonl")); err != nil {

@@ -10,21 +10,9 @@ import (
 	"testing"
 
 	"github.com/maestro-run/maestro/internal/piece"
+	"github.com/maestro-run/maestro/internal/piece/piecetest"
 	"github.com/maestro-run/maestro/internal/tool"
 )
-
-const goodPiece = `name: notes
-description: Keep notes.
-max_movements: 2
-initial_movement: write
-movements:
-  - name: write
-    edit: true
-    persona: You write notes.
-    instruction: Write the notes.
-    allowed_tools: [Write]
-    rules: []
-`
 
 // badPiece has two faults the validator reports at once.
 const badPiece = `name: notes
@@ -82,10 +70,10 @@ func TestPieceTools(t *testing.T) {
 		input SavePieceInput
 		want  string
 	}{
-		{"name mismatch", "CreatePiece", SavePieceInput{Name: "other", YAMLContent: goodPiece}, `other.yaml:1:7: name: expected "other", the name the piece is saved under, found "notes"`},
-		{"path in name", "CreatePiece", SavePieceInput{Name: "../notes", YAMLContent: goodPiece}, `expected "../notes"`},
-		{"exists", "CreatePiece", SavePieceInput{Name: "code", YAMLContent: strings.Replace(goodPiece, "name: notes", "name: code", 1)}, `a piece "code" already exists (builtin:code.yaml)`},
-		{"update missing", "UpdatePiece", SavePieceInput{Name: "notes", YAMLContent: goodPiece}, `there is no piece "notes" to update`},
+		{"name mismatch", "CreatePiece", SavePieceInput{Name: "other", YAMLContent: piecetest.Notes}, `other.yaml:1:7: name: expected "other", the name the piece is saved under, found "notes"`},
+		{"path in name", "CreatePiece", SavePieceInput{Name: "../notes", YAMLContent: piecetest.Notes}, `expected "../notes"`},
+		{"exists", "CreatePiece", SavePieceInput{Name: "code", YAMLContent: strings.Replace(piecetest.Notes, "name: notes", "name: code", 1)}, `a piece "code" already exists (builtin:code.yaml)`},
+		{"update missing", "UpdatePiece", SavePieceInput{Name: "notes", YAMLContent: piecetest.Notes}, `there is no piece "notes" to update`},
 	}
 	for _, tc := range cases {
 		res := runTool(t, lib.tool(tc.tool), tc.input)
@@ -94,12 +82,12 @@ func TestPieceTools(t *testing.T) {
 		}
 	}
 
-	res = runTool(t, create, SavePieceInput{Name: "notes", YAMLContent: goodPiece})
+	res = runTool(t, create, SavePieceInput{Name: "notes", YAMLContent: piecetest.Notes})
 	path := filepath.Join(home, "pieces", "notes.yaml")
 	if res.IsError || !strings.Contains(res.Content, "Piece notes created") {
 		t.Fatalf("CreatePiece(good) = %+v", res)
 	}
-	if data, err := os.ReadFile(path); err != nil || string(data) != goodPiece {
+	if data, err := os.ReadFile(path); err != nil || string(data) != piecetest.Notes {
 		t.Errorf("saved file = %q, %v", data, err)
 	}
 	if p, ok := lib.Get("notes"); !ok || p.InitialMovement != "write" {
@@ -119,8 +107,8 @@ func TestPieceTools(t *testing.T) {
 
 	// UpdatePiece replaces the whole piece; a project override of the same
 	// name takes precedence, and the tool says so.
-	updated := strings.Replace(goodPiece, "max_movements: 2", "max_movements: 4", 1)
-	if err := os.WriteFile(filepath.Join(project, "notes.yaml"), []byte(goodPiece), 0o644); err != nil {
+	updated := strings.Replace(piecetest.Notes, "max_movements: 2", "max_movements: 4", 1)
+	if err := os.WriteFile(filepath.Join(project, "notes.yaml"), []byte(piecetest.Notes), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	res = runTool(t, lib.tool("UpdatePiece"), SavePieceInput{Name: "notes", YAMLContent: updated})
@@ -131,7 +119,7 @@ func TestPieceTools(t *testing.T) {
 		t.Errorf("updated file = %q", data)
 	}
 	// A built-in can be updated (overridden), never deleted.
-	general := strings.Replace(goodPiece, "name: notes", "name: general", 1)
+	general := strings.Replace(piecetest.Notes, "name: notes", "name: general", 1)
 	if res := runTool(t, lib.tool("UpdatePiece"), SavePieceInput{Name: "general", YAMLContent: general}); res.IsError {
 		t.Errorf("UpdatePiece(general) = %+v", res)
 	}
@@ -146,7 +134,7 @@ func TestReadOnlyLibrary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lib.Create(context.Background(), "notes", goodPiece); err == nil || !strings.Contains(err.Error(), "no user piece directory") {
+	if _, err := lib.Create(context.Background(), "notes", piecetest.Notes); err == nil || !strings.Contains(err.Error(), "no user piece directory") {
 		t.Errorf("Create on a read-only library: %v", err)
 	}
 }

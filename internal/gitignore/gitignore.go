@@ -27,11 +27,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"path"
 	"strings"
 	"sync"
+
+	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 // FileName is the name of the files holding ignore rules.
@@ -250,24 +251,7 @@ func readIgnoreFile(fsys fs.FS, name string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("read %s: not a regular file", name)
-	}
-	if fi.Size() > MaxFileBytes {
-		return nil, fmt.Errorf("read %s: %d bytes, over the limit of %d", name, fi.Size(), MaxFileBytes)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", name, err)
-	}
-	if len(data) > MaxFileBytes {
-		return nil, fmt.Errorf("read %s: grew past the limit of %d bytes", name, MaxFileBytes)
-	}
-	return data, nil
+	return workspace.ReadRegular(f, name, MaxFileBytes)
 }
 
 // Ignored reports whether the file or directory at p (slash-separated,

@@ -13,7 +13,6 @@ package gitinfo
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -116,22 +115,9 @@ func readSmall(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	st, err = f.Stat()
+	data, err := workspace.ReadRegular(f, path, MaxMetadataBytes)
 	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is %s, not a regular file", path, workspace.KindOf(st.Mode()))
-	}
-	if st.Size() > MaxMetadataBytes {
-		return nil, fmt.Errorf("%s is %d bytes, over the %d-byte limit for git metadata", path, st.Size(), MaxMetadataBytes)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxMetadataBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(data) > MaxMetadataBytes {
-		return nil, fmt.Errorf("%s grew past the %d-byte limit for git metadata", path, MaxMetadataBytes)
+		return nil, fmt.Errorf("read git metadata: %w", err)
 	}
 	return data, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/protocol/prototest"
 	"github.com/maestro-run/maestro/internal/transport/httpattach"
+	"github.com/maestro-run/maestro/internal/transport/transporttest"
 )
 
 // serveRunner builds a runner with its session API (no lease sweep) and
@@ -52,21 +53,7 @@ func TestOtherSessionOwnedElsewhere(t *testing.T) {
 
 	do := func(method, path, body string) (int, []byte) {
 		t.Helper()
-		req, err := http.NewRequestWithContext(t.Context(), method, srv.URL+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		data, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatalf("%s %s: read body: %v", method, path, err)
-		}
-		return resp.StatusCode, data
+		return transporttest.Call(t, srv.Client(), method, srv.URL+path, "", body, nil)
 	}
 
 	type errBody struct {

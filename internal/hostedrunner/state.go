@@ -107,28 +107,15 @@ func openStateDir(cfg Config) (*workspace.Dir, error) {
 // snapshotPath is the path of the file name in the snapshot root.
 func (c Config) snapshotPath(name string) string { return filepath.Join(c.SnapshotRoot, name) }
 
-// readRegular reads the regular file name of d, at most max bytes.
+// readRegular reads the regular file name of d, at most max bytes,
+// without following a link.
 func readRegular(d *workspace.Dir, name string, max int64) ([]byte, error) {
 	f, err := d.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if st.Size() > max {
-		return nil, fmt.Errorf("%s is %d bytes, more than the %d allowed", name, st.Size(), max)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > max {
-		return nil, fmt.Errorf("%s grew past the %d bytes allowed", name, max)
-	}
-	return data, nil
+	return workspace.ReadRegular(f, name, max)
 }
 
 // writeStream replaces name in d with what fill writes: into a new

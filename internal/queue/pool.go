@@ -122,16 +122,8 @@ func (p *Pool) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case _, ok := <-sub.C():
-				if !ok {
-					return
-				}
-				p.wake.signal()
-			}
+		for sub.Wait(ctx, nil) {
+			p.wake.signal()
 		}
 	})
 	// Slots that succeed at about the same time are completed together.
@@ -566,15 +558,7 @@ func (p *Pool) heartbeat(ctx context.Context, log *slog.Logger, l store.Lease, c
 // ours (cancelled by a user), without waiting for the next heartbeat.
 func (p *Pool) watchCancel(ctx context.Context, sub *store.Subscription, l store.Lease, cancelJob context.CancelCauseFunc) {
 	defer sub.Close()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case _, ok := <-sub.C():
-			if !ok {
-				return
-			}
-		}
+	for sub.Wait(ctx, nil) {
 		// Coalesce a burst of notifications (the job's own events) and
 		// spare short jobs the read: check once cancelCheckDelay after the
 		// first notification.

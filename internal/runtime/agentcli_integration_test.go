@@ -52,27 +52,6 @@ func fakeAnthropic(t *testing.T, turns ...llmtest.Turn) (*llmtest.Server, string
 	return main, srv.URL
 }
 
-// waitWithin is waitFor with a longer bound (a real CLI starts slowly on
-// a loaded machine).
-func (h *harness) waitWithin(d time.Duration, what string, ok func([]protocol.Message) bool) {
-	h.t.Helper()
-	timeout := time.NewTimer(d)
-	defer timeout.Stop()
-	for {
-		h.mu.Lock()
-		frames, ch := slices.Clone(h.frames), h.changed
-		h.mu.Unlock()
-		if ok(frames) {
-			return
-		}
-		select {
-		case <-ch:
-		case <-timeout.C:
-			h.t.Fatalf("timed out waiting for %s; frames: %v", what, h.types())
-		}
-	}
-}
-
 func TestIntegrationClaudeApprovalRelay(t *testing.T) {
 	t.Parallel()
 	bin := proctest.AgentCLI(t, "claude")

@@ -147,7 +147,14 @@ func (h *harness) handle(m protocol.Message) error {
 // waitFor waits (bounded) until the collected frames satisfy ok.
 func (h *harness) waitFor(what string, ok func([]protocol.Message) bool) {
 	h.t.Helper()
-	timeout := time.NewTimer(10 * time.Second)
+	h.waitWithin(10*time.Second, what, ok)
+}
+
+// waitWithin is waitFor with the bound d (a real CLI starts slowly on a
+// loaded machine).
+func (h *harness) waitWithin(d time.Duration, what string, ok func([]protocol.Message) bool) {
+	h.t.Helper()
+	timeout := time.NewTimer(d)
 	defer timeout.Stop()
 	for {
 		h.mu.Lock()

@@ -120,16 +120,7 @@ func (fs *feeds) run(ctx context.Context, f *feed, sub *store.Subscription) {
 	}()
 	tick := time.NewTicker(fs.poll)
 	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case _, ok := <-sub.C():
-			if !ok {
-				return
-			}
-		case <-tick.C:
-		}
+	for sub.Wait(ctx, tick.C) {
 		for {
 			f.mu.Lock()
 			after := f.last

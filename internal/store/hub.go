@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // ErrClosed is returned by calls on a closed store or hub.
@@ -38,6 +39,21 @@ type Subscription struct {
 // C returns the channel notifications arrive on. It is closed when the
 // subscription is closed (by Close, its context, or the store closing).
 func (s *Subscription) C() <-chan Notification { return s.ch }
+
+// Wait blocks until a notification arrives or tick fires (a nil tick
+// never does), and then returns true; it returns false once ctx ends or
+// the subscription is closed. Notifications carry no payload a waiter
+// needs: a true return only says that it is time to read again.
+func (s *Subscription) Wait(ctx context.Context, tick <-chan time.Time) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case _, ok := <-s.ch:
+		return ok
+	case <-tick:
+		return true
+	}
+}
 
 // Topic returns the subscribed topic.
 func (s *Subscription) Topic() string { return s.topic }

@@ -103,22 +103,13 @@ type commandSpec struct {
 // and then exited with success false and the reason, as the reference
 // server does.
 func (m *Manager) CommandStart(ctx context.Context, owner string, req protocol.UtilityCommandStart) error {
-	if err := ctx.Err(); err != nil {
-		return errorf(400, "utility_command_start cancelled: %v", err)
-	}
-	m.mu.Lock()
-	switch {
-	case m.closed:
-		m.mu.Unlock()
-		return errClosed()
-	case m.commands[req.CommandID] != nil:
-		m.mu.Unlock()
-		return errorf(400, "Utility command already exists: %s", req.CommandID)
-	}
 	// Reserve the id while the command is validated and started.
-	c := &command{m: m, id: req.CommandID, owner: owner, seq: m.nextSeq(), done: make(chan struct{})}
-	m.commands[req.CommandID] = c
-	m.mu.Unlock()
+	c, e := reserve(ctx, m, m.commands, req.CommandID, "utility_command_start", "Utility command", func(seq uint64) *command {
+		return &command{m: m, id: req.CommandID, owner: owner, seq: seq, done: make(chan struct{})}
+	})
+	if e != nil {
+		return e
+	}
 
 	spec, e := m.validateCommand(req)
 	if e != nil {

@@ -2,6 +2,7 @@ package utility
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -167,6 +168,28 @@ func (m *Manager) emit(msg protocol.Message) {
 
 // nextSeq numbers commands and watches in start order (for Snapshot).
 // Called with m.mu held.
+// reserve enters the operation that newOp makes (given its sequence
+// number) under id in ops, so that the id is taken while the operation
+// is validated and started. It refuses a cancelled start (op names the
+// message), a closed manager and an id already in use (what names the
+// kind of operation).
+func reserve[T any](ctx context.Context, m *Manager, ops map[string]*T, id, op, what string, newOp func(seq uint64) *T) (*T, *Error) {
+	if err := ctx.Err(); err != nil {
+		return nil, errorf(400, op+" cancelled: %v", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.closed:
+		return nil, errClosed()
+	case ops[id] != nil:
+		return nil, errorf(400, what+" already exists: %s", id)
+	}
+	o := newOp(m.nextSeq())
+	ops[id] = o
+	return o, nil
+}
+
 func (m *Manager) nextSeq() uint64 {
 	m.seq++
 	return m.seq

@@ -74,24 +74,15 @@ type pendingEvent struct {
 // asynchronously. If the watch is stopped while it starts, no
 // started message is sent and nothing is left running.
 func (m *Manager) WatchStart(ctx context.Context, owner string, req protocol.UtilityFileWatchStart) error {
-	if err := ctx.Err(); err != nil {
-		return errorf(400, "utility_file_watch_start cancelled: %v", err)
+	w, e := reserve(ctx, m, m.watches, req.WatchID, "utility_file_watch_start", "Utility file watch", func(seq uint64) *watch {
+		return &watch{
+			m: m, id: req.WatchID, owner: owner, seq: seq,
+			dirs: map[string]bool{}, pending: map[string]*pendingEvent{},
+		}
+	})
+	if e != nil {
+		return e
 	}
-	m.mu.Lock()
-	switch {
-	case m.closed:
-		m.mu.Unlock()
-		return errClosed()
-	case m.watches[req.WatchID] != nil:
-		m.mu.Unlock()
-		return errorf(400, "Utility file watch already exists: %s", req.WatchID)
-	}
-	w := &watch{
-		m: m, id: req.WatchID, owner: owner, seq: m.nextSeq(),
-		dirs: map[string]bool{}, pending: map[string]*pendingEvent{},
-	}
-	m.watches[req.WatchID] = w
-	m.mu.Unlock()
 
 	if e := w.configure(req); e != nil {
 		m.forgetWatch(w)

@@ -116,11 +116,31 @@ func (r *Root) OpenRegular(path string) (*os.File, fs.FileInfo, error) {
 // too, so memory stays bounded by max. What is not a regular file is
 // refused as by OpenRegular.
 func (r *Root) ReadFileMax(path string, max int64) ([]byte, error) {
-	f, fi, err := r.OpenRegular(path)
+	f, _, err := r.OpenRegular(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	return ReadRegular(f, path, max)
+}
+
+// ReadRegular reads the opened file f, named path in errors, whole if it
+// is a regular file of at most max bytes. The kind and size are taken
+// from f itself (fstat), so nothing swapped in after the open is read:
+// anything but a regular file is refused with a *NotRegularError, a
+// larger file with a *TooLargeError before anything is read, and a file
+// that grows past max while being read with a *TooLargeError too, so
+// memory stays bounded by max. How f was opened (without following
+// links, without blocking on a FIFO) is the caller's policy; f is not
+// closed.
+func ReadRegular(f fs.File, path string, max int64) ([]byte, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("stat %s: %w", Excerpt(path), err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &NotRegularError{Path: path, Mode: fi.Mode()}
+	}
 	if fi.Size() > max {
 		return nil, &TooLargeError{Path: path, Size: fi.Size(), Max: max}
 	}

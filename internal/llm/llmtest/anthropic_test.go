@@ -30,15 +30,8 @@ func anthropicClient(t *testing.T, s *Server) *anthropic.Client {
 	return &c
 }
 
-var anthropicTurn = Turn{
-	Thinking:         "Let me look at the file.",
-	Text:             []string{"I will ", "read ", "it."},
-	ToolCalls:        []ToolCall{{ID: "toolu_a", Name: "Read", Input: `{"path":"café/notes.md","limit":10}`, Fragments: 3}, {Name: "Glob", Input: `{"pattern":"*.go"}`}},
-	InputTokens:      100,
-	OutputTokens:     20,
-	CacheReadTokens:  30,
-	CacheWriteTokens: 7,
-}
+// anthropicTurn is readGlobTurn with an Anthropic tool-use id.
+var anthropicTurn = readGlobTurn("toolu_a", 7)
 
 func anthropicParams(model string) anthropic.MessageNewParams {
 	return anthropic.MessageNewParams{

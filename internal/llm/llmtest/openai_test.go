@@ -28,13 +28,22 @@ func sdkClient(t *testing.T, s *Server) *openai.Client {
 	return &c
 }
 
-var scriptedTurn = Turn{
-	Thinking:        "Let me look at the file.",
-	Text:            []string{"I will ", "read ", "it."},
-	ToolCalls:       []ToolCall{{ID: "call_a", Name: "Read", Input: `{"path":"café/notes.md","limit":10}`, Fragments: 3}, {Name: "Glob", Input: `{"pattern":"*.go"}`}},
-	InputTokens:     100,
-	OutputTokens:    20,
-	CacheReadTokens: 30,
+// scriptedTurn is readGlobTurn with an OpenAI call id.
+var scriptedTurn = readGlobTurn("call_a", 0)
+
+// readGlobTurn is the turn the SDK tests of both dialects script:
+// thinking, three text deltas and two tool calls (the first, with the id
+// callID, split in three fragments), with cacheWrite cache-write tokens.
+func readGlobTurn(callID string, cacheWrite int64) Turn {
+	return Turn{
+		Thinking:         "Let me look at the file.",
+		Text:             []string{"I will ", "read ", "it."},
+		ToolCalls:        []ToolCall{{ID: callID, Name: "Read", Input: `{"path":"café/notes.md","limit":10}`, Fragments: 3}, {Name: "Glob", Input: `{"pattern":"*.go"}`}},
+		InputTokens:      100,
+		OutputTokens:     20,
+		CacheReadTokens:  30,
+		CacheWriteTokens: cacheWrite,
+	}
 }
 
 func TestChatStreamThroughSDK(t *testing.T) {

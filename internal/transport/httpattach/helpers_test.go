@@ -1,16 +1,12 @@
 package httpattach_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -138,55 +134,20 @@ type hdr map[string]string
 // nil); it returns the status and the raw body.
 func (s *server) call(method, path string, body any, h hdr, out any) (int, []byte) {
 	s.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		data, err := json.Marshal(b)
-		if err != nil {
-			s.t.Fatalf("encode body: %v", err)
-		}
-		rd = bytes.NewReader(data)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if rd != nil {
-		// JSON unless the caller's headers say otherwise.
-		withType := hdr{"Content-Type": "application/json"}
-		maps.Copy(withType, h)
-		h = withType
-	}
-	resp := s.do(ctx, method, path, rd, h)
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		s.t.Fatalf("read %s %s: %v", method, path, err)
-	}
-	if out != nil && resp.StatusCode == http.StatusOK {
+	status, data := transporttest.Call(s.t, s.srv.Client(), method, s.srv.URL+path, s.token, body, h)
+	if out != nil && status == http.StatusOK {
 		if err := json.Unmarshal(data, out); err != nil {
 			s.t.Fatalf("decode %s %s answer %s: %v", method, path, data, err)
 		}
 	}
-	return resp.StatusCode, data
+	return status, data
 }
 
 // do sends a request with the server's token and the headers h; the
 // caller closes the answer's body.
 func (s *server) do(ctx context.Context, method, path string, body io.Reader, h hdr) *http.Response {
 	s.t.Helper()
-	req, err := http.NewRequestWithContext(ctx, method, s.srv.URL+path, body)
-	if err != nil {
-		s.t.Fatalf("new request: %v", err)
-	}
-	if s.token != "" {
-		req.Header.Set("Authorization", "Bearer "+s.token)
-	}
-	for k, v := range h {
-		req.Header.Set(k, v)
-	}
-	resp, err := s.srv.Client().Do(req)
+	resp, err := s.srv.Client().Do(transporttest.Request(s.t, ctx, method, s.srv.URL+path, s.token, body, h))
 	if err != nil {
 		s.t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -301,11 +262,10 @@ func (e envelope) snapCursor() int64 {
 // sse is a client of one event stream; every envelope it reads is
 // validated against the protocol's schemas.
 type sse struct {
+	*transporttest.SSE
 	t      testing.TB
 	resp   *http.Response
 	cancel context.CancelFunc
-	ch     chan envelope
-	errs   chan error
 }
 
 // open starts an event stream; query is appended to the URL.
@@ -327,43 +287,11 @@ func (s *server) open(id, query string, h hdr) *sse {
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		s.t.Errorf("Content-Type %q, want text/event-stream", ct)
 	}
-	st := &sse{t: s.t, resp: resp, cancel: cancel, ch: make(chan envelope, 4096), errs: make(chan error, 1)}
 	v := mustValidator(s.t)
-	go func() {
-		defer close(st.ch)
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			if line == "" {
-				continue
-			}
-			data, ok := strings.CutPrefix(line, "data: ")
-			if !ok {
-				st.errs <- &frameError{"SSE line is not a data line: " + line}
-				return
-			}
-			if err := v.ValidateEnvelope([]byte(data)); err != nil {
-				st.errs <- &frameError{"envelope does not validate: " + data + ": " + err.Error()}
-				return
-			}
-			if _, err := protocol.DecodeEnvelope([]byte(data)); err != nil {
-				st.errs <- &frameError{"envelope does not decode strictly: " + data + ": " + err.Error()}
-				return
-			}
-			var e envelope
-			json.Unmarshal([]byte(data), &e)
-			e.raw = data
-			st.ch <- e
-		}
-	}()
+	st := &sse{SSE: transporttest.ReadSSE(s.t, resp.Body, 20*time.Second, v.ValidateEnvelope), t: s.t, resp: resp, cancel: cancel}
 	s.t.Cleanup(st.close)
 	return st
 }
-
-type frameError struct{ msg string }
-
-func (e *frameError) Error() string { return e.msg }
 
 func (st *sse) close() {
 	st.cancel()
@@ -373,23 +301,11 @@ func (st *sse) close() {
 // next returns the next envelope, failing after a timeout.
 func (st *sse) next() envelope {
 	st.t.Helper()
-	select {
-	case e, ok := <-st.ch:
-		if !ok {
-			select {
-			case err := <-st.errs:
-				st.t.Fatalf("event stream: %v", err)
-			default:
-			}
-			st.t.Fatalf("event stream ended")
-		}
-		return e
-	case err := <-st.errs:
-		st.t.Fatalf("event stream: %v", err)
-	case <-time.After(20 * time.Second):
-		st.t.Fatalf("timed out waiting for an envelope")
-	}
-	return envelope{}
+	data := st.Next()
+	var e envelope
+	json.Unmarshal(data, &e)
+	e.raw = string(data)
+	return e
 }
 
 // until reads envelopes until a message of type typ and returns all of
@@ -402,23 +318,6 @@ func (st *sse) until(typ string) []envelope {
 		out = append(out, e)
 		if e.Type == "message" && e.msgType() == typ {
 			return out
-		}
-	}
-}
-
-// ended waits for the stream to end.
-func (st *sse) ended() {
-	st.t.Helper()
-	for {
-		select {
-		case _, ok := <-st.ch:
-			if !ok {
-				return
-			}
-		case err := <-st.errs:
-			st.t.Fatalf("event stream: %v", err)
-		case <-time.After(20 * time.Second):
-			st.t.Fatalf("timed out waiting for the stream to end")
 		}
 	}
 }

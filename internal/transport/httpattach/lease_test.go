@@ -212,7 +212,7 @@ func TestDisconnectReleasesLease(t *testing.T) {
 	if !out.Success || out.ConnectionID != c.ConnectionID || out.ControllerConnectionID != nil || len(out.DisconnectedSubscriptionIDs) != 1 || out.DisconnectedSubscriptionIDs[0] != c.SubscriptionID {
 		t.Fatalf("disconnect answer: %+v", out)
 	}
-	stream.ended()
+	stream.Ended()
 	next := s.subscribe(id, map[string]any{"role": "controller"})
 	if !next.ControllerLeaseGranted {
 		t.Fatalf("after disconnect: %+v", next)

@@ -127,7 +127,7 @@ func TestShutdownDisposesRuntime(t *testing.T) {
 	st := s.open(id, "", nil)
 	st.next()
 	s.mustSend(id, c.SubscriptionID, `{"type":"shutdown"}`)
-	st.ended()
+	st.Ended()
 	// The session was forgotten before the runtime closed its streams.
 	if _, ok := s.sessions.Get(id); ok {
 		t.Fatalf("the session outlived its runtime")
@@ -185,7 +185,7 @@ func TestCloseEndsStreams(t *testing.T) {
 	st := s.open(id, "", nil)
 	st.next()
 	s.h.Close()
-	st.ended()
+	st.Ended()
 }
 
 // ownedElsewhere is a Sessions bound to one session that explains misses.

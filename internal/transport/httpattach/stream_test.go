@@ -379,7 +379,7 @@ func TestReattachSubscription(t *testing.T) {
 		t.Fatalf("queued frame: %s", first.raw)
 	}
 	b := s.open(id, "", hdr{"x-composer-headless-subscriber-id": c.SubscriptionID})
-	a.ended()
+	a.Ended()
 	s.mustSend(id, c.SubscriptionID, `{"type":"init","thinking_level":"high"}`)
 	if e := b.next(); e.msgType() != "status" || e.Cursor <= first.Cursor {
 		t.Fatalf("second stream: %s after %s", e.raw, first.raw)
