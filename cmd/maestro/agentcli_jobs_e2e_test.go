@@ -76,15 +76,21 @@ var jobInterruptCases = []struct {
 	// event says why (its error for a cancel, its reason for a release).
 	state  store.State
 	reason string
+	// interrupted: the attempt logs the movement's interruption (a
+	// protocol error of type cancelled) before it is released. A cancelled
+	// job's lease is gone, so its attempt writes nothing after the cancel.
+	interrupted bool
 }{
-	{"cancel", 2 * time.Second, store.StateCancelled, "stop the hung CLI"},
-	{"SIGTERM", queue.DefaultShutdownGrace + 2*time.Second, store.StateQueued, "released"},
+	{"cancel", 2 * time.Second, store.StateCancelled, "stop the hung CLI", false},
+	{"SIGTERM", queue.DefaultShutdownGrace + 2*time.Second, store.StateQueued, "released", true},
 }
 
 // A job of a piece whose movement runs each real CLI, interrupted while
 // the CLI waits on the model: no process of the CLI's process group runs
 // 2 s after a cancel (2 s after the shutdown grace on SIGTERM), and the
-// job's log records it — cancelled, or released to the queue.
+// job's log records it: cancelled with the user's reason; or the
+// movement's interruption (error_type cancelled), then released to the
+// queue (attempt not counted), where the next worker resumes it.
 func TestAgentCLIJobInterruptE2E(t *testing.T) {
 	t.Parallel()
 	for _, s := range agentclitest.Setups() {
@@ -146,11 +152,18 @@ func TestAgentCLIJobInterruptE2E(t *testing.T) {
 				}
 				var last store.StatusEvent
 				var log strings.Builder
+				interrupted := false
 				for _, e := range evs {
 					log.WriteString(string(e.Type) + " " + string(e.Data) + "\n")
-					if e.Type == store.JobEventStatus {
+					switch e.Type {
+					case store.JobEventStatus:
 						json.Unmarshal(e.Data, &last)
+					case store.JobEventProtocol:
+						interrupted = interrupted || strings.Contains(string(e.Data), `"error_type":"cancelled"`)
 					}
+				}
+				if interrupted != c.interrupted {
+					t.Errorf("the log records the movement's interruption: %v, want %v\nlog:\n%s", interrupted, c.interrupted, log.String())
 				}
 				if got.State != c.state || last.State != c.state || !strings.Contains(last.Error+" "+last.Reason, c.reason) {
 					t.Errorf("job %s, last status %s (%q %q); want %s (%q)\nlog:\n%s\nserve: %s", got.State, last.State, last.Error, last.Reason, c.state, c.reason, log.String(), stderr.String())
