@@ -161,14 +161,9 @@ func TestAgentCLIInterruptE2E(t *testing.T) {
 		for _, c := range interruptCases {
 			t.Run(s.ID+"/"+c.name, func(t *testing.T) {
 				t.Parallel()
-				f := agentclitest.NewFakeModel(t)
-				f.Hang = true
+				f := agentclitest.NewHangingModel(t)
 				r := c.start(t, s, f.URL)
-				select {
-				case <-f.Arrived:
-				case <-time.After(5 * time.Minute):
-					t.Fatalf("the model call never arrived\nstderr: %s", r.stderr.String())
-				}
+				f.AwaitCall(t, 5*time.Minute, r.stderr.String)
 				maestro := r.cmd.Process.Pid
 				var groups []int
 				for _, pid := range processes(func(_, ppid, _ int) bool { return ppid == maestro }) {
@@ -185,18 +180,7 @@ func TestAgentCLIInterruptE2E(t *testing.T) {
 				}
 				code := r.exitCode(t)
 				// The group gets until 2 s after the signal.
-				for _, pgid := range groups {
-					for {
-						left := processes(func(_, _, pgrp int) bool { return pgrp == pgid })
-						if len(left) == 0 {
-							break
-						}
-						if time.Since(at) > 2*time.Second {
-							t.Fatalf("%s: processes %v of the CLI's group %d still run %v after the signal", c.sig, left, pgid, time.Since(at).Round(time.Millisecond))
-						}
-						proctest.Alive(left[0], 2*time.Second-time.Since(at))
-					}
-				}
+				groupsGone(t, groups, at, 2*time.Second)
 				if code != c.code {
 					t.Errorf("exit status %d, want %d\nstderr: %s", code, c.code, r.stderr.String())
 				}

@@ -45,8 +45,8 @@ func cliGroups(t *testing.T, dir string, within time.Duration) []int {
 	}
 }
 
-// groupsGone fails the test when a process of groups still runs at
-// deadline.
+// groupsGone fails the test when a process of groups still runs
+// deadline after since.
 func groupsGone(t *testing.T, groups []int, since time.Time, deadline time.Duration) {
 	t.Helper()
 	for _, pgid := range groups {
@@ -99,8 +99,7 @@ func TestAgentCLIJobInterruptE2E(t *testing.T) {
 				t.Parallel()
 				ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
 				defer cancel()
-				f := agentclitest.NewFakeModel(t)
-				f.Hang = true
+				f := agentclitest.NewHangingModel(t)
 				home := t.TempDir()
 				agentclitest.WritePiece(t, home, s.ID)
 				// The piece runs on replay: the CLI's settings (OPENAI_BASE_URL…)
@@ -118,11 +117,7 @@ func TestAgentCLIJobInterruptE2E(t *testing.T) {
 					t.Fatal(err)
 				}
 				url, stderr, stop := startServe(ctx, t, env, "--workers", "1", "--data-dir", home)
-				select {
-				case <-f.Arrived:
-				case <-ctx.Done():
-					t.Fatalf("the model call never arrived\nserve: %s", stderr.String())
-				}
+				f.AwaitCall(t, 5*time.Minute, stderr.String)
 				groups := cliGroups(t, queue.WorkDir(home, task.ID), 30*time.Second)
 
 				at := time.Now()

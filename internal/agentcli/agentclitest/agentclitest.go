@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/maestro-run/maestro/internal/llm/llmtest"
 	"github.com/maestro-run/maestro/internal/proctest"
@@ -182,4 +183,26 @@ func WritePiece(t testing.TB, home, id string) {
 	WriteFile(t, filepath.Join(home, "pieces", "agent-hello.yaml"),
 		"name: agent-hello\ndescription: One agent movement.\nmax_movements: 2\ninitial_movement: hello\nmovements:\n"+
 			"  - name: hello\n    agent: "+id+"\n    edit: true\n    persona: You greet.\n    instruction: Say hello.\n    allowed_tools: [Bash]\n    rules: []\n")
+}
+
+// NewHangingModel starts a fake model server whose main calls hang until
+// the client goes away (an interrupt's target; see AwaitCall).
+func NewHangingModel(t testing.TB) *FakeModel {
+	f := NewFakeModel(t)
+	f.Hang = true
+	return f
+}
+
+// AwaitCall waits up to within for the first main model call of a
+// hanging FakeModel; it fails the test with output() (the process's
+// stderr) when none arrives.
+func (f *FakeModel) AwaitCall(t testing.TB, within time.Duration, output func() string) {
+	t.Helper()
+	timer := time.NewTimer(within)
+	defer timer.Stop()
+	select {
+	case <-f.Arrived:
+	case <-timer.C:
+		t.Fatalf("the model call never arrived within %v\noutput: %s", within, output())
+	}
 }
