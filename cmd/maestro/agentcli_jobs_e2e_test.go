@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,7 +24,8 @@ import (
 // on a model call that hangs.
 
 // cliGroups waits until a process runs in dir (the CLI of the job's
-// movement) and returns the process groups of the processes there.
+// movement) and returns the process groups of the processes there, which
+// the test's cleanup SIGKILLs.
 func cliGroups(t *testing.T, dir string, within time.Duration) []int {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -36,6 +38,12 @@ func cliGroups(t *testing.T, dir string, within time.Duration) []int {
 			return false
 		})
 		if len(groups) > 0 {
+			// A failed test leaves no orphan behind.
+			t.Cleanup(func() {
+				for _, pgid := range groups {
+					_ = syscall.Kill(-pgid, syscall.SIGKILL)
+				}
+			})
 			return groups
 		}
 		if time.Now().After(deadline) {
