@@ -47,14 +47,7 @@ func startAgentRun(t *testing.T, s agentclitest.Setup, url, work, task string, a
 // its standard input, which then stays open.
 func startMaestro(t *testing.T, s agentclitest.Setup, url, home, input string, args ...string) *agentRun {
 	t.Helper()
-	bin := proctest.AgentCLI(t, s.Bin)
-	cliHome := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(cliHome, "tmp"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	env := append(proctest.NoModelEnv(home), "HOME="+cliHome, "TMPDIR="+filepath.Join(cliHome, "tmp"), "NO_COLOR=1", "LANG=C.UTF-8",
-		"PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
-	env = append(env, s.Env(t, cliHome, url)...)
+	env := agentclitest.ProcessEnv(t, s, proctest.NoModelEnv(home), url)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	t.Cleanup(cancel)
 	r := &agentRun{cmd: exec.CommandContext(ctx, binary, args...), stdout: &proctest.Buffer{}, stderr: &proctest.Buffer{}, home: home}
@@ -151,14 +144,7 @@ var interruptCases = []struct {
 	}},
 	{"piece/SIGINT", syscall.SIGINT, 130, func(t *testing.T, s agentclitest.Setup, url string) *agentRun {
 		home := t.TempDir()
-		piece := "name: agent-hello\ndescription: One agent movement.\nmax_movements: 2\ninitial_movement: hello\nmovements:\n" +
-			"  - name: hello\n    agent: " + s.ID + "\n    edit: true\n    persona: You greet.\n    instruction: Say hello.\n    allowed_tools: [Bash]\n    rules: []\n"
-		if err := os.MkdirAll(filepath.Join(home, "pieces"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(home, "pieces", "agent-hello.yaml"), []byte(piece), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		agentclitest.WritePiece(t, home, s.ID)
 		// The piece runs on replay: the CLI's settings (OPENAI_BASE_URL…)
 		// must not make Maestro pick a model of its own.
 		return startMaestro(t, s, url, home, "", "run", "--piece", "agent-hello", "--model", "replay/demo", "--workspace", t.TempDir(), "--output", "jsonl", "say hello")
@@ -183,14 +169,9 @@ func TestAgentCLIInterruptE2E(t *testing.T) {
 			}
 			t.Run(s.ID+"/"+c.name, func(t *testing.T) {
 				t.Parallel()
-				f := agentclitest.NewFakeModel(t)
-				f.Hang = true
+				f := agentclitest.NewHangingModel(t)
 				r := c.start(t, s, f.URL)
-				select {
-				case <-f.Arrived:
-				case <-time.After(5 * time.Minute):
-					t.Fatalf("the model call never arrived\nstderr: %s", r.stderr.String())
-				}
+				f.AwaitCall(t, 5*time.Minute, r.stderr.String)
 				maestro := r.cmd.Process.Pid
 				var groups []int
 				for _, pid := range processes(func(_, ppid, _ int) bool { return ppid == maestro }) {
@@ -207,18 +188,7 @@ func TestAgentCLIInterruptE2E(t *testing.T) {
 				}
 				code := r.exitCode(t)
 				// The group gets until 2 s after the signal.
-				for _, pgid := range groups {
-					for {
-						left := processes(func(_, _, pgrp int) bool { return pgrp == pgid })
-						if len(left) == 0 {
-							break
-						}
-						if time.Since(at) > 2*time.Second {
-							t.Fatalf("%s: processes %v of the CLI's group %d still run %v after the signal", c.sig, left, pgid, time.Since(at).Round(time.Millisecond))
-						}
-						proctest.Alive(left[0], 2*time.Second-time.Since(at))
-					}
-				}
+				groupsGone(t, groups, at, 2*time.Second)
 				if code != c.code {
 					t.Errorf("exit status %d, want %d\nstderr: %s", code, c.code, r.stderr.String())
 				}

@@ -12,11 +12,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/maestro-run/maestro/internal/llm/llmtest"
+	"github.com/maestro-run/maestro/internal/proctest"
 )
 
 // Setup is how one CLI is pointed at the fake server.
@@ -154,4 +157,52 @@ func NewFakeModel(t testing.TB, turns ...llmtest.Turn) *FakeModel {
 	t.Cleanup(srv.Close)
 	f.URL = srv.URL
 	return f
+}
+
+// ProcessEnv is base plus what a process that runs s's CLI needs: s's
+// settings pointing it at url, its own HOME and TMPDIR (a fresh temporary
+// directory), plain output, and the installed CLI's directory first on
+// PATH (proctest.AgentCLI: a missing CLI skips, or fails under CI=true).
+func ProcessEnv(t testing.TB, s Setup, base []string, url string) []string {
+	t.Helper()
+	bin := proctest.AgentCLI(t, s.Bin)
+	cliHome := t.TempDir()
+	tmp := filepath.Join(cliHome, "tmp")
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := append(slices.Clip(base), "HOME="+cliHome, "TMPDIR="+tmp, "NO_COLOR=1", "LANG=C.UTF-8",
+		"PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return append(env, s.Env(t, cliHome, url)...)
+}
+
+// WritePiece writes, under home's pieces/, the piece agent-hello: one
+// movement that runs the CLI of adapter id with edit and Bash allowed.
+func WritePiece(t testing.TB, home, id string) {
+	t.Helper()
+	WriteFile(t, filepath.Join(home, "pieces", "agent-hello.yaml"),
+		"name: agent-hello\ndescription: One agent movement.\nmax_movements: 2\ninitial_movement: hello\nmovements:\n"+
+			"  - name: hello\n    agent: "+id+"\n    edit: true\n    persona: You greet.\n    instruction: Say hello.\n    allowed_tools: [Bash]\n    rules: []\n")
+}
+
+// NewHangingModel starts a fake model server whose main calls hang until
+// the client goes away (an interrupt's target; see AwaitCall).
+func NewHangingModel(t testing.TB) *FakeModel {
+	f := NewFakeModel(t)
+	f.Hang = true
+	return f
+}
+
+// AwaitCall waits up to within for the first main model call of a
+// hanging FakeModel; it fails the test with output() (the process's
+// stderr) when none arrives.
+func (f *FakeModel) AwaitCall(t testing.TB, within time.Duration, output func() string) {
+	t.Helper()
+	timer := time.NewTimer(within)
+	defer timer.Stop()
+	select {
+	case <-f.Arrived:
+	case <-timer.C:
+		t.Fatalf("the model call never arrived within %v\noutput: %s", within, output())
+	}
 }

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/agentcli/agentclitest"
+	"github.com/maestro-run/maestro/internal/proctest"
+	"github.com/maestro-run/maestro/internal/queue"
+	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/store/sqlite"
+)
+
+// The jobs entry point of issue 16 item 1: a job queued on `maestro serve`
+// whose piece movement runs an agent CLI, interrupted while the CLI waits
+// on a model call that hangs.
+
+// cliGroups waits until a process runs in dir (the CLI of the job's
+// movement) and returns the process groups of the processes there, which
+// the test's cleanup SIGKILLs.
+func cliGroups(t *testing.T, dir string, within time.Duration) []int {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		var groups []int
+		processes(func(pid, _, pgrp int) bool {
+			if cwd, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "cwd")); err == nil && cwd == dir && !slices.Contains(groups, pgrp) {
+				groups = append(groups, pgrp)
+			}
+			return false
+		})
+		if len(groups) > 0 {
+			// A failed test leaves no orphan behind.
+			t.Cleanup(func() {
+				for _, pgid := range groups {
+					_ = syscall.Kill(-pgid, syscall.SIGKILL)
+				}
+			})
+			return groups
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no process runs in the job's workspace %s", dir)
+		}
+		proctest.Alive(os.Getpid(), 50*time.Millisecond) // a bounded pause between scans
+	}
+}
+
+// groupsGone fails the test when a process of groups still runs
+// deadline after since.
+func groupsGone(t *testing.T, groups []int, since time.Time, deadline time.Duration) {
+	t.Helper()
+	for _, pgid := range groups {
+		for {
+			left := processes(func(_, _, pgrp int) bool { return pgrp == pgid })
+			if len(left) == 0 {
+				break
+			}
+			if time.Since(since) > deadline {
+				t.Fatalf("processes %v of the CLI's group %d still run %v after the interrupt", left, pgid, time.Since(since).Round(time.Millisecond))
+			}
+			proctest.Alive(left[0], deadline-time.Since(since))
+		}
+	}
+	t.Logf("the CLI's process groups %v ended %v after the interrupt", groups, time.Since(since).Round(time.Millisecond))
+}
+
+// jobInterruptCases interrupt a running agent-CLI job: a user cancel
+// (through `maestro tasks cancel`), or SIGTERM to serve, which gives the
+// job its shutdown grace (docs/queue.md, "Graceful shutdown"), then ends
+// it and releases it to the queue.
+var jobInterruptCases = []struct {
+	name string
+	// within is how long after the interrupt the CLI's group may live.
+	within time.Duration
+	// state is the job's state afterwards and reason what its last status
+	// event says why (its error for a cancel, its reason for a release).
+	state  store.State
+	reason string
+	// interrupted: the attempt logs the movement's interruption (a
+	// protocol error of type cancelled) before it is released. A cancelled
+	// job's lease is gone, so its attempt writes nothing after the cancel.
+	interrupted bool
+}{
+	{"cancel", 2 * time.Second, store.StateCancelled, "stop the hung CLI", false},
+	{"SIGTERM", queue.DefaultShutdownGrace + 2*time.Second, store.StateQueued, "released", true},
+}
+
+// A job of a piece whose movement runs each real CLI, interrupted while
+// the CLI waits on the model: no process of the CLI's process group runs
+// 2 s after a cancel (2 s after the shutdown grace on SIGTERM), and the
+// job's log records it: cancelled with the user's reason; or the
+// movement's interruption (error_type cancelled), then released to the
+// queue (attempt not counted), where the next worker resumes it.
+func TestAgentCLIJobInterruptE2E(t *testing.T) {
+	t.Parallel()
+	for _, s := range agentclitest.Setups() {
+		for _, c := range jobInterruptCases {
+			t.Run(s.ID+"/"+c.name, func(t *testing.T) {
+				t.Parallel()
+				ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
+				defer cancel()
+				f := agentclitest.NewHangingModel(t)
+				home := t.TempDir()
+				agentclitest.WritePiece(t, home, s.ID)
+				// The piece runs on replay: the CLI's settings (OPENAI_BASE_URL…)
+				// must not make Maestro pick a model of its own.
+				env := append(agentclitest.ProcessEnv(t, s, proctest.NoModelEnv(home), f.URL), "MAESTRO_MODEL=replay/demo")
+
+				dbPath := filepath.Join(home, "maestro.db")
+				st, err := sqlite.Open(ctx, dbPath, sqlite.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				task, job, err := st.CreateTask(ctx, store.NewTask{Title: "say hello", Piece: "agent-hello", MaxAttempts: 3})
+				st.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				url, stderr, stop := startServe(ctx, t, env, "--workers", "1", "--data-dir", home)
+				f.AwaitCall(t, 5*time.Minute, stderr.String)
+				groups := cliGroups(t, queue.WorkDir(home, task.ID), 30*time.Second)
+
+				at := time.Now()
+				if c.name == "cancel" {
+					if out, errOut, err := tasksCLI(ctx, env, url, "cancel", "1", "--reason", c.reason); err != nil {
+						t.Fatalf("tasks cancel: %v\n%s%s", err, out, errOut)
+					}
+					groupsGone(t, groups, at, c.within)
+					stop()
+				} else {
+					stop()
+					groupsGone(t, groups, at, c.within)
+				}
+
+				st, err = sqlite.Open(ctx, dbPath, sqlite.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer st.Close()
+				got, err := st.GetJob(ctx, job.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				evs, err := st.ReadJobEvents(ctx, job.ID, 0, store.MaxListLimit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var last store.StatusEvent
+				var log strings.Builder
+				interrupted := false
+				for _, e := range evs {
+					log.WriteString(string(e.Type) + " " + string(e.Data) + "\n")
+					switch e.Type {
+					case store.JobEventStatus:
+						json.Unmarshal(e.Data, &last)
+					case store.JobEventProtocol:
+						interrupted = interrupted || strings.Contains(string(e.Data), `"error_type":"cancelled"`)
+					}
+				}
+				if interrupted != c.interrupted {
+					t.Errorf("the log records the movement's interruption: %v, want %v\nlog:\n%s", interrupted, c.interrupted, log.String())
+				}
+				if got.State != c.state || last.State != c.state || !strings.Contains(last.Error+" "+last.Reason, c.reason) {
+					t.Errorf("job %s, last status %s (%q %q); want %s (%q)\nlog:\n%s\nserve: %s", got.State, last.State, last.Error, last.Reason, c.state, c.reason, log.String(), stderr.String())
+				}
+			})
+		}
+	}
+}
