@@ -15,8 +15,12 @@ cd "$(dirname "$0")/.."
 
 cache=${1:-${MAESTRO_AGENT_CLIS:-.cache/agent-clis}}
 timeout_s=${AGENT_CLI_INSTALL_TIMEOUT:-300}
-mkdir -p "$cache/bin"
-cache=$(cd "$cache" && pwd)
+# A cache directory that cannot be made or entered (e.g. a link loop) stops
+# the script: an empty $cache would put every prefix and link under /.
+if ! mkdir -p "$cache/bin" || ! cache=$(cd "$cache" && pwd) || [ -z "$cache" ] || [ "$cache" = / ]; then
+  echo "install-agent-clis: cannot use the cache directory ${1:-${MAESTRO_AGENT_CLIS:-.cache/agent-clis}}" >&2
+  exit 1
+fi
 
 if ! command -v npm >/dev/null 2>&1; then
   echo "install-agent-clis: npm not found; agent CLIs not installed" >&2
