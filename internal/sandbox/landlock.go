@@ -126,8 +126,7 @@ func startConfined(cmd *exec.Cmd, l *landlockSpec) error {
 		return fmt.Errorf("making the helper non-dumpable: %w", err)
 	}
 	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
+	goOffLeader(func() {
 		errc <- func() error {
 			if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 				return fmt.Errorf("setting no_new_privs: %w", err)
@@ -146,8 +145,36 @@ func startConfined(cmd *exec.Cmd, l *landlockSpec) error {
 			return cmd.Start()
 		}()
 		select {}
-	}()
+	})
 	return <-errc
+}
+
+// goOffLeader runs f on a new goroutine locked to an OS thread that is
+// not the process's thread-group leader. Landlock domains are per thread,
+// and a signal or ptrace aimed at the helper's pid is checked against the
+// leader: were the leader the confined thread, the command would share its
+// domain and could signal the helper (seen in CI when the Go scheduler put
+// the goroutine on the main thread). A goroutine that lands on the leader
+// keeps it locked, so the scheduler cannot give it to the next goroutine,
+// until a fresh goroutine has locked another thread.
+func goOffLeader(f func()) { goOffLeaderCheck(f, isLeaderThread) }
+
+func isLeaderThread() bool { return unix.Gettid() == unix.Getpid() }
+
+// goOffLeaderCheck is goOffLeader with the leader test passed in, so that
+// a test can take the handover path on demand.
+func goOffLeaderCheck(f func(), onLeader func() bool) {
+	go func() {
+		runtime.LockOSThread()
+		if !onLeader() {
+			f()
+			return
+		}
+		locked := make(chan struct{})
+		goOffLeaderCheck(func() { close(locked); f() }, isLeaderThread)
+		<-locked
+		runtime.UnlockOSThread()
+	}()
 }
 
 // dropCapabilities empties the calling thread's capability sets (bounding,
