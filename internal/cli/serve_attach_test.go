@@ -29,9 +29,17 @@ type attachServe struct {
 	log  *syncOut
 }
 
-// startAttachServe runs `maestro serve` on a free loopback port with
-// env; stop ends it (the test's cleanup does so too).
+// startAttachServe runs `maestro serve` without workers on a free
+// loopback port with env; stop ends it (the test's cleanup does so too).
 func startAttachServe(t *testing.T, env map[string]string, args ...string) *attachServe {
+	t.Helper()
+	return serveInProcess(t, env, append([]string{"--workers", "0"}, args...))
+}
+
+// serveInProcess runs `maestro serve --listen 127.0.0.1:0 args...` in process
+// with env and waits for its URL; stop ends it (the test's cleanup does so
+// too, and fails the test on a non-zero exit).
+func serveInProcess(t *testing.T, env map[string]string, args []string) *attachServe {
 	t.Helper()
 	out := &syncOut{re: regexp.MustCompile(`http://127\.0\.0\.1:\d+`), found: make(chan string, 1)}
 	errOut := &syncOut{}
@@ -39,7 +47,7 @@ func startAttachServe(t *testing.T, env map[string]string, args ...string) *atta
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
-		done <- Run(ctx, ios, append([]string{"serve", "--listen", "127.0.0.1:0", "--workers", "0"}, args...))
+		done <- Run(ctx, ios, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...))
 	}()
 	s := &attachServe{t: t, token: env["MAESTRO_API_TOKEN"], log: errOut}
 	stopped, code := false, -1

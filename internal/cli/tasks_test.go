@@ -64,43 +64,11 @@ func runTasksCLI(t *testing.T, env map[string]string, args ...string) (int, stri
 	return code, out.String(), errOut.String()
 }
 
-// startServe runs `maestro serve` in process on a free port and returns its
-// base URL; the server stops when the test ends.
+// startServeCLI runs `maestro serve` in process on a free port and returns
+// its base URL; the server stops when the test ends.
 func startServeCLI(t *testing.T, env map[string]string, args ...string) string {
 	t.Helper()
-	out := &syncOut{re: regexp.MustCompile(`http://127\.0\.0\.1:\d+`), found: make(chan string, 1)}
-	errOut := &syncOut{}
-	ios := &IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut, Getenv: func(k string) string { return env[k] }}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- Run(ctx, ios, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...))
-	}()
-	t.Cleanup(func() {
-		cancel()
-		defer func() {
-			if t.Failed() {
-				t.Logf("serve log:\n%s", errOut.String())
-			}
-		}()
-		select {
-		case code := <-done:
-			if code != 0 {
-				t.Errorf("serve exited %d:\n%s", code, errOut.String())
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("serve did not stop within 30 s:\n%s", errOut.String())
-		}
-	})
-	select {
-	case url := <-out.found:
-		return url
-	case code := <-done:
-		t.Fatalf("serve exited %d before listening:\n%s%s", code, out.String(), errOut.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("serve did not print its URL within 30 s:\n%s", errOut.String())
-	}
-	return ""
+	return serveInProcess(t, env, args).url
 }
 
 // askScenarioFile is a scripted model that asks which colour the fence
