@@ -22,12 +22,6 @@ import (
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
-// mustValidator returns the shared schema validator.
-func mustValidator(t testing.TB) *protocol.Validator {
-	t.Helper()
-	return prototest.Validator(t)
-}
-
 // options configure a test server.
 type options struct {
 	// scenario is a replay scenario in testdata/scenarios (default: one
@@ -207,7 +201,7 @@ func (s *server) subscribe(id string, body map[string]any) subSnap {
 	if st != 200 {
 		s.t.Fatalf("subscribe %v: %d %s", body, st, data)
 	}
-	if err := mustValidator(s.t).ValidateSnapshot(out.Snapshot); err != nil {
+	if err := prototest.Validator(s.t).ValidateSnapshot(out.Snapshot); err != nil {
 		s.t.Errorf("subscription snapshot does not validate: %v", err)
 	}
 	return out
@@ -287,7 +281,7 @@ func (s *server) open(id, query string, h hdr) *sse {
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		s.t.Errorf("Content-Type %q, want text/event-stream", ct)
 	}
-	v := mustValidator(s.t)
+	v := prototest.Validator(s.t)
 	st := &sse{SSE: transporttest.ReadSSE(s.t, resp.Body, 20*time.Second, v.ValidateEnvelope), t: s.t, resp: resp, cancel: cancel}
 	s.t.Cleanup(st.close)
 	return st

@@ -250,9 +250,8 @@ func (s *session) connection(r *http.Request, b *attachBody, role protocol.Role,
 
 // state serves GET /api/headless/sessions/{id}[/state].
 func (h *Handler) state(w http.ResponseWriter, r *http.Request) {
-	s, e := h.lookup(r.PathValue("id"))
-	if e != nil {
-		writeError(w, e)
+	s, ok := h.pathSession(w, r)
+	if !ok {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.snapshot())
@@ -429,9 +428,8 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 	if !h.ready(w) {
 		return
 	}
-	s, e := h.lookup(r.PathValue("id"))
-	if e != nil {
-		writeError(w, e)
+	s, ok := h.pathSession(w, r)
+	if !ok {
 		return
 	}
 	if e := httpedge.RequireJSON(r); e != nil {

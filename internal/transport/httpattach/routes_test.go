@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/protocol/prototest"
 	"github.com/maestro-run/maestro/internal/runtime"
 	"github.com/maestro-run/maestro/internal/transport/httpattach"
 )
@@ -20,7 +21,7 @@ import (
 func TestRoutesAndErrors(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, options{})
-	v := mustValidator(t)
+	v := prototest.Validator(t)
 	id := s.createSession(map[string]any{"protocolVersion": "2026-04-02", "clientInfo": map[string]any{"name": "test"}, "thinkingLevel": "off", "client": "generic"})
 
 	// /:id and /:id/state serve the same valid snapshot.
@@ -286,7 +287,7 @@ func TestMessageReplySnapshot(t *testing.T) {
 	if st != http.StatusOK {
 		t.Fatalf("prompt: %d %s", st, body)
 	}
-	if err := mustValidator(t).ValidateSnapshot(ack.Snapshot); err != nil {
+	if err := prototest.Validator(t).ValidateSnapshot(ack.Snapshot); err != nil {
 		t.Errorf("reply snapshot does not validate: %v", err)
 	}
 	var snap struct {

@@ -100,6 +100,17 @@ func (h *Handler) lookup(id string) (*session, *Error) {
 	return h.bind(id, rt), nil
 }
 
+// pathSession resolves the session the request's {id} names; on an error
+// it writes the error and returns false.
+func (h *Handler) pathSession(w http.ResponseWriter, r *http.Request) (*session, bool) {
+	s, e := h.lookup(r.PathValue("id"))
+	if e != nil {
+		writeError(w, e)
+		return nil, false
+	}
+	return s, true
+}
+
 // missing is the error for an unknown session id: the Sessions' own
 // (SessionMissing), else 404 with msg.
 func (h *Handler) missing(id, msg string) *Error {

@@ -37,9 +37,8 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	if !h.ready(w) {
 		return
 	}
-	s, e := h.lookup(r.PathValue("id"))
-	if e != nil {
-		writeError(w, e)
+	s, ok := h.pathSession(w, r)
+	if !ok {
 		return
 	}
 	q := r.URL.Query()

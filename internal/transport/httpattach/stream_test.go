@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/protocol/prototest"
 	"github.com/maestro-run/maestro/internal/transport/httpattach"
 )
 
@@ -136,7 +137,7 @@ func (w *stuckWriter) Write(p []byte) (int, error) {
 func (w *stuckWriter) envelopes(t *testing.T) []envelope {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	v := mustValidator(t)
+	v := prototest.Validator(t)
 	var out []envelope
 	for _, frame := range strings.Split(w.buf.String(), "\n\n") {
 		data, ok := strings.CutPrefix(frame, "data: ")

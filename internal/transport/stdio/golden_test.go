@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/protocol/prototest"
 	"github.com/maestro-run/maestro/internal/runtime"
 	"github.com/maestro-run/maestro/internal/session"
 	"github.com/maestro-run/maestro/internal/transport/stdio/stdiotest"
@@ -139,7 +140,7 @@ func TestShutdownFlushesSessionLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := stdiotest.Validator(t).ValidateEnvelope(data); err != nil {
+	if err := prototest.Validator(t).ValidateEnvelope(data); err != nil {
 		t.Errorf("snapshot does not validate: %v\n%s", err, data)
 	}
 }

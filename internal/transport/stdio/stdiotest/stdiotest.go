@@ -62,13 +62,6 @@ import (
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
-// Validator returns the shared schema validator, failing t if it cannot be
-// built.
-func Validator(t testing.TB) *protocol.Validator {
-	t.Helper()
-	return prototest.Validator(t)
-}
-
 // Options configure a run. The zero value runs a one-frame replay
 // scenario answering "ok" in a fresh workspace, approval mode auto.
 type Options struct {
@@ -116,7 +109,7 @@ type Result struct {
 // returns what the server wrote.
 func Run(t testing.TB, o Options, script string) Result {
 	t.Helper()
-	v := Validator(t)
+	v := prototest.Validator(t)
 	if o.Timeout <= 0 {
 		o.Timeout = 60 * time.Second
 	}
