@@ -18,13 +18,6 @@ import (
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
-// mustValidator checks every frame the tests see (prototest's one
-// validator; building it is slow).
-func mustValidator(t testing.TB) *protocol.Validator {
-	t.Helper()
-	return prototest.Validator(t)
-}
-
 // scenario parses an inline replay scenario (YAML frames only).
 func scenario(t testing.TB, tools string, frames string) llm.Provider {
 	t.Helper()
@@ -83,7 +76,7 @@ type harness struct {
 // workspace) with a lossless subscription of connection "local".
 func newHarness(t testing.TB, cfg Config, opts ConnectOptions) *harness {
 	t.Helper()
-	v := mustValidator(t)
+	v := prototest.Validator(t)
 	if cfg.Tools == nil {
 		root, err := workspace.Open(t.TempDir())
 		if err != nil {

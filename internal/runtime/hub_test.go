@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/protocol/prototest"
 )
 
 // newBare returns a started runtime with no subscriptions.
@@ -23,7 +24,7 @@ func newBare(t *testing.T, cfg Config) *Runtime {
 	if cfg.Tools == nil {
 		cfg.Tools = func(context.Context) (*toolSet, error) { return nil, nil }
 	}
-	cfg.Validate = mustValidator(t).ValidateServerFrame
+	cfg.Validate = prototest.Validator(t).ValidateServerFrame
 	rt, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/protocol/prototest"
 )
 
 const writeFrames = `
@@ -144,7 +145,7 @@ func TestServerRequestTimeouts(t *testing.T) {
 func TestSnapshotPendingAndInterrupt(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		v := mustValidator(t)
+		v := prototest.Validator(t)
 		h := newHarness(t, Config{Provider: scenario(t, "Write", writeFrames), ApprovalMode: protocol.ApprovalPrompt, SessionID: "s1"}, ConnectOptions{})
 		check := func(s protocol.Snapshot) {
 			t.Helper()
