@@ -94,9 +94,17 @@ type controller struct {
 	sub  *runtime.Subscription
 }
 
+// connect connects a controller that negotiates no capabilities.
 func connect(t *testing.T, r *Runner) *controller {
 	t.Helper()
-	c, err := r.Runtime().Connect(runtime.ConnectOptions{Role: protocol.RoleController, ProtocolVersion: protocol.Version})
+	return connectWith(t, r, nil)
+}
+
+// connectWith connects a controller negotiating caps (nil: none) and
+// subscribes it from now on.
+func connectWith(t *testing.T, r *Runner, caps *protocol.Capabilities) *controller {
+	t.Helper()
+	c, err := r.Runtime().Connect(runtime.ConnectOptions{Role: protocol.RoleController, ProtocolVersion: protocol.Version, Capabilities: caps})
 	if err != nil {
 		t.Fatal(err)
 	}

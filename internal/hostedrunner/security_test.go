@@ -107,16 +107,7 @@ func postDrain(t *testing.T, r *Runner, body string) (code int, data []byte) {
 // connectUtil connects a controller negotiating the file utilities.
 func connectUtil(t *testing.T, r *Runner) *controller {
 	t.Helper()
-	c, err := r.Runtime().Connect(runtime.ConnectOptions{Role: protocol.RoleController, ProtocolVersion: protocol.Version,
-		Capabilities: &protocol.Capabilities{UtilityOperations: []protocol.UtilityOperation{protocol.OpFileRead, protocol.OpFileWatch}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Subscribe(runtime.SubscribeOptions{From: runtime.FromNow})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &controller{t: t, conn: c, sub: s}
+	return connectWith(t, r, &protocol.Capabilities{UtilityOperations: []protocol.UtilityOperation{protocol.OpFileRead, protocol.OpFileWatch}})
 }
 
 // prompt runs one fixture prompt to its end.
