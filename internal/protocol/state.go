@@ -130,14 +130,7 @@ const MaxActiveCommandOutput = 32768
 
 // ActiveFileWatch is a running file watch: the utility_file_watch_started
 // fields.
-type ActiveFileWatch struct {
-	WatchID           string   `json:"watch_id"`
-	RootDir           string   `json:"root_dir"`
-	IncludePatterns   []string `json:"include_patterns,omitempty"`
-	ExcludePatterns   []string `json:"exclude_patterns,omitempty"`
-	DebounceMS        int      `json:"debounce_ms"`
-	OwnerConnectionID string   `json:"owner_connection_id,omitempty"`
-}
+type ActiveFileWatch UtilityFileWatchStarted
 
 // SSE envelopes (wire contract §12). They are Messages of their own family: each
 // is the JSON of one "data:" line of the events stream.

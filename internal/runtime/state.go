@@ -182,10 +182,7 @@ func (st *state) apply(m protocol.Message) {
 		delete(st.cmdOut, m.CommandID)
 	case protocol.UtilityFileWatchStarted:
 		s.ActiveFileWatches = slices.DeleteFunc(s.ActiveFileWatches, func(w protocol.ActiveFileWatch) bool { return w.WatchID == m.WatchID })
-		s.ActiveFileWatches = append(s.ActiveFileWatches, protocol.ActiveFileWatch{
-			WatchID: m.WatchID, RootDir: m.RootDir, IncludePatterns: m.IncludePatterns, ExcludePatterns: m.ExcludePatterns,
-			DebounceMS: m.DebounceMS, OwnerConnectionID: m.OwnerConnectionID,
-		})
+		s.ActiveFileWatches = append(s.ActiveFileWatches, protocol.ActiveFileWatch(m))
 	case protocol.UtilityFileWatchStopped:
 		s.ActiveFileWatches = slices.DeleteFunc(s.ActiveFileWatches, func(w protocol.ActiveFileWatch) bool { return w.WatchID == m.WatchID })
 	case protocol.Error:
