@@ -193,6 +193,15 @@ type subSnap struct {
 	Snapshot                 json.RawMessage `json:"snapshot"`
 }
 
+// newControlledSession starts a server with default options, creates a
+// session on it and subscribes a controller: the opening of most tests.
+func newControlledSession(t testing.TB) (*server, string, subSnap) {
+	t.Helper()
+	s := newServer(t, options{})
+	id := s.createSession(nil)
+	return s, id, s.subscribe(id, map[string]any{"role": "controller"})
+}
+
 // subscribe makes an explicit subscription.
 func (s *server) subscribe(id string, body map[string]any) subSnap {
 	s.t.Helper()

@@ -15,9 +15,7 @@ import (
 // contract's text, and it cannot send either.
 func TestSecondControllerRejected(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, options{})
-	id := s.createSession(nil)
-	first := s.subscribe(id, map[string]any{"role": "controller"})
+	s, id, first := newControlledSession(t)
 	if !first.ControllerLeaseGranted || first.ControllerConnectionID == nil || *first.ControllerConnectionID != first.ConnectionID {
 		t.Fatalf("first controller: %+v", first)
 	}
@@ -46,9 +44,7 @@ func TestSecondControllerRejected(t *testing.T) {
 // takeover shows in heartbeat snapshots.
 func TestTakeControl(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, options{})
-	id := s.createSession(nil)
-	old := s.subscribe(id, map[string]any{"role": "controller"})
+	s, id, old := newControlledSession(t)
 	oldStream := s.open(id, "subscriptionId="+old.SubscriptionID, nil)
 	s.mustSend(id, old.SubscriptionID, `{"type":"init","append_system_prompt":"a"}`)
 
@@ -103,9 +99,7 @@ func TestTakeControl(t *testing.T) {
 // it may not negotiate requests only a controller answers.
 func TestViewerReadOnly(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, options{})
-	id := s.createSession(nil)
-	ctl := s.subscribe(id, map[string]any{"role": "controller"})
+	s, id, ctl := newControlledSession(t)
 	v := s.subscribe(id, map[string]any{"role": "viewer", "capabilities": map[string]any{"serverRequests": []string{"approval"}}})
 	vs := s.open(id, "subscriptionId="+v.SubscriptionID, nil)
 
@@ -196,9 +190,7 @@ func TestLeaseExpiry(t *testing.T) {
 // subscriptions and releases the lease; the runtime lives on.
 func TestDisconnectReleasesLease(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, options{})
-	id := s.createSession(nil)
-	c := s.subscribe(id, map[string]any{"role": "controller"})
+	s, id, c := newControlledSession(t)
 	stream := s.open(id, "subscriptionId="+c.SubscriptionID, nil)
 	var out struct {
 		Success                     bool     `json:"success"`

@@ -288,9 +288,7 @@ func TestUtilityPathsOutsideWorkspace(t *testing.T) {
 // registered.
 func TestUtilityCapability(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, options{})
-	id := s.createSession(nil)
-	c := s.subscribe(id, map[string]any{"role": "controller"})
+	s, id, c := newControlledSession(t)
 	st, body := s.send(id, c.SubscriptionID, `{"type":"utility_file_read","read_id":"r","path":"x"}`)
 	wantError(t, st, body, http.StatusForbidden, "access_denied", "utility_file_read requires file_read capability")
 }

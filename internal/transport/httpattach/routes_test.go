@@ -122,9 +122,7 @@ func TestRoutesAndErrors(t *testing.T) {
 // runtime: its streams end and the session is gone.
 func TestShutdownDisposesRuntime(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, options{})
-	id := s.createSession(nil)
-	c := s.subscribe(id, map[string]any{"role": "controller"})
+	s, id, c := newControlledSession(t)
 	st := s.open(id, "", nil)
 	st.next()
 	s.mustSend(id, c.SubscriptionID, `{"type":"shutdown"}`)
@@ -157,9 +155,7 @@ func TestAnonymousController(t *testing.T) {
 // cursor of its own, after the frames before it.
 func TestInterruptPublishesSnapshot(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, options{})
-	id := s.createSession(nil)
-	c := s.subscribe(id, map[string]any{"role": "controller"})
+	s, id, c := newControlledSession(t)
 	st := s.open(id, "subscriptionId="+c.SubscriptionID, nil)
 	for _, msg := range []string{`{"type":"interrupt"}`, `{"type":"cancel"}`} {
 		s.mustSend(id, c.SubscriptionID, `{"type":"init"}`)

@@ -40,9 +40,7 @@ func evictedSession(t *testing.T) (s *server, id string, c subSnap) {
 // after N, in cursor order, then live ones.
 func TestCursorReplayOrder(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, options{})
-	id := s.createSession(nil)
-	c := s.subscribe(id, map[string]any{"role": "controller"})
+	s, id, c := newControlledSession(t)
 	live := s.open(id, "", nil)
 	snap := live.next()
 	if snap.Type != "snapshot" {
@@ -271,9 +269,7 @@ func TestHeartbeat(t *testing.T) {
 // hosted runner at startup) publishes it too.
 func TestRestoredFromSnapshot(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, options{})
-	id := s.createSession(nil)
-	c := s.subscribe(id, map[string]any{"role": "controller"})
+	s, id, c := newControlledSession(t)
 	state := func() int64 {
 		var cur struct {
 			Cursor int64 `json:"cursor"`
@@ -326,9 +322,7 @@ func TestRestoredFromSnapshot(t *testing.T) {
 // runtime_not_ready with Retry-After; reads still work.
 func TestDraining(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, options{})
-	id := s.createSession(nil)
-	c := s.subscribe(id, map[string]any{"role": "controller"})
+	s, id, c := newControlledSession(t)
 	s.h.SetDraining("kubernetes_prestop")
 	if !s.h.Draining() {
 		t.Fatal("Draining() is false after SetDraining")
@@ -370,9 +364,7 @@ func TestUnavailable(t *testing.T) {
 // replaces the first.
 func TestReattachSubscription(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, options{})
-	id := s.createSession(nil)
-	c := s.subscribe(id, map[string]any{"role": "controller"})
+	s, id, c := newControlledSession(t)
 	s.mustSend(id, c.SubscriptionID, `{"type":"init","thinking_level":"low"}`)
 	a := s.open(id, "subscriptionId="+c.SubscriptionID, nil)
 	first := a.next()
