@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/hostedrunner"
+	"github.com/maestro-run/maestro/internal/httpedge/edgetest"
 	"github.com/maestro-run/maestro/internal/transport/httpattach"
 )
 
@@ -42,22 +43,6 @@ func TestHostedRunnerAttachScenarios(t *testing.T) {
 			ws := t.TempDir()
 			sc.run(t, startRunner(t, fixtureEnv(t, ws, "mrs_"+sc.name)), ws)
 		})
-	}
-}
-
-// errorBody is the runner's error answer (wire contract §11.5).
-type errorBody struct {
-	Error     string `json:"error"`
-	ErrorType string `json:"error_type"`
-	Code      string `json:"code"`
-}
-
-// wantError checks an error answer: status, error_type (= code) and text.
-func wantError(t *testing.T, what string, code int, raw []byte, wantCode int, wantType, wantText string) {
-	t.Helper()
-	var e errorBody
-	if err := json.Unmarshal(raw, &e); err != nil || code != wantCode || e.ErrorType != wantType || e.Code != wantType || e.Error != wantText {
-		t.Errorf("%s: %d %s, want %d {error: %q, error_type: %q}", what, code, raw, wantCode, wantText, wantType)
 	}
 }
 
@@ -173,11 +158,11 @@ func scenarioLease(t *testing.T, p *runnerProc, _ string) {
 	// subscribe; a message from nobody in particular is refused too.
 	const held = "Controller lease is already held by another connection"
 	code, raw := p.post("/api/headless/connections", map[string]any{"role": "controller"}, nil)
-	wantError(t, "second controller's register", code, raw, 409, "controller_lease_held", held)
+	edgetest.WantError(t, "second controller's register", code, raw, 409, "controller_lease_held", held)
 	code, raw = p.post(p.sessionPath("/subscribe"), map[string]any{"role": "controller"}, nil)
-	wantError(t, "second controller's subscribe", code, raw, 409, "controller_lease_held", held)
+	edgetest.WantError(t, "second controller's subscribe", code, raw, 409, "controller_lease_held", held)
 	code, raw = p.post(p.sessionPath("/messages"), map[string]any{"type": "prompt", "content": "anonymous"}, nil)
-	wantError(t, "anonymous prompt", code, raw, 409, "controller_lease_held", "Controller lease is currently held by another connection")
+	edgetest.WantError(t, "anonymous prompt", code, raw, 409, "controller_lease_held", "Controller lease is currently held by another connection")
 
 	// With takeControl the lease moves.
 	var b connSnap
@@ -194,9 +179,9 @@ func scenarioLease(t *testing.T, p *runnerProc, _ string) {
 	// The old controller is refused, by subscription and by connection.
 	const moved = "Controller lease is currently held by another connection"
 	code, raw = p.post(p.sessionPath("/messages"), map[string]any{"type": "prompt", "content": "still mine?"}, as(asub.SubscriptionID))
-	wantError(t, "old controller's prompt", code, raw, 409, "controller_lease_held", moved)
+	edgetest.WantError(t, "old controller's prompt", code, raw, 409, "controller_lease_held", moved)
 	code, raw = p.post(p.sessionPath("/message"), map[string]any{"type": "interrupt"}, map[string]string{"x-composer-headless-connection-id": a.ConnectionID})
-	wantError(t, "old controller's interrupt", code, raw, 409, "controller_lease_held", moved)
+	edgetest.WantError(t, "old controller's interrupt", code, raw, 409, "controller_lease_held", moved)
 	var hb connSnap
 	if code := p.call("POST", p.sessionPath("/heartbeat"), map[string]any{"subscriptionId": asub.SubscriptionID}, nil, &hb); code != 200 ||
 		hb.ConnectionID != a.ConnectionID || hb.ControllerLeaseGranted || hb.controller() != b.ConnectionID {
@@ -243,14 +228,14 @@ func scenarioViewer(t *testing.T, p *runnerProc, _ string) {
 		{"type": "shutdown"},
 	} {
 		code, raw := p.post(p.sessionPath("/messages"), m, as(v.SubscriptionID))
-		wantError(t, fmt.Sprintf("viewer's %s", m["type"]), code, raw, 403, "access_denied", denied)
+		edgetest.WantError(t, fmt.Sprintf("viewer's %s", m["type"]), code, raw, 403, "access_denied", denied)
 	}
 	code, raw := p.post(p.sessionPath("/message"), map[string]any{"type": "prompt", "content": "from the viewer"}, map[string]string{"x-maestro-headless-connection-id": v.ConnectionID})
-	wantError(t, "viewer's prompt by connection header", code, raw, 403, "access_denied", denied)
+	edgetest.WantError(t, "viewer's prompt by connection header", code, raw, 403, "access_denied", denied)
 	code, raw = p.post(p.sessionPath("/messages"), map[string]any{"type": "prompt", "content": "from the viewer"}, map[string]string{"x-maestro-headless-role": "viewer"})
-	wantError(t, "prompt with the viewer role header", code, raw, 403, "access_denied", denied)
+	edgetest.WantError(t, "prompt with the viewer role header", code, raw, 403, "access_denied", denied)
 	code, raw = p.post(p.sessionPath("/subscribe"), map[string]any{"role": "viewer", "capabilities": map[string]any{"serverRequests": []string{"user_input"}}}, nil)
-	wantError(t, "viewer negotiating user_input", code, raw, 400, "bad_request", "viewer headless connections cannot negotiate user_input requests")
+	edgetest.WantError(t, "viewer negotiating user_input", code, raw, 400, "bad_request", "viewer headless connections cannot negotiate user_input requests")
 
 	// hello is allowed, and its hello_ok goes to the viewer only.
 	if code, raw := p.post(p.sessionPath("/messages"), map[string]any{"type": "hello", "role": "viewer"}, as(v.SubscriptionID)); code != 200 {
@@ -539,9 +524,9 @@ func scenarioUtilities(t *testing.T, p *runnerProc, ws string) {
 	// Another controller takes over; it may not stop what c owns.
 	other := p.attach(all)
 	code, raw := p.post(p.sessionPath("/messages"), map[string]any{"type": "utility_command_terminate", "command_id": "c2"}, as(other.sub))
-	wantError(t, "terminate by another connection", code, raw, 403, "access_denied", "Headless command c2 is owned by another connection")
+	edgetest.WantError(t, "terminate by another connection", code, raw, 403, "access_denied", "Headless command c2 is owned by another connection")
 	code, raw = p.post(p.sessionPath("/messages"), map[string]any{"type": "utility_file_watch_stop", "watch_id": "w1"}, as(other.sub))
-	wantError(t, "watch stop by another connection", code, raw, 403, "access_denied", "Headless file watch w1 is owned by another connection")
+	edgetest.WantError(t, "watch stop by another connection", code, raw, 403, "access_denied", "Headless file watch w1 is owned by another connection")
 
 	// The owner leaves: its command and watch end.
 	if code, raw := p.post(p.sessionPath("/disconnect"), map[string]any{"connectionId": c.conn}, nil); code != 200 {
@@ -589,7 +574,7 @@ func scenarioDrainEscape(t *testing.T, p *runnerProc, ws string) {
 
 	for _, bad := range []string{"outdir/secret", "outdir", "leak", "dangling"} {
 		code, raw := p.post(hostedrunner.DrainPath, map[string]any{"reason": "ttl_expired", "export_paths": []string{"notes.txt", bad}}, nil)
-		wantError(t, "drain exporting "+bad, code, raw, 400, "bad_request", "Export path escapes hosted runner workspace root: "+bad)
+		edgetest.WantError(t, "drain exporting "+bad, code, raw, 400, "bad_request", "Export path escapes hosted runner workspace root: "+bad)
 	}
 	// Nothing changed: ready, no manifest, attach and prompts still work.
 	var id hostedrunner.Identity
@@ -613,7 +598,7 @@ func scenarioDrainEscape(t *testing.T, p *runnerProc, ws string) {
 	if len(got) != 1 || got[0].Input != "notes.txt" || got[0].RelativePath != "notes.txt" || got[0].Type != "file" {
 		t.Errorf("exported paths %+v", got)
 	}
-	var e errorBody
+	var e edgetest.ErrorBody
 	if code := p.call("POST", "/api/headless/connections", map[string]any{"role": "controller"}, nil, &e); code != 503 || e.ErrorType != "runtime_not_ready" {
 		t.Errorf("attach after the drain: %d %+v", code, e)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/hostedrunner"
+	"github.com/maestro-run/maestro/internal/httpedge/edgetest"
 	"github.com/maestro-run/maestro/internal/llm/llmtest"
 	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/protocol"
@@ -795,7 +796,7 @@ func TestHostedRunnerUtilityPathPrefixes(t *testing.T) {
 			filepath.Join(outside, "new", "deep"),    // absolute, under an outside directory
 		} {
 			code, raw := p.post(p.sessionPath("/messages"), message(u, "out"+strconv.Itoa(i), path), headers)
-			wantError(t, u.typ+" "+u.field+"="+path, code, raw, 403, "workspace_violation", "Path is outside hosted workspace root")
+			edgetest.WantError(t, u.typ+" "+u.field+"="+path, code, raw, 403, "workspace_violation", "Path is outside hosted workspace root")
 		}
 	}
 	for i, u := range utilities {
@@ -805,7 +806,7 @@ func TestHostedRunnerUtilityPathPrefixes(t *testing.T) {
 				continue
 			}
 			// A command or watch needs its directory now: 404 not_found.
-			var e errorBody
+			var e edgetest.ErrorBody
 			if err := json.Unmarshal(raw, &e); err != nil || code != 404 || e.Code != "not_found" || strings.Contains(e.Error, "outside") {
 				t.Errorf("%s %s=%s inside the workspace: %d %s, want 200 or 404 not_found", u.typ, u.field, path, code, raw)
 			}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/maestro-run/maestro/internal/httpedge/edgetest"
 	"github.com/maestro-run/maestro/internal/protocol/prototest"
 )
 
@@ -53,7 +54,7 @@ func TestHostedRunnerHTTPRules(t *testing.T) {
 		}
 	}
 	code, raw := p.post(p.sessionPath("/subscribe"), map[string]any{"role": "viewer", "capabilities": map[string]any{"serverRequests": []string{"mcp_elicitation"}}}, nil)
-	wantError(t, "viewer negotiating mcp_elicitation", code, raw, 400, "bad_request", "viewer headless connections cannot negotiate mcp_elicitation requests")
+	edgetest.WantError(t, "viewer negotiating mcp_elicitation", code, raw, 400, "bad_request", "viewer headless connections cannot negotiate mcp_elicitation requests")
 
 	// Defect 2: utility paths outside the workspace.
 	headers := map[string]string{"x-maestro-headless-connection-id": c.conn, "x-maestro-headless-subscriber-id": c.sub}
@@ -66,7 +67,7 @@ func TestHostedRunnerHTTPRules(t *testing.T) {
 		{"type": "utility_file_watch_start", "watch_id": "w1", "root_dir": "../elsewhere/new"},
 	} {
 		code, raw := p.post(p.sessionPath("/messages"), m, headers)
-		wantError(t, "outside path in "+m["type"].(string), code, raw, 403, "workspace_violation", "Path is outside hosted workspace root")
+		edgetest.WantError(t, "outside path in "+m["type"].(string), code, raw, 403, "workspace_violation", "Path is outside hosted workspace root")
 	}
 
 	// Defect 6: the prompt's answer shows the prompt handled.

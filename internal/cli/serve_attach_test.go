@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/httpedge/edgetest"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/transport/transporttest"
 )
@@ -178,23 +179,6 @@ func (st *attachStream) turn() []attachEnvelope {
 	}
 }
 
-type attachErrBody struct {
-	Error     string `json:"error"`
-	ErrorType string `json:"error_type"`
-	Code      string `json:"code"`
-}
-
-func wantAttachError(t *testing.T, what string, code int, data []byte, wantCode int, wantType, wantText string) {
-	t.Helper()
-	var e attachErrBody
-	if err := json.Unmarshal(data, &e); err != nil {
-		t.Fatalf("%s: %d %s: %v", what, code, data, err)
-	}
-	if code != wantCode || e.ErrorType != wantType || e.Code != wantType || !strings.Contains(e.Error, wantText) {
-		t.Fatalf("%s: got %d %s, want %d %s containing %q", what, code, data, wantCode, wantType, wantText)
-	}
-}
-
 // TestServeAttach drives `maestro serve`'s session API end to end: 401
 // without the token, a live session created over HTTP (no model: the
 // replay demo, badged replay) in a fresh workspace under the data dir, a
@@ -215,10 +199,10 @@ func TestServeAttach(t *testing.T) {
 		{"Authorization": "-", "x-maestro-api-key": "wrong"},
 	} {
 		code, data := s.call("POST", "/api/headless/sessions", map[string]any{}, h)
-		wantAttachError(t, "create without the token", code, data, http.StatusUnauthorized, "access_denied", "token")
+		edgetest.WantErrorContaining(t, "create without the token", code, data, http.StatusUnauthorized, "access_denied", "token")
 	}
 	code, data := s.call("GET", "/api/headless/sessions/x/events", nil, map[string]string{"Authorization": "-"})
-	wantAttachError(t, "events without the token", code, data, http.StatusUnauthorized, "access_denied", "token")
+	edgetest.WantErrorContaining(t, "events without the token", code, data, http.StatusUnauthorized, "access_denied", "token")
 
 	// Bad create requests name the field.
 	for _, tc := range []struct {
@@ -232,7 +216,7 @@ func TestServeAttach(t *testing.T) {
 		{"unknown provider", map[string]any{"model": "acme/x"}, `model: model "acme/x": unknown provider`},
 	} {
 		code, data := s.call("POST", "/api/headless/sessions", tc.body, nil)
-		wantAttachError(t, tc.name, code, data, http.StatusBadRequest, "bad_request", tc.want)
+		edgetest.WantErrorContaining(t, tc.name, code, data, http.StatusBadRequest, "bad_request", tc.want)
 	}
 
 	// Create: the answer is the snapshot of a live session.
@@ -282,7 +266,7 @@ func TestServeAttach(t *testing.T) {
 
 	// A second controller is refused while the first holds the lease.
 	code, data = s.call("POST", "/api/headless/connections", map[string]any{"sessionId": id, "role": "controller"}, nil)
-	wantAttachError(t, "second controller", code, data, http.StatusConflict, "controller_lease_held", "Controller lease is already held by another connection")
+	edgetest.WantErrorContaining(t, "second controller", code, data, http.StatusConflict, "controller_lease_held", "Controller lease is already held by another connection")
 
 	// The controller prompts; the run goes on after the answer.
 	var ack struct {
@@ -405,7 +389,7 @@ func TestServeAttachWithoutToken(t *testing.T) {
 	s.mustCall("POST", "/api/headless/sessions/"+snap.SessionID+"/messages", map[string]any{"type": "shutdown"}, nil, nil)
 	watch.Ended()
 	code, data := s.call("GET", "/api/headless/sessions/"+snap.SessionID, nil, nil)
-	wantAttachError(t, "state after shutdown", code, data, http.StatusNotFound, "not_found", "Headless session not found")
+	edgetest.WantErrorContaining(t, "state after shutdown", code, data, http.StatusNotFound, "not_found", "Headless session not found")
 	if _, err := os.Stat(filepath.Join(dataDir, "sessions", snap.SessionID, "events.jsonl")); err != nil {
 		t.Fatalf("session log: %v", err)
 	}

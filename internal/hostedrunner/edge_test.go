@@ -19,13 +19,6 @@ import (
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
-// errorBody is the contract's error body (§11.5) as tests read it.
-type errorBody struct {
-	Error     string `json:"error"`
-	ErrorType string `json:"error_type"`
-	Code      string `json:"code"`
-}
-
 // edgeRunner is a runner with real utility operations (commands run
 // unsandboxed, as the embedder's terminal) served over a real listener.
 func edgeRunner(t *testing.T, cfg Config) (*Runner, *httptest.Server) {
@@ -93,7 +86,7 @@ func TestDNSRebindingRefused(t *testing.T) {
 					t.Errorf("%s %s: %d %.200s, want 403 or 415", method, path, code, data)
 					return data
 				}
-				var e errorBody
+				var e edgetest.ErrorBody
 				if err := json.Unmarshal(data, &e); err != nil || e.ErrorType == "" || e.ErrorType != e.Code {
 					t.Errorf("%s %s: body %s is not the contract's error shape", method, path, data)
 				}
@@ -258,7 +251,7 @@ func TestDrainReasonValidated(t *testing.T) {
 		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		r.Handler().ServeHTTP(rec, req)
-		var e errorBody
+		var e edgetest.ErrorBody
 		json.Unmarshal(rec.Body.Bytes(), &e)
 		if rec.Code != http.StatusBadRequest || e.Code != "bad_request" || !strings.Contains(e.Error, tc.field+":") {
 			t.Errorf("%s: %d %s, want 400 naming %s", tc.body[:min(len(tc.body), 40)], rec.Code, rec.Body, tc.field)

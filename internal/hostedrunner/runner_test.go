@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/httpedge/edgetest"
 	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/runtime"
@@ -348,7 +349,7 @@ func TestDrainRefusesEscape(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var e errorBody
+		var e edgetest.ErrorBody
 		json.NewDecoder(resp.Body).Decode(&e)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusBadRequest || e.ErrorType != "bad_request" {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/httpedge/edgetest"
 	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/protocol/prototest"
@@ -148,23 +149,10 @@ func (s *server) do(ctx context.Context, method, path string, body io.Reader, h 
 	return resp
 }
 
-// errBody is an error answer.
-type errBody struct {
-	Error     string `json:"error"`
-	ErrorType string `json:"error_type"`
-	Code      string `json:"code"`
-}
-
 // wantError checks an error answer's status, code and text.
 func wantError(t testing.TB, status int, body []byte, wantStatus int, wantCode, wantText string) {
 	t.Helper()
-	var e errBody
-	if err := json.Unmarshal(body, &e); err != nil {
-		t.Fatalf("error body %q is not JSON: %v", body, err)
-	}
-	if status != wantStatus || e.Code != wantCode || e.ErrorType != wantCode || e.Error != wantText {
-		t.Fatalf("got %d %+v, want %d {error:%q error_type/code:%q}", status, e, wantStatus, wantText, wantCode)
-	}
+	edgetest.WantError(t, "answer", status, body, wantStatus, wantCode, wantText)
 }
 
 // createSession creates a session and returns its id.
