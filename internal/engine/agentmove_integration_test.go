@@ -20,7 +20,6 @@ import (
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/protocol"
-	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 // agentMoveCLIs are the real CLIs the integration test runs, each pointed
@@ -83,15 +82,7 @@ func testAgentMovementOn(t *testing.T, id, bin string, cliEnv func(t *testing.T,
 	}))
 	t.Cleanup(srv.Close)
 
-	ws := t.TempDir()
-	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("apples\npears\nplums\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	root, err := workspace.Open(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
+	root := fruitWorkspace(t)
 	reg, err := agentcli.Load("")
 	if err != nil {
 		t.Fatal(err)
