@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -79,7 +77,7 @@ If Maestro cannot start, it writes one fatal error message on stdout
 }
 
 func runHeadless(ctx context.Context, io *IOStreams, o headlessOptions) error {
-	log := slog.New(slog.NewTextHandler(io.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := io.logger(slog.LevelWarn)
 	s, err := startHeadless(ctx, io, o, log)
 	if err != nil {
 		// The client reads stdout: it gets one fatal error message; the
@@ -91,7 +89,7 @@ func runHeadless(ctx context.Context, io *IOStreams, o headlessOptions) error {
 	}
 
 	// SIGINT and SIGTERM end the session like a shutdown message.
-	sctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	sctx, stop := untilSignalled(ctx)
 	defer stop()
 	serveErr := stdio.Serve(sctx, stdio.Config{Runtime: s.Runtime, In: io.In, Out: io.Out, Logger: log,
 		// Probing the sandbox runs processes: after ready, not before.

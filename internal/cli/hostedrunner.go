@@ -124,7 +124,7 @@ type readyLine struct {
 }
 
 func runHostedRunner(ctx context.Context, io *IOStreams, o hostedRunnerOptions) error {
-	log := slog.New(slog.NewTextHandler(io.ErrOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := io.logger(slog.LevelInfo)
 	switch o.stdinEOF {
 	case "auto", "exit", "ignore":
 	default:

@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -191,7 +188,7 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	}
 	defer s.Close()
 	// Ctrl-C / SIGTERM cancel the run; a second Ctrl-C kills the process.
-	runCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	runCtx, stop := untilSignalled(ctx)
 	defer stop()
 	go func() { <-runCtx.Done(); stop() }()
 

@@ -7,12 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -136,9 +133,9 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		return usageErr("--allowed-host: %v", err)
 	}
 	o.Name = workerName(o.Name)
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := untilSignalled(ctx)
 	defer stop()
-	log := slog.New(slog.NewTextHandler(io.ErrOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := io.logger(slog.LevelInfo)
 
 	st, dataDir, err := openJobStore(ctx, io, o.DB, o.DataDir)
 	if err != nil {

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -81,9 +78,9 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 		return usageErr("--lease must be at least 300ms, got %s", o.Lease)
 	}
 	o.Name = workerName(o.Name)
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := untilSignalled(ctx)
 	defer stop()
-	log := slog.New(slog.NewTextHandler(io.ErrOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := io.logger(slog.LevelInfo)
 
 	st, dataDir, err := openJobStore(ctx, io, o.DB, o.DataDir)
 	if err != nil {
