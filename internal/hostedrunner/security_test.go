@@ -27,6 +27,7 @@ import (
 	"github.com/maestro-run/maestro/internal/tool"
 	"github.com/maestro-run/maestro/internal/utility"
 	"github.com/maestro-run/maestro/internal/workspace"
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
 
 // bound is how long a drain, a restore or a shutdown may take in these
@@ -75,13 +76,6 @@ func mkfifo(t *testing.T, path string) {
 func mkdirAll(t *testing.T, path string) {
 	t.Helper()
 	if err := os.MkdirAll(path, 0o755); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func symlink(t *testing.T, target, link string) {
-	t.Helper()
-	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -184,36 +178,36 @@ func TestDrainPlantedLinks(t *testing.T) {
 	}{
 		{name: "snapshot root is a link", before: func(t *testing.T, ws, out string) {
 			mkdirAll(t, filepath.Join(ws, ".maestro"))
-			symlink(t, out, filepath.Join(ws, ".maestro", "runner-snapshots"))
+			wstest.Symlink(t, out, filepath.Join(ws, ".maestro", "runner-snapshots"))
 		}, drainFails: true},
 		{name: ".maestro is a link", before: func(t *testing.T, ws, out string) {
-			symlink(t, out, filepath.Join(ws, ".maestro"))
+			wstest.Symlink(t, out, filepath.Join(ws, ".maestro"))
 		}, drainFails: true},
 		{name: "snapshot root replaced by a link during the run", after: func(t *testing.T, _ *Runner, ws, out string) {
 			mkdirAll(t, filepath.Join(ws, ".maestro"))
-			symlink(t, out, filepath.Join(ws, ".maestro", "runner-snapshots"))
+			wstest.Symlink(t, out, filepath.Join(ws, ".maestro", "runner-snapshots"))
 		}, drainFails: true},
 		{name: "manifest name is a link", before: func(t *testing.T, ws, out string) {
 			mkdirAll(t, filepath.Join(ws, ".maestro", "runner-snapshots"))
-			symlink(t, filepath.Join(out, "victim"), filepath.Join(ws, ".maestro", "runner-snapshots", manifest))
+			wstest.Symlink(t, filepath.Join(out, "victim"), filepath.Join(ws, ".maestro", "runner-snapshots", manifest))
 		}},
 		{name: "session directory replaced by a link", stateInWorkspace: true, after: func(t *testing.T, r *Runner, ws, out string) {
 			dir := filepath.Dir(r.slog.file)
 			if err := os.Rename(dir, filepath.Join(ws, "moved")); err != nil {
 				t.Fatal(err)
 			}
-			symlink(t, out, dir)
+			wstest.Symlink(t, out, dir)
 		}},
 		{name: "sessions directory replaced by a link", stateInWorkspace: true, after: func(t *testing.T, r *Runner, ws, out string) {
 			dir := filepath.Dir(filepath.Dir(r.slog.file))
 			if err := os.Rename(dir, filepath.Join(ws, "moved")); err != nil {
 				t.Fatal(err)
 			}
-			symlink(t, out, dir)
+			wstest.Symlink(t, out, dir)
 		}},
 		{name: "state directory is a link", stateInWorkspace: true, before: func(t *testing.T, ws, out string) {
 			mkdirAll(t, filepath.Join(ws, ".maestro"))
-			symlink(t, out, filepath.Join(ws, ".maestro", "state"))
+			wstest.Symlink(t, out, filepath.Join(ws, ".maestro", "state"))
 		}, newFails: true},
 	}
 	for _, tt := range tests {
@@ -542,7 +536,7 @@ func TestRestorePlantedFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			os.Remove(session)
-			symlink(t, filepath.Join(out, "log"), session)
+			wstest.Symlink(t, filepath.Join(out, "log"), session)
 		}, "session file"},
 		{"session file is a FIFO", func(t *testing.T, _, session, _ string) {
 			os.Remove(session)
@@ -557,7 +551,7 @@ func TestRestorePlantedFiles(t *testing.T) {
 			if err := os.Rename(dir, filepath.Join(out, "snaps")); err != nil {
 				t.Fatal(err)
 			}
-			symlink(t, filepath.Join(out, "snaps"), dir)
+			wstest.Symlink(t, filepath.Join(out, "snaps"), dir)
 		}, "symbolic link"},
 	}
 	for _, tt := range tests {

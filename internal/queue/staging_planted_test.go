@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/maestro-run/maestro/internal/staging"
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
 
 // TestMoveStagedInputPlantedLinks: the agent of a task replaced its
@@ -22,7 +23,7 @@ func TestMoveStagedInputPlantedLinks(t *testing.T) {
 	}{
 		{"input → outside", func(t *testing.T, data, work string) string {
 			dir := t.TempDir()
-			symlink(t, dir, filepath.Join(work, "input"))
+			wstest.Symlink(t, dir, filepath.Join(work, "input"))
 			return dir
 		}},
 		{"input → another task's input", func(t *testing.T, data, work string) string {
@@ -32,7 +33,7 @@ func TestMoveStagedInputPlantedLinks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			symlink(t, rel, filepath.Join(work, "input"))
+			wstest.Symlink(t, rel, filepath.Join(work, "input"))
 			return dir
 		}},
 		{"input/docs → another task's input", func(t *testing.T, data, work string) string {
@@ -43,7 +44,7 @@ func TestMoveStagedInputPlantedLinks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			symlink(t, rel, filepath.Join(work, "input", "docs"))
+			wstest.Symlink(t, rel, filepath.Join(work, "input", "docs"))
 			return dir
 		}},
 	}
@@ -63,13 +64,6 @@ func TestMoveStagedInputPlantedLinks(t *testing.T) {
 				t.Errorf("the move wrote %v into the link's target", got)
 			}
 		})
-	}
-}
-
-func symlink(t *testing.T, target, link string) {
-	t.Helper()
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -36,13 +36,6 @@ func testWorkspace(t *testing.T, files map[string]string) (*workspace.Root, stri
 	return root, outside
 }
 
-func symlink(t *testing.T, target, link string) {
-	t.Helper()
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // call runs a tool with input marshalled to JSON.
 func call(t *testing.T, tl Tool, input any) Result {
 	t.Helper()
@@ -224,11 +217,11 @@ func TestFileToolsRefuseEscapes(t *testing.T) {
 	t.Parallel()
 	root, outside := testWorkspace(t, map[string]string{"in.txt": "inside\n"})
 	ws := root.Dir()
-	symlink(t, filepath.Join(outside, "secret.txt"), filepath.Join(ws, "abs-link"))
-	symlink(t, "../outside/secret.txt", filepath.Join(ws, "rel-link"))
-	symlink(t, "../outside", filepath.Join(ws, "dir-link"))
-	symlink(t, "/etc", filepath.Join(ws, "etc"))
-	symlink(t, "../outside/created.txt", filepath.Join(ws, "dangling"))
+	wstest.Symlink(t, filepath.Join(outside, "secret.txt"), filepath.Join(ws, "abs-link"))
+	wstest.Symlink(t, "../outside/secret.txt", filepath.Join(ws, "rel-link"))
+	wstest.Symlink(t, "../outside", filepath.Join(ws, "dir-link"))
+	wstest.Symlink(t, "/etc", filepath.Join(ws, "etc"))
+	wstest.Symlink(t, "../outside/created.txt", filepath.Join(ws, "dangling"))
 
 	escapes := []string{
 		"../outside/secret.txt",
@@ -415,7 +408,7 @@ func TestEditErrors(t *testing.T) {
 func TestEditThroughSymlinkInside(t *testing.T) {
 	t.Parallel()
 	root, _ := testWorkspace(t, map[string]string{"real.txt": "alpha\n"})
-	symlink(t, "real.txt", filepath.Join(root.Dir(), "link.txt"))
+	wstest.Symlink(t, "real.txt", filepath.Join(root.Dir(), "link.txt"))
 	res := call(t, NewEdit(root), EditInput{Path: "link.txt", OldString: "alpha", NewString: "beta"})
 	wantResult(t, res, false, "replaced 1 occurrence")
 	if data, _ := os.ReadFile(filepath.Join(root.Dir(), "real.txt")); string(data) != "beta\n" {

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
 
 func grepTree() map[string]string {
@@ -45,7 +47,7 @@ func TestGrep(t *testing.T) {
 	t.Parallel()
 	root, _ := testWorkspace(t, grepTree())
 	// A symbolic link inside is not followed by the walk.
-	symlink(t, "a.go", filepath.Join(root.Dir(), "link.go"))
+	wstest.Symlink(t, "a.go", filepath.Join(root.Dir(), "link.go"))
 	grepTool := NewGrep(root)
 	long := "long/line.txt:1:" + strings.Repeat("a", 500) + "… [line cut: 606 bytes in all]"
 	tests := []struct {

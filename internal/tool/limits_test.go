@@ -43,7 +43,7 @@ func TestFileToolsRefuseFIFOs(t *testing.T) {
 	root, _ := testWorkspace(t, map[string]string{"a.txt": "hello\n"})
 	fifo := filepath.Join(root.Dir(), "pipe")
 	wstest.MakeFIFO(t, fifo)
-	symlink(t, "pipe", filepath.Join(root.Dir(), "link"))
+	wstest.Symlink(t, "pipe", filepath.Join(root.Dir(), "link"))
 	tests := []struct {
 		name  string
 		tool  Tool

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
 
 func TestDir(t *testing.T) {
@@ -20,9 +22,9 @@ func TestDir(t *testing.T) {
 	ws := r.Dir()
 	mustWrite(t, filepath.Join(ws, "sub", "a.txt"), "alpha")
 	mustWrite(t, filepath.Join(ws, "sub", "big.txt"), "0123456789")
-	mustSymlink(t, "a.txt", filepath.Join(ws, "sub", "link.txt"))
-	mustSymlink(t, "../sub", filepath.Join(ws, "sub", "dirlink"))
-	mustSymlink(t, filepath.Join(outside, "secret.txt"), filepath.Join(ws, "sub", "out.txt"))
+	wstest.Symlink(t, "a.txt", filepath.Join(ws, "sub", "link.txt"))
+	wstest.Symlink(t, "../sub", filepath.Join(ws, "sub", "dirlink"))
+	wstest.Symlink(t, filepath.Join(outside, "secret.txt"), filepath.Join(ws, "sub", "out.txt"))
 	if err := syscall.Mkfifo(filepath.Join(ws, "sub", "fifo"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +128,7 @@ func TestDir(t *testing.T) {
 func TestOpenDirRefusesEscapes(t *testing.T) {
 	t.Parallel()
 	r, _ := setup(t)
-	mustSymlink(t, "../outside", filepath.Join(r.Dir(), "up"))
+	wstest.Symlink(t, "../outside", filepath.Join(r.Dir(), "up"))
 	for _, p := range []string{"..", "../outside", "up", "/etc"} {
 		if d, err := r.OpenDir(p); !errors.Is(err, ErrOutside) {
 			if err == nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
 
 // setup makes a workspace directory "ws" next to a directory "outside"
@@ -41,20 +43,13 @@ func mustWrite(t *testing.T, path, content string) {
 	}
 }
 
-func mustSymlink(t *testing.T, target, link string) {
-	t.Helper()
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestRel(t *testing.T) {
 	t.Parallel()
 	r, outside := setup(t)
 	// A second name for the workspace through a symlinked parent: absolute
 	// paths under either name are inside.
 	alias := filepath.Join(t.TempDir(), "alias")
-	mustSymlink(t, r.Dir(), alias)
+	wstest.Symlink(t, r.Dir(), alias)
 	ra, err := Open(alias)
 	if err != nil {
 		t.Fatal(err)
@@ -126,15 +121,15 @@ func TestEscapeDetection(t *testing.T) {
 	t.Parallel()
 	r, outside := setup(t)
 	ws := r.Dir()
-	mustSymlink(t, "/etc", filepath.Join(ws, "etc"))
-	mustSymlink(t, filepath.Join(outside, "secret.txt"), filepath.Join(ws, "secret-abs"))
-	mustSymlink(t, "../outside/secret.txt", filepath.Join(ws, "secret-rel"))
-	mustSymlink(t, "../outside", filepath.Join(ws, "updir"))
-	mustSymlink(t, "../../outside", filepath.Join(ws, "sub", "deep"))
-	mustSymlink(t, "../outside/new.txt", filepath.Join(ws, "dangling"))
-	mustSymlink(t, "/nonexistent-maestro/new.txt", filepath.Join(ws, "dangling-abs"))
-	mustSymlink(t, "loop2", filepath.Join(ws, "loop1"))
-	mustSymlink(t, "loop1", filepath.Join(ws, "loop2"))
+	wstest.Symlink(t, "/etc", filepath.Join(ws, "etc"))
+	wstest.Symlink(t, filepath.Join(outside, "secret.txt"), filepath.Join(ws, "secret-abs"))
+	wstest.Symlink(t, "../outside/secret.txt", filepath.Join(ws, "secret-rel"))
+	wstest.Symlink(t, "../outside", filepath.Join(ws, "updir"))
+	wstest.Symlink(t, "../../outside", filepath.Join(ws, "sub", "deep"))
+	wstest.Symlink(t, "../outside/new.txt", filepath.Join(ws, "dangling"))
+	wstest.Symlink(t, "/nonexistent-maestro/new.txt", filepath.Join(ws, "dangling-abs"))
+	wstest.Symlink(t, "loop2", filepath.Join(ws, "loop1"))
+	wstest.Symlink(t, "loop1", filepath.Join(ws, "loop2"))
 
 	paths := []string{
 		"../outside/secret.txt",
@@ -216,10 +211,10 @@ func TestSymlinksInside(t *testing.T) {
 	t.Parallel()
 	r, _ := setup(t)
 	ws := r.Dir()
-	mustSymlink(t, "real.txt", filepath.Join(ws, "link.txt"))
-	mustSymlink(t, "sub", filepath.Join(ws, "subdir"))
-	mustSymlink(t, "../real.txt", filepath.Join(ws, "sub", "up.txt"))
-	mustSymlink(t, "sub/later.txt", filepath.Join(ws, "dangling-in"))
+	wstest.Symlink(t, "real.txt", filepath.Join(ws, "link.txt"))
+	wstest.Symlink(t, "sub", filepath.Join(ws, "subdir"))
+	wstest.Symlink(t, "../real.txt", filepath.Join(ws, "sub", "up.txt"))
+	wstest.Symlink(t, "sub/later.txt", filepath.Join(ws, "dangling-in"))
 
 	if data, err := r.ReadFile("link.txt"); err != nil || string(data) != "real" {
 		t.Errorf("ReadFile(link.txt) = %q, %v", data, err)
@@ -333,7 +328,7 @@ func TestOperations(t *testing.T) {
 	if fi, err := r.Stat("x/y"); err != nil || !fi.IsDir() {
 		t.Errorf("Stat(x/y) = %v, %v", fi, err)
 	}
-	mustSymlink(t, "real.txt", filepath.Join(r.Dir(), "l"))
+	wstest.Symlink(t, "real.txt", filepath.Join(r.Dir(), "l"))
 	if fi, err := r.Lstat("l"); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
 		t.Errorf("Lstat(l) = %v, %v; want a symlink", fi, err)
 	}

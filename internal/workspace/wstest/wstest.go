@@ -1,5 +1,5 @@
-// Package wstest builds workspaces for tests: files from a map, and
-// planted FIFOs for code that must never block on one (a FIFO opened for
+// Package wstest builds workspaces for tests: files from a map, symbolic
+// links, and planted FIFOs for code that must never block on one (a FIFO opened for
 // reading without a writer blocks forever, so every path that reads
 // agent-writable files is tested with one planted).
 package wstest
@@ -28,6 +28,14 @@ func WriteFiles(tb testing.TB, dir string, files map[string]string) {
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			tb.Fatal(err)
 		}
+	}
+}
+
+// Symlink creates the symbolic link link pointing to target.
+func Symlink(tb testing.TB, target, link string) {
+	tb.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		tb.Fatal(err)
 	}
 }
 
