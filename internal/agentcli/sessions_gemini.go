@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -26,7 +27,7 @@ func (s *geminiStore) projectIDs(project string) []string {
 	cands := projectCandidates(project)
 	var ids []string
 	add := func(id string) {
-		if id != "" && !contains(ids, id) {
+		if id != "" && !slices.Contains(ids, id) {
 			ids = append(ids, id)
 		}
 	}
@@ -45,7 +46,7 @@ func (s *geminiStore) projectIDs(project string) []string {
 	// Each project directory records its root in .project_root.
 	roots, _ := filepath.Glob(filepath.Join(s.root, "tmp", "*", ".project_root"))
 	for _, r := range roots {
-		if data, err := os.ReadFile(r); err == nil && contains(cands, strings.TrimSpace(string(data))) {
+		if data, err := os.ReadFile(r); err == nil && slices.Contains(cands, strings.TrimSpace(string(data))) {
 			add(filepath.Base(filepath.Dir(r)))
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -25,20 +26,11 @@ func (s *projectsStore) Locations(project string) []string {
 	var out []string
 	for _, c := range projectCandidates(project) {
 		d := filepath.Join(s.root, encodeProjectDir(c), s.sub)
-		if !contains(out, d) {
+		if !slices.Contains(out, d) {
 			out = append(out, d)
 		}
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func (s *projectsStore) List(ctx context.Context, project string) ([]SessionInfo, error) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -851,12 +852,12 @@ func (d *decoder) checkVariant(ts *typeSpec, v reflect.Value, seen uint64) error
 		}
 	}
 	for _, f := range ts.fields {
-		if f != ts.tagField && seen&f.bit != 0 && !containsString(allowed, f.name) {
+		if f != ts.tagField && seen&f.bit != 0 && !slices.Contains(allowed, f.name) {
 			return atKey(d.schemaError("Unexpected property"), f.name)
 		}
 	}
 	for _, f := range ts.fields {
-		if f != ts.tagField && seen&f.bit == 0 && containsString(allowed, f.name) {
+		if f != ts.tagField && seen&f.bit == 0 && slices.Contains(allowed, f.name) {
 			return d.missing(f.name)
 		}
 	}
@@ -927,15 +928,6 @@ func parseInt(num []byte) (int64, bool) {
 func containsBytes(list []string, b []byte) bool {
 	for _, s := range list {
 		if s == string(b) {
-			return true
-		}
-	}
-	return false
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
 			return true
 		}
 	}

@@ -152,7 +152,7 @@ func (g *schemaGen) namedSchema(ts *typeSpec) jsonObj {
 			props := jsonObj{{ts.tagField.name, jsonObj{{"type", "string"}, {"const", vr.tag}}}}
 			required := []string{ts.tagField.name}
 			for _, f := range ts.fields {
-				if containsString(vr.fields, f.name) {
+				if slices.Contains(vr.fields, f.name) {
 					props = append(props, kv{f.name, g.fieldSchema(f)})
 					required = append(required, f.name)
 				}
