@@ -20,8 +20,8 @@ func TestRunPieceWithAgentMovement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeAgentMoveFile(t, filepath.Join(home, "agents", "fake-move.yaml"), string(def))
-	writeAgentMoveFile(t, filepath.Join(home, "pieces", "agent-solo.yaml"), `name: agent-solo
+	writeFile(t, filepath.Join(home, "agents", "fake-move.yaml"), string(def))
+	writeFile(t, filepath.Join(home, "pieces", "agent-solo.yaml"), `name: agent-solo
 description: One movement on the fake agent CLI.
 max_movements: 3
 initial_movement: answer
@@ -42,15 +42,5 @@ movements:
 	r = runCLI(t, env, "run", "--piece", "agent-solo", "-w", t.TempDir(), "[fake:crash]")
 	if r.code != ExitError || !strings.Contains(r.stdout, "agent fake-move failed (agent_crashed)") {
 		t.Fatalf("crash: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
-	}
-}
-
-func writeAgentMoveFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }
