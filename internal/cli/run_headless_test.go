@@ -7,7 +7,6 @@ import (
 	"io"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -18,7 +17,9 @@ import (
 func headlessLines(t *testing.T, want int, lines []string, args ...string) result {
 	t.Helper()
 	in, feed := io.Pipe()
-	out := &lineCounter{want: want, reached: make(chan struct{})}
+	out := newWatchOut(func(out []byte) bool {
+		return want > 0 && bytes.Count(out, []byte(`"type":"response_end"`)) >= want
+	})
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	go func() {
@@ -26,38 +27,12 @@ func headlessLines(t *testing.T, want int, lines []string, args ...string) resul
 			io.WriteString(feed, l+"\n")
 		}
 		select {
-		case <-out.reached:
+		case <-out.seen:
 		case <-ctx.Done():
 		}
 		feed.Close()
 	}()
 	return runCLIStreams(t, in, out, append([]string{"headless"}, args...)...)
-}
-
-// lineCounter is stdout that says when it has received want
-// response_end frames.
-type lineCounter struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	want    int
-	reached chan struct{}
-}
-
-func (w *lineCounter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf.Write(p)
-	if w.want > 0 && bytes.Count(w.buf.Bytes(), []byte(`"type":"response_end"`)) >= w.want {
-		close(w.reached)
-		w.want = 0
-	}
-	return len(p), nil
-}
-
-func (w *lineCounter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
 }
 
 var clock = regexp.MustCompile(`\b\d{2}:\d{2}\b`)

@@ -15,27 +15,31 @@ import (
 	"github.com/maestro-run/maestro/internal/store/sqlite"
 )
 
-// watchWriter is a concurrency-safe buffer that closes seen when want
-// appears.
-type watchWriter struct {
+// watchOut is a concurrency-safe buffer that closes seen once ok holds
+// for everything written so far.
+type watchOut struct {
 	mu   sync.Mutex
 	buf  bytes.Buffer
-	want string
+	ok   func(out []byte) bool
 	seen chan struct{}
-	once sync.Once
 }
 
-func (w *watchWriter) Write(p []byte) (int, error) {
+func newWatchOut(ok func(out []byte) bool) *watchOut {
+	return &watchOut{ok: ok, seen: make(chan struct{})}
+}
+
+func (w *watchOut) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n, err := w.buf.Write(p)
-	if strings.Contains(w.buf.String(), w.want) {
-		w.once.Do(func() { close(w.seen) })
+	if w.ok != nil && w.ok(w.buf.Bytes()) {
+		close(w.seen)
+		w.ok = nil
 	}
 	return n, err
 }
 
-func (w *watchWriter) String() string {
+func (w *watchOut) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.buf.String()
@@ -55,7 +59,7 @@ func TestWorkerRunsQueuedJobAndStops(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stderr := &watchWriter{want: "job finished", seen: make(chan struct{})}
+	stderr := newWatchOut(func(out []byte) bool { return bytes.Contains(out, []byte("job finished")) })
 	env := map[string]string{"MAESTRO_HOME": home}
 	ios := &IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: stderr, Getenv: func(k string) string { return env[k] }}
 	ctx, cancel := context.WithCancel(t.Context())
