@@ -1,0 +1,408 @@
+//go:build browser
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/maestro-run/maestro/internal/proctest"
+)
+
+// binary is the maestro binary TestMain builds.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "maestro-webui-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	binary, err = proctest.Build(context.Background(), "cmd/maestro", dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(2)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// Bounds of the tests' waits.
+const (
+	stepTimeout  = 60 * time.Second // one browser step or DOM condition
+	serveTimeout = 30 * time.Second // serve's start and stop
+)
+
+// server is a running `maestro serve`.
+type server struct {
+	url, home, token string
+	stderr           *proctest.Buffer
+}
+
+// startServe runs `maestro serve` on a free loopback port on replay (no
+// model configured) with its home and data in a temporary directory,
+// extra environment variables and args; it stops at cleanup (SIGTERM,
+// exit 0 expected).
+func startServe(t *testing.T, env []string, args ...string) *server {
+	t.Helper()
+	home := t.TempDir()
+	s := &server{home: home, stderr: &proctest.Buffer{}}
+	cmd := exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", home}, args...)...)
+	cmd.Env = append(proctest.NoModelEnv(home), env...)
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "MAESTRO_API_TOKEN="); ok {
+			s.token = v
+		}
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = s.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve exited with %v\n%s", err, s.stderr)
+			}
+		case <-time.After(serveTimeout):
+			cmd.Process.Kill()
+			t.Errorf("serve did not stop within %v of SIGTERM", serveTimeout)
+		}
+	})
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		re := regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
+		for sc.Scan() {
+			if u := re.FindString(sc.Text()); u != "" {
+				select {
+				case urls <- u:
+				default:
+				}
+			}
+		}
+	}()
+	select {
+	case s.url = <-urls:
+	case <-time.After(serveTimeout):
+		t.Fatalf("serve did not print its URL within %v:\n%s", serveTimeout, s.stderr)
+	}
+	return s
+}
+
+// api calls the server's REST API (with the token, if any) and decodes
+// the JSON answer into out.
+func (s *server) api(t *testing.T, method, path string, body, out any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), stepTimeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = strings.NewReader(string(data))
+	}
+	req, err := http.NewRequestWithContext(ctx, method, s.url+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, data)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: decode %s: %v", method, path, data, err)
+		}
+	}
+}
+
+// chromium returns Debian's chromium (or $MAESTRO_CHROMIUM), or skips the
+// test loudly (fails it under CI=true).
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("MAESTRO_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	proctest.SkipOrFail(t, "CHROMIUM NOT INSTALLED: apt-get install chromium (scripts/install-deps.sh); the browser tests did not run")
+	return ""
+}
+
+// tab is a browser tab on the app, with the test's artifacts directory.
+type tab struct {
+	t         *testing.T
+	ctx       context.Context
+	base      string
+	artifacts string
+	log       *proctest.Buffer // chromium's output
+}
+
+// newTab starts a headless Chromium with a fresh profile (the flags of
+// docs/web-ui.md: no sandbox, no GPU, no QUIC, no background traffic) and
+// returns its first tab, at 1280×800. scripts run before the app's own in
+// every document (measurement hooks).
+func newTab(t *testing.T, base string, scripts ...string) *tab {
+	t.Helper()
+	bin := chromium(t)
+	log := &proctest.Buffer{}
+	actx, cancel := chromedp.NewExecAllocator(t.Context(),
+		chromedp.ExecPath(bin),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 800),
+		chromedp.CombinedOutput(log),
+	)
+	t.Cleanup(cancel)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	t.Cleanup(cancelTab)
+	tb := &tab{t: t, ctx: ctx, base: base, log: log, artifacts: artifactsDir(t)}
+	// The first Run starts the browser: no timeout on its context.
+	start := make(chan error, 1)
+	go func() { start <- chromedp.Do(ctx) }()
+	select {
+	case err := <-start:
+		if err != nil {
+			t.Fatalf("start chromium: %v\n%s", err, log)
+		}
+	case <-time.After(stepTimeout):
+		t.Fatalf("chromium did not start within %v\n%s", stepTimeout, log)
+	}
+	for _, src := range scripts {
+		tb.run("install a measurement hook", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: src})
+			return err
+		}))
+	}
+	tb.run("viewport", chromedp.EmulateViewport(1280, 800))
+	return tb
+}
+
+// artifactsDir is where a test's screenshots go:
+// $MAESTRO_TEST_ARTIFACTS/<test>/ (default test-artifacts/ at the top of
+// the module, which git ignores).
+func artifactsDir(t *testing.T) string {
+	root := os.Getenv("MAESTRO_TEST_ARTIFACTS")
+	if root == "" {
+		root = filepath.Join("..", "..", "..", "test-artifacts")
+	}
+	dir := filepath.Join(root, strings.ReplaceAll(t.Name(), "/", "_"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs(dir)
+	return abs
+}
+
+// run runs actions under stepTimeout; on failure it saves a screenshot
+// and fails the test.
+func (tb *tab) run(what string, actions ...chromedp.Action[chromedp.Void]) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, stepTimeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		tb.failShot(what)
+		tb.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// failShot saves what the page shows when a step fails.
+func (tb *tab) failShot(what string) {
+	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
+	defer cancel()
+	if png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot()); err == nil {
+		name := filepath.Join(tb.artifacts, "FAILED-"+regexp.MustCompile(`\W+`).ReplaceAllString(what, "-")+".png")
+		os.WriteFile(name, png, 0o644)
+		tb.t.Logf("screenshot of the failure: %s", name)
+	}
+	if html, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText.slice(0, 2000) : ""`)); err == nil {
+		tb.t.Logf("the page says:\n%s", html)
+	}
+}
+
+// eval evaluates a JavaScript expression (promises awaited) into out.
+func eval[T any](tb *tab, what, expr string) T {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, stepTimeout)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		tb.failShot(what)
+		tb.t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// wait waits until a JavaScript expression is truthy.
+func (tb *tab) wait(what, expr string) {
+	tb.t.Helper()
+	tb.waitFor(what, expr, stepTimeout)
+}
+
+func (tb *tab) waitFor(what, expr string, d time.Duration) {
+	tb.t.Helper()
+	tb.run("wait until "+what, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Poll[chromedp.Void]("!!("+expr+")", chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(d))(ctx, tg)
+		return err
+	}))
+}
+
+// tid is the CSS selector of a data-testid.
+func tid(id string) string { return `[data-testid="` + id + `"]` }
+
+// q is the JavaScript expression of the first element of a data-testid
+// (plus an optional CSS suffix).
+func q(id string, suffix ...string) string {
+	return fmt.Sprintf("document.querySelector(%q)", tid(id)+strings.Join(suffix, ""))
+}
+
+// open navigates to a path of the app and waits until a data-testid is
+// present.
+func (tb *tab) open(path, testid string) {
+	tb.t.Helper()
+	tb.run("open "+path, chromedp.Navigate(tb.base+path))
+	tb.wait(path+" shows "+testid, q(testid))
+}
+
+// click clicks the first element of a data-testid once it is visible.
+func (tb *tab) click(testid string, suffix ...string) {
+	tb.t.Helper()
+	sel := tid(testid) + strings.Join(suffix, "")
+	tb.run("click "+sel, chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible))
+}
+
+// fill types a value into a field (replacing what it holds).
+func (tb *tab) fill(sel, value string) {
+	tb.t.Helper()
+	tb.run("fill "+sel, chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible), chromedp.SetValue(chromedp.CSS(sel), ""), chromedp.SendKeys(chromedp.CSS(sel), value))
+}
+
+// selectValue picks an option of a <select> as a person would (the
+// change event React listens to).
+func (tb *tab) selectValue(sel, value string) {
+	tb.t.Helper()
+	tb.run("select "+value+" in "+sel, chromedp.SetValue(chromedp.CSS(sel), value), chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).dispatchEvent(new Event("change", {bubbles: true}))`, sel))(ctx, tg)
+		return err
+	}))
+}
+
+// attr returns an attribute of the first element of a data-testid.
+func (tb *tab) attr(testid, name string) string {
+	tb.t.Helper()
+	return eval[string](tb, "read "+name+" of "+testid, fmt.Sprintf(`(%s?.getAttribute(%q)) ?? ""`, q(testid), name))
+}
+
+// shots saves the page at desktop (1280×800) and phone (390×844) sizes as
+// <name>-desktop.png and <name>-390.png, and scans it with axe-core.
+func (tb *tab) shots(name string) {
+	tb.t.Helper()
+	for _, v := range []struct {
+		suffix string
+		w, h   int64
+		opts   []chromedp.EmulateViewportOption
+	}{
+		{"desktop", 1280, 800, nil},
+		{"390", 390, 844, []chromedp.EmulateViewportOption{chromedp.EmulateMobile, chromedp.EmulatePortrait}},
+	} {
+		tb.run("viewport "+v.suffix, chromedp.EmulateViewport(v.w, v.h, v.opts...))
+		// Two frames, so that the layout of the new size is painted.
+		eval[chromedp.Void](tb, "let the page lay out", `new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r())))`)
+		ctx, cancel := context.WithTimeout(tb.ctx, stepTimeout)
+		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		cancel()
+		if err != nil {
+			tb.t.Fatalf("screenshot %s: %v", name, err)
+		}
+		file := filepath.Join(tb.artifacts, name+"-"+v.suffix+".png")
+		if err := os.WriteFile(file, png, 0o644); err != nil {
+			tb.t.Fatal(err)
+		}
+		tb.t.Logf("screenshot: %s", file)
+		tb.axe(name + " at " + v.suffix)
+	}
+	tb.run("viewport desktop", chromedp.EmulateViewport(1280, 800))
+}
+
+// axeSource is axe-core from web/node_modules (npm ci in web/ installs it:
+// a devDependency of the app).
+func axeSource(t *testing.T) string {
+	t.Helper()
+	p := os.Getenv("MAESTRO_AXE_JS")
+	if p == "" {
+		p = filepath.Join("..", "..", "..", "web", "node_modules", "axe-core", "axe.min.js")
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		proctest.SkipOrFail(t, "AXE-CORE NOT INSTALLED (%v): run npm ci in web/ (scripts/test-web.sh does)", err)
+	}
+	return string(data)
+}
+
+// axe scans the page with axe-core and fails the test on a serious or
+// critical violation.
+func (tb *tab) axe(what string) {
+	tb.t.Helper()
+	src := axeSource(tb.t)
+	if !eval[bool](tb, "is axe loaded", `typeof window.axe === "object"`) {
+		eval[chromedp.Void](tb, "load axe-core", src+"\n;undefined")
+	}
+	found := eval[[]string](tb, "axe scan of "+what, `axe.run(document, {resultTypes: ["violations"]}).then(r =>
+		r.violations.filter(v => v.impact === "serious" || v.impact === "critical").map(v =>
+			v.id + " (" + v.impact + "): " + v.help + " — " + v.nodes.slice(0, 4).map(n => n.target.join(" ")).join(", ")))`)
+	for _, f := range found {
+		tb.t.Errorf("axe, %s: %s", what, f)
+	}
+	tb.t.Logf("axe: %s: %d serious or critical violation(s)", what, len(found))
+}
