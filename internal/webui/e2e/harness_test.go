@@ -63,7 +63,12 @@ type server struct {
 // exit 0 expected).
 func startServe(t *testing.T, env []string, args ...string) *server {
 	t.Helper()
-	home := t.TempDir()
+	return startServeIn(t, t.TempDir(), env, args...)
+}
+
+// startServeIn is startServe with its home and data in home.
+func startServeIn(t *testing.T, home string, env []string, args ...string) *server {
+	t.Helper()
 	s := &server{home: home, stderr: &proctest.Buffer{}}
 	cmd := exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", home}, args...)...)
 	cmd.Env = append(proctest.NoModelEnv(home), env...)
@@ -322,20 +327,34 @@ func (tb *tab) click(testid string, suffix ...string) {
 	tb.run("click "+sel, chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible))
 }
 
-// fill types a value into a field (replacing what it holds).
+// fill types a value into a field, replacing what it holds.
 func (tb *tab) fill(sel, value string) {
 	tb.t.Helper()
-	tb.run("fill "+sel, chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible), chromedp.SetValue(chromedp.CSS(sel), ""), chromedp.SendKeys(chromedp.CSS(sel), value))
+	tb.setValue(sel, "")
+	tb.run("type into "+sel, chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible), chromedp.SendKeys(chromedp.CSS(sel), value))
 }
 
-// selectValue picks an option of a <select> as a person would (the
-// change event React listens to).
+// setValue sets a field's value as a paste or a choice would: through the
+// element's own value setter (which React tracks), then the input and
+// change events.
+func (tb *tab) setValue(sel, value string) {
+	tb.t.Helper()
+	eval[chromedp.Void](tb, "set the value of "+sel, fmt.Sprintf(`(() => {
+		const el = document.querySelector(%q);
+		const proto = Object.getPrototypeOf(el);
+		Object.getOwnPropertyDescriptor(proto, "value").set.call(el, %q);
+		el.dispatchEvent(new Event("input", {bubbles: true}));
+		el.dispatchEvent(new Event("change", {bubbles: true}));
+	})()`, sel, value))
+}
+
+// selectValue picks an option of a <select>.
 func (tb *tab) selectValue(sel, value string) {
 	tb.t.Helper()
-	tb.run("select "+value+" in "+sel, chromedp.SetValue(chromedp.CSS(sel), value), chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		_, err := chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).dispatchEvent(new Event("change", {bubbles: true}))`, sel))(ctx, tg)
-		return err
-	}))
+	tb.setValue(sel, value)
+	if got := eval[string](tb, "read "+sel, fmt.Sprintf(`document.querySelector(%q).value`, sel)); got != value {
+		tb.t.Fatalf("%s has no option %q (value %q)", sel, value, got)
+	}
 }
 
 // attr returns an attribute of the first element of a data-testid.
