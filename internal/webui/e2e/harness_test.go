@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -47,8 +45,8 @@ func TestMain(m *testing.M) {
 
 // Bounds of the tests' waits.
 const (
-	stepTimeout  = 60 * time.Second // one browser step or DOM condition
-	serveTimeout = 30 * time.Second // serve's start and stop
+	stepTimeout = 60 * time.Second // one browser step or DOM condition
+	serveLife   = 15 * time.Minute // the longest a serve of one test runs
 )
 
 // server is a running `maestro serve`.
@@ -69,54 +67,17 @@ func startServe(t *testing.T, env []string, args ...string) *server {
 // startServeIn is startServe with its home and data in home.
 func startServeIn(t *testing.T, home string, env []string, args ...string) *server {
 	t.Helper()
-	s := &server{home: home, stderr: &proctest.Buffer{}}
-	cmd := exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", home}, args...)...)
-	cmd.Env = append(proctest.NoModelEnv(home), env...)
+	s := &server{home: home}
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "MAESTRO_API_TOKEN="); ok {
 			s.token = v
 		}
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = s.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve exited with %v\n%s", err, s.stderr)
-			}
-		case <-time.After(serveTimeout):
-			cmd.Process.Kill()
-			t.Errorf("serve did not stop within %v of SIGTERM", serveTimeout)
-		}
-	})
-	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		re := regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
-		for sc.Scan() {
-			if u := re.FindString(sc.Text()); u != "" {
-				select {
-				case urls <- u:
-				default:
-				}
-			}
-		}
-	}()
-	select {
-	case s.url = <-urls:
-	case <-time.After(serveTimeout):
-		t.Fatalf("serve did not print its URL within %v:\n%s", serveTimeout, s.stderr)
-	}
+	// The process lives (and its URL is awaited) at most serveLife; it is
+	// stopped at cleanup before the context ends.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), serveLife)
+	t.Cleanup(cancel)
+	s.url, s.stderr, _ = proctest.StartServe(ctx, t, binary, append(proctest.NoModelEnv(home), env...), append([]string{"--data-dir", home}, args...)...)
 	return s
 }
 
@@ -364,9 +325,14 @@ func (tb *tab) attr(testid, name string) string {
 }
 
 // shots saves the page at desktop (1280×800) and phone (390×844) sizes as
-// <name>-desktop.png and <name>-390.png, and scans it with axe-core.
-func (tb *tab) shots(name string) {
+// <name>-desktop.png and <name>-390.png, and scans it with axe-core. The
+// page is scrolled to its top, or to the element of a data-testid.
+func (tb *tab) shots(name string, focus ...string) {
 	tb.t.Helper()
+	scroll := `window.scrollTo(0, 0)`
+	if len(focus) > 0 {
+		scroll = q(focus[0]) + `?.scrollIntoView({block: "center"})`
+	}
 	for _, v := range []struct {
 		suffix string
 		w, h   int64
@@ -376,6 +342,7 @@ func (tb *tab) shots(name string) {
 		{"390", 390, 844, []chromedp.EmulateViewportOption{chromedp.EmulateMobile, chromedp.EmulatePortrait}},
 	} {
 		tb.run("viewport "+v.suffix, chromedp.EmulateViewport(v.w, v.h, v.opts...))
+		eval[chromedp.Void](tb, "scroll", scroll+"; undefined")
 		// Two frames, so that the layout of the new size is painted.
 		eval[chromedp.Void](tb, "let the page lay out", `new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r())))`)
 		ctx, cancel := context.WithTimeout(tb.ctx, stepTimeout)

@@ -216,6 +216,7 @@ func TestSubmitTaskWithFile(t *testing.T) {
 	tb.click("deliverable-preview-button")
 	tb.wait("the preview renders the markdown", q("deliverable-preview")+`?.querySelector("h1, strong")`)
 	tb.shots("task-detail-succeeded")
+	tb.shots("deliverable-preview", "deliverable-preview")
 
 	dl := t.TempDir()
 	tb.run("allow downloads", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
@@ -478,8 +479,9 @@ func TestLongLogScrolls(t *testing.T) {
 		if (!el || el === document.body) el = document.scrollingElement;
 		const frame = () => new Promise(r => requestAnimationFrame(() => r()));
 		let n = 0;
-		for (let y = 0; y < el.scrollHeight; y += el.clientHeight / 2) { el.scrollTop = y; await frame(); n++; }
-		for (let y = el.scrollHeight; y > 0; y -= el.clientHeight * 3) { el.scrollTop = y; await frame(); n++; }
+		const down = Math.max(el.clientHeight, el.scrollHeight / 300);
+		for (let y = 0; y < el.scrollHeight; y += down) { el.scrollTop = y; await frame(); n++; }
+		for (let y = el.scrollHeight; y > 0; y -= down * 4) { el.scrollTop = y; await frame(); n++; }
 		await frame();
 		return n;
 	})()`)
