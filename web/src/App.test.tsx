@@ -3,7 +3,7 @@ import { render, screen, waitFor } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { MemoryRouter, useLocation } from "react-router";
 import { App } from "./App";
-import { base, json } from "./test/helpers";
+import { base, json, toRequest } from "./test/helpers";
 
 function Where() {
   const l = useLocation();
@@ -13,7 +13,7 @@ function Where() {
 // A server that wants the token "s3cret" on every API route.
 function tokenServer(seen: (string | null)[]) {
   return (async (input: RequestInfo | URL, init?: RequestInit) => {
-    const req = input instanceof Request ? input : new Request(input, init);
+    const req = toRequest(input, init);
     const auth = req.headers.get("Authorization");
     seen.push(auth);
     if (auth !== "Bearer s3cret") return json({ error: "missing or invalid bearer token" }, 401);

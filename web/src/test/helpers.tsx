@@ -23,3 +23,8 @@ export function Wrap({ children, fetch: f, path = "/" }: { children: ReactNode; 
     </MemoryRouter>
   );
 }
+
+// toRequest gives the Request a fetch call means, whichever form it took.
+export function toRequest(input: RequestInfo | URL, init?: RequestInit): Request {
+  return input instanceof Request ? input : new Request(input, init);
+}
