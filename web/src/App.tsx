@@ -1,4 +1,4 @@
-import { lazy, Suspense, useMemo, useRef, useState } from "react";
+import { lazy, Suspense, useEffect, useMemo, useRef, useState } from "react";
 import { NavLink, Route, Routes, useLocation, useNavigate } from "react-router";
 import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
 import { ApiContext } from "./api/context";
@@ -86,6 +86,14 @@ const navClass = ({ isActive }: { isActive: boolean }) =>
 
 function Layout({ children }: { children: React.ReactNode }) {
   const [theme, setTheme] = useState<ThemeChoice>(storedTheme);
+  // Follow the system's scheme while the choice is "system".
+  useEffect(() => {
+    if (theme !== "system" || typeof matchMedia !== "function") return;
+    const mq = matchMedia("(prefers-color-scheme: dark)");
+    const on = () => applyTheme("system");
+    mq.addEventListener("change", on);
+    return () => mq.removeEventListener("change", on);
+  }, [theme]);
   const toggle = () => {
     const t = nextTheme(theme);
     applyTheme(t);
@@ -100,7 +108,7 @@ function Layout({ children }: { children: React.ReactNode }) {
         <div className="mx-auto flex max-w-6xl flex-wrap items-center gap-2 px-3 py-2">
           <span className="mr-2 font-bold">Maestro</span>
           <nav aria-label="Main" className="flex flex-wrap gap-1">
-            <NavLink to="/tasks" data-testid="nav-tasks" className={navClass}>
+            <NavLink to="/tasks" end data-testid="nav-tasks" className={navClass}>
               Tasks
             </NavLink>
             <NavLink to="/tasks/new" data-testid="nav-new-task" className={navClass}>

@@ -51,11 +51,10 @@ export function createApi(opts: ApiOptions) {
     opts,
     // raw issues a request outside the typed routes (GET /api/v1/server until
     // its openapi entry lands, deliverable bodies for previews).
-    async raw(path: string, init: RequestInit = {}): Promise<Response> {
-      const headers = new Headers(init.headers);
-      for (const [k, v] of Object.entries(authHeaders(opts.getToken()))) headers.set(k, v);
+    async raw(path: string, headers: Record<string, string> = {}): Promise<Response> {
       const f = opts.fetch ?? fetch;
-      const res = await f(new Request(new URL(path, opts.baseUrl || window.location.origin), { ...init, headers }));
+      const url = new URL(path, opts.baseUrl || window.location.origin);
+      const res = await f(new Request(url, { headers: { ...headers, ...authHeaders(opts.getToken()) } }));
       if (res.status === 401) opts.onUnauthorized();
       return res;
     },

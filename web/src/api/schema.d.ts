@@ -595,7 +595,7 @@ export interface components {
             /** @description provider/model, e.g. anthropic/claude-sonnet-4-5 or replay/demo */
             model?: string;
             enableClientTools?: boolean;
-            capabilities?: Record<string, never>;
+            capabilities?: Record<string, unknown>;
             optOutNotifications?: string[];
             /** @enum {string} */
             role?: "controller" | "viewer";
@@ -633,7 +633,7 @@ export interface components {
             priority?: number;
             max_attempts?: number;
             /** @description job input; {"replay": <scenario>} runs a scripted model; input_staging is reserved (the server sets it for files sent with the task) */
-            payload?: Record<string, never>;
+            payload?: Record<string, unknown>;
         };
         Task: {
             id: number;
@@ -660,7 +660,7 @@ export interface components {
             profile?: string;
             task_class?: string;
             priority: number;
-            payload: Record<string, never>;
+            payload: Record<string, unknown>;
             state: components["schemas"]["State"];
             attempt: number;
             max_attempts: number;
@@ -693,7 +693,7 @@ export interface components {
             attempt: number;
             /** @description status, comment, run_event, protocol, noop, … */
             type: string;
-            data: Record<string, never>;
+            data: Record<string, unknown>;
             /** Format: date-time */
             created_at: string;
         };
@@ -729,7 +729,7 @@ export interface components {
         PieceDetail: components["schemas"]["PieceSummary"] & {
             yaml: string;
             /** @description the parsed piece */
-            piece?: Record<string, never>;
+            piece?: Record<string, unknown>;
         };
         Schedule: {
             id: number;
@@ -764,7 +764,7 @@ export interface components {
             /** @description task.create, task.comment, task.upload, job.cancel, job.retry, piece.create, piece.update, piece.delete, schedule.create, schedule.update, schedule.delete */
             action: string;
             target: string;
-            details: Record<string, never>;
+            details: Record<string, unknown>;
             /** Format: date-time */
             created_at: string;
         };
@@ -870,7 +870,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": Record<string, never>;
+                "application/json": Record<string, unknown>;
             };
         };
         /** @description {ok, success, accepted, cursor, execution, published_messages, message, snapshot}. */
@@ -879,7 +879,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": Record<string, never>;
+                "application/json": Record<string, unknown>;
             };
         };
         /** @description The session API's error body. */
@@ -1377,7 +1377,7 @@ export interface operations {
                     "application/json": {
                         /** @constant */
                         valid: true;
-                        piece: Record<string, never>;
+                        piece: Record<string, unknown>;
                     };
                 };
             };
@@ -1688,7 +1688,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": Record<string, never>;
+                    "application/json": Record<string, unknown>;
                 };
             };
             400: components["responses"]["HeadlessError"];
@@ -1746,8 +1746,8 @@ export interface operations {
                 "application/json": {
                     connectionId?: string;
                     protocolVersion?: string;
-                    clientInfo?: Record<string, never>;
-                    capabilities?: Record<string, never>;
+                    clientInfo?: Record<string, unknown>;
+                    capabilities?: Record<string, unknown>;
                     optOutNotifications?: string[];
                     /** @enum {string} */
                     role?: "controller" | "viewer";
@@ -1762,7 +1762,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": Record<string, never>;
+                    "application/json": Record<string, unknown>;
                 };
             };
             400: components["responses"]["HeadlessError"];
@@ -1906,7 +1906,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": Record<string, never>;
+                    "application/json": Record<string, unknown>;
                 };
             };
             401: components["responses"]["HeadlessError"];
@@ -1935,7 +1935,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": Record<string, never>;
+                    "application/json": Record<string, unknown>;
                 };
             };
             401: components["responses"]["HeadlessError"];

@@ -108,9 +108,10 @@ function Preview({ taskId, path }: { taskId: number; path: string }) {
   const q = useQuery({
     queryKey: ["deliverable-body", taskId, path],
     queryFn: async () => {
-      const res = await api.raw(deliverableURL(taskId, path), {
-        headers: kind === "image" ? {} : { Range: `bytes=0-${previewLimit - 1}` },
-      });
+      const res = await api.raw(
+        deliverableURL(taskId, path),
+        kind === "image" ? {} : { Range: `bytes=0-${previewLimit - 1}` },
+      );
       if (!res.ok) throw new Error(`${res.status} ${res.statusText}`);
       if (kind === "image") return { blob: await res.blob(), text: "", partial: false };
       return { blob: undefined, text: await res.text(), partial: res.status === 206 };

@@ -66,21 +66,39 @@ export function applyMessages(
 }
 
 // useJobLog follows GET /api/v1/jobs/{id}/events over SSE, resuming after a
-// drop from the last id it kept (Last-Event-ID), until the job ends.
-export function useJobLog(jobId: number | undefined): JobLogView {
+// drop from the last id it kept (Last-Event-ID), until the job ends. When
+// `finished` turns false again after the stream's end (the job was retried),
+// it follows on from the same cursor: the log is kept, nothing is re-read.
+export function useJobLog(jobId: number | undefined, finished = false): JobLogView {
   const api = useApi();
   const [view, setView] = useState<JobLogView>(empty);
-  const ref = useRef<{ log: EventLog; model: LogModel } | null>(null);
+  const ref = useRef<{ jobId: number; log: EventLog; model: LogModel; ended: JobLogView["ended"] } | null>(null);
+  const [round, setRound] = useState(0);
+
+  // Resume only once the caller has seen the job finished after the end and
+  // then unfinished again (not while its view still lags behind the stream).
+  const ended = view.ended !== undefined;
+  const sawFinished = useRef(false);
+  useEffect(() => {
+    if (!ended) return;
+    if (finished) sawFinished.current = true;
+    else if (sawFinished.current && ref.current) {
+      sawFinished.current = false;
+      ref.current.ended = undefined;
+      setRound((r) => r + 1);
+    }
+  }, [ended, finished]);
 
   useEffect(() => {
     if (!jobId) return;
-    const log = new EventLog();
-    const model = new LogModel();
-    ref.current = { log, model };
-    setView(empty);
+    if (!ref.current || ref.current.jobId !== jobId) {
+      ref.current = { jobId, log: new EventLog(), model: new LogModel(), ended: undefined };
+      setView(empty);
+    }
+    const st = ref.current;
+    const { log, model } = st;
     const ctl = new AbortController();
     let connected = false;
-    let ended: JobLogView["ended"];
     const publish = () =>
       setView({
         items: model.items.slice(),
@@ -93,8 +111,18 @@ export function useJobLog(jobId: number | undefined): JobLogView {
         gaps: log.gaps,
         dupes: log.dupes,
         connected,
-        ended,
+        ended: st.ended,
       });
+    // A burst of chunks (a long log read at once) renders once per 50 ms,
+    // not once per chunk.
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const schedule = () => {
+      if (timer !== undefined || ctl.signal.aborted) return;
+      timer = setTimeout(() => {
+        timer = undefined;
+        if (!ctl.signal.aborted) publish();
+      }, 50);
+    };
     void follow({
       url: `${api.opts.baseUrl ?? ""}/api/v1/jobs/${jobId}/events`,
       fetch: api.opts.fetch,
@@ -104,16 +132,19 @@ export function useJobLog(jobId: number | undefined): JobLogView {
       onUnauthorized: api.opts.onUnauthorized,
       onConnected: (c) => {
         connected = c;
-        if (!ctl.signal.aborted) publish();
+        schedule();
       },
       onMessages: (msgs) => {
         const end = applyMessages(log, model, msgs);
-        if (end) ended = end;
-        if (!ctl.signal.aborted) publish();
+        if (end) st.ended = end;
+        schedule();
       },
     });
-    return () => ctl.abort();
-  }, [api, jobId]);
+    return () => {
+      ctl.abort();
+      clearTimeout(timer);
+    };
+  }, [api, jobId, round]);
 
   return view;
 }

@@ -32,7 +32,7 @@ export default function TaskDetail() {
   const t = task.data?.task;
   const jobs = task.data?.jobs ?? [];
   const job = jobs.find((j) => j.id === t?.job_id) ?? jobs[jobs.length - 1];
-  const log = useJobLog(job?.id);
+  const log = useJobLog(job?.id, job ? finishedStates.has(job.state) : false);
 
   // A status event in the stream means the task's state changed: refetch.
   const lastStatus = log.items.reduce((n, it) => (it.kind === "status" ? it.id : n), 0);

@@ -1,9 +1,12 @@
 import "@testing-library/jest-dom/vitest";
 import { afterEach } from "vitest";
-import { cleanup } from "@testing-library/react";
+import { cleanup, configure } from "@testing-library/react";
 
 afterEach(() => {
   cleanup();
   sessionStorage.clear();
   localStorage.clear();
 });
+
+// The machine running the tests may be busy: give async queries time.
+configure({ asyncUtilTimeout: 5000 });
