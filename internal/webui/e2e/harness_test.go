@@ -13,11 +13,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/tracing"
 	"github.com/chromedp/chromedp"
 
 	"github.com/maestro-run/maestro/internal/proctest"
@@ -391,4 +393,96 @@ func (tb *tab) axe(what string) {
 		tb.t.Errorf("axe, %s: %s", what, f)
 	}
 	tb.t.Logf("axe: %s: %d serious or critical violation(s)", what, len(found))
+}
+
+// mainThreadTasks is what a trace says of the renderer's main thread: its
+// longest task by wall time and by thread (CPU) time, in ms, and how many
+// tasks took more than 100 ms of CPU.
+type mainThreadTasks struct {
+	count                int
+	longestWall, longest float64
+	over100              int
+}
+
+// traceMainThread records a DevTools trace of the page while f runs and
+// returns the main thread's tasks. CPU time (the trace's tdur) is the
+// measure that holds on a loaded machine, where wall time also counts the
+// time the thread waited for a core.
+func (tb *tab) traceMainThread(f func()) mainThreadTasks {
+	tb.t.Helper()
+	var mu sync.Mutex
+	var raw [][]byte
+	done := make(chan struct{})
+	lctx, stop := context.WithCancel(tb.ctx)
+	defer stop()
+	if err := chromedp.Listen(lctx, func(ev any) {
+		switch e := ev.(type) {
+		case *tracing.EventDataCollected:
+			mu.Lock()
+			for _, v := range e.Value {
+				raw = append(raw, []byte(v))
+			}
+			mu.Unlock()
+		case *tracing.EventTracingComplete:
+			close(done)
+		}
+	}); err != nil {
+		tb.t.Fatal(err)
+	}
+	tb.run("start tracing", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, tracing.Start, tracing.StartParams{TransferMode: tracing.StartTransferModeReportEvents,
+			TraceConfig: &tracing.TraceConfig{IncludedCategories: []string{"disabled-by-default-devtools.timeline", "toplevel", "__metadata"}}})
+		return err
+	}))
+	f()
+	tb.run("end tracing", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, tracing.End, cdp.Empty{})
+		return err
+	}))
+	select {
+	case <-done:
+	case <-time.After(stepTimeout):
+		tb.t.Fatalf("the trace did not complete within %v", stepTimeout)
+	}
+	type event struct {
+		Name string  `json:"name"`
+		Ph   string  `json:"ph"`
+		Pid  int64   `json:"pid"`
+		Tid  int64   `json:"tid"`
+		Dur  float64 `json:"dur"`
+		TDur float64 `json:"tdur"`
+		Args struct {
+			Name string `json:"name"`
+		} `json:"args"`
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var events []event
+	main := map[[2]int64]bool{}
+	for _, v := range raw {
+		var e event
+		if json.Unmarshal(v, &e) != nil {
+			continue
+		}
+		if e.Ph == "M" && e.Name == "thread_name" && e.Args.Name == "CrRendererMain" {
+			main[[2]int64{e.Pid, e.Tid}] = true
+		}
+		events = append(events, e)
+	}
+	var r mainThreadTasks
+	for _, e := range events {
+		if e.Name != "RunTask" || e.Ph != "X" || !main[[2]int64{e.Pid, e.Tid}] {
+			continue
+		}
+		r.count++
+		r.longestWall = max(r.longestWall, e.Dur/1000)
+		r.longest = max(r.longest, e.TDur/1000)
+		if e.TDur > 100_000 {
+			r.over100++
+		}
+	}
+	if r.count == 0 {
+		tb.t.Fatalf("the trace holds no task of the renderer's main thread (%d events)", len(events))
+	}
+	return r
 }

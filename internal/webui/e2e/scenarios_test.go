@@ -471,7 +471,9 @@ func TestLongLogScrolls(t *testing.T) {
 	tb.shots("long-log")
 	// Scroll the log (or the page, whichever scrolls) in steps of a
 	// screen, one step per frame, counting long tasks from here on.
-	steps := eval[int](tb, "scroll the log", `(async () => {
+	var steps int
+	tasks := tb.traceMainThread(func() {
+		steps = eval[int](tb, "scroll the log", `(async () => {
 		window.__maestro.longTasks.length = 0;
 		const log = document.querySelector('[data-testid="event-log"]');
 		let el = log;
@@ -485,14 +487,16 @@ func TestLongLogScrolls(t *testing.T) {
 		await frame();
 		return n;
 	})()`)
+	})
 	long := eval[[]float64](tb, "long tasks", `window.__maestro.longTasks`)
 	worst := 0.0
 	for _, d := range long {
 		worst = max(worst, d)
 	}
-	t.Logf("budget: scrolling the 10,000-event log (%d steps): %d long task(s) over 50 ms, the longest %.0f ms (budget %d ms)", steps, len(long), worst, budgetLongTask)
-	if worst > budgetLongTask {
-		t.Errorf("a long task of %.0f ms while scrolling the 10,000-event log (budget %d ms): %v", worst, budgetLongTask, long)
+	t.Logf("budget: scrolling the 10,000-event log (%d steps): the main thread ran %d tasks, the longest %.0f ms of CPU (%d over 100 ms; budget %d ms); by wall time the longest %.0f ms, and the longtask observer saw %d over 50 ms, the longest %.0f ms (wall time counts waiting for a core on a loaded machine)",
+		steps, tasks.count, tasks.longest, tasks.over100, budgetLongTask, tasks.longestWall, len(long), worst)
+	if tasks.longest > budgetLongTask {
+		t.Errorf("a main-thread task of %.0f ms of CPU while scrolling the 10,000-event log (budget %d ms)", tasks.longest, budgetLongTask)
 	}
 	if items := eval[int](tb, "rendered items", `document.querySelectorAll('[data-testid="event-item"]').length`); items == 0 || items > 1000 {
 		t.Errorf("%d event items in the DOM for 10,000 events: the list is not virtualized", items)
