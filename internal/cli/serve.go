@@ -54,7 +54,7 @@ func newServeCmd(io *IOStreams) *cobra.Command {
 	var o serveOptions
 	cmd := &cobra.Command{
 		Use:   "serve [flags]",
-		Short: "Run the REST API, workers and the cron scheduler in one process",
+		Short: "Run the REST API, the web UI, workers and the cron scheduler in one process",
 		Long: `Run Maestro as a service: the REST API (docs/api.md), --workers job workers and
 the maintenance loop (reaps jobs of dead workers, fires cron schedules).
 Submit and follow work with 'maestro tasks' or any HTTP client.
@@ -76,6 +76,10 @@ an IP address when a token is set, the --listen host, or a name given with
 is a DNS-rebinding page and gets 403. Requests a browser marks cross-site
 are refused, and JSON bodies need Content-Type: application/json. See
 "HTTP edge" in docs/sandbox.md.
+
+Web UI: / serves the team's console (tasks, live runs, questions,
+deliverables, schedules; docs/web-ui.md), embedded in the binary. Its files
+need no token; with one, the app asks for it once.
 
 Remote attach: /api/headless/ serves live agent sessions over HTTP + SSE
 (docs/remote-attach.md), behind the same token. POST /api/headless/sessions
