@@ -7,7 +7,7 @@ BIN ?= bin/maestro
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/maestro-run/maestro/internal/cli.version=$(VERSION)
 
-.PHONY: build demo test vet fmt bench clean
+.PHONY: build demo test vet fmt bench clean web web-dev web-check test-web
 
 # maestro, and the scripted fake model server beside it (docs/fakemodel.md).
 build:
@@ -28,6 +28,29 @@ demo: build
 # The whole test suite (installs what the tests need first).
 test:
 	bash scripts/test.sh
+
+# The web UI (docs/web-ui.md): web/ built into internal/webui/dist/, which
+# is committed so that `go build` alone embeds it; build again after
+# changing web/.
+web:
+	cd web && npm ci && npm run build
+
+# Vite's dev server (hot reload) in front of a running `maestro serve`
+# (MAESTRO_URL, default http://127.0.0.1:7878): it serves web/ and proxies
+# /api, /healthz, /readyz and /metrics to the server.
+web-dev:
+	cd web && { [ -d node_modules ] || npm ci; } && npm run dev
+
+# CI's check that the committed build is the build of web/.
+web-check: web
+	git diff --exit-code --stat -- internal/webui/dist
+	@untracked=$$(git ls-files --others --exclude-standard -- internal/webui/dist); \
+	if [ -n "$$untracked" ]; then echo "web-check: the build made files that are not committed:"; echo "$$untracked"; exit 1; fi
+
+# The web UI's tests: component tests, the rebuild check and the browser
+# end-to-end tests in Chromium (scripts/test-web.sh; make test runs it).
+test-web:
+	bash scripts/test-web.sh
 
 vet:
 	$(GO) vet ./...

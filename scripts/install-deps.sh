@@ -5,6 +5,8 @@
 #   postgresql  - initdb/postgres for the throwaway clusters the store tests
 #                 start themselves (internal/pgtest); no cluster is created
 #                 or started by the install
+#   chromium    - Debian's headless browser for the web UI's end-to-end
+#                 tests (scripts/test-web.sh); no browser is downloaded
 # Idempotent: packages already present are not reinstalled. Needs root (or sudo).
 set -euo pipefail
 
@@ -25,6 +27,7 @@ need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v rg >/dev/null 2>&1 || need+=(ripgrep)
 have_postgres || need+=(postgresql)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 
 if [ ${#need[@]} -eq 0 ]; then
   echo "install-deps: all system packages present"

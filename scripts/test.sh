@@ -65,6 +65,9 @@ if [ "$CI" = true ] && [ "$skipped" -gt 0 ]; then
   exit 1
 fi
 
+# The web UI: component tests, the rebuild check, the browser tests.
+bash scripts/test-web.sh
+
 echo "== fuzz (bounded)"
 fuzz_time=${FUZZ_TIME:-10s}
 while read -r pkg target; do

@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -148,56 +145,7 @@ func TestServeRunsWithoutModel(t *testing.T) {
 // exit 0 within 30 s (also run at cleanup).
 func startServe(ctx context.Context, t *testing.T, env []string, args ...string) (url string, stderr *proctest.Buffer, stop func()) {
 	t.Helper()
-	serve := exec.CommandContext(ctx, binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
-	serve.Env = env
-	stdout, err := serve.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr = &proctest.Buffer{}
-	serve.Stderr = stderr
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		serve.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- serve.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve exited with %v\n%s", err, stderr.String())
-			}
-		case <-time.After(30 * time.Second):
-			serve.Process.Kill()
-			t.Errorf("serve did not stop within 30 s of SIGTERM\n%s", stderr.String())
-		}
-	}
-	t.Cleanup(stop)
-	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		re := regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
-		for sc.Scan() {
-			if u := re.FindString(sc.Text()); u != "" {
-				select {
-				case urls <- u:
-				default:
-				}
-			}
-		}
-	}()
-	select {
-	case url = <-urls:
-	case <-ctx.Done():
-		t.Fatalf("serve did not print its URL:\n%s", stderr.String())
-	}
-	return url, stderr, stop
+	return proctest.StartServe(ctx, t, binary, env, args...)
 }
 
 // tasksCLI runs `maestro tasks --server url args…` (at most 90 s) and

@@ -295,3 +295,45 @@ type Health struct {
 	// Error says why the server is not ready.
 	Error string `json:"error,omitempty"`
 }
+
+// ServerPath describes the server: GET /api/v1/server.
+const ServerPath = Prefix + "/server"
+
+// Stores of ServerInfo.Store.
+const (
+	StoreSQLite   = "sqlite"
+	StorePostgres = "postgres"
+)
+
+// ServerInfo answers GET /api/v1/server: what the serving process and
+// the store know about the deployment. A field the server cannot know is
+// left out, never guessed.
+type ServerInfo struct {
+	Version string `json:"version"`
+	// Store is StoreSQLite or StorePostgres.
+	Store string `json:"store,omitempty"`
+	// StartedAt is when this process started serving.
+	StartedAt time.Time `json:"started_at,omitzero"`
+	// ExecutorDefault is what runs this process's jobs unless a task says
+	// otherwise: "replay" (no model configured) or "native" (Maestro's
+	// own loop over a live model); left out when it runs no workers.
+	ExecutorDefault string `json:"executor_default,omitempty"`
+	// Workers are this process's worker pool and every worker holding a
+	// job's lease, by name.
+	Workers []ServerWorker `json:"workers"`
+	// Queue counts the jobs by state (every state, zeros included).
+	Queue map[store.State]int64 `json:"queue"`
+}
+
+// ServerWorker is one worker of ServerInfo.
+type ServerWorker struct {
+	// ID is the worker's name (serve --name, else host:pid).
+	ID string `json:"id"`
+	// Host is the machine, known for this process's own workers only.
+	Host string `json:"host,omitempty"`
+	// RunningJobs are the jobs the worker holds a lease on (dispatching or
+	// running).
+	RunningJobs []int64 `json:"running_jobs"`
+	// LastSeen is the worker's latest claim or heartbeat on those jobs.
+	LastSeen time.Time `json:"last_seen,omitzero"`
+}

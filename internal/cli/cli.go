@@ -130,10 +130,18 @@ func newVersionCmd(io *IOStreams) *cobra.Command {
 }
 
 func versionString() string {
-	v := version
 	goVersion := ""
 	if info, ok := debug.ReadBuildInfo(); ok {
 		goVersion = info.GoVersion
+	}
+	return fmt.Sprintf("maestro %s %s protocol 2026-04-02", buildVersion(), goVersion)
+}
+
+// buildVersion is the binary's version: the linked-in version, else the
+// module's, with the VCS revision when the build recorded one.
+func buildVersion() string {
+	v := version
+	if info, ok := debug.ReadBuildInfo(); ok {
 		if v == "dev" && info.Main.Version != "" && info.Main.Version != "(devel)" {
 			v = info.Main.Version
 		}
@@ -143,5 +151,5 @@ func versionString() string {
 			}
 		}
 	}
-	return fmt.Sprintf("maestro %s %s protocol 2026-04-02", v, goVersion)
+	return v
 }

@@ -86,27 +86,29 @@ func workerName(name string) string {
 // by default); movements that name an agent CLI run it as `maestro run`
 // does. Pieces are the built-ins, the store's pieces and
 // <config home>/pieces.
-func newJobRunner(io *IOStreams, st store.Store, dataDir string) (queue.Runner, error) {
+//
+// executor names what runs the jobs by default: "replay" or "native".
+func newJobRunner(io *IOStreams, st store.Store, dataDir string) (runner queue.Runner, executor string, err error) {
 	home, err := config.Home(io.Getenv)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	cfg, err := config.Load(filepath.Join(home, "config.yaml"))
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	sbMode, err := host.SandboxMode("", cfg)
 	if err != nil {
-		return nil, fmt.Errorf("config sandbox: %w", err)
+		return nil, "", fmt.Errorf("config sandbox: %w", err)
 	}
 	sb, err := sandbox.New(context.Background(), host.SandboxConfig(sbMode, nil))
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	ctx := context.Background()
 	choice, err := providers.Select(ctx, providers.Options{Config: cfg, Getenv: io.Getenv})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	prov := choice.Provider
 	if choice.Replay == providers.DemoScenario {
@@ -119,7 +121,11 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (queue.Runner, 
 	models := pieceModels(io.Getenv, cfg)
 	classifier, err := classifierModel(ctx, models, cfg, choice.Executor == protocol.ExecutorLive)
 	if err != nil {
-		return nil, err
+		return nil, "", err
+	}
+	executor = "native"
+	if choice.Executor == protocol.ExecutorReplay {
+		executor = "replay"
 	}
 	return queue.NewEngineRunner(queue.EngineRunnerConfig{
 		DataDir: dataDir,
@@ -131,7 +137,7 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (queue.Runner, 
 		Sandbox:    sb,
 		FileLimits: host.FileLimits(cfg),
 		Agents:     agentMovements(io, "", agentcli.Permission(cfg.AgentPermission)),
-	}), nil
+	}), executor, nil
 }
 
 // jobReplayNotice is what a job-running command (serve, worker) says at

@@ -8,18 +8,24 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/queue"
 	"github.com/maestro-run/maestro/internal/server"
+	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/store/postgres"
+	"github.com/maestro-run/maestro/internal/store/sqlite"
+	"github.com/maestro-run/maestro/internal/webui"
 )
 
 // defaultListen is where `maestro serve` listens unless --listen says
@@ -45,7 +51,7 @@ func newServeCmd(io *IOStreams) *cobra.Command {
 	var o serveOptions
 	cmd := &cobra.Command{
 		Use:   "serve [flags]",
-		Short: "Run the REST API, workers and the cron scheduler in one process",
+		Short: "Run the REST API, the web UI, workers and the cron scheduler in one process",
 		Long: `Run Maestro as a service: the REST API (docs/api.md), --workers job workers and
 the maintenance loop (reaps jobs of dead workers, fires cron schedules).
 Submit and follow work with 'maestro tasks' or any HTTP client.
@@ -67,6 +73,10 @@ an IP address when a token is set, the --listen host, or a name given with
 is a DNS-rebinding page and gets 403. Requests a browser marks cross-site
 are refused, and JSON bodies need Content-Type: application/json. See
 "HTTP edge" in docs/sandbox.md.
+
+Web UI: / serves the team's console (tasks, live runs, questions,
+deliverables, schedules; docs/web-ui.md), embedded in the binary. Its files
+need no token; with one, the app asks for it once.
 
 Remote attach: /api/headless/ serves live agent sessions over HTTP + SSE
 (docs/remote-attach.md), behind the same token. POST /api/headless/sessions
@@ -165,19 +175,10 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	attach := newServeAttach(sessions, token, log)
 	defer attach.Close()
 	metrics := queue.NewMetrics()
-	api, err := server.New(server.Config{
-		Pieces: catalog,
-		Store:  st, DataDir: dataDir, TaskDir: queue.TaskDir, Token: token, RequireAuth: token != "",
-		Listen: o.Listen, AllowedHosts: o.AllowedHosts,
-		Metrics: metrics, NextRun: queue.NextRun, MaxUpload: o.MaxUpload, Logger: log,
-		Headless: attach,
-	})
-	if err != nil {
-		return failErr(err)
-	}
+	info := server.Info{Version: buildVersion(), Store: storeKind(st), StartedAt: time.Now()}
 	var pool *queue.Pool
 	if o.Workers > 0 {
-		runner, err := newJobRunner(io, st, dataDir)
+		runner, executor, err := newJobRunner(io, st, dataDir)
 		if err != nil {
 			return failErr(err)
 		}
@@ -185,6 +186,29 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		if err != nil {
 			return failErr(err)
 		}
+		info.ExecutorDefault, info.Worker = executor, o.Name
+		info.Host, _ = os.Hostname()
+	}
+	ui, err := webui.New(webui.Dist())
+	if err != nil {
+		return failErr(err)
+	}
+	if !ui.Built() {
+		log.Warn("this binary was built without the web UI: / shows how to build it (make web; docs/web-ui.md)")
+	}
+	dropAfter, err := dropStreamsAfter(io.Getenv)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	api, err := server.New(server.Config{
+		Pieces: catalog,
+		Store:  st, DataDir: dataDir, TaskDir: queue.TaskDir, Token: token, RequireAuth: token != "",
+		Listen: o.Listen, AllowedHosts: o.AllowedHosts,
+		Metrics: metrics, NextRun: queue.NextRun, MaxUpload: o.MaxUpload, Logger: log,
+		Headless: attach, UI: ui, Info: info, DropStreamsAfter: dropAfter,
+	})
+	if err != nil {
+		return failErr(err)
 	}
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
@@ -204,7 +228,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	if token != "" {
 		auth = "bearer token required"
 	}
-	fmt.Fprintf(io.Out, "maestro serve: API on http://%s (%s), %d worker(s), data %s\n", ln.Addr(), auth, o.Workers, dataDir)
+	fmt.Fprintf(io.Out, "maestro serve: API and web UI on http://%s (%s), %d worker(s), data %s\n", ln.Addr(), auth, o.Workers, dataDir)
 
 	var wg sync.WaitGroup
 	var serveErr, poolErr, maintErr error
@@ -247,4 +271,32 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	}
 	fmt.Fprintln(io.ErrOut, "maestro serve: stopped")
 	return nil
+}
+
+// storeKind names a job store for GET /api/v1/server.
+func storeKind(st store.Store) string {
+	switch st.(type) {
+	case *postgres.Store:
+		return api.StorePostgres
+	case *sqlite.Store:
+		return api.StoreSQLite
+	}
+	return ""
+}
+
+// dropStreamsEnv is the test hook of server.Config.DropStreamsAfter: the
+// browser tests of the web UI cut its event streams from the server side
+// to prove the live log resumes without gaps or duplicates. Unset (as in
+// any real deployment), nothing is cut.
+const dropStreamsEnv = "MAESTRO_TEST_DROP_STREAMS_AFTER"
+
+func dropStreamsAfter(getenv func(string) string) (int, error) {
+	if getenv == nil || getenv(dropStreamsEnv) == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(getenv(dropStreamsEnv))
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%s: expected a positive number of events, found %q", dropStreamsEnv, getenv(dropStreamsEnv))
+	}
+	return n, nil
 }

@@ -87,7 +87,7 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 		return failErr(err)
 	}
 	defer st.Close()
-	runner, err := newJobRunner(io, st, dataDir)
+	runner, _, err := newJobRunner(io, st, dataDir)
 	if err != nil {
 		return failErr(err)
 	}

@@ -193,6 +193,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id, after 
 	if sse.Retry(streamRetry) != nil || sse.Flush() != nil {
 		return
 	}
+	sent := 0
 	send := func(events []store.JobEvent) error {
 		for _, e := range events {
 			if e.Seq <= after {
@@ -203,6 +204,11 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id, after 
 				return err
 			}
 			after = e.Seq
+			if sent++; sent == s.cfg.DropStreamsAfter {
+				// The test hook: cut the connection after this event.
+				sse.Flush()
+				panic(http.ErrAbortHandler)
+			}
 			if e.Type == store.JobEventStatus {
 				var st store.StatusEvent
 				if json.Unmarshal(e.Data, &st) == nil && st.State.Valid() {

@@ -32,6 +32,7 @@ import (
 	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/webui"
 	"github.com/maestro-run/maestro/pieces"
 )
 
@@ -116,6 +117,21 @@ type Config struct {
 	// the contract's x-maestro-api-key or x-composer-api-key header (on
 	// every route). Its routes are listed by Routes.
 	Headless HeadlessAPI
+	// UI, when set, is the web app (internal/webui): it answers GET and
+	// HEAD of every path that is not the API's, the probes' or the
+	// metrics' (webui.ClientRoute), without a token, so that the sign-in
+	// page loads; the API keeps its auth. Host and Origin are checked as
+	// on every route.
+	UI http.Handler
+	// Info describes this process for GET /api/v1/server.
+	Info Info
+	// DropStreamsAfter is a test hook (end-to-end tests of stream
+	// resumption): when positive, every job event stream is cut from the
+	// server side, its connection closed without the end event, after
+	// sending that many events, as a proxy or a restart would. Zero (the
+	// default, and what serve uses unless a test sets
+	// MAESTRO_TEST_DROP_STREAMS_AFTER) never cuts.
+	DropStreamsAfter int
 }
 
 // HeadlessAPI is the session API Config.Headless mounts (an
@@ -238,6 +254,7 @@ func (s *Server) register() {
 	s.handle("DELETE /api/v1/schedules/{id}", s.deleteSchedule)
 
 	s.handle("GET /api/v1/audit", s.listAudit)
+	s.handle("GET "+api.ServerPath, s.serverInfo)
 	s.handle("GET /healthz", s.healthz)
 	s.handle("GET /readyz", s.readyz)
 	s.handle("GET /metrics", s.metrics)
@@ -252,6 +269,17 @@ func (s *Server) register() {
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s; see docs/api.md", r.Method, r.URL.Path))
 	})
+	// The web app: every other path (not an API route: Routes lists the
+	// API).
+	if s.cfg.UI != nil {
+		s.mux.Handle("/", s.cfg.UI)
+	}
+}
+
+// uiRequest reports whether a request is for the web app: GET or HEAD of
+// a path the API does not answer. It needs no token.
+func (s *Server) uiRequest(r *http.Request) bool {
+	return s.cfg.UI != nil && (r.Method == http.MethodGet || r.Method == http.MethodHead) && webui.ClientRoute(r.URL.Path)
 }
 
 // actorKey carries the authenticated actor in a request's context.
@@ -273,7 +301,9 @@ func (s *Server) edgePolicy() *httpedge.Policy {
 	return &httpedge.Policy{
 		Listen: s.cfg.Listen, AllowedHosts: s.cfg.AllowedHosts,
 		Token: s.cfg.Token, RequireAuth: s.cfg.RequireAuth,
-		Open: func(r *http.Request) bool { return r.URL.Path == "/healthz" || r.URL.Path == "/readyz" },
+		Open: func(r *http.Request) bool {
+			return r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || s.uiRequest(r)
+		},
 		Surface: func(r *http.Request) httpedge.Surface {
 			if strings.HasPrefix(r.URL.Path, "/api/headless/") {
 				return httpedge.Headless

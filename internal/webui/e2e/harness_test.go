@@ -1,0 +1,488 @@
+//go:build browser
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/tracing"
+	"github.com/chromedp/chromedp"
+
+	"github.com/maestro-run/maestro/internal/proctest"
+)
+
+// binary is the maestro binary TestMain builds.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "maestro-webui-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	binary, err = proctest.Build(context.Background(), "cmd/maestro", dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(2)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// Bounds of the tests' waits.
+const (
+	stepTimeout = 60 * time.Second // one browser step or DOM condition
+	serveLife   = 15 * time.Minute // the longest a serve of one test runs
+)
+
+// server is a running `maestro serve`.
+type server struct {
+	url, home, token string
+	stderr           *proctest.Buffer
+}
+
+// startServe runs `maestro serve` on a free loopback port on replay (no
+// model configured) with its home and data in a temporary directory,
+// extra environment variables and args; it stops at cleanup (SIGTERM,
+// exit 0 expected).
+func startServe(t *testing.T, env []string, args ...string) *server {
+	t.Helper()
+	return startServeIn(t, t.TempDir(), env, args...)
+}
+
+// startServeIn is startServe with its home and data in home.
+func startServeIn(t *testing.T, home string, env []string, args ...string) *server {
+	t.Helper()
+	s := &server{home: home}
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "MAESTRO_API_TOKEN="); ok {
+			s.token = v
+		}
+	}
+	// The process lives (and its URL is awaited) at most serveLife; it is
+	// stopped at cleanup before the context ends.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), serveLife)
+	t.Cleanup(cancel)
+	s.url, s.stderr, _ = proctest.StartServe(ctx, t, binary, append(proctest.NoModelEnv(home), env...), append([]string{"--data-dir", home}, args...)...)
+	return s
+}
+
+// api calls the server's REST API (with the token, if any) and decodes
+// the JSON answer into out.
+func (s *server) api(t *testing.T, method, path string, body, out any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), stepTimeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = strings.NewReader(string(data))
+	}
+	req, err := http.NewRequestWithContext(ctx, method, s.url+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, data)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: decode %s: %v", method, path, data, err)
+		}
+	}
+}
+
+// chromium returns Debian's chromium (or $MAESTRO_CHROMIUM), or skips the
+// test loudly (fails it under CI=true).
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("MAESTRO_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	proctest.SkipOrFail(t, "CHROMIUM NOT INSTALLED: apt-get install chromium (scripts/install-deps.sh); the browser tests did not run")
+	return ""
+}
+
+// tab is a browser tab on the app, with the test's artifacts directory.
+type tab struct {
+	t         *testing.T
+	ctx       context.Context
+	base      string
+	artifacts string
+	log       *proctest.Buffer // chromium's output
+}
+
+// newTab starts a headless Chromium with a fresh profile (the flags of
+// docs/web-ui.md: no sandbox, no GPU, no QUIC, no background traffic) and
+// returns its first tab, at 1280×800. scripts run before the app's own in
+// every document (measurement hooks).
+func newTab(t *testing.T, base string, scripts ...string) *tab {
+	t.Helper()
+	bin := chromium(t)
+	log := &proctest.Buffer{}
+	actx, cancel := chromedp.NewExecAllocator(t.Context(),
+		chromedp.ExecPath(bin),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 800),
+		chromedp.CombinedOutput(log),
+	)
+	t.Cleanup(cancel)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	t.Cleanup(cancelTab)
+	tb := &tab{t: t, ctx: ctx, base: base, log: log, artifacts: artifactsDir(t)}
+	// The first Run starts the browser: no timeout on its context.
+	start := make(chan error, 1)
+	go func() { start <- chromedp.Do(ctx) }()
+	select {
+	case err := <-start:
+		if err != nil {
+			t.Fatalf("start chromium: %v\n%s", err, log)
+		}
+	case <-time.After(stepTimeout):
+		t.Fatalf("chromium did not start within %v\n%s", stepTimeout, log)
+	}
+	for _, src := range scripts {
+		tb.run("install a measurement hook", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: src})
+			return err
+		}))
+	}
+	tb.run("viewport", chromedp.EmulateViewport(1280, 800))
+	return tb
+}
+
+// artifactsDir is where a test's screenshots go:
+// $MAESTRO_TEST_ARTIFACTS/<test>/ (default test-artifacts/ at the top of
+// the module, which git ignores).
+func artifactsDir(t *testing.T) string {
+	root := os.Getenv("MAESTRO_TEST_ARTIFACTS")
+	if root == "" {
+		root = filepath.Join("..", "..", "..", "test-artifacts")
+	}
+	dir := filepath.Join(root, strings.ReplaceAll(t.Name(), "/", "_"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs(dir)
+	return abs
+}
+
+// run runs actions under stepTimeout; on failure it saves a screenshot
+// and fails the test.
+func (tb *tab) run(what string, actions ...chromedp.Action[chromedp.Void]) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, stepTimeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		tb.failShot(what)
+		tb.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// failShot saves what the page shows when a step fails.
+func (tb *tab) failShot(what string) {
+	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
+	defer cancel()
+	if png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot()); err == nil {
+		name := filepath.Join(tb.artifacts, "FAILED-"+regexp.MustCompile(`\W+`).ReplaceAllString(what, "-")+".png")
+		os.WriteFile(name, png, 0o644)
+		tb.t.Logf("screenshot of the failure: %s", name)
+	}
+	if html, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText.slice(0, 2000) : ""`)); err == nil {
+		tb.t.Logf("the page says:\n%s", html)
+	}
+}
+
+// eval evaluates a JavaScript expression (promises awaited) into out.
+func eval[T any](tb *tab, what, expr string) T {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, stepTimeout)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		tb.failShot(what)
+		tb.t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// wait waits until a JavaScript expression is truthy.
+func (tb *tab) wait(what, expr string) {
+	tb.t.Helper()
+	tb.waitFor(what, expr, stepTimeout)
+}
+
+func (tb *tab) waitFor(what, expr string, d time.Duration) {
+	tb.t.Helper()
+	tb.run("wait until "+what, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Poll[chromedp.Void]("!!("+expr+")", chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(d))(ctx, tg)
+		return err
+	}))
+}
+
+// tid is the CSS selector of a data-testid.
+func tid(id string) string { return `[data-testid="` + id + `"]` }
+
+// q is the JavaScript expression of the first element of a data-testid
+// (plus an optional CSS suffix).
+func q(id string, suffix ...string) string {
+	return fmt.Sprintf("document.querySelector(%q)", tid(id)+strings.Join(suffix, ""))
+}
+
+// open navigates to a path of the app and waits until a data-testid is
+// present.
+func (tb *tab) open(path, testid string) {
+	tb.t.Helper()
+	tb.run("open "+path, chromedp.Navigate(tb.base+path))
+	tb.wait(path+" shows "+testid, q(testid))
+}
+
+// click clicks the first element of a data-testid once it is visible.
+func (tb *tab) click(testid string, suffix ...string) {
+	tb.t.Helper()
+	sel := tid(testid) + strings.Join(suffix, "")
+	tb.run("click "+sel, chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible))
+}
+
+// fill types a value into a field, replacing what it holds.
+func (tb *tab) fill(sel, value string) {
+	tb.t.Helper()
+	tb.setValue(sel, "")
+	tb.run("type into "+sel, chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible), chromedp.SendKeys(chromedp.CSS(sel), value))
+}
+
+// setValue sets a field's value as a paste or a choice would: through the
+// element's own value setter (which React tracks), then the input and
+// change events.
+func (tb *tab) setValue(sel, value string) {
+	tb.t.Helper()
+	eval[chromedp.Void](tb, "set the value of "+sel, fmt.Sprintf(`(() => {
+		const el = document.querySelector(%q);
+		const proto = Object.getPrototypeOf(el);
+		Object.getOwnPropertyDescriptor(proto, "value").set.call(el, %q);
+		el.dispatchEvent(new Event("input", {bubbles: true}));
+		el.dispatchEvent(new Event("change", {bubbles: true}));
+	})()`, sel, value))
+}
+
+// selectValue picks an option of a <select>.
+func (tb *tab) selectValue(sel, value string) {
+	tb.t.Helper()
+	tb.setValue(sel, value)
+	if got := eval[string](tb, "read "+sel, fmt.Sprintf(`document.querySelector(%q).value`, sel)); got != value {
+		tb.t.Fatalf("%s has no option %q (value %q)", sel, value, got)
+	}
+}
+
+// attr returns an attribute of the first element of a data-testid.
+func (tb *tab) attr(testid, name string) string {
+	tb.t.Helper()
+	return eval[string](tb, "read "+name+" of "+testid, fmt.Sprintf(`(%s?.getAttribute(%q)) ?? ""`, q(testid), name))
+}
+
+// shots saves the page at desktop (1280×800) and phone (390×844) sizes as
+// <name>-desktop.png and <name>-390.png, and scans it with axe-core. The
+// page is scrolled to its top, or to the element of a data-testid.
+func (tb *tab) shots(name string, focus ...string) {
+	tb.t.Helper()
+	scroll := `window.scrollTo(0, 0)`
+	if len(focus) > 0 {
+		scroll = q(focus[0]) + `?.scrollIntoView({block: "center"})`
+	}
+	for _, v := range []struct {
+		suffix string
+		w, h   int64
+		opts   []chromedp.EmulateViewportOption
+	}{
+		{"desktop", 1280, 800, nil},
+		{"390", 390, 844, []chromedp.EmulateViewportOption{chromedp.EmulateMobile, chromedp.EmulatePortrait}},
+	} {
+		tb.run("viewport "+v.suffix, chromedp.EmulateViewport(v.w, v.h, v.opts...))
+		eval[chromedp.Void](tb, "scroll", scroll+"; undefined")
+		// Two frames, so that the layout of the new size is painted.
+		eval[chromedp.Void](tb, "let the page lay out", `new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r())))`)
+		ctx, cancel := context.WithTimeout(tb.ctx, stepTimeout)
+		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		cancel()
+		if err != nil {
+			tb.t.Fatalf("screenshot %s: %v", name, err)
+		}
+		file := filepath.Join(tb.artifacts, name+"-"+v.suffix+".png")
+		if err := os.WriteFile(file, png, 0o644); err != nil {
+			tb.t.Fatal(err)
+		}
+		tb.t.Logf("screenshot: %s", file)
+		tb.axe(name + " at " + v.suffix)
+	}
+	tb.run("viewport desktop", chromedp.EmulateViewport(1280, 800))
+}
+
+// axeSource is axe-core from web/node_modules (npm ci in web/ installs it:
+// a devDependency of the app).
+func axeSource(t *testing.T) string {
+	t.Helper()
+	p := os.Getenv("MAESTRO_AXE_JS")
+	if p == "" {
+		p = filepath.Join("..", "..", "..", "web", "node_modules", "axe-core", "axe.min.js")
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		proctest.SkipOrFail(t, "AXE-CORE NOT INSTALLED (%v): run npm ci in web/ (scripts/test-web.sh does)", err)
+	}
+	return string(data)
+}
+
+// axe scans the page with axe-core and fails the test on a serious or
+// critical violation.
+func (tb *tab) axe(what string) {
+	tb.t.Helper()
+	src := axeSource(tb.t)
+	if !eval[bool](tb, "is axe loaded", `typeof window.axe === "object"`) {
+		eval[chromedp.Void](tb, "load axe-core", src+"\n;undefined")
+	}
+	found := eval[[]string](tb, "axe scan of "+what, `axe.run(document, {resultTypes: ["violations"]}).then(r =>
+		r.violations.filter(v => v.impact === "serious" || v.impact === "critical").map(v =>
+			v.id + " (" + v.impact + "): " + v.help + " — " + v.nodes.slice(0, 4).map(n => n.target.join(" ")).join(", ")))`)
+	for _, f := range found {
+		tb.t.Errorf("axe, %s: %s", what, f)
+	}
+	tb.t.Logf("axe: %s: %d serious or critical violation(s)", what, len(found))
+}
+
+// mainThreadTasks is what a trace says of the renderer's main thread: its
+// longest task by wall time and by thread (CPU) time, in ms, and how many
+// tasks took more than 100 ms of CPU.
+type mainThreadTasks struct {
+	count                int
+	longestWall, longest float64
+	over100              int
+}
+
+// traceMainThread records a DevTools trace of the page while f runs and
+// returns the main thread's tasks. CPU time (the trace's tdur) is the
+// measure that holds on a loaded machine, where wall time also counts the
+// time the thread waited for a core.
+func (tb *tab) traceMainThread(f func()) mainThreadTasks {
+	tb.t.Helper()
+	var mu sync.Mutex
+	var raw [][]byte
+	done := make(chan struct{})
+	lctx, stop := context.WithCancel(tb.ctx)
+	defer stop()
+	if err := chromedp.Listen(lctx, func(ev any) {
+		switch e := ev.(type) {
+		case *tracing.EventDataCollected:
+			mu.Lock()
+			for _, v := range e.Value {
+				raw = append(raw, []byte(v))
+			}
+			mu.Unlock()
+		case *tracing.EventTracingComplete:
+			close(done)
+		}
+	}); err != nil {
+		tb.t.Fatal(err)
+	}
+	tb.run("start tracing", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, tracing.Start, tracing.StartParams{TransferMode: tracing.StartTransferModeReportEvents,
+			TraceConfig: &tracing.TraceConfig{IncludedCategories: []string{"disabled-by-default-devtools.timeline", "toplevel", "__metadata"}}})
+		return err
+	}))
+	f()
+	tb.run("end tracing", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, tracing.End, cdp.Empty{})
+		return err
+	}))
+	select {
+	case <-done:
+	case <-time.After(stepTimeout):
+		tb.t.Fatalf("the trace did not complete within %v", stepTimeout)
+	}
+	type event struct {
+		Name string  `json:"name"`
+		Ph   string  `json:"ph"`
+		Pid  int64   `json:"pid"`
+		Tid  int64   `json:"tid"`
+		Dur  float64 `json:"dur"`
+		TDur float64 `json:"tdur"`
+		Args struct {
+			Name string `json:"name"`
+		} `json:"args"`
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var events []event
+	main := map[[2]int64]bool{}
+	for _, v := range raw {
+		var e event
+		if json.Unmarshal(v, &e) != nil {
+			continue
+		}
+		if e.Ph == "M" && e.Name == "thread_name" && e.Args.Name == "CrRendererMain" {
+			main[[2]int64{e.Pid, e.Tid}] = true
+		}
+		events = append(events, e)
+	}
+	var r mainThreadTasks
+	for _, e := range events {
+		if e.Name != "RunTask" || e.Ph != "X" || !main[[2]int64{e.Pid, e.Tid}] {
+			continue
+		}
+		r.count++
+		r.longestWall = max(r.longestWall, e.Dur/1000)
+		r.longest = max(r.longest, e.TDur/1000)
+		if e.TDur > 100_000 {
+			r.over100++
+		}
+	}
+	if r.count == 0 {
+		tb.t.Fatalf("the trace holds no task of the renderer's main thread (%d events)", len(events))
+	}
+	return r
+}

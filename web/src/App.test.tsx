@@ -1,0 +1,82 @@
+import { describe, expect, it } from "vitest";
+import { render, screen, waitFor } from "@testing-library/react";
+import userEvent from "@testing-library/user-event";
+import { MemoryRouter, useLocation } from "react-router";
+import { App } from "./App";
+import { base, json, toRequest } from "./test/helpers";
+
+function Where() {
+  const l = useLocation();
+  return <output data-testid="where">{l.pathname + l.search}</output>;
+}
+
+// A server that wants the token "s3cret" on every API route.
+function tokenServer(seen: (string | null)[]) {
+  return (async (input: RequestInfo | URL, init?: RequestInit) => {
+    const req = toRequest(input, init);
+    const auth = req.headers.get("Authorization");
+    seen.push(auth);
+    if (auth !== "Bearer s3cret") return json({ error: "missing or invalid bearer token" }, 401);
+    const path = new URL(req.url).pathname;
+    if (path === "/api/v1/tasks") return json({ tasks: [] });
+    if (path === "/api/v1/schedules") return json({ schedules: [] });
+    if (path === "/api/v1/pieces") return json({ pieces: [] });
+    return json({ error: "not found" }, 404);
+  }) as typeof fetch;
+}
+
+describe("sign-in", () => {
+  it("a 401 leads to /signin and a good token leads back", async () => {
+    const seen: (string | null)[] = [];
+    render(
+      <MemoryRouter initialEntries={["/schedules"]}>
+        <App fetch={tokenServer(seen)} baseUrl={base} />
+        <Where />
+      </MemoryRouter>,
+    );
+    await waitFor(() => expect(screen.getByTestId("where")).toHaveTextContent("/signin?next=%2Fschedules"));
+    expect(seen[0]).toBeNull();
+
+    await userEvent.type(screen.getByLabelText("Access token"), "wrong");
+    await userEvent.click(screen.getByTestId("signin-submit"));
+    expect(await screen.findByTestId("signin-error")).toHaveTextContent("refused");
+    expect(sessionStorage.getItem("maestro.token")).toBeNull();
+
+    await userEvent.clear(screen.getByTestId("signin-token"));
+    await userEvent.type(screen.getByTestId("signin-token"), "s3cret");
+    await userEvent.click(screen.getByTestId("signin-submit"));
+    await waitFor(() => expect(screen.getByTestId("where")).toHaveTextContent(/^\/schedules$/));
+    expect(await screen.findByTestId("schedule-list")).toBeInTheDocument();
+    expect(sessionStorage.getItem("maestro.token")).toBe("s3cret");
+    expect(localStorage.getItem("maestro.token")).toBeNull();
+    expect(seen.at(-1)).toBe("Bearer s3cret");
+  });
+
+  it("remember keeps the token in localStorage", async () => {
+    render(
+      <MemoryRouter initialEntries={["/signin?next=/tasks"]}>
+        <App fetch={tokenServer([])} baseUrl={base} />
+        <Where />
+      </MemoryRouter>,
+    );
+    await userEvent.type(screen.getByLabelText("Access token"), "s3cret");
+    await userEvent.click(screen.getByLabelText("Remember on this device"));
+    await userEvent.click(screen.getByTestId("signin-submit"));
+    await waitFor(() => expect(screen.getByTestId("where")).toHaveTextContent(/^\/tasks$/));
+    expect(localStorage.getItem("maestro.token")).toBe("s3cret");
+    expect(sessionStorage.getItem("maestro.token")).toBeNull();
+  });
+
+  it("a server without a token never shows the sign-in page", async () => {
+    const open = (async () => json({ tasks: [] })) as unknown as typeof fetch;
+    render(
+      <MemoryRouter initialEntries={["/"]}>
+        <App fetch={open} baseUrl={base} />
+        <Where />
+      </MemoryRouter>,
+    );
+    expect(await screen.findByTestId("task-list")).toBeInTheDocument();
+    expect(screen.getByTestId("where")).toHaveTextContent(/^\/$/);
+    expect(screen.queryByTestId("signin-token")).toBeNull();
+  });
+});

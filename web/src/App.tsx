@@ -1,0 +1,140 @@
+import { lazy, Suspense, useEffect, useMemo, useRef, useState } from "react";
+import { NavLink, Route, Routes, useLocation, useNavigate } from "react-router";
+import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
+import { ApiContext } from "./api/context";
+import { ApiError, createApi } from "./api/client";
+import { getToken } from "./api/auth";
+import { applyTheme, nextTheme, storedTheme, type ThemeChoice } from "./lib/theme";
+import { TaskList } from "./pages/TaskList";
+import { SignIn } from "./pages/SignIn";
+
+// The task list is the first page, so it ships in the entry chunk; every
+// other page is its own chunk, loaded when its route is visited.
+const NewTask = lazy(() => import("./pages/NewTask"));
+const TaskDetail = lazy(() => import("./pages/TaskDetail"));
+const Schedules = lazy(() => import("./pages/Schedules"));
+const Server = lazy(() => import("./pages/Server"));
+
+export interface AppProps {
+  // fetch replaces the browser's (tests); baseUrl prefixes every API path.
+  fetch?: typeof fetch;
+  baseUrl?: string;
+}
+
+export function App({ fetch: f, baseUrl }: AppProps) {
+  const navigate = useNavigate();
+  const location = useLocation();
+  const where = useRef(location);
+  where.current = location;
+
+  const api = useMemo(
+    () =>
+      createApi({
+        baseUrl,
+        fetch: f,
+        getToken,
+        onUnauthorized: () => {
+          const cur = where.current;
+          if (cur.pathname === "/signin") return;
+          const next = cur.pathname + cur.search;
+          navigate(`/signin?next=${encodeURIComponent(next)}`, { replace: true });
+        },
+      }),
+    [baseUrl, f, navigate],
+  );
+  const queryClient = useMemo(
+    () =>
+      new QueryClient({
+        defaultOptions: {
+          queries: {
+            retry: (n, err) => !(err instanceof ApiError && err.status < 500) && n < 2,
+            refetchOnWindowFocus: true,
+          },
+        },
+      }),
+    [],
+  );
+
+  return (
+    <ApiContext.Provider value={api}>
+      <QueryClientProvider client={queryClient}>
+        <Layout>
+          <Suspense fallback={<p className="p-4 text-sm">Loading…</p>}>
+            <Routes>
+              <Route path="/" element={<TaskList />} />
+              <Route path="/tasks" element={<TaskList />} />
+              <Route path="/tasks/new" element={<NewTask />} />
+              <Route path="/tasks/:id" element={<TaskDetail />} />
+              <Route path="/schedules" element={<Schedules />} />
+              <Route path="/server" element={<Server />} />
+              <Route path="/signin" element={<SignIn />} />
+              <Route path="*" element={<p className="p-4">No such page.</p>} />
+            </Routes>
+          </Suspense>
+        </Layout>
+      </QueryClientProvider>
+    </ApiContext.Provider>
+  );
+}
+
+const navClass = ({ isActive }: { isActive: boolean }) =>
+  `rounded px-2 py-1 text-sm font-medium ${
+    isActive
+      ? "bg-slate-200 text-slate-900 dark:bg-slate-700 dark:text-white"
+      : "text-slate-700 hover:bg-slate-100 dark:text-slate-300 dark:hover:bg-slate-800"
+  }`;
+
+function Layout({ children }: { children: React.ReactNode }) {
+  const [theme, setTheme] = useState<ThemeChoice>(storedTheme);
+  // Follow the system's scheme while the choice is "system".
+  useEffect(() => {
+    if (theme !== "system" || typeof matchMedia !== "function") return;
+    const mq = matchMedia("(prefers-color-scheme: dark)");
+    const on = () => applyTheme("system");
+    mq.addEventListener("change", on);
+    return () => mq.removeEventListener("change", on);
+  }, [theme]);
+  const toggle = () => {
+    const t = nextTheme(theme);
+    applyTheme(t);
+    setTheme(t);
+  };
+  return (
+    <div className="min-h-screen">
+      <a href="#main" className="sr-only focus:not-sr-only focus:absolute focus:p-2">
+        Skip to content
+      </a>
+      <header className="border-b border-slate-200 bg-white dark:border-slate-800 dark:bg-slate-900">
+        <div className="mx-auto flex max-w-6xl flex-wrap items-center gap-2 px-3 py-2">
+          <span className="mr-2 font-bold">Maestro</span>
+          <nav aria-label="Main" className="flex flex-wrap gap-1">
+            <NavLink to="/tasks" end data-testid="nav-tasks" className={navClass}>
+              Tasks
+            </NavLink>
+            <NavLink to="/tasks/new" data-testid="nav-new-task" className={navClass}>
+              New task
+            </NavLink>
+            <NavLink to="/schedules" data-testid="nav-schedules" className={navClass}>
+              Schedules
+            </NavLink>
+            <NavLink to="/server" data-testid="nav-server" className={navClass}>
+              Server
+            </NavLink>
+          </nav>
+          <button
+            type="button"
+            className="btn ml-auto"
+            data-testid="theme-toggle"
+            aria-label={`Theme: ${theme} (switch)`}
+            onClick={toggle}
+          >
+            {theme === "system" ? "◐ System" : theme === "light" ? "☀ Light" : "☾ Dark"}
+          </button>
+        </div>
+      </header>
+      <main id="main" className="mx-auto max-w-6xl px-3 py-4">
+        {children}
+      </main>
+    </div>
+  );
+}

@@ -1,0 +1,68 @@
+import { describe, expect, it } from "vitest";
+import { render, screen, within, waitFor } from "@testing-library/react";
+import userEvent from "@testing-library/user-event";
+import { CSVTable, Deliverables, previewKind } from "./Deliverables";
+import { parseCSV } from "../lib/csv";
+import { base, json, Wrap } from "../test/helpers";
+
+describe("parseCSV", () => {
+  const cases: { name: string; text: string; want: string[][] }[] = [
+    { name: "plain", text: "a,b\n1,2\n", want: [["a", "b"], ["1", "2"]] },
+    { name: "CRLF and no final newline", text: "a,b\r\n1,2", want: [["a", "b"], ["1", "2"]] },
+    { name: "quoted comma, quote and newline", text: 'n,q\n"x, y","say ""hi""\nthere"\n', want: [["n", "q"], ["x, y", 'say "hi"\nthere']] },
+    { name: "empty fields", text: ",,\n", want: [["", "", ""]] },
+  ];
+  for (const c of cases) it(c.name, () => expect(parseCSV(c.text)).toEqual(c.want));
+});
+
+describe("CSV preview", () => {
+  it("renders a CSV deliverable as a table with a header row", async () => {
+    const csv = 'city,count\n"Paris, FR",3\nOslo,5\n';
+    const calls: string[] = [];
+    const f = (async (req: Request) => {
+      calls.push(`${req.method} ${new URL(req.url).pathname} ${req.headers.get("Range") ?? ""}`);
+      const path = new URL(req.url).pathname;
+      if (path === "/api/v1/tasks/4/deliverables")
+        return json({ files: [{ path: "data/cities.csv", size: csv.length, modified: "2026-11-26T12:00:00Z" }] });
+      if (path === "/api/v1/tasks/4/deliverables/data/cities.csv") return new Response(csv, { status: 206 });
+      return json({ error: "no" }, 404);
+    }) as typeof fetch;
+    render(
+      <Wrap fetch={f}>
+        <Deliverables taskId={4} refreshKey="x" />
+      </Wrap>,
+    );
+    const row = await screen.findByTestId("deliverable-row");
+    expect(row).toHaveAttribute("data-path", "data/cities.csv");
+    expect(row).toHaveAttribute("data-size", String(csv.length));
+    expect(within(row).getByTestId("deliverable-download")).toHaveAttribute(
+      "href",
+      "/api/v1/tasks/4/deliverables/data/cities.csv",
+    );
+    await userEvent.click(within(row).getByTestId("deliverable-preview-button"));
+    const preview = await screen.findByTestId("deliverable-preview");
+    const table = await within(preview).findByRole("table");
+    expect(within(table).getAllByRole("columnheader").map((h) => h.textContent)).toEqual(["city", "count"]);
+    const cells = within(table).getAllByRole("cell").map((c) => c.textContent);
+    expect(cells).toEqual(["Paris, FR", "3", "Oslo", "5"]);
+    await waitFor(() => expect(calls).toContain("GET /api/v1/tasks/4/deliverables/data/cities.csv bytes=0-1048575"));
+    expect(base).toMatch(/^http/);
+  });
+
+  it("says when rows were cut", () => {
+    const text = "h\n" + Array.from({ length: 12 }, (_, i) => String(i)).join("\n");
+    render(<CSVTable text={text} maxRows={10} />);
+    expect(screen.getAllByRole("row")).toHaveLength(11);
+    expect(screen.getByText("First 10 rows shown.")).toBeInTheDocument();
+  });
+
+  const kinds: [string, string][] = [
+    ["a.csv", "csv"],
+    ["README.md", "markdown"],
+    ["img/x.PNG", "image"],
+    ["notes.txt", "text"],
+    ["Makefile", "text"],
+    ["archive.zip", "none"],
+  ];
+  for (const [p, k] of kinds) it(`previewKind(${p})`, () => expect(previewKind(p)).toBe(k));
+});

@@ -1,0 +1,75 @@
+import { useState, type FormEvent } from "react";
+
+// QuestionPanel shows the question a waiting job (waiting_human) asked and
+// takes the answer; answering posts a comment, which queues the job again
+// (docs/api.md, "Questions (ASK)").
+export function QuestionPanel({
+  question,
+  onAnswer,
+}: {
+  question: string;
+  onAnswer: (answer: string) => Promise<void>;
+}) {
+  const [answer, setAnswer] = useState("");
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+
+  async function submit(e?: FormEvent) {
+    e?.preventDefault();
+    if (!answer.trim() || busy) {
+      if (!answer.trim()) setError("Write an answer first.");
+      return;
+    }
+    setBusy(true);
+    setError(null);
+    try {
+      await onAnswer(answer);
+      setAnswer("");
+    } catch (err) {
+      setError(err instanceof Error ? err.message : String(err));
+    } finally {
+      setBusy(false);
+    }
+  }
+
+  return (
+    <section
+      data-testid="question-panel"
+      aria-labelledby="question-h"
+      className="rounded-lg border-2 border-amber-400 bg-amber-50 p-4 dark:border-amber-600 dark:bg-amber-950"
+    >
+      <h2 id="question-h" className="text-sm font-semibold">
+        The agent is waiting for you
+      </h2>
+      <p data-testid="question-text" className="my-2 whitespace-pre-wrap">
+        {question}
+      </p>
+      <form onSubmit={submit} className="space-y-2">
+        <label htmlFor="answer-input" className="label">
+          Your answer
+        </label>
+        <textarea
+          id="answer-input"
+          data-testid="answer-input"
+          className="input min-h-20"
+          value={answer}
+          onChange={(e) => setAnswer(e.target.value)}
+          onKeyDown={(e) => {
+            if (e.key === "Enter" && (e.metaKey || e.ctrlKey)) {
+              e.preventDefault();
+              void submit();
+            }
+          }}
+        />
+        {error && (
+          <p role="alert" className="error" data-testid="form-error">
+            {error}
+          </p>
+        )}
+        <button type="submit" className="btn btn-primary" data-testid="answer-submit" disabled={busy}>
+          {busy ? "Sending…" : "Answer and resume"}
+        </button>
+      </form>
+    </section>
+  );
+}

@@ -1,0 +1,56 @@
+import { describe, expect, it } from "vitest";
+import { explainCron } from "./cron";
+
+// Times are local: build the expected ones with the local-time constructor.
+const from = new Date(2026, 10, 26, 8, 30); // Thu 26 Nov 2026 08:30
+
+describe("explainCron", () => {
+  const cases: { expr: string; words?: RegExp; next?: Date[]; error?: RegExp }[] = [
+    {
+      expr: "0 9 * * 1",
+      words: /09:00.*Monday/,
+      next: [
+        new Date(2026, 10, 30, 9, 0),
+        new Date(2026, 11, 7, 9, 0),
+        new Date(2026, 11, 14, 9, 0),
+        new Date(2026, 11, 21, 9, 0),
+        new Date(2026, 11, 28, 9, 0),
+      ],
+    },
+    {
+      expr: "*/15 * * * *",
+      words: /Every 15 minutes/,
+      next: [
+        new Date(2026, 10, 26, 8, 45),
+        new Date(2026, 10, 26, 9, 0),
+        new Date(2026, 10, 26, 9, 15),
+        new Date(2026, 10, 26, 9, 30),
+        new Date(2026, 10, 26, 9, 45),
+      ],
+    },
+    { expr: "@daily", words: /00:00/, next: [1, 2, 3, 4, 5].map((d) => new Date(2026, 10, 26 + d, 0, 0)) },
+    {
+      expr: "@every 1h30m",
+      words: /Every 1h30m/,
+      next: [1, 2, 3, 4, 5].map((i) => new Date(from.getTime() + i * 90 * 60e3)),
+    },
+    { expr: "0 9 * *", error: /five fields/ },
+    { expr: "61 * * * *", error: /./ },
+    { expr: "@fortnightly", error: /unknown descriptor/ },
+    { expr: "@every soon", error: /duration/ },
+    { expr: "  ", error: /required/ },
+  ];
+  for (const c of cases) {
+    it(c.expr.trim() || "(empty)", () => {
+      const got = explainCron(c.expr, from);
+      if (c.error) {
+        expect(got.error).toMatch(c.error);
+        expect(got.next).toEqual([]);
+        return;
+      }
+      expect(got.error).toBeUndefined();
+      expect(got.words).toMatch(c.words!);
+      expect(got.next.map((d) => d.getTime())).toEqual(c.next!.map((d) => d.getTime()));
+    });
+  }
+});

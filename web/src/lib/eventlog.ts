@@ -1,0 +1,241 @@
+import type { JobEvent } from "../api/types";
+
+// EventLog keeps a job's events as the SSE stream delivers them, de-duplicated
+// by id. Ids are the events' sequence numbers, 1, 2, 3… with no gaps
+// (docs/api.md, "Event stream (SSE)"), so anything at or below the last id is
+// a duplicate (dropped and counted) and a jump is a gap (counted; the event
+// is kept). lastId is the cursor a reconnect sends as Last-Event-ID.
+export class EventLog {
+  readonly events: JobEvent[] = [];
+  lastId = 0;
+  gaps = 0;
+  dupes = 0;
+
+  // add records one event; it returns false for a duplicate.
+  add(id: number, ev: JobEvent): boolean {
+    if (id <= this.lastId) {
+      this.dupes++;
+      return false;
+    }
+    if (id !== this.lastId + 1) this.gaps++;
+    this.lastId = id;
+    this.events.push(ev);
+    return true;
+  }
+}
+
+// Item is one rendered entry of the log: consecutive streamed text of one
+// response, one tool call with everything about it, a movement header, a
+// status change, a comment, or any other event shown as it is.
+export type Item =
+  | { kind: "text"; id: number; responseId: string; text: string; thinking: boolean }
+  | {
+      kind: "tool";
+      id: number;
+      callId: string;
+      tool: string;
+      args: unknown;
+      output: string;
+      status: "running" | "succeeded" | "failed" | "pending";
+      error?: string;
+    }
+  | { kind: "movement"; id: number; name: string; number: number }
+  | { kind: "status"; id: number; state: string; attempt: number; worker?: string; error?: string }
+  | { kind: "comment"; id: number; author: string; body: string }
+  | { kind: "usage"; id: number; usage: Usage }
+  | { kind: "result"; id: number; status: string; result: string }
+  | { kind: "other"; id: number; type: string; label: string; data: unknown };
+
+export interface Usage {
+  input_tokens?: number;
+  output_tokens?: number;
+  cache_read_tokens?: number;
+  cache_write_tokens?: number;
+  total_tokens?: number;
+  total_cost_usd?: number;
+  model_id?: string;
+  provider?: string;
+}
+
+export interface Movement {
+  id: number;
+  name: string;
+  number: number;
+  inputTokens: number;
+  outputTokens: number;
+  cost: number;
+  toolCalls: number;
+  failed: number;
+}
+
+type Rec = Record<string, unknown>;
+const str = (v: unknown): string => (typeof v === "string" ? v : "");
+const num = (v: unknown): number => (typeof v === "number" ? v : 0);
+
+// LogModel turns events into Items incrementally: streamed chunks append to
+// their response's text item, tool events update their call's item. It keeps
+// the per-movement usage for the timeline and the run's total.
+export class LogModel {
+  items: Item[] = [];
+  movements: Movement[] = [];
+  executor: string | undefined;
+  model: string | undefined;
+  private texts = new Map<string, number>();
+  private tools = new Map<string, number>();
+  private lastTextKey = "";
+
+  get totalCost(): number {
+    return this.movements.reduce((s, m) => s + m.cost, 0) + this.orphanCost;
+  }
+  private orphanCost = 0;
+
+  private movement(): Movement | undefined {
+    return this.movements[this.movements.length - 1];
+  }
+
+  private replace(index: number, item: Item): void {
+    this.items[index] = item;
+  }
+
+  add(ev: JobEvent): void {
+    const d = (ev.data ?? {}) as Rec;
+    switch (ev.type) {
+      case "status":
+        this.items.push({
+          kind: "status",
+          id: ev.seq,
+          state: str(d.state),
+          attempt: num(d.attempt),
+          worker: str(d.worker) || undefined,
+          error: str(d.error) || undefined,
+        });
+        return;
+      case "comment":
+        this.items.push({
+          kind: "comment",
+          id: ev.seq,
+          author: str(d.author_kind) || str(d.author) || "user",
+          body: str(d.body),
+        });
+        return;
+      case "run_event":
+        this.runEvent(ev, d);
+        return;
+      case "protocol":
+        this.protocol(ev, d);
+        return;
+      default:
+        this.items.push({ kind: "other", id: ev.seq, type: ev.type, label: ev.type, data: d });
+    }
+  }
+
+  private runEvent(ev: JobEvent, d: Rec): void {
+    const kind = str(d.kind);
+    const data = (d.data ?? {}) as Rec;
+    if (kind === "movement_started") {
+      const m: Movement = {
+        id: ev.seq,
+        name: str(data.movement),
+        number: num(data.number) || this.movements.length + 1,
+        inputTokens: 0,
+        outputTokens: 0,
+        cost: 0,
+        toolCalls: 0,
+        failed: 0,
+      };
+      this.movements.push(m);
+      this.items.push({ kind: "movement", id: ev.seq, name: m.name, number: m.number });
+      return;
+    }
+    if (kind === "complete") {
+      this.items.push({ kind: "result", id: ev.seq, status: str(data.status), result: str(data.result) });
+      return;
+    }
+    let label = kind;
+    if (kind === "transition") label = `transition ${str(data.from)} » ${str(data.to)}`;
+    else if (kind === "classified") label = `piece ${str(data.piece)} (${str(data.reason)})`;
+    else if (kind === "waiting") label = "waiting for an answer";
+    this.items.push({ kind: "other", id: ev.seq, type: kind, label, data });
+  }
+
+  private protocol(ev: JobEvent, d: Rec): void {
+    const t = str(d.type);
+    switch (t) {
+      case "ready":
+        this.executor = str(d.executor_type) || this.executor;
+        this.model = [str(d.provider), str(d.model)].filter(Boolean).join("/") || this.model;
+        this.items.push({ kind: "other", id: ev.seq, type: t, label: `ready: ${this.model ?? ""} (${this.executor ?? "?"})`, data: d });
+        return;
+      case "response_start":
+        this.lastTextKey = "";
+        return;
+      case "response_chunk": {
+        const thinking = d.is_thinking === true;
+        const key = `${str(d.response_id)}:${thinking ? "t" : "x"}`;
+        const at = this.texts.get(key);
+        // Chunks join their response's last text item of the same kind as
+        // long as nothing else came between them.
+        if (at !== undefined && this.lastTextKey === key) {
+          const it = this.items[at];
+          if (it && it.kind === "text") this.replace(at, { ...it, text: it.text + str(d.content) });
+          return;
+        }
+        this.texts.set(key, this.items.length);
+        this.lastTextKey = key;
+        this.items.push({ kind: "text", id: ev.seq, responseId: str(d.response_id), text: str(d.content), thinking });
+        return;
+      }
+      case "response_end": {
+        const u = (d.usage ?? {}) as Usage;
+        const m = this.movement();
+        if (m) {
+          m.inputTokens += num(u.input_tokens);
+          m.outputTokens += num(u.output_tokens);
+          m.cost += num(u.total_cost_usd);
+        } else {
+          this.orphanCost += num(u.total_cost_usd);
+        }
+        this.lastTextKey = "";
+        return;
+      }
+      case "tool_call": {
+        this.lastTextKey = "";
+        const callId = str(d.call_id);
+        this.tools.set(callId, this.items.length);
+        const m = this.movement();
+        if (m) m.toolCalls++;
+        this.items.push({ kind: "tool", id: ev.seq, callId, tool: str(d.tool), args: d.args, output: "", status: "pending" });
+        return;
+      }
+      case "tool_start":
+      case "tool_output":
+      case "tool_end": {
+        const at = this.tools.get(str(d.call_id));
+        const it = at === undefined ? undefined : this.items[at];
+        if (at === undefined || !it || it.kind !== "tool") {
+          this.items.push({ kind: "other", id: ev.seq, type: t, label: `${t} ${str(d.call_id)}`, data: d });
+          return;
+        }
+        if (t === "tool_start") this.replace(at, { ...it, status: "running" });
+        else if (t === "tool_output") this.replace(at, { ...it, output: it.output + str(d.content) });
+        else {
+          const ok = d.success === true;
+          if (!ok) {
+            const m = this.movement();
+            if (m) m.failed++;
+          }
+          const reason = str(d.error) || str(d.error_code) || (ok ? undefined : lastLine(it.output));
+          this.replace(at, { ...it, status: ok ? "succeeded" : "failed", error: ok ? undefined : reason });
+        }
+        return;
+      }
+      default:
+        this.items.push({ kind: "other", id: ev.seq, type: t || "protocol", label: t || "protocol", data: d });
+    }
+  }
+}
+
+function lastLine(s: string): string | undefined {
+  const lines = s.trimEnd().split("\n");
+  return lines[lines.length - 1] || undefined;
+}

@@ -1,0 +1,270 @@
+import { useRef, useState, type FormEvent, type KeyboardEvent } from "react";
+import { useNavigate } from "react-router";
+import { useQueryClient } from "@tanstack/react-query";
+import { useApi } from "../api/context";
+import { usePieces } from "../lib/queries";
+import { ApiError, unwrap } from "../api/client";
+import { getToken } from "../api/auth";
+import type { ApiErrorBody, Task } from "../api/types";
+import { createTaskWithFiles } from "../lib/upload";
+import { formatBytes } from "../lib/format";
+
+type Executor = "native" | "agent-cli" | "replay";
+
+interface FormError {
+  message: string;
+  field?: string;
+}
+
+// NewTask creates a task: JSON when it has no files, else one multipart
+// request with per-file progress. ⌘/Ctrl-Enter submits from any field.
+export default function NewTask() {
+  const api = useApi();
+  const qc = useQueryClient();
+  const navigate = useNavigate();
+  const [title, setTitle] = useState("");
+  const [body, setBody] = useState("");
+  const [piece, setPiece] = useState("");
+  const [executor, setExecutor] = useState<Executor>("native");
+  const [scenario, setScenario] = useState("");
+  const [files, setFiles] = useState<File[]>([]);
+  const [progress, setProgress] = useState<number[]>([]);
+  const [error, setError] = useState<FormError | null>(null);
+  const [busy, setBusy] = useState(false);
+  const [dragging, setDragging] = useState(false);
+  const formRef = useRef<HTMLFormElement>(null);
+
+  const pieces = usePieces();
+
+  function addFiles(list: FileList | null) {
+    if (!list) return;
+    const added = Array.from(list);
+    setFiles((cur) => [...cur.filter((f) => !added.some((a) => a.name === f.name)), ...added]);
+    setProgress([]);
+  }
+
+  async function submit(e?: FormEvent) {
+    e?.preventDefault();
+    if (busy) return;
+    setError(null);
+    if (!title.trim()) {
+      setError({ message: "title: required: a short description of the work", field: "title" });
+      return;
+    }
+    const task: Record<string, unknown> = { title: title.trim() };
+    if (body) task.body = body;
+    if (piece) task.piece = piece;
+    if (executor === "replay" && scenario.trim()) task.payload = { replay: scenario };
+    setBusy(true);
+    try {
+      let created: Task;
+      if (files.length > 0) {
+        setProgress(files.map(() => 0));
+        const res = await createTaskWithFiles(
+          `${api.opts.baseUrl ?? ""}/api/v1/tasks`,
+          task,
+          files,
+          setProgress,
+          getToken(),
+        );
+        if (res.status === 401) api.opts.onUnauthorized();
+        if (res.status < 200 || res.status >= 300) {
+          throw new ApiError(res.status, res.body as ApiErrorBody, `${res.status}`);
+        }
+        created = (res.body as { task: Task }).task;
+      } else {
+        created = unwrap(
+          await api.client.POST("/api/v1/tasks", { body: task as { title: string } }),
+        ).task;
+      }
+      await qc.invalidateQueries({ queryKey: ["tasks"] });
+      navigate(`/tasks/${created.id}`);
+    } catch (err) {
+      if (err instanceof ApiError) setError({ message: err.message, field: err.field });
+      else setError({ message: err instanceof Error ? err.message : String(err) });
+    } finally {
+      setBusy(false);
+    }
+  }
+
+  function onKeyDown(e: KeyboardEvent) {
+    if (e.key === "Enter" && (e.metaKey || e.ctrlKey)) {
+      e.preventDefault();
+      void submit();
+    }
+  }
+
+  const fieldError = (name: string) =>
+    error && error.field === name ? (
+      <p className="error mt-1" data-testid="form-error" role="alert" id={`err-${name}`}>
+        {error.message}
+      </p>
+    ) : null;
+
+  return (
+    <form ref={formRef} onSubmit={submit} onKeyDown={onKeyDown} className="card max-w-3xl space-y-4" aria-labelledby="new-h">
+      <h1 id="new-h" className="text-xl font-semibold">
+        New task
+      </h1>
+      <div>
+        <label htmlFor="new-task-title" className="label">
+          Title
+        </label>
+        <input
+          id="new-task-title"
+          data-testid="new-task-title"
+          className="input"
+          value={title}
+          maxLength={1024}
+          aria-invalid={error?.field === "title"}
+          aria-describedby={error?.field === "title" ? "err-title" : undefined}
+          onChange={(e) => setTitle(e.target.value)}
+        />
+        {fieldError("title")}
+      </div>
+      <div>
+        <label htmlFor="new-task-body" className="label">
+          Description (markdown)
+        </label>
+        <textarea
+          id="new-task-body"
+          data-testid="new-task-body"
+          className="input min-h-40 font-mono"
+          value={body}
+          onChange={(e) => setBody(e.target.value)}
+        />
+        {fieldError("body")}
+      </div>
+      <div className="grid gap-4 sm:grid-cols-2">
+        <div>
+          <label htmlFor="new-task-piece" className="label">
+            Piece
+          </label>
+          <select
+            id="new-task-piece"
+            data-testid="new-task-piece"
+            className="input"
+            value={piece}
+            onChange={(e) => setPiece(e.target.value)}
+          >
+            <option value="">auto</option>
+            {(pieces.data ?? []).map((p) => (
+              <option key={p.name} value={p.name} title={p.description}>
+                {p.name}
+              </option>
+            ))}
+          </select>
+          {fieldError("piece")}
+        </div>
+        <div>
+          <label htmlFor="new-task-executor" className="label">
+            Executor
+          </label>
+          <select
+            id="new-task-executor"
+            data-testid="new-task-executor"
+            className="input"
+            value={executor}
+            onChange={(e) => setExecutor(e.target.value as Executor)}
+            aria-describedby="executor-help"
+          >
+            <option value="native">native model</option>
+            <option value="agent-cli">agent CLI</option>
+            <option value="replay">replay</option>
+          </select>
+          <p id="executor-help" className="mt-1 text-xs text-slate-600 dark:text-slate-400">
+            {executor === "native" && "The server's configured model (the replay demo when it has none)."}
+            {executor === "agent-cli" && "Agent CLIs run the movements of pieces that name one (agent:); pick such a piece."}
+            {executor === "replay" && "A scripted scenario (YAML or JSON, docs/replay.md); empty plays the server's demo when it has no model."}
+          </p>
+        </div>
+      </div>
+      {executor === "replay" && (
+        <div>
+          <label htmlFor="new-task-scenario" className="label">
+            Replay scenario
+          </label>
+          <textarea
+            id="new-task-scenario"
+            className="input min-h-24 font-mono"
+            value={scenario}
+            onChange={(e) => setScenario(e.target.value)}
+          />
+          {fieldError("payload")}
+        </div>
+      )}
+      <div>
+        <label
+          htmlFor="new-task-files"
+          data-testid="new-task-dropzone"
+          onDragOver={(e) => {
+            e.preventDefault();
+            setDragging(true);
+          }}
+          onDragLeave={() => setDragging(false)}
+          onDrop={(e) => {
+            e.preventDefault();
+            setDragging(false);
+            addFiles(e.dataTransfer.files);
+          }}
+          className={`block cursor-pointer rounded-lg border-2 border-dashed p-4 text-center text-sm ${
+            dragging ? "border-sky-600 bg-sky-50 dark:bg-sky-950" : "border-slate-300 dark:border-slate-600"
+          }`}
+        >
+          Files: drop them here or choose…
+        </label>
+        <input
+          id="new-task-files"
+          data-testid="new-task-files"
+          type="file"
+          multiple
+          className="mt-2 block text-sm"
+          onChange={(e) => addFiles(e.target.files)}
+        />
+        {files.length > 0 && (
+          <ul className="mt-2 space-y-1" aria-label="Files to upload">
+            {files.map((f, i) => (
+              <li key={f.name} className="flex items-center gap-2 text-sm">
+                <span className="min-w-0 flex-1 truncate">{f.name}</span>
+                <span className="text-xs text-slate-600 dark:text-slate-400">{formatBytes(f.size)}</span>
+                <progress
+                  data-testid="upload-progress"
+                  data-name={f.name}
+                  max={1}
+                  value={progress[i] ?? 0}
+                  aria-label={`Upload of ${f.name}`}
+                  className="w-24"
+                />
+                <button
+                  type="button"
+                  className="btn px-2 py-0.5"
+                  aria-label={`Remove ${f.name}`}
+                  disabled={busy}
+                  onClick={() => {
+                    setFiles((cur) => cur.filter((x) => x !== f));
+                    setProgress([]);
+                  }}
+                >
+                  ✕
+                </button>
+              </li>
+            ))}
+          </ul>
+        )}
+        {fieldError("path")}
+        {fieldError("file")}
+      </div>
+      {error && !["title", "body", "piece", "payload", "path", "file"].includes(error.field ?? "") && (
+        <p className="error" data-testid="form-error" role="alert">
+          {error.message}
+        </p>
+      )}
+      <div className="flex items-center gap-3">
+        <button type="submit" className="btn btn-primary" data-testid="new-task-submit" disabled={busy}>
+          {busy ? "Submitting…" : "Submit"}
+        </button>
+        <span className="text-xs text-slate-600 dark:text-slate-400">⌘/Ctrl-Enter</span>
+      </div>
+    </form>
+  );
+}

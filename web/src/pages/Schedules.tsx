@@ -1,0 +1,250 @@
+import { useState, type FormEvent } from "react";
+import { useQuery, useQueryClient } from "@tanstack/react-query";
+import { useApi } from "../api/context";
+import { usePieces } from "../lib/queries";
+import { ApiError, unwrap } from "../api/client";
+import type { Schedule } from "../api/types";
+import { explainCron } from "../lib/cron";
+import { relativeTime } from "../lib/format";
+
+interface Draft {
+  name: string;
+  cron_expr: string;
+  title: string;
+  body: string;
+  piece: string;
+  enabled: boolean;
+}
+
+const blank: Draft = { name: "", cron_expr: "0 9 * * 1", title: "", body: "", piece: "", enabled: true };
+
+export default function Schedules() {
+  const api = useApi();
+  const qc = useQueryClient();
+  const [editing, setEditing] = useState<{ id?: number; draft: Draft } | null>(null);
+  const [rowError, setRowError] = useState<string | null>(null);
+  const list = useQuery({
+    queryKey: ["schedules"],
+    queryFn: async () => unwrap(await api.client.GET("/api/v1/schedules")),
+    refetchInterval: 10_000,
+  });
+
+  async function toggle(s: Schedule) {
+    setRowError(null);
+    try {
+      unwrap(
+        await api.client.PUT("/api/v1/schedules/{id}", {
+          params: { path: { id: s.id } },
+          body: toBody({ ...fromSchedule(s), enabled: !s.enabled }),
+        }),
+      );
+      await qc.invalidateQueries({ queryKey: ["schedules"] });
+    } catch (err) {
+      setRowError(err instanceof Error ? err.message : String(err));
+    }
+  }
+
+  const schedules = list.data?.schedules ?? [];
+  return (
+    <section aria-labelledby="sched-h" className="space-y-3">
+      <div className="flex flex-wrap items-center gap-2">
+        <h1 id="sched-h" className="mr-auto text-xl font-semibold">
+          Schedules
+        </h1>
+        <button type="button" className="btn btn-primary" data-testid="new-schedule-button" onClick={() => setEditing({ draft: { ...blank } })}>
+          New schedule
+        </button>
+      </div>
+      {list.error && <p className="error">{list.error.message}</p>}
+      {rowError && (
+        <p className="error" role="alert">
+          {rowError}
+        </p>
+      )}
+      {editing && (
+        <ScheduleForm
+          key={editing.id ?? "new"}
+          id={editing.id}
+          initial={editing.draft}
+          onDone={() => {
+            setEditing(null);
+            void qc.invalidateQueries({ queryKey: ["schedules"] });
+          }}
+          onCancel={() => setEditing(null)}
+        />
+      )}
+      <ul data-testid="schedule-list" className="divide-y divide-slate-200 rounded-lg border border-slate-200 bg-white dark:divide-slate-800 dark:border-slate-800 dark:bg-slate-900">
+        {schedules.length === 0 && <li className="p-3 text-sm">No schedules.</li>}
+        {schedules.map((s) => (
+          <li key={s.id} data-testid="schedule-row" data-schedule-id={s.id} data-enabled={s.enabled ? "true" : "false"} className="flex flex-wrap items-center gap-x-3 gap-y-1 p-3">
+            <span className="min-w-0 flex-1 basis-48">
+              <span className="font-medium">{s.name}</span>{" "}
+              <span className="font-mono text-xs text-slate-600 dark:text-slate-400">{s.cron_expr}</span>
+              <span className="block truncate text-xs text-slate-600 dark:text-slate-400">
+                {explainCron(s.cron_expr).words} · {s.title}
+              </span>
+            </span>
+            <span className="text-xs" title={s.next_run_at}>
+              next {s.enabled ? new Date(s.next_run_at).toLocaleString() : "—"}
+            </span>
+            <span className="text-xs">last {relativeTime(s.last_fired_at)}</span>
+            <button type="button" className="btn px-2 py-0.5" data-testid="schedule-toggle" aria-pressed={s.enabled} aria-label={`${s.enabled ? "Disable" : "Enable"} ${s.name}`} onClick={() => void toggle(s)}>
+              {s.enabled ? "Disable" : "Enable"}
+            </button>
+            <button type="button" className="btn px-2 py-0.5" aria-label={`Edit ${s.name}`} onClick={() => setEditing({ id: s.id, draft: fromSchedule(s) })}>
+              Edit
+            </button>
+          </li>
+        ))}
+      </ul>
+    </section>
+  );
+}
+
+function fromSchedule(s: Schedule): Draft {
+  return { name: s.name, cron_expr: s.cron_expr, title: s.title, body: s.body ?? "", piece: s.piece ?? "", enabled: s.enabled };
+}
+
+function toBody(d: Draft) {
+  return {
+    name: d.name,
+    cron_expr: d.cron_expr,
+    title: d.title,
+    enabled: d.enabled,
+    ...(d.body ? { body: d.body } : {}),
+    ...(d.piece ? { piece: d.piece } : {}),
+  };
+}
+
+function ScheduleForm({ id, initial, onDone, onCancel }: { id?: number; initial: Draft; onDone: () => void; onCancel: () => void }) {
+  const api = useApi();
+  const [d, setD] = useState<Draft>(initial);
+  const [error, setError] = useState<{ message: string; field?: string } | null>(null);
+  const [confirmDelete, setConfirmDelete] = useState(false);
+  const pieces = usePieces();
+  const cron = explainCron(d.cron_expr);
+  const set = <K extends keyof Draft>(k: K, v: Draft[K]) => setD((cur) => ({ ...cur, [k]: v }));
+
+  async function save(e: FormEvent) {
+    e.preventDefault();
+    setError(null);
+    try {
+      if (id === undefined) unwrap(await api.client.POST("/api/v1/schedules", { body: toBody(d) }));
+      else unwrap(await api.client.PUT("/api/v1/schedules/{id}", { params: { path: { id } }, body: toBody(d) }));
+      onDone();
+    } catch (err) {
+      setError(err instanceof ApiError ? { message: err.message, field: err.field } : { message: String(err) });
+    }
+  }
+
+  async function remove() {
+    if (id === undefined) return;
+    try {
+      unwrap(await api.client.DELETE("/api/v1/schedules/{id}", { params: { path: { id } } }));
+      onDone();
+    } catch (err) {
+      setError({ message: err instanceof Error ? err.message : String(err) });
+    }
+  }
+
+  const fieldError = (f: string) =>
+    error?.field === f ? (
+      <p className="error mt-1" data-testid="form-error" role="alert" id={`err-${f}`}>
+        {error.message}
+      </p>
+    ) : null;
+  const text = (k: "name" | "cron_expr" | "title", label: string, testid: string, extra?: React.ReactNode) => (
+    <div>
+      <label htmlFor={testid} className="label">
+        {label}
+      </label>
+      <input
+        id={testid}
+        data-testid={testid}
+        className="input"
+        value={d[k]}
+        aria-invalid={error?.field === k}
+        aria-describedby={error?.field === k ? `err-${k}` : undefined}
+        onChange={(e) => set(k, e.target.value)}
+      />
+      {fieldError(k)}
+      {extra}
+    </div>
+  );
+
+  return (
+    <form onSubmit={save} className="card space-y-3" aria-label={id === undefined ? "New schedule" : `Edit schedule ${initial.name}`}>
+      <div className="grid gap-3 sm:grid-cols-2">
+        {text("name", "Name", "schedule-name")}
+        {text(
+          "cron_expr",
+          "Cron expression",
+          "schedule-cron",
+          <div className="mt-1 text-xs">
+            <p data-testid="cron-explained" aria-live="polite">
+              {cron.error ? <span className="text-red-700 dark:text-red-400">{cron.error}</span> : cron.words}
+            </p>
+            <ol data-testid="cron-next-runs" aria-label="Next five runs" className="mt-1 list-decimal pl-5">
+              {cron.next.map((t) => (
+                <li key={t.getTime()}>{t.toLocaleString()}</li>
+              ))}
+            </ol>
+          </div>,
+        )}
+      </div>
+      {text("title", "Task title", "schedule-title")}
+      <div>
+        <label htmlFor="schedule-body" className="label">
+          Task description
+        </label>
+        <textarea id="schedule-body" data-testid="schedule-body" className="input min-h-20" value={d.body} onChange={(e) => set("body", e.target.value)} />
+        {fieldError("body")}
+      </div>
+      <div className="grid gap-3 sm:grid-cols-2">
+        <div>
+          <label htmlFor="schedule-piece" className="label">
+            Piece
+          </label>
+          <select id="schedule-piece" data-testid="schedule-piece" className="input" value={d.piece} onChange={(e) => set("piece", e.target.value)}>
+            <option value="">auto</option>
+            {(pieces.data ?? []).map((p) => (
+              <option key={p.name} value={p.name}>
+                {p.name}
+              </option>
+            ))}
+          </select>
+          {fieldError("piece")}
+        </div>
+        <div className="flex items-center gap-2 pt-6">
+          <input id="schedule-enabled" data-testid="schedule-enabled" type="checkbox" checked={d.enabled} onChange={(e) => set("enabled", e.target.checked)} />
+          <label htmlFor="schedule-enabled" className="text-sm">
+            Enabled
+          </label>
+        </div>
+      </div>
+      {error && !["name", "cron_expr", "title", "body", "piece"].includes(error.field ?? "") && (
+        <p className="error" data-testid="form-error" role="alert">
+          {error.message}
+        </p>
+      )}
+      <div className="flex flex-wrap gap-2">
+        <button type="submit" className="btn btn-primary" data-testid="schedule-save">
+          Save
+        </button>
+        <button type="button" className="btn" onClick={onCancel}>
+          Close
+        </button>
+        {id !== undefined &&
+          (confirmDelete ? (
+            <button type="button" className="btn btn-danger" data-testid="schedule-delete" onClick={() => void remove()}>
+              Really delete
+            </button>
+          ) : (
+            <button type="button" className="btn" data-testid="schedule-delete" onClick={() => setConfirmDelete(true)}>
+              Delete
+            </button>
+          ))}
+      </div>
+    </form>
+  );
+}

@@ -1,0 +1,98 @@
+import { useState, type FormEvent } from "react";
+import { useNavigate, useSearchParams } from "react-router";
+import { useQueryClient } from "@tanstack/react-query";
+import { useApi } from "../api/context";
+import { authHeaders, setToken } from "../api/auth";
+
+// SignIn asks for the server's access token (shown when the API answers
+// 401), checks it against the API and goes back to where the user was.
+export function SignIn() {
+  const api = useApi();
+  const qc = useQueryClient();
+  const navigate = useNavigate();
+  const [params] = useSearchParams();
+  const [token, setTok] = useState("");
+  const [remember, setRemember] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+
+  const next = params.get("next");
+  const target = next && next.startsWith("/") && !next.startsWith("//") ? next : "/";
+
+  async function submit(e: FormEvent) {
+    e.preventDefault();
+    setError(null);
+    const t = token.trim();
+    if (!t) {
+      setError("Enter the server's access token.");
+      return;
+    }
+    setBusy(true);
+    try {
+      const f = api.opts.fetch ?? fetch;
+      const res = await f(
+        new Request(new URL("/api/v1/tasks?limit=1", api.opts.baseUrl || window.location.origin), {
+          headers: authHeaders(t),
+        }),
+      );
+      if (res.status === 401) {
+        setError("The server refused this token.");
+        return;
+      }
+      if (!res.ok) {
+        setError(`The server answered ${res.status}.`);
+        return;
+      }
+      setToken(t, remember);
+      await qc.invalidateQueries();
+      navigate(target, { replace: true });
+    } catch (err) {
+      setError(`Could not reach the server: ${err instanceof Error ? err.message : String(err)}`);
+    } finally {
+      setBusy(false);
+    }
+  }
+
+  return (
+    <form onSubmit={submit} className="card mx-auto mt-8 max-w-sm space-y-3" aria-labelledby="signin-h">
+      <h1 id="signin-h" className="text-lg font-semibold">
+        Sign in
+      </h1>
+      <p className="text-sm text-slate-600 dark:text-slate-400">This server needs its access token.</p>
+      <div>
+        <label htmlFor="signin-token" className="label">
+          Access token
+        </label>
+        <input
+          id="signin-token"
+          data-testid="signin-token"
+          type="password"
+          autoComplete="current-password"
+          className="input"
+          value={token}
+          onChange={(e) => setTok(e.target.value)}
+        />
+      </div>
+      <div className="flex items-center gap-2">
+        <input
+          id="signin-remember"
+          data-testid="signin-remember"
+          type="checkbox"
+          checked={remember}
+          onChange={(e) => setRemember(e.target.checked)}
+        />
+        <label htmlFor="signin-remember" className="text-sm">
+          Remember on this device
+        </label>
+      </div>
+      {error && (
+        <p role="alert" className="error" data-testid="signin-error">
+          {error}
+        </p>
+      )}
+      <button type="submit" className="btn btn-primary" data-testid="signin-submit" disabled={busy}>
+        Sign in
+      </button>
+    </form>
+  );
+}

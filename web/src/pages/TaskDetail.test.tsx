@@ -1,0 +1,106 @@
+import { describe, expect, it } from "vitest";
+import { render, screen, waitFor, within } from "@testing-library/react";
+import userEvent from "@testing-library/user-event";
+import { Route, Routes } from "react-router";
+import TaskDetail from "./TaskDetail";
+import { json, toRequest, Wrap } from "../test/helpers";
+
+function sse(frames: string[]): Response {
+  const enc = new TextEncoder();
+  const left = frames.slice();
+  return new Response(
+    new ReadableStream({
+      pull(ctl) {
+        const f = left.shift();
+        if (f === undefined) ctl.close();
+        else ctl.enqueue(enc.encode(f));
+      },
+    }),
+    { status: 200, headers: { "Content-Type": "text/event-stream" } },
+  );
+}
+
+function frame(seq: number, type: string, data: Record<string, unknown>): string {
+  return `id: ${seq}\nevent: ${type}\ndata: ${JSON.stringify({ job_id: 9, seq, attempt: 1, type, data, created_at: "2026-11-26T12:00:00Z" })}\n\n`;
+}
+
+const t0 = "2026-11-26T12:00:00Z";
+
+// fakeServer answers the routes the detail page reads for task 5 whose job 9
+// is waiting for an answer, and records the mutations.
+function fakeServer(posts: string[]) {
+  return (async (input: RequestInfo | URL, init?: RequestInit) => {
+    const req = toRequest(input, init);
+    const url = new URL(req.url);
+    const key = `${req.method} ${url.pathname}`;
+    switch (key) {
+      case "GET /api/v1/tasks/5":
+        return json({
+          task: { id: 5, title: "Paint the fence", created_at: t0, updated_at: t0, job_id: 9, job_state: "waiting_human" },
+          jobs: [{ id: 9, task_id: 5, priority: 0, payload: {}, state: "waiting_human", attempt: 1, max_attempts: 3, scheduled_at: t0, last_seq: 4, created_at: t0, updated_at: t0 }],
+          comments: [{ id: 1, task_id: 5, author_kind: "agent", body: "Which colour?", created_at: t0 }],
+        });
+      case "GET /api/v1/jobs/9/events":
+        return sse([
+          "retry: 1\n\n",
+          frame(1, "status", { state: "running", attempt: 1 }),
+          frame(2, "protocol", { type: "ready", provider: "replay", model: "maestro-replay-v1", executor_type: "replay" }) +
+            frame(3, "run_event", { kind: "movement_started", data: { movement: "execute", number: 1 } }),
+          frame(4, "protocol", { type: "response_end", usage: { input_tokens: 3, output_tokens: 2, total_cost_usd: 0.5 } }),
+          'event: end\ndata: {"state":"succeeded","last_seq":4}\n\n',
+        ]);
+      case "GET /api/v1/tasks/5/deliverables":
+        return json({ files: [] });
+      case "GET /api/v1/jobs":
+        return json({ jobs: [{ id: 12, task_id: 6, parent_job_id: 9, priority: 0, payload: {}, state: "queued", attempt: 0, max_attempts: 3, scheduled_at: t0, last_seq: 1, created_at: t0, updated_at: t0 }] });
+      case "GET /api/v1/server":
+        return json({ executor_default: "native" });
+      case "POST /api/v1/tasks/5/comments":
+        posts.push(`${key} ${await req.text()}`);
+        return json({ comment: { id: 2, task_id: 5, author_kind: "user", body: "Blue.", created_at: t0 }, resumed_jobs: [] }, 201);
+      case "POST /api/v1/jobs/9/cancel":
+        posts.push(key);
+        return json({ job: {} });
+    }
+    return json({ error: `no route ${key}` }, 404);
+  }) as typeof fetch;
+}
+
+describe("TaskDetail", () => {
+  it("shows the live log's counters, the executor, the question and cost; answers and cancels", async () => {
+    const posts: string[] = [];
+    render(
+      <Wrap fetch={fakeServer(posts)} path="/tasks/5">
+        <Routes>
+          <Route path="/tasks/:id" element={<TaskDetail />} />
+        </Routes>
+      </Wrap>,
+    );
+    expect(await screen.findByTestId("task-title")).toHaveTextContent("Paint the fence");
+    expect(screen.getByTestId("task-status")).toHaveAttribute("data-status", "waiting_human");
+    const log = screen.getByTestId("event-log");
+    await waitFor(() => expect(log).toHaveAttribute("data-count", "4"));
+    expect(log).toHaveAttribute("data-last-id", "4");
+    expect(log).toHaveAttribute("data-gaps", "0");
+    expect(log).toHaveAttribute("data-dupes", "0");
+    await waitFor(() => expect(log).toHaveAttribute("data-connected", "false"));
+    expect(screen.getByTestId("executor-badge")).toHaveTextContent("REPLAY");
+    expect(screen.getByTestId("task-cost")).toHaveTextContent("$0.50");
+    expect(screen.getAllByTestId("movement")).toHaveLength(1);
+    expect(await screen.findByTestId("subtask-row")).toHaveTextContent("task #6");
+
+    const panel = screen.getByTestId("question-panel");
+    expect(within(panel).getByTestId("question-text")).toHaveTextContent("Which colour?");
+    await userEvent.type(within(panel).getByTestId("answer-input"), "Blue.");
+    await userEvent.click(within(panel).getByTestId("answer-submit"));
+    await waitFor(() => expect(posts).toContain('POST /api/v1/tasks/5/comments {"body":"Blue."}'));
+
+    await userEvent.click(screen.getByTestId("cancel-task"));
+    expect(screen.getByTestId("confirm-dialog")).toHaveAttribute("open");
+    await userEvent.click(screen.getByTestId("confirm-cancel"));
+    expect(posts).not.toContain("POST /api/v1/jobs/9/cancel");
+    await userEvent.click(screen.getByTestId("cancel-task"));
+    await userEvent.click(screen.getByTestId("confirm-ok"));
+    await waitFor(() => expect(posts).toContain("POST /api/v1/jobs/9/cancel"));
+  });
+});

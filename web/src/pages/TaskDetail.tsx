@@ -1,0 +1,266 @@
+import { useEffect, useState } from "react";
+import { Link, useParams } from "react-router";
+import { useQuery, useQueryClient } from "@tanstack/react-query";
+import { useApi } from "../api/context";
+import { unwrap } from "../api/client";
+import { finishedStates, type Comment, type Job } from "../api/types";
+import { useJobLog } from "../lib/useJobLog";
+import { executorOf, useServerInfo } from "../lib/queries";
+import { formatCost } from "../lib/format";
+import { ExecutorBadge, StatusBadge } from "../components/Badges";
+import { EventLogView } from "../components/EventLog";
+import { QuestionPanel } from "../components/QuestionPanel";
+import { ConfirmDialog } from "../components/ConfirmDialog";
+import { Deliverables } from "../components/Deliverables";
+import { Markdown } from "../components/Markdown";
+
+export default function TaskDetail() {
+  const { id } = useParams();
+  const taskId = Number(id);
+  const api = useApi();
+  const qc = useQueryClient();
+  const server = useServerInfo();
+  const [confirm, setConfirm] = useState<"cancel" | "retry" | null>(null);
+  const [actionError, setActionError] = useState<string | null>(null);
+
+  const task = useQuery({
+    queryKey: ["task", taskId],
+    enabled: Number.isSafeInteger(taskId) && taskId > 0,
+    queryFn: async () => unwrap(await api.client.GET("/api/v1/tasks/{id}", { params: { path: { id: taskId } } })),
+    refetchInterval: (q) => (q.state.data && finishedStates.has(q.state.data.task.job_state ?? "") ? 15_000 : 2_000),
+  });
+  const t = task.data?.task;
+  const jobs = task.data?.jobs ?? [];
+  const job = jobs.find((j) => j.id === t?.job_id) ?? jobs[jobs.length - 1];
+  const log = useJobLog(job?.id, job ? finishedStates.has(job.state) : false);
+
+  // A status event in the stream means the task's state changed: refetch.
+  const lastStatus = log.items.reduce((n, it) => (it.kind === "status" ? it.id : n), 0);
+  useEffect(() => {
+    if (lastStatus > 0) void qc.invalidateQueries({ queryKey: ["task", taskId] });
+  }, [lastStatus, qc, taskId]);
+
+  const subtasks = useQuery({
+    queryKey: ["subtasks", jobs.map((j) => j.id).join(",")],
+    enabled: jobs.length > 0,
+    refetchInterval: 10_000,
+    queryFn: async () => {
+      const ids = new Set(jobs.map((j) => j.id));
+      const first = Math.min(...ids);
+      const r = unwrap(await api.client.GET("/api/v1/jobs", { params: { query: { after: first, limit: 1000 } } }));
+      return r.jobs.filter((j) => j.parent_job_id !== undefined && ids.has(j.parent_job_id));
+    },
+  });
+
+  if (!Number.isSafeInteger(taskId) || taskId <= 0) return <p className="error">Bad task id.</p>;
+  if (task.isPending) return <p className="text-sm">Loading task…</p>;
+  if (task.error) return <p className="error" role="alert">{task.error.message}</p>;
+  if (!t) return null;
+
+  const state = job?.state ?? t.job_state;
+  const comments = task.data.comments;
+  const question =
+    state === "waiting_human"
+      ? ([...comments].reverse().find((c) => c.author_kind === "agent")?.body ?? job?.wait_reason ?? "The job is waiting for an answer.")
+      : null;
+  const canCancel = job !== undefined && !finishedStates.has(job.state);
+  const canRetry = job !== undefined && ["failed", "aborted", "cancelled"].includes(job.state);
+
+  async function act(kind: "cancel" | "retry") {
+    setConfirm(null);
+    setActionError(null);
+    if (!job) return;
+    try {
+      if (kind === "cancel")
+        unwrap(await api.client.POST("/api/v1/jobs/{id}/cancel", { params: { path: { id: job.id } }, body: {} }));
+      else unwrap(await api.client.POST("/api/v1/jobs/{id}/retry", { params: { path: { id: job.id } }, body: {} }));
+      await qc.invalidateQueries({ queryKey: ["task", taskId] });
+    } catch (err) {
+      setActionError(err instanceof Error ? err.message : String(err));
+    }
+  }
+
+  async function answer(body: string) {
+    unwrap(await api.client.POST("/api/v1/tasks/{id}/comments", { params: { path: { id: taskId } }, body: { body } }));
+    await qc.invalidateQueries({ queryKey: ["task", taskId] });
+  }
+
+  return (
+    <article className="space-y-4" aria-labelledby="task-title">
+      <header className="space-y-2">
+        <div className="flex flex-wrap items-center gap-2">
+          <h1 id="task-title" data-testid="task-title" className="mr-auto text-xl font-semibold break-words">
+            <span className="text-slate-500">#{t.id}</span> {t.title}
+          </h1>
+          {canCancel && (
+            <button type="button" className="btn" data-testid="cancel-task" onClick={() => setConfirm("cancel")}>
+              Cancel
+            </button>
+          )}
+          {canRetry && (
+            <button type="button" className="btn" data-testid="retry-task" onClick={() => setConfirm("retry")}>
+              Retry
+            </button>
+          )}
+        </div>
+        <div className="flex flex-wrap items-center gap-3 text-sm">
+          <StatusBadge state={state} testId="task-status" />
+          <ExecutorBadge executor={executorOf(job, server.data, log.executor)} />
+          {log.model && <span className="text-xs text-slate-600 dark:text-slate-400">{log.model}</span>}
+          <span className="text-xs">piece {t.job_piece || t.piece || "auto"}</span>
+          <span data-testid="task-cost" className="text-xs" title="cost of the job so far">
+            cost {formatCost(log.totalCost)}
+          </span>
+          {job && <span className="text-xs">job #{job.id}, attempt {job.attempt}/{job.max_attempts}</span>}
+        </div>
+        {job?.error && <p className="error">{job.error}</p>}
+        {actionError && (
+          <p className="error" role="alert">
+            {actionError}
+          </p>
+        )}
+      </header>
+
+      {question !== null && <QuestionPanel question={question} onAnswer={answer} />}
+
+      {t.body && (
+        <details className="card" open={!job || jobs.length === 0}>
+          <summary className="cursor-pointer text-sm font-semibold">Description</summary>
+          <Markdown text={t.body} />
+        </details>
+      )}
+
+      <div className="grid gap-4 lg:grid-cols-[1fr_16rem]">
+        <section aria-labelledby="log-h">
+          <h2 id="log-h" className="mb-1 text-sm font-semibold">
+            Live log
+          </h2>
+          <EventLogView log={log} />
+        </section>
+        <aside aria-labelledby="timeline-h" className="space-y-2">
+          <h2 id="timeline-h" className="text-sm font-semibold">
+            Movements
+          </h2>
+          <ol className="space-y-1">
+            {log.movements.map((m) => (
+              <li key={m.id} data-testid="movement" className="card p-2 text-xs">
+                <p className="font-semibold">
+                  {m.number}. {m.name}
+                </p>
+                <p>
+                  {m.toolCalls} tool call(s){m.failed ? `, ${m.failed} failed` : ""}
+                </p>
+                <p>
+                  {m.inputTokens.toLocaleString()} in / {m.outputTokens.toLocaleString()} out · {formatCost(m.cost)}
+                </p>
+              </li>
+            ))}
+            {log.movements.length === 0 && <li className="text-xs text-slate-600 dark:text-slate-400">None yet.</li>}
+          </ol>
+          <p className="text-xs font-semibold">Total {formatCost(log.totalCost)}</p>
+        </aside>
+      </div>
+
+      <section aria-labelledby="deliv-h" className="card">
+        <h2 id="deliv-h" className="mb-2 text-sm font-semibold">
+          Deliverables
+        </h2>
+        <Deliverables taskId={taskId} refreshKey={`${state}:${log.ended?.last_seq ?? ""}`} />
+      </section>
+
+      {(subtasks.data?.length ?? 0) > 0 && (
+        <section aria-labelledby="sub-h" className="card">
+          <h2 id="sub-h" className="mb-2 text-sm font-semibold">
+            Subtasks
+          </h2>
+          <SubtaskTree jobs={subtasks.data ?? []} />
+        </section>
+      )}
+
+      <section aria-labelledby="comments-h" className="card">
+        <h2 id="comments-h" className="mb-2 text-sm font-semibold">
+          Comments
+        </h2>
+        <Comments comments={comments} onSend={answer} />
+      </section>
+
+      <ConfirmDialog
+        open={confirm !== null}
+        title={confirm === "cancel" ? "Cancel this task's job?" : "Retry this task's job?"}
+        message={
+          confirm === "cancel"
+            ? "The worker running it stops; this cannot be undone (you can retry afterwards)."
+            : "The job is queued again with one more attempt."
+        }
+        confirmLabel={confirm === "cancel" ? "Cancel job" : "Retry job"}
+        onConfirm={() => confirm && void act(confirm)}
+        onCancel={() => setConfirm(null)}
+      />
+    </article>
+  );
+}
+
+function SubtaskTree({ jobs }: { jobs: Job[] }) {
+  return (
+    <ul className="space-y-1">
+      {jobs.map((j) => (
+        <li key={j.id} data-testid="subtask-row" className="flex items-center gap-2 text-sm">
+          <span aria-hidden>└</span>
+          {j.task_id ? (
+            <Link to={`/tasks/${j.task_id}`} className="text-sky-800 hover:underline dark:text-sky-300">
+              task #{j.task_id} (job #{j.id})
+            </Link>
+          ) : (
+            <span>job #{j.id}</span>
+          )}
+          <StatusBadge state={j.state} />
+          {j.piece && <span className="text-xs">{j.piece}</span>}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+function Comments({ comments, onSend }: { comments: Comment[]; onSend: (body: string) => Promise<void> }) {
+  const [body, setBody] = useState("");
+  const [error, setError] = useState<string | null>(null);
+  return (
+    <div className="space-y-2">
+      <ul className="space-y-2">
+        {comments.map((c) => (
+          <li key={c.id} data-testid="comment-item" className="text-sm">
+            <p className="text-xs text-slate-600 dark:text-slate-400">
+              {c.author_kind}
+              {c.author ? ` (${c.author})` : ""} · {new Date(c.created_at).toLocaleString()}
+            </p>
+            <Markdown text={c.body} />
+          </li>
+        ))}
+        {comments.length === 0 && <li className="text-sm text-slate-600 dark:text-slate-400">No comments.</li>}
+      </ul>
+      <form
+        className="space-y-2"
+        onSubmit={async (e) => {
+          e.preventDefault();
+          if (!body.trim()) return;
+          try {
+            await onSend(body);
+            setBody("");
+            setError(null);
+          } catch (err) {
+            setError(err instanceof Error ? err.message : String(err));
+          }
+        }}
+      >
+        <label htmlFor="comment-input" className="label">
+          Add a comment
+        </label>
+        <textarea id="comment-input" className="input min-h-16" value={body} onChange={(e) => setBody(e.target.value)} />
+        {error && <p className="error">{error}</p>}
+        <button type="submit" className="btn">
+          Comment
+        </button>
+      </form>
+    </div>
+  );
+}

@@ -1,0 +1,119 @@
+import { describe, expect, it } from "vitest";
+import { render, screen, within } from "@testing-library/react";
+import { TaskTable } from "./TaskList";
+import type { Job, Task } from "../api/types";
+import { Wrap } from "../test/helpers";
+
+const now = Date.parse("2026-11-26T12:00:00Z");
+
+function task(id: number, state: Task["job_state"], extra: Partial<Task> = {}): Task {
+  return {
+    id,
+    title: `task ${id}`,
+    created_at: "2026-11-26T11:00:00Z",
+    updated_at: "2026-11-26T11:59:00Z",
+    job_id: id + 100,
+    job_state: state,
+    ...extra,
+  };
+}
+
+function job(id: number, payload: Record<string, unknown> = {}, extra: Partial<Job> = {}): Job {
+  return {
+    id,
+    priority: 0,
+    payload,
+    state: "running",
+    attempt: 1,
+    max_attempts: 3,
+    scheduled_at: "2026-11-26T11:00:00Z",
+    last_seq: 3,
+    created_at: "2026-11-26T11:00:00Z",
+    updated_at: "2026-11-26T11:00:00Z",
+    ...extra,
+  };
+}
+
+describe("TaskTable", () => {
+  const cases: {
+    name: string;
+    task: Task;
+    job?: Job;
+    executorDefault?: string;
+    status: string;
+    badge: RegExp;
+    executor: RegExp;
+    extra?: RegExp;
+  }[] = [
+    {
+      name: "a replay server badges every job REPLAY",
+      task: task(1, "succeeded", { job_piece: "general" }),
+      job: job(101, {}, { attempted_at: "2026-11-26T11:00:00Z", finished_at: "2026-11-26T11:01:05Z" }),
+      executorDefault: "replay",
+      status: "succeeded",
+      badge: /^succeeded$/,
+      executor: /REPLAY/,
+      extra: /1m 5s/,
+    },
+    {
+      name: "a replay payload on a model server is REPLAY",
+      task: task(2, "running"),
+      job: job(102, { replay: "id: x" }),
+      executorDefault: "native",
+      status: "running",
+      badge: /^running$/,
+      executor: /REPLAY/,
+    },
+    {
+      name: "waiting for the user says so",
+      task: task(3, "waiting_human"),
+      job: job(103),
+      executorDefault: "native",
+      status: "waiting_human",
+      badge: /waiting for you/,
+      executor: /^native$/,
+    },
+    {
+      name: "waiting for subtasks says so",
+      task: task(4, "waiting_subtasks", { piece: "review" }),
+      executorDefault: "native",
+      status: "waiting_subtasks",
+      badge: /waiting for subtasks/,
+      executor: /^native$/,
+      extra: /review/,
+    },
+  ];
+
+  for (const c of cases) {
+    it(c.name, () => {
+      const jobs = new Map(c.job ? [[c.job.id, c.job]] : []);
+      render(
+        <Wrap fetch={fetch}>
+          <TaskTable tasks={[c.task]} jobs={jobs} server={{ executor_default: c.executorDefault }} now={now} />
+        </Wrap>,
+      );
+      const row = screen.getByTestId("task-row");
+      expect(row).toHaveAttribute("data-task-id", String(c.task.id));
+      expect(row).toHaveAttribute("data-job-id", String(c.task.job_id));
+      expect(row).toHaveAttribute("data-status", c.status);
+      expect(within(row).getByRole("link")).toHaveAttribute("href", `/tasks/${c.task.id}`);
+      expect(within(row).getByText(c.badge)).toBeInTheDocument();
+      expect(within(row).getByTestId("executor-badge").textContent).toMatch(c.executor);
+      if (c.extra) expect(within(row).getByText(c.extra)).toBeInTheDocument();
+    });
+  }
+
+  it("lists many rows in order with one list", () => {
+    const tasks = Array.from({ length: 50 }, (_, i) => task(50 - i, "queued"));
+    render(
+      <Wrap fetch={fetch}>
+        <TaskTable tasks={tasks} jobs={undefined} server={undefined} now={now} />
+      </Wrap>,
+    );
+    const rows = screen.getAllByTestId("task-row");
+    expect(rows).toHaveLength(50);
+    expect(rows[0]).toHaveAttribute("data-task-id", "50");
+    expect(rows[49]).toHaveAttribute("data-task-id", "1");
+    expect(screen.getByTestId("task-list")).toBeInTheDocument();
+  });
+});

@@ -1,0 +1,190 @@
+import { useMemo, useState } from "react";
+import { Link } from "react-router";
+import { keepPreviousData, useQuery } from "@tanstack/react-query";
+import { useApi } from "../api/context";
+import { unwrap } from "../api/client";
+import { states, type Job, type ServerInfo, type Task } from "../api/types";
+import { executorOf, useServerInfo } from "../lib/queries";
+import { formatDuration, relativeTime, stateLabel } from "../lib/format";
+import { ExecutorBadge, StatusBadge } from "../components/Badges";
+
+const pageSize = 50;
+const refreshMs = 3000;
+
+// TaskList pages through GET /api/v1/tasks (newest first, `before` cursor:
+// each page is one indexed query however many tasks there are) and refetches
+// the visible page every few seconds. The state filter and the text search
+// apply to the page shown; the API has no server-side filter for them.
+export function TaskList() {
+  const api = useApi();
+  const [cursors, setCursors] = useState<number[]>([]); // `before` of each page after the first
+  const [stateFilter, setStateFilter] = useState("");
+  const [search, setSearch] = useState("");
+  const before = cursors[cursors.length - 1];
+
+  const tasks = useQuery({
+    queryKey: ["tasks", before ?? 0],
+    queryFn: async () =>
+      unwrap(
+        await api.client.GET("/api/v1/tasks", {
+          params: { query: { limit: pageSize, ...(before ? { before } : {}) } },
+        }),
+      ),
+    refetchInterval: refreshMs,
+    placeholderData: keepPreviousData,
+  });
+
+  // The jobs of the page, for executor and duration: one query over the
+  // page's range of job ids.
+  const jobIds = (tasks.data?.tasks ?? []).map((t) => t.job_id ?? 0).filter((n) => n > 0);
+  const lo = jobIds.length ? Math.min(...jobIds) : 0;
+  const hi = jobIds.length ? Math.max(...jobIds) : 0;
+  const jobs = useQuery({
+    queryKey: ["jobs-range", lo, hi],
+    enabled: hi > 0,
+    queryFn: async () => {
+      const r = unwrap(
+        await api.client.GET("/api/v1/jobs", {
+          params: { query: { after: lo - 1, limit: Math.min(1000, hi - lo + 1) } },
+        }),
+      );
+      return new Map(r.jobs.map((j) => [j.id, j]));
+    },
+    refetchInterval: refreshMs,
+    placeholderData: keepPreviousData,
+  });
+  const server = useServerInfo();
+
+  const rows = useMemo(() => {
+    const q = search.trim().toLowerCase();
+    return (tasks.data?.tasks ?? []).filter(
+      (t) =>
+        (!stateFilter || t.job_state === stateFilter) &&
+        (!q || t.title.toLowerCase().includes(q) || (t.body ?? "").toLowerCase().includes(q) || String(t.id) === q),
+    );
+  }, [tasks.data, stateFilter, search]);
+
+  const next = tasks.data?.next_before;
+  return (
+    <section aria-labelledby="tasks-h" className="space-y-3">
+      <div className="flex flex-wrap items-end gap-2">
+        <h1 id="tasks-h" className="mr-auto text-xl font-semibold">
+          Tasks
+        </h1>
+        <Link to="/tasks/new" className="btn btn-primary" data-testid="new-task-button">
+          New task
+        </Link>
+      </div>
+      <div className="flex flex-wrap items-end gap-2">
+        <div>
+          <label htmlFor="task-filter-state" className="label">
+            State
+          </label>
+          <select
+            id="task-filter-state"
+            data-testid="task-filter-state"
+            className="input"
+            value={stateFilter}
+            onChange={(e) => setStateFilter(e.target.value)}
+          >
+            <option value="">all</option>
+            {states.map((s) => (
+              <option key={s} value={s}>
+                {stateLabel(s)}
+              </option>
+            ))}
+          </select>
+        </div>
+        <div className="min-w-0 flex-1">
+          <label htmlFor="task-search" className="label">
+            Search
+          </label>
+          <input
+            id="task-search"
+            data-testid="task-search"
+            type="search"
+            className="input"
+            placeholder="title, body or id"
+            value={search}
+            onChange={(e) => setSearch(e.target.value)}
+          />
+        </div>
+      </div>
+      {tasks.error && (
+        <p role="alert" className="error">
+          {tasks.error.message}
+        </p>
+      )}
+      <TaskTable tasks={rows} jobs={jobs.data} server={server.data} loading={tasks.isPending} />
+      <nav aria-label="Pages" className="flex items-center gap-2">
+        <button
+          type="button"
+          className="btn"
+          data-testid="page-prev"
+          disabled={cursors.length === 0}
+          onClick={() => setCursors((c) => c.slice(0, -1))}
+        >
+          ← Newer
+        </button>
+        <span className="text-sm text-slate-600 dark:text-slate-400">Page {cursors.length + 1}</span>
+        <button
+          type="button"
+          className="btn"
+          data-testid="page-next"
+          disabled={!next}
+          onClick={() => next && setCursors((c) => [...c, next])}
+        >
+          Older →
+        </button>
+      </nav>
+    </section>
+  );
+}
+
+export interface TaskTableProps {
+  tasks: Task[];
+  jobs: Map<number, Job> | undefined;
+  server: ServerInfo | undefined;
+  loading?: boolean;
+  now?: number;
+}
+
+export function TaskTable({ tasks, jobs, server, loading, now }: TaskTableProps) {
+  if (loading) return <p className="text-sm">Loading tasks…</p>;
+  return (
+    <ul data-testid="task-list" className="divide-y divide-slate-200 rounded-lg border border-slate-200 bg-white dark:divide-slate-800 dark:border-slate-800 dark:bg-slate-900">
+      {tasks.length === 0 && <li className="p-3 text-sm text-slate-600 dark:text-slate-400">No tasks.</li>}
+      {tasks.map((t) => {
+        const job = t.job_id ? jobs?.get(t.job_id) : undefined;
+        const dur = job?.attempted_at
+          ? (job.finished_at ? Date.parse(job.finished_at) : (now ?? Date.now())) - Date.parse(job.attempted_at)
+          : NaN;
+        return (
+          <li
+            key={t.id}
+            data-testid="task-row"
+            data-task-id={t.id}
+            data-job-id={t.job_id ?? ""}
+            data-status={t.job_state ?? ""}
+            className="flex flex-wrap items-center gap-x-3 gap-y-1 p-3"
+          >
+            <Link to={`/tasks/${t.id}`} className="min-w-0 flex-1 basis-60 truncate font-medium text-sky-800 hover:underline dark:text-sky-300">
+              <span className="text-slate-500">#{t.id}</span> {t.title}
+            </Link>
+            <StatusBadge state={t.job_state} />
+            <ExecutorBadge executor={executorOf(job, server)} />
+            <span className="text-xs text-slate-600 dark:text-slate-400" title="piece">
+              {t.job_piece || t.piece || "auto"}
+            </span>
+            <span className="text-xs text-slate-600 dark:text-slate-400" title="duration">
+              {formatDuration(dur)}
+            </span>
+            <span className="text-xs text-slate-600 dark:text-slate-400" title={`updated ${t.updated_at}`}>
+              {relativeTime(t.updated_at, now)}
+            </span>
+          </li>
+        );
+      })}
+    </ul>
+  );
+}
