@@ -68,10 +68,20 @@ fuzz_build_pid=$!
 
 echo "== go test"
 log=$tmp/go-test.log
+# Every package, the slowest first (the real agent CLIs' tiers, minutes
+# each): go test starts building and running packages in the order given,
+# so the longest ones do not start last and finish alone on one core.
+slowest=(./internal/agentcli ./cmd/maestro)
+module=$(go list -m)
+packages=("${slowest[@]}")
+while read -r p; do
+  case " ${slowest[*]} " in *" ./${p#"$module"/} "*) continue ;; esac
+  packages+=("$p")
+done < <(go list ./...)
 set +e
 # -vet=off: go vet ./... above ran every analyzer on every package (test
 # files included), a superset of the few go test would run again.
-go test -count=1 -timeout 20m -vet=off -v ./... >"$log" 2>&1
+go test -count=1 -timeout 20m -vet=off -v "${packages[@]}" >"$log" 2>&1
 status=$?
 set -e
 # Package results and every failure in full; skips with their reasons.
@@ -111,7 +121,6 @@ fuzz_time=${FUZZ_TIME:-10s}
 if ! wait "$fuzz_build_pid"; then :; fi
 cat "$tmp/fuzz-build.log"
 fuzz_cache=$(go env GOCACHE)/fuzz
-module=$(go list -m)
 # Runs one fuzz target with its package's prebuilt binary, in the
 # package's directory (where testdata/fuzz holds its corpus and a failing
 # input is written), with the corpus cache go test -fuzz would use.
