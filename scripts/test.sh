@@ -5,6 +5,9 @@
 #  3. runs every Go test (CI=true makes tiers that would otherwise skip for a
 #     missing component fail instead);
 #  4. runs each fuzz target for a bounded time.
+# What does not depend on each other overlaps: the agent CLIs install from
+# npm while gofmt and go vet run, and the fuzz targets' instrumented test
+# binaries build (at low priority) while the Go tests run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # This script is CI's test command and installs every component the tests
@@ -13,9 +16,19 @@ cd "$(dirname "$0")/.."
 export CI=${CI:-true}
 
 bash scripts/install-deps.sh
+tmp=$(mktemp -d -t maestro-test.XXXXXX)
+# Background jobs still running (the CLI install, the fuzz builds) end with
+# the script, whichever way it ends; jobs -p lists only this script's own.
+# (set +e: under errexit a failing kill in the trap would set the exit
+# status.)
+trap 'set +e; for p in $(jobs -p); do pkill -P "$p"; kill "$p"; done 2>/dev/null; rm -rf "$tmp"' EXIT
+
 # The agent-CLI integration tier needs the five CLIs from the npm registry;
 # under CI=true that tier fails (rather than skips) when they are missing.
-bash scripts/install-agent-clis.sh || echo "agent CLIs not installed: the agentcli integration tier fails under CI=true"
+# The install (mostly waiting on the registry) runs while gofmt and go vet
+# do; its output is shown once it is done, before the Go tests need it.
+bash scripts/install-agent-clis.sh >"$tmp/agent-clis.log" 2>&1 &
+clis_pid=$!
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*'))
@@ -26,11 +39,49 @@ fi
 echo "== go vet"
 go vet ./...
 
+echo "== agent CLIs"
+if ! wait "$clis_pid"; then
+  cat "$tmp/agent-clis.log"
+  echo "agent CLIs not installed: the agentcli integration tier fails under CI=true"
+else
+  cat "$tmp/agent-clis.log"
+fi
+
+# The fuzz targets, as "package target" lines.
+fuzz_targets=$(grep -rl --include='*_test.go' '^func Fuzz' . 2>/dev/null | grep -v '^./.cache/' | sort | while read -r f; do
+  pkg="./$(dirname "${f#./}")"
+  grep -o '^func Fuzz[A-Za-z0-9_]*' "$f" | sed 's/^func //' | while read -r t; do echo "$pkg $t"; done
+done)
+# One coverage-instrumented test binary per package with fuzz targets
+# (what `go test -fuzz` builds for each target anew), built at low
+# priority while the Go tests run so that the fuzz stage only fuzzes.
+fuzz_bin=$tmp/fuzz
+mkdir -p "$fuzz_bin"
+(
+  for pkg in $(echo "$fuzz_targets" | awk 'NF { print $1 }' | sort -u); do
+    first=$(echo "$fuzz_targets" | awk -v p="$pkg" '$1 == p { print $2; exit }')
+    nice -n 19 go test -c -fuzz="^${first}\$" -o "$fuzz_bin/$(echo "${pkg#./}" | tr / _).test" "$pkg" ||
+      echo "fuzz build of $pkg failed" >&2
+  done
+) >"$tmp/fuzz-build.log" 2>&1 &
+fuzz_build_pid=$!
+
 echo "== go test"
-log=$(mktemp -t maestro-test.XXXXXX)
-trap 'rm -f "$log"' EXIT
+log=$tmp/go-test.log
+# Every package, the slowest first (the real agent CLIs' tiers, minutes
+# each): go test starts building and running packages in the order given,
+# so the longest ones do not start last and finish alone on one core.
+slowest=(./internal/agentcli ./cmd/maestro)
+module=$(go list -m)
+packages=("${slowest[@]}")
+while read -r p; do
+  case " ${slowest[*]} " in *" ./${p#"$module"/} "*) continue ;; esac
+  packages+=("$p")
+done < <(go list ./...)
 set +e
-go test -count=1 -timeout 20m -v ./... >"$log" 2>&1
+# -vet=off: go vet ./... above ran every analyzer on every package (test
+# files included), a superset of the few go test would run again.
+go test -count=1 -timeout 20m -vet=off -v "${packages[@]}" >"$log" 2>&1
 status=$?
 set -e
 # Package results and every failure in full; skips with their reasons.
@@ -70,6 +121,19 @@ bash scripts/test-web.sh
 
 echo "== fuzz (bounded)"
 fuzz_time=${FUZZ_TIME:-10s}
+if ! wait "$fuzz_build_pid"; then :; fi
+cat "$tmp/fuzz-build.log"
+fuzz_cache=$(go env GOCACHE)/fuzz
+# Runs one fuzz target with its package's prebuilt binary, in the
+# package's directory (where testdata/fuzz holds its corpus and a failing
+# input is written), with the corpus cache go test -fuzz would use.
+fuzz_one() {
+  local pkg=$1 target=$2 bin
+  bin="$fuzz_bin/$(echo "${pkg#./}" | tr / _).test"
+  [ -x "$bin" ] || { echo "fuzz $pkg $target: no test binary (see the build log above)"; return 1; }
+  (cd "$pkg" && "$bin" -test.run='^$' -test.fuzz="^${target}\$" -test.fuzztime="$fuzz_time" \
+    -test.fuzzcachedir="$fuzz_cache/$module/${pkg#./}" -test.timeout=10m)
+}
 while read -r pkg target; do
   [ -n "$target" ] || continue
   echo "fuzz $pkg $target ($fuzz_time)"
@@ -77,18 +141,14 @@ while read -r pkg target; do
   # and no failing input when -fuzztime runs out while a worker is slow (a
   # loaded machine): that is retried once; a real finding (a failing input
   # written to testdata/fuzz) fails at once.
-  fuzz_log=$(mktemp -t maestro-fuzz.XXXXXX)
-  if ! go test -run='^$' -fuzz="^${target}\$" -fuzztime="$fuzz_time" "$pkg" 2>&1 | tee "$fuzz_log"; then
+  fuzz_log=$tmp/fuzz.log
+  if ! fuzz_one "$pkg" "$target" 2>&1 | tee "$fuzz_log"; then
     if grep -q 'context deadline exceeded' "$fuzz_log" && ! grep -q 'Failing input written' "$fuzz_log"; then
       echo "fuzz $pkg $target: the fuzz coordinator timed out without a finding; running it once more"
-      go test -run='^$' -fuzz="^${target}\$" -fuzztime="$fuzz_time" "$pkg" || { rm -f "$fuzz_log"; exit 1; }
+      fuzz_one "$pkg" "$target" || exit 1
     else
-      rm -f "$fuzz_log"; exit 1
+      exit 1
     fi
   fi
-  rm -f "$fuzz_log"
-done < <(grep -rl --include='*_test.go' '^func Fuzz' . 2>/dev/null | while read -r f; do
-  pkg="./$(dirname "${f#./}")"
-  grep -o '^func Fuzz[A-Za-z0-9_]*' "$f" | sed 's/^func //' | while read -r t; do echo "$pkg $t"; done
-done)
+done <<<"$fuzz_targets"
 echo "go test: $passed passed, $failed failed, $skipped skipped"

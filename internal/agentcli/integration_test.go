@@ -112,44 +112,31 @@ func TestIntegrationAgentCLIs(t *testing.T) {
 	eachCLI(t, func(t *testing.T, s cliSetup, home, work string) {
 		const runTimeout = 180 * time.Second
 
-		// Plain turn.
-		f := newFakeModel(t, llmtest.Turn{Text: []string{"Hello from ", "the fake model."}, InputTokens: 12, OutputTokens: 7})
-		o := runCLI(t, s, home, work, f, Invocation{Prompt: "say hello"}, runTimeout)
-		if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 {
-			t.Fatalf("plain turn: err %v, agent error %v, exit %d", o.err, o.res.Err, o.res.ExitCode)
-		}
+		// A plain turn, its resume and a tool turn in one HOME: the
+		// stream of each is checked here, then the two sessions they
+		// stored are read back through the CLI's SessionStore. (One set of
+		// launches serves both; they were two tests that ran the same
+		// three turns.)
+		turns := runSessionTurns(t, s, home, work)
+		o := turns.plain
 		if o.text != "Hello from the fake model." || o.res.Result == nil || o.res.Result.Text != "Hello from the fake model." {
 			t.Errorf("plain turn: text %q, result %+v", o.text, o.res.Result)
 		}
 		if !containsInOrder(o.types, "response_start", "response_chunk", "response_end") {
 			t.Errorf("plain turn events: %v", o.types)
 		}
-		session := o.res.SessionID
-		if session == "" {
-			t.Fatal("plain turn: no session id")
-		}
 
-		// Resume: same session, history replayed to the model.
-		f = newFakeModel(t, llmtest.Turn{Text: []string{"Second turn after resume."}, InputTokens: 40, OutputTokens: 5})
-		o = runCLI(t, s, home, work, f, Invocation{Prompt: "and again", SessionID: session}, runTimeout)
-		if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 {
-			t.Fatalf("resume: err %v, agent error %v, exit %d", o.err, o.res.Err, o.res.ExitCode)
+		// Resume: same session (runSessionTurns checks it), history
+		// replayed to the model.
+		if o = turns.resume; o.text != "Second turn after resume." {
+			t.Errorf("resume: text %q", o.text)
 		}
-		if o.res.SessionID != session || o.text != "Second turn after resume." {
-			t.Errorf("resume: session %q (want %q), text %q", o.res.SessionID, session, o.text)
-		}
-		if reqs := f.Main.Requests(); len(reqs) == 0 || !bytes.Contains(reqs[0].Body, []byte("Hello from the fake model.")) {
+		if reqs := turns.resumeModel.Main.Requests(); len(reqs) == 0 || !bytes.Contains(reqs[0].Body, []byte("Hello from the fake model.")) {
 			t.Errorf("resume: the model did not receive the earlier turn")
 		}
 
 		// Tool-call turn.
-		f = newFakeModel(t,
-			llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "call_tool1", Name: s.Tool, Input: s.ToolArgs("echo maestro-tool-ok")}}, InputTokens: 20, OutputTokens: 9},
-			llmtest.Turn{Text: []string{"Tool said: maestro-tool-ok"}, InputTokens: 30, OutputTokens: 6})
-		o = runCLI(t, s, t.TempDir(), work, f, Invocation{Prompt: "run echo maestro-tool-ok"}, runTimeout)
-		if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 {
-			t.Fatalf("tool turn: err %v, agent error %v, exit %d", o.err, o.res.Err, o.res.ExitCode)
-		}
+		o = turns.tool
 		if len(o.tools) != 1 || len(o.ends) != 1 || !o.ends[0].Success || !strings.Contains(o.output, "maestro-tool-ok") {
 			t.Errorf("tool turn: calls %+v, ends %+v, output %q", o.tools, o.ends, o.output)
 		}
@@ -160,14 +147,17 @@ func TestIntegrationAgentCLIs(t *testing.T) {
 			t.Errorf("tool turn events: %v", o.types)
 		}
 
+		// The sessions the turns stored, listed and read back.
+		checkStoredSessions(t, s, home, work, turns.runs)
+
 		// HTTP errors map to categories.
 		for _, c := range []struct {
 			status int
 			want   Category
 		}{{400, InvalidRequest}, {401, AuthExpired}} {
-			f = newFakeModel(t, llmtest.Turn{Status: c.status})
+			f := newFakeModel(t, llmtest.Turn{Status: c.status})
 			f.Main.Loop = true // CLIs that retry get the same answer
-			o = runCLI(t, s, t.TempDir(), work, f, Invocation{Prompt: "say hello"}, runTimeout)
+			o := runCLI(t, s, t.TempDir(), work, f, Invocation{Prompt: "say hello"}, runTimeout)
 			if o.err != nil {
 				t.Fatalf("HTTP %d: %v", c.status, o.err)
 			}
@@ -177,7 +167,7 @@ func TestIntegrationAgentCLIs(t *testing.T) {
 		}
 
 		// Interrupt ends the CLI within 2 s.
-		f = newFakeModel(t)
+		f := newFakeModel(t)
 		f.Hang = true
 		ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 		defer cancel()
@@ -229,8 +219,13 @@ func containsInOrder(got []string, want ...string) bool {
 // Completions reasoning_content, a Gemini thought part.
 const thinkingText = "The user wants a greeting; answer briefly."
 
+// dashPrompt is the prompt of the thinking turn: an option look-alike,
+// which must reach the model as the user's text.
+const dashPrompt = "-x"
+
 // TestIntegrationThinking runs one turn whose model call streams reasoning
-// before the answer, and checks which CLIs surface it (Gemini CLI's
+// before the answer (its prompt is dashPrompt), and checks which CLIs
+// surface it (Gemini CLI's
 // stream-json drops thoughts; see docs/agent-clis.md) and the cost each
 // reports. With MAESTRO_CAPTURE_FIXTURES=1 it writes the stream to
 // testdata/<cli>-<version>/thinking-turn.{jsonl,exit}.
@@ -254,22 +249,15 @@ func TestIntegrationThinking(t *testing.T) {
 			if !ok {
 				t.Fatalf("no thinking expectation for %s", s.ID)
 			}
-			if s.ID == "qwen-code" {
-				// Qwen's background memory extraction makes an extra model call
-				// with tools, which the one-turn script would answer 500 and
-				// Qwen retry for ~100 s.
-				env := s.Env
-				s.Env = func(t testing.TB, home, url string) []string {
-					e := env(t, home, url)
-					writeFile(t, filepath.Join(home, ".qwen", "settings.json"),
-						`{"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"enableAutoUpdate":false},"security":{"auth":{"selectedType":"openai"}},"memory":{"enableManagedAutoMemory":false}}`)
-					return e
-				}
-			}
 			f := newFakeModel(t, llmtest.Turn{Thinking: thinkingText, Text: []string{"Hello after thinking."}, InputTokens: 15, OutputTokens: 9})
-			o := runCLI(t, s, t.TempDir(), t.TempDir(), f, Invocation{Prompt: "think, then say hello"}, 180*time.Second)
+			// The prompt is an option look-alike: this launch is also the
+			// "-x" case of the dash prompts (see TestIntegrationDashPrompts).
+			o := runCLI(t, s, t.TempDir(), t.TempDir(), f, Invocation{Prompt: dashPrompt}, 180*time.Second)
 			if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 {
 				t.Fatalf("thinking turn: err %v, agent error %v, exit %d\n%s", o.err, o.res.Err, o.res.ExitCode, o.raw)
+			}
+			if reqs := f.Main.Requests(); len(reqs) == 0 || !bytes.Contains(reqs[0].Body, []byte(`"`+dashPrompt+`"`)) {
+				t.Errorf("prompt %q did not reach the model as the user's text", dashPrompt)
 			}
 			if o.text != "Hello after thinking." || o.res.Result == nil || o.res.Result.Text != "Hello after thinking." {
 				t.Errorf("thinking turn: text %q, result %+v", o.text, o.res.Result)
@@ -305,29 +293,23 @@ func TestIntegrationThinking(t *testing.T) {
 // creates none and reports the refusal): the same CLI runs here again
 // would double the tier's cost for nothing more.
 
-// TestIntegrationDashPrompts runs prompts that begin with "-" (an option
-// look-alike and YAML front matter) on every CLI: each reaches the model
-// as the user's text and the turn succeeds.
+// TestIntegrationDashPrompts runs a prompt that begins with "-" (YAML
+// front matter) on every CLI: it reaches the model as the user's text and
+// the turn succeeds. The other dash prompt, the option look-alike "-x",
+// is the prompt of TestIntegrationThinking's turn, which checks the same.
 func TestIntegrationDashPrompts(t *testing.T) {
 	t.Parallel()
-	for name, c := range map[string]struct{ prompt, seen string }{
-		"dash-x":       {"-x", `"-x"`},
-		"front-matter": {"---\ntitle: maestro\n---\nsay hello", "title: maestro"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			eachCLI(t, func(t *testing.T, s cliSetup, home, work string) {
-				hello := llmtest.Turn{Text: []string{"Hello."}, InputTokens: 12, OutputTokens: 2}
-				f := newFakeModel(t, hello, hello, hello)
-				o := runCLI(t, s, home, work, f, Invocation{Prompt: c.prompt}, 240*time.Second)
-				if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 || o.text != "Hello." {
-					t.Fatalf("prompt %q: err %v, agent error %v, exit %d, text %q\n%s", c.prompt, o.err, o.res.Err, o.res.ExitCode, o.text, o.raw)
-				}
-				reqs := f.Main.Requests()
-				if len(reqs) == 0 || !bytes.Contains(reqs[0].Body, []byte(c.seen)) {
-					t.Errorf("prompt %q did not reach the model as the user's text", c.prompt)
-				}
-			})
-		})
-	}
+	const prompt, seen = "---\ntitle: maestro\n---\nsay hello", "title: maestro"
+	eachCLI(t, func(t *testing.T, s cliSetup, home, work string) {
+		hello := llmtest.Turn{Text: []string{"Hello."}, InputTokens: 12, OutputTokens: 2}
+		f := newFakeModel(t, hello, hello, hello)
+		o := runCLI(t, s, home, work, f, Invocation{Prompt: prompt}, 240*time.Second)
+		if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 || o.text != "Hello." {
+			t.Fatalf("prompt %q: err %v, agent error %v, exit %d, text %q\n%s", prompt, o.err, o.res.Err, o.res.ExitCode, o.text, o.raw)
+		}
+		reqs := f.Main.Requests()
+		if len(reqs) == 0 || !bytes.Contains(reqs[0].Body, []byte(seen)) {
+			t.Errorf("prompt %q did not reach the model as the user's text", prompt)
+		}
+	})
 }

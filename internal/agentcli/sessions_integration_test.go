@@ -17,9 +17,10 @@ import (
 	"github.com/maestro-run/maestro/internal/llm/llmtest"
 )
 
-// The session-storage tier runs each real CLI (plain turn, its resume, a
-// tool turn) with an isolated HOME, then lists and reads the sessions it
-// stored through the matching SessionStore. With
+// The session-storage checks of the integration tier: TestIntegrationAgentCLIs
+// runs each real CLI (plain turn, its resume, a tool turn) with an
+// isolated HOME, then lists and reads the sessions it stored through the
+// matching SessionStore (checkStoredSessions). With
 // MAESTRO_CAPTURE_SESSIONS=1 it also copies the storage trees, with the
 // temporary paths rewritten to fixturePaths, into
 // testdata/sessions/<cli>-<version>/ for sessions_test.go.
@@ -37,27 +38,37 @@ type sessionRuns struct {
 	Tool  string `json:"tool"`
 }
 
+// sessionTurns are the three turns runSessionTurns ran: their outcomes,
+// the fake model of the resume (whose first request must replay the plain
+// turn) and the session ids.
+type sessionTurns struct {
+	plain, resume, tool runOutcome
+	resumeModel         *fakeModel
+	runs                sessionRuns
+}
+
 // runSessionTurns runs a plain turn, its resume and a tool turn (a second
-// session) of one CLI in work with HOME home. Every script ends with a
-// spare text turn for the extra model calls some CLIs make after a turn
-// (Qwen Code's memory extraction offers tools, so it reaches the main
-// script).
-func runSessionTurns(t *testing.T, s cliSetup, home, work string) sessionRuns {
+// session) of one CLI in work with HOME home, failing the test when a turn
+// fails or reports no (or, resumed, another) session. Every script ends
+// with spare text turns for extra model calls a CLI may make after a turn,
+// which an exhausted script would answer 500 and the CLI retry.
+func runSessionTurns(t *testing.T, s cliSetup, home, work string) sessionTurns {
 	t.Helper()
 	const timeout = 300 * time.Second
 	spare := llmtest.Turn{Text: []string{"Nothing to add."}, InputTokens: 3, OutputTokens: 3}
-	var r sessionRuns
+	var r sessionTurns
 	f := newFakeModel(t, llmtest.Turn{Text: []string{"Hello from ", "the fake model."}, InputTokens: 12, OutputTokens: 7}, spare, spare, spare)
 	o := runCLI(t, s, home, work, f, Invocation{Prompt: "say hello"}, timeout)
 	if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 || o.res.SessionID == "" {
 		t.Fatalf("plain turn: err %v, agent error %v, exit %d, session %q", o.err, o.res.Err, o.res.ExitCode, o.res.SessionID)
 	}
-	r.Plain = o.res.SessionID
+	r.plain, r.runs.Plain = o, o.res.SessionID
 	f = newFakeModel(t, llmtest.Turn{Text: []string{"Second turn after resume."}, InputTokens: 40, OutputTokens: 5}, spare, spare, spare)
-	o = runCLI(t, s, home, work, f, Invocation{Prompt: "and again", SessionID: r.Plain}, timeout)
-	if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 || o.res.SessionID != r.Plain {
-		t.Fatalf("resume: err %v, agent error %v, exit %d, session %q", o.err, o.res.Err, o.res.ExitCode, o.res.SessionID)
+	o = runCLI(t, s, home, work, f, Invocation{Prompt: "and again", SessionID: r.runs.Plain}, timeout)
+	if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 || o.res.SessionID != r.runs.Plain {
+		t.Fatalf("resume: err %v, agent error %v, exit %d, session %q (want %q)", o.err, o.res.Err, o.res.ExitCode, o.res.SessionID, r.runs.Plain)
 	}
+	r.resume, r.resumeModel = o, f
 	f = newFakeModel(t,
 		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "call_tool1", Name: s.Tool, Input: s.ToolArgs("echo maestro-tool-ok")}}, InputTokens: 20, OutputTokens: 9},
 		llmtest.Turn{Text: []string{"Tool said: maestro-tool-ok"}, InputTokens: 30, OutputTokens: 6}, spare, spare, spare)
@@ -65,7 +76,7 @@ func runSessionTurns(t *testing.T, s cliSetup, home, work string) sessionRuns {
 	if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 || o.res.SessionID == "" {
 		t.Fatalf("tool turn: err %v, agent error %v, exit %d, session %q", o.err, o.res.Err, o.res.ExitCode, o.res.SessionID)
 	}
-	r.Tool = o.res.SessionID
+	r.tool, r.runs.Tool = o, o.res.SessionID
 	return r
 }
 
@@ -80,40 +91,41 @@ func setupGetenv(t *testing.T, s cliSetup, home string) func(string) string {
 	return func(k string) string { return env[k] }
 }
 
-func TestIntegrationSessionStorage(t *testing.T) {
-	t.Parallel()
-	eachCLI(t, func(t *testing.T, s cliSetup, home, work string) {
-		runs := runSessionTurns(t, s, home, work)
-		def := mustDef(t, s.ID)
-		store, err := NewSessionStore(def.SessionStorage, setupGetenv(t, s, home))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		list, err := store.List(ctx, work)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(list) != 2 {
-			// Show what the CLI stored, to tell a reader bug from a CLI change.
-			_ = filepath.WalkDir(home, func(p string, d fs.DirEntry, err error) error {
-				if err == nil && !d.IsDir() && !strings.Contains(p, "node_modules") {
-					t.Logf("stored: %s", p)
-				}
-				return nil
-			})
-		}
-		checkSessionPair(t, s.ID, store, list, runs, s.Tool)
-		if os.Getenv("MAESTRO_CAPTURE_SESSIONS") == "1" {
-			// The installed version is the one the stream fixtures name.
-			dirs, _ := filepath.Glob(filepath.Join("testdata", s.ID+"-[0-9]*"))
-			if len(dirs) != 1 {
-				t.Fatalf("capture: want one testdata/%s-<version> directory, have %v", s.ID, dirs)
+// checkStoredSessions lists and reads, through the CLI's SessionStore,
+// the two sessions runSessionTurns stored in home for work (see
+// TestIntegrationAgentCLIs). With MAESTRO_CAPTURE_SESSIONS=1 it copies
+// them into testdata/sessions/<cli>-<version>/.
+func checkStoredSessions(t *testing.T, s cliSetup, home, work string, runs sessionRuns) {
+	t.Helper()
+	def := mustDef(t, s.ID)
+	store, err := NewSessionStore(def.SessionStorage, setupGetenv(t, s, home))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	list, err := store.List(ctx, work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 {
+		// Show what the CLI stored, to tell a reader bug from a CLI change.
+		_ = filepath.WalkDir(home, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && !strings.Contains(p, "node_modules") {
+				t.Logf("stored: %s", p)
 			}
-			captureSessions(t, store, filepath.Base(dirs[0]), home, work, runs)
+			return nil
+		})
+	}
+	checkSessionPair(t, s.ID, store, list, runs, s.Tool)
+	if os.Getenv("MAESTRO_CAPTURE_SESSIONS") == "1" {
+		// The installed version is the one the stream fixtures name.
+		dirs, _ := filepath.Glob(filepath.Join("testdata", s.ID+"-[0-9]*"))
+		if len(dirs) != 1 {
+			t.Fatalf("capture: want one testdata/%s-<version> directory, have %v", s.ID, dirs)
 		}
-	})
+		captureSessions(t, store, filepath.Base(dirs[0]), home, work, runs)
+	}
 }
 
 // checkSessionPair checks that list holds the plain and tool sessions of

@@ -18,7 +18,7 @@ import (
 var updateSessionGolden = flag.Bool("update-sessions", false, "rewrite testdata/sessions/*/golden/*.json")
 
 // sessionFixtures are the storage trees captured from the real CLIs by
-// TestIntegrationSessionStorage (MAESTRO_CAPTURE_SESSIONS=1).
+// TestIntegrationAgentCLIs (MAESTRO_CAPTURE_SESSIONS=1).
 var sessionFixtures = []struct {
 	dir, agent, tool string
 	// plainFile is the file (relative to home) the plain session is in,
