@@ -129,3 +129,60 @@ func TestSessionLogBecomesPlatformEvents(t *testing.T) {
 		t.Errorf("statuses %q, want %q", statuses, want)
 	}
 }
+
+// NATS stopped mid-run and started again: every event arrives exactly
+// once, in the log's order; the agent's appends never wait for it.
+func TestNATSRestartLosesNothing(t *testing.T) {
+	srv := bustest.Start(t)
+	srv.CreateStream()
+	b := newBus(t, srv, eventbus.Correlation{}, false)
+	store := session.NewStore(t.TempDir())
+	s, err := store.Create(session.Meta{Provider: "replay", Model: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := b.FollowSession(s.Dir(), s.Meta())
+	s.Event(protocol.Ready{ProtocolVersion: "2026-04-02", SessionID: ptr(s.ID())})
+	const perPhase = 40
+	call := 0
+	phase := func() {
+		for range perPhase {
+			call++
+			toolTurn(s, fmt.Sprintf("c%d", call), "Read", true, "")
+		}
+	}
+	phase()
+	srv.Wait(1 + 2*perPhase)
+	srv.Stop()
+	phase() // appended while NATS is down
+	srv.Restart()
+	phase()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close(s.Cursor(), "completed")
+	want := 1 + 2*3*perPhase + 1
+	msgs := srv.Wait(want)
+	if len(msgs) != want {
+		t.Fatalf("%d messages, want %d", len(msgs), want)
+	}
+	seen := map[string]bool{}
+	n := 0
+	for i, m := range msgs {
+		if seen[m.Event.ID()] {
+			t.Fatalf("event %s published twice", m.Event.ID())
+		}
+		seen[m.Event.ID()] = true
+		if m.Event.Type() != eventbus.TypeToolCallAttempted {
+			continue
+		}
+		n++
+		var d struct {
+			ID string `json:"tool_call_id"`
+		}
+		json.Unmarshal(m.Event.Data(), &d)
+		if d.ID != fmt.Sprintf("c%d", n) {
+			t.Fatalf("message %d: call %s, want c%d (out of order)", i, d.ID, n)
+		}
+	}
+}
