@@ -98,35 +98,26 @@ func (h *busHeadless) shutdown() {
 	}
 }
 
+// busSetup starts a NATS server and writes the bus scenario; it returns
+// the test's context (bounded by timeout), the server, the scenario and a
+// Maestro home.
+func busSetup(t *testing.T, timeout time.Duration) (context.Context, *bustest.Server, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	t.Cleanup(cancel)
+	dir := t.TempDir()
+	scenario := filepath.Join(dir, "bus.json")
+	if err := os.WriteFile(scenario, []byte(busScenario), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, bustest.Start(t), scenario, filepath.Join(dir, "home")
+}
+
 // sessionDirs lists the session directories under home.
 func sessionDirs(t *testing.T, home string) []string {
 	t.Helper()
 	dirs, _ := filepath.Glob(filepath.Join(home, "sessions", "*-*-*-*-*"))
 	return dirs
-}
-
-// checkOnceInOrder fails unless every id appears once and the tool calls
-// come in the order of their numbers.
-func checkOnceInOrder(t *testing.T, msgs []bustest.Message) {
-	t.Helper()
-	seen := map[string]bool{}
-	next := 1
-	for _, m := range msgs {
-		if seen[m.Event.ID()] {
-			t.Errorf("event %s published twice", m.Event.ID())
-		}
-		seen[m.Event.ID()] = true
-		if m.Event.Type() == eventbus.TypeToolCallAttempted {
-			var d struct {
-				ID string `json:"tool_call_id"`
-			}
-			json.Unmarshal(m.Event.Data(), &d)
-			if d.ID != fmt.Sprintf("call_%d", next) {
-				t.Errorf("tool call %s where call_%d was next", d.ID, next)
-			}
-			next++
-		}
-	}
 }
 
 func busTypes(msgs []bustest.Message) string {
@@ -141,13 +132,7 @@ func busTypes(msgs []bustest.Message) string {
 // CloudEvents (bustest validates each) and the launcher's correlation.
 func TestEventBusHeadlessSession(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
-	defer cancel()
-	srv := bustest.Start(t)
-	dir := t.TempDir()
-	scenario := filepath.Join(dir, "bus.json")
-	os.WriteFile(scenario, []byte(busScenario), 0o600)
-	home := filepath.Join(dir, "home")
+	ctx, srv, scenario, home := busSetup(t, 120*time.Second)
 	h := startBusHeadless(ctx, t, busEnv(t, home, srv.URL()), "--event-bus-create-stream", "--replay", scenario, "--workspace", t.TempDir())
 	h.prompt("first")
 	h.prompt("second")
@@ -156,7 +141,7 @@ func TestEventBusHeadlessSession(t *testing.T) {
 	if got, want := busTypes(msgs), "started tool_call.attempted tool_call.completed tool_call.attempted tool_call.completed closed"; got != want {
 		t.Fatalf("published:\n got %s\nwant %s", got, want)
 	}
-	checkOnceInOrder(t, msgs)
+	bustest.CheckOnceInOrder(t, msgs, "call_%d")
 	for _, m := range msgs {
 		ext := m.Event.Extensions()
 		for k, v := range map[string]string{"organizationid": "org_e2e", "userid": "user_e2e", "workspaceid": "ws_e2e",
@@ -173,14 +158,8 @@ func TestEventBusHeadlessSession(t *testing.T) {
 // order.
 func TestEventBusSurvivesSIGKILLAndNATSRestart(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(t.Context(), 180*time.Second)
-	defer cancel()
-	srv := bustest.Start(t)
+	ctx, srv, scenario, home := busSetup(t, 180*time.Second)
 	srv.CreateStream()
-	dir := t.TempDir()
-	scenario := filepath.Join(dir, "bus.json")
-	os.WriteFile(scenario, []byte(busScenario), 0o600)
-	home := filepath.Join(dir, "home")
 	env := busEnv(t, home, srv.URL())
 	ws := t.TempDir()
 	h := startBusHeadless(ctx, t, env, "--replay", scenario, "--workspace", ws)
@@ -203,17 +182,14 @@ func TestEventBusSurvivesSIGKILLAndNATSRestart(t *testing.T) {
 	if got := busTypes(msgs); got != want {
 		t.Fatalf("published:\n got %s\nwant %s", got, want)
 	}
-	checkOnceInOrder(t, msgs)
+	bustest.CheckOnceInOrder(t, msgs, "call_%d")
 }
 
 // MAESTRO_EVENT_BUS=0 turns the bus off even with a URL set.
 func TestEventBusOff(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
-	defer cancel()
-	srv := bustest.Start(t)
+	ctx, srv, _, home := busSetup(t, 120*time.Second)
 	srv.CreateStream()
-	home := t.TempDir()
 	cmd := exec.CommandContext(ctx, binary, "run", "--workspace", t.TempDir(), "Show me what you can do in this workspace")
 	cmd.Env = append(busEnv(t, home, srv.URL()), "MAESTRO_EVENT_BUS=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -233,10 +209,7 @@ func TestEventBusOff(t *testing.T) {
 // server; non-zero with a clear message when it is down or has no stream.
 func TestEventsSmoke(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
-	defer cancel()
-	srv := bustest.Start(t)
-	home := t.TempDir()
+	ctx, srv, _, home := busSetup(t, 120*time.Second)
 	smoke := func(args ...string) (string, string, error) {
 		cmd := exec.CommandContext(ctx, binary, append([]string{"events", "smoke", "--timeout", "5s"}, args...)...)
 		cmd.Env = busEnv(t, home, srv.URL())
@@ -266,10 +239,7 @@ func TestEventsSmoke(t *testing.T) {
 // calls with the correlation of its payload's metadata.
 func TestEventBusQueuedJob(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(t.Context(), 180*time.Second)
-	defer cancel()
-	srv := bustest.Start(t)
-	home := t.TempDir()
+	ctx, srv, _, home := busSetup(t, 180*time.Second)
 	env := append(proctest.NoModelEnv(home), "MAESTRO_EVENT_BUS_URL="+srv.URL(), "MAESTRO_EVALOPS_ORG_ID=process_org")
 	url, stderr, stop := startServe(ctx, t, env, "--workers", "1", "--data-dir", home, "--event-bus-create-stream")
 	defer stop()

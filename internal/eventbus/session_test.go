@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -166,23 +168,60 @@ func TestNATSRestartLosesNothing(t *testing.T) {
 	if len(msgs) != want {
 		t.Fatalf("%d messages, want %d", len(msgs), want)
 	}
-	seen := map[string]bool{}
-	n := 0
-	for i, m := range msgs {
-		if seen[m.Event.ID()] {
-			t.Fatalf("event %s published twice", m.Event.ID())
+	bustest.CheckOnceInOrder(t, msgs, "c%d")
+}
+
+// CatchUp publishes what a process that died left in a followed
+// session's log, including a pending closed event, and nothing of a
+// session never followed.
+func TestCatchUpPublishesLeftovers(t *testing.T) {
+	srv := bustest.Start(t)
+	srv.CreateStream()
+	dir := t.TempDir()
+	store := session.NewStore(dir)
+	followed, err := store.Create(session.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	never, err := store.Create(session.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*session.Session{followed, never} {
+		s.Event(protocol.Ready{ProtocolVersion: "2026-04-02", SessionID: ptr(s.ID())})
+		toolTurn(s, "c1", "Read", true, "")
+		toolTurn(s, "c2", "Read", true, "")
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
 		}
-		seen[m.Event.ID()] = true
-		if m.Event.Type() != eventbus.TypeToolCallAttempted {
-			continue
+	}
+	// A process followed it, published nothing and died after recording
+	// the close.
+	os.WriteFile(filepath.Join(followed.Dir(), "eventbus.json"), []byte(`{"cursor":0,"offset":0}`), 0o600)
+	os.WriteFile(filepath.Join(followed.Dir(), "eventbus-close.json"), []byte(fmt.Sprintf(`{"cursor":%d,"reason":"completed"}`, followed.Cursor())), 0o600)
+	b := newBus(t, srv, eventbus.Correlation{}, false)
+	if err := b.CatchUp(t.Context(), dir); err != nil {
+		t.Fatal(err)
+	}
+	msgs := srv.Wait(6)
+	want := []string{eventbus.TypeSessionStarted, eventbus.TypeToolCallAttempted, eventbus.TypeToolCallCompleted,
+		eventbus.TypeToolCallAttempted, eventbus.TypeToolCallCompleted, eventbus.TypeSessionClosed}
+	if got := types(msgs); !slices.Equal(got, want) {
+		t.Fatalf("published types:\n got %q\nwant %q", got, want)
+	}
+	for _, m := range msgs {
+		if got := m.Event.Extensions()["maestrosessionid"]; got != followed.ID() {
+			t.Errorf("%s of session %v", m.Event.Type(), got)
 		}
-		n++
-		var d struct {
-			ID string `json:"tool_call_id"`
-		}
-		json.Unmarshal(m.Event.Data(), &d)
-		if d.ID != fmt.Sprintf("c%d", n) {
-			t.Fatalf("message %d: call %s, want c%d (out of order)", i, d.ID, n)
-		}
+	}
+	// Again: nothing left.
+	if err := b.CatchUp(t.Context(), dir); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(srv.Messages()); n != 6 {
+		t.Errorf("%d messages after a second catch-up, want 6", n)
+	}
+	if _, err := os.Stat(filepath.Join(followed.Dir(), "eventbus-close.json")); err == nil {
+		t.Error("the close mark is still there")
 	}
 }

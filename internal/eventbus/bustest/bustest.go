@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"testing"
@@ -176,4 +177,30 @@ func (s *Server) Wait(n int) []Message {
 		}
 	}
 	return s.Messages()
+}
+
+// CheckOnceInOrder fails the test when an event id appears twice or when
+// the tool_call.attempted events do not name the calls
+// fmt.Sprintf(callFormat, 1), (…, 2), … in that order.
+func CheckOnceInOrder(t testing.TB, msgs []Message, callFormat string) {
+	t.Helper()
+	seen := map[string]bool{}
+	next := 1
+	for i, m := range msgs {
+		if seen[m.Event.ID()] {
+			t.Errorf("event %s published twice", m.Event.ID())
+		}
+		seen[m.Event.ID()] = true
+		if m.Event.Type() != "maestro.events.tool_call.attempted" {
+			continue
+		}
+		var d struct {
+			ID string `json:"tool_call_id"`
+		}
+		json.Unmarshal(m.Event.Data(), &d)
+		if want := fmt.Sprintf(callFormat, next); d.ID != want {
+			t.Errorf("message %d: tool call %s where %s was next (out of order)", i, d.ID, want)
+		}
+		next++
+	}
 }
