@@ -10,14 +10,14 @@ import (
 func TestFromEnv(t *testing.T) {
 	cfg := config.EventBus{URL: "nats://config:4222", Source: "cfg-source"}
 	tests := []struct {
-		name    string
-		env     map[string]string
-		cfg     config.EventBus
-		on      bool
-		url     string
-		source  string
-		create  bool
-		user    string
+		name   string
+		env    map[string]string
+		cfg    config.EventBus
+		on     bool
+		url    string
+		source string
+		create bool
+		user   string
 	}{
 		{name: "nothing set", on: false},
 		{name: "MAESTRO_EVENT_BUS_URL", env: map[string]string{"MAESTRO_EVENT_BUS_URL": "nats://a:1", "EVALOPS_NATS_URL": "nats://b:1"}, on: true, url: "nats://a:1", source: "maestro"},
