@@ -3,7 +3,7 @@
 # in the same run; see bench/README.md for what each row means.
 #
 #   bench/run.sh            # everything
-#   ONLY=loop bench/run.sh  # one section: loop | grep | version | headless | utility | attach | hostedrunner | agentcli | queue | sse
+#   ONLY=loop bench/run.sh  # one section: loop | grep | version | headless | utility | attach | hostedrunner | agentcli | queue | sse | eventbus
 set -euo pipefail
 cd "$(dirname "$0")/.."
 only=${ONLY:-${1:-all}}  # or the section as the first argument: bench/run.sh queue
@@ -80,3 +80,14 @@ section agentcli "Agent-CLI parsers: throughput on a 50 MB stream, stdout line â
 section queue "Job queue: Maestro (SQLite, PostgreSQL) vs River on the same PostgreSQL, no-op jobs" bash bench/queue/run.sh
 
 section sse "Job event stream: 1,000 SSE subscribers on one job (REST API)" go run ./bench/sse
+
+if want eventbus; then
+  echo "## Platform events: catch-up of a 100,000-event backlog; agent loop with the bus on vs off"
+  echo
+  go run ./bench/eventbus -events "${EVENTBUS_EVENTS:-100000}"
+  echo
+  go test -run '^$' -bench 'BenchmarkAgentLoopBus|BenchmarkPublishSustained' -benchtime 3000x ./internal/eventbus/ | grep Benchmark
+  echo
+  echo "Bus on vs off: the same agent loop writing a session log, one run; cpu-ns/op includes the embedded NATS server."
+  echo
+fi

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -248,6 +249,9 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 				cancel()
 			}
 		})
+	}
+	if bus := h.EventBus(); bus != nil { // docs/events.md, "Platform events"
+		wg.Go(func() { bus.FollowJobs(runCtx, st, filepath.Join(dataDir, "eventbus-jobs.json"), 0) })
 	}
 	wg.Go(func() {
 		if maintErr = queue.RunMaintenance(runCtx, queue.MaintenanceConfig{Store: st, Owner: o.Name, Logger: log, DataDir: dataDir}); maintErr != nil {

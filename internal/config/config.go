@@ -8,6 +8,7 @@
 //	max_file_bytes: 10485760             # Read/Edit/Write size limit
 //	classifier_model: anthropic/claude-haiku-4-5  # picks the piece (default: model)
 //	agent_permission: edit               # agent CLIs: read-only | edit | full
+//	event_bus: {url: "nats://127.0.0.1:4222", create_stream: false, source: maestro}
 //	providers:
 //	  anthropic: {api_key: "...", base_url: "..."}
 //	  openai:    {api_key: "...", base_url: "http://localhost:11434/v1", api: chat}
@@ -51,6 +52,23 @@ type Config struct {
 	// AgentPermission is the default permission level of agent CLIs
 	// (--permission): read-only, edit or full ("": edit).
 	AgentPermission string `yaml:"agent_permission"`
+	// EventBus publishes the platform events (CloudEvents) to NATS
+	// JetStream (docs/events.md, "Platform events"); the environment
+	// (MAESTRO_EVENT_BUS_URL, EVALOPS_NATS_URL, MAESTRO_EVENT_BUS)
+	// overrides it.
+	EventBus EventBus `yaml:"event_bus"`
+}
+
+// EventBus configures the platform event publisher.
+type EventBus struct {
+	// URL is the NATS server ("nats://host:4222"); empty: no bus unless
+	// the environment names one.
+	URL string `yaml:"url"`
+	// CreateStream creates the stream MAESTRO on subjects maestro.>
+	// (else the stream is expected to exist).
+	CreateStream bool `yaml:"create_stream"`
+	// Source is the CloudEvents source (default "maestro").
+	Source string `yaml:"source"`
 }
 
 // Model holds one model's settings.

@@ -55,6 +55,7 @@ type Host struct {
 	getenv func(string) string
 	store  *session.Store
 	log    *slog.Logger
+	bus    *busState
 }
 
 // New reads the configuration file under the home directory.
@@ -80,7 +81,7 @@ func New(o Options) (*Host, error) {
 	if data == "" {
 		data = home
 	}
-	return &Host{home: home, cfg: cfg, getenv: o.Getenv, store: session.NewStore(filepath.Join(data, "sessions")), log: o.Logger}, nil
+	return &Host{home: home, cfg: cfg, getenv: o.Getenv, store: session.NewStore(filepath.Join(data, "sessions")), log: o.Logger, bus: &busState{}}, nil
 }
 
 // Home is Maestro's home directory.
@@ -336,9 +337,16 @@ func (h *Host) runtimeConfig(sess *session.Session, root *workspace.Root, spec S
 // assemble builds the runtime of rcfg, which releases the log and the
 // workspace when it is closed.
 func (h *Host) assemble(rcfg runtime.Config, sess *session.Session, root *workspace.Root, choice *providers.Choice, probe *Probe) (*Session, error) {
+	var follower interface{ Close(int64, string) }
+	if bus := h.EventBus(); bus != nil {
+		follower = bus.FollowSession(sess.Dir(), sess.Meta())
+	}
 	closed := sync.OnceValue(func() error {
 		err := sess.Close()
 		root.Close()
+		if follower != nil {
+			follower.Close(sess.Cursor(), "completed")
+		}
 		if err != nil {
 			h.log.Warn("close headless session", "session", sess.ID(), "err", err)
 		} else {

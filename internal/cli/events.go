@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"errors"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/maestro-run/maestro/internal/eventbus"
+	"github.com/maestro-run/maestro/internal/host"
+)
+
+// addEventBusFlag adds --event-bus-create-stream to every command: the
+// event bus (docs/events.md, "Platform events") then creates its stream
+// instead of expecting it, as MAESTRO_EVENT_BUS_CREATE_STREAM=1 does.
+func addEventBusFlag(root *cobra.Command, io *IOStreams) {
+	var create bool
+	root.PersistentFlags().BoolVar(&create, "event-bus-create-stream", false,
+		"create the JetStream stream "+eventbus.StreamName+" on subjects "+eventbus.StreamSubjects+" for the platform events (else it is expected to exist)")
+	root.PersistentPreRun = func(*cobra.Command, []string) {
+		if !create {
+			return
+		}
+		getenv := io.Getenv
+		io.Getenv = func(k string) string {
+			if k == "MAESTRO_EVENT_BUS_CREATE_STREAM" {
+				return "1"
+			}
+			return getenv(k)
+		}
+	}
+}
+
+func newEventsCmd(io *IOStreams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "events",
+		Short: "The platform event bus (CloudEvents on NATS JetStream)",
+		Args:  cobra.NoArgs,
+	}
+	var timeout time.Duration
+	smoke := &cobra.Command{
+		Use:   "smoke",
+		Short: "Publish one maestro.sessions.session.started event to check the bus",
+		Long: `Publishes one maestro.sessions.session.started CloudEvent to the NATS server
+named by MAESTRO_EVENT_BUS_URL, EVALOPS_NATS_URL, NATS_URL or event_bus.url in
+config.yaml, and waits for JetStream's acknowledgement. Exits non-zero when the
+server cannot be reached, no stream takes the subject (see
+--event-bus-create-stream) or the publish fails.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			h, err := host.New(host.Options{Getenv: io.Getenv})
+			if err != nil {
+				return &exitError{code: ExitError, err: err}
+			}
+			s, ok := eventbus.FromEnv(io.Getenv, h.Config().EventBus)
+			if !ok {
+				return &exitError{code: ExitError, err: errors.New("no event bus configured: set MAESTRO_EVENT_BUS_URL (or EVALOPS_NATS_URL, or event_bus.url in config.yaml); MAESTRO_EVENT_BUS=0 or false turns it off")}
+			}
+			id, err := eventbus.Smoke(cmd.Context(), s, eventbus.CorrelationFromEnv(io.Getenv, nil), timeout)
+			if err != nil {
+				return &exitError{code: ExitError, err: err}
+			}
+			cmd.Printf("published %s %s to %s\n", eventbus.TypeSessionStarted, id, s.URL)
+			return nil
+		},
+	}
+	smoke.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "give up after this long")
+	cmd.AddCommand(smoke)
+	return cmd
+}

@@ -1,0 +1,104 @@
+package eventbus_test
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/agent"
+	"github.com/maestro-run/maestro/internal/eventbus"
+	"github.com/maestro-run/maestro/internal/eventbus/bustest"
+	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/llm/replay"
+	"github.com/maestro-run/maestro/internal/session"
+	"github.com/maestro-run/maestro/internal/tool"
+)
+
+// loopScenario: a tool call, then an answer — two model calls per run,
+// three published events (attempted, completed; started once).
+const loopScenario = `{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id":"busbench","description":"bus overhead",
+"metadata":{"recordedAt":"2026-11-26T00:00:00Z","toolsExpected":["ping"]},
+"frames":[
+ {"index":0,"statements":[{"kind":"text","text":"Checking."},{"kind":"tool_call","tool":"ping","input":{"text":"p"}}]},
+ {"index":1,"statements":[{"kind":"text","text":"Done."}]}]}`
+
+// cpuTime is the user and system CPU time of this process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+type pingIn struct {
+	Text string `json:"text"`
+}
+
+// BenchmarkAgentLoopBus measures Maestro's agent loop on replay writing a
+// real session log, with no bus and with a follower publishing the log to
+// an embedded NATS server as it grows: the ratio of the two ns/run is the
+// bus's overhead on the agent (both in one run, same machine load).
+func BenchmarkAgentLoopBus(b *testing.B) {
+	sc, err := replay.Parse([]byte(loopScenario), "busbench.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ping := tool.New("ping", "answers pong", true, func(context.Context, pingIn, tool.Call) (tool.Result, error) {
+		return tool.Result{Content: "pong"}, nil
+	})
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("bus=%v", on), func(b *testing.B) {
+			s, err := session.NewStore(b.TempDir()).Create(session.Meta{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			if on {
+				srv := bustest.Start(b)
+				bus, err := eventbus.Open(eventbus.Options{Settings: eventbus.Settings{URL: srv.URL(), CreateStream: true, Source: "bench"}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer bus.Close()
+				bus.FollowSession(s.Dir(), s.Meta())
+			}
+			a := agent.New(agent.Config{Provider: replay.New(sc), Tools: tool.NewSet(ping)})
+			cpu0 := cpuTime()
+			for b.Loop() {
+				if _, err := a.Run(b.Context(), nil, llm.UserText("go"), s); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// The process's CPU time: the loop, the follower and (bus=true)
+			// the embedded NATS server, which is not Maestro's.
+			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// BenchmarkPublishSustained measures events published per second: a
+// session log grows by one tool call (two events) per iteration while a
+// follower publishes it; the clock stops when the stream holds them all.
+func BenchmarkPublishSustained(b *testing.B) {
+	srv := bustest.Start(b)
+	bus, err := eventbus.Open(eventbus.Options{Settings: eventbus.Settings{URL: srv.URL(), CreateStream: true, Source: "bench"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bus.Close()
+	s, err := session.NewStore(b.TempDir()).Create(session.Meta{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	bus.FollowSession(s.Dir(), s.Meta())
+	start := time.Now()
+	n := 0
+	for b.Loop() {
+		n++
+		toolTurn(s, fmt.Sprintf("c%d", n), "Read", true, "")
+	}
+	srv.Wait(2 * n)
+	b.ReportMetric(float64(2*n)/time.Since(start).Seconds(), "events/s")
+}

@@ -1,0 +1,79 @@
+package eventbus_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/eventbus"
+	"github.com/maestro-run/maestro/internal/eventbus/bustest"
+	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/store/sqlite"
+)
+
+// A queued job's lifecycle and its agent's tool calls are published with
+// the task's correlation (submitter, payload metadata), not the
+// process's.
+func TestJobLogBecomesPlatformEvents(t *testing.T) {
+	ctx := t.Context()
+	srv := bustest.Start(t)
+	b := newBus(t, srv, eventbus.Correlation{OrganizationID: "process-org"}, true)
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	_, job, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "t", Piece: "noop",
+		Payload: json.RawMessage(`{"metadata":{"organization_id":"org_j","workspace_id":"ws_j","agent_run_id":"run_j"}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := st.Claim(ctx, store.ClaimParams{Worker: "w1", Limit: 1, LeaseFor: time.Minute})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %v %v", claimed, err)
+	}
+	l := claimed[0].Lease()
+	if _, err := st.Start(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AppendJobEvents(ctx, l, []store.NewJobEvent{
+		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_call","call_id":"c1","tool":"Bash","args":{},"requires_approval":false}`)},
+		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_end","call_id":"c1","success":true}`)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Complete(ctx, l, "done"); err != nil {
+		t.Fatal(err)
+	}
+	_, job2, err := st.CreateTask(ctx, store.NewTask{Owner: "bob", Title: "u", Piece: "noop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Cancel(ctx, job2.ID, "no longer needed"); err != nil {
+		t.Fatal(err)
+	}
+	stateFile := filepath.Join(t.TempDir(), "jobs.json")
+	go b.FollowJobs(ctx, st, stateFile, 10*time.Millisecond)
+
+	want := []string{eventbus.TypeJobQueued, eventbus.TypeJobStarted, eventbus.TypeToolCallAttempted,
+		eventbus.TypeToolCallCompleted, eventbus.TypeJobSucceeded, eventbus.TypeJobQueued, eventbus.TypeJobCancelled}
+	msgs := srv.Wait(len(want))
+	if got := types(msgs); !slices.Equal(got, want) {
+		t.Fatalf("published types:\n got %q\nwant %q", got, want)
+	}
+	for _, m := range msgs[:5] {
+		ext := m.Event.Extensions()
+		for k, v := range map[string]string{"organizationid": "org_j", "workspaceid": "ws_j", "agentrunid": "run_j",
+			"userid": "alice", "taskid": fmt.Sprint(job.TaskID)} {
+			if fmt.Sprint(ext[k]) != v {
+				t.Errorf("%s: extension %s = %v, want %q", m.Event.Type(), k, ext[k], v)
+			}
+		}
+	}
+	if ext := msgs[6].Event.Extensions(); ext["userid"] != "bob" || ext["organizationid"] != nil {
+		t.Errorf("cancelled job's extensions: %v", ext)
+	}
+}

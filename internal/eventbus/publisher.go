@@ -1,0 +1,146 @@
+package eventbus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Publisher publishes encoded events to JetStream. It keeps one
+// connection that reconnects forever; Publish makes one attempt,
+// PublishRetry retries with backoff until the event is acknowledged.
+type Publisher struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	s   Settings
+	log *slog.Logger
+
+	mu     sync.Mutex
+	stream bool // the stream was created (Settings.CreateStream)
+}
+
+// Connect connects to s.URL. The connection is made even when the server
+// is down (it is retried in the background), so Maestro starts without
+// NATS; Publish fails until it is up.
+func Connect(s Settings, log *slog.Logger) (*Publisher, error) {
+	return connect(s, log,
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+		nats.Timeout(5*time.Second),
+		// Publishing while disconnected fails at once rather than
+		// buffering: the log is the buffer.
+		nats.ReconnectBufSize(-1))
+}
+
+// Dial connects to s.URL and fails at once when the server cannot be
+// reached within timeout (maestro events smoke).
+func Dial(s Settings, timeout time.Duration) (*Publisher, error) {
+	return connect(s, nil, nats.Timeout(timeout), nats.NoReconnect())
+}
+
+func connect(s Settings, log *slog.Logger, opts ...nats.Option) (*Publisher, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts = append(opts, nats.Name("maestro-event-bus"))
+	if s.Token != "" {
+		opts = append(opts, nats.Token(s.Token))
+	}
+	if s.User != "" {
+		opts = append(opts, nats.UserInfo(s.User, s.Password))
+	}
+	nc, err := nats.Connect(s.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the event bus %s: %w", s.URL, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("open JetStream on %s: %w", s.URL, err)
+	}
+	return &Publisher{nc: nc, js: js, s: s, log: log}, nil
+}
+
+// Close closes the connection.
+func (p *Publisher) Close() { p.nc.Close() }
+
+// ensureStream creates the stream once when the settings ask for it.
+func (p *Publisher) ensureStream(ctx context.Context) error {
+	if !p.s.CreateStream {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stream {
+		return nil
+	}
+	_, err := p.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:       StreamName,
+		Subjects:   []string{StreamSubjects},
+		Storage:    jetstream.FileStorage,
+		Duplicates: 10 * time.Minute,
+	})
+	if err != nil {
+		return fmt.Errorf("create stream %s on %s: %w", StreamName, StreamSubjects, err)
+	}
+	p.stream = true
+	return nil
+}
+
+// ErrNoStream is returned when no stream takes the event's subject (and
+// the settings do not create one).
+var ErrNoStream = errors.New("no JetStream stream takes the subject (create it, or pass --event-bus-create-stream)")
+
+// Publish sends one encoded event on subject with id as Nats-Msg-Id and
+// waits (at most 5 s) for the stream's acknowledgement. A duplicate (the
+// id was stored already) is a success.
+func (p *Publisher) Publish(ctx context.Context, subject, id string, data []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := p.ensureStream(ctx); err != nil {
+		return err
+	}
+	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+	msg.Header.Set("Content-Type", ContentTypeCloudEvents)
+	_, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
+	if errors.Is(err, jetstream.ErrNoStreamResponse) {
+		return fmt.Errorf("publish %s: %w", subject, ErrNoStream)
+	}
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", subject, err)
+	}
+	return nil
+}
+
+// PublishRetry publishes until the event is acknowledged or ctx ends,
+// waiting 100 ms after the first failure, doubling up to 5 s.
+func (p *Publisher) PublishRetry(ctx context.Context, subject, id string, data []byte) error {
+	wait := 100 * time.Millisecond
+	for failures := 0; ; failures++ {
+		err := p.Publish(ctx, subject, id, data)
+		if err == nil {
+			if failures > 0 {
+				p.log.Info("event bus: published again after failures", "failures", failures)
+			}
+			return nil
+		}
+		if failures == 0 || failures%20 == 0 {
+			p.log.Warn("event bus: publish failed; retrying", "subject", subject, "id", id, "err", err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("publish %s: %w (last failure: %w)", subject, ctx.Err(), err)
+		case <-t.C:
+		}
+		wait = min(wait*2, 5*time.Second)
+	}
+}

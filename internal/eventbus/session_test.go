@@ -1,0 +1,227 @@
+package eventbus_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/maestro-run/maestro/internal/eventbus"
+	"github.com/maestro-run/maestro/internal/eventbus/bustest"
+	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/session"
+)
+
+// newBus opens a bus on srv for a test; it is closed when the test ends.
+func newBus(t *testing.T, srv *bustest.Server, env eventbus.Correlation, create bool) *eventbus.Bus {
+	t.Helper()
+	b, err := eventbus.Open(eventbus.Options{
+		Settings: eventbus.Settings{URL: srv.URL(), CreateStream: create, Source: "maestro-test"},
+		Env:      env,
+		Logger:   slog.New(slog.NewTextHandler(t.Output(), nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// toolTurn appends one tool call's events: call, start, end.
+func toolTurn(s *session.Session, id, tool string, success bool, code string) {
+	s.Event(protocol.ToolCall{CallID: id, Tool: tool, Args: json.RawMessage(`{}`)})
+	s.Event(protocol.ToolStart{CallID: id})
+	s.Event(protocol.ToolEnd{CallID: id, Success: success, ErrorCode: code})
+}
+
+func types(msgs []bustest.Message) []string {
+	var out []string
+	for _, m := range msgs {
+		if m.Subject != m.Event.Type() {
+			out = append(out, "subject "+m.Subject+" != type "+m.Event.Type())
+		}
+		out = append(out, m.Event.Type())
+	}
+	return out
+}
+
+func TestSessionLogBecomesPlatformEvents(t *testing.T) {
+	srv := bustest.Start(t)
+	env := eventbus.Correlation{OrganizationID: "org_1", UserID: "user_1", WorkspaceID: "ws_1",
+		AgentRunID: "run_1", AgentRunStepID: "step_1", Surface: "cli", Attributes: map[string]string{"team": "a"}}
+	b := newBus(t, srv, env, true)
+	store := session.NewStore(t.TempDir())
+	s, err := store.Create(session.Meta{Provider: "replay", Model: "demo", ExecutorType: protocol.ExecutorReplay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := b.FollowSession(s.Dir(), s.Meta())
+	s.Event(protocol.Ready{ProtocolVersion: "2026-04-02", Model: "demo", Provider: "replay", SessionID: ptr(s.ID()), ExecutorType: protocol.ExecutorReplay})
+	s.Event(protocol.ResponseStart{ResponseID: "r1"})
+	toolTurn(s, "c1", "Read", true, "")
+	s.Event(protocol.ServerRequest{RequestID: "q1", RequestType: protocol.RequestApproval, CallID: "c2", Tool: "Bash", Args: json.RawMessage(`{}`), Reason: "approval"})
+	toolTurn(s, "c2", "Bash", false, "sandbox_violation")
+	toolTurn(s, "c3", "Write", false, "denied")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close(s.Cursor(), "completed")
+
+	want := []string{
+		eventbus.TypeSessionStarted,
+		eventbus.TypeToolCallAttempted, eventbus.TypeToolCallCompleted,
+		eventbus.TypeApprovalHit,
+		eventbus.TypeToolCallAttempted, eventbus.TypeToolCallCompleted, eventbus.TypeSandboxViolation,
+		eventbus.TypeToolCallAttempted, eventbus.TypeToolCallCompleted,
+		eventbus.TypeSessionClosed,
+	}
+	msgs := srv.Wait(len(want))
+	if got := types(msgs); !slices.Equal(got, want) {
+		t.Fatalf("published types:\n got %q\nwant %q", got, want)
+	}
+	for _, m := range msgs {
+		ev := m.Event
+		if m.MsgID != ev.ID() {
+			t.Errorf("%s: Nats-Msg-Id %q, event id %q", ev.Type(), m.MsgID, ev.ID())
+		}
+		if ev.Source() != "maestro-test" || ev.Subject() != ev.Type() || ev.DataContentType() != "application/json" {
+			t.Errorf("%s: source %q subject %q datacontenttype %q", ev.Type(), ev.Source(), ev.Subject(), ev.DataContentType())
+		}
+		ext := ev.Extensions()
+		for k, v := range map[string]string{"organizationid": "org_1", "userid": "user_1", "workspaceid": "ws_1",
+			"maestrosessionid": s.ID(), "agentrunid": "run_1", "agentrunstepid": "step_1", "surface": "cli"} {
+			if fmt.Sprint(ext[k]) != v {
+				t.Errorf("%s: extension %s = %v, want %q", ev.Type(), k, ext[k], v)
+			}
+		}
+		var data struct {
+			Type        string         `json:"@type"`
+			Correlation map[string]any `json:"correlation"`
+			ToolName    string         `json:"tool_name"`
+			Status      string         `json:"status"`
+		}
+		if err := json.Unmarshal(ev.Data(), &data); err != nil {
+			t.Fatalf("%s: data: %v", ev.Type(), err)
+		}
+		if data.Type == "" || ev.DataSchema() == "" {
+			t.Errorf("%s: no @type or dataschema", ev.Type())
+		}
+		if data.Correlation["organization_id"] != "org_1" || data.Correlation["session_id"] != s.ID() ||
+			fmt.Sprint(data.Correlation["attributes"]) != "map[team:a]" {
+			t.Errorf("%s: correlation %v", ev.Type(), data.Correlation)
+		}
+		if ev.Type() == eventbus.TypeToolCallCompleted && data.ToolName == "" {
+			t.Errorf("tool_call.completed without tool_name: %s", ev.Data())
+		}
+	}
+	var statuses []string
+	for _, m := range msgs {
+		if m.Event.Type() == eventbus.TypeToolCallCompleted {
+			var d struct{ Status string }
+			json.Unmarshal(m.Event.Data(), &d)
+			statuses = append(statuses, d.Status)
+		}
+	}
+	if want := []string{"MAESTRO_TOOL_CALL_STATUS_SUCCEEDED", "MAESTRO_TOOL_CALL_STATUS_FAILED", "MAESTRO_TOOL_CALL_STATUS_DENIED"}; !slices.Equal(statuses, want) {
+		t.Errorf("statuses %q, want %q", statuses, want)
+	}
+}
+
+// NATS stopped mid-run and started again: every event arrives exactly
+// once, in the log's order; the agent's appends never wait for it.
+func TestNATSRestartLosesNothing(t *testing.T) {
+	srv := bustest.Start(t)
+	srv.CreateStream()
+	b := newBus(t, srv, eventbus.Correlation{}, false)
+	store := session.NewStore(t.TempDir())
+	s, err := store.Create(session.Meta{Provider: "replay", Model: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := b.FollowSession(s.Dir(), s.Meta())
+	s.Event(protocol.Ready{ProtocolVersion: "2026-04-02", SessionID: ptr(s.ID())})
+	const perPhase = 40
+	call := 0
+	phase := func() {
+		for range perPhase {
+			call++
+			toolTurn(s, fmt.Sprintf("c%d", call), "Read", true, "")
+		}
+	}
+	phase()
+	srv.Wait(1 + 2*perPhase)
+	srv.Stop()
+	phase() // appended while NATS is down
+	srv.Restart()
+	phase()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close(s.Cursor(), "completed")
+	want := 1 + 2*3*perPhase + 1
+	msgs := srv.Wait(want)
+	if len(msgs) != want {
+		t.Fatalf("%d messages, want %d", len(msgs), want)
+	}
+	bustest.CheckOnceInOrder(t, msgs, "c%d")
+}
+
+// CatchUp publishes what a process that died left in a followed
+// session's log, including a pending closed event, and nothing of a
+// session never followed.
+func TestCatchUpPublishesLeftovers(t *testing.T) {
+	srv := bustest.Start(t)
+	srv.CreateStream()
+	dir := t.TempDir()
+	store := session.NewStore(dir)
+	followed, err := store.Create(session.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	never, err := store.Create(session.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*session.Session{followed, never} {
+		s.Event(protocol.Ready{ProtocolVersion: "2026-04-02", SessionID: ptr(s.ID())})
+		toolTurn(s, "c1", "Read", true, "")
+		toolTurn(s, "c2", "Read", true, "")
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A process followed it, published nothing and died after recording
+	// the close.
+	os.WriteFile(filepath.Join(followed.Dir(), "eventbus.json"), []byte(`{"cursor":0,"offset":0}`), 0o600)
+	os.WriteFile(filepath.Join(followed.Dir(), "eventbus-close.json"), []byte(fmt.Sprintf(`{"cursor":%d,"reason":"completed"}`, followed.Cursor())), 0o600)
+	b := newBus(t, srv, eventbus.Correlation{}, false)
+	if err := b.CatchUp(t.Context(), dir); err != nil {
+		t.Fatal(err)
+	}
+	msgs := srv.Wait(6)
+	want := []string{eventbus.TypeSessionStarted, eventbus.TypeToolCallAttempted, eventbus.TypeToolCallCompleted,
+		eventbus.TypeToolCallAttempted, eventbus.TypeToolCallCompleted, eventbus.TypeSessionClosed}
+	if got := types(msgs); !slices.Equal(got, want) {
+		t.Fatalf("published types:\n got %q\nwant %q", got, want)
+	}
+	for _, m := range msgs {
+		if got := m.Event.Extensions()["maestrosessionid"]; got != followed.ID() {
+			t.Errorf("%s of session %v", m.Event.Type(), got)
+		}
+	}
+	// Again: nothing left.
+	if err := b.CatchUp(t.Context(), dir); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(srv.Messages()); n != 6 {
+		t.Errorf("%d messages after a second catch-up, want 6", n)
+	}
+	if _, err := os.Stat(filepath.Join(followed.Dir(), "eventbus-close.json")); err == nil {
+		t.Error("the close mark is still there")
+	}
+}

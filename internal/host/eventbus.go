@@ -1,0 +1,58 @@
+package host
+
+import (
+	"context"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/maestro-run/maestro/internal/eventbus"
+)
+
+// busState is the process's platform event publisher (docs/events.md,
+// "Platform events"), opened at the first session or at EventBus when
+// the environment or the configuration names a NATS server.
+type busState struct {
+	once sync.Once
+	bus  *eventbus.Bus
+}
+
+// EventBus returns the process's event bus, nil when none is configured
+// (or MAESTRO_EVENT_BUS=0) or it cannot be opened (logged). Opening it
+// starts publishing, in the background, what earlier processes left
+// unpublished in the session logs.
+func (h *Host) EventBus() *eventbus.Bus {
+	h.bus.once.Do(func() {
+		s, ok := eventbus.FromEnv(h.getenv, h.cfg.EventBus)
+		if !ok {
+			return
+		}
+		b, err := eventbus.Open(eventbus.Options{Settings: s, Env: eventbus.CorrelationFromEnv(h.getenv, h.environ()), Logger: h.log})
+		if err != nil {
+			h.log.Warn("event bus disabled", "err", err)
+			return
+		}
+		h.bus.bus = b
+		go func() {
+			if err := b.CatchUp(context.Background(), h.store.Dir()); err != nil {
+				h.log.Warn("event bus: catch up on session logs", "err", err)
+			}
+		}()
+	})
+	return h.bus.bus
+}
+
+// environ lists the MAESTRO_EVENT_BUS_ATTR_* variables as getenv reads
+// them (the correlation's attributes).
+func (h *Host) environ() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "MAESTRO_EVENT_BUS_ATTR_") {
+			if v := h.getenv(k); v != "" {
+				out = append(out, k+"="+v)
+			}
+		}
+	}
+	return out
+}
