@@ -370,6 +370,9 @@ func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 		},
 		Task: pr.task, Piece: pr.o.Piece,
 	}
+	if pr.hs.MCP != nil {
+		l.Config.MCP = pr.hs.MCP // the session's MCP servers (docs/mcp.md)
+	}
 	if pr.prior != nil && !pr.prior.state.Status.Final() {
 		// The unfinished run continues, with the task as the answer.
 		l.Config.RunDir = pr.prior.dir

@@ -300,9 +300,8 @@ func contentText(blocks []protocol.ContentBlock) string {
 }
 
 // ElicitationRequest is an MCP server's elicitation/create (wire contract §9
-// mcp_elicitation). Maestro has no MCP client yet, so nothing raises it
-// and it is not advertised; the request/answer path is implemented so that
-// the MCP client only has to call Elicit.
+// mcp_elicitation), raised by a session's MCP client (internal/mcp through
+// internal/host).
 type ElicitationRequest struct {
 	ServerName string
 	// RequestID is the MCP request id.

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/maestro-run/maestro/internal/llm/llmtest"
+	"github.com/maestro-run/maestro/internal/mcp/mcptest"
+	"github.com/maestro-run/maestro/internal/proctest"
+)
+
+// lookupPiece requires the MCP server web and offers one of its tools.
+const lookupPiece = `name: lookup
+description: |
+  Look something up on the web server.
+  Choose when: lookups. Do not choose when: anything else. Preconditions: none.
+max_movements: 2
+initial_movement: look
+required_mcp: [web]
+movements:
+  - name: look
+    edit: false
+    persona: You look things up.
+    instruction: Call the echo tool, then complete with what it said.
+    allowed_tools: [mcp__web__echo, mcp__web__nope]
+    rules: []
+`
+
+// trackerPiece requires a server nobody configured.
+const trackerPiece = `name: tickets
+description: |
+  File tickets.
+  Choose when: tickets. Do not choose when: anything else. Preconditions: none.
+max_movements: 2
+initial_movement: file
+required_mcp: [tracker]
+movements:
+  - name: file
+    edit: false
+    persona: You file tickets.
+    instruction: File it.
+    allowed_tools: [mcp__tracker__*]
+    rules: []
+`
+
+// requestTools are the tool names a model request offered.
+func requestTools(r llmtest.Request) []string {
+	var names []string
+	tools, _ := r.JSON()["tools"].([]any)
+	for _, t := range tools {
+		if m, ok := t.(map[string]any); ok {
+			names = append(names, m["name"].(string))
+		}
+	}
+	return names
+}
+
+// toolResults are the texts of the tool results a model request sends
+// back (Anthropic messages).
+func toolResults(r llmtest.Request) string {
+	data, _ := json.Marshal(r.JSON()["messages"])
+	return string(data)
+}
+
+// A piece's movement calls an MCP tool of a configured streamable HTTP
+// server through the fake model and gets its result; allowed_tools
+// selects only the tool it names (issue 20).
+func TestMCPToolInPieceMovement(t *testing.T) {
+	t.Parallel()
+	url := mcptest.Serve(t)
+	model := llmtest.NewServer(t,
+		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "c1", Name: "mcp__web__echo", Input: `{"text":"ping"}`}}, InputTokens: 100, OutputTokens: 10},
+		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "c2", Name: "complete", Input: `{"status":"success","result":"the server said pong"}`}}, InputTokens: 100, OutputTokens: 10},
+	)
+	home, ws := t.TempDir(), t.TempDir()
+	writeFile(t, home, "config.yaml", "mcp_servers:\n  web: {url: \""+url+"\"}\n")
+	writeFile(t, ws, ".maestro/pieces/lookup.yaml", lookupPiece)
+	env := append(proctest.NoModelEnv(home), "ANTHROPIC_API_KEY=sk-test", "ANTHROPIC_BASE_URL="+model.URL())
+	out, stderr := runMaestroEnv(t, env, true, "run", "--piece", "lookup", "--workspace", ws, "look it up")
+	if strings.TrimSpace(out) != "the server said pong" {
+		t.Errorf("stdout = %q\nstderr:\n%s", out, stderr)
+	}
+	reqs := model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("model requests = %d, want 2\nstderr:\n%s", len(reqs), stderr)
+	}
+	tools := requestTools(reqs[0])
+	if !slices.Contains(tools, "mcp__web__echo") || slices.Contains(tools, "mcp__web__add") {
+		t.Errorf("offered tools = %v, want mcp__web__echo and not the server's other tools", tools)
+	}
+	if got := toolResults(reqs[1]); !strings.Contains(got, "echo: ping") {
+		t.Errorf("the second request lacks the MCP tool's result:\n%s", got)
+	}
+	omitted := false
+	for _, ev := range runEvents(t, home) {
+		if ev["kind"] == "tools_omitted" && strings.Contains(mustJSON(t, ev), "mcp__web__nope") {
+			omitted = true
+		}
+	}
+	if !omitted {
+		t.Errorf("no tools_omitted run event for mcp__web__nope: %v", runEvents(t, home))
+	}
+}
+
+// A piece whose required_mcp server is not configured fails at start
+// with an error naming the server; the model is never called.
+func TestMCPRequiredServerMissing(t *testing.T) {
+	t.Parallel()
+	model := llmtest.NewServer(t)
+	home, ws := t.TempDir(), t.TempDir()
+	writeFile(t, ws, ".maestro/pieces/tickets.yaml", trackerPiece)
+	env := append(proctest.NoModelEnv(home), "ANTHROPIC_API_KEY=sk-test", "ANTHROPIC_BASE_URL="+model.URL())
+	_, stderr := runMaestroEnv(t, env, false, "run", "--piece", "tickets", "--workspace", ws, "file a ticket")
+	if !strings.Contains(stderr, `MCP server "tracker"`) || len(model.Requests()) != 0 {
+		t.Errorf("stderr does not name the server (or the model was called %d times):\n%s", len(model.Requests()), stderr)
+	}
+}
+
+// A plain run (no piece) offers every configured server's tools.
+func TestMCPToolsInPlainRun(t *testing.T) {
+	t.Parallel()
+	url := mcptest.Serve(t)
+	model := llmtest.NewServer(t,
+		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "c1", Name: "mcp__web__add", Input: `{"a":20,"b":22}`}}, InputTokens: 100, OutputTokens: 10},
+		llmtest.Turn{Text: []string{"It is 42."}, InputTokens: 100, OutputTokens: 10},
+	)
+	home := t.TempDir()
+	writeFile(t, home, "config.yaml", "mcp_servers:\n  web: {url: \""+url+"\"}\n")
+	env := append(proctest.NoModelEnv(home), "ANTHROPIC_API_KEY=sk-test", "ANTHROPIC_BASE_URL="+model.URL())
+	out, stderr := runMaestroEnv(t, env, true, "run", "--no-piece", "--workspace", t.TempDir(), "add them")
+	if strings.TrimSpace(out) != "It is 42." {
+		t.Errorf("stdout = %q\nstderr:\n%s", out, stderr)
+	}
+	reqs := model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("model requests = %d, want 2\nstderr:\n%s", len(reqs), stderr)
+	}
+	tools := requestTools(reqs[0])
+	for _, want := range []string{"Read", "mcp__web__add", "mcp__web__echo", "mcp__web__ask"} {
+		if !slices.Contains(tools, want) {
+			t.Errorf("offered tools = %v, want %s among them", tools, want)
+		}
+	}
+	if got := toolResults(reqs[1]); !strings.Contains(got, `42`) {
+		t.Errorf("the second request lacks the MCP tool's result:\n%s", got)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
