@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -165,6 +166,9 @@ type server struct {
 	restarts int
 	closed   bool
 	stderr   io.Closer
+	// stale is set when the server says its tool list changed: the
+	// next use lists the tools again.
+	stale atomic.Bool
 }
 
 // session returns the server's live session, connecting when there is
@@ -262,7 +266,8 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 		}
 		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: 1}
 	}
-	opts := &sdk.ClientOptions{Logger: s.m.o.Logger, Capabilities: &sdk.ClientCapabilities{}}
+	opts := &sdk.ClientOptions{Logger: s.m.o.Logger, Capabilities: &sdk.ClientCapabilities{},
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { s.stale.Store(true) }}
 	if elicit := s.m.o.Elicit; elicit != nil {
 		opts.ElicitationHandler = func(ctx context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
 			return elicit(ctx, s.slug, req.Params)
@@ -304,7 +309,7 @@ func (s *server) tools(ctx context.Context) ([]*sdk.Tool, error) {
 	s.mu.Lock()
 	list := s.list
 	s.mu.Unlock()
-	if list != nil {
+	if list != nil && !s.stale.Swap(false) {
 		return list, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.m.o.StartTimeout)

@@ -247,3 +247,68 @@ func TestElicitation(t *testing.T) {
 		t.Errorf("ask without elicitation = %+v, want an error", res)
 	}
 }
+
+// TestServerEverything: the reference server-everything (npm, over
+// stdio) lists its tools, answers calls, and its elicitation reaches
+// Options.Elicit and the answer flows back.
+func TestServerEverything(t *testing.T) {
+	t.Parallel()
+	bin := mcptest.Installed(t, "server-everything")
+	var asked *sdk.ElicitParams
+	m := NewManager(Options{Servers: map[string]config.MCPServer{"everything": {Command: "node", Args: []string{bin, "stdio"}}},
+		LogDir: t.TempDir(),
+		Elicit: func(_ context.Context, server string, p *sdk.ElicitParams) (*sdk.ElicitResult, error) {
+			asked = p
+			return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada Lovelace", "check": true}}, nil
+		}})
+	t.Cleanup(func() { m.Close() })
+	ctx := testCtx(t)
+	tools, err := m.Tools(ctx, "mcp__everything__*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(name string) tool.Tool {
+		for _, tl := range tools {
+			if tl.Spec().Name == name {
+				return tl
+			}
+		}
+		t.Fatalf("no tool %s among %v", name, names(tools))
+		return nil
+	}
+	if res := run(t, get("mcp__everything__echo"), `{"message":"hi"}`); res.IsError || !strings.Contains(res.Content, "hi") {
+		t.Errorf("echo = %+v", res)
+	}
+	if res := run(t, get("mcp__everything__get-sum"), `{"a":2,"b":3}`); res.IsError || !strings.Contains(res.Content, "5") {
+		t.Errorf("get-sum = %+v", res)
+	}
+	res := run(t, get("mcp__everything__trigger-elicitation-request"), `{}`)
+	if res.IsError || !strings.Contains(res.Content, "Ada Lovelace") || asked == nil || asked.RequestedSchema == nil {
+		t.Errorf("trigger-elicitation-request = %+v (asked %+v)", res, asked)
+	}
+}
+
+// TestServerFilesystem: the reference server-filesystem (npm, over stdio)
+// reads a file of the directory it is given.
+func TestServerFilesystem(t *testing.T) {
+	t.Parallel()
+	bin := mcptest.Installed(t, "server-filesystem")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("remember the milk"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := NewManager(Options{Servers: map[string]config.MCPServer{"fs": {Command: "node", Args: []string{bin, dir}}}, LogDir: t.TempDir()})
+	t.Cleanup(func() { m.Close() })
+	read, err := m.Tools(testCtx(t), "mcp__fs__read_text_file")
+	if err != nil || len(read) != 1 {
+		t.Fatalf("Tools = %v, %v", read, err)
+	}
+	in, _ := json.Marshal(map[string]string{"path": filepath.Join(dir, "notes.txt")})
+	if res := run(t, read[0], string(in)); res.IsError || !strings.Contains(res.Content, "remember the milk") {
+		t.Errorf("read_text_file = %+v", res)
+	}
+	in, _ = json.Marshal(map[string]string{"path": "/etc/passwd"})
+	if res := run(t, read[0], string(in)); !res.IsError {
+		t.Errorf("read_text_file outside its directory = %+v, want the server's refusal", res)
+	}
+}

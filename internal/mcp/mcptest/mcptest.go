@@ -13,9 +13,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/maestro-run/maestro/internal/proctest"
 )
 
 // StdioEnv, set to "1" in a test binary's environment, makes
@@ -95,4 +100,35 @@ func RunStdioIfRequested() {
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// ServersEnv names a directory that overrides where Installed looks for
+// the servers scripts/install-mcp-servers.sh installs.
+const ServersEnv = "MAESTRO_MCP_SERVERS"
+
+// Installed returns the entry point of the npm MCP server name
+// (server-everything, server-filesystem) that
+// scripts/install-mcp-servers.sh installed into .cache/mcp-servers at the
+// top of the module (or $MAESTRO_MCP_SERVERS), to run with node. When it
+// or node is missing it calls proctest.SkipOrFail.
+func Installed(tb testing.TB, name string) string {
+	tb.Helper()
+	dir := os.Getenv(ServersEnv)
+	if dir == "" {
+		_, file, _, ok := goruntime.Caller(0)
+		if !ok {
+			tb.Fatal("mcptest: cannot locate the module")
+		}
+		dir = filepath.Join(filepath.Dir(file), "..", "..", "..", ".cache", "mcp-servers")
+	}
+	bin := filepath.Join(dir, "bin", name)
+	if _, err := exec.LookPath("node"); err != nil {
+		proctest.SkipOrFail(tb, "node NOT FOUND: the npm MCP server %s cannot run (integration tier skipped)", name)
+		return ""
+	}
+	if st, err := os.Stat(bin); err != nil || st.IsDir() {
+		proctest.SkipOrFail(tb, "MCP SERVER %q NOT INSTALLED at %s: run scripts/install-mcp-servers.sh (integration tier skipped)", name, bin)
+		return ""
+	}
+	return bin
 }
