@@ -1,14 +1,19 @@
 package main
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/maestro-run/maestro/internal/llm/llmtest"
 	"github.com/maestro-run/maestro/internal/mcp/mcptest"
 	"github.com/maestro-run/maestro/internal/proctest"
+	"github.com/maestro-run/maestro/internal/protocol"
 )
 
 // lookupPiece requires the MCP server web and offers one of its tools.
@@ -155,4 +160,84 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(data)
+}
+
+// An MCP server's elicitation reaches a headless client as the protocol's
+// mcp_elicitation server request (advertised in hello_ok when MCP servers
+// are configured), and the client's answer flows back into the tool's
+// result (issue 20).
+func TestMCPElicitationOverHeadless(t *testing.T) {
+	t.Parallel()
+	url := mcptest.Serve(t)
+	model := llmtest.NewServer(t,
+		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "c1", Name: "mcp__web__ask", Input: `{"question":"Which colour?"}`}}, InputTokens: 100, OutputTokens: 10},
+		llmtest.Turn{Text: []string{"Blue it is."}, InputTokens: 100, OutputTokens: 10},
+	)
+	home := t.TempDir()
+	writeFile(t, home, "config.yaml", "mcp_servers:\n  web: {url: \""+url+"\"}\n")
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "headless", "--approval-mode", "auto", "--sandbox", "off", "--model", "anthropic/fake", "--workspace", t.TempDir())
+	cmd.Env = append(proctest.NoModelEnv(home), "ANTHROPIC_API_KEY=sk-test", "ANTHROPIC_BASE_URL="+model.URL())
+	var stderr proctest.Buffer
+	cmd.Stderr = &stderr
+	stdin, stdout := proctest.StartPiped(t, cmd)
+	enc := json.NewEncoder(stdin)
+	send := func(m map[string]any) {
+		if err := enc.Encode(m); err != nil {
+			t.Fatalf("headless stdin: %v", err)
+		}
+	}
+	send(map[string]any{"type": "hello", "protocol_version": protocol.Version, "capabilities": map[string]any{"server_requests": []string{"mcp_elicitation"}}})
+	send(map[string]any{"type": "prompt", "content": "pick a colour"})
+	v, err := protocol.NewValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var advertised, asked, done bool
+	ends := 0 // one response_end per model response: the second ends the prompt
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		if err := v.ValidateServerFrame(sc.Bytes()); err != nil {
+			t.Errorf("frame does not validate: %s: %v", sc.Bytes(), err)
+		}
+		var f map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
+			t.Fatal(err)
+		}
+		switch f["type"] {
+		case "hello_ok":
+			advertised = strings.Contains(mustJSON(t, f["server_capabilities"]), `"mcp_elicitation"`)
+		case "server_request":
+			args := mustJSON(t, f["args"])
+			if f["request_type"] != "mcp_elicitation" || !strings.Contains(args, `"serverName":"web"`) || !strings.Contains(args, `"message":"Which colour?"`) {
+				t.Errorf("server_request = %v, want the server's elicitation", f)
+			}
+			asked = true
+			send(map[string]any{"type": "server_request_response", "request_id": f["request_id"], "request_type": "mcp_elicitation",
+				"content": []map[string]any{{"type": "text", "text": `{"action":"accept","content":{"answer":"blue"}}`}}})
+		case "response_end", "error":
+			if f["type"] == "error" {
+				t.Errorf("error frame: %v", f)
+			} else if ends++; ends < 2 {
+				continue
+			}
+			if !done {
+				done = true
+				send(map[string]any{"type": "shutdown"})
+				stdin.Close()
+			}
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("headless: %v\n%s", err, stderr.String())
+	}
+	if !advertised || !asked {
+		t.Errorf("mcp_elicitation advertised %v, raised %v; want both", advertised, asked)
+	}
+	reqs := model.Requests()
+	if len(reqs) != 2 || !strings.Contains(toolResults(reqs[1]), "action=accept answer=blue") {
+		t.Errorf("the tool result did not carry the client's answer (%d model requests)\nstderr:\n%s", len(reqs), stderr.String())
+	}
 }
