@@ -54,7 +54,7 @@ whole description to pick a piece for a task). An override file that does not
 validate is reported on stderr and ignored: the definition it would replace
 stays in effect. --workspace DIR reads DIR's .maestro/pieces/ instead of the
 current directory's. MISSING TOOLS names the tools the piece's movements
-list that this build of Maestro lacks (web, document and MCP tools, …): a run
+list that this build of Maestro lacks (web and document tools, …; MCP tools come from the servers in config.yaml): a run
 leaves them out and says so once.`,
 		Example: `  maestro pieces list
   maestro pieces list --workspace ~/src/app`,
