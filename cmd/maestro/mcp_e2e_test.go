@@ -165,9 +165,26 @@ func mustJSON(t *testing.T, v any) string {
 // An MCP server's elicitation reaches a headless client as the protocol's
 // mcp_elicitation server request (advertised in hello_ok when MCP servers
 // are configured), and the client's answer flows back into the tool's
-// result (issue 20).
+// result; a client that did not negotiate it is not asked and the server
+// gets a cancel (issue 20, wire contract §9).
 func TestMCPElicitationOverHeadless(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		negotiated bool
+		want       string
+	}{
+		{"negotiated", true, "action=accept answer=blue"},
+		{"not negotiated", false, "action=cancel"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			elicitOverHeadless(t, tc.negotiated, tc.want)
+		})
+	}
+}
+
+func elicitOverHeadless(t *testing.T, negotiated bool, want string) {
 	url := mcptest.Serve(t)
 	model := llmtest.NewServer(t,
 		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "c1", Name: "mcp__web__ask", Input: `{"question":"Which colour?"}`}}, InputTokens: 100, OutputTokens: 10},
@@ -188,7 +205,11 @@ func TestMCPElicitationOverHeadless(t *testing.T) {
 			t.Fatalf("headless stdin: %v", err)
 		}
 	}
-	send(map[string]any{"type": "hello", "protocol_version": protocol.Version, "capabilities": map[string]any{"server_requests": []string{"mcp_elicitation"}}})
+	hello := map[string]any{"type": "hello", "protocol_version": protocol.Version}
+	if negotiated {
+		hello["capabilities"] = map[string]any{"server_requests": []string{"mcp_elicitation"}}
+	}
+	send(hello)
 	send(map[string]any{"type": "prompt", "content": "pick a colour"})
 	v, err := protocol.NewValidator()
 	if err != nil {
@@ -233,11 +254,11 @@ func TestMCPElicitationOverHeadless(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("headless: %v\n%s", err, stderr.String())
 	}
-	if !advertised || !asked {
-		t.Errorf("mcp_elicitation advertised %v, raised %v; want both", advertised, asked)
+	if !advertised || asked != negotiated {
+		t.Errorf("mcp_elicitation advertised %v, raised %v; want advertised, raised %v", advertised, asked, negotiated)
 	}
 	reqs := model.Requests()
-	if len(reqs) != 2 || !strings.Contains(toolResults(reqs[1]), "action=accept answer=blue") {
+	if len(reqs) != 2 || !strings.Contains(toolResults(reqs[1]), want) {
 		t.Errorf("the tool result did not carry the client's answer (%d model requests)\nstderr:\n%s", len(reqs), stderr.String())
 	}
 }

@@ -35,8 +35,8 @@ func (h *Host) mcpManager(sess *session.Session, root *workspace.Root, rt *atomi
 		},
 		Elicit: func(ctx context.Context, server string, p *sdk.ElicitParams) (*sdk.ElicitResult, error) {
 			r := rt.Load()
-			if r == nil {
-				return &sdk.ElicitResult{Action: "cancel"}, nil
+			if r == nil || !r.ElicitationWanted() {
+				return &sdk.ElicitResult{Action: "cancel"}, nil // no one to ask
 			}
 			return elicit(ctx, r, server, strconv.FormatInt(seq.Add(1), 10), p)
 		},

@@ -321,6 +321,15 @@ type ElicitationResult struct {
 	Content map[string]json.RawMessage `json:"content,omitempty"`
 }
 
+// ElicitationWanted reports whether the connection whose prompt is running
+// negotiated mcp_elicitation requests (wire contract §9: raised only when
+// it did); an MCP client cancels an elicitation at once otherwise.
+func (r *Runtime) ElicitationWanted() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.run != nil && r.run.conn != nil && r.run.conn.negotiated(protocol.RequestMCPElicitation)
+}
+
 // Elicit raises an mcp_elicitation request on behalf of an MCP server and
 // waits for the answer (cancel when unparsable, failed or timed out).
 func (r *Runtime) Elicit(ctx context.Context, e ElicitationRequest) (ElicitationResult, error) {
