@@ -50,6 +50,21 @@ movements:
     rules: []
 `
 
+// runTwoTurns runs maestro with args in env against model, which must get
+// two requests, and checks that stdout is want; it returns the requests.
+func runTwoTurns(t *testing.T, model *llmtest.Server, env []string, want string, args ...string) []llmtest.Request {
+	t.Helper()
+	out, stderr := runMaestroEnv(t, env, true, args...)
+	if strings.TrimSpace(out) != want {
+		t.Errorf("stdout = %q, want %q\nstderr:\n%s", out, want, stderr)
+	}
+	reqs := model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("model requests = %d, want 2\nstderr:\n%s", len(reqs), stderr)
+	}
+	return reqs
+}
+
 // requestTools are the tool names a model request offered.
 func requestTools(r llmtest.Request) []string {
 	var names []string
@@ -83,14 +98,7 @@ func TestMCPToolInPieceMovement(t *testing.T) {
 	writeFile(t, home, "config.yaml", "mcp_servers:\n  web: {url: \""+url+"\"}\n")
 	writeFile(t, ws, ".maestro/pieces/lookup.yaml", lookupPiece)
 	env := append(proctest.NoModelEnv(home), "ANTHROPIC_API_KEY=sk-test", "ANTHROPIC_BASE_URL="+model.URL())
-	out, stderr := runMaestroEnv(t, env, true, "run", "--piece", "lookup", "--workspace", ws, "look it up")
-	if strings.TrimSpace(out) != "the server said pong" {
-		t.Errorf("stdout = %q\nstderr:\n%s", out, stderr)
-	}
-	reqs := model.Requests()
-	if len(reqs) != 2 {
-		t.Fatalf("model requests = %d, want 2\nstderr:\n%s", len(reqs), stderr)
-	}
+	reqs := runTwoTurns(t, model, env, "the server said pong", "run", "--piece", "lookup", "--workspace", ws, "look it up")
 	tools := requestTools(reqs[0])
 	if !slices.Contains(tools, "mcp__web__echo") || slices.Contains(tools, "mcp__web__add") {
 		t.Errorf("offered tools = %v, want mcp__web__echo and not the server's other tools", tools)
@@ -134,14 +142,7 @@ func TestMCPToolsInPlainRun(t *testing.T) {
 	home := t.TempDir()
 	writeFile(t, home, "config.yaml", "mcp_servers:\n  web: {url: \""+url+"\"}\n")
 	env := append(proctest.NoModelEnv(home), "ANTHROPIC_API_KEY=sk-test", "ANTHROPIC_BASE_URL="+model.URL())
-	out, stderr := runMaestroEnv(t, env, true, "run", "--no-piece", "--workspace", t.TempDir(), "add them")
-	if strings.TrimSpace(out) != "It is 42." {
-		t.Errorf("stdout = %q\nstderr:\n%s", out, stderr)
-	}
-	reqs := model.Requests()
-	if len(reqs) != 2 {
-		t.Fatalf("model requests = %d, want 2\nstderr:\n%s", len(reqs), stderr)
-	}
+	reqs := runTwoTurns(t, model, env, "It is 42.", "run", "--no-piece", "--workspace", t.TempDir(), "add them")
 	tools := requestTools(reqs[0])
 	for _, want := range []string{"Read", "mcp__web__add", "mcp__web__echo", "mcp__web__ask"} {
 		if !slices.Contains(tools, want) {

@@ -49,6 +49,18 @@ func names(ts []tool.Tool) []string {
 	return out
 }
 
+// find returns the tool named name among tools.
+func find(t *testing.T, tools []tool.Tool, name string) tool.Tool {
+	t.Helper()
+	for _, tl := range tools {
+		if tl.Spec().Name == name {
+			return tl
+		}
+	}
+	t.Fatalf("no tool %s among %v", name, names(tools))
+	return nil
+}
+
 func run(t *testing.T, tl tool.Tool, input string) tool.Result {
 	t.Helper()
 	res, err := tl.Run(testCtx(t), tool.Call{ID: "1", Input: json.RawMessage(input)})
@@ -184,15 +196,7 @@ func TestStdioCrashRestartsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	get := func(name string) tool.Tool {
-		for _, tl := range tools {
-			if tl.Spec().Name == name {
-				return tl
-			}
-		}
-		t.Fatalf("no tool %s", name)
-		return nil
-	}
+	get := func(name string) tool.Tool { return find(t, tools, name) }
 	echo, crash := get("mcp__local__echo"), get("mcp__local__crash")
 	if res := run(t, echo, `{"text":"one"}`); res.Content != "echo: one" {
 		t.Fatalf("echo = %+v", res)
@@ -267,15 +271,7 @@ func TestServerEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	get := func(name string) tool.Tool {
-		for _, tl := range tools {
-			if tl.Spec().Name == name {
-				return tl
-			}
-		}
-		t.Fatalf("no tool %s among %v", name, names(tools))
-		return nil
-	}
+	get := func(name string) tool.Tool { return find(t, tools, name) }
 	if res := run(t, get("mcp__everything__echo"), `{"message":"hi"}`); res.IsError || !strings.Contains(res.Content, "hi") {
 		t.Errorf("echo = %+v", res)
 	}
