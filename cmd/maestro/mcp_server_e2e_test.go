@@ -14,6 +14,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/maestro-run/maestro/internal/llm/llmtest"
 	"github.com/maestro-run/maestro/internal/mcp"
 	"github.com/maestro-run/maestro/internal/proctest"
 )
@@ -107,5 +108,43 @@ func TestMaestroMCPServer(t *testing.T) {
 	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "answer_question", Arguments: map[string]any{"task_id": info.TaskID, "answer": "x"}})
 	if err != nil || !res.IsError {
 		t.Errorf("answer_question on a finished task = %v, %v; want an error result", res, err)
+	}
+}
+
+// A task that asks the user waits (waiting_human, its question as the
+// result) until answer_question resumes it with the answer.
+func TestMaestroMCPAnswerQuestion(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	model := llmtest.NewServer(t,
+		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "c1", Name: "complete", Input: `{"status":"needs_user_input","result":"Whom shall I greet?"}`}}, InputTokens: 100, OutputTokens: 10},
+		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "c2", Name: "complete", Input: `{"status":"success","result":"Hello, Ada!"}`}}, InputTokens: 100, OutputTokens: 10},
+	)
+	home, ws := t.TempDir(), t.TempDir()
+	writeFile(t, ws, ".maestro/pieces/greet.yaml", strings.Replace(greetPiece, "model: openai/greeter\n", "", 1))
+	cmd := exec.Command(binary, "mcp")
+	cmd.Env = append(proctest.NoModelEnv(home), "ANTHROPIC_API_KEY=sk-test", "ANTHROPIC_BASE_URL="+model.URL())
+	cmd.Dir = ws
+	var stderr proctest.Buffer
+	cmd.Stderr = &stderr
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx, &sdk.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+	if err != nil {
+		t.Fatalf("connect to maestro mcp: %v\n%s", err, stderr.String())
+	}
+	defer cs.Close()
+
+	var asked mcp.TaskInfo
+	callJSON(t, ctx, cs, &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"prompt": "greet someone", "piece": "greet"}}, &asked)
+	if asked.Status != mcp.TaskWaitingHuman || asked.Result != "Whom shall I greet?" {
+		t.Fatalf("run_task = %+v, want waiting_human with the question\nstderr:\n%s", asked, stderr.String())
+	}
+	var done mcp.TaskInfo
+	callJSON(t, ctx, cs, &sdk.CallToolParams{Name: "answer_question", Arguments: map[string]any{"task_id": asked.TaskID, "answer": "Ada"}}, &done)
+	if done.Status != mcp.TaskSucceeded || done.Result != "Hello, Ada!" || done.SessionID != asked.SessionID {
+		t.Errorf("answer_question = %+v, want the run succeeded in the same session", done)
+	}
+	if reqs := model.Requests(); len(reqs) != 2 || !strings.Contains(toolResults(reqs[1]), "Ada") {
+		t.Errorf("the resumed movement did not get the answer (%d model requests)", len(reqs))
 	}
 }
