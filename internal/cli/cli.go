@@ -113,7 +113,7 @@ With a model:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(io), newRunCmd(io), newHeadlessCmd(io), newPiecesCmd(io), newAgentsCmd(io), newHostedRunnerCmd(io), newWorkerCmd(io), newServeCmd(io), newTasksCmd(io), newSessionsCmd(io), newEventsCmd(io))
+	root.AddCommand(newVersionCmd(io), newRunCmd(io), newHeadlessCmd(io), newPiecesCmd(io), newAgentsCmd(io), newHostedRunnerCmd(io), newWorkerCmd(io), newServeCmd(io), newTasksCmd(io), newSessionsCmd(io), newEventsCmd(io), newMCPCmd(io))
 	addEventBusFlag(root, io)
 	return root
 }

@@ -54,7 +54,7 @@ whole description to pick a piece for a task). An override file that does not
 validate is reported on stderr and ignored: the definition it would replace
 stays in effect. --workspace DIR reads DIR's .maestro/pieces/ instead of the
 current directory's. MISSING TOOLS names the tools the piece's movements
-list that this build of Maestro lacks (web, document and MCP tools, …): a run
+list that this build of Maestro lacks (web and document tools, …; MCP tools come from the servers in config.yaml): a run
 leaves them out and says so once.`,
 		Example: `  maestro pieces list
   maestro pieces list --workspace ~/src/app`,
@@ -369,6 +369,9 @@ func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 			Thinking:      llm.ThinkingLevel(pr.o.Thinking),
 		},
 		Task: pr.task, Piece: pr.o.Piece,
+	}
+	if pr.hs.MCP != nil {
+		l.Config.MCP = pr.hs.MCP // the session's MCP servers (docs/mcp.md)
 	}
 	if pr.prior != nil && !pr.prior.state.Status.Final() {
 		// The unfinished run continues, with the task as the answer.

@@ -14,6 +14,9 @@
 //	  openai:    {api_key: "...", base_url: "http://localhost:11434/v1", api: chat}
 //	models:
 //	  qwen3-coder: {context_window: 32768}  # tokens; wins over what the server says
+//	mcp_servers:                         # MCP servers (docs/mcp.md)
+//	  everything: {command: npx, args: [-y, "@modelcontextprotocol/server-everything"]}
+//	  tracker:    {url: "https://mcp.example.com/mcp", headers: {Authorization: "Bearer ${TRACKER_TOKEN}"}}
 package config
 
 import (
@@ -22,8 +25,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 
 	"go.yaml.in/yaml/v4"
 )
@@ -52,11 +58,27 @@ type Config struct {
 	// AgentPermission is the default permission level of agent CLIs
 	// (--permission): read-only, edit or full ("": edit).
 	AgentPermission string `yaml:"agent_permission"`
+	// MCPServers are the MCP servers whose tools agents may use, keyed by
+	// their slug (the <server> of mcp__<server>__<tool>); see docs/mcp.md.
+	MCPServers map[string]MCPServer `yaml:"mcp_servers"`
 	// EventBus publishes the platform events (CloudEvents) to NATS
 	// JetStream (docs/events.md, "Platform events"); the environment
 	// (MAESTRO_EVENT_BUS_URL, EVALOPS_NATS_URL, MAESTRO_EVENT_BUS)
 	// overrides it.
 	EventBus EventBus `yaml:"event_bus"`
+}
+
+// MCPServer is one MCP server: a command speaking MCP over stdio, or the
+// URL of a streamable HTTP endpoint. Values of Env and Headers may name
+// Maestro's environment variables as ${VAR}.
+type MCPServer struct {
+	Command string            `yaml:"command"`
+	Args    []string          `yaml:"args"`
+	Env     map[string]string `yaml:"env"`
+	URL     string            `yaml:"url"`
+	Headers map[string]string `yaml:"headers"`
+	// Timeout bounds each tool call, in seconds (0: the default, 120).
+	Timeout int `yaml:"timeout"`
 }
 
 // EventBus configures the platform event publisher.
@@ -174,8 +196,42 @@ func Parse(data []byte) (Config, error) {
 			return Config{}, fmt.Errorf("invalid configuration: models.%s.context_window: must be positive, got %d", id, m.ContextWindow)
 		}
 	}
+	for slug, srv := range cfg.MCPServers {
+		if err := srv.check(slug); err != nil {
+			return Config{}, fmt.Errorf("invalid configuration: mcp_servers.%s: %w", slug, err)
+		}
+	}
 	if cfg.MaxFileBytes < 0 {
 		return Config{}, fmt.Errorf("invalid configuration: max_file_bytes: must be positive, got %d", cfg.MaxFileBytes)
 	}
 	return cfg, nil
+}
+
+// mcpSlug is the shape of an MCP server's slug (required_mcp in
+// docs/spec/seed-piece-schema.md).
+var mcpSlug = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
+
+// check reports what is wrong with the server declared under slug.
+func (s MCPServer) check(slug string) error {
+	switch {
+	case !mcpSlug.MatchString(slug):
+		return fmt.Errorf("the slug must be 1-64 of a-z, 0-9, _ and -")
+	case strings.Contains(slug, "__"):
+		return fmt.Errorf("the slug must not contain __ (it separates server and tool in mcp__<server>__<tool>)")
+	case (s.Command == "") == (s.URL == ""):
+		return fmt.Errorf("expected either command (stdio) or url (streamable HTTP)")
+	case s.URL != "" && (len(s.Args) > 0 || len(s.Env) > 0):
+		return fmt.Errorf("args and env go with command, not url")
+	case s.Command != "" && len(s.Headers) > 0:
+		return fmt.Errorf("headers go with url, not command")
+	case s.Timeout < 0:
+		return fmt.Errorf("timeout: must be positive, got %d", s.Timeout)
+	}
+	if s.URL != "" {
+		u, err := url.Parse(s.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("url %q: expected an http or https URL", s.URL)
+		}
+	}
+	return nil
 }

@@ -25,11 +25,11 @@ func TestParse(t *testing.T) {
 		// Issue 15 item 10: the key, its line, a close key and the known
 		// keys, no Go type names (was "line 2: field modle not found in
 		// type config.Config").
-		{"unknown key", "model: x\nmodle: y\n", Config{}, `line 2: modle: unknown key; did you mean "model"? (known keys: agent_permission, classifier_model, event_bus, max_file_bytes, max_iterations, model, models, providers, sandbox)`},
+		{"unknown key", "model: x\nmodle: y\n", Config{}, `line 2: modle: unknown key; did you mean "model"? (known keys: agent_permission, classifier_model, event_bus, max_file_bytes, max_iterations, mcp_servers, model, models, providers, sandbox)`},
 		{"unknown key, no close one", "colour: blue\n", Config{}, "line 1: colour: unknown key (known keys: agent_permission, classifier_model, event_bus, max_file_bytes"},
 		{"unknown nested key", "providers:\n  openai:\n    apikey: x\n", Config{}, `line 3: providers.openai.apikey: unknown key; did you mean "api_key"? (known keys of providers.openai: api, api_key, base_url)`},
 		{"unknown provider", "providers:\n  antropic: {}\n", Config{}, `line 2: providers.antropic: unknown key; did you mean "anthropic"?`},
-		{"every unknown key", "a: 1\nmax_iteration: 2\n", Config{}, "line 1: a: unknown key (known keys: agent_permission, classifier_model, event_bus, max_file_bytes, max_iterations, model, models, providers, sandbox)\nline 2: max_iteration: unknown key; did you mean \"max_iterations\"?"},
+		{"every unknown key", "a: 1\nmax_iteration: 2\n", Config{}, "line 1: a: unknown key (known keys: agent_permission, classifier_model, event_bus, max_file_bytes, max_iterations, mcp_servers, model, models, providers, sandbox)\nline 2: max_iteration: unknown key; did you mean \"max_iterations\"?"},
 		{"wrong type, in words", "max_iterations: many\n", Config{}, `line 1: max_iterations: expected an integer, found string "many"`},
 		{"mapping expected", "providers: 3\n", Config{}, "line 1: providers: expected a mapping, found integer 3"},
 		{"string expected", "model: [a]\n", Config{}, "line 1: model: expected a string, found a list"},
@@ -44,6 +44,18 @@ func TestParse(t *testing.T) {
 			Config{Model: "anthropic/claude-sonnet-4-5", ClassifierModel: "anthropic/claude-haiku-4-5"}, ""},
 		{"negative file limit", "max_file_bytes: -1\n", Config{}, "max_file_bytes: must be positive"},
 		{"agent permission", "agent_permission: read-only\n", Config{AgentPermission: "read-only"}, ""},
+		{"mcp servers", "mcp_servers:\n  everything: {command: npx, args: [-y, pkg], env: {A: b}}\n  tracker: {url: \"https://mcp.example.com/mcp\", headers: {Authorization: x}, timeout: 30}\n",
+			Config{MCPServers: map[string]MCPServer{
+				"everything": {Command: "npx", Args: []string{"-y", "pkg"}, Env: map[string]string{"A": "b"}},
+				"tracker":    {URL: "https://mcp.example.com/mcp", Headers: map[string]string{"Authorization": "x"}, Timeout: 30},
+			}}, ""},
+		{"mcp server unknown key", "mcp_servers:\n  x: {comand: y}\n", Config{}, `line 2: mcp_servers.x.comand: unknown key; did you mean "command"?`},
+		{"mcp server neither", "mcp_servers:\n  x: {args: [a]}\n", Config{}, "mcp_servers.x: expected either command (stdio) or url (streamable HTTP)"},
+		{"mcp server both", "mcp_servers:\n  x: {command: a, url: \"http://h/\"}\n", Config{}, "mcp_servers.x: expected either command"},
+		{"mcp server bad slug", "mcp_servers:\n  Big: {command: a}\n", Config{}, "mcp_servers.Big: the slug must be"},
+		{"mcp server slug with __", "mcp_servers:\n  a__b: {command: a}\n", Config{}, "must not contain __"},
+		{"mcp server bad url", "mcp_servers:\n  x: {url: \"ftp://h/\"}\n", Config{}, `url "ftp://h/": expected an http or https URL`},
+		{"mcp server headers on command", "mcp_servers:\n  x: {command: a, headers: {A: b}}\n", Config{}, "headers go with url"},
 		{"bad agent permission", "agent_permission: yolo\n", Config{}, `agent_permission: "yolo" is not one of read-only, edit, full`},
 	}
 	for _, tc := range cases {

@@ -92,7 +92,7 @@ func Classify(ctx context.Context, p llm.Provider, lib *Library, task string, op
 		pc := find(opts.Override)
 		if pc == nil {
 			if slices.Contains(missing, opts.Override) {
-				return nil, fmt.Errorf("piece %q needs an MCP server that is not connected", opts.Override)
+				return nil, missingMCP(lib, opts.Override, avail)
 			}
 			return nil, fmt.Errorf("unknown piece %q; available: %s", opts.Override, strings.Join(names, ", "))
 		}
@@ -196,4 +196,20 @@ func parseChoice(answer string) (name, reason, why string) {
 
 func quoteShort(s string) string {
 	return fmt.Sprintf("%q", oneLine(s, 80))
+}
+
+// missingMCP is the error of an override naming a piece whose
+// required_mcp lists a server that is not available: it names the server.
+func missingMCP(lib *Library, name string, avail func(string) bool) error {
+	for _, e := range lib.Catalog().List() {
+		if e.Piece.Name != name {
+			continue
+		}
+		for _, slug := range e.Piece.RequiredMCP {
+			if !avail(slug) {
+				return fmt.Errorf("piece %q requires the MCP server %q, which is not configured (mcp_servers in config.yaml; see docs/mcp.md)", name, slug)
+			}
+		}
+	}
+	return fmt.Errorf("piece %q needs an MCP server that is not connected", name)
 }

@@ -98,6 +98,9 @@ type Config struct {
 	// Agents runs the movements that name an agent CLI (`agent:`); nil
 	// makes such a movement fail the run with ErrAgentCLI.
 	Agents AgentRunner
+	// MCP gives movements their mcp__ tools and starts the servers a
+	// piece's required_mcp lists; nil: no MCP server is configured.
+	MCP MCPServers
 
 	// ContextWindow overrides the model's context window (0 = the model
 	// catalogue's; unknown means no context pressure).
@@ -276,6 +279,9 @@ func (e *Engine) Start(ctx context.Context, p *piece.Piece, task string, opts St
 	checked, err := piece.Parse(p.Name+".yaml", src)
 	if err != nil {
 		return &Outcome{Status: StatusFailed, Piece: p.Name}, fmt.Errorf("start run: invalid piece: %w", err)
+	}
+	if err := e.requireMCP(ctx, checked); err != nil {
+		return &Outcome{Status: StatusFailed, Piece: p.Name}, fmt.Errorf("start run: %w", err)
 	}
 	if err := e.prepareDirs(); err != nil {
 		return &Outcome{Status: StatusFailed, Piece: p.Name}, err

@@ -103,7 +103,11 @@ func (l Launch) Run(ctx context.Context) (*Outcome, error) {
 	if cfg.ClassifierProvider != nil {
 		classifier = cfg.ClassifierProvider
 	}
-	c, err := Classify(ctx, classifier, cfg.Library, task, ClassifyOptions{Override: name})
+	opts := ClassifyOptions{Override: name}
+	if cfg.MCP != nil {
+		opts.MCPAvailable = cfg.MCP.Configured
+	}
+	c, err := Classify(ctx, classifier, cfg.Library, task, opts)
 	if err != nil {
 		return &Outcome{Status: StatusFailed}, &ClassifyError{Err: err}
 	}

@@ -35,6 +35,7 @@ func (r *run) runMovement(ctx context.Context) (*decision, error) {
 	}
 	ctl := &movementCtl{}
 	tools, omitted := r.movementTools(m, ctl)
+	omitted = append(omitted, r.addMCPTools(ctx, m, tools, ctl)...)
 	r.emit(MovementStarted{Movement: m.Name, Number: st.Movements, MaxMovements: r.p.MaxMovements, Entry: st.Entry, Revisits: st.Revisits, Tools: tools.Names()})
 	if len(omitted) > 0 && r.noteOmitted(m.Name) {
 		r.emit(ToolsOmitted{Movement: m.Name, Tools: omitted})
@@ -353,6 +354,9 @@ func (r *run) movementTools(m *piece.Movement, ctl *movementCtl) (*tool.Set, []O
 			}
 		default:
 			if strings.HasPrefix(name, "mcp__") {
+				if r.cfg.MCP != nil {
+					continue // addMCPTools
+				}
 				reason = "MCP tools are not available in this build"
 			} else {
 				reason = "not available in this build"

@@ -135,5 +135,5 @@ func (h *Host) agentSession(spec Spec, sessp **session.Session, rootp **workspac
 	rcfg.ProviderName, rcfg.Model, rcfg.Executor, rcfg.Turn = a.ProviderName(), a.ModelName(), protocol.ExecutorLive, a.Turn
 	// The CLI sandboxes its own tools: the probe only answers Started.
 	probe := NewProbe(sandbox.Config{Mode: sandbox.ModeOff, Logger: h.log})
-	return h.assemble(rcfg, sess, root, nil, probe)
+	return h.assemble(rcfg, sess, root, nil, probe, nil)
 }

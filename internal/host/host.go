@@ -19,12 +19,14 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/gitinfo"
 	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/mcp"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/providers"
 	"github.com/maestro-run/maestro/internal/runtime"
@@ -178,6 +180,9 @@ type Session struct {
 	Root    *workspace.Root
 	// Choice is the model of Maestro's own loop; nil on an agent CLI.
 	Choice *providers.Choice
+	// MCP is the session's MCP client (nil when no server is
+	// configured); piece runs take their mcp__ tools from it.
+	MCP    *mcp.Manager
 	probe  *Probe
 	closed func() error
 }
@@ -264,8 +269,11 @@ func (h *Host) NewSession(ctx context.Context, spec Spec) (_ *Session, err error
 			return nil, err
 		}
 	}
-	tools := lazyTools(root, spec.Probe, FileLimits(h.cfg))
+	var rt atomic.Pointer[runtime.Runtime]
+	mcps := h.mcpManager(sess, root, &rt)
+	tools := lazyTools(root, spec.Probe, FileLimits(h.cfg), mcps)
 	rcfg := h.runtimeConfig(sess, root, spec)
+	rcfg.MCPElicitation = mcps != nil
 	rcfg.Provider, rcfg.Executor, rcfg.Retry = choice.Provider, choice.Executor, &llm.RetryPolicy{}
 	rcfg.Tools, rcfg.SystemPrompt = tools, lazySystemPrompt(root, spec.Probe, tools)
 	rcfg.ClientTools, rcfg.Thinking = spec.ClientTools, spec.Thinking
@@ -273,7 +281,11 @@ func (h *Host) NewSession(ctx context.Context, spec Spec) (_ *Session, err error
 	if spec.System != "" {
 		rcfg.System, rcfg.SystemPrompt = spec.System, nil
 	}
-	return h.assemble(rcfg, sess, root, choice, spec.Probe)
+	s, err := h.assemble(rcfg, sess, root, choice, spec.Probe, mcps)
+	if err == nil {
+		rt.Store(s.Runtime)
+	}
+	return s, err
 }
 
 // resume opens the session spec.Resume names and takes from it what the
@@ -336,12 +348,15 @@ func (h *Host) runtimeConfig(sess *session.Session, root *workspace.Root, spec S
 
 // assemble builds the runtime of rcfg, which releases the log and the
 // workspace when it is closed.
-func (h *Host) assemble(rcfg runtime.Config, sess *session.Session, root *workspace.Root, choice *providers.Choice, probe *Probe) (*Session, error) {
+func (h *Host) assemble(rcfg runtime.Config, sess *session.Session, root *workspace.Root, choice *providers.Choice, probe *Probe, mcps *mcp.Manager) (*Session, error) {
 	var follower interface{ Close(int64, string) }
 	if bus := h.EventBus(); bus != nil {
 		follower = bus.FollowSession(sess.Dir(), sess.Meta())
 	}
 	closed := sync.OnceValue(func() error {
+		if err := mcps.Close(); err != nil {
+			h.log.Warn("stop the session's MCP servers", "session", sess.ID(), "err", err)
+		}
 		err := sess.Close()
 		root.Close()
 		if follower != nil {
@@ -359,5 +374,5 @@ func (h *Host) assemble(rcfg runtime.Config, sess *session.Session, root *worksp
 	if err != nil {
 		return nil, err
 	}
-	return &Session{Runtime: rt, Log: sess, Root: root, Choice: choice, probe: probe, closed: closed}, nil
+	return &Session{Runtime: rt, Log: sess, Root: root, Choice: choice, MCP: mcps, probe: probe, closed: closed}, nil
 }

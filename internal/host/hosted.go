@@ -59,7 +59,7 @@ func (h *Host) hostedExecutor(ctx context.Context, opts *hostedrunner.Options, r
 		return specErr("--sandbox: %v", err)
 	}
 	probe := NewProbe(SandboxConfig(mode, h.log))
-	tools := lazyTools(root, probe, FileLimits(h.cfg))
+	tools := lazyTools(root, probe, FileLimits(h.cfg), nil)
 	opts.Provider, opts.Executor, opts.Retry = choice.Provider, choice.Executor, &llm.RetryPolicy{}
 	opts.Tools, opts.SystemPrompt = tools, lazySystemPrompt(root, probe, tools)
 	return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/mcp"
 	"github.com/maestro-run/maestro/internal/sandbox"
 	"github.com/maestro-run/maestro/internal/tool"
 	"github.com/maestro-run/maestro/internal/workspace"
@@ -79,15 +80,25 @@ func (p *Probe) Wait(ctx context.Context) (*sandbox.Sandbox, error) {
 	}
 }
 
-// lazyTools is WorkspaceTools once the probe is done: the first call
-// waits for it, later calls return the same set.
-func lazyTools(root *workspace.Root, probe *Probe, lim tool.FileLimits) func(context.Context) (*tool.Set, error) {
+// lazyTools is WorkspaceTools once the probe is done, with the tools of
+// every configured MCP server (those that start; the others are
+// reported): the first call waits for them, later calls return the same
+// set.
+func lazyTools(root *workspace.Root, probe *Probe, lim tool.FileLimits, mcps *mcp.Manager) func(context.Context) (*tool.Set, error) {
 	tools := sync.OnceValues(func() (*tool.Set, error) {
 		sb, err := probe.Wait(context.Background())
 		if err != nil {
 			return nil, err
 		}
-		return tool.NewWorkspaceSet(root, sb, lim), nil
+		set := tool.NewWorkspaceSet(root, sb, lim)
+		remote, err := mcps.All(context.Background())
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range remote {
+			set.Add(t)
+		}
+		return set, nil
 	})
 	return func(context.Context) (*tool.Set, error) { return tools() }
 }

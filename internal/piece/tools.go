@@ -134,8 +134,9 @@ func isToolNameByte(c byte) bool {
 
 // UnavailableTools lists the allowed_tools entries of m that this build of
 // Maestro lacks: known tools not implemented yet ([ToolInfo].Implemented
-// false) and MCP tools (no MCP client in this build). The engine leaves
-// them out when the movement runs.
+// false). The engine leaves them out when the movement runs. MCP patterns
+// are not listed: their tools come from the configured servers
+// (docs/mcp.md), and a run reports a pattern no server serves.
 func (m *Movement) UnavailableTools() []string {
 	implemented := map[string]bool{}
 	for _, t := range KnownTools() {
@@ -143,7 +144,7 @@ func (m *Movement) UnavailableTools() []string {
 	}
 	var out []string
 	for _, name := range m.AllowedTools {
-		if strings.HasPrefix(name, mcpPrefix) || !implemented[name] {
+		if !strings.HasPrefix(name, mcpPrefix) && !implemented[name] {
 			out = append(out, name)
 		}
 	}

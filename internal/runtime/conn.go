@@ -372,12 +372,15 @@ func (c *Conn) hello(m protocol.Hello) error {
 }
 
 // serverCapabilities is what this runtime can do (hello_ok, a
-// later-version field). mcp_elicitation is not advertised: Maestro has no
-// MCP client yet.
+// later-version field). mcp_elicitation is advertised when the session
+// has MCP servers (Config.MCPElicitation).
 func (r *Runtime) serverCapabilities() *protocol.ServerCapabilities {
 	reqs := []protocol.RequestType{protocol.RequestApproval}
 	if len(r.cfg.ClientTools) > 0 {
 		reqs = append(reqs, protocol.RequestClientTool)
+	}
+	if r.cfg.MCPElicitation {
+		reqs = append(reqs, protocol.RequestMCPElicitation)
 	}
 	reqs = append(reqs, protocol.RequestUserInput, protocol.RequestToolRetry)
 	ops := []protocol.UtilityOperation{}

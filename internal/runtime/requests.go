@@ -300,9 +300,8 @@ func contentText(blocks []protocol.ContentBlock) string {
 }
 
 // ElicitationRequest is an MCP server's elicitation/create (wire contract §9
-// mcp_elicitation). Maestro has no MCP client yet, so nothing raises it
-// and it is not advertised; the request/answer path is implemented so that
-// the MCP client only has to call Elicit.
+// mcp_elicitation), raised by a session's MCP client (internal/mcp through
+// internal/host).
 type ElicitationRequest struct {
 	ServerName string
 	// RequestID is the MCP request id.
@@ -320,6 +319,15 @@ type ElicitationRequest struct {
 type ElicitationResult struct {
 	Action  string                     `json:"action"`
 	Content map[string]json.RawMessage `json:"content,omitempty"`
+}
+
+// ElicitationWanted reports whether the connection whose prompt is running
+// negotiated mcp_elicitation requests (wire contract §9: raised only when
+// it did); an MCP client cancels an elicitation at once otherwise.
+func (r *Runtime) ElicitationWanted() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.run != nil && r.run.conn != nil && r.run.conn.negotiated(protocol.RequestMCPElicitation)
 }
 
 // Elicit raises an mcp_elicitation request on behalf of an MCP server and

@@ -141,6 +141,9 @@ type Config struct {
 	Tools func(ctx context.Context) (*tool.Set, error)
 	// ClientTools are executed by the client (wire contract §9 client_tool).
 	ClientTools []ClientTool
+	// MCPElicitation advertises mcp_elicitation in hello_ok: the session
+	// has MCP servers whose elicitations it raises with Elicit.
+	MCPElicitation bool
 	// Utilities, when set, builds the utility operations with the
 	// runtime's publish function.
 	Utilities func(emit func(protocol.Message)) Utilities

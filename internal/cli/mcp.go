@@ -1,0 +1,78 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/maestro-run/maestro/internal/host"
+	"github.com/maestro-run/maestro/internal/mcp"
+)
+
+func newMCPCmd(ios *IOStreams) *cobra.Command {
+	return &cobra.Command{
+		Use:   "mcp",
+		Short: "Serve Maestro as an MCP server on stdin/stdout (for Claude Code, Codex, …)",
+		Long: `Serves Maestro over the Model Context Protocol on stdin/stdout, so an MCP
+client (Claude Code, Codex, any other) can delegate tasks to Maestro. Tools:
+
+  list_pieces      the pieces a task can run {workspace?}
+  run_task         run a task {prompt, piece?, workspace?, wait?}: waits for it
+                   (progress as MCP progress notifications) unless wait is false
+  task_status      a task's status and latest progress {task_id}
+  task_result      a task's result, or its question when it waits {task_id}
+  answer_question  answer a task waiting for the user {task_id, answer}
+
+Each task is a 'maestro run' of its own session (see 'maestro sessions list'),
+with the model, configuration and sandbox 'maestro run' would use; the
+workspace defaults to the directory 'maestro mcp' runs in. Tasks still running
+when the client disconnects are stopped. Setup: docs/mcp.md.`,
+		Example: `  claude mcp add maestro -- maestro mcp
+  codex mcp add maestro -- maestro mcp`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			exe, err := os.Executable()
+			if err != nil {
+				return failErr(fmt.Errorf("find Maestro's executable: %w", err))
+			}
+			dir, err := host.WorkspaceDir("")
+			if err != nil {
+				return failErr(err)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			srv := mcp.NewServer(mcp.ServerOptions{
+				Exe: exe, Env: os.Environ(), Dir: dir, Version: versionString(),
+				Logger: slog.New(slog.NewTextHandler(ios.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
+				Pieces: func(ctx context.Context, ws string) ([]mcp.PieceInfo, error) {
+					lib, err := loadLibrary(ctx, ios, ws)
+					if err != nil {
+						return nil, err
+					}
+					var out []mcp.PieceInfo
+					for _, e := range lib.Catalog().List() {
+						out = append(out, mcp.PieceInfo{Name: e.Piece.Name, Description: e.Piece.Description, Source: sourceLabel(e)})
+					}
+					return out, nil
+				},
+			})
+			err = srv.Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(ios.In), Writer: nopWriteCloser{ios.Out}})
+			if err != nil && ctx.Err() == nil {
+				return failErr(fmt.Errorf("mcp server: %w", err))
+			}
+			return nil
+		},
+	}
+}
+
+// nopWriteCloser is a writer whose Close does nothing (stdout stays open).
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

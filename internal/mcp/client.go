@@ -1,0 +1,417 @@
+// Package mcp connects Maestro to MCP servers (the Model Context Protocol,
+// through github.com/modelcontextprotocol/go-sdk) and serves Maestro itself
+// as one (`maestro mcp`, server.go).
+//
+// As a client: the servers of config.yaml's mcp_servers (a command over
+// stdio, or a streamable HTTP URL) are started lazily by a Manager, one
+// per session, and stopped with it. Their tools are offered to the model
+// as mcp__<server>__<tool> with the server's JSON schema; pieces select
+// them with allowed_tools patterns (mcp__*, mcp__<server>__*, exact) and
+// require servers with required_mcp. A server's stderr goes to a file in
+// the session's directory; a server that crashes is reported and
+// restarted once. Server-initiated sampling is never advertised;
+// elicitation is, when the session can ask someone (Options.Elicit). See
+// docs/mcp.md.
+package mcp
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/maestro-run/maestro/internal/config"
+)
+
+// Default limits of a Manager.
+const (
+	DefaultStartTimeout = 30 * time.Second
+	DefaultCallTimeout  = 120 * time.Second
+	// MaxStderrBytes bounds a server's stderr file per session.
+	MaxStderrBytes = 1 << 20
+)
+
+// Options configure a Manager.
+type Options struct {
+	// Servers are the configured servers by slug.
+	Servers map[string]config.MCPServer
+	// Dir is the working directory of stdio servers ("": Maestro's).
+	Dir string
+	// Getenv expands ${VAR} in env and header values (nil: os.Getenv).
+	Getenv func(string) string
+	// LogDir receives each stdio server's stderr as mcp-<slug>.log
+	// ("" discards it).
+	LogDir string
+	// Report is told of a server's failures (a crash, a restart) as one
+	// line for the user; nil logs them only.
+	Report func(msg string)
+	// Elicit answers a server's elicitation request (nil: elicitation is
+	// not advertised).
+	Elicit func(ctx context.Context, server string, p *sdk.ElicitParams) (*sdk.ElicitResult, error)
+	// StartTimeout bounds connecting to a server and listing its tools;
+	// CallTimeout bounds a tool call unless the server sets its own.
+	StartTimeout, CallTimeout time.Duration
+	// HTTPClient carries streamable HTTP (nil: a client without a
+	// global timeout: calls are bounded by their context).
+	HTTPClient *http.Client
+	Logger     *slog.Logger
+}
+
+// Manager holds one session's MCP servers.
+type Manager struct {
+	o       Options
+	servers map[string]*server
+}
+
+// NewManager returns a Manager of o.Servers; nothing is started yet.
+func NewManager(o Options) *Manager {
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	o.StartTimeout = cmp.Or(o.StartTimeout, DefaultStartTimeout)
+	o.CallTimeout = cmp.Or(o.CallTimeout, DefaultCallTimeout)
+	m := &Manager{o: o, servers: map[string]*server{}}
+	for slug, cfg := range o.Servers {
+		m.servers[slug] = &server{m: m, slug: slug, cfg: cfg}
+	}
+	return m
+}
+
+// Slugs are the configured servers' slugs, sorted.
+func (m *Manager) Slugs() []string {
+	if m == nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(m.servers))
+}
+
+// Configured reports whether a server named slug is configured.
+func (m *Manager) Configured(slug string) bool {
+	if m == nil {
+		return false
+	}
+	_, ok := m.servers[slug]
+	return ok
+}
+
+// MissingError is a required server that is not configured or does not
+// start.
+type MissingError struct {
+	Server string
+	Err    error // nil: not configured
+}
+
+func (e *MissingError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("MCP server %q is not configured (add it under mcp_servers in config.yaml; see docs/mcp.md)", e.Server)
+	}
+	return fmt.Sprintf("MCP server %q did not start: %v", e.Server, e.Err)
+}
+
+func (e *MissingError) Unwrap() error { return e.Err }
+
+// Require starts the servers slugs names, failing with a *MissingError
+// naming the first one that is not configured or does not start.
+func (m *Manager) Require(ctx context.Context, slugs []string) error {
+	for _, slug := range slugs {
+		if !m.Configured(slug) {
+			return &MissingError{Server: slug}
+		}
+		if _, err := m.servers[slug].tools(ctx); err != nil {
+			return &MissingError{Server: slug, Err: err}
+		}
+	}
+	return nil
+}
+
+// Close stops every server that was started.
+func (m *Manager) Close() error {
+	if m == nil {
+		return nil
+	}
+	var errs []error
+	for _, s := range m.servers {
+		errs = append(errs, s.close())
+	}
+	return errors.Join(errs...)
+}
+
+// server is one configured server and its connection, started on first
+// use.
+type server struct {
+	m    *Manager
+	slug string
+	cfg  config.MCPServer
+
+	mu       sync.Mutex
+	sess     *sdk.ClientSession
+	list     []*sdk.Tool
+	down     bool // the connection ended without Close
+	restarts int
+	closed   bool
+	stderr   io.Closer
+	// stale is set when the server says its tool list changed: the
+	// next use lists the tools again.
+	stale atomic.Bool
+}
+
+// session returns the server's live session, connecting when there is
+// none: the first time, or once after a crash.
+func (s *server) session(ctx context.Context) (*sdk.ClientSession, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("MCP server %s: the session is closed", s.slug)
+	}
+	if s.sess != nil && !s.down {
+		return s.sess, nil
+	}
+	if s.down {
+		if s.restarts >= 1 {
+			return nil, fmt.Errorf("MCP server %s stopped again after a restart; it is not restarted twice in a session (see %s)", s.slug, s.logHint())
+		}
+		s.restarts++
+		s.m.report(fmt.Sprintf("Restarting MCP server %s.", s.slug))
+	}
+	sess, err := s.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.sess, s.down, s.list = sess, false, nil
+	go s.watch(sess)
+	return sess, nil
+}
+
+// watch reports a connection that ends while the session still uses it.
+func (s *server) watch(sess *sdk.ClientSession) {
+	err := sess.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.sess != sess {
+		return
+	}
+	s.down = true
+	msg := fmt.Sprintf("MCP server %s stopped", s.slug)
+	if err != nil {
+		msg += ": " + err.Error()
+	}
+	if s.restarts == 0 {
+		msg += "; it is restarted once, at its next use"
+	}
+	s.m.report(msg + ".")
+}
+
+// markDown records that sess failed as a connection (a call found it
+// closed), unless the watcher already did.
+func (s *server) markDown(sess *sdk.ClientSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess == sess && !s.closed {
+		s.down = true
+	}
+}
+
+func (s *server) logHint() string {
+	if s.cfg.Command != "" && s.m.o.LogDir != "" {
+		return "its stderr in " + filepath.Join(s.m.o.LogDir, "mcp-"+s.slug+".log")
+	}
+	return "the session log"
+}
+
+// connect starts or dials the server and initialises the session.
+func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.m.o.StartTimeout)
+	defer cancel()
+	var transport sdk.Transport
+	if s.cfg.Command != "" {
+		cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
+		cmd.Dir = s.m.o.Dir
+		cmd.Env = os.Environ()
+		for _, k := range slices.Sorted(maps.Keys(s.cfg.Env)) {
+			cmd.Env = append(cmd.Env, k+"="+os.Expand(s.cfg.Env[k], s.m.o.Getenv))
+		}
+		if err := s.openStderr(cmd); err != nil {
+			return nil, err
+		}
+		transport = &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+	} else {
+		hc := s.m.o.HTTPClient
+		if hc == nil {
+			hc = &http.Client{}
+		}
+		if len(s.cfg.Headers) > 0 {
+			h := http.Header{}
+			for k, v := range s.cfg.Headers {
+				h.Set(k, os.Expand(v, s.m.o.Getenv))
+			}
+			c := *hc
+			c.Transport = headerTransport{base: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), h: h}
+			hc = &c
+		}
+		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: 1}
+	}
+	opts := &sdk.ClientOptions{Logger: s.m.o.Logger, Capabilities: &sdk.ClientCapabilities{},
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { s.stale.Store(true) }}
+	if elicit := s.m.o.Elicit; elicit != nil {
+		opts.ElicitationHandler = func(ctx context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+			return elicit(ctx, s.slug, req.Params)
+		}
+	}
+	client := sdk.NewClient(&sdk.Implementation{Name: "maestro", Version: "1"}, opts)
+	sess, err := client.Connect(ctx, transport, nil)
+	if err != nil {
+		return nil, fmt.Errorf("connect to MCP server %s: %w", s.slug, err)
+	}
+	s.m.o.Logger.Info("MCP server connected", "server", s.slug)
+	return sess, nil
+}
+
+// openStderr sends cmd's stderr to the server's log file in LogDir,
+// bounded by MaxStderrBytes.
+func (s *server) openStderr(cmd *exec.Cmd) error {
+	if s.m.o.LogDir == "" {
+		return nil
+	}
+	if s.stderr != nil {
+		s.stderr.Close()
+	}
+	f, err := os.OpenFile(filepath.Join(s.m.o.LogDir, "mcp-"+s.slug+".log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("MCP server %s: open its stderr log: %w", s.slug, err)
+	}
+	s.stderr = f
+	cmd.Stderr = &capped{w: f, left: MaxStderrBytes}
+	return nil
+}
+
+// tools lists the server's tools (once per connection).
+func (s *server) tools(ctx context.Context) ([]*sdk.Tool, error) {
+	sess, err := s.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	list := s.list
+	s.mu.Unlock()
+	if list != nil && !s.stale.Swap(false) {
+		return list, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.m.o.StartTimeout)
+	defer cancel()
+	list = []*sdk.Tool{}
+	for t, err := range sess.Tools(ctx, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("list the tools of MCP server %s: %w", s.slug, err)
+		}
+		list = append(list, t)
+	}
+	s.mu.Lock()
+	if s.sess == sess {
+		s.list = list
+	}
+	s.mu.Unlock()
+	return list, nil
+}
+
+// call calls a tool, reconnecting once when the connection is found
+// closed (a crash between two calls).
+func (s *server) call(ctx context.Context, name string, args any) (*sdk.CallToolResult, error) {
+	timeout := s.m.o.CallTimeout
+	if s.cfg.Timeout > 0 {
+		timeout = time.Duration(s.cfg.Timeout) * time.Second
+	}
+	for attempt := 0; ; attempt++ {
+		sess, err := s.session(ctx)
+		if err != nil {
+			return nil, err
+		}
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		res, err := sess.CallTool(cctx, &sdk.CallToolParams{Name: name, Arguments: args})
+		cancel()
+		if err != nil && errors.Is(err, sdk.ErrConnectionClosed) && ctx.Err() == nil && attempt == 0 {
+			s.markDown(sess)
+			continue
+		}
+		if err != nil && cctx.Err() != nil && ctx.Err() == nil {
+			return nil, fmt.Errorf("%w after %s", context.DeadlineExceeded, timeout)
+		}
+		return res, err
+	}
+}
+
+func (s *server) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	var err error
+	if s.sess != nil {
+		err = s.sess.Close()
+		s.sess = nil
+	}
+	if s.stderr != nil {
+		s.stderr.Close()
+	}
+	if err != nil && !errors.Is(err, sdk.ErrConnectionClosed) {
+		return fmt.Errorf("stop MCP server %s: %w", s.slug, err)
+	}
+	return nil
+}
+
+func (m *Manager) report(msg string) {
+	m.o.Logger.Warn(msg)
+	if m.o.Report != nil {
+		m.o.Report(msg)
+	}
+}
+
+// headerTransport adds the configured headers to every request.
+type headerTransport struct {
+	base http.RoundTripper
+	h    http.Header
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.h {
+		r.Header[k] = v
+	}
+	return t.base.RoundTrip(r)
+}
+
+// capped writes up to left bytes to w, then discards the rest (a server
+// that floods stderr cannot fill the disk).
+type capped struct {
+	w    io.Writer
+	left int64
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	n := len(p)
+	if c.left <= 0 {
+		return n, nil
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	c.left -= int64(len(p))
+	if _, err := c.w.Write(p); err != nil {
+		return n, err
+	}
+	return n, nil
+}

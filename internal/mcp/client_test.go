@@ -1,0 +1,310 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/mcp/mcptest"
+	"github.com/maestro-run/maestro/internal/tool"
+)
+
+func TestMain(m *testing.M) {
+	mcptest.RunStdioIfRequested()
+	os.Exit(m.Run())
+}
+
+// stdioServer is the test server run by this test binary over stdio.
+func stdioServer(t *testing.T) config.MCPServer {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return config.MCPServer{Command: exe, Env: map[string]string{mcptest.StdioEnv: "1"}}
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func names(ts []tool.Tool) []string {
+	var out []string
+	for _, t := range ts {
+		out = append(out, t.Spec().Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// find returns the tool named name among tools.
+func find(t *testing.T, tools []tool.Tool, name string) tool.Tool {
+	t.Helper()
+	for _, tl := range tools {
+		if tl.Spec().Name == name {
+			return tl
+		}
+	}
+	t.Fatalf("no tool %s among %v", name, names(tools))
+	return nil
+}
+
+func run(t *testing.T, tl tool.Tool, input string) tool.Result {
+	t.Helper()
+	res, err := tl.Run(testCtx(t), tool.Call{ID: "1", Input: json.RawMessage(input)})
+	if err != nil {
+		t.Fatalf("%s: %v", tl.Spec().Name, err)
+	}
+	return res
+}
+
+func TestMatch(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		pattern, name string
+		want          bool
+	}{
+		{"mcp__*", "mcp__a__x", true},
+		{"mcp__a__*", "mcp__a__x", true},
+		{"mcp__a__*", "mcp__ab__x", false},
+		{"mcp__a__*", "mcp__b__x", false},
+		{"mcp__a__x", "mcp__a__x", true},
+		{"mcp__a__x", "mcp__a__xy", false},
+		{"mcp__*", "Read", false},
+	}
+	for _, tc := range cases {
+		if got := Match(tc.pattern, tc.name); got != tc.want {
+			t.Errorf("Match(%q, %q) = %v, want %v", tc.pattern, tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestToolsOverStreamableHTTP: the in-process server's tools are offered
+// as mcp__<server>__<tool> with their schemas, selected by the
+// allowed_tools patterns, and calls reach the server.
+func TestToolsOverStreamableHTTP(t *testing.T) {
+	t.Parallel()
+	url := mcptest.Serve(t)
+	m := NewManager(Options{Servers: map[string]config.MCPServer{
+		"web":   {URL: url, Headers: map[string]string{"X-Test": "${TEST_TOKEN}"}},
+		"other": {URL: url},
+	}, Getenv: func(string) string { return "t" }})
+	t.Cleanup(func() { m.Close() })
+	ctx := testCtx(t)
+
+	cases := []struct {
+		pattern string
+		want    []string
+	}{
+		{"mcp__*", []string{"mcp__other__add", "mcp__other__ask", "mcp__other__crash", "mcp__other__echo", "mcp__web__add", "mcp__web__ask", "mcp__web__crash", "mcp__web__echo"}},
+		{"mcp__web__*", []string{"mcp__web__add", "mcp__web__ask", "mcp__web__crash", "mcp__web__echo"}},
+		{"mcp__web__echo", []string{"mcp__web__echo"}},
+		{"mcp__web__nope", nil},
+	}
+	for _, tc := range cases {
+		got, err := m.Tools(ctx, tc.pattern)
+		if err != nil {
+			t.Fatalf("Tools(%s): %v", tc.pattern, err)
+		}
+		if !slices.Equal(names(got), tc.want) {
+			t.Errorf("Tools(%s) = %v, want %v", tc.pattern, names(got), tc.want)
+		}
+	}
+	if _, err := m.Tools(ctx, "mcp__missing__*"); !errors.As(err, new(*MissingError)) || !strings.Contains(err.Error(), `"missing"`) {
+		t.Errorf("Tools(mcp__missing__*) = %v, want a MissingError naming missing", err)
+	}
+
+	echo, _ := m.Tools(ctx, "mcp__web__echo")
+	if !echo[0].ReadOnly() {
+		t.Error("echo (readOnlyHint) is not read-only")
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(echo[0].Spec().InputSchema, &schema); err != nil || !strings.Contains(string(echo[0].Spec().InputSchema), `"text"`) {
+		t.Errorf("schema not passed through: %s (%v)", echo[0].Spec().InputSchema, err)
+	}
+	if res := run(t, echo[0], `{"text":"hi"}`); res.IsError || res.Content != "echo: hi" {
+		t.Errorf("echo = %+v", res)
+	}
+	add, _ := m.Tools(ctx, "mcp__web__add")
+	if res := run(t, add[0], `{"a":2,"b":40}`); res.IsError || res.Content != "42" {
+		t.Errorf("add = %+v", res)
+	}
+	if res := run(t, add[0], `{"a":"x"}`); !res.IsError {
+		t.Errorf("add with a bad argument = %+v, want an error result", res)
+	}
+	if res := run(t, add[0], `[1]`); res.ErrorCode() != tool.CodeInvalidInput {
+		t.Errorf("add with an array = %+v, want invalid_input", res)
+	}
+}
+
+// TestRequire: a required server that is not configured, or does not
+// start, is an error naming it.
+func TestRequire(t *testing.T) {
+	t.Parallel()
+	m := NewManager(Options{Servers: map[string]config.MCPServer{
+		"web":    {URL: mcptest.Serve(t)},
+		"broken": {Command: filepath.Join(t.TempDir(), "no-such-server")},
+	}})
+	t.Cleanup(func() { m.Close() })
+	ctx := testCtx(t)
+	if err := m.Require(ctx, []string{"web"}); err != nil {
+		t.Errorf("Require(web) = %v", err)
+	}
+	for _, slug := range []string{"tracker", "broken"} {
+		err := m.Require(ctx, []string{"web", slug})
+		var me *MissingError
+		if !errors.As(err, &me) || me.Server != slug || !strings.Contains(err.Error(), `"`+slug+`"`) {
+			t.Errorf("Require(%s) = %v, want a MissingError naming it", slug, err)
+		}
+	}
+	// mcp__* leaves the broken server out and reports it.
+	var reports []string
+	m2 := NewManager(Options{Servers: map[string]config.MCPServer{"web": {URL: mcptest.Serve(t)}, "broken": {Command: "/nonexistent/server"}},
+		Report: func(s string) { reports = append(reports, s) }})
+	t.Cleanup(func() { m2.Close() })
+	all, err := m2.All(ctx)
+	if err != nil || len(all) != 4 || len(reports) != 1 || !strings.Contains(reports[0], "broken") {
+		t.Errorf("All = %v, %v; reports %q", names(all), err, reports)
+	}
+}
+
+// TestStdioCrashRestartsOnce: a stdio server's stderr goes to its log
+// file; when it crashes, it is reported and restarted once at its next
+// use; a second crash leaves it down.
+func TestStdioCrashRestartsOnce(t *testing.T) {
+	t.Parallel()
+	logDir := t.TempDir()
+	var mu sync.Mutex
+	var reports []string
+	m := NewManager(Options{Servers: map[string]config.MCPServer{"local": stdioServer(t)}, LogDir: logDir,
+		Report: func(s string) { mu.Lock(); reports = append(reports, s); mu.Unlock() }})
+	t.Cleanup(func() { m.Close() })
+	ctx := testCtx(t)
+	tools, err := m.Tools(ctx, "mcp__local__*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(name string) tool.Tool { return find(t, tools, name) }
+	echo, crash := get("mcp__local__echo"), get("mcp__local__crash")
+	if res := run(t, echo, `{"text":"one"}`); res.Content != "echo: one" {
+		t.Fatalf("echo = %+v", res)
+	}
+	if res := run(t, crash, `{}`); !res.IsError {
+		t.Fatalf("crash = %+v, want an error result", res)
+	}
+	if res := run(t, echo, `{"text":"two"}`); res.Content != "echo: two" {
+		t.Fatalf("echo after a restart = %+v", res)
+	}
+	run(t, crash, `{}`)
+	res := run(t, echo, `{"text":"three"}`)
+	if !res.IsError || !strings.Contains(res.Content, "not restarted twice") {
+		t.Errorf("echo after a second crash = %+v, want an error saying it is not restarted again", res)
+	}
+	mu.Lock()
+	got := strings.Join(reports, "\n")
+	mu.Unlock()
+	if !strings.Contains(got, "Restarting MCP server local") {
+		t.Errorf("reports = %q, want the restart", got)
+	}
+	if _, err := os.Stat(filepath.Join(logDir, "mcp-local.log")); err != nil {
+		t.Errorf("stderr log: %v", err)
+	}
+}
+
+// TestElicitation: a server's elicitation reaches Options.Elicit with the
+// server's slug, and the answer flows back into the tool's result;
+// without Elicit the capability is not advertised and the call fails.
+func TestElicitation(t *testing.T) {
+	t.Parallel()
+	url := mcptest.Serve(t)
+	var asked string
+	m := NewManager(Options{Servers: map[string]config.MCPServer{"web": {URL: url}},
+		Elicit: func(_ context.Context, server string, p *sdk.ElicitParams) (*sdk.ElicitResult, error) {
+			asked = server + ": " + p.Message
+			return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"answer": "blue"}}, nil
+		}})
+	t.Cleanup(func() { m.Close() })
+	ask, err := m.Tools(testCtx(t), "mcp__web__ask")
+	if err != nil || len(ask) != 1 {
+		t.Fatalf("Tools = %v, %v", ask, err)
+	}
+	if res := run(t, ask[0], `{"question":"colour?"}`); res.Content != "action=accept answer=blue" || asked != "web: colour?" {
+		t.Errorf("ask = %+v (asked %q)", res, asked)
+	}
+
+	plain := NewManager(Options{Servers: map[string]config.MCPServer{"web": {URL: url}}})
+	t.Cleanup(func() { plain.Close() })
+	ask, _ = plain.Tools(testCtx(t), "mcp__web__ask")
+	if res := run(t, ask[0], `{"question":"colour?"}`); !res.IsError {
+		t.Errorf("ask without elicitation = %+v, want an error", res)
+	}
+}
+
+// TestServerEverything: the reference server-everything (npm, over
+// stdio) lists its tools, answers calls, and its elicitation reaches
+// Options.Elicit and the answer flows back.
+func TestServerEverything(t *testing.T) {
+	t.Parallel()
+	bin := mcptest.Installed(t, "server-everything")
+	var asked *sdk.ElicitParams
+	m := NewManager(Options{Servers: map[string]config.MCPServer{"everything": {Command: "node", Args: []string{bin, "stdio"}}},
+		LogDir: t.TempDir(),
+		Elicit: func(_ context.Context, server string, p *sdk.ElicitParams) (*sdk.ElicitResult, error) {
+			asked = p
+			return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada Lovelace", "check": true}}, nil
+		}})
+	t.Cleanup(func() { m.Close() })
+	ctx := testCtx(t)
+	tools, err := m.Tools(ctx, "mcp__everything__*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(name string) tool.Tool { return find(t, tools, name) }
+	if res := run(t, get("mcp__everything__echo"), `{"message":"hi"}`); res.IsError || !strings.Contains(res.Content, "hi") {
+		t.Errorf("echo = %+v", res)
+	}
+	if res := run(t, get("mcp__everything__get-sum"), `{"a":2,"b":3}`); res.IsError || !strings.Contains(res.Content, "5") {
+		t.Errorf("get-sum = %+v", res)
+	}
+	res := run(t, get("mcp__everything__trigger-elicitation-request"), `{}`)
+	if res.IsError || !strings.Contains(res.Content, "Ada Lovelace") || asked == nil || asked.RequestedSchema == nil {
+		t.Errorf("trigger-elicitation-request = %+v (asked %+v)", res, asked)
+	}
+}
+
+// TestServerFilesystem: the reference server-filesystem (npm, over stdio)
+// reads a file of the directory it is given.
+func TestServerFilesystem(t *testing.T) {
+	t.Parallel()
+	bin := mcptest.Installed(t, "server-filesystem")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("remember the milk"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := NewManager(Options{Servers: map[string]config.MCPServer{"fs": {Command: "node", Args: []string{bin, dir}}}, LogDir: t.TempDir()})
+	t.Cleanup(func() { m.Close() })
+	read, err := m.Tools(testCtx(t), "mcp__fs__read_text_file")
+	if err != nil || len(read) != 1 {
+		t.Fatalf("Tools = %v, %v", read, err)
+	}
+	in, _ := json.Marshal(map[string]string{"path": filepath.Join(dir, "notes.txt")})
+	if res := run(t, read[0], string(in)); res.IsError || !strings.Contains(res.Content, "remember the milk") {
+		t.Errorf("read_text_file = %+v", res)
+	}
+	in, _ = json.Marshal(map[string]string{"path": "/etc/passwd"})
+	if res := run(t, read[0], string(in)); !res.IsError {
+		t.Errorf("read_text_file outside its directory = %+v, want the server's refusal", res)
+	}
+}

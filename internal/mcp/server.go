@@ -1,0 +1,402 @@
+package mcp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Task statuses a task_status answer gives: running, then one of the
+// piece run's final statuses (succeeded, failed, aborted) or
+// waiting_human (answer it with answer_question).
+const (
+	TaskRunning      = "running"
+	TaskSucceeded    = "succeeded"
+	TaskFailed       = "failed"
+	TaskWaitingHuman = "waiting_human"
+)
+
+// PieceInfo is one piece list_pieces reports.
+type PieceInfo struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Source      string `json:"source,omitempty"`
+}
+
+// ServerOptions configure Maestro as an MCP server (`maestro mcp`).
+type ServerOptions struct {
+	// Exe is Maestro's executable: each task is a `maestro run -o jsonl`
+	// of it (a session of its own, the same rules as on the command line).
+	Exe string
+	// Env is the tasks' environment.
+	Env []string
+	// Dir is the default workspace of a task (the server's directory).
+	Dir string
+	// Pieces lists the pieces a task in workspace can run.
+	Pieces func(ctx context.Context, workspace string) ([]PieceInfo, error)
+	// MaxWait bounds how long run_task and answer_question wait for a task
+	// before returning it still running (default 10 minutes).
+	MaxWait time.Duration
+	// TaskTimeout bounds one task's process (default 2 hours).
+	TaskTimeout time.Duration
+	Version     string
+	Logger      *slog.Logger
+}
+
+// NewServer returns Maestro as an MCP server: the tools list_pieces,
+// run_task, task_status, task_result and answer_question (docs/mcp.md).
+// Tasks end with the context the server runs under (Close).
+func NewServer(o ServerOptions) *Server {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxWait <= 0 {
+		o.MaxWait = 10 * time.Minute
+	}
+	if o.TaskTimeout <= 0 {
+		o.TaskTimeout = 2 * time.Hour
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{o: o, ctx: ctx, cancel: cancel, tasks: map[string]*task{}}
+	s.MCP = sdk.NewServer(&sdk.Implementation{Name: "maestro", Version: o.Version}, &sdk.ServerOptions{
+		Instructions: "Maestro runs coding and research tasks with its pieces (multi-step workflows). " +
+			"Call list_pieces, then run_task; when a task waits for an answer, call answer_question.",
+		Logger: o.Logger,
+	})
+	sdk.AddTool(s.MCP, &sdk.Tool{Name: "list_pieces", Description: "List the pieces (workflows) Maestro can run in a workspace.",
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}}, s.listPieces)
+	sdk.AddTool(s.MCP, &sdk.Tool{Name: "run_task", Description: "Run a task with Maestro: a prompt, optionally a piece and a workspace directory. " +
+		"Waits for the task (progress as notifications) unless wait is false; returns its id, status and result."}, s.runTask)
+	sdk.AddTool(s.MCP, &sdk.Tool{Name: "task_status", Description: "The status of a task run_task started, with its latest progress.",
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}}, s.taskStatus)
+	sdk.AddTool(s.MCP, &sdk.Tool{Name: "task_result", Description: "The result of a task that ended (or the question of one waiting for an answer).",
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}}, s.taskStatus)
+	sdk.AddTool(s.MCP, &sdk.Tool{Name: "answer_question", Description: "Answer the question of a task waiting for the user (status waiting_human); the task goes on."}, s.answer)
+	return s
+}
+
+// Server is Maestro as an MCP server and its tasks.
+type Server struct {
+	MCP    *sdk.Server
+	o      ServerOptions
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	tasks map[string]*task
+	next  int
+}
+
+// Run serves t until the client goes away, then stops the tasks.
+func (s *Server) Run(ctx context.Context, t sdk.Transport) error {
+	defer s.Close()
+	return s.MCP.Run(ctx, t)
+}
+
+// Close stops the running tasks and waits for them.
+func (s *Server) Close() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+type listIn struct {
+	Workspace string `json:"workspace,omitempty" jsonschema:"the workspace directory (default: the server's directory)"`
+}
+
+type listOut struct {
+	Pieces []PieceInfo `json:"pieces"`
+}
+
+func (s *Server) listPieces(ctx context.Context, _ *sdk.CallToolRequest, in listIn) (*sdk.CallToolResult, listOut, error) {
+	pieces, err := s.o.Pieces(ctx, s.workspace(in.Workspace))
+	if err != nil {
+		return nil, listOut{}, err
+	}
+	return nil, listOut{Pieces: pieces}, nil
+}
+
+func (s *Server) workspace(dir string) string {
+	if dir == "" {
+		return s.o.Dir
+	}
+	return dir
+}
+
+type runIn struct {
+	Prompt    string `json:"prompt" jsonschema:"the task"`
+	Piece     string `json:"piece,omitempty" jsonschema:"the piece to run (default: Maestro picks one)"`
+	Workspace string `json:"workspace,omitempty" jsonschema:"the workspace directory (default: the server's directory)"`
+	Wait      *bool  `json:"wait,omitempty" jsonschema:"wait for the task to end or to ask a question (default true)"`
+}
+
+// TaskInfo is what run_task, task_status, task_result and answer_question
+// answer.
+type TaskInfo struct {
+	TaskID    string `json:"task_id"`
+	Status    string `json:"status"`
+	SessionID string `json:"session_id,omitempty"`
+	// Result is the task's result, or its question when it waits.
+	Result string `json:"result,omitempty"`
+	// Progress are the task's latest progress lines.
+	Progress []string `json:"progress,omitempty"`
+	Error    string   `json:"error,omitempty"`
+}
+
+func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest, in runIn) (*sdk.CallToolResult, TaskInfo, error) {
+	if strings.TrimSpace(in.Prompt) == "" {
+		return nil, TaskInfo{}, errors.New("run_task: prompt is empty")
+	}
+	args := []string{"run", "-o", "jsonl", "--workspace", s.workspace(in.Workspace)}
+	if in.Piece != "" {
+		args = append(args, "--piece", in.Piece)
+	}
+	s.mu.Lock()
+	s.next++
+	t := &task{id: "task-" + strconv.Itoa(s.next), status: TaskRunning}
+	s.tasks[t.id] = t
+	s.mu.Unlock()
+	s.start(t, append(args, "--", in.Prompt))
+	return s.await(ctx, req, t, in.Wait)
+}
+
+type taskIn struct {
+	TaskID string `json:"task_id"`
+}
+
+func (s *Server) taskStatus(_ context.Context, _ *sdk.CallToolRequest, in taskIn) (*sdk.CallToolResult, TaskInfo, error) {
+	t, err := s.task(in.TaskID)
+	if err != nil {
+		return nil, TaskInfo{}, err
+	}
+	return nil, t.info(), nil
+}
+
+type answerIn struct {
+	TaskID string `json:"task_id"`
+	Answer string `json:"answer"`
+	Wait   *bool  `json:"wait,omitempty" jsonschema:"wait for the task to end or to ask again (default true)"`
+}
+
+func (s *Server) answer(ctx context.Context, req *sdk.CallToolRequest, in answerIn) (*sdk.CallToolResult, TaskInfo, error) {
+	t, err := s.task(in.TaskID)
+	if err != nil {
+		return nil, TaskInfo{}, err
+	}
+	t.mu.Lock()
+	status, sess := t.status, t.session
+	if status == TaskWaitingHuman {
+		t.status, t.result, t.errText = TaskRunning, "", ""
+	}
+	t.mu.Unlock()
+	if status != TaskWaitingHuman || sess == "" {
+		return nil, TaskInfo{}, fmt.Errorf("task %s is %s, not waiting for an answer", in.TaskID, status)
+	}
+	s.start(t, []string{"run", "-o", "jsonl", "--resume", sess, "--", in.Answer})
+	return s.await(ctx, req, t, in.Wait)
+}
+
+func (s *Server) task(id string) (*task, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tasks[id]
+	if !ok {
+		return nil, fmt.Errorf("no task %q", id)
+	}
+	return t, nil
+}
+
+// await waits for t to leave running (unless wait is false), sending its
+// progress lines to the client as progress notifications when the call
+// carries a progress token.
+func (s *Server) await(ctx context.Context, req *sdk.CallToolRequest, t *task, wait *bool) (*sdk.CallToolResult, TaskInfo, error) {
+	if wait != nil && !*wait {
+		return nil, t.info(), nil
+	}
+	token := req.Params.GetProgressToken()
+	timer := time.NewTimer(s.o.MaxWait)
+	defer timer.Stop()
+	sent := 0
+	for {
+		t.mu.Lock()
+		done, changed := t.done, t.changed
+		lines := t.seen[sent:]
+		sent = len(t.seen)
+		t.mu.Unlock()
+		if token != nil {
+			for i, line := range lines {
+				_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: token, Message: line, Progress: float64(sent - len(lines) + i + 1)})
+			}
+		}
+		select {
+		case <-done:
+			return nil, t.info(), nil
+		case <-changed:
+		case <-timer.C:
+			return nil, t.info(), nil // still running: poll task_status
+		case <-ctx.Done():
+			return nil, TaskInfo{}, ctx.Err()
+		}
+	}
+}
+
+// task is one task: a `maestro run -o jsonl` process (and the resumes
+// that answer its questions).
+type task struct {
+	id string
+
+	mu      sync.Mutex
+	status  string
+	session string
+	result  string
+	errText string
+	seen    []string      // progress lines, in order
+	done    chan struct{} // closed when the current process ended
+	changed chan struct{} // closed and replaced at each progress line
+}
+
+// maxProgress bounds the progress lines a task keeps.
+const maxProgress = 1000
+
+func (t *task) info() TaskInfo {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	info := TaskInfo{TaskID: t.id, Status: t.status, SessionID: t.session, Result: t.result, Error: t.errText}
+	info.Progress = slices.Clone(t.seen[max(0, len(t.seen)-20):])
+	return info
+}
+
+// start runs Maestro with args for t and follows its frames.
+func (s *Server) start(t *task, args []string) {
+	done := make(chan struct{})
+	t.mu.Lock()
+	t.done, t.changed = done, make(chan struct{})
+	t.mu.Unlock()
+	ctx, cancel := context.WithTimeout(s.ctx, s.o.TaskTimeout)
+	cmd := exec.CommandContext(ctx, s.o.Exe, args...)
+	cmd.Env, cmd.Dir = s.o.Env, s.o.Dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &limited{b: &stderr, n: 64 << 10}
+	out, err := cmd.StdoutPipe()
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
+		cancel()
+		t.finish(TaskFailed, "", fmt.Sprintf("start maestro run: %v", err))
+		close(done)
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		defer close(done)
+		status, result := t.follow(out)
+		werr := cmd.Wait()
+		switch {
+		case status != "":
+			t.finish(status, result, "")
+		case werr != nil:
+			t.finish(TaskFailed, result, strings.TrimSpace(fmt.Sprintf("maestro run: %v\n%s", werr, stderr.String())))
+		default:
+			t.finish(TaskSucceeded, result, "")
+		}
+	}()
+}
+
+// follow reads a run's JSON lines: the session id, progress (status
+// lines and tool calls), the final "Result (<status>): …" status line of
+// a piece run, else the last answer text of a plain run.
+func (t *task) follow(r io.Reader) (status, result string) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 16<<20)
+	var answer strings.Builder
+	for sc.Scan() {
+		var f struct {
+			Type      string `json:"type"`
+			SessionID string `json:"session_id"`
+			Message   string `json:"message"`
+			Tool      string `json:"tool"`
+			Content   string `json:"content"`
+		}
+		if json.Unmarshal(sc.Bytes(), &f) != nil {
+			continue
+		}
+		line := ""
+		switch f.Type {
+		case "ready", "session_info":
+			t.mu.Lock()
+			if f.SessionID != "" {
+				t.session = f.SessionID
+			}
+			t.mu.Unlock()
+		case "status":
+			if rest, ok := strings.CutPrefix(f.Message, "Result ("); ok {
+				if st, res, ok := strings.Cut(rest, "): "); ok {
+					status, result = st, res
+					continue
+				}
+			}
+			line = f.Message
+		case "tool_call":
+			line = "tool " + f.Tool
+		case "response_start":
+			answer.Reset()
+		case "response_chunk":
+			answer.WriteString(f.Content)
+		case "error":
+			line = "error: " + f.Message
+		}
+		if line != "" {
+			t.progress(line)
+		}
+	}
+	if status == "" {
+		result = answer.String()
+	}
+	return status, result
+}
+
+func (t *task) progress(line string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.seen = append(t.seen, line)
+	if len(t.seen) > maxProgress {
+		t.seen = t.seen[len(t.seen)-maxProgress:]
+	}
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+func (t *task) finish(status, result, errText string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.status, t.result, t.errText = status, result, errText
+}
+
+// limited keeps the first n bytes written to it.
+type limited struct {
+	b *bytes.Buffer
+	n int
+}
+
+func (l *limited) Write(p []byte) (int, error) {
+	if room := l.n - l.b.Len(); room > 0 {
+		l.b.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}

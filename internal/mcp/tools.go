@@ -1,0 +1,190 @@
+package mcp
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/tool"
+	"github.com/maestro-run/maestro/internal/workspace"
+)
+
+// Prefix starts the name of every MCP tool: mcp__<server>__<tool>.
+const Prefix = "mcp__"
+
+// MaxResultBytes bounds what the model sees of one tool call's result.
+const MaxResultBytes = 256 << 10
+
+// toolName is the shape a server's tool name must have to be offered
+// (the <tool> of an allowed_tools entry, internal/piece/tools.go).
+var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// Name is the name the model sees of a server's tool.
+func Name(server, tool string) string { return Prefix + server + "__" + tool }
+
+// Match reports whether the tool name (mcp__<server>__<tool>) is selected
+// by an allowed_tools pattern: mcp__* (every server), mcp__<server>__*
+// (one server's tools) or the exact name.
+func Match(pattern, name string) bool {
+	switch {
+	case pattern == Prefix+"*":
+		return strings.HasPrefix(name, Prefix)
+	case strings.HasSuffix(pattern, "__*"):
+		return strings.HasPrefix(name, strings.TrimSuffix(pattern, "*"))
+	}
+	return pattern == name
+}
+
+// patternServers are the servers a pattern can select: nil for every
+// server (mcp__*), else the one it names.
+func patternServers(pattern string) (server string, all bool) {
+	rest := strings.TrimPrefix(pattern, Prefix)
+	if rest == "*" {
+		return "", true
+	}
+	server, _, _ = strings.Cut(rest, "__")
+	return server, false
+}
+
+// Tools returns the tools of the configured servers that pattern (an
+// allowed_tools entry) selects, starting the servers it names. A pattern
+// naming one server fails when that server is not configured or does not
+// start; mcp__* skips a server that does not start (reported) and fails
+// only when ctx ends.
+func (m *Manager) Tools(ctx context.Context, pattern string) ([]tool.Tool, error) {
+	slug, all := patternServers(pattern)
+	slugs := []string{slug}
+	if all {
+		slugs = m.Slugs()
+	} else if !m.Configured(slug) {
+		return nil, &MissingError{Server: slug}
+	}
+	var out []tool.Tool
+	for _, slug := range slugs {
+		s := m.servers[slug]
+		list, err := s.tools(ctx)
+		if err != nil {
+			if !all || ctx.Err() != nil {
+				return nil, err
+			}
+			m.report(fmt.Sprintf("MCP server %s is left out: %v", slug, err))
+			continue
+		}
+		for _, t := range list {
+			if !toolName.MatchString(t.Name) {
+				m.o.Logger.Warn("MCP tool with an unusable name left out", "server", slug, "tool", t.Name)
+				continue
+			}
+			if name := Name(slug, t.Name); Match(pattern, name) {
+				out = append(out, newTool(s, t))
+			}
+		}
+	}
+	return out, nil
+}
+
+// All returns every configured server's tools (a session without a
+// piece); a server that does not start is reported and left out.
+func (m *Manager) All(ctx context.Context) ([]tool.Tool, error) {
+	if m == nil || len(m.servers) == 0 {
+		return nil, nil
+	}
+	return m.Tools(ctx, Prefix+"*")
+}
+
+// remote is one server tool as a Maestro tool.
+type remote struct {
+	s        *server
+	name     string
+	spec     llm.ToolSpec
+	readOnly bool
+}
+
+func newTool(s *server, t *sdk.Tool) *remote {
+	schema, err := json.Marshal(t.InputSchema)
+	if err != nil || t.InputSchema == nil {
+		schema = json.RawMessage(`{"type":"object"}`)
+	}
+	desc := t.Description
+	if desc == "" {
+		desc = t.Title
+	}
+	desc = fmt.Sprintf("[MCP server %s] %s", s.slug, desc)
+	ro := t.Annotations != nil && t.Annotations.ReadOnlyHint
+	return &remote{s: s, name: t.Name, spec: llm.ToolSpec{Name: Name(s.slug, t.Name), Description: desc, InputSchema: schema}, readOnly: ro}
+}
+
+func (t *remote) Spec() llm.ToolSpec { return t.spec }
+func (t *remote) ReadOnly() bool     { return t.readOnly }
+
+func (t *remote) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
+	args := json.RawMessage(call.Input)
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	var probe map[string]any
+	if err := json.Unmarshal(args, &probe); err != nil {
+		return tool.Failf(tool.CodeInvalidInput, "%s: expected a JSON object of arguments: %s", t.spec.Name, workspace.Excerpt(err.Error())), nil
+	}
+	res, err := t.s.call(ctx, t.name, args)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return tool.Result{}, ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded):
+		return tool.Failf(tool.CodeTimeout, "%s: %v", t.spec.Name, err), nil
+	case err != nil:
+		return tool.Failf(tool.CodeFailed, "%s: %v", t.spec.Name, err), nil
+	}
+	text := resultText(res)
+	if res.IsError {
+		return tool.Failf(tool.CodeFailed, "%s", text), nil
+	}
+	return tool.Result{Content: text}, nil
+}
+
+// resultText is what the model sees of a call's result: its text, a
+// line for each other content, else the structured content as JSON;
+// at most MaxResultBytes.
+func resultText(res *sdk.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if b.Len() > 0 {
+			b.WriteString("\n")
+		}
+		switch c := c.(type) {
+		case *sdk.TextContent:
+			b.WriteString(c.Text)
+		case *sdk.ImageContent:
+			fmt.Fprintf(&b, "[image %s, %d bytes]", c.MIMEType, base64.StdEncoding.DecodedLen(len(c.Data)))
+		case *sdk.AudioContent:
+			fmt.Fprintf(&b, "[audio %s, %d bytes]", c.MIMEType, base64.StdEncoding.DecodedLen(len(c.Data)))
+		case *sdk.ResourceLink:
+			fmt.Fprintf(&b, "[resource %s %s]", c.Name, c.URI)
+		case *sdk.EmbeddedResource:
+			if c.Resource != nil && c.Resource.Text != "" {
+				fmt.Fprintf(&b, "[resource %s]\n%s", c.Resource.URI, c.Resource.Text)
+			} else if c.Resource != nil {
+				fmt.Fprintf(&b, "[resource %s, %s]", c.Resource.URI, c.Resource.MIMEType)
+			}
+		default:
+			data, _ := json.Marshal(c)
+			b.Write(data)
+		}
+	}
+	if b.Len() == 0 && res.StructuredContent != nil {
+		data, _ := json.Marshal(res.StructuredContent)
+		b.Write(data)
+	}
+	s := b.String()
+	if len(s) > MaxResultBytes {
+		s = s[:MaxResultBytes] + fmt.Sprintf("\n[… %d more bytes not shown]", len(s)-MaxResultBytes)
+	}
+	return s
+}
