@@ -48,7 +48,7 @@ type Policy struct {
 	Timeout time.Duration
 	// MaxRedirects caps the redirects followed.
 	MaxRedirects int
-	// MaxBytes caps a response body (enforced by ReadBody).
+	// MaxBytes caps a response body (the callers read it with ReadCapped).
 	MaxBytes int64
 	// Resolver resolves host names (nil: net.DefaultResolver).
 	Resolver Resolver
@@ -130,8 +130,12 @@ func (e *BlockedError) Error() string {
 	if e.Class == "scheme" {
 		return fmt.Sprintf("refused %s: only http and https URLs are fetched", e.URL)
 	}
-	return fmt.Sprintf("refused %s: %s resolves to %s, a %s address, which the network guard does not reach (at %s); "+
-		"an operator may allow it in the configuration's web.allow_hosts", e.URL, e.Host, e.Addr, strings.ReplaceAll(e.Class, "_", " "), e.Stage)
+	what := e.Host + " resolves to " + e.Addr + ","
+	if e.Host == e.Addr || e.Host == "" {
+		what = e.Addr + " is"
+	}
+	return fmt.Sprintf("refused %s: %s a %s address, which the network guard does not reach (at %s); "+
+		"an operator may allow it in the configuration's web.allow_hosts", e.URL, what, strings.ReplaceAll(e.Class, "_", " "), e.Stage)
 }
 
 // allowed reports whether a is allowed for a connection to host.
@@ -281,15 +285,15 @@ func (g *Guard) Client() *http.Client {
 	}
 }
 
-// ReadBody reads at most the guard's size cap from r; truncated reports
-// that r held more.
-func (g *Guard) ReadBody(r io.Reader) (data []byte, truncated bool, err error) {
-	data, err = io.ReadAll(io.LimitReader(r, g.maxBytes+1))
+// ReadCapped reads at most max bytes from r; truncated reports that r
+// held more.
+func ReadCapped(r io.Reader, max int64) (data []byte, truncated bool, err error) {
+	data, err = io.ReadAll(io.LimitReader(r, max+1))
 	if err != nil {
 		return nil, false, fmt.Errorf("read the response: %w", err)
 	}
-	if int64(len(data)) > g.maxBytes {
-		return data[:g.maxBytes], true, nil
+	if int64(len(data)) > max {
+		return data[:max], true, nil
 	}
 	return data, false, nil
 }

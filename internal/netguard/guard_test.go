@@ -130,7 +130,7 @@ func get(t *testing.T, g *Guard, u string) (string, error) {
 		return "", err
 	}
 	defer resp.Body.Close()
-	body, _, err := g.ReadBody(resp.Body)
+	body, _, err := ReadCapped(resp.Body, g.MaxBytes())
 	return string(body), err
 }
 
@@ -283,10 +283,10 @@ func TestCaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, truncated, err := g.ReadBody(resp.Body)
+	body, truncated, err := ReadCapped(resp.Body, g.MaxBytes())
 	resp.Body.Close()
 	if err != nil || !truncated || len(body) != 10 {
-		t.Errorf("ReadBody = %d bytes, truncated %v, %v; want 10, true", len(body), truncated, err)
+		t.Errorf("ReadCapped = %d bytes, truncated %v, %v; want 10, true", len(body), truncated, err)
 	}
 	if _, err := get(t, g, srv.URL+"/slow"); err == nil || !strings.Contains(err.Error(), "Timeout") {
 		t.Errorf("slow server: %v, want a timeout", err)
