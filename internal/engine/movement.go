@@ -345,6 +345,10 @@ func (r *run) movementTools(m *piece.Movement, ctl *movementCtl) (*tool.Set, []O
 			}
 		case "SpawnSubTask":
 			t, reason = r.spawnTool(m)
+		case "WebFetch", "DownloadFile", "WebSearch":
+			t, reason = r.webTool(m.Name, name)
+		case "ReadToolDoc":
+			t = tool.NewReadToolDoc()
 		case "ListPieces", "GetPiece", "CreatePiece", "UpdatePiece":
 			if r.cfg.Library == nil {
 				reason = "no piece library is configured"

@@ -34,10 +34,10 @@ func KnownTools() []ToolInfo {
 		{"Glob", "workspace", true, "list workspace files matching a glob pattern"},
 		{"Grep", "workspace", true, "search workspace files with a regular expression"},
 		{"Bash", "workspace", true, "run a sandboxed shell command from the command allowlist"},
-		{"WebSearch", "web", false, "search the web; returns titles, URLs and snippets"},
-		{"WebFetch", "web", false, "fetch a web page's text, behind the SSRF guard"},
+		{"WebSearch", "web", true, "search the web; returns titles, URLs and snippets"},
+		{"WebFetch", "web", true, "fetch a web page's text, behind the SSRF guard"},
 		{"BrowseWeb", "web", false, "drive a browser, optionally with a saved per-user session"},
-		{"DownloadFile", "web", false, "download a URL into input/ or output/, behind the SSRF guard"},
+		{"DownloadFile", "web", true, "download a URL into input/ or output/, behind the SSRF guard"},
 		{"ReadImage", "media", false, "show a workspace image to a vision-capable model"},
 		{"ReadPdf", "documents", false, "extract text from a PDF, by page range or query"},
 		{"ReadExcel", "documents", false, "read a spreadsheet"},
@@ -66,7 +66,7 @@ func KnownTools() []ToolInfo {
 		{"SshDownload", "ssh", false, "download a remote file into the workspace over SSH"},
 		{"SpawnSubTask", "subtasks", true, "start a child job; results land in subtasks/"},
 		{"AskUser", "interaction", false, "ask the user a question and wait for the answer"},
-		{"ReadToolDoc", "docs", false, "read a tool's detailed usage guide"},
+		{"ReadToolDoc", "docs", true, "read a tool's detailed usage guide"},
 		{"ReadSkill", "docs", false, "materialise a skill's files into skills/"},
 	}
 }
