@@ -121,6 +121,10 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (queue.Runner, 
 	if err != nil {
 		return nil, err
 	}
+	web, err := host.WebTools(cfg, io.Getenv)
+	if err != nil {
+		return nil, err
+	}
 	return queue.NewEngineRunner(queue.EngineRunnerConfig{
 		DataDir: dataDir,
 		Models:  models, Classifier: classifier,
@@ -130,6 +134,7 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (queue.Runner, 
 		},
 		Sandbox:    sb,
 		FileLimits: host.FileLimits(cfg),
+		Web:        web,
 		Agents:     agentMovements(io, "", agentcli.Permission(cfg.AgentPermission)),
 	}), nil
 }

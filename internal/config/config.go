@@ -13,6 +13,9 @@
 //	  openai:    {api_key: "...", base_url: "http://localhost:11434/v1", api: chat}
 //	models:
 //	  qwen3-coder: {context_window: 32768}  # tokens; wins over what the server says
+//	web:                                 # WebFetch, DownloadFile, WebSearch (docs/web-tools.md)
+//	  allow_hosts: [wiki.internal, 10.20.0.0/16]  # exceptions to the network guard
+//	  search: {backend: searxng, url: "http://localhost:8888"}  # or brave / tavily with api_key
 package config
 
 import (
@@ -51,6 +54,39 @@ type Config struct {
 	// AgentPermission is the default permission level of agent CLIs
 	// (--permission): read-only, edit or full ("": edit).
 	AgentPermission string `yaml:"agent_permission"`
+	// Web configures the web tools and their network guard.
+	Web Web `yaml:"web"`
+}
+
+// Web configures WebFetch, DownloadFile and WebSearch (docs/web-tools.md).
+type Web struct {
+	// AllowHosts lists the exceptions to the network guard: host names,
+	// IP addresses and CIDR prefixes the web tools may reach although
+	// they are loopback, private, link-local or otherwise refused.
+	AllowHosts []string `yaml:"allow_hosts"`
+	// TimeoutSeconds bounds one request, redirects included (0: 30).
+	TimeoutSeconds int `yaml:"timeout_seconds"`
+	// MaxRedirects caps the redirects followed (0: 5).
+	MaxRedirects int `yaml:"max_redirects"`
+	// MaxBytes caps the body WebFetch reads (0: 5 MiB).
+	MaxBytes int64 `yaml:"max_bytes"`
+	// MaxDownloadBytes caps a DownloadFile (0: 25 MiB).
+	MaxDownloadBytes int64 `yaml:"max_download_bytes"`
+	// Search chooses the WebSearch backend; without one WebSearch is not
+	// offered.
+	Search WebSearch `yaml:"search"`
+}
+
+// WebSearch configures the WebSearch backend.
+type WebSearch struct {
+	// Backend is searxng, brave or tavily.
+	Backend string `yaml:"backend"`
+	// URL is the SearXNG instance; for brave and tavily it replaces the
+	// public API's address.
+	URL string `yaml:"url"`
+	// APIKey authenticates to brave and tavily (else BRAVE_API_KEY or
+	// TAVILY_API_KEY from the environment).
+	APIKey string `yaml:"api_key"`
 }
 
 // Model holds one model's settings.
@@ -155,6 +191,14 @@ func Parse(data []byte) (Config, error) {
 		if m.ContextWindow < 0 {
 			return Config{}, fmt.Errorf("invalid configuration: models.%s.context_window: must be positive, got %d", id, m.ContextWindow)
 		}
+	}
+	switch cfg.Web.Search.Backend {
+	case "", "searxng", "brave", "tavily":
+	default:
+		return Config{}, fmt.Errorf("invalid configuration: web.search.backend: %q is not one of searxng, brave, tavily", cfg.Web.Search.Backend)
+	}
+	if cfg.Web.TimeoutSeconds < 0 || cfg.Web.MaxRedirects < 0 || cfg.Web.MaxBytes < 0 || cfg.Web.MaxDownloadBytes < 0 {
+		return Config{}, fmt.Errorf("invalid configuration: web: timeout_seconds, max_redirects, max_bytes and max_download_bytes must be positive")
 	}
 	if cfg.MaxFileBytes < 0 {
 		return Config{}, fmt.Errorf("invalid configuration: max_file_bytes: must be positive, got %d", cfg.MaxFileBytes)

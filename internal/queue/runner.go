@@ -41,6 +41,9 @@ type EngineRunnerConfig struct {
 	Sandbox *sandbox.Sandbox
 	// FileLimits bounds Read, Edit and Write (engine.Config.FileLimits).
 	FileLimits tool.FileLimits
+	// Web configures the web tools (engine.Config.Web); nil leaves them
+	// out.
+	Web *tool.WebOptions
 	// Agents runs the movements that name an agent CLI (`agent:`); nil
 	// fails such a movement (engine.Config.Agents).
 	Agents engine.AgentRunner
@@ -169,7 +172,7 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 	out, runErr := engine.Launch{
 		Config: engine.Config{
 			Provider: prov, Workspace: root, RunDir: stateDir, JobWorkspace: true,
-			Sandbox: r.cfg.Sandbox, FileLimits: r.cfg.FileLimits, Library: lib, Sink: em, Events: em, Agents: r.cfg.Agents,
+			Sandbox: r.cfg.Sandbox, FileLimits: r.cfg.FileLimits, Web: r.cfg.Web, Library: lib, Sink: em, Events: em, Agents: r.cfg.Agents,
 			Models: r.cfg.Models, ClassifierProvider: r.cfg.Classifier,
 		},
 		Task: task, Piece: name, RunID: "job-" + strconv.FormatInt(j.ID, 10),
