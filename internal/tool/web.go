@@ -17,10 +17,6 @@ import (
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
-// CodeFirewallBlock is the error code of a web call the network guard
-// refused (docs/events.md; the run also records a firewall_block event).
-const CodeFirewallBlock = "firewall_block"
-
 // DefaultWebFetchChars is the default of WebOptions.MaxChars.
 const DefaultWebFetchChars = 60_000
 
