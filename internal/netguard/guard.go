@@ -64,6 +64,7 @@ type Guard struct {
 	redirects  int
 	maxBytes   int64
 	resolver   Resolver
+	client     *http.Client
 }
 
 // New checks p and returns its Guard.
@@ -87,6 +88,7 @@ func New(p Policy) (*Guard, error) {
 	if g.resolver == nil {
 		g.resolver = net.DefaultResolver
 	}
+	g.client = g.newClient()
 	for _, s := range p.Allow {
 		s = strings.TrimSpace(s)
 		if s == "" {
@@ -259,10 +261,13 @@ func (g *Guard) control(host string) func(network, address string, _ syscall.Raw
 	}
 }
 
-// Client returns an HTTP client that connects only through the guard: no
-// proxy from the environment, the guard's time cap, and each redirect
-// checked (scheme, address, count) before it is followed.
-func (g *Guard) Client() *http.Client {
+// Client returns the guard's HTTP client, which connects only through the
+// guard: no proxy from the environment, the guard's time cap, and each
+// redirect checked (scheme, address, count) before it is followed. It is
+// shared, so connections are reused across calls.
+func (g *Guard) Client() *http.Client { return g.client }
+
+func (g *Guard) newClient() *http.Client {
 	tr := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           g.DialContext,
