@@ -125,6 +125,10 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (queue.Runner, 
 	if err != nil {
 		return nil, err
 	}
+	sshConns, err := host.SSHConnections(cfg)
+	if err != nil {
+		return nil, err
+	}
 	return queue.NewEngineRunner(queue.EngineRunnerConfig{
 		DataDir: dataDir,
 		Models:  models, Classifier: classifier,
@@ -135,6 +139,7 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (queue.Runner, 
 		Sandbox:    sb,
 		FileLimits: host.FileLimits(cfg),
 		Web:        web,
+		SSH:        sshConns,
 		Agents:     agentMovements(io, "", agentcli.Permission(cfg.AgentPermission)),
 	}), nil
 }

@@ -16,6 +16,8 @@
 //	web:                                 # WebFetch, DownloadFile, WebSearch (docs/web-tools.md)
 //	  allow_hosts: [wiki.internal, 10.20.0.0/16]  # exceptions to the network guard
 //	  search: {backend: searxng, url: "http://localhost:8888"}  # or brave / tavily with api_key
+//	ssh_connections:                     # SshExec, SshUpload, SshDownload
+//	  6f9619ff-8b86-d011-b42d-00c04fc964ff: {host: h, user: ops, key_file: ~/.ssh/k, host_key: "ssh-ed25519 AAAA…"}
 package config
 
 import (
@@ -56,6 +58,24 @@ type Config struct {
 	AgentPermission string `yaml:"agent_permission"`
 	// Web configures the web tools and their network guard.
 	Web Web `yaml:"web"`
+	// SSHConnections registers the connections the SSH tools may use, by
+	// id (a movement names them in allowed_ssh_connections).
+	SSHConnections map[string]SSHConnection `yaml:"ssh_connections"`
+}
+
+// SSHConnection is one SSH connection of the SSH tools (docs/web-tools.md,
+// "SSH tools").
+type SSHConnection struct {
+	Host string `yaml:"host"`
+	Port int    `yaml:"port"`
+	User string `yaml:"user"`
+	// KeyFile is a private key file (OpenSSH or PEM, unencrypted);
+	// Password is used without one.
+	KeyFile  string `yaml:"key_file"`
+	Password string `yaml:"password"`
+	// HostKey is the server's public key in authorized_keys form
+	// ("ssh-ed25519 AAAA…"); required: no trust on first use.
+	HostKey string `yaml:"host_key"`
 }
 
 // Web configures WebFetch, DownloadFile and WebSearch (docs/web-tools.md).
@@ -199,6 +219,11 @@ func Parse(data []byte) (Config, error) {
 	}
 	if cfg.Web.TimeoutSeconds < 0 || cfg.Web.MaxRedirects < 0 || cfg.Web.MaxBytes < 0 || cfg.Web.MaxDownloadBytes < 0 {
 		return Config{}, fmt.Errorf("invalid configuration: web: timeout_seconds, max_redirects, max_bytes and max_download_bytes must be positive")
+	}
+	for id, c := range cfg.SSHConnections {
+		if c.Host == "" || c.User == "" || c.HostKey == "" || (c.KeyFile == "" && c.Password == "") {
+			return Config{}, fmt.Errorf("invalid configuration: ssh_connections.%s: host, user, host_key and key_file or password are required", id)
+		}
 	}
 	if cfg.MaxFileBytes < 0 {
 		return Config{}, fmt.Errorf("invalid configuration: max_file_bytes: must be positive, got %d", cfg.MaxFileBytes)

@@ -347,6 +347,8 @@ func (r *run) movementTools(m *piece.Movement, ctl *movementCtl) (*tool.Set, []O
 			t, reason = r.spawnTool(m)
 		case "WebFetch", "DownloadFile", "WebSearch":
 			t, reason = r.webTool(m.Name, name)
+		case "SshExec", "SshUpload", "SshDownload":
+			t, reason = r.sshTool(m, name)
 		case "ReadToolDoc":
 			t = tool.NewReadToolDoc()
 		case "ListPieces", "GetPiece", "CreatePiece", "UpdatePiece":

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"github.com/maestro-run/maestro/internal/netguard"
+	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/tool"
 )
 
@@ -27,4 +28,20 @@ func (r *run) webTool(movement, name string) (tool.Tool, string) {
 		return tool.NewWebFetch(o), ""
 	}
 	return tool.NewDownloadFile(r.cfg.Workspace, o), ""
+}
+
+// sshTool returns the SSH tool name for m, or why it is not offered. Each
+// call is limited to m's allowed_ssh_connections.
+func (r *run) sshTool(m *piece.Movement, name string) (tool.Tool, string) {
+	if len(r.cfg.SSH) == 0 {
+		return nil, "no SSH connection is configured (ssh_connections in the configuration)"
+	}
+	o := tool.SSHOptions{Connections: r.cfg.SSH, Allowed: m.AllowedSSHConnections}
+	switch name {
+	case "SshExec":
+		return tool.NewSshExec(o), ""
+	case "SshUpload":
+		return tool.NewSshUpload(r.cfg.Workspace, o), ""
+	}
+	return tool.NewSshDownload(r.cfg.Workspace, o), ""
 }

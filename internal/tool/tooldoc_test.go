@@ -33,7 +33,7 @@ func TestEveryToolHasADoc(t *testing.T) {
 	for _, ti := range piece.KnownTools() {
 		known[ti.Name] = ti.Implemented
 	}
-	for _, name := range []string{"Read", "Write", "Edit", "Glob", "Grep", "Bash", "WebFetch", "WebSearch", "DownloadFile", "ReadToolDoc"} {
+	for _, name := range []string{"Read", "Write", "Edit", "Glob", "Grep", "Bash", "WebFetch", "WebSearch", "DownloadFile", "ReadToolDoc", "SshExec", "SshUpload", "SshDownload"} {
 		if !known[name] {
 			t.Errorf("%s is not an implemented tool in piece.KnownTools", name)
 		}
