@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,8 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/crypto/ssh"
+
 	"github.com/maestro-run/maestro/internal/llm/llmtest"
 	"github.com/maestro-run/maestro/internal/proctest"
+	"github.com/maestro-run/maestro/internal/tool/sshtest"
 )
 
 // toolCall is a scripted model turn calling one tool.
@@ -132,5 +136,69 @@ func TestResearchPieceEndToEnd(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), `"error_code":"firewall_block"`) {
 		t.Errorf("no tool_end with error_code firewall_block in the session log")
+	}
+}
+
+// opsPiece runs commands on one SSH connection and may not use another.
+const opsPiece = `name: ops
+description: |
+  Check a host over SSH.
+  Choose when: an operations check. Do not choose when: anything else. Preconditions: a connection.
+max_movements: 2
+initial_movement: check
+movements:
+  - name: check
+    edit: true
+    persona: You run health checks.
+    instruction: Check the host.
+    allowed_tools: [SshExec, SshDownload, Read]
+    allowed_ssh_connections: [6f9619ff-8b86-d011-b42d-00c04fc964ff]
+    rules: []
+`
+
+// A piece's movement runs SshExec and SshDownload through the built
+// binary on a connection from the configuration file (an in-process SSH
+// server with a pinned host key), and is refused a registered connection
+// its allowed_ssh_connections does not list (issue 20).
+func TestSSHToolsEndToEnd(t *testing.T) {
+	t.Parallel()
+	const allowed, other = "6f9619ff-8b86-d011-b42d-00c04fc964ff", "7a8b9cde-1234-4567-89ab-cdef12345678"
+	key, keyPEM := sshtest.NewKeyFile(t)
+	sshd := sshtest.Start(t, key.PublicKey())
+	writeFile(t, sshd.Dir, "health.txt", "all green\n")
+	home, ws := t.TempDir(), t.TempDir()
+	keyFile := writeFile(t, home, "id_test", string(keyPEM))
+	hostKey := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshd.HostKey)))
+	conn := func(id string) string {
+		return fmt.Sprintf("  %s: {host: 127.0.0.1, port: %d, user: ops, key_file: %q, host_key: %q}\n", id, sshd.Addr.Port, keyFile, hostKey)
+	}
+	writeFile(t, home, "config.yaml", "ssh_connections:\n"+conn(allowed)+conn(other))
+	writeFile(t, ws, ".maestro/pieces/ops.yaml", opsPiece)
+	srv := llmtest.NewServer(t,
+		toolCall("e1", "SshExec", map[string]any{"connection": allowed, "command": "cat health.txt; uname -s"}),
+		toolCall("e2", "SshExec", map[string]any{"connection": other, "command": "id"}),
+		toolCall("d1", "SshDownload", map[string]any{"connection": allowed, "remote_path": "health.txt", "path": "reports/health.txt"}),
+		toolCall("c1", "complete", map[string]any{"status": "success", "result": "the host is healthy"}),
+	)
+	env := append(proctest.NoModelEnv(home), "ANTHROPIC_API_KEY=sk-test", "ANTHROPIC_BASE_URL="+srv.URL())
+	out, stderr := runMaestroEnv(t, env, true, "run", "--piece", "ops", "--workspace", ws, "check the host")
+	if !strings.Contains(out, "the host is healthy") || srv.Remaining() != 0 {
+		t.Errorf("stdout = %q, %d turns left\nstderr:\n%s", out, srv.Remaining(), stderr)
+	}
+	var seen strings.Builder
+	for _, r := range srv.Requests() {
+		seen.Write(r.Body)
+	}
+	for _, want := range []string{
+		`all green\nLinux`,
+		"connection_not_allowed: connection \\\"" + other + "\\\" is not in this movement's allowed_ssh_connections",
+		"downloaded " + allowed + ":health.txt (10 bytes) to reports/health.txt",
+	} {
+		if !strings.Contains(seen.String(), want) {
+			t.Errorf("the model was not shown %q", want)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "reports", "health.txt")); err != nil || string(b) != "all green\n" {
+		t.Errorf("reports/health.txt = %q, %v", b, err)
 	}
 }

@@ -1,126 +1,27 @@
 package tool
 
 import (
-	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/binary"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
+	"github.com/maestro-run/maestro/internal/tool/sshtest"
 )
 
-// sshServer is an in-process SSH server on loopback that runs exec
-// requests with sh in dir, accepting one client key.
-type sshServer struct {
-	addr    *net.TCPAddr
-	hostKey ssh.PublicKey
-	dir     string
-}
-
-func newSigner(t *testing.T) ssh.Signer {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func startSSHServer(t *testing.T, client ssh.PublicKey) *sshServer {
-	t.Helper()
-	host := newSigner(t)
-	cfg := &ssh.ServerConfig{PublicKeyCallback: func(_ ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
-		if string(k.Marshal()) != string(client.Marshal()) {
-			return nil, os.ErrPermission
-		}
-		return nil, nil
-	}}
-	cfg.AddHostKey(host)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	s := &sshServer{addr: ln.Addr().(*net.TCPAddr), hostKey: host.PublicKey(), dir: t.TempDir()}
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go s.serve(t, conn, cfg)
-		}
-	}()
-	return s
-}
-
-func (s *sshServer) serve(t *testing.T, conn net.Conn, cfg *ssh.ServerConfig) {
-	defer conn.Close()
-	_, chans, reqs, err := ssh.NewServerConn(conn, cfg)
-	if err != nil {
-		return
-	}
-	go ssh.DiscardRequests(reqs)
-	for nc := range chans {
-		if nc.ChannelType() != "session" {
-			nc.Reject(ssh.UnknownChannelType, "sessions only")
-			continue
-		}
-		ch, creqs, err := nc.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			defer ch.Close()
-			for req := range creqs {
-				if req.Type != "exec" || len(req.Payload) < 4 {
-					req.Reply(false, nil)
-					continue
-				}
-				n := binary.BigEndian.Uint32(req.Payload)
-				command := string(req.Payload[4 : 4+n])
-				req.Reply(true, nil)
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				cmd := exec.CommandContext(ctx, "sh", "-c", command)
-				cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr = s.dir, ch, ch, ch.Stderr()
-				status := uint32(0)
-				if err := cmd.Run(); err != nil {
-					status = 1
-					if ee, ok := err.(*exec.ExitError); ok {
-						status = uint32(ee.ExitCode())
-					}
-				}
-				cancel()
-				ch.SendRequest("exit-status", false, binary.BigEndian.AppendUint32(nil, status))
-				return
-			}
-		}()
-	}
-}
-
 func TestSSHTools(t *testing.T) {
-	key := newSigner(t)
-	srv := startSSHServer(t, key.PublicKey())
+	key := sshtest.NewSigner(t)
+	srv := sshtest.Start(t, key.PublicKey())
 	const id, other = "6f9619ff-8b86-d011-b42d-00c04fc964ff", "7a8b9cde-1234-4567-89ab-cdef12345678"
 	conns := map[string]SSHConnection{
-		id:    {ID: id, Host: "127.0.0.1", Port: srv.addr.Port, User: "ops", Signer: key, HostKey: srv.hostKey},
-		other: {ID: other, Host: "127.0.0.1", Port: srv.addr.Port, User: "ops", Signer: key, HostKey: newSigner(t).PublicKey()},
+		id:    {ID: id, Host: "127.0.0.1", Port: srv.Addr.Port, User: "ops", Signer: key, HostKey: srv.HostKey},
+		other: {ID: other, Host: "127.0.0.1", Port: srv.Addr.Port, User: "ops", Signer: key, HostKey: sshtest.NewSigner(t).PublicKey()},
 	}
 	root, outside := testWorkspace(t, map[string]string{"deploy/app.conf": "port=8080\n"})
 	symlink(t, outside, filepath.Join(root.Dir(), "escape"))
-	os.WriteFile(filepath.Join(srv.dir, "remote.log"), []byte("started\n"), 0o644)
-	os.WriteFile(filepath.Join(srv.dir, "big.bin"), []byte(strings.Repeat("x", 200)), 0o644)
+	os.WriteFile(filepath.Join(srv.Dir, "remote.log"), []byte("started\n"), 0o644)
+	os.WriteFile(filepath.Join(srv.Dir, "big.bin"), []byte(strings.Repeat("x", 200)), 0o644)
 	opts := func(allowed ...string) SSHOptions {
 		return SSHOptions{Connections: conns, Allowed: allowed, Timeout: 10 * time.Second, MaxOutputBytes: 100, MaxFileBytes: 100}
 	}
@@ -157,13 +58,13 @@ func TestSSHTools(t *testing.T) {
 			wantResult(t, res, tt.code != "", tt.contains...)
 		})
 	}
-	if b, err := os.ReadFile(filepath.Join(srv.dir, "app.conf")); err != nil || string(b) != "port=8080\n" {
+	if b, err := os.ReadFile(filepath.Join(srv.Dir, "app.conf")); err != nil || string(b) != "port=8080\n" {
 		t.Errorf("uploaded file = %q, %v", b, err)
 	}
 	if b, err := os.ReadFile(filepath.Join(root.Dir(), "logs", "remote.log")); err != nil || string(b) != "started\n" {
 		t.Errorf("downloaded file = %q, %v", b, err)
 	}
-	for _, p := range []string{filepath.Join(outside, "x"), filepath.Join(srv.dir, "s.txt"), filepath.Join(root.Dir(), "big.bin")} {
+	for _, p := range []string{filepath.Join(outside, "x"), filepath.Join(srv.Dir, "s.txt"), filepath.Join(root.Dir(), "big.bin")} {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("%s was written", p)
 		}
