@@ -71,19 +71,10 @@ type Guard struct {
 func New(p Policy) (*Guard, error) {
 	g := &Guard{
 		ranges:    refusedRanges(),
-		timeout:   p.Timeout,
-		redirects: p.MaxRedirects,
-		maxBytes:  p.MaxBytes,
+		timeout:   positiveOr(p.Timeout, DefaultTimeout),
+		redirects: positiveOr(p.MaxRedirects, DefaultMaxRedirects),
+		maxBytes:  positiveOr(p.MaxBytes, DefaultMaxBytes),
 		resolver:  p.Resolver,
-	}
-	if g.timeout <= 0 {
-		g.timeout = DefaultTimeout
-	}
-	if g.redirects <= 0 {
-		g.redirects = DefaultMaxRedirects
-	}
-	if g.maxBytes <= 0 {
-		g.maxBytes = DefaultMaxBytes
 	}
 	if g.resolver == nil {
 		g.resolver = net.DefaultResolver
@@ -105,6 +96,14 @@ func New(p Policy) (*Guard, error) {
 		}
 	}
 	return g, nil
+}
+
+// positiveOr is v when it is positive, else def.
+func positiveOr[T int | int64 | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
 }
 
 // MaxBytes is the response size cap.

@@ -180,6 +180,33 @@ func sshFailure(tool string, err error) Result {
 	return Errorf("%s: %s", tool, workspace.Excerpt(err.Error()))
 }
 
+// sshTool builds an SSH tool: the call's connection (connOf) must be one
+// the movement allows and one that is registered before body runs.
+func sshTool[In any](name, description string, o SSHOptions, connOf func(In) string, body func(context.Context, SSHConnection, In) Result) Tool {
+	return New(name, description+` ReadToolDoc("`+name+`") has the details.`, false, func(ctx context.Context, in In, _ Call) (Result, error) {
+		c, deny := o.connection(name, connOf(in))
+		if deny != nil {
+			return *deny, nil
+		}
+		return body(ctx, c, in), ctx.Err()
+	})
+}
+
+// transfer runs a file transfer's command; a failure (the connection, a
+// non-zero exit) is returned as the Result.
+func (o SSHOptions) transfer(ctx context.Context, c SSHConnection, tool, what, cmd string, stdin io.Reader, max int64) (out []byte, over bool, fail *Result) {
+	out, errOut, over, exit, err := o.runSSH(ctx, c, cmd, stdin, max)
+	if err != nil {
+		r := sshFailure(tool, err)
+		return nil, false, &r
+	}
+	if exit != 0 {
+		r := Errorf("%s: %s failed (exit code %d): %s", tool, what, exit, workspace.Excerpt(string(errOut)))
+		return nil, false, &r
+	}
+	return out, over, nil
+}
+
 // SshExecInput is the input of the SshExec tool.
 type SshExecInput struct {
 	Connection string `json:"connection" jsonschema:"the id of a registered SSH connection this movement may use"`
@@ -188,19 +215,16 @@ type SshExecInput struct {
 
 // NewSshExec returns the SshExec tool.
 func NewSshExec(o SSHOptions) Tool {
-	return New("SshExec", "Run a command on a registered SSH connection and return its output and exit status. ReadToolDoc(\"SshExec\") has the details.", false,
-		func(ctx context.Context, in SshExecInput, _ Call) (Result, error) {
-			c, deny := o.connection("SshExec", in.Connection)
-			if deny != nil {
-				return *deny, nil
-			}
+	return sshTool("SshExec", "Run a command on a registered SSH connection and return its output and exit status.", o,
+		func(in SshExecInput) string { return in.Connection },
+		func(ctx context.Context, c SSHConnection, in SshExecInput) Result {
 			if strings.TrimSpace(in.Command) == "" {
-				return Failf(CodeInvalidInput, "SshExec: command is required"), nil
+				return Failf(CodeInvalidInput, "SshExec: command is required")
 			}
 			max := cmp.Or(o.MaxOutputBytes, DefaultSSHOutputBytes)
 			out, errOut, over, exit, err := o.runSSH(ctx, c, in.Command, nil, max)
 			if err != nil {
-				return sshFailure("SshExec", err), ctx.Err()
+				return sshFailure("SshExec", err)
 			}
 			var b strings.Builder
 			b.Write(out)
@@ -216,9 +240,9 @@ func NewSshExec(o SSHOptions) Tool {
 			}
 			if exit != 0 {
 				fmt.Fprintf(&b, "\nexit code %d", exit)
-				return Result{Content: b.String(), IsError: true}, nil
+				return Result{Content: b.String(), IsError: true}
 			}
-			return Result{Content: b.String()}, nil
+			return Result{Content: b.String()}
 		})
 }
 
@@ -232,31 +256,24 @@ type SshUploadInput struct {
 // NewSshUpload returns the SshUpload tool: it reads a workspace file
 // through root (confined) and writes it on the remote host.
 func NewSshUpload(root *workspace.Root, o SSHOptions) Tool {
-	return New("SshUpload", "Upload a workspace file to a path on a registered SSH connection. ReadToolDoc(\"SshUpload\") has the details.", false,
-		func(ctx context.Context, in SshUploadInput, _ Call) (Result, error) {
-			c, deny := o.connection("SshUpload", in.Connection)
-			if deny != nil {
-				return *deny, nil
-			}
+	return sshTool("SshUpload", "Upload a workspace file to a path on a registered SSH connection.", o,
+		func(in SshUploadInput) string { return in.Connection },
+		func(ctx context.Context, c SSHConnection, in SshUploadInput) Result {
 			if in.RemotePath == "" {
-				return Failf(CodeInvalidInput, "SshUpload: remote_path is required"), nil
+				return Failf(CodeInvalidInput, "SshUpload: remote_path is required")
 			}
 			max := cmp.Or(o.MaxFileBytes, DefaultSSHFileBytes)
 			data, err := root.ReadFileMax(in.Path, max)
 			if errors.Is(err, workspace.ErrTooLarge) {
-				return Failf(CodeTooLarge, "SshUpload: %s is over the %s limit", workspace.Excerpt(in.Path), sizeText(max)), nil
+				return Failf(CodeTooLarge, "SshUpload: %s is over the %s limit", workspace.Excerpt(in.Path), sizeText(max))
 			}
 			if err != nil {
-				return fileErrorResult(in.Path, err), nil
+				return fileErrorResult(in.Path, err)
 			}
-			_, errOut, _, exit, err := o.runSSH(ctx, c, "cat > "+shellQuote(in.RemotePath), bytes.NewReader(data), 4096)
-			if err != nil {
-				return sshFailure("SshUpload", err), ctx.Err()
+			if _, _, fail := o.transfer(ctx, c, "SshUpload", "writing "+in.RemotePath, "cat > "+shellQuote(in.RemotePath), bytes.NewReader(data), 4096); fail != nil {
+				return *fail
 			}
-			if exit != 0 {
-				return Errorf("SshUpload: writing %s failed (exit code %d): %s", in.RemotePath, exit, workspace.Excerpt(string(errOut))), nil
-			}
-			return Result{Content: fmt.Sprintf("uploaded %s (%d bytes) to %s:%s", workspace.Excerpt(in.Path), len(data), c.ID, in.RemotePath)}, nil
+			return Result{Content: fmt.Sprintf("uploaded %s (%d bytes) to %s:%s", workspace.Excerpt(in.Path), len(data), c.ID, in.RemotePath)}
 		})
 }
 
@@ -270,32 +287,26 @@ type SshDownloadInput struct {
 // NewSshDownload returns the SshDownload tool: it reads a remote file and
 // writes it into root (confined).
 func NewSshDownload(root *workspace.Root, o SSHOptions) Tool {
-	return New("SshDownload", "Download a remote file from a registered SSH connection into the workspace. ReadToolDoc(\"SshDownload\") has the details.", false,
-		func(ctx context.Context, in SshDownloadInput, _ Call) (Result, error) {
-			c, deny := o.connection("SshDownload", in.Connection)
-			if deny != nil {
-				return *deny, nil
-			}
+	return sshTool("SshDownload", "Download a remote file from a registered SSH connection into the workspace.", o,
+		func(in SshDownloadInput) string { return in.Connection },
+		func(ctx context.Context, c SSHConnection, in SshDownloadInput) Result {
 			if in.RemotePath == "" || in.Path == "" {
-				return Failf(CodeInvalidInput, "SshDownload: remote_path and path are required"), nil
+				return Failf(CodeInvalidInput, "SshDownload: remote_path and path are required")
 			}
 			if _, err := root.Rel(in.Path); err != nil {
-				return fileErrorResult(in.Path, err), nil
+				return fileErrorResult(in.Path, err)
 			}
 			max := cmp.Or(o.MaxFileBytes, DefaultSSHFileBytes)
-			out, errOut, over, exit, err := o.runSSH(ctx, c, "cat -- "+shellQuote(in.RemotePath), nil, max)
-			if err != nil {
-				return sshFailure("SshDownload", err), ctx.Err()
-			}
-			if exit != 0 {
-				return Errorf("SshDownload: reading %s failed (exit code %d): %s", in.RemotePath, exit, workspace.Excerpt(string(errOut))), nil
+			out, over, fail := o.transfer(ctx, c, "SshDownload", "reading "+in.RemotePath, "cat -- "+shellQuote(in.RemotePath), nil, max)
+			if fail != nil {
+				return *fail
 			}
 			if over {
-				return Failf(CodeTooLarge, "SshDownload: %s is over the %s limit; nothing was saved", in.RemotePath, sizeText(max)), nil
+				return Failf(CodeTooLarge, "SshDownload: %s is over the %s limit; nothing was saved", in.RemotePath, sizeText(max))
 			}
 			if err := root.WriteFile(in.Path, out, 0o644); err != nil {
-				return fileErrorResult(in.Path, err), nil
+				return fileErrorResult(in.Path, err)
 			}
-			return Result{Content: fmt.Sprintf("downloaded %s:%s (%d bytes) to %s", c.ID, in.RemotePath, len(out), workspace.Excerpt(in.Path))}, nil
+			return Result{Content: fmt.Sprintf("downloaded %s:%s (%d bytes) to %s", c.ID, in.RemotePath, len(out), workspace.Excerpt(in.Path))}
 		})
 }

@@ -101,6 +101,25 @@ func searchJSON(client *http.Client, req *http.Request, backend string, out any)
 	return nil
 }
 
+// contentResults is the answer of SearXNG and Tavily: results with a
+// title, a URL and a content snippet.
+type contentResults struct {
+	Results []struct {
+		Title   string `json:"title"`
+		URL     string `json:"url"`
+		Content string `json:"content"`
+	} `json:"results"`
+}
+
+// first returns the first n results.
+func (c contentResults) first(n int) []SearchResult {
+	var res []SearchResult
+	for _, r := range c.Results {
+		res = append(res, SearchResult{Title: r.Title, URL: r.URL, Snippet: r.Content})
+	}
+	return firstN(res, n)
+}
+
 // searxng queries a SearXNG instance's JSON API (GET /search?format=json).
 type searxng struct {
 	base   string
@@ -115,21 +134,11 @@ func (s searxng) Search(ctx context.Context, query string, n int) ([]SearchResul
 	if err != nil {
 		return nil, fmt.Errorf("searxng search: %w", err)
 	}
-	var out struct {
-		Results []struct {
-			Title   string `json:"title"`
-			URL     string `json:"url"`
-			Content string `json:"content"`
-		} `json:"results"`
-	}
+	var out contentResults
 	if err := searchJSON(s.client, req, "searxng", &out); err != nil {
 		return nil, err
 	}
-	var res []SearchResult
-	for _, r := range out.Results {
-		res = append(res, SearchResult{Title: r.Title, URL: r.URL, Snippet: r.Content})
-	}
-	return firstN(res, n), nil
+	return out.first(n), nil
 }
 
 // brave queries the Brave Search API (GET /res/v1/web/search).
@@ -185,21 +194,11 @@ func (t tavily) Search(ctx context.Context, query string, n int) ([]SearchResult
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+t.key)
-	var out struct {
-		Results []struct {
-			Title   string `json:"title"`
-			URL     string `json:"url"`
-			Content string `json:"content"`
-		} `json:"results"`
-	}
+	var out contentResults
 	if err := searchJSON(t.client, req, "tavily", &out); err != nil {
 		return nil, err
 	}
-	var res []SearchResult
-	for _, r := range out.Results {
-		res = append(res, SearchResult{Title: r.Title, URL: r.URL, Snippet: r.Content})
-	}
-	return firstN(res, n), nil
+	return out.first(n), nil
 }
 
 func firstN(r []SearchResult, n int) []SearchResult {
