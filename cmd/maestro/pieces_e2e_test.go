@@ -211,18 +211,19 @@ func TestPiecesMarkUnavailableTools(t *testing.T) {
 		t.Errorf("no MISSING TOOLS column:\n%s", out)
 	}
 	for name, want := range map[string]string{
-		"general":  "WebSearch, WebFetch, ReadToolDoc",
-		"research": "WebSearch, WebFetch, ReadPdf, DownloadFile",
+		"research": "ReadPdf",
 		"code":     "verify  -  ",
 	} {
 		if !strings.Contains(rows[name], want) {
 			t.Errorf("row %s lacks %q:\n%s", name, want, out)
 		}
 	}
+	if strings.Contains(rows["general"], "WebSearch") {
+		t.Errorf("general marks the web tools, which this build has:\n%s", out)
+	}
 	out, _ = runMaestro(t, home, true, "pieces", "show", "research")
 	for _, want := range []string{
-		"This build of\n  Maestro does not have them yet",
-		"# Tools this build of Maestro lacks (left out when the piece runs):\n#   movement plan: WebSearch\n#   movement dig: WebSearch, WebFetch, ReadPdf, DownloadFile\n",
+		"# Tools this build of Maestro lacks (left out when the piece runs):\n#   movement dig: ReadPdf\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("pieces show research lacks %q:\n%s", want, out)

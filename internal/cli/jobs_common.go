@@ -127,6 +127,14 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (runner queue.R
 	if choice.Executor == protocol.ExecutorReplay {
 		executor = "replay"
 	}
+	web, err := host.WebTools(cfg, io.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	sshConns, err := host.SSHConnections(cfg)
+	if err != nil {
+		return nil, err
+	}
 	return queue.NewEngineRunner(queue.EngineRunnerConfig{
 		DataDir: dataDir,
 		Models:  models, Classifier: classifier,
@@ -136,6 +144,8 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (runner queue.R
 		},
 		Sandbox:    sb,
 		FileLimits: host.FileLimits(cfg),
+		Web:        web,
+		SSH:        sshConns,
 		Agents:     agentMovements(io, "", agentcli.Permission(cfg.AgentPermission)),
 	}), executor, nil
 }

@@ -353,6 +353,14 @@ func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 		logged := engine.SessionEvents(pr.sess)
 		events = engine.EventSinkFunc(func(r engine.Record) { logged.RunEvent(r); pr.text.RunEvent(r) })
 	}
+	web, err := host.WebTools(pr.cfg, io.Getenv)
+	if err != nil {
+		return failErr(err)
+	}
+	sshConns, err := host.SSHConnections(pr.cfg)
+	if err != nil {
+		return failErr(err)
+	}
 	models := pieceModels(io.Getenv, pr.cfg)
 	var classifier llm.Provider
 	if pr.o.Piece == "" && pr.prior == nil {
@@ -363,7 +371,7 @@ func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 	l := engine.Launch{
 		Config: engine.Config{
 			Models: models, ClassifierProvider: classifier,
-			Provider: pr.provider, Workspace: pr.root, Sandbox: pr.sb, FileLimits: host.FileLimits(pr.cfg), Library: lib,
+			Provider: pr.provider, Workspace: pr.root, Sandbox: pr.sb, FileLimits: host.FileLimits(pr.cfg), Web: web, SSH: sshConns, Library: lib,
 			Sink: pr.sink, Events: events, Agents: agentMovements(io, pr.o.Model, agentcli.Permission(cmp.Or(pr.o.Permission, pr.cfg.AgentPermission))),
 			MaxIterations: firstPositive(pr.o.MaxIterations, pr.cfg.MaxIterations),
 			Thinking:      llm.ThinkingLevel(pr.o.Thinking),

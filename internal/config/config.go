@@ -17,6 +17,11 @@
 //	mcp_servers:                         # MCP servers (docs/mcp.md)
 //	  everything: {command: npx, args: [-y, "@modelcontextprotocol/server-everything"]}
 //	  tracker:    {url: "https://mcp.example.com/mcp", headers: {Authorization: "Bearer ${TRACKER_TOKEN}"}}
+//	web:                                 # WebFetch, DownloadFile, WebSearch (docs/web-tools.md)
+//	  allow_hosts: [wiki.internal, 10.20.0.0/16]  # exceptions to the network guard
+//	  search: {backend: searxng, url: "http://localhost:8888"}  # or brave / tavily with api_key
+//	ssh_connections:                     # SshExec, SshUpload, SshDownload
+//	  6f9619ff-8b86-d011-b42d-00c04fc964ff: {host: h, user: ops, key_file: ~/.ssh/k, host_key: "ssh-ed25519 AAAA…"}
 package config
 
 import (
@@ -66,6 +71,11 @@ type Config struct {
 	// (MAESTRO_EVENT_BUS_URL, EVALOPS_NATS_URL, MAESTRO_EVENT_BUS)
 	// overrides it.
 	EventBus EventBus `yaml:"event_bus"`
+	// Web configures the web tools and their network guard.
+	Web Web `yaml:"web"`
+	// SSHConnections registers the connections the SSH tools may use, by
+	// id (a movement names them in allowed_ssh_connections).
+	SSHConnections map[string]SSHConnection `yaml:"ssh_connections"`
 }
 
 // MCPServer is one MCP server: a command speaking MCP over stdio, or the
@@ -91,6 +101,52 @@ type EventBus struct {
 	CreateStream bool `yaml:"create_stream"`
 	// Source is the CloudEvents source (default "maestro").
 	Source string `yaml:"source"`
+}
+
+// SSHConnection is one SSH connection of the SSH tools (docs/web-tools.md,
+// "SSH tools").
+type SSHConnection struct {
+	Host string `yaml:"host"`
+	Port int    `yaml:"port"`
+	User string `yaml:"user"`
+	// KeyFile is a private key file (OpenSSH or PEM, unencrypted);
+	// Password is used without one.
+	KeyFile  string `yaml:"key_file"`
+	Password string `yaml:"password"`
+	// HostKey is the server's public key in authorized_keys form
+	// ("ssh-ed25519 AAAA…"); required: no trust on first use.
+	HostKey string `yaml:"host_key"`
+}
+
+// Web configures WebFetch, DownloadFile and WebSearch (docs/web-tools.md).
+type Web struct {
+	// AllowHosts lists the exceptions to the network guard: host names,
+	// IP addresses and CIDR prefixes the web tools may reach although
+	// they are loopback, private, link-local or otherwise refused.
+	AllowHosts []string `yaml:"allow_hosts"`
+	// TimeoutSeconds bounds one request, redirects included (0: 30).
+	TimeoutSeconds int `yaml:"timeout_seconds"`
+	// MaxRedirects caps the redirects followed (0: 5).
+	MaxRedirects int `yaml:"max_redirects"`
+	// MaxBytes caps the body WebFetch reads (0: 5 MiB).
+	MaxBytes int64 `yaml:"max_bytes"`
+	// MaxDownloadBytes caps a DownloadFile (0: 25 MiB).
+	MaxDownloadBytes int64 `yaml:"max_download_bytes"`
+	// Search chooses the WebSearch backend; without one WebSearch is not
+	// offered.
+	Search WebSearch `yaml:"search"`
+}
+
+// WebSearch configures the WebSearch backend.
+type WebSearch struct {
+	// Backend is searxng, brave or tavily.
+	Backend string `yaml:"backend"`
+	// URL is the SearXNG instance; for brave and tavily it replaces the
+	// public API's address.
+	URL string `yaml:"url"`
+	// APIKey authenticates to brave and tavily (else BRAVE_API_KEY or
+	// TAVILY_API_KEY from the environment).
+	APIKey string `yaml:"api_key"`
 }
 
 // Model holds one model's settings.
@@ -199,6 +255,19 @@ func Parse(data []byte) (Config, error) {
 	for slug, srv := range cfg.MCPServers {
 		if err := srv.check(slug); err != nil {
 			return Config{}, fmt.Errorf("invalid configuration: mcp_servers.%s: %w", slug, err)
+		}
+	}
+	switch cfg.Web.Search.Backend {
+	case "", "searxng", "brave", "tavily":
+	default:
+		return Config{}, fmt.Errorf("invalid configuration: web.search.backend: %q is not one of searxng, brave, tavily", cfg.Web.Search.Backend)
+	}
+	if cfg.Web.TimeoutSeconds < 0 || cfg.Web.MaxRedirects < 0 || cfg.Web.MaxBytes < 0 || cfg.Web.MaxDownloadBytes < 0 {
+		return Config{}, fmt.Errorf("invalid configuration: web: timeout_seconds, max_redirects, max_bytes and max_download_bytes must be positive")
+	}
+	for id, c := range cfg.SSHConnections {
+		if c.Host == "" || c.User == "" || c.HostKey == "" || (c.KeyFile == "" && c.Password == "") {
+			return Config{}, fmt.Errorf("invalid configuration: ssh_connections.%s: host, user, host_key and key_file or password are required", id)
 		}
 	}
 	if cfg.MaxFileBytes < 0 {

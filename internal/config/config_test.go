@@ -25,11 +25,11 @@ func TestParse(t *testing.T) {
 		// Issue 15 item 10: the key, its line, a close key and the known
 		// keys, no Go type names (was "line 2: field modle not found in
 		// type config.Config").
-		{"unknown key", "model: x\nmodle: y\n", Config{}, `line 2: modle: unknown key; did you mean "model"? (known keys: agent_permission, classifier_model, event_bus, max_file_bytes, max_iterations, mcp_servers, model, models, providers, sandbox)`},
+		{"unknown key", "model: x\nmodle: y\n", Config{}, `line 2: modle: unknown key; did you mean "model"? (known keys: agent_permission, classifier_model, event_bus, max_file_bytes, max_iterations, mcp_servers, model, models, providers, sandbox, ssh_connections, web)`},
 		{"unknown key, no close one", "colour: blue\n", Config{}, "line 1: colour: unknown key (known keys: agent_permission, classifier_model, event_bus, max_file_bytes"},
 		{"unknown nested key", "providers:\n  openai:\n    apikey: x\n", Config{}, `line 3: providers.openai.apikey: unknown key; did you mean "api_key"? (known keys of providers.openai: api, api_key, base_url)`},
 		{"unknown provider", "providers:\n  antropic: {}\n", Config{}, `line 2: providers.antropic: unknown key; did you mean "anthropic"?`},
-		{"every unknown key", "a: 1\nmax_iteration: 2\n", Config{}, "line 1: a: unknown key (known keys: agent_permission, classifier_model, event_bus, max_file_bytes, max_iterations, mcp_servers, model, models, providers, sandbox)\nline 2: max_iteration: unknown key; did you mean \"max_iterations\"?"},
+		{"every unknown key", "a: 1\nmax_iteration: 2\n", Config{}, "line 1: a: unknown key (known keys: agent_permission, classifier_model, event_bus, max_file_bytes, max_iterations, mcp_servers, model, models, providers, sandbox, ssh_connections, web)\nline 2: max_iteration: unknown key; did you mean \"max_iterations\"?"},
 		{"wrong type, in words", "max_iterations: many\n", Config{}, `line 1: max_iterations: expected an integer, found string "many"`},
 		{"mapping expected", "providers: 3\n", Config{}, "line 1: providers: expected a mapping, found integer 3"},
 		{"string expected", "model: [a]\n", Config{}, "line 1: model: expected a string, found a list"},
@@ -57,6 +57,14 @@ func TestParse(t *testing.T) {
 		{"mcp server bad url", "mcp_servers:\n  x: {url: \"ftp://h/\"}\n", Config{}, `url "ftp://h/": expected an http or https URL`},
 		{"mcp server headers on command", "mcp_servers:\n  x: {command: a, headers: {A: b}}\n", Config{}, "headers go with url"},
 		{"bad agent permission", "agent_permission: yolo\n", Config{}, `agent_permission: "yolo" is not one of read-only, edit, full`},
+		{"web", "web:\n  allow_hosts: [127.0.0.1, wiki.internal]\n  timeout_seconds: 5\n  search: {backend: searxng, url: http://localhost:8888}\n",
+			Config{Web: Web{AllowHosts: []string{"127.0.0.1", "wiki.internal"}, TimeoutSeconds: 5, Search: WebSearch{Backend: "searxng", URL: "http://localhost:8888"}}}, ""},
+		{"bad search backend", "web:\n  search: {backend: bing}\n", Config{}, `web.search.backend: "bing" is not one of searxng, brave, tavily`},
+		{"negative web cap", "web:\n  max_bytes: -1\n", Config{}, "web: timeout_seconds, max_redirects, max_bytes and max_download_bytes must be positive"},
+		{"ssh connection", "ssh_connections:\n  6f9619ff-8b86:\n    {host: h, port: 2222, user: ops, key_file: /k, host_key: ssh-ed25519 AAAA}\n",
+			Config{SSHConnections: map[string]SSHConnection{"6f9619ff-8b86": {Host: "h", Port: 2222, User: "ops", KeyFile: "/k", HostKey: "ssh-ed25519 AAAA"}}}, ""},
+		{"ssh connection without host key", "ssh_connections:\n  6f9619ff-8b86: {host: h, user: ops, password: p}\n", Config{}, "ssh_connections.6f9619ff-8b86: host, user, host_key and key_file or password are required"},
+		{"unknown web key", "web:\n  allow_host: [x]\n", Config{}, `web.allow_host: unknown key; did you mean "allow_hosts"?`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

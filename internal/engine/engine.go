@@ -85,6 +85,14 @@ type Config struct {
 	Sandbox *sandbox.Sandbox
 	// FileLimits bounds Read, Edit and Write (zero: the tools' defaults).
 	FileLimits tool.FileLimits
+	// Web configures WebFetch, DownloadFile and WebSearch (its OnBlock is
+	// replaced: a refused destination is recorded as a firewall_block run
+	// event); nil leaves them out.
+	Web *tool.WebOptions
+	// SSH holds the registered SSH connections of SshExec, SshUpload and
+	// SshDownload (each movement's allowed_ssh_connections limits them);
+	// nil leaves the SSH tools out.
+	SSH map[string]tool.SSHConnection
 	// Library holds the pieces (subtask pieces, piece tools); nil leaves
 	// the piece tools and SpawnSubTask out.
 	Library *Library

@@ -248,7 +248,7 @@ func TestTransitionChainToSuccess(t *testing.T) {
 	}
 	// Only implemented tools are offered; the others are reported.
 	omitted := all[ToolsOmitted](h.rec)
-	wantOmitted := []OmittedTool{{"WebSearch", "not available in this build"}, {"mcp__docs__*", "MCP tools are not available in this build"}}
+	wantOmitted := []OmittedTool{{"WebSearch", "web access is not configured"}, {"mcp__docs__*", "MCP tools are not available in this build"}}
 	if diff := cmp.Diff(wantOmitted, omitted[0].Tools); diff != "" {
 		t.Errorf("omitted tools (-want +got):\n%s", diff)
 	}
@@ -685,7 +685,7 @@ func TestToolsOmittedSaidOnce(t *testing.T) {
 			entries++
 		}
 	}
-	want := []ToolsOmitted{{Movement: "execute", Tools: []OmittedTool{{"WebFetch", "not available in this build"}}}}
+	want := []ToolsOmitted{{Movement: "execute", Tools: []OmittedTool{{"WebFetch", "web access is not configured"}}}}
 	if diff := cmp.Diff(want, all[ToolsOmitted](h.rec)); entries != 2 || diff != "" {
 		t.Errorf("execute entered %d times (want 2); tools_omitted events (-want +got):\n%s", entries, diff)
 	}

@@ -31,6 +31,7 @@ const (
 	KindWaiting         EventKind = "waiting"
 	KindResumed         EventKind = "resumed"
 	KindComplete        EventKind = "complete"
+	KindFirewallBlock   EventKind = "firewall_block"
 )
 
 // Event is one run event. The set is closed: it is implemented only by
@@ -229,6 +230,24 @@ type Complete struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// FirewallBlock: the network guard refused a web tool's destination
+// (internal/netguard; docs/web-tools.md).
+type FirewallBlock struct {
+	Movement string `json:"movement"`
+	Tool     string `json:"tool"`
+	// URL is the URL refused (for a redirect, its target; at connect
+	// time, host:port).
+	URL  string `json:"url"`
+	Host string `json:"host"`
+	// Address is the refused IP address ("" when the scheme was refused).
+	Address string `json:"address,omitempty"`
+	// Class is the address class (loopback, private, cloud_metadata, …)
+	// or "scheme".
+	Class string `json:"class"`
+	// Stage is where it was refused: url, resolve, connect or redirect.
+	Stage string `json:"stage"`
+}
+
 // Kind implements Event.
 func (RunStarted) Kind() EventKind { return KindRunStarted }
 
@@ -267,6 +286,9 @@ func (Resumed) Kind() EventKind { return KindResumed }
 
 // Kind implements Event.
 func (Complete) Kind() EventKind { return KindComplete }
+
+// Kind implements Event.
+func (FirewallBlock) Kind() EventKind { return KindFirewallBlock }
 
 // Describe implements Event.
 func (e RunStarted) Describe() string {
@@ -311,6 +333,14 @@ func (e ToolsOmitted) Describe() string {
 		parts[i] = t.Name + " (" + t.Reason + ")"
 	}
 	return fmt.Sprintf("movement %s: not offered: %s", e.Movement, strings.Join(parts, "; "))
+}
+
+// Describe implements Event.
+func (e FirewallBlock) Describe() string {
+	if e.Class == "scheme" {
+		return fmt.Sprintf("movement %s: %s refused %s: only http and https are fetched", e.Movement, e.Tool, e.URL)
+	}
+	return fmt.Sprintf("movement %s: %s refused %s: %s is a %s address (%s)", e.Movement, e.Tool, e.URL, e.Address, e.Class, e.Stage)
 }
 
 // Describe implements Event.
@@ -465,6 +495,8 @@ func newEvent(k EventKind) (any, error) {
 		return &Resumed{}, nil
 	case KindComplete:
 		return &Complete{}, nil
+	case KindFirewallBlock:
+		return &FirewallBlock{}, nil
 	}
 	return nil, fmt.Errorf("unknown run event kind %q", k)
 }
@@ -497,6 +529,8 @@ func deref(p any) Event {
 	case *Resumed:
 		return *e
 	case *Complete:
+		return *e
+	case *FirewallBlock:
 		return *e
 	}
 	panic(fmt.Sprintf("engine: deref of %T", p))

@@ -28,6 +28,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		Waiting{Movement: "plan", For: "user", Question: "which?"},
 		Resumed{Movement: "plan", Entry: EntryAnswer, Answer: "this"},
 		Complete{Movement: "verify", Status: StatusSucceeded, Result: "done"},
+		FirewallBlock{Movement: "dig", Tool: "WebFetch", URL: "http://10.0.0.1/", Host: "10.0.0.1", Address: "10.0.0.1", Class: "private", Stage: "url"},
 	}
 	seen := map[EventKind]bool{}
 	for i, ev := range events {
@@ -51,7 +52,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		}
 		seen[ev.Kind()] = true
 	}
-	if len(seen) != 13 {
+	if len(seen) != 14 {
 		t.Errorf("%d kinds covered; add the new kinds to this test", len(seen))
 	}
 	for _, bad := range []string{

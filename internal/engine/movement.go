@@ -346,6 +346,12 @@ func (r *run) movementTools(m *piece.Movement, ctl *movementCtl) (*tool.Set, []O
 			}
 		case "SpawnSubTask":
 			t, reason = r.spawnTool(m)
+		case "WebFetch", "DownloadFile", "WebSearch":
+			t, reason = r.webTool(m.Name, name)
+		case "SshExec", "SshUpload", "SshDownload":
+			t, reason = r.sshTool(m, name)
+		case "ReadToolDoc":
+			t = tool.NewReadToolDoc()
 		case "ListPieces", "GetPiece", "CreatePiece", "UpdatePiece":
 			if r.cfg.Library == nil {
 				reason = "no piece library is configured"

@@ -41,6 +41,11 @@ type EngineRunnerConfig struct {
 	Sandbox *sandbox.Sandbox
 	// FileLimits bounds Read, Edit and Write (engine.Config.FileLimits).
 	FileLimits tool.FileLimits
+	// Web configures the web tools (engine.Config.Web); nil leaves them
+	// out.
+	Web *tool.WebOptions
+	// SSH holds the SSH tools' connections (engine.Config.SSH).
+	SSH map[string]tool.SSHConnection
 	// Agents runs the movements that name an agent CLI (`agent:`); nil
 	// fails such a movement (engine.Config.Agents).
 	Agents engine.AgentRunner
@@ -169,7 +174,7 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 	out, runErr := engine.Launch{
 		Config: engine.Config{
 			Provider: prov, Workspace: root, RunDir: stateDir, JobWorkspace: true,
-			Sandbox: r.cfg.Sandbox, FileLimits: r.cfg.FileLimits, Library: lib, Sink: em, Events: em, Agents: r.cfg.Agents,
+			Sandbox: r.cfg.Sandbox, FileLimits: r.cfg.FileLimits, Web: r.cfg.Web, SSH: r.cfg.SSH, Library: lib, Sink: em, Events: em, Agents: r.cfg.Agents,
 			Models: r.cfg.Models, ClassifierProvider: r.cfg.Classifier,
 		},
 		Task: task, Piece: name, RunID: "job-" + strconv.FormatInt(j.ID, 10),

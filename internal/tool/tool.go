@@ -43,6 +43,7 @@ const (
 	CodeTooLarge           = "too_large"           // a file or content is over a size limit
 	CodeInvalidInput       = "invalid_input"       // the arguments are missing, malformed or contradictory
 	CodeUnknownTool        = "unknown_tool"        // the model called a tool this run does not have
+	CodeFirewallBlock      = "firewall_block"      // the network guard refused a web tool's destination
 	CodePermission         = "permission_denied"   // the file system refused access
 	CodeFailed             = "failed"              // any other failure (e.g. a non-zero exit status)
 )

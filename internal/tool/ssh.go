@@ -1,0 +1,312 @@
+package tool
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/maestro-run/maestro/internal/workspace"
+)
+
+// Defaults of SSHOptions' caps.
+const (
+	DefaultSSHTimeout     = 60 * time.Second
+	DefaultSSHOutputBytes = 256 << 10
+	DefaultSSHFileBytes   = 25 << 20
+)
+
+// ErrNoConnectionsDeclared is the refusal of an SSH tool in a movement
+// whose allowed_ssh_connections is omitted or empty (docs/spec/seed-piece-schema.md).
+const ErrNoConnectionsDeclared = "no_allowed_connections_declared"
+
+// SSHConnection is one registered SSH connection.
+type SSHConnection struct {
+	// ID is the connection's id, as allowed_ssh_connections names it.
+	ID   string
+	Host string
+	Port int
+	User string
+	// Signer is the private key to log in with; Password is used when it
+	// is nil.
+	Signer   ssh.Signer
+	Password string
+	// HostKey is the server's pinned public key: any other key is
+	// refused (no trust on first use).
+	HostKey ssh.PublicKey
+}
+
+// SSHOptions configures the SSH tools of one movement.
+type SSHOptions struct {
+	// Connections are the registered connections, by id.
+	Connections map[string]SSHConnection
+	// Allowed is the movement's allowed_ssh_connections: ids, or "*" for
+	// any registered connection; nil or empty refuses every call.
+	Allowed []string
+	// Timeout bounds a call, connection included (0: DefaultSSHTimeout).
+	Timeout time.Duration
+	// MaxOutputBytes caps SshExec's output (0: DefaultSSHOutputBytes).
+	MaxOutputBytes int64
+	// MaxFileBytes caps SshUpload and SshDownload (0: DefaultSSHFileBytes).
+	MaxFileBytes int64
+}
+
+func (o SSHOptions) timeout() time.Duration {
+	if o.Timeout <= 0 {
+		return DefaultSSHTimeout
+	}
+	return o.Timeout
+}
+
+// connection returns the connection id names, or the refusal.
+func (o SSHOptions) connection(tool, id string) (SSHConnection, *Result) {
+	deny := func(format string, args ...any) (SSHConnection, *Result) {
+		r := Failf(CodeDenied, "%s: "+format, append([]any{tool}, args...)...)
+		return SSHConnection{}, &r
+	}
+	if len(o.Allowed) == 0 {
+		return deny("%s: this movement declares no allowed_ssh_connections, so it may use no SSH connection", ErrNoConnectionsDeclared)
+	}
+	if !slices.Contains(o.Allowed, "*") && !slices.Contains(o.Allowed, id) {
+		return deny("connection_not_allowed: connection %q is not in this movement's allowed_ssh_connections (%s)", id, strings.Join(o.Allowed, ", "))
+	}
+	c, ok := o.Connections[id]
+	if !ok {
+		ids := make([]string, 0, len(o.Connections))
+		for k := range o.Connections {
+			ids = append(ids, k)
+		}
+		slices.Sort(ids)
+		r := Failf(CodeNotFound, "%s: no registered SSH connection %q (registered: %s)", tool, id, strings.Join(ids, ", "))
+		return SSHConnection{}, &r
+	}
+	return c, nil
+}
+
+// dial connects and logs in to c, checking its pinned host key.
+func dialSSH(ctx context.Context, c SSHConnection, timeout time.Duration) (*ssh.Client, error) {
+	if c.HostKey == nil {
+		return nil, fmt.Errorf("connection %s has no pinned host key; add it to the configuration", c.ID)
+	}
+	auth := []ssh.AuthMethod{ssh.Password(c.Password)}
+	if c.Signer != nil {
+		auth = []ssh.AuthMethod{ssh.PublicKeys(c.Signer)}
+	}
+	cfg := &ssh.ClientConfig{User: c.User, Auth: auth, HostKeyCallback: ssh.FixedHostKey(c.HostKey), Timeout: timeout}
+	addr := net.JoinHostPort(c.Host, strconv.Itoa(cmp.Or(c.Port, 22)))
+	d := net.Dialer{Timeout: timeout}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", addr, err)
+	}
+	conn.SetDeadline(time.Now().Add(timeout))
+	sc, chans, reqs, err := ssh.NewClientConn(conn, addr, cfg)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("ssh handshake with %s: %w", addr, err)
+	}
+	conn.SetDeadline(time.Time{})
+	return ssh.NewClient(sc, chans, reqs), nil
+}
+
+// runSSH runs cmd on c with stdin, returning stdout and stderr (each
+// capped at max bytes: over is reported) and the exit status.
+func (o SSHOptions) runSSH(ctx context.Context, c SSHConnection, cmd string, stdin io.Reader, max int64) (out, errOut []byte, over bool, exit int, err error) {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout())
+	defer cancel()
+	client, err := dialSSH(ctx, c, o.timeout())
+	if err != nil {
+		return nil, nil, false, 0, err
+	}
+	defer client.Close()
+	stop := context.AfterFunc(ctx, func() { client.Close() })
+	defer stop()
+	sess, err := client.NewSession()
+	if err != nil {
+		return nil, nil, false, 0, fmt.Errorf("open an ssh session: %w", err)
+	}
+	defer sess.Close()
+	stdout, stderr := &cappedBuffer{max: max}, &cappedBuffer{max: max}
+	sess.Stdout, sess.Stderr, sess.Stdin = stdout, stderr, stdin
+	err = sess.Run(cmd)
+	var exitErr *ssh.ExitError
+	switch {
+	case ctx.Err() != nil:
+		return nil, nil, false, 0, fmt.Errorf("ssh command took longer than %s: %w", o.timeout(), ctx.Err())
+	case errors.As(err, &exitErr):
+		exit = exitErr.ExitStatus()
+	case err != nil:
+		return nil, nil, false, 0, fmt.Errorf("run over ssh: %w", err)
+	}
+	return stdout.buf.Bytes(), stderr.buf.Bytes(), stdout.over || stderr.over, exit, nil
+}
+
+// cappedBuffer keeps the first max bytes written to it.
+type cappedBuffer struct {
+	buf  bytes.Buffer
+	max  int64
+	over bool
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	room := b.max - int64(b.buf.Len())
+	if int64(len(p)) > room {
+		b.over = true
+		b.buf.Write(p[:max(room, 0)])
+		return len(p), nil
+	}
+	return b.buf.Write(p)
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// sshFailure turns a connection or run error into a Result.
+func sshFailure(tool string, err error) Result {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return Failf(CodeTimeout, "%s: %s", tool, workspace.Excerpt(err.Error()))
+	}
+	return Errorf("%s: %s", tool, workspace.Excerpt(err.Error()))
+}
+
+// sshTool builds an SSH tool: the call's connection (connOf) must be one
+// the movement allows and one that is registered before body runs.
+func sshTool[In any](name, description string, o SSHOptions, connOf func(In) string, body func(context.Context, SSHConnection, In) Result) Tool {
+	return New(name, description+` ReadToolDoc("`+name+`") has the details.`, false, func(ctx context.Context, in In, _ Call) (Result, error) {
+		c, deny := o.connection(name, connOf(in))
+		if deny != nil {
+			return *deny, nil
+		}
+		return body(ctx, c, in), ctx.Err()
+	})
+}
+
+// transfer runs a file transfer's command; a failure (the connection, a
+// non-zero exit) is returned as the Result.
+func (o SSHOptions) transfer(ctx context.Context, c SSHConnection, tool, what, cmd string, stdin io.Reader, max int64) (out []byte, over bool, fail *Result) {
+	out, errOut, over, exit, err := o.runSSH(ctx, c, cmd, stdin, max)
+	if err != nil {
+		r := sshFailure(tool, err)
+		return nil, false, &r
+	}
+	if exit != 0 {
+		r := Errorf("%s: %s failed (exit code %d): %s", tool, what, exit, workspace.Excerpt(string(errOut)))
+		return nil, false, &r
+	}
+	return out, over, nil
+}
+
+// SshExecInput is the input of the SshExec tool.
+type SshExecInput struct {
+	Connection string `json:"connection" jsonschema:"the id of a registered SSH connection this movement may use"`
+	Command    string `json:"command" jsonschema:"the command to run on the remote host"`
+}
+
+// NewSshExec returns the SshExec tool.
+func NewSshExec(o SSHOptions) Tool {
+	return sshTool("SshExec", "Run a command on a registered SSH connection and return its output and exit status.", o,
+		func(in SshExecInput) string { return in.Connection },
+		func(ctx context.Context, c SSHConnection, in SshExecInput) Result {
+			if strings.TrimSpace(in.Command) == "" {
+				return Failf(CodeInvalidInput, "SshExec: command is required")
+			}
+			max := cmp.Or(o.MaxOutputBytes, DefaultSSHOutputBytes)
+			out, errOut, over, exit, err := o.runSSH(ctx, c, in.Command, nil, max)
+			if err != nil {
+				return sshFailure("SshExec", err)
+			}
+			var b strings.Builder
+			b.Write(out)
+			if len(errOut) > 0 {
+				if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
+					b.WriteString("\n")
+				}
+				b.WriteString("[stderr]\n")
+				b.Write(errOut)
+			}
+			if over {
+				fmt.Fprintf(&b, "\n[Maestro: output cut at %s per stream.]", sizeText(max))
+			}
+			if exit != 0 {
+				fmt.Fprintf(&b, "\nexit code %d", exit)
+				return Result{Content: b.String(), IsError: true}
+			}
+			return Result{Content: b.String()}
+		})
+}
+
+// SshUploadInput is the input of the SshUpload tool.
+type SshUploadInput struct {
+	Connection string `json:"connection" jsonschema:"the id of a registered SSH connection this movement may use"`
+	Path       string `json:"path" jsonschema:"the workspace file to upload, relative to the workspace root"`
+	RemotePath string `json:"remote_path" jsonschema:"where to write it on the remote host"`
+}
+
+// NewSshUpload returns the SshUpload tool: it reads a workspace file
+// through root (confined) and writes it on the remote host.
+func NewSshUpload(root *workspace.Root, o SSHOptions) Tool {
+	return sshTool("SshUpload", "Upload a workspace file to a path on a registered SSH connection.", o,
+		func(in SshUploadInput) string { return in.Connection },
+		func(ctx context.Context, c SSHConnection, in SshUploadInput) Result {
+			if in.RemotePath == "" {
+				return Failf(CodeInvalidInput, "SshUpload: remote_path is required")
+			}
+			max := cmp.Or(o.MaxFileBytes, DefaultSSHFileBytes)
+			data, err := root.ReadFileMax(in.Path, max)
+			if errors.Is(err, workspace.ErrTooLarge) {
+				return Failf(CodeTooLarge, "SshUpload: %s is over the %s limit", workspace.Excerpt(in.Path), sizeText(max))
+			}
+			if err != nil {
+				return fileErrorResult(in.Path, err)
+			}
+			if _, _, fail := o.transfer(ctx, c, "SshUpload", "writing "+in.RemotePath, "cat > "+shellQuote(in.RemotePath), bytes.NewReader(data), 4096); fail != nil {
+				return *fail
+			}
+			return Result{Content: fmt.Sprintf("uploaded %s (%d bytes) to %s:%s", workspace.Excerpt(in.Path), len(data), c.ID, in.RemotePath)}
+		})
+}
+
+// SshDownloadInput is the input of the SshDownload tool.
+type SshDownloadInput struct {
+	Connection string `json:"connection" jsonschema:"the id of a registered SSH connection this movement may use"`
+	RemotePath string `json:"remote_path" jsonschema:"the remote file to download"`
+	Path       string `json:"path" jsonschema:"where to save it in the workspace, relative to the workspace root"`
+}
+
+// NewSshDownload returns the SshDownload tool: it reads a remote file and
+// writes it into root (confined).
+func NewSshDownload(root *workspace.Root, o SSHOptions) Tool {
+	return sshTool("SshDownload", "Download a remote file from a registered SSH connection into the workspace.", o,
+		func(in SshDownloadInput) string { return in.Connection },
+		func(ctx context.Context, c SSHConnection, in SshDownloadInput) Result {
+			if in.RemotePath == "" || in.Path == "" {
+				return Failf(CodeInvalidInput, "SshDownload: remote_path and path are required")
+			}
+			if _, err := root.Rel(in.Path); err != nil {
+				return fileErrorResult(in.Path, err)
+			}
+			max := cmp.Or(o.MaxFileBytes, DefaultSSHFileBytes)
+			out, over, fail := o.transfer(ctx, c, "SshDownload", "reading "+in.RemotePath, "cat -- "+shellQuote(in.RemotePath), nil, max)
+			if fail != nil {
+				return *fail
+			}
+			if over {
+				return Failf(CodeTooLarge, "SshDownload: %s is over the %s limit; nothing was saved", in.RemotePath, sizeText(max))
+			}
+			if err := root.WriteFile(in.Path, out, 0o644); err != nil {
+				return fileErrorResult(in.Path, err)
+			}
+			return Result{Content: fmt.Sprintf("downloaded %s:%s (%d bytes) to %s", c.ID, in.RemotePath, len(out), workspace.Excerpt(in.Path))}
+		})
+}

@@ -1,0 +1,180 @@
+package tool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"unicode/utf8"
+
+	htmltomarkdown "github.com/JohannesKaufmann/html-to-markdown/v2"
+	"github.com/JohannesKaufmann/html-to-markdown/v2/converter"
+
+	"github.com/maestro-run/maestro/internal/netguard"
+	"github.com/maestro-run/maestro/internal/workspace"
+)
+
+// DefaultWebFetchChars is the default of WebOptions.MaxChars.
+const DefaultWebFetchChars = 60_000
+
+// DefaultDownloadBytes is the default of WebOptions.MaxDownloadBytes.
+const DefaultDownloadBytes = 25 << 20
+
+// WebOptions configures the web tools (WebFetch, DownloadFile, WebSearch).
+type WebOptions struct {
+	// Guard checks every destination and bounds every response; required
+	// for WebFetch and DownloadFile.
+	Guard *netguard.Guard
+	// Search answers WebSearch; nil leaves WebSearch out.
+	Search Searcher
+	// OnBlock is told of every destination the guard refuses (the engine
+	// records it as a firewall_block run event); nil ignores them.
+	OnBlock func(*netguard.BlockedError)
+	// MaxChars caps the text WebFetch returns (0: DefaultWebFetchChars).
+	MaxChars int
+	// MaxDownloadBytes caps a DownloadFile (0: DefaultDownloadBytes).
+	MaxDownloadBytes int64
+}
+
+// WebFetchInput is the input of the WebFetch tool.
+type WebFetchInput struct {
+	URL      string `json:"url" jsonschema:"the http or https URL to fetch"`
+	MaxChars int    `json:"max_chars,omitempty" jsonschema:"return at most this many characters (default and ceiling set by Maestro)"`
+}
+
+const webFetchDescription = `Fetch a web page and return its text: HTML as markdown, plain text and JSON as they are. ` +
+	`Private and local addresses are refused. ReadToolDoc("WebFetch") has the details.`
+
+// NewWebFetch returns the WebFetch tool.
+func NewWebFetch(o WebOptions) Tool {
+	return New("WebFetch", webFetchDescription, true, func(ctx context.Context, in WebFetchInput, _ Call) (Result, error) {
+		return o.fetch(ctx, in), ctx.Err()
+	})
+}
+
+// webResponse is a fetched body.
+type webResponse struct {
+	url         string // the final URL, after redirects
+	status      int
+	contentType string // the media type, lower case, without parameters
+	body        []byte
+	truncated   bool // the body was longer than the cap
+}
+
+// get fetches rawURL through the guard with a body cap of max bytes; a
+// failure is returned as the Result the model sees.
+func (o WebOptions) get(ctx context.Context, tool, rawURL string, max int64) (*webResponse, *Result) {
+	fail := func(r Result) (*webResponse, *Result) { return nil, &r }
+	u, err := url.Parse(strings.TrimSpace(rawURL))
+	if err != nil || !u.IsAbs() {
+		return fail(Failf(CodeInvalidInput, "%s: %q is not an absolute http or https URL", tool, workspace.Excerpt(rawURL)))
+	}
+	if _, err := o.Guard.CheckURL(ctx, u); err != nil {
+		return fail(o.webError(tool, u, err))
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Guard.Timeout())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return fail(Failf(CodeInvalidInput, "%s: %s", tool, workspace.Excerpt(err.Error())))
+	}
+	req.Header.Set("User-Agent", "Maestro-WebFetch/1 (+https://github.com/maestro-run/maestro)")
+	req.Header.Set("Accept", "text/html,application/xhtml+xml,text/plain,application/json;q=0.9,*/*;q=0.5")
+	resp, err := o.Guard.Client().Do(req)
+	if err != nil {
+		return fail(o.webError(tool, u, err))
+	}
+	defer resp.Body.Close()
+	body, truncated, err := netguard.ReadCapped(resp.Body, max)
+	if err != nil {
+		return fail(o.webError(tool, u, err))
+	}
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	return &webResponse{
+		url: resp.Request.URL.Redacted(), status: resp.StatusCode, contentType: strings.ToLower(ct),
+		body: body, truncated: truncated,
+	}, nil
+}
+
+// webError is the Result of a failed request: a refused destination is
+// reported to OnBlock and coded firewall_block.
+func (o WebOptions) webError(tool string, u *url.URL, err error) Result {
+	var blocked *netguard.BlockedError
+	switch {
+	case errors.As(err, &blocked):
+		if o.OnBlock != nil {
+			o.OnBlock(blocked)
+		}
+		return Failf(CodeFirewallBlock, "%s: %s", tool, workspace.Excerpt(blocked.Error()))
+	case errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "Client.Timeout"):
+		return Failf(CodeTimeout, "%s: %s took longer than %s", tool, u.Redacted(), o.Guard.Timeout())
+	case errors.Is(err, context.Canceled):
+		return Failf(CodeCancelled, "%s: cancelled", tool)
+	}
+	return Errorf("%s: %s", tool, workspace.Excerpt(err.Error()))
+}
+
+func (o WebOptions) fetch(ctx context.Context, in WebFetchInput) Result {
+	resp, fail := o.get(ctx, "WebFetch", in.URL, o.Guard.MaxBytes())
+	if fail != nil {
+		return *fail
+	}
+	if resp.status < 200 || resp.status > 299 {
+		return Errorf("WebFetch: %s answered HTTP %d %s: %s", resp.url, resp.status, http.StatusText(resp.status), workspace.Excerpt(string(resp.body)))
+	}
+	var text string
+	switch {
+	case resp.contentType == "text/html" || resp.contentType == "application/xhtml+xml" || resp.contentType == "" && looksLikeHTML(resp.body):
+		md, err := htmltomarkdown.ConvertString(string(resp.body), converter.WithDomain(resp.url))
+		if err != nil {
+			return Errorf("WebFetch: convert %s to markdown: %s", resp.url, workspace.Excerpt(err.Error()))
+		}
+		text = md
+	case isTextType(resp.contentType) || resp.contentType == "" && utf8.Valid(resp.body):
+		text = string(resp.body)
+	default:
+		return Failf(CodeInvalidInput, "WebFetch: %s is %s, not text; save it with DownloadFile instead", resp.url, resp.contentType)
+	}
+	limit := o.MaxChars
+	if limit <= 0 {
+		limit = DefaultWebFetchChars
+	}
+	if in.MaxChars > 0 && in.MaxChars < limit {
+		limit = in.MaxChars
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "URL: %s\nContent-Type: %s\n\n", resp.url, resp.contentType)
+	if n := utf8.RuneCountInString(text); n > limit {
+		cut := 0
+		for i := range text {
+			if limit == 0 {
+				cut = i
+				break
+			}
+			limit--
+		}
+		b.WriteString(text[:cut])
+		fmt.Fprintf(&b, "\n\n[Maestro: truncated to the first %d of %d characters.]", utf8.RuneCountInString(text[:cut]), n)
+	} else {
+		b.WriteString(text)
+	}
+	if resp.truncated {
+		fmt.Fprintf(&b, "\n\n[Maestro: the page is larger than %d bytes; only its beginning was read.]", o.Guard.MaxBytes())
+	}
+	return Result{Content: b.String()}
+}
+
+// isTextType reports whether a media type is text WebFetch passes through.
+func isTextType(ct string) bool {
+	return strings.HasPrefix(ct, "text/") || ct == "application/json" || strings.HasSuffix(ct, "+json") ||
+		ct == "application/xml" || strings.HasSuffix(ct, "+xml") || ct == "application/javascript"
+}
+
+// looksLikeHTML reports whether an untyped body starts like HTML.
+func looksLikeHTML(b []byte) bool {
+	head := strings.ToLower(strings.TrimSpace(string(b[:min(len(b), 512)])))
+	return strings.HasPrefix(head, "<!doctype html") || strings.HasPrefix(head, "<html")
+}
