@@ -129,11 +129,11 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (runner queue.R
 	}
 	web, err := host.WebTools(cfg, io.Getenv)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	sshConns, err := host.SSHConnections(cfg)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	return queue.NewEngineRunner(queue.EngineRunnerConfig{
 		DataDir: dataDir,
