@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/tool/sshtest"
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
 
 func TestSSHTools(t *testing.T) {
@@ -19,7 +20,7 @@ func TestSSHTools(t *testing.T) {
 		other: {ID: other, Host: "127.0.0.1", Port: srv.Addr.Port, User: "ops", Signer: key, HostKey: sshtest.NewSigner(t).PublicKey()},
 	}
 	root, outside := testWorkspace(t, map[string]string{"deploy/app.conf": "port=8080\n"})
-	symlink(t, outside, filepath.Join(root.Dir(), "escape"))
+	wstest.Symlink(t, outside, filepath.Join(root.Dir(), "escape"))
 	os.WriteFile(filepath.Join(srv.Dir, "remote.log"), []byte("started\n"), 0o644)
 	os.WriteFile(filepath.Join(srv.Dir, "big.bin"), []byte(strings.Repeat("x", 200)), 0o644)
 	opts := func(allowed ...string) SSHOptions {

@@ -2,6 +2,7 @@ package tool
 
 import (
 	"encoding/json"
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -102,7 +103,7 @@ func TestWebFetch(t *testing.T) {
 func TestDownloadFile(t *testing.T) {
 	srv := webServer(t)
 	root, outside := testWorkspace(t, map[string]string{"input/.keep": ""})
-	symlink(t, outside, filepath.Join(root.Dir(), "output"))
+	wstest.Symlink(t, outside, filepath.Join(root.Dir(), "output"))
 	var blocks []*netguard.BlockedError
 	dl := NewDownloadFile(root, webOptions(t, &blocks))
 	tests := []struct {
