@@ -225,9 +225,9 @@ const dashPrompt = "-x"
 
 // TestIntegrationThinking runs one turn whose model call streams reasoning
 // before the answer (its prompt is dashPrompt), and checks which CLIs
-// surface it (Gemini CLI's
-// stream-json drops thoughts; see docs/agent-clis.md) and the cost each
-// reports. With MAESTRO_CAPTURE_FIXTURES=1 it writes the stream to
+// surface it (Gemini CLI's stream-json drops thoughts; see
+// docs/agent-clis.md) and the cost each reports. With
+// MAESTRO_CAPTURE_FIXTURES=1 it writes the stream to
 // testdata/<cli>-<version>/thinking-turn.{jsonl,exit}.
 func TestIntegrationThinking(t *testing.T) {
 	t.Parallel()
