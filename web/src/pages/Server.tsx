@@ -3,6 +3,7 @@ import { useApi } from "../api/context";
 import { useServerInfo } from "../lib/queries";
 import { relativeTime, stateLabel } from "../lib/format";
 import { states } from "../api/types";
+import { Section } from "../components/Field";
 
 export default function Server() {
   const api = useApi();
@@ -36,10 +37,7 @@ export default function Server() {
         <dt className="font-semibold">Ready</dt>
         <dd>{ready.data ? `${ready.data.status}${ready.data.error ? `: ${ready.data.error}` : ""}` : "—"}</dd>
       </dl>
-      <section aria-labelledby="queue-h" className="card">
-        <h2 id="queue-h" className="mb-2 text-sm font-semibold">
-          Queue depth by state
-        </h2>
+      <Section id="queue-h" title="Queue depth by state">
         <ul data-testid="queue-depth" className="grid grid-cols-2 gap-1 text-sm sm:grid-cols-3">
           {known.map((st) => (
             <li key={st} data-testid="queue-state" data-state={st} data-count={queue[st] ?? 0} className="flex justify-between gap-2">
@@ -48,11 +46,8 @@ export default function Server() {
             </li>
           ))}
         </ul>
-      </section>
-      <section aria-labelledby="workers-h" className="card">
-        <h2 id="workers-h" className="mb-2 text-sm font-semibold">
-          Workers
-        </h2>
+      </Section>
+      <Section id="workers-h" title="Workers">
         {(s?.workers ?? []).length === 0 && <p className="text-sm">No workers seen.</p>}
         <ul className="space-y-1 text-sm">
           {(s?.workers ?? []).map((w) => (
@@ -68,7 +63,7 @@ export default function Server() {
             </li>
           ))}
         </ul>
-      </section>
+      </Section>
     </section>
   );
 }
