@@ -91,7 +91,7 @@ export default function TaskDetail() {
       <header className="space-y-2">
         <div className="flex flex-wrap items-center gap-2">
           <h1 id="task-title" data-testid="task-title" className="mr-auto text-xl font-semibold break-words">
-            <span className="text-slate-500">#{t.id}</span> {t.title}
+            <span className="text-slate-500 dark:text-slate-400">#{t.id}</span> {t.title}
           </h1>
           {canCancel && (
             <button type="button" className="btn" data-testid="cancel-task" onClick={() => setConfirm("cancel")}>

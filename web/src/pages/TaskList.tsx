@@ -135,7 +135,7 @@ export function TaskTable({ tasks, jobs, server, loading, now }: TaskTableProps)
             className="flex flex-wrap items-center gap-x-3 gap-y-1 p-3"
           >
             <Link to={`/tasks/${t.id}`} className="min-w-0 flex-1 basis-60 truncate font-medium text-sky-800 hover:underline dark:text-sky-300">
-              <span className="text-slate-500">#{t.id}</span> {t.title}
+              <span className="text-slate-500 dark:text-slate-400">#{t.id}</span> {t.title}
             </Link>
             <StatusBadge state={t.job_state} />
             <ExecutorBadge executor={executorOf(job, server)} />
