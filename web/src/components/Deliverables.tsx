@@ -40,6 +40,7 @@ export function Deliverables({ taskId, refreshKey }: { taskId: number; refreshKe
     queryKey: ["deliverables", taskId, refreshKey],
     queryFn: async () =>
       unwrap(await api.client.GET("/api/v1/tasks/{id}/deliverables", { params: { path: { id: taskId } } })),
+    refetchInterval: 10_000, // files appear while the job runs
   });
 
   // With a token the browser cannot send it on a plain link: fetch the file
