@@ -126,14 +126,14 @@ function Preview({ taskId, path }: { taskId: number; path: string }) {
   }, [q.data]);
 
   return (
-    <section data-testid="deliverable-preview" aria-label={`Preview of ${path}`} className="card overflow-auto">
+    <section data-testid="deliverable-preview" aria-label={`Preview of ${path}`} tabIndex={0} className="card overflow-auto">
       <p className="mb-2 font-mono text-xs">{path}</p>
       {q.isPending && <p className="text-sm">Loading…</p>}
       {q.error && <p className="error">{q.error.message}</p>}
       {q.data && kind === "image" && imgURL && <img src={imgURL} alt={path} className="max-h-[60vh] max-w-full" />}
       {q.data && kind === "markdown" && <Markdown text={q.data.text} />}
       {q.data && kind === "csv" && <CSVTable text={q.data.text} />}
-      {q.data && kind === "text" && <pre className="max-h-[60vh] overflow-auto text-xs whitespace-pre-wrap">{q.data.text}</pre>}
+      {q.data && kind === "text" && <pre tabIndex={0} className="max-h-[60vh] overflow-auto text-xs whitespace-pre-wrap">{q.data.text}</pre>}
       {q.data?.partial && <p className="mt-2 text-xs">Showing the first {formatBytes(previewLimit)}.</p>}
     </section>
   );
@@ -144,7 +144,7 @@ export function CSVTable({ text, maxRows = 500 }: { text: string; maxRows?: numb
   const [head, ...body] = rows;
   if (!head) return <p className="text-sm">Empty file.</p>;
   return (
-    <div className="overflow-auto">
+    <div className="overflow-auto" tabIndex={0} role="region" aria-label="CSV table">
       <table className="min-w-full border-collapse text-xs">
         <thead>
           <tr>

@@ -85,7 +85,7 @@ const LogItem = memo(function LogItem({ item }: { item: Item }) {
     case "text":
       if (item.thinking)
         return (
-          <details {...common} className="text-sm text-slate-500 italic">
+          <details {...common} className="text-sm text-slate-600 italic dark:text-slate-400">
             <summary className="cursor-pointer">∴ thinking</summary>
             <p className="whitespace-pre-wrap">{item.text}</p>
           </details>
@@ -107,7 +107,7 @@ const LogItem = memo(function LogItem({ item }: { item: Item }) {
                   ? "text-red-700 dark:text-red-400"
                   : item.status === "succeeded"
                     ? "text-emerald-700 dark:text-emerald-400"
-                    : "text-slate-500"
+                    : "text-slate-600 dark:text-slate-400"
               }
             >
               {item.status === "failed" ? "✗ failed" : item.status === "succeeded" ? "✓" : `… ${item.status}`}
@@ -116,13 +116,13 @@ const LogItem = memo(function LogItem({ item }: { item: Item }) {
           </summary>
           <div className="mt-1 space-y-1">
             <p className="text-xs font-semibold">Input</p>
-            <pre className="max-h-60 overflow-auto rounded bg-slate-100 p-2 text-xs dark:bg-slate-800">
+            <pre tabIndex={0} className="max-h-60 overflow-auto rounded bg-slate-100 p-2 text-xs dark:bg-slate-800">
               {JSON.stringify(item.args, null, 2)}
             </pre>
             {item.output && (
               <>
                 <p className="text-xs font-semibold">Output</p>
-                <pre className="max-h-60 overflow-auto rounded bg-slate-100 p-2 text-xs dark:bg-slate-800">
+                <pre tabIndex={0} className="max-h-60 overflow-auto rounded bg-slate-100 p-2 text-xs dark:bg-slate-800">
                   {item.output}
                 </pre>
               </>

@@ -14,6 +14,8 @@ export function Markdown({ text }: { text: string }) {
               {children}
             </a>
           ),
+          // A wide code block scrolls: keyboard users can reach it.
+          pre: ({ children }) => <pre tabIndex={0}>{children}</pre>,
           code: ({ className, children }) => {
             const lang = /language-(\w+)/.exec(className ?? "")?.[1];
             const src = String(children ?? "");

@@ -1,4 +1,5 @@
 import { useState, type FormEvent } from "react";
+import { Alert, TextAreaField } from "./Field";
 
 // QuestionPanel shows the question a waiting job (waiting_human) asked and
 // takes the answer; answering posts a comment, which queues the job again
@@ -45,15 +46,12 @@ export function QuestionPanel({
         {question}
       </p>
       <form onSubmit={submit} className="space-y-2">
-        <label htmlFor="answer-input" className="label">
-          Your answer
-        </label>
-        <textarea
+        <TextAreaField
           id="answer-input"
-          data-testid="answer-input"
-          className="input min-h-20"
+          label="Your answer"
+          className="min-h-20"
           value={answer}
-          onChange={(e) => setAnswer(e.target.value)}
+          onChange={setAnswer}
           onKeyDown={(e) => {
             if (e.key === "Enter" && (e.metaKey || e.ctrlKey)) {
               e.preventDefault();
@@ -61,11 +59,7 @@ export function QuestionPanel({
             }
           }}
         />
-        {error && (
-          <p role="alert" className="error" data-testid="form-error">
-            {error}
-          </p>
-        )}
+        {error && <Alert>{error}</Alert>}
         <button type="submit" className="btn btn-primary" data-testid="answer-submit" disabled={busy}>
           {busy ? "Sending…" : "Answer and resume"}
         </button>

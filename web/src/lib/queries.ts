@@ -28,12 +28,14 @@ export function executorOf(job: Pick<Job, "payload"> | undefined, server: Server
   return d ?? "—";
 }
 
-// usePieces lists the piece catalog (GET /api/v1/pieces) for piece pickers.
-export function usePieces() {
+// usePieceOptions lists the piece catalog (GET /api/v1/pieces) as the
+// options of a piece picker, "auto" (the classifier chooses) first.
+export function usePieceOptions(): { value: string; label: string }[] {
   const api = useApi();
-  return useQuery({
+  const q = useQuery({
     queryKey: ["pieces"],
     queryFn: async () => unwrap(await api.client.GET("/api/v1/pieces")).pieces,
     staleTime: 60_000,
   });
+  return [{ value: "", label: "auto" }, ...(q.data ?? []).map((p) => ({ value: p.name, label: p.name }))];
 }

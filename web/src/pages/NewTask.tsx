@@ -2,14 +2,27 @@ import { useRef, useState, type FormEvent, type KeyboardEvent } from "react";
 import { useNavigate } from "react-router";
 import { useQueryClient } from "@tanstack/react-query";
 import { useApi } from "../api/context";
-import { usePieces } from "../lib/queries";
+import { usePieceOptions } from "../lib/queries";
 import { ApiError, unwrap } from "../api/client";
 import { getToken } from "../api/auth";
 import type { ApiErrorBody, Task } from "../api/types";
 import { createTaskWithFiles } from "../lib/upload";
 import { formatBytes } from "../lib/format";
+import { Alert, InputField, SelectField, TextAreaField } from "../components/Field";
 
 type Executor = "native" | "agent-cli" | "replay";
+
+const executors: { value: Executor; label: string }[] = [
+  { value: "native", label: "native model" },
+  { value: "agent-cli", label: "agent CLI" },
+  { value: "replay", label: "replay" },
+];
+
+const executorHelp: Record<Executor, string> = {
+  native: "The server's configured model (the replay demo when it has none).",
+  "agent-cli": "Agent CLIs run the movements of pieces that name one (agent:); pick such a piece.",
+  replay: "A scripted scenario (YAML or JSON, docs/replay.md); empty plays the server's demo when it has no model.",
+};
 
 interface FormError {
   message: string;
@@ -34,7 +47,7 @@ export default function NewTask() {
   const [dragging, setDragging] = useState(false);
   const formRef = useRef<HTMLFormElement>(null);
 
-  const pieces = usePieces();
+  const pieceOptions = usePieceOptions();
 
   function addFiles(list: FileList | null) {
     if (!list) return;
@@ -96,9 +109,9 @@ export default function NewTask() {
 
   const fieldError = (name: string) =>
     error && error.field === name ? (
-      <p className="error mt-1" data-testid="form-error" role="alert" id={`err-${name}`}>
+      <Alert id={`err-${name}`} className="mt-1">
         {error.message}
-      </p>
+      </Alert>
     ) : null;
 
   return (
@@ -106,92 +119,35 @@ export default function NewTask() {
       <h1 id="new-h" className="text-xl font-semibold">
         New task
       </h1>
-      <div>
-        <label htmlFor="new-task-title" className="label">
-          Title
-        </label>
-        <input
-          id="new-task-title"
-          data-testid="new-task-title"
-          className="input"
-          value={title}
-          maxLength={1024}
-          aria-invalid={error?.field === "title"}
-          aria-describedby={error?.field === "title" ? "err-title" : undefined}
-          onChange={(e) => setTitle(e.target.value)}
-        />
-        {fieldError("title")}
-      </div>
-      <div>
-        <label htmlFor="new-task-body" className="label">
-          Description (markdown)
-        </label>
-        <textarea
-          id="new-task-body"
-          data-testid="new-task-body"
-          className="input min-h-40 font-mono"
-          value={body}
-          onChange={(e) => setBody(e.target.value)}
-        />
-        {fieldError("body")}
-      </div>
+      <InputField
+        id="new-task-title"
+        label="Title"
+        value={title}
+        onChange={setTitle}
+        maxLength={1024}
+        aria-invalid={error?.field === "title"}
+        aria-describedby={error?.field === "title" ? "err-title" : undefined}
+        after={fieldError("title")}
+      />
+      <TextAreaField id="new-task-body" label="Description (markdown)" className="min-h-40 font-mono" value={body} onChange={setBody} after={fieldError("body")} />
       <div className="grid gap-4 sm:grid-cols-2">
-        <div>
-          <label htmlFor="new-task-piece" className="label">
-            Piece
-          </label>
-          <select
-            id="new-task-piece"
-            data-testid="new-task-piece"
-            className="input"
-            value={piece}
-            onChange={(e) => setPiece(e.target.value)}
-          >
-            <option value="">auto</option>
-            {(pieces.data ?? []).map((p) => (
-              <option key={p.name} value={p.name} title={p.description}>
-                {p.name}
-              </option>
-            ))}
-          </select>
-          {fieldError("piece")}
-        </div>
-        <div>
-          <label htmlFor="new-task-executor" className="label">
-            Executor
-          </label>
-          <select
-            id="new-task-executor"
-            data-testid="new-task-executor"
-            className="input"
-            value={executor}
-            onChange={(e) => setExecutor(e.target.value as Executor)}
-            aria-describedby="executor-help"
-          >
-            <option value="native">native model</option>
-            <option value="agent-cli">agent CLI</option>
-            <option value="replay">replay</option>
-          </select>
-          <p id="executor-help" className="mt-1 text-xs text-slate-600 dark:text-slate-400">
-            {executor === "native" && "The server's configured model (the replay demo when it has none)."}
-            {executor === "agent-cli" && "Agent CLIs run the movements of pieces that name one (agent:); pick such a piece."}
-            {executor === "replay" && "A scripted scenario (YAML or JSON, docs/replay.md); empty plays the server's demo when it has no model."}
-          </p>
-        </div>
+        <SelectField id="new-task-piece" label="Piece" value={piece} options={pieceOptions} onChange={setPiece} after={fieldError("piece")} />
+        <SelectField
+          id="new-task-executor"
+          label="Executor"
+          value={executor}
+          options={executors}
+          onChange={(v) => setExecutor(v as Executor)}
+          describedBy="executor-help"
+          after={
+            <p id="executor-help" className="mt-1 text-xs text-slate-600 dark:text-slate-400">
+              {executorHelp[executor]}
+            </p>
+          }
+        />
       </div>
       {executor === "replay" && (
-        <div>
-          <label htmlFor="new-task-scenario" className="label">
-            Replay scenario
-          </label>
-          <textarea
-            id="new-task-scenario"
-            className="input min-h-24 font-mono"
-            value={scenario}
-            onChange={(e) => setScenario(e.target.value)}
-          />
-          {fieldError("payload")}
-        </div>
+        <TextAreaField id="new-task-scenario" label="Replay scenario" className="min-h-24 font-mono" value={scenario} onChange={setScenario} after={fieldError("payload")} />
       )}
       <div>
         <label
@@ -254,11 +210,7 @@ export default function NewTask() {
         {fieldError("path")}
         {fieldError("file")}
       </div>
-      {error && !["title", "body", "piece", "payload", "path", "file"].includes(error.field ?? "") && (
-        <p className="error" data-testid="form-error" role="alert">
-          {error.message}
-        </p>
-      )}
+      {error && !["title", "body", "piece", "payload", "path", "file"].includes(error.field ?? "") && <Alert>{error.message}</Alert>}
       <div className="flex items-center gap-3">
         <button type="submit" className="btn btn-primary" data-testid="new-task-submit" disabled={busy}>
           {busy ? "Submitting…" : "Submit"}

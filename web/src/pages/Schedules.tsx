@@ -1,11 +1,12 @@
 import { useState, type FormEvent } from "react";
 import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useApi } from "../api/context";
-import { usePieces } from "../lib/queries";
+import { usePieceOptions } from "../lib/queries";
 import { ApiError, unwrap } from "../api/client";
 import type { Schedule } from "../api/types";
 import { explainCron } from "../lib/cron";
 import { relativeTime } from "../lib/format";
+import { Alert, CheckboxField, InputField, PageHeader, SelectField, TextAreaField } from "../components/Field";
 
 interface Draft {
   name: string;
@@ -47,14 +48,11 @@ export default function Schedules() {
   const schedules = list.data?.schedules ?? [];
   return (
     <section aria-labelledby="sched-h" className="space-y-3">
-      <div className="flex flex-wrap items-center gap-2">
-        <h1 id="sched-h" className="mr-auto text-xl font-semibold">
-          Schedules
-        </h1>
+      <PageHeader id="sched-h" title="Schedules">
         <button type="button" className="btn btn-primary" data-testid="new-schedule-button" onClick={() => setEditing({ draft: { ...blank } })}>
           New schedule
         </button>
-      </div>
+      </PageHeader>
       {list.error && <p className="error">{list.error.message}</p>}
       {rowError && (
         <p className="error" role="alert">
@@ -121,7 +119,7 @@ function ScheduleForm({ id, initial, onDone, onCancel }: { id?: number; initial:
   const [d, setD] = useState<Draft>(initial);
   const [error, setError] = useState<{ message: string; field?: string } | null>(null);
   const [confirmDelete, setConfirmDelete] = useState(false);
-  const pieces = usePieces();
+  const pieceOptions = usePieceOptions();
   const cron = explainCron(d.cron_expr);
   const set = <K extends keyof Draft>(k: K, v: Draft[K]) => setD((cur) => ({ ...cur, [k]: v }));
 
@@ -149,27 +147,25 @@ function ScheduleForm({ id, initial, onDone, onCancel }: { id?: number; initial:
 
   const fieldError = (f: string) =>
     error?.field === f ? (
-      <p className="error mt-1" data-testid="form-error" role="alert" id={`err-${f}`}>
+      <Alert id={`err-${f}`} className="mt-1">
         {error.message}
-      </p>
+      </Alert>
     ) : null;
   const text = (k: "name" | "cron_expr" | "title", label: string, testid: string, extra?: React.ReactNode) => (
-    <div>
-      <label htmlFor={testid} className="label">
-        {label}
-      </label>
-      <input
-        id={testid}
-        data-testid={testid}
-        className="input"
-        value={d[k]}
-        aria-invalid={error?.field === k}
-        aria-describedby={error?.field === k ? `err-${k}` : undefined}
-        onChange={(e) => set(k, e.target.value)}
-      />
-      {fieldError(k)}
-      {extra}
-    </div>
+    <InputField
+      id={testid}
+      label={label}
+      value={d[k]}
+      aria-invalid={error?.field === k}
+      aria-describedby={error?.field === k ? `err-${k}` : undefined}
+      onChange={(v) => set(k, v)}
+      after={
+        <>
+          {fieldError(k)}
+          {extra}
+        </>
+      }
+    />
   );
 
   return (
@@ -193,40 +189,14 @@ function ScheduleForm({ id, initial, onDone, onCancel }: { id?: number; initial:
         )}
       </div>
       {text("title", "Task title", "schedule-title")}
-      <div>
-        <label htmlFor="schedule-body" className="label">
-          Task description
-        </label>
-        <textarea id="schedule-body" data-testid="schedule-body" className="input min-h-20" value={d.body} onChange={(e) => set("body", e.target.value)} />
-        {fieldError("body")}
-      </div>
+      <TextAreaField id="schedule-body" label="Task description" className="min-h-20" value={d.body} onChange={(v) => set("body", v)} after={fieldError("body")} />
       <div className="grid gap-3 sm:grid-cols-2">
-        <div>
-          <label htmlFor="schedule-piece" className="label">
-            Piece
-          </label>
-          <select id="schedule-piece" data-testid="schedule-piece" className="input" value={d.piece} onChange={(e) => set("piece", e.target.value)}>
-            <option value="">auto</option>
-            {(pieces.data ?? []).map((p) => (
-              <option key={p.name} value={p.name}>
-                {p.name}
-              </option>
-            ))}
-          </select>
-          {fieldError("piece")}
-        </div>
-        <div className="flex items-center gap-2 pt-6">
-          <input id="schedule-enabled" data-testid="schedule-enabled" type="checkbox" checked={d.enabled} onChange={(e) => set("enabled", e.target.checked)} />
-          <label htmlFor="schedule-enabled" className="text-sm">
-            Enabled
-          </label>
+        <SelectField id="schedule-piece" label="Piece" value={d.piece} options={pieceOptions} onChange={(v) => set("piece", v)} after={fieldError("piece")} />
+        <div className="pt-6">
+          <CheckboxField id="schedule-enabled" label="Enabled" checked={d.enabled} onChange={(v) => set("enabled", v)} />
         </div>
       </div>
-      {error && !["name", "cron_expr", "title", "body", "piece"].includes(error.field ?? "") && (
-        <p className="error" data-testid="form-error" role="alert">
-          {error.message}
-        </p>
-      )}
+      {error && !["name", "cron_expr", "title", "body", "piece"].includes(error.field ?? "") && <Alert>{error.message}</Alert>}
       <div className="flex flex-wrap gap-2">
         <button type="submit" className="btn btn-primary" data-testid="schedule-save">
           Save

@@ -3,6 +3,9 @@ import { useApi } from "../api/context";
 import { useServerInfo } from "../lib/queries";
 import { relativeTime, stateLabel } from "../lib/format";
 import { states } from "../api/types";
+import { Section } from "../components/Field";
+import { queueFromMetrics } from "../lib/metrics";
+import { ApiError } from "../api/client";
 
 export default function Server() {
   const api = useApi();
@@ -15,15 +18,32 @@ export default function Server() {
     },
     refetchInterval: 5000,
   });
+  // Queue depth: from /api/v1/server, else from the /metrics gauges.
+  const metrics = useQuery({
+    queryKey: ["metrics-queue"],
+    enabled: info.isFetched && info.data?.queue === undefined,
+    queryFn: async () => {
+      const res = await api.raw("/metrics");
+      if (!res.ok) throw new Error(`/metrics: ${res.status}`);
+      return queueFromMetrics(await res.text());
+    },
+    refetchInterval: 5000,
+  });
   const s = info.data;
-  const queue = s?.queue ?? {};
+  const queue = s?.queue ?? metrics.data ?? {};
   const known = [...states.filter((st) => st in queue), ...Object.keys(queue).filter((k) => !states.includes(k as never))];
   return (
     <section aria-labelledby="server-h" className="space-y-4">
       <h1 id="server-h" className="text-xl font-semibold">
         Server
       </h1>
-      {info.error && <p className="error" role="alert">{info.error.message}</p>}
+      {info.error && (
+        <p className="error" role="alert">
+          {info.error instanceof ApiError && info.error.status === 404
+            ? "This server does not answer GET /api/v1/server (an older maestro): version, store and workers are unknown; the queue comes from /metrics."
+            : info.error.message}
+        </p>
+      )}
       <dl className="card grid grid-cols-[auto_1fr] gap-x-4 gap-y-1 text-sm">
         <dt className="font-semibold">Version</dt>
         <dd data-testid="server-version">{s?.version ?? "—"}</dd>
@@ -36,11 +56,8 @@ export default function Server() {
         <dt className="font-semibold">Ready</dt>
         <dd>{ready.data ? `${ready.data.status}${ready.data.error ? `: ${ready.data.error}` : ""}` : "—"}</dd>
       </dl>
-      <section aria-labelledby="queue-h" className="card">
-        <h2 id="queue-h" className="mb-2 text-sm font-semibold">
-          Queue depth by state
-        </h2>
-        <ul data-testid="queue-depth" className="grid grid-cols-2 gap-1 text-sm sm:grid-cols-3">
+      <Section id="queue-h" title="Queue depth by state">
+        <ul data-testid="queue-depth" className="grid grid-cols-2 gap-x-6 gap-y-1 text-sm sm:grid-cols-3">
           {known.map((st) => (
             <li key={st} data-testid="queue-state" data-state={st} data-count={queue[st] ?? 0} className="flex justify-between gap-2">
               <span>{stateLabel(st)}</span>
@@ -48,11 +65,8 @@ export default function Server() {
             </li>
           ))}
         </ul>
-      </section>
-      <section aria-labelledby="workers-h" className="card">
-        <h2 id="workers-h" className="mb-2 text-sm font-semibold">
-          Workers
-        </h2>
+      </Section>
+      <Section id="workers-h" title="Workers">
         {(s?.workers ?? []).length === 0 && <p className="text-sm">No workers seen.</p>}
         <ul className="space-y-1 text-sm">
           {(s?.workers ?? []).map((w) => (
@@ -68,7 +82,7 @@ export default function Server() {
             </li>
           ))}
         </ul>
-      </section>
+      </Section>
     </section>
   );
 }

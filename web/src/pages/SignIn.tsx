@@ -3,6 +3,7 @@ import { useNavigate, useSearchParams } from "react-router";
 import { useQueryClient } from "@tanstack/react-query";
 import { useApi } from "../api/context";
 import { authHeaders, setToken } from "../api/auth";
+import { Alert, CheckboxField, InputField } from "../components/Field";
 
 // SignIn asks for the server's access token (shown when the API answers
 // 401), checks it against the API and goes back to where the user was.
@@ -59,37 +60,9 @@ export function SignIn() {
         Sign in
       </h1>
       <p className="text-sm text-slate-600 dark:text-slate-400">This server needs its access token.</p>
-      <div>
-        <label htmlFor="signin-token" className="label">
-          Access token
-        </label>
-        <input
-          id="signin-token"
-          data-testid="signin-token"
-          type="password"
-          autoComplete="current-password"
-          className="input"
-          value={token}
-          onChange={(e) => setTok(e.target.value)}
-        />
-      </div>
-      <div className="flex items-center gap-2">
-        <input
-          id="signin-remember"
-          data-testid="signin-remember"
-          type="checkbox"
-          checked={remember}
-          onChange={(e) => setRemember(e.target.checked)}
-        />
-        <label htmlFor="signin-remember" className="text-sm">
-          Remember on this device
-        </label>
-      </div>
-      {error && (
-        <p role="alert" className="error" data-testid="signin-error">
-          {error}
-        </p>
-      )}
+      <InputField id="signin-token" label="Access token" type="password" autoComplete="current-password" value={token} onChange={setTok} />
+      <CheckboxField id="signin-remember" label="Remember on this device" checked={remember} onChange={setRemember} />
+      {error && <Alert testId="signin-error">{error}</Alert>}
       <button type="submit" className="btn btn-primary" data-testid="signin-submit" disabled={busy}>
         Sign in
       </button>

@@ -13,6 +13,7 @@ import { QuestionPanel } from "../components/QuestionPanel";
 import { ConfirmDialog } from "../components/ConfirmDialog";
 import { Deliverables } from "../components/Deliverables";
 import { Markdown } from "../components/Markdown";
+import { Alert, Section, TextAreaField } from "../components/Field";
 
 export default function TaskDetail() {
   const { id } = useParams();
@@ -90,7 +91,7 @@ export default function TaskDetail() {
       <header className="space-y-2">
         <div className="flex flex-wrap items-center gap-2">
           <h1 id="task-title" data-testid="task-title" className="mr-auto text-xl font-semibold break-words">
-            <span className="text-slate-500">#{t.id}</span> {t.title}
+            <span className="text-slate-500 dark:text-slate-400">#{t.id}</span> {t.title}
           </h1>
           {canCancel && (
             <button type="button" className="btn" data-testid="cancel-task" onClick={() => setConfirm("cancel")}>
@@ -161,28 +162,19 @@ export default function TaskDetail() {
         </aside>
       </div>
 
-      <section aria-labelledby="deliv-h" className="card">
-        <h2 id="deliv-h" className="mb-2 text-sm font-semibold">
-          Deliverables
-        </h2>
+      <Section id="deliv-h" title="Deliverables">
         <Deliverables taskId={taskId} refreshKey={`${state}:${log.ended?.last_seq ?? ""}`} />
-      </section>
+      </Section>
 
       {(subtasks.data?.length ?? 0) > 0 && (
-        <section aria-labelledby="sub-h" className="card">
-          <h2 id="sub-h" className="mb-2 text-sm font-semibold">
-            Subtasks
-          </h2>
+        <Section id="sub-h" title="Subtasks">
           <SubtaskTree jobs={subtasks.data ?? []} />
-        </section>
+        </Section>
       )}
 
-      <section aria-labelledby="comments-h" className="card">
-        <h2 id="comments-h" className="mb-2 text-sm font-semibold">
-          Comments
-        </h2>
+      <Section id="comments-h" title="Comments">
         <Comments comments={comments} onSend={answer} />
-      </section>
+      </Section>
 
       <ConfirmDialog
         open={confirm !== null}
@@ -252,11 +244,14 @@ function Comments({ comments, onSend }: { comments: Comment[]; onSend: (body: st
           }
         }}
       >
-        <label htmlFor="comment-input" className="label">
-          Add a comment
-        </label>
-        <textarea id="comment-input" className="input min-h-16" value={body} onChange={(e) => setBody(e.target.value)} />
-        {error && <p className="error">{error}</p>}
+        <TextAreaField
+          id="comment-input"
+          label="Add a comment"
+          className="min-h-16"
+          value={body}
+          onChange={setBody}
+          after={error && <Alert testId="comment-error">{error}</Alert>}
+        />
         <button type="submit" className="btn">
           Comment
         </button>

@@ -7,8 +7,10 @@ import { states, type Job, type ServerInfo, type Task } from "../api/types";
 import { executorOf, useServerInfo } from "../lib/queries";
 import { formatDuration, relativeTime, stateLabel } from "../lib/format";
 import { ExecutorBadge, StatusBadge } from "../components/Badges";
+import { Alert, InputField, PageHeader, SelectField } from "../components/Field";
 
 const pageSize = 50;
+const stateOptions = [{ value: "", label: "all" }, ...states.map((s) => ({ value: s, label: stateLabel(s) }))];
 const refreshMs = 3000;
 
 // TaskList pages through GET /api/v1/tasks (newest first, `before` cursor:
@@ -67,54 +69,18 @@ export function TaskList() {
   const next = tasks.data?.next_before;
   return (
     <section aria-labelledby="tasks-h" className="space-y-3">
-      <div className="flex flex-wrap items-end gap-2">
-        <h1 id="tasks-h" className="mr-auto text-xl font-semibold">
-          Tasks
-        </h1>
+      <PageHeader id="tasks-h" title="Tasks">
         <Link to="/tasks/new" className="btn btn-primary" data-testid="new-task-button">
           New task
         </Link>
-      </div>
+      </PageHeader>
       <div className="flex flex-wrap items-end gap-2">
-        <div>
-          <label htmlFor="task-filter-state" className="label">
-            State
-          </label>
-          <select
-            id="task-filter-state"
-            data-testid="task-filter-state"
-            className="input"
-            value={stateFilter}
-            onChange={(e) => setStateFilter(e.target.value)}
-          >
-            <option value="">all</option>
-            {states.map((s) => (
-              <option key={s} value={s}>
-                {stateLabel(s)}
-              </option>
-            ))}
-          </select>
-        </div>
+        <SelectField id="task-filter-state" label="State" value={stateFilter} options={stateOptions} onChange={setStateFilter} />
         <div className="min-w-0 flex-1">
-          <label htmlFor="task-search" className="label">
-            Search
-          </label>
-          <input
-            id="task-search"
-            data-testid="task-search"
-            type="search"
-            className="input"
-            placeholder="title, body or id"
-            value={search}
-            onChange={(e) => setSearch(e.target.value)}
-          />
+          <InputField id="task-search" label="Search" type="search" placeholder="title, body or id" value={search} onChange={setSearch} />
         </div>
       </div>
-      {tasks.error && (
-        <p role="alert" className="error">
-          {tasks.error.message}
-        </p>
-      )}
+      {tasks.error && <Alert testId="task-list-error">{tasks.error.message}</Alert>}
       <TaskTable tasks={rows} jobs={jobs.data} server={server.data} loading={tasks.isPending} />
       <nav aria-label="Pages" className="flex items-center gap-2">
         <button
@@ -169,7 +135,7 @@ export function TaskTable({ tasks, jobs, server, loading, now }: TaskTableProps)
             className="flex flex-wrap items-center gap-x-3 gap-y-1 p-3"
           >
             <Link to={`/tasks/${t.id}`} className="min-w-0 flex-1 basis-60 truncate font-medium text-sky-800 hover:underline dark:text-sky-300">
-              <span className="text-slate-500">#{t.id}</span> {t.title}
+              <span className="text-slate-500 dark:text-slate-400">#{t.id}</span> {t.title}
             </Link>
             <StatusBadge state={t.job_state} />
             <ExecutorBadge executor={executorOf(job, server)} />
