@@ -242,7 +242,13 @@ func (tb *tab) failShot(what string) {
 // eval evaluates a JavaScript expression (promises awaited) into out.
 func eval[T any](tb *tab, what, expr string) T {
 	tb.t.Helper()
-	ctx, cancel := context.WithTimeout(tb.ctx, stepTimeout)
+	return evalFor[T](tb, what, expr, stepTimeout)
+}
+
+// evalFor is eval bounded by d.
+func evalFor[T any](tb *tab, what, expr string, d time.Duration) T {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, d)
 	defer cancel()
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
 	if err != nil {

@@ -473,7 +473,7 @@ func TestLongLogScrolls(t *testing.T) {
 	// screen, one step per frame, counting long tasks from here on.
 	var steps int
 	tasks := tb.traceMainThread(func() {
-		steps = eval[int](tb, "scroll the log", `(async () => {
+		steps = evalFor[int](tb, "scroll the log", `(async () => {
 		window.__maestro.longTasks.length = 0;
 		const log = document.querySelector('[data-testid="event-log"]');
 		let el = log;
@@ -481,12 +481,12 @@ func TestLongLogScrolls(t *testing.T) {
 		if (!el || el === document.body) el = document.scrollingElement;
 		const frame = () => new Promise(r => requestAnimationFrame(() => r()));
 		let n = 0;
-		const down = Math.max(el.clientHeight, el.scrollHeight / 300);
+		const down = Math.max(el.clientHeight, el.scrollHeight / 200);
 		for (let y = 0; y < el.scrollHeight; y += down) { el.scrollTop = y; await frame(); n++; }
 		for (let y = el.scrollHeight; y > 0; y -= down * 4) { el.scrollTop = y; await frame(); n++; }
 		await frame();
 		return n;
-	})()`)
+	})()`, 4*time.Minute)
 	})
 	long := eval[[]float64](tb, "long tasks", `window.__maestro.longTasks`)
 	worst := 0.0
