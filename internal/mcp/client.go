@@ -329,30 +329,31 @@ func (s *server) tools(ctx context.Context) ([]*sdk.Tool, error) {
 	return list, nil
 }
 
-// call calls a tool, reconnecting once when the connection is found
-// closed (a crash between two calls).
+// call calls a tool. A call that finds the connection closed marks the
+// server down (restarted at its next use) and fails: it is not repeated,
+// since the tool may have acted before the server stopped.
 func (s *server) call(ctx context.Context, name string, args any) (*sdk.CallToolResult, error) {
 	timeout := s.m.o.CallTimeout
 	if s.cfg.Timeout > 0 {
 		timeout = time.Duration(s.cfg.Timeout) * time.Second
 	}
-	for attempt := 0; ; attempt++ {
-		sess, err := s.session(ctx)
-		if err != nil {
-			return nil, err
-		}
-		cctx, cancel := context.WithTimeout(ctx, timeout)
-		res, err := sess.CallTool(cctx, &sdk.CallToolParams{Name: name, Arguments: args})
-		cancel()
-		if err != nil && errors.Is(err, sdk.ErrConnectionClosed) && ctx.Err() == nil && attempt == 0 {
-			s.markDown(sess)
-			continue
-		}
-		if err != nil && cctx.Err() != nil && ctx.Err() == nil {
-			return nil, fmt.Errorf("%w after %s", context.DeadlineExceeded, timeout)
-		}
-		return res, err
+	sess, err := s.session(ctx)
+	if err != nil {
+		return nil, err
 	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := sess.CallTool(cctx, &sdk.CallToolParams{Name: name, Arguments: args})
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.Is(err, sdk.ErrConnectionClosed):
+		s.markDown(sess)
+		return nil, fmt.Errorf("MCP server %s stopped during the call: %w", s.slug, err)
+	case cctx.Err() != nil && ctx.Err() == nil:
+		return nil, fmt.Errorf("%w after %s", context.DeadlineExceeded, timeout)
+	}
+	return nil, err
 }
 
 func (s *server) close() error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -306,5 +308,31 @@ func TestServerFilesystem(t *testing.T) {
 	in, _ = json.Marshal(map[string]string{"path": "/etc/passwd"})
 	if res := run(t, read[0], string(in)); !res.IsError {
 		t.Errorf("read_text_file outside its directory = %+v, want the server's refusal", res)
+	}
+}
+
+// TestResultText: what the model sees of a result: texts joined, other
+// content as a line, structured content when there is no text, cut at
+// MaxResultBytes on a character boundary.
+func TestResultText(t *testing.T) {
+	t.Parallel()
+	long := "a" + strings.Repeat("é", MaxResultBytes) // é is 2 bytes: byte MaxResultBytes is inside one
+	cases := []struct {
+		name string
+		res  *sdk.CallToolResult
+		want string
+	}{
+		{"texts", &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "a"}, &sdk.TextContent{Text: "b"}}}, "a\nb"},
+		{"image", &sdk.CallToolResult{Content: []sdk.Content{&sdk.ImageContent{MIMEType: "image/png", Data: []byte("AAAA")}}}, "[image image/png, 3 bytes]"},
+		{"structured", &sdk.CallToolResult{Content: []sdk.Content{}, StructuredContent: map[string]any{"n": 1}}, `{"n":1}`},
+		{"cut", &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: long}}}, long[:MaxResultBytes-1] + fmt.Sprintf("\n[… %d more bytes not shown]", len(long)-MaxResultBytes+1)},
+	}
+	for _, tc := range cases {
+		if got := resultText(tc.res); got != tc.want {
+			t.Errorf("%s: resultText = %.80q…, want %.80q…", tc.name, got, tc.want)
+		}
+		if !utf8.ValidString(resultText(tc.res)) {
+			t.Errorf("%s: not UTF-8", tc.name)
+		}
 	}
 }

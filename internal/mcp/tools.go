@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -184,7 +185,11 @@ func resultText(res *sdk.CallToolResult) string {
 	}
 	s := b.String()
 	if len(s) > MaxResultBytes {
-		s = s[:MaxResultBytes] + fmt.Sprintf("\n[… %d more bytes not shown]", len(s)-MaxResultBytes)
+		n := MaxResultBytes
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n-- // not inside a character
+		}
+		s = s[:n] + fmt.Sprintf("\n[… %d more bytes not shown]", len(s)-n)
 	}
 	return s
 }
