@@ -29,6 +29,10 @@ trap 'set +e; for p in $(jobs -p); do pkill -P "$p"; kill "$p"; done 2>/dev/null
 # do; its output is shown once it is done, before the Go tests need it.
 bash scripts/install-agent-clis.sh >"$tmp/agent-clis.log" 2>&1 &
 clis_pid=$!
+# The MCP servers from npm (internal/mcp's integration tests, the MCP e2e
+# tests), the same way, at the same time.
+bash scripts/install-mcp-servers.sh >"$tmp/mcp-servers.log" 2>&1 &
+mcp_pid=$!
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*'))
@@ -45,6 +49,13 @@ if ! wait "$clis_pid"; then
   echo "agent CLIs not installed: the agentcli integration tier fails under CI=true"
 else
   cat "$tmp/agent-clis.log"
+fi
+echo "== MCP servers"
+mcp_status=0
+wait "$mcp_pid" || mcp_status=$?
+cat "$tmp/mcp-servers.log"
+if [ "$mcp_status" -ne 0 ]; then
+  echo "MCP servers not installed: the internal/mcp integration tests fail under CI=true"
 fi
 
 # The fuzz targets, as "package target" lines.
