@@ -320,6 +320,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/server": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The server as the web UI's Server page shows it.
+         * @description The version of this process, its store, when it started, the executor its jobs run on by default, the workers (this process's pool, and every worker holding the lease of a dispatching or running job) and the jobs by state. A field the server cannot know is left out.
+         */
+        get: operations["getServer"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -750,6 +770,37 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             updated_at: string;
+        };
+        ServerInfo: {
+            /** @description the binary's version, as `maestro version` says */
+            version: string;
+            /** @enum {string} */
+            store?: "sqlite" | "postgres";
+            /**
+             * Format: date-time
+             * @description when this process started serving
+             */
+            started_at?: string;
+            /** @description replay (no model configured) or native (a live model); absent when the process runs no workers */
+            executor_default?: string;
+            workers: components["schemas"]["ServerWorker"][];
+            /** @description jobs by state, every state listed (zeros included) */
+            queue: {
+                [key: string]: number;
+            };
+        };
+        ServerWorker: {
+            /** @description the worker's name (serve --name, else host:pid) */
+            id: string;
+            /** @description the machine; known for the serving process's own workers only */
+            host?: string;
+            /** @description jobs it holds a lease on */
+            running_jobs: number[];
+            /**
+             * Format: date-time
+             * @description its latest claim or heartbeat on those jobs
+             */
+            last_seen?: string;
         };
         Health: {
             /** @enum {string} */
@@ -1572,6 +1623,27 @@ export interface operations {
                         entries: components["schemas"]["AuditEntry"][];
                         next_before?: number;
                     };
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+        };
+    };
+    getServer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The server. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServerInfo"];
                 };
             };
             401: components["responses"]["Unauthorized"];

@@ -23,16 +23,5 @@ export const states: State[] = [
 
 export const finishedStates: ReadonlySet<string> = new Set(["succeeded", "failed", "aborted", "cancelled"]);
 
-// TODO(W2 openapi entry): GET /api/v1/server is added to docs/openapi.yaml by
-// the web-serving part (docs/spec dom contract); until that is merged this is
-// the one hand-written API type. Replace it with
-// components["schemas"]["ServerInfo"] (or whatever name the entry gets) after
-// `npm run gen:api`.
-export interface ServerInfo {
-  version?: string;
-  store?: "sqlite" | "postgres" | string;
-  started_at?: string;
-  executor_default?: string;
-  workers?: { id: string; host?: string; running_jobs?: number[]; last_seen?: string }[];
-  queue?: Record<string, number>;
-}
+// ServerInfo is GET /api/v1/server: version, store, workers, queue depth.
+export type ServerInfo = components["schemas"]["ServerInfo"];

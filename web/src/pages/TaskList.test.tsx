@@ -89,7 +89,7 @@ describe("TaskTable", () => {
       const jobs = new Map(c.job ? [[c.job.id, c.job]] : []);
       render(
         <Wrap fetch={fetch}>
-          <TaskTable tasks={[c.task]} jobs={jobs} server={{ executor_default: c.executorDefault }} now={now} />
+          <TaskTable tasks={[c.task]} jobs={jobs} server={{ version: "test", workers: [], queue: {}, executor_default: c.executorDefault }} now={now} />
         </Wrap>,
       );
       const row = screen.getByTestId("task-row");
