@@ -188,12 +188,31 @@ func TestRequire(t *testing.T) {
 func TestStdioCrashRestartsOnce(t *testing.T) {
 	t.Parallel()
 	logDir := t.TempDir()
+	ctx := testCtx(t)
 	var mu sync.Mutex
 	var reports []string
+	// stopped receives each "stopped" report: the manager has then marked
+	// the server down, so the next call restarts it (or refuses to) rather
+	// than racing the dying connection.
+	stopped := make(chan struct{}, 4)
 	m := NewManager(Options{Servers: map[string]config.MCPServer{"local": stdioServer(t)}, LogDir: logDir,
-		Report: func(s string) { mu.Lock(); reports = append(reports, s); mu.Unlock() }})
+		Report: func(s string) {
+			mu.Lock()
+			reports = append(reports, s)
+			mu.Unlock()
+			if strings.Contains(s, "MCP server local stopped") {
+				stopped <- struct{}{}
+			}
+		}})
+	waitStopped := func() {
+		t.Helper()
+		select {
+		case <-stopped:
+		case <-ctx.Done():
+			t.Fatal("the crash was not reported")
+		}
+	}
 	t.Cleanup(func() { m.Close() })
-	ctx := testCtx(t)
 	tools, err := m.Tools(ctx, "mcp__local__*")
 	if err != nil {
 		t.Fatal(err)
@@ -206,10 +225,12 @@ func TestStdioCrashRestartsOnce(t *testing.T) {
 	if res := run(t, crash, `{}`); !res.IsError {
 		t.Fatalf("crash = %+v, want an error result", res)
 	}
+	waitStopped()
 	if res := run(t, echo, `{"text":"two"}`); res.Content != "echo: two" {
 		t.Fatalf("echo after a restart = %+v", res)
 	}
 	run(t, crash, `{}`)
+	waitStopped()
 	res := run(t, echo, `{"text":"three"}`)
 	if !res.IsError || !strings.Contains(res.Content, "not restarted twice") {
 		t.Errorf("echo after a second crash = %+v, want an error saying it is not restarted again", res)
