@@ -14,6 +14,9 @@ const (
 	taskFrom = ` FROM tasks t LEFT JOIN jobs j ON j.id = (SELECT max(id) FROM jobs WHERE task_id = t.id) `
 	final    = `($6::boolean OR attempt >= max_attempts)`
 	now4     = `$4::timestamptz`
+	// taskSearch matches $4 (lower case) in the title or body, or $5 as the id.
+	taskSearch = ` AND ($4::text = '' OR strpos(lower(t.title), $4::text) > 0 OR strpos(lower(t.body), $4::text) > 0
+			OR t.id = $5::bigint)`
 )
 
 // claimCTE picks up to cardinality($1) due jobs in claim order, skipping
@@ -166,7 +169,10 @@ func newQueries() sqlstore.Queries {
 			VALUES ($1::text, $2::text, $3::text, $4::text, $5::bigint, $6::timestamptz, $6::timestamptz) RETURNING id`,
 		TaskGet: `SELECT ` + sqlstore.TaskColumns + taskFrom + ` WHERE t.id = $1::bigint`,
 		TaskList: `SELECT ` + sqlstore.TaskColumns + taskFrom + `
-			WHERE ($1::text = '' OR t.owner = $1::text) AND ($2::bigint = 0 OR t.id < $2::bigint)
+			WHERE ($1::text = '' OR t.owner = $1::text) AND t.id < $2::bigint` + taskSearch + `
+			ORDER BY t.id DESC LIMIT $3::bigint`,
+		TaskListByState: `SELECT ` + sqlstore.TaskColumns + taskFrom + `
+			WHERE t.job_state = ANY($6::text[]) AND ($1::text = '' OR t.owner = $1::text) AND t.id < $2::bigint` + taskSearch + `
 			ORDER BY t.id DESC LIMIT $3::bigint`,
 		TaskExists: `SELECT 1 FROM tasks WHERE id = $1::bigint`,
 		CommentInsert: `INSERT INTO task_comments (task_id, author_kind, author, body, created_at)

@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/maestro-run/maestro/internal/store"
@@ -67,7 +70,22 @@ func (db *DB) GetTask(ctx context.Context, id int64) (store.Task, error) {
 
 // ListTasks lists tasks newest first (see store.Tasks).
 func (db *DB) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task, error) {
-	rows, err := db.r.QueryContext(ctx, db.q.TaskList, f.Owner, f.BeforeID, int64(store.ListLimit(f.Limit)))
+	states, err := stateList(f.States)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	before := f.BeforeID
+	if before <= 0 {
+		before = math.MaxInt64
+	}
+	search := strings.ToLower(f.Search)
+	searchID, _ := strconv.ParseInt(strings.TrimSpace(f.Search), 10, 64) // 0 (no id) unless a number
+	args := []any{f.Owner, before, int64(store.ListLimit(f.Limit)), search, searchID}
+	query := db.q.TaskList
+	if len(states) > 0 {
+		query, args = db.q.TaskListByState, append(args, db.d.List(states))
+	}
+	rows, err := db.r.QueryContext(ctx, query, args...)
 	out, err := scanRows(rows, err, scanTask)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
