@@ -172,7 +172,7 @@ func newQueries() sqlstore.Queries {
 			WHERE ($1::text = '' OR t.owner = $1::text) AND t.id < $2::bigint` + taskSearch + `
 			ORDER BY t.id DESC LIMIT $3::bigint`,
 		TaskListByState: `SELECT ` + sqlstore.TaskColumns + taskFrom + `
-			WHERE t.job_state = ANY($6::text[]) AND ($1::text = '' OR t.owner = $1::text) AND t.id < $2::bigint` + taskSearch + `
+			WHERE t.job_state = $6::text AND ($1::text = '' OR t.owner = $1::text) AND t.id < $2::bigint` + taskSearch + `
 			ORDER BY t.id DESC LIMIT $3::bigint`,
 		TaskExists: `SELECT 1 FROM tasks WHERE id = $1::bigint`,
 		CommentInsert: `INSERT INTO task_comments (task_id, author_kind, author, body, created_at)

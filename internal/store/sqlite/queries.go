@@ -96,7 +96,7 @@ func newQueries() sqlstore.Queries {
 		TaskList: `SELECT ` + sqlstore.TaskColumns + taskFrom + `
 		WHERE ($1 = '' OR t.owner = $1) AND t.id < $2` + taskSearch + ` ORDER BY t.id DESC LIMIT $3`,
 		TaskListByState: `SELECT ` + sqlstore.TaskColumns + taskFrom + `
-		WHERE t.job_state IN (SELECT value FROM json_each($6)) AND ($1 = '' OR t.owner = $1) AND t.id < $2` + taskSearch + `
+		WHERE t.job_state = $6 AND ($1 = '' OR t.owner = $1) AND t.id < $2` + taskSearch + `
 		ORDER BY t.id DESC LIMIT $3`,
 		TaskExists: `SELECT 1 FROM tasks WHERE id = $1`,
 		CommentInsert: `INSERT INTO task_comments (task_id, author_kind, author, body, created_at) VALUES ($1, $2, $3, $4, $5)

@@ -1,12 +1,14 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -80,17 +82,31 @@ func (db *DB) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task, 
 	}
 	search := strings.ToLower(f.Search)
 	searchID, _ := strconv.ParseInt(strings.TrimSpace(f.Search), 10, 64) // 0 (no id) unless a number
-	args := []any{f.Owner, before, int64(store.ListLimit(f.Limit)), search, searchID}
-	query := db.q.TaskList
-	if len(states) > 0 {
-		query, args = db.q.TaskListByState, append(args, db.d.List(states))
+	limit := store.ListLimit(f.Limit)
+	args := []any{f.Owner, before, int64(limit), search, searchID}
+	if len(states) == 0 {
+		rows, err := db.r.QueryContext(ctx, db.q.TaskList, args...)
+		out, err := scanRows(rows, err, scanTask)
+		if err != nil {
+			return nil, fmt.Errorf("list tasks: %w", err)
+		}
+		return out, nil
 	}
-	rows, err := db.r.QueryContext(ctx, query, args...)
-	out, err := scanRows(rows, err, scanTask)
-	if err != nil {
-		return nil, fmt.Errorf("list tasks: %w", err)
+	// One query a state, each reading its page in the order of the index
+	// tasks_job_state (several states in one query would read every row
+	// of them to sort), merged newest first.
+	slices.Sort(states)
+	var out []store.Task
+	for _, st := range slices.Compact(states) {
+		rows, err := db.r.QueryContext(ctx, db.q.TaskListByState, append(args, st)...)
+		page, err := scanRows(rows, err, scanTask)
+		if err != nil {
+			return nil, fmt.Errorf("list tasks in state %s: %w", st, err)
+		}
+		out = append(out, page...)
 	}
-	return out, nil
+	slices.SortFunc(out, func(a, b store.Task) int { return cmp.Compare(b.ID, a.ID) })
+	return out[:min(len(out), limit)], nil
 }
 
 func scanComment(s scanner) (store.Comment, error) {

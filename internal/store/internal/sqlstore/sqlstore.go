@@ -64,7 +64,7 @@ type Queries struct {
 	TaskInsert            string // owner, title, body, piece, schedule_id?, now → id
 	TaskGet               string // id → TaskColumns
 	TaskList              string // owner, before_id (math.MaxInt64 for none), limit, search (lower case, '' for none), search_id (0 for none) → TaskColumns
-	TaskListByState       string // as TaskList, then states (list, not empty): tasks whose latest job is in one of them
+	TaskListByState       string // as TaskList, then state: tasks whose latest job is in it (tasks.job_state, in index order)
 	CommentInsert         string // task_id, author_kind, author, body, now → CommentColumns
 	CommentList           string // task_id, after, limit → CommentColumns
 	TaskExists            string // id → 1
