@@ -138,7 +138,7 @@ describe("TaskList", () => {
       const page = hit.slice(0, 50);
       return json({ tasks: page, next_before: hit.length > 50 ? page[49].id : undefined });
     };
-    return { fetch: f as typeof fetch, asked, last: () => asked[asked.length - 1] };
+    return { fetch: f as typeof fetch, asked, last: () => asked[asked.length - 1] ?? new URLSearchParams() };
   }
 
   it("sends the state filter and the debounced search to the server and pages from the first page on each change", async () => {
