@@ -136,7 +136,7 @@ describe("TaskList", () => {
       const states = p.get("state")?.split(",");
       const hit = all.filter((t) => t.id < before && (!states || states.includes(t.job_state ?? "")) && (!q || t.title.toLowerCase().includes(q)));
       const page = hit.slice(0, 50);
-      return json({ tasks: page, next_before: hit.length > 50 ? page[49].id : undefined });
+      return json({ tasks: page, next_before: hit.length > 50 ? page[49]?.id : undefined });
     };
     return { fetch: f as typeof fetch, asked, last: () => asked[asked.length - 1] ?? new URLSearchParams() };
   }
