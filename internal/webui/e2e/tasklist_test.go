@@ -41,7 +41,16 @@ func TestTaskListFilterAndSearch(t *testing.T) {
 	}
 	rowsAre("unfiltered", deploy, docs, fix)
 
+	// asked waits until the app has asked the server for tasks with every
+	// part of a query (the filter is the server's, not the page's).
+	asked := func(parts ...string) {
+		t.Helper()
+		tb.wait("GET /api/v1/tasks with "+strings.Join(parts, " and "), fmt.Sprintf(
+			`performance.getEntriesByType("resource").some(e => e.name.includes("/api/v1/tasks?") && %s.every(p => e.name.includes(p)))`,
+			jsonList(parts)))
+	}
 	tb.selectValue(tid("task-filter-state"), "cancelled")
+	asked("state=cancelled")
 	rowsAre("state cancelled", fix)
 	if st := tb.attr("task-row", "data-status"); st != "cancelled" {
 		t.Errorf("cancelled row has status %q", st)
@@ -50,6 +59,7 @@ func TestTaskListFilterAndSearch(t *testing.T) {
 	rowsAre("state queued", deploy, docs)
 
 	tb.fill(tid("task-search"), "login")
+	asked("state=queued", "q=login")
 	rowsAre("state queued, search login", docs)
 	tb.selectValue(tid("task-filter-state"), "")
 	rowsAre("search login", docs, fix)
@@ -61,4 +71,13 @@ func TestTaskListFilterAndSearch(t *testing.T) {
 
 	tb.fill(tid("task-search"), "")
 	rowsAre("cleared", deploy, docs, fix)
+}
+
+// jsonList is a JavaScript array literal of strings.
+func jsonList(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return "[" + strings.Join(q, ",") + "]"
 }
