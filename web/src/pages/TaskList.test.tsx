@@ -125,10 +125,14 @@ describe("TaskList", () => {
   function server() {
     const all = Array.from({ length: 120 }, (_, i) => task(120 - i, i % 2 ? "failed" : "queued", { title: i === 5 ? "Fix login" : `task ${120 - i}` }));
     const asked: URLSearchParams[] = [];
+    const jobsAsked: URLSearchParams[] = [];
     const f = async (input: RequestInfo | URL, init?: RequestInit) => {
       const url = new URL(toRequest(input, init).url);
       if (url.pathname === "/api/v1/server") return json({ version: "test", workers: [], queue: {} });
-      if (url.pathname === "/api/v1/jobs") return json({ jobs: [] });
+      if (url.pathname === "/api/v1/jobs") {
+        jobsAsked.push(url.searchParams);
+        return json({ jobs: [] });
+      }
       asked.push(url.searchParams);
       const p = url.searchParams;
       const before = Number(p.get("before") ?? Infinity);
@@ -138,7 +142,7 @@ describe("TaskList", () => {
       const page = hit.slice(0, 50);
       return json({ tasks: page, next_before: hit.length > 50 ? page[49]?.id : undefined });
     };
-    return { fetch: f as typeof fetch, asked, last: () => asked[asked.length - 1] ?? new URLSearchParams() };
+    return { fetch: f as typeof fetch, asked, jobsAsked, last: () => asked[asked.length - 1] ?? new URLSearchParams() };
   }
 
   it("sends the state filter and the debounced search to the server and pages from the first page on each change", async () => {
@@ -155,6 +159,8 @@ describe("TaskList", () => {
     await waitFor(() => expect(s.last().get("state")).toBe("failed"));
     await waitFor(() => expect(screen.getAllByTestId("task-row")[0]).toHaveAttribute("data-status", "failed"));
     expect(screen.getAllByTestId("task-row").every((r) => r.getAttribute("data-status") === "failed")).toBe(true);
+    // The page's jobs (executor, duration) are asked for in that state too.
+    await waitFor(() => expect(s.jobsAsked.some((p) => p.get("state") === "failed")).toBe(true));
 
     await user.click(screen.getByTestId("page-next"));
     await waitFor(() => expect(s.last().get("before")).not.toBeNull());

@@ -65,17 +65,18 @@ export function TaskList() {
   });
 
   // The jobs of the page, for executor and duration: one query over the
-  // page's range of job ids.
+  // page's range of job ids (of the filtered state only, when there is one:
+  // a filtered page's jobs are further apart).
   const jobIds = (tasks.data?.tasks ?? []).map((t) => t.job_id ?? 0).filter((n) => n > 0);
   const lo = jobIds.length ? Math.min(...jobIds) : 0;
   const hi = jobIds.length ? Math.max(...jobIds) : 0;
   const jobs = useQuery({
-    queryKey: ["jobs-range", lo, hi],
+    queryKey: ["jobs-range", lo, hi, stateFilter],
     enabled: hi > 0,
     queryFn: async () => {
       const r = unwrap(
         await api.client.GET("/api/v1/jobs", {
-          params: { query: { after: lo - 1, limit: Math.min(1000, hi - lo + 1) } },
+          params: { query: { after: lo - 1, limit: Math.min(1000, hi - lo + 1), ...(stateFilter ? { state: stateFilter } : {}) } },
         }),
       );
       return new Map(r.jobs.map((j) => [j.id, j]));
