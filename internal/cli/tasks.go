@@ -213,7 +213,7 @@ input/ directory before its job starts (the piece reads them from there).
 
 func newTasksListCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 	var limit int
-	var owner string
+	var tq client.TaskQuery
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List tasks, newest first",
@@ -223,7 +223,7 @@ func newTasksListCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out, err := c.ListTasks(cmd.Context(), owner, client.Page{Limit: limit})
+			out, err := c.FindTasks(cmd.Context(), tq, client.Page{Limit: limit})
 			if err != nil {
 				return failErr(err)
 			}
@@ -239,7 +239,9 @@ func newTasksListCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", 20, "how many tasks (at most 1000)")
-	cmd.Flags().StringVar(&owner, "owner", "", "only tasks of this owner")
+	cmd.Flags().StringVar(&tq.Owner, "owner", "", "only tasks of this owner")
+	cmd.Flags().StringVar(&tq.State, "state", "", "only tasks whose latest job is in one of these states (comma-separated, e.g. queued,running)")
+	cmd.Flags().StringVar(&tq.Search, "search", "", "only tasks whose title or body contains this text (ignoring case), or whose id it is")
 	return cmd
 }
 

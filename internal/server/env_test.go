@@ -57,6 +57,17 @@ func postgresStore(t *testing.T) store.Store {
 
 var backends = []backend{{"sqlite", sqliteStore}, {"postgres", postgresStore}}
 
+// onEachBackend runs test in parallel on a fresh env of each backend.
+func onEachBackend(t *testing.T, test func(t *testing.T, e *env)) {
+	t.Helper()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, newEnv(t, b.open(t), nil))
+		})
+	}
+}
+
 // syncBuffer is a goroutine-safe log sink.
 type syncBuffer = proctest.Buffer
 

@@ -182,6 +182,24 @@ func servePage[T, A any](s *Server, w http.ResponseWriter, r *http.Request, curs
 	writeJSON(w, http.StatusOK, answer(page, limit))
 }
 
+// queryStates reads the query parameter state, job states separated by
+// commas (none: nil); an unknown one is answered with 400 naming the valid
+// ones, and ok is false.
+func queryStates(w http.ResponseWriter, r *http.Request) (states []store.State, ok bool) {
+	v := r.URL.Query().Get("state")
+	if v == "" {
+		return nil, true
+	}
+	for st := range strings.SplitSeq(v, ",") {
+		if !store.State(st).Valid() {
+			writeFieldError(w, http.StatusBadRequest, "state", fmt.Sprintf("expected job states (comma-separated) among %v, found %q", store.States(), st))
+			return nil, false
+		}
+		states = append(states, store.State(st))
+	}
+	return states, true
+}
+
 // nextCursor is the cursor of the page after items, a page listed with
 // limit: the key of its last item when the page is full (there may be
 // more), 0 (no next page) otherwise.

@@ -19,16 +19,11 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	f := store.JobFilter{TaskID: taskID, AfterID: after, Limit: limit}
-	if v := r.URL.Query().Get("state"); v != "" {
-		for st := range strings.SplitSeq(v, ",") {
-			if !store.State(st).Valid() {
-				writeFieldError(w, http.StatusBadRequest, "state", fmt.Sprintf("expected job states (comma-separated) among %v, found %q", store.States(), st))
-				return
-			}
-			f.States = append(f.States, store.State(st))
-		}
+	states, ok := queryStates(w, r)
+	if !ok {
+		return
 	}
+	f := store.JobFilter{TaskID: taskID, States: states, AfterID: after, Limit: limit}
 	jobs, err := s.st.ListJobs(r.Context(), f)
 	if err != nil {
 		s.storeError(w, r, err)

@@ -274,8 +274,13 @@ func decodePartJSON(w http.ResponseWriter, part io.Reader, v any) bool {
 }
 
 func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
+	states, ok := queryStates(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
 	servePage(s, w, r, "before", 50, func(ctx context.Context, before int64, limit int) ([]store.Task, error) {
-		return s.st.ListTasks(ctx, store.TaskFilter{Owner: r.URL.Query().Get("owner"), BeforeID: before, Limit: limit})
+		return s.st.ListTasks(ctx, store.TaskFilter{Owner: q.Get("owner"), States: states, Search: q.Get("q"), BeforeID: before, Limit: limit})
 	}, func(tasks []store.Task, limit int) api.TaskList {
 		return api.TaskList{Tasks: nonNil(tasks), NextBefore: nextCursor(tasks, limit, func(t store.Task) int64 { return t.ID })}
 	})

@@ -316,6 +316,11 @@ type NewTask struct {
 // TaskFilter selects tasks for ListTasks; zero fields do not filter.
 type TaskFilter struct {
 	Owner string
+	// States keeps tasks whose latest job (Task.JobState) is in one of them.
+	States []State
+	// Search keeps tasks whose title or body contains it, ignoring case
+	// (SQLite folds ASCII letters only), or whose id it is.
+	Search string
 	// BeforeID pages backwards: only tasks with id < BeforeID.
 	BeforeID int64
 	// Limit caps the result (default and maximum MaxListLimit).

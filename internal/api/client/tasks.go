@@ -91,7 +91,23 @@ func (p Page) query() query { return newQuery().num("before", p.Before).num("lim
 // ListTasks lists tasks, newest first (GET /api/v1/tasks); owner, when
 // not empty, keeps that owner's.
 func (c *Client) ListTasks(ctx context.Context, owner string, p Page) (api.TaskList, error) {
-	return getAs[api.TaskList](ctx, c, api.TasksPath, p.query().str("owner", owner))
+	return c.FindTasks(ctx, TaskQuery{Owner: owner}, p)
+}
+
+// TaskQuery selects tasks for FindTasks; empty fields do not filter.
+type TaskQuery struct {
+	Owner string
+	// State is job states separated by commas: tasks whose latest job is
+	// in one of them.
+	State string
+	// Search is text the title or body contains (ignoring case), or an id.
+	Search string
+}
+
+// FindTasks lists the tasks a query selects, newest first (GET
+// /api/v1/tasks with owner, state and q).
+func (c *Client) FindTasks(ctx context.Context, q TaskQuery, p Page) (api.TaskList, error) {
+	return getAs[api.TaskList](ctx, c, api.TasksPath, p.query().str("owner", q.Owner).str("state", q.State).str("q", q.Search))
 }
 
 // Task returns a task with its jobs and comments.

@@ -12,6 +12,8 @@ const (
 	terminal      = `('succeeded', 'failed', 'aborted', 'cancelled')`
 	taskFrom      = ` FROM tasks t LEFT JOIN jobs j ON j.id = (SELECT max(id) FROM jobs WHERE task_id = t.id) `
 	finalOrNoMore = `($6 OR attempt >= max_attempts)`
+	// taskSearch matches $4 (lower case) in the title or body, or $5 as the id.
+	taskSearch = ` AND ($4 = '' OR instr(lower(t.title), $4) > 0 OR instr(lower(t.body), $4) > 0 OR t.id = $5)`
 )
 
 // newQueries returns the SQLite dialect's SQL.
@@ -92,7 +94,10 @@ func newQueries() sqlstore.Queries {
 		VALUES ($1, $2, $3, $4, $5, $6, $6) RETURNING id`,
 		TaskGet: `SELECT ` + sqlstore.TaskColumns + taskFrom + ` WHERE t.id = $1`,
 		TaskList: `SELECT ` + sqlstore.TaskColumns + taskFrom + `
-		WHERE ($1 = '' OR t.owner = $1) AND ($2 = 0 OR t.id < $2) ORDER BY t.id DESC LIMIT $3`,
+		WHERE ($1 = '' OR t.owner = $1) AND t.id < $2` + taskSearch + ` ORDER BY t.id DESC LIMIT $3`,
+		TaskListByState: `SELECT ` + sqlstore.TaskColumns + taskFrom + `
+		WHERE t.job_state = $6 AND ($1 = '' OR t.owner = $1) AND t.id < $2` + taskSearch + `
+		ORDER BY t.id DESC LIMIT $3`,
 		TaskExists: `SELECT 1 FROM tasks WHERE id = $1`,
 		CommentInsert: `INSERT INTO task_comments (task_id, author_kind, author, body, created_at) VALUES ($1, $2, $3, $4, $5)
 		RETURNING ` + sqlstore.CommentColumns,

@@ -58,6 +58,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"TaskCreateGetList", testTasks},
 		{"TaskRejectsBadInput", testTaskBadInput},
 		{"Comments", testComments},
+		{"TaskFilter", testTaskFilter},
 		{"Enqueue", testEnqueue},
 		{"EnqueueRejectsBadInput", testEnqueueBadInput},
 		{"ClaimOrder", testClaimOrder},

@@ -989,6 +989,10 @@ export interface operations {
             query?: {
                 /** @description only tasks of this owner */
                 owner?: string;
+                /** @description only tasks whose latest job (job_state) is in one of these comma-separated states, e.g. queued,running; an unknown state is a 400 naming the valid ones */
+                state?: string;
+                /** @description only tasks whose title or body contains this text, ignoring case (SQLite folds ASCII letters only), or whose id it is */
+                q?: string;
                 /** @description only tasks with a smaller id (the previous page's next_before) */
                 before?: number;
                 limit?: components["parameters"]["Limit"];

@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { render, screen, within } from "@testing-library/react";
-import { TaskTable } from "./TaskList";
+import { render, screen, waitFor, within } from "@testing-library/react";
+import userEvent from "@testing-library/user-event";
+import { TaskList, TaskTable } from "./TaskList";
 import type { Job, Task } from "../api/types";
-import { Wrap } from "../test/helpers";
+import { json, toRequest, Wrap } from "../test/helpers";
 
 const now = Date.parse("2026-11-26T12:00:00Z");
 
@@ -115,5 +116,69 @@ describe("TaskTable", () => {
     expect(rows[0]).toHaveAttribute("data-task-id", "50");
     expect(rows[49]).toHaveAttribute("data-task-id", "1");
     expect(screen.getByTestId("task-list")).toBeInTheDocument();
+  });
+});
+
+describe("TaskList", () => {
+  // A server of 120 tasks, each listed page answering the filter it was
+  // asked for, that records the query of every GET /api/v1/tasks.
+  function server() {
+    const all = Array.from({ length: 120 }, (_, i) => task(120 - i, i % 2 ? "failed" : "queued", { title: i === 5 ? "Fix login" : `task ${120 - i}` }));
+    const asked: URLSearchParams[] = [];
+    const jobsAsked: URLSearchParams[] = [];
+    const f = async (input: RequestInfo | URL, init?: RequestInit) => {
+      const url = new URL(toRequest(input, init).url);
+      if (url.pathname === "/api/v1/server") return json({ version: "test", workers: [], queue: {} });
+      if (url.pathname === "/api/v1/jobs") {
+        jobsAsked.push(url.searchParams);
+        return json({ jobs: [] });
+      }
+      asked.push(url.searchParams);
+      const p = url.searchParams;
+      const before = Number(p.get("before") ?? Infinity);
+      const q = (p.get("q") ?? "").toLowerCase();
+      const states = p.get("state")?.split(",");
+      const hit = all.filter((t) => t.id < before && (!states || states.includes(t.job_state ?? "")) && (!q || t.title.toLowerCase().includes(q)));
+      const page = hit.slice(0, 50);
+      return json({ tasks: page, next_before: hit.length > 50 ? page[49]?.id : undefined });
+    };
+    return { fetch: f as typeof fetch, asked, jobsAsked, last: () => asked[asked.length - 1] ?? new URLSearchParams() };
+  }
+
+  it("sends the state filter and the debounced search to the server and pages from the first page on each change", async () => {
+    const s = server();
+    const user = userEvent.setup();
+    render(
+      <Wrap fetch={s.fetch}>
+        <TaskList />
+      </Wrap>,
+    );
+    await waitFor(() => expect(screen.getAllByTestId("task-row")).toHaveLength(50));
+
+    await user.selectOptions(screen.getByTestId("task-filter-state"), "failed");
+    await waitFor(() => expect(s.last().get("state")).toBe("failed"));
+    await waitFor(() => expect(screen.getAllByTestId("task-row")[0]).toHaveAttribute("data-status", "failed"));
+    expect(screen.getAllByTestId("task-row").every((r) => r.getAttribute("data-status") === "failed")).toBe(true);
+    // The page's jobs (executor, duration) are asked for in that state too.
+    await waitFor(() => expect(s.jobsAsked.some((p) => p.get("state") === "failed")).toBe(true));
+
+    await user.click(screen.getByTestId("page-next"));
+    await waitFor(() => expect(s.last().get("before")).not.toBeNull());
+    expect(s.last().get("state")).toBe("failed");
+    await waitFor(() => expect(screen.getByText("Page 2")).toBeInTheDocument());
+
+    // Typing asks once it pauses, not at every key (five keys typed at
+    // once: fewer than five searches however slow the machine), with the
+    // state kept, back on the first page.
+    const before = s.asked.length;
+    await user.type(screen.getByTestId("task-search"), "LOGIN");
+    await waitFor(() => expect(s.last().get("q")).toBe("LOGIN"));
+    const searched = new Set(s.asked.slice(before).map((p) => p.get("q")).filter((q) => q !== null));
+    expect(searched.size).toBeLessThan(5);
+    expect(s.last().get("state")).toBe("failed");
+    expect(s.last().get("before")).toBeNull();
+    await waitFor(() => expect(screen.getAllByTestId("task-row")).toHaveLength(1));
+    expect(screen.getByTestId("task-row")).toHaveAttribute("data-task-id", "115");
+    expect(screen.getByText("Page 1")).toBeInTheDocument();
   });
 });

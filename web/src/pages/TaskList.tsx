@@ -1,4 +1,4 @@
-import { useMemo, useState } from "react";
+import { useEffect, useState } from "react";
 import { Link } from "react-router";
 import { keepPreviousData, useQuery } from "@tanstack/react-query";
 import { useApi } from "../api/context";
@@ -12,24 +12,52 @@ import { Alert, InputField, PageHeader, SelectField } from "../components/Field"
 const pageSize = 50;
 const stateOptions = [{ value: "", label: "all" }, ...states.map((s) => ({ value: s, label: stateLabel(s) }))];
 const refreshMs = 3000;
+// searchDelayMs: typing waits this long after the last key before it asks
+// the server.
+export const searchDelayMs = 250;
 
-// TaskList pages through GET /api/v1/tasks (newest first, `before` cursor:
-// each page is one indexed query however many tasks there are) and refetches
-// the visible page every few seconds. The state filter and the text search
-// apply to the page shown; the API has no server-side filter for them.
+// useDebounced is value once it has stayed the same for ms.
+function useDebounced<T>(value: T, ms: number): T {
+  const [settled, setSettled] = useState(value);
+  useEffect(() => {
+    const id = setTimeout(() => setSettled(value), ms);
+    return () => clearTimeout(id);
+  }, [value, ms]);
+  return settled;
+}
+
+// TaskList pages through GET /api/v1/tasks (newest first, `before` cursor)
+// and refetches the visible page every few seconds. The state filter and the
+// text search (debounced) go to the server as `state` and `q`, so they apply
+// to every task, not just the page shown; changing either starts again at the
+// first page. Each page is one indexed query however many tasks there are
+// (docs/api.md).
 export function TaskList() {
   const api = useApi();
-  const [cursors, setCursors] = useState<number[]>([]); // `before` of each page after the first
   const [stateFilter, setStateFilter] = useState("");
   const [search, setSearch] = useState("");
+  const q = useDebounced(search.trim(), searchDelayMs);
+  // The `before` of each page after the first, for the filter they were
+  // paged under: a new filter starts at the first page.
+  const filterKey = JSON.stringify([stateFilter, q]);
+  const [paging, setPaging] = useState<{ key: string; cursors: number[] }>({ key: filterKey, cursors: [] });
+  const cursors = paging.key === filterKey ? paging.cursors : [];
+  const setCursors = (f: (c: number[]) => number[]) => setPaging({ key: filterKey, cursors: f(cursors) });
   const before = cursors[cursors.length - 1];
 
   const tasks = useQuery({
-    queryKey: ["tasks", before ?? 0],
+    queryKey: ["tasks", before ?? 0, stateFilter, q],
     queryFn: async () =>
       unwrap(
         await api.client.GET("/api/v1/tasks", {
-          params: { query: { limit: pageSize, ...(before ? { before } : {}) } },
+          params: {
+            query: {
+              limit: pageSize,
+              ...(before ? { before } : {}),
+              ...(stateFilter ? { state: stateFilter } : {}),
+              ...(q ? { q } : {}),
+            },
+          },
         }),
       ),
     refetchInterval: refreshMs,
@@ -37,17 +65,18 @@ export function TaskList() {
   });
 
   // The jobs of the page, for executor and duration: one query over the
-  // page's range of job ids.
+  // page's range of job ids (of the filtered state only, when there is one:
+  // a filtered page's jobs are further apart).
   const jobIds = (tasks.data?.tasks ?? []).map((t) => t.job_id ?? 0).filter((n) => n > 0);
   const lo = jobIds.length ? Math.min(...jobIds) : 0;
   const hi = jobIds.length ? Math.max(...jobIds) : 0;
   const jobs = useQuery({
-    queryKey: ["jobs-range", lo, hi],
+    queryKey: ["jobs-range", lo, hi, stateFilter],
     enabled: hi > 0,
     queryFn: async () => {
       const r = unwrap(
         await api.client.GET("/api/v1/jobs", {
-          params: { query: { after: lo - 1, limit: Math.min(1000, hi - lo + 1) } },
+          params: { query: { after: lo - 1, limit: Math.min(1000, hi - lo + 1), ...(stateFilter ? { state: stateFilter } : {}) } },
         }),
       );
       return new Map(r.jobs.map((j) => [j.id, j]));
@@ -57,14 +86,7 @@ export function TaskList() {
   });
   const server = useServerInfo();
 
-  const rows = useMemo(() => {
-    const q = search.trim().toLowerCase();
-    return (tasks.data?.tasks ?? []).filter(
-      (t) =>
-        (!stateFilter || t.job_state === stateFilter) &&
-        (!q || t.title.toLowerCase().includes(q) || (t.body ?? "").toLowerCase().includes(q) || String(t.id) === q),
-    );
-  }, [tasks.data, stateFilter, search]);
+  const rows = tasks.data?.tasks ?? [];
 
   const next = tasks.data?.next_before;
   return (

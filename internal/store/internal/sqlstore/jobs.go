@@ -720,6 +720,18 @@ func (db *DB) resumeParent(ctx context.Context, t *txn, parent int64, now time.T
 	return j, true, db.status(ctx, t, j, store.StatusEvent{Reason: "subtasks finished"})
 }
 
+// stateList checks states and returns them as strings for a list parameter.
+func stateList(states []store.State) ([]string, error) {
+	out := make([]string, len(states))
+	for i, s := range states {
+		if !s.Valid() {
+			return nil, &store.FieldError{Field: fmt.Sprintf("states[%d]", i), Message: fmt.Sprintf("unknown state %q", s)}
+		}
+		out[i] = string(s)
+	}
+	return out, nil
+}
+
 // GetJob returns one job (see store.Jobs).
 func (db *DB) GetJob(ctx context.Context, id int64) (store.Job, error) {
 	j, err := scanJob(db.r.QueryRowContext(ctx, db.q.JobGet, id))
@@ -728,12 +740,9 @@ func (db *DB) GetJob(ctx context.Context, id int64) (store.Job, error) {
 
 // ListJobs lists jobs (see store.Jobs).
 func (db *DB) ListJobs(ctx context.Context, f store.JobFilter) ([]store.Job, error) {
-	states := make([]string, len(f.States))
-	for i, s := range f.States {
-		if !s.Valid() {
-			return nil, fmt.Errorf("list jobs: %w", &store.FieldError{Field: fmt.Sprintf("states[%d]", i), Message: fmt.Sprintf("unknown state %q", s)})
-		}
-		states[i] = string(s)
+	states, err := stateList(f.States)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	jobs, err := scanJobs(db.r.QueryContext(ctx, db.q.JobList, f.TaskID, f.ParentJobID, db.d.List(states), f.AfterID, int64(store.ListLimit(f.Limit))))
 	if err != nil {

@@ -1,11 +1,16 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/maestro-run/maestro/internal/store"
@@ -67,12 +72,41 @@ func (db *DB) GetTask(ctx context.Context, id int64) (store.Task, error) {
 
 // ListTasks lists tasks newest first (see store.Tasks).
 func (db *DB) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task, error) {
-	rows, err := db.r.QueryContext(ctx, db.q.TaskList, f.Owner, f.BeforeID, int64(store.ListLimit(f.Limit)))
-	out, err := scanRows(rows, err, scanTask)
+	states, err := stateList(f.States)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
-	return out, nil
+	before := f.BeforeID
+	if before <= 0 {
+		before = math.MaxInt64
+	}
+	search := strings.ToLower(f.Search)
+	searchID, _ := strconv.ParseInt(strings.TrimSpace(f.Search), 10, 64) // 0 (no id) unless a number
+	limit := store.ListLimit(f.Limit)
+	args := []any{f.Owner, before, int64(limit), search, searchID}
+	if len(states) == 0 {
+		rows, err := db.r.QueryContext(ctx, db.q.TaskList, args...)
+		out, err := scanRows(rows, err, scanTask)
+		if err != nil {
+			return nil, fmt.Errorf("list tasks: %w", err)
+		}
+		return out, nil
+	}
+	// One query a state, each reading its page in the order of the index
+	// tasks_job_state (several states in one query would read every row
+	// of them to sort), merged newest first.
+	slices.Sort(states)
+	var out []store.Task
+	for _, st := range slices.Compact(states) {
+		rows, err := db.r.QueryContext(ctx, db.q.TaskListByState, append(args, st)...)
+		page, err := scanRows(rows, err, scanTask)
+		if err != nil {
+			return nil, fmt.Errorf("list tasks in state %s: %w", st, err)
+		}
+		out = append(out, page...)
+	}
+	slices.SortFunc(out, func(a, b store.Task) int { return cmp.Compare(b.ID, a.ID) })
+	return out[:min(len(out), limit)], nil
 }
 
 func scanComment(s scanner) (store.Comment, error) {

@@ -63,7 +63,8 @@ type Queries struct {
 	EventRead             string // job_id, after, limit → EventColumns
 	TaskInsert            string // owner, title, body, piece, schedule_id?, now → id
 	TaskGet               string // id → TaskColumns
-	TaskList              string // owner, before_id, limit → TaskColumns
+	TaskList              string // owner, before_id (math.MaxInt64 for none), limit, search (lower case, '' for none), search_id (0 for none) → TaskColumns
+	TaskListByState       string // as TaskList, then state: tasks whose latest job is in it (tasks.job_state, in index order)
 	CommentInsert         string // task_id, author_kind, author, body, now → CommentColumns
 	CommentList           string // task_id, after, limit → CommentColumns
 	TaskExists            string // id → 1

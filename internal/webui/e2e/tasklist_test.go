@@ -1,0 +1,83 @@
+//go:build browser
+
+package e2e
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestTaskListFilterAndSearch: three tasks; the task list's state filter
+// and text search (sent to the server, docs/api.md) show exactly the
+// matching rows, and clearing them shows all three again.
+func TestTaskListFilterAndSearch(t *testing.T) {
+	s := startServe(t, nil, "--workers", "0")
+	create := func(title, body string) (task, job int64) {
+		t.Helper()
+		var out struct {
+			Task struct{ ID int64 } `json:"task"`
+			Job  struct{ ID int64 } `json:"job"`
+		}
+		s.api(t, "POST", "/api/v1/tasks", map[string]string{"title": title, "body": body}, &out)
+		return out.Task.ID, out.Job.ID
+	}
+	fix, fixJob := create("Fix login bug", "")
+	docs, _ := create("Write docs", "The LOGIN page needs screenshots")
+	deploy, _ := create("Deploy", "")
+	s.api(t, "POST", fmt.Sprintf("/api/v1/jobs/%d/cancel", fixJob), nil, nil)
+
+	tb := newTab(t, s.url)
+	tb.open("/", "task-row")
+	rowsAre := func(what string, want ...int64) {
+		t.Helper()
+		ids := make([]string, len(want))
+		for i, id := range want {
+			ids[i] = strconv.FormatInt(id, 10)
+		}
+		expr := fmt.Sprintf(`[...document.querySelectorAll(%q)].map(r => r.getAttribute("data-task-id")).join(",") === %q`, tid("task-row"), strings.Join(ids, ","))
+		tb.wait(what+": rows "+strings.Join(ids, ","), expr)
+	}
+	rowsAre("unfiltered", deploy, docs, fix)
+
+	// asked waits until the app has asked the server for tasks with every
+	// part of a query (the filter is the server's, not the page's).
+	asked := func(parts ...string) {
+		t.Helper()
+		tb.wait("GET /api/v1/tasks with "+strings.Join(parts, " and "), fmt.Sprintf(
+			`performance.getEntriesByType("resource").some(e => e.name.includes("/api/v1/tasks?") && %s.every(p => e.name.includes(p)))`,
+			jsonList(parts)))
+	}
+	tb.selectValue(tid("task-filter-state"), "cancelled")
+	asked("state=cancelled")
+	rowsAre("state cancelled", fix)
+	if st := tb.attr("task-row", "data-status"); st != "cancelled" {
+		t.Errorf("cancelled row has status %q", st)
+	}
+	tb.selectValue(tid("task-filter-state"), "queued")
+	rowsAre("state queued", deploy, docs)
+
+	tb.fill(tid("task-search"), "login")
+	asked("state=queued", "q=login")
+	rowsAre("state queued, search login", docs)
+	tb.selectValue(tid("task-filter-state"), "")
+	rowsAre("search login", docs, fix)
+
+	tb.fill(tid("task-search"), strconv.FormatInt(deploy, 10))
+	rowsAre("search by id", deploy)
+	tb.fill(tid("task-search"), "no such words")
+	tb.wait("no rows", `document.querySelectorAll(`+strconv.Quote(tid("task-row"))+`).length === 0 && document.body.innerText.includes("No tasks.")`)
+
+	tb.fill(tid("task-search"), "")
+	rowsAre("cleared", deploy, docs, fix)
+}
+
+// jsonList is a JavaScript array literal of strings.
+func jsonList(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return "[" + strings.Join(q, ",") + "]"
+}
