@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { render, screen, within, waitFor } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
-import { CSVTable, Deliverables, previewKind } from "./Deliverables";
+import { CSVTable, cutShort, Deliverables, previewKind } from "./Deliverables";
 import { parseCSV } from "../lib/csv";
 import { base, json, Wrap } from "../test/helpers";
 
@@ -65,4 +65,17 @@ describe("CSV preview", () => {
     ["archive.zip", "none"],
   ];
   for (const [p, k] of kinds) it(`previewKind(${p})`, () => expect(previewKind(p)).toBe(k));
+});
+
+describe("cutShort", () => {
+  const cases: [string, number, string | null, boolean][] = [
+    ["whole file, 200", 200, null, false],
+    ["small file answered 206 with its whole length", 206, "bytes 0-49/50", false],
+    ["file exactly the preview size", 206, `bytes 0-${(1 << 20) - 1}/${1 << 20}`, false],
+    ["larger file cut at the preview size", 206, `bytes 0-${(1 << 20) - 1}/${(1 << 20) + 1}`, true],
+    ["206 without a usable total", 206, "bytes 0-99/*", true],
+  ];
+  for (const [name, status, range, want] of cases) {
+    it(name, () => expect(cutShort(status, range)).toBe(want));
+  }
 });

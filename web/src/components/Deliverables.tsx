@@ -103,6 +103,15 @@ export function Deliverables({ taskId, refreshKey }: { taskId: number; refreshKe
   );
 }
 
+// cutShort reports whether a ranged answer left part of the file out: a
+// 206 whose Content-Range total ("bytes 0-49/50") is larger than what was
+// asked for. A file smaller than the range also comes back as 206.
+export function cutShort(status: number, contentRange: string | null): boolean {
+  if (status !== 206) return false;
+  const total = Number(contentRange?.split("/")[1]);
+  return !Number.isFinite(total) || total > previewLimit;
+}
+
 function Preview({ taskId, path }: { taskId: number; path: string }) {
   const api = useApi();
   const kind = previewKind(path);
@@ -115,7 +124,7 @@ function Preview({ taskId, path }: { taskId: number; path: string }) {
       );
       if (!res.ok) throw new Error(`${res.status} ${res.statusText}`);
       if (kind === "image") return { blob: await res.blob(), text: "", partial: false };
-      return { blob: undefined, text: await res.text(), partial: res.status === 206 };
+      return { blob: undefined, text: await res.text(), partial: cutShort(res.status, res.headers.get("Content-Range")) };
     },
   });
   const [imgURL, setImgURL] = useState<string>();
