@@ -294,3 +294,67 @@ func TestPieceModelAndClassifierModel(t *testing.T) {
 		}
 	})
 }
+
+// docsPiece names an MCP tool and requires its server.
+const docsPiece = `name: docs
+description: |
+  Answer from the documentation server.
+  Choose when: the user asks about the docs. Do not choose when: anything else. Preconditions: none.
+max_movements: 2
+initial_movement: look
+required_mcp: [docs]
+movements:
+  - name: look
+    edit: false
+    persona: You read documentation.
+    instruction: Search the docs, then call complete.
+    allowed_tools: [Read, mcp__docs__search]
+    rules: []
+`
+
+// pieces list and show mark an MCP tool whose server config.yaml does not
+// configure, and a required server that is missing; once the server is
+// configured, neither is marked (issue 15 item 7).
+func TestPiecesMarkUnconfiguredMCP(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	writeFile(t, ws, ".maestro/pieces/docs.yaml", docsPiece)
+	for _, tc := range []struct {
+		name, config string
+		row          string // the MISSING TOOLS cell of docs
+		show         []string
+	}{
+		{"not configured", "", "mcp__docs__search, required_mcp docs", []string{
+			"# MCP tools no server in config.yaml's mcp_servers serves (left out when the piece runs):\n#   movement look: mcp__docs__search\n",
+			"# required_mcp servers config.yaml does not configure (a run fails before it starts): docs\n",
+		}},
+		{"configured", "mcp_servers:\n  docs:\n    command: docs-server\n", "-", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			home := t.TempDir()
+			if tc.config != "" {
+				writeFile(t, home, "config.yaml", tc.config)
+			}
+			out, _ := runMaestro(t, home, true, "pieces", "list", "--workspace", ws)
+			var row string
+			for _, line := range strings.Split(out, "\n") {
+				if strings.HasPrefix(line, "docs ") {
+					row = line
+				}
+			}
+			if !regexp.MustCompile(`\slook\s+` + regexp.QuoteMeta(tc.row) + `\s+Answer from`).MatchString(row) {
+				t.Errorf("row docs: want MISSING TOOLS %q:\n%s", tc.row, out)
+			}
+			out, _ = runMaestro(t, home, true, "pieces", "show", "docs", "--workspace", ws)
+			for _, want := range tc.show {
+				if !strings.Contains(out, want) {
+					t.Errorf("pieces show docs lacks %q:\n%s", want, out)
+				}
+			}
+			if tc.show == nil && strings.Contains(out, "\n# ") {
+				t.Errorf("pieces show docs marks something with its server configured:\n%s", out)
+			}
+		})
+	}
+}

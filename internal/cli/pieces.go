@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,8 +55,11 @@ whole description to pick a piece for a task). An override file that does not
 validate is reported on stderr and ignored: the definition it would replace
 stays in effect. --workspace DIR reads DIR's .maestro/pieces/ instead of the
 current directory's. MISSING TOOLS names the tools the piece's movements
-list that this build of Maestro lacks (web and document tools, …; MCP tools come from the servers in config.yaml): a run
-leaves them out and says so once.`,
+list that a run would lack: tools this build of Maestro lacks (document
+tools, …) and MCP tools whose server is not among config.yaml's mcp_servers
+(mcp__<server>__…, or mcp__* when there is none); a run leaves them out and
+says so once. "required_mcp X" marks a required MCP server that is not
+configured: a run of that piece fails before it starts.`,
 		Example: `  maestro pieces list
   maestro pieces list --workspace ~/src/app`,
 		Args: cobra.NoArgs,
@@ -64,11 +68,19 @@ leaves them out and says so once.`,
 			if err != nil {
 				return err
 			}
+			servers, err := configuredMCP(io)
+			if err != nil {
+				return err
+			}
 			tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tSOURCE\tMOVEMENTS\tMISSING TOOLS\tDESCRIPTION")
 			for _, e := range lib.Catalog().List() {
 				missing := "-"
-				if names := e.Piece.UnavailableTools(); len(names) > 0 {
+				names := e.Piece.MissingTools(servers)
+				for _, slug := range e.Piece.MissingMCP(servers) {
+					names = append(names, "required_mcp "+slug)
+				}
+				if len(names) > 0 {
 					missing = strings.Join(names, ", ")
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Piece.Name, sourceLabel(e), movementNames(e.Piece), missing, firstLine(e.Piece.Description, 70))
@@ -87,12 +99,18 @@ rules and transitions (docs/pieces.md describes every field). The first line
 names its source. Copy it to ~/.maestro/pieces/NAME.yaml or the project's
 .maestro/pieces/NAME.yaml to change it, and check the copy with
 'maestro pieces validate FILE'. Comments at the end name, per movement, the
-tools it lists that this build of Maestro lacks (a run leaves them out).`,
+tools it lists that this build of Maestro lacks and the MCP tools no server
+in config.yaml's mcp_servers serves (a run leaves them out), and the
+required MCP servers that are not configured (a run fails at once).`,
 		Example: `  maestro pieces show code
   maestro pieces show code > .maestro/pieces/code.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			lib, err := loadLibrary(cmd.Context(), io, ws)
+			if err != nil {
+				return err
+			}
+			servers, err := configuredMCP(io)
 			if err != nil {
 				return err
 			}
@@ -105,7 +123,7 @@ tools it lists that this build of Maestro lacks (a run leaves them out).`,
 				return failErr(err)
 			}
 			fmt.Fprintf(io.Out, "# source: %s\n%s", e.Source, data)
-			writeUnavailable(io, e.Piece)
+			writeUnavailable(io, e.Piece, servers)
 			reportProblems(io, lib)
 			return nil
 		},
@@ -172,17 +190,48 @@ func loadLibrary(ctx context.Context, io *IOStreams, ws string) (*engine.Library
 }
 
 // writeUnavailable ends `pieces show` with comments naming, per movement,
-// the tools it lists that this build lacks.
-func writeUnavailable(io *IOStreams, p *piece.Piece) {
-	if len(p.UnavailableTools()) == 0 {
-		return
+// the tools it lists that this build lacks and the MCP tools none of
+// servers (config.yaml's mcp_servers) serves, then the required MCP
+// servers that are not configured.
+func writeUnavailable(io *IOStreams, p *piece.Piece, servers []string) {
+	writeMovementTools(io, p, "# Tools this build of Maestro lacks (left out when the piece runs):", (*piece.Movement).UnavailableTools)
+	writeMovementTools(io, p, "# MCP tools no server in config.yaml's mcp_servers serves (left out when the piece runs):", func(m *piece.Movement) []string {
+		return slices.DeleteFunc(m.MissingTools(servers), func(name string) bool { return !strings.HasPrefix(name, "mcp__") })
+	})
+	if slugs := p.MissingMCP(servers); len(slugs) > 0 {
+		fmt.Fprintf(io.Out, "# required_mcp servers config.yaml does not configure (a run fails before it starts): %s\n", strings.Join(slugs, ", "))
 	}
-	fmt.Fprintln(io.Out, "# Tools this build of Maestro lacks (left out when the piece runs):")
+}
+
+// writeMovementTools writes heading and, per movement of p, the tools
+// list names, when any movement has some.
+func writeMovementTools(io *IOStreams, p *piece.Piece, heading string, list func(*piece.Movement) []string) {
+	wrote := false
 	for i := range p.Movements {
-		if names := p.Movements[i].UnavailableTools(); len(names) > 0 {
-			fmt.Fprintf(io.Out, "#   movement %s: %s\n", p.Movements[i].Name, strings.Join(names, ", "))
+		names := list(&p.Movements[i])
+		if len(names) == 0 {
+			continue
 		}
+		if !wrote {
+			fmt.Fprintln(io.Out, heading)
+			wrote = true
+		}
+		fmt.Fprintf(io.Out, "#   movement %s: %s\n", p.Movements[i].Name, strings.Join(names, ", "))
 	}
+}
+
+// configuredMCP lists the MCP servers of config.yaml (its mcp_servers'
+// slugs), sorted.
+func configuredMCP(io *IOStreams) ([]string, error) {
+	home, err := config.Home(io.Getenv)
+	if err != nil {
+		return nil, failErr(err)
+	}
+	cfg, err := config.Load(filepath.Join(home, "config.yaml"))
+	if err != nil {
+		return nil, failErr(err)
+	}
+	return slices.Sorted(maps.Keys(cfg.MCPServers)), nil
 }
 
 // reportProblems prints the override files the catalog ignored.

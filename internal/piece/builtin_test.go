@@ -204,3 +204,42 @@ func TestBuiltinUnavailableTools(t *testing.T) {
 		t.Errorf("movement: unavailable tools (-want +got):\n%s", diff)
 	}
 }
+
+// A run lacks the tools this build lacks and the MCP tools no configured
+// server serves; a required server that is not configured is named
+// (issue 15 item 7: pieces list|show mark them).
+func TestMissingTools(t *testing.T) {
+	t.Parallel()
+	p := Piece{
+		RequiredMCP: []string{"docs", "tickets"},
+		Movements: []Movement{
+			{Name: "a", AllowedTools: []string{"Read", "AskUser", "mcp__docs__search", "mcp__*"}},
+			{Name: "b", AllowedTools: []string{"mcp__tickets__*", "AskUser", "mcp__docs__search"}},
+		},
+	}
+	for _, tc := range []struct {
+		name          string
+		servers       []string
+		tools, mcp    []string
+		firstMovement []string
+	}{
+		{"no server", nil, []string{"AskUser", "mcp__docs__search", "mcp__*", "mcp__tickets__*"}, []string{"docs", "tickets"}, []string{"AskUser", "mcp__docs__search", "mcp__*"}},
+		{"another server", []string{"web"}, []string{"AskUser", "mcp__docs__search", "mcp__tickets__*"}, []string{"docs", "tickets"}, []string{"AskUser", "mcp__docs__search"}},
+		{"one of them", []string{"docs"}, []string{"AskUser", "mcp__tickets__*"}, []string{"tickets"}, []string{"AskUser"}},
+		{"both", []string{"docs", "tickets"}, []string{"AskUser"}, nil, []string{"AskUser"}},
+	} {
+		if diff := cmp.Diff(tc.tools, p.MissingTools(tc.servers)); diff != "" {
+			t.Errorf("%s: piece's missing tools (-want +got):\n%s", tc.name, diff)
+		}
+		if diff := cmp.Diff(tc.firstMovement, p.Movements[0].MissingTools(tc.servers)); diff != "" {
+			t.Errorf("%s: movement a's missing tools (-want +got):\n%s", tc.name, diff)
+		}
+		if diff := cmp.Diff(tc.mcp, p.MissingMCP(tc.servers)); diff != "" {
+			t.Errorf("%s: missing required servers (-want +got):\n%s", tc.name, diff)
+		}
+	}
+	// What the build lacks stays what it was, whatever is configured.
+	if diff := cmp.Diff([]string{"AskUser"}, p.UnavailableTools()); diff != "" {
+		t.Errorf("unavailable tools (-want +got):\n%s", diff)
+	}
+}

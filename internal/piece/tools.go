@@ -138,28 +138,84 @@ func isToolNameByte(c byte) bool {
 // are not listed: their tools come from the configured servers
 // (docs/mcp.md), and a run reports a pattern no server serves.
 func (m *Movement) UnavailableTools() []string {
+	return m.missingTools(func(string) bool { return true })
+}
+
+// MissingTools lists the allowed_tools entries of m that a run with the
+// MCP servers servers (the slugs configured in config.yaml) would lack:
+// the tools this build lacks ([Movement.UnavailableTools]) and the MCP
+// patterns no configured server can serve — "mcp__*" when there is no
+// server, "mcp__<server>__…" when <server> is not configured. Whether a
+// configured server offers a named tool is known only once it runs.
+func (m *Movement) MissingTools(servers []string) []string {
+	return m.missingTools(func(pattern string) bool { return mcpServable(pattern, servers) })
+}
+
+// missingTools lists m's allowed_tools entries that are not implemented,
+// or that are MCP patterns servable says no server serves.
+func (m *Movement) missingTools(servable func(pattern string) bool) []string {
 	implemented := map[string]bool{}
 	for _, t := range KnownTools() {
 		implemented[t.Name] = t.Implemented
 	}
 	var out []string
 	for _, name := range m.AllowedTools {
-		if !strings.HasPrefix(name, mcpPrefix) && !implemented[name] {
+		if strings.HasPrefix(name, mcpPrefix) {
+			if !servable(name) {
+				out = append(out, name)
+			}
+		} else if !implemented[name] {
 			out = append(out, name)
 		}
 	}
 	return out
 }
 
+// mcpServable reports whether one of servers could serve the MCP pattern
+// (mcp__*, mcp__<server>__*, mcp__<server>__<tool>).
+func mcpServable(pattern string, servers []string) bool {
+	rest := strings.TrimPrefix(pattern, mcpPrefix)
+	if rest == "*" {
+		return len(servers) > 0
+	}
+	server, _, _ := strings.Cut(rest, "__")
+	return slices.Contains(servers, server)
+}
+
 // UnavailableTools lists, without repeats and in movement order, the tools
 // p's movements name that this build lacks ([Movement.UnavailableTools]).
 func (p *Piece) UnavailableTools() []string {
+	return p.eachMovement((*Movement).UnavailableTools)
+}
+
+// MissingTools lists, without repeats and in movement order, the tools
+// p's movements name that a run with the MCP servers servers would lack
+// ([Movement.MissingTools]).
+func (p *Piece) MissingTools(servers []string) []string {
+	return p.eachMovement(func(m *Movement) []string { return m.MissingTools(servers) })
+}
+
+// eachMovement gathers what list returns for each of p's movements,
+// without repeats, in movement order.
+func (p *Piece) eachMovement(list func(*Movement) []string) []string {
 	var out []string
 	for i := range p.Movements {
-		for _, name := range p.Movements[i].UnavailableTools() {
+		for _, name := range list(&p.Movements[i]) {
 			if !slices.Contains(out, name) {
 				out = append(out, name)
 			}
+		}
+	}
+	return out
+}
+
+// MissingMCP lists the servers p's required_mcp names that are not among
+// servers (a run of p fails before its first movement).
+func (p *Piece) MissingMCP(servers []string) []string {
+	var out []string
+	for _, slug := range p.RequiredMCP {
+		if !slices.Contains(servers, slug) {
+			out = append(out, slug)
 		}
 	}
 	return out
