@@ -174,3 +174,41 @@ func checkDocument(data []byte) error {
 	}
 	return errors.Join(checkKeys(doc.Content[0], reflect.TypeFor[Config](), "")...)
 }
+
+// invalidValue is the error for a decoded value that fails a check: the
+// line of its key (when data has it), the dotted key path and what is
+// wrong, in the words of the unknown-key and wrong-type errors.
+func invalidValue(data []byte, path []string, format string, args ...any) error {
+	where := strings.Join(path, ".")
+	if line := keyLine(data, path); line > 0 {
+		where = fmt.Sprintf("line %d: %s", line, where)
+	}
+	return fmt.Errorf("invalid configuration: %s: "+format, append([]any{where}, args...)...)
+}
+
+// keyLine is the line of the key at path (mapping keys from the top of
+// the document) in data; 0 when data has none there.
+func keyLine(data []byte, path []string) int {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 {
+		return 0
+	}
+	n, line := doc.Content[0], 0
+	for _, key := range path {
+		if n.Kind == yaml.AliasNode && n.Alias != nil {
+			n = n.Alias
+		}
+		if n.Kind != yaml.MappingNode {
+			return 0
+		}
+		i := 0
+		for i < len(n.Content) && n.Content[i].Value != key {
+			i += 2 // keys only
+		}
+		if i+1 >= len(n.Content) {
+			return 0
+		}
+		n, line = n.Content[i+1], n.Content[i].Line
+	}
+	return line
+}

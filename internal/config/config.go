@@ -232,46 +232,46 @@ func Parse(data []byte) (Config, error) {
 	switch cfg.Sandbox {
 	case "", "auto", "always", "off":
 	default:
-		return Config{}, fmt.Errorf("invalid configuration: sandbox: %q is not one of auto, always, off", cfg.Sandbox)
+		return Config{}, invalidValue(data, []string{"sandbox"}, "%q is not one of auto, always, off", cfg.Sandbox)
 	}
 	switch cfg.AgentPermission {
 	case "", "read-only", "edit", "full":
 	default:
-		return Config{}, fmt.Errorf("invalid configuration: agent_permission: %q is not one of read-only, edit, full", cfg.AgentPermission)
+		return Config{}, invalidValue(data, []string{"agent_permission"}, "%q is not one of read-only, edit, full", cfg.AgentPermission)
 	}
 	switch cfg.Providers.OpenAI.API {
 	case "", "chat", "responses":
 	default:
-		return Config{}, fmt.Errorf("invalid configuration: providers.openai.api: %q is not one of chat, responses", cfg.Providers.OpenAI.API)
+		return Config{}, invalidValue(data, []string{"providers", "openai", "api"}, "%q is not one of chat, responses", cfg.Providers.OpenAI.API)
 	}
 	if cfg.MaxIterations < 0 {
-		return Config{}, fmt.Errorf("invalid configuration: max_iterations: must be positive, got %d", cfg.MaxIterations)
+		return Config{}, invalidValue(data, []string{"max_iterations"}, "must be positive, got %d", cfg.MaxIterations)
 	}
 	for id, m := range cfg.Models {
 		if m.ContextWindow < 0 {
-			return Config{}, fmt.Errorf("invalid configuration: models.%s.context_window: must be positive, got %d", id, m.ContextWindow)
+			return Config{}, invalidValue(data, []string{"models", id, "context_window"}, "must be positive, got %d", m.ContextWindow)
 		}
 	}
 	for slug, srv := range cfg.MCPServers {
 		if err := srv.check(slug); err != nil {
-			return Config{}, fmt.Errorf("invalid configuration: mcp_servers.%s: %w", slug, err)
+			return Config{}, invalidValue(data, []string{"mcp_servers", slug}, "%w", err)
 		}
 	}
 	switch cfg.Web.Search.Backend {
 	case "", "searxng", "brave", "tavily":
 	default:
-		return Config{}, fmt.Errorf("invalid configuration: web.search.backend: %q is not one of searxng, brave, tavily", cfg.Web.Search.Backend)
+		return Config{}, invalidValue(data, []string{"web", "search", "backend"}, "%q is not one of searxng, brave, tavily", cfg.Web.Search.Backend)
 	}
 	if cfg.Web.TimeoutSeconds < 0 || cfg.Web.MaxRedirects < 0 || cfg.Web.MaxBytes < 0 || cfg.Web.MaxDownloadBytes < 0 {
-		return Config{}, fmt.Errorf("invalid configuration: web: timeout_seconds, max_redirects, max_bytes and max_download_bytes must be positive")
+		return Config{}, invalidValue(data, []string{"web"}, "timeout_seconds, max_redirects, max_bytes and max_download_bytes must be positive")
 	}
 	for id, c := range cfg.SSHConnections {
 		if c.Host == "" || c.User == "" || c.HostKey == "" || (c.KeyFile == "" && c.Password == "") {
-			return Config{}, fmt.Errorf("invalid configuration: ssh_connections.%s: host, user, host_key and key_file or password are required", id)
+			return Config{}, invalidValue(data, []string{"ssh_connections", id}, "host, user, host_key and key_file or password are required")
 		}
 	}
 	if cfg.MaxFileBytes < 0 {
-		return Config{}, fmt.Errorf("invalid configuration: max_file_bytes: must be positive, got %d", cfg.MaxFileBytes)
+		return Config{}, invalidValue(data, []string{"max_file_bytes"}, "must be positive, got %d", cfg.MaxFileBytes)
 	}
 	return cfg, nil
 }

@@ -104,3 +104,28 @@ func TestLoadMissingAndPath(t *testing.T) {
 		t.Fatalf("error should name the file: %v", err)
 	}
 }
+
+// A value that decodes but fails a check is named with its key's line,
+// as unknown keys and wrong types are (issue 15 item 10).
+func TestValueErrorsNameTheLine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ yaml, want string }{
+		{"model: x\nsandbox: sometimes\n", `line 2: sandbox: "sometimes" is not one of auto, always, off`},
+		{"agent_permission: yolo\n", `line 1: agent_permission: "yolo" is not one of read-only, edit, full`},
+		{"providers:\n  anthropic: {}\n  openai:\n    api: graphql\n", `line 4: providers.openai.api: "graphql" is not one of chat, responses`},
+		{"max_iterations: -1\n", "line 1: max_iterations: must be positive, got -1"},
+		{"max_file_bytes: -1\n", "line 1: max_file_bytes: must be positive, got -1"},
+		{"models:\n  openai/gpt-4.1:\n    context_window: -5\n", "line 3: models.openai/gpt-4.1.context_window: must be positive, got -5"},
+		{"mcp_servers:\n  ok: {command: a}\n  x:\n    args: [a]\n", "line 3: mcp_servers.x: expected either command (stdio) or url (streamable HTTP)"},
+		{"web:\n  search:\n    backend: bing\n", `line 3: web.search.backend: "bing" is not one of searxng, brave, tavily`},
+		{"web:\n  max_bytes: -1\n", "line 1: web: timeout_seconds, max_redirects"},
+		{"ssh_connections:\n  box: {host: h}\n", "line 2: ssh_connections.box: host, user, host_key"},
+		// The line of the key, through an alias.
+		{"providers:\n  anthropic: &b {api: graphql}\n  openai: *b\n", `line 2: providers.openai.api: "graphql"`},
+	} {
+		_, err := Parse([]byte(tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%q) = %v, want an error containing %q", tc.yaml, err, tc.want)
+		}
+	}
+}
