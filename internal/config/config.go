@@ -230,9 +230,9 @@ func Parse(data []byte) (Config, error) {
 		return Config{}, fmt.Errorf("invalid configuration: %w", err)
 	}
 	switch cfg.Sandbox {
-	case "", "auto", "always", "off":
+	case "", "auto", "always", "off", "bwrap", "landlock": // docs/sandbox.md, "Modes"
 	default:
-		return Config{}, invalidValue(data, []string{"sandbox"}, "%q is not one of auto, always, off", cfg.Sandbox)
+		return Config{}, invalidValue(data, []string{"sandbox"}, "%q is not one of auto, always, off, bwrap or landlock (always is bwrap's former name)", cfg.Sandbox)
 	}
 	switch cfg.AgentPermission {
 	case "", "read-only", "edit", "full":

@@ -129,3 +129,15 @@ func TestValueErrorsNameTheLine(t *testing.T) {
 		}
 	}
 }
+
+// Every sandbox mode docs/sandbox.md names is accepted in config.yaml
+// (bwrap and landlock were refused, though --sandbox took them).
+func TestSandboxModes(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"auto", "bwrap", "landlock", "off", "always"} {
+		cfg, err := Parse([]byte("sandbox: " + mode + "\n"))
+		if err != nil || cfg.Sandbox != mode {
+			t.Errorf("sandbox: %s: got %q, %v", mode, cfg.Sandbox, err)
+		}
+	}
+}
