@@ -23,7 +23,9 @@ demo: build
 	echo "workspace: $$ws"; \
 	env -u ANTHROPIC_API_KEY -u ANTHROPIC_AUTH_TOKEN -u OPENAI_API_KEY -u OPENAI_BASE_URL -u MAESTRO_MODEL \
 		MAESTRO_HOME=$${MAESTRO_HOME:-$$tmp/maestro-home} \
-		./$(BIN) run --workspace "$$ws" "Show me what you can do in this workspace"
+		./$(BIN) run --workspace "$$ws" "Show me what you can do in this workspace"; rc=$$?; \
+	echo "The commands above name maestro, which is $(CURDIR)/$(BIN): export PATH=\"$(CURDIR)/$(patsubst %/,%,$(dir $(BIN))):\$$PATH\" to run them as printed."; \
+	exit $$rc
 
 # The whole test suite (installs what the tests need first).
 test:

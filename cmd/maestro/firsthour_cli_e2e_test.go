@@ -173,3 +173,43 @@ func TestFirstHourDocs(t *testing.T) {
 		}
 	}
 }
+
+// `make demo` then the command it prints, run as printed from the same
+// shell (Maestro's home is not the demo's; bin/ on PATH, as make demo
+// says at its end): the demo prints no resume hint, and the command it
+// does print works (issue 15 acceptance).
+func TestDemoCommandsRunAsPrinted(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dry, err := exec.CommandContext(ctx, "make", "-s", "-n", "-C", root, "demo").Output()
+	if err != nil {
+		t.Fatalf("make -n demo: %v", err)
+	}
+	if want := `export PATH=\"` + filepath.Join(root, "bin") + `:\$PATH\" to run them as printed`; !strings.Contains(string(dry), want) {
+		t.Errorf("make demo does not end with %q:\n%s", want, dry)
+	}
+
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "workspace")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr := runMaestro(t, filepath.Join(dir, "maestro-home"), true, "run", "--workspace", ws, "Show me what you can do in this workspace")
+	if strings.Contains(stderr, "--resume") {
+		t.Errorf("the demo prints a resume hint:\n%s", stderr)
+	}
+	printed := regexp.MustCompile(`maestro run --workspace "[^"]+" "…"`).FindString(stderr)
+	if printed == "" {
+		t.Fatalf("the demo prints no command to go on with:\n%s", stderr)
+	}
+	shell := exec.CommandContext(ctx, "bash", "-c", printed)
+	shell.Env = append(proctest.NoModelEnv(t.TempDir()), "PATH="+filepath.Dir(binary)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	if out, err := shell.CombinedOutput(); err != nil {
+		t.Errorf("%s: %v\n%s", printed, err, out)
+	}
+}
