@@ -169,7 +169,10 @@ func TestIntegrationAgentCLIs(t *testing.T) {
 		// Interrupt ends the CLI within 2 s.
 		f := newFakeModel(t)
 		f.Hang = true
-		ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+		// The CLI's start-up until its model call may take minutes on a
+		// loaded machine (OpenCode took over 3 under a load of 24 on 2
+		// cores): the same bound as cmd/maestro's interrupt tests.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		runCtx, interrupt := context.WithCancel(ctx)
 		x := &Executor{Def: mustDef(t, s.ID), Path: proctest.AgentCLI(t, s.Bin), MaxAttempts: 1}
