@@ -151,6 +151,13 @@ func TestEnviron(t *testing.T) {
 			t.Errorf("env lacks %s: %v", want, env)
 		}
 	}
+	// Gemini CLI and Qwen Code run in the Node process Maestro starts, not
+	// in a relaunched child (one Node start per run).
+	for id, want := range map[string]string{"gemini-cli": "GEMINI_CLI_NO_RELAUNCH=true", "qwen-code": "QWEN_CODE_NO_RELAUNCH=true"} {
+		if env := mustDef(t, id).Environ([]string{"HOME=/h"}, Invocation{}); !slices.Contains(env, want) {
+			t.Errorf("%s env lacks %s: %v", id, want, env)
+		}
+	}
 }
 
 // OpenCode's configuration content is merged layer by layer: the run's
