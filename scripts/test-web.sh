@@ -10,9 +10,20 @@
 #     against the built binary running `maestro serve` on replay, in
 #     headless Chromium; screenshots go to $MAESTRO_TEST_ARTIFACTS
 #     (default test-artifacts/ at the top of the repository).
+#
+#   scripts/test-web.sh [check|browser]
+# check runs steps 1-3 only, browser steps 1 and 4; no argument runs all.
+# scripts/test.sh runs check before any Go compile (the rebuild rewrites
+# internal/webui/dist, which go:embed reads) and browser beside the Go
+# tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CI=${CI:-true}
+part=${1:-all}
+case "$part" in
+  all | check | browser) ;;
+  *) echo "usage: scripts/test-web.sh [check|browser]" >&2; exit 2 ;;
+esac
 
 if ! command -v chromium >/dev/null 2>&1; then
   SUDO=""
@@ -27,41 +38,53 @@ if ! command -v chromium >/dev/null 2>&1; then
   timeout 300 $SUDO apt-get update -qq
   timeout 900 $SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null
 fi
-if ! command -v npm >/dev/null 2>&1; then
-  echo "test-web: npm is missing: install Node.js 20 or later" >&2
-  exit 1
-fi
+# Steps 2 and 3.
+web_check() {
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "test-web: npm is missing: install Node.js 20 or later" >&2
+    exit 1
+  fi
 
-echo "== web: npm ci"
-(cd web && timeout 600 npm ci --no-audit --no-fund)
+  echo "== web: npm ci"
+  (cd web && timeout 600 npm ci --no-audit --no-fund)
 
-echo "== web: component tests"
-(cd web && timeout 600 npm test)
+  echo "== web: component tests"
+  (cd web && timeout 600 npm test)
 
-echo "== web: the committed build is the build of web/"
-(cd web && timeout 600 npm run build)
-if ! git diff --exit-code --stat -- internal/webui/dist; then
-  echo "test-web: internal/webui/dist differs from a fresh build of web/: run 'make web' and commit internal/webui/dist" >&2
-  exit 1
-fi
-untracked=$(git ls-files --others --exclude-standard -- internal/webui/dist)
-if [ -n "$untracked" ]; then
-  echo "test-web: the build made files that are not committed: $untracked" >&2
-  exit 1
-fi
+  echo "== web: the committed build is the build of web/"
+  (cd web && timeout 600 npm run build)
+  if ! git diff --exit-code --stat -- internal/webui/dist; then
+    echo "test-web: internal/webui/dist differs from a fresh build of web/: run 'make web' and commit internal/webui/dist" >&2
+    exit 1
+  fi
+  untracked=$(git ls-files --others --exclude-standard -- internal/webui/dist)
+  if [ -n "$untracked" ]; then
+    echo "test-web: the build made files that are not committed: $untracked" >&2
+    exit 1
+  fi
+}
 
-echo "== web: browser end-to-end tests (Chromium)"
-export MAESTRO_TEST_ARTIFACTS=${MAESTRO_TEST_ARTIFACTS:-$PWD/test-artifacts}
-mkdir -p "$MAESTRO_TEST_ARTIFACTS"
-log="$MAESTRO_TEST_ARTIFACTS/go-test.log"
-go vet -tags browser ./internal/webui/e2e/
-go test -tags browser -count=1 -timeout 15m -v ./internal/webui/e2e/ 2>&1 | tee "$log" | grep -E '^(ok|FAIL|---|\s+--- |panic:)|budget|axe|screenshot|\.go:[0-9]+:' || true
-if ! grep -qE '^ok\s' "$log"; then
-  echo "test-web: the browser tests failed; full output in $log" >&2
-  exit 1
-fi
-if [ "$CI" = true ] && grep -qE -- '--- SKIP' "$log"; then
-  echo "test-web: browser tests skipped under CI=true" >&2
-  exit 1
-fi
-echo "test-web: screenshots in $MAESTRO_TEST_ARTIFACTS"
+# Step 4.
+web_browser() {
+  echo "== web: browser end-to-end tests (Chromium)"
+  export MAESTRO_TEST_ARTIFACTS=${MAESTRO_TEST_ARTIFACTS:-$PWD/test-artifacts}
+  mkdir -p "$MAESTRO_TEST_ARTIFACTS"
+  log="$MAESTRO_TEST_ARTIFACTS/go-test.log"
+  go vet -tags browser ./internal/webui/e2e/
+  go test -tags browser -count=1 -timeout 15m -v ./internal/webui/e2e/ 2>&1 | tee "$log" | grep -E '^(ok|FAIL|---|\s+--- |panic:)|budget|axe|screenshot|\.go:[0-9]+:' || true
+  if ! grep -qE '^ok\s' "$log"; then
+    echo "test-web: the browser tests failed; full output in $log" >&2
+    exit 1
+  fi
+  if [ "$CI" = true ] && grep -qE -- '--- SKIP' "$log"; then
+    echo "test-web: browser tests skipped under CI=true" >&2
+    exit 1
+  fi
+  echo "test-web: screenshots in $MAESTRO_TEST_ARTIFACTS"
+}
+
+case "$part" in
+  all) web_check; web_browser ;;
+  check) web_check ;;
+  browser) web_browser ;;
+esac

@@ -13,9 +13,21 @@ import (
 // buildTimeout bounds one go build of a command of the module.
 const buildTimeout = 5 * time.Minute
 
+// BinaryEnv names a maestro binary already built from this tree
+// (scripts/test.sh builds it once and sets this for every test package):
+// Build returns it for cmd/maestro instead of linking the same binary again
+// in each test package process. Whoever sets it must build it from the tree
+// under test; unset, Build builds.
+const BinaryEnv = "MAESTRO_TEST_BINARY"
+
 // Build builds the command of the module in pkg (a path from the module
 // root, such as "cmd/maestro") into dir, and returns the binary's path.
+// For cmd/maestro it returns the binary named by $MAESTRO_TEST_BINARY
+// (BinaryEnv) instead when that is set.
 func Build(ctx context.Context, pkg, dir string) (string, error) {
+	if bin := os.Getenv(BinaryEnv); bin != "" && filepath.ToSlash(filepath.Clean(pkg)) == "cmd/maestro" {
+		return prebuilt(bin)
+	}
 	root, err := moduleRoot()
 	if err != nil {
 		return "", fmt.Errorf("build %s: %w", pkg, err)
@@ -29,6 +41,23 @@ func Build(ctx context.Context, pkg, dir string) (string, error) {
 		return "", fmt.Errorf("build %s: %w\n%s", pkg, err, out)
 	}
 	return bin, nil
+}
+
+// prebuilt checks that bin, the prebuilt binary named by BinaryEnv, is an
+// executable file, and returns its absolute path.
+func prebuilt(bin string) (string, error) {
+	abs, err := filepath.Abs(bin)
+	if err != nil {
+		return "", fmt.Errorf("prebuilt binary $%s=%s: %w", BinaryEnv, bin, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("prebuilt binary $%s: %w", BinaryEnv, err)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return "", fmt.Errorf("prebuilt binary $%s=%s is not an executable file (mode %s)", BinaryEnv, abs, fi.Mode())
+	}
+	return abs, nil
 }
 
 // NoModelEnv is the environment of a machine with no model configured and

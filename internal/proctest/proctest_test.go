@@ -3,6 +3,7 @@ package proctest
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -107,4 +108,66 @@ func (r *recorder) Helper() {}
 func (r *recorder) Fatalf(format string, args ...any) {
 	r.msg = fmt.Sprintf(format, args...)
 	panic("fatal")
+}
+
+// TestBuildPrebuilt: with $MAESTRO_TEST_BINARY set, Build hands that
+// binary out for cmd/maestro (absolute, without building) and refuses one
+// that is missing or not executable; other commands are still built.
+func TestBuildPrebuilt(t *testing.T) {
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "maestro")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plain := filepath.Join(dir, "plain")
+	if err := os.WriteFile(plain, []byte("not a program\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	for _, c := range []struct {
+		name, env, pkg string
+		want           string // the path returned; "" for an error
+		wantErr        string
+	}{
+		{"relative path made absolute", "maestro", "cmd/maestro", exe, ""},
+		{"cleaned package path", exe, "./cmd/maestro/", exe, ""},
+		{"missing", filepath.Join(dir, "nope"), "cmd/maestro", "", "no such file"},
+		{"not executable", plain, "cmd/maestro", "", "not an executable file"},
+		{"a directory", dir, "cmd/maestro", "", "not an executable file"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv(BinaryEnv, c.env)
+			got, err := Build(t.Context(), c.pkg, t.TempDir())
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) || !strings.Contains(err.Error(), BinaryEnv) {
+					t.Fatalf("Build = %q, %v; want an error naming %s and saying %q", got, err, BinaryEnv, c.wantErr)
+				}
+				return
+			}
+			if err != nil || got != c.want {
+				t.Fatalf("Build = %q, %v; want %q", got, err, c.want)
+			}
+		})
+	}
+	// Another command is built even with the variable set: it names a
+	// maestro binary only.
+	t.Run("other command built", func(t *testing.T) {
+		t.Setenv(BinaryEnv, exe)
+		t.Chdir(root)
+		out := t.TempDir()
+		got, err := Build(t.Context(), "cmd/maestro-fakemodel", out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != filepath.Join(out, "maestro-fakemodel") {
+			t.Errorf("Build = %q, want the binary in %s", got, out)
+		}
+		if fi, err := os.Stat(got); err != nil || fi.Size() < 1<<20 {
+			t.Errorf("built binary %s: %v (size %v), want a Go program", got, err, fi)
+		}
+	})
 }

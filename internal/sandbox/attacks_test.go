@@ -42,7 +42,9 @@ type attackEnv struct {
 	marker                          string // unique argument of daemon processes
 }
 
-func newAttackEnv(t *testing.T, mode string) attackEnv {
+// seq is a number below 1000 that no other case running at the same time
+// (the cases run in parallel) uses: it goes into the daemon marker.
+func newAttackEnv(t *testing.T, seq int) attackEnv {
 	t.Helper()
 	root := t.TempDir()
 	e := attackEnv{
@@ -64,8 +66,8 @@ func newAttackEnv(t *testing.T, mode string) attackEnv {
 	}
 	writeEvilTar(t, filepath.Join(e.ws, "evil.tar"), e.home)
 	// A fractional sleep length nobody else uses marks the daemons of this
-	// case.
-	e.marker = fmt.Sprintf("%d.%06d", 3000+os.Getpid()%1000, time.Now().Nanosecond()/1000)
+	// case: this process, this case, and the clock.
+	e.marker = fmt.Sprintf("%d.%03d%03d", 3000+os.Getpid()%1000, seq%1000, time.Now().Nanosecond()/1000%1000)
 	// Listeners of the host nothing may reach: TCP on loopback, a unix
 	// socket outside the workspace (a daemon's), an abstract unix socket.
 	udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
@@ -93,7 +95,6 @@ func newAttackEnv(t *testing.T, mode string) attackEnv {
 			e.port = tcp.Port
 		}
 	}
-	_ = mode
 	return e
 }
 
@@ -341,28 +342,33 @@ func attackModes() []sandboxMode {
 }
 
 // TestAttacks runs every attack of issue 14 item 3 in every sandbox mode
-// and asserts that nothing got through.
+// and asserts that nothing got through. The cases run in parallel (each
+// has its own workspace, listeners and daemon marker): most of a case's
+// time is waiting on its processes and for late connections.
 func TestAttacks(t *testing.T) {
 	if os.Getenv(fakeKeyVar) != fakeKeyValue {
 		t.Fatalf("TestMain did not put the fake key in the environment")
 	}
-	for _, m := range attackModes() {
+	for mi, m := range attackModes() {
 		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
 			sb := m.new(t)
-			blocked := 0
+			var blocked atomic.Int64
 			cases := allAttackCases()
-			for _, c := range cases {
+			// Cleanups run once every parallel case is done.
+			t.Cleanup(func() { t.Logf("%s: %d of %d attacks blocked", m.name, blocked.Load(), len(cases)) })
+			for ci, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
-					e := newAttackEnv(t, m.name)
+					t.Parallel()
+					e := newAttackEnv(t, mi*100+ci)
 					o := runAttack(t, sb, e, c)
 					if len(o.leaks) > 0 {
 						t.Errorf("%s: attack %q got through: %s", m.name, e.expand(c.command), strings.Join(o.leaks, "; "))
 						return
 					}
-					blocked++
+					blocked.Add(1)
 				})
 			}
-			t.Logf("%s: %d of %d attacks blocked", m.name, blocked, len(cases))
 		})
 	}
 }
@@ -371,9 +377,10 @@ func TestAttacks(t *testing.T) {
 // case achieves its effect, so a blocked case above is the sandbox's doing.
 func TestAttacksSucceedUnconfined(t *testing.T) {
 	sb := sandboxtest.Off(t, sandbox.Config{})
-	for _, c := range allAttackCases() {
+	for ci, c := range allAttackCases() {
 		t.Run(c.name, func(t *testing.T) {
-			e := newAttackEnv(t, "off")
+			t.Parallel()
+			e := newAttackEnv(t, ci)
 			o := runAttack(t, sb, e, c)
 			if o.rejected {
 				t.Fatalf("attack %q was rejected by the policy with isolation off: the case does not test the sandbox", e.expand(c.command))
@@ -397,7 +404,7 @@ func TestBwrapWithoutHelperKillsDaemons(t *testing.T) {
 		if c.name != "setsid daemon survives" {
 			continue
 		}
-		e := newAttackEnv(t, "bwrap-bare")
+		e := newAttackEnv(t, 0)
 		if o := runAttack(t, sb, e, c); len(o.leaks) > 0 {
 			t.Errorf("bwrap without helper: %s", strings.Join(o.leaks, "; "))
 		}
