@@ -94,13 +94,15 @@ func checkExecutor(pl Payload, hasAgents bool) string {
 		if pl.Agent != "" {
 			return fmt.Sprintf("job payload field \"agent\": %q is only for executor %q", pl.Agent, api.ExecutorAgentCLI)
 		}
-		if pl.Executor != "" && len(pl.Replay) > 0 {
+		if pl.Executor == api.ExecutorNative && len(pl.Replay) > 0 {
 			return fmt.Sprintf("job payload field \"executor\": %q and \"replay\" (a scenario) exclude each other", pl.Executor)
 		}
 	case api.ExecutorAgentCLI:
 		switch {
 		case pl.Agent == "":
 			return fmt.Sprintf("job payload field \"agent\": required with executor %q (an agent CLI id, as maestro agents list shows)", api.ExecutorAgentCLI)
+		case len(pl.Replay) > 0:
+			return fmt.Sprintf("job payload field \"executor\": %q and \"replay\" (a scenario) exclude each other", pl.Executor)
 		case pl.NoPiece:
 			return fmt.Sprintf("job payload field \"no_piece\": Maestro's own loop cannot run on executor %q", api.ExecutorAgentCLI)
 		case !hasAgents:
@@ -316,7 +318,9 @@ func agentOf(pl Payload) string {
 func (r *engineRunner) provider(j *Job, pl Payload) (llm.Provider, error) {
 	switch pl.Executor {
 	case api.ExecutorReplay:
-		return replay.New(replay.DemoPiece()), nil
+		if len(pl.Replay) == 0 {
+			return replay.New(replay.DemoPiece()), nil
+		}
 	case api.ExecutorNative:
 		if r.cfg.Provider != nil {
 			p, err := r.cfg.Provider(j)
