@@ -127,9 +127,9 @@ func printJSON(io *IOStreams, v any) error {
 func newTasksSubmitCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 	var (
 		body, piece, profile, taskClass, payload, executor, agent string
-		files                                    []string
-		priority, maxAttempts                    int
-		follow                                   bool
+		files                                                     []string
+		priority, maxAttempts                                     int
+		follow                                                    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "submit TITLE",
