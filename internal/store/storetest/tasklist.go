@@ -177,14 +177,7 @@ func testTaskUsage(t *testing.T, b *bundle) {
 	}
 	check := func(when string, want store.Task, finished bool) {
 		t.Helper()
-		got, err := b.s.GetTask(b.ctx, task.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		list, err := b.s.ListTasks(b.ctx, store.TaskFilter{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		got, list := b.taskAndList(t, task.ID)
 		for _, lt := range list {
 			if lt.ID == other.ID && (lt.JobExecutor != "" || lt.JobModel != "" || lt.JobAgent != "" || lt.JobCostUSD != 0 || !lt.JobAttemptedAt.IsZero()) {
 				t.Errorf("%s: the untouched task has %+v", when, lt)
