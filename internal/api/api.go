@@ -91,7 +91,31 @@ type CreateTaskRequest struct {
 	MaxAttempts int    `json:"max_attempts,omitempty"`
 	// Payload is the job's input, a JSON object.
 	Payload json.RawMessage `json:"payload,omitempty"`
+	// Executor chooses what runs the task's job: ExecutorNative,
+	// ExecutorAgentCLI (with Agent, one of ServerInfo.Agents) or
+	// ExecutorReplay; empty: the worker's default (ServerInfo's
+	// ExecutorDefault). Carried in the job payload (docs/queue.md,
+	// "Executors").
+	Executor string `json:"executor,omitempty"`
+	Agent    string `json:"agent,omitempty"`
 }
+
+// Executors of CreateTaskRequest.Executor (and of the job payload's
+// "executor").
+const (
+	// ExecutorNative runs the task on Maestro's own loop over the
+	// worker's live model.
+	ExecutorNative = "native"
+	// ExecutorAgentCLI runs every movement of the task's piece on the
+	// agent CLI CreateTaskRequest.Agent names.
+	ExecutorAgentCLI = "agent-cli"
+	// ExecutorReplay plays the bundled replay demo, even on a worker with
+	// a model.
+	ExecutorReplay = "replay"
+)
+
+// Executors lists the values of CreateTaskRequest.Executor.
+func Executors() []string { return []string{ExecutorNative, ExecutorAgentCLI, ExecutorReplay} }
 
 // CreateTaskResponse answers POST /api/v1/tasks.
 type CreateTaskResponse struct {
@@ -318,6 +342,10 @@ type ServerInfo struct {
 	// otherwise: "replay" (no model configured) or "native" (Maestro's
 	// own loop over a live model); left out when it runs no workers.
 	ExecutorDefault string `json:"executor_default,omitempty"`
+	// Agents are the agent CLIs this process's workers can run a task on
+	// (CreateTaskRequest.Agent): the adapters whose binary is installed;
+	// left out when it runs no workers.
+	Agents []string `json:"agents,omitempty"`
 	// Workers are this process's worker pool and every worker holding a
 	// job's lease, by name.
 	Workers []ServerWorker `json:"workers"`

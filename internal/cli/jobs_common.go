@@ -164,3 +164,21 @@ func jobReplayNotice(c *providers.Choice, configFile string) string {
 		"To use a real model set ANTHROPIC_API_KEY or OPENAI_API_KEY (OPENAI_BASE_URL for a local server such as Ollama), " +
 		"or MAESTRO_MODEL=provider/model, or model: in " + configFile + ", then restart."
 }
+
+// installedAgents lists the agent CLIs this process's workers can run a
+// task on (api.ServerInfo.Agents): the adapters of the registry (built-in
+// and ~/.maestro/agents/) whose binary is on PATH. A registry that cannot
+// be read lists none.
+func installedAgents(io *IOStreams) []string {
+	reg, err := agentRegistry(io)
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, def := range reg.All() {
+		if _, err := def.Resolve(io.Getenv("PATH")); err == nil {
+			ids = append(ids, def.ID)
+		}
+	}
+	return ids
+}

@@ -188,6 +188,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 			return failErr(err)
 		}
 		info.ExecutorDefault, info.Worker = executor, o.Name
+		info.Agents = installedAgents(io)
 		info.Host, _ = os.Hostname()
 	}
 	ui, err := webui.New(webui.Dist())

@@ -126,10 +126,10 @@ func printJSON(io *IOStreams, v any) error {
 
 func newTasksSubmitCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 	var (
-		body, piece, profile, taskClass, payload string
-		files                                    []string
-		priority, maxAttempts                    int
-		follow                                   bool
+		body, piece, profile, taskClass, payload, executor, agent string
+		files                                                     []string
+		priority, maxAttempts                                     int
+		follow                                                    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "submit TITLE",
@@ -153,7 +153,7 @@ input/ directory before its job starts (the piece reads them from there).
 				body = string(data)
 			}
 			req := api.CreateTaskRequest{Title: args[0], Body: body, Piece: piece, Profile: profile,
-				TaskClass: taskClass, Priority: priority, MaxAttempts: maxAttempts}
+				TaskClass: taskClass, Priority: priority, MaxAttempts: maxAttempts, Executor: executor, Agent: agent}
 			if payload != "" {
 				if !json.Valid([]byte(payload)) {
 					return usageErr("--payload: expected a JSON object, found %q", payload)
@@ -207,6 +207,8 @@ input/ directory before its job starts (the piece reads them from there).
 	f.IntVar(&maxAttempts, "max-attempts", 0, "attempts before the job fails (default 3)")
 	f.StringVar(&payload, "payload", "", "job payload as a JSON object")
 	f.StringArrayVar(&files, "file", nil, "upload a file to the task's input/ (repeatable)")
+	f.StringVar(&executor, "executor", "", "what runs it: "+strings.Join(api.Executors(), ", ")+" (default: the server's)")
+	f.StringVar(&agent, "agent", "", "with --executor agent-cli: the agent CLI (maestro agents list)")
 	f.BoolVarP(&follow, "follow", "f", false, "follow the job's events until it finishes")
 	return cmd
 }
@@ -231,9 +233,10 @@ func newTasksListCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 				return printJSON(io, out)
 			}
 			tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATE\tPIECE\tCREATED\tTITLE")
+			fmt.Fprintln(tw, "ID\tSTATE\tPIECE\tRUNS ON\tCOST\tCREATED\tTITLE")
 			for _, t := range out.Tasks {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", t.ID, orDash(string(t.JobState)), orDash(cmp.Or(t.Piece, t.JobPiece)), t.CreatedAt.Local().Format("2006-01-02 15:04"), firstLine(t.Title, 60))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, orDash(string(t.JobState)), orDash(cmp.Or(t.Piece, t.JobPiece)),
+					orDash(cmp.Or(t.JobAgent, t.JobModel)), taskCost(t), t.CreatedAt.Local().Format("2006-01-02 15:04"), firstLine(t.Title, 60))
 			}
 			return tw.Flush()
 		},
@@ -700,4 +703,13 @@ func downloadOne(ctx context.Context, c *client.Client, root *os.Root, taskID in
 		return 0, err
 	}
 	return n, nil
+}
+
+// taskCost is the list's COST column: what the task's latest job cost so
+// far, "-" before it started.
+func taskCost(t store.Task) string {
+	if t.JobExecutor == "" && t.JobCostUSD == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("$%.4f", t.JobCostUSD)
 }

@@ -412,3 +412,56 @@ func TestRegistryAgents(t *testing.T) {
 		t.Errorf("missing binary: %v", err)
 	}
 }
+
+// Config.Agent runs every movement on that agent CLI, those written for
+// Maestro's own loop included: a piece with no agent: at all runs a on the
+// CLI (its reply meets a's rule), then b on the CLI (no rule met: its
+// default_next completes), and never calls the model.
+func TestConfigAgentRunsEveryMovement(t *testing.T) {
+	t.Parallel()
+	h := newAgentHarness(t)
+	h.cfg.Agent = "fake-move"
+	p, err := piece.Parse("plain.yaml", []byte(`name: plain
+description: Two movements of Maestro's own loop.
+max_movements: 4
+initial_movement: a
+movements:
+  - name: a
+    edit: false
+    persona: You check.
+    instruction: Check.
+    allowed_tools: [Read]
+    rules:
+      - condition: all is well
+        next: b
+  - name: b
+    edit: false
+    persona: You report.
+    instruction: Report.
+    allowed_tools: [Read]
+    rules: []
+    default_next: COMPLETE
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	out, err := h.engine().Start(ctx, p, "<reply>All is well.</reply>", StartOptions{RunID: "run_agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != StatusSucceeded || out.Movement != "b" {
+		t.Errorf("outcome %s in %s (%q), want succeeded in b", out.Status, out.Movement, out.Result)
+	}
+	var on []string
+	for _, s := range all[MovementStarted](h.rec) {
+		on = append(on, s.Movement+"@"+s.Agent)
+	}
+	if diff := cmp.Diff([]string{"a@fake-move", "b@fake-move"}, on); diff != "" {
+		t.Errorf("movements (-want +got):\n%s", diff)
+	}
+	if n := len(h.prov.requests()); n != 0 {
+		t.Errorf("%d model calls, want none (every movement on the CLI)", n)
+	}
+}

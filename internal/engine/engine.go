@@ -106,6 +106,10 @@ type Config struct {
 	// Agents runs the movements that name an agent CLI (`agent:`); nil
 	// makes such a movement fail the run with ErrAgentCLI.
 	Agents AgentRunner
+	// Agent, when set, runs every movement on this agent CLI (Agents'
+	// adapter id), as if each named `agent: <Agent>`: a task submitted
+	// with an agent-CLI executor (docs/queue.md, "Executors").
+	Agent string
 	// MCP gives movements their mcp__ tools and starts the servers a
 	// piece's required_mcp lists; nil: no MCP server is configured.
 	MCP MCPServers

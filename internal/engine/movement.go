@@ -30,6 +30,11 @@ func (r *run) runMovement(ctx context.Context) (*decision, error) {
 	if !ok {
 		return nil, fmt.Errorf("movement %q is not in piece %s", st.Movement, r.p.Name)
 	}
+	if r.cfg.Agent != "" && m.Agent != r.cfg.Agent {
+		on := *m
+		on.Agent = r.cfg.Agent
+		m = &on
+	}
 	if m.Agent != "" {
 		return r.runAgentMovement(ctx, m)
 	}

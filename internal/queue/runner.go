@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/agent"
+	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/gitinfo"
 	"github.com/maestro-run/maestro/internal/llm"
@@ -76,6 +77,41 @@ type Payload struct {
 	// task's input/ before the run starts. The API sets it; clients may
 	// not.
 	InputStaging string `json:"input_staging,omitempty"`
+	// Executor chooses what runs the job (docs/queue.md, "Executors"):
+	// api.ExecutorNative (the worker's live model), api.ExecutorAgentCLI
+	// (every movement on the agent CLI Agent), api.ExecutorReplay (the
+	// bundled replay demo, even when the worker has a model); empty: the
+	// worker's default.
+	Executor string `json:"executor,omitempty"`
+	Agent    string `json:"agent,omitempty"`
+}
+
+// checkExecutor says why the executor fields of pl cannot run the job
+// ("" when they can).
+func checkExecutor(pl Payload, hasAgents bool) string {
+	switch pl.Executor {
+	case "", api.ExecutorNative, api.ExecutorReplay:
+		if pl.Agent != "" {
+			return fmt.Sprintf("job payload field \"agent\": %q is only for executor %q", pl.Agent, api.ExecutorAgentCLI)
+		}
+		if pl.Executor == api.ExecutorNative && len(pl.Replay) > 0 {
+			return fmt.Sprintf("job payload field \"executor\": %q and \"replay\" (a scenario) exclude each other", pl.Executor)
+		}
+	case api.ExecutorAgentCLI:
+		switch {
+		case pl.Agent == "":
+			return fmt.Sprintf("job payload field \"agent\": required with executor %q (an agent CLI id, as maestro agents list shows)", api.ExecutorAgentCLI)
+		case len(pl.Replay) > 0:
+			return fmt.Sprintf("job payload field \"executor\": %q and \"replay\" (a scenario) exclude each other", pl.Executor)
+		case pl.NoPiece:
+			return fmt.Sprintf("job payload field \"no_piece\": Maestro's own loop cannot run on executor %q", api.ExecutorAgentCLI)
+		case !hasAgents:
+			return "job payload field \"executor\": this worker runs no agent CLIs"
+		}
+	default:
+		return fmt.Sprintf("job payload field \"executor\": %q is not one of %s (empty: the worker's default)", pl.Executor, strings.Join(api.Executors(), ", "))
+	}
+	return ""
 }
 
 type engineRunner struct{ cfg EngineRunnerConfig }
@@ -113,6 +149,9 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 		if err := json.Unmarshal(j.Payload, &pl); err != nil {
 			return Result{State: store.StateFailed, NoRetry: true, Error: fmt.Sprintf("job payload: expected a JSON object with optional \"replay\" and \"task\": %v", err)}
 		}
+	}
+	if msg := checkExecutor(pl, r.cfg.Agents != nil); msg != "" {
+		return Result{State: store.StateFailed, NoRetry: true, Error: msg}
 	}
 	prov, err := r.provider(j, pl)
 	if err != nil {
@@ -175,7 +214,7 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 		Config: engine.Config{
 			Provider: prov, Workspace: root, RunDir: stateDir, JobWorkspace: true,
 			Sandbox: r.cfg.Sandbox, FileLimits: r.cfg.FileLimits, Web: r.cfg.Web, SSH: r.cfg.SSH, Library: lib, Sink: em, Events: em, Agents: r.cfg.Agents,
-			Models: r.cfg.Models, ClassifierProvider: r.cfg.Classifier,
+			Models: r.cfg.Models, ClassifierProvider: r.cfg.Classifier, Agent: agentOf(pl),
 		},
 		Task: task, Piece: name, RunID: "job-" + strconv.FormatInt(j.ID, 10),
 		Answer: func(ctx context.Context) (string, error) { return latestUserComment(ctx, j) },
@@ -267,7 +306,33 @@ func (r *engineRunner) runLoop(ctx context.Context, j *Job, prov llm.Provider, r
 	return out
 }
 
+// agentOf is the agent CLI every movement of the job runs on ("": each
+// movement's own).
+func agentOf(pl Payload) string {
+	if pl.Executor == api.ExecutorAgentCLI {
+		return pl.Agent
+	}
+	return ""
+}
+
 func (r *engineRunner) provider(j *Job, pl Payload) (llm.Provider, error) {
+	switch pl.Executor {
+	case api.ExecutorReplay:
+		if len(pl.Replay) == 0 {
+			return replay.New(replay.DemoPiece()), nil
+		}
+	case api.ExecutorNative:
+		if r.cfg.Provider != nil {
+			p, err := r.cfg.Provider(j)
+			if err != nil {
+				return nil, fmt.Errorf("choose the model: %w", err)
+			}
+			if !isReplayProvider(p) {
+				return p, nil
+			}
+		}
+		return nil, fmt.Errorf("job payload field \"executor\": %q needs a live model and this worker has none configured (it plays replay); configure one (MAESTRO_MODEL, a provider API key, or model: in config.yaml) or choose %q", api.ExecutorNative, api.ExecutorReplay)
+	}
 	if len(pl.Replay) > 0 {
 		src := []byte(pl.Replay)
 		var text string

@@ -22,6 +22,10 @@ type Info struct {
 	// ExecutorDefault is what runs this process's jobs ("replay",
 	// "native"); empty when it runs no workers.
 	ExecutorDefault string
+	// Agents are the agent CLIs this process's workers can run a task on
+	// (installed); tasks naming another are refused. Empty when it runs
+	// no workers.
+	Agents []string
 	// Worker is the name of this process's worker pool (empty: none) and
 	// Host the machine it runs on.
 	Worker, Host string
@@ -84,6 +88,6 @@ func (s *Server) serverInfo(w http.ResponseWriter, r *http.Request) {
 	slices.SortFunc(workers, func(a, b api.ServerWorker) int { return cmp.Compare(a.ID, b.ID) })
 	writeJSON(w, http.StatusOK, api.ServerInfo{
 		Version: info.Version, Store: info.Store, StartedAt: info.StartedAt.UTC(),
-		ExecutorDefault: info.ExecutorDefault, Workers: workers, Queue: queue,
+		ExecutorDefault: info.ExecutorDefault, Agents: info.Agents, Workers: workers, Queue: queue,
 	})
 }

@@ -78,6 +78,9 @@ func (s *Server) checkCreateTask(w http.ResponseWriter, r *http.Request, req *ne
 			return false
 		}
 	}
+	if !s.checkExecutor(w, req.CreateTaskRequest) {
+		return false
+	}
 	if string(req.Payload) == "null" {
 		req.Payload = nil
 	}
@@ -95,16 +98,56 @@ func (s *Server) checkCreateTask(w http.ResponseWriter, r *http.Request, req *ne
 	return true
 }
 
+// checkExecutor validates the executor fields of a create request
+// (docs/api.md, "Executors"); it answers the request and returns false
+// when they are wrong.
+func (s *Server) checkExecutor(w http.ResponseWriter, req api.CreateTaskRequest) bool {
+	agents := s.cfg.Info.Agents
+	switch {
+	case req.Executor != "" && !slices.Contains(api.Executors(), req.Executor):
+		writeFieldError(w, http.StatusUnprocessableEntity, "executor",
+			fmt.Sprintf("%q is not an executor: expected one of %s (leave it empty for the server's default)", req.Executor, strings.Join(api.Executors(), ", ")))
+	case req.Executor == api.ExecutorAgentCLI && req.Agent == "":
+		writeFieldError(w, http.StatusUnprocessableEntity, "agent", "required with executor agent-cli: "+agentChoice(agents))
+	case req.Executor == api.ExecutorAgentCLI && len(agents) > 0 && !slices.Contains(agents, req.Agent):
+		writeFieldError(w, http.StatusUnprocessableEntity, "agent", fmt.Sprintf("%q is not an agent CLI this server runs: %s", req.Agent, agentChoice(agents)))
+	case req.Executor != api.ExecutorAgentCLI && req.Agent != "":
+		writeFieldError(w, http.StatusUnprocessableEntity, "agent", `only with executor "agent-cli"`)
+	default:
+		return true
+	}
+	return false
+}
+
+// agentChoice says which agent CLIs a task may name.
+func agentChoice(agents []string) string {
+	if len(agents) == 0 {
+		return "the id of an installed agent CLI (maestro agents list)"
+	}
+	return "expected one of " + strings.Join(agents, ", ")
+}
+
 // insertTask creates the task and its job (req has passed checkCreateTask);
 // staged, when not empty, is the key of the staging directory holding
 // files, which the job's payload names.
 func (s *Server) insertTask(w http.ResponseWriter, r *http.Request, req newTask, files []api.FileRef, staged string) {
-	if staged != "" {
+	if staged != "" || req.Executor != "" {
 		fields := req.payload
 		if fields == nil {
 			fields = map[string]json.RawMessage{}
 		}
-		fields[staging.PayloadField], _ = json.Marshal(staged)
+		if staged != "" {
+			fields[staging.PayloadField], _ = json.Marshal(staged)
+		}
+		if req.Executor != "" {
+			// The typed fields replace the payload's own (docs/queue.md,
+			// "Executors").
+			fields["executor"], _ = json.Marshal(req.Executor)
+			delete(fields, "agent")
+			if req.Agent != "" {
+				fields["agent"], _ = json.Marshal(req.Agent)
+			}
+		}
 		req.Payload, _ = json.Marshal(fields)
 	}
 	task, job, err := s.st.CreateTask(r.Context(), store.NewTask{

@@ -297,6 +297,20 @@ type Task struct {
 	JobID    int64  `json:"job_id,omitempty"`
 	JobState State  `json:"job_state,omitempty"`
 	JobPiece string `json:"job_piece,omitempty"`
+	// JobExecutor, JobModel, JobAgent and JobCostUSD are what the latest
+	// job's log has said so far (kept on the job row as the events are
+	// appended, migration 004): the executor_type of its latest ready
+	// ("live" or "replay"), that ready's provider/model, the agent CLI of
+	// its latest movement that ran on one, and the sum of its model calls'
+	// costs in USD over every attempt.
+	JobExecutor string  `json:"job_executor,omitempty"`
+	JobModel    string  `json:"job_model,omitempty"`
+	JobAgent    string  `json:"job_agent,omitempty"`
+	JobCostUSD  float64 `json:"job_cost_usd,omitempty"`
+	// JobAttemptedAt is when the latest job was last claimed and
+	// JobFinishedAt when it ended (zero: not yet): its duration.
+	JobAttemptedAt time.Time `json:"job_attempted_at,omitzero"`
+	JobFinishedAt  time.Time `json:"job_finished_at,omitzero"`
 }
 
 // NewTask is the input of CreateTask; the job fields shape its first job.

@@ -49,6 +49,21 @@ func (b *bundle) claimNone(t *testing.T, worker string) {
 	}
 }
 
+// taskAndList returns task id as GetTask reads it and the first page of
+// ListTasks.
+func (b *bundle) taskAndList(t *testing.T, id int64) (store.Task, []store.Task) {
+	t.Helper()
+	got, err := b.s.GetTask(b.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := b.s.ListTasks(b.ctx, store.TaskFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, list
+}
+
 func (b *bundle) job(t *testing.T, id int64) store.Job {
 	t.Helper()
 	j, err := b.s.GetJob(b.ctx, id)

@@ -189,14 +189,7 @@ func testSetPiece(t *testing.T, b *bundle) {
 	if got := b.job(t, j.ID); got.Piece != "chat" {
 		t.Errorf("job piece = %q, want chat", got.Piece)
 	}
-	got, err := b.s.GetTask(b.ctx, task.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	list, err := b.s.ListTasks(b.ctx, store.TaskFilter{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, list := b.taskAndList(t, task.ID)
 	if got.Piece != "" || got.JobPiece != "chat" || len(list) == 0 || list[0].ID != task.ID || list[0].JobPiece != "chat" {
 		t.Errorf("task after SetPiece: get %+v, list %+v; want piece unset (not forced) and job piece chat", got, list)
 	}

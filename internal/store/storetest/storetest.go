@@ -59,6 +59,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"TaskRejectsBadInput", testTaskBadInput},
 		{"Comments", testComments},
 		{"TaskFilter", testTaskFilter},
+		{"TaskUsage", testTaskUsage},
 		{"Enqueue", testEnqueue},
 		{"EnqueueRejectsBadInput", testEnqueueBadInput},
 		{"ClaimOrder", testClaimOrder},

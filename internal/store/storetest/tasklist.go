@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 
@@ -135,4 +137,70 @@ func BenchTaskListFiltered(b *testing.B, newStore Factory) {
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/page")
 		})
 	}
+}
+
+// testTaskUsage: the task list carries what the latest job's log said
+// (migration 004): the executor and model of its latest ready, the agent
+// CLI of its latest agent movement, the sum of its model calls' costs, and
+// when it was claimed and finished. Events of other kinds, and usage
+// without a numeric cost, change nothing.
+func testTaskUsage(t *testing.T, b *bundle) {
+	task, _, err := b.s.CreateTask(b.ctx, store.NewTask{Title: "Write a report"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _, err := b.s.CreateTask(b.ctx, store.NewTask{Title: "Untouched"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := b.claimOne(t, "w1")
+	if j.ID != task.JobID {
+		t.Fatalf("claimed job %d, want %d", j.ID, task.JobID)
+	}
+	ev := func(kind store.JobEventKind, data string) store.NewJobEvent {
+		return store.NewJobEvent{Type: kind, Data: json.RawMessage(data)}
+	}
+	if _, err := b.s.AppendJobEvents(b.ctx, j.Lease(), []store.NewJobEvent{
+		ev(store.JobEventProtocol, `{"type":"ready","provider":"replay","model":"demo","executor_type":"replay"}`),
+		ev(store.JobEventProtocol, `{"type":"ready","provider":"anthropic","model":"claude-x","executor_type":"live"}`),
+		ev(store.JobEventProtocol, `{"type":"response_end","usage":{"input_tokens":10,"total_cost_usd":0.25}}`),
+		ev(store.JobEventProtocol, `{"type":"response_end","usage":{"total_cost_usd":"1.5"}}`),
+		ev(store.JobEventProtocol, `{"type":"response_end"}`),
+		ev(store.JobEventProtocol, `["not an object"]`),
+		ev(store.JobEventRunEvent, `{"kind":"movement_started","data":{"movement":"plan"}}`),
+		ev(store.JobEventRunEvent, `{"kind":"movement_started","data":{"movement":"code","agent":"codex"}}`),
+		ev(store.JobEventRunEvent, `{"kind":"movement_started","data":"odd"}`),
+		ev("custom", `{"type":"response_end","usage":{"total_cost_usd":100}}`),
+		ev(store.JobEventProtocol, `{"type":"response_end","usage":{"total_cost_usd":0.5}}`),
+	}); err != nil {
+		t.Fatalf("AppendJobEvents: %v", err)
+	}
+	check := func(when string, want store.Task, finished bool) {
+		t.Helper()
+		got, list := b.taskAndList(t, task.ID)
+		for _, lt := range list {
+			if lt.ID == other.ID && (lt.JobExecutor != "" || lt.JobModel != "" || lt.JobAgent != "" || lt.JobCostUSD != 0 || !lt.JobAttemptedAt.IsZero()) {
+				t.Errorf("%s: the untouched task has %+v", when, lt)
+			}
+			if lt.ID != task.ID {
+				continue
+			}
+			for name, g := range map[string]store.Task{"GetTask": got, "ListTasks": lt} {
+				if g.JobExecutor != want.JobExecutor || g.JobModel != want.JobModel || g.JobAgent != want.JobAgent ||
+					math.Abs(g.JobCostUSD-want.JobCostUSD) > 1e-9 {
+					t.Errorf("%s: %s = executor %q model %q agent %q cost %v, want %q %q %q %v", when, name,
+						g.JobExecutor, g.JobModel, g.JobAgent, g.JobCostUSD, want.JobExecutor, want.JobModel, want.JobAgent, want.JobCostUSD)
+				}
+				if g.JobAttemptedAt.IsZero() || g.JobFinishedAt.IsZero() == finished {
+					t.Errorf("%s: %s attempted %v finished %v (finished: %v)", when, name, g.JobAttemptedAt, g.JobFinishedAt, finished)
+				}
+			}
+		}
+	}
+	want := store.Task{JobExecutor: "live", JobModel: "anthropic/claude-x", JobAgent: "codex", JobCostUSD: 0.75}
+	check("running", want, false)
+	if _, err := b.s.Complete(b.ctx, j.Lease(), "done"); err != nil {
+		t.Fatal(err)
+	}
+	check("succeeded", want, true)
 }

@@ -66,11 +66,14 @@ const (
 {"index":1,"statements":[{"kind":"tool_call","tool":"Write","input":{"path":"output/fence.txt","content":"painted\n"}}]},
 {"index":2,"statements":[{"kind":"tool_call","tool":"complete","input":{"status":"success","result":"The fence is painted."}}]}
 ]}`
-	// tickScenario runs until cancelled, printing a line every 100 ms.
+	// tickScenario runs until cancelled, printing a line every 100 ms; the
+	// Bash call may run 600 s (its longest), so that bench/webui/heap.sh's
+	// five minutes of streaming end in the cancel, not in the default 120 s
+	// timeout that would finish the task.
 	tickScenario = `{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id":"tick","description":"run until cancelled",
 "metadata":{"recordedAt":"2026-11-26T00:00:00Z","toolsExpected":["Bash","complete"]},
 "frames":[
-{"index":0,"statements":[{"kind":"tool_call","tool":"Bash","input":{"command":"i=0; while [ ! -f input/go ]; do i=$((i+1)); echo tick $i; sleep 0.1; done"}}]},
+{"index":0,"statements":[{"kind":"tool_call","tool":"Bash","input":{"command":"i=0; while [ ! -f input/go ]; do i=$((i+1)); echo tick $i; sleep 0.1; done","timeout_seconds":600}}]},
 {"index":1,"statements":[{"kind":"tool_call","tool":"complete","input":{"status":"success","result":"released"}}]}
 ]}`
 )

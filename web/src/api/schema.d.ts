@@ -654,6 +654,13 @@ export interface components {
             max_attempts?: number;
             /** @description job input; {"replay": <scenario>} runs a scripted model; input_staging is reserved (the server sets it for files sent with the task) */
             payload?: Record<string, unknown>;
+            /**
+             * @description what runs the task (empty: the worker's default, executor_default of GET /api/v1/server): native (Maestro's loop over the worker's live model), agent-cli (every movement on the agent CLI `agent`), replay (the bundled replay demo, even with a model configured). Sets the job payload's executor and agent (docs/queue.md, "Executors"); any other value is a 422 naming the field.
+             * @enum {string}
+             */
+            executor?: "native" | "agent-cli" | "replay";
+            /** @description with executor agent-cli (required then, and only then): one of GET /api/v1/server's agents */
+            agent?: string;
         };
         Task: {
             id: number;
@@ -671,6 +678,30 @@ export interface components {
             job_state?: components["schemas"]["State"];
             /** @description the piece the latest job runs: piece, or the one the classifier chose once chosen */
             job_piece?: string;
+            /**
+             * @description what drove the latest job's model turns (its latest ready's executor_type); absent before it starts
+             * @enum {string}
+             */
+            job_executor?: "live" | "replay";
+            /** @description provider/model of the latest job (its latest ready) */
+            job_model?: string;
+            /** @description the agent CLI the latest job's latest agent movement ran on (absent: none did) */
+            job_agent?: string;
+            /**
+             * Format: double
+             * @description what the latest job's model calls cost so far in USD, every attempt (absent: nothing known)
+             */
+            job_cost_usd?: number;
+            /**
+             * Format: date-time
+             * @description when the latest job was last claimed
+             */
+            job_attempted_at?: string;
+            /**
+             * Format: date-time
+             * @description when the latest job ended
+             */
+            job_finished_at?: string;
         };
         Job: {
             id: number;
@@ -783,6 +814,8 @@ export interface components {
             started_at?: string;
             /** @description replay (no model configured) or native (a live model); absent when the process runs no workers */
             executor_default?: string;
+            /** @description the agent CLIs (adapter ids) this process's workers can run a task on: their binary is installed; absent when none or when it runs no workers */
+            agents?: string[];
             workers: components["schemas"]["ServerWorker"][];
             /** @description jobs by state, every state listed (zeros included) */
             queue: {

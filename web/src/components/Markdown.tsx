@@ -1,9 +1,9 @@
 import ReactMarkdown from "react-markdown";
-import { highlight } from "../lib/highlight";
+import { Code } from "../lib/highlight";
 
 // Markdown renders model text and deliverables: no raw HTML (react-markdown
-// escapes it), links open in a new tab without the opener, fenced code gets
-// the light highlighter.
+// escapes it), links open in a new tab without the opener, code blocks are
+// highlighted (highlight.js grammars, loaded lazily: lib/highlight.tsx).
 export function Markdown({ text }: { text: string }) {
   return (
     <div className="prose-log text-sm leading-relaxed break-words">
@@ -17,10 +17,10 @@ export function Markdown({ text }: { text: string }) {
           // A wide code block scrolls: keyboard users can reach it.
           pre: ({ children }) => <pre tabIndex={0}>{children}</pre>,
           code: ({ className, children }) => {
-            const lang = /language-(\w+)/.exec(className ?? "")?.[1];
+            const lang = /language-([\w+-]+)/.exec(className ?? "")?.[1];
             const src = String(children ?? "");
             if (!lang && !src.includes("\n")) return <code className={className}>{children}</code>;
-            return <code className={className}>{highlight(src)}</code>;
+            return <Code className={className} src={src.replace(/\n$/, "")} lang={lang} />;
           },
         }}
       >

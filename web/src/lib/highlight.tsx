@@ -1,26 +1,39 @@
-import type { ReactNode } from "react";
+import { Fragment, useEffect, useState, type ReactNode } from "react";
+import { jsx, jsxs } from "react/jsx-runtime";
+import { toJsxRuntime } from "hast-util-to-jsx-runtime";
 
-// A deliberately small highlighter for code in model output: comments,
-// strings, numbers and common keywords of the usual languages. It keeps the
-// bundle light; what it does not know stays plain text.
-const token =
-  /(\/\/[^\n]*|#[^\n]*|\/\*[\s\S]*?\*\/)|("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|`(?:[^`\\]|\\.)*`)|\b(\d+(?:\.\d+)?)\b|\b(func|function|return|if|else|for|while|const|let|var|import|export|from|package|type|struct|interface|class|def|async|await|true|false|null|nil|None|True|False|go|defer|range|switch|case|break|continue|new|in|of|try|catch|finally|throw|raise|with|as|echo|fi|then|do|done)\b/g;
+type Highlighter = typeof import("./hl");
 
-export function highlight(src: string): ReactNode[] {
-  const out: ReactNode[] = [];
-  let last = 0;
-  let k = 0;
-  for (const m of src.matchAll(token)) {
-    const at = m.index ?? 0;
-    if (at > last) out.push(src.slice(last, at));
-    const cls = m[1] ? "tok-com" : m[2] ? "tok-str" : m[3] ? "tok-num" : "tok-kw";
-    out.push(
-      <span key={k++} className={cls}>
-        {m[0]}
-      </span>,
+// The highlighter chunk, loaded once, on the first code block shown.
+let loading: Promise<Highlighter> | undefined;
+function loadHighlighter(): Promise<Highlighter> {
+  loading ??= import("./hl");
+  return loading;
+}
+
+// useHighlighted renders src highlighted as lang (docs/web-ui.md): plain
+// text until the highlighter has loaded, or when it does not know the
+// language; then highlight.js's classes (hljs-keyword, …) as React
+// elements — no HTML string, so nothing the model wrote can become markup.
+export function useHighlighted(src: string, lang: string | undefined): ReactNode {
+  const [out, setOut] = useState<{ src: string; lang?: string; node: ReactNode } | null>(null);
+  useEffect(() => {
+    let live = true;
+    loadHighlighter().then(
+      (hl) => {
+        const tree = hl.highlightTree(src, lang);
+        if (live && tree) setOut({ src, lang, node: toJsxRuntime(tree, { Fragment, jsx, jsxs }) });
+      },
+      () => {}, // a chunk that fails to load leaves the code plain
     );
-    last = at + m[0].length;
-  }
-  if (last < src.length) out.push(src.slice(last));
-  return out;
+    return () => {
+      live = false;
+    };
+  }, [src, lang]);
+  return out && out.src === src && out.lang === lang ? out.node : src;
+}
+
+// Code is one highlighted code block's content.
+export function Code({ src, lang, className }: { src: string; lang?: string; className?: string }) {
+  return <code className={className}>{useHighlighted(src, lang)}</code>;
 }

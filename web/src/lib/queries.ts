@@ -16,16 +16,19 @@ export function useServerInfo(refetchInterval: number | false = false) {
   });
 }
 
-// executorOf names the executor a job runs on: a job whose payload carries
-// a replay scenario, or any job of a server whose default is replay, is
-// REPLAY; otherwise the server's default (native model) unless known better.
+// executorOf names the executor a job runs on, for its badge: what the
+// job's log said (seen: the latest ready's executor_type, or "agent-cli"
+// once a movement ran on an agent CLI), else what its payload asks
+// (executor, or a replay scenario), else the server's default. Replay is
+// REPLAY wherever it comes from.
 export function executorOf(job: Pick<Job, "payload"> | undefined, server: ServerInfo | undefined, seen?: string): string {
-  if (seen) return seen === "replay" ? "REPLAY" : seen === "live" ? "model" : seen;
+  const label = (e: string) => (e === "replay" ? "REPLAY" : e === "live" ? "native" : e === "agent-cli" ? "agent CLI" : e);
+  if (seen) return label(seen);
   const payload = (job?.payload ?? {}) as Record<string, unknown>;
+  if (typeof payload.executor === "string" && payload.executor) return label(payload.executor);
   if (payload.replay !== undefined && payload.replay !== null) return "REPLAY";
   const d = server?.executor_default;
-  if (d === "replay") return "REPLAY";
-  return d ?? "—";
+  return d ? label(d) : "—";
 }
 
 // usePieceOptions lists the piece catalog (GET /api/v1/pieces) as the

@@ -2,7 +2,7 @@ import { useRef, useState, type FormEvent, type KeyboardEvent } from "react";
 import { useNavigate } from "react-router";
 import { useQueryClient } from "@tanstack/react-query";
 import { useApi } from "../api/context";
-import { usePieceOptions } from "../lib/queries";
+import { usePieceOptions, useServerInfo } from "../lib/queries";
 import { ApiError, unwrap } from "../api/client";
 import { getToken } from "../api/auth";
 import type { ApiErrorBody, Task } from "../api/types";
@@ -19,9 +19,9 @@ const executors: { value: Executor; label: string }[] = [
 ];
 
 const executorHelp: Record<Executor, string> = {
-  native: "The server's configured model (the replay demo when it has none).",
-  "agent-cli": "Agent CLIs run the movements of pieces that name one (agent:); pick such a piece.",
-  replay: "A scripted scenario (YAML or JSON, docs/replay.md); empty plays the server's demo when it has no model.",
+  native: "Maestro's own loop on the server's configured model (refused when it has none).",
+  "agent-cli": "Every movement of the piece runs on the agent CLI you pick.",
+  replay: "A scripted scenario (YAML or JSON, docs/replay.md); empty plays the bundled demo, even when the server has a model.",
 };
 
 interface FormError {
@@ -38,7 +38,9 @@ export default function NewTask() {
   const [title, setTitle] = useState("");
   const [body, setBody] = useState("");
   const [piece, setPiece] = useState("");
-  const [executor, setExecutor] = useState<Executor>("native");
+  // "" follows the server's default (executor_default) and sends nothing.
+  const [picked, setPicked] = useState<Executor | "">("");
+  const [agent, setAgent] = useState("");
   const [scenario, setScenario] = useState("");
   const [files, setFiles] = useState<File[]>([]);
   const [progress, setProgress] = useState<number[]>([]);
@@ -48,6 +50,10 @@ export default function NewTask() {
   const formRef = useRef<HTMLFormElement>(null);
 
   const pieceOptions = usePieceOptions();
+  const server = useServerInfo();
+  const executor: Executor = picked || (server.data?.executor_default === "replay" ? "replay" : "native");
+  const agents = server.data?.agents ?? [];
+  const agentOptions = [{ value: "", label: agents.length ? "choose…" : "none installed" }, ...agents.map((a) => ({ value: a, label: a }))];
 
   function addFiles(list: FileList | null) {
     if (!list) return;
@@ -67,6 +73,8 @@ export default function NewTask() {
     const task: Record<string, unknown> = { title: title.trim() };
     if (body) task.body = body;
     if (piece) task.piece = piece;
+    if (picked) task.executor = picked;
+    if (picked === "agent-cli") task.agent = agent;
     if (executor === "replay" && scenario.trim()) task.payload = { replay: scenario };
     setBusy(true);
     try {
@@ -137,15 +145,21 @@ export default function NewTask() {
           label="Executor"
           value={executor}
           options={executors}
-          onChange={(v) => setExecutor(v as Executor)}
+          onChange={(v) => setPicked(v as Executor)}
           describedBy="executor-help"
           after={
-            <p id="executor-help" className="mt-1 text-xs text-slate-600 dark:text-slate-400">
-              {executorHelp[executor]}
-            </p>
+            <>
+              <p id="executor-help" className="mt-1 text-xs text-slate-600 dark:text-slate-400">
+                {executorHelp[executor]}
+              </p>
+              {fieldError("executor")}
+            </>
           }
         />
       </div>
+      {executor === "agent-cli" && (
+        <SelectField id="new-task-agent" label="Agent CLI" value={agent} options={agentOptions} onChange={setAgent} after={fieldError("agent")} />
+      )}
       {executor === "replay" && (
         <TextAreaField id="new-task-scenario" label="Replay scenario" className="min-h-24 font-mono" value={scenario} onChange={setScenario} after={fieldError("payload")} />
       )}
@@ -210,7 +224,7 @@ export default function NewTask() {
         {fieldError("path")}
         {fieldError("file")}
       </div>
-      {error && !["title", "body", "piece", "payload", "path", "file"].includes(error.field ?? "") && <Alert>{error.message}</Alert>}
+      {error && !["title", "body", "piece", "executor", "agent", "payload", "path", "file"].includes(error.field ?? "") && <Alert>{error.message}</Alert>}
       <div className="flex items-center gap-3">
         <button type="submit" className="btn btn-primary" data-testid="new-task-submit" disabled={busy}>
           {busy ? "Submitting…" : "Submit"}

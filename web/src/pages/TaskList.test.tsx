@@ -85,6 +85,57 @@ describe("TaskTable", () => {
     },
   ];
 
+  cases.push(
+    {
+      name: "the task's own columns: model, cost and duration of its latest job",
+      task: task(5, "succeeded", {
+        job_executor: "live",
+        job_model: "anthropic/claude-x",
+        job_cost_usd: 0.1234,
+        job_attempted_at: "2026-11-26T11:00:00Z",
+        job_finished_at: "2026-11-26T11:02:03Z",
+      }),
+      executorDefault: "replay",
+      status: "succeeded",
+      badge: /^succeeded$/,
+      executor: /^native$/,
+      extra: /anthropic\/claude-x/,
+    },
+    {
+      name: "a job that ran on an agent CLI names it",
+      task: task(6, "running", { job_executor: "replay", job_model: "replay/demo", job_agent: "codex" }),
+      executorDefault: "native",
+      status: "running",
+      badge: /^running$/,
+      executor: /agent CLI/,
+      extra: /^codex$/,
+    },
+    {
+      name: "a queued job asking for replay is REPLAY before it starts",
+      task: task(7, "queued"),
+      job: job(107, { executor: "replay" }),
+      executorDefault: "native",
+      status: "queued",
+      badge: /^queued$/,
+      executor: /REPLAY/,
+    },
+  );
+
+  it("shows cost and duration from the task", () => {
+    render(
+      <Wrap fetch={fetch}>
+        <TaskTable
+          tasks={[task(8, "succeeded", { job_executor: "live", job_cost_usd: 0.1234, job_attempted_at: "2026-11-26T11:00:00Z", job_finished_at: "2026-11-26T11:02:03Z" })]}
+          jobs={undefined}
+          server={undefined}
+          now={now}
+        />
+      </Wrap>,
+    );
+    expect(screen.getByTestId("task-row-cost").textContent).toBe("$0.12");
+    expect(screen.getByText("2m 3s")).toBeInTheDocument();
+  });
+
   for (const c of cases) {
     it(c.name, () => {
       const jobs = new Map(c.job ? [[c.job.id, c.job]] : []);

@@ -5,7 +5,7 @@ import { useApi } from "../api/context";
 import { unwrap } from "../api/client";
 import { states, type Job, type ServerInfo, type Task } from "../api/types";
 import { executorOf, useServerInfo } from "../lib/queries";
-import { formatDuration, relativeTime, stateLabel } from "../lib/format";
+import { formatCost, formatDuration, relativeTime, stateLabel } from "../lib/format";
 import { ExecutorBadge, StatusBadge } from "../components/Badges";
 import { Alert, InputField, PageHeader, SelectField } from "../components/Field";
 
@@ -64,8 +64,9 @@ export function TaskList() {
     placeholderData: keepPreviousData,
   });
 
-  // The jobs of the page, for executor and duration: one query over the
-  // page's range of job ids (of the filtered state only, when there is one:
+  // The jobs of the page, for the executor their payload asks before they
+  // start (and duration from an older server): one query over the page's
+  // range of job ids (of the filtered state only, when there is one:
   // a filtered page's jobs are further apart).
   const jobIds = (tasks.data?.tasks ?? []).map((t) => t.job_id ?? 0).filter((n) => n > 0);
   const lo = jobIds.length ? Math.min(...jobIds) : 0;
@@ -144,9 +145,14 @@ export function TaskTable({ tasks, jobs, server, loading, now }: TaskTableProps)
       {tasks.length === 0 && <li className="p-3 text-sm text-slate-600 dark:text-slate-400">No tasks.</li>}
       {tasks.map((t) => {
         const job = t.job_id ? jobs?.get(t.job_id) : undefined;
-        const dur = job?.attempted_at
-          ? (job.finished_at ? Date.parse(job.finished_at) : (now ?? Date.now())) - Date.parse(job.attempted_at)
-          : NaN;
+        // The task carries its latest job's times, executor, model and
+        // cost (GET /api/v1/tasks); the page's jobs add what their payload
+        // asks before they start.
+        const attempted = t.job_attempted_at ?? job?.attempted_at;
+        const finished = t.job_finished_at ?? job?.finished_at;
+        const dur = attempted ? (finished ? Date.parse(finished) : (now ?? Date.now())) - Date.parse(attempted) : NaN;
+        const seen = t.job_agent ? "agent-cli" : t.job_executor;
+        const runsOn = t.job_agent || t.job_model;
         return (
           <li
             key={t.id}
@@ -160,9 +166,15 @@ export function TaskTable({ tasks, jobs, server, loading, now }: TaskTableProps)
               <span className="text-slate-500 dark:text-slate-400">#{t.id}</span> {t.title}
             </Link>
             <StatusBadge state={t.job_state} />
-            <ExecutorBadge executor={executorOf(job, server)} />
+            <ExecutorBadge executor={executorOf(job, server, seen)} />
             <span className="text-xs text-slate-600 dark:text-slate-400" title="piece">
               {t.job_piece || t.piece || "auto"}
+            </span>
+            <span className="max-w-40 truncate text-xs text-slate-600 dark:text-slate-400" title={t.job_agent ? "agent CLI" : "model"} data-testid="task-model">
+              {runsOn || "—"}
+            </span>
+            <span className="text-xs text-slate-600 dark:text-slate-400" title="cost" data-testid="task-row-cost">
+              {t.job_cost_usd !== undefined || t.job_executor ? formatCost(t.job_cost_usd ?? 0) : "—"}
             </span>
             <span className="text-xs text-slate-600 dark:text-slate-400" title="duration">
               {formatDuration(dur)}

@@ -25,9 +25,15 @@ func scanTask(s scanner) (store.Task, error) {
 		jobID      sql.NullInt64
 		jobState   sql.NullString
 		jobPiece   sql.NullString
+		executor   sql.NullString
+		model      sql.NullString
+		agent      sql.NullString
+		cost       sql.NullFloat64
 	)
-	err := s.Scan(&t.ID, &t.Owner, &t.Title, &t.Body, &t.Piece, &scheduleID, tsScan{&t.CreatedAt}, tsScan{&t.UpdatedAt}, &jobID, &jobState, &jobPiece)
+	err := s.Scan(&t.ID, &t.Owner, &t.Title, &t.Body, &t.Piece, &scheduleID, tsScan{&t.CreatedAt}, tsScan{&t.UpdatedAt}, &jobID, &jobState, &jobPiece,
+		&executor, &model, &agent, &cost, tsScan{&t.JobAttemptedAt}, tsScan{&t.JobFinishedAt})
 	t.ScheduleID, t.JobID, t.JobState, t.JobPiece = scheduleID.Int64, jobID.Int64, store.State(jobState.String), jobPiece.String
+	t.JobExecutor, t.JobModel, t.JobAgent, t.JobCostUSD = executor.String, model.String, agent.String, cost.Float64
 	return t, err
 }
 

@@ -30,7 +30,8 @@ const (
 	AuditColumns   = "id, actor, action, target, details, created_at"
 	SessionColumns = "id, job_id, executor_type, provider, model, workspace, title, created_at, updated_at"
 	// TaskColumns is selected from tasks t LEFT JOIN jobs j (the latest job).
-	TaskColumns = "t.id, t.owner, t.title, t.body, t.piece, t.schedule_id, t.created_at, t.updated_at, j.id, j.state, j.piece"
+	TaskColumns = "t.id, t.owner, t.title, t.body, t.piece, t.schedule_id, t.created_at, t.updated_at, j.id, j.state, j.piece, " +
+		"j.executor, j.model, j.agent, j.cost_usd, j.attempted_at, j.finished_at"
 )
 
 // Queries is a dialect's SQL. The comment of each field lists its

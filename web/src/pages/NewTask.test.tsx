@@ -1,0 +1,63 @@
+import { describe, expect, it } from "vitest";
+import { render, screen, waitFor } from "@testing-library/react";
+import userEvent from "@testing-library/user-event";
+import { Route, Routes } from "react-router";
+import NewTask from "./NewTask";
+import { json, toRequest, Wrap } from "../test/helpers";
+
+// A server with a model, two agent CLIs installed, that records the body of
+// every POST /api/v1/tasks and answers with task 7.
+function server(executorDefault: string) {
+  const posted: Record<string, unknown>[] = [];
+  const f = async (input: RequestInfo | URL, init?: RequestInit) => {
+    const req = toRequest(input, init);
+    const url = new URL(req.url);
+    if (url.pathname === "/api/v1/server") return json({ version: "t", workers: [], queue: {}, executor_default: executorDefault, agents: ["codex", "claude-code"] });
+    if (url.pathname === "/api/v1/pieces") return json({ pieces: [] });
+    if (url.pathname === "/api/v1/tasks" && req.method === "POST") {
+      posted.push(await req.json());
+      return json({ task: { id: 7, title: "x", created_at: "", updated_at: "" }, job: {} }, 201);
+    }
+    return json({ error: "unexpected" }, 404);
+  };
+  return { fetch: f as typeof fetch, posted };
+}
+
+function renderForm(f: typeof fetch) {
+  render(
+    <Wrap fetch={f} path="/tasks/new">
+      <Routes>
+        <Route path="/tasks/new" element={<NewTask />} />
+        <Route path="/tasks/:id" element={<p>detail</p>} />
+      </Routes>
+    </Wrap>,
+  );
+}
+
+describe("NewTask executor", () => {
+  const cases: { name: string; executorDefault: string; pick?: string; agent?: string; shown: string; sent: Record<string, unknown> }[] = [
+    { name: "left alone it follows the server's default and sends none", executorDefault: "replay", shown: "replay", sent: {} },
+    { name: "native is sent when picked", executorDefault: "replay", pick: "native", shown: "native", sent: { executor: "native" } },
+    { name: "an agent CLI from the server's list", executorDefault: "native", pick: "agent-cli", agent: "codex", shown: "agent-cli", sent: { executor: "agent-cli", agent: "codex" } },
+    { name: "replay on a model server", executorDefault: "native", pick: "replay", shown: "replay", sent: { executor: "replay" } },
+  ];
+  for (const c of cases) {
+    it(c.name, async () => {
+      const s = server(c.executorDefault);
+      const user = userEvent.setup();
+      renderForm(s.fetch);
+      await user.type(screen.getByLabelText("Title"), "Do it");
+      if (c.pick) await user.selectOptions(screen.getByTestId("new-task-executor"), c.pick);
+      await waitFor(() => expect(screen.getByTestId("new-task-executor")).toHaveValue(c.shown));
+      if (c.agent) {
+        await waitFor(() => expect(screen.getByRole("option", { name: c.agent })).toBeInTheDocument());
+        await user.selectOptions(screen.getByTestId("new-task-agent"), c.agent);
+      }
+      await user.click(screen.getByTestId("new-task-submit"));
+      await waitFor(() => expect(s.posted).toHaveLength(1));
+      const { title, ...rest } = s.posted[0] as { title: string };
+      expect(title).toBe("Do it");
+      expect(rest).toEqual(c.sent);
+    });
+  }
+});
