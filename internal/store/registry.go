@@ -284,3 +284,14 @@ func (s Skill) Validate() error {
 	}
 	return nil
 }
+
+// MCPSecretPurpose is what an MCP server's env or header value (field
+// "env" or "headers", key its name) is sealed for: a value moved to
+// another server or key does not open.
+func MCPSecretPurpose(slug, field, key string) string {
+	return "mcp_server/" + slug + "/" + field + "/" + key
+}
+
+// SSHSecretPurpose is what an SSH connection's key or password (auth) is
+// sealed for.
+func SSHSecretPurpose(id, auth string) string { return "ssh_connection/" + id + "/" + auth }
