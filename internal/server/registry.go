@@ -243,13 +243,6 @@ func sshAnswer(c store.SSHConnectionRecord, grants []store.SSHGrant) api.SSHConn
 		Auth: c.Auth, HasSecret: c.Secret != "", Secret: api.Redacted, Grants: nonNil(grants), CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
 }
 
-// mayUse reports whether user owns c or was granted it (a user grant).
-func mayUse(c store.SSHConnectionRecord, grants []store.SSHGrant, user string) bool {
-	return c.Owner == user || slices.ContainsFunc(grants, func(g store.SSHGrant) bool {
-		return g.ConnectionID == c.ID && g.GranteeKind == store.GranteeUser && g.Grantee == user
-	})
-}
-
 // sshInput checks a request and seals its secret for id (old is the
 // stored connection on a PUT: without a new secret its own is kept).
 func (s *Server) sshInput(w http.ResponseWriter, r *http.Request, req api.SSHConnectionRequest, id string, old *store.SSHConnectionRecord) (store.SSHConnectionRecord, bool) {
@@ -316,7 +309,7 @@ func (s *Server) listSSHConnections(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []api.SSHConnection{}
 	for _, c := range conns {
-		if !mayUse(c, grants, actor(r)) {
+		if !store.MayUseSSH(c, grants, actor(r)) {
 			continue
 		}
 		var own []store.SSHGrant
@@ -345,7 +338,7 @@ func (s *Server) sshConnection(w http.ResponseWriter, r *http.Request, owner boo
 		s.storeError(w, r, err)
 		return c, nil, false
 	}
-	if !mayUse(c, grants, actor(r)) {
+	if !store.MayUseSSH(c, grants, actor(r)) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("get SSH connection %q: %v", id, store.ErrNotFound))
 		return c, nil, false
 	}

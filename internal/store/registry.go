@@ -295,3 +295,15 @@ func MCPSecretPurpose(slug, field, key string) string {
 // SSHSecretPurpose is what an SSH connection's key or password (auth) is
 // sealed for.
 func SSHSecretPurpose(id, auth string) string { return "ssh_connection/" + id + "/" + auth }
+
+// MayUseSSH reports whether user owns c or was granted it by a user
+// grant among grants. (Team grants are recorded; Maestro has no team
+// membership yet, so they grant nobody.)
+func MayUseSSH(c SSHConnectionRecord, grants []SSHGrant, user string) bool {
+	if user == "" {
+		return false
+	}
+	return c.Owner == user || slices.ContainsFunc(grants, func(g SSHGrant) bool {
+		return g.ConnectionID == c.ID && g.GranteeKind == GranteeUser && g.Grantee == user
+	})
+}
