@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -219,20 +220,30 @@ func (s *Server) putMCPServer(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteMCPServer(w http.ResponseWriter, r *http.Request) {
-	slug := r.PathValue("slug")
-	old, err := s.st.GetMCPServer(r.Context(), slug)
+	s.deleteOwned(w, r, "MCP server", r.PathValue("slug"), api.ActionMCPServerDelete, "mcp_server:",
+		func(ctx context.Context, slug string) (string, error) {
+			m, err := s.st.GetMCPServer(ctx, slug)
+			return m.Owner, err
+		}, s.st.DeleteMCPServer)
+}
+
+// deleteOwned deletes the record name (owner reads its owner) when the
+// caller owns it, audits action on targetPrefix+name and answers 204.
+func (s *Server) deleteOwned(w http.ResponseWriter, r *http.Request, what, name, action, targetPrefix string,
+	owner func(context.Context, string) (string, error), del func(context.Context, string) error) {
+	o, err := owner(r.Context(), name)
 	if err != nil {
 		s.storeError(w, r, err)
 		return
 	}
-	if !ownedBy(w, r, "MCP server", slug, old.Owner) {
+	if !ownedBy(w, r, what, name, o) {
 		return
 	}
-	if err := s.st.DeleteMCPServer(r.Context(), slug); err != nil {
+	if err := del(r.Context(), name); err != nil {
 		s.storeError(w, r, err)
 		return
 	}
-	s.audit(r, api.ActionMCPServerDelete, "mcp_server:"+slug, nil)
+	s.audit(r, action, targetPrefix+name, nil)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -501,19 +512,9 @@ func (s *Server) getSkill(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteSkill(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	sk, err := s.st.GetSkill(r.Context(), name)
-	if err != nil {
-		s.storeError(w, r, err)
-		return
-	}
-	if !ownedBy(w, r, "skill", name, sk.Owner) {
-		return
-	}
-	if err := s.st.DeleteSkill(r.Context(), name); err != nil {
-		s.storeError(w, r, err)
-		return
-	}
-	s.audit(r, api.ActionSkillDelete, "skill:"+name, nil)
-	w.WriteHeader(http.StatusNoContent)
+	s.deleteOwned(w, r, "skill", r.PathValue("name"), api.ActionSkillDelete, "skill:",
+		func(ctx context.Context, name string) (string, error) {
+			sk, err := s.st.GetSkill(ctx, name)
+			return sk.Owner, err
+		}, s.st.DeleteSkill)
 }

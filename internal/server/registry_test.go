@@ -98,6 +98,15 @@ func TestMCPServersAPI(t *testing.T) {
 			}
 		}
 		e.wantError(http.StatusConflict, "POST", api.MCPServersPath, api.MCPServerRequest{Slug: "gh", Transport: "stdio", Command: "x"})
+		// Another user's server may be read but not changed.
+		if _, err := e.st.CreateMCPServer(t.Context(), store.MCPServerRecord{Slug: "alices", Owner: "alice", Transport: store.MCPStdio, Command: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		e.must(http.StatusOK, "GET", api.MCPServersPath+"/alices", nil, &m)
+		e.wantError(http.StatusForbidden, "PUT", api.MCPServersPath+"/alices", api.MCPServerRequest{Transport: "stdio", Command: "y"})
+		if ae := e.wantError(http.StatusForbidden, "DELETE", api.MCPServersPath+"/alices", nil); !strings.Contains(ae.Error, "alice") {
+			t.Fatalf("delete another's server: %+v", ae)
+		}
 		e.must(http.StatusNoContent, "DELETE", api.MCPServersPath+"/gh", nil, nil)
 		e.wantError(http.StatusNotFound, "GET", api.MCPServersPath+"/gh", nil)
 	})
