@@ -64,10 +64,10 @@ func TestSSHConnectionsFromStore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	register("build", "alice", hostKey, box)
-	register("moved", "alice", otherHostKey, box)
-	register("rotated", "alice", hostKey, testBox(t, 2))
-	if _, err := st.GrantSSHConnection(t.Context(), store.SSHGrant{ConnectionID: "build", GranteeKind: store.GranteeUser, Grantee: "bob"}); err != nil {
+	register("b0000000-0001", "alice", hostKey, box)
+	register("b0000000-0002", "alice", otherHostKey, box)
+	register("b0000000-0003", "alice", hostKey, testBox(t, 2))
+	if _, err := st.GrantSSHConnection(t.Context(), store.SSHGrant{ConnectionID: "b0000000-0001", GranteeKind: store.GranteeUser, Grantee: "bob"}); err != nil {
 		t.Fatal(err)
 	}
 	configured := map[string]tool.SSHConnection{"ops": {ID: "ops", Host: "192.0.2.1", User: "root"}}
@@ -100,13 +100,13 @@ func TestSSHConnectionsFromStore(t *testing.T) {
 				t.Error("the configured connection is missing")
 			}
 			o := tool.SSHOptions{Connections: conns, Allowed: []string{"*"}, Timeout: 10 * time.Second}
-			if res := run(t, tool.NewSshExec(o), tool.SshExecInput{Connection: "build", Command: "echo hi-$USER-from-store"}); res.IsError || !strings.Contains(res.Content, "hi-") {
+			if res := run(t, tool.NewSshExec(o), tool.SshExecInput{Connection: "b0000000-0001", Command: "echo hi-$USER-from-store"}); res.IsError || !strings.Contains(res.Content, "hi-") {
 				t.Fatalf("SshExec on build: %s", res.Content)
 			}
-			if res := run(t, tool.NewSshUpload(root, o), tool.SshUploadInput{Connection: "build", Path: "deploy.conf", RemotePath: user + ".conf"}); res.IsError {
+			if res := run(t, tool.NewSshUpload(root, o), tool.SshUploadInput{Connection: "b0000000-0001", Path: "deploy.conf", RemotePath: user + ".conf"}); res.IsError {
 				t.Fatalf("SshUpload: %s", res.Content)
 			}
-			if res := run(t, tool.NewSshDownload(root, o), tool.SshDownloadInput{Connection: "build", RemotePath: user + ".conf", Path: "back/" + user + ".conf"}); res.IsError {
+			if res := run(t, tool.NewSshDownload(root, o), tool.SshDownloadInput{Connection: "b0000000-0001", RemotePath: user + ".conf", Path: "back/" + user + ".conf"}); res.IsError {
 				t.Fatalf("SshDownload: %s", res.Content)
 			}
 			if got, err := root.ReadFile("back/" + user + ".conf"); err != nil || string(got) != "v=1\n" {
@@ -115,10 +115,10 @@ func TestSSHConnectionsFromStore(t *testing.T) {
 			if user != "alice" {
 				return
 			}
-			if res := run(t, tool.NewSshExec(o), tool.SshExecInput{Connection: "moved", Command: "echo hi"}); !res.IsError || !strings.Contains(res.Content, "host key mismatch") {
+			if res := run(t, tool.NewSshExec(o), tool.SshExecInput{Connection: "b0000000-0002", Command: "echo hi"}); !res.IsError || !strings.Contains(res.Content, "host key mismatch") {
 				t.Fatalf("a changed host key: %s", res.Content)
 			}
-			if len(skipped) != 1 || !errors.Is(skipped[0], secrets.ErrUnknownKey) || !strings.Contains(skipped[0].Error(), "rotated") {
+			if len(skipped) != 1 || !errors.Is(skipped[0], secrets.ErrUnknownKey) || !strings.Contains(skipped[0].Error(), "b0000000-0003") {
 				t.Fatalf("skipped = %v, want the connection sealed under another key", skipped)
 			}
 		})
@@ -128,8 +128,8 @@ func TestSSHConnectionsFromStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o := tool.SSHOptions{Connections: conns, Allowed: []string{"build"}, Timeout: 10 * time.Second}
-		res := run(t, tool.NewSshExec(o), tool.SshExecInput{Connection: "build", Command: "echo hi"})
+		o := tool.SSHOptions{Connections: conns, Allowed: []string{"b0000000-0001"}, Timeout: 10 * time.Second}
+		res := run(t, tool.NewSshExec(o), tool.SshExecInput{Connection: "b0000000-0001", Command: "echo hi"})
 		if res.ErrorCode() != tool.CodeNotFound || !strings.Contains(res.Content, "no registered SSH connection") {
 			t.Fatalf("eve's task reached alice's connection: %s", res.Content)
 		}
@@ -137,7 +137,7 @@ func TestSSHConnectionsFromStore(t *testing.T) {
 	t.Run("not in the movement's list", func(t *testing.T) {
 		conns, _, _ := SSHConnectionsFor(t.Context(), st, box, configured, "alice")
 		o := tool.SSHOptions{Connections: conns, Allowed: []string{"ops"}, Timeout: 10 * time.Second}
-		res := run(t, tool.NewSshExec(o), tool.SshExecInput{Connection: "build", Command: "echo hi"})
+		res := run(t, tool.NewSshExec(o), tool.SshExecInput{Connection: "b0000000-0001", Command: "echo hi"})
 		if res.ErrorCode() != tool.CodeDenied || !strings.Contains(res.Content, "connection_not_allowed") {
 			t.Fatalf("a connection outside allowed_ssh_connections: %s", res.Content)
 		}

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -364,7 +366,11 @@ func (s *Server) createSSHConnection(w http.ResponseWriter, r *http.Request) {
 	if !decodeJSON(w, r, &req, false) {
 		return
 	}
-	rec, ok := s.sshInput(w, r, req, req.ID, nil)
+	id := req.ID
+	if id == "" {
+		id = newConnectionID()
+	}
+	rec, ok := s.sshInput(w, r, req, id, nil)
 	if !ok {
 		return
 	}
@@ -459,6 +465,17 @@ func (s *Server) revokeSSHConnection(w http.ResponseWriter, r *http.Request) {
 	}
 	s.audit(r, api.ActionSSHConnectionRevoke, "ssh_connection:"+c.ID, nil)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// newConnectionID returns a random (version 4) UUID for a connection
+// created without an id.
+func newConnectionID() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
 // ---- skills

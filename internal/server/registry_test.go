@@ -99,12 +99,12 @@ func TestMCPServersAPI(t *testing.T) {
 		}
 		e.wantError(http.StatusConflict, "POST", api.MCPServersPath, api.MCPServerRequest{Slug: "gh", Transport: "stdio", Command: "x"})
 		// Another user's server may be read but not changed.
-		if _, err := e.st.CreateMCPServer(t.Context(), store.MCPServerRecord{Slug: "alices", Owner: "alice", Transport: store.MCPStdio, Command: "x"}); err != nil {
+		if _, err := e.st.CreateMCPServer(t.Context(), store.MCPServerRecord{Slug: "a11ce000-0001", Owner: "alice", Transport: store.MCPStdio, Command: "x"}); err != nil {
 			t.Fatal(err)
 		}
-		e.must(http.StatusOK, "GET", api.MCPServersPath+"/alices", nil, &m)
-		e.wantError(http.StatusForbidden, "PUT", api.MCPServersPath+"/alices", api.MCPServerRequest{Transport: "stdio", Command: "y"})
-		if ae := e.wantError(http.StatusForbidden, "DELETE", api.MCPServersPath+"/alices", nil); !strings.Contains(ae.Error, "alice") {
+		e.must(http.StatusOK, "GET", api.MCPServersPath+"/a11ce000-0001", nil, &m)
+		e.wantError(http.StatusForbidden, "PUT", api.MCPServersPath+"/a11ce000-0001", api.MCPServerRequest{Transport: "stdio", Command: "y"})
+		if ae := e.wantError(http.StatusForbidden, "DELETE", api.MCPServersPath+"/a11ce000-0001", nil); !strings.Contains(ae.Error, "alice") {
 			t.Fatalf("delete another's server: %+v", ae)
 		}
 		e.must(http.StatusNoContent, "DELETE", api.MCPServersPath+"/gh", nil, nil)
@@ -136,25 +136,25 @@ func TestSSHConnectionsAPI(t *testing.T) {
 	priv, hostKey := sshKeys(t)
 	onEachBackendWith(t, func(c *server.Config) { c.Secrets = box }, func(t *testing.T, e *env) {
 		var c api.SSHConnection
-		e.must(http.StatusCreated, "POST", api.SSHConnectionsPath, api.SSHConnectionRequest{ID: "prod", Host: "10.0.0.5", User: "ops",
+		e.must(http.StatusCreated, "POST", api.SSHConnectionsPath, api.SSHConnectionRequest{ID: "0b5e1d2c-0001", Host: "10.0.0.5", User: "ops",
 			HostKey: hostKey, PrivateKey: priv}, &c)
-		if c.ID != "prod" || c.Auth != store.SSHAuthKey || !c.HasSecret || c.Secret != api.Redacted || c.Owner != "local" || c.HostKey != hostKey {
+		if c.ID != "0b5e1d2c-0001" || c.Auth != store.SSHAuthKey || !c.HasSecret || c.Secret != api.Redacted || c.Owner != "local" || c.HostKey != hostKey {
 			t.Fatalf("created %+v", c)
 		}
-		rec, err := e.st.GetSSHConnection(t.Context(), "prod")
+		rec, err := e.st.GetSSHConnection(t.Context(), "0b5e1d2c-0001")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v, err := box.OpenString(rec.Secret, store.SSHSecretPurpose("prod", store.SSHAuthKey)); err != nil || v != priv {
+		if v, err := box.OpenString(rec.Secret, store.SSHSecretPurpose("0b5e1d2c-0001", store.SSHAuthKey)); err != nil || v != priv {
 			t.Fatalf("stored key opens to %d bytes, %v", len(v), err)
 		}
-		_, body := e.do("GET", api.SSHConnectionsPath+"/prod", nil)
+		_, body := e.do("GET", api.SSHConnectionsPath+"/0b5e1d2c-0001", nil)
 		if strings.Contains(string(body), "PRIVATE KEY") || strings.Contains(string(body), rec.Secret) {
 			t.Fatalf("the answer leaks the key: %s", body)
 		}
 		// A PUT without a secret keeps it.
-		e.must(http.StatusOK, "PUT", api.SSHConnectionsPath+"/prod", api.SSHConnectionRequest{Host: "10.0.0.6", User: "ops", HostKey: hostKey}, &c)
-		if again, _ := e.st.GetSSHConnection(t.Context(), "prod"); again.Secret != rec.Secret || again.Host != "10.0.0.6" {
+		e.must(http.StatusOK, "PUT", api.SSHConnectionsPath+"/0b5e1d2c-0001", api.SSHConnectionRequest{Host: "10.0.0.6", User: "ops", HostKey: hostKey}, &c)
+		if again, _ := e.st.GetSSHConnection(t.Context(), "0b5e1d2c-0001"); again.Secret != rec.Secret || again.Host != "10.0.0.6" {
 			t.Fatalf("after PUT: %+v", again)
 		}
 
@@ -162,58 +162,67 @@ func TestSSHConnectionsAPI(t *testing.T) {
 			req   api.SSHConnectionRequest
 			field string
 		}{
-			{api.SSHConnectionRequest{ID: "x", Host: "h", User: "u", PrivateKey: priv}, "host_key"},
-			{api.SSHConnectionRequest{ID: "x", Host: "h", User: "u", HostKey: "not a key", PrivateKey: priv}, "host_key"},
-			{api.SSHConnectionRequest{ID: "x", Host: "h", User: "u", HostKey: hostKey}, "private_key"},
-			{api.SSHConnectionRequest{ID: "x", Host: "h", User: "u", HostKey: hostKey, PrivateKey: "garbage"}, "private_key"},
-			{api.SSHConnectionRequest{ID: "x", Host: "h", User: "u", HostKey: hostKey, PrivateKey: priv, Password: "p"}, "password"},
+			{api.SSHConnectionRequest{ID: "cafe0000-0001", Host: "h", User: "u", PrivateKey: priv}, "host_key"},
+			{api.SSHConnectionRequest{ID: "cafe0000-0001", Host: "h", User: "u", HostKey: "not a key", PrivateKey: priv}, "host_key"},
+			{api.SSHConnectionRequest{ID: "cafe0000-0001", Host: "h", User: "u", HostKey: hostKey}, "private_key"},
+			{api.SSHConnectionRequest{ID: "cafe0000-0001", Host: "h", User: "u", HostKey: hostKey, PrivateKey: "garbage"}, "private_key"},
+			{api.SSHConnectionRequest{ID: "cafe0000-0001", Host: "h", User: "u", HostKey: hostKey, PrivateKey: priv, Password: "p"}, "password"},
 			{api.SSHConnectionRequest{ID: "../x", Host: "h", User: "u", HostKey: hostKey, Password: "p"}, "id"},
-			{api.SSHConnectionRequest{ID: "x", User: "u", HostKey: hostKey, Password: "p"}, "host"},
-			{api.SSHConnectionRequest{ID: "x", Host: "h", User: "u", Port: 99999, HostKey: hostKey, Password: "p"}, "port"},
+			{api.SSHConnectionRequest{ID: "cafe0000-0001", User: "u", HostKey: hostKey, Password: "p"}, "host"},
+			{api.SSHConnectionRequest{ID: "cafe0000-0001", Host: "h", User: "u", Port: 99999, HostKey: hostKey, Password: "p"}, "port"},
 		} {
 			if ae := e.wantError(http.StatusUnprocessableEntity, "POST", api.SSHConnectionsPath, tc.req); ae.Field != tc.field {
 				t.Errorf("%+v: field %q (%s), want %q", tc.req, ae.Field, ae.Error, tc.field)
 			}
 		}
 
+		// Without an id the server gives the connection a UUID, which a
+		// piece's allowed_ssh_connections can name.
+		var gen api.SSHConnection
+		e.must(http.StatusCreated, "POST", api.SSHConnectionsPath, api.SSHConnectionRequest{Host: "h", User: "u", HostKey: hostKey, Password: "pw"}, &gen)
+		if len(gen.ID) != 36 || gen.Auth != store.SSHAuthPassword {
+			t.Fatalf("created without an id: %+v", gen)
+		}
+		e.must(http.StatusNoContent, "DELETE", api.SSHConnectionsPath+"/"+gen.ID, nil, nil)
+
 		var g store.SSHGrant
-		e.must(http.StatusCreated, "POST", api.SSHConnectionsPath+"/prod/grants", api.SSHGrantRequest{GranteeKind: "user", Grantee: "bob"}, &g)
-		if g.ConnectionID != "prod" || g.Grantee != "bob" {
+		e.must(http.StatusCreated, "POST", api.SSHConnectionsPath+"/0b5e1d2c-0001/grants", api.SSHGrantRequest{GranteeKind: "user", Grantee: "bob"}, &g)
+		if g.ConnectionID != "0b5e1d2c-0001" || g.Grantee != "bob" {
 			t.Fatalf("grant %+v", g)
 		}
-		if ae := e.wantError(http.StatusUnprocessableEntity, "POST", api.SSHConnectionsPath+"/prod/grants", api.SSHGrantRequest{GranteeKind: "group", Grantee: "x"}); ae.Field != "grantee_kind" {
+		if ae := e.wantError(http.StatusUnprocessableEntity, "POST", api.SSHConnectionsPath+"/0b5e1d2c-0001/grants", api.SSHGrantRequest{GranteeKind: "group", Grantee: "x"}); ae.Field != "grantee_kind" {
 			t.Fatalf("bad grant: %+v", ae)
 		}
 		var gl api.SSHGrantList
-		e.must(http.StatusOK, "GET", api.SSHConnectionsPath+"/prod/grants", nil, &gl)
+		e.must(http.StatusOK, "GET", api.SSHConnectionsPath+"/0b5e1d2c-0001/grants", nil, &gl)
 		if len(gl.Grants) != 1 {
 			t.Fatalf("grants %+v", gl)
 		}
-		e.must(http.StatusNoContent, "DELETE", api.SSHConnectionsPath+"/prod/grants/user/bob", nil, nil)
-		e.wantError(http.StatusNotFound, "DELETE", api.SSHConnectionsPath+"/prod/grants/user/bob", nil)
+		e.must(http.StatusNoContent, "DELETE", api.SSHConnectionsPath+"/0b5e1d2c-0001/grants/user/bob", nil, nil)
+		e.wantError(http.StatusNotFound, "DELETE", api.SSHConnectionsPath+"/0b5e1d2c-0001/grants/user/bob", nil)
 
 		// Alice's connection: invisible to this caller ("local") until
 		// granted, then readable but not changeable.
-		sealed, _ := box.SealString("pw", store.SSHSecretPurpose("alices", store.SSHAuthPassword))
-		if _, err := e.st.CreateSSHConnection(t.Context(), store.SSHConnectionRecord{ID: "alices", Owner: "alice", Host: "h", User: "u",
+		sealed, _ := box.SealString("pw", store.SSHSecretPurpose("a11ce000-0001", store.SSHAuthPassword))
+		if _, err := e.st.CreateSSHConnection(t.Context(), store.SSHConnectionRecord{ID: "a11ce000-0001", Owner: "alice", Host: "h", User: "u",
 			HostKey: hostKey, Auth: store.SSHAuthPassword, Secret: sealed}); err != nil {
 			t.Fatal(err)
 		}
 		var list api.SSHConnectionList
 		e.must(http.StatusOK, "GET", api.SSHConnectionsPath, nil, &list)
-		if len(list.Connections) != 1 || list.Connections[0].ID != "prod" {
+		if len(list.Connections) != 1 || list.Connections[0].ID != "0b5e1d2c-0001" {
 			t.Fatalf("list before the grant: %+v", list)
 		}
-		e.wantError(http.StatusNotFound, "GET", api.SSHConnectionsPath+"/alices", nil)
-		if _, err := e.st.GrantSSHConnection(t.Context(), store.SSHGrant{ConnectionID: "alices", GranteeKind: "user", Grantee: "local"}); err != nil {
+		e.wantError(http.StatusNotFound, "GET", api.SSHConnectionsPath+"/a11ce000-0001", nil)
+		if _, err := e.st.GrantSSHConnection(t.Context(), store.SSHGrant{ConnectionID: "a11ce000-0001", GranteeKind: "user", Grantee: "local"}); err != nil {
 			t.Fatal(err)
 		}
-		e.must(http.StatusOK, "GET", api.SSHConnectionsPath+"/alices", nil, &c)
-		e.wantError(http.StatusForbidden, "DELETE", api.SSHConnectionsPath+"/alices", nil)
-		e.wantError(http.StatusForbidden, "POST", api.SSHConnectionsPath+"/alices/grants", api.SSHGrantRequest{GranteeKind: "user", Grantee: "eve"})
+		e.must(http.StatusOK, "GET", api.SSHConnectionsPath+"/a11ce000-0001", nil, &c)
+		e.wantError(http.StatusForbidden, "DELETE", api.SSHConnectionsPath+"/a11ce000-0001", nil)
+		e.wantError(http.StatusForbidden, "POST", api.SSHConnectionsPath+"/a11ce000-0001/grants", api.SSHGrantRequest{GranteeKind: "user", Grantee: "eve"})
 
-		e.must(http.StatusNoContent, "DELETE", api.SSHConnectionsPath+"/prod", nil, nil)
-		e.wantError(http.StatusNotFound, "GET", api.SSHConnectionsPath+"/prod", nil)
+		e.must(http.StatusNoContent, "DELETE", api.SSHConnectionsPath+"/0b5e1d2c-0001", nil, nil)
+		e.wantError(http.StatusNotFound, "GET", api.SSHConnectionsPath+"/0b5e1d2c-0001", nil)
 	})
 }
 

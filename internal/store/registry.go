@@ -147,8 +147,10 @@ const (
 // mcpSlugRE is an MCP server slug (as in config.yaml's mcp_servers).
 var mcpSlugRE = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
 
-// connIDRE is an SSH connection id (ids in allowed_ssh_connections).
-var connIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+// connIDRE is an SSH connection id as a piece's allowed_ssh_connections
+// names it (docs/spec/seed-piece-schema.md): a UUID, or at least 8
+// lowercase hex digits and hyphens.
+var connIDRE = regexp.MustCompile(`^[0-9a-f-]{8,128}$`)
 
 // sealed checks that every value is a sealed secret.
 func sealed(field string, values map[string]string) error {
@@ -212,7 +214,7 @@ func (s MCPServerRecord) Validate() error {
 // ValidateSSHConnectionID checks a connection id.
 func ValidateSSHConnectionID(id string) error {
 	if !connIDRE.MatchString(id) {
-		return invalid("id", "expected 1-128 letters, digits, '.', '_' and '-' (starting with a letter or digit), found %q", clip(id))
+		return invalid("id", "expected a connection id as allowed_ssh_connections names it: 8-128 lowercase hex digits and hyphens (a UUID), found %q", clip(id))
 	}
 	return nil
 }

@@ -76,7 +76,7 @@ func testMCPServers(t *testing.T, b *bundle) {
 }
 
 func testSSHConnections(t *testing.T, b *bundle) {
-	in := store.SSHConnectionRecord{ID: "prod-db", Owner: "alice", Host: "db.internal", Port: 2222, User: "ops",
+	in := store.SSHConnectionRecord{ID: "5e1d2c3b-0001", Owner: "alice", Host: "db.internal", Port: 2222, User: "ops",
 		HostKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample", Auth: store.SSHAuthPassword, Secret: seal(t, "pw")}
 	got, err := b.s.CreateSSHConnection(b.ctx, in)
 	if err != nil {
@@ -94,16 +94,16 @@ func testSSHConnections(t *testing.T, b *bundle) {
 		t.Fatalf("UpdateSSHConnection = %+v, %v", got, err)
 	}
 
-	g1 := store.SSHGrant{ConnectionID: "prod-db", GranteeKind: store.GranteeUser, Grantee: "bob"}
-	g2 := store.SSHGrant{ConnectionID: "prod-db", GranteeKind: store.GranteeTeam, Grantee: "sre"}
+	g1 := store.SSHGrant{ConnectionID: "5e1d2c3b-0001", GranteeKind: store.GranteeUser, Grantee: "bob"}
+	g2 := store.SSHGrant{ConnectionID: "5e1d2c3b-0001", GranteeKind: store.GranteeTeam, Grantee: "sre"}
 	for _, g := range []store.SSHGrant{g1, g2, g1} { // granting twice is harmless
 		if got, err := b.s.GrantSSHConnection(b.ctx, g); err != nil || got.Grantee != g.Grantee || got.CreatedAt.IsZero() {
 			t.Fatalf("GrantSSHConnection(%+v) = %+v, %v", g, got, err)
 		}
 	}
-	_, err = b.s.GrantSSHConnection(b.ctx, store.SSHGrant{ConnectionID: "nope", GranteeKind: store.GranteeUser, Grantee: "bob"})
+	_, err = b.s.GrantSSHConnection(b.ctx, store.SSHGrant{ConnectionID: "deadbeef-0000", GranteeKind: store.GranteeUser, Grantee: "bob"})
 	wantErr(t, "GrantSSHConnection of an unknown connection", err, store.ErrNotFound)
-	grants, err := b.s.ListSSHGrants(b.ctx, "prod-db")
+	grants, err := b.s.ListSSHGrants(b.ctx, "5e1d2c3b-0001")
 	if err != nil || len(grants) != 2 || grants[0].GranteeKind != store.GranteeTeam || grants[1].Grantee != "bob" {
 		t.Fatalf("ListSSHGrants = %+v, %v; want the team then the user grant", grants, err)
 	}
@@ -112,7 +112,7 @@ func testSSHConnections(t *testing.T, b *bundle) {
 	}
 	wantErr(t, "RevokeSSHConnection twice", b.s.RevokeSSHConnection(b.ctx, g2), store.ErrNotFound)
 
-	if err := b.s.DeleteSSHConnection(b.ctx, "prod-db"); err != nil {
+	if err := b.s.DeleteSSHConnection(b.ctx, "5e1d2c3b-0001"); err != nil {
 		t.Fatal(err)
 	}
 	if grants, err := b.s.ListSSHGrants(b.ctx, ""); err != nil || len(grants) != 0 {
@@ -158,7 +158,7 @@ func testRegistryBadInput(t *testing.T, b *bundle) {
 		return s
 	}
 	ssh := func(f func(*store.SSHConnectionRecord)) store.SSHConnectionRecord {
-		c := store.SSHConnectionRecord{ID: "c1", Host: "h", User: "u", HostKey: "ssh-ed25519 AAAA", Auth: store.SSHAuthKey, Secret: sealed}
+		c := store.SSHConnectionRecord{ID: "c0ffee00-0001", Host: "h", User: "u", HostKey: "ssh-ed25519 AAAA", Auth: store.SSHAuthKey, Secret: sealed}
 		f(&c)
 		return c
 	}
@@ -211,7 +211,7 @@ func testRegistryBadInput(t *testing.T, b *bundle) {
 			return err
 		}},
 		{"grantee kind", "grantee_kind", func() error {
-			_, err := b.s.GrantSSHConnection(b.ctx, store.SSHGrant{ConnectionID: "c1", GranteeKind: "group", Grantee: "x"})
+			_, err := b.s.GrantSSHConnection(b.ctx, store.SSHGrant{ConnectionID: "c0ffee00-0001", GranteeKind: "group", Grantee: "x"})
 			return err
 		}},
 		{"skill without SKILL.md", "files", func() error {
