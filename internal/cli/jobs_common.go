@@ -135,6 +135,10 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (runner queue.R
 	if err != nil {
 		return nil, "", err
 	}
+	reg, err := jobRegistry(io, st, home, sshConns)
+	if err != nil {
+		return nil, "", err
+	}
 	return queue.NewEngineRunner(queue.EngineRunnerConfig{
 		DataDir: dataDir,
 		Models:  models, Classifier: classifier,
@@ -146,6 +150,8 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (runner queue.R
 		FileLimits: host.FileLimits(cfg),
 		Web:        web,
 		SSH:        sshConns,
+		SSHFor:     reg.sshFor,
+		Skills:     reg.skills,
 		Agents:     agentMovements(io, "", agentcli.Permission(cfg.AgentPermission)),
 	}), executor, nil
 }

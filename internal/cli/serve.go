@@ -22,6 +22,7 @@ import (
 	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/queue"
+	"github.com/maestro-run/maestro/internal/secrets"
 	"github.com/maestro-run/maestro/internal/server"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/store/postgres"
@@ -202,12 +203,17 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	if err != nil {
 		return usageErr("%v", err)
 	}
+	box, err := secrets.FromEnv(io.Getenv)
+	if err != nil {
+		return usageErr("%v", err)
+	}
 	api, err := server.New(server.Config{
 		Pieces: catalog,
 		Store:  st, DataDir: dataDir, TaskDir: queue.TaskDir, Token: token, RequireAuth: token != "",
 		Listen: o.Listen, AllowedHosts: o.AllowedHosts,
 		Metrics: metrics, NextRun: queue.NextRun, MaxUpload: o.MaxUpload, Logger: log,
 		Headless: attach, UI: ui, Info: info, DropStreamsAfter: dropAfter,
+		Secrets: box,
 	})
 	if err != nil {
 		return failErr(err)

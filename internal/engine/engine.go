@@ -35,6 +35,7 @@ import (
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/sandbox"
+	"github.com/maestro-run/maestro/internal/skills"
 	"github.com/maestro-run/maestro/internal/tool"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
@@ -113,6 +114,9 @@ type Config struct {
 	// MCP gives movements their mcp__ tools and starts the servers a
 	// piece's required_mcp lists; nil: no MCP server is configured.
 	MCP MCPServers
+	// Skills are the skills ReadSkill materialises into the workspace's
+	// skills/ (docs/skills.md); nil leaves ReadSkill out.
+	Skills *skills.Library
 
 	// ContextWindow overrides the model's context window (0 = the model
 	// catalogue's; unknown means no context pressure).

@@ -41,6 +41,7 @@ func (r *run) runMovement(ctx context.Context) (*decision, error) {
 	ctl := &movementCtl{}
 	tools, omitted := r.movementTools(m, ctl)
 	omitted = append(omitted, r.addMCPTools(ctx, m, tools, ctl)...)
+	omitted = append(omitted, r.addSkillTool(ctx, m, tools, ctl)...)
 	r.emit(MovementStarted{Movement: m.Name, Number: st.Movements, MaxMovements: r.p.MaxMovements, Entry: st.Entry, Revisits: st.Revisits, Tools: tools.Names()})
 	if len(omitted) > 0 && r.noteOmitted(m.Name) {
 		r.emit(ToolsOmitted{Movement: m.Name, Tools: omitted})
@@ -357,6 +358,11 @@ func (r *run) movementTools(m *piece.Movement, ctl *movementCtl) (*tool.Set, []O
 			t, reason = r.sshTool(m, name)
 		case "ReadToolDoc":
 			t = tool.NewReadToolDoc()
+		case "ReadSkill":
+			if r.cfg.Skills != nil {
+				continue // addSkillTool
+			}
+			reason = "no skills are configured"
 		case "ListPieces", "GetPiece", "CreatePiece", "UpdatePiece":
 			if r.cfg.Library == nil {
 				reason = "no piece library is configured"

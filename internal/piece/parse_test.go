@@ -682,7 +682,7 @@ func TestKnownTools(t *testing.T) {
 			implemented = append(implemented, tool.Name)
 		}
 	}
-	if diff := cmp.Diff([]string{"transition", "complete", "Read", "Write", "Edit", "Glob", "Grep", "Bash", "WebSearch", "WebFetch", "DownloadFile", "ListPieces", "GetPiece", "CreatePiece", "UpdatePiece", "SshExec", "SshUpload", "SshDownload", "SpawnSubTask", "ReadToolDoc"}, implemented); diff != "" {
+	if diff := cmp.Diff([]string{"transition", "complete", "Read", "Write", "Edit", "Glob", "Grep", "Bash", "WebSearch", "WebFetch", "DownloadFile", "ListPieces", "GetPiece", "CreatePiece", "UpdatePiece", "SshExec", "SshUpload", "SshDownload", "SpawnSubTask", "ReadToolDoc", "ReadSkill"}, implemented); diff != "" {
 		t.Errorf("implemented tools mismatch (-want +got):\n%s", diff)
 	}
 	// The switch must not accept anything KnownTools does not list: try

@@ -67,7 +67,7 @@ func KnownTools() []ToolInfo {
 		{"SpawnSubTask", "subtasks", true, "start a child job; results land in subtasks/"},
 		{"AskUser", "interaction", false, "ask the user a question and wait for the answer"},
 		{"ReadToolDoc", "docs", true, "read a tool's detailed usage guide"},
-		{"ReadSkill", "docs", false, "materialise a skill's files into skills/"},
+		{"ReadSkill", "docs", true, "materialise a skill's files into skills/"},
 	}
 }
 

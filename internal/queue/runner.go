@@ -19,6 +19,7 @@ import (
 	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/sandbox"
+	"github.com/maestro-run/maestro/internal/skills"
 	"github.com/maestro-run/maestro/internal/staging"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/taskdir"
@@ -47,6 +48,13 @@ type EngineRunnerConfig struct {
 	Web *tool.WebOptions
 	// SSH holds the SSH tools' connections (engine.Config.SSH).
 	SSH map[string]tool.SSHConnection
+	// SSHFor, when set, replaces SSH: the connections a job of a task
+	// submitted by owner may use (config.yaml's and those registered
+	// through the API that owner owns or was granted; host.SSHConnectionsFor).
+	SSHFor func(ctx context.Context, owner string) (map[string]tool.SSHConnection, error)
+	// Skills are the skills ReadSkill materialises (engine.Config.Skills);
+	// nil leaves ReadSkill out.
+	Skills *skills.Library
 	// Agents runs the movements that name an agent CLI (`agent:`); nil
 	// fails such a movement (engine.Config.Agents).
 	Agents engine.AgentRunner
@@ -205,6 +213,12 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 			return Result{State: store.StateFailed, NoRetry: true, Error: errNoTask}
 		}
 	}
+	sshConns := r.cfg.SSH
+	if r.cfg.SSHFor != nil {
+		if sshConns, err = r.cfg.SSHFor(ctx, j.Task.Owner); err != nil {
+			return Result{State: store.StateFailed, Error: fmt.Sprintf("resolve the SSH connections: %v", err)}
+		}
+	}
 	em := newEmitter(ctx, j)
 	defer em.close()
 	ready(em, prov)
@@ -213,8 +227,9 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 	out, runErr := engine.Launch{
 		Config: engine.Config{
 			Provider: prov, Workspace: root, RunDir: stateDir, JobWorkspace: true,
-			Sandbox: r.cfg.Sandbox, FileLimits: r.cfg.FileLimits, Web: r.cfg.Web, SSH: r.cfg.SSH, Library: lib, Sink: em, Events: em, Agents: r.cfg.Agents,
+			Sandbox: r.cfg.Sandbox, FileLimits: r.cfg.FileLimits, Web: r.cfg.Web, SSH: sshConns, Library: lib, Sink: em, Events: em, Agents: r.cfg.Agents,
 			Models: r.cfg.Models, ClassifierProvider: r.cfg.Classifier, Agent: agentOf(pl),
+			Skills: r.cfg.Skills,
 		},
 		Task: task, Piece: name, RunID: "job-" + strconv.FormatInt(j.ID, 10),
 		Answer: func(ctx context.Context) (string, error) { return latestUserComment(ctx, j) },

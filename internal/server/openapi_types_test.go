@@ -63,6 +63,25 @@ var restRoutes = map[string]routeTypes{
 	"GET /healthz":                               {ok: map[int]any{200: api.Health{}}},
 	"GET /readyz":                                {ok: map[int]any{200: api.Health{}, 503: api.Health{}}},
 	"GET /metrics":                               {ok: map[int]any{200: nil}},
+
+	// The registry (internal/server/registry.go).
+	"GET /api/v1/mcp-servers":                                     {ok: map[int]any{200: api.MCPServerList{}}},
+	"POST /api/v1/mcp-servers":                                    {req: api.MCPServerRequest{}, ok: map[int]any{201: api.MCPServer{}}},
+	"GET /api/v1/mcp-servers/{slug}":                              {ok: map[int]any{200: api.MCPServer{}}},
+	"PUT /api/v1/mcp-servers/{slug}":                              {req: api.MCPServerRequest{}, ok: map[int]any{200: api.MCPServer{}}},
+	"DELETE /api/v1/mcp-servers/{slug}":                           {ok: map[int]any{204: nil}},
+	"GET /api/v1/ssh-connections":                                 {ok: map[int]any{200: api.SSHConnectionList{}}},
+	"POST /api/v1/ssh-connections":                                {req: api.SSHConnectionRequest{}, ok: map[int]any{201: api.SSHConnection{}}},
+	"GET /api/v1/ssh-connections/{id}":                            {ok: map[int]any{200: api.SSHConnection{}}},
+	"PUT /api/v1/ssh-connections/{id}":                            {req: api.SSHConnectionRequest{}, ok: map[int]any{200: api.SSHConnection{}}},
+	"DELETE /api/v1/ssh-connections/{id}":                         {ok: map[int]any{204: nil}},
+	"GET /api/v1/ssh-connections/{id}/grants":                     {ok: map[int]any{200: api.SSHGrantList{}}},
+	"POST /api/v1/ssh-connections/{id}/grants":                    {req: api.SSHGrantRequest{}, ok: map[int]any{201: store.SSHGrant{}}},
+	"DELETE /api/v1/ssh-connections/{id}/grants/{kind}/{grantee}": {ok: map[int]any{204: nil}},
+	"GET /api/v1/skills":                                          {ok: map[int]any{200: api.SkillList{}}},
+	"POST /api/v1/skills":                                         {req: api.SkillRequest{}, ok: map[int]any{201: api.SkillResponse{}}},
+	"GET /api/v1/skills/{name}":                                   {ok: map[int]any{200: api.SkillResponse{}}},
+	"DELETE /api/v1/skills/{name}":                                {ok: map[int]any{204: nil}},
 }
 
 // opaqueTypes are described in the document as a bare object: a parsed

@@ -31,6 +31,7 @@ import (
 	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/piece"
+	"github.com/maestro-run/maestro/internal/secrets"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/webui"
 	"github.com/maestro-run/maestro/pieces"
@@ -117,6 +118,10 @@ type Config struct {
 	// the contract's x-maestro-api-key or x-composer-api-key header (on
 	// every route). Its routes are listed by Routes.
 	Headless HeadlessAPI
+	// Secrets seals the credentials of the MCP servers and SSH
+	// connections registered through the API (MAESTRO_ENCRYPTION_KEY);
+	// nil: a request carrying a secret is refused with 422.
+	Secrets *secrets.Box
 	// UI, when set, is the web app (internal/webui): it answers GET and
 	// HEAD of every path that is not the API's, the probes' or the
 	// metrics' (webui.ClientRoute), without a token, so that the sign-in
@@ -252,6 +257,8 @@ func (s *Server) register() {
 	s.handle("GET /api/v1/schedules/{id}", s.getSchedule)
 	s.handle("PUT /api/v1/schedules/{id}", s.putSchedule)
 	s.handle("DELETE /api/v1/schedules/{id}", s.deleteSchedule)
+
+	s.registerRegistry()
 
 	s.handle("GET /api/v1/audit", s.listAudit)
 	s.handle("GET "+api.ServerPath, s.serverInfo)

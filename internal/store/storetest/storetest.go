@@ -95,6 +95,10 @@ func Run(t *testing.T, newStore Factory) {
 		{"Audit", testAudit},
 		{"Sessions", testSessions},
 		{"Leaders", testLeaders},
+		{"MCPServers", testMCPServers},
+		{"SSHConnections", testSSHConnections},
+		{"Skills", testSkills},
+		{"RegistryRejectsBadInput", testRegistryBadInput},
 		{"Notifications", testNotifications},
 		{"SubscriptionEndsWithContext", testSubscriptionContext},
 	}

@@ -89,6 +89,15 @@ type Queries struct {
 	LeaderElect           string // name, owner, now, expires_at → owner
 	LeaderResign          string // name, owner
 
+	// Records are the queries of the registry's record tables (MCP
+	// servers, SSH connections, skills), by table (see RecordTables).
+	Records map[string]RecordQueries
+	// SSH connection grants.
+	GrantInsert string // connection_id, grantee_kind, grantee, now → GrantColumns (no row if it existed)
+	GrantGet    string // connection_id, grantee_kind, grantee → GrantColumns
+	GrantDelete string // connection_id, grantee_kind, grantee → connection_id
+	GrantList   string // connection_id ('' for all) → GrantColumns, by connection, kind, grantee
+
 	// One-statement variants (PostgreSQL): the transition, its status
 	// event and its notifications in a single statement, so a call costs
 	// one round trip instead of BEGIN, UPDATE, INSERT, pg_notify, COMMIT.

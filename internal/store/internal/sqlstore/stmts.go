@@ -127,9 +127,13 @@ func (q *Queries) all() []string {
 	v := reflect.ValueOf(*q)
 	var out []string
 	for i := range v.NumField() {
-		if s := v.Field(i).String(); s != "" {
-			out = append(out, s)
+		if f := v.Field(i); f.Kind() == reflect.String && f.String() != "" {
+			out = append(out, f.String())
 		}
+	}
+	for _, t := range RecordTables {
+		r := q.Records[t]
+		out = append(out, r.Insert, r.Update, r.Get, r.List, r.Delete)
 	}
 	return out
 }

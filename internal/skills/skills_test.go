@@ -1,0 +1,168 @@
+package skills_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/maestro-run/maestro/internal/skills"
+	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/store/sqlite"
+	"github.com/maestro-run/maestro/internal/tool"
+	"github.com/maestro-run/maestro/internal/workspace"
+)
+
+func skillMD(name, desc string) string {
+	return "---\nname: " + name + "\ndescription: " + desc + "\n---\n# " + name + "\nRun scripts/run.sh.\n"
+}
+
+// writeSkill writes files (relative path → content) under dir/name.
+func writeSkill(t *testing.T, dir, name string, files map[string]string) {
+	t.Helper()
+	for p, c := range files {
+		full := filepath.Join(dir, name, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestParseMeta(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     skills.Meta
+		wantErr  string
+	}{
+		{"ok", skillMD("pdf", "Fill PDF forms"), skills.Meta{Name: "pdf", Description: "Fill PDF forms"}, ""},
+		{"crlf", "---\r\nname: x\r\ndescription: d\r\n---\r\nbody", skills.Meta{Name: "x", Description: "d"}, ""},
+		{"no front matter", "# pdf\n", skills.Meta{}, "expected YAML front matter"},
+		{"unclosed", "---\nname: x\n", skills.Meta{}, "no closing ---"},
+		{"no name", "---\ndescription: d\n---\n", skills.Meta{}, "name is required"},
+		{"no description", "---\nname: x\n---\n", skills.Meta{}, "description is required"},
+		{"bad name", "---\nname: PDF Tools\ndescription: d\n---\n", skills.Meta{}, "expected 1-64 lowercase"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := skills.ParseMeta([]byte(tc.in))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("ParseMeta = %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestReadSkill materialises skills from the project's directory, the
+// user's directory and the server's store into a workspace's skills/,
+// through the tool the engine offers: the description lists every skill,
+// the first source wins, a link out of a skill directory is not copied,
+// and an unknown name lists the available ones.
+func TestReadSkill(t *testing.T) {
+	project, home, work := t.TempDir(), t.TempDir(), t.TempDir()
+	projectSkills := filepath.Join(project, ".maestro", "skills")
+	writeSkill(t, projectSkills, "pdf", map[string]string{"SKILL.md": skillMD("pdf", "Fill PDF forms (project)"), "scripts/run.sh": "echo project\n"})
+	writeSkill(t, filepath.Join(home, "skills"), "pdf", map[string]string{"SKILL.md": skillMD("pdf", "Fill PDF forms (user)")})
+	writeSkill(t, filepath.Join(home, "skills"), "slides", map[string]string{"SKILL.md": skillMD("slides", "Make slides"), "theme.css": "body{}\n"})
+	writeSkill(t, filepath.Join(home, "skills"), "broken", map[string]string{"SKILL.md": "no front matter"})
+	secret := filepath.Join(t.TempDir(), "secret.txt")
+	if err := os.WriteFile(secret, []byte("outside"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(home, "skills", "slides", "leak.txt")); err != nil {
+		t.Fatal(err)
+	}
+
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.CreateSkill(t.Context(), store.Skill{Name: "release", Description: "Cut a release",
+		Files: map[string]string{"SKILL.md": skillMD("release", "Cut a release"), "checklist.md": "- tag\n"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	lib := &skills.Library{Dirs: skills.DefaultDirs(project, home), Store: st}
+	root, err := workspace.Open(work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	rs, err := skills.NewReadSkill(t.Context(), lib, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc := rs.Spec().Description
+	for _, want := range []string{"- pdf: Fill PDF forms (project)", "- release: Cut a release", "- slides: Make slides"} {
+		if !strings.Contains(desc, want) {
+			t.Errorf("description %q lacks %q", desc, want)
+		}
+	}
+	if strings.Contains(desc, "broken") {
+		t.Errorf("description lists the malformed skill: %q", desc)
+	}
+
+	tests := []struct {
+		name      string
+		isError   bool
+		contains  []string
+		wantFiles map[string]string
+	}{
+		{"pdf", false, []string{"skills/pdf/scripts/run.sh", "Run scripts/run.sh."},
+			map[string]string{"skills/pdf/SKILL.md": skillMD("pdf", "Fill PDF forms (project)"), "skills/pdf/scripts/run.sh": "echo project\n"}},
+		{"slides", false, []string{"skills/slides/theme.css"}, map[string]string{"skills/slides/theme.css": "body{}\n"}},
+		{"release", false, []string{"skills/release/checklist.md", "# release"}, map[string]string{"skills/release/checklist.md": "- tag\n"}},
+		{"nope", true, []string{`no skill "nope"`, "pdf, release, slides"}, nil},
+		{"broken", true, []string{"expected YAML front matter"}, nil},
+		{"../pdf", true, []string{"name"}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			raw, _ := json.Marshal(skills.ReadSkillInput{Name: tc.name})
+			res, err := rs.Run(t.Context(), tool.Call{ID: "c", Input: raw})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.IsError != tc.isError {
+				t.Fatalf("IsError = %v; content:\n%s", res.IsError, res.Content)
+			}
+			for _, c := range tc.contains {
+				if !strings.Contains(res.Content, c) {
+					t.Errorf("content lacks %q:\n%s", c, res.Content)
+				}
+			}
+			for p, want := range tc.wantFiles {
+				got, err := os.ReadFile(filepath.Join(work, filepath.FromSlash(p)))
+				if err != nil || string(got) != want {
+					t.Errorf("%s = %q, %v; want %q", p, got, err, want)
+				}
+			}
+		})
+	}
+	if _, err := os.Lstat(filepath.Join(work, "skills", "slides", "leak.txt")); !os.IsNotExist(err) {
+		t.Errorf("the link out of the skill directory was materialised (%v)", err)
+	}
+	infos, err := lib.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, i := range infos {
+		names = append(names, i.Name+"/"+i.Source)
+	}
+	if diff := cmp.Diff([]string{"pdf/dir", "release/store", "slides/dir"}, names); diff != "" {
+		t.Errorf("List (-want +got):\n%s", diff)
+	}
+}
