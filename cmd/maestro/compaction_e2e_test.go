@@ -175,6 +175,33 @@ func TestCompactionAtThresholdAndResume(t *testing.T) {
 	}
 }
 
+// compact_at in config.yaml moves the threshold: at 0.5 a session whose
+// next request would fill 55 % of the listed window compacts, which the
+// default 85 % would not.
+func TestCompactionConfiguredThreshold(t *testing.T) {
+	t.Parallel()
+	const window = 20_000
+	srv := llmtest.NewServer(t,
+		llmtest.Turn{ToolCalls: []llmtest.ToolCall{readNotes}, InputTokens: 11_000, OutputTokens: 20},
+		llmtest.Turn{Text: []string{"SUMMARY: OLD-TASK was asked."}, InputTokens: 4_000, OutputTokens: 20},
+		llmtest.Turn{Text: []string{"the answer"}, InputTokens: 900, OutputTokens: 3},
+	)
+	srv.Models = []string{"local-c"}
+	srv.ContextWindows = map[string]int64{"local-c": window}
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte("compact_at: 0.5\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	frames := runLive(t, home, []string{"OPENAI_BASE_URL=" + srv.URL() + "/v1"}, "--no-piece", "--model", "openai/local-c", "-w", workspaceWithFile(t), oldTask)
+	comps := framesOf(frames, protocol.TypeCompaction)
+	if len(comps) != 1 || comps[0].TokensBefore < window/2 || comps[0].TokensBefore >= window*85/100 {
+		t.Fatalf("compaction frames %+v: want one, tokens_before between 50 %% and 85 %% of %d", comps, window)
+	}
+	if reqs := srv.Requests(); len(reqs) != 3 || strings.Contains(string(reqs[2].Body), "OLD-TASK background") {
+		t.Errorf("%d model requests; want 3, the last without the old prompt", len(reqs))
+	}
+}
+
 // A provider's "too long" answer (Anthropic's and OpenAI's real error
 // bodies) triggers a compaction and a retry, not a fatal error, in a
 // plain run and in a piece movement (where compaction is the last line
