@@ -103,6 +103,28 @@ func workspaceWithFile(t *testing.T) string {
 	return ws
 }
 
+// listedServer is a fake model server that lists model with a context
+// window and answers turns.
+func listedServer(t *testing.T, model string, window int64, turns ...llmtest.Turn) *llmtest.Server {
+	srv := llmtest.NewServer(t, turns...)
+	srv.Models = []string{model}
+	srv.ContextWindows = map[string]int64{model: window}
+	return srv
+}
+
+// thresholdTurns script a tool call whose request used input tokens, the
+// summary a compaction asks for, and then answers.
+func thresholdTurns(input int64, answers ...string) []llmtest.Turn {
+	turns := []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{readNotes}, InputTokens: input, OutputTokens: 20},
+		{Text: []string{"SUMMARY: OLD-TASK was asked; notes.txt says remember the milk."}, InputTokens: 4_000, OutputTokens: 20},
+	}
+	for i, a := range answers {
+		turns = append(turns, llmtest.Turn{Text: []string{a}, InputTokens: 900 + 50*int64(i), OutputTokens: 3})
+	}
+	return turns
+}
+
 var readNotes = llmtest.ToolCall{ID: "call_read", Name: "Read", Input: `{"path":"notes.txt"}`}
 
 // tooLongTurns script a tool call, a request rejected as too long, the
@@ -131,14 +153,7 @@ func tooLongPieceTurns() []llmtest.Turn {
 func TestCompactionAtThresholdAndResume(t *testing.T) {
 	t.Parallel()
 	const window = 10_000
-	srv := llmtest.NewServer(t,
-		llmtest.Turn{ToolCalls: []llmtest.ToolCall{readNotes}, InputTokens: 8_900, OutputTokens: 20},
-		llmtest.Turn{Text: []string{"SUMMARY: OLD-TASK was asked; notes.txt says remember the milk."}, InputTokens: 4_000, OutputTokens: 20},
-		llmtest.Turn{Text: []string{"first answer"}, InputTokens: 900, OutputTokens: 3},
-		llmtest.Turn{Text: []string{"second answer"}, InputTokens: 950, OutputTokens: 3},
-	)
-	srv.Models = []string{"local-x"}
-	srv.ContextWindows = map[string]int64{"local-x": window}
+	srv := listedServer(t, "local-x", window, thresholdTurns(8_900, "first answer", "second answer")...)
 	home := t.TempDir()
 	env := []string{"OPENAI_BASE_URL=" + srv.URL() + "/v1"}
 	ws := workspaceWithFile(t)
@@ -181,13 +196,7 @@ func TestCompactionAtThresholdAndResume(t *testing.T) {
 func TestCompactionConfiguredThreshold(t *testing.T) {
 	t.Parallel()
 	const window = 20_000
-	srv := llmtest.NewServer(t,
-		llmtest.Turn{ToolCalls: []llmtest.ToolCall{readNotes}, InputTokens: 11_000, OutputTokens: 20},
-		llmtest.Turn{Text: []string{"SUMMARY: OLD-TASK was asked."}, InputTokens: 4_000, OutputTokens: 20},
-		llmtest.Turn{Text: []string{"the answer"}, InputTokens: 900, OutputTokens: 3},
-	)
-	srv.Models = []string{"local-c"}
-	srv.ContextWindows = map[string]int64{"local-c": window}
+	srv := listedServer(t, "local-c", window, thresholdTurns(11_000, "the answer")...)
 	home := t.TempDir()
 	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte("compact_at: 0.5\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -261,13 +270,11 @@ func TestPiecePressureFromListedWindow(t *testing.T) {
 
 func piecePressure(t *testing.T, listing llmtest.ListingStyle) {
 	const window = 10_000
-	srv := llmtest.NewServer(t,
+	srv := listedServer(t, "local-p", window,
 		llmtest.Turn{ToolCalls: []llmtest.ToolCall{readNotes}, InputTokens: 7_200, OutputTokens: 10},
 		llmtest.Turn{ToolCalls: []llmtest.ToolCall{readNotes}, InputTokens: 8_700, OutputTokens: 10},
 		llmtest.Turn{ToolCalls: []llmtest.ToolCall{readNotes}, InputTokens: 9_600, OutputTokens: 10},
 	)
-	srv.Models = []string{"local-p"}
-	srv.ContextWindows = map[string]int64{"local-p": window}
 	srv.Listing = listing
 	srv.Loop = true
 	frames := runLive(t, t.TempDir(), []string{"OPENAI_BASE_URL=" + srv.URL() + "/v1"},
