@@ -5,12 +5,15 @@
 // CLIs, SDKs, curl — can be pointed at it with no network and no key.
 //
 //	maestro-fakemodel --script turns.json [--listen 127.0.0.1:0] [--loop] [--models a,b]
-//	                  [--context-windows a=32768,b=8192 [--ollama]]
+//	                  [--context-windows a=32768,b=8192 [--ollama | --listing STYLE]]
 //
 // --context-windows gives models a context window: the OpenAI-format
 // model listing carries it as context_length (with --ollama only Ollama's
 // POST /api/show tells it, in model_info), and a turn with
-// "context_exceeded": true is rejected as too long for it.
+// "context_exceeded": true is rejected as too long for it. --listing
+// states it as another local server does: vllm (max_model_len in the
+// listing), llamacpp (GET /props, and a larger meta.n_ctx_train in the
+// listing), lmstudio (GET /api/v0/models/<id>), ollama (as --ollama).
 //
 // The script is a JSON array of turns (internal/llm/llmtest.Turn):
 //
@@ -58,6 +61,7 @@ func run() error {
 	models := flag.String("models", "", "comma-separated model ids to accept and list (default: accept any)")
 	windows := flag.String("context-windows", "", "comma-separated model=tokens context windows to state")
 	ollama := flag.Bool("ollama", false, "state the windows only in Ollama's /api/show, not in the listing")
+	listing := flag.String("listing", "", "state the windows as this server does: vllm, llamacpp, lmstudio or ollama")
 	flag.Parse()
 	if *script == "" {
 		return errors.New("--script is required")
@@ -83,6 +87,9 @@ func run() error {
 		return err
 	}
 	srv.OllamaInfo = *ollama
+	if srv.Listing, err = parseListing(*listing); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -160,4 +167,18 @@ func position(data []byte, offset int64) (line, col int) {
 		}
 	}
 	return line, col
+}
+
+// parseListing reads --listing.
+func parseListing(s string) (llmtest.ListingStyle, error) {
+	styles := []llmtest.ListingStyle{llmtest.ListingVLLM, llmtest.ListingLlamaCpp, llmtest.ListingLMStudio, llmtest.ListingOllama}
+	for _, st := range styles {
+		if s == string(st) {
+			return st, nil
+		}
+	}
+	if s == "" {
+		return llmtest.ListingContextLength, nil
+	}
+	return "", fmt.Errorf("--listing %q: expected vllm, llamacpp, lmstudio or ollama", s)
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/maestro-run/maestro/internal/llm/llmtest"
 )
 
 // --context-windows takes model=tokens pairs and names a bad one.
@@ -31,6 +33,28 @@ func TestParseWindows(t *testing.T) {
 		}
 		if err != nil || !cmp.Equal(got, tc.want) {
 			t.Errorf("parseWindows(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// --listing takes the local servers' styles and names a bad one.
+func TestParseListing(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in      string
+		want    llmtest.ListingStyle
+		wantErr bool
+	}{
+		{"", llmtest.ListingContextLength, false},
+		{"vllm", llmtest.ListingVLLM, false},
+		{"llamacpp", llmtest.ListingLlamaCpp, false},
+		{"lmstudio", llmtest.ListingLMStudio, false},
+		{"ollama", llmtest.ListingOllama, false},
+		{"openrouter", "", true},
+	} {
+		got, err := parseListing(tc.in)
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("parseListing(%q) = %q, %v; want %q (error %v)", tc.in, got, err, tc.want, tc.wantErr)
 		}
 	}
 }

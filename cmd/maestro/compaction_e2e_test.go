@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -102,6 +103,28 @@ func workspaceWithFile(t *testing.T) string {
 	return ws
 }
 
+// listedServer is a fake model server that lists model with a context
+// window and answers turns.
+func listedServer(t *testing.T, model string, window int64, turns ...llmtest.Turn) *llmtest.Server {
+	srv := llmtest.NewServer(t, turns...)
+	srv.Models = []string{model}
+	srv.ContextWindows = map[string]int64{model: window}
+	return srv
+}
+
+// thresholdTurns script a tool call whose request used input tokens, the
+// summary a compaction asks for, and then answers.
+func thresholdTurns(input int64, answers ...string) []llmtest.Turn {
+	turns := []llmtest.Turn{
+		{ToolCalls: []llmtest.ToolCall{readNotes}, InputTokens: input, OutputTokens: 20},
+		{Text: []string{"SUMMARY: OLD-TASK was asked; notes.txt says remember the milk."}, InputTokens: 4_000, OutputTokens: 20},
+	}
+	for i, a := range answers {
+		turns = append(turns, llmtest.Turn{Text: []string{a}, InputTokens: 900 + 50*int64(i), OutputTokens: 3})
+	}
+	return turns
+}
+
 var readNotes = llmtest.ToolCall{ID: "call_read", Name: "Read", Input: `{"path":"notes.txt"}`}
 
 // tooLongTurns script a tool call, a request rejected as too long, the
@@ -115,6 +138,14 @@ func tooLongTurns() []llmtest.Turn {
 	}
 }
 
+// tooLongPieceTurns are tooLongTurns whose answer also completes a piece
+// movement.
+func tooLongPieceTurns() []llmtest.Turn {
+	turns := tooLongTurns()
+	turns[3].ToolCalls = []llmtest.ToolCall{{ID: "call_done", Name: "complete", Input: `{"status":"success","result":"answer after compaction"}`}}
+	return turns
+}
+
 // A local model's window comes from the server's listing; a session that
 // crosses 85 % of it is compacted (compaction frame), the next request is
 // smaller than the window, and `--resume` in a new process sends the
@@ -122,14 +153,7 @@ func tooLongTurns() []llmtest.Turn {
 func TestCompactionAtThresholdAndResume(t *testing.T) {
 	t.Parallel()
 	const window = 10_000
-	srv := llmtest.NewServer(t,
-		llmtest.Turn{ToolCalls: []llmtest.ToolCall{readNotes}, InputTokens: 8_900, OutputTokens: 20},
-		llmtest.Turn{Text: []string{"SUMMARY: OLD-TASK was asked; notes.txt says remember the milk."}, InputTokens: 4_000, OutputTokens: 20},
-		llmtest.Turn{Text: []string{"first answer"}, InputTokens: 900, OutputTokens: 3},
-		llmtest.Turn{Text: []string{"second answer"}, InputTokens: 950, OutputTokens: 3},
-	)
-	srv.Models = []string{"local-x"}
-	srv.ContextWindows = map[string]int64{"local-x": window}
+	srv := listedServer(t, "local-x", window, thresholdTurns(8_900, "first answer", "second answer")...)
 	home := t.TempDir()
 	env := []string{"OPENAI_BASE_URL=" + srv.URL() + "/v1"}
 	ws := workspaceWithFile(t)
@@ -166,24 +190,52 @@ func TestCompactionAtThresholdAndResume(t *testing.T) {
 	}
 }
 
+// compact_at in config.yaml moves the threshold: at 0.5 a session whose
+// next request would fill 55 % of the listed window compacts, which the
+// default 85 % would not.
+func TestCompactionConfiguredThreshold(t *testing.T) {
+	t.Parallel()
+	const window = 20_000
+	srv := listedServer(t, "local-c", window, thresholdTurns(11_000, "the answer")...)
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte("compact_at: 0.5\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	frames := runLive(t, home, []string{"OPENAI_BASE_URL=" + srv.URL() + "/v1"}, "--no-piece", "--model", "openai/local-c", "-w", workspaceWithFile(t), oldTask)
+	comps := framesOf(frames, protocol.TypeCompaction)
+	if len(comps) != 1 || comps[0].TokensBefore < window/2 || comps[0].TokensBefore >= window*85/100 {
+		t.Fatalf("compaction frames %+v: want one, tokens_before between 50 %% and 85 %% of %d", comps, window)
+	}
+	if reqs := srv.Requests(); len(reqs) != 3 || strings.Contains(string(reqs[2].Body), "OLD-TASK background") {
+		t.Errorf("%d model requests; want 3, the last without the old prompt", len(reqs))
+	}
+}
+
 // A provider's "too long" answer (Anthropic's and OpenAI's real error
-// bodies) triggers a compaction and a retry, not a fatal error.
+// bodies) triggers a compaction and a retry, not a fatal error, in a
+// plain run and in a piece movement (where compaction is the last line
+// after the 70/85/95 % pressure, docs/compaction.md).
 func TestCompactionOnProviderTooLong(t *testing.T) {
 	t.Parallel()
+	openaiEnv := func(url string) []string { return []string{"OPENAI_BASE_URL=" + url + "/v1"} }
 	for _, tc := range []struct {
 		name  string
 		model string
 		env   func(url string) []string
+		piece []string
+		turns func() []llmtest.Turn
 	}{
 		{"anthropic", "anthropic/claude-sonnet-4-5", func(url string) []string {
 			return []string{"ANTHROPIC_API_KEY=sk-test", "ANTHROPIC_BASE_URL=" + url}
-		}},
-		{"openai", "openai/local-y", func(url string) []string { return []string{"OPENAI_BASE_URL=" + url + "/v1"} }},
+		}, []string{"--no-piece"}, tooLongTurns},
+		{"openai", "openai/local-y", openaiEnv, []string{"--no-piece"}, tooLongTurns},
+		{"piece movement", "openai/local-y", openaiEnv, []string{"--piece", "chat"}, tooLongPieceTurns},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			srv := llmtest.NewServer(t, tooLongTurns()...)
-			frames := runLive(t, t.TempDir(), tc.env(srv.URL()), "--no-piece", "--model", tc.model, "-w", workspaceWithFile(t), oldTask)
+			srv := llmtest.NewServer(t, tc.turns()...)
+			args := append(slices.Clone(tc.piece), "--model", tc.model, "-w", workspaceWithFile(t), oldTask)
+			frames := runLive(t, t.TempDir(), tc.env(srv.URL()), args...)
 			if errs := framesOf(frames, protocol.TypeError); len(errs) != 0 {
 				t.Errorf("error frames %+v: want none", errs)
 			}
@@ -203,18 +255,27 @@ func TestCompactionOnProviderTooLong(t *testing.T) {
 }
 
 // The window of an unlisted local model (in no catalogue) is read from
-// the fake OpenAI-compatible server's /v1/models listing and drives a
-// piece movement's context pressure at 70, 85 and 95 %.
+// the fake OpenAI-compatible server — its /v1/models listing, or as
+// llama.cpp's server (/props) and LM Studio (/api/v0/models/<id>) state
+// it — and drives a piece movement's context pressure at 70, 85 and 95 %.
 func TestPiecePressureFromListedWindow(t *testing.T) {
 	t.Parallel()
+	for _, listing := range []llmtest.ListingStyle{llmtest.ListingContextLength, llmtest.ListingLlamaCpp, llmtest.ListingLMStudio} {
+		t.Run(cmp.Or(string(listing), "context_length"), func(t *testing.T) {
+			t.Parallel()
+			piecePressure(t, listing)
+		})
+	}
+}
+
+func piecePressure(t *testing.T, listing llmtest.ListingStyle) {
 	const window = 10_000
-	srv := llmtest.NewServer(t,
+	srv := listedServer(t, "local-p", window,
 		llmtest.Turn{ToolCalls: []llmtest.ToolCall{readNotes}, InputTokens: 7_200, OutputTokens: 10},
 		llmtest.Turn{ToolCalls: []llmtest.ToolCall{readNotes}, InputTokens: 8_700, OutputTokens: 10},
 		llmtest.Turn{ToolCalls: []llmtest.ToolCall{readNotes}, InputTokens: 9_600, OutputTokens: 10},
 	)
-	srv.Models = []string{"local-p"}
-	srv.ContextWindows = map[string]int64{"local-p": window}
+	srv.Listing = listing
 	srv.Loop = true
 	frames := runLive(t, t.TempDir(), []string{"OPENAI_BASE_URL=" + srv.URL() + "/v1"},
 		"--piece", "chat", "--model", "openai/local-p", "-w", workspaceWithFile(t), "what do my notes say?")
@@ -296,6 +357,15 @@ func TestHostedRunnerCompaction(t *testing.T) {
 	p := startRunner(t, fixtureEnv(t, ws, "runner_compact", "MAESTRO_MODEL=openai/local-y", "OPENAI_BASE_URL="+srv.URL()+"/v1"))
 	c := p.attach(nil)
 	c.send(map[string]any{"type": "prompt", "content": oldTask})
+	expectCompactedAnswer(t, c, srv)
+}
+
+// expectCompactedAnswer reads c's stream after a prompt of oldTask on
+// the tooLongTurns script: the compaction message with the model's
+// summary, then the retried call's answer, and the retried request
+// without the old prompt.
+func expectCompactedAnswer(t *testing.T, c *client, srv *llmtest.Server) {
+	t.Helper()
 	_, comp := c.until(func(m map[string]any) bool {
 		return m["type"] == protocol.TypeCompaction || m["type"] == protocol.TypeError
 	})
@@ -311,4 +381,29 @@ func TestHostedRunnerCompaction(t *testing.T) {
 	if reqs := srv.Requests(); len(reqs) != 4 || strings.Contains(string(reqs[3].Body), "OLD-TASK background") {
 		t.Errorf("%d model requests; the retried one should carry the summary, not the old prompt", len(reqs))
 	}
+}
+
+// A session of `maestro serve` created over HTTP on a live model compacts
+// like the other surfaces: the provider's "too long" answer becomes the
+// compaction message and a retried request on the controller's stream.
+func TestServeSessionCompaction(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewServer(t, tooLongTurns()...)
+	home := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	env := append(proctest.NoModelEnv(home), "MAESTRO_MODEL=openai/local-y", "OPENAI_BASE_URL="+srv.URL()+"/v1")
+	url, _, stop := startServe(ctx, t, env, "--workers", "0", "--data-dir", home)
+	defer stop()
+	p := &runnerProc{t: t, base: url, named: true}
+	var snap struct {
+		SessionID string `json:"session_id"`
+	}
+	if code := p.call("POST", "/api/headless/sessions", map[string]any{"approvalMode": "auto", "workspaceRoot": workspaceWithFile(t), "clientInfo": map[string]any{"name": "compaction"}}, nil, &snap); code/100 != 2 || snap.SessionID == "" {
+		t.Fatalf("create session: %d %+v", code, snap)
+	}
+	p.session = snap.SessionID
+	c := p.attach(nil)
+	c.send(map[string]any{"type": "prompt", "content": oldTask})
+	expectCompactedAnswer(t, c, srv)
 }

@@ -38,6 +38,9 @@ type runnerProc struct {
 	session string
 	token   string
 	exited  chan error
+	// named registers connections with the session's id: a `maestro
+	// serve`, where a registration without one creates a new session.
+	named bool
 }
 
 // fixtureEnv is the harness's environment (§17) on a machine with no model.
@@ -184,6 +187,9 @@ func (p *runnerProc) attach(caps map[string]any) *client {
 	body := map[string]any{"role": "controller", "protocolVersion": protocol.Version, "clientInfo": map[string]any{"name": "e2e"}, "takeControl": true}
 	if caps != nil {
 		body["capabilities"] = caps
+	}
+	if p.named {
+		body["sessionId"] = p.session
 	}
 	if code := p.call("POST", "/api/headless/connections", body, nil, &reg); code != 200 || reg.SessionID != p.session {
 		p.t.Fatalf("register: %d %+v", code, reg)

@@ -57,6 +57,11 @@ type Config struct {
 	// Models holds per-model settings, keyed by the model id (without
 	// its provider/ prefix).
 	Models map[string]Model `yaml:"models"`
+	// CompactAt is the share of the model's context window (0 < x ≤ 1)
+	// the next request of a session may reach before its older turns are
+	// compacted (docs/compaction.md); 0: 0.85. Piece movements keep their
+	// own 70/85/95 % pressure.
+	CompactAt float64 `yaml:"compact_at"`
 	// ClassifierModel is the model ("provider/model") that picks the
 	// piece of a task: a cheap, fast one; empty means the run's model.
 	ClassifierModel string `yaml:"classifier_model"`
@@ -246,6 +251,9 @@ func Parse(data []byte) (Config, error) {
 	}
 	if cfg.MaxIterations < 0 {
 		return Config{}, invalidValue(data, []string{"max_iterations"}, "must be positive, got %d", cfg.MaxIterations)
+	}
+	if cfg.CompactAt < 0 || cfg.CompactAt > 1 {
+		return Config{}, fmt.Errorf("invalid configuration: compact_at: a share of the context window, 0 < compact_at ≤ 1 (e.g. 0.85), got %g", cfg.CompactAt)
 	}
 	for id, m := range cfg.Models {
 		if m.ContextWindow < 0 {

@@ -62,5 +62,6 @@ func (h *Host) hostedExecutor(ctx context.Context, opts *hostedrunner.Options, r
 	tools := lazyTools(root, probe, FileLimits(h.cfg), nil)
 	opts.Provider, opts.Executor, opts.Retry = choice.Provider, choice.Executor, &llm.RetryPolicy{}
 	opts.Tools, opts.SystemPrompt = tools, lazySystemPrompt(root, probe, tools)
+	opts.CompactAt = h.cfg.CompactAt
 	return nil
 }

@@ -54,6 +54,9 @@ type Options struct {
 	Executor protocol.ExecutorType
 	// Retry retries failed model calls.
 	Retry *llm.RetryPolicy
+	// CompactAt is the share of the context window at which the session
+	// compacts its conversation (runtime.Config.CompactAt).
+	CompactAt float64
 	// Tools are the agent's built-in tools (nil: none).
 	Tools func(ctx context.Context) (*tool.Set, error)
 	// Utilities builds the utility operations (nil: none). hide lists the
@@ -191,6 +194,7 @@ func New(cfg Config, opts Options) (*Runner, error) {
 		Release:      opts.Release,
 		GitBranch:    r.gitBranch,
 		Restored:     r.restore != nil && r.restore.Runtime.FlushStatus == FlushCompleted,
+		CompactAt:    opts.CompactAt,
 	})
 	if err != nil {
 		sess.Close()

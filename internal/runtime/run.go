@@ -161,6 +161,7 @@ func (r *Runtime) execute(ctx context.Context, run *activeRun, s runSettings, m 
 		Tools:         set,
 		System:        r.systemPrompt(ctx, s.sysBase, s.sysAppend),
 		MaxIterations: r.cfg.MaxIterations,
+		CompactAt:     r.cfg.CompactAt,
 		Thinking:      s.thinking,
 		NeedsApproval: func(t tool.Tool, _ llm.ToolCall) bool { return !t.ReadOnly() && !isClientSide(t) },
 		Now:           r.cfg.Now,

@@ -179,6 +179,9 @@ type Config struct {
 	// MaxIterations caps model calls per prompt (0: the agent's default).
 	MaxIterations int
 	Timeouts      Timeouts
+	// CompactAt is the share of the context window at which a prompt's
+	// conversation is compacted (agent.Config.CompactAt; 0: the default).
+	CompactAt float64
 	// MaxAttachmentBytes (default 10 MiB) and MaxAttachmentChars
 	// (default 200,000) limit prompt attachments (wire contract §8.11).
 	MaxAttachmentBytes int64

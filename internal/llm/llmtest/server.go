@@ -87,13 +87,16 @@ type Server struct {
 	// answering 500 "script exhausted".
 	Loop bool
 	// ContextWindows gives models a context window: GET /v1/models lists
-	// it as the model's context_length (as OpenAI-compatible servers such
-	// as LM Studio, llama.cpp and OpenRouter do), and POST /api/show
-	// answers with it in Ollama's model_info.
+	// it as the model's context_length (as OpenRouter does), and POST
+	// /api/show answers with it in Ollama's model_info; Listing picks
+	// another server's way of stating it.
 	ContextWindows map[string]int64
 	// OllamaInfo keeps the windows out of the listing, as Ollama's
-	// /v1/models does: only POST /api/show tells them.
+	// /v1/models does: only POST /api/show tells them (the same as
+	// Listing: ListingOllama).
 	OllamaInfo bool
+	// Listing is how the server states the windows (ListingStyle).
+	Listing ListingStyle
 
 	mu       sync.Mutex
 	turns    []Turn
@@ -164,6 +167,9 @@ func (s *Server) take(r *http.Request, body []byte) (Turn, bool) {
 //	POST /v1/chat/completions  OpenAI Chat Completions (streaming)
 //	POST /v1/responses         OpenAI Responses (streaming)
 //	GET  /v1/models            model list, in the format the headers suggest
+//	POST /api/show             Ollama's model info (context windows)
+//	GET  /props                llama.cpp's server properties (Listing)
+//	GET  /api/v0/models/{id}   LM Studio's model info (Listing)
 //
 // The /v1 prefix is optional, for clients configured with a bare base URL.
 func (s *Server) Handler() http.Handler {
@@ -175,6 +181,8 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc("GET "+prefix+"/models", s.serveModels)
 	}
 	mux.HandleFunc("POST /api/show", s.serveOllamaShow)
+	mux.HandleFunc("GET /props", s.serveLlamaCppProps)
+	mux.HandleFunc("GET /api/v0/models/{model}", s.serveLMStudioModel)
 	mux.HandleFunc(GeminiRoute, s.serveGeminiRoute)
 	return mux
 }
@@ -223,6 +231,10 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
 		OwnedBy string `json:"owned_by"`
 		// ContextLength is the model's window, when known.
 		ContextLength int64 `json:"context_length,omitempty"`
+		// MaxModelLen is vLLM's field for it.
+		MaxModelLen int64 `json:"max_model_len,omitempty"`
+		// Meta is llama.cpp's model metadata (n_ctx_train).
+		Meta map[string]int64 `json:"meta,omitempty"`
 	}
 	if r.Header.Get("anthropic-version") != "" {
 		data := []anthropicModel{}
@@ -238,17 +250,84 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
 	}
 	data := []openaiModel{}
 	for _, m := range s.Models {
-		data = append(data, openaiModel{ID: m, Object: "model", Created: 1767225600, OwnedBy: "llmtest", ContextLength: s.listedWindow(m)})
+		e := openaiModel{ID: m, Object: "model", Created: 1767225600, OwnedBy: "llmtest"}
+		n := s.ContextWindows[m]
+		switch {
+		case n == 0 || s.OllamaInfo:
+		case s.Listing == ListingContextLength:
+			e.ContextLength = n
+		case s.Listing == ListingVLLM:
+			e.MaxModelLen = n
+		case s.Listing == ListingLlamaCpp:
+			e.OwnedBy, e.Meta = "llamacpp", map[string]int64{"n_vocab": 32000, "n_ctx_train": trainedWindow(n)}
+		}
+		data = append(data, e)
 	}
 	_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
 }
 
-// listedWindow is the context_length the listing gives model.
-func (s *Server) listedWindow(model string) int64 {
-	if s.OllamaInfo {
-		return 0
+// ListingStyle is how a fake OpenAI-compatible server states a model's
+// context window, as the local servers each do (docs/compaction.md).
+type ListingStyle string
+
+const (
+	// ListingContextLength: context_length in the /v1/models entry
+	// (OpenRouter's style).
+	ListingContextLength ListingStyle = ""
+	// ListingVLLM: max_model_len in the /v1/models entry (vLLM).
+	ListingVLLM ListingStyle = "vllm"
+	// ListingLlamaCpp: llama.cpp's server: the entry's meta.n_ctx_train is
+	// the trained length (four times the window here), GET /props
+	// answers the window the server runs with as
+	// default_generation_settings.n_ctx.
+	ListingLlamaCpp ListingStyle = "llamacpp"
+	// ListingLMStudio: LM Studio: nothing in /v1/models; its native GET
+	// /api/v0/models/{id} answers max_context_length (four times the
+	// window here) and, the model being loaded, loaded_context_length.
+	ListingLMStudio ListingStyle = "lmstudio"
+	// ListingOllama: Ollama: nothing in /v1/models, POST /api/show
+	// answers model_info "<arch>.context_length" (as OllamaInfo).
+	ListingOllama ListingStyle = "ollama"
+)
+
+// trainedWindow is the length a fake model was trained for, larger than
+// the window the server runs it with.
+func trainedWindow(n int64) int64 { return 4 * n }
+
+// serveLlamaCppProps answers llama.cpp's GET /props: the window of the
+// model it serves (the first with one) as default_generation_settings.n_ctx.
+func (s *Server) serveLlamaCppProps(w http.ResponseWriter, r *http.Request) {
+	if s.Listing != ListingLlamaCpp {
+		http.NotFound(w, r)
+		return
 	}
-	return s.ContextWindows[model]
+	model := r.URL.Query().Get("model")
+	if model == "" && len(s.Models) > 0 {
+		model = s.Models[0]
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"default_generation_settings": map[string]any{"n_ctx": s.ContextWindows[model]},
+		"total_slots":                 1,
+		"model_path":                  "/models/" + model + ".gguf",
+	})
+}
+
+// serveLMStudioModel answers LM Studio's GET /api/v0/models/{model}.
+func (s *Server) serveLMStudioModel(w http.ResponseWriter, r *http.Request) {
+	model := r.PathValue("model")
+	n, ok := s.ContextWindows[model]
+	if s.Listing != ListingLMStudio || !ok {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_ = json.NewEncoder(w).Encode(map[string]any{"error": fmt.Sprintf("model %q not found", model)})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"id": model, "object": "model", "type": "llm", "arch": "llama", "state": "loaded",
+		"max_context_length": trainedWindow(n), "loaded_context_length": n,
+	})
 }
 
 // window is the context window of model (200000 when not configured).
@@ -282,7 +361,7 @@ func (s *Server) serveOllamaShow(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req)
 	n, ok := s.ContextWindows[req.Model]
-	if !ok {
+	if !ok || !s.OllamaInfo && s.Listing != ListingOllama && s.Listing != ListingContextLength {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusNotFound)
 		_ = json.NewEncoder(w).Encode(map[string]string{"error": fmt.Sprintf("model '%s' not found", req.Model)})
