@@ -136,6 +136,7 @@ func (r *run) callModel(ctx context.Context, msgs []llm.Message, mayCompact bool
 	r.sink.Event(protocol.ResponseStart{ResponseID: id})
 
 	req := r.request(msgs)
+	ctx, span := startModelSpan(ctx, cfg.Provider)
 	var (
 		ttft    *int64
 		partial strings.Builder
@@ -177,13 +178,15 @@ func (r *run) callModel(ctx context.Context, msgs []llm.Message, mayCompact bool
 			model = resp.Model
 		}
 	}
+	pu := r.account(model, usage)
 	r.sink.Event(protocol.ResponseEnd{
 		ResponseID:   id,
-		Usage:        r.account(model, usage),
+		Usage:        pu,
 		ToolsSummary: r.toolsSummary(),
 		DurationMS:   cfg.Now().Sub(start).Milliseconds(),
 		TTFTMS:       ttft,
 	})
+	endModelSpan(span, pu, ttft, failure)
 	if resp != nil {
 		r.measured, r.measuredLen = usage.ContextTokens(), len(msgs)+1
 		if cfg.OnContext != nil {
@@ -329,7 +332,7 @@ func (r *run) runTools(ctx context.Context, calls []llm.ToolCall) ([]llm.Part, b
 		var mu sync.Mutex
 		for k := i; k < j; k++ {
 			wg.Go(func() {
-				res, err := r.runTool(ctx, calls[k])
+				res, err := r.tracedTool(ctx, calls[k])
 				mu.Lock()
 				defer mu.Unlock()
 				results[k] = llm.Part{Type: llm.PartToolResult, ToolResult: &llm.ToolResult{

@@ -1,13 +1,16 @@
 package cli
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/maestro-run/maestro/internal/eventbus"
 	"github.com/maestro-run/maestro/internal/host"
+	"github.com/maestro-run/maestro/internal/telemetry"
 )
 
 // addEventBusFlag adds --event-bus-create-stream to every command: the
@@ -67,4 +70,22 @@ server cannot be reached, no stream takes the subject (see
 	smoke.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "give up after this long")
 	cmd.AddCommand(smoke)
 	return cmd
+}
+
+// startTracing installs the OpenTelemetry exporter when the OTEL_*
+// variables name an endpoint (docs/events.md, "Traces") and returns what
+// flushes it at exit (at most 5 s). A bad setting is said and tracing
+// stays off.
+func startTracing(ctx context.Context, io *IOStreams) func() {
+	shutdown, err := telemetry.Setup(ctx, io.Getenv)
+	if err != nil {
+		fmt.Fprintf(io.ErrOut, "maestro: %v (tracing off)\n", err)
+	}
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := shutdown(sctx); err != nil {
+			fmt.Fprintf(io.ErrOut, "maestro: tracing: flush the spans: %v\n", err)
+		}
+	}
 }
