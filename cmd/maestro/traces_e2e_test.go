@@ -98,10 +98,10 @@ func TestTracesFromSubmitThroughWorker(t *testing.T) {
 		}
 	}
 	for name, attrs := range map[string]map[string]string{
-		"job":               {"maestro.job_id": "1", "maestro.job.state": "succeeded", "maestro.piece": "chat"},
-		"movement respond":  {"maestro.movement": "respond", "maestro.piece": "chat"},
-		"chat maestro-replay-v1":       {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "replay", "gen_ai.request.model": "maestro-replay-v1"},
-		"execute_tool Glob": {"gen_ai.tool.name": "Glob", "gen_ai.tool.call.id": "call_1", "maestro.tool.outcome": "succeeded"},
+		"job":                    {"maestro.job_id": "1", "maestro.job.state": "succeeded", "maestro.piece": "chat"},
+		"movement respond":       {"maestro.movement": "respond", "maestro.piece": "chat"},
+		"chat maestro-replay-v1": {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "replay", "gen_ai.request.model": "maestro-replay-v1"},
+		"execute_tool Glob":      {"gen_ai.tool.name": "Glob", "gen_ai.tool.call.id": "call_1", "maestro.tool.outcome": "succeeded"},
 	} {
 		for k, v := range attrs {
 			if got := m[name].Attributes[k]; got != v {

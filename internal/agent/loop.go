@@ -11,6 +11,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/telemetry"
 	"github.com/maestro-run/maestro/internal/tool"
 )
 
@@ -136,7 +137,7 @@ func (r *run) callModel(ctx context.Context, msgs []llm.Message, mayCompact bool
 	r.sink.Event(protocol.ResponseStart{ResponseID: id})
 
 	req := r.request(msgs)
-	ctx, span := startModelSpan(ctx, cfg.Provider)
+	ctx, span := startModelSpan(telemetry.WithTurn(ctx, id, lastToolCall(msgs)), cfg.Provider)
 	var (
 		ttft    *int64
 		partial strings.Builder

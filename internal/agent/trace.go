@@ -63,3 +63,18 @@ func (r *run) tracedTool(ctx context.Context, call llm.ToolCall) (tool.Result, e
 	telemetry.End(span, err)
 	return res, err
 }
+
+// lastToolCall is the id of the last tool result in msgs: the call a
+// model request answers ("" when it answers none).
+func lastToolCall(msgs []llm.Message) string {
+	if len(msgs) == 0 {
+		return ""
+	}
+	parts := msgs[len(msgs)-1].Parts
+	for i := len(parts) - 1; i >= 0; i-- {
+		if parts[i].Type == llm.PartToolResult && parts[i].ToolResult != nil {
+			return parts[i].ToolResult.CallID
+		}
+	}
+	return ""
+}

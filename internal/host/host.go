@@ -343,6 +343,7 @@ func (h *Host) runtimeConfig(sess *session.Session, root *workspace.Root, spec S
 		MaxAttachmentBytes: envInt(h.getenv, "MAESTRO_HEADLESS_MAX_ATTACHMENT_BYTES"),
 		MaxAttachmentChars: int(envInt(h.getenv, "MAESTRO_HEADLESS_MAX_TEXT_CHARS")),
 		Logger:             h.log,
+		Values:             h.sessionValues(cmp.Or(spec.SessionID, sess.Meta().ClientSessionID, sess.ID())),
 	}
 }
 

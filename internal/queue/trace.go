@@ -15,10 +15,14 @@ import (
 // continuing the trace context its payload carries (the request that
 // queued it), with the job's correlation (its task's submitter and
 // metadata, never this process's environment) on it and on every span
-// under it (docs/events.md, "Traces").
+// under it, and as the join keys of its model requests (docs/events.md,
+// "Traces").
 func startJobSpan(ctx context.Context, j store.Job, owner string) (context.Context, trace.Span) {
 	ctx = telemetry.FromPayload(ctx, j.Payload)
-	ctx = telemetry.WithAttributes(ctx, eventbus.JobCorrelation(j.Payload, j.TaskID, owner).SpanAttributes()...)
+	c := eventbus.JobCorrelation(j.Payload, j.TaskID, owner)
+	ctx = telemetry.WithJoinKeys(ctx, telemetry.JoinKeys{WorkspaceID: c.WorkspaceID, SessionID: c.SessionID, AgentRunID: c.AgentRunID,
+		AgentRunStepID: c.AgentRunStepID, Surface: c.Surface, Workload: "job", TaskID: c.TaskID})
+	ctx = telemetry.WithAttributes(ctx, c.SpanAttributes()...)
 	ctx, span := telemetry.Start(ctx, "job", trace.SpanKindConsumer)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.Int64("maestro.job_id", j.ID), attribute.Int("maestro.job.attempt", j.Attempt),
