@@ -13,15 +13,22 @@ import (
 	"github.com/maestro-run/maestro/internal/telemetry"
 )
 
-// addEventBusFlag adds --event-bus-create-stream to every command: the
-// event bus (docs/events.md, "Platform events") then creates its stream
+// eventBusFlag is the flag of the commands that publish platform events.
+const eventBusFlag = "event-bus-create-stream"
+
+// addEventBusFlag adds --event-bus-create-stream to the commands that
+// publish platform events (run, headless, serve, events smoke): the event
+// bus (docs/events.md, "Platform events") then creates its stream
 // instead of expecting it, as MAESTRO_EVENT_BUS_CREATE_STREAM=1 does.
 func addEventBusFlag(root *cobra.Command, io *IOStreams) {
-	var create bool
-	root.PersistentFlags().BoolVar(&create, "event-bus-create-stream", false,
-		"create the JetStream stream "+eventbus.StreamName+" on subjects "+eventbus.StreamSubjects+" for the platform events (else it is expected to exist)")
-	root.PersistentPreRun = func(*cobra.Command, []string) {
-		if !create {
+	usage := "create the JetStream stream " + eventbus.StreamName + " on subjects " + eventbus.StreamSubjects + " for the platform events (else it is expected to exist)"
+	for _, path := range [][]string{{"run"}, {"headless"}, {"serve"}, {"events", "smoke"}} {
+		if cmd, _, err := root.Find(path); err == nil && cmd != root {
+			cmd.Flags().Bool(eventBusFlag, false, usage)
+		}
+	}
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
+		if create, _ := cmd.Flags().GetBool(eventBusFlag); !create {
 			return
 		}
 		getenv := io.Getenv
