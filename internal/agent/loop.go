@@ -11,6 +11,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/telemetry"
 	"github.com/maestro-run/maestro/internal/tool"
 )
 
@@ -136,6 +137,7 @@ func (r *run) callModel(ctx context.Context, msgs []llm.Message, mayCompact bool
 	r.sink.Event(protocol.ResponseStart{ResponseID: id})
 
 	req := r.request(msgs)
+	ctx, span := startModelSpan(telemetry.WithTurn(ctx, id, lastToolCall(msgs)), cfg.Provider)
 	var (
 		ttft    *int64
 		partial strings.Builder
@@ -177,13 +179,15 @@ func (r *run) callModel(ctx context.Context, msgs []llm.Message, mayCompact bool
 			model = resp.Model
 		}
 	}
+	pu := r.account(model, usage)
 	r.sink.Event(protocol.ResponseEnd{
 		ResponseID:   id,
-		Usage:        r.account(model, usage),
+		Usage:        pu,
 		ToolsSummary: r.toolsSummary(),
 		DurationMS:   cfg.Now().Sub(start).Milliseconds(),
 		TTFTMS:       ttft,
 	})
+	endModelSpan(span, pu, ttft, failure)
 	if resp != nil {
 		r.measured, r.measuredLen = usage.ContextTokens(), len(msgs)+1
 		if cfg.OnContext != nil {
@@ -329,7 +333,7 @@ func (r *run) runTools(ctx context.Context, calls []llm.ToolCall) ([]llm.Part, b
 		var mu sync.Mutex
 		for k := i; k < j; k++ {
 			wg.Go(func() {
-				res, err := r.runTool(ctx, calls[k])
+				res, err := r.tracedTool(ctx, calls[k])
 				mu.Lock()
 				defer mu.Unlock()
 				results[k] = llm.Part{Type: llm.PartToolResult, ToolResult: &llm.ToolResult{

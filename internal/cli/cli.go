@@ -71,6 +71,7 @@ func Run(ctx context.Context, io *IOStreams, args []string) int {
 	root.SetOut(io.Out)
 	root.SetErr(io.ErrOut)
 	root.SetContext(ctx)
+	defer startTracing(ctx, io)()
 	cmd, err := root.ExecuteC()
 	if err == nil {
 		return ExitOK

@@ -1,24 +1,34 @@
 package cli
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/maestro-run/maestro/internal/eventbus"
 	"github.com/maestro-run/maestro/internal/host"
+	"github.com/maestro-run/maestro/internal/telemetry"
 )
 
-// addEventBusFlag adds --event-bus-create-stream to every command: the
-// event bus (docs/events.md, "Platform events") then creates its stream
+// eventBusFlag is the flag of the commands that publish platform events.
+const eventBusFlag = "event-bus-create-stream"
+
+// addEventBusFlag adds --event-bus-create-stream to the commands that
+// publish platform events (run, headless, serve, events smoke): the event
+// bus (docs/events.md, "Platform events") then creates its stream
 // instead of expecting it, as MAESTRO_EVENT_BUS_CREATE_STREAM=1 does.
 func addEventBusFlag(root *cobra.Command, io *IOStreams) {
-	var create bool
-	root.PersistentFlags().BoolVar(&create, "event-bus-create-stream", false,
-		"create the JetStream stream "+eventbus.StreamName+" on subjects "+eventbus.StreamSubjects+" for the platform events (else it is expected to exist)")
-	root.PersistentPreRun = func(*cobra.Command, []string) {
-		if !create {
+	usage := "create the JetStream stream " + eventbus.StreamName + " on subjects " + eventbus.StreamSubjects + " for the platform events (else it is expected to exist)"
+	for _, path := range [][]string{{"run"}, {"headless"}, {"serve"}, {"events", "smoke"}} {
+		if cmd, _, err := root.Find(path); err == nil && cmd != root {
+			cmd.Flags().Bool(eventBusFlag, false, usage)
+		}
+	}
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
+		if create, _ := cmd.Flags().GetBool(eventBusFlag); !create {
 			return
 		}
 		getenv := io.Getenv
@@ -67,4 +77,22 @@ server cannot be reached, no stream takes the subject (see
 	smoke.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "give up after this long")
 	cmd.AddCommand(smoke)
 	return cmd
+}
+
+// startTracing installs the OpenTelemetry exporter when the OTEL_*
+// variables name an endpoint (docs/events.md, "Traces") and returns what
+// flushes it at exit (at most 5 s). A bad setting is said and tracing
+// stays off.
+func startTracing(ctx context.Context, io *IOStreams) func() {
+	shutdown, err := telemetry.Setup(ctx, io.Getenv)
+	if err != nil {
+		fmt.Fprintf(io.ErrOut, "maestro: %v (tracing off)\n", err)
+	}
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := shutdown(sctx); err != nil {
+			fmt.Fprintf(io.ErrOut, "maestro: tracing: flush the spans: %v\n", err)
+		}
+	}
 }

@@ -185,6 +185,11 @@ type Provider struct {
 	BaseURL string `yaml:"base_url"`
 	// API selects the OpenAI API: chat or responses (default: automatic).
 	API string `yaml:"api"`
+	// ManagedGateway marks the provider's endpoint as a managed model
+	// gateway: model requests then carry the content-free join keys and
+	// the trace context as headers (docs/events.md, "Model requests to a
+	// managed gateway").
+	ManagedGateway bool `yaml:"managed_gateway"`
 }
 
 // Home is Maestro's state directory: $MAESTRO_HOME, else ~/.maestro.

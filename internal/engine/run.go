@@ -74,7 +74,7 @@ func (r *run) drive(ctx context.Context) (*Outcome, error) {
 		if r.saveErr != nil {
 			return r.failed(ctx, r.saveErr)
 		}
-		d, err := r.runMovement(ctx)
+		d, err := r.tracedMovement(ctx)
 		if err != nil {
 			return r.failed(ctx, err)
 		}

@@ -3,9 +3,16 @@ package eventbus_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"syscall"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/eventbus"
@@ -13,6 +20,7 @@ import (
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/session"
+	"github.com/maestro-run/maestro/internal/telemetry"
 	"github.com/maestro-run/maestro/internal/tool"
 )
 
@@ -36,9 +44,12 @@ type pingIn struct {
 }
 
 // BenchmarkAgentLoopBus measures Maestro's agent loop on replay writing a
-// real session log, with no bus and with a follower publishing the log to
-// an embedded NATS server as it grows: the ratio of the two ns/run is the
-// bus's overhead on the agent (both in one run, same machine load).
+// real session log, with no bus and no tracing, and with a follower
+// publishing the log as it grows and the loop's spans exported over
+// OTLP/HTTP: the ratio of the two cpu-ns/op is the overhead on the agent
+// (both in one run, same machine load). The NATS server is embedded
+// unless MAESTRO_BENCH_NATS_URL names one (a standalone nats-server -js),
+// so that its CPU is not counted as Maestro's.
 func BenchmarkAgentLoopBus(b *testing.B) {
 	sc, err := replay.Parse([]byte(loopScenario), "busbench.json")
 	if err != nil {
@@ -48,20 +59,24 @@ func BenchmarkAgentLoopBus(b *testing.B) {
 		return tool.Result{Content: "pong"}, nil
 	})
 	for _, on := range []bool{false, true} {
-		b.Run(fmt.Sprintf("bus=%v", on), func(b *testing.B) {
+		b.Run(fmt.Sprintf("bus+trace=%v", on), func(b *testing.B) {
 			s, err := session.NewStore(b.TempDir()).Create(session.Meta{})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer s.Close()
 			if on {
-				srv := bustest.Start(b)
-				bus, err := eventbus.Open(eventbus.Options{Settings: eventbus.Settings{URL: srv.URL(), CreateStream: true, Source: "bench"}})
+				url := os.Getenv("MAESTRO_BENCH_NATS_URL")
+				if url == "" {
+					url = bustest.Start(b).URL()
+				}
+				bus, err := eventbus.Open(eventbus.Options{Settings: eventbus.Settings{URL: url, CreateStream: true, Source: "bench"}})
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer bus.Close()
 				bus.FollowSession(s.Dir(), s.Meta())
+				b.Cleanup(traceTo(b))
 			}
 			a := agent.New(agent.Config{Provider: replay.New(sc), Tools: tool.NewSet(ping)})
 			cpu0 := cpuTime()
@@ -101,4 +116,22 @@ func BenchmarkPublishSustained(b *testing.B) {
 	}
 	srv.Wait(2 * n)
 	b.ReportMetric(float64(2*n)/time.Since(start).Seconds(), "events/s")
+}
+
+// traceTo installs tracing as Setup does, exporting to a collector that
+// discards what it receives; the returned function restores the no-op
+// provider.
+func traceTo(b *testing.B) func() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
+	shutdown, err := telemetry.Setup(b.Context(), func(k string) string {
+		return map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL}[k]
+	})
+	if err != nil || !telemetry.Enabled() {
+		b.Fatalf("tracing not installed: %v", err)
+	}
+	return func() {
+		shutdown(context.Background())
+		otel.SetTracerProvider(noop.NewTracerProvider())
+		srv.Close()
+	}
 }

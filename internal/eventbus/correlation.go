@@ -2,10 +2,13 @@ package eventbus
 
 import (
 	"cmp"
+	"encoding/json"
 	"maps"
+	"strconv"
 	"strings"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // Correlation is what joins an event to the platform's organisation,
@@ -51,21 +54,61 @@ func CorrelationFromEnv(getenv func(string) string, environ []string) Correlatio
 	return c
 }
 
-// extensionNames maps each correlation field to its CloudEvents
-// extension attribute. CloudEvents 1.0 allows only letters and digits in
-// attribute names, so the wire contract's snake_case keys lose their
-// underscores here; data.correlation keeps them (docs/events.md).
-func (c Correlation) fields() []struct{ ext, key, value string } {
-	return []struct{ ext, key, value string }{
-		{"organizationid", "organization_id", c.OrganizationID},
-		{"userid", "user_id", c.UserID},
-		{"workspaceid", "workspace_id", c.WorkspaceID},
-		{"maestrosessionid", "session_id", c.SessionID},
-		{"agentrunid", "agent_run_id", c.AgentRunID},
-		{"agentrunstepid", "agent_run_step_id", c.AgentRunStepID},
-		{"surface", "surface", c.Surface},
-		{"taskid", "task_id", c.TaskID},
+// fields maps each correlation field to its CloudEvents extension
+// attribute, its data.correlation key and its span attribute.
+// CloudEvents 1.0 allows only letters and digits in attribute names, so
+// the wire contract's snake_case keys lose their underscores in the
+// extensions; data.correlation keeps them (docs/events.md). The span
+// attributes are the seed's (docs/events.md, "Traces").
+func (c Correlation) fields() []struct{ ext, key, span, value string } {
+	return []struct{ ext, key, span, value string }{
+		{"organizationid", "organization_id", "evalops.organization_id", c.OrganizationID},
+		{"userid", "user_id", "enduser.id", c.UserID},
+		{"workspaceid", "workspace_id", "evalops.workspace_id", c.WorkspaceID},
+		{"maestrosessionid", "session_id", "maestro.session_id", c.SessionID},
+		{"agentrunid", "agent_run_id", "maestro.agent_run_id", c.AgentRunID},
+		{"agentrunstepid", "agent_run_step_id", "maestro.agent_run_step_id", c.AgentRunStepID},
+		{"surface", "surface", "maestro.surface", c.Surface},
+		{"taskid", "task_id", "maestro.task_id", c.TaskID},
 	}
+}
+
+// SpanAttributes are the fields that are set as span attributes.
+func (c Correlation) SpanAttributes() []attribute.KeyValue {
+	var out []attribute.KeyValue
+	for _, f := range c.fields() {
+		if f.value != "" {
+			out = append(out, attribute.String(f.span, f.value))
+		}
+	}
+	return out
+}
+
+// JobCorrelation is a queued job's correlation: the payload's "metadata"
+// object (organization_id, workspace_id, session_id, agent_run_id,
+// agent_run_step_id, surface, user_id), the task and, when the metadata
+// names no user, the task's submitter (owner); never this process's
+// environment.
+func JobCorrelation(payload json.RawMessage, taskID int64, owner string) Correlation {
+	var p struct {
+		Metadata struct {
+			OrganizationID string `json:"organization_id"`
+			UserID         string `json:"user_id"`
+			WorkspaceID    string `json:"workspace_id"`
+			SessionID      string `json:"session_id"`
+			AgentRunID     string `json:"agent_run_id"`
+			AgentRunStepID string `json:"agent_run_step_id"`
+			Surface        string `json:"surface"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(payload, &p)
+	m := p.Metadata
+	c := Correlation{OrganizationID: m.OrganizationID, UserID: cmp.Or(m.UserID, owner), WorkspaceID: m.WorkspaceID,
+		SessionID: m.SessionID, AgentRunID: m.AgentRunID, AgentRunStepID: m.AgentRunStepID, Surface: m.Surface}
+	if taskID != 0 {
+		c.TaskID = strconv.FormatInt(taskID, 10)
+	}
+	return c
 }
 
 // setExtensions sets the extension attribute of every field that is set.

@@ -143,32 +143,13 @@ func (b *Bus) recallCalls(ctx context.Context, src JobSource, jobID, upTo int64,
 	}
 }
 
-// jobCorrelation is a job's correlation: the task's submitter as the
-// user and the payload's "metadata" object (organization_id,
-// workspace_id, session_id, agent_run_id, agent_run_step_id, surface,
-// user_id), never this process's environment.
+// jobCorrelation is a job's correlation (JobCorrelation), the task's
+// submitter read only when the metadata names no user.
 func (b *Bus) jobCorrelation(ctx context.Context, src JobSource, j store.Job) Correlation {
-	var p struct {
-		Metadata struct {
-			OrganizationID string `json:"organization_id"`
-			UserID         string `json:"user_id"`
-			WorkspaceID    string `json:"workspace_id"`
-			SessionID      string `json:"session_id"`
-			AgentRunID     string `json:"agent_run_id"`
-			AgentRunStepID string `json:"agent_run_step_id"`
-			Surface        string `json:"surface"`
-		} `json:"metadata"`
-	}
-	_ = json.Unmarshal(j.Payload, &p)
-	m := p.Metadata
-	c := Correlation{OrganizationID: m.OrganizationID, UserID: m.UserID, WorkspaceID: m.WorkspaceID,
-		SessionID: m.SessionID, AgentRunID: m.AgentRunID, AgentRunStepID: m.AgentRunStepID, Surface: m.Surface}
-	if j.TaskID != 0 {
-		c.TaskID = strconv.FormatInt(j.TaskID, 10)
-		if c.UserID == "" {
-			if t, err := src.GetTask(ctx, j.TaskID); err == nil {
-				c.UserID = t.Owner
-			}
+	c := JobCorrelation(j.Payload, j.TaskID, "")
+	if c.UserID == "" && j.TaskID != 0 {
+		if t, err := src.GetTask(ctx, j.TaskID); err == nil {
+			c.UserID = t.Owner
 		}
 	}
 	return c

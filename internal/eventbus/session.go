@@ -30,6 +30,9 @@ const (
 	// saves of its cursor; a crash re-sends at most these, which
 	// JetStream drops as duplicates.
 	saveEvery = 64
+	// saveIdle is how often at most a follower that caught up saves its
+	// cursor.
+	saveIdle = time.Second
 )
 
 // sessionState is a session's publish cursor: every record up to Cursor
@@ -129,6 +132,13 @@ func (f *Follower) run(ctx context.Context, follow bool) error {
 	}
 	t := time.NewTicker(f.b.o.Poll)
 	defer t.Stop()
+	lr := &logReader{path: filepath.Join(f.dir, logFile), saved: time.Now()}
+	defer lr.close()
+	defer func() {
+		if err := lr.save(stPath, &st); err != nil {
+			f.b.log.Warn("event bus: save the publish cursor", "session", f.meta.ID, "err", err)
+		}
+	}()
 	for {
 		closing := !follow
 		select {
@@ -136,15 +146,23 @@ func (f *Follower) run(ctx context.Context, follow bool) error {
 			closing = true
 		default:
 		}
-		n, err := f.pass(ctx, &st, stPath)
+		n, err := f.pass(ctx, &st, stPath, lr)
 		if err != nil {
-			return err
-		}
-		if closing && n == 0 {
-			return f.publishClose(ctx, &st, stPath, st.Cursor)
+			return errors.Join(err, lr.save(stPath, &st))
 		}
 		if n > 0 {
 			continue
+		}
+		// Caught up: the cursor is saved at most every saveIdle (and
+		// every saveEvery records while the log grows, and when the
+		// follower stops), not after every record.
+		if closing || time.Since(lr.saved) >= saveIdle {
+			if err := lr.save(stPath, &st); err != nil {
+				return err
+			}
+		}
+		if closing {
+			return f.publishClose(ctx, &st, stPath, st.Cursor)
 		}
 		select {
 		case <-ctx.Done():
@@ -155,36 +173,86 @@ func (f *Follower) run(ctx context.Context, follow bool) error {
 	}
 }
 
+// logReader reads a session log from a publish cursor across passes:
+// the file stays open and its buffer is reused.
+type logReader struct {
+	path    string
+	file    *os.File
+	br      *bufio.Reader
+	unsaved int
+	saved   time.Time
+}
+
+// at positions the reader at offset, opening the log the first time;
+// false when the log does not exist yet.
+func (lr *logReader) at(offset int64) (bool, error) {
+	if lr.file == nil {
+		file, err := os.Open(lr.path)
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("open session log: %w", err)
+		}
+		lr.file, lr.br = file, bufio.NewReaderSize(file, 1<<16)
+	}
+	if _, err := lr.file.Seek(offset, io.SeekStart); err != nil {
+		return false, fmt.Errorf("read session log: %w", err)
+	}
+	lr.br.Reset(lr.file)
+	return true, nil
+}
+
+// save writes the cursor when records were published since it was last
+// written.
+func (lr *logReader) save(stPath string, st *sessionState) error {
+	if lr.unsaved == 0 {
+		return nil
+	}
+	lr.unsaved, lr.saved = 0, time.Now()
+	return writeJSON(stPath, st)
+}
+
+func (lr *logReader) close() {
+	if lr.file != nil {
+		lr.file.Close()
+	}
+}
+
+// logRecord is what the follower reads of a session record: a
+// conversation message is skipped, not decoded.
+type logRecord struct {
+	Cursor int64           `json:"cursor"`
+	Time   time.Time       `json:"time"`
+	Kind   string          `json:"kind"`
+	Event  json.RawMessage `json:"event,omitempty"`
+}
+
 // pass publishes the records appended since st and returns how many it
 // read.
-func (f *Follower) pass(ctx context.Context, st *sessionState, stPath string) (int, error) {
-	file, err := os.Open(filepath.Join(f.dir, logFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
+func (f *Follower) pass(ctx context.Context, st *sessionState, stPath string, lr *logReader) (int, error) {
+	if ok, err := lr.at(st.Offset); !ok {
+		return 0, err
 	}
-	if err != nil {
-		return 0, fmt.Errorf("open session log: %w", err)
-	}
-	defer file.Close()
-	if _, err := file.Seek(st.Offset, io.SeekStart); err != nil {
-		return 0, fmt.Errorf("read session log: %w", err)
-	}
-	br := bufio.NewReaderSize(file, 1<<16)
-	n, unsaved := 0, 0
+	// A close recorded before a record (the session was resumed since)
+	// is published before it; the mark is looked for once a pass.
+	_, serr := os.Stat(filepath.Join(f.dir, closeFile))
+	marked := serr == nil
+	n := 0
 	for {
-		line, err := br.ReadBytes('\n')
+		line, err := lr.br.ReadBytes('\n')
 		if len(line) == 0 || line[len(line)-1] != '\n' {
 			break // the end, or a record being written
 		}
-		var rec session.Record
+		var rec logRecord
 		if jerr := json.Unmarshal(line, &rec); jerr != nil {
 			return n, fmt.Errorf("session log %s: corrupt record after cursor %d: %w", f.dir, st.Cursor, jerr)
 		}
 		if rec.Cursor > st.Cursor {
-			// A close recorded before this record (the session was
-			// resumed since) comes first.
-			if err := f.publishClose(ctx, st, stPath, rec.Cursor-1); err != nil {
-				return n, err
+			if marked {
+				if err := f.publishClose(ctx, st, stPath, rec.Cursor-1); err != nil {
+					return n, err
+				}
 			}
 			for _, ev := range f.sessionEvents(rec, st) {
 				if err := f.b.publish(ctx, ev, *st.Correlation); err != nil {
@@ -195,18 +263,14 @@ func (f *Follower) pass(ctx context.Context, st *sessionState, stPath string) (i
 		}
 		st.Offset += int64(len(line))
 		n++
-		if unsaved++; unsaved >= saveEvery {
-			if err := writeJSON(stPath, st); err != nil {
+		if lr.unsaved++; lr.unsaved >= saveEvery {
+			if err := lr.save(stPath, st); err != nil {
 				return n, err
 			}
-			unsaved = 0
 		}
 		if err != nil {
 			break
 		}
-	}
-	if unsaved > 0 {
-		return n, writeJSON(stPath, st)
 	}
 	return n, nil
 }
@@ -256,7 +320,7 @@ func closeReason(r string) string {
 // session.started, a later one (the session was resumed)
 // session.resumed; tool and approval events as toolEvents says. Their
 // ids are <session id>.<cursor>.<i>.
-func (f *Follower) sessionEvents(rec session.Record, st *sessionState) []Event {
+func (f *Follower) sessionEvents(rec logRecord, st *sessionState) []Event {
 	if rec.Kind != session.KindEvent {
 		return nil
 	}

@@ -1,12 +1,14 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"strings"
 	"sync"
 
 	"github.com/maestro-run/maestro/internal/eventbus"
+	"github.com/maestro-run/maestro/internal/telemetry"
 )
 
 // busState is the process's platform event publisher (docs/events.md,
@@ -40,6 +42,20 @@ func (h *Host) EventBus() *eventbus.Bus {
 		}()
 	})
 	return h.bus.bus
+}
+
+// sessionValues is what a session's runs see (docs/events.md, "Traces"):
+// the launcher's trace context (TRACEPARENT), the ids its model requests
+// to a managed gateway carry and the correlation of its spans, all from
+// the environment, the session id when the launcher names none.
+func (h *Host) sessionValues(sessionID string) context.Context {
+	ctx := telemetry.FromEnv(context.Background(), h.getenv)
+	k := telemetry.JoinKeysFromEnv(h.getenv)
+	k.SessionID = cmp.Or(k.SessionID, sessionID)
+	ctx = telemetry.WithJoinKeys(ctx, k)
+	c := eventbus.CorrelationFromEnv(h.getenv, nil)
+	c.SessionID = cmp.Or(c.SessionID, sessionID)
+	return telemetry.WithAttributes(ctx, c.SpanAttributes()...)
 }
 
 // environ lists the MAESTRO_EVENT_BUS_ATTR_* variables as getenv reads

@@ -344,6 +344,7 @@ func (h *Host) runtimeConfig(sess *session.Session, root *workspace.Root, spec S
 		MaxAttachmentChars: int(envInt(h.getenv, "MAESTRO_HEADLESS_MAX_TEXT_CHARS")),
 		Logger:             h.log,
 		CompactAt:          h.cfg.CompactAt,
+		Values:             h.sessionValues(cmp.Or(spec.SessionID, sess.Meta().ClientSessionID, sess.ID())),
 	}
 }
 

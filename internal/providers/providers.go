@@ -24,6 +24,7 @@ import (
 	"github.com/maestro-run/maestro/internal/llm/openai"
 	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/telemetry"
 )
 
 // Default models when only credentials are configured.
@@ -185,7 +186,7 @@ func (o Options) build(ctx context.Context, provider, model, source string) (*Ch
 			AuthToken:  o.Getenv("ANTHROPIC_AUTH_TOKEN"),
 			BaseURL:    first(o.Getenv("ANTHROPIC_BASE_URL"), o.Config.Providers.Anthropic.BaseURL),
 			Model:      model,
-			HTTPClient: o.HTTPClient,
+			HTTPClient: o.client(o.Config.Providers.Anthropic),
 			// config.yaml models: {<id>: {context_window}}
 			ContextWindows: o.Config.ContextWindows(),
 		}
@@ -200,7 +201,7 @@ func (o Options) build(ctx context.Context, provider, model, source string) (*Ch
 			BaseURL:    first(o.Getenv("OPENAI_BASE_URL"), o.Config.Providers.OpenAI.BaseURL),
 			API:        first(o.Getenv("MAESTRO_OPENAI_API"), o.Config.Providers.OpenAI.API),
 			Model:      model,
-			HTTPClient: o.HTTPClient,
+			HTTPClient: o.client(o.Config.Providers.OpenAI),
 			// config.yaml models: {<id>: {context_window}}
 			ContextWindows: o.Config.ContextWindows(),
 		}
@@ -271,4 +272,19 @@ func first(vals ...string) string {
 		}
 	}
 	return ""
+}
+
+// client is the HTTP client of provider p: o.HTTPClient, with the join
+// keys and trace context set on every request when p is marked
+// managed_gateway (docs/events.md, "Model requests to a managed gateway").
+func (o Options) client(p config.Provider) *http.Client {
+	if !p.ManagedGateway {
+		return o.HTTPClient
+	}
+	c := http.Client{}
+	if o.HTTPClient != nil {
+		c = *o.HTTPClient
+	}
+	c.Transport = telemetry.GatewayTransport(c.Transport, telemetry.JoinKeysFromEnv(o.Getenv))
+	return &c
 }

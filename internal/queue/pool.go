@@ -415,7 +415,9 @@ func (p *Pool) runJob(runCtx context.Context, log *slog.Logger, sj startedJob) {
 		j.Task = t
 	}
 
-	res := p.call(jobCtx, j)
+	spanCtx, span := startJobSpan(jobCtx, running, j.Task.Owner)
+	res := p.call(spanCtx, j)
+	endJobSpan(span, res)
 	stopWatch()
 	wg.Wait()
 	p.cfg.Metrics.addUsage(res.Usage, res.CostUSD)

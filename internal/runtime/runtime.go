@@ -124,6 +124,11 @@ type ClientTool struct {
 // Config configures a Runtime. Provider and Tools are required unless
 // Turn runs every prompt.
 type Config struct {
+	// Values, when set, is the context whose values (not its
+	// cancellation) every run of the session sees: the launcher's trace
+	// context and the ids its spans and model requests carry
+	// (docs/events.md, "Traces").
+	Values context.Context
 	// Provider is the model of Maestro's own loop. A runtime whose
 	// prompts all run through Turn (an agent CLI) has none: ProviderName
 	// and Model then name what runs them in ready.
@@ -298,7 +303,11 @@ func New(cfg Config) (*Runtime, error) {
 		}
 		seen[t.Name] = true
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	base := context.Background()
+	if cfg.Values != nil {
+		base = context.WithoutCancel(cfg.Values)
+	}
+	ctx, cancel := context.WithCancel(base)
 	r := &Runtime{
 		cfg: cfg, ctx: ctx, cancel: cancel,
 		state:    newState(),

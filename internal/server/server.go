@@ -231,7 +231,7 @@ func (s *Server) handle(pattern string, h http.HandlerFunc) {
 }
 
 func (s *Server) register() {
-	s.handle("POST /api/v1/tasks", s.createTask)
+	s.handle("POST /api/v1/tasks", traced(s.createTask))
 	s.handle("GET /api/v1/tasks", s.listTasks)
 	s.handle("GET /api/v1/tasks/{id}", s.getTask)
 	s.handle("POST /api/v1/tasks/{id}/comments", s.addComment)

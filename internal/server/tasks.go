@@ -25,6 +25,7 @@ import (
 	"github.com/maestro-run/maestro/internal/staging"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/taskdir"
+	"github.com/maestro-run/maestro/internal/telemetry"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
@@ -150,6 +151,11 @@ func (s *Server) insertTask(w http.ResponseWriter, r *http.Request, req newTask,
 		}
 		req.Payload, _ = json.Marshal(fields)
 	}
+	// The job carries the request's trace context: its worker's spans
+	// continue the trace (docs/events.md, "Traces").
+	if p, err := telemetry.WithPayload(r.Context(), req.Payload); err == nil {
+		req.Payload = p
+	}
 	task, job, err := s.st.CreateTask(r.Context(), store.NewTask{
 		Owner: actor(r), Title: req.Title, Body: req.Body, Piece: req.Piece,
 		Profile: req.Profile, TaskClass: req.TaskClass, Priority: req.Priority,
@@ -169,6 +175,7 @@ func (s *Server) insertTask(w http.ResponseWriter, r *http.Request, req newTask,
 			s.log.Warn("upload staging: job file not written", "key", staged, "job", job.ID, "err", err)
 		}
 	}
+	traceTask(r, task, job)
 	s.audit(r, api.ActionTaskCreate, taskTarget(task.ID), api.TaskCreateAudit{JobID: job.ID, Title: task.Title, Piece: task.Piece, Files: files})
 	w.Header().Set("Location", api.TasksPath+"/"+strconv.FormatInt(task.ID, 10))
 	writeJSON(w, http.StatusCreated, api.CreateTaskResponse{Task: task, Job: job, Files: files})

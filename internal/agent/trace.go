@@ -1,0 +1,80 @@
+package agent
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/telemetry"
+	"github.com/maestro-run/maestro/internal/tool"
+)
+
+// startModelSpan starts the span of one model call (docs/events.md,
+// "Traces"; the GenAI semantic conventions' keys). The provider sends the
+// request under it, so a managed gateway sees its trace context.
+func startModelSpan(ctx context.Context, p llm.Provider) (context.Context, trace.Span) {
+	ctx, span := telemetry.Start(ctx, "chat "+p.Model(), trace.SpanKindClient)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("gen_ai.operation.name", "chat"), attribute.String("gen_ai.provider.name", p.Name()),
+			attribute.String("gen_ai.request.model", p.Model()))
+	}
+	return ctx, span
+}
+
+// endModelSpan ends a model call's span with its model, tokens, cost,
+// time to first token and failure.
+func endModelSpan(span trace.Span, u protocol.Usage, ttft *int64, failure error) {
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("gen_ai.response.model", u.ModelID),
+			attribute.Int64("gen_ai.usage.input_tokens", u.InputTokens), attribute.Int64("gen_ai.usage.output_tokens", u.OutputTokens),
+			attribute.Int64("maestro.usage.cache_read_tokens", u.CacheReadTokens), attribute.Int64("maestro.usage.cache_write_tokens", u.CacheWriteTokens),
+			attribute.Float64("maestro.cost_usd", u.TotalCostUSD))
+		if ttft != nil {
+			span.SetAttributes(attribute.Int64("maestro.ttft_ms", *ttft))
+		}
+		if failure != nil {
+			span.SetAttributes(attribute.String("error.type", string(llm.KindOf(failure))))
+		}
+	}
+	telemetry.End(span, failure)
+}
+
+// tracedTool runs one call in its span: the tool's name and call id, the
+// outcome and the failure's error code.
+func (r *run) tracedTool(ctx context.Context, call llm.ToolCall) (tool.Result, error) {
+	ctx, span := telemetry.Start(ctx, "execute_tool "+call.Name, trace.SpanKindInternal)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("gen_ai.tool.name", call.Name),
+			attribute.String("gen_ai.tool.call.id", call.ID))
+	}
+	res, err := r.runTool(ctx, call)
+	if span.IsRecording() {
+		outcome := "succeeded"
+		if res.IsError {
+			outcome = "failed"
+			span.SetAttributes(attribute.String("maestro.tool.error_code", res.ErrorCode()))
+			telemetry.Fail(span, res.ErrorCode())
+		}
+		span.SetAttributes(attribute.String("maestro.tool.outcome", outcome))
+	}
+	telemetry.End(span, err)
+	return res, err
+}
+
+// lastToolCall is the id of the last tool result in msgs: the call a
+// model request answers ("" when it answers none).
+func lastToolCall(msgs []llm.Message) string {
+	if len(msgs) == 0 {
+		return ""
+	}
+	parts := msgs[len(msgs)-1].Parts
+	for i := len(parts) - 1; i >= 0; i-- {
+		if parts[i].Type == llm.PartToolResult && parts[i].ToolResult != nil {
+			return parts[i].ToolResult.CallID
+		}
+	}
+	return ""
+}

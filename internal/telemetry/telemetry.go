@@ -1,0 +1,227 @@
+// Package telemetry is Maestro's OpenTelemetry tracing (docs/events.md,
+// "Traces"): the OTLP/HTTP exporter configured by the standard OTEL_*
+// variables and off when none names an endpoint, the W3C trace context
+// carried through the queue, and the span helpers the server, the queue,
+// the engine and the agent loop call. With tracing off the global no-op
+// provider answers: a span costs a context value and nothing is built.
+package telemetry
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Scope is the instrumentation scope of Maestro's spans.
+const Scope = "github.com/maestro-run/maestro"
+
+// Setup installs the tracer provider when the environment names an OTLP
+// endpoint (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else
+// OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces) and neither
+// OTEL_SDK_DISABLED=true nor OTEL_TRACES_EXPORTER=none turns it off. The
+// exporter speaks OTLP over HTTP (protobuf); OTEL_EXPORTER_OTLP_HEADERS,
+// OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER and
+// OTEL_BSP_* are read by the SDK. It returns the function that flushes
+// and stops the provider (a no-op when tracing is off).
+func Setup(ctx context.Context, getenv func(string) string) (shutdown func(context.Context) error, err error) {
+	nop := func(context.Context) error { return nil }
+	endpoint := Endpoint(getenv)
+	if endpoint == "" {
+		return nop, nil
+	}
+	if p := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")); p == "" {
+		if p = strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_PROTOCOL")); p != "" && p != "http/protobuf" {
+			return nop, fmt.Errorf("tracing: OTEL_EXPORTER_OTLP_PROTOCOL=%s: Maestro exports OTLP over HTTP only (http/protobuf)", p)
+		}
+	} else if p != "http/protobuf" {
+		return nop, fmt.Errorf("tracing: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=%s: Maestro exports OTLP over HTTP only (http/protobuf)", p)
+	}
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(endpoint))
+	if err != nil {
+		return nop, fmt.Errorf("tracing: OTLP exporter for %s: %w", endpoint, err)
+	}
+	name := strings.TrimSpace(getenv("OTEL_SERVICE_NAME"))
+	if name == "" {
+		name = "maestro"
+	}
+	res, err := resource.New(ctx, resource.WithFromEnv(), resource.WithTelemetrySDK(),
+		resource.WithAttributes(attribute.String("service.name", name)))
+	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
+		return nop, fmt.Errorf("tracing: resource: %w", err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	return tp.Shutdown, nil
+}
+
+// Endpoint is the OTLP/HTTP traces URL the environment names, "" when
+// tracing is off.
+func Endpoint(getenv func(string) string) string {
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") ||
+		strings.EqualFold(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")), "none") {
+		return ""
+	}
+	if u := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")); u != "" {
+		return u
+	}
+	if u := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT")); u != "" {
+		return strings.TrimSuffix(u, "/") + "/v1/traces"
+	}
+	return ""
+}
+
+// Enabled reports whether spans are recorded (Setup installed the SDK).
+func Enabled() bool {
+	_, ok := otel.GetTracerProvider().(*sdktrace.TracerProvider)
+	return ok
+}
+
+// attrsKey carries the correlation attributes every span started under
+// the context gets (WithAttributes).
+type attrsKey struct{}
+
+// WithAttributes returns ctx whose spans started by Start carry attrs
+// (the correlation: organization, user, workspace, session, run). With
+// tracing off ctx is returned as it is.
+func WithAttributes(ctx context.Context, attrs ...attribute.KeyValue) context.Context {
+	if len(attrs) == 0 || !Enabled() {
+		return ctx
+	}
+	prev, _ := ctx.Value(attrsKey{}).([]attribute.KeyValue)
+	return context.WithValue(ctx, attrsKey{}, append(prev[:len(prev):len(prev)], attrs...))
+}
+
+// Start starts a span named name under ctx's span with the correlation
+// attributes of ctx. Set further attributes only when span.IsRecording().
+func Start(ctx context.Context, name string, kind trace.SpanKind) (context.Context, trace.Span) {
+	opts := []trace.SpanStartOption{trace.WithSpanKind(kind)}
+	if attrs, ok := ctx.Value(attrsKey{}).([]attribute.KeyValue); ok {
+		opts = append(opts, trace.WithAttributes(attrs...))
+	}
+	return otel.Tracer(Scope).Start(ctx, name, opts...)
+}
+
+// End ends span, marking it failed with err's text when err is not nil.
+func End(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// Fail marks span failed with msg (a result that is not a Go error: a
+// failed job, a tool call that returned an error).
+func Fail(span trace.Span, msg string) {
+	if span.IsRecording() {
+		span.SetStatus(codes.Error, msg)
+	}
+}
+
+// Carrier is a W3C trace context as stored with a queued job: the
+// traceparent and tracestate header values.
+type Carrier map[string]string
+
+// Inject returns ctx's trace context, nil when ctx has no valid span.
+func Inject(ctx context.Context) Carrier {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return nil
+	}
+	c := Carrier{}
+	propagation.TraceContext{}.Inject(ctx, propagation.MapCarrier(c))
+	return c
+}
+
+// Extract returns ctx continuing the trace context c (ctx unchanged when
+// c holds none or an invalid one).
+func Extract(ctx context.Context, c Carrier) context.Context {
+	if len(c) == 0 {
+		return ctx
+	}
+	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier(c))
+}
+
+// ExtractHTTP returns ctx continuing the request's traceparent header.
+func ExtractHTTP(ctx context.Context, h http.Header) context.Context {
+	return propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(h))
+}
+
+// InjectHTTP sets traceparent (and tracestate) on h from ctx's span.
+func InjectHTTP(ctx context.Context, h http.Header) {
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(h))
+	}
+}
+
+// FromEnv returns ctx continuing the launcher's trace context
+// (TRACEPARENT, TRACESTATE in the environment), as a session started by a
+// platform does.
+func FromEnv(ctx context.Context, getenv func(string) string) context.Context {
+	tp := strings.TrimSpace(getenv("TRACEPARENT"))
+	if tp == "" {
+		return ctx
+	}
+	return Extract(ctx, Carrier{"traceparent": tp, "tracestate": strings.TrimSpace(getenv("TRACESTATE"))})
+}
+
+// TraceID is ctx's trace id in hex, "" without a valid span.
+func TraceID(ctx context.Context) string {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		return sc.TraceID().String()
+	}
+	return ""
+}
+
+// PayloadField is the job payload field holding the W3C trace context of
+// the request that queued the job (a Carrier), which the worker's spans
+// continue.
+const PayloadField = "trace_context"
+
+// WithPayload returns payload (a JSON object, or empty) with ctx's trace
+// context as PayloadField; payload as it is when ctx has no valid span.
+func WithPayload(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
+	c := Inject(ctx)
+	if c == nil {
+		return payload, nil
+	}
+	fields := map[string]json.RawMessage{}
+	if len(payload) > 0 {
+		if err := json.Unmarshal(payload, &fields); err != nil {
+			return payload, fmt.Errorf("add the trace context to the job payload: %w", err)
+		}
+	}
+	fields[PayloadField], _ = json.Marshal(c)
+	out, err := json.Marshal(fields)
+	if err != nil {
+		return payload, fmt.Errorf("add the trace context to the job payload: %w", err)
+	}
+	return out, nil
+}
+
+// FromPayload returns ctx continuing the trace context a job's payload
+// carries (PayloadField), ctx unchanged when it carries none.
+func FromPayload(ctx context.Context, payload json.RawMessage) context.Context {
+	if !bytes.Contains(payload, []byte(`"`+PayloadField+`"`)) {
+		return ctx
+	}
+	var p struct {
+		TraceContext Carrier `json:"trace_context"`
+	}
+	if json.Unmarshal(payload, &p) != nil {
+		return ctx
+	}
+	return Extract(ctx, p.TraceContext)
+}
