@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/llm/replay"
+	"github.com/maestro-run/maestro/internal/mcp"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/providers"
 	"github.com/maestro-run/maestro/internal/queue"
@@ -146,8 +149,15 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (runner queue.R
 		FileLimits: host.FileLimits(cfg),
 		Web:        web,
 		SSH:        sshConns,
+		MCP:        jobMCP(io, cfg),
 		Agents:     agentMovements(io, "", agentcli.Permission(cfg.AgentPermission)),
 	}), executor, nil
+}
+
+// jobMCP gives jobs config.yaml's MCP servers: every one by default, or
+// those a task's payload names (docs/mcp.md, "In queued jobs").
+func jobMCP(io *IOStreams, cfg config.Config) *queue.JobMCP {
+	return &queue.JobMCP{Lookup: mcp.ConfigLookup(cfg.MCPServers), Default: slices.Sorted(maps.Keys(cfg.MCPServers)), Getenv: io.Getenv}
 }
 
 // jobReplayNotice is what a job-running command (serve, worker) says at

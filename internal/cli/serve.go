@@ -20,6 +20,7 @@ import (
 	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/httpedge"
+	"github.com/maestro-run/maestro/internal/mcp"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/queue"
 	"github.com/maestro-run/maestro/internal/server"
@@ -207,6 +208,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		Listen: o.Listen, AllowedHosts: o.AllowedHosts,
 		Metrics: metrics, NextRun: queue.NextRun, MaxUpload: o.MaxUpload, Logger: log,
 		Headless: attach, UI: ui, Info: info, DropStreamsAfter: dropAfter,
+		MCPLookup: mcp.ConfigLookup(h.Config().MCPServers),
 	})
 	if err != nil {
 		return failErr(err)

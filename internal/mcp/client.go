@@ -55,6 +55,9 @@ type Options struct {
 	// LogDir receives each stdio server's stderr as mcp-<slug>.log
 	// ("" discards it).
 	LogDir string
+	// Stderr, when set, receives each stdio server's stderr instead of
+	// LogDir (a queued job's log); at most MaxStderrBytes per start.
+	Stderr func(server string) io.Writer
 	// Report is told of a server's failures (a crash, a restart) as one
 	// line for the user; nil logs them only.
 	Report func(msg string)
@@ -228,6 +231,9 @@ func (s *server) markDown(sess *sdk.ClientSession) {
 }
 
 func (s *server) logHint() string {
+	if s.cfg.Command != "" && s.m.o.Stderr != nil {
+		return "its stderr in the job's log"
+	}
 	if s.cfg.Command != "" && s.m.o.LogDir != "" {
 		return "its stderr in " + filepath.Join(s.m.o.LogDir, "mcp-"+s.slug+".log")
 	}
@@ -285,6 +291,10 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 // openStderr sends cmd's stderr to the server's log file in LogDir,
 // bounded by MaxStderrBytes.
 func (s *server) openStderr(cmd *exec.Cmd) error {
+	if s.m.o.Stderr != nil {
+		cmd.Stderr = &capped{w: s.m.o.Stderr(s.slug), left: MaxStderrBytes}
+		return nil
+	}
 	if s.m.o.LogDir == "" {
 		return nil
 	}

@@ -46,6 +46,9 @@ type EngineRunnerConfig struct {
 	Web *tool.WebOptions
 	// SSH holds the SSH tools' connections (engine.Config.SSH).
 	SSH map[string]tool.SSHConnection
+	// MCP gives jobs MCP servers (engine.Config.MCP); nil: only servers
+	// none, and a payload naming one fails.
+	MCP *JobMCP
 	// Agents runs the movements that name an agent CLI (`agent:`); nil
 	// fails such a movement (engine.Config.Agents).
 	Agents engine.AgentRunner
@@ -76,6 +79,10 @@ type Payload struct {
 	// task's input/ before the run starts. The API sets it; clients may
 	// not.
 	InputStaging string `json:"input_staging,omitempty"`
+	// MCPServers names the MCP servers of the job's run (slugs that
+	// EngineRunnerConfig.MCP's Lookup knows), instead of its default
+	// servers; an empty list means none (docs/mcp.md).
+	MCPServers []string `json:"mcp_servers,omitempty"`
 }
 
 type engineRunner struct{ cfg EngineRunnerConfig }
@@ -145,7 +152,7 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 		if name != "" {
 			return Result{State: store.StateFailed, NoRetry: true, Error: fmt.Sprintf("job payload field \"no_piece\": the job names piece %q; a run has a piece or none", name)}
 		}
-		return r.runLoop(ctx, j, prov, root, task)
+		return r.runLoop(ctx, j, prov, root, task, pl)
 	}
 	var lib *engine.Library
 	if r.cfg.Pieces != nil {
@@ -169,13 +176,18 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 	em := newEmitter(ctx, j)
 	defer em.close()
 	ready(em, prov)
+	mcps, err := r.startMCP(ctx, pl, root, em)
+	if err != nil {
+		return Result{State: store.StateFailed, NoRetry: true, Error: err.Error()}
+	}
+	defer mcps.Close() // before em.close: a stopping server's last words are kept
 	// A run found in state/ is resumed (a waiting one with the newest
 	// user comment as the answer); otherwise the piece starts.
 	out, runErr := engine.Launch{
 		Config: engine.Config{
 			Provider: prov, Workspace: root, RunDir: stateDir, JobWorkspace: true,
 			Sandbox: r.cfg.Sandbox, FileLimits: r.cfg.FileLimits, Web: r.cfg.Web, SSH: r.cfg.SSH, Library: lib, Sink: em, Events: em, Agents: r.cfg.Agents,
-			Models: r.cfg.Models, ClassifierProvider: r.cfg.Classifier,
+			Models: r.cfg.Models, ClassifierProvider: r.cfg.Classifier, MCP: engineMCP(mcps),
 		},
 		Task: task, Piece: name, RunID: "job-" + strconv.FormatInt(j.ID, 10),
 		Answer: func(ctx context.Context) (string, error) { return latestUserComment(ctx, j) },
@@ -191,6 +203,7 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 		// posted already).
 		return Result{State: store.StateWaitingHuman}
 	}
+	mcps.Close()
 	em.close()
 	res := Result{}
 	if out != nil {
@@ -238,7 +251,7 @@ func ready(em *emitter, prov llm.Provider) {
 // session (tool.NewWorkspaceSet) in the job's work/, approving every call
 // as `maestro run` does. The conversation is not kept: an attempt that
 // was interrupted runs the task again from the start.
-func (r *engineRunner) runLoop(ctx context.Context, j *Job, prov llm.Provider, root *workspace.Root, task string) Result {
+func (r *engineRunner) runLoop(ctx context.Context, j *Job, prov llm.Provider, root *workspace.Root, task string, pl Payload) Result {
 	if task == "" {
 		return Result{State: store.StateFailed, NoRetry: true, Error: errNoTask}
 	}
@@ -247,6 +260,18 @@ func (r *engineRunner) runLoop(ctx context.Context, j *Job, prov llm.Provider, r
 	ready(em, prov)
 	em.Event(protocol.SessionInfo{SessionID: nil, Cwd: root.Dir(), GitBranch: gitinfo.Branch(root.Dir(), nil)})
 	tools := tool.NewWorkspaceSet(root, r.cfg.Sandbox, r.cfg.FileLimits)
+	mcps, err := r.startMCP(ctx, pl, root, em)
+	if err != nil {
+		return Result{State: store.StateFailed, NoRetry: true, Error: err.Error()}
+	}
+	defer mcps.Close()
+	remote, err := mcps.All(ctx) // a plain session's MCP tools: every server's
+	if err != nil {
+		return Result{State: store.StateFailed, Error: err.Error()}
+	}
+	for _, t := range remote {
+		tools.Add(t)
+	}
 	kind := ""
 	if r.cfg.Sandbox != nil {
 		kind = r.cfg.Sandbox.Kind()
@@ -256,6 +281,7 @@ func (r *engineRunner) runLoop(ctx context.Context, j *Job, prov llm.Provider, r
 		System: agent.SystemPrompt(agent.Environment{Workspace: root.Dir(), Sandbox: kind, Tools: tools.Names(), Date: time.Now().Format("2006-01-02")}),
 	})
 	res, err := ag.Run(ctx, nil, llm.UserText(task), em)
+	mcps.Close()
 	em.close()
 	out := Result{Usage: res.Usage, CostUSD: res.CostUSD}
 	if err != nil {
@@ -326,6 +352,7 @@ type emitter struct {
 	ctx  context.Context
 	mu   sync.Mutex
 	buf  []store.NewJobEvent
+	shut bool // closed: later events are dropped
 	kick chan struct{}
 	done chan struct{}
 	once sync.Once
@@ -339,8 +366,11 @@ func newEmitter(ctx context.Context, j *Job) *emitter {
 
 func (e *emitter) add(ev store.NewJobEvent) {
 	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.shut {
+		return // a late writer (a server's stderr) after the run ended
+	}
 	e.buf = append(e.buf, ev)
-	e.mu.Unlock()
 	select {
 	case e.kick <- struct{}{}:
 	default:
@@ -373,7 +403,12 @@ func (e *emitter) flush() {
 
 // close flushes what is buffered and stops the goroutine.
 func (e *emitter) close() {
-	e.once.Do(func() { close(e.kick) })
+	e.once.Do(func() {
+		e.mu.Lock()
+		e.shut = true
+		close(e.kick)
+		e.mu.Unlock()
+	})
 	<-e.done
 }
 

@@ -30,6 +30,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/httpedge"
+	"github.com/maestro-run/maestro/internal/mcp"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/webui"
@@ -125,6 +126,10 @@ type Config struct {
 	UI http.Handler
 	// Info describes this process for GET /api/v1/server.
 	Info Info
+	// MCPLookup resolves the MCP servers a task's payload names in
+	// mcp_servers (docs/mcp.md, "In queued jobs"); nil: no server is
+	// known, and a task naming one is refused.
+	MCPLookup mcp.Lookup
 	// DropStreamsAfter is a test hook (end-to-end tests of stream
 	// resumption): when positive, every job event stream is cut from the
 	// server side, its connection closed without the end event, after
