@@ -160,6 +160,14 @@ func jobMCP(io *IOStreams, cfg config.Config) *queue.JobMCP {
 	return &queue.JobMCP{Lookup: mcp.ConfigLookup(cfg.MCPServers), Default: slices.Sorted(maps.Keys(cfg.MCPServers)), Getenv: io.Getenv}
 }
 
+// closeRunner stops what the job runner keeps between attempts (runs
+// parked on an MCP server's question, docs/mcp.md).
+func closeRunner(r queue.Runner) {
+	if c, ok := r.(interface{ Close() error }); ok {
+		_ = c.Close()
+	}
+}
+
 // jobReplayNotice is what a job-running command (serve, worker) says at
 // start when its jobs run on replay ("" for a live model).
 func jobReplayNotice(c *providers.Choice, configFile string) string {

@@ -184,6 +184,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		if err != nil {
 			return failErr(err)
 		}
+		defer closeRunner(runner) // runs parked on an MCP question stop with the process
 		pool, err = queue.NewPool(queue.Config{Store: st, Runner: runner, Name: o.Name, Workers: o.Workers, Metrics: metrics, Logger: log})
 		if err != nil {
 			return failErr(err)

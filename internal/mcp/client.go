@@ -172,6 +172,9 @@ type server struct {
 	// stale is set when the server says its tool list changed: the
 	// next use lists the tools again.
 	stale atomic.Bool
+	// asking counts the server's elicitations waiting for an answer: a
+	// call's timeout does not run out while a person is being asked.
+	asking atomic.Int32
 }
 
 // session returns the server's live session, connecting when there is
@@ -276,6 +279,8 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { s.stale.Store(true) }}
 	if elicit := s.m.o.Elicit; elicit != nil {
 		opts.ElicitationHandler = func(ctx context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+			s.asking.Add(1)
+			defer s.asking.Add(-1)
 			return elicit(ctx, s.slug, req.Params)
 		}
 	}
@@ -351,8 +356,19 @@ func (s *server) call(ctx context.Context, name string, args any) (*sdk.CallTool
 	if err != nil {
 		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// The timeout runs while the server works, not while it waits for
+	// a person to answer its elicitation: it is armed again then.
+	var timer *time.Timer
+	timer = time.AfterFunc(timeout, func() {
+		if s.asking.Load() > 0 {
+			timer.Reset(timeout)
+			return
+		}
+		cancel(errCallTimeout)
+	})
+	defer timer.Stop()
 	res, err := sess.CallTool(cctx, &sdk.CallToolParams{Name: name, Arguments: args})
 	switch {
 	case err == nil:
@@ -360,11 +376,14 @@ func (s *server) call(ctx context.Context, name string, args any) (*sdk.CallTool
 	case errors.Is(err, sdk.ErrConnectionClosed):
 		s.markDown(sess)
 		return nil, fmt.Errorf("MCP server %s stopped during the call: %w", s.slug, err)
-	case cctx.Err() != nil && ctx.Err() == nil:
+	case errors.Is(context.Cause(cctx), errCallTimeout) && ctx.Err() == nil:
 		return nil, fmt.Errorf("%w after %s", context.DeadlineExceeded, timeout)
 	}
 	return nil, err
 }
+
+// errCallTimeout ends a call that ran past its timeout.
+var errCallTimeout = errors.New("the MCP call timed out")
 
 func (s *server) close() error {
 	s.mu.Lock()

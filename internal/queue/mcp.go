@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/mcp"
@@ -29,6 +30,9 @@ type JobMCP struct {
 	// os.Getenv).
 	Getenv func(string) string
 	Logger *slog.Logger
+	// ElicitTimeout bounds the wait for the answer to a server's
+	// question (0: DefaultElicitTimeout; park.go).
+	ElicitTimeout time.Duration
 }
 
 // startMCP returns the MCP client of one job run over the servers the
@@ -36,7 +40,7 @@ type JobMCP struct {
 // servers run in the job's workspace, their stderr lines and failures go
 // to the job's log as status lines. A server the payload names that no
 // one declared fails the job, naming it.
-func (r *engineRunner) startMCP(ctx context.Context, pl Payload, root *workspace.Root, em *emitter) (*mcp.Manager, error) {
+func (r *engineRunner) startMCP(ctx context.Context, j *Job, jr *jobRun, pl Payload, root *workspace.Root, em *emitter) (*mcp.Manager, error) {
 	jm := r.cfg.MCP
 	slugs := pl.MCPServers
 	if slugs == nil && jm != nil {
@@ -56,6 +60,7 @@ func (r *engineRunner) startMCP(ctx context.Context, pl Payload, root *workspace
 	o := mcp.Options{Servers: servers, Dir: root.Dir(),
 		Report: func(msg string) { em.Event(protocol.Status{Message: msg}) },
 		Stderr: func(server string) io.Writer { return &statusLines{em: em, prefix: "MCP server " + server + ": "} },
+		Elicit: r.elicitFor(j.ID, jr),
 	}
 	if jm != nil {
 		o.Getenv, o.Logger = jm.Getenv, jm.Logger

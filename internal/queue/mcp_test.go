@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,7 +83,7 @@ func mcpRunner(t *testing.T, data string, prov llm.Provider, servers map[string]
 	for slug := range servers {
 		slugs = append(slugs, slug)
 	}
-	return queue.NewEngineRunner(queue.EngineRunnerConfig{
+	r := queue.NewEngineRunner(queue.EngineRunnerConfig{
 		DataDir:  data,
 		Provider: func(*queue.Job) (llm.Provider, error) { return prov, nil },
 		Pieces: func(ctx context.Context) (*engine.Library, error) {
@@ -90,6 +91,8 @@ func mcpRunner(t *testing.T, data string, prov llm.Provider, servers map[string]
 		},
 		MCP: &queue.JobMCP{Lookup: mcp.ConfigLookup(servers), Default: slugs},
 	})
+	t.Cleanup(func() { r.(io.Closer).Close() }) // parked runs stop (before the servers)
+	return r
 }
 
 // jobLog is the text of every event in the job's log.
@@ -174,5 +177,66 @@ func TestEngineRunnerMCP(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An MCP server's elicitation during a job is an ASK: the job waits with
+// the server's question and form as an agent comment; a reply that does
+// not fit the form gets a comment saying why; a fitting one resumes the
+// job, whose tool call completes with the answer (issue 20).
+func TestEngineRunnerMCPElicitationIsAnAsk(t *testing.T) {
+	t.Parallel()
+	model := llmtest.NewServer(t,
+		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "c1", Name: "mcp__web__ask", Input: `{"question":"Which colour should the fence be?"}`}}, InputTokens: 100, OutputTokens: 10},
+		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "c2", Name: "complete", Input: `{"status":"success","result":"painted"}`}}, InputTokens: 100, OutputTokens: 10},
+	)
+	prov, err := anthropic.New(anthropic.Config{APIKey: "test", BaseURL: model.URL(), Model: "claude-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := openSQLite(t, nil)
+	startPool(t, queue.Config{Store: st, Runner: mcpRunner(t, t.TempDir(), prov, map[string]config.MCPServer{"web": {URL: mcptest.Serve(t)}})})
+	ctx := t.Context()
+	task, job, err := st.CreateTask(ctx, store.NewTask{Title: "Paint the fence", Piece: "lookup"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastComment := func() string {
+		t.Helper()
+		cs, err := st.ListComments(ctx, task.ID, 0, 50)
+		if err != nil || len(cs) == 0 {
+			t.Fatalf("comments: %v %v", cs, err)
+		}
+		return cs[len(cs)-1].Body
+	}
+	reply := func(body string) {
+		t.Helper()
+		if _, _, err := st.AddComment(ctx, store.NewComment{TaskID: task.ID, AuthorKind: store.AuthorUser, Body: body, ResumeWaiting: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitJob(t, st, job.ID, "waiting_human", inState(store.StateWaitingHuman))
+	q := lastComment()
+	for _, want := range []string{"The MCP server web asks: Which colour should the fence be?", "- answer (string, required)", `"decline" or "cancel"`} {
+		if !strings.Contains(q, want) {
+			t.Errorf("question comment lacks %q:\n%s", want, q)
+		}
+	}
+	reply(`{"colour":"green"}`)
+	waitJob(t, st, job.ID, "waiting again", func(j store.Job) bool { return j.State == store.StateWaitingHuman && j.Attempt == 2 })
+	if got := lastComment(); !strings.Contains(got, "That answer does not fit the form of the MCP server web: the field answer is required") {
+		t.Errorf("reply that does not fit: comment %q", got)
+	}
+	reply("green")
+	done := waitJob(t, st, job.ID, "its end", func(j store.Job) bool { return j.State.Terminal() })
+	if done.State != store.StateSucceeded {
+		t.Fatalf("job ended %s: %s", done.State, done.Error)
+	}
+	reqs := model.Requests()
+	if len(reqs) != 2 || !strings.Contains(string(reqs[1].Body), "action=accept answer=green") {
+		t.Errorf("the model did not get the answered call's result (%d requests)", len(reqs))
+	}
+	if log := jobLog(t, st, job.ID); !strings.Contains(log, "The MCP server web got the answer (accept).") {
+		t.Errorf("job log lacks the answer's status line:\n%s", log)
 	}
 }

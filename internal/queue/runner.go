@@ -85,7 +85,12 @@ type Payload struct {
 	MCPServers []string `json:"mcp_servers,omitempty"`
 }
 
-type engineRunner struct{ cfg EngineRunnerConfig }
+type engineRunner struct {
+	cfg EngineRunnerConfig
+	// parked are the runs waiting for the answer to an MCP server's
+	// question (park.go).
+	parked parked
+}
 
 // NewEngineRunner returns the Runner that runs the task's piece (or the
 // classifier's pick) in TaskDir with the engine: a new run starts the
@@ -105,6 +110,19 @@ func JobDir(dataDir string, j store.Job) string {
 }
 
 func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
+	if jr := r.parked.take(j.ID); jr != nil {
+		return r.answer(ctx, j, jr)
+	}
+	// The run may outlive this attempt, parked on an MCP server's
+	// question (park.go): it runs on its own context, which this
+	// attempt's cancels while it follows the run.
+	jr := newJobRun(ctx)
+	go func() { jr.done <- r.run(jr.ctx, j, jr) }()
+	return r.await(ctx, j, jr)
+}
+
+// run is the job's run (Run), on the run's context.
+func (r *engineRunner) run(ctx context.Context, j *Job, jr *jobRun) Result {
 	name := j.Piece
 	if name == "" {
 		name = j.Task.Piece
@@ -152,7 +170,7 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 		if name != "" {
 			return Result{State: store.StateFailed, NoRetry: true, Error: fmt.Sprintf("job payload field \"no_piece\": the job names piece %q; a run has a piece or none", name)}
 		}
-		return r.runLoop(ctx, j, prov, root, task, pl)
+		return r.runLoop(ctx, j, jr, prov, root, task, pl)
 	}
 	var lib *engine.Library
 	if r.cfg.Pieces != nil {
@@ -175,8 +193,9 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 	}
 	em := newEmitter(ctx, j)
 	defer em.close()
+	jr.follow(em, prov)
 	ready(em, prov)
-	mcps, err := r.startMCP(ctx, pl, root, em)
+	mcps, err := r.startMCP(ctx, j, jr, pl, root, em)
 	if err != nil {
 		return Result{State: store.StateFailed, NoRetry: true, Error: err.Error()}
 	}
@@ -251,16 +270,17 @@ func ready(em *emitter, prov llm.Provider) {
 // session (tool.NewWorkspaceSet) in the job's work/, approving every call
 // as `maestro run` does. The conversation is not kept: an attempt that
 // was interrupted runs the task again from the start.
-func (r *engineRunner) runLoop(ctx context.Context, j *Job, prov llm.Provider, root *workspace.Root, task string, pl Payload) Result {
+func (r *engineRunner) runLoop(ctx context.Context, j *Job, jr *jobRun, prov llm.Provider, root *workspace.Root, task string, pl Payload) Result {
 	if task == "" {
 		return Result{State: store.StateFailed, NoRetry: true, Error: errNoTask}
 	}
 	em := newEmitter(ctx, j)
 	defer em.close()
+	jr.follow(em, prov)
 	ready(em, prov)
 	em.Event(protocol.SessionInfo{SessionID: nil, Cwd: root.Dir(), GitBranch: gitinfo.Branch(root.Dir(), nil)})
 	tools := tool.NewWorkspaceSet(root, r.cfg.Sandbox, r.cfg.FileLimits)
-	mcps, err := r.startMCP(ctx, pl, root, em)
+	mcps, err := r.startMCP(ctx, j, jr, pl, root, em)
 	if err != nil {
 		return Result{State: store.StateFailed, NoRetry: true, Error: err.Error()}
 	}
@@ -348,14 +368,16 @@ func latestUserComment(ctx context.Context, j *Job) (string, error) {
 // appended in batches by one goroutine so that a burst of streaming events
 // costs one store write.
 type emitter struct {
-	j    *Job
-	ctx  context.Context
-	mu   sync.Mutex
-	buf  []store.NewJobEvent
-	shut bool // closed: later events are dropped
-	kick chan struct{}
-	done chan struct{}
-	once sync.Once
+	j   *Job // nil while the run is parked (park.go): events wait
+	ctx context.Context
+	// flushing serialises flushes (the loop's and retarget's).
+	flushing sync.Mutex
+	mu       sync.Mutex
+	buf      []store.NewJobEvent
+	shut     bool // closed: later events are dropped
+	kick     chan struct{}
+	done     chan struct{}
+	once     sync.Once
 }
 
 func newEmitter(ctx context.Context, j *Job) *emitter {
@@ -386,9 +408,15 @@ func (e *emitter) loop() {
 }
 
 func (e *emitter) flush() {
+	e.flushing.Lock()
+	defer e.flushing.Unlock()
 	e.mu.Lock()
-	batch := e.buf
-	e.buf = nil
+	j, batch := e.j, e.buf
+	if j == nil {
+		batch = nil // parked: kept for the attempt that follows the run
+	} else {
+		e.buf = nil
+	}
 	e.mu.Unlock()
 	if len(batch) == 0 {
 		return
@@ -398,7 +426,25 @@ func (e *emitter) flush() {
 	// (a lost lease) cancel the job's context through Emit.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), storeCallTimeout)
 	defer cancel()
-	_ = e.j.Emit(ctx, batch...)
+	_ = j.Emit(ctx, batch...)
+}
+
+// retarget flushes what is buffered to the attempt the emitter writes to,
+// then writes to j's log instead (nil: keep the events until a later
+// retarget).
+func (e *emitter) retarget(j *Job) {
+	e.flush()
+	e.mu.Lock()
+	e.j = j
+	e.mu.Unlock()
+	e.flush()
+}
+
+// job is the attempt the emitter writes to (nil while parked).
+func (e *emitter) job() *Job {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.j
 }
 
 // close flushes what is buffered and stops the goroutine.
@@ -419,26 +465,30 @@ func (e *emitter) RunEvent(r engine.Record) {
 		return
 	}
 	e.add(store.NewJobEvent{Type: store.JobEventRunEvent, Data: data})
+	j := e.job()
+	if j == nil {
+		return
+	}
 	switch ms := r.Event.(type) {
 	case engine.MovementStarted:
-		_ = e.j.Checkpoint(e.ctx, ms.Movement, nil)
+		_ = j.Checkpoint(e.ctx, ms.Movement, nil)
 	case *engine.MovementStarted:
-		_ = e.j.Checkpoint(e.ctx, ms.Movement, nil)
+		_ = j.Checkpoint(e.ctx, ms.Movement, nil)
 	case engine.RunStarted:
-		e.setPiece(ms)
+		e.setPiece(j, ms)
 	case *engine.RunStarted:
-		e.setPiece(*ms)
+		e.setPiece(j, *ms)
 	}
 }
 
 // setPiece records on a job given no piece the one its run started
 // (chosen by the classifier), so task lists show it.
-func (e *emitter) setPiece(rs engine.RunStarted) {
-	if rs.Subtask != 0 || e.j.Piece != "" || e.j.SetPiece == nil {
+func (e *emitter) setPiece(j *Job, rs engine.RunStarted) {
+	if rs.Subtask != 0 || j.Piece != "" || j.SetPiece == nil {
 		return
 	}
-	if err := e.j.SetPiece(e.ctx, rs.Piece); err == nil {
-		e.j.Piece = rs.Piece
+	if err := j.SetPiece(e.ctx, rs.Piece); err == nil {
+		j.Piece = rs.Piece
 	}
 }
 
