@@ -89,6 +89,9 @@ type MCPServer struct {
 	Headers map[string]string `yaml:"headers"`
 	// Timeout bounds each tool call, in seconds (0: the default, 120).
 	Timeout int `yaml:"timeout"`
+	// AllowSampling lets the server ask the session's model for
+	// completions (sampling/createMessage); otherwise it is refused.
+	AllowSampling bool `yaml:"allow_sampling"`
 }
 
 // EventBus configures the platform event publisher.

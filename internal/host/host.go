@@ -270,7 +270,7 @@ func (h *Host) NewSession(ctx context.Context, spec Spec) (_ *Session, err error
 		}
 	}
 	var rt atomic.Pointer[runtime.Runtime]
-	mcps := h.mcpManager(sess, root, &rt)
+	mcps := h.mcpManager(sess, root, choice.Provider, &rt)
 	tools := lazyTools(root, spec.Probe, FileLimits(h.cfg), mcps)
 	rcfg := h.runtimeConfig(sess, root, spec)
 	rcfg.MCPElicitation = mcps != nil

@@ -9,7 +9,8 @@
 // them with allowed_tools patterns (mcp__*, mcp__<server>__*, exact) and
 // require servers with required_mcp. A server's stderr goes to a file in
 // the session's directory; a server that crashes is reported and
-// restarted once. Server-initiated sampling is never advertised;
+// restarted once. Server-initiated sampling is advertised only to the
+// servers configured with allow_sampling (served by Options.Model);
 // elicitation is, when the session can ask someone (Options.Elicit). See
 // docs/mcp.md.
 package mcp
@@ -34,6 +35,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/llm"
 )
 
 // Default limits of a Manager.
@@ -64,6 +66,10 @@ type Options struct {
 	// Elicit answers a server's elicitation request (nil: elicitation is
 	// not advertised).
 	Elicit func(ctx context.Context, server string, p *sdk.ElicitParams) (*sdk.ElicitResult, error)
+	// Model serves the sampling requests of servers whose configuration
+	// says allow_sampling (sampling.go); nil refuses them too. Other
+	// servers are never offered sampling.
+	Model llm.Provider
 	// StartTimeout bounds connecting to a server and listing its tools;
 	// CallTimeout bounds a tool call unless the server sets its own.
 	StartTimeout, CallTimeout time.Duration
@@ -277,6 +283,9 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 	}
 	opts := &sdk.ClientOptions{Logger: s.m.o.Logger, Capabilities: &sdk.ClientCapabilities{},
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { s.stale.Store(true) }}
+	if s.cfg.AllowSampling {
+		opts.CreateMessageHandler = s.sample
+	}
 	if elicit := s.m.o.Elicit; elicit != nil {
 		opts.ElicitationHandler = func(ctx context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
 			s.asking.Add(1)

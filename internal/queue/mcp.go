@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/engine"
+	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/mcp"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/workspace"
@@ -38,9 +39,11 @@ type JobMCP struct {
 // startMCP returns the MCP client of one job run over the servers the
 // payload names (else JobMCP.Default), nil when there are none: stdio
 // servers run in the job's workspace, their stderr lines and failures go
-// to the job's log as status lines. A server the payload names that no
-// one declared fails the job, naming it.
-func (r *engineRunner) startMCP(ctx context.Context, j *Job, jr *jobRun, pl Payload, root *workspace.Root, em *emitter) (*mcp.Manager, error) {
+// to the job's log as status lines, elicitations park the job
+// (park.go), sampling is served by the job's model where allowed. A
+// server the payload names that no one declared fails the job, naming
+// it.
+func (r *engineRunner) startMCP(ctx context.Context, j *Job, jr *jobRun, prov llm.Provider, pl Payload, root *workspace.Root, em *emitter) (*mcp.Manager, error) {
 	jm := r.cfg.MCP
 	slugs := pl.MCPServers
 	if slugs == nil && jm != nil {
@@ -61,6 +64,7 @@ func (r *engineRunner) startMCP(ctx context.Context, j *Job, jr *jobRun, pl Payl
 		Report: func(msg string) { em.Event(protocol.Status{Message: msg}) },
 		Stderr: func(server string) io.Writer { return &statusLines{em: em, prefix: "MCP server " + server + ": "} },
 		Elicit: r.elicitFor(j.ID, jr),
+		Model:  prov, // sampling, for the servers that allow it
 	}
 	if jm != nil {
 		o.Getenv, o.Logger = jm.Getenv, jm.Logger

@@ -195,7 +195,7 @@ func (r *engineRunner) run(ctx context.Context, j *Job, jr *jobRun) Result {
 	defer em.close()
 	jr.follow(em, prov)
 	ready(em, prov)
-	mcps, err := r.startMCP(ctx, j, jr, pl, root, em)
+	mcps, err := r.startMCP(ctx, j, jr, prov, pl, root, em)
 	if err != nil {
 		return Result{State: store.StateFailed, NoRetry: true, Error: err.Error()}
 	}
@@ -280,7 +280,7 @@ func (r *engineRunner) runLoop(ctx context.Context, j *Job, jr *jobRun, prov llm
 	ready(em, prov)
 	em.Event(protocol.SessionInfo{SessionID: nil, Cwd: root.Dir(), GitBranch: gitinfo.Branch(root.Dir(), nil)})
 	tools := tool.NewWorkspaceSet(root, r.cfg.Sandbox, r.cfg.FileLimits)
-	mcps, err := r.startMCP(ctx, j, jr, pl, root, em)
+	mcps, err := r.startMCP(ctx, j, jr, prov, pl, root, em)
 	if err != nil {
 		return Result{State: store.StateFailed, NoRetry: true, Error: err.Error()}
 	}
