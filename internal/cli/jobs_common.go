@@ -148,6 +148,7 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (runner queue.R
 		Sandbox:    sb,
 		FileLimits: host.FileLimits(cfg),
 		Web:        web,
+		WebInLoop:  cfg.Web.Sessions,
 		SSH:        sshConns,
 		MCP:        jobMCP(io, cfg),
 		Agents:     agentMovements(io, "", agentcli.Permission(cfg.AgentPermission)),

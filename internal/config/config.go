@@ -138,6 +138,11 @@ type Web struct {
 	// Search chooses the WebSearch backend; without one WebSearch is not
 	// offered.
 	Search WebSearch `yaml:"search"`
+	// Sessions offers WebFetch, DownloadFile (and WebSearch with a
+	// backend) to sessions without a piece too: maestro run --no-piece,
+	// headless, serve's sessions and no_piece jobs (pieces choose with
+	// allowed_tools).
+	Sessions bool `yaml:"sessions"`
 }
 
 // WebSearch configures the WebSearch backend.

@@ -16,6 +16,7 @@ import (
 	"github.com/maestro-run/maestro/internal/gitinfo"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/llm/replay"
+	"github.com/maestro-run/maestro/internal/netguard"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/sandbox"
 	"github.com/maestro-run/maestro/internal/staging"
@@ -46,6 +47,9 @@ type EngineRunnerConfig struct {
 	Web *tool.WebOptions
 	// SSH holds the SSH tools' connections (engine.Config.SSH).
 	SSH map[string]tool.SSHConnection
+	// WebInLoop offers the web tools (Web) to no_piece jobs too (config
+	// web.sessions); pieces choose them with allowed_tools.
+	WebInLoop bool
 	// MCP gives jobs MCP servers (engine.Config.MCP); nil: only servers
 	// none, and a payload naming one fails.
 	MCP *JobMCP
@@ -280,6 +284,15 @@ func (r *engineRunner) runLoop(ctx context.Context, j *Job, jr *jobRun, prov llm
 	ready(em, prov)
 	em.Event(protocol.SessionInfo{SessionID: nil, Cwd: root.Dir(), GitBranch: gitinfo.Branch(root.Dir(), nil)})
 	tools := tool.NewWorkspaceSet(root, r.cfg.Sandbox, r.cfg.FileLimits)
+	if r.cfg.WebInLoop && r.cfg.Web != nil {
+		o := *r.cfg.Web
+		o.OnBlock = func(b *netguard.BlockedError) {
+			em.Event(protocol.Status{Message: tool.BlockedLine(b)})
+		}
+		for _, t := range tool.WebSet(root, o) {
+			tools.Add(t)
+		}
+	}
 	mcps, err := r.startMCP(ctx, j, jr, prov, pl, root, em)
 	if err != nil {
 		return Result{State: store.StateFailed, NoRetry: true, Error: err.Error()}
