@@ -55,17 +55,7 @@ func TestMaestroMCPOverServeHTTP(t *testing.T) {
 		t.Fatalf("connect to %s/mcp: %v\n%s", url, err, stderr.String())
 	}
 	defer cs.Close()
-	var tools []string
-	for tl, err := range cs.Tools(ctx, nil) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		tools = append(tools, tl.Name)
-	}
-	slices.Sort(tools)
-	if want := []string{"answer_question", "list_pieces", "run_task", "task_result", "task_status"}; !slices.Equal(tools, want) {
-		t.Errorf("tools = %v, want %v", tools, want)
-	}
+	checkMaestroTools(t, ctx, cs)
 	var pieces struct{ Pieces []mcp.PieceInfo }
 	callJSON(t, ctx, cs, &sdk.CallToolParams{Name: "list_pieces", Arguments: map[string]any{}}, &pieces)
 	if !slices.ContainsFunc(pieces.Pieces, func(p mcp.PieceInfo) bool { return p.Name == "general" }) {

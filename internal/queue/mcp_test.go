@@ -20,38 +20,8 @@ import (
 	"github.com/maestro-run/maestro/internal/store"
 )
 
-// lookupPiece offers the web server's tools to its one movement.
-const lookupPiece = `name: lookup
-description: |
-  Look something up on the web server.
-  Choose when: lookups. Do not choose when: anything else. Preconditions: none.
-max_movements: 2
-initial_movement: look
-movements:
-  - name: look
-    edit: false
-    persona: You look things up.
-    instruction: Call the echo tool, then complete with what it said.
-    allowed_tools: [mcp__web__*]
-    rules: []
-`
-
-// ticketsPiece requires a server that is not configured.
-const ticketsPiece = `name: tickets
-description: |
-  File tickets.
-  Choose when: tickets. Do not choose when: anything else. Preconditions: none.
-max_movements: 2
-initial_movement: file
-required_mcp: [tracker]
-movements:
-  - name: file
-    edit: false
-    persona: You file tickets.
-    instruction: File it.
-    allowed_tools: [mcp__tracker__*]
-    rules: []
-`
+// lookupPiece requires the server web and offers all its tools.
+const lookupPiece = mcptest.LookupPiece + "    allowed_tools: [mcp__web__*]\n    rules: []\n"
 
 // echoModel is a fake model that calls the web server's echo tool, then
 // completes; its second request carries the tool's result.
@@ -74,7 +44,7 @@ func echoModel(t *testing.T) (*llmtest.Server, llm.Provider) {
 func mcpRunner(t *testing.T, data string, prov llm.Provider, servers map[string]config.MCPServer) queue.Runner {
 	t.Helper()
 	pieces := t.TempDir()
-	for name, text := range map[string]string{"lookup.yaml": lookupPiece, "tickets.yaml": ticketsPiece} {
+	for name, text := range map[string]string{"lookup.yaml": lookupPiece, "tickets.yaml": mcptest.TrackerPiece} {
 		if err := os.WriteFile(filepath.Join(pieces, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
