@@ -17,38 +17,10 @@ import (
 )
 
 // lookupPiece requires the MCP server web and offers one of its tools.
-const lookupPiece = `name: lookup
-description: |
-  Look something up on the web server.
-  Choose when: lookups. Do not choose when: anything else. Preconditions: none.
-max_movements: 2
-initial_movement: look
-required_mcp: [web]
-movements:
-  - name: look
-    edit: false
-    persona: You look things up.
-    instruction: Call the echo tool, then complete with what it said.
-    allowed_tools: [mcp__web__echo, mcp__web__nope]
-    rules: []
-`
+const lookupPiece = mcptest.LookupPiece + "    allowed_tools: [mcp__web__echo, mcp__web__nope]\n    rules: []\n"
 
 // trackerPiece requires a server nobody configured.
-const trackerPiece = `name: tickets
-description: |
-  File tickets.
-  Choose when: tickets. Do not choose when: anything else. Preconditions: none.
-max_movements: 2
-initial_movement: file
-required_mcp: [tracker]
-movements:
-  - name: file
-    edit: false
-    persona: You file tickets.
-    instruction: File it.
-    allowed_tools: [mcp__tracker__*]
-    rules: []
-`
+const trackerPiece = mcptest.TrackerPiece
 
 // runTwoTurns runs maestro with args in env against model, which must get
 // two requests, and checks that stdout is want; it returns the requests.

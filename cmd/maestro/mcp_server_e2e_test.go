@@ -38,6 +38,22 @@ func callJSON(t *testing.T, ctx context.Context, cs *sdk.ClientSession, params *
 	}
 }
 
+// checkMaestroTools checks that cs offers maestro mcp's tools.
+func checkMaestroTools(t *testing.T, ctx context.Context, cs *sdk.ClientSession) {
+	t.Helper()
+	var tools []string
+	for tl, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		tools = append(tools, tl.Name)
+	}
+	slices.Sort(tools)
+	if want := []string{"answer_question", "list_pieces", "run_task", "task_result", "task_status"}; !slices.Equal(tools, want) {
+		t.Errorf("tools = %v, want %v", tools, want)
+	}
+}
+
 // `maestro mcp` driven by the official MCP client (go-sdk) through the
 // built binary: it lists the pieces, runs the bundled replay piece demo
 // with progress notifications, and reports its result (issue 20).
@@ -65,17 +81,7 @@ func TestMaestroMCPServer(t *testing.T) {
 	}
 	defer cs.Close()
 
-	var tools []string
-	for tl, err := range cs.Tools(ctx, nil) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		tools = append(tools, tl.Name)
-	}
-	slices.Sort(tools)
-	if want := []string{"answer_question", "list_pieces", "run_task", "task_result", "task_status"}; !slices.Equal(tools, want) {
-		t.Errorf("tools = %v, want %v", tools, want)
-	}
+	checkMaestroTools(t, ctx, cs)
 
 	var pieces struct{ Pieces []mcp.PieceInfo }
 	callJSON(t, ctx, cs, &sdk.CallToolParams{Name: "list_pieces", Arguments: map[string]any{}}, &pieces)

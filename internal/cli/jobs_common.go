@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/llm/replay"
+	"github.com/maestro-run/maestro/internal/mcp"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/providers"
 	"github.com/maestro-run/maestro/internal/queue"
@@ -135,7 +138,7 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (runner queue.R
 	if err != nil {
 		return nil, "", err
 	}
-	reg, err := jobRegistry(io, st, home, sshConns)
+	reg, err := jobRegistry(io, st, home, sshConns, cfg.MCPServers)
 	if err != nil {
 		return nil, "", err
 	}
@@ -149,11 +152,28 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (runner queue.R
 		Sandbox:    sb,
 		FileLimits: host.FileLimits(cfg),
 		Web:        web,
+		WebInLoop:  cfg.Web.Sessions,
 		SSH:        sshConns,
 		SSHFor:     reg.sshFor,
 		Skills:     reg.skills,
+		MCP:        jobMCP(io, cfg, reg.mcp),
 		Agents:     agentMovements(io, "", agentcli.Permission(cfg.AgentPermission)),
 	}), executor, nil
+}
+
+// jobMCP gives jobs config.yaml's MCP servers by default, or those a
+// task's payload names, found by lookup among config.yaml's and the
+// servers registered through the API (docs/mcp.md, "In queued jobs").
+func jobMCP(io *IOStreams, cfg config.Config, lookup mcp.Lookup) *queue.JobMCP {
+	return &queue.JobMCP{Lookup: lookup, Default: slices.Sorted(maps.Keys(cfg.MCPServers)), Getenv: io.Getenv}
+}
+
+// closeRunner stops what the job runner keeps between attempts (runs
+// parked on an MCP server's question, docs/mcp.md).
+func closeRunner(r queue.Runner) {
+	if c, ok := r.(interface{ Close() error }); ok {
+		_ = c.Close()
+	}
 }
 
 // jobReplayNotice is what a job-running command (serve, worker) says at

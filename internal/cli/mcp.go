@@ -48,26 +48,34 @@ when the client disconnects are stopped. Setup: docs/mcp.md.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			srv := mcp.NewServer(mcp.ServerOptions{
-				Exe: exe, Env: os.Environ(), Dir: dir, Version: versionString(),
-				Logger: slog.New(slog.NewTextHandler(ios.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
-				Pieces: func(ctx context.Context, ws string) ([]mcp.PieceInfo, error) {
-					lib, err := loadLibrary(ctx, ios, ws)
-					if err != nil {
-						return nil, err
-					}
-					var out []mcp.PieceInfo
-					for _, e := range lib.Catalog().List() {
-						out = append(out, mcp.PieceInfo{Name: e.Piece.Name, Description: e.Piece.Description, Source: sourceLabel(e)})
-					}
-					return out, nil
-				},
-			})
+			o := mcpServerOptions(ios, exe, slog.New(slog.NewTextHandler(ios.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn})))
+			o.Dir = dir
+			srv := mcp.NewServer(o)
 			err = srv.Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(ios.In), Writer: nopWriteCloser{ios.Out}})
 			if err != nil && ctx.Err() == nil {
 				return failErr(fmt.Errorf("mcp server: %w", err))
 			}
 			return nil
+		},
+	}
+}
+
+// mcpServerOptions are the options of Maestro's MCP server, over stdio
+// (maestro mcp) or HTTP (maestro serve's /mcp): tasks are runs of exe,
+// pieces those of the task's workspace.
+func mcpServerOptions(ios *IOStreams, exe string, log *slog.Logger) mcp.ServerOptions {
+	return mcp.ServerOptions{
+		Exe: exe, Env: os.Environ(), Version: versionString(), Logger: log,
+		Pieces: func(ctx context.Context, ws string) ([]mcp.PieceInfo, error) {
+			lib, err := loadLibrary(ctx, ios, ws)
+			if err != nil {
+				return nil, err
+			}
+			var out []mcp.PieceInfo
+			for _, e := range lib.Catalog().List() {
+				out = append(out, mcp.PieceInfo{Name: e.Piece.Name, Description: e.Piece.Description, Source: sourceLabel(e)})
+			}
+			return out, nil
 		},
 	}
 }

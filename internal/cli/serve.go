@@ -14,12 +14,14 @@ import (
 	"sync"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/httpedge"
+	"github.com/maestro-run/maestro/internal/mcp"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/queue"
 	"github.com/maestro-run/maestro/internal/secrets"
@@ -176,6 +178,11 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	defer sessions.Close()
 	attach := newServeAttach(sessions, token, log)
 	defer attach.Close()
+	mcpHTTP, err := serveMCP(io, host.AttachPolicy{Workspaces: filepath.Join(dataDir, "workspaces"), Roots: o.WorkspaceRoots, AnyRoot: loopback}, log)
+	if err != nil {
+		return hostErr(err)
+	}
+	defer mcpHTTP.Close()
 	metrics := queue.NewMetrics()
 	info := server.Info{Version: buildVersion(), Store: storeKind(st), StartedAt: time.Now()}
 	var pool *queue.Pool
@@ -184,6 +191,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		if err != nil {
 			return failErr(err)
 		}
+		defer closeRunner(runner) // runs parked on an MCP question stop with the process
 		pool, err = queue.NewPool(queue.Config{Store: st, Runner: runner, Name: o.Name, Workers: o.Workers, Metrics: metrics, Logger: log})
 		if err != nil {
 			return failErr(err)
@@ -213,7 +221,8 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		Listen: o.Listen, AllowedHosts: o.AllowedHosts,
 		Metrics: metrics, NextRun: queue.NextRun, MaxUpload: o.MaxUpload, Logger: log,
 		Headless: attach, UI: ui, Info: info, DropStreamsAfter: dropAfter,
-		Secrets: box,
+		Secrets:   box,
+		MCPLookup: host.MCPLookup(h.Config().MCPServers, st, box), MCP: mcpHTTP.handler,
 	})
 	if err != nil {
 		return failErr(err)
@@ -311,3 +320,32 @@ func dropStreamsAfter(getenv func(string) string) (int, error) {
 	}
 	return n, nil
 }
+
+// servedMCP is `maestro mcp` over streamable HTTP at serve's /mcp
+// (docs/mcp.md): the tools of the stdio server, tasks in the workspaces
+// the HTTP attach API allows (fresh ones by default).
+type servedMCP struct {
+	srv     *mcp.Server
+	handler http.Handler
+}
+
+func serveMCP(io *IOStreams, policy host.AttachPolicy, log *slog.Logger) (*servedMCP, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find Maestro's executable: %w", err)
+	}
+	o := mcpServerOptions(io, exe, log)
+	o.Dir = policy.Workspaces
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create the workspaces directory: %w", err)
+	}
+	if o.Workspace, o.Fresh, err = host.MCPWorkspaces(policy); err != nil {
+		return nil, err
+	}
+	srv := mcp.NewServer(o)
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv.MCP }, nil)
+	return &servedMCP{srv: srv, handler: h}, nil
+}
+
+// Close stops the tasks started over HTTP.
+func (m *servedMCP) Close() { m.srv.Close() }

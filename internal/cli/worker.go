@@ -91,6 +91,7 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 	if err != nil {
 		return failErr(err)
 	}
+	defer closeRunner(runner) // runs parked on an MCP question stop with the process
 	pool, err := queue.NewPool(queue.Config{
 		Store: st, Runner: runner, Name: o.Name, Workers: o.Workers,
 		Profiles: o.Profiles, TaskClasses: o.TaskClasses, LeaseFor: o.Lease, Logger: log,

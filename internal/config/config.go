@@ -94,6 +94,9 @@ type MCPServer struct {
 	Headers map[string]string `yaml:"headers"`
 	// Timeout bounds each tool call, in seconds (0: the default, 120).
 	Timeout int `yaml:"timeout"`
+	// AllowSampling lets the server ask the session's model for
+	// completions (sampling/createMessage); otherwise it is refused.
+	AllowSampling bool `yaml:"allow_sampling"`
 }
 
 // EventBus configures the platform event publisher.
@@ -140,6 +143,11 @@ type Web struct {
 	// Search chooses the WebSearch backend; without one WebSearch is not
 	// offered.
 	Search WebSearch `yaml:"search"`
+	// Sessions offers WebFetch, DownloadFile (and WebSearch with a
+	// backend) to sessions without a piece too: maestro run --no-piece,
+	// headless, serve's sessions and no_piece jobs (pieces choose with
+	// allowed_tools).
+	Sessions bool `yaml:"sessions"`
 }
 
 // WebSearch configures the WebSearch backend.

@@ -270,8 +270,12 @@ func (h *Host) NewSession(ctx context.Context, spec Spec) (_ *Session, err error
 		}
 	}
 	var rt atomic.Pointer[runtime.Runtime]
-	mcps := h.mcpManager(sess, root, &rt)
-	tools := lazyTools(root, spec.Probe, FileLimits(h.cfg), mcps)
+	mcps := h.mcpManager(sess, root, choice.Provider, &rt)
+	web, err := h.sessionWebTools(root, &rt)
+	if err != nil {
+		return nil, err
+	}
+	tools := lazyTools(root, spec.Probe, FileLimits(h.cfg), mcps, web...)
 	rcfg := h.runtimeConfig(sess, root, spec)
 	rcfg.MCPElicitation = mcps != nil
 	rcfg.Provider, rcfg.Executor, rcfg.Retry = choice.Provider, choice.Executor, &llm.RetryPolicy{}

@@ -9,6 +9,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/mcp"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/runtime"
@@ -19,15 +20,17 @@ import (
 // mcpManager is the session's MCP client over the configured servers
 // (nil when none is configured): servers start at first use, their
 // stderr goes to the session's directory, failures are broadcast as
-// status lines and elicitations are raised as mcp_elicitation requests
-// (docs/mcp.md). rt is set once the runtime is assembled.
-func (h *Host) mcpManager(sess *session.Session, root *workspace.Root, rt *atomic.Pointer[runtime.Runtime]) *mcp.Manager {
+// status lines, elicitations are raised as mcp_elicitation requests and
+// the sampling of servers that allow it is served by model (docs/mcp.md).
+// rt is set once the runtime is assembled.
+func (h *Host) mcpManager(sess *session.Session, root *workspace.Root, model llm.Provider, rt *atomic.Pointer[runtime.Runtime]) *mcp.Manager {
 	if len(h.cfg.MCPServers) == 0 {
 		return nil
 	}
 	var seq atomic.Int64
 	return mcp.NewManager(mcp.Options{
 		Servers: h.cfg.MCPServers, Dir: root.Dir(), Getenv: h.getenv, LogDir: sess.Dir(), Logger: h.log,
+		Model: model, // sampling, for the servers configured with allow_sampling
 		Report: func(msg string) {
 			if r := rt.Load(); r != nil {
 				r.Broadcast(protocol.Status{Message: msg})

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/mcp"
 	"github.com/maestro-run/maestro/internal/secrets"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/tool"
@@ -24,7 +25,7 @@ type RegistryStore interface {
 
 // StoredMCPServers returns the MCP servers registered through the API as
 // configured servers, their env and header values opened with box, by
-// slug. Merge them under config.yaml's with MergeMCPServers.
+// slug. Sessions and jobs find them through MCPLookup.
 func StoredMCPServers(ctx context.Context, st RegistryStore, box *secrets.Box) (map[string]config.MCPServer, error) {
 	recs, err := st.ListMCPServers(ctx)
 	if err != nil {
@@ -32,17 +33,46 @@ func StoredMCPServers(ctx context.Context, st RegistryStore, box *secrets.Box) (
 	}
 	out := make(map[string]config.MCPServer, len(recs))
 	for _, r := range recs {
-		env, err := openValues(box, r.Slug, "env", r.Env)
-		if err != nil {
+		if out[r.Slug], err = openMCPServer(box, r); err != nil {
 			return nil, err
 		}
-		headers, err := openValues(box, r.Slug, "headers", r.Headers)
-		if err != nil {
-			return nil, err
-		}
-		out[r.Slug] = config.MCPServer{Command: r.Command, Args: r.Args, Env: env, URL: r.URL, Headers: headers, Timeout: r.Timeout}
 	}
 	return out, nil
+}
+
+// MCPLookup finds a server in config.yaml's mcp_servers (configured)
+// first, the operator's word winning a slug both declare, then among those
+// registered through the API; only the server asked for is opened, so one
+// record sealed under a lost key does not hide the others.
+func MCPLookup(configured map[string]config.MCPServer, st RegistryStore, box *secrets.Box) mcp.Lookup {
+	return func(ctx context.Context, slug string) (config.MCPServer, bool, error) {
+		if s, ok := configured[slug]; ok {
+			return s, true, nil
+		}
+		recs, err := st.ListMCPServers(ctx)
+		if err != nil {
+			return config.MCPServer{}, false, fmt.Errorf("read the registered MCP servers: %w", err)
+		}
+		for _, r := range recs {
+			if r.Slug == slug {
+				s, err := openMCPServer(box, r)
+				return s, err == nil, err
+			}
+		}
+		return config.MCPServer{}, false, nil
+	}
+}
+
+func openMCPServer(box *secrets.Box, r store.MCPServerRecord) (config.MCPServer, error) {
+	env, err := openValues(box, r.Slug, "env", r.Env)
+	if err != nil {
+		return config.MCPServer{}, err
+	}
+	headers, err := openValues(box, r.Slug, "headers", r.Headers)
+	if err != nil {
+		return config.MCPServer{}, err
+	}
+	return config.MCPServer{Command: r.Command, Args: r.Args, Env: env, URL: r.URL, Headers: headers, Timeout: r.Timeout}, nil
 }
 
 func openValues(box *secrets.Box, slug, field string, sealed map[string]string) (map[string]string, error) {
@@ -58,17 +88,6 @@ func openValues(box *secrets.Box, slug, field string, sealed map[string]string) 
 		out[k] = v
 	}
 	return out, nil
-}
-
-// MergeMCPServers returns config.yaml's servers with the registered ones
-// added; a slug both declare keeps the configuration's (the operator's).
-func MergeMCPServers(configured, registered map[string]config.MCPServer) map[string]config.MCPServer {
-	out := maps.Clone(registered)
-	if out == nil {
-		out = map[string]config.MCPServer{}
-	}
-	maps.Copy(out, configured)
-	return out
 }
 
 // SSHConnectionsFor returns the SSH connections a task submitted by user

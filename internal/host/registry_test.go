@@ -145,7 +145,8 @@ func TestSSHConnectionsFromStore(t *testing.T) {
 }
 
 // TestStoredMCPServers: registered servers come back with their secrets
-// opened, and config.yaml's server wins a shared slug.
+// opened, and MCPLookup finds config.yaml's first (it wins a shared
+// slug), then the registered ones.
 func TestStoredMCPServers(t *testing.T) {
 	st := registryStore(t)
 	box := testBox(t, 1)
@@ -164,9 +165,24 @@ func TestStoredMCPServers(t *testing.T) {
 	if got["gh"].Headers["Authorization"] != "s3cret" || got["gh"].URL != "https://mcp.example/mcp" || got["fs"].Command != "fs-mcp" {
 		t.Fatalf("StoredMCPServers = %+v", got)
 	}
-	merged := MergeMCPServers(map[string]config.MCPServer{"fs": {Command: "configured-fs"}}, got)
-	if merged["fs"].Command != "configured-fs" || merged["gh"].URL == "" {
-		t.Fatalf("MergeMCPServers = %+v", merged)
+	lookup := MCPLookup(map[string]config.MCPServer{"fs": {Command: "configured-fs"}}, st, box)
+	for slug, want := range map[string]string{"fs": "configured-fs", "gh": "https://mcp.example/mcp"} {
+		s, ok, err := lookup(t.Context(), slug)
+		if err != nil || !ok || s.Command+s.URL != want {
+			t.Fatalf("MCPLookup(%s) = %+v, %v, %v; want %s", slug, s, ok, err, want)
+		}
+	}
+	if _, ok, err := lookup(t.Context(), "nope"); ok || err != nil {
+		t.Fatalf("MCPLookup(nope) = %v, %v", ok, err)
+	}
+	// Without the key only a registered server with secrets fails; the
+	// configured one and a registered one without secrets are found.
+	noKey := MCPLookup(map[string]config.MCPServer{"cfg": {Command: "c"}}, st, nil)
+	if s, ok, err := noKey(t.Context(), "fs"); !ok || err != nil || s.Command != "fs-mcp" {
+		t.Fatalf("MCPLookup without key (fs) = %+v, %v, %v", s, ok, err)
+	}
+	if _, _, err := noKey(t.Context(), "gh"); !errors.Is(err, secrets.ErrNoKey) {
+		t.Fatalf("MCPLookup without key (gh) = %v", err)
 	}
 	if _, err := StoredMCPServers(t.Context(), st, nil); !errors.Is(err, secrets.ErrNoKey) || !strings.Contains(err.Error(), "gh") {
 		t.Fatalf("without the key: %v", err)

@@ -80,17 +80,21 @@ func (p *Probe) Wait(ctx context.Context) (*sandbox.Sandbox, error) {
 	}
 }
 
-// lazyTools is WorkspaceTools once the probe is done, with the tools of
+// lazyTools is WorkspaceTools once the probe is done, with extra (the web
+// tools of web.sessions) and the tools of
 // every configured MCP server (those that start; the others are
 // reported): the first call waits for them, later calls return the same
 // set.
-func lazyTools(root *workspace.Root, probe *Probe, lim tool.FileLimits, mcps *mcp.Manager) func(context.Context) (*tool.Set, error) {
+func lazyTools(root *workspace.Root, probe *Probe, lim tool.FileLimits, mcps *mcp.Manager, extra ...tool.Tool) func(context.Context) (*tool.Set, error) {
 	tools := sync.OnceValues(func() (*tool.Set, error) {
 		sb, err := probe.Wait(context.Background())
 		if err != nil {
 			return nil, err
 		}
 		set := tool.NewWorkspaceSet(root, sb, lim)
+		for _, t := range extra {
+			set.Add(t)
+		}
 		remote, err := mcps.All(context.Background())
 		if err != nil {
 			return nil, err

@@ -3,11 +3,15 @@ package host
 import (
 	"cmp"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/netguard"
+	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/runtime"
 	"github.com/maestro-run/maestro/internal/tool"
+	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 // WebTools is the web tools' configuration from the configuration file
@@ -42,4 +46,24 @@ func WebTools(cfg config.Config, getenv func(string) string) (*tool.WebOptions, 
 		return nil, fmt.Errorf("configuration web.search: %w", err)
 	}
 	return o, nil
+}
+
+// sessionWebTools are the web tools of a session without a piece when
+// config.yaml says web.sessions (docs/web-tools.md), behind the same
+// network guard as pieces'; a refused destination is broadcast as a
+// status line (the call fails with firewall_block). None otherwise.
+func (h *Host) sessionWebTools(root *workspace.Root, rt *atomic.Pointer[runtime.Runtime]) ([]tool.Tool, error) {
+	if !h.cfg.Web.Sessions {
+		return nil, nil
+	}
+	o, err := WebTools(h.cfg, h.getenv)
+	if err != nil {
+		return nil, err
+	}
+	o.OnBlock = func(b *netguard.BlockedError) {
+		if r := rt.Load(); r != nil {
+			r.Broadcast(protocol.Status{Message: tool.BlockedLine(b)})
+		}
+	}
+	return tool.WebSet(root, *o), nil
 }

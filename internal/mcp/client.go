@@ -9,7 +9,8 @@
 // them with allowed_tools patterns (mcp__*, mcp__<server>__*, exact) and
 // require servers with required_mcp. A server's stderr goes to a file in
 // the session's directory; a server that crashes is reported and
-// restarted once. Server-initiated sampling is never advertised;
+// restarted once. Server-initiated sampling is advertised only to the
+// servers configured with allow_sampling (served by Options.Model);
 // elicitation is, when the session can ask someone (Options.Elicit). See
 // docs/mcp.md.
 package mcp
@@ -34,6 +35,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/llm"
 )
 
 // Default limits of a Manager.
@@ -55,12 +57,19 @@ type Options struct {
 	// LogDir receives each stdio server's stderr as mcp-<slug>.log
 	// ("" discards it).
 	LogDir string
+	// Stderr, when set, receives each stdio server's stderr instead of
+	// LogDir (a queued job's log); at most MaxStderrBytes per start.
+	Stderr func(server string) io.Writer
 	// Report is told of a server's failures (a crash, a restart) as one
 	// line for the user; nil logs them only.
 	Report func(msg string)
 	// Elicit answers a server's elicitation request (nil: elicitation is
 	// not advertised).
 	Elicit func(ctx context.Context, server string, p *sdk.ElicitParams) (*sdk.ElicitResult, error)
+	// Model serves the sampling requests of servers whose configuration
+	// says allow_sampling (sampling.go); nil refuses them too. Other
+	// servers are never offered sampling.
+	Model llm.Provider
 	// StartTimeout bounds connecting to a server and listing its tools;
 	// CallTimeout bounds a tool call unless the server sets its own.
 	StartTimeout, CallTimeout time.Duration
@@ -169,6 +178,9 @@ type server struct {
 	// stale is set when the server says its tool list changed: the
 	// next use lists the tools again.
 	stale atomic.Bool
+	// asking counts the server's elicitations waiting for an answer: a
+	// call's timeout does not run out while a person is being asked.
+	asking atomic.Int32
 }
 
 // session returns the server's live session, connecting when there is
@@ -228,6 +240,9 @@ func (s *server) markDown(sess *sdk.ClientSession) {
 }
 
 func (s *server) logHint() string {
+	if s.cfg.Command != "" && s.m.o.Stderr != nil {
+		return "its stderr in the job's log"
+	}
 	if s.cfg.Command != "" && s.m.o.LogDir != "" {
 		return "its stderr in " + filepath.Join(s.m.o.LogDir, "mcp-"+s.slug+".log")
 	}
@@ -268,8 +283,13 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 	}
 	opts := &sdk.ClientOptions{Logger: s.m.o.Logger, Capabilities: &sdk.ClientCapabilities{},
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { s.stale.Store(true) }}
+	if s.cfg.AllowSampling {
+		opts.CreateMessageHandler = s.sample
+	}
 	if elicit := s.m.o.Elicit; elicit != nil {
 		opts.ElicitationHandler = func(ctx context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+			s.asking.Add(1)
+			defer s.asking.Add(-1)
 			return elicit(ctx, s.slug, req.Params)
 		}
 	}
@@ -285,6 +305,10 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 // openStderr sends cmd's stderr to the server's log file in LogDir,
 // bounded by MaxStderrBytes.
 func (s *server) openStderr(cmd *exec.Cmd) error {
+	if s.m.o.Stderr != nil {
+		cmd.Stderr = &capped{w: s.m.o.Stderr(s.slug), left: MaxStderrBytes}
+		return nil
+	}
 	if s.m.o.LogDir == "" {
 		return nil
 	}
@@ -341,8 +365,19 @@ func (s *server) call(ctx context.Context, name string, args any) (*sdk.CallTool
 	if err != nil {
 		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// The timeout runs while the server works, not while it waits for
+	// a person to answer its elicitation: it is armed again then.
+	var timer *time.Timer
+	timer = time.AfterFunc(timeout, func() {
+		if s.asking.Load() > 0 {
+			timer.Reset(timeout)
+			return
+		}
+		cancel(errCallTimeout)
+	})
+	defer timer.Stop()
 	res, err := sess.CallTool(cctx, &sdk.CallToolParams{Name: name, Arguments: args})
 	switch {
 	case err == nil:
@@ -350,11 +385,14 @@ func (s *server) call(ctx context.Context, name string, args any) (*sdk.CallTool
 	case errors.Is(err, sdk.ErrConnectionClosed):
 		s.markDown(sess)
 		return nil, fmt.Errorf("MCP server %s stopped during the call: %w", s.slug, err)
-	case cctx.Err() != nil && ctx.Err() == nil:
+	case errors.Is(context.Cause(cctx), errCallTimeout) && ctx.Err() == nil:
 		return nil, fmt.Errorf("%w after %s", context.DeadlineExceeded, timeout)
 	}
 	return nil, err
 }
+
+// errCallTimeout ends a call that ran past its timeout.
+var errCallTimeout = errors.New("the MCP call timed out")
 
 func (s *server) close() error {
 	s.mu.Lock()

@@ -45,6 +45,12 @@ type ServerOptions struct {
 	Env []string
 	// Dir is the default workspace of a task (the server's directory).
 	Dir string
+	// Workspace, when set, checks a workspace a client names and returns
+	// the directory to use (serve's workspace policy); nil accepts any.
+	Workspace func(dir string) (string, error)
+	// Fresh, when set, gives a task that names no workspace a fresh
+	// directory instead of Dir (serve).
+	Fresh func() (string, error)
 	// Pieces lists the pieces a task in workspace can run.
 	Pieces func(ctx context.Context, workspace string) ([]PieceInfo, error)
 	// MaxWait bounds how long run_task and answer_question wait for a task
@@ -122,18 +128,29 @@ type listOut struct {
 }
 
 func (s *Server) listPieces(ctx context.Context, _ *sdk.CallToolRequest, in listIn) (*sdk.CallToolResult, listOut, error) {
-	pieces, err := s.o.Pieces(ctx, s.workspace(in.Workspace))
+	ws, err := s.workspace(in.Workspace, false)
+	if err != nil {
+		return nil, listOut{}, err
+	}
+	pieces, err := s.o.Pieces(ctx, ws)
 	if err != nil {
 		return nil, listOut{}, err
 	}
 	return nil, listOut{Pieces: pieces}, nil
 }
 
-func (s *Server) workspace(dir string) string {
-	if dir == "" {
-		return s.o.Dir
+// workspace is the directory of a task (run: it runs there) or of a
+// listing naming dir.
+func (s *Server) workspace(dir string, run bool) (string, error) {
+	switch {
+	case dir == "" && run && s.o.Fresh != nil:
+		return s.o.Fresh()
+	case dir == "":
+		return s.o.Dir, nil
+	case s.o.Workspace != nil:
+		return s.o.Workspace(dir)
 	}
-	return dir
+	return dir, nil
 }
 
 type runIn struct {
@@ -160,7 +177,11 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest, in runIn
 	if strings.TrimSpace(in.Prompt) == "" {
 		return nil, TaskInfo{}, errors.New("run_task: prompt is empty")
 	}
-	args := []string{"run", "-o", "jsonl", "--workspace", s.workspace(in.Workspace)}
+	ws, err := s.workspace(in.Workspace, true)
+	if err != nil {
+		return nil, TaskInfo{}, fmt.Errorf("run_task: %w", err)
+	}
+	args := []string{"run", "-o", "jsonl", "--workspace", ws}
 	if in.Piece != "" {
 		args = append(args, "--piece", in.Piece)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/mcp/mcptest"
 	"github.com/maestro-run/maestro/internal/pgtest"
 	"github.com/maestro-run/maestro/internal/queue"
 	"github.com/maestro-run/maestro/internal/store"
@@ -18,7 +19,10 @@ import (
 
 var pg pgtest.Shared
 
-func TestMain(m *testing.M) { os.Exit(pg.Main(m)) }
+func TestMain(m *testing.M) {
+	mcptest.RunStdioIfRequested() // the stdio MCP server of mcp_test.go
+	os.Exit(pg.Main(m))
+}
 
 // waitTimeout bounds every wait for a job to reach a state.
 const waitTimeout = 60 * time.Second

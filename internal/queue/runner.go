@@ -17,6 +17,7 @@ import (
 	"github.com/maestro-run/maestro/internal/gitinfo"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/llm/replay"
+	"github.com/maestro-run/maestro/internal/netguard"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/sandbox"
 	"github.com/maestro-run/maestro/internal/skills"
@@ -55,6 +56,12 @@ type EngineRunnerConfig struct {
 	// Skills are the skills ReadSkill materialises (engine.Config.Skills);
 	// nil leaves ReadSkill out.
 	Skills *skills.Library
+	// WebInLoop offers the web tools (Web) to no_piece jobs too (config
+	// web.sessions); pieces choose them with allowed_tools.
+	WebInLoop bool
+	// MCP gives jobs MCP servers (engine.Config.MCP); nil: only servers
+	// none, and a payload naming one fails.
+	MCP *JobMCP
 	// Agents runs the movements that name an agent CLI (`agent:`); nil
 	// fails such a movement (engine.Config.Agents).
 	Agents engine.AgentRunner
@@ -92,6 +99,10 @@ type Payload struct {
 	// worker's default.
 	Executor string `json:"executor,omitempty"`
 	Agent    string `json:"agent,omitempty"`
+	// MCPServers names the MCP servers of the job's run (slugs that
+	// EngineRunnerConfig.MCP's Lookup knows), instead of its default
+	// servers; an empty list means none (docs/mcp.md).
+	MCPServers []string `json:"mcp_servers,omitempty"`
 }
 
 // checkExecutor says why the executor fields of pl cannot run the job
@@ -122,7 +133,12 @@ func checkExecutor(pl Payload, hasAgents bool) string {
 	return ""
 }
 
-type engineRunner struct{ cfg EngineRunnerConfig }
+type engineRunner struct {
+	cfg EngineRunnerConfig
+	// parked are the runs waiting for the answer to an MCP server's
+	// question (park.go).
+	parked parked
+}
 
 // NewEngineRunner returns the Runner that runs the task's piece (or the
 // classifier's pick) in TaskDir with the engine: a new run starts the
@@ -142,6 +158,19 @@ func JobDir(dataDir string, j store.Job) string {
 }
 
 func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
+	if jr := r.parked.take(j.ID); jr != nil {
+		return r.answer(ctx, j, jr)
+	}
+	// The run may outlive this attempt, parked on an MCP server's
+	// question (park.go): it runs on its own context, which this
+	// attempt's cancels while it follows the run.
+	jr := newJobRun(ctx)
+	go func() { jr.done <- r.run(jr.ctx, j, jr) }()
+	return r.await(ctx, j, jr)
+}
+
+// run is the job's run (Run), on the run's context.
+func (r *engineRunner) run(ctx context.Context, j *Job, jr *jobRun) Result {
 	name := j.Piece
 	if name == "" {
 		name = j.Task.Piece
@@ -192,7 +221,7 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 		if name != "" {
 			return Result{State: store.StateFailed, NoRetry: true, Error: fmt.Sprintf("job payload field \"no_piece\": the job names piece %q; a run has a piece or none", name)}
 		}
-		return r.runLoop(ctx, j, prov, root, task)
+		return r.runLoop(ctx, j, jr, prov, root, task, pl)
 	}
 	var lib *engine.Library
 	if r.cfg.Pieces != nil {
@@ -221,14 +250,20 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 	}
 	em := newEmitter(ctx, j)
 	defer em.close()
+	jr.follow(em, prov)
 	ready(em, prov)
+	mcps, err := r.startMCP(ctx, j, jr, prov, pl, root, em)
+	if err != nil {
+		return Result{State: store.StateFailed, NoRetry: true, Error: err.Error()}
+	}
+	defer mcps.Close() // before em.close: a stopping server's last words are kept
 	// A run found in state/ is resumed (a waiting one with the newest
 	// user comment as the answer); otherwise the piece starts.
 	out, runErr := engine.Launch{
 		Config: engine.Config{
 			Provider: prov, Workspace: root, RunDir: stateDir, JobWorkspace: true,
 			Sandbox: r.cfg.Sandbox, FileLimits: r.cfg.FileLimits, Web: r.cfg.Web, SSH: sshConns, Library: lib, Sink: em, Events: em, Agents: r.cfg.Agents,
-			Models: r.cfg.Models, ClassifierProvider: r.cfg.Classifier, Agent: agentOf(pl),
+			Models: r.cfg.Models, ClassifierProvider: r.cfg.Classifier, Agent: agentOf(pl), MCP: engineMCP(mcps),
 			Skills: r.cfg.Skills,
 		},
 		Task: task, Piece: name, RunID: "job-" + strconv.FormatInt(j.ID, 10),
@@ -245,6 +280,7 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 		// posted already).
 		return Result{State: store.StateWaitingHuman}
 	}
+	mcps.Close()
 	em.close()
 	res := Result{}
 	if out != nil {
@@ -292,15 +328,37 @@ func ready(em *emitter, prov llm.Provider) {
 // session (tool.NewWorkspaceSet) in the job's work/, approving every call
 // as `maestro run` does. The conversation is not kept: an attempt that
 // was interrupted runs the task again from the start.
-func (r *engineRunner) runLoop(ctx context.Context, j *Job, prov llm.Provider, root *workspace.Root, task string) Result {
+func (r *engineRunner) runLoop(ctx context.Context, j *Job, jr *jobRun, prov llm.Provider, root *workspace.Root, task string, pl Payload) Result {
 	if task == "" {
 		return Result{State: store.StateFailed, NoRetry: true, Error: errNoTask}
 	}
 	em := newEmitter(ctx, j)
 	defer em.close()
+	jr.follow(em, prov)
 	ready(em, prov)
 	em.Event(protocol.SessionInfo{SessionID: nil, Cwd: root.Dir(), GitBranch: gitinfo.Branch(root.Dir(), nil)})
 	tools := tool.NewWorkspaceSet(root, r.cfg.Sandbox, r.cfg.FileLimits)
+	if r.cfg.WebInLoop && r.cfg.Web != nil {
+		o := *r.cfg.Web
+		o.OnBlock = func(b *netguard.BlockedError) {
+			em.Event(protocol.Status{Message: tool.BlockedLine(b)})
+		}
+		for _, t := range tool.WebSet(root, o) {
+			tools.Add(t)
+		}
+	}
+	mcps, err := r.startMCP(ctx, j, jr, prov, pl, root, em)
+	if err != nil {
+		return Result{State: store.StateFailed, NoRetry: true, Error: err.Error()}
+	}
+	defer mcps.Close()
+	remote, err := mcps.All(ctx) // a plain session's MCP tools: every server's
+	if err != nil {
+		return Result{State: store.StateFailed, Error: err.Error()}
+	}
+	for _, t := range remote {
+		tools.Add(t)
+	}
 	kind := ""
 	if r.cfg.Sandbox != nil {
 		kind = r.cfg.Sandbox.Kind()
@@ -310,6 +368,7 @@ func (r *engineRunner) runLoop(ctx context.Context, j *Job, prov llm.Provider, r
 		System: agent.SystemPrompt(agent.Environment{Workspace: root.Dir(), Sandbox: kind, Tools: tools.Names(), Date: time.Now().Format("2006-01-02")}),
 	})
 	res, err := ag.Run(ctx, nil, llm.UserText(task), em)
+	mcps.Close()
 	em.close()
 	out := Result{Usage: res.Usage, CostUSD: res.CostUSD}
 	if err != nil {
@@ -402,13 +461,16 @@ func latestUserComment(ctx context.Context, j *Job) (string, error) {
 // appended in batches by one goroutine so that a burst of streaming events
 // costs one store write.
 type emitter struct {
-	j    *Job
-	ctx  context.Context
-	mu   sync.Mutex
-	buf  []store.NewJobEvent
-	kick chan struct{}
-	done chan struct{}
-	once sync.Once
+	j   *Job // nil while the run is parked (park.go): events wait
+	ctx context.Context
+	// flushing serialises flushes (the loop's and retarget's).
+	flushing sync.Mutex
+	mu       sync.Mutex
+	buf      []store.NewJobEvent
+	shut     bool // closed: later events are dropped
+	kick     chan struct{}
+	done     chan struct{}
+	once     sync.Once
 }
 
 func newEmitter(ctx context.Context, j *Job) *emitter {
@@ -419,8 +481,11 @@ func newEmitter(ctx context.Context, j *Job) *emitter {
 
 func (e *emitter) add(ev store.NewJobEvent) {
 	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.shut {
+		return // a late writer (a server's stderr) after the run ended
+	}
 	e.buf = append(e.buf, ev)
-	e.mu.Unlock()
 	select {
 	case e.kick <- struct{}{}:
 	default:
@@ -436,9 +501,15 @@ func (e *emitter) loop() {
 }
 
 func (e *emitter) flush() {
+	e.flushing.Lock()
+	defer e.flushing.Unlock()
 	e.mu.Lock()
-	batch := e.buf
-	e.buf = nil
+	j, batch := e.j, e.buf
+	if j == nil {
+		batch = nil // parked: kept for the attempt that follows the run
+	} else {
+		e.buf = nil
+	}
 	e.mu.Unlock()
 	if len(batch) == 0 {
 		return
@@ -448,12 +519,35 @@ func (e *emitter) flush() {
 	// (a lost lease) cancel the job's context through Emit.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), storeCallTimeout)
 	defer cancel()
-	_ = e.j.Emit(ctx, batch...)
+	_ = j.Emit(ctx, batch...)
+}
+
+// retarget flushes what is buffered to the attempt the emitter writes to,
+// then writes to j's log instead (nil: keep the events until a later
+// retarget).
+func (e *emitter) retarget(j *Job) {
+	e.flush()
+	e.mu.Lock()
+	e.j = j
+	e.mu.Unlock()
+	e.flush()
+}
+
+// job is the attempt the emitter writes to (nil while parked).
+func (e *emitter) job() *Job {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.j
 }
 
 // close flushes what is buffered and stops the goroutine.
 func (e *emitter) close() {
-	e.once.Do(func() { close(e.kick) })
+	e.once.Do(func() {
+		e.mu.Lock()
+		e.shut = true
+		close(e.kick)
+		e.mu.Unlock()
+	})
 	<-e.done
 }
 
@@ -464,26 +558,30 @@ func (e *emitter) RunEvent(r engine.Record) {
 		return
 	}
 	e.add(store.NewJobEvent{Type: store.JobEventRunEvent, Data: data})
+	j := e.job()
+	if j == nil {
+		return
+	}
 	switch ms := r.Event.(type) {
 	case engine.MovementStarted:
-		_ = e.j.Checkpoint(e.ctx, ms.Movement, nil)
+		_ = j.Checkpoint(e.ctx, ms.Movement, nil)
 	case *engine.MovementStarted:
-		_ = e.j.Checkpoint(e.ctx, ms.Movement, nil)
+		_ = j.Checkpoint(e.ctx, ms.Movement, nil)
 	case engine.RunStarted:
-		e.setPiece(ms)
+		e.setPiece(j, ms)
 	case *engine.RunStarted:
-		e.setPiece(*ms)
+		e.setPiece(j, *ms)
 	}
 }
 
 // setPiece records on a job given no piece the one its run started
 // (chosen by the classifier), so task lists show it.
-func (e *emitter) setPiece(rs engine.RunStarted) {
-	if rs.Subtask != 0 || e.j.Piece != "" || e.j.SetPiece == nil {
+func (e *emitter) setPiece(j *Job, rs engine.RunStarted) {
+	if rs.Subtask != 0 || j.Piece != "" || j.SetPiece == nil {
 		return
 	}
-	if err := e.j.SetPiece(e.ctx, rs.Piece); err == nil {
-		e.j.Piece = rs.Piece
+	if err := j.SetPiece(e.ctx, rs.Piece); err == nil {
+		j.Piece = rs.Piece
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/httpedge"
+	"github.com/maestro-run/maestro/internal/mcp"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/secrets"
 	"github.com/maestro-run/maestro/internal/store"
@@ -130,6 +131,14 @@ type Config struct {
 	UI http.Handler
 	// Info describes this process for GET /api/v1/server.
 	Info Info
+	// MCP, when set, is Maestro as an MCP server over streamable HTTP
+	// (`maestro mcp`'s tools; docs/mcp.md), mounted at MCPPath behind
+	// the same edge: the token is required wherever the API requires it.
+	MCP http.Handler
+	// MCPLookup resolves the MCP servers a task's payload names in
+	// mcp_servers (docs/mcp.md, "In queued jobs"); nil: no server is
+	// known, and a task naming one is refused.
+	MCPLookup mcp.Lookup
 	// DropStreamsAfter is a test hook (end-to-end tests of stream
 	// resumption): when positive, every job event stream is cut from the
 	// server side, its connection closed without the end event, after
@@ -138,6 +147,9 @@ type Config struct {
 	// MAESTRO_TEST_DROP_STREAMS_AFTER) never cuts.
 	DropStreamsAfter int
 }
+
+// MCPPath is where Config.MCP is mounted.
+const MCPPath = "/mcp"
 
 // HeadlessAPI is the session API Config.Headless mounts (an
 // *httpattach.Handler).
@@ -266,6 +278,9 @@ func (s *Server) register() {
 	s.handle("GET /readyz", s.readyz)
 	s.handle("GET /metrics", s.metrics)
 
+	if s.cfg.MCP != nil {
+		s.mux.Handle(MCPPath, s.cfg.MCP) // MCP's own protocol, not in docs/openapi.yaml
+	}
 	if s.cfg.Headless != nil {
 		s.mux.Handle("/api/headless/", s.cfg.Headless)
 		s.routes = append(s.routes, s.cfg.Headless.Routes()...)
@@ -286,7 +301,7 @@ func (s *Server) register() {
 // uiRequest reports whether a request is for the web app: GET or HEAD of
 // a path the API does not answer. It needs no token.
 func (s *Server) uiRequest(r *http.Request) bool {
-	return s.cfg.UI != nil && (r.Method == http.MethodGet || r.Method == http.MethodHead) && webui.ClientRoute(r.URL.Path)
+	return s.cfg.UI != nil && r.URL.Path != MCPPath && (r.Method == http.MethodGet || r.Method == http.MethodHead) && webui.ClientRoute(r.URL.Path)
 }
 
 // actorKey carries the authenticated actor in a request's context.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/httpedge"
+	"github.com/maestro-run/maestro/internal/mcp"
 	"github.com/maestro-run/maestro/internal/staging"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/taskdir"
@@ -95,6 +96,33 @@ func (s *Server) checkCreateTask(w http.ResponseWriter, r *http.Request, req *ne
 				"reserved: the server sets it for files sent with the task (POST /api/v1/tasks as multipart/form-data)")
 			return false
 		}
+		if raw, ok := req.payload[payloadMCPServers]; ok && !s.checkMCPServers(w, r, raw) {
+			return false
+		}
+	}
+	return true
+}
+
+// payloadMCPServers is the payload field naming a task's MCP servers
+// (queue.Payload.MCPServers).
+const payloadMCPServers = "mcp_servers"
+
+// checkMCPServers validates a payload's mcp_servers: a list of the slugs
+// of servers Config.MCPLookup knows.
+func (s *Server) checkMCPServers(w http.ResponseWriter, r *http.Request, raw json.RawMessage) bool {
+	field := "payload." + payloadMCPServers
+	var slugs []string
+	if err := json.Unmarshal(raw, &slugs); err != nil {
+		writeFieldError(w, http.StatusUnprocessableEntity, field, "expected a list of MCP server names (the slugs under mcp_servers in the server's config.yaml)")
+		return false
+	}
+	if _, err := mcp.Resolve(r.Context(), s.cfg.MCPLookup, slugs); err != nil {
+		if errors.As(err, new(*mcp.MissingError)) {
+			writeFieldError(w, http.StatusUnprocessableEntity, field, err.Error())
+			return false
+		}
+		s.storeError(w, r, err)
+		return false
 	}
 	return true
 }

@@ -178,3 +178,20 @@ func looksLikeHTML(b []byte) bool {
 	head := strings.ToLower(strings.TrimSpace(string(b[:min(len(b), 512)])))
 	return strings.HasPrefix(head, "<!doctype html") || strings.HasPrefix(head, "<html")
 }
+
+// WebSet is the web tools of a session without a piece (config
+// web.sessions): WebFetch, DownloadFile into root, and WebSearch when o
+// has a search backend.
+func WebSet(root *workspace.Root, o WebOptions) []Tool {
+	out := []Tool{NewWebFetch(o), NewDownloadFile(root, o)}
+	if o.Search != nil {
+		out = append(out, NewWebSearch(o))
+	}
+	return out
+}
+
+// BlockedLine is the status line of a destination the guard refused, for
+// a session without run events.
+func BlockedLine(b *netguard.BlockedError) string {
+	return fmt.Sprintf("firewall_block: %s refused (%s %s, %s)", b.URL, b.Class, b.Addr, b.Stage)
+}

@@ -132,3 +132,37 @@ func Installed(tb testing.TB, name string) string {
 	}
 	return bin
 }
+
+// TrackerPiece is a piece (tickets) whose required_mcp names the server
+// tracker, which tests do not configure.
+const TrackerPiece = `name: tickets
+description: |
+  File tickets.
+  Choose when: tickets. Do not choose when: anything else. Preconditions: none.
+max_movements: 2
+initial_movement: file
+required_mcp: [tracker]
+movements:
+  - name: file
+    edit: false
+    persona: You file tickets.
+    instruction: File it.
+    allowed_tools: [mcp__tracker__*]
+    rules: []
+`
+
+// LookupPiece is the start of a piece (lookup) that requires the server
+// web; a test appends its one movement's allowed_tools and rules.
+const LookupPiece = `name: lookup
+description: |
+  Look something up on the web server.
+  Choose when: lookups. Do not choose when: anything else. Preconditions: none.
+max_movements: 2
+initial_movement: look
+required_mcp: [web]
+movements:
+  - name: look
+    edit: false
+    persona: You look things up.
+    instruction: Call the echo tool, then complete with what it said.
+`
