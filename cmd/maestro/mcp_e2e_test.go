@@ -135,36 +135,62 @@ func mustJSON(t *testing.T, v any) string {
 	return string(data)
 }
 
+// elicitCase is one MCP server whose elicitation a headless client answers.
+type elicitCase struct {
+	server string // config.yaml's mcp_servers entry of the server "web"
+	call   string // the tool that elicits, and its input
+	input  string
+	ask    string // what the server_request's args must hold
+	answer string // the client's reply
+	want   string // what the tool result must carry back to the model
+}
+
 // An MCP server's elicitation reaches a headless client as the protocol's
 // mcp_elicitation server request (advertised in hello_ok when MCP servers
 // are configured), and the client's answer flows back into the tool's
 // result; a client that did not negotiate it is not asked and the server
-// gets a cancel (issue 20, wire contract §9).
+// gets a cancel (issue 20, wire contract §9). Both an in-process go-sdk
+// server over streamable HTTP and the reference server-everything from npm
+// over stdio.
 func TestMCPElicitationOverHeadless(t *testing.T) {
 	t.Parallel()
+	inProcess := elicitCase{call: "mcp__web__ask", input: `{"question":"Which colour?"}`, ask: `"message":"Which colour?"`,
+		answer: `{"action":"accept","content":{"answer":"blue"}}`, want: "action=accept answer=blue"}
 	for _, tc := range []struct {
 		name       string
 		negotiated bool
-		want       string
+		c          func(t *testing.T) elicitCase
 	}{
-		{"negotiated", true, "action=accept answer=blue"},
-		{"not negotiated", false, "action=cancel"},
+		{"negotiated", true, func(t *testing.T) elicitCase {
+			c := inProcess
+			c.server = `{url: "` + mcptest.Serve(t) + `"}`
+			return c
+		}},
+		{"not negotiated", false, func(t *testing.T) elicitCase {
+			c := inProcess
+			c.server, c.want = `{url: "`+mcptest.Serve(t)+`"}`, "action=cancel"
+			return c
+		}},
+		{"server-everything", true, func(t *testing.T) elicitCase {
+			bin := mcptest.Installed(t, "server-everything")
+			return elicitCase{server: `{command: node, args: ["` + bin + `", stdio]}`, call: "mcp__web__trigger-elicitation-request", input: `{}`,
+				ask: `"requestedSchema"`, answer: `{"action":"accept","content":{"name":"Ada Lovelace","check":true}}`, want: "Ada Lovelace"}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			elicitOverHeadless(t, tc.negotiated, tc.want)
+			elicitOverHeadless(t, tc.negotiated, tc.c(t))
 		})
 	}
 }
 
-func elicitOverHeadless(t *testing.T, negotiated bool, want string) {
-	url := mcptest.Serve(t)
+func elicitOverHeadless(t *testing.T, negotiated bool, c elicitCase) {
 	model := llmtest.NewServer(t,
-		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "c1", Name: "mcp__web__ask", Input: `{"question":"Which colour?"}`}}, InputTokens: 100, OutputTokens: 10},
-		llmtest.Turn{Text: []string{"Blue it is."}, InputTokens: 100, OutputTokens: 10},
+		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "c1", Name: c.call, Input: c.input}}, InputTokens: 100, OutputTokens: 10},
+		llmtest.Turn{Text: []string{"Done."}, InputTokens: 100, OutputTokens: 10},
 	)
 	home := t.TempDir()
-	writeFile(t, home, "config.yaml", "mcp_servers:\n  web: {url: \""+url+"\"}\n")
+	writeFile(t, home, "config.yaml", "mcp_servers:\n  web: "+c.server+"\n")
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, "headless", "--approval-mode", "auto", "--sandbox", "off", "--model", "anthropic/fake", "--workspace", t.TempDir())
@@ -183,7 +209,7 @@ func elicitOverHeadless(t *testing.T, negotiated bool, want string) {
 		hello["capabilities"] = map[string]any{"server_requests": []string{"mcp_elicitation"}}
 	}
 	send(hello)
-	send(map[string]any{"type": "prompt", "content": "pick a colour"})
+	send(map[string]any{"type": "prompt", "content": "ask me"})
 	v, err := protocol.NewValidator()
 	if err != nil {
 		t.Fatal(err)
@@ -205,12 +231,12 @@ func elicitOverHeadless(t *testing.T, negotiated bool, want string) {
 			advertised = strings.Contains(mustJSON(t, f["server_capabilities"]), `"mcp_elicitation"`)
 		case "server_request":
 			args := mustJSON(t, f["args"])
-			if f["request_type"] != "mcp_elicitation" || !strings.Contains(args, `"serverName":"web"`) || !strings.Contains(args, `"message":"Which colour?"`) {
+			if f["request_type"] != "mcp_elicitation" || !strings.Contains(args, `"serverName":"web"`) || !strings.Contains(args, c.ask) {
 				t.Errorf("server_request = %v, want the server's elicitation", f)
 			}
 			asked = true
 			send(map[string]any{"type": "server_request_response", "request_id": f["request_id"], "request_type": "mcp_elicitation",
-				"content": []map[string]any{{"type": "text", "text": `{"action":"accept","content":{"answer":"blue"}}`}}})
+				"content": []map[string]any{{"type": "text", "text": c.answer}}})
 		case "response_end", "error":
 			if f["type"] == "error" {
 				t.Errorf("error frame: %v", f)
@@ -231,7 +257,7 @@ func elicitOverHeadless(t *testing.T, negotiated bool, want string) {
 		t.Errorf("mcp_elicitation advertised %v, raised %v; want advertised, raised %v", advertised, asked, negotiated)
 	}
 	reqs := model.Requests()
-	if len(reqs) != 2 || !strings.Contains(toolResults(reqs[1]), want) {
+	if len(reqs) != 2 || !strings.Contains(toolResults(reqs[1]), c.want) {
 		t.Errorf("the tool result did not carry the client's answer (%d model requests)\nstderr:\n%s", len(reqs), stderr.String())
 	}
 }
