@@ -7,14 +7,18 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/maestro-run/maestro/internal/mcp/mcptest"
 	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/tool/sshtest"
 )
@@ -43,11 +47,36 @@ const sshScenario = `{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id
 {"index":1,"statements":[{"kind":"tool_call","tool":"complete","input":{"status":"success","result":"ran the check"}}]}
 ]}`
 
+// mcpPiece lets one movement call the registered MCP server's echo tool.
+const mcpPiece = `name: mcp-check
+description: Echo through the registered MCP server.
+max_movements: 2
+initial_movement: run
+movements:
+  - name: run
+    edit: false
+    persona: You check the MCP server.
+    instruction: Echo a word through it.
+    allowed_tools: [mcp__reg__echo]
+    rules: []
+    default_next: COMPLETE
+`
+
+// mcpScenario calls the registered server's echo tool, then completes.
+const mcpScenario = `{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id":"mcp-check","description":"mcp from the registry",
+"metadata":{"recordedAt":"2026-11-26T00:00:00Z","toolsExpected":["mcp__reg__echo","complete"]},
+"frames":[
+{"index":0,"statements":[{"kind":"tool_call","tool":"mcp__reg__echo","input":{"text":"from-registry"},"expectedResult":"success"}]},
+{"index":1,"statements":[{"kind":"tool_call","tool":"complete","input":{"status":"success","result":"echoed"}}]}
+]}`
+
 // TestServeSSHConnectionFromAPI: `maestro serve` with MAESTRO_ENCRYPTION_KEY
 // registers an SSH connection over the API (the key sealed, answered as
 // "***"), and a queued job whose piece allows that connection runs SshExec
-// on the in-process SSH server through it. A malformed key stops serve
-// with an error naming the variable.
+// on the in-process SSH server through it. An MCP server registered over
+// the API with a sealed header serves a job whose task names it, the
+// header opened on the way out. A malformed key stops serve with an error
+// naming the variable.
 func TestServeSSHConnectionFromAPI(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
@@ -95,6 +124,32 @@ func TestServeSSHConnectionFromAPI(t *testing.T) {
 	proof, err := os.ReadFile(filepath.Join(srv.Dir, "proof.txt"))
 	if err != nil || string(proof) != "registry-42\n" || !strings.Contains(out, "✓ SshExec") {
 		t.Fatalf("proof.txt = %q, %v; logs:\n%s", proof, err, out)
+	}
+
+	// An MCP server registered over the API: only a request carrying the
+	// sealed header's value is served.
+	var authorized atomic.Int32
+	mcpHandler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return mcptest.NewServer() }, nil)
+	mcpSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer reg-t0ken" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		authorized.Add(1)
+		mcpHandler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(mcpSrv.Close)
+	reg := call("POST", "/api/v1/mcp-servers", map[string]any{"slug": "reg", "transport": "http", "url": mcpSrv.URL + "/mcp",
+		"headers": map[string]string{"Authorization": "Bearer reg-t0ken"}}, http.StatusCreated)
+	if strings.Contains(string(reg), "reg-t0ken") {
+		t.Fatalf("the answer shows the header: %s", reg)
+	}
+	call("POST", "/api/v1/pieces", map[string]any{"yaml": mcpPiece}, http.StatusCreated)
+	call("POST", "/api/v1/tasks", map[string]any{"title": "echo through the registry", "piece": "mcp-check",
+		"payload": map[string]any{"mcp_servers": []string{"reg"}, "replay": json.RawMessage(mcpScenario)}}, http.StatusCreated)
+	out, errOut, err = tasksCLI(ctx, env, url, "logs", "-f", "2")
+	if err != nil || !strings.Contains(out, "✓ mcp__reg__echo") || authorized.Load() == 0 {
+		t.Fatalf("logs -f 2: %v (authorized MCP requests: %d)\nstdout:\n%s\nstderr:\n%s\nserve:\n%s", err, authorized.Load(), out, errOut, stderr.String())
 	}
 	stop()
 
