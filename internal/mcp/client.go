@@ -128,7 +128,7 @@ type MissingError struct {
 
 func (e *MissingError) Error() string {
 	if e.Err == nil {
-		return fmt.Sprintf("MCP server %q is not configured (add it under mcp_servers in config.yaml; see docs/mcp.md)", e.Server)
+		return fmt.Sprintf("MCP server %q is not configured (add it under mcp_servers in config.yaml, or register it with maestro serve's POST /api/v1/mcp-servers; see docs/mcp.md)", e.Server)
 	}
 	return fmt.Sprintf("MCP server %q did not start: %v", e.Server, e.Err)
 }
