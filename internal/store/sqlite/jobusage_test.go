@@ -1,14 +1,8 @@
 package sqlite_test
 
 import (
-	"database/sql"
 	"math"
-	"path/filepath"
 	"testing"
-
-	"github.com/maestro-run/maestro/internal/migrate"
-	"github.com/maestro-run/maestro/internal/store/migrations"
-	"github.com/maestro-run/maestro/internal/store/sqlite"
 )
 
 // TestJobUsageBackfill: migration 004 reads the logs of an older
@@ -16,19 +10,7 @@ import (
 // agent CLI and cost those logs hold (a job without such events: none).
 func TestJobUsageBackfill(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "maestro.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms, err := migrate.Load(migrations.SQLite())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := migrate.Up(t.Context(), db, migrate.SQLite, ms[:3], nil); err != nil {
-		t.Fatalf("migrate to 003: %v", err)
-	}
-	for _, q := range []string{
+	s := openAfterRows(t, 3,
 		`INSERT INTO tasks (id, title, created_at, updated_at) VALUES (1, 'ran', 0, 0), (2, 'queued', 0, 0)`,
 		`INSERT INTO jobs (id, task_id, state, max_attempts, scheduled_at, created_at, updated_at) VALUES
 			(10, 1, 'succeeded', 1, 0, 0, 0), (11, 2, 'queued', 1, 0, 0, 0)`,
@@ -38,19 +20,7 @@ func TestJobUsageBackfill(t *testing.T) {
 			(10, 3, 1, 'run_event', '{"kind":"movement_started","data":{"movement":"m","agent":"codex"}}', 0),
 			(10, 4, 1, 'protocol', '{"type":"response_end","usage":{"total_cost_usd":0.25}}', 0),
 			(10, 5, 1, 'protocol', '{"type":"response_end","usage":{"total_cost_usd":"x"}}', 0)`,
-	} {
-		if _, err := db.ExecContext(t.Context(), q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err := sqlite.Open(t.Context(), path, sqlite.Options{})
-	if err != nil {
-		t.Fatalf("open (applies 004): %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
+	)
 	for _, tc := range []struct {
 		id                     int64
 		executor, model, agent string
