@@ -81,6 +81,7 @@ type Store interface {
 	Schedules
 	Audit
 	Sessions
+	LiveSessions
 	Leaders
 	Notifier
 	Registry

@@ -62,7 +62,7 @@ func notifyJob(cte, p string) string {
 
 // newQueries returns the PostgreSQL dialect's SQL.
 func newQueries() sqlstore.Queries {
-	return sqlstore.WithRegistry(sqlstore.Queries{
+	return sqlstore.WithLiveSessions(sqlstore.WithRegistry(sqlstore.Queries{
 		JobInsert: `INSERT INTO jobs (task_id, parent_job_id, piece, state, profile, task_class, priority, payload,
 				attempt, max_attempts, scheduled_at, event_seq, created_at, updated_at)
 			VALUES ($1::bigint, $2::bigint, $3::text, 'queued', $4::text, $5::text, $6::integer, $7::text::json,
@@ -238,5 +238,5 @@ func newQueries() sqlstore.Queries {
 			WHERE leaders.owner = excluded.owner OR leaders.expires_at <= $3::timestamptz
 			RETURNING owner`,
 		LeaderResign: `DELETE FROM leaders WHERE name = $1::text AND owner = $2::text`,
-	}, true)
+	}, true), true)
 }

@@ -18,7 +18,7 @@ const (
 
 // newQueries returns the SQLite dialect's SQL.
 func newQueries() sqlstore.Queries {
-	return sqlstore.WithRegistry(sqlstore.Queries{
+	return sqlstore.WithLiveSessions(sqlstore.WithRegistry(sqlstore.Queries{
 		JobInsert: `INSERT INTO jobs (task_id, parent_job_id, piece, state, profile, task_class, priority, payload,
 			attempt, max_attempts, scheduled_at, event_seq, created_at, updated_at)
 		VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, 0, $8, $9, 1, $10, $10)
@@ -147,5 +147,5 @@ func newQueries() sqlstore.Queries {
 		WHERE leaders.owner = excluded.owner OR leaders.expires_at <= $3
 		RETURNING owner`,
 		LeaderResign: `DELETE FROM leaders WHERE name = $1 AND owner = $2`,
-	}, false)
+	}, false), false)
 }

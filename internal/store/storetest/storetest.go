@@ -94,6 +94,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"ScheduleFiresOncePerTick", testScheduleFireOnce},
 		{"Audit", testAudit},
 		{"Sessions", testSessions},
+		{"LiveSessions", testLiveSessions},
 		{"Leaders", testLeaders},
 		{"MCPServers", testMCPServers},
 		{"SSHConnections", testSSHConnections},

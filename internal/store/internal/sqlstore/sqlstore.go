@@ -92,6 +92,8 @@ type Queries struct {
 	// Records are the queries of the registry's record tables (MCP
 	// servers, SSH connections, skills), by table (see RecordTables).
 	Records map[string]RecordQueries
+	// Live are the live-session ownership queries (WithLiveSessions).
+	Live LiveQueries
 	// SSH connection grants.
 	GrantInsert string // connection_id, grantee_kind, grantee, now → GrantColumns (no row if it existed)
 	GrantGet    string // connection_id, grantee_kind, grantee → GrantColumns

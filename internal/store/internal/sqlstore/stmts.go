@@ -135,5 +135,6 @@ func (q *Queries) all() []string {
 		r := q.Records[t]
 		out = append(out, r.Insert, r.Update, r.Get, r.List, r.Delete)
 	}
+	out = append(out, q.Live.all()...)
 	return out
 }
