@@ -26,6 +26,7 @@ import (
 	"github.com/maestro-run/maestro/internal/queue"
 	"github.com/maestro-run/maestro/internal/secrets"
 	"github.com/maestro-run/maestro/internal/server"
+	"github.com/maestro-run/maestro/internal/sessionowner"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/store/postgres"
 	"github.com/maestro-run/maestro/internal/store/sqlite"
@@ -49,6 +50,11 @@ type serveOptions struct {
 	WorkspaceRoots []string
 	// AllowedHosts are public names clients may use in Host.
 	AllowedHosts []string
+	// Advertise, SessionProxy and SessionStaleAfter share live sessions
+	// among serve processes (docs/scale-out.md, "Live sessions").
+	Advertise         string
+	SessionProxy      bool
+	SessionStaleAfter time.Duration
 }
 
 func newServeCmd(io *IOStreams) *cobra.Command {
@@ -112,6 +118,9 @@ sessions are shut down and their logs saved.`,
 	f.Int64Var(&o.MaxUpload, "max-upload", server.DefaultMaxUpload, "largest accepted upload in bytes")
 	f.StringVar(&o.Name, "name", "", "worker name shown as the lease owner (default host:pid)")
 	f.StringArrayVar(&o.AllowedHosts, "allowed-host", nil, "public name clients may use in Host, e.g. maestro.example.com or *.example.com (repeatable; default $MAESTRO_ALLOWED_HOSTS; loopback names always work)")
+	f.StringVar(&o.Advertise, "advertise", "", "base URL other serve processes reach this one at, to proxy its live sessions (default $"+advertiseEnv+", else the --listen address, a wildcard host replaced by this machine's address)")
+	f.BoolVar(&o.SessionProxy, "session-proxy", true, "proxy requests for live sessions other serve processes own to them (false: answer 409 with the owner's address)")
+	f.DurationVar(&o.SessionStaleAfter, "session-stale-after", sessionowner.DefaultStaleAfter, "how long a serve may miss its heartbeats before the other serve processes end its live sessions")
 	f.StringArrayVar(&o.WorkspaceRoots, "workspace-root", nil, "directory a remote-attach session's workspaceRoot must lie in (repeatable; default: any directory on loopback, none otherwise)")
 	return cmd
 }
@@ -142,6 +151,13 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 				o.AllowedHosts = append(o.AllowedHosts, h)
 			}
 		}
+	}
+	if o.Advertise == "" && io.Getenv != nil {
+		o.Advertise = io.Getenv(advertiseEnv)
+	}
+	if h := advertiseHost(o.Advertise); h != "" {
+		// Proxied requests name this serve as --advertise does.
+		o.AllowedHosts = append(o.AllowedHosts, h)
 	}
 	if err := (&httpedge.Policy{Listen: o.Listen, AllowedHosts: o.AllowedHosts, Token: token, RequireAuth: token != ""}).Validate(); err != nil {
 		return usageErr("--allowed-host: %v", err)
@@ -176,7 +192,17 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		return hostErr(err)
 	}
 	defer sessions.Close()
-	attach := newServeAttach(sessions, token, log)
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return failErr(fmt.Errorf("--listen %s: %w", o.Listen, err))
+	}
+	defer ln.Close()
+	cluster, err := serveCluster(st, sessions, o, ln.Addr(), log)
+	if err != nil {
+		return err
+	}
+	defer cluster.Close()
+	attach := newServeAttach(cluster, token, log)
 	defer attach.Close()
 	mcpHTTP, err := serveMCP(io, host.AttachPolicy{Workspaces: filepath.Join(dataDir, "workspaces"), Roots: o.WorkspaceRoots, AnyRoot: loopback}, log)
 	if err != nil {
@@ -220,16 +246,12 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		Store:  st, DataDir: dataDir, TaskDir: queue.TaskDir, Token: token, RequireAuth: token != "",
 		Listen: o.Listen, AllowedHosts: o.AllowedHosts,
 		Metrics: metrics, NextRun: queue.NextRun, MaxUpload: o.MaxUpload, Logger: log,
-		Headless: attach, UI: ui, Info: info, DropStreamsAfter: dropAfter,
+		Headless: cluster.Handler(attach), UI: ui, Info: info, DropStreamsAfter: dropAfter,
 		Secrets:   box,
 		MCPLookup: host.MCPLookup(h.Config().MCPServers, st, box), MCP: mcpHTTP.handler,
 	})
 	if err != nil {
 		return failErr(err)
-	}
-	ln, err := net.Listen("tcp", o.Listen)
-	if err != nil {
-		return failErr(fmt.Errorf("--listen %s: %w", o.Listen, err))
 	}
 	// Requests (event streams above all) end when serving stops.
 	reqCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))
@@ -266,6 +288,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 			}
 		})
 	}
+	wg.Go(func() { cluster.Run(runCtx) })
 	if bus := h.EventBus(); bus != nil { // docs/events.md, "Platform events"
 		wg.Go(func() { bus.FollowJobs(runCtx, st, filepath.Join(dataDir, "eventbus-jobs.json"), 0) })
 	}
@@ -285,7 +308,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	}
 	wg.Wait()
 	// Live sessions end after the last request: runs aborted, logs saved.
-	sessErr := sessions.Close()
+	sessErr := cluster.Close()
 	if err := errors.Join(serveErr, poolErr, maintErr, sessErr); err != nil {
 		return failErr(err)
 	}
