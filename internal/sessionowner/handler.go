@@ -209,7 +209,9 @@ type ListedSession struct {
 	Local bool `json:"local"`
 }
 
-func writeError(w http.ResponseWriter, e *httpattach.Error) { httpedge.WriteError(w, httpedge.Headless, e) }
+func writeError(w http.ResponseWriter, e *httpattach.Error) {
+	httpedge.WriteError(w, httpedge.Headless, e)
+}
 
 // ownerKey carries the owner record of a proxied request.
 type ownerKey struct{}

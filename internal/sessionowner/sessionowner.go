@@ -40,7 +40,7 @@ const ProxiedHeader = "X-Maestro-Proxied-By"
 
 // End reasons recorded in the store.
 const (
-	ReasonShutDown    = "the session was shut down"
+	ReasonShutDown     = "the session was shut down"
 	ReasonServeStopped = "its serve process stopped"
 )
 
