@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v4"
 
 	"github.com/maestro-run/maestro/internal/server"
+	"github.com/maestro-run/maestro/internal/sessionowner"
 	"github.com/maestro-run/maestro/internal/transport/httpattach"
 )
 
@@ -42,10 +43,16 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 		}
 	}
 	// With the remote-attach session API mounted, as maestro serve does:
-	// its routes are part of the document too.
-	attach := httpattach.NewHandler(httpattach.Config{Sessions: httpattach.NewSessionMap(nil), SweepInterval: -1})
+	// its routes are part of the document too, behind the routing among
+	// serve processes (internal/sessionowner) that adds the listing.
+	st := sqliteStore(t)
+	owners, err := sessionowner.New(sessionowner.Config{Store: st, Local: httpattach.NewSessionMap(nil), Instance: "test", Address: "http://127.0.0.1:7878"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	attach := httpattach.NewHandler(httpattach.Config{Sessions: owners, SweepInterval: -1})
 	defer attach.Close()
-	srv, err := server.New(server.Config{Store: sqliteStore(t), Headless: attach})
+	srv, err := server.New(server.Config{Store: st, Headless: owners.Handler(attach)})
 	if err != nil {
 		t.Fatal(err)
 	}
