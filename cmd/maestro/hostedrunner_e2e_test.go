@@ -167,6 +167,8 @@ type envelope struct {
 	Snapshot json.RawMessage `json:"snapshot"`
 	// raw is the envelope as received (the text after "data: ").
 	raw string
+	// at is when it was read.
+	at time.Time
 }
 
 // client is an SSE stream; conn and sub are set for an attached controller.
@@ -253,7 +255,7 @@ func (p *runnerProc) open(hc *http.Client, query string, headers map[string]stri
 			if !ok {
 				continue
 			}
-			e := envelope{raw: data}
+			e := envelope{raw: data, at: time.Now()}
 			if err := json.Unmarshal([]byte(data), &e); err != nil {
 				e.Type = "undecodable: " + err.Error()
 			}

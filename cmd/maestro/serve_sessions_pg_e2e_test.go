@@ -3,9 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -27,21 +25,7 @@ import (
 // session ended with the reason.
 func TestServeSessionsAcrossProcesses(t *testing.T) {
 	t.Parallel()
-	if _, err := pgtest.FindBinaries(); err != nil {
-		pgtest.SkipOrFail(t, err)
-	}
-	startCtx, cancelStart := context.WithTimeout(t.Context(), 2*time.Minute)
-	cluster, err := pgtest.Start(startCtx)
-	cancelStart()
-	if err != nil {
-		t.Fatalf("start a throwaway PostgreSQL cluster: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := cluster.Stop(); err != nil {
-			t.Errorf("stop the PostgreSQL cluster: %v", err)
-		}
-	})
-	dsn := cluster.NewSchema(t)
+	dsn := ownPostgres(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 
@@ -99,12 +83,13 @@ func TestServeSessionsAcrossProcesses(t *testing.T) {
 
 	// Viewers through A and through B, both from cursor 0; a controller
 	// through B (proxied too) drives a prompt.
-	viaA := openTimed(ctx, t, a, "cursor=0")
-	viaB := openTimed(ctx, t, b, "cursor=0")
+	viewer := map[string]string{"x-maestro-headless-role": "viewer"}
+	viaA := a.open(http.DefaultClient, "cursor=0", viewer, nil)
+	viaB := b.open(http.DefaultClient, "cursor=0", viewer, nil)
 	ctl := b.attach(nil)
 	ctl.send(map[string]any{"type": "prompt", "content": "hello from B"})
-	gotA, gotB := viaA.untilResponseEnd(t), viaB.untilResponseEnd(t)
-	if len(gotA) < 3 || !slices.EqualFunc(gotA, gotB, func(x, y timedEnvelope) bool { return x.cursor == y.cursor && x.data == y.data }) {
+	gotA, gotB := untilResponseEnd(viaA), untilResponseEnd(viaB)
+	if len(gotA) < 3 || !slices.EqualFunc(gotA, gotB, func(x, y envelope) bool { return x.Cursor == y.Cursor && x.raw == y.raw }) {
 		t.Fatalf("the streams differ: through A %d envelopes, through B %d\nA: %v\nB: %v\n%s", len(gotA), len(gotB), cursors(gotA), cursors(gotB), dump())
 	}
 	// Proxy overhead, one run: how much later each envelope arrived
@@ -114,13 +99,13 @@ func TestServeSessionsAcrossProcesses(t *testing.T) {
 		lag += gotB[i].at.Sub(gotA[i].at)
 	}
 	t.Logf("%d envelopes, cursors %d..%d, identical through A and B; mean extra latency through B: %s",
-		len(gotA), gotA[0].cursor, gotA[len(gotA)-1].cursor, lag/time.Duration(len(gotA)))
+		len(gotA), gotA[0].Cursor, gotA[len(gotA)-1].Cursor, lag/time.Duration(len(gotA)))
 
 	// Resuming through B from a cursor in the middle replays from there.
-	mid := gotA[len(gotA)/2].cursor
-	resumed := openTimed(ctx, t, b, fmt.Sprintf("cursor=%d", mid))
-	if e := resumed.next(t); e.cursor != mid+1 {
-		t.Errorf("a stream through B resumed at cursor %d starts at %d, want %d (%s)", mid, e.cursor, mid+1, e.data)
+	mid := gotA[len(gotA)/2].Cursor
+	resumed := b.open(http.DefaultClient, fmt.Sprintf("cursor=%d", mid), viewer, nil)
+	if e := resumed.next(); e.Cursor != mid+1 {
+		t.Errorf("a stream through B resumed at cursor %d starts at %d, want %d (%s)", mid, e.Cursor, mid+1, e.raw)
 	}
 	var st struct {
 		SessionID string `json:"session_id"`
@@ -203,102 +188,49 @@ func listSessions(t *testing.T, p *runnerProc) map[string]listedSession {
 	return m
 }
 
-// timedEnvelope is one SSE envelope and when it arrived.
-type timedEnvelope struct {
-	cursor int64
-	typ    string
-	data   string
-	at     time.Time
+// untilResponseEnd returns the message envelopes of c up to and including
+// the first response_end.
+func untilResponseEnd(c *client) []envelope {
+	c.p.t.Helper()
+	var out []envelope
+	for {
+		e := c.next()
+		if e.Type != "message" {
+			continue
+		}
+		out = append(out, e)
+		if strings.Contains(e.raw, `"type":"response_end"`) {
+			return out
+		}
+	}
 }
 
-func cursors(es []timedEnvelope) []int64 {
+func cursors(es []envelope) []int64 {
 	var out []int64
 	for _, e := range es {
-		out = append(out, e.cursor)
+		out = append(out, e.Cursor)
 	}
 	return out
 }
 
-// timedStream is a viewer's implicit event stream, stamped on arrival.
-type timedStream struct{ events chan timedEnvelope }
-
-// openTimed opens a viewer stream on p's session with query.
-func openTimed(ctx context.Context, t *testing.T, p *runnerProc, query string) *timedStream {
+// ownPostgres starts a throwaway PostgreSQL cluster for t (stopped at
+// cleanup; skipped or failed per pgtest.SkipOrFail without the binaries)
+// and returns the DSN of a fresh schema in it.
+func ownPostgres(t *testing.T) string {
 	t.Helper()
-	sctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	req, err := http.NewRequestWithContext(sctx, "GET", p.base+"/api/headless/sessions/"+p.session+"/events?"+query, nil)
+	if _, err := pgtest.FindBinaries(); err != nil {
+		pgtest.SkipOrFail(t, err)
+	}
+	startCtx, cancelStart := context.WithTimeout(t.Context(), 2*time.Minute)
+	cluster, err := pgtest.Start(startCtx)
+	cancelStart()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("start a throwaway PostgreSQL cluster: %v", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+p.token)
-	req.Header.Set("x-maestro-headless-role", "viewer")
-	head := time.AfterFunc(30*time.Second, cancel)
-	resp, err := http.DefaultClient.Do(req)
-	head.Stop()
-	if err != nil {
-		t.Fatalf("GET %s events?%s: %v", p.base, query, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		resp.Body.Close()
-		t.Fatalf("GET %s events?%s: %d %s", p.base, query, resp.StatusCode, data)
-	}
-	s := &timedStream{events: make(chan timedEnvelope, 1024)}
-	go func() {
-		defer resp.Body.Close()
-		defer close(s.events)
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(nil, 8<<20)
-		for sc.Scan() {
-			data, ok := strings.CutPrefix(sc.Text(), "data: ")
-			if !ok {
-				continue
-			}
-			at := time.Now()
-			var e struct {
-				Type   string `json:"type"`
-				Cursor int64  `json:"cursor"`
-			}
-			_ = json.Unmarshal([]byte(data), &e)
-			select {
-			case s.events <- timedEnvelope{cursor: e.Cursor, typ: e.Type, data: data, at: at}:
-			case <-sctx.Done():
-				return
-			}
+	t.Cleanup(func() {
+		if err := cluster.Stop(); err != nil {
+			t.Errorf("stop the PostgreSQL cluster: %v", err)
 		}
-	}()
-	return s
-}
-
-// next returns the next message envelope (at most 30 s).
-func (s *timedStream) next(t *testing.T) timedEnvelope {
-	t.Helper()
-	for {
-		select {
-		case e, ok := <-s.events:
-			if !ok {
-				t.Fatal("event stream ended")
-			}
-			if e.typ == "message" {
-				return e
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("no envelope within 30 s")
-		}
-	}
-}
-
-// untilResponseEnd returns the message envelopes up to and including the
-// first response_end.
-func (s *timedStream) untilResponseEnd(t *testing.T) []timedEnvelope {
-	t.Helper()
-	var out []timedEnvelope
-	for {
-		e := s.next(t)
-		out = append(out, e)
-		if strings.Contains(e.data, `"type":"response_end"`) {
-			return out
-		}
-	}
+	})
+	return cluster.NewSchema(t)
 }
