@@ -83,8 +83,9 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // owner returns the live record of a session another serve owns: nil
-// when the store does not know the session or it is this process's; an
-// error when it ended (its owner died: marked ended now).
+// when the store does not know the session, it is this process's, or a
+// client shut it down; an error (410) when its owner died (marked ended
+// now) or stopped.
 func (c *Cluster) owner(ctx context.Context, id string) (*store.LiveSession, *httpattach.Error) {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
@@ -104,6 +105,11 @@ func (c *Cluster) owner(ctx context.Context, id string) (*store.LiveSession, *ht
 		}
 	}
 	if s.Ended() {
+		if s.EndReason == ReasonShutDown {
+			// Shut down by a client: the API's 404, as on the owner
+			// (wire contract §11.5).
+			return nil, nil
+		}
 		return nil, sessionEnded(s)
 	}
 	if s.Instance == c.cfg.Instance {

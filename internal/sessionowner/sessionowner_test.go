@@ -288,9 +288,14 @@ func TestEndedSessions(t *testing.T) {
 		t.Fatalf("shutdown on A: %d %v", code, body)
 	}
 	waitEnded(t, st, shut)
-	if code, body := call(t, "GET", b.url+"/api/headless/sessions/"+shut+"/state", nil, nil); code != 410 ||
-		!strings.Contains(body["error"].(string), sessionowner.ReasonShutDown) {
-		t.Errorf("state of a shut-down session through B: %d %v, want 410 saying %q", code, body, sessionowner.ReasonShutDown)
+	// A shut-down session is unknown, through B as on A.
+	for _, s := range []*serve{a, b} {
+		if code, body := call(t, "GET", s.url+"/api/headless/sessions/"+shut+"/state", nil, nil); code != 404 || body["error_type"] != httpattach.CodeNotFound {
+			t.Errorf("state of a shut-down session on %s: %d %v, want 404", s.url, code, body)
+		}
+	}
+	if s, err := st.GetLiveSession(t.Context(), shut); err != nil || s.EndReason != sessionowner.ReasonShutDown {
+		t.Errorf("the shut-down session's record: %+v, %v; want ended %q", s, err, sessionowner.ReasonShutDown)
 	}
 
 	// A stops heartbeating (its process hangs or died).
