@@ -47,7 +47,7 @@ func (s *serve) proxied() []http.Header {
 
 // newServe starts a serve named instance on st; the cluster's clock is
 // clock.
-func newServe(t *testing.T, st store.LiveSessions, instance string, proxy bool, clock *storetest.Clock) *serve {
+func newServe(t testing.TB, st store.LiveSessions, instance string, proxy bool, clock *storetest.Clock) *serve {
 	t.Helper()
 	v := prototest.Validator(t)
 	root, err := workspace.Open(t.TempDir())
@@ -111,7 +111,7 @@ func newServe(t *testing.T, st store.LiveSessions, instance string, proxy bool, 
 }
 
 // pair is serve A and serve B on one SQLite store and one clock.
-func pair(t *testing.T, proxyB bool) (a, b *serve, st *sqlite.Store, clock *storetest.Clock) {
+func pair(t testing.TB, proxyB bool) (a, b *serve, st *sqlite.Store, clock *storetest.Clock) {
 	t.Helper()
 	clock = storetest.NewClockAt(time.Now().UTC())
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{Now: clock.Now})
@@ -122,7 +122,7 @@ func pair(t *testing.T, proxyB bool) (a, b *serve, st *sqlite.Store, clock *stor
 	return newServe(t, st, "serve-a", true, clock), newServe(t, st, "serve-b", proxyB, clock), st, clock
 }
 
-func call(t *testing.T, method, url string, body any, headers map[string]string) (int, map[string]any) {
+func call(t testing.TB, method, url string, body any, headers map[string]string) (int, map[string]any) {
 	t.Helper()
 	code, data := transporttest.Call(t, http.DefaultClient, method, url, token, body, headers)
 	var out map[string]any
@@ -132,7 +132,7 @@ func call(t *testing.T, method, url string, body any, headers map[string]string)
 	return code, out
 }
 
-func create(t *testing.T, s *serve) string {
+func create(t testing.TB, s *serve) string {
 	t.Helper()
 	code, snap := call(t, "POST", s.url+"/api/headless/sessions", map[string]any{}, nil)
 	id, _ := snap["session_id"].(string)
@@ -343,5 +343,25 @@ func waitEnded(t *testing.T, st store.LiveSessions, id string) {
 		case <-deadline:
 			t.Fatalf("session %s not recorded ended: %+v, %v", id, s, err)
 		}
+	}
+}
+
+// BenchmarkState is one GET …/state on the owner and through a proxying
+// serve (docs/scale-out.md, "Figures").
+func BenchmarkState(b *testing.B) {
+	a, p, _, _ := pair(b, true)
+	id := create(b, a)
+	for _, bc := range []struct {
+		name string
+		s    *serve
+	}{{"direct", a}, {"proxied", p}} {
+		b.Run(bc.name, func(b *testing.B) {
+			url := bc.s.url + "/api/headless/sessions/" + id + "/state"
+			for b.Loop() {
+				if code, _ := transporttest.Call(b, http.DefaultClient, "GET", url, token, nil, nil); code != 200 {
+					b.Fatalf("state: %d", code)
+				}
+			}
+		})
 	}
 }
