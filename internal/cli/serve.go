@@ -197,7 +197,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		return failErr(fmt.Errorf("--listen %s: %w", o.Listen, err))
 	}
 	defer ln.Close()
-	cluster, err := serveCluster(st, sessions, o, ln.Addr(), log)
+	cluster, err := serveCluster(ctx, st, sessions, o, ln.Addr(), log)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -41,7 +42,7 @@ const advertiseEnv = "MAESTRO_ADVERTISE_URL"
 // sessions another serve owns are proxied to it (or refused with 409 when
 // o.SessionProxy is off), and the sessions of serve processes that died
 // are ended.
-func serveCluster(st store.LiveSessions, sessions *httpattach.SessionMap, o serveOptions, ln net.Addr, log *slog.Logger) (*sessionowner.Cluster, error) {
+func serveCluster(ctx context.Context, st store.LiveSessions, sessions *httpattach.SessionMap, o serveOptions, ln net.Addr, log *slog.Logger) (*sessionowner.Cluster, error) {
 	addr := o.Advertise
 	if addr == "" {
 		addr = defaultAdvertise(ln)
@@ -52,6 +53,9 @@ func serveCluster(st store.LiveSessions, sessions *httpattach.SessionMap, o serv
 	})
 	if err != nil {
 		return nil, usageErr("--advertise: %v", err)
+	}
+	if err := c.EndPrevious(ctx); err != nil {
+		return nil, failErr(err)
 	}
 	return c, nil
 }

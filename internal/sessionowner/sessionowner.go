@@ -42,6 +42,7 @@ const ProxiedHeader = "X-Maestro-Proxied-By"
 const (
 	ReasonShutDown     = "the session was shut down"
 	ReasonServeStopped = "its serve process stopped"
+	ReasonRestarted    = "its serve process stopped (a new one took its name)"
 )
 
 // Config configures a Cluster. Store, Local, Instance and Address are
@@ -156,6 +157,27 @@ func (c *Cluster) Close() error {
 		err = c.SessionMap.Close()
 	})
 	return err
+}
+
+// EndPrevious ends the open records of an earlier process that had this
+// instance id (a serve restarted under the same --name): this process's
+// heartbeat would keep them alive otherwise. Call it before serving.
+func (c *Cluster) EndPrevious(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	open, err := c.cfg.Store.ListLiveSessions(ctx, store.LiveSessionFilter{Open: true, Instance: c.cfg.Instance})
+	if err != nil {
+		return fmt.Errorf("end the live sessions of an earlier %s: %w", c.cfg.Instance, err)
+	}
+	for _, s := range open {
+		if _, local := c.Get(s.ID); local {
+			continue
+		}
+		if _, err := c.cfg.Store.EndLiveSession(ctx, s.ID, c.cfg.Instance, ReasonRestarted); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("end live session %s of an earlier %s: %w", s.ID, c.cfg.Instance, err)
+		}
+	}
+	return nil
 }
 
 // Run heartbeats this process's sessions and ends those of owners that

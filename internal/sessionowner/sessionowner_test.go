@@ -318,6 +318,22 @@ func TestEndedSessions(t *testing.T) {
 		t.Errorf("list without the token: %d, want 401", code)
 	}
 
+	// A serve restarted under B's name ends the records of the earlier
+	// one it does not hold, instead of heartbeating them.
+	if _, err := st.OwnLiveSession(t.Context(), "earlier", "serve-b", b.url); err != nil {
+		t.Fatal(err)
+	}
+	kept := create(t, b)
+	if err := b.c.EndPrevious(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := st.GetLiveSession(t.Context(), "earlier"); err != nil || s.EndReason != sessionowner.ReasonRestarted {
+		t.Errorf("a record of an earlier serve-b: %+v, %v; want ended %q", s, err, sessionowner.ReasonRestarted)
+	}
+	if s, err := st.GetLiveSession(t.Context(), kept); err != nil || s.Ended() {
+		t.Errorf("B's live session after EndPrevious: %+v, %v; want live", s, err)
+	}
+
 	// B's own session is recorded ended when B stops.
 	own := create(t, b)
 	b.c.Close()
