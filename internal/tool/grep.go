@@ -19,6 +19,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/gitignore"
 	"github.com/maestro-run/maestro/internal/workspace"
+	"github.com/maestro-run/maestro/internal/workspace/index"
 	"github.com/maestro-run/maestro/internal/workspace/walk"
 )
 
@@ -207,8 +208,46 @@ func (s *grepSearch) noteUnreadable() {
 
 // ---- parallel walk ----
 
+// walk searches the files below s.base: those of the workspace index
+// (internal/workspace/index) that pass the glob filter, or, when s.base
+// is not indexed (it is ignored), those of a walk of the tree.
 func (s *grepSearch) walk() error {
-	return walk.Walk(s.ctx, s.root, s.base, func() walk.Worker { return s.newWorker() })
+	var dirs []walk.Listed
+	ok, err := index.Of(s.root).Read(s.ctx, s.base, func(d *index.Dir) { dirs = s.listIndexed(d, dirs) })
+	newWorker := func() walk.Worker { return s.newWorker() }
+	switch {
+	case err == nil && ok:
+		return walk.Files(s.ctx, s.root, dirs, newWorker)
+	case err != nil && !errors.Is(err, index.ErrClosed):
+		return err
+	}
+	return walk.Walk(s.ctx, s.root, s.base, newWorker)
+}
+
+// listIndexed appends to dirs the files of indexed directory d and its
+// subdirectories that pass the glob filter, as grepWorker.List chooses
+// them during a walk.
+func (s *grepSearch) listIndexed(d *index.Dir, dirs []walk.Listed) []walk.Listed {
+	if d.Failed() {
+		s.noteUnreadable()
+	}
+	var names []string
+	for name := range d.Files() {
+		if s.globs != nil && !matchFileGlob(s.globs, s.globNameOnly, relTo(s.base, path.Join(d.Rel(), name))) {
+			continue
+		}
+		names = append(names, name)
+	}
+	if len(names) > 0 {
+		dirs = append(dirs, walk.Listed{Rel: d.Rel(), Names: names})
+	}
+	for _, sub := range d.Dirs() {
+		if s.globs != nil && !s.globNameOnly && !anyCouldMatchInside(s.globs, relTo(s.base, sub.Rel())) {
+			continue
+		}
+		dirs = s.listIndexed(sub, dirs)
+	}
+	return dirs
 }
 
 // grepWorker holds the buffers of one worker goroutine.
