@@ -15,6 +15,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/gitignore"
 	"github.com/maestro-run/maestro/internal/workspace"
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
 
 // listing is what an index (or a fresh walk) holds: "f path" for regular
@@ -75,15 +76,10 @@ func walkListing(t testing.TB, root *workspace.Root) []string {
 	return out
 }
 
+// write creates one file below dir.
 func write(t testing.TB, dir, rel, content string) {
 	t.Helper()
-	p := filepath.Join(dir, filepath.FromSlash(rel))
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	wstest.WriteFiles(t, dir, map[string]string{rel: content})
 }
 
 func openRoot(t testing.TB, dir string) *workspace.Root {
@@ -100,22 +96,20 @@ func openRoot(t testing.TB, dir string) *workspace.Root {
 // and a FIFO.
 func seedTree(t testing.TB) string {
 	dir := t.TempDir()
-	write(t, dir, ".gitignore", "*.log\nbuild/\n")
-	write(t, dir, "a.go", "")
-	write(t, dir, "x.log", "")
-	write(t, dir, ".hidden/h.txt", "")
-	write(t, dir, "build/out.bin", "")
-	write(t, dir, "src/.gitignore", "gen/\n!keep.log\n")
-	write(t, dir, "src/keep.log", "")
-	write(t, dir, "src/gen/g.go", "")
-	write(t, dir, "src/pkg/deep/d.go", "")
-	write(t, dir, ".git/HEAD", "ref: refs/heads/main\n")
-	if err := os.Symlink("a.go", filepath.Join(dir, "link.go")); err != nil {
-		t.Fatal(err)
-	}
-	if err := unixMkfifo(filepath.Join(dir, "fifo")); err != nil {
-		t.Logf("no FIFO: %v", err)
-	}
+	wstest.WriteFiles(t, dir, map[string]string{
+		".gitignore":        "*.log\nbuild/\n",
+		"a.go":              "",
+		"x.log":             "",
+		".hidden/h.txt":     "",
+		"build/out.bin":     "",
+		"src/.gitignore":    "gen/\n!keep.log\n",
+		"src/keep.log":      "",
+		"src/gen/g.go":      "",
+		"src/pkg/deep/d.go": "",
+		".git/HEAD":         "ref: refs/heads/main\n",
+	})
+	wstest.Symlink(t, "a.go", filepath.Join(dir, "link.go"))
+	wstest.MakeFIFO(t, filepath.Join(dir, "fifo"))
 	return dir
 }
 
