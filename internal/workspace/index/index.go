@@ -447,7 +447,6 @@ func entryKind(d *Dir, e fs.DirEntry) kind {
 func (x *Index) scan(ctx context.Context, rel string, parent *Dir) (*Dir, error) {
 	s := &scanner{x: x, nodes: map[string]*Dir{}}
 	top := &Dir{name: path.Base(rel), rel: rel, parent: parent, wd: -1}
-	s.nodes[rel] = top
 	s.watch(top)
 	err := walk.Walk(ctx, x.root, rel, func() walk.Worker { return &scanWorker{s: s} })
 	if err != nil {
@@ -475,23 +474,39 @@ type scanner struct {
 	nodes map[string]*Dir // by rel
 }
 
-// watch adds the watch of d (before d is listed, so that no change after
-// its listing is missed); s.mu is held or no worker runs yet. When a
-// watch cannot be added, the index stops watching.
-func (s *scanner) watch(d *Dir) {
+// watch adds the watches of dirs (before they are listed, so that no
+// change after their listing is missed) and records the directories. The
+// system calls run outside s.mu, in parallel between workers. When a watch
+// cannot be added, the index stops watching.
+func (s *scanner) watch(dirs ...*Dir) {
 	x := s.x
-	if x.w == nil {
-		return
-	}
-	wd, err := x.w.add(path.Join(x.root.Dir(), d.rel))
-	if err != nil {
-		if errors.Is(err, errWatchLimit) {
-			x.stopWatching()
+	s.mu.Lock()
+	w := x.w
+	s.mu.Unlock()
+	limit := false
+	if w != nil {
+		for _, d := range dirs {
+			wd, err := w.add(path.Join(x.root.Dir(), d.rel))
+			if err != nil {
+				// Not listable either (the listing marks it failed), or
+				// out of watches.
+				limit = limit || errors.Is(err, errWatchLimit)
+				continue
+			}
+			d.wd = wd
 		}
-		return // not listable either: the listing marks it failed
 	}
-	d.wd = wd
-	x.byWD[wd] = d
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range dirs {
+		s.nodes[d.rel] = d
+		if x.w != nil && d.wd >= 0 {
+			x.byWD[d.wd] = d
+		}
+	}
+	if limit {
+		x.stopWatching()
+	}
 }
 
 // unwatch removes the watches of a scan that failed.
@@ -543,12 +558,7 @@ func (w *scanWorker) List(wd *walk.Dir, entries []fs.DirEntry, rules *gitignore.
 	}
 	d.files, d.links = w.files.String(), w.links.String()
 	if len(subs) > 0 {
-		s.mu.Lock()
-		for _, c := range subs {
-			s.nodes[c.rel] = c
-			s.watch(c)
-		}
-		s.mu.Unlock()
+		s.watch(subs...)
 	}
 	return tasks
 }
