@@ -515,6 +515,7 @@ type lineMatcher struct {
 	line  *regexp.Regexp // matches one line (no newline in its input)
 	multi *regexp.Regexp // the same in (?m) mode, to scan a whole buffer when there is no literal
 	lits  []litFinder    // prefilter: every match contains one of these
+	run   *classRun      // without literals: a run of byte classes every match contains
 	fold  bool           // the literals are matched ignoring ASCII case
 	exact bool           // finding a literal is a match: no regexp needed
 	// anchored: the pattern starts with ^, so without a literal each line
@@ -558,6 +559,9 @@ func compileLineMatcher(pattern string, ignoreCase bool) (*lineMatcher, error) {
 			}
 			m.exact = isExactLiteral(parsed)
 		}
+	}
+	if len(m.lits) == 0 && !m.anchored {
+		m.run = requiredClassRun(parsed)
 	}
 	return m, nil
 }
@@ -608,6 +612,10 @@ func asciiFoldSafe(r rune) bool {
 // (without its newline), in order.
 func (m *lineMatcher) scan(data []byte, emit func(start, end int)) {
 	if len(m.lits) == 0 {
+		if m.run != nil {
+			m.scanRun(data, emit)
+			return
+		}
 		m.scanRegexp(data, emit)
 		return
 	}
@@ -774,7 +782,27 @@ func byteRarity(c byte, fold bool) int {
 	return r
 }
 
-// scanRegexp finds matching lines without a literal prefilter. A pattern
+// scanRun finds matching lines with the class-run prefilter: only the
+// lines holding an occurrence of the run go to the regexp.
+func (m *lineMatcher) scanRun(data []byte, emit func(start, end int)) {
+	for pos := 0; pos < len(data); {
+		c := m.run.index(data, pos)
+		if c < 0 {
+			return
+		}
+		start := pos + bytes.LastIndexByte(data[pos:c], '\n') + 1
+		end := c + bytes.IndexByte(data[c:], '\n')
+		if end < c {
+			end = len(data)
+		}
+		if m.line.Match(data[start:end]) {
+			emit(start, end)
+		}
+		pos = end + 1
+	}
+}
+
+// scanRegexp finds matching lines without a prefilter. A pattern
 // anchored at the start of the line is tried on each line (the engine
 // fails fast there). Otherwise the (?m) regexp scans blocks of whole lines
 // for the next position where a match could start, and the line holding it
