@@ -127,6 +127,8 @@ func (d *Dir) depth() int {
 type Index struct {
 	root       *workspace.Root
 	newWatcher func() (watcher, error)
+	stopped    context.Context // cancelled by Close, which stops a listing under way
+	stop       context.CancelFunc
 
 	mu      sync.RWMutex
 	top     *Dir
@@ -148,11 +150,13 @@ func Of(root *workspace.Root) *Index {
 
 // New returns an index of root, not yet built; Of shares one per root.
 func New(root *workspace.Root) *Index {
-	return &Index{root: root, newWatcher: newWatcher}
+	stopped, stop := context.WithCancel(context.Background())
+	return &Index{root: root, newWatcher: newWatcher, stopped: stopped, stop: stop}
 }
 
 // Close releases the watches. Reads after Close fail.
 func (x *Index) Close() error {
+	x.stop()
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.closed = true
@@ -204,6 +208,9 @@ func (x *Index) Read(ctx context.Context, base string, fn func(*Dir)) (ok bool, 
 // refresh applies the changes notified since the last Read, or lists the
 // whole tree when it must.
 func (x *Index) refresh(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(x.stopped, cancel)()
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.closed {
