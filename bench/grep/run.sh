@@ -26,6 +26,7 @@ cases=(
 	'literal||context.WithCancel'
 	'ignore case|-i|newrequest'
 	'many matches||err != nil'
+	'no literal||[A-Z]{4}\d{3}'
 )
 
 echo "Grep tool vs ripgrep: $TREE ($(find "$TREE" -type f | wc -l) files, $(du -sh "$TREE" | cut -f1)), $REPS alternating runs each, medians"

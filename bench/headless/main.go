@@ -117,6 +117,10 @@ func run(bin string, runs, hellos, chunks int) error {
 	row3("`maestro headless`: hello → hello_ok", rt)
 	fmt.Println()
 
+	if err := memory(bin, ws, env, tmp); err != nil {
+		return err
+	}
+
 	fmt.Println("### sustained response_chunk rate")
 	fmt.Println()
 	scen := filepath.Join(tmp, "stream.json")
@@ -351,4 +355,110 @@ func row(name string, d []time.Duration) {
 
 func row3(name string, d []time.Duration) {
 	fmt.Printf("| %s | %d | %s | %s | %s |\n", name, len(d), ms(pct(d, 50)), ms(pct(d, 90)), ms(pct(d, 99)))
+}
+
+// memory prints the resident memory of `maestro headless` idle after
+// hello → hello_ok, split into anonymous (heap, stacks) and file-backed
+// (binary pages touched) parts, and its peak (VmHWM) after four short
+// prompts of a replay scenario (issue 22's rows).
+func memory(bin, ws string, env []string, tmp string) error {
+	scen := filepath.Join(tmp, "four.json")
+	frames := make([]any, 4)
+	for i := range frames {
+		frames[i] = map[string]any{"index": i, "statements": []any{
+			map[string]any{"kind": "text", "chunks": []string{"short ", "answer ", strconv.Itoa(i)}},
+			map[string]any{"kind": "end", "reason": "complete"},
+		}}
+	}
+	data, err := json.Marshal(map[string]any{
+		"schemaVersion": "evalops.maestro.scripted-scenario.v1", "id": "four", "description": "four short answers",
+		"metadata": map[string]any{"recordedAt": "2026-01-01T00:00:00Z", "toolsExpected": []string{}},
+		"frames":   frames,
+	})
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(scen, data, 0o644); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "headless", "--workspace", ws, "--replay", scen, "--approval-mode", "auto", "--sandbox", "off")
+	cmd.Env = env
+	stdin, stdout, err := benchproc.StartPiped(cmd)
+	if err != nil {
+		return err
+	}
+	br := bufio.NewReader(stdout)
+	until := func(prefix string) error {
+		for {
+			l, err := br.ReadString('\n')
+			if err != nil {
+				return fmt.Errorf("maestro headless: waiting for %s: %w", prefix, err)
+			}
+			if strings.HasPrefix(l, prefix) {
+				return nil
+			}
+		}
+	}
+	send := func(line string) error {
+		_, err := io.WriteString(stdin, line+"\n")
+		return err
+	}
+	if err := send(`{"type":"hello","protocol_version":"2026-04-02","client_info":{"name":"bench"}}`); err != nil {
+		return err
+	}
+	if err := until(`{"type":"hello_ok"`); err != nil {
+		return err
+	}
+	time.Sleep(300 * time.Millisecond) // let start-up work settle
+	idle := procStatus(cmd.Process.Pid)
+	for i := range 4 {
+		if err := send(`{"type":"prompt","content":"question ` + strconv.Itoa(i) + `"}`); err != nil {
+			return err
+		}
+		if err := until(`{"type":"response_end"`); err != nil {
+			return err
+		}
+	}
+	after := procStatus(cmd.Process.Pid)
+	stdin.Close()
+	go io.Copy(io.Discard, br)
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("maestro headless exit: %w", err)
+	}
+	fmt.Println("### resident memory (MiB)")
+	fmt.Println()
+	fmt.Println("| when | VmRSS | anonymous (heap, stacks) | file-backed (binary pages) | peak VmHWM |")
+	fmt.Println("|---|---:|---:|---:|---:|")
+	for _, r := range []struct {
+		name string
+		st   map[string]float64
+	}{{"idle after hello → hello_ok", idle}, {"after four short prompts", after}} {
+		fmt.Printf("| %s | %.1f | %.1f | %.1f | %.1f |\n", r.name, r.st["VmRSS"], r.st["RssAnon"], r.st["RssFile"], r.st["VmHWM"])
+	}
+	fmt.Println()
+	fmt.Println("Targets (issue 22): idle <= 16 MiB, peak after four prompts <= 24 MiB.")
+	fmt.Println()
+	return nil
+}
+
+// procStatus reads the memory lines of /proc/PID/status, in MiB.
+func procStatus(pid int) map[string]float64 {
+	out := map[string]float64{}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return out
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok || !strings.HasSuffix(v, " kB") {
+			continue
+		}
+		kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(v, " kB")), 64)
+		if err == nil {
+			out[k] = kb / 1024
+		}
+	}
+	return out
 }

@@ -9,6 +9,7 @@
 #
 #   bench/utility/run.sh                   # $(go env GOROOT)/src, 9 runs each
 #   REPS=15 TREE=/some/dir bench/utility/run.sh
+#   BASELINE=8cda6c9 bench/utility/run.sh  # the revision timed beside this one (second table)
 #
 # What is compared: maestro = one process that opens the workspace, walks
 # it (gitignore-aware, hidden files and symbolic links skipped), scores
@@ -21,9 +22,19 @@ set -euo pipefail
 
 cd "$(dirname "$0")/../.."
 REPS=${REPS:-9}
+WARM=${WARM:-20} # repeated searches per process in the second table
 # shellcheck source=../lib.sh
 source bench/lib.sh
 versus_setup ./bench/utility maestro-search
+# The second table times this driver (main.go) built against the
+# packages of an older revision too: by default the last one without the
+# workspace file index.
+BASELINE=${BASELINE:-8cda6c9}
+base_label=$(git rev-parse --short "$BASELINE^{commit}")
+mkdir -p "$work/base"
+git archive "$base_label" | tar -x -C "$work/base"
+cp bench/utility/main.go "$work/base/bench/utility/main.go"
+(cd "$work/base" && go build -o "$work/maestro-search-base" ./bench/utility)
 
 queries=(httpserver server.go fmtprint ztest)
 
@@ -76,4 +87,26 @@ done
 echo
 echo "Target: maestro within 2x of the baseline (wall ratio <= 2). The last column is rg listing"
 echo "the files alone, without the filter and the shell around it (a lower bound for the baseline)."
+echo
+echo "In one process, this revision vs maestro@$base_label (interleaved): cold = the first search of a"
+echo "freshly opened workspace (this revision builds and watches its file index then); warm = the median"
+echo "of $WARM more searches in the same process (per search). Medians of $REPS runs; ms, wall / CPU."
+echo
+echo "| query | cold, this revision | cold, maestro@$base_label | warm, this revision | warm, maestro@$base_label | warm ratio (wall) |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+for q in "${queries[@]}"; do
+	: >"$work/n.times"
+	: >"$work/o.times"
+	for ((i = 0; i < REPS; i++)); do
+		"$work/maestro-search" -root "$TREE" -query "$q" -repeat "$WARM" 2>>"$work/n.times" >/dev/null
+		"$work/maestro-search-base" -root "$TREE" -query "$q" -repeat "$WARM" 2>>"$work/o.times" >/dev/null
+	done
+	ms() { awk -v c="$2" '{print $c}' "$1" | sort -n | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)] / 1000}'; }
+	printf '| `%s` | %s / %s | %s / %s | %s / %s | %s / %s | %sx |\n' "$q" \
+		"$(ms "$work/n.times" 1)" "$(ms "$work/n.times" 2)" "$(ms "$work/o.times" 1)" "$(ms "$work/o.times" 2)" \
+		"$(ms "$work/n.times" 3)" "$(ms "$work/n.times" 4)" "$(ms "$work/o.times" 3)" "$(ms "$work/o.times" 4)" \
+		"$(ratio "$(ms "$work/n.times" 3)" "$(ms "$work/o.times" 3)")"
+done
+echo
+echo "Targets (issue 22): warm <= 1 ms, cold <= 15 ms on a quiet machine."
 exit $status

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/maestro-run/maestro/internal/runtime"
 	"github.com/maestro-run/maestro/internal/transport/httpattach"
 	"github.com/maestro-run/maestro/internal/workspace"
+	"github.com/maestro-run/maestro/internal/workspace/index"
 )
 
 // AttachPolicy is where the sessions clients create over HTTP work.
@@ -108,6 +110,7 @@ func (a *attached) create(ctx context.Context, req httpattach.CreateRequest) (*r
 	}
 	// Probing the sandbox runs processes: in the background, once.
 	a.probe.Start()
+	a.h.warmIndex(root)
 	a.h.log.Info("headless session created", "session", s.ID(), "workspace", dir,
 		"provider", choice.Provider.Name(), "model", choice.Provider.Model(), "executor", string(choice.Executor))
 	return s.Runtime, s.ID(), nil
@@ -175,4 +178,17 @@ func (p AttachPolicy) open(dir string) (*workspace.Root, *httpattach.Error) {
 			"omit workspaceRoot for a fresh workspace, or start maestro serve with --workspace-root DIR", dir)
 	}
 	return nil, &httpattach.Error{Status: http.StatusForbidden, Code: httpattach.CodeWorkspaceViolation, Message: msg}
+}
+
+// warmIndex builds the workspace file index of a serve session in the
+// background, so that its first utility_file_search, Glob or Grep is warm
+// (issue 22); closing the session's workspace stops it.
+func (h *Host) warmIndex(root *workspace.Root) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if err := index.Of(root).Warm(ctx); err != nil && !errors.Is(err, index.ErrClosed) {
+			h.log.Debug("index the session's workspace", "workspace", root.Dir(), "err", err)
+		}
+	}()
 }

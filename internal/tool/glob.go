@@ -12,6 +12,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/gitignore"
 	"github.com/maestro-run/maestro/internal/workspace"
+	"github.com/maestro-run/maestro/internal/workspace/index"
 )
 
 // notFile is the mode bits of directory entries Glob leaves out.
@@ -70,29 +71,10 @@ func globFiles(ctx context.Context, root *workspace.Root, in GlobInput) (Result,
 		return Failf(CodeInvalidInput, "%s is not a directory; path must be a directory", workspace.Excerpt(displayPath(base))), nil
 	}
 
-	var found []string
-	err = gitignore.Walk(ctx, root.FS(), base, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if p == base {
-				return err
-			}
-			return nil // unreadable entries are skipped
-		}
-		rel := relTo(base, p)
-		if d.IsDir() {
-			if rel != "." && !anyCouldMatchInside(globs, rel) {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if d.Type()&notFile != 0 {
-			return nil // FIFOs, devices and sockets are not files to work on
-		}
-		if anyMatch(globs, rel) {
-			found = append(found, p)
-		}
-		return nil
-	})
+	found, indexed, err := globIndexed(ctx, root, base, globs)
+	if !indexed && err == nil {
+		found, err = globWalk(ctx, root, base, globs)
+	}
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return Result{}, ctxErr
@@ -264,4 +246,59 @@ func matchFileGlob(globs []*gitignore.Glob, nameOnly bool, rel string) bool {
 		rel = path.Base(rel)
 	}
 	return anyMatch(globs, rel)
+}
+
+// globIndexed returns the files and symbolic links of the workspace index
+// (internal/workspace/index) below base that match globs; indexed is false
+// when base is not indexed (it is ignored) and the tree must be walked.
+func globIndexed(ctx context.Context, root *workspace.Root, base string, globs []*gitignore.Glob) (found []string, indexed bool, err error) {
+	var visit func(d *index.Dir)
+	visit = func(d *index.Dir) {
+		for _, names := range []func(func(string) bool){d.Files(), d.Links()} {
+			for name := range names {
+				if p := path.Join(d.Rel(), name); anyMatch(globs, relTo(base, p)) {
+					found = append(found, p)
+				}
+			}
+		}
+		for _, sub := range d.Dirs() {
+			if anyCouldMatchInside(globs, relTo(base, sub.Rel())) {
+				visit(sub)
+			}
+		}
+	}
+	indexed, err = index.Of(root).Read(ctx, base, visit)
+	if errors.Is(err, index.ErrClosed) {
+		return nil, false, nil
+	}
+	return found, indexed, err
+}
+
+// globWalk walks the tree below base for the files that match globs (when
+// base is not indexed).
+func globWalk(ctx context.Context, root *workspace.Root, base string, globs []*gitignore.Glob) ([]string, error) {
+	var found []string
+	err := gitignore.Walk(ctx, root.FS(), base, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == base {
+				return err
+			}
+			return nil // unreadable entries are skipped
+		}
+		rel := relTo(base, p)
+		if d.IsDir() {
+			if rel != "." && !anyCouldMatchInside(globs, rel) {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.Type()&notFile != 0 {
+			return nil // FIFOs, devices and sockets are not files to work on
+		}
+		if anyMatch(globs, rel) {
+			found = append(found, p)
+		}
+		return nil
+	})
+	return found, err
 }

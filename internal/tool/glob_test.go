@@ -2,6 +2,7 @@ package tool
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -134,6 +135,60 @@ func TestExpandBraces(t *testing.T) {
 		}
 		if diff := cmp.Diff(tt.want, got); diff != "" && !tt.err {
 			t.Errorf("expandBraces(%q) (-want +got):\n%s", tt.in, diff)
+		}
+	}
+}
+
+// TestSearchToolsSeeChanges: Glob and Grep read the workspace file index,
+// and each call sees the files created, renamed and removed just before
+// it, with no wait.
+func TestSearchToolsSeeChanges(t *testing.T) {
+	t.Parallel()
+	root, _ := testWorkspace(t, globTree())
+	glob, grep := NewGlob(root), NewGrep(root)
+	p := func(rel string) string { return filepath.Join(root.Dir(), filepath.FromSlash(rel)) }
+	steps := []struct {
+		name      string
+		do        func() error
+		glob      []string // paths of **/*.txt
+		grepLines []string // lines with "fresh"
+	}{
+		{"none yet", func() error { return nil }, nil, nil},
+		{"create", func() error {
+			if err := os.MkdirAll(p("new/dir"), 0o755); err != nil {
+				return err
+			}
+			return os.WriteFile(p("new/dir/n.txt"), []byte("fresh\n"), 0o644)
+		}, []string{"new/dir/n.txt"}, []string{"new/dir/n.txt:1:fresh"}},
+		{"rename the directory", func() error { return os.Rename(p("new/dir"), p("new/moved")) },
+			[]string{"new/moved/n.txt"}, []string{"new/moved/n.txt:1:fresh"}},
+		{"ignore it", func() error { return os.WriteFile(p("new/.gitignore"), []byte("moved/\n"), 0o644) }, nil, nil},
+		{"unignore and remove", func() error {
+			if err := os.Remove(p("new/.gitignore")); err != nil {
+				return err
+			}
+			return os.Remove(p("new/moved/n.txt"))
+		}, nil, nil},
+	}
+	for _, st := range steps {
+		if err := st.do(); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		res := call(t, glob, GlobInput{Pattern: "**/*.txt"})
+		got := lines(res.Content)
+		if strings.HasPrefix(res.Content, "no files") {
+			got = nil
+		}
+		if diff := cmp.Diff(st.glob, got); diff != "" {
+			t.Errorf("%s: Glob (-want +got):\n%s", st.name, diff)
+		}
+		res = call(t, grep, GrepInput{Pattern: "fresh", Glob: "*.txt"})
+		got = lines(res.Content)
+		if strings.HasPrefix(res.Content, "no matches") {
+			got = nil
+		}
+		if diff := cmp.Diff(st.grepLines, got); diff != "" {
+			t.Errorf("%s: Grep (-want +got):\n%s", st.name, diff)
 		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/gitignore"
 	"github.com/maestro-run/maestro/internal/workspace"
+	"github.com/maestro-run/maestro/internal/workspace/index"
 	"github.com/maestro-run/maestro/internal/workspace/walk"
 )
 
@@ -207,8 +208,46 @@ func (s *grepSearch) noteUnreadable() {
 
 // ---- parallel walk ----
 
+// walk searches the files below s.base: those of the workspace index
+// (internal/workspace/index) that pass the glob filter, or, when s.base
+// is not indexed (it is ignored), those of a walk of the tree.
 func (s *grepSearch) walk() error {
-	return walk.Walk(s.ctx, s.root, s.base, func() walk.Worker { return s.newWorker() })
+	var dirs []walk.Listed
+	ok, err := index.Of(s.root).Read(s.ctx, s.base, func(d *index.Dir) { dirs = s.listIndexed(d, dirs) })
+	newWorker := func() walk.Worker { return s.newWorker() }
+	switch {
+	case err == nil && ok:
+		return walk.Files(s.ctx, s.root, dirs, newWorker)
+	case err != nil && !errors.Is(err, index.ErrClosed):
+		return err
+	}
+	return walk.Walk(s.ctx, s.root, s.base, newWorker)
+}
+
+// listIndexed appends to dirs the files of indexed directory d and its
+// subdirectories that pass the glob filter, as grepWorker.List chooses
+// them during a walk.
+func (s *grepSearch) listIndexed(d *index.Dir, dirs []walk.Listed) []walk.Listed {
+	if d.Failed() {
+		s.noteUnreadable()
+	}
+	var names []string
+	for name := range d.Files() {
+		if s.globs != nil && !matchFileGlob(s.globs, s.globNameOnly, relTo(s.base, path.Join(d.Rel(), name))) {
+			continue
+		}
+		names = append(names, name)
+	}
+	if len(names) > 0 {
+		dirs = append(dirs, walk.Listed{Rel: d.Rel(), Names: names})
+	}
+	for _, sub := range d.Dirs() {
+		if s.globs != nil && !s.globNameOnly && !anyCouldMatchInside(s.globs, relTo(s.base, sub.Rel())) {
+			continue
+		}
+		dirs = s.listIndexed(sub, dirs)
+	}
+	return dirs
 }
 
 // grepWorker holds the buffers of one worker goroutine.
@@ -476,6 +515,7 @@ type lineMatcher struct {
 	line  *regexp.Regexp // matches one line (no newline in its input)
 	multi *regexp.Regexp // the same in (?m) mode, to scan a whole buffer when there is no literal
 	lits  []litFinder    // prefilter: every match contains one of these
+	run   *classRun      // without literals: a run of byte classes every match contains
 	fold  bool           // the literals are matched ignoring ASCII case
 	exact bool           // finding a literal is a match: no regexp needed
 	// anchored: the pattern starts with ^, so without a literal each line
@@ -519,6 +559,9 @@ func compileLineMatcher(pattern string, ignoreCase bool) (*lineMatcher, error) {
 			}
 			m.exact = isExactLiteral(parsed)
 		}
+	}
+	if len(m.lits) == 0 && !m.anchored {
+		m.run = requiredClassRun(parsed)
 	}
 	return m, nil
 }
@@ -569,6 +612,10 @@ func asciiFoldSafe(r rune) bool {
 // (without its newline), in order.
 func (m *lineMatcher) scan(data []byte, emit func(start, end int)) {
 	if len(m.lits) == 0 {
+		if m.run != nil {
+			m.scanRun(data, emit)
+			return
+		}
 		m.scanRegexp(data, emit)
 		return
 	}
@@ -735,7 +782,27 @@ func byteRarity(c byte, fold bool) int {
 	return r
 }
 
-// scanRegexp finds matching lines without a literal prefilter. A pattern
+// scanRun finds matching lines with the class-run prefilter: only the
+// lines holding an occurrence of the run go to the regexp.
+func (m *lineMatcher) scanRun(data []byte, emit func(start, end int)) {
+	for pos := 0; pos < len(data); {
+		c := m.run.index(data, pos)
+		if c < 0 {
+			return
+		}
+		start := pos + bytes.LastIndexByte(data[pos:c], '\n') + 1
+		end := c + bytes.IndexByte(data[c:], '\n')
+		if end < c {
+			end = len(data)
+		}
+		if m.line.Match(data[start:end]) {
+			emit(start, end)
+		}
+		pos = end + 1
+	}
+}
+
+// scanRegexp finds matching lines without a prefilter. A pattern
 // anchored at the start of the line is tried on each line (the engine
 // fails fast there). Otherwise the (?m) regexp scans blocks of whole lines
 // for the next position where a match could start, and the line holding it

@@ -3,6 +3,7 @@ package tool
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -67,4 +68,43 @@ func BenchmarkGrepStdlib(b *testing.B) {
 		{"no_literal", GrepInput{Pattern: `[A-Z]{4}\d{3}`}},
 		{"many_matches", GrepInput{Pattern: `err != nil`, MaxResults: 1_000_000}},
 	})
+}
+
+// BenchmarkLineMatcherNoLiteral scans the net/http sources (read once,
+// about 2 MB) for the issue's pattern without a literal, [A-Z]{4}\d{3}:
+// class_run is the matcher as compiled (the class-run prefilter, then the
+// regexp on candidate lines), regexp_only the same matcher without the
+// prefilter (Go's regexp over blocks of lines); their ratio is the
+// prefilter's gain.
+func BenchmarkLineMatcherNoLiteral(b *testing.B) {
+	files, err := filepath.Glob(filepath.Join(goSrc(b), "net", "http", "*.go"))
+	if err != nil || len(files) == 0 {
+		b.Fatalf("net/http sources: %v", err)
+	}
+	var data []byte
+	for _, f := range files {
+		content, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		data = append(data, content...)
+	}
+	for _, mode := range []string{"class_run", "regexp_only"} {
+		b.Run(mode, func(b *testing.B) {
+			m, err := compileLineMatcher(`[A-Z]{4}\d{3}`, false)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if mode == "regexp_only" {
+				m.run = nil
+			}
+			b.SetBytes(int64(len(data)))
+			lines := 0
+			for b.Loop() {
+				lines = 0
+				m.scan(data, func(int, int) { lines++ })
+			}
+			b.ReportMetric(float64(lines), "lines")
+		})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"io/fs"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/maestro-run/maestro/internal/gitignore"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/workspace"
+	"github.com/maestro-run/maestro/internal/workspace/index"
 	"github.com/maestro-run/maestro/internal/workspace/walk"
 )
 
@@ -144,6 +146,41 @@ func (s *scorer) isSubsequence(h []byte) bool {
 	return s.subsequence(h) > 0
 }
 
+// prefixMatched returns how many of the query's characters the directory
+// prefix of a path (lower-cased) holds in order, matched greedily; -1 when
+// that does not decide whether the query is a subsequence of the path
+// (a query of several tokens or not ASCII). Greedy matching finds a
+// subsequence whenever there is one, so the query is a subsequence of the
+// path exactly when the rest of it is one of the file name.
+func (s *scorer) prefixMatched(prefix []byte) int {
+	if !s.ascii || s.tokens != nil {
+		return -1
+	}
+	k := 0
+	for at := 0; k < len(s.q); k++ {
+		i := bytes.IndexByte(prefix[at:], s.q[k])
+		if i < 0 {
+			break
+		}
+		at += i + 1
+	}
+	return k
+}
+
+// restIsSubsequence reports whether the query's characters from the k-th
+// on appear in name in order (k from prefixMatched).
+func (s *scorer) restIsSubsequence(name []byte, k int) bool {
+	at := 0
+	for _, c := range s.q[k:] {
+		i := bytes.IndexByte(name[at:], c)
+		if i < 0 {
+			return false
+		}
+		at += i + 1
+	}
+	return true
+}
+
 // subsequence scores the query as a subsequence of h: for each character,
 // 12 minus the characters skipped before it (at most 10); 0 when the query
 // is not a subsequence, else at least 1.
@@ -212,16 +249,35 @@ func newSearch(ctx context.Context, root *workspace.Root, base, query string, li
 		best: walk.NewBest(limit, compareMatch)}
 }
 
-// run walks the tree and returns the best matches, sorted, and how many
-// files matched in all.
+// run scores the files of the workspace index, or walks the tree when the
+// search directory is not indexed (it is ignored), and returns the best
+// matches, sorted, and how many files matched in all.
 func (s *search) run() ([]match, int, error) {
-	err := walk.Walk(s.ctx, s.root, s.base, func() walk.Worker {
-		return &searchWorker{s: s, best: walk.NewBest(s.limit, compareMatch)}
+	ok, err := index.Of(s.root).Read(s.ctx, s.base, func(d *index.Dir) {
+		w := s.newWorker()
+		w.fromIndex(d)
+		w.Done()
+	})
+	switch {
+	case err == nil && ok:
+		if err := s.ctx.Err(); err != nil {
+			return nil, 0, err
+		}
+		return s.best.Sorted(), s.total, nil
+	case err != nil && !errors.Is(err, index.ErrClosed):
+		return nil, 0, err
+	}
+	err = walk.Walk(s.ctx, s.root, s.base, func() walk.Worker {
+		return s.newWorker()
 	})
 	if err != nil {
 		return nil, 0, err
 	}
 	return s.best.Sorted(), s.total, nil
+}
+
+func (s *search) newWorker() *searchWorker {
+	return &searchWorker{s: s, best: walk.NewBest(s.limit, compareMatch)}
 }
 
 // searchWorker holds one worker's buffers and its best matches.
@@ -231,6 +287,13 @@ type searchWorker struct {
 	lower []byte // its search-relative part, lower-cased
 	best  *walk.Best[match]
 	total int
+
+	// Set by enter for the directory being looked at.
+	relStart    int // where the search-relative part of path starts
+	dirLen      int // length of its prefix in path
+	lowerDirLen int // and in lower
+	dirUTF16    int // its search-relative prefix's length in UTF-16 code units
+	dirMatched  int // scorer.prefixMatched of the lower-cased prefix
 }
 
 // List scores the files of d and queues its subdirectories; unreadable
@@ -239,23 +302,7 @@ func (w *searchWorker) List(d *walk.Dir, entries []fs.DirEntry, rules *gitignore
 	if d == nil {
 		return nil
 	}
-	dirRel := d.Rel()
-
-	// w.path = root-relative directory prefix; w.lower = its
-	// search-relative part, lower-cased, computed once per directory.
-	w.path = w.path[:0]
-	if dirRel != "." {
-		w.path = append(append(w.path, dirRel...), '/')
-	}
-	relStart := 0
-	if w.s.base != "." {
-		relStart = len(w.s.base) + 1
-	}
-	w.lower = appendLower(w.lower[:0], w.path[min(relStart, len(w.path)):])
-	dirLen := len(w.path)
-	lowerDirLen := len(w.lower)
-	dirUTF16 := utf16Len(w.path[min(relStart, len(w.path)):])
-
+	w.enter(d.Rel())
 	var tasks []walk.Task
 	for _, e := range entries {
 		name := e.Name()
@@ -265,29 +312,89 @@ func (w *searchWorker) List(d *walk.Dir, entries []fs.DirEntry, rules *gitignore
 		typ := e.Type()
 		switch {
 		case typ.IsDir():
-			if w.s.hidden != nil && w.s.hidden(string(append(w.path[:dirLen], name...))) {
-				continue // Maestro's own state (Config.Hide)
+			if w.skipDir(name) {
+				continue
 			}
-			if rules != nil && rules.Match(string(append(w.path[:dirLen], name...)), true) {
+			if rules != nil && rules.Match(string(append(w.path[:w.dirLen], name...)), true) {
 				continue
 			}
 			tasks = append(tasks, walk.Task{Name: name, IsDir: true, Rules: rules})
 		case typ.IsRegular():
-			w.path = append(w.path[:dirLen], name...)
+			w.path = append(w.path[:w.dirLen], name...)
 			// Match does not keep its argument, so it may look at the
 			// buffer without a copy.
 			if rules != nil && rules.Match(unsafe.String(unsafe.SliceData(w.path), len(w.path)), false) {
 				continue
 			}
-			w.lower = appendLower(w.lower[:lowerDirLen], name)
-			n := dirUTF16 + utf16Len(name)
-			if sc := w.s.scorer.score(w.lower, w.lower[lowerDirLen:], n); sc > 0 {
-				w.add(sc, w.path[relStart:], n)
-			}
+			w.file(name)
 		}
 		// Symbolic links, devices, pipes and sockets are skipped.
 	}
 	return tasks
+}
+
+// enter makes dirRel (root-relative) the directory whose files are
+// scored next: w.path is set to its root-relative prefix and w.lower to
+// the search-relative part of it, lower-cased, once per directory.
+func (w *searchWorker) enter(dirRel string) {
+	w.path = w.path[:0]
+	if dirRel != "." {
+		w.path = append(append(w.path, dirRel...), '/')
+	}
+	w.relStart = 0
+	if w.s.base != "." {
+		w.relStart = min(len(w.s.base)+1, len(w.path))
+	}
+	w.lower = appendLower(w.lower[:0], w.path[w.relStart:])
+	w.dirLen = len(w.path)
+	w.lowerDirLen = len(w.lower)
+	w.dirUTF16 = utf16Len(w.path[w.relStart:])
+	w.dirMatched = w.s.scorer.prefixMatched(w.lower)
+}
+
+// skipDir reports whether the subdirectory name of the entered
+// directory is Maestro's own state (Config.Hide), never searched.
+func (w *searchWorker) skipDir(name string) bool {
+	if w.s.hidden == nil {
+		return false
+	}
+	w.path = append(w.path[:w.dirLen], name...)
+	// hidden does not keep its argument, so it may look at the buffer.
+	return w.s.hidden(unsafe.String(unsafe.SliceData(w.path), len(w.path)))
+}
+
+// file scores the file name of the entered directory (not ignored).
+func (w *searchWorker) file(name string) {
+	w.lower = appendLower(w.lower[:w.lowerDirLen], name)
+	if w.dirMatched >= 0 && !w.s.scorer.restIsSubsequence(w.lower[w.lowerDirLen:], w.dirMatched) {
+		return // most files: the query is not even a subsequence of the path
+	}
+	w.path = append(w.path[:w.dirLen], name...)
+	n := w.dirUTF16 + utf16Len(name)
+	if sc := w.s.scorer.score(w.lower, w.lower[w.lowerDirLen:], n); sc > 0 {
+		w.add(sc, w.path[w.relStart:], n)
+	}
+}
+
+// fromIndex scores the files of the workspace index (internal/workspace/
+// index) below d, skipping hidden entries and Maestro's own state as List
+// does; the index has left out what .gitignore files ignore.
+func (w *searchWorker) fromIndex(d *index.Dir) {
+	if w.s.ctx.Err() != nil {
+		return
+	}
+	w.enter(d.Rel())
+	for name := range d.Files() {
+		if name[0] != '.' {
+			w.file(name)
+		}
+	}
+	for _, sub := range d.Dirs() {
+		if name := sub.Name(); name[0] == '.' || w.skipDir(name) {
+			continue
+		}
+		w.fromIndex(sub)
+	}
 }
 
 // File implements walk.Worker: files are scored as their directory is

@@ -14,12 +14,14 @@ package workspace
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // ErrOutside is matched (errors.Is) by every error reporting a path that
@@ -47,6 +49,9 @@ type Root struct {
 	root  *os.Root
 	dir   string // absolute, symlinks resolved
 	given string // absolute and clean, as given to Open (may differ from dir)
+
+	sharedMu sync.Mutex
+	shared   map[any]any // see Shared
 }
 
 // Open opens dir as a workspace root. dir may be relative to the current
@@ -67,9 +72,38 @@ func Open(dir string) (*Root, error) {
 	return &Root{root: root, dir: resolved, given: abs}, nil
 }
 
-// Close releases the root's directory handle. Files already opened stay
-// usable.
-func (r *Root) Close() error { return r.root.Close() }
+// Close releases the root's directory handle and closes the values kept
+// by Shared that are io.Closers. Files already opened stay usable.
+func (r *Root) Close() error {
+	r.sharedMu.Lock()
+	shared := r.shared
+	r.shared = nil
+	r.sharedMu.Unlock()
+	for _, v := range shared {
+		if c, ok := v.(io.Closer); ok {
+			c.Close()
+		}
+	}
+	return r.root.Close()
+}
+
+// Shared returns the value kept on r under key, making it with mk on first
+// use, so that every user of one open workspace shares it (the file index
+// of internal/workspace/index is kept this way). Values that are
+// io.Closers are closed by Close.
+func (r *Root) Shared(key any, mk func() any) any {
+	r.sharedMu.Lock()
+	defer r.sharedMu.Unlock()
+	if v, ok := r.shared[key]; ok {
+		return v
+	}
+	v := mk()
+	if r.shared == nil {
+		r.shared = map[any]any{}
+	}
+	r.shared[key] = v
+	return v
+}
 
 // Dir returns the workspace directory: absolute, with symbolic links
 // resolved.

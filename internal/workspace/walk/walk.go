@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/maestro-run/maestro/internal/gitignore"
 	"github.com/maestro-run/maestro/internal/workspace"
@@ -230,4 +231,51 @@ func (q *queue) close() {
 	for _, t := range rest {
 		t.Dir.release()
 	}
+}
+
+// Listed is a directory (slash-separated, relative to the root) and the
+// names of the files in it to visit, chosen beforehand (from the
+// workspace index, internal/workspace/index).
+type Listed struct {
+	Rel   string
+	Names []string
+}
+
+// Files visits the listed files on up to GOMAXPROCS goroutines with a
+// Worker each, as Walk visits the files its workers queue: each directory
+// is opened once and its files opened relative to it. A directory that
+// cannot be opened is reported to the worker's List with the error (and
+// a nil Dir). Files returns when all are visited, or when ctx is
+// cancelled (with its error).
+func Files(ctx context.Context, root *workspace.Root, dirs []Listed, newWorker func() Worker) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range max(1, min(runtime.GOMAXPROCS(0), len(dirs))) {
+		wg.Go(func() {
+			w := newWorker()
+			defer w.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(dirs) || ctx.Err() != nil {
+					return
+				}
+				l := dirs[i]
+				od, err := root.OpenDir(l.Rel)
+				if err != nil {
+					w.List(nil, nil, nil, err)
+					continue
+				}
+				d := &Dir{Dir: od, refs: 1}
+				for _, name := range l.Names {
+					if ctx.Err() != nil {
+						break
+					}
+					w.File(Task{Dir: d, Name: name})
+				}
+				d.release()
+			}
+		})
+	}
+	wg.Wait()
+	return ctx.Err()
 }

@@ -1,0 +1,577 @@
+// Package index is the workspace file index: the directories and file
+// names of a workspace that .gitignore files do not exclude, listed once
+// and kept fresh from file-system notifications, so that name searches
+// (utility_file_search, Glob) and Grep's choice of files do not list the
+// whole tree again on each call.
+//
+// The index is built on first use (Of, then Read). It lists the tree with
+// the same parallel, gitignore-aware walk as the searches
+// (internal/workspace/walk): .git and ignored entries are left out;
+// regular files and symbolic links are kept (links are reported apart, as
+// Glob lists them and the others skip them); devices, pipes and sockets
+// are left out. Hidden entries are kept: utility_file_search skips them,
+// Grep and Glob do not.
+//
+// Freshness: on Linux every indexed directory is watched with inotify.
+// Each Read first drains the inotify descriptor without blocking and
+// relists the directories whose entries changed (a changed .gitignore
+// relists its directory's whole subtree), so a search sees every change
+// made before it started — no goroutine reads events in the background,
+// and an idle index costs no CPU. When the kernel's event queue
+// overflowed, or a watch cannot be added (the inotify watch limit), the
+// next Read lists the tree again; where inotify is missing, every Read
+// does. Changes to .git/info/exclude are not watched.
+//
+// Memory: a file costs its name plus one byte (the names of a directory
+// are kept in one string); a directory about 200 bytes (its node, path
+// and watch). BenchmarkIndex reports the bytes per file.
+package index
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"iter"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/maestro-run/maestro/internal/gitignore"
+	"github.com/maestro-run/maestro/internal/workspace"
+	"github.com/maestro-run/maestro/internal/workspace/walk"
+)
+
+// sep ends each name in Dir.files and Dir.links ('/' never occurs in a
+// name).
+const sep = '/'
+
+// Dir is an indexed directory. Its fields do not change while a Read
+// callback sees it.
+type Dir struct {
+	name   string
+	rel    string // root-relative, slash-separated; "." for the root
+	parent *Dir
+	rules  *gitignore.Stack // in effect inside, its own .gitignore included
+	files  string           // names of regular files, each followed by sep
+	links  string           // names of symbolic links, each followed by sep
+	dirs   []*Dir           // subdirectories, sorted by name
+	failed bool             // could not be opened or fully read
+	wd     int32            // inotify watch, -1 when none
+	gone   bool             // dropped from the tree
+}
+
+// Name returns the directory's base name ("." for the root).
+func (d *Dir) Name() string { return d.name }
+
+// Rel returns the directory's path relative to the workspace root,
+// slash-separated ("." for the root).
+func (d *Dir) Rel() string { return d.rel }
+
+// Rules returns the .gitignore rules in effect inside the directory.
+func (d *Dir) Rules() *gitignore.Stack { return d.rules }
+
+// Failed reports whether the directory could not be listed (or only in
+// part); its entries are then what could be read.
+func (d *Dir) Failed() bool { return d.failed }
+
+// Dirs returns the subdirectories, sorted by name; the slice is the
+// index's own.
+func (d *Dir) Dirs() []*Dir { return d.dirs }
+
+// Files yields the names of the regular files, in no particular order.
+func (d *Dir) Files() iter.Seq[string] { return names(d.files) }
+
+// Links yields the names of the symbolic links.
+func (d *Dir) Links() iter.Seq[string] { return names(d.links) }
+
+// FileCount returns the number of regular files.
+func (d *Dir) FileCount() int { return strings.Count(d.files, string(sep)) }
+
+func names(packed string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for packed != "" {
+			i := strings.IndexByte(packed, sep)
+			if !yield(packed[:i]) {
+				return
+			}
+			packed = packed[i+1:]
+		}
+	}
+}
+
+// lookup returns the subdirectory at rel below d (rel relative to d).
+func (d *Dir) lookup(rel string) *Dir {
+	for rel != "" && rel != "." {
+		name, rest, _ := strings.Cut(rel, "/")
+		i, ok := slices.BinarySearchFunc(d.dirs, name, func(c *Dir, n string) int { return strings.Compare(c.name, n) })
+		if !ok {
+			return nil
+		}
+		d, rel = d.dirs[i], rest
+	}
+	return d
+}
+
+func (d *Dir) depth() int {
+	if d.rel == "." {
+		return 0
+	}
+	return strings.Count(d.rel, "/") + 1
+}
+
+// Index is the file index of one workspace. It is safe for concurrent
+// use; Reads share it, a Read that must apply changes waits for the others.
+type Index struct {
+	root       *workspace.Root
+	newWatcher func() (watcher, error)
+	stopped    context.Context // cancelled by Close, which stops a listing under way
+	stop       context.CancelFunc
+
+	mu      sync.RWMutex
+	top     *Dir
+	w       watcher // nil: not watching, each Read lists the tree again
+	byWD    map[int32]*Dir
+	failed  map[*Dir]bool // directories listed again on each Read
+	noWatch bool          // watching failed: do not try again
+	closed  bool
+	scans   int // full listings of the tree (for tests)
+}
+
+type indexKey struct{}
+
+// Of returns the index of root, shared by every user of root (it is kept
+// by root.Shared and closed with root).
+func Of(root *workspace.Root) *Index {
+	return root.Shared(indexKey{}, func() any { return New(root) }).(*Index)
+}
+
+// New returns an index of root, not yet built; Of shares one per root.
+func New(root *workspace.Root) *Index {
+	stopped, stop := context.WithCancel(context.Background())
+	return &Index{root: root, newWatcher: newWatcher, stopped: stopped, stop: stop}
+}
+
+// Close releases the watches. Reads after Close fail.
+func (x *Index) Close() error {
+	x.stop()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.closed = true
+	x.top = nil
+	return x.stopWatching()
+}
+
+func (x *Index) stopWatching() error {
+	var err error
+	if x.w != nil {
+		err = x.w.close()
+	}
+	x.w, x.byWD = nil, nil
+	return err
+}
+
+// ErrClosed is returned by Read after Close.
+var ErrClosed = errors.New("workspace index closed")
+
+// Warm builds the index if it is not built yet (serve sessions do it
+// eagerly, so that their first search is warm).
+func (x *Index) Warm(ctx context.Context) error {
+	_, err := x.Read(ctx, ".", func(*Dir) {})
+	return err
+}
+
+// Read brings the index up to date and calls fn with the directory at
+// base (root-relative, slash-separated) under a read lock: fn must not
+// keep the Dir or block. ok is false, and fn not called, when base is not
+// an indexed directory (missing, ignored, not a directory): the caller
+// then walks the tree itself.
+func (x *Index) Read(ctx context.Context, base string, fn func(*Dir)) (ok bool, err error) {
+	if err := x.refresh(ctx); err != nil {
+		return false, err
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.top == nil {
+		return false, ErrClosed
+	}
+	d := x.top.lookup(path.Clean(base))
+	if d == nil {
+		return false, nil
+	}
+	fn(d)
+	return true, nil
+}
+
+// refresh applies the changes notified since the last Read, or lists the
+// whole tree when it must.
+func (x *Index) refresh(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(x.stopped, cancel)()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		return ErrClosed
+	}
+	if x.top == nil || x.w == nil {
+		return x.rebuild(ctx)
+	}
+	dirty := map[*Dir]bool{} // true: list the subtree again
+	mark := func(d *Dir, subtree bool) { dirty[d] = dirty[d] || subtree }
+	overflow := false
+	err := x.w.drain(func(ev event) {
+		if ev.overflow {
+			overflow = true
+			return
+		}
+		d := x.byWD[ev.wd]
+		if d == nil || d.gone {
+			return
+		}
+		switch {
+		case ev.self:
+			// The directory itself was removed or moved: look at it again
+			// (its parent lists it again too).
+			if ev.ignored {
+				delete(x.byWD, ev.wd)
+				d.wd = -1
+			}
+			mark(d, true)
+		case ev.name == gitignore.FileName:
+			mark(d, true) // its rules changed
+		case ev.entries:
+			mark(d, false)
+		}
+	})
+	if err != nil || overflow {
+		return x.rebuild(ctx)
+	}
+	for d := range x.failed {
+		mark(d, false)
+	}
+	if len(dirty) == 0 {
+		return nil
+	}
+	// Parents first: a directory dropped or listed again with its parent
+	// needs nothing more.
+	order := make([]*Dir, 0, len(dirty))
+	for d := range dirty {
+		order = append(order, d)
+	}
+	slices.SortFunc(order, func(a, b *Dir) int { return cmp.Compare(a.depth(), b.depth()) })
+	for _, d := range order {
+		if d.gone {
+			continue
+		}
+		var err error
+		if dirty[d] {
+			err = x.rescan(ctx, d)
+		} else {
+			err = x.relist(ctx, d)
+		}
+		if err != nil {
+			return err
+		}
+		if x.w == nil {
+			return x.rebuild(ctx) // a watch could not be added
+		}
+	}
+	return nil
+}
+
+// rebuild lists the whole tree, watching it again.
+func (x *Index) rebuild(ctx context.Context) error {
+	if x.top != nil {
+		x.drop(x.top)
+		x.top = nil
+	}
+	x.stopWatching()
+	x.failed = map[*Dir]bool{}
+	if !x.noWatch {
+		w, err := x.newWatcher()
+		if err != nil {
+			x.noWatch = true
+		} else {
+			x.w, x.byWD = w, map[int32]*Dir{}
+		}
+	}
+	x.scans++
+	top, err := x.scan(ctx, ".", nil)
+	if err != nil {
+		x.stopWatching()
+		return fmt.Errorf("index the workspace: %w", err)
+	}
+	x.top = top
+	if x.w == nil && !x.noWatch {
+		x.noWatch = true // a watch failed during the listing
+	}
+	return nil
+}
+
+// drop removes d and its subtree from the index, releasing their watches.
+func (x *Index) drop(d *Dir) {
+	d.gone = true
+	delete(x.failed, d)
+	if d.wd >= 0 && x.w != nil {
+		x.w.remove(d.wd)
+		delete(x.byWD, d.wd)
+	}
+	d.wd = -1
+	for _, c := range d.dirs {
+		x.drop(c)
+	}
+}
+
+// rescan lists the subtree of d again (its rules changed, or it was
+// replaced), putting the new listing in its place.
+func (x *Index) rescan(ctx context.Context, d *Dir) error {
+	if d.parent == nil {
+		return x.rebuild(ctx)
+	}
+	p := d.parent
+	x.drop(d)
+	i := slices.Index(p.dirs, d)
+	nd, err := x.scan(ctx, d.rel, p)
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil:
+		// Gone, or no longer a directory: its parent's listing says what
+		// it is now.
+		if i >= 0 {
+			p.dirs = slices.Delete(p.dirs, i, i+1)
+		}
+		return x.relist(ctx, p)
+	}
+	if i < 0 {
+		p.dirs = append(p.dirs, nd)
+		slices.SortFunc(p.dirs, func(a, b *Dir) int { return strings.Compare(a.name, b.name) })
+		return nil
+	}
+	p.dirs[i] = nd
+	return nil
+}
+
+// relist lists directory d again: its files, and which subdirectories
+// appeared (listed with their subtrees) or disappeared (dropped).
+func (x *Index) relist(ctx context.Context, d *Dir) error {
+	od, err := x.root.OpenDir(d.rel)
+	if err != nil {
+		for _, c := range d.dirs {
+			x.drop(c)
+		}
+		d.files, d.links, d.dirs, d.failed = "", "", nil, true
+		x.failed[d] = true
+		return nil
+	}
+	entries, err := od.ReadDir()
+	od.Close()
+	d.failed = err != nil
+	if d.failed {
+		x.failed[d] = true
+	} else {
+		delete(x.failed, d)
+	}
+	var files, links strings.Builder
+	var sub []string
+	for _, e := range entries {
+		kind := entryKind(d, e)
+		switch kind {
+		case kindFile:
+			files.WriteString(e.Name())
+			files.WriteByte(sep)
+		case kindLink:
+			links.WriteString(e.Name())
+			links.WriteByte(sep)
+		case kindDir:
+			sub = append(sub, e.Name())
+		}
+	}
+	d.files, d.links = files.String(), links.String()
+	slices.Sort(sub)
+	old := d.dirs
+	dirs := make([]*Dir, 0, len(sub))
+	// Drop first: a directory moved within the tree is watched again
+	// under its new name.
+	for _, c := range old {
+		if _, found := slices.BinarySearch(sub, c.name); !found {
+			x.drop(c)
+		}
+	}
+	for _, name := range sub {
+		i, found := slices.BinarySearchFunc(old, name, func(c *Dir, n string) int { return strings.Compare(c.name, n) })
+		if found {
+			dirs = append(dirs, old[i])
+			continue
+		}
+		nd, err := x.scan(ctx, path.Join(d.rel, name), d)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			continue // gone again
+		}
+		dirs = append(dirs, nd)
+	}
+	d.dirs = dirs
+	return nil
+}
+
+type kind uint8
+
+const (
+	kindNone kind = iota
+	kindFile
+	kindLink
+	kindDir
+)
+
+// entryKind says how an entry of d is indexed (kindNone: not at all).
+func entryKind(d *Dir, e fs.DirEntry) kind {
+	typ := e.Type()
+	var k kind
+	switch {
+	case typ.IsDir():
+		k = kindDir
+	case typ.IsRegular():
+		k = kindFile
+	case typ&fs.ModeSymlink != 0:
+		k = kindLink
+	default:
+		return kindNone // devices, pipes, sockets
+	}
+	if d.rules.Match(path.Join(d.rel, e.Name()), k == kindDir) {
+		return kindNone
+	}
+	return k
+}
+
+// scan lists the subtree at rel (its parent, nil for the root, is
+// already indexed), watching each directory before it is listed.
+func (x *Index) scan(ctx context.Context, rel string, parent *Dir) (*Dir, error) {
+	s := &scanner{x: x, nodes: map[string]*Dir{}}
+	top := &Dir{name: path.Base(rel), rel: rel, parent: parent, wd: -1}
+	s.watch(top)
+	err := walk.Walk(ctx, x.root, rel, func() walk.Worker { return &scanWorker{s: s} })
+	if err != nil {
+		s.unwatch()
+		return nil, err
+	}
+	for _, d := range s.nodes {
+		if d.failed {
+			x.failed[d] = true
+		}
+		if d.parent != nil && d != top {
+			d.parent.dirs = append(d.parent.dirs, d)
+		}
+	}
+	for _, d := range s.nodes {
+		slices.SortFunc(d.dirs, func(a, b *Dir) int { return strings.Compare(a.name, b.name) })
+	}
+	return top, nil
+}
+
+// scanner collects the directories of one scan.
+type scanner struct {
+	x     *Index
+	mu    sync.Mutex
+	nodes map[string]*Dir // by rel
+}
+
+// watch adds the watches of dirs (before they are listed, so that no
+// change after their listing is missed) and records the directories. The
+// system calls run outside s.mu, in parallel between workers. When a watch
+// cannot be added, the index stops watching.
+func (s *scanner) watch(dirs ...*Dir) {
+	x := s.x
+	s.mu.Lock()
+	w := x.w
+	s.mu.Unlock()
+	limit := false
+	if w != nil {
+		for _, d := range dirs {
+			wd, err := w.add(path.Join(x.root.Dir(), d.rel))
+			if err != nil {
+				// Not listable either (the listing marks it failed), or
+				// out of watches.
+				limit = limit || errors.Is(err, errWatchLimit)
+				continue
+			}
+			d.wd = wd
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range dirs {
+		s.nodes[d.rel] = d
+		if x.w != nil && d.wd >= 0 {
+			x.byWD[d.wd] = d
+		}
+	}
+	if limit {
+		x.stopWatching()
+	}
+}
+
+// unwatch removes the watches of a scan that failed.
+func (s *scanner) unwatch() {
+	for _, d := range s.nodes {
+		if d.wd >= 0 && s.x.w != nil {
+			s.x.w.remove(d.wd)
+			delete(s.x.byWD, d.wd)
+		}
+	}
+}
+
+type scanWorker struct {
+	s     *scanner
+	files strings.Builder
+	links strings.Builder
+}
+
+// List records the entries of one directory and queues its
+// subdirectories. A subdirectory's node is made (and watched) here, before
+// it is listed; one that cannot be opened stays marked failed.
+func (w *scanWorker) List(wd *walk.Dir, entries []fs.DirEntry, rules *gitignore.Stack, err error) []walk.Task {
+	if wd == nil {
+		return nil // its node, made by its parent, stays failed
+	}
+	s := w.s
+	s.mu.Lock()
+	d := s.nodes[wd.Rel()]
+	s.mu.Unlock()
+	d.rules = rules
+	d.failed = err != nil
+	w.files.Reset()
+	w.links.Reset()
+	var tasks []walk.Task
+	var subs []*Dir
+	for _, e := range entries {
+		switch entryKind(d, e) {
+		case kindFile:
+			w.files.WriteString(e.Name())
+			w.files.WriteByte(sep)
+		case kindLink:
+			w.links.WriteString(e.Name())
+			w.links.WriteByte(sep)
+		case kindDir:
+			name := e.Name()
+			subs = append(subs, &Dir{name: name, rel: path.Join(d.rel, name), parent: d, rules: rules, failed: true, wd: -1})
+			tasks = append(tasks, walk.Task{Name: name, IsDir: true, Rules: rules})
+		}
+	}
+	d.files, d.links = w.files.String(), w.links.String()
+	if len(subs) > 0 {
+		s.watch(subs...)
+	}
+	return tasks
+}
+
+// File implements walk.Worker; files are recorded as listed.
+func (w *scanWorker) File(walk.Task) {}
+
+// Done implements walk.Worker.
+func (w *scanWorker) Done() {}
