@@ -44,12 +44,15 @@ type pingIn struct {
 }
 
 // BenchmarkAgentLoopBus measures Maestro's agent loop on replay writing a
-// real session log, with no bus and no tracing, and with a follower
-// publishing the log as it grows and the loop's spans exported over
-// OTLP/HTTP: the ratio of the two cpu-ns/op is the overhead on the agent
-// (both in one run, same machine load). The NATS server is embedded
-// unless MAESTRO_BENCH_NATS_URL names one (a standalone nats-server -js),
-// so that its CPU is not counted as Maestro's.
+// real session log: with no bus and no tracing (off), with a follower
+// publishing the log (bus), with the loop's spans exported over OTLP/HTTP
+// (trace), and both. The timer and the CPU clock stop only when the
+// follower has published every event of the run (it is closed, waiting
+// for them), so the publisher's work is counted in full. The ratio of
+// cpu-ns/op to off's is the overhead on the agent (all in one run, same
+// machine load). The NATS server is embedded unless
+// MAESTRO_BENCH_NATS_URL names one (a standalone nats-server -js, as in
+// production), so that its CPU is not counted as Maestro's.
 func BenchmarkAgentLoopBus(b *testing.B) {
 	sc, err := replay.Parse([]byte(loopScenario), "busbench.json")
 	if err != nil {
@@ -58,24 +61,31 @@ func BenchmarkAgentLoopBus(b *testing.B) {
 	ping := tool.New("ping", "answers pong", true, func(context.Context, pingIn, tool.Call) (tool.Result, error) {
 		return tool.Result{Content: "pong"}, nil
 	})
-	for _, on := range []bool{false, true} {
-		b.Run(fmt.Sprintf("bus+trace=%v", on), func(b *testing.B) {
+	for _, v := range []struct {
+		name       string
+		bus, trace bool
+	}{{"off", false, false}, {"bus", true, false}, {"trace", false, true}, {"bus+trace", true, true}} {
+		b.Run(v.name, func(b *testing.B) {
 			s, err := session.NewStore(b.TempDir()).Create(session.Meta{})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			if on {
+			var f *eventbus.Follower
+			if v.bus {
 				url := os.Getenv("MAESTRO_BENCH_NATS_URL")
 				if url == "" {
 					url = bustest.Start(b).URL()
 				}
-				bus, err := eventbus.Open(eventbus.Options{Settings: eventbus.Settings{URL: url, CreateStream: true, Source: "bench"}})
+				bus, err := eventbus.Open(eventbus.Options{Settings: eventbus.Settings{URL: url, CreateStream: true, Source: "bench"},
+					CloseWait: time.Minute})
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer bus.Close()
-				bus.FollowSession(s.Dir(), s.Meta())
+				f = bus.FollowSession(s.Dir(), s.Meta())
+			}
+			if v.trace {
 				b.Cleanup(traceTo(b))
 			}
 			a := agent.New(agent.Config{Provider: replay.New(sc), Tools: tool.NewSet(ping)})
@@ -85,8 +95,12 @@ func BenchmarkAgentLoopBus(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			// The process's CPU time: the loop, the follower and (bus=true)
-			// the embedded NATS server, which is not Maestro's.
+			if f != nil {
+				f.Close(s.Cursor(), "completed") // waits until every event is published
+			}
+			// The process's CPU time: the loop, the follower, the span
+			// exporter and its receiver, and the embedded NATS server
+			// when there is one (not Maestro's).
 			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}

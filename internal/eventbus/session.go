@@ -29,7 +29,7 @@ const (
 	// saveEvery is how many records a follower publishes between two
 	// saves of its cursor; a crash re-sends at most these, which
 	// JetStream drops as duplicates.
-	saveEvery = 64
+	saveEvery = 1024
 	// saveIdle is how often at most a follower that caught up saves its
 	// cursor.
 	saveIdle = time.Second
@@ -244,9 +244,14 @@ func (f *Follower) pass(ctx context.Context, st *sessionState, stPath string, lr
 		if len(line) == 0 || line[len(line)-1] != '\n' {
 			break // the end, or a record being written
 		}
+		cursor, mapped, skimmed := skimRecord(line)
 		var rec logRecord
-		if jerr := json.Unmarshal(line, &rec); jerr != nil {
-			return n, fmt.Errorf("session log %s: corrupt record after cursor %d: %w", f.dir, st.Cursor, jerr)
+		if !skimmed || mapped && cursor > st.Cursor {
+			if jerr := json.Unmarshal(line, &rec); jerr != nil {
+				return n, fmt.Errorf("session log %s: corrupt record after cursor %d: %w", f.dir, st.Cursor, jerr)
+			}
+		} else {
+			rec.Cursor = cursor
 		}
 		if rec.Cursor > st.Cursor {
 			if marked {
