@@ -235,9 +235,12 @@ func (f *Follower) pass(ctx context.Context, st *sessionState, stPath string, lr
 		return 0, err
 	}
 	// A close recorded before a record (the session was resumed since)
-	// is published before it; the mark is looked for once a pass.
-	_, serr := os.Stat(filepath.Join(f.dir, closeFile))
-	marked := serr == nil
+	// is published before it; the mark is read once a pass.
+	var mark closeMark
+	marked, err := readJSON(filepath.Join(f.dir, closeFile), &mark)
+	if err != nil {
+		return 0, err
+	}
 	n := 0
 	for {
 		line, err := lr.br.ReadBytes('\n')
@@ -254,10 +257,11 @@ func (f *Follower) pass(ctx context.Context, st *sessionState, stPath string, lr
 			rec.Cursor = cursor
 		}
 		if rec.Cursor > st.Cursor {
-			if marked {
+			if marked && mark.Cursor <= rec.Cursor-1 {
 				if err := f.publishClose(ctx, st, stPath, rec.Cursor-1); err != nil {
 					return n, err
 				}
+				marked = false
 			}
 			for _, ev := range f.sessionEvents(rec, st) {
 				if err := f.b.publish(ctx, ev, *st.Correlation); err != nil {
