@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/maestro-run/maestro/internal/agent"
@@ -44,12 +46,15 @@ type pingIn struct {
 }
 
 // BenchmarkAgentLoopBus measures Maestro's agent loop on replay writing a
-// real session log, with no bus and no tracing, and with a follower
-// publishing the log as it grows and the loop's spans exported over
-// OTLP/HTTP: the ratio of the two cpu-ns/op is the overhead on the agent
-// (both in one run, same machine load). The NATS server is embedded
-// unless MAESTRO_BENCH_NATS_URL names one (a standalone nats-server -js),
-// so that its CPU is not counted as Maestro's.
+// real session log: with no bus and no tracing (off), with a follower
+// publishing the log (bus), with the loop's spans exported over OTLP/HTTP
+// (trace), and both. The timer and the CPU clock stop only when the
+// follower has published every event of the run (it is closed, waiting
+// for them), so the publisher's work is counted in full. The ratio of
+// cpu-ns/op to off's is the overhead on the agent (all in one run, same
+// machine load). The NATS server is embedded unless
+// MAESTRO_BENCH_NATS_URL names one (a standalone nats-server -js, as in
+// production), so that its CPU is not counted as Maestro's.
 func BenchmarkAgentLoopBus(b *testing.B) {
 	sc, err := replay.Parse([]byte(loopScenario), "busbench.json")
 	if err != nil {
@@ -58,24 +63,31 @@ func BenchmarkAgentLoopBus(b *testing.B) {
 	ping := tool.New("ping", "answers pong", true, func(context.Context, pingIn, tool.Call) (tool.Result, error) {
 		return tool.Result{Content: "pong"}, nil
 	})
-	for _, on := range []bool{false, true} {
-		b.Run(fmt.Sprintf("bus+trace=%v", on), func(b *testing.B) {
+	for _, v := range []struct {
+		name       string
+		bus, trace bool
+	}{{"off", false, false}, {"bus", true, false}, {"trace", false, true}, {"bus+trace", true, true}} {
+		b.Run(v.name, func(b *testing.B) {
 			s, err := session.NewStore(b.TempDir()).Create(session.Meta{})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			if on {
+			var f *eventbus.Follower
+			if v.bus {
 				url := os.Getenv("MAESTRO_BENCH_NATS_URL")
 				if url == "" {
 					url = bustest.Start(b).URL()
 				}
-				bus, err := eventbus.Open(eventbus.Options{Settings: eventbus.Settings{URL: url, CreateStream: true, Source: "bench"}})
+				bus, err := eventbus.Open(eventbus.Options{Settings: eventbus.Settings{URL: url, CreateStream: true, Source: "bench"},
+					CloseWait: time.Minute})
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer bus.Close()
-				bus.FollowSession(s.Dir(), s.Meta())
+				f = bus.FollowSession(s.Dir(), s.Meta())
+			}
+			if v.trace {
 				b.Cleanup(traceTo(b))
 			}
 			a := agent.New(agent.Config{Provider: replay.New(sc), Tools: tool.NewSet(ping)})
@@ -85,11 +97,92 @@ func BenchmarkAgentLoopBus(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			// The process's CPU time: the loop, the follower and (bus=true)
-			// the embedded NATS server, which is not Maestro's.
+			if f != nil {
+				f.Close(s.Cursor(), "completed") // waits until every event is published
+			}
+			// The process's CPU time: the loop, the follower, the span
+			// exporter and its receiver, and the embedded NATS server
+			// when there is one (not Maestro's).
 			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
+}
+
+// BenchmarkAgentLoopOverhead measures the overhead of the bus and tracing
+// on the agent loop as a ratio robust to a loaded machine: each
+// iteration is a round of overheadRuns runs with both off, then
+// overheadRuns runs with both on, on the same agent, each block timed by
+// the process's CPU clock. An on-block ends only when its follower has
+// published every event (it is closed, waiting for them) and the span
+// processor has exported every span (ForceFlush), so their work is
+// counted in full. It reports the median over the rounds of the on/off
+// CPU ratio as overhead-% (and each block's CPU per run). The NATS server
+// is embedded unless MAESTRO_BENCH_NATS_URL names one.
+func BenchmarkAgentLoopOverhead(b *testing.B) {
+	const overheadRuns = 100
+	sc, err := replay.Parse([]byte(loopScenario), "busbench.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ping := tool.New("ping", "answers pong", true, func(context.Context, pingIn, tool.Call) (tool.Result, error) {
+		return tool.Result{Content: "pong"}, nil
+	})
+	url := os.Getenv("MAESTRO_BENCH_NATS_URL")
+	if url == "" {
+		url = bustest.Start(b).URL()
+	}
+	bus, err := eventbus.Open(eventbus.Options{Settings: eventbus.Settings{URL: url, CreateStream: true, Source: "bench"},
+		CloseWait: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bus.Close()
+	b.Cleanup(traceTo(b))
+	tp, ok := otel.GetTracerProvider().(*sdktrace.TracerProvider)
+	if !ok {
+		b.Fatal("tracing not installed")
+	}
+	store := session.NewStore(b.TempDir())
+	a := agent.New(agent.Config{Provider: replay.New(sc), Tools: tool.NewSet(ping)})
+	block := func(on bool) time.Duration {
+		s, err := store.Create(session.Meta{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		var f *eventbus.Follower
+		if on {
+			otel.SetTracerProvider(tp)
+			f = bus.FollowSession(s.Dir(), s.Meta())
+		} else {
+			otel.SetTracerProvider(noop.NewTracerProvider())
+		}
+		cpu0 := cpuTime()
+		for range overheadRuns {
+			if _, err := a.Run(b.Context(), nil, llm.UserText("go"), s); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if on {
+			f.Close(s.Cursor(), "completed")
+			if err := tp.ForceFlush(b.Context()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return cpuTime() - cpu0
+	}
+	var ratios []float64
+	var offCPU, onCPU time.Duration
+	for b.Loop() {
+		off, on := block(false), block(true)
+		offCPU, onCPU = offCPU+off, onCPU+on
+		ratios = append(ratios, float64(on)/float64(off))
+	}
+	slices.Sort(ratios)
+	runs := float64(b.N * overheadRuns)
+	b.ReportMetric(float64(offCPU.Nanoseconds())/runs, "off-cpu-ns/run")
+	b.ReportMetric(float64(onCPU.Nanoseconds())/runs, "on-cpu-ns/run")
+	b.ReportMetric(100*(ratios[len(ratios)/2]-1), "overhead-%")
 }
 
 // BenchmarkPublishSustained measures events published per second: a

@@ -15,8 +15,12 @@ import (
 // JobSource is the part of the store the job follower reads.
 type JobSource interface {
 	ListJobs(ctx context.Context, f store.JobFilter) ([]store.Job, error)
+	GetJob(ctx context.Context, id int64) (store.Job, error)
 	ReadJobEvents(ctx context.Context, jobID int64, after int64, limit int) ([]store.JobEvent, error)
 	GetTask(ctx context.Context, id int64) (store.Task, error)
+	// Subscribe delivers the store's wake-ups: TopicJobs when a job
+	// becomes queued, JobTopic(id) when job id's log grows.
+	Subscribe(ctx context.Context, topic string) (*store.Subscription, error)
 }
 
 // jobsState is the job follower's publish cursor: for each job, the seq
@@ -32,11 +36,22 @@ type jobCursor struct {
 	calls map[string]string
 }
 
+// liveStates are the states of a job whose log may still grow with
+// events the bus publishes (a finished job's next one, when it is
+// queued again, comes with a TopicJobs wake-up).
+var liveStates = []store.State{store.StateQueued, store.StateDispatching, store.StateRunning,
+	store.StateWaitingHuman, store.StateWaitingSubtasks}
+
 // FollowJobs publishes the job logs of src (docs/events.md, "Platform
 // events": the job lifecycle subjects and the tool events of the jobs'
-// agent loops) from the cursor persisted in stateFile, looking for new
-// events every poll (default 500 ms), until ctx ends or the bus closes.
-func (b *Bus) FollowJobs(ctx context.Context, src JobSource, stateFile string, poll time.Duration) error {
+// agent loops) from the cursor persisted in stateFile, until ctx ends or
+// the bus closes. It first publishes every job's events after the
+// cursor (the catch-up), then follows the store's wake-ups: a job's log
+// is read when the store says it grew (JobTopic) while the job is live,
+// and the live jobs are listed again when one becomes queued
+// (TopicJobs). Every reconcile (default one minute) it looks at every
+// job again, in case a wake-up was lost.
+func (b *Bus) FollowJobs(ctx context.Context, src JobSource, stateFile string, reconcile time.Duration) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
@@ -53,19 +68,42 @@ func (b *Bus) FollowJobs(ctx context.Context, src JobSource, stateFile string, p
 	if st.Jobs == nil {
 		st.Jobs = map[string]int64{}
 	}
-	t := time.NewTicker(cmp.Or(poll, 500*time.Millisecond))
+	w := newJobWatch(ctx, src)
+	defer w.close()
+	// Subscribed before the first pass: a job queued during it wakes
+	// the loop below.
+	queued, err := src.Subscribe(ctx, store.TopicJobs)
+	if err != nil {
+		return fmt.Errorf("follow job logs: %w", err)
+	}
+	defer queued.Close()
+	t := time.NewTicker(cmp.Or(reconcile, time.Minute))
 	defer t.Stop()
+	full := true
 	for {
-		if err := b.jobsPass(ctx, src, &st, stateFile); err != nil {
-			if ctx.Err() != nil {
-				return nil
+		if full {
+			if err := b.jobsPass(ctx, src, &st, stateFile); err != nil && ctx.Err() == nil {
+				b.log.Warn("event bus: publish job events", "err", err)
 			}
-			b.log.Warn("event bus: publish job events", "err", err)
+			full = false
+			w.live(true)
+		}
+		for _, id := range w.take() {
+			if err := b.jobPass(ctx, src, id, &st, stateFile, w); err != nil && ctx.Err() == nil {
+				b.log.Warn("event bus: publish job events", "job", id, "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return nil
+		case _, ok := <-queued.C():
+			if !ok {
+				return nil // the store closed
+			}
+			w.live(false)
+		case <-w.wake:
 		case <-t.C:
+			full = true
 		}
 	}
 }
@@ -79,14 +117,7 @@ func (b *Bus) jobsPass(ctx context.Context, src JobSource, st *jobsState, stateF
 		}
 		for _, j := range jobs {
 			after = j.ID
-			key := strconv.FormatInt(j.ID, 10)
-			if j.LastSeq <= st.Jobs[key] {
-				continue
-			}
-			if err := b.publishJob(ctx, src, j, st, key); err != nil {
-				return errors.Join(err, writeJSON(stateFile, st))
-			}
-			if err := writeJSON(stateFile, st); err != nil {
+			if err := b.publishNew(ctx, src, j, st, stateFile); err != nil {
 				return err
 			}
 		}
@@ -94,6 +125,34 @@ func (b *Bus) jobsPass(ctx context.Context, src JobSource, st *jobsState, stateF
 			return nil
 		}
 	}
+}
+
+// jobPass publishes job id's events appended since st, and stops
+// watching the job once it is finished.
+func (b *Bus) jobPass(ctx context.Context, src JobSource, id int64, st *jobsState, stateFile string, w *jobWatch) error {
+	j, err := src.GetJob(ctx, id)
+	if err != nil {
+		return fmt.Errorf("read job %d: %w", id, err)
+	}
+	if j.State.Terminal() {
+		// Its last events are read below; a later one (it is queued
+		// again) comes with a TopicJobs wake-up.
+		w.unwatch(id)
+	}
+	return b.publishNew(ctx, src, j, st, stateFile)
+}
+
+// publishNew publishes job j's events after its cursor and saves the
+// cursor.
+func (b *Bus) publishNew(ctx context.Context, src JobSource, j store.Job, st *jobsState, stateFile string) error {
+	key := strconv.FormatInt(j.ID, 10)
+	if j.LastSeq <= st.Jobs[key] {
+		return nil
+	}
+	if err := b.publishJob(ctx, src, j, st, key); err != nil {
+		return errors.Join(err, writeJSON(stateFile, st))
+	}
+	return writeJSON(stateFile, st)
 }
 
 // publishJob publishes job j's events after st.Jobs[key].

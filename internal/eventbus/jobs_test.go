@@ -77,3 +77,73 @@ func TestJobLogBecomesPlatformEvents(t *testing.T) {
 		t.Errorf("cancelled job's extensions: %v", ext)
 	}
 }
+
+// The job follower follows the store's wake-ups, not a clock: with the
+// reconcile pass an hour away, a job queued, run and finished after it
+// started is published as it happens, and one queued again after it
+// finished is followed again.
+func TestJobFollowerFollowsStoreWakeUps(t *testing.T) {
+	ctx := t.Context()
+	srv := bustest.Start(t)
+	b := newBus(t, srv, eventbus.Correlation{}, true)
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	// A job finished before the follower starts: the catch-up.
+	_, old, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "old", Piece: "noop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Cancel(ctx, old.ID, "old"); err != nil {
+		t.Fatal(err)
+	}
+	go b.FollowJobs(ctx, st, filepath.Join(t.TempDir(), "jobs.json"), time.Hour)
+	srv.Wait(2)
+
+	_, job, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "t", Piece: "noop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := types(srv.Wait(3)[2:]); !slices.Equal(got, []string{eventbus.TypeJobQueued}) {
+		t.Fatalf("after enqueue: %q", got)
+	}
+	lease := func() store.Lease {
+		claimed, err := st.Claim(ctx, store.ClaimParams{Worker: "w1", Limit: 1, LeaseFor: time.Minute})
+		if err != nil || len(claimed) != 1 {
+			t.Fatalf("claim: %v %v", claimed, err)
+		}
+		l := claimed[0].Lease()
+		if _, err := st.Start(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	l := lease()
+	if _, err := st.AppendJobEvents(ctx, l, []store.NewJobEvent{
+		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_call","call_id":"c1","tool":"Bash","args":{},"requires_approval":false}`)},
+		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_end","call_id":"c1","success":false,"error_code":"failed"}`)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Fail(ctx, l, store.FailParams{Error: "boom", NoRetry: true}); err != nil {
+		t.Fatal(err)
+	}
+	// Finished (no longer watched), then queued again.
+	if _, err := st.Retry(ctx, job.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Complete(ctx, lease(), "done"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{eventbus.TypeJobStarted, eventbus.TypeToolCallAttempted, eventbus.TypeToolCallCompleted,
+		eventbus.TypeJobFailed, eventbus.TypeJobQueued, eventbus.TypeJobStarted, eventbus.TypeJobSucceeded}
+	msgs := srv.Wait(3 + len(want))
+	if got := types(msgs[3:]); !slices.Equal(got, want) {
+		t.Fatalf("published types:\n got %q\nwant %q", got, want)
+	}
+	if id := msgs[len(msgs)-1].Event.ID(); id != fmt.Sprintf("job-%d.%d.0", job.ID, 10) {
+		t.Errorf("last event id %s", id)
+	}
+}

@@ -27,7 +27,8 @@ type frame struct {
 // toolEvents maps a protocol message of a session or a job to the
 // catalogue's tool and policy events (docs/events.md, "Platform events"):
 // tool_call → tool_call.attempted, tool_end → tool_call.completed (and
-// sandbox_violation when the sandbox refused the command), an approval
+// sandbox_violation or firewall_block when the sandbox or the network
+// guard refused the call, policyEvent), an approval
 // server_request → approval_hit. calls remembers the tool of each call in
 // flight (tool_end does not name it). Arguments and output are never
 // copied: the events are content-free. The i-th event's id is
@@ -58,14 +59,27 @@ func toolEvents(f frame, idBase string, t time.Time, calls map[string]string) []
 			data["error_code"] = f.ErrorCode
 		}
 		out := []Event{ev(0, TypeToolCallCompleted, data)}
-		if f.ErrorCode == tool.CodeSandboxViolation {
-			out = append(out, ev(1, TypeSandboxViolation, map[string]any{
+		if typ := policyEvent(f.ErrorCode); typ != "" {
+			out = append(out, ev(1, typ, map[string]any{
 				"tool_call_id": f.CallID, "tool_name": name, "error_code": f.ErrorCode,
 			}))
 		}
 		return out
 	}
 	return nil
+}
+
+// policyEvent is the policy event a failed tool call also yields: the
+// sandbox refused its command (sandbox_violation), the network guard
+// refused a web tool's destination (firewall_block); "" for others.
+func policyEvent(code string) string {
+	switch code {
+	case tool.CodeSandboxViolation:
+		return TypeSandboxViolation
+	case tool.CodeFirewallBlock:
+		return TypeFirewallBlock
+	}
+	return ""
 }
 
 // toolStatus is tool_call.completed's status (wire contract §16 enums).

@@ -29,7 +29,7 @@ const (
 	// saveEvery is how many records a follower publishes between two
 	// saves of its cursor; a crash re-sends at most these, which
 	// JetStream drops as duplicates.
-	saveEvery = 64
+	saveEvery = 1024
 	// saveIdle is how often at most a follower that caught up saves its
 	// cursor.
 	saveIdle = time.Second
@@ -235,24 +235,33 @@ func (f *Follower) pass(ctx context.Context, st *sessionState, stPath string, lr
 		return 0, err
 	}
 	// A close recorded before a record (the session was resumed since)
-	// is published before it; the mark is looked for once a pass.
-	_, serr := os.Stat(filepath.Join(f.dir, closeFile))
-	marked := serr == nil
+	// is published before it; the mark is read once a pass.
+	var mark closeMark
+	marked, err := readJSON(filepath.Join(f.dir, closeFile), &mark)
+	if err != nil {
+		return 0, err
+	}
 	n := 0
 	for {
 		line, err := lr.br.ReadBytes('\n')
 		if len(line) == 0 || line[len(line)-1] != '\n' {
 			break // the end, or a record being written
 		}
+		cursor, mapped, skimmed := skimRecord(line)
 		var rec logRecord
-		if jerr := json.Unmarshal(line, &rec); jerr != nil {
-			return n, fmt.Errorf("session log %s: corrupt record after cursor %d: %w", f.dir, st.Cursor, jerr)
+		if !skimmed || mapped && cursor > st.Cursor {
+			if jerr := json.Unmarshal(line, &rec); jerr != nil {
+				return n, fmt.Errorf("session log %s: corrupt record after cursor %d: %w", f.dir, st.Cursor, jerr)
+			}
+		} else {
+			rec.Cursor = cursor
 		}
 		if rec.Cursor > st.Cursor {
-			if marked {
+			if marked && mark.Cursor <= rec.Cursor-1 {
 				if err := f.publishClose(ctx, st, stPath, rec.Cursor-1); err != nil {
 					return n, err
 				}
+				marked = false
 			}
 			for _, ev := range f.sessionEvents(rec, st) {
 				if err := f.b.publish(ctx, ev, *st.Correlation); err != nil {

@@ -1,0 +1,73 @@
+package eventbus
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/session"
+)
+
+// skimRecord reads the records internal/session writes without
+// decoding them, and agrees with decoding them: the cursor, and whether
+// the record may map to a platform event.
+func TestSkimRecordAgreesWithDecoding(t *testing.T) {
+	s, err := session.NewStore(t.TempDir()).Create(session.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Event(protocol.Ready{ProtocolVersion: "2026-04-02", Model: "m", Provider: "p", ExecutorType: protocol.ExecutorReplay})
+	s.Event(protocol.ResponseStart{ResponseID: "r1"})
+	s.Event(protocol.ResponseChunk{ResponseID: "r1", Content: `"type":"tool_call" \"kind\":\"event\"`})
+	s.Event(protocol.ToolCall{CallID: "c1", Tool: "Read", Args: json.RawMessage(`{"path":"a"}`)})
+	s.Event(protocol.ToolOutput{CallID: "c1", Content: "x"})
+	s.Event(protocol.ToolEnd{CallID: "c1", Success: true})
+	s.Event(protocol.ServerRequest{RequestID: "q", RequestType: protocol.RequestApproval, CallID: "c2", Tool: "Bash", Args: json.RawMessage(`{}`)})
+	s.Message(llm.UserText(`{"cursor":1,"kind":"event"}`))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mappedTypes := map[string]bool{protocol.TypeReady: true, protocol.TypeToolCall: true, protocol.TypeToolEnd: true, protocol.TypeServerRequest: true}
+	file, err := os.Open(filepath.Join(s.Dir(), logFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	sc := bufio.NewScanner(file)
+	lines := 0
+	for sc.Scan() {
+		lines++
+		line := sc.Bytes()
+		var rec logRecord
+		if err := json.Unmarshal(line, &rec); err != nil {
+			t.Fatal(err)
+		}
+		cursor, mapped, ok := skimRecord(line)
+		if !ok {
+			t.Fatalf("record %d was not skimmed: %s", rec.Cursor, line)
+		}
+		want := rec.Kind == session.KindEvent && mappedTypes[decodeFrame(rec.Event).Type]
+		if cursor != rec.Cursor || mapped != want {
+			t.Errorf("skim %s = cursor %d mapped %v, want %d %v", line, cursor, mapped, rec.Cursor, want)
+		}
+	}
+	if lines != 8 {
+		t.Fatalf("%d records, want 8", lines)
+	}
+	// Lines in another shape are left to the decoder.
+	for _, line := range []string{
+		`{"time":"2026-01-01T00:00:00Z","cursor":1,"kind":"event","event":{"type":"ready"}}`,
+		`{"cursor":x,"time":"t","kind":"event","event":{"type":"ready"}}`,
+		`{"cursor":1,"time":"t","kind":"event","event":{"call_id":"c","type":"tool_call"}}`,
+		`{"cursor":1,"time":"t","kind":"ev\u0065nt","event":{"type":"ready"}}`,
+		`{"cursor":1,"time":"t","kind":"event","event":{"type":"tool\u005fcall"}}`,
+	} {
+		if _, _, ok := skimRecord([]byte(line)); ok {
+			t.Errorf("skimmed %s", line)
+		}
+	}
+}
