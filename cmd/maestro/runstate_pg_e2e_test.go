@@ -50,21 +50,7 @@ const resumeScenario = `{
 // without running the first movement or the movement's first turn again.
 func TestRunStateResumesOnAnotherWorker(t *testing.T) {
 	t.Parallel()
-	if _, err := pgtest.FindBinaries(); err != nil {
-		pgtest.SkipOrFail(t, err)
-	}
-	startCtx, cancelStart := context.WithTimeout(t.Context(), 2*time.Minute)
-	cluster, err := pgtest.Start(startCtx)
-	cancelStart()
-	if err != nil {
-		t.Fatalf("start a throwaway PostgreSQL cluster: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := cluster.Stop(); err != nil {
-			t.Errorf("stop the PostgreSQL cluster: %v", err)
-		}
-	})
-	dsn := cluster.NewSchema(t)
+	dsn := throwawayPG(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	st, err := postgres.Open(ctx, dsn, postgres.Options{})
@@ -149,6 +135,28 @@ func TestRunStateResumesOnAnotherWorker(t *testing.T) {
 			t.Errorf("worker C's attempt repeated %s (the run was not resumed with its conversation):\n%s", unwanted, resumed.String())
 		}
 	}
+}
+
+// throwawayPG starts a PostgreSQL cluster of the test's own (stopped at
+// cleanup) and returns the DSN of a new schema in it; without the
+// PostgreSQL binaries the test skips (fails under CI=true).
+func throwawayPG(t *testing.T) string {
+	t.Helper()
+	if _, err := pgtest.FindBinaries(); err != nil {
+		pgtest.SkipOrFail(t, err)
+	}
+	startCtx, cancelStart := context.WithTimeout(t.Context(), 2*time.Minute)
+	cluster, err := pgtest.Start(startCtx)
+	cancelStart()
+	if err != nil {
+		t.Fatalf("start a throwaway PostgreSQL cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := cluster.Stop(); err != nil {
+			t.Errorf("stop the PostgreSQL cluster: %v", err)
+		}
+	})
+	return cluster.NewSchema(t)
 }
 
 // startResumeWorker starts `maestro worker` with one slot, a short lease

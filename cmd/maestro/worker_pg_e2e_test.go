@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/maestro-run/maestro/internal/pgtest"
 	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/queue"
 	"github.com/maestro-run/maestro/internal/store"
@@ -35,23 +34,8 @@ const (
 // take part, both stop cleanly on SIGTERM.
 func TestWorkerProcessesPostgres(t *testing.T) {
 	t.Parallel()
-	if _, err := pgtest.FindBinaries(); err != nil {
-		pgtest.SkipOrFail(t, err)
-	}
-	// The cluster is this test's own (cmd/maestro has no other PostgreSQL
-	// test to share one with).
-	startCtx, cancelStart := context.WithTimeout(t.Context(), 2*time.Minute)
-	cluster, err := pgtest.Start(startCtx)
-	cancelStart()
-	if err != nil {
-		t.Fatalf("start a throwaway PostgreSQL cluster: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := cluster.Stop(); err != nil {
-			t.Errorf("stop the PostgreSQL cluster: %v", err)
-		}
-	})
-	dsn := cluster.NewSchema(t)
+	// The cluster is this test's own.
+	dsn := throwawayPG(t)
 
 	ctx, cancel := context.WithTimeout(t.Context(), pgE2EDeadline+2*time.Minute)
 	defer cancel()

@@ -228,6 +228,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.MaxSubtasks <= 0 {
 		cfg.MaxSubtasks = DefaultMaxSubtasks
 	}
+	if cfg.SubtaskProvider == nil {
+		cfg.SubtaskProvider = replaySubtasks(cfg.Provider)
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
