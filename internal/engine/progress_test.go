@@ -62,23 +62,31 @@ func TestKeepProgressContinuesInterruptedMovement(t *testing.T) {
 		t.Errorf("the last state StateSaved got lacks the movement's progress:\n%s", last)
 	}
 
-	rctx, rcancel := context.WithTimeout(t.Context(), testTimeout)
-	defer rcancel()
-	out, err = h.engine().Resume(rctx, "")
-	if err != nil || out.Status != StatusSucceeded || out.Movements != 3 {
-		t.Fatalf("resumed: %+v, %v", out, err)
-	}
-	reqs := h.prov.requests()
-	resumed := text(reqs[2])
-	for _, want := range []string{"3\tplums", "Maestro was interrupted during this movement and has resumed it (interrupted)", "carry on with movement gather"} {
-		if !strings.Contains(resumed, want) {
-			t.Errorf("resumed gather lacks %q:\n%s", want, resumed)
-		}
-	}
+	resumed := resumeChain(t, h, 2, "resumed gather", "3\tplums", "Maestro was interrupted during this movement and has resumed it (interrupted)", "carry on with movement gather")
 	if strings.Contains(resumed, "# Restart") {
 		t.Errorf("resumed gather was briefed afresh:\n%s", resumed)
 	}
 	if got, _ := LoadState(h.ws); got != nil && len(got.Progress) != 0 {
 		t.Errorf("progress kept after the run ended: %d messages", len(got.Progress))
 	}
+}
+
+// resumeChain resumes h's interrupted run of piece chain to its success
+// after three movements, checks that the text of the k-th model request
+// (what) holds each of wants, and returns that text.
+func resumeChain(t *testing.T, h *harness, k int, what string, wants ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	out, err := h.engine().Resume(ctx, "")
+	if err != nil || out.Status != StatusSucceeded || out.Movements != 3 {
+		t.Fatalf("resumed: %+v, %v", out, err)
+	}
+	got := text(h.prov.requests()[k])
+	for _, want := range wants {
+		if !strings.Contains(got, want) {
+			t.Errorf("%s lacks %q:\n%s", what, want, got)
+		}
+	}
+	return got
 }
