@@ -160,6 +160,20 @@ type Config struct {
 	// subtasks), so a notice such as unknown pricing is given once per
 	// run; nil: a fresh one.
 	Notices *agent.Notices
+
+	// StateSaved, when set, is called with the run's state document
+	// (the content of StateFile) each time the state is saved, under the
+	// run's lock: a queued job keeps it in the store, so that any worker
+	// resumes the run (docs/queue.md, "Run state in the store"). An error
+	// stops the run as a failed save of the state file does. Subtask runs
+	// do not inherit it.
+	StateSaved func(movement string, data []byte) error
+	// KeepProgress saves the current movement's conversation in the state
+	// (State.Progress) after each round of tool results, so that Resume
+	// of an interrupted run continues the movement's conversation instead
+	// of briefing the movement afresh (see progress.go). Subtask runs do
+	// not inherit it.
+	KeepProgress bool
 }
 
 // Engine runs pieces. It is safe to use for several runs, one at a time
@@ -213,6 +227,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.MaxSubtasks <= 0 {
 		cfg.MaxSubtasks = DefaultMaxSubtasks
+	}
+	if cfg.SubtaskProvider == nil {
+		cfg.SubtaskProvider = replaySubtasks(cfg.Provider)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -383,6 +400,7 @@ func (e *Engine) Resume(ctx context.Context, answer string) (*Outcome, error) {
 		}
 		st.Entry = EntryRestart
 		st.Conversation = nil
+		r.continueProgress()
 		if answer != "" {
 			st.Answers = append(st.Answers, Answer{Movement: st.Movement, Answer: answer})
 		}

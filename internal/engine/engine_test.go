@@ -866,17 +866,5 @@ func TestInterruptedRunRestartsItsMovement(t *testing.T) {
 	}
 	// shape's call was cut short; a resume restarts shape from its start,
 	// with the handoff, and plays its frame again.
-	rctx, rcancel := context.WithTimeout(t.Context(), testTimeout)
-	defer rcancel()
-	out, err = h.engine().Resume(rctx, "")
-	if err != nil || out.Status != StatusSucceeded || out.Movements != 3 {
-		t.Fatalf("resumed: %+v, %v", out, err)
-	}
-	reqs := h.prov.requests()
-	restarted := text(reqs[3])
-	for _, want := range []string{"# Handoff from gather", "# Restart", "interrupted"} {
-		if !strings.Contains(restarted, want) {
-			t.Errorf("restarted shape lacks %q:\n%s", want, restarted)
-		}
-	}
+	resumeChain(t, h, 3, "restarted shape", "# Handoff from gather", "# Restart", "interrupted")
 }

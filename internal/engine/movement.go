@@ -49,9 +49,12 @@ func (r *run) runMovement(ctx context.Context) (*decision, error) {
 
 	var history []llm.Message
 	var input llm.Message
-	if st.Entry == EntryAnswer && len(st.Conversation) > 0 {
+	switch {
+	case st.Entry == EntryAnswer && len(st.Conversation) > 0:
 		history, input = answerInput(st.Conversation, st.Answers[len(st.Answers)-1].Answer)
-	} else {
+	case st.Entry == EntryRestart && len(st.Progress) > 0:
+		history, input = r.progressInput()
+	default:
 		r.mu.Lock()
 		st.FrameBase = st.ModelTurns
 		r.mu.Unlock()
@@ -89,8 +92,15 @@ func (r *run) runMovement(ctx context.Context) (*decision, error) {
 		CompactAt: 1,
 	})
 
+	sink := r.cfg.Sink
+	var track *progressSink
+	if r.cfg.KeepProgress {
+		track = &progressSink{Sink: sink, r: r}
+		sink = track
+	}
 	for reminders := 0; ; {
-		res, err := ag.Run(ctx, history, input, r.cfg.Sink)
+		track.begin(history)
+		res, err := ag.Run(ctx, history, input, sink)
 		history = llm.AppendHistory(history, res.Messages...)
 		r.account(res)
 		if d := ctl.decision(); d != nil {

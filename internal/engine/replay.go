@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"iter"
 
 	"github.com/maestro-run/maestro/internal/llm"
@@ -45,3 +46,20 @@ func (f framed) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Even
 
 // isReplay reports whether p plays a scripted scenario.
 func isReplay(p llm.Provider) bool { return p.Name() == replay.ProviderName }
+
+// replaySubtasks gives the subtasks of a run on a replay scenario that
+// names their scripts (its subtasks, docs/replay.md) their models:
+// subtask n plays the scenario's n-th. Nil when p is not such a replay.
+func replaySubtasks(p llm.Provider) func(SubtaskRecord) (llm.Provider, error) {
+	rp, ok := p.(*replay.Provider)
+	if !ok || len(rp.Scenario().Subtasks) == 0 {
+		return nil
+	}
+	subs := rp.Scenario().Subtasks
+	return func(s SubtaskRecord) (llm.Provider, error) {
+		if s.ID < 1 || s.ID > len(subs) {
+			return nil, fmt.Errorf("the replay scenario %s scripts %d subtasks, not subtask %d", rp.Scenario().ID, len(subs), s.ID)
+		}
+		return replay.New(subs[s.ID-1]), nil
+	}
+}

@@ -61,7 +61,10 @@ func (r *run) status(msg string) {
 func (r *run) save() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	err := r.st.saveAt(r.e.run, r.cfg.Now())
+	data, err := r.st.saveData(r.e.run, r.cfg.Now())
+	if err == nil && r.cfg.StateSaved != nil {
+		err = r.cfg.StateSaved(r.st.Movement, data)
+	}
 	if err != nil && r.saveErr == nil {
 		r.saveErr = fmt.Errorf("persist run state: %w", err)
 	}
@@ -172,7 +175,7 @@ func (r *run) enter(name string, entry Entry) bool {
 	r.mu.Lock()
 	st.Movement, st.Entry, st.LoopNote, st.Revisits = name, entry, note, revisits
 	st.Movements++
-	st.Conversation = nil
+	st.Conversation, st.Progress = nil, nil
 	r.mu.Unlock()
 	r.save()
 	return false
@@ -184,7 +187,7 @@ func (r *run) finish(status RunStatus, result, reason string) bool {
 	r.mu.Lock()
 	st := r.st
 	st.Status, st.Result, st.Reason = status, result, reason
-	st.Conversation = nil
+	st.Conversation, st.Progress = nil, nil
 	st.Question = ""
 	r.mu.Unlock()
 	r.emit(Complete{Movement: st.Movement, Status: status, Result: result, Reason: reason})
@@ -203,7 +206,7 @@ func (r *run) pause(ctx context.Context, d *decision) error {
 	st.Status = StatusWaitingHuman
 	st.Question = d.result
 	st.Reason = d.reason
-	st.Conversation = d.conversation
+	st.Conversation, st.Progress = d.conversation, nil
 	r.mu.Unlock()
 	r.emit(Waiting{Movement: st.Movement, For: "user", Question: d.result})
 	return r.save()

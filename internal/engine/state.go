@@ -104,6 +104,10 @@ type State struct {
 	// Conversation is the current movement's conversation when it paused
 	// for the user, so it continues where it stopped.
 	Conversation []llm.Message `json:"conversation,omitempty"`
+	// Progress is the current movement's conversation so far, up to its
+	// last round of tool results (Config.KeepProgress): an interrupted
+	// run continues it when resumed.
+	Progress []llm.Message `json:"progress,omitempty"`
 	// ModelTurns counts the run's model turns (assistant messages), from
 	// StartOptions.FirstFrame; FrameBase is its value when the current
 	// movement's conversation began. Replay scenarios are played at these
@@ -276,12 +280,20 @@ func (st *State) save(runDir string, now time.Time) error {
 }
 
 func (st *State) saveAt(p runPath, now time.Time) error {
+	_, err := st.saveData(p, now)
+	return err
+}
+
+// saveData saves the state as saveAt does and returns the document it
+// wrote.
+func (st *State) saveData(p runPath, now time.Time) ([]byte, error) {
 	st.Updated = now.UTC()
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encode run state: %w", err)
+		return nil, fmt.Errorf("encode run state: %w", err)
 	}
-	return p.writeFile(StateFile, append(data, '\n'), 0o600)
+	data = append(data, '\n')
+	return data, p.writeFile(StateFile, data, 0o600)
 }
 
 // writeFileAtomic replaces path with data so that a reader (or a crash)

@@ -152,6 +152,7 @@ func (sp *subtaskPool) runChild(ctx context.Context, rec SubtaskRecord, p *piece
 	r := sp.r
 	cfg := *r.cfg
 	cfg.RunDir = filepath.Join(r.cfg.RunDir, filepath.FromSlash(rec.RunDir))
+	cfg.StateSaved, cfg.KeepProgress = nil, false // the parent's state is the one kept
 	run := r.e.run.child(rec.RunDir)
 	if r.cfg.SubtaskProvider != nil {
 		prov, err := r.cfg.SubtaskProvider(rec)

@@ -406,6 +406,11 @@ func (p *Pool) runJob(runCtx context.Context, log *slog.Logger, sj startedJob) {
 			lost(err)
 			return err
 		},
+		SaveRunState: func(ctx context.Context, movement string, data []byte) error {
+			err := st.SaveRunState(ctx, lease, movement, data)
+			lost(err)
+			return err
+		},
 	}
 	if running.TaskID != 0 {
 		t, err := st.GetTask(jobCtx, running.TaskID)

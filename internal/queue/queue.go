@@ -44,6 +44,9 @@ type Job struct {
 	Checkpoint func(ctx context.Context, movement string, data []byte) error
 	// SetPiece records the piece chosen for a job given none; fenced.
 	SetPiece func(ctx context.Context, piece string) error
+	// SaveRunState keeps the job's run state in the store (runstate.go);
+	// fenced.
+	SaveRunState func(ctx context.Context, movement string, data []byte) error
 
 	// store is the pool's store (reading the task's comments).
 	store store.Store

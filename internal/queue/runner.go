@@ -232,6 +232,9 @@ func (r *engineRunner) run(ctx context.Context, j *Job, jr *jobRun) Result {
 	if err != nil {
 		return Result{State: store.StateFailed, Error: fmt.Sprintf("load pieces: %v", err)}
 	}
+	if err := restoreRunState(ctx, j, stateDir); err != nil {
+		return Result{State: store.StateFailed, Error: err.Error()}
+	}
 	if task == "" {
 		// Only a new run needs the task; a run found in state/ has it.
 		has, err := engine.HasState(stateDir)
@@ -264,7 +267,7 @@ func (r *engineRunner) run(ctx context.Context, j *Job, jr *jobRun) Result {
 			Provider: prov, Workspace: root, RunDir: stateDir, JobWorkspace: true,
 			Sandbox: r.cfg.Sandbox, FileLimits: r.cfg.FileLimits, Web: r.cfg.Web, SSH: sshConns, Library: lib, Sink: em, Events: em, Agents: r.cfg.Agents,
 			Models: r.cfg.Models, ClassifierProvider: r.cfg.Classifier, Agent: agentOf(pl), MCP: engineMCP(mcps),
-			Skills: r.cfg.Skills,
+			Skills: r.cfg.Skills, StateSaved: runStateSaver(ctx, em), KeepProgress: true,
 		},
 		Task: task, Piece: name, RunID: "job-" + strconv.FormatInt(j.ID, 10),
 		Answer: func(ctx context.Context) (string, error) { return latestUserComment(ctx, j) },

@@ -76,6 +76,7 @@ var (
 type Store interface {
 	Jobs
 	JobEvents
+	RunStates
 	Tasks
 	Pieces
 	Schedules

@@ -286,7 +286,7 @@ const maxTokens = 1 << 40
 func (v *validator) scenario(root *node) *Scenario {
 	s := &Scenario{}
 	o := v.object(root, "", "a scripted scenario object",
-		[]string{"schemaVersion", "id", "description", "expectedOutcome", "metadata", "frames", "assertions", "workspaceManifestPath", "releaseGate"})
+		[]string{"schemaVersion", "id", "description", "expectedOutcome", "metadata", "frames", "assertions", "workspaceManifestPath", "releaseGate", "subtasks"})
 	if o == nil {
 		return s
 	}
@@ -318,7 +318,29 @@ func (v *validator) scenario(root *node) *Scenario {
 	if a := o.get("assertions", false); a != nil {
 		s.Assertions = v.assertions(a)
 	}
+	if st := o.get("subtasks", false); st != nil {
+		s.Subtasks = v.subtasks(st)
+	}
 	return s
+}
+
+// subtasks reads the subtasks' scenarios: an array of scenario objects,
+// none of which has subtasks of its own (a subtask cannot spawn one).
+// Problems inside one are reported with its position and its own paths.
+func (v *validator) subtasks(n *node) []*Scenario {
+	if n.kind != kindArray {
+		v.add(n.pos, "subtasks", "expected an array of scenarios, got %s", n.kind)
+		return nil
+	}
+	out := make([]*Scenario, 0, len(n.items))
+	for i, item := range n.items {
+		sub := v.scenario(item)
+		if len(sub.Subtasks) > 0 {
+			v.add(item.pos, fmt.Sprintf("subtasks[%d].subtasks", i), "a subtask's scenario cannot have subtasks (a subtask cannot spawn subtasks)")
+		}
+		out = append(out, sub)
+	}
+	return out
 }
 
 func (v *validator) metadata(n *node) Metadata {

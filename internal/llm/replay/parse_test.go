@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -252,7 +253,7 @@ func TestParseRules(t *testing.T) {
 			[]string{`expectedOutcome: unknown outcome "maybe" (expected one of pass, fail)`}},
 		{"expectedOutcome pass", func(m obj) { m["expectedOutcome"] = "pass" }, nil},
 		{"unknown top-level field", func(m obj) { m["title"] = "x" },
-			[]string{`title: unknown field "title" in a scripted scenario object (expected one of schemaVersion, id, description, expectedOutcome, metadata, frames, assertions, workspaceManifestPath, releaseGate)`}},
+			[]string{`title: unknown field "title" in a scripted scenario object (expected one of schemaVersion, id, description, expectedOutcome, metadata, frames, assertions, workspaceManifestPath, releaseGate, subtasks)`}},
 		{"releaseGate not an object", func(m obj) { m["releaseGate"] = []any{} }, []string{"releaseGate: expected an object, got an array"}},
 		{"workspaceManifestPath empty", func(m obj) { m["workspaceManifestPath"] = "" }, []string{"workspaceManifestPath: must not be empty"}},
 
@@ -559,5 +560,42 @@ func BenchmarkParseDemoJSON(b *testing.B) {
 		if _, err := Parse(src, "demo.json"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestParseSubtasks: subtasks holds one scenario per subtask, each
+// validated as a scenario, none with subtasks of its own.
+func TestParseSubtasks(t *testing.T) {
+	t.Parallel()
+	leaf := `{"schemaVersion":"` + SchemaVersion + `","id":"leaf","description":"d","metadata":{"recordedAt":"2026-11-26T00:00:00Z","toolsExpected":[]},
+		"frames":[{"index":0,"statements":[{"kind":"text","text":"done"}]}]%s}`
+	root := func(subs ...string) string {
+		return `{"schemaVersion":"` + SchemaVersion + `","id":"root","description":"d","metadata":{"recordedAt":"2026-11-26T00:00:00Z","toolsExpected":[]},
+		"frames":[{"index":0,"statements":[{"kind":"text","text":"hi"}]}],"subtasks":[` + strings.Join(subs, ",") + `]}`
+	}
+	ok := fmt.Sprintf(leaf, "")
+	tests := []struct {
+		name    string
+		src     string
+		wantErr string
+		subs    int
+	}{
+		{"two", root(ok, ok), "", 2},
+		{"nested", root(fmt.Sprintf(leaf, `,"subtasks":[`+ok+`]`)), "a subtask's scenario cannot have subtasks", 0},
+		{"not a scenario", root(`{"id":"x"}`), "required field is missing", 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Parse([]byte(tc.src), "s.json")
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Parse error = %v, want one saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || len(s.Subtasks) != tc.subs || s.Subtasks[0].ID != "leaf" {
+				t.Fatalf("Parse = %+v, %v; want %d subtask scenarios", s, err, tc.subs)
+			}
+		})
 	}
 }

@@ -47,6 +47,10 @@ type Scenario struct {
 	// Frames are the model turns, in order; Frames[k].Index == k.
 	Frames     []Frame     `json:"frames"`
 	Assertions []Assertion `json:"assertions,omitempty"`
+	// Subtasks are the scripts of the run's subtasks (extension): the
+	// i-th plays the model of subtask i+1, so a piece run on replay can
+	// spawn subtasks (SpawnSubTask). A subtask's scenario has none.
+	Subtasks []*Scenario `json:"subtasks,omitempty"`
 	// WorkspaceManifestPath is carried by later contract files; it is kept
 	// but not interpreted.
 	WorkspaceManifestPath string `json:"workspaceManifestPath,omitempty"`

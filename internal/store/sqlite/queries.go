@@ -147,5 +147,11 @@ func newQueries() sqlstore.Queries {
 		WHERE leaders.owner = excluded.owner OR leaders.expires_at <= $3
 		RETURNING owner`,
 		LeaderResign: `DELETE FROM leaders WHERE name = $1 AND owner = $2`,
+		RunStateSave: `INSERT INTO job_run_state (job_id, attempt, movement, data, updated_at)
+			SELECT id, attempt, $5, $6, $4 FROM jobs` + fenced + `
+			ON CONFLICT (job_id) DO UPDATE SET attempt = excluded.attempt, movement = excluded.movement,
+				data = excluded.data, updated_at = excluded.updated_at
+			RETURNING job_id`,
+		RunStateGet: `SELECT job_id, attempt, movement, data, updated_at FROM job_run_state WHERE job_id = $1`,
 	}, false), false)
 }

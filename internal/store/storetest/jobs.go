@@ -337,6 +337,7 @@ func testFencing(t *testing.T, b *bundle) {
 		_, calls["Heartbeat"] = b.s.Heartbeat(b.ctx, l, lease)
 		calls["Checkpoint"] = b.s.Checkpoint(b.ctx, l, "x", nil)
 		calls["SetPiece"] = b.s.SetPiece(b.ctx, l, "x")
+		calls["SaveRunState"] = b.s.SaveRunState(b.ctx, l, "x", []byte("x"))
 		_, calls["Complete"] = b.s.Complete(b.ctx, l, "zombie result")
 		_, calls["Fail"] = b.s.Fail(b.ctx, l, store.FailParams{Error: "zombie"})
 		_, calls["Wait"] = b.s.Wait(b.ctx, l, store.WaitParams{State: store.StateWaitingHuman})

@@ -81,6 +81,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"WaitSubtasks", testWaitSubtasks},
 		{"WaitSubtasksAlreadyDone", testWaitSubtasksDone},
 		{"Cancel", testCancel},
+		{"CancelCascadesToSubtasks", testCancelCascades},
+		{"RunState", testRunState},
 		{"Release", testRelease},
 		{"InvalidTransitionsChangeNothing", testInvalidTransitions},
 		{"EventsConcurrentAppendsGapFree", testEventsConcurrent},

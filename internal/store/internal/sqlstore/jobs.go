@@ -269,17 +269,7 @@ func (db *DB) Checkpoint(ctx context.Context, l store.Lease, movement string, da
 	if len(data) > 0 {
 		cp = string(data)
 	}
-	return db.inTx(ctx, func(t *txn) error {
-		var id int64
-		err := t.QueryRowContext(ctx, db.q.JobCheckpoint, append(leaseArgs(l), db.ts(db.Now()), movement, cp)...).Scan(&id)
-		if noRow(err) {
-			return db.leaseError(ctx, t, "checkpoint", l)
-		}
-		if err != nil {
-			return fmt.Errorf("checkpoint %s: %w", l, err)
-		}
-		return nil
-	})
+	return db.fencedWrite(ctx, "checkpoint", l, db.q.JobCheckpoint, movement, cp)
 }
 
 // SetPiece records the piece a job runs (see store.Jobs).
@@ -290,17 +280,7 @@ func (db *DB) SetPiece(ctx context.Context, l store.Lease, piece string) error {
 	if err := store.ValidateJobPiece(piece); err != nil {
 		return fmt.Errorf("set piece: %w", err)
 	}
-	return db.inTx(ctx, func(t *txn) error {
-		var id int64
-		err := t.QueryRowContext(ctx, db.q.JobSetPiece, append(leaseArgs(l), db.ts(db.Now()), piece)...).Scan(&id)
-		if noRow(err) {
-			return db.leaseError(ctx, t, "set piece", l)
-		}
-		if err != nil {
-			return fmt.Errorf("set piece %s: %w", l, err)
-		}
-		return nil
-	})
+	return db.fencedWrite(ctx, "set piece", l, db.q.JobSetPiece, piece)
 }
 
 // Complete ends a job as succeeded (see store.Jobs).
@@ -654,9 +634,42 @@ func (db *DB) Cancel(ctx context.Context, id int64, reason string) (store.Job, e
 		if err := db.status(ctx, t, j, store.StatusEvent{Error: reason}); err != nil {
 			return err
 		}
+		if err := db.cancelChildren(ctx, t, j.ID); err != nil {
+			return err
+		}
 		return db.afterTerminal(ctx, t, j)
 	})
 	return j, err
+}
+
+// cancelChildren cancels the unfinished child jobs (subtasks) of a
+// cancelled job, and theirs, in the caller's transaction: cancelling a
+// parent cancels its subtasks (docs/queue.md, "Subtasks as child jobs").
+func (db *DB) cancelChildren(ctx context.Context, t *txn, parent int64) error {
+	unfinished := db.d.List([]string{string(store.StateQueued), string(store.StateDispatching), string(store.StateRunning),
+		string(store.StateWaitingHuman), string(store.StateWaitingSubtasks)})
+	for {
+		kids, err := scanJobs(t.QueryContext(ctx, db.q.JobList, int64(0), parent, unfinished, int64(0), int64(store.MaxListLimit)))
+		if err != nil {
+			return fmt.Errorf("cancel the subtasks of job %d: %w", parent, err)
+		}
+		for _, k := range kids {
+			reason := fmt.Sprintf("its parent job %d was cancelled", parent)
+			c, err := scanJob(t.QueryRowContext(ctx, db.q.JobCancel, k.ID, db.ts(db.Now()), reason))
+			if err != nil {
+				return fmt.Errorf("cancel subtask job %d: %w", k.ID, err)
+			}
+			if err := db.status(ctx, t, c, store.StatusEvent{Error: reason}); err != nil {
+				return err
+			}
+			if err := db.cancelChildren(ctx, t, c.ID); err != nil {
+				return err
+			}
+		}
+		if len(kids) < store.MaxListLimit {
+			return nil
+		}
+	}
 }
 
 // Resume queues a waiting job again (see store.Jobs).

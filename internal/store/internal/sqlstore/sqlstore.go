@@ -88,6 +88,9 @@ type Queries struct {
 	SessionList           string // job_id, limit → SessionColumns
 	LeaderElect           string // name, owner, now, expires_at → owner
 	LeaderResign          string // name, owner
+	// RunStateSave upserts a job's run state if the lease holds the job.
+	RunStateSave string // id, attempt, owner, now, movement, data → job_id
+	RunStateGet  string // job_id → job_id, attempt, movement, data, updated_at
 
 	// Records are the queries of the registry's record tables (MCP
 	// servers, SSH connections, skills), by table (see RecordTables).

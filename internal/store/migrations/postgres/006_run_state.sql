@@ -1,0 +1,14 @@
+-- A job's run state (docs/queue.md, "Run state in the store"): the engine's
+-- state document of the job's run (piece position, movement history,
+-- lessons, question and answers, subtask tree) and the conversation of the
+-- movement in progress, so that any worker claiming the job resumes it,
+-- whatever is on its own disk. data is opaque to the store (the queue keeps
+-- it gzip-compressed); attempt is the attempt that wrote it. Every write is
+-- fenced by the job's lease.
+CREATE TABLE job_run_state (
+    job_id     bigint      PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,
+    attempt    integer     NOT NULL,
+    movement   text        NOT NULL DEFAULT '',
+    data       bytea       NOT NULL,
+    updated_at timestamptz NOT NULL
+);
