@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/maestro-run/maestro/internal/pgtest"
 	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/store/postgres"
