@@ -322,20 +322,8 @@ func stream(bin, ws string, env []string, scenario string, chunks int, slow bool
 	return res, nil
 }
 
-// rssMB reads VmRSS of a process, in MB.
-func rssMB(pid int) float64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			return kb / 1024
-		}
-	}
-	return 0
-}
+// rssMB reads VmRSS of a process, in MiB.
+func rssMB(pid int) float64 { return procStatus(pid)["VmRSS"] }
 
 func pct(d []time.Duration, p int) time.Duration {
 	s := slices.Clone(d)

@@ -644,11 +644,7 @@ func (m *lineMatcher) scan(data []byte, emit func(start, end int)) {
 		if c < 0 {
 			return
 		}
-		start := pos + bytes.LastIndexByte(data[pos:c], '\n') + 1
-		end := c + bytes.IndexByte(data[c:], '\n')
-		if end < c {
-			end = len(data)
-		}
+		start, end := lineAround(data, pos, c)
 		if m.exact || m.line.Match(data[start:end]) {
 			emit(start, end)
 		}
@@ -782,6 +778,17 @@ func byteRarity(c byte, fold bool) int {
 	return r
 }
 
+// lineAround returns the bounds of the line of data holding position c
+// (without its newline); no line starts before from.
+func lineAround(data []byte, from, c int) (start, end int) {
+	start = from + bytes.LastIndexByte(data[from:c], '\n') + 1
+	end = c + bytes.IndexByte(data[c:], '\n')
+	if end < c {
+		end = len(data)
+	}
+	return start, end
+}
+
 // scanRun finds matching lines with the class-run prefilter: only the
 // lines holding an occurrence of the run go to the regexp.
 func (m *lineMatcher) scanRun(data []byte, emit func(start, end int)) {
@@ -790,11 +797,7 @@ func (m *lineMatcher) scanRun(data []byte, emit func(start, end int)) {
 		if c < 0 {
 			return
 		}
-		start := pos + bytes.LastIndexByte(data[pos:c], '\n') + 1
-		end := c + bytes.IndexByte(data[c:], '\n')
-		if end < c {
-			end = len(data)
-		}
+		start, end := lineAround(data, pos, c)
 		if m.line.Match(data[start:end]) {
 			emit(start, end)
 		}
@@ -845,11 +848,7 @@ func (m *lineMatcher) scanRegexp(data []byte, emit func(start, end int)) {
 			if c == len(block) && c > 0 && block[c-1] == '\n' {
 				break // an empty match after the final newline is not a line
 			}
-			start := pos + bytes.LastIndexByte(block[pos:c], '\n') + 1
-			end := c + bytes.IndexByte(block[c:], '\n')
-			if end < c {
-				end = len(block)
-			}
+			start, end := lineAround(block, pos, c)
 			if m.line.Match(block[start:end]) {
 				emit(off+start, off+end)
 			}
