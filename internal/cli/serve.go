@@ -96,6 +96,10 @@ a fresh directory under <data dir>/workspaces/; its log is kept under
 <data dir>/sessions/<id>/events.jsonl (the same log 'maestro run --resume ID'
 continues when the data dir is ~/.maestro).
 Controllers and viewers attach to it, a controller lease decides who drives.
+With several serve processes on one PostgreSQL, each records the sessions it
+owns with its --advertise address; a request for another's session is
+proxied to it (or answered 409 with its address with --session-proxy=false),
+and the sessions of a serve that stopped heartbeating end (docs/scale-out.md).
 
 SIGINT or SIGTERM stops accepting work, ends open event streams, lets running
 jobs finish for up to 10 s and releases the rest back to the queue; live
