@@ -19,12 +19,13 @@ import (
 // stores are the implementations the conformance suite runs against: a
 // directory, and a real S3-compatible server (versitygw) with and without
 // a key prefix.
-func stores(t *testing.T) map[string]func(t *testing.T) blobstore.Store {
+func stores(parent *testing.T) map[string]func(t *testing.T) blobstore.Store {
 	var srv *s3test.Server
 	s3 := func(prefix string) func(t *testing.T) blobstore.Store {
 		return func(t *testing.T) blobstore.Store {
+			s3test.Binary(t) // skips this store only when it is missing
 			if srv == nil {
-				srv = s3test.Start(t)
+				srv = s3test.Start(parent) // shared by the S3 stores
 			}
 			return srv.Open(t, prefix)
 		}
