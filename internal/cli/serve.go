@@ -276,7 +276,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		wg.Go(func() { bus.FollowJobs(runCtx, st, filepath.Join(dataDir, "eventbus-jobs.json"), 0) })
 	}
 	wg.Go(func() {
-		if maintErr = queue.RunMaintenance(runCtx, queue.MaintenanceConfig{Store: st, Owner: o.Name, Logger: log, DataDir: dataDir}); maintErr != nil {
+		if maintErr = queue.RunMaintenance(runCtx, queue.MaintenanceConfig{Store: st, Owner: o.Name, Logger: log, DataDir: dataDir, Artifacts: artifacts}); maintErr != nil {
 			cancel()
 		}
 	})

@@ -117,7 +117,7 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 		cancel()
 	})
 	wg.Go(func() {
-		maintErr = queue.RunMaintenance(ctx, queue.MaintenanceConfig{Store: st, Owner: o.Name, Every: min(time.Second, o.Lease/2), Logger: log, DataDir: dataDir})
+		maintErr = queue.RunMaintenance(ctx, queue.MaintenanceConfig{Store: st, Owner: o.Name, Every: min(time.Second, o.Lease/2), Logger: log, DataDir: dataDir, Artifacts: artifacts})
 	})
 	wg.Wait()
 	if err := errors.Join(poolErr, maintErr); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"time"
@@ -191,4 +192,112 @@ func (r *engineRunner) synced(ctx context.Context, j *Job, res Result) Result {
 		return Result{State: store.StateFailed, Error: fmt.Sprintf("sync the job's files to %s: %v", a.Location(), err), Usage: res.Usage, CostUSD: res.CostUSD, Report: res.Report}
 	}
 	return res
+}
+
+// SweepArtifactStaging is SweepStaging for the uploads staged in an
+// artifact store (blobstore.UploadPrefix): files whose job has finished
+// are adopted into its task's input/ (where a retry finds them); files no
+// unfinished job names are removed once their newest object is older than
+// grace; a job object left without files is removed.
+func SweepArtifactStaging(ctx context.Context, st store.Store, a blobstore.Store, now time.Time, grace time.Duration, log *slog.Logger) (StagingSweep, error) {
+	var res StagingSweep
+	objs, err := a.List(ctx, "uploads")
+	if err != nil {
+		return res, fmt.Errorf("list the staged uploads: %w", err)
+	}
+	type entry struct {
+		files   []string
+		jobFile bool
+		newest  time.Time
+	}
+	found := map[string]*entry{}
+	var keys []string
+	for _, o := range objs {
+		rest := strings.TrimPrefix(o.Key, "uploads/")
+		key, _, isFile := strings.Cut(rest, "/")
+		if !isFile {
+			key = strings.TrimSuffix(rest, staging.JobSuffix)
+		}
+		if !staging.ValidKey(key) {
+			continue // not Maestro's
+		}
+		e := found[key]
+		if e == nil {
+			e = &entry{}
+			found[key] = e
+			keys = append(keys, key)
+		}
+		if isFile {
+			e.files = append(e.files, o.Key)
+			if o.Modified.After(e.newest) {
+				e.newest = o.Modified
+			}
+		} else {
+			e.jobFile = true
+		}
+	}
+	var errs []error
+	var unfinished map[string]bool
+	for _, key := range keys {
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		e := found[key]
+		if len(e.files) == 0 {
+			if err := a.Delete(ctx, blobstore.UploadJobKey(key)); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if e.jobFile {
+			j, ok, err := artifactStagingJob(ctx, st, a, key)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("staging %s: %w", key, err))
+				continue
+			}
+			if ok {
+				if !j.State.Terminal() {
+					continue // the job's runner adopts the files
+				}
+				if err := adoptUploads(ctx, a, key, jobPrefix(j)); err != nil {
+					errs = append(errs, fmt.Errorf("staging %s of job %d: %w", key, j.ID, err))
+					continue
+				}
+				res.Moved++
+				log.Info("moved the staged uploads of a finished job into its input/ in the artifact store", "key", key, "job", j.ID, "state", j.State)
+				continue
+			}
+		}
+		if now.Sub(e.newest) < grace {
+			continue
+		}
+		if unfinished == nil {
+			if unfinished, err = unfinishedStagingKeys(ctx, st); err != nil {
+				return res, errors.Join(append(errs, err)...)
+			}
+		}
+		if unfinished[key] {
+			continue
+		}
+		for _, k := range append(e.files, blobstore.UploadJobKey(key)) {
+			if err := a.Delete(ctx, k); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		res.Removed++
+		log.Info("removed staged uploads no job names from the artifact store", "key", key, "last_change", e.newest.UTC())
+	}
+	return res, errors.Join(errs...)
+}
+
+// artifactStagingJob is stagingJob for a job object in the artifact store.
+func artifactStagingJob(ctx context.Context, st store.Store, a blobstore.Store, key string) (store.Job, bool, error) {
+	data, err := blobstore.ReadAll(ctx, a, blobstore.UploadJobKey(key), 64)
+	if blobstore.IsNotExist(err) {
+		return store.Job{}, false, nil
+	}
+	if err != nil {
+		return store.Job{}, false, fmt.Errorf("read the job object: %w", err)
+	}
+	return jobNamingKey(ctx, st, data, key)
 }
