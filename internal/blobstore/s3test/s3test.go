@@ -66,7 +66,7 @@ func Binary(tb testing.TB) string {
 func Start(tb testing.TB) *Server {
 	tb.Helper()
 	bin := Binary(tb)
-	s, err := start(tb.Context(), bin, tb.TempDir())
+	s, err := Run(tb.Context(), bin, tb.TempDir())
 	if err != nil {
 		tb.Fatalf("s3test: %v", err)
 	}
@@ -74,7 +74,10 @@ func Start(tb testing.TB) *Server {
 	return s
 }
 
-func start(ctx context.Context, bin, dir string) (*Server, error) {
+// Run starts the versitygw binary bin over a new directory in dir and
+// waits until it answers (for benchmarks; tests use Start). Stop it with
+// Stop.
+func Run(ctx context.Context, bin, dir string) (*Server, error) {
 	var rnd [12]byte
 	rand.Read(rnd[:])
 	s := &Server{AccessKey: "maestro-test", SecretKey: hex.EncodeToString(rnd[:]), Dir: filepath.Join(dir, "s3"), done: make(chan struct{}), log: &lockedBuffer{}}
@@ -155,19 +158,28 @@ func (s *Server) Config(bucket, prefix string) blobstore.S3Config {
 // NewBucket creates a bucket with a fresh name and returns its name.
 func (s *Server) NewBucket(tb testing.TB) string {
 	tb.Helper()
+	name, err := s.MakeBucket(tb.Context())
+	if err != nil {
+		tb.Fatalf("s3test: %v", err)
+	}
+	return name
+}
+
+// MakeBucket creates a bucket with a fresh name and returns its name.
+func (s *Server) MakeBucket(ctx context.Context) (string, error) {
 	var rnd [6]byte
 	rand.Read(rnd[:])
 	name := "maestro-" + hex.EncodeToString(rnd[:])
 	c, err := minio.New(s.Endpoint[len("http://"):], &minio.Options{Creds: credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""), Region: "us-east-1", BucketLookup: minio.BucketLookupPath})
 	if err != nil {
-		tb.Fatalf("s3test: client: %v", err)
+		return "", fmt.Errorf("client: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(tb.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := c.MakeBucket(ctx, name, minio.MakeBucketOptions{Region: "us-east-1"}); err != nil {
-		tb.Fatalf("s3test: create bucket %s: %v; server output:\n%s", name, err, s.log.String())
+		return "", fmt.Errorf("create bucket %s: %w; server output:\n%s", name, err, s.log.String())
 	}
-	return name
+	return name, nil
 }
 
 // Open opens an S3 store on a new bucket of the server.
