@@ -1,13 +1,17 @@
 package queue_test
 
 import (
+	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/maestro-run/maestro/internal/blobstore"
+	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/queue"
+	"github.com/maestro-run/maestro/internal/staging"
 	"github.com/maestro-run/maestro/internal/store"
 )
 
@@ -90,5 +94,67 @@ func TestSweepArtifactStaging(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEngineRunnerArtifactsAcrossDataDirs: two workers with separate data
+// directories share one artifact store. The first adopts the staged upload
+// into the task's input/ and parks the job on a question, syncing its run
+// state; the second resumes the job from what the store holds (it never
+// saw the first's disk), finishes it, and its deliverable and the input
+// are in the store.
+func TestEngineRunnerArtifactsAcrossDataDirs(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t, nil)
+	ctx := t.Context()
+	a, err := blobstore.OpenLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := blobstore.PutBytes(ctx, a, blobstore.UploadPrefix(stagingKey)+"/brief.txt", []byte("fence specs\n")); err != nil {
+		t.Fatal(err)
+	}
+	dataA, dataB := t.TempDir(), t.TempDir()
+	stopA := startPool(t, queue.Config{Store: st, Runner: queue.NewEngineRunner(queue.EngineRunnerConfig{DataDir: dataA, Artifacts: a})})
+	pl := payloadWith(t, map[string]any{"replay": json.RawMessage(askScenario), staging.PayloadField: stagingKey})
+	task, job, err := st.CreateTask(ctx, store.NewTask{Title: "Paint the fence", Piece: "general", Payload: pl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := blobstore.PutBytes(ctx, a, blobstore.UploadJobKey(stagingKey), []byte(jsonInt(job.ID))); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, st, job.ID, "waiting_human", inState(store.StateWaitingHuman))
+	stopA()
+	if data, err := os.ReadFile(filepath.Join(queue.WorkDir(dataA, task.ID), "input", "brief.txt")); err != nil || string(data) != "fence specs\n" {
+		t.Errorf("A's input/brief.txt = %q, %v", data, err)
+	}
+	if objs, _ := a.List(ctx, "uploads"); len(objs) != 0 {
+		t.Errorf("uploads/ after the claim: %v, want nothing staged", objs)
+	}
+
+	startPool(t, queue.Config{Store: st, Runner: queue.NewEngineRunner(queue.EngineRunnerConfig{DataDir: dataB, Artifacts: a})})
+	if _, resumed, err := st.AddComment(ctx, store.NewComment{TaskID: task.ID, AuthorKind: store.AuthorUser, Body: "blue", ResumeWaiting: true}); err != nil || len(resumed) != 1 {
+		t.Fatalf("answer: resumed %v, %v", resumed, err)
+	}
+	done := waitJob(t, st, job.ID, "succeeded", inState(store.StateSucceeded))
+	if done.Result != "The fence is painted." || done.Attempt != 2 {
+		t.Errorf("job = %+v, want it finished by its second attempt", done)
+	}
+	rs, err := engine.LoadState(queue.StateDir(dataB, task.ID))
+	if err != nil || len(rs.Answers) != 1 || rs.Answers[0].Answer != "blue" {
+		t.Errorf("B's run state: %+v, %v; want the resumed run with the answer", rs, err)
+	}
+	for key, want := range map[string]string{
+		blobstore.TaskPrefix(task.ID) + "/work/input/brief.txt":  "fence specs\n",
+		blobstore.TaskPrefix(task.ID) + "/work/output/fence.txt": "painted\n",
+	} {
+		if data, err := blobstore.ReadAll(context.Background(), a, key, 100); err != nil || string(data) != want {
+			t.Errorf("store %s = %q, %v; want %q", key, data, err, want)
+		}
+	}
+	if data, err := os.ReadFile(filepath.Join(queue.WorkDir(dataB, task.ID), "input", "brief.txt")); err != nil || string(data) != "fence specs\n" {
+		t.Errorf("B's input/brief.txt (materialised) = %q, %v", data, err)
 	}
 }
