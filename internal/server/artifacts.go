@@ -160,7 +160,5 @@ func (s *Server) uploadToArtifacts(w http.ResponseWriter, r *http.Request, id in
 		writeError(w, http.StatusServiceUnavailable, "cannot store the upload in the artifact store; try again")
 		return
 	}
-	up := api.FileRef{Path: p, Size: n}
-	s.audit(r, api.ActionTaskUpload, taskTarget(id), up)
-	writeJSON(w, http.StatusCreated, up)
+	s.uploaded(w, r, id, p, n)
 }

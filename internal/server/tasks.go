@@ -714,6 +714,12 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "internal error: cannot store the upload")
 		return
 	}
+	s.uploaded(w, r, id, p, n)
+}
+
+// uploaded audits the stored upload of n bytes at input/p of task id and
+// answers 201 with it.
+func (s *Server) uploaded(w http.ResponseWriter, r *http.Request, id int64, p string, n int64) {
 	up := api.FileRef{Path: p, Size: n}
 	s.audit(r, api.ActionTaskUpload, taskTarget(id), up)
 	writeJSON(w, http.StatusCreated, up)
