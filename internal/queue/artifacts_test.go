@@ -21,9 +21,7 @@ import (
 // an unfinished job needs stays, a job object without files goes.
 func TestSweepArtifactStaging(t *testing.T) {
 	t.Parallel()
-	const grace = time.Hour
-	now := time.Now()
-	old, young := now.Add(-2*grace), now.Add(-grace/2)
+	now, old, young := sweepTimes()
 	tests := []struct {
 		name    string
 		job     store.State // "" none
