@@ -72,6 +72,10 @@ cat "$tmp/mcp-servers.log"
 if [ "$mcp_status" -ne 0 ]; then
   echo "MCP servers not installed: the internal/mcp integration tests fail under CI=true"
 fi
+# The S3-compatible server of the blob store tests (versitygw, built from
+# its Go module into .cache/versitygw; kept once built).
+echo "== S3 server"
+bash scripts/install-s3.sh || echo "versitygw not built: the internal/blobstore S3 tests fail under CI=true"
 
 # The fuzz targets, as "package target" lines.
 fuzz_targets=$(grep -rl --include='*_test.go' '^func Fuzz' . 2>/dev/null | grep -v '^./.cache/' | sort | while read -r f; do

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/maestro-run/maestro/internal/blobstore"
 	"maps"
 	"os"
 	"path/filepath"
@@ -91,7 +92,7 @@ func workerName(name string) string {
 // <config home>/pieces.
 //
 // executor names what runs the jobs by default: "replay" or "native".
-func newJobRunner(io *IOStreams, st store.Store, dataDir string) (runner queue.Runner, executor string, err error) {
+func newJobRunner(io *IOStreams, st store.Store, dataDir string, artifacts blobstore.Store) (runner queue.Runner, executor string, err error) {
 	home, err := config.Home(io.Getenv)
 	if err != nil {
 		return nil, "", err
@@ -158,6 +159,7 @@ func newJobRunner(io *IOStreams, st store.Store, dataDir string) (runner queue.R
 		Skills:     reg.skills,
 		MCP:        jobMCP(io, cfg, reg.mcp),
 		Agents:     agentMovements(io, "", agentcli.Permission(cfg.AgentPermission)),
+		Artifacts:  artifacts,
 	}), executor, nil
 }
 
@@ -207,4 +209,21 @@ func installedAgents(io *IOStreams) []string {
 		}
 	}
 	return ids
+}
+
+// artifactsFlag is the help of serve's and worker's --artifacts.
+const artifactsFlag = "where jobs' files live: s3://bucket/prefix (S3-compatible; endpoint, keys and region from AWS_ENDPOINT_URL_S3/AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION or config.yaml artifacts_s3) or an absolute directory (default: config.yaml artifacts, else the data directory)"
+
+// openArtifacts opens the artifact store that --artifacts (flag) or
+// config.yaml names (host.Artifacts); nil: the data directory.
+func openArtifacts(ctx context.Context, io *IOStreams, flag string) (blobstore.Store, error) {
+	home, err := config.Home(io.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := config.Load(filepath.Join(home, "config.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	return host.Artifacts(ctx, flag, cfg, io.Getenv)
 }

@@ -42,6 +42,7 @@ type serveOptions struct {
 	Listen    string
 	DB        string
 	DataDir   string
+	Artifacts string
 	Workers   int
 	Token     string
 	MaxUpload int64
@@ -117,6 +118,7 @@ sessions are shut down and their logs saved.`,
 	f.StringVar(&o.Listen, "listen", defaultListen, "address to listen on (host:port; a port of 0 picks a free one)")
 	f.StringVar(&o.DB, "db", "", "job store: postgres://… URL (default: MAESTRO_DB, else SQLite <data dir>/maestro.db)")
 	f.StringVar(&o.DataDir, "data-dir", "", "data directory: SQLite database and task workspaces (default ~/.maestro or $MAESTRO_HOME)")
+	f.StringVar(&o.Artifacts, "artifacts", "", artifactsFlag)
 	f.IntVar(&o.Workers, "workers", 2, "jobs to run at once in this process (0: API and scheduler only)")
 	f.StringVar(&o.Token, "token", "", "bearer token clients must send (default $MAESTRO_API_TOKEN; required unless --listen is loopback)")
 	f.Int64Var(&o.MaxUpload, "max-upload", server.DefaultMaxUpload, "largest accepted upload in bytes")
@@ -213,11 +215,15 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		return hostErr(err)
 	}
 	defer mcpHTTP.Close()
+	artifacts, err := openArtifacts(ctx, io, o.Artifacts)
+	if err != nil {
+		return failErr(err)
+	}
 	metrics := queue.NewMetrics()
 	info := server.Info{Version: buildVersion(), Store: storeKind(st), StartedAt: time.Now()}
 	var pool *queue.Pool
 	if o.Workers > 0 {
-		runner, executor, err := newJobRunner(io, st, dataDir)
+		runner, executor, err := newJobRunner(io, st, dataDir, artifacts)
 		if err != nil {
 			return failErr(err)
 		}
@@ -251,7 +257,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		Listen: o.Listen, AllowedHosts: o.AllowedHosts,
 		Metrics: metrics, NextRun: queue.NextRun, MaxUpload: o.MaxUpload, Logger: log,
 		Headless: cluster.Handler(attach), UI: ui, Info: info, DropStreamsAfter: dropAfter,
-		Secrets:   box,
+		Secrets: box, Artifacts: artifacts,
 		MCPLookup: host.MCPLookup(h.Config().MCPServers, st, box), MCP: mcpHTTP.handler,
 	})
 	if err != nil {
@@ -297,7 +303,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		wg.Go(func() { bus.FollowJobs(runCtx, st, filepath.Join(dataDir, "eventbus-jobs.json"), 0) })
 	}
 	wg.Go(func() {
-		if maintErr = queue.RunMaintenance(runCtx, queue.MaintenanceConfig{Store: st, Owner: o.Name, Logger: log, DataDir: dataDir}); maintErr != nil {
+		if maintErr = queue.RunMaintenance(runCtx, queue.MaintenanceConfig{Store: st, Owner: o.Name, Logger: log, DataDir: dataDir, Artifacts: artifacts}); maintErr != nil {
 			cancel()
 		}
 	})

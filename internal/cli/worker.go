@@ -17,6 +17,7 @@ import (
 type workerOptions struct {
 	DB          string
 	DataDir     string
+	Artifacts   string
 	Workers     int
 	Profiles    []string
 	TaskClasses []string
@@ -62,6 +63,7 @@ details.`,
 	f := cmd.Flags()
 	f.StringVar(&o.DB, "db", "", "job store: postgres://… URL (default: MAESTRO_DB, else SQLite <data dir>/maestro.db)")
 	f.StringVar(&o.DataDir, "data-dir", "", "data directory: SQLite database and task workspaces (default ~/.maestro or $MAESTRO_HOME)")
+	f.StringVar(&o.Artifacts, "artifacts", "", artifactsFlag)
 	f.IntVar(&o.Workers, "workers", 1, "jobs to run at once in this process")
 	f.StringSliceVar(&o.Profiles, "profile", nil, "serve jobs that require this profile (repeatable; jobs without a profile are always served)")
 	f.StringSliceVar(&o.TaskClasses, "task-class", nil, "serve jobs of this task class (repeatable; jobs without one are always served)")
@@ -87,7 +89,11 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 		return failErr(err)
 	}
 	defer st.Close()
-	runner, _, err := newJobRunner(io, st, dataDir)
+	artifacts, err := openArtifacts(ctx, io, o.Artifacts)
+	if err != nil {
+		return failErr(err)
+	}
+	runner, _, err := newJobRunner(io, st, dataDir, artifacts)
 	if err != nil {
 		return failErr(err)
 	}
@@ -111,7 +117,7 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 		cancel()
 	})
 	wg.Go(func() {
-		maintErr = queue.RunMaintenance(ctx, queue.MaintenanceConfig{Store: st, Owner: o.Name, Every: min(time.Second, o.Lease/2), Logger: log, DataDir: dataDir})
+		maintErr = queue.RunMaintenance(ctx, queue.MaintenanceConfig{Store: st, Owner: o.Name, Every: min(time.Second, o.Lease/2), Logger: log, DataDir: dataDir, Artifacts: artifacts})
 	})
 	wg.Wait()
 	if err := errors.Join(poolErr, maintErr); err != nil {

@@ -81,6 +81,23 @@ type Config struct {
 	// SSHConnections registers the connections the SSH tools may use, by
 	// id (a movement names them in allowed_ssh_connections).
 	SSHConnections map[string]SSHConnection `yaml:"ssh_connections"`
+	// Artifacts is where serve and workers keep the files of queued
+	// jobs (uploads, output/, subtasks/, logs): s3://bucket/prefix for an
+	// S3-compatible store; empty: the data directory (docs/scale-out.md,
+	// "Artifacts"). The --artifacts flag overrides it.
+	Artifacts string `yaml:"artifacts"`
+	// ArtifactsS3 reaches the S3 store where the AWS variables do not.
+	ArtifactsS3 ArtifactsS3 `yaml:"artifacts_s3"`
+}
+
+// ArtifactsS3 configures the S3-compatible artifact store; the AWS
+// variables (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, AWS_REGION,
+// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) fill what it leaves empty.
+type ArtifactsS3 struct {
+	Endpoint  string `yaml:"endpoint"`
+	Region    string `yaml:"region"`
+	AccessKey string `yaml:"access_key"`
+	SecretKey string `yaml:"secret_key"`
 }
 
 // MCPServer is one MCP server: a command speaking MCP over stdio, or the

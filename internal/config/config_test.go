@@ -19,17 +19,18 @@ func TestParse(t *testing.T) {
 	}{
 		{"empty", "", Config{}, ""},
 		{"event bus", "event_bus:\n  url: nats://127.0.0.1:4222\n  create_stream: true\n  source: ci\n", Config{EventBus: EventBus{URL: "nats://127.0.0.1:4222", CreateStream: true, Source: "ci"}}, ""},
+		{"artifacts", "artifacts: s3://team/maestro\nartifacts_s3:\n  endpoint: http://s3.internal:9000\n  region: eu-west-1\n", Config{Artifacts: "s3://team/maestro", ArtifactsS3: ArtifactsS3{Endpoint: "http://s3.internal:9000", Region: "eu-west-1"}}, ""},
 		{"event bus unknown key", "event_bus: {urll: x}\n", Config{}, `line 1: event_bus.urll: unknown key; did you mean "url"?`},
 		{"full", "model: openai/llama3.2\nsandbox: always\nmax_iterations: 7\nproviders:\n  openai:\n    base_url: http://localhost:11434/v1\n    api: chat\n",
 			Config{Model: "openai/llama3.2", Sandbox: "always", MaxIterations: 7, Providers: Providers{OpenAI: Provider{BaseURL: "http://localhost:11434/v1", API: "chat"}}}, ""},
 		// Issue 15 item 10: the key, its line, a close key and the known
 		// keys, no Go type names (was "line 2: field modle not found in
 		// type config.Config").
-		{"unknown key", "model: x\nmodle: y\n", Config{}, `line 2: modle: unknown key; did you mean "model"? (known keys: agent_permission, classifier_model, compact_at, event_bus, max_file_bytes, max_iterations, mcp_servers, model, models, providers, sandbox, ssh_connections, web)`},
-		{"unknown key, no close one", "colour: blue\n", Config{}, "line 1: colour: unknown key (known keys: agent_permission, classifier_model, compact_at, event_bus, max_file_bytes"},
+		{"unknown key", "model: x\nmodle: y\n", Config{}, `line 2: modle: unknown key; did you mean "model"? (known keys: agent_permission, artifacts, artifacts_s3, classifier_model, compact_at, event_bus, max_file_bytes, max_iterations, mcp_servers, model, models, providers, sandbox, ssh_connections, web)`},
+		{"unknown key, no close one", "colour: blue\n", Config{}, "line 1: colour: unknown key (known keys: agent_permission, artifacts, artifacts_s3, classifier_model, compact_at, event_bus, max_file_bytes"},
 		{"unknown nested key", "providers:\n  openai:\n    apikey: x\n", Config{}, `line 3: providers.openai.apikey: unknown key; did you mean "api_key"? (known keys of providers.openai: api, api_key, base_url, managed_gateway)`},
 		{"unknown provider", "providers:\n  antropic: {}\n", Config{}, `line 2: providers.antropic: unknown key; did you mean "anthropic"?`},
-		{"every unknown key", "a: 1\nmax_iteration: 2\n", Config{}, "line 1: a: unknown key (known keys: agent_permission, classifier_model, compact_at, event_bus, max_file_bytes, max_iterations, mcp_servers, model, models, providers, sandbox, ssh_connections, web)\nline 2: max_iteration: unknown key; did you mean \"max_iterations\"?"},
+		{"every unknown key", "a: 1\nmax_iteration: 2\n", Config{}, "line 1: a: unknown key (known keys: agent_permission, artifacts, artifacts_s3, classifier_model, compact_at, event_bus, max_file_bytes, max_iterations, mcp_servers, model, models, providers, sandbox, ssh_connections, web)\nline 2: max_iteration: unknown key; did you mean \"max_iterations\"?"},
 		{"wrong type, in words", "max_iterations: many\n", Config{}, `line 1: max_iterations: expected an integer, found string "many"`},
 		{"mapping expected", "providers: 3\n", Config{}, "line 1: providers: expected a mapping, found integer 3"},
 		{"string expected", "model: [a]\n", Config{}, "line 1: model: expected a string, found a list"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/maestro-run/maestro/internal/blobstore"
 	"io"
 	"log/slog"
 	"strings"
@@ -37,7 +38,9 @@ type MaintenanceConfig struct {
 	// names once older than StagingGrace (default DefaultStagingGrace).
 	DataDir           string
 	StagingSweepEvery time.Duration
-	StagingGrace      time.Duration
+	// Artifacts, when set, is swept too (SweepArtifactStaging).
+	Artifacts    blobstore.Store
+	StagingGrace time.Duration
 }
 
 // LeaderName is the leader-election role of the maintenance loop.
@@ -109,6 +112,11 @@ func RunMaintenance(ctx context.Context, cfg MaintenanceConfig) error {
 				swept = now
 				if _, err := SweepStaging(ctx, cfg.Store, cfg.DataDir, now, cfg.StagingGrace, cfg.Logger); err != nil && ctx.Err() == nil {
 					cfg.Logger.Warn("upload staging sweep failed", "err", err)
+				}
+				if cfg.Artifacts != nil {
+					if _, err := SweepArtifactStaging(ctx, cfg.Store, cfg.Artifacts, now, cfg.StagingGrace, cfg.Logger); err != nil && ctx.Err() == nil {
+						cfg.Logger.Warn("artifact store upload staging sweep failed", "err", err)
+					}
 				}
 			}
 		}

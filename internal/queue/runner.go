@@ -13,6 +13,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/api"
+	"github.com/maestro-run/maestro/internal/blobstore"
 	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/gitinfo"
 	"github.com/maestro-run/maestro/internal/llm"
@@ -70,6 +71,9 @@ type EngineRunnerConfig struct {
 	// ClassifierProvider; nil: none, the job's model).
 	Models     func(ctx context.Context, spec string) (llm.Provider, error)
 	Classifier llm.Provider
+	// Artifacts, when set, is where jobs' files live; the job directory
+	// is a scratch copy (artifacts.go, docs/scale-out.md "Artifacts").
+	Artifacts blobstore.Store
 }
 
 // NoopPiece is the piece name that succeeds at once with one event
@@ -165,7 +169,7 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 	// question (park.go): it runs on its own context, which this
 	// attempt's cancels while it follows the run.
 	jr := newJobRun(ctx)
-	go func() { jr.done <- r.run(jr.ctx, j, jr) }()
+	go func() { jr.done <- r.synced(jr.ctx, j, r.run(jr.ctx, j, jr)) }()
 	return r.await(ctx, j, jr)
 }
 
@@ -200,6 +204,9 @@ func (r *engineRunner) run(ctx context.Context, j *Job, jr *jobRun) Result {
 	work, stateDir, err := taskdir.Prepare(dir)
 	if err != nil {
 		return Result{State: store.StateFailed, Error: fmt.Sprintf("prepare the task directory: %v", err)}
+	}
+	if err := r.materialise(ctx, j.Job, dir, &pl); err != nil {
+		return Result{State: store.StateFailed, Error: err.Error()}
 	}
 	if pl.InputStaging != "" {
 		// Files uploaded with the task land in input/ before any step
@@ -265,7 +272,7 @@ func (r *engineRunner) run(ctx context.Context, j *Job, jr *jobRun) Result {
 	out, runErr := engine.Launch{
 		Config: engine.Config{
 			Provider: prov, Workspace: root, RunDir: stateDir, JobWorkspace: true,
-			Sandbox: r.cfg.Sandbox, FileLimits: r.cfg.FileLimits, Web: r.cfg.Web, SSH: sshConns, Library: lib, Sink: em, Events: em, Agents: r.cfg.Agents,
+			Sandbox: r.cfg.Sandbox, FileLimits: r.cfg.FileLimits, Web: r.cfg.Web, SSH: sshConns, Library: lib, Sink: em, Events: r.syncOnMovement(ctx, j.Job, dir, em), Agents: r.cfg.Agents,
 			Models: r.cfg.Models, ClassifierProvider: r.cfg.Classifier, Agent: agentOf(pl), MCP: engineMCP(mcps),
 			Skills: r.cfg.Skills, StateSaved: runStateSaver(ctx, em), KeepProgress: true,
 		},

@@ -266,6 +266,12 @@ func stagingJob(ctx context.Context, st store.Store, dataDir, key string) (store
 	if err != nil {
 		return store.Job{}, false, fmt.Errorf("read the job file: %w", err)
 	}
+	return jobNamingKey(ctx, st, data, key)
+}
+
+// jobNamingKey returns the job whose id data holds when that job exists
+// and its payload names the staging key (ok).
+func jobNamingKey(ctx context.Context, st store.Store, data []byte, key string) (store.Job, bool, error) {
 	id, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
 	if err != nil || id <= 0 {
 		return store.Job{}, false, nil // half written when the API stopped

@@ -66,14 +66,22 @@ func exists(t *testing.T, p string) bool {
 	return err == nil
 }
 
+// grace is the grace period of the sweep tests.
+const grace = time.Hour
+
+// sweepTimes are a sweep test's time of the sweep and two change times,
+// one older than the grace period and one younger.
+func sweepTimes() (now, old, young time.Time) {
+	now = time.Now()
+	return now, now.Add(-2 * grace), now.Add(-grace / 2)
+}
+
 // TestSweepStaging: a staging directory whose job ended without running
 // goes into the task's input/; one no unfinished job names goes once older
 // than the grace period; everything an unfinished job still needs stays.
 func TestSweepStaging(t *testing.T) {
 	t.Parallel()
-	const grace = time.Hour
-	now := time.Now()
-	old, young := now.Add(-2*grace), now.Add(-grace/2)
+	now, old, young := sweepTimes()
 	tests := []struct {
 		name string
 		// job: the state the job naming the key ends in before the sweep

@@ -19,6 +19,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/maestro-run/maestro/internal/blobstore"
 	"io"
 	"log/slog"
 	"net/http"
@@ -67,6 +68,10 @@ type Config struct {
 	// DataDir holds the task directories (<DataDir>/tasks/<id>, see
 	// TaskDir); required for deliverables and uploads.
 	DataDir string
+	// Artifacts, when set, holds the tasks' files instead of DataDir:
+	// uploads are staged there and deliverables served from there, so
+	// any serve answers for any worker (artifacts.go).
+	Artifacts blobstore.Store
 	// TaskDir returns a task's directory (default: <DataDir>/tasks/<id>,
 	// the layout of queue.TaskDir); the agent's workspace is its work/
 	// (internal/taskdir).

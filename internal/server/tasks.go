@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -191,7 +192,7 @@ func (s *Server) insertTask(w http.ResponseWriter, r *http.Request, req newTask,
 	})
 	if err != nil {
 		if staged != "" {
-			os.RemoveAll(staging.Dir(s.cfg.DataDir, staged))
+			s.dropStaged(staged)
 		}
 		s.storeError(w, r, err)
 		return
@@ -199,9 +200,7 @@ func (s *Server) insertTask(w http.ResponseWriter, r *http.Request, req newTask,
 	if staged != "" {
 		// Without this file the sweep still keeps the directory while the
 		// job is unfinished (it scans the unfinished jobs' payloads).
-		if err := os.WriteFile(staging.JobFile(s.cfg.DataDir, staged), []byte(strconv.FormatInt(job.ID, 10)+"\n"), 0o644); err != nil {
-			s.log.Warn("upload staging: job file not written", "key", staged, "job", job.ID, "err", err)
-		}
+		s.recordStagedJob(r, staged, job.ID)
 	}
 	traceTask(r, task, job)
 	s.audit(r, api.ActionTaskCreate, taskTarget(task.ID), api.TaskCreateAudit{JobID: job.ID, Title: task.Title, Piece: task.Piece, Files: files})
@@ -245,6 +244,9 @@ func (s *Server) createTaskMultipart(w http.ResponseWriter, r *http.Request) {
 	if len(files) == 0 {
 		os.RemoveAll(dir)
 		s.insertTask(w, r, req, nil, "")
+		return
+	}
+	if !s.stageInArtifacts(w, r, dir, key) {
 		return
 	}
 	s.insertTask(w, r, req, files, key)
@@ -490,8 +492,12 @@ func (s *Server) openOutput(w http.ResponseWriter, dir string) (out *workspace.D
 // Config.MaxListEntries entries, 64 levels or maxListPathBytes bytes of
 // paths, with "truncated": true.
 func (s *Server) listDeliverables(w http.ResponseWriter, r *http.Request) {
-	_, dir, ok := s.taskDir(w, r)
+	id, dir, ok := s.taskDir(w, r)
 	if !ok {
+		return
+	}
+	if s.cfg.Artifacts != nil {
+		s.listArtifactDeliverables(w, r, id)
 		return
 	}
 	resp := api.DeliverableList{Files: []api.Deliverable{}}
@@ -585,8 +591,12 @@ func checkPathText(p string) string {
 // getDeliverable answers GET /tasks/{id}/deliverables/{path}: a regular
 // file under output/, reached without following any symbolic link.
 func (s *Server) getDeliverable(w http.ResponseWriter, r *http.Request) {
-	_, dir, p, ok := s.taskFile(w, r, "output/")
+	id, dir, p, ok := s.taskFile(w, r, "output/")
 	if !ok {
+		return
+	}
+	if s.cfg.Artifacts != nil {
+		s.getArtifactDeliverable(w, r, id, p)
 		return
 	}
 	out, ok := s.openOutput(w, dir)
@@ -616,12 +626,17 @@ func (s *Server) getDeliverable(w http.ResponseWriter, r *http.Request) {
 		writeFieldError(w, http.StatusBadRequest, "path", fmt.Sprintf("%s is not a file; GET the deliverables list for the files", httpedge.Echo(p)))
 		return
 	}
-	// Agents write these files: never let a browser run them on the API's
-	// origin.
+	serveDeliverable(w, r, p, info.ModTime(), f)
+}
+
+// serveDeliverable answers with the deliverable p's content as an
+// attachment. Agents write these files: never let a browser run them on
+// the API's origin.
+func serveDeliverable(w http.ResponseWriter, r *http.Request, p string, modified time.Time, content io.ReadSeeker) {
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(p)}))
 	w.Header().Set("Content-Security-Policy", "sandbox")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	http.ServeContent(w, r, p, info.ModTime(), f)
+	http.ServeContent(w, r, p, modified, content)
 }
 
 // upload answers PUT /tasks/{id}/uploads/{path}: the body becomes the file
@@ -640,6 +655,10 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.ContentLength > limit {
 		tooLarge()
+		return
+	}
+	if s.cfg.Artifacts != nil {
+		s.uploadToArtifacts(w, r, id, p)
 		return
 	}
 	throughLink := func() {
@@ -695,6 +714,12 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "internal error: cannot store the upload")
 		return
 	}
+	s.uploaded(w, r, id, p, n)
+}
+
+// uploaded audits the stored upload of n bytes at input/p of task id and
+// answers 201 with it.
+func (s *Server) uploaded(w http.ResponseWriter, r *http.Request, id int64, p string, n int64) {
 	up := api.FileRef{Path: p, Size: n}
 	s.audit(r, api.ActionTaskUpload, taskTarget(id), up)
 	writeJSON(w, http.StatusCreated, up)

@@ -1,0 +1,303 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/blobstore"
+	"github.com/maestro-run/maestro/internal/engine"
+	"github.com/maestro-run/maestro/internal/staging"
+	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/taskdir"
+	"github.com/maestro-run/maestro/internal/workspace"
+)
+
+// A job's files in an artifact store (EngineRunnerConfig.Artifacts,
+// docs/scale-out.md, "Artifacts"): the job directory (JobDir) on the
+// worker is a scratch copy. At claim the worker adopts the files staged
+// with the task (blobstore.UploadPrefix → <job>/work/input/) and
+// materialises <job>/work/ and <job>/state/ into the scratch directory
+// (what an earlier attempt, on any machine, produced); at the end of each
+// movement (transition, question, completion) and when the attempt ends it
+// syncs output/, subtasks/ and state/ (logs) back. Both directions copy
+// only files whose size or SHA-256 differ, and check each copy.
+
+// syncedDirs are the directories of work/ synced back, mirrored (a file
+// the agent removed is removed from the store).
+var syncedDirs = [...]string{"output", "subtasks"}
+
+// jobPrefix is the key prefix of j's directory: JobDir relative to the
+// data directory.
+func jobPrefix(j store.Job) string { return filepath.ToSlash(JobDir("", j)) }
+
+// materialise fills the scratch directory dir of job j from the artifact
+// store (nothing without one). The staged uploads are adopted first, and
+// pl.InputStaging cleared, since nothing is staged on this machine.
+func (r *engineRunner) materialise(ctx context.Context, j store.Job, dir string, pl *Payload) error {
+	a := r.cfg.Artifacts
+	if a == nil {
+		return nil
+	}
+	prefix := jobPrefix(j)
+	if pl.InputStaging != "" {
+		if err := adoptUploads(ctx, a, pl.InputStaging, prefix); err != nil {
+			return err
+		}
+		pl.InputStaging = ""
+	}
+	work, err := taskdir.OpenWork(dir, true)
+	if err != nil {
+		return fmt.Errorf("materialise the job's files: %w", err)
+	}
+	defer work.Close()
+	if _, err := blobstore.SyncDown(ctx, a, prefix+"/"+taskdir.Work, work); err != nil {
+		return fmt.Errorf("materialise the job's workspace from %s: %w", a.Location(), err)
+	}
+	state, err := workspace.OpenTrusted(taskdir.StateDir(dir))
+	if err != nil {
+		return fmt.Errorf("materialise the job's files: %w", err)
+	}
+	defer state.Close()
+	if _, err := blobstore.SyncDown(ctx, a, prefix+"/"+taskdir.State, state); err != nil {
+		return fmt.Errorf("materialise the job's run state from %s: %w", a.Location(), err)
+	}
+	return nil
+}
+
+// adoptUploads moves the objects staged under key to <prefix>/work/input/
+// and removes the staging job object. It is idempotent: what an earlier
+// attempt (or the sweep) moved is not staged any more.
+func adoptUploads(ctx context.Context, a blobstore.Store, key, prefix string) error {
+	if !staging.ValidKey(key) {
+		return fmt.Errorf("job payload field %q: expected 32 lowercase hex digits, found %q", staging.PayloadField, key)
+	}
+	from := blobstore.UploadPrefix(key)
+	objs, err := a.List(ctx, from)
+	if err != nil {
+		return fmt.Errorf("adopt the files uploaded with the task: %w", err)
+	}
+	for _, o := range objs {
+		to := blobstore.Join(prefix, taskdir.Work, "input", strings.TrimPrefix(o.Key, from+"/"))
+		if err := moveObject(ctx, a, o.Key, to); err != nil {
+			return fmt.Errorf("adopt the files uploaded with the task: %w", err)
+		}
+	}
+	if err := a.Delete(ctx, blobstore.UploadJobKey(key)); err != nil {
+		return fmt.Errorf("remove the upload staging job object: %w", err)
+	}
+	return nil
+}
+
+// moveObject copies the object from to the key to (its hash checked on
+// the way) and deletes from. A source gone meanwhile (another mover) is
+// not an error.
+func moveObject(ctx context.Context, a blobstore.Store, from, to string) error {
+	r, info, err := a.Get(ctx, from)
+	if blobstore.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = a.Put(ctx, to, r, info.Size, info.SHA256)
+	r.Close()
+	if err != nil {
+		return err
+	}
+	return a.Delete(ctx, from)
+}
+
+// syncBack copies output/, subtasks/ (mirrored) and state/ of the scratch
+// directory dir to the artifact store.
+func syncBack(ctx context.Context, a blobstore.Store, j store.Job, dir string) (blobstore.SyncStats, error) {
+	var total blobstore.SyncStats
+	prefix := jobPrefix(j)
+	work, err := taskdir.OpenWork(dir, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return total, nil // nothing was prepared (a noop job)
+	}
+	if err != nil {
+		return total, fmt.Errorf("sync the job's files: %w", err)
+	}
+	defer work.Close()
+	for _, name := range syncedDirs {
+		d, err := work.OpenPath(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return total, fmt.Errorf("sync the job's %s/: %w", name, err)
+		}
+		st, err := blobstore.SyncUp(ctx, a, d, blobstore.Join(prefix, taskdir.Work, name), true)
+		d.Close()
+		total.Add(st)
+		if err != nil {
+			return total, err
+		}
+	}
+	state, err := workspace.OpenTrusted(taskdir.StateDir(dir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return total, nil
+	}
+	if err != nil {
+		return total, fmt.Errorf("sync the job's run state: %w", err)
+	}
+	defer state.Close()
+	st, err := blobstore.SyncUp(ctx, a, state, blobstore.Join(prefix, taskdir.State), false)
+	total.Add(st)
+	return total, err
+}
+
+// syncOnMovement wraps the run's event sink so that the end of each
+// movement (a transition, a question, the completion) syncs the job's
+// files back before the run goes on; without an artifact store it is
+// next itself. A failed sync here is retried by the next one and by the
+// attempt's final sync (synced), which decides the outcome.
+func (r *engineRunner) syncOnMovement(ctx context.Context, j store.Job, dir string, next engine.EventSink) engine.EventSink {
+	a := r.cfg.Artifacts
+	if a == nil {
+		return next
+	}
+	return engine.EventSinkFunc(func(rec engine.Record) {
+		next.RunEvent(rec)
+		switch rec.Event.Kind() {
+		case engine.KindTransition, engine.KindWaiting, engine.KindComplete:
+			syncBack(ctx, a, j, dir)
+		}
+	})
+}
+
+// finalSyncTimeout bounds the sync at the end of an attempt.
+const finalSyncTimeout = 10 * time.Minute
+
+// synced syncs the job's files back once its attempt has its result res;
+// a sync that fails turns a result that would end or park the job into a
+// retryable failure, so that no outcome is recorded whose files are not
+// in the store. An attempt whose context ended (lease lost, shutdown)
+// syncs nothing: another attempt runs the job.
+func (r *engineRunner) synced(ctx context.Context, j *Job, res Result) Result {
+	a := r.cfg.Artifacts
+	if a == nil || ctx.Err() != nil {
+		return res
+	}
+	sctx, cancel := context.WithTimeout(ctx, finalSyncTimeout)
+	defer cancel()
+	if _, err := syncBack(sctx, a, j.Job, JobDir(r.cfg.DataDir, j.Job)); err != nil {
+		return Result{State: store.StateFailed, Error: fmt.Sprintf("sync the job's files to %s: %v", a.Location(), err), Usage: res.Usage, CostUSD: res.CostUSD, Report: res.Report}
+	}
+	return res
+}
+
+// SweepArtifactStaging is SweepStaging for the uploads staged in an
+// artifact store (blobstore.UploadPrefix): files whose job has finished
+// are adopted into its task's input/ (where a retry finds them); files no
+// unfinished job names are removed once their newest object is older than
+// grace; a job object left without files is removed.
+func SweepArtifactStaging(ctx context.Context, st store.Store, a blobstore.Store, now time.Time, grace time.Duration, log *slog.Logger) (StagingSweep, error) {
+	var res StagingSweep
+	objs, err := a.List(ctx, "uploads")
+	if err != nil {
+		return res, fmt.Errorf("list the staged uploads: %w", err)
+	}
+	type entry struct {
+		files   []string
+		jobFile bool
+		newest  time.Time
+	}
+	found := map[string]*entry{}
+	var keys []string
+	for _, o := range objs {
+		rest := strings.TrimPrefix(o.Key, "uploads/")
+		key, _, isFile := strings.Cut(rest, "/")
+		if !isFile {
+			key = strings.TrimSuffix(rest, staging.JobSuffix)
+		}
+		if !staging.ValidKey(key) {
+			continue // not Maestro's
+		}
+		e := found[key]
+		if e == nil {
+			e = &entry{}
+			found[key] = e
+			keys = append(keys, key)
+		}
+		if isFile {
+			e.files = append(e.files, o.Key)
+			if o.Modified.After(e.newest) {
+				e.newest = o.Modified
+			}
+		} else {
+			e.jobFile = true
+		}
+	}
+	var errs []error
+	var unfinished map[string]bool
+	for _, key := range keys {
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		e := found[key]
+		if len(e.files) == 0 {
+			if err := a.Delete(ctx, blobstore.UploadJobKey(key)); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if e.jobFile {
+			j, ok, err := artifactStagingJob(ctx, st, a, key)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("staging %s: %w", key, err))
+				continue
+			}
+			if ok {
+				if !j.State.Terminal() {
+					continue // the job's runner adopts the files
+				}
+				if err := adoptUploads(ctx, a, key, jobPrefix(j)); err != nil {
+					errs = append(errs, fmt.Errorf("staging %s of job %d: %w", key, j.ID, err))
+					continue
+				}
+				res.Moved++
+				log.Info("moved the staged uploads of a finished job into its input/ in the artifact store", "key", key, "job", j.ID, "state", j.State)
+				continue
+			}
+		}
+		if now.Sub(e.newest) < grace {
+			continue
+		}
+		if unfinished == nil {
+			if unfinished, err = unfinishedStagingKeys(ctx, st); err != nil {
+				return res, errors.Join(append(errs, err)...)
+			}
+		}
+		if unfinished[key] {
+			continue
+		}
+		for _, k := range append(e.files, blobstore.UploadJobKey(key)) {
+			if err := a.Delete(ctx, k); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		res.Removed++
+		log.Info("removed staged uploads no job names from the artifact store", "key", key, "last_change", e.newest.UTC())
+	}
+	return res, errors.Join(errs...)
+}
+
+// artifactStagingJob is stagingJob for a job object in the artifact store.
+func artifactStagingJob(ctx context.Context, st store.Store, a blobstore.Store, key string) (store.Job, bool, error) {
+	data, err := blobstore.ReadAll(ctx, a, blobstore.UploadJobKey(key), 64)
+	if blobstore.IsNotExist(err) {
+		return store.Job{}, false, nil
+	}
+	if err != nil {
+		return store.Job{}, false, fmt.Errorf("read the job object: %w", err)
+	}
+	return jobNamingKey(ctx, st, data, key)
+}

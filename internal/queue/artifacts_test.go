@@ -1,0 +1,158 @@
+package queue_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/blobstore"
+	"github.com/maestro-run/maestro/internal/engine"
+	"github.com/maestro-run/maestro/internal/queue"
+	"github.com/maestro-run/maestro/internal/staging"
+	"github.com/maestro-run/maestro/internal/store"
+)
+
+// TestSweepArtifactStaging: the uploads staged in an artifact store are
+// swept as the data directory's are: a finished job's go into its task's
+// input/ in the store, orphans go once older than the grace period, what
+// an unfinished job needs stays, a job object without files goes.
+func TestSweepArtifactStaging(t *testing.T) {
+	t.Parallel()
+	now, old, young := sweepTimes()
+	tests := []struct {
+		name    string
+		job     store.State // "" none
+		files   bool
+		changed time.Time
+		want    queue.StagingSweep
+		kept    bool
+	}{
+		{name: "queued job", job: store.StateQueued, files: true, changed: old, kept: true},
+		{name: "cancelled while queued", job: store.StateCancelled, files: true, changed: young, want: queue.StagingSweep{Moved: 1}},
+		{name: "no job, young", files: true, changed: young, kept: true},
+		{name: "no job, old", files: true, changed: old, want: queue.StagingSweep{Removed: 1}},
+		{name: "job object without files", job: store.StateSucceeded},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			st := openSQLite(t, nil)
+			ctx := t.Context()
+			dir := t.TempDir()
+			a, err := blobstore.OpenLocal(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			files := map[string]string{"report.txt": "figures\n", "docs/notes.md": "# notes\n"}
+			if tt.files {
+				for name, data := range files {
+					key := blobstore.Join(blobstore.UploadPrefix(stagingKey), name)
+					if err := blobstore.PutBytes(ctx, a, key, []byte(data)); err != nil {
+						t.Fatal(err)
+					}
+					os.Chtimes(filepath.Join(dir, filepath.FromSlash(key)), tt.changed, tt.changed)
+				}
+			}
+			var task store.Task
+			if tt.job != "" {
+				var job store.Job
+				task, job, err = st.CreateTask(ctx, store.NewTask{Title: "t", Piece: "noop", Payload: stagingPayload(t, stagingKey, nil)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				driveTo(t, st, job, tt.job)
+				if err := blobstore.PutBytes(ctx, a, blobstore.UploadJobKey(stagingKey), []byte(jsonInt(job.ID)+"\n")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := queue.SweepArtifactStaging(ctx, st, a, now, grace, quiet)
+			if err != nil {
+				t.Fatalf("SweepArtifactStaging: %v", err)
+			}
+			if got != tt.want {
+				t.Errorf("sweep = %+v, want %+v", got, tt.want)
+			}
+			staged, _ := a.List(ctx, blobstore.UploadPrefix(stagingKey))
+			if tt.kept != (len(staged) == len(files)) {
+				t.Errorf("staged objects after the sweep: %v (kept: %v)", staged, tt.kept)
+			}
+			if _, err := a.Stat(ctx, blobstore.UploadJobKey(stagingKey)); !tt.kept && !blobstore.IsNotExist(err) {
+				t.Errorf("the job object is still there (%v)", err)
+			}
+			if tt.want.Moved == 1 {
+				for name, want := range files {
+					data, err := blobstore.ReadAll(ctx, a, blobstore.Join(blobstore.TaskPrefix(task.ID), "work/input", name), 100)
+					if err != nil || string(data) != want {
+						t.Errorf("input/%s in the store = %q, %v; want %q", name, data, err, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestEngineRunnerArtifactsAcrossDataDirs: two workers with separate data
+// directories share one artifact store. The first adopts the staged upload
+// into the task's input/ and parks the job on a question, syncing its run
+// state; the second resumes the job from what the store holds (it never
+// saw the first's disk), finishes it, and its deliverable and the input
+// are in the store.
+func TestEngineRunnerArtifactsAcrossDataDirs(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t, nil)
+	ctx := t.Context()
+	a, err := blobstore.OpenLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := blobstore.PutBytes(ctx, a, blobstore.UploadPrefix(stagingKey)+"/brief.txt", []byte("fence specs\n")); err != nil {
+		t.Fatal(err)
+	}
+	dataA, dataB := t.TempDir(), t.TempDir()
+	stopA := startPool(t, queue.Config{Store: st, Runner: queue.NewEngineRunner(queue.EngineRunnerConfig{DataDir: dataA, Artifacts: a})})
+	pl := payloadWith(t, map[string]any{"replay": json.RawMessage(askScenario), staging.PayloadField: stagingKey})
+	task, job, err := st.CreateTask(ctx, store.NewTask{Title: "Paint the fence", Piece: "general", Payload: pl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := blobstore.PutBytes(ctx, a, blobstore.UploadJobKey(stagingKey), []byte(jsonInt(job.ID))); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, st, job.ID, "waiting_human", inState(store.StateWaitingHuman))
+	stopA()
+	if data, err := os.ReadFile(filepath.Join(queue.WorkDir(dataA, task.ID), "input", "brief.txt")); err != nil || string(data) != "fence specs\n" {
+		t.Errorf("A's input/brief.txt = %q, %v", data, err)
+	}
+	if objs, _ := a.List(ctx, "uploads"); len(objs) != 0 {
+		t.Errorf("uploads/ after the claim: %v, want nothing staged", objs)
+	}
+
+	startPool(t, queue.Config{Store: st, Runner: queue.NewEngineRunner(queue.EngineRunnerConfig{DataDir: dataB, Artifacts: a})})
+	if _, resumed, err := st.AddComment(ctx, store.NewComment{TaskID: task.ID, AuthorKind: store.AuthorUser, Body: "blue", ResumeWaiting: true}); err != nil || len(resumed) != 1 {
+		t.Fatalf("answer: resumed %v, %v", resumed, err)
+	}
+	done := waitJob(t, st, job.ID, "succeeded", inState(store.StateSucceeded))
+	if done.Result != "The fence is painted." || done.Attempt != 2 {
+		t.Errorf("job = %+v, want it finished by its second attempt", done)
+	}
+	rs, err := engine.LoadState(queue.StateDir(dataB, task.ID))
+	if err != nil || len(rs.Answers) != 1 || rs.Answers[0].Answer != "blue" {
+		t.Errorf("B's run state: %+v, %v; want the resumed run with the answer", rs, err)
+	}
+	for key, want := range map[string]string{
+		blobstore.TaskPrefix(task.ID) + "/work/input/brief.txt":  "fence specs\n",
+		blobstore.TaskPrefix(task.ID) + "/work/output/fence.txt": "painted\n",
+	} {
+		if data, err := blobstore.ReadAll(context.Background(), a, key, 100); err != nil || string(data) != want {
+			t.Errorf("store %s = %q, %v; want %q", key, data, err, want)
+		}
+	}
+	if data, err := os.ReadFile(filepath.Join(queue.WorkDir(dataB, task.ID), "input", "brief.txt")); err != nil || string(data) != "fence specs\n" {
+		t.Errorf("B's input/brief.txt (materialised) = %q, %v", data, err)
+	}
+}
