@@ -223,6 +223,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		Headless: attach, UI: ui, Info: info, DropStreamsAfter: dropAfter,
 		Secrets:   box,
 		MCPLookup: host.MCPLookup(h.Config().MCPServers, st, box), MCP: mcpHTTP.handler,
+		AgentsDir: agentsDir(home), Getenv: io.Getenv,
 	})
 	if err != nil {
 		return failErr(err)

@@ -1,0 +1,44 @@
+package httpattach
+
+import (
+	"net/http"
+	"slices"
+
+	"github.com/maestro-run/maestro/internal/protocol"
+)
+
+// SessionLister is implemented by Sessions that can name their live
+// sessions (SessionMap does); GET /api/headless/sessions lists them.
+type SessionLister interface {
+	// IDs returns the ids of the live sessions, in any order.
+	IDs() []string
+}
+
+// sessionList is the answer of GET /api/headless/sessions: each live
+// session's runtime snapshot, by session id.
+type sessionList struct {
+	Sessions []protocol.Snapshot `json:"sessions"`
+}
+
+// list serves GET /api/headless/sessions, a Maestro addition to the
+// wire contract's routes (docs/remote-attach.md, "Routes"): the
+// snapshots of the live sessions, sorted by id. Sessions that cannot
+// list (a hosted runner's one session) answer an empty list.
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
+	out := sessionList{Sessions: []protocol.Snapshot{}}
+	l, ok := h.cfg.Sessions.(SessionLister)
+	if !ok {
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	ids := l.IDs()
+	slices.Sort(ids)
+	for _, id := range ids {
+		s, e := h.lookup(id)
+		if e != nil {
+			continue // ended between IDs and Get
+		}
+		out.Sessions = append(out.Sessions, s.snapshot())
+	}
+	writeJSON(w, http.StatusOK, out)
+}
