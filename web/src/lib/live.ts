@@ -127,6 +127,17 @@ export class LiveModel {
     this.log.items.push({ kind: "other", id: ++this.seq, type, label, data } as Item);
   }
 
+  // seed takes the subscription's snapshot without its cursor, so that the
+  // first stream replays the ring from cursor 0: an attaching client sees
+  // the conversation so far (or a replay_gap reset when the ring no longer
+  // holds its start).
+  seed(snap: Snapshot): void {
+    this.snapshot = snap;
+    this.pending = pendingFrom(snap);
+    this.controllerConnectionId = snap.state.controller_connection_id ?? null;
+    this.responding = snap.state.is_responding === true;
+  }
+
   apply(env: Rec): void {
     const t = str(env.type);
     if (t === "heartbeat") return;

@@ -53,7 +53,7 @@ export function useLiveSession(sessionId: string, role: Role) {
         if (takeControl) body.takeControl = true;
         const sub = await headless<Subscription>(api, "POST", `/api/headless/sessions/${encodeURIComponent(sessionId)}/subscribe`, body);
         subRef.current = sub;
-        model.current.apply({ type: "snapshot", snapshot: sub.snapshot });
+        if (model.current.cursor === 0) model.current.seed(sub.snapshot);
         model.current.controllerConnectionId = sub.controller_connection_id;
         setError(undefined);
         rerender();
@@ -82,7 +82,7 @@ export function useLiveSession(sessionId: string, role: Role) {
       while (!ac.signal.aborted) {
         const sub = subRef.current!;
         const q = new URLSearchParams({ subscriptionId: sub.subscription_id });
-        if (model.current.cursor > 0) q.set("cursor", String(model.current.cursor));
+        q.set("cursor", String(model.current.cursor));
         const status = await streamEnvelopes(api, sessionId, q.toString(), ac.signal, () => {
           failures = 0;
           setLink("live");
