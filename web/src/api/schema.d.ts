@@ -920,6 +920,10 @@ export interface components {
             thinkingLevel?: "off" | "minimal" | "low" | "medium" | "high" | "ultra";
             /** @enum {string} */
             approvalMode?: "auto" | "prompt" | "fail";
+            /** @description a Maestro addition: run the new session on this agent CLI (GET /api/v1/agents) instead of Maestro's own loop; model is then the CLI's, thinkingLevel is refused */
+            agent?: string;
+            /** @description with agent: resume the CLI's own session of this id (or a Maestro session that ran on it) */
+            agentSession?: string;
         };
         HeadlessConnectionRef: {
             connectionId?: string;

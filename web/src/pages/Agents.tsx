@@ -163,13 +163,20 @@ function Transcript({ agent, sessionId }: { agent: AgentCLI; sessionId: string }
       setError(e instanceof Error ? e.message : String(e));
     }
   }
-  async function inLiveSession() {
+  // live starts a live session in the stored session's directory: on the
+  // CLI itself resuming its session (agent, agentSession), or on Maestro's
+  // own loop seeded with the conversation (init.history).
+  async function live(onCLI: boolean) {
     setError(undefined);
     try {
       const body: Record<string, unknown> = { clientInfo: { name: "maestro-web" }, approvalMode: "prompt" };
       if (t.session.dir) body.workspaceRoot = t.session.dir;
+      if (onCLI) {
+        body.agent = agent.id;
+        body.agentSession = t.session.id;
+      }
       const snap = await headless<Snapshot>(api, "POST", "/api/headless/sessions", body);
-      sessionStorage.setItem(pendingHistoryKey(snap.session_id), JSON.stringify(historyOf(t)));
+      if (!onCLI) sessionStorage.setItem(pendingHistoryKey(snap.session_id), JSON.stringify(historyOf(t)));
       navigate(`/sessions/${encodeURIComponent(snap.session_id)}`);
     } catch (e) {
       setError(e instanceof Error ? e.message : String(e));
@@ -193,8 +200,11 @@ function Transcript({ agent, sessionId }: { agent: AgentCLI; sessionId: string }
             <button type="button" className="btn btn-primary" data-testid="resume-task" onClick={() => void asTask()}>
               Resume as a task
             </button>
-            <button type="button" className="btn" data-testid="resume-live" onClick={() => void inLiveSession()}>
-              Continue in a live session
+            <button type="button" className="btn" data-testid="resume-live" disabled={!agent.path} title={agent.path ? undefined : `${agent.binary} is not installed on the server`} onClick={() => void live(true)}>
+              Resume in a live session
+            </button>
+            <button type="button" className="btn" data-testid="continue-live" onClick={() => void live(false)}>
+              Continue on Maestro's loop
             </button>
           </div>
         </div>

@@ -2,6 +2,7 @@ import { useState, type FormEvent } from "react";
 import { Link, useNavigate } from "react-router";
 import { useQuery } from "@tanstack/react-query";
 import { useApi } from "../api/context";
+import { unwrap } from "../api/client";
 import { Alert, InputField, PageHeader, Section, SelectField } from "../components/Field";
 import { headless, type Snapshot } from "../lib/live";
 
@@ -20,6 +21,9 @@ export default function Sessions() {
   const [workspace, setWorkspace] = useState("");
   const [model, setModel] = useState("");
   const [approval, setApproval] = useState("prompt");
+  const [agent, setAgent] = useState("");
+  const agents = useQuery({ queryKey: ["agents"], queryFn: async () => unwrap(await api.client.GET("/api/v1/agents")) });
+  const installed = (agents.data?.agents ?? []).filter((a) => a.path);
   const [error, setError] = useState<string>();
   const [busy, setBusy] = useState(false);
 
@@ -31,6 +35,7 @@ export default function Sessions() {
       const body: Record<string, unknown> = { approvalMode: approval, clientInfo: { name: "maestro-web" } };
       if (workspace.trim()) body.workspaceRoot = workspace.trim();
       if (model.trim()) body.model = model.trim();
+      if (agent) body.agent = agent;
       const snap = await headless<Snapshot>(api, "POST", "/api/headless/sessions", body);
       navigate(`/sessions/${encodeURIComponent(snap.session_id)}`);
     } catch (err) {
@@ -45,7 +50,7 @@ export default function Sessions() {
     <div className="space-y-4" aria-labelledby="sessions-title">
       <PageHeader id="sessions-title" title="Live sessions" />
       <Section id="new-session" title="New live session">
-        <form onSubmit={create} className="grid gap-3 sm:grid-cols-3" data-testid="new-session-form">
+        <form onSubmit={create} className="grid gap-3 sm:grid-cols-2 lg:grid-cols-4" data-testid="new-session-form">
           <InputField
             id="session-workspace"
             label="Workspace (absolute path on the server; empty: a fresh directory)"
@@ -53,7 +58,14 @@ export default function Sessions() {
             onChange={setWorkspace}
             placeholder="/home/me/project"
           />
-          <InputField id="session-model" label="Model (provider/model; empty: the server's default)" value={model} onChange={setModel} placeholder="anthropic/claude-sonnet-4-5" />
+          <SelectField
+            id="session-agent"
+            label="Runs on"
+            value={agent}
+            onChange={setAgent}
+            options={[{ value: "", label: "Maestro's own loop" }, ...installed.map((a) => ({ value: a.id, label: `agent CLI: ${a.name}` }))]}
+          />
+          <InputField id="session-model" label={agent ? "Model (the CLI's; empty: its default)" : "Model (provider/model; empty: the server's default)"} value={model} onChange={setModel} placeholder="anthropic/claude-sonnet-4-5" />
           <SelectField
             id="session-approval"
             label="Approval mode"
@@ -65,12 +77,12 @@ export default function Sessions() {
               { value: "fail", label: "fail: deny what needs approval" },
             ]}
           />
-          <div className="sm:col-span-3">
+          <div className="sm:col-span-2 lg:col-span-4">
             <button type="submit" className="btn btn-primary" disabled={busy} data-testid="create-session">
               Start session
             </button>
           </div>
-          {error && <Alert className="sm:col-span-3">{error}</Alert>}
+          {error && <Alert className="sm:col-span-2 lg:col-span-4">{error}</Alert>}
         </form>
       </Section>
       {list.error && <Alert testId="sessions-error">{String((list.error as Error).message)}</Alert>}
