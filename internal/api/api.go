@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/agentcli"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/store"
 )
@@ -364,4 +365,27 @@ type ServerWorker struct {
 	RunningJobs []int64 `json:"running_jobs"`
 	// LastSeen is the worker's latest claim or heartbeat on those jobs.
 	LastSeen time.Time `json:"last_seen,omitzero"`
+}
+
+// AgentsPath lists the agent CLIs (GET, AgentList); AgentsPath/{id}/sessions
+// lists the sessions one stored for a project (AgentSessionList) and
+// AgentsPath/{id}/sessions/{session} reads one (agentcli.Transcript).
+const AgentsPath = "/api/v1/agents"
+
+// AgentList is the answer of GET /api/v1/agents: every agent CLI
+// definition (built-in and the server's user files) with its detected
+// binary, and the user files left out with their faults (file:line:col).
+type AgentList struct {
+	Agents  []agentcli.Info `json:"agents"`
+	Invalid []string        `json:"invalid"`
+}
+
+// AgentSessionList is the answer of GET /api/v1/agents/{id}/sessions: the
+// sessions the agent CLI stored for Project, newest first, and where it
+// looked.
+type AgentSessionList struct {
+	Agent     string                 `json:"agent"`
+	Project   string                 `json:"project"`
+	Locations []string               `json:"locations"`
+	Sessions  []agentcli.SessionInfo `json:"sessions"`
 }

@@ -56,38 +56,14 @@ func newAgentsCmd(io *IOStreams) *cobra.Command {
 
 // agentInfo is one agent of maestro agents list --json / show --json.
 type agentInfo struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
-	// Source is "built-in", "user file" or "override" (a user file that
-	// replaces a built-in); File is the user file.
-	Source         string          `json:"source"`
-	File           string          `json:"file,omitempty"`
-	Binary         string          `json:"binary"`
-	Path           string          `json:"path,omitempty"`
-	Version        string          `json:"version,omitempty"`
-	Parser         string          `json:"parser"`
-	SessionStorage string          `json:"session_storage,omitempty"`
-	Capabilities   map[string]bool `json:"capabilities"`
+	agentcli.Info
 	// SlashCommands (show only) and why there are none.
 	SlashCommands *agentcli.SlashCommands `json:"slash_commands,omitempty"`
 	SlashProblem  string                  `json:"slash_commands_problem,omitempty"`
 }
 
 func describeAgent(cmd *cobra.Command, io *IOStreams, def *agentcli.Definition) agentInfo {
-	info := agentInfo{ID: def.ID, Name: def.Name, Source: "built-in", Binary: def.Binary, Parser: def.Parser,
-		SessionStorage: def.SessionStorage, Capabilities: map[string]bool{}}
-	if !strings.HasPrefix(def.Source, "builtin:") {
-		info.Source, info.File = "user file", def.Source
-		if def.Overrides {
-			info.Source = "override"
-		}
-	}
-	for _, f := range def.Capabilities.Flags() {
-		info.Capabilities[f.Name] = f.On
-	}
-	det := agentcli.Detect(cmd.Context(), def, io.Getenv("PATH"))
-	info.Path, info.Version = det.Path, det.Version
-	return info
+	return agentInfo{Info: agentcli.Describe(cmd.Context(), def, io.Getenv("PATH"))}
 }
 
 // agentsListed is maestro agents list --json: the agents, and the user

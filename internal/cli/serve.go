@@ -259,6 +259,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		Headless: cluster.Handler(attach), UI: ui, Info: info, DropStreamsAfter: dropAfter,
 		Secrets: box, Artifacts: artifacts,
 		MCPLookup: host.MCPLookup(h.Config().MCPServers, st, box), MCP: mcpHTTP.handler,
+		AgentsDir: agentsDir(home), Getenv: io.Getenv,
 	})
 	if err != nil {
 		return failErr(err)

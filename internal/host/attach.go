@@ -89,6 +89,9 @@ func createFailed(msg string, err error) *httpattach.Error {
 // create is the registry's httpattach.NewRuntime. The handler has checked
 // the body's enums (thinkingLevel, approvalMode).
 func (a *attached) create(ctx context.Context, req httpattach.CreateRequest) (*runtime.Runtime, string, error) {
+	if req.Agent != "" {
+		return a.createAgent(ctx, req)
+	}
 	choice, herr := a.choose(ctx, req.Model)
 	if herr != nil {
 		return nil, "", herr

@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v4"
 
+	"github.com/maestro-run/maestro/internal/agentcli"
 	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/store"
@@ -80,6 +81,9 @@ var restRoutes = map[string]routeTypes{
 	"DELETE /api/v1/ssh-connections/{id}/grants/{kind}/{grantee}": {ok: map[int]any{204: nil}},
 	"GET /api/v1/skills":                                          {ok: map[int]any{200: api.SkillList{}}},
 	"POST /api/v1/skills":                                         {req: api.SkillRequest{}, ok: map[int]any{201: api.SkillResponse{}}},
+	"GET /api/v1/agents":                                          {ok: map[int]any{200: api.AgentList{}}},
+	"GET /api/v1/agents/{id}/sessions":                            {ok: map[int]any{200: api.AgentSessionList{}}},
+	"GET /api/v1/agents/{id}/sessions/{session}":                  {ok: map[int]any{200: agentcli.Transcript{}}},
 	"GET /api/v1/skills/{name}":                                   {ok: map[int]any{200: api.SkillResponse{}}},
 	"DELETE /api/v1/skills/{name}":                                {ok: map[int]any{204: nil}},
 }

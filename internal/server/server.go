@@ -151,6 +151,13 @@ type Config struct {
 	// default, and what serve uses unless a test sets
 	// MAESTRO_TEST_DROP_STREAMS_AFTER) never cuts.
 	DropStreamsAfter int
+	// AgentsDir holds the user's agent CLI definitions (*.yaml, as
+	// ~/.maestro/agents) that GET /api/v1/agents lists beside the
+	// built-in ones; empty: built-ins only.
+	AgentsDir string
+	// Getenv reads PATH (to detect agent CLIs), HOME and the CLIs' own
+	// overrides (to find their stored sessions); nil: os.Getenv.
+	Getenv func(string) string
 }
 
 // MCPPath is where Config.MCP is mounted.
@@ -276,6 +283,7 @@ func (s *Server) register() {
 	s.handle("DELETE /api/v1/schedules/{id}", s.deleteSchedule)
 
 	s.registerRegistry()
+	s.registerAgents()
 
 	s.handle("GET /api/v1/audit", s.listAudit)
 	s.handle("GET "+api.ServerPath, s.serverInfo)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/httpedge"
+	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/transport/httpattach"
 )
@@ -23,6 +24,9 @@ type API interface {
 	http.Handler
 	Routes() []string
 	Authorized(r *http.Request) bool
+	// Snapshots returns the runtime snapshots of this process's live
+	// sessions (the listing adds them to the sessions it owns).
+	Snapshots() []protocol.Snapshot
 }
 
 // ListRoute lists the live sessions of every serve sharing the store.
@@ -194,9 +198,17 @@ func (rt *Router) list(w http.ResponseWriter, r *http.Request) {
 		writeError(w, storeUnavailable(err))
 		return
 	}
+	local := map[string]*protocol.Snapshot{}
+	for _, snap := range rt.next.Snapshots() {
+		local[snap.SessionID] = &snap
+	}
 	out := SessionList{Instance: rt.c.cfg.Instance, Sessions: make([]ListedSession, 0, len(all))}
 	for _, s := range all {
-		out.Sessions = append(out.Sessions, ListedSession{LiveSession: s, Local: s.Instance == rt.c.cfg.Instance && !s.Ended()})
+		l := ListedSession{LiveSession: s, Local: s.Instance == rt.c.cfg.Instance && !s.Ended()}
+		if l.Local {
+			l.Snapshot = local[s.ID]
+		}
+		out.Sessions = append(out.Sessions, l)
 	}
 	httpedge.WriteJSON(w, http.StatusOK, out)
 }
@@ -213,6 +225,10 @@ type ListedSession struct {
 	store.LiveSession
 	// Local: the answering serve owns the live session.
 	Local bool `json:"local"`
+	// Snapshot is the runtime snapshot of a local session (session_id,
+	// cursor, state), absent for the sessions of other serve processes
+	// (their snapshot is a GET …/state away, proxied to the owner).
+	*protocol.Snapshot
 }
 
 func writeError(w http.ResponseWriter, e *httpattach.Error) {

@@ -14,6 +14,9 @@ const NewTask = lazy(() => import("./pages/NewTask"));
 const TaskDetail = lazy(() => import("./pages/TaskDetail"));
 const Schedules = lazy(() => import("./pages/Schedules"));
 const Server = lazy(() => import("./pages/Server"));
+const Sessions = lazy(() => import("./pages/Sessions"));
+const SessionLive = lazy(() => import("./pages/SessionLive"));
+const Agents = lazy(() => import("./pages/Agents"));
 
 export interface AppProps {
   // fetch replaces the browser's (tests); baseUrl prefixes every API path.
@@ -67,6 +70,9 @@ export function App({ fetch: f, baseUrl }: AppProps) {
               <Route path="/tasks/:id" element={<TaskDetail />} />
               <Route path="/schedules" element={<Schedules />} />
               <Route path="/server" element={<Server />} />
+              <Route path="/sessions" element={<Sessions />} />
+              <Route path="/sessions/:id" element={<SessionLive />} />
+              <Route path="/agents" element={<Agents />} />
               <Route path="/signin" element={<SignIn />} />
               <Route path="*" element={<p className="p-4">No such page.</p>} />
             </Routes>
@@ -116,6 +122,12 @@ function Layout({ children }: { children: React.ReactNode }) {
             </NavLink>
             <NavLink to="/schedules" data-testid="nav-schedules" className={navClass}>
               Schedules
+            </NavLink>
+            <NavLink to="/sessions" data-testid="nav-sessions" className={navClass}>
+              Live sessions
+            </NavLink>
+            <NavLink to="/agents" data-testid="nav-agents" className={navClass}>
+              Agent CLIs
             </NavLink>
             <NavLink to="/server" data-testid="nav-server" className={navClass}>
               Server

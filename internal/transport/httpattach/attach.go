@@ -156,6 +156,10 @@ type CreateRequest struct {
 	// ReplayRing is Config.ReplayRing: set runtime.Config.BufferFrames to
 	// it.
 	ReplayRing int
+	// Agent is the agent CLI the session runs on (empty: Maestro's own
+	// loop) and AgentSession the CLI's own session it resumes (a Maestro
+	// addition to the contract's body; docs/remote-attach.md).
+	Agent, AgentSession string
 }
 
 // Handler serves the /api/headless routes. Create it with NewHandler and

@@ -69,11 +69,16 @@ type attachBody struct {
 	ThinkingLevel       *string                 `json:"thinkingLevel"`
 	ApprovalMode        *string                 `json:"approvalMode"`
 	TakeControl         *bool                   `json:"takeControl"`
+	// Agent and AgentSession (Maestro additions, create only) run the
+	// new session on an agent CLI, optionally resuming the CLI's own
+	// session.
+	Agent        *string `json:"agent"`
+	AgentSession *string `json:"agentSession"`
 }
 
 // Fields each route accepts.
 var (
-	createFields      = []string{"sessionId", "protocolVersion", "clientInfo", "workspaceRoot", "model", "enableClientTools", "capabilities", "optOutNotifications", "role", "client", "thinkingLevel", "approvalMode"}
+	createFields      = []string{"sessionId", "protocolVersion", "clientInfo", "workspaceRoot", "model", "enableClientTools", "capabilities", "optOutNotifications", "role", "client", "thinkingLevel", "approvalMode", "agent", "agentSession"}
 	connectionFields  = append(slices.Clone(createFields), "connectionId", "takeControl")
 	subscribeFields   = []string{"connectionId", "protocolVersion", "clientInfo", "capabilities", "optOutNotifications", "role", "takeControl"}
 	unsubscribeFields = []string{"subscriptionId"}
@@ -258,6 +263,8 @@ func (h *Handler) createRequest(r *http.Request, b *attachBody) CreateRequest {
 		ThinkingLevel:     protocol.ThinkingLevel(str(b.ThinkingLevel)),
 		ApprovalMode:      protocol.ApprovalMode(mode),
 		ReplayRing:        h.cfg.ReplayRing,
+		Agent:             str(b.Agent),
+		AgentSession:      str(b.AgentSession),
 	}
 }
 

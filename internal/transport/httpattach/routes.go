@@ -32,6 +32,7 @@ type route struct {
 func (h *Handler) routeTable() []route {
 	return []route{
 		{"POST /api/headless/sessions", h.create},
+		{"GET /api/headless/sessions", h.list},
 		{"POST /api/headless/connections", h.connections},
 		{"GET /api/headless/sessions/{id}", h.state},
 		{"GET /api/headless/sessions/{id}/state", h.state},

@@ -213,15 +213,15 @@ func TestSessionMissing(t *testing.T) {
 	wantError(t, rec.Code, rec.Body.Bytes(), http.StatusNotFound, "not_found", "Session not found")
 }
 
-// TestRoutesListed: Routes names exactly the contract's routes (§11.1),
-// and each is served by its handler rather than the JSON 404 of unknown
+// TestRoutesListed: Routes names exactly the contract's routes (§11.1)
+// plus Maestro's GET /api/headless/sessions (the live sessions' list), and each is served by its handler rather than the JSON 404 of unknown
 // paths.
 func TestRoutesListed(t *testing.T) {
 	t.Parallel()
 	h := httpattach.NewHandler(httpattach.Config{Sessions: httpattach.NewSessionMap(nil), SweepInterval: -1})
 	defer h.Close()
 	want := []string{
-		"POST /api/headless/sessions", "POST /api/headless/connections",
+		"POST /api/headless/sessions", "GET /api/headless/sessions", "POST /api/headless/connections",
 		"GET /api/headless/sessions/{id}", "GET /api/headless/sessions/{id}/state",
 		"POST /api/headless/sessions/{id}/subscribe", "POST /api/headless/sessions/{id}/unsubscribe",
 		"GET /api/headless/sessions/{id}/events", "POST /api/headless/sessions/{id}/messages",

@@ -1,0 +1,53 @@
+package agentcli
+
+import (
+	"context"
+	"strings"
+)
+
+// Sources of an Info.
+const (
+	SourceBuiltin  = "built-in"
+	SourceUserFile = "user file"
+	// SourceOverride is a user file whose id replaces a built-in.
+	SourceOverride = "override"
+)
+
+// Info describes one agent CLI definition and its detected binary: what
+// `maestro agents list --json` prints and GET /api/v1/agents answers.
+type Info struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Source is SourceBuiltin, SourceUserFile or SourceOverride; File is
+	// the user file.
+	Source string `json:"source"`
+	File   string `json:"file,omitempty"`
+	Binary string `json:"binary"`
+	// Path and Version are the detected binary's; empty when it is not
+	// installed (Version also when its version probe failed).
+	Path           string `json:"path,omitempty"`
+	Version        string `json:"version,omitempty"`
+	Parser         string `json:"parser"`
+	SessionStorage string `json:"session_storage,omitempty"`
+	// Capabilities has every capability flag by its YAML name.
+	Capabilities map[string]bool `json:"capabilities"`
+}
+
+// Describe returns def's Info, detecting its binary on path (a PATH-style
+// list, as Detect).
+func Describe(ctx context.Context, def *Definition, path string) Info {
+	info := Info{ID: def.ID, Name: def.Name, Source: SourceBuiltin, Binary: def.Binary, Parser: def.Parser,
+		SessionStorage: def.SessionStorage, Capabilities: map[string]bool{}}
+	if !strings.HasPrefix(def.Source, "builtin:") {
+		info.Source, info.File = SourceUserFile, def.Source
+		if def.Overrides {
+			info.Source = SourceOverride
+		}
+	}
+	for _, f := range def.Capabilities.Flags() {
+		info.Capabilities[f.Name] = f.On
+	}
+	det := Detect(ctx, def, path)
+	info.Path, info.Version = det.Path, det.Version
+	return info
+}

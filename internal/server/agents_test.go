@@ -1,0 +1,102 @@
+package server_test
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/maestro-run/maestro/internal/agentcli"
+	"github.com/maestro-run/maestro/internal/api"
+	"github.com/maestro-run/maestro/internal/server"
+)
+
+// agentsEnv serves the agent CLI routes with the user adapter of
+// internal/agentcli's testdata (fake-agent, no resume of stored sessions)
+// installed on PATH as a script that prints its version, and HOME at the
+// Codex fixture home (two stored sessions of /home/dev/project).
+func agentsEnv(t *testing.T) *env {
+	t.Helper()
+	bin := t.TempDir()
+	script := "#!/bin/sh\necho 'fake-agent 1.2.3'\n"
+	if err := os.WriteFile(filepath.Join(bin, "fake-agent"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home, err := filepath.Abs("../agentcli/testdata/sessions/codex-0.169.0/home")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"PATH": bin, "HOME": home}
+	return newEnv(t, sqliteStore(t), func(c *server.Config) {
+		c.AgentsDir = "../agentcli/testdata/user-adapter"
+		c.Getenv = func(k string) string { return vars[k] }
+	})
+}
+
+// TestAgentsList: GET /api/v1/agents lists the built-in CLIs and the user
+// file, with source, detected path and version, and every capability flag.
+func TestAgentsList(t *testing.T) {
+	t.Parallel()
+	e := agentsEnv(t)
+	var out api.AgentList
+	e.must(http.StatusOK, "GET", "/api/v1/agents", nil, &out)
+	byID := map[string]agentcli.Info{}
+	for _, a := range out.Agents {
+		byID[a.ID] = a
+	}
+	fake, ok := byID["fake-agent"]
+	if !ok {
+		t.Fatalf("fake-agent not listed: %+v", out.Agents)
+	}
+	if fake.Source != agentcli.SourceUserFile || !strings.HasSuffix(fake.File, "fake-agent.yaml") || fake.Version != "1.2.3" || !strings.HasSuffix(fake.Path, "/fake-agent") {
+		t.Errorf("fake-agent: %+v", fake)
+	}
+	if !fake.Capabilities["resume"] || fake.Capabilities["read_only"] {
+		t.Errorf("fake-agent capabilities: %v", fake.Capabilities)
+	}
+	codex, ok := byID["codex"]
+	if !ok || codex.Source != agentcli.SourceBuiltin || codex.Path != "" || codex.SessionStorage != "codex-rollouts" {
+		t.Errorf("codex (built-in, not installed on this PATH): %+v", codex)
+	}
+	if len(out.Invalid) != 0 {
+		t.Errorf("invalid: %v", out.Invalid)
+	}
+}
+
+// TestAgentSessions: the sessions a CLI stored for a project are listed,
+// one is read as a transcript; wrong requests get 400 and 404.
+func TestAgentSessions(t *testing.T) {
+	t.Parallel()
+	e := agentsEnv(t)
+	var list api.AgentSessionList
+	e.must(http.StatusOK, "GET", "/api/v1/agents/codex/sessions?project=/home/dev/project", nil, &list)
+	if list.Agent != "codex" || list.Project != "/home/dev/project" || len(list.Sessions) != 2 || len(list.Locations) == 0 {
+		t.Fatalf("sessions: %+v", list)
+	}
+	var other api.AgentSessionList
+	e.must(http.StatusOK, "GET", "/api/v1/agents/codex/sessions?project=/home/dev/other", nil, &other)
+	if other.Sessions == nil || len(other.Sessions) != 0 {
+		t.Fatalf("another project: %+v, want an empty list", other)
+	}
+	var tr agentcli.Transcript
+	e.must(http.StatusOK, "GET", "/api/v1/agents/codex/sessions/"+list.Sessions[0].ID, nil, &tr)
+	if tr.Session.ID != list.Sessions[0].ID || len(tr.Messages) == 0 {
+		t.Fatalf("transcript: %+v", tr)
+	}
+	for _, c := range []struct {
+		path   string
+		status int
+		want   string
+	}{
+		{"/api/v1/agents/codex/sessions?project=relative", 400, "absolute"},
+		{"/api/v1/agents/codex/sessions", 400, "absolute"},
+		{"/api/v1/agents/nope/sessions?project=/x", 404, "unknown agent"},
+		{"/api/v1/agents/fake-agent/sessions?project=/x", 404, "session_storage: none"},
+		{"/api/v1/agents/codex/sessions/no-such-id", 404, "not found"},
+	} {
+		if ae := e.wantError(c.status, "GET", c.path, nil); !strings.Contains(ae.Error, c.want) {
+			t.Errorf("%s: error %q, want it to say %q", c.path, ae.Error, c.want)
+		}
+	}
+}

@@ -1,0 +1,119 @@
+//go:build browser
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestLiveSessionApprovals: a live session on the replay demo (its first
+// model turn writes two files, each Write needing approval in mode
+// prompt). The first request, shown as a dialog, is approved: the tool
+// runs and the file exists. The second is denied with a reason: the
+// denial shows in the log and the file is not written. A viewer attached
+// from the start sees the same stream and has no prompt box.
+func TestLiveSessionApprovals(t *testing.T) {
+	t.Parallel()
+	work := t.TempDir()
+	s := startServe(t, nil, "--workers", "0")
+	tb := newTab(t, s.url)
+	tb.open("/sessions", "new-session-form")
+	tb.fill(tid("session-workspace"), work)
+	tb.click("create-session")
+	tb.wait("the session page, controlling", q("session-state", `[data-link="live"][data-controller="true"]`))
+	id := eval[string](tb, "session id", `location.pathname.split("/").pop()`)
+
+	viewer := newTab(t, s.url)
+	viewer.open("/sessions/"+id+"?role=viewer", "session-state")
+	viewer.wait("the viewer is live", q("session-state", `[data-link="live"][data-role="viewer"]`))
+	if eval[bool](viewer, "prompt box of the viewer", q("prompt-form")+" !== null") {
+		t.Errorf("the viewer has a prompt box")
+	}
+
+	tb.fill(tid("prompt"), "make the demo files")
+	tb.click("send-prompt")
+	tb.wait("the first approval dialog", q("request-dialog", `[open][data-request-type="approval"]`))
+	if tool := eval[string](tb, "requested tool", q("request-tool")+".textContent"); tool != "Write" {
+		t.Fatalf("approval for %q, want Write", tool)
+	}
+	if args := eval[string](tb, "requested args", q("request-args")+".textContent"); !strings.Contains(args, "hello-maestro/README.md") {
+		t.Fatalf("approval args %q do not name the file", args)
+	}
+	tb.shots("session-approval", "request-dialog")
+	tb.click("approve")
+	tb.wait("the approved Write ran", `[...document.querySelectorAll('[data-testid="tool-call"][data-tool="Write"]')].some(e => e.dataset.status === "succeeded")`)
+	tb.wait("the second approval dialog", fmt.Sprintf(`%s && %s.textContent.includes("greet.txt")`, q("request-dialog", "[open]"), q("request-args")))
+	tb.fill(tid("request-reason"), "not this one")
+	tb.click("deny")
+	denied := `[...document.querySelectorAll('[data-testid="event-item"]')].some(e => e.textContent.includes("approval denied by user: not this one"))`
+	tb.wait("the denial shows", denied)
+	tb.wait("the denied Write failed", `[...document.querySelectorAll('[data-testid="tool-call"][data-tool="Write"]')].some(e => e.dataset.status === "failed")`)
+	tb.shots("session-live", "prompt-form")
+	if _, err := os.Stat(filepath.Join(work, "hello-maestro", "README.md")); err != nil {
+		t.Errorf("the approved Write did not write its file: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(work, "hello-maestro", "greet.txt")); !os.IsNotExist(err) {
+		t.Errorf("the denied Write's file: %v, want it absent", err)
+	}
+
+	// The viewer saw the same stream: the demo's text, the denial.
+	viewer.wait("the viewer sees the answer", `document.querySelector('[data-testid="event-log"]').textContent.includes("scripted replay demo")`)
+	viewer.wait("the viewer sees the denial", denied)
+	if eval[bool](viewer, "dialog of the viewer", q("request-dialog", "[open]")+" !== null") {
+		t.Errorf("the viewer was shown an approval dialog")
+	}
+	viewer.shots("session-viewer")
+
+	tb.open("/sessions", "session-row")
+	tb.shots("sessions")
+}
+
+// TestAgentCapabilityGates: the Agent CLIs page lists a user-defined
+// adapter (testdata/agents/fake-noresume.yaml) with its source; its stored
+// sessions (Claude Code's storage, the fixture of internal/agentcli) open
+// as a transcript without the resume buttons, which Claude Code's own
+// definition (resume: true) shows for the same session.
+func TestAgentCapabilityGates(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	def, err := os.ReadFile(filepath.Join("testdata", "agents", "fake-noresume.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(home, "agents"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "agents", "fake-noresume.yaml"), def, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	claude, err := filepath.Abs(filepath.Join("..", "..", "agentcli", "testdata", "sessions", "claude-code-2.1.330", "home", ".claude"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServeIn(t, home, []string{"CLAUDE_CONFIG_DIR=" + claude}, "--workers", "0")
+	tb := newTab(t, s.url)
+	tb.open("/agents", "agent-row")
+	tb.wait("the user adapter is listed as a user file", `[...document.querySelectorAll('[data-testid="agent-row"]')].some(r => r.dataset.id === "fake-noresume" && r.textContent.includes("user file"))`)
+	tb.shots("agents")
+
+	openTranscript := func(agent string) {
+		t.Helper()
+		tb.open("/agents?agent="+agent, "agent-gates")
+		tb.fill(tid("agent-project"), "/home/dev/project")
+		tb.click("list-agent-sessions")
+		tb.wait(agent+": two stored sessions", `document.querySelectorAll('[data-testid="agent-session"]').length === 2`)
+		tb.click("agent-session", " button")
+		tb.wait(agent+": the transcript", `document.querySelectorAll('[data-testid="transcript-message"]').length > 0`)
+	}
+	openTranscript("fake-noresume")
+	if eval[bool](tb, "resume buttons of fake-noresume", q("resume-controls")+" !== null") {
+		t.Errorf("fake-noresume (resume: false) shows the resume buttons")
+	}
+	tb.shots("agent-transcript", "transcript")
+	openTranscript("claude-code")
+	tb.wait("claude-code (resume: true) shows the resume buttons", q("resume-task")+" !== null")
+}

@@ -1,0 +1,307 @@
+import { useEffect, useRef, useState, type FormEvent } from "react";
+import { Link, useParams, useSearchParams } from "react-router";
+import { EventLogView } from "../components/EventLog";
+import { ConfirmDialog } from "../components/ConfirmDialog";
+import { Alert } from "../components/Field";
+import type { PendingRequest, Role } from "../lib/live";
+import { useLiveSession, type LiveView } from "../lib/useLiveSession";
+
+type Send = (msg: Record<string, unknown>) => Promise<unknown>;
+
+const linkLabel: Record<LiveView["link"], string> = {
+  subscribing: "connecting…",
+  live: "● live",
+  reconnecting: "○ reconnecting…",
+  lease_held: "another client controls this session",
+  ended: "session ended",
+  failed: "failed",
+};
+
+// SessionLive is one live session: the streamed conversation drawn as the
+// task log, a prompt box (controller only), server requests as dialogs,
+// interrupt, connection and lease state, resets shown as they come, and a
+// file panel over the utility operations.
+export default function SessionLive() {
+  const { id = "" } = useParams();
+  const [params] = useSearchParams();
+  const role: Role = params.get("role") === "viewer" ? "viewer" : "controller";
+  const { view, send, takeControl } = useLiveSession(id, role);
+  const [confirmTake, setConfirmTake] = useState(false);
+  const [sendError, setSendError] = useState<string>();
+  const act = async (msg: Record<string, unknown>) => {
+    setSendError(undefined);
+    try {
+      await send(msg);
+    } catch (e) {
+      setSendError(e instanceof Error ? e.message : String(e));
+    }
+  };
+  const snap = view.snapshot;
+  const request = view.controller ? view.pending[0] : undefined;
+  return (
+    <div className="space-y-3" aria-labelledby="session-title">
+      <div className="flex flex-wrap items-center gap-2">
+        <h1 id="session-title" className="mr-auto text-xl font-semibold">
+          Session <span className="font-mono text-base">{id}</span>
+        </h1>
+        <Link to="/sessions" className="btn">
+          All sessions
+        </Link>
+      </div>
+      <div className="flex flex-wrap items-center gap-3 text-sm" data-testid="session-state" data-link={view.link} data-role={role} data-controller={view.controller ? "true" : "false"}>
+        <span className="badge bg-slate-200 dark:bg-slate-700" aria-live="polite">
+          {linkLabel[view.link]}
+        </span>
+        <span data-testid="lease-state">
+          {view.controller
+            ? `you control this session (lease until ${view.sub?.lease_expires_at ? new Date(view.sub.lease_expires_at).toLocaleTimeString() : "—"}, renewed while attached)`
+            : role === "viewer"
+              ? "viewer: you watch, you cannot send"
+              : "you do not hold the controller lease"}
+        </span>
+        {snap && (
+          <span className="text-slate-600 dark:text-slate-400">
+            {[snap.state.provider, snap.state.model].filter(Boolean).join("/")} · {snap.state.cwd} · cursor {view.log.lastId}
+          </span>
+        )}
+        {role === "controller" && !view.controller && (view.link === "lease_held" || view.link === "live") && (
+          <button type="button" className="btn" data-testid="take-control" onClick={() => setConfirmTake(true)}>
+            Take control
+          </button>
+        )}
+      </div>
+      {view.error && view.link !== "live" && <Alert testId="session-error">{view.error}</Alert>}
+      {view.resets.length > 0 && (
+        <p role="status" data-testid="session-resets" className="rounded border border-amber-300 bg-amber-50 px-3 py-1 text-sm text-amber-900 dark:border-amber-700 dark:bg-amber-950 dark:text-amber-200">
+          The stream was reset {view.resets.length} time(s) (
+          {view.resets.map((r) => `${r.reason} at cursor ${r.cursor}`).join(", ")}): what happened before was replaced by a snapshot, so earlier messages may be missing above.
+        </p>
+      )}
+      <div className="grid gap-3 lg:grid-cols-[1fr_18rem]">
+        <div className="space-y-2">
+          <EventLogView log={view.log} />
+          {role === "controller" && <PromptBox disabled={!view.controller} responding={view.responding} onSend={act} />}
+          {sendError && <Alert testId="send-error">{sendError}</Alert>}
+        </div>
+        {view.controller && <FilePanel send={act} utility={view.utility} />}
+      </div>
+      <RequestDialog request={request} onAnswer={act} />
+      <ConfirmDialog
+        open={confirmTake}
+        title="Take control?"
+        message="The client that controls this session now will lose the lease: its messages will be refused."
+        confirmLabel="Take control"
+        onCancel={() => setConfirmTake(false)}
+        onConfirm={() => {
+          setConfirmTake(false);
+          takeControl();
+        }}
+      />
+    </div>
+  );
+}
+
+function PromptBox({ disabled, responding, onSend }: { disabled: boolean; responding: boolean; onSend: Send }) {
+  const [text, setText] = useState("");
+  const [attach, setAttach] = useState("");
+  async function submit(e: FormEvent) {
+    e.preventDefault();
+    if (!text.trim()) return;
+    const msg: Record<string, unknown> = { type: "prompt", content: text };
+    const files = attach
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean);
+    if (files.length > 0) msg.attachments = files;
+    await onSend(msg);
+    setText("");
+    setAttach("");
+  }
+  return (
+    <form onSubmit={submit} className="space-y-2" data-testid="prompt-form">
+      <label htmlFor="prompt" className="label">
+        Prompt
+      </label>
+      <textarea
+        id="prompt"
+        data-testid="prompt"
+        className="input min-h-20"
+        value={text}
+        disabled={disabled}
+        onChange={(e) => setText(e.target.value)}
+        onKeyDown={(e) => {
+          if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) void submit(e);
+        }}
+      />
+      <label htmlFor="attachments" className="label">
+        Attachments (paths in the workspace, comma-separated; images go to the model as images)
+      </label>
+      <input id="attachments" data-testid="attachments" className="input" value={attach} disabled={disabled} onChange={(e) => setAttach(e.target.value)} />
+      <div className="flex gap-2">
+        <button type="submit" className="btn btn-primary" disabled={disabled || !text.trim()} data-testid="send-prompt">
+          Send
+        </button>
+        <button type="button" className="btn" disabled={disabled || !responding} data-testid="interrupt" onClick={() => void onSend({ type: "interrupt" })}>
+          Interrupt
+        </button>
+      </div>
+    </form>
+  );
+}
+
+// RequestDialog answers the first pending server request: approval
+// (approve/deny with a reason), user_input (an answer) or tool_retry
+// (retry, skip or abort).
+function RequestDialog({ request, onAnswer }: { request: PendingRequest | undefined; onAnswer: Send }) {
+  const ref = useRef<HTMLDialogElement>(null);
+  const [reason, setReason] = useState("");
+  useEffect(() => {
+    const d = ref.current;
+    if (!d) return;
+    if (request && !d.open) {
+      setReason("");
+      if (typeof d.showModal === "function") d.showModal();
+      else d.setAttribute("open", "");
+    } else if (!request && d.open) {
+      if (typeof d.close === "function") d.close();
+      else d.removeAttribute("open");
+    }
+  }, [request]);
+  const base = request ? { type: "server_request_response", request_id: request.requestId, request_type: request.type } : {};
+  const answer = (extra: Record<string, unknown>) => void onAnswer({ ...base, ...extra });
+  return (
+    <dialog
+      ref={ref}
+      data-testid="request-dialog"
+      data-request-type={request?.type}
+      aria-labelledby="request-title"
+      onCancel={(e) => e.preventDefault()}
+      className="m-auto w-[min(36rem,95vw)] rounded-lg border border-slate-300 bg-white p-4 text-slate-900 backdrop:bg-black/40 dark:border-slate-600 dark:bg-slate-900 dark:text-slate-100"
+    >
+      {request && (
+        <div className="space-y-3">
+          <h2 id="request-title" className="font-semibold">
+            {request.type === "approval" ? "Approve this tool call?" : request.type === "user_input" ? "The agent asks you" : request.type === "tool_retry" ? "A tool failed: retry?" : `Request: ${request.type}`}
+          </h2>
+          <p className="text-sm">
+            <span className="font-mono font-semibold" data-testid="request-tool">
+              {request.tool}
+            </span>{" "}
+            {request.label && request.label !== request.tool && <span>{request.label}</span>}
+          </p>
+          {request.description && <p className="text-sm">{request.description}</p>}
+          <pre tabIndex={0} data-testid="request-args" className="max-h-60 overflow-auto rounded bg-slate-100 p-2 text-xs dark:bg-slate-800">
+            {JSON.stringify(request.args, null, 2)}
+          </pre>
+          <label htmlFor="request-reason" className="label">
+            {request.type === "user_input" ? "Your answer" : "Reason (optional)"}
+          </label>
+          <textarea id="request-reason" data-testid="request-reason" className="input" value={reason} onChange={(e) => setReason(e.target.value)} />
+          <div className="flex flex-wrap justify-end gap-2">
+            {request.type === "approval" && (
+              <>
+                <button type="button" className="btn btn-danger" data-testid="deny" onClick={() => answer({ approved: false, ...(reason ? { result: { success: false, output: "", error: reason } } : {}) })}>
+                  Deny
+                </button>
+                <button type="button" className="btn btn-primary" data-testid="approve" onClick={() => answer({ approved: true, ...(reason ? { result: { success: true, output: reason } } : {}) })}>
+                  Approve
+                </button>
+              </>
+            )}
+            {request.type === "user_input" && (
+              <>
+                <button type="button" className="btn" data-testid="decline" onClick={() => answer({ content: [{ type: "text", text: reason || "Declined" }], is_error: true })}>
+                  Decline
+                </button>
+                <button type="button" className="btn btn-primary" data-testid="answer" onClick={() => answer({ content: [{ type: "text", text: reason }], is_error: false })}>
+                  Answer
+                </button>
+              </>
+            )}
+            {request.type === "tool_retry" && (
+              <>
+                <button type="button" className="btn btn-danger" data-testid="retry-abort" onClick={() => answer({ decision_action: "abort", ...(reason ? { reason } : {}) })}>
+                  Abort
+                </button>
+                <button type="button" className="btn" data-testid="retry-skip" onClick={() => answer({ decision_action: "skip", ...(reason ? { reason } : {}) })}>
+                  Skip
+                </button>
+                <button type="button" className="btn btn-primary" data-testid="retry-retry" onClick={() => answer({ decision_action: "retry", ...(reason ? { reason } : {}) })}>
+                  Retry
+                </button>
+              </>
+            )}
+          </div>
+        </div>
+      )}
+    </dialog>
+  );
+}
+
+// FilePanel searches the session's workspace and reads a file with the
+// utility operations (protocol.md, "Utility operations").
+function FilePanel({ send, utility }: { send: Send; utility: Record<string, Record<string, unknown>> }) {
+  const [query, setQuery] = useState("");
+  const [searchId, setSearchId] = useState<string>();
+  const [readId, setReadId] = useState<string>();
+  const n = useRef(0);
+  const results = searchId ? utility[searchId] : undefined;
+  const file = readId ? utility[readId] : undefined;
+  const hits = (results?.results as { path: string }[] | undefined) ?? [];
+  return (
+    <aside aria-labelledby="files-title" className="card space-y-2" data-testid="file-panel">
+      <h2 id="files-title" className="text-sm font-semibold">
+        Workspace files
+      </h2>
+      <form
+        className="flex gap-1"
+        onSubmit={(e) => {
+          e.preventDefault();
+          const id = `web_search_${++n.current}`;
+          setSearchId(id);
+          void send({ type: "utility_file_search", search_id: id, query, limit: 50 });
+        }}
+      >
+        <label htmlFor="file-query" className="sr-only">
+          Search files
+        </label>
+        <input id="file-query" data-testid="file-query" className="input" value={query} placeholder="file name…" onChange={(e) => setQuery(e.target.value)} />
+        <button type="submit" className="btn">
+          Search
+        </button>
+      </form>
+      {results && results.type === "error" && <p className="text-xs text-red-700 dark:text-red-400">{String(results.message)}</p>}
+      <ul className="max-h-48 overflow-auto text-xs" data-testid="file-results">
+        {hits.map((h) => (
+          <li key={h.path}>
+            <button
+              type="button"
+              className="w-full truncate text-left font-mono text-sky-700 hover:underline dark:text-sky-400"
+              onClick={() => {
+                const id = `web_read_${++n.current}`;
+                setReadId(id);
+                void send({ type: "utility_file_read", read_id: id, path: h.path, limit: 400 });
+              }}
+            >
+              {h.path}
+            </button>
+          </li>
+        ))}
+        {results && results.type !== "error" && hits.length === 0 && <li>No match.</li>}
+      </ul>
+      {file && (
+        <div>
+          <p className="font-mono text-xs font-semibold">
+            {String(file.relative_path ?? file.path ?? "")}
+            {file.type === "error" ? `: ${String(file.message)}` : ` (lines ${String(file.start_line)}–${String(file.end_line)} of ${String(file.total_lines)})`}
+          </p>
+          {file.type !== "error" && (
+            <pre tabIndex={0} data-testid="file-content" className="max-h-80 overflow-auto rounded bg-slate-100 p-2 text-xs dark:bg-slate-800">
+              {String(file.content ?? "")}
+            </pre>
+          )}
+        </div>
+      )}
+    </aside>
+  );
+}

@@ -1,0 +1,45 @@
+import { describe, expect, it } from "vitest";
+import { render, screen, waitFor } from "@testing-library/react";
+import userEvent from "@testing-library/user-event";
+import Sessions from "./Sessions";
+import { json, toRequest, Wrap } from "../test/helpers";
+
+describe("Sessions", () => {
+  it("lists live sessions and creates one on an installed agent CLI only", async () => {
+    const posted: unknown[] = [];
+    const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const req = toRequest(input, init);
+      const url = new URL(req.url);
+      if (url.pathname === "/api/headless/sessions" && req.method === "GET")
+        return json({ sessions: [{ session_id: "s1", cursor: 3, state: { provider: "replay", model: "demo", cwd: "/w", connection_count: 2, pending_requests: [{ id: "c1" }] } }] });
+      if (url.pathname === "/api/headless/sessions" && req.method === "POST") {
+        posted.push(await req.json());
+        return json({ session_id: "s2", cursor: 1, state: {} });
+      }
+      if (url.pathname === "/api/v1/agents")
+        return json({
+          agents: [
+            { id: "claude-code", name: "Claude Code", source: "built-in", binary: "claude", path: "/bin/claude", parser: "p", capabilities: {} },
+            { id: "codex", name: "Codex", source: "built-in", binary: "codex", parser: "p", capabilities: {} },
+          ],
+          invalid: [],
+        });
+      return json({ error: "unexpected " + url.pathname }, 500);
+    }) as typeof fetch;
+    render(
+      <Wrap fetch={f} path="/sessions">
+        <Sessions />
+      </Wrap>,
+    );
+    const row = await screen.findByText("s1");
+    expect(row.closest("tr")?.textContent).toContain("waiting for you");
+    await waitFor(() => expect(screen.getByRole("option", { name: "agent CLI: Claude Code" })).toBeTruthy());
+    // Codex is not installed: not offered.
+    expect(screen.queryByRole("option", { name: "agent CLI: Codex" })).toBeNull();
+    await userEvent.selectOptions(screen.getByLabelText("Runs on"), "claude-code");
+    await userEvent.selectOptions(screen.getByLabelText("Approval mode"), "fail");
+    await userEvent.click(screen.getByTestId("create-session"));
+    await waitFor(() => expect(posted).toHaveLength(1));
+    expect(posted[0]).toMatchObject({ agent: "claude-code", approvalMode: "fail" });
+  });
+});

@@ -1,0 +1,146 @@
+import { useState, type FormEvent } from "react";
+import { Link, useNavigate } from "react-router";
+import { useQuery } from "@tanstack/react-query";
+import { useApi } from "../api/context";
+import { unwrap } from "../api/client";
+import { Alert, InputField, PageHeader, Section, SelectField } from "../components/Field";
+import { headless, type Snapshot } from "../lib/live";
+
+// A listed session: serve's listing names every live session in the store
+// (docs/scale-out.md) with its owner; the sessions this server owns carry
+// their runtime snapshot, the others are reached through this server's proxy.
+type ListedSession = Partial<Snapshot> & { id?: string; local?: boolean; address?: string };
+
+// Sessions lists the live agent sessions of this server and of the other
+// serve processes sharing its store (GET /api/headless/sessions) and creates
+// one (POST /api/headless/sessions):
+// workspace, model and approval mode (docs/remote-attach.md, "In maestro
+// serve").
+export default function Sessions() {
+  const api = useApi();
+  const navigate = useNavigate();
+  const list = useQuery({
+    queryKey: ["live-sessions"],
+    queryFn: () => headless<{ sessions: ListedSession[] }>(api, "GET", "/api/headless/sessions?state=live"),
+    refetchInterval: 5000,
+  });
+  const [workspace, setWorkspace] = useState("");
+  const [model, setModel] = useState("");
+  const [approval, setApproval] = useState("prompt");
+  const [agent, setAgent] = useState("");
+  const agents = useQuery({ queryKey: ["agents"], queryFn: async () => unwrap(await api.client.GET("/api/v1/agents")) });
+  const installed = (agents.data?.agents ?? []).filter((a) => a.path);
+  const [error, setError] = useState<string>();
+  const [busy, setBusy] = useState(false);
+
+  async function create(e: FormEvent) {
+    e.preventDefault();
+    setError(undefined);
+    setBusy(true);
+    try {
+      const body: Record<string, unknown> = { approvalMode: approval, clientInfo: { name: "maestro-web" } };
+      if (workspace.trim()) body.workspaceRoot = workspace.trim();
+      if (model.trim()) body.model = model.trim();
+      if (agent) body.agent = agent;
+      const snap = await headless<Snapshot>(api, "POST", "/api/headless/sessions", body);
+      navigate(`/sessions/${encodeURIComponent(snap.session_id)}`);
+    } catch (err) {
+      setError(err instanceof Error ? err.message : String(err));
+    } finally {
+      setBusy(false);
+    }
+  }
+
+  const sessions = list.data?.sessions ?? [];
+  return (
+    <div className="space-y-4" aria-labelledby="sessions-title">
+      <PageHeader id="sessions-title" title="Live sessions" />
+      <Section id="new-session" title="New live session">
+        <form onSubmit={create} className="grid gap-3 sm:grid-cols-2 lg:grid-cols-4" data-testid="new-session-form">
+          <InputField
+            id="session-workspace"
+            label="Workspace (absolute path on the server; empty: a fresh directory)"
+            value={workspace}
+            onChange={setWorkspace}
+            placeholder="/home/me/project"
+          />
+          <SelectField
+            id="session-agent"
+            label="Runs on"
+            value={agent}
+            onChange={setAgent}
+            options={[{ value: "", label: "Maestro's own loop" }, ...installed.map((a) => ({ value: a.id, label: `agent CLI: ${a.name}` }))]}
+          />
+          <InputField id="session-model" label={agent ? "Model (the CLI's; empty: its default)" : "Model (provider/model; empty: the server's default)"} value={model} onChange={setModel} placeholder="anthropic/claude-sonnet-4-5" />
+          <SelectField
+            id="session-approval"
+            label="Approval mode"
+            value={approval}
+            onChange={setApproval}
+            options={[
+              { value: "prompt", label: "prompt: ask me" },
+              { value: "auto", label: "auto: run every tool" },
+              { value: "fail", label: "fail: deny what needs approval" },
+            ]}
+          />
+          <div className="sm:col-span-2 lg:col-span-4">
+            <button type="submit" className="btn btn-primary" disabled={busy} data-testid="create-session">
+              Start session
+            </button>
+          </div>
+          {error && <Alert className="sm:col-span-2 lg:col-span-4">{error}</Alert>}
+        </form>
+      </Section>
+      {list.error && <Alert testId="sessions-error">{String((list.error as Error).message)}</Alert>}
+      <div className="overflow-x-auto">
+        <table className="w-full text-left text-sm" data-testid="sessions-table">
+          <caption className="sr-only">Live sessions</caption>
+          <thead>
+            <tr className="border-b border-slate-200 dark:border-slate-700">
+              <th scope="col" className="p-2">Session</th>
+              <th scope="col" className="p-2">Model</th>
+              <th scope="col" className="p-2">Workspace</th>
+              <th scope="col" className="p-2">Clients</th>
+              <th scope="col" className="p-2">State</th>
+              <th scope="col" className="p-2">Attach</th>
+            </tr>
+          </thead>
+          <tbody>
+            {sessions.map((s) => {
+              const id = s.session_id ?? s.id ?? "";
+              const st = s.state;
+              return (
+                <tr key={id} data-testid="session-row" data-id={id} className="border-b border-slate-100 dark:border-slate-800">
+                  <td className="p-2 font-mono text-xs">{id}</td>
+                  <td className="p-2">{st ? [st.provider, st.model].filter(Boolean).join("/") : `on ${s.address ?? "another server"}`}</td>
+                  <td className="max-w-xs truncate p-2 font-mono text-xs" title={st?.cwd}>
+                    {st?.cwd}
+                  </td>
+                  <td className="p-2">{st ? (st.connection_count ?? 0) : ""}</td>
+                  <td className="p-2">
+                    {!st ? "live elsewhere" : st.is_responding ? "responding" : (st.pending_requests?.length ?? 0) > 0 ? "waiting for you" : "idle"}
+                  </td>
+                  <td className="space-x-2 p-2 whitespace-nowrap">
+                    <Link className="text-sky-700 underline dark:text-sky-400" to={`/sessions/${encodeURIComponent(id)}`}>
+                      controller
+                    </Link>
+                    <Link className="text-sky-700 underline dark:text-sky-400" to={`/sessions/${encodeURIComponent(id)}?role=viewer`}>
+                      viewer
+                    </Link>
+                  </td>
+                </tr>
+              );
+            })}
+            {sessions.length === 0 && !list.isLoading && (
+              <tr>
+                <td colSpan={6} className="p-2 text-slate-600 dark:text-slate-400">
+                  No live session on this server.
+                </td>
+              </tr>
+            )}
+          </tbody>
+        </table>
+      </div>
+    </div>
+  );
+}
