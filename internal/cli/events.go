@@ -17,12 +17,13 @@ import (
 const eventBusFlag = "event-bus-create-stream"
 
 // addEventBusFlag adds --event-bus-create-stream to the commands that
-// publish platform events (run, headless, serve, events smoke): the event
+// publish platform events (run, headless, serve, worker, hosted-runner,
+// events smoke): the event
 // bus (docs/events.md, "Platform events") then creates its stream
 // instead of expecting it, as MAESTRO_EVENT_BUS_CREATE_STREAM=1 does.
 func addEventBusFlag(root *cobra.Command, io *IOStreams) {
 	usage := "create the JetStream stream " + eventbus.StreamName + " on subjects " + eventbus.StreamSubjects + " for the platform events (else it is expected to exist)"
-	for _, path := range [][]string{{"run"}, {"headless"}, {"serve"}, {"events", "smoke"}} {
+	for _, path := range [][]string{{"run"}, {"headless"}, {"serve"}, {"worker"}, {"hosted-runner"}, {"events", "smoke"}} {
 		if cmd, _, err := root.Find(path); err == nil && cmd != root {
 			cmd.Flags().Bool(eventBusFlag, false, usage)
 		}

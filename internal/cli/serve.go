@@ -300,9 +300,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		})
 	}
 	wg.Go(func() { cluster.Run(runCtx) })
-	if bus := h.EventBus(); bus != nil { // docs/events.md, "Platform events"
-		wg.Go(func() { bus.FollowJobs(runCtx, st, filepath.Join(dataDir, "eventbus-jobs.json"), 0) })
-	}
+	wg.Go(func() { h.PublishJobs(runCtx, st, dataDir) }) // docs/events.md, "Platform events"
 	wg.Go(func() {
 		if maintErr = queue.RunMaintenance(runCtx, queue.MaintenanceConfig{Store: st, Owner: o.Name, Logger: log, DataDir: dataDir, Artifacts: artifacts}); maintErr != nil {
 			cancel()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/queue"
 )
 
@@ -98,6 +99,10 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 		return failErr(err)
 	}
 	defer closeRunner(runner) // runs parked on an MCP question stop with the process
+	h, err := host.New(host.Options{Getenv: io.Getenv, DataDir: dataDir, Logger: log})
+	if err != nil {
+		return failErr(err)
+	}
 	pool, err := queue.NewPool(queue.Config{
 		Store: st, Runner: runner, Name: o.Name, Workers: o.Workers,
 		Profiles: o.Profiles, TaskClasses: o.TaskClasses, LeaseFor: o.Lease, Logger: log,
@@ -116,6 +121,7 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 		poolErr = pool.Run(ctx)
 		cancel()
 	})
+	wg.Go(func() { h.PublishJobs(ctx, st, dataDir) }) // docs/events.md, "Platform events"
 	wg.Go(func() {
 		maintErr = queue.RunMaintenance(ctx, queue.MaintenanceConfig{Store: st, Owner: o.Name, Every: min(time.Second, o.Lease/2), Logger: log, DataDir: dataDir, Artifacts: artifacts})
 	})

@@ -75,17 +75,7 @@ func BenchmarkAgentLoopBus(b *testing.B) {
 			defer s.Close()
 			var f *eventbus.Follower
 			if v.bus {
-				url := os.Getenv("MAESTRO_BENCH_NATS_URL")
-				if url == "" {
-					url = bustest.Start(b).URL()
-				}
-				bus, err := eventbus.Open(eventbus.Options{Settings: eventbus.Settings{URL: url, CreateStream: true, Source: "bench"},
-					CloseWait: time.Minute})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer bus.Close()
-				f = bus.FollowSession(s.Dir(), s.Meta())
+				f = benchBus(b).FollowSession(s.Dir(), s.Meta())
 			}
 			if v.trace {
 				b.Cleanup(traceTo(b))
@@ -127,16 +117,7 @@ func BenchmarkAgentLoopOverhead(b *testing.B) {
 	ping := tool.New("ping", "answers pong", true, func(context.Context, pingIn, tool.Call) (tool.Result, error) {
 		return tool.Result{Content: "pong"}, nil
 	})
-	url := os.Getenv("MAESTRO_BENCH_NATS_URL")
-	if url == "" {
-		url = bustest.Start(b).URL()
-	}
-	bus, err := eventbus.Open(eventbus.Options{Settings: eventbus.Settings{URL: url, CreateStream: true, Source: "bench"},
-		CloseWait: time.Minute})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer bus.Close()
+	bus := benchBus(b)
 	b.Cleanup(traceTo(b))
 	tp, ok := otel.GetTracerProvider().(*sdktrace.TracerProvider)
 	if !ok {
@@ -209,6 +190,23 @@ func BenchmarkPublishSustained(b *testing.B) {
 	}
 	srv.Wait(2 * n)
 	b.ReportMetric(float64(2*n)/time.Since(start).Seconds(), "events/s")
+}
+
+// benchBus opens a bus on MAESTRO_BENCH_NATS_URL (a standalone
+// nats-server -js), else on an embedded server; closing a follower waits
+// up to a minute for its events. It is closed when the benchmark ends.
+func benchBus(b *testing.B) *eventbus.Bus {
+	url := os.Getenv("MAESTRO_BENCH_NATS_URL")
+	if url == "" {
+		url = bustest.Start(b).URL()
+	}
+	bus, err := eventbus.Open(eventbus.Options{Settings: eventbus.Settings{URL: url, CreateStream: true, Source: "bench"},
+		CloseWait: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { bus.Close() })
+	return bus
 }
 
 // traceTo installs tracing as Setup does, exporting to a collector that

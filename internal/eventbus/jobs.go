@@ -82,11 +82,13 @@ func (b *Bus) FollowJobs(ctx context.Context, src JobSource, stateFile string, r
 	full := true
 	for {
 		if full {
+			// The live jobs are subscribed to before the pass reads
+			// them: what they append during it wakes the loop.
+			w.live(true)
 			if err := b.jobsPass(ctx, src, &st, stateFile); err != nil && ctx.Err() == nil {
 				b.log.Warn("event bus: publish job events", "err", err)
 			}
 			full = false
-			w.live(true)
 		}
 		for _, id := range w.take() {
 			if err := b.jobPass(ctx, src, id, &st, stateFile, w); err != nil && ctx.Err() == nil {

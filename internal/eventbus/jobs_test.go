@@ -14,6 +14,20 @@ import (
 	"github.com/maestro-run/maestro/internal/store/sqlite"
 )
 
+// claimStart claims the next job as worker w1 and starts it.
+func claimStart(t *testing.T, st store.Store) store.Lease {
+	t.Helper()
+	claimed, err := st.Claim(t.Context(), store.ClaimParams{Worker: "w1", Limit: 1, LeaseFor: time.Minute})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %v %v", claimed, err)
+	}
+	l := claimed[0].Lease()
+	if _, err := st.Start(t.Context(), l); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // A queued job's lifecycle and its agent's tool calls are published with
 // the task's correlation (submitter, payload metadata), not the
 // process's.
@@ -31,14 +45,7 @@ func TestJobLogBecomesPlatformEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := st.Claim(ctx, store.ClaimParams{Worker: "w1", Limit: 1, LeaseFor: time.Minute})
-	if err != nil || len(claimed) != 1 {
-		t.Fatalf("claim: %v %v", claimed, err)
-	}
-	l := claimed[0].Lease()
-	if _, err := st.Start(ctx, l); err != nil {
-		t.Fatal(err)
-	}
+	l := claimStart(t, st)
 	if _, err := st.AppendJobEvents(ctx, l, []store.NewJobEvent{
 		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_call","call_id":"c1","tool":"Bash","args":{},"requires_approval":false}`)},
 		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_end","call_id":"c1","success":true}`)},
@@ -109,18 +116,7 @@ func TestJobFollowerFollowsStoreWakeUps(t *testing.T) {
 	if got := types(srv.Wait(3)[2:]); !slices.Equal(got, []string{eventbus.TypeJobQueued}) {
 		t.Fatalf("after enqueue: %q", got)
 	}
-	lease := func() store.Lease {
-		claimed, err := st.Claim(ctx, store.ClaimParams{Worker: "w1", Limit: 1, LeaseFor: time.Minute})
-		if err != nil || len(claimed) != 1 {
-			t.Fatalf("claim: %v %v", claimed, err)
-		}
-		l := claimed[0].Lease()
-		if _, err := st.Start(ctx, l); err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
-	l := lease()
+	l := claimStart(t, st)
 	if _, err := st.AppendJobEvents(ctx, l, []store.NewJobEvent{
 		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_call","call_id":"c1","tool":"Bash","args":{},"requires_approval":false}`)},
 		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_end","call_id":"c1","success":false,"error_code":"failed"}`)},
@@ -134,7 +130,7 @@ func TestJobFollowerFollowsStoreWakeUps(t *testing.T) {
 	if _, err := st.Retry(ctx, job.ID, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Complete(ctx, lease(), "done"); err != nil {
+	if _, err := st.Complete(ctx, claimStart(t, st), "done"); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{eventbus.TypeJobStarted, eventbus.TypeToolCallAttempted, eventbus.TypeToolCallCompleted,

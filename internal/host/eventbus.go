@@ -4,10 +4,12 @@ import (
 	"cmp"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
 	"github.com/maestro-run/maestro/internal/eventbus"
+	"github.com/maestro-run/maestro/internal/session"
 	"github.com/maestro-run/maestro/internal/telemetry"
 )
 
@@ -42,6 +44,28 @@ func (h *Host) EventBus() *eventbus.Bus {
 		}()
 	})
 	return h.bus.bus
+}
+
+// PublishJobs publishes the job logs of st on the event bus
+// (docs/events.md, "Platform events") until ctx ends, keeping its cursor
+// in <dataDir>/eventbus-jobs.json: maestro serve and maestro worker run
+// it beside their pools. It returns at once when no bus is configured.
+func (h *Host) PublishJobs(ctx context.Context, st eventbus.JobSource, dataDir string) {
+	if bus := h.EventBus(); bus != nil {
+		if err := bus.FollowJobs(ctx, st, filepath.Join(dataDir, "eventbus-jobs.json"), 0); err != nil {
+			h.log.Warn("event bus: follow the job logs", "err", err)
+		}
+	}
+}
+
+// FollowSession starts publishing the session log in dir on the event
+// bus and returns what records its close (the hosted runner's session,
+// whose log it keeps itself); nil when no bus is configured.
+func (h *Host) FollowSession(dir string, meta session.Meta) func(cursor int64, reason string) {
+	if bus := h.EventBus(); bus != nil {
+		return bus.FollowSession(dir, meta).Close
+	}
+	return nil
 }
 
 // sessionValues is what a session's runs see (docs/events.md, "Traces"):

@@ -80,6 +80,11 @@ type Options struct {
 	// Now is the clock (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Follow, when set, starts publishing the session log on the event
+	// bus (docs/events.md, "Platform events") once it is open and
+	// returns what records its close, called after the log is closed
+	// (nil: nothing to record).
+	Follow func(dir string, meta session.Meta) (closed func(cursor int64, reason string))
 	// Release, when set, closes what the executor was built over (the
 	// workspace its tools use) once the runtime has stopped
 	// (runtime.Config.Release).
@@ -112,6 +117,10 @@ type Runner struct {
 	drained   *DrainResponse
 	drainCode int
 	drainedAt time.Time
+
+	// followed records the session's close on the event bus (nil: not
+	// published).
+	followed func()
 
 	drainMu sync.Mutex
 	// flush flushes the session log (a test hook).
@@ -200,6 +209,11 @@ func New(cfg Config, opts Options) (*Runner, error) {
 		sess.Close()
 		sessions.Close()
 		return nil, err
+	}
+	if opts.Follow != nil {
+		if closed := opts.Follow(sess.Dir(), sess.Meta()); closed != nil {
+			r.followed = func() { closed(sess.Cursor(), "completed") }
+		}
 	}
 	r.rt = rt
 	r.start()
@@ -448,6 +462,10 @@ func (r *Runner) Close() error {
 		err = errors.Join(err, ignoreNoLog(r.slog.Flush()))
 	}
 	err = errors.Join(err, r.slog.Close())
+	if r.followed != nil {
+		r.followed()
+		r.followed = nil
+	}
 	if r.sessions != nil {
 		r.sessions.Close()
 		r.sessions = nil
