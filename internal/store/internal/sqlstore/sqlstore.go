@@ -88,6 +88,7 @@ type Queries struct {
 	SessionList           string // job_id, limit → SessionColumns
 	LeaderElect           string // name, owner, now, expires_at → owner
 	LeaderResign          string // name, owner
+	UsageJobs             string // from, to, include_replay → JobUsage columns (usage.go), by job id
 
 	// Records are the queries of the registry's record tables (MCP
 	// servers, SSH connections, skills), by table (see RecordTables).
