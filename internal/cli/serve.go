@@ -223,6 +223,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		Headless: attach, UI: ui, Info: info, DropStreamsAfter: dropAfter,
 		Secrets:   box,
 		MCPLookup: host.MCPLookup(h.Config().MCPServers, st, box), MCP: mcpHTTP.handler,
+		BudgetUSDMonth: h.Config().BudgetUSDMonth,
 	})
 	if err != nil {
 		return failErr(err)

@@ -81,6 +81,10 @@ type Config struct {
 	// SSHConnections registers the connections the SSH tools may use, by
 	// id (a movement names them in allowed_ssh_connections).
 	SSHConnections map[string]SSHConnection `yaml:"ssh_connections"`
+	// BudgetUSDMonth is what the operator means to spend on models in a
+	// calendar month, in USD; the web UI's usage page draws it against
+	// the month's cost (GET /api/v1/usage). 0: no budget.
+	BudgetUSDMonth float64 `yaml:"budget_usd_month"`
 }
 
 // MCPServer is one MCP server: a command speaking MCP over stdio, or the
@@ -267,6 +271,9 @@ func Parse(data []byte) (Config, error) {
 	}
 	if cfg.CompactAt < 0 || cfg.CompactAt > 1 {
 		return Config{}, fmt.Errorf("invalid configuration: compact_at: a share of the context window, 0 < compact_at ≤ 1 (e.g. 0.85), got %g", cfg.CompactAt)
+	}
+	if cfg.BudgetUSDMonth < 0 {
+		return Config{}, invalidValue(data, []string{"budget_usd_month"}, "a monthly budget in USD must not be negative, got %g", cfg.BudgetUSDMonth)
 	}
 	for id, m := range cfg.Models {
 		if m.ContextWindow < 0 {

@@ -146,6 +146,9 @@ type Config struct {
 	// default, and what serve uses unless a test sets
 	// MAESTRO_TEST_DROP_STREAMS_AFTER) never cuts.
 	DropStreamsAfter int
+	// BudgetUSDMonth is the configured monthly model budget in USD
+	// (config budget_usd_month; 0: none), reported by GET /api/v1/usage.
+	BudgetUSDMonth float64
 }
 
 // MCPPath is where Config.MCP is mounted.
@@ -273,6 +276,7 @@ func (s *Server) register() {
 	s.registerRegistry()
 
 	s.handle("GET /api/v1/audit", s.listAudit)
+	s.handle("GET "+api.UsagePath, s.usage)
 	s.handle("GET "+api.ServerPath, s.serverInfo)
 	s.handle("GET /healthz", s.healthz)
 	s.handle("GET /readyz", s.readyz)
