@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -223,7 +225,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		Headless: attach, UI: ui, Info: info, DropStreamsAfter: dropAfter,
 		Secrets:   box,
 		MCPLookup: host.MCPLookup(h.Config().MCPServers, st, box), MCP: mcpHTTP.handler,
-		BudgetUSDMonth: h.Config().BudgetUSDMonth,
+		BudgetUSDMonth: h.Config().BudgetUSDMonth, MCPServerNames: slices.Sorted(maps.Keys(h.Config().MCPServers)),
 	})
 	if err != nil {
 		return failErr(err)

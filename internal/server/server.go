@@ -149,6 +149,10 @@ type Config struct {
 	// BudgetUSDMonth is the configured monthly model budget in USD
 	// (config budget_usd_month; 0: none), reported by GET /api/v1/usage.
 	BudgetUSDMonth float64
+	// MCPServerNames are the slugs of the MCP servers the configuration
+	// defines; with the registered ones they are what a piece's tools may
+	// name (GET /api/v1/pieces' missing_tools).
+	MCPServerNames []string
 }
 
 // MCPPath is where Config.MCP is mounted.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +115,31 @@ func TestUsageReport(t *testing.T) {
 		ae := e.wantError(http.StatusBadRequest, "GET", "/api/v1/usage?"+tc.query, nil)
 		if ae.Field != tc.field || !strings.Contains(ae.Error, tc.says) {
 			t.Errorf("?%s: %+v, want field %s saying %q", tc.query, ae, tc.field, tc.says)
+		}
+	}
+}
+
+// TestPieceMissingTools: GET /api/v1/pieces names, per piece, the MCP
+// tools and required servers this server lacks; a server the
+// configuration defines is not missing.
+func TestPieceMissingTools(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sqliteStore(t), func(c *server.Config) { c.MCPServerNames = []string{"wiki"} })
+	src := strings.Replace(strings.Replace(pieceYAML("mcp-user"), "allowed_tools: [Read]", "allowed_tools: [Read, mcp__tracker__search, mcp__wiki__read]", 1),
+		"initial_movement:", "required_mcp: [tracker, wiki]\ninitial_movement:", 1)
+	e.must(http.StatusCreated, "POST", "/api/v1/pieces", src, nil)
+	var list api.PieceList
+	e.must(http.StatusOK, "GET", "/api/v1/pieces", nil, &list)
+	for _, p := range list.Pieces {
+		switch p.Name {
+		case "mcp-user":
+			if want := []string{"mcp__tracker__search", "required_mcp tracker"}; !slices.Equal(p.MissingTools, want) {
+				t.Errorf("mcp-user misses %q, want %q", p.MissingTools, want)
+			}
+		case "chat":
+			if len(p.MissingTools) != 0 {
+				t.Errorf("chat misses %q", p.MissingTools)
+			}
 		}
 	}
 }
