@@ -14,6 +14,8 @@ const NewTask = lazy(() => import("./pages/NewTask"));
 const TaskDetail = lazy(() => import("./pages/TaskDetail"));
 const Schedules = lazy(() => import("./pages/Schedules"));
 const Server = lazy(() => import("./pages/Server"));
+const Usage = lazy(() => import("./pages/Usage"));
+const Pieces = lazy(() => import("./pages/Pieces"));
 
 export interface AppProps {
   // fetch replaces the browser's (tests); baseUrl prefixes every API path.
@@ -67,6 +69,8 @@ export function App({ fetch: f, baseUrl }: AppProps) {
               <Route path="/tasks/:id" element={<TaskDetail />} />
               <Route path="/schedules" element={<Schedules />} />
               <Route path="/server" element={<Server />} />
+              <Route path="/usage" element={<Usage />} />
+              <Route path="/pieces/*" element={<Pieces />} />
               <Route path="/signin" element={<SignIn />} />
               <Route path="*" element={<p className="p-4">No such page.</p>} />
             </Routes>
@@ -116,6 +120,12 @@ function Layout({ children }: { children: React.ReactNode }) {
             </NavLink>
             <NavLink to="/schedules" data-testid="nav-schedules" className={navClass}>
               Schedules
+            </NavLink>
+            <NavLink to="/pieces" data-testid="nav-pieces" className={navClass}>
+              Pieces
+            </NavLink>
+            <NavLink to="/usage" data-testid="nav-usage" className={navClass}>
+              Usage
             </NavLink>
             <NavLink to="/server" data-testid="nav-server" className={navClass}>
               Server

@@ -303,6 +303,163 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/mcp-servers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The MCP servers registered through the API, by slug; env and header values answer "***". */
+        get: operations["listMCPServers"];
+        put?: never;
+        /** Register an MCP server for tasks (`mcp__<slug>__<tool>`); env and header values are sealed with MAESTRO_ENCRYPTION_KEY (422 naming the field without it). */
+        post: operations["createMCPServer"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/mcp-servers/{slug}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                slug: string;
+            };
+            cookie?: never;
+        };
+        /** One MCP server. */
+        get: operations["getMCPServer"];
+        /** Replace an MCP server's definition (owner only); an env or header value "***" keeps the stored one. */
+        put: operations["putMCPServer"];
+        post?: never;
+        /** Delete an MCP server (owner only). */
+        delete: operations["deleteMCPServer"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-connections": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The SSH connections the caller owns or was granted, by id; the key or password is never returned. */
+        get: operations["listSSHConnections"];
+        put?: never;
+        /** Register an SSH connection for SshExec, SshUpload and SshDownload, with its pinned host key; the key or password is sealed with MAESTRO_ENCRYPTION_KEY. */
+        post: operations["createSSHConnection"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-connections/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** One SSH connection (its owner or a grantee). */
+        get: operations["getSSHConnection"];
+        /** Replace an SSH connection (owner only); without private_key and password the stored secret is kept. */
+        put: operations["putSSHConnection"];
+        post?: never;
+        /** Delete an SSH connection and its grants (owner only). */
+        delete: operations["deleteSSHConnection"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-connections/{id}/grants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** Who besides its owner may use a connection. */
+        get: operations["listSSHGrants"];
+        put?: never;
+        /** Let a user or a team use a connection (owner only; granting twice is harmless). */
+        post: operations["grantSSHConnection"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-connections/{id}/grants/{kind}/{grantee}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                kind: "user" | "team";
+                grantee: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove a grant (owner only). */
+        delete: operations["revokeSSHConnection"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/skills": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The server's skills (ReadSkill materialises them into a task's skills/), by name. */
+        get: operations["listSkills"];
+        put?: never;
+        /** Store a skill; its SKILL.md's front matter gives its name and description. */
+        post: operations["createSkill"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/skills/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        /** One skill with its files. */
+        get: operations["getSkill"];
+        put?: never;
+        post?: never;
+        /** Delete a skill (owner only). */
+        delete: operations["deleteSkill"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/audit": {
         parameters: {
             query?: never;
@@ -312,6 +469,26 @@ export interface paths {
         };
         /** The audit log of mutations, newest first. */
         get: operations["listAudit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What the jobs of a window spent, in total, grouped, and the costliest tasks.
+         * @description Adds up the cost (each job's response_end usage.total_cost_usd, kept on the job row) and the input and output tokens of the jobs created in [from, to), grouped by day (UTC), model, provider (or agent CLI), piece or executor. Jobs run on the replay executor are left out unless include_replay is true. budget_usd_month is the configured monthly budget and month_cost_usd what the current calendar month has cost.
+         */
+        get: operations["getUsage"];
         put?: never;
         post?: never;
         delete?: never;
@@ -595,6 +772,78 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        MCPServer: {
+            slug: string;
+            owner: string;
+            /** @enum {string} */
+            transport: "stdio" | "http";
+            command?: string;
+            args?: string[];
+            /** @description names only: every value is "***" */
+            env?: {
+                [key: string]: string;
+            };
+            url?: string;
+            /** @description names only: every value is "***" */
+            headers?: {
+                [key: string]: string;
+            };
+            timeout?: number;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        SSHConnection: {
+            id: string;
+            owner: string;
+            host: string;
+            port: number;
+            user: string;
+            host_key: string;
+            /** @enum {string} */
+            auth: "key" | "password";
+            has_secret: boolean;
+            /** @description always "***": secrets are write-only */
+            secret: string;
+            grants: components["schemas"]["SSHGrant"][];
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        SSHGrant: {
+            connection_id: string;
+            /** @enum {string} */
+            grantee_kind: "user" | "team";
+            grantee: string;
+            /** Format: date-time */
+            created_at: string;
+        };
+        SkillSummary: {
+            name: string;
+            description: string;
+            owner: string;
+            /** @description relative slash paths */
+            files: string[];
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        Skill: {
+            name: string;
+            description: string;
+            owner: string;
+            /** @description contents by relative slash path */
+            files: {
+                [key: string]: string;
+            };
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
         HeadlessError: {
             /** @description the reference server's text (clients match on it) */
             error: string;
@@ -652,7 +901,7 @@ export interface components {
             /** @description higher runs first */
             priority?: number;
             max_attempts?: number;
-            /** @description job input; {"replay": <scenario>} runs a scripted model; input_staging is reserved (the server sets it for files sent with the task) */
+            /** @description job input; {"replay": <scenario>} runs a scripted model; input_staging is reserved (the server sets it for files sent with the task); mcp_servers: [slug, …] names the job's MCP servers among the server's (docs/mcp.md) */
             payload?: Record<string, unknown>;
             /**
              * @description what runs the task (empty: the worker's default, executor_default of GET /api/v1/server): native (Maestro's loop over the worker's live model), agent-cli (every movement on the agent CLI `agent`), replay (the bundled replay demo, even with a model configured). Sets the job payload's executor and agent (docs/queue.md, "Executors"); any other value is a 422 naming the field.
@@ -776,6 +1025,8 @@ export interface components {
             movements?: string[];
             /** @description a stored piece that no longer validates */
             error?: string;
+            /** @description GET /api/v1/pieces only: tools the movements allow that this server lacks (an MCP server neither configured nor registered), and "required_mcp <slug>" for each required MCP server it lacks */
+            missing_tools?: string[];
         };
         PieceDetail: components["schemas"]["PieceSummary"] & {
             yaml: string;
@@ -841,6 +1092,40 @@ export interface components {
             /** @description why the server is not ready */
             error?: string;
         };
+        UsageSum: {
+            jobs: number;
+            cost_usd: number;
+            input_tokens: number;
+            output_tokens: number;
+        };
+        UsageGroup: components["schemas"]["UsageSum"] & {
+            /** @description a day (YYYY-MM-DD), model, provider or agent CLI, piece, or executor (native, agent-cli, replay); empty when the job's log did not say */
+            key: string;
+        };
+        UsageTask: components["schemas"]["UsageSum"] & {
+            task_id: number;
+            title: string;
+            piece?: string;
+            model?: string;
+        };
+        UsageReport: {
+            /** Format: date-time */
+            from: string;
+            /** Format: date-time */
+            to: string;
+            /** @enum {string} */
+            group_by: "day" | "model" | "provider" | "piece" | "executor";
+            include_replay: boolean;
+            totals: components["schemas"]["UsageSum"];
+            /** @description by key; days ascending, the empty key last */
+            groups: components["schemas"]["UsageGroup"][];
+            /** @description the costliest tasks (at most 10), costliest first */
+            top_tasks: components["schemas"]["UsageTask"][];
+            /** @description config budget_usd_month; 0: none */
+            budget_usd_month: number;
+            /** @description the cost of the current calendar month (UTC) so far, when a budget is set */
+            month_cost_usd: number;
+        };
         AuditEntry: {
             id: number;
             /** @description token:<fingerprint> or local */
@@ -882,6 +1167,44 @@ export interface components {
             content: {
                 "application/json": {
                     schedule: components["schemas"]["Schedule"];
+                };
+            };
+        };
+        /** @description The record belongs to another user; only its owner may change it. */
+        Forbidden: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The MCP server (env and header values "***"). */
+        MCPServerResponse: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["MCPServer"];
+            };
+        };
+        /** @description The SSH connection (secret "***"). */
+        SSHConnectionResponse: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["SSHConnection"];
+            };
+        };
+        /** @description The skill with its files. */
+        SkillResponse: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    skill: components["schemas"]["Skill"];
                 };
             };
         };
@@ -985,6 +1308,49 @@ export interface components {
         Limit: number;
     };
     requestBodies: {
+        MCPServerBody: {
+            content: {
+                "application/json": {
+                    /** @description POST only: the <server> of mcp__<server>__<tool> (a-z, 0-9, _, -; no __) */
+                    slug?: string;
+                    /** @enum {string} */
+                    transport: "stdio" | "http";
+                    /** @description stdio only */
+                    command?: string;
+                    args?: string[];
+                    /** @description stdio only; secrets, sealed at rest; "***" on a PUT keeps the stored value */
+                    env?: {
+                        [key: string]: string;
+                    };
+                    /** @description http only: the streamable HTTP endpoint */
+                    url?: string;
+                    /** @description http only; secrets as env */
+                    headers?: {
+                        [key: string]: string;
+                    };
+                    /** @description seconds per tool call (0 the default */
+                    timeout?: number;
+                };
+            };
+        };
+        SSHConnectionBody: {
+            content: {
+                "application/json": {
+                    /** @description POST only: what allowed_ssh_connections names, 8-128 lowercase hex digits and hyphens; omitted: a new UUID */
+                    id?: string;
+                    host: string;
+                    /** @description 0 or absent is 22 */
+                    port?: number;
+                    user: string;
+                    /** @description the server's pinned public key ("ssh-ed25519 AAAA…", e.g. from ssh-keyscan) */
+                    host_key: string;
+                    /** @description an unencrypted private key (OpenSSH or PEM); write-only, sealed */
+                    private_key?: string;
+                    /** @description write-only, sealed; instead of private_key */
+                    password?: string;
+                };
+            };
+        };
         PieceBody: {
             content: {
                 "application/yaml": string;
@@ -1635,6 +2001,374 @@ export interface operations {
             404: components["responses"]["NotFound"];
         };
     };
+    listMCPServers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Servers by slug. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        servers: components["schemas"]["MCPServer"][];
+                    };
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+        };
+    };
+    createMCPServer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: components["requestBodies"]["MCPServerBody"];
+        responses: {
+            201: components["responses"]["MCPServerResponse"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["Invalid"];
+        };
+    };
+    getMCPServer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: components["responses"]["MCPServerResponse"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+        };
+    };
+    putMCPServer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody: components["requestBodies"]["MCPServerBody"];
+        responses: {
+            200: components["responses"]["MCPServerResponse"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Invalid"];
+        };
+    };
+    deleteMCPServer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+        };
+    };
+    listSSHConnections: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Connections by id. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        connections: components["schemas"]["SSHConnection"][];
+                    };
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+        };
+    };
+    createSSHConnection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: components["requestBodies"]["SSHConnectionBody"];
+        responses: {
+            201: components["responses"]["SSHConnectionResponse"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["Invalid"];
+        };
+    };
+    getSSHConnection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: components["responses"]["SSHConnectionResponse"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+        };
+    };
+    putSSHConnection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: components["requestBodies"]["SSHConnectionBody"];
+        responses: {
+            200: components["responses"]["SSHConnectionResponse"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Invalid"];
+        };
+    };
+    deleteSSHConnection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+        };
+    };
+    listSSHGrants: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Grants by kind and grantee. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        grants: components["schemas"]["SSHGrant"][];
+                    };
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+        };
+    };
+    grantSSHConnection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    grantee_kind: "user" | "team";
+                    /** @description a user (an API caller's identity, e.g. token:1a2b3c4d) or a team name */
+                    grantee: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The grant. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHGrant"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Invalid"];
+        };
+    };
+    revokeSSHConnection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                kind: "user" | "team";
+                grantee: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+        };
+    };
+    listSkills: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Skills by name. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        skills: components["schemas"]["SkillSummary"][];
+                    };
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+        };
+    };
+    createSkill: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description file contents by relative slash path, SKILL.md included */
+                    files: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            201: components["responses"]["SkillResponse"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["Invalid"];
+        };
+    };
+    getSkill: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: components["responses"]["SkillResponse"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+        };
+    };
+    deleteSkill: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+        };
+    };
     listAudit: {
         parameters: {
             query?: {
@@ -1662,6 +2396,35 @@ export interface operations {
                     };
                 };
             };
+            401: components["responses"]["Unauthorized"];
+        };
+    };
+    getUsage: {
+        parameters: {
+            query?: {
+                /** @description RFC 3339 time or YYYY-MM-DD (midnight UTC); default: 30 days before to */
+                from?: string;
+                /** @description RFC 3339 time or YYYY-MM-DD, exclusive; default: now. At most 400 days after from. */
+                to?: string;
+                group_by?: "day" | "model" | "provider" | "piece" | "executor";
+                include_replay?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The report. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UsageReport"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
         };
     };
