@@ -18,7 +18,7 @@ export function PieceGraph({ piece, selected, onSelect }: { piece: ParsedPiece; 
   const moved = new Map<number, number>(); // arcs per span, to spread them
   return (
     <svg
-      role="img"
+      role="group"
       aria-label={`Graph of piece ${piece.name}: ${g.nodes.length} nodes, ${g.edges.length} transitions`}
       data-testid="piece-graph"
       viewBox={`0 0 ${width} ${height}`}

@@ -71,8 +71,17 @@ export default function YamlEditor({
   change.current = onChange;
 
   useEffect(() => {
+    // The editor lives in a shadow root: CodeMirror's styles are then an
+    // adopted (constructed) style sheet, which the app's Content Security
+    // Policy (style-src 'self', no inline <style>) allows.
+    const el = host.current!;
+    const shadow = el.shadowRoot ?? el.attachShadow({ mode: "open" });
+    shadow.replaceChildren();
+    const parent = document.createElement("div");
+    shadow.appendChild(parent);
     const v = new EditorView({
-      parent: host.current!,
+      parent,
+      root: shadow,
       state: EditorState.create({
         doc: value,
         extensions: [
@@ -84,6 +93,10 @@ export default function YamlEditor({
           yaml(),
           lintGutter(),
           EditorState.readOnly.of(readOnly),
+          EditorView.theme({
+            "&": { maxHeight: "36rem", fontSize: "13px", backgroundColor: "#fff" },
+            ".cm-scroller": { overflow: "auto", fontFamily: "ui-monospace, SFMono-Regular, Menlo, monospace" },
+          }),
           EditorView.contentAttributes.of({ "aria-label": label, "data-testid": "piece-editor-content" }),
           EditorView.updateListener.of((u) => {
             if (u.docChanged) change.current(u.state.doc.toString());

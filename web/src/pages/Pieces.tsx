@@ -209,7 +209,7 @@ function Studio() {
     <section aria-labelledby="piece-h" className="space-y-4">
       <div className="flex flex-wrap items-center gap-2">
         <h1 id="piece-h" className="mr-auto text-xl font-semibold">
-          <Link to="/pieces" className="text-sky-800 hover:underline dark:text-sky-300">
+          <Link to="/pieces" className="text-sky-800 underline dark:text-sky-300">
             Pieces
           </Link>{" "}
           / {title}
@@ -372,7 +372,7 @@ function MovementPanel({ m }: { m: Movement }) {
 function Diff({ lines }: { lines: { op: " " | "-" | "+"; text: string }[] }) {
   if (!lines.some((l) => l.op !== " ")) return <p className="mt-2 text-sm" data-testid="piece-diff">No differences.</p>;
   return (
-    <pre className="mt-2 max-h-80 overflow-auto rounded bg-slate-50 p-2 text-xs dark:bg-slate-900" data-testid="piece-diff">
+    <pre tabIndex={0} aria-label="Diff" className="mt-2 max-h-80 overflow-auto rounded bg-slate-50 p-2 text-xs dark:bg-slate-900" data-testid="piece-diff">
       {lines.map((l, i) => (
         <div key={i} className={l.op === "-" ? "bg-red-100 text-red-900 dark:bg-red-950 dark:text-red-200" : l.op === "+" ? "bg-emerald-100 text-emerald-900 dark:bg-emerald-950 dark:text-emerald-200" : ""}>
           {l.op} {l.text}
