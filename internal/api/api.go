@@ -242,6 +242,11 @@ type PieceSummary struct {
 	Movements []string `json:"movements,omitempty"`
 	// Error is set when a stored piece no longer passes the validator.
 	Error string `json:"error,omitempty"`
+	// MissingTools (GET /api/v1/pieces) names the tools the piece's
+	// movements allow that this server lacks (an MCP server neither
+	// configured nor registered), and "required_mcp <slug>" for each
+	// required MCP server it lacks, as `maestro pieces list` shows.
+	MissingTools []string `json:"missing_tools,omitempty"`
 }
 
 // PieceList answers GET /api/v1/pieces, sorted by name.

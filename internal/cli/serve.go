@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -260,6 +262,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		Secrets: box, Artifacts: artifacts,
 		MCPLookup: host.MCPLookup(h.Config().MCPServers, st, box), MCP: mcpHTTP.handler,
 		AgentsDir: agentsDir(home), Getenv: io.Getenv,
+		BudgetUSDMonth: h.Config().BudgetUSDMonth, MCPServerNames: slices.Sorted(maps.Keys(h.Config().MCPServers)),
 	})
 	if err != nil {
 		return failErr(err)

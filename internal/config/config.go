@@ -88,6 +88,10 @@ type Config struct {
 	Artifacts string `yaml:"artifacts"`
 	// ArtifactsS3 reaches the S3 store where the AWS variables do not.
 	ArtifactsS3 ArtifactsS3 `yaml:"artifacts_s3"`
+	// BudgetUSDMonth is what the operator means to spend on models in a
+	// calendar month, in USD; the web UI's usage page draws it against
+	// the month's cost (GET /api/v1/usage). 0: no budget.
+	BudgetUSDMonth float64 `yaml:"budget_usd_month"`
 }
 
 // ArtifactsS3 configures the S3-compatible artifact store; the AWS
@@ -284,6 +288,9 @@ func Parse(data []byte) (Config, error) {
 	}
 	if cfg.CompactAt < 0 || cfg.CompactAt > 1 {
 		return Config{}, fmt.Errorf("invalid configuration: compact_at: a share of the context window, 0 < compact_at ≤ 1 (e.g. 0.85), got %g", cfg.CompactAt)
+	}
+	if cfg.BudgetUSDMonth < 0 {
+		return Config{}, invalidValue(data, []string{"budget_usd_month"}, "a monthly budget in USD must not be negative, got %g", cfg.BudgetUSDMonth)
 	}
 	for id, m := range cfg.Models {
 		if m.ContextWindow < 0 {

@@ -26,11 +26,11 @@ func TestParse(t *testing.T) {
 		// Issue 15 item 10: the key, its line, a close key and the known
 		// keys, no Go type names (was "line 2: field modle not found in
 		// type config.Config").
-		{"unknown key", "model: x\nmodle: y\n", Config{}, `line 2: modle: unknown key; did you mean "model"? (known keys: agent_permission, artifacts, artifacts_s3, classifier_model, compact_at, event_bus, max_file_bytes, max_iterations, mcp_servers, model, models, providers, sandbox, ssh_connections, web)`},
-		{"unknown key, no close one", "colour: blue\n", Config{}, "line 1: colour: unknown key (known keys: agent_permission, artifacts, artifacts_s3, classifier_model, compact_at, event_bus, max_file_bytes"},
+		{"unknown key", "model: x\nmodle: y\n", Config{}, `line 2: modle: unknown key; did you mean "model"? (known keys: agent_permission, artifacts, artifacts_s3, budget_usd_month, classifier_model, compact_at, event_bus, max_file_bytes, max_iterations, mcp_servers, model, models, providers, sandbox, ssh_connections, web)`},
+		{"unknown key, no close one", "colour: blue\n", Config{}, "line 1: colour: unknown key (known keys: agent_permission, artifacts, artifacts_s3, budget_usd_month, classifier_model, compact_at, event_bus, max_file_bytes"},
 		{"unknown nested key", "providers:\n  openai:\n    apikey: x\n", Config{}, `line 3: providers.openai.apikey: unknown key; did you mean "api_key"? (known keys of providers.openai: api, api_key, base_url, managed_gateway)`},
 		{"unknown provider", "providers:\n  antropic: {}\n", Config{}, `line 2: providers.antropic: unknown key; did you mean "anthropic"?`},
-		{"every unknown key", "a: 1\nmax_iteration: 2\n", Config{}, "line 1: a: unknown key (known keys: agent_permission, artifacts, artifacts_s3, classifier_model, compact_at, event_bus, max_file_bytes, max_iterations, mcp_servers, model, models, providers, sandbox, ssh_connections, web)\nline 2: max_iteration: unknown key; did you mean \"max_iterations\"?"},
+		{"every unknown key", "a: 1\nmax_iteration: 2\n", Config{}, "line 1: a: unknown key (known keys: agent_permission, artifacts, artifacts_s3, budget_usd_month, classifier_model, compact_at, event_bus, max_file_bytes, max_iterations, mcp_servers, model, models, providers, sandbox, ssh_connections, web)\nline 2: max_iteration: unknown key; did you mean \"max_iterations\"?"},
 		{"wrong type, in words", "max_iterations: many\n", Config{}, `line 1: max_iterations: expected an integer, found string "many"`},
 		{"mapping expected", "providers: 3\n", Config{}, "line 1: providers: expected a mapping, found integer 3"},
 		{"string expected", "model: [a]\n", Config{}, "line 1: model: expected a string, found a list"},

@@ -60,6 +60,7 @@ var restRoutes = map[string]routeTypes{
 	"PUT /api/v1/schedules/{id}":                 {req: api.ScheduleRequest{}, ok: map[int]any{200: api.ScheduleResponse{}}},
 	"DELETE /api/v1/schedules/{id}":              {ok: map[int]any{204: nil}},
 	"GET /api/v1/audit":                          {ok: map[int]any{200: api.AuditList{}}},
+	"GET /api/v1/usage":                          {ok: map[int]any{200: api.UsageReport{}}},
 	"GET /api/v1/server":                         {ok: map[int]any{200: api.ServerInfo{}}},
 	"GET /healthz":                               {ok: map[int]any{200: api.Health{}}},
 	"GET /readyz":                                {ok: map[int]any{200: api.Health{}, 503: api.Health{}}},

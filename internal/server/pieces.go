@@ -70,12 +70,18 @@ func (s *Server) listPieces(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err)
 		return
 	}
+	servers, err := s.mcpServerNames(r.Context())
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
 	byName := map[string]api.PieceSummary{}
 	for _, e := range s.cfg.Pieces.List() {
-		byName[e.Piece.Name] = s.builtinSummary(e)
+		byName[e.Piece.Name] = withMissingTools(s.builtinSummary(e), e.Piece, servers)
 	}
 	for _, p := range stored {
-		byName[p.Name] = s.storedDetail(p).PieceSummary
+		d := s.storedDetail(p)
+		byName[p.Name] = withMissingTools(d.PieceSummary, d.Piece, servers)
 	}
 	out := make([]api.PieceSummary, 0, len(byName))
 	for _, v := range byName {
@@ -83,6 +89,33 @@ func (s *Server) listPieces(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.SortFunc(out, func(a, b api.PieceSummary) int { return strings.Compare(a.Name, b.Name) })
 	writeJSON(w, http.StatusOK, api.PieceList{Pieces: out})
+}
+
+// mcpServerNames lists the MCP servers a piece's tools may name: the
+// configuration's and the registered ones.
+func (s *Server) mcpServerNames(ctx context.Context) ([]string, error) {
+	recs, err := s.st.ListMCPServers(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list MCP servers: %w", err)
+	}
+	out := slices.Clone(s.cfg.MCPServerNames)
+	for _, r := range recs {
+		out = append(out, r.Slug)
+	}
+	return out, nil
+}
+
+// withMissingTools sets sum's MissingTools: the tools p's movements name
+// that a run with servers lacks, and the required MCP servers it lacks.
+func withMissingTools(sum api.PieceSummary, p *piece.Piece, servers []string) api.PieceSummary {
+	if p == nil {
+		return sum
+	}
+	sum.MissingTools = p.MissingTools(servers)
+	for _, slug := range p.MissingMCP(servers) {
+		sum.MissingTools = append(sum.MissingTools, "required_mcp "+slug)
+	}
+	return sum
 }
 
 func (s *Server) getPiece(w http.ResponseWriter, r *http.Request) {

@@ -158,6 +158,13 @@ type Config struct {
 	// Getenv reads PATH (to detect agent CLIs), HOME and the CLIs' own
 	// overrides (to find their stored sessions); nil: os.Getenv.
 	Getenv func(string) string
+	// BudgetUSDMonth is the configured monthly model budget in USD
+	// (config budget_usd_month; 0: none), reported by GET /api/v1/usage.
+	BudgetUSDMonth float64
+	// MCPServerNames are the slugs of the MCP servers the configuration
+	// defines; with the registered ones they are what a piece's tools may
+	// name (GET /api/v1/pieces' missing_tools).
+	MCPServerNames []string
 }
 
 // MCPPath is where Config.MCP is mounted.
@@ -286,6 +293,7 @@ func (s *Server) register() {
 	s.registerAgents()
 
 	s.handle("GET /api/v1/audit", s.listAudit)
+	s.handle("GET "+api.UsagePath, s.usage)
 	s.handle("GET "+api.ServerPath, s.serverInfo)
 	s.handle("GET /healthz", s.healthz)
 	s.handle("GET /readyz", s.readyz)

@@ -86,6 +86,7 @@ type Store interface {
 	Leaders
 	Notifier
 	Registry
+	Usage
 	// Migrate applies the embedded schema migrations that are not applied
 	// yet and returns their versions (none when the schema is current).
 	// Backends migrate when they open; calling it again is harmless.

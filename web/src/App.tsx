@@ -17,6 +17,8 @@ const Server = lazy(() => import("./pages/Server"));
 const Sessions = lazy(() => import("./pages/Sessions"));
 const SessionLive = lazy(() => import("./pages/SessionLive"));
 const Agents = lazy(() => import("./pages/Agents"));
+const Usage = lazy(() => import("./pages/Usage"));
+const Pieces = lazy(() => import("./pages/Pieces"));
 
 export interface AppProps {
   // fetch replaces the browser's (tests); baseUrl prefixes every API path.
@@ -73,6 +75,8 @@ export function App({ fetch: f, baseUrl }: AppProps) {
               <Route path="/sessions" element={<Sessions />} />
               <Route path="/sessions/:id" element={<SessionLive />} />
               <Route path="/agents" element={<Agents />} />
+              <Route path="/usage" element={<Usage />} />
+              <Route path="/pieces/*" element={<Pieces />} />
               <Route path="/signin" element={<SignIn />} />
               <Route path="*" element={<p className="p-4">No such page.</p>} />
             </Routes>
@@ -128,6 +132,12 @@ function Layout({ children }: { children: React.ReactNode }) {
             </NavLink>
             <NavLink to="/agents" data-testid="nav-agents" className={navClass}>
               Agent CLIs
+            </NavLink>
+            <NavLink to="/pieces" data-testid="nav-pieces" className={navClass}>
+              Pieces
+            </NavLink>
+            <NavLink to="/usage" data-testid="nav-usage" className={navClass}>
+              Usage
             </NavLink>
             <NavLink to="/server" data-testid="nav-server" className={navClass}>
               Server

@@ -244,5 +244,19 @@ func newQueries() sqlstore.Queries {
 				data = excluded.data, updated_at = excluded.updated_at
 			RETURNING job_id`,
 		RunStateGet: `SELECT job_id, attempt, movement, data, updated_at FROM job_run_state WHERE job_id = $1::bigint`,
+		UsageJobs: `SELECT j.id, COALESCE(j.task_id, 0), COALESCE(t.title, ''), j.piece, j.executor, j.model, j.agent, j.cost_usd,
+			` + usageTokens("input_tokens") + `, ` + usageTokens("output_tokens") + `, j.created_at
+		FROM jobs j LEFT JOIN tasks t ON t.id = j.task_id
+		WHERE j.created_at >= $1::timestamptz AND j.created_at < $2::timestamptz AND ($3::boolean OR j.executor <> 'replay')
+		ORDER BY j.id`,
 	}, true), true)
+}
+
+// usageTokens sums one numeric field of the job's response_end usage
+// (protocol.Usage) over its log; events without it count nothing.
+func usageTokens(field string) string {
+	return `COALESCE((SELECT sum((e.data -> 'usage' ->> '` + field + `')::double precision) FROM job_events e
+		WHERE e.job_id = j.id AND e.type = 'protocol' AND json_typeof(e.data) = 'object' AND e.data ->> 'type' = 'response_end'
+			AND json_typeof(e.data -> 'usage') = 'object'
+			AND json_typeof(e.data -> 'usage' -> '` + field + `') = 'number'), 0)::bigint`
 }

@@ -153,5 +153,18 @@ func newQueries() sqlstore.Queries {
 				data = excluded.data, updated_at = excluded.updated_at
 			RETURNING job_id`,
 		RunStateGet: `SELECT job_id, attempt, movement, data, updated_at FROM job_run_state WHERE job_id = $1`,
+		UsageJobs: `SELECT j.id, COALESCE(j.task_id, 0), COALESCE(t.title, ''), j.piece, j.executor, j.model, j.agent, j.cost_usd,
+			` + usageTokens("input_tokens") + `, ` + usageTokens("output_tokens") + `, j.created_at
+		FROM jobs j LEFT JOIN tasks t ON t.id = j.task_id
+		WHERE j.created_at >= $1 AND j.created_at < $2 AND ($3 OR j.executor <> 'replay')
+		ORDER BY j.id`,
 	}, false), false)
+}
+
+// usageTokens sums one numeric field of the job's response_end usage
+// (protocol.Usage) over its log; events without it count nothing.
+func usageTokens(field string) string {
+	return `CAST((SELECT total(json_extract(e.data, '$.usage.` + field + `')) FROM job_events e
+		WHERE e.job_id = j.id AND e.type = 'protocol' AND json_extract(e.data, '$.type') = 'response_end'
+			AND json_type(e.data, '$.usage.` + field + `') IN ('integer', 'real')) AS INTEGER)`
 }

@@ -60,6 +60,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"Comments", testComments},
 		{"TaskFilter", testTaskFilter},
 		{"TaskUsage", testTaskUsage},
+		{"JobUsage", testJobUsage},
 		{"Enqueue", testEnqueue},
 		{"EnqueueRejectsBadInput", testEnqueueBadInput},
 		{"ClaimOrder", testClaimOrder},

@@ -539,6 +539,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What the jobs of a window spent, in total, grouped, and the costliest tasks.
+         * @description Adds up the cost (each job's response_end usage.total_cost_usd, kept on the job row) and the input and output tokens of the jobs created in [from, to), grouped by day (UTC), model, provider (or agent CLI), piece or executor. Jobs run on the replay executor are left out unless include_replay is true. budget_usd_month is the configured monthly budget and month_cost_usd what the current calendar month has cost.
+         */
+        get: operations["getUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/server": {
         parameters: {
             query?: never;
@@ -618,8 +638,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The live sessions of this server, each as its runtime snapshot, by session id.
-         * @description A Maestro addition to the wire contract's routes (docs/remote-attach.md): the web UI's session list. A hosted runner answers an empty list.
+         * Every live session in the store with its owning serve process (docs/scale-out.md); this server's own sessions carry their runtime snapshot.
+         * @description A Maestro addition to the wire contract's routes (docs/remote-attach.md): the web UI's session list. A hosted runner answers {sessions: [snapshot…]} for its one session (or an empty list).
          */
         get: operations["headlessListSessions"];
         put?: never;
@@ -1075,6 +1095,8 @@ export interface components {
             movements?: string[];
             /** @description a stored piece that no longer validates */
             error?: string;
+            /** @description GET /api/v1/pieces only: tools the movements allow that this server lacks (an MCP server neither configured nor registered), and "required_mcp <slug>" for each required MCP server it lacks */
+            missing_tools?: string[];
         };
         PieceDetail: components["schemas"]["PieceSummary"] & {
             yaml: string;
@@ -1218,6 +1240,40 @@ export interface components {
             status: "ok" | "ready" | "unavailable";
             /** @description why the server is not ready */
             error?: string;
+        };
+        UsageSum: {
+            jobs: number;
+            cost_usd: number;
+            input_tokens: number;
+            output_tokens: number;
+        };
+        UsageGroup: components["schemas"]["UsageSum"] & {
+            /** @description a day (YYYY-MM-DD), model, provider or agent CLI, piece, or executor (native, agent-cli, replay); empty when the job's log did not say */
+            key: string;
+        };
+        UsageTask: components["schemas"]["UsageSum"] & {
+            task_id: number;
+            title: string;
+            piece?: string;
+            model?: string;
+        };
+        UsageReport: {
+            /** Format: date-time */
+            from: string;
+            /** Format: date-time */
+            to: string;
+            /** @enum {string} */
+            group_by: "day" | "model" | "provider" | "piece" | "executor";
+            include_replay: boolean;
+            totals: components["schemas"]["UsageSum"];
+            /** @description by key; days ascending, the empty key last */
+            groups: components["schemas"]["UsageGroup"][];
+            /** @description the costliest tasks (at most 10), costliest first */
+            top_tasks: components["schemas"]["UsageTask"][];
+            /** @description config budget_usd_month; 0: none */
+            budget_usd_month: number;
+            /** @description the cost of the current calendar month (UTC) so far, when a budget is set */
+            month_cost_usd: number;
         };
         AuditEntry: {
             id: number;
@@ -2569,6 +2625,35 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
         };
     };
+    getUsage: {
+        parameters: {
+            query?: {
+                /** @description RFC 3339 time or YYYY-MM-DD (midnight UTC); default: 30 days before to */
+                from?: string;
+                /** @description RFC 3339 time or YYYY-MM-DD, exclusive; default: now. At most 400 days after from. */
+                to?: string;
+                group_by?: "day" | "model" | "provider" | "piece" | "executor";
+                include_replay?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The report. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UsageReport"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+        };
+    };
     getServer: {
         parameters: {
             query?: never;
@@ -2662,25 +2747,30 @@ export interface operations {
     };
     headlessListSessions: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description live: only the sessions that have not ended */
+                state?: "live";
+            };
             header?: never;
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description {sessions: [snapshot…]}. */
+            /** @description {instance, sessions: [{id, instance, address, created_at, heartbeat_at, ended_at?, end_reason?, local, session_id?, cursor?, state?}]}: instance is the answering serve's; local marks its own live sessions, which also carry their runtime snapshot (session_id, cursor, last_init, state). */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
+                        instance?: string;
                         sessions: Record<string, unknown>[];
                     };
                 };
             };
             401: components["responses"]["HeadlessError"];
+            503: components["responses"]["HeadlessError"];
         };
     };
     headlessCreateSession: {

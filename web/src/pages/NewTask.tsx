@@ -1,5 +1,5 @@
 import { useRef, useState, type FormEvent, type KeyboardEvent } from "react";
-import { useNavigate } from "react-router";
+import { useNavigate, useSearchParams } from "react-router";
 import { useQueryClient } from "@tanstack/react-query";
 import { useApi } from "../api/context";
 import { usePieceOptions, useServerInfo } from "../lib/queries";
@@ -37,7 +37,9 @@ export default function NewTask() {
   const navigate = useNavigate();
   const [title, setTitle] = useState("");
   const [body, setBody] = useState("");
-  const [piece, setPiece] = useState("");
+  // ?piece= preselects a piece (the pieces studio's "Run this piece").
+  const [params] = useSearchParams();
+  const [piece, setPiece] = useState(params.get("piece") ?? "");
   // "" follows the server's default (executor_default) and sends nothing.
   const [picked, setPicked] = useState<Executor | "">("");
   const [agent, setAgent] = useState("");

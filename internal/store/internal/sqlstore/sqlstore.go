@@ -91,6 +91,7 @@ type Queries struct {
 	// RunStateSave upserts a job's run state if the lease holds the job.
 	RunStateSave string // id, attempt, owner, now, movement, data → job_id
 	RunStateGet  string // job_id → job_id, attempt, movement, data, updated_at
+	UsageJobs    string // from, to, include_replay → JobUsage columns (usage.go), by job id
 
 	// Records are the queries of the registry's record tables (MCP
 	// servers, SSH connections, skills), by table (see RecordTables).

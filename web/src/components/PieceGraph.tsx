@@ -1,0 +1,109 @@
+import { END, pieceGraph, type ParsedPiece } from "../lib/piecegraph";
+
+const W = 200; // node width
+const H = 36; // node height
+const GAP = 40; // vertical gap between nodes
+const X = 170; // the nodes' left edge: room for backward arcs on the left
+
+// PieceGraph draws a piece's movements top to bottom (the initial one
+// first), the sentinels below them, and the transitions as arcs: forward
+// ones on the right, backward ones on the left. A movement is a button:
+// clicking it selects it.
+export function PieceGraph({ piece, selected, onSelect }: { piece: ParsedPiece; selected?: string; onSelect: (name: string) => void }) {
+  const g = pieceGraph(piece);
+  const index = new Map(g.nodes.map((n, i) => [n.id, i]));
+  const y = (i: number) => 10 + i * (H + GAP);
+  const height = y(g.nodes.length) ;
+  const width = X + W + 190;
+  const moved = new Map<number, number>(); // arcs per span, to spread them
+  return (
+    <svg
+      role="group"
+      aria-label={`Graph of piece ${piece.name}: ${g.nodes.length} nodes, ${g.edges.length} transitions`}
+      data-testid="piece-graph"
+      viewBox={`0 0 ${width} ${height}`}
+      className="w-full max-w-xl"
+      style={{ minWidth: 320 }}
+    >
+      <defs>
+        <marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">
+          <path d="M0,0 L10,5 L0,10 z" className="fill-slate-500" />
+        </marker>
+      </defs>
+      {g.edges.map((e, k) => {
+        const a = index.get(e.from);
+        const b = index.get(e.to);
+        if (a === undefined || b === undefined) return null;
+        const span = b - a;
+        const n = (moved.get(span) ?? 0) + 1;
+        moved.set(span, n);
+        const forward = span > 0;
+        const x0 = forward ? X + W : X;
+        const y0 = y(a) + H / 2 + (forward ? 6 : -6);
+        const y1 = y(b) + H / 2 + (forward ? -6 : 6);
+        const bend = (forward ? 1 : -1) * (30 + Math.abs(span) * 18 + n * 8);
+        const d = span === 0 ? `M${X + W},${y0 - 10} C${X + W + 50},${y0 - 30} ${X + W + 50},${y0 + 20} ${X + W},${y0 + 4}` : `M${x0},${y0} C${x0 + bend},${y0} ${x0 + bend},${y1} ${x0},${y1}`;
+        const dashed = e.kind !== "rule";
+        return (
+          <g key={k} data-testid="piece-edge" data-from={e.from} data-to={e.to} data-kind={e.kind}>
+            <path d={d} fill="none" className={e.kind === "complete" ? "stroke-slate-300 dark:stroke-slate-600" : "stroke-slate-500"} strokeWidth={1.5} strokeDasharray={dashed ? "4 3" : undefined} markerEnd="url(#arrow)">
+              <title>{`${e.from} → ${e.to}: ${e.label}`}</title>
+            </path>
+            {e.kind !== "complete" && (
+              <text x={x0 + bend * 0.75} y={(y0 + y1) / 2} fontSize={10} textAnchor={forward ? "start" : "end"} className="fill-slate-600 dark:fill-slate-300">
+                {e.label.length > 24 ? e.label.slice(0, 23) + "…" : e.label}
+              </text>
+            )}
+          </g>
+        );
+      })}
+      {g.nodes.map((n, i) => {
+        const sel = n.id === selected;
+        const text = n.id === END ? "end (complete tool)" : n.id;
+        return (
+          <g
+            key={n.id}
+            data-testid={n.sentinel ? "piece-sentinel" : "piece-node"}
+            data-name={n.id}
+            role={n.sentinel ? undefined : "button"}
+            tabIndex={n.sentinel ? undefined : 0}
+            aria-label={n.sentinel ? undefined : `Movement ${n.id}`}
+            aria-pressed={n.sentinel ? undefined : sel}
+            className={n.sentinel ? "" : "cursor-pointer"}
+            onClick={n.sentinel ? undefined : () => onSelect(n.id)}
+            onKeyDown={
+              n.sentinel
+                ? undefined
+                : (ev) => {
+                    if (ev.key === "Enter" || ev.key === " ") {
+                      ev.preventDefault();
+                      onSelect(n.id);
+                    }
+                  }
+            }
+          >
+            <rect
+              x={X}
+              y={y(i)}
+              width={W}
+              height={H}
+              rx={n.sentinel ? 18 : 6}
+              className={
+                n.sentinel
+                  ? "fill-slate-100 stroke-slate-400 dark:fill-slate-800"
+                  : sel
+                    ? "fill-sky-100 stroke-sky-700 dark:fill-sky-900"
+                    : "fill-white stroke-slate-500 dark:fill-slate-900"
+              }
+              strokeWidth={sel ? 2.5 : 1.5}
+            />
+            <text x={X + W / 2} y={y(i) + H / 2 + 4} textAnchor="middle" fontSize={13} className="fill-slate-900 dark:fill-slate-100">
+              {i === 0 && !n.sentinel ? "▶ " : ""}
+              {text}
+            </text>
+          </g>
+        );
+      })}
+    </svg>
+  );
+}

@@ -1,0 +1,126 @@
+import { useEffect, useRef } from "react";
+import { EditorState } from "@codemirror/state";
+import { EditorView, keymap, lineNumbers, highlightActiveLine } from "@codemirror/view";
+import { defaultKeymap, history, historyKeymap, indentWithTab } from "@codemirror/commands";
+import { defaultHighlightStyle, syntaxHighlighting } from "@codemirror/language";
+import { yaml } from "@codemirror/lang-yaml";
+import { lintGutter, setDiagnostics, type Diagnostic } from "@codemirror/lint";
+import { didYouMean } from "../lib/piecegraph";
+
+export interface Fault {
+  line: number;
+  col: number;
+  field?: string;
+  message: string;
+}
+
+// faultRange is the text a validator fault points at: from its line:col
+// (1-based) to the end of the word there.
+function faultRange(state: EditorState, f: Fault): { from: number; to: number } {
+  const line = state.doc.line(Math.min(Math.max(f.line, 1), state.doc.lines));
+  const from = Math.min(line.from + Math.max(f.col - 1, 0), line.to);
+  let to = from;
+  const text = state.doc.sliceString(from, line.to);
+  const word = /^[\w.\-"']+/.exec(text);
+  to = from + (word ? word[0].length : 0);
+  if (to === from) to = Math.min(from + 1, line.to);
+  return { from, to };
+}
+
+// diagnostics turns the validator's faults into CodeMirror's, each "did
+// you mean" offered as a quick fix replacing the word at fault.
+function diagnostics(state: EditorState, faults: Fault[]): Diagnostic[] {
+  return faults.map((f) => {
+    const { from, to } = faultRange(state, f);
+    const hint = didYouMean(f.message);
+    return {
+      from,
+      to,
+      severity: "error",
+      message: `${f.line}:${f.col}: ${f.message}`,
+      actions: hint
+        ? [
+            {
+              name: `Use "${hint}"`,
+              apply: (view: EditorView, from: number, to: number) => view.dispatch({ changes: { from, to, insert: hint } }),
+            },
+          ]
+        : undefined,
+    };
+  });
+}
+
+// YamlEditor is a CodeMirror 6 editor for a piece's YAML, showing the
+// validator's faults inline (underlined, in the gutter, with quick fixes).
+export default function YamlEditor({
+  value,
+  onChange,
+  faults,
+  label,
+  readOnly = false,
+}: {
+  value: string;
+  onChange: (v: string) => void;
+  faults: Fault[];
+  label: string;
+  readOnly?: boolean;
+}) {
+  const host = useRef<HTMLDivElement>(null);
+  const view = useRef<EditorView | null>(null);
+  const change = useRef(onChange);
+  change.current = onChange;
+
+  useEffect(() => {
+    // The editor lives in a shadow root: CodeMirror's styles are then an
+    // adopted (constructed) style sheet, which the app's Content Security
+    // Policy (style-src 'self', no inline <style>) allows.
+    const el = host.current!;
+    const shadow = el.shadowRoot ?? el.attachShadow({ mode: "open" });
+    shadow.replaceChildren();
+    const parent = document.createElement("div");
+    shadow.appendChild(parent);
+    const v = new EditorView({
+      parent,
+      root: shadow,
+      state: EditorState.create({
+        doc: value,
+        extensions: [
+          lineNumbers(),
+          highlightActiveLine(),
+          history(),
+          keymap.of([...defaultKeymap, ...historyKeymap, indentWithTab]),
+          syntaxHighlighting(defaultHighlightStyle),
+          yaml(),
+          lintGutter(),
+          EditorState.readOnly.of(readOnly),
+          EditorView.theme({
+            "&": { maxHeight: "36rem", fontSize: "13px", backgroundColor: "#fff" },
+            ".cm-scroller": { overflow: "auto", fontFamily: "ui-monospace, SFMono-Regular, Menlo, monospace" },
+          }),
+          EditorView.contentAttributes.of({ "aria-label": label, "data-testid": "piece-editor-content" }),
+          EditorView.updateListener.of((u) => {
+            if (u.docChanged) change.current(u.state.doc.toString());
+          }),
+        ],
+      }),
+    });
+    view.current = v;
+    return () => v.destroy();
+    // The editor is created once; value changes from outside are applied below.
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [readOnly, label]);
+
+  // A value set from outside (loading a version, the conflict view)
+  // replaces the document.
+  useEffect(() => {
+    const v = view.current;
+    if (v && v.state.doc.toString() !== value) v.dispatch({ changes: { from: 0, to: v.state.doc.length, insert: value } });
+  }, [value]);
+
+  useEffect(() => {
+    const v = view.current;
+    if (v) v.dispatch(setDiagnostics(v.state, diagnostics(v.state, faults)));
+  }, [faults, value]);
+
+  return <div ref={host} data-testid="piece-editor" className="overflow-hidden rounded border border-slate-300 text-sm dark:border-slate-600" />;
+}
