@@ -225,10 +225,10 @@ type ListedSession struct {
 	store.LiveSession
 	// Local: the answering serve owns the live session.
 	Local bool `json:"local"`
-	// Snapshot is the runtime snapshot of a local session (session_id,
-	// cursor, state), absent for the sessions of other serve processes
-	// (their snapshot is a GET …/state away, proxied to the owner).
-	*protocol.Snapshot
+	// Snapshot is the runtime snapshot of a local live session, absent
+	// for the sessions of other serve processes (their snapshot is a
+	// GET …/state away, proxied to the owner).
+	Snapshot *protocol.Snapshot `json:"snapshot,omitempty"`
 }
 
 func writeError(w http.ResponseWriter, e *httpattach.Error) {

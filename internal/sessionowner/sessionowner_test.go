@@ -155,6 +155,22 @@ func TestProxyToOwner(t *testing.T) {
 	if code != 200 || snap["session_id"] != id {
 		t.Fatalf("state through B: %d %v", code, snap)
 	}
+	// The listing carries the owner's snapshot on the owner only: A lists
+	// the session as its own with its runtime snapshot, B as A's without.
+	for _, l := range []struct {
+		s     *serve
+		local bool
+	}{{a, true}, {b, false}} {
+		var list sessionowner.SessionList
+		code, raw := transporttest.Call(t, http.DefaultClient, "GET", l.s.url+"/api/headless/sessions?state=live", token, nil, nil)
+		if err := json.Unmarshal(raw, &list); code != 200 || err != nil || len(list.Sessions) != 1 {
+			t.Fatalf("list on %s: %d %s (%v)", l.s.url, code, raw, err)
+		}
+		got := list.Sessions[0]
+		if got.ID != id || got.Local != l.local || (got.Snapshot != nil) != l.local || (l.local && got.Snapshot.SessionID != id) {
+			t.Errorf("listed on %s: %s; want local=%v with a snapshot only when local", l.s.url, raw, l.local)
+		}
+	}
 	// A connection registered through B (body sessionId) drives a prompt
 	// through B; a stream through B from cursor 0 sees it.
 	code, conn := call(t, "POST", b.url+"/api/headless/connections", map[string]any{"sessionId": id, "role": "controller"}, nil)

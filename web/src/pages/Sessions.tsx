@@ -9,7 +9,7 @@ import { headless, type Snapshot } from "../lib/live";
 // A listed session: serve's listing names every live session in the store
 // (docs/scale-out.md) with its owner; the sessions this server owns carry
 // their runtime snapshot, the others are reached through this server's proxy.
-type ListedSession = Partial<Snapshot> & { id?: string; local?: boolean; address?: string };
+type ListedSession = Partial<Snapshot> & { id?: string; local?: boolean; address?: string; snapshot?: Snapshot };
 
 // Sessions lists the live agent sessions of this server and of the other
 // serve processes sharing its store (GET /api/headless/sessions) and creates
@@ -107,8 +107,8 @@ export default function Sessions() {
           </thead>
           <tbody>
             {sessions.map((s) => {
-              const id = s.session_id ?? s.id ?? "";
-              const st = s.state;
+              const id = s.snapshot?.session_id ?? s.session_id ?? s.id ?? "";
+              const st = s.snapshot?.state ?? s.state;
               return (
                 <tr key={id} data-testid="session-row" data-id={id} className="border-b border-slate-100 dark:border-slate-800">
                   <td className="p-2 font-mono text-xs">{id}</td>
