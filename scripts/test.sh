@@ -21,6 +21,19 @@ cd "$(dirname "$0")/.."
 # when run by hand with `go test` fail instead under CI=true.
 export CI=${CI:-true}
 
+# Each stage's heading says when it began (seconds since the start); the
+# last line gives the CPU time the whole run used (bash's times: this
+# script's and its children's, user and system). The suite is CPU-bound on
+# two cores, so that figure, not the wall time, is what a change to the
+# suite's cost shows under load.
+stage() { echo "== $1 (at ${SECONDS}s)"; }
+cpu_used() {
+  local t
+  times >"$tmp/times" # (in a $(...) subshell it would count the subshell's children)
+  t=$(tail -1 "$tmp/times") # the children's user and system time: "XmY.YYYs XmY.YYYs"
+  echo "test.sh: ${SECONDS}s wall; children's CPU user ${t% *}, system ${t#* }"
+}
+
 bash scripts/install-deps.sh
 tmp=$(mktemp -d -t maestro-test.XXXXXX)
 # Background jobs still running (the CLI install, the fuzz builds) end with
@@ -43,7 +56,7 @@ clis_pid=$!
 bash scripts/install-mcp-servers.sh >"$tmp/mcp-servers.log" 2>&1 &
 mcp_pid=$!
 
-echo "== gofmt"
+stage "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*'))
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
@@ -55,17 +68,17 @@ fi
 # written). Its npm ci overlaps the npm installs above.
 bash scripts/test-web.sh check
 
-echo "== go vet"
+stage "go vet"
 go vet ./...
 
-echo "== agent CLIs"
+stage "agent CLIs"
 if ! wait "$clis_pid"; then
   cat "$tmp/agent-clis.log"
   echo "agent CLIs not installed: the agentcli integration tier fails under CI=true"
 else
   cat "$tmp/agent-clis.log"
 fi
-echo "== MCP servers"
+stage "MCP servers"
 mcp_status=0
 wait "$mcp_pid" || mcp_status=$?
 cat "$tmp/mcp-servers.log"
@@ -101,12 +114,12 @@ fuzz_build_pid=$!
 # browser tests) takes it from $MAESTRO_TEST_BINARY (internal/proctest)
 # instead of linking its own copy (about 19 CPU-s each). -s -w: no symbol
 # table or DWARF (half the link's CPU; panics still print file:line).
-echo "== maestro binary"
+stage "maestro binary"
 mkdir -p "$tmp/bin"
 go build -ldflags='-s -w' -o "$tmp/bin/maestro" ./cmd/maestro
 export MAESTRO_TEST_BINARY=$tmp/bin/maestro
 
-echo "== go test"
+stage "go test"
 log=$tmp/go-test.log
 # go test runs test binaries in the same -p slots (2 on 2 cores) as it
 # compiles and links: the two packages that run longest (the real agent
@@ -226,7 +239,7 @@ if [ "$web_status" -ne 0 ]; then
   echo "the browser tests failed (exit $web_status)"; exit "$web_status"
 fi
 
-echo "== fuzz (bounded)"
+stage "fuzz (bounded)"
 cat "$tmp/fuzz-build.log"
 fuzz_status=0
 wait "$fuzz_pid" || fuzz_status=$?
@@ -236,3 +249,4 @@ if [ "$fuzz_status" -ne 0 ]; then
 fi
 
 echo "go test: $passed passed, $failed failed, $skipped skipped"
+cpu_used

@@ -55,6 +55,17 @@ func jsonArgs(key string) func(string) string {
 	}
 }
 
+// NodeLiftoffOnly is a NODE_OPTIONS value that keeps V8 from optimising
+// WebAssembly beyond its baseline compiler (--liftoff-only, set through
+// v8.setFlagsFromString by a data: module, since NODE_OPTIONS refuses V8
+// flags). Gemini CLI and Qwen Code parse each shell command with
+// tree-sitter-bash (WebAssembly): V8 then optimises the whole grammar on a
+// background thread, which Node waits for at exit, about 3.5 CPU-s and
+// 10 s of wall time per run that uses the shell tool on a quiet machine
+// (docs/agent-clis.md, "Start-up cost"). The baseline code parses a
+// command as well.
+const NodeLiftoffOnly = "--import=data:text/javascript,import{setFlagsFromString}from'node:v8';setFlagsFromString('--liftoff-only')"
+
 // Setups returns the setups of the five built-in CLIs.
 func Setups() []Setup {
 	return []Setup{
@@ -89,7 +100,7 @@ remote_plugin = false
 				// could vanish before the next was listed (seen under load).
 				WriteFile(t, filepath.Join(home, ".gemini", "settings.json"),
 					`{"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"enableAutoUpdate":false,"enableAutoUpdateNotification":false,"sessionRetention":{"enabled":false}},"security":{"auth":{"selectedType":"gemini-api-key"}}}`)
-				return []string{"GOOGLE_GEMINI_BASE_URL=" + url, "GEMINI_API_KEY=fake-key"}
+				return []string{"GOOGLE_GEMINI_BASE_URL=" + url, "GEMINI_API_KEY=fake-key", "NODE_OPTIONS=" + NodeLiftoffOnly}
 			}},
 		{ID: "opencode", Bin: "opencode", Tool: "bash",
 			ToolArgs: func(cmd string) string {
@@ -112,7 +123,7 @@ remote_plugin = false
 				// Qwen retry for ~100 s: it is off.
 				WriteFile(t, filepath.Join(home, ".qwen", "settings.json"),
 					`{"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"enableAutoUpdate":false},"security":{"auth":{"selectedType":"openai"}},"memory":{"enableManagedAutoMemory":false}}`)
-				return []string{"OPENAI_BASE_URL=" + url + "/v1", "OPENAI_API_KEY=sk-fake", "OPENAI_MODEL=fake-model"}
+				return []string{"OPENAI_BASE_URL=" + url + "/v1", "OPENAI_API_KEY=sk-fake", "OPENAI_MODEL=fake-model", "NODE_OPTIONS=" + NodeLiftoffOnly}
 			}},
 	}
 }
