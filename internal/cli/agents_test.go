@@ -10,25 +10,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/maestro-run/maestro/internal/agentcli/agentclitest"
 )
 
 func TestAgentsCommands(t *testing.T) {
 	t.Parallel()
-	adapterDir, err := filepath.Abs("../agentcli/testdata/user-adapter")
-	if err != nil {
-		t.Fatal(err)
-	}
 	home := t.TempDir()
-	def, err := os.ReadFile(filepath.Join(adapterDir, "fake-agent.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(home, "agents"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(home, "agents", "fake-agent.yaml"), def, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	adapterDir := agentclitest.InstallUserAdapter(t, home)
 	env := map[string]string{"MAESTRO_HOME": home, "PATH": adapterDir + string(os.PathListSeparator) + "/usr/bin:/bin"}
 
 	t.Run("run --agent with a user adapter", func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/agentcli/agentclitest"
 	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/session"
 )
@@ -47,16 +48,7 @@ func newAgentEnv(t *testing.T) *agentEnv {
 		t.Fatal(err)
 	}
 	ae := &agentEnv{home: t.TempDir(), bin: t.TempDir()}
-	yaml, err := os.ReadFile(filepath.Join(td, "user-adapter", "fake-agent.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(ae.home, "agents"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(ae.home, "agents", "fake-agent.yaml"), yaml, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	agentclitest.InstallUserAdapter(t, ae.home)
 	for link, target := range map[string]string{
 		"claude":     filepath.Join(td, "relay-fake", "fake-claude-relay"),
 		"fake-agent": filepath.Join(td, "start-logger"),

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/maestro-run/maestro/internal/agentcli/agentclitest"
 	"github.com/maestro-run/maestro/internal/transport/httpattach"
 )
 
@@ -17,20 +17,7 @@ import (
 func TestAttachAgentSession(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
-	adapter, err := filepath.Abs(filepath.Join("..", "agentcli", "testdata", "user-adapter"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	def, err := os.ReadFile(filepath.Join(adapter, "fake-agent.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(home, "agents"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(home, "agents", "fake-agent.yaml"), def, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	adapter := agentclitest.InstallUserAdapter(t, home)
 	env := map[string]string{"PATH": adapter + string(os.PathListSeparator) + os.Getenv("PATH")}
 	h, err := New(Options{Home: home, DataDir: t.TempDir(), Getenv: func(k string) string { return env[k] }})
 	if err != nil {

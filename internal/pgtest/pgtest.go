@@ -52,6 +52,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/maestro-run/maestro/internal/proctest"
 )
 
 // ErrNotInstalled reports missing PostgreSQL server binaries.
@@ -175,7 +177,7 @@ func (c *Cluster) start(ctx context.Context, cred *syscall.Credential) error {
 		return fmt.Errorf("initdb: %w\n%s", err, out)
 	}
 
-	port, err := freePort()
+	port, err := proctest.FreePort()
 	if err != nil {
 		return err
 	}
@@ -330,15 +332,6 @@ func tempBase(cred *syscall.Credential) string {
 			return base
 		}
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func (c *Cluster) logTail() string {

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -216,4 +217,23 @@ func (f *FakeModel) AwaitCall(t testing.TB, within time.Duration, output func() 
 	case <-timer.C:
 		t.Fatalf("the model call never arrived within %v\noutput: %s", within, output())
 	}
+}
+
+// InstallUserAdapter installs the user-defined adapter of
+// internal/agentcli/testdata/user-adapter (fake-agent.yaml, a CLI
+// definition a user would write) into home/agents and returns the
+// adapter's directory, which holds the fake-agent program to put on PATH.
+func InstallUserAdapter(t testing.TB, home string) string {
+	t.Helper()
+	_, self, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("agentclitest: cannot locate its own source file")
+	}
+	dir := filepath.Join(filepath.Dir(self), "..", "testdata", "user-adapter")
+	def, err := os.ReadFile(filepath.Join(dir, "fake-agent.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	WriteFile(t, filepath.Join(home, "agents", "fake-agent.yaml"), string(def))
+	return dir
 }

@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -42,7 +41,7 @@ type Server struct {
 
 	cmd  *exec.Cmd
 	done chan struct{}
-	log  *lockedBuffer
+	log  *proctest.Buffer
 }
 
 // Binary returns the versitygw binary ($MAESTRO_VERSITYGW_BIN, else
@@ -80,11 +79,11 @@ func Start(tb testing.TB) *Server {
 func Run(ctx context.Context, bin, dir string) (*Server, error) {
 	var rnd [12]byte
 	rand.Read(rnd[:])
-	s := &Server{AccessKey: "maestro-test", SecretKey: hex.EncodeToString(rnd[:]), Dir: filepath.Join(dir, "s3"), done: make(chan struct{}), log: &lockedBuffer{}}
+	s := &Server{AccessKey: "maestro-test", SecretKey: hex.EncodeToString(rnd[:]), Dir: filepath.Join(dir, "s3"), done: make(chan struct{}), log: &proctest.Buffer{}}
 	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := proctest.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -190,34 +189,4 @@ func (s *Server) Open(tb testing.TB, prefix string) *blobstore.S3 {
 		tb.Fatalf("s3test: open the store: %v", err)
 	}
 	return st
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// lockedBuffer collects the server's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.b) < 1<<20 {
-		l.b = append(l.b, p...)
-	}
-	return len(p), nil
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return string(l.b)
 }
