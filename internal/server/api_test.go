@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/queue"
 	"github.com/maestro-run/maestro/internal/server"
@@ -475,12 +476,7 @@ func TestFiles(t *testing.T) {
 	os.Symlink("report.md", filepath.Join(out, "alias.md"))
 	os.Symlink(filepath.Join(e.dataDir), filepath.Join(out, "up"))
 
-	var files struct {
-		Files []struct {
-			Path string `json:"path"`
-			Size int64  `json:"size"`
-		} `json:"files"`
-	}
+	var files api.DeliverableList
 	e.must(http.StatusOK, "GET", task+"/deliverables", nil, &files)
 	var listed []string
 	for _, f := range files.Files {

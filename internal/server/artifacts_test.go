@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"github.com/maestro-run/maestro/internal/api"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -37,12 +38,7 @@ func TestArtifactStoreFiles(t *testing.T) {
 		t.Fatalf("an oversized upload was stored (%v)", err)
 	}
 
-	var files struct {
-		Files []struct {
-			Path string `json:"path"`
-			Size int64  `json:"size"`
-		} `json:"files"`
-	}
+	var files api.DeliverableList
 	e.must(http.StatusOK, "GET", task+"/deliverables", nil, &files)
 	if len(files.Files) != 0 {
 		t.Fatalf("deliverables before any output: %+v", files)
