@@ -67,10 +67,24 @@ func TestRunStateResumesOnAnotherWorker(t *testing.T) {
 	}
 
 	b := startResumeWorker(ctx, t, dsn, "workerB")
-	// B is in verify with the first turn's result saved: kill it there.
+	// B is in verify with the first turn's result saved, and its log of
+	// that turn has reached the store (the state is saved before the job
+	// events are flushed): kill it there.
+	loggedTurn := func() bool {
+		evs, err := st.ReadJobEvents(ctx, job.ID, 0, store.MaxListLimit)
+		if err != nil {
+			return false
+		}
+		for _, e := range evs {
+			if e.Attempt == 1 && (e.Type == store.JobEventRunEvent || e.Type == store.JobEventProtocol) && strings.Contains(string(e.Data), "slow-here") {
+				return true
+			}
+		}
+		return false
+	}
 	for {
 		rs, err := st.RunState(ctx, job.ID)
-		if err == nil && rs.Movement == "verify" && strings.Contains(gunzipString(t, rs.Data), "slow-here") {
+		if err == nil && rs.Movement == "verify" && strings.Contains(gunzipString(t, rs.Data), "slow-here") && loggedTurn() {
 			break
 		}
 		if cur, gerr := st.GetJob(ctx, job.ID); b.exited() || ctx.Err() != nil || gerr != nil || cur.State.Terminal() {
