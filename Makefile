@@ -6,6 +6,10 @@ GO ?= go
 BIN ?= bin/maestro
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/maestro-run/maestro/internal/cli.version=$(VERSION)
+# No cgo (README, "Set up on a fresh machine"): maestro is static, and
+# every build, vet and test links with Go's own linker, not through gcc.
+CGO_ENABLED ?= 0
+export CGO_ENABLED
 
 .PHONY: build demo test vet fmt bench clean web web-dev web-check test-web
 

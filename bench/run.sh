@@ -3,7 +3,8 @@
 # in the same run; see bench/README.md for what each row means.
 #
 #   bench/run.sh            # everything
-#   ONLY=loop bench/run.sh  # one section: loop | grep | version | headless | utility | attach | hostedrunner | agentcli | queue | sse | eventbus
+#   ONLY=loop bench/run.sh  # one section: loop | grep | version | headless | utility | sessions | attach | hostedrunner | agentcli | queue | sse | eventbus
+#   bench/run.sh issue22    # issue 22's table: each of its rows beside its baseline (not part of "all")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 only=${ONLY:-${1:-all}}  # or the section as the first argument: bench/run.sh queue
@@ -57,6 +58,8 @@ section headless "maestro headless: spawn → ready, hello round trip, response_
 
 section utility "utility_file_search vs ripgrep over the Go standard library source" bash bench/utility/run.sh
 
+section sessions "maestro serve: memory and CPU of idle live sessions" bash bench/sessions/run.sh
+
 if want attach; then
   echo "## HTTP attach: one session fanned out to 1,000 SSE subscribers"
   echo
@@ -86,8 +89,29 @@ if want eventbus; then
   echo
   go run ./bench/eventbus -events "${EVENTBUS_EVENTS:-100000}"
   echo
-  go test -run '^$' -bench 'BenchmarkAgentLoopBus|BenchmarkPublishSustained' -benchtime 3000x ./internal/eventbus/ | grep Benchmark
+  go test -run '^$' -bench 'BenchmarkAgentLoopOverhead|BenchmarkPublishSustained' -benchtime 10x ./internal/eventbus/ | grep Benchmark
   echo
-  echo "Bus on vs off: the same agent loop writing a session log, one run; cpu-ns/op includes the embedded NATS server."
+  echo "Bus + tracing on vs off: 100 runs off then 100 on per round, median on/off CPU ratio (overhead-%), replay and HTTP (fake model server) loops; NATS, the OTLP receiver and the model server run in their own processes, so only Maestro's CPU is counted."
   echo
+fi
+
+# Issue 22's table, row by row, each beside its baseline in the same run:
+# utility_file_search warm and cold (this revision vs the previous one,
+# interleaved, and a ripgrep pipeline), Grep with a pattern without a
+# literal (vs ripgrep), the idle and peak RSS of `maestro headless`, idle
+# sessions per GiB in `serve` and the queue against River. Only when asked
+# for by name: the sections it runs are in "all" already.
+if [ "$only" = issue22 ]; then
+  echo "## Issue 22: utility_file_search warm and cold (rows 1-2)"
+  echo
+  bash bench/utility/run.sh
+  echo
+  echo "## Issue 22: Grep, pattern with no literal, vs ripgrep (row 5)"
+  echo
+  GREP_CASES='no literal' bash bench/grep/run.sh
+  echo
+  section_all() { only=all section "$@"; }
+  section_all headless "Issue 22: idle and peak RSS of maestro headless (rows 3-4)" bash bench/headless/run.sh
+  section_all sessions "Issue 22: idle sessions per GiB in serve" bash bench/sessions/run.sh
+  section_all queue "Issue 22: queue vs River on PostgreSQL" bash bench/queue/run.sh
 fi

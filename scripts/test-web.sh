@@ -4,7 +4,8 @@
 #  1. installs Debian's chromium when it is missing (never a downloaded
 #     browser);
 #  2. npm ci in web/, then the component tests (vitest);
-#  3. rebuilds the app and fails when the committed build in
+#  3. rebuilds the app (in a copy of web/, so internal/webui/dist/ is
+#     never rewritten) and fails when the committed build in
 #     internal/webui/dist/ differs from it;
 #  4. the browser end-to-end tests (internal/webui/e2e, build tag browser)
 #     against the built binary running `maestro serve` on replay, in
@@ -13,9 +14,7 @@
 #
 #   scripts/test-web.sh [check|browser]
 # check runs steps 1-3 only, browser steps 1 and 4; no argument runs all.
-# scripts/test.sh runs check before any Go compile (the rebuild rewrites
-# internal/webui/dist, which go:embed reads) and browser beside the Go
-# tests.
+# scripts/test.sh runs both beside the Go tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CI=${CI:-true}
@@ -47,19 +46,32 @@ web_check() {
 
   echo "== web: npm ci"
   (cd web && timeout 600 npm ci --no-audit --no-fund)
+  # The browser tests read axe-core from web/node_modules: scripts/test.sh,
+  # which runs them beside this check, waits for this file before it
+  # starts them (npm ci replaces node_modules as a whole).
+  if [ -n "${MAESTRO_WEB_DEPS_READY:-}" ]; then touch "$MAESTRO_WEB_DEPS_READY"; fi
 
   echo "== web: component tests"
-  (cd web && timeout 600 npm test)
+  # In worker threads rather than forked Node processes (each test file
+  # still gets its own module graph and jsdom): less CPU to start workers.
+  (cd web && timeout 600 npm test -- --pool=threads)
 
   echo "== web: the committed build is the build of web/"
-  (cd web && timeout 600 npm run build)
-  if ! git diff --exit-code --stat -- internal/webui/dist; then
-    echo "test-web: internal/webui/dist differs from a fresh build of web/: run 'make web' and commit internal/webui/dist" >&2
-    exit 1
-  fi
-  untracked=$(git ls-files --others --exclude-standard -- internal/webui/dist)
-  if [ -n "$untracked" ]; then
-    echo "test-web: the build made files that are not committed: $untracked" >&2
+  # The build runs in a copy of web/ (its node_modules linked), whose
+  # output lands in the copy's ../internal/webui/dist: the tree's own
+  # internal/webui/dist, which go:embed reads, is never rewritten, so Go
+  # compiles and tests may run meanwhile (scripts/test.sh runs this check
+  # beside them).
+  web_copy=$(mktemp -d -t maestro-web-check.XXXXXX)
+  trap 'rm -rf "$web_copy"' EXIT
+  mkdir -p "$web_copy/internal/webui"
+  tar -C . --exclude=web/node_modules -cf - web | tar -C "$web_copy" -xf -
+  ln -s "$PWD/web/node_modules" "$web_copy/web/node_modules"
+  (cd "$web_copy/web" && timeout 600 npm run build)
+  if ! git diff --exit-code --stat -- internal/webui/dist ||
+    [ -n "$(git ls-files --others --exclude-standard -- internal/webui/dist)" ] ||
+    ! diff -r "$web_copy/internal/webui/dist" internal/webui/dist; then
+    echo "test-web: internal/webui/dist is not the committed build of web/: run 'make web' and commit internal/webui/dist" >&2
     exit 1
   fi
 }

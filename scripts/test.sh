@@ -1,25 +1,37 @@
 #!/usr/bin/env bash
 # The whole test suite, exactly as CI runs it (`make test`, called by .ci/run).
 #  1. installs the system packages the tests need (scripts/install-deps.sh);
-#  2. checks formatting, the web UI's component tests and committed build
-#     (scripts/test-web.sh check), and go vet;
+#  2. checks formatting and go vet, and beside everything after it the web
+#     UI's component tests and committed build (scripts/test-web.sh check);
 #  3. runs every Go test (CI=true makes tiers that would otherwise skip for a
 #     missing component fail instead) and the web UI's browser tests
 #     (scripts/test-web.sh browser);
 #  4. runs each fuzz target for a bounded time.
 # What does not depend on each other overlaps, so that the two cores are
 # busy while tests wait on subprocesses, servers and browsers: the agent
-# CLIs and MCP servers install from npm during the web check, gofmt and go
-# vet; the fuzz targets' instrumented test binaries build (at low
-# priority) while the Go tests run; the browser tests and the two
-# longest-running Go packages run beside the other Go packages; the fuzz
-# stage starts once those are done.
+# CLIs and MCP servers install from npm, and the S3 server builds, in the
+# background from the start, and only the test binaries that need one of
+# them wait for it (a go test -exec gate), while every other package is
+# compiled, linked and run; the web check (npm, vitest, a build of the app
+# in a copy of web/) runs beside go vet and the Go tests; the fuzz targets'
+# instrumented test binaries build (at low priority) while the Go tests
+# run; the browser tests and the longest-running Go packages run beside the
+# other Go packages; the fuzz stage starts once those are done, with a
+# second lane once the longest-running packages are done too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # This script is CI's test command and installs every component the tests
 # need, so nothing may skip: tiers that skip (loudly) for a missing component
 # when run by hand with `go test` fail instead under CI=true.
 export CI=${CI:-true}
+# Without cgo: only the Landlock library's psx (which then uses Go's own
+# syscall.AllThreadsSyscall), net and os/user would use it, and with it
+# every binary that imports them links through the external linker (gcc):
+# a static, internally linked binary is the same program for far less
+# link CPU (README, "Set up on a fresh machine"). Exported, so that
+# the binaries the tests build themselves are built the same way (and hit
+# the same build cache).
+export CGO_ENABLED=${CGO_ENABLED:-0}
 
 # Each stage's heading says when it began (seconds since the start); the
 # last line gives the CPU time the whole run used (bash's times: this
@@ -45,16 +57,35 @@ tmp=$(mktemp -d -t maestro-test.XXXXXX)
 groups=()
 trap 'set +e; for g in "${groups[@]}"; do kill -- -"$g"; done 2>/dev/null; for p in $(jobs -p); do pkill -P "$p"; kill "$p"; done 2>/dev/null; rm -rf "$tmp"' EXIT
 
-# The agent-CLI integration tier needs the five CLIs from the npm registry;
-# under CI=true that tier fails (rather than skips) when they are missing.
-# The install (mostly waiting on the registry) runs while gofmt and go vet
-# do; its output is shown once it is done, before the Go tests need it.
-bash scripts/install-agent-clis.sh >"$tmp/agent-clis.log" 2>&1 &
-clis_pid=$!
-# The MCP servers from npm (internal/mcp's integration tests, the MCP e2e
-# tests), the same way, at the same time.
-bash scripts/install-mcp-servers.sh >"$tmp/mcp-servers.log" 2>&1 &
-mcp_pid=$!
+# What the tests need beyond Go, each prepared in the background from the
+# start, where it mostly waits (on the npm registry): the five agent CLIs
+# (the agent-CLI integration tiers), the MCP servers (internal/mcp's
+# integration tests, the MCP e2e tests) and the S3-compatible server of the
+# blob store tests (versitygw, built from its Go module into
+# .cache/versitygw; kept once built). Each job writes its exit status to
+# $ready/NAME when it ends (renamed into place: a reader never sees a
+# partial file); the test binaries that need it wait for that file (the
+# gate below), the others run meanwhile. Each job's output is shown, and a
+# failure said, as soon as the Go tests are started. Under CI=true a tier
+# whose component is missing fails rather than skips.
+ready=$tmp/ready
+mkdir -p "$ready"
+setup() {
+  local name=$1
+  shift
+  { set +e; "$@" >"$tmp/$name.log" 2>&1; echo $? >"$ready/$name.tmp"; mv "$ready/$name.tmp" "$ready/$name"; } &
+}
+setup agent-clis bash scripts/install-agent-clis.sh
+setup mcp-servers bash scripts/install-mcp-servers.sh
+setup s3 bash scripts/install-s3.sh
+# report NAME MESSAGE: waits for the setup job NAME, shows its output, and
+# MESSAGE when it failed.
+report() {
+  while [ ! -e "$ready/$1" ]; do sleep 0.2; done
+  stage "$1 (set-up done)"
+  cat "$tmp/$1.log"
+  [ "$(cat "$ready/$1")" = 0 ] || echo "$2"
+}
 
 stage "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*'))
@@ -63,32 +94,25 @@ if [ -n "$unformatted" ]; then
 fi
 
 # The web UI's component tests and the check that internal/webui/dist is
-# the build of web/, before anything compiles Go: the rebuild rewrites
-# dist/, which go:embed reads (a compile meanwhile could see it half
-# written). Its npm ci overlaps the npm installs above.
-bash scripts/test-web.sh check
+# the build of web/, beside everything that follows (mostly Node on one
+# core while Go compiles on the other): the check builds the app in a copy
+# of web/ and never rewrites internal/webui/dist, which go:embed reads. Its
+# npm ci overlaps the npm installs above. Its output is shown at the end.
+export MAESTRO_WEB_DEPS_READY=$tmp/web-deps-ready
+setsid bash scripts/test-web.sh check >"$tmp/web-check.log" 2>&1 &
+web_check_pid=$!
+groups+=("$web_check_pid")
+
+# One PostgreSQL cluster for every test package that needs one
+# (internal/pgtest): the test binaries attach to it through
+# $MAESTRO_PGTEST_CLUSTER instead of each running initdb and a server of
+# its own (about 3 CPU-s each); every test still gets its own schema or
+# database. pgtestd stops it when this script ends (its stdin closes). It
+# builds and starts beside go vet; the Go tests read its address.
+coproc PGTESTD { exec go run ./internal/pgtest/pgtestd 2>"$tmp/pgtestd.log"; }
 
 stage "go vet"
 go vet ./...
-
-stage "agent CLIs"
-if ! wait "$clis_pid"; then
-  cat "$tmp/agent-clis.log"
-  echo "agent CLIs not installed: the agentcli integration tier fails under CI=true"
-else
-  cat "$tmp/agent-clis.log"
-fi
-stage "MCP servers"
-mcp_status=0
-wait "$mcp_pid" || mcp_status=$?
-cat "$tmp/mcp-servers.log"
-if [ "$mcp_status" -ne 0 ]; then
-  echo "MCP servers not installed: the internal/mcp integration tests fail under CI=true"
-fi
-# The S3-compatible server of the blob store tests (versitygw, built from
-# its Go module into .cache/versitygw; kept once built).
-echo "== S3 server"
-bash scripts/install-s3.sh || echo "versitygw not built: the internal/blobstore S3 tests fail under CI=true"
 
 # The fuzz targets, as "package target" lines.
 fuzz_targets=$(grep -rl --include='*_test.go' '^func Fuzz' . 2>/dev/null | grep -v '^./.cache/' | sort | while read -r f; do
@@ -103,7 +127,7 @@ mkdir -p "$fuzz_bin"
 (
   for pkg in $(echo "$fuzz_targets" | awk 'NF { print $1 }' | sort -u); do
     first=$(echo "$fuzz_targets" | awk -v p="$pkg" '$1 == p { print $2; exit }')
-    nice -n 19 go test -c -fuzz="^${first}\$" -o "$fuzz_bin/$(echo "${pkg#./}" | tr / _).test" "$pkg" ||
+    nice -n 19 go test -c -ldflags='-s -w' -fuzz="^${first}\$" -o "$fuzz_bin/$(echo "${pkg#./}" | tr / _).test" "$pkg" ||
       echo "fuzz build of $pkg failed" >&2
   done
 ) >"$tmp/fuzz-build.log" 2>&1 &
@@ -119,84 +143,167 @@ mkdir -p "$tmp/bin"
 go build -ldflags='-s -w' -o "$tmp/bin/maestro" ./cmd/maestro
 export MAESTRO_TEST_BINARY=$tmp/bin/maestro
 
+if read -r -t 180 pg_dsn <&"${PGTESTD[0]}"; then
+  export MAESTRO_PGTEST_CLUSTER=$pg_dsn
+else
+  cat "$tmp/pgtestd.log"
+  echo "no shared PostgreSQL cluster: each test package starts its own"
+fi
+
 stage "go test"
 log=$tmp/go-test.log
 # go test runs test binaries in the same -p slots (2 on 2 cores) as it
-# compiles and links: the two packages that run longest (the real agent
-# CLIs' tiers, minutes each, mostly waiting on the CLIs and the servers
-# they start) would hold both slots while every other package waits to be
-# built. They get their own go test, started first, beside the one of the
-# other packages, which keeps its two slots for the CPU.
-slowest=(./internal/agentcli ./cmd/maestro)
+# compiles and links: the packages that run longest (the real agent CLIs'
+# tiers, the end-to-end tests, the sandbox's attack and limit tests:
+# minutes each, mostly waiting on subprocesses and the servers they start)
+# would hold the slots while every other package waits to be built. They
+# get their own go test, started first, with a slot each (-p 3: their
+# cores mostly wait), beside the one of the other packages, which keeps its
+# two slots for the CPU.
+slowest=(./internal/agentcli ./cmd/maestro ./internal/sandbox)
 module=$(go list -m)
+# The gate (go test -exec): a test binary starts (in its package's
+# directory) once the set-up jobs its package's tests need are done; go
+# test compiles, links and runs the other packages meanwhile. What a
+# package needs is read from its test files: the helpers that find an
+# installed agent CLI (proctest.AgentCLI, agentclitest.ProcessEnv), MCP
+# server (mcptest.Installed) or S3 server (s3test.Binary, s3test.Start). A
+# test reaching them through another helper would race the install: under
+# CI=true it fails for the missing component (it never skips).
+needs=$tmp/needs
+: >"$needs"
+root=$(pwd -P)
+gate_needs() { # NAME REGEXP: the packages whose test files match need NAME
+  { grep -rlE --include='*_test.go' --exclude-dir=.cache --exclude-dir=node_modules "$2" . || true; } |
+    xargs -r -n1 dirname | sort -u | while read -r d; do echo "$root/${d#./} $1"; done >>"$needs"
+}
+gate_needs agent-clis 'proctest\.AgentCLI\(|agentclitest\.ProcessEnv\('
+gate_needs mcp-servers 'mcptest\.Installed\('
+gate_needs s3 's3test\.(Binary|Start)\('
+cat >"$tmp/gate" <<'EOF'
+#!/usr/bin/env bash
+# go test -exec (scripts/test.sh): waits for the set-up jobs that the
+# package in the working directory needs, then runs the test binary.
+here=$(pwd -P)
+while read -r dir name; do
+  [ "$dir" = "$here" ] || continue
+  while [ ! -e "$MAESTRO_TEST_READY/$name" ]; do sleep 0.2; done
+done <"$MAESTRO_TEST_NEEDS"
+exec "$@"
+EOF
+chmod +x "$tmp/gate"
+export MAESTRO_TEST_READY=$ready MAESTRO_TEST_NEEDS=$needs
+# The other packages, those the gate holds last: go test runs the test
+# binaries in the order of its arguments, and a held one keeps its slot.
 packages=()
+gated=()
 while read -r p; do
   case " ${slowest[*]} " in *" ./${p#"$module"/} "*) continue ;; esac
-  packages+=("$p")
+  if grep -q "^$root/${p#"$module"/} " "$needs"; then gated+=("$p"); else packages+=("$p"); fi
 done < <(go list ./...)
+packages+=("${gated[@]}")
 # -vet=off: go vet ./... above ran every analyzer on every package (test
 # files included), a superset of the few go test would run again.
 # -ldflags='-s -w': about a third less CPU per test binary's link.
-test_flags=(-count=1 -timeout 20m -vet=off -v -ldflags='-s -w')
-setsid go test "${test_flags[@]}" "${slowest[@]}" >"$tmp/go-test-slowest.log" 2>&1 &
+test_flags=(-count=1 -timeout 20m -vet=off -v -ldflags='-s -w' -exec "$tmp/gate")
+setsid go test -p 3 "${test_flags[@]}" "${slowest[@]}" >"$tmp/go-test-slowest.log" 2>&1 &
 slowest_pid=$!
 groups+=("$slowest_pid")
 # The browser tests (mostly waiting on Chromium and the server) beside
 # the Go tests; their output is shown after them.
-setsid bash scripts/test-web.sh browser >"$tmp/web-browser.log" 2>&1 &
+# They read axe-core from web/node_modules, which the web check's npm ci
+# replaces: they start once it is done (or the check has ended), while the
+# Go tests go on.
+WEB_CHECK_PID=$web_check_pid setsid bash -c 'while [ ! -e "$MAESTRO_WEB_DEPS_READY" ] && kill -0 "$WEB_CHECK_PID" 2>/dev/null; do sleep 1; done
+  exec bash scripts/test-web.sh browser' >"$tmp/web-browser.log" 2>&1 &
 web_pid=$!
 groups+=("$web_pid")
+setsid go test "${test_flags[@]}" "${packages[@]}" >"$tmp/go-test-rest.log" 2>&1 &
+rest_pid=$!
+groups+=("$rest_pid")
+# The set-up jobs' output, each once it is done (the tests that need it
+# waited for it).
+report agent-clis "agent CLIs not installed: the agent-CLI integration tiers fail under CI=true"
+report mcp-servers "MCP servers not installed: the internal/mcp integration tests fail under CI=true"
+report s3 "versitygw not built: the internal/blobstore S3 tests fail under CI=true"
 set +e
-go test "${test_flags[@]}" "${packages[@]}" >"$tmp/go-test-rest.log" 2>&1
+wait "$rest_pid"
 status=$?
 set -e
+echo "== the other packages' go test ended (at ${SECONDS}s)"
 # The fuzz stage: each fuzz target for a bounded time with its package's
-# prebuilt binary. It starts once the other packages' tests are done, while
-# the longest-running packages and the browser tests (mostly waiting) go on.
-fuzz_stage() {
-  fuzz_time=${FUZZ_TIME:-10s}
-  fuzz_cache=$(go env GOCACHE)/fuzz
-  # Runs one fuzz target with its package's prebuilt binary, in the
-  # package's directory (where testdata/fuzz holds its corpus and a failing
-  # input is written), with the corpus cache go test -fuzz would use.
-  fuzz_one() {
-    local pkg=$1 target=$2 bin
-    bin="$fuzz_bin/$(echo "${pkg#./}" | tr / _).test"
-    [ -x "$bin" ] || { echo "fuzz $pkg $target: no test binary (see the build log above)"; return 1; }
-    (cd "$pkg" && "$bin" -test.run='^$' -test.fuzz="^${target}\$" -test.fuzztime="$fuzz_time" \
-      -test.fuzzcachedir="$fuzz_cache/$module/${pkg#./}" -test.timeout=10m)
-  }
-  while read -r pkg target; do
-    [ -n "$target" ] || continue
-    echo "fuzz $pkg $target ($fuzz_time)"
-    # go's fuzz coordinator can end a run with "context deadline exceeded"
-    # and no failing input when -fuzztime runs out while a worker is slow (a
-    # loaded machine): that is retried once; a real finding (a failing input
-    # written to testdata/fuzz) fails at once.
-    fuzz_log=$tmp/fuzz.log
-    if ! fuzz_one "$pkg" "$target" 2>&1 | tee "$fuzz_log"; then
-      if grep -q 'context deadline exceeded' "$fuzz_log" && ! grep -q 'Failing input written' "$fuzz_log"; then
-        echo "fuzz $pkg $target: the fuzz coordinator timed out without a finding; running it once more"
-        fuzz_one "$pkg" "$target" || exit 1
-      else
-        exit 1
-      fi
-    fi
-  done <<<"$fuzz_targets"
+# prebuilt binary, from a queue that one lane starts on once the other
+# packages' tests are done, while the longest-running packages and the
+# browser tests (mostly waiting) go on, and a second lane joins once the
+# longest-running packages are done: both cores fuzz then, one target
+# each, and every target still gets its whole budget.
+fuzz_time=${FUZZ_TIME:-10s}
+# The generated corpus starts empty each run (seeds: the targets' f.Add
+# and testdata/fuzz): a corpus cache kept across runs (go test -fuzz's,
+# in GOCACHE) grows with every run, and its baseline re-run takes more
+# of each target's fixed budget every time; from the seeds, a run's cost
+# does not grow.
+fuzz_cache=$tmp/fuzz-cache
+mkdir -p "$tmp/fuzz-out"
+# fuzz_one PKG TARGET: runs one fuzz target with its package's prebuilt
+# binary, in the package's directory (where testdata/fuzz holds its corpus
+# and a failing input is written), with one fuzz worker
+# (-test.parallel=1): a worker per core doubled its CPU for the same
+# budget of time.
+fuzz_one() {
+  local pkg=$1 target=$2 bin
+  bin="$fuzz_bin/$(echo "${pkg#./}" | tr / _).test"
+  [ -x "$bin" ] || { echo "fuzz $pkg $target: no test binary (see the build log above)"; return 1; }
+  (cd "$pkg" && "$bin" -test.run='^$' -test.fuzz="^${target}\$" -test.fuzztime="$fuzz_time" \
+    -test.parallel=1 -test.fuzzcachedir="$fuzz_cache/$module/${pkg#./}" -test.timeout=10m)
 }
+# fuzz_target PKG TARGET LOG: one target, its output in LOG. go's fuzz
+# coordinator can end a run with "context deadline exceeded" and no
+# failing input when -fuzztime runs out while a worker is slow (a loaded
+# machine: the last second shows 0 execs/sec): that is retried once; a
+# real finding (a failing input written to testdata/fuzz) fails at once.
+fuzz_target() {
+  local pkg=$1 target=$2 log=$3
+  echo "fuzz $pkg $target ($fuzz_time)" >"$log"
+  fuzz_one "$pkg" "$target" >>"$log" 2>&1 && return 0
+  if grep -q 'context deadline exceeded' "$log" && ! grep -q 'Failing input written' "$log"; then
+    echo "fuzz $pkg $target: the fuzz coordinator timed out without a finding; running it once more" >>"$log"
+    fuzz_one "$pkg" "$target" >>"$log" 2>&1 && return 0
+  fi
+  return 1
+}
+# fuzz_lane: takes the next target from the queue (a counter under a
+# lock, shared by the lanes) until none is left; stops at a failing one.
+fuzz_lane() {
+  local n line pkg target
+  while :; do
+    n=$(flock "$tmp/fuzz-next" bash -c 'n=$(cat "$1"); n=${n:-0}; echo $((n + 1)) >"$1"; echo "$n"' _ "$tmp/fuzz-next")
+    line=$(echo "$fuzz_targets" | awk 'NF' | sed -n "$((n + 1))p")
+    [ -n "$line" ] || return 0
+    read -r pkg target <<<"$line"
+    fuzz_target "$pkg" "$target" "$tmp/fuzz-out/$(printf %04d "$n").log" || return 1
+  done
+}
+fuzz_pids=()
+# start_fuzz_lane: one more lane, a process group of its own.
+start_fuzz_lane() {
+  setsid bash -c "set -uo pipefail; $(declare -f fuzz_one fuzz_target fuzz_lane); fuzz_lane" &
+  fuzz_pids+=("$!")
+  groups+=("$!")
+}
+export tmp fuzz_bin module fuzz_targets fuzz_time fuzz_cache
 if [ "$status" -eq 0 ]; then
   # The instrumented binaries were built (at low priority) meanwhile.
   wait "$fuzz_build_pid" || true
-  export tmp fuzz_bin module fuzz_targets
-  setsid bash -c "set -euo pipefail; $(declare -f fuzz_stage); fuzz_stage" >"$tmp/fuzz-stage.log" 2>&1 &
-  fuzz_pid=$!
-  groups+=("$fuzz_pid")
+  start_fuzz_lane
 fi
 set +e
 wait "$slowest_pid"
 slowest_status=$?
 set -e
+echo "== the longest-running packages' go test ended (at ${SECONDS}s, or before)"
 [ "$status" -ne 0 ] || status=$slowest_status
+[ "$status" -ne 0 ] || start_fuzz_lane
 cat "$tmp/go-test-slowest.log" "$tmp/go-test-rest.log" >"$log"
 
 # Package results and every failure in full; skips with their reasons.
@@ -231,6 +338,15 @@ if [ "$CI" = true ] && [ "$skipped" -gt 0 ]; then
   exit 1
 fi
 
+# The web UI's component tests and committed build, checked beside the Go
+# tests.
+web_check_status=0
+wait "$web_check_pid" || web_check_status=$?
+cat "$tmp/web-check.log"
+if [ "$web_check_status" -ne 0 ]; then
+  echo "the web check failed (exit $web_check_status)"; exit "$web_check_status"
+fi
+
 # The web UI's browser tests, run beside the Go tests.
 web_status=0
 wait "$web_pid" || web_status=$?
@@ -242,8 +358,8 @@ fi
 stage "fuzz (bounded)"
 cat "$tmp/fuzz-build.log"
 fuzz_status=0
-wait "$fuzz_pid" || fuzz_status=$?
-cat "$tmp/fuzz-stage.log"
+for p in "${fuzz_pids[@]}"; do wait "$p" || fuzz_status=$?; done
+cat "$tmp"/fuzz-out/*.log
 if [ "$fuzz_status" -ne 0 ]; then
   echo "the fuzz stage failed (exit $fuzz_status)"; exit "$fuzz_status"
 fi

@@ -6,6 +6,12 @@
 // events per second, and checks that the stream holds every event once.
 //
 //	go run ./bench/eventbus -events 100000
+//
+// With -otlp-sink it is instead an OTLP/HTTP endpoint that accepts and
+// discards every export, in its own process: the agent-loop overhead
+// benchmarks (internal/eventbus) export their spans to it so that the
+// receiver's CPU is not counted as Maestro's. It prints one JSON line,
+// {"url":"http://127.0.0.1:PORT"}, and serves until stdin closes.
 package main
 
 import (
@@ -13,6 +19,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -29,7 +38,15 @@ import (
 
 func main() {
 	events := flag.Int("events", 100000, "bus events in the backlog (even)")
+	sink := flag.Bool("otlp-sink", false, "serve an OTLP/HTTP endpoint that discards what it receives (until stdin closes)")
 	flag.Parse()
+	if *sink {
+		if err := otlpSink(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench/eventbus:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*events); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/eventbus:", err)
 		os.Exit(1)
@@ -111,4 +128,24 @@ func run(events int) error {
 	fmt.Printf("| backlog events | catch-up wall | CPU (Maestro + embedded NATS) | events/s (wall) |\n|---:|---:|---:|---:|\n")
 	fmt.Printf("| %d | %.2f s | %.2f s | %.0f |\n", events, wall.Seconds(), cpu.Seconds(), float64(events)/wall.Seconds())
 	return nil
+}
+
+// otlpSink answers every OTLP/HTTP export with an empty success until
+// stdin closes.
+func otlpSink() error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	hs := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	})}
+	go hs.Serve(ln)
+	ready, _ := json.Marshal(map[string]string{"url": "http://" + ln.Addr().String()})
+	fmt.Println(string(ready))
+	io.Copy(io.Discard, os.Stdin)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return hs.Shutdown(ctx)
 }

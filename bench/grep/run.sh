@@ -5,6 +5,7 @@
 #
 #   bench/grep/run.sh                    # GOROOT/src, 7 repetitions
 #   REPS=11 TREE=/some/dir bench/grep/run.sh
+#   GREP_CASES='no literal' bench/grep/run.sh   # only the searches whose name matches (extended regexp)
 #
 # Both tools search the same files: ripgrep runs with --no-config (no user
 # config), --hidden (Maestro does not skip dotfiles) and --no-require-git
@@ -37,6 +38,9 @@ echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
 status=0
 for c in "${cases[@]}"; do
 	IFS='|' read -r name flags pattern <<<"$c"
+	if [[ -n ${GREP_CASES:-} ]] && ! grep -qE -- "$GREP_CASES" <<<"$name"; then
+		continue
+	fi
 	mflags=(-root "$TREE" -max 1000000000 -pattern "$pattern")
 	rflags=(--no-config --hidden --no-require-git -n --no-heading)
 	if [[ $flags == -i ]]; then

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/bench/internal/benchproc"
+	"github.com/maestro-run/maestro/internal/binpages"
 	"github.com/maestro-run/maestro/internal/providers"
 )
 
@@ -42,14 +43,17 @@ func main() {
 	runs := flag.Int("n", 20, "spawn runs")
 	hellos := flag.Int("hellos", 500, "hello round trips")
 	chunks := flag.Int("chunks", 200_000, "response_chunk frames in the streaming scenario")
+	base := flag.String("base", "", "a baseline maestro binary for the memory rows (measured in alternating rounds)")
+	rounds := flag.Int("rounds", 3, "memory rounds per binary")
+	memOnly := flag.Bool("memory", false, "print only the memory rows")
 	flag.Parse()
-	if err := run(*bin, *runs, *hellos, *chunks); err != nil {
+	if err := run(*bin, *base, *runs, *hellos, *chunks, *rounds, *memOnly); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/headless:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin string, runs, hellos, chunks int) error {
+func run(bin, base string, runs, hellos, chunks, rounds int, memOnly bool) error {
 	abs, err := filepath.Abs(bin)
 	if err != nil {
 		return err
@@ -67,6 +71,14 @@ func run(bin string, runs, hellos, chunks int) error {
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		return err
 	}
+	if base != "" {
+		if base, err = filepath.Abs(base); err != nil {
+			return err
+		}
+	}
+	if memOnly {
+		return memory(bin, base, rounds, ws, env, tmp)
+	}
 
 	fmt.Println("### spawn → ready")
 	fmt.Println()
@@ -74,13 +86,13 @@ func run(bin string, runs, hellos, chunks int) error {
 	fmt.Println("|---|---|---|---|")
 	// The three are interleaved so that load from other processes weighs
 	// on each alike.
-	var base, version, ready []time.Duration
+	var spawn, version, ready []time.Duration
 	for range runs {
 		start := time.Now()
 		if err := exec.Command("/bin/true").Run(); err != nil {
 			return err
 		}
-		base = append(base, time.Since(start))
+		spawn = append(spawn, time.Since(start))
 		start = time.Now()
 		if err := exec.Command(bin, "version").Run(); err != nil {
 			return err
@@ -92,7 +104,7 @@ func run(bin string, runs, hellos, chunks int) error {
 		}
 		ready = append(ready, d)
 	}
-	row("baseline: `/bin/true` spawn and exit", base)
+	row("baseline: `/bin/true` spawn and exit", spawn)
 	row("reference: `maestro version` spawn and exit", version)
 	row("`maestro headless`: spawn → `ready` line", ready)
 	fmt.Println()
@@ -117,7 +129,7 @@ func run(bin string, runs, hellos, chunks int) error {
 	row3("`maestro headless`: hello → hello_ok", rt)
 	fmt.Println()
 
-	if err := memory(bin, ws, env, tmp); err != nil {
+	if err := memory(bin, base, rounds, ws, env, tmp); err != nil {
 		return err
 	}
 
@@ -262,24 +274,7 @@ func stream(bin, ws string, env []string, scenario string, chunks int, slow bool
 	}
 	var res streamResult
 	res.readyRSS = rssMB(cmd.Process.Pid)
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		t := time.NewTicker(20 * time.Millisecond)
-		defer t.Stop()
-		for {
-			if v := uint64(rssMB(cmd.Process.Pid) * 1024); v > peak.Load() {
-				peak.Store(v)
-			}
-			select {
-			case <-t.C:
-			case <-stop:
-				return
-			}
-		}
-	}()
+	stopPeak := samplePeak(cmd.Process.Pid, 20*time.Millisecond)
 	if _, err := io.WriteString(stdin, `{"type":"prompt","content":"stream"}`+"\n"); err != nil {
 		return res, err
 	}
@@ -307,8 +302,7 @@ func stream(bin, ws string, env []string, scenario string, chunks int, slow bool
 		}
 	}
 	elapsed := time.Since(start)
-	close(stop)
-	<-sampled
+	peak := stopPeak()
 	stdin.Close()
 	go io.Copy(io.Discard, br)
 	if err := cmd.Wait(); err != nil {
@@ -318,7 +312,7 @@ func stream(bin, ws string, env []string, scenario string, chunks int, slow bool
 		return res, errors.New("missing chunks: read " + strconv.Itoa(seen))
 	}
 	res.rate = float64(seen) / elapsed.Seconds()
-	res.peakRSS = float64(peak.Load()) / 1024
+	res.peakRSS = float64(peak) / (1 << 20)
 	return res, nil
 }
 
@@ -345,11 +339,16 @@ func row3(name string, d []time.Duration) {
 	fmt.Printf("| %s | %d | %s | %s | %s |\n", name, len(d), ms(pct(d, 50)), ms(pct(d, 90)), ms(pct(d, 99)))
 }
 
-// memory prints the resident memory of `maestro headless` idle after
-// hello → hello_ok, split into anonymous (heap, stacks) and file-backed
-// (binary pages touched) parts, and its peak (VmHWM) after four short
-// prompts of a replay scenario (issue 22's rows).
-func memory(bin, ws string, env []string, tmp string) error {
+// memory prints the resident memory of `maestro headless` (issue 22's
+// rows) for this binary and, when base is set, a baseline binary, in
+// alternating rounds: idle after hello → hello_ok once start-up has
+// settled, and after four short prompts of a replay scenario, each split
+// into anonymous memory (heap, stacks), the binary's text and its rodata
+// + pclntab (internal/binpages.ProcessUsage); the highest VmRSS sampled
+// from hello_ok to the fourth response_end; VmHWM, the most ever resident
+// (start-up included); spawn → ready; and the CPU time and minor faults of
+// the four prompts.
+func memory(bin, base string, rounds int, ws string, env []string, tmp string) error {
 	scen := filepath.Join(tmp, "four.json")
 	frames := make([]any, 4)
 	for i := range frames {
@@ -369,13 +368,75 @@ func memory(bin, ws string, env []string, tmp string) error {
 	if err := os.WriteFile(scen, data, 0o644); err != nil {
 		return err
 	}
+	type named struct{ label, bin string }
+	bins := []named{{"this binary", bin}}
+	if base != "" {
+		bins = []named{{"baseline `" + filepath.Base(base) + "`", base}, {"this binary", bin}}
+	}
+	results := make([][]memRun, len(bins))
+	for range rounds {
+		for i, b := range bins {
+			r, err := memoryRun(b.bin, ws, env, scen)
+			if err != nil {
+				return err
+			}
+			results[i] = append(results[i], r)
+		}
+	}
+	fmt.Printf("### resident memory (MiB), median of %d round(s)\n\n", rounds)
+	fmt.Println("| binary | when | VmRSS | anonymous (heap, stacks) | binary text | binary rodata + pclntab |")
+	fmt.Println("|---|---|---:|---:|---:|---:|")
+	for i, b := range bins {
+		for _, when := range []struct {
+			name string
+			get  func(memRun) binpages.Usage
+		}{{"idle after hello", func(r memRun) binpages.Usage { return r.idle }}, {"after four short prompts", func(r memRun) binpages.Usage { return r.after }}} {
+			med := func(f func(binpages.Usage) int64) string {
+				return mib(median(results[i], func(r memRun) int64 { return f(when.get(r)) }))
+			}
+			fmt.Printf("| %s | %s | %s | %s | %s | %s |\n", b.label, when.name,
+				med(func(u binpages.Usage) int64 { return u.VmRSS }), med(func(u binpages.Usage) int64 { return u.Anon }),
+				med(func(u binpages.Usage) int64 { return u.Text }), med(func(u binpages.Usage) int64 { return u.ReadOnly }))
+		}
+	}
+	fmt.Println()
+	fmt.Println("| binary | peak VmRSS, hello → fourth answer | VmHWM (start-up included) | spawn → ready | CPU, spawn → idle | CPU of the four prompts | minor faults of the four prompts |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
+	for i, b := range bins {
+		fmt.Printf("| %s | %s MiB | %s MiB | %s | %s | %s | %d |\n", b.label,
+			mib(median(results[i], func(r memRun) int64 { return r.peak })),
+			mib(median(results[i], func(r memRun) int64 { return r.after.VmHWM })),
+			ms(time.Duration(median(results[i], func(r memRun) int64 { return int64(r.ready) }))),
+			ms(time.Duration(median(results[i], func(r memRun) int64 { return int64(r.startCPU) }))),
+			ms(time.Duration(median(results[i], func(r memRun) int64 { return int64(r.cpu) }))),
+			median(results[i], func(r memRun) int64 { return r.minflt }))
+	}
+	fmt.Println()
+	fmt.Println("Targets (issue 22): idle <= 16 MiB, peak after four prompts <= 24 MiB.")
+	fmt.Println()
+	return nil
+}
+
+// memRun is one process's figures in memory.
+type memRun struct {
+	ready       time.Duration
+	idle, after binpages.Usage
+	peak        int64         // highest VmRSS sampled from hello_ok to the last answer
+	startCPU    time.Duration // CPU from spawn to idle (the release included)
+	cpu         time.Duration // CPU of the four prompts
+	minflt      int64
+}
+
+func memoryRun(bin, ws string, env []string, scen string) (memRun, error) {
+	var r memRun
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "headless", "--workspace", ws, "--replay", scen, "--approval-mode", "auto", "--sandbox", "off")
 	cmd.Env = env
+	start := time.Now()
 	stdin, stdout, err := benchproc.StartPiped(cmd)
 	if err != nil {
-		return err
+		return r, err
 	}
 	br := bufio.NewReader(stdout)
 	until := func(prefix string) error {
@@ -383,6 +444,9 @@ func memory(bin, ws string, env []string, tmp string) error {
 			l, err := br.ReadString('\n')
 			if err != nil {
 				return fmt.Errorf("maestro headless: waiting for %s: %w", prefix, err)
+			}
+			if r.ready == 0 {
+				r.ready = time.Since(start)
 			}
 			if strings.HasPrefix(l, prefix) {
 				return nil
@@ -393,43 +457,127 @@ func memory(bin, ws string, env []string, tmp string) error {
 		_, err := io.WriteString(stdin, line+"\n")
 		return err
 	}
+	pid := cmd.Process.Pid
 	if err := send(`{"type":"hello","protocol_version":"2026-04-02","client_info":{"name":"bench"}}`); err != nil {
-		return err
+		return r, err
 	}
 	if err := until(`{"type":"hello_ok"`); err != nil {
-		return err
+		return r, err
 	}
-	time.Sleep(300 * time.Millisecond) // let start-up work settle
-	idle := procStatus(cmd.Process.Pid)
+	// Idle: at least 2 s after hello_ok and once VmRSS has not moved for
+	// 1 s (the start-up work after ready, such as the sandbox probe and
+	// the release of start-up pages, is over); at most 15 s.
+	helloOK := time.Now()
+	last, stable := int64(-1), time.Now()
+	tick := time.NewTicker(20 * time.Millisecond)
+	for ; time.Since(helloOK) < 15*time.Second; <-tick.C {
+		u, err := binpages.ProcessUsage(pid)
+		if err != nil {
+			return r, err
+		}
+		if u.VmRSS != last {
+			last, stable = u.VmRSS, time.Now()
+		}
+		if time.Since(helloOK) >= 2*time.Second && time.Since(stable) >= time.Second {
+			break
+		}
+	}
+	tick.Stop()
+	if r.idle, err = binpages.ProcessUsage(pid); err != nil {
+		return r, err
+	}
+	cpu0, flt0 := procCPU(pid)
+	r.startCPU = cpu0
+	stopPeak := samplePeak(pid, 5*time.Millisecond)
 	for i := range 4 {
 		if err := send(`{"type":"prompt","content":"question ` + strconv.Itoa(i) + `"}`); err != nil {
-			return err
+			return r, err
 		}
 		if err := until(`{"type":"response_end"`); err != nil {
-			return err
+			return r, err
 		}
 	}
-	after := procStatus(cmd.Process.Pid)
+	peak := stopPeak()
+	cpu1, flt1 := procCPU(pid)
+	r.cpu, r.minflt = cpu1-cpu0, flt1-flt0
+	if r.after, err = binpages.ProcessUsage(pid); err != nil {
+		return r, err
+	}
+	r.peak = max(peak, r.idle.VmRSS, r.after.VmRSS)
 	stdin.Close()
 	go io.Copy(io.Discard, br)
 	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("maestro headless exit: %w", err)
+		return r, fmt.Errorf("maestro headless exit: %w", err)
 	}
-	fmt.Println("### resident memory (MiB)")
-	fmt.Println()
-	fmt.Println("| when | VmRSS | anonymous (heap, stacks) | file-backed (binary pages) | peak VmHWM |")
-	fmt.Println("|---|---:|---:|---:|---:|")
-	for _, r := range []struct {
-		name string
-		st   map[string]float64
-	}{{"idle after hello → hello_ok", idle}, {"after four short prompts", after}} {
-		fmt.Printf("| %s | %.1f | %.1f | %.1f | %.1f |\n", r.name, r.st["VmRSS"], r.st["RssAnon"], r.st["RssFile"], r.st["VmHWM"])
-	}
-	fmt.Println()
-	fmt.Println("Targets (issue 22): idle <= 16 MiB, peak after four prompts <= 24 MiB.")
-	fmt.Println()
-	return nil
+	return r, nil
 }
+
+// samplePeak samples the VmRSS of process pid every interval until the
+// returned stop is called, which returns the highest value, in bytes.
+func samplePeak(pid int, every time.Duration) (stop func() int64) {
+	var peak atomic.Int64
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			if u, err := binpages.ProcessUsage(pid); err == nil && u.VmRSS > peak.Load() {
+				peak.Store(u.VmRSS)
+			}
+			select {
+			case <-t.C:
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() int64 {
+		close(done)
+		<-sampled
+		return peak.Load()
+	}
+}
+
+// procCPU reads the CPU time all threads of a process have run
+// (/proc/PID/task/*/schedstat, nanoseconds; a thread that has exited is
+// no longer counted) and its minor faults (/proc/PID/stat).
+func procCPU(pid int) (time.Duration, int64) {
+	var cpu time.Duration
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	for _, t := range tasks {
+		if data, err := os.ReadFile(t); err == nil {
+			if f := strings.Fields(string(data)); len(f) > 0 {
+				ns, _ := strconv.ParseInt(f[0], 10, 64)
+				cpu += time.Duration(ns)
+			}
+		}
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return cpu, 0
+	}
+	_, rest, _ := strings.Cut(string(data), ") ")
+	f := strings.Fields(rest)
+	if len(f) < 8 {
+		return cpu, 0
+	}
+	// The fields after the command: state is f[0], minflt f[7].
+	minflt, _ := strconv.ParseInt(f[7], 10, 64)
+	return cpu, minflt
+}
+
+func median(rs []memRun, f func(memRun) int64) int64 {
+	v := make([]int64, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
+	}
+	slices.Sort(v)
+	return v[(len(v)-1)/2]
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f", float64(b)/(1<<20)) }
 
 // procStatus reads the memory lines of /proc/PID/status, in MiB.
 func procStatus(pid int) map[string]float64 {

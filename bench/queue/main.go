@@ -33,6 +33,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +59,7 @@ func main() {
 
 type options struct {
 	backend, dir, dsn, impl, out string
+	pgPidfile                    string
 	workers, jobs, latJobs       int
 	latRate                      float64
 	timeout                      time.Duration
@@ -75,9 +77,11 @@ func run(args []string, stdout io.Writer) error {
 	fs.IntVar(&o.latJobs, "lat-jobs", 200, "jobs in the claim-latency measurement")
 	fs.Float64Var(&o.latRate, "lat-rate", 50, "jobs per second enqueued in the claim-latency measurement")
 	fs.StringVar(&o.out, "out", "", "append the JSON result line to this file (default stdout)")
+	fs.StringVar(&o.pgPidfile, "pg-pidfile", "", "postgres: the server's postmaster.pid, to also measure the server's CPU time per job")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up after this long")
 	report := fs.String("report", "", "print the markdown table of the JSON lines in this file and exit")
 	pgVersion := fs.String("pg-version", "", "report: PostgreSQL version for the title")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurement to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -97,6 +101,17 @@ func run(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer cleanup()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	r, err := measure(ctx, st, o)
 	if err != nil {
 		return err
@@ -182,6 +197,10 @@ func measure(ctx context.Context, st store.Store, o options) (result, error) {
 		wg     sync.WaitGroup
 		runErr error
 	)
+	cpu0, err := jobbench.ReadCPU(o.pgPidfile)
+	if err != nil {
+		return result{}, err
+	}
 	start := time.Now()
 	switch o.impl {
 	case "pool":
@@ -206,8 +225,13 @@ func measure(ctx context.Context, st store.Store, o options) (result, error) {
 		return result{}, fmt.Errorf("throughput: %w", err)
 	}
 	elapsed := time.Since(start)
+	cpu1, err := jobbench.ReadCPU(o.pgPidfile)
+	if err != nil {
+		finish()
+		return result{}, err
+	}
 
-	err := lat.Enqueue(ctx, o.latJobs, o.latRate, func(ctx context.Context, seq int) error {
+	err = lat.Enqueue(ctx, o.latJobs, o.latRate, func(ctx context.Context, seq int) error {
 		_, err := st.Enqueue(ctx, store.NewJob{Piece: "noop", Payload: fmt.Appendf(nil, `{"seq":%d}`, seq)})
 		return err
 	})
@@ -229,6 +253,7 @@ func measure(ctx context.Context, st store.Store, o options) (result, error) {
 	}
 	r := result{System: system, Backend: o.backend, Workers: o.workers}
 	r.Throughput(o.jobs, elapsed)
+	r.CPUPerJob(cpu0, cpu1, o.jobs)
 	if err := lat.Quantiles(&r, o.latRate); err != nil {
 		return result{}, err
 	}

@@ -91,19 +91,62 @@ func printReport(w io.Writer, path, pgVersion string) error {
 	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|")
 	for _, k := range keys {
 		c := cells[k]
-		river, hasRiver := cells[cellKey{"river", "postgres", k.workers}]
-		ratio := func(a, b float64) string {
-			if !hasRiver || b == 0 {
-				return "—"
-			}
-			return ratioString(a / b)
-		}
+		river, ratio := toRiver(cells, k.workers)
 		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", k.workers, label(k, c),
 			thousands(c.JobsPerS), ratio(c.JobsPerS, river.JobsPerS),
 			ms(c.LatP50US), ratio(c.LatP50US, river.LatP50US),
 			ms(c.LatP99US), ratio(c.LatP99US, river.LatP99US))
 	}
+	printCPU(w, keys, cells)
 	return nil
+}
+
+// printCPU prints the CPU time per job of the throughput phase of the
+// rows that measured it (run.sh passes -pg-pidfile): on a loaded machine
+// it moves far less than jobs/s.
+func printCPU(w io.Writer, keys []cellKey, cells map[cellKey]result) {
+	var rows []cellKey
+	for _, k := range keys {
+		if cells[k].ClientCPUUSPerJob > 0 {
+			rows = append(rows, k)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nCPU time per job of the throughput phase (client: the bench process; server: every PostgreSQL process). Lower is better.")
+	fmt.Fprintln(w, "\n| workers | queue | client CPU/job | × River | server CPU/job | × River | total | × River |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|")
+	for _, k := range rows {
+		c := cells[k]
+		river, ratio := toRiver(cells, k.workers)
+		us := func(v float64) string {
+			if v == 0 {
+				return "—"
+			}
+			return fmt.Sprintf("%.0f µs", v)
+		}
+		server, riverServer := c.ServerCPUUSPerJob, river.ServerCPUUSPerJob
+		total, riverTotal := c.ClientCPUUSPerJob+server, river.ClientCPUUSPerJob+riverServer
+		if server == 0 {
+			total = 0
+		}
+		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", k.workers, label(k, c),
+			us(c.ClientCPUUSPerJob), ratio(c.ClientCPUUSPerJob, river.ClientCPUUSPerJob),
+			us(server), ratio(server, riverServer), us(total), ratio(total, riverTotal))
+	}
+}
+
+// toRiver returns River's cell at workers and a function printing a
+// figure's ratio to River's ("—" without River or a figure).
+func toRiver(cells map[cellKey]result, workers int) (result, func(a, b float64) string) {
+	river, ok := cells[cellKey{"river", "postgres", workers}]
+	return river, func(a, b float64) string {
+		if !ok || a == 0 || b == 0 {
+			return "—"
+		}
+		return ratioString(a / b)
+	}
 }
 
 func label(k cellKey, c result) string {
@@ -142,6 +185,8 @@ func median(rs []result) result {
 	m.LatP50US = pick(func(r result) float64 { return r.LatP50US })
 	m.LatP99US = pick(func(r result) float64 { return r.LatP99US })
 	m.LatMaxUS = pick(func(r result) float64 { return r.LatMaxUS })
+	m.ClientCPUUSPerJob = pick(func(r result) float64 { return r.ClientCPUUSPerJob })
+	m.ServerCPUUSPerJob = pick(func(r result) float64 { return r.ServerCPUUSPerJob })
 	return m
 }
 

@@ -21,15 +21,7 @@ func TestPrintReport(t *testing.T) {
 		// A baseline revision (run.sh BASELINE) sorts between River and the pool.
 		`{"system":"maestro@70a1f4e","backend":"postgres","workers":4,"jobs":100,"jobs_per_s":100,"lat_jobs":10,"lat_rate":50,"lat_p50_us":8000,"lat_p99_us":40000}`,
 	}
-	path := filepath.Join(t.TempDir(), "results.jsonl")
-	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	if err := printReport(&out, path, "15.18"); err != nil {
-		t.Fatal(err)
-	}
-	got := out.String()
+	got := report(t, lines, "15.18")
 	for _, want := range []string{
 		"Median of 3 runs.",
 		"PostgreSQL 15.18 cluster",
@@ -68,4 +60,44 @@ func TestRatioString(t *testing.T) {
 			t.Errorf("ratioString(%v) = %q, want %q", tc.r, got, tc.want)
 		}
 	}
+}
+
+// TestPrintCPU: rows that measured CPU time get a second table with their
+// ratios to River; rows that did not (SQLite, a baseline revision) are left
+// out of it, and a row without the server's figure shows no total.
+func TestPrintCPU(t *testing.T) {
+	t.Parallel()
+	lines := []string{
+		`{"system":"river","backend":"postgres","workers":16,"jobs":100,"jobs_per_s":1000,"client_cpu_us_per_job":100,"server_cpu_us_per_job":200}`,
+		`{"system":"maestro","backend":"postgres","workers":16,"jobs":100,"jobs_per_s":500,"client_cpu_us_per_job":150,"server_cpu_us_per_job":450}`,
+		`{"system":"maestro","backend":"sqlite","workers":16,"jobs":100,"jobs_per_s":500,"client_cpu_us_per_job":80}`,
+		`{"system":"maestro@70a1f4e","backend":"postgres","workers":16,"jobs":100,"jobs_per_s":100}`,
+	}
+	got := report(t, lines, "")
+	_, cpu, ok := strings.Cut(got, "| workers | queue | client CPU/job |")
+	if !ok {
+		t.Fatalf("report lacks the CPU table; got:\n%s", got)
+	}
+	want := " × River | server CPU/job | × River | total | × River |\n" +
+		"|---:|---|---:|---:|---:|---:|---:|---:|\n" +
+		"| 16 | River v0.51.1 (PostgreSQL) | 100 µs | 1.00× | 200 µs | 1.00× | 300 µs | 1.00× |\n" +
+		"| 16 | Maestro queue.Pool (PostgreSQL) | 150 µs | 1.50× | 450 µs | 2.25× | 600 µs | 2.00× |\n" +
+		"| 16 | Maestro queue.Pool (SQLite) | 80 µs | 0.80× | — | — | — | — |\n"
+	if cpu != want {
+		t.Errorf("CPU table:\n%s\nwant:\n%s", cpu, want)
+	}
+}
+
+// report prints the report of the JSON result lines.
+func report(t *testing.T, lines []string, pgVersion string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "results.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := printReport(&out, path, pgVersion); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
 }

@@ -12,6 +12,7 @@
 #   REPEAT=3 bash bench/queue/run.sh             # median of 3 runs per cell
 #   IMPL="pool store" bash bench/queue/run.sh    # also the bare store loop under queue.Pool
 #   BASELINE=70a1f4e bash bench/queue/run.sh     # also queue.Pool as of that git revision, interleaved
+#   BACKENDS=postgres bash bench/queue/run.sh    # Maestro on PostgreSQL only (no SQLite rows)
 #
 # Needs the PostgreSQL server binaries (scripts/install-deps.sh); looked up
 # in $PG_BIN, else PATH, else the newest /usr/lib/postgresql/*/bin.
@@ -27,6 +28,13 @@ REPEAT=${REPEAT:-1}
 TIMEOUT=${TIMEOUT:-3m}      # per measurement
 IMPL=${IMPL:-pool}          # pool: queue.Pool; store: bare claim/Start/Complete loop; "pool store": both
 BASELINE=${BASELINE:-}      # a git revision whose queue.Pool runs beside the current one (before/after)
+BACKENDS=${BACKENDS:-"sqlite postgres"} # Maestro's store backends to measure
+for b in $BACKENDS; do
+  case $b in
+    sqlite | postgres) ;;
+    *) echo "bench/queue: BACKENDS: expected sqlite and/or postgres, found $b" >&2; exit 2 ;;
+  esac
+done
 
 find_pg_bin() {
   if [ -n "${PG_BIN:-}" ]; then echo "$PG_BIN"; return; fi
@@ -97,17 +105,28 @@ if [ -n "$BASELINE" ]; then
 fi
 
 results=$tmp/results.jsonl
+# store_flags prints bench/queue's flags for backend $1.
+store_flags() {
+  case $1 in
+    sqlite) echo "-backend sqlite -dir $tmp/sqlite" ;;
+    *) echo "-backend postgres -dsn $(pgurl maestro)" ;;
+  esac
+}
 for rep in $(seq "$REPEAT"); do
   for w in $WORKERS; do
-    "$tmp/river" -dsn "$(pgurl river)" -workers "$w" -jobs "$JOBS" -lat-jobs "$LAT_JOBS" -lat-rate "$LAT_RATE" -timeout "$TIMEOUT" -out "$results"
+    "$tmp/river" -dsn "$(pgurl river)" -pg-pidfile "$pgdata/postmaster.pid" -workers "$w" -jobs "$JOBS" -lat-jobs "$LAT_JOBS" -lat-rate "$LAT_RATE" -timeout "$TIMEOUT" -out "$results"
     for impl in $IMPL; do
-      "$tmp/queue" -impl "$impl" -backend sqlite -dir "$tmp/sqlite" -workers "$w" -jobs "$JOBS" -lat-jobs "$LAT_JOBS" -lat-rate "$LAT_RATE" -timeout "$TIMEOUT" -out "$results"
-      "$tmp/queue" -impl "$impl" -backend postgres -dsn "$(pgurl maestro)" -workers "$w" -jobs "$JOBS" -lat-jobs "$LAT_JOBS" -lat-rate "$LAT_RATE" -timeout "$TIMEOUT" -out "$results"
+      for b in $BACKENDS; do
+        cpu_flags=
+        [ "$b" = sqlite ] || cpu_flags="-pg-pidfile $pgdata/postmaster.pid"
+        "$tmp/queue" -impl "$impl" $(store_flags "$b") $cpu_flags -workers "$w" -jobs "$JOBS" -lat-jobs "$LAT_JOBS" -lat-rate "$LAT_RATE" -timeout "$TIMEOUT" -out "$results"
+      done
     done
     if [ -n "$base_label" ]; then
       rm -f "$tmp/base.jsonl"
-      "$tmp/queue-base" -backend sqlite -dir "$tmp/sqlite" -workers "$w" -jobs "$JOBS" -lat-jobs "$LAT_JOBS" -lat-rate "$LAT_RATE" -timeout "$TIMEOUT" -out "$tmp/base.jsonl"
-      "$tmp/queue-base" -backend postgres -dsn "$(pgurl maestro)" -workers "$w" -jobs "$JOBS" -lat-jobs "$LAT_JOBS" -lat-rate "$LAT_RATE" -timeout "$TIMEOUT" -out "$tmp/base.jsonl"
+      for b in $BACKENDS; do
+        "$tmp/queue-base" $(store_flags "$b") -workers "$w" -jobs "$JOBS" -lat-jobs "$LAT_JOBS" -lat-rate "$LAT_RATE" -timeout "$TIMEOUT" -out "$tmp/base.jsonl"
+      done
       sed 's/"system":"maestro"/"system":"maestro@'"$base_label"'"/' "$tmp/base.jsonl" >>"$results"
     fi
   done

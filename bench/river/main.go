@@ -59,6 +59,7 @@ func run() error {
 		out      = flag.String("out", "", "append the JSON result line to this file (default stdout)")
 		timeout  = flag.Duration("timeout", 5*time.Minute, "give up after this long")
 		maxConns = flag.Int("max-conns", 16, "pgx pool size")
+		pidfile  = flag.String("pg-pidfile", "", "the server's postmaster.pid: also measure the server's CPU time per job")
 		cooldown = flag.Duration("fetch-cooldown", river.FetchCooldownMin, "River FetchCooldown (River's default is 100ms, which caps a queue at MaxWorkers jobs per 100 ms)")
 	)
 	flag.Parse()
@@ -124,6 +125,10 @@ func run() error {
 			return fmt.Errorf("insert jobs: %w", err)
 		}
 	}
+	cpu0, err := jobbench.ReadCPU(*pidfile)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return err
@@ -132,6 +137,10 @@ func run() error {
 		return fmt.Errorf("throughput: %w", err)
 	}
 	elapsed := time.Since(start)
+	cpu1, err := jobbench.ReadCPU(*pidfile)
+	if err != nil {
+		return err
+	}
 
 	// Claim latency: the client is idle now.
 	err = lat.Enqueue(ctx, *latJobs, *latRate, func(ctx context.Context, seq int) error {
@@ -153,6 +162,7 @@ func run() error {
 	r := jobbench.Result{System: "river", Backend: "postgres", Workers: *workers,
 		FetchCooldownUS: float64(cooldown.Microseconds())}
 	r.Throughput(*jobs, elapsed)
+	r.CPUPerJob(cpu0, cpu1, *jobs)
 	if err := lat.Quantiles(&r, *latRate); err != nil {
 		return err
 	}

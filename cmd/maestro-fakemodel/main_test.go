@@ -14,21 +14,35 @@ import (
 	"time"
 )
 
+// asMainEnv, set in a test binary's environment, makes it run the
+// command's main instead of the tests: the test binary is the command (no
+// go build and link of a second binary).
+const asMainEnv = "MAESTRO_FAKEMODEL_TEST_AS_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asMainEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
 // The server runs as a separate process and answers a real streaming
 // request in the Anthropic format, then exits when stdin closes.
 func TestStandaloneProcess(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "fakemodel")
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
 	script := filepath.Join(dir, "script.json")
 	os.WriteFile(script, []byte(`[{"text":["Hello ","from the fake"],"input_tokens":3,"output_tokens":4}]`), 0o600)
 
 	cmd := exec.CommandContext(ctx, bin, "--script", script)
+	cmd.Env = append(os.Environ(), asMainEnv+"=1")
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {

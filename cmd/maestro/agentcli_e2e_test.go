@@ -159,12 +159,14 @@ func TestAgentCLIInterruptE2E(t *testing.T) {
 	t.Parallel()
 	for _, s := range agentclitest.Setups() {
 		for _, c := range interruptCases {
-			// Every CLI is interrupted in run/SIGINT (Ctrl-C); the other
-			// entry points and SIGTERM share its code path (the CLI's
-			// process group, killed by the executor) and run with the
-			// two CLIs seen orphaned (Claude retries the API, OpenCode
-			// starts children), keeping the real-CLI tier's cost down.
-			if c.name != "run/SIGINT" && s.ID != "claude-code" && s.ID != "opencode" {
+			// Every CLI is interrupted in run/SIGINT (Ctrl-C): that is
+			// where each CLI's own process tree (OpenCode's children,
+			// Claude's API retries) meets the executor's group kill. The
+			// other entry points and SIGTERM only route the interrupt to
+			// that same kill, which no CLI changes: they run with Claude
+			// Code alone. (OpenCode there cost five launches of 15-20 CPU-s
+			// each and tested no other code.)
+			if c.name != "run/SIGINT" && s.ID != "claude-code" {
 				continue
 			}
 			t.Run(s.ID+"/"+c.name, func(t *testing.T) {
@@ -186,9 +188,11 @@ func TestAgentCLIInterruptE2E(t *testing.T) {
 				if err := r.cmd.Process.Signal(c.sig); err != nil {
 					t.Fatal(err)
 				}
-				code := r.exitCode(t)
-				// The group gets until 2 s after the signal.
+				// The group gets until 2 s after the signal, watched while
+				// maestro exits: the bound is on the CLI's end, not on
+				// maestro's teardown after it.
 				groupsGone(t, groups, at, 2*time.Second)
+				code := r.exitCode(t)
 				if code != c.code {
 					t.Errorf("exit status %d, want %d\nstderr: %s", code, c.code, r.stderr.String())
 				}
@@ -209,12 +213,18 @@ func TestAgentCLIInterruptE2E(t *testing.T) {
 
 // `maestro run --agent X --permission edit` lets the CLI's shell tool
 // create a file in the workspace (exit 0); `--permission read-only` does
-// not, and the run says so and exits 1.
+// not, and the run says so and exits 1. Read-only runs on every CLI; edit
+// through the binary on Claude Code only, since every CLI's tool turn in
+// internal/agentcli's TestIntegrationAgentCLIs runs at the edit level
+// and checks the file its shell command wrote.
 func TestAgentCLIPermissionE2E(t *testing.T) {
 	t.Parallel()
 	const file = "maestro-perm.txt"
 	for _, s := range agentclitest.Setups() {
 		for _, level := range []string{"edit", "read-only"} {
+			if level == "edit" && s.ID != "claude-code" {
+				continue
+			}
 			t.Run(s.ID+"/"+level, func(t *testing.T) {
 				t.Parallel()
 				done := llmtest.Turn{Text: []string{"Done."}, InputTokens: 30, OutputTokens: 2}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/maestro-run/maestro/internal/blobstore"
 	"github.com/maestro-run/maestro/internal/blobstore/s3test"
-	"github.com/maestro-run/maestro/internal/pgtest"
 	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/queue"
 )
@@ -36,19 +35,9 @@ const summariseScenario = `{"schemaVersion":"evalops.maestro.scripted-scenario.v
 // disk, and the deliverable B wrote downloads through A from the store.
 func TestArtifactsInS3AcrossMachines(t *testing.T) {
 	t.Parallel()
-	if _, err := pgtest.FindBinaries(); err != nil {
-		pgtest.SkipOrFail(t, err)
-	}
+	dsn := ownPostgres(t)
 	s3 := s3test.Start(t)
 	bucket := s3.NewBucket(t)
-	startCtx, cancelStart := context.WithTimeout(t.Context(), 2*time.Minute)
-	cluster, err := pgtest.Start(startCtx)
-	cancelStart()
-	if err != nil {
-		t.Fatalf("start a throwaway PostgreSQL cluster: %v", err)
-	}
-	t.Cleanup(func() { cluster.Stop() })
-	dsn := cluster.NewSchema(t)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()

@@ -76,3 +76,41 @@ func TestEventBusHostedRunnerSession(t *testing.T) {
 		}
 	}
 }
+
+// A hosted runner's drain suspends its session
+// (maestro.sessions.session.suspended, not closed), and the runner
+// restored from the drain's manifest resumes it
+// (maestro.sessions.session.resumed), closing it when it shuts down.
+func TestEventBusHostedRunnerDrainAndRestore(t *testing.T) {
+	t.Parallel()
+	_, srv, _, _ := busSetup(t, 180*time.Second)
+	ws := t.TempDir()
+	bus := []string{"MAESTRO_EVENT_BUS_URL=" + srv.URL(), "MAESTRO_EVENT_BUS_CREATE_STREAM=1"}
+	p := startRunner(t, fixtureEnv(t, ws, "mrs_drain", bus...))
+	c := p.attach(nil)
+	c.send(map[string]any{"type": "prompt", "content": "before the drain"})
+	c.until(isStatusMsg("Prompt: before the drain"))
+	var d hostedrunner.DrainResponse
+	if code := p.call("POST", hostedrunner.DrainPath, map[string]any{"reason": "ttl_expired"}, nil, &d); code != 200 || d.Status != "drained" {
+		t.Fatalf("drain: %d %+v", code, d)
+	}
+	if got, want := busTypes(srv.Wait(2)), "started suspended"; got != want {
+		t.Fatalf("published by the drain:\n got %s\nwant %s\nrunner:\n%s", got, want, p.stderr)
+	}
+	p.stop()
+
+	r := startRunner(t, fixtureEnv(t, ws, "mrs_restored", append(bus, "MAESTRO_REMOTE_RUNNER_RESTORE_MANIFEST="+d.ManifestPath)...))
+	c2 := r.attach(nil)
+	c2.send(map[string]any{"type": "prompt", "content": "after the restore"})
+	c2.until(isStatusMsg("Prompt: after the restore"))
+	r.stop()
+	msgs := srv.Wait(4)
+	if got, want := busTypes(msgs), "started suspended resumed closed"; got != want {
+		t.Fatalf("published:\n got %s\nwant %s\nrestored runner:\n%s", got, want, r.stderr)
+	}
+	for _, m := range msgs {
+		if ext := m.Event.Extensions(); ext["maestrosessionid"] != "session_123" || ext["agentrunid"] != "run_123" {
+			t.Errorf("%s: extensions %v", m.Event.Type(), ext)
+		}
+	}
+}

@@ -153,7 +153,8 @@ func TestExecutorReplayOverModelE2E(t *testing.T) {
 // On a replay-only server: executor native is refused by the runner
 // (failed, not retried, naming the field), and executor agent-cli runs
 // every movement of the piece on the named CLI (the fake adapter of
-// internal/engine/testdata/agentmove), which GET /api/v1/server lists.
+// internal/engine/testdata/agentmove), which GET /api/v1/server lists;
+// with agent_session, the first movement resumes that CLI session.
 func TestExecutorNativeAndAgentCLIE2E(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
@@ -210,6 +211,27 @@ func TestExecutorNativeAndAgentCLIE2E(t *testing.T) {
 	task := listTask(ctx, t, env, url, agent.Task.ID)
 	if task.JobAgent != "fake-move" || task.JobCostUSD <= 0 {
 		t.Errorf("listed task: agent %q cost %v; want fake-move and the CLI's reported cost", task.JobAgent, task.JobCostUSD)
+	}
+
+	// Resume as a task (agent_session): the first movement resumes that
+	// CLI session (the fake answers "(resumed) …" when given --resume).
+	const stored = "33333333-4444-4555-8666-777777777777"
+	resumed := postTask(ctx, t, url, api.CreateTaskRequest{
+		Title: "Continue", Body: "<reply>Hello again [STATUS: success]</reply>", Piece: "general",
+		Executor: api.ExecutorAgentCLI, Agent: "fake-move", AgentSession: stored,
+	})
+	evs := followJob(ctx, t, env, url, resumed.Job.ID)
+	if f := factsOf(evs); f.state != store.StateSucceeded {
+		t.Fatalf("resumed agent-cli job: state %s (%s); want succeeded\n%s", f.state, f.err, stderr.String())
+	}
+	// The fake answers "(resumed) …" only when given --resume; that it
+	// resumed the session named is TestConfigResumeAgentSession's (engine).
+	answered := false
+	for _, ev := range evs {
+		answered = answered || strings.Contains(string(ev.Data), "(resumed) Hello again")
+	}
+	if !answered {
+		t.Errorf("the job did not resume CLI session %s: no \"(resumed)\" answer in its log", stored)
 	}
 }
 

@@ -7,15 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/store/postgres"
 )
@@ -155,14 +152,7 @@ func TestRunStateResumesOnAnotherWorker(t *testing.T) {
 func startResumeWorker(ctx context.Context, t *testing.T, dsn, name string) *worker {
 	t.Helper()
 	dir := t.TempDir()
-	home := filepath.Join(dir, "home")
-	if err := os.MkdirAll(home, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, binary, "worker", "--db", dsn, "--data-dir", filepath.Join(dir, "data"),
-		"--workers", "1", "--lease", "2s", "--name", name)
-	cmd.Env = proctest.NoModelEnv(home)
-	return launch(t, cmd)
+	return startPGWorker(ctx, t, filepath.Join(dir, "home"), filepath.Join(dir, "data"), dsn, name, "--workers", "1", "--lease", "2s")
 }
 
 // waitABit pauses a polling loop for a short while (or until ctx ends).

@@ -137,6 +137,10 @@ func TestServeSessionsAcrossProcesses(t *testing.T) {
 	killed := time.Now()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
+	// One bound for the whole wait (a time.After made in each pass of the
+	// loop never fires while the loop ticks).
+	giveUp := time.NewTimer(30 * time.Second)
+	defer giveUp.Stop()
 	var gone map[string]any
 	for {
 		code := b.call("GET", "/api/headless/sessions/"+a.session+"/state", nil, nil, &gone)
@@ -148,7 +152,7 @@ func TestServeSessionsAcrossProcesses(t *testing.T) {
 		}
 		select {
 		case <-tick.C:
-		case <-time.After(30 * time.Second):
+		case <-giveUp.C:
 			t.Fatalf("B did not report the session ended within 30 s of A's death (last %d %v)\n%s", code, gone, dump())
 		}
 	}
@@ -213,24 +217,17 @@ func cursors(es []envelope) []int64 {
 	return out
 }
 
-// ownPostgres starts a throwaway PostgreSQL cluster for t (stopped at
-// cleanup; skipped or failed per pgtest.SkipOrFail without the binaries)
-// and returns the DSN of a fresh schema in it.
+// pg is the throwaway PostgreSQL cluster of this package's tests, started
+// on first use and stopped by TestMain (one initdb per test binary, not
+// per test; none under make test, whose one cluster every test binary
+// attaches to: pgtest.ClusterEnv).
+var pg pgtest.Shared
+
+// ownPostgres returns the DSN of a fresh schema (its own notification
+// channels too, internal/store/postgres) in the package's throwaway
+// PostgreSQL cluster (skipped or failed per pgtest.SkipOrFail without the
+// binaries).
 func ownPostgres(t *testing.T) string {
 	t.Helper()
-	if _, err := pgtest.FindBinaries(); err != nil {
-		pgtest.SkipOrFail(t, err)
-	}
-	startCtx, cancelStart := context.WithTimeout(t.Context(), 2*time.Minute)
-	cluster, err := pgtest.Start(startCtx)
-	cancelStart()
-	if err != nil {
-		t.Fatalf("start a throwaway PostgreSQL cluster: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := cluster.Stop(); err != nil {
-			t.Errorf("stop the PostgreSQL cluster: %v", err)
-		}
-	})
-	return cluster.NewSchema(t)
+	return pg.Cluster(t).NewSchema(t)
 }

@@ -58,7 +58,7 @@ func TestTracesFromSubmitThroughWorker(t *testing.T) {
 		}
 		return m
 	}
-	want := []string{"POST /api/v1/tasks", "job", "movement respond", "chat maestro-replay-v1", "execute_tool Glob", "execute_tool complete"}
+	want := []string{"POST /api/v1/tasks", "job", "movement respond", "turn", "chat maestro-replay-v1", "execute_tool Glob", "execute_tool complete"}
 	spans, err := otlp.Wait(ctx, func(s []oteltest.Span) bool {
 		m := byName(s)
 		for _, n := range want {
@@ -72,9 +72,10 @@ func TestTracesFromSubmitThroughWorker(t *testing.T) {
 		t.Fatalf("%v\nserve:\n%s", err, stderr.String())
 	}
 	m := byName(spans)
-	// One trace, each span under the one before it.
-	parents := map[string]string{"POST /api/v1/tasks": "", "job": "POST /api/v1/tasks", "movement respond": "job",
-		"chat maestro-replay-v1": "movement respond", "execute_tool Glob": "movement respond", "execute_tool complete": "movement respond"}
+	// One trace, each span under the one before it: the movement's turn
+	// (its agent loop) holds its model and tool calls.
+	parents := map[string]string{"POST /api/v1/tasks": "", "job": "POST /api/v1/tasks", "movement respond": "job", "turn": "movement respond",
+		"chat maestro-replay-v1": "turn", "execute_tool Glob": "turn", "execute_tool complete": "turn"}
 	for _, n := range want {
 		s := m[n]
 		if s.TraceID != traceID {
@@ -115,6 +116,68 @@ func TestTracesFromSubmitThroughWorker(t *testing.T) {
 	for _, s := range spans {
 		if strings.Contains(s.Attributes["evalops.organization_id"], "process_org") {
 			t.Errorf("%s took the serving process's correlation: %v", s.Name, s.Attributes)
+		}
+	}
+}
+
+// A headless session's spans: one session span, a turn span per prompt
+// under it holding the prompt's model and tool spans, all continuing the
+// launcher's TRACEPARENT and carrying its correlation (docs/events.md,
+// "Traces").
+func TestTracesOfAHeadlessSession(t *testing.T) {
+	t.Parallel()
+	ctx, _, scenario, home := busSetup(t, 120*time.Second)
+	otlp := oteltest.Start(t)
+	const traceID, launcherSpan = "5bf92f3577b34da6a3ce929d0e0e4737", "10f067aa0ba902b8"
+	env := append(proctest.NoModelEnv(home), "OTEL_EXPORTER_OTLP_ENDPOINT="+otlp.URL(), "OTEL_BSP_SCHEDULE_DELAY=50",
+		"TRACEPARENT=00-"+traceID+"-"+launcherSpan+"-01",
+		"MAESTRO_EVALOPS_ORG_ID=org_s", "MAESTRO_EVALOPS_USER_ID=user_s", "MAESTRO_EVALOPS_WORKSPACE_ID=ws_s",
+		"MAESTRO_SESSION_ID=sess_s", "MAESTRO_AGENT_RUN_ID=run_s")
+	h := startBusHeadless(ctx, t, env, "--replay", scenario, "--workspace", t.TempDir())
+	h.prompt("first")
+	h.prompt("second")
+	h.shutdown()
+	spans, err := otlp.Wait(ctx, func(s []oteltest.Span) bool {
+		for _, sp := range s {
+			if sp.Name == "session" {
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		t.Fatalf("%v\nheadless:\n%s", err, h.stderr.String())
+	}
+	byID := map[string]oteltest.Span{}
+	count := map[string]int{}
+	for _, s := range spans {
+		byID[s.SpanID] = s
+		count[s.Name]++
+	}
+	if count["session"] != 1 || count["turn"] != 2 || count["chat maestro-replay-v1"] != 4 || count["execute_tool Glob"] != 2 {
+		t.Fatalf("spans by name: %v, want 1 session, 2 turns, 4 model calls, 2 tool calls", count)
+	}
+	wantParent := map[string]string{"session": "", "turn": "session", "chat maestro-replay-v1": "turn", "execute_tool Glob": "turn"}
+	for _, s := range spans {
+		want, ok := wantParent[s.Name]
+		if !ok {
+			continue
+		}
+		if s.TraceID != traceID {
+			t.Errorf("%s: trace %s, want the launcher's %s", s.Name, s.TraceID, traceID)
+		}
+		if want == "" {
+			if s.ParentSpanID != launcherSpan {
+				t.Errorf("session: parent %s, want the launcher's span %s", s.ParentSpanID, launcherSpan)
+			}
+		} else if got := byID[s.ParentSpanID].Name; got != want {
+			t.Errorf("%s: parent %q, want %q", s.Name, got, want)
+		}
+		for k, v := range map[string]string{"evalops.organization_id": "org_s", "enduser.id": "user_s", "evalops.workspace_id": "ws_s",
+			"maestro.session_id": "sess_s", "maestro.agent_run_id": "run_s"} {
+			if s.Attributes[k] != v {
+				t.Errorf("%s: %s = %q, want %q (attributes %v)", s.Name, k, s.Attributes[k], v, s.Attributes)
+			}
 		}
 	}
 }

@@ -34,7 +34,7 @@ const (
 // take part, both stop cleanly on SIGTERM.
 func TestWorkerProcessesPostgres(t *testing.T) {
 	t.Parallel()
-	// The cluster is this test's own.
+	// The schema is this test's own.
 	dsn := ownPostgres(t)
 
 	ctx, cancel := context.WithTimeout(t.Context(), pgE2EDeadline+2*time.Minute)
@@ -70,7 +70,7 @@ func TestWorkerProcessesPostgres(t *testing.T) {
 	started := time.Now()
 	for _, name := range procs {
 		dir := t.TempDir()
-		workers[name] = startPGWorker(ctx, t, filepath.Join(dir, "home"), filepath.Join(dir, "data"), dsn, name)
+		workers[name] = startPGWorker(ctx, t, filepath.Join(dir, "home"), filepath.Join(dir, "data"), dsn, name, "--workers", fmt.Sprint(pgE2EWorkers))
 	}
 
 	// Wait until every job succeeded: poll the store's counts.
@@ -233,15 +233,16 @@ func checkNoopEvents(ctx context.Context, st store.Store, j store.Job) error {
 	return nil
 }
 
-// startPGWorker starts `maestro worker` on the PostgreSQL database dsn with
-// pgE2EWorkers slots, named name (lease owners name/1…name/N).
-func startPGWorker(ctx context.Context, t *testing.T, home, data, dsn, name string) *worker {
+// startPGWorker starts `maestro worker` on the PostgreSQL database dsn,
+// named name (lease owners name/1…name/N), with home and data of its own
+// and flags added (e.g. --workers N).
+func startPGWorker(ctx context.Context, t *testing.T, home, data, dsn, name string, flags ...string) *worker {
 	t.Helper()
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, binary, "worker", "--db", dsn, "--data-dir", data,
-		"--workers", fmt.Sprint(pgE2EWorkers), "--name", name)
+	args := append([]string{"worker", "--db", dsn, "--data-dir", data, "--name", name}, flags...)
+	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Env = proctest.NoModelEnv(home)
 	return launch(t, cmd)
 }

@@ -47,6 +47,14 @@ type run struct {
 // ctx interrupts the stream or the running tools and returns an error
 // wrapping ErrCancelled.
 func (a *Agent) Run(ctx context.Context, history []llm.Message, input llm.Message, sink Sink) (Result, error) {
+	ctx, span := startTurnSpan(ctx)
+	res, err := a.turn(ctx, history, input, sink)
+	endTurnSpan(span, res, err)
+	return res, err
+}
+
+// turn is Run under the turn's span.
+func (a *Agent) turn(ctx context.Context, history []llm.Message, input llm.Message, sink Sink) (Result, error) {
 	r := &run{a: a, sink: sink, toolsUsed: map[string]bool{}}
 	r.res.CostKnown = true
 	r.res.Tools.ToolsUsed = []string{}

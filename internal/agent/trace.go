@@ -12,6 +12,25 @@ import (
 	"github.com/maestro-run/maestro/internal/tool"
 )
 
+// startTurnSpan starts the span of one prompt's turn (docs/events.md,
+// "Traces"): the model and tool spans of the turn are its children, and
+// it is the child of the session's span (or of a queued job's movement).
+func startTurnSpan(ctx context.Context) (context.Context, trace.Span) {
+	return telemetry.Start(ctx, "turn", trace.SpanKindInternal)
+}
+
+// endTurnSpan ends a turn's span with its model calls, tool calls,
+// tokens and cost.
+func endTurnSpan(span trace.Span, res Result, err error) {
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int("maestro.turn.model_calls", res.Iterations),
+			attribute.Int("maestro.turn.tool_calls", res.Tools.CallsSucceeded+res.Tools.CallsFailed),
+			attribute.Int64("gen_ai.usage.input_tokens", res.Usage.InputTokens), attribute.Int64("gen_ai.usage.output_tokens", res.Usage.OutputTokens),
+			attribute.Float64("maestro.cost_usd", res.CostUSD))
+	}
+	telemetry.End(span, err)
+}
+
 // startModelSpan starts the span of one model call (docs/events.md,
 // "Traces"; the GenAI semantic conventions' keys). The provider sends the
 // request under it, so a managed gateway sees its trace context.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -355,11 +356,21 @@ func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)
 type process struct {
 	cmd    *exec.Cmd
 	stdin  *stdinWriter
-	stdout io.Reader
+	stdout io.ReadCloser
 	stderr *tail
 	done   chan struct{}
 	killed *sync.WaitGroup
+	// sigkilled is set once the watcher has SIGKILLed the group: from
+	// then on the pipes are drained for at most killDrain (see wait).
+	sigkilled atomic.Bool
 }
+
+// killDrain bounds how long an interrupted run still reads the CLI's
+// pipes once its process group has been SIGKILLed. A descendant that left
+// the group (a new session or process group, as detached children of
+// Node CLIs do) keeps the pipes open and is not reached by the group
+// kill: without this bound, an interrupted Run would wait for it to end.
+const killDrain = 500 * time.Millisecond
 
 // start starts the CLI with args in inv.Dir; ctx ending stops it (SIGTERM
 // to the group, SIGKILL after x.KillGrace).
@@ -402,9 +413,9 @@ func (x *Executor) start(ctx context.Context, inv Invocation, args []string) (*p
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", def.ID, err)
 	}
-	done := make(chan struct{})
-	return &process{cmd: cmd, stdin: &stdinWriter{w: pipe}, stdout: stdout, stderr: stderr, done: done,
-		killed: x.killOnCancel(ctx, cmd.Process.Pid, done)}, nil
+	p := &process{cmd: cmd, stdin: &stdinWriter{w: pipe}, stdout: stdout, stderr: stderr, done: make(chan struct{})}
+	p.killed = x.killOnCancel(ctx, p)
+	return p, nil
 }
 
 // wait closes stdin, drains stdout (so the CLI never blocks on a full
@@ -412,24 +423,31 @@ func (x *Executor) start(ctx context.Context, inv Invocation, args []string) (*p
 func (p *process) wait() error {
 	p.stdin.close()
 	_, _ = io.Copy(io.Discard, p.stdout)
+	if p.sigkilled.Load() {
+		// The group is dead: what still holds stderr left it.
+		p.cmd.WaitDelay = killDrain
+	}
 	err := p.cmd.Wait()
 	close(p.done)
 	p.killed.Wait()
 	return err
 }
 
-// killOnCancel SIGTERMs the process group pgid when ctx ends and SIGKILLs
-// it after the grace period, unless done closes first. Wait on the result
-// after closing done.
-func (x *Executor) killOnCancel(ctx context.Context, pgid int, done <-chan struct{}) *sync.WaitGroup {
+// killOnCancel SIGTERMs p's process group when ctx ends and SIGKILLs it
+// after the grace period, unless p.done closes first. When stdout is
+// still open killDrain after the SIGKILL (a descendant outside the group
+// holds it), it closes the read end so that the run ends now. Wait on
+// the result after closing p.done.
+func (x *Executor) killOnCancel(ctx context.Context, p *process) *sync.WaitGroup {
 	grace := x.KillGrace
 	if grace <= 0 {
 		grace = time.Second
 	}
+	pgid := p.cmd.Process.Pid
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		select {
-		case <-done:
+		case <-p.done:
 			return
 		case <-ctx.Done():
 		}
@@ -437,10 +455,17 @@ func (x *Executor) killOnCancel(ctx context.Context, pgid int, done <-chan struc
 		t := time.NewTimer(grace)
 		defer t.Stop()
 		select {
-		case <-done:
+		case <-p.done:
 		case <-t.C:
 		}
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		p.sigkilled.Store(true)
+		t.Reset(killDrain)
+		select {
+		case <-p.done:
+		case <-t.C:
+			_ = p.stdout.Close()
+		}
 	})
 	return &wg
 }

@@ -123,51 +123,87 @@ func TestUserAdapterNoiseCounted(t *testing.T) {
 	}
 }
 
+// An interrupt ends the run promptly: the CLI's process group gets
+// SIGTERM, then SIGKILL after KillGrace (1 s), and Run returns. A child in
+// the group dies with it; a descendant that left the group (its own
+// session) is out of the group kill's reach and holds the pipes open, so
+// Run stops reading them killDrain after the SIGKILL instead of waiting
+// for that descendant to end (it would have waited the full 30 s).
 func TestInterruptKillsProcessGroup(t *testing.T) {
 	t.Parallel()
-	x, _ := fakeExecutor(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	runCtx, interrupt := context.WithCancel(ctx)
-	// The fake starts a grandchild and reports its pid on stdout.
-	childPID := make(chan int, 1)
-	type out struct {
-		err error
-		at  time.Time
-	}
-	done := make(chan out, 1)
-	go func() {
-		_, err := x.Run(runCtx, Request{Invocation: Invocation{Prompt: "hang"}}, func(ev Event) {
-			var l struct {
-				Subtype string `json:"subtype"`
-				PID     int    `json:"pid"`
+	for _, tt := range []struct {
+		prompt string
+		// inGroup: the child is in the CLI's process group and must die.
+		inGroup bool
+	}{
+		{"hang", true},
+		{"hang-detached", false},
+	} {
+		t.Run(tt.prompt, func(t *testing.T) {
+			t.Parallel()
+			x, _ := fakeExecutor(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			runCtx, interrupt := context.WithCancel(ctx)
+			// The fake starts a grandchild and reports its pid on stdout.
+			childPID := make(chan int, 1)
+			type out struct {
+				err error
+				at  time.Time
 			}
-			if json.Unmarshal(ev.Raw, &l) == nil && l.Subtype == "child" {
-				childPID <- l.PID
+			done := make(chan out, 1)
+			go func() {
+				_, err := x.Run(runCtx, Request{Invocation: Invocation{Prompt: tt.prompt}}, func(ev Event) {
+					var l struct {
+						Subtype string `json:"subtype"`
+						PID     int    `json:"pid"`
+					}
+					if json.Unmarshal(ev.Raw, &l) == nil && l.Subtype == "child" {
+						childPID <- l.PID
+					}
+				})
+				done <- out{err, time.Now()}
+			}()
+			var pid int
+			select {
+			case pid = <-childPID:
+			case <-ctx.Done():
+				t.Fatal("the fake CLI never reported its child")
+			}
+			if !tt.inGroup {
+				t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+			}
+			at := time.Now()
+			interrupt()
+			var o out
+			select {
+			case o = <-done:
+			case <-ctx.Done():
+				t.Fatal("Run did not return after the interrupt")
+			}
+			if !errors.Is(o.err, ErrInterrupted) {
+				t.Errorf("err = %v, want ErrInterrupted", o.err)
+			}
+			// The group's own members end within the grace period (1 s);
+			// a descendant outside it holds the pipes until killDrain after
+			// the SIGKILL, and stderr for killDrain more.
+			want := 2 * time.Second
+			if !tt.inGroup {
+				want += 2*killDrain + time.Second
+			}
+			if d := o.at.Sub(at); d > want {
+				t.Errorf("interrupt took %v, want < %v", d, want)
+			}
+			if !tt.inGroup {
+				return
+			}
+			// SIGKILL is delivered at once but the process takes a moment to
+			// exit (it may then linger as a zombie, which counts as gone).
+			if proctest.Alive(pid, 2*time.Second) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				t.Errorf("child %d of the CLI survived the interrupt", pid)
 			}
 		})
-		done <- out{err, time.Now()}
-	}()
-	var pid int
-	select {
-	case pid = <-childPID:
-	case <-ctx.Done():
-		t.Fatal("the fake CLI never reported its child")
-	}
-	at := time.Now()
-	interrupt()
-	o := <-done
-	if !errors.Is(o.err, ErrInterrupted) {
-		t.Errorf("err = %v, want ErrInterrupted", o.err)
-	}
-	if d := o.at.Sub(at); d > 2*time.Second {
-		t.Errorf("interrupt took %v, want < 2s", d)
-	}
-	// SIGKILL is delivered at once but the process takes a moment to
-	// exit (it may then linger as a zombie, which counts as gone).
-	if proctest.Alive(pid, 2*time.Second) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		t.Errorf("child %d of the CLI survived the interrupt", pid)
 	}
 }
 

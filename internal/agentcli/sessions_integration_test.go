@@ -47,8 +47,8 @@ type sessionTurns struct {
 	runs                sessionRuns
 }
 
-// runSessionTurns runs a plain turn, its resume and a tool turn (a second
-// session) of one CLI in work with HOME home, failing the test when a turn
+// runSessionTurns runs a plain turn (its model call streams reasoning
+// first), its resume and a tool turn (toolCommand, a second session) of one CLI in work with HOME home, failing the test when a turn
 // fails or reports no (or, resumed, another) session. Every script ends
 // with spare text turns for extra model calls a CLI may make after a turn,
 // which an exhausted script would answer 500 and the CLI retry.
@@ -57,7 +57,7 @@ func runSessionTurns(t *testing.T, s cliSetup, home, work string) sessionTurns {
 	const timeout = 300 * time.Second
 	spare := llmtest.Turn{Text: []string{"Nothing to add."}, InputTokens: 3, OutputTokens: 3}
 	var r sessionTurns
-	f := newFakeModel(t, llmtest.Turn{Text: []string{"Hello from ", "the fake model."}, InputTokens: 12, OutputTokens: 7}, spare, spare, spare)
+	f := newFakeModel(t, llmtest.Turn{Thinking: thinkingText, Text: []string{"Hello from ", "the fake model."}, InputTokens: 12, OutputTokens: 7}, spare, spare, spare)
 	o := runCLI(t, s, home, work, f, Invocation{Prompt: "say hello"}, timeout)
 	if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 || o.res.SessionID == "" {
 		t.Fatalf("plain turn: err %v, agent error %v, exit %d, session %q", o.err, o.res.Err, o.res.ExitCode, o.res.SessionID)
@@ -70,7 +70,7 @@ func runSessionTurns(t *testing.T, s cliSetup, home, work string) sessionTurns {
 	}
 	r.resume, r.resumeModel = o, f
 	f = newFakeModel(t,
-		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "call_tool1", Name: s.Tool, Input: s.ToolArgs("echo maestro-tool-ok")}}, InputTokens: 20, OutputTokens: 9},
+		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "call_tool1", Name: s.Tool, Input: s.ToolArgs(toolCommand)}}, InputTokens: 20, OutputTokens: 9},
 		llmtest.Turn{Text: []string{"Tool said: maestro-tool-ok"}, InputTokens: 30, OutputTokens: 6}, spare, spare, spare)
 	o = runCLI(t, s, home, work, f, Invocation{Prompt: "run echo maestro-tool-ok"}, timeout)
 	if o.err != nil || o.res.Err != nil || o.res.ExitCode != 0 || o.res.SessionID == "" {
@@ -79,6 +79,14 @@ func runSessionTurns(t *testing.T, s cliSetup, home, work string) sessionTurns {
 	r.tool, r.runs.Tool = o, o.res.SessionID
 	return r
 }
+
+// toolCommand is the tool turn's shell command: it prints
+// maestro-tool-ok and, at the default permission (edit), writes it to
+// toolFile in the workspace.
+const (
+	toolFile    = "maestro-perm.txt"
+	toolCommand = "echo maestro-tool-ok | tee " + toolFile
+)
 
 // setupGetenv is the environment a CLI ran with (HOME plus its settings),
 // as a getenv function for NewSessionStore.

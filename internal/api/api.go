@@ -99,6 +99,11 @@ type CreateTaskRequest struct {
 	// "Executors").
 	Executor string `json:"executor,omitempty"`
 	Agent    string `json:"agent,omitempty"`
+	// AgentSession (executor agent-cli only) is a session of the agent
+	// CLI Agent that the task continues: its first movement resumes that
+	// CLI session instead of starting afresh ("resume as a task"). The
+	// adapter must be able to resume. Carried in the job payload.
+	AgentSession string `json:"agent_session,omitempty"`
 }
 
 // Executors of CreateTaskRequest.Executor (and of the job payload's
@@ -281,6 +286,14 @@ type PieceDeleted struct {
 	// BuiltinRestored is set when the deleted piece overrode a built-in,
 	// which is in use again.
 	BuiltinRestored bool `json:"builtin_restored"`
+}
+
+// PieceVersionList answers GET /api/v1/pieces/{name}/versions: every
+// version of a stored piece, newest first (the first is the piece as it
+// is), without their YAML; GET …/versions/{version} answers one
+// store.PieceVersion with its YAML.
+type PieceVersionList struct {
+	Versions []store.PieceVersion `json:"versions"`
 }
 
 // ScheduleRequest is the body of POST and PUT on schedules.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/maestro-run/maestro/internal/binpages"
 	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
@@ -93,7 +94,7 @@ func runHeadless(ctx context.Context, io *IOStreams, o headlessOptions) error {
 	defer stop()
 	serveErr := stdio.Serve(sctx, stdio.Config{Runtime: s.Runtime, In: io.In, Out: io.Out, Logger: log,
 		// Probing the sandbox runs processes: after ready, not before.
-		Started: s.Started})
+		Started: func() { s.Started(); go releaseStartupPages(sctx, s, log) }})
 	closeErr := s.Close()
 	switch {
 	case serveErr != nil:
@@ -102,6 +103,21 @@ func runHeadless(ctx context.Context, io *IOStreams, o headlessOptions) error {
 		return failErr(fmt.Errorf("save session: %w", closeErr))
 	}
 	return nil
+}
+
+// releaseStartupPages unmaps the binary's pages that start-up left
+// mapped, once the sandbox probe (the last of the start-up work, begun
+// after ready) is done: an idle headless process then stays resident only
+// for what it touches next (internal/binpages; bench/README.md,
+// "headless: resident memory").
+func releaseStartupPages(ctx context.Context, s *host.Session, log *slog.Logger) {
+	// The probe's own error is the session's to report, at the first Bash.
+	if _, err := s.Sandbox(ctx); err != nil && ctx.Err() != nil {
+		return
+	}
+	if _, err := binpages.Release(); err != nil {
+		log.Warn("release the binary's start-up pages", "err", err)
+	}
 }
 
 // startHeadless does everything that can fail before the protocol starts.

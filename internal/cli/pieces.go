@@ -64,11 +64,7 @@ configured: a run of that piece fails before it starts.`,
   maestro pieces list --workspace ~/src/app`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			lib, err := loadLibrary(cmd.Context(), io, ws)
-			if err != nil {
-				return err
-			}
-			servers, err := configuredMCP(io)
+			lib, servers, err := loadLibraryAndMCP(cmd.Context(), io, ws)
 			if err != nil {
 				return err
 			}
@@ -106,11 +102,7 @@ required MCP servers that are not configured (a run fails at once).`,
   maestro pieces show code > .maestro/pieces/code.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			lib, err := loadLibrary(cmd.Context(), io, ws)
-			if err != nil {
-				return err
-			}
-			servers, err := configuredMCP(io)
+			lib, servers, err := loadLibraryAndMCP(cmd.Context(), io, ws)
 			if err != nil {
 				return err
 			}
@@ -218,6 +210,21 @@ func writeMovementTools(io *IOStreams, p *piece.Piece, heading string, list func
 		}
 		fmt.Fprintf(io.Out, "#   movement %s: %s\n", p.Movements[i].Name, strings.Join(names, ", "))
 	}
+}
+
+// loadLibraryAndMCP loads the pieces in effect for ws and the MCP servers
+// config.yaml configures, which `pieces list` and `pieces show` check the
+// pieces against.
+func loadLibraryAndMCP(ctx context.Context, io *IOStreams, ws string) (*engine.Library, []string, error) {
+	lib, err := loadLibrary(ctx, io, ws)
+	if err != nil {
+		return nil, nil, err
+	}
+	servers, err := configuredMCP(io)
+	if err != nil {
+		return nil, nil, err
+	}
+	return lib, servers, nil
 }
 
 // configuredMCP lists the MCP servers of config.yaml (its mcp_servers'
@@ -348,11 +355,14 @@ func classifierModel(ctx context.Context, models func(context.Context, string) (
 
 // pieceRun is what runTask hands to runPiece.
 type pieceRun struct {
-	o        runOptions
-	task     string
-	home     string
-	cfg      config.Config
-	hs       *host.Session
+	o    runOptions
+	task string
+	home string
+	cfg  config.Config
+	hs   *host.Session
+	// follow publishes the subtasks' session logs on the event bus
+	// (host.FollowSession; nil: none).
+	follow   func(dir string, meta session.Meta) func(cursor int64, reason string)
 	sess     *session.Session
 	prior    *priorRun
 	choice   *providers.Choice
@@ -424,6 +434,7 @@ func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 			Sink: pr.sink, Events: events, Agents: agentMovements(io, pr.o.Model, agentcli.Permission(cmp.Or(pr.o.Permission, pr.cfg.AgentPermission))),
 			MaxIterations: firstPositive(pr.o.MaxIterations, pr.cfg.MaxIterations),
 			Thinking:      llm.ThinkingLevel(pr.o.Thinking),
+			FollowLog:     pr.follow,
 		},
 		Task: pr.task, Piece: pr.o.Piece,
 	}

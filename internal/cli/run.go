@@ -263,7 +263,7 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	}})
 	return runPiece(runCtx, io, pieceRun{
 		o: o, task: task, home: h.Home(), cfg: h.Config(), hs: s, sess: sess, prior: prior, choice: choice, provider: provider,
-		sb: sb, root: s.Root, sink: sink, view: view, text: text, jsonl: o.Output == "jsonl",
+		sb: sb, root: s.Root, sink: sink, view: view, text: text, jsonl: o.Output == "jsonl", follow: h.FollowSession,
 	})
 }
 

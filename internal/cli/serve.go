@@ -257,7 +257,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		Pieces: catalog,
 		Store:  st, DataDir: dataDir, TaskDir: queue.TaskDir, Token: token, RequireAuth: token != "",
 		Listen: o.Listen, AllowedHosts: o.AllowedHosts,
-		Metrics: metrics, NextRun: queue.NextRun, MaxUpload: o.MaxUpload, Logger: log,
+		Metrics: metrics, NextRun: scheduleNextRun(io.Getenv), MaxUpload: o.MaxUpload, Logger: log,
 		Headless: cluster.Handler(attach), UI: ui, Info: info, DropStreamsAfter: dropAfter,
 		Secrets: box, Artifacts: artifacts,
 		MCPLookup: host.MCPLookup(h.Config().MCPServers, st, box), MCP: mcpHTTP.handler,
@@ -354,6 +354,27 @@ func dropStreamsAfter(getenv func(string) string) (int, error) {
 		return 0, fmt.Errorf("%s: expected a positive number of events, found %q", dropStreamsEnv, getenv(dropStreamsEnv))
 	}
 	return n, nil
+}
+
+// scheduleDueNowEnv is the test hook of the first tick of a schedule:
+// set to 1, a schedule created or changed through the API is due at once
+// (its first tick is the request's time, after the expression is
+// validated as usual), so the web UI's browser test sees a schedule fire
+// without waiting for the next real minute; the ticks after it follow the
+// expression (queue.RunMaintenance computes them). Unset (as in any real
+// deployment), the first tick is the expression's next one.
+const scheduleDueNowEnv = "MAESTRO_TEST_SCHEDULE_DUE_NOW"
+
+func scheduleNextRun(getenv func(string) string) func(string, time.Time) (time.Time, error) {
+	if getenv == nil || getenv(scheduleDueNowEnv) != "1" {
+		return queue.NextRun
+	}
+	return func(expr string, now time.Time) (time.Time, error) {
+		if _, err := queue.NextRun(expr, now); err != nil {
+			return time.Time{}, err
+		}
+		return now, nil
+	}
 }
 
 // servedMCP is `maestro mcp` over streamable HTTP at serve's /mcp

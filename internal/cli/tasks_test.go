@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +19,7 @@ import (
 	"github.com/maestro-run/maestro/internal/server"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/store/sqlite"
+	"github.com/maestro-run/maestro/internal/store/sqlite/sqlitetest"
 )
 
 // syncOut is a goroutine-safe buffer that can signal when a pattern
@@ -289,11 +289,7 @@ func (c *cutStream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Last-Event-ID and prints every event exactly once.
 func TestTasksLogsReconnects(t *testing.T) {
 	t.Parallel()
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := sqlitetest.Open(t, sqlite.Options{})
 	api, err := server.New(server.Config{Store: st, DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -344,21 +340,17 @@ func TestTasksLogsReconnects(t *testing.T) {
 	}
 }
 
+// pg is the package's PostgreSQL cluster (internal/pgtest), started on
+// first use and stopped by TestMain.
+var pg pgtest.Shared
+
+func TestMain(m *testing.M) { os.Exit(pg.Main(m)) }
+
 // TestServeOnPostgres: `maestro serve --db postgres://…` runs a task to
 // the end, driven by `maestro tasks`.
 func TestServeOnPostgres(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	cluster, err := pgtest.Start(ctx)
-	if errors.Is(err, pgtest.ErrNotInstalled) {
-		pgtest.SkipOrFail(t, err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cluster.Stop() })
-	dsn := cluster.NewSchema(t)
+	dsn := pg.Cluster(t).NewSchema(t)
 	dataDir := t.TempDir()
 	url := startServeCLI(t, map[string]string{"MAESTRO_HOME": dataDir}, "--db", dsn, "--data-dir", dataDir, "--workers", "2")
 	code, out, errOut := runTasksCLI(t, map[string]string{}, "tasks", "submit", "say ok", "--piece", "noop", "-f", "--server", url)

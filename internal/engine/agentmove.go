@@ -174,6 +174,12 @@ func (r *run) runAgentMovement(ctx context.Context, m *piece.Movement) (*decisio
 		}
 	} else {
 		inv.Prompt = r.agentPrompt(m)
+		if id := r.resumeAtStart(m); id != "" {
+			if !def.Capabilities.Resume || len(def.Args.Resume) == 0 {
+				return nil, fmt.Errorf("%w: movement %s: agent %q cannot resume a session (its adapter has no resume), so the run cannot continue session %s", ErrAgentCLI, m.Name, m.Agent, id)
+			}
+			inv.SessionID = id
+		}
 	}
 	req.Invocation = inv
 
@@ -379,6 +385,17 @@ func (r *run) resumableSession(sessions []agentSession, m *piece.Movement, def *
 		}
 	}
 	return nil
+}
+
+// resumeAtStart is the CLI session (Config.ResumeAgentSession) the run's
+// first movement resumes when it starts, or starts again before its CLI
+// reported a session of its own: "" for any other movement.
+func (r *run) resumeAtStart(m *piece.Movement) string {
+	st := r.st
+	if r.cfg.ResumeAgentSession == "" || st.Movements != 1 || m.Agent != r.cfg.Agent || (st.Entry != EntryStart && st.Entry != EntryRestart) {
+		return ""
+	}
+	return r.cfg.ResumeAgentSession
 }
 
 // agentPrompt is the prompt of an agent movement entered afresh: the

@@ -421,6 +421,95 @@ func TestConfigAgentRunsEveryMovement(t *testing.T) {
 	t.Parallel()
 	h := newAgentHarness(t)
 	h.cfg.Agent = "fake-move"
+	p := plainTwoMovements(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	out, err := h.engine().Start(ctx, p, "<reply>All is well.</reply>", StartOptions{RunID: "run_agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != StatusSucceeded || out.Movement != "b" {
+		t.Errorf("outcome %s in %s (%q), want succeeded in b", out.Status, out.Movement, out.Result)
+	}
+	var on []string
+	for _, s := range all[MovementStarted](h.rec) {
+		on = append(on, s.Movement+"@"+s.Agent)
+	}
+	if diff := cmp.Diff([]string{"a@fake-move", "b@fake-move"}, on); diff != "" {
+		t.Errorf("movements (-want +got):\n%s", diff)
+	}
+	if n := len(h.prov.requests()); n != 0 {
+		t.Errorf("%d model calls, want none (every movement on the CLI)", n)
+	}
+}
+
+// TestConfigResumeAgentSession: with Config.ResumeAgentSession the run's
+// first movement resumes that CLI session (--resume ID, the fake answers
+// "(resumed) …" in it) and the next movement starts its CLI afresh; an
+// adapter that cannot resume fails the run with ErrAgentCLI, before the
+// CLI runs.
+func TestConfigResumeAgentSession(t *testing.T) {
+	t.Parallel()
+	const stored = "33333333-4444-4555-8666-777777777777"
+	p := plainTwoMovements(t)
+	t.Run("resumes", func(t *testing.T) {
+		t.Parallel()
+		h := newAgentHarness(t)
+		h.cfg.Agent, h.cfg.ResumeAgentSession = "fake-move", stored
+		ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+		defer cancel()
+		out, err := h.engine().Start(ctx, p, "<reply>All is well.</reply>", StartOptions{RunID: "run_agent"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Status != StatusSucceeded {
+			t.Fatalf("outcome %s (%q), want succeeded", out.Status, out.Result)
+		}
+		trs := all[Transition](h.rec)
+		if len(trs) == 0 || trs[0].Summary != "(resumed) All is well." {
+			t.Errorf("the first movement did not answer in the resumed session: transitions %+v", trs)
+		}
+		sessions, err := loadAgentSessions(runPath{base: h.cfg.RunDir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, s := range sessions {
+			got[s.Movement] = s.SessionID
+		}
+		if diff := cmp.Diff(map[string]string{"a": stored, "b": "22222222-3333-4444-8555-666666666666"}, got); diff != "" {
+			t.Errorf("CLI sessions by movement (-want +got):\n%s", diff)
+		}
+		if argv := h.fakeFile("argv"); strings.Contains(argv, "--resume") {
+			t.Errorf("the second movement resumed a session; argv:\n%s", argv)
+		}
+	})
+	t.Run("adapter without resume", func(t *testing.T) {
+		t.Parallel()
+		h := newAgentHarness(t)
+		h.cfg.Agent, h.cfg.ResumeAgentSession = "fake-move", stored
+		cli, err := h.cfg.Agents.AgentCLI(t.Context(), "fake-move")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cli.Executor.Def.Capabilities.Resume = false // this harness's own definition
+		ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+		defer cancel()
+		_, err = h.engine().Start(ctx, p, "<reply>All is well.</reply>", StartOptions{RunID: "run_agent"})
+		if !errors.Is(err, ErrAgentCLI) || !strings.Contains(err.Error(), "cannot resume") {
+			t.Errorf("run on an adapter without resume: %v, want ErrAgentCLI saying it cannot resume", err)
+		}
+		if _, err := os.Stat(filepath.Join(h.state, "argv")); !os.IsNotExist(err) {
+			t.Errorf("the CLI ran: %v", err)
+		}
+	})
+}
+
+// plainTwoMovements is a piece of two movements written for Maestro's own
+// loop: a (its rule "all is well" leads to b), then b (no rule: its
+// default_next completes).
+func plainTwoMovements(t *testing.T) *piece.Piece {
+	t.Helper()
 	p, err := piece.Parse("plain.yaml", []byte(`name: plain
 description: Two movements of Maestro's own loop.
 max_movements: 4
@@ -445,23 +534,5 @@ movements:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-	defer cancel()
-	out, err := h.engine().Start(ctx, p, "<reply>All is well.</reply>", StartOptions{RunID: "run_agent"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.Status != StatusSucceeded || out.Movement != "b" {
-		t.Errorf("outcome %s in %s (%q), want succeeded in b", out.Status, out.Movement, out.Result)
-	}
-	var on []string
-	for _, s := range all[MovementStarted](h.rec) {
-		on = append(on, s.Movement+"@"+s.Agent)
-	}
-	if diff := cmp.Diff([]string{"a@fake-move", "b@fake-move"}, on); diff != "" {
-		t.Errorf("movements (-want +got):\n%s", diff)
-	}
-	if n := len(h.prov.requests()); n != 0 {
-		t.Errorf("%d model calls, want none (every movement on the CLI)", n)
-	}
+	return p
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/sandbox"
+	"github.com/maestro-run/maestro/internal/session"
 	"github.com/maestro-run/maestro/internal/skills"
 	"github.com/maestro-run/maestro/internal/tool"
 	"github.com/maestro-run/maestro/internal/workspace"
@@ -111,6 +112,12 @@ type Config struct {
 	// adapter id), as if each named `agent: <Agent>`: a task submitted
 	// with an agent-CLI executor (docs/queue.md, "Executors").
 	Agent string
+	// ResumeAgentSession, when set, is a session of the agent CLI Agent
+	// that the run's first movement resumes instead of starting the CLI
+	// afresh: a task that continues a stored CLI session ("resume as a
+	// task", docs/queue.md, "Executors"). The adapter must be able to
+	// resume; otherwise the run fails with ErrAgentCLI.
+	ResumeAgentSession string
 	// MCP gives movements their mcp__ tools and starts the servers a
 	// piece's required_mcp lists; nil: no MCP server is configured.
 	MCP MCPServers
@@ -153,6 +160,19 @@ type Config struct {
 	// Provider. On replay a subtask needs its own script, so without it
 	// SpawnSubTask is not offered when Provider is a replay provider.
 	SubtaskProvider func(s SubtaskRecord) (llm.Provider, error)
+	// SubtaskJobs, when set, runs the run's subtasks as child jobs of a
+	// queue instead of in this process (subjobs.go); SubtaskProvider then
+	// only decides, on replay, whether SpawnSubTask is offered.
+	SubtaskJobs SubtaskJobs
+	// Subtask, when positive, makes the run subtask number Subtask of a
+	// run in another job (a child job, SubtaskJobs): it cannot spawn
+	// subtasks, and it leaves the shared workspace's layout alone.
+	Subtask int
+	// FollowLog, when set, is called with each subtask's session log once
+	// it is created (the platform event bus follows it, docs/events.md);
+	// the function it returns, when not nil, is called with the log's
+	// last cursor when the subtask ends.
+	FollowLog func(dir string, meta session.Meta) (closed func(cursor int64, reason string))
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 
@@ -234,7 +254,11 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Engine{cfg: cfg, run: runPath{base: cfg.RunDir}}, nil
+	e := &Engine{cfg: cfg, run: runPath{base: cfg.RunDir}}
+	if cfg.Subtask > 0 {
+		e.depth = 1
+	}
+	return e, nil
 }
 
 // RunDir returns the engine's run directory.
@@ -253,7 +277,8 @@ type Outcome struct {
 	RunID string
 	Piece string
 	// Status is succeeded, aborted or waiting_human when the run stopped
-	// normally; running (interrupted) or failed when an error is returned.
+	// normally (or waiting_subtasks, its child jobs unfinished, with
+	// Config.SubtaskJobs); running (interrupted) or failed when an error is returned.
 	Status RunStatus
 	// Result is what the user sees: complete's result, the question of a
 	// waiting run, or why the run was aborted or failed.
@@ -270,6 +295,10 @@ type Outcome struct {
 	ModelCalls   int
 	ToolCalls    int
 	ToolFailures int
+	// ChildJobs counts the subtasks that were enqueued as child jobs
+	// (Config.SubtaskJobs), finished or not: a caller whose run ended
+	// cancels those still running.
+	ChildJobs int
 }
 
 // Errors returned by Start and Resume (wrapped; test with errors.Is).
@@ -341,6 +370,9 @@ func (e *Engine) Start(ctx context.Context, p *piece.Piece, task string, opts St
 	}
 	r := e.newRun(checked, st)
 	r.subtaskNo = opts.subtask
+	if r.subtaskNo == 0 {
+		r.subtaskNo = e.cfg.Subtask
+	}
 	r.emit(RunStarted{Piece: checked.Name, Task: task, InitialMovement: checked.InitialMovement, MaxMovements: checked.MaxMovements, Subtask: r.subtaskNo})
 	if out := r.enter(checked.InitialMovement, EntryStart); out {
 		return r.outcome(), r.saveErr
@@ -375,6 +407,11 @@ func (e *Engine) Resume(ctx context.Context, answer string) (*Outcome, error) {
 	}
 	switch st.Status {
 	case StatusWaitingHuman:
+		if r.cfg.SubtaskJobs != nil {
+			if _, err := r.subs.collect(ctx); err != nil {
+				return r.outcome(), fmt.Errorf("resume: %w", err)
+			}
+		}
 		if answer == "" {
 			return r.outcome(), fmt.Errorf("%w: %s", ErrNeedsAnswer, st.Question)
 		}
@@ -390,10 +427,19 @@ func (e *Engine) Resume(ctx context.Context, answer string) (*Outcome, error) {
 			r.restartReason = st.Reason
 		}
 	case StatusWaitingSubtasks:
-		r.subs.interrupt()
+		left, err := r.subs.resumed(ctx)
+		if err != nil {
+			return r.outcome(), fmt.Errorf("resume: %w", err)
+		}
+		if left > 0 {
+			// Child jobs are still running: the run keeps waiting.
+			return r.outcome(), r.save()
+		}
 		st.Entry = EntrySubtasks
 	default: // running (interrupted) or failed
-		r.subs.interrupt()
+		if _, err := r.subs.resumed(ctx); err != nil {
+			return r.outcome(), fmt.Errorf("resume: %w", err)
+		}
 		r.restartReason = string(st.Status)
 		if st.Reason != "" {
 			r.restartReason = st.Reason

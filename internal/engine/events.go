@@ -188,6 +188,8 @@ type SubtaskSpawned struct {
 	Piece    string `json:"piece"`
 	Task     string `json:"task"`
 	Movement string `json:"movement"`
+	// Job is the subtask's child job when it runs as one (SubtaskJobs).
+	Job int64 `json:"job,omitempty"`
 }
 
 // SubtaskFinished: a subtask reached a final state.
@@ -203,6 +205,9 @@ type SubtaskFinished struct {
 	// subtask never started).
 	Session string `json:"session,omitempty"`
 	Log     string `json:"log,omitempty"`
+	// Job is the subtask's child job when it ran as one (SubtaskJobs):
+	// its own job log holds the subtask's events.
+	Job int64 `json:"job,omitempty"`
 }
 
 // Waiting: the run waits for subtasks or for the user.

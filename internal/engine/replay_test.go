@@ -15,6 +15,26 @@ import (
 // SubtaskProvider, and subtask n plays the n-th script.
 func TestReplayScenarioScriptsSubtasks(t *testing.T) {
 	t.Parallel()
+	h := newHarness(t, "fanout", func(c *Config) { c.Provider = replay.New(scriptedFanout(t)) })
+	out, err := h.start("fanout", "Count the letters.")
+	if err != nil || out.Status != StatusSucceeded {
+		t.Fatalf("outcome = %+v, %v", out, err)
+	}
+	for _, f := range []struct{ file, want string }{{"01-alpha", "alpha counted"}, {"02-beta", "beta counted"}, {"03-gamma", "gamma counted"}} {
+		data, err := os.ReadFile(filepath.Join(h.ws, "subtasks", f.file+".md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), "- Status: succeeded") || !strings.Contains(string(data), f.want) {
+			t.Errorf("subtask %s's result lacks %q:\n%s", f.file, f.want, data)
+		}
+	}
+}
+
+// scriptedFanout is the fanout scenario scripting its three subtasks
+// (alpha, beta, gamma), each completing at once.
+func scriptedFanout(t *testing.T) *replay.Scenario {
+	t.Helper()
 	src, err := os.ReadFile(filepath.Join("testdata", "scenarios", "fanout.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -37,18 +57,5 @@ func TestReplayScenarioScriptsSubtasks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, "fanout", func(c *Config) { c.Provider = replay.New(s) })
-	out, err := h.start("fanout", "Count the letters.")
-	if err != nil || out.Status != StatusSucceeded {
-		t.Fatalf("outcome = %+v, %v", out, err)
-	}
-	for _, f := range []struct{ file, want string }{{"01-alpha", "alpha counted"}, {"02-beta", "beta counted"}, {"03-gamma", "gamma counted"}} {
-		data, err := os.ReadFile(filepath.Join(h.ws, "subtasks", f.file+".md"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(string(data), "- Status: succeeded") || !strings.Contains(string(data), f.want) {
-			t.Errorf("subtask %s's result lacks %q:\n%s", f.file, f.want, data)
-		}
-	}
+	return s
 }

@@ -113,12 +113,25 @@ func (r *run) apply(ctx context.Context, d *decision) (stop bool, err error) {
 		st.Handoff = &Handoff{From: from, To: from, Summary: d.summary, Forced: d.forced, Reason: d.reason}
 		st.Status = StatusWaitingSubtasks
 		r.mu.Unlock()
-		r.emit(Waiting{Movement: from, For: "subtasks", Subtasks: r.subs.running()})
-		if err := r.save(); err != nil {
-			return true, err
-		}
-		if err := r.subs.wait(ctx); err != nil {
-			return true, err
+		if r.cfg.SubtaskJobs != nil {
+			// Child jobs: the run stops waiting (its job parks in
+			// waiting_subtasks) unless every child has ended already.
+			left, err := r.subs.collect(ctx)
+			if err != nil {
+				return true, err
+			}
+			if left > 0 {
+				r.emit(Waiting{Movement: from, For: "subtasks", Subtasks: left})
+				return true, r.save()
+			}
+		} else {
+			r.emit(Waiting{Movement: from, For: "subtasks", Subtasks: r.subs.running()})
+			if err := r.save(); err != nil {
+				return true, err
+			}
+			if err := r.subs.wait(ctx); err != nil {
+				return true, err
+			}
 		}
 		r.mu.Lock()
 		st.Status = StatusRunning
@@ -184,6 +197,9 @@ func (r *run) enter(name string, entry Entry) bool {
 // finish ends the run.
 func (r *run) finish(status RunStatus, result, reason string) bool {
 	r.subs.cancel()
+	if r.cfg.SubtaskJobs != nil {
+		r.subs.abandon()
+	}
 	r.mu.Lock()
 	st := r.st
 	st.Status, st.Result, st.Reason = status, result, reason
@@ -246,6 +262,11 @@ func (r *run) outcome() *Outcome {
 	}
 	if st.Status == StatusWaitingHuman {
 		o.Result = st.Question
+	}
+	for _, s := range st.Subtasks {
+		if s.Job != 0 {
+			o.ChildJobs++
+		}
 	}
 	return o
 }

@@ -44,6 +44,9 @@ type SubtaskRecord struct {
 	// the child's protocol events, messages and run events.
 	Session string `json:"session,omitempty"`
 	Log     string `json:"log,omitempty"`
+	// Job is the child job that runs the subtask when the run's subtasks
+	// are child jobs (Config.SubtaskJobs; 0 otherwise).
+	Job int64 `json:"job,omitempty"`
 	// Delivered is true once a briefing carried the result.
 	Delivered bool `json:"delivered,omitempty"`
 }
@@ -71,6 +74,7 @@ func newSubtaskPool(r *run) *subtaskPool {
 }
 
 // spawnTool returns the SpawnSubTask tool for m, or why it is not offered.
+// With Config.SubtaskJobs each subtask is a child job (subjobs.go).
 func (r *run) spawnTool(m *piece.Movement) (tool.Tool, string) {
 	switch {
 	case r.e.depth > 0:
@@ -119,6 +123,16 @@ func (r *run) spawn(ctx context.Context, movement string, in SpawnSubTaskInput) 
 	}
 	st.Subtasks = append(st.Subtasks, rec)
 	r.mu.Unlock()
+	if r.cfg.SubtaskJobs != nil {
+		rec, err := r.spawnJob(ctx, rec)
+		if err != nil {
+			return tool.Errorf("SpawnSubTask: %v", err)
+		}
+		r.emit(SubtaskSpawned{ID: id, Name: slug, Piece: p.Name, Task: task, Movement: movement, Job: rec.Job})
+		r.save()
+		return tool.Result{Content: fmt.Sprintf("Subtask %d (%s) was queued as job %d with piece %s. Its result will be written to %s and given to you after transition(next: WAIT_SUBTASKS), or to the next movement.",
+			id, slug, rec.Job, p.Name, rec.File)}
+	}
 	r.emit(SubtaskSpawned{ID: id, Name: slug, Piece: p.Name, Task: task, Movement: movement})
 	r.save()
 	r.subs.start(ctx, rec, p)
@@ -166,6 +180,11 @@ func (sp *subtaskPool) runChild(ctx context.Context, rec SubtaskRecord, p *piece
 		return StatusFailed, err.Error()
 	}
 	defer closeLog()
+	if cfg.FollowLog != nil {
+		if closed := cfg.FollowLog(sess.Dir(), sess.Meta()); closed != nil {
+			defer func() { closed(sess.Cursor(), "completed") }()
+		}
+	}
 	r.linkLog(rec.ID, sess.ID(), path.Join(rec.RunDir, "logs", sess.ID(), "events.jsonl"))
 	cfg.Sink, cfg.Events = sess, SessionEvents(sess)
 	child := &Engine{cfg: cfg, depth: r.e.depth + 1, run: run}
@@ -196,7 +215,7 @@ func (sp *subtaskPool) finish(rec SubtaskRecord, status RunStatus, result string
 		}
 	}
 	r.mu.Unlock()
-	r.emit(SubtaskFinished{ID: rec.ID, Name: rec.Name, Status: status, Result: result, File: rec.File, Session: rec.Session, Log: rec.Log})
+	r.emit(SubtaskFinished{ID: rec.ID, Name: rec.Name, Status: status, Result: result, File: rec.File, Session: rec.Session, Log: rec.Log, Job: rec.Job})
 	r.save()
 }
 
@@ -269,18 +288,24 @@ func (sp *subtaskPool) cancel() {
 // interrupt marks subtasks left running by a previous process as failed:
 // their runs cannot be continued from here.
 func (sp *subtaskPool) interrupt() {
-	r := sp.r
-	r.mu.Lock()
-	var stale []SubtaskRecord
-	for _, s := range r.st.Subtasks {
-		if s.Status == StatusRunning {
-			stale = append(stale, s)
-		}
-	}
-	r.mu.Unlock()
-	for _, s := range stale {
+	for _, s := range sp.runningRecords() {
 		sp.finish(s, StatusFailed, "The subtask was interrupted: the process running it stopped before it finished.")
 	}
+}
+
+// runningRecords returns a copy of the records of the subtasks still
+// running.
+func (sp *subtaskPool) runningRecords() []SubtaskRecord {
+	r := sp.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var running []SubtaskRecord
+	for _, s := range r.st.Subtasks {
+		if s.Status == StatusRunning {
+			running = append(running, s)
+		}
+	}
+	return running
 }
 
 // slugify turns a name into lowercase letters, digits and hyphens.

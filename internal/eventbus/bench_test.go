@@ -3,23 +3,21 @@ package eventbus_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"os"
 	"slices"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/eventbus"
-	"github.com/maestro-run/maestro/internal/eventbus/bustest"
 	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/llm/openai"
 	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/session"
 	"github.com/maestro-run/maestro/internal/telemetry"
@@ -98,22 +96,46 @@ func BenchmarkAgentLoopBus(b *testing.B) {
 	}
 }
 
+// httpTurns is loopScenario for the fake model server: a tool call,
+// then an answer.
+const httpTurns = `[{"text":["Checking."],"tool_calls":[{"name":"ping","input":"{\"text\":\"p\"}"}],"input_tokens":120,"output_tokens":12},
+ {"text":["Done."],"input_tokens":140,"output_tokens":3}]`
+
 // BenchmarkAgentLoopOverhead measures the overhead of the bus and tracing
 // on the agent loop as a ratio robust to a loaded machine: each
 // iteration is a round of overheadRuns runs with both off, then
 // overheadRuns runs with both on, on the same agent, each block timed by
-// the process's CPU clock. An on-block ends only when its follower has
+// this process's CPU clock. An on-block ends only when its follower has
 // published every event (it is closed, waiting for them) and the span
 // processor has exported every span (ForceFlush), so their work is
 // counted in full. It reports the median over the rounds of the on/off
-// CPU ratio as overhead-% (and each block's CPU per run). The NATS server
-// is embedded unless MAESTRO_BENCH_NATS_URL names one.
+// CPU ratio as overhead-% (and each block's CPU per run, and the spread:
+// the smallest and largest round's ratio). The NATS server,
+// the OTLP receiver and the model server run in their own processes
+// (benchNATS, otlpSink, fakeModel): only Maestro's CPU is counted.
+//
+// Two loops: replay, the scripted provider in process answering at once
+// (the worst case: the loop does almost nothing but write its log), and
+// http, the OpenAI Chat Completions client streaming from the fake model
+// server over loopback, as a real session does. Each run is one tool call
+// and two model calls.
 func BenchmarkAgentLoopOverhead(b *testing.B) {
-	const overheadRuns = 100
 	sc, err := replay.Parse([]byte(loopScenario), "busbench.json")
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Run("replay", func(b *testing.B) { loopOverhead(b, replay.New(sc)) })
+	b.Run("http", func(b *testing.B) {
+		p, err := openai.New(openai.Config{BaseURL: fakeModel(b, httpTurns) + "/v1", Model: "fake", API: openai.APIChat})
+		if err != nil {
+			b.Fatal(err)
+		}
+		loopOverhead(b, p)
+	})
+}
+
+func loopOverhead(b *testing.B, p llm.Provider) {
+	const overheadRuns = 100
 	ping := tool.New("ping", "answers pong", true, func(context.Context, pingIn, tool.Call) (tool.Result, error) {
 		return tool.Result{Content: "pong"}, nil
 	})
@@ -124,8 +146,12 @@ func BenchmarkAgentLoopOverhead(b *testing.B) {
 		b.Fatal("tracing not installed")
 	}
 	store := session.NewStore(b.TempDir())
-	a := agent.New(agent.Config{Provider: replay.New(sc), Tools: tool.NewSet(ping)})
-	block := func(on bool) time.Duration {
+	a := agent.New(agent.Config{Provider: p, Tools: tool.NewSet(ping)})
+	// block returns the CPU time of overheadRuns runs (the follower's
+	// publishing and the span export included) and the wall time of the
+	// runs alone (what a user waits for: the agent never waits for the
+	// bus nor the exporter).
+	block := func(on bool) (cpu, wall time.Duration) {
 		s, err := store.Create(session.Meta{})
 		if err != nil {
 			b.Fatal(err)
@@ -138,40 +164,51 @@ func BenchmarkAgentLoopOverhead(b *testing.B) {
 		} else {
 			otel.SetTracerProvider(noop.NewTracerProvider())
 		}
-		cpu0 := cpuTime()
+		cpu0, t0 := cpuTime(), time.Now()
 		for range overheadRuns {
 			if _, err := a.Run(b.Context(), nil, llm.UserText("go"), s); err != nil {
 				b.Fatal(err)
 			}
 		}
+		wall = time.Since(t0)
 		if on {
 			f.Close(s.Cursor(), "completed")
 			if err := tp.ForceFlush(b.Context()); err != nil {
 				b.Fatal(err)
 			}
 		}
-		return cpuTime() - cpu0
+		return cpuTime() - cpu0, wall
 	}
-	var ratios []float64
-	var offCPU, onCPU time.Duration
+	var ratios, wallRatios []float64
+	var offCPU, onCPU, offWall, onWall time.Duration
 	for b.Loop() {
-		off, on := block(false), block(true)
-		offCPU, onCPU = offCPU+off, onCPU+on
+		off, offW := block(false)
+		on, onW := block(true)
+		offCPU, onCPU, offWall, onWall = offCPU+off, onCPU+on, offWall+offW, onWall+onW
 		ratios = append(ratios, float64(on)/float64(off))
+		wallRatios = append(wallRatios, float64(onW)/float64(offW))
 	}
 	slices.Sort(ratios)
+	slices.Sort(wallRatios)
 	runs := float64(b.N * overheadRuns)
 	b.ReportMetric(float64(offCPU.Nanoseconds())/runs, "off-cpu-ns/run")
 	b.ReportMetric(float64(onCPU.Nanoseconds())/runs, "on-cpu-ns/run")
 	b.ReportMetric(100*(ratios[len(ratios)/2]-1), "overhead-%")
+	// The spread over the rounds.
+	b.ReportMetric(100*(ratios[0]-1), "min-overhead-%")
+	b.ReportMetric(100*(ratios[len(ratios)-1]-1), "max-overhead-%")
+	// The runs' wall time (median over the rounds of the on/off ratio).
+	b.ReportMetric(float64(offWall.Nanoseconds())/runs, "off-wall-ns/run")
+	b.ReportMetric(float64(onWall.Nanoseconds())/runs, "on-wall-ns/run")
+	b.ReportMetric(100*(wallRatios[len(wallRatios)/2]-1), "wall-overhead-%")
 }
 
 // BenchmarkPublishSustained measures events published per second: a
 // session log grows by one tool call (two events) per iteration while a
 // follower publishes it; the clock stops when the stream holds them all.
 func BenchmarkPublishSustained(b *testing.B) {
-	srv := bustest.Start(b)
-	bus, err := eventbus.Open(eventbus.Options{Settings: eventbus.Settings{URL: srv.URL(), CreateStream: true, Source: "bench"}})
+	url := benchNATS(b)
+	bus, err := eventbus.Open(eventbus.Options{Settings: eventbus.Settings{URL: url, CreateStream: true, Source: "bench"}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -188,18 +225,15 @@ func BenchmarkPublishSustained(b *testing.B) {
 		n++
 		toolTurn(s, fmt.Sprintf("c%d", n), "Read", true, "")
 	}
-	srv.Wait(2 * n)
+	streamHolds(b, url, 2*n)
 	b.ReportMetric(float64(2*n)/time.Since(start).Seconds(), "events/s")
 }
 
-// benchBus opens a bus on MAESTRO_BENCH_NATS_URL (a standalone
-// nats-server -js), else on an embedded server; closing a follower waits
-// up to a minute for its events. It is closed when the benchmark ends.
+// benchBus opens a bus on a standalone NATS server (benchNATS); closing
+// a follower waits up to a minute for its events. It is closed when the
+// benchmark ends.
 func benchBus(b *testing.B) *eventbus.Bus {
-	url := os.Getenv("MAESTRO_BENCH_NATS_URL")
-	if url == "" {
-		url = bustest.Start(b).URL()
-	}
+	url := benchNATS(b)
 	bus, err := eventbus.Open(eventbus.Options{Settings: eventbus.Settings{URL: url, CreateStream: true, Source: "bench"},
 		CloseWait: time.Minute})
 	if err != nil {
@@ -209,13 +243,13 @@ func benchBus(b *testing.B) *eventbus.Bus {
 	return bus
 }
 
-// traceTo installs tracing as Setup does, exporting to a collector that
-// discards what it receives; the returned function restores the no-op
-// provider.
+// traceTo installs tracing as Setup does, exporting to a collector in
+// its own process that discards what it receives (otlpSink); the returned
+// function restores the no-op provider.
 func traceTo(b *testing.B) func() {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
+	url := otlpSink(b)
 	shutdown, err := telemetry.Setup(b.Context(), func(k string) string {
-		return map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL}[k]
+		return map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": url}[k]
 	})
 	if err != nil || !telemetry.Enabled() {
 		b.Fatalf("tracing not installed: %v", err)
@@ -223,6 +257,36 @@ func traceTo(b *testing.B) func() {
 	return func() {
 		shutdown(context.Background())
 		otel.SetTracerProvider(noop.NewTracerProvider())
-		srv.Close()
+	}
+}
+
+// streamHolds waits (at most a minute) until the stream on url holds n
+// messages.
+func streamHolds(b *testing.B, url string, n int) {
+	ctx, cancel := context.WithTimeout(b.Context(), time.Minute)
+	defer cancel()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st, err := js.Stream(ctx, eventbus.StreamName)
+		if err == nil {
+			if info, err := st.Info(ctx); err == nil && info.State.Msgs >= uint64(n) {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			b.Fatalf("the stream does not hold %d messages: %v", n, ctx.Err())
+		case <-tick.C:
+		}
 	}
 }

@@ -4,10 +4,10 @@ import (
 	"cmp"
 	"encoding/json"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"go.opentelemetry.io/otel/attribute"
 )
 
@@ -60,8 +60,8 @@ func CorrelationFromEnv(getenv func(string) string, environ []string) Correlatio
 // the wire contract's snake_case keys lose their underscores in the
 // extensions; data.correlation keeps them (docs/events.md). The span
 // attributes are the seed's (docs/events.md, "Traces").
-func (c Correlation) fields() []struct{ ext, key, span, value string } {
-	return []struct{ ext, key, span, value string }{
+func (c Correlation) fields() [8]corrField {
+	return [8]corrField{
 		{"organizationid", "organization_id", "evalops.organization_id", c.OrganizationID},
 		{"userid", "user_id", "enduser.id", c.UserID},
 		{"workspaceid", "workspace_id", "evalops.workspace_id", c.WorkspaceID},
@@ -72,6 +72,10 @@ func (c Correlation) fields() []struct{ ext, key, span, value string } {
 		{"taskid", "task_id", "maestro.task_id", c.TaskID},
 	}
 }
+
+// corrField is one correlation field: its extension attribute, its
+// data.correlation key, its span attribute and its value.
+type corrField struct{ ext, key, span, value string }
 
 // SpanAttributes are the fields that are set as span attributes.
 func (c Correlation) SpanAttributes() []attribute.KeyValue {
@@ -111,29 +115,28 @@ func JobCorrelation(payload json.RawMessage, taskID int64, owner string) Correla
 	return c
 }
 
-// setExtensions sets the extension attribute of every field that is set.
-func (c Correlation) setExtensions(e *cloudevents.Event) {
+// appendData appends data.correlation, a JSON object: the fields that
+// are set (c.fields()), snake_case, with session_id "unknown" when no
+// session is known (wire contract §16), and the attributes.
+func (c Correlation) appendData(b []byte) []byte {
+	first := true
+	b = append(b, '{')
 	for _, f := range c.fields() {
 		if f.value != "" {
-			e.SetExtension(f.ext, f.value)
+			b, _ = appendMember(b, &first, f.key, f.value)
 		}
 	}
-}
-
-// data is data.correlation: the fields that are set, snake_case, with
-// session_id "unknown" when no session is known (wire contract §16).
-func (c Correlation) data() map[string]any {
-	out := map[string]any{}
-	for _, f := range c.fields() {
-		if f.value != "" {
-			out[f.key] = f.value
-		}
-	}
-	if _, ok := out["session_id"]; !ok {
-		out["session_id"] = "unknown"
+	if c.SessionID == "" {
+		b, _ = appendMember(b, &first, "session_id", "unknown")
 	}
 	if len(c.Attributes) > 0 {
-		out["attributes"] = maps.Clone(c.Attributes)
+		b, _ = appendMember(b, &first, "attributes", nil)
+		b = append(b, '{')
+		inner := true
+		for _, k := range slices.Sorted(maps.Keys(c.Attributes)) {
+			b, _ = appendMember(b, &inner, k, c.Attributes[k])
+		}
+		b = append(b, '}')
 	}
-	return out
+	return append(b, '}')
 }

@@ -1,10 +1,15 @@
 package eventbus
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"strconv"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/maestro-run/maestro/internal/protocol"
 )
 
 // The event types of the catalogue (docs/events.md, "Platform events").
@@ -63,34 +68,102 @@ type Event struct {
 // document: source, subject = type, time, datacontenttype
 // application/json, dataschema and data["@type"] for the types of the
 // platform's catalogue, data.correlation, and the correlation as
-// extension attributes. It fails when the result is not a valid
-// CloudEvent.
+// extension attributes. It fails when the result would not be a valid
+// CloudEvent (no id, type or source, a source that is no URI reference).
+//
+// The document is written directly, once per event, rather than built
+// as an event of the CloudEvents SDK and marshalled (which encodes the
+// data twice through maps): the follower's cost per event on the agent
+// loop's machine (docs/events.md, "Figures"). TestEncodeMatchesSDK checks it
+// against the SDK's encoding.
 func Encode(ev Event, source string, corr Correlation) ([]byte, error) {
-	e := cloudevents.New(cloudevents.CloudEventsVersionV1)
-	e.SetID(ev.ID)
-	e.SetType(ev.Type)
-	e.SetSource(source)
-	e.SetSubject(ev.Type)
-	e.SetTime(ev.Time.UTC())
-	data := make(map[string]any, len(ev.Data)+2)
-	for k, v := range ev.Data {
-		data[k] = v
+	switch {
+	case ev.ID == "":
+		return nil, fmt.Errorf("encode event of type %s: no id", ev.Type)
+	case ev.Type == "":
+		return nil, fmt.Errorf("encode event %s: no type", ev.ID)
+	case source == "":
+		return nil, fmt.Errorf("encode event %s: no source", ev.ID)
 	}
-	if msg := schemaMessage(ev.Type); msg != "" {
-		e.SetDataSchema("https://buf.build/evalops/proto/maestro.v1." + msg)
-		data["@type"] = "type.googleapis.com/maestro.v1." + msg
+	if _, err := url.Parse(source); err != nil {
+		return nil, fmt.Errorf("encode event %s: source: %w", ev.ID, err)
 	}
-	data["correlation"] = corr.data()
-	corr.setExtensions(&e)
-	if err := e.SetData(cloudevents.ApplicationJSON, data); err != nil {
-		return nil, fmt.Errorf("encode event %s data: %w", ev.ID, err)
+	b := make([]byte, 0, 768)
+	b = append(b, `{"specversion":"1.0","id":`...)
+	b = appendString(b, ev.ID)
+	b = append(b, `,"source":`...)
+	b = appendString(b, source)
+	b = append(b, `,"type":`...)
+	b = appendString(b, ev.Type)
+	b = append(b, `,"subject":`...)
+	b = appendString(b, ev.Type)
+	if !ev.Time.IsZero() {
+		b = append(b, `,"time":"`...)
+		b = ev.Time.UTC().AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
 	}
-	if err := e.Validate(); err != nil {
-		return nil, fmt.Errorf("encode event %s: %w", ev.ID, err)
+	b = append(b, `,"datacontenttype":"application/json"`...)
+	msg := schemaMessage(ev.Type)
+	if msg != "" {
+		b = append(b, `,"dataschema":"https://buf.build/evalops/proto/maestro.v1.`...)
+		b = append(b, msg...)
+		b = append(b, '"')
 	}
-	out, err := e.MarshalJSON()
-	if err != nil {
-		return nil, fmt.Errorf("encode event %s: %w", ev.ID, err)
+	for _, f := range corr.fields() {
+		if f.value != "" {
+			b = append(b, ',', '"')
+			b = append(b, f.ext...)
+			b = append(b, '"', ':')
+			b = appendString(b, f.value)
+		}
 	}
-	return out, nil
+	b = append(b, `,"data":{`...)
+	var err error
+	first := true
+	for _, k := range slices.Sorted(maps.Keys(ev.Data)) {
+		if k == "@type" || k == "correlation" {
+			continue // set below
+		}
+		if b, err = appendMember(b, &first, k, ev.Data[k]); err != nil {
+			return nil, fmt.Errorf("encode event %s data: %w", ev.ID, err)
+		}
+	}
+	if msg != "" {
+		b, _ = appendMember(b, &first, "@type", "type.googleapis.com/maestro.v1."+msg)
+	}
+	b, _ = appendMember(b, &first, "correlation", nil)
+	b = corr.appendData(b)
+	b = append(b, '}', '}')
+	return b, nil
 }
+
+// appendMember appends "key":value to a JSON object whose members so far
+// first tells (value nil: the key alone, its value follows).
+func appendMember(b []byte, first *bool, key string, v any) ([]byte, error) {
+	if !*first {
+		b = append(b, ',')
+	}
+	*first = false
+	b = appendString(b, key)
+	b = append(b, ':')
+	switch v := v.(type) {
+	case nil:
+		return b, nil
+	case string:
+		return appendString(b, v), nil
+	case bool:
+		return strconv.AppendBool(b, v), nil
+	case int:
+		return strconv.AppendInt(b, int64(v), 10), nil
+	case int64:
+		return strconv.AppendInt(b, v, 10), nil
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("field %s: %w", key, err)
+	}
+	return append(b, data...), nil
+}
+
+// appendString appends s as a JSON string.
+func appendString(b []byte, s string) []byte { return protocol.AppendJSONString(b, s) }

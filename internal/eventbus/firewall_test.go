@@ -11,7 +11,6 @@ import (
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/netguard"
-	"github.com/maestro-run/maestro/internal/session"
 	"github.com/maestro-run/maestro/internal/tool"
 )
 
@@ -28,11 +27,7 @@ const fetchScenario = `{"schemaVersion":"evalops.maestro.scripted-scenario.v1","
 func TestFirewallBlockIsPublished(t *testing.T) {
 	srv := bustest.Start(t)
 	b := newBus(t, srv, eventbus.Correlation{}, true)
-	s, err := session.NewStore(t.TempDir()).Create(session.Meta{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := b.FollowSession(s.Dir(), s.Meta())
+	s, f := followNewSession(t, b)
 	guard, err := netguard.New(netguard.Policy{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)

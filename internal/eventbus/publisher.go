@@ -23,6 +23,14 @@ type Publisher struct {
 
 	mu     sync.Mutex
 	stream bool // the stream was created (Settings.CreateStream)
+	// lim is what decides whether a follower may send events without
+	// waiting for the previous one's acknowledgement (streamLimits);
+	// limAt is when it was last looked up.
+	lim   streamLimits
+	limAt time.Time
+	// serial: a later event was stored although an earlier one failed;
+	// every event waits for the previous one's acknowledgement.
+	serial bool
 }
 
 // Connect connects to s.URL. The connection is made even when the server
@@ -60,7 +68,7 @@ func connect(s Settings, log *slog.Logger, opts ...nats.Option) (*Publisher, err
 	if err != nil {
 		return nil, fmt.Errorf("connect to the event bus %s: %w", s.URL, err)
 	}
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(5*time.Second))
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("open JetStream on %s: %w", s.URL, err)
@@ -81,7 +89,7 @@ func (p *Publisher) ensureStream(ctx context.Context) error {
 	if p.stream {
 		return nil
 	}
-	_, err := p.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	info, err := p.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:       StreamName,
 		Subjects:   []string{StreamSubjects},
 		Storage:    jetstream.FileStorage,
@@ -91,6 +99,7 @@ func (p *Publisher) ensureStream(ctx context.Context) error {
 		return fmt.Errorf("create stream %s on %s: %w", StreamName, StreamSubjects, err)
 	}
 	p.stream = true
+	p.lim, p.limAt = limitsOf(info.CachedInfo().Config, p.nc.MaxPayload()), time.Now()
 	return nil
 }
 

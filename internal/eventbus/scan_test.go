@@ -43,14 +43,14 @@ func TestSkimRecordAgreesWithDecoding(t *testing.T) {
 		lines++
 		line := sc.Bytes()
 		var rec logRecord
-		if err := json.Unmarshal(line, &rec); err != nil {
+		if err := decodeRecord(line, &rec); err != nil {
 			t.Fatal(err)
 		}
 		cursor, mapped, ok := skimRecord(line)
 		if !ok {
 			t.Fatalf("record %d was not skimmed: %s", rec.Cursor, line)
 		}
-		want := rec.Kind == session.KindEvent && mappedTypes[decodeFrame(rec.Event).Type]
+		want := rec.Kind == session.KindEvent && mappedTypes[rec.Event.Type]
 		if cursor != rec.Cursor || mapped != want {
 			t.Errorf("skim %s = cursor %d mapped %v, want %d %v", line, cursor, mapped, rec.Cursor, want)
 		}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -66,13 +67,30 @@ type Follower struct {
 	meta   session.Meta
 	closeC chan struct{}
 	done   chan struct{}
+	// restored: the session continues a suspended one from cursor from
+	// (FollowRestored).
+	restored bool
+	from     int64
 }
 
 // FollowSession starts publishing the log of the session in dir (its
 // directory in the session store) from its persisted cursor. Call Close
 // when the session closes.
 func (b *Bus) FollowSession(dir string, meta session.Meta) *Follower {
-	f := &Follower{b: b, dir: dir, meta: meta, closeC: make(chan struct{}), done: make(chan struct{})}
+	return b.follow(&Follower{b: b, dir: dir, meta: meta, closeC: make(chan struct{}), done: make(chan struct{})})
+}
+
+// FollowRestored follows, as FollowSession, the log of a session
+// restored from a suspended one (a hosted runner's restore from a drain's
+// manifest) whose records up to cursor were published by the suspended
+// session's process: they are skipped, and
+// maestro.sessions.session.resumed is published first.
+func (b *Bus) FollowRestored(dir string, meta session.Meta, cursor int64) *Follower {
+	return b.follow(&Follower{b: b, dir: dir, meta: meta, closeC: make(chan struct{}), done: make(chan struct{}), restored: true, from: cursor})
+}
+
+func (b *Bus) follow(f *Follower) *Follower {
+	dir, meta := f.dir, f.meta
 	if !b.claim(dir) {
 		close(f.done) // followed already by this process
 		return f
@@ -123,6 +141,17 @@ func (f *Follower) run(ctx context.Context, follow bool) error {
 		env.SessionID = cmp.Or(f.meta.ClientSessionID, env.SessionID, f.meta.ID)
 		env.AgentRunID = cmp.Or(env.AgentRunID, f.meta.AgentRunID)
 		st.Correlation = &env
+		if f.restored {
+			// The restored log holds the suspended session's records up
+			// to f.from, its ready included: the resume is published
+			// here, once, before the records after it.
+			st.Cursor, st.Started = max(st.Cursor, f.from), true
+			ev := Event{ID: f.meta.ID + "." + strconv.FormatInt(f.from, 10) + ".resumed", Type: TypeSessionResumed, Time: time.Now().UTC(),
+				Data: f.sessionData("resumed", map[string]any{"model": f.meta.Model, "provider": f.meta.Provider, "executor_type": f.meta.ExecutorType})}
+			if err := f.b.publish(ctx, ev, *st.Correlation); err != nil {
+				return err
+			}
+		}
 		if err := writeJSON(stPath, st); err != nil {
 			return err
 		}
@@ -132,11 +161,16 @@ func (f *Follower) run(ctx context.Context, follow bool) error {
 	}
 	t := time.NewTicker(f.b.o.Poll)
 	defer t.Stop()
-	lr := &logReader{path: filepath.Join(f.dir, logFile), saved: time.Now()}
+	lr := &logReader{win: window{b: f.b}, path: filepath.Join(f.dir, logFile), saved: time.Now()}
 	defer lr.close()
 	defer func() {
-		if err := lr.save(stPath, &st); err != nil {
-			f.b.log.Warn("event bus: save the publish cursor", "session", f.meta.ID, "err", err)
+		// Only a cursor whose events are all acknowledged is saved: after
+		// a failure (or when the bus closes) the cursor stays where it was
+		// and the events after it are sent again (duplicates, dropped).
+		if len(lr.win.pending) == 0 {
+			if err := lr.save(ctx, stPath, &st); err != nil {
+				f.b.log.Warn("event bus: save the publish cursor", "session", f.meta.ID, "err", err)
+			}
 		}
 	}()
 	for {
@@ -147,23 +181,34 @@ func (f *Follower) run(ctx context.Context, follow bool) error {
 		default:
 		}
 		n, err := f.pass(ctx, &st, stPath, lr)
+		if err == nil {
+			// The pass's events are sent; wait for their
+			// acknowledgements (one wait for a whole pass).
+			err = lr.win.flush(ctx)
+		}
 		if err != nil {
-			return errors.Join(err, lr.save(stPath, &st))
+			return err
 		}
-		if n > 0 {
-			continue
+		if n > 0 && closing {
+			continue // read on to the end of the log before the close
 		}
-		// Caught up: the cursor is saved at most every saveIdle (and
-		// every saveEvery records while the log grows, and when the
-		// follower stops), not after every record.
+		// The cursor is saved at most every saveIdle (and every
+		// saveEvery records while the log grows, and when the follower
+		// stops), not after every record.
 		if closing || time.Since(lr.saved) >= saveIdle {
-			if err := lr.save(stPath, &st); err != nil {
+			if err := lr.save(ctx, stPath, &st); err != nil {
 				return err
 			}
 		}
 		if closing {
 			return f.publishClose(ctx, &st, stPath, st.Cursor)
 		}
+		// A pass reads the log to its end, so the next one waits for the
+		// next poll even when this one found records: a follower makes
+		// at most one pass (one read of the log, one batch of publishes,
+		// one wait for their acknowledgements) per poll while its session
+		// writes, rather than chasing every record as it is written
+		// (docs/events.md, "Figures").
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -176,9 +221,11 @@ func (f *Follower) run(ctx context.Context, follow bool) error {
 // logReader reads a session log from a publish cursor across passes:
 // the file stays open and its buffer is reused.
 type logReader struct {
+	win     window
 	path    string
 	file    *os.File
 	br      *bufio.Reader
+	long    []byte // a line longer than br's buffer (line)
 	unsaved int
 	saved   time.Time
 }
@@ -204,13 +251,41 @@ func (lr *logReader) at(offset int64) (bool, error) {
 }
 
 // save writes the cursor when records were published since it was last
-// written.
-func (lr *logReader) save(stPath string, st *sessionState) error {
+// written, once every event sent is acknowledged.
+func (lr *logReader) save(ctx context.Context, stPath string, st *sessionState) error {
 	if lr.unsaved == 0 {
 		return nil
 	}
+	if err := lr.win.flush(ctx); err != nil {
+		return err
+	}
 	lr.unsaved, lr.saved = 0, time.Now()
 	return writeJSON(stPath, st)
+}
+
+// maxKeptLine is the largest record whose copy a logReader keeps for the
+// next long one.
+const maxKeptLine = 1 << 20
+
+// line returns the next line of the log, its newline included (no
+// newline: the end of the log, or a record being written), as ReadBytes
+// would but without a copy of each line: it is the reader's buffer, or
+// for a line longer than the buffer lr.long, valid until the next call.
+// The mapping copies what it keeps (decodeRecord's strings).
+func (lr *logReader) line() ([]byte, error) {
+	line, err := lr.br.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return line, err
+	}
+	if cap(lr.long) > maxKeptLine {
+		lr.long = nil
+	}
+	lr.long = append(lr.long[:0], line...)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		line, err = lr.br.ReadSlice('\n')
+		lr.long = append(lr.long, line...)
+	}
+	return lr.long, err
 }
 
 func (lr *logReader) close() {
@@ -219,13 +294,26 @@ func (lr *logReader) close() {
 	}
 }
 
-// logRecord is what the follower reads of a session record: a
-// conversation message is skipped, not decoded.
+// logRecord is what the follower reads of a session record, decoded in
+// one pass with the protocol message's mapped fields: a conversation
+// message is skipped, not decoded.
 type logRecord struct {
-	Cursor int64           `json:"cursor"`
-	Time   time.Time       `json:"time"`
-	Kind   string          `json:"kind"`
-	Event  json.RawMessage `json:"event,omitempty"`
+	Cursor int64     `json:"cursor"`
+	Time   time.Time `json:"time"`
+	Kind   string    `json:"kind"`
+	Event  frame     `json:"event"`
+}
+
+// decodeRecord decodes a record. A protocol message of another shape
+// than frame's (decodeFrame) maps as far as it decodes; a record that is
+// not JSON or whose own fields do not decode is corrupt.
+func decodeRecord(line []byte, rec *logRecord) error {
+	err := json.Unmarshal(line, rec)
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && (te.Field == "event" || strings.HasPrefix(te.Field, "event.")) {
+		return nil
+	}
+	return err
 }
 
 // pass publishes the records appended since st and returns how many it
@@ -242,15 +330,16 @@ func (f *Follower) pass(ctx context.Context, st *sessionState, stPath string, lr
 		return 0, err
 	}
 	n := 0
+	var rec logRecord // one for the pass: decoding into it allocates once
 	for {
-		line, err := lr.br.ReadBytes('\n')
+		line, err := lr.line()
 		if len(line) == 0 || line[len(line)-1] != '\n' {
 			break // the end, or a record being written
 		}
 		cursor, mapped, skimmed := skimRecord(line)
-		var rec logRecord
+		rec = logRecord{}
 		if !skimmed || mapped && cursor > st.Cursor {
-			if jerr := json.Unmarshal(line, &rec); jerr != nil {
+			if jerr := decodeRecord(line, &rec); jerr != nil {
 				return n, fmt.Errorf("session log %s: corrupt record after cursor %d: %w", f.dir, st.Cursor, jerr)
 			}
 		} else {
@@ -258,13 +347,16 @@ func (f *Follower) pass(ctx context.Context, st *sessionState, stPath string, lr
 		}
 		if rec.Cursor > st.Cursor {
 			if marked && mark.Cursor <= rec.Cursor-1 {
+				if err := lr.win.flush(ctx); err != nil {
+					return n, err
+				}
 				if err := f.publishClose(ctx, st, stPath, rec.Cursor-1); err != nil {
 					return n, err
 				}
 				marked = false
 			}
 			for _, ev := range f.sessionEvents(rec, st) {
-				if err := f.b.publish(ctx, ev, *st.Correlation); err != nil {
+				if err := lr.win.add(ctx, ev, *st.Correlation); err != nil {
 					return n, err
 				}
 			}
@@ -273,7 +365,7 @@ func (f *Follower) pass(ctx context.Context, st *sessionState, stPath string, lr
 		st.Offset += int64(len(line))
 		n++
 		if lr.unsaved++; lr.unsaved >= saveEvery {
-			if err := lr.save(stPath, st); err != nil {
+			if err := lr.save(ctx, stPath, st); err != nil {
 				return n, err
 			}
 		}
@@ -300,6 +392,9 @@ func (f *Follower) publishClose(ctx context.Context, st *sessionState, stPath st
 			Type: TypeSessionClosed, Time: time.Now().UTC(),
 			Data: f.sessionData("closed", map[string]any{"close_reason": closeReason(m.Reason)}),
 		}
+		if m.Reason == ReasonSuspended {
+			ev.ID, ev.Type, ev.Data = f.meta.ID+"."+strconv.FormatInt(m.Cursor, 10)+".suspended", TypeSessionSuspended, f.sessionData("suspended", nil)
+		}
 		if err := f.b.publish(ctx, ev, *st.Correlation); err != nil {
 			return err
 		}
@@ -313,6 +408,12 @@ func (f *Follower) publishClose(ctx context.Context, st *sessionState, stPath st
 	}
 	return nil
 }
+
+// ReasonSuspended, as the reason of Follower.Close, publishes
+// maestro.sessions.session.suspended instead of closed: the session was
+// drained to be restored (a hosted runner's drain); its next ready is
+// published as resumed.
+const ReasonSuspended = "suspended"
 
 // closeReason is close_reason's enum (wire contract §16).
 func closeReason(r string) string {
@@ -333,7 +434,7 @@ func (f *Follower) sessionEvents(rec logRecord, st *sessionState) []Event {
 	if rec.Kind != session.KindEvent {
 		return nil
 	}
-	fr := decodeFrame(rec.Event)
+	fr := rec.Event
 	idBase := f.meta.ID + "." + strconv.FormatInt(rec.Cursor, 10)
 	if fr.Type == protocol.TypeReady {
 		typ, state := TypeSessionStarted, "started"

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/maestro-run/maestro/internal/eventbus"
@@ -16,6 +18,17 @@ import (
 )
 
 // newBus opens a bus on srv for a test; it is closed when the test ends.
+// followNewSession creates a session in a temporary store and follows it
+// with b.
+func followNewSession(t *testing.T, b *eventbus.Bus) (*session.Session, *eventbus.Follower) {
+	t.Helper()
+	s, err := session.NewStore(t.TempDir()).Create(session.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, b.FollowSession(s.Dir(), s.Meta())
+}
+
 func newBus(t *testing.T, srv *bustest.Server, env eventbus.Correlation, create bool) *eventbus.Bus {
 	t.Helper()
 	b, err := eventbus.Open(eventbus.Options{
@@ -223,5 +236,41 @@ func TestCatchUpPublishesLeftovers(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(followed.Dir(), "eventbus-close.json")); err == nil {
 		t.Error("the close mark is still there")
+	}
+}
+
+// Records longer than the follower's read buffer (64 KiB), some longer
+// than the copy it keeps between two long ones (1 MiB), are published
+// like short ones, in order, whole.
+func TestLongRecordsArePublished(t *testing.T) {
+	srv := bustest.Start(t)
+	b := newBus(t, srv, eventbus.Correlation{}, true)
+	s, f := followNewSession(t, b)
+	var want []string
+	for i, size := range []int{10, 200 << 10, 10, 3 << 20, 100 << 10, 10} {
+		id := fmt.Sprintf("c%d", i)
+		args, _ := json.Marshal(map[string]string{"text": strings.Repeat("x", size)})
+		s.Event(protocol.ToolCall{CallID: id, Tool: "Write" + strconv.Itoa(i), Args: args})
+		s.Event(protocol.ToolEnd{CallID: id, Success: true})
+		want = append(want, eventbus.TypeToolCallAttempted+" "+id+" Write"+strconv.Itoa(i), eventbus.TypeToolCallCompleted+" "+id+" Write"+strconv.Itoa(i))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close(s.Cursor(), "completed")
+	want = append(want, eventbus.TypeSessionClosed+"  ")
+	var got []string
+	for _, m := range srv.Wait(len(want)) {
+		var d struct {
+			ID   string `json:"tool_call_id"`
+			Tool string `json:"tool_name"`
+		}
+		if err := json.Unmarshal(m.Event.Data(), &d); err != nil {
+			t.Fatalf("%s: data: %v", m.Event.Type(), err)
+		}
+		got = append(got, m.Event.Type()+" "+d.ID+" "+d.Tool)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("published:\n got %q\nwant %q", got, want)
 	}
 }

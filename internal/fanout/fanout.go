@@ -71,11 +71,15 @@ type slot[T any] struct {
 
 // Ring is a bounded replay buffer with its readers. Create it with New.
 type Ring[T any] struct {
-	slots    []slot[T]
-	head     int // index of the oldest frame
-	n        int
-	bytes    int
-	maxBytes int
+	// slots grows on demand up to maxFrames (doubling, the frames kept
+	// in order), so that an idle session's ring costs a few slots, not
+	// Limits.Frames (issue 22: memory per idle session).
+	slots     []slot[T]
+	maxFrames int
+	head      int // index of the oldest frame
+	n         int
+	bytes     int
+	maxBytes  int
 	// first is the sequence number of the oldest frame; sequence numbers
 	// count pushes and are what readers hold, cursors are the log's.
 	first uint64
@@ -96,7 +100,7 @@ func New[T any](lock sync.Locker, l Limits, start int64) *Ring[T] {
 	if maxBytes <= 0 {
 		maxBytes = int(^uint(0) >> 1)
 	}
-	return &Ring[T]{slots: make([]slot[T], max(l.Frames, 1)), maxBytes: maxBytes, first: 1, evicted: start, space: sync.NewCond(lock)}
+	return &Ring[T]{maxFrames: max(l.Frames, 1), maxBytes: maxBytes, first: 1, evicted: start, space: sync.NewCond(lock)}
 }
 
 // Len is the number of buffered frames.
@@ -119,7 +123,24 @@ func (r *Ring[T]) at(seq uint64) *slot[T] {
 }
 
 func (r *Ring[T]) full(size int) bool {
-	return r.n >= len(r.slots) || (r.n > 0 && r.bytes+size > r.maxBytes)
+	return r.n >= r.maxFrames || (r.n > 0 && r.bytes+size > r.maxBytes)
+}
+
+// minSlots is the first allocation of a ring's slots.
+const minSlots = 8
+
+// grow makes room for one more frame when the slots are all used (the
+// ring is below its frame limit): twice the slots, at most the limit, the
+// frames moved to the front in order.
+func (r *Ring[T]) grow() {
+	if r.n < len(r.slots) {
+		return
+	}
+	slots := make([]slot[T], min(max(2*len(r.slots), minSlots), r.maxFrames))
+	for i := range r.n {
+		slots[i] = r.slots[(r.head+i)%len(r.slots)]
+	}
+	r.slots, r.head = slots, 0
 }
 
 // MakeRoom evicts the oldest frames until a frame of size bytes fits, and
@@ -181,6 +202,7 @@ func (r *Ring[T]) Push(cursor int64, size int, v T) {
 	for r.full(size) {
 		r.evict()
 	}
+	r.grow()
 	r.slots[(r.head+r.n)%len(r.slots)] = slot[T]{cursor: cursor, size: size, v: v}
 	r.n++
 	r.bytes += size

@@ -388,3 +388,69 @@ func BenchmarkFanout(b *testing.B) {
 		})
 	}
 }
+
+// TestGrowOnDemand: the slots grow as frames arrive, never beyond the
+// frame limit, and keep the frames in order when they grow after
+// evictions moved the oldest frame (byte bound) — the ring holds what a
+// plain list with the same eviction rule holds.
+func TestGrowOnDemand(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		limits Limits
+		sizes  []int // frame sizes, pushed in order
+		slots  int   // at most this many slots at the end
+	}{
+		{"few frames, large limit", Limits{Frames: 1024}, []int{1, 1, 1}, minSlots},
+		{"grows to the limit", Limits{Frames: 20}, slices.Repeat([]int{1}, 50), 20},
+		{"limit of one", Limits{Frames: 1}, []int{1, 1, 1}, 1},
+		{"grows after byte evictions wrapped it", Limits{Frames: 64, Bytes: 40},
+			append(slices.Repeat([]int{5}, 20), slices.Repeat([]int{1}, 30)...), 64},
+		{"byte bound keeps it small", Limits{Frames: 1024, Bytes: 30}, slices.Repeat([]int{3}, 200), 16},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRing(tt.limits, 0)
+			type frame struct {
+				cursor int64
+				size   int
+			}
+			var model []frame
+			sum := func() (s int) {
+				for _, f := range model {
+					s += f.size
+				}
+				return s
+			}
+			r.mu.Lock()
+			for i, size := range tt.sizes {
+				c := int64(i + 1)
+				r.Push(c, size, fmt.Sprintf("f%d", c))
+				for len(model) >= tt.limits.Frames || (tt.limits.Bytes > 0 && len(model) > 0 && sum()+size > tt.limits.Bytes) {
+					model = model[1:]
+				}
+				model = append(model, frame{c, size})
+			}
+			slots := len(r.slots)
+			r.mu.Unlock()
+			var want []string
+			for _, f := range model {
+				want = append(want, fmt.Sprintf("f%d", f.cursor))
+			}
+			rd, err := r.reader(ReaderOptions{Start: Oldest})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := r.read(rd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("read %v, want %v", got, want)
+			}
+			if slots > tt.slots || slots > tt.limits.Frames {
+				t.Errorf("%d slots, want at most %d (limit %d)", slots, tt.slots, tt.limits.Frames)
+			}
+		})
+	}
+}

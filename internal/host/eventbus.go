@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/maestro-run/maestro/internal/eventbus"
 	"github.com/maestro-run/maestro/internal/session"
 	"github.com/maestro-run/maestro/internal/telemetry"
@@ -68,6 +70,15 @@ func (h *Host) FollowSession(dir string, meta session.Meta) func(cursor int64, r
 	return nil
 }
 
+// FollowRestored is FollowSession for a hosted runner's session restored
+// from a drain (eventbus.Bus.FollowRestored).
+func (h *Host) FollowRestored(dir string, meta session.Meta, cursor int64) func(cursor int64, reason string) {
+	if bus := h.EventBus(); bus != nil {
+		return bus.FollowRestored(dir, meta, cursor).Close
+	}
+	return nil
+}
+
 // sessionValues is what a session's runs see (docs/events.md, "Traces"):
 // the launcher's trace context (TRACEPARENT), the ids its model requests
 // to a managed gateway carry and the correlation of its spans, all from
@@ -80,6 +91,18 @@ func (h *Host) sessionValues(sessionID string) context.Context {
 	c := eventbus.CorrelationFromEnv(h.getenv, nil)
 	c.SessionID = cmp.Or(c.SessionID, sessionID)
 	return telemetry.WithAttributes(ctx, c.SpanAttributes()...)
+}
+
+// startSessionSpan starts the span of a session (docs/events.md,
+// "Traces"), ended when the session closes: its turns' spans are its
+// children, and it carries the session's correlation (values, from
+// sessionValues).
+func startSessionSpan(values context.Context) (context.Context, func()) {
+	if values == nil {
+		values = context.Background()
+	}
+	ctx, span := telemetry.Start(values, "session", trace.SpanKindInternal)
+	return ctx, func() { span.End() }
 }
 
 // environ lists the MAESTRO_EVENT_BUS_ATTR_* variables as getenv reads

@@ -359,7 +359,10 @@ func (h *Host) assemble(rcfg runtime.Config, sess *session.Session, root *worksp
 	if bus := h.EventBus(); bus != nil {
 		follower = bus.FollowSession(sess.Dir(), sess.Meta())
 	}
+	values, endSpan := startSessionSpan(rcfg.Values)
+	rcfg.Values = values
 	closed := sync.OnceValue(func() error {
+		defer endSpan()
 		if err := mcps.Close(); err != nil {
 			h.log.Warn("stop the session's MCP servers", "session", sess.ID(), "err", err)
 		}

@@ -25,7 +25,7 @@ func (h *Host) HostedRunner(ctx context.Context, cfg hostedrunner.Config, spec S
 	if err != nil {
 		return nil, fmt.Errorf("open workspace: %w", err)
 	}
-	opts := hostedrunner.Options{Logger: h.log, Release: root.Close, Follow: h.FollowSession}
+	opts := hostedrunner.Options{Logger: h.log, Release: root.Close, Follow: h.FollowSession, FollowRestored: h.FollowRestored}
 	opts.Utilities = func(emit func(protocol.Message), hide []string) runtime.Utilities {
 		return utility.New(utility.Config{Root: root, Emit: emit, Logger: h.log, Hide: hide})
 	}

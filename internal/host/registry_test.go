@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/maestro-run/maestro/internal/secrets"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/store/sqlite"
+	"github.com/maestro-run/maestro/internal/store/sqlite/sqlitetest"
 	"github.com/maestro-run/maestro/internal/tool"
 	"github.com/maestro-run/maestro/internal/tool/sshtest"
 	"github.com/maestro-run/maestro/internal/workspace"
@@ -22,12 +22,7 @@ import (
 
 func registryStore(t *testing.T) *sqlite.Store {
 	t.Helper()
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
+	return sqlitetest.Open(t, sqlite.Options{})
 }
 
 func testBox(t *testing.T, b byte) *secrets.Box {

@@ -275,6 +275,11 @@ func (r *Runner) Drain(ctx context.Context, req DrainRequest) (*DrainResponse, i
 	// cursor after the manifest's (snapshot envelopes take a cursor of
 	// their own, wire contract §12).
 	r.rt.PublishSnapshot("", nil)
+	if r.suspended != nil {
+		// The session is suspended, not closed: a restore resumes it.
+		r.suspended()
+		r.followed, r.suspended = nil, nil
+	}
 	r.log.Info("hosted runner drained", "status", resp.Status, "flush_status", flush, "manifest", path, "cursor", cursor)
 	return resp, code, nil
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/eventbus"
 	"github.com/maestro-run/maestro/internal/gitinfo"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
@@ -85,6 +86,10 @@ type Options struct {
 	// returns what records its close, called after the log is closed
 	// (nil: nothing to record).
 	Follow func(dir string, meta session.Meta) (closed func(cursor int64, reason string))
+	// FollowRestored, when set, is Follow for a session restored from a
+	// drain's manifest: its records up to cursor were published by the
+	// drained runner, and it is resumed (docs/events.md).
+	FollowRestored func(dir string, meta session.Meta, cursor int64) (closed func(cursor int64, reason string))
 	// Release, when set, closes what the executor was built over (the
 	// workspace its tools use) once the runtime has stopped
 	// (runtime.Config.Release).
@@ -121,6 +126,9 @@ type Runner struct {
 	// followed records the session's close on the event bus (nil: not
 	// published).
 	followed func()
+	// suspended records instead that the session was suspended (drained,
+	// to be restored elsewhere): maestro.sessions.session.suspended.
+	suspended func()
 
 	drainMu sync.Mutex
 	// flush flushes the session log (a test hook).
@@ -210,9 +218,16 @@ func New(cfg Config, opts Options) (*Runner, error) {
 		sessions.Close()
 		return nil, err
 	}
-	if opts.Follow != nil {
-		if closed := opts.Follow(sess.Dir(), sess.Meta()); closed != nil {
+	follow := opts.Follow
+	if restored := r.restore != nil && r.restore.Runtime.FlushStatus == FlushCompleted; restored && opts.FollowRestored != nil {
+		follow = func(dir string, meta session.Meta) func(int64, string) {
+			return opts.FollowRestored(dir, meta, restoredCursor)
+		}
+	}
+	if follow != nil {
+		if closed := follow(sess.Dir(), sess.Meta()); closed != nil {
 			r.followed = func() { closed(sess.Cursor(), "completed") }
+			r.suspended = func() { closed(sess.Cursor(), eventbus.ReasonSuspended) }
 		}
 	}
 	r.rt = rt

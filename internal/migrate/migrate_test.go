@@ -36,8 +36,19 @@ func backends() []backend {
 	return []backend{
 		{"sqlite", migrate.SQLite, func(t *testing.T) func() *sql.DB {
 			path := filepath.Join(t.TempDir(), "m.db")
+			// Switch the file to WAL once, before any pool opens it, as the
+			// store's writer does: SQLite answers a concurrent switch with
+			// SQLITE_BUSY at once, without waiting for busy_timeout.
+			first, err := sql.Open("sqlite", path+"?_pragma=journal_mode(WAL)")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := first.PingContext(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			first.Close()
 			return func() *sql.DB {
-				db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)")
+				db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(30000)")
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -20,6 +20,13 @@
 // process is tied to the test process (parent-death signal), so a test
 // binary killed by -timeout does not leave it running.
 //
+// A whole test run can share one cluster: when $MAESTRO_PGTEST_CLUSTER
+// (ClusterEnv) names a running one (scripts/test.sh starts one with the
+// pgtestd command and sets it for every test binary), Cluster attaches to
+// it instead of running initdb and a server of its own, and Main leaves it
+// running for its owner to stop. Schema and database names carry a random
+// prefix per test binary, so binaries sharing a cluster never collide.
+//
 // When the PostgreSQL server binaries are not installed, Cluster skips the
 // test with a loud reason, except under CI=true, where it fails: CI must
 // run every tier (scripts/install-deps.sh installs them). Binaries are
@@ -31,7 +38,9 @@ package pgtest
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -58,6 +67,15 @@ import (
 
 // ErrNotInstalled reports missing PostgreSQL server binaries.
 var ErrNotInstalled = errors.New("PostgreSQL server binaries (initdb, postgres) not found")
+
+// ClusterEnv names the environment variable holding the admin DSN of a
+// running cluster (as pgtestd prints it) that Shared attaches to instead of
+// starting one.
+const ClusterEnv = "MAESTRO_PGTEST_CLUSTER"
+
+// maxConnections is the server's connection limit of a cluster started by
+// Start (one test binary's tests).
+const maxConnections = 400
 
 // Timeouts bounding every step.
 const (
@@ -95,6 +113,10 @@ func (s *Shared) Cluster(tb testing.TB) *Cluster {
 	s.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), initdbTimeout+startTimeout)
 		defer cancel()
+		if dsn := os.Getenv(ClusterEnv); dsn != "" {
+			s.c, s.err = Attach(ctx, dsn)
+			return
+		}
 		s.c, s.err = Start(ctx)
 	})
 	if errors.Is(s.err, ErrNotInstalled) {
@@ -126,13 +148,27 @@ type Cluster struct {
 	exited  chan struct{}
 	waitErr error
 	admin   *sql.DB
+	prefix  string // random, starts every schema and database name (unique across test binaries)
 	seq     atomic.Int64
-	stop    sync.Once
-	stopErr error
+	// attached: the server belongs to another process (ClusterEnv); Stop
+	// only disconnects.
+	attached bool
+	stop     sync.Once
+	stopErr  error
 }
 
 // Start creates and starts a cluster. Stop it with Stop.
 func Start(ctx context.Context) (*Cluster, error) {
+	return StartWith(ctx, maxConnections)
+}
+
+// StartWith is Start with the server's connection limit: a cluster shared
+// by several test binaries at once (pgtestd) needs more than one binary's.
+func StartWith(ctx context.Context, maxConns int) (*Cluster, error) {
+	prefix, err := namePrefix()
+	if err != nil {
+		return nil, err
+	}
 	bin, err := FindBinaries()
 	if err != nil {
 		return nil, err
@@ -145,15 +181,49 @@ func Start(ctx context.Context) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create cluster directory: %w", err)
 	}
-	c := &Cluster{dir: dir, sockDir: filepath.Join(dir, "sock"), bin: bin, exited: make(chan struct{})}
-	if err := c.start(ctx, cred); err != nil {
+	c := &Cluster{dir: dir, sockDir: filepath.Join(dir, "sock"), bin: bin, prefix: prefix, exited: make(chan struct{})}
+	if err := c.start(ctx, cred, maxConns); err != nil {
 		c.Stop()
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *Cluster) start(ctx context.Context, cred *syscall.Credential) error {
+// Attach connects to the running cluster whose admin DSN is dsn (a
+// Cluster's DSN("postgres", nil), as pgtestd prints it). Stop disconnects
+// and leaves the server running.
+func Attach(ctx context.Context, dsn string) (*Cluster, error) {
+	prefix, err := namePrefix()
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("attach to the cluster in $%s: parse %q: %w", ClusterEnv, dsn, err)
+	}
+	port, err := strconv.Atoi(u.Query().Get("port"))
+	if err != nil || u.Query().Get("host") == "" {
+		return nil, fmt.Errorf("attach to the cluster in $%s: %q names no socket directory and port (host=, port=)", ClusterEnv, dsn)
+	}
+	c := &Cluster{sockDir: u.Query().Get("host"), port: port, prefix: prefix, attached: true}
+	if err := c.connect(ctx); err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("attach to the cluster in $%s (%s): %w", ClusterEnv, dsn, err)
+	}
+	return c, nil
+}
+
+// namePrefix returns a random prefix for a cluster's schema and database
+// names, so that test binaries sharing a server never pick the same name.
+func namePrefix() (string, error) {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("pick a name prefix: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+func (c *Cluster) start(ctx context.Context, cred *syscall.Credential, maxConns int) error {
 	data := filepath.Join(c.dir, "data")
 	for _, d := range []string{c.dir, c.sockDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -189,7 +259,7 @@ func (c *Cluster) start(ctx context.Context, cred *syscall.Credential) error {
 	c.cmd = exec.Command(filepath.Join(c.bin, "postgres"), "-D", data, "-k", c.sockDir, "-p", strconv.Itoa(port),
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-		"-c", "max_connections=400", "-c", "shared_buffers=64MB",
+		"-c", "max_connections="+strconv.Itoa(maxConns), "-c", "shared_buffers=64MB",
 		"-c", "unix_socket_permissions=0777", "-c", "log_line_prefix=%m [%p] ")
 	c.cmd.Env = env
 	// Own process group (a terminal's Ctrl-C goes to the test binary, which
@@ -237,16 +307,23 @@ func (c *Cluster) start(ctx context.Context, cred *syscall.Credential) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if err := c.connect(ctx); err != nil {
+		return fmt.Errorf("connect to the new cluster: %w\n%s", err, c.logTail())
+	}
+	return nil
+}
+
+// connect opens the admin pool (on the postgres database) and checks that
+// the server answers.
+func (c *Cluster) connect(ctx context.Context) error {
+	var err error
 	if c.admin, err = openDB(c.DSN("postgres", nil)); err != nil {
 		return err
 	}
 	c.admin.SetMaxOpenConns(4)
-	pctx, cancel2 := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel2()
-	if err := c.admin.PingContext(pctx); err != nil {
-		return fmt.Errorf("connect to the new cluster: %w\n%s", err, c.logTail())
-	}
-	return nil
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return c.admin.PingContext(pctx)
 }
 
 // BinEnv names the environment variable that, when set, is the only
@@ -365,7 +442,7 @@ func (c *Cluster) TCPAddr() string { return net.JoinHostPort("127.0.0.1", strcon
 // that schema, so everything a test creates is isolated from parallel tests.
 func (c *Cluster) NewSchema(tb testing.TB) string {
 	tb.Helper()
-	name := fmt.Sprintf("t%d", c.seq.Add(1))
+	name := fmt.Sprintf("t%s_%d", c.prefix, c.seq.Add(1))
 	if _, err := c.admin.ExecContext(tb.Context(), "CREATE SCHEMA "+name); err != nil {
 		tb.Fatalf("pgtest: create schema %s: %v", name, err)
 	}
@@ -376,7 +453,7 @@ func (c *Cluster) NewSchema(tb testing.TB) string {
 // needs a whole database (its own schemas, extensions).
 func (c *Cluster) NewDatabase(tb testing.TB) string {
 	tb.Helper()
-	name := fmt.Sprintf("db%d", c.seq.Add(1))
+	name := fmt.Sprintf("db%s_%d", c.prefix, c.seq.Add(1))
 	if _, err := c.admin.ExecContext(tb.Context(), "CREATE DATABASE "+name+" TEMPLATE template0"); err != nil {
 		tb.Fatalf("pgtest: create database %s: %v", name, err)
 	}
@@ -404,11 +481,14 @@ func openDB(dsn string) (*sql.DB, error) {
 }
 
 // Stop shuts the server down (immediately: nothing is worth keeping) and
-// removes its directory.
+// removes its directory; of an attached cluster, it only disconnects.
 func (c *Cluster) Stop() error {
 	c.stop.Do(func() {
 		if c.admin != nil {
 			c.admin.Close()
+		}
+		if c.attached {
+			return
 		}
 		if c.cmd != nil && c.cmd.Process != nil {
 			_ = c.cmd.Process.Signal(syscall.SIGQUIT)

@@ -27,13 +27,11 @@ func TestStartStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	elapsed := time.Since(start)
-	t.Logf("cluster started in %s", elapsed)
-	// About 1 s on an idle 2-core machine; the bound leaves room for a
-	// loaded CI runner without hiding a hang.
-	if elapsed > 10*time.Second {
-		t.Errorf("cluster took %s to start, want a few seconds at most", elapsed)
-	}
+	// About 1 s on an idle 2-core machine, most of it initdb's CPU. No wall
+	// bound here: Start bounds each step itself (initdb, readiness) and
+	// fails with the server's log, so a hang fails there; a bound of its
+	// own measured initdb under the whole suite's load (12.6 s in CI).
+	t.Logf("cluster started in %s", time.Since(start))
 	db := pgtest.OpenDB(t, c.DSN("postgres", nil))
 	var v string
 	if err := db.QueryRowContext(t.Context(), "SHOW server_version").Scan(&v); err != nil {
@@ -103,7 +101,9 @@ func TestMissingBinaries(t *testing.T) {
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestNewDatabase$", "-test.v")
 		var env []string
 		for _, kv := range os.Environ() {
-			if !strings.HasPrefix(kv, "CI=") {
+			// (without a shared cluster to attach to: the pretend machine
+			// has none)
+			if !strings.HasPrefix(kv, "CI=") && !strings.HasPrefix(kv, pgtest.ClusterEnv+"=") {
 				env = append(env, kv)
 			}
 		}
@@ -122,5 +122,65 @@ func TestMissingBinaries(t *testing.T) {
 				t.Errorf("CI=%v: output lacks %q:\n%s", tc.ci, w, out)
 			}
 		}
+	}
+}
+
+// TestSharedAttachesToClusterEnv: with $MAESTRO_PGTEST_CLUSTER naming a
+// running cluster, Shared attaches to it instead of starting one; two
+// attached test binaries' schema and database names do not collide; and
+// stopping an attached cluster leaves the server running for its owner.
+func TestSharedAttachesToClusterEnv(t *testing.T) {
+	owner := pg.Cluster(t)
+	t.Setenv(pgtest.ClusterEnv, owner.DSN("postgres", nil))
+	var a, b pgtest.Shared
+	ca, cb := a.Cluster(t), b.Cluster(t)
+	for _, c := range []*pgtest.Cluster{ca, cb} {
+		if c.TCPAddr() != owner.TCPAddr() {
+			t.Fatalf("Shared started or attached to %s, want the cluster in $%s at %s", c.TCPAddr(), pgtest.ClusterEnv, owner.TCPAddr())
+		}
+	}
+	// The same step in both binaries: names must differ, and each schema is
+	// usable and isolated.
+	for range 3 {
+		da, db := pgtest.OpenDB(t, ca.NewSchema(t)), pgtest.OpenDB(t, cb.NewSchema(t))
+		for _, q := range []string{"CREATE TABLE items (n int)", "INSERT INTO items VALUES (1)"} {
+			if _, err := da.ExecContext(t.Context(), q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := db.ExecContext(t.Context(), "CREATE TABLE items (n int)"); err != nil {
+			t.Fatalf("the same table in the other binary's schema: %v", err)
+		}
+		var n int
+		if err := db.QueryRowContext(t.Context(), "SELECT count(*) FROM items").Scan(&n); err != nil || n != 0 {
+			t.Fatalf("the other binary's schema: %d rows, %v; want its own empty table", n, err)
+		}
+	}
+	pgtest.OpenDB(t, ca.NewDatabase(t))
+	pgtest.OpenDB(t, cb.NewDatabase(t))
+	if err := ca.Stop(); err != nil {
+		t.Fatalf("Stop of an attached cluster: %v", err)
+	}
+	if err := pgtest.OpenDB(t, owner.NewSchema(t)).PingContext(t.Context()); err != nil {
+		t.Fatalf("the owner's server no longer answers after an attached Stop: %v", err)
+	}
+}
+
+func TestAttachRejectsBadDSN(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, c := range []struct{ name, dsn, want string }{
+		{"no socket directory", "postgres://postgres@/postgres?port=5432", "names no socket directory"},
+		{"no port", "postgres://postgres@/postgres?host=" + dir, "names no socket directory"},
+		{"no server", "postgres://postgres@/postgres?sslmode=disable&port=1&host=" + dir, "attach to the cluster"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			got, err := pgtest.Attach(ctx, c.dsn)
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), pgtest.ClusterEnv) {
+				t.Fatalf("Attach(%q) = %v, %v; want an error naming %s and saying %q", c.dsn, got, err, pgtest.ClusterEnv, c.want)
+			}
+		})
 	}
 }

@@ -75,3 +75,26 @@ func NoModelEnv(home string) []string {
 	}
 	return append(env, "MAESTRO_HOME="+home)
 }
+
+// MainWithMaestro is a test package's TestMain body for tests that run
+// the maestro binary: it builds cmd/maestro into a temporary directory
+// (or takes $MAESTRO_TEST_BINARY, as Build does), stores its path in
+// *binary, runs run (m.Run, or a wrapper that also stops what the tests
+// shared), removes the directory and exits with run's code. A failed
+// build exits 2 before any test runs.
+func MainWithMaestro(binary *string, run func() int) {
+	dir, err := os.MkdirTemp("", "maestro-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	*binary, err = Build(context.Background(), "cmd/maestro", dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(2)
+	}
+	code := run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}

@@ -198,6 +198,11 @@ func appendFloat(b []byte, f float64) ([]byte, error) {
 
 const hexDigits = "0123456789abcdef"
 
+// AppendJSONString appends s as a JSON string as this package's encoder
+// writes strings (appendString), for other hand-written encoders (the
+// event bus's CloudEvents).
+func AppendJSONString(b []byte, s string) []byte { return appendString(b, s) }
+
 // appendString writes s as a JSON string. Unlike encoding/json it does not
 // escape <, > and &; like it, it escapes U+2028 and U+2029 and replaces
 // invalid UTF-8 with U+FFFD.

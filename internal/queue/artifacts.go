@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/maestro-run/maestro/internal/blobstore"
@@ -51,13 +52,8 @@ func (r *engineRunner) materialise(ctx context.Context, j store.Job, dir string,
 		}
 		pl.InputStaging = ""
 	}
-	work, err := taskdir.OpenWork(dir, true)
-	if err != nil {
-		return fmt.Errorf("materialise the job's files: %w", err)
-	}
-	defer work.Close()
-	if _, err := blobstore.SyncDown(ctx, a, prefix+"/"+taskdir.Work, work); err != nil {
-		return fmt.Errorf("materialise the job's workspace from %s: %w", a.Location(), err)
+	if err := r.materialiseWork(ctx, prefix, dir); err != nil {
+		return err
 	}
 	state, err := workspace.OpenTrusted(taskdir.StateDir(dir))
 	if err != nil {
@@ -66,6 +62,24 @@ func (r *engineRunner) materialise(ctx context.Context, j store.Job, dir string,
 	defer state.Close()
 	if _, err := blobstore.SyncDown(ctx, a, prefix+"/"+taskdir.State, state); err != nil {
 		return fmt.Errorf("materialise the job's run state from %s: %w", a.Location(), err)
+	}
+	return nil
+}
+
+// materialiseWork fills work/ of the scratch directory dir from
+// <prefix>/work/ in the artifact store (nothing without one).
+func (r *engineRunner) materialiseWork(ctx context.Context, prefix, dir string) error {
+	a := r.cfg.Artifacts
+	if a == nil {
+		return nil
+	}
+	work, err := taskdir.OpenWork(dir, true)
+	if err != nil {
+		return fmt.Errorf("materialise the job's files: %w", err)
+	}
+	defer work.Close()
+	if _, err := blobstore.SyncDown(ctx, a, prefix+"/"+taskdir.Work, work); err != nil {
+		return fmt.Errorf("materialise the job's workspace from %s: %w", a.Location(), err)
 	}
 	return nil
 }
@@ -113,11 +127,32 @@ func moveObject(ctx context.Context, a blobstore.Store, from, to string) error {
 	return a.Delete(ctx, from)
 }
 
-// syncBack copies output/, subtasks/ (mirrored) and state/ of the scratch
-// directory dir to the artifact store.
-func syncBack(ctx context.Context, a blobstore.Store, j store.Job, dir string) (blobstore.SyncStats, error) {
-	var total blobstore.SyncStats
+// syncBack copies output/, subtasks/ (mirrored unless mirror is false)
+// and state/ of the scratch directory dir to the artifact store.
+func syncBack(ctx context.Context, a blobstore.Store, j store.Job, dir string, mirror bool) (blobstore.SyncStats, error) {
 	prefix := jobPrefix(j)
+	total, err := syncWorkUp(ctx, a, prefix, dir, mirror)
+	if err != nil {
+		return total, err
+	}
+	state, err := workspace.OpenTrusted(taskdir.StateDir(dir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return total, nil
+	}
+	if err != nil {
+		return total, fmt.Errorf("sync the job's run state: %w", err)
+	}
+	defer state.Close()
+	st, err := blobstore.SyncUp(ctx, a, state, blobstore.Join(prefix, taskdir.State), false)
+	total.Add(st)
+	return total, err
+}
+
+// syncWorkUp copies output/ and subtasks/ of work/ in the scratch
+// directory dir to <prefix>/work/ in the artifact store; with mirror,
+// files gone from dir are removed from the store too.
+func syncWorkUp(ctx context.Context, a blobstore.Store, prefix, dir string, mirror bool) (blobstore.SyncStats, error) {
+	var total blobstore.SyncStats
 	work, err := taskdir.OpenWork(dir, false)
 	if errors.Is(err, fs.ErrNotExist) {
 		return total, nil // nothing was prepared (a noop job)
@@ -134,24 +169,14 @@ func syncBack(ctx context.Context, a blobstore.Store, j store.Job, dir string) (
 		if err != nil {
 			return total, fmt.Errorf("sync the job's %s/: %w", name, err)
 		}
-		st, err := blobstore.SyncUp(ctx, a, d, blobstore.Join(prefix, taskdir.Work, name), true)
+		st, err := blobstore.SyncUp(ctx, a, d, blobstore.Join(prefix, taskdir.Work, name), mirror)
 		d.Close()
 		total.Add(st)
 		if err != nil {
 			return total, err
 		}
 	}
-	state, err := workspace.OpenTrusted(taskdir.StateDir(dir))
-	if errors.Is(err, fs.ErrNotExist) {
-		return total, nil
-	}
-	if err != nil {
-		return total, fmt.Errorf("sync the job's run state: %w", err)
-	}
-	defer state.Close()
-	st, err := blobstore.SyncUp(ctx, a, state, blobstore.Join(prefix, taskdir.State), false)
-	total.Add(st)
-	return total, err
+	return total, nil
 }
 
 // syncOnMovement wraps the run's event sink so that the end of each
@@ -164,11 +189,18 @@ func (r *engineRunner) syncOnMovement(ctx context.Context, j store.Job, dir stri
 	if a == nil {
 		return next
 	}
+	var children atomic.Bool // the run has child jobs (subjobs.go)
 	return engine.EventSinkFunc(func(rec engine.Record) {
 		next.RunEvent(rec)
+		switch ev := rec.Event.(type) {
+		case engine.SubtaskSpawned:
+			children.Store(children.Load() || ev.Job != 0)
+		case engine.SubtaskFinished:
+			children.Store(children.Load() || ev.Job != 0)
+		}
 		switch rec.Event.Kind() {
 		case engine.KindTransition, engine.KindWaiting, engine.KindComplete:
-			syncBack(ctx, a, j, dir)
+			r.syncJob(ctx, a, j, dir, children.Load())
 		}
 	})
 }
@@ -188,7 +220,7 @@ func (r *engineRunner) synced(ctx context.Context, j *Job, res Result) Result {
 	}
 	sctx, cancel := context.WithTimeout(ctx, finalSyncTimeout)
 	defer cancel()
-	if _, err := syncBack(sctx, a, j.Job, JobDir(r.cfg.DataDir, j.Job)); err != nil {
+	if _, err := r.syncJob(sctx, a, j.Job, JobDir(r.cfg.DataDir, j.Job), res.ChildJobs); err != nil {
 		return Result{State: store.StateFailed, Error: fmt.Sprintf("sync the job's files to %s: %v", a.Location(), err), Usage: res.Usage, CostUSD: res.CostUSD, Report: res.Report}
 	}
 	return res

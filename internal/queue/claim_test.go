@@ -49,6 +49,12 @@ func (c *claimLog) nonEmpty() []claimCall {
 // never given a second job; a slot that finishes is claimed for again.
 func TestPoolClaimsForIdleSlots(t *testing.T) {
 	t.Parallel()
+	onBothStores(t, testClaimsForIdleSlots)
+}
+
+// onBothStores runs test as parallel subtests "sqlite" and "postgres",
+// each on a fresh store of that backend.
+func onBothStores(t *testing.T, test func(t *testing.T, st store.Store)) {
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
@@ -58,7 +64,7 @@ func TestPoolClaimsForIdleSlots(t *testing.T) {
 			} else {
 				st = openPG(t, pg.Cluster(t).NewSchema(t), nil)
 			}
-			testClaimsForIdleSlots(t, st)
+			test(t, st)
 		})
 	}
 }

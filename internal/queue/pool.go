@@ -19,6 +19,18 @@ import (
 // context ended (recording the outcome, releasing on shutdown).
 const storeCallTimeout = 30 * time.Second
 
+// completeLinger is how long the completer gathers succeeded jobs before
+// it records them: a few large CompleteMany calls rather than many small
+// ones (each a round trip and a commit on PostgreSQL). Slots do not wait
+// for it; a succeeded job shows as such at most this much later.
+const completeLinger = 10 * time.Millisecond
+
+// completionBuffer is the least number of succeeded jobs that can wait
+// for the completer while it records the previous group. With one slot
+// per waiting job (as it was), a pool of one or four slots of short jobs
+// stalled on every CompleteMany round trip.
+const completionBuffer = 256
+
 // claimCooldown is the pause before claiming again when a claim came back
 // empty right after one that returned a job.
 const claimCooldown = 20 * time.Millisecond
@@ -45,10 +57,11 @@ type Pool struct {
 	completions chan completion
 }
 
-// completion is a succeeded job waiting for the completer to record it.
+// completion is a succeeded job waiting for the completer to record it,
+// with the logger of the slot that ran it.
 type completion struct {
 	store.Completion
-	reply chan store.JobOutcome
+	log *slog.Logger
 }
 
 // NewPool checks cfg, fills in defaults and returns a Pool.
@@ -127,7 +140,11 @@ func (p *Pool) Run(ctx context.Context) error {
 		}
 	})
 	// Slots that succeed at about the same time are completed together.
-	p.completions = make(chan completion)
+	// A slot hands its success over and is free for the next job while
+	// the completer records it; the buffer bounds how many wait (enough
+	// that slots do not wait while the completer's call is on its round
+	// trip).
+	p.completions = make(chan completion, max(p.cfg.Workers, completionBuffer))
 	completerDone := make(chan struct{})
 	go func() {
 		defer close(completerDone)
@@ -161,14 +178,19 @@ func (p *Pool) Run(ctx context.Context) error {
 	return nil
 }
 
-// completer records succeeded jobs: it takes every completion waiting at
-// that moment and records them with one CompleteMany call, so while one
-// call is in flight the next batch gathers (group commit).
+// completer records succeeded jobs: it gathers the completions that
+// arrive within completeLinger of the first and records them with one
+// CompleteMany call, while the next batch gathers (group commit), and logs
+// and counts each outcome.
 func (p *Pool) completer(in <-chan completion) {
 	var batch []completion
 	var items []store.Completion
+	linger := time.NewTimer(completeLinger)
 	for c := range in {
 		batch, items = append(batch[:0], c), items[:0]
+		// Gather for completeLinger after the first (no slot waits for
+		// it), or until the batch is full or the pool stops.
+		linger.Reset(completeLinger)
 	gather:
 		for len(batch) < store.MaxClaim {
 			select {
@@ -177,10 +199,11 @@ func (p *Pool) completer(in <-chan completion) {
 					break gather
 				}
 				batch = append(batch, c)
-			default:
+			case <-linger.C:
 				break gather
 			}
 		}
+		linger.Stop()
 		for _, c := range batch {
 			items = append(items, c.Completion)
 		}
@@ -188,40 +211,53 @@ func (p *Pool) completer(in <-chan completion) {
 		outs := p.cfg.Store.CompleteMany(ctx, items)
 		cancel()
 		for i, c := range batch {
-			c.reply <- outs[i]
+			p.cfg.Metrics.outcome("succeeded")
+			p.recorded(c.log, store.StateSucceeded, outs[i].Err)
 		}
 	}
 }
 
-// complete records a succeeded job through the completer.
-func (p *Pool) complete(ctx context.Context, l store.Lease, result string) (store.Job, error) {
-	c := completion{Completion: store.Completion{Lease: l, Result: result}, reply: make(chan store.JobOutcome, 1)}
+// complete hands a succeeded job to the completer; it waits only while
+// the completer's buffer is full.
+func (p *Pool) complete(ctx context.Context, log *slog.Logger, l store.Lease, result string) {
 	select {
-	case p.completions <- c:
+	case p.completions <- completion{Completion: store.Completion{Lease: l, Result: result}, log: log}:
 	case <-ctx.Done():
-		return store.Job{}, fmt.Errorf("complete %s: %w", l, ctx.Err())
+		p.cfg.Metrics.outcome("succeeded")
+		p.recorded(log, store.StateSucceeded, fmt.Errorf("complete %s: %w", l, ctx.Err()))
 	}
-	select {
-	case o := <-c.reply:
-		return o.Job, o.Err
-	case <-ctx.Done():
-		return store.Job{}, fmt.Errorf("complete %s: %w", l, ctx.Err())
+}
+
+// recorded logs and counts what recording a job's outcome (state) did.
+func (p *Pool) recorded(log *slog.Logger, state store.State, err error) {
+	switch {
+	case err == nil:
+		log.Info("job finished", "state", state)
+	case errors.Is(err, store.ErrLeaseLost):
+		log.Info("outcome not recorded: lease lost", "err", err)
+		p.cfg.Metrics.outcome("lost")
+	default:
+		log.Warn("record outcome failed", "err", err)
+		p.cfg.Metrics.outcome("error")
 	}
 }
 
 // slotName is the lease owner of the jobs slot i runs: Name/i+1.
 func (p *Pool) slotName(i int) string { return p.cfg.Name + "/" + strconv.Itoa(i+1) }
 
-// startedJob is a job the dispatcher claimed and started for a slot, with
-// the subscription to its topic (nil if subscribing failed) taken before
-// Start, so that no cancellation slips between Start and the Runner.
+// startedJob is a job the dispatcher claimed and started (one statement:
+// ClaimParams.Start) for a slot, with the subscription to its topic (nil
+// if subscribing failed). The subscription is taken right after the claim:
+// a cancel in between notifies no one, so watchCancel checks the job once
+// cancelCheckDelay after the start whatever it hears (a job done sooner
+// costs no read).
 type startedJob struct {
 	job store.Job
 	sub *store.Subscription
 }
 
-// dispatch is the claim loop: claim one job for each idle slot in a
-// single store call, start them all in another, hand them out, repeat;
+// dispatch is the claim loop: claim and start one job for each idle slot
+// in a single store call, hand them out, repeat;
 // wait for a wake-up or the poll interval when nothing is due, and for a
 // slot to finish when none is idle. It returns when ctx ends.
 func (p *Pool) dispatch(ctx, runCtx context.Context, slots []chan startedJob, idle <-chan int) {
@@ -259,6 +295,7 @@ func (p *Pool) dispatch(ctx, runCtx context.Context, slots []chan startedJob, id
 		}
 		jobs, err := p.cfg.Store.Claim(ctx, store.ClaimParams{
 			Workers: owners, Profiles: p.cfg.Profiles, TaskClasses: p.cfg.TaskClasses, LeaseFor: p.cfg.LeaseFor,
+			Start: true,
 		})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -270,19 +307,11 @@ func (p *Pool) dispatch(ctx, runCtx context.Context, slots []chan startedJob, id
 		if len(jobs) > 0 {
 			busy = true
 			now := p.cfg.Now()
-			for _, j := range jobs {
+			for k, j := range jobs {
 				p.cfg.Metrics.claimed(latency(j, now))
+				slots[free[k]] <- startedJob{job: j, sub: p.follow(runCtx, j)} // the slot is idle: its buffer is free
 			}
-			started := p.start(runCtx, jobs)
-			var unused []int
-			for k, sj := range started {
-				if sj == nil {
-					unused = append(unused, free[k])
-					continue
-				}
-				slots[free[k]] <- *sj // the slot is idle: its buffer is free
-			}
-			free = append(unused, free[len(jobs):]...)
+			free = free[len(jobs):]
 			continue
 		}
 		// Concurrent claimers can come back empty-handed while jobs
@@ -314,47 +343,15 @@ func latency(j store.Job, now time.Time) time.Duration {
 	return max(now.Sub(from), 0)
 }
 
-// start follows and starts the jobs of one claim with one StartMany call.
-// The k-th result is nil when jobs[k] could not be started: it left the
-// pool's hands already (cancelled), or Start failed and the job was
-// released.
-func (p *Pool) start(runCtx context.Context, jobs []store.Job) []*startedJob {
-	st := p.cfg.Store
-	out := make([]*startedJob, len(jobs))
-	leases := make([]store.Lease, len(jobs))
-	for k, j := range jobs {
-		leases[k] = j.Lease()
-		sub, err := st.Subscribe(runCtx, store.JobTopic(j.ID))
-		if err != nil {
-			p.cfg.Logger.Warn("follow the job's notifications (the heartbeat still notices a cancel)", "job", j.ID, "err", err)
-			sub = nil
-		}
-		out[k] = &startedJob{sub: sub}
+// follow subscribes to the topic of a job the pool just started; nil if
+// that failed (the heartbeat still notices a cancel).
+func (p *Pool) follow(runCtx context.Context, j store.Job) *store.Subscription {
+	sub, err := p.cfg.Store.Subscribe(runCtx, store.JobTopic(j.ID))
+	if err != nil {
+		p.cfg.Logger.Warn("follow the job's notifications (the heartbeat still notices a cancel)", "job", j.ID, "err", err)
+		return nil
 	}
-	ctx, cancel := context.WithTimeout(runCtx, storeCallTimeout)
-	defer cancel()
-	for k, o := range st.StartMany(ctx, leases) {
-		if o.Err == nil {
-			out[k].job = o.Job
-			continue
-		}
-		if out[k].sub != nil {
-			out[k].sub.Close()
-		}
-		out[k] = nil
-		log := p.cfg.Logger.With("worker", leases[k].Owner, "job", leases[k].JobID, "attempt", leases[k].Attempt)
-		if errors.Is(o.Err, store.ErrLeaseLost) {
-			log.Info("job left before it started", "err", o.Err)
-			continue
-		}
-		log.Warn("start failed; releasing", "err", o.Err)
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(runCtx), storeCallTimeout)
-		if _, err := st.Release(rctx, leases[k]); err != nil {
-			log.Warn("release failed", "err", err)
-		}
-		rcancel()
-	}
-	return out
+	return sub
 }
 
 // runJob runs one started job to an outcome and records it.
@@ -380,14 +377,23 @@ func (p *Pool) runJob(runCtx context.Context, log *slog.Logger, sj startedJob) {
 	}
 	log.Info("job started", "piece", running.Piece)
 
+	// The heartbeat and the cancel watch start when first due (LeaseFor/3,
+	// cancelCheckDelay): a job that ends sooner starts neither goroutine.
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	watchCtx, stopWatch := context.WithCancel(jobCtx)
 	defer stopWatch()
-	wg.Go(func() { p.heartbeat(watchCtx, log, lease, cancelJob) })
+	stopHeartbeat := startAfter(&wg, p.cfg.LeaseFor/3, func() { p.heartbeat(watchCtx, log, lease, cancelJob) })
+	stopCancelWatch := func() {}
 	if sub != nil {
-		wg.Go(func() { p.watchCancel(watchCtx, sub, lease, cancelJob) })
+		stopCancelWatch = startAfter(&wg, cancelCheckDelay, func() { p.watchCancel(watchCtx, sub, lease, cancelJob) })
 	}
+	stopWatchers := func() {
+		stopWatch()
+		stopHeartbeat()
+		stopCancelWatch()
+	}
+	defer stopWatchers()
 
 	j := &Job{
 		Job: running, store: st,
@@ -423,7 +429,7 @@ func (p *Pool) runJob(runCtx context.Context, log *slog.Logger, sj startedJob) {
 	spanCtx, span := startJobSpan(jobCtx, running, j.Task.Owner)
 	res := p.call(spanCtx, j)
 	endJobSpan(span, res)
-	stopWatch()
+	stopWatchers()
 	wg.Wait()
 	p.cfg.Metrics.addUsage(res.Usage, res.CostUSD)
 
@@ -451,19 +457,23 @@ func (p *Pool) runJob(runCtx context.Context, log *slog.Logger, sj startedJob) {
 	if certain {
 		p.postReport(ctx, log, running, res)
 	}
-	ended, err := p.record(ctx, lease, res)
-	if err != nil {
-		if errors.Is(err, store.ErrLeaseLost) {
-			log.Info("outcome not recorded: lease lost", "err", err)
-			p.cfg.Metrics.outcome("lost")
-			return
+	if res.State == store.StateSucceeded {
+		if res.ChildJobs {
+			// Its children still unfinished are of no use to it now.
+			parent := running
+			parent.State = store.StateSucceeded
+			p.cancelChildren(ctx, log, parent)
 		}
-		log.Warn("record outcome failed", "err", err)
-		p.cfg.Metrics.outcome("error")
+		// The completer records it; the slot takes its next job meanwhile.
+		p.complete(ctx, log, lease, res.Result)
 		return
 	}
-	log.Info("job finished", "state", res.State)
-	if !certain && ended.State.Terminal() {
+	ended, err := p.record(ctx, lease, res)
+	p.recorded(log, res.State, err)
+	if err == nil && res.ChildJobs && ended.State.Terminal() {
+		p.cancelChildren(ctx, log, ended)
+	}
+	if err == nil && !certain && ended.State.Terminal() {
 		p.postReport(ctx, log, running, res)
 	}
 }
@@ -490,7 +500,8 @@ func (p *Pool) call(ctx context.Context, j *Job) (res Result) {
 	return p.cfg.Runner.Run(ctx, j)
 }
 
-// record stores the Runner's result and returns the job as stored.
+// record stores the Runner's result, other than succeeded (the
+// completer's), and returns the job as stored.
 func (p *Pool) record(ctx context.Context, l store.Lease, res Result) (store.Job, error) {
 	st := p.cfg.Store
 	var (
@@ -498,9 +509,6 @@ func (p *Pool) record(ctx context.Context, l store.Lease, res Result) (store.Job
 		err error
 	)
 	switch res.State {
-	case store.StateSucceeded:
-		j, err = p.complete(ctx, l, res.Result)
-		p.cfg.Metrics.outcome("succeeded")
 	case store.StateWaitingHuman, store.StateWaitingSubtasks:
 		reason := "waiting for an answer"
 		if res.State == store.StateWaitingSubtasks {
@@ -535,16 +543,36 @@ func orDefault(s, def string) string {
 	return s
 }
 
-// heartbeat extends the lease every LeaseFor/3 until ctx ends; a lost
-// lease cancels the job.
+// startAfter runs f in a goroutine of wg once d has passed, unless the
+// returned stop is called first (stop may be called more than once).
+func startAfter(wg *sync.WaitGroup, d time.Duration, f func()) (stop func()) {
+	wg.Add(1)
+	t := time.AfterFunc(d, func() {
+		defer wg.Done()
+		f()
+	})
+	return func() {
+		if t.Stop() {
+			wg.Done()
+		}
+	}
+}
+
+// heartbeat extends the lease now and then every LeaseFor/3 until ctx
+// ends (runJob starts it LeaseFor/3 after the start); a lost lease cancels
+// the job.
 func (p *Pool) heartbeat(ctx context.Context, log *slog.Logger, l store.Lease, cancelJob context.CancelCauseFunc) {
 	t := time.NewTicker(p.cfg.LeaseFor / 3)
 	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		} else if ctx.Err() != nil {
 			return
-		case <-t.C:
 		}
 		_, err := p.cfg.Store.Heartbeat(ctx, l, p.cfg.LeaseFor)
 		switch {
@@ -562,14 +590,21 @@ func (p *Pool) heartbeat(ctx context.Context, log *slog.Logger, l store.Lease, c
 }
 
 // watchCancel cancels the job as soon as the store says it is no longer
-// ours (cancelled by a user), without waiting for the next heartbeat.
+// ours (cancelled by a user), without waiting for the next heartbeat. runJob
+// starts it cancelCheckDelay after the start, and its first check comes
+// then without a notification (see startedJob; what was heard before is
+// covered by that read).
 func (p *Pool) watchCancel(ctx context.Context, sub *store.Subscription, l store.Lease, cancelJob context.CancelCauseFunc) {
 	defer sub.Close()
-	for sub.Wait(ctx, nil) {
+	for first := true; first || sub.Wait(ctx, nil); first = false {
 		// Coalesce a burst of notifications (the job's own events) and
 		// spare short jobs the read: check once cancelCheckDelay after the
 		// first notification.
-		t := time.NewTimer(cancelCheckDelay)
+		delay := cancelCheckDelay
+		if first {
+			delay = 0
+		}
+		t := time.NewTimer(delay)
 	drain:
 		for {
 			select {

@@ -361,3 +361,54 @@ func TestPoolHeartbeatNoticesLostLease(t *testing.T) {
 		t.Errorf("job = %+v", got)
 	}
 }
+
+// TestPoolSlotDoesNotWaitForTheCompleter: while the completer's call is on
+// its way (here held), a one-slot pool goes on running short jobs and
+// handing over their completions; it does not stall until the call returns.
+func TestPoolSlotDoesNotWaitForTheCompleter(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, st store.Store) {
+		const n = 6
+		var ids []int64
+		for range n {
+			ids = append(ids, enqueue(t, st, store.NewJob{}).ID)
+		}
+		h := heldCompletions{Store: st, calls: make(chan struct{}, n), release: make(chan struct{})}
+		firstCall := make(chan struct{})
+		defer func() { // before the pool stops, also on failure
+			select {
+			case <-h.release:
+			default:
+				close(h.release)
+			}
+		}()
+		ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+		defer cancel()
+		ran := make(chan int64, n)
+		startPool(t, queue.Config{Store: h, Name: "w", Workers: 1, Runner: queue.RunnerFunc(func(_ context.Context, j *queue.Job) queue.Result {
+			if j.ID == ids[1] {
+				// Go on once the first job's completion is being
+				// recorded (held).
+				select {
+				case <-h.calls:
+					close(firstCall)
+				case <-ctx.Done():
+				}
+			}
+			ran <- j.ID
+			return queue.Result{State: store.StateSucceeded}
+		})})
+		for k := range n {
+			select {
+			case <-ran:
+			case <-ctx.Done():
+				t.Fatalf("%d of %d jobs ran while the completer's call was held; the slot waits for the completer", k, n)
+			}
+		}
+		<-firstCall
+		close(h.release)
+		for _, id := range ids {
+			waitJob(t, st, id, "succeeded", inState(store.StateSucceeded))
+		}
+	})
+}

@@ -68,6 +68,10 @@ type Result struct {
 	// Usage and CostUSD feed the metrics.
 	Usage   llm.Usage
 	CostUSD float64
+	// ChildJobs says the job's run enqueued child jobs (subtasks,
+	// subjobs.go): once the job has ended, those still unfinished are
+	// cancelled.
+	ChildJobs bool
 	// Report, when set, is posted on the task as an agent comment once
 	// the job has ended (not after an attempt that will be retried, nor
 	// while it waits): the progress comment saying the result, the

@@ -103,6 +103,13 @@ type Payload struct {
 	// worker's default.
 	Executor string `json:"executor,omitempty"`
 	Agent    string `json:"agent,omitempty"`
+	// Subtask marks a child job: the subtask of its parent's run it runs
+	// (subjobs.go). The queue sets it; clients may not.
+	Subtask *SubtaskPayload `json:"subtask,omitempty"`
+	// AgentSession (executor agent-cli only) is a session of the agent
+	// CLI Agent that the run's first movement resumes instead of starting
+	// the CLI afresh ("resume as a task"; engine.Config.ResumeAgentSession).
+	AgentSession string `json:"agent_session,omitempty"`
 	// MCPServers names the MCP servers of the job's run (slugs that
 	// EngineRunnerConfig.MCP's Lookup knows), instead of its default
 	// servers; an empty list means none (docs/mcp.md).
@@ -116,6 +123,9 @@ func checkExecutor(pl Payload, hasAgents bool) string {
 	case "", api.ExecutorNative, api.ExecutorReplay:
 		if pl.Agent != "" {
 			return fmt.Sprintf("job payload field \"agent\": %q is only for executor %q", pl.Agent, api.ExecutorAgentCLI)
+		}
+		if pl.AgentSession != "" {
+			return fmt.Sprintf("job payload field \"agent_session\": only for executor %q", api.ExecutorAgentCLI)
 		}
 		if pl.Executor == api.ExecutorNative && len(pl.Replay) > 0 {
 			return fmt.Sprintf("job payload field \"executor\": %q and \"replay\" (a scenario) exclude each other", pl.Executor)
@@ -194,6 +204,9 @@ func (r *engineRunner) run(ctx context.Context, j *Job, jr *jobRun) Result {
 	if msg := checkExecutor(pl, r.cfg.Agents != nil); msg != "" {
 		return Result{State: store.StateFailed, NoRetry: true, Error: msg}
 	}
+	if msg := checkSubtask(j.Job, pl); msg != "" {
+		return Result{State: store.StateFailed, NoRetry: true, Error: msg}
+	}
 	prov, err := r.provider(j, pl)
 	if err != nil {
 		return Result{State: store.StateFailed, NoRetry: true, Error: err.Error()}
@@ -207,6 +220,14 @@ func (r *engineRunner) run(ctx context.Context, j *Job, jr *jobRun) Result {
 	}
 	if err := r.materialise(ctx, j.Job, dir, &pl); err != nil {
 		return Result{State: store.StateFailed, Error: err.Error()}
+	}
+	if j.ParentJobID != 0 {
+		// A subtask works in its parent's workspace (subjobs.go).
+		parentDir, err := r.childWork(ctx, pl)
+		if err != nil {
+			return Result{State: store.StateFailed, Error: err.Error()}
+		}
+		work = taskdir.WorkDir(parentDir)
 	}
 	if pl.InputStaging != "" {
 		// Files uploaded with the task land in input/ before any step
@@ -273,8 +294,9 @@ func (r *engineRunner) run(ctx context.Context, j *Job, jr *jobRun) Result {
 		Config: engine.Config{
 			Provider: prov, Workspace: root, RunDir: stateDir, JobWorkspace: true,
 			Sandbox: r.cfg.Sandbox, FileLimits: r.cfg.FileLimits, Web: r.cfg.Web, SSH: sshConns, Library: lib, Sink: em, Events: r.syncOnMovement(ctx, j.Job, dir, em), Agents: r.cfg.Agents,
-			Models: r.cfg.Models, ClassifierProvider: r.cfg.Classifier, Agent: agentOf(pl), MCP: engineMCP(mcps),
+			Models: r.cfg.Models, ClassifierProvider: r.cfg.Classifier, Agent: agentOf(pl), ResumeAgentSession: pl.AgentSession, MCP: engineMCP(mcps),
 			Skills: r.cfg.Skills, StateSaved: runStateSaver(ctx, em), KeepProgress: true,
+			SubtaskJobs: subtaskJobs(j, pl), Subtask: subtaskNo(pl),
 		},
 		Task: task, Piece: name, RunID: "job-" + strconv.FormatInt(j.ID, 10),
 		Answer: func(ctx context.Context) (string, error) { return latestUserComment(ctx, j) },
@@ -295,6 +317,7 @@ func (r *engineRunner) run(ctx context.Context, j *Job, jr *jobRun) Result {
 	res := Result{}
 	if out != nil {
 		res.Usage, res.CostUSD = out.Usage, out.CostUSD
+		res.ChildJobs = out.ChildJobs > 0
 	}
 	switch {
 	case runErr != nil:
@@ -307,8 +330,14 @@ func (r *engineRunner) run(ctx context.Context, j *Job, jr *jobRun) Result {
 		if out.Reason != "" {
 			res.Error = out.Reason + ": " + out.Result
 		}
+	case out.Status == engine.StatusWaitingHuman && j.ParentJobID != 0:
+		// A subtask has no user to ask: its question ends it, as the
+		// parent's record of it says (subjobs.go).
+		res.State, res.Error = store.StateAborted, "the subtask asked a question: "+out.Result
 	case out.Status == engine.StatusWaitingHuman:
 		res.State, res.Question = store.StateWaitingHuman, out.Result
+	case out.Status == engine.StatusWaitingSubtasks:
+		res.State = store.StateWaitingSubtasks
 	default:
 		res.State, res.Error = store.StateFailed, fmt.Sprintf("the run stopped in state %s: %s", out.Status, out.Result)
 	}
@@ -426,6 +455,9 @@ func (r *engineRunner) provider(j *Job, pl Payload) (llm.Provider, error) {
 		s, err := replay.Parse(src, fmt.Sprintf("job %d payload.replay", j.ID))
 		if err != nil {
 			return nil, fmt.Errorf("job payload field \"replay\": %w", err)
+		}
+		if s, err = subtaskScenario(s, pl); err != nil {
+			return nil, err
 		}
 		return replay.New(s), nil
 	}

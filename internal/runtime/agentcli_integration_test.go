@@ -105,12 +105,7 @@ func TestIntegrationClaudeApprovalRelay(t *testing.T) {
 			if err := h.handle(protocol.ServerRequestResponse{RequestID: req.RequestID, RequestType: protocol.RequestApproval, Approved: &approve}); err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-			defer cancel()
-			if err := h.rt.WaitIdle(ctx); err != nil {
-				t.Fatalf("the turn did not end: frames %v", h.types())
-			}
-			h.settle()
+			h.idleWithin(120*time.Second, "the turn")
 			t.Logf("claude relay turn (approve=%v): %v", approve, time.Since(start).Round(time.Millisecond))
 
 			ends := ofType[protocol.ToolEnd](h)
@@ -175,12 +170,7 @@ func TestIntegrationClaudeResumeStoredSession(t *testing.T) {
 		if err := h.handle(protocol.Prompt{Content: prompt}); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-		defer cancel()
-		if err := h.rt.WaitIdle(ctx); err != nil {
-			t.Fatalf("the turn did not end: frames %v", h.types())
-		}
-		h.settle()
+		h.idleWithin(120*time.Second, "the turn")
 		t.Logf("claude turn %q (resuming %q): %v", prompt, stored, time.Since(start).Round(time.Millisecond))
 		for _, e := range ofType[protocol.Error](h) {
 			// The failed attempt on a lost session reports its error

@@ -93,6 +93,18 @@ func (h *harness) settle() {
 	h.waitFor("every published frame", func(fs []protocol.Message) bool { return int64(len(fs)) >= cursor })
 }
 
+// idleWithin waits until the run is over, within d (else it fails naming
+// what did not end and the frames so far), then settles.
+func (h *harness) idleWithin(d time.Duration, what string) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	if err := h.rt.WaitIdle(ctx); err != nil {
+		h.t.Fatalf("%s did not end within %v: %v; frames: %v", what, d, err, h.types())
+	}
+	h.settle()
+}
+
 // turn sends a prompt and waits (bounded) until the run is over; it
 // returns the frame types the prompt produced.
 func (h *harness) turn(p protocol.Prompt) []string {
@@ -101,12 +113,7 @@ func (h *harness) turn(p protocol.Prompt) []string {
 	if err := h.handle(p); err != nil {
 		h.t.Fatalf("prompt: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := h.rt.WaitIdle(ctx); err != nil {
-		h.t.Fatalf("the turn did not end: %v; frames: %v", err, h.types())
-	}
-	h.settle()
+	h.idleWithin(20*time.Second, "the turn")
 	var types []string
 	for _, m := range h.all()[before:] {
 		if m.MessageType() != protocol.TypeRawAgentEvent {
@@ -211,12 +218,7 @@ func (h *harness) interruptWithin() {
 	if err := h.handle(protocol.Interrupt{}); err != nil {
 		h.t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := h.rt.WaitIdle(ctx); err != nil {
-		h.t.Fatalf("the run still goes 5 s after the interrupt; frames: %v", h.types())
-	}
-	h.settle()
+	h.idleWithin(5*time.Second, "the interrupted run")
 	if d := time.Since(at); d > 2*time.Second {
 		h.t.Errorf("the run ended %v after the interrupt, want < 2s", d)
 	}
@@ -307,12 +309,7 @@ func TestAgentCLIApprovalRelay(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			if err := h.rt.WaitIdle(ctx); err != nil {
-				t.Fatalf("the turn did not end; frames %v", h.types())
-			}
-			h.settle()
+			h.idleWithin(20*time.Second, "the turn")
 			ends := ofType[protocol.ToolEnd](h)
 			wantApprovalID := ""
 			if tt.answer != nil {

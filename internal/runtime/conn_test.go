@@ -14,25 +14,8 @@ import (
 
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/store/storetest"
 )
-
-// clock is a settable clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 func code(err error) int {
 	var e *Error
@@ -45,7 +28,7 @@ func code(err error) int {
 // TestControllerLease follows wire contract §8.5 with several connections.
 func TestControllerLease(t *testing.T) {
 	t.Parallel()
-	clk := &clock{now: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	clk := storetest.NewClockAt(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
 	rt := newBare(t, Config{Now: clk.Now})
 	ctx := context.Background()
 
@@ -112,12 +95,12 @@ func TestControllerLease(t *testing.T) {
 	// A connection idle past the lease with no attached stream is swept;
 	// one with an attached subscription stays.
 	sub, _ := v.Subscribe(SubscribeOptions{From: FromNow})
-	clk.add(46 * time.Second)
+	clk.Advance(46 * time.Second)
 	if got := rt.SweepConnections(); !cmp.Equal(got, []string{"a"}) {
 		t.Errorf("swept %v, want [a]", got)
 	}
 	sub.SetAttached(false)
-	clk.add(46 * time.Second)
+	clk.Advance(46 * time.Second)
 	if got := rt.SweepConnections(); !cmp.Equal(got, []string{"v"}) {
 		t.Errorf("swept %v, want [v]", got)
 	}

@@ -20,7 +20,13 @@ import (
 // exit code.
 func run(t *testing.T, sb *sandbox.Sandbox, workdir, command string, opts sandbox.CommandOptions) (string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	return runFor(t, 30*time.Second, sb, workdir, command, opts)
+}
+
+// runFor is run with its own bound on the command's wall time.
+func runFor(t *testing.T, timeout time.Duration, sb *sandbox.Sandbox, workdir, command string, opts sandbox.CommandOptions) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd, err := sb.Command(ctx, workdir, command, opts)
 	if err != nil {

@@ -150,20 +150,18 @@ func TestForkBombLeavesMaestroServing(t *testing.T) {
 // TestProcessLimit: a command may not start more processes than
 // Limits.Processes; without a helper (no limits) the same command can.
 func TestProcessLimit(t *testing.T) {
-	// Python forks without bash's retry-with-backoff on EAGAIN.
+	// Python's posix_spawn fails at once on EAGAIN (bash retries with
+	// backoff), and it is cheap: CI's control run beside the whole suite
+	// once needed more than 30 s for 120 full Python forks.
 	command := `python3 -c '
-import os, time
+import os
 n = 0
 for i in range(120):
     try:
-        pid = os.fork()
+        os.posix_spawn("/bin/sleep", ["sleep", "30"], dict(os.environ),
+            file_actions=[(os.POSIX_SPAWN_CLOSE, 1), (os.POSIX_SPAWN_CLOSE, 2)])
     except OSError:
         break
-    if pid == 0:
-        os.close(1)
-        os.close(2)
-        time.sleep(30)
-        os._exit(0)
     n += 1
 print(n)
 '`
@@ -176,9 +174,10 @@ print(n)
 			if err != nil {
 				t.Fatalf("output %q", out)
 			}
-			if n >= 120 || n > 40 {
-				t.Errorf("%d background processes started with a limit of 40", n)
+			if n > 40 || n < 10 {
+				t.Errorf("%d background processes started with a limit of 40, want 10 to 40", n)
 			}
+			t.Logf("%s: %d background processes started", m.name, n)
 			if left := awaitNoProcessesIn(ws, 3*time.Second); len(left) > 0 {
 				t.Errorf("%d processes left after the command", len(left))
 			}
@@ -186,7 +185,7 @@ print(n)
 	}
 	t.Run("control without helper", func(t *testing.T) {
 		ws := t.TempDir()
-		out, _ := run(t, sandboxtest.Off(t, sandbox.Config{}), ws, command, sandbox.CommandOptions{})
+		out, _ := runFor(t, 90*time.Second, sandboxtest.Off(t, sandbox.Config{}), ws, command, sandbox.CommandOptions{})
 		if n, _ := strconv.Atoi(strings.TrimSpace(firstLine(out))); n != 120 {
 			t.Errorf("without limits %q background processes started, want 120", out)
 		}
@@ -232,7 +231,10 @@ func TestCPULimit(t *testing.T) {
 			sb := m.new(t)
 			started := time.Now()
 			out, code := run(t, sb, t.TempDir(), "while :; do :; done", sandbox.CommandOptions{})
-			if code == 0 || time.Since(started) > 15*time.Second {
+			// The loop needs 1 s of CPU, which a loaded 2-core machine (the
+			// whole suite beside it) may give it only over tens of seconds
+			// (CI saw 23 s): the bound is for a limit that never fires.
+			if code == 0 || time.Since(started) > 90*time.Second {
 				t.Errorf("a CPU loop with a 1 s CPU limit: exit %d after %s (%q)", code, time.Since(started), out)
 			}
 		})

@@ -100,3 +100,52 @@ func TestAgentSessions(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateTaskAgentSession: POST /api/v1/tasks with an agent_session is
+// checked against the stored sessions of the chosen agent CLI: an id the
+// CLI stored is accepted and lands in the job payload, an unknown one is a
+// 422 naming the field and the id; an agent whose sessions cannot be read
+// (session_storage: none) takes the id unchecked.
+func TestCreateTaskAgentSession(t *testing.T) {
+	t.Parallel()
+	e := agentsEnv(t)
+	var list api.AgentSessionList
+	e.must(http.StatusOK, "GET", "/api/v1/agents/codex/sessions?project=/home/dev/project", nil, &list)
+	if len(list.Sessions) == 0 {
+		t.Fatalf("no stored codex session in the fixture: %+v", list)
+	}
+	known := list.Sessions[0].ID
+	tests := []struct {
+		name, agent, session string
+		ok                   bool
+	}{
+		{"a stored session", "codex", known, true},
+		{"an unknown session", "codex", "0198-not-stored", false},
+		{"a path as session", "codex", "../../etc/passwd", false},
+		{"an agent without session storage", "fake-agent", "anything", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e.t = t
+			body := map[string]any{"title": "resume " + tc.name, "executor": "agent-cli", "agent": tc.agent, "agent_session": tc.session}
+			if !tc.ok {
+				ae := e.wantError(http.StatusUnprocessableEntity, "POST", "/api/v1/tasks", body)
+				if ae.Field != "agent_session" || !strings.Contains(ae.Error, tc.session) || !strings.Contains(ae.Error, tc.agent) {
+					t.Errorf("422 %q on field %q, want the field agent_session and a message naming %s and %q", ae.Error, ae.Field, tc.agent, tc.session)
+				}
+				return
+			}
+			var out struct {
+				Job struct {
+					Payload struct {
+						AgentSession string `json:"agent_session"`
+					} `json:"payload"`
+				} `json:"job"`
+			}
+			e.must(http.StatusCreated, "POST", "/api/v1/tasks", body, &out)
+			if out.Job.Payload.AgentSession != tc.session {
+				t.Errorf("job payload agent_session %q, want %q", out.Job.Payload.AgentSession, tc.session)
+			}
+		})
+	}
+}

@@ -42,6 +42,9 @@ func TestCreateTaskExecutor(t *testing.T) {
 		{"agent not installed", map[string]any{"executor": "agent-cli", "agent": "gemini-cli"}, "agent", []string{`"gemini-cli"`, "codex, fake-move"}, ""},
 		{"agent without agent CLI", map[string]any{"executor": "native", "agent": "codex"}, "agent", []string{"agent-cli"}, ""},
 		{"agent alone", map[string]any{"agent": "codex"}, "agent", []string{"agent-cli"}, ""},
+		{"resume an agent CLI session", map[string]any{"executor": "agent-cli", "agent": "fake-move", "agent_session": "s-1", "payload": map[string]any{"agent_session": "other"}},
+			"", nil, `{"agent":"fake-move","agent_session":"s-1","executor":"agent-cli"}`},
+		{"agent session without agent CLI", map[string]any{"executor": "native", "agent_session": "s-1"}, "agent_session", []string{"agent-cli"}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

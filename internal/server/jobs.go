@@ -23,7 +23,11 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	f := store.JobFilter{TaskID: taskID, States: states, AfterID: after, Limit: limit}
+	parent, ok := queryInt(w, r, "parent_job_id")
+	if !ok {
+		return
+	}
+	f := store.JobFilter{TaskID: taskID, ParentJobID: parent, States: states, AfterID: after, Limit: limit}
 	jobs, err := s.st.ListJobs(r.Context(), f)
 	if err != nil {
 		s.storeError(w, r, err)

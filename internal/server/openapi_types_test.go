@@ -87,6 +87,10 @@ var restRoutes = map[string]routeTypes{
 	"GET /api/v1/agents/{id}/sessions/{session}":                  {ok: map[int]any{200: agentcli.Transcript{}}},
 	"GET /api/v1/skills/{name}":                                   {ok: map[int]any{200: api.SkillResponse{}}},
 	"DELETE /api/v1/skills/{name}":                                {ok: map[int]any{204: nil}},
+
+	// The history of a stored piece (issue 18).
+	"GET /api/v1/pieces/{name}/versions":           {ok: map[int]any{200: api.PieceVersionList{}}},
+	"GET /api/v1/pieces/{name}/versions/{version}": {ok: map[int]any{200: store.PieceVersion{}}},
 }
 
 // opaqueTypes are described in the document as a bare object: a parsed

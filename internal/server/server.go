@@ -282,6 +282,8 @@ func (s *Server) register() {
 	s.handle("GET /api/v1/pieces/{name}", s.getPiece)
 	s.handle("PUT /api/v1/pieces/{name}", s.putPiece)
 	s.handle("DELETE /api/v1/pieces/{name}", s.deletePiece)
+	s.handle("GET /api/v1/pieces/{name}/versions", s.listPieceVersions)
+	s.handle("GET /api/v1/pieces/{name}/versions/{version}", s.getPieceVersion)
 
 	s.handle("GET /api/v1/schedules", s.listSchedules)
 	s.handle("POST /api/v1/schedules", s.createSchedule)

@@ -21,6 +21,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/maestro-run/maestro/internal/agentcli"
 	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/mcp"
@@ -81,7 +82,7 @@ func (s *Server) checkCreateTask(w http.ResponseWriter, r *http.Request, req *ne
 			return false
 		}
 	}
-	if !s.checkExecutor(w, req.CreateTaskRequest) {
+	if !s.checkExecutor(w, req.CreateTaskRequest) || !s.checkAgentSession(w, r, req.CreateTaskRequest) {
 		return false
 	}
 	if string(req.Payload) == "null" {
@@ -143,10 +144,46 @@ func (s *Server) checkExecutor(w http.ResponseWriter, req api.CreateTaskRequest)
 		writeFieldError(w, http.StatusUnprocessableEntity, "agent", fmt.Sprintf("%q is not an agent CLI this server runs: %s", req.Agent, agentChoice(agents)))
 	case req.Executor != api.ExecutorAgentCLI && req.Agent != "":
 		writeFieldError(w, http.StatusUnprocessableEntity, "agent", `only with executor "agent-cli"`)
+	case req.Executor != api.ExecutorAgentCLI && req.AgentSession != "":
+		writeFieldError(w, http.StatusUnprocessableEntity, "agent_session", `only with executor "agent-cli" (a session of that agent CLI to resume)`)
 	default:
 		return true
 	}
 	return false
+}
+
+// checkAgentSession refuses an agent_session that the chosen agent CLI's
+// stored sessions do not hold (422 naming the field and the id). It
+// accepts the id unchecked where the sessions cannot be listed: an agent
+// this server has no definition for, or one whose definition reads no
+// session storage (docs/api.md, "Executors").
+func (s *Server) checkAgentSession(w http.ResponseWriter, r *http.Request, req api.CreateTaskRequest) bool {
+	if req.AgentSession == "" {
+		return true
+	}
+	reg, _, err := s.agentRegistry()
+	if err != nil {
+		return true
+	}
+	def, ok := reg.Get(req.Agent)
+	if !ok || def.SessionStorage == "" || def.SessionStorage == "none" {
+		return true
+	}
+	st, err := agentcli.NewSessionStore(def.SessionStorage, s.getenv)
+	if err != nil {
+		return true
+	}
+	_, err = st.Read(r.Context(), req.AgentSession)
+	switch {
+	case errors.Is(err, agentcli.ErrSessionNotFound):
+		writeFieldError(w, http.StatusUnprocessableEntity, "agent_session",
+			fmt.Sprintf("%s has no stored session %q (GET %s/%s/sessions?project=DIR lists them)", def.ID, req.AgentSession, api.AgentsPath, def.ID))
+		return false
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, fmt.Sprintf("read session %s of %s: %v", req.AgentSession, def.ID, err))
+		return false
+	}
+	return true
 }
 
 // agentChoice says which agent CLIs a task may name.
@@ -176,6 +213,10 @@ func (s *Server) insertTask(w http.ResponseWriter, r *http.Request, req newTask,
 			delete(fields, "agent")
 			if req.Agent != "" {
 				fields["agent"], _ = json.Marshal(req.Agent)
+			}
+			delete(fields, "agent_session")
+			if req.AgentSession != "" {
+				fields["agent_session"], _ = json.Marshal(req.AgentSession)
 			}
 		}
 		req.Payload, _ = json.Marshal(fields)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/maestro-run/maestro/internal/server"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/store/sqlite"
+	"github.com/maestro-run/maestro/internal/store/sqlite/sqlitetest"
 )
 
 // TestUsageReport: GET /api/v1/usage adds up the jobs' cost and tokens of
@@ -24,11 +24,7 @@ func TestUsageReport(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 20, 12, 0, 0, 0, time.UTC)
 	clock := now.Add(-72 * time.Hour) // the store's clock: the jobs' creation
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{Now: func() time.Time { return clock }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, sqlite.Options{Now: func() time.Time { return clock }})
 	e := newEnv(t, st, func(c *server.Config) {
 		c.Now = func() time.Time { return now }
 		c.BudgetUSDMonth = 50

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/maestro-run/maestro/internal/sessionowner"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/store/sqlite"
+	"github.com/maestro-run/maestro/internal/store/sqlite/sqlitetest"
 	"github.com/maestro-run/maestro/internal/store/storetest"
 	"github.com/maestro-run/maestro/internal/transport/httpattach"
 	"github.com/maestro-run/maestro/internal/transport/transporttest"
@@ -114,11 +114,7 @@ func newServe(t testing.TB, st store.LiveSessions, instance string, proxy bool, 
 func pair(t testing.TB, proxyB bool) (a, b *serve, st *sqlite.Store, clock *storetest.Clock) {
 	t.Helper()
 	clock = storetest.NewClockAt(time.Now().UTC())
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st = sqlitetest.Open(t, sqlite.Options{Now: clock.Now})
 	return newServe(t, st, "serve-a", true, clock), newServe(t, st, "serve-b", proxyB, clock), st, clock
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/maestro-run/maestro/internal/skills"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/store/sqlite"
+	"github.com/maestro-run/maestro/internal/store/sqlite/sqlitetest"
 	"github.com/maestro-run/maestro/internal/tool"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
@@ -84,11 +85,7 @@ func TestReadSkill(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, sqlite.Options{})
 	if _, err := st.CreateSkill(t.Context(), store.Skill{Name: "release", Description: "Cut a release",
 		Files: map[string]string{"SKILL.md": skillMD("release", "Cut a release"), "checklist.md": "- tag\n"}}); err != nil {
 		t.Fatal(err)

@@ -106,7 +106,8 @@ type Jobs interface {
 	// job to each name, the i-th job in that order to p.Workers[i]. Each
 	// job becomes dispatching with attempt+1 and a lease until
 	// now+p.LeaseFor. Concurrent claimers (goroutines or processes) never
-	// receive the same job.
+	// receive the same job. With p.Start the jobs come back running, as if
+	// started by StartMany in the same call.
 	Claim(ctx context.Context, p ClaimParams) ([]Job, error)
 	// Start moves a claimed job from dispatching to running. Fenced.
 	Start(ctx context.Context, l Lease) (Job, error)
@@ -219,8 +220,16 @@ type Pieces interface {
 	GetPiece(ctx context.Context, name string) (Piece, error)
 	// ListPieces returns every stored piece by name.
 	ListPieces(ctx context.Context) ([]Piece, error)
-	// DeletePiece removes a piece; with ifVersion > 0 only at that version.
+	// DeletePiece removes a piece, and its versions; with ifVersion > 0
+	// only at that version.
 	DeletePiece(ctx context.Context, name string, ifVersion int64) error
+	// PieceVersions lists every version of a stored piece, newest first
+	// (the first is the piece as it is), without their YAML; ErrNotFound if
+	// there is no such piece.
+	PieceVersions(ctx context.Context, name string) ([]PieceVersion, error)
+	// GetPieceVersion returns one version of a stored piece, with its YAML;
+	// ErrNotFound if the piece or that version does not exist.
+	GetPieceVersion(ctx context.Context, name string, version int64) (PieceVersion, error)
 }
 
 // Schedules holds cron schedules that create tasks. Parsing cron

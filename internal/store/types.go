@@ -156,6 +156,12 @@ type ClaimParams struct {
 	Workers []string
 	// LeaseFor is how long the lease lasts without a heartbeat.
 	LeaseFor time.Duration
+	// Start moves the claimed jobs on to running in the same call, as
+	// StartMany of their leases right after the claim would: each job
+	// records both status events (dispatching, then running) and comes
+	// back running. A pool that runs what it claims at once saves a round
+	// trip per claim.
+	Start bool
 }
 
 // Owners returns the lease owner of each job the claim may take, in claim
@@ -378,6 +384,16 @@ type Piece struct {
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// PieceVersion is one version of a stored piece: what the piece was from
+// CreatedAt until the next version.
+type PieceVersion struct {
+	Name    string `json:"name"`
+	Version int64  `json:"version"`
+	// YAML is empty in a listing of versions.
+	YAML      string    `json:"yaml,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // Schedule creates a task on every tick of a cron expression.

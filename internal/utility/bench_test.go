@@ -68,7 +68,7 @@ func BenchmarkFileSearchStdlib(b *testing.B) {
 		return m, func() { m.Close(); root.Close() }
 	}
 	for _, mode := range []string{"warm", "cold"} {
-		for _, q := range []string{"httpserver", "server.go", "e"} {
+		for _, q := range []string{"httpserver", "server.go", "ztest", "e"} {
 			b.Run(mode+"/"+q, func(b *testing.B) {
 				req := protocol.UtilityFileSearch{SearchID: "s", Query: q, Limit: ptr(MaxSearchLimit)}
 				search := func(m *Manager) {

@@ -82,6 +82,13 @@
 // path, then path in byte order, and cut at limit (default 50, clamped to
 // 1..500); truncated says that more files matched.
 //
+// Cost: once more files matched than the limit (so truncated is settled),
+// a file or a whole directory whose best possible score (its rule's base
+// score minus the path's length) is below the worst match kept is skipped
+// unscored, and directories are visited breadth-first so that the short
+// paths, which score high, are met early. The results are the same as
+// scoring every candidate (TestFileSearchTopMatchesFullRanking).
+//
 // # file_read
 //
 // utility_file_read reads a text file of at most MaxReadBytes (2 MiB);

@@ -70,11 +70,16 @@ type scorer struct {
 	qRunes []rune   // its characters
 	tokens [][]byte // its whitespace-separated tokens, when there are several
 	ascii  bool     // the query is ASCII
+	// The query after and before the '/' that ends each name in
+	// index.Dir.LowerNames: a name equals or starts with the query.
+	sepQ, qSep, sepQSep string
+	slash               bool // the query has a '/'
 }
 
 func newScorer(query string) *scorer {
 	lq := strings.ToLower(query)
-	s := &scorer{q: []byte(lq), qRunes: []rune(lq), ascii: isASCII([]byte(lq))}
+	s := &scorer{q: []byte(lq), qRunes: []rune(lq), ascii: isASCII([]byte(lq)),
+		sepQ: "/" + lq, qSep: lq + "/", sepQSep: "/" + lq + "/", slash: strings.Contains(lq, "/")}
 	if fields := strings.Fields(lq); len(fields) > 1 {
 		for _, f := range fields {
 			s.tokens = append(s.tokens, []byte(f))
@@ -87,22 +92,42 @@ func newScorer(query string) *scorer {
 // search directory, base its last element (a suffix of path), and
 // pathLen the length of the path as given, in UTF-16 code units.
 func (s *scorer) score(path, base []byte, pathLen int) int {
+	return s.scoreFrom(path, base, pathLen, 1, false)
+}
+
+// scoreFrom is score for a file that matters only if it scores at least
+// floor (≥ 1): it returns 0 as soon as the rules left cannot reach floor,
+// so that a search whose top matches are settled skips the costly rules
+// (the scores it returns are score's). isSub says the query is known to
+// be a subsequence of path (a single ASCII token: see prefixMatched).
+func (s *scorer) scoreFrom(path, base []byte, pathLen, floor int, isSub bool) int {
 	// Most files match nothing: a query that is not even a subsequence of
 	// the path can only match through its tokens.
-	if s.tokens == nil && !s.isSubsequence(path) {
+	if s.tokens == nil && !isSub && !s.isSubsequence(path) {
 		return 0
 	}
+	reach := func(rule int) bool { return rule-pathLen >= floor }
 	q := s.q
+	if !reach(10000) {
+		return 0
+	}
 	switch {
 	case string(base) == string(q):
 		return 10000 - pathLen
 	case string(path) == string(q):
 		return 9500 - pathLen
+	case !reach(8000):
+		return 0
 	case bytes.HasPrefix(base, q):
 		return 8000 - pathLen
+	case !reach(7000):
+		return 0
 	}
 	if i := bytes.Index(base, q); i >= 0 {
 		return 7000 - 10*utf16Len(base[:i]) - pathLen
+	}
+	if !reach(s.belowBase()) {
+		return 0
 	}
 	if i := bytes.Index(path, q); i >= 0 {
 		return 6000 - 10*utf16Len(path[:i]) - pathLen
@@ -120,6 +145,9 @@ func (s *scorer) score(path, base []byte, pathLen int) int {
 			return 5000 - pathLen
 		}
 	}
+	if !reach(s.subBound(3000)) {
+		return 0
+	}
 	if sub := s.subsequence(base); sub > 0 {
 		return 3000 + sub - pathLen
 	}
@@ -127,6 +155,55 @@ func (s *scorer) score(path, base []byte, pathLen int) int {
 		return 2000 + sub - pathLen
 	}
 	return 0
+}
+
+// subBound is the most a subsequence rule scoring rule + s can give
+// before the path's length is taken off (s is at most 12 per character).
+func (s *scorer) subBound(rule int) int { return rule + 12*len(s.qRunes) }
+
+// dirBound is the most a file of a directory can score, plus the length
+// of the file's path; names are the directory's lower-cased file names,
+// each followed by '/' (index.Dir.LowerNames). It may be more than the
+// files reach, never less.
+func (s *scorer) dirBound(names string) int {
+	q := string(s.q)
+	switch {
+	case s.slash:
+		return 10000 // the path may equal the query; no name holds it
+	case strings.HasPrefix(names, s.qSep) || strings.Contains(names, s.sepQSep):
+		return 10000 // a name equals the query
+	case strings.HasPrefix(names, q) || strings.Contains(names, s.sepQ):
+		return 8000 // a name starts with it
+	case strings.Contains(names, q):
+		return 7000
+	}
+	// Only the path may hold the query, or its tokens or characters.
+	return s.belowBase()
+}
+
+// belowBase is the most a file whose base name neither equals, starts
+// with nor contains the query can score, plus its path's length.
+func (s *scorer) belowBase() int { return max(6000, s.subBound(3000)) }
+
+// below reports whether a file surely scores less than floor, judged
+// from its lower-cased base name and its path's length alone (so that
+// most files of a search whose top matches are settled are dropped
+// before their path is looked at); false when it cannot tell.
+func (s *scorer) below(base string, pathLen, floor int) bool {
+	q := string(s.q)
+	switch {
+	case 10000-pathLen < floor:
+		return true
+	case base == q || s.slash && 9500-pathLen >= floor:
+		// The base or the path may equal the query (without a '/' in
+		// the query, the path equals it only when the base does).
+		return false
+	case strings.HasPrefix(base, q):
+		return 8000-pathLen < floor
+	case 7000-pathLen < floor:
+		return max(7000, s.belowBase())-pathLen < floor
+	}
+	return false
 }
 
 // isSubsequence reports whether the query's characters appear in h in
@@ -169,10 +246,10 @@ func (s *scorer) prefixMatched(prefix []byte) int {
 
 // restIsSubsequence reports whether the query's characters from the k-th
 // on appear in name in order (k from prefixMatched).
-func (s *scorer) restIsSubsequence(name []byte, k int) bool {
+func (s *scorer) restIsSubsequence(name string, k int) bool {
 	at := 0
 	for _, c := range s.q[k:] {
-		i := bytes.IndexByte(name[at:], c)
+		i := strings.IndexByte(name[at:], c)
 		if i < 0 {
 			return false
 		}
@@ -254,9 +331,10 @@ func newSearch(ctx context.Context, root *workspace.Root, base, query string, li
 // matches, sorted, and how many files matched in all.
 func (s *search) run() ([]match, int, error) {
 	ok, err := index.Of(s.root).Read(s.ctx, s.base, func(d *index.Dir) {
+		// One worker: its matches are the search's.
 		w := s.newWorker()
 		w.fromIndex(d)
-		w.Done()
+		s.best, s.total = w.best, w.total
 	})
 	switch {
 	case err == nil && ok:
@@ -287,6 +365,7 @@ type searchWorker struct {
 	lower []byte // its search-relative part, lower-cased
 	best  *walk.Best[match]
 	total int
+	chunk []byte // where keep copies paths
 
 	// Set by enter for the directory being looked at.
 	relStart    int // where the search-relative part of path starts
@@ -366,34 +445,82 @@ func (w *searchWorker) skipDir(name string) bool {
 // file scores the file name of the entered directory (not ignored).
 func (w *searchWorker) file(name string) {
 	w.lower = appendLower(w.lower[:w.lowerDirLen], name)
-	if w.dirMatched >= 0 && !w.s.scorer.restIsSubsequence(w.lower[w.lowerDirLen:], w.dirMatched) {
+	lower := w.lower[w.lowerDirLen:]
+	if w.dirMatched >= 0 && !w.s.scorer.restIsSubsequence(unsafe.String(unsafe.SliceData(lower), len(lower)), w.dirMatched) {
 		return // most files: the query is not even a subsequence of the path
 	}
-	w.path = append(w.path[:w.dirLen], name...)
+	w.score(name)
+}
+
+// fileLower is file for a name whose lower-cased form is known (the
+// index keeps it).
+func (w *searchWorker) fileLower(name, lower string) {
+	if w.dirMatched >= 0 && !w.s.scorer.restIsSubsequence(lower, w.dirMatched) {
+		return
+	}
+	if floor := w.floor(); floor > 1 && w.s.scorer.below(lower, w.dirUTF16+utf16Len(name), floor) {
+		return
+	}
+	w.lower = append(w.lower[:w.lowerDirLen], lower...)
+	w.score(name)
+}
+
+// score scores a file of the entered directory whose lower-cased name is
+// in w.lower.
+func (w *searchWorker) score(name string) {
 	n := w.dirUTF16 + utf16Len(name)
-	if sc := w.s.scorer.score(w.lower, w.lower[w.lowerDirLen:], n); sc > 0 {
+	if sc := w.s.scorer.scoreFrom(w.lower, w.lower[w.lowerDirLen:], n, w.floor(), w.dirMatched >= 0); sc > 0 {
+		w.path = append(w.path[:w.dirLen], name...)
 		w.add(sc, w.path[w.relStart:], n)
 	}
 }
 
+// floor is the least score a file must reach to change the outcome: 1
+// (any match) until more files matched than the limit; from then on the
+// result is truncated whatever follows, so the count no longer matters
+// and only a file scoring at least the worst match kept can still be
+// kept (a tie may win on length or path). A worker keeps the best of its
+// own files, so its floor is never above the search's.
+func (w *searchWorker) floor() int {
+	if w.total <= w.s.limit {
+		return 1
+	}
+	return max(1, w.best.Worst().score)
+}
+
 // fromIndex scores the files of the workspace index (internal/workspace/
 // index) below d, skipping hidden entries and Maestro's own state as List
-// does; the index has left out what .gitignore files ignore.
-func (w *searchWorker) fromIndex(d *index.Dir) {
-	if w.s.ctx.Err() != nil {
-		return
-	}
-	w.enter(d.Rel())
-	for name := range d.Files() {
-		if name[0] != '.' {
-			w.file(name)
+// does; the index has left out what .gitignore files ignore. Directories
+// are taken in breadth-first order: shallow paths score higher, so the
+// best matches are met early and fewer others are kept then dropped.
+func (w *searchWorker) fromIndex(top *index.Dir) {
+	queue := []*index.Dir{top}
+	for i := 0; i < len(queue); i++ {
+		if w.s.ctx.Err() != nil {
+			return
 		}
-	}
-	for _, sub := range d.Dirs() {
-		if name := sub.Name(); name[0] == '.' || w.skipDir(name) {
-			continue
+		d := queue[i]
+		queue[i] = nil
+		w.enter(d.Rel())
+		// Most directories hold no file the query can match: their names
+		// together do not hold its remaining characters in order. And once
+		// the top matches are settled (floor), so are most directories:
+		// none of their files can score enough (dirBound; each path is at
+		// least one character longer than the directory's prefix).
+		names := d.LowerNames()
+		if (w.dirMatched < 0 || w.s.scorer.restIsSubsequence(names, w.dirMatched)) &&
+			(w.floor() == 1 || w.s.scorer.dirBound(names)-(w.dirUTF16+1) >= w.floor()) {
+			for name, lower := range d.FilesLower() {
+				if name[0] != '.' {
+					w.fileLower(name, lower)
+				}
+			}
 		}
-		w.fromIndex(sub)
+		for _, sub := range d.Dirs() {
+			if name := sub.Name(); name[0] != '.' && !w.skipDir(name) {
+				queue = append(queue, sub)
+			}
+		}
 	}
 }
 
@@ -408,8 +535,24 @@ func (w *searchWorker) add(score int, path []byte, n int) {
 	if !w.best.Admits(cand) {
 		return
 	}
-	cand.path = string(path)
+	cand.path = w.keep(path)
 	w.best.Offer(cand)
+}
+
+// pathChunk is the size of the buffers that kept paths are copied into.
+const pathChunk = 4096
+
+// keep returns a string holding path's bytes. A search for a query most
+// files match keeps thousands of paths and drops most of them again, so
+// they are copied into shared chunks, each never written again where a
+// string points, rather than allocated one by one.
+func (w *searchWorker) keep(path []byte) string {
+	if cap(w.chunk)-len(w.chunk) < len(path) {
+		w.chunk = make([]byte, 0, max(pathChunk, len(path)))
+	}
+	at := len(w.chunk)
+	w.chunk = append(w.chunk, path...)
+	return unsafe.String(unsafe.SliceData(w.chunk[at:]), len(path))
 }
 
 // Done merges the worker's matches into the search's.

@@ -16,6 +16,7 @@ import (
 	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/workspace"
+	"github.com/maestro-run/maestro/internal/workspace/walk"
 )
 
 // scorePath scores a path (relative to the search directory) the way the
@@ -228,6 +229,82 @@ func TestFileSearchCandidatesMatchRipgrep(t *testing.T) {
 		slices.Sort(got)
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("candidates in %s differ from rg --files (-rg +search):\n%s", tree, diff)
+		}
+	}
+}
+
+// TestFileSearchIndexMatchesWalk: a search scored from the workspace index
+// (lower-cased names kept by the index, directories rejected by their
+// names together) finds exactly what scoring a fresh walk finds, for
+// queries in any case, with several tokens and beyond ASCII.
+func TestFileSearchIndexMatchesWalk(t *testing.T) {
+	t.Parallel()
+	f := searchTree(t)
+	for _, p := range []string{
+		"pkg/HTTPServer.go", "pkg/http/server.go", "pkg/http/Server_Test.go", "Éclair/ÜBER.txt",
+		"Éclair/straße.md", "docs/İstanbul.md", "docs/a b/main notes.txt", "deep/x/y/z/MAIN.GO",
+	} {
+		write(t, f.dir, p, "x\n")
+	}
+	for _, q := range []string{"main", "MAIN", "httpserver", "server.go", "http ser", "über", "éclair", "strasse", "straße", "i̇stanbul", "e", "z/main", "a b", "xyzzy"} {
+		for _, base := range []string{".", "pkg", "docs"} {
+			fromIndex, totalIndex, err := newSearch(t.Context(), f.m.root, base, q, MaxSearchLimit).run()
+			if err != nil {
+				t.Fatalf("%q in %s: %v", q, base, err)
+			}
+			s := newSearch(t.Context(), f.m.root, base, q, MaxSearchLimit)
+			if err := walk.Walk(t.Context(), f.m.root, base, func() walk.Worker { return s.newWorker() }); err != nil {
+				t.Fatal(err)
+			}
+			fromWalk := s.best.Sorted()
+			if diff := cmp.Diff(fromWalk, fromIndex, cmp.AllowUnexported(match{})); diff != "" || s.total != totalIndex {
+				t.Errorf("%q in %s: index and walk differ (-walk +index), totals %d / %d:\n%s", q, base, s.total, totalIndex, diff)
+			}
+		}
+	}
+}
+
+// TestFileSearchTopMatchesFullRanking: a search that keeps only its top
+// matches, skipping the files and directories that cannot beat the worst
+// one kept once more files matched than its limit, returns exactly the
+// head of the full ranking and says whether it was truncated, from the
+// index and from a walk alike.
+func TestFileSearchTopMatchesFullRanking(t *testing.T) {
+	t.Parallel()
+	root, err := workspace.Open(filepath.Join(runtime.GOROOT(), "src", "net"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	for _, q := range []string{"e", "conn", "_test", "http/", "http/server.go", "s t", "go", "zz"} {
+		full, total, err := newSearch(t.Context(), root, ".", q, 1<<30).run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if total != len(full) {
+			t.Fatalf("%q: %d matches, total %d", q, len(full), total)
+		}
+		for _, limit := range []int{1, 7, 50, MaxSearchLimit} {
+			want := full[:min(limit, len(full))]
+			got, gotTotal, err := newSearch(t.Context(), root, ".", q, limit).run()
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := newSearch(t.Context(), root, ".", q, limit)
+			if err := walk.Walk(t.Context(), root, ".", func() walk.Worker { return s.newWorker() }); err != nil {
+				t.Fatal(err)
+			}
+			for name, r := range map[string]struct {
+				matches []match
+				total   int
+			}{"index": {got, gotTotal}, "walk": {s.best.Sorted(), s.total}} {
+				if diff := cmp.Diff(want, r.matches, cmp.AllowUnexported(match{})); diff != "" {
+					t.Errorf("%q, limit %d, %s: top matches differ from the full ranking (-full +top):\n%s", q, limit, name, diff)
+				}
+				if (r.total > limit) != (len(full) > limit) {
+					t.Errorf("%q, limit %d, %s: total %d, %d matches in all: truncated wrongly", q, limit, name, r.total, len(full))
+				}
+			}
 		}
 	}
 }

@@ -165,3 +165,9 @@ func fstat(fd int, st *syscall.Stat_t) error {
 		}
 	}
 }
+
+// Control calls fn with the directory's descriptor, which stays open
+// during the call, for system calls this package does not wrap (the
+// workspace index lists directories with getdents(2)). fn must not close
+// it; descriptors it opens relative to it are its own to confine.
+func (d *Dir) Control(fn func(fd uintptr)) error { return d.h.rc.Control(fn) }

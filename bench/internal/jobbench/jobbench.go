@@ -11,8 +11,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -34,6 +38,91 @@ type Result struct {
 	// Completed counts the jobs the system recorded as done afterwards
 	// (a check).
 	Completed int64 `json:"completed"`
+	// CPU time per job of the throughput phase, in µs: of the bench
+	// process (the queue's client side) and of the PostgreSQL server (all
+	// its processes; 0 when the bench was not given its postmaster.pid).
+	// On a shared machine these move far less than jobs/s.
+	ClientCPUUSPerJob float64 `json:"client_cpu_us_per_job,omitempty"`
+	ServerCPUUSPerJob float64 `json:"server_cpu_us_per_job,omitempty"`
+}
+
+// CPU is the CPU time used so far by this process and by a PostgreSQL
+// server.
+type CPU struct{ Client, Server time.Duration }
+
+// clockTick is the unit of /proc/PID/stat's times (USER_HZ, 100 on Linux).
+const clockTick = 10 * time.Millisecond
+
+// ReadCPU reads this process's CPU time and, when pidfile names a
+// postmaster.pid, the server's: the postmaster's own, that of the children
+// it has reaped, and that of its live children (backends, autovacuum).
+func ReadCPU(pidfile string) (CPU, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return CPU{}, fmt.Errorf("read the process's CPU time: %w", err)
+	}
+	c := CPU{Client: time.Duration(ru.Utime.Nano() + ru.Stime.Nano())}
+	if pidfile == "" {
+		return c, nil
+	}
+	b, err := os.ReadFile(pidfile)
+	if err != nil {
+		return c, fmt.Errorf("read the server's CPU time: %w", err)
+	}
+	pid, _, _ := strings.Cut(string(b), "\n")
+	pid = strings.TrimSpace(pid)
+	own, err := procTicks(pid, true)
+	if err != nil {
+		return c, err
+	}
+	c.Server = own
+	children, err := os.ReadFile(filepath.Join("/proc", pid, "task", pid, "children"))
+	if err != nil {
+		return c, fmt.Errorf("read the server's CPU time: %w", err)
+	}
+	for _, child := range strings.Fields(string(children)) {
+		t, err := procTicks(child, false)
+		if err == nil { // a child that just exited is counted as reaped later
+			c.Server += t
+		}
+	}
+	return c, nil
+}
+
+// procTicks is the CPU time of process pid from /proc/PID/stat: user and
+// system time, plus that of its reaped children with reaped.
+func procTicks(pid string, reaped bool) (time.Duration, error) {
+	b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return 0, fmt.Errorf("read the CPU time of process %s: %w", pid, err)
+	}
+	// Fields after the command name in parentheses: state is field 3,
+	// utime 14, stime 15, cutime 16, cstime 17.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	n := 2
+	if reaped {
+		n = 4
+	}
+	if len(f) < 11+n {
+		return 0, fmt.Errorf("read the CPU time of process %s: short /proc stat line", pid)
+	}
+	var ticks int64
+	for _, v := range f[11 : 11+n] {
+		t, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("read the CPU time of process %s: %w", pid, err)
+		}
+		ticks += t
+	}
+	return time.Duration(ticks) * clockTick, nil
+}
+
+// CPUPerJob sets the CPU fields from readings before and after jobs jobs.
+func (r *Result) CPUPerJob(before, after CPU, jobs int) {
+	us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(jobs) }
+	r.ClientCPUUSPerJob = us(after.Client - before.Client)
+	r.ServerCPUUSPerJob = us(after.Server - before.Server)
 }
 
 // Throughput sets the throughput fields of jobs done in elapsed.

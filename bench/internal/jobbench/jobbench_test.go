@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestLatency enqueues paced jobs, starts some of them (one twice) and
@@ -82,5 +85,41 @@ func TestAppend(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
 	if len(lines) != 2 || !strings.Contains(lines[1], `"system":"river"`) {
 		t.Fatalf("results file %q: want two lines, river last", data)
+	}
+}
+
+// TestReadCPU: the process's CPU time grows with work, and a pid file
+// (here naming this process, whose children are none) adds a server time.
+func TestReadCPU(t *testing.T) {
+	pidfile := filepath.Join(t.TempDir(), "postmaster.pid")
+	if err := os.WriteFile(pidfile, []byte(strconv.Itoa(os.Getpid())+"\n/data\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// /proc counts in 10 ms ticks: work until one shows (bounded).
+	var got CPU
+	sum := 0
+	for deadline := time.Now().Add(10 * time.Second); got.Server == 0 && time.Now().Before(deadline); {
+		for i := range 1_000_000 {
+			sum += i % 7
+		}
+		var err error
+		if got, err = ReadCPU(pidfile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got.Client <= 0 || got.Server <= 0 || sum < 0 {
+		t.Fatalf("ReadCPU = %+v, want both positive", got)
+	}
+	if _, err := ReadCPU(filepath.Join(t.TempDir(), "missing.pid")); err == nil {
+		t.Error("ReadCPU(missing pid file): no error")
+	}
+	noServer, err := ReadCPU("")
+	if err != nil || noServer.Server != 0 {
+		t.Errorf("ReadCPU(\"\") = %+v, %v; want no server time", noServer, err)
+	}
+	var r Result
+	r.CPUPerJob(CPU{Client: time.Second, Server: 2 * time.Second}, CPU{Client: 3 * time.Second, Server: 6 * time.Second}, 1000)
+	if r.ClientCPUUSPerJob != 2000 || r.ServerCPUUSPerJob != 4000 {
+		t.Errorf("CPUPerJob = client %v, server %v µs; want 2000, 4000", r.ClientCPUUSPerJob, r.ServerCPUUSPerJob)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/maestro-run/maestro/internal/server"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/store/sqlite"
+	"github.com/maestro-run/maestro/internal/store/sqlite/sqlitetest"
 )
 
 // env is a real `maestro serve` API on a fresh SQLite store, and a client
@@ -33,11 +34,7 @@ type env struct {
 
 func newEnv(t *testing.T, token string, wrap func(http.Handler) http.Handler) *env {
 	t.Helper()
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, sqlite.Options{})
 	e := &env{st: st, dataDir: t.TempDir()}
 	srv, err := server.New(server.Config{Store: st, DataDir: e.dataDir, NextRun: queue.NextRun, Token: token, RequireAuth: token != ""})
 	if err != nil {

@@ -70,14 +70,22 @@ func (s *Server) Restart() {
 
 // CreateStream creates the stream MAESTRO on maestro.> (as the platform
 // would).
-func (s *Server) CreateStream() {
+func (s *Server) CreateStream() { s.ConfigureStream(nil) }
+
+// ConfigureStream creates the stream MAESTRO on maestro.>, or updates
+// it, with the changes set makes to its configuration (a limit).
+func (s *Server) ConfigureStream(set func(*jetstream.StreamConfig)) {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	nc, js := s.connect()
 	defer nc.Close()
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "MAESTRO", Subjects: []string{"maestro.>"}}); err != nil {
-		s.t.Fatalf("create stream: %v", err)
+	cfg := jetstream.StreamConfig{Name: "MAESTRO", Subjects: []string{"maestro.>"}}
+	if set != nil {
+		set(&cfg)
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		s.t.Fatalf("configure stream: %v", err)
 	}
 }
 

@@ -17,14 +17,7 @@ func TestDemoPieceValidates(t *testing.T) {
 	if s.Name != DemoPieceName || s.ID != "maestro-piece-demo" || len(s.Frames) != 5 || s.ExpectedOutcome != OutcomePass {
 		t.Fatalf("DemoPiece() = %s %s with %d frames, outcome %q", s.Name, s.ID, len(s.Frames), s.ExpectedOutcome)
 	}
-	if err := s.Validate(); err != nil {
-		t.Fatalf("Validate: %v", err)
-	}
-	src := DemoPieceSource()
-	clear(src)
-	if _, err := Parse(DemoPieceSource(), DemoPieceName); err != nil {
-		t.Fatalf("Parse(DemoPieceSource()) after clearing a copy: %v", err)
-	}
+	checkBundled(t, s, DemoPieceSource, DemoPieceName)
 }
 
 // pieceDemoMovements is the general piece's movements as the demo plays
@@ -70,20 +63,9 @@ func TestDemoPieceShape(t *testing.T) {
 				if !slices.Contains(used, st.Tool) {
 					used = append(used, st.Tool)
 				}
-				var in map[string]any
-				if err := json.Unmarshal(st.Input, &in); err != nil {
-					t.Errorf("%s: input is not an object: %v", where, err)
+				in, ok := checkCallInput(t, where, st, tools[st.Tool])
+				if !ok {
 					continue
-				}
-				for name, required := range tools[st.Tool] {
-					if _, has := in[name]; required && !has {
-						t.Errorf("%s: %s input lacks %s", where, st.Tool, name)
-					}
-				}
-				for name := range in {
-					if _, known := tools[st.Tool][name]; !known {
-						t.Errorf("%s: %s input has unknown field %s", where, st.Tool, name)
-					}
 				}
 				switch st.Tool {
 				case "transition", "complete":
@@ -93,11 +75,7 @@ func TestDemoPieceShape(t *testing.T) {
 					}
 				case "Bash":
 					cmd, _ := in["command"].(string)
-					for _, part := range strings.FieldsFunc(cmd, func(r rune) bool { return r == '&' || r == '|' || r == ';' }) {
-						if w := strings.Fields(part); len(w) == 0 || !slices.Contains(allow, w[0]) {
-							t.Errorf("%s: command %q runs %q, outside the default allowlist %v", where, cmd, part, allow)
-						}
-					}
+					checkAllowlisted(t, where, cmd, allow)
 				}
 			}
 			last := n == len(mv.frames)-1

@@ -24,13 +24,53 @@ func TestDemoValidates(t *testing.T) {
 	if s.Name != DemoName || s.ID != "maestro-demo" || len(s.Frames) != 3 {
 		t.Fatalf("Demo() = %s %s with %d frames", s.Name, s.ID, len(s.Frames))
 	}
+	checkBundled(t, s, DemoSource, DemoName)
+}
+
+// checkBundled checks that the bundled scenario s validates and that
+// source returns a copy: the embedded file still parses after the copy is
+// cleared.
+func checkBundled(t *testing.T, s *Scenario, source func() []byte, name string) {
+	t.Helper()
 	if err := s.Validate(); err != nil {
 		t.Fatalf("Validate: %v", err)
 	}
-	src := DemoSource()
-	clear(src) // a copy: the embedded file is untouched
-	if _, err := Parse(DemoSource(), DemoName); err != nil {
-		t.Fatalf("Parse(DemoSource()) after clearing a copy: %v", err)
+	clear(source())
+	if _, err := Parse(source(), name); err != nil {
+		t.Fatalf("Parse(%s source) after clearing a copy: %v", name, err)
+	}
+}
+
+// checkCallInput checks that the input of the tool call st is a JSON
+// object with every required field of fields and no other; ok is false
+// when it is not an object.
+func checkCallInput(t *testing.T, where string, st Statement, fields map[string]bool) (in map[string]any, ok bool) {
+	t.Helper()
+	if err := json.Unmarshal(st.Input, &in); err != nil {
+		t.Errorf("%s: input is not an object: %v", where, err)
+		return nil, false
+	}
+	for name, required := range fields {
+		if _, has := in[name]; required && !has {
+			t.Errorf("%s: %s input lacks %s", where, st.Tool, name)
+		}
+	}
+	for name := range in {
+		if _, known := fields[name]; !known {
+			t.Errorf("%s: %s input has unknown field %s", where, st.Tool, name)
+		}
+	}
+	return in, true
+}
+
+// checkAllowlisted checks that every command of the shell line cmd (split
+// at &, | and ;) runs a program of allow.
+func checkAllowlisted(t *testing.T, where, cmd string, allow []string) {
+	t.Helper()
+	for _, part := range strings.FieldsFunc(cmd, func(r rune) bool { return r == '&' || r == '|' || r == ';' }) {
+		if w := strings.Fields(part); len(w) == 0 || !slices.Contains(allow, w[0]) {
+			t.Errorf("%s: command %q runs %q, outside the default allowlist %v", where, cmd, part, allow)
+		}
 	}
 }
 
@@ -93,29 +133,13 @@ func TestDemoUsesOnlyBuiltInToolsAndSafeCommands(t *testing.T) {
 			if !slices.Contains(used, st.Tool) {
 				used = append(used, st.Tool)
 			}
-			var in map[string]any
-			if err := json.Unmarshal(st.Input, &in); err != nil {
-				t.Errorf("%s: input is not an object: %v", where, err)
+			in, ok := checkCallInput(t, where, st, fields)
+			if !ok {
 				continue
-			}
-			for name, required := range fields {
-				if _, has := in[name]; required && !has {
-					t.Errorf("%s: %s input lacks %s", where, st.Tool, name)
-				}
-			}
-			for name := range in {
-				if _, known := fields[name]; !known {
-					t.Errorf("%s: %s input has unknown field %s", where, st.Tool, name)
-				}
 			}
 			if st.Tool == "Bash" {
 				cmd, _ := in["command"].(string)
-				for _, part := range strings.FieldsFunc(cmd, func(r rune) bool { return r == '&' || r == '|' || r == ';' }) {
-					words := strings.Fields(part)
-					if len(words) == 0 || !slices.Contains(allow, words[0]) {
-						t.Errorf("%s: command %q runs %q, outside the default allowlist %v", where, cmd, part, allow)
-					}
-				}
+				checkAllowlisted(t, where, cmd, allow)
 				if strings.ContainsAny(cmd, "`$<>") {
 					t.Errorf("%s: command %q uses substitution or redirection", where, cmd)
 				}

@@ -18,15 +18,9 @@ import (
 // pools) on one database, 4 claimers each, 2,000 jobs.
 func TestTwoStoresClaimExactlyOnce(t *testing.T) {
 	t.Parallel()
-	dsn := pg.Cluster(t).NewSchema(t)
-	a, b := openDSN(t, dsn, nil), openDSN(t, dsn, nil)
-	ctx := t.Context()
 	const jobs = 2000
-	for range jobs {
-		if _, err := a.Enqueue(ctx, store.NewJob{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	a, b, _ := twoStoresWithJobs(t, jobs)
+	ctx := t.Context()
 	var (
 		mu      sync.Mutex
 		claimed = map[int64]string{}
@@ -165,4 +159,20 @@ func TestOpenErrors(t *testing.T) {
 	if _, err := postgres.Open(ctx, "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=2", postgres.Options{}); err == nil {
 		t.Fatal("Open of an unreachable server succeeded")
 	}
+}
+
+// twoStoresWithJobs opens two stores (separate pools and listeners) on one
+// new schema and enqueues n jobs through the first; it returns their ids.
+func twoStoresWithJobs(t *testing.T, n int) (a, b *postgres.Store, ids []int64) {
+	t.Helper()
+	dsn := pg.Cluster(t).NewSchema(t)
+	a, b = openDSN(t, dsn, nil), openDSN(t, dsn, nil)
+	for range n {
+		j, err := a.Enqueue(t.Context(), store.NewJob{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+	return a, b, ids
 }

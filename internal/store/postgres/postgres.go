@@ -251,8 +251,7 @@ func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
 				l.log.Warn("store listener lost its connection; reconnecting", "channel", l.channel, "error", err)
 				break
 			}
-			topic, payload, _ := strings.Cut(n.Payload, "\n")
-			l.hub.Publish(store.Notification{Topic: topic, Payload: payload})
+			publish(l.hub, n.Payload)
 			backoff = 100 * time.Millisecond
 		}
 		timer := time.NewTimer(backoff)
@@ -273,6 +272,24 @@ func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
 		conn = c
 		// Anything sent while we were away is lost: tell everyone to re-read.
 		l.hub.Resync()
+	}
+}
+
+// publish hands one NOTIFY payload to the hub: "topic\npayload", or a
+// batch of topics with empty payloads, "\ntopic1\ntopic2…" (notifyJobs: a
+// statement that moves many jobs sends one notification per batch, not one
+// per job). A topic is never empty nor holds a newline (store.ValidateTopic),
+// so the two forms cannot be confused.
+func publish(hub *store.Hub, msg string) {
+	topic, payload, _ := strings.Cut(msg, "\n")
+	if topic != "" {
+		hub.Publish(store.Notification{Topic: topic, Payload: payload})
+		return
+	}
+	for t := range strings.SplitSeq(payload, "\n") {
+		if t != "" {
+			hub.Publish(store.Notification{Topic: t})
+		}
 	}
 }
 

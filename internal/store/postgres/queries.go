@@ -1,6 +1,10 @@
 package postgres
 
-import "github.com/maestro-run/maestro/internal/store/internal/sqlstore"
+import (
+	"strconv"
+
+	"github.com/maestro-run/maestro/internal/store/internal/sqlstore"
+)
 
 // SQL for PostgreSQL. Every parameter carries an explicit type (pgx refuses
 // to guess, e.g. a Go int into a text column). Claims and the reaper lock the
@@ -33,17 +37,28 @@ func taskPage(where string) string {
 // claimCTE picks up to cardinality($1) due jobs in claim order, skipping
 // rows other claimers hold (claim_candidates, migration 002: the ordered
 // scan of jobs_claim, FOR UPDATE SKIP LOCKED), and leases the n-th to owner
-// $1[n]. The result is the CTE "claimed": the jobs' new rows plus their
-// slot n.
-const claimCTE = `WITH picked AS (
+// $1[n], moving it to state (dispatching; running for ClaimParams.Start,
+// with seqs = 2 sequence numbers reserved: the dispatching and the running
+// status events, as a claim and a start would write them). The result is
+// the CTE "claimed": the jobs' new rows plus their slot n.
+func claimCTE(state string, seqs int) string {
+	return `WITH picked AS (
 		SELECT * FROM claim_candidates(cardinality($1::text[]), $3::timestamptz, $4::text[], $5::text[])),
 	slots AS (SELECT id, row_number() OVER (ORDER BY priority DESC, scheduled_at, id) AS slot FROM picked),
 	claimed AS (
-		UPDATE jobs j SET state = 'dispatching', attempt = j.attempt + 1, lease_owner = ($1::text[])[s.slot],
+		UPDATE jobs j SET state = '` + state + `', attempt = j.attempt + 1, lease_owner = ($1::text[])[s.slot],
 			lease_expires_at = $2::timestamptz, heartbeat_at = $3::timestamptz, attempted_at = $3::timestamptz,
-			updated_at = $3::timestamptz, event_seq = j.event_seq + 1
+			updated_at = $3::timestamptz, event_seq = j.event_seq + ` + strconv.Itoa(seqs) + `
 		FROM slots s WHERE j.id = s.id
 		RETURNING j.*, s.slot)`
+}
+
+// claimStatus is the status event data of a claimed job in state st: what
+// store.StatusEvent{State, Attempt, Worker} encodes to, the worker taken
+// from $6 (each owner as a JSON string).
+func claimStatus(st string) string {
+	return `('{"state":"` + st + `","attempt":' || attempt || ',"worker":' || ($6::text[])[slot] || '}')::json`
+}
 
 // statusCTE appends the status event (data given as parameter p) of the
 // job the CTE "u" just moved; the UPDATE reserved its sequence number.
@@ -60,22 +75,56 @@ func notifyJob(cte, p string) string {
 	return `, LATERAL (SELECT pg_notify(` + p + `::text, 'job:' || ` + cte + `.id || E'\n')) AS notified`
 }
 
+// jobsPerNotify bounds the job topics one batched notification carries:
+// "job:" and a bigint id and a newline are at most 24 bytes, so 300 of them
+// stay within maxNotifyBytes.
+const jobsPerNotify = 300
+
+// notifyJobs is notifyJob for a statement that moves many jobs: it sends
+// one notification per jobsPerNotify rows of the CTE cte instead of one per
+// row, each listing the rows' job topics (batchedTopics; the listener
+// publishes each topic alone, as notifyJob's). It returns a CTE to append
+// to the WITH list and the FROM item that makes the statement run it once
+// (joined to no row when cte is empty: nothing to notify).
+func notifyJobs(cte, p string) (with, from string) {
+	return `,
+			notified AS (SELECT count(*) AS notified_n FROM (
+				SELECT pg_notify(` + p + `::text, E'\n' || string_agg('job:' || id, E'\n' ORDER BY id)) AS sent
+				FROM (SELECT id, (row_number() OVER () - 1) / ` + strconv.Itoa(jobsPerNotify) + ` AS chunk FROM ` + cte + `) c
+				GROUP BY chunk) batches)`, `, notified`
+}
+
 // newQueries returns the PostgreSQL dialect's SQL.
 func newQueries() sqlstore.Queries {
+	claimedWith, claimedFrom := notifyJobs("claimed", "$7")
+	startedWith, startedFrom := notifyJobs("u", "$6")
+	completedWith, completedFrom := notifyJobs("u", "$7")
 	return sqlstore.WithLiveSessions(sqlstore.WithRegistry(sqlstore.Queries{
 		JobInsert: `INSERT INTO jobs (task_id, parent_job_id, piece, state, profile, task_class, priority, payload,
 				attempt, max_attempts, scheduled_at, event_seq, created_at, updated_at)
 			VALUES ($1::bigint, $2::bigint, $3::text, 'queued', $4::text, $5::text, $6::integer, $7::text::json,
 				0, $8::integer, $9::timestamptz, 1, $10::timestamptz, $10::timestamptz)
 			RETURNING ` + jobCols,
-		JobClaim: claimCTE + ` SELECT ` + jobCols + ` FROM claimed`,
-		JobClaimAtomic: claimCTE + `,
+		JobInsertAtomic: `WITH u AS (INSERT INTO jobs (task_id, parent_job_id, piece, state, profile, task_class, priority, payload,
+				attempt, max_attempts, scheduled_at, event_seq, created_at, updated_at)
+			VALUES ($1::bigint, $2::bigint, $3::text, 'queued', $4::text, $5::text, $6::integer, $7::text::json,
+				0, $8::integer, $9::timestamptz, 1, $10::timestamptz, $10::timestamptz)
+			RETURNING *)` + statusCTE("$11") + `
+			SELECT ` + jobCols + ` FROM u` + notifyJob("u", "$12") + `,
+				LATERAL (SELECT pg_notify($12::text, 'jobs' || E'\n')) AS woken`,
+		JobClaim: claimCTE("dispatching", 1) + ` SELECT ` + jobCols + ` FROM claimed`,
+		JobClaimAtomic: claimCTE("dispatching", 1) + `,
 			ev AS (INSERT INTO job_events (job_id, seq, attempt, type, data, created_at)
 				SELECT id, event_seq, attempt, 'status',
-					('{"state":"dispatching","attempt":' || attempt || ',"worker":' || ($6::text[])[slot] || '}')::json,
-					updated_at
-				FROM claimed)
-			SELECT ` + jobCols + ` FROM claimed` + notifyJob("claimed", "$7"),
+					` + claimStatus("dispatching") + `, updated_at
+				FROM claimed)` + claimedWith + `
+			SELECT ` + jobCols + ` FROM claimed` + claimedFrom,
+		JobClaimStartAtomic: claimCTE("running", 2) + `,
+			ev AS (INSERT INTO job_events (job_id, seq, attempt, type, data, created_at)
+				SELECT id, event_seq - 1, attempt, 'status', ` + claimStatus("dispatching") + `, updated_at FROM claimed
+				UNION ALL
+				SELECT id, event_seq, attempt, 'status', ` + claimStatus("running") + `, updated_at FROM claimed)` + claimedWith + `
+			SELECT ` + jobCols + ` FROM claimed` + claimedFrom,
 		JobStartAtomic: `WITH u AS (UPDATE jobs SET state = 'running', event_seq = event_seq + 1, updated_at = ` + now4 + `
 				WHERE id = $1::bigint AND attempt = $2::integer AND lease_owner = $3::text AND state = 'dispatching'
 				RETURNING *)` + statusCTE("$5") + `
@@ -90,8 +139,8 @@ func newQueries() sqlstore.Queries {
 				FROM items i
 				WHERE j.id = ANY($1::bigint[]) AND j.id = i.id AND j.attempt = i.attempt AND j.lease_owner = i.owner
 					AND j.state = 'dispatching'
-				RETURNING j.*, i.data)` + statusCTE("data") + `
-			SELECT ` + jobCols + ` FROM u` + notifyJob("u", "$6"),
+				RETURNING j.*, i.data)` + statusCTE("data") + startedWith + `
+			SELECT ` + jobCols + ` FROM u` + startedFrom,
 		JobCompleteManyAtomic: `WITH items AS (
 				SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[])
 					AS i(id, attempt, owner, result, data)),
@@ -100,8 +149,8 @@ func newQueries() sqlstore.Queries {
 				FROM items i
 				WHERE j.id = ANY($1::bigint[]) AND j.id = i.id AND j.attempt = i.attempt AND j.lease_owner = i.owner
 					AND j.state IN ('dispatching', 'running') AND j.parent_job_id IS NULL
-				RETURNING j.*, i.data)` + statusCTE("data") + `
-			SELECT ` + jobCols + ` FROM u` + notifyJob("u", "$7"),
+				RETURNING j.*, i.data)` + statusCTE("data") + completedWith + `
+			SELECT ` + jobCols + ` FROM u` + completedFrom,
 		EventAppendAtomic: `WITH r AS (UPDATE jobs SET event_seq = event_seq + cardinality($5::text[]), updated_at = ` + now4 + fenced + `
 				RETURNING id, event_seq, attempt),
 			ins AS (INSERT INTO job_events (job_id, seq, attempt, type, data, created_at)
@@ -195,6 +244,12 @@ func newQueries() sqlstore.Queries {
 		PieceGet:    `SELECT ` + sqlstore.PieceColumns + ` FROM pieces WHERE name = $1::text`,
 		PieceList:   `SELECT ` + sqlstore.PieceColumns + ` FROM pieces ORDER BY name`,
 		PieceDelete: `DELETE FROM pieces WHERE name = $1::text AND ($2::bigint = 0 OR version = $2::bigint) RETURNING name`,
+		PieceVersionInsert: `INSERT INTO piece_versions (name, version, yaml, created_at)
+			VALUES ($1::text, $2::bigint, $3::text, $4::timestamptz)`,
+		PieceVersionList: `SELECT name, version, created_at FROM piece_versions WHERE name = $1::text ORDER BY version DESC`,
+		PieceVersionGet: `SELECT name, version, yaml, created_at FROM piece_versions
+			WHERE name = $1::text AND version = $2::bigint`,
+		PieceVersionDelete: `DELETE FROM piece_versions WHERE name = $1::text`,
 
 		ScheduleInsert: `INSERT INTO schedules (name, cron_expr, enabled, owner, title, body, piece, profile, task_class,
 				next_run_at, created_at, updated_at)

@@ -107,9 +107,13 @@ func newQueries() sqlstore.Queries {
 		RETURNING ` + sqlstore.PieceColumns,
 		PieceUpdate: `UPDATE pieces SET yaml = $2, version = version + 1, updated_at = $3
 		WHERE name = $1 AND ($4 = 0 OR version = $4) RETURNING ` + sqlstore.PieceColumns,
-		PieceGet:    `SELECT ` + sqlstore.PieceColumns + ` FROM pieces WHERE name = $1`,
-		PieceList:   `SELECT ` + sqlstore.PieceColumns + ` FROM pieces ORDER BY name`,
-		PieceDelete: `DELETE FROM pieces WHERE name = $1 AND ($2 = 0 OR version = $2) RETURNING name`,
+		PieceGet:           `SELECT ` + sqlstore.PieceColumns + ` FROM pieces WHERE name = $1`,
+		PieceList:          `SELECT ` + sqlstore.PieceColumns + ` FROM pieces ORDER BY name`,
+		PieceDelete:        `DELETE FROM pieces WHERE name = $1 AND ($2 = 0 OR version = $2) RETURNING name`,
+		PieceVersionInsert: `INSERT INTO piece_versions (name, version, yaml, created_at) VALUES ($1, $2, $3, $4)`,
+		PieceVersionList:   `SELECT name, version, created_at FROM piece_versions WHERE name = $1 ORDER BY version DESC`,
+		PieceVersionGet:    `SELECT name, version, yaml, created_at FROM piece_versions WHERE name = $1 AND version = $2`,
+		PieceVersionDelete: `DELETE FROM piece_versions WHERE name = $1`,
 
 		ScheduleInsert: `INSERT INTO schedules (name, cron_expr, enabled, owner, title, body, piece, profile, task_class,
 			next_run_at, created_at, updated_at)

@@ -206,6 +206,77 @@ func testPieces(t *testing.T, b *bundle) {
 	wantErr(t, "DeletePiece twice", err, store.ErrNotFound)
 }
 
+// testPieceVersions: every create and update keeps a version; a refused
+// update keeps none; each version reads back with its YAML and time; a
+// deleted piece loses its history, and a piece created again under its
+// name starts a new one at version 1.
+func testPieceVersions(t *testing.T, b *bundle) {
+	t0 := b.clock.Now()
+	if _, err := b.s.CreatePiece(b.ctx, "hist", "name: hist\n"); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(time.Minute)
+	t1 := b.clock.Now()
+	if _, err := b.s.UpdatePiece(b.ctx, "hist", "name: hist\n# v2\n", 1); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.s.UpdatePiece(b.ctx, "hist", "name: hist\n# stale\n", 1)
+	wantErr(t, "UpdatePiece at a stale version", err, store.ErrConflict)
+	_, err = b.s.UpdatePiece(b.ctx, "hist", "", 0)
+	wantField(t, "UpdatePiece with empty yaml", err, "yaml")
+	b.clock.Advance(time.Minute)
+	t2 := b.clock.Now()
+	if _, err := b.s.UpdatePiece(b.ctx, "hist", "name: hist\n# v3\n", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.s.CreatePiece(b.ctx, "other", "name: other\n"); err != nil {
+		t.Fatal(err)
+	}
+
+	list, err := b.s.PieceVersions(b.ctx, "hist")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.PieceVersion{{Name: "hist", Version: 3, CreatedAt: t2}, {Name: "hist", Version: 2, CreatedAt: t1}, {Name: "hist", Version: 1, CreatedAt: t0}}
+	if diff := cmp.Diff(want, list); diff != "" {
+		t.Errorf("PieceVersions (-want +got):\n%s", diff)
+	}
+	for _, tc := range []struct {
+		version int64
+		yaml    string
+		at      time.Time
+	}{{1, "name: hist\n", t0}, {2, "name: hist\n# v2\n", t1}, {3, "name: hist\n# v3\n", t2}} {
+		v, err := b.s.GetPieceVersion(b.ctx, "hist", tc.version)
+		if err != nil {
+			t.Fatalf("GetPieceVersion %d: %v", tc.version, err)
+		}
+		if diff := cmp.Diff(store.PieceVersion{Name: "hist", Version: tc.version, YAML: tc.yaml, CreatedAt: tc.at}, v); diff != "" {
+			t.Errorf("GetPieceVersion %d (-want +got):\n%s", tc.version, diff)
+		}
+	}
+	_, err = b.s.GetPieceVersion(b.ctx, "hist", 4)
+	wantErr(t, "GetPieceVersion of a version to come", err, store.ErrNotFound)
+	_, err = b.s.PieceVersions(b.ctx, "missing")
+	wantErr(t, "PieceVersions of an unknown piece", err, store.ErrNotFound)
+
+	if err := b.s.DeletePiece(b.ctx, "hist", 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.s.PieceVersions(b.ctx, "hist")
+	wantErr(t, "PieceVersions after delete", err, store.ErrNotFound)
+	_, err = b.s.GetPieceVersion(b.ctx, "hist", 1)
+	wantErr(t, "GetPieceVersion after delete", err, store.ErrNotFound)
+	if _, err := b.s.CreatePiece(b.ctx, "hist", "name: hist\n# again\n"); err != nil {
+		t.Fatalf("CreatePiece again after delete: %v", err)
+	}
+	if list, err := b.s.PieceVersions(b.ctx, "hist"); err != nil || len(list) != 1 || list[0].Version != 1 {
+		t.Errorf("PieceVersions of the piece created again = %+v, %v; want version 1 only", list, err)
+	}
+	if list, err := b.s.PieceVersions(b.ctx, "other"); err != nil || len(list) != 1 {
+		t.Errorf("PieceVersions of another piece = %+v, %v; want its one version", list, err)
+	}
+}
+
 func testPiecesBadInput(t *testing.T, b *bundle) {
 	if _, err := b.s.CreatePiece(b.ctx, "keep", "name: keep\n"); err != nil {
 		t.Fatal(err)

@@ -3,10 +3,10 @@ package httpattach_test
 import (
 	"encoding/json"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/store/storetest"
 	"github.com/maestro-run/maestro/internal/transport/httpattach"
 )
 
@@ -154,17 +154,14 @@ func TestViewerReadOnly(t *testing.T) {
 // 45 s; another controller then gets the lease without takeControl.
 func TestLeaseExpiry(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	now := time.Date(2026, 4, 2, 12, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	s := newServer(t, options{now: clock, cfg: httpattach.Config{Now: clock, SweepInterval: -1}})
+	clock := storetest.NewClockAt(time.Date(2026, 4, 2, 12, 0, 0, 0, time.UTC))
+	s := newServer(t, options{now: clock.Now, cfg: httpattach.Config{Now: clock.Now, SweepInterval: -1}})
 	id := s.createSession(nil)
 	first := s.subscribe(id, map[string]any{"role": "controller"})
 	if *first.LeaseExpiresAt != "2026-04-02T12:00:45.000Z" {
 		t.Fatalf("lease_expires_at %s, want last seen + 45 s", *first.LeaseExpiresAt)
 	}
-	advance(20 * time.Second)
+	clock.Advance(20 * time.Second)
 	s.h.Sweep()
 	st, body := s.call("POST", "/api/headless/sessions/"+id+"/subscribe", `{"role":"controller"}`, nil, nil)
 	wantError(t, st, body, http.StatusConflict, "controller_lease_held", "Controller lease is already held by another connection")
@@ -176,7 +173,7 @@ func TestLeaseExpiry(t *testing.T) {
 	if hb.LeaseExpiresAt != "2026-04-02T12:01:05.000Z" {
 		t.Fatalf("lease_expires_at after a heartbeat %s", hb.LeaseExpiresAt)
 	}
-	advance(46 * time.Second)
+	clock.Advance(46 * time.Second)
 	s.h.Sweep()
 	second := s.subscribe(id, map[string]any{"role": "controller"})
 	if !second.ControllerLeaseGranted {
@@ -239,16 +236,13 @@ func TestSubscribeReusesRegisteredController(t *testing.T) {
 // that long is shut down and forgotten; a busy one is kept.
 func TestSessionIdleDisposal(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	now := time.Date(2026, 4, 2, 12, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	s := newServer(t, options{now: clock, cfg: httpattach.Config{Now: clock, SweepInterval: -1, SessionIdle: 30 * time.Minute}})
+	clock := storetest.NewClockAt(time.Date(2026, 4, 2, 12, 0, 0, 0, time.UTC))
+	s := newServer(t, options{now: clock.Now, cfg: httpattach.Config{Now: clock.Now, SweepInterval: -1, SessionIdle: 30 * time.Minute}})
 	idle := s.createSession(nil)
 	kept := s.createSession(nil)
 	c := s.subscribe(kept, map[string]any{"role": "controller"})
 	st := s.open(kept, "subscriptionId="+c.SubscriptionID, nil)
-	advance(31 * time.Minute)
+	clock.Advance(31 * time.Minute)
 	rt, _ := s.sessions.Get(idle)
 	s.h.Sweep()
 	select {

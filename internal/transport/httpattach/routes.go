@@ -3,8 +3,6 @@ package httpattach
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"net/http"
 
 	"github.com/maestro-run/maestro/internal/httpedge"
@@ -43,6 +41,7 @@ func (h *Handler) routeTable() []route {
 		{"POST /api/headless/sessions/{id}/message", h.messages},
 		{"POST /api/headless/sessions/{id}/heartbeat", h.heartbeat},
 		{"POST /api/headless/sessions/{id}/disconnect", h.disconnect},
+		{"POST /api/headless/sessions/{id}/attachments", h.attachments},
 	}
 }
 
@@ -437,13 +436,8 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxMessageBytes))
-	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			writeError(w, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeBadRequest, Message: "Request body exceeds 1 MB"})
-			return
-		}
-		writeError(w, badRequest("Failed to read request body: %v", err))
+	data, ok := readLimited(w, r, MaxMessageBytes, "Request body exceeds 1 MB", "request body")
+	if !ok {
 		return
 	}
 	if len(bytes.TrimSpace(data)) == 0 {

@@ -214,7 +214,8 @@ func TestSessionMissing(t *testing.T) {
 }
 
 // TestRoutesListed: Routes names exactly the contract's routes (§11.1)
-// plus Maestro's GET /api/headless/sessions (the live sessions' list), and each is served by its handler rather than the JSON 404 of unknown
+// plus Maestro's GET /api/headless/sessions (the live sessions' list) and
+// POST …/attachments (uploads for a prompt's attachments, issue 18), and each is served by its handler rather than the JSON 404 of unknown
 // paths.
 func TestRoutesListed(t *testing.T) {
 	t.Parallel()
@@ -226,7 +227,7 @@ func TestRoutesListed(t *testing.T) {
 		"POST /api/headless/sessions/{id}/subscribe", "POST /api/headless/sessions/{id}/unsubscribe",
 		"GET /api/headless/sessions/{id}/events", "POST /api/headless/sessions/{id}/messages",
 		"POST /api/headless/sessions/{id}/message", "POST /api/headless/sessions/{id}/heartbeat",
-		"POST /api/headless/sessions/{id}/disconnect",
+		"POST /api/headless/sessions/{id}/disconnect", "POST /api/headless/sessions/{id}/attachments",
 	}
 	got := h.Routes()
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

@@ -29,20 +29,7 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "maestro-webui-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	binary, err = proctest.Build(context.Background(), "cmd/maestro", dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(2)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	proctest.MainWithMaestro(&binary, m.Run)
 }
 
 // Bounds of the tests' waits.
@@ -123,12 +110,23 @@ func (s *server) api(t *testing.T, method, path string, body, out any) {
 	}
 }
 
-// chromium returns Debian's chromium (or $MAESTRO_CHROMIUM), or skips the
-// test loudly (fails it under CI=true).
+// debianChromium is the browser binary behind Debian's chromium launcher
+// (/usr/bin/chromium, a shell script). Started directly, it runs without
+// the flags the launcher adds (--enable-gpu-rasterization, which rasters
+// every frame through SwiftShader in the GPU process; the extension
+// loading flags), and without a shell start per browser.
+const debianChromium = "/usr/lib/chromium/chromium"
+
+// chromium returns $MAESTRO_CHROMIUM, else Debian's chromium (its browser
+// binary, debianChromium, when present), or skips the test loudly (fails
+// it under CI=true).
 func chromium(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("MAESTRO_CHROMIUM"); p != "" {
 		return p
+	}
+	if fi, err := os.Stat(debianChromium); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+		return debianChromium
 	}
 	for _, name := range []string{"chromium", "chromium-browser"} {
 		if p, err := exec.LookPath(name); err == nil {
@@ -152,6 +150,15 @@ type tab struct {
 // docs/web-ui.md: no sandbox, no GPU, no QUIC, no background traffic) and
 // returns its first tab, at 1280×800. scripts run before the app's own in
 // every document (measurement hooks).
+//
+// The flags keep the browser to the processes a test needs, for CPU: no
+// GPU process (software compositing in the browser process, no SwiftShader
+// rasterizer), the network service in the browser process, one renderer
+// per page (the app is one loopback origin: no site isolation, no spare
+// renderer), one raster thread, no extensions, translate, optimization
+// hints, crash reporter or hang monitor (docs/web-ui.md). Screenshots are
+// those of Debian's launcher with its default flags, pixel for pixel where
+// the page's content is the same.
 func newTab(t *testing.T, base string, scripts ...string) *tab {
 	t.Helper()
 	bin := chromium(t)
@@ -168,6 +175,18 @@ func newTab(t *testing.T, base string, scripts ...string) *tab {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-software-rasterizer", true),
+		chromedp.Flag("in-process-gpu", true),
+		chromedp.Flag("num-raster-threads", "1"),
+		chromedp.Flag("enable-features", "NetworkServiceInProcess"),
+		chromedp.Flag("disable-features", "site-per-process,IsolateOrigins,SpareRendererForSitePerProcess,Translate,OptimizationHints,MediaRouter,AutofillServerCommunication,CertificateTransparencyComponentUpdater"),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("disable-breakpad", true),
+		chromedp.Flag("disable-client-side-phishing-detection", true),
+		chromedp.Flag("disable-default-apps", true),
+		chromedp.Flag("disable-hang-monitor", true),
+		chromedp.Flag("password-store", "basic"),
+		chromedp.Flag("metrics-recording-only", true),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 800),
 		chromedp.CombinedOutput(log),
@@ -354,7 +373,7 @@ func (tb *tab) shots(name string, focus ...string) {
 		// Two frames, so that the layout of the new size is painted.
 		eval[chromedp.Void](tb, "let the page lay out", `new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r())))`)
 		ctx, cancel := context.WithTimeout(tb.ctx, stepTimeout)
-		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		png, err := chromedp.Run(ctx, fastScreenshot())
 		cancel()
 		if err != nil {
 			tb.t.Fatalf("screenshot %s: %v", name, err)
@@ -367,6 +386,20 @@ func (tb *tab) shots(name string, focus ...string) {
 		tb.axe(name + " at " + v.suffix)
 	}
 	tb.run("viewport desktop", chromedp.EmulateViewport(1280, 800))
+}
+
+// fastScreenshot captures the viewport as a PNG, as
+// chromedp.CaptureScreenshot does, but encoded for speed rather than size
+// (the same pixels, a larger file, less of the browser's CPU).
+func fastScreenshot() chromedp.Action[[]byte] {
+	return func(ctx context.Context, tg *chromedp.Target) ([]byte, error) {
+		fast := true
+		r, err := cdp.Call(ctx, tg, page.CaptureScreenshot, page.CaptureScreenshotParams{FromSurface: &fast, OptimizeForSpeed: &fast})
+		if err != nil {
+			return nil, fmt.Errorf("capture a screenshot: %w", err)
+		}
+		return r.Data, nil
+	}
 }
 
 // axeSource is axe-core from web/node_modules (npm ci in web/ installs it:

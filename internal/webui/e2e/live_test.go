@@ -10,16 +10,21 @@ import (
 	"testing"
 )
 
-// TestLiveSessionApprovals: a live session on the replay demo (its first
-// model turn writes two files, each Write needing approval in mode
-// prompt). The first request, shown as a dialog, is approved: the tool
-// runs and the file exists. The second is denied with a reason: the
+// TestLiveSessionApprovals: a live session on a replay scenario of two
+// prompts (testdata/replay/two-prompts.yaml, the server's default model),
+// each asking to Write one file, which needs approval in mode prompt. The
+// first prompt's request, shown as a dialog, is approved: the tool runs and
+// the file exists. The second prompt's request is denied with a reason: the
 // denial shows in the log and the file is not written. A viewer attached
 // from the start sees the same stream and has no prompt box.
 func TestLiveSessionApprovals(t *testing.T) {
 	t.Parallel()
 	work := t.TempDir()
-	s := startServe(t, nil, "--workers", "0")
+	scenario, err := filepath.Abs(filepath.Join("testdata", "replay", "two-prompts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, []string{"MAESTRO_MODEL=replay/" + scenario}, "--workers", "0")
 	tb := newTab(t, s.url)
 	tb.open("/sessions", "new-session-form")
 	tb.fill(tid("session-workspace"), work)
@@ -34,34 +39,42 @@ func TestLiveSessionApprovals(t *testing.T) {
 		t.Errorf("the viewer has a prompt box")
 	}
 
-	tb.fill(tid("prompt"), "make the demo files")
+	writes := func(status string) string {
+		return fmt.Sprintf(`[...document.querySelectorAll('[data-testid="tool-call"][data-tool="Write"]')].filter(e => e.dataset.status === %q).length`, status)
+	}
+	tb.fill(tid("prompt"), "write the first file")
 	tb.click("send-prompt")
-	tb.wait("the first approval dialog", q("request-dialog", `[open][data-request-type="approval"]`))
+	tb.wait("the first prompt's approval dialog", q("request-dialog", `[open][data-request-type="approval"]`))
 	if tool := eval[string](tb, "requested tool", q("request-tool")+".textContent"); tool != "Write" {
 		t.Fatalf("approval for %q, want Write", tool)
 	}
-	if args := eval[string](tb, "requested args", q("request-args")+".textContent"); !strings.Contains(args, "hello-maestro/README.md") {
+	if args := eval[string](tb, "requested args", q("request-args")+".textContent"); !strings.Contains(args, "first.txt") {
 		t.Fatalf("approval args %q do not name the file", args)
 	}
 	tb.shots("session-approval", "request-dialog")
 	tb.click("approve")
-	tb.wait("the approved Write ran", `[...document.querySelectorAll('[data-testid="tool-call"][data-tool="Write"]')].some(e => e.dataset.status === "succeeded")`)
-	tb.wait("the second approval dialog", fmt.Sprintf(`%s && %s.textContent.includes("greet.txt")`, q("request-dialog", "[open]"), q("request-args")))
+	tb.wait("the approved Write ran", writes("succeeded")+" === 1")
+	tb.wait("the first prompt's answer", `document.querySelector('[data-testid="event-log"]').textContent.includes("The first file is written.")`)
+	if _, err := os.Stat(filepath.Join(work, "first.txt")); err != nil {
+		t.Errorf("the approved Write did not write its file: %v", err)
+	}
+
+	tb.fill(tid("prompt"), "write the second file")
+	tb.click("send-prompt")
+	tb.wait("the second prompt's approval dialog", fmt.Sprintf(`%s && %s.textContent.includes("second.txt")`, q("request-dialog", "[open]"), q("request-args")))
 	tb.fill(tid("request-reason"), "not this one")
 	tb.click("deny")
 	denied := `[...document.querySelectorAll('[data-testid="event-item"]')].some(e => e.textContent.includes("approval denied by user: not this one"))`
 	tb.wait("the denial shows", denied)
-	tb.wait("the denied Write failed", `[...document.querySelectorAll('[data-testid="tool-call"][data-tool="Write"]')].some(e => e.dataset.status === "failed")`)
+	tb.wait("the denied Write failed", writes("failed")+" === 1")
+	tb.wait("the second prompt's answer", `document.querySelector('[data-testid="event-log"]').textContent.includes("The second write was denied")`)
 	tb.shots("session-live", "prompt-form")
-	if _, err := os.Stat(filepath.Join(work, "hello-maestro", "README.md")); err != nil {
-		t.Errorf("the approved Write did not write its file: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(work, "hello-maestro", "greet.txt")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(work, "second.txt")); !os.IsNotExist(err) {
 		t.Errorf("the denied Write's file: %v, want it absent", err)
 	}
 
-	// The viewer saw the same stream: the demo's text, the denial.
-	viewer.wait("the viewer sees the answer", `document.querySelector('[data-testid="event-log"]').textContent.includes("scripted replay demo")`)
+	// The viewer saw the same stream: both answers, the denial.
+	viewer.wait("the viewer sees the answers", `document.querySelector('[data-testid="event-log"]').textContent.includes("The first file is written.") && document.querySelector('[data-testid="event-log"]').textContent.includes("The second write was denied")`)
 	viewer.wait("the viewer sees the denial", denied)
 	if eval[bool](viewer, "dialog of the viewer", q("request-dialog", "[open]")+" !== null") {
 		t.Errorf("the viewer was shown an approval dialog")
@@ -94,7 +107,13 @@ func TestAgentCapabilityGates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := startServeIn(t, home, []string{"CLAUDE_CONFIG_DIR=" + claude}, "--workers", "0")
+	// A stand-in claude on PATH makes the server list claude-code as
+	// installed, so that a task may name it (no worker runs it).
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "claude"), []byte("#!/bin/sh\necho '2.1.330 (Claude Code)'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := startServeIn(t, home, []string{"CLAUDE_CONFIG_DIR=" + claude, "PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}, "--workers", "0")
 	tb := newTab(t, s.url)
 	tb.open("/agents", "agent-row")
 	tb.wait("the user adapter is listed as a user file", `[...document.querySelectorAll('[data-testid="agent-row"]')].some(r => r.dataset.id === "fake-noresume" && r.textContent.includes("user file"))`)
@@ -116,4 +135,42 @@ func TestAgentCapabilityGates(t *testing.T) {
 	tb.shots("agent-transcript", "transcript")
 	openTranscript("claude-code")
 	tb.wait("claude-code (resume: true) shows the resume buttons", q("resume-task")+" !== null")
+
+	// Resume as a task: a task on claude-code whose job resumes the opened
+	// session (agent_session), with the request as its body.
+	var sessions struct {
+		Sessions []struct {
+			ID string `json:"id"`
+		} `json:"sessions"`
+	}
+	s.api(t, "GET", "/api/v1/agents/claude-code/sessions?project=/home/dev/project", nil, &sessions)
+	opened := eval[string](tb, "the opened session", q("agent-session")+`.dataset.id ?? ""`)
+	tb.fill(tid("resume-request"), "carry on")
+	tb.click("resume-task")
+	tb.wait("the new task's page", `/^\/tasks\/\d+$/.test(location.pathname)`)
+	id := eval[string](tb, "task id", `location.pathname.split("/").pop()`)
+	var detail struct {
+		Task struct {
+			Body string `json:"body"`
+		} `json:"task"`
+		Jobs []struct {
+			Payload struct {
+				Executor     string `json:"executor"`
+				Agent        string `json:"agent"`
+				AgentSession string `json:"agent_session"`
+			} `json:"payload"`
+		} `json:"jobs"`
+	}
+	s.api(t, "GET", "/api/v1/tasks/"+id, nil, &detail)
+	if len(detail.Jobs) != 1 || detail.Task.Body != "carry on" {
+		t.Fatalf("the resumed task: %+v", detail)
+	}
+	pl := detail.Jobs[0].Payload
+	known := false
+	for _, ss := range sessions.Sessions {
+		known = known || ss.ID == pl.AgentSession
+	}
+	if pl.Executor != "agent-cli" || pl.Agent != "claude-code" || !known || (opened != "" && pl.AgentSession != opened) {
+		t.Errorf("the resumed task's job payload %+v, want agent-cli on claude-code resuming the opened session %q of %+v", pl, opened, sessions.Sessions)
+	}
 }

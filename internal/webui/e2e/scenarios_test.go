@@ -339,9 +339,12 @@ func TestCancelRunningTask(t *testing.T) {
 }
 
 // TestScheduleFires: a schedule created in the UI (every minute) shows
-// its cron expression in words and the next runs, and fires a task.
+// its cron expression in words and the next runs, and fires a task. The
+// server's test hook makes a new schedule due at once
+// (MAESTRO_TEST_SCHEDULE_DUE_NOW, internal/cli/serve.go), so the test
+// does not wait for the next real minute.
 func TestScheduleFires(t *testing.T) {
-	s := startServe(t, nil, "--workers", "1")
+	s := startServe(t, []string{"MAESTRO_TEST_SCHEDULE_DUE_NOW=1"}, "--workers", "1")
 	tb := newTab(t, s.url)
 	tb.open("/schedules", "new-schedule-button")
 	tb.click("new-schedule-button")
@@ -360,9 +363,9 @@ func TestScheduleFires(t *testing.T) {
 	if len(sl.Schedules) != 1 || sl.Schedules[0].CronExpr != "* * * * *" || !sl.Schedules[0].Enabled {
 		t.Fatalf("schedules after saving in the UI: %+v", sl.Schedules)
 	}
-	// It fires at the next minute: the task shows in the list.
+	// It fires (at once, by the hook): the task shows in the list.
 	tb.open("/", "task-list")
-	tb.waitFor("the scheduled task is listed", `[...document.querySelectorAll('`+tid("task-row")+`')].some(r => r.textContent.includes("Scheduled report"))`, 150*time.Second)
+	tb.waitFor("the scheduled task is listed", `[...document.querySelectorAll('`+tid("task-row")+`')].some(r => r.textContent.includes("Scheduled report"))`, stepTimeout)
 	tb.shots("schedule-fired")
 }
 

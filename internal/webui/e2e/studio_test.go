@@ -89,9 +89,11 @@ func (tb *tab) replaceEditor(text, marker string) {
 }
 
 // TestPieceStudio: a stored piece edited in the studio: an error shows
-// inline at its line as you type, the fix validates, saving updates the
-// graph; a save over someone else's newer version shows the conflict,
-// and overwriting resolves it.
+// inline at its line as you type, with the suggestion as a quick fix that
+// repairs it; the fix validates, saving updates the graph; a save over
+// someone else's newer version shows the conflict, and overwriting
+// resolves it; the diff compares with the previous version, or any
+// version picked; "New from this" stores a copy, which is then deleted.
 func TestPieceStudio(t *testing.T) {
 	s := startServe(t, nil, "--workers", "0")
 	s.api(t, "POST", "/api/v1/pieces", map[string]string{"yaml": studioPiece("answer", false)}, nil)
@@ -117,6 +119,14 @@ func TestPieceStudio(t *testing.T) {
 	tb.wait("the fault is underlined in line 13", `(() => { const l = `+editor+`.querySelectorAll(".cm-content .cm-line")[12]; return l && l.querySelector(".cm-lintRange-error") && l.innerText.includes("answr"); })()`)
 	tb.wait("the gutter marks it", editor+`.querySelector(".cm-lint-marker-error")`)
 	tb.shots("piece-error", "piece-errors")
+
+	// The suggestion as a quick fix: hovering the underlined word opens
+	// its tooltip; its action replaces the word, and the YAML validates.
+	tb.hover("the underlined word", editor+`.querySelector(".cm-lintRange-error")`)
+	tb.wait("the quick fix is offered", editor+`.querySelector(".cm-tooltip-lint .cm-diagnosticAction")?.innerText.includes('Use "answer"')`)
+	eval[chromedp.Void](tb, "click the quick fix", editor+`.querySelector(".cm-tooltip-lint .cm-diagnosticAction").click()`)
+	tb.wait("the quick fix replaced the word", `(() => { const l = `+editor+`.querySelectorAll(".cm-content .cm-line")[12]; return l && l.innerText.includes("next: answer") && !l.innerText.includes("answr"); })()`)
+	tb.wait("the fixed YAML validates", q("piece-valid"))
 
 	// The fix, with a third movement: valid; saved; the graph has it.
 	tb.replaceEditor(studioPiece("answer", true), "  - name: check")
@@ -152,9 +162,63 @@ func TestPieceStudio(t *testing.T) {
 		t.Errorf("after overwriting the server has version %d:\n%s", got.Version, got.YAML)
 	}
 
+	// The diff against an earlier version: by default the one before the
+	// saved version 4 (3: "Plan it well.", "Check it."); version 2 picked
+	// instead ("Plan it.", "Check it.").
+	tb.click("piece-diff-toggle")
+	diff := q("piece-diff") + `?.innerText`
+	tb.wait("the diff against version 3", q("piece-diff", `[data-base="3"]`)+` && `+diff+`.includes("-     instruction: Plan it well.") && `+diff+`.includes("+     instruction: Check it twice.") && `+diff+`.includes("-     instruction: Check it.")`)
+	if opts := eval[string](tb, "the versions offered", `[...document.querySelectorAll('[data-testid="piece-diff-base"] option')].map(o => o.value).join(",")`); opts != "4,3,2,1" {
+		t.Errorf("the diff offers versions %q, want 4,3,2,1", opts)
+	}
+	tb.shots("piece-diff", "piece-diff")
+	tb.selectValue(tid("piece-diff-base"), "2")
+	tb.wait("the diff against version 2", q("piece-diff", `[data-base="2"]`)+` && `+diff+`.includes("+     instruction: Check it twice.") && !`+diff+`.includes("Plan it well.")`)
+
 	// Run this piece: the new-task form with it chosen.
 	tb.click("piece-run")
 	tb.wait("the new-task form has the piece", q("new-task-piece")+`?.value === "studio-demo"`)
+
+	// New from this: a copy under a new name, created at version 1;
+	// then deleted, after a confirmation, and gone from the catalog.
+	tb.open("/pieces/studio-demo", "piece-template")
+	tb.click("piece-template")
+	tb.wait("the template is loaded", q("piece-name")+`?.value === "studio-demo-copy" && `+editor+`?.querySelector(".cm-content")?.innerText.includes("name: studio-demo-copy")`)
+	tb.fill(tid("piece-name"), "studio-copy")
+	tb.wait("the copy validates", q("piece-valid"))
+	tb.click("piece-save")
+	tb.wait("the copy is stored", `location.pathname === "/pieces/studio-copy" && `+q("piece-meta")+`?.innerText.includes("version 1")`)
+	var copied struct {
+		YAML string `json:"yaml"`
+	}
+	s.api(t, "GET", "/api/v1/pieces/studio-copy", nil, &copied)
+	if !strings.Contains(copied.YAML, "name: studio-copy") || !strings.Contains(copied.YAML, "Check it twice.") {
+		t.Errorf("the copy made from the template:\n%s", copied.YAML)
+	}
+	tb.click("piece-delete")
+	tb.click("confirm-ok")
+	tb.wait("the catalog without the copy", `location.pathname === "/pieces" && `+q("piece-row", `[data-name="studio-demo"]`)+` && !`+q("piece-row", `[data-name="studio-copy"]`))
+	var list struct {
+		Pieces []struct{ Name string } `json:"pieces"`
+	}
+	s.api(t, "GET", "/api/v1/pieces", nil, &list)
+	for _, p := range list.Pieces {
+		if p.Name == "studio-copy" {
+			t.Errorf("the deleted piece is still listed by the API")
+		}
+	}
+}
+
+// hover moves the mouse over the middle of the element expr names (which
+// may live in a shadow root).
+func (tb *tab) hover(what, expr string) {
+	tb.t.Helper()
+	tb.wait(what, expr)
+	pt := eval[[]float64](tb, "locate "+what, `(() => { const r = `+expr+`.getBoundingClientRect(); return [r.x + r.width/2, r.y + r.height/2]; })()`)
+	tb.run("hover "+what, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, input.DispatchMouseEvent, input.DispatchMouseEventParams{Type: input.DispatchMouseEventTypeMouseMoved, X: pt[0], Y: pt[1]})
+		return err
+	}))
 }
 
 // TestUsageTotals: two tasks run on a priced model (the fake model

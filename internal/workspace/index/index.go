@@ -4,9 +4,10 @@
 // (utility_file_search, Glob) and Grep's choice of files do not list the
 // whole tree again on each call.
 //
-// The index is built on first use (Of, then Read). It lists the tree with
-// the same parallel, gitignore-aware walk as the searches
-// (internal/workspace/walk): .git and ignored entries are left out;
+// The index is built on first use (Of, then Read). It lists the tree in
+// parallel, gitignore-aware as the searches' walk
+// (internal/workspace/walk), on Linux with getdents(2) on raw descriptors
+// (scan_linux.go): .git and ignored entries are left out;
 // regular files and symbolic links are kept (links are reported apart, as
 // Glob lists them and the others skip them); devices, pipes and sockets
 // are left out. Hidden entries are kept: utility_file_search skips them,
@@ -17,14 +18,20 @@
 // relists the directories whose entries changed (a changed .gitignore
 // relists its directory's whole subtree), so a search sees every change
 // made before it started — no goroutine reads events in the background,
-// and an idle index costs no CPU. When the kernel's event queue
+// and an idle index costs no CPU. After a full listing the watches are
+// added in the background, so the first search does not wait for them;
+// the next Read waits, and lists again the directories whose change time
+// says they changed since the listing began (watchTree). When the
+// kernel's event queue
 // overflowed, or a watch cannot be added (the inotify watch limit), the
 // next Read lists the tree again; where inotify is missing, every Read
 // does. Changes to .git/info/exclude are not watched.
 //
 // Memory: a file costs its name plus one byte (the names of a directory
-// are kept in one string); a directory about 200 bytes (its node, path
-// and watch). BenchmarkIndex reports the bytes per file.
+// are kept in one string), twice that when a name of its directory has an
+// upper-case letter (the lower-cased names are kept for searches); a
+// directory about 200 bytes (its node, path and watch). BenchmarkIndex
+// reports the bytes per file (about 50 on the Go source tree).
 package index
 
 import (
@@ -38,10 +45,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/maestro-run/maestro/internal/gitignore"
 	"github.com/maestro-run/maestro/internal/workspace"
-	"github.com/maestro-run/maestro/internal/workspace/walk"
 )
 
 // sep ends each name in Dir.files and Dir.links ('/' never occurs in a
@@ -56,6 +63,7 @@ type Dir struct {
 	parent *Dir
 	rules  *gitignore.Stack // in effect inside, its own .gitignore included
 	files  string           // names of regular files, each followed by sep
+	lower  string           // files lower-cased (the same string when no name has an upper-case letter)
 	links  string           // names of symbolic links, each followed by sep
 	dirs   []*Dir           // subdirectories, sorted by name
 	failed bool             // could not be opened or fully read
@@ -86,6 +94,36 @@ func (d *Dir) Files() iter.Seq[string] { return names(d.files) }
 
 // Links yields the names of the symbolic links.
 func (d *Dir) Links() iter.Seq[string] { return names(d.links) }
+
+// FilesLower yields the names of the regular files with each one
+// lower-cased (strings.ToLower), in the order of Files.
+func (d *Dir) FilesLower() iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		packed, lower := d.files, d.lower
+		for packed != "" {
+			i := strings.IndexByte(packed, sep)
+			j := strings.IndexByte(lower, sep)
+			if !yield(packed[:i], lower[:j]) {
+				return
+			}
+			packed, lower = packed[i+1:], lower[j+1:]
+		}
+	}
+}
+
+// LowerNames returns the lower-cased names of the regular files, each
+// followed by '/' (one string: a search can reject a whole directory
+// whose names together do not hold the query's characters).
+func (d *Dir) LowerNames() string { return d.lower }
+
+// setFiles sets the packed names of the regular files.
+func (d *Dir) setFiles(packed string) {
+	d.files = packed
+	// ToLower maps rune by rune, so each name is lower-cased as if alone
+	// and no separator is made or lost; it returns packed itself when
+	// nothing changes.
+	d.lower = strings.ToLower(packed)
+}
 
 // FileCount returns the number of regular files.
 func (d *Dir) FileCount() int { return strings.Count(d.files, string(sep)) }
@@ -138,6 +176,19 @@ type Index struct {
 	noWatch bool          // watching failed: do not try again
 	closed  bool
 	scans   int // full listings of the tree (for tests)
+
+	// setup is closed when the watches of the last full listing are in
+	// place (watchTree); nil when none are being added. Until then the
+	// tree is only read: refresh and Close wait for it before changing
+	// anything, the watches included.
+	setup *watchSetup
+}
+
+// watchSetup is the outcome of watchTree, read once setup.done is closed.
+type watchSetup struct {
+	done    chan struct{}
+	limit   bool   // a watch could not be added: stop watching
+	recheck []*Dir // directories that may have changed before their watch
 }
 
 type indexKey struct{}
@@ -159,6 +210,10 @@ func (x *Index) Close() error {
 	x.stop()
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if x.setup != nil {
+		<-x.setup.done // stopped early by x.stop
+		x.setup = nil
+	}
 	x.closed = true
 	x.top = nil
 	return x.stopWatching()
@@ -176,11 +231,14 @@ func (x *Index) stopWatching() error {
 // ErrClosed is returned by Read after Close.
 var ErrClosed = errors.New("workspace index closed")
 
-// Warm builds the index if it is not built yet (serve sessions do it
-// eagerly, so that their first search is warm).
+// Warm builds the index if it is not built yet, and waits for its
+// watches (serve sessions do it eagerly, so that their first search is
+// warm).
 func (x *Index) Warm(ctx context.Context) error {
-	_, err := x.Read(ctx, ".", func(*Dir) {})
-	return err
+	if _, err := x.Read(ctx, ".", func(*Dir) {}); err != nil {
+		return err
+	}
+	return x.refresh(ctx)
 }
 
 // Read brings the index up to date and calls fn with the directory at
@@ -216,11 +274,27 @@ func (x *Index) refresh(ctx context.Context) error {
 	if x.closed {
 		return ErrClosed
 	}
+	dirty := map[*Dir]bool{} // true: list the subtree again
+	mark := func(d *Dir, subtree bool) { dirty[d] = dirty[d] || subtree }
+	if st := x.setup; st != nil {
+		// The first search after a full listing waits for its watches.
+		select {
+		case <-st.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		x.setup = nil
+		if st.limit {
+			x.noWatch = true
+			x.stopWatching()
+		}
+		for _, d := range st.recheck {
+			mark(d, false)
+		}
+	}
 	if x.top == nil || x.w == nil {
 		return x.rebuild(ctx)
 	}
-	dirty := map[*Dir]bool{} // true: list the subtree again
-	mark := func(d *Dir, subtree bool) { dirty[d] = dirty[d] || subtree }
 	overflow := false
 	err := x.w.drain(func(ev event) {
 		if ev.overflow {
@@ -299,16 +373,67 @@ func (x *Index) rebuild(ctx context.Context) error {
 		}
 	}
 	x.scans++
-	top, err := x.scan(ctx, ".", nil)
+	since := time.Now()
+	top, err := x.scan(ctx, ".", nil, false)
 	if err != nil {
 		x.stopWatching()
 		return fmt.Errorf("index the workspace: %w", err)
 	}
 	x.top = top
-	if x.w == nil && !x.noWatch {
-		x.noWatch = true // a watch failed during the listing
+	if x.w != nil {
+		st := &watchSetup{done: make(chan struct{})}
+		x.setup = st
+		go x.watchTree(top, x.w, since, st)
 	}
 	return nil
+}
+
+// changeMargin is how long before a full listing started a directory's
+// change time (ctime) may lie and still be taken for a change made during
+// the listing: file-system timestamps come from a clock that lags the
+// real time by up to a scheduler tick.
+const changeMargin = 2 * time.Second
+
+// watchTree adds the watches of a full listing, in the background, so
+// that the first search does not wait for them (about a third of the
+// cost of a cold search on the Go source tree: one inotify_add_watch per
+// directory). A change made to a directory between its listing and its
+// watch would go unnotified, so each directory's change time is read once
+// it is watched; one changed since the listing began (or less than
+// changeMargin before) is listed again by the next refresh. Nothing else
+// changes the tree while it runs: refresh and Close wait for st.done.
+func (x *Index) watchTree(top *Dir, w watcher, since time.Time, st *watchSetup) {
+	defer close(st.done)
+	since = since.Add(-changeMargin)
+	var rec func(d *Dir) bool
+	rec = func(d *Dir) bool {
+		if x.stopped.Err() != nil {
+			return false
+		}
+		abs := path.Join(x.root.Dir(), d.rel)
+		wd, err := w.add(abs)
+		switch {
+		case errors.Is(err, errWatchLimit):
+			st.limit = true
+			return false
+		case err != nil:
+			// Gone or unreadable since: its listing is checked again.
+			st.recheck = append(st.recheck, d)
+		default:
+			d.wd = wd
+			x.byWD[wd] = d
+			if w.changedSince(abs, since) {
+				st.recheck = append(st.recheck, d)
+			}
+		}
+		for _, c := range d.dirs {
+			if !rec(c) {
+				return false
+			}
+		}
+		return true
+	}
+	rec(top)
 }
 
 // drop removes d and its subtree from the index, releasing their watches.
@@ -334,7 +459,7 @@ func (x *Index) rescan(ctx context.Context, d *Dir) error {
 	p := d.parent
 	x.drop(d)
 	i := slices.Index(p.dirs, d)
-	nd, err := x.scan(ctx, d.rel, p)
+	nd, err := x.scan(ctx, d.rel, p, true)
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
@@ -363,7 +488,7 @@ func (x *Index) relist(ctx context.Context, d *Dir) error {
 		for _, c := range d.dirs {
 			x.drop(c)
 		}
-		d.files, d.links, d.dirs, d.failed = "", "", nil, true
+		d.files, d.lower, d.links, d.dirs, d.failed = "", "", "", nil, true
 		x.failed[d] = true
 		return nil
 	}
@@ -390,7 +515,8 @@ func (x *Index) relist(ctx context.Context, d *Dir) error {
 			sub = append(sub, e.Name())
 		}
 	}
-	d.files, d.links = files.String(), links.String()
+	d.setFiles(files.String())
+	d.links = links.String()
 	slices.Sort(sub)
 	old := d.dirs
 	dirs := make([]*Dir, 0, len(sub))
@@ -407,7 +533,7 @@ func (x *Index) relist(ctx context.Context, d *Dir) error {
 			dirs = append(dirs, old[i])
 			continue
 		}
-		nd, err := x.scan(ctx, path.Join(d.rel, name), d)
+		nd, err := x.scan(ctx, path.Join(d.rel, name), d, true)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -448,130 +574,3 @@ func entryKind(d *Dir, e fs.DirEntry) kind {
 	}
 	return k
 }
-
-// scan lists the subtree at rel (its parent, nil for the root, is
-// already indexed), watching each directory before it is listed.
-func (x *Index) scan(ctx context.Context, rel string, parent *Dir) (*Dir, error) {
-	s := &scanner{x: x, nodes: map[string]*Dir{}}
-	top := &Dir{name: path.Base(rel), rel: rel, parent: parent, wd: -1}
-	s.watch(top)
-	err := walk.Walk(ctx, x.root, rel, func() walk.Worker { return &scanWorker{s: s} })
-	if err != nil {
-		s.unwatch()
-		return nil, err
-	}
-	for _, d := range s.nodes {
-		if d.failed {
-			x.failed[d] = true
-		}
-		if d.parent != nil && d != top {
-			d.parent.dirs = append(d.parent.dirs, d)
-		}
-	}
-	for _, d := range s.nodes {
-		slices.SortFunc(d.dirs, func(a, b *Dir) int { return strings.Compare(a.name, b.name) })
-	}
-	return top, nil
-}
-
-// scanner collects the directories of one scan.
-type scanner struct {
-	x     *Index
-	mu    sync.Mutex
-	nodes map[string]*Dir // by rel
-}
-
-// watch adds the watches of dirs (before they are listed, so that no
-// change after their listing is missed) and records the directories. The
-// system calls run outside s.mu, in parallel between workers. When a watch
-// cannot be added, the index stops watching.
-func (s *scanner) watch(dirs ...*Dir) {
-	x := s.x
-	s.mu.Lock()
-	w := x.w
-	s.mu.Unlock()
-	limit := false
-	if w != nil {
-		for _, d := range dirs {
-			wd, err := w.add(path.Join(x.root.Dir(), d.rel))
-			if err != nil {
-				// Not listable either (the listing marks it failed), or
-				// out of watches.
-				limit = limit || errors.Is(err, errWatchLimit)
-				continue
-			}
-			d.wd = wd
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, d := range dirs {
-		s.nodes[d.rel] = d
-		if x.w != nil && d.wd >= 0 {
-			x.byWD[d.wd] = d
-		}
-	}
-	if limit {
-		x.stopWatching()
-	}
-}
-
-// unwatch removes the watches of a scan that failed.
-func (s *scanner) unwatch() {
-	for _, d := range s.nodes {
-		if d.wd >= 0 && s.x.w != nil {
-			s.x.w.remove(d.wd)
-			delete(s.x.byWD, d.wd)
-		}
-	}
-}
-
-type scanWorker struct {
-	s     *scanner
-	files strings.Builder
-	links strings.Builder
-}
-
-// List records the entries of one directory and queues its
-// subdirectories. A subdirectory's node is made (and watched) here, before
-// it is listed; one that cannot be opened stays marked failed.
-func (w *scanWorker) List(wd *walk.Dir, entries []fs.DirEntry, rules *gitignore.Stack, err error) []walk.Task {
-	if wd == nil {
-		return nil // its node, made by its parent, stays failed
-	}
-	s := w.s
-	s.mu.Lock()
-	d := s.nodes[wd.Rel()]
-	s.mu.Unlock()
-	d.rules = rules
-	d.failed = err != nil
-	w.files.Reset()
-	w.links.Reset()
-	var tasks []walk.Task
-	var subs []*Dir
-	for _, e := range entries {
-		switch entryKind(d, e) {
-		case kindFile:
-			w.files.WriteString(e.Name())
-			w.files.WriteByte(sep)
-		case kindLink:
-			w.links.WriteString(e.Name())
-			w.links.WriteByte(sep)
-		case kindDir:
-			name := e.Name()
-			subs = append(subs, &Dir{name: name, rel: path.Join(d.rel, name), parent: d, rules: rules, failed: true, wd: -1})
-			tasks = append(tasks, walk.Task{Name: name, IsDir: true, Rules: rules})
-		}
-	}
-	d.files, d.links = w.files.String(), w.links.String()
-	if len(subs) > 0 {
-		s.watch(subs...)
-	}
-	return tasks
-}
-
-// File implements walk.Worker; files are recorded as listed.
-func (w *scanWorker) File(walk.Task) {}
-
-// Done implements walk.Worker.
-func (w *scanWorker) Done() {}

@@ -368,3 +368,59 @@ func TestIndexClosedWithRoot(t *testing.T) {
 		t.Fatalf("Read after the root closed: %v, want ErrClosed", err)
 	}
 }
+
+// gapWatcher makes changes in a directory just before its watch is added,
+// after the directory was listed: the window a full listing leaves while
+// its watches are added in the background.
+type gapWatcher struct {
+	watcher
+	before func(dir string)
+}
+
+func (g *gapWatcher) add(dir string) (int32, error) {
+	g.before(dir)
+	return g.watcher.add(dir)
+}
+
+// TestIndexChangesBeforeWatch: files created, removed and directories made
+// in a directory after its listing but before its watch (added in the
+// background) are seen by the next Read.
+func TestIndexChangesBeforeWatch(t *testing.T) {
+	dir := seedTree(t)
+	root := openRoot(t, dir)
+	x := New(root)
+	defer x.Close()
+	done := map[string]bool{}
+	x.newWatcher = func() (watcher, error) {
+		w, err := newWatcher()
+		if err != nil {
+			return nil, err
+		}
+		return &gapWatcher{watcher: w, before: func(abs string) {
+			rel, err := filepath.Rel(dir, abs)
+			if err != nil || done[rel] {
+				return
+			}
+			done[rel] = true
+			switch filepath.ToSlash(rel) {
+			case "src/pkg":
+				write(t, dir, "src/pkg/late.go", "")
+				write(t, dir, "src/pkg/newdir/n.go", "")
+			case ".":
+				if err := os.Remove(filepath.Join(dir, "a.go")); err != nil {
+					t.Error(err)
+				}
+			}
+		}}, nil
+	}
+	first := indexListing(t, x)
+	if !slices.Contains(first, "f a.go") || slices.Contains(first, "f src/pkg/late.go") {
+		t.Fatalf("the first Read should list the tree as it was: %q", first)
+	}
+	if got, want := indexListing(t, x), walkListing(t, root); !slices.Equal(got, want) {
+		t.Fatalf("after changes made before the watches:\nindex %q\nwalk  %q", got, want)
+	}
+	if x.scans != 1 {
+		t.Errorf("the tree was listed %d times, want 1 (changed directories are listed again alone)", x.scans)
+	}
+}

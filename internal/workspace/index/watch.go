@@ -1,6 +1,9 @@
 package index
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // watcher is the source of change notifications (inotify on Linux).
 type watcher interface {
@@ -10,6 +13,9 @@ type watcher interface {
 	remove(wd int32)
 	// drain calls fn for each event queued so far, without blocking.
 	drain(fn func(event)) error
+	// changedSince reports whether directory dir (absolute) changed
+	// (its change time) at or after since, or cannot be told.
+	changedSince(dir string, since time.Time) bool
 	close() error
 }
 

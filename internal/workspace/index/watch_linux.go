@@ -3,6 +3,7 @@ package index
 import (
 	"errors"
 	"fmt"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -87,6 +88,14 @@ func (n *inotify) drain(fn func(event)) error {
 			off = end
 		}
 	}
+}
+
+func (n *inotify) changedSince(dir string, since time.Time) bool {
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, dir, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_CTIME, &st); err != nil {
+		return true
+	}
+	return !time.Unix(st.Ctime.Sec, int64(st.Ctime.Nsec)).Before(since)
 }
 
 func (n *inotify) close() error { return unix.Close(n.fd) }

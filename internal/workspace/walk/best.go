@@ -1,9 +1,6 @@
 package walk
 
-import (
-	"container/heap"
-	"slices"
-)
+import "slices"
 
 // Best keeps the best Max values offered, in any order, by an ordering
 // where a negative Compare(a, b) means a ranks before b. The worst value
@@ -36,15 +33,17 @@ func (b *Best[T]) Admits(v T) bool {
 // Offer keeps v if it is among the best seen, dropping the worst kept when
 // full, and reports whether v was kept.
 func (b *Best[T]) Offer(v T) bool {
+	h := &b.h
 	if !b.Full() {
-		heap.Push(&b.h, v)
+		h.s = append(h.s, v)
+		h.up(len(h.s) - 1)
 		return true
 	}
-	if b.h.cmp(v, b.h.s[0]) >= 0 {
+	if h.cmp(v, h.s[0]) >= 0 {
 		return false
 	}
-	b.h.s[0] = v
-	heap.Fix(&b.h, 0)
+	h.s[0] = v
+	h.down(0)
 	return true
 }
 
@@ -58,19 +57,43 @@ func (b *Best[T]) Sorted() []T {
 	return out
 }
 
-// bestHeap is a max-heap by cmp: the worst value at the root.
+// bestHeap is a max-heap by cmp: the worst value at the root. It sifts
+// its values itself rather than through container/heap, whose interface
+// calls cost more than the comparisons on a hot search path.
 type bestHeap[T any] struct {
 	s   []T
 	max int
 	cmp func(a, b T) int
 }
 
-func (h *bestHeap[T]) Len() int           { return len(h.s) }
-func (h *bestHeap[T]) Less(i, j int) bool { return h.cmp(h.s[i], h.s[j]) > 0 }
-func (h *bestHeap[T]) Swap(i, j int)      { h.s[i], h.s[j] = h.s[j], h.s[i] }
-func (h *bestHeap[T]) Push(x any)         { h.s = append(h.s, x.(T)) }
-func (h *bestHeap[T]) Pop() any {
-	x := h.s[len(h.s)-1]
-	h.s = h.s[:len(h.s)-1]
-	return x
+// worse reports whether the value at i ranks after the one at j.
+func (h *bestHeap[T]) worse(i, j int) bool { return h.cmp(h.s[i], h.s[j]) > 0 }
+
+func (h *bestHeap[T]) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h.worse(i, p) {
+			return
+		}
+		h.s[i], h.s[p] = h.s[p], h.s[i]
+		i = p
+	}
+}
+
+func (h *bestHeap[T]) down(i int) {
+	n := len(h.s)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			return
+		}
+		if r := c + 1; r < n && h.worse(r, c) {
+			c = r
+		}
+		if !h.worse(c, i) {
+			return
+		}
+		h.s[i], h.s[c] = h.s[c], h.s[i]
+		i = c
+	}
 }

@@ -264,6 +264,45 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/pieces/{name}/versions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        /** Every version of a stored piece, newest first (the first is the piece as it is), without their YAML. Each create and update keeps one; deleting the piece deletes them. A piece that is not stored (a built-in, a file) has none (404). */
+        get: operations["listPieceVersions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/pieces/{name}/versions/{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                version: number;
+            };
+            cookie?: never;
+        };
+        /** One version of a stored piece, with its YAML. */
+        get: operations["getPieceVersion"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/schedules": {
         parameters: {
             query?: never;
@@ -834,6 +873,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/headless/sessions/{id}/attachments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Upload a file into the session's workspace, for a prompt's attachments (controller only).
+         * @description The raw body (at most 10 MB) is stored as `.maestro-attachments/{name}` inside the session's workspace (`{name}-2`, `-3`… before the extension when taken); the answer's `path` is what a prompt's `attachments` list names. The controller's subscription (`x-maestro-headless-subscriber-id`) or connection sends it. docs/remote-attach.md, "Attachments".
+         */
+        post: operations["headlessUploadAttachment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -949,6 +1008,12 @@ export interface components {
             connectionId?: string;
             subscriptionId?: string;
         };
+        HeadlessAttachment: {
+            /** @description The stored file, relative to the session's workspace (.maestro-attachments/…). */
+            path: string;
+            /** Format: int64 */
+            bytes: number;
+        };
         Error: {
             error: string;
             field?: string;
@@ -980,6 +1045,8 @@ export interface components {
             executor?: "native" | "agent-cli" | "replay";
             /** @description with executor agent-cli (required then, and only then): one of GET /api/v1/server's agents */
             agent?: string;
+            /** @description with executor agent-cli only: a session of that agent CLI (GET /api/v1/agents/{id}/sessions) that the task continues: its first movement resumes the CLI's own session instead of starting afresh ("resume as a task"). An adapter without resume fails the job. Sets the job payload's agent_session. */
+            agent_session?: string;
         };
         Task: {
             id: number;
@@ -1102,6 +1169,17 @@ export interface components {
             yaml: string;
             /** @description the parsed piece */
             piece?: Record<string, unknown>;
+        };
+        PieceVersion: {
+            name: string;
+            version: number;
+            /** @description GET …/versions/{version} only */
+            yaml?: string;
+            /**
+             * Format: date-time
+             * @description when this version was saved
+             */
+            created_at: string;
         };
         Schedule: {
             id: number;
@@ -1792,6 +1870,8 @@ export interface operations {
             query?: {
                 /** @description only the jobs of this task */
                 task_id?: number;
+                /** @description only the child jobs (subtasks) of this job */
+                parent_job_id?: number;
                 /** @description comma-separated states, e.g. queued,running */
                 state?: string;
                 /** @description only jobs with a larger id (the previous page's next_after) */
@@ -2053,6 +2133,58 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+        };
+    };
+    listPieceVersions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The versions, newest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        versions: components["schemas"]["PieceVersion"][];
+                    };
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+        };
+    };
+    getPieceVersion: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The version. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PieceVersion"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
         };
     };
     listSchedules: {
@@ -2757,7 +2889,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description {instance, sessions: [{id, instance, address, created_at, heartbeat_at, ended_at?, end_reason?, local, session_id?, cursor?, state?}]}: instance is the answering serve's; local marks its own live sessions, which also carry their runtime snapshot (session_id, cursor, last_init, state). */
+            /** @description {instance, sessions: [{id, instance, address, created_at, heartbeat_at, ended_at?, end_reason?, local, snapshot?}]}: instance is the answering serve's; local marks its own live sessions, which also carry their runtime snapshot. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -3066,6 +3198,41 @@ export interface operations {
             };
             401: components["responses"]["HeadlessError"];
             404: components["responses"]["HeadlessError"];
+        };
+    };
+    headlessUploadAttachment: {
+        parameters: {
+            query: {
+                /** @description The file's name; one plain path element (no slash, no backslash, not `..`), at most 255 bytes. */
+                name: string;
+            };
+            header?: never;
+            path: {
+                /** @description a headless session id */
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description Stored. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HeadlessAttachment"];
+                };
+            };
+            400: components["responses"]["HeadlessError"];
+            401: components["responses"]["HeadlessError"];
+            403: components["responses"]["HeadlessError"];
+            404: components["responses"]["HeadlessError"];
+            413: components["responses"]["HeadlessError"];
         };
     };
 }

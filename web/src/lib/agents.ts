@@ -43,21 +43,5 @@ export function historyOf(tr: AgentTranscript): { role: "user" | "assistant"; co
   return out;
 }
 
-// contextOf is a task body continuing a transcript: the user's request,
-// then the conversation's last messages (at most max characters).
-export function contextOf(tr: AgentTranscript, request: string, max = 8000): string {
-  const lines: string[] = [];
-  let size = 0;
-  for (let i = tr.messages.length - 1; i >= 0; i--) {
-    const m = tr.messages[i]!;
-    if ((m.role !== "user" && m.role !== "assistant") || !m.text) continue;
-    const line = `${m.role}: ${m.text}`;
-    if (size + line.length > max) break;
-    lines.unshift(line);
-    size += line.length;
-  }
-  return `${request}\n\n---\nEarlier conversation (session ${tr.session.id}):\n\n${lines.join("\n\n")}`;
-}
-
 // The live page sends this init history once it controls the session.
 export const pendingHistoryKey = (sessionId: string) => `maestro.live.history.${sessionId}`;

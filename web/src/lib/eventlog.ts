@@ -88,6 +88,18 @@ export class LogModel {
     return this.movements.reduce((s, m) => s + m.cost, 0) + this.orphanCost;
   }
   private orphanCost = 0;
+  // usage sums every response_end's usage: tokens and cost of the whole
+  // log (responses counts the usage records summed).
+  // provider is the last usage record's (an agent CLI's id on that executor).
+  usage = { inputTokens: 0, outputTokens: 0, cacheTokens: 0, cost: 0, responses: 0, provider: "" };
+
+  // mark appends an item that is not an event of the log (a live
+  // session's reset, say): streamed text after it starts a new item, so
+  // that no text seems to run across it.
+  mark(item: Item): void {
+    this.lastTextKey = "";
+    this.items.push(item);
+  }
 
   private movement(): Movement | undefined {
     return this.movements[this.movements.length - 1];
@@ -187,6 +199,14 @@ export class LogModel {
       }
       case "response_end": {
         const u = (d.usage ?? {}) as Usage;
+        this.usage = {
+          inputTokens: this.usage.inputTokens + num(u.input_tokens),
+          outputTokens: this.usage.outputTokens + num(u.output_tokens),
+          cacheTokens: this.usage.cacheTokens + num(u.cache_read_tokens) + num(u.cache_write_tokens),
+          cost: this.usage.cost + num(u.total_cost_usd),
+          responses: this.usage.responses + 1,
+          provider: str(u.provider) || this.usage.provider,
+        };
         const m = this.movement();
         if (m) {
           m.inputTokens += num(u.input_tokens);

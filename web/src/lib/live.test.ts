@@ -40,6 +40,22 @@ describe("LiveModel", () => {
   });
 });
 
+describe("LiveModel subscribed again", () => {
+  it("seeds a first subscription and shows the frames a later one skipped as a replay gap", () => {
+    const m = new LiveModel();
+    m.resubscribed(snap(5));
+    expect(m.cursor).toBe(0);
+    m.apply({ type: "message", cursor: 1, message: { type: "response_start", response_id: "r" } });
+    m.resubscribed(snap(1));
+    expect(m.resets).toEqual([]);
+    m.resubscribed(snap(9));
+    expect(m.resets).toEqual([{ reason: "replay_gap", cursor: 9 }]);
+    expect(m.cursor).toBe(9);
+    m.apply({ type: "message", cursor: 9, message: { type: "response_end", response_id: "r" } });
+    expect(m.dupes).toBe(1);
+  });
+});
+
 describe("agent gates", () => {
   const base: AgentCLI = { id: "x", name: "X", source: "user file", binary: "x", parser: "p", capabilities: {} };
   it("hides resume and the session browser without their flags", () => {
@@ -65,5 +81,21 @@ describe("agent gates", () => {
       { role: "user", content: "a\n\nb" },
       { role: "assistant", content: "c" },
     ]);
+  });
+});
+
+describe("LiveModel after a reset", () => {
+  it("starts the text after a reset anew and sums the usage of the responses", () => {
+    const m = new LiveModel();
+    m.apply({ type: "snapshot", snapshot: snap(1) });
+    m.apply({ type: "message", cursor: 2, message: { type: "response_start", response_id: "r" } });
+    m.apply({ type: "message", cursor: 3, message: { type: "response_chunk", response_id: "r", content: "Hel", is_thinking: false } });
+    m.apply({ type: "reset", reason: "lagged", snapshot: snap(9) });
+    m.apply({ type: "message", cursor: 10, message: { type: "response_chunk", response_id: "r", content: "end.", is_thinking: false } });
+    m.apply({ type: "message", cursor: 11, message: { type: "response_end", response_id: "r", usage: { input_tokens: 5, output_tokens: 7, total_cost_usd: 0.25, provider: "claude-code" } } });
+    // The text before the reset is not joined with the text after it: the
+    // reset's marker sits between them.
+    expect(m.log.items.map((i) => (i.kind === "text" ? i.text : i.kind === "other" ? i.type : i.kind))).toEqual(["Hel", "reset", "end."]);
+    expect(m.log.usage).toEqual({ inputTokens: 5, outputTokens: 7, cacheTokens: 0, cost: 0.25, responses: 1, provider: "claude-code" });
   });
 });

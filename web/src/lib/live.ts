@@ -89,6 +89,34 @@ export async function headless<T>(
   return data as T;
 }
 
+// uploadAttachment sends a file to POST …/attachments as the controller's
+// subscription (docs/remote-attach.md, "Attachments") and returns the
+// stored path, relative to the session's workspace, for a prompt's
+// attachments.
+export async function uploadAttachment(api: Api, sessionId: string, subscriptionId: string, file: File): Promise<string> {
+  const f = api.opts.fetch ?? fetch;
+  const url = new URL(`/api/headless/sessions/${encodeURIComponent(sessionId)}/attachments`, api.opts.baseUrl || window.location.origin);
+  url.searchParams.set("name", file.name);
+  const res = await f(
+    new Request(url, {
+      method: "POST",
+      headers: {
+        "Content-Type": "application/octet-stream",
+        "x-maestro-headless-subscriber-id": subscriptionId,
+        ...authHeaders(api.opts.getToken()),
+      },
+      body: file,
+    }),
+  );
+  if (res.status === 401) api.opts.onUnauthorized();
+  const data = ((await res.json().catch(() => undefined)) ?? {}) as Rec;
+  if (!res.ok) {
+    const msg = `${file.name}: ${str(data.error) || str(data.message) || `${res.status} ${res.statusText}`}`;
+    throw new ApiError(res.status, { error: msg } as never, msg);
+  }
+  return str(data.path);
+}
+
 // pendingFrom reads a snapshot's pending requests.
 export function pendingFrom(snap: Snapshot | undefined): PendingRequest[] {
   const out: PendingRequest[] = [];
@@ -124,7 +152,7 @@ export class LiveModel {
   private seq = 0;
 
   private item(label: string, type: string, data: unknown): void {
-    this.log.items.push({ kind: "other", id: ++this.seq, type, label, data } as Item);
+    this.log.mark({ kind: "other", id: ++this.seq, type, label, data } as Item);
   }
 
   // seed takes the subscription's snapshot without its cursor, so that the
@@ -136,6 +164,19 @@ export class LiveModel {
     this.pending = pendingFrom(snap);
     this.controllerConnectionId = snap.state.controller_connection_id ?? null;
     this.responding = snap.state.is_responding === true;
+  }
+
+  // resubscribed takes the snapshot of a subscription made again after the
+  // last one expired or vanished. A new subscription starts at its
+  // snapshot and ignores the stream's cursor (remote-attach.md): frames
+  // after the last applied cursor and up to the snapshot's were never
+  // delivered, so this is a replay gap and is shown as one.
+  resubscribed(snap: Snapshot): void {
+    if (this.cursor === 0) {
+      this.seed(snap);
+      return;
+    }
+    if (snap.cursor > this.cursor) this.apply({ type: "reset", reason: "replay_gap", snapshot: snap });
   }
 
   apply(env: Rec): void {

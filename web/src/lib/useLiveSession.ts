@@ -2,8 +2,9 @@ import { useCallback, useEffect, useRef, useState } from "react";
 import { useApi } from "../api/context";
 import { ApiError } from "../api/client";
 import type { JobLogView } from "./useJobLog";
+import type { LogModel } from "./eventlog";
 import { pendingHistoryKey } from "./agents";
-import { headless, LiveModel, streamEnvelopes, type PendingRequest, type Role, type Snapshot, type Subscription } from "./live";
+import { headless, LiveModel, streamEnvelopes, uploadAttachment, type PendingRequest, type Role, type Snapshot, type Subscription } from "./live";
 
 export type LinkState = "subscribing" | "live" | "reconnecting" | "lease_held" | "ended" | "failed";
 
@@ -14,6 +15,9 @@ export interface LiveView {
   log: JobLogView;
   pending: PendingRequest[];
   resets: { reason: string; cursor: number }[];
+  // usage sums the usage of every response_end applied (a reset's missed
+  // frames are not in it).
+  usage: LogModel["usage"];
   snapshot: Snapshot | undefined;
   // controller is true while this client holds the controller lease.
   controller: boolean;
@@ -53,7 +57,7 @@ export function useLiveSession(sessionId: string, role: Role) {
         if (takeControl) body.takeControl = true;
         const sub = await headless<Subscription>(api, "POST", `/api/headless/sessions/${encodeURIComponent(sessionId)}/subscribe`, body);
         subRef.current = sub;
-        if (model.current.cursor === 0) model.current.seed(sub.snapshot);
+        model.current.resubscribed(sub.snapshot);
         model.current.controllerConnectionId = sub.controller_connection_id;
         setError(undefined);
         rerender();
@@ -140,6 +144,15 @@ export function useLiveSession(sessionId: string, role: Role) {
     [api, sessionId],
   );
 
+  const upload = useCallback(
+    async (file: File) => {
+      const sub = subRef.current;
+      if (!sub) throw new Error("not subscribed");
+      return uploadAttachment(api, sessionId, sub.subscription_id, file);
+    },
+    [api, sessionId],
+  );
+
   const m = model.current;
   const sub = subRef.current;
   const view: LiveView = {
@@ -161,10 +174,11 @@ export function useLiveSession(sessionId: string, role: Role) {
     },
     pending: m.pending,
     resets: m.resets,
+    usage: m.log.usage,
     snapshot: m.snapshot,
     controller: sub !== undefined && sub.role === "controller" && m.controllerConnectionId === sub.connection_id,
     responding: m.responding,
     utility: utility.current,
   };
-  return { view, send, takeControl: () => setTake((n) => n + 1) };
+  return { view, send, upload, takeControl: () => setTake((n) => n + 1) };
 }

@@ -5,7 +5,7 @@ import { useApi } from "../api/context";
 import { unwrap } from "../api/client";
 import { Alert, CheckboxField, InputField, PageHeader, Section } from "../components/Field";
 import { Markdown } from "../components/Markdown";
-import { contextOf, gates, historyOf, pendingHistoryKey, type AgentCLI, type AgentTranscript } from "../lib/agents";
+import { gates, historyOf, pendingHistoryKey, type AgentCLI, type AgentTranscript } from "../lib/agents";
 import { headless, type Snapshot } from "../lib/live";
 
 // Agents lists the agent CLIs the server knows with version, path, source
@@ -152,10 +152,12 @@ function Transcript({ agent, sessionId }: { agent: AgentCLI; sessionId: string }
   async function asTask() {
     setError(undefined);
     try {
-      const body = contextOf(t, (readOnly ? "Read only: do not change any file. " : "") + (request || "Continue where this session left off."));
+      // The task's first movement resumes the CLI's own session
+      // (agent_session), which holds the conversation.
+      const body = (readOnly ? "Read only: do not change any file. " : "") + (request || "Continue where this session left off.");
       const res = unwrap(
         await api.client.POST("/api/v1/tasks", {
-          body: { title: `Continue ${t.session.title || t.session.first_prompt || t.session.id}`.slice(0, 200), body, executor: "agent-cli", agent: agent.id },
+          body: { title: `Continue ${t.session.title || t.session.first_prompt || t.session.id}`.slice(0, 200), body, executor: "agent-cli", agent: agent.id, agent_session: t.session.id },
         }),
       );
       navigate(`/tasks/${res.task.id}`);
@@ -194,7 +196,7 @@ function Transcript({ agent, sessionId }: { agent: AgentCLI; sessionId: string }
           <InputField id="resume-request" label="What next (optional)" value={request} onChange={setRequest} />
           {g.readOnly && <CheckboxField id="resume-read-only" label="Read only" checked={readOnly} onChange={setReadOnly} />}
           <p className="text-xs text-slate-600 dark:text-slate-400">
-            The task API takes no resume id yet: the task runs {agent.name} with this conversation's last messages as context.
+            As a task, the piece's first movement resumes this {agent.name} session on the server; a live session resumes it too, interactively.
           </p>
           <div className="flex flex-wrap gap-2">
             <button type="button" className="btn btn-primary" data-testid="resume-task" onClick={() => void asTask()}>

@@ -22,10 +22,22 @@ export default function Pieces() {
   return (
     <Routes>
       <Route index element={<Catalog />} />
-      <Route path="new" element={<Studio />} />
-      <Route path=":name" element={<Studio />} />
+      <Route path="new" element={<NewStudio />} />
+      <Route path=":name" element={<NamedStudio />} />
     </Routes>
   );
+}
+
+// The studio keeps no state from one piece (or template) to the next:
+// "New from this" and saving a new piece change the route, not the page.
+function NewStudio() {
+  const [search] = useSearchParams();
+  return <Studio key={`new:${search.get("from") ?? ""}`} />;
+}
+
+function NamedStudio() {
+  const { name } = useParams();
+  return <Studio key={`piece:${name ?? ""}`} />;
 }
 
 const sourceLabel = (p: PieceSummary) => (p.source === "store" ? (p.builtin ? "stored (overrides built-in)" : "stored") : p.source === "file" ? "file" : "built-in");
@@ -119,6 +131,9 @@ function Studio() {
   const [error, setError] = useState<string>("");
   const [confirmDelete, setConfirmDelete] = useState(false);
   const [showDiff, setShowDiff] = useState(false);
+  // The stored version the diff compares the editor with (undefined: the
+  // one before the saved version).
+  const [baseVersion, setBaseVersion] = useState<number | undefined>(undefined);
 
   // Load the piece (or the template) into the editor once.
   useEffect(() => {
@@ -153,8 +168,25 @@ function Studio() {
 
   const movement: Movement | undefined = parsed?.movements.find((m) => m.name === selected);
   const dirty = text !== undefined && text !== (saved?.yaml ?? "");
-  const diffBase = previous ?? saved?.yaml ?? detail.data?.yaml ?? "";
-  const diff = useMemo(() => (showDiff && text !== undefined ? lineDiff(diffBase, text) : []), [showDiff, diffBase, text]);
+  // A stored piece's history (GET …/versions): the diff picks any version,
+  // by default the one before the saved version.
+  const stored = !creating && saved?.source === "store" && saved.version !== undefined;
+  const versions = useQuery({
+    queryKey: ["piece-versions", name, saved?.version],
+    enabled: showDiff && stored,
+    queryFn: async () => unwrap(await api.client.GET("/api/v1/pieces/{name}/versions", { params: { path: { name } } })).versions,
+  });
+  const earlier = (versions.data ?? []).find((v) => saved?.version !== undefined && v.version < saved.version)?.version;
+  const chosen = stored ? (baseVersion ?? earlier ?? saved?.version) : undefined;
+  const baseYaml = useQuery({
+    queryKey: ["piece-version", name, chosen],
+    enabled: showDiff && chosen !== undefined && chosen !== saved?.version,
+    queryFn: async () => unwrap(await api.client.GET("/api/v1/pieces/{name}/versions/{version}", { params: { path: { name, version: chosen ?? 0 } } })).yaml ?? "",
+  });
+  let diffBase: string | undefined = saved?.yaml ?? detail.data?.yaml ?? "";
+  if (chosen !== undefined && chosen !== saved?.version) diffBase = baseYaml.data; // an earlier version (undefined while it loads)
+  else if (earlier === undefined && baseVersion === undefined && previous !== undefined) diffBase = previous; // no earlier stored version: what this page saved over
+  const diff = useMemo(() => (showDiff && text !== undefined && diffBase !== undefined ? lineDiff(diffBase, text) : []), [showDiff, diffBase, text]);
 
   const save = async (ifVersion?: number) => {
     if (text === undefined) return;
@@ -173,6 +205,7 @@ function Studio() {
         );
       }
       setPrevious(saved?.yaml);
+      setBaseVersion(undefined);
       setSaved(d);
       setConflict(undefined);
       setFaults([]);
@@ -281,7 +314,7 @@ function Studio() {
               {creating ? "Create" : "Save"}
             </button>
             <button type="button" className="btn" data-testid="piece-diff-toggle" aria-expanded={showDiff} onClick={() => setShowDiff((v) => !v)}>
-              {showDiff ? "Hide diff" : previous !== undefined ? "Diff against the previous version" : "Diff against the saved version"}
+              {showDiff ? "Hide diff" : stored || previous !== undefined ? "Diff against an earlier version" : "Diff against the saved version"}
             </button>
             {dirty && saved && (
               <button type="button" className="btn" onClick={() => setText(saved.yaml)}>
@@ -299,7 +332,27 @@ function Studio() {
               {error}
             </p>
           )}
-          {showDiff && <Diff lines={diff} />}
+          {showDiff && stored && (versions.data?.length ?? 0) > 0 && (
+            <div className="mt-2">
+              <label htmlFor="piece-diff-base" className="label">
+                Compare the editor with
+              </label>
+              <select id="piece-diff-base" data-testid="piece-diff-base" className="input" value={chosen ?? ""} onChange={(e) => setBaseVersion(Number(e.target.value))}>
+                {(versions.data ?? []).map((v) => (
+                  <option key={v.version} value={v.version}>
+                    version {v.version}
+                    {v.version === saved?.version ? " (saved)" : ""} · {new Date(v.created_at).toLocaleString()}
+                  </option>
+                ))}
+              </select>
+            </div>
+          )}
+          {showDiff && versions.error && (
+            <p className="error mt-2 text-sm" role="alert">
+              {versions.error.message}
+            </p>
+          )}
+          {showDiff && (diffBase === undefined ? <p className="mt-2 text-sm">Loading the version…</p> : <Diff lines={diff} base={chosen} />)}
         </Section>
       </div>
       {conflict && text !== undefined && (
@@ -369,10 +422,15 @@ function MovementPanel({ m }: { m: Movement }) {
   );
 }
 
-function Diff({ lines }: { lines: { op: " " | "-" | "+"; text: string }[] }) {
-  if (!lines.some((l) => l.op !== " ")) return <p className="mt-2 text-sm" data-testid="piece-diff">No differences.</p>;
+function Diff({ lines, base }: { lines: { op: " " | "-" | "+"; text: string }[]; base?: number }) {
+  if (!lines.some((l) => l.op !== " "))
+    return (
+      <p className="mt-2 text-sm" data-testid="piece-diff" data-base={base}>
+        No differences.
+      </p>
+    );
   return (
-    <pre tabIndex={0} aria-label="Diff" className="mt-2 max-h-80 overflow-auto rounded bg-slate-50 p-2 text-xs dark:bg-slate-900" data-testid="piece-diff">
+    <pre tabIndex={0} aria-label="Diff" className="mt-2 max-h-80 overflow-auto rounded bg-slate-50 p-2 text-xs dark:bg-slate-900" data-testid="piece-diff" data-base={base}>
       {lines.map((l, i) => (
         <div key={i} className={l.op === "-" ? "bg-red-100 text-red-900 dark:bg-red-950 dark:text-red-200" : l.op === "+" ? "bg-emerald-100 text-emerald-900 dark:bg-emerald-950 dark:text-emerald-200" : ""}>
           {l.op} {l.text}

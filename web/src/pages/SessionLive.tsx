@@ -5,6 +5,11 @@ import { ConfirmDialog } from "../components/ConfirmDialog";
 import { Alert } from "../components/Field";
 import type { PendingRequest, Role } from "../lib/live";
 import { useLiveSession, type LiveView } from "../lib/useLiveSession";
+import { useQuery } from "@tanstack/react-query";
+import { useApi } from "../api/context";
+import { unwrap } from "../api/client";
+import { gates, type AgentCLI } from "../lib/agents";
+import { formatCost } from "../lib/format";
 
 type Send = (msg: Record<string, unknown>) => Promise<unknown>;
 
@@ -25,7 +30,8 @@ export default function SessionLive() {
   const { id = "" } = useParams();
   const [params] = useSearchParams();
   const role: Role = params.get("role") === "viewer" ? "viewer" : "controller";
-  const { view, send, takeControl } = useLiveSession(id, role);
+  const { view, send, upload, takeControl } = useLiveSession(id, role);
+  const agent = useSessionAgent(view);
   const [confirmTake, setConfirmTake] = useState(false);
   const [sendError, setSendError] = useState<string>();
   const act = async (msg: Record<string, unknown>) => {
@@ -77,10 +83,13 @@ export default function SessionLive() {
           {view.resets.map((r) => `${r.reason} at cursor ${r.cursor}`).join(", ")}): what happened before was replaced by a snapshot, so earlier messages may be missing above.
         </p>
       )}
+      <UsageWidget view={view} agent={agent} />
       <div className="grid gap-3 lg:grid-cols-[1fr_18rem]">
         <div className="space-y-2">
           <EventLogView log={view.log} />
-          {role === "controller" && <PromptBox disabled={!view.controller} responding={view.responding} onSend={act} />}
+          {role === "controller" && (
+            <PromptBox disabled={!view.controller} responding={view.responding} onSend={act} upload={upload} images={!agent || gates(agent).images} agentName={agent?.name} />
+          )}
           {sendError && <Alert testId="send-error">{sendError}</Alert>}
         </div>
         {view.controller && <FilePanel send={act} utility={view.utility} />}
@@ -101,24 +110,137 @@ export default function SessionLive() {
   );
 }
 
-function PromptBox({ disabled, responding, onSend }: { disabled: boolean; responding: boolean; onSend: Send }) {
+// useSessionAgent is the agent CLI a live session runs on, if any: the
+// one whose id the session's provider (or its usage's) names.
+function useSessionAgent(view: LiveView): AgentCLI | undefined {
+  const api = useApi();
+  const agents = useQuery({ queryKey: ["agents"], queryFn: async () => unwrap(await api.client.GET("/api/v1/agents")), staleTime: 60_000 });
+  const id = view.usage.provider || view.snapshot?.state.provider;
+  return (agents.data?.agents ?? []).find((a) => a.id === id);
+}
+
+// UsageWidget shows the session's tokens and cost summed from the usage
+// of its responses (response_end). On an agent CLI (the usage's provider
+// is its id) the cost is shown only where its definition has the
+// cost_tracking capability (docs/agent-clis.md); after a reset the sums
+// miss what the reset skipped, and say so.
+function UsageWidget({ view, agent }: { view: LiveView; agent: AgentCLI | undefined }) {
+  const u = view.usage;
+  const costShown = !agent || gates(agent).cost;
+  const atLeast = view.resets.length > 0 ? "≥ " : "";
+  return (
+    <p
+      className="flex flex-wrap gap-x-3 text-sm"
+      data-testid="session-usage"
+      data-input-tokens={u.inputTokens}
+      data-output-tokens={u.outputTokens}
+      data-cost={costShown ? u.cost : undefined}
+      data-partial={view.resets.length > 0 ? "true" : "false"}
+    >
+      <span className="font-semibold">Usage</span>
+      <span>
+        {atLeast}
+        {u.inputTokens.toLocaleString()} tokens in / {u.outputTokens.toLocaleString()} out
+        {u.cacheTokens > 0 && ` (+${u.cacheTokens.toLocaleString()} cached)`}
+      </span>
+      <span data-testid="session-cost">
+        {costShown ? (
+          <>
+            cost {atLeast}
+            {formatCost(u.cost)}
+          </>
+        ) : (
+          `cost: not reported by ${agent?.name ?? "this agent CLI"}`
+        )}
+      </span>
+      <span className="text-slate-600 dark:text-slate-400">
+        {u.responses} response(s){view.resets.length > 0 && ", not counting what the reset skipped"}
+      </span>
+    </p>
+  );
+}
+
+// PromptBox is the controller's prompt: text, attachments as workspace
+// paths or as files chosen or dropped here, which are uploaded into the
+// session's workspace at once (POST …/attachments) and named in the
+// prompt. Images go to the model as images; on an agent CLI without the
+// image_input capability the picker takes no images.
+function PromptBox({
+  disabled,
+  responding,
+  onSend,
+  upload,
+  images,
+  agentName,
+}: {
+  disabled: boolean;
+  responding: boolean;
+  onSend: Send;
+  upload: (f: File) => Promise<string>;
+  images: boolean;
+  agentName: string | undefined;
+}) {
   const [text, setText] = useState("");
   const [attach, setAttach] = useState("");
+  const [uploaded, setUploaded] = useState<{ name: string; path: string }[]>([]);
+  const [uploading, setUploading] = useState(0);
+  const [uploadError, setUploadError] = useState<string>();
+  const [dragging, setDragging] = useState(false);
+  const fileInput = useRef<HTMLInputElement>(null);
+  async function addFiles(list: FileList | null) {
+    const files = [...(list ?? [])];
+    setUploadError(undefined);
+    const refused = files.filter((f) => !images && f.type.startsWith("image/"));
+    if (refused.length > 0) setUploadError(`${agentName ?? "This agent CLI"} takes no images: ${refused.map((f) => f.name).join(", ")} left out`);
+    for (const f of files) {
+      if (refused.includes(f)) continue;
+      setUploading((n) => n + 1);
+      try {
+        const path = await upload(f);
+        setUploaded((u) => [...u, { name: f.name, path }]);
+      } catch (e) {
+        setUploadError(e instanceof Error ? e.message : String(e));
+      } finally {
+        setUploading((n) => n - 1);
+      }
+    }
+    if (fileInput.current) fileInput.current.value = "";
+  }
   async function submit(e: FormEvent) {
     e.preventDefault();
     if (!text.trim()) return;
     const msg: Record<string, unknown> = { type: "prompt", content: text };
-    const files = attach
-      .split(",")
-      .map((s) => s.trim())
-      .filter(Boolean);
+    const files = [
+      ...attach
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean),
+      ...uploaded.map((u) => u.path),
+    ];
     if (files.length > 0) msg.attachments = files;
     await onSend(msg);
     setText("");
     setAttach("");
+    setUploaded([]);
   }
   return (
-    <form onSubmit={submit} className="space-y-2" data-testid="prompt-form">
+    <form
+      onSubmit={submit}
+      className={`space-y-2 rounded-lg ${dragging ? "outline-2 outline-dashed outline-sky-600" : ""}`}
+      data-testid="prompt-form"
+      onDragOver={(e) => {
+        if (disabled) return;
+        e.preventDefault();
+        setDragging(true);
+      }}
+      onDragLeave={() => setDragging(false)}
+      onDrop={(e) => {
+        if (disabled) return;
+        e.preventDefault();
+        setDragging(false);
+        void addFiles(e.dataTransfer.files);
+      }}
+    >
       <label htmlFor="prompt" className="label">
         Prompt
       </label>
@@ -133,12 +255,42 @@ function PromptBox({ disabled, responding, onSend }: { disabled: boolean; respon
           if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) void submit(e);
         }}
       />
+      <div className="flex flex-wrap items-center gap-2 text-sm">
+        <label htmlFor="attach-files" className="label">
+          Attach files (or drop them on the prompt{images ? "; images go to the model as images" : ""})
+        </label>
+        <input
+          id="attach-files"
+          ref={fileInput}
+          data-testid="attach-files"
+          type="file"
+          multiple
+          accept={images ? undefined : "text/*,.md,.txt,.json,.yaml,.yml,.csv,.go,.ts,.tsx,.js,.py"}
+          disabled={disabled}
+          className="block text-sm"
+          onChange={(e) => void addFiles(e.target.files)}
+        />
+        {uploading > 0 && <span role="status">uploading…</span>}
+      </div>
+      {uploaded.length > 0 && (
+        <ul className="flex flex-wrap gap-1" aria-label="Attached files" data-testid="attached-files">
+          {uploaded.map((u) => (
+            <li key={u.path} className="badge flex items-center gap-1 bg-slate-200 dark:bg-slate-700" data-testid="attached-file" data-path={u.path}>
+              <span className="font-mono">{u.name}</span>
+              <button type="button" className="px-1" aria-label={`Remove ${u.name}`} onClick={() => setUploaded((l) => l.filter((x) => x.path !== u.path))}>
+                ×
+              </button>
+            </li>
+          ))}
+        </ul>
+      )}
+      {uploadError && <Alert testId="attach-error">{uploadError}</Alert>}
       <label htmlFor="attachments" className="label">
-        Attachments (paths in the workspace, comma-separated; images go to the model as images)
+        Attachments already in the workspace (paths, comma-separated)
       </label>
       <input id="attachments" data-testid="attachments" className="input" value={attach} disabled={disabled} onChange={(e) => setAttach(e.target.value)} />
       <div className="flex gap-2">
-        <button type="submit" className="btn btn-primary" disabled={disabled || !text.trim()} data-testid="send-prompt">
+        <button type="submit" className="btn btn-primary" disabled={disabled || !text.trim() || uploading > 0} data-testid="send-prompt">
           Send
         </button>
         <button type="button" className="btn" disabled={disabled || !responding} data-testid="interrupt" onClick={() => void onSend({ type: "interrupt" })}>

@@ -78,11 +78,7 @@ func (db *DB) enqueue(ctx context.Context, t *txn, nj store.NewJob, now time.Tim
 	j, err := scanJob(t.QueryRowContext(ctx, db.q.JobInsert, nid(nj.TaskID), nid(nj.ParentJobID), nj.Piece, nj.Profile,
 		nj.TaskClass, int64(nj.Priority), string(nj.Payload), int64(nj.MaxAttempts), db.ts(runAt), db.ts(now)))
 	if err != nil {
-		err = db.classify(err)
-		if errors.Is(err, store.ErrNotFound) {
-			return j, fmt.Errorf("enqueue: task %d or parent job %d does not exist: %w", nj.TaskID, nj.ParentJobID, err)
-		}
-		return j, fmt.Errorf("enqueue: %w", err)
+		return j, db.enqueueError(nj, err)
 	}
 	return j, db.status(ctx, t, j, store.StatusEvent{})
 }
@@ -93,12 +89,43 @@ func (db *DB) Enqueue(ctx context.Context, nj store.NewJob) (store.Job, error) {
 	if err != nil {
 		return store.Job{}, fmt.Errorf("enqueue: %w", err)
 	}
+	if db.q.JobInsertAtomic != "" && nj.ParentJobID == 0 {
+		return db.enqueueAtomic(ctx, nj, db.Now())
+	}
 	var j store.Job
 	err = db.inTx(ctx, func(t *txn) error {
 		j, err = db.enqueue(ctx, t, nj, db.Now())
 		return err
 	})
 	return j, err
+}
+
+// enqueueAtomic is enqueue in one statement (JobInsertAtomic): the insert,
+// its status event and its notifications, one round trip.
+func (db *DB) enqueueAtomic(ctx context.Context, nj store.NewJob, now time.Time) (store.Job, error) {
+	runAt := now
+	if !nj.RunAt.IsZero() {
+		runAt = micro(nj.RunAt)
+	}
+	data, err := json.Marshal(store.StatusEvent{State: store.StateQueued})
+	if err != nil {
+		return store.Job{}, fmt.Errorf("enqueue: encode status event: %w", err)
+	}
+	j, err := scanJob(db.wp.QueryRowContext(ctx, db.q.JobInsertAtomic, nid(nj.TaskID), nid(nj.ParentJobID), nj.Piece, nj.Profile,
+		nj.TaskClass, int64(nj.Priority), string(nj.Payload), int64(nj.MaxAttempts), db.ts(runAt), db.ts(now), string(data), db.d.Channel))
+	return j, db.enqueueError(nj, err)
+}
+
+// enqueueError says what an insert of nj failed on (nil: it did not).
+func (db *DB) enqueueError(nj store.NewJob, err error) error {
+	if err == nil {
+		return nil
+	}
+	err = db.classify(err)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("enqueue: task %d or parent job %d does not exist: %w", nj.TaskID, nj.ParentJobID, err)
+	}
+	return fmt.Errorf("enqueue: %w", err)
 }
 
 // Claim hands queued jobs to a worker under a lease (see store.Jobs).
@@ -111,7 +138,7 @@ func (db *DB) Claim(ctx context.Context, p store.ClaimParams) ([]store.Job, erro
 	now := db.Now()
 	args := []any{db.d.List(owners), db.ts(now.Add(p.LeaseFor)), db.ts(now), db.d.List(p.Profiles), db.d.List(p.TaskClasses)}
 	var jobs []store.Job
-	if db.q.JobClaimAtomic != "" {
+	if query := db.claimAtomic(p.Start); query != "" {
 		enc := make([]string, len(owners))
 		for i, o := range owners {
 			b, err := json.Marshal(o)
@@ -120,7 +147,7 @@ func (db *DB) Claim(ctx context.Context, p store.ClaimParams) ([]store.Job, erro
 			}
 			enc[i] = string(b)
 		}
-		jobs, err = scanJobs(db.wp.QueryContext(ctx, db.q.JobClaimAtomic, append(args, db.d.List(enc), db.d.Channel)...))
+		jobs, err = scanJobs(db.wp.QueryContext(ctx, query, append(args, db.d.List(enc), db.d.Channel)...))
 		if err != nil {
 			return nil, fmt.Errorf("claim: %w", err)
 		}
@@ -133,8 +160,19 @@ func (db *DB) Claim(ctx context.Context, p store.ClaimParams) ([]store.Job, erro
 			return fmt.Errorf("claim: %w", err)
 		}
 		sortClaimed(jobs)
-		for _, j := range jobs {
+		now := db.Now()
+		for k, j := range jobs {
 			if err := db.status(ctx, t, j, store.StatusEvent{Worker: j.LeaseOwner}); err != nil {
+				return err
+			}
+			if !p.Start {
+				continue
+			}
+			l := j.Lease()
+			if jobs[k], err = db.fenced(ctx, t, "start", l, db.q.JobStart, append(leaseArgs(l), db.ts(now))...); err != nil {
+				return err
+			}
+			if err := db.status(ctx, t, jobs[k], store.StatusEvent{Worker: l.Owner}); err != nil {
 				return err
 			}
 		}
@@ -144,6 +182,15 @@ func (db *DB) Claim(ctx context.Context, p store.ClaimParams) ([]store.Job, erro
 		return nil, err
 	}
 	return jobs, nil
+}
+
+// claimAtomic is the one-statement claim query (empty: the transaction
+// path), the one that also starts the jobs when start is set.
+func (db *DB) claimAtomic(start bool) string {
+	if start {
+		return db.q.JobClaimStartAtomic
+	}
+	return db.q.JobClaimAtomic
 }
 
 // sortClaimed puts claimed jobs in claim order.

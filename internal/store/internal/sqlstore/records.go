@@ -208,7 +208,7 @@ func (db *DB) CreatePiece(ctx context.Context, name, yaml string) (store.Piece, 
 			}
 			return fmt.Errorf("create piece %q: %w", name, err)
 		}
-		return nil
+		return db.keepPieceVersion(ctx, t, "create", p)
 	})
 	return p, err
 }
@@ -228,9 +228,17 @@ func (db *DB) UpdatePiece(ctx context.Context, name, yaml string, ifVersion int6
 		if err != nil {
 			return fmt.Errorf("update piece %q: %w", name, err)
 		}
-		return nil
+		return db.keepPieceVersion(ctx, t, "update", p)
 	})
 	return p, err
+}
+
+// keepPieceVersion records p, just written, in the piece's history.
+func (db *DB) keepPieceVersion(ctx context.Context, t *txn, what string, p store.Piece) error {
+	if _, err := t.ExecContext(ctx, db.q.PieceVersionInsert, p.Name, p.Version, p.YAML, db.ts(p.UpdatedAt)); err != nil {
+		return fmt.Errorf("%s piece %q: keep version %d: %w", what, p.Name, p.Version, err)
+	}
+	return nil
 }
 
 func (db *DB) pieceMiss(ctx context.Context, t *txn, what, name string, ifVersion int64) error {
@@ -271,8 +279,36 @@ func (db *DB) DeletePiece(ctx context.Context, name string, ifVersion int64) err
 		if err != nil {
 			return fmt.Errorf("delete piece %q: %w", name, err)
 		}
+		if _, err := t.ExecContext(ctx, db.q.PieceVersionDelete, name); err != nil {
+			return fmt.Errorf("delete piece %q: its versions: %w", name, err)
+		}
 		return nil
 	})
+}
+
+// PieceVersions lists a piece's versions, newest first (see store.Pieces).
+func (db *DB) PieceVersions(ctx context.Context, name string) ([]store.PieceVersion, error) {
+	rows, err := db.r.QueryContext(ctx, db.q.PieceVersionList, name)
+	out, err := scanRows(rows, err, func(s scanner) (store.PieceVersion, error) {
+		var v store.PieceVersion
+		err := s.Scan(&v.Name, &v.Version, tsScan{&v.CreatedAt})
+		return v, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list the versions of piece %q: %w", name, err)
+	}
+	if len(out) == 0 {
+		// Every stored piece has at least its current version.
+		return nil, fmt.Errorf("list the versions of piece %q: %w", name, store.ErrNotFound)
+	}
+	return out, nil
+}
+
+// GetPieceVersion returns one version of a piece (see store.Pieces).
+func (db *DB) GetPieceVersion(ctx context.Context, name string, version int64) (store.PieceVersion, error) {
+	var v store.PieceVersion
+	err := db.r.QueryRowContext(ctx, db.q.PieceVersionGet, name, version).Scan(&v.Name, &v.Version, &v.YAML, tsScan{&v.CreatedAt})
+	return v, getErr(err, "get version %d of piece %q", version, name)
 }
 
 // ---- schedules

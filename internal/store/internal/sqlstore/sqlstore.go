@@ -74,6 +74,10 @@ type Queries struct {
 	PieceGet              string // name → PieceColumns
 	PieceList             string // → PieceColumns
 	PieceDelete           string // name, if_version → name
+	PieceVersionInsert    string // name, version, yaml, created_at
+	PieceVersionList      string // name → name, version, created_at, newest first
+	PieceVersionGet       string // name, version → name, version, yaml, created_at
+	PieceVersionDelete    string // name
 	ScheduleInsert        string // name, cron_expr, enabled, owner, title, body, piece, profile, task_class, next_run_at, now → ScheduleColumns
 	ScheduleUpdate        string // id, name, cron_expr, enabled, owner, title, body, piece, profile, task_class, next_run_at, now → ScheduleColumns
 	ScheduleGet           string // id → ScheduleColumns
@@ -109,10 +113,16 @@ type Queries struct {
 	// one round trip instead of BEGIN, UPDATE, INSERT, pg_notify, COMMIT.
 	// Each ends with the notification of the job's topic on
 	// Dialect.Channel. Empty: the call runs the transaction path.
-	JobClaimAtomic    string // as JobClaim, then owner_json (list: each owner as a JSON string), channel
-	JobStartAtomic    string // id, attempt, owner, now, status_data, channel
-	JobCompleteAtomic string // id, attempt, owner, now, result, status_data, channel; only jobs without a parent (no row otherwise)
-	EventAppendAtomic string // id, attempt, owner, now, types (list), datas (list), channel → event_seq, attempt
+	// JobInsertAtomic is JobInsert with the queued status event and the
+	// notifications of the job's topic and of store.TopicJobs.
+	JobInsertAtomic string // as JobInsert, then status_data, channel
+	JobClaimAtomic  string // as JobClaim, then owner_json (list: each owner as a JSON string), channel
+	// JobClaimStartAtomic is JobClaimAtomic for ClaimParams.Start: the
+	// jobs become running, with both status events (dispatching, running).
+	JobClaimStartAtomic string // as JobClaimAtomic
+	JobStartAtomic      string // id, attempt, owner, now, status_data, channel
+	JobCompleteAtomic   string // id, attempt, owner, now, result, status_data, channel; only jobs without a parent (no row otherwise)
+	EventAppendAtomic   string // id, attempt, owner, now, types (list), datas (list), channel → event_seq, attempt
 	// JobStartManyAtomic starts the listed jobs that are dispatching under
 	// their lease, returning them; the others are left alone.
 	JobStartManyAtomic string // ids (bigint list), attempts (bigint list), owners (list), status_datas (list), now, channel

@@ -1,0 +1,3 @@
+function r(s){const e=s.capabilities;return{sessions:e.session_storage===!0&&!!s.session_storage&&s.session_storage!=="none",resume:e.resume===!0,readOnly:e.read_only_mode===!0,images:e.image_input===!0,cost:e.cost_tracking===!0}}function n(s){const e=[];for(const t of s.messages){if(t.role!=="user"&&t.role!=="assistant"||!t.text?.trim())continue;const o=e[e.length-1];o&&o.role===t.role?o.content+=`
+
+${t.text}`:(e.length>0||t.role==="user")&&e.push({role:t.role,content:t.text})}return e.length>0&&e[e.length-1].role==="user"&&e.pop(),e}const i=s=>`maestro.live.history.${s}`;export{r as g,n as h,i as p};

@@ -1,0 +1,71 @@
+import { describe, expect, it } from "vitest";
+import { render, screen, waitFor } from "@testing-library/react";
+import userEvent from "@testing-library/user-event";
+import { Route, Routes } from "react-router";
+import SessionLive from "./SessionLive";
+import { json, toRequest, Wrap } from "../test/helpers";
+
+// A live session on a user-defined agent CLI without cost_tracking and
+// image_input: the usage widget shows the tokens but not the cost, and the
+// prompt box uploads a text file but leaves an image out.
+describe("SessionLive on an agent CLI without cost or images", () => {
+  it("gates the cost widget and image attachments by the CLI's capabilities", async () => {
+    const uploads: string[] = [];
+    const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const req = toRequest(input, init);
+      const url = new URL(req.url);
+      const p = url.pathname;
+      if (p === "/api/v1/agents")
+        return json({ agents: [{ id: "fake-cli", name: "Fake CLI", source: "user file", binary: "fake", parser: "p", capabilities: {} }], invalid: [] });
+      if (p === "/api/headless/sessions/s1/subscribe")
+        return json({
+          connection_id: "conn_a",
+          subscription_id: "sub_a",
+          role: "controller",
+          controller_lease_granted: true,
+          controller_connection_id: "conn_a",
+          lease_expires_at: null,
+          snapshot: { session_id: "s1", cursor: 0, state: { provider: "fake-cli", controller_connection_id: "conn_a" } },
+        });
+      if (p === "/api/headless/sessions/s1/events") {
+        const frames = [
+          { type: "message", cursor: 1, message: { type: "response_start", response_id: "r" } },
+          { type: "message", cursor: 2, message: { type: "response_end", response_id: "r", usage: { input_tokens: 1200, output_tokens: 34, total_cost_usd: 0.5, provider: "fake-cli" } } },
+        ];
+        const body = new ReadableStream<Uint8Array>({
+          start(c) {
+            c.enqueue(new TextEncoder().encode(frames.map((e) => `data: ${JSON.stringify(e)}\n\n`).join("")));
+            // left open: the stream stays live
+          },
+        });
+        return new Response(body, { headers: { "Content-Type": "text/event-stream" } });
+      }
+      if (p === "/api/headless/sessions/s1/attachments" && req.method === "POST") {
+        expect(req.headers.get("x-maestro-headless-subscriber-id")).toBe("sub_a");
+        const name = url.searchParams.get("name") ?? "";
+        uploads.push(name);
+        return json({ path: `.maestro-attachments/${name}`, bytes: (await req.arrayBuffer()).byteLength }, 201);
+      }
+      return json({ success: true });
+    }) as typeof fetch;
+    render(
+      <Wrap fetch={f} path="/sessions/s1">
+        <Routes>
+          <Route path="/sessions/:id" element={<SessionLive />} />
+        </Routes>
+      </Wrap>,
+    );
+    const usage = await screen.findByTestId("session-usage");
+    await waitFor(() => expect(usage.dataset.inputTokens).toBe("1200"));
+    await waitFor(() => expect(screen.getByTestId("session-cost").textContent).toBe("cost: not reported by Fake CLI"));
+    expect(usage.dataset.cost).toBeUndefined();
+    expect(usage.textContent).toContain("1,200 tokens in / 34 out");
+
+    await waitFor(() => expect((screen.getByTestId("attach-files") as HTMLInputElement).disabled).toBe(false));
+    const user = userEvent.setup({ applyAccept: false });
+    await user.upload(screen.getByTestId("attach-files"), [new File(["png"], "shot.png", { type: "image/png" }), new File(["notes"], "notes.md", { type: "text/markdown" })]);
+    await waitFor(() => expect(screen.getByTestId("attached-file").dataset.path).toBe(".maestro-attachments/notes.md"));
+    expect(uploads).toEqual(["notes.md"]);
+    expect(screen.getByTestId("attach-error").textContent).toContain("Fake CLI takes no images: shot.png left out");
+  });
+});
