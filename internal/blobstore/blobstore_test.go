@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -311,5 +312,50 @@ func TestS3ConfigFromEnvNamesTheVariable(t *testing.T) {
 	cfg, _ = blobstore.S3ConfigFromEnv(blobstore.S3Config{Bucket: "b", Endpoint: "http://from-config"}, getenv, "x")
 	if cfg.Endpoint != "http://from-config" {
 		t.Fatalf("config endpoint replaced by the environment's: %q", cfg.Endpoint)
+	}
+}
+
+// TestLocalPutBesideEmptyingDelete: a Delete that empties a directory
+// removes it, and a Put into that directory at the same moment (between
+// creating the directory and creating its temporary file there) must
+// still succeed. The queue does this: a worker adopting a staged upload
+// deletes its files while the server writes the upload's job key beside
+// them (CI saw "put blob uploads/….job: openat uploads/.blob-…: no such
+// file or directory").
+func TestLocalPutBesideEmptyingDelete(t *testing.T) {
+	t.Parallel()
+	l, err := blobstore.OpenLocal(filepath.Join(t.TempDir(), "blobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := t.Context()
+	const rounds = 1000
+	errs := make(chan error, 1)
+	go func() {
+		defer close(errs)
+		for i := range rounds {
+			key := "a/b/gone-" + strconv.Itoa(i)
+			if err := blobstore.PutBytes(ctx, l, key, []byte("x")); err != nil {
+				errs <- err
+				return
+			}
+			if err := l.Delete(ctx, key); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	for i := range rounds {
+		key := "a/b/kept-" + strconv.Itoa(i)
+		if err := blobstore.PutBytes(ctx, l, key, []byte("y")); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		if err := l.Delete(ctx, key); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+	}
+	if err := <-errs; err != nil {
+		t.Fatal(err)
 	}
 }

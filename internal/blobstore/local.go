@@ -50,16 +50,9 @@ func (l *Local) Put(ctx context.Context, key string, r io.Reader, size int64, su
 	if err := checkSum(sum); err != nil {
 		return err
 	}
-	dir := path.Dir(key)
-	if err := l.root.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("put blob %s: create its directory: %w", key, err)
-	}
-	var rnd [8]byte
-	rand.Read(rnd[:])
-	tmp := path.Join(dir, tmpPrefix+hex.EncodeToString(rnd[:]))
-	f, err := l.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	tmp, f, err := l.createTemp(key)
 	if err != nil {
-		return fmt.Errorf("put blob %s: %w", key, err)
+		return err
 	}
 	ok := false
 	defer func() {
@@ -79,6 +72,42 @@ func (l *Local) Put(ctx context.Context, key string, r io.Reader, size int64, su
 	}
 	ok = true
 	return nil
+}
+
+// putDirAttempts bounds createTemp's retries: each one needs a
+// concurrent Delete that emptied the directory, or a concurrent Put that
+// created it, in that very moment.
+const putDirAttempts = 100
+
+// createTemp creates key's directories and a new temporary file in its
+// directory. A Delete that empties a directory removes it (and its empty
+// parents), so a concurrent Delete can remove the directory between
+// MkdirAll and the file's creation (or one of its parents during
+// MkdirAll): that is retried. Once the temporary file exists its
+// directory is not empty, and the rename over the key cannot lose it.
+func (l *Local) createTemp(key string) (string, *os.File, error) {
+	dir := path.Dir(key)
+	for attempt := 1; ; attempt++ {
+		err := l.root.MkdirAll(dir, 0o755)
+		if err != nil {
+			// ErrExist: os.Root's MkdirAll does not take a directory
+			// that a concurrent Put created first; the next attempt does.
+			if (errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrExist)) && attempt < putDirAttempts {
+				continue
+			}
+			return "", nil, fmt.Errorf("put blob %s: create its directory: %w", key, err)
+		}
+		var rnd [8]byte
+		rand.Read(rnd[:])
+		tmp := path.Join(dir, tmpPrefix+hex.EncodeToString(rnd[:]))
+		f, err := l.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			return tmp, f, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) || attempt >= putDirAttempts {
+			return "", nil, fmt.Errorf("put blob %s: %w", key, err)
+		}
+	}
 }
 
 // Get opens the file of key.
