@@ -94,6 +94,11 @@ type ParserOptions struct {
 	// names none (Codex, OpenCode: read from the CLI's session storage);
 	// called at most once, when the first response ends.
 	LookupModel func(sessionID string) string
+	// LookupShellCalls, when set, reads from the CLI's session storage the
+	// shell calls of the session's last turn (Codex: its rollout), for
+	// calls the stream did not report; called at most once, at the end of
+	// a stream that completed a turn (parse_codex.go).
+	LookupShellCalls func(sessionID string) ShellCalls
 	// Text and JSONL configure the generic parsers (parser text / jsonl).
 	Text  TextParserConfig
 	JSONL JSONLMapping

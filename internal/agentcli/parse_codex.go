@@ -1,7 +1,11 @@
 package agentcli
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -21,11 +25,26 @@ import (
 // (Codex reports the thread's running total; cached_input_tokens is a
 // subset of input_tokens and is subtracted) and the Result, whose text is
 // the last agent_message.
+//
+// Codex runs some shell calls without a command_execution item: a command
+// its sandbox refuses early (it exits at once with a denial in its output)
+// is returned to the model with no item on the stream, a race Codex loses
+// about half the time under --sandbox read-only (openai/codex#47433, seen
+// on 0.169.0). Its rollout records the call and its output. So, with
+// ParserOptions.LookupShellCalls set, turn.completed is held until the end
+// of the stream (Codex exits right after it, its rollout written), and the
+// shell calls of the turn the rollout holds without an item are reported
+// then (tool_call, tool_output, tool_end), right after the turn's
+// response_end, whose tools summary counts them.
 type codexParser struct {
 	started   map[string]bool
 	outputLen map[string]int
 	lastText  string
 	lastError string
+	// shellItems counts the command_execution items of the stream.
+	shellItems int
+	// completed is the held turn.completed line.
+	completed *codexLine
 }
 
 type codexItem struct {
@@ -173,6 +192,9 @@ func (p *codexParser) item(st *state, l *codexLine, _ []byte) bool {
 			st.chunk(it.Text, true)
 		}
 	case "command_execution", "file_change", "mcp_tool_call", "web_search", "collab_tool_call":
+		if it.Type == "command_execution" && !p.started[it.ID] {
+			p.shellItems++
+		}
 		p.tool(st, it, completed)
 	case "todo_list", "plan":
 		if completed {
@@ -214,6 +236,16 @@ func (p *codexParser) turnFailed(st *state, l *codexLine, _ []byte) bool {
 }
 
 func (p *codexParser) turnCompleted(st *state, l *codexLine, _ []byte) bool {
+	if st.opt.LookupShellCalls != nil {
+		p.completed = l // completed at the end of the stream (finish)
+		return true
+	}
+	p.complete(st, l)
+	return true
+}
+
+// complete ends the turn of turn.completed line l.
+func (p *codexParser) complete(st *state, l *codexLine) {
 	r := &Result{Text: p.lastText, Subtype: "success"}
 	var u protocol.Usage
 	if l.Usage != nil {
@@ -225,10 +257,37 @@ func (p *codexParser) turnCompleted(st *state, l *codexLine, _ []byte) bool {
 	r.Usage.TotalTokens = u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens
 	r.Usage.Provider = st.opt.Provider
 	st.finishResult(r)
-	return true
+}
+
+// recoverShellCalls reports the shell calls of the turn that the rollout
+// holds with an output but without a command_execution item, when they
+// are exactly the calls the stream missed (the rollout's count of the
+// turn's shell calls less the stream's items).
+func (p *codexParser) recoverShellCalls(st *state) {
+	if st.sessionID == "" {
+		return
+	}
+	calls := st.opt.LookupShellCalls(st.sessionID)
+	if len(calls.Unreported) == 0 || len(calls.Unreported) != calls.Total-p.shellItems {
+		return
+	}
+	for _, c := range calls.Unreported {
+		st.toolCall(c.CallID, "command_execution", oneKeyObject("command", c.Command), true)
+		st.toolOutput(c.CallID, c.Output, true)
+		code := ""
+		if !c.Success {
+			code = "failed"
+		}
+		st.toolEnd(c.CallID, c.Success, code, true)
+	}
 }
 
 func (p *codexParser) finish(st *state) {
+	if l := p.completed; l != nil {
+		p.completed = nil
+		p.recoverShellCalls(st)
+		p.complete(st, l)
+	}
 	if st.result == nil && p.lastError != "" {
 		st.fail(extractMessage(p.lastError), StatusInText(p.lastError))
 	}
@@ -253,4 +312,141 @@ func extractMessage(s string) string {
 		}
 	}
 	return t
+}
+
+// ShellCalls is what a session's storage recorded of the shell calls of
+// its last turn (LookupShellCalls).
+type ShellCalls struct {
+	// Total counts the turn's shell calls.
+	Total int
+	// Unreported are those with an output but no command execution item.
+	Unreported []ShellCall
+}
+
+// ShellCall is one shell call as the session's storage recorded it.
+type ShellCall struct {
+	CallID, Command string
+	// Output is the command's output and Success whether it exited 0.
+	Output  string
+	Success bool
+}
+
+// codexShellTools are the function tools through which Codex runs a
+// command (unified exec, and the shell tools of models without it).
+var codexShellTools = map[string]bool{"exec_command": true, "shell_command": true, "shell": true, "container.exec": true}
+
+// lastTurnShellCalls reads the shell calls of the last turn of the rollout
+// of id (from its last task_started event): the function calls of the
+// shell tools, their outputs, and the item_completed events of their
+// CommandExecution items (whose id is the call's). A rollout that cannot
+// be read yields none.
+func (s *codexStore) lastTurnShellCalls(ctx context.Context, id string) ShellCalls {
+	path, err := s.find(ctx, id)
+	if err != nil {
+		return ShellCalls{}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return ShellCalls{}
+	}
+	defer f.Close()
+	type call struct {
+		ShellCall
+		hasOutput bool
+	}
+	var calls []call
+	index := map[string]int{}
+	reported := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !bytes.Contains(line, []byte(`"function_call`)) && !bytes.Contains(line, []byte(`"item_completed"`)) &&
+			!bytes.Contains(line, []byte(`"task_started"`)) {
+			continue
+		}
+		var r struct {
+			Type    string `json:"type"`
+			Payload struct {
+				Type      string          `json:"type"`
+				Name      string          `json:"name"`
+				Arguments string          `json:"arguments"`
+				CallID    string          `json:"call_id"`
+				Output    json.RawMessage `json:"output"`
+				Item      *struct {
+					Type string `json:"type"`
+					ID   string `json:"id"`
+				} `json:"item"`
+			} `json:"payload"`
+		}
+		if json.Unmarshal(line, &r) != nil {
+			continue
+		}
+		pl := &r.Payload
+		switch {
+		case r.Type == "event_msg" && pl.Type == "task_started":
+			calls, index, reported = nil, map[string]int{}, map[string]bool{}
+		case r.Type == "event_msg" && pl.Type == "item_completed" && pl.Item != nil && pl.Item.Type == "CommandExecution":
+			reported[pl.Item.ID] = true
+		case r.Type == "response_item" && pl.Type == "function_call" && codexShellTools[pl.Name] && pl.CallID != "":
+			index[pl.CallID] = len(calls)
+			calls = append(calls, call{ShellCall: ShellCall{CallID: pl.CallID, Command: shellCommand(pl.Arguments)}})
+		case r.Type == "response_item" && pl.Type == "function_call_output":
+			if i, ok := index[pl.CallID]; ok {
+				text, failed := codexOutput(pl.Output)
+				calls[i].Output, calls[i].Success = shellResult(text)
+				calls[i].Success = calls[i].Success && !failed
+				calls[i].hasOutput = true
+			}
+		}
+	}
+	out := ShellCalls{Total: len(calls)}
+	for _, c := range calls {
+		if c.hasOutput && !reported[c.CallID] {
+			out.Unreported = append(out.Unreported, c.ShellCall)
+		}
+	}
+	return out
+}
+
+// shellCommand is the command of a shell tool's arguments: cmd
+// (exec_command) or command, a string or an argv (joined by spaces).
+func shellCommand(args string) string {
+	var a struct {
+		Cmd     json.RawMessage `json:"cmd"`
+		Command json.RawMessage `json:"command"`
+	}
+	if json.Unmarshal([]byte(args), &a) != nil {
+		return args
+	}
+	raw := a.Cmd
+	if len(raw) == 0 {
+		raw = a.Command
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var argv []string
+	if json.Unmarshal(raw, &argv) == nil {
+		return strings.Join(argv, " ")
+	}
+	return args
+}
+
+// shellExit finds the exit status in a shell tool's output: "Process
+// exited with code N" (exec_command), "Exit code: N" (shell_command).
+var shellExit = regexp.MustCompile(`(?m)^(?:Process exited with code|Exit code:) (-?\d+)\s*$`)
+
+// shellResult splits a shell tool's output into the command's output (what
+// follows "Output:") and whether it exited 0 (true when it says not).
+func shellResult(text string) (string, bool) {
+	ok := true
+	if m := shellExit.FindStringSubmatch(text); m != nil {
+		ok = m[1] == "0"
+	}
+	if _, after, found := strings.Cut(text, "\nOutput:\n"); found {
+		return after, ok
+	}
+	return text, ok
 }

@@ -105,6 +105,9 @@ func (x *Executor) parserOptions(ctx context.Context, inv Invocation, env []stri
 		}
 		return ""
 	}
+	if c, ok := store.(*codexStore); ok {
+		opt.LookupShellCalls = func(id string) ShellCalls { return c.lastTurnShellCalls(ctx, id) }
+	}
 	return opt
 }
 

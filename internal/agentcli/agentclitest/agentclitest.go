@@ -7,6 +7,7 @@ package agentclitest
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -151,6 +153,10 @@ type FakeModel struct {
 	// URL is the server's base URL.
 	URL  string
 	once sync.Once
+
+	mu    sync.Mutex
+	calls []string
+	mains int
 }
 
 // NewFakeModel starts a fake model server for the test's lifetime.
@@ -165,7 +171,9 @@ func NewFakeModel(t testing.TB, turns ...llmtest.Turn) *FakeModel {
 		var req map[string]any
 		_ = json.Unmarshal(body, &req)
 		tools, _ := req["tools"].([]any)
-		if r.Method == http.MethodPost && len(tools) == 0 && !strings.Contains(r.URL.Path, "countTokens") {
+		aux := r.Method == http.MethodPost && len(tools) == 0 && !strings.Contains(r.URL.Path, "countTokens")
+		f.record(r, len(tools), aux)
+		if aux {
 			auxH.ServeHTTP(w, r)
 			return
 		}
@@ -179,6 +187,30 @@ func NewFakeModel(t testing.TB, turns ...llmtest.Turn) *FakeModel {
 	t.Cleanup(srv.Close)
 	f.URL = srv.URL
 	return f
+}
+
+// record logs a request: its method, path and number of tools, and for a
+// main model call the script turn it takes (1-based, in arrival order).
+func (f *FakeModel) record(r *http.Request, tools int, aux bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	served := "aux"
+	switch {
+	case r.Method != http.MethodPost:
+		served = "no turn"
+	case !aux:
+		f.mains++
+		served = "main turn " + strconv.Itoa(f.mains)
+	}
+	f.calls = append(f.calls, fmt.Sprintf("%s %s tools=%d: %s", r.Method, r.URL.Path, tools, served))
+}
+
+// Calls lists the requests the server received, in arrival order, one a
+// line: what a test prints to show which turn each model call took.
+func (f *FakeModel) Calls() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return strings.Join(f.calls, "\n")
 }
 
 // ProcessEnv is base plus what a process that runs s's CLI needs: s's
