@@ -54,21 +54,9 @@ type MCPServerRequest struct {
 	Timeout   int               `json:"timeout,omitempty"`
 }
 
-// MCPServer answers the MCP server routes; env and header values are
-// "***".
-type MCPServer struct {
-	Slug      string            `json:"slug"`
-	Owner     string            `json:"owner"`
-	Transport string            `json:"transport"`
-	Command   string            `json:"command,omitempty"`
-	Args      []string          `json:"args,omitempty"`
-	Env       map[string]string `json:"env,omitempty"`
-	URL       string            `json:"url,omitempty"`
-	Headers   map[string]string `json:"headers,omitempty"`
-	Timeout   int               `json:"timeout,omitempty"`
-	CreatedAt time.Time         `json:"created_at"`
-	UpdatedAt time.Time         `json:"updated_at"`
-}
+// MCPServer answers the MCP server routes: the stored record with its env
+// and header values answered as "***" (secrets are write-only).
+type MCPServer store.MCPServerRecord
 
 // MCPServerList answers GET /api/v1/mcp-servers, by slug.
 type MCPServerList struct {
