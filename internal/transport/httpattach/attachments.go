@@ -40,10 +40,7 @@ type attachmentAnswer struct {
 // names a controller subscription, or the connection header the
 // connection holding the lease.
 func (h *Handler) attachments(w http.ResponseWriter, r *http.Request) {
-	if !h.ready(w) {
-		return
-	}
-	s, ok := h.pathSession(w, r)
+	s, ok := h.readySession(w, r)
 	if !ok {
 		return
 	}

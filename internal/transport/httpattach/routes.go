@@ -425,10 +425,7 @@ func nullable(id string) protocol.Nullable[string] {
 // protocol message (snake_case), from the connection the subscriber or
 // connection headers name.
 func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
-	if !h.ready(w) {
-		return
-	}
-	s, ok := h.pathSession(w, r)
+	s, ok := h.readySession(w, r)
 	if !ok {
 		return
 	}
