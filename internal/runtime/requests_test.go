@@ -13,44 +13,18 @@ import (
 	"github.com/maestro-run/maestro/internal/protocol/prototest"
 )
 
-const writeFrames = `
-  - index: 0
-    statements:
-      - {kind: tool_call, tool: Write, id: call_w, input: {path: a.txt, content: x}}
-  - index: 1
-    statements:
-      - {kind: text, text: done}
-`
+// callThenDone is the frames of a scenario whose first turn makes one
+// tool call (call, a YAML flow mapping) and whose second answers "done".
+func callThenDone(call string) string {
+	return "\n  - index: 0\n    statements:\n      - " + call + "\n  - index: 1\n    statements:\n      - {kind: text, text: done}\n"
+}
 
-const askFrames = `
-  - index: 0
-    statements:
-      - kind: tool_call
-        tool: ask_user
-        id: call_q
-        input: {questions: [{question: "Which?", header: Pick, options: [{label: A, description: a}, {label: B, description: b}]}]}
-  - index: 1
-    statements:
-      - {kind: text, text: done}
-`
-
-const clientFrames = `
-  - index: 0
-    statements:
-      - {kind: tool_call, tool: open, id: call_o, input: {path: x}}
-  - index: 1
-    statements:
-      - {kind: text, text: done}
-`
-
-const retryFrames = `
-  - index: 0
-    statements:
-      - {kind: tool_call, tool: Read, id: call_r, input: {path: missing.txt}}
-  - index: 1
-    statements:
-      - {kind: text, text: done}
-`
+var (
+	writeFrames  = callThenDone(`{kind: tool_call, tool: Write, id: call_w, input: {path: a.txt, content: x}}`)
+	askFrames    = callThenDone(`{kind: tool_call, tool: ask_user, id: call_q, input: {questions: [{question: "Which?", header: Pick, options: [{label: A, description: a}, {label: B, description: b}]}]}}`)
+	clientFrames = callThenDone(`{kind: tool_call, tool: open, id: call_o, input: {path: x}}`)
+	retryFrames  = callThenDone(`{kind: tool_call, tool: Read, id: call_r, input: {path: missing.txt}}`)
+)
 
 // TestServerRequestTimeouts: each kind of request resolves by policy after
 // its contract timeout, and not a second before.
