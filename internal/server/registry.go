@@ -245,8 +245,9 @@ func (s *Server) deleteOwned(w http.ResponseWriter, r *http.Request, what, name,
 // ---- SSH connections
 
 func sshAnswer(c store.SSHConnectionRecord, grants []store.SSHGrant) api.SSHConnection {
-	return api.SSHConnection{ID: c.ID, Owner: c.Owner, Host: c.Host, Port: c.Port, User: c.User, HostKey: c.HostKey,
-		Auth: c.Auth, HasSecret: c.Secret != "", Secret: api.Redacted, Grants: nonNil(grants), CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+	has := c.Secret != ""
+	c.Secret = api.Redacted
+	return api.SSHConnection{SSHConnectionRecord: c, HasSecret: has, Grants: nonNil(grants)}
 }
 
 // sshInput checks a request and seals its secret for id (old is the
