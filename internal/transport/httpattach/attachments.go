@@ -10,7 +10,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
@@ -47,10 +46,6 @@ func (h *Handler) attachments(w http.ResponseWriter, r *http.Request) {
 	name := r.URL.Query().Get("name")
 	if e := checkAttachmentName(name); e != nil {
 		writeError(w, e)
-		return
-	}
-	if headerRole(r) == protocol.RoleViewer {
-		writeError(w, &Error{Status: http.StatusForbidden, Code: CodeAccessDenied, Message: msgViewerCannotSend})
 		return
 	}
 	c, e := s.sender(r, false)
