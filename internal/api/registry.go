@@ -54,21 +54,9 @@ type MCPServerRequest struct {
 	Timeout   int               `json:"timeout,omitempty"`
 }
 
-// MCPServer answers the MCP server routes; env and header values are
-// "***".
-type MCPServer struct {
-	Slug      string            `json:"slug"`
-	Owner     string            `json:"owner"`
-	Transport string            `json:"transport"`
-	Command   string            `json:"command,omitempty"`
-	Args      []string          `json:"args,omitempty"`
-	Env       map[string]string `json:"env,omitempty"`
-	URL       string            `json:"url,omitempty"`
-	Headers   map[string]string `json:"headers,omitempty"`
-	Timeout   int               `json:"timeout,omitempty"`
-	CreatedAt time.Time         `json:"created_at"`
-	UpdatedAt time.Time         `json:"updated_at"`
-}
+// MCPServer answers the MCP server routes: the stored record with its env
+// and header values answered as "***" (secrets are write-only).
+type MCPServer store.MCPServerRecord
 
 // MCPServerList answers GET /api/v1/mcp-servers, by slug.
 type MCPServerList struct {
@@ -90,21 +78,13 @@ type SSHConnectionRequest struct {
 	Password   string `json:"password,omitempty"`
 }
 
-// SSHConnection answers the SSH connection routes: the secret is never
-// returned (Secret is "***"; Auth says which kind is stored).
+// SSHConnection answers the SSH connection routes: the stored record
+// whose secret is never returned (Secret is "***"; Auth says which kind is
+// stored), whether it has one, and its grants.
 type SSHConnection struct {
-	ID        string           `json:"id"`
-	Owner     string           `json:"owner"`
-	Host      string           `json:"host"`
-	Port      int              `json:"port"`
-	User      string           `json:"user"`
-	HostKey   string           `json:"host_key"`
-	Auth      string           `json:"auth"`
+	store.SSHConnectionRecord
 	HasSecret bool             `json:"has_secret"`
-	Secret    string           `json:"secret"`
 	Grants    []store.SSHGrant `json:"grants"`
-	CreatedAt time.Time        `json:"created_at"`
-	UpdatedAt time.Time        `json:"updated_at"`
 }
 
 // SSHConnectionList answers GET /api/v1/ssh-connections: the connections

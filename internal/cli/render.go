@@ -507,12 +507,9 @@ func summarizeArgs(tool string, args json.RawMessage) string {
 	return oneLine(string(args), 100)
 }
 
+// oneLine collapses s's white space and truncates it to max runes.
 func oneLine(s string, max int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > max {
-		return string(r[:max-1]) + "…"
-	}
-	return s
+	return truncate(strings.Join(strings.Fields(s), " "), max)
 }
 
 func tailLines(s string, n int) []string {

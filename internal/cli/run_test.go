@@ -141,14 +141,25 @@ func checkMultiTurn(t *testing.T, r result, ws string, wantCost bool) {
 	}
 }
 
-func TestRunAnthropicMultiTurn(t *testing.T) {
-	t.Parallel()
+// runMultiTurn runs `maestro run --no-piece --model model` with jsonl
+// output (asked for by outputFlag, -o or --output) in a fresh workspace,
+// against a server scripted with writeThenBash and the environment env
+// makes from the server's URL, and checks the run with checkMultiTurn.
+func runMultiTurn(t *testing.T, model, outputFlag string, wantCost bool, env func(url string) map[string]string) (*llmtest.Server, result) {
+	t.Helper()
 	sandboxtest.Bwrap(t, sandbox.Config{Mode: sandbox.ModeAuto})
 	srv := llmtest.NewServer(t, writeThenBash()...)
 	ws := t.TempDir()
-	r := runCLI(t, map[string]string{"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": srv.URL()},
-		"run", "--no-piece", "--model", "anthropic/claude-sonnet-4-5", "--workspace", ws, "--output", "jsonl", "write notes and count lines")
-	checkMultiTurn(t, r, ws, true)
+	r := runCLI(t, env(srv.URL()), "run", "--no-piece", "--model", model, "--workspace", ws, outputFlag, "jsonl", "write notes and count lines")
+	checkMultiTurn(t, r, ws, wantCost)
+	return srv, r
+}
+
+func TestRunAnthropicMultiTurn(t *testing.T) {
+	t.Parallel()
+	srv, _ := runMultiTurn(t, "anthropic/claude-sonnet-4-5", "--output", true, func(url string) map[string]string {
+		return map[string]string{"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": url}
+	})
 	reqs := srv.Requests()
 	if len(reqs) != 3 || reqs[0].Header.Get("X-Api-Key") != "sk-test" {
 		t.Fatalf("requests = %d, api key header %q", len(reqs), reqs[0].Header.Get("X-Api-Key"))
@@ -161,12 +172,9 @@ func TestRunAnthropicMultiTurn(t *testing.T) {
 
 func TestRunOpenAICompatibleNoKey(t *testing.T) {
 	t.Parallel()
-	sandboxtest.Bwrap(t, sandbox.Config{Mode: sandbox.ModeAuto})
-	srv := llmtest.NewServer(t, writeThenBash()...)
-	ws := t.TempDir()
-	r := runCLI(t, map[string]string{"OPENAI_BASE_URL": srv.URL() + "/v1"},
-		"run", "--no-piece", "--model", "openai/llama3.2", "--workspace", ws, "-o", "jsonl", "write notes and count lines")
-	checkMultiTurn(t, r, ws, false)
+	srv, r := runMultiTurn(t, "openai/llama3.2", "-o", false, func(url string) map[string]string {
+		return map[string]string{"OPENAI_BASE_URL": url + "/v1"}
+	})
 	for i, req := range srv.Requests() {
 		if req.Path != "/v1/chat/completions" {
 			t.Errorf("request %d went to %s, want Chat Completions for a local server", i, req.Path)
@@ -189,12 +197,9 @@ func TestRunOpenAICompatibleNoKey(t *testing.T) {
 
 func TestRunOpenAIResponsesWithKey(t *testing.T) {
 	t.Parallel()
-	sandboxtest.Bwrap(t, sandbox.Config{Mode: sandbox.ModeAuto})
-	srv := llmtest.NewServer(t, writeThenBash()...)
-	ws := t.TempDir()
-	r := runCLI(t, map[string]string{"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": srv.URL() + "/v1", "MAESTRO_OPENAI_API": "responses"},
-		"run", "--no-piece", "--model", "openai/gpt-5", "--workspace", ws, "-o", "jsonl", "write notes and count lines")
-	checkMultiTurn(t, r, ws, true)
+	srv, _ := runMultiTurn(t, "openai/gpt-5", "-o", true, func(url string) map[string]string {
+		return map[string]string{"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": url + "/v1", "MAESTRO_OPENAI_API": "responses"}
+	})
 	if p := srv.Requests()[0].Path; p != "/v1/responses" {
 		t.Errorf("path = %s", p)
 	}

@@ -233,7 +233,7 @@ func printMessages(io *IOStreams, msgs []agentcli.SessionMessage) {
 		}
 		fmt.Fprintln(io.Out)
 		if m.Role == agentcli.RoleSystem {
-			fmt.Fprintf(io.Out, "  %s\n", truncate(strings.Join(strings.Fields(m.Text), " "), 100))
+			fmt.Fprintf(io.Out, "  %s\n", oneLine(m.Text, 100))
 			continue
 		}
 		if m.Thinking != "" {
@@ -262,6 +262,7 @@ func formatTime(t time.Time) string {
 	return t.Local().Format("2006-01-02 15:04:05")
 }
 
+// truncate shortens s to at most n runes, the last an ellipsis.
 func truncate(s string, n int) string {
 	r := []rune(s)
 	if len(r) <= n {

@@ -227,13 +227,21 @@ func (h *harness) start(name, task string) (*Outcome, error) {
 	return h.engine().Start(ctx, h.piece(name), task, StartOptions{RunID: "run_test"})
 }
 
+// mustStart is start for a run that must not fail to start: the test
+// stops on an error.
+func (h *harness) mustStart(name, task string) *Outcome {
+	h.t.Helper()
+	out, err := h.start(name, task)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
 func TestTransitionChainToSuccess(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "chain", func(c *Config) { c.MaxLessons = 2 })
-	out, err := h.start("chain", "List the fruit in notes.txt.")
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := h.mustStart("chain", "List the fruit in notes.txt.")
 	want := &Outcome{RunID: "run_test", Piece: "chain", Status: StatusSucceeded, Result: "Apples, pears and plums.", Movement: "finish", Movements: 3,
 		ModelCalls: 4, ToolCalls: 4, CostKnown: true}
 	if diff := cmp.Diff(want, out); diff != "" {
@@ -313,10 +321,7 @@ func TestTransitionChainToSuccess(t *testing.T) {
 func TestCompleteAborted(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "aborted")
-	out, err := h.start("chain", "List the fruit.")
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := h.mustStart("chain", "List the fruit.")
 	if out.Status != StatusAborted || out.Result != "notes.txt is missing; nothing to gather." || out.Reason != "" {
 		t.Errorf("outcome = %+v", out)
 	}
@@ -329,10 +334,7 @@ func TestCompleteAborted(t *testing.T) {
 func TestAskThenResumeAcrossRestart(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "ask")
-	out, err := h.start("ask", "Paint the fence.")
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := h.mustStart("ask", "Paint the fence.")
 	if out.Status != StatusWaitingHuman || out.Result != "Which colour should the fence be?" {
 		t.Fatalf("outcome = %+v", out)
 	}
@@ -391,10 +393,7 @@ func TestAskThenResumeAcrossRestart(t *testing.T) {
 func TestRevisitAbort(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "selfloop")
-	out, err := h.start("selfloop", "Make it work.")
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := h.mustStart("selfloop", "Make it work.")
 	if out.Status != StatusAborted || !strings.Contains(out.Reason, "movement try entered 4 times in a row (limit 2)") || out.Movements != 3 {
 		t.Errorf("outcome = %+v", out)
 	}
@@ -425,10 +424,7 @@ func TestRevisitAbort(t *testing.T) {
 func TestCycleAbort(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "pingpong")
-	out, err := h.start("pingpong", "Make a thing that passes the check.")
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := h.mustStart("pingpong", "Make a thing that passes the check.")
 	if out.Status != StatusAborted || !strings.Contains(out.Reason, "movements make and check alternated 3 times (limit 2)") {
 		t.Errorf("outcome = %+v", out)
 	}
@@ -450,10 +446,7 @@ func TestCycleAbort(t *testing.T) {
 func TestMaxMovements(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "capped")
-	out, err := h.start("capped", "Go back and forth.")
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := h.mustStart("capped", "Go back and forth.")
 	if out.Status != StatusAborted || out.Movements != 3 || !strings.Contains(out.Reason, "max_movements reached: 3 movements ran and the piece allows 3") {
 		t.Errorf("outcome = %+v", out)
 	}
@@ -465,10 +458,7 @@ func TestMaxMovements(t *testing.T) {
 func TestContextPressure(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "pressure", func(c *Config) { c.ContextWindow = 10_000 })
-	out, err := h.start("pressure", "What do the notes list?")
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := h.mustStart("pressure", "What do the notes list?")
 	if out.Status != StatusSucceeded || out.Movement != "report" || out.Usage.InputTokens != 7000+8400+9400+900 {
 		t.Errorf("outcome = %+v", out)
 	}
@@ -560,10 +550,7 @@ func TestSubtasksInParallel(t *testing.T) {
 			return leaf, nil
 		}
 	})
-	out, err := h.start("fanout", "Count the letters.")
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := h.mustStart("fanout", "Count the letters.")
 	if out.Status != StatusSucceeded || out.Result != "All three parts are counted." {
 		t.Fatalf("outcome = %+v", out)
 	}
@@ -645,10 +632,7 @@ func TestWaitWithoutSubtasksIsRefused(t *testing.T) {
 func TestVerifyFeedbackReachesExecute(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "feedback")
-	out, err := h.start("feedback", "Write out.txt with the word final.")
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := h.mustStart("feedback", "Write out.txt with the word final.")
 	if out.Status != StatusSucceeded {
 		t.Fatalf("outcome = %+v", out)
 	}
@@ -739,10 +723,7 @@ func TestAllowedCommandsEnforced(t *testing.T) {
 func TestRemindersThenDefaultNext(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "talk")
-	out, err := h.start("talk", "Say hello.")
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := h.mustStart("talk", "Say hello.")
 	if out.Status != StatusSucceeded || out.Result != "Hello, and goodbye." || out.Reason != reasonReminders {
 		t.Errorf("outcome = %+v", out)
 	}
@@ -778,10 +759,7 @@ func TestTextAnswerAfterReminders(t *testing.T) {
 		t.Run(tc.piece, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, "answer")
-			out, err := h.start(tc.piece, "How many fruit are in notes.txt?")
-			if err != nil {
-				t.Fatal(err)
-			}
+			out := h.mustStart(tc.piece, "How many fruit are in notes.txt?")
 			if out.Status != tc.status || out.Result != tc.result || out.Reason != tc.reason {
 				t.Errorf("outcome = %+v, want status %s, result %q, reason %q", out, tc.status, tc.result, tc.reason)
 			}

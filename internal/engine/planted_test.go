@@ -52,10 +52,7 @@ func TestJobWorkspaceSeparateState(t *testing.T) {
 	if err := os.Symlink(filepath.Join(target, "x.md"), filepath.Join(h.ws, "subtasks", "02-beta.md")); err != nil {
 		t.Fatal(err)
 	}
-	out, err := h.start("fanout", "Count the letters.")
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := h.mustStart("fanout", "Count the letters.")
 	if out.Status != StatusSucceeded {
 		t.Fatalf("outcome = %+v", out)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -145,8 +147,19 @@ func ClassifyStatus(status int) ErrorKind {
 	}
 }
 
-// ParseRetryAfter parses a Retry-After header value (delta-seconds or an
-// HTTP date; also the non-standard retry-after-ms form when ms is true).
+// RetryAfterHeader reads a response's retry hint: retry-after-ms (the
+// precise form the Anthropic and OpenAI APIs send), else Retry-After.
+func RetryAfterHeader(h http.Header, now time.Time) time.Duration {
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	return ParseRetryAfter(strings.TrimSpace(h.Get("Retry-After")), now)
+}
+
+// ParseRetryAfter parses a Retry-After header value: delta-seconds or an
+// HTTP date.
 func ParseRetryAfter(v string, now time.Time) time.Duration {
 	if v == "" {
 		return 0

@@ -13,44 +13,18 @@ import (
 	"github.com/maestro-run/maestro/internal/protocol/prototest"
 )
 
-const writeFrames = `
-  - index: 0
-    statements:
-      - {kind: tool_call, tool: Write, id: call_w, input: {path: a.txt, content: x}}
-  - index: 1
-    statements:
-      - {kind: text, text: done}
-`
+// callThenDone is the frames of a scenario whose first turn makes one
+// tool call (call, a YAML flow mapping) and whose second answers "done".
+func callThenDone(call string) string {
+	return "\n  - index: 0\n    statements:\n      - " + call + "\n  - index: 1\n    statements:\n      - {kind: text, text: done}\n"
+}
 
-const askFrames = `
-  - index: 0
-    statements:
-      - kind: tool_call
-        tool: ask_user
-        id: call_q
-        input: {questions: [{question: "Which?", header: Pick, options: [{label: A, description: a}, {label: B, description: b}]}]}
-  - index: 1
-    statements:
-      - {kind: text, text: done}
-`
-
-const clientFrames = `
-  - index: 0
-    statements:
-      - {kind: tool_call, tool: open, id: call_o, input: {path: x}}
-  - index: 1
-    statements:
-      - {kind: text, text: done}
-`
-
-const retryFrames = `
-  - index: 0
-    statements:
-      - {kind: tool_call, tool: Read, id: call_r, input: {path: missing.txt}}
-  - index: 1
-    statements:
-      - {kind: text, text: done}
-`
+var (
+	writeFrames  = callThenDone(`{kind: tool_call, tool: Write, id: call_w, input: {path: a.txt, content: x}}`)
+	askFrames    = callThenDone(`{kind: tool_call, tool: ask_user, id: call_q, input: {questions: [{question: "Which?", header: Pick, options: [{label: A, description: a}, {label: B, description: b}]}]}}`)
+	clientFrames = callThenDone(`{kind: tool_call, tool: open, id: call_o, input: {path: x}}`)
+	retryFrames  = callThenDone(`{kind: tool_call, tool: Read, id: call_r, input: {path: missing.txt}}`)
+)
 
 // TestServerRequestTimeouts: each kind of request resolves by policy after
 // its contract timeout, and not a second before.
@@ -221,47 +195,55 @@ func TestSnapshotPendingAndInterrupt(t *testing.T) {
 // without decision_action (abort).
 func TestAnswersAndLegacyPaths(t *testing.T) {
 	t.Parallel()
-	t.Run("ask_user via client_tool_result", func(t *testing.T) {
-		t.Parallel()
-		synctest.Test(t, func(t *testing.T) {
-			h := newHarness(t, Config{Provider: scenario(t, "ask_user", askFrames)}, ConnectOptions{})
-			h.handle(protocol.Hello{Capabilities: &protocol.Capabilities{ServerRequests: []protocol.RequestType{protocol.RequestUserInput}}})
-			h.handle(protocol.Prompt{Content: "go"})
-			synctest.Wait()
-			if err := h.handle(protocol.ClientToolResult{CallID: "call_q", Content: []protocol.ContentBlock{protocol.TextBlock("A")}}); err != nil {
-				t.Fatal(err)
-			}
-			synctest.Wait()
-			res := ofType[protocol.ServerRequestResolved](h)
-			if len(res) != 1 || res[0].Resolution != protocol.ResolutionAnswered || res[0].ResolvedBy != protocol.ResolvedByClient {
-				t.Errorf("resolutions = %v", res)
-			}
-			if ends := ofType[protocol.ToolEnd](h); len(ends) != 1 || !ends[0].Success {
-				t.Errorf("tool_end = %v", ends)
-			}
+	tests := []struct {
+		name       string
+		tool       string
+		frames     string
+		kind       protocol.RequestType
+		answer     protocol.Message
+		resolution protocol.Resolution
+		resolvedBy protocol.ResolvedBy
+		// check looks at what else the answer did.
+		check func(t *testing.T, h *harness)
+	}{
+		{"ask_user via client_tool_result", "ask_user", askFrames, protocol.RequestUserInput,
+			protocol.ClientToolResult{CallID: "call_q", Content: []protocol.ContentBlock{protocol.TextBlock("A")}},
+			protocol.ResolutionAnswered, protocol.ResolvedByClient,
+			func(t *testing.T, h *harness) {
+				if ends := ofType[protocol.ToolEnd](h); len(ends) != 1 || !ends[0].Success {
+					t.Errorf("tool_end = %v", ends)
+				}
+			}},
+		{"tool_retry without decision aborts", "Read", retryFrames, protocol.RequestToolRetry,
+			protocol.ServerRequestResponse{RequestID: "retry_call_r_1", RequestType: protocol.RequestToolRetry},
+			protocol.ResolutionAborted, protocol.ResolvedByUser,
+			func(t *testing.T, h *harness) {
+				errs := ofType[protocol.Error](h)
+				if len(errs) != 1 || errs[0].ErrorType != protocol.ErrorCancelled || !strings.Contains(errs[0].Message, "aborted") {
+					t.Errorf("errors = %v, want the abort classified cancelled", errs)
+				}
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t, Config{Provider: scenario(t, tt.tool, tt.frames)}, ConnectOptions{})
+				h.handle(protocol.Hello{Capabilities: &protocol.Capabilities{ServerRequests: []protocol.RequestType{tt.kind}}})
+				h.handle(protocol.Prompt{Content: "go"})
+				synctest.Wait()
+				if err := h.handle(tt.answer); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				res := ofType[protocol.ServerRequestResolved](h)
+				if len(res) != 1 || res[0].Resolution != tt.resolution || res[0].ResolvedBy != tt.resolvedBy {
+					t.Errorf("resolutions = %v", res)
+				}
+				tt.check(t, h)
+			})
 		})
-	})
-	t.Run("tool_retry without decision aborts", func(t *testing.T) {
-		t.Parallel()
-		synctest.Test(t, func(t *testing.T) {
-			h := newHarness(t, Config{Provider: scenario(t, "Read", retryFrames)}, ConnectOptions{})
-			h.handle(protocol.Hello{Capabilities: &protocol.Capabilities{ServerRequests: []protocol.RequestType{protocol.RequestToolRetry}}})
-			h.handle(protocol.Prompt{Content: "go"})
-			synctest.Wait()
-			if err := h.handle(protocol.ServerRequestResponse{RequestID: "retry_call_r_1", RequestType: protocol.RequestToolRetry}); err != nil {
-				t.Fatal(err)
-			}
-			synctest.Wait()
-			res := ofType[protocol.ServerRequestResolved](h)
-			if len(res) != 1 || res[0].Resolution != protocol.ResolutionAborted || res[0].ResolvedBy != protocol.ResolvedByUser {
-				t.Errorf("resolutions = %v", res)
-			}
-			errs := ofType[protocol.Error](h)
-			if len(errs) != 1 || errs[0].ErrorType != protocol.ErrorCancelled || !strings.Contains(errs[0].Message, "aborted") {
-				t.Errorf("errors = %v, want the abort classified cancelled", errs)
-			}
-		})
-	})
+	}
 }
 
 // TestElicit: an mcp_elicitation request is raised with the contract's ids

@@ -72,20 +72,22 @@ func ownedBy(w http.ResponseWriter, r *http.Request, what, name, owner string) b
 	return true
 }
 
-func redact(m map[string]string) map[string]string {
+// withValues maps each name of m to v (nil for an empty m): a secret map
+// answered as "***", or a placeholder to validate a shape with.
+func withValues(m map[string]string, v string) map[string]string {
 	if len(m) == 0 {
 		return nil
 	}
 	out := make(map[string]string, len(m))
 	for k := range m {
-		out[k] = api.Redacted
+		out[k] = v
 	}
 	return out
 }
 
 func mcpAnswer(m store.MCPServerRecord) api.MCPServer {
-	return api.MCPServer{Slug: m.Slug, Owner: m.Owner, Transport: m.Transport, Command: m.Command, Args: m.Args,
-		Env: redact(m.Env), URL: m.URL, Headers: redact(m.Headers), Timeout: m.Timeout, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt}
+	m.Env, m.Headers = withValues(m.Env, api.Redacted), withValues(m.Headers, api.Redacted)
+	return api.MCPServer(m)
 }
 
 // sealValues seals the values of an env or headers map; "***" keeps the
@@ -123,7 +125,7 @@ func (s *Server) mcpInput(w http.ResponseWriter, r *http.Request, req api.MCPSer
 	// Check the shape before sealing, so that a bad request is named by
 	// its own fault rather than by a missing key.
 	probe := rec
-	probe.Env, probe.Headers = placeholders(req.Env), placeholders(req.Headers)
+	probe.Env, probe.Headers = withValues(req.Env, sealedPlaceholder), withValues(req.Headers, sealedPlaceholder)
 	if err := probe.Validate(); err != nil {
 		s.storeError(w, r, err)
 		return rec, false
@@ -136,18 +138,9 @@ func (s *Server) mcpInput(w http.ResponseWriter, r *http.Request, req api.MCPSer
 	return rec, ok
 }
 
-// placeholders maps each name of m to a well-formed sealed-looking value,
-// to validate a record's shape before its secrets are sealed.
-func placeholders(m map[string]string) map[string]string {
-	if len(m) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k := range m {
-		out[k] = "mse1:00000000:AA"
-	}
-	return out
-}
+// sealedPlaceholder is a well-formed sealed-looking value, to validate a
+// record's shape before its secrets are sealed.
+const sealedPlaceholder = "mse1:00000000:AA"
 
 func (s *Server) listMCPServers(w http.ResponseWriter, r *http.Request) {
 	list, err := s.st.ListMCPServers(r.Context())
@@ -252,8 +245,9 @@ func (s *Server) deleteOwned(w http.ResponseWriter, r *http.Request, what, name,
 // ---- SSH connections
 
 func sshAnswer(c store.SSHConnectionRecord, grants []store.SSHGrant) api.SSHConnection {
-	return api.SSHConnection{ID: c.ID, Owner: c.Owner, Host: c.Host, Port: c.Port, User: c.User, HostKey: c.HostKey,
-		Auth: c.Auth, HasSecret: c.Secret != "", Secret: api.Redacted, Grants: nonNil(grants), CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+	has := c.Secret != ""
+	c.Secret = api.Redacted
+	return api.SSHConnection{SSHConnectionRecord: c, HasSecret: has, Grants: nonNil(grants)}
 }
 
 // sshInput checks a request and seals its secret for id (old is the

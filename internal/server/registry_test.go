@@ -2,9 +2,6 @@ package server_test
 
 import (
 	"bytes"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,6 +12,7 @@ import (
 	"github.com/maestro-run/maestro/internal/secrets"
 	"github.com/maestro-run/maestro/internal/server"
 	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/tool/sshtest"
 )
 
 func testBox(t *testing.T) *secrets.Box {
@@ -29,23 +27,9 @@ func testBox(t *testing.T) *secrets.Box {
 // sshKeys returns a private key (OpenSSH PEM) and a host public key line.
 func sshKeys(t *testing.T) (private, hostKey string) {
 	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostPub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pk, err := ssh.NewPublicKey(hostPub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(block)), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pk)))
+	_, key := sshtest.NewKeyFile(t)
+	host := sshtest.NewSigner(t).PublicKey()
+	return string(key), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(host)))
 }
 
 // TestMCPServersAPI: secrets are sealed at rest, answered as "***", kept

@@ -187,14 +187,7 @@ func TestUploadNames(t *testing.T) {
 		{"huge", huge, "bytes"},
 	} {
 		code, body := e.do("PUT", up+c.path, "x")
-		var ae apiError
-		json.Unmarshal(body, &ae)
-		if code != http.StatusBadRequest || ae.Field != "path" || !strings.Contains(ae.Error, c.msg) {
-			t.Errorf("%s: status %d, error %+v; want 400 on field path saying %q", c.name, code, ae, c.msg)
-		}
-		if len(body) > 2000 {
-			t.Errorf("%s: the answer is %d bytes: the name is echoed whole", c.name, len(body))
-		}
+		wantPathRefused(t, c.name, code, body, c.msg)
 	}
 	ents, _ := os.ReadDir(filepath.Join(agentDir(e.dataDir, ct.Task.ID), "input"))
 	if len(ents) != 0 {
@@ -213,17 +206,25 @@ func TestUploadNames(t *testing.T) {
 		e := newEnv(t, sqliteStore(t), nil)
 		body, ctype := multipartBody(t, task, mpart{name: "file", filename: c.filename, body: "x"})
 		code, data := e.do("POST", "/api/v1/tasks", body, "Content-Type", ctype)
-		var ae apiError
-		json.Unmarshal(data, &ae)
-		if code != http.StatusBadRequest || ae.Field != "path" || !strings.Contains(ae.Error, c.msg) {
-			t.Errorf("multipart %s: status %d, error %+v; want 400 on field path saying %q", c.name, code, ae, c.msg)
-		}
-		if len(data) > 2000 {
-			t.Errorf("multipart %s: the answer is %d bytes: the name is echoed whole", c.name, len(data))
-		}
+		wantPathRefused(t, "multipart "+c.name, code, data, c.msg)
 		if left := uploadsLeft(t, e.dataDir); len(left) != 0 {
 			t.Errorf("multipart %s: staged %v", c.name, left)
 		}
+	}
+}
+
+// wantPathRefused checks an upload's refusal for its name: a 400 on field
+// "path" whose message contains msg, and an answer that does not echo a
+// huge name whole.
+func wantPathRefused(t *testing.T, what string, code int, body []byte, msg string) {
+	t.Helper()
+	var ae apiError
+	json.Unmarshal(body, &ae)
+	if code != http.StatusBadRequest || ae.Field != "path" || !strings.Contains(ae.Error, msg) {
+		t.Errorf("%s: status %d, error %+v; want 400 on field path saying %q", what, code, ae, msg)
+	}
+	if len(body) > 2000 {
+		t.Errorf("%s: the answer is %d bytes: the name is echoed whole", what, len(body))
 	}
 }
 

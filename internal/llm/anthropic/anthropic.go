@@ -16,7 +16,6 @@ import (
 	"iter"
 	"net/http"
 	"os"
-	"time"
 
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
@@ -33,10 +32,6 @@ const DefaultMaxTokens = 8192
 
 // authHint tells the user how to fix missing or rejected credentials.
 const authHint = "set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) to a valid key"
-
-// responseHeaderTimeout bounds the wait for response headers of the default
-// HTTP client; it does not limit how long a stream may run.
-const responseHeaderTimeout = 10 * time.Minute
 
 // Config configures a Provider.
 type Config struct {
@@ -93,7 +88,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	httpClient := cfg.HTTPClient
 	if httpClient == nil {
-		httpClient = defaultHTTPClient()
+		httpClient = llm.DefaultHTTPClient()
 	}
 	opts := []option.RequestOption{
 		option.WithoutEnvironmentDefaults(),
@@ -116,17 +111,6 @@ func New(cfg Config) (*Provider, error) {
 		client: sdk.NewClient(opts...), model: cfg.Model, maxTokens: maxTokens,
 		window: &llm.WindowResolver{Model: cfg.Model, Configured: cfg.ContextWindows},
 	}, nil
-}
-
-// defaultHTTPClient is a client on a copy of the default transport with a
-// bound on the wait for response headers.
-func defaultHTTPClient() *http.Client {
-	if t, ok := http.DefaultTransport.(*http.Transport); ok {
-		t = t.Clone()
-		t.ResponseHeaderTimeout = responseHeaderTimeout
-		return &http.Client{Transport: t}
-	}
-	return &http.Client{}
 }
 
 // Name returns "anthropic".

@@ -377,20 +377,6 @@ func TestHTTPErrors(t *testing.T) {
 	}
 }
 
-func TestRetryAfterMilliseconds(t *testing.T) {
-	t.Parallel()
-	h := http.Header{}
-	h.Set("retry-after-ms", "1500")
-	h.Set("Retry-After", "2")
-	if got := retryAfter(h, time.Now()); got != 1500*time.Millisecond {
-		t.Errorf("retryAfter = %v, want 1.5s from retry-after-ms", got)
-	}
-	h.Del("retry-after-ms")
-	if got := retryAfter(h, time.Now()); got != 2*time.Second {
-		t.Errorf("retryAfter = %v, want 2s from Retry-After", got)
-	}
-}
-
 func TestModelNotFoundAndListModels(t *testing.T) {
 	t.Parallel()
 	s := llmtest.NewServer(t, llmtest.Turn{Text: []string{"never"}})

@@ -71,7 +71,7 @@ func (p *Provider) classifyAPIError(e *llm.Error, apiErr *sdk.Error, yielded boo
 		e.Kind = llm.KindOverloaded
 	}
 	if apiErr.Response != nil {
-		e.RetryAfter = retryAfter(apiErr.Response.Header, time.Now())
+		e.RetryAfter = llm.RetryAfterHeader(apiErr.Response.Header, time.Now())
 	}
 	switch e.Kind {
 	case llm.KindAuth:
@@ -128,15 +128,4 @@ func apiMessage(apiErr *sdk.Error) string {
 		return text
 	}
 	return "error " + strconv.Itoa(apiErr.StatusCode)
-}
-
-// retryAfter reads the server's retry hint: retry-after-ms (the API's
-// precise form), else Retry-After.
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	if v := h.Get("retry-after-ms"); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	return llm.ParseRetryAfter(h.Get("Retry-After"), now)
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -117,7 +116,7 @@ func (p *Provider) statusError(apiErr *sdk.Error) *llm.Error {
 		Err:      apiErr,
 	}
 	if apiErr.Response != nil {
-		e.RetryAfter = retryAfter(apiErr.Response.Header, time.Now())
+		e.RetryAfter = llm.RetryAfterHeader(apiErr.Response.Header, time.Now())
 	}
 	switch {
 	case e.Kind == llm.KindAuth:
@@ -173,16 +172,6 @@ func (p *Provider) eventError(typ, code, msg string) *llm.Error {
 		e.Hint = authHint
 	}
 	return llm.MarkContextLength(e, code)
-}
-
-// retryAfter reads retry-after-ms (OpenAI's precise form) or Retry-After.
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	if v := h.Get("Retry-After-Ms"); v != "" {
-		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && ms >= 0 {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	return llm.ParseRetryAfter(strings.TrimSpace(h.Get("Retry-After")), now)
 }
 
 // responseText returns the start of an error response's body (the SDK

@@ -19,7 +19,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"time"
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -129,7 +128,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = defaultHTTPClient()
+		hc = llm.DefaultHTTPClient()
 	}
 	// The services are built from explicit options only: openai.NewClient
 	// would add DefaultClientOptions, which read OPENAI_API_KEY,
@@ -176,15 +175,6 @@ func resolveAPI(api, baseURL string) (string, error) {
 	default:
 		return "", fmt.Errorf("openai: API %q is neither %q nor %q (MAESTRO_OPENAI_API)", api, APIChat, APIResponses)
 	}
-}
-
-func defaultHTTPClient() *http.Client {
-	if t, ok := http.DefaultTransport.(*http.Transport); ok {
-		t = t.Clone()
-		t.ResponseHeaderTimeout = 10 * time.Minute
-		return &http.Client{Transport: t}
-	}
-	return &http.Client{}
 }
 
 // Name returns "openai".

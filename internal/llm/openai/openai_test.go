@@ -41,165 +41,167 @@ func stream(t testing.TB, ctx context.Context, p llm.Provider, req *llm.Request)
 	return llmtest.Drain(t, p.Stream(ctx, req))
 }
 
+// eachAPI runs f as a parallel subtest, named by the API, for each API.
+func eachAPI(t *testing.T, f func(t *testing.T, api string)) {
+	t.Helper()
+	for _, api := range apis {
+		t.Run(api, func(t *testing.T) {
+			t.Parallel()
+			f(t, api)
+		})
+	}
+}
+
 func hello() *llm.Request {
 	return &llm.Request{System: "be brief", Messages: []llm.Message{llm.UserText("hi")}}
 }
 
 func TestStreamTextWithUsage(t *testing.T) {
 	t.Parallel()
-	for _, api := range apis {
-		t.Run(api, func(t *testing.T) {
-			t.Parallel()
-			srv := llmtest.NewServer(t, llmtest.Turn{
-				Thinking:        "Short answer.",
-				Text:            []string{"Hello", ", ", "world"},
-				InputTokens:     100,
-				OutputTokens:    20,
-				CacheReadTokens: 30,
-			})
-			r := stream(t, t.Context(), newProvider(t, srv.URL()+"/v1", api), hello())
-			if r.Err != nil {
-				t.Fatal(r.Err)
-			}
-			wantDeltas := []llm.Event{
-				{Type: llm.EventThinkingDelta, Delta: "Short a"},
-				{Type: llm.EventThinkingDelta, Delta: "nswer."},
-				{Type: llm.EventTextDelta, Delta: "Hello"},
-				{Type: llm.EventTextDelta, Delta: ", "},
-				{Type: llm.EventTextDelta, Delta: "world"},
-			}
-			if diff := cmp.Diff(wantDeltas, r.Deltas); diff != "" {
-				t.Errorf("deltas (-want +got):\n%s", diff)
-			}
-			want := &llm.Response{
-				Message: llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{
-					{Type: llm.PartThinking, Text: "Short answer."},
-					llm.Text("Hello, world"),
-				}},
-				Usage:      llm.Usage{InputTokens: 100, OutputTokens: 20, CacheReadTokens: 30},
-				StopReason: llm.StopEndTurn,
-				Model:      "gpt-test",
-			}
-			if diff := cmp.Diff(want, r.Response); diff != "" {
-				t.Errorf("response (-want +got):\n%s", diff)
-			}
-			reqs := srv.Requests()
-			if len(reqs) != 1 {
-				t.Fatalf("%d requests", len(reqs))
-			}
-			wantPath := map[string]string{APIChat: "/v1/chat/completions", APIResponses: "/v1/responses"}[api]
-			if reqs[0].Path != wantPath || reqs[0].Header.Get("Authorization") != "Bearer sk-test" {
-				t.Errorf("request %s with Authorization %q", reqs[0].Path, reqs[0].Header.Get("Authorization"))
-			}
+	eachAPI(t, func(t *testing.T, api string) {
+		srv := llmtest.NewServer(t, llmtest.Turn{
+			Thinking:        "Short answer.",
+			Text:            []string{"Hello", ", ", "world"},
+			InputTokens:     100,
+			OutputTokens:    20,
+			CacheReadTokens: 30,
 		})
-	}
+		r := stream(t, t.Context(), newProvider(t, srv.URL()+"/v1", api), hello())
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		wantDeltas := []llm.Event{
+			{Type: llm.EventThinkingDelta, Delta: "Short a"},
+			{Type: llm.EventThinkingDelta, Delta: "nswer."},
+			{Type: llm.EventTextDelta, Delta: "Hello"},
+			{Type: llm.EventTextDelta, Delta: ", "},
+			{Type: llm.EventTextDelta, Delta: "world"},
+		}
+		if diff := cmp.Diff(wantDeltas, r.Deltas); diff != "" {
+			t.Errorf("deltas (-want +got):\n%s", diff)
+		}
+		want := &llm.Response{
+			Message: llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{
+				{Type: llm.PartThinking, Text: "Short answer."},
+				llm.Text("Hello, world"),
+			}},
+			Usage:      llm.Usage{InputTokens: 100, OutputTokens: 20, CacheReadTokens: 30},
+			StopReason: llm.StopEndTurn,
+			Model:      "gpt-test",
+		}
+		if diff := cmp.Diff(want, r.Response); diff != "" {
+			t.Errorf("response (-want +got):\n%s", diff)
+		}
+		reqs := srv.Requests()
+		if len(reqs) != 1 {
+			t.Fatalf("%d requests", len(reqs))
+		}
+		wantPath := map[string]string{APIChat: "/v1/chat/completions", APIResponses: "/v1/responses"}[api]
+		if reqs[0].Path != wantPath || reqs[0].Header.Get("Authorization") != "Bearer sk-test" {
+			t.Errorf("request %s with Authorization %q", reqs[0].Path, reqs[0].Header.Get("Authorization"))
+		}
+	})
 }
 
 func TestStreamToolCalls(t *testing.T) {
 	t.Parallel()
-	for _, api := range apis {
-		t.Run(api, func(t *testing.T) {
-			t.Parallel()
-			srv := llmtest.NewServer(t, llmtest.Turn{
-				Text: []string{"Reading."},
-				ToolCalls: []llmtest.ToolCall{
-					{ID: "call_a", Name: "Read", Input: `{"path":"docs/café.md","limit":5}`, Fragments: 4},
-					{ID: "call_b", Name: "Glob", Input: `{"pattern":"**/*.go"}`},
-				},
-				InputTokens: 10, OutputTokens: 5,
-			})
-			r := stream(t, t.Context(), newProvider(t, srv.URL()+"/v1", api), hello())
-			if r.Err != nil {
-				t.Fatal(r.Err)
-			}
-			want := []llm.ToolCall{
-				{ID: "call_a", Name: "Read", Input: json.RawMessage(`{"path":"docs/café.md","limit":5}`)},
-				{ID: "call_b", Name: "Glob", Input: json.RawMessage(`{"pattern":"**/*.go"}`)},
-			}
-			if diff := cmp.Diff(want, r.Response.Message.ToolCalls()); diff != "" {
-				t.Errorf("tool calls (-want +got):\n%s", diff)
-			}
-			if r.Response.StopReason != llm.StopToolUse || r.Response.Message.TextContent() != "Reading." {
-				t.Errorf("stop %q text %q", r.Response.StopReason, r.Response.Message.TextContent())
-			}
+	eachAPI(t, func(t *testing.T, api string) {
+		srv := llmtest.NewServer(t, llmtest.Turn{
+			Text: []string{"Reading."},
+			ToolCalls: []llmtest.ToolCall{
+				{ID: "call_a", Name: "Read", Input: `{"path":"docs/café.md","limit":5}`, Fragments: 4},
+				{ID: "call_b", Name: "Glob", Input: `{"pattern":"**/*.go"}`},
+			},
+			InputTokens: 10, OutputTokens: 5,
 		})
-	}
+		r := stream(t, t.Context(), newProvider(t, srv.URL()+"/v1", api), hello())
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		want := []llm.ToolCall{
+			{ID: "call_a", Name: "Read", Input: json.RawMessage(`{"path":"docs/café.md","limit":5}`)},
+			{ID: "call_b", Name: "Glob", Input: json.RawMessage(`{"pattern":"**/*.go"}`)},
+		}
+		if diff := cmp.Diff(want, r.Response.Message.ToolCalls()); diff != "" {
+			t.Errorf("tool calls (-want +got):\n%s", diff)
+		}
+		if r.Response.StopReason != llm.StopToolUse || r.Response.Message.TextContent() != "Reading." {
+			t.Errorf("stop %q text %q", r.Response.StopReason, r.Response.Message.TextContent())
+		}
+	})
 }
 
 func TestMultiTurnToolResult(t *testing.T) {
 	t.Parallel()
-	for _, api := range apis {
-		t.Run(api, func(t *testing.T) {
-			t.Parallel()
-			srv := llmtest.NewServer(t,
-				llmtest.Turn{Text: []string{"Let me read it."}, ToolCalls: []llmtest.ToolCall{{ID: "call_42", Name: "Read", Input: `{"path":"a.txt"}`}}},
-				llmtest.Turn{Text: []string{"It says hi."}},
-			)
-			p := newProvider(t, srv.URL()+"/v1", api)
-			schema := json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)
-			req := &llm.Request{
-				System:   "You are terse.",
-				Messages: []llm.Message{llm.UserText("What is in a.txt?")},
-				Tools:    []llm.ToolSpec{{Name: "Read", Description: "Read a file", InputSchema: schema}},
-			}
-			first := stream(t, t.Context(), p, req)
-			if first.Err != nil {
-				t.Fatal(first.Err)
-			}
-			req.Messages = append(req.Messages, first.Response.Message, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{
-				{Type: llm.PartToolResult, ToolResult: &llm.ToolResult{CallID: "call_42", Name: "Read", Content: "hi"}},
-				llm.Text("Summarise it."),
-			}})
-			second := stream(t, t.Context(), p, req)
-			if second.Err != nil {
-				t.Fatal(second.Err)
-			}
-			if got := second.Response.Message.TextContent(); got != "It says hi." {
-				t.Errorf("second answer %q", got)
-			}
+	eachAPI(t, func(t *testing.T, api string) {
+		srv := llmtest.NewServer(t,
+			llmtest.Turn{Text: []string{"Let me read it."}, ToolCalls: []llmtest.ToolCall{{ID: "call_42", Name: "Read", Input: `{"path":"a.txt"}`}}},
+			llmtest.Turn{Text: []string{"It says hi."}},
+		)
+		p := newProvider(t, srv.URL()+"/v1", api)
+		schema := json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)
+		req := &llm.Request{
+			System:   "You are terse.",
+			Messages: []llm.Message{llm.UserText("What is in a.txt?")},
+			Tools:    []llm.ToolSpec{{Name: "Read", Description: "Read a file", InputSchema: schema}},
+		}
+		first := stream(t, t.Context(), p, req)
+		if first.Err != nil {
+			t.Fatal(first.Err)
+		}
+		req.Messages = append(req.Messages, first.Response.Message, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{
+			{Type: llm.PartToolResult, ToolResult: &llm.ToolResult{CallID: "call_42", Name: "Read", Content: "hi"}},
+			llm.Text("Summarise it."),
+		}})
+		second := stream(t, t.Context(), p, req)
+		if second.Err != nil {
+			t.Fatal(second.Err)
+		}
+		if got := second.Response.Message.TextContent(); got != "It says hi." {
+			t.Errorf("second answer %q", got)
+		}
 
-			body := srv.Requests()[1].JSON()
-			var got any
-			switch api {
-			case APIChat:
-				got = body["messages"]
-			case APIResponses:
-				if body["instructions"] != "You are terse." || body["store"] != false {
-					t.Errorf("instructions %v store %v", body["instructions"], body["store"])
-				}
-				got = body["input"]
+		body := srv.Requests()[1].JSON()
+		var got any
+		switch api {
+		case APIChat:
+			got = body["messages"]
+		case APIResponses:
+			if body["instructions"] != "You are terse." || body["store"] != false {
+				t.Errorf("instructions %v store %v", body["instructions"], body["store"])
 			}
-			want := map[string]any{
-				APIChat: []any{
-					map[string]any{"role": "system", "content": "You are terse."},
-					map[string]any{"role": "user", "content": "What is in a.txt?"},
-					map[string]any{"role": "assistant", "content": "Let me read it.", "tool_calls": []any{
-						map[string]any{"id": "call_42", "type": "function", "function": map[string]any{"name": "Read", "arguments": `{"path":"a.txt"}`}},
-					}},
-					map[string]any{"role": "tool", "tool_call_id": "call_42", "content": "hi"},
-					map[string]any{"role": "user", "content": "Summarise it."},
-				},
-				APIResponses: []any{
-					map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_text", "text": "What is in a.txt?"}}},
-					map[string]any{"type": "message", "role": "assistant", "content": []any{map[string]any{"type": "output_text", "text": "Let me read it."}}},
-					map[string]any{"type": "function_call", "call_id": "call_42", "name": "Read", "arguments": `{"path":"a.txt"}`},
-					map[string]any{"type": "function_call_output", "call_id": "call_42", "output": "hi"},
-					map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_text", "text": "Summarise it."}}},
-				},
-			}[api]
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("second request conversation (-want +got):\n%s", diff)
-			}
-			tools, _ := json.Marshal(body["tools"])
-			wantTools := map[string]string{
-				APIChat:      `[{"function":{"description":"Read a file","name":"Read","parameters":{"properties":{"path":{"type":"string"}},"required":["path"],"type":"object"}},"type":"function"}]`,
-				APIResponses: `[{"description":"Read a file","name":"Read","parameters":{"properties":{"path":{"type":"string"}},"required":["path"],"type":"object"},"strict":false,"type":"function"}]`,
-			}[api]
-			if string(tools) != wantTools {
-				t.Errorf("tools = %s\nwant    %s", tools, wantTools)
-			}
-		})
-	}
+			got = body["input"]
+		}
+		want := map[string]any{
+			APIChat: []any{
+				map[string]any{"role": "system", "content": "You are terse."},
+				map[string]any{"role": "user", "content": "What is in a.txt?"},
+				map[string]any{"role": "assistant", "content": "Let me read it.", "tool_calls": []any{
+					map[string]any{"id": "call_42", "type": "function", "function": map[string]any{"name": "Read", "arguments": `{"path":"a.txt"}`}},
+				}},
+				map[string]any{"role": "tool", "tool_call_id": "call_42", "content": "hi"},
+				map[string]any{"role": "user", "content": "Summarise it."},
+			},
+			APIResponses: []any{
+				map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_text", "text": "What is in a.txt?"}}},
+				map[string]any{"type": "message", "role": "assistant", "content": []any{map[string]any{"type": "output_text", "text": "Let me read it."}}},
+				map[string]any{"type": "function_call", "call_id": "call_42", "name": "Read", "arguments": `{"path":"a.txt"}`},
+				map[string]any{"type": "function_call_output", "call_id": "call_42", "output": "hi"},
+				map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_text", "text": "Summarise it."}}},
+			},
+		}[api]
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("second request conversation (-want +got):\n%s", diff)
+		}
+		tools, _ := json.Marshal(body["tools"])
+		wantTools := map[string]string{
+			APIChat:      `[{"function":{"description":"Read a file","name":"Read","parameters":{"properties":{"path":{"type":"string"}},"required":["path"],"type":"object"}},"type":"function"}]`,
+			APIResponses: `[{"description":"Read a file","name":"Read","parameters":{"properties":{"path":{"type":"string"}},"required":["path"],"type":"object"},"strict":false,"type":"function"}]`,
+		}[api]
+		if string(tools) != wantTools {
+			t.Errorf("tools = %s\nwant    %s", tools, wantTools)
+		}
+	})
 }
 
 func TestRequestOptions(t *testing.T) {
@@ -368,46 +370,22 @@ func TestErrorMapping(t *testing.T) {
 	}
 }
 
-func TestRetryAfterHeaders(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	tests := []struct {
-		header http.Header
-		want   time.Duration
-	}{
-		{http.Header{}, 0},
-		{http.Header{"Retry-After": {"2"}}, 2 * time.Second},
-		{http.Header{"Retry-After-Ms": {"1500"}}, 1500 * time.Millisecond},
-		{http.Header{"Retry-After-Ms": {"250"}, "Retry-After": {"1"}}, 250 * time.Millisecond},
-		{http.Header{"Retry-After-Ms": {"soon"}, "Retry-After": {"4"}}, 4 * time.Second},
-		{http.Header{"Retry-After": {now.Add(5 * time.Second).Format(http.TimeFormat)}}, 5 * time.Second},
-	}
-	for _, tt := range tests {
-		if got := retryAfter(tt.header, now); got != tt.want {
-			t.Errorf("retryAfter(%v) = %v, want %v", tt.header, got, tt.want)
-		}
-	}
-}
-
 func TestStreamCut(t *testing.T) {
 	t.Parallel()
-	for _, api := range apis {
-		t.Run(api, func(t *testing.T) {
-			t.Parallel()
-			// Cut after two text deltas: the chat stream's role chunk, or
-			// the Responses stream's four opening events, come first.
-			cut := map[string]int{APIChat: 3, APIResponses: 6}[api]
-			srv := llmtest.NewServer(t, llmtest.Turn{Text: []string{"a", "b", "c", "d"}, CutAfter: cut})
-			r := stream(t, t.Context(), newProvider(t, srv.URL()+"/v1", api), hello())
-			if got := llm.KindOf(r.Err); got != llm.KindStream {
-				t.Fatalf("error kind %q (%v), want stream", got, r.Err)
-			}
-			want := []llm.Event{{Type: llm.EventTextDelta, Delta: "a"}, {Type: llm.EventTextDelta, Delta: "b"}}
-			if diff := cmp.Diff(want, r.Deltas); diff != "" {
-				t.Errorf("deltas before the cut (-want +got):\n%s", diff)
-			}
-		})
-	}
+	eachAPI(t, func(t *testing.T, api string) {
+		// Cut after two text deltas: the chat stream's role chunk, or
+		// the Responses stream's four opening events, come first.
+		cut := map[string]int{APIChat: 3, APIResponses: 6}[api]
+		srv := llmtest.NewServer(t, llmtest.Turn{Text: []string{"a", "b", "c", "d"}, CutAfter: cut})
+		r := stream(t, t.Context(), newProvider(t, srv.URL()+"/v1", api), hello())
+		if got := llm.KindOf(r.Err); got != llm.KindStream {
+			t.Fatalf("error kind %q (%v), want stream", got, r.Err)
+		}
+		want := []llm.Event{{Type: llm.EventTextDelta, Delta: "a"}, {Type: llm.EventTextDelta, Delta: "b"}}
+		if diff := cmp.Diff(want, r.Deltas); diff != "" {
+			t.Errorf("deltas before the cut (-want +got):\n%s", diff)
+		}
+	})
 }
 
 // sseServer serves handler and returns its API root.
@@ -626,17 +604,14 @@ func TestResponsesIncompleteMaxTokens(t *testing.T) {
 
 func TestNonJSON404(t *testing.T) {
 	t.Parallel()
-	for _, api := range apis {
-		t.Run(api, func(t *testing.T) {
-			t.Parallel()
-			base := sseServer(t, http.NotFound)
-			r := stream(t, t.Context(), newProvider(t, base, api), hello())
-			e, ok := errors.AsType[*llm.Error](r.Err)
-			if !ok || e.Kind != llm.KindBadRequest || e.Status != 404 || !strings.Contains(e.Hint, "OPENAI_BASE_URL") {
-				t.Errorf("error = %#v", r.Err)
-			}
-		})
-	}
+	eachAPI(t, func(t *testing.T, api string) {
+		base := sseServer(t, http.NotFound)
+		r := stream(t, t.Context(), newProvider(t, base, api), hello())
+		e, ok := errors.AsType[*llm.Error](r.Err)
+		if !ok || e.Kind != llm.KindBadRequest || e.Status != 404 || !strings.Contains(e.Hint, "OPENAI_BASE_URL") {
+			t.Errorf("error = %#v", r.Err)
+		}
+	})
 }
 
 // blockingServer streams one text delta, then holds the response open
@@ -698,19 +673,16 @@ func TestCancel(t *testing.T) {
 
 func TestEarlyStopClosesStream(t *testing.T) {
 	t.Parallel()
-	for _, api := range apis {
-		t.Run(api, func(t *testing.T) {
-			t.Parallel()
-			base, gone := blockingServer(t, api)
-			for ev, err := range newProvider(t, base, api).Stream(t.Context(), hello()) {
-				if err != nil || ev.Delta != "first" {
-					t.Fatalf("event %+v, error %v", ev, err)
-				}
-				break
+	eachAPI(t, func(t *testing.T, api string) {
+		base, gone := blockingServer(t, api)
+		for ev, err := range newProvider(t, base, api).Stream(t.Context(), hello()) {
+			if err != nil || ev.Delta != "first" {
+				t.Fatalf("event %+v, error %v", ev, err)
 			}
-			waitClosed(t, gone)
-		})
-	}
+			break
+		}
+		waitClosed(t, gone)
+	})
 }
 
 func waitClosed(t *testing.T, gone <-chan struct{}) {
@@ -730,20 +702,17 @@ func TestConnectionRefused(t *testing.T) {
 	}
 	base := "http://" + ln.Addr().String() + "/v1"
 	ln.Close()
-	for _, api := range apis {
-		t.Run(api, func(t *testing.T) {
-			t.Parallel()
-			p := newProvider(t, base, api)
-			r := stream(t, t.Context(), p, hello())
-			e, ok := errors.AsType[*llm.Error](r.Err)
-			if !ok || e.Kind != llm.KindNetwork || !e.Retryable() || !strings.Contains(e.Message, base) {
-				t.Errorf("error = %v", r.Err)
-			}
-			if _, err := p.ListModels(t.Context()); llm.KindOf(err) != llm.KindNetwork {
-				t.Errorf("ListModels error = %v", err)
-			}
-		})
-	}
+	eachAPI(t, func(t *testing.T, api string) {
+		p := newProvider(t, base, api)
+		r := stream(t, t.Context(), p, hello())
+		e, ok := errors.AsType[*llm.Error](r.Err)
+		if !ok || e.Kind != llm.KindNetwork || !e.Retryable() || !strings.Contains(e.Message, base) {
+			t.Errorf("error = %v", r.Err)
+		}
+		if _, err := p.ListModels(t.Context()); llm.KindOf(err) != llm.KindNetwork {
+			t.Errorf("ListModels error = %v", err)
+		}
+	})
 }
 
 func TestListModels(t *testing.T) {
@@ -763,39 +732,36 @@ func TestListModels(t *testing.T) {
 
 func TestWithRetryRateLimitThenSuccess(t *testing.T) {
 	t.Parallel()
-	for _, api := range apis {
-		t.Run(api, func(t *testing.T) {
-			t.Parallel()
-			srv := llmtest.NewServer(t,
-				llmtest.Turn{Status: 429, RetryAfter: "0.001"},
-				llmtest.Turn{Text: []string{"after retry"}},
-			)
-			var retries []llm.ErrorKind
-			p := llm.WithRetry(newProvider(t, srv.URL()+"/v1", api), llm.RetryPolicy{
-				MaxAttempts: 3,
-				BaseDelay:   time.Millisecond,
-				OnRetry: func(attempt int, wait time.Duration, err *llm.Error) {
-					retries = append(retries, err.Kind)
-					if wait != time.Millisecond {
-						t.Errorf("wait %v, want the server's 1ms", wait)
-					}
-				},
-			})
-			r := stream(t, t.Context(), p, hello())
-			if r.Err != nil {
-				t.Fatal(r.Err)
-			}
-			if r.Response.Message.TextContent() != "after retry" {
-				t.Errorf("text %q", r.Response.Message.TextContent())
-			}
-			if diff := cmp.Diff([]llm.ErrorKind{llm.KindRateLimit}, retries); diff != "" {
-				t.Errorf("retries (-want +got):\n%s", diff)
-			}
-			if n := len(srv.Requests()); n != 2 {
-				t.Errorf("%d requests, want 2", n)
-			}
+	eachAPI(t, func(t *testing.T, api string) {
+		srv := llmtest.NewServer(t,
+			llmtest.Turn{Status: 429, RetryAfter: "0.001"},
+			llmtest.Turn{Text: []string{"after retry"}},
+		)
+		var retries []llm.ErrorKind
+		p := llm.WithRetry(newProvider(t, srv.URL()+"/v1", api), llm.RetryPolicy{
+			MaxAttempts: 3,
+			BaseDelay:   time.Millisecond,
+			OnRetry: func(attempt int, wait time.Duration, err *llm.Error) {
+				retries = append(retries, err.Kind)
+				if wait != time.Millisecond {
+					t.Errorf("wait %v, want the server's 1ms", wait)
+				}
+			},
 		})
-	}
+		r := stream(t, t.Context(), p, hello())
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		if r.Response.Message.TextContent() != "after retry" {
+			t.Errorf("text %q", r.Response.Message.TextContent())
+		}
+		if diff := cmp.Diff([]llm.ErrorKind{llm.KindRateLimit}, retries); diff != "" {
+			t.Errorf("retries (-want +got):\n%s", diff)
+		}
+		if n := len(srv.Requests()); n != 2 {
+			t.Errorf("%d requests, want 2", n)
+		}
+	})
 }
 
 func TestNew(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
@@ -40,20 +39,13 @@ type attachmentAnswer struct {
 // names a controller subscription, or the connection header the
 // connection holding the lease.
 func (h *Handler) attachments(w http.ResponseWriter, r *http.Request) {
-	if !h.ready(w) {
-		return
-	}
-	s, ok := h.pathSession(w, r)
+	s, ok := h.readySession(w, r)
 	if !ok {
 		return
 	}
 	name := r.URL.Query().Get("name")
 	if e := checkAttachmentName(name); e != nil {
 		writeError(w, e)
-		return
-	}
-	if headerRole(r) == protocol.RoleViewer {
-		writeError(w, &Error{Status: http.StatusForbidden, Code: CodeAccessDenied, Message: msgViewerCannotSend})
 		return
 	}
 	c, e := s.sender(r, false)

@@ -78,6 +78,15 @@ func TestAttachmentUpload(t *testing.T) {
 		}
 	}
 
+	// The role header makes a viewer even of the controller's subscription.
+	resp := s.do(t.Context(), "POST", "/api/headless/sessions/"+id+"/attachments?name=h.txt", bytes.NewReader([]byte("x")),
+		hdr{"x-maestro-headless-subscriber-id": ctl.SubscriptionID, "x-maestro-headless-role": "viewer", "Content-Type": "application/octet-stream"})
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !bytes.Contains(data, []byte("access_denied")) {
+		t.Errorf("upload with the viewer role header: %d %s, want 403 access_denied", resp.StatusCode, data)
+	}
+
 	// The attachments directory made a link out of the workspace: refused.
 	if err := os.RemoveAll(filepath.Join(s.workspace, httpattach.AttachmentsDir)); err != nil {
 		t.Fatal(err)

@@ -133,7 +133,13 @@ func oneOf[T ~string](field string, v T, allowed ...T) *Error {
 	return nil
 }
 
-func unique[T comparable](field string, list []T) *Error {
+// setOf checks that list holds only allowed values, none twice.
+func setOf[T ~string](field string, list []T, allowed ...T) *Error {
+	for _, v := range list {
+		if err := oneOf(field, v, allowed...); err != nil {
+			return err
+		}
+	}
 	for i, v := range list {
 		if slices.Contains(list[:i], v) {
 			return badRequest("body/%s must not repeat %v", field, v)
@@ -166,29 +172,14 @@ func (b *attachBody) validate() *Error {
 			return err
 		}
 	}
-	for _, n := range b.OptOutNotifications {
-		if err := oneOf("optOutNotifications", n, protocol.NotifyStatus, protocol.NotifyHeartbeat, protocol.NotifyConnectionInfo, protocol.NotifyCompaction); err != nil {
-			return err
-		}
-	}
-	if err := unique("optOutNotifications", b.OptOutNotifications); err != nil {
+	if err := setOf("optOutNotifications", b.OptOutNotifications, protocol.NotifyStatus, protocol.NotifyHeartbeat, protocol.NotifyConnectionInfo, protocol.NotifyCompaction); err != nil {
 		return err
 	}
 	if c := b.Capabilities; c != nil {
-		for _, t := range c.ServerRequests {
-			if err := oneOf("capabilities/serverRequests", t, protocol.RequestApproval, protocol.RequestClientTool, protocol.RequestMCPElicitation, protocol.RequestUserInput, protocol.RequestToolRetry); err != nil {
-				return err
-			}
-		}
-		for _, op := range c.UtilityOperations {
-			if err := oneOf("capabilities/utilityOperations", op, protocol.OpCommandExec, protocol.OpFileSearch, protocol.OpFileWatch, protocol.OpFileRead); err != nil {
-				return err
-			}
-		}
-		if err := unique("capabilities/serverRequests", c.ServerRequests); err != nil {
+		if err := setOf("capabilities/serverRequests", c.ServerRequests, protocol.RequestApproval, protocol.RequestClientTool, protocol.RequestMCPElicitation, protocol.RequestUserInput, protocol.RequestToolRetry); err != nil {
 			return err
 		}
-		if err := unique("capabilities/utilityOperations", c.UtilityOperations); err != nil {
+		if err := setOf("capabilities/utilityOperations", c.UtilityOperations, protocol.OpCommandExec, protocol.OpFileSearch, protocol.OpFileWatch, protocol.OpFileRead); err != nil {
 			return err
 		}
 	}

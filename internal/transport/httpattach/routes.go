@@ -425,10 +425,7 @@ func nullable(id string) protocol.Nullable[string] {
 // protocol message (snake_case), from the connection the subscriber or
 // connection headers name.
 func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
-	if !h.ready(w) {
-		return
-	}
-	s, ok := h.pathSession(w, r)
+	s, ok := h.readySession(w, r)
 	if !ok {
 		return
 	}
@@ -450,10 +447,6 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, isHello := m.(protocol.Hello)
-	if !isHello && headerRole(r) == protocol.RoleViewer {
-		writeError(w, &Error{Status: http.StatusForbidden, Code: CodeAccessDenied, Message: msgViewerCannotSend})
-		return
-	}
 	c, e := s.sender(r, isHello)
 	if e != nil {
 		writeError(w, e)
@@ -481,15 +474,21 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request) {
 }
 
 // sender resolves the connection a message comes from: the subscriber
-// header's, else the connection header's, else the anonymous one.
+// header's, else the connection header's, else the anonymous one. Only a
+// hello may come from a viewer (named by the role header or by its
+// subscription).
 func (s *session) sender(r *http.Request, isHello bool) (*runtime.Conn, *Error) {
+	viewerRefused := &Error{Status: http.StatusForbidden, Code: CodeAccessDenied, Message: msgViewerCannotSend}
+	if !isHello && headerRole(r) == protocol.RoleViewer {
+		return nil, viewerRefused
+	}
 	if id := header(r, subscriptionHeaders); id != "" {
 		sub, ok := s.get(id)
 		if !ok {
 			return nil, notFound(CodeNotFound, msgSubscriberNotFound)
 		}
 		if sub.role != protocol.RoleController && !isHello {
-			return nil, &Error{Status: http.StatusForbidden, Code: CodeAccessDenied, Message: msgViewerCannotSend}
+			return nil, viewerRefused
 		}
 		s.touch(sub)
 		return sub.conn, nil

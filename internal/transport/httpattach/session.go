@@ -111,6 +111,16 @@ func (h *Handler) pathSession(w http.ResponseWriter, r *http.Request) (*session,
 	return s, true
 }
 
+// readySession is pathSession for the routes that drive a session
+// (messages, events, attachments): it first answers the Handler's
+// unready error, if any.
+func (h *Handler) readySession(w http.ResponseWriter, r *http.Request) (*session, bool) {
+	if !h.ready(w) {
+		return nil, false
+	}
+	return h.pathSession(w, r)
+}
+
 // missing is the error for an unknown session id: the Sessions' own
 // (SessionMissing), else 404 with msg.
 func (h *Handler) missing(id, msg string) *Error {

@@ -34,10 +34,7 @@ import (
 // current one, is already greater than anything the client applied (it
 // asked for an evicted cursor, or left frames unread), and heartbeats.
 func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
-	if !h.ready(w) {
-		return
-	}
-	s, ok := h.pathSession(w, r)
+	s, ok := h.readySession(w, r)
 	if !ok {
 		return
 	}
