@@ -48,9 +48,18 @@ var liveStates = []store.State{store.StateQueued, store.StateDispatching, store.
 // the bus closes. It first publishes every job's events after the
 // cursor (the catch-up), then follows the store's wake-ups: a job's log
 // is read when the store says it grew (JobTopic) while the job is live,
-// and the live jobs are listed again when one becomes queued
-// (TopicJobs). Every reconcile (default one minute) it looks at every
-// job again, in case a wake-up was lost.
+// and the jobs are listed again when one becomes queued (TopicJobs).
+// Every reconcile (default one minute) it looks at every job again, in
+// case a wake-up was lost.
+//
+// A TopicJobs wake-up names no job, and the job it is about may have
+// run to its end before the listing that follows it: a new one is
+// found all the same (the jobs created since the last listing are
+// read, whatever their state), but a finished job queued again
+// (store.Jobs.Retry) is no longer watched nor live by then. So a
+// wake-up whose listing finds no job that was neither watched nor
+// listed before looks at every job again, as the reconcile does (such
+// passes take at most 1/fullPassShare of the time).
 func (b *Bus) FollowJobs(ctx context.Context, src JobSource, stateFile string, reconcile time.Duration) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -80,15 +89,19 @@ func (b *Bus) FollowJobs(ctx context.Context, src JobSource, stateFile string, r
 	t := time.NewTicker(cmp.Or(reconcile, time.Minute))
 	defer t.Stop()
 	full := true
+	var nextFull time.Time         // the earliest a wake-up may ask for a full pass
+	var fullLater <-chan time.Time // a full pass a wake-up asked for, delayed
 	for {
 		if full {
+			begin := time.Now()
 			// The live jobs are subscribed to before the pass reads
 			// them: what they append during it wakes the loop.
 			w.live(true)
-			if err := b.jobsPass(ctx, src, &st, stateFile); err != nil && ctx.Err() == nil {
+			if err := b.jobsPass(ctx, src, &st, stateFile, w); err != nil && ctx.Err() == nil {
 				b.log.Warn("event bus: publish job events", "err", err)
 			}
 			full = false
+			nextFull = time.Now().Add(fullPassShare * time.Since(begin))
 		}
 		for _, id := range w.take() {
 			if err := b.jobPass(ctx, src, id, &st, stateFile, w); err != nil && ctx.Err() == nil {
@@ -102,7 +115,29 @@ func (b *Bus) FollowJobs(ctx context.Context, src JobSource, stateFile string, r
 			if !ok {
 				return nil // the store closed
 			}
-			w.live(false)
+			// One listing for the wake-ups pending.
+			for pending := true; pending; {
+				select {
+				case _, ok := <-queued.C():
+					if !ok {
+						return nil
+					}
+				default:
+					pending = false
+				}
+			}
+			if w.live(false) == 0 && fullLater == nil {
+				// A job watched already, or one finished again
+				// before the listing: only a full pass tells.
+				if d := time.Until(nextFull); d > 0 {
+					fullLater = time.After(d)
+				} else {
+					full = true
+				}
+			}
+		case <-fullLater:
+			fullLater = nil
+			full = true
 		case <-w.wake:
 		case <-t.C:
 			full = true
@@ -110,8 +145,13 @@ func (b *Bus) FollowJobs(ctx context.Context, src JobSource, stateFile string, r
 	}
 }
 
+// fullPassShare bounds the full passes wake-ups ask for: the next one
+// waits until fullPassShare times as long as the last one took has
+// passed since it ended.
+const fullPassShare = 20
+
 // jobsPass publishes every job event appended since st.
-func (b *Bus) jobsPass(ctx context.Context, src JobSource, st *jobsState, stateFile string) error {
+func (b *Bus) jobsPass(ctx context.Context, src JobSource, st *jobsState, stateFile string, w *jobWatch) error {
 	for after := int64(0); ; {
 		jobs, err := src.ListJobs(ctx, store.JobFilter{AfterID: after, Limit: store.MaxListLimit})
 		if err != nil {
@@ -119,6 +159,7 @@ func (b *Bus) jobsPass(ctx context.Context, src JobSource, st *jobsState, stateF
 		}
 		for _, j := range jobs {
 			after = j.ID
+			w.saw(j.ID)
 			if err := b.publishNew(ctx, src, j, st, stateFile); err != nil {
 				return err
 			}

@@ -1,10 +1,13 @@
 package eventbus_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,5 +144,99 @@ func TestJobFollowerFollowsStoreWakeUps(t *testing.T) {
 	}
 	if id := msgs[len(msgs)-1].Event.ID(); id != fmt.Sprintf("job-%d.%d.0", job.ID, 10) {
 		t.Errorf("last event id %s", id)
+	}
+}
+
+// lateLister is a store whose next ListJobs call first runs a hook: the
+// store changes between a wake-up and the follower's listing of the jobs.
+type lateLister struct {
+	store.Store
+	mu   sync.Mutex
+	hook func() error
+	errs chan error
+}
+
+func (l *lateLister) before(hook func() error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.hook = hook
+}
+
+func (l *lateLister) ListJobs(ctx context.Context, f store.JobFilter) ([]store.Job, error) {
+	l.mu.Lock()
+	hook := l.hook
+	l.hook = nil
+	l.mu.Unlock()
+	if hook != nil {
+		if err := hook(); err != nil {
+			l.errs <- err
+		}
+	}
+	return l.Store.ListJobs(ctx, f)
+}
+
+// A job that becomes queued and finishes before the follower lists the
+// jobs after the wake-up (a finished job retried, a new job cancelled at
+// once) is published all the same, without waiting for the reconcile
+// pass.
+func TestJobFollowerReadsJobsFinishedBeforeTheListing(t *testing.T) {
+	ctx := t.Context()
+	srv := bustest.Start(t)
+	b := newBus(t, srv, eventbus.Correlation{}, true)
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	_, job, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "t", Piece: "noop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Fail(ctx, claimStart(t, st), store.FailParams{Error: "boom", NoRetry: true}); err != nil {
+		t.Fatal(err)
+	}
+	src := &lateLister{Store: st, errs: make(chan error, 2)}
+	go b.FollowJobs(ctx, src, filepath.Join(t.TempDir(), "jobs.json"), time.Hour)
+	srv.Wait(3) // queued, started, failed
+
+	// Retried, then run to the end before the follower lists the jobs.
+	src.before(func() error {
+		claimed, err := st.Claim(ctx, store.ClaimParams{Worker: "w1", Limit: 1, LeaseFor: time.Minute, Start: true})
+		if err != nil || len(claimed) != 1 {
+			return fmt.Errorf("claim: %v %v", claimed, err)
+		}
+		_, err = st.Complete(ctx, claimed[0].Lease(), "done")
+		return err
+	})
+	if _, err := st.Retry(ctx, job.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{eventbus.TypeJobQueued, eventbus.TypeJobStarted, eventbus.TypeJobFailed,
+		eventbus.TypeJobQueued, eventbus.TypeJobStarted, eventbus.TypeJobSucceeded}
+	if got := types(srv.Wait(len(want))); !slices.Equal(got, want) {
+		t.Fatalf("after the retry:\n got %q\nwant %q", got, want)
+	}
+
+	// A new job cancelled before the follower lists the jobs.
+	src.before(func() error {
+		queued, err := st.ListJobs(ctx, store.JobFilter{States: []store.State{store.StateQueued}})
+		for _, j := range queued {
+			if _, cerr := st.Cancel(ctx, j.ID, "at once"); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+		}
+		return err
+	})
+	if _, _, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "u", Piece: "noop"}); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, eventbus.TypeJobQueued, eventbus.TypeJobCancelled)
+	if got := types(srv.Wait(len(want))); !slices.Equal(got, want) {
+		t.Fatalf("after the new job:\n got %q\nwant %q", got, want)
+	}
+	select {
+	case err := <-src.errs:
+		t.Fatal(err)
+	default:
 	}
 }
