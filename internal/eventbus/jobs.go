@@ -198,27 +198,38 @@ func (b *Bus) publishNew(ctx context.Context, src JobSource, j store.Job, st *jo
 	return writeJSON(stateFile, st)
 }
 
-// publishJob publishes job j's events after st.Jobs[key].
+// publishJob publishes job j's events after st.Jobs[key]: a page of
+// the log at a time, sent without waiting for each acknowledgement (a
+// window, as a session follower sends), the cursor advanced once the
+// page's events are all acknowledged.
 func (b *Bus) publishJob(ctx context.Context, src JobSource, j store.Job, st *jobsState, key string) error {
 	jc := jobCursor{job: j, calls: map[string]string{}, corr: b.jobCorrelation(ctx, src, j)}
-	for {
-		events, err := src.ReadJobEvents(ctx, j.ID, st.Jobs[key], 500)
+	win := window{b: b}
+	recalled := st.Jobs[key] == 0
+	for cursor := st.Jobs[key]; ; {
+		events, err := src.ReadJobEvents(ctx, j.ID, cursor, 500)
 		if err != nil {
 			return fmt.Errorf("read job %d events: %w", j.ID, err)
 		}
 		for _, e := range events {
-			if e.Type == store.JobEventProtocol && st.Jobs[key] > 0 && len(jc.calls) == 0 {
+			if e.Type == store.JobEventProtocol && !recalled {
 				// Calls begun before the cursor: their tool names come
-				// from the events already published.
-				b.recallCalls(ctx, src, j.ID, st.Jobs[key], jc.calls)
+				// from the events already published (read once: the
+				// log up to the cursor, not again at every call).
+				b.recallCalls(ctx, src, j.ID, cursor, jc.calls)
+				recalled = true
 			}
 			for _, ev := range jc.events(e) {
-				if err := b.publish(ctx, ev, jc.corr); err != nil {
+				if err := win.add(ctx, ev, jc.corr); err != nil {
 					return err
 				}
 			}
-			st.Jobs[key] = e.Seq
+			cursor = e.Seq
 		}
+		if err := win.flush(ctx); err != nil {
+			return err
+		}
+		st.Jobs[key] = cursor
 		if len(events) < 500 {
 			return nil
 		}

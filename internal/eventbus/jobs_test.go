@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -238,5 +239,157 @@ func TestJobFollowerReadsJobsFinishedBeforeTheListing(t *testing.T) {
 	case err := <-src.errs:
 		t.Fatal(err)
 	default:
+	}
+}
+
+// A job's events sent while NATS is down (and a page of the log sent
+// without waiting for each acknowledgement) arrive once each and in
+// order once it is back.
+func TestJobFollowerNATSRestartLosesNothing(t *testing.T) {
+	ctx := t.Context()
+	srv := bustest.Start(t)
+	srv.CreateStream()
+	b := newBus(t, srv, eventbus.Correlation{}, false)
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, _, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "t", Piece: "noop"}); err != nil {
+		t.Fatal(err)
+	}
+	l := claimStart(t, st)
+	go b.FollowJobs(ctx, st, filepath.Join(t.TempDir(), "jobs.json"), time.Hour)
+	const perPhase = 40
+	call := 0
+	phase := func() {
+		var evs []store.NewJobEvent
+		for range perPhase {
+			call++
+			evs = append(evs,
+				store.NewJobEvent{Type: store.JobEventProtocol, Data: json.RawMessage(fmt.Sprintf(`{"type":"tool_call","call_id":"c%d","tool":"Read","args":{},"requires_approval":false}`, call))},
+				store.NewJobEvent{Type: store.JobEventProtocol, Data: json.RawMessage(fmt.Sprintf(`{"type":"tool_end","call_id":"c%d","success":true}`, call))})
+		}
+		if _, err := st.AppendJobEvents(ctx, l, evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	phase()
+	srv.Wait(2 + 2*perPhase) // queued, started, the calls
+	srv.Stop()
+	phase() // appended while NATS is down
+	srv.Restart()
+	phase()
+	if _, err := st.Complete(ctx, l, "done"); err != nil {
+		t.Fatal(err)
+	}
+	want := 2 + 2*3*perPhase + 1
+	msgs := srv.Wait(want)
+	if len(msgs) != want {
+		t.Fatalf("%d messages, want %d", len(msgs), want)
+	}
+	bustest.CheckOnceInOrder(t, msgs, "c%d")
+	if got := msgs[len(msgs)-1].Event.Type(); got != eventbus.TypeJobSucceeded {
+		t.Errorf("last event %s", got)
+	}
+}
+
+// A follower that starts from a cursor between a call's start and its
+// end names the call's tool in its completed event (read back from the
+// log before the cursor).
+func TestJobFollowerRecallsCallsBeforeItsCursor(t *testing.T) {
+	ctx := t.Context()
+	srv := bustest.Start(t)
+	b := newBus(t, srv, eventbus.Correlation{}, true)
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, _, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "t", Piece: "noop"}); err != nil {
+		t.Fatal(err)
+	}
+	l := claimStart(t, st)
+	if _, err := st.AppendJobEvents(ctx, l, []store.NewJobEvent{
+		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_call","call_id":"c1","tool":"Bash","args":{},"requires_approval":false}`)},
+		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_call","call_id":"c2","tool":"Read","args":{},"requires_approval":false}`)},
+		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_end","call_id":"c2","success":true}`)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stateFile := filepath.Join(t.TempDir(), "jobs.json")
+	first, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.FollowJobs(first, st, stateFile, time.Hour)
+	}()
+	srv.Wait(5) // queued, started, c1 attempted, c2 attempted, c2 completed
+	stop()
+	<-done
+	if _, err := st.AppendJobEvents(ctx, l, []store.NewJobEvent{
+		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_end","call_id":"c1","success":true}`)},
+		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_call","call_id":"c3","tool":"Glob","args":{},"requires_approval":false}`)},
+		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_end","call_id":"c3","success":true}`)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	go b.FollowJobs(ctx, st, stateFile, time.Hour)
+	msgs := srv.Wait(8)
+	var names []string
+	for _, m := range msgs[5:] {
+		var data map[string]any
+		if err := m.Event.DataAs(&data); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, m.Event.Type()+" "+fmt.Sprint(data["tool_call_id"], " ", data["tool_name"]))
+	}
+	want := []string{eventbus.TypeToolCallCompleted + " c1 Bash", eventbus.TypeToolCallAttempted + " c3 Glob", eventbus.TypeToolCallCompleted + " c3 Glob"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("after the restart:\n got %q\nwant %q", names, want)
+	}
+}
+
+// countingReads is a store that counts the reads of job logs.
+type countingReads struct {
+	store.Store
+	reads atomic.Int64
+}
+
+func (c *countingReads) ReadJobEvents(ctx context.Context, jobID, after int64, limit int) ([]store.JobEvent, error) {
+	c.reads.Add(1)
+	return c.Store.ReadJobEvents(ctx, jobID, after, limit)
+}
+
+// Publishing a job's log reads it once, not once more at every tool call
+// (which made the follower's work grow with the square of the log).
+func TestJobFollowerReadsTheLogOnce(t *testing.T) {
+	ctx := t.Context()
+	srv := bustest.Start(t)
+	b := newBus(t, srv, eventbus.Correlation{}, true)
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, _, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "t", Piece: "noop"}); err != nil {
+		t.Fatal(err)
+	}
+	l := claimStart(t, st)
+	const calls = 100
+	var evs []store.NewJobEvent
+	for i := range calls {
+		evs = append(evs,
+			store.NewJobEvent{Type: store.JobEventProtocol, Data: json.RawMessage(fmt.Sprintf(`{"type":"tool_call","call_id":"c%d","tool":"Read","args":{},"requires_approval":false}`, i+1))},
+			store.NewJobEvent{Type: store.JobEventProtocol, Data: json.RawMessage(fmt.Sprintf(`{"type":"tool_end","call_id":"c%d","success":true}`, i+1))})
+	}
+	if _, err := st.AppendJobEvents(ctx, l, evs); err != nil {
+		t.Fatal(err)
+	}
+	src := &countingReads{Store: st}
+	go b.FollowJobs(ctx, src, filepath.Join(t.TempDir(), "jobs.json"), time.Hour)
+	bustest.CheckOnceInOrder(t, srv.Wait(2+2*calls), "c%d")
+	if n := src.reads.Load(); n > 3 {
+		t.Errorf("the job's log was read %d times for %d calls", n, calls)
 	}
 }
