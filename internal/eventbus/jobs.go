@@ -27,13 +27,18 @@ type JobSource interface {
 // of its last published event.
 type jobsState struct {
 	Jobs map[string]int64 `json:"jobs"`
+	// open are the jobs being published (not finished), kept from one
+	// read of their log to the next.
+	open map[int64]*jobCursor
 }
 
 // jobCursor is one job's place in its log while it is published.
 type jobCursor struct {
-	job   store.Job
-	corr  Correlation
+	job  store.Job
+	corr Correlation
+	// calls are the calls in flight at seq (call id → tool).
 	calls map[string]string
+	seq   int64
 }
 
 // liveStates are the states of a job whose log may still grow with
@@ -201,24 +206,37 @@ func (b *Bus) publishNew(ctx context.Context, src JobSource, j store.Job, st *jo
 // publishJob publishes job j's events after st.Jobs[key]: a page of
 // the log at a time, sent without waiting for each acknowledgement (a
 // window, as a session follower sends), the cursor advanced once the
-// page's events are all acknowledged.
-func (b *Bus) publishJob(ctx context.Context, src JobSource, j store.Job, st *jobsState, key string) error {
-	jc := jobCursor{job: j, calls: map[string]string{}, corr: b.jobCorrelation(ctx, src, j)}
+// page's events are all acknowledged. The job's place (its calls in
+// flight) is kept until it finishes, so that its log is read once.
+func (b *Bus) publishJob(ctx context.Context, src JobSource, j store.Job, st *jobsState, key string) (err error) {
+	cursor := st.Jobs[key]
+	jc := st.open[j.ID]
+	if jc == nil || jc.seq != cursor {
+		jc = &jobCursor{job: j, calls: map[string]string{}, corr: b.jobCorrelation(ctx, src, j), seq: cursor}
+		if cursor > 0 {
+			// Calls begun before the cursor: their tool names come from
+			// the events already published.
+			b.recallCalls(ctx, src, j.ID, cursor, jc.calls)
+		}
+		if st.open == nil {
+			st.open = map[int64]*jobCursor{}
+		}
+		st.open[j.ID] = jc
+	}
+	jc.job = j
+	defer func() {
+		if err != nil || j.State.Terminal() {
+			// Read back from the log next time, if there is one.
+			delete(st.open, j.ID)
+		}
+	}()
 	win := window{b: b}
-	recalled := st.Jobs[key] == 0
-	for cursor := st.Jobs[key]; ; {
+	for {
 		events, err := src.ReadJobEvents(ctx, j.ID, cursor, 500)
 		if err != nil {
 			return fmt.Errorf("read job %d events: %w", j.ID, err)
 		}
 		for _, e := range events {
-			if e.Type == store.JobEventProtocol && !recalled {
-				// Calls begun before the cursor: their tool names come
-				// from the events already published (read once: the
-				// log up to the cursor, not again at every call).
-				b.recallCalls(ctx, src, j.ID, cursor, jc.calls)
-				recalled = true
-			}
 			for _, ev := range jc.events(e) {
 				if err := win.add(ctx, ev, jc.corr); err != nil {
 					return err
@@ -229,7 +247,7 @@ func (b *Bus) publishJob(ctx context.Context, src JobSource, j store.Job, st *jo
 		if err := win.flush(ctx); err != nil {
 			return err
 		}
-		st.Jobs[key] = cursor
+		st.Jobs[key], jc.seq = cursor, cursor
 		if len(events) < 500 {
 			return nil
 		}
