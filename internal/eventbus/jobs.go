@@ -27,13 +27,18 @@ type JobSource interface {
 // of its last published event.
 type jobsState struct {
 	Jobs map[string]int64 `json:"jobs"`
+	// open are the jobs being published (not finished), kept from one
+	// read of their log to the next.
+	open map[int64]*jobCursor
 }
 
 // jobCursor is one job's place in its log while it is published.
 type jobCursor struct {
-	job   store.Job
-	corr  Correlation
+	job  store.Job
+	corr Correlation
+	// calls are the calls in flight at seq (call id → tool).
 	calls map[string]string
+	seq   int64
 }
 
 // liveStates are the states of a job whose log may still grow with
@@ -48,9 +53,18 @@ var liveStates = []store.State{store.StateQueued, store.StateDispatching, store.
 // the bus closes. It first publishes every job's events after the
 // cursor (the catch-up), then follows the store's wake-ups: a job's log
 // is read when the store says it grew (JobTopic) while the job is live,
-// and the live jobs are listed again when one becomes queued
-// (TopicJobs). Every reconcile (default one minute) it looks at every
-// job again, in case a wake-up was lost.
+// and the jobs are listed again when one becomes queued (TopicJobs).
+// Every reconcile (default one minute) it looks at every job again, in
+// case a wake-up was lost.
+//
+// A TopicJobs wake-up names no job, and the job it is about may have
+// run to its end before the listing that follows it: a new one is
+// found all the same (the jobs created since the last listing are
+// read, whatever their state), but a finished job queued again
+// (store.Jobs.Retry) is no longer watched nor live by then. So a
+// wake-up whose listing finds no job that was neither watched nor
+// listed before looks at every job again, as the reconcile does (such
+// passes take at most 1/fullPassShare of the time).
 func (b *Bus) FollowJobs(ctx context.Context, src JobSource, stateFile string, reconcile time.Duration) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -80,15 +94,19 @@ func (b *Bus) FollowJobs(ctx context.Context, src JobSource, stateFile string, r
 	t := time.NewTicker(cmp.Or(reconcile, time.Minute))
 	defer t.Stop()
 	full := true
+	var nextFull time.Time         // the earliest a wake-up may ask for a full pass
+	var fullLater <-chan time.Time // a full pass a wake-up asked for, delayed
 	for {
 		if full {
+			begin := time.Now()
 			// The live jobs are subscribed to before the pass reads
 			// them: what they append during it wakes the loop.
 			w.live(true)
-			if err := b.jobsPass(ctx, src, &st, stateFile); err != nil && ctx.Err() == nil {
+			if err := b.jobsPass(ctx, src, &st, stateFile, w); err != nil && ctx.Err() == nil {
 				b.log.Warn("event bus: publish job events", "err", err)
 			}
 			full = false
+			nextFull = time.Now().Add(fullPassShare * time.Since(begin))
 		}
 		for _, id := range w.take() {
 			if err := b.jobPass(ctx, src, id, &st, stateFile, w); err != nil && ctx.Err() == nil {
@@ -102,7 +120,29 @@ func (b *Bus) FollowJobs(ctx context.Context, src JobSource, stateFile string, r
 			if !ok {
 				return nil // the store closed
 			}
-			w.live(false)
+			// One listing for the wake-ups pending.
+			for pending := true; pending; {
+				select {
+				case _, ok := <-queued.C():
+					if !ok {
+						return nil
+					}
+				default:
+					pending = false
+				}
+			}
+			if w.live(false) == 0 && fullLater == nil {
+				// A job watched already, or one finished again
+				// before the listing: only a full pass tells.
+				if d := time.Until(nextFull); d > 0 {
+					fullLater = time.After(d)
+				} else {
+					full = true
+				}
+			}
+		case <-fullLater:
+			fullLater = nil
+			full = true
 		case <-w.wake:
 		case <-t.C:
 			full = true
@@ -110,8 +150,13 @@ func (b *Bus) FollowJobs(ctx context.Context, src JobSource, stateFile string, r
 	}
 }
 
+// fullPassShare bounds the full passes wake-ups ask for: the next one
+// waits until fullPassShare times as long as the last one took has
+// passed since it ended.
+const fullPassShare = 20
+
 // jobsPass publishes every job event appended since st.
-func (b *Bus) jobsPass(ctx context.Context, src JobSource, st *jobsState, stateFile string) error {
+func (b *Bus) jobsPass(ctx context.Context, src JobSource, st *jobsState, stateFile string, w *jobWatch) error {
 	for after := int64(0); ; {
 		jobs, err := src.ListJobs(ctx, store.JobFilter{AfterID: after, Limit: store.MaxListLimit})
 		if err != nil {
@@ -119,6 +164,7 @@ func (b *Bus) jobsPass(ctx context.Context, src JobSource, st *jobsState, stateF
 		}
 		for _, j := range jobs {
 			after = j.ID
+			w.saw(j.ID)
 			if err := b.publishNew(ctx, src, j, st, stateFile); err != nil {
 				return err
 			}
@@ -157,27 +203,51 @@ func (b *Bus) publishNew(ctx context.Context, src JobSource, j store.Job, st *jo
 	return writeJSON(stateFile, st)
 }
 
-// publishJob publishes job j's events after st.Jobs[key].
-func (b *Bus) publishJob(ctx context.Context, src JobSource, j store.Job, st *jobsState, key string) error {
-	jc := jobCursor{job: j, calls: map[string]string{}, corr: b.jobCorrelation(ctx, src, j)}
+// publishJob publishes job j's events after st.Jobs[key]: a page of
+// the log at a time, sent without waiting for each acknowledgement (a
+// window, as a session follower sends), the cursor advanced once the
+// page's events are all acknowledged. The job's place (its calls in
+// flight) is kept until it finishes, so that its log is read once.
+func (b *Bus) publishJob(ctx context.Context, src JobSource, j store.Job, st *jobsState, key string) (err error) {
+	cursor := st.Jobs[key]
+	jc := st.open[j.ID]
+	if jc == nil || jc.seq != cursor {
+		jc = &jobCursor{job: j, calls: map[string]string{}, corr: b.jobCorrelation(ctx, src, j), seq: cursor}
+		if cursor > 0 {
+			// Calls begun before the cursor: their tool names come from
+			// the events already published.
+			b.recallCalls(ctx, src, j.ID, cursor, jc.calls)
+		}
+		if st.open == nil {
+			st.open = map[int64]*jobCursor{}
+		}
+		st.open[j.ID] = jc
+	}
+	jc.job = j
+	defer func() {
+		if err != nil || j.State.Terminal() {
+			// Read back from the log next time, if there is one.
+			delete(st.open, j.ID)
+		}
+	}()
+	win := window{b: b}
 	for {
-		events, err := src.ReadJobEvents(ctx, j.ID, st.Jobs[key], 500)
+		events, err := src.ReadJobEvents(ctx, j.ID, cursor, 500)
 		if err != nil {
 			return fmt.Errorf("read job %d events: %w", j.ID, err)
 		}
 		for _, e := range events {
-			if e.Type == store.JobEventProtocol && st.Jobs[key] > 0 && len(jc.calls) == 0 {
-				// Calls begun before the cursor: their tool names come
-				// from the events already published.
-				b.recallCalls(ctx, src, j.ID, st.Jobs[key], jc.calls)
-			}
 			for _, ev := range jc.events(e) {
-				if err := b.publish(ctx, ev, jc.corr); err != nil {
+				if err := win.add(ctx, ev, jc.corr); err != nil {
 					return err
 				}
 			}
-			st.Jobs[key] = e.Seq
+			cursor = e.Seq
 		}
+		if err := win.flush(ctx); err != nil {
+			return err
+		}
+		st.Jobs[key], jc.seq = cursor, cursor
 		if len(events) < 500 {
 			return nil
 		}

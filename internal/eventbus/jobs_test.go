@@ -1,10 +1,14 @@
 package eventbus_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -141,5 +145,251 @@ func TestJobFollowerFollowsStoreWakeUps(t *testing.T) {
 	}
 	if id := msgs[len(msgs)-1].Event.ID(); id != fmt.Sprintf("job-%d.%d.0", job.ID, 10) {
 		t.Errorf("last event id %s", id)
+	}
+}
+
+// lateLister is a store whose next ListJobs call first runs a hook: the
+// store changes between a wake-up and the follower's listing of the jobs.
+type lateLister struct {
+	store.Store
+	mu   sync.Mutex
+	hook func() error
+	errs chan error
+}
+
+func (l *lateLister) before(hook func() error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.hook = hook
+}
+
+func (l *lateLister) ListJobs(ctx context.Context, f store.JobFilter) ([]store.Job, error) {
+	l.mu.Lock()
+	hook := l.hook
+	l.hook = nil
+	l.mu.Unlock()
+	if hook != nil {
+		if err := hook(); err != nil {
+			l.errs <- err
+		}
+	}
+	return l.Store.ListJobs(ctx, f)
+}
+
+// A job that becomes queued and finishes before the follower lists the
+// jobs after the wake-up (a finished job retried, a new job cancelled at
+// once) is published all the same, without waiting for the reconcile
+// pass.
+func TestJobFollowerReadsJobsFinishedBeforeTheListing(t *testing.T) {
+	ctx := t.Context()
+	srv := bustest.Start(t)
+	b := newBus(t, srv, eventbus.Correlation{}, true)
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	_, job, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "t", Piece: "noop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Fail(ctx, claimStart(t, st), store.FailParams{Error: "boom", NoRetry: true}); err != nil {
+		t.Fatal(err)
+	}
+	src := &lateLister{Store: st, errs: make(chan error, 2)}
+	go b.FollowJobs(ctx, src, filepath.Join(t.TempDir(), "jobs.json"), time.Hour)
+	srv.Wait(3) // queued, started, failed
+
+	// Retried, then run to the end before the follower lists the jobs.
+	src.before(func() error {
+		claimed, err := st.Claim(ctx, store.ClaimParams{Worker: "w1", Limit: 1, LeaseFor: time.Minute, Start: true})
+		if err != nil || len(claimed) != 1 {
+			return fmt.Errorf("claim: %v %v", claimed, err)
+		}
+		_, err = st.Complete(ctx, claimed[0].Lease(), "done")
+		return err
+	})
+	if _, err := st.Retry(ctx, job.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{eventbus.TypeJobQueued, eventbus.TypeJobStarted, eventbus.TypeJobFailed,
+		eventbus.TypeJobQueued, eventbus.TypeJobStarted, eventbus.TypeJobSucceeded}
+	if got := types(srv.Wait(len(want))); !slices.Equal(got, want) {
+		t.Fatalf("after the retry:\n got %q\nwant %q", got, want)
+	}
+
+	// A new job cancelled before the follower lists the jobs.
+	src.before(func() error {
+		queued, err := st.ListJobs(ctx, store.JobFilter{States: []store.State{store.StateQueued}})
+		for _, j := range queued {
+			if _, cerr := st.Cancel(ctx, j.ID, "at once"); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+		}
+		return err
+	})
+	if _, _, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "u", Piece: "noop"}); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, eventbus.TypeJobQueued, eventbus.TypeJobCancelled)
+	if got := types(srv.Wait(len(want))); !slices.Equal(got, want) {
+		t.Fatalf("after the new job:\n got %q\nwant %q", got, want)
+	}
+	select {
+	case err := <-src.errs:
+		t.Fatal(err)
+	default:
+	}
+}
+
+// A job's events sent while NATS is down (and a page of the log sent
+// without waiting for each acknowledgement) arrive once each and in
+// order once it is back.
+func TestJobFollowerNATSRestartLosesNothing(t *testing.T) {
+	ctx := t.Context()
+	srv := bustest.Start(t)
+	srv.CreateStream()
+	b := newBus(t, srv, eventbus.Correlation{}, false)
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, _, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "t", Piece: "noop"}); err != nil {
+		t.Fatal(err)
+	}
+	l := claimStart(t, st)
+	go b.FollowJobs(ctx, st, filepath.Join(t.TempDir(), "jobs.json"), time.Hour)
+	const perPhase = 40
+	call := 0
+	phase := func() {
+		var evs []store.NewJobEvent
+		for range perPhase {
+			call++
+			evs = append(evs,
+				store.NewJobEvent{Type: store.JobEventProtocol, Data: json.RawMessage(fmt.Sprintf(`{"type":"tool_call","call_id":"c%d","tool":"Read","args":{},"requires_approval":false}`, call))},
+				store.NewJobEvent{Type: store.JobEventProtocol, Data: json.RawMessage(fmt.Sprintf(`{"type":"tool_end","call_id":"c%d","success":true}`, call))})
+		}
+		if _, err := st.AppendJobEvents(ctx, l, evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	phase()
+	srv.Wait(2 + 2*perPhase) // queued, started, the calls
+	srv.Stop()
+	phase() // appended while NATS is down
+	srv.Restart()
+	phase()
+	if _, err := st.Complete(ctx, l, "done"); err != nil {
+		t.Fatal(err)
+	}
+	want := 2 + 2*3*perPhase + 1
+	msgs := srv.Wait(want)
+	if len(msgs) != want {
+		t.Fatalf("%d messages, want %d", len(msgs), want)
+	}
+	bustest.CheckOnceInOrder(t, msgs, "c%d")
+	if got := msgs[len(msgs)-1].Event.Type(); got != eventbus.TypeJobSucceeded {
+		t.Errorf("last event %s", got)
+	}
+}
+
+// A follower that starts from a cursor between a call's start and its
+// end names the call's tool in its completed event (read back from the
+// log before the cursor).
+func TestJobFollowerRecallsCallsBeforeItsCursor(t *testing.T) {
+	ctx := t.Context()
+	srv := bustest.Start(t)
+	b := newBus(t, srv, eventbus.Correlation{}, true)
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, _, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "t", Piece: "noop"}); err != nil {
+		t.Fatal(err)
+	}
+	l := claimStart(t, st)
+	if _, err := st.AppendJobEvents(ctx, l, []store.NewJobEvent{
+		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_call","call_id":"c1","tool":"Bash","args":{},"requires_approval":false}`)},
+		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_call","call_id":"c2","tool":"Read","args":{},"requires_approval":false}`)},
+		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_end","call_id":"c2","success":true}`)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stateFile := filepath.Join(t.TempDir(), "jobs.json")
+	first, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.FollowJobs(first, st, stateFile, time.Hour)
+	}()
+	srv.Wait(5) // queued, started, c1 attempted, c2 attempted, c2 completed
+	stop()
+	<-done
+	if _, err := st.AppendJobEvents(ctx, l, []store.NewJobEvent{
+		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_end","call_id":"c1","success":true}`)},
+		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_call","call_id":"c3","tool":"Glob","args":{},"requires_approval":false}`)},
+		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_end","call_id":"c3","success":true}`)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	go b.FollowJobs(ctx, st, stateFile, time.Hour)
+	msgs := srv.Wait(8)
+	var names []string
+	for _, m := range msgs[5:] {
+		var data map[string]any
+		if err := m.Event.DataAs(&data); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, m.Event.Type()+" "+fmt.Sprint(data["tool_call_id"], " ", data["tool_name"]))
+	}
+	want := []string{eventbus.TypeToolCallCompleted + " c1 Bash", eventbus.TypeToolCallAttempted + " c3 Glob", eventbus.TypeToolCallCompleted + " c3 Glob"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("after the restart:\n got %q\nwant %q", names, want)
+	}
+}
+
+// countingReads is a store that counts the reads of job logs.
+type countingReads struct {
+	store.Store
+	reads atomic.Int64
+}
+
+func (c *countingReads) ReadJobEvents(ctx context.Context, jobID, after int64, limit int) ([]store.JobEvent, error) {
+	c.reads.Add(1)
+	return c.Store.ReadJobEvents(ctx, jobID, after, limit)
+}
+
+// Publishing a job's log reads it once, not once more at every tool call
+// (which made the follower's work grow with the square of the log).
+func TestJobFollowerReadsTheLogOnce(t *testing.T) {
+	ctx := t.Context()
+	srv := bustest.Start(t)
+	b := newBus(t, srv, eventbus.Correlation{}, true)
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, _, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "t", Piece: "noop"}); err != nil {
+		t.Fatal(err)
+	}
+	l := claimStart(t, st)
+	const calls = 100
+	var evs []store.NewJobEvent
+	for i := range calls {
+		evs = append(evs,
+			store.NewJobEvent{Type: store.JobEventProtocol, Data: json.RawMessage(fmt.Sprintf(`{"type":"tool_call","call_id":"c%d","tool":"Read","args":{},"requires_approval":false}`, i+1))},
+			store.NewJobEvent{Type: store.JobEventProtocol, Data: json.RawMessage(fmt.Sprintf(`{"type":"tool_end","call_id":"c%d","success":true}`, i+1))})
+	}
+	if _, err := st.AppendJobEvents(ctx, l, evs); err != nil {
+		t.Fatal(err)
+	}
+	src := &countingReads{Store: st}
+	go b.FollowJobs(ctx, src, filepath.Join(t.TempDir(), "jobs.json"), time.Hour)
+	bustest.CheckOnceInOrder(t, srv.Wait(2+2*calls), "c%d")
+	if n := src.reads.Load(); n > 3 {
+		t.Errorf("the job's log was read %d times for %d calls", n, calls)
 	}
 }

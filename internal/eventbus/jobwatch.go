@@ -15,6 +15,8 @@ type jobWatch struct {
 	ctx  context.Context
 	src  JobSource
 	wake chan struct{}
+	// seen is the highest job id listed so far (by the loop only).
+	seen int64
 
 	mu      sync.Mutex
 	watched map[int64]context.CancelFunc
@@ -29,25 +31,62 @@ func newJobWatch(ctx context.Context, src JobSource) *jobWatch {
 
 // live subscribes to the logs of the jobs in a live state not watched
 // yet and marks them to be read (their events up to the subscription
-// are read then). With all, every live job is marked.
-func (w *jobWatch) live(all bool) {
+// are read then). With all, every live job is marked; without, the jobs
+// created since the last listing are marked too, whatever their state
+// (one queued and finished already is no longer live). It returns how
+// many jobs it found that were neither watched nor listed before.
+func (w *jobWatch) live(all bool) int {
+	found := 0
+	if !all {
+		found += w.fresh()
+	}
 	for after := int64(0); ; {
 		jobs, err := w.src.ListJobs(w.ctx, store.JobFilter{States: liveStates, AfterID: after, Limit: store.MaxListLimit})
 		if err != nil {
 			// The next wake-up or reconcile lists them again.
-			return
+			return found
 		}
 		for _, j := range jobs {
 			after = j.ID
-			if w.watch(j.ID) || all {
+			w.saw(j.ID)
+			if w.watch(j.ID) {
+				found++
+				w.mark(j.ID)
+			} else if all {
 				w.mark(j.ID)
 			}
 		}
 		if len(jobs) < store.MaxListLimit {
-			return
+			return found
 		}
 	}
 }
+
+// fresh marks the jobs created since the last listing (ids above seen),
+// watching the live ones, and returns how many there are.
+func (w *jobWatch) fresh() int {
+	found := 0
+	for {
+		jobs, err := w.src.ListJobs(w.ctx, store.JobFilter{AfterID: w.seen, Limit: store.MaxListLimit})
+		if err != nil {
+			return found
+		}
+		for _, j := range jobs {
+			w.saw(j.ID)
+			if slices.Contains(liveStates, j.State) {
+				w.watch(j.ID)
+			}
+			w.mark(j.ID)
+			found++
+		}
+		if len(jobs) < store.MaxListLimit {
+			return found
+		}
+	}
+}
+
+// saw records that job id was listed.
+func (w *jobWatch) saw(id int64) { w.seen = max(w.seen, id) }
 
 // watch subscribes to job id's log; false when it is watched already
 // (or the subscription failed: the reconcile pass reads the job).

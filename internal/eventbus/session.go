@@ -195,13 +195,18 @@ func (f *Follower) run(ctx context.Context, follow bool) error {
 		// The cursor is saved at most every saveIdle (and every
 		// saveEvery records while the log grows, and when the follower
 		// stops), not after every record.
-		if closing || time.Since(lr.saved) >= saveIdle {
+		if closing {
+			// Every event is acknowledged: the close's own write of the
+			// state saves the cursor too (one write, not two).
+			if err := f.publishClose(ctx, &st, stPath, st.Cursor, lr); err != nil {
+				return err
+			}
+			return lr.save(ctx, stPath, &st)
+		}
+		if time.Since(lr.saved) >= saveIdle {
 			if err := lr.save(ctx, stPath, &st); err != nil {
 				return err
 			}
-		}
-		if closing {
-			return f.publishClose(ctx, &st, stPath, st.Cursor)
 		}
 		// A pass reads the log to its end, so the next one waits for the
 		// next poll even when this one found records: a follower makes
@@ -350,7 +355,7 @@ func (f *Follower) pass(ctx context.Context, st *sessionState, stPath string, lr
 				if err := lr.win.flush(ctx); err != nil {
 					return n, err
 				}
-				if err := f.publishClose(ctx, st, stPath, rec.Cursor-1); err != nil {
+				if err := f.publishClose(ctx, st, stPath, rec.Cursor-1, lr); err != nil {
 					return n, err
 				}
 				marked = false
@@ -378,8 +383,9 @@ func (f *Follower) pass(ctx context.Context, st *sessionState, stPath string, lr
 
 // publishClose publishes the closed event a close mark asks for once
 // the log is published up to the mark (upTo is the last cursor
-// published), then removes the mark.
-func (f *Follower) publishClose(ctx context.Context, st *sessionState, stPath string, upTo int64) error {
+// published, every event before it acknowledged), then removes the mark.
+// The state it writes is lr's saved cursor.
+func (f *Follower) publishClose(ctx context.Context, st *sessionState, stPath string, upTo int64, lr *logReader) error {
 	markPath := filepath.Join(f.dir, closeFile)
 	var m closeMark
 	ok, err := readJSON(markPath, &m)
@@ -402,6 +408,7 @@ func (f *Follower) publishClose(ctx context.Context, st *sessionState, stPath st
 		if err := writeJSON(stPath, st); err != nil {
 			return err
 		}
+		lr.unsaved, lr.saved = 0, time.Now()
 	}
 	if err := os.Remove(markPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", markPath, err)
