@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -70,16 +71,36 @@ type scorer struct {
 	qRunes []rune   // its characters
 	tokens [][]byte // its whitespace-separated tokens, when there are several
 	ascii  bool     // the query is ASCII
-	// The query after and before the '/' that ends each name in
-	// index.Dir.LowerNames: a name equals or starts with the query.
-	sepQ, qSep, sepQSep string
-	slash               bool // the query has a '/'
+	slash  bool     // the query has a '/'
+	// index.CharMask of the query, of its first byte, and of the query
+	// from each of its bytes on (restMask[len(q)] is 0).
+	qMask, firstBit uint64
+	restMask        []uint64
+	// The distinct values of tier, best first: a file's bound by the rule
+	// its base name meets (equal, starts with, contains, none).
+	tiers []int
 }
 
 func newScorer(query string) *scorer {
 	lq := strings.ToLower(query)
-	s := &scorer{q: []byte(lq), qRunes: []rune(lq), ascii: isASCII([]byte(lq)),
-		sepQ: "/" + lq, qSep: lq + "/", sepQSep: "/" + lq + "/", slash: strings.Contains(lq, "/")}
+	s := &scorer{q: []byte(lq), qRunes: []rune(lq), ascii: isASCII([]byte(lq)), slash: strings.Contains(lq, "/")}
+	s.restMask = make([]uint64, len(lq)+1)
+	for i := len(lq) - 1; i >= 0; i-- {
+		s.restMask[i] = s.restMask[i+1] | index.CharMask(lq[i:i+1])
+	}
+	s.qMask = s.restMask[0]
+	if lq != "" {
+		s.firstBit = index.CharMask(lq[:1])
+	}
+	if s.slash {
+		s.tiers = []int{max(10000, s.belowBase())}
+	} else {
+		for _, t := range []int{10000, 8000, 7000, 0} {
+			if t = max(t, s.belowBase()); !slices.Contains(s.tiers, t) {
+				s.tiers = append(s.tiers, t)
+			}
+		}
+	}
 	if fields := strings.Fields(lq); len(fields) > 1 {
 		for _, f := range fields {
 			s.tokens = append(s.tokens, []byte(f))
@@ -166,19 +187,112 @@ func (s *scorer) subBound(rule int) int { return rule + 12*len(s.qRunes) }
 // each followed by '/' (index.Dir.LowerNames). It may be more than the
 // files reach, never less.
 func (s *scorer) dirBound(names string) int {
-	q := string(s.q)
-	switch {
-	case s.slash:
+	if s.slash {
 		return 10000 // the path may equal the query; no name holds it
-	case strings.HasPrefix(names, s.qSep) || strings.Contains(names, s.sepQSep):
-		return 10000 // a name equals the query
-	case strings.HasPrefix(names, q) || strings.Contains(names, s.sepQ):
-		return 8000 // a name starts with it
-	case strings.Contains(names, q):
-		return 7000
 	}
-	// Only the path may hold the query, or its tokens or characters.
+	// One look for the query in the names: as each name ends with '/' and
+	// the query holds none, each place found is inside a name.
+	q := string(s.q)
+	best := 0
+	for at := 0; ; {
+		i := strings.Index(names[at:], q)
+		if i < 0 {
+			break
+		}
+		i += at
+		if i == 0 || names[i-1] == '/' {
+			if names[i+len(q)] == '/' {
+				return 10000 // a name equals the query
+			}
+			best = 8000 // a name starts with it
+		} else if best == 0 {
+			best = 7000
+		}
+		at = i + 1
+	}
+	if best == 0 {
+		// Only the path may hold the query, or its tokens or characters.
+		return s.belowBase()
+	}
+	return best
+}
+
+// tierOf returns the tier of a file of lower-cased base name base (its
+// index in s.tiers): the rule it can meet, best first (its base name
+// equals the query, starts with it, contains it, none of these); the most
+// the file can score plus its path's length is s.tiers[tierOf(base)].
+func (s *scorer) tierOf(base string) int {
+	if len(s.tiers) == 1 {
+		return 0
+	}
+	q := string(s.q)
+	var t int
+	switch {
+	case base == q:
+		return 0
+	case strings.HasPrefix(base, q):
+		t = 8000
+	case strings.Contains(base, q):
+		t = 7000
+	default:
+		return len(s.tiers) - 1
+	}
+	return slices.Index(s.tiers, max(t, s.belowBase()))
+}
+
+// indexBound is dirBound for a directory of the index whose lower-cased
+// prefix matched the query's first matched characters (prefixMatched), 0
+// when none of its files can match. Most directories are judged from the
+// characters of their names alone (index.Dir.NameChars, FirstChars).
+func (s *scorer) indexBound(d *index.Dir, matched int) int {
+	chars := d.NameChars()
+	switch {
+	case chars == 0:
+		return 0 // no file
+	case matched >= 0 && s.restMask[matched]&^chars != 0:
+		return 0 // the rest of the query is not a subsequence of any name
+	case s.slash:
+		return s.tiers[0]
+	case s.firstBit&d.FirstChars() != 0:
+		return max(s.dirBound(d.LowerNames()), s.belowBase())
+	case s.qMask&^chars == 0:
+		return max(7000, s.belowBase()) // a name may contain the query
+	}
 	return s.belowBase()
+}
+
+// continueMatch returns prefixMatched of a directory prefix followed by
+// name and '/', given matched, that of the prefix: greedy matching goes
+// on where it stopped.
+func (s *scorer) continueMatch(matched int, name string) int {
+	if matched < 0 {
+		return matched
+	}
+	for i := 0; i < len(name) && matched < len(s.q); i++ {
+		c := name[i]
+		if c >= 0x80 {
+			// Lower-casing beyond ASCII may give ASCII (the Kelvin sign
+			// gives 'k'): match the rest lower-cased as the index does.
+			return s.matchLower(matched, strings.ToLower(name[i:])+"/")
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c == s.q[matched] {
+			matched++
+		}
+	}
+	return s.matchLower(matched, "/")
+}
+
+// matchLower goes on matching the query greedily in lower.
+func (s *scorer) matchLower(matched int, lower string) int {
+	for i := 0; i < len(lower) && matched < len(s.q); i++ {
+		if lower[i] == s.q[matched] {
+			matched++
+		}
+	}
+	return matched
 }
 
 // belowBase is the most a file whose base name neither equals, starts
@@ -454,10 +568,9 @@ func (w *searchWorker) file(name string) {
 
 // fileLower is file for a name whose lower-cased form is known (the
 // index keeps it).
+// The caller has checked that the query is a subsequence of the path
+// when it can tell (dirMatched ≥ 0).
 func (w *searchWorker) fileLower(name, lower string) {
-	if w.dirMatched >= 0 && !w.s.scorer.restIsSubsequence(lower, w.dirMatched) {
-		return
-	}
 	if floor := w.floor(); floor > 1 && w.s.scorer.below(lower, w.dirUTF16+utf16Len(name), floor) {
 		return
 	}
@@ -490,39 +603,103 @@ func (w *searchWorker) floor() int {
 
 // fromIndex scores the files of the workspace index (internal/workspace/
 // index) below d, skipping hidden entries and Maestro's own state as List
-// does; the index has left out what .gitignore files ignore. Directories
-// are taken in breadth-first order: shallow paths score higher, so the
-// best matches are met early and fewer others are kept then dropped.
+// does; the index has left out what .gitignore files ignore.
+//
+// The directories are first listed breadth-first, each with the most one
+// of its files can score (its bound, from the characters its names hold:
+// index.Dir.NameChars and FirstChars, without reading the names in most
+// cases); those whose names cannot hold the rest of the query are
+// dropped. The files are then scored by rule, best first (scorer.tiers:
+// names equal to the query, then those starting with it, containing it,
+// and the others), each pass breadth-first (shallow paths score higher):
+// the best matches are met first, so that for a query many files match
+// the worst match kept soon rises above what the later passes can reach,
+// and most of their directories are skipped whole, from their bound.
 func (w *searchWorker) fromIndex(top *index.Dir) {
-	queue := []*index.Dir{top}
-	for i := 0; i < len(queue); i++ {
-		if w.s.ctx.Err() != nil {
-			return
-		}
-		d := queue[i]
-		queue[i] = nil
-		w.enter(d.Rel())
-		// Most directories hold no file the query can match: their names
-		// together do not hold its remaining characters in order. And once
-		// the top matches are settled (floor), so are most directories:
-		// none of their files can score enough (dirBound; each path is at
-		// least one character longer than the directory's prefix).
-		names := d.LowerNames()
-		if (w.dirMatched < 0 || w.s.scorer.restIsSubsequence(names, w.dirMatched)) &&
-			(w.floor() == 1 || w.s.scorer.dirBound(names)-(w.dirUTF16+1) >= w.floor()) {
-			for name, lower := range d.FilesLower() {
-				if name[0] != '.' {
-					w.fileLower(name, lower)
-				}
+	sc := w.s.scorer
+	w.enter(top.Rel())
+	var dirs []indexDir
+	if p, ok := indexDirs.Get().(*[]indexDir); ok {
+		dirs = *p
+	}
+	defer func() {
+		clear(dirs)
+		dirs = dirs[:0]
+		indexDirs.Put(&dirs)
+	}()
+	dirs = append(dirs, indexDir{d: top, pathLen: int32(w.dirUTF16), matched: int32(w.dirMatched)})
+	for i := 0; i < len(dirs); i++ {
+		it := &dirs[i]
+		it.bound = int32(sc.indexBound(it.d, int(it.matched)))
+		for _, sub := range it.d.Dirs() {
+			name := sub.Name()
+			if name[0] == '.' || w.skipDir(name) {
+				continue
 			}
+			dirs = append(dirs, indexDir{d: sub, pathLen: it.pathLen + int32(utf16Len(name)) + 1,
+				matched: int32(sc.continueMatch(int(it.matched), name))})
+			it = &dirs[i] // dirs may have grown
 		}
-		for _, sub := range d.Dirs() {
-			if name := sub.Name(); name[0] != '.' && !w.skipDir(name) {
-				queue = append(queue, sub)
+	}
+	for t, tier := range sc.tiers {
+		for i := range dirs {
+			it := &dirs[i]
+			if int(it.bound) < tier {
+				continue // none of its files reaches the tier
+			}
+			if w.s.ctx.Err() != nil {
+				return
+			}
+			// Each path is at least one character longer than its
+			// directory's prefix.
+			if floor := w.floor(); floor > 1 && tier-int(it.pathLen+1) < floor {
+				continue
+			}
+			first := !it.visited
+			if first {
+				it.visited = true
+				if it.matched >= 0 && !sc.restIsSubsequence(it.d.LowerNames(), int(it.matched)) {
+					it.bound = 0
+					continue
+				}
+			} else if it.later&(1<<t) == 0 {
+				continue // none of its files is of this tier
+			}
+			w.enter(it.d.Rel())
+			var later uint8
+			for name, lower := range it.d.FilesLower() {
+				if name[0] == '.' || it.matched >= 0 && !sc.restIsSubsequence(lower, int(it.matched)) {
+					continue
+				}
+				switch ft := sc.tierOf(lower); {
+				case ft == t:
+					w.fileLower(name, lower)
+				case ft > t:
+					later |= 1 << ft
+				}
+				// Files of a better tier were scored by an earlier pass,
+				// or could not reach the worst match kept.
+			}
+			if first {
+				it.later = later
 			}
 		}
 	}
 }
+
+// indexDir is a directory of the index to score (fromIndex).
+type indexDir struct {
+	d       *index.Dir
+	pathLen int32 // length of its search-relative prefix (with its '/') in UTF-16 code units
+	matched int32 // scorer.prefixMatched of its lower-cased prefix
+	bound   int32 // scorer.indexBound: 0 when none of its files can match
+	visited bool  // its files were looked at by a pass
+	later   uint8 // the tiers (indices in scorer.tiers) of its files after that pass
+}
+
+// indexDirs keeps fromIndex's lists of directories for the next search
+// (a thousand directories take some 30 kB).
+var indexDirs sync.Pool
 
 // File implements walk.Worker: files are scored as their directory is
 // listed, never queued.

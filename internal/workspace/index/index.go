@@ -64,6 +64,8 @@ type Dir struct {
 	rules  *gitignore.Stack // in effect inside, its own .gitignore included
 	files  string           // names of regular files, each followed by sep
 	lower  string           // files lower-cased (the same string when no name has an upper-case letter)
+	chars  uint64           // CharMask of lower: the characters its names hold
+	first  uint64           // CharMask of the first character of each name of lower
 	links  string           // names of symbolic links, each followed by sep
 	dirs   []*Dir           // subdirectories, sorted by name
 	failed bool             // could not be opened or fully read
@@ -100,6 +102,16 @@ func (d *Dir) Links() iter.Seq[string] { return names(d.links) }
 func (d *Dir) FilesLower() iter.Seq2[string, string] {
 	return func(yield func(string, string) bool) {
 		packed, lower := d.files, d.lower
+		if packed == lower { // no upper-case letter: one string to split
+			for packed != "" {
+				i := strings.IndexByte(packed, sep)
+				if !yield(packed[:i], packed[:i]) {
+					return
+				}
+				packed = packed[i+1:]
+			}
+			return
+		}
 		for packed != "" {
 			i := strings.IndexByte(packed, sep)
 			j := strings.IndexByte(lower, sep)
@@ -116,6 +128,16 @@ func (d *Dir) FilesLower() iter.Seq2[string, string] {
 // whose names together do not hold the query's characters).
 func (d *Dir) LowerNames() string { return d.lower }
 
+// NameChars returns the CharMask of the lower-cased file names (of
+// LowerNames without its separators): a query holding a character not in
+// it is held by none of the names, nor is a subsequence of them.
+func (d *Dir) NameChars() uint64 { return d.chars }
+
+// FirstChars returns the union of the CharMasks of the first character
+// (byte) of each lower-cased file name: a name can start with a text only
+// if the text's first byte is in it.
+func (d *Dir) FirstChars() uint64 { return d.first }
+
 // setFiles sets the packed names of the regular files.
 func (d *Dir) setFiles(packed string) {
 	d.files = packed
@@ -123,6 +145,52 @@ func (d *Dir) setFiles(packed string) {
 	// and no separator is made or lost; it returns packed itself when
 	// nothing changes.
 	d.lower = strings.ToLower(packed)
+	d.chars, d.first = 0, 0
+	start := true
+	for i := 0; i < len(d.lower); i++ {
+		c := d.lower[i]
+		if c == sep {
+			start = true
+			continue
+		}
+		bit := charBit(c)
+		d.chars |= bit
+		if start {
+			d.first |= bit
+			start = false
+		}
+	}
+}
+
+// CharMask returns the set of the bytes of s as a 64-bit mask, a bit per
+// class of bytes: one for each lower-case ASCII letter and digit and for
+// '.', '_', '-' and ' '; the other bytes share the remaining bits. A mask
+// that lacks a bit of another's says its text lacks a byte of the other.
+func CharMask(s string) uint64 {
+	var m uint64
+	for i := 0; i < len(s); i++ {
+		m |= charBit(s[i])
+	}
+	return m
+}
+
+// charBit maps a byte to its bit in a CharMask.
+func charBit(c byte) uint64 {
+	switch {
+	case c-'a' < 26:
+		return 1 << (c - 'a')
+	case c-'0' < 10:
+		return 1 << (26 + c - '0')
+	case c == '.':
+		return 1 << 36
+	case c == '_':
+		return 1 << 37
+	case c == '-':
+		return 1 << 38
+	case c == ' ':
+		return 1 << 39
+	}
+	return 1 << (40 + c%24) // 40..63
 }
 
 // FileCount returns the number of regular files.
@@ -488,7 +556,8 @@ func (x *Index) relist(ctx context.Context, d *Dir) error {
 		for _, c := range d.dirs {
 			x.drop(c)
 		}
-		d.files, d.lower, d.links, d.dirs, d.failed = "", "", "", nil, true
+		d.setFiles("")
+		d.links, d.dirs, d.failed = "", nil, true
 		x.failed[d] = true
 		return nil
 	}
