@@ -55,8 +55,9 @@ func (m *Manager) FileSearch(ctx context.Context, req protocol.UtilityFileSearch
 		}
 		return protocol.UtilityFileSearchResults{}, errorf(400, "utility_file_search failed: %v", err)
 	}
-	for _, mt := range matches {
-		res.Results = append(res.Results, protocol.FileSearchResult{Path: mt.path, Score: float64(mt.score)})
+	res.Results = make([]protocol.FileSearchResult, len(matches))
+	for i, mt := range matches {
+		res.Results[i] = protocol.FileSearchResult{Path: mt.path, Score: float64(mt.score)}
 	}
 	res.Truncated = total > limit
 	return res, nil
@@ -194,6 +195,27 @@ func (s *scorer) dirBound(names string) int {
 	// the query holds none, each place found is inside a name.
 	q := string(s.q)
 	best := 0
+	if len(q) == 1 {
+		// A single character is found at most names: look at each byte
+		// rather than call Index at each.
+		c, start := q[0], true
+		for i := 0; i < len(names); i++ {
+			switch b := names[i]; {
+			case b == sep:
+				start = true
+				continue
+			case b != c:
+			case !start:
+				best = max(best, 7000)
+			case names[i+1] == sep:
+				return 10000
+			default:
+				best = 8000
+			}
+			start = false
+		}
+		names = ""
+	}
 	for at := 0; ; {
 		i := strings.Index(names[at:], q)
 		if i < 0 {
@@ -358,6 +380,28 @@ func (s *scorer) prefixMatched(prefix []byte) int {
 	return k
 }
 
+// nameHasRest is restIsSubsequence for a single name: a byte loop, which
+// on names of a few dozen bytes costs less than a call to IndexByte per
+// character of the query.
+func (s *scorer) nameHasRest(name string, k int) bool {
+	q := s.q[k:]
+	if len(q) == 0 {
+		return true
+	}
+	if len(q) > len(name) {
+		return false
+	}
+	j := 0
+	for i := 0; i < len(name); i++ {
+		if name[i] == q[j] {
+			if j++; j == len(q) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // restIsSubsequence reports whether the query's characters from the k-th
 // on appear in name in order (k from prefixMatched).
 func (s *scorer) restIsSubsequence(name string, k int) bool {
@@ -400,6 +444,9 @@ func (s *scorer) subsequence(h []byte) int {
 	}
 	return max(score, 1)
 }
+
+// sep ends each name in index.Dir.LowerNames.
+const sep = '/'
 
 // ---- the walk ----
 
@@ -455,7 +502,7 @@ func (s *search) run() ([]match, int, error) {
 		if err := s.ctx.Err(); err != nil {
 			return nil, 0, err
 		}
-		return s.best.Sorted(), s.total, nil
+		return s.best.Sort(), s.total, nil
 	case err != nil && !errors.Is(err, index.ErrClosed):
 		return nil, 0, err
 	}
@@ -465,7 +512,7 @@ func (s *search) run() ([]match, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	return s.best.Sorted(), s.total, nil
+	return s.best.Sort(), s.total, nil
 }
 
 func (s *search) newWorker() *searchWorker {
@@ -560,7 +607,7 @@ func (w *searchWorker) skipDir(name string) bool {
 func (w *searchWorker) file(name string) {
 	w.lower = appendLower(w.lower[:w.lowerDirLen], name)
 	lower := w.lower[w.lowerDirLen:]
-	if w.dirMatched >= 0 && !w.s.scorer.restIsSubsequence(unsafe.String(unsafe.SliceData(lower), len(lower)), w.dirMatched) {
+	if w.dirMatched >= 0 && !w.s.scorer.nameHasRest(unsafe.String(unsafe.SliceData(lower), len(lower)), w.dirMatched) {
 		return // most files: the query is not even a subsequence of the path
 	}
 	w.score(name)
@@ -667,8 +714,16 @@ func (w *searchWorker) fromIndex(top *index.Dir) {
 			}
 			w.enter(it.d.Rel())
 			var later uint8
+			// The characters a name must hold (none when the query need
+			// not be a subsequence of the name: several tokens, not ASCII).
+			var need uint32
+			if it.matched >= 0 {
+				need = index.FoldMask(sc.restMask[it.matched])
+			}
+			masks, f := it.d.FileMasks(), 0
 			for name, lower := range it.d.FilesLower() {
-				if name[0] == '.' || it.matched >= 0 && !sc.restIsSubsequence(lower, int(it.matched)) {
+				f++
+				if need&^masks[f-1] != 0 || name[0] == '.' || it.matched >= 0 && !sc.nameHasRest(lower, int(it.matched)) {
 					continue
 				}
 				switch ft := sc.tierOf(lower); {

@@ -29,9 +29,10 @@
 //
 // Memory: a file costs its name plus one byte (the names of a directory
 // are kept in one string), twice that when a name of its directory has an
-// upper-case letter (the lower-cased names are kept for searches); a
-// directory about 200 bytes (its node, path and watch). BenchmarkIndex
-// reports the bytes per file (about 50 on the Go source tree).
+// upper-case letter (the lower-cased names are kept for searches), plus 4
+// bytes (the characters its name holds, FileMasks); a directory about 250
+// bytes (its node, path, watch and masks). BenchmarkIndex reports the
+// bytes per file (about 55 on the Go source tree).
 package index
 
 import (
@@ -66,6 +67,7 @@ type Dir struct {
 	lower  string           // files lower-cased (the same string when no name has an upper-case letter)
 	chars  uint64           // CharMask of lower: the characters its names hold
 	first  uint64           // CharMask of the first character of each name of lower
+	masks  []uint32         // FoldMask of the CharMask of each name of lower, in order
 	links  string           // names of symbolic links, each followed by sep
 	dirs   []*Dir           // subdirectories, sorted by name
 	failed bool             // could not be opened or fully read
@@ -145,22 +147,37 @@ func (d *Dir) setFiles(packed string) {
 	// and no separator is made or lost; it returns packed itself when
 	// nothing changes.
 	d.lower = strings.ToLower(packed)
-	d.chars, d.first = 0, 0
+	d.chars, d.first, d.masks = 0, 0, nil
+	if n := strings.Count(d.lower, string(sep)); n > 0 {
+		d.masks = make([]uint32, 0, n)
+	}
+	var m uint64
 	start := true
 	for i := 0; i < len(d.lower); i++ {
 		c := d.lower[i]
 		if c == sep {
-			start = true
+			d.masks = append(d.masks, FoldMask(m))
+			d.chars |= m
+			m, start = 0, true
 			continue
 		}
 		bit := charBit(c)
-		d.chars |= bit
+		m |= bit
 		if start {
 			d.first |= bit
 			start = false
 		}
 	}
 }
+
+// FileMasks returns the FoldMask of the CharMask of each lower-cased file
+// name, in the order of FilesLower; the slice is the index's own.
+func (d *Dir) FileMasks() []uint32 { return d.masks }
+
+// FoldMask folds a CharMask into 32 bits (the bits of its upper half
+// joined to those of its lower half): a fold that lacks a bit of
+// another's still says its text lacks a byte of the other's.
+func FoldMask(m uint64) uint32 { return uint32(m) | uint32(m>>32) }
 
 // CharMask returns the set of the bytes of s as a 64-bit mask, a bit per
 // class of bytes: one for each lower-case ASCII letter and digit and for
