@@ -73,10 +73,16 @@ type scorer struct {
 	tokens [][]byte // its whitespace-separated tokens, when there are several
 	ascii  bool     // the query is ASCII
 	slash  bool     // the query has a '/'
+	// The query followed by, and after, the '/' that ends each name in
+	// index.Dir.LowerNames.
+	qSep, sepQ string
 	// index.CharMask of the query, of its first byte, and of the query
 	// from each of its bytes on (restMask[len(q)] is 0).
 	qMask, firstBit uint64
 	restMask        []uint64
+	// The index in tiers of the names that start with the query (and do
+	// not equal it), when they make a tier of their own; else -1.
+	prefixTier int
 	// The distinct values of tier, best first: a file's bound by the rule
 	// its base name meets (equal, starts with, contains, none).
 	tiers []int
@@ -84,7 +90,8 @@ type scorer struct {
 
 func newScorer(query string) *scorer {
 	lq := strings.ToLower(query)
-	s := &scorer{q: []byte(lq), qRunes: []rune(lq), ascii: isASCII([]byte(lq)), slash: strings.Contains(lq, "/")}
+	s := &scorer{q: []byte(lq), qRunes: []rune(lq), ascii: isASCII([]byte(lq)), slash: strings.Contains(lq, "/"),
+		qSep: lq + "/", sepQ: "/" + lq}
 	s.restMask = make([]uint64, len(lq)+1)
 	for i := len(lq) - 1; i >= 0; i-- {
 		s.restMask[i] = s.restMask[i+1] | index.CharMask(lq[i:i+1])
@@ -93,6 +100,7 @@ func newScorer(query string) *scorer {
 	if lq != "" {
 		s.firstBit = index.CharMask(lq[:1])
 	}
+	s.prefixTier = -1
 	if s.slash {
 		s.tiers = []int{max(10000, s.belowBase())}
 	} else {
@@ -101,6 +109,9 @@ func newScorer(query string) *scorer {
 				s.tiers = append(s.tiers, t)
 			}
 		}
+	}
+	if len(s.tiers) == 4 {
+		s.prefixTier = 1
 	}
 	if fields := strings.Fields(lq); len(fields) > 1 {
 		for _, f := range fields {
@@ -191,52 +202,28 @@ func (s *scorer) dirBound(names string) int {
 	if s.slash {
 		return 10000 // the path may equal the query; no name holds it
 	}
-	// One look for the query in the names: as each name ends with '/' and
-	// the query holds none, each place found is inside a name.
-	q := string(s.q)
-	best := 0
-	if len(q) == 1 {
-		// A single character is found at most names: look at each byte
-		// rather than call Index at each.
-		c, start := q[0], true
-		for i := 0; i < len(names); i++ {
-			switch b := names[i]; {
-			case b == sep:
-				start = true
-				continue
-			case b != c:
-			case !start:
-				best = max(best, 7000)
-			case names[i+1] == sep:
-				return 10000
-			default:
-				best = 8000
-			}
-			start = false
-		}
-		names = ""
-	}
+	// As each name ends with '/' and the query holds none, each place the
+	// query is found is inside a name. Names ending with the query are
+	// fewer than those holding it: look for an equal one among them.
 	for at := 0; ; {
-		i := strings.Index(names[at:], q)
+		i := strings.Index(names[at:], s.qSep)
 		if i < 0 {
 			break
 		}
-		i += at
-		if i == 0 || names[i-1] == '/' {
-			if names[i+len(q)] == '/' {
-				return 10000 // a name equals the query
-			}
-			best = 8000 // a name starts with it
-		} else if best == 0 {
-			best = 7000
+		if i += at; i == 0 || names[i-1] == sep {
+			return 10000 // a name equals the query
 		}
 		at = i + 1
 	}
-	if best == 0 {
-		// Only the path may hold the query, or its tokens or characters.
-		return s.belowBase()
+	q := string(s.q)
+	switch {
+	case strings.HasPrefix(names, q) || strings.Contains(names, s.sepQ):
+		return 8000 // a name starts with it
+	case strings.Contains(names, q):
+		return 7000
 	}
-	return best
+	// Only the path may hold the query, or its tokens or characters.
+	return s.belowBase()
 }
 
 // tierOf returns the tier of a file of lower-cased base name base (its
@@ -713,6 +700,17 @@ func (w *searchWorker) fromIndex(top *index.Dir) {
 				continue // none of its files is of this tier
 			}
 			w.enter(it.d.Rel())
+			if t == sc.prefixTier {
+				if files, lower, ok := it.d.PackedNames(); ok {
+					w.prefixed(files, lower)
+					if first {
+						// Those after this pass, unless the floor
+						// prunes them.
+						it.later = ^uint8(0) << (t + 1)
+					}
+					continue
+				}
+			}
 			var later uint8
 			// The characters a name must hold (none when the query need
 			// not be a subsequence of the name: several tokens, not ASCII).
@@ -738,6 +736,31 @@ func (w *searchWorker) fromIndex(top *index.Dir) {
 			if first {
 				it.later = later
 			}
+		}
+	}
+}
+
+// prefixed scores the files of the entered directory whose names start
+// with the query (and do not equal it), from the directory's packed
+// names and their lower-cased form, aligned (index.Dir.PackedNames):
+// most of a directory's names do not, and are passed over by looking for
+// the query after each separator.
+func (w *searchWorker) prefixed(files, lower string) {
+	sc := w.s.scorer
+	q := string(sc.q)
+	for at := 0; at < len(lower); {
+		i := at
+		if at > 0 || !strings.HasPrefix(lower, q) {
+			j := strings.Index(lower[at:], sc.sepQ)
+			if j < 0 {
+				return
+			}
+			i = at + j + 1
+		}
+		end := i + strings.IndexByte(lower[i:], sep)
+		at = end
+		if name := files[i:end]; name[0] != '.' && end-i != len(q) {
+			w.fileLower(name, lower[i:end])
 		}
 	}
 }

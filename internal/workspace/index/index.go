@@ -71,6 +71,7 @@ type Dir struct {
 	links  string           // names of symbolic links, each followed by sep
 	dirs   []*Dir           // subdirectories, sorted by name
 	failed bool             // could not be opened or fully read
+	align  bool             // each name of lower is at the same place as in files
 	wd     int32            // inotify watch, -1 when none
 	gone   bool             // dropped from the tree
 }
@@ -147,6 +148,8 @@ func (d *Dir) setFiles(packed string) {
 	// and no separator is made or lost; it returns packed itself when
 	// nothing changes.
 	d.lower = strings.ToLower(packed)
+	// ASCII names keep their length when lower-cased.
+	d.align = d.lower == packed || isASCII(packed)
 	d.chars, d.first, d.masks = 0, 0, nil
 	if n := strings.Count(d.lower, string(sep)); n > 0 {
 		d.masks = make([]uint32, 0, n)
@@ -168,6 +171,23 @@ func (d *Dir) setFiles(packed string) {
 			start = false
 		}
 	}
+}
+
+// PackedNames returns the names of the regular files and their
+// lower-cased forms, each followed by '/', when each lower-cased name is
+// at the same place in the second string as the name in the first (ok);
+// else ok is false, and FilesLower gives them.
+func (d *Dir) PackedNames() (files, lower string, ok bool) {
+	return d.files, d.lower, d.align
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // FileMasks returns the FoldMask of the CharMask of each lower-cased file
