@@ -74,7 +74,7 @@ type scorer struct {
 	ascii  bool     // the query is ASCII
 	slash  bool     // the query has a '/'
 	// The query followed by, and after, the '/' that ends each name in
-	// index.Dir.LowerNames.
+	// index.Dir.LowerNames (equalNamed, prefixed).
 	qSep, sepQ string
 	// index.CharMask of the query, of its first byte, and of the query
 	// from each of its bytes on (restMask[len(q)] is 0).
@@ -194,38 +194,6 @@ func (s *scorer) scoreFrom(path, base []byte, pathLen, floor int, isSub bool) in
 // before the path's length is taken off (s is at most 12 per character).
 func (s *scorer) subBound(rule int) int { return rule + 12*len(s.qRunes) }
 
-// dirBound is the most a file of a directory can score, plus the length
-// of the file's path; names are the directory's lower-cased file names,
-// each followed by '/' (index.Dir.LowerNames). It may be more than the
-// files reach, never less.
-func (s *scorer) dirBound(names string) int {
-	if s.slash {
-		return 10000 // the path may equal the query; no name holds it
-	}
-	// As each name ends with '/' and the query holds none, each place the
-	// query is found is inside a name. Names ending with the query are
-	// fewer than those holding it: look for an equal one among them.
-	for at := 0; ; {
-		i := strings.Index(names[at:], s.qSep)
-		if i < 0 {
-			break
-		}
-		if i += at; i == 0 || names[i-1] == sep {
-			return 10000 // a name equals the query
-		}
-		at = i + 1
-	}
-	q := string(s.q)
-	switch {
-	case strings.HasPrefix(names, q) || strings.Contains(names, s.sepQ):
-		return 8000 // a name starts with it
-	case strings.Contains(names, q):
-		return 7000
-	}
-	// Only the path may hold the query, or its tokens or characters.
-	return s.belowBase()
-}
-
 // tierOf returns the tier of a file of lower-cased base name base (its
 // index in s.tiers): the rule it can meet, best first (its base name
 // equals the query, starts with it, contains it, none of these); the most
@@ -249,10 +217,11 @@ func (s *scorer) tierOf(base string) int {
 	return slices.Index(s.tiers, max(t, s.belowBase()))
 }
 
-// indexBound is dirBound for a directory of the index whose lower-cased
-// prefix matched the query's first matched characters (prefixMatched), 0
-// when none of its files can match. Most directories are judged from the
-// characters of their names alone (index.Dir.NameChars, FirstChars).
+// indexBound is the most a file of directory d of the index can score,
+// plus the length of its path, from the characters of d's names alone; 0
+// when none of its files can match (the directory's lower-cased prefix
+// matched the query's first matched characters: prefixMatched). It may be
+// more than the files reach, never less.
 func (s *scorer) indexBound(d *index.Dir, matched int) int {
 	chars := d.NameChars()
 	switch {
@@ -262,12 +231,12 @@ func (s *scorer) indexBound(d *index.Dir, matched int) int {
 		return 0 // the rest of the query is not a subsequence of any name
 	case s.slash:
 		return s.tiers[0]
+	case s.qMask&^chars != 0:
+		return s.belowBase() // no name holds the query
 	case s.firstBit&d.FirstChars() != 0:
-		return max(s.dirBound(d.LowerNames()), s.belowBase())
-	case s.qMask&^chars == 0:
-		return max(7000, s.belowBase()) // a name may contain the query
+		return s.tiers[0] // a name may equal the query
 	}
-	return s.belowBase()
+	return max(7000, s.belowBase()) // a name may contain the query
 }
 
 // continueMatch returns prefixMatched of a directory prefix followed by
@@ -689,24 +658,26 @@ func (w *searchWorker) fromIndex(top *index.Dir) {
 			if floor := w.floor(); floor > 1 && tier-int(it.pathLen+1) < floor {
 				continue
 			}
-			first := !it.visited
-			if first {
+			if !it.visited {
 				it.visited = true
 				if it.matched >= 0 && !sc.restIsSubsequence(it.d.LowerNames(), int(it.matched)) {
 					it.bound = 0
 					continue
 				}
-			} else if it.later&(1<<t) == 0 {
+			}
+			if it.scanned && it.later&(1<<t) == 0 {
 				continue // none of its files is of this tier
 			}
 			w.enter(it.d.Rel())
-			if t == sc.prefixTier {
+			if !it.scanned && t <= sc.prefixTier {
+				// The names equal to the query, then those starting with
+				// it: found by looking for the query in the names, which
+				// most names do not hold where these rules need it.
 				if files, lower, ok := it.d.PackedNames(); ok {
-					w.prefixed(files, lower)
-					if first {
-						// Those after this pass, unless the floor
-						// prunes them.
-						it.later = ^uint8(0) << (t + 1)
+					if t == 0 {
+						w.equalNamed(files, lower)
+					} else {
+						w.prefixed(files, lower)
 					}
 					continue
 				}
@@ -733,8 +704,8 @@ func (w *searchWorker) fromIndex(top *index.Dir) {
 				// Files of a better tier were scored by an earlier pass,
 				// or could not reach the worst match kept.
 			}
-			if first {
-				it.later = later
+			if !it.scanned {
+				it.later, it.scanned = later, true
 			}
 		}
 	}
@@ -765,13 +736,35 @@ func (w *searchWorker) prefixed(files, lower string) {
 	}
 }
 
+// equalNamed scores the file of the entered directory whose name equals
+// the query, if any (files and lower as for prefixed): only a name that
+// ends with the query can.
+func (w *searchWorker) equalNamed(files, lower string) {
+	sc := w.s.scorer
+	for at := 0; ; {
+		i := strings.Index(lower[at:], sc.qSep)
+		if i < 0 {
+			return
+		}
+		if i += at; i == 0 || lower[i-1] == sep {
+			end := i + len(sc.q)
+			if name := files[i:end]; name[0] != '.' {
+				w.fileLower(name, lower[i:end])
+			}
+			return // names are unique
+		}
+		at = i + 1
+	}
+}
+
 // indexDir is a directory of the index to score (fromIndex).
 type indexDir struct {
 	d       *index.Dir
 	pathLen int32 // length of its search-relative prefix (with its '/') in UTF-16 code units
 	matched int32 // scorer.prefixMatched of its lower-cased prefix
 	bound   int32 // scorer.indexBound: 0 when none of its files can match
-	visited bool  // its files were looked at by a pass
+	visited bool  // its names were found to hold the rest of the query
+	scanned bool  // a pass looked at each of its files, finding later
 	later   uint8 // the tiers (indices in scorer.tiers) of its files after that pass
 }
 
