@@ -686,13 +686,13 @@ func (w *searchWorker) fromIndex(top *index.Dir) {
 			// The characters a name must hold (none when the query need
 			// not be a subsequence of the name: several tokens, not ASCII).
 			var need uint32
-			if it.matched >= 0 {
+			masks, f := it.d.FileMasks(), 0
+			if it.matched >= 0 && masks != nil { // nil: not known yet
 				need = index.FoldMask(sc.restMask[it.matched])
 			}
-			masks, f := it.d.FileMasks(), 0
 			for name, lower := range it.d.FilesLower() {
 				f++
-				if need&^masks[f-1] != 0 || name[0] == '.' || it.matched >= 0 && !sc.nameHasRest(lower, int(it.matched)) {
+				if need != 0 && need&^masks[f-1] != 0 || name[0] == '.' || it.matched >= 0 && !sc.nameHasRest(lower, int(it.matched)) {
 					continue
 				}
 				switch ft := sc.tierOf(lower); {
