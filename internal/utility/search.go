@@ -674,6 +674,9 @@ func (w *searchWorker) fromIndex(top *index.Dir) {
 				// it: found by looking for the query in the names, which
 				// most names do not hold where these rules need it.
 				if files, lower, ok := it.d.PackedNames(); ok {
+					if !sc.mayHold(it.d.FileMasks(), t == 0) {
+						continue
+					}
 					if t == 0 {
 						w.equalNamed(files, lower)
 					} else {
@@ -682,28 +685,7 @@ func (w *searchWorker) fromIndex(top *index.Dir) {
 					continue
 				}
 			}
-			var later uint8
-			// The characters a name must hold (none when the query need
-			// not be a subsequence of the name: several tokens, not ASCII).
-			var need uint32
-			masks, f := it.d.FileMasks(), 0
-			if it.matched >= 0 && masks != nil { // nil: not known yet
-				need = index.FoldMask(sc.restMask[it.matched])
-			}
-			for name, lower := range it.d.FilesLower() {
-				f++
-				if need != 0 && need&^masks[f-1] != 0 || name[0] == '.' || it.matched >= 0 && !sc.nameHasRest(lower, int(it.matched)) {
-					continue
-				}
-				switch ft := sc.tierOf(lower); {
-				case ft == t:
-					w.fileLower(name, lower)
-				case ft > t:
-					later |= 1 << ft
-				}
-				// Files of a better tier were scored by an earlier pass,
-				// or could not reach the worst match kept.
-			}
+			later := w.scanFiles(it.d, int(it.matched), t)
 			if !it.scanned {
 				it.later, it.scanned = later, true
 			}
@@ -734,6 +716,75 @@ func (w *searchWorker) prefixed(files, lower string) {
 			w.fileLower(name, lower[i:end])
 		}
 	}
+}
+
+// scanFiles scores the files of the entered directory d (its prefix
+// matched the query's first matched characters) that are of tier t, and
+// returns the set of the later tiers its other files are of. With the
+// names' FileMasks, names that lack a character the query needs are
+// passed over by their mask and length alone.
+func (w *searchWorker) scanFiles(d *index.Dir, matched, t int) (later uint8) {
+	sc := w.s.scorer
+	look := func(name, lower string) {
+		if name[0] == '.' || matched >= 0 && !sc.nameHasRest(lower, matched) {
+			return
+		}
+		switch ft := sc.tierOf(lower); {
+		case ft == t:
+			w.fileLower(name, lower)
+		case ft > t:
+			later |= 1 << ft
+		}
+		// Files of a better tier were scored by an earlier pass, or
+		// could not reach the worst match kept.
+	}
+	masks := d.FileMasks()
+	files, lower, aligned := d.PackedNames()
+	if masks == nil || !aligned { // not known yet, or lower-cased names moved
+		for name, lower := range d.FilesLower() {
+			look(name, lower)
+		}
+		return later
+	}
+	// The characters a name must hold (none when the query need not be a
+	// subsequence of the name: several tokens, not ASCII).
+	var need uint32
+	if matched >= 0 {
+		need = index.FoldMask(sc.restMask[matched])
+	}
+	at := 0
+	for _, m := range masks {
+		n := index.MaskLen(m)
+		if n < 0 {
+			n = strings.IndexByte(files[at:], sep)
+		}
+		i := at
+		at += n + 1
+		if need&^m == 0 {
+			look(files[i:i+n], lower[i:i+n])
+		}
+	}
+	return later
+}
+
+// mayHold reports whether one of the names that masks describe
+// (index.Dir.FileMasks, nil when not known) may equal the query (equal)
+// or be longer and hold it, judged by their masks and lengths alone.
+func (s *scorer) mayHold(masks []uint32, equal bool) bool {
+	if masks == nil {
+		return true
+	}
+	need := index.FoldMask(s.qMask)
+	for _, m := range masks {
+		if need&^m != 0 {
+			continue
+		}
+		switch n := index.MaskLen(m); {
+		case n < 0 || n == len(s.q) && equal || n > len(s.q) && !equal:
+			return true
+		}
+	}
+	return false
 }
 
 // equalNamed scores the file of the entered directory whose name equals

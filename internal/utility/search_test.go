@@ -315,8 +315,8 @@ func TestFileSearchTopMatchesFullRanking(t *testing.T) {
 // names' character masks unknown (the first search) and known (after),
 // finds what a fresh walk finds, with names whose lower-cased forms move
 // (non-ASCII upper case), directory names that lower-case to ASCII (the
-// Kelvin sign), names equal to the query, hidden ones, and limits that cut
-// ties.
+// Kelvin sign), names equal to the query, hidden ones, names longer than
+// a FileMask records, and limits that cut ties.
 func TestFileSearchIndexPassesMatchWalk(t *testing.T) {
 	t.Parallel()
 	f := searchTree(t)
@@ -324,6 +324,7 @@ func TestFileSearchIndexPassesMatchWalk(t *testing.T) {
 		"\u212Aelvin/x/main.go", "İx/İy/abc.go", "ÉCLAIR/Kx/y.txt", "ÉCLAIR/main", "ÉCLAIR/MAIN.go",
 		"a/B/C/d.go", "a/main", "a/.main", "a/mainmain", "a/xmain", "b/Main", "b/MAIN.txt", "b/e", "b/E.go",
 		"c/e/e", "c/e/ee", "c/ex/ye", "main", "e",
+		"b/" + strings.Repeat("x", 70) + "_main_e.go", "b/" + strings.Repeat("y", 62) + "e", // longer than a FileMask says
 	} {
 		write(t, f.dir, p, "x\n")
 	}

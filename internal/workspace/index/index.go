@@ -73,7 +73,7 @@ type Dir struct {
 	lower  string           // files lower-cased (the same string when no name has an upper-case letter)
 	chars  uint64           // CharMask of lower: the characters its names hold
 	first  uint64           // CharMask of the first character of each name of lower
-	masks  []uint32         // FoldMask of the CharMask of each name of lower, in order
+	masks  []uint32         // FileMask of each name of lower, in order
 	links  string           // names of symbolic links, each followed by sep
 	dirs   []*Dir           // subdirectories, sorted by name
 	failed bool             // could not be opened or fully read
@@ -172,13 +172,13 @@ func (d *Dir) charMasks() (chars, first uint64, masks []uint32) {
 		masks = make([]uint32, 0, n)
 	}
 	var m uint64
-	start := true
+	start, at := true, 0
 	for i := 0; i < len(d.lower); i++ {
 		c := d.lower[i]
 		if c == sep {
-			masks = append(masks, FoldMask(m))
+			masks = append(masks, FoldMask(m)|uint32(min(i-at, maskLenMax))<<maskLenShift)
 			chars |= m
-			m, start = 0, true
+			m, start, at = 0, true, i+1
 			continue
 		}
 		bit := charBit(c)
@@ -208,16 +208,35 @@ func isASCII(s string) bool {
 	return true
 }
 
-// FileMasks returns the FoldMask of the CharMask of each lower-cased file
-// name, in the order of FilesLower; the slice is the index's own. It is
-// nil when they are not known yet (nor are NameChars and FirstChars, then
-// all bits set): the first Read after a full listing may see that.
+// FileMasks returns a FileMask for each lower-cased file name, in the
+// order of FilesLower; the slice is the index's own. It is nil when they
+// are not known yet (nor are NameChars and FirstChars, then all bits
+// set): the first Read after a full listing may see that.
 func (d *Dir) FileMasks() []uint32 { return d.masks }
 
-// FoldMask folds a CharMask into 32 bits (the bits of its upper half
-// joined to those of its lower half): a fold that lacks a bit of
-// another's still says its text lacks a byte of the other's.
-func FoldMask(m uint64) uint32 { return uint32(m) | uint32(m>>32) }
+// A FileMask describes a file name in 32 bits: the FoldMask of its
+// lower-cased form's CharMask, and its length in bytes (MaskLen) in the
+// upper bits, so that a search can pass over names without reading them.
+const (
+	maskLenShift = 26
+	maskLenMax   = 1<<(32-maskLenShift) - 1 // the length of this name or a longer one is not kept
+)
+
+// FoldMask folds a CharMask into the 26 bits of a FileMask (each of its
+// bits joined to one of the letters' bits): a fold that lacks a bit of
+// another's still says its text lacks a byte of the other's text.
+func FoldMask(m uint64) uint32 {
+	return uint32((m | m>>maskLenShift | m>>(2*maskLenShift)) & (1<<maskLenShift - 1))
+}
+
+// MaskLen returns the length of the lower-cased name a FileMask describes,
+// or -1 when the mask does not say (a long name).
+func MaskLen(m uint32) int {
+	if n := int(m >> maskLenShift); n < maskLenMax {
+		return n
+	}
+	return -1
+}
 
 // CharMask returns the set of the bytes of s as a 64-bit mask, a bit per
 // class of bytes: one for each lower-case ASCII letter and digit and for

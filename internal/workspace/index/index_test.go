@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -101,16 +103,29 @@ func TestIndexCharMasks(t *testing.T) {
 		t.Errorf("masks of %d directories with files known after the watches, want 3", n)
 	}
 	write(t, dir, "c/Q-1.md", "")
+	long := strings.Repeat("L", 63)
+	write(t, dir, "c/"+long, "")
 	if err := os.Remove(filepath.Join(dir, "a", "Main.go")); err != nil {
 		t.Fatal(err)
 	}
 	known() // checked against the names
 	x.Read(t.Context(), "a/b", func(d *Dir) {
-		if got, want := d.FileMasks(), []uint32{FoldMask(CharMask("z_9.txt"))}; !slices.Equal(got, want) {
+		if got, want := d.FileMasks(), []uint32{FoldMask(CharMask("z_9.txt")) | 7<<26}; !slices.Equal(got, want) {
 			t.Errorf("a/b masks %x, want %x", got, want)
 		}
 		if d.NameChars() != CharMask("z_9.txt") || d.FirstChars() != CharMask("z") {
 			t.Errorf("a/b NameChars %x FirstChars %x", d.NameChars(), d.FirstChars())
+		}
+	})
+	x.Read(t.Context(), "c", func(d *Dir) {
+		lens := map[string]int{}
+		i := 0
+		for name := range d.Files() {
+			lens[name] = MaskLen(d.FileMasks()[i])
+			i++
+		}
+		if want := map[string]int{"x": 1, "Q-1.md": 6, long: -1}; !maps.Equal(lens, want) {
+			t.Errorf("c: MaskLen %v, want %v", lens, want)
 		}
 	})
 }
