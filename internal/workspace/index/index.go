@@ -30,9 +30,10 @@
 // Memory: a file costs its name plus one byte (the names of a directory
 // are kept in one string), twice that when a name of its directory has an
 // upper-case letter (the lower-cased names are kept for searches), plus 4
-// bytes (the characters its name holds, FileMasks); a directory about 250
-// bytes (its node, path, watch and masks). BenchmarkIndex reports the
-// bytes per file (about 66 on the Go source tree, 58 before the masks).
+// bytes (the characters its name holds and its length, FileMasks); a
+// directory about 250 bytes (its node, path, watch and masks).
+// BenchmarkIndex reports the bytes per file (about 66 on the Go source
+// tree, 58 before the masks).
 //
 // Character masks (Dir.NameChars, FirstChars, FileMasks) let a name search
 // pass over the names that lack a character of the query without reading
