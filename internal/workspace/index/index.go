@@ -172,25 +172,33 @@ func (d *Dir) charMasks() (chars, first uint64, masks []uint32) {
 	if n := strings.Count(d.lower, string(sep)); n > 0 {
 		masks = make([]uint32, 0, n)
 	}
+	bits := charBits()
 	var m uint64
-	start, at := true, 0
+	at := 0
 	for i := 0; i < len(d.lower); i++ {
 		c := d.lower[i]
-		if c == sep {
-			masks = append(masks, FoldMask(m)|uint32(min(i-at, maskLenMax))<<maskLenShift)
-			chars |= m
-			m, start, at = 0, true, i+1
+		if c != sep {
+			m |= bits[c]
 			continue
 		}
-		bit := charBit(c)
-		m |= bit
-		if start {
-			first |= bit
-			start = false
+		masks = append(masks, FoldMask(m)|uint32(min(i-at, maskLenMax))<<maskLenShift)
+		chars |= m
+		if i > at {
+			first |= bits[d.lower[at]]
 		}
+		m, at = 0, i+1
 	}
 	return chars, first, masks
 }
+
+// charBits maps each byte to its charBit, made on first use.
+var charBits = sync.OnceValue(func() *[256]uint64 {
+	var t [256]uint64
+	for c := range t {
+		t[c] = charBit(byte(c))
+	}
+	return &t
+})
 
 // PackedNames returns the names of the regular files and their
 // lower-cased forms, each followed by '/', when each lower-cased name is
