@@ -85,9 +85,13 @@
 // Cost: once more files matched than the limit (so truncated is settled),
 // a file or a whole directory whose best possible score (its rule's base
 // score minus the path's length) is below the worst match kept is skipped
-// unscored, and directories are visited breadth-first so that the short
-// paths, which score high, are met early. The results are the same as
-// scoring every candidate (TestFileSearchTopMatchesFullRanking).
+// unscored. From the workspace file index, the files are scored rule by
+// rule, best first (names equal to the query, then starting with it,
+// containing it, the others), each pass breadth-first, so that the high
+// scores are met early; the characters each name and each directory's
+// names hold (kept by the index as bit masks) pass over most names without
+// reading them. The results are the same as scoring every candidate
+// (TestFileSearchTopMatchesFullRanking, TestFileSearchIndexPassesMatchWalk).
 //
 // # file_read
 //

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -54,8 +55,9 @@ func (m *Manager) FileSearch(ctx context.Context, req protocol.UtilityFileSearch
 		}
 		return protocol.UtilityFileSearchResults{}, errorf(400, "utility_file_search failed: %v", err)
 	}
-	for _, mt := range matches {
-		res.Results = append(res.Results, protocol.FileSearchResult{Path: mt.path, Score: float64(mt.score)})
+	res.Results = make([]protocol.FileSearchResult, len(matches))
+	for i, mt := range matches {
+		res.Results[i] = protocol.FileSearchResult{Path: mt.path, Score: float64(mt.score)}
 	}
 	res.Truncated = total > limit
 	return res, nil
@@ -70,16 +72,47 @@ type scorer struct {
 	qRunes []rune   // its characters
 	tokens [][]byte // its whitespace-separated tokens, when there are several
 	ascii  bool     // the query is ASCII
-	// The query after and before the '/' that ends each name in
-	// index.Dir.LowerNames: a name equals or starts with the query.
-	sepQ, qSep, sepQSep string
-	slash               bool // the query has a '/'
+	slash  bool     // the query has a '/'
+	// The query followed by, and after, the '/' that ends each name in
+	// index.Dir.LowerNames (equalNamed, prefixed).
+	qSep, sepQ string
+	// index.CharMask of the query, of its first byte, and of the query
+	// from each of its bytes on (restMask[len(q)] is 0).
+	qMask, firstBit uint64
+	restMask        []uint64
+	// The index in tiers of the names that start with the query (and do
+	// not equal it), when they make a tier of their own; else -1.
+	prefixTier int
+	// The distinct values of tier, best first: a file's bound by the rule
+	// its base name meets (equal, starts with, contains, none).
+	tiers []int
 }
 
 func newScorer(query string) *scorer {
 	lq := strings.ToLower(query)
-	s := &scorer{q: []byte(lq), qRunes: []rune(lq), ascii: isASCII([]byte(lq)),
-		sepQ: "/" + lq, qSep: lq + "/", sepQSep: "/" + lq + "/", slash: strings.Contains(lq, "/")}
+	s := &scorer{q: []byte(lq), qRunes: []rune(lq), ascii: isASCII([]byte(lq)), slash: strings.Contains(lq, "/"),
+		qSep: lq + "/", sepQ: "/" + lq}
+	s.restMask = make([]uint64, len(lq)+1)
+	for i := len(lq) - 1; i >= 0; i-- {
+		s.restMask[i] = s.restMask[i+1] | index.CharMask(lq[i:i+1])
+	}
+	s.qMask = s.restMask[0]
+	if lq != "" {
+		s.firstBit = index.CharMask(lq[:1])
+	}
+	s.prefixTier = -1
+	if s.slash {
+		s.tiers = []int{max(10000, s.belowBase())}
+	} else {
+		for _, t := range []int{10000, 8000, 7000, 0} {
+			if t = max(t, s.belowBase()); !slices.Contains(s.tiers, t) {
+				s.tiers = append(s.tiers, t)
+			}
+		}
+	}
+	if len(s.tiers) == 4 {
+		s.prefixTier = 1
+	}
 	if fields := strings.Fields(lq); len(fields) > 1 {
 		for _, f := range fields {
 			s.tokens = append(s.tokens, []byte(f))
@@ -161,24 +194,83 @@ func (s *scorer) scoreFrom(path, base []byte, pathLen, floor int, isSub bool) in
 // before the path's length is taken off (s is at most 12 per character).
 func (s *scorer) subBound(rule int) int { return rule + 12*len(s.qRunes) }
 
-// dirBound is the most a file of a directory can score, plus the length
-// of the file's path; names are the directory's lower-cased file names,
-// each followed by '/' (index.Dir.LowerNames). It may be more than the
-// files reach, never less.
-func (s *scorer) dirBound(names string) int {
-	q := string(s.q)
-	switch {
-	case s.slash:
-		return 10000 // the path may equal the query; no name holds it
-	case strings.HasPrefix(names, s.qSep) || strings.Contains(names, s.sepQSep):
-		return 10000 // a name equals the query
-	case strings.HasPrefix(names, q) || strings.Contains(names, s.sepQ):
-		return 8000 // a name starts with it
-	case strings.Contains(names, q):
-		return 7000
+// tierOf returns the tier of a file of lower-cased base name base (its
+// index in s.tiers): the rule it can meet, best first (its base name
+// equals the query, starts with it, contains it, none of these); the most
+// the file can score plus its path's length is s.tiers[tierOf(base)].
+func (s *scorer) tierOf(base string) int {
+	if len(s.tiers) == 1 {
+		return 0
 	}
-	// Only the path may hold the query, or its tokens or characters.
-	return s.belowBase()
+	q := string(s.q)
+	var t int
+	switch {
+	case base == q:
+		return 0
+	case strings.HasPrefix(base, q):
+		t = 8000
+	case strings.Contains(base, q):
+		t = 7000
+	default:
+		return len(s.tiers) - 1
+	}
+	return slices.Index(s.tiers, max(t, s.belowBase()))
+}
+
+// indexBound is the most a file of directory d of the index can score,
+// plus the length of its path, from the characters of d's names alone; 0
+// when none of its files can match (the directory's lower-cased prefix
+// matched the query's first matched characters: prefixMatched). It may be
+// more than the files reach, never less.
+func (s *scorer) indexBound(d *index.Dir, matched int) int {
+	chars := d.NameChars()
+	switch {
+	case chars == 0:
+		return 0 // no file
+	case matched >= 0 && s.restMask[matched]&^chars != 0:
+		return 0 // the rest of the query is not a subsequence of any name
+	case s.slash:
+		return s.tiers[0]
+	case s.qMask&^chars != 0:
+		return s.belowBase() // no name holds the query
+	case s.firstBit&d.FirstChars() != 0:
+		return s.tiers[0] // a name may equal the query
+	}
+	return max(7000, s.belowBase()) // a name may contain the query
+}
+
+// continueMatch returns prefixMatched of a directory prefix followed by
+// name and '/', given matched, that of the prefix: greedy matching goes
+// on where it stopped.
+func (s *scorer) continueMatch(matched int, name string) int {
+	if matched < 0 {
+		return matched
+	}
+	for i := 0; i < len(name) && matched < len(s.q); i++ {
+		c := name[i]
+		if c >= 0x80 {
+			// Lower-casing beyond ASCII may give ASCII (the Kelvin sign
+			// gives 'k'): match the rest lower-cased as the index does.
+			return s.matchLower(matched, strings.ToLower(name[i:])+"/")
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c == s.q[matched] {
+			matched++
+		}
+	}
+	return s.matchLower(matched, "/")
+}
+
+// matchLower goes on matching the query greedily in lower.
+func (s *scorer) matchLower(matched int, lower string) int {
+	for i := 0; i < len(lower) && matched < len(s.q); i++ {
+		if lower[i] == s.q[matched] {
+			matched++
+		}
+	}
+	return matched
 }
 
 // belowBase is the most a file whose base name neither equals, starts
@@ -244,6 +336,28 @@ func (s *scorer) prefixMatched(prefix []byte) int {
 	return k
 }
 
+// nameHasRest is restIsSubsequence for a single name: a byte loop, which
+// on names of a few dozen bytes costs less than a call to IndexByte per
+// character of the query.
+func (s *scorer) nameHasRest(name string, k int) bool {
+	q := s.q[k:]
+	if len(q) == 0 {
+		return true
+	}
+	if len(q) > len(name) {
+		return false
+	}
+	j := 0
+	for i := 0; i < len(name); i++ {
+		if name[i] == q[j] {
+			if j++; j == len(q) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // restIsSubsequence reports whether the query's characters from the k-th
 // on appear in name in order (k from prefixMatched).
 func (s *scorer) restIsSubsequence(name string, k int) bool {
@@ -286,6 +400,9 @@ func (s *scorer) subsequence(h []byte) int {
 	}
 	return max(score, 1)
 }
+
+// sep ends each name in index.Dir.LowerNames.
+const sep = '/'
 
 // ---- the walk ----
 
@@ -341,7 +458,7 @@ func (s *search) run() ([]match, int, error) {
 		if err := s.ctx.Err(); err != nil {
 			return nil, 0, err
 		}
-		return s.best.Sorted(), s.total, nil
+		return s.best.Sort(), s.total, nil
 	case err != nil && !errors.Is(err, index.ErrClosed):
 		return nil, 0, err
 	}
@@ -351,7 +468,7 @@ func (s *search) run() ([]match, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	return s.best.Sorted(), s.total, nil
+	return s.best.Sort(), s.total, nil
 }
 
 func (s *search) newWorker() *searchWorker {
@@ -446,7 +563,7 @@ func (w *searchWorker) skipDir(name string) bool {
 func (w *searchWorker) file(name string) {
 	w.lower = appendLower(w.lower[:w.lowerDirLen], name)
 	lower := w.lower[w.lowerDirLen:]
-	if w.dirMatched >= 0 && !w.s.scorer.restIsSubsequence(unsafe.String(unsafe.SliceData(lower), len(lower)), w.dirMatched) {
+	if w.dirMatched >= 0 && !w.s.scorer.nameHasRest(unsafe.String(unsafe.SliceData(lower), len(lower)), w.dirMatched) {
 		return // most files: the query is not even a subsequence of the path
 	}
 	w.score(name)
@@ -454,10 +571,9 @@ func (w *searchWorker) file(name string) {
 
 // fileLower is file for a name whose lower-cased form is known (the
 // index keeps it).
+// The caller has checked that the query is a subsequence of the path
+// when it can tell (dirMatched ≥ 0).
 func (w *searchWorker) fileLower(name, lower string) {
-	if w.dirMatched >= 0 && !w.s.scorer.restIsSubsequence(lower, w.dirMatched) {
-		return
-	}
 	if floor := w.floor(); floor > 1 && w.s.scorer.below(lower, w.dirUTF16+utf16Len(name), floor) {
 		return
 	}
@@ -490,39 +606,222 @@ func (w *searchWorker) floor() int {
 
 // fromIndex scores the files of the workspace index (internal/workspace/
 // index) below d, skipping hidden entries and Maestro's own state as List
-// does; the index has left out what .gitignore files ignore. Directories
-// are taken in breadth-first order: shallow paths score higher, so the
-// best matches are met early and fewer others are kept then dropped.
+// does; the index has left out what .gitignore files ignore.
+//
+// The directories are first listed breadth-first, each with the most one
+// of its files can score (its bound, from the characters its names hold:
+// index.Dir.NameChars and FirstChars, without reading the names in most
+// cases); those whose names cannot hold the rest of the query are
+// dropped. The files are then scored by rule, best first (scorer.tiers:
+// names equal to the query, then those starting with it, containing it,
+// and the others), each pass breadth-first (shallow paths score higher):
+// the best matches are met first, so that for a query many files match
+// the worst match kept soon rises above what the later passes can reach,
+// and most of their directories are skipped whole, from their bound.
 func (w *searchWorker) fromIndex(top *index.Dir) {
-	queue := []*index.Dir{top}
-	for i := 0; i < len(queue); i++ {
-		if w.s.ctx.Err() != nil {
-			return
+	sc := w.s.scorer
+	w.enter(top.Rel())
+	var dirs []indexDir
+	if p, ok := indexDirs.Get().(*[]indexDir); ok {
+		dirs = *p
+	}
+	defer func() {
+		clear(dirs)
+		dirs = dirs[:0]
+		indexDirs.Put(&dirs)
+	}()
+	dirs = append(dirs, indexDir{d: top, pathLen: int32(w.dirUTF16), matched: int32(w.dirMatched)})
+	for i := 0; i < len(dirs); i++ {
+		it := &dirs[i]
+		it.bound = int32(sc.indexBound(it.d, int(it.matched)))
+		for _, sub := range it.d.Dirs() {
+			name := sub.Name()
+			if name[0] == '.' || w.skipDir(name) {
+				continue
+			}
+			dirs = append(dirs, indexDir{d: sub, pathLen: it.pathLen + int32(utf16Len(name)) + 1,
+				matched: int32(sc.continueMatch(int(it.matched), name))})
+			it = &dirs[i] // dirs may have grown
 		}
-		d := queue[i]
-		queue[i] = nil
-		w.enter(d.Rel())
-		// Most directories hold no file the query can match: their names
-		// together do not hold its remaining characters in order. And once
-		// the top matches are settled (floor), so are most directories:
-		// none of their files can score enough (dirBound; each path is at
-		// least one character longer than the directory's prefix).
-		names := d.LowerNames()
-		if (w.dirMatched < 0 || w.s.scorer.restIsSubsequence(names, w.dirMatched)) &&
-			(w.floor() == 1 || w.s.scorer.dirBound(names)-(w.dirUTF16+1) >= w.floor()) {
-			for name, lower := range d.FilesLower() {
-				if name[0] != '.' {
-					w.fileLower(name, lower)
+	}
+	for t, tier := range sc.tiers {
+		for i := range dirs {
+			it := &dirs[i]
+			if int(it.bound) < tier {
+				continue // none of its files reaches the tier
+			}
+			if w.s.ctx.Err() != nil {
+				return
+			}
+			// Each path is at least one character longer than its
+			// directory's prefix.
+			if floor := w.floor(); floor > 1 && tier-int(it.pathLen+1) < floor {
+				continue
+			}
+			if !it.visited {
+				it.visited = true
+				if it.matched >= 0 && !sc.restIsSubsequence(it.d.LowerNames(), int(it.matched)) {
+					it.bound = 0
+					continue
 				}
 			}
-		}
-		for _, sub := range d.Dirs() {
-			if name := sub.Name(); name[0] != '.' && !w.skipDir(name) {
-				queue = append(queue, sub)
+			if it.scanned && it.later&(1<<t) == 0 {
+				continue // none of its files is of this tier
+			}
+			w.enter(it.d.Rel())
+			if !it.scanned && t <= sc.prefixTier {
+				// The names equal to the query, then those starting with
+				// it: found by looking for the query in the names, which
+				// most names do not hold where these rules need it.
+				if files, lower, ok := it.d.PackedNames(); ok {
+					if !sc.mayHold(it.d.FileMasks(), t == 0) {
+						continue
+					}
+					if t == 0 {
+						w.equalNamed(files, lower)
+					} else {
+						w.prefixed(files, lower)
+					}
+					continue
+				}
+			}
+			later := w.scanFiles(it.d, int(it.matched), t)
+			if !it.scanned {
+				it.later, it.scanned = later, true
 			}
 		}
 	}
 }
+
+// prefixed scores the files of the entered directory whose names start
+// with the query (and do not equal it), from the directory's packed
+// names and their lower-cased form, aligned (index.Dir.PackedNames):
+// most of a directory's names do not, and are passed over by looking for
+// the query after each separator.
+func (w *searchWorker) prefixed(files, lower string) {
+	sc := w.s.scorer
+	q := string(sc.q)
+	for at := 0; at < len(lower); {
+		i := at
+		if at > 0 || !strings.HasPrefix(lower, q) {
+			j := strings.Index(lower[at:], sc.sepQ)
+			if j < 0 {
+				return
+			}
+			i = at + j + 1
+		}
+		end := i + strings.IndexByte(lower[i:], sep)
+		at = end
+		if name := files[i:end]; name[0] != '.' && end-i != len(q) {
+			w.fileLower(name, lower[i:end])
+		}
+	}
+}
+
+// scanFiles scores the files of the entered directory d (its prefix
+// matched the query's first matched characters) that are of tier t, and
+// returns the set of the later tiers its other files are of. With the
+// names' FileMasks, names that lack a character the query needs are
+// passed over by their mask and length alone.
+func (w *searchWorker) scanFiles(d *index.Dir, matched, t int) (later uint8) {
+	sc := w.s.scorer
+	look := func(name, lower string) {
+		if name[0] == '.' || matched >= 0 && !sc.nameHasRest(lower, matched) {
+			return
+		}
+		switch ft := sc.tierOf(lower); {
+		case ft == t:
+			w.fileLower(name, lower)
+		case ft > t:
+			later |= 1 << ft
+		}
+		// Files of a better tier were scored by an earlier pass, or
+		// could not reach the worst match kept.
+	}
+	masks := d.FileMasks()
+	files, lower, aligned := d.PackedNames()
+	if masks == nil || !aligned { // not known yet, or lower-cased names moved
+		for name, lower := range d.FilesLower() {
+			look(name, lower)
+		}
+		return later
+	}
+	// The characters a name must hold (none when the query need not be a
+	// subsequence of the name: several tokens, not ASCII).
+	var need uint32
+	if matched >= 0 {
+		need = index.FoldMask(sc.restMask[matched])
+	}
+	at := 0
+	for _, m := range masks {
+		n := index.MaskLen(m)
+		if n < 0 {
+			n = strings.IndexByte(files[at:], sep)
+		}
+		i := at
+		at += n + 1
+		if need&^m == 0 {
+			look(files[i:i+n], lower[i:i+n])
+		}
+	}
+	return later
+}
+
+// mayHold reports whether one of the names that masks describe
+// (index.Dir.FileMasks, nil when not known) may equal the query (equal)
+// or be longer and hold it, judged by their masks and lengths alone.
+func (s *scorer) mayHold(masks []uint32, equal bool) bool {
+	if masks == nil {
+		return true
+	}
+	need := index.FoldMask(s.qMask)
+	for _, m := range masks {
+		if need&^m != 0 {
+			continue
+		}
+		switch n := index.MaskLen(m); {
+		case n < 0 || n == len(s.q) && equal || n > len(s.q) && !equal:
+			return true
+		}
+	}
+	return false
+}
+
+// equalNamed scores the file of the entered directory whose name equals
+// the query, if any (files and lower as for prefixed): only a name that
+// ends with the query can.
+func (w *searchWorker) equalNamed(files, lower string) {
+	sc := w.s.scorer
+	for at := 0; ; {
+		i := strings.Index(lower[at:], sc.qSep)
+		if i < 0 {
+			return
+		}
+		if i += at; i == 0 || lower[i-1] == sep {
+			end := i + len(sc.q)
+			if name := files[i:end]; name[0] != '.' {
+				w.fileLower(name, lower[i:end])
+			}
+			return // names are unique
+		}
+		at = i + 1
+	}
+}
+
+// indexDir is a directory of the index to score (fromIndex).
+type indexDir struct {
+	d       *index.Dir
+	pathLen int32 // length of its search-relative prefix (with its '/') in UTF-16 code units
+	matched int32 // scorer.prefixMatched of its lower-cased prefix
+	bound   int32 // scorer.indexBound: 0 when none of its files can match
+	visited bool  // its names were found to hold the rest of the query
+	scanned bool  // a pass looked at each of its files, finding later
+	later   uint8 // the tiers (indices in scorer.tiers) of its files after that pass
+}
+
+// indexDirs keeps fromIndex's lists of directories for the next search
+// (a thousand directories take some 30 kB).
+var indexDirs sync.Pool
 
 // File implements walk.Worker: files are scored as their directory is
 // listed, never queued.

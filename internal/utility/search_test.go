@@ -308,3 +308,41 @@ func TestFileSearchTopMatchesFullRanking(t *testing.T) {
 		}
 	}
 }
+
+// TestFileSearchIndexPassesMatchWalk: scoring the index rule by rule
+// (names equal to the query, then starting with it, found by looking for
+// it in a directory's packed names; the others read once) with the
+// names' character masks unknown (the first search) and known (after),
+// finds what a fresh walk finds, with names whose lower-cased forms move
+// (non-ASCII upper case), directory names that lower-case to ASCII (the
+// Kelvin sign), names equal to the query, hidden ones, names longer than
+// a FileMask records, and limits that cut ties.
+func TestFileSearchIndexPassesMatchWalk(t *testing.T) {
+	t.Parallel()
+	f := searchTree(t)
+	for _, p := range []string{
+		"\u212Aelvin/x/main.go", "İx/İy/abc.go", "ÉCLAIR/Kx/y.txt", "ÉCLAIR/main", "ÉCLAIR/MAIN.go",
+		"a/B/C/d.go", "a/main", "a/.main", "a/mainmain", "a/xmain", "b/Main", "b/MAIN.txt", "b/e", "b/E.go",
+		"c/e/e", "c/e/ee", "c/ex/ye", "main", "e",
+		"b/" + strings.Repeat("x", 70) + "_main_e.go", "b/" + strings.Repeat("y", 62) + "e", // longer than a FileMask says
+	} {
+		write(t, f.dir, p, "x\n")
+	}
+	for i, q := range []string{"main", "e", "kelvin", "kxmain", "ixabc", "éclair", "bcd", "kmain", "e/e", "a main", "ma", "xyz"} {
+		for _, base := range []string{".", "sub", "b"} {
+			for _, limit := range []int{1, 2, 7, MaxSearchLimit} {
+				got, gotTotal, err := newSearch(t.Context(), f.m.root, base, q, limit).run()
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := newSearch(t.Context(), f.m.root, base, q, limit)
+				if err := walk.Walk(t.Context(), f.m.root, base, func() walk.Worker { return s.newWorker() }); err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(s.best.Sorted(), got, cmp.AllowUnexported(match{})); diff != "" || (gotTotal > limit) != (s.total > limit) {
+					t.Errorf("%q in %s, limit %d (search %d): index and walk differ (-walk +index), totals %d / %d:\n%s", q, base, limit, i, s.total, gotTotal, diff)
+				}
+			}
+		}
+	}
+}

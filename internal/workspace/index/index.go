@@ -29,9 +29,17 @@
 //
 // Memory: a file costs its name plus one byte (the names of a directory
 // are kept in one string), twice that when a name of its directory has an
-// upper-case letter (the lower-cased names are kept for searches); a
-// directory about 200 bytes (its node, path and watch). BenchmarkIndex
-// reports the bytes per file (about 50 on the Go source tree).
+// upper-case letter (the lower-cased names are kept for searches), plus 4
+// bytes (the characters its name holds and its length, FileMasks); a
+// directory about 250 bytes (its node, path, watch and masks).
+// BenchmarkIndex reports the bytes per file (about 66 on the Go source
+// tree, 58 before the masks).
+//
+// Character masks (Dir.NameChars, FirstChars, FileMasks) let a name search
+// pass over the names that lack a character of the query without reading
+// them. A full listing leaves them out (they would lengthen a cold search):
+// they are computed with the watches, in the background, and known from
+// the Read after; a directory listed again gets them at once.
 package index
 
 import (
@@ -64,9 +72,13 @@ type Dir struct {
 	rules  *gitignore.Stack // in effect inside, its own .gitignore included
 	files  string           // names of regular files, each followed by sep
 	lower  string           // files lower-cased (the same string when no name has an upper-case letter)
+	chars  uint64           // CharMask of lower: the characters its names hold
+	first  uint64           // CharMask of the first character of each name of lower
+	masks  []uint32         // FileMask of each name of lower, in order
 	links  string           // names of symbolic links, each followed by sep
 	dirs   []*Dir           // subdirectories, sorted by name
 	failed bool             // could not be opened or fully read
+	align  bool             // each name of lower is at the same place as in files
 	wd     int32            // inotify watch, -1 when none
 	gone   bool             // dropped from the tree
 }
@@ -100,6 +112,16 @@ func (d *Dir) Links() iter.Seq[string] { return names(d.links) }
 func (d *Dir) FilesLower() iter.Seq2[string, string] {
 	return func(yield func(string, string) bool) {
 		packed, lower := d.files, d.lower
+		if packed == lower { // no upper-case letter: one string to split
+			for packed != "" {
+				i := strings.IndexByte(packed, sep)
+				if !yield(packed[:i], packed[:i]) {
+					return
+				}
+				packed = packed[i+1:]
+			}
+			return
+		}
 		for packed != "" {
 			i := strings.IndexByte(packed, sep)
 			j := strings.IndexByte(lower, sep)
@@ -116,13 +138,144 @@ func (d *Dir) FilesLower() iter.Seq2[string, string] {
 // whose names together do not hold the query's characters).
 func (d *Dir) LowerNames() string { return d.lower }
 
-// setFiles sets the packed names of the regular files.
-func (d *Dir) setFiles(packed string) {
+// NameChars returns the CharMask of the lower-cased file names (of
+// LowerNames without its separators): a query holding a character not in
+// it is held by none of the names, nor is a subsequence of them.
+func (d *Dir) NameChars() uint64 { return d.chars }
+
+// FirstChars returns the union of the CharMasks of the first character
+// (byte) of each lower-cased file name: a name can start with a text only
+// if the text's first byte is in it.
+func (d *Dir) FirstChars() uint64 { return d.first }
+
+// setFiles sets the packed names of the regular files. Their character
+// masks are computed now when masks is set; else they are unknown (all
+// bits set, FileMasks nil) until the watches of a full listing are added
+// (watchTree computes them, refresh sets them).
+func (d *Dir) setFiles(packed string, masks bool) {
 	d.files = packed
 	// ToLower maps rune by rune, so each name is lower-cased as if alone
 	// and no separator is made or lost; it returns packed itself when
 	// nothing changes.
 	d.lower = strings.ToLower(packed)
+	// ASCII names keep their length when lower-cased.
+	d.align = d.lower == packed || isASCII(packed)
+	if masks {
+		d.chars, d.first, d.masks = d.charMasks()
+	} else {
+		d.chars, d.first, d.masks = ^uint64(0), ^uint64(0), nil
+	}
+}
+
+// charMasks computes NameChars, FirstChars and FileMasks.
+func (d *Dir) charMasks() (chars, first uint64, masks []uint32) {
+	if n := strings.Count(d.lower, string(sep)); n > 0 {
+		masks = make([]uint32, 0, n)
+	}
+	bits := charBits()
+	var m uint64
+	at := 0
+	for i := 0; i < len(d.lower); i++ {
+		c := d.lower[i]
+		if c != sep {
+			m |= bits[c]
+			continue
+		}
+		masks = append(masks, FoldMask(m)|uint32(min(i-at, maskLenMax))<<maskLenShift)
+		chars |= m
+		if i > at {
+			first |= bits[d.lower[at]]
+		}
+		m, at = 0, i+1
+	}
+	return chars, first, masks
+}
+
+// charBits maps each byte to its charBit, made on first use.
+var charBits = sync.OnceValue(func() *[256]uint64 {
+	var t [256]uint64
+	for c := range t {
+		t[c] = charBit(byte(c))
+	}
+	return &t
+})
+
+// PackedNames returns the names of the regular files and their
+// lower-cased forms, each followed by '/', when each lower-cased name is
+// at the same place in the second string as the name in the first (ok);
+// else ok is false, and FilesLower gives them.
+func (d *Dir) PackedNames() (files, lower string, ok bool) {
+	return d.files, d.lower, d.align
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// FileMasks returns a FileMask for each lower-cased file name, in the
+// order of FilesLower; the slice is the index's own. It is nil when they
+// are not known yet (nor are NameChars and FirstChars, then all bits
+// set): the first Read after a full listing may see that.
+func (d *Dir) FileMasks() []uint32 { return d.masks }
+
+// A FileMask describes a file name in 32 bits: the FoldMask of its
+// lower-cased form's CharMask, and its length in bytes (MaskLen) in the
+// upper bits, so that a search can pass over names without reading them.
+const (
+	maskLenShift = 26
+	maskLenMax   = 1<<(32-maskLenShift) - 1 // the length of this name or a longer one is not kept
+)
+
+// FoldMask folds a CharMask into the 26 bits of a FileMask (each of its
+// bits joined to one of the letters' bits): a fold that lacks a bit of
+// another's still says its text lacks a byte of the other's text.
+func FoldMask(m uint64) uint32 {
+	return uint32((m | m>>maskLenShift | m>>(2*maskLenShift)) & (1<<maskLenShift - 1))
+}
+
+// MaskLen returns the length of the lower-cased name a FileMask describes,
+// or -1 when the mask does not say (a long name).
+func MaskLen(m uint32) int {
+	if n := int(m >> maskLenShift); n < maskLenMax {
+		return n
+	}
+	return -1
+}
+
+// CharMask returns the set of the bytes of s as a 64-bit mask, a bit per
+// class of bytes: one for each lower-case ASCII letter and digit and for
+// '.', '_', '-' and ' '; the other bytes share the remaining bits. A mask
+// that lacks a bit of another's says its text lacks a byte of the other.
+func CharMask(s string) uint64 {
+	var m uint64
+	for i := 0; i < len(s); i++ {
+		m |= charBit(s[i])
+	}
+	return m
+}
+
+// charBit maps a byte to its bit in a CharMask.
+func charBit(c byte) uint64 {
+	switch {
+	case c-'a' < 26:
+		return 1 << (c - 'a')
+	case c-'0' < 10:
+		return 1 << (26 + c - '0')
+	case c == '.':
+		return 1 << 36
+	case c == '_':
+		return 1 << 37
+	case c == '-':
+		return 1 << 38
+	case c == ' ':
+		return 1 << 39
+	}
+	return 1 << (40 + c%24) // 40..63
 }
 
 // FileCount returns the number of regular files.
@@ -189,6 +342,15 @@ type watchSetup struct {
 	done    chan struct{}
 	limit   bool   // a watch could not be added: stop watching
 	recheck []*Dir // directories that may have changed before their watch
+	masks   []dirMasks
+}
+
+// dirMasks are the character masks of a directory's names, computed by
+// watchTree and set by refresh (a Read may be looking at them meanwhile).
+type dirMasks struct {
+	d            *Dir
+	chars, first uint64
+	masks        []uint32
 }
 
 type indexKey struct{}
@@ -287,6 +449,9 @@ func (x *Index) refresh(ctx context.Context) error {
 		if st.limit {
 			x.noWatch = true
 			x.stopWatching()
+		}
+		for _, m := range st.masks {
+			m.d.chars, m.d.first, m.d.masks = m.chars, m.first, m.masks
 		}
 		for _, d := range st.recheck {
 			mark(d, false)
@@ -400,7 +565,9 @@ const changeMargin = 2 * time.Second
 // directory). A change made to a directory between its listing and its
 // watch would go unnotified, so each directory's change time is read once
 // it is watched; one changed since the listing began (or less than
-// changeMargin before) is listed again by the next refresh. Nothing else
+// changeMargin before) is listed again by the next refresh. It also
+// computes the directories' character masks (Dir.FileMasks), left out of
+// the listing for the same reason. Nothing else
 // changes the tree while it runs: refresh and Close wait for st.done.
 func (x *Index) watchTree(top *Dir, w watcher, since time.Time, st *watchSetup) {
 	defer close(st.done)
@@ -410,6 +577,9 @@ func (x *Index) watchTree(top *Dir, w watcher, since time.Time, st *watchSetup) 
 		if x.stopped.Err() != nil {
 			return false
 		}
+		m := dirMasks{d: d}
+		m.chars, m.first, m.masks = d.charMasks()
+		st.masks = append(st.masks, m)
 		abs := path.Join(x.root.Dir(), d.rel)
 		wd, err := w.add(abs)
 		switch {
@@ -488,7 +658,8 @@ func (x *Index) relist(ctx context.Context, d *Dir) error {
 		for _, c := range d.dirs {
 			x.drop(c)
 		}
-		d.files, d.lower, d.links, d.dirs, d.failed = "", "", "", nil, true
+		d.setFiles("", true)
+		d.links, d.dirs, d.failed = "", nil, true
 		x.failed[d] = true
 		return nil
 	}
@@ -515,7 +686,7 @@ func (x *Index) relist(ctx context.Context, d *Dir) error {
 			sub = append(sub, e.Name())
 		}
 	}
-	d.setFiles(files.String())
+	d.setFiles(files.String(), true)
 	d.links = links.String()
 	slices.Sort(sub)
 	old := d.dirs

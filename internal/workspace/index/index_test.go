@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,6 +37,7 @@ func indexListing(t testing.TB, x *Index) []string {
 			for n := range d.Links() {
 				out = append(out, "l "+path.Join(d.rel, n))
 			}
+			checkMasks(t, d)
 			for _, c := range d.Dirs() {
 				if c.parent != d || c.gone {
 					t.Errorf("%s: child %s has a wrong parent or was dropped", d.rel, c.rel)
@@ -49,6 +52,82 @@ func indexListing(t testing.TB, x *Index) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// checkMasks checks that the character masks of d are those of its names,
+// or unknown (all bits set, no file masks).
+func checkMasks(t testing.TB, d *Dir) {
+	t.Helper()
+	if d.masks == nil && d.chars == ^uint64(0) && d.first == ^uint64(0) {
+		return // not known yet
+	}
+	chars, first, masks := d.charMasks()
+	if d.chars != chars || d.first != first || !slices.Equal(d.masks, masks) {
+		t.Errorf("%s: masks %x %x %x, want those of its names %x %x %x", d.rel, d.chars, d.first, d.masks, chars, first, masks)
+	}
+}
+
+// TestIndexCharMasks: the character masks of the names, left out of a full
+// listing, are known from the Read after the watches are added, and kept
+// right as files come and go; they hold what a search needs of them.
+func TestIndexCharMasks(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, p := range []string{"a/Main.go", "a/b/z_9.TXT", "c/x"} {
+		write(t, dir, p, "")
+	}
+	x := New(openRoot(t, dir))
+	t.Cleanup(func() { x.Close() })
+	known := func() (n int) {
+		if _, err := x.Read(t.Context(), ".", func(top *Dir) {
+			var rec func(d *Dir)
+			rec = func(d *Dir) {
+				if d.masks != nil {
+					n++
+				}
+				checkMasks(t, d)
+				for _, c := range d.dirs {
+					rec(c)
+				}
+			}
+			rec(top)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := known(); n != 0 {
+		t.Errorf("masks of %d directories known on the first Read, want none (left to watchTree)", n)
+	}
+	if n := known(); n != 3 {
+		t.Errorf("masks of %d directories with files known after the watches, want 3", n)
+	}
+	write(t, dir, "c/Q-1.md", "")
+	long := strings.Repeat("L", 63)
+	write(t, dir, "c/"+long, "")
+	if err := os.Remove(filepath.Join(dir, "a", "Main.go")); err != nil {
+		t.Fatal(err)
+	}
+	known() // checked against the names
+	x.Read(t.Context(), "a/b", func(d *Dir) {
+		if got, want := d.FileMasks(), []uint32{FoldMask(CharMask("z_9.txt")) | 7<<26}; !slices.Equal(got, want) {
+			t.Errorf("a/b masks %x, want %x", got, want)
+		}
+		if d.NameChars() != CharMask("z_9.txt") || d.FirstChars() != CharMask("z") {
+			t.Errorf("a/b NameChars %x FirstChars %x", d.NameChars(), d.FirstChars())
+		}
+	})
+	x.Read(t.Context(), "c", func(d *Dir) {
+		lens := map[string]int{}
+		i := 0
+		for name := range d.Files() {
+			lens[name] = MaskLen(d.FileMasks()[i])
+			i++
+		}
+		if want := map[string]int{"x": 1, "Q-1.md": 6, long: -1}; !maps.Equal(lens, want) {
+			t.Errorf("c: MaskLen %v, want %v", lens, want)
+		}
+	})
 }
 
 // walkListing lists the tree afresh with gitignore.Walk (Glob's walk).

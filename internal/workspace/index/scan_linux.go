@@ -77,7 +77,7 @@ func (x *Index) scan(ctx context.Context, rel string, parent *Dir, watch bool) (
 	}
 	top := &Dir{name: path.Base(rel), rel: rel, parent: parent, wd: -1,
 		rules: gitignore.New(x.root.FS()).Dir(rel)}
-	s := &rawScan{x: x, inline: watch && x.w != nil, w: x.w}
+	s := &rawScan{x: x, inline: watch && x.w != nil, masks: watch, w: x.w}
 	s.cond.L = &s.mu
 	s.tasks = []scanTask{{d: top, fd: topFD}}
 	var wg sync.WaitGroup
@@ -123,6 +123,7 @@ type rawScan struct {
 	x      *Index
 	w      watcher
 	inline bool // watch each directory before listing it
+	masks  bool // compute the names' character masks as listed (Dir.setFiles)
 
 	mu      sync.Mutex
 	cond    sync.Cond
@@ -294,7 +295,7 @@ func (w *rawWorker) list(t scanTask) {
 			w.sub = append(w.sub, scanTask{parent: self, d: c})
 		}
 	}
-	d.setFiles(string(w.files))
+	d.setFiles(string(w.files), w.s.masks)
 	d.links = string(w.links)
 	if len(w.sub) > 0 {
 		self.mu.Lock()

@@ -131,7 +131,7 @@ func (w *scanWorker) List(wd *walk.Dir, entries []fs.DirEntry, rules *gitignore.
 			tasks = append(tasks, walk.Task{Name: name, IsDir: true, Rules: rules})
 		}
 	}
-	d.setFiles(w.files.String())
+	d.setFiles(w.files.String(), s.inline)
 	d.links = w.links.String()
 	if len(subs) > 0 {
 		s.watch(subs...)

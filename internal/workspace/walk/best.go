@@ -57,6 +57,13 @@ func (b *Best[T]) Sorted() []T {
 	return out
 }
 
+// Sort returns the values kept, best first, sorting them in place: the
+// slice is Best's own, and Best must not be used after.
+func (b *Best[T]) Sort() []T {
+	slices.SortFunc(b.h.s, b.h.cmp)
+	return b.h.s
+}
+
 // bestHeap is a max-heap by cmp: the worst value at the root. It sifts
 // its values itself rather than through container/heap, whose interface
 // calls cost more than the comparisons on a hot search path.

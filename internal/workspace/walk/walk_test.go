@@ -19,7 +19,8 @@ import (
 )
 
 // TestBest: whatever the order of the offers, Best keeps the best max
-// values, Admits agrees with Offer, and Sorted lists them best first.
+// values, Admits agrees with Offer, and Sorted (a copy) and Sort (in
+// place) list them best first.
 func TestBest(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -54,6 +55,13 @@ func TestBest(t *testing.T) {
 		}
 		if b.Len() > 0 && b.Worst() != tc.want[len(tc.want)-1] {
 			t.Errorf("%s: Worst = %d, want %d", tc.name, b.Worst(), tc.want[len(tc.want)-1])
+		}
+		sorted := b.Sort() // in place, last
+		if sorted == nil {
+			sorted = []int{}
+		}
+		if diff := gocmp.Diff(tc.want, sorted); diff != "" {
+			t.Errorf("%s: Sort (-want +got):\n%s", tc.name, diff)
 		}
 	}
 }
