@@ -99,6 +99,15 @@ func newQueries() sqlstore.Queries {
 	claimedWith, claimedFrom := notifyJobs("claimed", "$7")
 	startedWith, startedFrom := notifyJobs("u", "$6")
 	completedWith, completedFrom := notifyJobs("u", "$7")
+	completeMany := `WITH items AS (
+				SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[])
+					AS i(id, attempt, owner, result, data)),
+			u AS (UPDATE jobs j SET state = 'succeeded', result = i.result, error = '', finished_at = $6::timestamptz,
+					lease_expires_at = NULL, event_seq = j.event_seq + 1, updated_at = $6::timestamptz
+				FROM items i
+				WHERE j.id = ANY($1::bigint[]) AND j.id = i.id AND j.attempt = i.attempt AND j.lease_owner = i.owner
+					AND j.state IN ('dispatching', 'running') AND j.parent_job_id IS NULL
+				RETURNING j.*, i.data)` + statusCTE("data") + completedWith
 	return sqlstore.WithLiveSessions(sqlstore.WithRegistry(sqlstore.Queries{
 		JobInsert: `INSERT INTO jobs (task_id, parent_job_id, piece, state, profile, task_class, priority, payload,
 				attempt, max_attempts, scheduled_at, event_seq, created_at, updated_at)
@@ -141,16 +150,10 @@ func newQueries() sqlstore.Queries {
 					AND j.state = 'dispatching'
 				RETURNING j.*, i.data)` + statusCTE("data") + startedWith + `
 			SELECT ` + jobCols + ` FROM u` + startedFrom,
-		JobCompleteManyAtomic: `WITH items AS (
-				SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[])
-					AS i(id, attempt, owner, result, data)),
-			u AS (UPDATE jobs j SET state = 'succeeded', result = i.result, error = '', finished_at = $6::timestamptz,
-					lease_expires_at = NULL, event_seq = j.event_seq + 1, updated_at = $6::timestamptz
-				FROM items i
-				WHERE j.id = ANY($1::bigint[]) AND j.id = i.id AND j.attempt = i.attempt AND j.lease_owner = i.owner
-					AND j.state IN ('dispatching', 'running') AND j.parent_job_id IS NULL
-				RETURNING j.*, i.data)` + statusCTE("data") + completedWith + `
+		JobCompleteManyAtomic: completeMany + `
 			SELECT ` + jobCols + ` FROM u` + completedFrom,
+		JobCompleteManyLeases: completeMany + `
+			SELECT id, attempt, lease_owner FROM u` + completedFrom,
 		EventAppendAtomic: `WITH r AS (UPDATE jobs SET event_seq = event_seq + cardinality($5::text[]), updated_at = ` + now4 + fenced + `
 				RETURNING id, event_seq, attempt),
 			ins AS (INSERT INTO job_events (job_id, seq, attempt, type, data, created_at)
