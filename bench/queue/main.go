@@ -319,6 +319,27 @@ func (c *countingStore) CompleteMany(ctx context.Context, cs []store.Completion)
 	return outs
 }
 
+// CompleteManyErrs is the store's own when it has one (the pool's
+// completer uses it), else CompleteMany's errors.
+func (c *countingStore) CompleteManyErrs(ctx context.Context, cs []store.Completion) []error {
+	var errs []error
+	if ec, ok := c.Store.(interface {
+		CompleteManyErrs(context.Context, []store.Completion) []error
+	}); ok {
+		errs = ec.CompleteManyErrs(ctx, cs)
+	} else {
+		for _, o := range c.Store.CompleteMany(ctx, cs) {
+			errs = append(errs, o.Err)
+		}
+	}
+	for _, err := range errs {
+		if err == nil {
+			c.done <- struct{}{}
+		}
+	}
+	return errs
+}
+
 func (c *countingStore) await(ctx context.Context, n int) error {
 	for seen := 0; seen < n; seen++ {
 		select {
