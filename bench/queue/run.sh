@@ -104,7 +104,7 @@ if [ -n "$BASELINE" ]; then
   (cd "$tmp/base" && go build -o "$tmp/queue-base" ./bench/queue)
   # A baseline that has -pg-pidfile records its CPU time per job too.
   base_cpu=
-  if "$tmp/queue-base" -h 2>&1 | grep -q -- -pg-pidfile; then base_cpu=1; fi
+  case $("$tmp/queue-base" -h 2>&1 || true) in *-pg-pidfile*) base_cpu=1 ;; esac
 fi
 
 results=$tmp/results.jsonl
