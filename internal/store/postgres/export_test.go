@@ -6,6 +6,9 @@ import "database/sql"
 // JobCompleteManyLeases), for plan tests.
 var CompleteManyQueries = []string{newQueries().JobCompleteManyAtomic, newQueries().JobCompleteManyLeases}
 
+// StartManyQuery is StartMany's statement, for plan tests.
+var StartManyQuery = newQueries().JobStartManyAtomic
+
 // SQLDB is the store's connection pool.
 func SQLDB(s *Store) *sql.DB { return s.db }
 

@@ -11,8 +11,8 @@ import (
 	"github.com/maestro-run/maestro/internal/store/postgres"
 )
 
-// TestCompleteManyScalesLinearly: a CompleteMany statement of n items
-// handles O(n) rows in its plan. Joined to an unnest of the items, the
+// TestCompleteManyScalesLinearly: a CompleteMany (or StartMany) statement
+// of n items handles O(n) rows in its plan. Joined to an unnest of the items, the
 // planner (sure that few jobs are running: a new table, no statistics)
 // chose a nested loop that ran the unnest again for every running job, n²
 // rows (about 400 µs of server time per job at n = 200). Counted with
@@ -20,8 +20,16 @@ import (
 func TestCompleteManyScalesLinearly(t *testing.T) {
 	t.Parallel()
 	const n = 200
-	for qi, query := range postgres.CompleteManyQueries {
-		t.Run(fmt.Sprint(qi), func(t *testing.T) {
+	type testCase struct {
+		name, query string
+		start       bool // the statement starts jobs (claimed without starting them)
+	}
+	cases := []testCase{{"StartMany", postgres.StartManyQuery, true}}
+	for i, q := range postgres.CompleteManyQueries {
+		cases = append(cases, testCase{fmt.Sprint("CompleteMany", i), q, false})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := openDSN(t, pg.Cluster(t).NewSchema(t), nil)
 			ctx := t.Context()
@@ -32,7 +40,7 @@ func TestCompleteManyScalesLinearly(t *testing.T) {
 				}
 				owners[i] = fmt.Sprintf("w/%d", i+1)
 			}
-			jobs, err := s.Claim(ctx, store.ClaimParams{Workers: owners, LeaseFor: time.Minute, Start: true})
+			jobs, err := s.Claim(ctx, store.ClaimParams{Workers: owners, LeaseFor: time.Minute, Start: !tc.start})
 			if err != nil || len(jobs) != n {
 				t.Fatalf("claimed %d jobs, %v; want %d", len(jobs), err, n)
 			}
@@ -40,7 +48,11 @@ func TestCompleteManyScalesLinearly(t *testing.T) {
 			leases, results, datas := make([]string, n), make([]string, n), make([]string, n)
 			for i, j := range jobs {
 				ids[i], attempts[i], leases[i], results[i] = j.ID, int64(j.Attempt), j.LeaseOwner, "ok"
-				data, _ := json.Marshal(store.StatusEvent{State: store.StateSucceeded, Attempt: j.Attempt, Worker: j.LeaseOwner})
+				state := store.StateSucceeded
+				if tc.start {
+					state = store.StateRunning
+				}
+				data, _ := json.Marshal(store.StatusEvent{State: state, Attempt: j.Attempt, Worker: j.LeaseOwner})
 				datas[i] = string(data)
 			}
 			// The store's statements are prepared once per connection and
@@ -54,13 +66,17 @@ func TestCompleteManyScalesLinearly(t *testing.T) {
 			if _, err := conn.ExecContext(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := conn.ExecContext(ctx, `PREPARE complete_many AS `+query); err != nil {
+			if _, err := conn.ExecContext(ctx, `PREPARE complete_many AS `+tc.query); err != nil {
 				t.Fatal(err)
 			}
 			var plan string
+			args := []string{arrayLiteral(ids), arrayLiteral(attempts), arrayLiteral(leases), arrayLiteral(results),
+				arrayLiteral(datas), `now()`, "'" + postgres.Channel(s) + "'"}
+			if tc.start { // ids, attempts, owners, datas, now, channel
+				args = append(args[:3], args[4:]...)
+			}
 			err = conn.QueryRowContext(ctx, `EXPLAIN (ANALYZE, TIMING OFF, COSTS OFF, FORMAT JSON) EXECUTE complete_many(`+
-				strings.Join([]string{arrayLiteral(ids), arrayLiteral(attempts), arrayLiteral(leases), arrayLiteral(results),
-					arrayLiteral(datas), `now()`, "'" + postgres.Channel(s) + "'"}, ", ")+`)`).Scan(&plan)
+				strings.Join(args, ", ")+`)`).Scan(&plan)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,9 +84,13 @@ func TestCompleteManyScalesLinearly(t *testing.T) {
 			if err := json.Unmarshal([]byte(plan), &root); err != nil || len(root) != 1 {
 				t.Fatalf("EXPLAIN output %.200s: %v", plan, err)
 			}
+			want := store.StateSucceeded
+			if tc.start {
+				want = store.StateRunning
+			}
 			counts, err := s.CountJobs(ctx)
-			if err != nil || counts[store.StateSucceeded] != n {
-				t.Fatalf("job counts %v, %v; want %d succeeded", counts, err, n)
+			if err != nil || counts[want] != n {
+				t.Fatalf("job counts %v, %v; want %d %s", counts, err, n, want)
 			}
 			rows, worst := root[0].Plan.rows()
 			t.Logf("%d rows for %d items (most: %s)", rows, n, worst)
