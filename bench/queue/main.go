@@ -60,6 +60,7 @@ func main() {
 type options struct {
 	backend, dir, dsn, impl, out string
 	pgPidfile                    string
+	cpuProfile                   string // of the throughput phase
 	workers, jobs, latJobs       int
 	latRate                      float64
 	timeout                      time.Duration
@@ -81,7 +82,7 @@ func run(args []string, stdout io.Writer) error {
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up after this long")
 	report := fs.String("report", "", "print the markdown table of the JSON lines in this file and exit")
 	pgVersion := fs.String("pg-version", "", "report: PostgreSQL version for the title")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurement to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the throughput phase (not the enqueueing before it) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -101,17 +102,7 @@ func run(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer cleanup()
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return fmt.Errorf("-cpuprofile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("-cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
-	}
+	o.cpuProfile = *cpuProfile
 	r, err := measure(ctx, st, o)
 	if err != nil {
 		return err
@@ -201,6 +192,19 @@ func measure(ctx context.Context, st store.Store, o options) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
+	stopProfile := func() {}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return result{}, fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return result{}, fmt.Errorf("-cpuprofile: %w", err)
+		}
+		stopProfile = pprof.StopCPUProfile
+		defer stopProfile()
+	}
 	start := time.Now()
 	switch o.impl {
 	case "pool":
@@ -225,6 +229,7 @@ func measure(ctx context.Context, st store.Store, o options) (result, error) {
 		return result{}, fmt.Errorf("throughput: %w", err)
 	}
 	elapsed := time.Since(start)
+	stopProfile()
 	cpu1, err := jobbench.ReadCPU(o.pgPidfile)
 	if err != nil {
 		finish()
@@ -312,6 +317,27 @@ func (c *countingStore) CompleteMany(ctx context.Context, cs []store.Completion)
 		}
 	}
 	return outs
+}
+
+// CompleteManyErrs is the store's own when it has one (the pool's
+// completer uses it), else CompleteMany's errors.
+func (c *countingStore) CompleteManyErrs(ctx context.Context, cs []store.Completion) []error {
+	var errs []error
+	if ec, ok := c.Store.(interface {
+		CompleteManyErrs(context.Context, []store.Completion) []error
+	}); ok {
+		errs = ec.CompleteManyErrs(ctx, cs)
+	} else {
+		for _, o := range c.Store.CompleteMany(ctx, cs) {
+			errs = append(errs, o.Err)
+		}
+	}
+	for _, err := range errs {
+		if err == nil {
+			c.done <- struct{}{}
+		}
+	}
+	return errs
 }
 
 func (c *countingStore) await(ctx context.Context, n int) error {

@@ -102,6 +102,9 @@ if [ -n "$BASELINE" ]; then
   mkdir -p "$tmp/base"
   git archive "$base_label" | tar -x -C "$tmp/base"
   (cd "$tmp/base" && go build -o "$tmp/queue-base" ./bench/queue)
+  # A baseline that has -pg-pidfile records its CPU time per job too.
+  base_cpu=
+  case $("$tmp/queue-base" -h 2>&1 || true) in *-pg-pidfile*) base_cpu=1 ;; esac
 fi
 
 results=$tmp/results.jsonl
@@ -125,7 +128,9 @@ for rep in $(seq "$REPEAT"); do
     if [ -n "$base_label" ]; then
       rm -f "$tmp/base.jsonl"
       for b in $BACKENDS; do
-        "$tmp/queue-base" $(store_flags "$b") -workers "$w" -jobs "$JOBS" -lat-jobs "$LAT_JOBS" -lat-rate "$LAT_RATE" -timeout "$TIMEOUT" -out "$tmp/base.jsonl"
+        cpu_flags=
+        [ "$b" = sqlite ] || [ -z "$base_cpu" ] || cpu_flags="-pg-pidfile $pgdata/postmaster.pid"
+        "$tmp/queue-base" $(store_flags "$b") $cpu_flags -workers "$w" -jobs "$JOBS" -lat-jobs "$LAT_JOBS" -lat-rate "$LAT_RATE" -timeout "$TIMEOUT" -out "$tmp/base.jsonl"
       done
       sed 's/"system":"maestro"/"system":"maestro@'"$base_label"'"/' "$tmp/base.jsonl" >>"$results"
     fi

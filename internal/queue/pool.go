@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"runtime/debug"
@@ -30,6 +29,13 @@ const completeLinger = 10 * time.Millisecond
 // per waiting job (as it was), a pool of one or four slots of short jobs
 // stalled on every CompleteMany round trip.
 const completionBuffer = 256
+
+// claimGather is how long the dispatcher waits, after a claim that found
+// a job for every slot it asked for, for the slots still running to be
+// free before it claims again: short jobs claimed together end together,
+// and one claim for all of them costs the store a fraction of a claim per
+// slot. A pool of long jobs starts a job at most this much later.
+const claimGather = time.Millisecond
 
 // claimCooldown is the pause before claiming again when a claim came back
 // empty right after one that returned a job.
@@ -97,7 +103,7 @@ func NewPool(cfg Config) (*Pool, error) {
 		cfg.Metrics = NewMetrics()
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -153,11 +159,11 @@ func (p *Pool) Run(ctx context.Context) error {
 
 	// One dispatcher claims for every idle slot in one store call and
 	// hands each job to its slot; a slot runs its job and reports back.
-	slots := make([]chan startedJob, p.cfg.Workers)
+	slots := make([]chan store.Job, p.cfg.Workers)
 	idle := make(chan int, p.cfg.Workers)
 	var slotsWG sync.WaitGroup
 	for i := range slots {
-		slots[i] = make(chan startedJob, 1)
+		slots[i] = make(chan store.Job, 1)
 		name := p.slotName(i)
 		slotsWG.Go(func() {
 			log := p.cfg.Logger.With("worker", name)
@@ -167,7 +173,7 @@ func (p *Pool) Run(ctx context.Context) error {
 			}
 		})
 	}
-	p.dispatch(ctx, runCtx, slots, idle)
+	p.dispatch(ctx, slots, idle)
 	for _, c := range slots {
 		close(c)
 	}
@@ -183,6 +189,17 @@ func (p *Pool) Run(ctx context.Context) error {
 // CompleteMany call, while the next batch gathers (group commit), and logs
 // and counts each outcome.
 func (p *Pool) completer(in <-chan completion) {
+	completeMany := func(ctx context.Context, cs []store.Completion) []error {
+		outs := p.cfg.Store.CompleteMany(ctx, cs)
+		errs := make([]error, len(outs))
+		for i, o := range outs {
+			errs[i] = o.Err
+		}
+		return errs
+	}
+	if ec, ok := p.cfg.Store.(errCompleter); ok {
+		completeMany = ec.CompleteManyErrs
+	}
 	var batch []completion
 	var items []store.Completion
 	linger := time.NewTimer(completeLinger)
@@ -208,13 +225,20 @@ func (p *Pool) completer(in <-chan completion) {
 			items = append(items, c.Completion)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
-		outs := p.cfg.Store.CompleteMany(ctx, items)
+		errs := completeMany(ctx, items)
 		cancel()
 		for i, c := range batch {
 			p.cfg.Metrics.outcome("succeeded")
-			p.recorded(c.log, store.StateSucceeded, outs[i].Err)
+			p.recorded(c.log, store.StateSucceeded, errs[i])
 		}
 	}
+}
+
+// errCompleter is a store that can complete jobs without reading them back
+// (the SQL stores): CompleteMany's outcomes without the jobs, which the
+// completer does not use.
+type errCompleter interface {
+	CompleteManyErrs(ctx context.Context, cs []store.Completion) []error
 }
 
 // complete hands a succeeded job to the completer; it waits only while
@@ -245,22 +269,11 @@ func (p *Pool) recorded(log *slog.Logger, state store.State, err error) {
 // slotName is the lease owner of the jobs slot i runs: Name/i+1.
 func (p *Pool) slotName(i int) string { return p.cfg.Name + "/" + strconv.Itoa(i+1) }
 
-// startedJob is a job the dispatcher claimed and started (one statement:
-// ClaimParams.Start) for a slot, with the subscription to its topic (nil
-// if subscribing failed). The subscription is taken right after the claim:
-// a cancel in between notifies no one, so watchCancel checks the job once
-// cancelCheckDelay after the start whatever it hears (a job done sooner
-// costs no read).
-type startedJob struct {
-	job store.Job
-	sub *store.Subscription
-}
-
 // dispatch is the claim loop: claim and start one job for each idle slot
 // in a single store call, hand them out, repeat;
 // wait for a wake-up or the poll interval when nothing is due, and for a
 // slot to finish when none is idle. It returns when ctx ends.
-func (p *Pool) dispatch(ctx, runCtx context.Context, slots []chan startedJob, idle <-chan int) {
+func (p *Pool) dispatch(ctx context.Context, slots []chan store.Job, idle <-chan int) {
 	free := make([]int, len(slots)) // idle slots, claimed for in this order
 	for i := range free {
 		free[i] = i
@@ -276,7 +289,11 @@ func (p *Pool) dispatch(ctx, runCtx context.Context, slots []chan startedJob, id
 		}
 	}
 	busy := false // the previous claim returned a job
+	full := false // it returned a job for every slot it claimed for
 	owners := make([]string, 0, len(slots))
+	gather := time.NewTimer(claimGather)
+	gather.Stop()
+	defer gather.Stop()
 	for ctx.Err() == nil {
 		drainIdle()
 		if len(free) == 0 {
@@ -286,7 +303,27 @@ func (p *Pool) dispatch(ctx, runCtx context.Context, slots []chan startedJob, id
 			case i := <-idle:
 				free = append(free, i)
 			}
-			continue
+		}
+		if full && len(free) < len(slots) {
+			// The jobs handed out last are often about to end (short
+			// jobs claimed together end together): claiming for the
+			// slots free now would split the pool into groups that take
+			// turns, each claiming for a few slots per round trip. Wait
+			// up to claimGather for the others so one claim fills them.
+			gather.Reset(claimGather)
+		gathering:
+			for len(free) < len(slots) {
+				select {
+				case <-ctx.Done():
+					return
+				case i := <-idle:
+					free = append(free, i)
+				case <-gather.C:
+					break gathering
+				}
+			}
+			gather.Stop()
+			drainIdle()
 		}
 		woken := p.wake.wait()
 		owners = owners[:0]
@@ -304,12 +341,13 @@ func (p *Pool) dispatch(ctx, runCtx context.Context, slots []chan startedJob, id
 			p.cfg.Logger.Warn("claim failed", "err", err)
 			p.cfg.Metrics.claimError()
 		}
+		full = len(jobs) == len(owners)
 		if len(jobs) > 0 {
 			busy = true
 			now := p.cfg.Now()
 			for k, j := range jobs {
 				p.cfg.Metrics.claimed(latency(j, now))
-				slots[free[k]] <- startedJob{job: j, sub: p.follow(runCtx, j)} // the slot is idle: its buffer is free
+				slots[free[k]] <- j // the slot is idle: its buffer is free
 			}
 			free = free[len(jobs):]
 			continue
@@ -343,26 +381,23 @@ func latency(j store.Job, now time.Time) time.Duration {
 	return max(now.Sub(from), 0)
 }
 
-// follow subscribes to the topic of a job the pool just started; nil if
-// that failed (the heartbeat still notices a cancel).
-func (p *Pool) follow(runCtx context.Context, j store.Job) *store.Subscription {
-	sub, err := p.cfg.Store.Subscribe(runCtx, store.JobTopic(j.ID))
+// follow subscribes to the topic of a running job; nil if that failed
+// (the heartbeat still notices a cancel).
+func (p *Pool) follow(ctx context.Context, log *slog.Logger, j store.Job) *store.Subscription {
+	sub, err := p.cfg.Store.Subscribe(ctx, store.JobTopic(j.ID))
 	if err != nil {
-		p.cfg.Logger.Warn("follow the job's notifications (the heartbeat still notices a cancel)", "job", j.ID, "err", err)
+		log.Warn("follow the job's notifications (the heartbeat still notices a cancel)", "err", err)
 		return nil
 	}
 	return sub
 }
 
-// runJob runs one started job to an outcome and records it.
-func (p *Pool) runJob(runCtx context.Context, log *slog.Logger, sj startedJob) {
+// runJob runs one job the dispatcher claimed and started (one statement:
+// ClaimParams.Start) to an outcome and records it.
+func (p *Pool) runJob(runCtx context.Context, log *slog.Logger, running store.Job) {
 	st := p.cfg.Store
-	running, sub := sj.job, sj.sub
 	lease := running.Lease()
 	log = log.With("job", running.ID, "attempt", running.Attempt)
-	if sub != nil {
-		defer sub.Close()
-	}
 	// Store calls made on the job's behalf after its context ended.
 	bg := func() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(context.WithoutCancel(runCtx), storeCallTimeout)
@@ -378,16 +413,20 @@ func (p *Pool) runJob(runCtx context.Context, log *slog.Logger, sj startedJob) {
 	log.Info("job started", "piece", running.Piece)
 
 	// The heartbeat and the cancel watch start when first due (LeaseFor/3,
-	// cancelCheckDelay): a job that ends sooner starts neither goroutine.
+	// cancelCheckDelay): a job that ends sooner starts neither goroutine,
+	// nor subscribes to its topic. The watch subscribes before its first
+	// read of the job, so a cancel before it is seen by that read and one
+	// after it is heard.
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	watchCtx, stopWatch := context.WithCancel(jobCtx)
 	defer stopWatch()
 	stopHeartbeat := startAfter(&wg, p.cfg.LeaseFor/3, func() { p.heartbeat(watchCtx, log, lease, cancelJob) })
-	stopCancelWatch := func() {}
-	if sub != nil {
-		stopCancelWatch = startAfter(&wg, cancelCheckDelay, func() { p.watchCancel(watchCtx, sub, lease, cancelJob) })
-	}
+	stopCancelWatch := startAfter(&wg, cancelCheckDelay, func() {
+		if sub := p.follow(watchCtx, log, running); sub != nil {
+			p.watchCancel(watchCtx, sub, lease, cancelJob)
+		}
+	})
 	stopWatchers := func() {
 		stopWatch()
 		stopHeartbeat()
@@ -591,9 +630,9 @@ func (p *Pool) heartbeat(ctx context.Context, log *slog.Logger, l store.Lease, c
 
 // watchCancel cancels the job as soon as the store says it is no longer
 // ours (cancelled by a user), without waiting for the next heartbeat. runJob
-// starts it cancelCheckDelay after the start, and its first check comes
-// then without a notification (see startedJob; what was heard before is
-// covered by that read).
+// starts it cancelCheckDelay after the start, subscribed to the job's topic
+// (sub, which it closes), and its first check comes then without a
+// notification: it covers what happened before the subscription.
 func (p *Pool) watchCancel(ctx context.Context, sub *store.Subscription, l store.Lease, cancelJob context.CancelCauseFunc) {
 	defer sub.Close()
 	for first := true; first || sub.Wait(ctx, nil); first = false {

@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/queue"
@@ -409,6 +413,52 @@ func TestPoolSlotDoesNotWaitForTheCompleter(t *testing.T) {
 		close(h.release)
 		for _, id := range ids {
 			waitJob(t, st, id, "succeeded", inState(store.StateSucceeded))
+		}
+	})
+}
+
+// TestPoolClaimsForAllSlotsOfAShortBatch: when a claim filled every slot
+// it asked for and the jobs are short, the next claim waits for those
+// slots (claimGather) and fills them all, rather than claiming for the
+// first slots free and splitting the pool into groups that take turns.
+func TestPoolClaimsForAllSlotsOfAShortBatch(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		st := openSQLite(t, nil)
+		const workers, batches = 8, 6
+		for range workers * batches {
+			enqueue(t, st, store.NewJob{})
+		}
+		cl := &claimLog{Store: st}
+		ctx, cancel := context.WithCancel(t.Context())
+		pool, err := queue.NewPool(queue.Config{Store: cl, Name: "w", Workers: workers, Poll: time.Hour,
+			Runner: queue.RunnerFunc(func(context.Context, *queue.Job) queue.Result {
+				return queue.Result{State: store.StateSucceeded}
+			})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- pool.Run(ctx) }()
+		time.Sleep(time.Minute) // fake time: long after the queue is drained
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		counts, err := st.CountJobs(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if counts[store.StateSucceeded] != workers*batches || len(counts) != 1 {
+			t.Fatalf("job counts %v, want %d succeeded", counts, workers*batches)
+		}
+		var full [][2]int // slots claimed for, jobs returned
+		for _, c := range cl.nonEmpty() {
+			full = append(full, [2]int{len(c.workers), len(c.got)})
+		}
+		want := slices.Repeat([][2]int{{workers, workers}}, batches)
+		if diff := cmp.Diff(want, full); diff != "" {
+			t.Errorf("claims that returned jobs, [slots, jobs] (-want +got):\n%s", diff)
 		}
 	})
 }

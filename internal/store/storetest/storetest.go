@@ -71,6 +71,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"StartMany", testStartMany},
 		{"ClaimStart", testClaimStart},
 		{"CompleteMany", testCompleteMany},
+		{"CompleteManyErrs", testCompleteManyErrs},
 		{"Lifecycle", testLifecycle},
 		{"SetPiece", testSetPiece},
 		{"LeaseExpiryAndReclaim", testLeaseExpiry},

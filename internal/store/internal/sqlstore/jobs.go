@@ -49,6 +49,18 @@ func scanJobs(rows *sql.Rows, err error) ([]store.Job, error) {
 	return scanRows(rows, err, scanJob)
 }
 
+// scanLease scans a job's lease (id, attempt, lease_owner) into a Job that
+// has nothing else.
+func scanLease(s scanner) (store.Job, error) {
+	var (
+		j       store.Job
+		attempt int64
+	)
+	err := s.Scan(&j.ID, &attempt, &j.LeaseOwner)
+	j.Attempt = int(attempt)
+	return j, err
+}
+
 // status appends the status event of a transition the job just made (its
 // LastSeq was reserved by the transition's UPDATE) and queues the
 // notifications.
@@ -479,6 +491,25 @@ func (db *DB) manyTx(ctx context.Context, todo []int, out []store.JobOutcome, it
 // hold, or all when the batch failed) take the transaction path one by
 // one, and a lone valid item takes Complete.
 func (db *DB) CompleteMany(ctx context.Context, cs []store.Completion) []store.JobOutcome {
+	return db.completeMany(ctx, cs, false)
+}
+
+// CompleteManyErrs is CompleteMany for a caller that needs only each item's
+// outcome, not the jobs (a pool's completer): the i-th error is that of
+// cs[i], nil when it was completed. On PostgreSQL the one statement returns
+// the lease of each job it completed instead of the whole row.
+func (db *DB) CompleteManyErrs(ctx context.Context, cs []store.Completion) []error {
+	outs := db.completeMany(ctx, cs, true)
+	errs := make([]error, len(outs))
+	for i, o := range outs {
+		errs[i] = o.Err
+	}
+	return errs
+}
+
+// completeMany is CompleteMany; with leasesOnly, the jobs of the items the
+// one statement completed carry only their lease.
+func (db *DB) completeMany(ctx context.Context, cs []store.Completion, leasesOnly bool) []store.JobOutcome {
 	out := make([]store.JobOutcome, len(cs))
 	todo := make([]int, 0, len(cs)) // valid items not completed yet
 	for i, c := range cs {
@@ -494,7 +525,7 @@ func (db *DB) CompleteMany(ctx context.Context, cs []store.Completion) []store.J
 	switch {
 	case !batched: // the single call below
 	case db.q.JobCompleteManyAtomic != "":
-		todo = db.completeManyAtomic(ctx, cs, todo, out)
+		todo = db.completeManyAtomic(ctx, cs, todo, out, leasesOnly)
 	default:
 		todo = db.manyTx(ctx, todo, out, func(t *txn, i int, now time.Time) (store.Job, error) {
 			return db.completeIn(ctx, t, cs[i].Lease, cs[i].Result, now)
@@ -513,8 +544,9 @@ func (db *DB) CompleteMany(ctx context.Context, cs []store.Completion) []store.J
 }
 
 // completeManyAtomic completes what one statement can and returns the
-// items left.
-func (db *DB) completeManyAtomic(ctx context.Context, cs []store.Completion, todo []int, out []store.JobOutcome) []int {
+// items left; with leasesOnly (and a JobCompleteManyLeases query) the jobs
+// it completed carry only their lease.
+func (db *DB) completeManyAtomic(ctx context.Context, cs []store.Completion, todo []int, out []store.JobOutcome, leasesOnly bool) []int {
 	n := len(todo)
 	idList, attempts := make([]int64, n), make([]int64, n)
 	owners, results, datas := make([]string, n), make([]string, n), make([]string, n)
@@ -523,8 +555,13 @@ func (db *DB) completeManyAtomic(ctx context.Context, cs []store.Completion, tod
 		data, _ := json.Marshal(store.StatusEvent{State: store.StateSucceeded, Attempt: l.Attempt, Worker: l.Owner})
 		idList[k], attempts[k], owners[k], results[k], datas[k] = l.JobID, int64(l.Attempt), l.Owner, cs[i].Result, string(data)
 	}
-	jobs, err := scanJobs(db.wp.QueryContext(ctx, db.q.JobCompleteManyAtomic, idList, attempts, db.d.List(owners),
-		db.d.List(results), db.d.List(datas), db.ts(db.Now()), db.d.Channel))
+	query, scan := db.q.JobCompleteManyAtomic, scanJob
+	if leasesOnly && db.q.JobCompleteManyLeases != "" {
+		query, scan = db.q.JobCompleteManyLeases, scanLease
+	}
+	rows, err := db.wp.QueryContext(ctx, query, idList, attempts, db.d.List(owners),
+		db.d.List(results), db.d.List(datas), db.ts(db.Now()), db.d.Channel)
+	jobs, err := scanRows(rows, err, scan)
 	if err != nil {
 		return todo // the single calls report the error per item
 	}

@@ -129,6 +129,10 @@ type Queries struct {
 	// JobCompleteManyAtomic completes the listed jobs that hold their
 	// lease and have no parent, returning them; the others are left alone.
 	JobCompleteManyAtomic string // ids (bigint list), attempts (integer list), owners (list), results (list), status_datas (list), now, channel
+	// JobCompleteManyLeases is JobCompleteManyAtomic returning only the
+	// lease of each job it completed (id, attempt, lease_owner), for
+	// callers that need only each item's error (CompleteManyErrs).
+	JobCompleteManyLeases string // as JobCompleteManyAtomic → id, attempt, lease_owner
 }
 
 // Dialect is what a backend supplies.
