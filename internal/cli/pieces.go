@@ -79,7 +79,7 @@ configured: a run of that piece fails before it starts.`,
 				if len(names) > 0 {
 					missing = strings.Join(names, ", ")
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Piece.Name, sourceLabel(e), movementNames(e.Piece), missing, firstLine(e.Piece.Description, 70))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Piece.Name, sourceLabel(e), strings.Join(e.Piece.MovementNames(), ", "), missing, firstLine(e.Piece.Description, 70))
 			}
 			tw.Flush()
 			reportProblems(io, lib)
@@ -256,14 +256,6 @@ func sourceLabel(e piece.Entry) string {
 		return e.Source + " (overrides builtin)"
 	}
 	return e.Source
-}
-
-func movementNames(p *piece.Piece) string {
-	names := make([]string, len(p.Movements))
-	for i, m := range p.Movements {
-		names[i] = m.Name
-	}
-	return strings.Join(names, ", ")
 }
 
 func firstLine(s string, n int) string {
