@@ -23,6 +23,7 @@ import (
 	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/llm/replay"
+	"github.com/maestro-run/maestro/internal/oneline"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/providers"
@@ -260,7 +261,7 @@ func sourceLabel(e piece.Entry) string {
 
 func firstLine(s string, n int) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
-	return oneLine(line, n)
+	return oneline.Cut(line, n)
 }
 
 // usePieceDemo lets a piece run on the bundled replay demo play the
@@ -496,7 +497,7 @@ func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 	case out.Status == engine.StatusAborted:
 		reason := out.Reason
 		if reason == "" {
-			reason = oneLine(out.Result, 200)
+			reason = oneline.Cut(out.Result, 200)
 		}
 		return failErr(fmt.Errorf("the %s run was aborted: %s", out.Piece, reason))
 	case closeErr != nil:
