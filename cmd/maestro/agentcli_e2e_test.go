@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -84,42 +83,6 @@ func (r *agentRun) exitCode(t *testing.T) int {
 	return r.cmd.ProcessState.ExitCode()
 }
 
-// procStat is the parent and process group of pid, from /proc.
-func procStat(pid int) (ppid, pgrp int, ok bool) {
-	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return 0, 0, false
-	}
-	// pid (comm) state ppid pgrp …; comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0, 0, false
-	}
-	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 3 {
-		return 0, 0, false
-	}
-	ppid, _ = strconv.Atoi(f[1])
-	pgrp, _ = strconv.Atoi(f[2])
-	return ppid, pgrp, f[0] != "Z"
-}
-
-// processes returns the live processes for which keep is true.
-func processes(keep func(pid, ppid, pgrp int) bool) []int {
-	entries, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if ppid, pgrp, ok := procStat(pid); ok && keep(pid, ppid, pgrp) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
 // interruptCases are the entry points an interrupt must stop a CLI in:
 // each starts maestro running s's CLI on a model call that hangs.
 var interruptCases = []struct {
@@ -176,9 +139,9 @@ func TestAgentCLIInterruptE2E(t *testing.T) {
 				f.AwaitCall(t, 5*time.Minute, r.stderr.String)
 				maestro := r.cmd.Process.Pid
 				var groups []int
-				for _, pid := range processes(func(_, ppid, _ int) bool { return ppid == maestro }) {
-					if _, pgrp, ok := procStat(pid); ok && pgrp != maestro {
-						groups = append(groups, pgrp)
+				for _, pid := range proctest.Processes(t, func(p proctest.Process) bool { return p.PPID == maestro }) {
+					if p, ok := proctest.Stat(pid); ok && p.Pgrp != maestro {
+						groups = append(groups, p.Pgrp)
 					}
 				}
 				if len(groups) == 0 {

@@ -32,9 +32,9 @@ func cliGroups(t *testing.T, dir string, within time.Duration) []int {
 	deadline := time.Now().Add(within)
 	for {
 		var groups []int
-		processes(func(pid, _, pgrp int) bool {
-			if cwd, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "cwd")); err == nil && cwd == dir && !slices.Contains(groups, pgrp) {
-				groups = append(groups, pgrp)
+		proctest.Processes(t, func(p proctest.Process) bool {
+			if cwd, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(p.PID), "cwd")); err == nil && cwd == dir && !slices.Contains(groups, p.Pgrp) {
+				groups = append(groups, p.Pgrp)
 			}
 			return false
 		})
@@ -63,7 +63,7 @@ func groupsGone(t *testing.T, groups []int, since time.Time, deadline time.Durat
 	const gone = 30 * time.Second
 	for _, pgid := range groups {
 		for {
-			left := processes(func(pid, _, pgrp int) bool { return pgrp == pgid && !dying(pid) })
+			left := proctest.Processes(t, func(p proctest.Process) bool { return p.Pgrp == pgid && !dying(p.PID) })
 			if len(left) == 0 {
 				break
 			}
@@ -78,7 +78,7 @@ func groupsGone(t *testing.T, groups []int, since time.Time, deadline time.Durat
 	t.Logf("the CLI's process groups %v were killed or exiting %v after the interrupt", groups, time.Since(since).Round(time.Millisecond))
 	for _, pgid := range groups {
 		for {
-			left := processes(func(_, _, pgrp int) bool { return pgrp == pgid })
+			left := proctest.Processes(t, func(p proctest.Process) bool { return p.Pgrp == pgid })
 			if len(left) == 0 {
 				break
 			}
@@ -204,7 +204,8 @@ func TestAgentCLIJobInterruptE2E(t *testing.T) {
 					// the job's release after it. The group lives through
 					// the shutdown grace: the job gets its time to finish.
 					at := time.Now()
-					serve, _, _ := procStat(groups[0])
+					cli, _ := proctest.Stat(groups[0])
+					serve := cli.PPID
 					if cmdline, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(serve), "cmdline")); !strings.Contains(string(cmdline), "serve\x00") {
 						t.Fatalf("the CLI's parent (pid %d) is not maestro serve: %q", serve, cmdline)
 					}

@@ -3,8 +3,8 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
-	"unicode/utf8"
+
+	"github.com/maestro-run/maestro/internal/oneline"
 )
 
 // Display is how a tool call is presented to a client: an approval
@@ -41,20 +41,10 @@ func Describe(name string, args []byte) Display {
 		}
 	case "Bash":
 		if in.Command != "" {
-			c := shorten(in.Command, 60)
+			c := oneline.Cut(in.Command, 60)
 			d.Summary = "Run " + c
 			d.Action = "Run the shell command `" + c + "` in the workspace"
 		}
 	}
 	return d
-}
-
-// shorten folds runs of white space in s and cuts it to n runes, marking
-// a cut with an ellipsis.
-func shorten(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/maestro-run/maestro/internal/blobstore"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/maestro-run/maestro/internal/agentcli"
+	"github.com/maestro-run/maestro/internal/blobstore"
 	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/host"
@@ -64,6 +65,37 @@ func openJobStore(ctx context.Context, io *IOStreams, db, dataDir string) (store
 	default:
 		return nil, "", errors.New("--db: expected a postgres://user:password@host/dbname URL (leave it empty for SQLite in the data directory)")
 	}
+}
+
+// jobProcess is what a job-running command (serve, worker) starts with:
+// its worker name, a context that SIGINT or SIGTERM cancels, its logger and
+// the job store.
+type jobProcess struct {
+	ctx     context.Context
+	name    string
+	log     *slog.Logger
+	st      store.Store
+	dataDir string
+	stop    context.CancelFunc
+}
+
+// startJobProcess names the worker (see workerName) and opens the job
+// store (see openJobStore) under a context a signal cancels. Close
+// releases both.
+func startJobProcess(ctx context.Context, io *IOStreams, name, db, dataDir string) (*jobProcess, error) {
+	ctx, stop := untilSignalled(ctx)
+	st, dataDir, err := openJobStore(ctx, io, db, dataDir)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	return &jobProcess{ctx: ctx, name: workerName(name), log: io.logger(slog.LevelInfo), st: st, dataDir: dataDir, stop: stop}, nil
+}
+
+// Close closes the store, then stops listening for signals.
+func (p *jobProcess) Close() {
+	p.st.Close()
+	p.stop()
 }
 
 // workerName is the --name of a job-running command (serve, worker):

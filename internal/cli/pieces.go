@@ -23,6 +23,7 @@ import (
 	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/llm/replay"
+	"github.com/maestro-run/maestro/internal/oneline"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/providers"
@@ -79,7 +80,7 @@ configured: a run of that piece fails before it starts.`,
 				if len(names) > 0 {
 					missing = strings.Join(names, ", ")
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Piece.Name, sourceLabel(e), movementNames(e.Piece), missing, firstLine(e.Piece.Description, 70))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Piece.Name, sourceLabel(e), strings.Join(e.Piece.MovementNames(), ", "), missing, firstLine(e.Piece.Description, 70))
 			}
 			tw.Flush()
 			reportProblems(io, lib)
@@ -258,17 +259,9 @@ func sourceLabel(e piece.Entry) string {
 	return e.Source
 }
 
-func movementNames(p *piece.Piece) string {
-	names := make([]string, len(p.Movements))
-	for i, m := range p.Movements {
-		names[i] = m.Name
-	}
-	return strings.Join(names, ", ")
-}
-
 func firstLine(s string, n int) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
-	return oneLine(line, n)
+	return oneline.Cut(line, n)
 }
 
 // usePieceDemo lets a piece run on the bundled replay demo play the
@@ -504,7 +497,7 @@ func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 	case out.Status == engine.StatusAborted:
 		reason := out.Reason
 		if reason == "" {
-			reason = oneLine(out.Result, 200)
+			reason = oneline.Cut(out.Result, 200)
 		}
 		return failErr(fmt.Errorf("the %s run was aborted: %s", out.Piece, reason))
 	case closeErr != nil:

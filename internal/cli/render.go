@@ -13,6 +13,7 @@ import (
 	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/oneline"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/providers"
 	"github.com/maestro-run/maestro/internal/store"
@@ -266,7 +267,7 @@ func (r *renderer) protocol(m protocol.Message, at time.Time, stamp string) {
 				failed += " (" + m.ErrorCode + ")"
 			}
 			if reason != "" {
-				took += ": " + oneLine(reason, 160)
+				took += ": " + oneline.Cut(reason, 160)
 			}
 			fmt.Fprintf(r.info, "  %s✗%s %s%s%s\n", st.red, st.reset, v.name, failed, took)
 		}
@@ -284,7 +285,7 @@ func (r *renderer) protocol(m protocol.Message, at time.Time, stamp string) {
 		}
 		r.note(st.red, fmt.Sprintf("✗ error (%s): %s", m.ErrorType, m.Message))
 	case protocol.ServerRequest:
-		r.note(st.yellow, fmt.Sprintf("? %s for %s: %s", m.RequestType, m.Tool, oneLine(m.Reason, 160)))
+		r.note(st.yellow, fmt.Sprintf("? %s for %s: %s", m.RequestType, m.Tool, oneline.Cut(m.Reason, 160)))
 	case protocol.ServerRequestResolved:
 		r.note(st.dim, fmt.Sprintf("request %s resolved", m.RequestID))
 	default:
@@ -495,7 +496,7 @@ func summarizeArgs(tool string, args json.RawMessage) string {
 	}
 	for _, key := range []string{"command", "path", "pattern"} {
 		if v, ok := m[key].(string); ok {
-			s := oneLine(v, 100)
+			s := oneline.Cut(v, 100)
 			if key == "pattern" {
 				if p, ok := m["path"].(string); ok && p != "" {
 					s += " in " + p
@@ -504,12 +505,7 @@ func summarizeArgs(tool string, args json.RawMessage) string {
 			return s
 		}
 	}
-	return oneLine(string(args), 100)
-}
-
-// oneLine collapses s's white space and truncates it to max runes.
-func oneLine(s string, max int) string {
-	return truncate(strings.Join(strings.Fields(s), " "), max)
+	return oneline.Cut(string(args), 100)
 }
 
 func tailLines(s string, n int) []string {
@@ -523,7 +519,7 @@ func tailLines(s string, n int) []string {
 		lines = append([]string{fmt.Sprintf("… %d more line(s)", omitted)}, lines[len(lines)-n:]...)
 	}
 	for i, l := range lines {
-		lines[i] = oneLine(l, 160)
+		lines[i] = oneline.Cut(l, 160)
 	}
 	return lines
 }

@@ -170,16 +170,13 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	if err := (&httpedge.Policy{Listen: o.Listen, AllowedHosts: o.AllowedHosts, Token: token, RequireAuth: token != ""}).Validate(); err != nil {
 		return usageErr("--allowed-host: %v", err)
 	}
-	o.Name = workerName(o.Name)
-	ctx, stop := untilSignalled(ctx)
-	defer stop()
-	log := io.logger(slog.LevelInfo)
-
-	st, dataDir, err := openJobStore(ctx, io, o.DB, o.DataDir)
+	p, err := startJobProcess(ctx, io, o.Name, o.DB, o.DataDir)
 	if err != nil {
 		return failErr(err)
 	}
-	defer st.Close()
+	defer p.Close()
+	ctx, log, st, dataDir := p.ctx, p.log, p.st, p.dataDir
+	o.Name = p.name
 	// The pieces the API accepts are the ones jobs run with: built-ins,
 	// the user's piece files, then pieces stored through the API.
 	home, err := config.Home(io.Getenv)

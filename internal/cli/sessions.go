@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/maestro-run/maestro/internal/agentcli"
+	"github.com/maestro-run/maestro/internal/oneline"
 )
 
 func newSessionsCmd(io *IOStreams) *cobra.Command {
@@ -138,7 +139,7 @@ fails and says where it looked).`,
 				if model == "" {
 					model = "-"
 				}
-				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", s.ID, formatTime(s.Updated), s.MessageCount, model, truncate(s.Label(), 60))
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", s.ID, formatTime(s.Updated), s.MessageCount, model, oneline.Truncate(s.Label(), 60))
 			}
 			return w.Flush()
 		},
@@ -233,7 +234,7 @@ func printMessages(io *IOStreams, msgs []agentcli.SessionMessage) {
 		}
 		fmt.Fprintln(io.Out)
 		if m.Role == agentcli.RoleSystem {
-			fmt.Fprintf(io.Out, "  %s\n", oneLine(m.Text, 100))
+			fmt.Fprintf(io.Out, "  %s\n", oneline.Cut(m.Text, 100))
 			continue
 		}
 		if m.Thinking != "" {
@@ -243,14 +244,14 @@ func printMessages(io *IOStreams, msgs []agentcli.SessionMessage) {
 			fmt.Fprintf(io.Out, "  %s\n", indentText(m.Text))
 		}
 		for _, c := range m.ToolCalls {
-			fmt.Fprintf(io.Out, "  → %s %s  [%s]\n", c.Name, truncate(string(c.Input), 200), c.ID)
+			fmt.Fprintf(io.Out, "  → %s %s  [%s]\n", c.Name, oneline.Truncate(string(c.Input), 200), c.ID)
 		}
 		for _, r := range m.ToolResults {
 			mark := "←"
 			if r.IsError {
 				mark = "← error"
 			}
-			fmt.Fprintf(io.Out, "  %s %s [%s]\n    %s\n", mark, r.Name, r.ID, strings.ReplaceAll(truncate(strings.TrimRight(r.Output, "\n"), 2000), "\n", "\n    "))
+			fmt.Fprintf(io.Out, "  %s %s [%s]\n    %s\n", mark, r.Name, r.ID, strings.ReplaceAll(oneline.Truncate(strings.TrimRight(r.Output, "\n"), 2000), "\n", "\n    "))
 		}
 	}
 }
@@ -260,15 +261,6 @@ func formatTime(t time.Time) string {
 		return "-"
 	}
 	return t.Local().Format("2006-01-02 15:04:05")
-}
-
-// truncate shortens s to at most n runes, the last an ellipsis.
-func truncate(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }
 
 func indentText(s string) string { return strings.ReplaceAll(s, "\n", "\n  ") }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -80,16 +79,13 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 	if o.Lease < 300*time.Millisecond {
 		return usageErr("--lease must be at least 300ms, got %s", o.Lease)
 	}
-	o.Name = workerName(o.Name)
-	ctx, stop := untilSignalled(ctx)
-	defer stop()
-	log := io.logger(slog.LevelInfo)
-
-	st, dataDir, err := openJobStore(ctx, io, o.DB, o.DataDir)
+	p, err := startJobProcess(ctx, io, o.Name, o.DB, o.DataDir)
 	if err != nil {
 		return failErr(err)
 	}
-	defer st.Close()
+	defer p.Close()
+	ctx, log, st, dataDir := p.ctx, p.log, p.st, p.dataDir
+	o.Name = p.name
 	artifacts, err := openArtifacts(ctx, io, o.Artifacts)
 	if err != nil {
 		return failErr(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/agentcli"
 	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/oneline"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/protocol"
 )
@@ -255,7 +256,7 @@ func agentFailure(res *agentcli.RunResult) *agentcli.AgentError {
 // condition starts with [ERROR] or [ERROR:<category>] of this failure — or
 // aborts the run when it has none.
 func (r *run) agentFailed(m *piece.Movement, def *agentcli.Definition, fail *agentcli.AgentError) *decision {
-	why := fmt.Sprintf("agent %s failed (%s): %s", def.ID, fail.Category, oneLine(fail.Message, 300))
+	why := fmt.Sprintf("agent %s failed (%s): %s", def.ID, fail.Category, oneline.Cut(fail.Message, 300))
 	for _, rule := range m.Rules {
 		g := errorRule.FindStringSubmatch(rule.Condition)
 		if g == nil || (g[1] != "" && g[1] != string(fail.Category)) {

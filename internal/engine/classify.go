@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/oneline"
 	"github.com/maestro-run/maestro/internal/piece"
 )
 
@@ -134,7 +135,7 @@ func Classify(ctx context.Context, p llm.Provider, lib *Library, task string, op
 		callErr = errors.New("the stream ended without a response")
 	}
 	if callErr != nil {
-		c.Piece, c.Fallback, c.Reason = fallback, true, "the classifier call failed: "+oneLine(callErr.Error(), 200)
+		c.Piece, c.Fallback, c.Reason = fallback, true, "the classifier call failed: "+oneline.Cut(callErr.Error(), 200)
 		return c, nil
 	}
 	c.Usage = resp.Usage
@@ -195,7 +196,7 @@ func parseChoice(answer string) (name, reason, why string) {
 }
 
 func quoteShort(s string) string {
-	return fmt.Sprintf("%q", oneLine(s, 80))
+	return fmt.Sprintf("%q", oneline.Cut(s, 80))
 }
 
 // missingMCP is the error of an override naming a piece whose

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/maestro-run/maestro/internal/oneline"
 )
 
 // EventKind names a run event. Run events are workflow-level facts
@@ -381,28 +383,28 @@ func (e Transition) Describe() string {
 	if e.Forced {
 		s += " (forced: " + e.Reason + ")"
 	}
-	return s + ": " + oneLine(e.Summary, 160)
+	return s + ": " + oneline.Cut(e.Summary, 160)
 }
 
 // Describe implements Event.
 func (e Lessons) Describe() string {
-	return fmt.Sprintf("lessons from %s: %s (%d kept)", e.Movement, oneLine(strings.Join(e.Added, "; "), 160), e.Total)
+	return fmt.Sprintf("lessons from %s: %s (%d kept)", e.Movement, oneline.Cut(strings.Join(e.Added, "; "), 160), e.Total)
 }
 
 // Describe implements Event.
 func (e SubtaskSpawned) Describe() string {
-	return fmt.Sprintf("subtask %d (%s, piece %s) spawned: %s", e.ID, e.Name, e.Piece, oneLine(e.Task, 120))
+	return fmt.Sprintf("subtask %d (%s, piece %s) spawned: %s", e.ID, e.Name, e.Piece, oneline.Cut(e.Task, 120))
 }
 
 // Describe implements Event.
 func (e SubtaskFinished) Describe() string {
-	return fmt.Sprintf("subtask %d (%s) %s: %s", e.ID, e.Name, e.Status, oneLine(e.Result, 120))
+	return fmt.Sprintf("subtask %d (%s) %s: %s", e.ID, e.Name, e.Status, oneline.Cut(e.Result, 120))
 }
 
 // Describe implements Event.
 func (e Waiting) Describe() string {
 	if e.For == "user" {
-		return fmt.Sprintf("movement %s asks: %s", e.Movement, oneLine(e.Question, 200))
+		return fmt.Sprintf("movement %s asks: %s", e.Movement, oneline.Cut(e.Question, 200))
 	}
 	return fmt.Sprintf("movement %s waits for %d subtask(s)", e.Movement, e.Subtasks)
 }
@@ -564,12 +566,3 @@ type EventSinkFunc func(Record)
 
 // RunEvent calls f.
 func (f EventSinkFunc) RunEvent(r Record) { f(r) }
-
-// oneLine collapses whitespace and shortens s to at most n runes.
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
-}

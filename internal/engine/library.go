@@ -163,12 +163,8 @@ func (l *Library) tool(name string) tool.Tool {
 				entries := l.Catalog().List()
 				fmt.Fprintf(&b, "%d pieces:\n", len(entries))
 				for _, e := range entries {
-					var moves []string
-					for _, m := range e.Piece.Movements {
-						moves = append(moves, m.Name)
-					}
 					desc, _, _ := strings.Cut(strings.TrimSpace(e.Piece.Description), "\n")
-					fmt.Fprintf(&b, "- %s (%s; movements: %s): %s\n", e.Piece.Name, e.Source, strings.Join(moves, ", "), desc)
+					fmt.Fprintf(&b, "- %s (%s; movements: %s): %s\n", e.Piece.Name, e.Source, strings.Join(e.Piece.MovementNames(), ", "), desc)
 				}
 				return tool.Result{Content: b.String()}, nil
 			})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/oneline"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/protocol"
 )
@@ -282,7 +283,7 @@ func (r *run) addLessons(movement string, lessons []string) {
 	}
 	var added []string
 	for _, l := range lessons {
-		l = oneLine(l, 500)
+		l = oneline.Cut(l, 500)
 		k := lessonKey(l)
 		if k == "" || seen[k] {
 			continue

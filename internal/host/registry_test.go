@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/secrets"
+	"github.com/maestro-run/maestro/internal/secrets/secretstest"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/store/sqlite"
 	"github.com/maestro-run/maestro/internal/store/sqlite/sqlitetest"
@@ -25,15 +25,6 @@ func registryStore(t *testing.T) *sqlite.Store {
 	return sqlitetest.Open(t, sqlite.Options{})
 }
 
-func testBox(t *testing.T, b byte) *secrets.Box {
-	t.Helper()
-	box, err := secrets.New(bytes.Repeat([]byte{b}, secrets.KeySize))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return box
-}
-
 // TestSSHConnectionsFromStore registers connections in the store as the
 // API does (key sealed) and runs SshExec, SshUpload and SshDownload
 // against the in-process SSH server through what SSHConnectionsFor
@@ -45,7 +36,7 @@ func TestSSHConnectionsFromStore(t *testing.T) {
 	key, pemKey := sshtest.NewKeyFile(t)
 	srv := sshtest.Start(t, key.PublicKey())
 	st := registryStore(t)
-	box := testBox(t, 1)
+	box := secretstest.Box(t, 1)
 	hostKey := string(ssh.MarshalAuthorizedKey(srv.HostKey))
 	otherHostKey := string(ssh.MarshalAuthorizedKey(sshtest.NewSigner(t).PublicKey()))
 	register := func(id, owner, pinned string, b *secrets.Box) {
@@ -61,7 +52,7 @@ func TestSSHConnectionsFromStore(t *testing.T) {
 	}
 	register("b0000000-0001", "alice", hostKey, box)
 	register("b0000000-0002", "alice", otherHostKey, box)
-	register("b0000000-0003", "alice", hostKey, testBox(t, 2))
+	register("b0000000-0003", "alice", hostKey, secretstest.Box(t, 2))
 	if _, err := st.GrantSSHConnection(t.Context(), store.SSHGrant{ConnectionID: "b0000000-0001", GranteeKind: store.GranteeUser, Grantee: "bob"}); err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +135,7 @@ func TestSSHConnectionsFromStore(t *testing.T) {
 // slug), then the registered ones.
 func TestStoredMCPServers(t *testing.T) {
 	st := registryStore(t)
-	box := testBox(t, 1)
+	box := secretstest.Box(t, 1)
 	tok, _ := box.SealString("s3cret", store.MCPSecretPurpose("gh", "headers", "Authorization"))
 	if _, err := st.CreateMCPServer(t.Context(), store.MCPServerRecord{Slug: "gh", Transport: store.MCPHTTP, URL: "https://mcp.example/mcp",
 		Headers: map[string]string{"Authorization": tok}}); err != nil {

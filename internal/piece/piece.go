@@ -161,6 +161,15 @@ func (p *Piece) Movement(name string) (*Movement, bool) {
 	return nil, false
 }
 
+// MovementNames lists the names of p's movements, in order.
+func (p *Piece) MovementNames() []string {
+	names := make([]string, 0, len(p.Movements))
+	for _, m := range p.Movements {
+		names = append(names, m.Name)
+	}
+	return names
+}
+
 // ModelFor is the model movement m runs on: its own model, else the
 // piece's; "" means the run's model.
 func (p *Piece) ModelFor(m *Movement) string {

@@ -19,6 +19,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/sandbox"
 	"github.com/maestro-run/maestro/internal/sandbox/sandboxtest"
 )
@@ -276,7 +277,7 @@ func runAttack(t *testing.T, sb *sandbox.Sandbox, e attackEnv, c attackCase) out
 	if n := e.accepted.Load(); n > 0 {
 		o.leaks = append(o.leaks, fmt.Sprintf("reached a listener of the host (%d connections)", n))
 	}
-	if pids := processesWithArg(e.marker); len(pids) > 0 {
+	if pids := processesWithArg(t, e.marker); len(pids) > 0 {
 		for _, p := range pids {
 			p.Kill()
 		}
@@ -297,23 +298,12 @@ func fileExists(p string) bool {
 
 // processesWithArg lists the live processes with arg in their command
 // line, waiting briefly for ones being killed to go.
-func processesWithArg(arg string) []*os.Process {
+func processesWithArg(t *testing.T, arg string) []*os.Process {
+	t.Helper()
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		var found []*os.Process
-		dirs, _ := os.ReadDir("/proc")
-		for _, d := range dirs {
-			pid, err := strconv.Atoi(d.Name())
-			if err != nil {
-				continue
-			}
-			cmdline, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
-			if err != nil || !bytes.Contains(cmdline, []byte(arg)) {
-				continue
-			}
-			if stat, err := os.ReadFile("/proc/" + d.Name() + "/stat"); err == nil && isZombie(stat) {
-				continue
-			}
+		for _, pid := range proctest.Processes(t, func(p proctest.Process) bool { return proctest.CommandLineHas(p.PID, arg) }) {
 			if p, err := os.FindProcess(pid); err == nil {
 				found = append(found, p)
 			}
@@ -324,11 +314,6 @@ func processesWithArg(arg string) []*os.Process {
 		// Processes being killed take a moment to disappear from /proc.
 		waitABit()
 	}
-}
-
-func isZombie(stat []byte) bool {
-	i := bytes.LastIndexByte(stat, ')')
-	return i > 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }
 
 // waitABit yields for a short while without time.Sleep (a timer on a

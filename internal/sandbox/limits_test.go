@@ -44,32 +44,21 @@ func limitedModes(cfg sandbox.Config) []sandboxMode {
 
 // processesIn lists the live processes whose working directory is dir or
 // below it: the processes of a command run there.
-func processesIn(dir string) []int {
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		cwd, err := os.Readlink("/proc/" + e.Name() + "/cwd")
-		if err != nil || (cwd != dir && !strings.HasPrefix(cwd, dir+"/")) {
-			continue
-		}
-		if stat, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && isZombie(stat) {
-			continue
-		}
-		pids = append(pids, pid)
-	}
-	return pids
+func processesIn(t *testing.T, dir string) []int {
+	t.Helper()
+	return proctest.Processes(t, func(p proctest.Process) bool {
+		cwd, err := os.Readlink("/proc/" + strconv.Itoa(p.PID) + "/cwd")
+		return p.PID != os.Getpid() && err == nil && (cwd == dir || strings.HasPrefix(cwd, dir+"/"))
+	})
 }
 
 // awaitNoProcessesIn waits up to timeout for every process in dir to be
 // gone and returns those left.
-func awaitNoProcessesIn(dir string, timeout time.Duration) []int {
+func awaitNoProcessesIn(t *testing.T, dir string, timeout time.Duration) []int {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		left := processesIn(dir)
+		left := processesIn(t, dir)
 		if len(left) == 0 || time.Now().After(deadline) {
 			return left
 		}
@@ -120,7 +109,7 @@ func TestForkBombLeavesMaestroServing(t *testing.T) {
 			// Wait until the command has filled its budget.
 			peak := 0
 			for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); waitABit() {
-				if n := len(processesIn(ws)); n > peak {
+				if n := len(processesIn(t, ws)); n > peak {
 					peak = n
 				}
 				if peak >= 200 {
@@ -133,7 +122,7 @@ func TestForkBombLeavesMaestroServing(t *testing.T) {
 			if peak > 256+8 {
 				t.Errorf("the command ran %d processes at once, above its limit of 256", peak)
 			}
-			if left := awaitNoProcessesIn(ws, 3*time.Second); len(left) > 0 {
+			if left := awaitNoProcessesIn(t, ws, 3*time.Second); len(left) > 0 {
 				for _, pid := range left {
 					if p, err := os.FindProcess(pid); err == nil {
 						p.Kill()
@@ -178,7 +167,7 @@ print(n)
 				t.Errorf("%d background processes started with a limit of 40, want 10 to 40", n)
 			}
 			t.Logf("%s: %d background processes started", m.name, n)
-			if left := awaitNoProcessesIn(ws, 3*time.Second); len(left) > 0 {
+			if left := awaitNoProcessesIn(t, ws, 3*time.Second); len(left) > 0 {
 				t.Errorf("%d processes left after the command", len(left))
 			}
 		})
@@ -189,7 +178,7 @@ print(n)
 		if n, _ := strconv.Atoi(strings.TrimSpace(firstLine(out))); n != 120 {
 			t.Errorf("without limits %q background processes started, want 120", out)
 		}
-		for _, pid := range processesIn(ws) {
+		for _, pid := range processesIn(t, ws) {
 			if p, err := os.FindProcess(pid); err == nil {
 				p.Kill()
 			}

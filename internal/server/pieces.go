@@ -16,19 +16,11 @@ import (
 	"github.com/maestro-run/maestro/internal/store"
 )
 
-func movementNames(p *piece.Piece) []string {
-	var out []string
-	for _, m := range p.Movements {
-		out = append(out, m.Name)
-	}
-	return out
-}
-
 // builtinSummary describes a catalog piece: a built-in, or a file of an
 // override directory (source "file").
 func (s *Server) builtinSummary(e piece.Entry) api.PieceSummary {
 	sum := api.PieceSummary{Name: e.Piece.Name, Description: e.Piece.Description, Source: api.SourceBuiltin, Builtin: e.Builtin,
-		Deletable: false, Movements: movementNames(e.Piece)}
+		Deletable: false, Movements: e.Piece.MovementNames()}
 	if !strings.HasPrefix(e.Source, "builtin:") {
 		sum.Source, sum.File = api.SourceFile, e.Source
 	}
@@ -48,7 +40,7 @@ func (s *Server) storedDetail(p store.Piece) api.PieceDetail {
 		d.Error = err.Error()
 		return d
 	}
-	d.Description, d.Movements, d.Piece = parsed.Description, movementNames(parsed), parsed
+	d.Description, d.Movements, d.Piece = parsed.Description, parsed.MovementNames(), parsed
 	return d
 }
 

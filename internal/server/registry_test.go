@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,19 +9,11 @@ import (
 
 	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/secrets"
+	"github.com/maestro-run/maestro/internal/secrets/secretstest"
 	"github.com/maestro-run/maestro/internal/server"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/tool/sshtest"
 )
-
-func testBox(t *testing.T) *secrets.Box {
-	t.Helper()
-	b, err := secrets.New(bytes.Repeat([]byte{3}, secrets.KeySize))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // sshKeys returns a private key (OpenSSH PEM) and a host public key line.
 func sshKeys(t *testing.T) (private, hostKey string) {
@@ -37,7 +28,7 @@ func sshKeys(t *testing.T) (private, hostKey string) {
 // and the variable, a record without secrets is accepted.
 func TestMCPServersAPI(t *testing.T) {
 	t.Parallel()
-	box := testBox(t)
+	box := secretstest.Box(t, 3)
 	onEachBackendWith(t, func(c *server.Config) { c.Secrets = box }, func(t *testing.T, e *env) {
 		var m api.MCPServer
 		e.must(http.StatusCreated, "POST", api.MCPServersPath, api.MCPServerRequest{Slug: "gh", Transport: "stdio", Command: "gh-mcp",
@@ -116,7 +107,7 @@ func TestMCPServersAPI(t *testing.T) {
 // usable but not changeable.
 func TestSSHConnectionsAPI(t *testing.T) {
 	t.Parallel()
-	box := testBox(t)
+	box := secretstest.Box(t, 3)
 	priv, hostKey := sshKeys(t)
 	onEachBackendWith(t, func(c *server.Config) { c.Secrets = box }, func(t *testing.T, e *env) {
 		var c api.SSHConnection

@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/sandbox"
 	"github.com/maestro-run/maestro/internal/sandbox/sandboxtest"
 )
@@ -318,27 +319,6 @@ func TestBashStreamsPartialOutput(t *testing.T) {
 	}
 }
 
-// procsWithArg lists the processes whose command line contains marker.
-func procsWithArg(t *testing.T, marker string) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && bytes.Contains(cmdline, []byte(marker)) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 // pidfd refers to a process; it becomes readable when the process exits.
 type pidfd int
 
@@ -397,7 +377,9 @@ func TestBashCancellationKillsTheProcessGroup(t *testing.T) {
 				done <- outcome{res, err, time.Now()}
 			}()
 			rec.await(t)
-			pids := procsWithArg(t, marker)
+			pids := proctest.Processes(t, func(p proctest.Process) bool {
+				return p.PID != os.Getpid() && proctest.CommandLineHas(p.PID, marker)
+			})
 			var fds []pidfd
 			for _, pid := range pids {
 				if fd, ok := openPidfd(t, pid); ok {

@@ -2,7 +2,6 @@ package utility
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -10,12 +9,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"golang.org/x/sys/unix"
 
+	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/protocol"
 )
 
@@ -237,58 +235,9 @@ func TestCommandStdinErrors(t *testing.T) {
 // waitGone waits until process pid has ended.
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	fd, err := unix.PidfdOpen(pid, 0)
-	if errors.Is(err, unix.ESRCH) {
-		return
+	if proctest.Alive(pid, waitTimeout) {
+		t.Fatalf("process %d (in the command's group) still running", pid)
 	}
-	if err != nil {
-		t.Fatalf("pidfd_open(%d): %v", pid, err)
-	}
-	defer unix.Close(fd)
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(fds, int(waitTimeout/time.Millisecond))
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			t.Fatalf("poll pidfd: %v", err)
-		}
-		if n == 0 {
-			t.Fatalf("process %d (in the command's group) still running", pid)
-		}
-		return
-	}
-}
-
-// liveGroupMembers lists the processes of group pgid that have not
-// exited (zombies waiting to be reaped by init do not count).
-func liveGroupMembers(t *testing.T, pgid int) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var live []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// pid (comm) state ppid pgrp ...; comm may hold spaces.
-		fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
-		if len(fields) < 3 || fields[0] == "Z" || fields[0] == "X" {
-			continue
-		}
-		if g, _ := strconv.Atoi(fields[2]); g == pgid {
-			live = append(live, pid)
-		}
-	}
-	return live
 }
 
 func TestCommandTerminate(t *testing.T) {
@@ -345,7 +294,7 @@ func TestCommandTerminate(t *testing.T) {
 			}
 			waitGone(t, child)
 			waitGone(t, *started.PID)
-			if live := liveGroupMembers(t, *started.PID); len(live) > 0 {
+			if live := proctest.Processes(t, func(p proctest.Process) bool { return p.Pgrp == *started.PID }); len(live) > 0 {
 				t.Errorf("processes %v of the command's group are still alive", live)
 			}
 		})
