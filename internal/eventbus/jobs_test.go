@@ -18,6 +18,20 @@ import (
 	"github.com/maestro-run/maestro/internal/store/sqlite"
 )
 
+// jobBus starts a NATS server, a bus publishing to it (with corr) and an
+// SQLite store for the job follower tests.
+func jobBus(t *testing.T, corr eventbus.Correlation) (*bustest.Server, *eventbus.Bus, *sqlite.Store) {
+	t.Helper()
+	srv := bustest.Start(t)
+	b := newBus(t, srv, corr, true)
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return srv, b, st
+}
+
 // claimStart claims the next job as worker w1 and starts it.
 func claimStart(t *testing.T, st store.Store) store.Lease {
 	t.Helper()
@@ -37,13 +51,7 @@ func claimStart(t *testing.T, st store.Store) store.Lease {
 // process's.
 func TestJobLogBecomesPlatformEvents(t *testing.T) {
 	ctx := t.Context()
-	srv := bustest.Start(t)
-	b := newBus(t, srv, eventbus.Correlation{OrganizationID: "process-org"}, true)
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	srv, b, st := jobBus(t, eventbus.Correlation{OrganizationID: "process-org"})
 	_, job, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "t", Piece: "noop",
 		Payload: json.RawMessage(`{"metadata":{"organization_id":"org_j","workspace_id":"ws_j","agent_run_id":"run_j"}}`)})
 	if err != nil {
@@ -95,13 +103,7 @@ func TestJobLogBecomesPlatformEvents(t *testing.T) {
 // finished is followed again.
 func TestJobFollowerFollowsStoreWakeUps(t *testing.T) {
 	ctx := t.Context()
-	srv := bustest.Start(t)
-	b := newBus(t, srv, eventbus.Correlation{}, true)
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	srv, b, st := jobBus(t, eventbus.Correlation{})
 	// A job finished before the follower starts: the catch-up.
 	_, old, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "old", Piece: "noop"})
 	if err != nil {
@@ -182,13 +184,7 @@ func (l *lateLister) ListJobs(ctx context.Context, f store.JobFilter) ([]store.J
 // pass.
 func TestJobFollowerReadsJobsFinishedBeforeTheListing(t *testing.T) {
 	ctx := t.Context()
-	srv := bustest.Start(t)
-	b := newBus(t, srv, eventbus.Correlation{}, true)
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	srv, b, st := jobBus(t, eventbus.Correlation{})
 	_, job, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "t", Piece: "noop"})
 	if err != nil {
 		t.Fatal(err)
@@ -299,13 +295,7 @@ func TestJobFollowerNATSRestartLosesNothing(t *testing.T) {
 // log before the cursor).
 func TestJobFollowerRecallsCallsBeforeItsCursor(t *testing.T) {
 	ctx := t.Context()
-	srv := bustest.Start(t)
-	b := newBus(t, srv, eventbus.Correlation{}, true)
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	srv, b, st := jobBus(t, eventbus.Correlation{})
 	if _, _, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "t", Piece: "noop"}); err != nil {
 		t.Fatal(err)
 	}
@@ -365,13 +355,7 @@ func (c *countingReads) ReadJobEvents(ctx context.Context, jobID, after int64, l
 // (which made the follower's work grow with the square of the log).
 func TestJobFollowerReadsTheLogOnce(t *testing.T) {
 	ctx := t.Context()
-	srv := bustest.Start(t)
-	b := newBus(t, srv, eventbus.Correlation{}, true)
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	srv, b, st := jobBus(t, eventbus.Correlation{})
 	if _, _, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "t", Piece: "noop"}); err != nil {
 		t.Fatal(err)
 	}

@@ -183,8 +183,34 @@ func testClaimBatchConcurrent(t *testing.T, b *bundle) {
 
 // testCompleteMany: CompleteMany completes each item as Complete would:
 // fenced per lease, a status event each, the parent of a last subtask
-// resumed, and a bad item failing alone.
+// resumed, and a bad item failing alone; each outcome carries its job as
+// completed.
 func testCompleteMany(t *testing.T, b *bundle) {
+	checkCompleteBatch(t, b, "CompleteMany", func(cs []store.Completion) []error {
+		outs := b.s.CompleteMany(b.ctx, cs)
+		if len(outs) != len(cs) {
+			t.Fatalf("CompleteMany returned %d outcomes for %d items", len(outs), len(cs))
+		}
+		errs := make([]error, len(outs))
+		for k, o := range outs {
+			errs[k] = o.Err
+			if o.Err == nil && (o.Job.ID != cs[k].Lease.JobID || o.Job.State != store.StateSucceeded || o.Job.Result != cs[k].Result ||
+				!o.Job.FinishedAt.Equal(b.clock.Now()) || !o.Job.LeaseExpiresAt.IsZero()) {
+				t.Errorf("item %d: %+v; want job %d succeeded with %q", k, o.Job, cs[k].Lease.JobID, cs[k].Result)
+			}
+		}
+		return errs
+	})
+}
+
+// checkCompleteBatch runs one batch of completions through complete (a
+// store's CompleteMany or CompleteManyErrs, as one error per item): a
+// running and a dispatching job, the last subtask of a waiting parent, a
+// job cancelled meanwhile, another owner's lease, a NUL in a result and a
+// second item for one lease. Each good item's job is stored succeeded
+// with its result and a gap-free log ending in its status event; each bad
+// item fails alone with its error; the parent is queued again.
+func checkCompleteBatch(t *testing.T, b *bundle, what string, complete func([]store.Completion) []error) {
 	parent := b.enqueue(t, store.NewJob{})
 	pc := b.claimOne(t, "p")
 	child := b.enqueue(t, store.NewJob{ParentJobID: parent.ID})
@@ -214,29 +240,32 @@ func testCompleteMany(t *testing.T, b *bundle) {
 		{Lease: got[2].Lease(), Result: "two"},
 		{Lease: got[2].Lease(), Result: "two again"},
 	}
-	outs := b.s.CompleteMany(b.ctx, cs)
-	if len(outs) != len(cs) {
-		t.Fatalf("CompleteMany returned %d outcomes for %d items", len(outs), len(cs))
+	errs := complete(cs)
+	if len(errs) != len(cs) {
+		t.Fatalf("%s returned %d errors for %d items", what, len(errs), len(cs))
 	}
 	for _, k := range []int{0, 2, 5} {
-		o := outs[k]
-		if o.Err != nil || o.Job.ID != cs[k].Lease.JobID || o.Job.State != store.StateSucceeded || o.Job.Result != cs[k].Result ||
-			!o.Job.FinishedAt.Equal(b.clock.Now()) || !o.Job.LeaseExpiresAt.IsZero() {
-			t.Errorf("item %d: %+v, %v; want job %d succeeded with %q", k, o.Job, o.Err, cs[k].Lease.JobID, cs[k].Result)
+		if errs[k] != nil {
+			t.Errorf("item %d: %v", k, errs[k])
+			continue
 		}
-		log := b.events(t, o.Job.ID)
+		j := b.job(t, cs[k].Lease.JobID)
+		if j.State != store.StateSucceeded || j.Result != cs[k].Result || !j.FinishedAt.Equal(b.clock.Now()) || !j.LeaseExpiresAt.IsZero() {
+			t.Errorf("item %d: stored %+v; want succeeded with %q", k, j, cs[k].Result)
+		}
+		log := b.events(t, j.ID)
 		checkGapFree(t, log)
 		trail := statusTrail(t, log)
-		if trail[len(trail)-1] != "succeeded/1" || log[len(log)-1].Seq != o.Job.LastSeq {
-			t.Errorf("item %d: status trail %v, last seq %d; want it to end with succeeded/1 at seq %d", k, trail, log[len(log)-1].Seq, o.Job.LastSeq)
+		if trail[len(trail)-1] != "succeeded/1" || log[len(log)-1].Seq != j.LastSeq {
+			t.Errorf("item %d: status trail %v, last seq %d; want it to end with succeeded/1 at seq %d", k, trail, log[len(log)-1].Seq, j.LastSeq)
 		}
 	}
-	wantErr(t, "item on a cancelled job", outs[1].Err, store.ErrLeaseLost)
-	wantErr(t, "item with another owner", outs[3].Err, store.ErrLeaseLost)
-	wantField(t, "item with a NUL in its result", outs[4].Err, "result")
-	wantErr(t, "second item for the same lease", outs[6].Err, store.ErrLeaseLost)
+	wantErr(t, "item on a cancelled job", errs[1], store.ErrLeaseLost)
+	wantErr(t, "item with another owner", errs[3], store.ErrLeaseLost)
+	wantField(t, "item with a NUL in its result", errs[4], "result")
+	wantErr(t, "second item for the same lease", errs[6], store.ErrLeaseLost)
 	if j := b.job(t, stale.ID); j.State != store.StateCancelled {
-		t.Errorf("cancelled job after CompleteMany = %s", j.State)
+		t.Errorf("cancelled job after %s = %s", what, j.State)
 	}
 	if j := b.job(t, plain2.ID); j.Result != "two" {
 		t.Errorf("job completed twice in one call has result %q, want the first item's", j.Result)
@@ -246,8 +275,8 @@ func testCompleteMany(t *testing.T, b *bundle) {
 	if diff := cmp.Diff(want, statusTrail(t, b.events(t, parent.ID))); diff != "" {
 		t.Errorf("parent status trail (-want +got):\n%s", diff)
 	}
-	if outs := b.s.CompleteMany(b.ctx, nil); len(outs) != 0 {
-		t.Errorf("CompleteMany(nil) = %v", outs)
+	if errs := complete(nil); len(errs) != 0 {
+		t.Errorf("%s(nil) = %v", what, errs)
 	}
 }
 
