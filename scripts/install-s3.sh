@@ -28,7 +28,7 @@ echo "install-s3: building $module $version into $dir/bin"
 # dependencies without optimisation or inlining (-N -l: the tests store a
 # few small objects), no symbol table or DWARF (-s -w); the standard
 # library with the default flags, so that it comes from the build cache
-# that maestro's build filled (scripts/test.sh builds this after it).
+# that scripts/test.sh filled before it starts this build.
 GOBIN="$dir/bin" GOFLAGS=-mod=mod timeout "${S3_INSTALL_TIMEOUT:-900}" \
   go install -ldflags='-s -w' -gcflags='all=-N -l' -gcflags='std=' "$module/cmd/versitygw@$version"
 echo "$version" >"$dir/version"

@@ -12,13 +12,13 @@
 # What does not depend on each other overlaps, so that the two cores are
 # busy while tests wait on subprocesses, servers and browsers: the agent
 # CLIs and MCP servers install from npm in the background from the start,
-# the S3 server builds (at lower priority) once maestro is built, and only
-# the test binaries that need one of them wait for it (a go test -exec
-# gate), while every other package is compiled, linked and run; the web
-# check (npm, vitest, a build of the app in a copy of web/) runs beside the
-# Go build and tests; no package is compiled by two go commands at once
-# (on a fresh machine maestro's build compiles nearly every dependency
-# first); the longest-running Go packages start first, and the other
+# the S3 server builds beside maestro once the standard library is
+# compiled, and only the test binaries that need one of them wait for it
+# (a go test -exec gate), while every other package is compiled, linked
+# and run; the web check (npm, vitest, a build of the app in a copy of
+# web/) runs beside the Go build and tests; no package is compiled by two
+# go commands at once (on a fresh machine maestro's build compiles nearly
+# every dependency first); the longest-running Go packages start first, and the other
 # packages and the browser tests beside them once their test binaries are
 # built; the fuzz targets' test binaries build (at low priority) while the
 # Go tests run; the fuzz stage starts once the other packages are done,
@@ -107,16 +107,28 @@ setsid bash scripts/test-web.sh check >"$tmp/web-check.log" 2>&1 &
 web_check_pid=$!
 groups+=("$web_check_pid")
 
-# The maestro binary and pgtestd, built first and in one go build: on a
+# The standard library packages maestro needs, compiled first, alone:
+# the S3 server's build (below) and maestro's then both take them from the
+# build cache (two go commands compiling the same package at once each
+# compile it: the build cache does not share work in flight).
+stage "standard library"
+go build $(go list -deps -f '{{if .Standard}}{{.ImportPath}}{{end}}' ./cmd/maestro ./internal/pgtest/pgtestd)
+
+# The S3 server of the blob store tests (versitygw, built from its Go
+# module; kept once built) beside maestro's build: internal/blobstore and
+# cmd/maestro wait for it (the gate below). A test-only server, built
+# without optimisation or symbol tables (scripts/install-s3.sh).
+setup s3 bash scripts/install-s3.sh
+
+# The maestro binary and pgtestd, built next and in one go build: on a
 # cold machine this compiles nearly every dependency (the longest-running
 # test packages, which start next, need almost all of them), once, before
-# anything else compiles Go beside it (two go commands compiling the same
-# package at once each compile it: the build cache does not share work in
-# flight). Every test package that runs maestro (the end-to-end tests of
-# cmd/maestro, internal/cli's headless tests, the browser tests) takes it
-# from $MAESTRO_TEST_BINARY (internal/proctest) instead of linking its own
-# copy (about 19 CPU-s each). -s -w: no symbol table or DWARF (half the
-# link's CPU; panics still print file:line).
+# any other go command compiles this module's dependencies. Every test
+# package that runs maestro (the end-to-end tests of cmd/maestro,
+# internal/cli's headless tests, the browser tests) takes it from
+# $MAESTRO_TEST_BINARY (internal/proctest) instead of linking its own copy
+# (about 19 CPU-s each). -s -w: no symbol table or DWARF (half the link's
+# CPU; panics still print file:line).
 stage "maestro binary"
 mkdir -p "$tmp/bin"
 go build -ldflags='-s -w' -o "$tmp/bin/" ./cmd/maestro ./internal/pgtest/pgtestd
@@ -129,14 +141,6 @@ export MAESTRO_TEST_BINARY=$tmp/bin/maestro
 # database. pgtestd stops it when this script ends (its stdin closes). The
 # Go tests read its address.
 coproc PGTESTD { exec "$tmp/bin/pgtestd" 2>"$tmp/pgtestd.log"; }
-
-# The S3 server of the blob store tests (versitygw, built from its Go
-# module; kept once built), now that the standard library is in the build
-# cache (its own build would compile it a second time beside the one
-# above), at lower priority than the tests: only internal/blobstore waits
-# for it (the gate below), and the test-only server is built without
-# optimisation or symbol tables (scripts/install-s3.sh).
-setup s3 nice -n 10 bash scripts/install-s3.sh
 
 if read -r -t 180 pg_dsn <&"${PGTESTD[0]}"; then
   export MAESTRO_PGTEST_CLUSTER=$pg_dsn
