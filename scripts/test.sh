@@ -18,11 +18,12 @@
 # and run; the web check (npm, vitest, a build of the app in a copy of
 # web/) runs beside the Go build and tests; no package is compiled by two
 # go commands at once (on a fresh machine maestro's build compiles nearly
-# every dependency first); the longest-running Go packages start first, and the other
-# packages and the browser tests beside them once their test binaries are
-# built; the fuzz targets' test binaries build (at low priority) while the
-# Go tests run; the fuzz stage starts once the other packages are done,
-# with a second lane once the longest-running packages are done too.
+# every dependency first); the longest-running Go packages start first,
+# and the other packages and the browser tests beside them once their test
+# binaries are built; the fuzz targets' test binaries build (at low
+# priority) while the Go tests run; the fuzz stage starts once the other
+# packages are done, with a second lane once the longest-running packages
+# are done too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # This script is CI's test command and installs every component the tests
@@ -239,18 +240,26 @@ fuzz_targets=$(grep -rl --include='*_test.go' '^func Fuzz' . 2>/dev/null | grep 
 done)
 # One coverage-instrumented test binary per package with fuzz targets,
 # built at low priority while the Go tests run so that the fuzz stage only
-# fuzzes. The coverage that guides the fuzzer is this module's packages'
-# (-d=libfuzzer on them, the instrumentation go test -fuzz adds): go test
-# -fuzz would instrument every dependency too, the standard library and
-# modernc.org/sqlite, NATS, gRPC and the model SDKs included, and so
-# compile all of them a second time (about 600 packages) for six fuzz
-# targets whose code under test is this module's; the dependencies are
-# shared with the Go tests' build instead.
+# fuzzes. The coverage that guides the fuzzer is that of this module's
+# packages and of the standard library (-d=libfuzzer, the instrumentation
+# go test -fuzz adds, on the same packages as go test -fuzz but for the
+# third-party ones: the standard library packages that go test -fuzz
+# leaves out, as the fuzzing machinery uses them, are left out here too).
+# go test -fuzz would instrument the third-party dependencies too
+# (modernc.org/sqlite, NATS, gRPC, the model SDKs: about 400 packages), and
+# so compile them all a second time, for six fuzz targets whose code under
+# test is this module's and the standard library's; they are shared with
+# the Go tests' build instead.
+fuzz_gcflags=(-gcflags="std=-d=libfuzzer")
+for p in context internal/fuzz internal/godebug internal/runtime/maps internal/sync reflect runtime sync sync/atomic syscall testing time; do
+  fuzz_gcflags+=(-gcflags="$p=")
+done
+fuzz_gcflags+=(-gcflags="$module/...=-d=libfuzzer")
 fuzz_bin=$tmp/fuzz
 mkdir -p "$fuzz_bin"
 (
   for pkg in $(echo "$fuzz_targets" | awk 'NF { print $1 }' | sort -u); do
-    nice -n 19 go test -c -vet=off -ldflags='-s -w' -gcflags="$module/...=-d=libfuzzer" \
+    nice -n 19 go test -c -vet=off -ldflags='-s -w' "${fuzz_gcflags[@]}" \
       -o "$fuzz_bin/$(echo "${pkg#./}" | tr / _).test" "$pkg" ||
       echo "fuzz build of $pkg failed" >&2
   done
