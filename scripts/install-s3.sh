@@ -24,7 +24,12 @@ if [ -x "$dir/bin/versitygw" ] && [ "$(cat "$dir/version" 2>/dev/null)" = "$vers
 fi
 echo "install-s3: building $module $version into $dir/bin"
 # go install of a module path at a version ignores this module's go.mod.
+# A test server, built for the least CPU: its own packages and their
+# dependencies without optimisation or inlining (-N -l: the tests store a
+# few small objects), no symbol table or DWARF (-s -w); the standard
+# library with the default flags, so that it comes from the build cache
+# that scripts/test.sh filled before it starts this build.
 GOBIN="$dir/bin" GOFLAGS=-mod=mod timeout "${S3_INSTALL_TIMEOUT:-900}" \
-  go install "$module/cmd/versitygw@$version"
+  go install -ldflags='-s -w' -gcflags='all=-N -l' -gcflags='std=' "$module/cmd/versitygw@$version"
 echo "$version" >"$dir/version"
 echo "install-s3: done"

@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
 # The whole test suite, exactly as CI runs it (`make test`, called by .ci/run).
 #  1. installs the system packages the tests need (scripts/install-deps.sh);
-#  2. checks formatting and go vet, and beside everything after it the web
-#     UI's component tests and committed build (scripts/test-web.sh check);
-#  3. runs every Go test (CI=true makes tiers that would otherwise skip for a
-#     missing component fail instead) and the web UI's browser tests
+#  2. checks formatting, and beside everything after it the web UI's
+#     component tests and committed build (scripts/test-web.sh check);
+#  3. builds maestro (the binary the end-to-end tests run), then runs
+#     every Go test with go vet's every analyzer on every package (go test
+#     -vet=all; CI=true makes tiers that would otherwise skip for a missing
+#     component fail instead) and the web UI's browser tests
 #     (scripts/test-web.sh browser);
 #  4. runs each fuzz target for a bounded time.
 # What does not depend on each other overlaps, so that the two cores are
 # busy while tests wait on subprocesses, servers and browsers: the agent
-# CLIs and MCP servers install from npm, and the S3 server builds, in the
-# background from the start, and only the test binaries that need one of
-# them wait for it (a go test -exec gate), while every other package is
-# compiled, linked and run; the web check (npm, vitest, a build of the app
-# in a copy of web/) runs beside go vet and the Go tests; the fuzz targets'
-# instrumented test binaries build (at low priority) while the Go tests
-# run; the browser tests and the longest-running Go packages run beside the
-# other Go packages; the fuzz stage starts once those are done, with a
-# second lane once the longest-running packages are done too.
+# CLIs and MCP servers install from npm in the background from the start,
+# the S3 server builds beside maestro once the standard library is
+# compiled, and only the test binaries that need one of them wait for it
+# (a go test -exec gate), while every other package is compiled, linked
+# and run; the web check (npm, vitest, a build of the app in a copy of
+# web/) runs beside the Go build and tests; no package is compiled by two
+# go commands at once (on a fresh machine maestro's build compiles nearly
+# every dependency first); the longest-running Go packages start first,
+# and the other packages and the browser tests beside them once their test
+# binaries are built; the fuzz targets' test binaries build (at low
+# priority) while the Go tests run; the fuzz stage starts once the other
+# packages are done, with a second lane once the longest-running packages
+# are done too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # This script is CI's test command and installs every component the tests
@@ -77,7 +83,6 @@ setup() {
 }
 setup agent-clis bash scripts/install-agent-clis.sh
 setup mcp-servers bash scripts/install-mcp-servers.sh
-setup s3 bash scripts/install-s3.sh
 # report NAME MESSAGE: waits for the setup job NAME, shows its output, and
 # MESSAGE when it failed.
 report() {
@@ -103,45 +108,40 @@ setsid bash scripts/test-web.sh check >"$tmp/web-check.log" 2>&1 &
 web_check_pid=$!
 groups+=("$web_check_pid")
 
+# The standard library packages maestro needs, compiled first, alone:
+# the S3 server's build (below) and maestro's then both take them from the
+# build cache (two go commands compiling the same package at once each
+# compile it: the build cache does not share work in flight).
+stage "standard library"
+go build $(go list -deps -f '{{if .Standard}}{{.ImportPath}}{{end}}' ./cmd/maestro ./internal/pgtest/pgtestd)
+
+# The S3 server of the blob store tests (versitygw, built from its Go
+# module; kept once built) beside maestro's build: internal/blobstore and
+# cmd/maestro wait for it (the gate below). A test-only server, built
+# without optimisation or symbol tables (scripts/install-s3.sh).
+setup s3 bash scripts/install-s3.sh
+
+# The maestro binary and pgtestd, built next and in one go build: on a
+# cold machine this compiles nearly every dependency (the longest-running
+# test packages, which start next, need almost all of them), once, before
+# any other go command compiles this module's dependencies. Every test
+# package that runs maestro (the end-to-end tests of cmd/maestro,
+# internal/cli's headless tests, the browser tests) takes it from
+# $MAESTRO_TEST_BINARY (internal/proctest) instead of linking its own copy
+# (about 19 CPU-s each). -s -w: no symbol table or DWARF (half the link's
+# CPU; panics still print file:line).
+stage "maestro binary"
+mkdir -p "$tmp/bin"
+go build -ldflags='-s -w' -o "$tmp/bin/" ./cmd/maestro ./internal/pgtest/pgtestd
+export MAESTRO_TEST_BINARY=$tmp/bin/maestro
+
 # One PostgreSQL cluster for every test package that needs one
 # (internal/pgtest): the test binaries attach to it through
 # $MAESTRO_PGTEST_CLUSTER instead of each running initdb and a server of
 # its own (about 3 CPU-s each); every test still gets its own schema or
-# database. pgtestd stops it when this script ends (its stdin closes). It
-# builds and starts beside go vet; the Go tests read its address.
-coproc PGTESTD { exec go run ./internal/pgtest/pgtestd 2>"$tmp/pgtestd.log"; }
-
-stage "go vet"
-go vet ./...
-
-# The fuzz targets, as "package target" lines.
-fuzz_targets=$(grep -rl --include='*_test.go' '^func Fuzz' . 2>/dev/null | grep -v '^./.cache/' | sort | while read -r f; do
-  pkg="./$(dirname "${f#./}")"
-  grep -o '^func Fuzz[A-Za-z0-9_]*' "$f" | sed 's/^func //' | while read -r t; do echo "$pkg $t"; done
-done)
-# One coverage-instrumented test binary per package with fuzz targets
-# (what `go test -fuzz` builds for each target anew), built at low
-# priority while the Go tests run so that the fuzz stage only fuzzes.
-fuzz_bin=$tmp/fuzz
-mkdir -p "$fuzz_bin"
-(
-  for pkg in $(echo "$fuzz_targets" | awk 'NF { print $1 }' | sort -u); do
-    first=$(echo "$fuzz_targets" | awk -v p="$pkg" '$1 == p { print $2; exit }')
-    nice -n 19 go test -c -ldflags='-s -w' -fuzz="^${first}\$" -o "$fuzz_bin/$(echo "${pkg#./}" | tr / _).test" "$pkg" ||
-      echo "fuzz build of $pkg failed" >&2
-  done
-) >"$tmp/fuzz-build.log" 2>&1 &
-fuzz_build_pid=$!
-
-# The maestro binary, built once: every test package that runs it (the
-# end-to-end tests of cmd/maestro, internal/cli's headless tests, the
-# browser tests) takes it from $MAESTRO_TEST_BINARY (internal/proctest)
-# instead of linking its own copy (about 19 CPU-s each). -s -w: no symbol
-# table or DWARF (half the link's CPU; panics still print file:line).
-stage "maestro binary"
-mkdir -p "$tmp/bin"
-go build -ldflags='-s -w' -o "$tmp/bin/maestro" ./cmd/maestro
-export MAESTRO_TEST_BINARY=$tmp/bin/maestro
+# database. pgtestd stops it when this script ends (its stdin closes). The
+# Go tests read its address.
+coproc PGTESTD { exec "$tmp/bin/pgtestd" 2>"$tmp/pgtestd.log"; }
 
 if read -r -t 180 pg_dsn <&"${PGTESTD[0]}"; then
   export MAESTRO_PGTEST_CLUSTER=$pg_dsn
@@ -157,9 +157,11 @@ log=$tmp/go-test.log
 # tiers, the end-to-end tests, the sandbox's attack and limit tests:
 # minutes each, mostly waiting on subprocesses and the servers they start)
 # would hold the slots while every other package waits to be built. They
-# get their own go test, started first, with a slot each (-p 3: their
-# cores mostly wait), beside the one of the other packages, which keeps its
-# two slots for the CPU.
+# get their own go test, started first (their minutes of waiting are the
+# suite's critical path: they start as soon as the binary above is built),
+# with a slot each (-p 3: their cores mostly wait); the go test of the
+# other packages, with its two slots for the CPU, starts once their test
+# binaries are built (see below).
 slowest=(./internal/agentcli ./cmd/maestro ./internal/sandbox)
 module=$(go list -m)
 # The gate (go test -exec): a test binary starts (in its package's
@@ -169,7 +171,9 @@ module=$(go list -m)
 # installed agent CLI (proctest.AgentCLI, agentclitest.ProcessEnv), MCP
 # server (mcptest.Installed) or S3 server (s3test.Binary, s3test.Start). A
 # test reaching them through another helper would race the install: under
-# CI=true it fails for the missing component (it never skips).
+# CI=true it fails for the missing component (it never skips). The gate
+# also marks, in $MAESTRO_TEST_STARTED, each package whose test binary is
+# built (vetted and linked) and started.
 needs=$tmp/needs
 : >"$needs"
 root=$(pwd -P)
@@ -180,19 +184,23 @@ gate_needs() { # NAME REGEXP: the packages whose test files match need NAME
 gate_needs agent-clis 'proctest\.AgentCLI\(|agentclitest\.ProcessEnv\('
 gate_needs mcp-servers 'mcptest\.Installed\('
 gate_needs s3 's3test\.(Binary|Start)\('
-cat >"$tmp/gate" <<'EOF'
+started=$tmp/started
+mkdir -p "$started"
+cat >"$tmp/gate" <<'GATE'
 #!/usr/bin/env bash
-# go test -exec (scripts/test.sh): waits for the set-up jobs that the
-# package in the working directory needs, then runs the test binary.
+# go test -exec (scripts/test.sh): marks the package in the working
+# directory as started, waits for the set-up jobs it needs, then runs the
+# test binary.
 here=$(pwd -P)
+: >"$MAESTRO_TEST_STARTED/$(printf %s "$here" | tr / _)"
 while read -r dir name; do
   [ "$dir" = "$here" ] || continue
   while [ ! -e "$MAESTRO_TEST_READY/$name" ]; do sleep 0.2; done
 done <"$MAESTRO_TEST_NEEDS"
 exec "$@"
-EOF
+GATE
 chmod +x "$tmp/gate"
-export MAESTRO_TEST_READY=$ready MAESTRO_TEST_NEEDS=$needs
+export MAESTRO_TEST_READY=$ready MAESTRO_TEST_NEEDS=$needs MAESTRO_TEST_STARTED=$started
 # The other packages, those the gate holds last: go test runs the test
 # binaries in the order of its arguments, and a held one keeps its slot.
 packages=()
@@ -202,13 +210,57 @@ while read -r p; do
   if grep -q "^$root/${p#"$module"/} " "$needs"; then gated+=("$p"); else packages+=("$p"); fi
 done < <(go list ./...)
 packages+=("${gated[@]}")
-# -vet=off: go vet ./... above ran every analyzer on every package (test
-# files included), a superset of the few go test would run again.
+# -vet=all: go test runs go vet's every analyzer on each package it
+# tests (test files included; a package without tests is vetted too), as
+# `go vet ./...` would, but inside the same build graph: no separate pass
+# over every package before the first test may start, and no dependency
+# compiled or analysed by two go commands at once.
 # -ldflags='-s -w': about a third less CPU per test binary's link.
-test_flags=(-count=1 -timeout 20m -vet=off -v -ldflags='-s -w' -exec "$tmp/gate")
+test_flags=(-count=1 -timeout 20m -vet=all -v -ldflags='-s -w' -exec "$tmp/gate")
 setsid go test -p 3 "${test_flags[@]}" "${slowest[@]}" >"$tmp/go-test-slowest.log" 2>&1 &
 slowest_pid=$!
 groups+=("$slowest_pid")
+# The other packages' go test starts once the longest-running packages'
+# test binaries are built and started (what they compile and analyse is
+# then in the build cache for it), or their go test has ended, or one of
+# them failed to build.
+for d in "${slowest[@]}"; do
+  marker="$started/$(printf %s "$root/${d#./}" | tr / _)"
+  while [ ! -e "$marker" ] && kill -0 "$slowest_pid" 2>/dev/null &&
+    ! grep -qE "^FAIL[[:space:]]+$module/${d#./}[[:space:]]+\[" "$tmp/go-test-slowest.log"; do
+    sleep 0.5
+  done
+done
+stage "go test of the other packages"
+
+# The fuzz targets, as "package target" lines.
+fuzz_targets=$(grep -rl --include='*_test.go' '^func Fuzz' . 2>/dev/null | grep -v '^./.cache/' | sort | while read -r f; do
+  pkg="./$(dirname "${f#./}")"
+  grep -o '^func Fuzz[A-Za-z0-9_]*' "$f" | sed 's/^func //' | while read -r t; do echo "$pkg $t"; done
+done)
+# One coverage-instrumented test binary per package with fuzz targets,
+# built at low priority while the Go tests run so that the fuzz stage only
+# fuzzes. The coverage that guides the fuzzer is that of this module's
+# packages (-d=libfuzzer, the instrumentation go test -fuzz adds): go test
+# -fuzz instruments every dependency too, and an instrumented package
+# differs from the tests' build of it, and so does every package that
+# imports it: the standard library instrumented, every third-party
+# dependency (modernc.org/sqlite, NATS, gRPC, the model SDKs: about 600
+# packages in all) is compiled a second time, for six fuzz targets whose
+# code under test is this module's (about 220 CPU-s against 46 on a cold
+# machine). The dependencies are the tests' build instead.
+fuzz_gcflags=(-gcflags="$module/...=-d=libfuzzer")
+fuzz_bin=$tmp/fuzz
+mkdir -p "$fuzz_bin"
+(
+  for pkg in $(echo "$fuzz_targets" | awk 'NF { print $1 }' | sort -u); do
+    nice -n 19 go test -c -vet=off -ldflags='-s -w' "${fuzz_gcflags[@]}" \
+      -o "$fuzz_bin/$(echo "${pkg#./}" | tr / _).test" "$pkg" ||
+      echo "fuzz build of $pkg failed" >&2
+  done
+) >"$tmp/fuzz-build.log" 2>&1 &
+fuzz_build_pid=$!
+
 # The browser tests (mostly waiting on Chromium and the server) beside
 # the Go tests; their output is shown after them.
 # They read axe-core from web/node_modules, which the web check's npm ci
