@@ -483,6 +483,14 @@ func (x *Index) refresh(ctx context.Context) error {
 			mark(d, true) // its rules changed
 		case ev.entries:
 			mark(d, false)
+			// A subdirectory of that name, indexed, may have been removed
+			// or moved and another made in its place: its node (kept by
+			// name when d is listed again) and its watch are the old
+			// one's, so its subtree is listed again. Its own watch says
+			// so too, but maybe only in a later read of the events.
+			if c := d.lookup(ev.name); c != nil && c != d {
+				mark(c, true)
+			}
 		}
 	})
 	if err != nil || overflow {
@@ -581,7 +589,7 @@ func (x *Index) watchTree(top *Dir, w watcher, since time.Time, st *watchSetup) 
 		m.chars, m.first, m.masks = d.charMasks()
 		st.masks = append(st.masks, m)
 		abs := path.Join(x.root.Dir(), d.rel)
-		wd, err := w.add(abs)
+		wd, err := w.add(abs, -1)
 		switch {
 		case errors.Is(err, errWatchLimit):
 			st.limit = true
@@ -610,7 +618,10 @@ func (x *Index) watchTree(top *Dir, w watcher, since time.Time, st *watchSetup) 
 func (x *Index) drop(d *Dir) {
 	d.gone = true
 	delete(x.failed, d)
-	if d.wd >= 0 && x.w != nil {
+	// A directory moved is watched again under its new name before its
+	// old node is dropped (when the old name was made again meanwhile):
+	// the kernel gave the new node the same watch, which then stays.
+	if d.wd >= 0 && x.w != nil && x.byWD[d.wd] == d {
 		x.w.remove(d.wd)
 		delete(x.byWD, d.wd)
 	}

@@ -391,12 +391,12 @@ type limitWatcher struct {
 	n int
 }
 
-func (l *limitWatcher) add(dir string) (int32, error) {
+func (l *limitWatcher) add(dir string, fd int) (int32, error) {
 	if l.n == 0 {
 		return -1, fmt.Errorf("watch %s: %w", dir, errWatchLimit)
 	}
 	l.n--
-	return l.watcher.add(dir)
+	return l.watcher.add(dir, fd)
 }
 
 // TestIndexWithoutWatches: when watches run out (or the system has no
@@ -456,9 +456,9 @@ type gapWatcher struct {
 	before func(dir string)
 }
 
-func (g *gapWatcher) add(dir string) (int32, error) {
+func (g *gapWatcher) add(dir string, fd int) (int32, error) {
 	g.before(dir)
-	return g.watcher.add(dir)
+	return g.watcher.add(dir, fd)
 }
 
 // TestIndexChangesBeforeWatch: files created, removed and directories made

@@ -226,9 +226,6 @@ func (w *rawWorker) run(ctx context.Context) {
 func (w *rawWorker) list(t scanTask) {
 	d := t.d
 	w.nodes = append(w.nodes, d)
-	if w.s.inline {
-		w.watch(d)
-	}
 	fd := t.fd
 	if t.parent != nil {
 		var err error
@@ -238,6 +235,13 @@ func (w *rawWorker) list(t scanTask) {
 			d.failed = true
 			return
 		}
+	}
+	if w.s.inline {
+		// Watched once open and before it is listed: the watch is on the
+		// directory listed (its path may name another one by now, when it
+		// was replaced: its removal is then notified), and a change after
+		// the listing is notified.
+		w.watch(d, fd)
 	}
 	self := &rawDir{fd: fd, refs: 1}
 	defer self.release()
@@ -304,9 +308,9 @@ func (w *rawWorker) list(t scanTask) {
 	}
 }
 
-// watch adds the watch of d before it is listed (a rescan).
-func (w *rawWorker) watch(d *Dir) {
-	wd, err := w.s.w.add(path.Join(w.s.x.root.Dir(), d.rel))
+// watch adds the watch of d, open as fd, before it is listed (a rescan).
+func (w *rawWorker) watch(d *Dir, fd int) {
+	wd, err := w.s.w.add(path.Join(w.s.x.root.Dir(), d.rel), fd)
 	switch {
 	case errors.Is(err, errWatchLimit):
 		w.s.mu.Lock()

@@ -61,7 +61,7 @@ func (s *scanner) watch(dirs ...*Dir) {
 	limit := false
 	if w != nil && s.inline {
 		for _, d := range dirs {
-			wd, err := w.add(path.Join(x.root.Dir(), d.rel))
+			wd, err := w.add(path.Join(x.root.Dir(), d.rel), -1)
 			if err != nil {
 				// Not listable either (the listing marks it failed), or
 				// out of watches.

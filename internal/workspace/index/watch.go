@@ -8,8 +8,12 @@ import (
 // watcher is the source of change notifications (inotify on Linux).
 type watcher interface {
 	// add watches directory dir (absolute) and returns its watch id; an
-	// error wrapping errWatchLimit means no more can be added.
-	add(dir string) (int32, error)
+	// error wrapping errWatchLimit means no more can be added. When fd is
+	// not -1 it is the directory open, and the watch is on that very
+	// directory even if another one has taken its path since it was
+	// opened (dir then only names it). The watch id is the one the
+	// directory has already when it is watched (under another name).
+	add(dir string, fd int) (int32, error)
 	remove(wd int32)
 	// drain calls fn for each event queued so far, without blocking.
 	drain(fn func(event)) error

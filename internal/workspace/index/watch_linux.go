@@ -3,6 +3,7 @@ package index
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 	"unsafe"
 
@@ -31,8 +32,18 @@ func newWatcher() (watcher, error) {
 	return &inotify{fd: fd}, nil
 }
 
-func (n *inotify) add(dir string) (int32, error) {
-	wd, err := unix.InotifyAddWatch(n.fd, dir, watchMask)
+func (n *inotify) add(dir string, fd int) (int32, error) {
+	var wd int
+	var err error = unix.ENOENT
+	if fd >= 0 {
+		// The descriptor's magic link in /proc names the directory it
+		// holds, wherever it is now (removed too): followed, not refused.
+		wd, err = unix.InotifyAddWatch(n.fd, "/proc/self/fd/"+strconv.Itoa(fd), watchMask&^unix.IN_DONT_FOLLOW)
+	}
+	if errors.Is(err, unix.ENOENT) {
+		// No descriptor, or no /proc: by its path.
+		wd, err = unix.InotifyAddWatch(n.fd, dir, watchMask)
+	}
 	if err != nil {
 		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.ENOMEM) {
 			return -1, fmt.Errorf("watch %s: %w (%w)", dir, errWatchLimit, err)
