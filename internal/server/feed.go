@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -46,6 +47,10 @@ type feeds struct {
 	mu        sync.Mutex
 	m         map[int64]*feed
 	onStopped func() // tests
+
+	// lost holds, per job, the resume cursors (Last-Event-ID) of the
+	// streams the DropStreamsAfter test hook aborted (guarded by mu).
+	lost map[int64]map[int64]bool
 }
 
 // feed is the shared reader of one job's log.
@@ -105,6 +110,36 @@ func (fs *feeds) join(ctx context.Context, id int64) (*feed, func(), error) {
 	}
 	return f, leave, nil
 }
+
+// cut is the DropStreamsAfter test hook's choice for a stream of job id
+// that resumed from cursor from and has sent its quota: abort it (true),
+// or end it cleanly (false) when a stream from the same cursor was
+// aborted before and the client is back at that cursor. An aborted
+// response loses what the client had received but not yet read (a
+// browser errors the body stream and drops its queued chunks), and a busy
+// client reads the quota's events only after the abort: cutting at the
+// same place every time would then send it the same events, lost the
+// same way, forever. A clean end keeps them, so the client always moves
+// on; the next stream, from the new cursor, is aborted again.
+func (fs *feeds) cut(id, from int64) (abort bool) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.lost[id][from] {
+		delete(fs.lost[id], from)
+		return false
+	}
+	if fs.lost == nil {
+		fs.lost = map[int64]map[int64]bool{}
+	}
+	if fs.lost[id] == nil {
+		fs.lost[id] = map[int64]bool{}
+	}
+	fs.lost[id][from] = true
+	return true
+}
+
+// errCut ends a stream cleanly at the test hook's cut.
+var errCut = errors.New("the stream was cut (test hook)")
 
 // run reads the job's new events on every wake-up (and every poll
 // interval, as a backstop for lost wake-ups) until ctx ends.
@@ -193,6 +228,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id, after 
 	if sse.Retry(streamRetry) != nil || sse.Flush() != nil {
 		return
 	}
+	from := after // the cursor the client resumed from
 	sent := 0
 	send := func(events []store.JobEvent) error {
 		for _, e := range events {
@@ -205,9 +241,15 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id, after 
 			}
 			after = e.Seq
 			if sent++; sent == s.cfg.DropStreamsAfter {
-				// The test hook: cut the connection after this event.
+				// The test hook: cut the stream after this event, by
+				// closing the connection, or by ending the response when
+				// the client has come back from where the last abort
+				// began (see cut).
 				sse.Flush()
-				panic(http.ErrAbortHandler)
+				if s.feeds.cut(id, from) {
+					panic(http.ErrAbortHandler)
+				}
+				return errCut
 			}
 			if e.Type == store.JobEventStatus {
 				var st store.StatusEvent

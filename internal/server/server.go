@@ -147,7 +147,10 @@ type Config struct {
 	// DropStreamsAfter is a test hook (end-to-end tests of stream
 	// resumption): when positive, every job event stream is cut from the
 	// server side, its connection closed without the end event, after
-	// sending that many events, as a proxy or a restart would. Zero (the
+	// sending that many events, as a proxy or a restart would (a stream
+	// resumed from where an aborted one began ends its response cleanly
+	// instead, so that a client that lost those events moves on: see
+	// feeds.cut). Zero (the
 	// default, and what serve uses unless a test sets
 	// MAESTRO_TEST_DROP_STREAMS_AFTER) never cuts.
 	DropStreamsAfter int

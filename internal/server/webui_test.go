@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -175,5 +176,48 @@ func TestDropStreamsAfter(t *testing.T) {
 	}
 	if int64(len(seqs)) != last.LastSeq {
 		t.Fatalf("got %d events, the job has %d", len(seqs), last.LastSeq)
+	}
+}
+
+// TestDropStreamsAfterLostEvents: a client back at the cursor an aborted
+// stream began from (it lost the events of that stream, as a busy browser
+// does when the abort arrives with them) gets the next stream cut by a
+// clean end, which loses nothing, so it always moves on; a stream from a
+// new cursor is aborted again.
+func TestDropStreamsAfterLostEvents(t *testing.T) {
+	t.Parallel()
+	st := sqliteStore(t)
+	e := newEnv(t, st, func(c *server.Config) { c.DropStreamsAfter = 3 })
+	ct := e.createTask("streamed", nil)
+	j := claim(t, st, "w")
+	appendEvents(t, st, j, "a", "b", "c", "d", "e", "f", "g")
+	for i, c := range []struct {
+		lastID string
+		want   []int64
+		end    error
+	}{
+		{"", []int64{1, 2, 3}, io.ErrUnexpectedEOF},  // aborted
+		{"", []int64{1, 2, 3}, io.EOF},               // the same cursor again: a clean end
+		{"3", []int64{4, 5, 6}, io.ErrUnexpectedEOF}, // a new cursor: aborted
+		{"3", []int64{4, 5, 6}, io.EOF},
+		{"3", []int64{4, 5, 6}, io.ErrUnexpectedEOF}, // the clean end is used once
+	} {
+		s := e.openStream(ct.Job.ID, c.lastID, "")
+		var seqs []int64
+		for {
+			f, ok := s.next()
+			if !ok {
+				break
+			}
+			if f.Event != "" {
+				seqs = append(seqs, eventSeq(t, f))
+			}
+		}
+		if !slices.Equal(seqs, c.want) {
+			t.Fatalf("stream %d (Last-Event-ID %q): events %v, want %v", i, c.lastID, seqs, c.want)
+		}
+		if _, err := s.r.ReadString('\n'); err != c.end {
+			t.Errorf("stream %d (Last-Event-ID %q) ended with %v, want %v", i, c.lastID, err, c.end)
+		}
 	}
 }

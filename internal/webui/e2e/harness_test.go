@@ -18,7 +18,10 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
+	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/cdproto/tracing"
 	"github.com/chromedp/chromedp"
 
@@ -67,7 +70,26 @@ func startServeIn(t *testing.T, home string, env []string, args ...string) *serv
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), serveLife)
 	t.Cleanup(cancel)
 	s.url, s.stderr, _ = proctest.StartServe(ctx, t, binary, append(proctest.NoModelEnv(home), env...), append([]string{"--data-dir", home}, args...)...)
+	// On failure, what serve said (registered after StartServe, so it runs
+	// before serve is stopped).
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("serve's log (last %d lines):\n%s", failLines, tail(s.stderr.String(), failLines))
+		}
+	})
 	return s
+}
+
+// failLines is how many lines of a log a failure report shows.
+const failLines = 150
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = append([]string{fmt.Sprintf("… %d earlier lines", len(lines)-n)}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // api calls the server's REST API (with the token, if any) and decodes
@@ -144,6 +166,92 @@ type tab struct {
 	base      string
 	artifacts string
 	log       *proctest.Buffer // chromium's output
+	console   *pageLog         // the page's console, errors and API requests
+}
+
+// pageLog keeps the last lines of what the page logged (console calls,
+// uncaught exceptions, the browser's log entries such as failed loads)
+// and of its API requests (sent, answered, finished or failed, with the
+// time since the tab started), for a failure report.
+type pageLog struct {
+	mu    sync.Mutex
+	start time.Time
+	lines []string
+	urls  map[network.RequestID]string
+}
+
+func (l *pageLog) add(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf("%7.3fs ", time.Since(l.start).Seconds())+fmt.Sprintf(format, args...))
+	if len(l.lines) > 2*failLines {
+		l.lines = append(l.lines[:0], l.lines[len(l.lines)-failLines:]...)
+	}
+}
+
+func (l *pageLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return tail(strings.Join(l.lines, "\n"), failLines)
+}
+
+// listen records the events of a tab into l.
+func (l *pageLog) listen(ctx context.Context) error {
+	return chromedp.Listen(ctx, func(ev any) {
+		switch e := ev.(type) {
+		case *cdpruntime.EventConsoleAPICalled:
+			var args []string
+			for _, a := range e.Args {
+				if a.Value != nil {
+					args = append(args, string(a.Value))
+				} else {
+					args = append(args, a.Description)
+				}
+			}
+			l.add("console.%s: %s", e.Type, strings.Join(args, " "))
+		case *cdpruntime.EventExceptionThrown:
+			d := e.ExceptionDetails
+			msg := d.Text
+			if d.Exception != nil {
+				msg += " " + d.Exception.Description
+			}
+			l.add("exception: %s", msg)
+		case *cdplog.EventEntryAdded:
+			l.add("browser %s %s: %s %s", e.Entry.Source, e.Entry.Level, e.Entry.Text, e.Entry.URL)
+		case *network.EventRequestWillBeSent:
+			if !strings.Contains(e.Request.URL, "/api/") {
+				return
+			}
+			l.mu.Lock()
+			l.urls[e.RequestID] = e.Request.URL
+			l.mu.Unlock()
+			l.add("request %s %s %s", e.RequestID, e.Request.Method, e.Request.URL)
+		case *network.EventResponseReceived:
+			if l.url(e.RequestID, false) != "" {
+				l.add("response %s %d", e.RequestID, e.Response.Status)
+			}
+		case *network.EventLoadingFinished:
+			if l.url(e.RequestID, true) != "" {
+				l.add("finished %s (%.0f bytes)", e.RequestID, e.EncodedDataLength)
+			}
+		case *network.EventLoadingFailed:
+			if l.url(e.RequestID, true) != "" {
+				l.add("failed %s: %s canceled=%v", e.RequestID, e.ErrorText, e.Canceled)
+			}
+		}
+	})
+}
+
+// url returns the URL of an API request being recorded ("" when it is not
+// one), forgetting it when done.
+func (l *pageLog) url(id network.RequestID, done bool) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	u := l.urls[id]
+	if done {
+		delete(l.urls, id)
+	}
+	return u
 }
 
 // newTab starts a headless Chromium with a fresh profile (the flags of
@@ -194,7 +302,7 @@ func newTab(t *testing.T, base string, scripts ...string) *tab {
 	t.Cleanup(cancel)
 	ctx, cancelTab := chromedp.NewContext(actx)
 	t.Cleanup(cancelTab)
-	tb := &tab{t: t, ctx: ctx, base: base, log: log, artifacts: artifactsDir(t)}
+	tb := &tab{t: t, ctx: ctx, base: base, log: log, artifacts: artifactsDir(t), console: &pageLog{start: time.Now(), urls: map[network.RequestID]string{}}}
 	// The first Run starts the browser: no timeout on its context.
 	start := make(chan error, 1)
 	go func() { start <- chromedp.Do(ctx) }()
@@ -205,6 +313,9 @@ func newTab(t *testing.T, base string, scripts ...string) *tab {
 		}
 	case <-time.After(stepTimeout):
 		t.Fatalf("chromium did not start within %v\n%s", stepTimeout, log)
+	}
+	if err := tb.console.listen(ctx); err != nil {
+		t.Fatalf("listen to the tab: %v", err)
 	}
 	for _, src := range scripts {
 		tb.run("install a measurement hook", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
@@ -256,6 +367,7 @@ func (tb *tab) failShot(what string) {
 	if html, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText.slice(0, 2000) : ""`)); err == nil {
 		tb.t.Logf("the page says:\n%s", html)
 	}
+	tb.t.Logf("the page's console and API requests (last %d):\n%s", failLines, tb.console)
 }
 
 // eval evaluates a JavaScript expression (promises awaited) into out.

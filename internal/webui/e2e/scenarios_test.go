@@ -410,9 +410,11 @@ func TestSignInWithToken(t *testing.T) {
 }
 
 // TestLiveLogSurvivesDrop: the server cuts every event stream after 5
-// events (MAESTRO_TEST_DROP_STREAMS_AFTER); the live log reconnects with
-// Last-Event-ID each time and ends with every event of the job once: no
-// gap, no duplicate.
+// events (MAESTRO_TEST_DROP_STREAMS_AFTER: it aborts the connection, or
+// ends the response cleanly when the tab is back at the cursor of an
+// aborted stream, whose events a busy browser drops with the abort); the
+// live log reconnects with Last-Event-ID each time and ends with every
+// event of the job once: no gap, no duplicate.
 func TestLiveLogSurvivesDrop(t *testing.T) {
 	s := startServe(t, []string{"MAESTRO_TEST_DROP_STREAMS_AFTER=5"}, "--workers", "1")
 	tb := newTab(t, s.url)
