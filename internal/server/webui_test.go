@@ -129,16 +129,23 @@ func TestServerInfo(t *testing.T) {
 	}
 }
 
+// cutStreamsEnv serves a store whose event streams the test hook cuts
+// after 3 events, with one task whose job has 7 events (plus its own).
+func cutStreamsEnv(t *testing.T) (store.Store, *env, createdTask) {
+	t.Helper()
+	st := sqliteStore(t)
+	e := newEnv(t, st, func(c *server.Config) { c.DropStreamsAfter = 3 })
+	ct := e.createTask("streamed", nil)
+	appendEvents(t, st, claim(t, st, "w"), "a", "b", "c", "d", "e", "f", "g")
+	return st, e, ct
+}
+
 // TestDropStreamsAfter: the test hook cuts every event stream after the
 // given number of events, without the end event, and a client resuming
 // with Last-Event-ID gets the rest exactly once.
 func TestDropStreamsAfter(t *testing.T) {
 	t.Parallel()
-	st := sqliteStore(t)
-	e := newEnv(t, st, func(c *server.Config) { c.DropStreamsAfter = 3 })
-	ct := e.createTask("streamed", nil)
-	j := claim(t, st, "w")
-	appendEvents(t, st, j, "a", "b", "c", "d", "e", "f", "g")
+	st, e, ct := cutStreamsEnv(t)
 	last, err := st.GetJob(t.Context(), ct.Job.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -186,11 +193,7 @@ func TestDropStreamsAfter(t *testing.T) {
 // new cursor is aborted again.
 func TestDropStreamsAfterLostEvents(t *testing.T) {
 	t.Parallel()
-	st := sqliteStore(t)
-	e := newEnv(t, st, func(c *server.Config) { c.DropStreamsAfter = 3 })
-	ct := e.createTask("streamed", nil)
-	j := claim(t, st, "w")
-	appendEvents(t, st, j, "a", "b", "c", "d", "e", "f", "g")
+	_, e, ct := cutStreamsEnv(t)
 	for i, c := range []struct {
 		lastID string
 		want   []int64
