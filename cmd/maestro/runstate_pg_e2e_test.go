@@ -85,7 +85,7 @@ func TestRunStateResumesOnAnotherWorker(t *testing.T) {
 			break
 		}
 		if cur, gerr := st.GetJob(ctx, job.ID); b.exited() || ctx.Err() != nil || gerr != nil || cur.State.Terminal() {
-			t.Fatalf("the job did not reach verify on worker B: job %s (error %q), %v %v %v\n%s", cur.State, cur.Error, err, gerr, ctx.Err(), tail(b.stderr.String(), 4000))
+			t.Fatalf("the job did not reach verify on worker B: job %s (error %q), %v %v %v\n%s\nthe job's log:\n%s", cur.State, cur.Error, err, gerr, ctx.Err(), tail(b.stderr.String(), 4000), jobLogText(st, job.ID))
 		}
 		waitABit(ctx)
 	}
@@ -176,4 +176,21 @@ func gunzipString(t *testing.T, data []byte) string {
 		t.Fatalf("run state in the store: %v", err)
 	}
 	return string(out)
+}
+
+// jobLogText is the job's log, one event a line (at most the last 8 KB),
+// for a failure message: what each tool call returned shows why a run
+// went another way.
+func jobLogText(st store.Store, jobID int64) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	evs, err := st.ReadJobEvents(ctx, jobID, 0, store.MaxListLimit)
+	if err != nil {
+		return "(read the job's log: " + err.Error() + ")"
+	}
+	var b strings.Builder
+	for _, e := range evs {
+		fmt.Fprintf(&b, "%d %s %s\n", e.Seq, e.Type, e.Data)
+	}
+	return tail(b.String(), 8000)
 }
