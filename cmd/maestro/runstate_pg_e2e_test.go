@@ -18,21 +18,25 @@ import (
 )
 
 // resumeScenario is a replay of piece general (execute → verify). In
-// verify, the first turn writes slow-here into the workspace; the second
-// runs a Bash command that sleeps only where slow-here exists (on the
-// worker that wrote it); the third completes.
+// verify, whose tools are read-only but for Bash, the first turn prints a
+// line; the second runs a Bash command that sleeps only in a workspace
+// under worker B's data directory (data-workerB, startResumeWorker); the
+// third completes. (A marker file written in verify would need Write,
+// which verify does not offer: the call was refused, B never slept, and
+// the test passed only when its poll caught the few milliseconds between
+// verify's first turn and the end of the job.)
 const resumeScenario = `{
   "schemaVersion": "evalops.maestro.scripted-scenario.v1",
   "id": "resume-across-workers",
   "description": "A run resumed on another worker in its second movement.",
-  "metadata": {"recordedAt": "2026-11-26T00:00:00Z", "toolsExpected": ["transition", "Write", "Bash", "complete"]},
+  "metadata": {"recordedAt": "2026-11-26T00:00:00Z", "toolsExpected": ["transition", "Bash", "complete"]},
   "frames": [
     {"index": 0, "statements": [{"kind": "tool_call", "tool": "transition",
       "input": {"next": "verify", "summary": "Nothing to execute; verify."}}]},
-    {"index": 1, "statements": [{"kind": "tool_call", "tool": "Write",
-      "input": {"path": "slow-here", "content": "written on the first worker\n"}}]},
+    {"index": 1, "statements": [{"kind": "tool_call", "tool": "Bash",
+      "input": {"command": "echo verify-first-turn: run on the first worker"}}]},
     {"index": 2, "statements": [{"kind": "tool_call", "tool": "Bash",
-      "input": {"command": "if [ -f slow-here ]; then sleep 300; fi; echo checked-after-resume"}}]},
+      "input": {"command": "case \"$PWD\" in */data-workerB/*) sleep 300;; esac; echo checked-after-resume"}}]},
     {"index": 3, "statements": [{"kind": "tool_call", "tool": "complete",
       "input": {"status": "success", "result": "verified"}}]}
   ]
@@ -73,7 +77,7 @@ func TestRunStateResumesOnAnotherWorker(t *testing.T) {
 			return false
 		}
 		for _, e := range evs {
-			if e.Attempt == 1 && (e.Type == store.JobEventRunEvent || e.Type == store.JobEventProtocol) && strings.Contains(string(e.Data), "slow-here") {
+			if e.Attempt == 1 && (e.Type == store.JobEventRunEvent || e.Type == store.JobEventProtocol) && strings.Contains(string(e.Data), "verify-first-turn") {
 				return true
 			}
 		}
@@ -81,7 +85,7 @@ func TestRunStateResumesOnAnotherWorker(t *testing.T) {
 	}
 	for {
 		rs, err := st.RunState(ctx, job.ID)
-		if err == nil && rs.Movement == "verify" && strings.Contains(gunzipString(t, rs.Data), "slow-here") && loggedTurn() {
+		if err == nil && rs.Movement == "verify" && strings.Contains(gunzipString(t, rs.Data), "verify-first-turn") && loggedTurn() {
 			break
 		}
 		if cur, gerr := st.GetJob(ctx, job.ID); b.exited() || ctx.Err() != nil || gerr != nil || cur.State.Terminal() {
@@ -128,7 +132,7 @@ func TestRunStateResumesOnAnotherWorker(t *testing.T) {
 			fmt.Fprintf(&resumed, "%s\n", e.Data)
 		}
 	}
-	for _, want := range []string{`"movement":"execute"`, `"movement":"verify"`, `slow-here`} {
+	for _, want := range []string{`"movement":"execute"`, `"movement":"verify"`, `verify-first-turn`} {
 		if !strings.Contains(first.String(), want) {
 			t.Errorf("worker B's attempt lacks %s:\n%s", want, first.String())
 		}
@@ -140,7 +144,7 @@ func TestRunStateResumesOnAnotherWorker(t *testing.T) {
 			t.Errorf("worker C's attempt lacks %s:\n%s", want, resumed.String())
 		}
 	}
-	for _, unwanted := range []string{`"movement":"execute"`, `written on the first worker`} {
+	for _, unwanted := range []string{`"movement":"execute"`, `verify-first-turn`} {
 		if strings.Contains(resumed.String(), unwanted) {
 			t.Errorf("worker C's attempt repeated %s (the run was not resumed with its conversation):\n%s", unwanted, resumed.String())
 		}
@@ -152,7 +156,7 @@ func TestRunStateResumesOnAnotherWorker(t *testing.T) {
 func startResumeWorker(ctx context.Context, t *testing.T, dsn, name string) *worker {
 	t.Helper()
 	dir := t.TempDir()
-	return startPGWorker(ctx, t, filepath.Join(dir, "home"), filepath.Join(dir, "data"), dsn, name, "--workers", "1", "--lease", "2s")
+	return startPGWorker(ctx, t, filepath.Join(dir, "home"), filepath.Join(dir, "data-"+name), dsn, name, "--workers", "1", "--lease", "2s")
 }
 
 // waitABit pauses a polling loop for a short while (or until ctx ends).
