@@ -1,11 +1,9 @@
 package agentcli
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -345,11 +343,6 @@ func (s *codexStore) lastTurnShellCalls(ctx context.Context, id string) ShellCal
 	if err != nil {
 		return ShellCalls{}
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return ShellCalls{}
-	}
-	defer f.Close()
 	type call struct {
 		ShellCall
 		hasOutput bool
@@ -357,48 +350,37 @@ func (s *codexStore) lastTurnShellCalls(ctx context.Context, id string) ShellCal
 	var calls []call
 	index := map[string]int{}
 	reported := map[string]bool{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
-	for sc.Scan() {
-		line := sc.Bytes()
+	var stats SessionStats
+	err = jsonLines(path, &stats, func(line []byte) error {
 		if !bytes.Contains(line, []byte(`"function_call`)) && !bytes.Contains(line, []byte(`"item_completed"`)) &&
 			!bytes.Contains(line, []byte(`"task_started"`)) {
-			continue
+			return nil
 		}
-		var r struct {
-			Type    string `json:"type"`
-			Payload struct {
-				Type      string          `json:"type"`
-				Name      string          `json:"name"`
-				Arguments string          `json:"arguments"`
-				CallID    string          `json:"call_id"`
-				Output    json.RawMessage `json:"output"`
-				Item      *struct {
-					Type string `json:"type"`
-					ID   string `json:"id"`
-				} `json:"item"`
-			} `json:"payload"`
+		var r rolloutRecord
+		var it rolloutItem
+		if json.Unmarshal(line, &r) != nil || json.Unmarshal(r.Payload, &it) != nil {
+			return nil
 		}
-		if json.Unmarshal(line, &r) != nil {
-			continue
-		}
-		pl := &r.Payload
 		switch {
-		case r.Type == "event_msg" && pl.Type == "task_started":
+		case r.Type == "event_msg" && it.Type == "task_started":
 			calls, index, reported = nil, map[string]int{}, map[string]bool{}
-		case r.Type == "event_msg" && pl.Type == "item_completed" && pl.Item != nil && pl.Item.Type == "CommandExecution":
-			reported[pl.Item.ID] = true
-		case r.Type == "response_item" && pl.Type == "function_call" && codexShellTools[pl.Name] && pl.CallID != "":
-			index[pl.CallID] = len(calls)
-			calls = append(calls, call{ShellCall: ShellCall{CallID: pl.CallID, Command: shellCommand(pl.Arguments)}})
-		case r.Type == "response_item" && pl.Type == "function_call_output":
-			if i, ok := index[pl.CallID]; ok {
-				text, failed := codexOutput(pl.Output)
+		case r.Type == "event_msg" && it.Type == "item_completed" && it.Item != nil && it.Item.Type == "CommandExecution":
+			reported[it.Item.ID] = true
+		case r.Type == "response_item" && it.Type == "function_call" && codexShellTools[it.Name] && it.CallID != "":
+			index[it.CallID] = len(calls)
+			calls = append(calls, call{ShellCall: ShellCall{CallID: it.CallID, Command: shellCommand(it.Arguments)}})
+		case r.Type == "response_item" && it.Type == "function_call_output":
+			if i, ok := index[it.CallID]; ok {
+				text, failed := codexOutput(it.Output)
 				calls[i].Output, calls[i].Success = shellResult(text)
 				calls[i].Success = calls[i].Success && !failed
 				calls[i].hasOutput = true
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return ShellCalls{}
 	}
 	out := ShellCalls{Total: len(calls)}
 	for _, c := range calls {

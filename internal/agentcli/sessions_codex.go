@@ -159,6 +159,12 @@ type rolloutItem struct {
 	ID    string `json:"id"`
 	Cwd   string `json:"cwd"`
 	Model string `json:"model"`
+	// item_completed events (event_msg): the item, whose id is a
+	// command's call id (parse_codex.go, lastTurnShellCalls)
+	Item *struct {
+		Type string `json:"type"`
+		ID   string `json:"id"`
+	} `json:"item"`
 }
 
 // codexKnown are rollout record types that carry no conversation.
