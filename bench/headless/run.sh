@@ -2,7 +2,7 @@
 # Whole-process benchmarks of `maestro headless` (see main.go): spawn → ready,
 # hello → hello_ok, the response_chunk rate to fast and slow readers with
 # memory, and the resident-memory rows of issue 22 for this tree beside
-# BASELINE (default b427a72, before the start-up pages were released) built
+# BASELINE (default 8cda6c9, the tree on the day issue 22 was filed, before its work) built
 # the same way, in alternating rounds. Prints markdown tables.
 #
 #   bash bench/headless/run.sh
@@ -10,7 +10,7 @@
 #   bash bench/headless/run.sh -memory     # only the memory rows
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-BASELINE=${BASELINE:-b427a72}
+BASELINE=${BASELINE:-8cda6c9}
 ROUNDS=${ROUNDS:-3}
 make -s build
 base_label=$(git rev-parse --short "$BASELINE^{commit}")

@@ -10,7 +10,7 @@
 #   bench/utility/run.sh                   # $(go env GOROOT)/src, 9 runs each
 #   REPS=15 TREE=/some/dir bench/utility/run.sh
 #   BASELINE=8cda6c9 bench/utility/run.sh  # the revision timed beside this one (second table;
-#                                          # default b427a72, before the getdents listing and background watches)
+#                                          # default 8cda6c9, the last one without the workspace file index)
 #
 # What is compared: maestro = one process that opens the workspace, walks
 # it (gitignore-aware, hidden files and symbolic links skipped), scores
@@ -31,7 +31,7 @@ versus_setup ./bench/utility maestro-search
 # packages of an older revision too: by default the one before the cold
 # index listed with getdents and watched in the background (8cda6c9 is the
 # last one without the workspace file index).
-BASELINE=${BASELINE:-b427a72}
+BASELINE=${BASELINE:-8cda6c9}
 base_label=$(git rev-parse --short "$BASELINE^{commit}")
 mkdir -p "$work/base"
 git archive "$base_label" | tar -x -C "$work/base"
