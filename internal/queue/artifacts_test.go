@@ -114,7 +114,6 @@ func TestEngineRunnerArtifactsAcrossDataDirs(t *testing.T) {
 		t.Fatal(err)
 	}
 	dataA, dataB := t.TempDir(), t.TempDir()
-	stopA := startPool(t, queue.Config{Store: st, Runner: queue.NewEngineRunner(queue.EngineRunnerConfig{DataDir: dataA, Artifacts: a})})
 	pl := payloadWith(t, map[string]any{"replay": json.RawMessage(askScenario), staging.PayloadField: stagingKey})
 	task, job, err := st.CreateTask(ctx, store.NewTask{Title: "Paint the fence", Piece: "general", Payload: pl})
 	if err != nil {
@@ -123,6 +122,10 @@ func TestEngineRunnerArtifactsAcrossDataDirs(t *testing.T) {
 	if err := blobstore.PutBytes(ctx, a, blobstore.UploadJobKey(stagingKey), []byte(jsonInt(job.ID))); err != nil {
 		t.Fatal(err)
 	}
+	// A starts once the job object is written, as the server writes it:
+	// a worker adopting the upload before that leaves the object to the
+	// staging sweep (TestSweepArtifactStaging), which this test does not run.
+	stopA := startPool(t, queue.Config{Store: st, Runner: queue.NewEngineRunner(queue.EngineRunnerConfig{DataDir: dataA, Artifacts: a})})
 	waitJob(t, st, job.ID, "waiting_human", inState(store.StateWaitingHuman))
 	stopA()
 	if data, err := os.ReadFile(filepath.Join(queue.WorkDir(dataA, task.ID), "input", "brief.txt")); err != nil || string(data) != "fence specs\n" {
