@@ -11,6 +11,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/workspace"
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
 
 // validator checks every emitted frame against the protocol's JSON
@@ -139,14 +140,8 @@ func newFixture(t *testing.T) *fixture {
 // write creates a file (and its parents) under dir.
 func write(t *testing.T, dir, rel, content string) string {
 	t.Helper()
-	p := filepath.Join(dir, filepath.FromSlash(rel))
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	wstest.WriteFiles(t, dir, map[string]string{rel: content})
+	return filepath.Join(dir, filepath.FromSlash(rel))
 }
 
 // wantError checks that err is an *Error with the given code and text.
