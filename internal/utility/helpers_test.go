@@ -94,6 +94,17 @@ func next[T protocol.Message](t *testing.T, r *recorder, ok func(T) bool) (T, []
 	}
 }
 
+// find returns the first message of msgs that is a T and passes ok.
+func find[T protocol.Message](msgs []protocol.Message, ok func(T) bool) (T, bool) {
+	for _, msg := range msgs {
+		if m, is := msg.(T); is && ok(m) {
+			return m, true
+		}
+	}
+	var zero T
+	return zero, false
+}
+
 func describe(msgs []protocol.Message) string {
 	s := ""
 	for _, m := range msgs {
