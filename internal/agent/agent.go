@@ -11,10 +11,7 @@ package agent
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
-	"math/big"
-	"strconv"
 	"sync"
 	"time"
 
@@ -210,17 +207,7 @@ var (
 )
 
 // newResponseID returns an id like resp_<epochms>_<6 base36>.
-func newResponseID(now time.Time) string {
-	n, err := rand.Int(rand.Reader, big.NewInt(36*36*36*36*36*36))
-	if err != nil {
-		panic(err)
-	}
-	s := strconv.FormatInt(n.Int64(), 36)
-	for len(s) < 6 {
-		s = "0" + s
-	}
-	return "resp_" + strconv.FormatInt(now.UnixMilli(), 10) + "_" + s
-}
+func newResponseID(now time.Time) string { return protocol.NewID("resp", 6, now) }
 
 // Tee returns a Sink that forwards to every sink in order.
 func Tee(sinks ...Sink) Sink { return tee(sinks) }

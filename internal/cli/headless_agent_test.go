@@ -99,16 +99,8 @@ func (ae *agentEnv) startProcess(t *testing.T, args ...string) *agentHeadless {
 	cmd.Env = append(headlessEnv(ae.home), "PATH="+ae.path)
 	h := &agentHeadless{code: make(chan int, 1), stderr: &bytes.Buffer{}}
 	cmd.Stderr = h.stderr
-	if h.stdin, err = cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	var out io.ReadCloser
+	h.stdin, out = proctest.StartPiped(t, cmd)
 	done := h.read(t, ctx, out)
 	go func() {
 		<-done // Wait closes stdout: only once it has been read to its end

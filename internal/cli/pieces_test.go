@@ -15,16 +15,13 @@ import (
 	"github.com/maestro-run/maestro/internal/llm/llmtest"
 	"github.com/maestro-run/maestro/internal/piece/piecetest"
 	"github.com/maestro-run/maestro/internal/session"
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
 
+// writeFile writes content to path, creating its parent directories.
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	wstest.WriteFiles(t, filepath.Dir(path), map[string]string{filepath.Base(path): content})
 }
 
 func TestPiecesListShowValidate(t *testing.T) {

@@ -90,14 +90,7 @@ func newAgentHarness(t *testing.T) *agentHarness {
 	return h
 }
 
-func (h *agentHarness) engine() *Engine {
-	h.t.Helper()
-	e, err := New(h.cfg)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return e
-}
+func (h *agentHarness) engine() *Engine { return mustNew(h.t, h.cfg) }
 
 // fakeFile reads a file the fake CLI wrote.
 func (h *agentHarness) fakeFile(name string) string {

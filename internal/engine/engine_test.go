@@ -202,11 +202,14 @@ func newHarness(t *testing.T, scenario string, tune ...func(*Config)) *harness {
 	return h
 }
 
-func (h *harness) engine() *Engine {
-	h.t.Helper()
-	e, err := New(h.cfg)
+func (h *harness) engine() *Engine { return mustNew(h.t, h.cfg) }
+
+// mustNew is New(cfg), failing the test on an error.
+func mustNew(t testing.TB, cfg Config) *Engine {
+	t.Helper()
+	e, err := New(cfg)
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return e
 }

@@ -64,13 +64,13 @@ func TestPlantedGitMetadata(t *testing.T) {
 		{".git FIFO", func(t *testing.T, ws string) { wstest.MakeFIFO(t, filepath.Join(ws, ".git")) }},
 		{".git link to a FIFO", func(t *testing.T, ws string) {
 			wstest.MakeFIFO(t, filepath.Join(ws, "pipe"))
-			link(t, "pipe", filepath.Join(ws, ".git"))
+			wstest.Symlink(t, "pipe", filepath.Join(ws, ".git"))
 		}},
-		{".git link to /dev/zero", func(t *testing.T, ws string) { link(t, "/dev/zero", filepath.Join(ws, ".git")) }},
+		{".git link to /dev/zero", func(t *testing.T, ws string) { wstest.Symlink(t, "/dev/zero", filepath.Join(ws, ".git")) }},
 		{"HEAD FIFO", func(t *testing.T, ws string) { wstest.MakeFIFO(t, filepath.Join(ws, ".git", "HEAD")) }},
 		{"HEAD link to /dev/zero", func(t *testing.T, ws string) {
 			mkdir(t, filepath.Join(ws, ".git"))
-			link(t, "/dev/zero", filepath.Join(ws, ".git", "HEAD"))
+			wstest.Symlink(t, "/dev/zero", filepath.Join(ws, ".git", "HEAD"))
 		}},
 		{"HEAD huge", func(t *testing.T, ws string) {
 			write(t, filepath.Join(ws, ".git", "HEAD"), "ref: refs/heads/"+strings.Repeat("x", 16<<20)+"\n")
@@ -81,7 +81,7 @@ func TestPlantedGitMetadata(t *testing.T) {
 		}},
 		{"gitdir file link to /dev/zero", func(t *testing.T, ws string) {
 			mkdir(t, filepath.Join(ws, "sub"))
-			link(t, "/dev/zero", filepath.Join(ws, "sub", ".git"))
+			wstest.Symlink(t, "/dev/zero", filepath.Join(ws, "sub", ".git"))
 		}},
 	}
 	for _, tt := range tests {
@@ -134,13 +134,6 @@ func write(t *testing.T, path, content string) {
 func mkdir(t *testing.T, dir string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func link(t *testing.T, target, path string) {
-	t.Helper()
-	if err := os.Symlink(target, path); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -217,9 +217,9 @@ func (r *Runner) Drain(ctx context.Context, req DrainRequest) (*DrainResponse, i
 	sessionFile := ""
 	if flush != FlushSkipped {
 		sname := sessionFileName(name)
-		if err := writeStream(root, sname, r.slog.Export); err != nil {
+		if err := root.WriteStreamAtomic(sname, 0o600, r.slog.Export); err != nil {
 			if flushErr == nil {
-				flush, flushErr = FlushFailed, fmt.Errorf("write the session file %s: %w", sname, err)
+				flush, flushErr = FlushFailed, fmt.Errorf("the session file: %w", err)
 			}
 		} else {
 			sessionFile = r.cfg.snapshotPath(sname)

@@ -3,12 +3,9 @@ package hostedrunner
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 
 	"github.com/maestro-run/maestro/internal/workspace"
@@ -116,38 +113,4 @@ func readRegular(d *workspace.Dir, name string, max int64) ([]byte, error) {
 	}
 	defer f.Close()
 	return workspace.ReadRegular(f, name, max)
-}
-
-// writeStream replaces name in d with what fill writes: into a new
-// temporary file of d, synced, then renamed over name (a link or a FIFO
-// at name is replaced, never followed or opened).
-func writeStream(d *workspace.Dir, name string, fill func(io.Writer) error) error {
-	var (
-		tmp string
-		f   *os.File
-		err error
-	)
-	for range 10 {
-		tmp = ".maestro-" + strconv.FormatUint(rand.Uint64(), 36) + ".tmp"
-		if f, err = d.Create(tmp, 0o600); !errors.Is(err, fs.ErrExist) {
-			break
-		}
-	}
-	if err != nil {
-		return err
-	}
-	err = fill(f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = d.Rename(tmp, d, name)
-	}
-	if err != nil {
-		d.Remove(tmp)
-	}
-	return err
 }

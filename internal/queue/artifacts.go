@@ -232,18 +232,13 @@ func (r *engineRunner) synced(ctx context.Context, j *Job, res Result) Result {
 // unfinished job names are removed once their newest object is older than
 // grace; a job object left without files is removed.
 func SweepArtifactStaging(ctx context.Context, st store.Store, a blobstore.Store, now time.Time, grace time.Duration, log *slog.Logger) (StagingSweep, error) {
-	var res StagingSweep
 	objs, err := a.List(ctx, "uploads")
 	if err != nil {
-		return res, fmt.Errorf("list the staged uploads: %w", err)
+		return StagingSweep{}, fmt.Errorf("list the staged uploads: %w", err)
 	}
-	type entry struct {
-		files   []string
-		jobFile bool
-		newest  time.Time
-	}
-	found := map[string]*entry{}
-	var keys []string
+	area := storeStaging{a: a, files: map[string][]string{}, newest: map[string]time.Time{}}
+	index := map[string]int{}
+	var keys []stagedKey
 	for _, o := range objs {
 		rest := strings.TrimPrefix(o.Key, "uploads/")
 		key, _, isFile := strings.Cut(rest, "/")
@@ -253,73 +248,57 @@ func SweepArtifactStaging(ctx context.Context, st store.Store, a blobstore.Store
 		if !staging.ValidKey(key) {
 			continue // not Maestro's
 		}
-		e := found[key]
-		if e == nil {
-			e = &entry{}
-			found[key] = e
-			keys = append(keys, key)
+		i, ok := index[key]
+		if !ok {
+			i = len(keys)
+			index[key] = i
+			keys = append(keys, stagedKey{key: key})
 		}
 		if isFile {
-			e.files = append(e.files, o.Key)
-			if o.Modified.After(e.newest) {
-				e.newest = o.Modified
+			keys[i].files = true
+			area.files[key] = append(area.files[key], o.Key)
+			if o.Modified.After(area.newest[key]) {
+				area.newest[key] = o.Modified
 			}
 		} else {
-			e.jobFile = true
+			keys[i].jobFile = true
 		}
 	}
+	return sweepStaged(ctx, st, area, keys, now, grace, log)
+}
+
+// storeStaging is the upload staging area of an artifact store: the
+// objects of each key as listed, and the newest one's time.
+type storeStaging struct {
+	a      blobstore.Store
+	files  map[string][]string
+	newest map[string]time.Time
+}
+
+func (s storeStaging) where() string { return "artifact store" }
+
+func (s storeStaging) job(ctx context.Context, st store.Store, key string) (store.Job, bool, error) {
+	return artifactStagingJob(ctx, st, s.a, key)
+}
+
+func (s storeStaging) adopt(ctx context.Context, key string, j store.Job) error {
+	return adoptUploads(ctx, s.a, key, jobPrefix(j))
+}
+
+func (s storeStaging) lastChange(key string) (time.Time, error) { return s.newest[key], nil }
+
+func (s storeStaging) removeJobFile(ctx context.Context, key string) error {
+	return s.a.Delete(ctx, blobstore.UploadJobKey(key))
+}
+
+func (s storeStaging) remove(ctx context.Context, key string) error {
 	var errs []error
-	var unfinished map[string]bool
-	for _, key := range keys {
-		if ctx.Err() != nil {
-			return res, ctx.Err()
+	for _, k := range append(s.files[key], blobstore.UploadJobKey(key)) {
+		if err := s.a.Delete(ctx, k); err != nil {
+			errs = append(errs, err)
 		}
-		e := found[key]
-		if len(e.files) == 0 {
-			if err := a.Delete(ctx, blobstore.UploadJobKey(key)); err != nil {
-				errs = append(errs, err)
-			}
-			continue
-		}
-		if e.jobFile {
-			j, ok, err := artifactStagingJob(ctx, st, a, key)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("staging %s: %w", key, err))
-				continue
-			}
-			if ok {
-				if !j.State.Terminal() {
-					continue // the job's runner adopts the files
-				}
-				if err := adoptUploads(ctx, a, key, jobPrefix(j)); err != nil {
-					errs = append(errs, fmt.Errorf("staging %s of job %d: %w", key, j.ID, err))
-					continue
-				}
-				res.Moved++
-				log.Info("moved the staged uploads of a finished job into its input/ in the artifact store", "key", key, "job", j.ID, "state", j.State)
-				continue
-			}
-		}
-		if now.Sub(e.newest) < grace {
-			continue
-		}
-		if unfinished == nil {
-			if unfinished, err = unfinishedStagingKeys(ctx, st); err != nil {
-				return res, errors.Join(append(errs, err)...)
-			}
-		}
-		if unfinished[key] {
-			continue
-		}
-		for _, k := range append(e.files, blobstore.UploadJobKey(key)) {
-			if err := a.Delete(ctx, k); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		res.Removed++
-		log.Info("removed staged uploads no job names from the artifact store", "key", key, "last_change", e.newest.UTC())
 	}
-	return res, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // artifactStagingJob is stagingJob for a job object in the artifact store.

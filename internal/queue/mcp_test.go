@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -27,9 +28,23 @@ const lookupPiece = mcptest.LookupPiece + "    allowed_tools: [mcp__web__*]\n   
 // completes; its second request carries the tool's result.
 func echoModel(t *testing.T) (*llmtest.Server, llm.Provider) {
 	t.Helper()
+	return callThenComplete(t, "mcp__web__echo", `{"text":"ping"}`, "the server answered")
+}
+
+// callThenComplete is a fake model that calls tool with input, then
+// completes with result.
+func callThenComplete(t *testing.T, tool, input, result string) (*llmtest.Server, llm.Provider) {
+	t.Helper()
+	done, err := json.Marshal(struct {
+		Status string `json:"status"`
+		Result string `json:"result"`
+	}{"success", result})
+	if err != nil {
+		t.Fatal(err)
+	}
 	model := llmtest.NewServer(t,
-		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "c1", Name: "mcp__web__echo", Input: `{"text":"ping"}`}}, InputTokens: 100, OutputTokens: 10},
-		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "c2", Name: "complete", Input: `{"status":"success","result":"the server answered"}`}}, InputTokens: 100, OutputTokens: 10},
+		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "c1", Name: tool, Input: input}}, InputTokens: 100, OutputTokens: 10},
+		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "c2", Name: "complete", Input: string(done)}}, InputTokens: 100, OutputTokens: 10},
 	)
 	prov, err := anthropic.New(anthropic.Config{APIKey: "test", BaseURL: model.URL(), Model: "claude-test"})
 	if err != nil {
@@ -156,14 +171,7 @@ func TestEngineRunnerMCP(t *testing.T) {
 // job, whose tool call completes with the answer (issue 20).
 func TestEngineRunnerMCPElicitationIsAnAsk(t *testing.T) {
 	t.Parallel()
-	model := llmtest.NewServer(t,
-		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "c1", Name: "mcp__web__ask", Input: `{"question":"Which colour should the fence be?"}`}}, InputTokens: 100, OutputTokens: 10},
-		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "c2", Name: "complete", Input: `{"status":"success","result":"painted"}`}}, InputTokens: 100, OutputTokens: 10},
-	)
-	prov, err := anthropic.New(anthropic.Config{APIKey: "test", BaseURL: model.URL(), Model: "claude-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	model, prov := callThenComplete(t, "mcp__web__ask", `{"question":"Which colour should the fence be?"}`, "painted")
 	st := openSQLite(t, nil)
 	startPool(t, queue.Config{Store: st, Runner: mcpRunner(t, t.TempDir(), prov, map[string]config.MCPServer{"web": {URL: mcptest.Serve(t)}})})
 	ctx := t.Context()

@@ -158,54 +158,86 @@ type StagingSweep struct {
 // It only reads the staging area and the jobs it names, so it is cheap
 // when the area is empty. Entries it does not recognise are left alone.
 func SweepStaging(ctx context.Context, st store.Store, dataDir string, now time.Time, grace time.Duration, log *slog.Logger) (StagingSweep, error) {
-	var res StagingSweep
 	uploads := filepath.Join(dataDir, "uploads")
 	ents, err := os.ReadDir(uploads)
 	if errors.Is(err, fs.ErrNotExist) {
-		return res, nil
+		return StagingSweep{}, nil
 	}
 	if err != nil {
-		return res, fmt.Errorf("read the upload staging area: %w", err)
+		return StagingSweep{}, fmt.Errorf("read the upload staging area: %w", err)
 	}
-	type entry struct{ dir, jobFile bool }
-	found := map[string]*entry{}
-	at := func(key string) *entry {
+	found := map[string]*stagedKey{}
+	at := func(key string) *stagedKey {
 		if found[key] == nil {
-			found[key] = &entry{}
+			found[key] = &stagedKey{key: key}
 		}
 		return found[key]
 	}
 	for _, e := range ents {
 		name := e.Name()
 		if staging.ValidKey(name) && e.IsDir() {
-			at(name).dir = true
+			at(name).files = true
 		} else if key, ok := strings.CutSuffix(name, staging.JobSuffix); ok && staging.ValidKey(key) && e.Type().IsRegular() {
 			at(key).jobFile = true
 		}
 	}
-	keys := make([]string, 0, len(found))
-	for k := range found {
-		keys = append(keys, k)
+	keys := make([]stagedKey, 0, len(found))
+	for _, k := range found {
+		keys = append(keys, *k)
 	}
-	slices.Sort(keys)
+	slices.SortFunc(keys, func(a, b stagedKey) int { return strings.Compare(a.key, b.key) })
+	return sweepStaged(ctx, st, dirStaging{dataDir}, keys, now, grace, log)
+}
 
+// stagedKey is one staging key found in a staging area: whether files
+// wait under it and whether it has a job file.
+type stagedKey struct {
+	key            string
+	files, jobFile bool
+}
+
+// stagingArea is where uploads wait for their job: the data directory's
+// uploads/ (dirStaging) or an artifact store's (storeStaging). The sweep
+// judges the keys of both the same way (sweepStaged).
+type stagingArea interface {
+	// where names the area in log records.
+	where() string
+	// job returns the job the key's job file names, when that job exists
+	// and its payload names key (ok).
+	job(ctx context.Context, st store.Store, key string) (store.Job, bool, error)
+	// adopt moves the key's files into the input/ of finished job j and
+	// removes them and the job file from the area.
+	adopt(ctx context.Context, key string, j store.Job) error
+	// lastChange is the newest change to the key's files (zero: they are
+	// gone meanwhile).
+	lastChange(key string) (time.Time, error)
+	// removeJobFile removes the key's job file; remove removes its files
+	// and its job file.
+	removeJobFile(ctx context.Context, key string) error
+	remove(ctx context.Context, key string) error
+}
+
+// sweepStaged is the sweep of SweepStaging and SweepArtifactStaging over
+// the keys found in area.
+func sweepStaged(ctx context.Context, st store.Store, area stagingArea, keys []stagedKey, now time.Time, grace time.Duration, log *slog.Logger) (StagingSweep, error) {
+	var res StagingSweep
 	var errs []error
 	var unfinished map[string]bool // keys named by unfinished jobs, read once when needed
-	for _, key := range keys {
+	for _, e := range keys {
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}
-		e := found[key]
-		if !e.dir {
+		key := e.key
+		if !e.files {
 			// The runner moved the files (perhaps before the API wrote
 			// the job file): nothing is waiting.
-			if err := os.Remove(staging.JobFile(dataDir, key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := area.removeJobFile(ctx, key); err != nil {
 				errs = append(errs, fmt.Errorf("staging %s: remove the job file: %w", key, err))
 			}
 			continue
 		}
 		if e.jobFile {
-			j, ok, err := stagingJob(ctx, st, dataDir, key)
+			j, ok, err := area.job(ctx, st, key)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("staging %s: %w", key, err))
 				continue
@@ -214,24 +246,24 @@ func SweepStaging(ctx context.Context, st store.Store, dataDir string, now time.
 				if !j.State.Terminal() {
 					continue // the job's runner moves the files
 				}
-				if err := moveStagedInput(dataDir, JobDir(dataDir, j), key); err != nil {
+				if err := area.adopt(ctx, key, j); err != nil {
 					errs = append(errs, fmt.Errorf("staging %s of job %d: %w", key, j.ID, err))
 					continue
 				}
 				res.Moved++
-				log.Info("moved the files of a finished job's upload staging directory into its input/", "key", key, "job", j.ID, "task", j.TaskID, "state", j.State)
+				log.Info("moved the staged uploads of a finished job into its input/", "in", area.where(), "key", key, "job", j.ID, "task", j.TaskID, "state", j.State)
 				continue
 			}
-			// The job file names no job that names this directory:
-			// treat the directory as one without a job file.
+			// The job file names no job that names this key: treat the
+			// files as ones without a job file.
 		}
-		changed, err := newestChange(staging.Dir(dataDir, key))
+		changed, err := area.lastChange(key)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("staging %s: %w", key, err))
 			continue
 		}
 		if changed.IsZero() || now.Sub(changed) < grace {
-			continue // gone meanwhile (a runner moved it), or young
+			continue // gone meanwhile (a runner moved them), or young
 		}
 		if unfinished == nil {
 			if unfinished, err = unfinishedStagingKeys(ctx, st); err != nil {
@@ -239,19 +271,47 @@ func SweepStaging(ctx context.Context, st store.Store, dataDir string, now time.
 			}
 		}
 		if unfinished[key] {
-			continue // its job file was lost (a crash); the job's runner moves it
+			continue // its job file was lost (a crash); the job's runner moves them
 		}
-		if err := os.RemoveAll(staging.Dir(dataDir, key)); err != nil {
+		if err := area.remove(ctx, key); err != nil {
 			errs = append(errs, fmt.Errorf("staging %s: remove: %w", key, err))
 			continue
 		}
-		if err := os.Remove(staging.JobFile(dataDir, key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("staging %s: remove the job file: %w", key, err))
-		}
 		res.Removed++
-		log.Info("removed an upload staging directory no job names", "key", key, "last_change", changed.UTC())
+		log.Info("removed staged uploads no job names", "in", area.where(), "key", key, "last_change", changed.UTC())
 	}
 	return res, errors.Join(errs...)
+}
+
+// dirStaging is the upload staging area of a data directory.
+type dirStaging struct{ dataDir string }
+
+func (d dirStaging) where() string { return "data directory" }
+
+func (d dirStaging) job(ctx context.Context, st store.Store, key string) (store.Job, bool, error) {
+	return stagingJob(ctx, st, d.dataDir, key)
+}
+
+func (d dirStaging) adopt(_ context.Context, key string, j store.Job) error {
+	return moveStagedInput(d.dataDir, JobDir(d.dataDir, j), key)
+}
+
+func (d dirStaging) lastChange(key string) (time.Time, error) {
+	return newestChange(staging.Dir(d.dataDir, key))
+}
+
+func (d dirStaging) removeJobFile(_ context.Context, key string) error {
+	if err := os.Remove(staging.JobFile(d.dataDir, key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func (d dirStaging) remove(ctx context.Context, key string) error {
+	if err := os.RemoveAll(staging.Dir(d.dataDir, key)); err != nil {
+		return err
+	}
+	return d.removeJobFile(ctx, key)
 }
 
 // stagingJob reads the job file of staging directory key and returns its

@@ -1,11 +1,8 @@
 package runtime
 
 import (
-	"crypto/rand"
 	"fmt"
-	"math/big"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -424,14 +421,5 @@ func (c *Conn) admit(m protocol.Message) error {
 	return nil
 }
 
-func newConnID(now time.Time) string {
-	n, err := rand.Int(rand.Reader, big.NewInt(36*36*36*36*36*36*36*36))
-	if err != nil {
-		panic(err)
-	}
-	s := strconv.FormatInt(n.Int64(), 36)
-	for len(s) < 8 {
-		s = "0" + s
-	}
-	return "conn_" + strconv.FormatInt(now.UnixMilli(), 10) + "_" + s
-}
+// newConnID returns an id like conn_<epochms>_<8 base36>.
+func newConnID(now time.Time) string { return protocol.NewID("conn", 8, now) }

@@ -15,6 +15,7 @@ import (
 	"github.com/maestro-run/maestro/internal/store/sqlite/sqlitetest"
 	"github.com/maestro-run/maestro/internal/tool"
 	"github.com/maestro-run/maestro/internal/workspace"
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
 
 func skillMD(name, desc string) string {
@@ -24,15 +25,7 @@ func skillMD(name, desc string) string {
 // writeSkill writes files (relative path → content) under dir/name.
 func writeSkill(t *testing.T, dir, name string, files map[string]string) {
 	t.Helper()
-	for p, c := range files {
-		full := filepath.Join(dir, name, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	wstest.WriteFiles(t, filepath.Join(dir, name), files)
 }
 
 func TestParseMeta(t *testing.T) {

@@ -5,10 +5,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
+	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
@@ -84,7 +83,7 @@ func BenchmarkFileSearchStdlib(b *testing.B) {
 					warm = m
 				}
 				b.ReportAllocs()
-				cpu := cpuTime(b)
+				cpu := proctest.CPUTime(b)
 				for b.Loop() {
 					if warm != nil {
 						search(warm)
@@ -94,17 +93,8 @@ func BenchmarkFileSearchStdlib(b *testing.B) {
 					search(m)
 					done()
 				}
-				b.ReportMetric(float64(cpuTime(b)-cpu)/float64(b.N), "cpu-ns/op")
+				b.ReportMetric(float64(proctest.CPUTime(b)-cpu)/float64(b.N), "cpu-ns/op")
 			})
 		}
 	}
-}
-
-// cpuTime returns the CPU time (user + system) of the process so far.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -332,6 +332,16 @@ func (m *Manager) lookup(owner, id string) (*command, *Error) {
 	return c, nil
 }
 
+// running is lookup for an operation that needs the command: an unknown
+// or still starting one is a 404.
+func (m *Manager) running(owner, id string) (*command, *Error) {
+	c, e := m.lookup(owner, id)
+	if e == nil && c == nil {
+		e = errorf(404, "Utility command not found: %s", id)
+	}
+	return c, e
+}
+
 // CommandTerminate terminates a command: SIGTERM to its process group,
 // then SIGKILL after KillGrace, or SIGKILL at once when req.Force is set.
 // Terminating an unknown or already exited command is a no-op, as in the
@@ -356,12 +366,9 @@ func (m *Manager) CommandTerminate(owner string, req protocol.UtilityCommandTerm
 // CommandStdin writes to a command's stdin; with req.EOF it then closes
 // it (pty mode: sends the end-of-file character).
 func (m *Manager) CommandStdin(owner string, req protocol.UtilityCommandStdin) error {
-	c, e := m.lookup(owner, req.CommandID)
+	c, e := m.running(owner, req.CommandID)
 	if e != nil {
 		return e
-	}
-	if c == nil {
-		return errorf(404, "Utility command not found: %s", req.CommandID)
 	}
 	if !c.allowStdin {
 		return errorf(400, "Utility command stdin is not enabled: %s", req.CommandID)
@@ -376,12 +383,9 @@ func (m *Manager) CommandStdin(owner string, req protocol.UtilityCommandStdin) e
 // CommandResize resizes a pty command's terminal and emits
 // utility_command_resized.
 func (m *Manager) CommandResize(owner string, req protocol.UtilityCommandResize) error {
-	c, e := m.lookup(owner, req.CommandID)
+	c, e := m.running(owner, req.CommandID)
 	if e != nil {
 		return e
-	}
-	if c == nil {
-		return errorf(404, "Utility command not found: %s", req.CommandID)
 	}
 	if !c.isPTY {
 		return errorf(400, "Utility command resize is only supported for PTY commands: %s", req.CommandID)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/workspace"
+	"github.com/maestro-run/maestro/internal/workspace/wstest"
 )
 
 // validator checks every emitted frame against the protocol's JSON
@@ -93,6 +94,17 @@ func next[T protocol.Message](t *testing.T, r *recorder, ok func(T) bool) (T, []
 	}
 }
 
+// find returns the first message of msgs that is a T and passes ok.
+func find[T protocol.Message](msgs []protocol.Message, ok func(T) bool) (T, bool) {
+	for _, msg := range msgs {
+		if m, is := msg.(T); is && ok(m) {
+			return m, true
+		}
+	}
+	var zero T
+	return zero, false
+}
+
 func describe(msgs []protocol.Message) string {
 	s := ""
 	for _, m := range msgs {
@@ -139,14 +151,8 @@ func newFixture(t *testing.T) *fixture {
 // write creates a file (and its parents) under dir.
 func write(t *testing.T, dir, rel, content string) string {
 	t.Helper()
-	p := filepath.Join(dir, filepath.FromSlash(rel))
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	wstest.WriteFiles(t, dir, map[string]string{rel: content})
+	return filepath.Join(dir, filepath.FromSlash(rel))
 }
 
 // wantError checks that err is an *Error with the given code and text.

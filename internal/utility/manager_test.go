@@ -10,21 +10,11 @@ import (
 
 // exitOf and stopOf find a command's exit and a watch's stop among msgs.
 func exitOf(msgs []protocol.Message, id string) (protocol.UtilityCommandExited, bool) {
-	for _, msg := range msgs {
-		if m, ok := msg.(protocol.UtilityCommandExited); ok && m.CommandID == id {
-			return m, true
-		}
-	}
-	return protocol.UtilityCommandExited{}, false
+	return find(msgs, func(m protocol.UtilityCommandExited) bool { return m.CommandID == id })
 }
 
 func stopOf(msgs []protocol.Message, id string) (protocol.UtilityFileWatchStopped, bool) {
-	for _, msg := range msgs {
-		if m, ok := msg.(protocol.UtilityFileWatchStopped); ok && m.WatchID == id {
-			return m, true
-		}
-	}
-	return protocol.UtilityFileWatchStopped{}, false
+	return find(msgs, func(m protocol.UtilityFileWatchStopped) bool { return m.WatchID == id })
 }
 
 func TestStopAllAndCloseOwner(t *testing.T) {

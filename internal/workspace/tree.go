@@ -3,6 +3,7 @@ package workspace
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -202,6 +203,16 @@ func (d *Dir) Create(name string, perm fs.FileMode) (*os.File, error) {
 // data: the data goes to a new temporary file in d, is synced, and is
 // renamed over name. A symbolic link at name is replaced, never followed.
 func (d *Dir) WriteFileAtomic(name string, data []byte, perm fs.FileMode) error {
+	return d.WriteStreamAtomic(name, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteStreamAtomic is WriteFileAtomic for what fill writes: name is
+// replaced only when fill and the sync succeed, else it is left as it was
+// and the temporary file is removed.
+func (d *Dir) WriteStreamAtomic(name string, perm fs.FileMode, fill func(io.Writer) error) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
@@ -230,7 +241,7 @@ func (d *Dir) WriteFileAtomic(name string, data []byte, perm fs.FileMode) error 
 			d.h.remove(tmp)
 		}
 	}()
-	if _, err := f.Write(data); err != nil {
+	if err := fill(f); err != nil {
 		return fmt.Errorf("write %s: %w", d.join(name), err)
 	}
 	if err := f.Sync(); err != nil {

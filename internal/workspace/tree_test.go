@@ -134,6 +134,37 @@ func TestTreeWriteAtomicReplacesLinkNotTarget(t *testing.T) {
 	}
 }
 
+// A stream whose fill fails leaves the old file as it was and no
+// temporary file behind; one that succeeds replaces it.
+func TestTreeWriteStreamAtomic(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "log.jsonl"), []byte("old\n"), 0o600))
+	d, err := OpenTrusted(dir)
+	must(t, err)
+	defer d.Close()
+	boom := errors.New("boom")
+	err = d.WriteStreamAtomic("log.jsonl", 0o600, func(w io.Writer) error {
+		io.WriteString(w, "partial")
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want boom", err)
+	}
+	ents, err := os.ReadDir(dir)
+	must(t, err)
+	if b, _ := os.ReadFile(filepath.Join(dir, "log.jsonl")); string(b) != "old\n" || len(ents) != 1 {
+		t.Fatalf("after a failed fill: log.jsonl %q, %d entries", b, len(ents))
+	}
+	must(t, d.WriteStreamAtomic("log.jsonl", 0o600, func(w io.Writer) error {
+		_, err := io.WriteString(w, "new\n")
+		return err
+	}))
+	if b, _ := os.ReadFile(filepath.Join(dir, "log.jsonl")); string(b) != "new\n" {
+		t.Fatalf("log.jsonl = %q", b)
+	}
+}
+
 func umaskForTest() fs.FileMode {
 	m := syscall.Umask(0o022)
 	syscall.Umask(m)

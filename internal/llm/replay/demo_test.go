@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/proctest"
 )
 
 func TestDemoValidates(t *testing.T) {
@@ -82,19 +83,7 @@ func TestDemoGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "demo.golden.json")
-	if *update {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("read golden (run with -update to create it): %v", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("demo JSON (-want +got):\n%s", diff)
-	}
+	proctest.Golden(t, filepath.Join("testdata", "demo.golden.json"), got)
 }
 
 // builtInTools maps the built-in tools to their input fields and which of

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/maestro-run/maestro/internal/yamlnode"
 )
 
 // Problem is one thing wrong with a scenario file.
@@ -158,7 +160,7 @@ func (v *validator) object(n *node, path, what string, allowed []string) *object
 	o := &object{v: v, n: n, path: path, fields: map[string]*field{}}
 	for i := range n.fields {
 		f := &n.fields[i]
-		fp := joinPath(path, f.key)
+		fp := yamlnode.Path(path, f.key)
 		switch {
 		case !slices.Contains(allowed, f.key):
 			v.add(f.pos, fp, "unknown field %q in %s (expected one of %s)", f.key, what, strings.Join(allowed, ", "))
@@ -176,7 +178,7 @@ func (o *object) get(key string, required bool) *node {
 	f := o.fields[key]
 	if f == nil {
 		if required {
-			o.v.add(o.n.pos, joinPath(o.path, key), "required field is missing")
+			o.v.add(o.n.pos, yamlnode.Path(o.path, key), "required field is missing")
 		}
 		return nil
 	}
@@ -184,7 +186,7 @@ func (o *object) get(key string, required bool) *node {
 }
 
 func (o *object) wrongType(n *node, key, want string) {
-	o.v.add(n.pos, joinPath(o.path, key), "expected %s, got %s", want, n.kind)
+	o.v.add(n.pos, yamlnode.Path(o.path, key), "expected %s, got %s", want, n.kind)
 }
 
 // str reads a string field; nonEmpty rejects "".
@@ -198,7 +200,7 @@ func (o *object) str(key string, required, nonEmpty bool) (string, bool) {
 		return "", false
 	}
 	if nonEmpty && strings.TrimSpace(n.str) == "" {
-		o.v.add(n.pos, joinPath(o.path, key), "must not be empty")
+		o.v.add(n.pos, yamlnode.Path(o.path, key), "must not be empty")
 		return "", false
 	}
 	return n.str, true
@@ -215,7 +217,7 @@ func (o *object) enum(key string, required bool, what string, values ...string) 
 		return ""
 	}
 	if !slices.Contains(values, n.str) {
-		o.v.add(n.pos, joinPath(o.path, key), "unknown %s %q (expected one of %s)", what, n.str, strings.Join(values, ", "))
+		o.v.add(n.pos, yamlnode.Path(o.path, key), "unknown %s %q (expected one of %s)", what, n.str, strings.Join(values, ", "))
 		return ""
 	}
 	return n.str
@@ -227,7 +229,7 @@ func (o *object) integer(key string, required bool, lo, hi int64) (int64, bool) 
 	if n == nil {
 		return 0, false
 	}
-	return o.v.integer(n, joinPath(o.path, key), lo, hi)
+	return o.v.integer(n, yamlnode.Path(o.path, key), lo, hi)
 }
 
 func (v *validator) integer(n *node, path string, lo, hi int64) (int64, bool) {
@@ -257,7 +259,7 @@ func (o *object) strings(key string, required, nonEmptyItems bool) []string {
 	if n == nil {
 		return nil
 	}
-	p := joinPath(o.path, key)
+	p := yamlnode.Path(o.path, key)
 	if n.kind != kindArray {
 		o.wrongType(n, key, "an array of strings")
 		return nil

@@ -15,9 +15,10 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/proctest"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files")
+var _ = flag.Bool("update", false, "rewrite golden files") // read by proctest.Golden
 
 func ptr[T any](v T) *T { return &v }
 
@@ -147,20 +148,7 @@ func TestParseInvalidGolden(t *testing.T) {
 					t.Errorf("problem without a position: %v", p)
 				}
 			}
-			golden := path + ".golden"
-			got := err.Error() + "\n"
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("read golden (run with -update to create it): %v", err)
-			}
-			if diff := cmp.Diff(string(want), got); diff != "" {
-				t.Errorf("error text (-want +got):\n%s", diff)
-			}
+			proctest.Golden(t, path+".golden", []byte(err.Error()+"\n"))
 		})
 	}
 	if n < 5 {

@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v4"
+
+	"github.com/maestro-run/maestro/internal/yamlnode"
 )
 
 // The file is first read into a small position-carrying tree (from JSON or
@@ -288,7 +290,7 @@ func (y *yamlReader) convert(n *yaml.Node, path string, depth int) *node {
 				y.fail(k, path, "field names must be plain strings")
 				continue
 			}
-			out.fields = append(out.fields, field{key: k.Value, pos: pos{k.Line, k.Column}, val: y.convert(v, joinPath(path, k.Value), depth+1)})
+			out.fields = append(out.fields, field{key: k.Value, pos: pos{k.Line, k.Column}, val: y.convert(v, yamlnode.Path(path, k.Value), depth+1)})
 		}
 		return out
 	case yaml.SequenceNode:
@@ -383,12 +385,4 @@ func writeJSONString(b *bytes.Buffer, s string) {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(s) // a string always encodes
 	b.Truncate(b.Len() - 1)
-}
-
-// joinPath appends a field name to a path.
-func joinPath(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
 }

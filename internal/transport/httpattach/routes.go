@@ -295,7 +295,7 @@ func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request) {
 		writeError(w, asError(err, http.StatusServiceUnavailable))
 		return
 	}
-	sub := &subscription{id: newID("sub", h.cfg.Now()), conn: c, sub: rs, role: c.Role(), explicit: true, optOut: b.OptOutNotifications}
+	sub := &subscription{id: protocol.NewID("sub", 8, h.cfg.Now()), conn: c, sub: rs, role: c.Role(), explicit: true, optOut: b.OptOutNotifications}
 	s.add(sub)
 	snap := s.fill(rs.Resync())
 	l := c.Lease()

@@ -1,11 +1,8 @@
 package httpattach
 
 import (
-	"crypto/rand"
-	"math/big"
 	"net/http"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -363,17 +360,4 @@ func (h *Handler) sweepLoop() {
 			return
 		}
 	}
-}
-
-// newID returns prefix_<ms>_<8 base36>, the reference server's id shape.
-func newID(prefix string, now time.Time) string {
-	n, err := rand.Int(rand.Reader, big.NewInt(2821109907456)) // 36^8
-	if err != nil {
-		panic(err)
-	}
-	s := strconv.FormatInt(n.Int64(), 36)
-	for len(s) < 8 {
-		s = "0" + s
-	}
-	return prefix + "_" + strconv.FormatInt(now.UnixMilli(), 10) + "_" + s
 }

@@ -182,7 +182,7 @@ func (s *session) implicit(r *http.Request, optOut []protocol.Notification) (*su
 	default:
 		first = s.envelope(protocol.SnapshotEnvelope{Snapshot: s.fill(rs.Resync())})
 	}
-	sub := &subscription{id: newID("sub", h.cfg.Now()), conn: c, sub: rs, role: c.Role(), optOut: optOut, ownsConn: owns}
+	sub := &subscription{id: protocol.NewID("sub", 8, h.cfg.Now()), conn: c, sub: rs, role: c.Role(), optOut: optOut, ownsConn: owns}
 	s.add(sub)
 	return sub, first, nil
 }

@@ -3,9 +3,9 @@ package index
 import (
 	"path/filepath"
 	"runtime"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/maestro-run/maestro/internal/proctest"
 )
 
 // BenchmarkIndex indexes the Go standard library source (about 11,500
@@ -21,7 +21,7 @@ func BenchmarkIndex(b *testing.B) {
 		b.Run(map[bool]string{false: "listed", true: "built"}[watched], func(b *testing.B) {
 			root := openRoot(b, src)
 			var files int
-			cpu := cpuTime(b)
+			cpu := proctest.CPUTime(b)
 			for b.Loop() {
 				x := New(root)
 				if watched {
@@ -34,7 +34,7 @@ func BenchmarkIndex(b *testing.B) {
 				}
 				x.Close()
 			}
-			b.ReportMetric(float64(cpuTime(b)-cpu)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(proctest.CPUTime(b)-cpu)/float64(b.N), "cpu-ns/op")
 			if watched {
 				b.ReportMetric(float64(files), "files")
 			}
@@ -49,13 +49,13 @@ func BenchmarkIndex(b *testing.B) {
 			b.Fatal(err)
 		}
 		perFile := float64(liveHeap()-before) / float64(countFiles(b, x))
-		cpu := cpuTime(b)
+		cpu := proctest.CPUTime(b)
 		for b.Loop() {
 			if _, err := x.Read(b.Context(), ".", func(*Dir) {}); err != nil {
 				b.Fatal(err)
 			}
 		}
-		b.ReportMetric(float64(cpuTime(b)-cpu)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(proctest.CPUTime(b)-cpu)/float64(b.N), "cpu-ns/op")
 		b.ReportMetric(perFile, "B/file")
 	})
 }
@@ -83,12 +83,4 @@ func liveHeap() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
-}
-
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
