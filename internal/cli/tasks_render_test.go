@@ -101,7 +101,7 @@ func TestJobLogRendering(t *testing.T) {
 	}
 	got := renderLog(t, events, &IOStreams{}, false)
 	for _, want := range []string{
-		"#4 ▶ REPLAY scripted model turns (replay/maestro-replay-v1), tools run for real\n",
+		"#3 ▶ REPLAY scripted model turns (replay/maestro-replay-v1), tools run for real\n",
 		"\n── movement execute (1 of at most 12) ──\n",
 		"\n── movement verify (2 of at most 12) ──\n",
 		"This is a scripted replay demo: no model is being called. Maestro is playing",
@@ -111,7 +111,7 @@ func TestJobLogRendering(t *testing.T) {
 		"● transition → verify\n",
 		"» execute → verify: Wrote output/hello-maestro/README.md",
 		"✓ run succeeded in verify\nThis was Maestro's scripted replay demo",
-		"#66 status succeeded (attempt 1)\n5 model call(s) · 8 tool call(s) · tokens in 4072 out 798 cache r/w 6600/4290 · $0 (replay) · ",
+		"#65 status succeeded (attempt 1)\n5 model call(s) · 8 tool call(s) · tokens in 4072 out 798 cache r/w 6600/4290 · $0 (replay) · ",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the rendered log lacks %q:\n%s", want, got)

@@ -106,8 +106,8 @@ type Jobs interface {
 	// job to each name, the i-th job in that order to p.Workers[i]. Each
 	// job becomes dispatching with attempt+1 and a lease until
 	// now+p.LeaseFor. Concurrent claimers (goroutines or processes) never
-	// receive the same job. With p.Start the jobs come back running, as if
-	// started by StartMany in the same call.
+	// receive the same job. With p.Start the jobs come back running, with
+	// one status event (running) instead of a claim's and a start's.
 	Claim(ctx context.Context, p ClaimParams) ([]Job, error)
 	// Start moves a claimed job from dispatching to running. Fenced.
 	Start(ctx context.Context, l Lease) (Job, error)

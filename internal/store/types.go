@@ -156,11 +156,12 @@ type ClaimParams struct {
 	Workers []string
 	// LeaseFor is how long the lease lasts without a heartbeat.
 	LeaseFor time.Duration
-	// Start moves the claimed jobs on to running in the same call, as
-	// StartMany of their leases right after the claim would: each job
-	// records both status events (dispatching, then running) and comes
-	// back running. A pool that runs what it claims at once saves a round
-	// trip per claim.
+	// Start moves the claimed jobs on to running in the same call: each
+	// job goes from queued to running at once, records one status event
+	// (running; no job is ever seen dispatching) and comes back running,
+	// its lease fencing later calls as for any started job. A pool that
+	// runs what it claims at once saves a round trip per claim, and the
+	// store a status event per job.
 	Start bool
 }
 

@@ -37,18 +37,17 @@ func taskPage(where string) string {
 // claimCTE picks up to cardinality($1) due jobs in claim order, skipping
 // rows other claimers hold (claim_candidates, migration 002: the ordered
 // scan of jobs_claim, FOR UPDATE SKIP LOCKED), and leases the n-th to owner
-// $1[n], moving it to state (dispatching; running for ClaimParams.Start,
-// with seqs = 2 sequence numbers reserved: the dispatching and the running
-// status events, as a claim and a start would write them). The result is
-// the CTE "claimed": the jobs' new rows plus their slot n.
-func claimCTE(state string, seqs int) string {
+// $1[n], moving it to state (dispatching; running for ClaimParams.Start)
+// and reserving the sequence number of its one status event. The result
+// is the CTE "claimed": the jobs' new rows plus their slot n.
+func claimCTE(state string) string {
 	return `WITH picked AS (
 		SELECT * FROM claim_candidates(cardinality($1::text[]), $3::timestamptz, $4::text[], $5::text[])),
 	slots AS (SELECT id, row_number() OVER (ORDER BY priority DESC, scheduled_at, id) AS slot FROM picked),
 	claimed AS (
 		UPDATE jobs j SET state = '` + state + `', attempt = j.attempt + 1, lease_owner = ($1::text[])[s.slot],
 			lease_expires_at = $2::timestamptz, heartbeat_at = $3::timestamptz, attempted_at = $3::timestamptz,
-			updated_at = $3::timestamptz, event_seq = j.event_seq + ` + strconv.Itoa(seqs) + `
+			updated_at = $3::timestamptz, event_seq = j.event_seq + 1
 		FROM slots s WHERE j.id = s.id
 		RETURNING j.*, s.slot)`
 }
@@ -126,17 +125,16 @@ func newQueries() sqlstore.Queries {
 			RETURNING *)` + statusCTE("$11") + `
 			SELECT ` + jobCols + ` FROM u` + notifyJob("u", "$12") + `,
 				LATERAL (SELECT pg_notify($12::text, 'jobs' || E'\n')) AS woken`,
-		JobClaim: claimCTE("dispatching", 1) + ` SELECT ` + jobCols + ` FROM claimed`,
-		JobClaimAtomic: claimCTE("dispatching", 1) + `,
+		JobClaim:      claimCTE("dispatching") + ` SELECT ` + jobCols + ` FROM claimed`,
+		JobClaimStart: claimCTE("running") + ` SELECT ` + jobCols + ` FROM claimed`,
+		JobClaimAtomic: claimCTE("dispatching") + `,
 			ev AS (INSERT INTO job_events (job_id, seq, attempt, type, data, created_at)
 				SELECT id, event_seq, attempt, 'status',
 					` + claimStatus("dispatching") + `, updated_at
 				FROM claimed)` + claimedWith + `
 			SELECT ` + jobCols + ` FROM claimed` + claimedFrom,
-		JobClaimStartAtomic: claimCTE("running", 2) + `,
+		JobClaimStartAtomic: claimCTE("running") + `,
 			ev AS (INSERT INTO job_events (job_id, seq, attempt, type, data, created_at)
-				SELECT id, event_seq - 1, attempt, 'status', ` + claimStatus("dispatching") + `, updated_at FROM claimed
-				UNION ALL
 				SELECT id, event_seq, attempt, 'status', ` + claimStatus("running") + `, updated_at FROM claimed)` + claimedWith + `
 			SELECT ` + jobCols + ` FROM claimed` + claimedFrom,
 		JobStartAtomic: `WITH u AS (UPDATE jobs SET state = 'running', event_seq = event_seq + 1, updated_at = ` + now4 + `

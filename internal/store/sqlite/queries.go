@@ -16,14 +16,11 @@ const (
 	taskSearch = ` AND ($4 = '' OR instr(lower(t.title), $4) > 0 OR instr(lower(t.body), $4) > 0 OR t.id = $5)`
 )
 
-// newQueries returns the SQLite dialect's SQL.
-func newQueries() sqlstore.Queries {
-	return sqlstore.WithLiveSessions(sqlstore.WithRegistry(sqlstore.Queries{
-		JobInsert: `INSERT INTO jobs (task_id, parent_job_id, piece, state, profile, task_class, priority, payload,
-			attempt, max_attempts, scheduled_at, event_seq, created_at, updated_at)
-		VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, 0, $8, $9, 1, $10, $10)
-		RETURNING ` + jobCols,
-		JobClaim: `UPDATE jobs SET state = 'dispatching', attempt = attempt + 1,
+// claim is the claim statement, leasing the jobs it picks in state
+// (dispatching; running for ClaimParams.Start) with the sequence number of
+// their one status event reserved.
+func claim(state string) string {
+	return `UPDATE jobs SET state = '` + state + `', attempt = attempt + 1,
 			lease_owner = json_extract($1, '$[' || (s.slot - 1) || ']'), lease_expires_at = $2,
 			heartbeat_at = $3, attempted_at = $3, updated_at = $3, event_seq = event_seq + 1
 		FROM (
@@ -35,7 +32,18 @@ func newQueries() sqlstore.Queries {
 				ORDER BY priority DESC, scheduled_at, id
 				LIMIT json_array_length($1))) AS s
 		WHERE jobs.id = s.id
+		RETURNING ` + jobCols
+}
+
+// newQueries returns the SQLite dialect's SQL.
+func newQueries() sqlstore.Queries {
+	return sqlstore.WithLiveSessions(sqlstore.WithRegistry(sqlstore.Queries{
+		JobInsert: `INSERT INTO jobs (task_id, parent_job_id, piece, state, profile, task_class, priority, payload,
+			attempt, max_attempts, scheduled_at, event_seq, created_at, updated_at)
+		VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, 0, $8, $9, 1, $10, $10)
 		RETURNING ` + jobCols,
+		JobClaim:      claim("dispatching"),
+		JobClaimStart: claim("running"),
 		JobStart: `UPDATE jobs SET state = 'running', event_seq = event_seq + 1, updated_at = $4
 		WHERE id = $1 AND attempt = $2 AND lease_owner = $3 AND state = 'dispatching'
 		RETURNING ` + jobCols,

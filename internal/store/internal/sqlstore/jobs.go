@@ -166,25 +166,18 @@ func (db *DB) Claim(ctx context.Context, p store.ClaimParams) ([]store.Job, erro
 		sortClaimed(jobs)
 		return jobs, nil
 	}
+	query := db.q.JobClaim
+	if p.Start {
+		query = db.q.JobClaimStart
+	}
 	err = db.inTx(ctx, func(t *txn) error {
-		jobs, err = scanJobs(t.QueryContext(ctx, db.q.JobClaim, args...))
+		jobs, err = scanJobs(t.QueryContext(ctx, query, args...))
 		if err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
 		sortClaimed(jobs)
-		now := db.Now()
-		for k, j := range jobs {
+		for _, j := range jobs {
 			if err := db.status(ctx, t, j, store.StatusEvent{Worker: j.LeaseOwner}); err != nil {
-				return err
-			}
-			if !p.Start {
-				continue
-			}
-			l := j.Lease()
-			if jobs[k], err = db.fenced(ctx, t, "start", l, db.q.JobStart, append(leaseArgs(l), db.ts(now))...); err != nil {
-				return err
-			}
-			if err := db.status(ctx, t, jobs[k], store.StatusEvent{Worker: l.Owner}); err != nil {
 				return err
 			}
 		}

@@ -38,8 +38,11 @@ const (
 // parameters ($1, $2, …) in order; "?" marks a nullable one (nil for 0 or
 // the zero time). Job queries return JobColumns unless stated otherwise.
 type Queries struct {
-	JobInsert             string // task_id?, parent_job_id?, piece, profile, task_class, priority, payload, max_attempts, scheduled_at, now
-	JobClaim              string // owners (list: the lease owner of the i-th job in claim order; its length is the limit), lease_expires_at, now, profiles (list), task_classes (list)
+	JobInsert string // task_id?, parent_job_id?, piece, profile, task_class, priority, payload, max_attempts, scheduled_at, now
+	JobClaim  string // owners (list: the lease owner of the i-th job in claim order; its length is the limit), lease_expires_at, now, profiles (list), task_classes (list)
+	// JobClaimStart is JobClaim for ClaimParams.Start: the jobs become
+	// running at once (one status event each).
+	JobClaimStart         string // as JobClaim
 	JobStart              string // id, attempt, owner, now
 	JobHeartbeat          string // id, attempt, owner, now, lease_expires_at → lease_expires_at
 	JobCheckpoint         string // id, attempt, owner, now, movement, checkpoint? → id
@@ -118,7 +121,7 @@ type Queries struct {
 	JobInsertAtomic string // as JobInsert, then status_data, channel
 	JobClaimAtomic  string // as JobClaim, then owner_json (list: each owner as a JSON string), channel
 	// JobClaimStartAtomic is JobClaimAtomic for ClaimParams.Start: the
-	// jobs become running, with both status events (dispatching, running).
+	// jobs become running, with one status event (running).
 	JobClaimStartAtomic string // as JobClaimAtomic
 	JobStartAtomic      string // id, attempt, owner, now, status_data, channel
 	JobCompleteAtomic   string // id, attempt, owner, now, result, status_data, channel; only jobs without a parent (no row otherwise)
