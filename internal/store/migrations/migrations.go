@@ -1,7 +1,9 @@
 // Package migrations embeds the store's versioned schema migrations, one
 // directory per dialect (sqlite/, postgres/), applied by internal/migrate.
 // Files are immutable once released: change the schema by adding the next
-// NNN_name.sql to both directories.
+// NNN_name.sql to both directories, or to the one dialect the change is
+// for (postgres/009 drops a foreign key SQLite keeps: SQLite has no 009,
+// and its next migration is 010).
 package migrations
 
 import (
