@@ -132,13 +132,17 @@ func (p *Publisher) publishAsync(ctx context.Context, subject, id string, data [
 	if err := p.ensureStream(ctx); err != nil {
 		return nil, err
 	}
-	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{"Content-Type": []string{ContentTypeCloudEvents}}}
-	fut, err := p.js.PublishMsgAsync(msg, jetstream.WithMsgID(id))
+	// The headers WithMsgID would set, without its option and copies.
+	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{"Content-Type": contentType, jetstream.MsgIDHeader: []string{id}}}
+	fut, err := p.js.PublishMsgAsync(msg)
 	if err != nil {
 		return nil, fmt.Errorf("publish %s: %w", subject, err)
 	}
 	return fut, nil
 }
+
+// contentType is the Content-Type header of every event (read only).
+var contentType = []string{ContentTypeCloudEvents}
 
 // streamLimits is what the publisher knows of the stream that takes its
 // events. pipeline: a single message can be refused by it only for its
