@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -140,7 +141,10 @@ func BenchmarkAgentLoopOverhead(b *testing.B) {
 }
 
 func loopOverhead(b *testing.B, p llm.Provider) {
-	const overheadRuns = 100
+	overheadRuns := 100
+	if n, err := strconv.Atoi(os.Getenv("MAESTRO_BENCH_OVERHEAD_RUNS")); err == nil && n > 0 {
+		overheadRuns = n
+	}
 	only := os.Getenv("MAESTRO_BENCH_OVERHEAD_ON")
 	busOn, traceOn := only != "trace", only != "bus"
 	ping := tool.New("ping", "answers pong", true, func(context.Context, pingIn, tool.Call) (tool.Result, error) {

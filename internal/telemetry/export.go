@@ -15,16 +15,18 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // exporter is the OTLP exporter of otlptrace (an otlptrace.Client, the
 // OTLP/HTTP one configured by OTEL_EXPORTER_OTLP_*, uploads the
-// messages) with its own conversion of the spans to OTLP messages: the
-// same messages (TestExporterMatchesOTLP), but a batch's spans,
-// attributes and values are allocated together, a few slices a batch,
-// where otlptrace allocates three objects per attribute and four per
-// span, which the collector then has to collect (docs/events.md,
-// "Figures").
+// messages) with its own conversion of the spans to OTLP (protoSpans):
+// the same request (TestExporterMatchesOTLP), without the message per
+// span, attribute and value otlptrace builds and marshals, three
+// allocations an attribute that the collector then has to collect
+// (docs/events.md, "Figures").
 type exporter struct {
 	client otlptrace.Client
 }
@@ -42,147 +44,25 @@ func (e *exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 
 func (e *exporter) Shutdown(ctx context.Context) error { return e.client.Stop(ctx) }
 
-// arena allocates a batch's OTLP messages from slices sized for it.
-type arena struct {
-	kvs     []commonpb.KeyValue
-	kvps    []*commonpb.KeyValue
-	anys    []commonpb.AnyValue
-	strs    []commonpb.AnyValue_StringValue
-	ints    []commonpb.AnyValue_IntValue
-	doubles []commonpb.AnyValue_DoubleValue
-	bools   []commonpb.AnyValue_BoolValue
-}
-
-// take returns n fresh elements of *s (its capacity was sized for
-// them; a shortfall allocates).
-func take[T any](s *[]T, n int) []T {
-	if len(*s)+n > cap(*s) {
-		*s = make([]T, 0, max(n, 2*cap(*s)))
-	}
-	out := (*s)[len(*s) : len(*s)+n : len(*s)+n]
-	*s = (*s)[:len(*s)+n]
-	return out
-}
-
-func (a *arena) keyValues(attrs []attribute.KeyValue) []*commonpb.KeyValue {
-	if len(attrs) == 0 {
-		return nil
-	}
-	kvs, ps := take(&a.kvs, len(attrs)), take(&a.kvps, len(attrs))
-	for i, kv := range attrs {
-		kvs[i].Key = string(kv.Key)
-		kvs[i].Value = a.value(kv.Value)
-		ps[i] = &kvs[i]
-	}
-	return ps
-}
-
-// value converts v as otlptrace does (tracetransform.Value).
-func (a *arena) value(v attribute.Value) *commonpb.AnyValue {
-	av := &take(&a.anys, 1)[0]
-	switch v.Type() {
-	case attribute.STRING:
-		s := &take(&a.strs, 1)[0]
-		s.StringValue = v.AsString()
-		av.Value = s
-	case attribute.INT64:
-		s := &take(&a.ints, 1)[0]
-		s.IntValue = v.AsInt64()
-		av.Value = s
-	case attribute.FLOAT64:
-		s := &take(&a.doubles, 1)[0]
-		s.DoubleValue = v.AsFloat64()
-		av.Value = s
-	case attribute.BOOL:
-		s := &take(&a.bools, 1)[0]
-		s.BoolValue = v.AsBool()
-		av.Value = s
-	case attribute.BOOLSLICE:
-		vals := v.AsBoolSlice()
-		av.Value = a.array(len(vals), func(i int) attribute.Value { return attribute.BoolValue(vals[i]) })
-	case attribute.INT64SLICE:
-		vals := v.AsInt64Slice()
-		av.Value = a.array(len(vals), func(i int) attribute.Value { return attribute.Int64Value(vals[i]) })
-	case attribute.FLOAT64SLICE:
-		vals := v.AsFloat64Slice()
-		av.Value = a.array(len(vals), func(i int) attribute.Value { return attribute.Float64Value(vals[i]) })
-	case attribute.STRINGSLICE:
-		vals := v.AsStringSlice()
-		av.Value = a.array(len(vals), func(i int) attribute.Value { return attribute.StringValue(vals[i]) })
-	case attribute.SLICE:
-		vals := v.AsSlice()
-		av.Value = a.array(len(vals), func(i int) attribute.Value { return vals[i] })
-	case attribute.BYTESLICE:
-		av.Value = &commonpb.AnyValue_BytesValue{BytesValue: v.AsByteSlice()}
-	case attribute.MAP:
-		av.Value = &commonpb.AnyValue_KvlistValue{KvlistValue: &commonpb.KeyValueList{Values: a.keyValues(v.AsMap())}}
-	case attribute.EMPTY:
-	default:
-		s := &take(&a.strs, 1)[0]
-		s.StringValue = "INVALID"
-		av.Value = s
-	}
-	return av
-}
-
-// array is an array value of n elements (rare: not from the arena's
-// sized slices, but through them).
-func (a *arena) array(n int, at func(int) attribute.Value) *commonpb.AnyValue_ArrayValue {
-	vals := make([]*commonpb.AnyValue, n)
-	for i := range vals {
-		vals[i] = a.value(at(i))
-	}
-	return &commonpb.AnyValue_ArrayValue{ArrayValue: &commonpb.ArrayValue{Values: vals}}
-}
-
-// count adds what attrs need to the arena's sizes.
-func (a *arenaSize) count(attrs []attribute.KeyValue) {
-	a.kvs += len(attrs)
-	for _, kv := range attrs {
-		switch kv.Value.Type() {
-		case attribute.STRING:
-			a.strs++
-		case attribute.INT64:
-			a.ints++
-		case attribute.FLOAT64:
-			a.doubles++
-		case attribute.BOOL:
-			a.bools++
-		}
-	}
-}
-
-type arenaSize struct{ kvs, strs, ints, doubles, bools int }
-
-func newArena(n arenaSize) *arena {
-	return &arena{
-		kvs: make([]commonpb.KeyValue, 0, n.kvs), kvps: make([]*commonpb.KeyValue, 0, n.kvs),
-		anys: make([]commonpb.AnyValue, 0, n.kvs), strs: make([]commonpb.AnyValue_StringValue, 0, n.strs),
-		ints: make([]commonpb.AnyValue_IntValue, 0, n.ints), doubles: make([]commonpb.AnyValue_DoubleValue, 0, n.doubles),
-		bools: make([]commonpb.AnyValue_BoolValue, 0, n.bools),
-	}
-}
-
 // protoSpans converts spans to OTLP messages as otlptrace does
 // (tracetransform.Spans): one ResourceSpans per resource, one
-// ScopeSpans per resource and scope, spans in their order.
+// ScopeSpans per resource and scope, spans in their order. Each span is
+// encoded directly (appendSpan) into one buffer for the batch and
+// carried as the raw fields of an otherwise empty Span message, which
+// proto.Marshal copies as they are: the request is the same bytes a
+// receiver decodes, without a message per attribute and value.
 func protoSpans(spans []sdktrace.ReadOnlySpan) []*tracepb.ResourceSpans {
-	var size arenaSize
 	live := 0
 	for _, sd := range spans {
-		if sd == nil {
-			continue
+		if sd != nil {
+			live++
 		}
-		live++
-		size.count(sd.Attributes())
 	}
 	if live == 0 {
 		return nil
 	}
-	a := newArena(size)
 	pbs := make([]tracepb.Span, live)
-	statuses := make([]tracepb.Status, live)
-	ids := make([]byte, 0, live*(16+8+8))
+	buf := make([]byte, 0, 512*live)
 
 	type scopeKey struct {
 		r  attribute.Distinct
@@ -196,33 +76,10 @@ func protoSpans(spans []sdktrace.ReadOnlySpan) []*tracepb.ResourceSpans {
 		if sd == nil {
 			continue
 		}
+		from := len(buf)
+		buf = appendSpan(buf, sd)
 		s := &pbs[i]
-		sc := sd.SpanContext()
-		tid, sid := sc.TraceID(), sc.SpanID()
-		ids = append(ids, tid[:]...)
-		s.TraceId = ids[len(ids)-16 : len(ids) : len(ids)]
-		ids = append(ids, sid[:]...)
-		s.SpanId = ids[len(ids)-8 : len(ids) : len(ids)]
-		s.TraceState = sc.TraceState().String()
-		st := sd.Status()
-		statuses[i].Code, statuses[i].Message = statusCode(st.Code), st.Description
-		s.Status = &statuses[i]
-		s.StartTimeUnixNano = uint64(max(0, sd.StartTime().UnixNano())) //nolint:gosec // not negative
-		s.EndTimeUnixNano = uint64(max(0, sd.EndTime().UnixNano()))     //nolint:gosec // not negative
-		s.Links = a.links(sd.Links())
-		s.Kind = spanKind(sd.SpanKind())
-		s.Name = sd.Name()
-		s.Attributes = a.keyValues(sd.Attributes())
-		s.Events = a.events(sd.Events())
-		s.DroppedAttributesCount = clampUint32(sd.DroppedAttributes())
-		s.DroppedEventsCount = clampUint32(sd.DroppedEvents())
-		s.DroppedLinksCount = clampUint32(sd.DroppedLinks())
-		parent := sd.Parent()
-		if psid := parent.SpanID(); psid.IsValid() {
-			ids = append(ids, psid[:]...)
-			s.ParentSpanId = ids[len(ids)-8 : len(ids) : len(ids)]
-		}
-		s.Flags = spanFlags(sc.TraceFlags(), parent)
+		s.ProtoReflect().SetUnknown(protoreflect.RawFields(buf[from:len(buf):len(buf)]))
 		i++
 
 		res := sd.Resource()
@@ -250,34 +107,223 @@ func protoSpans(spans []sdktrace.ReadOnlySpan) []*tracepb.ResourceSpans {
 	return rss
 }
 
-func (a *arena) links(links []sdktrace.Link) []*tracepb.Span_Link {
-	if len(links) == 0 {
-		return nil
+// The field numbers of opentelemetry/proto/trace/v1/trace.proto and
+// common/v1/common.proto that appendSpan writes.
+const (
+	spanTraceID           protowire.Number = 1
+	spanSpanID            protowire.Number = 2
+	spanTraceState        protowire.Number = 3
+	spanParentSpanID      protowire.Number = 4
+	spanName              protowire.Number = 5
+	spanKindField         protowire.Number = 6
+	spanStart             protowire.Number = 7
+	spanEnd               protowire.Number = 8
+	spanAttributes        protowire.Number = 9
+	spanDroppedAttributes protowire.Number = 10
+	spanEvents            protowire.Number = 11
+	spanDroppedEvents     protowire.Number = 12
+	spanLinks             protowire.Number = 13
+	spanDroppedLinks      protowire.Number = 14
+	spanStatus            protowire.Number = 15
+	spanFlagsField        protowire.Number = 16
+
+	statusMessage protowire.Number = 2
+	statusCodeNum protowire.Number = 3
+
+	eventTime              protowire.Number = 1
+	eventName              protowire.Number = 2
+	eventAttributes        protowire.Number = 3
+	eventDroppedAttributes protowire.Number = 4
+
+	linkTraceID           protowire.Number = 1
+	linkSpanID            protowire.Number = 2
+	linkTraceState        protowire.Number = 3
+	linkAttributes        protowire.Number = 4
+	linkDroppedAttributes protowire.Number = 5
+	linkFlags             protowire.Number = 6
+
+	kvKey   protowire.Number = 1
+	kvValue protowire.Number = 2
+
+	anyString protowire.Number = 1
+	anyBool   protowire.Number = 2
+	anyInt    protowire.Number = 3
+	anyDouble protowire.Number = 4
+	anyArray  protowire.Number = 5
+	anyKvlist protowire.Number = 6
+	anyBytes  protowire.Number = 7
+
+	arrayValues  protowire.Number = 1
+	kvlistValues protowire.Number = 1
+)
+
+// appendSpan appends the fields of sd's Span message as otlptrace sets
+// them (tracetransform.span), zero values omitted as proto.Marshal
+// omits them.
+func appendSpan(b []byte, sd sdktrace.ReadOnlySpan) []byte {
+	sc := sd.SpanContext()
+	tid, sid := sc.TraceID(), sc.SpanID()
+	b = appendBytesField(b, spanTraceID, tid[:])
+	b = appendBytesField(b, spanSpanID, sid[:])
+	b = appendStringField(b, spanTraceState, sc.TraceState().String())
+	parent := sd.Parent()
+	if psid := parent.SpanID(); psid.IsValid() {
+		b = appendBytesField(b, spanParentSpanID, psid[:])
 	}
-	out := make([]*tracepb.Span_Link, 0, len(links))
-	for _, l := range links {
-		tid, sid := l.SpanContext.TraceID(), l.SpanContext.SpanID()
-		out = append(out, &tracepb.Span_Link{
-			TraceId: tid[:], SpanId: sid[:], Attributes: a.keyValues(l.Attributes),
-			DroppedAttributesCount: clampUint32(l.DroppedAttributeCount),
-			Flags:                  spanFlags(l.SpanContext.TraceFlags(), l.SpanContext),
+	b = appendStringField(b, spanName, sd.Name())
+	b = appendVarintField(b, spanKindField, uint64(spanKind(sd.SpanKind())))
+	b = appendFixed64Field(b, spanStart, uint64(max(0, sd.StartTime().UnixNano()))) //nolint:gosec // not negative
+	b = appendFixed64Field(b, spanEnd, uint64(max(0, sd.EndTime().UnixNano())))     //nolint:gosec // not negative
+	for _, kv := range sd.Attributes() {
+		b = appendMessage(b, spanAttributes, func(b []byte) []byte { return appendKeyValue(b, kv) })
+	}
+	b = appendVarintField(b, spanDroppedAttributes, uint64(clampUint32(sd.DroppedAttributes())))
+	for _, e := range sd.Events() {
+		b = appendMessage(b, spanEvents, func(b []byte) []byte {
+			b = appendFixed64Field(b, eventTime, uint64(max(0, e.Time.UnixNano()))) //nolint:gosec // not negative
+			b = appendStringField(b, eventName, e.Name)
+			for _, kv := range e.Attributes {
+				b = appendMessage(b, eventAttributes, func(b []byte) []byte { return appendKeyValue(b, kv) })
+			}
+			return appendVarintField(b, eventDroppedAttributes, uint64(clampUint32(e.DroppedAttributeCount)))
 		})
 	}
-	return out
+	b = appendVarintField(b, spanDroppedEvents, uint64(clampUint32(sd.DroppedEvents())))
+	for _, l := range sd.Links() {
+		b = appendMessage(b, spanLinks, func(b []byte) []byte {
+			ltid, lsid := l.SpanContext.TraceID(), l.SpanContext.SpanID()
+			b = appendBytesField(b, linkTraceID, ltid[:])
+			b = appendBytesField(b, linkSpanID, lsid[:])
+			for _, kv := range l.Attributes {
+				b = appendMessage(b, linkAttributes, func(b []byte) []byte { return appendKeyValue(b, kv) })
+			}
+			b = appendVarintField(b, linkDroppedAttributes, uint64(clampUint32(l.DroppedAttributeCount)))
+			return appendFixed32Field(b, linkFlags, spanFlags(l.SpanContext.TraceFlags(), l.SpanContext))
+		})
+	}
+	b = appendVarintField(b, spanDroppedLinks, uint64(clampUint32(sd.DroppedLinks())))
+	// otlptrace always sets the status, even an empty one.
+	st := sd.Status()
+	b = appendMessage(b, spanStatus, func(b []byte) []byte {
+		b = appendStringField(b, statusMessage, st.Description)
+		return appendVarintField(b, statusCodeNum, uint64(statusCode(st.Code)))
+	})
+	return appendFixed32Field(b, spanFlagsField, spanFlags(sc.TraceFlags(), parent))
 }
 
-func (a *arena) events(es []sdktrace.Event) []*tracepb.Span_Event {
-	if len(es) == 0 {
-		return nil
+// appendKeyValue appends a KeyValue's fields; its value is always set
+// (an empty AnyValue for an EMPTY one), as tracetransform.KeyValue does.
+func appendKeyValue(b []byte, kv attribute.KeyValue) []byte {
+	b = appendStringField(b, kvKey, string(kv.Key))
+	return appendMessage(b, kvValue, func(b []byte) []byte { return appendAnyValue(b, kv.Value) })
+}
+
+// appendAnyValue appends an AnyValue's fields as tracetransform.Value
+// converts v. A oneof member is written even when it is its type's zero
+// value (proto.Marshal writes a set oneof).
+func appendAnyValue(b []byte, v attribute.Value) []byte {
+	switch v.Type() {
+	case attribute.STRING:
+		return protowire.AppendString(protowire.AppendTag(b, anyString, protowire.BytesType), v.AsString())
+	case attribute.BOOL:
+		return protowire.AppendVarint(protowire.AppendTag(b, anyBool, protowire.VarintType), protowire.EncodeBool(v.AsBool()))
+	case attribute.INT64:
+		return protowire.AppendVarint(protowire.AppendTag(b, anyInt, protowire.VarintType), uint64(v.AsInt64())) //nolint:gosec // two's complement, as protobuf's int64
+	case attribute.FLOAT64:
+		return protowire.AppendFixed64(protowire.AppendTag(b, anyDouble, protowire.Fixed64Type), math.Float64bits(v.AsFloat64()))
+	case attribute.BYTESLICE:
+		return protowire.AppendBytes(protowire.AppendTag(b, anyBytes, protowire.BytesType), v.AsByteSlice())
+	case attribute.BOOLSLICE:
+		vals := v.AsBoolSlice()
+		return appendArray(b, len(vals), func(i int) attribute.Value { return attribute.BoolValue(vals[i]) })
+	case attribute.INT64SLICE:
+		vals := v.AsInt64Slice()
+		return appendArray(b, len(vals), func(i int) attribute.Value { return attribute.Int64Value(vals[i]) })
+	case attribute.FLOAT64SLICE:
+		vals := v.AsFloat64Slice()
+		return appendArray(b, len(vals), func(i int) attribute.Value { return attribute.Float64Value(vals[i]) })
+	case attribute.STRINGSLICE:
+		vals := v.AsStringSlice()
+		return appendArray(b, len(vals), func(i int) attribute.Value { return attribute.StringValue(vals[i]) })
+	case attribute.SLICE:
+		vals := v.AsSlice()
+		return appendArray(b, len(vals), func(i int) attribute.Value { return vals[i] })
+	case attribute.MAP:
+		kvs := v.AsMap()
+		return appendMessage(b, anyKvlist, func(b []byte) []byte {
+			for _, kv := range kvs {
+				b = appendMessage(b, kvlistValues, func(b []byte) []byte { return appendKeyValue(b, kv) })
+			}
+			return b
+		})
+	case attribute.EMPTY:
+		return b
 	}
-	out := make([]*tracepb.Span_Event, len(es))
-	for i, e := range es {
-		out[i] = &tracepb.Span_Event{
-			Name: e.Name, TimeUnixNano: uint64(max(0, e.Time.UnixNano())), //nolint:gosec // not negative
-			Attributes: a.keyValues(e.Attributes), DroppedAttributesCount: clampUint32(e.DroppedAttributeCount),
+	return protowire.AppendString(protowire.AppendTag(b, anyString, protowire.BytesType), "INVALID")
+}
+
+// appendArray appends an ArrayValue of n values.
+func appendArray(b []byte, n int, at func(int) attribute.Value) []byte {
+	return appendMessage(b, anyArray, func(b []byte) []byte {
+		for i := range n {
+			b = appendMessage(b, arrayValues, func(b []byte) []byte { return appendAnyValue(b, at(i)) })
 		}
+		return b
+	})
+}
+
+// appendMessage appends field num holding the message fill appends: its
+// length is reserved as one byte and widened when the message is longer.
+func appendMessage(b []byte, num protowire.Number, fill func([]byte) []byte) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	at := len(b)
+	b = append(b, 0)
+	b = fill(b)
+	n := len(b) - at - 1
+	if n < 0x80 {
+		b[at] = byte(n)
+		return b
 	}
-	return out
+	size := protowire.SizeVarint(uint64(n))
+	b = append(b, make([]byte, size-1)...)
+	copy(b[at+size:], b[at+1:at+1+n])
+	protowire.AppendVarint(b[at:at], uint64(n))
+	return b
+}
+
+func appendBytesField(b []byte, num protowire.Number, v []byte) []byte {
+	if len(v) == 0 {
+		return b
+	}
+	return protowire.AppendBytes(protowire.AppendTag(b, num, protowire.BytesType), v)
+}
+
+func appendStringField(b []byte, num protowire.Number, v string) []byte {
+	if v == "" {
+		return b
+	}
+	return protowire.AppendString(protowire.AppendTag(b, num, protowire.BytesType), v)
+}
+
+func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.VarintType), v)
+}
+
+func appendFixed64Field(b []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	return protowire.AppendFixed64(protowire.AppendTag(b, num, protowire.Fixed64Type), v)
+}
+
+func appendFixed32Field(b []byte, num protowire.Number, v uint32) []byte {
+	if v == 0 {
+		return b
+	}
+	return protowire.AppendFixed32(protowire.AppendTag(b, num, protowire.Fixed32Type), v)
 }
 
 func instrumentationScope(is instrumentation.Scope) *commonpb.InstrumentationScope {
@@ -294,17 +340,22 @@ func resourceProto(r *resource.Resource) *resourcepb.Resource {
 	return &resourcepb.Resource{Attributes: iterKeyValues(r.Iter())}
 }
 
+// iterKeyValues converts the attributes of a resource or a scope (once
+// a batch) as otlptrace does.
 func iterKeyValues(it attribute.Iterator) []*commonpb.KeyValue {
 	if it.Len() == 0 {
 		return nil
 	}
-	attrs := make([]attribute.KeyValue, 0, it.Len())
+	out := make([]*commonpb.KeyValue, 0, it.Len())
 	for it.Next() {
-		attrs = append(attrs, it.Attribute())
+		kv := it.Attribute()
+		var av commonpb.AnyValue
+		if err := proto.Unmarshal(appendAnyValue(nil, kv.Value), &av); err != nil {
+			av.Value = &commonpb.AnyValue_StringValue{StringValue: "INVALID"}
+		}
+		out = append(out, &commonpb.KeyValue{Key: string(kv.Key), Value: &av})
 	}
-	var size arenaSize
-	size.count(attrs)
-	return newArena(size).keyValues(attrs)
+	return out
 }
 
 func clampUint32(v int) uint32 {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,23 +55,31 @@ func (b *bodies) request(t *testing.T) *coltracepb.ExportTraceServiceRequest {
 }
 
 // The exporter sends the same OTLP request as otlptrace's exporter for
-// spans of every shape: attributes of every type, events, links, a
-// remote parent, a failed status, two scopes, every kind.
+// spans of every shape: attributes of every type (zero values, and
+// values longer than a one-byte length), events, links, a remote
+// parent, a failed status, two scopes, every kind.
 func TestExporterMatchesOTLP(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	res := resource.NewSchemaless(attribute.String("service.name", "maestro"), attribute.Int("n", 1))
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithResource(res))
+	// Limits that drop attributes, events and links (their counts).
+	limits := sdktrace.NewSpanLimits()
+	limits.AttributeCountLimit, limits.EventCountLimit, limits.LinkCountLimit = 12, 1, 1
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithResource(res), sdktrace.WithRawSpanLimits(limits))
 	ctx := context.Background()
 	remote := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5}, TraceFlags: trace.FlagsSampled, Remote: true})
 	a := tp.Tracer(Scope)
 	b := tp.Tracer("other", trace.WithInstrumentationVersion("1.2"), trace.WithInstrumentationAttributes(attribute.Bool("x", true)))
 	ctx, root := a.Start(trace.ContextWithRemoteSpanContext(ctx, remote), "session", trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithLinks(trace.Link{SpanContext: remote, Attributes: []attribute.KeyValue{attribute.String("l", "v")}}))
+		trace.WithLinks(trace.Link{SpanContext: remote, Attributes: []attribute.KeyValue{attribute.String("l", "v")}}, trace.Link{SpanContext: remote}))
 	_, child := b.Start(ctx, "chat m", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		attribute.String("s", "v"), attribute.Int64("i", -3), attribute.Float64("f", 1.5), attribute.Bool("b", true),
 		attribute.StringSlice("ss", []string{"a", "b"}), attribute.Int64Slice("is", []int64{1, 2}),
-		attribute.Float64Slice("fs", []float64{0.5}), attribute.BoolSlice("bs", []bool{true, false})))
+		attribute.Float64Slice("fs", []float64{0.5}), attribute.BoolSlice("bs", []bool{true, false}),
+		attribute.String("long", strings.Repeat("x", 300)), attribute.Int64("zero", 0), attribute.String("empty", ""),
+		attribute.ByteSlice("bytes", []byte{1, 2}), attribute.Slice("mixed", attribute.IntValue(1), attribute.StringValue("a")),
+		attribute.Map("map", attribute.String("k", strings.Repeat("y", 200)), attribute.Bool("f", false))))
 	child.AddEvent("ev", trace.WithAttributes(attribute.String("k", "v")), trace.WithTimestamp(time.Unix(5, 6)))
+	child.AddEvent("dropped")
 	child.SetStatus(codes.Error, "failed")
 	child.End()
 	for _, k := range []trace.SpanKind{trace.SpanKindInternal, trace.SpanKindProducer, trace.SpanKindConsumer, trace.SpanKindUnspecified} {
@@ -103,6 +112,14 @@ func TestExporterMatchesOTLP(t *testing.T) {
 	}
 	if n := len(g.ResourceSpans[0].ScopeSpans); n != 2 {
 		t.Errorf("%d scopes, want 2", n)
+	}
+	for _, ss := range g.ResourceSpans[0].ScopeSpans {
+		for _, s := range ss.Spans {
+			if s.Name == "chat m" && (s.DroppedAttributesCount == 0 || s.DroppedEventsCount == 0) ||
+				s.Name == "session" && s.DroppedLinksCount == 0 {
+				t.Errorf("nothing dropped: %v", s)
+			}
+		}
 	}
 	if err := errors.Join(std.Shutdown(ctx), ours.Shutdown(ctx)); err != nil {
 		t.Fatal(err)
