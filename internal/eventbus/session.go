@@ -349,12 +349,14 @@ func (f *Follower) pass(ctx context.Context, st *sessionState, stPath string, lr
 		}
 		cursor, mapped, skimmed := skimRecord(line)
 		rec = logRecord{}
-		if !skimmed || mapped && cursor > st.Cursor {
+		switch {
+		case skimmed && (!mapped || cursor <= st.Cursor):
+			rec.Cursor = cursor
+		case skimmed && decodeMapped(line, &rec):
+		default:
 			if jerr := decodeRecord(line, &rec); jerr != nil {
 				return n, fmt.Errorf("session log %s: corrupt record after cursor %d: %w", f.dir, st.Cursor, jerr)
 			}
-		} else {
-			rec.Cursor = cursor
 		}
 		if rec.Cursor > st.Cursor {
 			if marked && mark.Cursor <= rec.Cursor-1 {
