@@ -78,20 +78,41 @@ func (w *window) add(ctx context.Context, ev Event, corr Correlation) error {
 // publishes again, in order and each until acknowledged, those from the
 // first that failed on which were not stored.
 func (w *window) flush(ctx context.Context) error {
+	// The acknowledgements come in the order the events were sent:
+	// waiting for the last one first, the follower sleeps once for the
+	// window rather than once an event (a wake-up each, as each
+	// acknowledgement came in), then finds the others' outcomes there.
+	last, lastOK := -1, false
+	for i := len(w.pending) - 1; i >= 0; i-- {
+		if w.pending[i].fut != nil {
+			last = i
+			break
+		}
+	}
+	if last >= 0 {
+		ok, err := outcome(ctx, &w.pending[last])
+		if err != nil {
+			return err
+		}
+		lastOK = ok
+	}
 	first, after := -1, 0
 	for i := range w.pending {
 		s := &w.pending[i]
 		if s.fut != nil {
-			select {
-			case <-s.fut.Ok():
+			ok := lastOK
+			if i != last {
+				var err error
+				if ok, err = outcome(ctx, s); err != nil {
+					return err
+				}
+			}
+			if ok {
 				s.stored = true
 				if first >= 0 {
 					after++
 				}
 				continue
-			case <-s.fut.Err():
-			case <-ctx.Done():
-				return fmt.Errorf("publish %s: %w", s.subject, ctx.Err())
 			}
 		}
 		if first < 0 {
@@ -124,6 +145,18 @@ func (w *window) flush(ctx context.Context) error {
 	clear(w.pending)
 	w.pending = w.pending[:0]
 	return nil
+}
+
+// outcome waits for a sent event's acknowledgement (true) or failure.
+func outcome(ctx context.Context, s *sent) (bool, error) {
+	select {
+	case <-s.fut.Ok():
+		return true, nil
+	case <-s.fut.Err():
+		return false, nil
+	case <-ctx.Done():
+		return false, fmt.Errorf("publish %s: %w", s.subject, ctx.Err())
+	}
 }
 
 // publishAsync sends one encoded event on subject with id as Nats-Msg-Id
