@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -29,10 +30,26 @@ import (
 // (docs/events.md, "Figures").
 type exporter struct {
 	client otlptrace.Client
+
+	// mu serializes the exports (the batcher makes one at a time), which
+	// reuse the encoding buffer and the Span messages: the client has
+	// marshalled the request when UploadTraces returns.
+	mu    sync.Mutex
+	buf   []byte
+	spans []tracepb.Span
 }
 
+// maxKept is the largest encoding buffer an exporter keeps for the next
+// export.
+const maxKept = 1 << 20
+
 func (e *exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	rs := protoSpans(spans)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rs := protoSpans(spans, e)
+	if cap(e.buf) > maxKept {
+		e.buf, e.spans = nil, nil
+	}
 	if len(rs) == 0 {
 		return nil
 	}
@@ -44,14 +61,14 @@ func (e *exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 
 func (e *exporter) Shutdown(ctx context.Context) error { return e.client.Stop(ctx) }
 
-// protoSpans converts spans to OTLP messages as otlptrace does
-// (tracetransform.Spans): one ResourceSpans per resource, one
-// ScopeSpans per resource and scope, spans in their order. Each span is
+// protoSpans converts spans to OTLP messages, in e's buffers, as
+// otlptrace does (tracetransform.Spans): one ResourceSpans per resource,
+// one ScopeSpans per resource and scope, spans in their order. Each span is
 // encoded directly (appendSpan) into one buffer for the batch and
 // carried as the raw fields of an otherwise empty Span message, which
 // proto.Marshal copies as they are: the request is the same bytes a
 // receiver decodes, without a message per attribute and value.
-func protoSpans(spans []sdktrace.ReadOnlySpan) []*tracepb.ResourceSpans {
+func protoSpans(spans []sdktrace.ReadOnlySpan, e *exporter) []*tracepb.ResourceSpans {
 	live := 0
 	for _, sd := range spans {
 		if sd != nil {
@@ -61,8 +78,15 @@ func protoSpans(spans []sdktrace.ReadOnlySpan) []*tracepb.ResourceSpans {
 	if live == 0 {
 		return nil
 	}
-	pbs := make([]tracepb.Span, live)
-	buf := make([]byte, 0, 512*live)
+	if cap(e.spans) < live {
+		e.spans = make([]tracepb.Span, live)
+	}
+	pbs := e.spans[:live]
+	for i := range pbs {
+		pbs[i].Reset()
+	}
+	buf := e.buf[:0]
+	defer func() { e.buf = buf }()
 
 	type scopeKey struct {
 		r  attribute.Distinct
