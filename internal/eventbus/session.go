@@ -414,10 +414,14 @@ func (f *Follower) publishClose(ctx context.Context, st *sessionState, stPath st
 			return err
 		}
 		st.Closed = m.Cursor
-		if err := writeJSON(stPath, st); err != nil {
+		// The mark is done with once its event is acknowledged: its file
+		// becomes the state's (replaceFrom), one file creation fewer a
+		// close (docs/events.md, "Figures").
+		if err := replaceFrom(markPath, stPath, st); err != nil {
 			return err
 		}
 		lr.unsaved, lr.events, lr.saved = 0, 0, time.Now()
+		return nil
 	}
 	if err := os.Remove(markPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", markPath, err)
