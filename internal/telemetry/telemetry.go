@@ -94,8 +94,16 @@ func Enabled() bool {
 }
 
 // attrsKey carries the correlation attributes every span started under
-// the context gets (WithAttributes).
+// the context gets (WithAttributes), as spanAttrs.
 type attrsKey struct{}
+
+// spanAttrs are a context's correlation attributes and the span start
+// option that sets them, built once for the context (a session, a job)
+// rather than once a span.
+type spanAttrs struct {
+	attrs []attribute.KeyValue
+	opt   trace.SpanStartOption
+}
 
 // WithAttributes returns ctx whose spans started by Start carry attrs
 // (the correlation: organization, user, workspace, session, run). With
@@ -104,18 +112,33 @@ func WithAttributes(ctx context.Context, attrs ...attribute.KeyValue) context.Co
 	if len(attrs) == 0 || !Enabled() {
 		return ctx
 	}
-	prev, _ := ctx.Value(attrsKey{}).([]attribute.KeyValue)
-	return context.WithValue(ctx, attrsKey{}, append(prev[:len(prev):len(prev)], attrs...))
+	var prev []attribute.KeyValue
+	if sa, ok := ctx.Value(attrsKey{}).(*spanAttrs); ok {
+		prev = sa.attrs
+	}
+	all := append(prev[:len(prev):len(prev)], attrs...)
+	return context.WithValue(ctx, attrsKey{}, &spanAttrs{attrs: all, opt: trace.WithAttributes(all...)})
 }
+
+// kindOpts are the span start options of each span kind, built once.
+var kindOpts = func() (opts [trace.SpanKindConsumer + 1]trace.SpanStartOption) {
+	for k := range opts {
+		opts[k] = trace.WithSpanKind(trace.SpanKind(k))
+	}
+	return opts
+}()
 
 // Start starts a span named name under ctx's span with the correlation
 // attributes of ctx. Set further attributes only when span.IsRecording().
 func Start(ctx context.Context, name string, kind trace.SpanKind) (context.Context, trace.Span) {
-	opts := []trace.SpanStartOption{trace.WithSpanKind(kind)}
-	if attrs, ok := ctx.Value(attrsKey{}).([]attribute.KeyValue); ok {
-		opts = append(opts, trace.WithAttributes(attrs...))
+	kindOpt := trace.WithSpanKind(kind)
+	if int(kind) >= 0 && int(kind) < len(kindOpts) {
+		kindOpt = kindOpts[kind]
 	}
-	return tracer().Start(ctx, name, opts...)
+	if sa, ok := ctx.Value(attrsKey{}).(*spanAttrs); ok {
+		return tracer().Start(ctx, name, kindOpt, sa.opt)
+	}
+	return tracer().Start(ctx, name, kindOpt)
 }
 
 // sdkTracer is the SDK provider's tracer of Scope, looked up once per
