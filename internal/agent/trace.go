@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -44,6 +45,10 @@ func startModelSpan(ctx context.Context, p llm.Provider) (context.Context, trace
 	return ctx, span
 }
 
+// attrPool holds the slices a span's attributes are gathered in before
+// SetAttributes, which copies them.
+var attrPool = sync.Pool{New: func() any { s := make([]attribute.KeyValue, 0, 12); return &s }}
+
 // modelSpan is a recording model call's span with what its start knew.
 type modelSpan struct {
 	trace.Span
@@ -54,8 +59,9 @@ type modelSpan struct {
 // time to first token and failure.
 func endModelSpan(span trace.Span, u protocol.Usage, ttft *int64, failure error) {
 	if ms, ok := span.(modelSpan); ok {
-		attrs := make([]attribute.KeyValue, 0, 11)
-		attrs = append(attrs, attribute.String("gen_ai.operation.name", "chat"), attribute.String("gen_ai.provider.name", ms.provider),
+		buf := attrPool.Get().(*[]attribute.KeyValue)
+		defer attrPool.Put(buf)
+		attrs := append((*buf)[:0], attribute.String("gen_ai.operation.name", "chat"), attribute.String("gen_ai.provider.name", ms.provider),
 			attribute.String("gen_ai.request.model", ms.model), attribute.String("gen_ai.response.model", u.ModelID),
 			attribute.Int64("gen_ai.usage.input_tokens", u.InputTokens), attribute.Int64("gen_ai.usage.output_tokens", u.OutputTokens),
 			attribute.Int64("maestro.usage.cache_read_tokens", u.CacheReadTokens), attribute.Int64("maestro.usage.cache_write_tokens", u.CacheWriteTokens),
@@ -67,6 +73,8 @@ func endModelSpan(span trace.Span, u protocol.Usage, ttft *int64, failure error)
 			attrs = append(attrs, attribute.String("error.type", string(llm.KindOf(failure))))
 		}
 		ms.SetAttributes(attrs...)
+		clear(attrs) // no value kept alive by the pool
+		*buf = attrs[:0]
 		span = ms.Span
 	}
 	telemetry.End(span, failure)
@@ -82,14 +90,17 @@ func (r *run) tracedTool(ctx context.Context, call llm.ToolCall) (tool.Result, e
 		if res.IsError {
 			outcome = "failed"
 		}
-		attrs := make([]attribute.KeyValue, 0, 5)
-		attrs = append(attrs, attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("gen_ai.tool.name", call.Name),
+		buf := attrPool.Get().(*[]attribute.KeyValue)
+		defer attrPool.Put(buf)
+		attrs := append((*buf)[:0], attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("gen_ai.tool.name", call.Name),
 			attribute.String("gen_ai.tool.call.id", call.ID), attribute.String("maestro.tool.outcome", outcome))
 		if res.IsError {
 			attrs = append(attrs, attribute.String("maestro.tool.error_code", res.ErrorCode()))
 			telemetry.Fail(span, res.ErrorCode())
 		}
 		span.SetAttributes(attrs...)
+		clear(attrs) // no value kept alive by the pool
+		*buf = attrs[:0]
 	}
 	telemetry.End(span, err)
 	return res, err
