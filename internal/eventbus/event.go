@@ -77,6 +77,11 @@ type Event struct {
 // loop's machine (docs/events.md, "Figures"). TestEncodeMatchesSDK checks it
 // against the SDK's encoding.
 func Encode(ev Event, source string, corr Correlation) ([]byte, error) {
+	return appendEvent(make([]byte, 0, 768), ev, source, corr)
+}
+
+// appendEvent appends Encode's document to b.
+func appendEvent(b []byte, ev Event, source string, corr Correlation) ([]byte, error) {
 	switch {
 	case ev.ID == "":
 		return nil, fmt.Errorf("encode event of type %s: no id", ev.Type)
@@ -88,7 +93,6 @@ func Encode(ev Event, source string, corr Correlation) ([]byte, error) {
 	if err := checkSource(source); err != nil {
 		return nil, fmt.Errorf("encode event %s: source: %w", ev.ID, err)
 	}
-	b := make([]byte, 0, 768)
 	b = append(b, `{"specversion":"1.0","id":`...)
 	b = appendString(b, ev.ID)
 	b = append(b, `,"source":`...)

@@ -31,6 +31,23 @@ const windowSize = 256
 type window struct {
 	b       *Bus
 	pending []sent
+	// free are the encoding buffers of events acknowledged, for the
+	// next ones (nothing holds an event's bytes once it is
+	// acknowledged: the connection copied them when it was sent).
+	free [][]byte
+}
+
+// maxFreeBuf is the largest encoding buffer a window keeps.
+const maxFreeBuf = 4096
+
+// buffer returns an empty encoding buffer.
+func (w *window) buffer() []byte {
+	if n := len(w.free); n > 0 {
+		b := w.free[n-1]
+		w.free = w.free[:n-1]
+		return b[:0]
+	}
+	return make([]byte, 0, 768)
 }
 
 // sent is one event awaiting its acknowledgement; fut is nil when it
@@ -47,7 +64,7 @@ type sent struct {
 // be published: it is logged and skipped rather than holding up the ones
 // after it.
 func (w *window) add(ctx context.Context, ev Event, corr Correlation) error {
-	data, err := Encode(ev, w.b.o.Settings.Source, corr)
+	data, err := appendEvent(w.buffer(), ev, w.b.o.Settings.Source, corr)
 	if err != nil {
 		w.b.log.Error("event bus: event skipped", "err", err)
 		return nil
@@ -140,6 +157,11 @@ func (w *window) flush(ctx context.Context) error {
 				return err
 			}
 			s.stored = true
+		}
+	}
+	for _, s := range w.pending {
+		if cap(s.data) <= maxFreeBuf && len(w.free) < windowSize {
+			w.free = append(w.free, s.data)
 		}
 	}
 	clear(w.pending)
