@@ -60,7 +60,7 @@ const (
 func newBatcher(exp sdktrace.SpanExporter, getenv func(string) string) *batcher {
 	b := &batcher{
 		exp:      exp,
-		delay:    envMillis(getenv, "OTEL_BSP_SCHEDULE_DELAY", defaultScheduleDelay),
+		delay:    max(envMillis(getenv, "OTEL_BSP_SCHEDULE_DELAY", defaultScheduleDelay), time.Millisecond),
 		timeout:  envMillis(getenv, "OTEL_BSP_EXPORT_TIMEOUT", defaultExportTimeout),
 		maxQueue: envInt(getenv, "OTEL_BSP_MAX_QUEUE_SIZE", defaultMaxQueue),
 		maxBatch: envInt(getenv, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", defaultMaxBatch),
