@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -33,51 +34,73 @@ func endTurnSpan(span trace.Span, res Result, err error) {
 
 // startModelSpan starts the span of one model call (docs/events.md,
 // "Traces"; the GenAI semantic conventions' keys). The provider sends the
-// request under it, so a managed gateway sees its trace context.
+// request under it, so a managed gateway sees its trace context. Its
+// attributes are all set when it ends (endModelSpan), in one call: each
+// call grows the span's attributes, copying them.
 func startModelSpan(ctx context.Context, p llm.Provider) (context.Context, trace.Span) {
 	ctx, span := telemetry.Start(ctx, "chat "+p.Model(), trace.SpanKindClient)
 	if span.IsRecording() {
-		span.SetAttributes(attribute.String("gen_ai.operation.name", "chat"), attribute.String("gen_ai.provider.name", p.Name()),
-			attribute.String("gen_ai.request.model", p.Model()))
+		return ctx, modelSpan{Span: span, provider: p.Name(), model: p.Model()}
 	}
 	return ctx, span
+}
+
+// attrPool holds the slices a span's attributes are gathered in before
+// SetAttributes, which copies them.
+var attrPool = sync.Pool{New: func() any { s := make([]attribute.KeyValue, 0, 12); return &s }}
+
+// modelSpan is a recording model call's span with what its start knew.
+type modelSpan struct {
+	trace.Span
+	provider, model string
 }
 
 // endModelSpan ends a model call's span with its model, tokens, cost,
 // time to first token and failure.
 func endModelSpan(span trace.Span, u protocol.Usage, ttft *int64, failure error) {
-	if span.IsRecording() {
-		span.SetAttributes(attribute.String("gen_ai.response.model", u.ModelID),
+	if ms, ok := span.(modelSpan); ok {
+		buf := attrPool.Get().(*[]attribute.KeyValue)
+		defer attrPool.Put(buf)
+		attrs := append((*buf)[:0], attribute.String("gen_ai.operation.name", "chat"), attribute.String("gen_ai.provider.name", ms.provider),
+			attribute.String("gen_ai.request.model", ms.model), attribute.String("gen_ai.response.model", u.ModelID),
 			attribute.Int64("gen_ai.usage.input_tokens", u.InputTokens), attribute.Int64("gen_ai.usage.output_tokens", u.OutputTokens),
 			attribute.Int64("maestro.usage.cache_read_tokens", u.CacheReadTokens), attribute.Int64("maestro.usage.cache_write_tokens", u.CacheWriteTokens),
 			attribute.Float64("maestro.cost_usd", u.TotalCostUSD))
 		if ttft != nil {
-			span.SetAttributes(attribute.Int64("maestro.ttft_ms", *ttft))
+			attrs = append(attrs, attribute.Int64("maestro.ttft_ms", *ttft))
 		}
 		if failure != nil {
-			span.SetAttributes(attribute.String("error.type", string(llm.KindOf(failure))))
+			attrs = append(attrs, attribute.String("error.type", string(llm.KindOf(failure))))
 		}
+		ms.SetAttributes(attrs...)
+		clear(attrs) // no value kept alive by the pool
+		*buf = attrs[:0]
+		span = ms.Span
 	}
 	telemetry.End(span, failure)
 }
 
 // tracedTool runs one call in its span: the tool's name and call id, the
-// outcome and the failure's error code.
+// outcome and the failure's error code (set in one call when it ends).
 func (r *run) tracedTool(ctx context.Context, call llm.ToolCall) (tool.Result, error) {
 	ctx, span := telemetry.Start(ctx, "execute_tool "+call.Name, trace.SpanKindInternal)
-	if span.IsRecording() {
-		span.SetAttributes(attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("gen_ai.tool.name", call.Name),
-			attribute.String("gen_ai.tool.call.id", call.ID))
-	}
 	res, err := r.runTool(ctx, call)
 	if span.IsRecording() {
 		outcome := "succeeded"
 		if res.IsError {
 			outcome = "failed"
-			span.SetAttributes(attribute.String("maestro.tool.error_code", res.ErrorCode()))
+		}
+		buf := attrPool.Get().(*[]attribute.KeyValue)
+		defer attrPool.Put(buf)
+		attrs := append((*buf)[:0], attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("gen_ai.tool.name", call.Name),
+			attribute.String("gen_ai.tool.call.id", call.ID), attribute.String("maestro.tool.outcome", outcome))
+		if res.IsError {
+			attrs = append(attrs, attribute.String("maestro.tool.error_code", res.ErrorCode()))
 			telemetry.Fail(span, res.ErrorCode())
 		}
-		span.SetAttributes(attribute.String("maestro.tool.outcome", outcome))
+		span.SetAttributes(attrs...)
+		clear(attrs) // no value kept alive by the pool
+		*buf = attrs[:0]
 	}
 	telemetry.End(span, err)
 	return res, err

@@ -3,7 +3,9 @@ package eventbus_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -119,6 +121,10 @@ const httpTurns = `[{"text":["Checking."],"tool_calls":[{"name":"ping","input":"
 // http, the OpenAI Chat Completions client streaming from the fake model
 // server over loopback, as a real session does. Each run is one tool call
 // and two model calls.
+//
+// MAESTRO_BENCH_OVERHEAD_ON=bus (or trace) turns on only the bus (only
+// tracing) in the on-blocks, to attribute the overhead; the metrics keep
+// their names.
 func BenchmarkAgentLoopOverhead(b *testing.B) {
 	sc, err := replay.Parse([]byte(loopScenario), "busbench.json")
 	if err != nil {
@@ -135,7 +141,12 @@ func BenchmarkAgentLoopOverhead(b *testing.B) {
 }
 
 func loopOverhead(b *testing.B, p llm.Provider) {
-	const overheadRuns = 100
+	overheadRuns := 100
+	if n, err := strconv.Atoi(os.Getenv("MAESTRO_BENCH_OVERHEAD_RUNS")); err == nil && n > 0 {
+		overheadRuns = n
+	}
+	only := os.Getenv("MAESTRO_BENCH_OVERHEAD_ON")
+	busOn, traceOn := only != "trace", only != "bus"
 	ping := tool.New("ping", "answers pong", true, func(context.Context, pingIn, tool.Call) (tool.Result, error) {
 		return tool.Result{Content: "pong"}, nil
 	})
@@ -158,11 +169,12 @@ func loopOverhead(b *testing.B, p llm.Provider) {
 		}
 		defer s.Close()
 		var f *eventbus.Follower
-		if on {
+		otel.SetTracerProvider(noop.NewTracerProvider())
+		if on && traceOn {
 			otel.SetTracerProvider(tp)
+		}
+		if on && busOn {
 			f = bus.FollowSession(s.Dir(), s.Meta())
-		} else {
-			otel.SetTracerProvider(noop.NewTracerProvider())
 		}
 		cpu0, t0 := cpuTime(), time.Now()
 		for range overheadRuns {
@@ -171,8 +183,10 @@ func loopOverhead(b *testing.B, p llm.Provider) {
 			}
 		}
 		wall = time.Since(t0)
-		if on {
+		if f != nil {
 			f.Close(s.Cursor(), "completed")
+		}
+		if on && traceOn {
 			if err := tp.ForceFlush(b.Context()); err != nil {
 				b.Fatal(err)
 			}

@@ -142,3 +142,50 @@ func writeJSON(path string, v any) error {
 	}
 	return nil
 }
+
+// replaceFrom replaces the state file at path with v, atomically as
+// writeJSON does, writing it into the file at from (renamed to path.tmp,
+// then over path) rather than into a new file: from is a file no longer
+// needed (a session's close mark once its event is published), and
+// creating a file costs several times writing one (about 350 µs of
+// system time on the machine of docs/events.md's figures). A crash
+// leaves path old or new, and from there or gone.
+func replaceFrom(from, path string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	path = filepath.Clean(path)
+	tmp := path + ".tmp"
+	if err := os.Rename(from, tmp); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return writeJSON(path, v)
+		}
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := overwrite(tmp, data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// overwrite replaces the content of an existing file in place (no
+// truncation to nothing first, which frees its block only to allocate
+// one again).
+func overwrite(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(data, 0)
+	if err == nil {
+		err = f.Truncate(int64(len(data)))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -3,10 +3,10 @@ package eventbus
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/url"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/maestro-run/maestro/internal/protocol"
@@ -77,6 +77,11 @@ type Event struct {
 // loop's machine (docs/events.md, "Figures"). TestEncodeMatchesSDK checks it
 // against the SDK's encoding.
 func Encode(ev Event, source string, corr Correlation) ([]byte, error) {
+	return appendEvent(make([]byte, 0, 768), ev, source, corr)
+}
+
+// appendEvent appends Encode's document to b.
+func appendEvent(b []byte, ev Event, source string, corr Correlation) ([]byte, error) {
 	switch {
 	case ev.ID == "":
 		return nil, fmt.Errorf("encode event of type %s: no id", ev.Type)
@@ -85,10 +90,9 @@ func Encode(ev Event, source string, corr Correlation) ([]byte, error) {
 	case source == "":
 		return nil, fmt.Errorf("encode event %s: no source", ev.ID)
 	}
-	if _, err := url.Parse(source); err != nil {
+	if err := checkSource(source); err != nil {
 		return nil, fmt.Errorf("encode event %s: source: %w", ev.ID, err)
 	}
-	b := make([]byte, 0, 768)
 	b = append(b, `{"specversion":"1.0","id":`...)
 	b = appendString(b, ev.ID)
 	b = append(b, `,"source":`...)
@@ -120,10 +124,16 @@ func Encode(ev Event, source string, corr Correlation) ([]byte, error) {
 	b = append(b, `,"data":{`...)
 	var err error
 	first := true
-	for _, k := range slices.Sorted(maps.Keys(ev.Data)) {
-		if k == "@type" || k == "correlation" {
-			continue // set below
+	// The keys sorted without allocating for the usual few.
+	var keyBuf [16]string
+	keys := keyBuf[:0]
+	for k := range ev.Data {
+		if k != "@type" && k != "correlation" { // set below
+			keys = append(keys, k)
 		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
 		if b, err = appendMember(b, &first, k, ev.Data[k]); err != nil {
 			return nil, fmt.Errorf("encode event %s data: %w", ev.ID, err)
 		}
@@ -135,6 +145,22 @@ func Encode(ev Event, source string, corr Correlation) ([]byte, error) {
 	b = corr.appendData(b)
 	b = append(b, '}', '}')
 	return b, nil
+}
+
+// validSource is the last source checkSource found valid: a process
+// has one, so it is parsed once rather than once an event.
+var validSource atomic.Pointer[string]
+
+// checkSource fails when source is not a URI reference.
+func checkSource(source string) error {
+	if v := validSource.Load(); v != nil && *v == source {
+		return nil
+	}
+	if _, err := url.Parse(source); err != nil {
+		return err
+	}
+	validSource.Store(&source)
+	return nil
 }
 
 // appendMember appends "key":value to a JSON object whose members so far

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/maestro-run/maestro/internal/llm"
@@ -69,5 +71,57 @@ func TestSkimRecordAgreesWithDecoding(t *testing.T) {
 		if _, _, ok := skimRecord([]byte(line)); ok {
 			t.Errorf("skimmed %s", line)
 		}
+	}
+}
+
+// decodeMapped decodes the mapped records as decodeRecord does, or
+// leaves them to it: never a different record.
+func TestDecodeMappedAgreesWithDecoding(t *testing.T) {
+	s, err := session.NewStore(t.TempDir()).Create(session.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Event(protocol.Ready{ProtocolVersion: "2026-04-02", Model: "m", Provider: "p", ExecutorType: protocol.ExecutorReplay})
+	s.Event(protocol.ToolCall{CallID: "c1", Tool: "Read", RequiresApproval: true, Args: json.RawMessage(`{"path":"a\"}{,","n":[1,{"x":"]"}],"t":true,"z":null,"e":-1.5e3}`)})
+	s.Event(protocol.ToolEnd{CallID: "c1", ErrorCode: "sandbox_violation"})
+	s.Event(protocol.ServerRequest{RequestID: "q", RequestType: protocol.RequestApproval, CallID: "c2", Tool: "Bash", Args: json.RawMessage(`{}`)})
+	s.Event(protocol.ToolCall{CallID: "c\"3", Tool: "é"})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(s.Dir(), logFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSuffix(string(data), "\n"), "\n")
+	const head = `{"cursor":9,"time":"2026-11-27T11:36:16.290688527Z","kind":"event","event":`
+	lines = append(lines,
+		head+`{"type":"tool_end","call_id":"c","success":true,"extra":{"a":[]},"error_code":""}}`+"\n",
+		head+`{"type":"tool_end","Call_ID":"c"}}`+"\n",              // a key matched case-insensitively
+		head+`{"type":"tool_end","success":"yes"}}`+"\n",            // a type error
+		head+`{"type":"tool_end","call_id":null}}`+"\n",             // null
+		head+`{"type":"tool_call","tool":"\u0050ing"}}`+"\n",        // an escape
+		head+`{"type":"tool_call","tool":"a"},"message":null}`+"\n", // a member after the event
+		head+`{"type":"tool_call","tool":"a"}`+"\n",                 // not JSON
+		head+`{"type":"tool_call","tool":"a","tool":"b"}}`+"\n",     // a duplicate: the last
+		head+`{}}`+"\n", // empty
+		`{"cursor":9,"time":"yesterday","kind":"event","event":{"type":"ready"}}`+"\n", // a time that does not parse
+		head+`{"type":"tool_call","tool":"`+"\xff"+`"}}`+"\n",                          // invalid UTF-8
+	)
+	fast := 0
+	for _, line := range lines {
+		var want logRecord
+		wantErr := decodeRecord([]byte(line), &want)
+		var got logRecord
+		if !decodeMapped([]byte(line), &got) {
+			continue
+		}
+		fast++
+		if wantErr != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("decodeMapped %s = %+v, decodeRecord %+v (%v)", line, got, want, wantErr)
+		}
+	}
+	if fast != 7 {
+		t.Errorf("%d records decoded without reflection, want 7", fast)
 	}
 }

@@ -27,10 +27,14 @@ const (
 	// when the session closes, removed once the event is published.
 	closeFile = "eventbus-close.json"
 	logFile   = "events.jsonl"
-	// saveEvery is how many records a follower publishes between two
+	// saveEvery is how many events a follower publishes between two
 	// saves of its cursor; a crash re-sends at most these, which
-	// JetStream drops as duplicates.
-	saveEvery = 1024
+	// JetStream drops as duplicates. Records that map to no event cost a
+	// skim to read again: the cursor is saved every saveEveryRecord of
+	// them (a record is rarely an event: counting records saved the
+	// cursor several times a session, each a file write).
+	saveEvery       = 1024
+	saveEveryRecord = 16 * saveEvery
 	// saveIdle is how often at most a follower that caught up saves its
 	// cursor.
 	saveIdle = time.Second
@@ -193,7 +197,7 @@ func (f *Follower) run(ctx context.Context, follow bool) error {
 			continue // read on to the end of the log before the close
 		}
 		// The cursor is saved at most every saveIdle (and every
-		// saveEvery records while the log grows, and when the follower
+		// saveEvery events while the log grows, and when the follower
 		// stops), not after every record.
 		if closing {
 			// Every event is acknowledged: the close's own write of the
@@ -226,13 +230,15 @@ func (f *Follower) run(ctx context.Context, follow bool) error {
 // logReader reads a session log from a publish cursor across passes:
 // the file stays open and its buffer is reused.
 type logReader struct {
-	win     window
-	path    string
-	file    *os.File
-	br      *bufio.Reader
-	long    []byte // a line longer than br's buffer (line)
-	unsaved int
-	saved   time.Time
+	win  window
+	path string
+	file *os.File
+	br   *bufio.Reader
+	long []byte // a line longer than br's buffer (line)
+	// unsaved records and events were published since the cursor was
+	// last saved.
+	unsaved, events int
+	saved           time.Time
 }
 
 // at positions the reader at offset, opening the log the first time;
@@ -264,7 +270,7 @@ func (lr *logReader) save(ctx context.Context, stPath string, st *sessionState) 
 	if err := lr.win.flush(ctx); err != nil {
 		return err
 	}
-	lr.unsaved, lr.saved = 0, time.Now()
+	lr.unsaved, lr.events, lr.saved = 0, 0, time.Now()
 	return writeJSON(stPath, st)
 }
 
@@ -343,12 +349,14 @@ func (f *Follower) pass(ctx context.Context, st *sessionState, stPath string, lr
 		}
 		cursor, mapped, skimmed := skimRecord(line)
 		rec = logRecord{}
-		if !skimmed || mapped && cursor > st.Cursor {
+		switch {
+		case skimmed && (!mapped || cursor <= st.Cursor):
+			rec.Cursor = cursor
+		case skimmed && decodeMapped(line, &rec):
+		default:
 			if jerr := decodeRecord(line, &rec); jerr != nil {
 				return n, fmt.Errorf("session log %s: corrupt record after cursor %d: %w", f.dir, st.Cursor, jerr)
 			}
-		} else {
-			rec.Cursor = cursor
 		}
 		if rec.Cursor > st.Cursor {
 			if marked && mark.Cursor <= rec.Cursor-1 {
@@ -364,12 +372,13 @@ func (f *Follower) pass(ctx context.Context, st *sessionState, stPath string, lr
 				if err := lr.win.add(ctx, ev, *st.Correlation); err != nil {
 					return n, err
 				}
+				lr.events++
 			}
 			st.Cursor = rec.Cursor
 		}
 		st.Offset += int64(len(line))
 		n++
-		if lr.unsaved++; lr.unsaved >= saveEvery {
+		if lr.unsaved++; lr.events >= saveEvery || lr.unsaved >= saveEveryRecord {
 			if err := lr.save(ctx, stPath, st); err != nil {
 				return n, err
 			}
@@ -405,10 +414,14 @@ func (f *Follower) publishClose(ctx context.Context, st *sessionState, stPath st
 			return err
 		}
 		st.Closed = m.Cursor
-		if err := writeJSON(stPath, st); err != nil {
+		// The mark is done with once its event is acknowledged: its file
+		// becomes the state's (replaceFrom), one file creation fewer a
+		// close (docs/events.md, "Figures").
+		if err := replaceFrom(markPath, stPath, st); err != nil {
 			return err
 		}
-		lr.unsaved, lr.saved = 0, time.Now()
+		lr.unsaved, lr.events, lr.saved = 0, 0, time.Now()
+		return nil
 	}
 	if err := os.Remove(markPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", markPath, err)

@@ -31,6 +31,23 @@ const windowSize = 256
 type window struct {
 	b       *Bus
 	pending []sent
+	// free are the encoding buffers of events acknowledged, for the
+	// next ones (nothing holds an event's bytes once it is
+	// acknowledged: the connection copied them when it was sent).
+	free [][]byte
+}
+
+// maxFreeBuf is the largest encoding buffer a window keeps.
+const maxFreeBuf = 4096
+
+// buffer returns an empty encoding buffer.
+func (w *window) buffer() []byte {
+	if n := len(w.free); n > 0 {
+		b := w.free[n-1]
+		w.free = w.free[:n-1]
+		return b[:0]
+	}
+	return make([]byte, 0, 768)
 }
 
 // sent is one event awaiting its acknowledgement; fut is nil when it
@@ -47,7 +64,7 @@ type sent struct {
 // be published: it is logged and skipped rather than holding up the ones
 // after it.
 func (w *window) add(ctx context.Context, ev Event, corr Correlation) error {
-	data, err := Encode(ev, w.b.o.Settings.Source, corr)
+	data, err := appendEvent(w.buffer(), ev, w.b.o.Settings.Source, corr)
 	if err != nil {
 		w.b.log.Error("event bus: event skipped", "err", err)
 		return nil
@@ -78,20 +95,41 @@ func (w *window) add(ctx context.Context, ev Event, corr Correlation) error {
 // publishes again, in order and each until acknowledged, those from the
 // first that failed on which were not stored.
 func (w *window) flush(ctx context.Context) error {
+	// The acknowledgements come in the order the events were sent:
+	// waiting for the last one first, the follower sleeps once for the
+	// window rather than once an event (a wake-up each, as each
+	// acknowledgement came in), then finds the others' outcomes there.
+	last, lastOK := -1, false
+	for i := len(w.pending) - 1; i >= 0; i-- {
+		if w.pending[i].fut != nil {
+			last = i
+			break
+		}
+	}
+	if last >= 0 {
+		ok, err := outcome(ctx, &w.pending[last])
+		if err != nil {
+			return err
+		}
+		lastOK = ok
+	}
 	first, after := -1, 0
 	for i := range w.pending {
 		s := &w.pending[i]
 		if s.fut != nil {
-			select {
-			case <-s.fut.Ok():
+			ok := lastOK
+			if i != last {
+				var err error
+				if ok, err = outcome(ctx, s); err != nil {
+					return err
+				}
+			}
+			if ok {
 				s.stored = true
 				if first >= 0 {
 					after++
 				}
 				continue
-			case <-s.fut.Err():
-			case <-ctx.Done():
-				return fmt.Errorf("publish %s: %w", s.subject, ctx.Err())
 			}
 		}
 		if first < 0 {
@@ -121,9 +159,26 @@ func (w *window) flush(ctx context.Context) error {
 			s.stored = true
 		}
 	}
+	for _, s := range w.pending {
+		if cap(s.data) <= maxFreeBuf && len(w.free) < windowSize {
+			w.free = append(w.free, s.data)
+		}
+	}
 	clear(w.pending)
 	w.pending = w.pending[:0]
 	return nil
+}
+
+// outcome waits for a sent event's acknowledgement (true) or failure.
+func outcome(ctx context.Context, s *sent) (bool, error) {
+	select {
+	case <-s.fut.Ok():
+		return true, nil
+	case <-s.fut.Err():
+		return false, nil
+	case <-ctx.Done():
+		return false, fmt.Errorf("publish %s: %w", s.subject, ctx.Err())
+	}
 }
 
 // publishAsync sends one encoded event on subject with id as Nats-Msg-Id
@@ -132,13 +187,17 @@ func (p *Publisher) publishAsync(ctx context.Context, subject, id string, data [
 	if err := p.ensureStream(ctx); err != nil {
 		return nil, err
 	}
-	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{"Content-Type": []string{ContentTypeCloudEvents}}}
-	fut, err := p.js.PublishMsgAsync(msg, jetstream.WithMsgID(id))
+	// The headers WithMsgID would set, without its option and copies.
+	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{"Content-Type": contentType, jetstream.MsgIDHeader: []string{id}}}
+	fut, err := p.js.PublishMsgAsync(msg)
 	if err != nil {
 		return nil, fmt.Errorf("publish %s: %w", subject, err)
 	}
 	return fut, nil
 }
+
+// contentType is the Content-Type header of every event (read only).
+var contentType = []string{ContentTypeCloudEvents}
 
 // streamLimits is what the publisher knows of the stream that takes its
 // events. pipeline: a single message can be refused by it only for its

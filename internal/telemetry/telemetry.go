@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -33,9 +34,10 @@ const Scope = "github.com/maestro-run/maestro"
 // OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces) and neither
 // OTEL_SDK_DISABLED=true nor OTEL_TRACES_EXPORTER=none turns it off. The
 // exporter speaks OTLP over HTTP (protobuf); OTEL_EXPORTER_OTLP_HEADERS,
-// OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER and
-// OTEL_BSP_* are read by the SDK. It returns the function that flushes
-// and stops the provider (a no-op when tracing is off).
+// OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES and OTEL_TRACES_SAMPLER are
+// read by the SDK, OTEL_BSP_* by the span processor (batcher). It returns
+// the function that flushes and stops the provider (a no-op when tracing
+// is off).
 func Setup(ctx context.Context, getenv func(string) string) (shutdown func(context.Context) error, err error) {
 	nop := func(context.Context) error { return nil }
 	endpoint := Endpoint(getenv)
@@ -49,10 +51,11 @@ func Setup(ctx context.Context, getenv func(string) string) (shutdown func(conte
 	} else if p != "http/protobuf" {
 		return nop, fmt.Errorf("tracing: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=%s: Maestro exports OTLP over HTTP only (http/protobuf)", p)
 	}
-	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(endpoint))
-	if err != nil {
+	client := otlptracehttp.NewClient(otlptracehttp.WithEndpointURL(endpoint))
+	if err := client.Start(ctx); err != nil {
 		return nop, fmt.Errorf("tracing: OTLP exporter for %s: %w", endpoint, err)
 	}
+	exp := &exporter{client: client}
 	name := strings.TrimSpace(getenv("OTEL_SERVICE_NAME"))
 	if name == "" {
 		name = "maestro"
@@ -62,7 +65,7 @@ func Setup(ctx context.Context, getenv func(string) string) (shutdown func(conte
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return nop, fmt.Errorf("tracing: resource: %w", err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(newBatcher(exp, getenv)), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	return tp.Shutdown, nil
@@ -91,8 +94,16 @@ func Enabled() bool {
 }
 
 // attrsKey carries the correlation attributes every span started under
-// the context gets (WithAttributes).
+// the context gets (WithAttributes), as spanAttrs.
 type attrsKey struct{}
+
+// spanAttrs are a context's correlation attributes and the span start
+// option that sets them, built once for the context (a session, a job)
+// rather than once a span.
+type spanAttrs struct {
+	attrs []attribute.KeyValue
+	opt   trace.SpanStartOption
+}
 
 // WithAttributes returns ctx whose spans started by Start carry attrs
 // (the correlation: organization, user, workspace, session, run). With
@@ -101,18 +112,57 @@ func WithAttributes(ctx context.Context, attrs ...attribute.KeyValue) context.Co
 	if len(attrs) == 0 || !Enabled() {
 		return ctx
 	}
-	prev, _ := ctx.Value(attrsKey{}).([]attribute.KeyValue)
-	return context.WithValue(ctx, attrsKey{}, append(prev[:len(prev):len(prev)], attrs...))
+	var prev []attribute.KeyValue
+	if sa, ok := ctx.Value(attrsKey{}).(*spanAttrs); ok {
+		prev = sa.attrs
+	}
+	all := append(prev[:len(prev):len(prev)], attrs...)
+	return context.WithValue(ctx, attrsKey{}, &spanAttrs{attrs: all, opt: trace.WithAttributes(all...)})
 }
+
+// kindOpts are the span start options of each span kind, built once.
+var kindOpts = func() (opts [trace.SpanKindConsumer + 1]trace.SpanStartOption) {
+	for k := range opts {
+		opts[k] = trace.WithSpanKind(trace.SpanKind(k))
+	}
+	return opts
+}()
 
 // Start starts a span named name under ctx's span with the correlation
 // attributes of ctx. Set further attributes only when span.IsRecording().
 func Start(ctx context.Context, name string, kind trace.SpanKind) (context.Context, trace.Span) {
-	opts := []trace.SpanStartOption{trace.WithSpanKind(kind)}
-	if attrs, ok := ctx.Value(attrsKey{}).([]attribute.KeyValue); ok {
-		opts = append(opts, trace.WithAttributes(attrs...))
+	kindOpt := trace.WithSpanKind(kind)
+	if int(kind) >= 0 && int(kind) < len(kindOpts) {
+		kindOpt = kindOpts[kind]
 	}
-	return otel.Tracer(Scope).Start(ctx, name, opts...)
+	if sa, ok := ctx.Value(attrsKey{}).(*spanAttrs); ok {
+		return tracer().Start(ctx, name, kindOpt, sa.opt)
+	}
+	return tracer().Start(ctx, name, kindOpt)
+}
+
+// sdkTracer is the SDK provider's tracer of Scope, looked up once per
+// provider rather than once a span (the provider's Tracer builds its
+// configuration and locks its map of tracers).
+type sdkTracer struct {
+	tp *sdktrace.TracerProvider
+	t  trace.Tracer
+}
+
+var cachedTracer atomic.Pointer[sdkTracer]
+
+// tracer is the global provider's tracer of Scope.
+func tracer() trace.Tracer {
+	tp, ok := otel.GetTracerProvider().(*sdktrace.TracerProvider)
+	if !ok {
+		return otel.Tracer(Scope)
+	}
+	if c := cachedTracer.Load(); c != nil && c.tp == tp {
+		return c.t
+	}
+	t := tp.Tracer(Scope)
+	cachedTracer.Store(&sdkTracer{tp: tp, t: t})
+	return t
 }
 
 // End ends span, marking it failed with err's text when err is not nil.
