@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -171,7 +172,9 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		return usageErr("--system replaces the plain agent loop's prompt; a piece's movements have their own")
 	}
 
-	h, err := host.New(host.Options{Getenv: io.Getenv})
+	// The event bus's warnings reach stderr: a bus that cannot publish (no
+	// stream, NATS down) says so, as it does in the other commands.
+	h, err := host.New(host.Options{Getenv: io.Getenv, BusLogger: io.logger(slog.LevelWarn)})
 	if err != nil {
 		return failErr(err)
 	}

@@ -33,15 +33,15 @@ func (h *Host) EventBus() *eventbus.Bus {
 		if !ok {
 			return
 		}
-		b, err := eventbus.Open(eventbus.Options{Settings: s, Env: eventbus.CorrelationFromEnv(h.getenv, h.environ()), Logger: h.log})
+		b, err := eventbus.Open(eventbus.Options{Settings: s, Env: eventbus.CorrelationFromEnv(h.getenv, h.environ()), Logger: h.busLog})
 		if err != nil {
-			h.log.Warn("event bus disabled", "err", err)
+			h.busLog.Warn("event bus disabled", "err", err)
 			return
 		}
 		h.bus.bus = b
 		go func() {
 			if err := b.CatchUp(context.Background(), h.store.Dir()); err != nil {
-				h.log.Warn("event bus: catch up on session logs", "err", err)
+				h.busLog.Warn("event bus: catch up on session logs", "err", err)
 			}
 		}()
 	})
@@ -55,7 +55,7 @@ func (h *Host) EventBus() *eventbus.Bus {
 func (h *Host) PublishJobs(ctx context.Context, st eventbus.JobSource, dataDir string) {
 	if bus := h.EventBus(); bus != nil {
 		if err := bus.FollowJobs(ctx, st, filepath.Join(dataDir, "eventbus-jobs.json"), 0); err != nil {
-			h.log.Warn("event bus: follow the job logs", "err", err)
+			h.busLog.Warn("event bus: follow the job logs", "err", err)
 		}
 	}
 }

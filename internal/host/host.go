@@ -47,6 +47,10 @@ type Options struct {
 	DataDir string
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
+	// BusLogger receives the event bus's diagnostics (a stream missing,
+	// NATS down, events left for a later process); nil: Logger. `maestro
+	// run`, which shows no other diagnostics, still shows these.
+	BusLogger *slog.Logger
 }
 
 // Host is what the sessions of one process share: the user's
@@ -57,6 +61,7 @@ type Host struct {
 	getenv func(string) string
 	store  *session.Store
 	log    *slog.Logger
+	busLog *slog.Logger
 	bus    *busState
 }
 
@@ -83,7 +88,10 @@ func New(o Options) (*Host, error) {
 	if data == "" {
 		data = home
 	}
-	return &Host{home: home, cfg: cfg, getenv: o.Getenv, store: session.NewStore(filepath.Join(data, "sessions")), log: o.Logger, bus: &busState{}}, nil
+	if o.BusLogger == nil {
+		o.BusLogger = o.Logger
+	}
+	return &Host{home: home, cfg: cfg, getenv: o.Getenv, store: session.NewStore(filepath.Join(data, "sessions")), log: o.Logger, busLog: o.BusLogger, bus: &busState{}}, nil
 }
 
 // Home is Maestro's home directory.
