@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -89,4 +90,38 @@ func TestPublishAsyncOutcomes(t *testing.T) {
 	if got := st.CachedInfo().State.Msgs; got != 2 {
 		t.Errorf("the stream holds %d messages, want 2", got)
 	}
+}
+
+// An event whose acknowledgement never comes fails when the window's one
+// deadline passes (it is then published again, one at a time), and is
+// no longer awaited; a late acknowledgement changes nothing.
+func TestWaitAcksDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &Publisher{}
+		p.acks.wait = map[uint64]ackWait{}
+		set := &ackSet{}
+		for tok := uint64(1); tok <= 3; tok++ {
+			p.acks.wait[tok] = ackWait{set: set, i: len(set.result)}
+			set.result, set.tokens = append(set.result, 0), append(set.tokens, tok)
+			set.waiting++
+		}
+		p.acked(&nats.Msg{Subject: "_INBOX.x.2", Data: []byte(`{"stream":"MAESTRO","seq":1}`)})
+		start := time.Now()
+		if err := p.waitAcks(t.Context(), set, TypeToolCallAttempted); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != ackTimeout {
+			t.Errorf("outcomes after %v, want %v", d, ackTimeout)
+		}
+		if want := []int8{-1, 1, -1}; !slices.Equal(set.result, want) {
+			t.Errorf("outcomes %v, want %v", set.result, want)
+		}
+		if len(p.acks.wait) != 0 || set.waiting != 0 {
+			t.Errorf("still awaited: %d acknowledgements, %d of the window", len(p.acks.wait), set.waiting)
+		}
+		p.acked(&nats.Msg{Subject: "_INBOX.x.3", Data: []byte(`{"stream":"MAESTRO","seq":2}`)})
+		if set.result[2] != -1 {
+			t.Errorf("a late acknowledgement changed the outcome to %d", set.result[2])
+		}
+	})
 }
