@@ -78,6 +78,7 @@ func (p *Publisher) publishAsync(ctx context.Context, set *ackSet, subject, id s
 			return false
 		}
 		a.sub, a.wait = sub, map[uint64]ackWait{}
+		go p.failOnDisconnect(p.nc.StatusChanged(nats.RECONNECTING, nats.CLOSED))
 		a.msgID = []string{""}
 		a.msg.Header = nats.Header{"Content-Type": contentType, jetstream.MsgIDHeader: a.msgID}
 	}
@@ -147,6 +148,29 @@ func pubAcked(m *nats.Msg) bool {
 		Stream string           `json:"stream"`
 	}
 	return json.Unmarshal(m.Data, &r) == nil && r.Error == nil && r.Stream != ""
+}
+
+// failOnDisconnect fails every event awaiting its acknowledgement when
+// the connection is lost (as jetstream's async publishing does): the
+// acknowledgements of what the server had not answered will not come,
+// and flush publishes those events again, once NATS is back, rather
+// than after the window's deadline. It ends when the connection closes.
+func (p *Publisher) failOnDisconnect(status chan nats.Status) {
+	a := &p.acks
+	for st := range status {
+		if st == nats.CLOSED {
+			return
+		}
+		a.mu.Lock()
+		for tok, w := range a.wait {
+			delete(a.wait, tok)
+			w.set.result[w.i] = -1
+			if w.set.waiting--; w.set.waiting == 0 && w.set.done != nil {
+				close(w.set.done)
+			}
+		}
+		a.mu.Unlock()
+	}
 }
 
 // waitAcks waits until every event of set sent has its outcome, or

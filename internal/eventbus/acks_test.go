@@ -125,3 +125,42 @@ func TestWaitAcksDeadline(t *testing.T) {
 		}
 	})
 }
+
+// When the connection is lost the events awaiting their acknowledgement
+// fail at once (flush publishes them again when NATS is back), as
+// jetstream's async publishing does, not at the window's deadline.
+func TestAcksFailOnDisconnect(t *testing.T) {
+	srv := bustest.Start(t)
+	srv.CreateStream()
+	p, err := Connect(Settings{URL: srv.URL(), Source: "maestro-test"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var set ackSet
+	if !p.publishAsync(ctx, &set, TypeToolCallAttempted, "s.1.0", []byte(`{}`)) {
+		t.Fatal("not sent")
+	}
+	if err := p.waitAcks(ctx, &set, TypeToolCallAttempted); err != nil || set.result[0] != 1 {
+		t.Fatalf("outcome %v, err %v", set.result, err)
+	}
+	set.reset()
+	// An event whose acknowledgement the server will never send.
+	p.acks.mu.Lock()
+	p.acks.wait[1<<40] = ackWait{set: &set, i: 0}
+	set.result, set.tokens, set.waiting = append(set.result, 0), append(set.tokens, 1<<40), 1
+	p.acks.mu.Unlock()
+	srv.Stop()
+	start := time.Now()
+	if err := p.waitAcks(ctx, &set, TypeToolCallAttempted); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d >= ackTimeout {
+		t.Errorf("failed after %v, want at once when the connection is lost", d)
+	}
+	if set.result[0] != -1 {
+		t.Errorf("outcome %d, want -1", set.result[0])
+	}
+}
