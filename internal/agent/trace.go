@@ -16,18 +16,40 @@ import (
 // startTurnSpan starts the span of one prompt's turn (docs/events.md,
 // "Traces"): the model and tool spans of the turn are its children, and
 // it is the child of the session's span (or of a queued job's movement).
+//
+// The agent's spans get all their attributes, the context's correlation
+// (telemetry.StartBare) and their own, in one SetAttributes when they
+// end: each call grows the span's attributes, copying them, and a start
+// option copies them once more.
 func startTurnSpan(ctx context.Context) (context.Context, trace.Span) {
-	return telemetry.Start(ctx, "turn", trace.SpanKindInternal)
+	ctx, span, corr := telemetry.StartBare(ctx, "turn", trace.SpanKindInternal)
+	if span.IsRecording() {
+		return ctx, corrSpan{Span: span, corr: corr}
+	}
+	return ctx, span
+}
+
+// corrSpan is a recording span with the correlation attributes it is to
+// get when it ends.
+type corrSpan struct {
+	trace.Span
+	corr []attribute.KeyValue
 }
 
 // endTurnSpan ends a turn's span with its model calls, tool calls,
 // tokens and cost.
 func endTurnSpan(span trace.Span, res Result, err error) {
-	if span.IsRecording() {
-		span.SetAttributes(attribute.Int("maestro.turn.model_calls", res.Iterations),
+	if cs, ok := span.(corrSpan); ok {
+		buf := attrPool.Get().(*[]attribute.KeyValue)
+		defer attrPool.Put(buf)
+		attrs := append(append((*buf)[:0], cs.corr...), attribute.Int("maestro.turn.model_calls", res.Iterations),
 			attribute.Int("maestro.turn.tool_calls", res.Tools.CallsSucceeded+res.Tools.CallsFailed),
 			attribute.Int64("gen_ai.usage.input_tokens", res.Usage.InputTokens), attribute.Int64("gen_ai.usage.output_tokens", res.Usage.OutputTokens),
 			attribute.Float64("maestro.cost_usd", res.CostUSD))
+		cs.SetAttributes(attrs...)
+		clear(attrs) // no value kept alive by the pool
+		*buf = attrs[:0]
+		span = cs.Span
 	}
 	telemetry.End(span, err)
 }
@@ -38,20 +60,21 @@ func endTurnSpan(span trace.Span, res Result, err error) {
 // attributes are all set when it ends (endModelSpan), in one call: each
 // call grows the span's attributes, copying them.
 func startModelSpan(ctx context.Context, p llm.Provider) (context.Context, trace.Span) {
-	ctx, span := telemetry.Start(ctx, "chat "+p.Model(), trace.SpanKindClient)
+	ctx, span, corr := telemetry.StartBare(ctx, "chat "+p.Model(), trace.SpanKindClient)
 	if span.IsRecording() {
-		return ctx, modelSpan{Span: span, provider: p.Name(), model: p.Model()}
+		return ctx, modelSpan{Span: span, corr: corr, provider: p.Name(), model: p.Model()}
 	}
 	return ctx, span
 }
 
 // attrPool holds the slices a span's attributes are gathered in before
 // SetAttributes, which copies them.
-var attrPool = sync.Pool{New: func() any { s := make([]attribute.KeyValue, 0, 12); return &s }}
+var attrPool = sync.Pool{New: func() any { s := make([]attribute.KeyValue, 0, 24); return &s }}
 
 // modelSpan is a recording model call's span with what its start knew.
 type modelSpan struct {
 	trace.Span
+	corr            []attribute.KeyValue
 	provider, model string
 }
 
@@ -61,7 +84,7 @@ func endModelSpan(span trace.Span, u protocol.Usage, ttft *int64, failure error)
 	if ms, ok := span.(modelSpan); ok {
 		buf := attrPool.Get().(*[]attribute.KeyValue)
 		defer attrPool.Put(buf)
-		attrs := append((*buf)[:0], attribute.String("gen_ai.operation.name", "chat"), attribute.String("gen_ai.provider.name", ms.provider),
+		attrs := append(append((*buf)[:0], ms.corr...), attribute.String("gen_ai.operation.name", "chat"), attribute.String("gen_ai.provider.name", ms.provider),
 			attribute.String("gen_ai.request.model", ms.model), attribute.String("gen_ai.response.model", u.ModelID),
 			attribute.Int64("gen_ai.usage.input_tokens", u.InputTokens), attribute.Int64("gen_ai.usage.output_tokens", u.OutputTokens),
 			attribute.Int64("maestro.usage.cache_read_tokens", u.CacheReadTokens), attribute.Int64("maestro.usage.cache_write_tokens", u.CacheWriteTokens),
@@ -83,7 +106,7 @@ func endModelSpan(span trace.Span, u protocol.Usage, ttft *int64, failure error)
 // tracedTool runs one call in its span: the tool's name and call id, the
 // outcome and the failure's error code (set in one call when it ends).
 func (r *run) tracedTool(ctx context.Context, call llm.ToolCall) (tool.Result, error) {
-	ctx, span := telemetry.Start(ctx, "execute_tool "+call.Name, trace.SpanKindInternal)
+	ctx, span, corr := telemetry.StartBare(ctx, "execute_tool "+call.Name, trace.SpanKindInternal)
 	res, err := r.runTool(ctx, call)
 	if span.IsRecording() {
 		outcome := "succeeded"
@@ -92,7 +115,7 @@ func (r *run) tracedTool(ctx context.Context, call llm.ToolCall) (tool.Result, e
 		}
 		buf := attrPool.Get().(*[]attribute.KeyValue)
 		defer attrPool.Put(buf)
-		attrs := append((*buf)[:0], attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("gen_ai.tool.name", call.Name),
+		attrs := append(append((*buf)[:0], corr...), attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("gen_ai.tool.name", call.Name),
 			attribute.String("gen_ai.tool.call.id", call.ID), attribute.String("maestro.tool.outcome", outcome))
 		if res.IsError {
 			attrs = append(attrs, attribute.String("maestro.tool.error_code", res.ErrorCode()))

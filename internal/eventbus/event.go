@@ -159,7 +159,10 @@ func checkSource(source string) error {
 	if _, err := url.Parse(source); err != nil {
 		return err
 	}
-	validSource.Store(&source)
+	// A copy: storing &source would move the parameter to the heap on
+	// every call, the usual one that finds it valid already included.
+	valid := source
+	validSource.Store(&valid)
 	return nil
 }
 

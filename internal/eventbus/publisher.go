@@ -31,6 +31,10 @@ type Publisher struct {
 	// serial: a later event was stored although an earlier one failed;
 	// every event waits for the previous one's acknowledgement.
 	serial bool
+
+	// acks receives the acknowledgements of the events sent without
+	// waiting (publishAsync).
+	acks acks
 }
 
 // Connect connects to s.URL. The connection is made even when the server

@@ -2,10 +2,8 @@ package eventbus
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -31,6 +29,9 @@ const windowSize = 256
 type window struct {
 	b       *Bus
 	pending []sent
+	// acks are the outcomes of the events of pending sent without
+	// waiting, at the same index (Publisher.publishAsync).
+	acks ackSet
 	// free are the encoding buffers of events acknowledged, for the
 	// next ones (nothing holds an event's bytes once it is
 	// acknowledged: the connection copied them when it was sent).
@@ -50,12 +51,13 @@ func (w *window) buffer() []byte {
 	return make([]byte, 0, 768)
 }
 
-// sent is one event awaiting its acknowledgement; fut is nil when it
-// could not be sent, stored is set once it is acknowledged.
+// sent is one event awaiting its acknowledgement; async when it was
+// sent without waiting (its outcome is in the window's acks at its
+// index), stored is set once it is acknowledged.
 type sent struct {
 	subject, id string
 	data        []byte
-	fut         jetstream.PubAckFuture
+	async       bool
 	stored      bool
 }
 
@@ -83,9 +85,11 @@ func (w *window) add(ctx context.Context, ev Event, corr Correlation) error {
 		}
 	}
 	s := sent{subject: ev.Type, id: ev.ID, data: data}
-	if len(w.pending) == 0 || w.pending[len(w.pending)-1].fut != nil {
+	if len(w.pending) == 0 || w.pending[len(w.pending)-1].async {
+		s.async = w.b.pub.publishAsync(ctx, &w.acks, s.subject, s.id, data)
+	} else {
 		// After a failure the rest are published by flush, in order.
-		s.fut, _ = w.b.pub.publishAsync(ctx, s.subject, s.id, data)
+		w.b.pub.skipAsync(&w.acks)
 	}
 	w.pending = append(w.pending, s)
 	return nil
@@ -95,42 +99,23 @@ func (w *window) add(ctx context.Context, ev Event, corr Correlation) error {
 // publishes again, in order and each until acknowledged, those from the
 // first that failed on which were not stored.
 func (w *window) flush(ctx context.Context) error {
-	// The acknowledgements come in the order the events were sent:
-	// waiting for the last one first, the follower sleeps once for the
-	// window rather than once an event (a wake-up each, as each
-	// acknowledgement came in), then finds the others' outcomes there.
-	last, lastOK := -1, false
-	for i := len(w.pending) - 1; i >= 0; i-- {
-		if w.pending[i].fut != nil {
-			last = i
-			break
-		}
-	}
-	if last >= 0 {
-		ok, err := outcome(ctx, &w.pending[last])
-		if err != nil {
+	// The acknowledgements come to the Publisher's subscription, which
+	// records each one in w.acks: the follower sleeps once for the
+	// window (one wake-up when the last one came), not once an event.
+	if len(w.pending) > 0 {
+		if err := w.b.pub.waitAcks(ctx, &w.acks, w.pending[len(w.pending)-1].subject); err != nil {
 			return err
 		}
-		lastOK = ok
 	}
 	first, after := -1, 0
 	for i := range w.pending {
 		s := &w.pending[i]
-		if s.fut != nil {
-			ok := lastOK
-			if i != last {
-				var err error
-				if ok, err = outcome(ctx, s); err != nil {
-					return err
-				}
+		if s.stored || s.async && w.acks.result[i] == 1 {
+			s.stored = true
+			if first >= 0 {
+				after++
 			}
-			if ok {
-				s.stored = true
-				if first >= 0 {
-					after++
-				}
-				continue
-			}
+			continue
 		}
 		if first < 0 {
 			first = i
@@ -151,9 +136,15 @@ func (w *window) flush(ctx context.Context) error {
 			if s.stored {
 				continue
 			}
-			s.fut = nil
+			s.async = false
 			if err := w.b.pub.PublishRetry(ctx, s.subject, s.id, s.data); err != nil {
+				// What is left is published one at a time by the next
+				// flush: no outcome of w.acks applies to it any more.
 				w.pending = w.pending[i:]
+				for j := range w.pending {
+					w.pending[j].async = false
+				}
+				w.acks.reset()
 				return err
 			}
 			s.stored = true
@@ -166,38 +157,9 @@ func (w *window) flush(ctx context.Context) error {
 	}
 	clear(w.pending)
 	w.pending = w.pending[:0]
+	w.acks.reset()
 	return nil
 }
-
-// outcome waits for a sent event's acknowledgement (true) or failure.
-func outcome(ctx context.Context, s *sent) (bool, error) {
-	select {
-	case <-s.fut.Ok():
-		return true, nil
-	case <-s.fut.Err():
-		return false, nil
-	case <-ctx.Done():
-		return false, fmt.Errorf("publish %s: %w", s.subject, ctx.Err())
-	}
-}
-
-// publishAsync sends one encoded event on subject with id as Nats-Msg-Id
-// and returns the future of its acknowledgement.
-func (p *Publisher) publishAsync(ctx context.Context, subject, id string, data []byte) (jetstream.PubAckFuture, error) {
-	if err := p.ensureStream(ctx); err != nil {
-		return nil, err
-	}
-	// The headers WithMsgID would set, without its option and copies.
-	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{"Content-Type": contentType, jetstream.MsgIDHeader: []string{id}}}
-	fut, err := p.js.PublishMsgAsync(msg)
-	if err != nil {
-		return nil, fmt.Errorf("publish %s: %w", subject, err)
-	}
-	return fut, nil
-}
-
-// contentType is the Content-Type header of every event (read only).
-var contentType = []string{ContentTypeCloudEvents}
 
 // streamLimits is what the publisher knows of the stream that takes its
 // events. pipeline: a single message can be refused by it only for its

@@ -141,6 +141,24 @@ func Start(ctx context.Context, name string, kind trace.SpanKind) (context.Conte
 	return tracer().Start(ctx, name, kindOpt)
 }
 
+// StartBare starts a span as Start does but without the context's
+// correlation attributes: it returns them for the caller to set with
+// the span's own when it ends, in one SetAttributes (each SetAttributes
+// grows the span's attributes, a copy, and the start option copies them
+// once more into the span's configuration). A span started so must get
+// them: the agent's model, tool and turn spans (internal/agent/trace.go).
+func StartBare(ctx context.Context, name string, kind trace.SpanKind) (context.Context, trace.Span, []attribute.KeyValue) {
+	kindOpt := trace.WithSpanKind(kind)
+	if int(kind) >= 0 && int(kind) < len(kindOpts) {
+		kindOpt = kindOpts[kind]
+	}
+	ctx, span := tracer().Start(ctx, name, kindOpt)
+	if sa, ok := ctx.Value(attrsKey{}).(*spanAttrs); ok {
+		return ctx, span, sa.attrs
+	}
+	return ctx, span, nil
+}
+
 // sdkTracer is the SDK provider's tracer of Scope, looked up once per
 // provider rather than once a span (the provider's Tracer builds its
 // configuration and locks its map of tracers).
