@@ -72,7 +72,7 @@ func connect(s Settings, log *slog.Logger, opts ...nats.Option) (*Publisher, err
 	if err != nil {
 		return nil, fmt.Errorf("connect to the event bus %s: %w", s.URL, err)
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(5*time.Second))
+	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("open JetStream on %s: %w", s.URL, err)
