@@ -40,15 +40,10 @@ type corrSpan struct {
 // tokens and cost.
 func endTurnSpan(span trace.Span, res Result, err error) {
 	if cs, ok := span.(corrSpan); ok {
-		buf := attrPool.Get().(*[]attribute.KeyValue)
-		defer attrPool.Put(buf)
-		attrs := append(append((*buf)[:0], cs.corr...), attribute.Int("maestro.turn.model_calls", res.Iterations),
+		setAttrs(cs.Span, cs.corr, attribute.Int("maestro.turn.model_calls", res.Iterations),
 			attribute.Int("maestro.turn.tool_calls", res.Tools.CallsSucceeded+res.Tools.CallsFailed),
 			attribute.Int64("gen_ai.usage.input_tokens", res.Usage.InputTokens), attribute.Int64("gen_ai.usage.output_tokens", res.Usage.OutputTokens),
 			attribute.Float64("maestro.cost_usd", res.CostUSD))
-		cs.SetAttributes(attrs...)
-		clear(attrs) // no value kept alive by the pool
-		*buf = attrs[:0]
 		span = cs.Span
 	}
 	telemetry.End(span, err)
@@ -71,6 +66,17 @@ func startModelSpan(ctx context.Context, p llm.Provider) (context.Context, trace
 // SetAttributes, which copies them.
 var attrPool = sync.Pool{New: func() any { s := make([]attribute.KeyValue, 0, 24); return &s }}
 
+// setAttrs sets corr and attrs on span in one SetAttributes, gathered in
+// a pooled slice (attrs itself stays on the caller's stack).
+func setAttrs(span trace.Span, corr []attribute.KeyValue, attrs ...attribute.KeyValue) {
+	buf := attrPool.Get().(*[]attribute.KeyValue)
+	all := append(append((*buf)[:0], corr...), attrs...)
+	span.SetAttributes(all...)
+	clear(all) // no value kept alive by the pool
+	*buf = all[:0]
+	attrPool.Put(buf)
+}
+
 // modelSpan is a recording model call's span with what its start knew.
 type modelSpan struct {
 	trace.Span
@@ -82,22 +88,21 @@ type modelSpan struct {
 // time to first token and failure.
 func endModelSpan(span trace.Span, u protocol.Usage, ttft *int64, failure error) {
 	if ms, ok := span.(modelSpan); ok {
-		buf := attrPool.Get().(*[]attribute.KeyValue)
-		defer attrPool.Put(buf)
-		attrs := append(append((*buf)[:0], ms.corr...), attribute.String("gen_ai.operation.name", "chat"), attribute.String("gen_ai.provider.name", ms.provider),
+		attrs := [...]attribute.KeyValue{attribute.String("gen_ai.operation.name", "chat"), attribute.String("gen_ai.provider.name", ms.provider),
 			attribute.String("gen_ai.request.model", ms.model), attribute.String("gen_ai.response.model", u.ModelID),
 			attribute.Int64("gen_ai.usage.input_tokens", u.InputTokens), attribute.Int64("gen_ai.usage.output_tokens", u.OutputTokens),
 			attribute.Int64("maestro.usage.cache_read_tokens", u.CacheReadTokens), attribute.Int64("maestro.usage.cache_write_tokens", u.CacheWriteTokens),
-			attribute.Float64("maestro.cost_usd", u.TotalCostUSD))
+			attribute.Float64("maestro.cost_usd", u.TotalCostUSD), {}, {}}
+		n := len(attrs) - 2
 		if ttft != nil {
-			attrs = append(attrs, attribute.Int64("maestro.ttft_ms", *ttft))
+			attrs[n] = attribute.Int64("maestro.ttft_ms", *ttft)
+			n++
 		}
 		if failure != nil {
-			attrs = append(attrs, attribute.String("error.type", string(llm.KindOf(failure))))
+			attrs[n] = attribute.String("error.type", string(llm.KindOf(failure)))
+			n++
 		}
-		ms.SetAttributes(attrs...)
-		clear(attrs) // no value kept alive by the pool
-		*buf = attrs[:0]
+		setAttrs(ms.Span, ms.corr, attrs[:n]...)
 		span = ms.Span
 	}
 	telemetry.End(span, failure)
@@ -113,17 +118,15 @@ func (r *run) tracedTool(ctx context.Context, call llm.ToolCall) (tool.Result, e
 		if res.IsError {
 			outcome = "failed"
 		}
-		buf := attrPool.Get().(*[]attribute.KeyValue)
-		defer attrPool.Put(buf)
-		attrs := append(append((*buf)[:0], corr...), attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("gen_ai.tool.name", call.Name),
-			attribute.String("gen_ai.tool.call.id", call.ID), attribute.String("maestro.tool.outcome", outcome))
+		attrs := [...]attribute.KeyValue{attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("gen_ai.tool.name", call.Name),
+			attribute.String("gen_ai.tool.call.id", call.ID), attribute.String("maestro.tool.outcome", outcome), {}}
+		n := len(attrs) - 1
 		if res.IsError {
-			attrs = append(attrs, attribute.String("maestro.tool.error_code", res.ErrorCode()))
+			attrs[n] = attribute.String("maestro.tool.error_code", res.ErrorCode())
+			n++
 			telemetry.Fail(span, res.ErrorCode())
 		}
-		span.SetAttributes(attrs...)
-		clear(attrs) // no value kept alive by the pool
-		*buf = attrs[:0]
+		setAttrs(span, corr, attrs[:n]...)
 	}
 	telemetry.End(span, err)
 	return res, err
