@@ -295,63 +295,11 @@ func usePieceDemo(ctx context.Context, choice *providers.Choice, name string, pr
 		replay.DemoPieceFor, name, replay.DemoPieceFor, name)
 }
 
-// pieceModels resolves the models that pieces and movements name
-// (engine.Config.Models, config classifier_model) as --model does, but
-// refuses a provider that has no credentials, so that a piece never runs
-// silently on a model it did not ask for.
-func pieceModels(getenv func(string) string, cfg config.Config) func(ctx context.Context, spec string) (llm.Provider, error) {
-	return func(ctx context.Context, spec string) (llm.Provider, error) {
-		provider, _, ok := strings.Cut(spec, "/")
-		if m, found := llm.LookupModel(spec); !ok && found {
-			provider = m.Provider
-		}
-		if hint := unconfigured(provider, getenv, cfg); hint != "" {
-			return nil, fmt.Errorf("provider %s is not configured: %s", provider, hint)
-		}
-		c, err := providers.Select(ctx, providers.Options{Model: spec, Config: cfg, Getenv: getenv})
-		if err != nil {
-			return nil, err
-		}
-		return llm.WithRetry(c.Provider, llm.RetryPolicy{}), nil
-	}
-}
-
-// unconfigured says how to configure provider when neither the
-// environment nor the config file gives it credentials; "" when they do
-// (or for a provider that needs none).
-func unconfigured(provider string, getenv func(string) string, cfg config.Config) string {
-	switch provider {
-	case "anthropic":
-		if getenv("ANTHROPIC_API_KEY") == "" && getenv("ANTHROPIC_AUTH_TOKEN") == "" && cfg.Providers.Anthropic.APIKey == "" {
-			return "set ANTHROPIC_API_KEY, or providers.anthropic.api_key in config.yaml"
-		}
-	case "openai":
-		if getenv("OPENAI_API_KEY") == "" && getenv("OPENAI_BASE_URL") == "" && cfg.Providers.OpenAI.APIKey == "" && cfg.Providers.OpenAI.BaseURL == "" {
-			return "set OPENAI_API_KEY or OPENAI_BASE_URL, or providers.openai in config.yaml"
-		}
-	}
-	return ""
-}
-
-// classifierModel is the provider of config classifier_model, for a run
-// that classifies on a live model; nil means the run's model.
-func classifierModel(ctx context.Context, models func(context.Context, string) (llm.Provider, error), cfg config.Config, live bool) (llm.Provider, error) {
-	if cfg.ClassifierModel == "" || !live {
-		return nil, nil
-	}
-	p, err := models(ctx, cfg.ClassifierModel)
-	if err != nil {
-		return nil, fmt.Errorf("config classifier_model %q: %w", cfg.ClassifierModel, err)
-	}
-	return p, nil
-}
-
 // pieceRun is what runTask hands to runPiece.
 type pieceRun struct {
 	o    runOptions
 	task string
-	home string
-	cfg  config.Config
+	h    *host.Host
 	hs   *host.Session
 	// follow publishes the subtasks' session logs on the event bus
 	// (host.FollowSession; nil: none).
@@ -390,7 +338,7 @@ func latestRun(sessDir string) (*priorRun, error) {
 // runPiece runs (or resumes) a piece run in the session.
 func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 	replayRun := pr.choice.Executor == protocol.ExecutorReplay
-	lib, err := engine.NewLibrary(ctx, pieceDirs(pr.home, pr.root.Dir()), filepath.Join(pr.home, "pieces"))
+	lib, err := engine.NewLibrary(ctx, pieceDirs(pr.h.Home(), pr.root.Dir()), filepath.Join(pr.h.Home(), "pieces"))
 	if err != nil {
 		return failErr(err)
 	}
@@ -405,27 +353,28 @@ func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 		logged := engine.SessionEvents(pr.sess)
 		events = engine.EventSinkFunc(func(r engine.Record) { logged.RunEvent(r); pr.text.RunEvent(r) })
 	}
-	web, err := host.WebTools(pr.cfg, io.Getenv)
+	cfg := pr.h.Config()
+	web, err := host.WebTools(cfg, io.Getenv)
 	if err != nil {
 		return failErr(err)
 	}
-	sshConns, err := host.SSHConnections(pr.cfg)
+	sshConns, err := host.SSHConnections(cfg)
 	if err != nil {
 		return failErr(err)
 	}
-	models := pieceModels(io.Getenv, pr.cfg)
+	models := pr.h.PieceModels()
 	var classifier llm.Provider
 	if pr.o.Piece == "" && pr.prior == nil {
-		if classifier, err = classifierModel(ctx, models, pr.cfg, !replayRun); err != nil {
+		if classifier, err = pr.h.ClassifierModel(ctx, models, !replayRun); err != nil {
 			return failErr(err)
 		}
 	}
 	l := engine.Launch{
 		Config: engine.Config{
 			Models: models, ClassifierProvider: classifier,
-			Provider: pr.provider, Workspace: pr.root, Sandbox: pr.sb, FileLimits: host.FileLimits(pr.cfg), Web: web, SSH: sshConns, Library: lib,
-			Sink: pr.sink, Events: events, Agents: agentMovements(io, pr.o.Model, agentcli.Permission(cmp.Or(pr.o.Permission, pr.cfg.AgentPermission))),
-			MaxIterations: firstPositive(pr.o.MaxIterations, pr.cfg.MaxIterations),
+			Provider: pr.provider, Workspace: pr.root, Sandbox: pr.sb, FileLimits: host.FileLimits(cfg), Web: web, SSH: sshConns, Library: lib,
+			Sink: pr.sink, Events: events, Agents: agentMovements(io, pr.o.Model, agentcli.Permission(cmp.Or(pr.o.Permission, cfg.AgentPermission))),
+			MaxIterations: firstPositive(pr.o.MaxIterations, cfg.MaxIterations),
 			Thinking:      llm.ThinkingLevel(pr.o.Thinking),
 			FollowLog:     pr.follow,
 		},

@@ -265,7 +265,7 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		sink.Event(protocol.Status{Message: fmt.Sprintf("Model call failed (%s); retrying in %s (attempt %d)", e.Error(), wait.Round(100*time.Millisecond), attempt+1)})
 	}})
 	return runPiece(runCtx, io, pieceRun{
-		o: o, task: task, home: h.Home(), cfg: h.Config(), hs: s, sess: sess, prior: prior, choice: choice, provider: provider,
+		o: o, task: task, h: h, hs: s, sess: sess, prior: prior, choice: choice, provider: provider,
 		sb: sb, root: s.Root, sink: sink, view: view, text: text, jsonl: o.Output == "jsonl", follow: h.FollowSession,
 	})
 }

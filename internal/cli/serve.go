@@ -214,7 +214,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		return hostErr(err)
 	}
 	defer mcpHTTP.Close()
-	artifacts, err := openArtifacts(ctx, io, o.Artifacts)
+	artifacts, err := host.Artifacts(ctx, o.Artifacts, h.Config(), io.Getenv)
 	if err != nil {
 		return failErr(err)
 	}
@@ -222,11 +222,11 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	info := server.Info{Version: buildVersion(), Store: storeKind(st), StartedAt: time.Now()}
 	var pool *queue.Pool
 	if o.Workers > 0 {
-		runner, executor, err := newJobRunner(io, st, dataDir, artifacts)
+		runner, executor, err := jobRunner(ctx, io, h, st, dataDir, artifacts)
 		if err != nil {
 			return failErr(err)
 		}
-		defer closeRunner(runner) // runs parked on an MCP question stop with the process
+		defer host.CloseRunner(runner) // runs parked on an MCP question stop with the process
 		pool, err = queue.NewPool(queue.Config{Store: st, Runner: runner, Name: o.Name, Workers: o.Workers, Metrics: metrics, Logger: log})
 		if err != nil {
 			return failErr(err)

@@ -86,19 +86,19 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 	defer p.Close()
 	ctx, log, st, dataDir := p.ctx, p.log, p.st, p.dataDir
 	o.Name = p.name
-	artifacts, err := openArtifacts(ctx, io, o.Artifacts)
-	if err != nil {
-		return failErr(err)
-	}
-	runner, _, err := newJobRunner(io, st, dataDir, artifacts)
-	if err != nil {
-		return failErr(err)
-	}
-	defer closeRunner(runner) // runs parked on an MCP question stop with the process
 	h, err := host.New(host.Options{Getenv: io.Getenv, DataDir: dataDir, Logger: log})
 	if err != nil {
 		return failErr(err)
 	}
+	artifacts, err := host.Artifacts(ctx, o.Artifacts, h.Config(), io.Getenv)
+	if err != nil {
+		return failErr(err)
+	}
+	runner, _, err := jobRunner(ctx, io, h, st, dataDir, artifacts)
+	if err != nil {
+		return failErr(err)
+	}
+	defer host.CloseRunner(runner) // runs parked on an MCP question stop with the process
 	pool, err := queue.NewPool(queue.Config{
 		Store: st, Runner: runner, Name: o.Name, Workers: o.Workers,
 		Profiles: o.Profiles, TaskClasses: o.TaskClasses, LeaseFor: o.Lease, Logger: log,
