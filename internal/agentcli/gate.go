@@ -9,8 +9,9 @@ import (
 )
 
 // Capability gates. The twelve capability flags of an agent CLI
-// (docs/spec/seed-agent-support.md, "Agent Capability Model") are data in
-// every definition, and each turns its feature off when false:
+// (docs/agent-clis.md, "Capabilities gate"; each CLI's values in
+// docs/spec/agent-clis.md) are data in every definition, and each turns
+// its feature off when false:
 //
 //	resume           no resume arguments; a requested session starts fresh (a status says so)
 //	read_only_mode   a read-only run is refused

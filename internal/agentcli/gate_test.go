@@ -63,7 +63,7 @@ func fixture(t *testing.T, dir, name string) []byte {
 }
 
 // TestCapabilitiesGate: each of the twelve capability flags of the seed
-// (docs/spec/seed-agent-support.md) gates its feature: the same run with
+// (docs/agent-clis.md, "Capabilities gate") gates its feature: the same run with
 // the flag on shows the feature, with it off does not.
 func TestCapabilitiesGate(t *testing.T) {
 	t.Parallel()
