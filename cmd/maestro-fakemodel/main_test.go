@@ -87,7 +87,7 @@ func TestLoadScriptErrors(t *testing.T) {
 		// An unknown key is named with its place (docs/fakemodel.md),
 		// in a turn or in one of its tool calls, and not where the
 		// same word is escaped inside a string.
-		"[{\"text\":[\"a\"]},\n {\"bogus\": 1}]": `s.json:2:3: turn 2: unknown field "bogus"`,
+		"[{\"text\":[\"a\"]},\n {\"bogus\": 1}]":                                                       `s.json:2:3: turn 2: unknown field "bogus"`,
 		"[\n {\"tool_calls\": [{\"name\": \"Bash\", \"input\": \"{\\\"nope\\\": 1}\", \"nope\": 2}]}]": `s.json:2:61: turn 1: unknown field "nope"`,
 	}
 	for body, want := range cases {
