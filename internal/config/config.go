@@ -34,9 +34,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v4"
+
+	"github.com/maestro-run/maestro/internal/llm"
 )
 
 // Config is the parsed configuration file.
@@ -287,7 +290,7 @@ func Parse(data []byte) (Config, error) {
 		return Config{}, invalidValue(data, []string{"max_iterations"}, "must be positive, got %d", cfg.MaxIterations)
 	}
 	if cfg.CompactAt < 0 || cfg.CompactAt > 1 {
-		return Config{}, fmt.Errorf("invalid configuration: compact_at: a share of the context window, 0 < compact_at ≤ 1 (e.g. 0.85), got %g", cfg.CompactAt)
+		return Config{}, invalidValue(data, []string{"compact_at"}, "a share of the context window, 0 < compact_at ≤ 1 (e.g. 0.85), got %g", cfg.CompactAt)
 	}
 	if cfg.BudgetUSDMonth < 0 {
 		return Config{}, invalidValue(data, []string{"budget_usd_month"}, "a monthly budget in USD must not be negative, got %g", cfg.BudgetUSDMonth)
@@ -318,7 +321,43 @@ func Parse(data []byte) (Config, error) {
 	if cfg.MaxFileBytes < 0 {
 		return Config{}, invalidValue(data, []string{"max_file_bytes"}, "must be positive, got %d", cfg.MaxFileBytes)
 	}
+	for _, m := range [][2]string{{"model", cfg.Model}, {"classifier_model", cfg.ClassifierModel}} {
+		if msg := checkModel(m[1]); msg != "" {
+			return Config{}, invalidValue(data, []string{m[0]}, "%s", msg)
+		}
+	}
+	for _, p := range [][2]string{{"anthropic", cfg.Providers.Anthropic.BaseURL}, {"openai", cfg.Providers.OpenAI.BaseURL}} {
+		if u, err := url.Parse(p[1]); p[1] != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+			return Config{}, invalidValue(data, []string{"providers", p[0], "base_url"}, "%q is not an absolute http or https URL (e.g. http://localhost:11434/v1)", p[1])
+		}
+	}
 	return cfg, nil
+}
+
+// modelProviders are the providers a model may be given with
+// (internal/providers, which reads this file, cannot be imported here).
+var modelProviders = []string{"anthropic", "openai", "replay"}
+
+// checkModel says what is wrong with a model as model and
+// classifier_model take it (as --model does): provider/model, or a model
+// id of the built-in catalogue; "" when nothing is.
+func checkModel(spec string) string {
+	if spec == "" {
+		return ""
+	}
+	provider, model, ok := strings.Cut(spec, "/")
+	switch {
+	case !ok:
+		if _, known := llm.LookupModel(spec); known {
+			return ""
+		}
+		return fmt.Sprintf("expected provider/model with provider one of %s (e.g. anthropic/claude-sonnet-4-5, openai/llama3.2), found %q", strings.Join(modelProviders, ", "), spec)
+	case !slices.Contains(modelProviders, provider):
+		return fmt.Sprintf("unknown provider %q in %q; expected one of %s", provider, spec, strings.Join(modelProviders, ", "))
+	case model == "":
+		return fmt.Sprintf("the model after %q is empty", provider+"/")
+	}
+	return ""
 }
 
 // mcpSlug is the shape of an MCP server's slug (required_mcp in

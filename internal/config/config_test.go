@@ -35,7 +35,8 @@ func TestParse(t *testing.T) {
 		{"mapping expected", "providers: 3\n", Config{}, "line 1: providers: expected a mapping, found integer 3"},
 		{"string expected", "model: [a]\n", Config{}, "line 1: model: expected a string, found a list"},
 		{"not a mapping", "- model\n", Config{}, "line 1: the configuration: expected a mapping, found a list"},
-		{"empty value", "sandbox:\nmodel: x\n", Config{Model: "x"}, ""},
+		{"empty value", "sandbox:\nmodel: openai/x\n", Config{Model: "openai/x"}, ""},
+		{"bare catalogue model", "model: claude-sonnet-4-5\n", Config{Model: "claude-sonnet-4-5"}, ""},
 		{"bad sandbox", "sandbox: sometimes\n", Config{}, `sandbox: "sometimes" is not one of auto, always, off`},
 		{"bad api", "providers:\n  openai:\n    api: graphql\n", Config{}, "providers.openai.api"},
 		{"wrong type", "max_iterations: many\n", Config{}, "line 1"},
@@ -121,6 +122,15 @@ func TestValueErrorsNameTheLine(t *testing.T) {
 		{"web:\n  search:\n    backend: bing\n", `line 3: web.search.backend: "bing" is not one of searxng, brave, tavily`},
 		{"web:\n  max_bytes: -1\n", "line 1: web: timeout_seconds, max_redirects"},
 		{"ssh_connections:\n  box: {host: h}\n", "line 2: ssh_connections.box: host, user, host_key"},
+		{"sandbox: auto\ncompact_at: 2\n", "line 2: compact_at: a share of the context window"},
+		// A model the run would refuse is named as a config.yaml error,
+		// with its line, not as if --model had been given wrong.
+		{"sandbox: auto\nmodel: qwen3\n", `line 2: model: expected provider/model with provider one of anthropic, openai, replay (e.g. anthropic/claude-sonnet-4-5, openai/llama3.2), found "qwen3"`},
+		{"model: ollama/qwen3\n", `line 1: model: unknown provider "ollama" in "ollama/qwen3"; expected one of anthropic, openai, replay`},
+		{"model: openai/\n", `line 1: model: the model after "openai/" is empty`},
+		{"model: openai/qwen3\nclassifier_model: tiny\n", `line 2: classifier_model: expected provider/model`},
+		{"providers:\n  openai:\n    base_url: localhost:11434/v1\n", `line 3: providers.openai.base_url: "localhost:11434/v1" is not an absolute http or https URL`},
+		{"providers:\n  anthropic: {base_url: \"ftp://h\"}\n", `line 2: providers.anthropic.base_url: "ftp://h" is not an absolute http or https URL`},
 		// The line of the key, through an alias.
 		{"providers:\n  anthropic: &b {api: graphql}\n  openai: *b\n", `line 2: providers.openai.api: "graphql"`},
 	} {
