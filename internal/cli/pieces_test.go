@@ -321,11 +321,44 @@ func TestRunPieceUsageErrors(t *testing.T) {
 		{[]string{"run", "--piece", "cod", "x"}, 2, `unknown piece "cod"; available: chat, code, general, piece-builder, research, review`},
 		{[]string{"run", "--piece", "code", "--no-piece", "x"}, 2, "--piece and --no-piece cannot be used together"},
 		{[]string{"run", "--piece", "code", "--system", "s", "x"}, 2, "--system"},
+		// No model: the bundled demo scripts only general.
+		{[]string{"run", "--piece", "code", "x"}, 2, "the bundled replay demo scripts only piece general, not code"},
 	}
 	for _, tc := range cases {
 		r := runCLI(t, nil, append(tc.args[:1:1], append([]string{"--workspace", t.TempDir()}, tc.args[1:]...)...)...)
 		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q, want %d and %q", tc.args, r.code, r.stderr, tc.code, tc.want)
 		}
+		// A usage error runs nothing: no banner, and no empty session
+		// left in `maestro sessions list` (a typo in --piece made one).
+		if strings.Contains(r.stderr, "REPLAY") || strings.Contains(r.stderr, "session ") {
+			t.Errorf("%v: a run started before the usage error:\n%s", tc.args, r.stderr)
+		}
+		if entries, _ := os.ReadDir(filepath.Join(r.home, "sessions")); len(entries) > 0 {
+			t.Errorf("%v: a usage error left %d session(s) behind", tc.args, len(entries))
+		}
+	}
+}
+
+// An invalid project piece file is named when --piece asks for the piece
+// it would have defined, before any session exists.
+func TestRunPieceInvalidFileNamed(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	dir := filepath.Join(ws, ".maestro", "pieces")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "mine.yaml"), []byte("name: mine\ndescription: d\ncolour: blue\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, nil, "run", "--workspace", ws, "--piece", "mine", "x")
+	for _, want := range []string{"mine.yaml:3:1: colour: unknown field", `unknown piece "mine"`} {
+		if r.code != 2 || !strings.Contains(r.stderr, want) {
+			t.Errorf("exit %d, stderr lacks %q:\n%s", r.code, want, r.stderr)
+		}
+	}
+	if entries, _ := os.ReadDir(filepath.Join(r.home, "sessions")); len(entries) > 0 {
+		t.Errorf("a usage error left %d session(s) behind", len(entries))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/agentcli"
+	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/llm/replay"
@@ -178,14 +180,20 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	if err != nil {
 		return failErr(err)
 	}
-	// The session: resumed (its model and workspace) or new, on Maestro's
-	// own loop or an agent CLI. `maestro run` has no one to ask for
-	// approvals: tool calls run (auto).
-	s, err := h.NewSession(ctx, host.Spec{
+	spec := host.Spec{
 		Workspace: o.Workspace, Model: o.Model, Replay: o.Replay, Agent: o.Agent, Permission: o.Permission, Resume: o.Resume, Sandbox: o.Sandbox,
 		ApprovalMode: protocol.ApprovalAuto, Thinking: llm.ThinkingLevel(o.Thinking),
 		MaxIterations: o.MaxIterations, System: o.System,
-	})
+	}
+	if o.Piece != "" && o.Resume == "" && o.Agent == "" {
+		if spec.Choice, err = checkNewPiece(ctx, io, h, o); err != nil {
+			return err
+		}
+	}
+	// The session: resumed (its model and workspace) or new, on Maestro's
+	// own loop or an agent CLI. `maestro run` has no one to ask for
+	// approvals: tool calls run (auto).
+	s, err := h.NewSession(ctx, spec)
 	if err != nil {
 		return hostErr(err)
 	}
@@ -268,6 +276,36 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		o: o, task: task, home: h.Home(), cfg: h.Config(), hs: s, sess: sess, prior: prior, choice: choice, provider: provider,
 		sb: sb, root: s.Root, sink: sink, view: view, text: text, jsonl: o.Output == "jsonl", follow: h.FollowSession,
 	})
+}
+
+// checkNewPiece refuses, before a new session exists, a --piece that
+// cannot run: one the catalog lacks (an invalid file of that name is
+// reported) or, on the bundled replay demo, one it does not script. A
+// usage error must leave no empty session behind. It returns the model
+// chosen for the session, so that it is chosen once; nil when the
+// workspace is not usable (the session reports it).
+func checkNewPiece(ctx context.Context, io *IOStreams, h *host.Host, o runOptions) (*providers.Choice, error) {
+	choice, err := providers.Select(ctx, providers.Options{Model: o.Model, Replay: o.Replay, Config: h.Config(), Getenv: io.Getenv})
+	if err != nil {
+		return nil, hostErr(err)
+	}
+	dir, err := host.WorkspaceDir(o.Workspace)
+	if err != nil {
+		return choice, nil
+	}
+	lib, err := engine.NewLibrary(ctx, pieceDirs(h.Home(), dir), filepath.Join(h.Home(), "pieces"))
+	if err != nil {
+		return nil, failErr(err)
+	}
+	if _, ok := lib.Get(o.Piece); !ok {
+		reportProblems(io, lib)
+		return nil, usageErr("unknown piece %q; available: %s", o.Piece, strings.Join(lib.Names(), ", "))
+	}
+	probe := *choice // usePieceDemo sets the provider of the piece demo
+	if err := usePieceDemo(ctx, &probe, o.Piece, nil, h.Home(), dir); err != nil {
+		return nil, err
+	}
+	return choice, nil
 }
 
 // replayEnded says, when s replays a scenario that has no scripted turn
