@@ -362,3 +362,30 @@ func TestRunPieceInvalidFileNamed(t *testing.T) {
 		t.Errorf("a usage error left %d session(s) behind", len(entries))
 	}
 }
+
+// validate says of a file in a pieces/ directory what the catalog would
+// say: `pieces validate .maestro/pieces/deploy.yaml` said "ok" for a
+// piece named otherwise, which `pieces list` then ignored.
+func TestPiecesValidateAsTheCatalogReads(t *testing.T) {
+	t.Parallel()
+	project := t.TempDir()
+	dir := filepath.Join(project, ".maestro", "pieces")
+	writeFile(t, filepath.Join(dir, "deploy.yaml"), piecetest.Notes) // name: notes
+	writeFile(t, filepath.Join(dir, "notes.yml"), piecetest.Notes)
+	writeFile(t, filepath.Join(dir, "notes.txt"), piecetest.Notes)
+	writeFile(t, filepath.Join(project, "draft.yaml"), piecetest.Notes) // not in the catalog: only checked
+	r := runCLI(t, nil, "pieces", "validate", filepath.Join(dir, "deploy.yaml"), filepath.Join(dir, "notes.yml"), filepath.Join(dir, "notes.txt"), filepath.Join(project, "draft.yaml"))
+	for _, want := range []string{
+		filepath.Join(dir, "deploy.yaml") + `:1:7: name: expected "deploy" to match the file name deploy.yaml, found "notes"`,
+		filepath.Join(dir, "notes.yml") + ": ok",
+		filepath.Join(dir, "notes.txt") + ": the catalog reads only NAME.yaml or NAME.yml files",
+		filepath.Join(project, "draft.yaml") + ": ok",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("validate lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if r.code != 1 || !strings.Contains(r.stderr, "2 of 4 file(s) invalid") {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}

@@ -413,3 +413,25 @@ func TestRunRefusesWorkspaceHoldingHome(t *testing.T) {
 		}
 	}
 }
+
+// Every command of the local terminal teaches in its --help: what it
+// does (Long), and at least one example to copy.
+func TestHelpTeaches(t *testing.T) {
+	t.Parallel()
+	root := NewRoot(&IOStreams{In: strings.NewReader(""), Out: new(bytes.Buffer), ErrOut: new(bytes.Buffer), Getenv: func(string) string { return "" }})
+	for _, path := range [][]string{
+		{"run"}, {"version"},
+		{"pieces"}, {"pieces", "list"}, {"pieces", "show"}, {"pieces", "validate"},
+		{"agents"}, {"agents", "list"}, {"agents", "show"}, {"agents", "parse"},
+		{"sessions"}, {"sessions", "list"}, {"sessions", "show"},
+	} {
+		cmd, _, err := root.Find(path)
+		if err != nil || cmd.Name() != path[len(path)-1] {
+			t.Errorf("maestro %s: not found: %v", strings.Join(path, " "), err)
+			continue
+		}
+		if cmd.Long == "" || cmd.Example == "" {
+			t.Errorf("maestro %s --help: Long %t, Example %t; want both", strings.Join(path, " "), cmd.Long != "", cmd.Example != "")
+		}
+	}
+}

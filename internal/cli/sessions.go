@@ -35,6 +35,10 @@ Qwen Code in ~/.qwen/projects. They are read, never written, so you can find
 a session to resume with maestro run --agent X --resume ID. HOME and the
 CLIs' own overrides (CLAUDE_CONFIG_DIR, CODEX_HOME, GEMINI_CLI_HOME,
 XDG_DATA_HOME, QWEN_HOME) are honoured.`,
+		Example: `  maestro sessions list
+  maestro sessions show 01a2179e-a19
+  maestro run --resume 01a2179e-a19 "now add a test for it"
+  maestro sessions list --agent claude-code`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newSessionsListCmd(io), newSessionsShowCmd(io))
