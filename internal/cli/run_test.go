@@ -435,3 +435,32 @@ func TestHelpTeaches(t *testing.T) {
 		}
 	}
 }
+
+// On an agent CLI too, a workspace holding Maestro's home is refused:
+// `run --agent` opened it unchecked, and the CLI could read the keys in
+// config.yaml and rewrite the session logs.
+func TestRunAgentRefusesWorkspaceHoldingHome(t *testing.T) {
+	t.Parallel()
+	ws, bin := t.TempDir(), t.TempDir()
+	home := filepath.Join(ws, ".maestro")
+	src := filepath.Join("..", "agentcli", "testdata", "user-adapter")
+	def, err := os.ReadFile(filepath.Join(src, "fake-agent.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile(filepath.Join(src, "fake-agent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(home, "agents", "fake-agent.yaml"), string(def))
+	if err := os.WriteFile(filepath.Join(bin, "fake-agent"), script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, map[string]string{"MAESTRO_HOME": home, "PATH": bin + ":/usr/bin:/bin"}, "run", "--agent", "fake-agent", "--workspace", ws, "hello")
+	if r.code == 0 || !strings.Contains(r.stderr, "MAESTRO_HOME") {
+		t.Errorf("exit %d, stderr %q; want a refusal naming MAESTRO_HOME", r.code, r.stderr)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(home, "sessions")); len(entries) > 0 {
+		t.Errorf("a session log was written inside the workspace: %d session(s)", len(entries))
+	}
+}
