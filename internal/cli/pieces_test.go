@@ -321,6 +321,8 @@ func TestRunPieceUsageErrors(t *testing.T) {
 		{[]string{"run", "--piece", "cod", "x"}, 2, `unknown piece "cod"; available: chat, code, general, piece-builder, research, review`},
 		{[]string{"run", "--piece", "code", "--no-piece", "x"}, 2, "--piece and --no-piece cannot be used together"},
 		{[]string{"run", "--piece", "code", "--system", "s", "x"}, 2, "--system"},
+		// --agent ran the task on the CLI and ignored --piece silently.
+		{[]string{"run", "--piece", "code", "--agent", "claude-code", "x"}, 2, "--piece runs on Maestro's piece engine, not on --agent claude-code"},
 		// No model: the bundled demo scripts only general.
 		{[]string{"run", "--piece", "code", "x"}, 2, "the bundled replay demo scripts only piece general, not code"},
 	}

@@ -170,6 +170,9 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	if o.Piece != "" && o.NoPiece {
 		return usageErr("--piece and --no-piece cannot be used together")
 	}
+	if o.Piece != "" && o.Agent != "" {
+		return usageErr("--piece runs on Maestro's piece engine, not on --agent %s: drop one (a piece's movement runs on an agent CLI with agent: ID, docs/pieces.md)", o.Agent)
+	}
 	if o.Piece != "" && o.System != "" {
 		return usageErr("--system replaces the plain agent loop's prompt; a piece's movements have their own")
 	}
@@ -205,6 +208,9 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 
 	sess, choice := s.Log, s.Choice
 	if choice == nil {
+		if o.Piece != "" {
+			return usageErr("session %s runs on an agent CLI, not on Maestro's piece engine: resume it without --piece", sess.ID())
+		}
 		// An agent CLI runs the task: no piece, its own sandbox.
 		view, text := runView(io, o, false, false)
 		return runPlain(runCtx, io, s, "", task, view, text)
