@@ -120,6 +120,11 @@ aborted piece run (one-line reason on stderr), 2 usage error, 130 interrupted.`,
 			if strings.TrimSpace(task) == "" {
 				return &exitError{ExitUsage, errors.New("the task is empty")}
 			}
+			if cmd.Flags().Changed("max-iterations") && o.MaxIterations == 0 {
+				// 0 is the flag's "not given" (the config's or 50):
+				// given, it would run 50 model calls, not none.
+				return usageErr("--max-iterations must be positive, got 0")
+			}
 			return runTask(cmd.Context(), io, o, task)
 		},
 	}

@@ -358,6 +358,8 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"run", "--replay", "/nonexistent.json", "x"}, "load replay scenario"},
 		{[]string{"run", "--resume", "0123456789", "x"}, "session not found"},
 		{[]string{"frobnicate"}, "unknown command"},
+		// 0 ran the default 50 model calls (the demo, exit 0).
+		{[]string{"run", "--max-iterations", "0", "--workspace", t.TempDir(), "x"}, "--max-iterations must be positive, got 0"},
 	}
 	for _, tc := range cases {
 		r := runCLI(t, nil, tc.args...)
