@@ -466,3 +466,16 @@ func TestRunAgentRefusesWorkspaceHoldingHome(t *testing.T) {
 		t.Errorf("a session log was written inside the workspace: %d session(s)", len(entries))
 	}
 }
+
+// An agent CLI's session sends session_info twice (at start, and once
+// the CLI names its session): the workspace line is drawn once.
+func TestRenderWorkspaceOnce(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	r := newRenderer(&IOStreams{Out: &out, ErrOut: &out, Getenv: func(string) string { return "" }}, false)
+	r.Event(protocol.SessionInfo{Cwd: "/w"})
+	r.Event(protocol.SessionInfo{Cwd: "/w"})
+	if n := strings.Count(out.String(), "workspace /w"); n != 1 {
+		t.Errorf("workspace drawn %d times:\n%s", n, out.String())
+	}
+}
