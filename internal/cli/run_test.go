@@ -479,3 +479,26 @@ func TestRenderWorkspaceOnce(t *testing.T) {
 		t.Errorf("workspace drawn %d times:\n%s", n, out.String())
 	}
 }
+
+// MAESTRO_HOME=.mh in the workspace is refused like an absolute one
+// (the relative path slipped past the check, and the session log was
+// written into the workspace).
+func TestRunRefusesRelativeHomeInWorkspace(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(wd, filepath.Join(ws, ".mh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, map[string]string{"MAESTRO_HOME": rel}, "run", "--no-piece", "--workspace", ws, "x")
+	if r.code == 0 || !strings.Contains(r.stderr, "MAESTRO_HOME") {
+		t.Errorf("exit %d, stderr %q; want a refusal naming MAESTRO_HOME", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".mh", "sessions")); err == nil {
+		t.Error("the session log was written inside the workspace")
+	}
+}

@@ -224,14 +224,21 @@ type Provider struct {
 	ManagedGateway bool `yaml:"managed_gateway"`
 }
 
-// Home is Maestro's state directory: $MAESTRO_HOME, else ~/.maestro.
+// Home is Maestro's state directory: $MAESTRO_HOME, else ~/.maestro,
+// as an absolute path (a relative MAESTRO_HOME is taken from the current
+// directory: the check that a workspace does not hold the home compares
+// absolute paths, and a relative one slipped past it).
 // getenv reads the environment (nil = os.Getenv).
 func Home(getenv func(string) string) (string, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
 	if h := getenv("MAESTRO_HOME"); h != "" {
-		return h, nil
+		abs, err := filepath.Abs(h)
+		if err != nil {
+			return "", fmt.Errorf("MAESTRO_HOME %q: %w", h, err)
+		}
+		return abs, nil
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {

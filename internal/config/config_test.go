@@ -152,3 +152,26 @@ func TestSandboxModes(t *testing.T) {
 		}
 	}
 }
+
+// A relative MAESTRO_HOME is made absolute from the current directory:
+// left relative, it slipped past the check that a workspace does not
+// hold the home (MAESTRO_HOME=.mh maestro run wrote its session logs
+// into the workspace).
+func TestHomeIsAbsolute(t *testing.T) {
+	t.Parallel()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for env, want := range map[string]string{".mh": filepath.Join(wd, ".mh"), "/srv/maestro/": "/srv/maestro"} {
+		got, err := Home(func(k string) string {
+			if k == "MAESTRO_HOME" {
+				return env
+			}
+			return ""
+		})
+		if err != nil || got != want {
+			t.Errorf("MAESTRO_HOME=%s: Home = %q, %v; want %q", env, got, err, want)
+		}
+	}
+}
