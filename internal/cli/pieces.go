@@ -121,7 +121,7 @@ required MCP servers that are not configured (a run fails at once).`,
 			}
 			fmt.Fprintf(io.Out, "# source: %s\n%s", e.Source, data)
 			writeUnavailable(io, e.Piece, servers)
-			reportProblems(io, lib)
+			reportProblems(io, lib, outputFile(io))
 			return nil
 		},
 	}
@@ -262,11 +262,33 @@ func configuredMCP(io *IOStreams) ([]string, error) {
 	return slices.Sorted(maps.Keys(cfg.MCPServers)), nil
 }
 
-// reportProblems prints the override files the catalog ignored.
-func reportProblems(io *IOStreams, lib *engine.Library) {
+// reportProblems prints the override files the catalog ignored, but for
+// the file skip names (nil: none).
+func reportProblems(io *IOStreams, lib *engine.Library, skip ...os.FileInfo) {
 	for _, err := range lib.Catalog().Problems() {
+		if perr, ok := errors.AsType[*piece.Errors](err); ok && len(perr.List) > 0 && len(skip) > 0 && skip[0] != nil {
+			if fi, serr := os.Stat(perr.List[0].File); serr == nil && os.SameFile(fi, skip[0]) {
+				continue
+			}
+		}
 		fmt.Fprintf(io.ErrOut, "maestro: ignored an invalid piece file (the definition it would replace stays in effect):\n%v\n", err)
 	}
+}
+
+// outputFile is the regular file stdout writes to, nil when it is not
+// one. 'maestro pieces show code > .maestro/pieces/code.yaml' has the
+// shell create that file, empty, before the catalog reads it: it is
+// ignored, as it should be, but reporting it would alarm for nothing.
+func outputFile(io *IOStreams) os.FileInfo {
+	f, ok := io.Out.(*os.File)
+	if !ok {
+		return nil
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil
+	}
+	return fi
 }
 
 func sourceLabel(e piece.Entry) string {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -389,5 +390,40 @@ func TestPiecesValidateAsTheCatalogReads(t *testing.T) {
 	}
 	if r.code != 1 || !strings.Contains(r.stderr, "2 of 4 file(s) invalid") {
 		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// `maestro pieces show code > .maestro/pieces/code.yaml`, as its --help
+// shows: the shell creates the file empty before the catalog reads it,
+// and show warned that this empty file was ignored. The copy is the
+// built-in, and it validates.
+func TestPiecesShowIntoTheOverrideFile(t *testing.T) {
+	t.Parallel()
+	home, project := t.TempDir(), t.TempDir()
+	target := filepath.Join(project, ".maestro", "pieces", "code.yaml")
+	writeFile(t, target, "")
+	out, err := os.OpenFile(target, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	ios := &IOStreams{In: strings.NewReader(""), Out: out, ErrOut: &stderr, Getenv: func(k string) string {
+		if k == "MAESTRO_HOME" {
+			return home
+		}
+		return ""
+	}}
+	code := Run(t.Context(), ios, []string{"pieces", "show", "code", "--workspace", project})
+	out.Close()
+	if code != 0 || stderr.Len() > 0 {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr.String())
+	}
+	data, _ := os.ReadFile(target)
+	if !strings.HasPrefix(string(data), "# source: builtin:code.yaml\nname: code\n") {
+		t.Errorf("the copy is not the built-in:\n%s", data)
+	}
+	r := runCLI(t, map[string]string{"MAESTRO_HOME": home}, "pieces", "validate", target)
+	if r.code != 0 {
+		t.Errorf("the copy does not validate: %s%s", r.stdout, r.stderr)
 	}
 }
