@@ -15,6 +15,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/agentcli"
+	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/llm"
@@ -171,6 +172,20 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	}
 	if _, err := agentcli.ParsePermission(o.Permission); err != nil {
 		return usageErr("--permission: %v", err)
+	}
+	if o.Agent == "" && o.Resume == "" {
+		// The model Maestro's loop runs on (an agent CLI takes its own
+		// names): a malformed one is a usage error, and one from the
+		// environment is named as such.
+		if o.Model != "" && o.Replay != "" {
+			return usageErr("--replay and --model cannot be used together: replay sessions run a scripted model")
+		}
+		if msg := config.CheckModel(o.Model); msg != "" {
+			return usageErr("--model: %s", msg)
+		}
+		if msg := config.CheckModel(io.Getenv("MAESTRO_MODEL")); o.Model == "" && o.Replay == "" && msg != "" {
+			return failErr(fmt.Errorf("MAESTRO_MODEL: %s", msg))
+		}
 	}
 	if o.Piece != "" && o.NoPiece {
 		return usageErr("--piece and --no-piece cannot be used together")

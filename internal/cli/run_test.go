@@ -353,7 +353,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"run", "--workspace", "/nonexistent/dir", "x"}, "/nonexistent/dir"},
 		{[]string{"run", "--sandbox", "sometimes", "x"}, "--sandbox"},
 		{[]string{"run", "--thinking", "lots", "x"}, "--thinking"},
-		{[]string{"run", "--model", "mystery/m1", "x"}, `unknown provider "mystery"; available providers: anthropic, openai, replay`},
+		{[]string{"run", "--model", "mystery/m1", "x"}, `--model: unknown provider "mystery" in "mystery/m1"; expected one of anthropic, openai, replay`},
 		{[]string{"run", "--model", "anthropic/claude-sonnet-4-5", "x"}, "ANTHROPIC_API_KEY"},
 		{[]string{"run", "--replay", "/nonexistent.json", "x"}, "load replay scenario"},
 		{[]string{"run", "--resume", "0123456789", "x"}, "session not found"},
@@ -500,5 +500,29 @@ func TestRunRefusesRelativeHomeInWorkspace(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(ws, ".mh", "sessions")); err == nil {
 		t.Error("the session log was written inside the workspace")
+	}
+}
+
+// A malformed --model is a usage error (exit 2, as README says of usage
+// errors; it was 1), and a malformed MAESTRO_MODEL is named as the
+// variable (the error read as if --model had been given).
+func TestRunModelErrorsNamed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+		code int
+		want string
+	}{
+		{nil, []string{"--model", "qwen3"}, 2, `--model: expected provider/model with provider one of anthropic, openai, replay`},
+		{nil, []string{"--model", "openai/"}, 2, `--model: the model after "openai/" is empty`},
+		{nil, []string{"--model", "openai/x", "--replay", "s.json"}, 2, "--replay and --model cannot be used together"},
+		{map[string]string{"MAESTRO_MODEL": "qwen3"}, nil, 1, `MAESTRO_MODEL: expected provider/model`},
+	} {
+		args := append(append([]string{"run", "--workspace", t.TempDir()}, tc.args...), "x")
+		r := runCLI(t, tc.env, args...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v %v: exit %d, stderr %q; want %d and %q", tc.env, tc.args, r.code, r.stderr, tc.code, tc.want)
+		}
 	}
 }

@@ -329,7 +329,7 @@ func Parse(data []byte) (Config, error) {
 		return Config{}, invalidValue(data, []string{"max_file_bytes"}, "must be positive, got %d", cfg.MaxFileBytes)
 	}
 	for _, m := range [][2]string{{"model", cfg.Model}, {"classifier_model", cfg.ClassifierModel}} {
-		if msg := checkModel(m[1]); msg != "" {
+		if msg := CheckModel(m[1]); msg != "" {
 			return Config{}, invalidValue(data, []string{m[0]}, "%s", msg)
 		}
 	}
@@ -345,10 +345,10 @@ func Parse(data []byte) (Config, error) {
 // (internal/providers, which reads this file, cannot be imported here).
 var modelProviders = []string{"anthropic", "openai", "replay"}
 
-// checkModel says what is wrong with a model as model and
+// CheckModel says what is wrong with a model as model and
 // classifier_model take it (as --model does): provider/model, or a model
 // id of the built-in catalogue; "" when nothing is.
-func checkModel(spec string) string {
+func CheckModel(spec string) string {
 	if spec == "" {
 		return ""
 	}
