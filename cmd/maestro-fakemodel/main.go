@@ -128,7 +128,7 @@ Usage:
 Example:
   echo '[{"text":["Hello ","world"],"input_tokens":10,"output_tokens":2}]' > turns.json
   maestro-fakemodel --script turns.json --loop          # prints {"url":"http://127.0.0.1:PORT"}
-  OPENAI_BASE_URL=http://127.0.0.1:PORT/v1 maestro run --model openai/fake "say hello"
+  OPENAI_BASE_URL=http://127.0.0.1:PORT/v1 maestro run --no-piece --model openai/fake "say hello"
 
 Flags:
 `)
