@@ -526,3 +526,39 @@ func TestRunModelErrorsNamed(t *testing.T) {
 		}
 	}
 }
+
+// Resuming a session whose workspace was deleted says so, and how to go
+// on; it said `--workspace "DIR": stat …` of a flag never given, with a
+// pointer to --help.
+func TestRunResumeWorkspaceGone(t *testing.T) {
+	t.Parallel()
+	home, ws := t.TempDir(), filepath.Join(t.TempDir(), "project")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	scenario := filepath.Join(t.TempDir(), "two.json")
+	os.WriteFile(scenario, []byte(`{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id":"two","description":"two turns",
+"metadata":{"recordedAt":"2026-11-22T00:00:00Z","toolsExpected":[]},
+"frames":[{"index":0,"statements":[{"kind":"text","text":"one"},{"kind":"wait_for_user"}]},{"index":1,"statements":[{"kind":"text","text":"two"}]}]}`), 0o600)
+	env := map[string]string{"MAESTRO_HOME": home}
+	r := runCLI(t, env, "run", "--replay", scenario, "--workspace", ws, "first")
+	if r.code != 0 {
+		t.Fatalf("first run: exit %d: %s", r.code, r.stderr)
+	}
+	if err := os.Remove(ws); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(filepath.Join(home, "sessions"))
+	if len(entries) != 1 {
+		t.Fatalf("%d sessions", len(entries))
+	}
+	r = runCLI(t, env, "run", "--resume", entries[0].Name(), "again")
+	if r.code != 1 || !strings.Contains(r.stderr, "worked in "+ws+", which no longer exists: to continue it elsewhere, add --workspace DIR") || strings.Contains(r.stderr, "--help") {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	// Elsewhere, it goes on.
+	r = runCLI(t, env, "run", "--resume", entries[0].Name(), "--workspace", t.TempDir(), "again")
+	if r.code != 0 || !strings.Contains(r.stdout, "two") {
+		t.Errorf("resume elsewhere: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
