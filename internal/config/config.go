@@ -278,6 +278,15 @@ func Parse(data []byte) (Config, error) {
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
 		return Config{}, fmt.Errorf("invalid configuration: %w", err)
 	}
+	// A second document (after ---) would be ignored whole: refused.
+	var next yaml.Node
+	if err := dec.Decode(&next); err == nil {
+		if len(next.Content) > 0 && next.Content[0].ShortTag() != "!!null" {
+			return Config{}, fmt.Errorf("invalid configuration: line %d: a second YAML document (after ---); the file holds one mapping, and the settings after it would be ignored", max(next.Line, 1))
+		}
+	} else if !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("invalid configuration: %w", err)
+	}
 	switch cfg.Sandbox {
 	case "", "auto", "always", "off", "bwrap", "landlock": // docs/sandbox.md, "Modes"
 	default:

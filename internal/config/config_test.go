@@ -37,6 +37,9 @@ func TestParse(t *testing.T) {
 		{"not a mapping", "- model\n", Config{}, "line 1: the configuration: expected a mapping, found a list"},
 		{"empty value", "sandbox:\nmodel: openai/x\n", Config{Model: "openai/x"}, ""},
 		{"bare catalogue model", "model: claude-sonnet-4-5\n", Config{Model: "claude-sonnet-4-5"}, ""},
+		{"trailing empty document", "max_iterations: 7\n---\n", Config{MaxIterations: 7}, ""},
+		// Everything after --- was silently ignored.
+		{"second document", "max_iterations: 7\n---\nmodel: openai/x\n", Config{}, "line 2: a second YAML document (after ---)"},
 		{"bad sandbox", "sandbox: sometimes\n", Config{}, `sandbox: "sometimes" is not one of auto, always, off`},
 		{"bad api", "providers:\n  openai:\n    api: graphql\n", Config{}, "providers.openai.api"},
 		{"wrong type", "max_iterations: many\n", Config{}, "line 1"},
