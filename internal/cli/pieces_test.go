@@ -427,3 +427,21 @@ func TestPiecesShowIntoTheOverrideFile(t *testing.T) {
 		t.Errorf("the copy does not validate: %s%s", r.stdout, r.stderr)
 	}
 }
+
+// A classifier_model whose provider is not configured fails the run
+// before its session exists (it left an empty session in the list), and
+// the run's model is never called.
+func TestRunClassifierModelUnconfigured(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewServer(t)
+	home := t.TempDir()
+	writeFile(t, filepath.Join(home, "config.yaml"), "classifier_model: openai/tiny\n")
+	r := runCLI(t, map[string]string{"MAESTRO_HOME": home, "ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": srv.URL()},
+		"run", "--model", "anthropic/claude-sonnet-4-5", "--workspace", t.TempDir(), "hello there")
+	if r.code != 1 || !strings.Contains(r.stderr, `config classifier_model "openai/tiny": provider openai is not configured`) {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(home, "sessions")); len(entries) > 0 || len(srv.Requests()) > 0 {
+		t.Errorf("%d session(s) left behind, %d model request(s)", len(entries), len(srv.Requests()))
+	}
+}

@@ -219,8 +219,8 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		ApprovalMode: protocol.ApprovalAuto, Thinking: llm.ThinkingLevel(o.Thinking),
 		MaxIterations: o.MaxIterations, System: o.System,
 	}
-	if o.Piece != "" && o.Resume == "" && o.Agent == "" {
-		if spec.Choice, err = checkNewPiece(ctx, io, h, o); err != nil {
+	if o.Resume == "" && o.Agent == "" && !o.NoPiece {
+		if spec.Choice, err = checkNewPieceRun(ctx, io, h, o); err != nil {
 			return err
 		}
 	}
@@ -315,20 +315,28 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	})
 }
 
-// checkNewPiece refuses, before a new session exists, a --piece that
-// cannot run: one the catalog lacks (an invalid file of that name is
-// reported) or, on the bundled replay demo, one it does not script. A
-// usage error must leave no empty session behind. It returns the model
-// chosen for the session, so that it is chosen once; nil when the
-// workspace is not usable (the session reports it).
-func checkNewPiece(ctx context.Context, io *IOStreams, h *host.Host, o runOptions) (*providers.Choice, error) {
+// checkNewPieceRun refuses, before a new session exists, a piece run
+// that cannot start: a --piece the catalog lacks (an invalid file of that
+// name is reported) or, on the bundled replay demo, one it does not
+// script; without --piece on a live model, a classifier_model that
+// cannot be used. An error then leaves no empty session behind. It
+// returns the model chosen for the session, so that it is chosen once.
+func checkNewPieceRun(ctx context.Context, io *IOStreams, h *host.Host, o runOptions) (*providers.Choice, error) {
 	choice, err := providers.Select(ctx, providers.Options{Model: o.Model, Replay: o.Replay, Config: h.Config(), Getenv: io.Getenv})
 	if err != nil {
 		return nil, hostErr(err)
 	}
+	if o.Piece == "" {
+		// Classified on a live model (runPiece), else the plain loop.
+		live := choice.Executor == protocol.ExecutorLive
+		if _, err := classifierModel(ctx, pieceModels(io.Getenv, h.Config()), h.Config(), live); err != nil {
+			return nil, failErr(err)
+		}
+		return choice, nil
+	}
 	dir, err := host.WorkspaceDir(o.Workspace)
 	if err != nil {
-		return choice, nil
+		return choice, nil // the session reports it
 	}
 	lib, err := engine.NewLibrary(ctx, pieceDirs(h.Home(), dir), filepath.Join(h.Home(), "pieces"))
 	if err != nil {
