@@ -98,8 +98,9 @@ conversation. For a piece session, a run waiting for an answer (the piece
 asked a question) continues with TASK as the answer; an interrupted or failed
 run restarts its current movement; a finished run is followed by a new run of
 the same piece (or --piece) with TASK as a follow-up. TASK "-" reads the task
-from stdin. Ctrl-C interrupts cleanly (the running tool is stopped and the log
-records it).
+from stdin. Ctrl-C interrupts cleanly (the running tool or agent CLI is
+stopped and the log records it), and so does closing the terminal, unless
+Maestro runs under nohup.
 
 Exit status: 0 success (or a piece run waiting for an answer), 1 failure or
 aborted piece run (one-line reason on stderr), 2 usage error, 130 interrupted.`,
