@@ -62,9 +62,10 @@ func run() error {
 	windows := flag.String("context-windows", "", "comma-separated model=tokens context windows to state")
 	ollama := flag.Bool("ollama", false, "state the windows only in Ollama's /api/show, not in the listing")
 	listing := flag.String("listing", "", "state the windows as this server does: vllm, llamacpp, lmstudio or ollama")
+	flag.Usage = usage
 	flag.Parse()
 	if *script == "" {
-		return errors.New("--script is required")
+		return errors.New("--script FILE is required (maestro-fakemodel --help shows an example)")
 	}
 	turns, err := loadScript(*script)
 	if err != nil {
@@ -112,6 +113,28 @@ func run() error {
 	return hs.Shutdown(shutdown)
 }
 
+// usage is --help: what the server does, an example, the flags.
+func usage() {
+	fmt.Fprint(flag.CommandLine.Output(), `maestro-fakemodel serves a scripted fake model on 127.0.0.1: each request to the
+Anthropic Messages, OpenAI Chat Completions or OpenAI Responses API (streaming,
+in their real wire formats) gets the next turn of the script, so maestro run,
+agent CLIs, SDKs or curl can be tried with no network, no key and no cost.
+Once listening it prints {"url":"http://127.0.0.1:PORT"} on stdout; it serves
+until stdin closes or Ctrl-C. The script format: docs/fakemodel.md.
+
+Usage:
+  maestro-fakemodel --script FILE [--listen ADDR] [--loop] [--models a,b]
+
+Example:
+  echo '[{"text":["Hello ","world"],"input_tokens":10,"output_tokens":2}]' > turns.json
+  maestro-fakemodel --script turns.json --loop          # prints {"url":"http://127.0.0.1:PORT"}
+  OPENAI_BASE_URL=http://127.0.0.1:PORT/v1 maestro run --no-piece --model openai/fake "say hello"
+
+Flags:
+`)
+	flag.PrintDefaults()
+}
+
 func loadScript(path string) ([]llmtest.Turn, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -131,12 +154,67 @@ func loadScript(path string) ([]llmtest.Turn, error) {
 			line, col := position(data, typ.Offset)
 			return nil, fmt.Errorf("%s:%d:%d: field %s: expected %s, got %s", path, line, col, typ.Field, typ.Type, typ.Value)
 		}
+		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			name, _ = strconv.Unquote(name)
+			turn, offset := unknownField(data, name)
+			line, col := position(data, offset)
+			return nil, fmt.Errorf("%s:%d:%d: turn %d: unknown field %q (known: %s)", path, line, col, turn+1, name, knownFields)
+		}
 		return nil, fmt.Errorf("%s: %w (expected an array of turns)", path, err)
 	}
 	if len(turns) == 0 {
 		return nil, fmt.Errorf("%s: the script has no turns", path)
 	}
 	return turns, nil
+}
+
+// knownFields lists the fields of a turn and of its tool calls, for the
+// unknown-field error (docs/fakemodel.md, "The script").
+const knownFields = "thinking, text, tool_calls (id, name, input, fragments), input_tokens, output_tokens, " +
+	"cache_read_tokens, cache_write_tokens, status, error_message, retry_after, cut_after, context_exceeded"
+
+// unknownField finds the key name that encoding/json refused as unknown
+// (its error says which, not where): the first turn that does not decode
+// strictly, and the key's byte offset in data (the turn's own when the
+// key is not found in its text).
+func unknownField(data []byte, name string) (turn int, offset int64) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if _, err := dec.Token(); err != nil { // [
+		return 0, 0
+	}
+	for i := 0; dec.More(); i++ {
+		before := dec.InputOffset()
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return i, before
+		}
+		start := before + int64(bytes.Index(data[before:], raw)) // past a comma and blanks
+		strict := json.NewDecoder(bytes.NewReader(raw))
+		strict.DisallowUnknownFields()
+		if strict.Decode(new(llmtest.Turn)) != nil {
+			return i, start + keyOffset(raw, name)
+		}
+	}
+	return 0, 0
+}
+
+// keyOffset is the offset in obj of the key name: a quoted name, its
+// opening quote not escaped, followed after blanks by a colon; 0 when
+// there is none.
+func keyOffset(obj []byte, name string) int64 {
+	quoted, _ := json.Marshal(name)
+	for from := 0; ; {
+		i := bytes.Index(obj[from:], quoted)
+		if i < 0 {
+			return 0
+		}
+		at := from + i
+		rest := bytes.TrimLeft(obj[at+len(quoted):], " \t\r\n")
+		if (at == 0 || obj[at-1] != '\\') && len(rest) > 0 && rest[0] == ':' {
+			return int64(at)
+		}
+		from = at + 1
+	}
 }
 
 // parseWindows reads --context-windows: model=tokens, comma-separated.

@@ -84,12 +84,39 @@ func TestLoadScriptErrors(t *testing.T) {
 		`[{"txt":["a"]}]`:        `unknown field "txt"`,
 		"[{\n\"status\":\"x\"}]": ":2:",
 		"{":                      "expected an array of turns",
+		// An unknown key is named with its place (docs/fakemodel.md),
+		// in a turn or in one of its tool calls, and not where the
+		// same word is escaped inside a string.
+		"[{\"text\":[\"a\"]},\n {\"bogus\": 1}]":                                                       `s.json:2:3: turn 2: unknown field "bogus"`,
+		"[\n {\"tool_calls\": [{\"name\": \"Bash\", \"input\": \"{\\\"nope\\\": 1}\", \"nope\": 2}]}]": `s.json:2:61: turn 1: unknown field "nope"`,
 	}
 	for body, want := range cases {
 		p := filepath.Join(dir, "s.json")
 		os.WriteFile(p, []byte(body), 0o600)
 		if _, err := loadScript(p); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: err = %v, want containing %q", body, err, want)
+		}
+	}
+}
+
+// --help says what the server is for and gives an example, then the flags.
+func TestHelpTeaches(t *testing.T) {
+	t.Parallel()
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--help")
+	cmd.Env = append(os.Environ(), asMainEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("--help: %v\n%s", err, out)
+	}
+	for _, want := range []string{"scripted fake model", "Example:", "maestro-fakemodel --script turns.json", "OPENAI_BASE_URL=", "-loop"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("--help lacks %q:\n%s", want, out)
 		}
 	}
 }

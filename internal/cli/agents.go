@@ -48,7 +48,11 @@ func newAgentsCmd(io *IOStreams) *cobra.Command {
 		Use:   "agents",
 		Short: "Agent CLIs Maestro can drive (Claude Code, Codex, Gemini CLI, OpenCode, Qwen Code, your own)",
 		Long: `Agent CLIs are described by YAML definitions: the built-in ones, plus any
-~/.maestro/agents/*.yaml you write (see docs/agent-clis.md).`,
+~/.maestro/agents/*.yaml you write (see docs/agent-clis.md).
+'maestro run --agent ID' runs a task on one of them.`,
+		Example: `  maestro agents list
+  maestro agents show claude-code
+  maestro run --agent claude-code "fix the failing test"`,
 	}
 	cmd.AddCommand(newAgentsListCmd(io), newAgentsShowCmd(io), newAgentsParseCmd(io))
 	return cmd
@@ -80,7 +84,12 @@ func newAgentsListCmd(io *IOStreams) *cobra.Command {
 		Short: "List agent CLIs: detected binary, version and capabilities",
 		Long: `Lists every agent CLI definition: built-in, user file (~/.maestro/agents/*.yaml)
 or override (a user file replacing a built-in). An invalid user file is
-reported with its line and column and left out; the others are listed.`,
+reported with its line and column and left out; the others are listed.
+Each binary is looked up on PATH (or at the absolute path its definition
+gives); "not found" names the binary that is missing, and its version is
+what the binary reports.`,
+		Example: `  maestro agents list
+  maestro agents list --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			reg, problems, err := agentRegistryProblems(io)
@@ -124,6 +133,8 @@ func newAgentsShowCmd(io *IOStreams) *cobra.Command {
 		Long: `Shows one agent CLI definition and its slash commands, read where the CLI
 publishes them: OpenCode's resolved configuration (opencode debug config),
 Claude Code's init event (the list its last run through Maestro published).`,
+		Example: `  maestro agents show claude-code
+  maestro agents show opencode --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			reg, err := agentRegistry(io)

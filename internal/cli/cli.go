@@ -121,9 +121,11 @@ With a model:
 
 func newVersionCmd(io *IOStreams) *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print Maestro's version",
-		Args:  cobra.NoArgs,
+		Use:     "version",
+		Short:   "Print Maestro's version",
+		Long:    "Prints Maestro's version, the Go version it was built with and the headless protocol version it speaks.",
+		Example: `  maestro version`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fmt.Fprintln(io.Out, versionString())
 			return nil

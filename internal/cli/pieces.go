@@ -41,6 +41,10 @@ func newPiecesCmd(io *IOStreams) *cobra.Command {
 built-in pieces and reads overrides from ~/.maestro/pieces/ and from the
 project's .maestro/pieces/ (the project wins). 'maestro run --piece NAME'
 runs one.`,
+		Example: `  maestro pieces list
+  maestro pieces show code > .maestro/pieces/code.yaml     # a project override to edit
+  maestro pieces validate .maestro/pieces/code.yaml
+  maestro run --piece code "fix the failing test"`,
 		Args: cobra.NoArgs,
 	}
 	cmd.PersistentFlags().StringVarP(&ws, "workspace", "w", "", "project directory whose .maestro/pieces/ is read (default: current directory)")
@@ -117,7 +121,7 @@ required MCP servers that are not configured (a run fails at once).`,
 			}
 			fmt.Fprintf(io.Out, "# source: %s\n%s", e.Source, data)
 			writeUnavailable(io, e.Piece, servers)
-			reportProblems(io, lib)
+			reportProblems(io, lib, outputFile(io))
 			return nil
 		},
 	}
@@ -127,7 +131,12 @@ required MCP servers that are not configured (a run fails at once).`,
 		Long: `Check piece files with Maestro's validator (the same one the catalog, the
 piece tools and the API use). Each fault is printed as
 file:line:col: field: message; a valid file prints "FILE: ok". The exit status
-is 1 when any file is invalid or unreadable.`,
+is 1 when any file is invalid or unreadable. A file in a pieces/ directory
+(~/.maestro/pieces/, the project's .maestro/pieces/) is also checked as the
+catalog reads it: it must be NAME.yaml or NAME.yml for a piece named NAME,
+else 'maestro pieces list' ignores it.`,
+		Example: `  maestro pieces validate .maestro/pieces/*.yaml
+  maestro pieces validate ~/.maestro/pieces/deploy.yaml`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bad := 0
@@ -139,6 +148,9 @@ is 1 when any file is invalid or unreadable.`,
 					continue
 				}
 				p, err := piece.Parse(file, data)
+				if err == nil && isPieceDir(filepath.Dir(file)) {
+					err = piece.CheckFile(file, p) // what the catalog would refuse
+				}
 				if err != nil {
 					fmt.Fprintln(io.Out, err)
 					bad++
@@ -164,6 +176,14 @@ func pieceDirs(home, workdir string) []string {
 		dirs = append(dirs, p)
 	}
 	return dirs
+}
+
+// isPieceDir says whether dir is one the catalog reads files from: a
+// directory named pieces (~/.maestro/pieces/, the project's
+// .maestro/pieces/, $MAESTRO_HOME/pieces/).
+func isPieceDir(dir string) bool {
+	abs, err := filepath.Abs(dir)
+	return err == nil && filepath.Base(abs) == "pieces"
 }
 
 func loadLibrary(ctx context.Context, io *IOStreams, ws string) (*engine.Library, error) {
@@ -242,11 +262,33 @@ func configuredMCP(io *IOStreams) ([]string, error) {
 	return slices.Sorted(maps.Keys(cfg.MCPServers)), nil
 }
 
-// reportProblems prints the override files the catalog ignored.
-func reportProblems(io *IOStreams, lib *engine.Library) {
+// reportProblems prints the override files the catalog ignored, but for
+// the file skip names (nil: none).
+func reportProblems(io *IOStreams, lib *engine.Library, skip ...os.FileInfo) {
 	for _, err := range lib.Catalog().Problems() {
+		if perr, ok := errors.AsType[*piece.Errors](err); ok && len(perr.List) > 0 && len(skip) > 0 && skip[0] != nil {
+			if fi, serr := os.Stat(perr.List[0].File); serr == nil && os.SameFile(fi, skip[0]) {
+				continue
+			}
+		}
 		fmt.Fprintf(io.ErrOut, "maestro: ignored an invalid piece file (the definition it would replace stays in effect):\n%v\n", err)
 	}
+}
+
+// outputFile is the regular file stdout writes to, nil when it is not
+// one. 'maestro pieces show code > .maestro/pieces/code.yaml' has the
+// shell create that file, empty, before the catalog reads it: it is
+// ignored, as it should be, but reporting it would alarm for nothing.
+func outputFile(io *IOStreams) os.FileInfo {
+	f, ok := io.Out.(*os.File)
+	if !ok {
+		return nil
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil
+	}
+	return fi
 }
 
 func sourceLabel(e piece.Entry) string {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -321,11 +322,126 @@ func TestRunPieceUsageErrors(t *testing.T) {
 		{[]string{"run", "--piece", "cod", "x"}, 2, `unknown piece "cod"; available: chat, code, general, piece-builder, research, review`},
 		{[]string{"run", "--piece", "code", "--no-piece", "x"}, 2, "--piece and --no-piece cannot be used together"},
 		{[]string{"run", "--piece", "code", "--system", "s", "x"}, 2, "--system"},
+		// --agent ran the task on the CLI and ignored --piece silently.
+		{[]string{"run", "--piece", "code", "--agent", "claude-code", "x"}, 2, "--piece runs on Maestro's piece engine, not on --agent claude-code"},
+		// No model: the bundled demo scripts only general.
+		{[]string{"run", "--piece", "code", "x"}, 2, "the bundled replay demo scripts only piece general, not code"},
 	}
 	for _, tc := range cases {
 		r := runCLI(t, nil, append(tc.args[:1:1], append([]string{"--workspace", t.TempDir()}, tc.args[1:]...)...)...)
 		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q, want %d and %q", tc.args, r.code, r.stderr, tc.code, tc.want)
 		}
+		// A usage error runs nothing: no banner, and no empty session
+		// left in `maestro sessions list` (a typo in --piece made one).
+		if strings.Contains(r.stderr, "REPLAY") || strings.Contains(r.stderr, "session ") {
+			t.Errorf("%v: a run started before the usage error:\n%s", tc.args, r.stderr)
+		}
+		if entries, _ := os.ReadDir(filepath.Join(r.home, "sessions")); len(entries) > 0 {
+			t.Errorf("%v: a usage error left %d session(s) behind", tc.args, len(entries))
+		}
+	}
+}
+
+// An invalid project piece file is named when --piece asks for the piece
+// it would have defined, before any session exists.
+func TestRunPieceInvalidFileNamed(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	dir := filepath.Join(ws, ".maestro", "pieces")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "mine.yaml"), []byte("name: mine\ndescription: d\ncolour: blue\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, nil, "run", "--workspace", ws, "--piece", "mine", "x")
+	for _, want := range []string{"mine.yaml:3:1: colour: unknown field", `unknown piece "mine"`} {
+		if r.code != 2 || !strings.Contains(r.stderr, want) {
+			t.Errorf("exit %d, stderr lacks %q:\n%s", r.code, want, r.stderr)
+		}
+	}
+	if entries, _ := os.ReadDir(filepath.Join(r.home, "sessions")); len(entries) > 0 {
+		t.Errorf("a usage error left %d session(s) behind", len(entries))
+	}
+}
+
+// validate says of a file in a pieces/ directory what the catalog would
+// say: `pieces validate .maestro/pieces/deploy.yaml` said "ok" for a
+// piece named otherwise, which `pieces list` then ignored.
+func TestPiecesValidateAsTheCatalogReads(t *testing.T) {
+	t.Parallel()
+	project := t.TempDir()
+	dir := filepath.Join(project, ".maestro", "pieces")
+	writeFile(t, filepath.Join(dir, "deploy.yaml"), piecetest.Notes) // name: notes
+	writeFile(t, filepath.Join(dir, "notes.yml"), piecetest.Notes)
+	writeFile(t, filepath.Join(dir, "notes.txt"), piecetest.Notes)
+	writeFile(t, filepath.Join(project, "draft.yaml"), piecetest.Notes) // not in the catalog: only checked
+	r := runCLI(t, nil, "pieces", "validate", filepath.Join(dir, "deploy.yaml"), filepath.Join(dir, "notes.yml"), filepath.Join(dir, "notes.txt"), filepath.Join(project, "draft.yaml"))
+	for _, want := range []string{
+		filepath.Join(dir, "deploy.yaml") + `:1:7: name: expected "deploy" to match the file name deploy.yaml, found "notes"`,
+		filepath.Join(dir, "notes.yml") + ": ok",
+		filepath.Join(dir, "notes.txt") + ": the catalog reads only NAME.yaml or NAME.yml files",
+		filepath.Join(project, "draft.yaml") + ": ok",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("validate lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if r.code != 1 || !strings.Contains(r.stderr, "2 of 4 file(s) invalid") {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// `maestro pieces show code > .maestro/pieces/code.yaml`, as its --help
+// shows: the shell creates the file empty before the catalog reads it,
+// and show warned that this empty file was ignored. The copy is the
+// built-in, and it validates.
+func TestPiecesShowIntoTheOverrideFile(t *testing.T) {
+	t.Parallel()
+	home, project := t.TempDir(), t.TempDir()
+	target := filepath.Join(project, ".maestro", "pieces", "code.yaml")
+	writeFile(t, target, "")
+	out, err := os.OpenFile(target, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	ios := &IOStreams{In: strings.NewReader(""), Out: out, ErrOut: &stderr, Getenv: func(k string) string {
+		if k == "MAESTRO_HOME" {
+			return home
+		}
+		return ""
+	}}
+	code := Run(t.Context(), ios, []string{"pieces", "show", "code", "--workspace", project})
+	out.Close()
+	if code != 0 || stderr.Len() > 0 {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr.String())
+	}
+	data, _ := os.ReadFile(target)
+	if !strings.HasPrefix(string(data), "# source: builtin:code.yaml\nname: code\n") {
+		t.Errorf("the copy is not the built-in:\n%s", data)
+	}
+	r := runCLI(t, map[string]string{"MAESTRO_HOME": home}, "pieces", "validate", target)
+	if r.code != 0 {
+		t.Errorf("the copy does not validate: %s%s", r.stdout, r.stderr)
+	}
+}
+
+// A classifier_model whose provider is not configured fails the run
+// before its session exists (it left an empty session in the list), and
+// the run's model is never called.
+func TestRunClassifierModelUnconfigured(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewServer(t)
+	home := t.TempDir()
+	writeFile(t, filepath.Join(home, "config.yaml"), "classifier_model: openai/tiny\n")
+	r := runCLI(t, map[string]string{"MAESTRO_HOME": home, "ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": srv.URL()},
+		"run", "--model", "anthropic/claude-sonnet-4-5", "--workspace", t.TempDir(), "hello there")
+	if r.code != 1 || !strings.Contains(r.stderr, `config classifier_model "openai/tiny": provider openai is not configured`) {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(home, "sessions")); len(entries) > 0 || len(srv.Requests()) > 0 {
+		t.Errorf("%d session(s) left behind, %d model request(s)", len(entries), len(srv.Requests()))
 	}
 }

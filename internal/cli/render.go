@@ -91,6 +91,9 @@ type renderer struct {
 	// drawn again (legacyEcho).
 	lastRun string
 	replay  bool
+	// cwd is the workspace drawn last: an agent CLI's session sends
+	// session_info again once the CLI names its session.
+	cwd     string
 	started time.Time // the first `running` status of a job
 
 	modelCalls, toolCalls int
@@ -198,7 +201,10 @@ func (r *renderer) protocol(m protocol.Message, at time.Time, stamp string) {
 			r.line(stamp, fmt.Sprintf("model %s/%s", m.Provider, m.Model))
 		}
 	case protocol.SessionInfo:
-		r.note(st.dim, "workspace "+m.Cwd)
+		if m.Cwd != r.cwd {
+			r.cwd = m.Cwd
+			r.note(st.dim, "workspace "+m.Cwd)
+		}
 	case protocol.HelloOK, protocol.ConnectionInfo, protocol.ToolStart:
 		// Connection plumbing, and a start the tool call line showed.
 	case protocol.ResponseStart:

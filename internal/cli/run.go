@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +17,8 @@ import (
 
 	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/agentcli"
+	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/llm/replay"
@@ -93,8 +98,9 @@ conversation. For a piece session, a run waiting for an answer (the piece
 asked a question) continues with TASK as the answer; an interrupted or failed
 run restarts its current movement; a finished run is followed by a new run of
 the same piece (or --piece) with TASK as a follow-up. TASK "-" reads the task
-from stdin. Ctrl-C interrupts cleanly (the running tool is stopped and the log
-records it).
+from stdin. Ctrl-C interrupts cleanly (the running tool or agent CLI is
+stopped and the log records it), and so does closing the terminal, unless
+Maestro runs under nohup.
 
 Exit status: 0 success (or a piece run waiting for an answer), 1 failure or
 aborted piece run (one-line reason on stderr), 2 usage error, 130 interrupted.`,
@@ -117,6 +123,11 @@ aborted piece run (one-line reason on stderr), 2 usage error, 130 interrupted.`,
 			}
 			if strings.TrimSpace(task) == "" {
 				return &exitError{ExitUsage, errors.New("the task is empty")}
+			}
+			if cmd.Flags().Changed("max-iterations") && o.MaxIterations == 0 {
+				// 0 is the flag's "not given" (the config's or 50):
+				// given, it would run 50 model calls, not none.
+				return usageErr("--max-iterations must be positive, got 0")
 			}
 			return runTask(cmd.Context(), io, o, task)
 		},
@@ -165,8 +176,25 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	if _, err := agentcli.ParsePermission(o.Permission); err != nil {
 		return usageErr("--permission: %v", err)
 	}
+	if o.Agent == "" && o.Resume == "" {
+		// The model Maestro's loop runs on (an agent CLI takes its own
+		// names): a malformed one is a usage error, and one from the
+		// environment is named as such.
+		if o.Model != "" && o.Replay != "" {
+			return usageErr("--replay and --model cannot be used together: replay sessions run a scripted model")
+		}
+		if msg := config.CheckModel(o.Model); msg != "" {
+			return usageErr("--model: %s", msg)
+		}
+		if msg := config.CheckModel(io.Getenv("MAESTRO_MODEL")); o.Model == "" && o.Replay == "" && msg != "" {
+			return failErr(fmt.Errorf("MAESTRO_MODEL: %s", msg))
+		}
+	}
 	if o.Piece != "" && o.NoPiece {
 		return usageErr("--piece and --no-piece cannot be used together")
+	}
+	if o.Piece != "" && o.Agent != "" {
+		return usageErr("--piece runs on Maestro's piece engine, not on --agent %s: drop one (a piece's movement runs on an agent CLI with agent: ID, docs/pieces.md)", o.Agent)
 	}
 	if o.Piece != "" && o.System != "" {
 		return usageErr("--system replaces the plain agent loop's prompt; a piece's movements have their own")
@@ -178,14 +206,29 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	if err != nil {
 		return failErr(err)
 	}
-	// The session: resumed (its model and workspace) or new, on Maestro's
-	// own loop or an agent CLI. `maestro run` has no one to ask for
-	// approvals: tool calls run (auto).
-	s, err := h.NewSession(ctx, host.Spec{
+	if o.Resume != "" && o.Workspace == "" {
+		// The session continues in its own workspace: one that is gone
+		// is said so (not as a --workspace the user never gave).
+		if m, err := h.Sessions().Meta(o.Resume); err == nil && m.Workspace != "" {
+			if _, err := os.Stat(m.Workspace); errors.Is(err, fs.ErrNotExist) {
+				return failErr(fmt.Errorf("session %s worked in %s, which no longer exists: to continue it elsewhere, add --workspace DIR", m.ID, m.Workspace))
+			}
+		}
+	}
+	spec := host.Spec{
 		Workspace: o.Workspace, Model: o.Model, Replay: o.Replay, Agent: o.Agent, Permission: o.Permission, Resume: o.Resume, Sandbox: o.Sandbox,
 		ApprovalMode: protocol.ApprovalAuto, Thinking: llm.ThinkingLevel(o.Thinking),
 		MaxIterations: o.MaxIterations, System: o.System,
-	})
+	}
+	if o.Resume == "" && o.Agent == "" && !o.NoPiece {
+		if spec.Choice, err = checkNewPieceRun(ctx, io, h, o); err != nil {
+			return err
+		}
+	}
+	// The session: resumed (its model and workspace) or new, on Maestro's
+	// own loop or an agent CLI. `maestro run` has no one to ask for
+	// approvals: tool calls run (auto).
+	s, err := h.NewSession(ctx, spec)
 	if err != nil {
 		return hostErr(err)
 	}
@@ -197,6 +240,9 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 
 	sess, choice := s.Log, s.Choice
 	if choice == nil {
+		if o.Piece != "" {
+			return usageErr("session %s runs on an agent CLI, not on Maestro's piece engine: resume it without --piece", sess.ID())
+		}
 		// An agent CLI runs the task: no piece, its own sandbox.
 		view, text := runView(io, o, false, false)
 		return runPlain(runCtx, io, s, "", task, view, text)
@@ -268,6 +314,44 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		o: o, task: task, h: h, hs: s, sess: sess, prior: prior, choice: choice, provider: provider,
 		sb: sb, root: s.Root, sink: sink, view: view, text: text, jsonl: o.Output == "jsonl", follow: h.FollowSession,
 	})
+}
+
+// checkNewPieceRun refuses, before a new session exists, a piece run
+// that cannot start: a --piece the catalog lacks (an invalid file of that
+// name is reported) or, on the bundled replay demo, one it does not
+// script; without --piece on a live model, a classifier_model that
+// cannot be used. An error then leaves no empty session behind. It
+// returns the model chosen for the session, so that it is chosen once.
+func checkNewPieceRun(ctx context.Context, io *IOStreams, h *host.Host, o runOptions) (*providers.Choice, error) {
+	choice, err := providers.Select(ctx, providers.Options{Model: o.Model, Replay: o.Replay, Config: h.Config(), Getenv: io.Getenv})
+	if err != nil {
+		return nil, hostErr(err)
+	}
+	if o.Piece == "" {
+		// Classified on a live model (runPiece), else the plain loop.
+		live := choice.Executor == protocol.ExecutorLive
+		if _, err := classifierModel(ctx, pieceModels(io.Getenv, h.Config()), h.Config(), live); err != nil {
+			return nil, failErr(err)
+		}
+		return choice, nil
+	}
+	dir, err := host.WorkspaceDir(o.Workspace)
+	if err != nil {
+		return choice, nil // the session reports it
+	}
+	lib, err := engine.NewLibrary(ctx, pieceDirs(h.Home(), dir), filepath.Join(h.Home(), "pieces"))
+	if err != nil {
+		return nil, failErr(err)
+	}
+	if _, ok := lib.Get(o.Piece); !ok {
+		reportProblems(io, lib)
+		return nil, usageErr("unknown piece %q; available: %s", o.Piece, strings.Join(lib.Names(), ", "))
+	}
+	probe := *choice // usePieceDemo sets the provider of the piece demo
+	if err := usePieceDemo(ctx, &probe, o.Piece, nil, h.Home(), dir); err != nil {
+		return nil, err
+	}
+	return choice, nil
 }
 
 // replayEnded says, when s replays a scenario that has no scripted turn

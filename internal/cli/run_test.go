@@ -353,11 +353,13 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"run", "--workspace", "/nonexistent/dir", "x"}, "/nonexistent/dir"},
 		{[]string{"run", "--sandbox", "sometimes", "x"}, "--sandbox"},
 		{[]string{"run", "--thinking", "lots", "x"}, "--thinking"},
-		{[]string{"run", "--model", "mystery/m1", "x"}, `unknown provider "mystery"; available providers: anthropic, openai, replay`},
+		{[]string{"run", "--model", "mystery/m1", "x"}, `--model: unknown provider "mystery" in "mystery/m1"; expected one of anthropic, openai, replay`},
 		{[]string{"run", "--model", "anthropic/claude-sonnet-4-5", "x"}, "ANTHROPIC_API_KEY"},
 		{[]string{"run", "--replay", "/nonexistent.json", "x"}, "load replay scenario"},
 		{[]string{"run", "--resume", "0123456789", "x"}, "session not found"},
 		{[]string{"frobnicate"}, "unknown command"},
+		// 0 ran the default 50 model calls (the demo, exit 0).
+		{[]string{"run", "--max-iterations", "0", "--workspace", t.TempDir(), "x"}, "--max-iterations must be positive, got 0"},
 	}
 	for _, tc := range cases {
 		r := runCLI(t, nil, tc.args...)
@@ -411,5 +413,152 @@ func TestRunRefusesWorkspaceHoldingHome(t *testing.T) {
 		if r.code == 0 || !strings.Contains(r.stderr, "MAESTRO_HOME") {
 			t.Errorf("workspace %s: exit %d, stderr %q; want a refusal naming MAESTRO_HOME", dir, r.code, r.stderr)
 		}
+	}
+}
+
+// Every command of the local terminal teaches in its --help: what it
+// does (Long), and at least one example to copy.
+func TestHelpTeaches(t *testing.T) {
+	t.Parallel()
+	root := NewRoot(&IOStreams{In: strings.NewReader(""), Out: new(bytes.Buffer), ErrOut: new(bytes.Buffer), Getenv: func(string) string { return "" }})
+	for _, path := range [][]string{
+		{"run"}, {"version"},
+		{"pieces"}, {"pieces", "list"}, {"pieces", "show"}, {"pieces", "validate"},
+		{"agents"}, {"agents", "list"}, {"agents", "show"}, {"agents", "parse"},
+		{"sessions"}, {"sessions", "list"}, {"sessions", "show"},
+	} {
+		cmd, _, err := root.Find(path)
+		if err != nil || cmd.Name() != path[len(path)-1] {
+			t.Errorf("maestro %s: not found: %v", strings.Join(path, " "), err)
+			continue
+		}
+		if cmd.Long == "" || cmd.Example == "" {
+			t.Errorf("maestro %s --help: Long %t, Example %t; want both", strings.Join(path, " "), cmd.Long != "", cmd.Example != "")
+		}
+	}
+}
+
+// On an agent CLI too, a workspace holding Maestro's home is refused:
+// `run --agent` opened it unchecked, and the CLI could read the keys in
+// config.yaml and rewrite the session logs.
+func TestRunAgentRefusesWorkspaceHoldingHome(t *testing.T) {
+	t.Parallel()
+	ws, bin := t.TempDir(), t.TempDir()
+	home := filepath.Join(ws, ".maestro")
+	src := filepath.Join("..", "agentcli", "testdata", "user-adapter")
+	def, err := os.ReadFile(filepath.Join(src, "fake-agent.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile(filepath.Join(src, "fake-agent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(home, "agents", "fake-agent.yaml"), string(def))
+	if err := os.WriteFile(filepath.Join(bin, "fake-agent"), script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, map[string]string{"MAESTRO_HOME": home, "PATH": bin + ":/usr/bin:/bin"}, "run", "--agent", "fake-agent", "--workspace", ws, "hello")
+	if r.code == 0 || !strings.Contains(r.stderr, "MAESTRO_HOME") {
+		t.Errorf("exit %d, stderr %q; want a refusal naming MAESTRO_HOME", r.code, r.stderr)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(home, "sessions")); len(entries) > 0 {
+		t.Errorf("a session log was written inside the workspace: %d session(s)", len(entries))
+	}
+}
+
+// An agent CLI's session sends session_info twice (at start, and once
+// the CLI names its session): the workspace line is drawn once.
+func TestRenderWorkspaceOnce(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	r := newRenderer(&IOStreams{Out: &out, ErrOut: &out, Getenv: func(string) string { return "" }}, false)
+	r.Event(protocol.SessionInfo{Cwd: "/w"})
+	r.Event(protocol.SessionInfo{Cwd: "/w"})
+	if n := strings.Count(out.String(), "workspace /w"); n != 1 {
+		t.Errorf("workspace drawn %d times:\n%s", n, out.String())
+	}
+}
+
+// MAESTRO_HOME=.mh in the workspace is refused like an absolute one
+// (the relative path slipped past the check, and the session log was
+// written into the workspace).
+func TestRunRefusesRelativeHomeInWorkspace(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(wd, filepath.Join(ws, ".mh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, map[string]string{"MAESTRO_HOME": rel}, "run", "--no-piece", "--workspace", ws, "x")
+	if r.code == 0 || !strings.Contains(r.stderr, "MAESTRO_HOME") {
+		t.Errorf("exit %d, stderr %q; want a refusal naming MAESTRO_HOME", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".mh", "sessions")); err == nil {
+		t.Error("the session log was written inside the workspace")
+	}
+}
+
+// A malformed --model is a usage error (exit 2, as README says of usage
+// errors; it was 1), and a malformed MAESTRO_MODEL is named as the
+// variable (the error read as if --model had been given).
+func TestRunModelErrorsNamed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+		code int
+		want string
+	}{
+		{nil, []string{"--model", "qwen3"}, 2, `--model: expected provider/model with provider one of anthropic, openai, replay`},
+		{nil, []string{"--model", "openai/"}, 2, `--model: the model after "openai/" is empty`},
+		{nil, []string{"--model", "openai/x", "--replay", "s.json"}, 2, "--replay and --model cannot be used together"},
+		{map[string]string{"MAESTRO_MODEL": "qwen3"}, nil, 1, `MAESTRO_MODEL: expected provider/model`},
+	} {
+		args := append(append([]string{"run", "--workspace", t.TempDir()}, tc.args...), "x")
+		r := runCLI(t, tc.env, args...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v %v: exit %d, stderr %q; want %d and %q", tc.env, tc.args, r.code, r.stderr, tc.code, tc.want)
+		}
+	}
+}
+
+// Resuming a session whose workspace was deleted says so, and how to go
+// on; it said `--workspace "DIR": stat …` of a flag never given, with a
+// pointer to --help.
+func TestRunResumeWorkspaceGone(t *testing.T) {
+	t.Parallel()
+	home, ws := t.TempDir(), filepath.Join(t.TempDir(), "project")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	scenario := filepath.Join(t.TempDir(), "two.json")
+	os.WriteFile(scenario, []byte(`{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id":"two","description":"two turns",
+"metadata":{"recordedAt":"2026-11-22T00:00:00Z","toolsExpected":[]},
+"frames":[{"index":0,"statements":[{"kind":"text","text":"one"},{"kind":"wait_for_user"}]},{"index":1,"statements":[{"kind":"text","text":"two"}]}]}`), 0o600)
+	env := map[string]string{"MAESTRO_HOME": home}
+	r := runCLI(t, env, "run", "--replay", scenario, "--workspace", ws, "first")
+	if r.code != 0 {
+		t.Fatalf("first run: exit %d: %s", r.code, r.stderr)
+	}
+	if err := os.Remove(ws); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(filepath.Join(home, "sessions"))
+	if len(entries) != 1 {
+		t.Fatalf("%d sessions", len(entries))
+	}
+	r = runCLI(t, env, "run", "--resume", entries[0].Name(), "again")
+	if r.code != 1 || !strings.Contains(r.stderr, "worked in "+ws+", which no longer exists: to continue it elsewhere, add --workspace DIR") || strings.Contains(r.stderr, "--help") {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	// Elsewhere, it goes on.
+	r = runCLI(t, env, "run", "--resume", entries[0].Name(), "--workspace", t.TempDir(), "again")
+	if r.code != 0 || !strings.Contains(r.stdout, "two") {
+		t.Errorf("resume elsewhere: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }

@@ -35,6 +35,10 @@ Qwen Code in ~/.qwen/projects. They are read, never written, so you can find
 a session to resume with maestro run --agent X --resume ID. HOME and the
 CLIs' own overrides (CLAUDE_CONFIG_DIR, CODEX_HOME, GEMINI_CLI_HOME,
 XDG_DATA_HOME, QWEN_HOME) are honoured.`,
+		Example: `  maestro sessions list
+  maestro sessions show 01a2179e-a19
+  maestro run --resume 01a2179e-a19 "now add a test for it"
+  maestro sessions list --agent claude-code`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newSessionsListCmd(io), newSessionsShowCmd(io))
@@ -73,9 +77,11 @@ those of workspace --cwd DIR; --limit N keeps the N newest): the shortest id
 prefix --resume takes, when the session started, the executor (replay and its
 scenario, model provider/model, or agent CLI and its id), the status and the
 first line of the first prompt. The status of a piece session is its latest
-run's (piece: running, waiting_human, succeeded, aborted, failed, cancelled);
-of a plain session, how its last turn ended: answered, failed, interrupted,
-unfinished (running now, or stopped mid-turn) or empty. With --json, prints
+run's (piece: running, waiting_human, succeeded, aborted, failed, cancelled,
+or interrupted: stopped mid-run, by Ctrl-C or its process's end, and
+--resume restarts the movement); of a plain session, how its last turn
+ended: answered, failed, interrupted, running (a process runs it now),
+unfinished (stopped mid-turn) or empty. With --json, prints
 one JSON array of {id, short_id, started, updated, workspace, executor
 (replay, model or agent_cli), provider, model, replay, agent, agent_session,
 status, reason, piece, first_prompt, log}; no sessions is [].

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -32,6 +34,8 @@ const (
 	statusUnfinished  = "unfinished"
 	statusFailed      = "failed"
 	statusInterrupted = "interrupted"
+	// statusRunning is a plain session a process is running now.
+	statusRunning = "running"
 )
 
 // maestroSession is one of Maestro's own sessions as `maestro sessions`
@@ -54,9 +58,10 @@ type maestroSession struct {
 	Agent        string `json:"agent,omitempty"`
 	AgentSession string `json:"agent_session,omitempty"`
 	// Status is the latest piece run's status (running, waiting_human,
-	// succeeded, aborted, failed, cancelled, …) for a piece session, else
-	// how the last turn ended: answered, failed, interrupted, unfinished
-	// (running now, or stopped mid-turn) or empty (no prompt yet).
+	// succeeded, aborted, failed, cancelled, …, or interrupted: recorded
+	// as running, but no process runs it) for a piece session, else how the
+	// last turn ended: answered, failed, interrupted, running (a process
+	// runs it now), unfinished (stopped mid-turn) or empty (no prompt yet).
 	Status string `json:"status"`
 	// Reason is the first line of the error a failed turn ended with.
 	Reason string `json:"reason,omitempty"`
@@ -109,7 +114,32 @@ func describeSession(store *session.Store, meta session.Meta, ids []string) maes
 	if _, _, st, err := engine.LatestRun(filepath.Join(store.Dir(), meta.ID, "runs")); err == nil && st != nil {
 		s.Status, s.Piece = string(st.Status), st.Piece
 	}
+	// A log says what was started, not whether a process still runs it:
+	// the session's lock does.
+	switch {
+	case s.Piece != "" && s.Status == string(engine.StatusRunning) && !logInUse(s.Log):
+		s.Status, s.Reason = statusInterrupted, "no process runs it now (Ctrl-C, or its process was killed, crashed or lost its terminal): maestro run --resume restarts the movement"
+	case s.Piece == "" && s.Status == statusUnfinished && logInUse(s.Log):
+		s.Status = statusRunning
+	}
 	return s
+}
+
+// logInUse says whether a process holds the session log's lock (the
+// exclusive flock of internal/session), i.e. runs the session now. It
+// asks for a shared lock without waiting and, granted, gives it back at
+// once: a running session is not disturbed.
+func logInUse(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		return errors.Is(err, syscall.EWOULDBLOCK)
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
 }
 
 // turnStatus says how a plain session's last turn ended, from its log: a

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/maestro-run/maestro/internal/agentcli"
@@ -125,5 +126,61 @@ func TestSessionsShowClaude(t *testing.T) {
 	r = runCLI(t, map[string]string{}, "sessions", "show", "--agent", "claude-code", plain)
 	if r.code != ExitError || !strings.Contains(r.stderr, "HOME is not set") {
 		t.Errorf("no HOME: exit %d: %s", r.code, r.stderr)
+	}
+}
+
+// A piece run stays "running" in its state when its process ends without
+// finishing it (Ctrl-C leaves it so, for --resume to restart the
+// movement; a kill or a closed terminal too): `sessions list` said
+// "general: running" of sessions nobody ran. It asks the session's lock.
+func TestSessionsStatusAsksWhetherAProcessRunsIt(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	env := map[string]string{"MAESTRO_HOME": home}
+	if r := runCLI(t, env, "run", "--piece", "general", "--workspace", t.TempDir(), "x"); r.code != 0 {
+		t.Fatalf("piece run: exit %d: %s", r.code, r.stderr)
+	}
+	entries, _ := os.ReadDir(filepath.Join(home, "sessions"))
+	if len(entries) != 1 {
+		t.Fatalf("%d sessions", len(entries))
+	}
+	dir := filepath.Join(home, "sessions", entries[0].Name())
+	statePath := filepath.Join(dir, "runs", "1", "logs", "run-state.json")
+	data, err := os.ReadFile(statePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st map[string]any
+	if err := json.Unmarshal(data, &st); err != nil {
+		t.Fatal(err)
+	}
+	st["status"] = "running" // as a Ctrl-C or a kill leaves it
+	data, _ = json.Marshal(st)
+	if err := os.WriteFile(statePath, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	status := func() (string, string) {
+		t.Helper()
+		r := runCLI(t, env, "sessions", "list", "--json")
+		var list []struct{ Status, Reason string }
+		if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 1 {
+			t.Fatalf("list: %v %q %s", err, r.stdout, r.stderr)
+		}
+		return list[0].Status, list[0].Reason
+	}
+	if got, reason := status(); got != "interrupted" || !strings.Contains(reason, "maestro run --resume restarts the movement") {
+		t.Errorf("no process runs it: status %q, reason %q; want interrupted", got, reason)
+	}
+	// A process holding the session's log runs it.
+	f, err := os.Open(filepath.Join(dir, "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := status(); got != "running" {
+		t.Errorf("a process runs it: status %q, want running", got)
 	}
 }

@@ -34,9 +34,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v4"
+
+	"github.com/maestro-run/maestro/internal/llm"
 )
 
 // Config is the parsed configuration file.
@@ -221,14 +224,21 @@ type Provider struct {
 	ManagedGateway bool `yaml:"managed_gateway"`
 }
 
-// Home is Maestro's state directory: $MAESTRO_HOME, else ~/.maestro.
+// Home is Maestro's state directory: $MAESTRO_HOME, else ~/.maestro,
+// as an absolute path (a relative MAESTRO_HOME is taken from the current
+// directory: the check that a workspace does not hold the home compares
+// absolute paths, and a relative one slipped past it).
 // getenv reads the environment (nil = os.Getenv).
 func Home(getenv func(string) string) (string, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
 	if h := getenv("MAESTRO_HOME"); h != "" {
-		return h, nil
+		abs, err := filepath.Abs(h)
+		if err != nil {
+			return "", fmt.Errorf("MAESTRO_HOME %q: %w", h, err)
+		}
+		return abs, nil
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
@@ -268,6 +278,15 @@ func Parse(data []byte) (Config, error) {
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
 		return Config{}, fmt.Errorf("invalid configuration: %w", err)
 	}
+	// A second document (after ---) would be ignored whole: refused.
+	var next yaml.Node
+	if err := dec.Decode(&next); err == nil {
+		if len(next.Content) > 0 && next.Content[0].ShortTag() != "!!null" {
+			return Config{}, fmt.Errorf("invalid configuration: line %d: a second YAML document (after ---); the file holds one mapping, and the settings after it would be ignored", max(next.Line, 1))
+		}
+	} else if !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("invalid configuration: %w", err)
+	}
 	switch cfg.Sandbox {
 	case "", "auto", "always", "off", "bwrap", "landlock": // docs/sandbox.md, "Modes"
 	default:
@@ -287,7 +306,7 @@ func Parse(data []byte) (Config, error) {
 		return Config{}, invalidValue(data, []string{"max_iterations"}, "must be positive, got %d", cfg.MaxIterations)
 	}
 	if cfg.CompactAt < 0 || cfg.CompactAt > 1 {
-		return Config{}, fmt.Errorf("invalid configuration: compact_at: a share of the context window, 0 < compact_at ≤ 1 (e.g. 0.85), got %g", cfg.CompactAt)
+		return Config{}, invalidValue(data, []string{"compact_at"}, "a share of the context window, 0 < compact_at ≤ 1 (e.g. 0.85), got %g", cfg.CompactAt)
 	}
 	if cfg.BudgetUSDMonth < 0 {
 		return Config{}, invalidValue(data, []string{"budget_usd_month"}, "a monthly budget in USD must not be negative, got %g", cfg.BudgetUSDMonth)
@@ -318,7 +337,43 @@ func Parse(data []byte) (Config, error) {
 	if cfg.MaxFileBytes < 0 {
 		return Config{}, invalidValue(data, []string{"max_file_bytes"}, "must be positive, got %d", cfg.MaxFileBytes)
 	}
+	for _, m := range [][2]string{{"model", cfg.Model}, {"classifier_model", cfg.ClassifierModel}} {
+		if msg := CheckModel(m[1]); msg != "" {
+			return Config{}, invalidValue(data, []string{m[0]}, "%s", msg)
+		}
+	}
+	for _, p := range [][2]string{{"anthropic", cfg.Providers.Anthropic.BaseURL}, {"openai", cfg.Providers.OpenAI.BaseURL}} {
+		if u, err := url.Parse(p[1]); p[1] != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+			return Config{}, invalidValue(data, []string{"providers", p[0], "base_url"}, "%q is not an absolute http or https URL (e.g. http://localhost:11434/v1)", p[1])
+		}
+	}
 	return cfg, nil
+}
+
+// modelProviders are the providers a model may be given with
+// (internal/providers, which reads this file, cannot be imported here).
+var modelProviders = []string{"anthropic", "openai", "replay"}
+
+// CheckModel says what is wrong with a model as model and
+// classifier_model take it (as --model does): provider/model, or a model
+// id of the built-in catalogue; "" when nothing is.
+func CheckModel(spec string) string {
+	if spec == "" {
+		return ""
+	}
+	provider, model, ok := strings.Cut(spec, "/")
+	switch {
+	case !ok:
+		if _, known := llm.LookupModel(spec); known {
+			return ""
+		}
+		return fmt.Sprintf("expected provider/model with provider one of %s (e.g. anthropic/claude-sonnet-4-5, openai/llama3.2), found %q", strings.Join(modelProviders, ", "), spec)
+	case !slices.Contains(modelProviders, provider):
+		return fmt.Sprintf("unknown provider %q in %q; expected one of %s", provider, spec, strings.Join(modelProviders, ", "))
+	case model == "":
+		return fmt.Sprintf("the model after %q is empty", provider+"/")
+	}
+	return ""
 }
 
 // mcpSlug is the shape of an MCP server's slug (required_mcp in

@@ -35,7 +35,11 @@ func TestParse(t *testing.T) {
 		{"mapping expected", "providers: 3\n", Config{}, "line 1: providers: expected a mapping, found integer 3"},
 		{"string expected", "model: [a]\n", Config{}, "line 1: model: expected a string, found a list"},
 		{"not a mapping", "- model\n", Config{}, "line 1: the configuration: expected a mapping, found a list"},
-		{"empty value", "sandbox:\nmodel: x\n", Config{Model: "x"}, ""},
+		{"empty value", "sandbox:\nmodel: openai/x\n", Config{Model: "openai/x"}, ""},
+		{"bare catalogue model", "model: claude-sonnet-4-5\n", Config{Model: "claude-sonnet-4-5"}, ""},
+		{"trailing empty document", "max_iterations: 7\n---\n", Config{MaxIterations: 7}, ""},
+		// Everything after --- was silently ignored.
+		{"second document", "max_iterations: 7\n---\nmodel: openai/x\n", Config{}, "line 2: a second YAML document (after ---)"},
 		{"bad sandbox", "sandbox: sometimes\n", Config{}, `sandbox: "sometimes" is not one of auto, always, off`},
 		{"bad api", "providers:\n  openai:\n    api: graphql\n", Config{}, "providers.openai.api"},
 		{"wrong type", "max_iterations: many\n", Config{}, "line 1"},
@@ -121,6 +125,15 @@ func TestValueErrorsNameTheLine(t *testing.T) {
 		{"web:\n  search:\n    backend: bing\n", `line 3: web.search.backend: "bing" is not one of searxng, brave, tavily`},
 		{"web:\n  max_bytes: -1\n", "line 1: web: timeout_seconds, max_redirects"},
 		{"ssh_connections:\n  box: {host: h}\n", "line 2: ssh_connections.box: host, user, host_key"},
+		{"sandbox: auto\ncompact_at: 2\n", "line 2: compact_at: a share of the context window"},
+		// A model the run would refuse is named as a config.yaml error,
+		// with its line, not as if --model had been given wrong.
+		{"sandbox: auto\nmodel: qwen3\n", `line 2: model: expected provider/model with provider one of anthropic, openai, replay (e.g. anthropic/claude-sonnet-4-5, openai/llama3.2), found "qwen3"`},
+		{"model: ollama/qwen3\n", `line 1: model: unknown provider "ollama" in "ollama/qwen3"; expected one of anthropic, openai, replay`},
+		{"model: openai/\n", `line 1: model: the model after "openai/" is empty`},
+		{"model: openai/qwen3\nclassifier_model: tiny\n", `line 2: classifier_model: expected provider/model`},
+		{"providers:\n  openai:\n    base_url: localhost:11434/v1\n", `line 3: providers.openai.base_url: "localhost:11434/v1" is not an absolute http or https URL`},
+		{"providers:\n  anthropic: {base_url: \"ftp://h\"}\n", `line 2: providers.anthropic.base_url: "ftp://h" is not an absolute http or https URL`},
 		// The line of the key, through an alias.
 		{"providers:\n  anthropic: &b {api: graphql}\n  openai: *b\n", `line 2: providers.openai.api: "graphql"`},
 	} {
@@ -139,6 +152,29 @@ func TestSandboxModes(t *testing.T) {
 		cfg, err := Parse([]byte("sandbox: " + mode + "\n"))
 		if err != nil || cfg.Sandbox != mode {
 			t.Errorf("sandbox: %s: got %q, %v", mode, cfg.Sandbox, err)
+		}
+	}
+}
+
+// A relative MAESTRO_HOME is made absolute from the current directory:
+// left relative, it slipped past the check that a workspace does not
+// hold the home (MAESTRO_HOME=.mh maestro run wrote its session logs
+// into the workspace).
+func TestHomeIsAbsolute(t *testing.T) {
+	t.Parallel()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for env, want := range map[string]string{".mh": filepath.Join(wd, ".mh"), "/srv/maestro/": "/srv/maestro"} {
+		got, err := Home(func(k string) string {
+			if k == "MAESTRO_HOME" {
+				return env
+			}
+			return ""
+		})
+		if err != nil || got != want {
+			t.Errorf("MAESTRO_HOME=%s: Home = %q, %v; want %q", env, got, err, want)
 		}
 	}
 }

@@ -397,7 +397,7 @@ func TestRevisitAbort(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "selfloop")
 	out := h.mustStart("selfloop", "Make it work.")
-	if out.Status != StatusAborted || !strings.Contains(out.Reason, "movement try entered 4 times in a row (limit 2)") || out.Movements != 3 {
+	if out.Status != StatusAborted || !strings.Contains(out.Reason, "movement try revisited 3 times in a row (limit 2)") || out.Movements != 3 {
 		t.Errorf("outcome = %+v", out)
 	}
 	var got []Pressure

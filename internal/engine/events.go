@@ -372,7 +372,7 @@ func (e Pressure) Describe() string {
 		return fmt.Sprintf("movements %s and %s have alternated %d times (limit %d)", e.Movement, e.With, e.Count, e.Limit)
 	}
 	if e.Level == LevelAbort {
-		return fmt.Sprintf("movement %s entered %d times in a row (limit %d): aborting the run", e.Movement, e.Count+1, e.Limit)
+		return fmt.Sprintf("movement %s revisited %d times in a row (limit %d): aborting the run", e.Movement, e.Count, e.Limit)
 	}
 	return fmt.Sprintf("movement %s revisited %d times in a row (limit %d)", e.Movement, e.Count, e.Limit)
 }

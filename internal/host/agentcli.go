@@ -113,7 +113,7 @@ func (h *Host) agentSession(spec Spec, sessp **session.Session, rootp **workspac
 		if err != nil {
 			return nil, specErr("%v", err)
 		}
-		if *rootp, err = workspace.Open(dir); err != nil {
+		if *rootp, err = OpenWorkspace(dir, h.home); err != nil { // refuses a workspace holding the home
 			return nil, fmt.Errorf("open workspace: %w", err)
 		}
 	}

@@ -165,13 +165,36 @@ func loadFile(fsys fs.FS, name, source, stem string) (*Piece, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.Name != stem {
-		return nil, &Errors{List: []Error{{
-			File: source, Line: p.NamePos.Line, Col: p.NamePos.Col, Field: "name",
-			Message: fmt.Sprintf("expected %q to match the file name %s, found %q", stem, path.Base(name), p.Name),
-		}}}
+	if err := nameMatches(p, source, path.Base(name), stem); err != nil {
+		return nil, err
 	}
 	return p, nil
+}
+
+// nameMatches is the catalog's rule that a piece file declares the name
+// its file name promises (stem: the file name base without .yaml/.yml).
+func nameMatches(p *Piece, source, base, stem string) error {
+	if p.Name == stem {
+		return nil
+	}
+	return &Errors{List: []Error{{
+		File: source, Line: p.NamePos.Line, Col: p.NamePos.Col, Field: "name",
+		Message: fmt.Sprintf("expected %q to match the file name %s, found %q", stem, base, p.Name),
+	}}}
+}
+
+// CheckFile applies to the piece p, parsed from file, the rules the
+// catalog adds for the files of its directories: a piece is read only
+// from NAME.yaml or NAME.yml (not hidden), and its name must be NAME.
+// The error is an *Errors, worded as Catalog.Problems words it.
+func CheckFile(file string, p *Piece) error {
+	base := filepath.Base(file)
+	ext := filepath.Ext(base)
+	if strings.HasPrefix(base, ".") || ext != ".yaml" && ext != ".yml" {
+		return &Errors{List: []Error{{File: file, Message: fmt.Sprintf(
+			"the catalog reads only NAME.yaml or NAME.yml files, not hidden ones; rename %s to %s.yaml", base, p.Name)}}}
+	}
+	return nameMatches(p, file, base, strings.TrimSuffix(base, ext))
 }
 
 // List returns every piece in the catalog, sorted by name. The slice is

@@ -638,3 +638,41 @@ func TestProviderIdentity(t *testing.T) {
 		t.Errorf("name %q model %q", p.Name(), p.Model())
 	}
 }
+
+// A session resumed after its process died while a tool ran holds the
+// tool_use but no tool_result, which the API refuses (400 "tool_use ids
+// were found without tool_result blocks immediately after"): the request
+// answers it as interrupted, first in the next user message.
+func TestToolUseWithoutResultIsAnswered(t *testing.T) {
+	t.Parallel()
+	s := llmtest.NewServer(t, llmtest.Turn{Text: []string{"Going on."}})
+	p := newProvider(t, s.URL())
+	req := &llm.Request{Messages: []llm.Message{
+		llm.UserText("list the files"),
+		{Role: llm.RoleAssistant, Parts: []llm.Part{llm.Text("Working."), {Type: llm.PartToolCall, ToolCall: &llm.ToolCall{ID: "toolu_ls", Name: "Bash", Input: json.RawMessage(`{"command":"ls"}`)}}}},
+		llm.UserText("go on"),
+	}}
+	if out := llmtest.Drain(t, p.Stream(callCtx(t), req)); out.Err != nil {
+		t.Fatal(out.Err)
+	}
+	want := asJSON(t, `[
+		{"role":"user","content":[{"type":"text","text":"list the files"}]},
+		{"role":"assistant","content":[{"type":"text","text":"Working."},{"type":"tool_use","id":"toolu_ls","name":"Bash","input":{"command":"ls"}}]},
+		{"role":"user","content":[
+			{"type":"tool_result","tool_use_id":"toolu_ls","is_error":true,"content":[{"type":"text","text":`+string(mustJSON(t, llm.InterruptedToolResult))+`}]},
+			{"type":"text","text":"go on"}
+		]}
+	]`)
+	if diff := cmp.Diff(want, requestBody(t, s, 0)["messages"]); diff != "" {
+		t.Errorf("messages (-want +got):\n%s", diff)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -820,3 +820,49 @@ func TestConfigFromEnv(t *testing.T) {
 		t.Errorf("config (-want +got):\n%s", diff)
 	}
 }
+
+// A session resumed after its process died while a tool ran holds the
+// assistant's tool call but no result, which the API refuses (400 "an
+// assistant message with 'tool_calls' must be followed by tool messages
+// responding to each 'tool_call_id'"): the request answers it as
+// interrupted, right after the call.
+func TestToolCallWithoutResultIsAnswered(t *testing.T) {
+	t.Parallel()
+	eachAPI(t, func(t *testing.T, api string) {
+		srv := llmtest.NewServer(t, llmtest.Turn{Text: []string{"Going on."}})
+		p := newProvider(t, srv.URL()+"/v1", api)
+		req := &llm.Request{Messages: []llm.Message{
+			llm.UserText("list the files"),
+			{Role: llm.RoleAssistant, Parts: []llm.Part{llm.Text("Working."), {Type: llm.PartToolCall, ToolCall: &llm.ToolCall{ID: "call_7", Name: "Bash", Input: json.RawMessage(`{"command":"ls"}`)}}}},
+			llm.UserText("go on"),
+		}}
+		if out := stream(t, t.Context(), p, req); out.Err != nil {
+			t.Fatal(out.Err)
+		}
+		body := srv.Requests()[0].JSON()
+		want := map[string]any{
+			APIChat: []any{
+				map[string]any{"role": "user", "content": "list the files"},
+				map[string]any{"role": "assistant", "content": "Working.", "tool_calls": []any{
+					map[string]any{"id": "call_7", "type": "function", "function": map[string]any{"name": "Bash", "arguments": `{"command":"ls"}`}},
+				}},
+				map[string]any{"role": "tool", "tool_call_id": "call_7", "content": "Error: " + llm.InterruptedToolResult},
+				map[string]any{"role": "user", "content": "go on"},
+			},
+			APIResponses: []any{
+				map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_text", "text": "list the files"}}},
+				map[string]any{"type": "message", "role": "assistant", "content": []any{map[string]any{"type": "output_text", "text": "Working."}}},
+				map[string]any{"type": "function_call", "call_id": "call_7", "name": "Bash", "arguments": `{"command":"ls"}`},
+				map[string]any{"type": "function_call_output", "call_id": "call_7", "output": "Error: " + llm.InterruptedToolResult},
+				map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_text", "text": "go on"}}},
+			},
+		}[api]
+		got := body["messages"]
+		if api == APIResponses {
+			got = body["input"]
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("conversation (-want +got):\n%s", diff)
+		}
+	})
+}

@@ -103,6 +103,11 @@ func TestDemoPieceShape(t *testing.T) {
 			t.Errorf("the final result does not mention %q", want)
 		}
 	}
+	// `maestro run --piece general` plays it too, where there is no
+	// server to restart: the restart is said of serve and worker.
+	if strings.Contains(done.Result, "restart the server") || !strings.Contains(done.Result, "`maestro serve` or `maestro worker`") {
+		t.Errorf("the final result speaks of a server without naming it:\n%s", done.Result)
+	}
 	if first := s.Frames[0].Statements[0]; first.Kind != KindText || !strings.Contains(first.Text, "scripted replay") {
 		t.Errorf("first statement %+v does not announce the scripted replay", first)
 	}
