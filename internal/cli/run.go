@@ -330,7 +330,7 @@ func checkNewPieceRun(ctx context.Context, io *IOStreams, h *host.Host, o runOpt
 	if o.Piece == "" {
 		// Classified on a live model (runPiece), else the plain loop.
 		live := choice.Executor == protocol.ExecutorLive
-		if _, err := classifierModel(ctx, pieceModels(io.Getenv, h.Config()), h.Config(), live); err != nil {
+		if _, err := h.ClassifierModel(ctx, h.PieceModels(), live); err != nil {
 			return nil, failErr(err)
 		}
 		return choice, nil
