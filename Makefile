@@ -18,8 +18,9 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/maestro
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(dir $(BIN))maestro-fakemodel ./cmd/maestro-fakemodel
 
-# The main job on embedded defaults: no model configured, so the bundled
-# replay scenario runs with real tools in a fresh temporary workspace; Maestro's
+# The main job on embedded defaults: the bundled replay scenario (--model
+# replay/demo, even when a MAESTRO_HOME you keep names a model) runs with real
+# tools in a fresh temporary workspace; Maestro's
 # home (session logs) sits beside it, never inside (a workspace holding the
 # home is refused: the agent could read the model keys).
 demo: build
@@ -27,7 +28,7 @@ demo: build
 	echo "workspace: $$ws"; \
 	env -u ANTHROPIC_API_KEY -u ANTHROPIC_AUTH_TOKEN -u OPENAI_API_KEY -u OPENAI_BASE_URL -u MAESTRO_MODEL \
 		MAESTRO_HOME=$${MAESTRO_HOME:-$$tmp/maestro-home} \
-		./$(BIN) run --workspace "$$ws" "Show me what you can do in this workspace"; rc=$$?; \
+		./$(BIN) run --model replay/demo --workspace "$$ws" "Show me what you can do in this workspace"; rc=$$?; \
 	echo "The commands above name maestro, which is $(CURDIR)/$(BIN): export PATH=\"$(CURDIR)/$(patsubst %/,%,$(dir $(BIN))):\$$PATH\" to run them as printed."; \
 	exit $$rc
 
