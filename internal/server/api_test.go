@@ -171,6 +171,30 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// TestDecodeErrorsInJSONWords: a body of the wrong JSON type is answered
+// in JSON's words, naming the field (or the request body), never with a Go
+// type name such as api.CreateTaskRequest, int or bool.
+func TestDecodeErrorsInJSONWords(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sqliteStore(t), nil)
+	cases := []struct {
+		path, body, field, want string
+	}{
+		{"/api/v1/tasks", `[]`, "", "request body: expected a JSON object, found JSON array"},
+		{"/api/v1/tasks", `"do it"`, "", "request body: expected a JSON object, found JSON string"},
+		{"/api/v1/tasks", `{"title":"x","priority":"high"}`, "priority", "priority: expected an integer, found JSON string"},
+		{"/api/v1/tasks", `{"title":"x","max_attempts":1.5}`, "max_attempts", "max_attempts: expected an integer, found JSON number 1.5"},
+		{"/api/v1/tasks", `{"title":["x"]}`, "title", "title: expected a string, found JSON array"},
+		{"/api/v1/schedules", `{"name":"n","cron_expr":"@daily","title":"t","enabled":"yes"}`, "enabled", "enabled: expected true or false, found JSON string"},
+	}
+	for _, c := range cases {
+		ae := e.wantError(http.StatusBadRequest, "POST", c.path, c.body, "Content-Type", "application/json")
+		if ae.Field != c.field || ae.Error != c.want {
+			t.Errorf("POST %s %s: field %q, error %q; want field %q, error %q", c.path, c.body, ae.Field, ae.Error, c.field, c.want)
+		}
+	}
+}
+
 func TestAuth(t *testing.T) {
 	t.Parallel()
 	const token = "s3cret-token-value"

@@ -383,7 +383,7 @@ func decodePartJSON(w http.ResponseWriter, part io.Reader, v any) bool {
 		}
 		return true
 	}
-	if writeFieldDecodeError(w, err) {
+	if writeFieldDecodeError(w, err, "task") {
 		return false
 	}
 	msg := err.Error()
