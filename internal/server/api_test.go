@@ -195,6 +195,41 @@ func TestDecodeErrorsInJSONWords(t *testing.T) {
 	}
 }
 
+// TestNameTaken: creating (or renaming to) a name another schedule, MCP
+// server, SSH connection or skill holds is a 409 naming the field and the
+// name, on both stores; the database's constraint text ("UNIQUE
+// constraint failed: schedules.name (2067)") is not the answer.
+func TestNameTaken(t *testing.T) {
+	onEachBackend(t, func(t *testing.T, e *env) {
+		sched := func(name string) map[string]any {
+			return map[string]any{"name": name, "cron_expr": "* * * * *", "title": "t"}
+		}
+		e.must(http.StatusCreated, "POST", "/api/v1/schedules", sched("weekly"), nil)
+		var other struct{ Schedule store.Schedule }
+		e.must(http.StatusCreated, "POST", "/api/v1/schedules", sched("daily"), &other)
+		mcp := api.MCPServerRequest{Slug: "gh", Transport: "stdio", Command: "gh-mcp"}
+		e.must(http.StatusCreated, "POST", api.MCPServersPath, mcp, nil)
+		skill := map[string]any{"files": map[string]string{"SKILL.md": "---\nname: pdf\ndescription: Fill PDF forms\n---\nbody\n"}}
+		e.must(http.StatusCreated, "POST", api.SkillsPath, skill, nil)
+		cases := []struct {
+			method, path string
+			body         any
+			field, name  string
+		}{
+			{"POST", "/api/v1/schedules", sched("weekly"), "name", `"weekly"`},
+			{"PUT", "/api/v1/schedules/" + strconv.FormatInt(other.Schedule.ID, 10), sched("weekly"), "name", `"weekly"`},
+			{"POST", api.MCPServersPath, mcp, "slug", `"gh"`},
+			{"POST", api.SkillsPath, skill, "files.SKILL.md", `"pdf"`},
+		}
+		for _, c := range cases {
+			ae := e.wantError(http.StatusConflict, c.method, c.path, c.body)
+			if ae.Field != c.field || !strings.Contains(ae.Error, c.name) || strings.Contains(ae.Error, "constraint") {
+				t.Errorf("%s %s again: field %q, error %q; want field %q, the name %s and no database text", c.method, c.path, ae.Field, ae.Error, c.field, c.name)
+			}
+		}
+	})
+}
+
 func TestAuth(t *testing.T) {
 	t.Parallel()
 	const token = "s3cret-token-value"
@@ -425,7 +460,7 @@ func TestSchedules(t *testing.T) {
 		{map[string]any{"name": "x", "cron_expr": "* * * * *"}, 422, "title"},
 		{map[string]any{"name": "Bad Name", "cron_expr": "* * * * *", "title": "t"}, 422, "name"},
 		{map[string]any{"name": "x", "cron_expr": "* * * * *", "title": "t", "piece": "nope"}, 422, "piece"},
-		{map[string]any{"name": "nightly", "cron_expr": "* * * * *", "title": "t"}, 409, ""},
+		{map[string]any{"name": "nightly", "cron_expr": "* * * * *", "title": "t"}, 409, "name"},
 	} {
 		ae := e.wantError(c.status, "POST", "/api/v1/schedules", c.body)
 		if ae.Field != c.field {

@@ -42,6 +42,19 @@ func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
+// nameTaken answers 409 naming field when err says that a create (or a
+// rename) hit a name another record holds, and reports whether it did.
+// The store's error quotes the database's constraint ("UNIQUE constraint
+// failed: schedules.name (2067)"), which tells a client nothing it can
+// act on.
+func nameTaken(w http.ResponseWriter, err error, field, msg string) bool {
+	if !errors.Is(err, store.ErrConflict) {
+		return false
+	}
+	writeFieldError(w, http.StatusConflict, field, msg)
+	return true
+}
+
 // pieceErrors answers 422 with the validator's faults.
 func pieceErrors(w http.ResponseWriter, err error) bool {
 	pe, ok := errors.AsType[*piece.Errors](err)
