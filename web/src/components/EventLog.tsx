@@ -141,6 +141,7 @@ const LogItem = memo(function LogItem({ item }: { item: Item }) {
         <p {...common} className="text-xs text-slate-600 dark:text-slate-400">
           #{item.id} status <StatusBadge state={item.state} /> attempt {item.attempt}
           {item.worker ? ` on ${item.worker}` : ""}
+          {item.reason ? ` (${item.reason})` : ""}
           {item.error ? ` — ${item.error}` : ""}
         </p>
       );
