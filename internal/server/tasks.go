@@ -140,6 +140,10 @@ func (s *Server) checkExecutor(w http.ResponseWriter, req api.CreateTaskRequest)
 			fmt.Sprintf("%q is not an executor: expected one of %s (leave it empty for the server's default)", req.Executor, strings.Join(api.Executors(), ", ")))
 	case req.Executor == api.ExecutorAgentCLI && req.Agent == "":
 		writeFieldError(w, http.StatusUnprocessableEntity, "agent", "required with executor agent-cli: "+agentChoice(agents))
+	case req.Executor == api.ExecutorAgentCLI && len(agents) == 0 && s.cfg.Info.Worker != "":
+		// This process runs jobs and has no agent CLI to run one on: the
+		// job would fail once claimed.
+		writeFieldError(w, http.StatusUnprocessableEntity, "agent", fmt.Sprintf("%q: no agent CLI is installed where this server runs jobs (maestro agents list says why); install one, or choose another executor", req.Agent))
 	case req.Executor == api.ExecutorAgentCLI && len(agents) > 0 && !slices.Contains(agents, req.Agent):
 		writeFieldError(w, http.StatusUnprocessableEntity, "agent", fmt.Sprintf("%q is not an agent CLI this server runs: %s", req.Agent, agentChoice(agents)))
 	case req.Executor != api.ExecutorAgentCLI && req.Agent != "":
