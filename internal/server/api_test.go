@@ -171,6 +171,39 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// TestCreateTaskPayloadChecked: the payload fields a worker reads with a
+// type (task, no_piece) and a replay scenario are checked when the task is
+// created, a 422 naming the field, rather than taken and failing the job
+// once a worker claims it; a scenario that parses is taken, as an object
+// or as text.
+func TestCreateTaskPayloadChecked(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sqliteStore(t), nil)
+	const scenario = `{"schemaVersion": "evalops.maestro.scripted-scenario.v1", "id": "s", "description": "d",
+ "metadata": {"recordedAt": "2026-11-27T00:00:00Z", "toolsExpected": ["complete"]},
+ "frames": [{"index": 0, "statements": [{"kind": "tool_call", "tool": "complete", "input": {"status": "success", "result": "ok"}}]}]}`
+	for _, c := range []struct {
+		payload, field, says string
+	}{
+		{`{"no_piece": "yes"}`, "payload.no_piece", "payload.no_piece: expected true or false, found JSON string"},
+		{`{"task": 3}`, "payload.task", "payload.task: expected a string, found JSON number"},
+		{`{"replay": 5}`, "payload.replay", "payload.replay: 1:1: expected a scripted scenario object"},
+		{`{"replay": {"frames": []}}`, "payload.replay", "schemaVersion: required field is missing"},
+		{`{"replay": "frames: ["}`, "payload.replay", "invalid YAML"},
+	} {
+		ae := e.wantError(http.StatusUnprocessableEntity, "POST", "/api/v1/tasks", `{"title": "t", "payload": `+c.payload+`}`, "Content-Type", "application/json")
+		if ae.Field != c.field || !strings.Contains(ae.Error, c.says) {
+			t.Errorf("payload %s: field %q, error %q; want field %q saying %q", c.payload, ae.Field, ae.Error, c.field, c.says)
+		}
+	}
+	text, _ := json.Marshal(scenario)
+	for _, payload := range []string{`{"replay": ` + scenario + `}`, `{"replay": ` + string(text) + `, "no_piece": true}`, `{"replay": null}`} {
+		if code, body := e.do("POST", "/api/v1/tasks", `{"title": "t", "payload": `+payload+`}`, "Content-Type", "application/json"); code != http.StatusCreated {
+			t.Errorf("payload %s: %d %s, want 201", payload, code, body)
+		}
+	}
+}
+
 // TestDecodeErrorsInJSONWords: a body of the wrong JSON type is answered
 // in JSON's words, naming the field (or the request body), never with a Go
 // type name such as api.CreateTaskRequest, int or bool.
