@@ -121,7 +121,7 @@ sessions are shut down and their logs saved.`,
 	f.StringVar(&o.DB, "db", "", "job store: postgres://… URL (default: MAESTRO_DB, else SQLite <data dir>/maestro.db)")
 	f.StringVar(&o.DataDir, "data-dir", "", "data directory: SQLite database and task workspaces (default ~/.maestro or $MAESTRO_HOME)")
 	f.StringVar(&o.Artifacts, "artifacts", "", artifactsFlag)
-	f.IntVar(&o.Workers, "workers", 2, "jobs to run at once in this process (0: API and scheduler only)")
+	f.IntVar(&o.Workers, "workers", 2, "jobs to run at once in this process (0: API and scheduler only, with maestro worker processes on a shared PostgreSQL)")
 	f.StringVar(&o.Token, "token", "", "bearer token clients must send (default $MAESTRO_API_TOKEN; required unless --listen is loopback)")
 	f.Int64Var(&o.MaxUpload, "max-upload", server.DefaultMaxUpload, "largest accepted upload in bytes")
 	f.StringVar(&o.Name, "name", "", "worker name shown as the lease owner (default host:pid)")
@@ -277,6 +277,11 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	auth := "no token (loopback only)"
 	if token != "" {
 		auth = "bearer token required"
+	}
+	if _, lite := st.(*sqlite.Store); lite && o.Workers == 0 {
+		// SQLite is one process's: no maestro worker can open it beside
+		// this one, so nothing would ever run the jobs queued here.
+		fmt.Fprintf(io.ErrOut, "maestro serve: warning: --workers 0 on SQLite: no job will run, since no other process (maestro worker) can open %s while this one holds it; tasks stay queued until a serve with workers opens it. Give this serve workers, or share a PostgreSQL database (--db postgres://…) with maestro worker processes\n", filepath.Join(dataDir, "maestro.db"))
 	}
 	fmt.Fprintf(io.Out, "maestro serve: API and web UI on http://%s (%s), %d worker(s), data %s\n", ln.Addr(), auth, o.Workers, dataDir)
 

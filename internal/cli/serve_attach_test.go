@@ -394,3 +394,19 @@ func TestServeAttachWithoutToken(t *testing.T) {
 		t.Fatalf("session log: %v", err)
 	}
 }
+
+// TestServeNoWorkersOnSQLiteWarns: serve --workers 0 on SQLite says at
+// start that no job will run (no maestro worker can open the database
+// beside it); with workers it says nothing of the kind.
+func TestServeNoWorkersOnSQLiteWarns(t *testing.T) {
+	t.Parallel()
+	for _, workers := range []string{"0", "1"} {
+		dataDir := t.TempDir()
+		s := serveInProcess(t, map[string]string{"MAESTRO_HOME": dataDir}, []string{"--data-dir", dataDir, "--workers", workers})
+		warned := strings.Contains(s.log.String(), "--workers 0 on SQLite: no job will run")
+		if warned != (workers == "0") {
+			t.Errorf("--workers %s: warned %v; serve said:\n%s", workers, warned, s.log.String())
+		}
+		s.stop()
+	}
+}

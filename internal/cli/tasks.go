@@ -348,7 +348,12 @@ returns it. Colours only on a terminal, and never with NO_COLOR set.`,
 				}
 				if page.NextAfter == 0 {
 					log.close()
-					if !o.json && !page.State.Terminal() && page.State != "" {
+					switch {
+					case o.json || page.State.Terminal() || page.State == "":
+					case page.State == store.StateWaitingHuman:
+						// Following would only wait: the job waits for the user.
+						fmt.Fprintf(io.ErrOut, "job %d waits for your answer: maestro tasks comment %d \"…\"\n", jobID, id)
+					default:
 						fmt.Fprintf(io.ErrOut, "job %d is %s; follow it with: maestro tasks logs %d -f\n", jobID, page.State, id)
 					}
 					return nil

@@ -137,6 +137,11 @@ func TestServeAndTasks(t *testing.T) {
 		!strings.Contains(out, "maestro tasks comment 2") {
 		t.Fatalf("show waiting task: exit %d\n%s\n%s", code, out, errOut)
 	}
+	// The log of a job that waits says how to answer, not to follow it.
+	code, _, errOut = runTasksCLI(t, env, "tasks", "logs", "2")
+	if code != 0 || !strings.Contains(errOut, `job 2 waits for your answer: maestro tasks comment 2 "…"`) {
+		t.Fatalf("logs of a waiting job: exit %d\n%s", code, errOut)
+	}
 	code, out, errOut = runTasksCLI(t, env, "tasks", "comment", "2", "blue")
 	if code != 0 || !strings.Contains(out, "job 2 resumed (queued)") {
 		t.Fatalf("comment: exit %d\n%s\n%s", code, out, errOut)

@@ -193,13 +193,16 @@ var cronFields = []string{"minute", "hour", "day of month", "month", "day of wee
 // NextRun returns the first tick of cronExpr after after, in UTC
 // (robfig/cron v3 syntax: five fields minute hour day-of-month month
 // day-of-week, descriptors such as @hourly and "@every 5m", and a
-// CRON_TZ=Zone prefix). The error names the field that is wrong.
+// CRON_TZ=Zone prefix). Without CRON_TZ the expression is read in UTC,
+// whatever the zone of the machine or of after: every process sharing a
+// store computes the same ticks, and the web UI's preview shows them. The
+// error names the field that is wrong.
 func NextRun(cronExpr string, after time.Time) (time.Time, error) {
 	s, err := cronParser.Parse(cronExpr)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("cron expression %q: %s%w", cronExpr, cronField(cronExpr, err), err)
 	}
-	next := s.Next(after)
+	next := s.Next(after.UTC())
 	if next.IsZero() {
 		return time.Time{}, fmt.Errorf("cron expression %q never fires", cronExpr)
 	}

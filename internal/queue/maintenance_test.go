@@ -31,7 +31,15 @@ func TestNextRun(t *testing.T) {
 		{expr: "* * *", err: "expected exactly 5 fields"},
 		{expr: "", err: "empty spec string"},
 	}
+	// The machine's zone (of the time given) does not change the ticks:
+	// without CRON_TZ the expression is read in UTC.
+	east := at.In(time.FixedZone("UTC+5", 5*3600))
 	for _, tt := range tests {
+		if tt.err == "" {
+			if a, b := must(queue.NextRun(tt.expr, at)), must(queue.NextRun(tt.expr, east)); !a.Equal(b) {
+				t.Errorf("NextRun(%q) = %s from a UTC time, %s from the same time in UTC+5; want the same tick", tt.expr, a.Format(time.RFC3339), b.Format(time.RFC3339))
+			}
+		}
 		got, err := queue.NextRun(tt.expr, at)
 		if tt.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
@@ -186,4 +194,12 @@ func TestMaintenanceSkipsMissedTicks(t *testing.T) {
 	if _, fired, _ := queue.MaintainOnce(ctx, st, clk.Now, quiet); fired != 0 {
 		t.Errorf("fired %d more times without a new tick", fired)
 	}
+}
+
+// must returns t, or the zero time when err is set (the caller compares).
+func must(t time.Time, err error) time.Time {
+	if err != nil {
+		return time.Time{}
+	}
+	return t
 }

@@ -200,6 +200,9 @@ func (r *engineRunner) run(ctx context.Context, j *Job, jr *jobRun) Result {
 		if err := json.Unmarshal(j.Payload, &pl); err != nil {
 			return Result{State: store.StateFailed, NoRetry: true, Error: fmt.Sprintf("job payload: expected a JSON object with optional \"replay\" and \"task\": %v", err)}
 		}
+		if string(pl.Replay) == "null" {
+			pl.Replay = nil // "replay": null is no scenario, as the API takes it
+		}
 	}
 	if msg := checkExecutor(pl, r.cfg.Agents != nil); msg != "" {
 		return Result{State: store.StateFailed, NoRetry: true, Error: msg}

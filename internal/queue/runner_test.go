@@ -142,6 +142,24 @@ func TestEngineRunnerRejectsBadReplay(t *testing.T) {
 	}
 }
 
+// TestEngineRunnerNullReplayIsNone: a payload's "replay": null (which the
+// API takes) is no scenario: the job runs the bundled demo instead of
+// failing on an empty YAML document.
+func TestEngineRunnerNullReplayIsNone(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t, nil)
+	startPool(t, queue.Config{Store: st, Runner: queue.NewEngineRunner(queue.EngineRunnerConfig{DataDir: t.TempDir()})})
+	_, j, err := st.CreateTask(t.Context(), store.NewTask{Title: "x", Piece: "general", MaxAttempts: 1, Payload: json.RawMessage(`{"replay": null}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The demo's Bash call fails here (no sandbox configured): what
+	// matters is that the run started, on the demo.
+	if got := waitJob(t, st, j.ID, "finished", func(j store.Job) bool { return j.State.Terminal() }); got.Movement != "execute" || strings.Contains(got.Error, "payload") {
+		t.Errorf("job = %+v, want the bundled demo's run started, not a payload error", got)
+	}
+}
+
 // A waiting job resumed without a new user comment keeps waiting and does
 // not take an older comment (one before the question) as the answer.
 func TestEngineRunnerResumeWithoutAnswerKeepsWaiting(t *testing.T) {

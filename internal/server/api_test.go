@@ -171,6 +171,98 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// TestCreateTaskPayloadChecked: the payload fields a worker reads with a
+// type (task, no_piece) and a replay scenario are checked when the task is
+// created, a 422 naming the field, rather than taken and failing the job
+// once a worker claims it; a scenario that parses is taken, as an object
+// or as text.
+func TestCreateTaskPayloadChecked(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sqliteStore(t), nil)
+	const scenario = `{"schemaVersion": "evalops.maestro.scripted-scenario.v1", "id": "s", "description": "d",
+ "metadata": {"recordedAt": "2026-11-27T00:00:00Z", "toolsExpected": ["complete"]},
+ "frames": [{"index": 0, "statements": [{"kind": "tool_call", "tool": "complete", "input": {"status": "success", "result": "ok"}}]}]}`
+	for _, c := range []struct {
+		payload, field, says string
+	}{
+		{`{"no_piece": "yes"}`, "payload.no_piece", "payload.no_piece: expected true or false, found JSON string"},
+		{`{"task": 3}`, "payload.task", "payload.task: expected a string, found JSON number"},
+		{`{"replay": 5}`, "payload.replay", "payload.replay: 1:1: expected a scripted scenario object"},
+		{`{"replay": {"frames": []}}`, "payload.replay", "schemaVersion: required field is missing"},
+		{`{"replay": "frames: ["}`, "payload.replay", "invalid YAML"},
+	} {
+		ae := e.wantError(http.StatusUnprocessableEntity, "POST", "/api/v1/tasks", `{"title": "t", "payload": `+c.payload+`}`, "Content-Type", "application/json")
+		if ae.Field != c.field || !strings.Contains(ae.Error, c.says) {
+			t.Errorf("payload %s: field %q, error %q; want field %q saying %q", c.payload, ae.Field, ae.Error, c.field, c.says)
+		}
+	}
+	text, _ := json.Marshal(scenario)
+	for _, payload := range []string{`{"replay": ` + scenario + `}`, `{"replay": ` + string(text) + `, "no_piece": true}`, `{"replay": null}`} {
+		if code, body := e.do("POST", "/api/v1/tasks", `{"title": "t", "payload": `+payload+`}`, "Content-Type", "application/json"); code != http.StatusCreated {
+			t.Errorf("payload %s: %d %s, want 201", payload, code, body)
+		}
+	}
+}
+
+// TestDecodeErrorsInJSONWords: a body of the wrong JSON type is answered
+// in JSON's words, naming the field (or the request body), never with a Go
+// type name such as api.CreateTaskRequest, int or bool.
+func TestDecodeErrorsInJSONWords(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sqliteStore(t), nil)
+	cases := []struct {
+		path, body, field, want string
+	}{
+		{"/api/v1/tasks", `[]`, "", "request body: expected a JSON object, found JSON array"},
+		{"/api/v1/tasks", `"do it"`, "", "request body: expected a JSON object, found JSON string"},
+		{"/api/v1/tasks", `{"title":"x","priority":"high"}`, "priority", "priority: expected an integer, found JSON string"},
+		{"/api/v1/tasks", `{"title":"x","max_attempts":1.5}`, "max_attempts", "max_attempts: expected an integer, found JSON number 1.5"},
+		{"/api/v1/tasks", `{"title":["x"]}`, "title", "title: expected a string, found JSON array"},
+		{"/api/v1/schedules", `{"name":"n","cron_expr":"@daily","title":"t","enabled":"yes"}`, "enabled", "enabled: expected true or false, found JSON string"},
+	}
+	for _, c := range cases {
+		ae := e.wantError(http.StatusBadRequest, "POST", c.path, c.body, "Content-Type", "application/json")
+		if ae.Field != c.field || ae.Error != c.want {
+			t.Errorf("POST %s %s: field %q, error %q; want field %q, error %q", c.path, c.body, ae.Field, ae.Error, c.field, c.want)
+		}
+	}
+}
+
+// TestNameTaken: creating (or renaming to) a name another schedule, MCP
+// server, SSH connection or skill holds is a 409 naming the field and the
+// name, on both stores; the database's constraint text ("UNIQUE
+// constraint failed: schedules.name (2067)") is not the answer.
+func TestNameTaken(t *testing.T) {
+	onEachBackend(t, func(t *testing.T, e *env) {
+		sched := func(name string) map[string]any {
+			return map[string]any{"name": name, "cron_expr": "* * * * *", "title": "t"}
+		}
+		e.must(http.StatusCreated, "POST", "/api/v1/schedules", sched("weekly"), nil)
+		var other struct{ Schedule store.Schedule }
+		e.must(http.StatusCreated, "POST", "/api/v1/schedules", sched("daily"), &other)
+		mcp := api.MCPServerRequest{Slug: "gh", Transport: "stdio", Command: "gh-mcp"}
+		e.must(http.StatusCreated, "POST", api.MCPServersPath, mcp, nil)
+		skill := map[string]any{"files": map[string]string{"SKILL.md": "---\nname: pdf\ndescription: Fill PDF forms\n---\nbody\n"}}
+		e.must(http.StatusCreated, "POST", api.SkillsPath, skill, nil)
+		cases := []struct {
+			method, path string
+			body         any
+			field, name  string
+		}{
+			{"POST", "/api/v1/schedules", sched("weekly"), "name", `"weekly"`},
+			{"PUT", "/api/v1/schedules/" + strconv.FormatInt(other.Schedule.ID, 10), sched("weekly"), "name", `"weekly"`},
+			{"POST", api.MCPServersPath, mcp, "slug", `"gh"`},
+			{"POST", api.SkillsPath, skill, "files.SKILL.md", `"pdf"`},
+		}
+		for _, c := range cases {
+			ae := e.wantError(http.StatusConflict, c.method, c.path, c.body)
+			if ae.Field != c.field || !strings.Contains(ae.Error, c.name) || strings.Contains(ae.Error, "constraint") {
+				t.Errorf("%s %s again: field %q, error %q; want field %q, the name %s and no database text", c.method, c.path, ae.Field, ae.Error, c.field, c.name)
+			}
+		}
+	})
+}
+
 func TestAuth(t *testing.T) {
 	t.Parallel()
 	const token = "s3cret-token-value"
@@ -401,7 +493,7 @@ func TestSchedules(t *testing.T) {
 		{map[string]any{"name": "x", "cron_expr": "* * * * *"}, 422, "title"},
 		{map[string]any{"name": "Bad Name", "cron_expr": "* * * * *", "title": "t"}, 422, "name"},
 		{map[string]any{"name": "x", "cron_expr": "* * * * *", "title": "t", "piece": "nope"}, 422, "piece"},
-		{map[string]any{"name": "nightly", "cron_expr": "* * * * *", "title": "t"}, 409, ""},
+		{map[string]any{"name": "nightly", "cron_expr": "* * * * *", "title": "t"}, 409, "name"},
 	} {
 		ae := e.wantError(c.status, "POST", "/api/v1/schedules", c.body)
 		if ae.Field != c.field {

@@ -9,6 +9,22 @@ import (
 	"github.com/maestro-run/maestro/internal/server"
 )
 
+// TestCreateTaskAgentNoneInstalled: a server that runs jobs (Worker set)
+// with no agent CLI installed refuses an agent-cli task at once, naming the
+// field, rather than queueing a job its workers can only fail; one that
+// runs no workers takes the task for workers elsewhere.
+func TestCreateTaskAgentNoneInstalled(t *testing.T) {
+	t.Parallel()
+	body := map[string]any{"title": "on codex", "executor": "agent-cli", "agent": "codex"}
+	e := newEnv(t, sqliteStore(t), func(c *server.Config) { c.Info.Worker = "host:1" })
+	ae := e.wantError(http.StatusUnprocessableEntity, "POST", "/api/v1/tasks", body)
+	if ae.Field != "agent" || !strings.Contains(ae.Error, "no agent CLI is installed") {
+		t.Errorf("agent-cli task on a worker with none installed: %+v, want a 422 on agent saying none is installed", ae)
+	}
+	e = newEnv(t, sqliteStore(t), nil)
+	e.must(http.StatusCreated, "POST", "/api/v1/tasks", body, nil)
+}
+
 // TestCreateTaskExecutor: POST /api/v1/tasks' executor and agent are
 // checked against the allowed values (a 422 naming the field and what it
 // may be) and land in the job payload, replacing the payload's own; GET

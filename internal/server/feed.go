@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -203,7 +204,7 @@ func (f *feed) since(dst []store.JobEvent, after int64) (events []store.JobEvent
 // events come from the job's shared feed (one store read per wake-up for
 // all the streams following the job in this process); a stream that is
 // behind the feed's window reads the store itself.
-func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id, after int64) {
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id, after int64, cursor string) {
 	ctx := r.Context()
 	// Join the feed (subscribed to the job's wake-ups) before the first
 	// read, so nothing appended in between is missed.
@@ -219,6 +220,14 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id, after 
 	j, err := s.st.GetJob(ctx, id)
 	if err != nil {
 		s.storeError(w, r, err)
+		return
+	}
+	if after > j.LastSeq {
+		// Events are stored before they are sent, so no client can have
+		// received one past LastSeq: the cursor is of another job or of a
+		// log that was replaced. Streaming from it would skip every event
+		// up to it (and end saying last_seq is the cursor).
+		writeFieldError(w, http.StatusBadRequest, cursor, fmt.Sprintf("event %d is past the job's last event (%d): expected the sequence number of an event of this job's log", after, j.LastSeq))
 		return
 	}
 	state := j.State

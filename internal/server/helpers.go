@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -39,6 +40,19 @@ func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.Error("store call failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		writeError(w, http.StatusInternalServerError, "internal error: the store call failed; see the server log")
 	}
+}
+
+// nameTaken answers 409 naming field when err says that a create (or a
+// rename) hit a name another record holds, and reports whether it did.
+// The store's error quotes the database's constraint ("UNIQUE constraint
+// failed: schedules.name (2067)"), which tells a client nothing it can
+// act on.
+func nameTaken(w http.ResponseWriter, err error, field, msg string) bool {
+	if !errors.Is(err, store.ErrConflict) {
+		return false
+	}
+	writeFieldError(w, http.StatusConflict, field, msg)
+	return true
 }
 
 // pieceErrors answers 422 with the validator's faults.
@@ -87,7 +101,7 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, optional bool) bo
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body: expected at most %d bytes", maxJSONBody))
 		return false
 	}
-	if writeFieldDecodeError(w, err) {
+	if writeFieldDecodeError(w, err, "") {
 		return false
 	}
 	if err == io.EOF {
@@ -100,10 +114,22 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, optional bool) bo
 
 // writeFieldDecodeError answers the errors of a strict JSON decoder that
 // concern one field (a value of the wrong type, an unknown field) with a
-// 400 naming that field, and reports whether err was one of them.
-func writeFieldDecodeError(w http.ResponseWriter, err error) bool {
+// 400 naming that field, and reports whether err was one of them. A value
+// of the wrong type for the whole document (an array where the route takes
+// an object) is the field whole, or the request body when whole is empty.
+// Types are said in JSON's words ("an integer", "a JSON object"), never
+// Go's.
+func writeFieldDecodeError(w http.ResponseWriter, err error, whole string) bool {
 	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
-		writeFieldError(w, http.StatusBadRequest, te.Field, fmt.Sprintf("expected %s, found JSON %s", te.Type, te.Value))
+		msg := fmt.Sprintf("expected %s, found JSON %s", jsonTypeName(te.Type), te.Value)
+		switch {
+		case te.Field != "":
+			writeFieldError(w, http.StatusBadRequest, te.Field, msg)
+		case whole != "":
+			writeFieldError(w, http.StatusBadRequest, whole, msg)
+		default:
+			writeError(w, http.StatusBadRequest, "request body: "+msg)
+		}
 		return true
 	}
 	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
@@ -111,6 +137,33 @@ func writeFieldDecodeError(w http.ResponseWriter, err error) bool {
 		return true
 	}
 	return false
+}
+
+// jsonTypeName says what JSON value decodes into a value of type t.
+func jsonTypeName(t reflect.Type) string {
+	if t == nil {
+		return "a JSON value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Struct, reflect.Map:
+		return "a JSON object"
+	case reflect.Slice, reflect.Array:
+		return "a JSON array"
+	}
+	return "a JSON value"
 }
 
 // pathID parses the {name} path value as a positive id.

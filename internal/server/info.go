@@ -23,8 +23,9 @@ type Info struct {
 	// "native"); empty when it runs no workers.
 	ExecutorDefault string
 	// Agents are the agent CLIs this process's workers can run a task on
-	// (installed); tasks naming another are refused. Empty when it runs
-	// no workers.
+	// (installed); tasks naming another are refused, and with Worker set
+	// and none installed every agent-cli task is. Empty when it runs no
+	// workers (any agent is taken: workers elsewhere run the jobs).
 	Agents []string
 	// Worker is the name of this process's worker pool (empty: none) and
 	// Host the machine it runs on.

@@ -101,15 +101,16 @@ func (s *Server) jobEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		cursor := "after"
 		if v := r.Header.Get("Last-Event-ID"); v != "" {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			if err != nil || n < 0 {
 				writeFieldError(w, http.StatusBadRequest, "Last-Event-ID", fmt.Sprintf("expected the sequence number of the last event received, found %q", v))
 				return
 			}
-			after = n
+			after, cursor = n, "Last-Event-ID"
 		}
-		s.streamEvents(w, r, id, after)
+		s.streamEvents(w, r, id, after, cursor)
 		return
 	}
 	limit, ok := queryLimit(w, r, store.MaxListLimit)

@@ -165,6 +165,9 @@ func (s *Server) createMCPServer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m, err := s.st.CreateMCPServer(r.Context(), rec)
+	if nameTaken(w, err, "slug", fmt.Sprintf("an MCP server %q exists already; replace it with PUT %s/%s", rec.Slug, api.MCPServersPath, rec.Slug)) {
+		return
+	}
 	if err != nil {
 		s.storeError(w, r, err)
 		return
@@ -369,6 +372,9 @@ func (s *Server) createSSHConnection(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, err := s.st.CreateSSHConnection(r.Context(), rec)
+	if nameTaken(w, err, "id", fmt.Sprintf("an SSH connection %q exists already; replace it with PUT %s/%s, or leave id out for a new one", id, api.SSHConnectionsPath, id)) {
+		return
+	}
 	if err != nil {
 		s.storeError(w, r, err)
 		return
@@ -504,6 +510,9 @@ func (s *Server) createSkill(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sk, err := s.st.CreateSkill(r.Context(), store.Skill{Name: meta.Name, Description: meta.Description, Owner: actor(r), Files: req.Files})
+	if nameTaken(w, err, "files."+store.SkillFile, fmt.Sprintf("a skill named %q exists already (the name in %s's front matter); delete it first to replace it", meta.Name, store.SkillFile)) {
+		return
+	}
 	if err != nil {
 		s.storeError(w, r, err)
 		return

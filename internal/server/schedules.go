@@ -67,6 +67,9 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sc, err := s.st.CreateSchedule(r.Context(), in)
+	if nameTaken(w, err, "name", fmt.Sprintf("a schedule named %q exists already; GET /api/v1/schedules lists them, PUT /api/v1/schedules/{id} changes one", in.Name)) {
+		return
+	}
 	if err != nil {
 		s.storeError(w, r, err)
 		return
@@ -94,6 +97,9 @@ func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sc, err := s.st.UpdateSchedule(r.Context(), id, in)
+	if nameTaken(w, err, "name", fmt.Sprintf("another schedule is named %q; choose another name", in.Name)) {
+		return
+	}
 	if err != nil {
 		s.storeError(w, r, err)
 		return

@@ -227,6 +227,15 @@ func TestSSEErrors(t *testing.T) {
 	if ae := e.wantError(http.StatusBadRequest, "GET", path, nil, "Accept", "text/event-stream", "Last-Event-ID", "abc"); ae.Field != "Last-Event-ID" {
 		t.Fatalf("bad Last-Event-ID: field %q", ae.Field)
 	}
+	// A cursor past the log (of another job, or of a log that was
+	// replaced) is refused rather than streamed from: the stream would
+	// skip every event up to it.
+	for _, c := range []struct{ field, path, id string }{{"Last-Event-ID", path, "5"}, {"after", path + "?after=5", ""}} {
+		ae := e.wantError(http.StatusBadRequest, "GET", c.path, nil, "Accept", "text/event-stream", "Last-Event-ID", c.id)
+		if ae.Field != c.field || !strings.Contains(ae.Error, "past the job's last event (1)") {
+			t.Errorf("stream from event 5 of a job with 1: %+v, want a 400 on %s", ae, c.field)
+		}
+	}
 	e.wantError(http.StatusNotFound, "GET", "/api/v1/jobs/999/events", nil, "Accept", "text/event-stream")
 	e.wantError(http.StatusBadRequest, "GET", path+"?after=-1", nil)
 

@@ -24,6 +24,7 @@ import (
 	"github.com/maestro-run/maestro/internal/agentcli"
 	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/httpedge"
+	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/mcp"
 	"github.com/maestro-run/maestro/internal/staging"
 	"github.com/maestro-run/maestro/internal/store"
@@ -101,6 +102,47 @@ func (s *Server) checkCreateTask(w http.ResponseWriter, r *http.Request, req *ne
 		if raw, ok := req.payload[payloadMCPServers]; ok && !s.checkMCPServers(w, r, raw) {
 			return false
 		}
+		if !checkPayloadFields(w, req.Payload, req.payload["replay"]) {
+			return false
+		}
+	}
+	return true
+}
+
+// payloadFields are the payload fields a worker reads with a type
+// (queue.Payload): a value of another type, or a replay scenario that
+// does not parse, would fail the job once a worker claims it, so the
+// create refuses them, naming the field.
+type payloadFields struct {
+	Task    string `json:"task"`
+	NoPiece bool   `json:"no_piece"`
+}
+
+// checkPayloadFields checks a create's payload (raw, a JSON object) and
+// its replay scenario (as the worker reads it: a JSON object, or a JSON
+// string holding YAML or JSON text); it answers 422 and returns false when
+// a worker could not run them.
+func checkPayloadFields(w http.ResponseWriter, raw, scenario json.RawMessage) bool {
+	var pf payloadFields
+	if err := json.Unmarshal(raw, &pf); err != nil {
+		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field != "" {
+			writeFieldError(w, http.StatusUnprocessableEntity, "payload."+te.Field, fmt.Sprintf("expected %s, found JSON %s", jsonTypeName(te.Type), te.Value))
+			return false
+		}
+	}
+	if len(scenario) == 0 || string(scenario) == "null" {
+		return true
+	}
+	src := []byte(scenario)
+	var text string
+	if json.Unmarshal(scenario, &text) == nil {
+		src = []byte(text)
+	}
+	if _, err := replay.Parse(src, "payload.replay"); err != nil {
+		// The error names the field already ("invalid scripted scenario
+		// payload.replay: 1:1: …", docs/replay.md).
+		httpedge.WriteError(w, httpedge.REST, &httpedge.Error{Status: http.StatusUnprocessableEntity, Message: err.Error(), Field: "payload.replay"})
+		return false
 	}
 	return true
 }
@@ -140,6 +182,10 @@ func (s *Server) checkExecutor(w http.ResponseWriter, req api.CreateTaskRequest)
 			fmt.Sprintf("%q is not an executor: expected one of %s (leave it empty for the server's default)", req.Executor, strings.Join(api.Executors(), ", ")))
 	case req.Executor == api.ExecutorAgentCLI && req.Agent == "":
 		writeFieldError(w, http.StatusUnprocessableEntity, "agent", "required with executor agent-cli: "+agentChoice(agents))
+	case req.Executor == api.ExecutorAgentCLI && len(agents) == 0 && s.cfg.Info.Worker != "":
+		// This process runs jobs and has no agent CLI to run one on: the
+		// job would fail once claimed.
+		writeFieldError(w, http.StatusUnprocessableEntity, "agent", fmt.Sprintf("%q: no agent CLI is installed where this server runs jobs (maestro agents list says why); install one, or choose another executor", req.Agent))
 	case req.Executor == api.ExecutorAgentCLI && len(agents) > 0 && !slices.Contains(agents, req.Agent):
 		writeFieldError(w, http.StatusUnprocessableEntity, "agent", fmt.Sprintf("%q is not an agent CLI this server runs: %s", req.Agent, agentChoice(agents)))
 	case req.Executor != api.ExecutorAgentCLI && req.Agent != "":
@@ -383,7 +429,7 @@ func decodePartJSON(w http.ResponseWriter, part io.Reader, v any) bool {
 		}
 		return true
 	}
-	if writeFieldDecodeError(w, err) {
+	if writeFieldDecodeError(w, err, "task") {
 		return false
 	}
 	msg := err.Error()

@@ -227,6 +227,7 @@ func TestCreateTaskWithFilesRefused(t *testing.T) {
 	}{
 		{"task part missing", []mpart{file("a.txt", "a")}, 400, "task", `first part to be named "task"`},
 		{"task not JSON", []mpart{{name: "task", body: "title: t"}, file("a.txt", "a")}, 400, "task", "expected a JSON object"},
+		{"task part an array", []mpart{{name: "task", body: `[{"title":"t"}]`}}, 400, "task", "task: expected a JSON object, found JSON array"},
 		{"unknown task field", []mpart{{name: "task", body: `{"title":"t","colour":"blue"}`}}, 400, "colour", "unknown field"},
 		{"no title", []mpart{{name: "task", body: `{"body":"b"}`}, file("a.txt", "a")}, 422, "title", "required"},
 		{"reserved payload field", []mpart{{name: "task", body: `{"title":"t","payload":{"input_staging":"x"}}`}}, 422, "payload.input_staging", "reserved"},

@@ -2,8 +2,9 @@ import { describe, expect, it } from "vitest";
 import { render, screen, waitFor } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { MemoryRouter, useLocation } from "react-router";
-import { App } from "./App";
-import { base, json, toRequest } from "./test/helpers";
+import { App, PageError } from "./App";
+import { TaskList } from "./pages/TaskList";
+import { base, json, toRequest, Wrap } from "./test/helpers";
 
 function Where() {
   const l = useLocation();
@@ -78,5 +79,47 @@ describe("sign-in", () => {
     expect(await screen.findByTestId("task-list")).toBeInTheDocument();
     expect(screen.getByTestId("where")).toHaveTextContent(/^\/$/);
     expect(screen.queryByTestId("signin-token")).toBeNull();
+  });
+});
+
+describe("a stopped server", () => {
+  it("is said in words, not as the browser's 'Failed to fetch'", async () => {
+    const down = (async () => {
+      throw new TypeError("Failed to fetch");
+    }) as unknown as typeof fetch;
+    render(
+      <Wrap fetch={down}>
+        <TaskList />
+      </Wrap>,
+    );
+    expect(await screen.findByTestId("task-list-error")).toHaveTextContent(
+      "The server does not answer: is maestro serve running? (Failed to fetch)",
+    );
+  });
+
+  it("a page whose code cannot be loaded says so, keeps the navigation, and another page tries again", async () => {
+    function Broken(): never {
+      throw new TypeError("Failed to fetch dynamically imported module: http://127.0.0.1:7878/assets/Schedules-x.js");
+    }
+    const silence = console.error;
+    console.error = () => undefined; // React reports the caught error
+    try {
+      const { rerender } = render(
+        <PageError path="/schedules">
+          <Broken />
+        </PageError>,
+      );
+      expect(screen.getByTestId("page-error")).toHaveTextContent("This page could not be loaded: the server does not answer");
+      expect(screen.getByRole("button", { name: "Reload" })).toBeInTheDocument();
+      rerender(
+        <PageError path="/">
+          <p>the task list</p>
+        </PageError>,
+      );
+      expect(screen.queryByTestId("page-error")).toBeNull();
+      expect(screen.getByText("the task list")).toBeInTheDocument();
+    } finally {
+      console.error = silence;
+    }
   });
 });

@@ -1,4 +1,4 @@
-import { lazy, Suspense, useEffect, useMemo, useRef, useState } from "react";
+import { Component, lazy, Suspense, useEffect, useMemo, useRef, useState, type ErrorInfo, type ReactNode } from "react";
 import { NavLink, Route, Routes, useLocation, useNavigate } from "react-router";
 import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
 import { ApiContext } from "./api/context";
@@ -64,27 +64,63 @@ export function App({ fetch: f, baseUrl }: AppProps) {
     <ApiContext.Provider value={api}>
       <QueryClientProvider client={queryClient}>
         <Layout>
-          <Suspense fallback={<p className="p-4 text-sm">Loading…</p>}>
-            <Routes>
-              <Route path="/" element={<TaskList />} />
-              <Route path="/tasks" element={<TaskList />} />
-              <Route path="/tasks/new" element={<NewTask />} />
-              <Route path="/tasks/:id" element={<TaskDetail />} />
-              <Route path="/schedules" element={<Schedules />} />
-              <Route path="/server" element={<Server />} />
-              <Route path="/sessions" element={<Sessions />} />
-              <Route path="/sessions/:id" element={<SessionLive />} />
-              <Route path="/agents" element={<Agents />} />
-              <Route path="/usage" element={<Usage />} />
-              <Route path="/pieces/*" element={<Pieces />} />
-              <Route path="/signin" element={<SignIn />} />
-              <Route path="*" element={<p className="p-4">No such page.</p>} />
-            </Routes>
-          </Suspense>
+          <PageError path={location.pathname}>
+            <Suspense fallback={<p className="p-4 text-sm">Loading…</p>}>
+              <Routes>
+                <Route path="/" element={<TaskList />} />
+                <Route path="/tasks" element={<TaskList />} />
+                <Route path="/tasks/new" element={<NewTask />} />
+                <Route path="/tasks/:id" element={<TaskDetail />} />
+                <Route path="/schedules" element={<Schedules />} />
+                <Route path="/server" element={<Server />} />
+                <Route path="/sessions" element={<Sessions />} />
+                <Route path="/sessions/:id" element={<SessionLive />} />
+                <Route path="/agents" element={<Agents />} />
+                <Route path="/usage" element={<Usage />} />
+                <Route path="/pieces/*" element={<Pieces />} />
+                <Route path="/signin" element={<SignIn />} />
+                <Route path="*" element={<p className="p-4">No such page.</p>} />
+              </Routes>
+            </Suspense>
+          </PageError>
         </Layout>
       </QueryClientProvider>
     </ApiContext.Provider>
   );
+}
+
+// PageError shows what went wrong when a page cannot be drawn, instead of
+// an empty window: most often its code could not be loaded (each page but
+// the task list is a chunk fetched when first visited, and the server
+// stopped). The navigation stays; visiting another page tries again.
+export class PageError extends Component<{ path: string; children: ReactNode }, { error: Error | null; path: string }> {
+  state = { error: null as Error | null, path: this.props.path };
+  static getDerivedStateFromError(error: Error) {
+    return { error };
+  }
+  // Another page is another try.
+  static getDerivedStateFromProps(props: { path: string }, state: { error: Error | null; path: string }) {
+    return props.path === state.path ? null : { error: null, path: props.path };
+  }
+  componentDidCatch(error: Error, info: ErrorInfo) {
+    console.error("page failed", error, info.componentStack);
+  }
+  render() {
+    const { error } = this.state;
+    if (!error) return this.props.children;
+    const load = /dynamically imported module|Importing a module script failed|error loading dynamically/i.test(error.message);
+    return (
+      <div className="card space-y-2" role="alert" data-testid="page-error">
+        <p className="font-semibold">
+          {load ? "This page could not be loaded: the server does not answer. Is maestro serve running?" : "This page failed to draw."}
+        </p>
+        <p className="text-sm text-slate-600 dark:text-slate-400">{error.message}</p>
+        <button type="button" className="btn" onClick={() => window.location.reload()}>
+          Reload
+        </button>
+      </div>
+    );
+  }
 }
 
 const navClass = ({ isActive }: { isActive: boolean }) =>

@@ -28,12 +28,34 @@ export interface ApiOptions {
   onUnauthorized: () => void;
 }
 
+// Unreachable is what a call throws when no answer came at all (the
+// server stopped, the network is down): the browser's own error says only
+// "Failed to fetch" (Chrome) or "NetworkError when attempting to fetch
+// resource" (Firefox), which does not tell a user what to do.
+export class Unreachable extends Error {
+  constructor(cause: unknown) {
+    super(`The server does not answer: is maestro serve running? (${cause instanceof Error ? cause.message : String(cause)})`);
+    this.name = "Unreachable";
+  }
+}
+
+// reach calls fetch and turns a failure to get any answer into Unreachable;
+// an aborted call stays an AbortError.
+export async function reach(f: (req: Request) => Promise<Response>, req: Request): Promise<Response> {
+  try {
+    return await f(req);
+  } catch (err) {
+    if (err instanceof TypeError) throw new Unreachable(err);
+    throw err;
+  }
+}
+
 // createApi returns the typed client of docs/openapi.yaml (openapi-fetch):
 // it sends the bearer token when one is stored and reports 401s.
 export function createApi(opts: ApiOptions) {
   const client = createClient<paths>({
     baseUrl: opts.baseUrl ?? "",
-    fetch: opts.fetch ? (req: Request) => opts.fetch!(req) : undefined,
+    fetch: (req: Request) => reach((r) => (opts.fetch ?? fetch)(r), req),
   });
   const auth: Middleware = {
     onRequest({ request }) {
@@ -54,7 +76,7 @@ export function createApi(opts: ApiOptions) {
     async raw(path: string, headers: Record<string, string> = {}): Promise<Response> {
       const f = opts.fetch ?? fetch;
       const url = new URL(path, opts.baseUrl || window.location.origin);
-      const res = await f(new Request(url, { headers: { ...headers, ...authHeaders(opts.getToken()) } }));
+      const res = await reach(f, new Request(url, { headers: { ...headers, ...authHeaders(opts.getToken()) } }));
       if (res.status === 401) opts.onUnauthorized();
       return res;
     },

@@ -1592,7 +1592,7 @@ export interface components {
             content: {
                 "application/json": {
                     name: string;
-                    /** @description five fields (minute hour day-of-month month day-of-week) or a descriptor such as @daily */
+                    /** @description five fields (minute hour day-of-month month day-of-week) or a descriptor such as @daily, read in UTC unless prefixed with CRON_TZ=Zone */
                     cron_expr: string;
                     /** @default true */
                     enabled?: boolean;
@@ -2254,6 +2254,7 @@ export interface operations {
         requestBody: components["requestBodies"]["ScheduleBody"];
         responses: {
             200: components["responses"]["ScheduleResponse"];
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];

@@ -138,9 +138,10 @@ const LogItem = memo(function LogItem({ item }: { item: Item }) {
       );
     case "status":
       return (
-        <p {...common} className="text-xs text-slate-600 dark:text-slate-400">
+        <p {...common} className="text-xs whitespace-pre-wrap text-slate-600 dark:text-slate-400">
           #{item.id} status <StatusBadge state={item.state} /> attempt {item.attempt}
           {item.worker ? ` on ${item.worker}` : ""}
+          {item.reason ? ` (${item.reason})` : ""}
           {item.error ? ` — ${item.error}` : ""}
         </p>
       );

@@ -1,22 +1,33 @@
 import { describe, expect, it } from "vitest";
 import { explainCron } from "./cron";
 
-// Times are local: build the expected ones with the local-time constructor.
-const from = new Date(2026, 10, 26, 8, 30); // Thu 26 Nov 2026 08:30
+// The server reads an expression in UTC (or the zone of its CRON_TZ=
+// prefix), whatever the zone of the machine or the browser: build the
+// expected instants in UTC.
+const utc = (y: number, mo: number, d: number, h: number, mi: number) => new Date(Date.UTC(y, mo, d, h, mi));
+const from = utc(2026, 10, 26, 8, 30); // Thu 26 Nov 2026 08:30 UTC
 
 describe("explainCron", () => {
   const cases: { expr: string; words?: RegExp; next?: Date[]; error?: RegExp }[] = [
     {
       expr: "0 9 * * 1",
-      words: /09:00.*Monday/,
-      next: [0, 1, 2, 3, 4].map((w) => new Date(2026, 10, 30 + 7 * w, 9, 0)), // Mondays from 30 Nov
+      words: /09:00.*Monday.*\(UTC\)$/,
+      next: [0, 1, 2, 3, 4].map((w) => utc(2026, 10, 30 + 7 * w, 9, 0)), // Mondays from 30 Nov
     },
     {
       expr: "*/15 * * * *",
       words: /Every 15 minutes/,
-      next: [45, 60, 75, 90, 105].map((m) => new Date(2026, 10, 26, 8, m)),
+      next: [45, 60, 75, 90, 105].map((m) => utc(2026, 10, 26, 8, m)),
     },
-    { expr: "@daily", words: /00:00/, next: [1, 2, 3, 4, 5].map((d) => new Date(2026, 10, 26 + d, 0, 0)) },
+    { expr: "@daily", words: /00:00/, next: [1, 2, 3, 4, 5].map((d) => utc(2026, 10, 26 + d, 0, 0)) },
+    {
+      // 09:00 in Paris is 08:00 UTC in November.
+      expr: "CRON_TZ=Europe/Paris 0 9 * * *",
+      words: /09:00 \(Europe\/Paris\)$/,
+      next: [1, 2, 3, 4, 5].map((d) => utc(2026, 10, 26 + d, 8, 0)),
+    },
+    { expr: "TZ=UTC 30 8 * * *", words: /08:30 \(UTC\)$/, next: [1, 2, 3, 4, 5].map((d) => utc(2026, 10, 26 + d, 8, 30)) },
+    { expr: "CRON_TZ=Mars/Olympus 0 9 * * *", error: /unknown time zone/ },
     {
       expr: "@every 1h30m",
       words: /Every 1h30m/,

@@ -29,13 +29,34 @@ function parseEvery(spec: string): number | undefined {
   return ms > 0 ? ms : undefined;
 }
 
-// explainCron says a schedule's expression in words and lists its next runs
-// (local time), for the five-field form and the descriptors the server
-// takes (docs/api.md, "Schedules"). The server stays the judge: it answers
-// 422 naming cron_expr for what it refuses.
+// zonePrefix reads the CRON_TZ=Zone (or TZ=Zone) prefix the server takes:
+// the zone the expression is read in, and the expression after it. Without
+// one the server reads the expression in UTC (docs/queue.md).
+function zonePrefix(expr: string): { zone: string; rest: string } {
+  const m = /^(?:CRON_TZ|TZ)=(\S+)\s+(.*)$/.exec(expr);
+  return m && m[1] && m[2] !== undefined ? { zone: m[1], rest: m[2].trim() } : { zone: "UTC", rest: expr };
+}
+
+// knownZone reports whether the browser knows an IANA time zone name.
+function knownZone(zone: string): boolean {
+  try {
+    new Intl.DateTimeFormat("en", { timeZone: zone });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+// explainCron says a schedule's expression in words and lists its next runs,
+// for the five-field form and the descriptors the server takes (docs/api.md,
+// "Schedules"). The expression is read in the zone the server reads it in:
+// UTC, or the zone of a CRON_TZ= prefix; the words name that zone and the
+// runs are instants (shown in the browser's local time). The server stays
+// the judge: it answers 422 naming cron_expr for what it refuses.
 export function explainCron(expr: string, from: Date = new Date(), count = 5): CronExplanation {
-  const e = expr.trim();
+  const { zone, rest: e } = zonePrefix(expr.trim());
   if (!e) return { words: "", next: [], error: "an expression is required" };
+  if (!knownZone(zone)) return { words: "", next: [], error: `"${zone}": unknown time zone (expected an IANA name such as Europe/Paris)` };
   const every = e.startsWith("@every") ? parseEvery(e) : undefined;
   if (e.startsWith("@every")) {
     if (every === undefined) return { words: "", next: [], error: `"${e}": expected @every and a duration such as 1h or 30m` };
@@ -47,8 +68,8 @@ export function explainCron(expr: string, from: Date = new Date(), count = 5): C
   if (five.split(/\s+/).length !== 5)
     return { words: "", next: [], error: "expected five fields: minute hour day-of-month month day-of-week" };
   try {
-    const words = cronstrue.toString(five, { use24HourTimeFormat: true, verbose: false });
-    const it = CronExpressionParser.parse(five, { currentDate: from });
+    const words = `${cronstrue.toString(five, { use24HourTimeFormat: true, verbose: false })} (${zone})`;
+    const it = CronExpressionParser.parse(five, { currentDate: from, tz: zone });
     const next = it.take(count).map((d) => d.toDate());
     return { words, next };
   } catch (err) {

@@ -163,4 +163,40 @@ describe("LogModel", () => {
     ]);
     expect(m.totalCost).toBe(0.75);
   });
+
+  it("says what each event means: errors, the engine's events, why a job was requeued", () => {
+    const m = new LogModel();
+    const events: JobEvent[] = [
+      ev(1, "run_event", { kind: "run_started", data: { piece: "general", initial_movement: "execute", max_movements: 12 } }),
+      ev(2, "run_event", {
+        kind: "tools_omitted",
+        data: { movement: "execute", tools: [{ name: "WebSearch", reason: "no web search backend is configured" }] },
+      }),
+      ev(3, "protocol", { type: "error", message: "Operation aborted: the run was interrupted", fatal: false, error_type: "cancelled" }),
+      ev(4, "status", { state: "queued", attempt: 2, worker: "vm:1/1", reason: "released" }),
+      ev(5, "run_event", { kind: "resumed", data: { movement: "execute", entry: "restart" } }),
+      ev(6, "run_event", { kind: "reminder", data: { movement: "execute", count: 1, max: 3 } }),
+      ev(7, "run_event", { kind: "lessons", data: { movement: "execute", added: ["tests live in t/"], total: 2 } }),
+      ev(8, "run_event", { kind: "waiting", data: { movement: "plan", for: "subtasks", subtasks: 2 } }),
+      ev(9, "run_event", {
+        kind: "firewall_block",
+        data: { movement: "execute", tool: "WebFetch", url: "http://10.0.0.1/", address: "10.0.0.1", class: "private", stage: "resolve" },
+      }),
+      ev(10, "run_event", { kind: "something_new", data: {} }),
+    ];
+    for (const e of events) m.add(e);
+    const labels = m.items.map((i) => (i.kind === "other" ? i.label : i.kind === "status" ? `${i.state} ${i.reason}` : i.kind));
+    expect(labels).toEqual([
+      "piece general: starting at execute (at most 12 movements)",
+      "movement execute: not offered: WebSearch (no web search backend is configured)",
+      "error (cancelled): Operation aborted: the run was interrupted",
+      "queued released",
+      "run resumed at execute (restart)",
+      "movement execute: the model answered without transition or complete; reminder 1 of 3",
+      "lessons from execute: tests live in t/ (2 kept)",
+      "waiting for 2 subtask(s)",
+      "movement execute: WebFetch refused http://10.0.0.1/: 10.0.0.1 is a private address",
+      "something_new",
+    ]);
+  });
 });

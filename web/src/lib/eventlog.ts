@@ -40,7 +40,7 @@ export type Item =
       error?: string;
     }
   | { kind: "movement"; id: number; name: string; number: number }
-  | { kind: "status"; id: number; state: string; attempt: number; worker?: string; error?: string }
+  | { kind: "status"; id: number; state: string; attempt: number; worker?: string; error?: string; reason?: string }
   | { kind: "comment"; id: number; author: string; body: string }
   | { kind: "usage"; id: number; usage: Usage }
   | { kind: "result"; id: number; status: string; result: string }
@@ -120,6 +120,7 @@ export class LogModel {
           attempt: num(d.attempt),
           worker: str(d.worker) || undefined,
           error: str(d.error) || undefined,
+          reason: str(d.reason) || undefined,
         });
         return;
       case "comment":
@@ -163,11 +164,7 @@ export class LogModel {
       this.items.push({ kind: "result", id: ev.seq, status: str(data.status), result: str(data.result) });
       return;
     }
-    let label = kind;
-    if (kind === "transition") label = `transition ${str(data.from)} » ${str(data.to)}`;
-    else if (kind === "classified") label = `piece ${str(data.piece)} (${str(data.reason)})`;
-    else if (kind === "waiting") label = "waiting for an answer";
-    this.items.push({ kind: "other", id: ev.seq, type: kind, label, data });
+    this.items.push({ kind: "other", id: ev.seq, type: kind, label: runEventLabel(kind, data), data });
   }
 
   private protocol(ev: JobEvent, d: Rec): void {
@@ -249,10 +246,57 @@ export class LogModel {
         }
         return;
       }
+      case "error": {
+        // What went wrong is the message; the type says which kind of
+        // error (cancelled, provider_error, …).
+        const type = str(d.error_type);
+        const label = `error${type ? ` (${type})` : ""}: ${str(d.message) || "no message"}`;
+        this.items.push({ kind: "other", id: ev.seq, type: t, label, data: d });
+        return;
+      }
       default:
         this.items.push({ kind: "other", id: ev.seq, type: t || "protocol", label: t || "protocol", data: d });
     }
   }
+}
+
+// runEventLabel says in a line what a run event of the piece engine
+// means, as `maestro tasks logs` does (the engine's Describe,
+// internal/engine/events.go); an unknown kind is shown by its name.
+export function runEventLabel(kind: string, data: Rec): string {
+  const movement = str(data.movement);
+  switch (kind) {
+    case "run_started":
+      return `piece ${str(data.piece)}: starting at ${str(data.initial_movement)} (at most ${num(data.max_movements)} movements)`;
+    case "classified":
+      return `piece ${str(data.piece)} (${str(data.reason)})`;
+    case "transition":
+      return `transition ${str(data.from)} » ${str(data.to)}`;
+    case "waiting":
+      return str(data.for) === "subtasks" ? `waiting for ${num(data.subtasks)} subtask(s)` : "waiting for an answer";
+    case "resumed":
+      return `run resumed at ${movement} (${str(data.entry)})`;
+    case "tools_omitted": {
+      const tools = Array.isArray(data.tools) ? (data.tools as Rec[]) : [];
+      return `movement ${movement}: not offered: ${tools.map((t) => `${str(t.name)} (${str(t.reason)})`).join("; ")}`;
+    }
+    case "reminder":
+      return `movement ${movement}: the model answered without transition or complete; reminder ${num(data.count)} of ${num(data.max)}`;
+    case "lessons": {
+      const added = Array.isArray(data.added) ? (data.added as unknown[]).map(str).join("; ") : "";
+      return `lessons from ${movement}: ${added} (${num(data.total)} kept)`;
+    }
+    case "subtask_spawned":
+      return `subtask ${num(data.id)} (${str(data.name)}, piece ${str(data.piece)}) spawned`;
+    case "subtask_finished":
+      return `subtask ${num(data.id)} (${str(data.name)}) ${str(data.status)}`;
+    case "firewall_block":
+      return (
+        `movement ${movement}: ${str(data.tool)} refused ${str(data.url)}: ` +
+        (str(data.class) === "scheme" ? "only http and https are fetched" : `${str(data.address)} is a ${str(data.class)} address`)
+      );
+  }
+  return kind;
 }
 
 function lastLine(s: string): string | undefined {

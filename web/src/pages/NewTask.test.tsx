@@ -61,3 +61,26 @@ describe("NewTask executor", () => {
     });
   }
 });
+
+describe("NewTask errors", () => {
+  it("shows a scenario the server refuses under the scenario box, once", async () => {
+    const msg = "invalid scripted scenario payload.replay: 1:1: expected a scripted scenario object, got a number";
+    const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const req = toRequest(input, init);
+      const url = new URL(req.url);
+      if (url.pathname === "/api/v1/server") return json({ version: "t", workers: [], queue: {}, executor_default: "replay" });
+      if (url.pathname === "/api/v1/pieces") return json({ pieces: [] });
+      if (url.pathname === "/api/v1/tasks" && req.method === "POST") return json({ error: msg, field: "payload.replay" }, 422);
+      return json({ error: "unexpected" }, 404);
+    }) as typeof fetch;
+    const user = userEvent.setup();
+    renderForm(f);
+    await user.type(screen.getByLabelText("Title"), "Do it");
+    await waitFor(() => expect(screen.getByTestId("new-task-executor")).toHaveValue("replay"));
+    await user.type(screen.getByLabelText("Replay scenario"), "5");
+    await user.click(screen.getByTestId("new-task-submit"));
+    await waitFor(() => expect(screen.getByRole("alert")).toHaveTextContent(msg));
+    expect(screen.getAllByRole("alert")).toHaveLength(1);
+    expect(screen.getByRole("alert")).toHaveAttribute("id", "err-payload");
+  });
+});

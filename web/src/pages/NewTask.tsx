@@ -117,8 +117,10 @@ export default function NewTask() {
     }
   }
 
+  // A field's error is shown under it; payload.replay and the payload's
+  // other fields under the scenario box, the payload's only input.
   const fieldError = (name: string) =>
-    error && error.field === name ? (
+    error && (error.field === name || (name === "payload" && error.field?.startsWith("payload."))) ? (
       <Alert id={`err-${name}`} className="mt-1">
         {error.message}
       </Alert>
@@ -226,7 +228,9 @@ export default function NewTask() {
         {fieldError("path")}
         {fieldError("file")}
       </div>
-      {error && !["title", "body", "piece", "executor", "agent", "payload", "path", "file"].includes(error.field ?? "") && <Alert>{error.message}</Alert>}
+      {error &&
+        !["title", "body", "piece", "executor", "agent", "payload", "path", "file"].includes(error.field ?? "") &&
+        !error.field?.startsWith("payload.") && <Alert>{error.message}</Alert>}
       <div className="flex items-center gap-3">
         <button type="submit" className="btn btn-primary" data-testid="new-task-submit" disabled={busy}>
           {busy ? "Submitting…" : "Submit"}

@@ -103,4 +103,31 @@ describe("TaskDetail", () => {
     await userEvent.click(screen.getByTestId("confirm-ok"));
     await waitFor(() => expect(posts).toContain("POST /api/v1/jobs/9/cancel"));
   });
+
+  it("keeps the line breaks of a failed job's error", async () => {
+    const error = 'job payload field "replay": invalid scripted scenario (2 problems):\n  1:1: id: required field is missing\n  1:1: frames: required field is missing';
+    const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const url = new URL(toRequest(input, init).url);
+      if (url.pathname === "/api/v1/tasks/5")
+        return json({
+          task: { id: 5, title: "x", created_at: t0, updated_at: t0, job_id: 9, job_state: "failed" },
+          jobs: [{ id: 9, task_id: 5, priority: 0, payload: {}, state: "failed", attempt: 1, max_attempts: 3, scheduled_at: t0, last_seq: 3, created_at: t0, updated_at: t0, error }],
+          comments: [],
+        });
+      if (url.pathname === "/api/v1/jobs/9/events") return sse(['event: end\ndata: {"state":"failed","last_seq":3}\n\n']);
+      if (url.pathname === "/api/v1/tasks/5/deliverables") return json({ files: [] });
+      if (url.pathname === "/api/v1/jobs") return json({ jobs: [] });
+      return json({});
+    }) as typeof fetch;
+    render(
+      <Wrap fetch={f} path="/tasks/5">
+        <Routes>
+          <Route path="/tasks/:id" element={<TaskDetail />} />
+        </Routes>
+      </Wrap>,
+    );
+    const shown = await screen.findByTestId("job-error");
+    expect(shown.textContent).toBe(error);
+    expect(shown).toHaveClass("whitespace-pre-wrap");
+  });
 });

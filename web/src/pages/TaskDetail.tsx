@@ -114,7 +114,11 @@ export default function TaskDetail() {
           </span>
           {job && <span className="text-xs">job #{job.id}, attempt {job.attempt}/{job.max_attempts}</span>}
         </div>
-        {job?.error && <p className="error">{job.error}</p>}
+        {job?.error && (
+          <p className="error whitespace-pre-wrap" data-testid="job-error">
+            {job.error}
+          </p>
+        )}
         {actionError && (
           <p className="error" role="alert">
             {actionError}
