@@ -142,6 +142,14 @@ func (r *Runtime) execute(ctx context.Context, run *activeRun, s runSettings, m 
 	}
 	if s.clientTl {
 		for _, ct := range r.cfg.ClientTools {
+			if _, taken := set.Get(ct.Name); taken {
+				// A tool of the session (built-in or MCP) has the name: the
+				// model would see two tools of one name, which the APIs
+				// refuse, and the set cannot hold both.
+				msg := fmt.Sprintf("Client tool %s is left out: a tool of this session has that name; rename it in --client-tools", ct.Name)
+				r.publish(protocol.Error{Message: msg, ErrorType: protocol.ErrorTool}, "")
+				continue
+			}
 			set.Add(&clientTool{r: r, run: run, spec: ct})
 		}
 	}
