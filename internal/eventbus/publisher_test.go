@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/maestro-run/maestro/internal/eventbus/bustest"
 )
 
@@ -40,6 +42,12 @@ func TestPublishWhileNATSIsDown(t *testing.T) {
 	if err := p.PublishRetry(ctx, TypeToolCallAttempted, "s.1.0", []byte(`{}`)); err != nil {
 		t.Fatalf("after NATS came up: %v", err)
 	}
+	down := p.nc.StatusChanged(nats.RECONNECTING, nats.DISCONNECTED)
 	srv.Stop()
+	select {
+	case <-down:
+	case <-ctx.Done():
+		t.Fatal("the connection did not notice the server stopped")
+	}
 	check("server gone")
 }
