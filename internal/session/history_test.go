@@ -96,3 +96,42 @@ func TestResumeAfterKillDuringTool(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkOpenToolHistory opens (resumes) a session whose log holds
+// 2,000 tool round trips: what resuming costs, closeToolCalls included.
+func BenchmarkOpenToolHistory(b *testing.B) {
+	store := NewStore(b.TempDir())
+	s, err := store.Create(Meta{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 2000 {
+		id := "call_" + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676))
+		s.Message(llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{llm.Text("working"), call(id)}})
+		s.Message(llm.Message{Role: llm.RoleUser, Parts: []llm.Part{result(id, "ok", false)}})
+	}
+	id := s.ID()
+	s.Close()
+	for b.Loop() {
+		s, err := store.Open(id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
+	}
+}
+
+// BenchmarkCloseToolCalls is closeToolCalls alone on the history of
+// BenchmarkOpenToolHistory (every call answered: nothing to add).
+func BenchmarkCloseToolCalls(b *testing.B) {
+	var h []llm.Message
+	for i := range 2000 {
+		id := "call_" + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676))
+		h = append(h, llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{llm.Text("working"), call(id)}},
+			llm.Message{Role: llm.RoleUser, Parts: []llm.Part{result(id, "ok", false)}})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		closeToolCalls(h)
+	}
+}
