@@ -65,7 +65,10 @@ server cannot be reached, no stream takes the subject (see
 			}
 			s, ok := eventbus.FromEnv(io.Getenv, h.Config().EventBus)
 			if !ok {
-				return &exitError{code: ExitError, err: errors.New("no event bus configured: set MAESTRO_EVENT_BUS_URL (or EVALOPS_NATS_URL, or event_bus.url in config.yaml); MAESTRO_EVENT_BUS=0 or false turns it off")}
+				if all, _ := eventbus.FromEnv(noBusSwitch(io.Getenv), h.Config().EventBus); all.URL != "" {
+					return &exitError{code: ExitError, err: fmt.Errorf("the event bus %s is turned off by MAESTRO_EVENT_BUS (or MAESTRO_AUDIT_BUS) = 0, false, off or no: unset it to publish", all.URL)}
+				}
+				return &exitError{code: ExitError, err: errors.New("no event bus configured: set MAESTRO_EVENT_BUS_URL (or EVALOPS_NATS_URL, NATS_URL, or event_bus.url in config.yaml); MAESTRO_EVENT_BUS=0 or false turns it off")}
 			}
 			id, err := eventbus.Smoke(cmd.Context(), s, eventbus.CorrelationFromEnv(io.Getenv, nil), timeout)
 			if err != nil {
@@ -78,6 +81,17 @@ server cannot be reached, no stream takes the subject (see
 	smoke.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "give up after this long")
 	cmd.AddCommand(smoke)
 	return cmd
+}
+
+// noBusSwitch is getenv without the variables that turn the bus off, to
+// tell "turned off" from "not configured".
+func noBusSwitch(getenv func(string) string) func(string) string {
+	return func(k string) string {
+		if k == "MAESTRO_EVENT_BUS" || k == "MAESTRO_AUDIT_BUS" {
+			return ""
+		}
+		return getenv(k)
+	}
 }
 
 // startTracing installs the OpenTelemetry exporter when the OTEL_*

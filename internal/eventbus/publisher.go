@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -118,7 +119,7 @@ func (p *Publisher) Publish(ctx context.Context, subject, id string, data []byte
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := p.ensureStream(ctx); err != nil {
-		return err
+		return p.explain(err)
 	}
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	msg.Header.Set("Content-Type", ContentTypeCloudEvents)
@@ -127,9 +128,29 @@ func (p *Publisher) Publish(ctx context.Context, subject, id string, data []byte
 		return fmt.Errorf("publish %s: %w", subject, ErrNoStream)
 	}
 	if err != nil {
-		return fmt.Errorf("publish %s: %w", subject, err)
+		return fmt.Errorf("publish %s: %w", subject, p.explain(err))
 	}
 	return nil
+}
+
+// ErrNotConnected is matched (errors.Is) by a publish that failed because
+// the connection to NATS is down (the server is not running, not
+// reachable, or restarting); the connection keeps retrying.
+var ErrNotConnected = errors.New("not connected to the event bus")
+
+// explain returns err, or, when the connection is down, an error saying
+// so: nats.go then reports what it could not do (for a connection that
+// never reached a server, "headers not supported by this server"), not
+// why.
+func (p *Publisher) explain(err error) error {
+	if p.nc.IsConnected() {
+		return err
+	}
+	why := strings.ToLower(p.nc.Status().String())
+	if last := p.nc.LastError(); last != nil {
+		why += ": " + last.Error()
+	}
+	return fmt.Errorf("%w %s: the server cannot be reached (%s)", ErrNotConnected, p.s.URL, why)
 }
 
 // PublishRetry publishes until the event is acknowledged or ctx ends,

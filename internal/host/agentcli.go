@@ -3,6 +3,7 @@ package host
 import (
 	"cmp"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -134,6 +135,8 @@ func (h *Host) agentSession(spec Spec, sessp **session.Session, rootp **workspac
 	rcfg := h.runtimeConfig(sess, root, spec)
 	rcfg.ProviderName, rcfg.Model, rcfg.Executor, rcfg.Turn = a.ProviderName(), a.ModelName(), protocol.ExecutorLive, a.Turn
 	// The CLI sandboxes its own tools: the probe only answers Started.
-	probe := NewProbe(sandbox.Config{Mode: sandbox.ModeOff, Logger: h.log})
+	// Its warnings (mode off, no helper) would be about a Bash this
+	// session never runs, so they are not logged.
+	probe := NewProbe(sandbox.Config{Mode: sandbox.ModeOff, Logger: slog.New(slog.DiscardHandler)})
 	return h.assemble(rcfg, sess, root, nil, probe, nil)
 }

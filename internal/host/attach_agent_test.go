@@ -1,10 +1,13 @@
 package host
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/maestro-run/maestro/internal/agentcli/agentclitest"
@@ -51,4 +54,52 @@ func TestAttachAgentSession(t *testing.T) {
 			t.Errorf("%s: %v, want 400 saying %q", tc.name, err, tc.want)
 		}
 	}
+}
+
+// TestAgentSessionNoSandboxWarnings: a session on an agent CLI runs no
+// Bash of Maestro's (the CLI sandboxes its own tools), so it logs no
+// warning about Maestro's Bash sandbox; before, every such session warned
+// that "commands run on the host without isolation" and that the
+// sandbox's limits were off.
+func TestAgentSessionNoSandboxWarnings(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	adapter := agentclitest.InstallUserAdapter(t, home)
+	env := map[string]string{"PATH": adapter + string(os.PathListSeparator) + os.Getenv("PATH")}
+	var logs syncBuffer
+	h, err := New(Options{Home: home, Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := h.NewSession(t.Context(), Spec{Workspace: t.TempDir(), Agent: "fake-agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstFrames(t, s.Runtime, 2)
+	s.Started()
+	if _, err := s.Sandbox(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if got := logs.String(); strings.Contains(got, "sandbox") {
+		t.Errorf("logs of an agent CLI session mention Maestro's sandbox:\n%s", got)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

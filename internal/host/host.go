@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -327,6 +328,12 @@ func (h *Host) resume(spec *Spec) (*session.Session, error) {
 		spec.Model = m.Provider + "/" + m.Model
 	}
 	if spec.Workspace == "" {
+		if st, err := os.Stat(m.Workspace); err != nil || !st.IsDir() {
+			// Said here: WorkspaceDir would name a --workspace flag the
+			// user did not pass.
+			sess.Close()
+			return nil, specErr("--resume %s: the session's workspace %s is no longer a directory; pass --workspace DIR to continue the session in another one", spec.Resume, m.Workspace)
+		}
 		spec.Workspace = m.Workspace
 	}
 	return sess, nil

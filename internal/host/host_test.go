@@ -92,6 +92,42 @@ func TestNewSession(t *testing.T) {
 	}
 }
 
+// TestResumeWorkspaceGone: resuming a session whose workspace was removed
+// says so, naming the session's workspace and --workspace to continue
+// elsewhere (before: '--workspace "DIR": stat DIR: no such file', for a
+// flag the user had not passed), and leaves the session free: once the
+// directory is back it resumes.
+func TestResumeWorkspaceGone(t *testing.T) {
+	t.Parallel()
+	h := newHost(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s, err := h.NewSession(t.Context(), Spec{Workspace: ws, Sandbox: "off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := s.ID()
+	s.Close()
+	if err := os.Remove(ws); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.NewSession(t.Context(), Spec{Resume: id, Sandbox: "off"})
+	want := "the session's workspace " + ws + " is no longer a directory; pass --workspace DIR"
+	if se, ok := errors.AsType[*SpecError](err); !ok || !strings.Contains(se.Msg, want) {
+		t.Fatalf("resume: %v, want a SpecError containing %q", err, want)
+	}
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r, err := h.NewSession(t.Context(), Spec{Resume: id, Sandbox: "off"})
+	if err != nil {
+		t.Fatalf("resume once the workspace is back: %v", err)
+	}
+	r.Close()
+}
+
 // TestNewSessionLaunchIDs: a session started with the launcher's ids
 // (maestro headless under MAESTRO_SESSION_ID and MAESTRO_AGENT_RUN_ID)
 // reports the launcher's session id in ready, session_info and snapshots,

@@ -262,6 +262,52 @@ func TestRestoreResumeStrictCursor(t *testing.T) {
 	}
 }
 
+// TestRestoreResumeAfterDrainSnapshot: a client that watched the drain
+// applied its snapshot envelope, at N+1 (the manifest's cursor N plus
+// one), and resumes on the restored runner with ?cursor=N+1. It gets
+// reset{restored_from_snapshot} first, then the frames from N+1 — before
+// any new frame, and after the first one (which takes N+1 too: the
+// restored runtime continues at N). Before, the stream sent it nothing
+// until a frame after N+1, so it never saw the reset nor frame N+1.
+func TestRestoreResumeAfterDrainSnapshot(t *testing.T) {
+	t.Parallel()
+	ws := newWorkspace(t)
+	path, n := drainedManifest(t, ws)
+	cfg := testConfig(ws)
+	cfg.RunnerSessionID, cfg.MaestroSessionID, cfg.RestoreManifest = "mrs_789", "", path
+	r, srv := serveRunner(t, cfg, Options{Now: fixedNow})
+	after := "cursor=" + strconv.FormatInt(n+1, 10)
+	early := openEvents(t, srv.URL, r.SessionID(), after)
+	if e := nextEnvelope(t, early); e.Type != "reset" || e.Reason != "restored_from_snapshot" || e.cursor() != n {
+		t.Fatalf("cursor=N+1 before any new frame: first envelope %s, want reset{restored_from_snapshot} at %d", e.raw, n)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "POST", srv.URL+"/api/headless/sessions/"+r.SessionID()+"/messages", strings.NewReader(`{"type":"init"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("init: %d", resp.StatusCode)
+	}
+	if e := nextEnvelope(t, early); e.cursor() != n+1 || !strings.Contains(e.raw, `"type":"status"`) {
+		t.Fatalf("after the reset: %s, want the init's status at %d", e.raw, n+1)
+	}
+	late := openEvents(t, srv.URL, r.SessionID(), after)
+	if e := nextEnvelope(t, late); e.Type != "reset" || e.Reason != "restored_from_snapshot" || e.cursor() != n {
+		t.Fatalf("cursor=N+1 after a new frame: first envelope %s, want reset{restored_from_snapshot} at %d", e.raw, n)
+	}
+	if e := nextEnvelope(t, late); e.cursor() != n+1 || !strings.Contains(e.raw, `"type":"status"`) {
+		t.Fatalf("after the reset: %s, want the init's status at %d", e.raw, n+1)
+	}
+}
+
 // TestDrainPublishesSnapshot: a stream open when the runner drains gets,
 // after the status Drained, a snapshot envelope (wire contract §14.2 step
 // 4) with last_status Drained and is_ready false, at the cursor after the

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/go-cmp/cmp"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/maestro-run/maestro/internal/config"
@@ -23,7 +25,65 @@ import (
 
 func TestMain(m *testing.M) {
 	mcptest.RunStdioIfRequested()
+	runDuplicateListerIfRequested()
 	os.Exit(m.Run())
+}
+
+// duplicateListerEnv makes the test binary a raw MCP server over stdio
+// whose tools/list names one tool twice (the SDK's server cannot).
+const duplicateListerEnv = "MAESTRO_MCPTEST_DUPLICATES"
+
+func runDuplicateListerIfRequested() {
+	if os.Getenv(duplicateListerEnv) != "1" {
+		return
+	}
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				ProtocolVersion string `json:"protocolVersion"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(sc.Bytes(), &req) != nil || req.ID == nil {
+			continue
+		}
+		var result any = map[string]any{}
+		switch req.Method {
+		case "initialize":
+			result = map[string]any{"protocolVersion": req.Params.ProtocolVersion, "capabilities": map[string]any{"tools": map[string]any{}},
+				"serverInfo": map[string]any{"name": "dup", "version": "1"}}
+		case "tools/list":
+			echo := map[string]any{"name": "echo", "inputSchema": map[string]any{"type": "object"}}
+			result = map[string]any{"tools": []any{echo, echo, map[string]any{"name": "other", "inputSchema": map[string]any{"type": "object"}}}}
+		}
+		out, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": result})
+		os.Stdout.Write(append(out, '\n'))
+	}
+	os.Exit(0)
+}
+
+// TestDuplicateToolNames: a server that lists a tool twice offers it
+// once; before, the session's tool set panicked on the duplicate name and
+// the process died at its first prompt (maestro headless, and every
+// session and job of maestro serve).
+func TestDuplicateToolNames(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewManager(Options{Servers: map[string]config.MCPServer{"dup": {Command: exe, Env: map[string]string{duplicateListerEnv: "1"}}}})
+	t.Cleanup(func() { m.Close() })
+	tools, err := m.All(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"mcp__dup__echo", "mcp__dup__other"}, names(tools)); d != "" {
+		t.Errorf("tools (-want +got):\n%s", d)
+	}
+	tool.NewSet(tools...) // panicked on a duplicate name
 }
 
 // stdioServer is the test server run by this test binary over stdio.

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +19,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 // Task statuses a task_status answer gives: running, then one of the
@@ -150,7 +154,36 @@ func (s *Server) workspace(dir string, run bool) (string, error) {
 	case s.o.Workspace != nil:
 		return s.o.Workspace(dir)
 	}
+	at := dir
+	if !filepath.IsAbs(at) {
+		at = filepath.Join(s.o.Dir, at)
+	}
+	if fi, err := os.Stat(at); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("workspace %q is not an existing directory", workspace.Excerpt(dir))
+	}
 	return dir, nil
+}
+
+// checkPiece refuses a piece the workspace does not have, with the names
+// it has, before a task is started for it (the task would fail with
+// maestro run's usage error, meant for a terminal). When the pieces
+// cannot be listed the task decides.
+func (s *Server) checkPiece(ctx context.Context, ws, name string) error {
+	if name == "" || s.o.Pieces == nil {
+		return nil
+	}
+	pieces, err := s.o.Pieces(ctx, ws)
+	if err != nil {
+		return nil
+	}
+	names := make([]string, 0, len(pieces))
+	for _, p := range pieces {
+		if p.Name == name {
+			return nil
+		}
+		names = append(names, p.Name)
+	}
+	return fmt.Errorf("unknown piece %q; this workspace has: %s (list_pieces describes them)", workspace.Excerpt(name), strings.Join(names, ", "))
 }
 
 type runIn struct {
@@ -179,6 +212,9 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest, in runIn
 	}
 	ws, err := s.workspace(in.Workspace, true)
 	if err != nil {
+		return nil, TaskInfo{}, fmt.Errorf("run_task: %w", err)
+	}
+	if err := s.checkPiece(ctx, ws, in.Piece); err != nil {
 		return nil, TaskInfo{}, fmt.Errorf("run_task: %w", err)
 	}
 	args := []string{"run", "-o", "jsonl", "--workspace", ws}

@@ -78,11 +78,19 @@ func (m *Manager) Tools(ctx context.Context, pattern string) ([]tool.Tool, error
 			m.report(fmt.Sprintf("MCP server %s is left out: %v", slug, err))
 			continue
 		}
+		seen := make(map[string]bool, len(list))
 		for _, t := range list {
 			if !toolName.MatchString(t.Name) {
 				m.o.Logger.Warn("MCP tool with an unusable name left out", "server", slug, "tool", t.Name)
 				continue
 			}
+			if seen[t.Name] {
+				// A server listing a name twice: the model can be offered
+				// one tool of a name (a tool set refuses a second).
+				m.o.Logger.Warn("MCP tool listed twice: the first is kept", "server", slug, "tool", t.Name)
+				continue
+			}
+			seen[t.Name] = true
 			if name := Name(slug, t.Name); Match(pattern, name) {
 				out = append(out, newTool(s, t))
 			}

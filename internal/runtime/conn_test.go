@@ -5,8 +5,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -264,6 +266,52 @@ func TestAttachmentLimits(t *testing.T) {
 	if len(parts) != 3 || parts[0].Text != "look" || !strings.Contains(parts[1].Text, "αβγδε\n</attachment>") ||
 		parts[2].Type != llm.PartImage || parts[2].Image.MediaType != "image/jpeg" {
 		t.Errorf("user message parts = %+v", parts)
+	}
+}
+
+// TestAttachmentNotRegular: a FIFO, a device and a directory given as
+// attachments are refused at once with the contract's "not readable"
+// error and the prompt runs; before, the FIFO blocked the run (and the
+// runtime's shutdown) for ever, and a device was read to its end, which
+// for /dev/zero is when memory runs out (/dev/null stands for it here: the
+// kind is taken from the opened descriptor either way).
+func TestAttachmentNotRegular(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(ws, "pipe"), 0o600); err != nil {
+		t.Skip("no FIFOs here:", err)
+	}
+	if err := os.Mkdir(filepath.Join(ws, "dir"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "ok.txt"), []byte("fine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &capture{}
+	h := newHarness(t, Config{Provider: p, Cwd: ws, Home: t.TempDir(), MaxAttachmentBytes: 1 << 20, MaxAttachmentChars: 100}, ConnectOptions{})
+	t.Cleanup(func() {
+		// Unblocks a reader stuck in open(2) of the FIFO (the defect), so
+		// that the harness can close.
+		if f, err := os.OpenFile(filepath.Join(ws, "pipe"), os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	})
+	h.handle(protocol.Prompt{Content: "look", Attachments: []string{"pipe", "/dev/null", "dir", "ok.txt"}})
+	h.waitWithin(5*time.Second, "the prompt's response_end", func(fs []protocol.Message) bool {
+		return slices.ContainsFunc(fs, func(m protocol.Message) bool { return m.MessageType() == protocol.TypeResponseEnd })
+	})
+	var msgs []string
+	for _, m := range h.all() {
+		switch m := m.(type) {
+		case protocol.Error:
+			msgs = append(msgs, m.Message)
+		case protocol.Status:
+			msgs = append(msgs, m.Message)
+		}
+	}
+	want := []string{"Attachment not readable: pipe", "Attachment not readable: /dev/null", "Attachment not readable: dir", "Loaded 1 attachment(s)"}
+	if d := cmp.Diff(want, msgs); d != "" {
+		t.Errorf("messages (-want +got):\n%s", d)
 	}
 }
 

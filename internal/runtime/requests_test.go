@@ -11,6 +11,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/protocol/prototest"
+	"github.com/maestro-run/maestro/internal/tool"
 )
 
 // callThenDone is the frames of a scenario whose first turn makes one
@@ -317,6 +318,63 @@ func TestClassify(t *testing.T) {
 	for _, tt := range tests {
 		if got := Classify(tt.msg, tt.fatal); got != tt.want {
 			t.Errorf("Classify(%q, %v) = %q, want %q", tt.msg, tt.fatal, got, tt.want)
+		}
+	}
+}
+
+// TestClientToolNameTaken: a client tool named like a tool of the session
+// (here the built-in Write) is left out with an error, and the prompt runs
+// with the built-in; before, adding it panicked and killed the process at
+// the first prompt of a client that negotiated client_tool.
+func TestClientToolNameTaken(t *testing.T) {
+	t.Parallel()
+	p := &capture{}
+	h := newHarness(t, Config{Provider: p, ClientTools: []ClientTool{{Name: "Write"}, {Name: "open"}}}, ConnectOptions{})
+	if err := h.handle(protocol.Hello{Capabilities: &protocol.Capabilities{ServerRequests: []protocol.RequestType{protocol.RequestClientTool}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.handle(protocol.Prompt{Content: "go"}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitType(protocol.TypeResponseEnd, 1)
+	var errs []string
+	for _, e := range ofType[protocol.Error](h) {
+		errs = append(errs, e.Message)
+	}
+	want := []string{"Client tool Write is left out: a tool of this session has that name; rename it in --client-tools"}
+	if d := cmp.Diff(want, errs); d != "" {
+		t.Errorf("errors (-want +got):\n%s", d)
+	}
+	var names []string
+	for _, s := range p.last().Tools {
+		names = append(names, s.Name)
+	}
+	if d := cmp.Diff([]string{"Read", "Write", "open"}, names); d != "" {
+		t.Errorf("tools offered (-want +got):\n%s", d)
+	}
+}
+
+// TestClientToolNames: names the model APIs would refuse (spaces, dots,
+// over 64 bytes) or that take MCP's namespace are refused when the
+// runtime is made, not at every prompt by the provider.
+func TestClientToolNames(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		ok   bool
+	}{
+		{"open_in-editor2", true},
+		{strings.Repeat("a", 64), true},
+		{strings.Repeat("a", 65), false},
+		{"open file", false},
+		{"open.file", false},
+		{"ouvrir_é", false},
+		{"mcp__x__y", false},
+	} {
+		_, err := New(Config{Provider: &capture{}, Tools: func(context.Context) (*tool.Set, error) { return tool.NewSet(), nil },
+			ClientTools: []ClientTool{{Name: tt.name}}})
+		if (err == nil) != tt.ok {
+			t.Errorf("client tool %q: err = %v, want ok %v", tt.name, err, tt.ok)
 		}
 	}
 }

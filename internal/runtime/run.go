@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/tool"
+	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 // activeRun is the prompt being run.
@@ -140,6 +142,14 @@ func (r *Runtime) execute(ctx context.Context, run *activeRun, s runSettings, m 
 	}
 	if s.clientTl {
 		for _, ct := range r.cfg.ClientTools {
+			if _, taken := set.Get(ct.Name); taken {
+				// A tool of the session (built-in or MCP) has the name: the
+				// model would see two tools of one name, which the APIs
+				// refuse, and the set cannot hold both.
+				msg := fmt.Sprintf("Client tool %s is left out: a tool of this session has that name; rename it in --client-tools", ct.Name)
+				r.publish(protocol.Error{Message: msg, ErrorType: protocol.ErrorTool}, "")
+				continue
+			}
 			set.Add(&clientTool{r: r, run: run, spec: ct})
 		}
 	}
@@ -319,21 +329,16 @@ func (r *Runtime) loadAttachments(paths []string) []llm.Part {
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(r.cfg.Cwd, p)
 		}
-		st, err := os.Stat(p)
-		if errors.Is(err, os.ErrNotExist) {
+		data, err := readAttachment(p, r.cfg.MaxAttachmentBytes)
+		var tooLarge *workspace.TooLargeError
+		switch {
+		case errors.Is(err, os.ErrNotExist):
 			fail("Attachment not found: " + raw)
 			continue
-		}
-		if err != nil || st.IsDir() {
-			fail("Attachment not readable: " + raw)
+		case errors.As(err, &tooLarge):
+			fail(fmt.Sprintf("Attachment too large (%dMB): %s", int64(math.Round(float64(tooLarge.Size)/(1<<20))), raw))
 			continue
-		}
-		if st.Size() > r.cfg.MaxAttachmentBytes {
-			fail(fmt.Sprintf("Attachment too large (%dMB): %s", int64(math.Round(float64(st.Size())/(1<<20))), raw))
-			continue
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
+		case err != nil:
 			fail("Attachment not readable: " + raw)
 			continue
 		}
@@ -359,4 +364,18 @@ func (r *Runtime) loadAttachments(paths []string) []llm.Part {
 		parts = append(parts, llm.Text(fmt.Sprintf("<attachment name=%q type=%q>\n%s\n</attachment>", filepath.Base(p), mt, text)))
 	}
 	return parts
+}
+
+// readAttachment reads the regular file p whole if it holds at most max
+// bytes. It opens p without blocking and takes the kind of file from the
+// opened descriptor, so a FIFO (which would block the run, and shutdown
+// with it, for ever) or a device such as /dev/zero (which would be read
+// until memory runs out) is refused at once.
+func readAttachment(p string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return workspace.ReadRegular(f, p, max)
 }

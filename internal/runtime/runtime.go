@@ -42,6 +42,7 @@ import (
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/tool"
+	"github.com/maestro-run/maestro/internal/workspace"
 )
 
 // Log is the session log the runtime appends to (a *session.Session).
@@ -119,6 +120,20 @@ type ClientTool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// validToolName reports whether name is a tool name the model APIs accept
+// (Anthropic: ^[a-zA-Z0-9_-]{1,64}$; OpenAI alike).
+func validToolName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // Config configures a Runtime. Provider and Tools are required unless
@@ -297,6 +312,9 @@ func New(cfg Config) (*Runtime, error) {
 	for _, t := range cfg.ClientTools {
 		if t.Name == "" || seen[t.Name] {
 			return nil, fmt.Errorf("headless runtime: client tool %q: the name is empty or already taken", t.Name)
+		}
+		if !validToolName(t.Name) || strings.HasPrefix(t.Name, "mcp__") {
+			return nil, fmt.Errorf("headless runtime: client tool %q: a name is 1 to 64 letters, digits, _ or - (what model APIs accept), not starting with mcp__ (MCP tools' names)", workspace.Excerpt(t.Name))
 		}
 		if len(t.InputSchema) > 0 && !json.Valid(t.InputSchema) {
 			return nil, fmt.Errorf("headless runtime: client tool %q: input_schema is not valid JSON", t.Name)

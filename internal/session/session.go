@@ -207,6 +207,9 @@ func (s *Store) Import(meta Meta, r io.Reader, max int64) (*Session, error) {
 		s.discard(sess)
 		return nil, fmt.Errorf("import session log: larger than %d bytes", max)
 	}
+	sess.mu.Lock()
+	sess.history = closeToolCalls(sess.history)
+	sess.mu.Unlock()
 	return sess, nil
 }
 
@@ -505,6 +508,7 @@ func (s *Store) open(dir string, meta Meta) (*Session, error) {
 		f.Close()
 		return nil, fmt.Errorf("repair session log: %w", err)
 	}
+	sess.history = closeToolCalls(sess.history)
 	return sess, nil
 }
 

@@ -193,5 +193,9 @@ func WebSet(root *workspace.Root, o WebOptions) []Tool {
 // BlockedLine is the status line of a destination the guard refused, for
 // a session without run events.
 func BlockedLine(b *netguard.BlockedError) string {
-	return fmt.Sprintf("firewall_block: %s refused (%s %s, %s)", b.URL, b.Class, b.Addr, b.Stage)
+	what := b.Class
+	if b.Addr != "" {
+		what += " " + b.Addr
+	}
+	return fmt.Sprintf("firewall_block: %s refused (%s, %s)", b.URL, what, b.Stage)
 }

@@ -237,3 +237,20 @@ func TestNewSearcherErrors(t *testing.T) {
 		}
 	}
 }
+
+// The status line of a refusal names the class and, when an address was
+// refused, the address; a refused scheme has none (it read "(scheme ,
+// url)").
+func TestBlockedLine(t *testing.T) {
+	for _, tt := range []struct {
+		b    netguard.BlockedError
+		want string
+	}{
+		{netguard.BlockedError{URL: "file:///etc/passwd", Class: "scheme", Stage: "url"}, "firewall_block: file:///etc/passwd refused (scheme, url)"},
+		{netguard.BlockedError{URL: "http://10.0.0.1/", Addr: "10.0.0.1", Class: "private", Stage: "resolve"}, "firewall_block: http://10.0.0.1/ refused (private 10.0.0.1, resolve)"},
+	} {
+		if got := BlockedLine(&tt.b); got != tt.want {
+			t.Errorf("BlockedLine = %q, want %q", got, tt.want)
+		}
+	}
+}

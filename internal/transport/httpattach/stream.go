@@ -147,7 +147,7 @@ func (s *session) implicit(r *http.Request, optOut []protocol.Notification) (*su
 	opts := runtime.SubscribeOptions{From: runtime.FromNow, MaxBacklog: h.cfg.MaxBacklog, OptOut: optOut, Envelopes: true}
 	if cursor != nil {
 		opts.From, opts.Cursor = runtime.FromCursor, *cursor
-		if at := s.restoredAt.Load(); at > 0 && *cursor >= 0 && (*cursor < at-1 || *cursor == at && s.rt.Restored()) {
+		if at := s.restoredAt.Load(); at > 0 && *cursor >= 0 && (*cursor < at-1 || s.rt.Restored() && s.fromDrained(at, *cursor)) {
 			// Resuming from before a restore (a client of the drained
 			// runner): its reset comes first, in place of the frames
 			// before it, which its snapshot includes. A restored
@@ -185,6 +185,18 @@ func (s *session) implicit(r *http.Request, optOut []protocol.Notification) (*su
 	sub := &subscription{id: protocol.NewID("sub", 8, h.cfg.Now()), conn: c, sub: rs, role: c.Role(), optOut: optOut, ownsConn: owns}
 	s.add(sub)
 	return sub, first, nil
+}
+
+// fromDrained reports whether cursor, on a runtime restored at N (at,
+// runtime.Config.Restored), is a cursor of the drained runner that the
+// restored one must answer with its reset: N itself; N+1, the drain's
+// snapshot envelope that every client watching the drain applied (the
+// restored runtime's first new frame takes N+1 too, so a client of the
+// restored runner resuming there gets the reset and that frame again,
+// which a reset allows); or anything past the current cursor, which this
+// runtime never gave.
+func (s *session) fromDrained(at, cursor int64) bool {
+	return cursor == at || cursor == at+1 || cursor > s.rt.Cursor()
 }
 
 // attach marks the subscription read by a stream, ending the stream that
