@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -205,15 +203,6 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	h, err := host.New(host.Options{Getenv: io.Getenv, BusLogger: io.logger(slog.LevelWarn)})
 	if err != nil {
 		return failErr(err)
-	}
-	if o.Resume != "" && o.Workspace == "" {
-		// The session continues in its own workspace: one that is gone
-		// is said so (not as a --workspace the user never gave).
-		if m, err := h.Sessions().Meta(o.Resume); err == nil && m.Workspace != "" {
-			if _, err := os.Stat(m.Workspace); errors.Is(err, fs.ErrNotExist) {
-				return failErr(fmt.Errorf("session %s worked in %s, which no longer exists: to continue it elsewhere, add --workspace DIR", m.ID, m.Workspace))
-			}
-		}
 	}
 	spec := host.Spec{
 		Workspace: o.Workspace, Model: o.Model, Replay: o.Replay, Agent: o.Agent, Permission: o.Permission, Resume: o.Resume, Sandbox: o.Sandbox,

@@ -553,7 +553,7 @@ func TestRunResumeWorkspaceGone(t *testing.T) {
 		t.Fatalf("%d sessions", len(entries))
 	}
 	r = runCLI(t, env, "run", "--resume", entries[0].Name(), "again")
-	if r.code != 1 || !strings.Contains(r.stderr, "worked in "+ws+", which no longer exists: to continue it elsewhere, add --workspace DIR") || strings.Contains(r.stderr, "--help") {
+	if r.code != 1 || !strings.Contains(r.stderr, "worked in "+ws+", which is no longer a directory: to continue it elsewhere, add --workspace DIR") || strings.Contains(r.stderr, "--help") {
 		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
 	}
 	// Elsewhere, it goes on.

@@ -332,7 +332,7 @@ func (h *Host) resume(spec *Spec) (*session.Session, error) {
 			// Said here: WorkspaceDir would name a --workspace flag the
 			// user did not pass.
 			sess.Close()
-			return nil, specErr("--resume %s: the session's workspace %s is no longer a directory; pass --workspace DIR to continue the session in another one", spec.Resume, m.Workspace)
+			return nil, fmt.Errorf("session %s worked in %s, which is no longer a directory: to continue it elsewhere, add --workspace DIR", m.ID, m.Workspace)
 		}
 		spec.Workspace = m.Workspace
 	}

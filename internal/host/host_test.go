@@ -114,9 +114,9 @@ func TestResumeWorkspaceGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = h.NewSession(t.Context(), Spec{Resume: id, Sandbox: "off"})
-	want := "the session's workspace " + ws + " is no longer a directory; pass --workspace DIR"
-	if se, ok := errors.AsType[*SpecError](err); !ok || !strings.Contains(se.Msg, want) {
-		t.Fatalf("resume: %v, want a SpecError containing %q", err, want)
+	want := "worked in " + ws + ", which is no longer a directory: to continue it elsewhere, add --workspace DIR"
+	if _, usage := errors.AsType[*SpecError](err); err == nil || usage || !strings.Contains(err.Error(), want) {
+		t.Fatalf("resume: %v, want an error (not a usage error) containing %q", err, want)
 	}
 	if err := os.Mkdir(ws, 0o700); err != nil {
 		t.Fatal(err)
