@@ -59,7 +59,7 @@ func (p *Provider) params(req *llm.Request) (sdk.MessageNewParams, error) {
 	if req.System != "" {
 		params.System = []sdk.TextBlockParam{{Text: req.System}}
 	}
-	for i, m := range llm.CloseToolCalls(req.Messages) { // a resumed session may hold calls without results
+	for i, m := range req.Messages {
 		mp, err := messageParam(m)
 		if err != nil {
 			return sdk.MessageNewParams{}, badRequest(fmt.Errorf("message %d: %w", i, err))

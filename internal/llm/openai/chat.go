@@ -86,7 +86,7 @@ func streamCall[P, T any](ctx context.Context, p *Provider, yield func(llm.Event
 
 // chatParams maps req to a Chat Completions request.
 func (p *Provider) chatParams(req *llm.Request) (sdk.ChatCompletionNewParams, error) {
-	msgs, err := chatMessages(req.System, llm.CloseToolCalls(req.Messages)) // a resumed session may hold calls without results
+	msgs, err := chatMessages(req.System, req.Messages)
 	if err != nil {
 		return sdk.ChatCompletionNewParams{}, err
 	}

@@ -148,7 +148,7 @@ func (p *Provider) responsesResult(r *responses.Response, done []indexedItem) *l
 // responsesParams maps req to a Responses request. Nothing is stored on
 // the server: every call carries the whole conversation.
 func (p *Provider) responsesParams(req *llm.Request) (responses.ResponseNewParams, error) {
-	input, err := responsesInput(llm.CloseToolCalls(req.Messages)) // a resumed session may hold calls without results
+	input, err := responsesInput(req.Messages)
 	if err != nil {
 		return responses.ResponseNewParams{}, err
 	}
