@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"reflect"
 	"strconv"
 	"strings"
 
@@ -120,11 +119,10 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, optional bool) bo
 // Types are said in JSON's words ("an integer", "a JSON object"), never
 // Go's.
 func writeFieldDecodeError(w http.ResponseWriter, err error, whole string) bool {
-	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
-		msg := fmt.Sprintf("expected %s, found JSON %s", jsonTypeName(te.Type), te.Value)
+	if field, msg, ok := httpedge.JSONTypeError(err); ok {
 		switch {
-		case te.Field != "":
-			writeFieldError(w, http.StatusBadRequest, te.Field, msg)
+		case field != "":
+			writeFieldError(w, http.StatusBadRequest, field, msg)
 		case whole != "":
 			writeFieldError(w, http.StatusBadRequest, whole, msg)
 		default:
@@ -137,33 +135,6 @@ func writeFieldDecodeError(w http.ResponseWriter, err error, whole string) bool 
 		return true
 	}
 	return false
-}
-
-// jsonTypeName says what JSON value decodes into a value of type t.
-func jsonTypeName(t reflect.Type) string {
-	if t == nil {
-		return "a JSON value"
-	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return "an integer"
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "a non-negative integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Struct, reflect.Map:
-		return "a JSON object"
-	case reflect.Slice, reflect.Array:
-		return "a JSON array"
-	}
-	return "a JSON value"
 }
 
 // pathID parses the {name} path value as a positive id.

@@ -125,8 +125,8 @@ type payloadFields struct {
 func checkPayloadFields(w http.ResponseWriter, raw, scenario json.RawMessage) bool {
 	var pf payloadFields
 	if err := json.Unmarshal(raw, &pf); err != nil {
-		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field != "" {
-			writeFieldError(w, http.StatusUnprocessableEntity, "payload."+te.Field, fmt.Sprintf("expected %s, found JSON %s", jsonTypeName(te.Type), te.Value))
+		if field, msg, ok := httpedge.JSONTypeError(err); ok && field != "" {
+			writeFieldError(w, http.StatusUnprocessableEntity, "payload."+field, msg)
 			return false
 		}
 	}

@@ -108,7 +108,10 @@ func readBody(w http.ResponseWriter, r *http.Request, allowed []string, required
 	}
 	var keys map[string]json.RawMessage
 	if err := json.Unmarshal(data, &keys); err != nil {
-		return b, badRequest("Invalid JSON payload: %v", err)
+		if _, msg, ok := httpedge.JSONTypeError(err); ok {
+			return b, badRequest("Invalid JSON payload: %s", msg) // an array, a string… where the route takes an object
+		}
+		return b, badRequest("Invalid JSON payload: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	for k := range keys {
 		if !slices.Contains(allowed, k) {
@@ -118,7 +121,10 @@ func readBody(w http.ResponseWriter, r *http.Request, allowed []string, required
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {
-		return b, badRequest("Invalid request body: %v", err)
+		if field, msg, ok := httpedge.JSONTypeError(err); ok && field != "" {
+			return b, badRequest("body/%s %s", field, msg)
+		}
+		return b, badRequest("Invalid request body: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	if err := b.validate(); err != nil {
 		return b, err

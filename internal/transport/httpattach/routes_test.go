@@ -96,6 +96,12 @@ func TestRoutesAndErrors(t *testing.T) {
 		{"unknown body field", "POST", "/api/headless/sessions", `{"sessionID":"x"}`, nil, 400, "bad_request", "body/sessionID Unexpected property"},
 		{"takeControl on create", "POST", "/api/headless/sessions", `{"takeControl":true}`, nil, 400, "bad_request", "body/takeControl Unexpected property"},
 		{"bad role", "POST", "/api/headless/sessions/" + id + "/subscribe", `{"role":"admin"}`, nil, 400, "bad_request", `body/role must be one of [controller viewer], got "admin"`},
+		// Bodies that are not what a route takes are said in JSON's words,
+		// not Go's (it said "cannot unmarshal array into Go value of type
+		// map[string]json.RawMessage").
+		{"array body", "POST", "/api/headless/sessions", `[]`, nil, 400, "bad_request", "Invalid JSON payload: expected a JSON object, found JSON array"},
+		{"field of the wrong type", "POST", "/api/headless/sessions/" + id + "/subscribe", `{"role":7}`, nil, 400, "bad_request", "body/role expected a string, found JSON number"},
+		{"malformed body", "POST", "/api/headless/sessions", `{"approvalMode":`, nil, 400, "bad_request", "Invalid JSON payload: unexpected end of JSON input"},
 		{"bad body opt-out", "POST", "/api/headless/sessions/" + id + "/subscribe", `{"optOutNotifications":["status","nope"]}`, nil, 400, "bad_request", `body/optOutNotifications must be one of [status heartbeat connection_info compaction], got "nope"`},
 		{"repeated opt-out", "POST", "/api/headless/sessions/" + id + "/subscribe", `{"optOutNotifications":["status","status"]}`, nil, 400, "bad_request", "body/optOutNotifications must not repeat status"},
 		{"bad server request", "POST", "/api/headless/sessions/" + id + "/subscribe", `{"capabilities":{"serverRequests":["approval","telepathy"]}}`, nil, 400, "bad_request", `body/capabilities/serverRequests must be one of [approval client_tool mcp_elicitation user_input tool_retry], got "telepathy"`},
