@@ -23,6 +23,9 @@ type headlessOptions struct {
 	sessionFlags
 	ApprovalMode string
 	ClientTools  string
+	// maxIterationsGiven: --max-iterations was on the command line (its
+	// 0 is then no default).
+	maxIterationsGiven bool
 }
 
 func newHeadlessCmd(io *IOStreams) *cobra.Command {
@@ -63,6 +66,7 @@ If Maestro cannot start, it writes one fatal error message on stdout
   maestro headless --agent claude-code --approval-mode prompt`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.maxIterationsGiven = cmd.Flags().Changed("max-iterations")
 			return runHeadless(cmd.Context(), io, o)
 		},
 	}
@@ -133,8 +137,8 @@ func startHeadless(ctx context.Context, io *IOStreams, o headlessOptions, log *s
 	if err := checkThinking(o.Thinking); err != nil {
 		return nil, err
 	}
-	if o.MaxIterations < 0 {
-		return nil, usageErr("--max-iterations must be positive")
+	if err := checkMaxIterations(o.MaxIterations, o.maxIterationsGiven); err != nil {
+		return nil, err
 	}
 	var clientTools []runtime.ClientTool
 	if o.ClientTools != "" {
@@ -160,6 +164,16 @@ func startHeadless(ctx context.Context, io *IOStreams, o headlessOptions, log *s
 		fmt.Fprintln(io.ErrOut, s.Choice.Notice)
 	}
 	return s, nil
+}
+
+// checkMaxIterations refuses a --max-iterations that is not positive. 0
+// is the flag's "not given" (config.yaml's max_iterations, else 50), so a
+// 0 the user typed would run 50 model calls, not none.
+func checkMaxIterations(n int, given bool) error {
+	if n < 0 || (n == 0 && given) {
+		return usageErr("--max-iterations must be positive, got %d", n)
+	}
+	return nil
 }
 
 // checkThinking refuses an unknown --thinking level.

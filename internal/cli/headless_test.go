@@ -160,6 +160,9 @@ func TestHeadlessStartupFailure(t *testing.T) {
 		{"missing scenario", []string{"--replay", "/nonexistent/scenario.yaml"}, ExitError, "load replay scenario"},
 		{"client tools", []string{"--client-tools", badTools}, ExitUsage, "--client-tools"},
 		{"workspace", []string{"--workspace", "/nonexistent/dir"}, ExitUsage, "--workspace"},
+		// 0 is the flag's "not given": typed, it ran the default 50 calls.
+		{"max iterations 0", []string{"--max-iterations", "0"}, ExitUsage, "--max-iterations must be positive, got 0"},
+		{"max iterations -1", []string{"--max-iterations", "-1"}, ExitUsage, "--max-iterations must be positive, got -1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

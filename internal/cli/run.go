@@ -122,10 +122,8 @@ aborted piece run (one-line reason on stderr), 2 usage error, 130 interrupted.`,
 			if strings.TrimSpace(task) == "" {
 				return &exitError{ExitUsage, errors.New("the task is empty")}
 			}
-			if cmd.Flags().Changed("max-iterations") && o.MaxIterations == 0 {
-				// 0 is the flag's "not given" (the config's or 50):
-				// given, it would run 50 model calls, not none.
-				return usageErr("--max-iterations must be positive, got 0")
+			if err := checkMaxIterations(o.MaxIterations, cmd.Flags().Changed("max-iterations")); err != nil {
+				return err
 			}
 			return runTask(cmd.Context(), io, o, task)
 		},
@@ -167,9 +165,6 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	}
 	if err := checkThinking(o.Thinking); err != nil {
 		return err
-	}
-	if o.MaxIterations < 0 {
-		return usageErr("--max-iterations must be positive")
 	}
 	if _, err := agentcli.ParsePermission(o.Permission); err != nil {
 		return usageErr("--permission: %v", err)
