@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -27,6 +28,12 @@ func TestRunAgentHangupStopsTheCLI(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
+	if signal.Ignored(syscall.SIGHUP) {
+		// Under nohup this process ignores SIGHUP, and so would the
+		// maestro it starts, which then rightly runs on. With a handler
+		// here, the exec'd child starts with the default disposition.
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
+	}
 	cmd := exec.CommandContext(ctx, exe, "run", "--agent", "fake-agent", "--workspace", t.TempDir(), "-o", "jsonl", "hang")
 	cmd.Env = append(headlessEnv(ae.home), "PATH="+ae.path)
 	stdin, out := proctest.StartPiped(t, cmd)
