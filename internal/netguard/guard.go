@@ -135,8 +135,36 @@ func (e *BlockedError) Error() string {
 	if e.Host == e.Addr || e.Host == "" {
 		what = e.Addr + " is"
 	}
-	return fmt.Sprintf("refused %s: %s a %s address, which the network guard does not reach (at %s); "+
-		"an operator may allow it in the configuration's web.allow_hosts", e.URL, what, strings.ReplaceAll(e.Class, "_", " "), e.Stage)
+	return fmt.Sprintf("refused %s: %s %s address, which the network guard does not reach (at %s); "+
+		"an operator may allow it in the configuration's web.allow_hosts", e.URL, what, classWords(e.Class), e.Stage)
+}
+
+// classWords is an address class with its article, as a sentence says it
+// ("an IPv4-mapped IPv6", not "a ipv4 mapped").
+func classWords(class string) string {
+	switch class {
+	case ClassUnspecified:
+		return "an unspecified"
+	case ClassCGNAT:
+		return "a carrier-grade NAT"
+	case ClassLinkLocal:
+		return "a link-local"
+	case ClassMetadata:
+		return "a cloud metadata"
+	case ClassIPv4Mapped:
+		return "an IPv4-mapped IPv6"
+	case ClassIPv4Compatible:
+		return "an IPv4-compatible IPv6"
+	case ClassULA:
+		return "a unique local IPv6"
+	case ClassNAT64:
+		return "a NAT64"
+	case ClassTranslated:
+		return "an IPv4 translation (6to4 or Teredo)"
+	case ClassInvalid:
+		return "an invalid"
+	}
+	return "a " + strings.ReplaceAll(class, "_", " ")
 }
 
 // allowed reports whether a is allowed for a connection to host.

@@ -298,3 +298,24 @@ func TestNewRejectsMalformedAllow(t *testing.T) {
 		t.Error("New accepted 10.0.0.0/33")
 	}
 }
+
+// TestBlockedErrorWords: a refusal names the address class in words with
+// its article; it said "a ipv4 mapped address", "a unspecified address".
+func TestBlockedErrorWords(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		err  BlockedError
+		want string
+	}{
+		{BlockedError{URL: "http://[::ffff:127.0.0.1]/", Host: "::ffff:127.0.0.1", Addr: "::ffff:127.0.0.1", Class: ClassIPv4Mapped, Stage: StageResolve}, "::ffff:127.0.0.1 is an IPv4-mapped IPv6 address"},
+		{BlockedError{URL: "http://0.0.0.0/", Host: "0.0.0.0", Addr: "0.0.0.0", Class: ClassUnspecified, Stage: StageResolve}, "0.0.0.0 is an unspecified address"},
+		{BlockedError{URL: "http://intranet/", Host: "intranet", Addr: "10.0.0.1", Class: ClassPrivate, Stage: StageResolve}, "intranet resolves to 10.0.0.1, a private address"},
+		{BlockedError{URL: "http://x/", Host: "x", Addr: "169.254.169.254", Class: ClassMetadata, Stage: StageResolve}, "a cloud metadata address"},
+		{BlockedError{URL: "http://x/", Host: "x", Addr: "100.64.0.1", Class: ClassCGNAT, Stage: StageResolve}, "a carrier-grade NAT address"},
+	}
+	for _, tt := range tests {
+		if got := tt.err.Error(); !strings.Contains(got, tt.want) {
+			t.Errorf("%s: %q, want it to say %q", tt.err.Class, got, tt.want)
+		}
+	}
+}
