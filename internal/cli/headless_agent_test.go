@@ -62,6 +62,21 @@ func newAgentEnv(t *testing.T) *agentEnv {
 	return ae
 }
 
+// firstStart is the pid of the first agent CLI start-logger recorded: the
+// leader of the CLI's process group.
+func (ae *agentEnv) firstStart(t *testing.T) int {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(ae.bin, "starts.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader, err := strconv.Atoi(strings.Fields(string(data))[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leader
+}
+
 func startAgentHeadlessTest(t *testing.T, args ...string) *agentHeadless {
 	t.Helper()
 	return newAgentEnv(t).start(t, append([]string{"--workspace", t.TempDir()}, args...)...)
@@ -429,14 +444,7 @@ func TestHeadlessAgentInterruptKillsProcessGroup(t *testing.T) {
 			child = int(pid)
 		}
 	}
-	data, err := os.ReadFile(filepath.Join(ae.bin, "starts.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	leader, err := strconv.Atoi(strings.Fields(string(data))[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	leader := ae.firstStart(t)
 	at := time.Now()
 	h.e.send(`{"type":"interrupt"}`)
 	for {

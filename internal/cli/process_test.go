@@ -5,9 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -45,14 +42,7 @@ func TestRunAgentHangupStopsTheCLI(t *testing.T) {
 			break
 		}
 	}
-	data, err := os.ReadFile(filepath.Join(ae.bin, "starts.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	leader, err := strconv.Atoi(strings.Fields(string(data))[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	leader := ae.firstStart(t)
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}

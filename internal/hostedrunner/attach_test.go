@@ -241,21 +241,7 @@ func TestRestoreResumeStrictCursor(t *testing.T) {
 	if e := nextEnvelope(t, openEvents(t, srv.URL, r.SessionID(), "")); e.Type != "reset" || e.Reason != "restored_from_snapshot" || e.cursor() < resetCursor {
 		t.Fatalf("no cursor: %s, want reset{restored_from_snapshot}", e.raw)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "POST", srv.URL+"/api/headless/sessions/"+r.SessionID()+"/messages", strings.NewReader(`{"type":"init"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("init: %d", resp.StatusCode)
-	}
+	postInit(t, srv, r.SessionID())
 	// The first new event takes N+1.
 	if e := nextEnvelope(t, live); e.cursor() != resetCursor+1 || !strings.Contains(e.raw, `"type":"status"`) {
 		t.Fatalf("first frame after the reset at %d: %s, want the init's status at %d", resetCursor, e.raw, resetCursor+1)
@@ -281,21 +267,7 @@ func TestRestoreResumeAfterDrainSnapshot(t *testing.T) {
 	if e := nextEnvelope(t, early); e.Type != "reset" || e.Reason != "restored_from_snapshot" || e.cursor() != n {
 		t.Fatalf("cursor=N+1 before any new frame: first envelope %s, want reset{restored_from_snapshot} at %d", e.raw, n)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "POST", srv.URL+"/api/headless/sessions/"+r.SessionID()+"/messages", strings.NewReader(`{"type":"init"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("init: %d", resp.StatusCode)
-	}
+	postInit(t, srv, r.SessionID())
 	if e := nextEnvelope(t, early); e.cursor() != n+1 || !strings.Contains(e.raw, `"type":"status"`) {
 		t.Fatalf("after the reset: %s, want the init's status at %d", e.raw, n+1)
 	}
@@ -374,5 +346,26 @@ func TestDrainPublishesSnapshot(t *testing.T) {
 				t.Errorf("identity after the drain: %+v", id)
 			}
 		})
+	}
+}
+
+// postInit sends the session an init message over HTTP, which the
+// runtime answers with a status frame.
+func postInit(t *testing.T, srv *httptest.Server, sessionID string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "POST", srv.URL+"/api/headless/sessions/"+sessionID+"/messages", strings.NewReader(`{"type":"init"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("init: %d", resp.StatusCode)
 	}
 }

@@ -249,15 +249,7 @@ func TestAttachmentLimits(t *testing.T) {
 	h.handle(protocol.Prompt{Content: "look", Attachments: []string{"big.txt", "long.txt", "~/pic.jpg"}})
 	h.rt.WaitIdle(context.Background())
 	h.waitType(protocol.TypeResponseEnd, 1)
-	var msgs []string
-	for _, m := range h.all() {
-		switch m := m.(type) {
-		case protocol.Error:
-			msgs = append(msgs, m.Message)
-		case protocol.Status:
-			msgs = append(msgs, m.Message)
-		}
-	}
+	msgs := h.notes()
 	if d := cmp.Diff([]string{"Attachment too large (3MB): big.txt", "Loaded 2 attachment(s)"}, msgs); d != "" {
 		t.Errorf("messages (-want +got):\n%s", d)
 	}
@@ -300,15 +292,7 @@ func TestAttachmentNotRegular(t *testing.T) {
 	h.waitWithin(5*time.Second, "the prompt's response_end", func(fs []protocol.Message) bool {
 		return slices.ContainsFunc(fs, func(m protocol.Message) bool { return m.MessageType() == protocol.TypeResponseEnd })
 	})
-	var msgs []string
-	for _, m := range h.all() {
-		switch m := m.(type) {
-		case protocol.Error:
-			msgs = append(msgs, m.Message)
-		case protocol.Status:
-			msgs = append(msgs, m.Message)
-		}
-	}
+	msgs := h.notes()
 	want := []string{"Attachment not readable: pipe", "Attachment not readable: /dev/null", "Attachment not readable: dir", "Loaded 1 attachment(s)"}
 	if d := cmp.Diff(want, msgs); d != "" {
 		t.Errorf("messages (-want +got):\n%s", d)

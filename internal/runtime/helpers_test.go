@@ -186,6 +186,20 @@ func (h *harness) all() []protocol.Message {
 }
 
 // types returns the frame types collected so far.
+// notes lists the messages of the error and status frames sent so far.
+func (h *harness) notes() []string {
+	var msgs []string
+	for _, m := range h.all() {
+		switch m := m.(type) {
+		case protocol.Error:
+			msgs = append(msgs, m.Message)
+		case protocol.Status:
+			msgs = append(msgs, m.Message)
+		}
+	}
+	return msgs
+}
+
 func (h *harness) types() []string {
 	var out []string
 	for _, m := range h.all() {
