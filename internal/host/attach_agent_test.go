@@ -1,16 +1,15 @@
 package host
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/maestro-run/maestro/internal/agentcli/agentclitest"
+	"github.com/maestro-run/maestro/internal/proctest"
 	"github.com/maestro-run/maestro/internal/transport/httpattach"
 )
 
@@ -66,7 +65,7 @@ func TestAgentSessionNoSandboxWarnings(t *testing.T) {
 	home := t.TempDir()
 	adapter := agentclitest.InstallUserAdapter(t, home)
 	env := map[string]string{"PATH": adapter + string(os.PathListSeparator) + os.Getenv("PATH")}
-	var logs syncBuffer
+	var logs proctest.Buffer
 	h, err := New(Options{Home: home, Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -84,22 +83,4 @@ func TestAgentSessionNoSandboxWarnings(t *testing.T) {
 	if got := logs.String(); strings.Contains(got, "sandbox") {
 		t.Errorf("logs of an agent CLI session mention Maestro's sandbox:\n%s", got)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
