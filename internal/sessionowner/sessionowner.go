@@ -125,8 +125,7 @@ func (c *Cluster) Create(ctx context.Context, req httpattach.CreateRequest) (*ru
 		// rather than half-shared.
 		c.SessionMap.Remove(id)
 		rt.Close()
-		return nil, "", &httpattach.Error{Status: http.StatusServiceUnavailable, Code: httpattach.CodeRuntimeNotReady,
-			Message: "Cannot record the new session's owner in the store: " + err.Error()}
+		return nil, "", c.storeUnavailable("record the new session's owner", err, "session", id)
 	}
 	return rt, id, nil
 }
