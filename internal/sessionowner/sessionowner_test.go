@@ -438,3 +438,29 @@ func TestStoreDownAnswers503WithoutItsError(t *testing.T) {
 		}
 	}
 }
+
+// A second serve started under a name a running serve (at another
+// address, heartbeating) uses is refused, naming the flag and that serve;
+// it ended the running serve's sessions, which its other clients then
+// got 410 for while that serve still ran them.
+func TestEndPreviousRefusesANameInUse(t *testing.T) {
+	t.Parallel()
+	a, _, st, clock := pair(t, true)
+	id := create(t, a)
+	twin := newServe(t, st, "serve-a", true, clock)
+	err := twin.c.EndPrevious(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "--name serve-a is taken: the serve at "+a.url+" runs live sessions under it") {
+		t.Fatalf("EndPrevious of a second serve-a: %v; want the name refused", err)
+	}
+	if s, err := st.GetLiveSession(t.Context(), id); err != nil || s.Ended() {
+		t.Errorf("A's session after the refused twin: %+v, %v; want live", s, err)
+	}
+	// Once A's heartbeat is stale, A is the earlier serve-a: its records end.
+	clock.Advance(31 * time.Second)
+	if err := twin.c.EndPrevious(t.Context()); err != nil {
+		t.Fatalf("EndPrevious after A stopped heartbeating: %v", err)
+	}
+	if s, err := st.GetLiveSession(t.Context(), id); err != nil || s.EndReason != sessionowner.ReasonRestarted {
+		t.Errorf("A's session once stale: %+v, %v; want ended %q", s, err, sessionowner.ReasonRestarted)
+	}
+}
