@@ -359,3 +359,34 @@ func TestLocalPutBesideEmptyingDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestOpenS3SaysWhyTheBucketCannotBeOpened: keys the server refuses are
+// named as such, with the variables to check, and only a bucket that is
+// really missing is said not to exist. An unknown access key read as a
+// missing bucket (versitygw answers its HEAD 404), and the operator was
+// told to create a bucket that existed.
+func TestOpenS3SaysWhyTheBucketCannotBeOpened(t *testing.T) {
+	s3test.Binary(t)
+	srv := s3test.Start(t)
+	bucket := srv.NewBucket(t)
+	for name, c := range map[string]struct {
+		cfg        func(*blobstore.S3Config)
+		want, dont string
+	}{
+		"unknown access key": {func(c *blobstore.S3Config) { c.AccessKey = "nobody" }, "AWS_SECRET_ACCESS_KEY", "does not exist"},
+		"wrong secret":       {func(c *blobstore.S3Config) { c.SecretKey = "wrong" }, "AWS_ACCESS_KEY_ID", "does not exist"},
+		"missing bucket":     {func(c *blobstore.S3Config) { c.Bucket = "no-such-bucket" }, `"no-such-bucket" at ` + srv.Endpoint + " does not exist: create it first", "credentials"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := srv.Config(bucket, "p")
+			c.cfg(&cfg)
+			_, err := blobstore.OpenS3(t.Context(), cfg)
+			if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), c.dont) {
+				t.Fatalf("OpenS3: %v; want an error saying %q, not %q", err, c.want, c.dont)
+			}
+		})
+	}
+	if _, err := blobstore.OpenS3(t.Context(), srv.Config(bucket, "p")); err != nil {
+		t.Fatalf("OpenS3 with the right keys: %v", err)
+	}
+}

@@ -132,13 +132,45 @@ func OpenS3(ctx context.Context, cfg S3Config) (*S3, error) {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ok, err := c.BucketExists(cctx, cfg.Bucket)
-	if err != nil {
-		return nil, fmt.Errorf("S3 bucket %q at %s: %w", cfg.Bucket, endpoint, err)
+	if err == nil && !ok {
+		// A HEAD answer has no body to say why: some servers (versitygw)
+		// answer an unknown access key 404, which reads as no bucket. A
+		// listing's answer says which it is.
+		for o := range c.ListObjects(cctx, cfg.Bucket, minio.ListObjectsOptions{MaxKeys: 1}) {
+			err = o.Err
+			break
+		}
+		ok = err == nil
 	}
-	if !ok {
-		return nil, fmt.Errorf("S3 bucket %q at %s does not exist: create it first", cfg.Bucket, endpoint)
+	if err != nil || !ok {
+		return nil, bucketError(cfg.Bucket, endpoint, err)
 	}
 	return s, nil
+}
+
+// bucketError says why the bucket could not be opened and what to do:
+// create a missing bucket, check refused credentials.
+func bucketError(bucket, endpoint string, err error) error {
+	resp := minio.ToErrorResponse(err)
+	switch {
+	case err == nil, resp.Code == minio.NoSuchBucket:
+		return fmt.Errorf("S3 bucket %q at %s does not exist: create it first", bucket, endpoint)
+	case resp.StatusCode == http.StatusForbidden, refusedKeyCodes[resp.Code]:
+		why := resp.Message
+		if why == "" {
+			why = resp.Code
+		}
+		return fmt.Errorf("S3 bucket %q at %s: the server refused the credentials (%s): check %s and %s (or artifacts_s3.access_key and secret_key in config.yaml), and that they may list the bucket",
+			bucket, endpoint, strings.TrimSuffix(why, "."), EnvAccessKey, EnvSecretKey)
+	}
+	return fmt.Errorf("S3 bucket %q at %s: %w", bucket, endpoint, err)
+}
+
+// refusedKeyCodes are the S3 error codes of credentials the server does
+// not accept (XAdminUserNotFound: versitygw's unknown access key).
+var refusedKeyCodes = map[string]bool{
+	"AccessDenied": true, "InvalidAccessKeyId": true, "SignatureDoesNotMatch": true,
+	"InvalidToken": true, "ExpiredToken": true, "XAdminUserNotFound": true,
 }
 
 // Location is s3://bucket/prefix.

@@ -2,9 +2,9 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -37,8 +37,9 @@ func openJobStore(ctx context.Context, io *IOStreams, db, dataDir string) (store
 		return nil, "", fmt.Errorf("--data-dir %q: %w", dataDir, err)
 	}
 	dataDir = abs
+	what := "--db"
 	if db == "" && io.Getenv != nil {
-		db = io.Getenv("MAESTRO_DB")
+		db, what = io.Getenv("MAESTRO_DB"), "MAESTRO_DB"
 	}
 	switch {
 	case db == "":
@@ -50,12 +51,20 @@ func openJobStore(ctx context.Context, io *IOStreams, db, dataDir string) (store
 	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
 		st, err := postgres.Open(ctx, db, postgres.Options{})
 		if err != nil {
-			return nil, "", err
+			return nil, "", fmt.Errorf("%s %s: %w", what, redactURL(db), err)
 		}
 		return st, dataDir, nil
 	default:
-		return nil, "", errors.New("--db: expected a postgres://user:password@host/dbname URL (leave it empty for SQLite in the data directory)")
+		return nil, "", fmt.Errorf("%s: expected a postgres://user:password@host/dbname URL (leave it empty for SQLite in the data directory)", what)
 	}
+}
+
+// redactURL is the URL u with its password replaced by xxxxx.
+func redactURL(u string) string {
+	if p, err := url.Parse(u); err == nil {
+		return p.Redacted()
+	}
+	return "(a malformed URL)"
 }
 
 // jobProcess is what a job-running command (serve, worker) starts with:

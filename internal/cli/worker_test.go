@@ -114,6 +114,9 @@ func TestWorkerFlagErrors(t *testing.T) {
 		{[]string{"worker", "--workers", "0"}, ExitUsage, "--workers must be at least 1"},
 		{[]string{"worker", "--lease", "10ms"}, ExitUsage, "--lease must be at least"},
 		{[]string{"worker", "--db", "mysql://x"}, ExitError, "--db: expected a postgres://"},
+		// The store's error is the flag's, its password hidden.
+		{[]string{"worker", "--db", "postgres://maestro:hunter2@127.0.0.1:1/maestro?connect_timeout=5"}, ExitError,
+			"--db postgres://maestro:xxxxx@127.0.0.1:1/maestro?connect_timeout=5: open PostgreSQL store: PostgreSQL at 127.0.0.1:1 cannot be reached"},
 		{[]string{"worker", "extra"}, ExitUsage, "unknown command"},
 	}
 	for _, tt := range tests {
@@ -125,7 +128,7 @@ func TestWorkerFlagErrors(t *testing.T) {
 			}
 			return ""
 		}}
-		if code := Run(t.Context(), ios, append(tt.args, "--data-dir", dir)); code != tt.code || !strings.Contains(stderr.String(), tt.want) {
+		if code := Run(t.Context(), ios, append(tt.args, "--data-dir", dir)); code != tt.code || !strings.Contains(stderr.String(), tt.want) || strings.Contains(stderr.String(), "hunter2") {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", tt.args, code, stderr.String(), tt.code, tt.want)
 		}
 	}

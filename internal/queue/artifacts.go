@@ -212,10 +212,13 @@ const finalSyncTimeout = 10 * time.Minute
 // a sync that fails turns a result that would end or park the job into a
 // retryable failure, so that no outcome is recorded whose files are not
 // in the store. An attempt whose context ended (lease lost, shutdown)
-// syncs nothing: another attempt runs the job.
-func (r *engineRunner) synced(ctx context.Context, j *Job, res Result) Result {
+// syncs nothing: another attempt runs the job. Nor does one that did not
+// materialise the job's files (materialised false): its scratch directory
+// holds a partial or stale copy, and the mirrored sync would delete from
+// the store what the claim had not fetched yet.
+func (r *engineRunner) synced(ctx context.Context, j *Job, materialised bool, res Result) Result {
 	a := r.cfg.Artifacts
-	if a == nil || ctx.Err() != nil {
+	if a == nil || ctx.Err() != nil || !materialised {
 		return res
 	}
 	sctx, cancel := context.WithTimeout(ctx, finalSyncTimeout)

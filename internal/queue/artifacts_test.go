@@ -3,8 +3,11 @@ package queue_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,5 +160,57 @@ func TestEngineRunnerArtifactsAcrossDataDirs(t *testing.T) {
 	}
 	if data, err := os.ReadFile(filepath.Join(queue.WorkDir(dataB, task.ID), "input", "brief.txt")); err != nil || string(data) != "fence specs\n" {
 		t.Errorf("B's input/brief.txt (materialised) = %q, %v", data, err)
+	}
+}
+
+// failingGet is an artifact store whose Get of one key fails, as an S3
+// store does when the server stops answering half-way through a claim.
+type failingGet struct {
+	*blobstore.Local
+	key string
+}
+
+func (f failingGet) Get(ctx context.Context, key string) (io.ReadSeekCloser, blobstore.Info, error) {
+	if key == f.key {
+		return nil, blobstore.Info{}, errors.New("connection refused")
+	}
+	return f.Local.Get(ctx, key)
+}
+
+// TestEngineRunnerMaterialiseFailureSyncsNothing: an attempt that cannot
+// materialise the job's files from the store fails saying so, and syncs
+// nothing back. The final sync of such an attempt mirrored the partial
+// scratch output/ to the store, deleting the deliverables the claim had
+// not fetched yet, and its own error replaced the materialise error.
+func TestEngineRunnerMaterialiseFailureSyncsNothing(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t, nil)
+	ctx := t.Context()
+	local, err := blobstore.OpenLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	task, job, err := st.CreateTask(ctx, store.NewTask{Title: "Paint the fence", Piece: "general", MaxAttempts: 1,
+		Payload: payloadWith(t, map[string]any{"replay": json.RawMessage(askScenario)})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	output := blobstore.TaskPrefix(task.ID) + "/work/output/"
+	for _, name := range []string{"a.txt", "b.txt"} {
+		if err := blobstore.PutBytes(ctx, local, output+name, []byte(name+"\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := failingGet{Local: local, key: output + "b.txt"}
+	startPool(t, queue.Config{Store: st, Runner: queue.NewEngineRunner(queue.EngineRunnerConfig{DataDir: t.TempDir(), Artifacts: a})})
+	done := waitJob(t, st, job.ID, "failed", inState(store.StateFailed))
+	if !strings.Contains(done.Error, "materialise the job's workspace") || !strings.Contains(done.Error, "connection refused") {
+		t.Errorf("job error = %q, want the materialise error", done.Error)
+	}
+	for _, name := range []string{"a.txt", "b.txt"} {
+		if data, err := blobstore.ReadAll(context.Background(), local, output+name, 100); err != nil || string(data) != name+"\n" {
+			t.Errorf("store %s after the failed claim = %q, %v; want it kept", output+name, data, err)
+		}
 	}
 }

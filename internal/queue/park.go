@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -39,6 +40,9 @@ type jobRun struct {
 	ems     []*emitter
 	prov    llm.Provider
 	pending *asking // the question the job waits on
+	// materialised says the job's files were fetched from the artifact
+	// store: only then may the attempt's final sync write them back.
+	materialised atomic.Bool
 }
 
 // asking is one elicitation waiting for an answer.

@@ -179,7 +179,10 @@ func (r *engineRunner) Run(ctx context.Context, j *Job) Result {
 	// question (park.go): it runs on its own context, which this
 	// attempt's cancels while it follows the run.
 	jr := newJobRun(ctx)
-	go func() { jr.done <- r.synced(jr.ctx, j, r.run(jr.ctx, j, jr)) }()
+	go func() {
+		res := r.run(jr.ctx, j, jr)
+		jr.done <- r.synced(jr.ctx, j, jr.materialised.Load(), res)
+	}()
 	return r.await(ctx, j, jr)
 }
 
@@ -224,6 +227,7 @@ func (r *engineRunner) run(ctx context.Context, j *Job, jr *jobRun) Result {
 	if err := r.materialise(ctx, j.Job, dir, &pl); err != nil {
 		return Result{State: store.StateFailed, Error: err.Error()}
 	}
+	jr.materialised.Store(true)
 	if j.ParentJobID != 0 {
 		// A subtask works in its parent's workspace (subjobs.go).
 		parentDir, err := r.childWork(ctx, pl)

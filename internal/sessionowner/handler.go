@@ -98,14 +98,14 @@ func (c *Cluster) owner(ctx context.Context, id string) (*store.LiveSession, *ht
 		return nil, nil
 	}
 	if err != nil {
-		return nil, storeUnavailable(err)
+		return nil, c.storeUnavailable("look up the session's owner", err, "session", id)
 	}
 	if c.stale(s) {
 		if _, err := c.sweep(ctx); err != nil {
-			return nil, storeUnavailable(err)
+			return nil, c.storeUnavailable("look up the session's owner", err, "session", id)
 		}
 		if s, err = c.cfg.Store.GetLiveSession(ctx, id); err != nil {
-			return nil, storeUnavailable(err)
+			return nil, c.storeUnavailable("look up the session's owner", err, "session", id)
 		}
 	}
 	if s.Ended() {
@@ -122,9 +122,13 @@ func (c *Cluster) owner(ctx context.Context, id string) (*store.LiveSession, *ht
 	return &s, nil
 }
 
-func storeUnavailable(err error) *httpattach.Error {
+// storeUnavailable is the 503 of a store call (what) that failed: the
+// error is logged, and the client told the store does not answer, not
+// the database's address, user and driver's text.
+func (c *Cluster) storeUnavailable(what string, err error, attrs ...any) *httpattach.Error {
+	c.log.Warn("cannot "+what, append(attrs, "err", err)...)
 	return &httpattach.Error{Status: http.StatusServiceUnavailable, Code: httpattach.CodeRuntimeNotReady,
-		Message: "Cannot look up the session's owner in the store: " + err.Error()}
+		Message: "Cannot " + what + ": the store does not answer (see the server log); try again"}
 }
 
 func ownerInfo(reason string, s store.LiveSession, extra ...string) []httpattach.ErrorInfo {
@@ -189,13 +193,13 @@ func (rt *Router) list(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
 	defer cancel()
 	if _, err := rt.c.sweep(ctx); err != nil {
-		writeError(w, storeUnavailable(err))
+		writeError(w, rt.c.storeUnavailable("list the live sessions", err))
 		return
 	}
 	f := store.LiveSessionFilter{Open: r.URL.Query().Get("state") == "live"}
 	all, err := rt.c.cfg.Store.ListLiveSessions(ctx, f)
 	if err != nil {
-		writeError(w, storeUnavailable(err))
+		writeError(w, rt.c.storeUnavailable("list the live sessions", err))
 		return
 	}
 	local := map[string]*protocol.Snapshot{}

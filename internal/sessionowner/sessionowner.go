@@ -125,8 +125,7 @@ func (c *Cluster) Create(ctx context.Context, req httpattach.CreateRequest) (*ru
 		// rather than half-shared.
 		c.SessionMap.Remove(id)
 		rt.Close()
-		return nil, "", &httpattach.Error{Status: http.StatusServiceUnavailable, Code: httpattach.CodeRuntimeNotReady,
-			Message: "Cannot record the new session's owner in the store: " + err.Error()}
+		return nil, "", c.storeUnavailable("record the new session's owner", err, "session", id)
 	}
 	return rt, id, nil
 }
@@ -162,12 +161,23 @@ func (c *Cluster) Close() error {
 // EndPrevious ends the open records of an earlier process that had this
 // instance id (a serve restarted under the same --name): this process's
 // heartbeat would keep them alive otherwise. Call it before serving.
+//
+// Records at another address whose heartbeat is fresh are another serve
+// running under the same name, not an earlier one: EndPrevious refuses
+// to start rather than end the sessions that serve still runs.
 func (c *Cluster) EndPrevious(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	open, err := c.cfg.Store.ListLiveSessions(ctx, store.LiveSessionFilter{Open: true, Instance: c.cfg.Instance})
 	if err != nil {
 		return fmt.Errorf("end the live sessions of an earlier %s: %w", c.cfg.Instance, err)
+	}
+	now := c.cfg.Now()
+	for _, s := range open {
+		if age := now.Sub(s.HeartbeatAt); s.Address != c.cfg.Address && age < c.cfg.StaleAfter {
+			return fmt.Errorf("--name %s is taken: the serve at %s runs live sessions under it (heartbeat %s ago); give each serve process its own --name (if that process has stopped, its sessions end within %s)",
+				c.cfg.Instance, s.Address, age.Round(time.Second), (c.cfg.StaleAfter - age).Round(time.Second))
+		}
 	}
 	for _, s := range open {
 		if _, local := c.Get(s.ID); local {

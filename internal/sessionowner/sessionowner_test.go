@@ -3,6 +3,7 @@ package sessionowner_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -391,5 +392,75 @@ func BenchmarkState(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// downStore is a store of live sessions that no longer answers, failing
+// as a PostgreSQL store does (pgx's text names the user and database).
+type downStore struct{ store.LiveSessions }
+
+var errDown = errors.New("failed to connect to `user=maestro database=maestro`: dial tcp 10.0.0.5:5432: connect: connection refused")
+
+func (downStore) OwnLiveSession(context.Context, string, string, string) (store.LiveSession, error) {
+	return store.LiveSession{}, errDown
+}
+func (downStore) GetLiveSession(context.Context, string) (store.LiveSession, error) {
+	return store.LiveSession{}, errDown
+}
+func (downStore) EndStaleLiveSessions(context.Context, time.Time, string) ([]store.LiveSession, error) {
+	return nil, errDown
+}
+func (downStore) ListLiveSessions(context.Context, store.LiveSessionFilter) ([]store.LiveSession, error) {
+	return nil, errDown
+}
+
+// With the store down, a new session, a request for a session owned
+// elsewhere and the listing answer 503 saying the store does not answer;
+// the database's user, name and address stay in the server log (they
+// were the 503's message, to any client with the token).
+func TestStoreDownAnswers503WithoutItsError(t *testing.T) {
+	t.Parallel()
+	a, _, st, clock := pair(t, true)
+	id := create(t, a)
+	b := newServe(t, downStore{st}, "serve-b", true, clock)
+	for _, tc := range []struct {
+		name, method, path, what string
+		body                     any
+	}{
+		{"create", "POST", "/api/headless/sessions", "record the new session's owner", map[string]any{}},
+		{"state of A's session", "GET", "/api/headless/sessions/" + id + "/state", "look up the session's owner", nil},
+		{"list", "GET", "/api/headless/sessions", "list the live sessions", nil},
+	} {
+		code, body := call(t, tc.method, b.url+tc.path, tc.body, nil)
+		msg, _ := body["error"].(string)
+		if want := "Cannot " + tc.what + ": the store does not answer (see the server log); try again"; code != 503 || msg != want {
+			t.Errorf("%s with the store down: %d %q; want 503 %q", tc.name, code, msg, want)
+		}
+	}
+}
+
+// A second serve started under a name a running serve (at another
+// address, heartbeating) uses is refused, naming the flag and that serve;
+// it ended the running serve's sessions, which its other clients then
+// got 410 for while that serve still ran them.
+func TestEndPreviousRefusesANameInUse(t *testing.T) {
+	t.Parallel()
+	a, _, st, clock := pair(t, true)
+	id := create(t, a)
+	twin := newServe(t, st, "serve-a", true, clock)
+	err := twin.c.EndPrevious(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "--name serve-a is taken: the serve at "+a.url+" runs live sessions under it") {
+		t.Fatalf("EndPrevious of a second serve-a: %v; want the name refused", err)
+	}
+	if s, err := st.GetLiveSession(t.Context(), id); err != nil || s.Ended() {
+		t.Errorf("A's session after the refused twin: %+v, %v; want live", s, err)
+	}
+	// Once A's heartbeat is stale, A is the earlier serve-a: its records end.
+	clock.Advance(31 * time.Second)
+	if err := twin.c.EndPrevious(t.Context()); err != nil {
+		t.Fatalf("EndPrevious after A stopped heartbeating: %v", err)
+	}
+	if s, err := st.GetLiveSession(t.Context(), id); err != nil || s.EndReason != sessionowner.ReasonRestarted {
+		t.Errorf("A's session once stale: %+v, %v; want ended %q", s, err, sessionowner.ReasonRestarted)
 	}
 }

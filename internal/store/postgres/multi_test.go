@@ -161,6 +161,27 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
+// TestOpenSaysWhatToDo: a user the server refuses, a missing database and
+// a server that does not answer are each said in one line with what to
+// check, without pgx's report of every attempt (TLS first, then without:
+// "tls error: server refused TLS connection" led every message).
+func TestOpenSaysWhatToDo(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	addr := pg.Cluster(t).TCPAddr()
+	for dsn, want := range map[string]string{
+		"postgres://nobody:pw@" + addr + "/postgres?connect_timeout=5":  `PostgreSQL at ` + addr + ` refused user "nobody": role "nobody" does not exist (SQLSTATE 28000): check the user name and password in the URL`,
+		"postgres://postgres@" + addr + "/no_such_db?connect_timeout=5": `PostgreSQL at ` + addr + `: database "no_such_db" does not exist (SQLSTATE 3D000): create it (createdb -O postgres no_such_db) or name an existing database in the URL`,
+		"postgres://postgres@127.0.0.1:1/postgres?connect_timeout=5":    `PostgreSQL at 127.0.0.1:1 cannot be reached (connect: connection refused): is the server running, and are the URL's host and port right?`,
+	} {
+		_, err := postgres.Open(ctx, dsn, postgres.Options{})
+		if err == nil || err.Error() != "open PostgreSQL store: "+want {
+			t.Errorf("Open(%s): %v\nwant: open PostgreSQL store: %s", dsn, err, want)
+		}
+	}
+}
+
 // twoStoresWithJobs opens two stores (separate pools and listeners) on one
 // new schema and enqueues n jobs through the first; it returns their ids.
 func twoStoresWithJobs(t *testing.T, n int) (a, b *postgres.Store, ids []int64) {

@@ -22,6 +22,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -81,7 +83,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	var schema string
 	if err := db.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("open PostgreSQL store: %w", err)
+		return nil, fmt.Errorf("open PostgreSQL store: %w", connectError(cfg, err))
 	}
 	log := opts.Logger
 	if log == nil {
@@ -124,6 +126,35 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open PostgreSQL store: %w", err)
 	}
 	return s, nil
+}
+
+// connectError says why the first connection failed and what to do, in
+// place of pgx's report of every attempt (TLS first, then without).
+func connectError(cfg *pgx.ConnConfig, err error) error {
+	addr := cfg.Host
+	if !strings.HasPrefix(addr, "/") {
+		addr = net.JoinHostPort(addr, strconv.Itoa(int(cfg.Port)))
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		why := fmt.Sprintf("%s (SQLSTATE %s)", pe.Message, pe.Code)
+		switch {
+		case strings.HasPrefix(pe.Code, "28"): // invalid_authorization_specification, invalid_password
+			return fmt.Errorf("PostgreSQL at %s refused user %q: %s: check the user name and password in the URL", addr, cfg.User, why)
+		case pe.Code == "3D000": // invalid_catalog_name
+			return fmt.Errorf("PostgreSQL at %s: %s: create it (createdb -O %s %s) or name an existing database in the URL", addr, why, cfg.User, cfg.Database)
+		}
+		return fmt.Errorf("PostgreSQL at %s: %s", addr, why)
+	}
+	var de *net.DNSError
+	if errors.As(err, &de) {
+		return fmt.Errorf("PostgreSQL host %q is not known (%v): check the URL's host", cfg.Host, de)
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		return fmt.Errorf("PostgreSQL at %s cannot be reached (%v): is the server running, and are the URL's host and port right?", addr, oe.Err)
+	}
+	return err
 }
 
 // channelName derives the NOTIFY channel from the schema, within the
