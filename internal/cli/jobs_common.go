@@ -133,6 +133,15 @@ func installedAgents(io *IOStreams) []string {
 // artifactsFlag is the help of serve's and worker's --artifacts.
 const artifactsFlag = "where jobs' files live: s3://bucket/prefix (S3-compatible; endpoint, keys and region from AWS_ENDPOINT_URL_S3/AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION or config.yaml artifacts_s3) or an absolute directory (default: config.yaml artifacts, else the data directory)"
 
+// filesAt says where jobs' files live, for the start-up line of serve and
+// worker (processes sharing a database must agree: docs/scale-out.md).
+func filesAt(artifacts blobstore.Store) string {
+	if artifacts == nil {
+		return "files in the data directory"
+	}
+	return "files in " + artifacts.Location()
+}
+
 // jobRunner is the host's runner of queued jobs for serve and worker
 // (host.JobRunner): agent movements run the CLIs of this process's
 // registry, and its notices reach stderr.

@@ -283,7 +283,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		// this one, so nothing would ever run the jobs queued here.
 		fmt.Fprintf(io.ErrOut, "maestro serve: warning: --workers 0 on SQLite: no job will run, since no other process (maestro worker) can open %s while this one holds it; tasks stay queued until a serve with workers opens it. Give this serve workers, or share a PostgreSQL database (--db postgres://…) with maestro worker processes\n", filepath.Join(dataDir, "maestro.db"))
 	}
-	fmt.Fprintf(io.Out, "maestro serve: API and web UI on http://%s (%s), %d worker(s), data %s\n", ln.Addr(), auth, o.Workers, dataDir)
+	fmt.Fprintf(io.Out, "maestro serve: API and web UI on http://%s (%s), %d worker(s), data %s, %s\n", ln.Addr(), auth, o.Workers, dataDir, filesAt(artifacts))
 
 	var wg sync.WaitGroup
 	var serveErr, poolErr, maintErr error

@@ -106,7 +106,7 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 	if err != nil {
 		return failErr(err)
 	}
-	fmt.Fprintf(io.ErrOut, "maestro worker %s: %d worker(s), lease %s, data %s\n", o.Name, o.Workers, o.Lease, dataDir)
+	fmt.Fprintf(io.ErrOut, "maestro worker %s: %d worker(s), lease %s, data %s, %s\n", o.Name, o.Workers, o.Lease, dataDir, filesAt(artifacts))
 
 	// A pool that cannot run stops the maintenance loop too.
 	ctx, cancel := context.WithCancel(ctx)
