@@ -278,6 +278,7 @@ func (p *Pool) dispatch(ctx context.Context, slots []chan store.Job, idle <-chan
 	for i := range free {
 		free[i] = i
 	}
+	claims := &outage{what: "claim", log: p.cfg.Logger, now: p.cfg.Now}
 	drainIdle := func() {
 		for {
 			select {
@@ -338,8 +339,10 @@ func (p *Pool) dispatch(ctx context.Context, slots []chan store.Job, idle <-chan
 			if ctx.Err() != nil {
 				return
 			}
-			p.cfg.Logger.Warn("claim failed", "err", err)
+			claims.failed(err)
 			p.cfg.Metrics.claimError()
+		} else {
+			claims.ok()
 		}
 		full = len(jobs) == len(owners)
 		if len(jobs) > 0 {
