@@ -230,6 +230,12 @@ func (s *Store) Close() error {
 			errs = append(errs, s.writer.Close())
 		}
 		if s.lock != nil {
+			// Unlocked before it is closed: a subprocess forked at this
+			// moment (a tool's command, a test's binary) shares the lock's
+			// open file description until its exec, and closing alone
+			// would leave the lock held for that instant, failing a
+			// reopen with ErrLocked.
+			_ = syscall.Flock(int(s.lock.Fd()), syscall.LOCK_UN)
 			errs = append(errs, s.lock.Close())
 		}
 		s.closeErr = errors.Join(errs...)

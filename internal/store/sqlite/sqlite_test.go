@@ -1,8 +1,11 @@
 package sqlite_test
 
 import (
+	"context"
 	"errors"
+	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,11 +33,11 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, open)
 }
 
-// TestSecondOpenFailsFast is deliberately not parallel: a test forking a
-// subprocess at the moment of Close shares the lock file's open file
-// description until its exec, which keeps the flock held for that instant
-// and makes the reopen below fail spuriously.
+// TestSecondOpenFailsFast: a second Open fails at once, and the lock is
+// free again once the first is closed, even when another test forks a
+// subprocess at that moment (Close unlocks before it closes the file).
 func TestSecondOpenFailsFast(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "maestro.db")
 	first, err := sqlite.Open(t.Context(), path, sqlite.Options{})
 	if err != nil {
@@ -52,4 +55,34 @@ func TestSecondOpenFailsFast(t *testing.T) {
 		t.Fatalf("Open after Close: %v", err)
 	}
 	again.Close()
+}
+
+// TestReopenWhileForking: a store closed while the process forks
+// subprocesses can be opened again at once. Close used to only close the
+// lock file; a child forked at that moment held the flock until its exec,
+// and the reopen failed with ErrLocked (a worker restarted in a test
+// process that runs commands).
+func TestReopenWhileForking(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "maestro.db")
+	ctx, cancel := context.WithCancel(t.Context())
+	var forks sync.WaitGroup
+	for range 2 {
+		forks.Go(func() {
+			for ctx.Err() == nil {
+				_ = exec.CommandContext(ctx, "true").Run()
+			}
+		})
+	}
+	defer forks.Wait()
+	defer cancel()
+	for i := range 30 {
+		st, err := sqlite.Open(t.Context(), path, sqlite.Options{})
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
