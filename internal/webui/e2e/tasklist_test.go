@@ -71,6 +71,12 @@ func TestTaskListFilterAndSearch(t *testing.T) {
 
 	tb.fill(tid("task-search"), "")
 	rowsAre("cleared", deploy, docs, fix)
+
+	// A long title without a break wraps on a phone: the task's page was
+	// as wide as the title (1,000 px at 390).
+	long, _ := create("Rename "+strings.Repeat("the_very_long_identifier_", 8)+"everywhere", "")
+	tb.open(fmt.Sprintf("/tasks/%d", long), "task-title")
+	tb.shots("task-long-title")
 }
 
 // jsonList is a JavaScript array literal of strings.
