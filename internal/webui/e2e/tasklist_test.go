@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/chromedp/chromedp"
 )
 
 // TestTaskListFilterAndSearch: three tasks; the task list's state filter
@@ -54,6 +56,17 @@ func TestTaskListFilterAndSearch(t *testing.T) {
 	rowsAre("state cancelled", fix)
 	if st := tb.attr("task-row", "data-status"); st != "cancelled" {
 		t.Errorf("cancelled row has status %q", st)
+	}
+	// Back from a task, and a reload, show the list as it was filtered:
+	// the filter was the page's state, and Back showed every task.
+	tb.run("open the task", chromedp.Click(chromedp.CSS(tid("task-row")+" a"), chromedp.NodeVisible))
+	tb.wait("the task's page", q("task-title"))
+	tb.run("go back", chromedp.NavigateBack())
+	rowsAre("back from the task: state cancelled", fix)
+	tb.run("reload", chromedp.Reload())
+	rowsAre("reloaded: state cancelled", fix)
+	if v := eval[string](tb, "the state filter", q("task-filter-state")+".value"); v != "cancelled" {
+		t.Errorf("after Back and reload the state filter shows %q, want cancelled", v)
 	}
 	tb.selectValue(tid("task-filter-state"), "queued")
 	rowsAre("state queued", deploy, docs)
