@@ -1,4 +1,4 @@
-import { useEffect, useState } from "react";
+import { useEffect, useRef, useState } from "react";
 import { Link, useSearchParams } from "react-router";
 import { keepPreviousData, useQuery } from "@tanstack/react-query";
 import { useApi } from "../api/context";
@@ -47,21 +47,30 @@ export function TaskList() {
     .filter((n) => Number.isInteger(n) && n > 0);
   // The controls show what was chosen at once (the address follows in a
   // transition), and what the address says when it changes from outside
-  // (Back, a link).
+  // (Back, a link): a value of the address that is not the one this page
+  // last wrote.
   const [search, setSearch] = useState(urlQ);
   const [stateShown, setStateShown] = useState(stateFilter);
   const q = useDebounced(search.trim(), searchDelayMs);
-  const [seen, setSeen] = useState({ q: urlQ, state: stateFilter });
-  if (urlQ !== seen.q || stateFilter !== seen.state) {
-    setSeen({ q: urlQ, state: stateFilter });
-    setSearch(urlQ);
-    setStateShown(stateFilter);
-  }
+  const written = useRef({ q: urlQ, state: stateFilter });
+  useEffect(() => {
+    if (urlQ !== written.current.q) {
+      written.current.q = urlQ;
+      setSearch(urlQ);
+    }
+  }, [urlQ]);
+  useEffect(() => {
+    if (stateFilter !== written.current.state) {
+      written.current.state = stateFilter;
+      setStateShown(stateFilter);
+    }
+  }, [stateFilter]);
   const update = (next: { state?: string; q?: string; cursors?: number[] }, push = false) => {
-    const p = new URLSearchParams();
-    const st = next.state ?? stateFilter;
-    const qq = next.q ?? urlQ;
+    const st = next.state ?? written.current.state;
+    const qq = next.q ?? written.current.q;
     const cs = next.cursors ?? [];
+    written.current = { q: qq, state: st };
+    const p = new URLSearchParams();
     if (st) p.set("state", st);
     if (qq) p.set("q", qq);
     if (cs.length) p.set("pages", cs.join(","));
@@ -69,15 +78,11 @@ export function TaskList() {
   };
   // The debounced search reaches the address once it settles.
   useEffect(() => {
-    if (q !== urlQ && q === search.trim()) {
-      setSeen({ q, state: stateFilter });
-      update({ q });
-    }
+    if (q !== written.current.q && q === search.trim()) update({ q });
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [q]);
   const setStateFilter = (st: string) => {
     setStateShown(st);
-    setSeen({ q: urlQ, state: st });
     update({ state: st });
   };
   const setCursors = (f: (c: number[]) => number[]) => update({ cursors: f(cursors) }, true);
