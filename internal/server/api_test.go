@@ -13,6 +13,7 @@ import (
 	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/piece"
 	"github.com/maestro-run/maestro/internal/queue"
+	"github.com/maestro-run/maestro/internal/secrets/secretstest"
 	"github.com/maestro-run/maestro/internal/server"
 	"github.com/maestro-run/maestro/internal/store"
 )
@@ -233,7 +234,9 @@ func TestDecodeErrorsInJSONWords(t *testing.T) {
 // name, on both stores; the database's constraint text ("UNIQUE
 // constraint failed: schedules.name (2067)") is not the answer.
 func TestNameTaken(t *testing.T) {
-	onEachBackend(t, func(t *testing.T, e *env) {
+	box := secretstest.Box(t, 3)
+	_, hostKey := sshKeys(t)
+	onEachBackendWith(t, func(c *server.Config) { c.Secrets = box }, func(t *testing.T, e *env) {
 		sched := func(name string) map[string]any {
 			return map[string]any{"name": name, "cron_expr": "* * * * *", "title": "t"}
 		}
@@ -244,6 +247,8 @@ func TestNameTaken(t *testing.T) {
 		e.must(http.StatusCreated, "POST", api.MCPServersPath, mcp, nil)
 		skill := map[string]any{"files": map[string]string{"SKILL.md": "---\nname: pdf\ndescription: Fill PDF forms\n---\nbody\n"}}
 		e.must(http.StatusCreated, "POST", api.SkillsPath, skill, nil)
+		ssh := api.SSHConnectionRequest{ID: "0b5e1d2c-0009", Host: "10.0.0.5", User: "ops", HostKey: hostKey, Password: "pw"}
+		e.must(http.StatusCreated, "POST", api.SSHConnectionsPath, ssh, nil)
 		cases := []struct {
 			method, path string
 			body         any
@@ -253,6 +258,7 @@ func TestNameTaken(t *testing.T) {
 			{"PUT", "/api/v1/schedules/" + strconv.FormatInt(other.Schedule.ID, 10), sched("weekly"), "name", `"weekly"`},
 			{"POST", api.MCPServersPath, mcp, "slug", `"gh"`},
 			{"POST", api.SkillsPath, skill, "files.SKILL.md", `"pdf"`},
+			{"POST", api.SSHConnectionsPath, ssh, "id", `"0b5e1d2c-0009"`},
 		}
 		for _, c := range cases {
 			ae := e.wantError(http.StatusConflict, c.method, c.path, c.body)

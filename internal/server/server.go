@@ -303,6 +303,14 @@ func (s *Server) register() {
 	s.handle("GET /healthz", s.healthz)
 	s.handle("GET /readyz", s.readyz)
 	s.handle("GET /metrics", s.metrics)
+	// Another method on a probe is the probe's 405, not the web app's
+	// (the app's "/" takes every path the mux has no route for).
+	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+		s.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed: %s answers GET and HEAD", r.Method, p))
+		})
+	}
 
 	if s.cfg.MCP != nil {
 		s.mux.Handle(MCPPath, s.cfg.MCP) // MCP's own protocol, not in docs/openapi.yaml

@@ -25,7 +25,8 @@ const (
 // usage answers GET /api/v1/usage: the jobs' cost and tokens over a window
 // (?from=&to=, RFC 3339 or YYYY-MM-DD; default the last 30 days), grouped
 // by ?group_by= (day, model, provider, piece, executor; default day),
-// replay jobs left out unless ?include_replay=true (docs/api.md, "Usage").
+// replay jobs left out unless ?include_replay=true, jobs that never ran
+// always (docs/api.md, "Usage").
 func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	now := s.now()
@@ -67,6 +68,9 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
 	groups := map[string]*api.UsageGroup{}
 	tasks := map[int64]*api.UsageTask{}
 	for _, u := range rows {
+		if neverRan(u) {
+			continue
+		}
 		addUsage(&rep.Totals, u)
 		k := key(u)
 		g := groups[k]
@@ -118,6 +122,15 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, rep)
+}
+
+// neverRan reports whether a job never ran on an executor (queued, or
+// failed before one started: its row names none) and spent nothing. Such
+// a job is no usage, with or without replay: its executor being unknown,
+// it was counted as a job of a real model while replay was left out, so a
+// replay-only server whose job failed at once showed a job in Usage.
+func neverRan(u store.JobUsage) bool {
+	return u.Executor == "" && u.CostUSD == 0 && u.InputTokens == 0 && u.OutputTokens == 0
 }
 
 func addUsage(sum *api.UsageSum, u store.JobUsage) {

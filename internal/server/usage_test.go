@@ -57,6 +57,14 @@ func TestUsageReport(t *testing.T) {
 	review := task("review it", "review", claude, end(100, 10, 1.5), end(50, 5, 0.5))
 	fix := task("fix it", "fix", gpt, end(10, 1, 3))
 	task("replayed", "review", replay, end(1, 1, 9))
+	// A job that never ran (queued, or failed before an executor started:
+	// no executor on its row, nothing spent) is no usage, with or without
+	// replay: on a replay-only server a task whose job failed at once was
+	// counted as a job while Include replay was off.
+	clock = now.Add(-time.Hour)
+	if _, _, err := st.CreateTask(t.Context(), store.NewTask{Title: "never ran", Piece: "fix"}); err != nil {
+		t.Fatal(err)
+	}
 
 	var rep api.UsageReport
 	e.must(http.StatusOK, "GET", "/api/v1/usage", nil, &rep)

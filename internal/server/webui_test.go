@@ -56,6 +56,9 @@ func TestWebUIMount(t *testing.T) {
 		{"cross-site script load", "GET", "/assets/app-1.js", []string{"Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "no-cors"}, 403, "cross-origin"},
 		{"navigation from elsewhere", "GET", "/tasks", []string{"Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "navigate"}, 200, testIndex},
 		{"healthz", "GET", "/healthz", nil, 200, `"ok"`},
+		{"PUT to a probe", "PUT", "/healthz", nil, 405, `"error":"method PUT not allowed: /healthz answers GET and HEAD"`},
+		{"POST to readyz", "POST", "/readyz", nil, 405, `/readyz answers GET and HEAD`},
+		{"DELETE of the metrics", "DELETE", "/metrics", []string{"Authorization", "Bearer " + token}, 405, `/metrics answers GET and HEAD`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -496,8 +496,31 @@ func (tb *tab) shots(name string, focus ...string) {
 		}
 		tb.t.Logf("screenshot: %s", file)
 		tb.axe(name + " at " + v.suffix)
+		if v.w == 390 {
+			tb.noSideways(name)
+		}
 	}
 	tb.run("viewport desktop", chromedp.EmulateViewport(1280, 800))
+}
+
+// noSideways fails the test when the page, at 390 px, is wider than the
+// screen or shows a link or control beyond its right edge (inside a table
+// that scrolls sideways, say): a phone user would not find it.
+func (tb *tab) noSideways(name string) {
+	tb.t.Helper()
+	off := eval[string](tb, "look for what lies beyond the screen's edge", `(() => {
+		const out = [];
+		if (document.documentElement.scrollWidth > 390) out.push("the page is " + document.documentElement.scrollWidth + " px wide");
+		for (const e of document.querySelectorAll("a[href], button, input, select, textarea, summary")) {
+			const r = e.getBoundingClientRect();
+			if (r.width === 0 && r.height === 0) continue;
+			if (r.right > 391 || r.left < -1) out.push(e.tagName.toLowerCase() + " " + JSON.stringify((e.textContent || e.getAttribute("aria-label") || "").trim().slice(0, 40)) + " at x " + Math.round(r.left) + "-" + Math.round(r.right));
+		}
+		return out.join("; ");
+	})()`)
+	if off != "" {
+		tb.t.Errorf("%s at 390 px: %s", name, off)
+	}
 }
 
 // fastScreenshot captures the viewport as a PNG, as

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/chromedp/chromedp"
 )
 
 // TestTaskListFilterAndSearch: three tasks; the task list's state filter
@@ -55,6 +57,17 @@ func TestTaskListFilterAndSearch(t *testing.T) {
 	if st := tb.attr("task-row", "data-status"); st != "cancelled" {
 		t.Errorf("cancelled row has status %q", st)
 	}
+	// Back from a task, and a reload, show the list as it was filtered:
+	// the filter was the page's state, and Back showed every task.
+	tb.run("open the task", chromedp.Click(chromedp.CSS(tid("task-row")+" a"), chromedp.NodeVisible))
+	tb.wait("the task's page", q("task-title"))
+	tb.run("go back", chromedp.NavigateBack())
+	rowsAre("back from the task: state cancelled", fix)
+	tb.run("reload", chromedp.Reload())
+	rowsAre("reloaded: state cancelled", fix)
+	if v := eval[string](tb, "the state filter", q("task-filter-state")+".value"); v != "cancelled" {
+		t.Errorf("after Back and reload the state filter shows %q, want cancelled", v)
+	}
 	tb.selectValue(tid("task-filter-state"), "queued")
 	rowsAre("state queued", deploy, docs)
 
@@ -71,6 +84,12 @@ func TestTaskListFilterAndSearch(t *testing.T) {
 
 	tb.fill(tid("task-search"), "")
 	rowsAre("cleared", deploy, docs, fix)
+
+	// A long title without a break wraps on a phone: the task's page was
+	// as wide as the title (1,000 px at 390).
+	long, _ := create("Rename "+strings.Repeat("the_very_long_identifier_", 8)+"everywhere", "")
+	tb.open(fmt.Sprintf("/tasks/%d", long), "task-title")
+	tb.shots("task-long-title")
 }
 
 // jsonList is a JavaScript array literal of strings.

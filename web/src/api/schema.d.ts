@@ -587,7 +587,7 @@ export interface paths {
         };
         /**
          * What the jobs of a window spent, in total, grouped, and the costliest tasks.
-         * @description Adds up the cost (each job's response_end usage.total_cost_usd, kept on the job row) and the input and output tokens of the jobs created in [from, to), grouped by day (UTC), model, provider (or agent CLI), piece or executor. Jobs run on the replay executor are left out unless include_replay is true. budget_usd_month is the configured monthly budget and month_cost_usd what the current calendar month has cost.
+         * @description Adds up the cost (each job's response_end usage.total_cost_usd, kept on the job row) and the input and output tokens of the jobs created in [from, to), grouped by day (UTC), model, provider (or agent CLI), piece or executor. Jobs run on the replay executor are left out unless include_replay is true; a job that never ran (no executor recorded, nothing spent: queued, or failed before it started) is never counted. budget_usd_month is the configured monthly budget and month_cost_usd what the current calendar month has cost.
          */
         get: operations["getUsage"];
         put?: never;

@@ -92,6 +92,10 @@ export default function YamlEditor({
           syntaxHighlighting(defaultHighlightStyle),
           yaml(),
           lintGutter(),
+          // Long lines wrap: the editor never scrolls sideways (on a phone
+          // the studio's editor is ~300 px wide, and a region that scrolls
+          // sideways must be reachable by keyboard).
+          EditorView.lineWrapping,
           EditorState.readOnly.of(readOnly),
           EditorView.theme({
             "&": { maxHeight: "36rem", fontSize: "13px", backgroundColor: "#fff" },

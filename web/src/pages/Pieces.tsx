@@ -276,7 +276,7 @@ function Studio() {
           {saved.source !== "store" ? " · saving stores an override" : ""}
         </p>
       )}
-      <div className="grid gap-4 lg:grid-cols-2">
+      <div className="grid grid-cols-1 gap-4 lg:grid-cols-2">
         <Section id="piece-graph-h" title="Movements and transitions">
           {parsed ? <PieceGraph piece={parsed} selected={selected} onSelect={setSelected} /> : <p className="text-sm">Loading…</p>}
           <p className="mt-1 text-xs text-slate-600 dark:text-slate-400">Solid: rules' next · dashed: default_next · light: the complete tool (COMPLETE, ABORT, ASK). Click a movement.</p>

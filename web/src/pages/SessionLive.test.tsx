@@ -69,3 +69,28 @@ describe("SessionLive on an agent CLI without cost or images", () => {
     expect(screen.getByTestId("attach-error").textContent).toContain("Fake CLI takes no images: shot.png left out");
   });
 });
+
+// A link to a session the server does not have (it ended, the server
+// restarted, a typo) says so and offers the list: it showed an empty log,
+// a prompt box and "you do not hold the controller lease" under the
+// attach API's "Headless session not found".
+describe("SessionLive of a session the server does not have", () => {
+  it("says the session is gone and links to the list, with no prompt box", async () => {
+    const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const p = new URL(toRequest(input, init).url).pathname;
+      if (p === "/api/v1/agents") return json({ agents: [], invalid: [] });
+      return json({ error: { code: "session_not_found", message: "Headless session not found" } }, 404);
+    }) as typeof fetch;
+    render(
+      <Wrap fetch={f} path="/sessions/gone-1">
+        <Routes>
+          <Route path="/sessions/:id" element={<SessionLive />} />
+        </Routes>
+      </Wrap>,
+    );
+    expect((await screen.findByTestId("session-gone")).textContent).toContain("This server has no live session gone-1");
+    expect(screen.getByTestId("session-gone-list").getAttribute("href")).toBe("/sessions");
+    expect(screen.queryByTestId("prompt")).toBeNull();
+    expect(screen.queryByText(/controller lease/)).toBeNull();
+  });
+});

@@ -44,6 +44,25 @@ export default function SessionLive() {
   };
   const snap = view.snapshot;
   const request = view.controller ? view.pending[0] : undefined;
+  if (view.link === "ended" && !snap) {
+    // The server has no such session (it ended before this page opened:
+    // a bookmark, a reload after the server restarted, a mistyped link).
+    // It showed an empty log, a prompt box and "you do not hold the
+    // controller lease" under "Headless session not found".
+    return (
+      <div className="space-y-3" aria-labelledby="session-title">
+        <h1 id="session-title" className="text-xl font-semibold">
+          Session <span className="font-mono text-base break-all">{id}</span>
+        </h1>
+        <Alert testId="session-gone">
+          This server has no live session {id}: it has ended, or the link is wrong.
+        </Alert>
+        <Link to="/sessions" className="btn" data-testid="session-gone-list">
+          All live sessions
+        </Link>
+      </div>
+    );
+  }
   return (
     <div className="space-y-3" aria-labelledby="session-title">
       <div className="flex flex-wrap items-center gap-2">

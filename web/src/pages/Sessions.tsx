@@ -98,9 +98,9 @@ export default function Sessions() {
           <thead>
             <tr className="border-b border-slate-200 dark:border-slate-700">
               <th scope="col" className="p-2">Session</th>
-              <th scope="col" className="p-2">Model</th>
-              <th scope="col" className="p-2">Workspace</th>
-              <th scope="col" className="p-2">Clients</th>
+              <th scope="col" className="hidden p-2 sm:table-cell">Model</th>
+              <th scope="col" className="hidden p-2 sm:table-cell">Workspace</th>
+              <th scope="col" className="hidden p-2 sm:table-cell">Clients</th>
               <th scope="col" className="p-2">State</th>
               <th scope="col" className="p-2">Attach</th>
             </tr>
@@ -109,14 +109,24 @@ export default function Sessions() {
             {sessions.map((s) => {
               const id = s.snapshot?.session_id ?? s.session_id ?? s.id ?? "";
               const st = s.snapshot?.state ?? s.state;
+              const model = st ? [st.provider, st.model].filter(Boolean).join("/") : `on ${s.address ?? "another server"}`;
               return (
                 <tr key={id} data-testid="session-row" data-id={id} className="border-b border-slate-100 dark:border-slate-800">
-                  <td className="p-2 font-mono text-xs">{id}</td>
-                  <td className="p-2">{st ? [st.provider, st.model].filter(Boolean).join("/") : `on ${s.address ?? "another server"}`}</td>
-                  <td className="max-w-xs truncate p-2 font-mono text-xs" title={st?.cwd}>
+                  <td className="p-2">
+                    <span className="font-mono text-xs break-all">{id}</span>
+                    {/* Below sm the model and workspace columns are hidden (the
+                        Attach column stayed off-screen at 390 px): they are
+                        said here instead. */}
+                    <span className="block text-xs text-slate-600 sm:hidden dark:text-slate-400">
+                      {model}
+                      {st?.cwd && <span className="block font-mono break-all">{st.cwd}</span>}
+                    </span>
+                  </td>
+                  <td className="hidden p-2 sm:table-cell">{model}</td>
+                  <td className="hidden max-w-xs truncate p-2 font-mono text-xs sm:table-cell" title={st?.cwd}>
                     {st?.cwd}
                   </td>
-                  <td className="p-2">{st ? (st.connection_count ?? 0) : ""}</td>
+                  <td className="hidden p-2 sm:table-cell">{st ? (st.connection_count ?? 0) : ""}</td>
                   <td className="p-2">
                     {!st ? "live elsewhere" : st.is_responding ? "responding" : (st.pending_requests?.length ?? 0) > 0 ? "waiting for you" : "idle"}
                   </td>

@@ -90,7 +90,7 @@ export default function TaskDetail() {
     <article className="space-y-4" aria-labelledby="task-title">
       <header className="space-y-2">
         <div className="flex flex-wrap items-center gap-2">
-          <h1 id="task-title" data-testid="task-title" className="mr-auto text-xl font-semibold break-words">
+          <h1 id="task-title" data-testid="task-title" className="mr-auto min-w-0 text-xl font-semibold wrap-anywhere">
             <span className="text-slate-500 dark:text-slate-400">#{t.id}</span> {t.title}
           </h1>
           {canCancel && (

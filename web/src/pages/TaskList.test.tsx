@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { render, screen, waitFor, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
+import { Route, Routes, useLocation } from "react-router";
 import { TaskList, TaskTable } from "./TaskList";
 import type { Job, Task } from "../api/types";
 import { json, toRequest, Wrap } from "../test/helpers";
@@ -232,4 +233,42 @@ describe("TaskList", () => {
     expect(screen.getByTestId("task-row")).toHaveAttribute("data-task-id", "115");
     expect(screen.getByText("Page 1")).toBeInTheDocument();
   });
+
+  // The filter, the search and the page are in the address: Back from a
+  // task, a reload or a link shows the same list (they were component
+  // state, lost on leaving the page), and paging is a step of history.
+  it("keeps the filter, the search and the page in the address", async () => {
+    const s = server();
+    const user = userEvent.setup();
+    render(
+      <Wrap fetch={s.fetch} path="/?state=failed&q=task&pages=100">
+        <Routes>
+          <Route path="/" element={<TaskList />} />
+          <Route path="/tasks/:id" element={<p>a task</p>} />
+        </Routes>
+        <Where />
+      </Wrap>,
+    );
+    await waitFor(() => expect(screen.getAllByTestId("task-row")[0]).toHaveAttribute("data-task-id", "99"));
+    expect(s.last().get("state")).toBe("failed");
+    expect(s.last().get("q")).toBe("task");
+    expect(s.last().get("before")).toBe("100");
+    expect(screen.getByTestId("task-search")).toHaveValue("task");
+    expect(screen.getByTestId("task-filter-state")).toHaveValue("failed");
+    expect(screen.getByText("Page 2")).toBeInTheDocument();
+
+    await user.click(screen.getByTestId("page-prev"));
+    await waitFor(() => expect(screen.getByTestId("where")).toHaveTextContent("/?state=failed&q=task"));
+    await user.selectOptions(screen.getByTestId("task-filter-state"), "queued");
+    await waitFor(() => expect(screen.getByTestId("where")).toHaveTextContent("/?state=queued&q=task"));
+    await user.clear(screen.getByTestId("task-search"));
+    await user.type(screen.getByTestId("task-search"), "login");
+    await waitFor(() => expect(screen.getByTestId("where")).toHaveTextContent("/?state=queued&q=login"));
+  });
 });
+
+// Where shows the router's location.
+function Where() {
+  const l = useLocation();
+  return <p data-testid="where">{l.pathname + l.search}</p>;
+}

@@ -1,5 +1,5 @@
-import { useEffect, useState } from "react";
-import { Link } from "react-router";
+import { useEffect, useRef, useState } from "react";
+import { Link, useSearchParams } from "react-router";
 import { keepPreviousData, useQuery } from "@tanstack/react-query";
 import { useApi } from "../api/context";
 import { unwrap } from "../api/client";
@@ -31,22 +31,65 @@ function useDebounced<T>(value: T, ms: number): T {
 // text search (debounced) go to the server as `state` and `q`, so they apply
 // to every task, not just the page shown; changing either starts again at the
 // first page. Each page is one indexed query however many tasks there are
-// (docs/api.md).
+// (docs/api.md). The filter, the search and the page live in the address
+// (?state=&q=&pages=), so the browser's Back from a task, a reload or a
+// shared link shows the same list: they were lost on leaving the page.
 export function TaskList() {
   const api = useApi();
-  const [stateFilter, setStateFilter] = useState("");
-  const [search, setSearch] = useState("");
-  const q = useDebounced(search.trim(), searchDelayMs);
+  const [params, setParams] = useSearchParams();
+  const stateFilter = params.get("state") ?? "";
+  const urlQ = params.get("q") ?? "";
   // The `before` of each page after the first, for the filter they were
-  // paged under: a new filter starts at the first page.
-  const filterKey = JSON.stringify([stateFilter, q]);
-  const [paging, setPaging] = useState<{ key: string; cursors: number[] }>({ key: filterKey, cursors: [] });
-  const cursors = paging.key === filterKey ? paging.cursors : [];
-  const setCursors = (f: (c: number[]) => number[]) => setPaging({ key: filterKey, cursors: f(cursors) });
+  // paged under (a new filter starts at the first page).
+  const cursors = (params.get("pages") ?? "")
+    .split(",")
+    .map(Number)
+    .filter((n) => Number.isInteger(n) && n > 0);
+  // The controls show what was chosen at once (the address follows in a
+  // transition), and what the address says when it changes from outside
+  // (Back, a link): a value of the address that is not the one this page
+  // last wrote.
+  const [search, setSearch] = useState(urlQ);
+  const [stateShown, setStateShown] = useState(stateFilter);
+  const q = useDebounced(search.trim(), searchDelayMs);
+  const written = useRef({ q: urlQ, state: stateFilter });
+  useEffect(() => {
+    if (urlQ !== written.current.q) {
+      written.current.q = urlQ;
+      setSearch(urlQ);
+    }
+  }, [urlQ]);
+  useEffect(() => {
+    if (stateFilter !== written.current.state) {
+      written.current.state = stateFilter;
+      setStateShown(stateFilter);
+    }
+  }, [stateFilter]);
+  const update = (next: { state?: string; q?: string; cursors?: number[] }, push = false) => {
+    const st = next.state ?? written.current.state;
+    const qq = next.q ?? written.current.q;
+    const cs = next.cursors ?? [];
+    written.current = { q: qq, state: st };
+    const p = new URLSearchParams();
+    if (st) p.set("state", st);
+    if (qq) p.set("q", qq);
+    if (cs.length) p.set("pages", cs.join(","));
+    setParams(p, { replace: !push });
+  };
+  // The debounced search reaches the address once it settles.
+  useEffect(() => {
+    if (q !== written.current.q && q === search.trim()) update({ q });
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [q]);
+  const setStateFilter = (st: string) => {
+    setStateShown(st);
+    update({ state: st });
+  };
+  const setCursors = (f: (c: number[]) => number[]) => update({ cursors: f(cursors) }, true);
   const before = cursors[cursors.length - 1];
 
   const tasks = useQuery({
-    queryKey: ["tasks", before ?? 0, stateFilter, q],
+    queryKey: ["tasks", before ?? 0, stateFilter, urlQ],
     queryFn: async () =>
       unwrap(
         await api.client.GET("/api/v1/tasks", {
@@ -55,7 +98,7 @@ export function TaskList() {
               limit: pageSize,
               ...(before ? { before } : {}),
               ...(stateFilter ? { state: stateFilter } : {}),
-              ...(q ? { q } : {}),
+              ...(urlQ ? { q: urlQ } : {}),
             },
           },
         }),
@@ -98,7 +141,7 @@ export function TaskList() {
         </Link>
       </PageHeader>
       <div className="flex flex-wrap items-end gap-2">
-        <SelectField id="task-filter-state" label="State" value={stateFilter} options={stateOptions} onChange={setStateFilter} />
+        <SelectField id="task-filter-state" label="State" value={stateShown} options={stateOptions} onChange={setStateFilter} />
         <div className="min-w-0 flex-1">
           <InputField id="task-search" label="Search" type="search" placeholder="title, body or id" value={search} onChange={setSearch} />
         </div>

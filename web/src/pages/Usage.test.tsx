@@ -43,4 +43,17 @@ describe("Usage", () => {
     await userEvent.click(screen.getByTestId("usage-replay"));
     await waitFor(() => expect(asked.some((u) => u.searchParams.get("group_by") === "model" && u.searchParams.get("include_replay") === "true")).toBe(true));
   });
+
+  // An empty window without replay says replay jobs are left out: on a
+  // replay-only server the page said "No jobs in this window." beside a
+  // task list of finished jobs.
+  it("says replay jobs are left out when the window is empty without them", async () => {
+    const f = async () => json({ ...report("day", 0), totals: { jobs: 0, cost_usd: 0, input_tokens: 0, output_tokens: 0 }, groups: [], top_tasks: [] });
+    render(
+      <Wrap fetch={f as typeof fetch} path="/usage">
+        <Usage />
+      </Wrap>,
+    );
+    expect(await screen.findByTestId("usage-empty")).toHaveTextContent("No jobs in this window: replay jobs are left out (tick Include replay to count them).");
+  });
 });

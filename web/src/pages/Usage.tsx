@@ -166,7 +166,13 @@ const label = (key: string) => key || "(not recorded)";
 // Bars is a horizontal bar chart of one measure by group: plain CSS, so
 // it reads at any width and needs no chart library.
 function Bars({ report, measure }: { report: UsageReport; measure: Measure }) {
-  if (report.groups.length === 0) return <p className="text-sm">No jobs in this window.</p>;
+  if (report.groups.length === 0)
+    return (
+      <p className="text-sm" data-testid="usage-empty">
+        {/* On a replay-only server every job is left out by default: say why the window is empty. */}
+        No jobs in this window{report.include_replay ? "." : ": replay jobs are left out (tick Include replay to count them)."}
+      </p>
+    );
   const max = Math.max(...report.groups.map((g) => g[measure]), 0);
   const budgetPerDay = report.group_by === "day" && measure === "cost_usd" && report.budget_usd_month > 0 ? report.budget_usd_month / 30 : 0;
   const scale = Math.max(max, budgetPerDay) || 1;
