@@ -657,12 +657,21 @@ func TestProbesAndMetrics(t *testing.T) {
 	if h["status"] != "ready" {
 		t.Fatalf("readyz %v", h)
 	}
+	if !strings.Contains(text, "maestro_store_up 1\n") {
+		t.Errorf("metrics lack maestro_store_up 1:\n%s", text)
+	}
 	st.Close()
 	code, body = e.do("GET", "/readyz", nil)
 	if code != http.StatusServiceUnavailable {
 		t.Fatalf("readyz on a closed store: %d %s", code, body)
 	}
 	e.must(http.StatusOK, "GET", "/healthz", nil, nil)
+	// The store down (a database outage), the queue's counters are still
+	// scraped, with the store said down; it answered 500 and nothing.
+	code, body = e.do("GET", "/metrics", nil)
+	if text := string(body); code != http.StatusOK || !strings.Contains(text, "maestro_store_up 0\n") || !strings.Contains(text, "maestro_claims_total 7") || strings.Contains(text, "maestro_jobs{") {
+		t.Errorf("metrics on a closed store: %d\n%s", code, text)
+	}
 }
 
 // TestAuditOfMutations: every mutating route leaves an audit entry.

@@ -40,17 +40,25 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.Health{Status: api.HealthReady})
 }
 
-// metrics writes Prometheus text: jobs by state, then the queue's metrics.
+// metrics writes Prometheus text: whether the store answers, jobs by
+// state, then the queue's metrics. A store that does not answer within
+// 2 s (a database outage) leaves out the jobs by state, not the rest: the
+// queue's counters (claim errors among them) matter most then.
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
-	counts, err := s.st.CountJobs(r.Context())
-	if err != nil {
-		s.storeError(w, r, err)
-		return
-	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	counts, err := s.st.CountJobs(ctx)
 	var b bytes.Buffer
-	b.WriteString("# HELP maestro_jobs Jobs in the store by state.\n# TYPE maestro_jobs gauge\n")
-	for _, st := range store.States() {
-		fmt.Fprintf(&b, "maestro_jobs{state=%q} %d\n", st, counts[st])
+	b.WriteString("# HELP maestro_store_up Whether the store answered this scrape's query (1) or not (0).\n# TYPE maestro_store_up gauge\n")
+	if err != nil {
+		s.log.Warn("metrics: the store does not answer; jobs by state left out", "err", err)
+		b.WriteString("maestro_store_up 0\n")
+	} else {
+		b.WriteString("maestro_store_up 1\n")
+		b.WriteString("# HELP maestro_jobs Jobs in the store by state.\n# TYPE maestro_jobs gauge\n")
+		for _, st := range store.States() {
+			fmt.Fprintf(&b, "maestro_jobs{state=%q} %d\n", st, counts[st])
+		}
 	}
 	if s.cfg.Metrics != nil {
 		s.cfg.Metrics.WritePrometheus(&b)
