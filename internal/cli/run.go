@@ -203,6 +203,9 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		Workspace: o.Workspace, Model: o.Model, Replay: o.Replay, Agent: o.Agent, Permission: o.Permission, Resume: o.Resume, Sandbox: o.Sandbox,
 		ApprovalMode: protocol.ApprovalAuto, Thinking: llm.ThinkingLevel(o.Thinking),
 		MaxIterations: o.MaxIterations, System: o.System,
+		// A sandbox the mode requires that cannot be set up fails the run
+		// before its session exists (no empty session is left).
+		RequireSandbox: true,
 	}
 	if o.Resume == "" && o.Agent == "" && !o.NoPiece {
 		if spec.Choice, err = checkNewPieceRun(ctx, io, h, o); err != nil {

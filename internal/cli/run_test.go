@@ -562,3 +562,21 @@ func TestRunResumeWorkspaceGone(t *testing.T) {
 		t.Errorf("resume elsewhere: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestRunSandboxFailureLeavesNoSession: a sandbox the mode requires that
+// cannot be set up (here Landlock: this test binary is no sandbox helper)
+// fails the run before its session exists. It left an empty session, which
+// 'maestro sessions list' showed for every attempt.
+func TestRunSandboxFailureLeavesNoSession(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	env := map[string]string{"MAESTRO_HOME": home, "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}
+	r := runCLI(t, env, "run", "--no-piece", "--model", "openai/x", "--workspace", t.TempDir(), "--sandbox", "landlock", "hi")
+	if r.code != ExitError || !strings.Contains(r.stderr, "Landlock is required by sandbox mode landlock") {
+		t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	r = runCLI(t, env, "sessions", "list", "--json")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
+		t.Errorf("sessions list: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
