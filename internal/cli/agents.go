@@ -66,8 +66,22 @@ type agentInfo struct {
 	SlashProblem  string                  `json:"slash_commands_problem,omitempty"`
 }
 
+// describeAgent describes def; a binary found whose version probe failed
+// is reported on stderr, as agents list reports it.
 func describeAgent(cmd *cobra.Command, io *IOStreams, def *agentcli.Definition) agentInfo {
-	return agentInfo{Info: agentcli.Describe(cmd.Context(), def, io.Getenv("PATH"))}
+	infos, dets := agentcli.DescribeAll(cmd.Context(), []*agentcli.Definition{def}, io.Getenv("PATH"))
+	warnProbes(io, dets)
+	return agentInfo{Info: infos[0]}
+}
+
+// warnProbes says which binaries were found but did not tell their
+// version, and why (one that hangs did not answer in time).
+func warnProbes(io *IOStreams, dets []agentcli.Detection) {
+	for _, det := range dets {
+		if det.Path != "" && det.Err != nil {
+			fmt.Fprintf(io.ErrOut, "warning: %s: version unknown: %v\n", det.ID, det.Err)
+		}
+	}
 }
 
 // agentsListed is maestro agents list --json: the agents, and the user
@@ -99,15 +113,7 @@ stderr says which and why.`,
 				return failErr(err)
 			}
 			infos, dets := agentcli.DescribeAll(cmd.Context(), reg.All(), io.Getenv("PATH"))
-			defer func() {
-				// A binary found whose version probe failed: say which,
-				// and why (one that hangs did not answer in time).
-				for _, det := range dets {
-					if det.Path != "" && det.Err != nil {
-						fmt.Fprintf(io.ErrOut, "warning: %s: version unknown: %v\n", det.ID, det.Err)
-					}
-				}
-			}()
+			defer warnProbes(io, dets)
 			if asJSON {
 				out := agentsListed{Agents: []agentInfo{}, Invalid: []string{}}
 				for _, info := range infos {

@@ -196,4 +196,9 @@ func TestAgentsListHangingCLI(t *testing.T) {
 	if elapsed >= 4*time.Second {
 		t.Errorf("agents list took %s: the probes ran one after the other", elapsed)
 	}
+	// agents show says it too.
+	r = runCLI(t, env, "agents", "show", "hang-a")
+	if r.code != 0 || !strings.Contains(r.stderr, "warning: hang-a: version unknown: "+filepath.Join(bin, "hang-a")+" --version did not answer within 1s") {
+		t.Errorf("agents show: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
 }
