@@ -479,3 +479,25 @@ func TestRunPieceReadsSkills(t *testing.T) {
 		t.Errorf("skills/pdf/SKILL.md in the workspace: %q, %v", got, err)
 	}
 }
+
+// TestRunPieceMissingMCPLeavesNoSession: a piece whose required_mcp names
+// a server config.yaml does not declare is refused before the session
+// exists. The engine refused it after: the banner was drawn and an empty
+// session stayed in 'maestro sessions list'.
+func TestRunPieceMissingMCPLeavesNoSession(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	writeFile(t, filepath.Join(ws, ".maestro", "pieces", "needs.yaml"),
+		strings.Replace(piecetest.Notes, "name: notes", "name: needs\nrequired_mcp: [github]", 1))
+	env := map[string]string{"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}
+	r := runCLI(t, env, "run", "--piece", "needs", "--model", "openai/x", "--workspace", ws, "--sandbox", "off", "hi")
+	if r.code != ExitUsage || !strings.Contains(r.stderr, `piece "needs" requires the MCP server "github", which is not configured`) {
+		t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	if strings.Contains(r.stderr, "session ") {
+		t.Errorf("the run started before the error:\n%s", r.stderr)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(r.home, "sessions")); len(entries) > 0 {
+		t.Errorf("the refused run left %d session(s) behind", len(entries))
+	}
+}

@@ -330,9 +330,18 @@ func checkNewPieceRun(ctx context.Context, io *IOStreams, h *host.Host, o runOpt
 	if err != nil {
 		return nil, failErr(err)
 	}
-	if _, ok := lib.Get(o.Piece); !ok {
+	p, ok := lib.Get(o.Piece)
+	if !ok {
 		reportProblems(io, lib)
 		return nil, usageErr("unknown piece %q; available: %s", o.Piece, strings.Join(lib.Names(), ", "))
+	}
+	// An MCP server the piece requires that config.yaml does not declare
+	// fails the run here, before its session exists (the engine would
+	// fail it too, after, leaving an empty session).
+	for _, slug := range p.RequiredMCP {
+		if _, ok := h.Config().MCPServers[slug]; !ok {
+			return nil, usageErr("piece %q requires the MCP server %q, which is not configured (mcp_servers in config.yaml; see docs/mcp.md)", o.Piece, slug)
+		}
 	}
 	probe := *choice // usePieceDemo sets the provider of the piece demo
 	if err := usePieceDemo(ctx, &probe, o.Piece, nil, h.Home(), dir); err != nil {
