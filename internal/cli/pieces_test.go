@@ -501,3 +501,21 @@ func TestRunPieceMissingMCPLeavesNoSession(t *testing.T) {
 		t.Errorf("the refused run left %d session(s) behind", len(entries))
 	}
 }
+
+// TestRunPieceBadSSHConfigLeavesNoSession: an ssh_connections entry whose
+// key file cannot be read fails a new piece run before its session exists
+// (it left an empty session in 'maestro sessions list').
+func TestRunPieceBadSSHConfigLeavesNoSession(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	writeFile(t, filepath.Join(home, "config.yaml"), "ssh_connections:\n  box:\n    host: 127.0.0.1\n    user: me\n    key_file: "+
+		filepath.Join(home, "missing-key")+"\n    host_key: \"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\"\n")
+	env := map[string]string{"MAESTRO_HOME": home, "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}
+	r := runCLI(t, env, "run", "--piece", "chat", "--model", "openai/x", "--workspace", t.TempDir(), "--sandbox", "off", "hi")
+	if r.code != ExitError || !strings.Contains(r.stderr, "configuration ssh_connections.box.key_file") {
+		t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(home, "sessions")); len(entries) > 0 {
+		t.Errorf("the failed run left %d session(s) behind:\n%s", len(entries), r.stderr)
+	}
+}

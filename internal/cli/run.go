@@ -314,6 +314,14 @@ func checkNewPieceRun(ctx context.Context, io *IOStreams, h *host.Host, o runOpt
 	if err != nil {
 		return nil, hostErr(err)
 	}
+	// The configuration runPiece reads (web tools, SSH connections) is
+	// checked before the session exists: its errors left an empty one.
+	if _, err := host.WebTools(h.Config(), io.Getenv); err != nil {
+		return nil, failErr(err)
+	}
+	if _, err := host.SSHConnections(h.Config()); err != nil {
+		return nil, failErr(err)
+	}
 	if o.Piece == "" {
 		// Classified on a live model (runPiece), else the plain loop.
 		live := choice.Executor == protocol.ExecutorLive
