@@ -44,6 +44,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/llm/llmtest"
 )
 
@@ -152,7 +153,12 @@ func loadScript(path string) ([]llmtest.Turn, error) {
 			return nil, fmt.Errorf("%s:%d:%d: %v", path, line, col, err)
 		case errors.As(err, &typ):
 			line, col := position(data, typ.Offset)
-			return nil, fmt.Errorf("%s:%d:%d: field %s: expected %s, got %s", path, line, col, typ.Field, typ.Type, typ.Value)
+			// In JSON's words, never Go's ("expected []string, got string").
+			if typ.Field == "" {
+				return nil, fmt.Errorf("%s:%d:%d: expected an array of turns, found JSON %s", path, line, col, typ.Value)
+			}
+			field, msg, _ := httpedge.JSONTypeError(typ)
+			return nil, fmt.Errorf("%s:%d:%d: field %s: %s", path, line, col, field, msg)
 		}
 		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 			name, _ = strconv.Unquote(name)

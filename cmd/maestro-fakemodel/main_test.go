@@ -84,6 +84,12 @@ func TestLoadScriptErrors(t *testing.T) {
 		`[{"txt":["a"]}]`:        `unknown field "txt"`,
 		"[{\n\"status\":\"x\"}]": ":2:",
 		"{":                      "expected an array of turns",
+		// A value of the wrong type is said in JSON's words, not Go's
+		// ("expected []string, got string").
+		`[{"text":"hi"}]`:               `s.json:1:14: field text: expected a JSON array, found JSON string`,
+		`[{"input_tokens":"9"}]`:        `field input_tokens: expected an integer, found JSON string`,
+		`[{"tool_calls":[{"name":1}]}]`: `field tool_calls.name: expected a string, found JSON number`,
+		`{"text":["a"]}`:                `: expected an array of turns, found JSON object`,
 		// An unknown key is named with its place (docs/fakemodel.md),
 		// in a turn or in one of its tool calls, and not where the
 		// same word is escaped inside a string.

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -344,8 +345,13 @@ type Detection struct {
 	Err     error
 }
 
+// ProbeTimeout bounds a version probe: a CLI that has not answered by then
+// is reported as not answering (its version unknown), with a further second
+// for its output to close. A Node-based CLI answers in about 2 s of CPU.
+var ProbeTimeout = 5 * time.Second
+
 // Detect resolves def's binary on path (a PATH-style list; "" means the
-// process PATH) and runs the version probe with a timeout.
+// process PATH) and runs the version probe, bounded by ProbeTimeout.
 func Detect(ctx context.Context, def *Definition, path string) Detection {
 	det := Detection{ID: def.ID}
 	bin, err := lookPath(def.Binary, path)
@@ -354,17 +360,22 @@ func Detect(ctx context.Context, def *Definition, path string) Detection {
 		return det
 	}
 	det.Path = bin
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
 	vargs := def.VersionArgs
 	if len(vargs) == 0 {
 		vargs = []string{"--version"}
 	}
-	cmd := exec.CommandContext(ctx, bin, vargs...)
-	cmd.WaitDelay = 2 * time.Second
+	pctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(pctx, bin, vargs...)
+	cmd.WaitDelay = time.Second
 	out, err := cmd.Output()
 	if err != nil {
-		det.Err = fmt.Errorf("probe %s version: %w", def.Binary, err)
+		probe := strings.Join(append([]string{bin}, vargs...), " ")
+		if ctx.Err() == nil && pctx.Err() != nil {
+			det.Err = fmt.Errorf("%s did not answer within %s", probe, ProbeTimeout)
+		} else {
+			det.Err = fmt.Errorf("%s: %w", probe, err)
+		}
 		return det
 	}
 	det.Version = strings.TrimSpace(firstLine(string(out)))
@@ -377,6 +388,18 @@ func Detect(ctx context.Context, def *Definition, path string) Detection {
 		}
 	}
 	return det
+}
+
+// DetectAll is Detect of every definition, probed at the same time: a list
+// waits for its slowest CLI, not for the sum of them.
+func DetectAll(ctx context.Context, defs []*Definition, path string) []Detection {
+	out := make([]Detection, len(defs))
+	var wg sync.WaitGroup
+	for i, def := range defs {
+		wg.Go(func() { out[i] = Detect(ctx, def, path) })
+	}
+	wg.Wait()
+	return out
 }
 
 // Resolve finds the definition's binary on the PATH-style list path ("" =

@@ -36,6 +36,22 @@ type Info struct {
 // Describe returns def's Info, detecting its binary on path (a PATH-style
 // list, as Detect).
 func Describe(ctx context.Context, def *Definition, path string) Info {
+	return describe(def, Detect(ctx, def, path))
+}
+
+// DescribeAll is Describe of every definition, their binaries probed at
+// the same time (DetectAll); the detections are returned too, for their
+// errors.
+func DescribeAll(ctx context.Context, defs []*Definition, path string) ([]Info, []Detection) {
+	dets := DetectAll(ctx, defs, path)
+	out := make([]Info, len(defs))
+	for i, def := range defs {
+		out[i] = describe(def, dets[i])
+	}
+	return out, dets
+}
+
+func describe(def *Definition, det Detection) Info {
 	info := Info{ID: def.ID, Name: def.Name, Source: SourceBuiltin, Binary: def.Binary, Parser: def.Parser,
 		SessionStorage: def.SessionStorage, Capabilities: map[string]bool{}}
 	if !strings.HasPrefix(def.Source, "builtin:") {
@@ -47,7 +63,6 @@ func Describe(ctx context.Context, def *Definition, path string) Info {
 	for _, f := range def.Capabilities.Flags() {
 		info.Capabilities[f.Name] = f.On
 	}
-	det := Detect(ctx, def, path)
 	info.Path, info.Version = det.Path, det.Version
 	return info
 }

@@ -66,8 +66,22 @@ type agentInfo struct {
 	SlashProblem  string                  `json:"slash_commands_problem,omitempty"`
 }
 
+// describeAgent describes def; a binary found whose version probe failed
+// is reported on stderr, as agents list reports it.
 func describeAgent(cmd *cobra.Command, io *IOStreams, def *agentcli.Definition) agentInfo {
-	return agentInfo{Info: agentcli.Describe(cmd.Context(), def, io.Getenv("PATH"))}
+	infos, dets := agentcli.DescribeAll(cmd.Context(), []*agentcli.Definition{def}, io.Getenv("PATH"))
+	warnProbes(io, dets)
+	return agentInfo{Info: infos[0]}
+}
+
+// warnProbes says which binaries were found but did not tell their
+// version, and why (one that hangs did not answer in time).
+func warnProbes(io *IOStreams, dets []agentcli.Detection) {
+	for _, det := range dets {
+		if det.Path != "" && det.Err != nil {
+			fmt.Fprintf(io.ErrOut, "warning: %s: version unknown: %v\n", det.ID, det.Err)
+		}
+	}
 }
 
 // agentsListed is maestro agents list --json: the agents, and the user
@@ -87,7 +101,9 @@ or override (a user file replacing a built-in). An invalid user file is
 reported with its line and column and left out; the others are listed.
 Each binary is looked up on PATH (or at the absolute path its definition
 gives); "not found" names the binary that is missing, and its version is
-what the binary reports.`,
+what the binary reports. The binaries are asked at the same time; "?" is one
+whose version probe failed or did not answer within 5 s, and a warning on
+stderr says which and why.`,
 		Example: `  maestro agents list
   maestro agents list --json`,
 		Args: cobra.NoArgs,
@@ -96,10 +112,12 @@ what the binary reports.`,
 			if err != nil {
 				return failErr(err)
 			}
+			infos, dets := agentcli.DescribeAll(cmd.Context(), reg.All(), io.Getenv("PATH"))
+			defer warnProbes(io, dets)
 			if asJSON {
 				out := agentsListed{Agents: []agentInfo{}, Invalid: []string{}}
-				for _, def := range reg.All() {
-					out.Agents = append(out.Agents, describeAgent(cmd, io, def))
+				for _, info := range infos {
+					out.Agents = append(out.Agents, agentInfo{Info: info})
 				}
 				if problems != nil {
 					out.Invalid = strings.Split(problems.Error(), "\n")
@@ -108,9 +126,8 @@ what the binary reports.`,
 			}
 			w := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tVERSION\tPATH\tCAPABILITIES")
-			for _, def := range reg.All() {
-				det := agentcli.Detect(cmd.Context(), def, io.Getenv("PATH"))
-				version, path := det.Version, det.Path
+			for i, def := range reg.All() {
+				version, path := infos[i].Version, infos[i].Path
 				if path == "" {
 					version, path = "-", "not found ("+def.Binary+")"
 				} else if version == "" {

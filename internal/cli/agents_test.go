@@ -7,10 +7,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/agentcli"
 	"github.com/maestro-run/maestro/internal/agentcli/agentclitest"
 )
 
@@ -156,5 +158,47 @@ func TestAgentsListAndShow(t *testing.T) {
 	}
 	if r = runCLI(t, env, "agents", "show", "nope"); r.code != ExitUsage {
 		t.Errorf("show nope: exit %d", r.code)
+	}
+}
+
+// TestAgentsListHangingCLI: agents list asks every binary at once, within
+// agentcli.ProbeTimeout, and names each that did not answer. Three CLIs
+// that hang on --version took 17 s each, one after the other, and showed
+// only "?". Not parallel: it shortens the package's probe timeout.
+func TestAgentsListHangingCLI(t *testing.T) {
+	defer func(d time.Duration) { agentcli.ProbeTimeout = d }(agentcli.ProbeTimeout)
+	agentcli.ProbeTimeout = time.Second
+	home, bin := t.TempDir(), t.TempDir()
+	hanging := []string{"hang-a", "hang-b", "hang-c", "hang-d", "hang-e"}
+	for _, id := range hanging {
+		agentclitest.WriteFile(t, filepath.Join(home, "agents", id+".yaml"), "id: "+id+"\nname: Hang\nbinary: "+id+"\nparser: claude-stream-json\n")
+		// exec: the shell is the process killed on the timeout.
+		if err := os.WriteFile(filepath.Join(bin, id), []byte("#!/bin/sh\nexec sleep 60\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := map[string]string{"MAESTRO_HOME": home, "PATH": bin + string(os.PathListSeparator) + "/usr/bin:/bin"}
+	start := time.Now()
+	r := runCLI(t, env, "agents", "list")
+	elapsed := time.Since(start)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, id := range hanging {
+		if !strings.Contains(r.stderr, "warning: "+id+": version unknown: "+filepath.Join(bin, id)+" --version did not answer within 1s") {
+			t.Errorf("stderr does not name %s:\n%s", id, r.stderr)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^hang-a +\? +/`).MatchString(r.stdout) {
+		t.Errorf("stdout:\n%s", r.stdout)
+	}
+	// One after the other they take at least 5 s; together about 1 s.
+	if elapsed >= 4*time.Second {
+		t.Errorf("agents list took %s: the probes ran one after the other", elapsed)
+	}
+	// agents show says it too.
+	r = runCLI(t, env, "agents", "show", "hang-a")
+	if r.code != 0 || !strings.Contains(r.stderr, "warning: hang-a: version unknown: "+filepath.Join(bin, "hang-a")+" --version did not answer within 1s") {
+		t.Errorf("agents show: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }

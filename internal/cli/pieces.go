@@ -29,6 +29,7 @@ import (
 	"github.com/maestro-run/maestro/internal/providers"
 	"github.com/maestro-run/maestro/internal/sandbox"
 	"github.com/maestro-run/maestro/internal/session"
+	"github.com/maestro-run/maestro/internal/skills"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
 
@@ -419,6 +420,9 @@ func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 			MaxIterations: firstPositive(pr.o.MaxIterations, cfg.MaxIterations),
 			Thinking:      llm.ThinkingLevel(pr.o.Thinking),
 			FollowLog:     pr.follow,
+			// ReadSkill's skills: the project's ./.maestro/skills, then
+			// the user's ~/.maestro/skills (docs/skills.md).
+			Skills: &skills.Library{Dirs: skills.DefaultDirs(pr.root.Dir(), pr.h.Home())},
 		},
 		Task: pr.task, Piece: pr.o.Piece,
 	}

@@ -445,3 +445,77 @@ func TestRunClassifierModelUnconfigured(t *testing.T) {
 		t.Errorf("%d session(s) left behind, %d model request(s)", len(entries), len(srv.Requests()))
 	}
 }
+
+// TestRunPieceReadsSkills: a movement listing ReadSkill sees the project's
+// ./.maestro/skills and the user's ~/.maestro/skills, the project's first
+// (docs/skills.md). maestro run gave the engine no skills at all: ReadSkill
+// was left out ("no skills are configured") whatever was installed.
+func TestRunPieceReadsSkills(t *testing.T) {
+	t.Parallel()
+	home, ws := t.TempDir(), t.TempDir()
+	writeFile(t, filepath.Join(ws, ".maestro", "pieces", "skilled.yaml"), strings.NewReplacer(
+		"name: notes", "name: skilled", "allowed_tools: [Write]", "allowed_tools: [ReadSkill]").Replace(piecetest.Notes))
+	writeFile(t, filepath.Join(ws, ".maestro", "skills", "pdf", "SKILL.md"), "---\nname: pdf\ndescription: Fill PDF forms (project)\n---\n# Project PDF\n")
+	writeFile(t, filepath.Join(home, "skills", "pdf", "SKILL.md"), "---\nname: pdf\ndescription: Fill PDF forms (user)\n---\n# User PDF\n")
+	writeFile(t, filepath.Join(home, "skills", "notes", "SKILL.md"), "---\nname: notes\ndescription: Take notes\n---\n# Notes\n")
+	srv := llmtest.NewServer(t,
+		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "call_s", Name: "ReadSkill", Input: `{"name":"pdf"}`}}},
+		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "call_c", Name: "complete", Input: `{"status":"success","result":"read it"}`}}},
+	)
+	r := runCLI(t, map[string]string{"MAESTRO_HOME": home, "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": srv.URL() + "/v1"},
+		"run", "--piece", "skilled", "--model", "openai/gpt-5", "--workspace", ws, "--sandbox", "off", "fill the form")
+	if r.code != 0 || r.stdout != "read it\n" {
+		t.Fatalf("exit %d\nstdout %q\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	first := string(reqs[0].Body)
+	if !strings.Contains(first, `- notes: Take notes`) || !strings.Contains(first, `- pdf: Fill PDF forms (project)`) {
+		t.Errorf("the first request does not offer ReadSkill with both skills, the project's pdf:\n%s\nstderr:\n%s", first, r.stderr)
+	}
+	if got, err := os.ReadFile(filepath.Join(ws, "skills", "pdf", "SKILL.md")); err != nil || !strings.Contains(string(got), "# Project PDF") {
+		t.Errorf("skills/pdf/SKILL.md in the workspace: %q, %v", got, err)
+	}
+}
+
+// TestRunPieceMissingMCPLeavesNoSession: a piece whose required_mcp names
+// a server config.yaml does not declare is refused before the session
+// exists. The engine refused it after: the banner was drawn and an empty
+// session stayed in 'maestro sessions list'.
+func TestRunPieceMissingMCPLeavesNoSession(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	writeFile(t, filepath.Join(ws, ".maestro", "pieces", "needs.yaml"),
+		strings.Replace(piecetest.Notes, "name: notes", "name: needs\nrequired_mcp: [github]", 1))
+	env := map[string]string{"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}
+	r := runCLI(t, env, "run", "--piece", "needs", "--model", "openai/x", "--workspace", ws, "--sandbox", "off", "hi")
+	if r.code != ExitUsage || !strings.Contains(r.stderr, `piece "needs" requires the MCP server "github", which is not configured`) {
+		t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	if strings.Contains(r.stderr, "session ") {
+		t.Errorf("the run started before the error:\n%s", r.stderr)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(r.home, "sessions")); len(entries) > 0 {
+		t.Errorf("the refused run left %d session(s) behind", len(entries))
+	}
+}
+
+// TestRunPieceBadSSHConfigLeavesNoSession: an ssh_connections entry whose
+// key file cannot be read fails a new piece run before its session exists
+// (it left an empty session in 'maestro sessions list').
+func TestRunPieceBadSSHConfigLeavesNoSession(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	writeFile(t, filepath.Join(home, "config.yaml"), "ssh_connections:\n  box:\n    host: 127.0.0.1\n    user: me\n    key_file: "+
+		filepath.Join(home, "missing-key")+"\n    host_key: \"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\"\n")
+	env := map[string]string{"MAESTRO_HOME": home, "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}
+	r := runCLI(t, env, "run", "--piece", "chat", "--model", "openai/x", "--workspace", t.TempDir(), "--sandbox", "off", "hi")
+	if r.code != ExitError || !strings.Contains(r.stderr, "configuration ssh_connections.box.key_file") {
+		t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(home, "sessions")); len(entries) > 0 {
+		t.Errorf("the failed run left %d session(s) behind:\n%s", len(entries), r.stderr)
+	}
+}

@@ -294,6 +294,10 @@ func (r *renderer) protocol(m protocol.Message, at time.Time, stamp string) {
 		r.note(st.yellow, fmt.Sprintf("? %s for %s: %s", m.RequestType, m.Tool, oneline.Cut(m.Reason, 160)))
 	case protocol.ServerRequestResolved:
 		r.note(st.dim, fmt.Sprintf("request %s resolved", m.RequestID))
+	case protocol.Compaction:
+		// Between the statuses that announce and measure it: what the
+		// conversation now starts from, on one line.
+		r.note(st.dim, "Summary of the earlier conversation: "+oneline.Cut(m.Summary, 160))
 	default:
 		data, _ := protocol.Marshal(m)
 		r.raw(stamp, "protocol "+m.MessageType(), data)

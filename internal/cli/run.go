@@ -203,6 +203,9 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		Workspace: o.Workspace, Model: o.Model, Replay: o.Replay, Agent: o.Agent, Permission: o.Permission, Resume: o.Resume, Sandbox: o.Sandbox,
 		ApprovalMode: protocol.ApprovalAuto, Thinking: llm.ThinkingLevel(o.Thinking),
 		MaxIterations: o.MaxIterations, System: o.System,
+		// A sandbox the mode requires that cannot be set up fails the run
+		// before its session exists (no empty session is left).
+		RequireSandbox: true,
 	}
 	if o.Resume == "" && o.Agent == "" && !o.NoPiece {
 		if spec.Choice, err = checkNewPieceRun(ctx, io, h, o); err != nil {
@@ -311,6 +314,14 @@ func checkNewPieceRun(ctx context.Context, io *IOStreams, h *host.Host, o runOpt
 	if err != nil {
 		return nil, hostErr(err)
 	}
+	// The configuration runPiece reads (web tools, SSH connections) is
+	// checked before the session exists: its errors left an empty one.
+	if _, err := host.WebTools(h.Config(), io.Getenv); err != nil {
+		return nil, failErr(err)
+	}
+	if _, err := host.SSHConnections(h.Config()); err != nil {
+		return nil, failErr(err)
+	}
 	if o.Piece == "" {
 		// Classified on a live model (runPiece), else the plain loop.
 		live := choice.Executor == protocol.ExecutorLive
@@ -327,9 +338,18 @@ func checkNewPieceRun(ctx context.Context, io *IOStreams, h *host.Host, o runOpt
 	if err != nil {
 		return nil, failErr(err)
 	}
-	if _, ok := lib.Get(o.Piece); !ok {
+	p, ok := lib.Get(o.Piece)
+	if !ok {
 		reportProblems(io, lib)
 		return nil, usageErr("unknown piece %q; available: %s", o.Piece, strings.Join(lib.Names(), ", "))
+	}
+	// An MCP server the piece requires that config.yaml does not declare
+	// fails the run here, before its session exists (the engine would
+	// fail it too, after, leaving an empty session).
+	for _, slug := range p.RequiredMCP {
+		if _, ok := h.Config().MCPServers[slug]; !ok {
+			return nil, usageErr("piece %q requires the MCP server %q, which is not configured (mcp_servers in config.yaml; see docs/mcp.md)", o.Piece, slug)
+		}
 	}
 	probe := *choice // usePieceDemo sets the provider of the piece demo
 	if err := usePieceDemo(ctx, &probe, o.Piece, nil, h.Home(), dir); err != nil {

@@ -562,3 +562,65 @@ func TestRunResumeWorkspaceGone(t *testing.T) {
 		t.Errorf("resume elsewhere: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestRunSandboxFailureLeavesNoSession: a sandbox the mode requires that
+// cannot be set up (here Landlock: this test binary is no sandbox helper)
+// fails the run before its session exists. It left an empty session, which
+// 'maestro sessions list' showed for every attempt.
+func TestRunSandboxFailureLeavesNoSession(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	env := map[string]string{"MAESTRO_HOME": home, "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}
+	r := runCLI(t, env, "run", "--no-piece", "--model", "openai/x", "--workspace", t.TempDir(), "--sandbox", "landlock", "hi")
+	if r.code != ExitError || !strings.Contains(r.stderr, "Landlock is required by sandbox mode landlock") {
+		t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	r = runCLI(t, env, "sessions", "list", "--json")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
+		t.Errorf("sessions list: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestRunCompactsThenResumes: a run that reaches the compaction threshold
+// on the fake model server says so in words (it drew the protocol's
+// compaction message as raw JSON: 'protocol compaction {"type":…}'), and
+// --resume continues from the summary, not the full conversation.
+func TestRunCompactsThenResumes(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewServer(t,
+		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "call_b", Name: "Bash", Input: `{"command":"echo hi"}`}}, InputTokens: 3500, OutputTokens: 10},
+		llmtest.Turn{Text: []string{"SUMMARY: the first thing was asked; echo hi ran"}, InputTokens: 300, OutputTokens: 20},
+		llmtest.Turn{Text: []string{"first answer"}, InputTokens: 900, OutputTokens: 10},
+		llmtest.Turn{Text: []string{"second answer"}, InputTokens: 950, OutputTokens: 10},
+	)
+	srv.ContextWindows = map[string]int64{"fake": 4000}
+	env := map[string]string{"MAESTRO_HOME": t.TempDir(), "OPENAI_BASE_URL": srv.URL() + "/v1"}
+	ws := t.TempDir()
+	r := runCLI(t, env, "run", "--no-piece", "--model", "openai/fake", "--workspace", ws, "--sandbox", "off", "do the first thing")
+	if r.code != 0 || r.stdout != "first answer\n" {
+		t.Fatalf("exit %d\nstdout %q\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"Compacting history and continuing automatically...",
+		"Summary of the earlier conversation: SUMMARY: the first thing was asked; echo hi ran", "Compacted the conversation: about"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if strings.Contains(r.stderr, `{"type":"compaction"`) {
+		t.Errorf("stderr shows the compaction message as JSON:\n%s", r.stderr)
+	}
+	sessions := runCLI(t, env, "sessions", "list", "--json")
+	var listed []struct{ ID string }
+	if err := json.Unmarshal([]byte(sessions.stdout), &listed); err != nil || len(listed) != 1 {
+		t.Fatalf("sessions list: %v\n%s", err, sessions.stdout)
+	}
+	r = runCLI(t, env, "run", "--resume", listed[0].ID, "--sandbox", "off", "do the second thing")
+	if r.code != 0 || r.stdout != "second answer\n" {
+		t.Fatalf("resume: exit %d\nstdout %q\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	reqs := srv.Requests()
+	last := string(reqs[len(reqs)-1].Body)
+	if !strings.Contains(last, "SUMMARY: the first thing was asked") || strings.Contains(last, "do the first thing") || !strings.Contains(last, "do the second thing") {
+		t.Errorf("the resumed request is not the compacted conversation:\n%s", last)
+	}
+}

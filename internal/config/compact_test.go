@@ -23,6 +23,9 @@ func TestParseCompactAt(t *testing.T) {
 		{"compact_at: 1\n", compactAt, 1, ""},
 		{"compact_at: 1.5\n", compactAt, 0, "compact_at: a share of the context window, 0 < compact_at ≤ 1 (e.g. 0.85), got 1.5"},
 		{"compact_at: -0.2\n", compactAt, 0, "compact_at: a share of the context window"},
+		// 0 is outside the range too: it was taken as unset (0.85).
+		{"compact_at: 0\n", compactAt, 0, "line 1: compact_at: a share of the context window, 0 < compact_at ≤ 1 (e.g. 0.85), got 0"},
+		{"compact_at:\n", compactAt, 0, ""},
 		{"", budget, 0, ""},
 		{"budget_usd_month: 250\n", budget, 250, ""},
 		{"budget_usd_month: 12.5\n", budget, 12.5, ""},

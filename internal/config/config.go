@@ -305,7 +305,7 @@ func Parse(data []byte) (Config, error) {
 	if cfg.MaxIterations < 0 {
 		return Config{}, invalidValue(data, []string{"max_iterations"}, "must be positive, got %d", cfg.MaxIterations)
 	}
-	if cfg.CompactAt < 0 || cfg.CompactAt > 1 {
+	if cfg.CompactAt < 0 || cfg.CompactAt > 1 || (cfg.CompactAt == 0 && compactAtGiven(data)) {
 		return Config{}, invalidValue(data, []string{"compact_at"}, "a share of the context window, 0 < compact_at ≤ 1 (e.g. 0.85), got %g", cfg.CompactAt)
 	}
 	if cfg.BudgetUSDMonth < 0 {
@@ -403,4 +403,13 @@ func (s MCPServer) check(slug string) error {
 		}
 	}
 	return nil
+}
+
+// compactAtGiven reports whether data sets compact_at to a value (not
+// null): an explicit 0 is refused, not taken as unset (the default 0.85).
+func compactAtGiven(data []byte) bool {
+	var raw struct {
+		CompactAt *float64 `yaml:"compact_at"`
+	}
+	return bytes.Contains(data, []byte("compact_at")) && yaml.Unmarshal(data, &raw) == nil && raw.CompactAt != nil
 }

@@ -45,14 +45,14 @@ func TestPieceAndMovementModels(t *testing.T) {
 			c.Provider = runModel
 			c.Models = func(_ context.Context, spec string) (llm.Provider, error) {
 				asked = append(asked, spec)
-				return map[string]llm.Provider{"fake/piece-model": pieceModel, "fake/movement-model": movementModel}[spec], nil
+				return map[string]llm.Provider{"openai/piece-model": pieceModel, "openai/movement-model": movementModel}[spec], nil
 			}
 		})
 		out, err := h.start("models", "Do it.")
 		if err != nil || out.Status != StatusSucceeded || out.Result != "done" {
 			t.Fatalf("outcome = %+v, %v", out, err)
 		}
-		if diff := cmp.Diff([]string{"fake/piece-model", "fake/movement-model"}, asked); diff != "" {
+		if diff := cmp.Diff([]string{"openai/piece-model", "openai/movement-model"}, asked); diff != "" {
 			t.Errorf("models asked for (-want +got):\n%s", diff)
 		}
 		if n := [3]int{len(pieceModel.requests()), len(movementModel.requests()), len(runModel.requests())}; n != [3]int{1, 1, 0} {
@@ -65,14 +65,14 @@ func TestPieceAndMovementModels(t *testing.T) {
 		h := newHarness(t, "chain", func(c *Config) {
 			c.Provider = scripted(t, "complete", `{"status":"success","result":"x"}`)
 			c.Models = func(_ context.Context, spec string) (llm.Provider, error) {
-				if spec == "fake/piece-model" {
+				if spec == "openai/piece-model" {
 					return pieceModel, nil
 				}
-				return nil, errors.New("provider fake is not configured (set FAKE_API_KEY)")
+				return nil, errors.New("provider openai is not configured (set OPENAI_API_KEY)")
 			}
 		})
 		_, err := h.start("models", "Do it.")
-		const want = `movement second of piece models names model "fake/movement-model": provider fake is not configured (set FAKE_API_KEY)`
+		const want = `movement second of piece models names model "openai/movement-model": provider openai is not configured (set OPENAI_API_KEY)`
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error = %v, want it to say %q", err, want)
 		}

@@ -20,7 +20,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 		InitialMovement: "first",
 		Triggers:        &Triggers{Keywords: []string{"yes", "123", "null", "~", "a: b", "#tag", "日本語"}},
 		RequiredMCP:     []string{"github"},
-		Model:           "0.5",
+		Model:           "openai/0.5",
 		Movements: []Movement{
 			{
 				Name: "first", Agent: "codex", Edit: true,
@@ -70,7 +70,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 
 func TestMarshalFieldOrder(t *testing.T) {
 	t.Parallel()
-	p, err := Parse("f.yaml", []byte(one("    allowed_tools: [Read]", "    rules: []")+"model: m\n"))
+	p, err := Parse("f.yaml", []byte(one("    allowed_tools: [Read]", "    rules: []")+"model: openai/m\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestMarshalFieldOrder(t *testing.T) {
 description: d
 max_movements: 3
 initial_movement: a
-model: m
+model: openai/m
 movements:
 - name: a
   edit: false

@@ -11,6 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v4"
 
+	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/yamlnode"
 )
 
@@ -198,6 +199,21 @@ func deref(n *yaml.Node) *yaml.Node {
 
 func itemPath(parent, key string, i int) string {
 	return yamlnode.Path(parent, key) + "[" + strconv.Itoa(i) + "]"
+}
+
+// model decodes a model field: provider/model with a provider Maestro has
+// (or a bare catalogue id), as --model and config.yaml's model are
+// checked. A provider Maestro lacks (ollama/qwen3) would otherwise fail
+// only when the movement starts.
+func (d *decoder) model(v *yaml.Node, field string) string {
+	s, ok := d.str(v, field)
+	if !ok {
+		return ""
+	}
+	if problem := config.CheckModel(s); problem != "" {
+		d.errorf(v, field, "%s", problem)
+	}
+	return s
 }
 
 // mapping visits the key/value pairs of the mapping n, reporting keys that
@@ -402,7 +418,7 @@ func (d *decoder) piece(n *yaml.Node) *Piece {
 				return "expected an MCP server slug of 1-64 characters [a-z0-9_-], found " + yamlnode.Quote(s)
 			})
 		case "model":
-			p.Model, _ = d.str(v, key)
+			p.Model = d.model(v, key)
 		case "movements":
 			if v.Kind != yaml.SequenceNode {
 				d.errorf(v, key, "expected a non-empty list of movements, found %s", yamlnode.Describe(v))
@@ -556,7 +572,7 @@ func (d *decoder) movement(n *yaml.Node, path string) (Movement, *yaml.Node, []r
 				m.TextAnswer = s
 			}
 		case "model":
-			m.Model, _ = d.str(v, field)
+			m.Model = d.model(v, field)
 		case "max_consecutive_revisits":
 			m.MaxConsecutiveRevisits, _ = d.positive(v, field)
 		}

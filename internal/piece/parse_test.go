@@ -87,7 +87,7 @@ func TestParseRejects(t *testing.T) {
 		}},
 
 		// Mapping structure at any level.
-		{"every required top-level field missing", "model: m\n", []string{
+		{"every required top-level field missing", "model: openai/m\n", []string{
 			missingTop,
 			"f.yaml:1:1: description: required field is missing; expected a non-empty string telling the classifier when to choose this piece",
 			"f.yaml:1:1: max_movements: required field is missing; expected a positive integer",
@@ -141,6 +141,14 @@ func TestParseRejects(t *testing.T) {
 		}},
 		{"model empty", one("    allowed_tools: []", "    rules: []") + `model: ""` + "\n", []string{
 			`f.yaml:12:8: model: expected a non-empty string, found string ""`,
+		}},
+		// A provider Maestro does not have failed only as the movement
+		// started; pieces validate said ok.
+		{"model of an unknown provider", one("    allowed_tools: []", "    rules: []") + "model: ollama/qwen3\n", []string{
+			`f.yaml:12:8: model: unknown provider "ollama" in "ollama/qwen3"; expected one of anthropic, openai, replay`,
+		}},
+		{"model without a provider", one("    allowed_tools: []", "    rules: []") + "model: qwen3\n", []string{
+			`f.yaml:12:8: model: expected provider/model with provider one of anthropic, openai, replay (e.g. anthropic/claude-sonnet-4-5, openai/llama3.2), found "qwen3"`,
 		}},
 
 		// max_movements
@@ -370,6 +378,12 @@ func TestParseRejects(t *testing.T) {
 		}},
 		{"movement model empty", one("    allowed_tools: []", "    rules: []", `    model: ""`), []string{
 			`f.yaml:12:12: movements[0].model: expected a non-empty string, found string ""`,
+		}},
+		{"movement model of an unknown provider", one("    allowed_tools: []", "    rules: []", "    model: fake/x"), []string{
+			`f.yaml:12:12: movements[0].model: unknown provider "fake" in "fake/x"; expected one of anthropic, openai, replay`,
+		}},
+		{"movement model with no model after the provider", one("    allowed_tools: []", "    rules: []", "    model: openai/"), []string{
+			`f.yaml:12:12: movements[0].model: the model after "openai/" is empty`,
 		}},
 
 		// max_consecutive_revisits

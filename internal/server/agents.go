@@ -49,10 +49,8 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "load the agent CLI definitions: "+err.Error())
 		return
 	}
-	out := api.AgentList{Agents: []agentcli.Info{}, Invalid: invalid}
-	for _, def := range reg.All() {
-		out.Agents = append(out.Agents, agentcli.Describe(r.Context(), def, s.getenv("PATH")))
-	}
+	infos, _ := agentcli.DescribeAll(r.Context(), reg.All(), s.getenv("PATH"))
+	out := api.AgentList{Agents: append([]agentcli.Info{}, infos...), Invalid: invalid}
 	writeJSON(w, http.StatusOK, out)
 }
 

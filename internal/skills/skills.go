@@ -109,16 +109,23 @@ func DefaultDirs(workdir, home string) []string {
 	return out
 }
 
-// List returns the available skills by name. A directory skill whose
-// SKILL.md is missing or malformed is left out (ReadSkill names the
-// problem when it is asked for it).
+// List returns the available skills by name. A name is the first
+// source's that has a directory of that name with a SKILL.md, as Files
+// reads it: a directory skill whose SKILL.md is malformed is left out
+// (ReadSkill names the problem when it is asked for it), and hides the
+// later sources' skill of that name, which Files would not read either.
 func (l *Library) List(ctx context.Context) ([]Info, error) {
 	byName := map[string]Info{}
+	taken := map[string]bool{}
 	for _, d := range l.Dirs {
-		for _, info := range dirSkills(d) {
-			if _, ok := byName[info.Name]; !ok {
+		infos, present := dirSkills(d)
+		for _, info := range infos {
+			if !taken[info.Name] {
 				byName[info.Name] = info
 			}
+		}
+		for _, name := range present {
+			taken[name] = true
 		}
 	}
 	if l.Store != nil {
@@ -127,7 +134,7 @@ func (l *Library) List(ctx context.Context) ([]Info, error) {
 			return nil, fmt.Errorf("list the server's skills: %w", err)
 		}
 		for _, s := range stored {
-			if _, ok := byName[s.Name]; !ok {
+			if !taken[s.Name] {
 				byName[s.Name] = Info{Name: s.Name, Description: s.Description, Source: SourceStore}
 			}
 		}
@@ -139,23 +146,28 @@ func (l *Library) List(ctx context.Context) ([]Info, error) {
 	return out, nil
 }
 
-// dirSkills lists the skills of one skills directory.
-func dirSkills(dir string) []Info {
+// dirSkills lists the skills of one skills directory, and the names of
+// every skill directory there (a directory, not a link, holding a
+// SKILL.md), valid or not.
+func dirSkills(dir string) (infos []Info, present []string) {
 	root, err := workspace.Open(dir)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	defer root.Close()
 	entries, err := fs.ReadDir(root.FS(), ".")
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	var out []Info
 	for _, e := range entries {
 		if !e.IsDir() {
 			continue
 		}
 		md, err := root.ReadFileMax(path.Join(e.Name(), store.SkillFile), store.MaxSkillBytes)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		present = append(present, e.Name())
 		if err != nil {
 			continue
 		}
@@ -163,9 +175,9 @@ func dirSkills(dir string) []Info {
 		if err != nil || m.Name != e.Name() {
 			continue
 		}
-		out = append(out, Info{Name: m.Name, Description: m.Description, Source: SourceDir, Where: dir})
+		infos = append(infos, Info{Name: m.Name, Description: m.Description, Source: SourceDir, Where: dir})
 	}
-	return out
+	return infos, present
 }
 
 // Files returns the named skill's files by relative slash path, from the
@@ -200,7 +212,12 @@ func (l *Library) Files(ctx context.Context, name string) (map[string][]byte, er
 // dirFiles reads the skill name of the skills directory dir: its regular
 // files (links and special files are skipped), within the store's limits.
 func dirFiles(dir, name string) (map[string][]byte, error) {
-	if _, err := os.Stat(path.Join(dir, name, store.SkillFile)); err != nil {
+	// A link in place of the skill's directory is skipped, as List skips
+	// it: its files would be read from wherever it points.
+	if fi, err := os.Lstat(path.Join(dir, name)); err != nil || !fi.IsDir() {
+		return nil, fs.ErrNotExist
+	}
+	if _, err := os.Lstat(path.Join(dir, name, store.SkillFile)); err != nil {
 		return nil, fs.ErrNotExist
 	}
 	root, err := workspace.Open(path.Join(dir, name))

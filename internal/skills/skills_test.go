@@ -2,6 +2,8 @@ package skills_test
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -154,5 +156,33 @@ func TestReadSkill(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"pdf/dir", "release/store", "slides/dir"}, names); diff != "" {
 		t.Errorf("List (-want +got):\n%s", diff)
+	}
+}
+
+// TestListAsFilesRead: the skills listed are those ReadSkill would read.
+// A project skill whose SKILL.md is malformed listed the user's skill of
+// that name, which ReadSkill then failed to read (it read the project's);
+// a skill directory that is a link out of the skills directory was left
+// out of the list, but ReadSkill copied its files from wherever it
+// pointed.
+func TestListAsFilesRead(t *testing.T) {
+	t.Parallel()
+	project, home, outside := t.TempDir(), t.TempDir(), t.TempDir()
+	writeSkill(t, project, "pdf", map[string]string{"SKILL.md": "---\nname: pdf\ndescription: [unclosed\n---\n"})
+	writeSkill(t, home, "pdf", map[string]string{"SKILL.md": skillMD("pdf", "Fill PDF forms (user)")})
+	writeSkill(t, outside, "notes", map[string]string{"SKILL.md": skillMD("notes", "Take notes"), "secret.txt": "outside"})
+	if err := os.Symlink(filepath.Join(outside, "notes"), filepath.Join(project, "notes")); err != nil {
+		t.Fatal(err)
+	}
+	lib := &skills.Library{Dirs: []string{project, home}}
+	infos, err := lib.List(t.Context())
+	if err != nil || len(infos) != 0 {
+		t.Errorf("List = %+v, %v; want none", infos, err)
+	}
+	if _, err := lib.Files(t.Context(), "pdf"); err == nil || !strings.Contains(err.Error(), "SKILL.md front matter") {
+		t.Errorf("Files(pdf): %v, want the project's malformed front matter", err)
+	}
+	if files, err := lib.Files(t.Context(), "notes"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Files(notes) = %d files, %v; want fs.ErrNotExist", len(files), err)
 	}
 }

@@ -373,6 +373,29 @@ func TestModelsListThroughSDK(t *testing.T) {
 	}
 }
 
+// TestUnknownModelBeforeScript: a model outside Models is refused whatever
+// the script holds, and the turn stays for the next call. A scripted error
+// status was answered first (a 429 to a model the server does not have),
+// and the refused call took the turn.
+func TestUnknownModelBeforeScript(t *testing.T) {
+	t.Parallel()
+	s := NewServer(t, Turn{Status: http.StatusTooManyRequests, ErrorMessage: "slow down"}, Turn{Text: []string{"ok"}})
+	s.Models = []string{"gpt-a"}
+	client := sdkClient(t, s)
+	call := func(model string) error {
+		_, err := client.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{
+			Model: model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+		})
+		return err
+	}
+	if apiErr, ok := errors.AsType[*openai.Error](call("gpt-z")); !ok || apiErr.StatusCode != http.StatusNotFound || !strings.Contains(apiErr.Message, "gpt-z") {
+		t.Errorf("unknown model: %v, want the 404 model_not_found", apiErr)
+	}
+	if apiErr, ok := errors.AsType[*openai.Error](call("gpt-a")); !ok || apiErr.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("known model: %v, want the script's first turn (429)", apiErr)
+	}
+}
+
 func TestSplitUTF8(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -146,6 +146,13 @@ func (s *Server) Remaining() int {
 	return len(s.turns) - s.next
 }
 
+// record adds a request to Requests without taking a turn.
+func (s *Server) record(r *http.Request, body []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+}
+
 func (s *Server) take(r *http.Request, body []byte) (Turn, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -201,6 +208,14 @@ func (s *Server) modelCall(serve format) http.HandlerFunc {
 			http.Error(w, "body is not JSON: "+err.Error(), http.StatusBadRequest)
 			return
 		}
+		// A model the server does not have is refused before the script
+		// is read, as a real API refuses it: whatever the next turn
+		// scripts (an error status too), and without taking that turn.
+		if model, _ := req["model"].(string); len(s.Models) > 0 && !slices.Contains(s.Models, model) {
+			s.record(r, body)
+			serve(w, r, req, Turn{Status: http.StatusNotFound, ErrorMessage: fmt.Sprintf("model: %s", model)})
+			return
+		}
 		turn, ok := s.take(r, body)
 		if !ok {
 			turn = Turn{Status: http.StatusInternalServerError, ErrorMessage: "llmtest: script exhausted"}
@@ -208,9 +223,6 @@ func (s *Server) modelCall(serve format) http.HandlerFunc {
 		if turn.ContextExceeded {
 			model, _ := req["model"].(string)
 			turn = s.tooLong(r.URL.Path, model, len(body), turn)
-		}
-		if model, _ := req["model"].(string); turn.Status == 0 && len(s.Models) > 0 && !slices.Contains(s.Models, model) {
-			turn = Turn{Status: http.StatusNotFound, ErrorMessage: fmt.Sprintf("model: %s", model)}
 		}
 		serve(w, r, req, turn)
 	}
