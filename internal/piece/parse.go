@@ -207,13 +207,17 @@ func itemPath(parent, key string, i int) string {
 // only when the movement starts.
 func (d *decoder) model(v *yaml.Node, field string) string {
 	s, ok := d.str(v, field)
-	if !ok {
-		return ""
+	if ok {
+		d.checkModel(v, field, s)
 	}
+	return s
+}
+
+// checkModel reports a model value (v, at field) that --model would refuse.
+func (d *decoder) checkModel(v *yaml.Node, field, s string) {
 	if problem := config.CheckModel(s); problem != "" {
 		d.errorf(v, field, "%s", problem)
 	}
-	return s
 }
 
 // mapping visits the key/value pairs of the mapping n, reporting keys that
@@ -495,6 +499,7 @@ func (d *decoder) movement(n *yaml.Node, path string) (Movement, *yaml.Node, []r
 		seen                [16]bool // by index in movementFields
 		editOK              bool
 		toolsNode, cmdsNode *yaml.Node
+		modelNode           *yaml.Node
 	)
 	typos := d.mapping(n, path, movementFields, func(key string, k, v *yaml.Node) {
 		seen[slices.Index(movementFields, key)] = true
@@ -572,7 +577,8 @@ func (d *decoder) movement(n *yaml.Node, path string) (Movement, *yaml.Node, []r
 				m.TextAnswer = s
 			}
 		case "model":
-			m.Model = d.model(v, field)
+			m.Model, _ = d.str(v, field)
+			modelNode = v
 		case "max_consecutive_revisits":
 			m.MaxConsecutiveRevisits, _ = d.positive(v, field)
 		}
@@ -588,6 +594,15 @@ func (d *decoder) movement(n *yaml.Node, path string) (Movement, *yaml.Node, []r
 	for _, r := range required {
 		if i := slices.Index(movementFields, r.key); !seen[i] && !typos[i] {
 			d.missing(n, path, r.key, r.want)
+		}
+	}
+	if modelNode != nil && m.Model != "" {
+		switch {
+		case m.Agent != "":
+			// An agent movement runs on its CLI; its model was ignored.
+			d.errorf(modelNode, path+".model", "an agent movement runs on the model of its CLI (%s), which a piece does not choose; remove model: here (maestro run --model %s/MODEL chooses the CLI's model for a run)", m.Agent, m.Agent)
+		default:
+			d.checkModel(modelNode, path+".model", m.Model)
 		}
 	}
 	d.movementTools(&m, path, toolsNode, cmdsNode, editOK, seen[slices.Index(movementFields, "allowed_ssh_connections")])

@@ -385,6 +385,10 @@ func TestParseRejects(t *testing.T) {
 		{"movement model with no model after the provider", one("    allowed_tools: []", "    rules: []", "    model: openai/"), []string{
 			`f.yaml:12:12: movements[0].model: the model after "openai/" is empty`,
 		}},
+		// An agent movement's model was ignored (the CLI runs on its own).
+		{"agent movement with a model", one("    allowed_tools: []", "    rules: []", "    agent: codex", "    model: openai/gpt-5"), []string{
+			`f.yaml:13:12: movements[0].model: an agent movement runs on the model of its CLI (codex), which a piece does not choose; remove model: here (maestro run --model codex/MODEL chooses the CLI's model for a run)`,
+		}},
 
 		// max_consecutive_revisits
 		{"max_consecutive_revisits zero", one("    allowed_tools: []", "    rules: []", "    max_consecutive_revisits: 0"), []string{
