@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -123,6 +126,50 @@ func TestMCPToolsInPlainRun(t *testing.T) {
 	}
 	if got := toolResults(reqs[1]); !strings.Contains(got, `42`) {
 		t.Errorf("the second request lacks the MCP tool's result:\n%s", got)
+	}
+}
+
+// A server tool named with a dot (files.read), which model APIs refuse
+// as a tool name, is offered as mcp__web__files_read; the model's call
+// of that name reaches the server's files.read, and the session's events
+// say which name stands for which. Before, the request offered
+// mcp__web__files.read and a real model API refused every request of
+// the session.
+func TestMCPToolNameWithADot(t *testing.T) {
+	t.Parallel()
+	url := mcptest.Serve(t)
+	model := llmtest.NewServer(t,
+		llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "c1", Name: "mcp__web__files_read", Input: `{"path":"notes.txt"}`}}, InputTokens: 100, OutputTokens: 10},
+		llmtest.Turn{Text: []string{"Read it."}, InputTokens: 100, OutputTokens: 10},
+	)
+	home := t.TempDir()
+	writeFile(t, home, "config.yaml", "mcp_servers:\n  web: {url: \""+url+"\"}\n")
+	env := append(proctest.NoModelEnv(home), "ANTHROPIC_API_KEY=sk-test", "ANTHROPIC_BASE_URL="+model.URL())
+	reqs := runTwoTurns(t, model, env, "Read it.", "run", "--no-piece", "--workspace", t.TempDir(), "read the notes")
+	valid := regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`) // Anthropic's and OpenAI's tool names
+	tools := requestTools(reqs[0])
+	for _, name := range tools {
+		if !valid.MatchString(name) {
+			t.Errorf("offered tool %q: a name model APIs refuse", name)
+		}
+	}
+	if !slices.Contains(tools, "mcp__web__files_read") {
+		t.Errorf("offered tools = %v, want mcp__web__files_read among them", tools)
+	}
+	if got := toolResults(reqs[1]); !strings.Contains(got, "contents of notes.txt") {
+		t.Errorf("the second request lacks the MCP tool's result:\n%s", got)
+	}
+	logs, _ := filepath.Glob(filepath.Join(home, "sessions", "*", "events.jsonl"))
+	var all []byte
+	for _, path := range logs {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, data...)
+	}
+	if !strings.Contains(string(all), `files.read\" as mcp__web__files_read`) {
+		t.Errorf("the session log does not say files.read is offered as mcp__web__files_read:\n%s", all)
 	}
 }
 

@@ -170,7 +170,7 @@ type server struct {
 
 	mu       sync.Mutex
 	sess     *sdk.ClientSession
-	list     []*sdk.Tool
+	list     []offer
 	down     bool // the connection ended without Close
 	restarts int
 	closed   bool
@@ -324,8 +324,9 @@ func (s *server) openStderr(cmd *exec.Cmd) error {
 	return nil
 }
 
-// tools lists the server's tools (once per connection).
-func (s *server) tools(ctx context.Context) ([]*sdk.Tool, error) {
+// tools lists the server's tools as offered to the model (once per
+// connection, and again when the server says its list changed).
+func (s *server) tools(ctx context.Context) ([]offer, error) {
 	sess, err := s.session(ctx)
 	if err != nil {
 		return nil, err
@@ -338,13 +339,14 @@ func (s *server) tools(ctx context.Context) ([]*sdk.Tool, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.m.o.StartTimeout)
 	defer cancel()
-	list = []*sdk.Tool{}
+	var listed []*sdk.Tool
 	for t, err := range sess.Tools(ctx, nil) {
 		if err != nil {
 			return nil, fmt.Errorf("list the tools of MCP server %s: %w", s.slug, err)
 		}
-		list = append(list, t)
+		listed = append(listed, t)
 	}
+	list = s.offers(listed)
 	s.mu.Lock()
 	if s.sess == sess {
 		s.list = list

@@ -33,8 +33,18 @@ func TestMain(m *testing.M) {
 // whose tools/list names one tool twice (the SDK's server cannot).
 const duplicateListerEnv = "MAESTRO_MCPTEST_DUPLICATES"
 
+// oddNamesEnv makes the test binary a raw MCP server over stdio whose
+// tools have names model APIs refuse (a dot, a slash, too long, not
+// ASCII, one the server itself gives a replaced name); a call answers
+// "called <the name the server got>".
+const oddNamesEnv = "MAESTRO_MCPTEST_ODD_NAMES"
+
+// oddNames are the tools of the oddNamesEnv server.
+var oddNames = []string{"files.read", "files_read", "repo/search", "読む", "書く", strings.Repeat("x", 70), "", "bad\nname", "plain"}
+
 func runDuplicateListerIfRequested() {
-	if os.Getenv(duplicateListerEnv) != "1" {
+	odd := os.Getenv(oddNamesEnv) == "1"
+	if os.Getenv(duplicateListerEnv) != "1" && !odd {
 		return
 	}
 	sc := bufio.NewScanner(os.Stdin)
@@ -44,6 +54,7 @@ func runDuplicateListerIfRequested() {
 			Method string          `json:"method"`
 			Params struct {
 				ProtocolVersion string `json:"protocolVersion"`
+				Name            string `json:"name"`
 			} `json:"params"`
 		}
 		if json.Unmarshal(sc.Bytes(), &req) != nil || req.ID == nil {
@@ -55,8 +66,18 @@ func runDuplicateListerIfRequested() {
 			result = map[string]any{"protocolVersion": req.Params.ProtocolVersion, "capabilities": map[string]any{"tools": map[string]any{}},
 				"serverInfo": map[string]any{"name": "dup", "version": "1"}}
 		case "tools/list":
+			if odd {
+				var tools []any
+				for _, n := range oddNames {
+					tools = append(tools, map[string]any{"name": n, "inputSchema": map[string]any{"type": "object"}})
+				}
+				result = map[string]any{"tools": tools}
+				break
+			}
 			echo := map[string]any{"name": "echo", "inputSchema": map[string]any{"type": "object"}}
 			result = map[string]any{"tools": []any{echo, echo, map[string]any{"name": "other", "inputSchema": map[string]any{"type": "object"}}}}
+		case "tools/call":
+			result = map[string]any{"content": []any{map[string]any{"type": "text", "text": "called " + req.Params.Name}}}
 		}
 		out, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": result})
 		os.Stdout.Write(append(out, '\n'))
@@ -84,6 +105,80 @@ func TestDuplicateToolNames(t *testing.T) {
 		t.Errorf("tools (-want +got):\n%s", d)
 	}
 	tool.NewSet(tools...) // panicked on a duplicate name
+}
+
+// TestOddToolNames: a server's tools whose names model APIs refuse
+// (files.read, repo/search, not ASCII, too long) are offered under names
+// they accept, all different, and a call reaches the server under its
+// own name. Before, files.read and the long name were offered as such
+// (every model request of the session refused) and repo/search and the
+// Japanese names were left out.
+func TestOddToolNames(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reports []string
+	var mu sync.Mutex
+	m := NewManager(Options{Servers: map[string]config.MCPServer{"odd": {Command: exe, Env: map[string]string{oddNamesEnv: "1"}}},
+		Report: func(msg string) { mu.Lock(); reports = append(reports, msg); mu.Unlock() }})
+	t.Cleanup(func() { m.Close() })
+	tools, err := m.All(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, tl := range tools {
+		n := tl.Spec().Name
+		if !ValidName(n) || seen[n] {
+			t.Errorf("tool name %q: not one model APIs accept, or given twice", n)
+		}
+		seen[n] = true
+	}
+	tool.NewSet(tools...)      // panics on a name given twice
+	want := map[string]string{ // the name the model sees → the server's
+		"mcp__odd__files.read":                 "files.read",
+		"mcp__odd__files_read":                 "files_read",
+		"mcp__odd__repo/search":                "repo/search",
+		"mcp__odd__読む":                         "読む",
+		"mcp__odd__書く":                         "書く",
+		"mcp__odd__" + strings.Repeat("x", 70): strings.Repeat("x", 70),
+		"mcp__odd__plain":                      "plain",
+	}
+	if len(tools) != len(want) {
+		t.Errorf("tools = %v, want %d (the empty name and the one with a newline left out)", names(tools), len(want))
+	}
+	byOwn := map[string]tool.Tool{}
+	for _, tl := range tools {
+		own := strings.TrimPrefix(run(t, tl, `{}`).Content, "called ")
+		byOwn[own] = tl
+	}
+	for _, own := range want {
+		tl, ok := byOwn[own]
+		if !ok {
+			t.Errorf("no offered tool calls %q (offered: %v)", own, names(tools))
+			continue
+		}
+		if n := tl.Spec().Name; n != Name("odd", own) && !strings.Contains(tl.Spec().Description, fmt.Sprintf("%q", own)) {
+			t.Errorf("%s: its description %q does not give the server's name %q", n, tl.Spec().Description, own)
+		}
+	}
+	if got := byOwn["files_read"]; got == nil || got.Spec().Name != "mcp__odd__files_read" {
+		t.Errorf("files_read is not offered under its own name")
+	}
+	if got := byOwn["plain"]; got == nil || got.Spec().Name != "mcp__odd__plain" {
+		t.Errorf("plain is not offered under its own name")
+	}
+	sel, err := m.Tools(testCtx(t), "mcp__odd__files.read")
+	if err != nil || len(sel) != 1 || run(t, sel[0], `{}`).Content != "called files.read" {
+		t.Errorf("allowed_tools mcp__odd__files.read selects %v (%v), want files.read's tool", names(sel), err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reports) != 1 || !strings.Contains(reports[0], `"files.read" as mcp__odd__files_`) {
+		t.Errorf("reports = %q, want one line giving the names", reports)
+	}
 }
 
 // stdioServer is the test server run by this test binary over stdio.
@@ -170,9 +265,14 @@ func TestToolsOverStreamableHTTP(t *testing.T) {
 		pattern string
 		want    []string
 	}{
-		{"mcp__*", []string{"mcp__other__add", "mcp__other__ask", "mcp__other__crash", "mcp__other__echo", "mcp__web__add", "mcp__web__ask", "mcp__web__crash", "mcp__web__echo"}},
-		{"mcp__web__*", []string{"mcp__web__add", "mcp__web__ask", "mcp__web__crash", "mcp__web__echo"}},
+		{"mcp__*", []string{"mcp__other__add", "mcp__other__ask", "mcp__other__crash", "mcp__other__echo", "mcp__other__files_read",
+			"mcp__web__add", "mcp__web__ask", "mcp__web__crash", "mcp__web__echo", "mcp__web__files_read"}},
+		{"mcp__web__*", []string{"mcp__web__add", "mcp__web__ask", "mcp__web__crash", "mcp__web__echo", "mcp__web__files_read"}},
 		{"mcp__web__echo", []string{"mcp__web__echo"}},
+		// A tool the model sees under another name is selected by the
+		// server's name of it, or by the name the model sees.
+		{"mcp__web__files.read", []string{"mcp__web__files_read"}},
+		{"mcp__web__files_read", []string{"mcp__web__files_read"}},
 		{"mcp__web__nope", nil},
 	}
 	for _, tc := range cases {
@@ -237,7 +337,8 @@ func TestRequire(t *testing.T) {
 		Report: func(s string) { reports = append(reports, s) }})
 	t.Cleanup(func() { m2.Close() })
 	all, err := m2.All(ctx)
-	if err != nil || len(all) != 4 || len(reports) != 1 || !strings.Contains(reports[0], "broken") {
+	broken := slices.IndexFunc(reports, func(s string) bool { return strings.Contains(s, "broken is left out") })
+	if err != nil || len(all) != 5 || broken < 0 {
 		t.Errorf("All = %v, %v; reports %q", names(all), err, reports)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -23,11 +22,9 @@ const Prefix = "mcp__"
 // MaxResultBytes bounds what the model sees of one tool call's result.
 const MaxResultBytes = 256 << 10
 
-// toolName is the shape a server's tool name must have to be offered
-// (the <tool> of an allowed_tools entry, internal/piece/tools.go).
-var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
-
-// Name is the name the model sees of a server's tool.
+// Name is mcp__<server>__<tool>: the name the model sees of a server's
+// tool when that is one the model APIs accept (else see ModelNames), and
+// the name an allowed_tools entry gives a tool.
 func Name(server, tool string) string { return Prefix + server + "__" + tool }
 
 // Match reports whether the tool name (mcp__<server>__<tool>) is selected
@@ -41,6 +38,70 @@ func Match(pattern, name string) bool {
 		return strings.HasPrefix(name, strings.TrimSuffix(pattern, "*"))
 	}
 	return pattern == name
+}
+
+// offer is one of a server's tools as offered to the model: name is
+// the name the model sees (ModelNames), t.Name the server's own.
+type offer struct {
+	t    *sdk.Tool
+	name string
+}
+
+// selects reports whether the allowed_tools pattern selects o, a tool of
+// the server slug: mcp__* and mcp__<slug>__* select every tool, an exact
+// pattern the tool it names by the server's name of it or by the name
+// the model sees.
+func (o offer) selects(pattern, slug string) bool {
+	if pattern == Prefix+"*" || pattern == Name(slug, "*") {
+		return true
+	}
+	return pattern == Name(slug, o.t.Name) || pattern == o.name
+}
+
+// offers are the tools of a server's listing that can be offered, each
+// with the name the model sees: a name that is empty, not UTF-8 or
+// holds control characters is left out, and a name listed twice is
+// offered once (the first), both logged. A tool offered under another
+// name than mcp__<server>__<tool> is reported (a status line of the
+// session) so that what the model calls can be told.
+func (s *server) offers(list []*sdk.Tool) []offer {
+	out := []offer{}
+	seen := make(map[string]bool, len(list))
+	var names []string
+	for _, t := range list {
+		if !usableName(t.Name) {
+			s.m.o.Logger.Warn("MCP tool with an unusable name left out", "server", s.slug, "tool", t.Name)
+			continue
+		}
+		if seen[t.Name] {
+			// A server listing a name twice: the model can be offered
+			// one tool of a name (a tool set refuses a second).
+			s.m.o.Logger.Warn("MCP tool listed twice: the first is kept", "server", s.slug, "tool", t.Name)
+			continue
+		}
+		seen[t.Name] = true
+		out = append(out, offer{t: t})
+		names = append(names, t.Name)
+	}
+	var renamed []string
+	for i, n := range ModelNames(s.slug, names) {
+		out[i].name = n
+		if n != Name(s.slug, names[i]) {
+			s.m.o.Logger.Info("MCP tool offered under a name model APIs accept", "server", s.slug, "tool", names[i], "name", n)
+			renamed = append(renamed, fmt.Sprintf("%q as %s", names[i], n))
+		}
+	}
+	if len(renamed) > 0 {
+		const show = 5
+		more := ""
+		if len(renamed) > show {
+			more = fmt.Sprintf(" and %d more (in the log)", len(renamed)-show)
+			renamed = renamed[:show]
+		}
+		s.m.report(fmt.Sprintf("MCP server %s: tools offered under names model APIs accept (letters, digits, _ and -, at most %d): %s%s",
+			s.slug, MaxNameLen, strings.Join(renamed, ", "), more))
+	}
+	return out
 }
 
 // patternServers are the servers a pattern can select: nil for every
@@ -68,6 +129,7 @@ func (m *Manager) Tools(ctx context.Context, pattern string) ([]tool.Tool, error
 		return nil, &MissingError{Server: slug}
 	}
 	var out []tool.Tool
+	given := map[string]bool{}
 	for _, slug := range slugs {
 		s := m.servers[slug]
 		list, err := s.tools(ctx)
@@ -78,22 +140,18 @@ func (m *Manager) Tools(ctx context.Context, pattern string) ([]tool.Tool, error
 			m.report(fmt.Sprintf("MCP server %s is left out: %v", slug, err))
 			continue
 		}
-		seen := make(map[string]bool, len(list))
-		for _, t := range list {
-			if !toolName.MatchString(t.Name) {
-				m.o.Logger.Warn("MCP tool with an unusable name left out", "server", slug, "tool", t.Name)
+		for _, o := range list {
+			if !o.selects(pattern, slug) {
 				continue
 			}
-			if seen[t.Name] {
-				// A server listing a name twice: the model can be offered
-				// one tool of a name (a tool set refuses a second).
-				m.o.Logger.Warn("MCP tool listed twice: the first is kept", "server", slug, "tool", t.Name)
+			if given[o.name] {
+				// Two servers' tools of one name (slugs a and a_, tools _b
+				// and b): the model can be offered one.
+				m.o.Logger.Warn("MCP tool named as another server's tool: left out", "server", slug, "tool", o.t.Name, "name", o.name)
 				continue
 			}
-			seen[t.Name] = true
-			if name := Name(slug, t.Name); Match(pattern, name) {
-				out = append(out, newTool(s, t))
-			}
+			given[o.name] = true
+			out = append(out, newTool(s, o))
 		}
 	}
 	return out, nil
@@ -116,7 +174,8 @@ type remote struct {
 	readOnly bool
 }
 
-func newTool(s *server, t *sdk.Tool) *remote {
+func newTool(s *server, o offer) *remote {
+	t := o.t
 	schema, err := json.Marshal(t.InputSchema)
 	if err != nil || t.InputSchema == nil {
 		schema = json.RawMessage(`{"type":"object"}`)
@@ -125,9 +184,13 @@ func newTool(s *server, t *sdk.Tool) *remote {
 	if desc == "" {
 		desc = t.Title
 	}
-	desc = fmt.Sprintf("[MCP server %s] %s", s.slug, desc)
+	if o.name == Name(s.slug, t.Name) {
+		desc = fmt.Sprintf("[MCP server %s] %s", s.slug, desc)
+	} else {
+		desc = fmt.Sprintf("[MCP server %s, tool %q] %s", s.slug, t.Name, desc)
+	}
 	ro := t.Annotations != nil && t.Annotations.ReadOnlyHint
-	return &remote{s: s, name: t.Name, spec: llm.ToolSpec{Name: Name(s.slug, t.Name), Description: desc, InputSchema: schema}, readOnly: ro}
+	return &remote{s: s, name: t.Name, spec: llm.ToolSpec{Name: o.name, Description: desc, InputSchema: schema}, readOnly: ro}
 }
 
 func (t *remote) Spec() llm.ToolSpec { return t.spec }

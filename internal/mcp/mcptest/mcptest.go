@@ -4,7 +4,9 @@
 //
 // Its tools: echo {text} returns the text; add {a, b} returns the sum;
 // ask {question} elicits {answer} from the client and returns what came
-// back; crash exits the process (stdio only: a crashed server).
+// back; crash exits the process (stdio only: a crashed server);
+// files.read {path} returns "contents of <path>" (a name with a dot, as
+// real servers give, which model APIs refuse as such).
 package mcptest
 
 import (
@@ -42,6 +44,10 @@ type askIn struct {
 
 type none struct{}
 
+type pathIn struct {
+	Path string `json:"path"`
+}
+
 // NewServer returns the test server.
 func NewServer() *sdk.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: "mcptest", Version: "1"}, nil)
@@ -65,6 +71,10 @@ func NewServer() *sdk.Server {
 				return nil, nil, fmt.Errorf("elicit: %w", err)
 			}
 			return text(fmt.Sprintf("action=%s answer=%v", res.Action, res.Content["answer"])), nil, nil
+		})
+	sdk.AddTool(s, &sdk.Tool{Name: "files.read", Description: "Read a file.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, _ *sdk.CallToolRequest, in pathIn) (*sdk.CallToolResult, any, error) {
+			return text("contents of " + in.Path), nil, nil
 		})
 	sdk.AddTool(s, &sdk.Tool{Name: "crash", Description: "Exit the server process."},
 		func(context.Context, *sdk.CallToolRequest, none) (*sdk.CallToolResult, any, error) {
