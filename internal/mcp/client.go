@@ -5,7 +5,8 @@
 // As a client: the servers of config.yaml's mcp_servers (a command over
 // stdio, or a streamable HTTP URL) are started lazily by a Manager, one
 // per session, and stopped with it. Their tools are offered to the model
-// as mcp__<server>__<tool> with the server's JSON schema; pieces select
+// as mcp__<server>__<tool> (or, when a model API would refuse that, a
+// name it accepts: names.go) with the server's JSON schema; pieces select
 // them with allowed_tools patterns (mcp__*, mcp__<server>__*, exact) and
 // require servers with required_mcp. A server's stderr goes to a file in
 // the session's directory; a server that crashes is reported and

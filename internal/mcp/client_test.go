@@ -227,27 +227,6 @@ func run(t *testing.T, tl tool.Tool, input string) tool.Result {
 	return res
 }
 
-func TestMatch(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		pattern, name string
-		want          bool
-	}{
-		{"mcp__*", "mcp__a__x", true},
-		{"mcp__a__*", "mcp__a__x", true},
-		{"mcp__a__*", "mcp__ab__x", false},
-		{"mcp__a__*", "mcp__b__x", false},
-		{"mcp__a__x", "mcp__a__x", true},
-		{"mcp__a__x", "mcp__a__xy", false},
-		{"mcp__*", "Read", false},
-	}
-	for _, tc := range cases {
-		if got := Match(tc.pattern, tc.name); got != tc.want {
-			t.Errorf("Match(%q, %q) = %v, want %v", tc.pattern, tc.name, got, tc.want)
-		}
-	}
-}
-
 // TestToolsOverStreamableHTTP: the in-process server's tools are offered
 // as mcp__<server>__<tool> with their schemas, selected by the
 // allowed_tools patterns, and calls reach the server.

@@ -27,19 +27,6 @@ const MaxResultBytes = 256 << 10
 // the name an allowed_tools entry gives a tool.
 func Name(server, tool string) string { return Prefix + server + "__" + tool }
 
-// Match reports whether the tool name (mcp__<server>__<tool>) is selected
-// by an allowed_tools pattern: mcp__* (every server), mcp__<server>__*
-// (one server's tools) or the exact name.
-func Match(pattern, name string) bool {
-	switch {
-	case pattern == Prefix+"*":
-		return strings.HasPrefix(name, Prefix)
-	case strings.HasSuffix(pattern, "__*"):
-		return strings.HasPrefix(name, strings.TrimSuffix(pattern, "*"))
-	}
-	return pattern == name
-}
-
 // offer is one of a server's tools as offered to the model: name is
 // the name the model sees (ModelNames), t.Name the server's own.
 type offer struct {
@@ -61,9 +48,9 @@ func (o offer) selects(pattern, slug string) bool {
 // offers are the tools of a server's listing that can be offered, each
 // with the name the model sees: a name that is empty, not UTF-8 or
 // holds control characters is left out, and a name listed twice is
-// offered once (the first), both logged. A tool offered under another
-// name than mcp__<server>__<tool> is reported (a status line of the
-// session) so that what the model calls can be told.
+// offered once (the first), both logged. The tools offered under
+// another name than mcp__<server>__<tool> are reported in one status
+// line of the session, so that what the model calls can be told.
 func (s *server) offers(list []*sdk.Tool) []offer {
 	out := []offer{}
 	seen := make(map[string]bool, len(list))
@@ -87,19 +74,14 @@ func (s *server) offers(list []*sdk.Tool) []offer {
 	for i, n := range ModelNames(s.slug, names) {
 		out[i].name = n
 		if n != Name(s.slug, names[i]) {
-			s.m.o.Logger.Info("MCP tool offered under a name model APIs accept", "server", s.slug, "tool", names[i], "name", n)
 			renamed = append(renamed, fmt.Sprintf("%q as %s", names[i], n))
 		}
 	}
 	if len(renamed) > 0 {
-		const show = 5
-		more := ""
-		if len(renamed) > show {
-			more = fmt.Sprintf(" and %d more (in the log)", len(renamed)-show)
-			renamed = renamed[:show]
-		}
-		s.m.report(fmt.Sprintf("MCP server %s: tools offered under names model APIs accept (letters, digits, _ and -, at most %d): %s%s",
-			s.slug, MaxNameLen, strings.Join(renamed, ", "), more))
+		// Every one: the session's events are where a name the model
+		// called can be told (maestro run keeps no other log).
+		s.m.report(fmt.Sprintf("MCP server %s: tools offered under names model APIs accept (letters, digits, _ and -, at most %d): %s",
+			s.slug, MaxNameLen, strings.Join(renamed, ", ")))
 	}
 	return out
 }
