@@ -84,19 +84,24 @@ func ReadSlashCommands(ctx context.Context, def *Definition, bin, dir string, en
 	return sc, nil
 }
 
+// probeSlashCommands runs def's slash-command probe, bounded by
+// ProbeTimeout as the version probe is (OpenCode's answers in about 2 s).
 func probeSlashCommands(ctx context.Context, def *Definition, bin string, env []string) (SlashCommands, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	pctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
 	defer cancel()
 	pr := def.SlashCommandsProbe
-	cmd := exec.CommandContext(ctx, bin, pr.Args...)
+	cmd := exec.CommandContext(pctx, bin, pr.Args...)
 	cmd.Env = def.Environ(env, Invocation{})
-	cmd.WaitDelay = 2 * time.Second
+	cmd.WaitDelay = time.Second
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	src := def.Binary
 	for _, a := range pr.Args {
 		src += " " + a
+	}
+	if err != nil && ctx.Err() == nil && pctx.Err() != nil {
+		return SlashCommands{}, fmt.Errorf("probe %s slash commands: %s did not answer within %s", def.ID, src, ProbeTimeout)
 	}
 	if err != nil {
 		return SlashCommands{}, fmt.Errorf("probe %s slash commands (%s): %w: %s", def.ID, src, err, bytes.TrimSpace(stderr.Bytes()))

@@ -149,7 +149,9 @@ func newAgentsShowCmd(io *IOStreams) *cobra.Command {
 		Short: "Show one agent CLI: source, binary, parser, every capability and its slash commands",
 		Long: `Shows one agent CLI definition and its slash commands, read where the CLI
 publishes them: OpenCode's resolved configuration (opencode debug config),
-Claude Code's init event (the list its last run through Maestro published).`,
+Claude Code's init event (the list its last run through Maestro published).
+The version and slash-command probes run at the same time, each bounded by
+5 s: one that does not answer is reported as such.`,
 		Example: `  maestro agents show claude-code
   maestro agents show opencode --json`,
 		Args: cobra.ExactArgs(1),
@@ -166,9 +168,18 @@ Claude Code's init event (the list its last run through Maestro published).`,
 			if err != nil {
 				return failErr(err)
 			}
+			// The slash-command probe runs beside the version probe: each
+			// is bounded by agentcli.ProbeTimeout, together too.
+			bin, _ := def.Resolve(io.Getenv("PATH"))
+			var sc agentcli.SlashCommands
+			slashDone := make(chan error, 1)
+			go func() {
+				var err error
+				sc, err = agentcli.ReadSlashCommands(cmd.Context(), def, bin, agentcli.SlashCommandsDir(agentsDir(home)), probeEnv(io))
+				slashDone <- err
+			}()
 			info := describeAgent(cmd, io, def)
-			sc, err := agentcli.ReadSlashCommands(cmd.Context(), def, info.Path, agentcli.SlashCommandsDir(agentsDir(home)), probeEnv(io))
-			if err != nil {
+			if err := <-slashDone; err != nil {
 				info.SlashProblem = err.Error()
 			} else {
 				info.SlashCommands = &sc

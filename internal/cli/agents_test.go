@@ -202,3 +202,40 @@ func TestAgentsListHangingCLI(t *testing.T) {
 		t.Errorf("agents show: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestAgentsShowHangingSlashProbe: agents show opencode with an opencode
+// that hangs bounds its slash-command probe (opencode debug config) by
+// agentcli.ProbeTimeout, as the version probe, and says so. It waited
+// 30 s for the slash commands after the version probe's 5 s. Not
+// parallel: it shortens the package's probe timeout.
+func TestAgentsShowHangingSlashProbe(t *testing.T) {
+	defer func(d time.Duration) { agentcli.ProbeTimeout = d }(agentcli.ProbeTimeout)
+	agentcli.ProbeTimeout = time.Second
+	home, bin := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "opencode"), []byte("#!/bin/sh\nexec sleep 60\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"MAESTRO_HOME": home, "HOME": home, "PATH": bin + string(os.PathListSeparator) + "/usr/bin:/bin"}
+	start := time.Now()
+	r := runCLI(t, env, "agents", "show", "opencode", "--json")
+	elapsed := time.Since(start)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	var info struct {
+		SlashProblem string `json:"slash_commands_problem"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &info); err != nil {
+		t.Fatalf("%v:\n%s", err, r.stdout)
+	}
+	if want := "probe opencode slash commands: opencode debug config did not answer within 1s"; info.SlashProblem != want {
+		t.Errorf("slash_commands_problem = %q, want %q", info.SlashProblem, want)
+	}
+	if !strings.Contains(r.stderr, "warning: opencode: version unknown: "+filepath.Join(bin, "opencode")+" --version did not answer within 1s") {
+		t.Errorf("stderr does not say the version probe did not answer:\n%s", r.stderr)
+	}
+	// Bounded: 30 s before; the two probes run at once now (about 1 s).
+	if elapsed >= 8*time.Second {
+		t.Errorf("agents show took %s", elapsed)
+	}
+}
