@@ -13,6 +13,7 @@ import (
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/providers"
 	"github.com/maestro-run/maestro/internal/runtime"
+	"github.com/maestro-run/maestro/internal/sessionowner"
 	"github.com/maestro-run/maestro/internal/transport/httpattach"
 	"github.com/maestro-run/maestro/internal/workspace"
 	"github.com/maestro-run/maestro/internal/workspace/index"
@@ -111,12 +112,29 @@ func (a *attached) create(ctx context.Context, req httpattach.CreateRequest) (*r
 		}
 		return nil, "", fmt.Errorf("create the session: %w", err)
 	}
+	a.onRefused(ctx, s, req.WorkspaceRoot == "")
 	// Probing the sandbox runs processes: in the background, once.
 	a.probe.Start()
 	a.h.warmIndex(root)
 	a.h.log.Info("headless session created", "session", s.ID(), "workspace", dir,
 		"provider", choice.Provider.Name(), "model", choice.Provider.Model(), "executor", string(choice.Executor))
 	return s.Runtime, s.ID(), nil
+}
+
+// onRefused makes a session refused once made (serve's cluster could
+// not record it: the store is down) leave nothing behind: its log under
+// <data dir>/sessions and, when Maestro made it, its fresh workspace.
+func (a *attached) onRefused(ctx context.Context, s *Session, fresh bool) {
+	sessionowner.OnRefused(ctx, func() {
+		if err := os.RemoveAll(s.Log.Dir()); err != nil {
+			a.h.log.Warn("remove a refused session's log", "session", s.ID(), "err", err)
+		}
+		if fresh {
+			if err := os.RemoveAll(s.Root.Dir()); err != nil {
+				a.h.log.Warn("remove a refused session's workspace", "session", s.ID(), "err", err)
+			}
+		}
+	})
 }
 
 // choose selects the model of a new session: the request's model, else

@@ -111,10 +111,27 @@ func New(cfg Config) (*Cluster, error) {
 	return c, nil
 }
 
+// refusalKey carries, in a Create's context, what to undo when the
+// session just made is refused (OnRefused).
+type refusalKey struct{}
+
+type refusal struct{ undo []func() }
+
+// OnRefused registers, from the code that makes a session in Create's
+// context (the httpattach.NewRuntime), undo: what to remove (its fresh
+// workspace, its log) if the session is refused once made, after its
+// runtime is closed. Outside a Cluster's Create it does nothing.
+func OnRefused(ctx context.Context, undo func()) {
+	if r, ok := ctx.Value(refusalKey{}).(*refusal); ok {
+		r.undo = append(r.undo, undo)
+	}
+}
+
 // Create implements httpattach.Sessions: the session is created here and
 // recorded as this process's.
 func (c *Cluster) Create(ctx context.Context, req httpattach.CreateRequest) (*runtime.Runtime, string, error) {
-	rt, id, err := c.SessionMap.Create(ctx, req)
+	refused := &refusal{}
+	rt, id, err := c.SessionMap.Create(context.WithValue(ctx, refusalKey{}, refused), req)
 	if err != nil {
 		return nil, "", err
 	}
@@ -122,9 +139,13 @@ func (c *Cluster) Create(ctx context.Context, req httpattach.CreateRequest) (*ru
 	defer cancel()
 	if _, err := c.cfg.Store.OwnLiveSession(sctx, id, c.cfg.Instance, c.cfg.Address); err != nil {
 		// A session the other serve processes cannot find is refused
-		// rather than half-shared.
+		// rather than half-shared, and leaves nothing behind: the client
+		// never learned of it.
 		c.SessionMap.Remove(id)
 		rt.Close()
+		for _, undo := range refused.undo {
+			undo()
+		}
 		return nil, "", c.storeUnavailable("record the new session's owner", err, "session", id)
 	}
 	return rt, id, nil
