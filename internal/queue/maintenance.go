@@ -7,10 +7,7 @@ import (
 	"github.com/maestro-run/maestro/internal/blobstore"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
-
-	"github.com/robfig/cron/v3"
 
 	"github.com/maestro-run/maestro/internal/store"
 )
@@ -188,47 +185,3 @@ func later(a, b time.Time) time.Time {
 	}
 	return b
 }
-
-var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
-// cronFields names the five fields for error messages.
-var cronFields = []string{"minute", "hour", "day of month", "month", "day of week"}
-
-// NextRun returns the first tick of cronExpr after after, in UTC
-// (robfig/cron v3 syntax: five fields minute hour day-of-month month
-// day-of-week, descriptors such as @hourly and "@every 5m", and a
-// CRON_TZ=Zone prefix). Without CRON_TZ the expression is read in UTC,
-// whatever the zone of the machine or of after: every process sharing a
-// store computes the same ticks, and the web UI's preview shows them. The
-// error names the field that is wrong.
-func NextRun(cronExpr string, after time.Time) (time.Time, error) {
-	s, err := cronParser.Parse(cronExpr)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("cron expression %q: %s%w", cronExpr, cronField(cronExpr, err), err)
-	}
-	next := s.Next(after.UTC())
-	if next.IsZero() {
-		return time.Time{}, fmt.Errorf("cron expression %q never fires", cronExpr)
-	}
-	return next.UTC(), nil
-}
-
-// cronField names the field a parse error is about, when it can tell.
-func cronField(expr string, err error) string {
-	fields := strings.Fields(expr)
-	if len(fields) > 0 && strings.HasPrefix(fields[0], "CRON_TZ=") || len(fields) > 0 && strings.HasPrefix(fields[0], "TZ=") {
-		fields = fields[1:]
-	}
-	if len(fields) != 5 || strings.HasPrefix(expr, "@") {
-		return ""
-	}
-	msg := err.Error()
-	for i, f := range fields {
-		if strings.Contains(msg, f) {
-			return "field " + fmt.Sprint(i+1) + " (" + cronFields[i] + ") " + strconvQuote(f) + ": "
-		}
-	}
-	return ""
-}
-
-func strconvQuote(s string) string { return fmt.Sprintf("%q", s) }

@@ -1,20 +1,57 @@
+import { useEffect, useState } from "react";
 import { END, pieceGraph, type ParsedPiece } from "../lib/piecegraph";
 
-const W = 200; // node width
 const H = 36; // node height
 const GAP = 40; // vertical gap between nodes
-const X = 170; // the nodes' left edge: room for backward arcs on the left
+const FONT = 10; // an edge label's font size
+const CHAR = FONT * 0.6; // an edge label's character width, at most
+const LINE = FONT + 3; // the least distance between two labels' baselines
+
+// Two layouts: the wide one, and the one for a narrow screen (below
+// Tailwind's sm, 640 px), which the graph fills at about its own size. The
+// wide one there was scaled to half its size, its labels 5 px high.
+const layouts = {
+  // node width, nodes' left edge (room for backward arcs), room on the right, a node's font size
+  wide: { W: 200, X: 170, right: 190, nodeFont: 13 },
+  narrow: { W: 130, X: 120, right: 130, nodeFont: 12 },
+};
+
+const narrowQuery = "(max-width: 639px)";
+
+// useNarrow reports whether the screen is narrower than Tailwind's sm.
+function useNarrow(): boolean {
+  const query = () => (typeof window.matchMedia === "function" ? window.matchMedia(narrowQuery) : undefined);
+  const [narrow, setNarrow] = useState(() => query()?.matches ?? false);
+  useEffect(() => {
+    const mq = query();
+    if (!mq) return;
+    const on = () => setNarrow(mq.matches);
+    on();
+    mq.addEventListener("change", on);
+    return () => mq.removeEventListener("change", on);
+  }, []);
+  return narrow;
+}
+
+// clip shortens a label to n characters at most (an ellipsis last).
+function clip(label: string, n: number): string {
+  return label.length > n ? label.slice(0, Math.max(1, n - 1)) + "…" : label;
+}
 
 // PieceGraph draws a piece's movements top to bottom (the initial one
 // first), the sentinels below them, and the transitions as arcs: forward
 // ones on the right, backward ones on the left. A movement is a button:
-// clicking it selects it.
+// clicking it selects it. An edge's label is cut to fit the graph, and put
+// below any label it would cover (a rule and a default_next to the same
+// movement were drawn over each other); the full label is its title.
 export function PieceGraph({ piece, selected, onSelect }: { piece: ParsedPiece; selected?: string; onSelect: (name: string) => void }) {
+  const { W, X, right, nodeFont } = layouts[useNarrow() ? "narrow" : "wide"];
   const g = pieceGraph(piece);
   const index = new Map(g.nodes.map((n, i) => [n.id, i]));
   const y = (i: number) => 10 + i * (H + GAP);
-  const height = y(g.nodes.length) ;
-  const width = X + W + 190;
+  const height = y(g.nodes.length);
+  const width = X + W + right;
+  const placed: { forward: boolean; y: number }[] = []; // the labels so far
   const moved = new Map<number, number>(); // arcs per span, to spread them
   return (
     <svg
@@ -23,7 +60,6 @@ export function PieceGraph({ piece, selected, onSelect }: { piece: ParsedPiece; 
       data-testid="piece-graph"
       viewBox={`0 0 ${width} ${height}`}
       className="w-full max-w-xl"
-      style={{ minWidth: 320 }}
     >
       <defs>
         <marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">
@@ -44,14 +80,21 @@ export function PieceGraph({ piece, selected, onSelect }: { piece: ParsedPiece; 
         const bend = (forward ? 1 : -1) * (30 + Math.abs(span) * 18 + n * 8);
         const d = span === 0 ? `M${X + W},${y0 - 10} C${X + W + 50},${y0 - 30} ${X + W + 50},${y0 + 20} ${X + W},${y0 + 4}` : `M${x0},${y0} C${x0 + bend},${y0} ${x0 + bend},${y1} ${x0},${y1}`;
         const dashed = e.kind !== "rule";
+        const lx = x0 + bend * 0.75;
+        let ly = (y0 + y1) / 2;
+        if (e.kind !== "complete") {
+          while (placed.some((p) => p.forward === forward && Math.abs(p.y - ly) < LINE)) ly += LINE;
+          placed.push({ forward, y: ly });
+        }
+        const room = forward ? width - lx - 2 : lx - 2;
         return (
           <g key={k} data-testid="piece-edge" data-from={e.from} data-to={e.to} data-kind={e.kind}>
             <path d={d} fill="none" className={e.kind === "complete" ? "stroke-slate-300 dark:stroke-slate-600" : "stroke-slate-500"} strokeWidth={1.5} strokeDasharray={dashed ? "4 3" : undefined} markerEnd="url(#arrow)">
               <title>{`${e.from} → ${e.to}: ${e.label}`}</title>
             </path>
             {e.kind !== "complete" && (
-              <text x={x0 + bend * 0.75} y={(y0 + y1) / 2} fontSize={10} textAnchor={forward ? "start" : "end"} className="fill-slate-600 dark:fill-slate-300">
-                {e.label.length > 24 ? e.label.slice(0, 23) + "…" : e.label}
+              <text x={lx} y={ly} fontSize={FONT} textAnchor={forward ? "start" : "end"} data-testid="piece-edge-label" className="fill-slate-600 dark:fill-slate-300">
+                {clip(e.label, Math.min(24, Math.floor(room / CHAR)))}
               </text>
             )}
           </g>
@@ -97,7 +140,7 @@ export function PieceGraph({ piece, selected, onSelect }: { piece: ParsedPiece; 
               }
               strokeWidth={sel ? 2.5 : 1.5}
             />
-            <text x={X + W / 2} y={y(i) + H / 2 + 4} textAnchor="middle" fontSize={13} className="fill-slate-900 dark:fill-slate-100">
+            <text x={X + W / 2} y={y(i) + H / 2 + 4} textAnchor="middle" fontSize={nodeFont} className="fill-slate-900 dark:fill-slate-100">
               {i === 0 && !n.sentinel ? "▶ " : ""}
               {text}
             </text>

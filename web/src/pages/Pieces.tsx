@@ -238,6 +238,10 @@ function Studio() {
   };
 
   const title = creating ? `New piece from ${template}` : name;
+  // The piece (or the template) could not be loaded and nothing is in the
+  // editor: the error alone, and the way back (no graph waiting forever, no
+  // Save, Run or New from this for a piece the server does not have).
+  const missing = detail.isError && text === undefined;
   return (
     <section aria-labelledby="piece-h" className="space-y-4">
       <div className="flex flex-wrap items-center gap-2">
@@ -247,7 +251,7 @@ function Studio() {
           </Link>{" "}
           / {title}
         </h1>
-        {!creating && (
+        {!creating && !missing && (
           <>
             <Link className="btn" data-testid="piece-run" to={`/tasks/new?piece=${encodeURIComponent(name)}`}>
               Run this piece
@@ -268,6 +272,13 @@ function Studio() {
           {detail.error.message}
         </p>
       )}
+      {missing && (
+        <p className="text-sm">
+          <Link to="/pieces" data-testid="piece-missing-back" className="text-sky-800 underline dark:text-sky-300">
+            Back to the catalog
+          </Link>
+        </p>
+      )}
       {saved && (
         <p className="text-sm" data-testid="piece-meta">
           {sourceLabel(saved)}
@@ -276,85 +287,87 @@ function Studio() {
           {saved.source !== "store" ? " · saving stores an override" : ""}
         </p>
       )}
-      <div className="grid grid-cols-1 gap-4 lg:grid-cols-2">
-        <Section id="piece-graph-h" title="Movements and transitions">
-          {parsed ? <PieceGraph piece={parsed} selected={selected} onSelect={setSelected} /> : <p className="text-sm">Loading…</p>}
-          <p className="mt-1 text-xs text-slate-600 dark:text-slate-400">Solid: rules' next · dashed: default_next · light: the complete tool (COMPLETE, ABORT, ASK). Click a movement.</p>
-          {movement && <MovementPanel m={movement} />}
-        </Section>
-        <Section id="piece-yaml-h" title="YAML">
-          {creating && (
-            <div className="mb-2">
-              <label htmlFor="piece-name" className="label">
-                Name of the new piece
-              </label>
-              <input id="piece-name" data-testid="piece-name" className="input" value={newName} onChange={(e) => setNewName(e.target.value)} />
-            </div>
-          )}
-          {text !== undefined && (
-            <Suspense fallback={<p className="text-sm">Loading the editor…</p>}>
-              <YamlEditor value={text} onChange={setText} faults={faults} label={`YAML of piece ${title}`} />
-            </Suspense>
-          )}
-          <div aria-live="polite" className="mt-2 text-sm">
-            {faults.length > 0 ? (
-              <ul className="error space-y-0.5" data-testid="piece-errors">
-                {faults.map((f, i) => (
-                  <li key={i} data-line={f.line}>
-                    {f.line}:{f.col}: {f.message}
-                  </li>
-                ))}
-              </ul>
-            ) : (
-              text !== undefined && <p data-testid="piece-valid">Valid.</p>
+      {!missing && (
+        <div className="grid grid-cols-1 gap-4 lg:grid-cols-2">
+          <Section id="piece-graph-h" title="Movements and transitions">
+            {parsed ? <PieceGraph piece={parsed} selected={selected} onSelect={setSelected} /> : <p className="text-sm">Loading…</p>}
+            <p className="mt-1 text-xs text-slate-600 dark:text-slate-400">Solid: rules' next · dashed: default_next · light: the complete tool (COMPLETE, ABORT, ASK). Click a movement.</p>
+            {movement && <MovementPanel m={movement} />}
+          </Section>
+          <Section id="piece-yaml-h" title="YAML">
+            {creating && (
+              <div className="mb-2">
+                <label htmlFor="piece-name" className="label">
+                  Name of the new piece
+                </label>
+                <input id="piece-name" data-testid="piece-name" className="input" value={newName} onChange={(e) => setNewName(e.target.value)} />
+              </div>
             )}
-          </div>
-          <div className="mt-2 flex flex-wrap gap-2">
-            <button type="button" className="btn btn-primary" data-testid="piece-save" disabled={!dirty && !creating} onClick={() => save(saved?.source === "store" ? saved.version : undefined)}>
-              {creating ? "Create" : "Save"}
-            </button>
-            <button type="button" className="btn" data-testid="piece-diff-toggle" aria-expanded={showDiff} onClick={() => setShowDiff((v) => !v)}>
-              {showDiff ? "Hide diff" : stored || previous !== undefined ? "Diff against an earlier version" : "Diff against the saved version"}
-            </button>
-            {dirty && saved && (
-              <button type="button" className="btn" onClick={() => setText(saved.yaml)}>
-                Discard changes
+            {text !== undefined && (
+              <Suspense fallback={<p className="text-sm">Loading the editor…</p>}>
+                <YamlEditor value={text} onChange={setText} faults={faults} label={`YAML of piece ${title}`} />
+              </Suspense>
+            )}
+            <div aria-live="polite" className="mt-2 text-sm">
+              {faults.length > 0 ? (
+                <ul className="error space-y-0.5" data-testid="piece-errors">
+                  {faults.map((f, i) => (
+                    <li key={i} data-line={f.line}>
+                      {f.line}:{f.col}: {f.message}
+                    </li>
+                  ))}
+                </ul>
+              ) : (
+                text !== undefined && <p data-testid="piece-valid">Valid.</p>
+              )}
+            </div>
+            <div className="mt-2 flex flex-wrap gap-2">
+              <button type="button" className="btn btn-primary" data-testid="piece-save" disabled={!dirty && !creating} onClick={() => save(saved?.source === "store" ? saved.version : undefined)}>
+                {creating ? "Create" : "Save"}
               </button>
-            )}
-          </div>
-          {message && (
-            <p className="mt-2 text-sm" role="status" data-testid="piece-saved">
-              {message}
-            </p>
-          )}
-          {error && (
-            <p className="error mt-2 text-sm" role="alert" data-testid="piece-error">
-              {error}
-            </p>
-          )}
-          {showDiff && stored && (versions.data?.length ?? 0) > 0 && (
-            <div className="mt-2">
-              <label htmlFor="piece-diff-base" className="label">
-                Compare the editor with
-              </label>
-              <select id="piece-diff-base" data-testid="piece-diff-base" className="input" value={chosen ?? ""} onChange={(e) => setBaseVersion(Number(e.target.value))}>
-                {(versions.data ?? []).map((v) => (
-                  <option key={v.version} value={v.version}>
-                    version {v.version}
-                    {v.version === saved?.version ? " (saved)" : ""} · {new Date(v.created_at).toLocaleString()}
-                  </option>
-                ))}
-              </select>
+              <button type="button" className="btn" data-testid="piece-diff-toggle" aria-expanded={showDiff} onClick={() => setShowDiff((v) => !v)}>
+                {showDiff ? "Hide diff" : stored || previous !== undefined ? "Diff against an earlier version" : "Diff against the saved version"}
+              </button>
+              {dirty && saved && (
+                <button type="button" className="btn" onClick={() => setText(saved.yaml)}>
+                  Discard changes
+                </button>
+              )}
             </div>
-          )}
-          {showDiff && versions.error && (
-            <p className="error mt-2 text-sm" role="alert">
-              {versions.error.message}
-            </p>
-          )}
-          {showDiff && (diffBase === undefined ? <p className="mt-2 text-sm">Loading the version…</p> : <Diff lines={diff} base={chosen} />)}
-        </Section>
-      </div>
+            {message && (
+              <p className="mt-2 text-sm" role="status" data-testid="piece-saved">
+                {message}
+              </p>
+            )}
+            {error && (
+              <p className="error mt-2 text-sm" role="alert" data-testid="piece-error">
+                {error}
+              </p>
+            )}
+            {showDiff && stored && (versions.data?.length ?? 0) > 0 && (
+              <div className="mt-2">
+                <label htmlFor="piece-diff-base" className="label">
+                  Compare the editor with
+                </label>
+                <select id="piece-diff-base" data-testid="piece-diff-base" className="input" value={chosen ?? ""} onChange={(e) => setBaseVersion(Number(e.target.value))}>
+                  {(versions.data ?? []).map((v) => (
+                    <option key={v.version} value={v.version}>
+                      version {v.version}
+                      {v.version === saved?.version ? " (saved)" : ""} · {new Date(v.created_at).toLocaleString()}
+                    </option>
+                  ))}
+                </select>
+              </div>
+            )}
+            {showDiff && versions.error && (
+              <p className="error mt-2 text-sm" role="alert">
+                {versions.error.message}
+              </p>
+            )}
+            {showDiff && (diffBase === undefined ? <p className="mt-2 text-sm">Loading the version…</p> : <Diff lines={diff} base={chosen} />)}
+          </Section>
+        </div>
+      )}
       {conflict && text !== undefined && (
         <section aria-labelledby="conflict-h" className="card border-amber-500" data-testid="piece-conflict">
           <h2 id="conflict-h" className="mb-1 font-semibold">

@@ -148,7 +148,8 @@ function ScheduleForm({ id, initial, onDone, onCancel }: { id?: number; initial:
   const fieldError = (f: string) =>
     error?.field === f ? (
       <Alert id={`err-${f}`} className="mt-1">
-        {error.message}
+        {/* Under its field, an error needs no "cron_expr: " (the API's name of the field) before it. */}
+        {error.message.startsWith(`${f}: `) ? error.message.slice(f.length + 2) : error.message}
       </Alert>
     ) : null;
   const text = (k: "name" | "cron_expr" | "title", label: string, testid: string, extra?: React.ReactNode) => (

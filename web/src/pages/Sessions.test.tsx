@@ -42,4 +42,37 @@ describe("Sessions", () => {
     await waitFor(() => expect(posted).toHaveLength(1));
     expect(posted[0]).toMatchObject({ agent: "claude-code", approvalMode: "fail" });
   });
+
+  // A refused workspace is named as the form names it (Workspace), not by
+  // the API's field name: the alert said 'workspaceRoot "relative/x":
+  // expected an absolute path…' under a field labelled Workspace.
+  it("says a refused workspace in the form's words", async () => {
+    const refusals = [
+      'workspaceRoot "relative/x": expected an absolute path to an existing directory on the server',
+      'workspaceRoot "/srv/x": this server listens beyond loopback and allows no client-chosen directory; omit workspaceRoot for a fresh workspace, or start maestro serve with --workspace-root DIR',
+    ];
+    let n = 0;
+    const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const req = toRequest(input, init);
+      const url = new URL(req.url);
+      if (url.pathname === "/api/headless/sessions" && req.method === "POST") return json({ error: refusals[n++], code: "bad_request" }, 400);
+      if (url.pathname === "/api/headless/sessions") return json({ sessions: [] });
+      return json({ agents: [] });
+    }) as typeof fetch;
+    render(
+      <Wrap fetch={f} path="/sessions">
+        <Sessions />
+      </Wrap>,
+    );
+    await userEvent.type(screen.getByLabelText(/^Workspace/), "relative/x");
+    await userEvent.click(screen.getByTestId("create-session"));
+    expect(await screen.findByRole("alert")).toHaveTextContent('Workspace "relative/x": expected an absolute path to an existing directory on the server');
+    await userEvent.click(screen.getByTestId("create-session"));
+    await waitFor(() =>
+      expect(screen.getByRole("alert")).toHaveTextContent(
+        'Workspace "/srv/x": this server listens beyond loopback and allows no client-chosen directory; leave Workspace empty for a fresh workspace, or start maestro serve with --workspace-root DIR',
+      ),
+    );
+    expect(screen.getByRole("alert").textContent).not.toContain("workspaceRoot");
+  });
 });

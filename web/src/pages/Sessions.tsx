@@ -11,6 +11,12 @@ import { headless, type Snapshot } from "../lib/live";
 // their runtime snapshot, the others are reached through this server's proxy.
 type ListedSession = Partial<Snapshot> & { id?: string; local?: boolean; address?: string; snapshot?: Snapshot };
 
+// formWords says a create error in the form's words: the API names the
+// workspace by its field, workspaceRoot, which the form calls Workspace.
+export function formWords(msg: string): string {
+  return msg.replace(/\bomit workspaceRoot\b/g, "leave Workspace empty").replace(/\bworkspaceRoot\b/g, "Workspace");
+}
+
 // Sessions lists the live agent sessions of this server and of the other
 // serve processes sharing its store (GET /api/headless/sessions) and creates
 // one (POST /api/headless/sessions):
@@ -45,7 +51,7 @@ export default function Sessions() {
       const snap = await headless<Snapshot>(api, "POST", "/api/headless/sessions", body);
       navigate(`/sessions/${encodeURIComponent(snap.session_id)}`);
     } catch (err) {
-      setError(err instanceof Error ? err.message : String(err));
+      setError(formWords(err instanceof Error ? err.message : String(err)));
     } finally {
       setBusy(false);
     }
