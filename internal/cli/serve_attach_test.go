@@ -213,7 +213,7 @@ func TestServeAttach(t *testing.T) {
 		{"relative workspace", map[string]any{"workspaceRoot": "some/dir"}, `workspaceRoot "some/dir": expected an absolute path`},
 		{"missing workspace", map[string]any{"workspaceRoot": filepath.Join(dataDir, "nope")}, "is not an existing directory"},
 		{"replay file", map[string]any{"model": "replay//etc/passwd"}, "only replay scenario is replay/demo"},
-		{"unknown provider", map[string]any{"model": "acme/x"}, `model: model "acme/x": unknown provider`},
+		{"unknown provider", map[string]any{"model": "acme/x"}, `model "acme/x": unknown provider`}, {"unconfigured provider", map[string]any{"model": "anthropic/claude-sonnet-4-5"}, `model: anthropic: auth: no Anthropic credentials`},
 	} {
 		code, data := s.call("POST", "/api/headless/sessions", tc.body, nil)
 		edgetest.WantErrorContaining(t, tc.name, code, data, http.StatusBadRequest, "bad_request", tc.want)

@@ -150,6 +150,9 @@ func (a *attached) choose(ctx context.Context, model string) (*providers.Choice,
 	choice, err := providers.Select(ctx, providers.Options{Model: model, Config: a.h.cfg, Getenv: a.h.getenv})
 	if err != nil {
 		if model != "" {
+			if strings.HasPrefix(err.Error(), "model ") {
+				return nil, badCreate("%v", err) // it names the field already: model "acme/x": …
+			}
 			return nil, badCreate("model: %v", err)
 		}
 		return nil, createFailed("choose the server's model", err)
