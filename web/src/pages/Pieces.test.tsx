@@ -4,24 +4,30 @@ import { Route, Routes } from "react-router";
 import Pieces from "./Pieces";
 import { json, toRequest, Wrap } from "../test/helpers";
 
+// renderWithoutPieceNope renders the studio at path on a server that has
+// no piece "nope" (404) and an empty catalog.
+function renderWithoutPieceNope(path: string) {
+  const f = async (input: RequestInfo | URL, init?: RequestInit) => {
+    const url = new URL(toRequest(input, init).url);
+    if (url.pathname === "/api/v1/pieces/nope") return json({ error: 'piece "nope" not found' }, 404);
+    return json({ pieces: [] });
+  };
+  render(
+    <Wrap fetch={f as typeof fetch} path={path}>
+      <Routes>
+        <Route path="/pieces/*" element={<Pieces />} />
+      </Routes>
+    </Wrap>,
+  );
+}
+
 describe("Pieces studio", () => {
   // A piece the server does not have (a stale link, a typo in the address)
   // says so and offers the catalog: the graph said "Loading…" forever
   // beside a Save button, a diff toggle, "Run this piece" and "New from
   // this", all for a piece that does not exist.
   it("shows only the error for a piece that does not exist", async () => {
-    const f = async (input: RequestInfo | URL, init?: RequestInit) => {
-      const url = new URL(toRequest(input, init).url);
-      if (url.pathname === "/api/v1/pieces/nope") return json({ error: 'piece "nope" not found' }, 404);
-      return json({ pieces: [] });
-    };
-    render(
-      <Wrap fetch={f as typeof fetch} path="/pieces/nope">
-        <Routes>
-          <Route path="/pieces/*" element={<Pieces />} />
-        </Routes>
-      </Wrap>,
-    );
+    renderWithoutPieceNope("/pieces/nope");
     expect(await screen.findByRole("alert")).toHaveTextContent('piece "nope" not found');
     expect(screen.getByTestId("piece-missing-back")).toHaveAttribute("href", "/pieces");
     expect(screen.queryByText("Loading…")).toBeNull();
@@ -33,18 +39,7 @@ describe("Pieces studio", () => {
   });
 
   it("shows only the error for a template that does not exist", async () => {
-    const f = async (input: RequestInfo | URL, init?: RequestInit) => {
-      const url = new URL(toRequest(input, init).url);
-      if (url.pathname === "/api/v1/pieces/nope") return json({ error: 'piece "nope" not found' }, 404);
-      return json({ pieces: [] });
-    };
-    render(
-      <Wrap fetch={f as typeof fetch} path="/pieces/new?from=nope">
-        <Routes>
-          <Route path="/pieces/*" element={<Pieces />} />
-        </Routes>
-      </Wrap>,
-    );
+    renderWithoutPieceNope("/pieces/new?from=nope");
     expect(await screen.findByRole("alert")).toHaveTextContent('piece "nope" not found');
     expect(screen.queryByText("Loading…")).toBeNull();
     expect(screen.queryByTestId("piece-save")).toBeNull();
