@@ -350,9 +350,10 @@ func Parse(data []byte) (Config, error) {
 	return cfg, nil
 }
 
-// modelProviders are the providers a model may be given with
-// (internal/providers, which reads this file, cannot be imported here).
-var modelProviders = []string{"anthropic", "openai", "replay"}
+// ModelProviders are the providers a model may be given with; the one
+// list internal/providers selects from too (it reads this file, so it
+// cannot be imported here).
+var ModelProviders = []string{"anthropic", "openai", "replay"}
 
 // CheckModel says what is wrong with a model as model and
 // classifier_model take it (as --model does): provider/model, or a model
@@ -367,9 +368,9 @@ func CheckModel(spec string) string {
 		if _, known := llm.LookupModel(spec); known {
 			return ""
 		}
-		return fmt.Sprintf("expected provider/model with provider one of %s (e.g. anthropic/claude-sonnet-4-5, openai/llama3.2), found %q", strings.Join(modelProviders, ", "), spec)
-	case !slices.Contains(modelProviders, provider):
-		return fmt.Sprintf("unknown provider %q in %q; expected one of %s", provider, spec, strings.Join(modelProviders, ", "))
+		return fmt.Sprintf("expected provider/model with provider one of %s (e.g. anthropic/claude-sonnet-4-5, openai/llama3.2), found %q", strings.Join(ModelProviders, ", "), spec)
+	case !slices.Contains(ModelProviders, provider):
+		return fmt.Sprintf("unknown provider %q in %q; expected one of %s", provider, spec, strings.Join(ModelProviders, ", "))
 	case model == "":
 		return fmt.Sprintf("the model after %q is empty", provider+"/")
 	}

@@ -36,8 +36,9 @@ const (
 // DemoScenario names the bundled replay scenario.
 const DemoScenario = "builtin:demo"
 
-// Names lists the provider names accepted in provider/model.
-var names = []string{"anthropic", "openai", "replay"}
+// names lists the provider names accepted in provider/model: the ones
+// config.yaml, pieces and --model are checked against.
+var names = config.ModelProviders
 
 // Options are the inputs of Select.
 type Options struct {
