@@ -16,8 +16,8 @@ import (
 )
 
 // abortedText is what the model and the client see of a tool call cut
-// short by an interrupt (the contract's wording).
-const abortedText = "Error: Operation aborted"
+// short by an interrupt.
+const abortedText = llm.AbortedToolResult
 
 // aborted returns the Result of a tool call cut short by an interrupt.
 func aborted() tool.Result {

@@ -248,3 +248,9 @@ type Provider interface {
 type ModelLister interface {
 	ListModels(ctx context.Context) ([]string, error)
 }
+
+// AbortedToolResult is the result a tool call cut short gets in the
+// conversation (the contract's wording): an interrupt's (internal/agent),
+// and a resumed log's for a call whose result never reached it
+// (internal/session), so the model reads both the same way.
+const AbortedToolResult = "Error: Operation aborted"

@@ -8,9 +8,8 @@ import (
 
 // unfinishedText is the result a resumed conversation gives a tool call
 // whose result never reached the log: the process ended (killed, crashed,
-// drained) while the call ran. It is the text an interrupt gives a call
-// cut short (internal/agent), so the model reads both the same way.
-const unfinishedText = "Error: Operation aborted"
+// drained) while the call ran.
+const unfinishedText = llm.AbortedToolResult
 
 // closeToolCalls returns history with every tool call answered. Model
 // APIs refuse a conversation in which an assistant's tool call is not
