@@ -34,11 +34,15 @@ type fixtureApproval struct {
 // args and reason, waits for its resolution, and publishes the status
 // "Approval <resolution>: <tool>".
 func FixtureTurn(ctx context.Context, t *runtime.Turn, m protocol.Prompt) error {
-	t.Publish(protocol.Status{Message: "Prompt: " + m.Content})
+	status := protocol.Status{Message: "Prompt: " + m.Content}
 	rest, ok := strings.CutPrefix(m.Content, ApprovalPrefix)
 	if !ok {
+		// Published when the turn is over, so a harness may send its next
+		// prompt as soon as it sees this status.
+		t.PublishLast(status)
 		return nil
 	}
+	t.Publish(status)
 	var a fixtureApproval
 	dec := json.NewDecoder(strings.NewReader(rest))
 	dec.DisallowUnknownFields()
@@ -62,7 +66,7 @@ func FixtureTurn(ctx context.Context, t *runtime.Turn, m protocol.Prompt) error 
 		// already published.
 		return nil
 	}
-	t.Publish(protocol.Status{Message: fmt.Sprintf("Approval %s: %s", res, a.Tool)})
+	t.PublishLast(protocol.Status{Message: fmt.Sprintf("Approval %s: %s", res, a.Tool)})
 	return nil
 }
 

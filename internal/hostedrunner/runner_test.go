@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"errors"
 	"flag"
 	"net/http"
@@ -702,5 +703,20 @@ func TestDrainWorkContinuity(t *testing.T) {
 				t.Errorf("platform_evidence: %+v", ev)
 			}
 		})
+	}
+}
+
+// A harness that sends its next prompt as soon as it sees "Prompt: …" is
+// never refused as busy: the status goes out once the turn is over.
+func TestFixturePromptsBackToBack(t *testing.T) {
+	t.Parallel()
+	r, _ := newRunner(t, testConfig(newWorkspace(t)))
+	c := connect(t, r)
+	for i := range 50 {
+		content := fmt.Sprintf("p%d", i)
+		if err := c.conn.Handle(context.Background(), protocol.Prompt{Content: content}); err != nil {
+			t.Fatalf("prompt %s sent on seeing the previous status: %v", content, err)
+		}
+		c.until(isStatus("Prompt: " + content))
 	}
 }

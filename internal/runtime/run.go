@@ -32,6 +32,9 @@ type activeRun struct {
 	done chan struct{}
 	res  agent.Result
 	err  error
+	// last holds what a turn asked to publish once the run has ended
+	// (Turn.PublishLast); only the run's goroutine touches it.
+	last []protocol.Message
 }
 
 // prompt starts a run in the background (wire contract §8.8). One prompt at a
@@ -204,6 +207,9 @@ func (r *Runtime) endRun(run *activeRun) {
 	r.mu.Lock()
 	r.run = nil
 	r.mu.Unlock()
+	for _, m := range run.last {
+		r.publish(m, "")
+	}
 	r.end()
 	close(run.done)
 }

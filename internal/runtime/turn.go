@@ -22,6 +22,14 @@ type Turn struct {
 // Publish sends m to every subscription through the publish path.
 func (t *Turn) Publish(m protocol.Message) { t.r.publish(m, "") }
 
+// PublishLast publishes m once the run has ended, when the runtime takes
+// a new prompt again: the wire has no "run over" message, so a client that
+// sends its next prompt on seeing the turn's last message would otherwise
+// race the run's end and be refused as busy.
+func (t *Turn) PublishLast(m protocol.Message) {
+	t.run.last = append(t.run.last, m)
+}
+
 // Approval raises an approval server request (request_id, tool, args and
 // reason as given; call_id defaults to the request id) and waits for its
 // resolution. It returns the resolution, its reason, and an error when the

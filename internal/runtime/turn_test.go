@@ -68,3 +68,46 @@ func TestTurnFunc(t *testing.T) {
 		return ok && s.Message == "broadcast"
 	})
 }
+
+// A turn's PublishLast message goes out only once the run has ended, so a
+// client that sends its next prompt on seeing it is never refused as busy
+// (the hosted runner's fixture harness sends prompts back to back).
+func TestTurnPublishLast(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	turn := func(ctx context.Context, tr *Turn, m protocol.Prompt) error {
+		tr.PublishLast(protocol.Status{Message: "done: " + m.Content})
+		tr.Publish(protocol.Status{Message: "working: " + m.Content})
+		if m.Content == "first" {
+			<-release
+		}
+		return nil
+	}
+	h := newHarness(t, Config{Provider: &capture{}, Turn: turn}, ConnectOptions{})
+	hasStatus := func(text string) func([]protocol.Message) bool {
+		return func(fs []protocol.Message) bool {
+			for _, f := range fs {
+				if s, ok := f.(protocol.Status); ok && s.Message == text {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	if err := h.handle(protocol.Prompt{Content: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("the working status", hasStatus("working: first"))
+	if hasStatus("done: first")(h.all()) {
+		t.Fatal("the last status went out while the turn was still running")
+	}
+	if err := h.handle(protocol.Prompt{Content: "early"}); err == nil {
+		t.Fatal("a prompt during the turn was accepted")
+	}
+	close(release)
+	h.waitFor("the last status", hasStatus("done: first"))
+	if err := h.handle(protocol.Prompt{Content: "second"}); err != nil {
+		t.Fatalf("a prompt sent on seeing the last status: %v", err)
+	}
+	h.waitFor("the second turn's last status", hasStatus("done: second"))
+}
