@@ -167,9 +167,12 @@ func newSessionsShowCmd(io *IOStreams) *cobra.Command {
 unique prefix of 8+ characters (an ambiguous prefix lists the sessions it
 matches): the resume command, first prompt, workspace, start and last update,
 executor, status (and the reason of a failed turn), then its conversation:
-user and assistant messages, tool calls and their results. With --json,
-prints {session, messages}: session as an entry of 'maestro sessions list
---json', messages as below.
+user and assistant messages, tool calls and their results. A compaction
+summary (docs/compaction.md) is shown where the messages it replaced end,
+before those it kept, marked "compaction". With --json, prints {session,
+messages}: session as an entry of 'maestro sessions list --json', messages
+as below, a summary with compaction {kept, tokens_before, tokens_after,
+replaced}.
 
 With --agent ID, prints the transcript of one session that agent CLI stored,
 whatever its project: user and assistant messages, tool calls and their

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -267,24 +268,40 @@ func showMaestroSession(io *IOStreams, id string, asJSON bool) error {
 		return err
 	}
 	s := describeSession(store, meta, ids)
-	var msgs []agentcli.SessionMessage
+	var msgs []maestroMessage
+	// history is how many messages the model's conversation holds: the
+	// last ones of msgs, since a summary is placed before those it kept.
+	history := 0
 	for rec, err := range store.Records(meta.ID, 0) {
 		if err != nil {
 			return failErr(fmt.Errorf("read session %s: %w", meta.ID, err))
 		}
-		if rec.Kind == session.KindMessage && rec.Message != nil {
-			msgs = append(msgs, transcriptMessage(*rec.Message, rec.Time, meta.Model))
+		if rec.Kind != session.KindMessage || rec.Message == nil {
+			continue
 		}
+		m := maestroMessage{SessionMessage: transcriptMessage(*rec.Message, rec.Time, meta.Model)}
+		c := rec.Message.Compaction
+		if c == nil {
+			msgs, history = append(msgs, m), history+1
+			continue
+		}
+		// A summary replaces the conversation before it but its Kept
+		// latest messages (llm.AppendHistory): it is shown where those
+		// it replaced end, before the ones it kept, as the model reads it.
+		kept := min(max(c.Kept, 0), history)
+		m.Compaction = &messageCompaction{Compaction: *c, Replaced: history - kept}
+		msgs = slices.Insert(msgs, len(msgs)-kept, m)
+		history = 1 + kept
 	}
 	if asJSON {
 		if msgs == nil {
-			msgs = []agentcli.SessionMessage{}
+			msgs = []maestroMessage{}
 		}
 		enc := json.NewEncoder(io.Out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
-			Session  maestroSession            `json:"session"`
-			Messages []agentcli.SessionMessage `json:"messages"`
+			Session  maestroSession   `json:"session"`
+			Messages []maestroMessage `json:"messages"`
 		}{s, msgs})
 	}
 	fmt.Fprintf(io.Out, "session   %s\nresume    maestro run --resume %s \"…\"\n", s.ID, s.ShortID)
@@ -297,8 +314,31 @@ func showMaestroSession(io *IOStreams, id string, asJSON bool) error {
 		fmt.Fprintf(io.Out, "agent id  %s\n", s.AgentSession)
 	}
 	fmt.Fprintf(io.Out, "messages  %d\nlog       %s\n", len(msgs), s.Log)
-	printMessages(io, msgs)
+	for _, m := range msgs {
+		if m.Compaction == nil {
+			printMessages(io, []agentcli.SessionMessage{m.SessionMessage})
+			continue
+		}
+		c := m.Compaction
+		fmt.Fprintf(io.Out, "\n[%s] compaction: from here the model reads this summary instead of the %d message(s) above, then the %d below (about %d → %d tokens)\n",
+			formatTime(m.Time), c.Replaced, c.Kept, c.TokensBefore, c.TokensAfter)
+		fmt.Fprintf(io.Out, "  %s\n", indentText(m.Text))
+	}
 	return nil
+}
+
+// maestroMessage is a message of `maestro sessions show` for Maestro's
+// own sessions: a transcript message, and what a compaction summary did.
+type maestroMessage struct {
+	agentcli.SessionMessage
+	Compaction *messageCompaction `json:"compaction,omitempty"`
+}
+
+// messageCompaction is a summary's llm.Compaction and how many messages of
+// the conversation it replaced.
+type messageCompaction struct {
+	llm.Compaction
+	Replaced int `json:"replaced"`
 }
 
 // transcriptMessage is a conversation message of Maestro's log in the

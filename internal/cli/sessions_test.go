@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/maestro-run/maestro/internal/agentcli"
+	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/session"
 )
 
 // sessionFixture returns the HOME of a storage tree captured from a real
@@ -182,5 +185,78 @@ func TestSessionsStatusAsksWhetherAProcessRunsIt(t *testing.T) {
 	}
 	if got, _ := status(); got != "running" {
 		t.Errorf("a process runs it: status %q, want running", got)
+	}
+}
+
+// A compaction summary is logged after the messages it kept, but replaces
+// those before them: `sessions show` printed it last, after the kept
+// messages it precedes in the model's conversation. It is shown where the
+// replaced messages end, marked, in the text and in --json.
+func TestSessionsShowPlacesCompactionSummary(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	sess, err := session.NewStore(filepath.Join(home, "sessions")).Create(session.Meta{Workspace: t.TempDir(), Provider: "openai", Model: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := func(role llm.Role, s string) llm.Message {
+		return llm.Message{Role: role, Parts: []llm.Part{{Type: llm.PartText, Text: s}}}
+	}
+	summary := func(s string, kept int) llm.Message {
+		m := text(llm.RoleUser, s)
+		m.Compaction = &llm.Compaction{Kept: kept, TokensBefore: 900, TokensAfter: 300}
+		return m
+	}
+	for _, m := range []llm.Message{
+		text(llm.RoleUser, "u1"), text(llm.RoleAssistant, "a1"), text(llm.RoleUser, "u2"), text(llm.RoleAssistant, "a2"),
+		summary("S1", 2), // replaces u1 a1, keeps u2 a2
+		text(llm.RoleUser, "u3"), text(llm.RoleAssistant, "a3"),
+		summary("S2", 2), // replaces S1 u2 a2, keeps u3 a3
+		text(llm.RoleUser, "u4"), text(llm.RoleAssistant, "a4"),
+	} {
+		sess.Message(m)
+	}
+	if err := sess.Close(); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"MAESTRO_HOME": home}
+
+	r := runCLI(t, env, "sessions", "show", sess.ID(), "--json")
+	var out struct {
+		Messages []struct {
+			Text       string
+			Compaction *struct{ Kept, Replaced int }
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("%v: %s %s", err, r.stdout, r.stderr)
+	}
+	var order []string
+	for _, m := range out.Messages {
+		if m.Compaction != nil {
+			m.Text += fmt.Sprintf("(replaced %d, kept %d)", m.Compaction.Replaced, m.Compaction.Kept)
+		}
+		order = append(order, m.Text)
+	}
+	if got, want := strings.Join(order, " "), "u1 a1 S1(replaced 2, kept 2) u2 a2 S2(replaced 3, kept 2) u3 a3 u4 a4"; got != want {
+		t.Errorf("--json order:\n got %s\nwant %s", got, want)
+	}
+
+	r = runCLI(t, env, "sessions", "show", sess.ID())
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	want := []string{"  u1\n", "  a1\n",
+		"compaction: from here the model reads this summary instead of the 2 message(s) above, then the 2 below (about 900 → 300 tokens)\n  S1\n",
+		"  u2\n", "  a2\n",
+		"compaction: from here the model reads this summary instead of the 3 message(s) above, then the 2 below (about 900 → 300 tokens)\n  S2\n",
+		"  u3\n", "  a3\n", "  u4\n", "  a4\n"}
+	at := 0
+	for _, w := range want {
+		i := strings.Index(r.stdout[at:], w)
+		if i < 0 {
+			t.Fatalf("stdout lacks %q after offset %d:\n%s", w, at, r.stdout)
+		}
+		at += i + len(w)
 	}
 }
