@@ -13,7 +13,7 @@
 //	  anthropic: {api_key: "...", base_url: "..."}
 //	  openai:    {api_key: "...", base_url: "http://localhost:11434/v1", api: chat}
 //	models:
-//	  qwen3-coder: {context_window: 32768}  # tokens; wins over what the server says
+//	  qwen3-coder: {context_window: 32768}  # tokens; wins over what the server says (also openai/qwen3-coder)
 //	mcp_servers:                         # MCP servers (docs/mcp.md)
 //	  everything: {command: npx, args: [-y, "@modelcontextprotocol/server-everything"]}
 //	  tracker:    {url: "https://mcp.example.com/mcp", headers: {Authorization: "Bearer ${TRACKER_TOKEN}"}}
@@ -57,8 +57,8 @@ type Config struct {
 	// MaxFileBytes bounds the files the Read, Edit and Write tools take
 	// whole, in bytes (0: the default, 10 MiB).
 	MaxFileBytes int64 `yaml:"max_file_bytes"`
-	// Models holds per-model settings, keyed by the model id (without
-	// its provider/ prefix).
+	// Models holds per-model settings, keyed by the model id, with or
+	// without its provider/ prefix (ContextWindows).
 	Models map[string]Model `yaml:"models"`
 	// CompactAt is the share of the model's context window (0 < x ≤ 1)
 	// the next request of a session may reach before its older turns are
@@ -194,12 +194,21 @@ type Model struct {
 	ContextWindow int64 `yaml:"context_window"`
 }
 
-// ContextWindows maps model ids to their configured context windows.
-func (c Config) ContextWindows() map[string]int64 {
+// ContextWindows maps the model ids of provider ("anthropic", "openai")
+// to their configured context windows. A key is the id the provider is
+// sent ("qwen3", or "meta-llama/llama-3.3-70b" for an OpenRouter id) or
+// the id as --model writes it, with its provider/ prefix
+// ("anthropic/claude-sonnet-4-5"), which wins over the bare id.
+func (c Config) ContextWindows(provider string) map[string]int64 {
 	out := map[string]int64{}
 	for id, m := range c.Models {
 		if m.ContextWindow > 0 {
 			out[id] = m.ContextWindow
+		}
+	}
+	for id, m := range c.Models {
+		if bare, ok := strings.CutPrefix(id, provider+"/"); ok && m.ContextWindow > 0 && bare != "" {
+			out[bare] = m.ContextWindow
 		}
 	}
 	return out

@@ -189,7 +189,7 @@ func (o Options) build(ctx context.Context, provider, model, source string) (*Ch
 			Model:      model,
 			HTTPClient: o.client(o.Config.Providers.Anthropic),
 			// config.yaml models: {<id>: {context_window}}
-			ContextWindows: o.Config.ContextWindows(),
+			ContextWindows: o.Config.ContextWindows(provider),
 		}
 		p, err := anthropic.New(cfg)
 		if err != nil {
@@ -204,7 +204,7 @@ func (o Options) build(ctx context.Context, provider, model, source string) (*Ch
 			Model:      model,
 			HTTPClient: o.client(o.Config.Providers.OpenAI),
 			// config.yaml models: {<id>: {context_window}}
-			ContextWindows: o.Config.ContextWindows(),
+			ContextWindows: o.Config.ContextWindows(provider),
 		}
 		if cfg.Model == "" {
 			if cfg.BaseURL == "" {

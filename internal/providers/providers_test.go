@@ -136,3 +136,24 @@ func TestWithoutModel(t *testing.T) {
 		})
 	}
 }
+
+// config.yaml models: keyed as --model writes the model, provider/ prefix
+// included, named no model: the run assumed 128,000 tokens, silently.
+func TestConfiguredWindowTakesTheProviderPrefix(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewServer(t)
+	cfg := config.Config{Models: map[string]config.Model{
+		"openai/fake": {ContextWindow: 4000}, "anthropic/claude-x": {ContextWindow: 5000}, "bare": {ContextWindow: 6000},
+	}}
+	env := map[string]string{"OPENAI_BASE_URL": srv.URL() + "/v1", "ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": srv.URL()}
+	for model, want := range map[string]int64{"openai/fake": 4000, "anthropic/claude-x": 5000, "openai/bare": 6000, "anthropic/bare": 6000} {
+		c, err := Select(t.Context(), Options{Model: model, Config: cfg, Getenv: func(k string) string { return env[k] }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := c.Provider.(llm.ContextWindower).ContextWindow(t.Context())
+		if w.Tokens != want || w.Source != llm.WindowConfig {
+			t.Errorf("%s: window %+v, want %d from the configuration", model, w, want)
+		}
+	}
+}
