@@ -35,9 +35,10 @@ const Scope = "github.com/maestro-run/maestro"
 // OTEL_SDK_DISABLED=true nor OTEL_TRACES_EXPORTER=none turns it off. The
 // exporter speaks OTLP over HTTP (protobuf); OTEL_EXPORTER_OTLP_HEADERS,
 // OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES and OTEL_TRACES_SAMPLER are
-// read by the SDK, OTEL_BSP_* by the span processor (batcher). It returns
-// the function that flushes and stops the provider (a no-op when tracing
-// is off).
+// read by the SDK, OTEL_BSP_* by the span processor (batcher); a bad value
+// of one is refused (checkEnv), as another protocol than http/protobuf
+// is. It returns the function that flushes and stops the provider (a
+// no-op when tracing is off).
 func Setup(ctx context.Context, getenv func(string) string) (shutdown func(context.Context) error, err error) {
 	nop := func(context.Context) error { return nil }
 	endpoint := Endpoint(getenv)
@@ -50,6 +51,9 @@ func Setup(ctx context.Context, getenv func(string) string) (shutdown func(conte
 		}
 	} else if p != "http/protobuf" {
 		return nop, fmt.Errorf("tracing: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=%s: Maestro exports OTLP over HTTP only (http/protobuf)", p)
+	}
+	if err := checkEnv(getenv); err != nil {
+		return nop, err
 	}
 	client := otlptracehttp.NewClient(otlptracehttp.WithEndpointURL(endpoint))
 	if err := client.Start(ctx); err != nil {

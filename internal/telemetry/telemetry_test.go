@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -41,6 +42,46 @@ func TestSetupOffAndRefusals(t *testing.T) {
 	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
 	if _, err := Setup(t.Context(), func(k string) string { return env[k] }); err == nil || Enabled() {
 		t.Fatalf("Setup with protocol grpc: err %v, enabled %v", err, Enabled())
+	}
+}
+
+// A bad value of an OTEL_* variable the SDK reads was logged in the SDK's
+// words ("2026/11/27 16:34:16 unsupported sampler: bogus", or a logr
+// line for the OTLP headers, or nothing for OTEL_BSP_*) and replaced by a
+// default while the run went on. Setup refuses it as it refuses a grpc
+// protocol, naming the variable and what it takes (tracing stays off);
+// a header's value is never quoted.
+func TestSetupRefusesBadValues(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"OTEL_TRACES_SAMPLER": "bogus"}, "OTEL_TRACES_SAMPLER=bogus: not one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio"},
+		{map[string]string{"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "abc"}, "OTEL_TRACES_SAMPLER_ARG=abc: the traceidratio sampler takes the share of traces to keep, from 0 to 1"},
+		{map[string]string{"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "1.5"}, "OTEL_TRACES_SAMPLER_ARG=1.5"},
+		{map[string]string{"OTEL_RESOURCE_ATTRIBUTES": "team=a,garbage"}, `OTEL_RESOURCE_ATTRIBUTES: "garbage" has no '='`},
+		{map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "Authorization: Bearer s3cret"}, "OTEL_EXPORTER_OTLP_HEADERS: entry 1 has no '='"},
+		{map[string]string{"OTEL_EXPORTER_OTLP_TRACES_HEADERS": "a=b,x y=1"}, `OTEL_EXPORTER_OTLP_TRACES_HEADERS: "x y" is not a header name`},
+		{map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Bearer%zzs3cret"}, "OTEL_EXPORTER_OTLP_HEADERS: the value of Authorization is not URL-encoded"},
+		{map[string]string{"OTEL_EXPORTER_OTLP_COMPRESSION": "gz"}, "OTEL_EXPORTER_OTLP_COMPRESSION=gz: not one of gzip, none"},
+		{map[string]string{"OTEL_EXPORTER_OTLP_TIMEOUT": "10s"}, "OTEL_EXPORTER_OTLP_TIMEOUT=10s: a number of milliseconds"},
+		{map[string]string{"OTEL_BSP_SCHEDULE_DELAY": "5s"}, "OTEL_BSP_SCHEDULE_DELAY=5s: a number of milliseconds"},
+		{map[string]string{"OTEL_BSP_MAX_QUEUE_SIZE": "0"}, "OTEL_BSP_MAX_QUEUE_SIZE=0: a number of spans, at least 1"},
+	} {
+		tc.env["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:1"
+		_, err := Setup(t.Context(), func(k string) string { return tc.env[k] })
+		if err == nil || !strings.Contains(err.Error(), "tracing: "+tc.want) || strings.Contains(err.Error(), "s3cret") || Enabled() {
+			t.Errorf("Setup(%v): err %v, enabled %v; want %q", tc.env, err, Enabled(), tc.want)
+		}
+	}
+	good := map[string]string{
+		"OTEL_TRACES_SAMPLER": " ParentBased_TraceIdRatio ", "OTEL_TRACES_SAMPLER_ARG": "0.25",
+		"OTEL_RESOURCE_ATTRIBUTES": "team=a, region=eu%20west", "OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Bearer%20x,X-Org=1",
+		"OTEL_EXPORTER_OTLP_COMPRESSION": "gzip", "OTEL_EXPORTER_OTLP_TIMEOUT": "10000",
+		"OTEL_BSP_SCHEDULE_DELAY": "0", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "64",
+	}
+	if err := checkEnv(func(k string) string { return good[k] }); err != nil {
+		t.Errorf("good values refused: %v", err)
 	}
 }
 
