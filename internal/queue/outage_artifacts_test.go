@@ -83,7 +83,7 @@ func (s *outageStore) Delete(ctx context.Context, key string) error {
 }
 
 // waitEvents waits (on the job's notifications) until ok accepts the
-// job's event log.
+// job's event log; a job that ends first fails the test.
 func waitEvents(t *testing.T, st store.Store, id int64, what string, ok func([]store.JobEvent) bool) []store.JobEvent {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
@@ -100,6 +100,9 @@ func waitEvents(t *testing.T, st store.Store, id int64, what string, ok func([]s
 		}
 		if ok(evs) {
 			return evs
+		}
+		if j, err := st.GetJob(ctx, id); err == nil && j.State.Terminal() {
+			t.Fatalf("job %d ended %s (attempt %d/%d, error %q) before %s; its log: %s", id, j.State, j.Attempt, j.MaxAttempts, j.Error, what, eventLines(evs))
 		}
 		select {
 		case <-sub.C():
