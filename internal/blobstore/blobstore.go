@@ -18,8 +18,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/minio/minio-go/v7"
 
 	"github.com/maestro-run/maestro/internal/workspace"
 )
@@ -184,3 +190,42 @@ func ReadAll(ctx context.Context, s Store, key string, max int64) ([]byte, error
 
 // IsNotExist reports whether err says a key is missing.
 func IsNotExist(err error) bool { return errors.Is(err, ErrNotExist) }
+
+// IsUnavailable reports whether err says the store could not be reached
+// or did not answer usefully, for a while, whatever was asked: a refused,
+// reset or timed-out connection, a name that does not resolve, a body cut
+// short, or an S3 answer that asks to come back later (5xx, SlowDown, …).
+// Such a failure is an outage of the store, not a fault of the data: a job
+// that meets it is given back rather than failed (internal/queue). A
+// missing key, a refused credential or a hash that does not match are not
+// outages. A cancelled context is not either; a deadline (a call that took
+// too long) is.
+func IsUnavailable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || IsNotExist(err) {
+		return false
+	}
+	var op *net.OpError
+	var dns *net.DNSError
+	var ne net.Error
+	switch {
+	case errors.As(err, &op), errors.As(err, &dns):
+		return true
+	case errors.As(err, &ne) && ne.Timeout():
+		return true
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return true
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) && errors.Is(ue.Err, io.EOF) {
+		return true // the server closed the connection without answering
+	}
+	var resp minio.ErrorResponse
+	if errors.As(err, &resp) {
+		switch resp.Code {
+		case "SlowDown", "SlowDownRead", "SlowDownWrite", "ServiceUnavailable", "InternalError", "RequestTimeout", "Throttling", "RequestLimitExceeded":
+			return true
+		}
+		return resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusRequestTimeout
+	}
+	return false
+}

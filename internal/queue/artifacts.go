@@ -13,6 +13,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/blobstore"
 	"github.com/maestro-run/maestro/internal/engine"
+	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/staging"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/taskdir"
@@ -205,13 +206,46 @@ func (r *engineRunner) syncOnMovement(ctx context.Context, j store.Job, dir stri
 	})
 }
 
-// finalSyncTimeout bounds the sync at the end of an attempt.
+// unreachable begins the error of an attempt given back because the
+// artifact store could not be reached (Result.NotCounted).
+const unreachable = "artifact store unreachable: "
+
+// artifactsFailed is the result of an attempt that could not fetch the
+// job's files from the artifact store (err): with the store unreachable
+// (blobstore.IsUnavailable: an outage, not the job's fault) the job is
+// given back without spending an attempt, to run once the store answers
+// again; otherwise the attempt failed.
+func artifactsFailed(ctx context.Context, err error) Result {
+	if ctx.Err() == nil && blobstore.IsUnavailable(err) {
+		return Result{State: store.StateFailed, NotCounted: true, Error: unreachable + err.Error()}
+	}
+	return Result{State: store.StateFailed, Error: err.Error()}
+}
+
+// finalSyncTimeout bounds the sync at the end of an attempt, retries
+// included.
 const finalSyncTimeout = 10 * time.Minute
+
+// syncRetryDelay is the pause before the try+1-th retry of a final sync
+// that found the artifact store unreachable: 1 s, doubling, at most 30 s.
+func (r *engineRunner) syncRetryDelay(try int) time.Duration {
+	base := r.syncRetry
+	if base <= 0 {
+		base = time.Second
+	}
+	return min(base<<min(try, 5), 30*base)
+}
 
 // synced syncs the job's files back once its attempt has its result res;
 // a sync that fails turns a result that would end or park the job into a
 // retryable failure, so that no outcome is recorded whose files are not
-// in the store. An attempt whose context ended (lease lost, shutdown)
+// in the store. While the store is unreachable (blobstore.IsUnavailable)
+// the sync is tried again, with a pause that grows, for up to
+// finalSyncTimeout, each pause said in the job's log: the attempt keeps
+// its lease and its result, and what the run produced is only on this
+// machine. Past that bound the job is given back without spending an
+// attempt (Result.NotCounted); its next attempt resumes from what the
+// store holds. An attempt whose context ended (lease lost, shutdown)
 // syncs nothing: another attempt runs the job. Nor does one that did not
 // materialise the job's files (materialised false): its scratch directory
 // holds a partial or stale copy, and the mirrored sync would delete from
@@ -223,10 +257,44 @@ func (r *engineRunner) synced(ctx context.Context, j *Job, materialised bool, re
 	}
 	sctx, cancel := context.WithTimeout(ctx, finalSyncTimeout)
 	defer cancel()
-	if _, err := r.syncJob(sctx, a, j.Job, JobDir(r.cfg.DataDir, j.Job), res.ChildJobs); err != nil {
-		return Result{State: store.StateFailed, Error: fmt.Sprintf("sync the job's files to %s: %v", a.Location(), err), Usage: res.Usage, CostUSD: res.CostUSD, Report: res.Report}
+	dir := JobDir(r.cfg.DataDir, j.Job)
+	for try := 0; ; try++ {
+		_, err := r.syncJob(sctx, a, j.Job, dir, res.ChildJobs)
+		if err == nil {
+			return res
+		}
+		failed := Result{State: store.StateFailed, Error: fmt.Sprintf("sync the job's files to %s: %v", a.Location(), err), Usage: res.Usage, CostUSD: res.CostUSD, Report: res.Report}
+		switch {
+		case ctx.Err() != nil:
+			return failed
+		case sctx.Err() != nil:
+			failed.NotCounted, failed.Error = true, unreachable+failed.Error+fmt.Sprintf(" (still, after %s of retries)", finalSyncTimeout)
+			return failed
+		case !blobstore.IsUnavailable(err):
+			return failed
+		}
+		wait := r.syncRetryDelay(try)
+		status(sctx, j, fmt.Sprintf("%s%s; retrying in %s", unreachable, failed.Error, wait))
+		t := time.NewTimer(wait)
+		select {
+		case <-sctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
 	}
-	return res
+}
+
+// status appends a protocol status line to the job's log (best effort:
+// a lost lease shows in the outcome).
+func status(ctx context.Context, j *Job, msg string) {
+	if j.Emit == nil {
+		return
+	}
+	data, err := protocol.Marshal(protocol.Status{Message: msg})
+	if err != nil {
+		return
+	}
+	_ = j.Emit(ctx, store.NewJobEvent{Type: store.JobEventProtocol, Data: data})
 }
 
 // SweepArtifactStaging is SweepStaging for the uploads staged in an

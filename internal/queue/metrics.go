@@ -69,9 +69,11 @@ type Snapshot struct {
 	// Claimed counts claimed jobs; ClaimErrors failed claim calls.
 	Claimed, ClaimErrors int64
 	// Outcomes counts finished attempts by what happened: succeeded,
-	// failed, retried, aborted, waiting_human, waiting_subtasks, released
-	// (graceful shutdown), lost (cancelled or lease lost while running),
-	// error (the outcome could not be recorded).
+	// failed, retried, requeued (given back without counting the attempt:
+	// the artifact store was unreachable), aborted, waiting_human,
+	// waiting_subtasks, released (graceful shutdown), lost (cancelled or
+	// lease lost while running), error (the outcome could not be
+	// recorded).
 	Outcomes map[string]int64
 	Usage    llm.Usage
 	CostUSD  float64
@@ -89,7 +91,7 @@ func (m *Metrics) Snapshot() Snapshot {
 }
 
 // outcomeNames fixes the order of the outcome series.
-var outcomeNames = []string{"succeeded", "failed", "retried", "aborted", "waiting_human", "waiting_subtasks", "released", "lost", "error"}
+var outcomeNames = []string{"succeeded", "failed", "retried", "requeued", "aborted", "waiting_human", "waiting_subtasks", "released", "lost", "error"}
 
 // WritePrometheus writes the metrics in the Prometheus text exposition
 // format (version 0.0.4): maestro_queue_claim_latency_seconds (histogram

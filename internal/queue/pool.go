@@ -566,12 +566,16 @@ func (p *Pool) record(ctx context.Context, l store.Lease, res Result) (store.Job
 		if res.State != store.StateFailed && res.State != "" {
 			msg = fmt.Sprintf("runner reported state %q: %s", res.State, res.Error)
 		}
+		notCounted := res.NotCounted && !res.NoRetry
 		j, err = st.Fail(ctx, l, store.FailParams{
-			Error: orDefault(msg, "failed"), RetryAfter: p.cfg.Backoff(l.Attempt), NoRetry: res.NoRetry,
+			Error: orDefault(msg, "failed"), RetryAfter: p.cfg.Backoff(l.Attempt), NoRetry: res.NoRetry, NotCounted: notCounted,
 		})
-		if err == nil && j.State == store.StateQueued {
+		switch {
+		case err == nil && notCounted:
+			p.cfg.Metrics.outcome("requeued")
+		case err == nil && j.State == store.StateQueued:
 			p.cfg.Metrics.outcome("retried")
-		} else {
+		default:
 			p.cfg.Metrics.outcome("failed")
 		}
 	}

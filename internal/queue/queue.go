@@ -65,6 +65,11 @@ type Result struct {
 	Question string
 	// NoRetry ends a failed job even if attempts remain.
 	NoRetry bool
+	// NotCounted says a failed attempt failed for a cause that is not the
+	// job's (its artifact store unreachable): the job is given back,
+	// queued again after the backoff whatever attempts it has left, and
+	// the attempt is not counted (store.FailParams.NotCounted).
+	NotCounted bool
 	// Usage and CostUSD feed the metrics.
 	Usage   llm.Usage
 	CostUSD float64

@@ -149,6 +149,9 @@ func checkExecutor(pl Payload, hasAgents bool) string {
 
 type engineRunner struct {
 	cfg EngineRunnerConfig
+	// syncRetry is the first pause of a final sync that found the
+	// artifact store unreachable (0: a second; tests shorten it).
+	syncRetry time.Duration
 	// parked are the runs waiting for the answer to an MCP server's
 	// question (park.go).
 	parked parked
@@ -225,14 +228,14 @@ func (r *engineRunner) run(ctx context.Context, j *Job, jr *jobRun) Result {
 		return Result{State: store.StateFailed, Error: fmt.Sprintf("prepare the task directory: %v", err)}
 	}
 	if err := r.materialise(ctx, j.Job, dir, &pl); err != nil {
-		return Result{State: store.StateFailed, Error: err.Error()}
+		return artifactsFailed(ctx, err)
 	}
 	jr.materialised.Store(true)
 	if j.ParentJobID != 0 {
 		// A subtask works in its parent's workspace (subjobs.go).
 		parentDir, err := r.childWork(ctx, pl)
 		if err != nil {
-			return Result{State: store.StateFailed, Error: err.Error()}
+			return artifactsFailed(ctx, err)
 		}
 		work = taskdir.WorkDir(parentDir)
 	}

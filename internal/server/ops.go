@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/maestro-run/maestro/internal/api"
+	"github.com/maestro-run/maestro/internal/blobstore"
 	"github.com/maestro-run/maestro/internal/store"
 )
 
@@ -25,16 +28,48 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.Health{Status: api.HealthOK})
 }
 
-// readyz answers 200 when the store answers a query within 2 s.
+// readyTimeout bounds the checks of /readyz, together.
+const readyTimeout = 2 * time.Second
+
+// readyz answers 200 when the store answers a query within 2 s and, with
+// an artifact store (Config.Artifacts), that store answers a lookup within
+// the same 2 s: a serve whose artifact store is down can neither take
+// uploads nor serve deliverables, nor its workers run a job. Otherwise it
+// answers 503, its error naming what is not ready (the details are in the
+// server's log).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
+	var artifactsErr error
+	var wg sync.WaitGroup
+	if a := s.cfg.Artifacts; a != nil {
+		// A lookup of a key that does not exist: a round trip to the
+		// store that needs its credentials, and nothing more.
+		wg.Go(func() {
+			if _, err := a.Stat(ctx, "readyz"); err != nil && !blobstore.IsNotExist(err) {
+				artifactsErr = err
+			}
+		})
+	}
 	// A lookup by primary key of a job that cannot exist: a round trip to
 	// the database and nothing more.
 	_, err := s.st.GetJob(ctx, 0)
+	wg.Wait()
+	var why []string
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		s.log.Warn("readiness check failed", "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, api.Health{Status: api.HealthUnavailable, Error: "the store does not answer"})
+		s.log.Warn("readiness check failed: the store", "err", err)
+		why = append(why, "the store does not answer")
+	}
+	if artifactsErr != nil {
+		s.log.Warn("readiness check failed: the artifact store", "location", s.cfg.Artifacts.Location(), "err", artifactsErr)
+		if blobstore.IsUnavailable(artifactsErr) {
+			why = append(why, "the artifact store does not answer")
+		} else {
+			why = append(why, "the artifact store refuses the check (see the server log)")
+		}
+	}
+	if len(why) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, api.Health{Status: api.HealthUnavailable, Error: strings.Join(why, "; ")})
 		return
 	}
 	writeJSON(w, http.StatusOK, api.Health{Status: api.HealthReady})

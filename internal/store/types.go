@@ -202,6 +202,12 @@ type FailParams struct {
 	NoRetry bool
 	// Abort ends the job as aborted (never retried).
 	Abort bool
+	// NotCounted says the attempt ended for a cause that is not the job's
+	// (an outage of the artifact store it needs): the job is queued again
+	// at now+RetryAfter whatever attempts it has left, and the attempt is
+	// not counted against max_attempts (max_attempts grows by one, as
+	// with Release). Not with NoRetry or Abort.
+	NotCounted bool
 }
 
 // WaitParams describes why a job parks.

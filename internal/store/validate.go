@@ -253,6 +253,9 @@ func (p FailParams) Validate() (FailParams, error) {
 	if p.RetryAfter < 0 || p.RetryAfter > 7*24*time.Hour {
 		return p, invalid("retry_after", "expected a duration in [0, 168h], found %s", p.RetryAfter)
 	}
+	if p.NotCounted && (p.NoRetry || p.Abort) {
+		return p, invalid("not_counted", "an attempt that is not counted is retried: not with no_retry or abort")
+	}
 	p.Error = TruncateError(p.Error)
 	return p, nil
 }

@@ -92,15 +92,36 @@ func Run(ctx context.Context, bin, dir string) (*Server, error) {
 	s.cmd = exec.Command(bin, "--port", addr, "--access", s.AccessKey, "--secret", s.SecretKey, "posix", s.Dir)
 	s.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	go func() { s.cmd.Wait(); close(s.done) }()
-	if err := s.waitReady(ctx, 30*time.Second); err != nil {
-		s.Stop()
-		return nil, fmt.Errorf("versitygw on %s: %w; its output:\n%s", addr, err, s.log.String())
+	if err := s.start(ctx); err != nil {
+		return nil, err
 	}
 	return s, nil
+}
+
+// start starts s.cmd and waits until the server answers.
+func (s *Server) start(ctx context.Context) error {
+	cmd, done := s.cmd, s.done
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	go func() { cmd.Wait(); close(done) }()
+	if err := s.waitReady(ctx, 30*time.Second); err != nil {
+		s.Stop()
+		return fmt.Errorf("versitygw on %s: %w; its output:\n%s", s.Endpoint, err, s.log.String())
+	}
+	return nil
+}
+
+// Restart starts a server stopped with Stop again, on the same port, with
+// the same keys and over the same directory (its buckets and objects are
+// kept): an outage of the store, over.
+func (s *Server) Restart(ctx context.Context) error {
+	s.Stop()
+	old := s.cmd
+	s.cmd = exec.Command(old.Path, old.Args[1:]...)
+	s.cmd.Env, s.cmd.Stdout, s.cmd.Stderr = old.Env, old.Stdout, old.Stderr
+	s.done = make(chan struct{})
+	return s.start(ctx)
 }
 
 // waitReady polls the endpoint until it answers HTTP (any status).
@@ -126,7 +147,8 @@ func (s *Server) waitReady(ctx context.Context, limit time.Duration) error {
 	}
 }
 
-// Stop ends the server and waits for it (at most ten seconds).
+// Stop ends the server and waits for it (at most ten seconds); its port
+// then refuses connections until Restart.
 func (s *Server) Stop() {
 	if s.cmd.Process == nil {
 		return

@@ -16,7 +16,7 @@ const (
 	fenced   = ` WHERE id = $1::bigint AND attempt = $2::integer AND lease_owner = $3::text AND state IN ('dispatching', 'running') `
 	terminal = `('succeeded', 'failed', 'aborted', 'cancelled')`
 	taskFrom = ` FROM tasks t LEFT JOIN jobs j ON j.id = (SELECT max(id) FROM jobs WHERE task_id = t.id) `
-	final    = `($6::boolean OR attempt >= max_attempts)`
+	final    = `($6::boolean OR (NOT $9::boolean AND attempt >= max_attempts))`
 	now4     = `$4::timestamptz`
 	// taskSearch matches $4 (lower case) in the title or body, or $5 as the id.
 	taskSearch = ` AND ($4::text = '' OR strpos(lower(t.title), $4::text) > 0 OR strpos(lower(t.body), $4::text) > 0
@@ -174,6 +174,7 @@ func newQueries() sqlstore.Queries {
 				state = CASE WHEN ` + final + ` THEN $7::text ELSE 'queued' END,
 				scheduled_at = CASE WHEN ` + final + ` THEN scheduled_at ELSE $8::timestamptz END,
 				finished_at = CASE WHEN ` + final + ` THEN ` + now4 + ` ELSE NULL END,
+				max_attempts = max_attempts + CASE WHEN $9::boolean THEN 1 ELSE 0 END,
 				error = $5::text, lease_expires_at = NULL, event_seq = event_seq + 1, updated_at = ` + now4 +
 			fenced + `RETURNING ` + jobCols,
 		JobWait: `UPDATE jobs SET state = $5::text, wait_reason = $6::text, lease_expires_at = NULL,

@@ -11,7 +11,7 @@ const (
 	fenced        = ` WHERE id = $1 AND attempt = $2 AND lease_owner = $3 AND state IN ('dispatching', 'running') `
 	terminal      = `('succeeded', 'failed', 'aborted', 'cancelled')`
 	taskFrom      = ` FROM tasks t LEFT JOIN jobs j ON j.id = (SELECT max(id) FROM jobs WHERE task_id = t.id) `
-	finalOrNoMore = `($6 OR attempt >= max_attempts)`
+	finalOrNoMore = `($6 OR (NOT $9 AND attempt >= max_attempts))`
 	// taskSearch matches $4 (lower case) in the title or body, or $5 as the id.
 	taskSearch = ` AND ($4 = '' OR instr(lower(t.title), $4) > 0 OR instr(lower(t.body), $4) > 0 OR t.id = $5)`
 )
@@ -56,6 +56,7 @@ func newQueries() sqlstore.Queries {
 			state = CASE WHEN ` + finalOrNoMore + ` THEN $7 ELSE 'queued' END,
 			scheduled_at = CASE WHEN ` + finalOrNoMore + ` THEN scheduled_at ELSE $8 END,
 			finished_at = CASE WHEN ` + finalOrNoMore + ` THEN $4 ELSE NULL END,
+			max_attempts = max_attempts + CASE WHEN $9 THEN 1 ELSE 0 END,
 			error = $5, lease_expires_at = NULL, event_seq = event_seq + 1, updated_at = $4` + fenced + `RETURNING ` + jobCols,
 		JobWait: `UPDATE jobs SET state = $5, wait_reason = $6, lease_expires_at = NULL, event_seq = event_seq + 1, updated_at = $4` +
 			fenced + `RETURNING ` + jobCols,

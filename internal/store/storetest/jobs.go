@@ -703,6 +703,55 @@ func testRelease(t *testing.T, b *bundle) {
 	}
 }
 
+// testFailNotCounted: an attempt failed for a cause not the job's (an
+// artifact store outage) queues the job again after the delay even when it
+// was its last attempt, and leaves it as many attempts as before.
+func testFailNotCounted(t *testing.T, b *bundle) {
+	j := b.enqueue(t, store.NewJob{MaxAttempts: 1})
+	for attempt := 1; attempt <= 3; attempt++ {
+		c := b.claimOne(t, "w")
+		if c.ID != j.ID || c.Attempt != attempt {
+			t.Fatalf("claim %d = job %d attempt %d", attempt, c.ID, c.Attempt)
+		}
+		f, err := b.s.Fail(b.ctx, c.Lease(), store.FailParams{Error: "artifact store unreachable: connection refused", RetryAfter: 8 * time.Second, NotCounted: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.State != store.StateQueued || f.MaxAttempts != attempt+1 || !f.ScheduledAt.Equal(b.clock.Now().Add(8*time.Second)) || !f.FinishedAt.IsZero() {
+			t.Fatalf("after a Fail not counted: %+v, want queued at now+8s with max_attempts %d", f, attempt+1)
+		}
+		b.claimNone(t, "w")
+		b.clock.Advance(8 * time.Second)
+	}
+	// The attempts not counted left the one real attempt: a failure now
+	// ends the job.
+	c := b.claimOne(t, "w")
+	f, err := b.s.Fail(b.ctx, c.Lease(), store.FailParams{Error: "boom", RetryAfter: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.State != store.StateFailed || f.Attempt != 4 {
+		t.Fatalf("after a counted Fail: %+v, want failed at attempt 4", f)
+	}
+	log := b.events(t, j.ID)
+	var st store.StatusEvent
+	if err := json.Unmarshal(log[2].Data, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.State != store.StateQueued || st.Reason != "retry in 8s, attempt not counted" || st.Error != "artifact store unreachable: connection refused" || st.RetryAt.IsZero() {
+		t.Errorf("status event of the Fail not counted = %+v", st)
+	}
+	j2 := b.enqueue(t, store.NewJob{})
+	c = b.claimOne(t, "w")
+	for _, p := range []store.FailParams{{NotCounted: true, NoRetry: true}, {NotCounted: true, Abort: true}} {
+		_, err := b.s.Fail(b.ctx, c.Lease(), p)
+		wantField(t, fmt.Sprintf("Fail %+v", p), err, "not_counted")
+	}
+	if got := b.job(t, j2.ID); got.State != store.StateDispatching {
+		t.Errorf("job after refused Fails = %s, want still dispatching", got.State)
+	}
+}
+
 func testInvalidTransitions(t *testing.T, b *bundle) {
 	j := b.enqueue(t, store.NewJob{})
 	c := b.claimOne(t, "w")

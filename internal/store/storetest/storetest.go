@@ -87,6 +87,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"CancelCascadesToSubtasks", testCancelCascades},
 		{"RunState", testRunState},
 		{"Release", testRelease},
+		{"FailNotCounted", testFailNotCounted},
 		{"InvalidTransitionsChangeNothing", testInvalidTransitions},
 		{"EventsConcurrentAppendsGapFree", testEventsConcurrent},
 		{"EventsReadPaging", testEventsPaging},

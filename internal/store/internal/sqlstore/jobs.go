@@ -579,13 +579,16 @@ func (db *DB) Fail(ctx context.Context, l store.Lease, p store.FailParams) (stor
 		now := db.Now()
 		var err error
 		j, err = db.fenced(ctx, t, "fail", l, db.q.JobFail, append(leaseArgs(l), db.ts(now), p.Error,
-			p.NoRetry || p.Abort, string(final), db.ts(now.Add(p.RetryAfter)))...)
+			p.NoRetry || p.Abort, string(final), db.ts(now.Add(p.RetryAfter)), p.NotCounted)...)
 		if err != nil {
 			return err
 		}
 		ev := store.StatusEvent{Worker: l.Owner, Error: p.Error}
 		if j.State == store.StateQueued {
 			ev.Reason, ev.RetryAt = "retry", j.ScheduledAt
+			if p.NotCounted {
+				ev.Reason = fmt.Sprintf("retry in %s, attempt not counted", p.RetryAfter.Round(time.Second))
+			}
 		}
 		if err := db.status(ctx, t, j, ev); err != nil {
 			return err

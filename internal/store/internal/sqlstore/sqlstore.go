@@ -48,7 +48,7 @@ type Queries struct {
 	JobCheckpoint         string // id, attempt, owner, now, movement, checkpoint? → id
 	JobSetPiece           string // id, attempt, owner, now, piece → id
 	JobComplete           string // id, attempt, owner, now, result
-	JobFail               string // id, attempt, owner, now, error, final (bool), final_state, retry_at
+	JobFail               string // id, attempt, owner, now, error, final (bool), final_state, retry_at, not_counted (bool)
 	JobWait               string // id, attempt, owner, now, state, reason
 	JobRelease            string // id, attempt, owner, now
 	JobReap               string // now, limit, error
