@@ -169,4 +169,3 @@ func (db *DB) ListProcesses(ctx context.Context, staleBefore time.Time) ([]store
 	}
 	return out, nil
 }
-
