@@ -23,7 +23,10 @@ import (
 // the recorded one, instead of running jobs without their files. A
 // matching worker starts and runs a task with its uploaded file. A second
 // serve under a running serve's --name refuses to start although that
-// serve has no live session, and the name is free again once it stops.
+// serve has no live session, and the name is free again once it stops (or
+// at once for a process restarted on the same machine after a crash).
+// --move-artifacts moves the database to another store once no running
+// process uses the old one.
 func TestProcessesOnOneDatabaseAgree(t *testing.T) {
 	t.Parallel()
 	dsn := ownPostgres(t)
@@ -110,6 +113,27 @@ func TestProcessesOnOneDatabaseAgree(t *testing.T) {
 	out = refused("--move-artifacts while workerB runs", envA, moveArgs...)
 	if want := "--move-artifacts: the worker workerB at "; !strings.Contains(out, want) || !strings.Contains(out, "still runs with "+artifacts) {
 		t.Errorf("--move-artifacts while workerB runs says:\n%s\nwant it to say %q … still runs with %s", out, want, artifacts)
+	}
+	// workerB is killed: restarted on the same machine, it takes its
+	// name back at once (its pid no longer runs); stopped, it frees it.
+	b.cmd.Process.Kill()
+	<-b.done
+	cmd = exec.CommandContext(ctx, binary, worker("--name", "workerB", "--artifacts", artifacts)...)
+	cmd.Env = envB
+	b = launch(t, cmd)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for !strings.Contains(b.stderr.String(), "maestro worker workerB: ") {
+		select {
+		case <-tick.C:
+		case <-b.done:
+			t.Fatalf("workerB restarted after SIGKILL: %s\n%s", b.status(), b.stderr.String())
+		case <-ctx.Done():
+			t.Fatalf("workerB restarted after SIGKILL did not start\n%s", b.stderr.String())
+		}
+	}
+	if !strings.Contains(b.stderr.String(), "took over the --name of a process that ended without saying so") {
+		t.Errorf("workerB restarted after SIGKILL does not say it took its name back:\n%s", b.stderr.String())
 	}
 	b.cmd.Process.Signal(syscall.SIGTERM)
 	select {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/maestro-run/maestro/internal/blobstore"
@@ -55,22 +56,34 @@ type sharedStoreOptions struct {
 // nothing and returns nil, which is ready to use.
 func joinSharedStore(ctx context.Context, st store.Store, o sharedStoreOptions, log *slog.Logger) (*sharedStore, error) {
 	if _, lite := st.(*sqlite.Store); lite {
+		if o.Move {
+			log.Warn("--move-artifacts does nothing on SQLite: one process uses the database, so no artifact location is recorded")
+		}
 		return nil, nil
 	}
 	if o.StaleAfter <= 0 {
 		o.StaleAfter = sessionowner.DefaultStaleAfter
 	}
+	host, _ := os.Hostname()
 	if o.Address == "" {
-		host, _ := os.Hostname()
 		o.Address = fmt.Sprintf("%s (pid %d)", host, os.Getpid())
 	}
 	s := &sharedStore{st: st, stale: o.StaleAfter, log: log, p: store.Process{
-		Name: o.Name, Kind: o.Kind, Instance: rand.Text(), Address: o.Address, Artifacts: artifactLocation(o.Artifacts),
+		Name: o.Name, Kind: o.Kind, Instance: rand.Text(), Address: o.Address, Host: host, PID: os.Getpid(),
+		Artifacts: artifactLocation(o.Artifacts),
 	}}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	now := time.Now()
 	holder, err := st.StartProcess(ctx, s.p, now.Add(-s.stale))
+	if errors.Is(err, store.ErrConflict) && crashedHere(holder, host) {
+		// A process restarted after a crash takes its name back at once.
+		if err := st.StopProcess(ctx, holder.Name, holder.Instance); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("record this process under --name %s: %w", o.Name, err)
+		}
+		log.Info("took over the --name of a process that ended without saying so", "name", o.Name, "pid", holder.PID)
+		holder, err = st.StartProcess(ctx, s.p, now.Add(-s.stale))
+	}
 	if errors.Is(err, store.ErrConflict) {
 		age := max(now.Sub(holder.HeartbeatAt), 0)
 		return nil, fmt.Errorf("--name %s is taken: the %s at %s runs under it (heartbeat %s ago); give each serve and worker process on this database its own --name (if that process has stopped, the name is free within %s)",
@@ -84,6 +97,16 @@ func joinSharedStore(ctx context.Context, st store.Store, o sharedStoreOptions, 
 		return nil, err
 	}
 	return s, nil
+}
+
+// crashedHere reports whether the process p ran on this host and its pid
+// no longer runs (or is this process's own: a container restarted with
+// the same pid), so it ended without recording it.
+func crashedHere(p store.Process, host string) bool {
+	if p.Host == "" || p.Host != host || p.PID <= 0 {
+		return false
+	}
+	return p.PID == os.Getpid() || errors.Is(syscall.Kill(p.PID, 0), syscall.ESRCH)
 }
 
 // checkArtifacts compares this process's artifact location with the one

@@ -68,6 +68,10 @@ type Process struct {
 	// Address says where the process runs: a serve's advertised URL, a
 	// worker's host and pid.
 	Address string `json:"address"`
+	// Host and PID are the machine's host name and the process id: a
+	// process on the same host whose pid no longer runs has crashed.
+	Host string `json:"host"`
+	PID  int    `json:"pid"`
 	// Artifacts is the process's artifact location (as SettingArtifacts).
 	Artifacts   string    `json:"artifacts"`
 	StartedAt   time.Time `json:"started_at"`
@@ -99,6 +103,9 @@ func ValidateProcess(p Process) error {
 		return err
 	}
 	if err := text("address", p.Address, 2048, false); err != nil {
+		return err
+	}
+	if err := label("host", p.Host, false); err != nil {
 		return err
 	}
 	return text("artifacts", p.Artifacts, 4096, false)

@@ -50,7 +50,8 @@ func testSettings(t *testing.T, b *bundle) {
 // over learns it from its next heartbeat.
 func testProcesses(t *testing.T, b *bundle) {
 	stale := func() time.Time { return b.clock.Now().Add(-30 * time.Second) }
-	a := store.Process{Name: "serve-a", Kind: store.ProcessServe, Instance: "i1", Address: "http://10.0.0.1:7878", Artifacts: "s3://team/m"}
+	a := store.Process{Name: "serve-a", Kind: store.ProcessServe, Instance: "i1", Address: "http://10.0.0.1:7878",
+		Host: "host-a", PID: 4242, Artifacts: "s3://team/m"}
 	start := b.clock.Now()
 	got, err := b.s.StartProcess(b.ctx, a, stale())
 	want := a
@@ -109,7 +110,7 @@ func testProcesses(t *testing.T, b *bundle) {
 	if err := b.s.HeartbeatProcess(b.ctx, "serve-a", "i1"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("HeartbeatProcess after StopProcess = %v, want ErrNotFound", err)
 	}
-	if got, err := b.s.StartProcess(b.ctx, dup, stale()); err != nil || got.Instance != "i2" || !got.StoppedAt.IsZero() || got.Artifacts != "" {
+	if got, err := b.s.StartProcess(b.ctx, dup, stale()); err != nil || got.Instance != "i2" || !got.StoppedAt.IsZero() || got.Artifacts != "" || got.Host != "" || got.PID != 0 {
 		t.Errorf("StartProcess under a stopped name = %+v, %v; want the new instance, running", got, err)
 	}
 	live, err = b.s.ListProcesses(b.ctx, stale())

@@ -12,7 +12,7 @@ import (
 // migration 010 return.
 const (
 	settingColumns = "key, value, updated_by, updated_at"
-	processColumns = "name, kind, instance, address, artifacts, started_at, heartbeat_at, stopped_at"
+	processColumns = "name, kind, instance, address, host, pid, artifacts, started_at, heartbeat_at, stopped_at"
 )
 
 // ProcessQueries is the SQL of the settings and process records (migration
@@ -21,7 +21,7 @@ type ProcessQueries struct {
 	SettingInit string // key, value, by, now
 	SettingPut  string // key, value, by, now → settingColumns
 	SettingGet  string // key → settingColumns
-	Start       string // name, kind, instance, address, artifacts, now, staleBefore → processColumns
+	Start       string // name, kind, instance, address, artifacts, now, staleBefore, host, pid → processColumns
 	Get         string // name → processColumns
 	Heartbeat   string // name, instance, now
 	Stop        string // name, instance, now
@@ -48,11 +48,11 @@ func WithProcesses(q Queries, typed bool) Queries {
 		SettingPut: setting + `UPDATE SET value = excluded.value, updated_by = excluded.updated_by, updated_at = excluded.updated_at
 			RETURNING ` + settingColumns,
 		SettingGet: `SELECT ` + settingColumns + ` FROM settings WHERE key = ` + p(1, "text"),
-		Start: `INSERT INTO processes (name, kind, instance, address, artifacts, started_at, heartbeat_at) VALUES (` +
-			p(1, "text") + `, ` + p(2, "text") + `, ` + p(3, "text") + `, ` + p(4, "text") + `, ` + p(5, "text") + `, ` +
-			p(6, "timestamptz") + `, ` + p(6, "timestamptz") + `)
+		Start: `INSERT INTO processes (name, kind, instance, address, host, pid, artifacts, started_at, heartbeat_at) VALUES (` +
+			p(1, "text") + `, ` + p(2, "text") + `, ` + p(3, "text") + `, ` + p(4, "text") + `, ` + p(8, "text") + `, ` + p(9, "bigint") + `, ` +
+			p(5, "text") + `, ` + p(6, "timestamptz") + `, ` + p(6, "timestamptz") + `)
 			ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, instance = excluded.instance, address = excluded.address,
-				artifacts = excluded.artifacts, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, stopped_at = NULL
+				host = excluded.host, pid = excluded.pid, artifacts = excluded.artifacts, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, stopped_at = NULL
 			WHERE processes.stopped_at IS NOT NULL OR processes.heartbeat_at < ` + p(7, "timestamptz") + `
 			RETURNING ` + processColumns,
 		Get: `SELECT ` + processColumns + ` FROM processes WHERE name = ` + p(1, "text"),
@@ -74,8 +74,10 @@ func scanSetting(s scanner) (store.Setting, error) {
 
 func scanProcess(s scanner) (store.Process, error) {
 	var out store.Process
-	err := s.Scan(&out.Name, &out.Kind, &out.Instance, &out.Address, &out.Artifacts,
+	var pid int64
+	err := s.Scan(&out.Name, &out.Kind, &out.Instance, &out.Address, &out.Host, &pid, &out.Artifacts,
 		tsScan{&out.StartedAt}, tsScan{&out.HeartbeatAt}, tsScan{&out.StoppedAt})
+	out.PID = int(pid)
 	return out, err
 }
 
@@ -120,7 +122,7 @@ func (db *DB) StartProcess(ctx context.Context, p store.Process, staleBefore tim
 		return store.Process{}, fmt.Errorf("record process %q: %w", p.Name, err)
 	}
 	got, err := scanProcess(db.wp.QueryRowContext(ctx, db.q.Proc.Start, p.Name, p.Kind, p.Instance, p.Address, p.Artifacts,
-		db.ts(db.Now()), db.ts(staleBefore)))
+		db.ts(db.Now()), db.ts(staleBefore), p.Host, int64(p.PID)))
 	if err == nil {
 		return got, nil
 	}
