@@ -145,8 +145,11 @@ func (s *sharedStore) checkArtifacts(ctx context.Context, o sharedStoreOptions, 
 		return nil
 	}
 	given := "--artifacts is not set (files in the data directory)"
-	if o.ArtifactsFrom != "" {
-		given = o.ArtifactsFrom + " " + loc
+	switch {
+	case o.ArtifactsFrom == "--artifacts":
+		given = "--artifacts " + loc
+	case o.ArtifactsFrom != "":
+		given = o.ArtifactsFrom + " (" + loc + ")"
 	}
 	fix := "Start this " + o.Kind + " with --artifacts " + rec.Value
 	if rec.Value == "" {
