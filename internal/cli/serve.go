@@ -58,6 +58,8 @@ type serveOptions struct {
 	Advertise         string
 	SessionProxy      bool
 	SessionStaleAfter time.Duration
+	// MoveArtifacts replaces the database's artifact location.
+	MoveArtifacts bool
 }
 
 func newServeCmd(io *IOStreams) *cobra.Command {
@@ -121,10 +123,11 @@ sessions are shut down and their logs saved.`,
 	f.StringVar(&o.DB, "db", "", "job store: postgres://… URL (default: MAESTRO_DB, else SQLite <data dir>/maestro.db)")
 	f.StringVar(&o.DataDir, "data-dir", "", "data directory: SQLite database and task workspaces (default ~/.maestro or $MAESTRO_HOME)")
 	f.StringVar(&o.Artifacts, "artifacts", "", artifactsFlag)
+	f.BoolVar(&o.MoveArtifacts, "move-artifacts", false, moveArtifactsFlag)
 	f.IntVar(&o.Workers, "workers", 2, "jobs to run at once in this process (0: API and scheduler only, with maestro worker processes on a shared PostgreSQL)")
 	f.StringVar(&o.Token, "token", "", "bearer token clients must send (default $MAESTRO_API_TOKEN; required unless --listen is loopback)")
 	f.Int64Var(&o.MaxUpload, "max-upload", server.DefaultMaxUpload, "largest accepted upload in bytes")
-	f.StringVar(&o.Name, "name", "", "worker name shown as the lease owner (default host:pid)")
+	f.StringVar(&o.Name, "name", "", "this process's name, shown as the lease owner (default host:pid); on a shared PostgreSQL database a name a running serve or worker holds is refused")
 	f.StringArrayVar(&o.AllowedHosts, "allowed-host", nil, "public name clients may use in Host, e.g. maestro.example.com or *.example.com (repeatable; default $MAESTRO_ALLOWED_HOSTS; loopback names always work)")
 	f.StringVar(&o.Advertise, "advertise", "", "base URL other serve processes reach this one at, to proxy its live sessions (default $"+advertiseEnv+", else the --listen address, a wildcard host replaced by this machine's address)")
 	f.BoolVar(&o.SessionProxy, "session-proxy", true, "proxy requests for live sessions other serve processes own to them (false: answer 409 with the owner's address)")
@@ -202,6 +205,21 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		return failErr(fmt.Errorf("--listen %s: %w", o.Listen, err))
 	}
 	defer ln.Close()
+	artifacts, err := host.Artifacts(ctx, o.Artifacts, h.Config(), io.Getenv)
+	if err != nil {
+		return failErr(err)
+	}
+	// Before the live sessions of an earlier serve under this name are
+	// ended (serveCluster): a running one keeps its name.
+	shared, err := joinSharedStore(ctx, st, sharedStoreOptions{
+		Kind: store.ProcessServe, Name: o.Name, Address: advertised(o, ln.Addr()), Artifacts: artifacts,
+		ArtifactsFrom: artifactsFrom(o.Artifacts, h.Config().Artifacts, h.Config().Path),
+		Move:          o.MoveArtifacts, StaleAfter: o.SessionStaleAfter,
+	}, log)
+	if err != nil {
+		return failErr(err)
+	}
+	defer shared.Close()
 	cluster, err := serveCluster(ctx, st, sessions, o, ln.Addr(), log)
 	if err != nil {
 		return err
@@ -214,10 +232,6 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		return hostErr(err)
 	}
 	defer mcpHTTP.Close()
-	artifacts, err := host.Artifacts(ctx, o.Artifacts, h.Config(), io.Getenv)
-	if err != nil {
-		return failErr(err)
-	}
 	metrics := queue.NewMetrics()
 	info := server.Info{Version: buildVersion(), Store: storeKind(st), StartedAt: time.Now()}
 	var pool *queue.Pool
@@ -305,6 +319,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		})
 	}
 	wg.Go(func() { cluster.Run(runCtx) })
+	wg.Go(func() { shared.Run(runCtx) })
 	wg.Go(func() { h.PublishJobs(runCtx, st, dataDir) }) // docs/events.md, "Platform events"
 	wg.Go(func() {
 		if maintErr = queue.RunMaintenance(runCtx, queue.MaintenanceConfig{Store: st, Owner: o.Name, Logger: log, DataDir: dataDir, Artifacts: artifacts}); maintErr != nil {

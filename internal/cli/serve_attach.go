@@ -43,12 +43,8 @@ const advertiseEnv = "MAESTRO_ADVERTISE_URL"
 // o.SessionProxy is off), and the sessions of serve processes that died
 // are ended.
 func serveCluster(ctx context.Context, st store.LiveSessions, sessions *httpattach.SessionMap, o serveOptions, ln net.Addr, log *slog.Logger) (*sessionowner.Cluster, error) {
-	addr := o.Advertise
-	if addr == "" {
-		addr = defaultAdvertise(ln)
-	}
 	c, err := sessionowner.New(sessionowner.Config{
-		Store: st, Local: sessions, Instance: o.Name, Address: addr,
+		Store: st, Local: sessions, Instance: o.Name, Address: advertised(o, ln),
 		Proxy: o.SessionProxy, StaleAfter: o.SessionStaleAfter, Logger: log,
 	})
 	if err != nil {
@@ -58,6 +54,15 @@ func serveCluster(ctx context.Context, st store.LiveSessions, sessions *httpatta
 		return nil, failErr(err)
 	}
 	return c, nil
+}
+
+// advertised is the address other serve processes reach this one at:
+// --advertise, else defaultAdvertise.
+func advertised(o serveOptions, ln net.Addr) string {
+	if o.Advertise != "" {
+		return o.Advertise
+	}
+	return defaultAdvertise(ln)
 }
 
 // defaultAdvertise is the address other serve processes reach this one

@@ -11,6 +11,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/queue"
+	"github.com/maestro-run/maestro/internal/store"
 )
 
 // workerOptions are the flags of `maestro worker`.
@@ -23,6 +24,8 @@ type workerOptions struct {
 	TaskClasses []string
 	Lease       time.Duration
 	Name        string
+	// MoveArtifacts replaces the database's artifact location.
+	MoveArtifacts bool
 }
 
 func newWorkerCmd(io *IOStreams) *cobra.Command {
@@ -64,11 +67,12 @@ details.`,
 	f.StringVar(&o.DB, "db", "", "job store: postgres://… URL (default: MAESTRO_DB, else SQLite <data dir>/maestro.db)")
 	f.StringVar(&o.DataDir, "data-dir", "", "data directory: SQLite database and task workspaces (default ~/.maestro or $MAESTRO_HOME)")
 	f.StringVar(&o.Artifacts, "artifacts", "", artifactsFlag)
+	f.BoolVar(&o.MoveArtifacts, "move-artifacts", false, moveArtifactsFlag)
 	f.IntVar(&o.Workers, "workers", 1, "jobs to run at once in this process")
 	f.StringSliceVar(&o.Profiles, "profile", nil, "serve jobs that require this profile (repeatable; jobs without a profile are always served)")
 	f.StringSliceVar(&o.TaskClasses, "task-class", nil, "serve jobs of this task class (repeatable; jobs without one are always served)")
 	f.DurationVar(&o.Lease, "lease", queue.DefaultLeaseFor, "lease length: a job whose worker stops heartbeating is reclaimed after this long")
-	f.StringVar(&o.Name, "name", "", "worker name shown as the lease owner (default host:pid)")
+	f.StringVar(&o.Name, "name", "", "this process's name, shown as the lease owner (default host:pid); on a shared PostgreSQL database a name a running serve or worker holds is refused")
 	return cmd
 }
 
@@ -94,6 +98,14 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 	if err != nil {
 		return failErr(err)
 	}
+	shared, err := joinSharedStore(ctx, st, sharedStoreOptions{
+		Kind: store.ProcessWorker, Name: o.Name, Artifacts: artifacts, Move: o.MoveArtifacts, StaleAfter: o.Lease,
+		ArtifactsFrom: artifactsFrom(o.Artifacts, h.Config().Artifacts, h.Config().Path),
+	}, log)
+	if err != nil {
+		return failErr(err)
+	}
+	defer shared.Close()
 	runner, _, err := jobRunner(ctx, io, h, st, dataDir, artifacts)
 	if err != nil {
 		return failErr(err)
@@ -117,6 +129,7 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 		poolErr = pool.Run(ctx)
 		cancel()
 	})
+	wg.Go(func() { shared.Run(ctx) })
 	wg.Go(func() { h.PublishJobs(ctx, st, dataDir) }) // docs/events.md, "Platform events"
 	wg.Go(func() {
 		maintErr = queue.RunMaintenance(ctx, queue.MaintenanceConfig{Store: st, Owner: o.Name, Every: min(time.Second, o.Lease/2), Logger: log, DataDir: dataDir, Artifacts: artifacts})

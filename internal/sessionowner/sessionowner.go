@@ -186,6 +186,9 @@ func (c *Cluster) Close() error {
 // Records at another address whose heartbeat is fresh are another serve
 // running under the same name, not an earlier one: EndPrevious refuses
 // to start rather than end the sessions that serve still runs.
+// (On PostgreSQL, serve's start-up has refused a running process's
+// --name before this, from its process record: store.Processes. This
+// check still holds for the sessions themselves.)
 func (c *Cluster) EndPrevious(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()

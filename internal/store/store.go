@@ -83,6 +83,7 @@ type Store interface {
 	Audit
 	Sessions
 	LiveSessions
+	Processes
 	Leaders
 	Notifier
 	Registry

@@ -102,6 +102,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"Audit", testAudit},
 		{"Sessions", testSessions},
 		{"LiveSessions", testLiveSessions},
+		{"Settings", testSettings},
+		{"Processes", testProcesses},
 		{"Leaders", testLeaders},
 		{"MCPServers", testMCPServers},
 		{"SSHConnections", testSSHConnections},

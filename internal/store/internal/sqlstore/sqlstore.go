@@ -105,6 +105,8 @@ type Queries struct {
 	Records map[string]RecordQueries
 	// Live are the live-session ownership queries (WithLiveSessions).
 	Live LiveQueries
+	// Proc are the settings and process queries (WithProcesses).
+	Proc ProcessQueries
 	// SSH connection grants.
 	GrantInsert string // connection_id, grantee_kind, grantee, now → GrantColumns (no row if it existed)
 	GrantGet    string // connection_id, grantee_kind, grantee → GrantColumns

@@ -136,5 +136,6 @@ func (q *Queries) all() []string {
 		out = append(out, r.Insert, r.Update, r.Get, r.List, r.Delete)
 	}
 	out = append(out, q.Live.all()...)
+	out = append(out, q.Proc.all()...)
 	return out
 }
