@@ -211,7 +211,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	}
 	// Before the live sessions of an earlier serve under this name are
 	// ended (serveCluster): a running one keeps its name.
-	shared, err := joinSharedStore(ctx, st, sharedStoreOptions{
+	shared, err := host.JoinStore(ctx, st, host.ProcessOptions{
 		Kind: store.ProcessServe, Name: o.Name, Address: advertised(o, ln.Addr()), Artifacts: artifacts,
 		ArtifactsFrom: artifactsFrom(o.Artifacts, h.Config().Artifacts, h.Config().Path),
 		Move:          o.MoveArtifacts, StaleAfter: o.SessionStaleAfter,

@@ -98,7 +98,7 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 	if err != nil {
 		return failErr(err)
 	}
-	shared, err := joinSharedStore(ctx, st, sharedStoreOptions{
+	shared, err := host.JoinStore(ctx, st, host.ProcessOptions{
 		Kind: store.ProcessWorker, Name: o.Name, Artifacts: artifacts, Move: o.MoveArtifacts, StaleAfter: o.Lease,
 		ArtifactsFrom: artifactsFrom(o.Artifacts, h.Config().Artifacts, h.Config().Path),
 	}, log)

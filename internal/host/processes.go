@@ -1,0 +1,228 @@
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/blobstore"
+	"github.com/maestro-run/maestro/internal/sessionowner"
+	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/store/sqlite"
+)
+
+// ProcessRecord is what a serve or worker process on a shared database
+// (PostgreSQL) records about itself (docs/scale-out.md, "One artifact
+// location" and "Process names"): its artifact location, checked against
+// the one the database records, and its --name, held while it runs.
+type ProcessRecord struct {
+	st    store.Processes
+	p     store.Process
+	stale time.Duration
+	log   *slog.Logger
+}
+
+// ProcessOptions say who this process is.
+type ProcessOptions struct {
+	Kind, Name string
+	// Address says where it runs (a serve's advertised URL); default host
+	// and pid.
+	Address string
+	// Artifacts is the process's artifact store (nil: the data directory)
+	// and ArtifactsFrom where it was set ("--artifacts", "artifacts in
+	// PATH"; "" when unset).
+	Artifacts     blobstore.Store
+	ArtifactsFrom string
+	// Move replaces the recorded artifact location (--move-artifacts).
+	Move bool
+	// StaleAfter is how long the process may miss heartbeats before its
+	// name is free for another; it heartbeats three times as often.
+	StaleAfter time.Duration
+}
+
+// JoinStore records this process (a serve or worker) in st, or says why
+// it must not start: another running process holds its --name, or its
+// artifact location is not the database's. On SQLite (one process) it
+// records nothing and returns nil, which is ready to use. Run heartbeats
+// the record; Close frees the name.
+func JoinStore(ctx context.Context, st store.Store, o ProcessOptions, log *slog.Logger) (*ProcessRecord, error) {
+	if _, lite := st.(*sqlite.Store); lite {
+		if o.Move {
+			log.Warn("--move-artifacts does nothing on SQLite: one process uses the database, so no artifact location is recorded")
+		}
+		return nil, nil
+	}
+	if o.StaleAfter <= 0 {
+		o.StaleAfter = sessionowner.DefaultStaleAfter
+	}
+	host, _ := os.Hostname()
+	if o.Address == "" {
+		o.Address = fmt.Sprintf("%s (pid %d)", host, os.Getpid())
+	}
+	s := &ProcessRecord{st: st, stale: o.StaleAfter, log: log, p: store.Process{
+		Name: o.Name, Kind: o.Kind, Instance: rand.Text(), Address: o.Address, Host: host, PID: os.Getpid(),
+		Artifacts: artifactLocation(o.Artifacts),
+	}}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	now := time.Now()
+	holder, err := st.StartProcess(ctx, s.p, now.Add(-s.stale))
+	if errors.Is(err, store.ErrConflict) && crashedHere(holder, host) {
+		// A process restarted after a crash takes its name back at once.
+		if err := st.StopProcess(ctx, holder.Name, holder.Instance); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("record this process under --name %s: %w", o.Name, err)
+		}
+		log.Info("took over the --name of a process that ended without saying so", "name", o.Name, "pid", holder.PID)
+		holder, err = st.StartProcess(ctx, s.p, now.Add(-s.stale))
+	}
+	if errors.Is(err, store.ErrConflict) {
+		age := max(now.Sub(holder.HeartbeatAt), 0)
+		return nil, fmt.Errorf("--name %s is taken: the %s at %s runs under it (heartbeat %s ago); give each serve and worker process on this database its own --name (if that process has stopped, the name is free within %s)",
+			o.Name, holder.Kind, holder.Address, age.Round(time.Second), max(s.stale-age, 0).Round(time.Second))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("record this process under --name %s: %w", o.Name, err)
+	}
+	if err := s.checkArtifacts(ctx, o, now); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// crashedHere reports whether the process p ran on this host and its pid
+// no longer runs (or is this process's own: a container restarted with
+// the same pid), so it ended without recording it.
+func crashedHere(p store.Process, host string) bool {
+	if p.Host == "" || p.Host != host || p.PID <= 0 {
+		return false
+	}
+	return p.PID == os.Getpid() || errors.Is(syscall.Kill(p.PID, 0), syscall.ESRCH)
+}
+
+// checkArtifacts compares this process's artifact location with the one
+// the database records (recording it if none is), or replaces the record
+// (o.Move) when no other running process uses another.
+func (s *ProcessRecord) checkArtifacts(ctx context.Context, o ProcessOptions, now time.Time) error {
+	loc, by := s.p.Artifacts, o.Kind+" "+o.Name
+	if o.Move {
+		live, err := s.st.ListProcesses(ctx, now.Add(-s.stale))
+		if err != nil {
+			return fmt.Errorf("--move-artifacts: %w", err)
+		}
+		for _, p := range live {
+			if p.Name != o.Name && p.Artifacts != loc {
+				return fmt.Errorf("--move-artifacts: the %s %s at %s still runs with %s: stop every process that uses the old location first, then start this one again",
+					p.Kind, p.Name, p.Address, describeLocation(p.Artifacts))
+			}
+		}
+		old, err := s.st.GetSetting(ctx, store.SettingArtifacts)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("--move-artifacts: %w", err)
+		}
+		if _, err := s.st.PutSetting(ctx, store.SettingArtifacts, loc, by); err != nil {
+			return fmt.Errorf("--move-artifacts: %w", err)
+		}
+		if err == nil && old.Value != loc {
+			s.log.Warn("the artifact location of this database moved: every serve and worker must now use it", "from", describeLocation(old.Value), "to", describeLocation(loc))
+		}
+		return nil
+	}
+	rec, err := s.st.InitSetting(ctx, store.SettingArtifacts, loc, by)
+	if err != nil {
+		return fmt.Errorf("check the artifact location against the database's: %w", err)
+	}
+	if rec.Value == loc {
+		return nil
+	}
+	given := "--artifacts is not set (files in the data directory)"
+	switch {
+	case o.ArtifactsFrom == "--artifacts":
+		given = "--artifacts " + loc
+	case o.ArtifactsFrom != "":
+		given = o.ArtifactsFrom + " (" + loc + ")"
+	}
+	fix := "Start this " + o.Kind + " with --artifacts " + rec.Value
+	if rec.Value == "" {
+		fix = "Start this " + o.Kind + " without --artifacts (and without artifacts: in config.yaml)"
+	}
+	move := "to move every process to " + loc + " for good, copy the files there"
+	if loc == "" {
+		move = "to keep files in each process's data directory from now on (one machine only)"
+	}
+	return fmt.Errorf("%s: the processes on this database keep jobs' files in %s (recorded by %s at %s); a process with another location would run jobs without their files and keep its output where the others cannot read it. %s; or, %s, stop every serve and worker, and start one with --move-artifacts (docs/scale-out.md, \"One artifact location\")",
+		given, describeLocation(rec.Value), rec.UpdatedBy, rec.UpdatedAt.UTC().Format("2006-01-02 15:04:05 MST"), fix, move)
+}
+
+// artifactLocation is the credential-free form of an artifact store that
+// processes compare: s3://bucket/prefix (an S3 URL carries no keys: they
+// come from the environment or config.yaml), a clean absolute directory,
+// or "" for the data directory.
+func artifactLocation(a blobstore.Store) string {
+	if a == nil {
+		return ""
+	}
+	loc := a.Location()
+	if strings.HasPrefix(loc, "s3://") {
+		return loc
+	}
+	return filepath.Clean(loc)
+}
+
+// describeLocation names an artifact location in a message.
+func describeLocation(loc string) string {
+	if loc == "" {
+		return "their own data directories"
+	}
+	return loc
+}
+
+// Run heartbeats the record until ctx ends. A record another process took
+// over (this one missed its heartbeats) is recorded again when the name is
+// free, else reported.
+func (s *ProcessRecord) Run(ctx context.Context) {
+	if s == nil {
+		return
+	}
+	t := time.NewTicker(s.stale / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := s.st.HeartbeatProcess(bctx, s.p.Name, s.p.Instance)
+		if errors.Is(err, store.ErrNotFound) {
+			var holder store.Process
+			if holder, err = s.st.StartProcess(bctx, s.p, time.Now().Add(-s.stale)); errors.Is(err, store.ErrConflict) {
+				s.log.Error("another process took this process's --name after it missed its heartbeats: give each process its own --name", "name", s.p.Name, "other", holder.Kind+" at "+holder.Address)
+				err = nil
+			}
+		}
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("heartbeat this process's record", "name", s.p.Name, "err", err)
+		}
+		cancel()
+	}
+}
+
+// Close records the process stopped: its name is free at once.
+func (s *ProcessRecord) Close() {
+	if s == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.st.StopProcess(ctx, s.p.Name, s.p.Instance); err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.log.Warn("record this process stopped", "name", s.p.Name, "err", err)
+	}
+}
