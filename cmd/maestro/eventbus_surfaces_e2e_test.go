@@ -46,7 +46,7 @@ func TestEventBusWorkerJob(t *testing.T) {
 			t.Errorf("%s: extensions %v", m.Event.Type(), ext)
 		}
 	}
-	if id := msgs[0].Event.ID(); id != "job-"+strconv.FormatInt(job.ID, 10)+".1.0" {
+	if id := msgs[0].Event.ID(); id != "job-"+strconv.FormatInt(job.ID, 10)+"-"+strconv.FormatInt(job.CreatedAt.UnixMicro(), 10)+".1.0" {
 		t.Errorf("first event id %s", id)
 	}
 }

@@ -288,9 +288,9 @@ func (b *Bus) jobCorrelation(ctx context.Context, src JobSource, j store.Job) Co
 
 // events maps one job event: a status event to the job's lifecycle
 // subject (dispatching has none), a protocol event to the tool events.
-// Their ids are job-<id>.<seq>.<i>.
+// Their ids are job-<id>-<created>.<seq>.<i> (jobIDBase).
 func (jc *jobCursor) events(e store.JobEvent) []Event {
-	idBase := "job-" + strconv.FormatInt(e.JobID, 10) + "." + strconv.FormatInt(e.Seq, 10)
+	idBase := jobIDBase(e.JobID, jc.job.CreatedAt) + "." + strconv.FormatInt(e.Seq, 10)
 	switch e.Type {
 	case store.JobEventProtocol:
 		return toolEvents(decodeFrame(e.Data), idBase, e.CreatedAt, jc.calls)
@@ -318,6 +318,23 @@ func (jc *jobCursor) events(e store.JobEvent) []Event {
 		return []Event{{ID: idBase + ".0", Type: typ, Time: e.CreatedAt, Data: data}}
 	}
 	return nil
+}
+
+// jobIDBase is the part of a job's event ids that names the job:
+// job-<id>-<created>, created being when the store created the job, in
+// microseconds since 1970 (what both stores keep). The job's id alone
+// is not enough: every store numbers its jobs from 1, so two stores
+// publishing to one NATS (two teams' serve, a data directory started
+// afresh) would give their first jobs' events the same ids, and
+// JetStream would drop the second store's as duplicates. Every process
+// of one store reads the same creation time, so a serve and the workers
+// on one PostgreSQL still give an event the same id.
+func jobIDBase(id int64, created time.Time) string {
+	b := "job-" + strconv.FormatInt(id, 10)
+	if !created.IsZero() {
+		b += "-" + strconv.FormatInt(created.UnixMicro(), 10)
+	}
+	return b
 }
 
 // jobType is the lifecycle subject of a job state.

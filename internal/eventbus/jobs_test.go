@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -145,7 +146,7 @@ func TestJobFollowerFollowsStoreWakeUps(t *testing.T) {
 	if got := types(msgs[3:]); !slices.Equal(got, want) {
 		t.Fatalf("published types:\n got %q\nwant %q", got, want)
 	}
-	if id := msgs[len(msgs)-1].Event.ID(); id != fmt.Sprintf("job-%d.%d.0", job.ID, 10) {
+	if id := msgs[len(msgs)-1].Event.ID(); id != fmt.Sprintf("job-%d-%d.%d.0", job.ID, job.CreatedAt.UnixMicro(), 10) {
 		t.Errorf("last event id %s", id)
 	}
 }
@@ -375,5 +376,64 @@ func TestJobFollowerReadsTheLogOnce(t *testing.T) {
 	bustest.CheckOnceInOrder(t, srv.Wait(2+2*calls), "c%d")
 	if n := src.reads.Load(); n > 3 {
 		t.Errorf("the job's log was read %d times for %d calls", n, calls)
+	}
+}
+
+// Two stores publishing to one NATS (two teams' serve, a data directory
+// started afresh) both number their first job 1: the events of the
+// second store's job are not taken for re-sent events of the first's
+// and dropped as JetStream duplicates, while a re-sent event keeps its
+// id.
+func TestJobEventIDsDifferBetweenStores(t *testing.T) {
+	ctx := t.Context()
+	srv, b1, st1 := jobBus(t, eventbus.Correlation{})
+	st2, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "other.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st2.Close() })
+	for _, st := range []*sqlite.Store{st1, st2} {
+		_, job, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "t", Piece: "noop"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if job.ID != 1 {
+			t.Fatalf("job id %d, want 1 in each store", job.ID)
+		}
+		if _, err := st.Cancel(ctx, job.ID, "not needed"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go b1.FollowJobs(ctx, st1, filepath.Join(t.TempDir(), "jobs.json"), time.Hour)
+	first := srv.Wait(2)
+	b2 := newBus(t, srv, eventbus.Correlation{}, true)
+	go b2.FollowJobs(ctx, st2, filepath.Join(t.TempDir(), "jobs.json"), time.Hour)
+	msgs := srv.Wait(4)
+	if len(msgs) != 4 {
+		t.Fatalf("%d messages, want 4", len(msgs))
+	}
+	ids := map[string]bool{}
+	for _, m := range msgs {
+		if ids[m.Event.ID()] {
+			t.Errorf("id %s published twice", m.Event.ID())
+		}
+		ids[m.Event.ID()] = true
+	}
+	// The same store published again (a worker beside the serve, a
+	// restart without its cursor) gives the same ids: duplicates. A job
+	// created after it marks the end of the pass (the first follower
+	// stopped: its connection closed).
+	b1.Close()
+	if _, _, err := st1.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "u", Piece: "noop"}); err != nil {
+		t.Fatal(err)
+	}
+	b3 := newBus(t, srv, eventbus.Correlation{}, true)
+	go b3.FollowJobs(ctx, st1, filepath.Join(t.TempDir(), "jobs.json"), time.Hour)
+	srv.Wait(5)
+	if got := srv.Messages(); len(got) != 5 {
+		t.Errorf("after the same store published again: %d messages, want 5 (%q)", len(got), types(got))
+	}
+	if id := first[0].Event.ID(); !strings.HasPrefix(id, "job-1-") || !strings.HasSuffix(id, ".1.0") {
+		t.Errorf("first id %s, want job-1-<created>.1.0", id)
 	}
 }
