@@ -66,7 +66,7 @@ server cannot be reached, no stream takes the subject (see
 			s, ok := eventbus.FromEnv(io.Getenv, h.Config().EventBus)
 			if !ok {
 				if all, _ := eventbus.FromEnv(noBusSwitch(io.Getenv), h.Config().EventBus); all.URL != "" {
-					return &exitError{code: ExitError, err: fmt.Errorf("the event bus %s is turned off by MAESTRO_EVENT_BUS (or MAESTRO_AUDIT_BUS) = 0, false, off or no: unset it to publish", all.URL)}
+					return &exitError{code: ExitError, err: fmt.Errorf("the event bus %s is turned off by MAESTRO_EVENT_BUS (or MAESTRO_AUDIT_BUS) = 0, false, off or no: unset it to publish", all.Redacted())}
 				}
 				return &exitError{code: ExitError, err: errors.New("no event bus configured: set MAESTRO_EVENT_BUS_URL (or EVALOPS_NATS_URL, NATS_URL, or event_bus.url in config.yaml); MAESTRO_EVENT_BUS=0 or false turns it off")}
 			}
@@ -74,7 +74,7 @@ server cannot be reached, no stream takes the subject (see
 			if err != nil {
 				return &exitError{code: ExitError, err: err}
 			}
-			cmd.Printf("published %s %s to %s\n", eventbus.TypeSessionStarted, id, s.URL)
+			cmd.Printf("published %s %s to %s\n", eventbus.TypeSessionStarted, id, s.Redacted())
 			return nil
 		},
 	}

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // Options configure a Bus.
@@ -61,8 +63,44 @@ func Open(o Options) (*Bus, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Bus{pub: pub, o: o, log: o.Logger, ctx: ctx, cancel: cancel, active: map[string]bool{}}, nil
+	b := &Bus{pub: pub, o: o, log: o.Logger, ctx: ctx, cancel: cancel, active: map[string]bool{}}
+	b.spawn(func() { b.watchConnect(connectWait) })
+	return b, nil
 }
+
+// connectWait is how long a bus may take to connect before it says
+// why it is not connected.
+const connectWait = 2 * time.Second
+
+// watchConnect logs once, at start, when the bus is not connected after
+// wait: why (the server refused the credentials, naming the settings
+// that gave them; no server answers at the URL, naming the variable
+// that set it). Without it a serve or worker with no job to publish
+// said nothing about a bus that could not work.
+func (b *Bus) watchConnect(wait time.Duration) {
+	nc := b.pub.nc
+	up := nc.StatusChanged(nats.CONNECTED)
+	defer nc.RemoveStatusListener(up)
+	if nc.IsConnected() {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-up:
+		return
+	case <-b.ctx.Done():
+		return
+	case <-t.C:
+	}
+	if err := b.pub.explain(errNotYet); errors.Is(err, ErrNotConnected) {
+		b.log.Warn("event bus: not connected; events wait in the logs until it is (retrying)", "err", err)
+	}
+}
+
+// errNotYet is what watchConnect explains: explain returns it as it
+// is when the bus connected meanwhile.
+var errNotYet = errors.New("connected")
 
 // Close stops every follower (what they did not publish stays in the
 // logs, from their persisted cursors) and closes the connection.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -36,6 +37,10 @@ type Publisher struct {
 	// acks receives the acknowledgements of the events sent without
 	// waiting (publishAsync).
 	acks acks
+
+	// dialErr is why the last attempt to reach the server failed (nats.go
+	// keeps only the server's refusals as its LastError).
+	dialErr atomic.Pointer[error]
 }
 
 // Connect connects to s.URL. The connection is made even when the server
@@ -49,7 +54,12 @@ func Connect(s Settings, log *slog.Logger) (*Publisher, error) {
 		nats.Timeout(5*time.Second),
 		// Publishing while disconnected fails at once rather than
 		// buffering: the log is the buffer.
-		nats.ReconnectBufSize(-1))
+		nats.ReconnectBufSize(-1),
+		// Refused credentials are retried too: nats.go otherwise closes
+		// the connection for good at the second refusal, and every
+		// publish after it failed, "retrying", until Maestro was
+		// restarted, even once the server accepted them.
+		nats.IgnoreAuthErrorAbort())
 }
 
 // Dial connects to s.URL and fails at once when the server cannot be
@@ -62,7 +72,11 @@ func connect(s Settings, log *slog.Logger, opts ...nats.Option) (*Publisher, err
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	opts = append(opts, nats.Name("maestro-event-bus"))
+	p := &Publisher{s: s, log: log}
+	opts = append(opts, nats.Name("maestro-event-bus"),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { p.dialErr.Store(&err) }),
+		nats.ConnectHandler(func(*nats.Conn) { p.dialErr.Store(nil) }),
+		nats.ReconnectHandler(func(*nats.Conn) { p.dialErr.Store(nil) }))
 	if s.Token != "" {
 		opts = append(opts, nats.Token(s.Token))
 	}
@@ -71,14 +85,15 @@ func connect(s Settings, log *slog.Logger, opts ...nats.Option) (*Publisher, err
 	}
 	nc, err := nats.Connect(s.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to the event bus %s: %w", s.URL, err)
+		return nil, fmt.Errorf("connect to the event bus %s: %w", s.urlName(), connectError(s, err))
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("open JetStream on %s: %w", s.URL, err)
+		return nil, fmt.Errorf("open JetStream on %s: %w", s.Redacted(), err)
 	}
-	return &Publisher{nc: nc, js: js, s: s, log: log}, nil
+	p.nc, p.js = nc, js
+	return p, nil
 }
 
 // Close closes the connection.
@@ -147,10 +162,39 @@ func (p *Publisher) explain(err error) error {
 		return err
 	}
 	why := strings.ToLower(p.nc.Status().String())
-	if last := p.nc.LastError(); last != nil {
+	last := p.nc.LastError()
+	if isAuthError(last) {
+		return fmt.Errorf("%w %s: the server refused the credentials (%s: %v): %s", ErrNotConnected, p.s.urlName(), why, last, p.s.credentialsHint())
+	}
+	if last == nil {
+		if d := p.dialErr.Load(); d != nil {
+			last = *d
+		}
+	}
+	if last != nil {
 		why += ": " + last.Error()
 	}
-	return fmt.Errorf("%w %s: the server cannot be reached (%s)", ErrNotConnected, p.s.URL, why)
+	return fmt.Errorf("%w %s: the server cannot be reached (%s)", ErrNotConnected, p.s.urlName(), why)
+}
+
+// connectError is err, a failure to connect, with what to check: the
+// credentials the server refused, or the URL where no server answers.
+func connectError(s Settings, err error) error {
+	switch {
+	case isAuthError(err):
+		return fmt.Errorf("the server refused the credentials (%w): %s", err, s.credentialsHint())
+	case errors.Is(err, nats.ErrNoServers):
+		return fmt.Errorf("%w: is a NATS server running there?", err)
+	}
+	return err
+}
+
+// isAuthError tells whether err is the server refusing the connection's
+// credentials.
+func isAuthError(err error) bool {
+	return err != nil && (errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
+		errors.Is(err, nats.ErrAuthRevoked) || errors.Is(err, nats.ErrAccountAuthExpired) ||
+		strings.Contains(strings.ToLower(err.Error()), "authorization violation"))
 }
 
 // PublishRetry publishes until the event is acknowledged or ctx ends,

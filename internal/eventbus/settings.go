@@ -11,6 +11,7 @@ package eventbus
 
 import (
 	"cmp"
+	"net/url"
 	"strings"
 
 	"github.com/maestro-run/maestro/internal/config"
@@ -18,8 +19,13 @@ import (
 
 // Settings say where and how to publish.
 type Settings struct {
-	// URL is the NATS server; empty disables the bus.
+	// URL is the NATS server; empty disables the bus. It may carry
+	// credentials (user:password@, token@): messages show Redacted.
 	URL string
+	// URLFrom names where URL came from (an environment variable, or
+	// event_bus.url in config.yaml), for the messages that say it is
+	// wrong.
+	URLFrom string
 	// Token, User and Password authenticate to NATS (all optional).
 	Token, User, Password string
 	// CreateStream creates (or updates) the stream StreamName on
@@ -49,11 +55,19 @@ func FromEnv(getenv func(string) string, cfg config.EventBus) (Settings, bool) {
 		}
 	}
 	s := Settings{
-		URL:      cmp.Or(getenv("MAESTRO_EVENT_BUS_URL"), getenv("EVALOPS_NATS_URL"), getenv("NATS_URL"), cfg.URL),
 		Token:    cmp.Or(getenv("MAESTRO_EVENT_BUS_TOKEN"), getenv("NATS_TOKEN")),
 		User:     cmp.Or(getenv("MAESTRO_EVENT_BUS_USER"), getenv("NATS_USER")),
 		Password: cmp.Or(getenv("MAESTRO_EVENT_BUS_PASSWORD"), getenv("NATS_PASSWORD")),
 		Source:   cmp.Or(getenv("MAESTRO_EVENT_BUS_SOURCE"), cfg.Source, "maestro"),
+	}
+	for _, k := range []string{"MAESTRO_EVENT_BUS_URL", "EVALOPS_NATS_URL", "NATS_URL"} {
+		if v := getenv(k); v != "" {
+			s.URL, s.URLFrom = v, k
+			break
+		}
+	}
+	if s.URL == "" && cfg.URL != "" {
+		s.URL, s.URLFrom = cfg.URL, "event_bus.url in config.yaml"
 	}
 	switch strings.ToLower(getenv("MAESTRO_EVENT_BUS_CREATE_STREAM")) {
 	case "1", "true", "yes":
@@ -62,4 +76,50 @@ func FromEnv(getenv func(string) string, cfg config.EventBus) (Settings, bool) {
 		s.CreateStream = cfg.CreateStream
 	}
 	return s, s.URL != ""
+}
+
+// Redacted is URL as messages and logs show it: the credentials a
+// server's URL may carry (nats://user:password@host, nats://token@host)
+// masked, in each URL of a comma-separated list.
+func (s Settings) Redacted() string {
+	parts := strings.Split(s.URL, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil || u.User == nil {
+			if err != nil && strings.Contains(p, "@") {
+				parts[i] = "(a URL with credentials that does not parse)"
+			}
+			continue
+		}
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		} else {
+			u.User = url.User("xxxxx") // a token
+		}
+		parts[i] = u.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// urlName is how messages name the URL: the redacted URL and where it
+// came from.
+func (s Settings) urlName() string {
+	if s.URLFrom == "" {
+		return s.Redacted()
+	}
+	return s.Redacted() + " (" + s.URLFrom + ")"
+}
+
+// credentialsHint says which settings gave the credentials the server
+// refused, or that none were given.
+func (s Settings) credentialsHint() string {
+	switch {
+	case s.Token != "":
+		return "check the token (MAESTRO_EVENT_BUS_TOKEN, else NATS_TOKEN)"
+	case s.User != "":
+		return "check MAESTRO_EVENT_BUS_USER and MAESTRO_EVENT_BUS_PASSWORD (else NATS_USER, NATS_PASSWORD)"
+	case strings.Contains(s.URL, "@"):
+		return "check the credentials in " + cmp.Or(s.URLFrom, "the URL")
+	}
+	return "none were given: set MAESTRO_EVENT_BUS_TOKEN, or MAESTRO_EVENT_BUS_USER and MAESTRO_EVENT_BUS_PASSWORD"
 }

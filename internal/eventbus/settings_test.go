@@ -41,6 +41,11 @@ func TestFromEnv(t *testing.T) {
 			if s.URL != tc.url || s.Source != tc.source || s.CreateStream != tc.create || s.User != tc.user {
 				t.Errorf("settings %+v, want url %s source %s create %v user %q", s, tc.url, tc.source, tc.create, tc.user)
 			}
+			// Where the URL came from, for the messages that say it is wrong.
+			if want := map[string]string{"nats://a:1": "MAESTRO_EVENT_BUS_URL", "nats://b:1": "EVALOPS_NATS_URL",
+				"nats://config:4222": "event_bus.url in config.yaml"}[s.URL]; s.URLFrom != want {
+				t.Errorf("URLFrom %q, want %q", s.URLFrom, want)
+			}
 		})
 	}
 }

@@ -25,6 +25,9 @@ type Server struct {
 	dir  string
 	port int
 	srv  *server.Server
+	// user and password, when set, are the only login the server
+	// accepts (RequireAuth).
+	user, password string
 }
 
 // Start starts a NATS server with JetStream on a free loopback port,
@@ -52,9 +55,7 @@ func (s *Server) Stop() {
 // Restart starts the server (again) on its port with its store.
 func (s *Server) Restart() {
 	s.t.Helper()
-	srv, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: s.port, JetStream: true, StoreDir: s.dir, NoLog: true, NoSigs: true,
-	})
+	srv, err := server.NewServer(s.options())
 	if err != nil {
 		s.t.Fatalf("start NATS: %v", err)
 	}
@@ -65,6 +66,25 @@ func (s *Server) Restart() {
 	s.srv = srv
 	if s.port == -1 {
 		s.port = srv.Addr().(*net.TCPAddr).Port
+	}
+}
+
+func (s *Server) options() *server.Options {
+	return &server.Options{
+		Host: "127.0.0.1", Port: s.port, JetStream: true, StoreDir: s.dir, NoLog: true, NoSigs: true,
+		Username: s.user, Password: s.password,
+	}
+}
+
+// RequireAuth makes the running server accept only clients that log in
+// as user with password, from now on, as an operator's configuration
+// reload does (called again: the login changes). The Server's own
+// reads (Wait, Messages, ConfigureStream) log in with them.
+func (s *Server) RequireAuth(user, password string) {
+	s.t.Helper()
+	s.user, s.password = user, password
+	if err := s.srv.ReloadOptions(s.options()); err != nil {
+		s.t.Fatalf("reload NATS with a login: %v", err)
 	}
 }
 
@@ -91,7 +111,11 @@ func (s *Server) ConfigureStream(set func(*jetstream.StreamConfig)) {
 
 func (s *Server) connect() (*nats.Conn, jetstream.JetStream) {
 	s.t.Helper()
-	nc, err := nats.Connect(s.URL(), nats.Timeout(5*time.Second))
+	opts := []nats.Option{nats.Timeout(5 * time.Second)}
+	if s.user != "" {
+		opts = append(opts, nats.UserInfo(s.user, s.password))
+	}
+	nc, err := nats.Connect(s.URL(), opts...)
 	if err != nil {
 		s.t.Fatalf("connect to NATS: %v", err)
 	}

@@ -1,0 +1,121 @@
+package eventbus_test
+
+import (
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/eventbus"
+	"github.com/maestro-run/maestro/internal/eventbus/bustest"
+	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/store/sqlite"
+)
+
+// lines is a log writer that hands each line to a channel.
+type lines chan string
+
+func (l lines) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		select {
+		case l <- line:
+		default: // nobody reads so many
+		}
+	}
+	return len(p), nil
+}
+
+// A NATS server that refuses Maestro's credentials: events smoke and a
+// serve's bus say so (before: a serve said nothing until a job ran, then
+// "the server cannot be reached"), name the settings that gave them and
+// never show the password; the bus keeps trying, so its events go out
+// once the server accepts the credentials (nats.go alone closed the
+// connection for good at the second refusal, and the bus went on
+// "retrying" on it).
+func TestRefusedCredentials(t *testing.T) {
+	ctx := t.Context()
+	srv := bustest.Start(t)
+	srv.CreateStream()
+	srv.RequireAuth("alice", "right-pw")
+
+	for _, tc := range []struct {
+		s    eventbus.Settings
+		hint string
+	}{
+		{eventbus.Settings{URL: srv.URL(), URLFrom: "MAESTRO_EVENT_BUS_URL", User: "alice", Password: "wrong-pw", Source: "maestro-test"},
+			"MAESTRO_EVENT_BUS_PASSWORD"},
+		{eventbus.Settings{URL: strings.Replace(srv.URL(), "nats://", "nats://alice:wrong-pw@", 1), URLFrom: "NATS_URL", Source: "maestro-test"},
+			"credentials in NATS_URL"},
+		{eventbus.Settings{URL: srv.URL(), URLFrom: "MAESTRO_EVENT_BUS_URL", Source: "maestro-test"},
+			"none were given: set MAESTRO_EVENT_BUS_TOKEN"},
+	} {
+		_, err := eventbus.Smoke(ctx, tc.s, eventbus.Correlation{}, 10*time.Second)
+		if err == nil || !strings.Contains(err.Error(), "refused the credentials") || !strings.Contains(err.Error(), tc.hint) ||
+			strings.Contains(err.Error(), "wrong-pw") {
+			t.Errorf("events smoke: %v, want the server refused the credentials, %q, no password", err, tc.hint)
+		}
+	}
+
+	logs := make(lines, 100)
+	b, err := eventbus.Open(eventbus.Options{
+		Settings: eventbus.Settings{URL: srv.URL(), URLFrom: "MAESTRO_EVENT_BUS_URL", User: "alice", Password: "wrong-pw",
+			CreateStream: true, Source: "maestro-test"},
+		Logger: slog.New(slog.NewTextHandler(logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	timeout := time.After(30 * time.Second)
+	for said := false; !said; {
+		select {
+		case line := <-logs:
+			t.Log(line)
+			if strings.Contains(line, "wrong-pw") {
+				t.Errorf("the log shows the password: %s", line)
+			}
+			said = strings.Contains(line, "not connected") && strings.Contains(line, "refused the credentials") &&
+				strings.Contains(line, "MAESTRO_EVENT_BUS_USER and MAESTRO_EVENT_BUS_PASSWORD")
+		case <-timeout:
+			t.Fatal("the bus did not say within 30s that the server refused its credentials")
+		}
+	}
+
+	// The operator gives alice the password Maestro has: the job's
+	// events go out, without a restart.
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "maestro.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	_, job, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "t", Piece: "noop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Cancel(ctx, job.ID, "not needed"); err != nil {
+		t.Fatal(err)
+	}
+	go b.FollowJobs(ctx, st, filepath.Join(t.TempDir(), "jobs.json"), time.Hour)
+	srv.RequireAuth("alice", "wrong-pw")
+	if got := types(srv.Wait(2)); strings.Join(got, " ") != eventbus.TypeJobQueued+" "+eventbus.TypeJobCancelled {
+		t.Errorf("published %q", got)
+	}
+}
+
+// Messages and the smoke's output never show the credentials a URL
+// carries.
+func TestSettingsRedacted(t *testing.T) {
+	for in, want := range map[string]string{
+		"nats://127.0.0.1:4222":                   "nats://127.0.0.1:4222",
+		"nats://alice:s3cret@127.0.0.1:4222":      "nats://alice:xxxxx@127.0.0.1:4222",
+		"nats://t0ken@127.0.0.1:4222":             "nats://xxxxx@127.0.0.1:4222",
+		"nats://a:p1@h1:4222,nats://a:p2@h2:4222": "nats://a:xxxxx@h1:4222,nats://a:xxxxx@h2:4222",
+		"127.0.0.1:4222":                          "127.0.0.1:4222",
+		"nats://alice:s3cret%zz@127.0.0.1:4222":   "(a URL with credentials that does not parse)",
+	} {
+		if got := (eventbus.Settings{URL: in}).Redacted(); got != want {
+			t.Errorf("Redacted(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
