@@ -119,3 +119,24 @@ func TestSettingsRedacted(t *testing.T) {
 		}
 	}
 }
+
+// A source that is no URI reference (MAESTRO_EVENT_BUS_SOURCE=bad%zz)
+// is refused when the bus opens, naming the variable: before, the bus
+// opened and skipped every event for good, one error line each, since
+// none could be encoded.
+func TestBadSourceRefusedAtOpen(t *testing.T) {
+	srv := bustest.Start(t)
+	s := eventbus.Settings{URL: srv.URL(), CreateStream: true, Source: "bad%zz"}
+	b, err := eventbus.Open(eventbus.Options{Settings: s})
+	if err == nil {
+		b.Close()
+		t.Fatal("Open with source bad%zz: no error")
+	}
+	if !strings.Contains(err.Error(), "MAESTRO_EVENT_BUS_SOURCE") {
+		t.Errorf("Open: %v, want it to name MAESTRO_EVENT_BUS_SOURCE", err)
+	}
+	if _, err := eventbus.Smoke(t.Context(), s, eventbus.Correlation{}, 10*time.Second); err == nil ||
+		!strings.Contains(err.Error(), "MAESTRO_EVENT_BUS_SOURCE") {
+		t.Errorf("Smoke: %v, want it to name MAESTRO_EVENT_BUS_SOURCE", err)
+	}
+}

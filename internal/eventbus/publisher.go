@@ -72,6 +72,11 @@ func connect(s Settings, log *slog.Logger, opts ...nats.Option) (*Publisher, err
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	// A source that is no URI reference would make every event fail to
+	// encode, each skipped for good: refused before anything is read.
+	if err := checkSource(s.Source); err != nil {
+		return nil, fmt.Errorf("the event bus source %q (MAESTRO_EVENT_BUS_SOURCE, else event_bus.source) is not a URI reference: %w", s.Source, err)
+	}
 	p := &Publisher{s: s, log: log}
 	opts = append(opts, nats.Name("maestro-event-bus"),
 		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { p.dialErr.Store(&err) }),
