@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/maestro-run/maestro/internal/eventbus"
 	"github.com/maestro-run/maestro/internal/eventbus/bustest"
 	"github.com/maestro-run/maestro/internal/store"
@@ -138,5 +140,28 @@ func TestBadSourceRefusedAtOpen(t *testing.T) {
 	if _, err := eventbus.Smoke(t.Context(), s, eventbus.Correlation{}, 10*time.Second); err == nil ||
 		!strings.Contains(err.Error(), "MAESTRO_EVENT_BUS_SOURCE") {
 		t.Errorf("Smoke: %v, want it to name MAESTRO_EVENT_BUS_SOURCE", err)
+	}
+}
+
+// --event-bus-create-stream creates the stream when there is none, and
+// leaves the platform's own stream as it is: before, it updated it to
+// Maestro's settings, dropping the platform's limits (age, count), its
+// duplicate window and its description.
+func TestCreateStreamKeepsAnExistingStream(t *testing.T) {
+	srv := bustest.Start(t)
+	srv.ConfigureStream(func(c *jetstream.StreamConfig) {
+		c.Description, c.MaxAge, c.MaxMsgs, c.Duplicates = "platform-owned", 24*time.Hour, 5000, 2*time.Minute
+	})
+	s := eventbus.Settings{URL: srv.URL(), CreateStream: true, Source: "maestro-test"}
+	if _, err := eventbus.Smoke(t.Context(), s, eventbus.Correlation{}, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c := srv.StreamConfig()
+	if c.Description != "platform-owned" || c.MaxAge != 24*time.Hour || c.MaxMsgs != 5000 || c.Duplicates != 2*time.Minute {
+		t.Errorf("the platform's stream was changed: description %q, max age %s, max msgs %d, duplicates %s",
+			c.Description, c.MaxAge, c.MaxMsgs, c.Duplicates)
+	}
+	if n := len(srv.Messages()); n != 1 {
+		t.Errorf("%d messages, want the smoke's one", n)
 	}
 }

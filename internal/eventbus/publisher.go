@@ -114,12 +114,19 @@ func (p *Publisher) ensureStream(ctx context.Context) error {
 	if p.stream {
 		return nil
 	}
-	info, err := p.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	info, err := p.js.CreateStream(ctx, jetstream.StreamConfig{
 		Name:       StreamName,
 		Subjects:   []string{StreamSubjects},
 		Storage:    jetstream.FileStorage,
 		Duplicates: 10 * time.Minute,
 	})
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		// The stream exists with other settings (the platform's, with
+		// its limits and retention): used as it is, never changed. An
+		// update reset them to these (no age or size limit, the
+		// description gone).
+		info, err = p.js.Stream(ctx, StreamName)
+	}
 	if err != nil {
 		return fmt.Errorf("create stream %s on %s: %w", StreamName, StreamSubjects, err)
 	}

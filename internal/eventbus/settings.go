@@ -28,9 +28,10 @@ type Settings struct {
 	URLFrom string
 	// Token, User and Password authenticate to NATS (all optional).
 	Token, User, Password string
-	// CreateStream creates (or updates) the stream StreamName on
-	// StreamSubjects before publishing; otherwise the stream is expected
-	// to exist (the platform owns it).
+	// CreateStream creates the stream StreamName on StreamSubjects
+	// before publishing when it does not exist (one that exists is used
+	// as it is); otherwise the stream is expected to exist (the platform
+	// owns it).
 	CreateStream bool
 	// Source is the CloudEvents source attribute (default "maestro").
 	Source string

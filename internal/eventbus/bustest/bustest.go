@@ -109,6 +109,20 @@ func (s *Server) ConfigureStream(set func(*jetstream.StreamConfig)) {
 	}
 }
 
+// StreamConfig is the configuration of the stream MAESTRO.
+func (s *Server) StreamConfig() jetstream.StreamConfig {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nc, js := s.connect()
+	defer nc.Close()
+	st, err := js.Stream(ctx, "MAESTRO")
+	if err != nil {
+		s.t.Fatalf("stream MAESTRO: %v", err)
+	}
+	return st.CachedInfo().Config
+}
+
 func (s *Server) connect() (*nats.Conn, jetstream.JetStream) {
 	s.t.Helper()
 	opts := []nats.Option{nats.Timeout(5 * time.Second)}
