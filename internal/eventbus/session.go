@@ -62,6 +62,9 @@ type sessionState struct {
 type closeMark struct {
 	Cursor int64  `json:"cursor"`
 	Reason string `json:"reason"`
+	// Time is when the session closed: the closed event's time,
+	// whenever it is published (NATS may be down for hours).
+	Time time.Time `json:"time,omitzero"`
 }
 
 // Follower publishes one session's log as it grows.
@@ -114,7 +117,7 @@ func (b *Bus) follow(f *Follower) *Follower {
 // waits up to Options.CloseWait for them to be published. Events not
 // published by then stay in the log for Bus.CatchUp.
 func (f *Follower) Close(cursor int64, reason string) {
-	if err := writeJSON(filepath.Join(f.dir, closeFile), closeMark{Cursor: cursor, Reason: reason}); err != nil {
+	if err := writeJSON(filepath.Join(f.dir, closeFile), closeMark{Cursor: cursor, Reason: reason, Time: time.Now().UTC()}); err != nil {
 		f.b.log.Warn("event bus: record the session's close", "session", f.meta.ID, "err", err)
 	}
 	select {
@@ -402,9 +405,12 @@ func (f *Follower) publishClose(ctx context.Context, st *sessionState, stPath st
 		return err
 	}
 	if st.Closed < m.Cursor {
+		if m.Time.IsZero() { // a mark written before marks had a time
+			m.Time = time.Now().UTC()
+		}
 		ev := Event{
 			ID:   f.meta.ID + "." + strconv.FormatInt(m.Cursor, 10) + ".closed",
-			Type: TypeSessionClosed, Time: time.Now().UTC(),
+			Type: TypeSessionClosed, Time: m.Time,
 			Data: f.sessionData("closed", map[string]any{"close_reason": closeReason(m.Reason)}),
 		}
 		if m.Reason == ReasonSuspended {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/maestro-run/maestro/internal/eventbus"
 	"github.com/maestro-run/maestro/internal/eventbus/bustest"
@@ -272,5 +273,45 @@ func TestLongRecordsArePublished(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("published:\n got %q\nwant %q", got, want)
+	}
+}
+
+// A session closed while NATS is down, by a process that ended before
+// NATS came back: its closed event, published by the next process, says
+// when the session closed, not when it was published (a consumer
+// computes durations from it).
+func TestClosedEventTimeIsTheClose(t *testing.T) {
+	srv := bustest.Start(t)
+	srv.CreateStream()
+	b, err := eventbus.Open(eventbus.Options{
+		Settings:  eventbus.Settings{URL: srv.URL(), Source: "maestro-test"},
+		Logger:    slog.New(slog.NewTextHandler(t.Output(), nil)),
+		CloseWait: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	s, err := session.NewStore(dir).Create(session.Meta{Provider: "replay", Model: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := b.FollowSession(s.Dir(), s.Meta())
+	s.Event(protocol.Ready{ProtocolVersion: "2026-04-02", SessionID: ptr(s.ID())})
+	srv.Wait(1)
+	srv.Stop()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close(s.Cursor(), "completed")
+	closedBy := time.Now()
+	b.Close() // the process ends
+	srv.Restart()
+	if err := newBus(t, srv, eventbus.Correlation{}, false).CatchUp(t.Context(), dir); err != nil {
+		t.Fatal(err)
+	}
+	msgs := srv.Wait(2)
+	if ev := msgs[1].Event; ev.Type() != eventbus.TypeSessionClosed || ev.Time().After(closedBy) {
+		t.Errorf("%s at %s, want the session's close, before %s (the next process published it)", ev.Type(), ev.Time(), closedBy)
 	}
 }
