@@ -70,9 +70,13 @@ func FromEnv(getenv func(string) string, cfg config.EventBus) (Settings, bool) {
 	if s.URL == "" && cfg.URL != "" {
 		s.URL, s.URLFrom = cfg.URL, "event_bus.url in config.yaml"
 	}
-	switch strings.ToLower(getenv("MAESTRO_EVENT_BUS_CREATE_STREAM")) {
-	case "1", "true", "yes":
+	// The variable overrides the configuration both ways, and takes the
+	// spellings MAESTRO_EVENT_BUS does.
+	switch strings.ToLower(strings.TrimSpace(getenv("MAESTRO_EVENT_BUS_CREATE_STREAM"))) {
+	case "1", "true", "yes", "on":
 		s.CreateStream = true
+	case "0", "false", "no", "off":
+		s.CreateStream = false
 	default:
 		s.CreateStream = cfg.CreateStream
 	}

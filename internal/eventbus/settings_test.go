@@ -27,6 +27,9 @@ func TestFromEnv(t *testing.T) {
 		{name: "MAESTRO_EVENT_BUS=0", env: map[string]string{"MAESTRO_EVENT_BUS_URL": "nats://a:1", "MAESTRO_EVENT_BUS": "0"}, on: false},
 		{name: "MAESTRO_EVENT_BUS=false over config", env: map[string]string{"MAESTRO_EVENT_BUS": "false"}, cfg: cfg, on: false},
 		{name: "MAESTRO_AUDIT_BUS=false", env: map[string]string{"MAESTRO_EVENT_BUS_URL": "nats://a:1", "MAESTRO_AUDIT_BUS": "FALSE"}, on: false},
+		{name: "create stream on", env: map[string]string{"MAESTRO_EVENT_BUS_URL": "nats://a:1", "MAESTRO_EVENT_BUS_CREATE_STREAM": "on"}, on: true, url: "nats://a:1", source: "maestro", create: true},
+		{name: "create stream 0 over config", env: map[string]string{"MAESTRO_EVENT_BUS_CREATE_STREAM": "0"}, cfg: config.EventBus{URL: "nats://config:4222", CreateStream: true}, on: true, url: "nats://config:4222", source: "maestro", create: false},
+		{name: "create stream from config", cfg: config.EventBus{URL: "nats://config:4222", CreateStream: true}, on: true, url: "nats://config:4222", source: "maestro", create: true},
 		{name: "create stream and auth", env: map[string]string{"MAESTRO_EVENT_BUS_URL": "nats://a:1", "MAESTRO_EVENT_BUS_CREATE_STREAM": "1", "NATS_USER": "u"}, on: true, url: "nats://a:1", source: "maestro", create: true, user: "u"},
 	}
 	for _, tc := range tests {
