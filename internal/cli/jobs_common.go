@@ -59,12 +59,26 @@ func openJobStore(ctx context.Context, io *IOStreams, db, dataDir string) (store
 	}
 }
 
-// redactURL is the URL u with its password replaced by xxxxx.
+// redactURL is the URL u with its passwords replaced by xxxxx: the
+// user info's, and the query parameters a libpq URL may carry one in
+// (password, sslpassword: postgres://u@h/db?password=…).
 func redactURL(u string) string {
-	if p, err := url.Parse(u); err == nil {
-		return p.Redacted()
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(a malformed URL)"
 	}
-	return "(a malformed URL)"
+	if q := p.Query(); q.Has("password") || q.Has("sslpassword") {
+		var kept []string
+		for _, kv := range strings.Split(p.RawQuery, "&") {
+			k, _, _ := strings.Cut(kv, "=")
+			if k, err := url.QueryUnescape(k); err == nil && (k == "password" || k == "sslpassword") {
+				kv = k + "=xxxxx"
+			}
+			kept = append(kept, kv)
+		}
+		p.RawQuery = strings.Join(kept, "&")
+	}
+	return p.Redacted()
 }
 
 // jobProcess is what a job-running command (serve, worker) starts with:

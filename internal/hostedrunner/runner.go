@@ -395,13 +395,28 @@ func (r *Runner) SetAttach(a Attach) {
 	}
 }
 
+// IdleTimeout closes a keep-alive connection that sends no request for
+// that long (maestro serve's value). Without it, a client that asked one
+// question on an open route (/healthz needs no token) could keep the
+// connection, its goroutine and its descriptor for ever, and enough of
+// them would leave the runner unable to accept or open a file.
+const IdleTimeout = 2 * time.Minute
+
+// newHTTPServer is the runner's HTTP server: headers within 10 s, idle
+// keep-alive connections closed after IdleTimeout, no write timeout (it
+// would cut the event streams; the attach handler bounds each write).
+func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: IdleTimeout,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+}
+
 // Serve serves the runner's HTTP surface (Handler) on ln until ctx ends,
 // stop is closed (the process's stdin ended), the server fails, or a
 // signal arrives, which drains the runner first (reason process_shutdown, as a pod's SIGTERM). It then
 // closes the runner (the session log saved), the session API and the
 // server (within 5 s), and returns what failed.
 func (r *Runner) Serve(ctx context.Context, ln net.Listener, attach interface{ Close() }, signals <-chan os.Signal, stop <-chan struct{}) error {
-	srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(r.log.Handler(), slog.LevelWarn)}
+	srv := newHTTPServer(r.Handler(), r.log)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	var serveErr error

@@ -25,10 +25,12 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -277,7 +279,11 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 				h.Set(k, os.Expand(v, s.m.o.Getenv))
 			}
 			c := *hc
-			c.Transport = headerTransport{base: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), h: h}
+			origin, err := url.Parse(s.cfg.URL)
+			if err != nil {
+				return nil, fmt.Errorf("connect to MCP server %s: %w", s.slug, err)
+			}
+			c.Transport = headerTransport{base: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), h: h, origin: origin}
 			hc = &c
 		}
 		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: 1}
@@ -422,18 +428,42 @@ func (m *Manager) report(msg string) {
 	}
 }
 
-// headerTransport adds the configured headers to every request.
+// headerTransport adds the configured headers to every request sent to
+// the configured URL's origin. They are credentials for that server: a
+// request a redirect sends elsewhere goes without them (as a browser drops
+// Authorization on a cross-origin redirect; Go's client would drop only
+// Authorization, and only from the request's own headers, never from
+// these).
 type headerTransport struct {
-	base http.RoundTripper
-	h    http.Header
+	base   http.RoundTripper
+	h      http.Header
+	origin *url.URL
 }
 
 func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if !sameOrigin(r.URL, t.origin) {
+		return t.base.RoundTrip(r)
+	}
 	r = r.Clone(r.Context())
 	for k, v := range t.h {
 		r.Header[k] = v
 	}
 	return t.base.RoundTrip(r)
+}
+
+// sameOrigin reports whether a and b have the same scheme, host and port
+// (default ports implied).
+func sameOrigin(a, b *url.URL) bool {
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		if strings.EqualFold(u.Scheme, "https") {
+			return "443"
+		}
+		return "80"
+	}
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
 }
 
 // capped writes up to left bytes to w, then discards the rest (a server

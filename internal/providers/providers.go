@@ -282,7 +282,7 @@ func (o Options) client(p config.Provider) *http.Client {
 	if !p.ManagedGateway {
 		return o.HTTPClient
 	}
-	c := http.Client{}
+	c := http.Client{CheckRedirect: llm.SameOriginRedirect}
 	if o.HTTPClient != nil {
 		c = *o.HTTPClient
 	}

@@ -126,13 +126,16 @@ func (o WebOptions) fetch(ctx context.Context, in WebFetchInput) Result {
 		return Errorf("WebFetch: %s answered HTTP %d %s: %s", resp.url, resp.status, http.StatusText(resp.status), workspace.Excerpt(string(resp.body)))
 	}
 	var text string
+	htmlCut := false
 	switch {
 	case resp.contentType == "text/html" || resp.contentType == "application/xhtml+xml" || resp.contentType == "" && looksLikeHTML(resp.body):
-		md, err := htmltomarkdown.ConvertString(string(resp.body), converter.WithDomain(resp.url))
+		page, cut := htmlForConversion(resp.body, MaxHTMLConvert)
+		md, err := htmltomarkdown.ConvertString(string(page), converter.WithDomain(resp.url))
 		if err != nil {
 			return Errorf("WebFetch: convert %s to markdown: %s", resp.url, workspace.Excerpt(err.Error()))
 		}
 		text = md
+		htmlCut = cut
 	case isTextType(resp.contentType) || resp.contentType == "" && utf8.Valid(resp.body):
 		text = string(resp.body)
 	default:
@@ -160,6 +163,9 @@ func (o WebOptions) fetch(ctx context.Context, in WebFetchInput) Result {
 		fmt.Fprintf(&b, "\n\n[Maestro: truncated to the first %d of %d characters.]", utf8.RuneCountInString(text[:cut]), n)
 	} else {
 		b.WriteString(text)
+	}
+	if htmlCut {
+		fmt.Fprintf(&b, "\n\n[Maestro: the page has more than %d bytes of HTML (scripts and styles left out); only its beginning was converted.]", MaxHTMLConvert)
 	}
 	if resp.truncated {
 		fmt.Fprintf(&b, "\n\n[Maestro: the page is larger than %d bytes; only its beginning was read.]", o.Guard.MaxBytes())
