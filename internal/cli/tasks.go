@@ -106,7 +106,21 @@ its questions with comments, cancel or retry it.
 
 The server is --server, else $MAESTRO_SERVER, else ` + defaultServer + `; the token is
 --token, else $MAESTRO_API_TOKEN (needed when the server requires one).`,
-		Args: cobra.NoArgs,
+		// Runnable, so that an unknown subcommand is a usage error (exit 2)
+		// rather than this help and exit 0, which a script takes for success.
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			var names []string
+			for _, c := range cmd.Commands() {
+				if c.IsAvailableCommand() {
+					names = append(names, c.Name())
+				}
+			}
+			return usageErr("unknown command %q for %q: expected one of %s", args[0], cmd.CommandPath(), strings.Join(names, ", "))
+		},
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&o.server, "server", "", "API base URL (default $MAESTRO_SERVER or "+defaultServer+")")
@@ -215,23 +229,38 @@ input/ directory before its job starts (the piece reads them from there).
 
 func newTasksListCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 	var limit int
+	var before int64
 	var tq client.TaskQuery
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List tasks, newest first",
-		Args:  cobra.NoArgs,
+		Long: `List tasks, newest first: --limit of them (20 by default). When more match,
+the next page's command is printed on standard error (--before the last id
+shown, with the same filters); with --json the answer's next_before is that id.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 1 || limit > 1000 {
+				return usageErr("--limit %d: expected 1-1000", limit)
+			}
+			if before < 0 {
+				return usageErr("--before %d: expected a task id (a positive number)", before)
+			}
 			c, err := o.client(io)
 			if err != nil {
 				return err
 			}
-			out, err := c.FindTasks(cmd.Context(), tq, client.Page{Limit: limit})
+			out, err := c.FindTasks(cmd.Context(), tq, client.Page{Limit: limit, Before: before})
 			if err != nil {
 				return failErr(err)
 			}
 			if o.json {
 				return printJSON(io, out)
 			}
+			defer func() {
+				if out.NextBefore != 0 {
+					fmt.Fprintf(io.ErrOut, "more tasks: %s\n", nextListCommand(cmd, out.NextBefore))
+				}
+			}()
 			tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tSTATE\tPIECE\tRUNS ON\tCOST\tCREATED\tTITLE")
 			for _, t := range out.Tasks {
@@ -241,11 +270,32 @@ func newTasksListCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().IntVar(&limit, "limit", 20, "how many tasks (at most 1000)")
+	cmd.Flags().IntVar(&limit, "limit", 20, "how many tasks (1-1000)")
+	cmd.Flags().Int64Var(&before, "before", 0, "only tasks older than this id (the next page: the last id shown)")
 	cmd.Flags().StringVar(&tq.Owner, "owner", "", "only tasks of this owner")
 	cmd.Flags().StringVar(&tq.State, "state", "", "only tasks whose latest job is in one of these states (comma-separated, e.g. queued,running)")
 	cmd.Flags().StringVar(&tq.Search, "search", "", "only tasks whose title or body contains this text (ignoring case), or whose id it is")
 	return cmd
+}
+
+// nextListCommand is the `tasks list` that shows the page after this
+// one: the flags given (never --token), with --before set to next.
+func nextListCommand(cmd *cobra.Command, next int64) string {
+	args := []string{cmd.CommandPath()}
+	for _, name := range []string{"server", "owner", "state", "search", "limit"} {
+		if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
+			args = append(args, "--"+name, shellQuote(f.Value.String()))
+		}
+	}
+	return strings.Join(append(args, "--before", strconv.FormatInt(next, 10)), " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.,:/=@+") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func orDash(s string) string {
@@ -568,19 +618,20 @@ and renamed when complete, so an interrupted download leaves no partial file.`,
 			if err != nil {
 				return failErr(fmt.Errorf("task %d: %w", id, err))
 			}
-			if len(sel) == 0 {
-				fmt.Fprintf(ios.ErrOut, "task %d has no deliverables yet (output/ is empty)\n", id)
-				return nil
-			}
 			if outDir == "" {
 				outDir = fmt.Sprintf("task-%d", id)
 			}
+			if len(sel) == 0 {
+				fmt.Fprintf(ios.ErrOut, "task %d has no deliverables yet (output/ is empty)\n", id)
+				if o.json {
+					// A script reading the answer gets one, with no file.
+					printJSON(ios, downloaded{Dir: outDir, Files: []api.Deliverable{}})
+				}
+				return nil
+			}
 			written, err := download(ctx, c, id, sel, outDir, force)
 			if o.json {
-				printJSON(ios, struct {
-					Dir   string            `json:"dir"`
-					Files []api.Deliverable `json:"files"`
-				}{outDir, written})
+				printJSON(ios, downloaded{Dir: outDir, Files: append([]api.Deliverable{}, written...)})
 			} else {
 				var total int64
 				for _, f := range written {
@@ -600,6 +651,13 @@ and renamed when complete, so an interrupted download leaves no partial file.`,
 	cmd.Flags().StringVarP(&outDir, "output", "o", "", "directory to write into (default ./task-ID/)")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite existing files")
 	return cmd
+}
+
+// downloaded is what `tasks download --json` prints: the directory and
+// the files written into it ([] when none).
+type downloaded struct {
+	Dir   string            `json:"dir"`
+	Files []api.Deliverable `json:"files"`
 }
 
 // selectDeliverables checks every listed path and keeps those the

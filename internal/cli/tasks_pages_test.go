@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// An unknown `tasks` subcommand is a usage error: it printed the group's
+// help and exited 0, so `maestro tasks get 12 && …` went on as if it had
+// worked.
+func TestTasksUnknownSubcommand(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := runTasksCLI(t, map[string]string{}, "tasks", "get", "12")
+	if code != ExitUsage || !strings.Contains(errOut, `unknown command "get" for "maestro tasks"`) || !strings.Contains(errOut, "show") {
+		t.Fatalf("tasks get 12: exit %d, want %d naming the command and the valid ones\n%s\n%s", code, ExitUsage, out, errOut)
+	}
+	// The group alone still teaches.
+	code, out, errOut = runTasksCLI(t, map[string]string{}, "tasks")
+	if code != 0 || !strings.Contains(out, "Available Commands:") {
+		t.Fatalf("tasks: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// fakeTaskList serves GET /api/v1/tasks over ids n..1 (newest first) with
+// the server's paging (limit, before, next_before) and records the
+// queries it was sent.
+func fakeTaskList(t *testing.T, n int64) (*httptest.Server, func() []string) {
+	var mu sync.Mutex
+	var queries []string
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/tasks" {
+			http.NotFound(w, r)
+			return
+		}
+		mu.Lock()
+		queries = append(queries, r.URL.RawQuery)
+		mu.Unlock()
+		var limit, before int64
+		fmt.Sscan(r.URL.Query().Get("limit"), &limit)
+		fmt.Sscan(r.URL.Query().Get("before"), &before)
+		if before == 0 {
+			before = n + 1
+		}
+		var tasks []string
+		last := int64(0)
+		for id := before - 1; id >= 1 && int64(len(tasks)) < limit; id-- {
+			tasks = append(tasks, fmt.Sprintf(`{"id":%d,"title":"task %d","created_at":"2026-11-27T10:00:00Z","updated_at":"2026-11-27T10:00:00Z"}`, id, id))
+			last = id
+		}
+		next := ""
+		if int64(len(tasks)) == limit && last > 1 {
+			next = fmt.Sprintf(`,"next_before":%d`, last)
+		}
+		fmt.Fprintf(w, `{"tasks":[%s]%s}`, strings.Join(tasks, ","), next)
+	}))
+	t.Cleanup(ts.Close)
+	return ts, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), queries...)
+	}
+}
+
+// `tasks list` showed the newest --limit tasks and nothing else: no word
+// that more matched, and no flag to see them (the API's next_before had
+// no counterpart), so a team with 21 tasks saw 20 and believed it.
+func TestTasksListPages(t *testing.T) {
+	t.Parallel()
+	ts, queries := fakeTaskList(t, 5)
+	env := map[string]string{}
+	code, out, errOut := runTasksCLI(t, env, "tasks", "list", "--server", ts.URL, "--token", "s3cret", "--limit", "2", "--state", "failed,queued")
+	want := "more tasks: maestro tasks list --server " + ts.URL + " --state failed,queued --limit 2 --before 4"
+	if code != 0 || !strings.Contains(out, "task 5") || !strings.Contains(out, "task 4") || strings.Contains(out, "task 3") ||
+		!strings.Contains(errOut, want) {
+		t.Fatalf("list --limit 2: exit %d, want the 2 newest and %q on stderr\n%s\n%s", code, want, out, errOut)
+	}
+	if strings.Contains(errOut, "s3cret") {
+		t.Fatalf("the next page's command repeats the token: %s", errOut)
+	}
+	// The command printed shows the next page, and the last one says
+	// nothing more.
+	code, out, errOut = runTasksCLI(t, env, "tasks", "list", "--server", ts.URL, "--limit", "2", "--before", "4")
+	if code != 0 || !strings.Contains(out, "task 3") || !strings.Contains(out, "task 2") || strings.Contains(out, "task 4") ||
+		!strings.Contains(errOut, "--before 2") {
+		t.Fatalf("list --before 4: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = runTasksCLI(t, env, "tasks", "list", "--server", ts.URL, "--limit", "2", "--before", "2")
+	if code != 0 || !strings.Contains(out, "task 1") || errOut != "" {
+		t.Fatalf("list --before 2 (the last page): exit %d, want no hint\n%s\n%s", code, out, errOut)
+	}
+	if q := queries(); len(q) != 3 || !strings.Contains(q[1], "before=4") {
+		t.Fatalf("queries sent: %q", q)
+	}
+	// --json keeps the API's answer (next_before) and stdout clean.
+	code, out, errOut = runTasksCLI(t, env, "tasks", "list", "--server", ts.URL, "--limit", "2", "--json")
+	var list struct {
+		NextBefore int64 `json:"next_before"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || list.NextBefore != 4 {
+		t.Fatalf("list --json: exit %d\n%s\n%s", code, out, errOut)
+	}
+	// A limit out of range is the command's usage error, not the server's.
+	for _, limit := range []string{"0", "-1", "1001"} {
+		code, _, errOut = runTasksCLI(t, env, "tasks", "list", "--server", ts.URL, "--limit", limit)
+		if code != ExitUsage || !strings.Contains(errOut, "expected 1-1000") {
+			t.Fatalf("list --limit %s: exit %d\n%s", limit, code, errOut)
+		}
+	}
+}
+
+// `tasks download --json` of a task with no deliverables printed nothing
+// on stdout: a script reading the answer got no JSON at all.
+func TestTasksDownloadJSONNothing(t *testing.T) {
+	t.Parallel()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/tasks/7/deliverables" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write([]byte(`{"files":[]}`))
+	}))
+	defer ts.Close()
+	dir := filepath.Join(t.TempDir(), "out")
+	code, out, errOut := runTasksCLI(t, map[string]string{}, "tasks", "download", "7", "-o", dir, "--server", ts.URL, "--json")
+	var got struct {
+		Dir   string            `json:"dir"`
+		Files []json.RawMessage `json:"files"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || got.Dir != dir || got.Files == nil || len(got.Files) != 0 {
+		t.Fatalf("download --json with nothing to download: exit %d, want {dir, files: []}\n%s\n%s", code, out, errOut)
+	}
+}
