@@ -331,6 +331,12 @@ func newTasksShowCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 					fmt.Fprintf(io.Out, ", movement %s", j.Movement)
 				}
 				fmt.Fprintln(io.Out)
+				if req := jobRequirements(j); req != "" {
+					fmt.Fprintf(io.Out, "    %s\n", req)
+				}
+				if j.State == store.StateQueued && j.ScheduledAt.After(time.Now()) {
+					fmt.Fprintf(io.Out, "    next attempt at %s (the retry backoff)\n", j.ScheduledAt.Local().Format(time.RFC3339))
+				}
 				if j.Result != "" {
 					fmt.Fprintf(io.Out, "    result:\n%s\n", indentLines(j.Result, "      "))
 				}
@@ -355,6 +361,27 @@ func newTasksShowCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 			return nil
 		}),
 	}
+}
+
+// jobRequirements says what decides where and when a job runs, when it
+// was asked for: only workers serving its profile or task class claim it
+// (one no worker serves stays queued), and higher priorities go first.
+func jobRequirements(j store.Job) string {
+	var parts []string
+	if j.Profile != "" {
+		parts = append(parts, "profile "+j.Profile)
+	}
+	if j.TaskClass != "" {
+		parts = append(parts, "task class "+j.TaskClass)
+	}
+	s := ""
+	if len(parts) > 0 {
+		s = "only workers serving " + strings.Join(parts, " and ") + " run it"
+	}
+	if j.Priority != 0 {
+		s = strings.TrimPrefix(s+fmt.Sprintf(", priority %d", j.Priority), ", ")
+	}
+	return s
 }
 
 func indentLines(s, prefix string) string {

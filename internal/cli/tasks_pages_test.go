@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // An unknown `tasks` subcommand is a usage error: it printed the group's
@@ -134,5 +135,36 @@ func TestTasksDownloadJSONNothing(t *testing.T) {
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || got.Dir != dir || got.Files == nil || len(got.Files) != 0 {
 		t.Fatalf("download --json with nothing to download: exit %d, want {dir, files: []}\n%s\n%s", code, out, errOut)
+	}
+}
+
+// `tasks show` did not say what holds a queued job: a task submitted with
+// --profile gpu to a server whose workers serve no such profile stayed
+// "queued (attempt 0/3)" with no reason given, and --priority showed
+// nowhere; nor when a failed attempt's retry comes.
+func TestTasksShowSaysWhatHoldsAJob(t *testing.T) {
+	t.Parallel()
+	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/v1/tasks/7":
+			fmt.Fprintf(w, `{"task":{"id":7,"title":"render","created_at":"2026-11-27T10:00:00Z","updated_at":"2026-11-27T10:00:00Z","job_id":9,"job_state":"queued"},
+"jobs":[{"id":8,"task_id":7,"priority":0,"payload":{},"state":"succeeded","attempt":1,"max_attempts":3,"scheduled_at":"2026-11-27T10:00:00Z","last_seq":3,"created_at":"2026-11-27T10:00:00Z","updated_at":"2026-11-27T10:00:00Z"},
+{"id":9,"task_id":7,"profile":"gpu","task_class":"render","priority":5,"payload":{},"state":"queued","attempt":1,"max_attempts":3,"scheduled_at":%q,"error":"boom","last_seq":3,"created_at":"2026-11-27T10:00:00Z","updated_at":"2026-11-27T10:00:00Z"}],"comments":[]}`, later)
+		case "/api/v1/tasks/7/deliverables":
+			w.Write([]byte(`{"files":[]}`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer ts.Close()
+	code, out, errOut := runTasksCLI(t, map[string]string{}, "tasks", "show", "7", "--server", ts.URL)
+	if code != 0 || !strings.Contains(out, "only workers serving profile gpu and task class render run it, priority 5") ||
+		!strings.Contains(out, "next attempt at ") {
+		t.Fatalf("show: exit %d\n%s\n%s", code, out, errOut)
+	}
+	// A job asked for nothing of the kind gets no such line.
+	if first, _, _ := strings.Cut(out, "job 9"); strings.Contains(first, "workers serving") || strings.Contains(first, "priority") {
+		t.Fatalf("a plain job shows requirements:\n%s", out)
 	}
 }
