@@ -129,7 +129,33 @@ The server is --server, else $MAESTRO_SERVER, else ` + defaultServer + `; the to
 	cmd.AddCommand(newTasksSubmitCmd(io, o), newTasksListCmd(io, o), newTasksShowCmd(io, o), newTasksLogsCmd(io, o),
 		newTasksCommentCmd(io, o), newTasksJobActionCmd(io, o, "cancel"), newTasksJobActionCmd(io, o, "retry"),
 		newTasksDownloadCmd(io, o))
+	for _, sub := range cmd.Commands() {
+		sub.RunE = interruptible(sub.RunE)
+	}
 	return cmd
+}
+
+// interruptible runs a `tasks` subcommand on a context that SIGINT, SIGTERM
+// and SIGHUP cancel, and exits 130 when one did. Left to the signal's
+// default, Ctrl-C killed the process mid-write: a download left its
+// temporary file behind, and -f never said how it stopped.
+func interruptible(run func(*cobra.Command, []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		parent := cmd.Context()
+		if parent == nil {
+			parent = context.Background()
+		}
+		ctx, stop := untilSignalled(parent)
+		defer stop()
+		cmd.SetContext(ctx)
+		err := run(cmd, args)
+		if err != nil && ctx.Err() != nil && parent.Err() == nil {
+			if e, ok := errors.AsType[*exitError](err); !ok || e.code != ExitInterrupted {
+				err = &exitError{ExitInterrupted, fmt.Errorf("interrupted: %w", err)}
+			}
+		}
+		return err
+	}
 }
 
 func printJSON(io *IOStreams, v any) error {
