@@ -496,7 +496,7 @@ func followJob(ctx context.Context, c *client.Client, io *IOStreams, log *jobLog
 	log.close()
 	switch {
 	case ctx.Err() != nil:
-		return &exitError{ExitInterrupted, ctx.Err()}
+		return &exitError{ExitInterrupted, fmt.Errorf("interrupted; job %d goes on on the server: maestro tasks logs %d -f follows it again", jobID, taskID)}
 	case err != nil:
 		return failErr(err)
 	}
