@@ -366,8 +366,13 @@ func newTasksShowCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 				if j.Result != "" {
 					fmt.Fprintf(io.Out, "    result:\n%s\n", indentLines(j.Result, "      "))
 				}
-				if j.Error != "" {
+				switch {
+				case j.Error == "":
+				case j.State.Terminal():
 					fmt.Fprintf(io.Out, "    error: %s\n", j.Error)
+				default:
+					// The job goes on: the error ended an earlier attempt.
+					fmt.Fprintf(io.Out, "    earlier attempt: %s\n", j.Error)
 				}
 				if j.State == store.StateWaitingHuman {
 					fmt.Fprintf(io.Out, "    waiting for your answer: maestro tasks comment %d \"…\"\n", t.ID)

@@ -141,7 +141,8 @@ func TestTasksDownloadJSONNothing(t *testing.T) {
 // `tasks show` did not say what holds a queued job: a task submitted with
 // --profile gpu to a server whose workers serve no such profile stayed
 // "queued (attempt 0/3)" with no reason given, and --priority showed
-// nowhere; nor when a failed attempt's retry comes.
+// nowhere; nor when a failed attempt's retry comes. The error of an
+// earlier attempt showed as the error of a job still queued or running.
 func TestTasksShowSaysWhatHoldsAJob(t *testing.T) {
 	t.Parallel()
 	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
@@ -160,7 +161,7 @@ func TestTasksShowSaysWhatHoldsAJob(t *testing.T) {
 	defer ts.Close()
 	code, out, errOut := runTasksCLI(t, map[string]string{}, "tasks", "show", "7", "--server", ts.URL)
 	if code != 0 || !strings.Contains(out, "only workers serving profile gpu and task class render run it, priority 5") ||
-		!strings.Contains(out, "next attempt at ") {
+		!strings.Contains(out, "next attempt at ") || !strings.Contains(out, "earlier attempt: boom") || strings.Contains(out, "error: boom") {
 		t.Fatalf("show: exit %d\n%s\n%s", code, out, errOut)
 	}
 	// A job asked for nothing of the kind gets no such line.
