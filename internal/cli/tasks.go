@@ -619,6 +619,9 @@ func printDeliverables(ctx context.Context, io *IOStreams, c *client.Client, tas
 		fmt.Fprintf(io.Out, "  %*s  %s  %s\n", width, humanSize(f.Size), f.Modified.Local().Format("2006-01-02 15:04"), f.Path)
 	}
 	fmt.Fprintf(io.Out, "  %d file(s), %s · maestro tasks download %d\n", len(files), humanSize(total), taskID)
+	if list.Truncated {
+		fmt.Fprintln(io.Out, "  and more: the server's listing of output/ stopped at its limit")
+	}
 }
 
 // humanSize writes a byte count for people: 512 B, 1.5 KiB, 3.0 MiB.
@@ -702,6 +705,10 @@ and renamed when complete, so an interrupted download leaves no partial file.`,
 			}
 			if err != nil {
 				return failErr(err)
+			}
+			if list.Truncated {
+				// Exit 0 would say the task's deliverables are here.
+				return failErr(fmt.Errorf("task %d: incomplete: the server's listing of output/ stopped at its limits (entries, depth or length of paths), so only the %d file(s) it listed were fetched", id, len(list.Files)))
 			}
 			return nil
 		}),

@@ -169,3 +169,32 @@ func TestTasksShowSaysWhatHoldsAJob(t *testing.T) {
 		t.Fatalf("a plain job shows requirements:\n%s", out)
 	}
 }
+
+// A deliverables listing the server cut at its limits ("truncated": true)
+// was downloaded as if it were all of output/: "N file(s) in DIR", exit 0,
+// the rest silently missing; `show` did not say so either.
+func TestTasksDownloadTruncatedListing(t *testing.T) {
+	t.Parallel()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/v1/tasks/7":
+			w.Write([]byte(`{"task":{"id":7,"title":"many","created_at":"2026-11-27T10:00:00Z","updated_at":"2026-11-27T10:00:00Z"},"jobs":[],"comments":[]}`))
+		case "/api/v1/tasks/7/deliverables":
+			w.Write([]byte(`{"files":[{"path":"a.txt","size":2,"modified":"2026-11-27T10:00:00Z"}],"truncated":true}`))
+		case "/api/v1/tasks/7/deliverables/a.txt":
+			w.Write([]byte("ok"))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer ts.Close()
+	dir := filepath.Join(t.TempDir(), "out")
+	code, out, errOut := runTasksCLI(t, map[string]string{}, "tasks", "download", "7", "-o", dir, "--server", ts.URL)
+	if code != ExitError || !strings.Contains(errOut, "incomplete") || !strings.Contains(out, "wrote "+filepath.Join(dir, "a.txt")) {
+		t.Fatalf("download of a truncated listing: exit %d, want 1 saying it is incomplete\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = runTasksCLI(t, map[string]string{}, "tasks", "show", "7", "--server", ts.URL)
+	if code != 0 || !strings.Contains(out, "and more: the server's listing of output/ stopped at its limit") {
+		t.Fatalf("show of a truncated listing: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
