@@ -125,7 +125,7 @@ The server is --server, else $MAESTRO_SERVER, else ` + defaultServer + `; the to
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&o.server, "server", "", "API base URL (default $MAESTRO_SERVER or "+defaultServer+")")
 	pf.StringVar(&o.token, "token", "", "bearer token (default $MAESTRO_API_TOKEN)")
-	pf.BoolVar(&o.json, "json", false, "print the server's JSON answer instead of text (logs: one JSON event per line)")
+	pf.BoolVar(&o.json, "json", false, "print the server's JSON answer instead of text (logs, and submit -f: one JSON object per line)")
 	cmd.AddCommand(newTasksSubmitCmd(io, o), newTasksListCmd(io, o), newTasksShowCmd(io, o), newTasksLogsCmd(io, o),
 		newTasksCommentCmd(io, o), newTasksJobActionCmd(io, o, "cancel"), newTasksJobActionCmd(io, o, "retry"),
 		newTasksDownloadCmd(io, o))
@@ -221,9 +221,14 @@ input/ directory before its job starts (the piece reads them from there).
 			if err != nil {
 				return failErr(err)
 			}
-			if o.json {
+			switch {
+			case o.json && follow:
+				// One line, as the events that follow it: the output
+				// is JSON Lines a script reads line by line.
+				json.NewEncoder(io.Out).Encode(created)
+			case o.json:
 				printJSON(io, created)
-			} else {
+			default:
 				fmt.Fprintf(io.Out, "task %d created (job %d, %s)\n", created.Task.ID, created.Job.ID, created.Job.State)
 				for _, f := range created.Files {
 					fmt.Fprintf(io.Out, "  input/%s (%d bytes)\n", f.Path, f.Size)

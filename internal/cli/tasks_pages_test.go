@@ -198,3 +198,32 @@ func TestTasksDownloadTruncatedListing(t *testing.T) {
 		t.Fatalf("show of a truncated listing: exit %d\n%s\n%s", code, out, errOut)
 	}
 }
+
+// `tasks submit --json -f` printed the create's answer indented over many
+// lines, then the events one per line: a script reading the output line by
+// line (JSON Lines, as `logs --json` is) choked on the first line.
+func TestTasksSubmitJSONFollowIsJSONLines(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	env := map[string]string{"MAESTRO_HOME": dataDir}
+	env["MAESTRO_SERVER"] = startServeCLI(t, env, "--data-dir", dataDir, "--workers", "1")
+	code, out, errOut := runTasksCLI(t, env, "tasks", "submit", "say ok", "--piece", "noop", "--json", "-f")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) < 3 {
+		t.Fatalf("submit --json -f: exit %d\n%s\n%s", code, out, errOut)
+	}
+	var created struct {
+		Task struct{ ID int64 } `json:"task"`
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &created); err != nil || created.Task.ID != 1 {
+		t.Fatalf("first line is not the create's answer: %v\n%s", err, out)
+	}
+	for i, l := range lines[1:] {
+		var ev struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal([]byte(l), &ev); err != nil || ev.Type == "" {
+			t.Fatalf("line %d is not an event: %v\n%s", i+2, err, out)
+		}
+	}
+}
