@@ -106,16 +106,56 @@ its questions with comments, cancel or retry it.
 
 The server is --server, else $MAESTRO_SERVER, else ` + defaultServer + `; the token is
 --token, else $MAESTRO_API_TOKEN (needed when the server requires one).`,
-		Args: cobra.NoArgs,
+		// Runnable, so that an unknown subcommand is a usage error (exit 2)
+		// rather than this help and exit 0, which a script takes for success.
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			var names []string
+			for _, c := range cmd.Commands() {
+				if c.IsAvailableCommand() {
+					names = append(names, c.Name())
+				}
+			}
+			return usageErr("unknown command %q for %q: expected one of %s", args[0], cmd.CommandPath(), strings.Join(names, ", "))
+		},
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&o.server, "server", "", "API base URL (default $MAESTRO_SERVER or "+defaultServer+")")
 	pf.StringVar(&o.token, "token", "", "bearer token (default $MAESTRO_API_TOKEN)")
-	pf.BoolVar(&o.json, "json", false, "print the server's JSON answer instead of text (logs: one JSON event per line)")
+	pf.BoolVar(&o.json, "json", false, "print the server's JSON answer instead of text (logs, and submit -f: one JSON object per line)")
 	cmd.AddCommand(newTasksSubmitCmd(io, o), newTasksListCmd(io, o), newTasksShowCmd(io, o), newTasksLogsCmd(io, o),
 		newTasksCommentCmd(io, o), newTasksJobActionCmd(io, o, "cancel"), newTasksJobActionCmd(io, o, "retry"),
 		newTasksDownloadCmd(io, o))
+	for _, sub := range cmd.Commands() {
+		sub.RunE = interruptible(sub.RunE)
+	}
 	return cmd
+}
+
+// interruptible runs a `tasks` subcommand on a context that SIGINT, SIGTERM
+// and SIGHUP cancel, and exits 130 when one did. Left to the signal's
+// default, Ctrl-C killed the process mid-write: a download left its
+// temporary file behind, and -f never said how it stopped.
+func interruptible(run func(*cobra.Command, []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		parent := cmd.Context()
+		if parent == nil {
+			parent = context.Background()
+		}
+		ctx, stop := untilSignalled(parent)
+		defer stop()
+		cmd.SetContext(ctx)
+		err := run(cmd, args)
+		if err != nil && ctx.Err() != nil && parent.Err() == nil {
+			if e, ok := errors.AsType[*exitError](err); !ok || e.code != ExitInterrupted {
+				err = &exitError{ExitInterrupted, fmt.Errorf("interrupted: %w", err)}
+			}
+		}
+		return err
+	}
 }
 
 func printJSON(io *IOStreams, v any) error {
@@ -181,9 +221,14 @@ input/ directory before its job starts (the piece reads them from there).
 			if err != nil {
 				return failErr(err)
 			}
-			if o.json {
+			switch {
+			case o.json && follow:
+				// One line, as the events that follow it: the output
+				// is JSON Lines a script reads line by line.
+				json.NewEncoder(io.Out).Encode(created)
+			case o.json:
 				printJSON(io, created)
-			} else {
+			default:
 				fmt.Fprintf(io.Out, "task %d created (job %d, %s)\n", created.Task.ID, created.Job.ID, created.Job.State)
 				for _, f := range created.Files {
 					fmt.Fprintf(io.Out, "  input/%s (%d bytes)\n", f.Path, f.Size)
@@ -215,23 +260,38 @@ input/ directory before its job starts (the piece reads them from there).
 
 func newTasksListCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 	var limit int
+	var before int64
 	var tq client.TaskQuery
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List tasks, newest first",
-		Args:  cobra.NoArgs,
+		Long: `List tasks, newest first: --limit of them (20 by default). When more match,
+the next page's command is printed on standard error (--before the last id
+shown, with the same filters); with --json the answer's next_before is that id.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 1 || limit > 1000 {
+				return usageErr("--limit %d: expected 1-1000", limit)
+			}
+			if before < 0 {
+				return usageErr("--before %d: expected a task id (a positive number)", before)
+			}
 			c, err := o.client(io)
 			if err != nil {
 				return err
 			}
-			out, err := c.FindTasks(cmd.Context(), tq, client.Page{Limit: limit})
+			out, err := c.FindTasks(cmd.Context(), tq, client.Page{Limit: limit, Before: before})
 			if err != nil {
 				return failErr(err)
 			}
 			if o.json {
 				return printJSON(io, out)
 			}
+			defer func() {
+				if out.NextBefore != 0 {
+					fmt.Fprintf(io.ErrOut, "more tasks: %s\n", nextListCommand(cmd, out.NextBefore))
+				}
+			}()
 			tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tSTATE\tPIECE\tRUNS ON\tCOST\tCREATED\tTITLE")
 			for _, t := range out.Tasks {
@@ -241,11 +301,32 @@ func newTasksListCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().IntVar(&limit, "limit", 20, "how many tasks (at most 1000)")
+	cmd.Flags().IntVar(&limit, "limit", 20, "how many tasks (1-1000)")
+	cmd.Flags().Int64Var(&before, "before", 0, "only tasks older than this id (the next page: the last id shown)")
 	cmd.Flags().StringVar(&tq.Owner, "owner", "", "only tasks of this owner")
 	cmd.Flags().StringVar(&tq.State, "state", "", "only tasks whose latest job is in one of these states (comma-separated, e.g. queued,running)")
 	cmd.Flags().StringVar(&tq.Search, "search", "", "only tasks whose title or body contains this text (ignoring case), or whose id it is")
 	return cmd
+}
+
+// nextListCommand is the `tasks list` that shows the page after this
+// one: the flags given (never --token), with --before set to next.
+func nextListCommand(cmd *cobra.Command, next int64) string {
+	args := []string{cmd.CommandPath()}
+	for _, name := range []string{"server", "owner", "state", "search", "limit"} {
+		if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
+			args = append(args, "--"+name, shellQuote(f.Value.String()))
+		}
+	}
+	return strings.Join(append(args, "--before", strconv.FormatInt(next, 10)), " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.,:/=@+") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func orDash(s string) string {
@@ -281,11 +362,22 @@ func newTasksShowCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 					fmt.Fprintf(io.Out, ", movement %s", j.Movement)
 				}
 				fmt.Fprintln(io.Out)
+				if req := jobRequirements(j); req != "" {
+					fmt.Fprintf(io.Out, "    %s\n", req)
+				}
+				if j.State == store.StateQueued && j.ScheduledAt.After(time.Now()) {
+					fmt.Fprintf(io.Out, "    next attempt at %s (the retry backoff)\n", j.ScheduledAt.Local().Format(time.RFC3339))
+				}
 				if j.Result != "" {
 					fmt.Fprintf(io.Out, "    result:\n%s\n", indentLines(j.Result, "      "))
 				}
-				if j.Error != "" {
+				switch {
+				case j.Error == "":
+				case j.State.Terminal():
 					fmt.Fprintf(io.Out, "    error: %s\n", j.Error)
+				default:
+					// The job goes on: the error ended an earlier attempt.
+					fmt.Fprintf(io.Out, "    earlier attempt: %s\n", j.Error)
 				}
 				if j.State == store.StateWaitingHuman {
 					fmt.Fprintf(io.Out, "    waiting for your answer: maestro tasks comment %d \"…\"\n", t.ID)
@@ -305,6 +397,27 @@ func newTasksShowCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 			return nil
 		}),
 	}
+}
+
+// jobRequirements says what decides where and when a job runs, when it
+// was asked for: only workers serving its profile or task class claim it
+// (one no worker serves stays queued), and higher priorities go first.
+func jobRequirements(j store.Job) string {
+	var parts []string
+	if j.Profile != "" {
+		parts = append(parts, "profile "+j.Profile)
+	}
+	if j.TaskClass != "" {
+		parts = append(parts, "task class "+j.TaskClass)
+	}
+	s := ""
+	if len(parts) > 0 {
+		s = "only workers serving " + strings.Join(parts, " and ") + " run it"
+	}
+	if j.Priority != 0 {
+		s = strings.TrimPrefix(s+fmt.Sprintf(", priority %d", j.Priority), ", ")
+	}
+	return s
 }
 
 func indentLines(s, prefix string) string {
@@ -393,7 +506,7 @@ func followJob(ctx context.Context, c *client.Client, io *IOStreams, log *jobLog
 	log.close()
 	switch {
 	case ctx.Err() != nil:
-		return &exitError{ExitInterrupted, ctx.Err()}
+		return &exitError{ExitInterrupted, fmt.Errorf("interrupted; job %d goes on on the server: maestro tasks logs %d -f follows it again", jobID, taskID)}
 	case err != nil:
 		return failErr(err)
 	}
@@ -511,6 +624,9 @@ func printDeliverables(ctx context.Context, io *IOStreams, c *client.Client, tas
 		fmt.Fprintf(io.Out, "  %*s  %s  %s\n", width, humanSize(f.Size), f.Modified.Local().Format("2006-01-02 15:04"), f.Path)
 	}
 	fmt.Fprintf(io.Out, "  %d file(s), %s · maestro tasks download %d\n", len(files), humanSize(total), taskID)
+	if list.Truncated {
+		fmt.Fprintln(io.Out, "  and more: the server's listing of output/ stopped at its limit")
+	}
 }
 
 // humanSize writes a byte count for people: 512 B, 1.5 KiB, 3.0 MiB.
@@ -568,19 +684,20 @@ and renamed when complete, so an interrupted download leaves no partial file.`,
 			if err != nil {
 				return failErr(fmt.Errorf("task %d: %w", id, err))
 			}
-			if len(sel) == 0 {
-				fmt.Fprintf(ios.ErrOut, "task %d has no deliverables yet (output/ is empty)\n", id)
-				return nil
-			}
 			if outDir == "" {
 				outDir = fmt.Sprintf("task-%d", id)
 			}
+			if len(sel) == 0 {
+				fmt.Fprintf(ios.ErrOut, "task %d has no deliverables yet (output/ is empty)\n", id)
+				if o.json {
+					// A script reading the answer gets one, with no file.
+					printJSON(ios, downloaded{Dir: outDir, Files: []api.Deliverable{}})
+				}
+				return nil
+			}
 			written, err := download(ctx, c, id, sel, outDir, force)
 			if o.json {
-				printJSON(ios, struct {
-					Dir   string            `json:"dir"`
-					Files []api.Deliverable `json:"files"`
-				}{outDir, written})
+				printJSON(ios, downloaded{Dir: outDir, Files: append([]api.Deliverable{}, written...)})
 			} else {
 				var total int64
 				for _, f := range written {
@@ -594,12 +711,23 @@ and renamed when complete, so an interrupted download leaves no partial file.`,
 			if err != nil {
 				return failErr(err)
 			}
+			if list.Truncated {
+				// Exit 0 would say the task's deliverables are here.
+				return failErr(fmt.Errorf("task %d: incomplete: the server's listing of output/ stopped at its limits (entries, depth or length of paths), so only the %d file(s) it listed were fetched", id, len(list.Files)))
+			}
 			return nil
 		}),
 	}
 	cmd.Flags().StringVarP(&outDir, "output", "o", "", "directory to write into (default ./task-ID/)")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite existing files")
 	return cmd
+}
+
+// downloaded is what `tasks download --json` prints: the directory and
+// the files written into it ([] when none).
+type downloaded struct {
+	Dir   string            `json:"dir"`
+	Files []api.Deliverable `json:"files"`
 }
 
 // selectDeliverables checks every listed path and keeps those the

@@ -500,6 +500,11 @@ func (s *Server) addComment(w http.ResponseWriter, r *http.Request) {
 	c, resumed, err := s.st.AddComment(r.Context(), store.NewComment{
 		TaskID: id, AuthorKind: store.AuthorUser, Author: actor(r), Body: req.Body, ResumeWaiting: true,
 	})
+	if errors.Is(err, store.ErrNotFound) {
+		// The store's error quotes the database's constraint.
+		writeError(w, http.StatusNotFound, fmt.Sprintf("task %d: not found", id))
+		return
+	}
 	if err != nil {
 		s.storeError(w, r, err)
 		return
