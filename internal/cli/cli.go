@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -116,7 +117,35 @@ With a model:
 	}
 	root.AddCommand(newVersionCmd(io), newRunCmd(io), newHeadlessCmd(io), newPiecesCmd(io), newAgentsCmd(io), newHostedRunnerCmd(io), newWorkerCmd(io), newServeCmd(io), newTasksCmd(io), newSessionsCmd(io), newEventsCmd(io), newMCPCmd(io))
 	addEventBusFlag(root, io)
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command group (a command with
+// subcommands and no action of its own) runnable: with no argument it
+// prints its help (exit 0), and an unknown subcommand is a usage error
+// (exit 2) naming the ones it has. Cobra would print the help and exit 0,
+// which a script takes for success.
+func refuseUnknownSubcommands(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		refuseUnknownSubcommands(c)
+	}
+	if cmd.Parent() == nil || !cmd.HasSubCommands() || cmd.Runnable() {
+		return
+	}
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		var names []string
+		for _, c := range cmd.Commands() {
+			if c.IsAvailableCommand() {
+				names = append(names, c.Name())
+			}
+		}
+		return usageErr("unknown command %q for %q: expected one of %s", args[0], cmd.CommandPath(), strings.Join(names, ", "))
+	}
 }
 
 func newVersionCmd(io *IOStreams) *cobra.Command {

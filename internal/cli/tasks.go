@@ -106,21 +106,6 @@ its questions with comments, cancel or retry it.
 
 The server is --server, else $MAESTRO_SERVER, else ` + defaultServer + `; the token is
 --token, else $MAESTRO_API_TOKEN (needed when the server requires one).`,
-		// Runnable, so that an unknown subcommand is a usage error (exit 2)
-		// rather than this help and exit 0, which a script takes for success.
-		Args: cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return cmd.Help()
-			}
-			var names []string
-			for _, c := range cmd.Commands() {
-				if c.IsAvailableCommand() {
-					names = append(names, c.Name())
-				}
-			}
-			return usageErr("unknown command %q for %q: expected one of %s", args[0], cmd.CommandPath(), strings.Join(names, ", "))
-		},
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&o.server, "server", "", "API base URL (default $MAESTRO_SERVER or "+defaultServer+")")

@@ -12,19 +12,25 @@ import (
 	"time"
 )
 
-// An unknown `tasks` subcommand is a usage error: it printed the group's
-// help and exited 0, so `maestro tasks get 12 && …` went on as if it had
-// worked.
-func TestTasksUnknownSubcommand(t *testing.T) {
+// An unknown subcommand of any command group is a usage error (exit 2)
+// naming the group and its subcommands, not the group's help and exit 0,
+// which a script takes for success; the group alone still prints its help.
+func TestUnknownSubcommand(t *testing.T) {
 	t.Parallel()
-	code, out, errOut := runTasksCLI(t, map[string]string{}, "tasks", "get", "12")
-	if code != ExitUsage || !strings.Contains(errOut, `unknown command "get" for "maestro tasks"`) || !strings.Contains(errOut, "show") {
-		t.Fatalf("tasks get 12: exit %d, want %d naming the command and the valid ones\n%s\n%s", code, ExitUsage, out, errOut)
-	}
-	// The group alone still teaches.
-	code, out, errOut = runTasksCLI(t, map[string]string{}, "tasks")
-	if code != 0 || !strings.Contains(out, "Available Commands:") {
-		t.Fatalf("tasks: exit %d\n%s\n%s", code, out, errOut)
+	for _, c := range []struct{ group, valid string }{
+		{"tasks", "show"}, {"agents", "list"}, {"pieces", "validate"}, {"sessions", "show"}, {"events", "smoke"},
+	} {
+		t.Run(c.group, func(t *testing.T) {
+			t.Parallel()
+			code, out, errOut := runTasksCLI(t, map[string]string{}, c.group, "get", "12")
+			if code != ExitUsage || !strings.Contains(errOut, `unknown command "get" for "maestro `+c.group+`"`) || !strings.Contains(errOut, c.valid) {
+				t.Fatalf("%s get 12: exit %d, want %d naming the command and the valid ones\n%s\n%s", c.group, code, ExitUsage, out, errOut)
+			}
+			code, out, errOut = runTasksCLI(t, map[string]string{}, c.group)
+			if code != 0 || !strings.Contains(out, "Available Commands:") {
+				t.Fatalf("%s: exit %d\n%s\n%s", c.group, code, out, errOut)
+			}
+		})
 	}
 }
 
