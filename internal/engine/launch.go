@@ -93,7 +93,10 @@ func (l Launch) Run(ctx context.Context) (*Outcome, error) {
 		}
 		task, first = FollowUp(prev, task), prev.ModelTurns
 	}
-	if name == "" && isReplay(cfg.Provider) {
+	// A replay run is not classified (its script has no classifier turn):
+	// it takes the fallback piece, and says so rather than "given".
+	replayFallback := name == "" && isReplay(cfg.Provider)
+	if replayFallback {
 		name = FallbackPiece
 	}
 	if cfg.Library == nil {
@@ -110,6 +113,9 @@ func (l Launch) Run(ctx context.Context) (*Outcome, error) {
 	c, err := Classify(ctx, classifier, cfg.Library, task, opts)
 	if err != nil {
 		return &Outcome{Status: StatusFailed}, &ClassifyError{Err: err}
+	}
+	if replayFallback {
+		c.Override, c.Fallback, c.Reason = false, true, "a replay run is not classified"
 	}
 	runID := l.RunID
 	if runID == "" {

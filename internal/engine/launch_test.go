@@ -85,3 +85,28 @@ func TestLaunchFollowUpAndChoice(t *testing.T) {
 		t.Errorf("follow-up task = %q", st.Task)
 	}
 }
+
+// TestLaunchReplayFallback: a replay run given no piece takes the fallback
+// piece without asking a classifier, and its classified event says so
+// ("fallback"), not that the piece was given.
+func TestLaunchReplayFallback(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "chain")
+	lib, err := NewLibrary(t.Context(), nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.cfg.Library = lib
+	_, _ = h.launch(Launch{Task: "List the fruit.", RunID: "run_fallback"}) // the run's end is not this test's concern
+	recs := h.rec.records
+	if len(recs) == 0 {
+		t.Fatal("no run event")
+	}
+	c, ok := recs[0].Event.(Classified)
+	if !ok || c.Piece != FallbackPiece || c.Override || !c.Fallback {
+		t.Fatalf("first run event = %+v, want classified %s (fallback)", recs[0], FallbackPiece)
+	}
+	if d := c.Describe(); d != "piece general (fallback: a replay run is not classified)" {
+		t.Errorf("described as %q", d)
+	}
+}
