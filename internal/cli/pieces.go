@@ -31,6 +31,7 @@ import (
 	"github.com/maestro-run/maestro/internal/session"
 	"github.com/maestro-run/maestro/internal/skills"
 	"github.com/maestro-run/maestro/internal/workspace"
+	"github.com/maestro-run/maestro/pieces"
 )
 
 func newPiecesCmd(io *IOStreams) *cobra.Command {
@@ -86,6 +87,14 @@ configured: a run of that piece fails before it starts.`,
 					missing = strings.Join(names, ", ")
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Piece.Name, sourceLabel(e), strings.Join(e.Piece.MovementNames(), ", "), missing, firstLine(e.Piece.Description, 70))
+				if u := lib.Catalog().UntrustedPiece(e.Piece.Name); u != nil {
+					writeUntrustedRow(tw, u)
+				}
+			}
+			for _, u := range lib.Catalog().Untrusted() {
+				if _, ok := lib.Catalog().Get(u.Name); !ok {
+					writeUntrustedRow(tw, u)
+				}
 			}
 			tw.Flush()
 			reportProblems(io, lib)
@@ -113,6 +122,9 @@ required MCP servers that are not configured (a run fails at once).`,
 				return err
 			}
 			e, ok := lib.Catalog().Get(args[0])
+			if u := lib.Catalog().UntrustedPiece(args[0]); u != nil && !ok {
+				return failErr(u)
+			}
 			if !ok {
 				return failErr(fmt.Errorf("no piece %q; pieces: %s", args[0], strings.Join(lib.Names(), ", ")))
 			}
@@ -122,6 +134,12 @@ required MCP servers that are not configured (a run fails at once).`,
 			}
 			fmt.Fprintf(io.Out, "# source: %s\n%s", e.Source, data)
 			writeUnavailable(io, e.Piece, servers)
+			if grants := e.Piece.Grants(); len(grants) > 0 {
+				fmt.Fprintln(io.Out, "# Grants beyond the workspace sandbox (a project piece needs 'maestro pieces trust' for them):")
+				for _, g := range grants {
+					fmt.Fprintf(io.Out, "#   %s\n", g)
+				}
+			}
 			reportProblems(io, lib, outputFile(io))
 			return nil
 		},
@@ -165,7 +183,7 @@ else 'maestro pieces list' ignores it.`,
 			return nil
 		},
 	}
-	cmd.AddCommand(list, show, validate)
+	cmd.AddCommand(list, show, validate, newPiecesTrustCmd(io, &ws))
 	return cmd
 }
 
@@ -196,11 +214,28 @@ func loadLibrary(ctx context.Context, io *IOStreams, ws string) (*engine.Library
 	if err != nil {
 		return nil, usageErr("%v", err)
 	}
-	lib, err := engine.NewLibrary(ctx, pieceDirs(home, dir), filepath.Join(home, "pieces"))
+	lib, err := openLibrary(ctx, home, dir)
 	if err != nil {
 		return nil, failErr(err)
 	}
 	return lib, nil
+}
+
+// openLibrary loads the pieces in effect in workdir: the built-ins, the
+// user's (<home>/pieces, also where new pieces are saved), then the
+// project's, whose pieces that grant more than the workspace sandbox load
+// only when the user trusts them ('maestro pieces trust').
+func openLibrary(ctx context.Context, home, workdir string) (*engine.Library, error) {
+	trust, err := piece.LoadTrust(filepath.Join(home, piece.TrustFile))
+	if err != nil {
+		return nil, err
+	}
+	dirs := pieceDirs(home, workdir)
+	var guard piece.Guard
+	if len(dirs) > 1 {
+		guard = piece.Guard{Dir: dirs[len(dirs)-1], Trust: trust}
+	}
+	return engine.NewGuardedLibrary(ctx, pieces.FS(), guard, dirs, filepath.Join(home, "pieces"))
 }
 
 // writeUnavailable ends `pieces show` with comments naming, per movement,
@@ -267,6 +302,10 @@ func configuredMCP(io *IOStreams) ([]string, error) {
 // the file skip names (nil: none).
 func reportProblems(io *IOStreams, lib *engine.Library, skip ...os.FileInfo) {
 	for _, err := range lib.Catalog().Problems() {
+		if _, ok := errors.AsType[*piece.UntrustedError](err); ok {
+			fmt.Fprintf(io.ErrOut, "maestro: ignored an untrusted piece file:\n%v\n", err)
+			continue
+		}
 		if perr, ok := errors.AsType[*piece.Errors](err); ok && len(perr.List) > 0 && len(skip) > 0 && skip[0] != nil {
 			if fi, serr := os.Stat(perr.List[0].File); serr == nil && os.SameFile(fi, skip[0]) {
 				continue
@@ -290,6 +329,13 @@ func outputFile(io *IOStreams) os.FileInfo {
 		return nil
 	}
 	return fi
+}
+
+// writeUntrustedRow is the `pieces list` row of a project piece ignored
+// for want of trust.
+func writeUntrustedRow(tw *tabwriter.Writer, u *piece.UntrustedError) {
+	fmt.Fprintf(tw, "%s\t%s (UNTRUSTED, ignored)\t%s\t-\tgrants more than the sandbox; to use it: %s\n",
+		u.Name, u.File, strings.Join(u.Piece.MovementNames(), ", "), u.TrustCommand())
 }
 
 func sourceLabel(e piece.Entry) string {
@@ -325,7 +371,7 @@ func usePieceDemo(ctx context.Context, choice *providers.Choice, name string, pr
 		choice.Provider = replay.New(replay.DemoPiece())
 		return nil
 	}
-	lib, err := engine.NewLibrary(ctx, pieceDirs(home, workdir), filepath.Join(home, "pieces"))
+	lib, err := openLibrary(ctx, home, workdir)
 	if err != nil {
 		return failErr(err)
 	}
@@ -381,11 +427,15 @@ func latestRun(sessDir string) (*priorRun, error) {
 // runPiece runs (or resumes) a piece run in the session.
 func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 	replayRun := pr.choice.Executor == protocol.ExecutorReplay
-	lib, err := engine.NewLibrary(ctx, pieceDirs(pr.h.Home(), pr.root.Dir()), filepath.Join(pr.h.Home(), "pieces"))
+	lib, err := openLibrary(ctx, pr.h.Home(), pr.root.Dir())
 	if err != nil {
 		return failErr(err)
 	}
 	for _, perr := range lib.Catalog().Problems() {
+		if _, ok := errors.AsType[*piece.UntrustedError](perr); ok {
+			pr.sink.Event(protocol.Status{Message: "Ignored an untrusted piece file: " + perr.Error()})
+			continue
+		}
 		pr.sink.Event(protocol.Status{Message: "Ignored an invalid piece file: " + perr.Error()})
 	}
 	// The session log records each run event once. The terminal draws the
