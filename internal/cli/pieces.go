@@ -60,7 +60,10 @@ runs one.`,
 in order, and the first line of its description (the classifier reads the
 whole description to pick a piece for a task). An override file that does not
 validate is reported on stderr and ignored: the definition it would replace
-stays in effect. --workspace DIR reads DIR's .maestro/pieces/ instead of the
+stays in effect. A project piece that grants more than the workspace
+sandbox (agent CLI, Ssh*, MCP, CreatePiece/UpdatePiece) is ignored until you
+trust it: its row is marked UNTRUSTED ('maestro pieces trust --help').
+--workspace DIR reads DIR's .maestro/pieces/ instead of the
 current directory's. MISSING TOOLS names the tools the piece's movements
 list that a run would lack: tools this build of Maestro lacks (document
 tools, …) and MCP tools whose server is not among config.yaml's mcp_servers
@@ -112,7 +115,10 @@ names its source. Copy it to ~/.maestro/pieces/NAME.yaml or the project's
 'maestro pieces validate FILE'. Comments at the end name, per movement, the
 tools it lists that this build of Maestro lacks and the MCP tools no server
 in config.yaml's mcp_servers serves (a run leaves them out), and the
-required MCP servers that are not configured (a run fails at once).`,
+required MCP servers that are not configured (a run fails at once).
+A project piece that grants more than the workspace sandbox and that you
+have not trusted is ignored: show prints that file instead, marked
+UNTRUSTED, with what it would grant and the 'maestro pieces trust' command.`,
 		Example: `  maestro pieces show code
   maestro pieces show code > .maestro/pieces/code.yaml`,
 		Args: cobra.ExactArgs(1),
@@ -122,8 +128,24 @@ required MCP servers that are not configured (a run fails at once).`,
 				return err
 			}
 			e, ok := lib.Catalog().Get(args[0])
-			if u := lib.Catalog().UntrustedPiece(args[0]); u != nil && !ok {
-				return failErr(u)
+			if u := lib.Catalog().UntrustedPiece(args[0]); u != nil {
+				// What the user is asked to trust: the file's definition
+				// and what it would grant.
+				data, err := piece.Marshal(u.Piece)
+				if err != nil {
+					return failErr(err)
+				}
+				inEffect := "no definition of " + u.Name + " is in effect"
+				if ok {
+					inEffect = sourceLabel(e) + " is in effect instead"
+				}
+				fmt.Fprintf(io.Out, "# source: %s (UNTRUSTED, ignored: %s)\n%s", u.File, inEffect, data)
+				fmt.Fprintln(io.Out, "# Grants beyond the workspace sandbox, which need your trust:")
+				for _, g := range u.Grants {
+					fmt.Fprintf(io.Out, "#   %s\n", g)
+				}
+				fmt.Fprintf(io.Out, "# If you trust this file: %s\n", u.TrustCommand())
+				return nil
 			}
 			if !ok {
 				return failErr(fmt.Errorf("no piece %q; pieces: %s", args[0], strings.Join(lib.Names(), ", ")))
@@ -134,12 +156,6 @@ required MCP servers that are not configured (a run fails at once).`,
 			}
 			fmt.Fprintf(io.Out, "# source: %s\n%s", e.Source, data)
 			writeUnavailable(io, e.Piece, servers)
-			if grants := e.Piece.Grants(); len(grants) > 0 {
-				fmt.Fprintln(io.Out, "# Grants beyond the workspace sandbox (a project piece needs 'maestro pieces trust' for them):")
-				for _, g := range grants {
-					fmt.Fprintf(io.Out, "#   %s\n", g)
-				}
-			}
 			reportProblems(io, lib, outputFile(io))
 			return nil
 		},
