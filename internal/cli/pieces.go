@@ -42,7 +42,9 @@ func newPiecesCmd(io *IOStreams) *cobra.Command {
 		Long: `Pieces are YAML workflows of movements (docs/pieces.md). Maestro ships
 built-in pieces and reads overrides from ~/.maestro/pieces/ and from the
 project's .maestro/pieces/ (the project wins). 'maestro run --piece NAME'
-runs one.`,
+runs one. A project piece that grants more than the workspace sandbox (an
+agent CLI, SSH, MCP, piece writing) is ignored until you trust its exact
+content with 'maestro pieces trust'.`,
 		Example: `  maestro pieces list
   maestro pieces show code > .maestro/pieces/code.yaml     # a project override to edit
   maestro pieces validate .maestro/pieces/code.yaml

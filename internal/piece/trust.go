@@ -109,14 +109,13 @@ func LoadTrust(file string) (*Trust, error) {
 }
 
 // trustKey is the key a piece file is recorded under: its absolute path,
-// with symbolic links resolved when it exists.
+// links not resolved (a link planted in place of a trusted file does not
+// borrow another file's trust; a workspace reached by another path is
+// trusted anew).
 func trustKey(path string) string {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return filepath.Clean(path)
-	}
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
-		return real
 	}
 	return abs
 }
