@@ -78,8 +78,9 @@ func (p *Piece) Grants() []string {
 // whose content changed is no longer trusted. The zero value trusts
 // nothing.
 type Trust struct {
-	file string
-	sums map[string]string // trustKey(path) → hex sha256
+	file  string
+	sums  map[string]string // trustKey(path) → hex sha256
+	added map[string]string // what Add recorded since the load
 }
 
 // trustRecord is the JSON form of the trust file.
@@ -141,14 +142,27 @@ func (t *Trust) Add(path string, data []byte) {
 	if t.sums == nil {
 		t.sums = map[string]string{}
 	}
-	t.sums[trustKey(path)] = Sum(data)
+	if t.added == nil {
+		t.added = map[string]string{}
+	}
+	k := trustKey(path)
+	t.sums[k] = Sum(data)
+	t.added[k] = t.sums[k]
 }
 
 // Save writes the record to its file atomically, readable by the user
-// only.
+// only. What Add recorded is merged into the file as it is now, so two
+// 'maestro pieces trust' run at once each keep the other's entries
+// (barring the instant between one's read and its rename).
 func (t *Trust) Save() error {
 	if t.file == "" {
 		return errors.New("the piece trust record has no file")
+	}
+	if cur, err := LoadTrust(t.file); err == nil {
+		for k, v := range t.added {
+			cur.sums[k] = v
+		}
+		t.sums = cur.sums
 	}
 	data, err := json.MarshalIndent(trustRecord{Pieces: t.sums}, "", "  ")
 	if err != nil {

@@ -157,3 +157,32 @@ func TestLoadTrustCorrupt(t *testing.T) {
 		t.Errorf("LoadTrust = %v", err)
 	}
 }
+
+// TestTrustSaveMerges: two records loaded before either saves (two
+// 'maestro pieces trust' at once) both end up in the file.
+func TestTrustSaveMerges(t *testing.T) {
+	file := filepath.Join(t.TempDir(), TrustFile)
+	a, err := LoadTrust(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := LoadTrust(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Add("/ws/a/.maestro/pieces/x.yaml", []byte("a"))
+	b.Add("/ws/b/.maestro/pieces/x.yaml", []byte("b"))
+	if err := a.Save(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Save(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadTrust(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Trusted("/ws/a/.maestro/pieces/x.yaml", []byte("a")) || !got.Trusted("/ws/b/.maestro/pieces/x.yaml", []byte("b")) {
+		t.Errorf("a save lost the other's entry: %v", got.sums)
+	}
+}
