@@ -171,7 +171,9 @@ file:line:col: field: message; a valid file prints "FILE: ok". The exit status
 is 1 when any file is invalid or unreadable. A file in a pieces/ directory
 (~/.maestro/pieces/, the project's .maestro/pieces/) is also checked as the
 catalog reads it: it must be NAME.yaml or NAME.yml for a piece named NAME,
-else 'maestro pieces list' ignores it.`,
+else 'maestro pieces list' ignores it. A valid project piece that grants more
+than the workspace sandbox and is not trusted is "ok", with a line saying the
+catalog ignores it until 'maestro pieces trust'.`,
 		Example: `  maestro pieces validate .maestro/pieces/*.yaml
   maestro pieces validate ~/.maestro/pieces/deploy.yaml`,
 		Args: cobra.MinimumNArgs(1),
@@ -194,6 +196,9 @@ else 'maestro pieces list' ignores it.`,
 					continue
 				}
 				fmt.Fprintf(io.Out, "%s: ok (piece %s, %d movement(s))\n", file, p.Name, len(p.Movements))
+				if note := untrustedNote(io, file, data, p); note != "" {
+					fmt.Fprintln(io.Out, note)
+				}
 			}
 			if bad > 0 {
 				return failErr(fmt.Errorf("%d of %d file(s) invalid", bad, len(args)))
@@ -347,6 +352,28 @@ func outputFile(io *IOStreams) os.FileInfo {
 		return nil
 	}
 	return fi
+}
+
+// untrustedNote says, for a valid file in a project's .maestro/pieces/
+// that grants more than the sandbox and is not trusted, that the catalog
+// will ignore it until 'maestro pieces trust'; "" otherwise.
+func untrustedNote(io *IOStreams, file string, data []byte, p *piece.Piece) string {
+	abs, err := filepath.Abs(file)
+	if err != nil || filepath.Base(filepath.Dir(abs)) != "pieces" || filepath.Base(filepath.Dir(filepath.Dir(abs))) != ".maestro" {
+		return ""
+	}
+	grants := p.Grants()
+	home, err := config.Home(io.Getenv)
+	if len(grants) == 0 || err != nil || filepath.Dir(abs) == filepath.Join(home, "pieces") {
+		return ""
+	}
+	trust, err := piece.LoadTrust(filepath.Join(home, piece.TrustFile))
+	if err != nil || trust.Trusted(abs, data) {
+		return ""
+	}
+	u := &piece.UntrustedError{Name: p.Name, Workspace: filepath.Dir(filepath.Dir(filepath.Dir(abs)))}
+	return fmt.Sprintf("  but it grants more than the workspace sandbox (%s) and is not trusted: the catalog ignores it until you run %s",
+		strings.Join(grants, "; "), u.TrustCommand())
 }
 
 // writeUntrustedRow is the `pieces list` row of a project piece ignored

@@ -36,6 +36,10 @@ func TestPiecesTrustCommand(t *testing.T) {
 		}
 	}
 
+	r = runCLI(t, env, "pieces", "validate", file)
+	if r.code != 0 || !strings.Contains(r.stdout, "is not trusted: the catalog ignores it until you run maestro pieces trust --workspace "+ws+" relay") {
+		t.Errorf("pieces validate of an untrusted piece: exit %d\n%s", r.code, r.stdout)
+	}
 	r = runCLI(t, env, "pieces", "trust", "--workspace", ws, "nosuch")
 	if r.code != ExitUsage || !strings.Contains(r.stderr, `no project piece "nosuch"`) || !strings.Contains(r.stderr, "notes, relay") {
 		t.Errorf("trust nosuch: exit %d\n%s", r.code, r.stderr)
@@ -47,6 +51,9 @@ func TestPiecesTrustCommand(t *testing.T) {
 	r = runCLI(t, env, "pieces", "trust", "--workspace", ws)
 	if r.code != 0 || !strings.Contains(r.stdout, "trusted "+file) || strings.Contains(r.stdout, "notes.yaml") {
 		t.Errorf("trust: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r = runCLI(t, env, "pieces", "validate", file); r.code != 0 || strings.Contains(r.stdout, "not trusted") {
+		t.Errorf("pieces validate of a trusted piece: exit %d\n%s", r.code, r.stdout)
 	}
 	r = runCLI(t, env, "pieces", "show", "relay", "--workspace", ws)
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "# source: "+file+"\n") || r.stderr != "" {
