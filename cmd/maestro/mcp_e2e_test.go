@@ -72,6 +72,7 @@ func TestMCPToolInPieceMovement(t *testing.T) {
 	home, ws := t.TempDir(), t.TempDir()
 	writeFile(t, home, "config.yaml", "mcp_servers:\n  web: {url: \""+url+"\"}\n")
 	writeFile(t, ws, ".maestro/pieces/lookup.yaml", lookupPiece)
+	runMaestro(t, home, true, "pieces", "trust", "--workspace", ws, "lookup") // it grants MCP tools
 	env := append(proctest.NoModelEnv(home), "ANTHROPIC_API_KEY=sk-test", "ANTHROPIC_BASE_URL="+model.URL())
 	reqs := runTwoTurns(t, model, env, "the server said pong", "run", "--piece", "lookup", "--workspace", ws, "look it up")
 	tools := requestTools(reqs[0])
@@ -99,6 +100,7 @@ func TestMCPRequiredServerMissing(t *testing.T) {
 	model := llmtest.NewServer(t)
 	home, ws := t.TempDir(), t.TempDir()
 	writeFile(t, ws, ".maestro/pieces/tickets.yaml", trackerPiece)
+	runMaestro(t, home, true, "pieces", "trust", "--workspace", ws, "tickets") // it requires an MCP server
 	env := append(proctest.NoModelEnv(home), "ANTHROPIC_API_KEY=sk-test", "ANTHROPIC_BASE_URL="+model.URL())
 	_, stderr := runMaestroEnv(t, env, false, "run", "--piece", "tickets", "--workspace", ws, "file a ticket")
 	if !strings.Contains(stderr, `MCP server "tracker"`) || len(model.Requests()) != 0 {

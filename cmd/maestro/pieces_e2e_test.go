@@ -336,6 +336,7 @@ func TestPiecesMarkUnconfiguredMCP(t *testing.T) {
 			if tc.config != "" {
 				writeFile(t, home, "config.yaml", tc.config)
 			}
+			runMaestro(t, home, true, "pieces", "trust", "--workspace", ws, "docs") // it grants MCP tools
 			out, _ := runMaestro(t, home, true, "pieces", "list", "--workspace", ws)
 			var row string
 			for _, line := range strings.Split(out, "\n") {

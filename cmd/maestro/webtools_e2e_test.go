@@ -174,6 +174,7 @@ func TestSSHToolsEndToEnd(t *testing.T) {
 	}
 	writeFile(t, home, "config.yaml", "ssh_connections:\n"+conn(allowed)+conn(other))
 	writeFile(t, ws, ".maestro/pieces/ops.yaml", opsPiece)
+	runMaestro(t, home, true, "pieces", "trust", "--workspace", ws, "ops") // it grants SSH tools
 	srv := llmtest.NewServer(t,
 		toolCall("e1", "SshExec", map[string]any{"connection": allowed, "command": "cat health.txt; uname -s"}),
 		toolCall("e2", "SshExec", map[string]any{"connection": other, "command": "id"}),

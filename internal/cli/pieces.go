@@ -31,6 +31,7 @@ import (
 	"github.com/maestro-run/maestro/internal/session"
 	"github.com/maestro-run/maestro/internal/skills"
 	"github.com/maestro-run/maestro/internal/workspace"
+	"github.com/maestro-run/maestro/pieces"
 )
 
 func newPiecesCmd(io *IOStreams) *cobra.Command {
@@ -41,7 +42,9 @@ func newPiecesCmd(io *IOStreams) *cobra.Command {
 		Long: `Pieces are YAML workflows of movements (docs/pieces.md). Maestro ships
 built-in pieces and reads overrides from ~/.maestro/pieces/ and from the
 project's .maestro/pieces/ (the project wins). 'maestro run --piece NAME'
-runs one.`,
+runs one. A project piece that grants more than the workspace sandbox (an
+agent CLI, SSH, MCP, piece writing) is ignored until you trust its exact
+content with 'maestro pieces trust'.`,
 		Example: `  maestro pieces list
   maestro pieces show code > .maestro/pieces/code.yaml     # a project override to edit
   maestro pieces validate .maestro/pieces/code.yaml
@@ -59,7 +62,10 @@ runs one.`,
 in order, and the first line of its description (the classifier reads the
 whole description to pick a piece for a task). An override file that does not
 validate is reported on stderr and ignored: the definition it would replace
-stays in effect. --workspace DIR reads DIR's .maestro/pieces/ instead of the
+stays in effect. A project piece that grants more than the workspace
+sandbox (agent CLI, Ssh*, MCP, CreatePiece/UpdatePiece) is ignored until you
+trust it: its row is marked UNTRUSTED ('maestro pieces trust --help').
+--workspace DIR reads DIR's .maestro/pieces/ instead of the
 current directory's. MISSING TOOLS names the tools the piece's movements
 list that a run would lack: tools this build of Maestro lacks (document
 tools, …) and MCP tools whose server is not among config.yaml's mcp_servers
@@ -86,6 +92,14 @@ configured: a run of that piece fails before it starts.`,
 					missing = strings.Join(names, ", ")
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Piece.Name, sourceLabel(e), strings.Join(e.Piece.MovementNames(), ", "), missing, firstLine(e.Piece.Description, 70))
+				if u := lib.Catalog().UntrustedPiece(e.Piece.Name); u != nil {
+					writeUntrustedRow(tw, u)
+				}
+			}
+			for _, u := range lib.Catalog().Untrusted() {
+				if _, ok := lib.Catalog().Get(u.Name); !ok {
+					writeUntrustedRow(tw, u)
+				}
 			}
 			tw.Flush()
 			reportProblems(io, lib)
@@ -103,7 +117,10 @@ names its source. Copy it to ~/.maestro/pieces/NAME.yaml or the project's
 'maestro pieces validate FILE'. Comments at the end name, per movement, the
 tools it lists that this build of Maestro lacks and the MCP tools no server
 in config.yaml's mcp_servers serves (a run leaves them out), and the
-required MCP servers that are not configured (a run fails at once).`,
+required MCP servers that are not configured (a run fails at once).
+A project piece that grants more than the workspace sandbox and that you
+have not trusted is ignored: show prints that file instead, marked
+UNTRUSTED, with what it would grant and the 'maestro pieces trust' command.`,
 		Example: `  maestro pieces show code
   maestro pieces show code > .maestro/pieces/code.yaml`,
 		Args: cobra.ExactArgs(1),
@@ -113,6 +130,25 @@ required MCP servers that are not configured (a run fails at once).`,
 				return err
 			}
 			e, ok := lib.Catalog().Get(args[0])
+			if u := lib.Catalog().UntrustedPiece(args[0]); u != nil {
+				// What the user is asked to trust: the file's definition
+				// and what it would grant.
+				data, err := piece.Marshal(u.Piece)
+				if err != nil {
+					return failErr(err)
+				}
+				inEffect := "no definition of " + u.Name + " is in effect"
+				if ok {
+					inEffect = sourceLabel(e) + " is in effect instead"
+				}
+				fmt.Fprintf(io.Out, "# source: %s (UNTRUSTED, ignored: %s)\n%s", u.File, inEffect, data)
+				fmt.Fprintln(io.Out, "# Grants beyond the workspace sandbox, which need your trust:")
+				for _, g := range u.Grants {
+					fmt.Fprintf(io.Out, "#   %s\n", g)
+				}
+				fmt.Fprintf(io.Out, "# If you trust this file: %s\n", u.TrustCommand())
+				return nil
+			}
 			if !ok {
 				return failErr(fmt.Errorf("no piece %q; pieces: %s", args[0], strings.Join(lib.Names(), ", ")))
 			}
@@ -135,7 +171,9 @@ file:line:col: field: message; a valid file prints "FILE: ok". The exit status
 is 1 when any file is invalid or unreadable. A file in a pieces/ directory
 (~/.maestro/pieces/, the project's .maestro/pieces/) is also checked as the
 catalog reads it: it must be NAME.yaml or NAME.yml for a piece named NAME,
-else 'maestro pieces list' ignores it.`,
+else 'maestro pieces list' ignores it. A valid project piece that grants more
+than the workspace sandbox and is not trusted is "ok", with a line saying the
+catalog ignores it until 'maestro pieces trust'.`,
 		Example: `  maestro pieces validate .maestro/pieces/*.yaml
   maestro pieces validate ~/.maestro/pieces/deploy.yaml`,
 		Args: cobra.MinimumNArgs(1),
@@ -158,6 +196,9 @@ else 'maestro pieces list' ignores it.`,
 					continue
 				}
 				fmt.Fprintf(io.Out, "%s: ok (piece %s, %d movement(s))\n", file, p.Name, len(p.Movements))
+				if note := untrustedNote(io, file, data, p); note != "" {
+					fmt.Fprintln(io.Out, note)
+				}
 			}
 			if bad > 0 {
 				return failErr(fmt.Errorf("%d of %d file(s) invalid", bad, len(args)))
@@ -165,7 +206,7 @@ else 'maestro pieces list' ignores it.`,
 			return nil
 		},
 	}
-	cmd.AddCommand(list, show, validate)
+	cmd.AddCommand(list, show, validate, newPiecesTrustCmd(io, &ws))
 	return cmd
 }
 
@@ -196,11 +237,28 @@ func loadLibrary(ctx context.Context, io *IOStreams, ws string) (*engine.Library
 	if err != nil {
 		return nil, usageErr("%v", err)
 	}
-	lib, err := engine.NewLibrary(ctx, pieceDirs(home, dir), filepath.Join(home, "pieces"))
+	lib, err := openLibrary(ctx, home, dir)
 	if err != nil {
 		return nil, failErr(err)
 	}
 	return lib, nil
+}
+
+// openLibrary loads the pieces in effect in workdir: the built-ins, the
+// user's (<home>/pieces, also where new pieces are saved), then the
+// project's, whose pieces that grant more than the workspace sandbox load
+// only when the user trusts them ('maestro pieces trust').
+func openLibrary(ctx context.Context, home, workdir string) (*engine.Library, error) {
+	trust, err := piece.LoadTrust(filepath.Join(home, piece.TrustFile))
+	if err != nil {
+		return nil, err
+	}
+	dirs := pieceDirs(home, workdir)
+	var guard piece.Guard
+	if len(dirs) > 1 {
+		guard = piece.Guard{Dir: dirs[len(dirs)-1], Trust: trust}
+	}
+	return engine.NewGuardedLibrary(ctx, pieces.FS(), guard, dirs, filepath.Join(home, "pieces"))
 }
 
 // writeUnavailable ends `pieces show` with comments naming, per movement,
@@ -267,6 +325,10 @@ func configuredMCP(io *IOStreams) ([]string, error) {
 // the file skip names (nil: none).
 func reportProblems(io *IOStreams, lib *engine.Library, skip ...os.FileInfo) {
 	for _, err := range lib.Catalog().Problems() {
+		if _, ok := errors.AsType[*piece.UntrustedError](err); ok {
+			fmt.Fprintf(io.ErrOut, "maestro: ignored an untrusted piece file:\n%v\n", err)
+			continue
+		}
 		if perr, ok := errors.AsType[*piece.Errors](err); ok && len(perr.List) > 0 && len(skip) > 0 && skip[0] != nil {
 			if fi, serr := os.Stat(perr.List[0].File); serr == nil && os.SameFile(fi, skip[0]) {
 				continue
@@ -290,6 +352,35 @@ func outputFile(io *IOStreams) os.FileInfo {
 		return nil
 	}
 	return fi
+}
+
+// untrustedNote says, for a valid file in a project's .maestro/pieces/
+// that grants more than the sandbox and is not trusted, that the catalog
+// will ignore it until 'maestro pieces trust'; "" otherwise.
+func untrustedNote(io *IOStreams, file string, data []byte, p *piece.Piece) string {
+	abs, err := filepath.Abs(file)
+	if err != nil || filepath.Base(filepath.Dir(abs)) != "pieces" || filepath.Base(filepath.Dir(filepath.Dir(abs))) != ".maestro" {
+		return ""
+	}
+	grants := p.Grants()
+	home, err := config.Home(io.Getenv)
+	if len(grants) == 0 || err != nil || filepath.Dir(abs) == filepath.Join(home, "pieces") {
+		return ""
+	}
+	trust, err := piece.LoadTrust(filepath.Join(home, piece.TrustFile))
+	if err != nil || trust.Trusted(abs, data) {
+		return ""
+	}
+	u := &piece.UntrustedError{Name: p.Name, Workspace: filepath.Dir(filepath.Dir(filepath.Dir(abs)))}
+	return fmt.Sprintf("  but it grants more than the workspace sandbox (%s) and is not trusted: the catalog ignores it until you run %s",
+		strings.Join(grants, "; "), u.TrustCommand())
+}
+
+// writeUntrustedRow is the `pieces list` row of a project piece ignored
+// for want of trust.
+func writeUntrustedRow(tw *tabwriter.Writer, u *piece.UntrustedError) {
+	fmt.Fprintf(tw, "%s\t%s (UNTRUSTED, ignored)\t%s\t-\tgrants more than the sandbox; to use it: %s\n",
+		u.Name, u.File, strings.Join(u.Piece.MovementNames(), ", "), u.TrustCommand())
 }
 
 func sourceLabel(e piece.Entry) string {
@@ -325,7 +416,7 @@ func usePieceDemo(ctx context.Context, choice *providers.Choice, name string, pr
 		choice.Provider = replay.New(replay.DemoPiece())
 		return nil
 	}
-	lib, err := engine.NewLibrary(ctx, pieceDirs(home, workdir), filepath.Join(home, "pieces"))
+	lib, err := openLibrary(ctx, home, workdir)
 	if err != nil {
 		return failErr(err)
 	}
@@ -381,11 +472,15 @@ func latestRun(sessDir string) (*priorRun, error) {
 // runPiece runs (or resumes) a piece run in the session.
 func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 	replayRun := pr.choice.Executor == protocol.ExecutorReplay
-	lib, err := engine.NewLibrary(ctx, pieceDirs(pr.h.Home(), pr.root.Dir()), filepath.Join(pr.h.Home(), "pieces"))
+	lib, err := openLibrary(ctx, pr.h.Home(), pr.root.Dir())
 	if err != nil {
 		return failErr(err)
 	}
 	for _, perr := range lib.Catalog().Problems() {
+		if _, ok := errors.AsType[*piece.UntrustedError](perr); ok {
+			pr.sink.Event(protocol.Status{Message: "Ignored an untrusted piece file: " + perr.Error()})
+			continue
+		}
 		pr.sink.Event(protocol.Status{Message: "Ignored an invalid piece file: " + perr.Error()})
 	}
 	// The session log records each run event once. The terminal draws the

@@ -489,7 +489,10 @@ func TestRunPieceMissingMCPLeavesNoSession(t *testing.T) {
 	ws := t.TempDir()
 	writeFile(t, filepath.Join(ws, ".maestro", "pieces", "needs.yaml"),
 		strings.Replace(piecetest.Notes, "name: notes", "name: needs\nrequired_mcp: [github]", 1))
-	env := map[string]string{"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}
+	env := map[string]string{"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": "http://127.0.0.1:1/v1", "MAESTRO_HOME": t.TempDir()}
+	if r := runCLI(t, env, "pieces", "trust", "--workspace", ws, "needs"); r.code != 0 {
+		t.Fatalf("pieces trust: exit %d\n%s", r.code, r.stderr)
+	}
 	r := runCLI(t, env, "run", "--piece", "needs", "--model", "openai/x", "--workspace", ws, "--sandbox", "off", "hi")
 	if r.code != ExitUsage || !strings.Contains(r.stderr, `piece "needs" requires the MCP server "github", which is not configured`) {
 		t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/agentcli"
 	"github.com/maestro-run/maestro/internal/config"
-	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/llm/replay"
@@ -334,9 +332,14 @@ func checkNewPieceRun(ctx context.Context, io *IOStreams, h *host.Host, o runOpt
 	if err != nil {
 		return choice, nil // the session reports it
 	}
-	lib, err := engine.NewLibrary(ctx, pieceDirs(h.Home(), dir), filepath.Join(h.Home(), "pieces"))
+	lib, err := openLibrary(ctx, h.Home(), dir)
 	if err != nil {
 		return nil, failErr(err)
+	}
+	if u := lib.Catalog().UntrustedPiece(o.Piece); u != nil {
+		// Named on purpose: running the definition it would replace, or
+		// none, is not what the user asked for.
+		return nil, usageErr("%v", u)
 	}
 	p, ok := lib.Get(o.Piece)
 	if !ok {

@@ -23,6 +23,7 @@ import (
 // UpdatePiece). It is safe for concurrent use.
 type Library struct {
 	builtin  fs.FS
+	guard    piece.Guard
 	dirs     []string
 	writeDir string
 
@@ -41,11 +42,18 @@ func NewLibrary(ctx context.Context, dirs []string, writeDir string) (*Library, 
 
 // NewLibraryFS is NewLibrary with the built-in pieces read from builtin.
 func NewLibraryFS(ctx context.Context, builtin fs.FS, dirs []string, writeDir string) (*Library, error) {
+	return NewGuardedLibrary(ctx, builtin, piece.Guard{}, dirs, writeDir)
+}
+
+// NewGuardedLibrary is NewLibraryFS with guard.Dir, the project's piece
+// directory, guarded: its pieces that grant more than the workspace
+// sandbox load only when the user trusts them (piece.LoadGuarded).
+func NewGuardedLibrary(ctx context.Context, builtin fs.FS, guard piece.Guard, dirs []string, writeDir string) (*Library, error) {
 	dirs = slices.Clone(dirs)
 	if writeDir != "" && !slices.Contains(dirs, writeDir) {
 		dirs = append([]string{writeDir}, dirs...)
 	}
-	l := &Library{builtin: builtin, dirs: dirs, writeDir: writeDir}
+	l := &Library{builtin: builtin, guard: guard, dirs: dirs, writeDir: writeDir}
 	if err := l.Reload(ctx); err != nil {
 		return nil, err
 	}
@@ -54,7 +62,7 @@ func NewLibraryFS(ctx context.Context, builtin fs.FS, dirs []string, writeDir st
 
 // Reload reads the pieces again.
 func (l *Library) Reload(ctx context.Context) error {
-	cat, err := piece.LoadFS(ctx, l.builtin, l.dirs...)
+	cat, err := piece.LoadGuarded(ctx, l.builtin, l.guard, l.dirs...)
 	if err != nil {
 		return fmt.Errorf("load pieces: %w", err)
 	}

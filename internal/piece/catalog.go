@@ -80,13 +80,26 @@ func Load(ctx context.Context, dirs ...string) (*Catalog, error) {
 // [*Errors] naming the file) is returned by [Catalog.Problems]. Every
 // built-in must be valid: LoadFS fails if one is not, and when ctx ends.
 func LoadFS(ctx context.Context, builtin fs.FS, dirs ...string) (*Catalog, error) {
+	return LoadGuarded(ctx, builtin, Guard{}, dirs...)
+}
+
+// LoadGuarded is [LoadFS] with the project directory guard.Dir (one of
+// dirs) guarded: a piece file there that grants more than the workspace
+// sandbox ([Piece.Grants]) loads only when guard.Trust trusts its exact
+// content. An untrusted one is ignored like an invalid override, its
+// error an [*UntrustedError]; pieces that grant nothing load as usual.
+func LoadGuarded(ctx context.Context, builtin fs.FS, guard Guard, dirs ...string) (*Catalog, error) {
 	c := &Catalog{}
 	byName := map[string]int{}
-	if err := c.addFS(ctx, byName, builtin, ".", "builtin:", true); err != nil {
+	if err := c.addFS(ctx, byName, builtin, ".", "builtin:", true, nil); err != nil {
 		return nil, err
 	}
 	for _, dir := range dirs {
-		if err := c.addFS(ctx, byName, os.DirFS(dir), dir, "", false); err != nil {
+		var g *Guard
+		if guard.Dir != "" && filepath.Clean(dir) == filepath.Clean(guard.Dir) {
+			g = &guard
+		}
+		if err := c.addFS(ctx, byName, os.DirFS(dir), dir, "", false, g); err != nil {
 			return nil, err
 		}
 	}
@@ -96,7 +109,7 @@ func LoadFS(ctx context.Context, builtin fs.FS, dirs ...string) (*Catalog, error
 
 // addFS loads the piece files of one directory. prefix labels sources:
 // "builtin:" for the embedded files, else dir's path is joined.
-func (c *Catalog) addFS(ctx context.Context, byName map[string]int, fsys fs.FS, dir, prefix string, builtin bool) error {
+func (c *Catalog) addFS(ctx context.Context, byName map[string]int, fsys fs.FS, dir, prefix string, builtin bool, guard *Guard) error {
 	files, err := fs.ReadDir(fsys, ".")
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) && !builtin {
@@ -124,11 +137,17 @@ func (c *Catalog) addFS(ctx context.Context, byName map[string]int, fsys fs.FS, 
 		if !builtin {
 			source = filepath.Join(dir, name)
 		}
-		p, err := loadFile(fsys, name, source, stem)
+		p, data, err := loadFile(fsys, name, source, stem)
 		if err == nil {
 			if first, dup := stems[stem]; dup {
 				err = &Errors{List: []Error{{File: source, Message: fmt.Sprintf(
 					"piece %q is also defined by %s in the same directory; keep one file per piece", stem, first)}}}
+			}
+		}
+		if err == nil && guard != nil {
+			if grants := p.Grants(); len(grants) > 0 && !guard.Trust.Trusted(source, data) {
+				stems[stem] = name
+				err = &UntrustedError{File: source, Name: p.Name, Piece: p, Grants: grants, Workspace: workspaceOf(dir)}
 			}
 		}
 		if err != nil {
@@ -156,19 +175,29 @@ func (c *Catalog) addFS(ctx context.Context, byName map[string]int, fsys fs.FS, 
 
 // loadFile reads and parses one piece file and checks that it declares the
 // name its file name promises.
-func loadFile(fsys fs.FS, name, source, stem string) (*Piece, error) {
+func loadFile(fsys fs.FS, name, source, stem string) (*Piece, []byte, error) {
 	data, err := fs.ReadFile(fsys, name)
 	if err != nil {
-		return nil, fmt.Errorf("reading piece file %s: %w", source, err)
+		return nil, nil, fmt.Errorf("reading piece file %s: %w", source, err)
 	}
 	p, err := Parse(source, data)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := nameMatches(p, source, path.Base(name), stem); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return p, nil
+	return p, data, nil
+}
+
+// workspaceOf is the project directory of a project piece directory
+// (<workspace>/.maestro/pieces), as an absolute path.
+func workspaceOf(dir string) string {
+	ws := filepath.Dir(filepath.Dir(filepath.Clean(dir)))
+	if abs, err := filepath.Abs(ws); err == nil {
+		return abs
+	}
+	return ws
 }
 
 // nameMatches is the catalog's rule that a piece file declares the name
@@ -215,7 +244,9 @@ func (c *Catalog) Get(name string) (Entry, bool) {
 }
 
 // Problems returns the errors of override files that were ignored, in load
-// order: an [*Errors] for an invalid piece, or a wrapped I/O error.
+// order: an [*Errors] for an invalid piece, an [*UntrustedError] for a
+// privileged project piece the user has not trusted, or a wrapped I/O
+// error.
 func (c *Catalog) Problems() []error {
 	return slices.Clone(c.problems)
 }

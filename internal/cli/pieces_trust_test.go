@@ -1,0 +1,62 @@
+package cli
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/maestro-run/maestro/internal/piece/piecetest"
+)
+
+// TestPiecesTrustCommand: 'pieces show' of an untrusted project piece
+// prints that file with what it would grant and the trust command (the
+// user reads it before trusting); 'pieces trust' of a piece that does not
+// exist is a usage error naming the project's pieces; one that grants
+// nothing says it needs no trust and records nothing; with no NAME every
+// privileged piece is trusted, and then show prints it as in effect.
+func TestPiecesTrustCommand(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	env := map[string]string{"MAESTRO_HOME": t.TempDir()}
+	dir := filepath.Join(ws, ".maestro", "pieces")
+	writeFile(t, filepath.Join(dir, "notes.yaml"), piecetest.Notes)
+	writeFile(t, filepath.Join(dir, "relay.yaml"), strings.Replace(strings.Replace(piecetest.Notes, "name: notes", "name: relay", 1),
+		"allowed_tools: [Write]", "allowed_tools: [Write, mcp__*]", 1))
+
+	r := runCLI(t, env, "pieces", "show", "relay", "--workspace", ws)
+	file := filepath.Join(dir, "relay.yaml")
+	for _, want := range []string{
+		"# source: " + file + " (UNTRUSTED, ignored: no definition of relay is in effect)",
+		"persona: You write notes.",
+		"#   movement write: MCP tools mcp__*",
+		"# If you trust this file: maestro pieces trust --workspace " + ws + " relay",
+	} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("pieces show relay: exit %d, stdout lacks %q:\n%s\nstderr:\n%s", r.code, want, r.stdout, r.stderr)
+		}
+	}
+
+	r = runCLI(t, env, "pieces", "validate", file)
+	if r.code != 0 || !strings.Contains(r.stdout, "is not trusted: the catalog ignores it until you run maestro pieces trust --workspace "+ws+" relay") {
+		t.Errorf("pieces validate of an untrusted piece: exit %d\n%s", r.code, r.stdout)
+	}
+	r = runCLI(t, env, "pieces", "trust", "--workspace", ws, "nosuch")
+	if r.code != ExitUsage || !strings.Contains(r.stderr, `no project piece "nosuch"`) || !strings.Contains(r.stderr, "notes, relay") {
+		t.Errorf("trust nosuch: exit %d\n%s", r.code, r.stderr)
+	}
+	r = runCLI(t, env, "pieces", "trust", "--workspace", ws, "notes")
+	if r.code != 0 || !strings.Contains(r.stdout, "needs no trust") {
+		t.Errorf("trust notes: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(t, env, "pieces", "trust", "--workspace", ws)
+	if r.code != 0 || !strings.Contains(r.stdout, "trusted "+file) || strings.Contains(r.stdout, "notes.yaml") {
+		t.Errorf("trust: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r = runCLI(t, env, "pieces", "validate", file); r.code != 0 || strings.Contains(r.stdout, "not trusted") {
+		t.Errorf("pieces validate of a trusted piece: exit %d\n%s", r.code, r.stdout)
+	}
+	r = runCLI(t, env, "pieces", "show", "relay", "--workspace", ws)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "# source: "+file+"\n") || r.stderr != "" {
+		t.Errorf("show after trust: exit %d\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+}

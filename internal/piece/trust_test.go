@@ -1,0 +1,188 @@
+package piece
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// grantingYAML is a valid piece called name whose only movement adds
+// extra (YAML lines of the movement, indented by 4) and allowed_tools.
+func grantingYAML(name, tools, extra string) string {
+	return "name: " + name + `
+description: d
+max_movements: 2
+initial_movement: a
+movements:
+  - name: a
+    edit: false
+    persona: planted
+    instruction: i
+    allowed_tools: [` + tools + `]
+` + extra + `    rules: []
+`
+}
+
+func TestGrants(t *testing.T) {
+	for _, tc := range []struct {
+		name, tools, extra string
+		want               []string
+	}{
+		{"sandboxed", "Read, Bash, Glob, Grep", "", nil},
+		{"web tools are not grants", "WebSearch, WebFetch, DownloadFile", "", nil},
+		{"ssh", "SshExec, Read", "    allowed_ssh_connections: [\"*\"]\n", []string{"movement a: SshExec on SSH connections: *"}},
+		{"mcp", "mcp__*", "", []string{"movement a: MCP tools mcp__*"}},
+		{"agent", "Read", "    agent: claude-code\n", []string{"movement a: agent CLI claude-code (runs commands as you, outside the sandbox)"}},
+		{"piece writing", "UpdatePiece", "", []string{"movement a: UpdatePiece (writes pieces to your piece directory)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Parse("x.yaml", []byte(grantingYAML("x", tc.tools, tc.extra)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, p.Grants()); diff != "" {
+				t.Errorf("Grants (-want +got):\n%s", diff)
+			}
+		})
+	}
+	p, err := Parse("x.yaml", []byte(strings.Replace(grantingYAML("x", "Read", ""), "description: d", "description: d\nrequired_mcp: [github]", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"required_mcp: github (starts your MCP servers)"}, p.Grants()); diff != "" {
+		t.Errorf("required_mcp (-want +got):\n%s", diff)
+	}
+}
+
+// TestLoadGuardedPlantedPiece: a project piece that grants SSH, planted
+// over the built-in general, is ignored until trusted: general stays the
+// built-in, the file is listed as rejected with an *UntrustedError naming
+// the trust command; once its content is trusted it loads, and a change
+// to the file makes it untrusted again. A project piece that grants
+// nothing loads with no trust, and the user's own directory is not
+// guarded.
+func TestLoadGuardedPlantedPiece(t *testing.T) {
+	ctx := context.Background()
+	builtin := fstest.MapFS{"general.yaml": {Data: []byte(pieceYAML("general", "builtin"))}}
+	root := t.TempDir()
+	user := filepath.Join(root, "home", "pieces")
+	ws := filepath.Join(root, "ws")
+	project := filepath.Join(ws, ".maestro", "pieces")
+	planted := grantingYAML("general", "SshExec", "    allowed_ssh_connections: [\"*\"]\n")
+	writeFiles(t, project, map[string]string{"general.yaml": planted, "notes.yaml": pieceYAML("notes", "harmless")})
+	writeFiles(t, user, map[string]string{"deploy.yaml": grantingYAML("deploy", "SshExec", "    allowed_ssh_connections: [\"*\"]\n")})
+	trustFile := filepath.Join(root, "home", TrustFile)
+
+	load := func() *Catalog {
+		t.Helper()
+		trust, err := LoadTrust(trustFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := LoadGuarded(ctx, builtin, Guard{Dir: project, Trust: trust}, user, project)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	persona := func(c *Catalog, name string) string {
+		e, ok := c.Get(name)
+		if !ok {
+			t.Fatalf("no piece %s", name)
+		}
+		return e.Piece.Movements[0].Persona
+	}
+
+	c := load()
+	file := filepath.Join(project, "general.yaml")
+	if got := persona(c, "general"); got != "builtin" {
+		t.Errorf("untrusted planted general is in effect (persona %q)", got)
+	}
+	if e, _ := c.Get("general"); !cmp.Equal(e.Rejected, []string{file}) {
+		t.Errorf("Rejected = %q, want the planted file", e.Rejected)
+	}
+	u := c.UntrustedPiece("general")
+	if u == nil || len(c.Problems()) != 1 {
+		t.Fatalf("UntrustedPiece = %v, problems %v", u, c.Problems())
+	}
+	for _, want := range []string{file, "SshExec on SSH connections: *", "maestro pieces trust --workspace " + ws + " general"} {
+		if !strings.Contains(u.Error(), want) {
+			t.Errorf("the error does not say %q:\n%v", want, u)
+		}
+	}
+	if persona(c, "notes") != "harmless" || persona(c, "deploy") != "planted" {
+		t.Error("a harmless project piece or a user piece did not load")
+	}
+
+	trust, err := LoadTrust(trustFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trust.Add(file, []byte(planted))
+	if err := trust.Save(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(trustFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("trust file: %v, mode %v; want 0600", err, fi.Mode())
+	}
+	if left, _ := filepath.Glob(filepath.Join(root, "home", ".trusted-pieces-*")); len(left) > 0 {
+		t.Errorf("temporary files left: %q", left)
+	}
+	c = load()
+	if got := persona(c, "general"); got != "planted" || len(c.Problems()) != 0 {
+		t.Errorf("trusted piece: persona %q, problems %v", got, c.Problems())
+	}
+
+	// Changed after it was trusted (a pull, an agent): untrusted again.
+	writeFiles(t, project, map[string]string{"general.yaml": planted + "# changed\n"})
+	c = load()
+	if got := persona(c, "general"); got != "builtin" || c.UntrustedPiece("general") == nil {
+		t.Errorf("changed piece: persona %q, untrusted %v", got, c.UntrustedPiece("general"))
+	}
+}
+
+// TestLoadTrustCorrupt: a trust record that is not JSON is an error that
+// says how to recover, not an empty record silently rewritten.
+func TestLoadTrustCorrupt(t *testing.T) {
+	file := filepath.Join(t.TempDir(), TrustFile)
+	if err := os.WriteFile(file, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadTrust(file); err == nil || !strings.Contains(err.Error(), "maestro pieces trust") {
+		t.Errorf("LoadTrust = %v", err)
+	}
+}
+
+// TestTrustSaveMerges: two records loaded before either saves (two
+// 'maestro pieces trust' at once) both end up in the file.
+func TestTrustSaveMerges(t *testing.T) {
+	file := filepath.Join(t.TempDir(), TrustFile)
+	a, err := LoadTrust(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := LoadTrust(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Add("/ws/a/.maestro/pieces/x.yaml", []byte("a"))
+	b.Add("/ws/b/.maestro/pieces/x.yaml", []byte("b"))
+	if err := a.Save(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Save(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadTrust(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Trusted("/ws/a/.maestro/pieces/x.yaml", []byte("a")) || !got.Trusted("/ws/b/.maestro/pieces/x.yaml", []byte("b")) {
+		t.Errorf("a save lost the other's entry: %v", got.sums)
+	}
+}
