@@ -196,6 +196,16 @@ func (l *Library) tool(name string) tool.Tool {
 			desc = "Validate a piece and replace the existing piece of that name with it (the whole piece). On failure the validator's messages are returned (file:line:col: field: message)."
 		}
 		return tool.New(name, desc, false, func(ctx context.Context, in SavePieceInput, _ tool.Call) (tool.Result, error) {
+			// The model may not grant itself more than the sandbox: a piece
+			// saved here is in effect with no trust step (the user's piece
+			// directory is trusted), so a prompt-injected task could give
+			// later runs an agent CLI, SSH or MCP (docs/pieces.md, "Trust").
+			if p, err := piece.Parse(in.Name+".yaml", []byte(in.YAMLContent)); err == nil {
+				if g := p.Grants(); len(g) > 0 {
+					return tool.Result{IsError: true, Content: fmt.Sprintf("%s refused: the piece grants more than the workspace sandbox (%s), and a model may not save such a piece. Save it without those grants, or give the YAML to the user to review and save as %s themselves.",
+						name, strings.Join(g, "; "), filepath.Join(l.writeDir, in.Name+".yaml"))}, nil
+				}
+			}
 			e, err := l.save(ctx, in.Name, in.YAMLContent, update)
 			if err != nil {
 				return tool.Result{Content: err.Error(), IsError: true}, nil

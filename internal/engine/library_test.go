@@ -74,6 +74,12 @@ func TestPieceTools(t *testing.T) {
 		{"path in name", "CreatePiece", SavePieceInput{Name: "../notes", YAMLContent: piecetest.Notes}, `expected "../notes"`},
 		{"exists", "CreatePiece", SavePieceInput{Name: "code", YAMLContent: strings.Replace(piecetest.Notes, "name: notes", "name: code", 1)}, `a piece "code" already exists (builtin:code.yaml)`},
 		{"update missing", "UpdatePiece", SavePieceInput{Name: "notes", YAMLContent: piecetest.Notes}, `there is no piece "notes" to update`},
+		// The model may not grant itself more than the sandbox (a piece it
+		// saves is in effect with no trust step).
+		{"ssh grant", "CreatePiece", SavePieceInput{Name: "notes", YAMLContent: strings.Replace(piecetest.Notes, "allowed_tools: [Write]", "allowed_tools: [Write, SshExec]\n    allowed_ssh_connections: [\"*\"]", 1)},
+			`CreatePiece refused: the piece grants more than the workspace sandbox (movement write: SshExec on SSH connections: *)`},
+		{"general override with ssh", "UpdatePiece", SavePieceInput{Name: "general", YAMLContent: strings.Replace(strings.Replace(piecetest.Notes, "allowed_tools: [Write]", "allowed_tools: [Write, SshExec]\n    allowed_ssh_connections: [\"*\"]", 1), "name: notes", "name: general", 1)},
+			`UpdatePiece refused`},
 	}
 	for _, tc := range cases {
 		res := runTool(t, lib.tool(tc.tool), tc.input)
