@@ -427,6 +427,15 @@ func (tb *tab) click(testid string, suffix ...string) {
 	tb.run("click "+sel, chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible))
 }
 
+// clickEnabled waits until a button is enabled, then clicks it: a click
+// on a button still disabled (its state not yet re-rendered after an
+// edit) is dropped without a word.
+func (tb *tab) clickEnabled(testid string) {
+	tb.t.Helper()
+	tb.wait(testid+" is enabled", q(testid)+` && !`+q(testid)+`.disabled`)
+	tb.click(testid)
+}
+
 // fill types a value into a field, replacing what it holds.
 func (tb *tab) fill(sel, value string) {
 	tb.t.Helper()

@@ -132,7 +132,7 @@ func TestPieceStudio(t *testing.T) {
 	tb.replaceEditor(studioPiece("answer", true), "  - name: check")
 	tb.wait("the fixed YAML validates", q("piece-valid"))
 	tb.wait("the preview graph shows check", nodes+` === "plan,answer,check"`)
-	tb.click("piece-save")
+	tb.clickEnabled("piece-save")
 	tb.wait("saved as version 2", q("piece-saved")+`?.innerText === "Saved version 2."`)
 	var got struct {
 		Version int64  `json:"version"`
@@ -152,7 +152,7 @@ func TestPieceStudio(t *testing.T) {
 	tb.wait("the editor shows the YAML", editor+`?.querySelector(".cm-content")?.innerText.includes("Check it.")`)
 	tb.replaceEditor(strings.Replace(studioPiece("answer", true), "Check it.", "Check it twice.", 1), "Check it twice.")
 	tb.wait("the edit validates", q("piece-valid"))
-	tb.click("piece-save")
+	tb.clickEnabled("piece-save")
 	tb.wait("the conflict shows", q("piece-conflict")+`?.innerText.includes("now version 3") && `+q("piece-conflict", ` [data-testid="piece-diff"]`)+`.innerText.includes("Plan it well.")`)
 	tb.shots("piece-conflict", "piece-conflict")
 	tb.click("conflict-overwrite")
@@ -186,7 +186,7 @@ func TestPieceStudio(t *testing.T) {
 	tb.wait("the template is loaded", q("piece-name")+`?.value === "studio-demo-copy" && `+editor+`?.querySelector(".cm-content")?.innerText.includes("name: studio-demo-copy")`)
 	tb.fill(tid("piece-name"), "studio-copy")
 	tb.wait("the copy validates", q("piece-valid"))
-	tb.click("piece-save")
+	tb.clickEnabled("piece-save")
 	tb.wait("the copy is stored", `location.pathname === "/pieces/studio-copy" && `+q("piece-meta")+`?.innerText.includes("version 1")`)
 	var copied struct {
 		YAML string `json:"yaml"`
