@@ -35,17 +35,11 @@ const summariseScenario = `{"schemaVersion":"evalops.maestro.scripted-scenario.v
 // disk, and the deliverable B wrote downloads through A from the store.
 func TestArtifactsInS3AcrossMachines(t *testing.T) {
 	t.Parallel()
-	dsn := ownPostgres(t)
-	s3 := s3test.Start(t)
-	bucket := s3.NewBucket(t)
-
+	m := newS3Machines(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	artifacts := "s3://" + bucket + "/maestro"
-	dirA, dirB := t.TempDir(), t.TempDir()
-	envA := append(proctest.NoModelEnv(filepath.Join(dirA, "home")), s3.Env()...)
-	envB := append(proctest.NoModelEnv(filepath.Join(dirB, "home")), s3.Env()...)
-	dataA, dataB := filepath.Join(dirA, "data"), filepath.Join(dirB, "data")
+	dsn, s3, bucket, artifacts := m.dsn, m.s3, m.bucket, m.artifacts
+	envA, envB, dataA, dataB := m.envA, m.envB, m.dataA, m.dataB
 
 	url, stderrA, stopA := startServe(ctx, t, envA, "--workers", "0", "--db", dsn, "--data-dir", dataA, "--artifacts", artifacts)
 	cmd := exec.CommandContext(ctx, binary, "worker", "--db", dsn, "--data-dir", dataB, "--artifacts", artifacts, "--name", "machineB")
@@ -101,4 +95,26 @@ func TestArtifactsInS3AcrossMachines(t *testing.T) {
 		t.Errorf("downloaded summary.txt = %q, %v", data, err)
 	}
 	stopA()
+}
+
+// s3Machines is the set-up of two machines, A and B, sharing one
+// PostgreSQL database and one S3 bucket: each has its own home and data
+// directory, and the S3 server's keys in its environment.
+type s3Machines struct {
+	dsn, bucket, artifacts string
+	s3                     *s3test.Server
+	dirA, dirB             string
+	envA, envB             []string
+	dataA, dataB           string
+}
+
+func newS3Machines(t *testing.T) s3Machines {
+	t.Helper()
+	m := s3Machines{dsn: ownPostgres(t), s3: s3test.Start(t), dirA: t.TempDir(), dirB: t.TempDir()}
+	m.bucket = m.s3.NewBucket(t)
+	m.artifacts = "s3://" + m.bucket + "/maestro"
+	m.envA = append(proctest.NoModelEnv(filepath.Join(m.dirA, "home")), m.s3.Env()...)
+	m.envB = append(proctest.NoModelEnv(filepath.Join(m.dirB, "home")), m.s3.Env()...)
+	m.dataA, m.dataB = filepath.Join(m.dirA, "data"), filepath.Join(m.dirB, "data")
+	return m
 }

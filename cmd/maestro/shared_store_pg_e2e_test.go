@@ -11,9 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/maestro-run/maestro/internal/blobstore/s3test"
-	"github.com/maestro-run/maestro/internal/proctest"
 )
 
 // TestProcessesOnOneDatabaseAgree (docs/scale-out.md, "One artifact
@@ -29,16 +26,12 @@ import (
 // process uses the old one.
 func TestProcessesOnOneDatabaseAgree(t *testing.T) {
 	t.Parallel()
-	dsn := ownPostgres(t)
-	s3 := s3test.Start(t)
-	bucket := s3.NewBucket(t)
+	m := newS3Machines(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	artifacts := "s3://" + bucket + "/maestro"
-	dirA, dirB := t.TempDir(), t.TempDir()
-	envA := append(proctest.NoModelEnv(filepath.Join(dirA, "home")), s3.Env()...)
-	envB := append(proctest.NoModelEnv(filepath.Join(dirB, "home")), s3.Env()...)
-	dataA, dataB := filepath.Join(dirA, "data"), filepath.Join(dirB, "data")
+	dsn, s3, bucket, artifacts := m.dsn, m.s3, m.bucket, m.artifacts
+	envA, envB, dataA, dataB := m.envA, m.envB, m.dataA, m.dataB
+	dirA, dirB := m.dirA, m.dirB
 
 	url, stderrA, stopA := startServe(ctx, t, envA, "--workers", "0", "--db", dsn, "--data-dir", dataA, "--artifacts", artifacts, "--name", "serveA")
 
