@@ -709,6 +709,10 @@ func TestAuditOfMutations(t *testing.T) {
 		if a.Actor != "local" || !json.Valid(a.Details) {
 			t.Fatalf("entry %+v", a)
 		}
+		// A comment that resumed nothing lists no job: [], as documented.
+		if a.Action == "task.comment" && !strings.Contains(string(a.Details), `"resumed_jobs":[]`) {
+			t.Errorf("task.comment details %s, want resumed_jobs []", a.Details)
+		}
 	}
 	want := []string{
 		"task.create task:" + tid, "task.comment task:" + tid, "task.upload task:" + tid,

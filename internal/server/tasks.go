@@ -517,7 +517,7 @@ func (s *Server) addComment(w http.ResponseWriter, r *http.Request) {
 			s.log.Warn("comment event not appended", "task", id, "job", task.JobID, "err", err)
 		}
 	}
-	var ids []int64
+	ids := []int64{} // [] when it resumed nothing, as the answer's resumed_jobs
 	for _, j := range resumed {
 		ids = append(ids, j.ID)
 	}
