@@ -108,11 +108,7 @@ func TestEngineRunnerArtifactsAcrossDataDirs(t *testing.T) {
 	t.Parallel()
 	st := openSQLite(t, nil)
 	ctx := t.Context()
-	a, err := blobstore.OpenLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := localStore(t)
 	if err := blobstore.PutBytes(ctx, a, blobstore.UploadPrefix(stagingKey)+"/brief.txt", []byte("fence specs\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -186,11 +182,7 @@ func TestEngineRunnerMaterialiseFailureSyncsNothing(t *testing.T) {
 	t.Parallel()
 	st := openSQLite(t, nil)
 	ctx := t.Context()
-	local, err := blobstore.OpenLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer local.Close()
+	local := localStore(t)
 	task, job, err := st.CreateTask(ctx, store.NewTask{Title: "Paint the fence", Piece: "general", MaxAttempts: 1,
 		Payload: payloadWith(t, map[string]any{"replay": json.RawMessage(askScenario)})})
 	if err != nil {
@@ -213,4 +205,16 @@ func TestEngineRunnerMaterialiseFailureSyncsNothing(t *testing.T) {
 			t.Errorf("store %s after the failed claim = %q, %v; want it kept", output+name, data, err)
 		}
 	}
+}
+
+// localStore is an artifact store in a temporary directory, closed when
+// the test ends.
+func localStore(t *testing.T) *blobstore.Local {
+	t.Helper()
+	a, err := blobstore.OpenLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a
 }

@@ -167,11 +167,7 @@ func TestArtifactStoreOutageAtClaim(t *testing.T) {
 	t.Parallel()
 	st := openSQLite(t, nil)
 	ctx := t.Context()
-	local, err := blobstore.OpenLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer local.Close()
+	local := localStore(t)
 	a := &outageStore{Local: local}
 	a.down.Store(true)
 	task, job, err := st.CreateTask(ctx, store.NewTask{Title: "Report", Piece: "general", MaxAttempts: 1, Payload: payload(t, writeScenario)})
@@ -223,11 +219,7 @@ func TestArtifactStoreOutageAtFinalSync(t *testing.T) {
 	t.Parallel()
 	st := openSQLite(t, nil)
 	ctx := t.Context()
-	local, err := blobstore.OpenLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer local.Close()
+	local := localStore(t)
 	a := &outageStore{Local: local, tripOn: "work/output/report.txt"}
 	task, job, err := st.CreateTask(ctx, store.NewTask{Title: "Report", Piece: "general", MaxAttempts: 1, Payload: payload(t, writeScenario)})
 	if err != nil {

@@ -205,11 +205,7 @@ func TestParentEndCancelsChildJobs(t *testing.T) {
 func TestChildJobsShareArtifacts(t *testing.T) {
 	t.Parallel()
 	st := openSQLite(t, nil)
-	a, err := blobstore.OpenLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := localStore(t)
 	for _, data := range []string{t.TempDir(), t.TempDir()} {
 		startPool(t, queue.Config{Store: st, Workers: 1, Runner: queue.NewEngineRunner(queue.EngineRunnerConfig{
 			DataDir: data, Artifacts: a,
