@@ -46,12 +46,7 @@ func TestArtifactsInS3AcrossMachines(t *testing.T) {
 	cmd.Env = envB
 	b := launch(t, cmd)
 
-	brief := filepath.Join(t.TempDir(), "brief.txt")
-	if err := os.WriteFile(brief, []byte("two paragraphs\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	payload, _ := json.Marshal(map[string]string{"replay": summariseScenario})
-	out, errOut, err := tasksCLI(ctx, envA, url, "submit", "Summarise the brief", "--file", brief, "--payload", string(payload), "-f")
+	out, errOut, err := submitBrief(ctx, t, envA, url)
 	if err != nil || !strings.Contains(out, "input/brief.txt (15 bytes)") || !strings.Contains(out, "summarised the brief") {
 		t.Fatalf("submit --file -f through A: %v\nstdout:\n%s\nstderr:\n%s\nA:\n%s\nB:\n%s", err, out, errOut, stderrA.String(), b.stderr.String())
 	}
@@ -117,4 +112,17 @@ func newS3Machines(t *testing.T) s3Machines {
 	m.envB = append(proctest.NoModelEnv(filepath.Join(m.dirB, "home")), m.s3.Env()...)
 	m.dataA, m.dataB = filepath.Join(m.dirA, "data"), filepath.Join(m.dirB, "data")
 	return m
+}
+
+// submitBrief writes a 15-byte brief.txt and submits, through the serve at
+// url, a task that uploads it and replays summariseScenario over it,
+// following it to its end (tasks submit --file … -f).
+func submitBrief(ctx context.Context, t *testing.T, env []string, url string) (stdout, stderr string, err error) {
+	t.Helper()
+	brief := filepath.Join(t.TempDir(), "brief.txt")
+	if err := os.WriteFile(brief, []byte("two paragraphs\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	payload, _ := json.Marshal(map[string]string{"replay": summariseScenario})
+	return tasksCLI(ctx, env, url, "submit", "Summarise the brief", "--file", brief, "--payload", string(payload), "-f")
 }

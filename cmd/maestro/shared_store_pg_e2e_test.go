@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -83,12 +81,7 @@ func TestProcessesOnOneDatabaseAgree(t *testing.T) {
 	cmd := exec.CommandContext(ctx, binary, worker("--name", "workerB", "--artifacts", artifacts+"/")...)
 	cmd.Env = envB
 	b := launch(t, cmd)
-	brief := filepath.Join(t.TempDir(), "brief.txt")
-	if err := os.WriteFile(brief, []byte("two paragraphs\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	payload, _ := json.Marshal(map[string]string{"replay": summariseScenario})
-	sout, serr, err := tasksCLI(ctx, envA, url, "submit", "Summarise the brief", "--file", brief, "--payload", string(payload), "-f")
+	sout, serr, err := submitBrief(ctx, t, envA, url)
 	if err != nil || !strings.Contains(sout, "summarised the brief") {
 		t.Fatalf("submit --file -f: %v\nstdout:\n%s\nstderr:\n%s\nA:\n%s\nB:\n%s", err, sout, serr, stderrA.String(), b.stderr.String())
 	}
