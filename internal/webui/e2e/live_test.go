@@ -103,8 +103,12 @@ func TestAgentCapabilityGates(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(home, "agents", "fake-noresume.yaml"), def, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	claude, err := filepath.Abs(filepath.Join("..", "..", "agentcli", "testdata", "sessions", "claude-code-2.1.330", "home", ".claude"))
-	if err != nil {
+	// The sessions are read from a copy under a long directory name with no
+	// place to break a line, whatever the checkout's path: the transcript
+	// shows the session file's path, which must wrap on a phone (a path
+	// one word longer than the screen once made the page scroll sideways).
+	claude := filepath.Join(t.TempDir(), "astoragedirectorynamelongerthanaphonescreeniswidewithoutahyphen", ".claude")
+	if err := os.CopyFS(claude, os.DirFS(filepath.Join("..", "..", "agentcli", "testdata", "sessions", "claude-code-2.1.330", "home", ".claude"))); err != nil {
 		t.Fatal(err)
 	}
 	// A stand-in claude on PATH makes the server list claude-code as

@@ -116,7 +116,7 @@ function AgentPanel({ agent }: { agent: AgentCLI }) {
             <ul className="mt-3 divide-y divide-slate-100 text-sm dark:divide-slate-800" data-testid="agent-sessions">
               {sessions.data.sessions.map((s) => (
                 <li key={s.id} className="py-1.5" data-testid="agent-session" data-id={s.id}>
-                  <button type="button" className="text-left text-sky-700 underline dark:text-sky-400" onClick={() => setOpen(s.id)}>
+                  <button type="button" className="text-left text-sky-700 underline wrap-anywhere dark:text-sky-400" onClick={() => setOpen(s.id)}>
                     {s.title || s.first_prompt || s.id}
                   </button>
                   <span className="ml-2 text-xs text-slate-600 dark:text-slate-400">
@@ -124,7 +124,7 @@ function AgentPanel({ agent }: { agent: AgentCLI }) {
                   </span>
                 </li>
               ))}
-              {sessions.data.sessions.length === 0 && <li className="py-1.5">No session for this project (looked in {sessions.data.locations.join(", ")}).</li>}
+              {sessions.data.sessions.length === 0 && <li className="py-1.5 wrap-anywhere">No session for this project (looked in {sessions.data.locations.join(", ")}).</li>}
             </ul>
           )}
           {open && <Transcript agent={agent} sessionId={open} />}
@@ -187,8 +187,8 @@ function Transcript({ agent, sessionId }: { agent: AgentCLI; sessionId: string }
 
   return (
     <div className="mt-4 space-y-3" data-testid="transcript">
-      <h3 className="font-semibold">{t.session.title || t.session.first_prompt || t.session.id}</h3>
-      <p className="text-xs text-slate-600 dark:text-slate-400">
+      <h3 className="font-semibold wrap-anywhere">{t.session.title || t.session.first_prompt || t.session.id}</h3>
+      <p className="text-xs text-slate-600 wrap-anywhere dark:text-slate-400">
         {t.session.dir} · {t.messages.length} messages · {t.session.path}
       </p>
       {g.resume && (

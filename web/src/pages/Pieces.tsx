@@ -280,7 +280,7 @@ function Studio() {
         </p>
       )}
       {saved && (
-        <p className="text-sm" data-testid="piece-meta">
+        <p className="text-sm wrap-anywhere" data-testid="piece-meta">
           {sourceLabel(saved)}
           {saved.version ? ` · version ${saved.version}` : ""}
           {saved.file ? ` · ${saved.file}` : ""}

@@ -85,7 +85,7 @@ export default function SessionLive() {
               : "you do not hold the controller lease"}
         </span>
         {snap && (
-          <span className="text-slate-600 dark:text-slate-400">
+          <span className="text-slate-600 wrap-anywhere dark:text-slate-400">
             {[snap.state.provider, snap.state.model].filter(Boolean).join("/")} · {snap.state.cwd} · cursor {view.log.lastId}
           </span>
         )}
@@ -462,7 +462,7 @@ function FilePanel({ send, utility }: { send: Send; utility: Record<string, Reco
       </ul>
       {file && (
         <div>
-          <p className="font-mono text-xs font-semibold">
+          <p className="font-mono text-xs font-semibold wrap-anywhere">
             {String(file.relative_path ?? file.path ?? "")}
             {file.type === "error" ? `: ${String(file.message)}` : ` (lines ${String(file.start_line)}–${String(file.end_line)} of ${String(file.total_lines)})`}
           </p>
