@@ -420,10 +420,24 @@ func (tb *tab) open(path, testid string) {
 	tb.wait(path+" shows "+testid, q(testid))
 }
 
-// click clicks the first element of a data-testid once it is visible.
+// click clicks the first element of a data-testid once it is visible and
+// holds still (the same box in two frames running): the click goes to the
+// middle of the box measured, and a box that a late render moves takes the
+// click elsewhere.
 func (tb *tab) click(testid string, suffix ...string) {
 	tb.t.Helper()
 	sel := tid(testid) + strings.Join(suffix, "")
+	eval[chromedp.Void](tb, "wait until "+sel+" holds still", fmt.Sprintf(`new Promise((resolve) => {
+		let last = "";
+		const step = () => {
+			const r = document.querySelector(%q)?.getBoundingClientRect();
+			const now = r ? [r.x, r.y, r.width, r.height].join() : "";
+			if (now !== "" && now === last) return resolve();
+			last = now;
+			requestAnimationFrame(step);
+		};
+		requestAnimationFrame(step);
+	})`, sel))
 	tb.run("click "+sel, chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible))
 }
 

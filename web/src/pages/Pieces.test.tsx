@@ -45,4 +45,35 @@ describe("Pieces studio", () => {
     expect(screen.queryByTestId("piece-save")).toBeNull();
     expect(screen.queryByTestId("piece-name")).toBeNull();
   });
+
+  // The actions appear together once the piece is loaded: Run and New from
+  // this used to show first and Delete after the load, moving them under a
+  // pointer already on its way (a click meant for New from this hit Delete).
+  it("shows Run, New from this and Delete together once the piece is loaded", async () => {
+    let release: () => void = () => {};
+    const loaded = new Promise<void>((r) => (release = r));
+    const f = async (input: RequestInfo | URL, init?: RequestInit) => {
+      const url = new URL(toRequest(input, init).url);
+      if (url.pathname === "/api/v1/pieces/demo") {
+        await loaded;
+        return json({ name: "demo", yaml: "name: demo\n", source: "store", version: 1, deletable: true });
+      }
+      if (url.pathname === "/api/v1/pieces/demo/versions") return json({ versions: [] });
+      return json({ pieces: [] });
+    };
+    render(
+      <Wrap fetch={f as typeof fetch} path="/pieces/demo">
+        <Routes>
+          <Route path="/pieces/*" element={<Pieces />} />
+        </Routes>
+      </Wrap>,
+    );
+    expect(await screen.findByRole("heading", { name: /demo/ })).toBeInTheDocument();
+    expect(screen.queryByTestId("piece-run")).toBeNull();
+    expect(screen.queryByTestId("piece-template")).toBeNull();
+    release();
+    expect(await screen.findByTestId("piece-delete")).toBeInTheDocument();
+    expect(screen.getByTestId("piece-run")).toBeInTheDocument();
+    expect(screen.getByTestId("piece-template")).toBeInTheDocument();
+  });
 });

@@ -251,7 +251,10 @@ function Studio() {
           </Link>{" "}
           / {title}
         </h1>
-        {!creating && !missing && (
+        {/* The actions show together once the piece is loaded: Delete
+            appearing later beside them moved Run and New from this under
+            the pointer, and a click meant for New from this hit Delete. */}
+        {!creating && !missing && saved !== undefined && (
           <>
             <Link className="btn" data-testid="piece-run" to={`/tasks/new?piece=${encodeURIComponent(name)}`}>
               Run this piece
