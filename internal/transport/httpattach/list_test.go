@@ -40,8 +40,14 @@ func TestListSessions(t *testing.T) {
 	if got := ids(); !slices.Equal(got, want) {
 		t.Fatalf("listed %v, want %v", got, want)
 	}
+	// The shutdown is carried out after its send is answered: the session
+	// is forgotten before the runtime ends its streams, so the list is
+	// read once a's stream has ended.
 	sub := s.subscribe(a, map[string]any{})
+	st := s.open(a, "", nil)
+	st.next()
 	s.mustSend(a, sub.SubscriptionID, `{"type":"shutdown"}`)
+	st.Ended()
 	if got := ids(); !slices.Equal(got, []string{b}) {
 		t.Fatalf("after shutting %s down, listed %v, want [%s]", a, got, b)
 	}
