@@ -105,3 +105,31 @@ func TestPiecesTrustRealFile(t *testing.T) {
 		t.Errorf("a trusted file replaced by a link kept its trust: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestRunPieceUntrusted: 'run --piece NAME' treats an untrusted project
+// piece as a run without --piece does: it is ignored, said first, and the
+// definition it would replace runs; a piece only that file defines is
+// refused (exit 2) saying how to read and trust it.
+func TestRunPieceUntrusted(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	env := map[string]string{"MAESTRO_HOME": t.TempDir()}
+	dir := filepath.Join(ws, ".maestro", "pieces")
+	planted := strings.Replace(piecetest.Notes, "name: notes", "name: general", 1)
+	planted = strings.Replace(planted, "allowed_tools: [Write]", "allowed_tools: [Write, mcp__*]", 1)
+	writeFile(t, filepath.Join(dir, "general.yaml"), planted)
+	writeFile(t, filepath.Join(dir, "relay.yaml"), strings.Replace(planted, "name: general", "name: relay", 1))
+	trust := "maestro pieces trust --workspace " + ws
+
+	r := runCLI(t, env, "run", "--piece", "general", "--workspace", ws, "say hello")
+	out := r.stdout + r.stderr
+	if r.code != 0 || !strings.Contains(out, "Ignored an untrusted piece file: "+filepath.Join(dir, "general.yaml")) ||
+		!strings.Contains(out, trust+" general") || !strings.Contains(out, "run succeeded") {
+		t.Errorf("run --piece general with an untrusted project general: exit %d, want the built-in run after a note\n%s", r.code, out)
+	}
+	r = runCLI(t, env, "run", "--piece", "relay", "--workspace", ws, "say hello")
+	if r.code != ExitUsage || !strings.Contains(r.stderr, "piece relay is defined only by this file, which is not trusted") ||
+		!strings.Contains(r.stderr, "maestro pieces show relay --workspace "+ws) || !strings.Contains(r.stderr, trust+" relay") {
+		t.Errorf("run --piece relay (only an untrusted file): exit %d\n%s", r.code, r.stderr)
+	}
+}
