@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -77,8 +78,29 @@ func LimitConns(ln net.Listener, max int, setting string, log *slog.Logger) *Con
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	var rl syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) == nil {
+		if msg := fdHeadroom(max, setting, rl.Cur); msg != "" {
+			log.Warn(msg)
+		}
+	}
 	return &ConnLimit{Listener: ln, max: max, setting: setting, log: log,
 		states: map[*limitedConn]connAge{}, now: time.Now}
+}
+
+// fdReserve is how many descriptors a process keeps for its own files,
+// databases and child processes besides its connections.
+const fdReserve = 256
+
+// fdHeadroom warns when max connections would leave fewer than fdReserve
+// descriptors of the process's limit nofile: the limit then does not
+// keep the process able to open its own files.
+func fdHeadroom(max int, setting string, nofile uint64) string {
+	if uint64(max)+fdReserve <= nofile { // RLIM_INFINITY is the largest uint64
+		return ""
+	}
+	return fmt.Sprintf("%s %d leaves fewer than %d of this process's %d file descriptors (ulimit -n) for its own files: lower it, or raise the descriptor limit",
+		setting, max, fdReserve, nofile)
 }
 
 // Max is the limit.

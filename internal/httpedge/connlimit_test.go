@@ -218,3 +218,14 @@ func TestConnLimitRefusalSlots(t *testing.T) {
 		t.Fatalf("a connection past the refusal slots was held open")
 	}
 }
+
+// TestFDHeadroom: a limit that would leave the process too few file
+// descriptors for its own files is warned about, naming the setting.
+func TestFDHeadroom(t *testing.T) {
+	if msg := fdHeadroom(1024, "--max-connections", 1024); !strings.Contains(msg, "--max-connections 1024 leaves fewer than 256 of this process's 1024 file descriptors") {
+		t.Errorf("fdHeadroom(1024, 1024) = %q", msg)
+	}
+	if msg := fdHeadroom(1024, "--max-connections", 1<<20); msg != "" {
+		t.Errorf("fdHeadroom(1024, 1M) = %q, want none", msg)
+	}
+}
