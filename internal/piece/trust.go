@@ -151,6 +151,9 @@ func ReadPieceFile(path string) (data []byte, key string, err error) {
 	if len(data) > maxPieceFile {
 		return nil, "", fmt.Errorf("%s: larger than %d bytes, too large for a piece file", path, maxPieceFile)
 	}
+	if pieceReadHook != nil {
+		pieceReadHook(path)
+	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, "", err
@@ -167,6 +170,10 @@ func ReadPieceFile(path string) (data []byte, key string, err error) {
 	}
 	return data, key, nil
 }
+
+// pieceReadHook, when set (tests), runs between ReadPieceFile's read and
+// its resolution of the key: where a swap would have to happen.
+var pieceReadHook func(path string)
 
 // maxPieceFile bounds what ReadPieceFile reads.
 const maxPieceFile = 4 << 20

@@ -289,3 +289,25 @@ func TestLoadGuardedFIFO(t *testing.T) {
 		t.Errorf("notes loaded %v, problems %v", ok, c.Problems())
 	}
 }
+
+// TestReadPieceFileSwap: a file swapped for a link to another file
+// between its read and the resolution of its key is refused, not judged
+// by the other file's trust.
+func TestReadPieceFileSwap(t *testing.T) {
+	dir := t.TempDir()
+	file, other := filepath.Join(dir, "p.yaml"), filepath.Join(dir, "trusted.yaml")
+	if err := os.WriteFile(file, []byte("planted"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(other, []byte("reviewed"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pieceReadHook = func(string) {
+		os.Remove(file)
+		os.Symlink(other, file)
+	}
+	defer func() { pieceReadHook = nil }()
+	if data, key, err := ReadPieceFile(file); err == nil || !strings.Contains(err.Error(), "replaced while it was read") {
+		t.Errorf("ReadPieceFile across a swap = %q, %q, %v; want an error", data, key, err)
+	}
+}
