@@ -41,8 +41,8 @@ real path, links resolved, and SHA-256 of its content): a file changed
 afterwards, by you, a pull or an agent, is untrusted again until you run
 this again. The same workspace reached by another path (a link to it) is
 the same file; a trusted file replaced by a link to another file is not
-trusted. Pieces that grant
-nothing beyond the sandbox, and those of ~/.maestro/pieces/, need no trust.`,
+trusted. Pieces that grant nothing beyond the sandbox, and those of
+~/.maestro/pieces/, need no trust.`,
 		Example: `  maestro pieces list --workspace ~/src/app      # UNTRUSTED rows, with the command to run
   maestro pieces show deploy --workspace ~/src/app # read it first
   maestro pieces trust --workspace ~/src/app deploy`,
