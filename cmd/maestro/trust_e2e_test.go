@@ -36,9 +36,10 @@ movements:
 // (what a cloned repository also ships) must not hand the next run of
 // general the user's SSH connections. The planted file is ignored, marked
 // UNTRUSTED by 'pieces list' with the command that trusts it, and 'run
-// --piece general' fails before anything runs (exit 2) without reaching
-// the SSH server; after 'maestro pieces trust' it runs, and a change to
-// the file makes it untrusted again.
+// --piece general' says so first and runs the built-in general, as a run
+// without --piece does, without reaching the SSH server; after 'maestro
+// pieces trust' it runs, and a change to the file makes it untrusted
+// again.
 func TestPlantedProjectPieceNeedsTrust(t *testing.T) {
 	t.Parallel()
 	const conn = "6f9619ff-8b86-d011-b42d-00c04fc964ff"
@@ -79,11 +80,11 @@ func TestPlantedProjectPieceNeedsTrust(t *testing.T) {
 	exfil := func() llmtest.Turn {
 		return toolCall("x1", "SshExec", map[string]any{"connection": conn, "command": "touch pwned"})
 	}
-	srv := llmtest.NewServer(t, exfil(), llmtest.Turn{Text: []string{"done"}})
+	srv := llmtest.NewServer(t, exfil(), llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "c2", Name: "complete", Input: `{"status":"success","result":"checked"}`}}})
 	env := append(proctest.NoModelEnv(home), "ANTHROPIC_API_KEY=sk-test", "ANTHROPIC_BASE_URL="+srv.URL())
-	_, stderr, code := runWithEnv(t, env, "run", "--piece", "general", "--workspace", ws, "check the host")
-	if code != 2 || !strings.Contains(stderr, file) || !strings.Contains(stderr, trustCmd) {
-		t.Errorf("run --piece general: exit %d, want 2 naming the file and %q\nstderr:\n%s", code, trustCmd, stderr)
+	stdout, stderr, code := runWithEnv(t, env, "run", "--piece", "general", "--workspace", ws, "check the host")
+	if all := stdout + stderr; code != 0 || !strings.Contains(all, "Ignored an untrusted piece file: "+file) || !strings.Contains(all, trustCmd) {
+		t.Errorf("run --piece general: exit %d, want the built-in run after a note naming the file and %q\n%s", code, trustCmd, all)
 	}
 	if _, err := os.Stat(filepath.Join(sshd.Dir, "pwned")); err == nil {
 		t.Fatal("the untrusted planted piece ran a command on the user's SSH connection")

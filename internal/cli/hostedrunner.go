@@ -56,6 +56,7 @@ Every setting has a flag and environment variables (the flag wins):
                         (default <workspace>/.maestro/runner-snapshots)
   (restore manifest)    MAESTRO_REMOTE_RUNNER_RESTORE_MANIFEST, REMOTE_RUNNER_RESTORE_MANIFEST
   --allowed-host        MAESTRO_HOSTED_RUNNER_ALLOWED_HOSTS (comma-separated)
+  --max-connections     MAESTRO_HOSTED_RUNNER_MAX_CONNECTIONS (default 1024)
 
 Auth: /api/* requires a bearer token (MAESTRO_HOSTED_RUNNER_AUTH_TOKEN or
 MAESTRO_WEB_API_KEY, or a file through --auth-token-file /
@@ -69,7 +70,9 @@ Every request must name the runner in Host: localhost, 127.0.0.1, [::1],
 an IP address when a token is required, or a name given with
 --allowed-host (DNS-rebinding protection); requests a browser marks
 cross-site are refused, and JSON bodies need Content-Type: application/json.
-See "HTTP edge" in docs/sandbox.md.
+At most --max-connections connections are open at once (event streams
+count): past that an idle one is closed to make room, or the request is
+answered 503 with Retry-After. See "HTTP edge" in docs/sandbox.md.
 
 Agent: with no model configured (no --model/--replay, MAESTRO_MODEL, keys or
 config), or with --fixture / MAESTRO_HOSTED_RUNNER_FIXTURE=1 (or the
@@ -109,6 +112,7 @@ to stderr. It exits when stdin, if it is a pipe, reaches end of file
 	f.StringVar(&fl.RequireAuth, "require-auth", "", "require the token on /api/* (default: yes unless listening on loopback)")
 	f.Lookup("require-auth").NoOptDefVal = "true"
 	f.StringArrayVar(&fl.AllowedHosts, "allowed-host", nil, "public name clients may use in Host, e.g. runner.example.com or *.example.com (repeatable; loopback names always work)")
+	f.StringVar(&fl.MaxConnections, "max-connections", "", "most connections open at once, event streams included; past it new requests get 503 with Retry-After (default 1024)")
 	f.BoolVar(&fl.Fixture, "fixture", false, "run the deterministic fixture agent even if a model is configured")
 	f.StringVarP(&o.model, "model", "m", "", "model as provider/model (default: as for 'maestro run'; none: the fixture agent)")
 	f.StringVar(&o.replay, "replay", "", "run a scripted replay scenario file instead of a model")

@@ -368,7 +368,11 @@ func untrustedNote(io *IOStreams, file string, data []byte, p *piece.Piece) stri
 		return ""
 	}
 	trust, err := piece.LoadTrust(filepath.Join(home, piece.TrustFile))
-	if err != nil || trust.Trusted(abs, data) {
+	if err != nil {
+		return ""
+	}
+	// Judged as the catalog judges it: the file's real path and content.
+	if data, key, err := piece.ReadPieceFile(abs); err != nil || trust.Trusted(key, data) {
 		return ""
 	}
 	u := &piece.UntrustedError{Name: p.Name, Workspace: filepath.Dir(filepath.Dir(filepath.Dir(abs)))}

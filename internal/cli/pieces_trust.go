@@ -29,16 +29,20 @@ written there by an agent). One that grants more than the workspace sandbox
 (your ssh_connections), an mcp__ tool or required_mcp (your MCP servers and
 their tokens), CreatePiece or UpdatePiece (writes to your own piece
 directory) — is ignored until you trust that exact file content: 'maestro
-pieces list' marks it UNTRUSTED, a run falls back to the definition it would
-replace, and 'maestro run --piece NAME' refuses it.
+pieces list' marks it UNTRUSTED, and a run (with --piece NAME or without)
+says so and runs the definition it would replace, or, when there is none,
+refuses --piece NAME.
 
 This command prints what each such piece grants and records it as trusted:
 running it is the consent, there is no prompt, so read the pieces (maestro
 pieces show NAME, or the file) first. With no NAME, every such piece of the
 project is trusted. The record is <maestro home>/trusted-pieces.json (file
-path and SHA-256 of its content): a file changed afterwards, by you, a pull
-or an agent, is untrusted again until you run this again. Pieces that grant
-nothing beyond the sandbox, and those of ~/.maestro/pieces/, need no trust.`,
+real path, links resolved, and SHA-256 of its content): a file changed
+afterwards, by you, a pull or an agent, is untrusted again until you run
+this again. The same workspace reached by another path (a link to it) is
+the same file; a trusted file replaced by a link to another file is not
+trusted. Pieces that grant nothing beyond the sandbox, and those of
+~/.maestro/pieces/, need no trust.`,
 		Example: `  maestro pieces list --workspace ~/src/app      # UNTRUSTED rows, with the command to run
   maestro pieces show deploy --workspace ~/src/app # read it first
   maestro pieces trust --workspace ~/src/app deploy`,
@@ -67,7 +71,7 @@ nothing beyond the sandbox, and those of ~/.maestro/pieces/, need no trust.`,
 			}
 			bad, added := 0, 0
 			for _, file := range files {
-				data, err := os.ReadFile(file)
+				data, key, err := piece.ReadPieceFile(file)
 				if err != nil {
 					fmt.Fprintf(io.ErrOut, "maestro: %v\n", err)
 					bad++
@@ -89,9 +93,13 @@ nothing beyond the sandbox, and those of ~/.maestro/pieces/, need no trust.`,
 					}
 					continue
 				}
-				trust.Add(file, data)
+				trust.Add(key, data)
 				added++
-				fmt.Fprintf(io.Out, "trusted %s (piece %s, sha256 %s), which grants:\n  %s\n", file, p.Name, piece.Sum(data)[:12], strings.Join(grants, "\n  "))
+				shown := file
+				if abs, _ := filepath.Abs(file); abs != key {
+					shown += " (the file at " + key + ")"
+				}
+				fmt.Fprintf(io.Out, "trusted %s (piece %s, sha256 %s), which grants:\n  %s\n", shown, p.Name, piece.Sum(data)[:12], strings.Join(grants, "\n  "))
 			}
 			if added > 0 {
 				if err := trust.Save(); err != nil {

@@ -336,12 +336,14 @@ func checkNewPieceRun(ctx context.Context, io *IOStreams, h *host.Host, o runOpt
 	if err != nil {
 		return nil, failErr(err)
 	}
-	if u := lib.Catalog().UntrustedPiece(o.Piece); u != nil {
-		// Named on purpose: running the definition it would replace, or
-		// none, is not what the user asked for.
-		return nil, usageErr("%v", u)
-	}
 	p, ok := lib.Get(o.Piece)
+	if u := lib.Catalog().UntrustedPiece(o.Piece); u != nil && !ok {
+		// As without --piece, an untrusted file is ignored and the
+		// definition it would replace runs (runPiece says so first); with
+		// no other definition there is nothing to run.
+		return nil, usageErr("%s: piece %s is defined only by this file, which is not trusted (new or changed since trusted) and grants more than the workspace sandbox:\n  %s\nto run it, read it (maestro pieces show %s --workspace %s), then trust it: %s",
+			u.File, u.Name, strings.Join(u.Grants, "\n  "), u.Name, shellQuote(u.Workspace), u.TrustCommand())
+	}
 	if !ok {
 		reportProblems(io, lib)
 		return nil, usageErr("unknown piece %q; available: %s", o.Piece, strings.Join(lib.Names(), ", "))

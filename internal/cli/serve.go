@@ -60,6 +60,8 @@ type serveOptions struct {
 	SessionStaleAfter time.Duration
 	// MoveArtifacts replaces the database's artifact location.
 	MoveArtifacts bool
+	// MaxConns bounds the open connections (event streams included).
+	MaxConns int
 }
 
 func newServeCmd(io *IOStreams) *cobra.Command {
@@ -86,8 +88,11 @@ Every request must name the server in Host: localhost, 127.0.0.1, [::1],
 an IP address when a token is set, the --listen host, or a name given with
 --allowed-host (or $MAESTRO_ALLOWED_HOSTS, comma-separated); anything else
 is a DNS-rebinding page and gets 403. Requests a browser marks cross-site
-are refused, and JSON bodies need Content-Type: application/json. See
-"HTTP edge" in docs/sandbox.md.
+are refused, and JSON bodies need Content-Type: application/json. At most
+--max-connections connections are open at once (event streams count):
+past that an idle keep-alive connection is closed to make room, or, when
+none is idle, the request is answered 503 with Retry-After and a warning
+is logged (at most once a minute). See "HTTP edge" in docs/sandbox.md.
 
 Web UI: / serves the team's console (tasks, live runs, questions,
 deliverables, schedules; docs/web-ui.md), embedded in the binary. Its files
@@ -132,6 +137,7 @@ sessions are shut down and their logs saved.`,
 	f.StringVar(&o.Advertise, "advertise", "", "base URL other serve processes reach this one at, to proxy its live sessions (default $"+advertiseEnv+", else the --listen address, a wildcard host replaced by this machine's address)")
 	f.BoolVar(&o.SessionProxy, "session-proxy", true, "proxy requests for live sessions other serve processes own to them (false: answer 409 with the owner's address)")
 	f.DurationVar(&o.SessionStaleAfter, "session-stale-after", sessionowner.DefaultStaleAfter, "how long a serve may miss its heartbeats before the other serve processes end its live sessions")
+	f.IntVar(&o.MaxConns, "max-connections", httpedge.DefaultMaxConns, "most connections open at once, event streams included; past it new requests get 503 with Retry-After")
 	f.StringArrayVar(&o.WorkspaceRoots, "workspace-root", nil, "directory a remote-attach session's workspaceRoot must lie in (repeatable; default: any directory on loopback, none otherwise)")
 	return cmd
 }
@@ -139,6 +145,9 @@ sessions are shut down and their logs saved.`,
 func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	if o.Workers < 0 {
 		return usageErr("--workers: expected 0 or more, found %d", o.Workers)
+	}
+	if o.MaxConns <= 0 {
+		return usageErr("--max-connections: expected a positive number of connections, found %d", o.MaxConns)
 	}
 	if o.MaxUpload <= 0 {
 		return usageErr("--max-upload: expected a positive number of bytes, found %d", o.MaxUpload)
@@ -288,6 +297,15 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		BaseContext:       func(net.Listener) context.Context { return reqCtx },
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// One client's idle or streaming connections must not use up the
+	// process's descriptors for everyone.
+	limited := httpedge.LimitConns(ln, o.MaxConns, "--max-connections", log)
+	limited.Configure(hs, func(r *http.Request) httpedge.Surface {
+		if strings.HasPrefix(r.URL.Path, "/api/headless/") {
+			return httpedge.Headless
+		}
+		return httpedge.REST
+	})
 	auth := "no token (loopback only)"
 	if token != "" {
 		auth = "bearer token required"
@@ -304,7 +322,7 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	wg.Go(func() {
-		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := hs.Serve(limited); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			serveErr = err
 			cancel()
 		}

@@ -48,6 +48,8 @@ type Flags struct {
 	// AllowedHosts are public names clients may use in Host (repeatable
 	// --allowed-host).
 	AllowedHosts []string
+	// MaxConnections bounds the open connections (--max-connections).
+	MaxConnections string
 	// Fixture forces the deterministic agent.
 	Fixture bool
 }
@@ -83,6 +85,9 @@ type Config struct {
 	// the loopback names and IP literals (DNS-rebinding protection, see
 	// httpedge.Policy).
 	AllowedHosts []string
+	// MaxConns bounds the connections open at once, event streams
+	// included (httpedge.ConnLimit; default httpedge.DefaultMaxConns).
+	MaxConns int
 	// Fixture selects the deterministic agent (MAESTRO_HOSTED_RUNNER_FIXTURE=1
 	// or --fixture); the CLI also selects it when no model is configured.
 	Fixture bool
@@ -107,6 +112,7 @@ var (
 	EnvAuthTokenFile    = []string{"MAESTRO_HOSTED_RUNNER_AUTH_TOKEN_FILE", "MAESTRO_WEB_API_KEY_FILE"}
 	EnvRequireAuth      = []string{"MAESTRO_WEB_REQUIRE_KEY"}
 	EnvAllowedHosts     = []string{"MAESTRO_HOSTED_RUNNER_ALLOWED_HOSTS"}
+	EnvMaxConnections   = []string{"MAESTRO_HOSTED_RUNNER_MAX_CONNECTIONS"}
 	EnvFixture          = []string{"MAESTRO_HOSTED_RUNNER_FIXTURE", "MAESTRO_RUST_HOSTED_CONFORMANCE"}
 )
 
@@ -212,6 +218,14 @@ func Load(f Flags, getenv func(string) string) (Config, error) {
 	}
 	if err := c.Edge().Validate(); err != nil {
 		return c, fmt.Errorf("%w (--allowed-host / MAESTRO_HOSTED_RUNNER_ALLOWED_HOSTS)", err)
+	}
+	c.MaxConns = httpedge.DefaultMaxConns
+	if v := pick(f.MaxConnections, getenv, EnvMaxConnections); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return c, fmt.Errorf("%s %q: expected a positive number of connections", either("--max-connections", EnvMaxConnections), v)
+		}
+		c.MaxConns = n
 	}
 
 	c.Fixture = f.Fixture

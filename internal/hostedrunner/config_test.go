@@ -140,6 +140,22 @@ func TestLoad(t *testing.T) {
 			}
 		}},
 		{name: "bad fixture env", env: with("MAESTRO_HOSTED_RUNNER_FIXTURE", "sure"), err: "MAESTRO_HOSTED_RUNNER_FIXTURE"},
+		{name: "max connections default", env: base, check: func(t *testing.T, c Config) {
+			if c.MaxConns != 1024 {
+				t.Errorf("MaxConns %d, want 1024", c.MaxConns)
+			}
+		}},
+		{name: "max connections env", env: with("MAESTRO_HOSTED_RUNNER_MAX_CONNECTIONS", "64"), check: func(t *testing.T, c Config) {
+			if c.MaxConns != 64 {
+				t.Errorf("MaxConns %d, want 64", c.MaxConns)
+			}
+		}},
+		{name: "max connections flag wins", flags: Flags{MaxConnections: "8"}, env: with("MAESTRO_HOSTED_RUNNER_MAX_CONNECTIONS", "64"), check: func(t *testing.T, c Config) {
+			if c.MaxConns != 8 {
+				t.Errorf("MaxConns %d, want 8", c.MaxConns)
+			}
+		}},
+		{name: "bad max connections", flags: Flags{MaxConnections: "0"}, env: base, err: `--max-connections or MAESTRO_HOSTED_RUNNER_MAX_CONNECTIONS "0": expected a positive number`},
 		{name: "missing runner id", env: with("MAESTRO_RUNNER_SESSION_ID", "<unset>"), err: "--runner-session-id or MAESTRO_RUNNER_SESSION_ID / REMOTE_RUNNER_SESSION_ID"},
 		{name: "missing workspace", env: with("MAESTRO_WORKSPACE_ROOT", "<unset>"), err: "--workspace-root or MAESTRO_WORKSPACE_ROOT / WORKSPACE_ROOT"},
 		{name: "workspace does not exist", env: with("MAESTRO_WORKSPACE_ROOT", filepath.Join(ws, "nope")), err: "must be an existing directory"},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/eventbus"
 	"github.com/maestro-run/maestro/internal/gitinfo"
+	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/runtime"
@@ -417,8 +418,12 @@ func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 // server (within 5 s), and returns what failed.
 func (r *Runner) Serve(ctx context.Context, ln net.Listener, attach interface{ Close() }, signals <-chan os.Signal, stop <-chan struct{}) error {
 	srv := newHTTPServer(r.Handler(), r.log)
+	// One client's idle or streaming connections must not use up the
+	// runner's descriptors (--max-connections).
+	limited := httpedge.LimitConns(ln, r.cfg.MaxConns, "--max-connections / MAESTRO_HOSTED_RUNNER_MAX_CONNECTIONS", r.log)
+	limited.Configure(srv, func(*http.Request) httpedge.Surface { return httpedge.Headless })
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(limited) }()
 	var serveErr error
 	select {
 	case s := <-signals:

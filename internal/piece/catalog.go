@@ -137,7 +137,14 @@ func (c *Catalog) addFS(ctx context.Context, byName map[string]int, fsys fs.FS, 
 		if !builtin {
 			source = filepath.Join(dir, name)
 		}
-		p, data, err := loadFile(fsys, name, source, stem)
+		var p *Piece
+		var data []byte
+		var key string // the trust key of a guarded file
+		if guard != nil {
+			p, data, key, err = loadGuardedFile(filepath.Join(dir, name), source, stem)
+		} else {
+			p, data, err = loadFile(fsys, name, source, stem)
+		}
 		if err == nil {
 			if first, dup := stems[stem]; dup {
 				err = &Errors{List: []Error{{File: source, Message: fmt.Sprintf(
@@ -145,7 +152,7 @@ func (c *Catalog) addFS(ctx context.Context, byName map[string]int, fsys fs.FS, 
 			}
 		}
 		if err == nil && guard != nil {
-			if grants := p.Grants(); len(grants) > 0 && !guard.Trust.Trusted(source, data) {
+			if grants := p.Grants(); len(grants) > 0 && !guard.Trust.Trusted(key, data) {
 				stems[stem] = name
 				err = &UntrustedError{File: source, Name: p.Name, Piece: p, Grants: grants, Workspace: workspaceOf(dir)}
 			}
@@ -188,6 +195,24 @@ func loadFile(fsys fs.FS, name, source, stem string) (*Piece, []byte, error) {
 		return nil, nil, err
 	}
 	return p, data, nil
+}
+
+// loadGuardedFile is loadFile for a guarded directory: the file is read
+// with ReadPieceFile, which also returns its trust key, the real path of
+// the file read.
+func loadGuardedFile(file, source, stem string) (*Piece, []byte, string, error) {
+	data, key, err := ReadPieceFile(file)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("reading piece file %s: %w", source, err)
+	}
+	p, err := Parse(source, data)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if err := nameMatches(p, source, path.Base(file), stem); err != nil {
+		return nil, nil, "", err
+	}
+	return p, data, key, nil
 }
 
 // workspaceOf is the project directory of a project piece directory

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // TrustFile is the name of the trust record in Maestro's home directory.
@@ -74,9 +76,9 @@ func (p *Piece) Grants() []string {
 }
 
 // Trust is the record of the project piece files the user trusts: each
-// file's absolute path and the SHA-256 of the content trusted. A file
-// whose content changed is no longer trusted. The zero value trusts
-// nothing.
+// file's real path (absolute, links resolved: see [ReadPieceFile]) and the
+// SHA-256 of the content trusted. A file whose content changed is no
+// longer trusted. The zero value trusts nothing.
 type Trust struct {
 	file  string
 	sums  map[string]string // trustKey(path) → hex sha256
@@ -109,10 +111,9 @@ func LoadTrust(file string) (*Trust, error) {
 	return t, nil
 }
 
-// trustKey is the key a piece file is recorded under: its absolute path,
-// links not resolved (a link planted in place of a trusted file does not
-// borrow another file's trust; a workspace reached by another path is
-// trusted anew).
+// trustKey is the key a piece file is recorded under, given its key from
+// ReadPieceFile (already absolute and resolved; Abs only cleans a path
+// given otherwise).
 func trustKey(path string) string {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -121,6 +122,62 @@ func trustKey(path string) string {
 	return abs
 }
 
+// ReadPieceFile reads a project piece file for a trust decision: its
+// content and its key, the real path of the very file read (absolute,
+// every link resolved). A workspace reached through another path (a link
+// to it, /tmp and /private/tmp) is the same file, so its trust holds; a
+// trusted file later replaced by a link to another file is keyed by that
+// other file, so it is not trusted unless that file's content is. The
+// file is opened once and the key checked to name the file that was read
+// (same device and inode), so a swap between reading and resolving is
+// refused rather than judged on the wrong file.
+func ReadPieceFile(path string) (data []byte, key string, err error) {
+	// Non-blocking: a FIFO planted as a piece file must not hang the load.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, "", err
+	}
+	defer f.Close()
+	read, err := f.Stat()
+	if err != nil {
+		return nil, "", err
+	}
+	if !read.Mode().IsRegular() {
+		return nil, "", fmt.Errorf("%s: not a regular file", path)
+	}
+	if data, err = io.ReadAll(io.LimitReader(f, maxPieceFile+1)); err != nil {
+		return nil, "", err
+	}
+	if len(data) > maxPieceFile {
+		return nil, "", fmt.Errorf("%s: larger than %d bytes, too large for a piece file", path, maxPieceFile)
+	}
+	if pieceReadHook != nil {
+		pieceReadHook(path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, "", err
+	}
+	if key, err = filepath.EvalSymlinks(abs); err != nil {
+		return nil, "", err
+	}
+	now, err := os.Stat(key)
+	if err != nil {
+		return nil, "", err
+	}
+	if !os.SameFile(read, now) {
+		return nil, "", fmt.Errorf("%s: replaced while it was read (it now leads to %s); load it again", path, key)
+	}
+	return data, key, nil
+}
+
+// pieceReadHook, when set (tests), runs between ReadPieceFile's read and
+// its resolution of the key: where a swap would have to happen.
+var pieceReadHook func(path string)
+
+// maxPieceFile bounds what ReadPieceFile reads.
+const maxPieceFile = 4 << 20
+
 // Sum is the hex SHA-256 of a piece file's content, as the trust record
 // holds it.
 func Sum(data []byte) string {
@@ -128,51 +185,60 @@ func Sum(data []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-// Trusted reports whether the file at path, with content data, is trusted.
-func (t *Trust) Trusted(path string, data []byte) bool {
+// Trusted reports whether the file whose key (from ReadPieceFile) is key,
+// with content data, is trusted.
+func (t *Trust) Trusted(key string, data []byte) bool {
 	if t == nil || t.sums == nil {
 		return false
 	}
-	sum, ok := t.sums[trustKey(path)]
+	sum, ok := t.sums[trustKey(key)]
 	return ok && sum == Sum(data)
 }
 
-// Add trusts the file at path with content data (call Save to record it).
-func (t *Trust) Add(path string, data []byte) {
+// Add trusts the file whose key (from ReadPieceFile) is key with content
+// data (call Save to record it).
+func (t *Trust) Add(key string, data []byte) {
 	if t.sums == nil {
 		t.sums = map[string]string{}
 	}
 	if t.added == nil {
 		t.added = map[string]string{}
 	}
-	k := trustKey(path)
+	k := trustKey(key)
 	t.sums[k] = Sum(data)
 	t.added[k] = t.sums[k]
 }
 
 // Save writes the record to its file atomically, readable by the user
-// only. What Add recorded is merged into the file as it is now, so two
-// 'maestro pieces trust' run at once each keep the other's entries
-// (barring the instant between one's read and its rename).
+// only. Under an exclusive lock on <file>.lock, what Add recorded is
+// merged into the file as it is now and the result renamed over it, so
+// two 'maestro pieces trust' run at once each keep the other's entries.
 func (t *Trust) Save() error {
 	if t.file == "" {
 		return errors.New("the piece trust record has no file")
 	}
-	if cur, err := LoadTrust(t.file); err == nil {
-		for k, v := range t.added {
-			cur.sums[k] = v
-		}
-		t.sums = cur.sums
+	dir := filepath.Dir(t.file)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("save the piece trust record: %w", err)
 	}
+	unlock, err := lockTrust(t.file + ".lock")
+	if err != nil {
+		return fmt.Errorf("save the piece trust record: %w", err)
+	}
+	defer unlock()
+	cur, err := LoadTrust(t.file)
+	if err != nil {
+		return err
+	}
+	for k, v := range t.added {
+		cur.sums[k] = v
+	}
+	t.sums = cur.sums
 	data, err := json.MarshalIndent(trustRecord{Pieces: t.sums}, "", "  ")
 	if err != nil {
 		return err
 	}
 	data = append(data, '\n')
-	dir := filepath.Dir(t.file)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("save the piece trust record: %w", err)
-	}
 	tmp, err := os.CreateTemp(dir, ".trusted-pieces-*.json")
 	if err != nil {
 		return fmt.Errorf("save the piece trust record: %w", err)
@@ -197,6 +263,30 @@ func (t *Trust) Save() error {
 		return fmt.Errorf("save the piece trust record: %w", err)
 	}
 	return nil
+}
+
+// lockTrust takes an exclusive lock on the lock file (created if need
+// be), waiting for another process that holds it; the returned function
+// releases it.
+func lockTrust(file string) (func(), error) {
+	f, err := os.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", file, err)
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
 }
 
 // Guard makes the privileged pieces (see [Piece.Grants]) of one override

@@ -2,11 +2,14 @@ package piece
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -184,5 +187,127 @@ func TestTrustSaveMerges(t *testing.T) {
 	}
 	if !got.Trusted("/ws/a/.maestro/pieces/x.yaml", []byte("a")) || !got.Trusted("/ws/b/.maestro/pieces/x.yaml", []byte("b")) {
 		t.Errorf("a save lost the other's entry: %v", got.sums)
+	}
+}
+
+// TestTrustSaveConcurrent: records saved at the same instant (several
+// 'maestro pieces trust' at once) all end up in the file: the save is
+// locked, not only merged.
+func TestTrustSaveConcurrent(t *testing.T) {
+	file := filepath.Join(t.TempDir(), TrustFile)
+	const n = 16
+	errs := make(chan error, n)
+	start := make(chan struct{})
+	for i := range n {
+		go func() {
+			tr, err := LoadTrust(file)
+			if err != nil {
+				errs <- err
+				return
+			}
+			tr.Add(fmt.Sprintf("/ws/%d/.maestro/pieces/x.yaml", i), []byte{byte(i)})
+			<-start
+			errs <- tr.Save()
+		}()
+	}
+	close(start)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := LoadTrust(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if !got.Trusted(fmt.Sprintf("/ws/%d/.maestro/pieces/x.yaml", i), []byte{byte(i)}) {
+			t.Errorf("entry %d lost: %d entries kept", i, len(got.sums))
+		}
+	}
+}
+
+// TestReadPieceFile: the key is the real path of the file read; a link to
+// a workspace gives the same key as the workspace; a FIFO planted as a
+// piece file is refused at once, not waited on.
+func TestReadPieceFile(t *testing.T) {
+	ws := t.TempDir()
+	file := filepath.Join(ws, "p.yaml")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "ws")
+	if err := os.Symlink(ws, link); err != nil {
+		t.Fatal(err)
+	}
+	real, err := filepath.EvalSymlinks(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{file, filepath.Join(link, "p.yaml")} {
+		data, key, err := ReadPieceFile(p)
+		if err != nil || string(data) != "x" || key != real {
+			t.Errorf("ReadPieceFile(%s) = %q, %q, %v; want x, %s", p, data, key, err, real)
+		}
+	}
+	fifo := filepath.Join(ws, "f.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no FIFO:", err)
+	}
+	if _, _, err := ReadPieceFile(fifo); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("ReadPieceFile(FIFO) = %v", err)
+	}
+}
+
+// TestLoadGuardedFIFO: a FIFO in the project's piece directory (an agent
+// can make one with its shell) does not hang the catalog: it is listed as
+// a problem and the rest loads.
+func TestLoadGuardedFIFO(t *testing.T) {
+	root := t.TempDir()
+	project := filepath.Join(root, "ws", ".maestro", "pieces")
+	writeFiles(t, project, map[string]string{"notes.yaml": pieceYAML("notes", "harmless")})
+	if err := syscall.Mkfifo(filepath.Join(project, "general.yaml"), 0o600); err != nil {
+		t.Skip("no FIFO:", err)
+	}
+	builtin := fstest.MapFS{"general.yaml": {Data: []byte(pieceYAML("general", "builtin"))}}
+	done := make(chan error, 1)
+	var c *Catalog
+	go func() {
+		var err error
+		c, err = LoadGuarded(context.Background(), builtin, Guard{Dir: project}, project)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the catalog load hangs on a FIFO in the project's piece directory")
+	}
+	if _, ok := c.Get("notes"); !ok || len(c.Problems()) != 1 || !strings.Contains(c.Problems()[0].Error(), "not a regular file") {
+		t.Errorf("notes loaded %v, problems %v", ok, c.Problems())
+	}
+}
+
+// TestReadPieceFileSwap: a file swapped for a link to another file
+// between its read and the resolution of its key is refused, not judged
+// by the other file's trust.
+func TestReadPieceFileSwap(t *testing.T) {
+	dir := t.TempDir()
+	file, other := filepath.Join(dir, "p.yaml"), filepath.Join(dir, "trusted.yaml")
+	if err := os.WriteFile(file, []byte("planted"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(other, []byte("reviewed"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pieceReadHook = func(string) {
+		os.Remove(file)
+		os.Symlink(other, file)
+	}
+	defer func() { pieceReadHook = nil }()
+	if data, key, err := ReadPieceFile(file); err == nil || !strings.Contains(err.Error(), "replaced while it was read") {
+		t.Errorf("ReadPieceFile across a swap = %q, %q, %v; want an error", data, key, err)
 	}
 }

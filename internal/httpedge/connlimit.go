@@ -1,0 +1,307 @@
+package httpedge
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// DefaultMaxConns is how many connections a listener keeps open at once
+// unless configured otherwise (serve's --max-connections, the hosted
+// runner's --max-connections). Event streams count: each holds its
+// connection for as long as the client follows it.
+const DefaultMaxConns = 1024
+
+// refusalSlots bounds the connections a full listener still reads one
+// request from, to answer it 503 rather than reset it: past that, a new
+// connection is closed at once. Each is also bounded by the server's
+// ReadHeaderTimeout.
+const refusalSlots = 32
+
+// staleNew is how long a connection may stay open without sending its
+// first request before a full listener closes it to make room (a client
+// sends its request as soon as it connects).
+const staleNew = time.Second
+
+// connLimitLogEvery bounds the "limit reached" log line: once per period
+// while connections are refused, not once per connection.
+const connLimitLogEvery = time.Minute
+
+// ConnLimit caps the open connections of one HTTP listener, so that one
+// client opening thousands of idle or event-stream connections cannot use
+// up the process's file descriptors and memory. Use [LimitConns] to build
+// one and [ConnLimit.Configure] to wire it into the http.Server that
+// serves it.
+//
+// When Max connections are open, a new one first takes the place of an
+// idle keep-alive connection (or of one that has sent nothing for a
+// second), which is closed; when none is idle, the new connection's
+// request is answered 503 with Retry-After and the connection closed, so
+// a client is told to retry instead of hanging. A warning is logged when
+// that happens, at most once a minute.
+type ConnLimit struct {
+	net.Listener
+	max int
+	// setting names the knob that raises the limit, for messages.
+	setting string
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	open     int                      // admitted connections not yet closed
+	states   map[*limitedConn]connAge // admitted connections that may be reclaimed
+	refusing int                      // over-limit connections being answered 503
+	refused  int                      // refused since the last log line
+	logged   time.Time
+	now      func() time.Time
+	// changed, when set (tests), is called after a connection is released.
+	changed func()
+}
+
+// connAge is the reclaimable state of a connection and since when.
+type connAge struct {
+	state http.ConnState
+	since time.Time
+}
+
+// LimitConns wraps ln so that at most max connections are open at once
+// (max < 1: DefaultMaxConns). setting names what raises the limit
+// ("--max-connections") in the 503 message and the log line.
+func LimitConns(ln net.Listener, max int, setting string, log *slog.Logger) *ConnLimit {
+	if max < 1 {
+		max = DefaultMaxConns
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var rl syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) == nil {
+		if msg := fdHeadroom(max, setting, rl.Cur); msg != "" {
+			log.Warn(msg)
+		}
+	}
+	return &ConnLimit{Listener: ln, max: max, setting: setting, log: log,
+		states: map[*limitedConn]connAge{}, now: time.Now}
+}
+
+// fdReserve is how many descriptors a process keeps for its own files,
+// databases and child processes besides its connections.
+const fdReserve = 256
+
+// fdHeadroom warns when max connections would leave fewer than fdReserve
+// descriptors of the process's limit nofile: the limit then does not
+// keep the process able to open its own files.
+func fdHeadroom(max int, setting string, nofile uint64) string {
+	if uint64(max)+fdReserve <= nofile { // RLIM_INFINITY is the largest uint64
+		return ""
+	}
+	return fmt.Sprintf("%s %d leaves fewer than %d of this process's %d file descriptors (ulimit -n) for its own files: lower it, or raise the descriptor limit",
+		setting, max, fdReserve, nofile)
+}
+
+// Max is the limit.
+func (l *ConnLimit) Max() int { return l.max }
+
+// Open is how many connections are open within the limit.
+func (l *ConnLimit) Open() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open
+}
+
+// Accept returns the next connection: one within the limit, or one past
+// it whose request the server answers 503 (see Configure). Connections
+// past the limit and past the refusal slots are closed here.
+func (l *ConnLimit) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		lc, ok := l.admit(c)
+		if ok {
+			return lc, nil
+		}
+		c.Close()
+	}
+}
+
+// admit wraps c: within the limit, after reclaiming an idle connection
+// if need be, or as a refused connection while refusal slots are free;
+// false when c is to be closed at once.
+func (l *ConnLimit) admit(c net.Conn) (*limitedConn, bool) {
+	l.mu.Lock()
+	now := l.now()
+	var victim *limitedConn
+	if l.open >= l.max {
+		victim = l.reclaimable(now)
+		if victim != nil {
+			delete(l.states, victim)
+			victim.released = true
+			l.open--
+		}
+	}
+	lc := &limitedConn{Conn: c, l: l}
+	switch {
+	case l.open < l.max:
+		l.open++
+		l.states[lc] = connAge{state: http.StateNew, since: now}
+	case l.refusing < refusalSlots:
+		lc.over = true
+		l.refusing++
+		l.noteRefusal(now)
+	default:
+		l.noteRefusal(now)
+		lc = nil
+	}
+	l.mu.Unlock()
+	if victim != nil {
+		victim.Conn.Close()
+		l.notify()
+	}
+	return lc, lc != nil
+}
+
+// reclaimable is the connection a full listener closes to make room: the
+// longest idle keep-alive connection, else one that has sent nothing for
+// staleNew; nil when every connection is busy (l.mu held).
+func (l *ConnLimit) reclaimable(now time.Time) *limitedConn {
+	var best *limitedConn
+	var bestAge connAge
+	for c, a := range l.states {
+		if a.state == http.StateNew && now.Sub(a.since) < staleNew {
+			continue
+		}
+		if best == nil || a.state == http.StateIdle && bestAge.state != http.StateIdle ||
+			a.state == bestAge.state && a.since.Before(bestAge.since) {
+			best, bestAge = c, a
+		}
+	}
+	return best
+}
+
+// noteRefusal counts a refused connection and logs, at most once per
+// connLimitLogEvery, that the limit is reached (l.mu held).
+func (l *ConnLimit) noteRefusal(now time.Time) {
+	l.refused++
+	if !l.logged.IsZero() && now.Sub(l.logged) < connLimitLogEvery {
+		return
+	}
+	l.log.Warn(fmt.Sprintf("connection limit reached: %d connections open, none idle; new connections are answered 503 until some close (raise it with %s)", l.open, l.setting),
+		"max_connections", l.max, "refused", l.refused)
+	l.logged, l.refused = now, 0
+}
+
+func (l *ConnLimit) notify() {
+	if l.changed != nil {
+		l.changed()
+	}
+}
+
+// release frees c's place (once).
+func (l *ConnLimit) release(c *limitedConn) {
+	l.mu.Lock()
+	done := c.released
+	c.released = true
+	if !done {
+		if c.over {
+			l.refusing--
+		} else {
+			l.open--
+			delete(l.states, c)
+		}
+	}
+	l.mu.Unlock()
+	if !done {
+		l.notify()
+	}
+}
+
+// connState tracks which connections are idle (http.Server.ConnState).
+func (l *ConnLimit) connState(c net.Conn, s http.ConnState) {
+	lc, ok := c.(*limitedConn)
+	if !ok || lc.over {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lc.released {
+		return
+	}
+	switch s {
+	case http.StateIdle:
+		l.states[lc] = connAge{state: s, since: l.now()}
+	case http.StateActive, http.StateHijacked, http.StateClosed:
+		// Busy (or no longer the server's): not to be reclaimed. A
+		// hijacked connection still counts until its owner closes it.
+		delete(l.states, lc)
+	}
+}
+
+type overKey struct{}
+
+// Configure wires the limit into srv, which is to serve l: it tracks idle
+// connections (ConnState) and answers every request of a connection past
+// the limit 503 with Retry-After, in the shape surface picks (nil: REST),
+// closing the connection after it.
+func (l *ConnLimit) Configure(srv *http.Server, surface func(*http.Request) Surface) {
+	prevState, prevCtx, next := srv.ConnState, srv.ConnContext, srv.Handler
+	srv.ConnState = func(c net.Conn, s http.ConnState) {
+		l.connState(c, s)
+		if prevState != nil {
+			prevState(c, s)
+		}
+	}
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		if lc, ok := c.(*limitedConn); ok && lc.over {
+			ctx = context.WithValue(ctx, overKey{}, true)
+		}
+		if prevCtx != nil {
+			ctx = prevCtx(ctx, c)
+		}
+		return ctx
+	}
+	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Context().Value(overKey{}) == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		s := REST
+		if surface != nil {
+			s = surface(r)
+		}
+		w.Header().Set("Connection", "close")
+		WriteError(w, s, &Error{Status: http.StatusServiceUnavailable, Code: CodeRuntimeNotReady, RetryAfter: 1,
+			Message: fmt.Sprintf("this server has reached its limit of %d open connections (%s), none of them idle: try again shortly", l.max, l.setting)})
+	})
+}
+
+// limitedConn is a connection of a ConnLimit: Close releases its place.
+type limitedConn struct {
+	net.Conn
+	l *ConnLimit
+	// over: accepted past the limit, to be answered 503.
+	over bool
+	// released (under l.mu): its place was given back.
+	released bool
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.l.release(c)
+	return err
+}
+
+// CloseWrite half-closes the connection when it can, which the server
+// does before closing a connection it answered without reading the whole
+// request (the 503 above), so that the client reads the answer.
+func (c *limitedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}

@@ -1,0 +1,231 @@
+package httpedge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// limitedServer serves a stream route (/events, held until the client
+// goes) and /ok behind a ConnLimit of max; its log is returned.
+type limitedServer struct {
+	url     string
+	lim     *ConnLimit
+	log     *syncBuf
+	started chan struct{}
+	changed chan struct{}
+	idle    chan struct{}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func startLimited(t *testing.T, max int) *limitedServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := &limitedServer{log: &syncBuf{}, started: make(chan struct{}, 16), changed: make(chan struct{}, 64), idle: make(chan struct{}, 16)}
+	ls.lim = LimitConns(ln, max, "--max-connections", slog.New(slog.NewTextHandler(ls.log, nil)))
+	ls.lim.changed = func() {
+		select {
+		case ls.changed <- struct{}{}:
+		default:
+		}
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/events", func(w http.ResponseWriter, r *http.Request) {
+		s := StartSSE(w, time.Second)
+		s.Comment("hello")
+		s.Flush()
+		ls.started <- struct{}{}
+		<-r.Context().Done()
+	})
+	mux.HandleFunc("/ok", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateIdle {
+				select {
+				case ls.idle <- struct{}{}:
+				default:
+				}
+			}
+		}}
+	ls.lim.Configure(srv, nil)
+	go srv.Serve(ls.lim)
+	t.Cleanup(func() { srv.Close() })
+	ls.url = "http://" + ln.Addr().String()
+	return ls
+}
+
+// client is a client with its own connections.
+func client() *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}
+}
+
+// openStream opens /events and waits for the server to serve it; cancel
+// closes it.
+func (ls *limitedServer) openStream(t *testing.T) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ls.url+"/events", nil)
+	resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		cancel()
+		t.Fatalf("stream: %s", resp.Status)
+	}
+	ls.wait(t, ls.started, "the stream to start")
+	return func() { cancel(); resp.Body.Close() }
+}
+
+func (ls *limitedServer) wait(t *testing.T, ch chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// TestConnLimitStreams: event streams count against the limit; past it a
+// request is answered 503 with Retry-After and a message (not left
+// hanging), the limit is logged once, and a stream that ends gives its
+// place back.
+func TestConnLimitStreams(t *testing.T) {
+	t.Parallel()
+	ls := startLimited(t, 2)
+	stop1 := ls.openStream(t)
+	stop2 := ls.openStream(t)
+	defer stop2()
+	for range 3 {
+		resp, err := client().Get(ls.url + "/ok")
+		if err != nil {
+			t.Fatalf("a request past the limit: %v (want a 503 answer)", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var e struct{ Error string }
+		json.Unmarshal(body, &e)
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" ||
+			!strings.Contains(e.Error, "limit of 2 open connections (--max-connections)") {
+			t.Fatalf("past the limit: %s Retry-After %q %s", resp.Status, resp.Header.Get("Retry-After"), body)
+		}
+	}
+	if n := strings.Count(ls.log.String(), "connection limit reached"); n != 1 {
+		t.Fatalf("want one log line for the refusals, got %d:\n%s", n, ls.log.String())
+	}
+	if !strings.Contains(ls.log.String(), "max_connections=2") {
+		t.Fatalf("log line: %s", ls.log.String())
+	}
+	stop1()
+	for ls.lim.Open() >= 2 {
+		ls.wait(t, ls.changed, "the closed stream's place")
+	}
+	resp, err := client().Get(ls.url + "/ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("after a stream ended: %s", resp.Status)
+	}
+}
+
+// TestConnLimitReclaimsIdle: a full listener closes an idle keep-alive
+// connection to serve a new client rather than refuse it.
+func TestConnLimitReclaimsIdle(t *testing.T) {
+	t.Parallel()
+	ls := startLimited(t, 1)
+	a := client()
+	resp, err := a.Get(ls.url + "/ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(resp.Body)
+	resp.Body.Close()
+	ls.wait(t, ls.idle, "the keep-alive connection to go idle")
+	resp, err = client().Get(ls.url + "/ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(resp.Body) // read to the end: the client keeps the connection
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a new client while the only place is idle: %s", resp.Status)
+	}
+	if ls.lim.Open() != 1 {
+		t.Fatalf("open connections: %d, want 1", ls.lim.Open())
+	}
+}
+
+// TestConnLimitRefusalSlots: past the limit and the refusal slots, a
+// connection is closed at once; nothing is held for it.
+func TestConnLimitRefusalSlots(t *testing.T) {
+	t.Parallel()
+	ls := startLimited(t, 1)
+	defer ls.openStream(t)()
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	// Silent connections take the refusal slots (each until the
+	// server's header timeout); the next one is closed at once.
+	for range refusalSlots {
+		c, err := net.DialTimeout("tcp", strings.TrimPrefix(ls.url, "http://"), 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	c, err := net.DialTimeout("tcp", strings.TrimPrefix(ls.url, "http://"), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("read %d bytes from a connection past the refusal slots, want it closed", n)
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("a connection past the refusal slots was held open")
+	}
+}
+
+// TestFDHeadroom: a limit that would leave the process too few file
+// descriptors for its own files is warned about, naming the setting.
+func TestFDHeadroom(t *testing.T) {
+	if msg := fdHeadroom(1024, "--max-connections", 1024); !strings.Contains(msg, "--max-connections 1024 leaves fewer than 256 of this process's 1024 file descriptors") {
+		t.Errorf("fdHeadroom(1024, 1024) = %q", msg)
+	}
+	if msg := fdHeadroom(1024, "--max-connections", 1<<20); msg != "" {
+		t.Errorf("fdHeadroom(1024, 1M) = %q, want none", msg)
+	}
+}
