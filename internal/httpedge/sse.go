@@ -36,6 +36,12 @@ type SSE struct {
 // each hold one.
 const sseBuffer = 16 << 10
 
+// DefaultSSEWriteTimeout bounds one write of an event stream: a client
+// that keeps its stream open but reads nothing for that long is
+// disconnected, so it does not hold its connection (one of the listener's
+// limited places) and the stream's goroutine for ever.
+const DefaultSSEWriteTimeout = 30 * time.Second
+
 // StartSSE answers 200 with the headers of an event stream (no caching,
 // no proxy buffering) and returns the writer of its body. writeTimeout,
 // when positive, bounds every write to the client; Close clears it.

@@ -231,7 +231,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id, after 
 		return
 	}
 	state := j.State
-	sse := httpedge.StartSSE(w, 0)
+	sse := httpedge.StartSSE(w, s.cfg.StreamWriteTimeout)
 	defer sse.Close()
 	// A retry hint for EventSource clients, and the headers out at once.
 	if sse.Retry(streamRetry) != nil || sse.Flush() != nil {

@@ -108,6 +108,10 @@ type Config struct {
 	// DefaultKeepAlive). The stream also re-reads the job's log at this
 	// interval, as a backstop for lost wake-ups.
 	KeepAlive time.Duration
+	// StreamWriteTimeout bounds one write of a job's event stream
+	// (default httpedge.DefaultSSEWriteTimeout): a client that stops
+	// reading is disconnected.
+	StreamWriteTimeout time.Duration
 	// Logger receives one line per request (default: discarded). Tokens
 	// are never logged.
 	Logger *slog.Logger
@@ -213,6 +217,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = DefaultKeepAlive
+	}
+	if cfg.StreamWriteTimeout <= 0 {
+		cfg.StreamWriteTimeout = httpedge.DefaultSSEWriteTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

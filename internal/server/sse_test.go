@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -319,5 +322,49 @@ func TestSSEManySubscribers(t *testing.T) {
 	}
 	if n := e.srv.Feeds(); n != 0 {
 		t.Fatalf("%d feeds left", n)
+	}
+}
+
+// TestSSEStalledReader: a client that keeps its job stream open but stops
+// reading is disconnected once a write has waited StreamWriteTimeout; it
+// held its connection and the stream's goroutine for as long as it stayed
+// connected.
+func TestSSEStalledReader(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sqliteStore(t), func(c *server.Config) { c.StreamWriteTimeout = 100 * time.Millisecond })
+	stopped := make(chan struct{}, 1)
+	e.srv.OnFeedStopped(func() { stopped <- struct{}{} })
+	ct := e.createTask("a big log", nil)
+	j := claim(t, e.st, "w1")
+	// 16 MiB of events: more than the sockets of both ends buffer.
+	big := json.RawMessage(`{"text":"` + strings.Repeat("x", 64<<10) + `"}`)
+	for range 8 {
+		var evs []store.NewJobEvent
+		for range 32 {
+			evs = append(evs, store.NewJobEvent{Type: "step", Data: big})
+		}
+		if _, err := e.st.AppendJobEvents(t.Context(), j.Lease(), evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn, err := net.DialTimeout("tcp", e.ts.Listener.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.(*net.TCPConn).SetReadBuffer(4 << 10)
+	req := fmt.Sprintf("GET /api/v1/jobs/%d/events HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n", ct.Job.ID, e.ts.Listener.Addr())
+	if e.token != "" {
+		req += "Authorization: Bearer " + e.token + "\r\n"
+	}
+	if _, err := io.WriteString(conn, req+"\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	// The client reads nothing: the stream ends (its feed stops) once a
+	// write has waited 100 ms.
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a stream whose client reads nothing is still open after 10 s")
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/runtime"
 )
@@ -53,7 +54,7 @@ const (
 	DefaultSweepInterval = 15 * time.Second
 	// DefaultWriteTimeout bounds one SSE write; a client that does not
 	// read for that long is disconnected.
-	DefaultWriteTimeout = 30 * time.Second
+	DefaultWriteTimeout = httpedge.DefaultSSEWriteTimeout
 	// MaxMessageBytes bounds a POST body (1 MB, wire contract §8.3).
 	MaxMessageBytes = 1 << 20
 )
