@@ -32,8 +32,9 @@ client (Claude Code, Codex, any other) can delegate tasks to Maestro. Tools:
 
 Each task is a 'maestro run' of its own session (see 'maestro sessions list'),
 with the model, configuration and sandbox 'maestro run' would use; the
-workspace defaults to the directory 'maestro mcp' runs in. Tasks still running
-when the client disconnects are stopped. Setup: docs/mcp.md.`,
+workspace defaults to the directory 'maestro mcp' runs in. A call the client
+cancels stops the task it waits for, and tasks still running when the client
+disconnects are stopped, as Ctrl-C stops 'maestro run'. Setup: docs/mcp.md.`,
 		Example: `  claude mcp add maestro -- maestro mcp
   codex mcp add maestro -- maestro mcp`,
 		Args: cobra.NoArgs,

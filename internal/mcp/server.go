@@ -305,6 +305,11 @@ func (s *Server) await(ctx context.Context, req *sdk.CallToolRequest, t *task, w
 		case <-timer.C:
 			return nil, t.info(), nil // still running: poll task_status
 		case <-ctx.Done():
+			// The client cancelled the call (or went away): the run it
+			// started or resumed is stopped. Left running, it went on
+			// changing the workspace for up to TaskTimeout, a task the
+			// client of a cancelled run_task never learned the id of.
+			t.stop(done, "stopped: the client cancelled the call")
 			return nil, TaskInfo{}, ctx.Err()
 		}
 	}
@@ -323,7 +328,31 @@ type task struct {
 	seen    []string      // progress lines, in order
 	done    chan struct{} // closed when the current process ended
 	changed chan struct{} // closed and replaced at each progress line
+	// cancel stops the current process; stopped says why it was.
+	cancel  context.CancelFunc
+	stopped string
 }
+
+// stop stops t's process whose done channel is done, if it still runs,
+// recording why (the task's error).
+func (t *task) stop(done chan struct{}, why string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done != done || t.cancel == nil {
+		return
+	}
+	select {
+	case <-done:
+		return
+	default:
+	}
+	t.stopped = why
+	t.cancel()
+}
+
+// stopGrace is how long a task's process has to end once interrupted
+// before it is killed.
+const stopGrace = 10 * time.Second
 
 // maxProgress bounds the progress lines a task keeps.
 const maxProgress = 1000
@@ -339,12 +368,19 @@ func (t *task) info() TaskInfo {
 // start runs Maestro with args for t and follows its frames.
 func (s *Server) start(t *task, args []string) {
 	done := make(chan struct{})
-	t.mu.Lock()
-	t.done, t.changed = done, make(chan struct{})
-	t.mu.Unlock()
 	ctx, cancel := context.WithTimeout(s.ctx, s.o.TaskTimeout)
+	t.mu.Lock()
+	t.done, t.changed, t.cancel, t.stopped = done, make(chan struct{}), cancel, ""
+	t.mu.Unlock()
 	cmd := exec.CommandContext(ctx, s.o.Exe, args...)
 	cmd.Env, cmd.Dir = s.o.Env, s.o.Dir
+	// Stopped (the client cancelled the call or went away, the server
+	// stops, the task timed out), the run is interrupted as Ctrl-C
+	// would: it stops its commands and records the interruption in its
+	// session. Killed, it left them running (outside bwrap, which dies
+	// with it), a command writing to the workspace minutes later.
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = stopGrace
 	var stderr bytes.Buffer
 	cmd.Stderr = &limited{b: &stderr, n: 64 << 10}
 	out, err := cmd.StdoutPipe()
@@ -364,9 +400,14 @@ func (s *Server) start(t *task, args []string) {
 		defer close(done)
 		status, result := t.follow(out)
 		werr := cmd.Wait()
+		t.mu.Lock()
+		stopped := t.stopped
+		t.mu.Unlock()
 		switch {
 		case status != "":
 			t.finish(status, result, "")
+		case stopped != "":
+			t.finish(TaskFailed, result, stopped)
 		case werr != nil:
 			t.finish(TaskFailed, result, strings.TrimSpace(fmt.Sprintf("maestro run: %v\n%s", werr, stderr.String())))
 		default:
