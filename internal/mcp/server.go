@@ -253,6 +253,12 @@ func (s *Server) answer(ctx context.Context, req *sdk.CallToolRequest, in answer
 	if err != nil {
 		return nil, TaskInfo{}, err
 	}
+	if strings.TrimSpace(in.Answer) == "" {
+		// Refused before the task is resumed: maestro run refuses an
+		// empty task, which failed the task for good (its question
+		// could no longer be answered).
+		return nil, TaskInfo{}, errors.New("answer_question: answer is empty")
+	}
 	t.mu.Lock()
 	status, sess := t.status, t.session
 	if status == TaskWaitingHuman {

@@ -204,3 +204,34 @@ func TestDisconnectInterruptsTheRuns(t *testing.T) {
 	}
 	f.interrupted(t)
 }
+
+// An empty answer is refused and the task keeps waiting for one: it
+// resumed the run with an empty task, which maestro run refuses ("the
+// task is empty", exit 2), and the task failed for good, its question
+// no longer answerable.
+func TestEmptyAnswerKeepsTheQuestion(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	srv := NewServer(ServerOptions{Exe: filepath.Join(dir, "no-maestro"), Dir: dir})
+	srv.tasks["task-1"] = &task{id: "task-1", status: TaskWaitingHuman, session: "s-1", result: "Whom shall I greet?"}
+	ctx := testCtx(t)
+	st, ct := sdk.NewInMemoryTransports()
+	go srv.Run(ctx, st)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	for _, answer := range []string{"", " \n"} {
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "answer_question", Arguments: map[string]any{"task_id": "task-1", "answer": answer}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text := resultText(res); !res.IsError || text != "answer_question: answer is empty" {
+			t.Errorf("answer %q: error %v %q, want an error saying the answer is empty", answer, res.IsError, text)
+		}
+	}
+	if info := srv.tasks["task-1"].info(); info.Status != TaskWaitingHuman || info.Result != "Whom shall I greet?" {
+		t.Errorf("task after empty answers: %+v, want it waiting with its question", info)
+	}
+}
