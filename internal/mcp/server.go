@@ -227,7 +227,7 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest, in runIn
 	s.tasks[t.id] = t
 	s.mu.Unlock()
 	s.start(t, append(args, "--", in.Prompt))
-	return s.await(ctx, req, t, in.Wait)
+	return s.await(ctx, req, t, in.Wait, 0)
 }
 
 type taskIn struct {
@@ -260,16 +260,17 @@ func (s *Server) answer(ctx context.Context, req *sdk.CallToolRequest, in answer
 		return nil, TaskInfo{}, errors.New("answer_question: answer is empty")
 	}
 	t.mu.Lock()
-	status, sess := t.status, t.session
-	if status == TaskWaitingHuman {
+	status, sess, from := t.status, t.session, t.lines
+	waiting := status == TaskWaitingHuman && sess != ""
+	if waiting {
 		t.status, t.result, t.errText = TaskRunning, "", ""
 	}
 	t.mu.Unlock()
-	if status != TaskWaitingHuman || sess == "" {
+	if !waiting {
 		return nil, TaskInfo{}, fmt.Errorf("task %s is %s, not waiting for an answer", in.TaskID, status)
 	}
 	s.start(t, []string{"run", "-o", "jsonl", "--resume", sess, "--", in.Answer})
-	return s.await(ctx, req, t, in.Wait)
+	return s.await(ctx, req, t, in.Wait, from)
 }
 
 func (s *Server) task(id string) (*task, error) {
@@ -283,30 +284,38 @@ func (s *Server) task(id string) (*task, error) {
 }
 
 // await waits for t to leave running (unless wait is false), sending its
-// progress lines to the client as progress notifications when the call
-// carries a progress token.
-func (s *Server) await(ctx context.Context, req *sdk.CallToolRequest, t *task, wait *bool) (*sdk.CallToolResult, TaskInfo, error) {
+// progress lines from the from-th on (counted as t.lines) to the client
+// as progress notifications when the call carries a progress token.
+func (s *Server) await(ctx context.Context, req *sdk.CallToolRequest, t *task, wait *bool, from int) (*sdk.CallToolResult, TaskInfo, error) {
 	if wait != nil && !*wait {
 		return nil, t.info(), nil
 	}
 	token := req.Params.GetProgressToken()
 	timer := time.NewTimer(s.o.MaxWait)
 	defer timer.Stop()
-	sent := 0
-	for {
+	sent := from // the lines sent so far, counted as t.lines
+	for ended := false; ; {
 		t.mu.Lock()
 		done, changed := t.done, t.changed
-		lines := t.seen[sent:]
-		sent = len(t.seen)
+		// The lines since the last sent that t still keeps (it keeps
+		// the latest maxProgress).
+		n := min(t.lines-sent, len(t.seen))
+		lines, first := t.seen[len(t.seen)-n:], t.lines-n
+		sent = t.lines
 		t.mu.Unlock()
 		if token != nil {
 			for i, line := range lines {
-				_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: token, Message: line, Progress: float64(sent - len(lines) + i + 1)})
+				_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: token, Message: line, Progress: float64(first - from + i + 1)})
 			}
+		}
+		if ended {
+			return nil, t.info(), nil
 		}
 		select {
 		case <-done:
-			return nil, t.info(), nil
+			// Once more: the lines the run printed last are sent
+			// before the answer (they were dropped).
+			ended = true
 		case <-changed:
 		case <-timer.C:
 			return nil, t.info(), nil // still running: poll task_status
@@ -331,7 +340,8 @@ type task struct {
 	session string
 	result  string
 	errText string
-	seen    []string      // progress lines, in order
+	seen    []string      // the latest progress lines (maxProgress), in order
+	lines   int           // the progress lines ever seen
 	done    chan struct{} // closed when the current process ended
 	changed chan struct{} // closed and replaced at each progress line
 	// cancel stops the current process; stopped says why it was.
@@ -479,6 +489,7 @@ func (t *task) progress(line string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.seen = append(t.seen, line)
+	t.lines++
 	if len(t.seen) > maxProgress {
 		t.seen = t.seen[len(t.seen)-maxProgress:]
 	}

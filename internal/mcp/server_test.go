@@ -7,7 +7,10 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -76,7 +79,25 @@ func TestRunTaskRefusesBadArguments(t *testing.T) {
 // does (130). Killed, it writes nothing.
 const fakeRunEnv = "MAESTRO_MCPTEST_FAKE_RUN"
 
+// fakeLinesEnv makes the test binary a `maestro run -o jsonl` that
+// prints that many status lines ("line 1", …) and asks a question
+// (waiting_human), or, resumed (--resume), prints two ("resumed 1", …)
+// and succeeds.
+const fakeLinesEnv = "MAESTRO_MCPTEST_FAKE_LINES"
+
 func runFakeRunIfRequested() {
+	if n, err := strconv.Atoi(os.Getenv(fakeLinesEnv)); err == nil {
+		fmt.Println(`{"type":"ready","session_id":"s-1"}`)
+		prefix, end := "line", "Result (waiting_human): Which one?"
+		if slices.Contains(os.Args, "--resume") {
+			n, prefix, end = 2, "resumed", "Result (succeeded): done"
+		}
+		for i := 1; i <= n; i++ {
+			fmt.Printf(`{"type":"status","message":"%s %d"}`+"\n", prefix, i)
+		}
+		fmt.Printf(`{"type":"status","message":%q}`+"\n", end)
+		os.Exit(0)
+	}
 	marker := os.Getenv(fakeRunEnv)
 	if marker == "" {
 		return
@@ -105,6 +126,10 @@ type fakeRun struct {
 	ended chan struct{}
 	// stdin is the server's stdin.
 	stdin io.Closer
+	// onProgress, when set, is called on each progress notification
+	// after the first.
+	mu         sync.Mutex
+	onProgress func()
 }
 
 func startFakeRun(t *testing.T) *fakeRun {
@@ -123,13 +148,17 @@ func startFakeRun(t *testing.T) *fakeRun {
 		defer close(f.ended)
 		f.srv.Run(testCtx(t), st)
 	}()
-	started := make(chan struct{}, 1)
+	started := make(chan struct{})
+	var first sync.Once
 	c := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, &sdk.ClientOptions{
 		ProgressNotificationHandler: func(context.Context, *sdk.ProgressNotificationClientRequest) {
-			select {
-			case started <- struct{}{}:
-			default:
+			f.mu.Lock()
+			on := f.onProgress
+			f.mu.Unlock()
+			if on != nil {
+				on()
 			}
+			first.Do(func() { close(started) })
 		},
 	})
 	var err error
@@ -233,5 +262,105 @@ func TestEmptyAnswerKeepsTheQuestion(t *testing.T) {
 	}
 	if info := srv.tasks["task-1"].info(); info.Status != TaskWaitingHuman || info.Result != "Whom shall I greet?" {
 		t.Errorf("task after empty answers: %+v, want it waiting with its question", info)
+	}
+}
+
+// Every progress line of a run is sent, numbered 1, 2, 3…, the last ones
+// too (the answer came before them when the run ended at once), and
+// answer_question sends the resumed run's lines only (it sent the
+// earlier runs' again first).
+func TestProgressOfARunAndItsResume(t *testing.T) {
+	t.Parallel()
+	srv := NewServer(ServerOptions{Exe: os.Args[0], Env: append(os.Environ(), fakeLinesEnv+"=3"), Dir: t.TempDir()})
+	cs, got := progressClient(t, srv)
+	run := &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"prompt": "work"}}
+	run.SetProgressToken("run")
+	if res, err := cs.CallTool(testCtx(t), run); err != nil || res.IsError {
+		t.Fatalf("run_task: %v %v", res, err)
+	}
+	answer := &sdk.CallToolParams{Name: "answer_question", Arguments: map[string]any{"task_id": "task-1", "answer": "that one"}}
+	answer.SetProgressToken("answer")
+	if res, err := cs.CallTool(testCtx(t), answer); err != nil || res.IsError {
+		t.Fatalf("answer_question: %v %v", res, err)
+	}
+	// The notifications precede the answers on the stream, but the
+	// client may hand them over after.
+	if r := got("run", 3); !slices.Equal(r, []string{"1 line 1", "2 line 2", "3 line 3"}) {
+		t.Errorf("run_task's progress: %q, want the run's three lines", r)
+	}
+	if a := got("answer", 2); !slices.Equal(a, []string{"1 resumed 1", "2 resumed 2"}) {
+		t.Errorf("answer_question's progress: %q, want the resumed run's two lines", a)
+	}
+}
+
+// A task keeps its latest 1000 progress lines; a call waiting on it sent
+// none past the 1000th.
+func TestProgressPastAThousandLines(t *testing.T) {
+	t.Parallel()
+	const lines = maxProgress + 100
+	f := startFakeRun(t) // its run has printed its line ("working")
+	tk, err := f.srv.task("task-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The run's lines, each once the one before has come to the client
+	// (a run is slower than the notifications, mostly).
+	next := make(chan struct{}, 1)
+	f.mu.Lock()
+	f.onProgress = func() { next <- struct{}{} }
+	f.mu.Unlock()
+	for i := 2; i <= lines; i++ {
+		tk.progress("line " + strconv.Itoa(i))
+		select {
+		case <-next:
+		case <-testCtx(t).Done():
+			t.Fatalf("line %d was not sent", i)
+		}
+	}
+	f.cancel()
+	<-f.answered
+}
+
+// progressClient connects a client to srv in memory; got returns the
+// progress notifications of a token as "<progress> <message>", once
+// there are at least n (or the test's time is up).
+func progressClient(t *testing.T, srv *Server) (cs *sdk.ClientSession, got func(token string, n int) []string) {
+	t.Helper()
+	st, ct := sdk.NewInMemoryTransports()
+	go srv.Run(testCtx(t), st)
+	var mu sync.Mutex
+	seen := map[any][]string{}
+	more := make(chan struct{}, 1)
+	c := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, &sdk.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen[req.Params.ProgressToken] = append(seen[req.Params.ProgressToken], fmt.Sprintf("%g %s", req.Params.Progress, req.Params.Message))
+			select {
+			case more <- struct{}{}:
+			default:
+			}
+		},
+	})
+	cs, err := c.Connect(testCtx(t), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	ctx := testCtx(t)
+	return cs, func(token string, n int) []string {
+		for {
+			mu.Lock()
+			lines := slices.Clone(seen[token])
+			mu.Unlock()
+			if len(lines) >= n {
+				return lines
+			}
+			select {
+			case <-more:
+			case <-ctx.Done():
+				return lines
+			}
+		}
 	}
 }
