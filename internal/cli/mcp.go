@@ -2,18 +2,23 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/mcp"
+	"github.com/maestro-run/maestro/internal/piece"
 )
 
 func newMCPCmd(ios *IOStreams) *cobra.Command {
@@ -76,9 +81,27 @@ func mcpServerOptions(ios *IOStreams, exe string, log *slog.Logger) mcp.ServerOp
 			for _, e := range lib.Catalog().List() {
 				out = append(out, mcp.PieceInfo{Name: e.Piece.Name, Description: e.Piece.Description, Source: sourceLabel(e)})
 			}
-			return out, nil
+			return append(out, ignoredPieces(lib)...), nil
 		},
 	}
+}
+
+// ignoredPieces are the piece files the catalog of lib ignored, named by
+// the piece they define (an untrusted one) or would define (an invalid
+// one: its file's name), with the reason.
+func ignoredPieces(lib *engine.Library) []mcp.PieceInfo {
+	var out []mcp.PieceInfo
+	for _, err := range lib.Catalog().Problems() {
+		info := mcp.PieceInfo{Ignored: err.Error()}
+		if u, ok := errors.AsType[*piece.UntrustedError](err); ok {
+			info.Name, info.Source = u.Name, u.File
+		} else if perr, ok := errors.AsType[*piece.Errors](err); ok && len(perr.List) > 0 {
+			info.Source = perr.List[0].File
+			info.Name = strings.TrimSuffix(filepath.Base(info.Source), filepath.Ext(info.Source))
+		}
+		out = append(out, info)
+	}
+	return out
 }
 
 // nopWriteCloser is a writer whose Close does nothing (stdout stays open).

@@ -33,11 +33,15 @@ const (
 	TaskWaitingHuman = "waiting_human"
 )
 
-// PieceInfo is one piece list_pieces reports.
+// PieceInfo is one piece list_pieces reports, or one piece file it
+// ignored (Ignored set).
 type PieceInfo struct {
 	Name        string `json:"name"`
-	Description string `json:"description"`
+	Description string `json:"description,omitempty"`
 	Source      string `json:"source,omitempty"`
+	// Ignored says why the file Source is not in effect (invalid, or a
+	// project piece the user has not trusted); empty for a piece that is.
+	Ignored string `json:"ignored,omitempty"`
 }
 
 // ServerOptions configure Maestro as an MCP server (`maestro mcp`).
@@ -129,6 +133,8 @@ type listIn struct {
 
 type listOut struct {
 	Pieces []PieceInfo `json:"pieces"`
+	// Ignored are the piece files not in effect, and why.
+	Ignored []PieceInfo `json:"ignored,omitempty"`
 }
 
 func (s *Server) listPieces(ctx context.Context, _ *sdk.CallToolRequest, in listIn) (*sdk.CallToolResult, listOut, error) {
@@ -140,7 +146,15 @@ func (s *Server) listPieces(ctx context.Context, _ *sdk.CallToolRequest, in list
 	if err != nil {
 		return nil, listOut{}, err
 	}
-	return nil, listOut{Pieces: pieces}, nil
+	var out listOut
+	for _, p := range pieces {
+		if p.Ignored != "" {
+			out.Ignored = append(out.Ignored, p)
+		} else {
+			out.Pieces = append(out.Pieces, p)
+		}
+	}
+	return nil, out, nil
 }
 
 // workspace is the directory of a task (run: it runs there) or of a
@@ -177,11 +191,22 @@ func (s *Server) checkPiece(ctx context.Context, ws, name string) error {
 		return nil
 	}
 	names := make([]string, 0, len(pieces))
+	var ignored []string
 	for _, p := range pieces {
-		if p.Name == name {
+		switch {
+		case p.Ignored != "" && p.Name == name:
+			ignored = append(ignored, p.Ignored)
+		case p.Ignored != "":
+		case p.Name == name:
 			return nil
+		default:
+			names = append(names, p.Name)
 		}
-		names = append(names, p.Name)
+	}
+	if len(ignored) > 0 {
+		// Said as maestro run --piece says it: the file is there, and
+		// why it does not count.
+		return fmt.Errorf("piece %q is not in effect: its file is ignored:\n%s", workspace.Excerpt(name), strings.Join(ignored, "\n"))
 	}
 	return fmt.Errorf("unknown piece %q; this workspace has: %s (list_pieces describes them)", workspace.Excerpt(name), strings.Join(names, ", "))
 }

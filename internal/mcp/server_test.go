@@ -17,9 +17,14 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// deployIgnored is why the catalog ignored a piece file.
+const deployIgnored = "/p/deploy.yaml:3:1: colour: unknown field"
+
 // TestRunTaskRefusesBadArguments: run_task naming a workspace that is no
 // directory, or a piece the workspace does not have, is a tool error
-// saying so, and no task starts. Before, a task started and failed with
+// saying so (the file of an ignored piece and why: it said "unknown
+// piece", the invalid or untrusted file unmentioned), and no task
+// starts. Before, a task started and failed with
 // maestro run's terminal output ("exit status 2", the replay banner,
 // "Run 'maestro run --help' for usage."), answered as a result that was
 // not an error.
@@ -30,7 +35,7 @@ func TestRunTaskRefusesBadArguments(t *testing.T) {
 		Exe: filepath.Join(dir, "no-maestro"), // a task that starts fails otherwise
 		Dir: dir,
 		Pieces: func(context.Context, string) ([]PieceInfo, error) {
-			return []PieceInfo{{Name: "code"}, {Name: "review"}}, nil
+			return []PieceInfo{{Name: "code"}, {Name: "review"}, {Name: "deploy", Source: "/p/deploy.yaml", Ignored: deployIgnored}}, nil
 		},
 	})
 	ctx := testCtx(t)
@@ -49,6 +54,7 @@ func TestRunTaskRefusesBadArguments(t *testing.T) {
 	}{
 		{"run_task", map[string]any{"prompt": "x", "workspace": filepath.Join(dir, "missing")}, "is not an existing directory"},
 		{"run_task", map[string]any{"prompt": "x", "piece": "nosuch"}, `unknown piece "nosuch"; this workspace has: code, review`},
+		{"run_task", map[string]any{"prompt": "x", "piece": "deploy"}, "piece \"deploy\" is not in effect: its file is ignored:\n" + deployIgnored},
 		{"list_pieces", map[string]any{"workspace": "missing"}, `workspace "missing" is not an existing directory`},
 	} {
 		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: tt.tool, Arguments: tt.args})
@@ -362,5 +368,23 @@ func progressClient(t *testing.T, srv *Server) (cs *sdk.ClientSession, got func(
 				return lines
 			}
 		}
+	}
+}
+
+// list_pieces lists apart the piece files that are not in effect, with
+// the reason (they were left out without a word).
+func TestListPiecesSaysWhatItIgnored(t *testing.T) {
+	t.Parallel()
+	srv := NewServer(ServerOptions{Dir: t.TempDir(), Pieces: func(context.Context, string) ([]PieceInfo, error) {
+		return []PieceInfo{{Name: "code", Description: "d"}, {Name: "deploy", Source: "/p/deploy.yaml", Ignored: deployIgnored}}, nil
+	}})
+	cs, _ := progressClient(t, srv)
+	res, err := cs.CallTool(testCtx(t), &sdk.CallToolParams{Name: "list_pieces", Arguments: map[string]any{}})
+	if err != nil || res.IsError {
+		t.Fatalf("list_pieces: %v %v", res, err)
+	}
+	want := `{"ignored":[{"ignored":"` + deployIgnored + `","name":"deploy","source":"/p/deploy.yaml"}],"pieces":[{"description":"d","name":"code"}]}`
+	if got := resultText(res); got != want {
+		t.Errorf("list_pieces:\n got %s\nwant %s", got, want)
 	}
 }
