@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/store"
 )
 
@@ -304,17 +303,23 @@ func (b *Bus) jobOrigin(ctx context.Context, src JobSource, j store.Job) (Correl
 	return c, t.Piece
 }
 
+// kindRunStarted is engine.KindRunStarted, the kind of a run event
+// (engine.Record) that starts a run: the engine's tests import this
+// package, which cannot import the engine (TestJobEventsNameThePieceOnceKnown
+// writes the engine's record).
+const kindRunStarted = "run_started"
+
 // runEvent notes the piece of a run_started run event (the job's own
 // run, not one of its in-process subtasks'): the piece the job runs.
 func (jc *jobCursor) runEvent(data []byte) {
 	var r struct {
-		Kind engine.EventKind `json:"kind"`
+		Kind string `json:"kind"`
 		Data struct {
 			Piece   string `json:"piece"`
 			Subtask int    `json:"subtask"`
 		} `json:"data"`
 	}
-	if json.Unmarshal(data, &r) == nil && r.Kind == engine.KindRunStarted && r.Data.Subtask == 0 && r.Data.Piece != "" {
+	if json.Unmarshal(data, &r) == nil && r.Kind == kindRunStarted && r.Data.Subtask == 0 && r.Data.Piece != "" {
 		jc.piece = r.Data.Piece
 	}
 }

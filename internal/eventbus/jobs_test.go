@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/eventbus"
 	"github.com/maestro-run/maestro/internal/eventbus/bustest"
 	"github.com/maestro-run/maestro/internal/store"
@@ -451,10 +452,18 @@ func TestJobEventsNameThePieceOnceKnown(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := claimStart(t, st)
+	// The run events as the queue's runner logs them (engine.Record).
+	record := func(seq int, e engine.Event) json.RawMessage {
+		data, err := json.Marshal(engine.Record{RunID: "r", Seq: seq, Time: time.Now(), Event: e})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
 	if _, err := st.AppendJobEvents(ctx, l, []store.NewJobEvent{
-		{Type: store.JobEventRunEvent, Data: json.RawMessage(`{"kind":"classified","run_id":"r","seq":1,"data":{"piece":"code","reason":"x"}}`)},
-		{Type: store.JobEventRunEvent, Data: json.RawMessage(`{"kind":"run_started","run_id":"r","seq":2,"data":{"piece":"code","task":"t"}}`)},
-		{Type: store.JobEventRunEvent, Data: json.RawMessage(`{"kind":"run_started","run_id":"s","seq":1,"data":{"piece":"review","task":"t","subtask":1}}`)},
+		{Type: store.JobEventRunEvent, Data: record(1, engine.Classified{Piece: "code", Reason: "x"})},
+		{Type: store.JobEventRunEvent, Data: record(2, engine.RunStarted{Piece: "code", Task: "t"})},
+		{Type: store.JobEventRunEvent, Data: record(3, engine.RunStarted{Piece: "review", Task: "t", Subtask: 1})},
 		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_call","call_id":"c1","tool":"Bash","args":{},"requires_approval":false}`)},
 	}); err != nil {
 		t.Fatal(err)
