@@ -14,6 +14,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/host"
@@ -51,6 +52,11 @@ disconnects are stopped, as Ctrl-C stops 'maestro run'. Setup: docs/mcp.md.`,
 			dir, err := host.WorkspaceDir("")
 			if err != nil {
 				return failErr(err)
+			}
+			if f, ok := ios.In.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+				// Run by hand, it waited in silence, and took the first
+				// key typed for a malformed message.
+				fmt.Fprintln(ios.ErrOut, "maestro mcp speaks MCP on stdin/stdout to the MCP client that starts it, e.g. `claude mcp add maestro -- maestro mcp` (docs/mcp.md); Ctrl-C ends it.")
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

@@ -115,10 +115,26 @@ type Server struct {
 	next  int
 }
 
-// Run serves t until the client goes away, then stops the tasks.
+// Run serves t until the client goes away or ctx ends, then stops the
+// tasks. It is the SDK's Server.Run without its logs: that logged an
+// ERROR "server run cancelled" when ctx ended (Ctrl-C, SIGTERM from the
+// client), and an error the caller reports again.
 func (s *Server) Run(ctx context.Context, t sdk.Transport) error {
 	defer s.Close()
-	return s.MCP.Run(ctx, t)
+	ss, err := s.MCP.Connect(ctx, t, nil)
+	if err != nil {
+		return err
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- ss.Wait() }()
+	select {
+	case <-ctx.Done():
+		ss.Close()
+		<-ended
+		return ctx.Err()
+	case err := <-ended:
+		return err
+	}
 }
 
 // Close stops the running tasks and waits for them.
