@@ -2,18 +2,24 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
+	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/mcp"
+	"github.com/maestro-run/maestro/internal/piece"
 )
 
 func newMCPCmd(ios *IOStreams) *cobra.Command {
@@ -32,8 +38,9 @@ client (Claude Code, Codex, any other) can delegate tasks to Maestro. Tools:
 
 Each task is a 'maestro run' of its own session (see 'maestro sessions list'),
 with the model, configuration and sandbox 'maestro run' would use; the
-workspace defaults to the directory 'maestro mcp' runs in. Tasks still running
-when the client disconnects are stopped. Setup: docs/mcp.md.`,
+workspace defaults to the directory 'maestro mcp' runs in. A call the client
+cancels stops the task it waits for, and tasks still running when the client
+disconnects are stopped, as Ctrl-C stops 'maestro run'. Setup: docs/mcp.md.`,
 		Example: `  claude mcp add maestro -- maestro mcp
   codex mcp add maestro -- maestro mcp`,
 		Args: cobra.NoArgs,
@@ -45,6 +52,11 @@ when the client disconnects are stopped. Setup: docs/mcp.md.`,
 			dir, err := host.WorkspaceDir("")
 			if err != nil {
 				return failErr(err)
+			}
+			if f, ok := ios.In.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+				// Run by hand, it waited in silence, and took the first
+				// key typed for a malformed message.
+				fmt.Fprintln(ios.ErrOut, "maestro mcp speaks MCP on stdin/stdout to the MCP client that starts it, e.g. `claude mcp add maestro -- maestro mcp` (docs/mcp.md); Ctrl-C ends it.")
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -75,9 +87,27 @@ func mcpServerOptions(ios *IOStreams, exe string, log *slog.Logger) mcp.ServerOp
 			for _, e := range lib.Catalog().List() {
 				out = append(out, mcp.PieceInfo{Name: e.Piece.Name, Description: e.Piece.Description, Source: sourceLabel(e)})
 			}
-			return out, nil
+			return append(out, ignoredPieces(lib)...), nil
 		},
 	}
+}
+
+// ignoredPieces are the piece files the catalog of lib ignored, named by
+// the piece they define (an untrusted one) or would define (an invalid
+// one: its file's name), with the reason.
+func ignoredPieces(lib *engine.Library) []mcp.PieceInfo {
+	var out []mcp.PieceInfo
+	for _, err := range lib.Catalog().Problems() {
+		info := mcp.PieceInfo{Ignored: err.Error()}
+		if u, ok := errors.AsType[*piece.UntrustedError](err); ok {
+			info.Name, info.Source = u.Name, u.File
+		} else if perr, ok := errors.AsType[*piece.Errors](err); ok && len(perr.List) > 0 {
+			info.Source = perr.List[0].File
+			info.Name = strings.TrimSuffix(filepath.Base(info.Source), filepath.Ext(info.Source))
+		}
+		out = append(out, info)
+	}
+	return out
 }
 
 // nopWriteCloser is a writer whose Close does nothing (stdout stays open).

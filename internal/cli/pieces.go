@@ -409,7 +409,7 @@ func firstLine(s string, n int) string {
 // refused before anything runs, since the script cannot drive it; one
 // that runs only on agent CLIs, or that does not exist (the run says
 // so), is left alone, as are other choices.
-func usePieceDemo(ctx context.Context, choice *providers.Choice, name string, prior *priorRun, home, workdir string) error {
+func usePieceDemo(ctx context.Context, choice *providers.Choice, name string, prior *priorRun, libs *pieceLibrary, home, workdir string) error {
 	if choice.Executor != protocol.ExecutorReplay || choice.Replay != providers.DemoScenario {
 		return nil
 	}
@@ -420,7 +420,7 @@ func usePieceDemo(ctx context.Context, choice *providers.Choice, name string, pr
 		choice.Provider = replay.New(replay.DemoPiece())
 		return nil
 	}
-	lib, err := openLibrary(ctx, home, workdir)
+	lib, err := libs.open(ctx, home, workdir)
 	if err != nil {
 		return failErr(err)
 	}
@@ -454,6 +454,8 @@ type pieceRun struct {
 	view  agent.Sink
 	text  *renderer
 	jsonl bool
+	// libs holds the pieces loaded before the run, if any (nil: none).
+	libs *pieceLibrary
 }
 
 // priorRun is the latest piece run of a session: runs live in
@@ -476,7 +478,7 @@ func latestRun(sessDir string) (*priorRun, error) {
 // runPiece runs (or resumes) a piece run in the session.
 func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 	replayRun := pr.choice.Executor == protocol.ExecutorReplay
-	lib, err := openLibrary(ctx, pr.h.Home(), pr.root.Dir())
+	lib, err := pr.libs.open(ctx, pr.h.Home(), pr.root.Dir())
 	if err != nil {
 		return failErr(err)
 	}

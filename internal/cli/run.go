@@ -15,6 +15,7 @@ import (
 	"github.com/maestro-run/maestro/internal/agent"
 	"github.com/maestro-run/maestro/internal/agentcli"
 	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/llm/replay"
@@ -205,8 +206,10 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		// before its session exists (no empty session is left).
 		RequireSandbox: true,
 	}
+	// The pieces in effect, loaded once for the check and the run.
+	libs := &pieceLibrary{}
 	if o.Resume == "" && o.Agent == "" && !o.NoPiece {
-		if spec.Choice, err = checkNewPieceRun(ctx, io, h, o); err != nil {
+		if spec.Choice, err = checkNewPieceRun(ctx, io, h, o, libs); err != nil {
 			return err
 		}
 	}
@@ -257,7 +260,7 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		return usageErr("session %s has an unfinished run (%s): resume it without --piece", sess.ID(), prior.state.Status)
 	}
 	if pieceMode {
-		if err := usePieceDemo(ctx, choice, o.Piece, prior, h.Home(), s.Root.Dir()); err != nil {
+		if err := usePieceDemo(ctx, choice, o.Piece, prior, libs, h.Home(), s.Root.Dir()); err != nil {
 			return err
 		}
 	}
@@ -297,8 +300,32 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	}})
 	return runPiece(runCtx, io, pieceRun{
 		o: o, task: task, h: h, hs: s, sess: sess, prior: prior, choice: choice, provider: provider,
-		sb: sb, root: s.Root, sink: sink, view: view, text: text, jsonl: o.Output == "jsonl", follow: h.FollowSession,
+		sb: sb, root: s.Root, sink: sink, view: view, text: text, jsonl: o.Output == "jsonl", follow: h.FollowSession, libs: libs,
 	})
+}
+
+// pieceLibrary is the piece library of one `maestro run`, loaded once:
+// the check before the session exists, the replay demo's probe and the
+// run read the same pieces, unless they ask for another workspace
+// directory (the session's, symlinks resolved, may differ from the
+// flag's).
+type pieceLibrary struct {
+	home, dir string
+	lib       *engine.Library
+}
+
+// open returns the library of the pieces in effect in workdir
+// (openLibrary), loaded by an earlier call for the same directories
+// when there was one. A nil p loads every time.
+func (p *pieceLibrary) open(ctx context.Context, home, workdir string) (*engine.Library, error) {
+	if p != nil && p.lib != nil && p.home == home && p.dir == workdir {
+		return p.lib, nil
+	}
+	lib, err := openLibrary(ctx, home, workdir)
+	if err == nil && p != nil {
+		*p = pieceLibrary{home: home, dir: workdir, lib: lib}
+	}
+	return lib, err
 }
 
 // checkNewPieceRun refuses, before a new session exists, a piece run
@@ -307,7 +334,7 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 // script; without --piece on a live model, a classifier_model that
 // cannot be used. An error then leaves no empty session behind. It
 // returns the model chosen for the session, so that it is chosen once.
-func checkNewPieceRun(ctx context.Context, io *IOStreams, h *host.Host, o runOptions) (*providers.Choice, error) {
+func checkNewPieceRun(ctx context.Context, io *IOStreams, h *host.Host, o runOptions, libs *pieceLibrary) (*providers.Choice, error) {
 	choice, err := providers.Select(ctx, providers.Options{Model: o.Model, Replay: o.Replay, Config: h.Config(), Getenv: io.Getenv})
 	if err != nil {
 		return nil, hostErr(err)
@@ -332,7 +359,7 @@ func checkNewPieceRun(ctx context.Context, io *IOStreams, h *host.Host, o runOpt
 	if err != nil {
 		return choice, nil // the session reports it
 	}
-	lib, err := openLibrary(ctx, h.Home(), dir)
+	lib, err := libs.open(ctx, h.Home(), dir)
 	if err != nil {
 		return nil, failErr(err)
 	}
@@ -357,7 +384,7 @@ func checkNewPieceRun(ctx context.Context, io *IOStreams, h *host.Host, o runOpt
 		}
 	}
 	probe := *choice // usePieceDemo sets the provider of the piece demo
-	if err := usePieceDemo(ctx, &probe, o.Piece, nil, h.Home(), dir); err != nil {
+	if err := usePieceDemo(ctx, &probe, o.Piece, nil, libs, h.Home(), dir); err != nil {
 		return nil, err
 	}
 	return choice, nil

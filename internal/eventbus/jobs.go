@@ -38,6 +38,10 @@ type jobCursor struct {
 	corr Correlation
 	// calls are the calls in flight at seq (call id → tool).
 	calls map[string]string
+	// piece is the piece the job runs as its log tells at seq: the one
+	// it was given, else the one its run started (chosen by the
+	// classifier), else none yet.
+	piece string
 	seq   int64
 }
 
@@ -212,11 +216,12 @@ func (b *Bus) publishJob(ctx context.Context, src JobSource, j store.Job, st *jo
 	cursor := st.Jobs[key]
 	jc := st.open[j.ID]
 	if jc == nil || jc.seq != cursor {
-		jc = &jobCursor{job: j, calls: map[string]string{}, corr: b.jobCorrelation(ctx, src, j), seq: cursor}
+		jc = &jobCursor{job: j, calls: map[string]string{}, seq: cursor}
+		jc.corr, jc.piece = b.jobOrigin(ctx, src, j)
 		if cursor > 0 {
-			// Calls begun before the cursor: their tool names come from
-			// the events already published.
-			b.recallCalls(ctx, src, j.ID, cursor, jc.calls)
+			// Calls begun before the cursor, and the piece a run started
+			// there: they come from the events already published.
+			b.recall(ctx, src, jc, cursor)
 		}
 		if st.open == nil {
 			st.open = map[int64]*jobCursor{}
@@ -254,11 +259,11 @@ func (b *Bus) publishJob(ctx context.Context, src JobSource, j store.Job, st *jo
 	}
 }
 
-// recallCalls fills calls with the tool calls begun in the job's events
-// up to seq upTo.
-func (b *Bus) recallCalls(ctx context.Context, src JobSource, jobID, upTo int64, calls map[string]string) {
+// recall fills jc's calls with the tool calls begun in the job's
+// events up to seq upTo, and its piece with the one a run started there.
+func (b *Bus) recall(ctx context.Context, src JobSource, jc *jobCursor, upTo int64) {
 	for after := int64(0); after < upTo; {
-		events, err := src.ReadJobEvents(ctx, jobID, after, 500)
+		events, err := src.ReadJobEvents(ctx, jc.job.ID, after, 500)
 		if err != nil || len(events) == 0 {
 			return
 		}
@@ -267,23 +272,56 @@ func (b *Bus) recallCalls(ctx context.Context, src JobSource, jobID, upTo int64,
 				return
 			}
 			after = e.Seq
-			if e.Type == store.JobEventProtocol {
-				toolEvents(decodeFrame(e.Data), "", e.CreatedAt, calls)
+			switch e.Type {
+			case store.JobEventProtocol:
+				toolEvents(decodeFrame(e.Data), "", e.CreatedAt, jc.calls)
+			case store.JobEventRunEvent:
+				jc.runEvent(e.Data)
 			}
 		}
 	}
 }
 
-// jobCorrelation is a job's correlation (JobCorrelation), the task's
-// submitter read only when the metadata names no user.
-func (b *Bus) jobCorrelation(ctx context.Context, src JobSource, j store.Job) Correlation {
+// jobOrigin is what a job's events tell from its start: its correlation
+// (JobCorrelation, the task's submitter read only when the metadata
+// names no user) and the piece it was given. A task's job was given its
+// task's piece (none: the classifier picks, and the store records the
+// pick on the job once its run starts, so the job's own piece cannot
+// tell); a child job was given its subtask's, and keeps it.
+func (b *Bus) jobOrigin(ctx context.Context, src JobSource, j store.Job) (Correlation, string) {
 	c := JobCorrelation(j.Payload, j.TaskID, "")
-	if c.UserID == "" && j.TaskID != 0 {
-		if t, err := src.GetTask(ctx, j.TaskID); err == nil {
-			c.UserID = t.Owner
-		}
+	if j.TaskID == 0 {
+		return c, j.Piece
 	}
-	return c
+	t, err := src.GetTask(ctx, j.TaskID)
+	if err != nil {
+		return c, ""
+	}
+	if c.UserID == "" {
+		c.UserID = t.Owner
+	}
+	return c, t.Piece
+}
+
+// kindRunStarted is engine.KindRunStarted, the kind of a run event
+// (engine.Record) that starts a run: the engine's tests import this
+// package, which cannot import the engine (TestJobEventsNameThePieceOnceKnown
+// writes the engine's record).
+const kindRunStarted = "run_started"
+
+// runEvent notes the piece of a run_started run event (the job's own
+// run, not one of its in-process subtasks'): the piece the job runs.
+func (jc *jobCursor) runEvent(data []byte) {
+	var r struct {
+		Kind string `json:"kind"`
+		Data struct {
+			Piece   string `json:"piece"`
+			Subtask int    `json:"subtask"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(data, &r) == nil && r.Kind == kindRunStarted && r.Data.Subtask == 0 && r.Data.Piece != "" {
+		jc.piece = r.Data.Piece
+	}
 }
 
 // events maps one job event: a status event to the job's lifecycle
@@ -294,6 +332,8 @@ func (jc *jobCursor) events(e store.JobEvent) []Event {
 	switch e.Type {
 	case store.JobEventProtocol:
 		return toolEvents(decodeFrame(e.Data), idBase, e.CreatedAt, jc.calls)
+	case store.JobEventRunEvent:
+		jc.runEvent(e.Data)
 	case store.JobEventStatus:
 		var s store.StatusEvent
 		if json.Unmarshal(e.Data, &s) != nil {
@@ -307,8 +347,8 @@ func (jc *jobCursor) events(e store.JobEvent) []Event {
 		if jc.job.TaskID != 0 {
 			data["task_id"] = jc.job.TaskID
 		}
-		if jc.job.Piece != "" {
-			data["piece"] = jc.job.Piece
+		if jc.piece != "" {
+			data["piece"] = jc.piece
 		}
 		for k, v := range map[string]string{"worker": s.Worker, "error": s.Error, "reason": s.Reason} {
 			if v != "" {

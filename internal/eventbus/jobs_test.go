@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/eventbus"
 	"github.com/maestro-run/maestro/internal/eventbus/bustest"
 	"github.com/maestro-run/maestro/internal/store"
@@ -435,5 +436,75 @@ func TestJobEventIDsDifferBetweenStores(t *testing.T) {
 	}
 	if id := first[0].Event.ID(); !strings.HasPrefix(id, "job-1-") || !strings.HasSuffix(id, ".1.0") {
 		t.Errorf("first id %s, want job-1-<created>.1.0", id)
+	}
+}
+
+// A job's lifecycle events name the piece its log has told at their
+// point, whenever the follower reads it: a job given none has none when
+// queued and started (the classifier has not picked yet), and the piece
+// its run started from then on (not an in-process subtask's), also
+// after a restart of the follower past that point; a job given a piece
+// names it from its queued event.
+func TestJobEventsNameThePieceOnceKnown(t *testing.T) {
+	ctx := t.Context()
+	srv, b, st := jobBus(t, eventbus.Correlation{})
+	if _, _, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "auto"}); err != nil {
+		t.Fatal(err)
+	}
+	l := claimStart(t, st)
+	// The run events as the queue's runner logs them (engine.Record).
+	record := func(seq int, e engine.Event) json.RawMessage {
+		data, err := json.Marshal(engine.Record{RunID: "r", Seq: seq, Time: time.Now(), Event: e})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	if _, err := st.AppendJobEvents(ctx, l, []store.NewJobEvent{
+		{Type: store.JobEventRunEvent, Data: record(1, engine.Classified{Piece: "code", Reason: "x"})},
+		{Type: store.JobEventRunEvent, Data: record(2, engine.RunStarted{Piece: "code", Task: "t"})},
+		{Type: store.JobEventRunEvent, Data: record(3, engine.RunStarted{Piece: "review", Task: "t", Subtask: 1})},
+		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_call","call_id":"c1","tool":"Bash","args":{},"requires_approval":false}`)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The store records the pick on the job as the runner does: a
+	// follower reading the job now must not take it for the given one.
+	if err := st.SetPiece(ctx, l, "code"); err != nil {
+		t.Fatal(err)
+	}
+	stateFile := filepath.Join(t.TempDir(), "jobs.json")
+	first, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.FollowJobs(first, st, stateFile, time.Hour)
+	}()
+	srv.Wait(3) // queued, started, c1 attempted
+	stop()
+	<-done
+	if _, err := st.Complete(ctx, l, "done"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.CreateTask(ctx, store.NewTask{Owner: "bob", Title: "given", Piece: "noop"}); err != nil {
+		t.Fatal(err)
+	}
+	go b.FollowJobs(ctx, st, stateFile, time.Hour)
+	var got []string
+	for _, m := range srv.Wait(5) { // and succeeded, queued (job 2)
+		var data map[string]any
+		if err := m.Event.DataAs(&data); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(m.Event.Type(), "maestro.jobs.") {
+			got = append(got, fmt.Sprintf("%s job %v piece %v", m.Event.Type(), data["job_id"], data["piece"]))
+		}
+	}
+	want := []string{
+		eventbus.TypeJobQueued + " job 1 piece <nil>", eventbus.TypeJobStarted + " job 1 piece <nil>",
+		eventbus.TypeJobSucceeded + " job 1 piece code", eventbus.TypeJobQueued + " job 2 piece noop",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("job events:\n got %q\nwant %q", got, want)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/providers"
 	"github.com/maestro-run/maestro/internal/runtime"
-	"github.com/maestro-run/maestro/internal/sessionowner"
 	"github.com/maestro-run/maestro/internal/transport/httpattach"
 	"github.com/maestro-run/maestro/internal/workspace"
 	"github.com/maestro-run/maestro/internal/workspace/index"
@@ -112,7 +111,7 @@ func (a *attached) create(ctx context.Context, req httpattach.CreateRequest) (*r
 		}
 		return nil, "", fmt.Errorf("create the session: %w", err)
 	}
-	a.onRefused(ctx, s, req.WorkspaceRoot == "")
+	a.onRefused(req, s)
 	// Probing the sandbox runs processes: in the background, once.
 	a.probe.Start()
 	a.h.warmIndex(root)
@@ -123,9 +122,14 @@ func (a *attached) create(ctx context.Context, req httpattach.CreateRequest) (*r
 
 // onRefused makes a session refused once made (serve's cluster could
 // not record it: the store is down) leave nothing behind: its log under
-// <data dir>/sessions and, when Maestro made it, its fresh workspace.
-func (a *attached) onRefused(ctx context.Context, s *Session, fresh bool) {
-	sessionowner.OnRefused(ctx, func() {
+// <data dir>/sessions and, when Maestro made it (req named no
+// workspace), its fresh workspace.
+func (a *attached) onRefused(req httpattach.CreateRequest, s *Session) {
+	if req.OnRefused == nil {
+		return
+	}
+	fresh := req.WorkspaceRoot == ""
+	req.OnRefused(func() {
 		if err := os.RemoveAll(s.Log.Dir()); err != nil {
 			a.h.log.Warn("remove a refused session's log", "session", s.ID(), "err", err)
 		}

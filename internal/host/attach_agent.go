@@ -35,7 +35,7 @@ func (a *attached) createAgent(ctx context.Context, req httpattach.CreateRequest
 		}
 		return nil, "", createFailed("create the session on agent "+req.Agent, err)
 	}
-	a.onRefused(ctx, s, req.WorkspaceRoot == "")
+	a.onRefused(req, s)
 	a.h.log.Info("headless session created", "session", s.ID(), "workspace", dir, "agent", req.Agent, "agent_session", req.AgentSession)
 	return s.Runtime, s.ID(), nil
 }

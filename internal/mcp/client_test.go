@@ -26,6 +26,7 @@ import (
 func TestMain(m *testing.M) {
 	mcptest.RunStdioIfRequested()
 	runDuplicateListerIfRequested()
+	runFakeRunIfRequested()
 	os.Exit(m.Run())
 }
 

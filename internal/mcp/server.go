@@ -33,11 +33,15 @@ const (
 	TaskWaitingHuman = "waiting_human"
 )
 
-// PieceInfo is one piece list_pieces reports.
+// PieceInfo is one piece list_pieces reports, or one piece file it
+// ignored (Ignored set).
 type PieceInfo struct {
 	Name        string `json:"name"`
-	Description string `json:"description"`
+	Description string `json:"description,omitempty"`
 	Source      string `json:"source,omitempty"`
+	// Ignored says why the file Source is not in effect (invalid, or a
+	// project piece the user has not trusted); empty for a piece that is.
+	Ignored string `json:"ignored,omitempty"`
 }
 
 // ServerOptions configure Maestro as an MCP server (`maestro mcp`).
@@ -111,10 +115,26 @@ type Server struct {
 	next  int
 }
 
-// Run serves t until the client goes away, then stops the tasks.
+// Run serves t until the client goes away or ctx ends, then stops the
+// tasks. It is the SDK's Server.Run without its logs: that logged an
+// ERROR "server run cancelled" when ctx ended (Ctrl-C, SIGTERM from the
+// client), and an error the caller reports again.
 func (s *Server) Run(ctx context.Context, t sdk.Transport) error {
 	defer s.Close()
-	return s.MCP.Run(ctx, t)
+	ss, err := s.MCP.Connect(ctx, t, nil)
+	if err != nil {
+		return err
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- ss.Wait() }()
+	select {
+	case <-ctx.Done():
+		ss.Close()
+		<-ended
+		return ctx.Err()
+	case err := <-ended:
+		return err
+	}
 }
 
 // Close stops the running tasks and waits for them.
@@ -129,6 +149,8 @@ type listIn struct {
 
 type listOut struct {
 	Pieces []PieceInfo `json:"pieces"`
+	// Ignored are the piece files not in effect, and why.
+	Ignored []PieceInfo `json:"ignored,omitempty"`
 }
 
 func (s *Server) listPieces(ctx context.Context, _ *sdk.CallToolRequest, in listIn) (*sdk.CallToolResult, listOut, error) {
@@ -140,7 +162,15 @@ func (s *Server) listPieces(ctx context.Context, _ *sdk.CallToolRequest, in list
 	if err != nil {
 		return nil, listOut{}, err
 	}
-	return nil, listOut{Pieces: pieces}, nil
+	var out listOut
+	for _, p := range pieces {
+		if p.Ignored != "" {
+			out.Ignored = append(out.Ignored, p)
+		} else {
+			out.Pieces = append(out.Pieces, p)
+		}
+	}
+	return nil, out, nil
 }
 
 // workspace is the directory of a task (run: it runs there) or of a
@@ -177,11 +207,22 @@ func (s *Server) checkPiece(ctx context.Context, ws, name string) error {
 		return nil
 	}
 	names := make([]string, 0, len(pieces))
+	var ignored []string
 	for _, p := range pieces {
-		if p.Name == name {
+		switch {
+		case p.Ignored != "" && p.Name == name:
+			ignored = append(ignored, p.Ignored)
+		case p.Ignored != "":
+		case p.Name == name:
 			return nil
+		default:
+			names = append(names, p.Name)
 		}
-		names = append(names, p.Name)
+	}
+	if len(ignored) > 0 {
+		// Said as maestro run --piece says it: the file is there, and
+		// why it does not count.
+		return fmt.Errorf("piece %q is not in effect: its file is ignored:\n%s", workspace.Excerpt(name), strings.Join(ignored, "\n"))
 	}
 	return fmt.Errorf("unknown piece %q; this workspace has: %s (list_pieces describes them)", workspace.Excerpt(name), strings.Join(names, ", "))
 }
@@ -227,7 +268,7 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest, in runIn
 	s.tasks[t.id] = t
 	s.mu.Unlock()
 	s.start(t, append(args, "--", in.Prompt))
-	return s.await(ctx, req, t, in.Wait)
+	return s.await(ctx, req, t, in.Wait, 0)
 }
 
 type taskIn struct {
@@ -253,17 +294,24 @@ func (s *Server) answer(ctx context.Context, req *sdk.CallToolRequest, in answer
 	if err != nil {
 		return nil, TaskInfo{}, err
 	}
+	if strings.TrimSpace(in.Answer) == "" {
+		// Refused before the task is resumed: maestro run refuses an
+		// empty task, which failed the task for good (its question
+		// could no longer be answered).
+		return nil, TaskInfo{}, errors.New("answer_question: answer is empty")
+	}
 	t.mu.Lock()
-	status, sess := t.status, t.session
-	if status == TaskWaitingHuman {
+	status, sess, from := t.status, t.session, t.lines
+	waiting := status == TaskWaitingHuman && sess != ""
+	if waiting {
 		t.status, t.result, t.errText = TaskRunning, "", ""
 	}
 	t.mu.Unlock()
-	if status != TaskWaitingHuman || sess == "" {
+	if !waiting {
 		return nil, TaskInfo{}, fmt.Errorf("task %s is %s, not waiting for an answer", in.TaskID, status)
 	}
 	s.start(t, []string{"run", "-o", "jsonl", "--resume", sess, "--", in.Answer})
-	return s.await(ctx, req, t, in.Wait)
+	return s.await(ctx, req, t, in.Wait, from)
 }
 
 func (s *Server) task(id string) (*task, error) {
@@ -277,34 +325,47 @@ func (s *Server) task(id string) (*task, error) {
 }
 
 // await waits for t to leave running (unless wait is false), sending its
-// progress lines to the client as progress notifications when the call
-// carries a progress token.
-func (s *Server) await(ctx context.Context, req *sdk.CallToolRequest, t *task, wait *bool) (*sdk.CallToolResult, TaskInfo, error) {
+// progress lines from the from-th on (counted as t.lines) to the client
+// as progress notifications when the call carries a progress token.
+func (s *Server) await(ctx context.Context, req *sdk.CallToolRequest, t *task, wait *bool, from int) (*sdk.CallToolResult, TaskInfo, error) {
 	if wait != nil && !*wait {
 		return nil, t.info(), nil
 	}
 	token := req.Params.GetProgressToken()
 	timer := time.NewTimer(s.o.MaxWait)
 	defer timer.Stop()
-	sent := 0
-	for {
+	sent := from // the lines sent so far, counted as t.lines
+	for ended := false; ; {
 		t.mu.Lock()
 		done, changed := t.done, t.changed
-		lines := t.seen[sent:]
-		sent = len(t.seen)
+		// The lines since the last sent that t still keeps (it keeps
+		// the latest maxProgress).
+		n := min(t.lines-sent, len(t.seen))
+		lines, first := t.seen[len(t.seen)-n:], t.lines-n
+		sent = t.lines
 		t.mu.Unlock()
 		if token != nil {
 			for i, line := range lines {
-				_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: token, Message: line, Progress: float64(sent - len(lines) + i + 1)})
+				_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: token, Message: line, Progress: float64(first - from + i + 1)})
 			}
+		}
+		if ended {
+			return nil, t.info(), nil
 		}
 		select {
 		case <-done:
-			return nil, t.info(), nil
+			// Once more: the lines the run printed last are sent
+			// before the answer (they were dropped).
+			ended = true
 		case <-changed:
 		case <-timer.C:
 			return nil, t.info(), nil // still running: poll task_status
 		case <-ctx.Done():
+			// The client cancelled the call (or went away): the run it
+			// started or resumed is stopped. Left running, it went on
+			// changing the workspace for up to TaskTimeout, a task the
+			// client of a cancelled run_task never learned the id of.
+			t.stop(done, "stopped: the client cancelled the call")
 			return nil, TaskInfo{}, ctx.Err()
 		}
 	}
@@ -320,10 +381,35 @@ type task struct {
 	session string
 	result  string
 	errText string
-	seen    []string      // progress lines, in order
+	seen    []string      // the latest progress lines (maxProgress), in order
+	lines   int           // the progress lines ever seen
 	done    chan struct{} // closed when the current process ended
 	changed chan struct{} // closed and replaced at each progress line
+	// cancel stops the current process; stopped says why it was.
+	cancel  context.CancelFunc
+	stopped string
 }
+
+// stop stops t's process whose done channel is done, if it still runs,
+// recording why (the task's error).
+func (t *task) stop(done chan struct{}, why string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done != done || t.cancel == nil {
+		return
+	}
+	select {
+	case <-done:
+		return
+	default:
+	}
+	t.stopped = why
+	t.cancel()
+}
+
+// stopGrace is how long a task's process has to end once interrupted
+// before it is killed.
+const stopGrace = 10 * time.Second
 
 // maxProgress bounds the progress lines a task keeps.
 const maxProgress = 1000
@@ -339,12 +425,19 @@ func (t *task) info() TaskInfo {
 // start runs Maestro with args for t and follows its frames.
 func (s *Server) start(t *task, args []string) {
 	done := make(chan struct{})
-	t.mu.Lock()
-	t.done, t.changed = done, make(chan struct{})
-	t.mu.Unlock()
 	ctx, cancel := context.WithTimeout(s.ctx, s.o.TaskTimeout)
+	t.mu.Lock()
+	t.done, t.changed, t.cancel, t.stopped = done, make(chan struct{}), cancel, ""
+	t.mu.Unlock()
 	cmd := exec.CommandContext(ctx, s.o.Exe, args...)
 	cmd.Env, cmd.Dir = s.o.Env, s.o.Dir
+	// Stopped (the client cancelled the call or went away, the server
+	// stops, the task timed out), the run is interrupted as Ctrl-C
+	// would: it stops its commands and records the interruption in its
+	// session. Killed, it left them running (outside bwrap, which dies
+	// with it), a command writing to the workspace minutes later.
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = stopGrace
 	var stderr bytes.Buffer
 	cmd.Stderr = &limited{b: &stderr, n: 64 << 10}
 	out, err := cmd.StdoutPipe()
@@ -364,9 +457,14 @@ func (s *Server) start(t *task, args []string) {
 		defer close(done)
 		status, result := t.follow(out)
 		werr := cmd.Wait()
+		t.mu.Lock()
+		stopped := t.stopped
+		t.mu.Unlock()
 		switch {
 		case status != "":
 			t.finish(status, result, "")
+		case stopped != "":
+			t.finish(TaskFailed, result, stopped)
 		case werr != nil:
 			t.finish(TaskFailed, result, strings.TrimSpace(fmt.Sprintf("maestro run: %v\n%s", werr, stderr.String())))
 		default:
@@ -432,6 +530,7 @@ func (t *task) progress(line string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.seen = append(t.seen, line)
+	t.lines++
 	if len(t.seen) > maxProgress {
 		t.seen = t.seen[len(t.seen)-maxProgress:]
 	}

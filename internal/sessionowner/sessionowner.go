@@ -111,27 +111,14 @@ func New(cfg Config) (*Cluster, error) {
 	return c, nil
 }
 
-// refusalKey carries, in a Create's context, what to undo when the
-// session just made is refused (OnRefused).
-type refusalKey struct{}
-
-type refusal struct{ undo []func() }
-
-// OnRefused registers, from the code that makes a session in Create's
-// context (the httpattach.NewRuntime), undo: what to remove (its fresh
-// workspace, its log) if the session is refused once made, after its
-// runtime is closed. Outside a Cluster's Create it does nothing.
-func OnRefused(ctx context.Context, undo func()) {
-	if r, ok := ctx.Value(refusalKey{}).(*refusal); ok {
-		r.undo = append(r.undo, undo)
-	}
-}
-
 // Create implements httpattach.Sessions: the session is created here and
 // recorded as this process's.
 func (c *Cluster) Create(ctx context.Context, req httpattach.CreateRequest) (*runtime.Runtime, string, error) {
-	refused := &refusal{}
-	rt, id, err := c.SessionMap.Create(context.WithValue(ctx, refusalKey{}, refused), req)
+	// What to remove of the session should it be refused once made,
+	// given by the code that makes it (the httpattach.NewRuntime).
+	var undo []func()
+	req.OnRefused = func(u func()) { undo = append(undo, u) }
+	rt, id, err := c.SessionMap.Create(ctx, req)
 	if err != nil {
 		return nil, "", err
 	}
@@ -143,8 +130,8 @@ func (c *Cluster) Create(ctx context.Context, req httpattach.CreateRequest) (*ru
 		// never learned of it.
 		c.SessionMap.Remove(id)
 		rt.Close()
-		for _, undo := range refused.undo {
-			undo()
+		for _, u := range undo {
+			u()
 		}
 		return nil, "", c.storeUnavailable("record the new session's owner", err, "session", id)
 	}

@@ -464,3 +464,60 @@ func TestEndPreviousRefusesANameInUse(t *testing.T) {
 		t.Errorf("A's session once stale: %+v, %v; want ended %q", s, err, sessionowner.ReasonRestarted)
 	}
 }
+
+// The code that makes a session is handed, in the request, where to give
+// what to remove should the session be refused once made: the cluster
+// runs it after closing the runtime when the store cannot record the
+// owner, and never when the session is kept.
+func TestRefusedSessionRunsItsMakersUndo(t *testing.T) {
+	t.Parallel()
+	v := prototest.Validator(t)
+	root, err := workspace.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	tools := transporttest.Tools(t, root)
+	logs := session.NewStore(t.TempDir())
+	scen := transporttest.Scenario(t, "")
+	st := sqlitetest.Open(t, sqlite.Options{})
+	for _, tc := range []struct {
+		name  string
+		store store.LiveSessions
+		undo  string
+	}{
+		{"kept", st, ""},
+		{"refused", downStore{st}, "undone after the runtime closed"},
+	} {
+		var undone string
+		local := httpattach.NewSessionMap(func(_ context.Context, req httpattach.CreateRequest) (*runtime.Runtime, string, error) {
+			cfg, sess, err := transporttest.Session(logs, root, replay.New(scen), tools, v)
+			if err != nil {
+				return nil, "", err
+			}
+			t.Cleanup(func() { sess.Close() })
+			rt, err := runtime.New(cfg)
+			if err != nil {
+				return nil, "", err
+			}
+			req.OnRefused(func() {
+				select {
+				case <-rt.Done():
+					undone = "undone after the runtime closed"
+				default:
+					undone = "undone with the runtime open"
+				}
+			})
+			return rt, sess.ID(), nil
+		})
+		c, err := sessionowner.New(sessionowner.Config{Store: tc.store, Local: local, Instance: "serve-a", Address: "http://127.0.0.1:1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = c.Create(t.Context(), httpattach.CreateRequest{})
+		c.Close()
+		if (err != nil) != (tc.undo != "") || undone != tc.undo {
+			t.Errorf("%s: create error %v, undo %q; want %q", tc.name, err, undone, tc.undo)
+		}
+	}
+}

@@ -1,8 +1,13 @@
 package telemetry
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,7 +63,65 @@ func checkEnv(getenv func(string) string) error {
 			return fmt.Errorf("tracing: %s=%s: %s", c.key, v, what)
 		}
 	}
+	return checkTLS(getenv)
+}
+
+// checkTLS refuses a certificate variable of the OTLP exporter it
+// could not use: a CA file (OTEL_EXPORTER_OTLP_CERTIFICATE, the
+// TRACES_ form) it cannot read or holding no PEM certificate, a client
+// certificate without its key or the other way round (the exporter
+// takes the pair of one form), or a pair it cannot read or that is not
+// a certificate and its key in PEM. Left to the exporter, each was
+// logged in its words (or, a half pair, not at all) and the export went
+// on without it.
+func checkTLS(getenv func(string) string) error {
+	for _, form := range []string{"OTEL_EXPORTER_OTLP_", "OTEL_EXPORTER_OTLP_TRACES_"} {
+		ca := form + "CERTIFICATE"
+		if path := strings.TrimSpace(getenv(ca)); path != "" {
+			b, err := readPEM(ca, path)
+			if err != nil {
+				return err
+			}
+			if !x509.NewCertPool().AppendCertsFromPEM(b) {
+				return fmt.Errorf("tracing: %s=%s: no PEM certificate in the file: the variable names the PEM file of the CA certificates that sign the collector's", ca, path)
+			}
+		}
+		certKey, keyKey := form+"CLIENT_CERTIFICATE", form+"CLIENT_KEY"
+		cert, key := strings.TrimSpace(getenv(certKey)), strings.TrimSpace(getenv(keyKey))
+		switch {
+		case cert == "" && key == "":
+			continue
+		case key == "":
+			return fmt.Errorf("tracing: %s is set, %s is not: a client certificate takes both, the PEM files of the certificate and of its private key", certKey, keyKey)
+		case cert == "":
+			return fmt.Errorf("tracing: %s is set, %s is not: a client certificate takes both, the PEM files of the certificate and of its private key", keyKey, certKey)
+		}
+		cb, err := readPEM(certKey, cert)
+		if err != nil {
+			return err
+		}
+		kb, err := readPEM(keyKey, key)
+		if err != nil {
+			return err
+		}
+		if _, err := tls.X509KeyPair(cb, kb); err != nil {
+			return fmt.Errorf("tracing: %s=%s, %s=%s: not a certificate and its private key in PEM (%v)", certKey, cert, keyKey, key, err)
+		}
+	}
 	return nil
+}
+
+// readPEM reads the file a certificate variable names.
+func readPEM(key, path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("tracing: %s=%s: cannot read the file: %v", key, path, err)
+	}
+	return b, nil
 }
 
 // checkPairs checks a list of comma-separated key=value pairs, values

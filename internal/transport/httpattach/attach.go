@@ -161,6 +161,13 @@ type CreateRequest struct {
 	// loop) and AgentSession the CLI's own session it resumes (a Maestro
 	// addition to the contract's body; docs/remote-attach.md).
 	Agent, AgentSession string
+	// OnRefused, when set, is given by the NewRuntime what to remove
+	// (the session's fresh workspace, its log) should the session be
+	// refused once made: the Sessions that may refuse it
+	// (sessionowner.Cluster, when the store cannot record its owner)
+	// sets it, and runs what it was given after closing the runtime.
+	// Not part of the body.
+	OnRefused func(undo func())
 }
 
 // Handler serves the /api/headless routes. Create it with NewHandler and

@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/creack/pty"
+)
+
+// maestro mcp's pieces name the piece files the catalog ignored, with
+// the reason, so that list_pieces and run_task can say why a piece of
+// the workspace is not there (an invalid file was left out silently,
+// and run_task said "unknown piece").
+func TestMCPPiecesNameTheIgnoredFiles(t *testing.T) {
+	t.Parallel()
+	home, ws := t.TempDir(), t.TempDir()
+	dir := filepath.Join(ws, ".maestro", "pieces")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "deploy.yaml")
+	if err := os.WriteFile(file, []byte("name: deploy\ndescription: d\ncolour: blue\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ios := &IOStreams{Getenv: func(k string) string {
+		if k == "MAESTRO_HOME" {
+			return home
+		}
+		return ""
+	}}
+	o := mcpServerOptions(ios, "maestro", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	pieces, err := o.Pieces(t.Context(), ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, p := range pieces {
+		if p.Ignored == "" {
+			continue
+		}
+		found = true
+		if p.Name != "deploy" || p.Source != file || !strings.Contains(p.Ignored, "deploy.yaml:3:1: colour: unknown field") {
+			t.Errorf("ignored piece %+v, want deploy from %s, its error", p, file)
+		}
+	}
+	if !found {
+		t.Errorf("pieces %+v name no ignored file", pieces)
+	}
+}
+
+// maestro mcp run by hand in a terminal says what it is for and how it
+// ends (it waited in silence); started by a client (stdin a pipe), it
+// writes nothing but MCP. Stopped, it logs no error.
+func TestMCPInATerminalSaysWhatItIs(t *testing.T) {
+	t.Parallel()
+	ptm, pts, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	t.Cleanup(func() { ptm.Close(); pts.Close() })
+	for _, in := range []io.Reader{pts, strings.NewReader("")} {
+		var stdout, stderr bytes.Buffer
+		ios := &IOStreams{In: in, Out: &stdout, ErrOut: &stderr, Getenv: func(k string) string {
+			if k == "MAESTRO_HOME" {
+				return t.TempDir()
+			}
+			return ""
+		}}
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel() // served until the client goes: here at once
+		if code := Run(ctx, ios, []string{"mcp"}); code != 0 {
+			t.Errorf("exit %d: %s", code, stderr.String())
+		}
+		_, tty := in.(*os.File)
+		// Nor does it log an error for being stopped (the SDK's
+		// "level=ERROR msg=\"server run cancelled\"").
+		if got := strings.Contains(stderr.String(), "to the MCP client that starts it"); got != tty || stdout.Len() != 0 || strings.Contains(stderr.String(), "ERROR") {
+			t.Errorf("stdin a terminal %v: stderr %q, stdout %q", tty, stderr.String(), stdout.String())
+		}
+	}
+}
