@@ -2,6 +2,7 @@ package eventbus
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -52,6 +53,11 @@ type sessionState struct {
 	Calls map[string]string `json:"calls,omitempty"`
 	// Closed is the cursor of the last published closed event.
 	Closed int64 `json:"closed,omitempty"`
+	// Open: a ready (started or resumed) is published and no closed or
+	// suspended since. A session open on the bus whose process ended
+	// without closing it gets its closed event from the next process
+	// (publishEnded).
+	Open bool `json:"open,omitempty"`
 	// Correlation is the session's, from the environment of the process
 	// that first followed it, so a later process publishes its backlog
 	// with the same ids.
@@ -78,6 +84,8 @@ type Follower struct {
 	// (FollowRestored).
 	restored bool
 	from     int64
+	// marked: Closing wrote the close mark.
+	marked bool
 }
 
 // FollowSession starts publishing the log of the session in dir (its
@@ -112,13 +120,26 @@ func (b *Bus) follow(f *Follower) *Follower {
 	return f
 }
 
-// Close records that the session closed after its record cursor (the
-// log is complete), so its closed event follows its last record, and
-// waits up to Options.CloseWait for them to be published. Events not
-// published by then stay in the log for Bus.CatchUp.
-func (f *Follower) Close(cursor int64, reason string) {
+// Closing records that the session closes after its record cursor (the
+// log is complete) and why: reason is "completed", "user_stopped",
+// "error" (close_reason) or ReasonSuspended. Call it before the session's
+// log is released (session.Session.Close), so that another process
+// catching up never takes a session closing for one whose process died
+// (publishEnded); Close then only waits.
+func (f *Follower) Closing(cursor int64, reason string) {
+	f.marked = true
 	if err := writeJSON(filepath.Join(f.dir, closeFile), closeMark{Cursor: cursor, Reason: reason, Time: time.Now().UTC()}); err != nil {
 		f.b.log.Warn("event bus: record the session's close", "session", f.meta.ID, "err", err)
+	}
+}
+
+// Close records the close as Closing does, unless Closing did, so the
+// closed event follows the session's last record, and waits up to
+// Options.CloseWait for the events to be published. Events not
+// published by then stay in the log for Bus.CatchUp.
+func (f *Follower) Close(cursor int64, reason string) {
+	if !f.marked {
+		f.Closing(cursor, reason)
 	}
 	select {
 	case <-f.closeC:
@@ -152,7 +173,7 @@ func (f *Follower) run(ctx context.Context, follow bool) error {
 			// The restored log holds the suspended session's records up
 			// to f.from, its ready included: the resume is published
 			// here, once, before the records after it.
-			st.Cursor, st.Started = max(st.Cursor, f.from), true
+			st.Cursor, st.Started, st.Open = max(st.Cursor, f.from), true, true
 			ev := Event{ID: f.meta.ID + "." + strconv.FormatInt(f.from, 10) + ".resumed", Type: TypeSessionResumed, Time: time.Now().UTC(),
 				Data: f.sessionData("resumed", map[string]any{"model": f.meta.Model, "provider": f.meta.Provider, "executor_type": f.meta.ExecutorType})}
 			if err := f.b.publish(ctx, ev, *st.Correlation); err != nil {
@@ -207,6 +228,14 @@ func (f *Follower) run(ctx context.Context, follow bool) error {
 			// state saves the cursor too (one write, not two).
 			if err := f.publishClose(ctx, &st, stPath, st.Cursor, lr); err != nil {
 				return err
+			}
+			// Catching up on a session its process left open on the bus
+			// (it died, or ran without the bus): close it, unless a
+			// process has opened it since.
+			if !follow && st.Open && !inUse(f.dir) {
+				if err := f.publishEnded(ctx, &st, lr); err != nil {
+					return err
+				}
 			}
 			return lr.save(ctx, stPath, &st)
 		}
@@ -371,6 +400,16 @@ func (f *Follower) pass(ctx context.Context, st *sessionState, stPath string, lr
 				}
 				marked = false
 			}
+			if st.Open && rec.Kind == session.KindEvent && rec.Event.Type == protocol.TypeReady {
+				// A resume of a session whose previous process never
+				// closed it: that run's closed comes first.
+				if err := lr.win.flush(ctx); err != nil {
+					return n, err
+				}
+				if err := f.publishEnded(ctx, st, lr); err != nil {
+					return n, err
+				}
+			}
 			for _, ev := range f.sessionEvents(rec, st) {
 				if err := lr.win.add(ctx, ev, *st.Correlation); err != nil {
 					return n, err
@@ -419,7 +458,7 @@ func (f *Follower) publishClose(ctx context.Context, st *sessionState, stPath st
 		if err := f.b.publish(ctx, ev, *st.Correlation); err != nil {
 			return err
 		}
-		st.Closed = m.Cursor
+		st.Closed, st.Open = m.Cursor, false
 		// The mark is done with once its event is acknowledged: its file
 		// becomes the state's (replaceFrom), one file creation fewer a
 		// close (docs/events.md, "Figures").
@@ -435,11 +474,106 @@ func (f *Follower) publishClose(ctx context.Context, st *sessionState, stPath st
 	return nil
 }
 
+// publishEnded publishes the closed event of a session open on the bus
+// (st.Open) whose process ended without closing it, at its last record
+// (st.Cursor), with that record's time: the same event (id, time, data)
+// whichever process publishes it, the next one to catch up or the one
+// resuming the session. The reason is error when the session's metadata
+// was not written after that record (Session.Close writes it: the
+// process died, e.g. SIGKILL), else completed (a process without the bus
+// closed it).
+func (f *Follower) publishEnded(ctx context.Context, st *sessionState, lr *logReader) error {
+	t, err := recordTimeBefore(lr.file, st.Offset)
+	if err != nil {
+		return fmt.Errorf("session log %s: read the record at cursor %d: %w", f.dir, st.Cursor, err)
+	}
+	reason := "error"
+	if !f.meta.UpdatedAt.Before(t) {
+		reason = "completed"
+	}
+	ev := Event{
+		ID:   f.meta.ID + "." + strconv.FormatInt(st.Cursor, 10) + ".closed",
+		Type: TypeSessionClosed, Time: t,
+		Data: f.sessionData("closed", map[string]any{"close_reason": closeReason(reason)}),
+	}
+	if err := f.b.publish(ctx, ev, *st.Correlation); err != nil {
+		return err
+	}
+	st.Closed, st.Open = st.Cursor, false
+	lr.unsaved++ // saved with the cursor
+	return nil
+}
+
+// recordTimeBefore returns the time of the log's record that ends at
+// offset end (its newline at end-1).
+func recordTimeBefore(file *os.File, end int64) (time.Time, error) {
+	if file == nil || end <= 0 {
+		return time.Time{}, errors.New("no record")
+	}
+	buf := make([]byte, 4096)
+	start := int64(0)
+	for pos := end - 1; pos > 0; {
+		n := min(int64(len(buf)), pos)
+		if _, err := file.ReadAt(buf[:n], pos-n); err != nil {
+			return time.Time{}, err
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			start = pos - n + int64(i) + 1
+			break
+		}
+		pos -= n
+	}
+	// The time is at the start of the record as internal/session writes
+	// it (skimRecord); a record in another shape is decoded.
+	head := buf[:min(int64(len(buf)), end-start)]
+	if _, err := file.ReadAt(head, start); err != nil {
+		return time.Time{}, err
+	}
+	if rest, ok := bytes.CutPrefix(head, skimCursor); ok {
+		if i := bytes.Index(rest, skimTime); i > 0 {
+			rest = rest[i+len(skimTime):]
+			if j := bytes.IndexByte(rest, '"'); j > 0 {
+				if t, err := time.Parse(time.RFC3339Nano, string(rest[:j])); err == nil {
+					return t, nil
+				}
+			}
+		}
+	}
+	line := make([]byte, end-start)
+	if _, err := file.ReadAt(line, start); err != nil {
+		return time.Time{}, err
+	}
+	var rec struct {
+		Time time.Time `json:"time"`
+	}
+	if err := json.Unmarshal(line, &rec); err != nil {
+		return time.Time{}, err
+	}
+	return rec.Time, nil
+}
+
 // ReasonSuspended, as the reason of Follower.Close, publishes
 // maestro.sessions.session.suspended instead of closed: the session was
 // drained to be restored (a hosted runner's drain); its next ready is
 // published as resumed.
 const ReasonSuspended = "suspended"
+
+// EndReason is why a session ends, the close_reason of its closed event
+// on the event bus (docs/events.md, "Platform events"), from the error
+// type of its last prompt (protocol.State.LastErrorType, cleared by each
+// prompt): "user_stopped" when the prompt was interrupted (Ctrl-C,
+// SIGTERM, interrupt, or a shutdown, a DELETE or the end of input while
+// it ran), "error" when it failed (fatal, or transient once the retries
+// were spent), else "completed".
+func EndReason(last protocol.ErrorType) string {
+	switch last {
+	case protocol.ErrorCancelled:
+		return "user_stopped"
+	case protocol.ErrorFatal, protocol.ErrorTransient:
+		return "error"
+	}
+	return "completed"
+}
 
 // closeReason is close_reason's enum (wire contract §16).
 func closeReason(r string) string {
@@ -467,7 +601,7 @@ func (f *Follower) sessionEvents(rec logRecord, st *sessionState) []Event {
 		if st.Started {
 			typ, state = TypeSessionResumed, "resumed"
 		}
-		st.Started = true
+		st.Started, st.Open = true, true
 		return []Event{{ID: idBase + ".0", Type: typ, Time: rec.Time, Data: f.sessionData(state, map[string]any{
 			"model": fr.Model, "provider": fr.Provider, "executor_type": fr.ExecutorType,
 		})}}
@@ -491,7 +625,9 @@ func (f *Follower) sessionData(state string, more map[string]any) map[string]any
 // session logs under storeDir: every session with a publish cursor (it
 // was followed before) or a close mark that no process has open now
 // (an open session is its process's to publish) and that this process
-// does not follow. It returns when they are published or ctx ends.
+// does not follow, and the closed event of a session left open on the
+// bus by a process that died (publishEnded). It returns when they are
+// published or ctx ends.
 func (b *Bus) CatchUp(ctx context.Context, storeDir string) error {
 	metas, err := session.NewStore(storeDir).List()
 	if err != nil {
@@ -513,7 +649,8 @@ func (b *Bus) CatchUp(ctx context.Context, storeDir string) error {
 }
 
 // pending reports whether a session directory may hold unpublished
-// records: it has a close mark, or a publish cursor behind its log.
+// records or a closed event: it has a close mark, a publish cursor
+// behind its log, or it is open on the bus (its process may have died).
 func pending(dir string) bool {
 	if _, err := os.Stat(filepath.Join(dir, closeFile)); err == nil {
 		return true
@@ -522,6 +659,9 @@ func pending(dir string) bool {
 	ok, err := readJSON(filepath.Join(dir, cursorFile), &st)
 	if err != nil || !ok {
 		return false
+	}
+	if st.Open {
+		return true
 	}
 	fi, err := os.Stat(filepath.Join(dir, logFile))
 	return err == nil && fi.Size() > st.Offset

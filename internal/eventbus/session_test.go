@@ -315,3 +315,114 @@ func TestClosedEventTimeIsTheClose(t *testing.T) {
 		t.Errorf("%s at %s, want the session's close, before %s (the next process published it)", ev.Type(), ev.Time(), closedBy)
 	}
 }
+
+// crash ends s as a SIGKILLed process does: the kernel releases the
+// log's lock, but neither the metadata (Session.Close) nor a close mark
+// (Follower.Close) is written.
+func crash(t *testing.T, s *session.Session) {
+	t.Helper()
+	meta, err := os.ReadFile(filepath.Join(s.Dir(), "session.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.Dir(), "session.json"), meta, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// closeReason is a closed event's close_reason.
+func closeReason(t *testing.T, m bustest.Message) string {
+	t.Helper()
+	var d struct {
+		Reason string `json:"close_reason"`
+	}
+	if err := json.Unmarshal(m.Event.Data(), &d); err != nil {
+		t.Fatal(err)
+	}
+	return d.Reason
+}
+
+// A session whose process died (SIGKILL) is closed on the bus by the
+// next process, with close_reason ERROR, at its last record and that
+// record's time, once: by the next process that catches up, or by the
+// process that resumes it, first; a resume then publishes resumed and
+// its own closed. A session a process without the bus closed cleanly is
+// closed COMPLETED.
+func TestKilledSessionIsClosedByTheNextProcess(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		catchUp bool // the next process catches up before the resume
+		clean   bool // the process closed the session, without the bus
+		reason  string
+	}{
+		{"catch-up", true, false, "MAESTRO_CLOSE_REASON_ERROR"},
+		{"resume", false, false, "MAESTRO_CLOSE_REASON_ERROR"},
+		{"closed-without-bus", true, true, "MAESTRO_CLOSE_REASON_COMPLETED"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := bustest.Start(t)
+			srv.CreateStream()
+			dir := t.TempDir()
+			store := session.NewStore(dir)
+			s, err := store.Create(session.Meta{Provider: "replay", Model: "demo"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := newBus(t, srv, eventbus.Correlation{}, false)
+			b.FollowSession(s.Dir(), s.Meta())
+			s.Event(protocol.Ready{ProtocolVersion: "2026-04-02", SessionID: ptr(s.ID())})
+			toolTurn(s, "c1", "Read", true, "")
+			srv.Wait(3)
+			last := s.Cursor()
+			lastTime := time.Now()
+			if tc.clean {
+				s.Close()
+			} else {
+				crash(t, s)
+			}
+			b.Close() // the process is gone
+
+			next := newBus(t, srv, eventbus.Correlation{}, false)
+			if tc.catchUp {
+				if err := next.CatchUp(t.Context(), dir); err != nil {
+					t.Fatal(err)
+				}
+				if err := next.CatchUp(t.Context(), dir); err != nil { // nothing twice
+					t.Fatal(err)
+				}
+			}
+			s, err = store.Open(s.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := next.FollowSession(s.Dir(), s.Meta())
+			s.Event(protocol.Ready{ProtocolVersion: "2026-04-02", SessionID: ptr(s.ID())})
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			f.Close(s.Cursor(), "completed")
+			msgs := srv.Wait(6)
+			want := []string{eventbus.TypeSessionStarted, eventbus.TypeToolCallAttempted, eventbus.TypeToolCallCompleted,
+				eventbus.TypeSessionClosed, eventbus.TypeSessionResumed, eventbus.TypeSessionClosed}
+			if got := types(msgs); !slices.Equal(got, want) {
+				t.Fatalf("published types:\n got %q\nwant %q", got, want)
+			}
+			ended := msgs[3].Event
+			if want := s.ID() + "." + strconv.FormatInt(last, 10) + ".closed"; ended.ID() != want {
+				t.Errorf("closed event id %s, want %s (the last record of the ended run)", ended.ID(), want)
+			}
+			if r := closeReason(t, msgs[3]); r != tc.reason {
+				t.Errorf("the ended run's close_reason %s, want %s", r, tc.reason)
+			}
+			if ended.Time().After(lastTime) || !ended.Time().Equal(msgs[2].Event.Time()) {
+				t.Errorf("the ended run's closed at %s, want its last record's time %s", ended.Time(), msgs[2].Event.Time())
+			}
+			if r := closeReason(t, msgs[5]); r != "MAESTRO_CLOSE_REASON_COMPLETED" {
+				t.Errorf("the resumed run's close_reason %s", r)
+			}
+		})
+	}
+}
