@@ -226,7 +226,7 @@ func New(cfg Config, opts Options) (*Runner, error) {
 	}
 	if follow != nil {
 		if closed := follow(sess.Dir(), sess.Meta()); closed != nil {
-			r.followed = func() { closed(sess.Cursor(), "completed") }
+			r.followed = func() { closed(sess.Cursor(), eventbus.EndReason(rt.Snapshot().State.LastErrorType)) }
 			r.suspended = func() { closed(sess.Cursor(), eventbus.ReasonSuspended) }
 		}
 	}
