@@ -122,7 +122,7 @@ func (b *Bus) follow(f *Follower) *Follower {
 
 // Closing records that the session closes after its record cursor (the
 // log is complete) and why: reason is "completed", "user_stopped",
-// "error" (close_reason) or ReasonSuspended. Call it before the session's
+// "error", "idle_timeout" (close_reason) or ReasonSuspended. Call it before the session's
 // log is released (session.Session.Close), so that another process
 // catching up never takes a session closing for one whose process died
 // (publishEnded); Close then only waits.
@@ -582,6 +582,8 @@ func closeReason(r string) string {
 		return "MAESTRO_CLOSE_REASON_ERROR"
 	case "user_stopped":
 		return "MAESTRO_CLOSE_REASON_USER_STOPPED"
+	case "idle_timeout":
+		return "MAESTRO_CLOSE_REASON_IDLE_TIMEOUT"
 	}
 	return "MAESTRO_CLOSE_REASON_COMPLETED"
 }

@@ -426,3 +426,34 @@ func TestKilledSessionIsClosedByTheNextProcess(t *testing.T) {
 		})
 	}
 }
+
+// The reasons a session's closer gives become close_reason's enum (wire
+// contract §16); before, everything but error and user_stopped was
+// COMPLETED, an idle session disposed of by maestro serve included.
+func TestCloseReasons(t *testing.T) {
+	srv := bustest.Start(t)
+	b := newBus(t, srv, eventbus.Correlation{}, true)
+	reasons := map[string]string{
+		"completed": "MAESTRO_CLOSE_REASON_COMPLETED", "error": "MAESTRO_CLOSE_REASON_ERROR",
+		"user_stopped": "MAESTRO_CLOSE_REASON_USER_STOPPED", "idle_timeout": "MAESTRO_CLOSE_REASON_IDLE_TIMEOUT",
+	}
+	want := map[string]string{}
+	for reason, enum := range reasons {
+		s, f := followNewSession(t, b)
+		s.Event(protocol.Ready{ProtocolVersion: "2026-04-02", SessionID: ptr(s.ID())})
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		f.Close(s.Cursor(), reason)
+		want[s.ID()] = enum
+	}
+	for _, m := range srv.Wait(2 * len(reasons)) {
+		if m.Event.Type() != eventbus.TypeSessionClosed {
+			continue
+		}
+		sid, _, _ := strings.Cut(m.Event.ID(), ".")
+		if got := closeReason(t, m); got != want[sid] {
+			t.Errorf("closed %s, want %s", got, want[sid])
+		}
+	}
+}

@@ -389,7 +389,7 @@ func (h *Host) assemble(rcfg runtime.Config, sess *session.Session, root *worksp
 			// died.
 			reason := "completed"
 			if rt != nil {
-				reason = eventbus.EndReason(rt.Snapshot().State.LastErrorType)
+				reason = cmp.Or(rt.CloseReason(), eventbus.EndReason(rt.Snapshot().State.LastErrorType))
 			}
 			follower.Closing(sess.Cursor(), reason)
 		}
