@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/session"
+	"github.com/maestro-run/maestro/internal/tool"
 )
 
 // The files a follower keeps in a session's directory, beside its log.
@@ -491,8 +494,21 @@ func (f *Follower) publishEnded(ctx context.Context, st *sessionState, lr *logRe
 	if !f.meta.UpdatedAt.Before(t) {
 		reason = "completed"
 	}
+	// Its tool calls in flight never ended: they were cut short with
+	// the process (CANCELLED, as an interrupt's), in the order of their
+	// ids.
+	idBase := f.meta.ID + "." + strconv.FormatInt(st.Cursor, 10)
+	for _, id := range slices.Sorted(maps.Keys(st.Calls)) {
+		ev := Event{ID: idBase + ".ended." + id, Type: TypeToolCallCompleted, Time: t, Data: map[string]any{
+			"tool_call_id": id, "tool_name": st.Calls[id], "status": "MAESTRO_TOOL_CALL_STATUS_CANCELLED", "error_code": tool.CodeCancelled,
+		}}
+		if err := f.b.publish(ctx, ev, *st.Correlation); err != nil {
+			return err
+		}
+		delete(st.Calls, id)
+	}
 	ev := Event{
-		ID:   f.meta.ID + "." + strconv.FormatInt(st.Cursor, 10) + ".closed",
+		ID:   idBase + ".closed",
 		Type: TypeSessionClosed, Time: t,
 		Data: f.sessionData("closed", map[string]any{"close_reason": closeReason(reason)}),
 	}

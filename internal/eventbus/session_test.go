@@ -347,7 +347,7 @@ func closeReason(t *testing.T, m bustest.Message) string {
 
 // A session whose process died (SIGKILL) is closed on the bus by the
 // next process, with close_reason ERROR, at its last record and that
-// record's time, once: by the next process that catches up, or by the
+// record's time, its tool call in flight ended CANCELLED first, once: by the next process that catches up, or by the
 // process that resumes it, first; a resume then publishes resumed and
 // its own closed. A session a process without the bus closed cleanly is
 // closed COMPLETED.
@@ -375,7 +375,8 @@ func TestKilledSessionIsClosedByTheNextProcess(t *testing.T) {
 			b.FollowSession(s.Dir(), s.Meta())
 			s.Event(protocol.Ready{ProtocolVersion: "2026-04-02", SessionID: ptr(s.ID())})
 			toolTurn(s, "c1", "Read", true, "")
-			srv.Wait(3)
+			s.Event(protocol.ToolCall{CallID: "c2", Tool: "Bash", Args: json.RawMessage(`{}`)}) // in flight
+			srv.Wait(4)
 			last := s.Cursor()
 			lastTime := time.Now()
 			if tc.clean {
@@ -404,23 +405,31 @@ func TestKilledSessionIsClosedByTheNextProcess(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.Close(s.Cursor(), "completed")
-			msgs := srv.Wait(6)
+			msgs := srv.Wait(8)
 			want := []string{eventbus.TypeSessionStarted, eventbus.TypeToolCallAttempted, eventbus.TypeToolCallCompleted,
+				eventbus.TypeToolCallAttempted, eventbus.TypeToolCallCompleted,
 				eventbus.TypeSessionClosed, eventbus.TypeSessionResumed, eventbus.TypeSessionClosed}
 			if got := types(msgs); !slices.Equal(got, want) {
 				t.Fatalf("published types:\n got %q\nwant %q", got, want)
 			}
-			ended := msgs[3].Event
+			var cut struct{ ID, Tool, Status, Code string }
+			var d map[string]string
+			json.Unmarshal(msgs[4].Event.Data(), &d)
+			cut.ID, cut.Tool, cut.Status, cut.Code = d["tool_call_id"], d["tool_name"], d["status"], d["error_code"]
+			if cut.ID != "c2" || cut.Tool != "Bash" || cut.Status != "MAESTRO_TOOL_CALL_STATUS_CANCELLED" || cut.Code != "cancelled" {
+				t.Errorf("the call in flight ended %+v, want c2 Bash CANCELLED cancelled", cut)
+			}
+			ended := msgs[5].Event
 			if want := s.ID() + "." + strconv.FormatInt(last, 10) + ".closed"; ended.ID() != want {
 				t.Errorf("closed event id %s, want %s (the last record of the ended run)", ended.ID(), want)
 			}
-			if r := closeReason(t, msgs[3]); r != tc.reason {
+			if r := closeReason(t, msgs[5]); r != tc.reason {
 				t.Errorf("the ended run's close_reason %s, want %s", r, tc.reason)
 			}
-			if ended.Time().After(lastTime) || !ended.Time().Equal(msgs[2].Event.Time()) {
-				t.Errorf("the ended run's closed at %s, want its last record's time %s", ended.Time(), msgs[2].Event.Time())
+			if ended.Time().After(lastTime) || !ended.Time().Equal(msgs[3].Event.Time()) {
+				t.Errorf("the ended run's closed at %s, want its last record's time %s", ended.Time(), msgs[3].Event.Time())
 			}
-			if r := closeReason(t, msgs[5]); r != "MAESTRO_CLOSE_REASON_COMPLETED" {
+			if r := closeReason(t, msgs[7]); r != "MAESTRO_CLOSE_REASON_COMPLETED" {
 				t.Errorf("the resumed run's close_reason %s", r)
 			}
 		})
