@@ -65,6 +65,10 @@ type sessionState struct {
 	// that first followed it, so a later process publishes its backlog
 	// with the same ids.
 	Correlation *Correlation `json:"correlation,omitempty"`
+	// SessionID is the session's id on the bus when it is not its log's
+	// (the directory's name): the id the caller gave in meta.ID, e.g. a
+	// hosted runner's session id, which a restored runner continues.
+	SessionID string `json:"session_id,omitempty"`
 }
 
 // closeMark asks for the closed event of a session closed at Cursor.
@@ -89,22 +93,28 @@ type Follower struct {
 	from     int64
 	// marked: Closing wrote the close mark.
 	marked bool
+	// id is the session's id on the bus (event ids, data.session_id):
+	// meta.ID, kept in the state when it is not the log's
+	// (sessionState.SessionID) for later processes.
+	id string
 }
 
 // FollowSession starts publishing the log of the session in dir (its
 // directory in the session store) from its persisted cursor. Call Close
 // when the session closes.
 func (b *Bus) FollowSession(dir string, meta session.Meta) *Follower {
-	return b.follow(&Follower{b: b, dir: dir, meta: meta, closeC: make(chan struct{}), done: make(chan struct{})})
+	return b.follow(&Follower{b: b, dir: dir, meta: meta, id: meta.ID, closeC: make(chan struct{}), done: make(chan struct{})})
 }
 
 // FollowRestored follows, as FollowSession, the log of a session
 // restored from a suspended one (a hosted runner's restore from a drain's
 // manifest) whose records up to cursor were published by the suspended
 // session's process: they are skipped, and
-// maestro.sessions.session.resumed is published first.
+// maestro.sessions.session.resumed is published first. meta.ID is the
+// suspended session's id (the restored log has its own): its events on
+// the bus continue the suspended session's.
 func (b *Bus) FollowRestored(dir string, meta session.Meta, cursor int64) *Follower {
-	return b.follow(&Follower{b: b, dir: dir, meta: meta, closeC: make(chan struct{}), done: make(chan struct{}), restored: true, from: cursor})
+	return b.follow(&Follower{b: b, dir: dir, meta: meta, id: meta.ID, closeC: make(chan struct{}), done: make(chan struct{}), restored: true, from: cursor})
 }
 
 func (b *Bus) follow(f *Follower) *Follower {
@@ -167,17 +177,23 @@ func (f *Follower) run(ctx context.Context, follow bool) error {
 	if _, err := readJSON(stPath, &st); err != nil {
 		return err
 	}
+	if st.SessionID != "" {
+		f.id = st.SessionID
+	}
 	if st.Correlation == nil {
 		env := f.b.o.Env
 		env.SessionID = cmp.Or(f.meta.ClientSessionID, env.SessionID, f.meta.ID)
 		env.AgentRunID = cmp.Or(env.AgentRunID, f.meta.AgentRunID)
 		st.Correlation = &env
+		if f.id != filepath.Base(f.dir) {
+			st.SessionID = f.id // not the log's (a hosted runner's)
+		}
 		if f.restored {
 			// The restored log holds the suspended session's records up
 			// to f.from, its ready included: the resume is published
 			// here, once, before the records after it.
 			st.Cursor, st.Started, st.Open = max(st.Cursor, f.from), true, true
-			ev := Event{ID: f.meta.ID + "." + strconv.FormatInt(f.from, 10) + ".resumed", Type: TypeSessionResumed, Time: time.Now().UTC(),
+			ev := Event{ID: f.id + "." + strconv.FormatInt(f.from, 10) + ".resumed", Type: TypeSessionResumed, Time: time.Now().UTC(),
 				Data: f.sessionData("resumed", map[string]any{"model": f.meta.Model, "provider": f.meta.Provider, "executor_type": f.meta.ExecutorType})}
 			if err := f.b.publish(ctx, ev, *st.Correlation); err != nil {
 				return err
@@ -451,12 +467,12 @@ func (f *Follower) publishClose(ctx context.Context, st *sessionState, stPath st
 			m.Time = time.Now().UTC()
 		}
 		ev := Event{
-			ID:   f.meta.ID + "." + strconv.FormatInt(m.Cursor, 10) + ".closed",
+			ID:   f.id + "." + strconv.FormatInt(m.Cursor, 10) + ".closed",
 			Type: TypeSessionClosed, Time: m.Time,
 			Data: f.sessionData("closed", map[string]any{"close_reason": closeReason(m.Reason)}),
 		}
 		if m.Reason == ReasonSuspended {
-			ev.ID, ev.Type, ev.Data = f.meta.ID+"."+strconv.FormatInt(m.Cursor, 10)+".suspended", TypeSessionSuspended, f.sessionData("suspended", nil)
+			ev.ID, ev.Type, ev.Data = f.id+"."+strconv.FormatInt(m.Cursor, 10)+".suspended", TypeSessionSuspended, f.sessionData("suspended", nil)
 		}
 		if err := f.b.publish(ctx, ev, *st.Correlation); err != nil {
 			return err
@@ -497,7 +513,7 @@ func (f *Follower) publishEnded(ctx context.Context, st *sessionState, lr *logRe
 	// Its tool calls in flight never ended: they were cut short with
 	// the process (CANCELLED, as an interrupt's), in the order of their
 	// ids.
-	idBase := f.meta.ID + "." + strconv.FormatInt(st.Cursor, 10)
+	idBase := f.id + "." + strconv.FormatInt(st.Cursor, 10)
 	for _, id := range slices.Sorted(maps.Keys(st.Calls)) {
 		ev := Event{ID: idBase + ".ended." + id, Type: TypeToolCallCompleted, Time: t, Data: map[string]any{
 			"tool_call_id": id, "tool_name": st.Calls[id], "status": "MAESTRO_TOOL_CALL_STATUS_CANCELLED", "error_code": tool.CodeCancelled,
@@ -613,7 +629,7 @@ func (f *Follower) sessionEvents(rec logRecord, st *sessionState) []Event {
 		return nil
 	}
 	fr := rec.Event
-	idBase := f.meta.ID + "." + strconv.FormatInt(rec.Cursor, 10)
+	idBase := f.id + "." + strconv.FormatInt(rec.Cursor, 10)
 	if fr.Type == protocol.TypeReady {
 		typ, state := TypeSessionStarted, "started"
 		if st.Started {
@@ -629,7 +645,7 @@ func (f *Follower) sessionEvents(rec logRecord, st *sessionState) []Event {
 
 // sessionData is the body of a session lifecycle event.
 func (f *Follower) sessionData(state string, more map[string]any) map[string]any {
-	data := map[string]any{"session_id": f.meta.ID, "state": state}
+	data := map[string]any{"session_id": f.id, "state": state}
 	if f.meta.Agent != "" {
 		data["agent"] = f.meta.Agent
 	}
@@ -656,7 +672,7 @@ func (b *Bus) CatchUp(ctx context.Context, storeDir string) error {
 		if !pending(dir) || inUse(dir) || !b.claim(dir) {
 			continue
 		}
-		f := &Follower{b: b, dir: dir, meta: meta, closeC: make(chan struct{}), done: make(chan struct{})}
+		f := &Follower{b: b, dir: dir, meta: meta, id: meta.ID, closeC: make(chan struct{}), done: make(chan struct{})}
 		err := f.run(ctx, false)
 		b.release(dir)
 		if err != nil {

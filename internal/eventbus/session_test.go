@@ -466,3 +466,45 @@ func TestCloseReasons(t *testing.T) {
 		}
 	}
 }
+
+// A session followed under an id that is not its log's (a hosted runner
+// publishes under its session id; a runner restored from a drain has a
+// log of its own and continues the suspended session) publishes every
+// event under that id, and so does the next process that closes it
+// after a crash.
+func TestSessionIDOnTheBusIsTheCallers(t *testing.T) {
+	srv := bustest.Start(t)
+	srv.CreateStream()
+	dir := t.TempDir()
+	s, err := session.NewStore(dir).Create(session.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Event(protocol.Ready{ProtocolVersion: "2026-04-02", SessionID: ptr("mrs_sess")}) // the suspended session's, imported
+	b := newBus(t, srv, eventbus.Correlation{}, false)
+	meta := s.Meta()
+	meta.ID = "mrs_sess"
+	b.FollowRestored(s.Dir(), meta, s.Cursor())
+	toolTurn(s, "c1", "Read", true, "")
+	srv.Wait(3) // resumed, attempted, completed
+	crash(t, s)
+	b.Close()
+	if err := newBus(t, srv, eventbus.Correlation{}, false).CatchUp(t.Context(), dir); err != nil {
+		t.Fatal(err)
+	}
+	msgs := srv.Wait(4)
+	if got, want := types(msgs), []string{eventbus.TypeSessionResumed, eventbus.TypeToolCallAttempted, eventbus.TypeToolCallCompleted, eventbus.TypeSessionClosed}; !slices.Equal(got, want) {
+		t.Fatalf("published types:\n got %q\nwant %q", got, want)
+	}
+	for _, m := range msgs {
+		var d struct {
+			SessionID string `json:"session_id"`
+		}
+		json.Unmarshal(m.Event.Data(), &d)
+		sid, _, _ := strings.Cut(m.Event.ID(), ".")
+		if sid != "mrs_sess" || m.Event.Extensions()["maestrosessionid"] != "mrs_sess" ||
+			(strings.HasPrefix(m.Event.Type(), "maestro.sessions.") && d.SessionID != "mrs_sess") {
+			t.Errorf("%s %s: session_id %q, extension %v; want mrs_sess", m.Event.Type(), m.Event.ID(), d.SessionID, m.Event.Extensions()["maestrosessionid"])
+		}
+	}
+}
