@@ -594,7 +594,7 @@ const ReasonSuspended = "suspended"
 // on the event bus (docs/events.md, "Platform events"), from the error
 // type of its last prompt (protocol.State.LastErrorType, cleared by each
 // prompt): "user_stopped" when the prompt was interrupted (Ctrl-C,
-// SIGTERM, interrupt, or a shutdown, a DELETE or the end of input while
+// SIGTERM, interrupt, or a shutdown or the end of input while
 // it ran), "error" when it failed (fatal, or transient once the retries
 // were spent), else "completed".
 func EndReason(last protocol.ErrorType) string {

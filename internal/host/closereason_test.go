@@ -25,7 +25,7 @@ const closeReasonScenario = `{"schemaVersion":"evalops.maestro.scripted-scenario
 // carries why it ended, from its last prompt: COMPLETED when it
 // answered, ERROR when it failed (here the replay script is exhausted, a
 // fatal error), USER_STOPPED when it was stopped mid-prompt (closed
-// while an approval was pending, as a DELETE, a shutdown or Ctrl-C does).
+// while an approval was pending, as a shutdown or Ctrl-C does).
 // Before, every session closed COMPLETED.
 func TestClosedSaysWhyTheSessionEnded(t *testing.T) {
 	t.Parallel()
