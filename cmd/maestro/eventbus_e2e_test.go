@@ -155,7 +155,8 @@ func TestEventBusHeadlessSession(t *testing.T) {
 
 // NATS down while the session runs, Maestro SIGKILLed, both restarted:
 // the backlog is published from the persisted cursor, nothing twice, in
-// order.
+// order, and the killed run is closed with close_reason ERROR before the
+// resume.
 func TestEventBusSurvivesSIGKILLAndNATSRestart(t *testing.T) {
 	t.Parallel()
 	ctx, srv, scenario, home := busSetup(t, 180*time.Second)
@@ -177,12 +178,22 @@ func TestEventBusSurvivesSIGKILLAndNATSRestart(t *testing.T) {
 	h = startBusHeadless(ctx, t, env, "--resume", filepath.Base(dirs[0]))
 	h.prompt("third")
 	h.shutdown()
-	want := "started tool_call.attempted tool_call.completed tool_call.attempted tool_call.completed resumed tool_call.attempted tool_call.completed closed"
-	msgs := srv.Wait(9)
+	// The killed run is closed (ERROR) before the resume.
+	want := "started tool_call.attempted tool_call.completed tool_call.attempted tool_call.completed closed resumed tool_call.attempted tool_call.completed closed"
+	msgs := srv.Wait(10)
 	if got := busTypes(msgs); got != want {
 		t.Fatalf("published:\n got %s\nwant %s", got, want)
 	}
 	bustest.CheckOnceInOrder(t, msgs, "call_%d")
+	for i, reason := range map[int]string{5: "MAESTRO_CLOSE_REASON_ERROR", 9: "MAESTRO_CLOSE_REASON_COMPLETED"} {
+		var d struct {
+			Reason string `json:"close_reason"`
+		}
+		json.Unmarshal(msgs[i].Event.Data(), &d)
+		if d.Reason != reason {
+			t.Errorf("closed event %d: close_reason %q, want %s", i, d.Reason, reason)
+		}
+	}
 }
 
 // MAESTRO_EVENT_BUS=0 turns the bus off even with a URL set.

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,7 +81,8 @@ func TestEventBusHostedRunnerSession(t *testing.T) {
 // A hosted runner's drain suspends its session
 // (maestro.sessions.session.suspended, not closed), and the runner
 // restored from the drain's manifest resumes it
-// (maestro.sessions.session.resumed), closing it when it shuts down.
+// (maestro.sessions.session.resumed), closing it when it shuts down,
+// all four under the runner's session id.
 func TestEventBusHostedRunnerDrainAndRestore(t *testing.T) {
 	t.Parallel()
 	_, srv, _, _ := busSetup(t, 180*time.Second)
@@ -111,6 +113,15 @@ func TestEventBusHostedRunnerDrainAndRestore(t *testing.T) {
 	for _, m := range msgs {
 		if ext := m.Event.Extensions(); ext["maestrosessionid"] != "session_123" || ext["agentrunid"] != "run_123" {
 			t.Errorf("%s: extensions %v", m.Event.Type(), ext)
+		}
+		// One session on the bus across the drain: the restored runner's
+		// log has an id of its own, its events do not.
+		var data struct {
+			SessionID string `json:"session_id"`
+		}
+		json.Unmarshal(m.Event.Data(), &data)
+		if id, _, _ := strings.Cut(m.Event.ID(), "."); data.SessionID != "session_123" || id != "session_123" {
+			t.Errorf("%s %s: data.session_id %q, want session_123 (the runner's session id) in both", m.Event.Type(), m.Event.ID(), data.SessionID)
 		}
 	}
 }

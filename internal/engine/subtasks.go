@@ -162,7 +162,7 @@ func (sp *subtaskPool) start(ctx context.Context, rec SubtaskRecord, p *piece.Pi
 }
 
 // runChild runs the subtask's piece as a child run.
-func (sp *subtaskPool) runChild(ctx context.Context, rec SubtaskRecord, p *piece.Piece) (RunStatus, string) {
+func (sp *subtaskPool) runChild(ctx context.Context, rec SubtaskRecord, p *piece.Piece) (status RunStatus, result string) {
 	r := sp.r
 	cfg := *r.cfg
 	cfg.RunDir = filepath.Join(r.cfg.RunDir, filepath.FromSlash(rec.RunDir))
@@ -182,7 +182,7 @@ func (sp *subtaskPool) runChild(ctx context.Context, rec SubtaskRecord, p *piece
 	defer closeLog()
 	if cfg.FollowLog != nil {
 		if closed := cfg.FollowLog(sess.Dir(), sess.Meta()); closed != nil {
-			defer func() { closed(sess.Cursor(), "completed") }()
+			defer func() { closed(sess.Cursor(), closeReason(status)) }()
 		}
 	}
 	r.linkLog(rec.ID, sess.ID(), path.Join(rec.RunDir, "logs", sess.ID(), "events.jsonl"))
@@ -373,4 +373,18 @@ func (r *run) writeResult(name string, data []byte) error {
 	}
 	defer d.Close()
 	return d.WriteFileAtomic(path.Base(name), data, 0o644)
+}
+
+// closeReason is the close_reason of a subtask's session on the event
+// bus (eventbus.EndReason) for the status its run ended in: a run that
+// failed is an error, a cancelled one was stopped; one the agent ended
+// (succeeded, or aborted: the task cannot be done) completed.
+func closeReason(s RunStatus) string {
+	switch s {
+	case StatusCancelled:
+		return "user_stopped"
+	case StatusFailed:
+		return "error"
+	}
+	return "completed"
 }

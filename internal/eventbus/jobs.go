@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/tool"
 )
 
 // JobSource is the part of the store the job follower reads.
@@ -277,6 +280,11 @@ func (b *Bus) recall(ctx context.Context, src JobSource, jc *jobCursor, upTo int
 				toolEvents(decodeFrame(e.Data), "", e.CreatedAt, jc.calls)
 			case store.JobEventRunEvent:
 				jc.runEvent(e.Data)
+			case store.JobEventStatus:
+				var s store.StatusEvent
+				if json.Unmarshal(e.Data, &s) == nil && endsAttempt(s.State) {
+					clear(jc.calls) // ended with the attempt (jobCursor.events)
+				}
 			}
 		}
 	}
@@ -343,6 +351,19 @@ func (jc *jobCursor) events(e store.JobEvent) []Event {
 		if typ == "" {
 			return nil
 		}
+		var out []Event
+		if endsAttempt(s.State) {
+			// The attempt is over: a call it left in flight never gets
+			// its tool_end (a cancel fences the runner's appends, a
+			// worker that died wrote nothing more); it was cut short,
+			// CANCELLED as an interrupt's, before the job's status.
+			for _, id := range slices.Sorted(maps.Keys(jc.calls)) {
+				out = append(out, Event{ID: idBase + ".ended." + id, Type: TypeToolCallCompleted, Time: e.CreatedAt, Data: map[string]any{
+					"tool_call_id": id, "tool_name": jc.calls[id], "status": "MAESTRO_TOOL_CALL_STATUS_CANCELLED", "error_code": tool.CodeCancelled,
+				}})
+			}
+			clear(jc.calls)
+		}
 		data := map[string]any{"job_id": e.JobID, "state": string(s.State), "attempt": s.Attempt}
 		if jc.job.TaskID != 0 {
 			data["task_id"] = jc.job.TaskID
@@ -355,9 +376,16 @@ func (jc *jobCursor) events(e store.JobEvent) []Event {
 				data[k] = v
 			}
 		}
-		return []Event{{ID: idBase + ".0", Type: typ, Time: e.CreatedAt, Data: data}}
+		return append(out, Event{ID: idBase + ".0", Type: typ, Time: e.CreatedAt, Data: data})
 	}
 	return nil
+}
+
+// endsAttempt reports whether a job entering state s has ended its
+// attempt's agent loop: it finished, or is queued again (a retry, a
+// release, a lease that expired). A waiting job's loop continues later.
+func endsAttempt(s store.State) bool {
+	return s == store.StateQueued || s.Terminal()
 }
 
 // jobIDBase is the part of a job's event ids that names the job:

@@ -491,7 +491,7 @@ func TestJobEventsNameThePieceOnceKnown(t *testing.T) {
 	}
 	go b.FollowJobs(ctx, st, stateFile, time.Hour)
 	var got []string
-	for _, m := range srv.Wait(5) { // and succeeded, queued (job 2)
+	for _, m := range srv.Wait(6) { // and c1 ended (the attempt ended with it in flight), succeeded, queued (job 2)
 		var data map[string]any
 		if err := m.Event.DataAs(&data); err != nil {
 			t.Fatal(err)
@@ -506,5 +506,51 @@ func TestJobEventsNameThePieceOnceKnown(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("job events:\n got %q\nwant %q", got, want)
+	}
+}
+
+// A job cancelled while its agent ran a tool call (the cancel fences the
+// runner's appends: the call's tool_end never reaches the log) ends that
+// call CANCELLED before job.cancelled, once: a follower that starts
+// again from its cursor does not end it twice. Before, the call stayed
+// attempted for ever.
+func TestCancelledJobEndsItsCallsInFlight(t *testing.T) {
+	ctx := t.Context()
+	srv, b, st := jobBus(t, eventbus.Correlation{})
+	if _, _, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "t", Piece: "noop"}); err != nil {
+		t.Fatal(err)
+	}
+	l := claimStart(t, st)
+	if _, err := st.AppendJobEvents(ctx, l, []store.NewJobEvent{
+		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_call","call_id":"c1","tool":"Read","args":{},"requires_approval":false}`)},
+		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_end","call_id":"c1","success":true}`)},
+		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_call","call_id":"c2","tool":"Bash","args":{},"requires_approval":false}`)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stateFile := filepath.Join(t.TempDir(), "jobs.json")
+	fctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); b.FollowJobs(fctx, st, stateFile, 10*time.Millisecond) }()
+	srv.Wait(5) // queued, started, c1 attempted and completed, c2 attempted
+	stop()
+	<-done
+	if _, err := st.Cancel(ctx, l.JobID, "no longer needed"); err != nil {
+		t.Fatal(err)
+	}
+	go b.FollowJobs(ctx, st, stateFile, 10*time.Millisecond) // again, from its cursor
+	want := []string{eventbus.TypeJobQueued, eventbus.TypeJobStarted, eventbus.TypeToolCallAttempted,
+		eventbus.TypeToolCallCompleted, eventbus.TypeToolCallAttempted, eventbus.TypeToolCallCompleted, eventbus.TypeJobCancelled}
+	msgs := srv.Wait(len(want))
+	if got := types(msgs); !slices.Equal(got, want) {
+		t.Fatalf("published types:\n got %q\nwant %q", got, want)
+	}
+	var d map[string]string
+	json.Unmarshal(msgs[5].Event.Data(), &d)
+	if d["tool_call_id"] != "c2" || d["tool_name"] != "Bash" || d["status"] != "MAESTRO_TOOL_CALL_STATUS_CANCELLED" || d["error_code"] != "cancelled" {
+		t.Errorf("the call in flight ended %v, want c2 Bash CANCELLED cancelled", d)
+	}
+	if n := len(srv.Messages()); n != len(want) {
+		t.Errorf("%d events published, want %d", n, len(want))
 	}
 }

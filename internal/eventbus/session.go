@@ -2,14 +2,17 @@ package eventbus
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/session"
+	"github.com/maestro-run/maestro/internal/tool"
 )
 
 // The files a follower keeps in a session's directory, beside its log.
@@ -52,10 +56,19 @@ type sessionState struct {
 	Calls map[string]string `json:"calls,omitempty"`
 	// Closed is the cursor of the last published closed event.
 	Closed int64 `json:"closed,omitempty"`
+	// Open: a ready (started or resumed) is published and no closed or
+	// suspended since. A session open on the bus whose process ended
+	// without closing it gets its closed event from the next process
+	// (publishEnded).
+	Open bool `json:"open,omitempty"`
 	// Correlation is the session's, from the environment of the process
 	// that first followed it, so a later process publishes its backlog
 	// with the same ids.
 	Correlation *Correlation `json:"correlation,omitempty"`
+	// SessionID is the session's id on the bus when it is not its log's
+	// (the directory's name): the id the caller gave in meta.ID, e.g. a
+	// hosted runner's session id, which a restored runner continues.
+	SessionID string `json:"session_id,omitempty"`
 }
 
 // closeMark asks for the closed event of a session closed at Cursor.
@@ -78,22 +91,30 @@ type Follower struct {
 	// (FollowRestored).
 	restored bool
 	from     int64
+	// marked: Closing wrote the close mark.
+	marked bool
+	// id is the session's id on the bus (event ids, data.session_id):
+	// meta.ID, kept in the state when it is not the log's
+	// (sessionState.SessionID) for later processes.
+	id string
 }
 
 // FollowSession starts publishing the log of the session in dir (its
 // directory in the session store) from its persisted cursor. Call Close
 // when the session closes.
 func (b *Bus) FollowSession(dir string, meta session.Meta) *Follower {
-	return b.follow(&Follower{b: b, dir: dir, meta: meta, closeC: make(chan struct{}), done: make(chan struct{})})
+	return b.follow(&Follower{b: b, dir: dir, meta: meta, id: meta.ID, closeC: make(chan struct{}), done: make(chan struct{})})
 }
 
 // FollowRestored follows, as FollowSession, the log of a session
 // restored from a suspended one (a hosted runner's restore from a drain's
 // manifest) whose records up to cursor were published by the suspended
 // session's process: they are skipped, and
-// maestro.sessions.session.resumed is published first.
+// maestro.sessions.session.resumed is published first. meta.ID is the
+// suspended session's id (the restored log has its own): its events on
+// the bus continue the suspended session's.
 func (b *Bus) FollowRestored(dir string, meta session.Meta, cursor int64) *Follower {
-	return b.follow(&Follower{b: b, dir: dir, meta: meta, closeC: make(chan struct{}), done: make(chan struct{}), restored: true, from: cursor})
+	return b.follow(&Follower{b: b, dir: dir, meta: meta, id: meta.ID, closeC: make(chan struct{}), done: make(chan struct{}), restored: true, from: cursor})
 }
 
 func (b *Bus) follow(f *Follower) *Follower {
@@ -112,13 +133,26 @@ func (b *Bus) follow(f *Follower) *Follower {
 	return f
 }
 
-// Close records that the session closed after its record cursor (the
-// log is complete), so its closed event follows its last record, and
-// waits up to Options.CloseWait for them to be published. Events not
-// published by then stay in the log for Bus.CatchUp.
-func (f *Follower) Close(cursor int64, reason string) {
+// Closing records that the session closes after its record cursor (the
+// log is complete) and why: reason is "completed", "user_stopped",
+// "error", "idle_timeout" (close_reason) or ReasonSuspended. Call it before the session's
+// log is released (session.Session.Close), so that another process
+// catching up never takes a session closing for one whose process died
+// (publishEnded); Close then only waits.
+func (f *Follower) Closing(cursor int64, reason string) {
+	f.marked = true
 	if err := writeJSON(filepath.Join(f.dir, closeFile), closeMark{Cursor: cursor, Reason: reason, Time: time.Now().UTC()}); err != nil {
 		f.b.log.Warn("event bus: record the session's close", "session", f.meta.ID, "err", err)
+	}
+}
+
+// Close records the close as Closing does, unless Closing did, so the
+// closed event follows the session's last record, and waits up to
+// Options.CloseWait for the events to be published. Events not
+// published by then stay in the log for Bus.CatchUp.
+func (f *Follower) Close(cursor int64, reason string) {
+	if !f.marked {
+		f.Closing(cursor, reason)
 	}
 	select {
 	case <-f.closeC:
@@ -143,17 +177,23 @@ func (f *Follower) run(ctx context.Context, follow bool) error {
 	if _, err := readJSON(stPath, &st); err != nil {
 		return err
 	}
+	if st.SessionID != "" {
+		f.id = st.SessionID
+	}
 	if st.Correlation == nil {
 		env := f.b.o.Env
 		env.SessionID = cmp.Or(f.meta.ClientSessionID, env.SessionID, f.meta.ID)
 		env.AgentRunID = cmp.Or(env.AgentRunID, f.meta.AgentRunID)
 		st.Correlation = &env
+		if f.id != filepath.Base(f.dir) {
+			st.SessionID = f.id // not the log's (a hosted runner's)
+		}
 		if f.restored {
 			// The restored log holds the suspended session's records up
 			// to f.from, its ready included: the resume is published
 			// here, once, before the records after it.
-			st.Cursor, st.Started = max(st.Cursor, f.from), true
-			ev := Event{ID: f.meta.ID + "." + strconv.FormatInt(f.from, 10) + ".resumed", Type: TypeSessionResumed, Time: time.Now().UTC(),
+			st.Cursor, st.Started, st.Open = max(st.Cursor, f.from), true, true
+			ev := Event{ID: f.id + "." + strconv.FormatInt(f.from, 10) + ".resumed", Type: TypeSessionResumed, Time: time.Now().UTC(),
 				Data: f.sessionData("resumed", map[string]any{"model": f.meta.Model, "provider": f.meta.Provider, "executor_type": f.meta.ExecutorType})}
 			if err := f.b.publish(ctx, ev, *st.Correlation); err != nil {
 				return err
@@ -207,6 +247,14 @@ func (f *Follower) run(ctx context.Context, follow bool) error {
 			// state saves the cursor too (one write, not two).
 			if err := f.publishClose(ctx, &st, stPath, st.Cursor, lr); err != nil {
 				return err
+			}
+			// Catching up on a session its process left open on the bus
+			// (it died, or ran without the bus): close it, unless a
+			// process has opened it since.
+			if !follow && st.Open && !inUse(f.dir) {
+				if err := f.publishEnded(ctx, &st, lr); err != nil {
+					return err
+				}
 			}
 			return lr.save(ctx, stPath, &st)
 		}
@@ -371,6 +419,16 @@ func (f *Follower) pass(ctx context.Context, st *sessionState, stPath string, lr
 				}
 				marked = false
 			}
+			if st.Open && rec.Kind == session.KindEvent && rec.Event.Type == protocol.TypeReady {
+				// A resume of a session whose previous process never
+				// closed it: that run's closed comes first.
+				if err := lr.win.flush(ctx); err != nil {
+					return n, err
+				}
+				if err := f.publishEnded(ctx, st, lr); err != nil {
+					return n, err
+				}
+			}
 			for _, ev := range f.sessionEvents(rec, st) {
 				if err := lr.win.add(ctx, ev, *st.Correlation); err != nil {
 					return n, err
@@ -409,17 +467,17 @@ func (f *Follower) publishClose(ctx context.Context, st *sessionState, stPath st
 			m.Time = time.Now().UTC()
 		}
 		ev := Event{
-			ID:   f.meta.ID + "." + strconv.FormatInt(m.Cursor, 10) + ".closed",
+			ID:   f.id + "." + strconv.FormatInt(m.Cursor, 10) + ".closed",
 			Type: TypeSessionClosed, Time: m.Time,
 			Data: f.sessionData("closed", map[string]any{"close_reason": closeReason(m.Reason)}),
 		}
 		if m.Reason == ReasonSuspended {
-			ev.ID, ev.Type, ev.Data = f.meta.ID+"."+strconv.FormatInt(m.Cursor, 10)+".suspended", TypeSessionSuspended, f.sessionData("suspended", nil)
+			ev.ID, ev.Type, ev.Data = f.id+"."+strconv.FormatInt(m.Cursor, 10)+".suspended", TypeSessionSuspended, f.sessionData("suspended", nil)
 		}
 		if err := f.b.publish(ctx, ev, *st.Correlation); err != nil {
 			return err
 		}
-		st.Closed = m.Cursor
+		st.Closed, st.Open = m.Cursor, false
 		// The mark is done with once its event is acknowledged: its file
 		// becomes the state's (replaceFrom), one file creation fewer a
 		// close (docs/events.md, "Figures").
@@ -435,11 +493,119 @@ func (f *Follower) publishClose(ctx context.Context, st *sessionState, stPath st
 	return nil
 }
 
+// publishEnded publishes the closed event of a session open on the bus
+// (st.Open) whose process ended without closing it, at its last record
+// (st.Cursor), with that record's time: the same event (id, time, data)
+// whichever process publishes it, the next one to catch up or the one
+// resuming the session. The reason is error when the session's metadata
+// was not written after that record (Session.Close writes it: the
+// process died, e.g. SIGKILL), else completed (a process without the bus
+// closed it).
+func (f *Follower) publishEnded(ctx context.Context, st *sessionState, lr *logReader) error {
+	t, err := recordTimeBefore(lr.file, st.Offset)
+	if err != nil {
+		return fmt.Errorf("session log %s: read the record at cursor %d: %w", f.dir, st.Cursor, err)
+	}
+	reason := "error"
+	if !f.meta.UpdatedAt.Before(t) {
+		reason = "completed"
+	}
+	// Its tool calls in flight never ended: they were cut short with
+	// the process (CANCELLED, as an interrupt's), in the order of their
+	// ids.
+	idBase := f.id + "." + strconv.FormatInt(st.Cursor, 10)
+	for _, id := range slices.Sorted(maps.Keys(st.Calls)) {
+		ev := Event{ID: idBase + ".ended." + id, Type: TypeToolCallCompleted, Time: t, Data: map[string]any{
+			"tool_call_id": id, "tool_name": st.Calls[id], "status": "MAESTRO_TOOL_CALL_STATUS_CANCELLED", "error_code": tool.CodeCancelled,
+		}}
+		if err := f.b.publish(ctx, ev, *st.Correlation); err != nil {
+			return err
+		}
+		delete(st.Calls, id)
+	}
+	ev := Event{
+		ID:   idBase + ".closed",
+		Type: TypeSessionClosed, Time: t,
+		Data: f.sessionData("closed", map[string]any{"close_reason": closeReason(reason)}),
+	}
+	if err := f.b.publish(ctx, ev, *st.Correlation); err != nil {
+		return err
+	}
+	st.Closed, st.Open = st.Cursor, false
+	lr.unsaved++ // saved with the cursor
+	return nil
+}
+
+// recordTimeBefore returns the time of the log's record that ends at
+// offset end (its newline at end-1).
+func recordTimeBefore(file *os.File, end int64) (time.Time, error) {
+	if file == nil || end <= 0 {
+		return time.Time{}, errors.New("no record")
+	}
+	buf := make([]byte, 4096)
+	start := int64(0)
+	for pos := end - 1; pos > 0; {
+		n := min(int64(len(buf)), pos)
+		if _, err := file.ReadAt(buf[:n], pos-n); err != nil {
+			return time.Time{}, err
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			start = pos - n + int64(i) + 1
+			break
+		}
+		pos -= n
+	}
+	// The time is at the start of the record as internal/session writes
+	// it (skimRecord); a record in another shape is decoded.
+	head := buf[:min(int64(len(buf)), end-start)]
+	if _, err := file.ReadAt(head, start); err != nil {
+		return time.Time{}, err
+	}
+	if rest, ok := bytes.CutPrefix(head, skimCursor); ok {
+		if i := bytes.Index(rest, skimTime); i > 0 {
+			rest = rest[i+len(skimTime):]
+			if j := bytes.IndexByte(rest, '"'); j > 0 {
+				if t, err := time.Parse(time.RFC3339Nano, string(rest[:j])); err == nil {
+					return t, nil
+				}
+			}
+		}
+	}
+	line := make([]byte, end-start)
+	if _, err := file.ReadAt(line, start); err != nil {
+		return time.Time{}, err
+	}
+	var rec struct {
+		Time time.Time `json:"time"`
+	}
+	if err := json.Unmarshal(line, &rec); err != nil {
+		return time.Time{}, err
+	}
+	return rec.Time, nil
+}
+
 // ReasonSuspended, as the reason of Follower.Close, publishes
 // maestro.sessions.session.suspended instead of closed: the session was
 // drained to be restored (a hosted runner's drain); its next ready is
 // published as resumed.
 const ReasonSuspended = "suspended"
+
+// EndReason is why a session ends, the close_reason of its closed event
+// on the event bus (docs/events.md, "Platform events"), from the error
+// type of its last prompt (protocol.State.LastErrorType, cleared by each
+// prompt): "user_stopped" when the prompt was interrupted (Ctrl-C,
+// SIGTERM, interrupt, or a shutdown or the end of input while
+// it ran), "error" when it failed (fatal, or transient once the retries
+// were spent), else "completed".
+func EndReason(last protocol.ErrorType) string {
+	switch last {
+	case protocol.ErrorCancelled:
+		return "user_stopped"
+	case protocol.ErrorFatal, protocol.ErrorTransient:
+		return "error"
+	}
+	return "completed"
+}
 
 // closeReason is close_reason's enum (wire contract §16).
 func closeReason(r string) string {
@@ -448,6 +614,8 @@ func closeReason(r string) string {
 		return "MAESTRO_CLOSE_REASON_ERROR"
 	case "user_stopped":
 		return "MAESTRO_CLOSE_REASON_USER_STOPPED"
+	case "idle_timeout":
+		return "MAESTRO_CLOSE_REASON_IDLE_TIMEOUT"
 	}
 	return "MAESTRO_CLOSE_REASON_COMPLETED"
 }
@@ -461,13 +629,13 @@ func (f *Follower) sessionEvents(rec logRecord, st *sessionState) []Event {
 		return nil
 	}
 	fr := rec.Event
-	idBase := f.meta.ID + "." + strconv.FormatInt(rec.Cursor, 10)
+	idBase := f.id + "." + strconv.FormatInt(rec.Cursor, 10)
 	if fr.Type == protocol.TypeReady {
 		typ, state := TypeSessionStarted, "started"
 		if st.Started {
 			typ, state = TypeSessionResumed, "resumed"
 		}
-		st.Started = true
+		st.Started, st.Open = true, true
 		return []Event{{ID: idBase + ".0", Type: typ, Time: rec.Time, Data: f.sessionData(state, map[string]any{
 			"model": fr.Model, "provider": fr.Provider, "executor_type": fr.ExecutorType,
 		})}}
@@ -477,7 +645,7 @@ func (f *Follower) sessionEvents(rec logRecord, st *sessionState) []Event {
 
 // sessionData is the body of a session lifecycle event.
 func (f *Follower) sessionData(state string, more map[string]any) map[string]any {
-	data := map[string]any{"session_id": f.meta.ID, "state": state}
+	data := map[string]any{"session_id": f.id, "state": state}
 	if f.meta.Agent != "" {
 		data["agent"] = f.meta.Agent
 	}
@@ -491,7 +659,9 @@ func (f *Follower) sessionData(state string, more map[string]any) map[string]any
 // session logs under storeDir: every session with a publish cursor (it
 // was followed before) or a close mark that no process has open now
 // (an open session is its process's to publish) and that this process
-// does not follow. It returns when they are published or ctx ends.
+// does not follow, and the closed event of a session left open on the
+// bus by a process that died (publishEnded). It returns when they are
+// published or ctx ends.
 func (b *Bus) CatchUp(ctx context.Context, storeDir string) error {
 	metas, err := session.NewStore(storeDir).List()
 	if err != nil {
@@ -502,7 +672,7 @@ func (b *Bus) CatchUp(ctx context.Context, storeDir string) error {
 		if !pending(dir) || inUse(dir) || !b.claim(dir) {
 			continue
 		}
-		f := &Follower{b: b, dir: dir, meta: meta, closeC: make(chan struct{}), done: make(chan struct{})}
+		f := &Follower{b: b, dir: dir, meta: meta, id: meta.ID, closeC: make(chan struct{}), done: make(chan struct{})}
 		err := f.run(ctx, false)
 		b.release(dir)
 		if err != nil {
@@ -513,7 +683,8 @@ func (b *Bus) CatchUp(ctx context.Context, storeDir string) error {
 }
 
 // pending reports whether a session directory may hold unpublished
-// records: it has a close mark, or a publish cursor behind its log.
+// records or a closed event: it has a close mark, a publish cursor
+// behind its log, or it is open on the bus (its process may have died).
 func pending(dir string) bool {
 	if _, err := os.Stat(filepath.Join(dir, closeFile)); err == nil {
 		return true
@@ -522,6 +693,9 @@ func pending(dir string) bool {
 	ok, err := readJSON(filepath.Join(dir, cursorFile), &st)
 	if err != nil || !ok {
 		return false
+	}
+	if st.Open {
+		return true
 	}
 	fi, err := os.Stat(filepath.Join(dir, logFile))
 	return err == nil && fi.Size() > st.Offset

@@ -315,3 +315,196 @@ func TestClosedEventTimeIsTheClose(t *testing.T) {
 		t.Errorf("%s at %s, want the session's close, before %s (the next process published it)", ev.Type(), ev.Time(), closedBy)
 	}
 }
+
+// crash ends s as a SIGKILLed process does: the kernel releases the
+// log's lock, but neither the metadata (Session.Close) nor a close mark
+// (Follower.Close) is written.
+func crash(t *testing.T, s *session.Session) {
+	t.Helper()
+	meta, err := os.ReadFile(filepath.Join(s.Dir(), "session.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.Dir(), "session.json"), meta, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// closeReason is a closed event's close_reason.
+func closeReason(t *testing.T, m bustest.Message) string {
+	t.Helper()
+	var d struct {
+		Reason string `json:"close_reason"`
+	}
+	if err := json.Unmarshal(m.Event.Data(), &d); err != nil {
+		t.Fatal(err)
+	}
+	return d.Reason
+}
+
+// A session whose process died (SIGKILL) is closed on the bus by the
+// next process, with close_reason ERROR, at its last record and that
+// record's time, its tool call in flight ended CANCELLED first, once: by the next process that catches up, or by the
+// process that resumes it, first; a resume then publishes resumed and
+// its own closed. A session a process without the bus closed cleanly is
+// closed COMPLETED.
+func TestKilledSessionIsClosedByTheNextProcess(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		catchUp bool // the next process catches up before the resume
+		clean   bool // the process closed the session, without the bus
+		reason  string
+	}{
+		{"catch-up", true, false, "MAESTRO_CLOSE_REASON_ERROR"},
+		{"resume", false, false, "MAESTRO_CLOSE_REASON_ERROR"},
+		{"closed-without-bus", true, true, "MAESTRO_CLOSE_REASON_COMPLETED"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := bustest.Start(t)
+			srv.CreateStream()
+			dir := t.TempDir()
+			store := session.NewStore(dir)
+			s, err := store.Create(session.Meta{Provider: "replay", Model: "demo"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := newBus(t, srv, eventbus.Correlation{}, false)
+			b.FollowSession(s.Dir(), s.Meta())
+			s.Event(protocol.Ready{ProtocolVersion: "2026-04-02", SessionID: ptr(s.ID())})
+			toolTurn(s, "c1", "Read", true, "")
+			s.Event(protocol.ToolCall{CallID: "c2", Tool: "Bash", Args: json.RawMessage(`{}`)}) // in flight
+			srv.Wait(4)
+			last := s.Cursor()
+			lastTime := time.Now()
+			if tc.clean {
+				s.Close()
+			} else {
+				crash(t, s)
+			}
+			b.Close() // the process is gone
+
+			next := newBus(t, srv, eventbus.Correlation{}, false)
+			if tc.catchUp {
+				if err := next.CatchUp(t.Context(), dir); err != nil {
+					t.Fatal(err)
+				}
+				if err := next.CatchUp(t.Context(), dir); err != nil { // nothing twice
+					t.Fatal(err)
+				}
+			}
+			s, err = store.Open(s.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := next.FollowSession(s.Dir(), s.Meta())
+			s.Event(protocol.Ready{ProtocolVersion: "2026-04-02", SessionID: ptr(s.ID())})
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			f.Close(s.Cursor(), "completed")
+			msgs := srv.Wait(8)
+			want := []string{eventbus.TypeSessionStarted, eventbus.TypeToolCallAttempted, eventbus.TypeToolCallCompleted,
+				eventbus.TypeToolCallAttempted, eventbus.TypeToolCallCompleted,
+				eventbus.TypeSessionClosed, eventbus.TypeSessionResumed, eventbus.TypeSessionClosed}
+			if got := types(msgs); !slices.Equal(got, want) {
+				t.Fatalf("published types:\n got %q\nwant %q", got, want)
+			}
+			var cut struct{ ID, Tool, Status, Code string }
+			var d map[string]string
+			json.Unmarshal(msgs[4].Event.Data(), &d)
+			cut.ID, cut.Tool, cut.Status, cut.Code = d["tool_call_id"], d["tool_name"], d["status"], d["error_code"]
+			if cut.ID != "c2" || cut.Tool != "Bash" || cut.Status != "MAESTRO_TOOL_CALL_STATUS_CANCELLED" || cut.Code != "cancelled" {
+				t.Errorf("the call in flight ended %+v, want c2 Bash CANCELLED cancelled", cut)
+			}
+			ended := msgs[5].Event
+			if want := s.ID() + "." + strconv.FormatInt(last, 10) + ".closed"; ended.ID() != want {
+				t.Errorf("closed event id %s, want %s (the last record of the ended run)", ended.ID(), want)
+			}
+			if r := closeReason(t, msgs[5]); r != tc.reason {
+				t.Errorf("the ended run's close_reason %s, want %s", r, tc.reason)
+			}
+			if ended.Time().After(lastTime) || !ended.Time().Equal(msgs[3].Event.Time()) {
+				t.Errorf("the ended run's closed at %s, want its last record's time %s", ended.Time(), msgs[3].Event.Time())
+			}
+			if r := closeReason(t, msgs[7]); r != "MAESTRO_CLOSE_REASON_COMPLETED" {
+				t.Errorf("the resumed run's close_reason %s", r)
+			}
+		})
+	}
+}
+
+// The reasons a session's closer gives become close_reason's enum (wire
+// contract §16); before, everything but error and user_stopped was
+// COMPLETED, an idle session disposed of by maestro serve included.
+func TestCloseReasons(t *testing.T) {
+	srv := bustest.Start(t)
+	b := newBus(t, srv, eventbus.Correlation{}, true)
+	reasons := map[string]string{
+		"completed": "MAESTRO_CLOSE_REASON_COMPLETED", "error": "MAESTRO_CLOSE_REASON_ERROR",
+		"user_stopped": "MAESTRO_CLOSE_REASON_USER_STOPPED", "idle_timeout": "MAESTRO_CLOSE_REASON_IDLE_TIMEOUT",
+	}
+	want := map[string]string{}
+	for reason, enum := range reasons {
+		s, f := followNewSession(t, b)
+		s.Event(protocol.Ready{ProtocolVersion: "2026-04-02", SessionID: ptr(s.ID())})
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		f.Close(s.Cursor(), reason)
+		want[s.ID()] = enum
+	}
+	for _, m := range srv.Wait(2 * len(reasons)) {
+		if m.Event.Type() != eventbus.TypeSessionClosed {
+			continue
+		}
+		sid, _, _ := strings.Cut(m.Event.ID(), ".")
+		if got := closeReason(t, m); got != want[sid] {
+			t.Errorf("closed %s, want %s", got, want[sid])
+		}
+	}
+}
+
+// A session followed under an id that is not its log's (a hosted runner
+// publishes under its session id; a runner restored from a drain has a
+// log of its own and continues the suspended session) publishes every
+// event under that id, and so does the next process that closes it
+// after a crash.
+func TestSessionIDOnTheBusIsTheCallers(t *testing.T) {
+	srv := bustest.Start(t)
+	srv.CreateStream()
+	dir := t.TempDir()
+	s, err := session.NewStore(dir).Create(session.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Event(protocol.Ready{ProtocolVersion: "2026-04-02", SessionID: ptr("mrs_sess")}) // the suspended session's, imported
+	b := newBus(t, srv, eventbus.Correlation{}, false)
+	meta := s.Meta()
+	meta.ID = "mrs_sess"
+	b.FollowRestored(s.Dir(), meta, s.Cursor())
+	toolTurn(s, "c1", "Read", true, "")
+	srv.Wait(3) // resumed, attempted, completed
+	crash(t, s)
+	b.Close()
+	if err := newBus(t, srv, eventbus.Correlation{}, false).CatchUp(t.Context(), dir); err != nil {
+		t.Fatal(err)
+	}
+	msgs := srv.Wait(4)
+	if got, want := types(msgs), []string{eventbus.TypeSessionResumed, eventbus.TypeToolCallAttempted, eventbus.TypeToolCallCompleted, eventbus.TypeSessionClosed}; !slices.Equal(got, want) {
+		t.Fatalf("published types:\n got %q\nwant %q", got, want)
+	}
+	for _, m := range msgs {
+		var d struct {
+			SessionID string `json:"session_id"`
+		}
+		json.Unmarshal(m.Event.Data(), &d)
+		sid, _, _ := strings.Cut(m.Event.ID(), ".")
+		if sid != "mrs_sess" || m.Event.Extensions()["maestrosessionid"] != "mrs_sess" ||
+			(strings.HasPrefix(m.Event.Type(), "maestro.sessions.") && d.SessionID != "mrs_sess") {
+			t.Errorf("%s %s: session_id %q, extension %v; want mrs_sess", m.Event.Type(), m.Event.ID(), d.SessionID, m.Event.Extensions()["maestrosessionid"])
+		}
+	}
+}

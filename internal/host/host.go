@@ -25,6 +25,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/eventbus"
 	"github.com/maestro-run/maestro/internal/gitinfo"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/mcp"
@@ -370,21 +371,32 @@ func (h *Host) runtimeConfig(sess *session.Session, root *workspace.Root, spec S
 // assemble builds the runtime of rcfg, which releases the log and the
 // workspace when it is closed.
 func (h *Host) assemble(rcfg runtime.Config, sess *session.Session, root *workspace.Root, choice *providers.Choice, probe *Probe, mcps *mcp.Manager) (*Session, error) {
-	var follower interface{ Close(int64, string) }
+	var follower *eventbus.Follower
 	if bus := h.EventBus(); bus != nil {
 		follower = bus.FollowSession(sess.Dir(), sess.Meta())
 	}
 	values, endSpan := startSessionSpan(rcfg.Values)
 	rcfg.Values = values
+	var rt *runtime.Runtime // set below; closed runs once it has stopped
 	closed := sync.OnceValue(func() error {
 		defer endSpan()
 		if err := mcps.Close(); err != nil {
 			h.log.Warn("stop the session's MCP servers", "session", sess.ID(), "err", err)
 		}
+		if follower != nil {
+			// Recorded while the log is still held: a process catching
+			// up meanwhile sees a session closing, not one whose process
+			// died.
+			reason := "completed"
+			if rt != nil {
+				reason = cmp.Or(rt.CloseReason(), eventbus.EndReason(rt.Snapshot().State.LastErrorType))
+			}
+			follower.Closing(sess.Cursor(), reason)
+		}
 		err := sess.Close()
 		root.Close()
 		if follower != nil {
-			follower.Close(sess.Cursor(), "completed")
+			follower.Close(sess.Cursor(), "")
 		}
 		if err != nil {
 			h.log.Warn("close headless session", "session", sess.ID(), "err", err)

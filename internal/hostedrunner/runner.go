@@ -226,8 +226,13 @@ func New(cfg Config, opts Options) (*Runner, error) {
 		}
 	}
 	if follow != nil {
-		if closed := follow(sess.Dir(), sess.Meta()); closed != nil {
-			r.followed = func() { closed(sess.Cursor(), "completed") }
+		// On the event bus the session is the runner's session id (its
+		// ready line's), not its log's: a runner restored from a drain
+		// has a log of its own and continues the suspended session.
+		meta := sess.Meta()
+		meta.ID = r.sessionID
+		if closed := follow(sess.Dir(), meta); closed != nil {
+			r.followed = func() { closed(sess.Cursor(), eventbus.EndReason(rt.Snapshot().State.LastErrorType)) }
 			r.suspended = func() { closed(sess.Cursor(), eventbus.ReasonSuspended) }
 		}
 	}

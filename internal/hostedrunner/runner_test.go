@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/maestro-run/maestro/internal/session"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -718,5 +719,31 @@ func TestFixturePromptsBackToBack(t *testing.T) {
 			t.Fatalf("prompt %s sent on seeing the previous status: %v", content, err)
 		}
 		c.until(isStatus("Prompt: " + content))
+	}
+}
+
+// TestRestoredSessionKeepsItsIDOnTheBus: the restored runner's session
+// log has an id of its own, but on the event bus it continues the
+// suspended session: FollowRestored gets the manifest's session id (its
+// resumed and closed events named the new log's id, which no started or
+// suspended event had named).
+func TestRestoredSessionKeepsItsIDOnTheBus(t *testing.T) {
+	t.Parallel()
+	ws := newWorkspace(t)
+	path, cursor := drainedManifest(t, ws)
+	cfg := testConfig(ws)
+	cfg.RunnerSessionID, cfg.MaestroSessionID, cfg.RestoreManifest = "mrs_456", "", path
+	var gotID string
+	var gotCursor int64
+	r, err := New(cfg, Options{Now: fixedNow, FollowRestored: func(dir string, meta session.Meta, from int64) func(int64, string) {
+		gotID, gotCursor = meta.ID, from
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if gotID != "session_123" || gotCursor != cursor {
+		t.Errorf("FollowRestored(%q, cursor %d), want the suspended session session_123 at %d", gotID, gotCursor, cursor)
 	}
 }

@@ -270,6 +270,9 @@ type Runtime struct {
 	closed     bool
 	done       chan struct{}
 	util       Utilities
+	// closeReason is why the runtime is closed, when its closer says
+	// (SetCloseReason).
+	closeReason string
 }
 
 // New returns a runtime; nothing is published until Start.
@@ -671,6 +674,22 @@ func (r *Runtime) ShutdownThen(last func()) {
 		last()
 	}
 	close(r.done)
+}
+
+// SetCloseReason records why the runtime is about to be closed, for
+// whoever reports the session's end (the event bus's close_reason, e.g.
+// "idle_timeout" when a transport disposes of an idle session).
+func (r *Runtime) SetCloseReason(reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closeReason = reason
+}
+
+// CloseReason is what SetCloseReason recorded ("" when nothing).
+func (r *Runtime) CloseReason() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closeReason
 }
 
 // Done is closed when a shutdown has completed.

@@ -250,6 +250,9 @@ func TestSessionIdleDisposal(t *testing.T) {
 	default:
 		t.Fatal("the idle session's runtime was not shut down")
 	}
+	if r := rt.CloseReason(); r != "idle_timeout" {
+		t.Errorf("the idle session's close reason %q, want idle_timeout (its closed event on the bus says IDLE_TIMEOUT)", r)
+	}
 	code, body := s.call("GET", "/api/headless/sessions/"+idle, nil, nil, nil)
 	wantError(t, code, body, http.StatusNotFound, "not_found", "Headless session not found")
 	if _, ok := s.sessions.Get(kept); !ok {

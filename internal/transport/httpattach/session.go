@@ -329,6 +329,7 @@ func (s *session) sweep(now time.Time) {
 	s.mu.Unlock()
 	if idle && !s.rt.Snapshot().State.IsResponding {
 		s.h.log.Info("disposing idle headless session", "session", s.id)
+		s.rt.SetCloseReason("idle_timeout")
 		s.h.dispose(s)
 	}
 }
