@@ -67,7 +67,7 @@ export function EventLogView({ log }: { log: JobLogView }) {
                   el.style.setProperty("transform", `translateY(${row.start}px)`);
                   v.measureElement(el);
                 }}
-                className="absolute top-0 left-0 w-full border-b border-slate-100 px-3 py-1.5 dark:border-slate-800"
+                className="absolute top-0 left-0 w-full border-b border-slate-100 px-3 py-1.5 wrap-anywhere dark:border-slate-800"
               >
                 <LogItem item={item} />
               </div>
