@@ -156,9 +156,10 @@ func jsonString(s string) string {
 	return string(b)
 }
 
-// TestLongHostileContent: a task, its log, deliverables and comments,
-// and a piece, holding long, unbroken, right-to-left and hostile content
-// (script in Markdown, HTML in file names), at 390 px and at desktop:
+// TestLongHostileContent: a task, its log, deliverables and comments, a
+// stored agent CLI session's transcript, and a piece, holding long,
+// unbroken, right-to-left and hostile content (script in Markdown, HTML
+// in file names), at 390 px and at desktop:
 // nothing runs, nothing makes the page scroll sideways, nothing is cut
 // with no way to read it. A 64-character movement name made the task's
 // page 1,007 px wide at 390 (1,933 at 1280), log rows ran past the log's
@@ -167,7 +168,26 @@ func jsonString(s string) string {
 func TestLongHostileContent(t *testing.T) {
 	home := t.TempDir()
 	id, paths := seedHostileTask(t, home)
-	s := startServeIn(t, home, nil, "--workers", "0")
+	// A stored Claude Code session (the fixture of internal/agentcli)
+	// whose first prompt holds the long word and the hostile Markdown.
+	claude := filepath.Join(t.TempDir(), ".claude")
+	if err := os.CopyFS(claude, os.DirFS(filepath.Join("..", "..", "agentcli", "testdata", "sessions", "claude-code-2.1.330", "home", ".claude"))); err != nil {
+		t.Fatal(err)
+	}
+	session := filepath.Join(claude, "projects", "-home-dev-project", "5c111b77-2f28-4464-876b-07424286e449.jsonl")
+	data, err := os.ReadFile(session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := `"role":"user","content":"run echo maestro-tool-ok"`
+	if !strings.Contains(string(data), prompt) {
+		t.Fatalf("the fixture %s has no %s", session, prompt)
+	}
+	data = []byte(strings.Replace(string(data), prompt, `"role":"user","content":`+jsonString("run echo maestro-tool-ok "+longToken+"\n\n"+hostileMarkdown+mixedScript), 1))
+	if err := os.WriteFile(session, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServeIn(t, home, []string{"CLAUDE_CONFIG_DIR=" + claude}, "--workers", "0")
 	s.api(t, "POST", "/api/v1/pieces", map[string]string{"yaml": hostilePiece()}, nil)
 	tb := newTab(t, s.url)
 
@@ -224,6 +244,17 @@ func TestLongHostileContent(t *testing.T) {
 		}
 	}
 	tb.run("viewport desktop", chromedp.EmulateViewport(1280, 800))
+
+	// The stored session's transcript.
+	tb.open("/agents?agent=claude-code", "agent-gates")
+	tb.fill(tid("agent-project"), "/home/dev/project")
+	tb.click("list-agent-sessions")
+	tb.wait("the stored sessions", `document.querySelectorAll('[data-testid="agent-session"]').length === 2`)
+	eval[chromedp.Void](tb, "open the session", `[...document.querySelectorAll('[data-testid="agent-session"] button')].find(b => b.textContent.includes("maestro-tool-ok")).click()`)
+	tb.wait("the transcript", `[...document.querySelectorAll('[data-testid="transcript-message"]')].some(m => m.textContent.includes("sha256-"))`)
+	tb.shots("hostile-transcript", "transcript")
+	notWide("the transcript")
+	noScript("the transcript")
 
 	// A piece of the longest names: the catalog and the studio.
 	tb.open("/pieces", "piece-row")
