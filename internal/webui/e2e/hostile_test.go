@@ -156,15 +156,16 @@ func jsonString(s string) string {
 	return string(b)
 }
 
-// TestLongHostileContent: a task, its log, deliverables and comments, a
-// stored agent CLI session's transcript, and a piece, holding long,
-// unbroken, right-to-left and hostile content (script in Markdown, HTML
-// in file names), at 390 px and at desktop:
-// nothing runs, nothing makes the page scroll sideways, nothing is cut
-// with no way to read it. A 64-character movement name made the task's
-// page 1,007 px wide at 390 (1,933 at 1280), log rows ran past the log's
-// edge, a deep deliverable was cut before its file name, a movement's
-// persona made the studio 3,600 px wide and its name ran out of its node.
+// TestLongHostileContent: a task (its log, deliverables, comment and
+// error), a stored agent CLI session's transcript, a live session's file
+// search and a piece hold long, unbroken, right-to-left and hostile
+// content (script in Markdown, HTML in file names). At 390 px and at
+// desktop nothing runs, nothing makes a page scroll sideways, and nothing
+// is cut with no way to read it. Before: the task's page was 694 px wide
+// at 390 and log rows ran past the log's edge; deep paths (deliverables,
+// found files) were cut before their file name; a prompt of one long word
+// made the transcript 44,000 px wide; a movement's persona made the studio
+// 3,600 px wide and its name ran out of its node.
 func TestLongHostileContent(t *testing.T) {
 	home := t.TempDir()
 	id, paths := seedHostileTask(t, home)
@@ -255,6 +256,30 @@ func TestLongHostileContent(t *testing.T) {
 	tb.shots("hostile-transcript", "transcript")
 	notWide("the transcript")
 	noScript("the transcript")
+
+	// A live session's file panel finds the files of a deep directory:
+	// each shows its whole path.
+	ws := t.TempDir()
+	for _, name := range []string{"first-result.md", "second-result.md"} {
+		f := filepath.Join(ws, filepath.FromSlash(strings.Repeat("nested-directory-name/", 8)), name)
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte(name+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tb.open("/sessions", "new-session-form")
+	tb.fill(tid("session-workspace"), ws)
+	tb.click("create-session")
+	tb.wait("the session page, controlling", q("session-state", `[data-link="live"][data-controller="true"]`))
+	tb.fill(tid("file-query"), "result")
+	eval[chromedp.Void](tb, "search", q("file-query")+`.form.requestSubmit()`)
+	tb.wait("two files found", q("file-results")+`.querySelectorAll("button").length === 2`)
+	tb.shots("hostile-files", "file-panel")
+	if got := eval[string](tb, "file paths shown", q("file-results")+`.querySelectorAll("button").values().filter(b => b.scrollWidth > b.clientWidth + 1 || !b.innerText.endsWith("-result.md")).map(b => JSON.stringify(b.innerText)).toArray().join(", ")`); got != "" {
+		t.Errorf("the file panel cuts paths short: %s", got)
+	}
 
 	// A piece of the longest names: the catalog and the studio.
 	tb.open("/pieces", "piece-row")
