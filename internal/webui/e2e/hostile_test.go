@@ -105,6 +105,25 @@ func seedHostileTask(t *testing.T, home string) (int64, []string) {
 	if _, err := st.Fail(ctx, j.Lease(), store.FailParams{Error: longError(), NoRetry: true}); err != nil {
 		t.Fatal(err)
 	}
+	// A second task whose job waits for the answer to a question that
+	// quotes the long word.
+	asking, _, err := st.CreateTask(ctx, store.NewTask{Title: "Ask", Piece: "general"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err = st.Claim(ctx, store.ClaimParams{Worker: "w", Limit: 1, LeaseFor: time.Hour})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("claim: %v", err)
+	}
+	if j, err = st.Start(ctx, jobs[0].Lease()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.AddComment(ctx, store.NewComment{TaskID: asking.ID, AuthorKind: "agent", Body: "Which key should I rotate, " + longToken + "?"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Wait(ctx, j.Lease(), store.WaitParams{State: store.StateWaitingHuman, Reason: "a question"}); err != nil {
+		t.Fatal(err)
+	}
 	deep := strings.Repeat("nested-directory-name/", 8)
 	files := map[string]string{
 		`"quoted" & <img src=x onerror=alert(1)> 'name'.txt`: "quoted\n",
@@ -157,7 +176,7 @@ func jsonString(s string) string {
 }
 
 // TestLongHostileContent: a task (its log, deliverables, comment and
-// error), a stored agent CLI session's transcript, a live session's file
+// error), a question, a stored agent CLI session's transcript, a live session's file
 // search and a piece hold long, unbroken, right-to-left and hostile
 // content (script in Markdown, HTML in file names). At 390 px and at
 // desktop nothing runs, nothing makes a page scroll sideways, and nothing
@@ -243,6 +262,14 @@ func TestLongHostileContent(t *testing.T) {
 		})()`); got != "" {
 			t.Errorf("the task's page at %d px: %s", size.w, got)
 		}
+	}
+	tb.run("viewport desktop", chromedp.EmulateViewport(1280, 800))
+
+	// A question quoting the long word, on a phone.
+	tb.run("viewport 390", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulatePortrait))
+	tb.open(fmt.Sprintf("/tasks/%d", id+1), "question-text")
+	if w := eval[int](tb, "page width", `document.documentElement.scrollWidth`); w > 390 {
+		t.Errorf("a task waiting for an answer, at 390 px: the page is %d px wide", w)
 	}
 	tb.run("viewport desktop", chromedp.EmulateViewport(1280, 800))
 
