@@ -130,6 +130,7 @@ func seedHostileTask(t *testing.T, home string) (int64, []string) {
 		deep + "first-result.md":                             "# one\n",
 		deep + "second-result.md":                            "# two\n",
 		"evil.svg":                                           `<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10" onload="window.__pwned='svg'"><script>window.__pwned='svg'</script></svg>`,
+		"evil.html":                                          "<script>window.__pwned='html'</script>",
 	}
 	var paths []string
 	out := filepath.Join(home, "tasks", fmt.Sprint(task.ID), "work", "output")
@@ -219,6 +220,16 @@ func TestLongHostileContent(t *testing.T) {
 			t.Errorf("%s at 1280 px: the page is %d px wide", what, w)
 		}
 	}
+	// atPhone checks the page at 390 px as shots does, without its
+	// screenshots and axe scans (CPU: the whole browser stage shares two
+	// cores with the Go tests).
+	atPhone := func(what string) {
+		t.Helper()
+		tb.run("viewport 390", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulatePortrait))
+		eval[chromedp.Void](tb, "let the page lay out", `new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r())))`)
+		tb.noSideways(what)
+		tb.run("viewport desktop", chromedp.EmulateViewport(1280, 800))
+	}
 	noScript := func(what string) {
 		t.Helper()
 		if got := eval[string](tb, "what ran", `(() => {
@@ -234,6 +245,15 @@ func TestLongHostileContent(t *testing.T) {
 	for _, p := range paths {
 		tb.wait("deliverable "+p, fmt.Sprintf(`[...document.querySelectorAll(%q)].some(r => r.dataset.path === %q)`, tid("deliverable-row"), p))
 	}
+	// An HTML or SVG deliverable never runs on the app's origin: it is
+	// sent as an attachment, in a sandbox, its type not sniffed.
+	for _, p := range []string{"evil.svg", "evil.html"} {
+		h := eval[string](tb, "the headers of "+p, fmt.Sprintf(`fetch(%q).then(r => ["content-disposition", "content-security-policy", "x-content-type-options"].map(k => r.headers.get(k)).join(" | "))`, fmt.Sprintf("/api/v1/tasks/%d/deliverables/%s", id, p)))
+		if want := "attachment; filename=" + p + " | sandbox | nosniff"; h != want {
+			t.Errorf("deliverable %s is sent with %q, want %q", p, h, want)
+		}
+	}
+
 	// The log from its start, every tool call open: no row is wider than
 	// the log (it would scroll sideways, a row's end out of sight).
 	eval[chromedp.Void](tb, "scroll the log to its start", `(() => {
@@ -280,7 +300,7 @@ func TestLongHostileContent(t *testing.T) {
 	tb.wait("the stored sessions", `document.querySelectorAll('[data-testid="agent-session"]').length === 2`)
 	eval[chromedp.Void](tb, "open the session", `[...document.querySelectorAll('[data-testid="agent-session"] button')].find(b => b.textContent.includes("maestro-tool-ok")).click()`)
 	tb.wait("the transcript", `[...document.querySelectorAll('[data-testid="transcript-message"]')].some(m => m.textContent.includes("sha256-"))`)
-	tb.shots("hostile-transcript", "transcript")
+	atPhone("the transcript")
 	notWide("the transcript")
 	noScript("the transcript")
 
@@ -303,7 +323,7 @@ func TestLongHostileContent(t *testing.T) {
 	tb.fill(tid("file-query"), "result")
 	eval[chromedp.Void](tb, "search", q("file-query")+`.form.requestSubmit()`)
 	tb.wait("two files found", q("file-results")+`.querySelectorAll("button").length === 2`)
-	tb.shots("hostile-files", "file-panel")
+	atPhone("the live session")
 	if got := eval[string](tb, "file paths shown", q("file-results")+`.querySelectorAll("button").values().filter(b => b.scrollWidth > b.clientWidth + 1 || !b.innerText.endsWith("-result.md")).map(b => JSON.stringify(b.innerText)).toArray().join(", ")`); got != "" {
 		t.Errorf("the file panel cuts paths short: %s", got)
 	}
@@ -311,7 +331,7 @@ func TestLongHostileContent(t *testing.T) {
 	// A piece of the longest names: the catalog and the studio.
 	tb.open("/pieces", "piece-row")
 	tb.wait("the catalog lists it", q("piece-row", `[data-name="`+longName+`"]`))
-	tb.shots("hostile-pieces")
+	atPhone("the pieces catalog")
 	notWide("the pieces catalog")
 	tb.open("/pieces/"+longName, "piece-graph")
 	tb.click("piece-node", `[data-name="`+longName+`"]`)
