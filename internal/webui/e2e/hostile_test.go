@@ -34,6 +34,9 @@ var (
 		"[click me](javascript:window.__pwned='link') and [data](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==) " +
 		"![svg](data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIG9ubG9hZD0id2luZG93Ll9fcHduZWQ9J3N2ZyciLz4=)\n\n" +
 		"<a href=\"javascript:alert(1)\">raw a</a> <iframe src=\"javascript:alert(1)\"></iframe>\n\n"
+	// rtlComment is a comment in Arabic: it reads right to left, its full
+	// stop at its end.
+	rtlComment = "تم بناء المشروع بنجاح."
 	// longName is the longest movement or piece name the validator takes
 	// (64 characters).
 	longName = strings.Repeat("implement-the-feature-", 3)[:64]
@@ -100,6 +103,9 @@ func seedHostileTask(t *testing.T, home string) (int64, []string) {
 		t.Fatal(err)
 	}
 	if _, _, err := st.AddComment(ctx, store.NewComment{TaskID: task.ID, AuthorKind: "agent", Body: hostileMarkdown + longToken + "\n\n" + mixedScript}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.AddComment(ctx, store.NewComment{TaskID: task.ID, AuthorKind: "user", Body: rtlComment}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.Fail(ctx, j.Lease(), store.FailParams{Error: longError(), NoRetry: true}); err != nil {
@@ -177,7 +183,7 @@ func jsonString(s string) string {
 }
 
 // TestLongHostileContent: a task (its log, deliverables, comment and
-// error), a question, a stored agent CLI session's transcript, a live session's file
+// error, one in Arabic), a question, a stored agent CLI session's transcript, a live session's file
 // search and a piece hold long, unbroken, right-to-left and hostile
 // content (script in Markdown, HTML in file names). At 390 px and at
 // desktop nothing runs, nothing makes a page scroll sideways, and nothing
@@ -252,6 +258,23 @@ func TestLongHostileContent(t *testing.T) {
 		if want := "attachment; filename=" + p + " | sandbox | nosniff"; h != want {
 			t.Errorf("deliverable %s is sent with %q, want %q", p, h, want)
 		}
+	}
+
+	// A comment in Arabic is laid out right to left (aligned right, its
+	// full stop on the left), in a page that is left to right.
+	if got := eval[string](tb, "the Arabic comment", `(() => {
+		const p = [...document.querySelectorAll('[data-testid="comment-item"] p')].find(p => p.textContent === `+jsonString(rtlComment)+`);
+		if (!p) return "not shown";
+		const r = document.createRange();
+		r.selectNodeContents(p);
+		const text = r.getBoundingClientRect(), box = p.getBoundingClientRect();
+		r.setStart(p.firstChild, p.firstChild.length - 1);
+		const stop = r.getBoundingClientRect();
+		if (Math.abs(text.right - box.right) > 2) return "aligned left (text " + Math.round(text.left) + "-" + Math.round(text.right) + " in " + Math.round(box.left) + "-" + Math.round(box.right) + ")";
+		if (stop.left > text.left + 2) return "its full stop on the right";
+		return "";
+	})()`); got != "" {
+		t.Errorf("a comment in Arabic: %s", got)
 	}
 
 	// The log from its start, every tool call open: no row is wider than

@@ -220,10 +220,10 @@ function Transcript({ agent, sessionId }: { agent: AgentCLI; sessionId: string }
             {m.thinking && (
               <details className="text-slate-600 italic dark:text-slate-400">
                 <summary>∴ thinking</summary>
-                <p className="whitespace-pre-wrap">{m.thinking}</p>
+                <p className="bidi-auto whitespace-pre-wrap">{m.thinking}</p>
               </details>
             )}
-            {m.text && (m.role === "assistant" ? <Markdown text={m.text} /> : <p className="whitespace-pre-wrap">{m.text}</p>)}
+            {m.text && (m.role === "assistant" ? <Markdown text={m.text} /> : <p className="bidi-auto whitespace-pre-wrap">{m.text}</p>)}
             {(m.tool_calls ?? []).map((c, j) => (
               <details key={`c${j}`} className="mt-1">
                 <summary className="font-mono text-xs">● {c.name}</summary>
