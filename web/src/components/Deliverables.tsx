@@ -65,7 +65,8 @@ export function Deliverables({ taskId, refreshKey }: { taskId: number; refreshKe
       <ul className="divide-y divide-slate-200 dark:divide-slate-800">
         {files.map((f) => (
           <li key={f.path} data-testid="deliverable-row" data-path={f.path} data-size={f.size} className="flex flex-wrap items-center gap-2 py-1.5">
-            <span className="min-w-0 flex-1 truncate font-mono text-sm">{f.path}</span>
+            {/* The whole path, wrapped: cut short, files of one deep directory looked alike. */}
+            <span className="min-w-0 flex-1 basis-full font-mono text-sm wrap-anywhere sm:basis-0">{f.path}</span>
             <span className="text-xs text-slate-600 dark:text-slate-400">{formatBytes(f.size)}</span>
             <a
               className="btn px-2 py-0.5"
@@ -137,13 +138,13 @@ function Preview({ taskId, path }: { taskId: number; path: string }) {
 
   return (
     <section data-testid="deliverable-preview" aria-label={`Preview of ${path}`} tabIndex={0} className="card overflow-auto">
-      <p className="mb-2 font-mono text-xs">{path}</p>
+      <p className="mb-2 font-mono text-xs wrap-anywhere">{path}</p>
       {q.isPending && <p className="text-sm">Loading…</p>}
       {q.error && <p className="error">{q.error.message}</p>}
       {q.data && kind === "image" && imgURL && <img src={imgURL} alt={path} className="max-h-[60vh] max-w-full" />}
       {q.data && kind === "markdown" && <Markdown text={q.data.text} />}
       {q.data && kind === "csv" && <CSVTable text={q.data.text} />}
-      {q.data && kind === "text" && <pre tabIndex={0} className="max-h-[60vh] overflow-auto text-xs whitespace-pre-wrap">{q.data.text}</pre>}
+      {q.data && kind === "text" && <pre tabIndex={0} className="max-h-[60vh] overflow-auto text-xs whitespace-pre-wrap wrap-anywhere">{q.data.text}</pre>}
       {q.data?.partial && <p className="mt-2 text-xs">Showing the first {formatBytes(previewLimit)}.</p>}
     </section>
   );

@@ -67,7 +67,7 @@ export function EventLogView({ log }: { log: JobLogView }) {
                   el.style.setProperty("transform", `translateY(${row.start}px)`);
                   v.measureElement(el);
                 }}
-                className="absolute top-0 left-0 w-full border-b border-slate-100 px-3 py-1.5 dark:border-slate-800"
+                className="absolute top-0 left-0 w-full border-b border-slate-100 px-3 py-1.5 wrap-anywhere dark:border-slate-800"
               >
                 <LogItem item={item} />
               </div>
@@ -87,7 +87,7 @@ const LogItem = memo(function LogItem({ item }: { item: Item }) {
         return (
           <details {...common} className="text-sm text-slate-600 italic dark:text-slate-400">
             <summary className="cursor-pointer">∴ thinking</summary>
-            <p className="whitespace-pre-wrap">{item.text}</p>
+            <p className="bidi-auto whitespace-pre-wrap">{item.text}</p>
           </details>
         );
       return (
@@ -148,7 +148,7 @@ const LogItem = memo(function LogItem({ item }: { item: Item }) {
     case "comment":
       return (
         <div {...common} className="text-sm">
-          <span className="font-semibold">{item.author}:</span> <span className="whitespace-pre-wrap">{item.body}</span>
+          <span className="font-semibold">{item.author}:</span> <span className="bidi-auto whitespace-pre-wrap">{item.body}</span>
         </div>
       );
     case "result":

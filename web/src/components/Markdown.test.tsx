@@ -30,4 +30,17 @@ describe("Markdown code blocks", () => {
     await waitFor(() => expect(container.querySelector("pre code .hljs-tag")).not.toBeNull());
     expect(container.querySelector("script")).toBeNull();
   });
+
+  // A link to javascript: or data: was kept as a link to "" (the app
+  // itself, opened in a new tab); a safe link still opens a new tab.
+  it("keeps a dangerous link's text and drops the link", () => {
+    const { container } = render(
+      <Markdown text={"[a](javascript:alert(1)) [b](data:text/html,<script>alert(1)</script>) [c](vbscript:msgbox) [d](https://example.com/x) [e](docs/x.md)"} />,
+    );
+    expect([...container.querySelectorAll("a")].map((a) => [a.textContent, a.getAttribute("href")])).toEqual([
+      ["d", "https://example.com/x"],
+      ["e", "docs/x.md"],
+    ]);
+    expect(container.textContent).toContain("a b c d e");
+  });
 });

@@ -57,4 +57,28 @@ describe("PieceGraph", () => {
       expect(l.end ? l.x - len : l.x + len, l.text).toBeLessThanOrEqual(w);
     }
   });
+
+  // A movement's name ran out of its box (and off the graph at 390 px):
+  // it is cut to fit the box, the whole name its accessible name.
+  it("cuts a long movement name to its box, the whole name its accessible name", () => {
+    const long = "implement-the-feature-and-its-tests-then-update-the-docs";
+    for (const on of [false, true]) {
+      narrow(on);
+      const { unmount } = render(
+        <PieceGraph piece={{ name: "p", initial_movement: long, movements: [{ name: long }, { name: "short" }] }} onSelect={() => undefined} />,
+      );
+      const node = screen.getByTestId("piece-graph").querySelector(`[data-name="${long}"]`)!;
+      const box = Number(node.querySelector("rect")!.getAttribute("width"));
+      const text = node.querySelector("text")!;
+      const font = Number(text.getAttribute("font-size"));
+      expect(text.textContent!.length * font * 0.6, text.textContent!).toBeLessThanOrEqual(box);
+      // Whole words of the name, so that what is shown is part of the
+      // accessible name.
+      expect(text.textContent).toBe(on ? "▶ implement-the…" : "▶ implement-the-feature…");
+      expect(screen.getByRole("button", { name: `Movement ${long}` })).toBe(node);
+      const short = screen.getByTestId("piece-graph").querySelector('[data-name="short"]')!;
+      expect(short.querySelector("text")!.textContent).toBe("short");
+      unmount();
+    }
+  });
 });

@@ -38,12 +38,26 @@ function clip(label: string, n: number): string {
   return label.length > n ? label.slice(0, Math.max(1, n - 1)) + "…" : label;
 }
 
+// clipWords shortens a name to n characters at most as clip does, but
+// after its last whole word (words end at "-", "_" or a space) when that
+// keeps half of it: what is shown stays words of the name, which is the
+// node's accessible name (a cut word is not part of it, to axe).
+function clipWords(label: string, n: number): string {
+  if (label.length <= n) return label;
+  const head = label.slice(0, n); // a separator at n-1 ends a whole word
+  const end = Math.max(head.lastIndexOf("-"), head.lastIndexOf("_"), head.lastIndexOf(" "));
+  return label.slice(0, end >= n / 2 ? end : Math.max(1, n - 1)) + "…";
+}
+
 // PieceGraph draws a piece's movements top to bottom (the initial one
 // first), the sentinels below them, and the transitions as arcs: forward
 // ones on the right, backward ones on the left. A movement is a button:
 // clicking it selects it. An edge's label is cut to fit the graph, and put
 // below any label it would cover (a rule and a default_next to the same
-// movement were drawn over each other); the full label is its title.
+// movement were drawn over each other); the full label is its title. A
+// node's name is cut to fit its box in the same way (a long one ran out of
+// the box and off the graph): clicking the movement shows its whole name,
+// which is also its accessible name.
 export function PieceGraph({ piece, selected, onSelect }: { piece: ParsedPiece; selected?: string; onSelect: (name: string) => void }) {
   const { W, X, right, nodeFont } = layouts[useNarrow() ? "narrow" : "wide"];
   const g = pieceGraph(piece);
@@ -102,7 +116,8 @@ export function PieceGraph({ piece, selected, onSelect }: { piece: ParsedPiece; 
       })}
       {g.nodes.map((n, i) => {
         const sel = n.id === selected;
-        const text = n.id === END ? "end (complete tool)" : n.id;
+        const text = (i === 0 && !n.sentinel ? "▶ " : "") + (n.id === END ? "end (complete tool)" : n.id);
+        const fits = Math.floor((W - 12) / (nodeFont * 0.6));
         return (
           <g
             key={n.id}
@@ -141,8 +156,7 @@ export function PieceGraph({ piece, selected, onSelect }: { piece: ParsedPiece; 
               strokeWidth={sel ? 2.5 : 1.5}
             />
             <text x={X + W / 2} y={y(i) + H / 2 + 4} textAnchor="middle" fontSize={nodeFont} className="fill-slate-900 dark:fill-slate-100">
-              {i === 0 && !n.sentinel ? "▶ " : ""}
-              {text}
+              {clipWords(text, fits)}
             </text>
           </g>
         );

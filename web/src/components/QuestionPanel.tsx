@@ -42,7 +42,7 @@ export function QuestionPanel({
       <h2 id="question-h" className="text-sm font-semibold">
         The agent is waiting for you
       </h2>
-      <p data-testid="question-text" className="my-2 whitespace-pre-wrap">
+      <p data-testid="question-text" className="bidi-auto my-2 whitespace-pre-wrap wrap-anywhere">
         {question}
       </p>
       <form onSubmit={submit} className="space-y-2">

@@ -101,7 +101,11 @@ export default function YamlEditor({
             "&": { maxHeight: "36rem", fontSize: "13px", backgroundColor: "#fff" },
             ".cm-scroller": { overflow: "auto", fontFamily: "ui-monospace, SFMono-Regular, Menlo, monospace" },
           }),
-          EditorView.contentAttributes.of({ "aria-label": label, "data-testid": "piece-editor-content" }),
+          // A piece taller than the editor (any built-in one) scrolls: its
+          // content says it is focusable (tabindex; contenteditable alone
+          // is not, to axe), so the scrolling region is reachable by
+          // keyboard, read-only too.
+          EditorView.contentAttributes.of({ "aria-label": label, "data-testid": "piece-editor-content", tabindex: "0" }),
           EditorView.updateListener.of((u) => {
             if (u.docChanged) change.current(u.state.doc.toString());
           }),

@@ -214,15 +214,16 @@ function Transcript({ agent, sessionId }: { agent: AgentCLI; sessionId: string }
       {error && <Alert>{error}</Alert>}
       <ol className="space-y-2">
         {t.messages.map((m, i) => (
-          <li key={i} className="rounded border border-slate-200 p-2 text-sm dark:border-slate-700" data-testid="transcript-message" data-role={m.role}>
+          // A long word (a pasted hash, a path) wraps: a prompt of one made the page 44,000 px wide.
+          <li key={i} className="rounded border border-slate-200 p-2 text-sm wrap-anywhere dark:border-slate-700" data-testid="transcript-message" data-role={m.role}>
             <p className="text-xs font-semibold uppercase">{m.role}{m.model ? ` · ${m.model}` : ""}</p>
             {m.thinking && (
               <details className="text-slate-600 italic dark:text-slate-400">
                 <summary>∴ thinking</summary>
-                <p className="whitespace-pre-wrap">{m.thinking}</p>
+                <p className="bidi-auto whitespace-pre-wrap">{m.thinking}</p>
               </details>
             )}
-            {m.text && (m.role === "assistant" ? <Markdown text={m.text} /> : <p className="whitespace-pre-wrap">{m.text}</p>)}
+            {m.text && (m.role === "assistant" ? <Markdown text={m.text} /> : <p className="bidi-auto whitespace-pre-wrap">{m.text}</p>)}
             {(m.tool_calls ?? []).map((c, j) => (
               <details key={`c${j}`} className="mt-1">
                 <summary className="font-mono text-xs">● {c.name}</summary>

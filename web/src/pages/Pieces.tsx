@@ -72,7 +72,7 @@ function Catalog() {
           <tbody>
             {(list.data ?? []).map((p) => (
               <tr key={p.name} className="border-t border-slate-200 align-top dark:border-slate-700" data-testid="piece-row" data-name={p.name}>
-                <th scope="row" className="py-1 pr-3 font-normal">
+                <th scope="row" className="py-1 pr-3 font-normal wrap-anywhere">
                   <Link to={`/pieces/${encodeURIComponent(p.name)}`} className="font-medium text-sky-800 hover:underline dark:text-sky-300">
                     {p.name}
                   </Link>
@@ -411,13 +411,16 @@ function Studio() {
 
 function MovementPanel({ m }: { m: Movement }) {
   return (
-    <dl className="mt-3 grid grid-cols-[auto_1fr] gap-x-3 gap-y-1 border-t border-slate-200 pt-2 text-sm dark:border-slate-700" data-testid="movement-panel">
+    <dl className="mt-3 grid grid-cols-[auto_minmax(0,1fr)] gap-x-3 gap-y-1 border-t border-slate-200 pt-2 text-sm wrap-anywhere dark:border-slate-700" data-testid="movement-panel">
       <dt className="font-semibold">Movement</dt>
       <dd data-testid="movement-name">{m.name}</dd>
       <dt className="font-semibold">Persona</dt>
       <dd className="whitespace-pre-wrap">{m.persona || "—"}</dd>
       <dt className="font-semibold">Instruction</dt>
-      <dd className="max-h-40 overflow-auto whitespace-pre-wrap">{m.instruction || "—"}</dd>
+      {/* A long instruction scrolls: keyboard users can reach it. */}
+      <dd className="max-h-40 overflow-auto whitespace-pre-wrap" tabIndex={0} aria-label={`Instruction of ${m.name}`}>
+        {m.instruction || "—"}
+      </dd>
       <dt className="font-semibold">Tools</dt>
       <dd data-testid="movement-tools">{m.allowed_tools?.length ? m.allowed_tools.join(", ") : "none"}</dd>
       <dt className="font-semibold">Edits files</dt>

@@ -441,13 +441,14 @@ function FilePanel({ send, utility }: { send: Send; utility: Record<string, Reco
           Search
         </button>
       </form>
-      {results && results.type === "error" && <p className="text-xs text-red-700 dark:text-red-400">{String(results.message)}</p>}
+      {results && results.type === "error" && <p className="text-xs text-red-700 wrap-anywhere dark:text-red-400">{String(results.message)}</p>}
       <ul className="max-h-48 overflow-auto text-xs" data-testid="file-results">
         {hits.map((h) => (
           <li key={h.path}>
             <button
               type="button"
-              className="w-full truncate text-left font-mono text-sky-700 hover:underline dark:text-sky-400"
+              // The whole path, wrapped: cut short, the files of one deep directory looked alike.
+              className="w-full text-left font-mono text-sky-700 wrap-anywhere hover:underline dark:text-sky-400"
               onClick={() => {
                 const id = `web_read_${++n.current}`;
                 setReadId(id);

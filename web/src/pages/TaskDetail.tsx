@@ -135,7 +135,7 @@ export default function TaskDetail() {
         </details>
       )}
 
-      <div className="grid gap-4 lg:grid-cols-[1fr_16rem]">
+      <div className="grid grid-cols-[minmax(0,1fr)] gap-4 lg:grid-cols-[minmax(0,1fr)_16rem]">
         <section aria-labelledby="log-h">
           <h2 id="log-h" className="mb-1 text-sm font-semibold">
             Live log
@@ -148,7 +148,7 @@ export default function TaskDetail() {
           </h2>
           <ol className="space-y-1">
             {log.movements.map((m) => (
-              <li key={m.id} data-testid="movement" className="card p-2 text-xs">
+              <li key={m.id} data-testid="movement" className="card p-2 text-xs wrap-anywhere">
                 <p className="font-semibold">
                   {m.number}. {m.name}
                 </p>
