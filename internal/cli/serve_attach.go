@@ -12,6 +12,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/sessionowner"
 	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/store/sqlite"
 	"github.com/maestro-run/maestro/internal/transport/httpattach"
 )
 
@@ -43,9 +44,12 @@ const advertiseEnv = "MAESTRO_ADVERTISE_URL"
 // o.SessionProxy is off), and the sessions of serve processes that died
 // are ended.
 func serveCluster(ctx context.Context, st store.LiveSessions, sessions *httpattach.SessionMap, o serveOptions, ln net.Addr, log *slog.Logger) (*sessionowner.Cluster, error) {
+	// SQLite is held by one process (its lock file): the open sessions
+	// of another serve found in it are a killed serve's.
+	_, exclusive := st.(*sqlite.Store)
 	c, err := sessionowner.New(sessionowner.Config{
 		Store: st, Local: sessions, Instance: o.Name, Address: advertised(o, ln),
-		Proxy: o.SessionProxy, StaleAfter: o.SessionStaleAfter, Logger: log,
+		Proxy: o.SessionProxy, StaleAfter: o.SessionStaleAfter, Exclusive: exclusive, Logger: log,
 	})
 	if err != nil {
 		return nil, usageErr("--advertise: %v", err)

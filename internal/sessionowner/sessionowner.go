@@ -43,6 +43,7 @@ const (
 	ReasonShutDown     = "the session was shut down"
 	ReasonServeStopped = "its serve process stopped"
 	ReasonRestarted    = "its serve process stopped (a new one took its name)"
+	ReasonDied         = "its serve process died (killed or crashed; the next serve on this store ended it)"
 )
 
 // Config configures a Cluster. Store, Local, Instance and Address are
@@ -63,6 +64,11 @@ type Config struct {
 	// StaleAfter is how long an owner may miss heartbeats before its
 	// sessions are ended (default DefaultStaleAfter).
 	StaleAfter time.Duration
+	// Exclusive: the store is this process's alone (SQLite, which one
+	// process holds at a time), so an open record of another instance
+	// found at start is a serve that died without ending it: EndPrevious
+	// ends it at once rather than after StaleAfter.
+	Exclusive bool
 	// Transport carries proxied requests (default: a clone of
 	// http.DefaultTransport).
 	Transport http.RoundTripper
@@ -169,6 +175,8 @@ func (c *Cluster) Close() error {
 // EndPrevious ends the open records of an earlier process that had this
 // instance id (a serve restarted under the same --name): this process's
 // heartbeat would keep them alive otherwise. Call it before serving.
+// With Config.Exclusive it ends every other instance's open records too
+// (ReasonDied): on a store one process holds, their owner is gone.
 //
 // Records at another address whose heartbeat is fresh are another serve
 // running under the same name, not an earlier one: EndPrevious refuses
@@ -179,13 +187,18 @@ func (c *Cluster) Close() error {
 func (c *Cluster) EndPrevious(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
+	if c.cfg.Exclusive {
+		if err := c.endDead(ctx); err != nil {
+			return err
+		}
+	}
 	open, err := c.cfg.Store.ListLiveSessions(ctx, store.LiveSessionFilter{Open: true, Instance: c.cfg.Instance})
 	if err != nil {
 		return fmt.Errorf("end the live sessions of an earlier %s: %w", c.cfg.Instance, err)
 	}
 	now := c.cfg.Now()
 	for _, s := range open {
-		if age := now.Sub(s.HeartbeatAt); s.Address != c.cfg.Address && age < c.cfg.StaleAfter {
+		if age := now.Sub(s.HeartbeatAt); !c.cfg.Exclusive && s.Address != c.cfg.Address && age < c.cfg.StaleAfter {
 			return fmt.Errorf("--name %s is taken: the serve at %s runs live sessions under it (heartbeat %s ago); give each serve process its own --name (if that process has stopped, its sessions end within %s)",
 				c.cfg.Instance, s.Address, age.Round(time.Second), (c.cfg.StaleAfter - age).Round(time.Second))
 		}
@@ -197,6 +210,25 @@ func (c *Cluster) EndPrevious(ctx context.Context) error {
 		if _, err := c.cfg.Store.EndLiveSession(ctx, s.ID, c.cfg.Instance, ReasonRestarted); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("end live session %s of an earlier %s: %w", s.ID, c.cfg.Instance, err)
 		}
+	}
+	return nil
+}
+
+// endDead ends the open records of the other instances: on an exclusive
+// store, the serve processes that left them died.
+func (c *Cluster) endDead(ctx context.Context) error {
+	open, err := c.cfg.Store.ListLiveSessions(ctx, store.LiveSessionFilter{Open: true})
+	if err != nil {
+		return fmt.Errorf("end the live sessions of a serve that died: %w", err)
+	}
+	for _, s := range open {
+		if s.Instance == c.cfg.Instance {
+			continue // EndPrevious's
+		}
+		if _, err := c.cfg.Store.EndLiveSession(ctx, s.ID, s.Instance, ReasonDied); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("end live session %s of %s, a serve that died: %w", s.ID, s.Instance, err)
+		}
+		c.log.Info("live session ended: its serve process died", "session", s.ID, "owner", s.Instance)
 	}
 	return nil
 }

@@ -521,3 +521,37 @@ func TestRefusedSessionRunsItsMakersUndo(t *testing.T) {
 		}
 	}
 }
+
+// On a store one process holds (SQLite), a serve that starts after one
+// was killed ends the killed serve's live sessions at once: they were
+// listed live (?state=live) until --session-stale-after had passed,
+// although nothing could run them. A name reused at another address is
+// not "taken" there either.
+func TestExclusiveEndsADeadServesSessions(t *testing.T) {
+	t.Parallel()
+	clock := storetest.NewClockAt(time.Now().UTC())
+	st := sqlitetest.Open(t, sqlite.Options{Now: clock.Now})
+	for _, r := range [][3]string{{"killed-1", "vm:101", "http://127.0.0.1:7878"}, {"killed-2", "serve-x", "http://127.0.0.1:7000"}} {
+		if _, err := st.OwnLiveSession(t.Context(), r[0], r[1], r[2]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next, err := sessionowner.New(sessionowner.Config{Store: st, Local: httpattach.NewSessionMap(nil),
+		Instance: "serve-x", Address: "http://127.0.0.1:7001", Exclusive: true, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := next.EndPrevious(t.Context()); err != nil {
+		t.Fatalf("EndPrevious on an exclusive store: %v", err)
+	}
+	open, err := st.ListLiveSessions(t.Context(), store.LiveSessionFilter{Open: true})
+	if err != nil || len(open) != 0 {
+		t.Errorf("open sessions after the next serve started: %+v, %v; want none", open, err)
+	}
+	if s, err := st.GetLiveSession(t.Context(), "killed-1"); err != nil || s.EndReason != sessionowner.ReasonDied {
+		t.Errorf("killed-1: %+v, %v; want ended %q", s, err, sessionowner.ReasonDied)
+	}
+	if s, err := st.GetLiveSession(t.Context(), "killed-2"); err != nil || s.EndReason != sessionowner.ReasonRestarted {
+		t.Errorf("killed-2: %+v, %v; want ended %q", s, err, sessionowner.ReasonRestarted)
+	}
+}
