@@ -97,13 +97,30 @@ type Follower struct {
 	// meta.ID, kept in the state when it is not the log's
 	// (sessionState.SessionID) for later processes.
 	id string
+	// catchUp, when set, is a session store caught up (Bus.CatchUp)
+	// before the session is published (AfterCatchUp).
+	catchUp string
+}
+
+// FollowOption adjusts how FollowSession and FollowRestored follow a
+// session.
+type FollowOption func(*Follower)
+
+// AfterCatchUp makes the follower first catch up on the session logs of
+// storeDir (Bus.CatchUp, its own session skipped) and only then publish
+// its session: a process that starts where an earlier one died (a hosted
+// runner restarted on its state directory, which no other process
+// catches up on) publishes the dead session's closed before its own
+// started or resumed.
+func AfterCatchUp(storeDir string) FollowOption {
+	return func(f *Follower) { f.catchUp = storeDir }
 }
 
 // FollowSession starts publishing the log of the session in dir (its
 // directory in the session store) from its persisted cursor. Call Close
 // when the session closes.
-func (b *Bus) FollowSession(dir string, meta session.Meta) *Follower {
-	return b.follow(&Follower{b: b, dir: dir, meta: meta, id: meta.ID, closeC: make(chan struct{}), done: make(chan struct{})})
+func (b *Bus) FollowSession(dir string, meta session.Meta, opts ...FollowOption) *Follower {
+	return b.follow(&Follower{b: b, dir: dir, meta: meta, id: meta.ID, closeC: make(chan struct{}), done: make(chan struct{})}, opts)
 }
 
 // FollowRestored follows, as FollowSession, the log of a session
@@ -113,11 +130,14 @@ func (b *Bus) FollowSession(dir string, meta session.Meta) *Follower {
 // maestro.sessions.session.resumed is published first. meta.ID is the
 // suspended session's id (the restored log has its own): its events on
 // the bus continue the suspended session's.
-func (b *Bus) FollowRestored(dir string, meta session.Meta, cursor int64) *Follower {
-	return b.follow(&Follower{b: b, dir: dir, meta: meta, id: meta.ID, closeC: make(chan struct{}), done: make(chan struct{}), restored: true, from: cursor})
+func (b *Bus) FollowRestored(dir string, meta session.Meta, cursor int64, opts ...FollowOption) *Follower {
+	return b.follow(&Follower{b: b, dir: dir, meta: meta, id: meta.ID, closeC: make(chan struct{}), done: make(chan struct{}), restored: true, from: cursor}, opts)
 }
 
-func (b *Bus) follow(f *Follower) *Follower {
+func (b *Bus) follow(f *Follower, opts []FollowOption) *Follower {
+	for _, o := range opts {
+		o(f)
+	}
 	dir, meta := f.dir, f.meta
 	if !b.claim(dir) {
 		close(f.done) // followed already by this process
@@ -126,6 +146,12 @@ func (b *Bus) follow(f *Follower) *Follower {
 	b.spawn(func() {
 		defer close(f.done)
 		defer b.release(dir)
+		if f.catchUp != "" {
+			// This session's own directory is claimed: skipped.
+			if err := b.CatchUp(b.ctx, f.catchUp); err != nil && b.ctx.Err() == nil {
+				b.log.Warn("event bus: catch up on the session logs before following a session", "dir", f.catchUp, "session", meta.ID, "err", err)
+			}
+		}
 		if err := f.run(b.ctx, true); err != nil && !errors.Is(err, context.Canceled) {
 			b.log.Warn("event bus: follow session log", "session", meta.ID, "err", err)
 		}

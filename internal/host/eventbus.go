@@ -61,20 +61,11 @@ func (h *Host) PublishJobs(ctx context.Context, st eventbus.JobSource, dataDir s
 }
 
 // FollowSession starts publishing the session log in dir on the event
-// bus and returns what records its close (the hosted runner's session,
-// whose log it keeps itself); nil when no bus is configured.
+// bus and returns what records its close (a piece run's subtasks, whose
+// logs the engine keeps itself); nil when no bus is configured.
 func (h *Host) FollowSession(dir string, meta session.Meta) func(cursor int64, reason string) {
 	if bus := h.EventBus(); bus != nil {
 		return bus.FollowSession(dir, meta).Close
-	}
-	return nil
-}
-
-// FollowRestored is FollowSession for a hosted runner's session restored
-// from a drain (eventbus.Bus.FollowRestored).
-func (h *Host) FollowRestored(dir string, meta session.Meta, cursor int64) func(cursor int64, reason string) {
-	if bus := h.EventBus(); bus != nil {
-		return bus.FollowRestored(dir, meta, cursor).Close
 	}
 	return nil
 }

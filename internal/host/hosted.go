@@ -3,12 +3,15 @@ package host
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
+	"github.com/maestro-run/maestro/internal/eventbus"
 	"github.com/maestro-run/maestro/internal/hostedrunner"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/providers"
 	"github.com/maestro-run/maestro/internal/runtime"
+	"github.com/maestro-run/maestro/internal/session"
 	"github.com/maestro-run/maestro/internal/utility"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
@@ -25,7 +28,23 @@ func (h *Host) HostedRunner(ctx context.Context, cfg hostedrunner.Config, spec S
 	if err != nil {
 		return nil, fmt.Errorf("open workspace: %w", err)
 	}
-	opts := hostedrunner.Options{Logger: h.log, Release: root.Close, Follow: h.FollowSession, FollowRestored: h.FollowRestored}
+	// The runner's log lives in its state directory, which no other
+	// process catches up on: before its own session, each runner closes
+	// on the bus the session a runner killed there left open
+	// (docs/events.md).
+	opts := hostedrunner.Options{Logger: h.log, Release: root.Close}
+	opts.Follow = func(dir string, meta session.Meta) func(int64, string) {
+		if bus := h.EventBus(); bus != nil {
+			return bus.FollowSession(dir, meta, eventbus.AfterCatchUp(filepath.Dir(dir))).Close
+		}
+		return nil
+	}
+	opts.FollowRestored = func(dir string, meta session.Meta, cursor int64) func(int64, string) {
+		if bus := h.EventBus(); bus != nil {
+			return bus.FollowRestored(dir, meta, cursor, eventbus.AfterCatchUp(filepath.Dir(dir))).Close
+		}
+		return nil
+	}
 	opts.Utilities = func(emit func(protocol.Message), hide []string) runtime.Utilities {
 		return utility.New(utility.Config{Root: root, Emit: emit, Logger: h.log, Hide: hide})
 	}
