@@ -102,6 +102,20 @@ type Follower struct {
 	catchUp string
 }
 
+// idAt is the base of the ids of the events of the record at cursor:
+// <session id>.<cursor>, or <session id>.<log id>.<cursor> for a session
+// published under an id that is not its log's (a hosted runner's: one
+// restored from a drain, or one started again under the same
+// MAESTRO_SESSION_ID). Several logs then share the session id, each
+// numbering its records from its own start, and JetStream would drop a
+// later log's events as duplicates of an earlier one's.
+func (f *Follower) idAt(cursor int64) string {
+	if log := filepath.Base(f.dir); f.id != log {
+		return f.id + "." + log + "." + strconv.FormatInt(cursor, 10)
+	}
+	return f.id + "." + strconv.FormatInt(cursor, 10)
+}
+
 // FollowOption adjusts how FollowSession and FollowRestored follow a
 // session.
 type FollowOption func(*Follower)
@@ -219,7 +233,7 @@ func (f *Follower) run(ctx context.Context, follow bool) error {
 			// to f.from, its ready included: the resume is published
 			// here, once, before the records after it.
 			st.Cursor, st.Started, st.Open = max(st.Cursor, f.from), true, true
-			ev := Event{ID: f.id + "." + strconv.FormatInt(f.from, 10) + ".resumed", Type: TypeSessionResumed, Time: time.Now().UTC(),
+			ev := Event{ID: f.idAt(f.from) + ".resumed", Type: TypeSessionResumed, Time: time.Now().UTC(),
 				Data: f.sessionData("resumed", map[string]any{"model": f.meta.Model, "provider": f.meta.Provider, "executor_type": f.meta.ExecutorType})}
 			if err := f.b.publish(ctx, ev, *st.Correlation); err != nil {
 				return err
@@ -493,12 +507,12 @@ func (f *Follower) publishClose(ctx context.Context, st *sessionState, stPath st
 			m.Time = time.Now().UTC()
 		}
 		ev := Event{
-			ID:   f.id + "." + strconv.FormatInt(m.Cursor, 10) + ".closed",
+			ID:   f.idAt(m.Cursor) + ".closed",
 			Type: TypeSessionClosed, Time: m.Time,
 			Data: f.sessionData("closed", map[string]any{"close_reason": closeReason(m.Reason)}),
 		}
 		if m.Reason == ReasonSuspended {
-			ev.ID, ev.Type, ev.Data = f.id+"."+strconv.FormatInt(m.Cursor, 10)+".suspended", TypeSessionSuspended, f.sessionData("suspended", nil)
+			ev.ID, ev.Type, ev.Data = f.idAt(m.Cursor)+".suspended", TypeSessionSuspended, f.sessionData("suspended", nil)
 		}
 		if err := f.b.publish(ctx, ev, *st.Correlation); err != nil {
 			return err
@@ -539,7 +553,7 @@ func (f *Follower) publishEnded(ctx context.Context, st *sessionState, lr *logRe
 	// Its tool calls in flight never ended: they were cut short with
 	// the process (CANCELLED, as an interrupt's), in the order of their
 	// ids.
-	idBase := f.id + "." + strconv.FormatInt(st.Cursor, 10)
+	idBase := f.idAt(st.Cursor)
 	for _, id := range slices.Sorted(maps.Keys(st.Calls)) {
 		ev := Event{ID: idBase + ".ended." + id, Type: TypeToolCallCompleted, Time: t, Data: map[string]any{
 			"tool_call_id": id, "tool_name": st.Calls[id], "status": "MAESTRO_TOOL_CALL_STATUS_CANCELLED", "error_code": tool.CodeCancelled,
@@ -649,13 +663,13 @@ func closeReason(r string) string {
 // sessionEvents maps one record of a session log: the first ready is
 // session.started, a later one (the session was resumed)
 // session.resumed; tool and approval events as toolEvents says. Their
-// ids are <session id>.<cursor>.<i>.
+// ids are idAt(cursor).<i>.
 func (f *Follower) sessionEvents(rec logRecord, st *sessionState) []Event {
 	if rec.Kind != session.KindEvent {
 		return nil
 	}
 	fr := rec.Event
-	idBase := f.id + "." + strconv.FormatInt(rec.Cursor, 10)
+	idBase := f.idAt(rec.Cursor)
 	if fr.Type == protocol.TypeReady {
 		typ, state := TypeSessionStarted, "started"
 		if st.Started {
