@@ -124,14 +124,52 @@ func (p *pending) answered(msg []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, raw := range raws {
-		if m, err := jsonrpc.DecodeMessage(raw); err == nil {
-			if r, ok := m.(*jsonrpc.Response); ok && p.ids[r.ID] {
-				delete(p.ids, r.ID)
-				close(p.changed)
-				p.changed = make(chan struct{})
-			}
+		if id, ok := responseID(raw); ok && p.ids[id] {
+			delete(p.ids, id)
+			close(p.changed)
+			p.changed = make(chan struct{})
 		}
 	}
+}
+
+// responseID is the id of msg when it is a response, read from its start
+// (the SDK writes "jsonrpc", "id", then "result" or "error"), not
+// decoding the result.
+func responseID(msg []byte) (jsonrpc.ID, bool) {
+	dec := json.NewDecoder(bytes.NewReader(msg))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return jsonrpc.ID{}, false
+	}
+	var id any
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return jsonrpc.ID{}, false
+		}
+		switch t {
+		case "method":
+			return jsonrpc.ID{}, false
+		case "id":
+			if dec.Decode(&id) != nil {
+				return jsonrpc.ID{}, false
+			}
+			continue
+		case "result", "error":
+			if id != nil {
+				jid, err := jsonrpc.MakeID(id)
+				return jid, err == nil
+			}
+		}
+		if dec.Decode(new(json.RawMessage)) != nil {
+			return jsonrpc.ID{}, false
+		}
+	}
+	if m, err := jsonrpc.DecodeMessage(msg); err == nil {
+		if r, ok := m.(*jsonrpc.Response); ok {
+			return r.ID, true
+		}
+	}
+	return jsonrpc.ID{}, false
 }
 
 // wait returns when every request is answered, or after d.
@@ -215,10 +253,12 @@ func (f *lineFilter) filter(msg []byte, tooLong bool) bool {
 	switch {
 	case tooLong:
 		code, problem = jsonrpc.CodeInvalidRequest, fmt.Sprintf("message longer than %d bytes, the most maestro mcp reads: not read", f.limit)
-	case !json.Valid(msg):
-		code, problem = jsonrpc.CodeParseError, "Parse error: not JSON: "+json.Unmarshal(msg, new(json.RawMessage)).Error()
 	default:
-		if err := f.check(msg); err != nil {
+		if err := f.check(msg); err == nil {
+			break
+		} else if !json.Valid(msg) {
+			code, problem = jsonrpc.CodeParseError, "Parse error: not JSON: "+json.Unmarshal(msg, new(json.RawMessage)).Error()
+		} else {
 			code, problem = jsonrpc.CodeInvalidRequest, "Invalid Request: "+err.Error()
 		}
 	}
@@ -247,7 +287,7 @@ func (f *lineFilter) filter(msg []byte, tooLong bool) bool {
 	return true
 }
 
-// check reports why msg, valid JSON, is no message the SDK reads
+// check reports why msg is no message the SDK reads
 // without ending the session; it notes the protocol version an
 // initialize request asks for.
 func (f *lineFilter) check(msg []byte) error {

@@ -184,3 +184,27 @@ func TestStdioWaitsForRepliesAtMostEOFGrace(t *testing.T) {
 		}
 	})
 }
+
+// Once stdin ends and every request read is answered (ids numbers and
+// strings, one in a batch), the session ends at once: no grace waited.
+func TestStdioEndsOnceAllIsAnswered(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var out bytes.Buffer
+		srv := sdk.NewServer(&sdk.Implementation{Name: "t", Version: "1"}, nil)
+		in := strings.Replace(initLine, "2025-06-18", "2025-03-26", 1) + "\n" + pingLine + "\n" +
+			`{"jsonrpc":"2.0","id":-2.0,"method":"ping"}` + "\n" + `[{"jsonrpc":"2.0","id":"b","method":"ping"}]` + "\n"
+		start := time.Now()
+		if err := srv.Run(t.Context(), &StdioTransport{In: strings.NewReader(in), Out: &out}); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("the session ended after %v, want at once", d)
+		}
+		for _, want := range []string{`"id":1,"result"`, `"id":"after","result"`, `"id":-2,"result"`, `"id":"b","result"`} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("wrote %s, no %s", out.String(), want)
+			}
+		}
+	})
+}
