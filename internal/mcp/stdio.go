@@ -253,12 +253,10 @@ func (f *lineFilter) filter(msg []byte, tooLong bool) bool {
 	switch {
 	case tooLong:
 		code, problem = jsonrpc.CodeInvalidRequest, fmt.Sprintf("message longer than %d bytes, the most maestro mcp reads: not read", f.limit)
+	case !json.Valid(msg):
+		code, problem = jsonrpc.CodeParseError, "Parse error: not JSON: "+json.Unmarshal(msg, new(json.RawMessage)).Error()
 	default:
-		if err := f.check(msg); err == nil {
-			break
-		} else if !json.Valid(msg) {
-			code, problem = jsonrpc.CodeParseError, "Parse error: not JSON: "+json.Unmarshal(msg, new(json.RawMessage)).Error()
-		} else {
+		if err := f.check(msg); err != nil {
 			code, problem = jsonrpc.CodeInvalidRequest, "Invalid Request: "+err.Error()
 		}
 	}
@@ -287,7 +285,8 @@ func (f *lineFilter) filter(msg []byte, tooLong bool) bool {
 	return true
 }
 
-// check reports why msg is no message the SDK reads
+// check reports why msg, valid JSON (the SDK's decoder takes two
+// messages on a line for one), is no message the SDK reads
 // without ending the session; it notes the protocol version an
 // initialize request asks for.
 func (f *lineFilter) check(msg []byte) error {
