@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/maestro-run/maestro/internal/host"
 )
 
 // maestro mcp's pieces name the piece files the catalog ignored, with
@@ -119,5 +123,31 @@ this is not json
 	}
 	if !strings.Contains(stderr.String(), "line=2 code=-32700") {
 		t.Errorf("stderr does not log the line answered: %s", stderr.String())
+	}
+}
+
+// serve's /mcp answers a body that is no JSON-RPC message 400 naming
+// the problem (not a 500, nor a bare error). A guard: it did already.
+func TestServedMCPRefusesAMalformedBody(t *testing.T) {
+	t.Parallel()
+	ios := &IOStreams{Getenv: func(string) string { return "" }}
+	m, err := serveMCP(ios, host.AttachPolicy{Workspaces: filepath.Join(t.TempDir(), "ws")}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for body, want := range map[string]string{
+		"this is not json": "malformed payload: ",
+		`{"foo":1}`:        `malformed payload: invalid message version tag ""`,
+		"[]":               "malformed payload: empty batch",
+	} {
+		req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		rec := httptest.NewRecorder()
+		m.handler.ServeHTTP(rec, req)
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("%s: %d %q, want 400 %q", body, rec.Code, rec.Body.String(), want)
+		}
 	}
 }
