@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -12,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
@@ -60,10 +58,11 @@ disconnects are stopped, as Ctrl-C stops 'maestro run'. Setup: docs/mcp.md.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			o := mcpServerOptions(ios, exe, slog.New(slog.NewTextHandler(ios.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn})))
+			log := slog.New(slog.NewTextHandler(ios.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			o := mcpServerOptions(ios, exe, log)
 			o.Dir = dir
 			srv := mcp.NewServer(o)
-			err = srv.Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(ios.In), Writer: nopWriteCloser{ios.Out}})
+			err = srv.Run(ctx, &mcp.StdioTransport{In: ios.In, Out: ios.Out, Logger: log})
 			if err != nil && ctx.Err() == nil {
 				return failErr(fmt.Errorf("mcp server: %w", err))
 			}
@@ -109,8 +108,3 @@ func ignoredPieces(lib *engine.Library) []mcp.PieceInfo {
 	}
 	return out
 }
-
-// nopWriteCloser is a writer whose Close does nothing (stdout stays open).
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }

@@ -5,12 +5,17 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/maestro-run/maestro/internal/host"
 )
 
 // maestro mcp's pieces name the piece files the catalog ignored, with
@@ -82,6 +87,67 @@ func TestMCPInATerminalSaysWhatItIs(t *testing.T) {
 		// "level=ERROR msg=\"server run cancelled\"").
 		if got := strings.Contains(stderr.String(), "to the MCP client that starts it"); got != tty || stdout.Len() != 0 || strings.Contains(stderr.String(), "ERROR") {
 			t.Errorf("stdin a terminal %v: stderr %q, stdout %q", tty, stderr.String(), stdout.String())
+		}
+	}
+}
+
+// maestro mcp answers a line that is not JSON with a JSON-RPC Parse
+// error and goes on: the request before it and the one after are
+// answered, even as stdin ends, and it exits 0. Before, the go-sdk ended
+// the session at the line: exit 1 with "mcp server: invalid character
+// …", the initialize reply never written.
+func TestMCPGoesOnPastAMalformedLine(t *testing.T) {
+	t.Parallel()
+	in := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}
+this is not json
+{"jsonrpc":"2.0","id":2,"method":"ping"}
+`
+	var stdout, stderr bytes.Buffer
+	home := t.TempDir()
+	ios := &IOStreams{In: strings.NewReader(in), Out: &stdout, ErrOut: &stderr, Getenv: func(k string) string {
+		if k == "MAESTRO_HOME" {
+			return home
+		}
+		return ""
+	}}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if code := Run(ctx, ios, []string{"mcp"}); code != 0 {
+		t.Errorf("exit %d: %s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{`"id":1,"result"`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: not JSON: invalid character`, `"id":2,"result"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout has no %s:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(stderr.String(), "line=2 code=-32700") {
+		t.Errorf("stderr does not log the line answered: %s", stderr.String())
+	}
+}
+
+// serve's /mcp answers a body that is no JSON-RPC message 400 naming
+// the problem (not a 500, nor a bare error). A guard: it did already.
+func TestServedMCPRefusesAMalformedBody(t *testing.T) {
+	t.Parallel()
+	ios := &IOStreams{Getenv: func(string) string { return "" }}
+	m, err := serveMCP(ios, host.AttachPolicy{Workspaces: filepath.Join(t.TempDir(), "ws")}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for body, want := range map[string]string{
+		"this is not json": "malformed payload: ",
+		`{"foo":1}`:        `malformed payload: invalid message version tag ""`,
+		"[]":               "malformed payload: empty batch",
+	} {
+		req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		rec := httptest.NewRecorder()
+		m.handler.ServeHTTP(rec, req)
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("%s: %d %q, want 400 %q", body, rec.Code, rec.Body.String(), want)
 		}
 	}
 }
