@@ -40,6 +40,12 @@ var (
 	// longName is the longest movement or piece name the validator takes
 	// (64 characters).
 	longName = strings.Repeat("implement-the-feature-", 3)[:64]
+	// longWord is a piece or schedule name as long, with no hyphen to
+	// break it at.
+	longWord = strings.Repeat("implementthefeature", 4)[:64]
+	// longWorker is a worker's name of one long word (a host name with
+	// its domain, say).
+	longWorker = "runner" + strings.Repeat("euwest1buildhostexamplecom", 4)
 )
 
 // longError is a 2 KB error message: a compiler's, quoting paths.
@@ -128,6 +134,17 @@ func seedHostileTask(t *testing.T, home string) (int64, []string) {
 		t.Fatal(err)
 	}
 	if _, err := st.Wait(ctx, j.Lease(), store.WaitParams{State: store.StateWaitingHuman, Reason: "a question"}); err != nil {
+		t.Fatal(err)
+	}
+	// A third task, of the piece longWord, runs on the worker longWorker.
+	if _, _, err := st.CreateTask(ctx, store.NewTask{Title: "Run the long piece", Piece: longWord}); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err = st.Claim(ctx, store.ClaimParams{Worker: longWorker, Limit: 1, LeaseFor: time.Hour})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("claim: %v", err)
+	}
+	if _, err := st.Start(ctx, jobs[0].Lease()); err != nil {
 		t.Fatal(err)
 	}
 	deep := strings.Repeat("nested-directory-name/", 8)
@@ -366,4 +383,48 @@ func TestLongHostileContent(t *testing.T) {
 		n.querySelector("text").getComputedTextLength() > n.querySelector("rect").width.baseVal.value).map(n => n.dataset.name).join(", ")`); got != "" {
 		t.Errorf("movement names wider than their node: %s", got)
 	}
+
+	// Names of one long word, with no hyphen to break them at: a piece
+	// and a schedule, a task of that piece running on a worker of such a
+	// name. Each page that shows them, at 390 px.
+	s.api(t, "POST", "/api/v1/pieces", map[string]string{"yaml": "name: " + longWord + `
+description: One long word.
+max_movements: 2
+initial_movement: ` + longWord + `
+movements:
+  - name: ` + longWord + `
+    edit: false
+    persona: You work.
+    instruction: Work.
+    allowed_tools: [Read]
+    rules: []
+`}, nil)
+	s.api(t, "POST", "/api/v1/schedules", map[string]any{"name": longWord, "cron_expr": "0 9 * * 1", "title": "Report " + longToken[:300], "piece": longWord, "enabled": true}, nil)
+	tb.open("/", "task-row")
+	tb.wait("the task of the long piece", q("task-row")+`.parentElement.textContent.includes("`+longWord+`")`)
+	atPhone("the task list")
+	tb.open("/pieces", "piece-row")
+	tb.wait("the catalog lists the long piece", q("piece-row", `[data-name="`+longWord+`"]`))
+	atPhone("the pieces catalog, a name of one word")
+	tb.open("/pieces/"+longWord, "piece-graph")
+	atPhone("the studio, a name of one word")
+	tb.open("/schedules", "schedule-row")
+	atPhone("the schedules")
+	// Its title, cut to a line in the row, can be read whole.
+	if got := eval[string](tb, "the schedule's title", q("schedule-row")+`.querySelector(".truncate")?.title ?? ""`); !strings.Contains(got, longToken[:300]) {
+		t.Errorf("the schedule's title is cut with no way to read it whole (its tooltip is %q)", got)
+	}
+	tb.click("new-schedule-button")
+	tb.wait("the schedule form", q("schedule-piece")+`.querySelector('option[value="`+longWord+`"]')`)
+	atPhone("the schedule form")
+	tb.open("/tasks/new?piece="+longWord, "new-task-piece")
+	tb.wait("the piece chosen", q("new-task-piece")+`.value === "`+longWord+`"`)
+	atPhone("the new task form")
+	tb.open(fmt.Sprintf("/tasks/%d", id+2), "event-log")
+	atPhone("the task of the long piece")
+	tb.open("/server", "worker-row")
+	tb.wait("the long worker", `[...document.querySelectorAll('[data-testid="worker-row"]')].some(r => r.textContent.includes("`+longWorker+`"))`)
+	// A store that does not answer: its error may name a long URL.
+	eval[chromedp.Void](tb, "a long ready error", `[...document.querySelectorAll("dt")].find(d => d.textContent === "Ready").nextElementSibling.textContent = "unavailable: postgres://maestro@`+longWorker+`/maestro"`)
+	atPhone("the server page")
 }

@@ -210,7 +210,7 @@ export function TaskTable({ tasks, jobs, server, loading, now }: TaskTableProps)
             </Link>
             <StatusBadge state={t.job_state} />
             <ExecutorBadge executor={executorOf(job, server, seen)} />
-            <span className="text-xs text-slate-600 dark:text-slate-400" title="piece">
+            <span className="min-w-0 text-xs text-slate-600 wrap-anywhere dark:text-slate-400" title="piece">
               {t.job_piece || t.piece || "auto"}
             </span>
             <span className="max-w-40 truncate text-xs text-slate-600 dark:text-slate-400" title={t.job_agent ? "agent CLI" : "model"} data-testid="task-model">
