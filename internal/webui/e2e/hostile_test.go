@@ -407,6 +407,8 @@ movements:
 	tb.wait("the catalog lists the long piece", q("piece-row", `[data-name="`+longWord+`"]`))
 	atPhone("the pieces catalog, a name of one word")
 	tb.open("/pieces/"+longWord, "piece-graph")
+	tb.click("piece-node", `[data-name="`+longWord+`"]`)
+	tb.wait("the movement panel", q("movement-name")+`?.innerText === "`+longWord+`"`)
 	atPhone("the studio, a name of one word")
 	tb.open("/schedules", "schedule-row")
 	atPhone("the schedules")
@@ -419,7 +421,23 @@ movements:
 	atPhone("the schedule form")
 	tb.open("/tasks/new?piece="+longWord, "new-task-piece")
 	tb.wait("the piece chosen", q("new-task-piece")+`.value === "`+longWord+`"`)
+	// Files to upload of long names alike but for their end: each shows
+	// its whole name.
+	updir := t.TempDir()
+	var upfiles []string
+	for _, name := range []string{strings.Repeat("quarterly-revenue-report-", 6) + "draft.csv", strings.Repeat("quarterly-revenue-report-", 6) + "final.csv", strings.Repeat("x", 200) + ".csv"} {
+		f := filepath.Join(updir, name)
+		if err := os.WriteFile(f, []byte("a,b\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		upfiles = append(upfiles, f)
+	}
+	tb.run("choose files", chromedp.SetUploadFiles(chromedp.CSS(tid("new-task-files")), upfiles))
+	tb.wait("the files to upload", `document.querySelectorAll('[data-testid="upload-progress"]').length === 3`)
 	atPhone("the new task form")
+	if got := eval[string](tb, "file names shown", `[...document.querySelectorAll('[data-testid="upload-progress"]')].map(p => p.parentElement.firstElementChild).filter(s => s.scrollWidth > s.clientWidth + 1 || s.innerText !== s.parentElement.querySelector("progress").dataset.name).map(s => JSON.stringify(s.innerText)).join(", ")`); got != "" {
+		t.Errorf("the new task form cuts the names of files to upload: %s", got)
+	}
 	tb.open(fmt.Sprintf("/tasks/%d", id+2), "event-log")
 	atPhone("the task of the long piece")
 	tb.open("/server", "worker-row")
@@ -427,4 +445,8 @@ movements:
 	// A store that does not answer: its error may name a long URL.
 	eval[chromedp.Void](tb, "a long ready error", `[...document.querySelectorAll("dt")].find(d => d.textContent === "Ready").nextElementSibling.textContent = "unavailable: postgres://maestro@`+longWorker+`/maestro"`)
 	atPhone("the server page")
+	tb.open("/usage", "usage-from")
+	atPhone("the usage page")
+	tb.open("/sessions", "new-session-form")
+	atPhone("the sessions page")
 }
