@@ -356,6 +356,17 @@ func TestLongHostileContent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Files of long names alike but for their end, to attach or upload:
+	// each shows its whole name.
+	updir := t.TempDir()
+	var upfiles []string
+	for _, name := range []string{strings.Repeat("quarterly-revenue-report-", 6) + "draft.csv", strings.Repeat("quarterly-revenue-report-", 6) + "final.csv", strings.Repeat("x", 200) + ".csv"} {
+		f := filepath.Join(updir, name)
+		if err := os.WriteFile(f, []byte("a,b\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		upfiles = append(upfiles, f)
+	}
 	tb.open("/sessions", "new-session-form")
 	tb.fill(tid("session-workspace"), ws)
 	tb.click("create-session")
@@ -363,7 +374,12 @@ func TestLongHostileContent(t *testing.T) {
 	tb.fill(tid("file-query"), "result")
 	eval[chromedp.Void](tb, "search", q("file-query")+`.form.requestSubmit()`)
 	tb.wait("two files found", q("file-results")+`.querySelectorAll("button").length === 2`)
+	tb.run("attach files", chromedp.SetUploadFiles(chromedp.CSS(tid("attach-files")), upfiles))
+	tb.wait("the files attached", `document.querySelectorAll('[data-testid="attached-file"]').length === 3`)
 	atPhone("the live session")
+	if got := eval[string](tb, "attached file names shown", `[...document.querySelectorAll('[data-testid="attached-file"] > span')].filter(s => s.scrollWidth > s.clientWidth + 1 || s.getBoundingClientRect().right > s.closest("main").getBoundingClientRect().right + 1).map(s => JSON.stringify(s.innerText)).join(", ")`); got != "" {
+		t.Errorf("the live session cuts the names of attached files: %s", got)
+	}
 	if got := eval[string](tb, "file paths shown", q("file-results")+`.querySelectorAll("button").values().filter(b => b.scrollWidth > b.clientWidth + 1 || !b.innerText.endsWith("-result.md")).map(b => JSON.stringify(b.innerText)).toArray().join(", ")`); got != "" {
 		t.Errorf("the file panel cuts paths short: %s", got)
 	}
@@ -423,15 +439,6 @@ movements:
 	tb.wait("the piece chosen", q("new-task-piece")+`.value === "`+longWord+`"`)
 	// Files to upload of long names alike but for their end: each shows
 	// its whole name.
-	updir := t.TempDir()
-	var upfiles []string
-	for _, name := range []string{strings.Repeat("quarterly-revenue-report-", 6) + "draft.csv", strings.Repeat("quarterly-revenue-report-", 6) + "final.csv", strings.Repeat("x", 200) + ".csv"} {
-		f := filepath.Join(updir, name)
-		if err := os.WriteFile(f, []byte("a,b\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		upfiles = append(upfiles, f)
-	}
 	tb.run("choose files", chromedp.SetUploadFiles(chromedp.CSS(tid("new-task-files")), upfiles))
 	tb.wait("the files to upload", `document.querySelectorAll('[data-testid="upload-progress"]').length === 3`)
 	atPhone("the new task form")
