@@ -103,6 +103,9 @@ func seedHostileTask(t *testing.T, home string) (int64, []string) {
 	proto(map[string]any{"type": "tool_start", "call_id": "c1"})
 	proto(map[string]any{"type": "tool_output", "call_id": "c1", "content": longToken + "\n<script>window.__pwned='output'</script>\n"})
 	proto(map[string]any{"type": "tool_end", "call_id": "c1", "success": false, "error": longError()})
+	// An MCP tool's name: server and tool, of one long word each.
+	proto(map[string]any{"type": "tool_call", "call_id": "c2", "tool": "mcp__" + longWord + "__" + longWord, "args": map[string]any{"query": longToken[:200]}})
+	proto(map[string]any{"type": "tool_end", "call_id": "c2", "success": true})
 	proto(map[string]any{"type": "error", "error_type": "provider_error", "message": longError()})
 	run("complete", map[string]any{"status": "failure", "result": hostileMarkdown + longToken})
 	if _, err := st.AppendJobEvents(ctx, j.Lease(), evs); err != nil {
