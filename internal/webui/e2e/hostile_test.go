@@ -449,7 +449,13 @@ movements:
 		t.Errorf("the new task form cuts the names of files to upload: %s", got)
 	}
 	tb.open(fmt.Sprintf("/tasks/%d", id+2), "event-log")
+	tb.wait("its log shows the worker", q("event-log")+`.textContent.includes("`+longWorker+`")`)
 	atPhone("the task of the long piece")
+	tb.run("viewport 390", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulatePortrait))
+	if got := eval[string](tb, "the log's width", `(() => { const l = document.querySelector('[data-testid="event-log"]'); return l.scrollWidth > l.clientWidth + 1 ? l.scrollWidth + " px in " + l.clientWidth : ""; })()`); got != "" {
+		t.Errorf("the log of a task on a worker of a long name scrolls sideways at 390 px: %s", got)
+	}
+	tb.run("viewport desktop", chromedp.EmulateViewport(1280, 800))
 	tb.open("/server", "worker-row")
 	tb.wait("the long worker", `[...document.querySelectorAll('[data-testid="worker-row"]')].some(r => r.textContent.includes("`+longWorker+`"))`)
 	// A store that does not answer: its error may name a long URL.
