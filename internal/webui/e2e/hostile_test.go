@@ -429,6 +429,10 @@ movements:
 	tb.click("piece-node", `[data-name="`+longWord+`"]`)
 	tb.wait("the movement panel", q("movement-name")+`?.innerText === "`+longWord+`"`)
 	atPhone("the studio, a name of one word")
+	if got := eval[string](tb, "node labels", `[...document.querySelectorAll('[data-testid="piece-node"]')].filter(n =>
+		n.querySelector("text").getComputedTextLength() > n.querySelector("rect").width.baseVal.value).map(n => n.dataset.name + ": " + JSON.stringify(n.querySelector("text").textContent)).join(", ")`); got != "" {
+		t.Errorf("movement names of one word wider than their node: %s", got)
+	}
 	tb.open("/schedules", "schedule-row")
 	atPhone("the schedules")
 	// Its title, cut to a line in the row, can be read whole.
