@@ -40,6 +40,12 @@ var (
 	// longName is the longest movement or piece name the validator takes
 	// (64 characters).
 	longName = strings.Repeat("implement-the-feature-", 3)[:64]
+	// longWord is a piece or schedule name as long, with no hyphen to
+	// break it at.
+	longWord = strings.Repeat("implementthefeature", 4)[:64]
+	// longWorker is a worker's name of one long word (a host name with
+	// its domain, say).
+	longWorker = "runner" + strings.Repeat("euwest1buildhostexamplecom", 4)
 )
 
 // longError is a 2 KB error message: a compiler's, quoting paths.
@@ -97,6 +103,9 @@ func seedHostileTask(t *testing.T, home string) (int64, []string) {
 	proto(map[string]any{"type": "tool_start", "call_id": "c1"})
 	proto(map[string]any{"type": "tool_output", "call_id": "c1", "content": longToken + "\n<script>window.__pwned='output'</script>\n"})
 	proto(map[string]any{"type": "tool_end", "call_id": "c1", "success": false, "error": longError()})
+	// An MCP tool's name: server and tool, of one long word each.
+	proto(map[string]any{"type": "tool_call", "call_id": "c2", "tool": "mcp__" + longWord + "__" + longWord, "args": map[string]any{"query": longToken[:200]}})
+	proto(map[string]any{"type": "tool_end", "call_id": "c2", "success": true})
 	proto(map[string]any{"type": "error", "error_type": "provider_error", "message": longError()})
 	run("complete", map[string]any{"status": "failure", "result": hostileMarkdown + longToken})
 	if _, err := st.AppendJobEvents(ctx, j.Lease(), evs); err != nil {
@@ -128,6 +137,17 @@ func seedHostileTask(t *testing.T, home string) (int64, []string) {
 		t.Fatal(err)
 	}
 	if _, err := st.Wait(ctx, j.Lease(), store.WaitParams{State: store.StateWaitingHuman, Reason: "a question"}); err != nil {
+		t.Fatal(err)
+	}
+	// A third task, of the piece longWord, runs on the worker longWorker.
+	if _, _, err := st.CreateTask(ctx, store.NewTask{Title: "Run the long piece", Piece: longWord}); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err = st.Claim(ctx, store.ClaimParams{Worker: longWorker, Limit: 1, LeaseFor: time.Hour})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("claim: %v", err)
+	}
+	if _, err := st.Start(ctx, jobs[0].Lease()); err != nil {
 		t.Fatal(err)
 	}
 	deep := strings.Repeat("nested-directory-name/", 8)
@@ -339,6 +359,17 @@ func TestLongHostileContent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Files of long names alike but for their end, to attach or upload:
+	// each shows its whole name.
+	updir := t.TempDir()
+	var upfiles []string
+	for _, name := range []string{strings.Repeat("quarterly-revenue-report-", 6) + "draft.csv", strings.Repeat("quarterly-revenue-report-", 6) + "final.csv", strings.Repeat("x", 200) + ".csv"} {
+		f := filepath.Join(updir, name)
+		if err := os.WriteFile(f, []byte("a,b\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		upfiles = append(upfiles, f)
+	}
 	tb.open("/sessions", "new-session-form")
 	tb.fill(tid("session-workspace"), ws)
 	tb.click("create-session")
@@ -346,7 +377,12 @@ func TestLongHostileContent(t *testing.T) {
 	tb.fill(tid("file-query"), "result")
 	eval[chromedp.Void](tb, "search", q("file-query")+`.form.requestSubmit()`)
 	tb.wait("two files found", q("file-results")+`.querySelectorAll("button").length === 2`)
+	tb.run("attach files", chromedp.SetUploadFiles(chromedp.CSS(tid("attach-files")), upfiles))
+	tb.wait("the files attached", `document.querySelectorAll('[data-testid="attached-file"]').length === 3`)
 	atPhone("the live session")
+	if got := eval[string](tb, "attached file names shown", `[...document.querySelectorAll('[data-testid="attached-file"] > span')].filter(s => s.scrollWidth > s.clientWidth + 1 || s.getBoundingClientRect().right > s.closest("main").getBoundingClientRect().right + 1).map(s => JSON.stringify(s.innerText)).join(", ")`); got != "" {
+		t.Errorf("the live session cuts the names of attached files: %s", got)
+	}
 	if got := eval[string](tb, "file paths shown", q("file-results")+`.querySelectorAll("button").values().filter(b => b.scrollWidth > b.clientWidth + 1 || !b.innerText.endsWith("-result.md")).map(b => JSON.stringify(b.innerText)).toArray().join(", ")`); got != "" {
 		t.Errorf("the file panel cuts paths short: %s", got)
 	}
@@ -366,4 +402,71 @@ func TestLongHostileContent(t *testing.T) {
 		n.querySelector("text").getComputedTextLength() > n.querySelector("rect").width.baseVal.value).map(n => n.dataset.name).join(", ")`); got != "" {
 		t.Errorf("movement names wider than their node: %s", got)
 	}
+
+	// Names of one long word, with no hyphen to break them at: a piece
+	// and a schedule, a task of that piece running on a worker of such a
+	// name. Each page that shows them, at 390 px.
+	s.api(t, "POST", "/api/v1/pieces", map[string]string{"yaml": "name: " + longWord + `
+description: One long word.
+max_movements: 2
+initial_movement: ` + longWord + `
+movements:
+  - name: ` + longWord + `
+    edit: false
+    persona: You work.
+    instruction: Work.
+    allowed_tools: [Read]
+    rules: []
+`}, nil)
+	s.api(t, "POST", "/api/v1/schedules", map[string]any{"name": longWord, "cron_expr": "0 9 * * 1", "title": "Report " + longToken[:300], "piece": longWord, "enabled": true}, nil)
+	tb.open("/", "task-row")
+	tb.wait("the task of the long piece", q("task-row")+`.parentElement.textContent.includes("`+longWord+`")`)
+	atPhone("the task list")
+	tb.open("/pieces", "piece-row")
+	tb.wait("the catalog lists the long piece", q("piece-row", `[data-name="`+longWord+`"]`))
+	atPhone("the pieces catalog, a name of one word")
+	tb.open("/pieces/"+longWord, "piece-graph")
+	tb.click("piece-node", `[data-name="`+longWord+`"]`)
+	tb.wait("the movement panel", q("movement-name")+`?.innerText === "`+longWord+`"`)
+	atPhone("the studio, a name of one word")
+	if got := eval[string](tb, "node labels", `[...document.querySelectorAll('[data-testid="piece-node"]')].filter(n =>
+		n.querySelector("text").getComputedTextLength() > n.querySelector("rect").width.baseVal.value).map(n => n.dataset.name + ": " + JSON.stringify(n.querySelector("text").textContent)).join(", ")`); got != "" {
+		t.Errorf("movement names of one word wider than their node: %s", got)
+	}
+	tb.open("/schedules", "schedule-row")
+	atPhone("the schedules")
+	// Its title, cut to a line in the row, can be read whole.
+	if got := eval[string](tb, "the schedule's title", q("schedule-row")+`.querySelector(".truncate")?.title ?? ""`); !strings.Contains(got, longToken[:300]) {
+		t.Errorf("the schedule's title is cut with no way to read it whole (its tooltip is %q)", got)
+	}
+	tb.click("new-schedule-button")
+	tb.wait("the schedule form", q("schedule-piece")+`.querySelector('option[value="`+longWord+`"]')`)
+	atPhone("the schedule form")
+	tb.open("/tasks/new?piece="+longWord, "new-task-piece")
+	tb.wait("the piece chosen", q("new-task-piece")+`.value === "`+longWord+`"`)
+	// Files to upload of long names alike but for their end: each shows
+	// its whole name.
+	tb.run("choose files", chromedp.SetUploadFiles(chromedp.CSS(tid("new-task-files")), upfiles))
+	tb.wait("the files to upload", `document.querySelectorAll('[data-testid="upload-progress"]').length === 3`)
+	atPhone("the new task form")
+	if got := eval[string](tb, "file names shown", `[...document.querySelectorAll('[data-testid="upload-progress"]')].map(p => p.parentElement.firstElementChild).filter(s => s.scrollWidth > s.clientWidth + 1 || s.innerText !== s.parentElement.querySelector("progress").dataset.name).map(s => JSON.stringify(s.innerText)).join(", ")`); got != "" {
+		t.Errorf("the new task form cuts the names of files to upload: %s", got)
+	}
+	tb.open(fmt.Sprintf("/tasks/%d", id+2), "event-log")
+	tb.wait("its log shows the worker", q("event-log")+`.textContent.includes("`+longWorker+`")`)
+	atPhone("the task of the long piece")
+	tb.run("viewport 390", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulatePortrait))
+	if got := eval[string](tb, "the log's width", `(() => { const l = document.querySelector('[data-testid="event-log"]'); return l.scrollWidth > l.clientWidth + 1 ? l.scrollWidth + " px in " + l.clientWidth : ""; })()`); got != "" {
+		t.Errorf("the log of a task on a worker of a long name scrolls sideways at 390 px: %s", got)
+	}
+	tb.run("viewport desktop", chromedp.EmulateViewport(1280, 800))
+	tb.open("/server", "worker-row")
+	tb.wait("the long worker", `[...document.querySelectorAll('[data-testid="worker-row"]')].some(r => r.textContent.includes("`+longWorker+`"))`)
+	// A store that does not answer: its error may name a long URL.
+	eval[chromedp.Void](tb, "a long ready error", `[...document.querySelectorAll("dt")].find(d => d.textContent === "Ready").nextElementSibling.textContent = "unavailable: postgres://maestro@`+longWorker+`/maestro"`)
+	atPhone("the server page")
+	tb.open("/usage", "usage-from")
+	atPhone("the usage page")
+	tb.open("/sessions", "new-session-form")
+	atPhone("the sessions page")
 }

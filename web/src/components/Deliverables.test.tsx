@@ -1,3 +1,4 @@
+import { useState } from "react";
 import { describe, expect, it } from "vitest";
 import { render, screen, within, waitFor } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
@@ -65,6 +66,60 @@ describe("CSV preview", () => {
     ["archive.zip", "none"],
   ];
   for (const [p, k] of kinds) it(`previewKind(${p})`, () => expect(previewKind(p)).toBe(k));
+});
+
+describe("Deliverables list", () => {
+  // When the job ends the list's query key changes: the files listed stay
+  // shown until the new list comes (it flashed "Loading deliverables…").
+  // Another task's files are never shown for this one.
+  it("keeps the files shown while the list is fetched again", async () => {
+    let release = () => {};
+    const held = new Promise<void>((r) => (release = r));
+    const calls: string[] = [];
+    const f = (async (req: Request) => {
+      const path = new URL(req.url).pathname;
+      calls.push(path);
+      if (path === "/api/v1/tasks/4/deliverables") {
+        if (calls.filter((c) => c === path).length === 1) return json({ files: [{ path: "draft.md", size: 3, modified: "2026-11-26T12:00:00Z" }] });
+        await held;
+        return json({ files: [{ path: "draft.md", size: 3, modified: "2026-11-26T12:00:00Z" }, { path: "final.md", size: 5, modified: "2026-11-26T12:01:00Z" }] });
+      }
+      if (path === "/api/v1/tasks/5/deliverables") {
+        await held;
+        return json({ files: [] });
+      }
+      return json({ error: "no" }, 404);
+    }) as typeof fetch;
+    function Job() {
+      const [key, setKey] = useState({ task: 4, job: "running" });
+      return (
+        <>
+          <button type="button" onClick={() => setKey({ task: 4, job: "succeeded" })}>
+            end
+          </button>
+          <button type="button" onClick={() => setKey({ task: 5, job: "running" })}>
+            other
+          </button>
+          <Deliverables taskId={key.task} refreshKey={key.job} />
+        </>
+      );
+    }
+    render(
+      <Wrap fetch={f}>
+        <Job />
+      </Wrap>,
+    );
+    expect(await screen.findByTestId("deliverable-row")).toHaveAttribute("data-path", "draft.md");
+    await userEvent.click(screen.getByRole("button", { name: "end" }));
+    await waitFor(() => expect(calls.filter((c) => c === "/api/v1/tasks/4/deliverables")).toHaveLength(2));
+    expect(screen.queryByText("Loading deliverables…")).toBeNull();
+    expect(screen.getAllByTestId("deliverable-row").map((r) => r.dataset.path)).toEqual(["draft.md"]);
+    await userEvent.click(screen.getByRole("button", { name: "other" }));
+    expect(await screen.findByText("Loading deliverables…")).toBeInTheDocument();
+    expect(screen.queryByTestId("deliverable-row")).toBeNull();
+    release();
+    expect(await screen.findByText("No deliverables yet.")).toBeInTheDocument();
+  });
 });
 
 describe("cutShort", () => {

@@ -41,6 +41,10 @@ export function Deliverables({ taskId, refreshKey }: { taskId: number; refreshKe
     queryFn: async () =>
       unwrap(await api.client.GET("/api/v1/tasks/{id}/deliverables", { params: { path: { id: taskId } } })),
     refetchInterval: 10_000, // files appear while the job runs
+    // A new refreshKey (the job ended) keeps this task's list shown while
+    // the new one loads: it flashed "Loading deliverables…". Another
+    // task's list is never kept.
+    placeholderData: (prev, prevQuery) => (prevQuery?.queryKey[1] === taskId ? prev : undefined),
   });
 
   // With a token the browser cannot send it on a plain link: fetch the file

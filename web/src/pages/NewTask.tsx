@@ -198,8 +198,9 @@ export default function NewTask() {
         {files.length > 0 && (
           <ul className="mt-2 space-y-1" aria-label="Files to upload">
             {files.map((f, i) => (
-              <li key={f.name} className="flex items-center gap-2 text-sm">
-                <span className="min-w-0 flex-1 truncate">{f.name}</span>
+              <li key={f.name} className="flex flex-wrap items-center gap-2 text-sm">
+                {/* The whole name, wrapped: cut short, files named alike but for their end looked the same. */}
+                <span className="min-w-0 flex-1 basis-full wrap-anywhere sm:basis-0">{f.name}</span>
                 <span className="text-xs text-slate-600 dark:text-slate-400">{formatBytes(f.size)}</span>
                 <progress
                   data-testid="upload-progress"

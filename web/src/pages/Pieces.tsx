@@ -245,7 +245,7 @@ function Studio() {
   return (
     <section aria-labelledby="piece-h" className="space-y-4">
       <div className="flex flex-wrap items-center gap-2">
-        <h1 id="piece-h" className="mr-auto text-xl font-semibold">
+        <h1 id="piece-h" className="mr-auto min-w-0 text-xl font-semibold wrap-anywhere">
           <Link to="/pieces" className="text-sky-800 underline dark:text-sky-300">
             Pieces
           </Link>{" "}

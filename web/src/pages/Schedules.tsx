@@ -75,10 +75,11 @@ export default function Schedules() {
         {schedules.length === 0 && <li className="p-3 text-sm">No schedules.</li>}
         {schedules.map((s) => (
           <li key={s.id} data-testid="schedule-row" data-schedule-id={s.id} data-enabled={s.enabled ? "true" : "false"} className="flex flex-wrap items-center gap-x-3 gap-y-1 p-3">
-            <span className="min-w-0 flex-1 basis-48">
+            <span className="min-w-0 flex-1 basis-48 wrap-anywhere">
               <span className="font-medium">{s.name}</span>{" "}
               <span className="font-mono text-xs text-slate-600 dark:text-slate-400">{s.cron_expr}</span>
-              <span className="block truncate text-xs text-slate-600 dark:text-slate-400">
+              {/* Cut to a line: the whole title is its tooltip (and in Edit). */}
+              <span className="block truncate text-xs text-slate-600 dark:text-slate-400" title={s.title}>
                 {explainCron(s.cron_expr).words} · {s.title}
               </span>
             </span>

@@ -44,7 +44,8 @@ export default function Server() {
             : info.error.message}
         </p>
       )}
-      <dl className="card grid grid-cols-[auto_1fr] gap-x-4 gap-y-1 text-sm">
+      {/* A value wraps anywhere: a store's error may quote a long URL. */}
+      <dl className="card grid grid-cols-[auto_minmax(0,1fr)] gap-x-4 gap-y-1 text-sm [&>dd]:wrap-anywhere">
         <dt className="font-semibold">Version</dt>
         <dd data-testid="server-version">{s?.version ?? "—"}</dd>
         <dt className="font-semibold">Store</dt>
@@ -54,7 +55,7 @@ export default function Server() {
         <dt className="font-semibold">Started</dt>
         <dd>{s?.started_at ? new Date(s.started_at).toLocaleString() : "—"}</dd>
         <dt className="font-semibold">Ready</dt>
-        <dd>{ready.data ? `${ready.data.status}${ready.data.error ? `: ${ready.data.error}` : ""}` : "—"}</dd>
+        <dd data-testid="server-ready">{ready.data ? `${ready.data.status}${ready.data.error ? `: ${ready.data.error}` : ""}` : "—"}</dd>
       </dl>
       <Section id="queue-h" title="Queue depth by state">
         <ul data-testid="queue-depth" className="grid grid-cols-2 gap-x-6 gap-y-1 text-sm sm:grid-cols-3">
@@ -71,8 +72,8 @@ export default function Server() {
         <ul className="space-y-1 text-sm">
           {(s?.workers ?? []).map((w) => (
             <li key={w.id} data-testid="worker-row" className="flex flex-wrap gap-x-3">
-              <span className="font-mono">{w.id}</span>
-              {w.host && <span>{w.host}</span>}
+              <span className="min-w-0 font-mono wrap-anywhere">{w.id}</span>
+              {w.host && <span className="min-w-0 wrap-anywhere">{w.host}</span>}
               <span>
                 {(w.running_jobs ?? []).length === 0
                   ? "idle"

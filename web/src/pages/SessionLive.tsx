@@ -294,8 +294,9 @@ function PromptBox({
       {uploaded.length > 0 && (
         <ul className="flex flex-wrap gap-1" aria-label="Attached files" data-testid="attached-files">
           {uploaded.map((u) => (
-            <li key={u.path} className="badge flex items-center gap-1 bg-slate-200 dark:bg-slate-700" data-testid="attached-file" data-path={u.path}>
-              <span className="font-mono">{u.name}</span>
+            <li key={u.path} className="badge flex min-w-0 max-w-full items-center gap-1 bg-slate-200 whitespace-normal dark:bg-slate-700" data-testid="attached-file" data-path={u.path}>
+              {/* A long name wraps: unbroken, it made the page as wide as itself, the prompt box off-screen. */}
+              <span className="min-w-0 font-mono wrap-anywhere">{u.name}</span>
               <button type="button" className="px-1" aria-label={`Remove ${u.name}`} onClick={() => setUploaded((l) => l.filter((x) => x.path !== u.path))}>
                 ×
               </button>

@@ -107,8 +107,8 @@ export default function TaskDetail() {
         <div className="flex flex-wrap items-center gap-3 text-sm">
           <StatusBadge state={state} testId="task-status" />
           <ExecutorBadge executor={executorOf(job, server.data, log.executor)} />
-          {log.model && <span className="text-xs text-slate-600 dark:text-slate-400">{log.model}</span>}
-          <span className="text-xs">piece {t.job_piece || t.piece || "auto"}</span>
+          {log.model && <span className="min-w-0 text-xs text-slate-600 wrap-anywhere dark:text-slate-400">{log.model}</span>}
+          <span className="min-w-0 text-xs wrap-anywhere">piece {t.job_piece || t.piece || "auto"}</span>
           <span data-testid="task-cost" className="text-xs" title="cost of the job so far">
             cost {formatCost(log.totalCost)}
           </span>
@@ -210,7 +210,7 @@ function SubtaskTree({ jobs }: { jobs: Job[] }) {
             <span>job #{j.id}</span>
           )}
           <StatusBadge state={j.state} />
-          {j.piece && <span className="text-xs">{j.piece}</span>}
+          {j.piece && <span className="min-w-0 text-xs wrap-anywhere">{j.piece}</span>}
         </li>
       ))}
     </ul>

@@ -137,6 +137,21 @@ describe("TaskTable", () => {
     expect(screen.getByText("2m 3s")).toBeInTheDocument();
   });
 
+  // The title and the model are cut to the row's width: each can be read
+  // whole in its tooltip (the model's said only "model").
+  it("gives a cut title and model their whole text as a tooltip", () => {
+    const title = "Investigate why the nightly build fails on the arm64 runners since the toolchain upgrade";
+    const model = "openrouter/anthropic/claude-sonnet-4-5-20250929-thinking";
+    render(
+      <Wrap fetch={fetch}>
+        <TaskTable tasks={[task(9, "running", { title, job_executor: "live", job_model: model })]} jobs={undefined} server={undefined} now={now} />
+      </Wrap>,
+    );
+    const row = screen.getByTestId("task-row");
+    expect(within(row).getByRole("link")).toHaveAttribute("title", title);
+    expect(within(row).getByTestId("task-model")).toHaveAttribute("title", `model: ${model}`);
+  });
+
   for (const c of cases) {
     it(c.name, () => {
       const jobs = new Map(c.job ? [[c.job.id, c.job]] : []);

@@ -205,15 +205,16 @@ export function TaskTable({ tasks, jobs, server, loading, now }: TaskTableProps)
             data-status={t.job_state ?? ""}
             className="flex flex-wrap items-center gap-x-3 gap-y-1 p-3"
           >
-            <Link to={`/tasks/${t.id}`} className="min-w-0 flex-1 basis-60 truncate font-medium text-sky-800 hover:underline dark:text-sky-300">
+            {/* The title and the model are cut to a line: their tooltips hold them whole. */}
+            <Link to={`/tasks/${t.id}`} title={t.title} className="min-w-0 flex-1 basis-60 truncate font-medium text-sky-800 hover:underline dark:text-sky-300">
               <span className="text-slate-500 dark:text-slate-400">#{t.id}</span> {t.title}
             </Link>
             <StatusBadge state={t.job_state} />
             <ExecutorBadge executor={executorOf(job, server, seen)} />
-            <span className="text-xs text-slate-600 dark:text-slate-400" title="piece">
+            <span className="min-w-0 text-xs text-slate-600 wrap-anywhere dark:text-slate-400" title="piece">
               {t.job_piece || t.piece || "auto"}
             </span>
-            <span className="max-w-40 truncate text-xs text-slate-600 dark:text-slate-400" title={t.job_agent ? "agent CLI" : "model"} data-testid="task-model">
+            <span className="max-w-40 truncate text-xs text-slate-600 dark:text-slate-400" title={`${t.job_agent ? "agent CLI" : "model"}${runsOn ? `: ${runsOn}` : ""}`} data-testid="task-model">
               {runsOn || "—"}
             </span>
             <span className="text-xs text-slate-600 dark:text-slate-400" title="cost" data-testid="task-row-cost">
