@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -694,22 +696,44 @@ func waitClosed(t *testing.T, gone <-chan struct{}) {
 	}
 }
 
-func TestConnectionRefused(t *testing.T) {
-	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// refusedAddr is an address on which connections are refused: a port
+// this test holds bound but never listens on. A port merely closed after
+// a Listen can be handed at once to another process's listener (the suite
+// runs many test servers beside this one), one that may accept and never
+// answer: the suite once waited minutes on it.
+func refusedAddr(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := "http://" + ln.Addr().String() + "/v1"
-	ln.Close()
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
+}
+
+func TestConnectionRefused(t *testing.T) {
+	t.Parallel()
+	base := "http://" + refusedAddr(t) + "/v1"
 	eachAPI(t, func(t *testing.T, api string) {
 		p := newProvider(t, base, api)
-		r := stream(t, t.Context(), p, hello())
+		// Bounded: a refused connection answers at once, and a server
+		// that accepted and never answered would be waited for up to
+		// llm.ResponseHeaderTimeout (10 min).
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		r := stream(t, ctx, p, hello())
 		e, ok := errors.AsType[*llm.Error](r.Err)
 		if !ok || e.Kind != llm.KindNetwork || !e.Retryable() || !strings.Contains(e.Message, base) {
 			t.Errorf("error = %v", r.Err)
 		}
-		if _, err := p.ListModels(t.Context()); llm.KindOf(err) != llm.KindNetwork {
+		if _, err := p.ListModels(ctx); llm.KindOf(err) != llm.KindNetwork {
 			t.Errorf("ListModels error = %v", err)
 		}
 	})
