@@ -378,6 +378,22 @@ if [ "$status" -ne 0 ]; then
     /^[ ]*--- (PASS|SKIP): / { delete_name = $3; for (i = 1; i <= cnt[delete_name]; i++) delete buf[delete_name, i]; cnt[delete_name] = 0; next }
     cur != "" { buf[cur, ++cnt[cur]] = $0 }
   ' "$log" || true
+  # A package that failed with no failing test (a panic outside a test, a
+  # timeout's or a signal's goroutine dump): its output, at most its last
+  # 200 lines (go test prints each package's output in one piece).
+  awk '
+    /^(ok|\?)[ \t]/ { n = 0; hadfail = 0; next }
+    /^FAIL[ \t]/ {
+      if (!hadfail) {
+        print "----- package " $2 " (no failing test: a panic, a timeout or a signal)"
+        from = (n > 200) ? n - 200 : 0
+        for (i = from + 1; i <= n; i++) print buf[i]
+      }
+      n = 0; hadfail = 0; next
+    }
+    /^[ ]*--- FAIL: / { hadfail = 1 }
+    { buf[++n] = $0 }
+  ' "$log" || true
   echo "go test failed (exit $status); last lines:"; tail -50 "$log"
   echo "go test: $passed passed, $failed failed, $skipped skipped"
   exit "$status"
