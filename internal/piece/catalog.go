@@ -183,6 +183,12 @@ func (c *Catalog) addFS(ctx context.Context, byName map[string]int, fsys fs.FS, 
 // loadFile reads and parses one piece file and checks that it declares the
 // name its file name promises.
 func loadFile(fsys fs.FS, name, source, stem string) (*Piece, []byte, error) {
+	// Only a regular file is read: a FIFO named like a piece (in your own
+	// piece directory) hung every load that read it. The project's
+	// directory is read with ReadPieceFile, which opens without blocking.
+	if fi, err := fs.Stat(fsys, name); err == nil && !fi.Mode().IsRegular() {
+		return nil, nil, fmt.Errorf("reading piece file %s: not a regular file", source)
+	}
 	data, err := fs.ReadFile(fsys, name)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading piece file %s: %w", source, err)

@@ -263,30 +263,40 @@ func TestReadPieceFile(t *testing.T) {
 // can make one with its shell) does not hang the catalog: it is listed as
 // a problem and the rest loads.
 func TestLoadGuardedFIFO(t *testing.T) {
-	root := t.TempDir()
-	project := filepath.Join(root, "ws", ".maestro", "pieces")
-	writeFiles(t, project, map[string]string{"notes.yaml": pieceYAML("notes", "harmless")})
-	if err := syscall.Mkfifo(filepath.Join(project, "general.yaml"), 0o600); err != nil {
-		t.Skip("no FIFO:", err)
-	}
-	builtin := fstest.MapFS{"general.yaml": {Data: []byte(pieceYAML("general", "builtin"))}}
-	done := make(chan error, 1)
-	var c *Catalog
-	go func() {
-		var err error
-		c, err = LoadGuarded(context.Background(), builtin, Guard{Dir: project}, project)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the catalog load hangs on a FIFO in the project's piece directory")
-	}
-	if _, ok := c.Get("notes"); !ok || len(c.Problems()) != 1 || !strings.Contains(c.Problems()[0].Error(), "not a regular file") {
-		t.Errorf("notes loaded %v, problems %v", ok, c.Problems())
+	for _, tc := range []struct {
+		name    string
+		guarded bool
+	}{{"the project's directory", true}, {"your own directory", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "pieces")
+			writeFiles(t, dir, map[string]string{"notes.yaml": pieceYAML("notes", "harmless")})
+			if err := syscall.Mkfifo(filepath.Join(dir, "general.yaml"), 0o600); err != nil {
+				t.Skip("no FIFO:", err)
+			}
+			builtin := fstest.MapFS{"general.yaml": {Data: []byte(pieceYAML("general", "builtin"))}}
+			var guard Guard
+			if tc.guarded {
+				guard.Dir = dir
+			}
+			done := make(chan error, 1)
+			var c *Catalog
+			go func() {
+				var err error
+				c, err = LoadGuarded(context.Background(), builtin, guard, dir)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the catalog load hangs on a FIFO in a piece directory")
+			}
+			if _, ok := c.Get("notes"); !ok || len(c.Problems()) != 1 || !strings.Contains(c.Problems()[0].Error(), "not a regular file") {
+				t.Errorf("notes loaded %v, problems %v", ok, c.Problems())
+			}
+		})
 	}
 }
 
