@@ -35,7 +35,7 @@ func SameOriginRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= 10 {
 		return errors.New("stopped after 10 redirects")
 	}
-	if from := via[0].URL; !sameOrigin(req.URL, from) {
+	if from := via[0].URL; !SameOrigin(req.URL, from) {
 		return fmt.Errorf("refused a redirect from %s to %s: a model API's credentials go only to its base URL's origin", origin(from), origin(req.URL))
 	}
 	return nil
@@ -44,9 +44,9 @@ func SameOriginRedirect(req *http.Request, via []*http.Request) error {
 // origin is u's scheme://host[:port].
 func origin(u *url.URL) string { return u.Scheme + "://" + u.Host }
 
-// sameOrigin reports whether a and b have the same scheme, host and port
-// (default ports implied).
-func sameOrigin(a, b *url.URL) bool {
+// SameOrigin reports whether a and b have the same scheme, host and port
+// (default ports implied): where a credential meant for a may be sent.
+func SameOrigin(a, b *url.URL) bool {
 	port := func(u *url.URL) string {
 		if p := u.Port(); p != "" {
 			return p

@@ -30,7 +30,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -441,7 +440,7 @@ type headerTransport struct {
 }
 
 func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if !sameOrigin(r.URL, t.origin) {
+	if !llm.SameOrigin(r.URL, t.origin) {
 		return t.base.RoundTrip(r)
 	}
 	r = r.Clone(r.Context())
@@ -449,21 +448,6 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header[k] = v
 	}
 	return t.base.RoundTrip(r)
-}
-
-// sameOrigin reports whether a and b have the same scheme, host and port
-// (default ports implied).
-func sameOrigin(a, b *url.URL) bool {
-	port := func(u *url.URL) string {
-		if p := u.Port(); p != "" {
-			return p
-		}
-		if strings.EqualFold(u.Scheme, "https") {
-			return "443"
-		}
-		return "80"
-	}
-	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
 }
 
 // capped writes up to left bytes to w, then discards the rest (a server
