@@ -48,6 +48,27 @@ func claimStart(t *testing.T, st store.Store) store.Lease {
 	return l
 }
 
+// runningJob queues a task on the piece noop, claims and starts its job,
+// and appends frames to its log as the runner's protocol events.
+func runningJob(t *testing.T, st store.Store, frames ...string) store.Lease {
+	t.Helper()
+	if _, _, err := st.CreateTask(t.Context(), store.NewTask{Owner: "alice", Title: "t", Piece: "noop"}); err != nil {
+		t.Fatal(err)
+	}
+	l := claimStart(t, st)
+	if len(frames) == 0 {
+		return l
+	}
+	evs := make([]store.NewJobEvent, len(frames))
+	for i, f := range frames {
+		evs[i] = store.NewJobEvent{Type: store.JobEventProtocol, Data: json.RawMessage(f)}
+	}
+	if _, err := st.AppendJobEvents(t.Context(), l, evs); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // A queued job's lifecycle and its agent's tool calls are published with
 // the task's correlation (submitter, payload metadata), not the
 // process's.
@@ -253,10 +274,7 @@ func TestJobFollowerNATSRestartLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	if _, _, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "t", Piece: "noop"}); err != nil {
-		t.Fatal(err)
-	}
-	l := claimStart(t, st)
+	l := runningJob(t, st)
 	go b.FollowJobs(ctx, st, filepath.Join(t.TempDir(), "jobs.json"), time.Hour)
 	const perPhase = 40
 	call := 0
@@ -298,17 +316,11 @@ func TestJobFollowerNATSRestartLosesNothing(t *testing.T) {
 func TestJobFollowerRecallsCallsBeforeItsCursor(t *testing.T) {
 	ctx := t.Context()
 	srv, b, st := jobBus(t, eventbus.Correlation{})
-	if _, _, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "t", Piece: "noop"}); err != nil {
-		t.Fatal(err)
-	}
-	l := claimStart(t, st)
-	if _, err := st.AppendJobEvents(ctx, l, []store.NewJobEvent{
-		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_call","call_id":"c1","tool":"Bash","args":{},"requires_approval":false}`)},
-		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_call","call_id":"c2","tool":"Read","args":{},"requires_approval":false}`)},
-		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_end","call_id":"c2","success":true}`)},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	l := runningJob(t, st,
+		`{"type":"tool_call","call_id":"c1","tool":"Bash","args":{},"requires_approval":false}`,
+		`{"type":"tool_call","call_id":"c2","tool":"Read","args":{},"requires_approval":false}`,
+		`{"type":"tool_end","call_id":"c2","success":true}`,
+	)
 	stateFile := filepath.Join(t.TempDir(), "jobs.json")
 	first, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -358,10 +370,7 @@ func (c *countingReads) ReadJobEvents(ctx context.Context, jobID, after int64, l
 func TestJobFollowerReadsTheLogOnce(t *testing.T) {
 	ctx := t.Context()
 	srv, b, st := jobBus(t, eventbus.Correlation{})
-	if _, _, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "t", Piece: "noop"}); err != nil {
-		t.Fatal(err)
-	}
-	l := claimStart(t, st)
+	l := runningJob(t, st)
 	const calls = 100
 	var evs []store.NewJobEvent
 	for i := range calls {
@@ -517,17 +526,11 @@ func TestJobEventsNameThePieceOnceKnown(t *testing.T) {
 func TestCancelledJobEndsItsCallsInFlight(t *testing.T) {
 	ctx := t.Context()
 	srv, b, st := jobBus(t, eventbus.Correlation{})
-	if _, _, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "t", Piece: "noop"}); err != nil {
-		t.Fatal(err)
-	}
-	l := claimStart(t, st)
-	if _, err := st.AppendJobEvents(ctx, l, []store.NewJobEvent{
-		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_call","call_id":"c1","tool":"Read","args":{},"requires_approval":false}`)},
-		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_end","call_id":"c1","success":true}`)},
-		{Type: store.JobEventProtocol, Data: json.RawMessage(`{"type":"tool_call","call_id":"c2","tool":"Bash","args":{},"requires_approval":false}`)},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	l := runningJob(t, st,
+		`{"type":"tool_call","call_id":"c1","tool":"Read","args":{},"requires_approval":false}`,
+		`{"type":"tool_end","call_id":"c1","success":true}`,
+		`{"type":"tool_call","call_id":"c2","tool":"Bash","args":{},"requires_approval":false}`,
+	)
 	stateFile := filepath.Join(t.TempDir(), "jobs.json")
 	fctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
