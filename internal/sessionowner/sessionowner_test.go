@@ -46,9 +46,9 @@ func (s *serve) proxied() []http.Header {
 	return append([]http.Header(nil), s.seen...)
 }
 
-// newServe starts a serve named instance on st; the cluster's clock is
-// clock.
-func newServe(t testing.TB, st store.LiveSessions, instance string, proxy bool, clock *storetest.Clock) *serve {
+// replaySessions returns what makes a session of the scripted replay
+// scenario in a fresh workspace, each with its own log.
+func replaySessions(t testing.TB) func() (runtime.Config, *session.Session, error) {
 	t.Helper()
 	v := prototest.Validator(t)
 	root, err := workspace.Open(t.TempDir())
@@ -59,6 +59,16 @@ func newServe(t testing.TB, st store.LiveSessions, instance string, proxy bool, 
 	tools := transporttest.Tools(t, root)
 	logs := session.NewStore(t.TempDir())
 	scen := transporttest.Scenario(t, "")
+	return func() (runtime.Config, *session.Session, error) {
+		return transporttest.Session(logs, root, replay.New(scen), tools, v)
+	}
+}
+
+// newServe starts a serve named instance on st; the cluster's clock is
+// clock.
+func newServe(t testing.TB, st store.LiveSessions, instance string, proxy bool, clock *storetest.Clock) *serve {
+	t.Helper()
+	newSession := replaySessions(t)
 	var mu sync.Mutex
 	var opened []*session.Session
 	t.Cleanup(func() {
@@ -69,7 +79,7 @@ func newServe(t testing.TB, st store.LiveSessions, instance string, proxy bool, 
 		}
 	})
 	local := httpattach.NewSessionMap(func(_ context.Context, req httpattach.CreateRequest) (*runtime.Runtime, string, error) {
-		cfg, sess, err := transporttest.Session(logs, root, replay.New(scen), tools, v)
+		cfg, sess, err := newSession()
 		if err != nil {
 			return nil, "", err
 		}
@@ -84,6 +94,7 @@ func newServe(t testing.TB, st store.LiveSessions, instance string, proxy bool, 
 	s := &serve{}
 	srv := httptest.NewUnstartedServer(nil)
 	s.url = "http://" + srv.Listener.Addr().String()
+	var err error
 	s.c, err = sessionowner.New(sessionowner.Config{
 		Store: st, Local: local, Instance: instance, Address: s.url, Proxy: proxy,
 		StaleAfter: 30 * time.Second, Now: clock.Now,
@@ -471,15 +482,7 @@ func TestEndPreviousRefusesANameInUse(t *testing.T) {
 // owner, and never when the session is kept.
 func TestRefusedSessionRunsItsMakersUndo(t *testing.T) {
 	t.Parallel()
-	v := prototest.Validator(t)
-	root, err := workspace.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
-	tools := transporttest.Tools(t, root)
-	logs := session.NewStore(t.TempDir())
-	scen := transporttest.Scenario(t, "")
+	newSession := replaySessions(t)
 	st := sqlitetest.Open(t, sqlite.Options{})
 	for _, tc := range []struct {
 		name  string
@@ -491,7 +494,7 @@ func TestRefusedSessionRunsItsMakersUndo(t *testing.T) {
 	} {
 		var undone string
 		local := httpattach.NewSessionMap(func(_ context.Context, req httpattach.CreateRequest) (*runtime.Runtime, string, error) {
-			cfg, sess, err := transporttest.Session(logs, root, replay.New(scen), tools, v)
+			cfg, sess, err := newSession()
 			if err != nil {
 				return nil, "", err
 			}
