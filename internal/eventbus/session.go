@@ -69,6 +69,10 @@ type sessionState struct {
 	// (the directory's name): the id the caller gave in meta.ID, e.g. a
 	// hosted runner's session id, which a restored runner continues.
 	SessionID string `json:"session_id,omitempty"`
+	// NoReady: the log has no ready record (a piece run's subtask's,
+	// NoReady): the session's started event goes out with its first
+	// record, from its metadata.
+	NoReady bool `json:"no_ready,omitempty"`
 }
 
 // closeMark asks for the closed event of a session closed at Cursor.
@@ -100,6 +104,8 @@ type Follower struct {
 	// catchUp, when set, is a session store caught up (Bus.CatchUp)
 	// before the session is published (AfterCatchUp).
 	catchUp string
+	// noReady: the log has no ready record (NoReady).
+	noReady bool
 }
 
 // idAt is the base of the ids of the events of the record at cursor:
@@ -128,6 +134,17 @@ type FollowOption func(*Follower)
 // started or resumed.
 func AfterCatchUp(storeDir string) FollowOption {
 	return func(f *Follower) { f.catchUp = storeDir }
+}
+
+// NoReady follows a session whose log has no ready record (a piece
+// run's subtask, whose log the engine writes): its started event is
+// published with its first record, from the session's metadata (model,
+// provider, executor type), so a consumer sees it start, and, should
+// its process die, the next process closes it (publishEnded) as it does
+// any session's. Without it such a session published tool calls and a
+// closed event but never started.
+func NoReady() FollowOption {
+	return func(f *Follower) { f.noReady = true }
 }
 
 // FollowSession starts publishing the log of the session in dir (its
@@ -165,6 +182,11 @@ func (b *Bus) follow(f *Follower, opts []FollowOption) *Follower {
 			if err := b.CatchUp(b.ctx, f.catchUp); err != nil && b.ctx.Err() == nil {
 				b.log.Warn("event bus: catch up on the session logs before following a session", "dir", f.catchUp, "session", meta.ID, "err", err)
 			}
+		}
+		// A resumed piece session's earlier runs may have subtasks a
+		// dead process left open: closed before this session's resume.
+		if err := b.catchUpSubtasks(b.ctx, dir); err != nil && b.ctx.Err() == nil {
+			b.log.Warn("event bus: catch up on the session's subtask logs", "session", meta.ID, "err", err)
 		}
 		if err := f.run(b.ctx, true); err != nil && !errors.Is(err, context.Canceled) {
 			b.log.Warn("event bus: follow session log", "session", meta.ID, "err", err)
@@ -228,6 +250,7 @@ func (f *Follower) run(ctx context.Context, follow bool) error {
 		if f.id != filepath.Base(f.dir) {
 			st.SessionID = f.id // not the log's (a hosted runner's)
 		}
+		st.NoReady = f.noReady
 		if f.restored {
 			// The restored log holds the suspended session's records up
 			// to f.from, its ready included: the resume is published
@@ -441,7 +464,9 @@ func (f *Follower) pass(ctx context.Context, st *sessionState, stPath string, lr
 		cursor, mapped, skimmed := skimRecord(line)
 		rec = logRecord{}
 		switch {
-		case skimmed && (!mapped || cursor <= st.Cursor):
+		case skimmed && (cursor <= st.Cursor || !mapped && (st.Started || !st.NoReady)):
+			// (A log without a ready starts with its first record: that
+			// record's time is read.)
 			rec.Cursor = cursor
 		case skimmed && decodeMapped(line, &rec):
 		default:
@@ -665,11 +690,20 @@ func closeReason(r string) string {
 // session.resumed; tool and approval events as toolEvents says. Their
 // ids are idAt(cursor).<i>.
 func (f *Follower) sessionEvents(rec logRecord, st *sessionState) []Event {
+	idBase := f.idAt(rec.Cursor)
+	if st.NoReady && !st.Started {
+		// A log without a ready (NoReady): the session starts with its
+		// first record, whatever it is.
+		st.Started, st.Open = true, true
+		started := Event{ID: idBase + ".started", Type: TypeSessionStarted, Time: rec.Time, Data: f.sessionData("started", map[string]any{
+			"model": f.meta.Model, "provider": f.meta.Provider, "executor_type": f.meta.ExecutorType,
+		})}
+		return append([]Event{started}, f.sessionEvents(rec, st)...)
+	}
 	if rec.Kind != session.KindEvent {
 		return nil
 	}
 	fr := rec.Event
-	idBase := f.idAt(rec.Cursor)
 	if fr.Type == protocol.TypeReady {
 		typ, state := TypeSessionStarted, "started"
 		if st.Started {
@@ -700,9 +734,16 @@ func (f *Follower) sessionData(state string, more map[string]any) map[string]any
 // was followed before) or a close mark that no process has open now
 // (an open session is its process's to publish) and that this process
 // does not follow, and the closed event of a session left open on the
-// bus by a process that died (publishEnded). It returns when they are
-// published or ctx ends.
+// bus by a process that died (publishEnded); a piece session's subtask
+// logs first (catchUpSubtasks). It returns when they are published or
+// ctx ends.
 func (b *Bus) CatchUp(ctx context.Context, storeDir string) error {
+	return b.catchUpStore(ctx, storeDir, true)
+}
+
+// catchUpStore catches up on the sessions of the store in storeDir, as
+// CatchUp; with subtasks, on their subtask logs too.
+func (b *Bus) catchUpStore(ctx context.Context, storeDir string, subtasks bool) error {
 	metas, err := session.NewStore(storeDir).List()
 	if err != nil {
 		return fmt.Errorf("list sessions to catch up: %w", err)
@@ -712,11 +753,50 @@ func (b *Bus) CatchUp(ctx context.Context, storeDir string) error {
 		if !pending(dir) || inUse(dir) || !b.claim(dir) {
 			continue
 		}
+		if subtasks {
+			// The subtasks' closed events come before their parent's, as
+			// when the run ends.
+			if err := b.catchUpSubtasks(ctx, dir); err != nil {
+				b.release(dir)
+				return err
+			}
+		}
 		f := &Follower{b: b, dir: dir, meta: meta, id: meta.ID, closeC: make(chan struct{}), done: make(chan struct{})}
 		err := f.run(ctx, false)
 		b.release(dir)
 		if err != nil {
 			return fmt.Errorf("catch up session %s: %w", meta.ID, err)
+		}
+	}
+	return nil
+}
+
+// catchUpSubtasks catches up (CatchUp) on the session logs of the
+// subtasks of the piece runs of the session in dir, which live in its
+// run directories (internal/engine's layout:
+// <dir>/runs/<n>/subtasks/<NN-name>/logs/<session id>/; a subtask spawns
+// none): a process that died mid-run left them open on the bus, and no
+// session store lists them. It is called for a session that is pending
+// (CatchUp) or followed (a resume), so a killed piece run's subtasks are
+// closed by the process that closes or resumes their parent.
+func (b *Bus) catchUpSubtasks(ctx context.Context, dir string) error {
+	runs, err := os.ReadDir(filepath.Join(dir, "runs"))
+	if err != nil {
+		return nil // a plain session (or none readable): no subtask
+	}
+	for _, run := range runs {
+		subs, err := os.ReadDir(filepath.Join(dir, "runs", run.Name(), "subtasks"))
+		if err != nil || !run.IsDir() {
+			continue
+		}
+		for _, sub := range subs {
+			if !sub.IsDir() {
+				continue // its result file (NN-name.md)
+			}
+			logs := filepath.Join(dir, "runs", run.Name(), "subtasks", sub.Name(), "logs")
+			if err := b.catchUpStore(ctx, logs, false); err != nil {
+				return fmt.Errorf("subtask logs of %s: %w", filepath.Base(dir), err)
+			}
 		}
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/eventbus"
 	"github.com/maestro-run/maestro/internal/eventbus/bustest"
+	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/session"
 )
@@ -506,5 +507,98 @@ func TestSessionIDOnTheBusIsTheCallers(t *testing.T) {
 			(strings.HasPrefix(m.Event.Type(), "maestro.sessions.") && d.SessionID != "mrs_sess") {
 			t.Errorf("%s %s: session_id %q, extension %v; want mrs_sess", m.Event.Type(), m.Event.ID(), d.SessionID, m.Event.Extensions()["maestrosessionid"])
 		}
+	}
+}
+
+// A piece run's subtask has its own session log in the run directory
+// (<session dir>/runs/<n>/subtasks/<NN-name>/logs/<id>/), with no ready
+// record. Followed with NoReady (host.FollowSession, the piece run's
+// FollowLog), it starts on the bus with its first record. When the
+// process dies mid-run (SIGKILL), the process that closes the parent
+// session (catching up, or resuming it) first closes the subtask too:
+// its call in flight CANCELLED, closed ERROR at its last record; and
+// only once. Before, the subtask never published started, and it stayed
+// open on the bus for ever (no process read run directories).
+func TestKilledPieceRunClosesItsSubtasks(t *testing.T) {
+	for _, resume := range []bool{false, true} {
+		t.Run(fmt.Sprint("resume=", resume), func(t *testing.T) {
+			srv := bustest.Start(t)
+			srv.CreateStream()
+			dir := t.TempDir()
+			store := session.NewStore(dir)
+			parent, err := store.Create(session.Meta{Provider: "replay", Model: "demo"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := newBus(t, srv, eventbus.Correlation{}, false)
+			b.FollowSession(parent.Dir(), parent.Meta())
+			parent.Event(protocol.Ready{ProtocolVersion: "2026-04-02", SessionID: ptr(parent.ID())})
+			srv.Wait(1)
+			sub, err := session.NewStore(filepath.Join(parent.Dir(), "runs", "1", "subtasks", "01-alpha", "logs")).
+				Create(session.Meta{Provider: "replay", Model: "leaf", ExecutorType: protocol.ExecutorReplay})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.FollowSession(sub.Dir(), sub.Meta(), eventbus.NoReady())
+			sub.Message(llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Type: llm.PartText, Text: "# Task"}}})
+			toolTurn(sub, "c1", "Read", true, "")
+			sub.Event(protocol.ToolCall{CallID: "c2", Tool: "Bash", Args: json.RawMessage(`{}`)}) // in flight
+			live := srv.Wait(5)
+			want := []string{eventbus.TypeSessionStarted, eventbus.TypeSessionStarted, eventbus.TypeToolCallAttempted,
+				eventbus.TypeToolCallCompleted, eventbus.TypeToolCallAttempted}
+			if got := types(live); !slices.Equal(got, want) {
+				t.Fatalf("published while the run ran:\n got %q\nwant %q", got, want)
+			}
+			started := live[1].Event
+			var d map[string]any
+			json.Unmarshal(started.Data(), &d)
+			if started.ID() != sub.ID()+".1.started" || d["session_id"] != sub.ID() || d["model"] != "leaf" || d["executor_type"] != "replay" {
+				t.Errorf("the subtask's started: id %s, data %v", started.ID(), d)
+			}
+			crash(t, sub)
+			crash(t, parent)
+			b.Close() // the process is gone
+
+			next := newBus(t, srv, eventbus.Correlation{}, false)
+			if resume {
+				parent, err = store.Open(parent.ID())
+				if err != nil {
+					t.Fatal(err)
+				}
+				f := next.FollowSession(parent.Dir(), parent.Meta())
+				parent.Event(protocol.Ready{ProtocolVersion: "2026-04-02", SessionID: ptr(parent.ID())})
+				if err := parent.Close(); err != nil {
+					t.Fatal(err)
+				}
+				f.Close(parent.Cursor(), "completed")
+			}
+			for range 2 { // nothing twice
+				if err := next.CatchUp(t.Context(), dir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want = []string{eventbus.TypeToolCallCompleted, eventbus.TypeSessionClosed, eventbus.TypeSessionClosed}
+			if resume {
+				want = append(want, eventbus.TypeSessionResumed, eventbus.TypeSessionClosed)
+			}
+			msgs := srv.Wait(5 + len(want))
+			if got := types(msgs[5:]); !slices.Equal(got, want) {
+				t.Fatalf("published by the next process:\n got %q\nwant %q", got, want)
+			}
+			if n := len(srv.Messages()); n != 5+len(want) {
+				t.Errorf("%d events, want %d", n, 5+len(want))
+			}
+			clear(d)
+			json.Unmarshal(msgs[5].Event.Data(), &d)
+			if msgs[5].Event.ID() != sub.ID()+".5.ended.c2" || d["tool_call_id"] != "c2" || d["status"] != "MAESTRO_TOOL_CALL_STATUS_CANCELLED" {
+				t.Errorf("the subtask's call in flight ended %s %v, want c2 CANCELLED", msgs[5].Event.ID(), d)
+			}
+			for i, id := range []string{sub.ID(), parent.ID()} {
+				m := msgs[6+i]
+				if got := m.Event.Extensions()["maestrosessionid"]; got != id || closeReason(t, m) != "MAESTRO_CLOSE_REASON_ERROR" {
+					t.Errorf("closed %s of session %v, %s; want session %s closed ERROR", m.Event.ID(), got, closeReason(t, m), id)
+				}
+			}
+		})
 	}
 }
