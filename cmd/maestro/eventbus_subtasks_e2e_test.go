@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/eventbus"
 	"github.com/maestro-run/maestro/internal/eventbus/bustest"
 	"github.com/maestro-run/maestro/internal/proctest"
 )
@@ -84,13 +86,10 @@ subtasks:
           - {kind: tool_call, tool: complete, input: {status: success, result: "slept"}}
 `
 
-// A piece run SIGKILLed while its subtask runs a command: the subtask
-// session started on the bus (its log has no ready), and the process
-// that resumes the run closes it (call in flight CANCELLED, closed
-// ERROR) before the parent's closed ERROR and resumed. Before, the
-// subtask never published started and stayed open on the bus for ever.
-func TestEventBusKilledPieceRunClosesItsSubtask(t *testing.T) {
-	t.Parallel()
+// startSubtaskRun starts maestro run --piece fanout on the bus and
+// returns once its subtask's Bash call runs.
+func startSubtaskRun(t *testing.T) (context.Context, *bustest.Server, string, []string, *exec.Cmd, *proctest.Buffer) {
+	t.Helper()
 	ctx, srv, _, home := busSetup(t, 120*time.Second)
 	srv.CreateStream()
 	dir := t.TempDir()
@@ -107,16 +106,25 @@ func TestEventBusKilledPieceRunClosesItsSubtask(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := busEnv(t, home, srv.URL())
-	ws := t.TempDir()
-	cmd := exec.CommandContext(ctx, binary, "run", "--workspace", ws, "--sandbox", "off", "--replay", scenario, "--piece", "fanout", "go")
+	cmd := exec.CommandContext(ctx, binary, "run", "--workspace", t.TempDir(), "--sandbox", "off", "--replay", scenario, "--piece", "fanout", "go")
 	cmd.Env = env
 	stderr := &proctest.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// The subtask's Bash call is running.
 	srv.WaitFor(func(m bustest.Message) bool { return strings.Contains(string(m.Event.Data()), `"tool_name":"Bash"`) })
+	return ctx, srv, home, env, cmd, stderr
+}
+
+// A piece run SIGKILLed while its subtask runs a command: the subtask
+// session started on the bus (its log has no ready), and the process
+// that resumes the run closes it (call in flight CANCELLED, closed
+// ERROR) before the parent's closed ERROR and resumed. Before, the
+// subtask never published started and stayed open on the bus for ever.
+func TestEventBusKilledPieceRunClosesItsSubtask(t *testing.T) {
+	t.Parallel()
+	ctx, srv, home, env, cmd, stderr := startSubtaskRun(t)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	dirs := sessionDirs(t, home)
@@ -173,5 +181,47 @@ func TestEventBusKilledPieceRunClosesItsSubtask(t *testing.T) {
 	}
 	if len(order) != 3 || order[0] == parent || order[1] != parent {
 		t.Errorf("closed events of %v, want the subtask's before the parent's (%s)", order, parent)
+	}
+}
+
+// Ctrl-C (SIGINT) while the piece run waits for its subtask: exit 130,
+// and on the bus the subtask and the parent both close USER_STOPPED.
+// Before, the parent closed COMPLETED: no agent turn was running, so no
+// error event said the run was interrupted.
+func TestEventBusInterruptedPieceRunClosesUserStopped(t *testing.T) {
+	t.Parallel()
+	_, srv, home, _, cmd, stderr := startSubtaskRun(t)
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Fatalf("exit %d (%v), want 130\n%s", code, err, stderr)
+	}
+	dirs := sessionDirs(t, home)
+	if len(dirs) != 1 {
+		t.Fatalf("sessions: %v", dirs)
+	}
+	parent := filepath.Base(dirs[0])
+	msgs := srv.WaitFor(func(m bustest.Message) bool {
+		return strings.HasPrefix(m.Event.ID(), parent+".") && m.Event.Type() == eventbus.TypeSessionClosed
+	})
+	closed := map[string]string{}
+	for _, m := range msgs {
+		if m.Event.Type() != eventbus.TypeSessionClosed {
+			continue
+		}
+		var d struct {
+			Reason string `json:"close_reason"`
+		}
+		json.Unmarshal(m.Event.Data(), &d)
+		id, _, _ := strings.Cut(m.Event.ID(), ".")
+		closed[id] = d.Reason
+	}
+	if len(closed) != 2 {
+		t.Fatalf("closed sessions %v, want the parent %s and its subtask", closed, parent)
+	}
+	for id, reason := range closed {
+		if reason != "MAESTRO_CLOSE_REASON_USER_STOPPED" {
+			t.Errorf("session %s (parent %s) closed %s, want MAESTRO_CLOSE_REASON_USER_STOPPED", id, parent, reason)
+		}
 	}
 }
