@@ -748,6 +748,9 @@ func (b *Bus) catchUpStore(ctx context.Context, storeDir string, subtasks bool) 
 	if err != nil {
 		return fmt.Errorf("list sessions to catch up: %w", err)
 	}
+	// A session that cannot be published (a corrupt record) is reported
+	// and skipped: the others are still caught up.
+	var errs []error
 	for _, meta := range metas {
 		dir := filepath.Join(storeDir, meta.ID)
 		if !pending(dir) || inUse(dir) || !b.claim(dir) {
@@ -757,18 +760,21 @@ func (b *Bus) catchUpStore(ctx context.Context, storeDir string, subtasks bool) 
 			// The subtasks' closed events come before their parent's, as
 			// when the run ends.
 			if err := b.catchUpSubtasks(ctx, dir); err != nil {
-				b.release(dir)
-				return err
+				errs = append(errs, err)
 			}
 		}
-		f := &Follower{b: b, dir: dir, meta: meta, id: meta.ID, closeC: make(chan struct{}), done: make(chan struct{})}
-		err := f.run(ctx, false)
+		if ctx.Err() == nil {
+			f := &Follower{b: b, dir: dir, meta: meta, id: meta.ID, closeC: make(chan struct{}), done: make(chan struct{})}
+			if err := f.run(ctx, false); err != nil {
+				errs = append(errs, fmt.Errorf("catch up session %s: %w", meta.ID, err))
+			}
+		}
 		b.release(dir)
-		if err != nil {
-			return fmt.Errorf("catch up session %s: %w", meta.ID, err)
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // catchUpSubtasks catches up (CatchUp) on the session logs of the
@@ -784,6 +790,7 @@ func (b *Bus) catchUpSubtasks(ctx context.Context, dir string) error {
 	if err != nil {
 		return nil // a plain session (or none readable): no subtask
 	}
+	var errs []error
 	for _, run := range runs {
 		subs, err := os.ReadDir(filepath.Join(dir, "runs", run.Name(), "subtasks"))
 		if err != nil || !run.IsDir() {
@@ -795,11 +802,14 @@ func (b *Bus) catchUpSubtasks(ctx context.Context, dir string) error {
 			}
 			logs := filepath.Join(dir, "runs", run.Name(), "subtasks", sub.Name(), "logs")
 			if err := b.catchUpStore(ctx, logs, false); err != nil {
-				return fmt.Errorf("subtask logs of %s: %w", filepath.Base(dir), err)
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				errs = append(errs, fmt.Errorf("subtask logs of %s: %w", filepath.Base(dir), err))
 			}
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // pending reports whether a session directory may hold unpublished

@@ -602,3 +602,50 @@ func TestKilledPieceRunClosesItsSubtasks(t *testing.T) {
 		})
 	}
 }
+
+// A session log with a corrupt record (a line that is not a record,
+// after the publish cursor) cannot be published; the catch-up reports it
+// and goes on with the other sessions. Before, it stopped at it: every
+// session listed after it (older ones) stayed unpublished, at every
+// start, for good.
+func TestCatchUpSkipsACorruptLog(t *testing.T) {
+	srv := bustest.Start(t)
+	srv.CreateStream()
+	dir := t.TempDir()
+	store := session.NewStore(dir)
+	b := newBus(t, srv, eventbus.Correlation{}, false)
+	killed, err := store.Create(session.Meta{}) // the older: listed last
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.FollowSession(killed.Dir(), killed.Meta())
+	killed.Event(protocol.Ready{ProtocolVersion: "2026-04-02", SessionID: ptr(killed.ID())})
+	srv.Wait(1)
+	crash(t, killed)
+	corrupt, err := store.Create(session.Meta{}) // the newer: listed first
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := b.FollowSession(corrupt.Dir(), corrupt.Meta())
+	corrupt.Event(protocol.Ready{ProtocolVersion: "2026-04-02", SessionID: ptr(corrupt.ID())})
+	if err := corrupt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close(corrupt.Cursor(), "completed") // started, closed
+	b.Close()
+	logFile, err := os.OpenFile(filepath.Join(corrupt.Dir(), "events.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logFile.WriteString("not a record\n")
+	logFile.Close()
+
+	err = newBus(t, srv, eventbus.Correlation{}, false).CatchUp(t.Context(), dir)
+	if err == nil || !strings.Contains(err.Error(), corrupt.ID()) {
+		t.Errorf("catch-up error %v, want one naming the corrupt session %s", err, corrupt.ID())
+	}
+	msgs := srv.Messages()
+	if n := len(msgs); n != 4 || msgs[3].Event.ID() != killed.ID()+".1.closed" {
+		t.Fatalf("published %q, want the killed session's closed last", types(msgs))
+	}
+}
