@@ -31,6 +31,9 @@ const (
 	// when the session closes, removed once the event is published.
 	closeFile = "eventbus-close.json"
 	logFile   = "events.jsonl"
+	// subtasksFile, in a piece session's directory, says that a subtask
+	// of its runs closed with events left to publish (markParent).
+	subtasksFile = "eventbus-subtasks"
 	// saveEvery is how many events a follower publishes between two
 	// saves of its cursor; a crash re-sends at most these, which
 	// JetStream drops as duplicates. Records that map to no event cost a
@@ -227,6 +230,30 @@ func (f *Follower) Close(cursor int64, reason string) {
 	case <-f.done:
 	case <-t.C:
 		f.b.log.Warn("event bus: session closed before its events were published; the next Maestro process publishes them", "session", f.meta.ID)
+	}
+	if f.noReady {
+		f.markParent()
+	}
+}
+
+// markParent records in the parent session's directory that this
+// subtask (NoReady, in the engine's layout, catchUpSubtasks) closed with
+// events left to publish (its close mark is still there), so that the
+// next process's catch-up takes up the parent's subtasks even when the
+// parent itself has nothing left to publish (pending).
+func (f *Follower) markParent() {
+	if _, err := os.Stat(filepath.Join(f.dir, closeFile)); err != nil {
+		return // published
+	}
+	parent := f.dir
+	for _, want := range []string{"logs", "", "subtasks", "", "runs"} {
+		parent = filepath.Dir(parent)
+		if want != "" && filepath.Base(parent) != want {
+			return // not a piece run's subtask
+		}
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(parent), subtasksFile), nil, 0o600); err != nil {
+		f.b.log.Warn("event bus: record the subtask's events left to publish in its parent session", "session", f.meta.ID, "err", err)
 	}
 }
 
@@ -790,7 +817,17 @@ func (b *Bus) catchUpSubtasks(ctx context.Context, dir string) error {
 	if err != nil {
 		return nil // a plain session (or none readable): no subtask
 	}
+	// The mark a subtask left (markParent) is taken first, so that one
+	// written during this pass stays; a pass that did not publish every
+	// subtask leaves one for the next.
+	mark := filepath.Join(dir, subtasksFile)
+	_ = os.Remove(mark)
 	var errs []error
+	defer func() {
+		if len(errs) > 0 || ctx.Err() != nil {
+			_ = os.WriteFile(mark, nil, 0o600)
+		}
+	}()
 	for _, run := range runs {
 		subs, err := os.ReadDir(filepath.Join(dir, "runs", run.Name(), "subtasks"))
 		if err != nil || !run.IsDir() {
@@ -803,6 +840,7 @@ func (b *Bus) catchUpSubtasks(ctx context.Context, dir string) error {
 			logs := filepath.Join(dir, "runs", run.Name(), "subtasks", sub.Name(), "logs")
 			if err := b.catchUpStore(ctx, logs, false); err != nil {
 				if ctx.Err() != nil {
+					errs = append(errs, err)
 					return ctx.Err()
 				}
 				errs = append(errs, fmt.Errorf("subtask logs of %s: %w", filepath.Base(dir), err))
@@ -814,10 +852,14 @@ func (b *Bus) catchUpSubtasks(ctx context.Context, dir string) error {
 
 // pending reports whether a session directory may hold unpublished
 // records or a closed event: it has a close mark, a publish cursor
-// behind its log, or it is open on the bus (its process may have died).
+// behind its log, or it is open on the bus (its process may have died),
+// or a subtask of its runs left events to publish (markParent).
 func pending(dir string) bool {
 	if _, err := os.Stat(filepath.Join(dir, closeFile)); err == nil {
 		return true
+	}
+	if _, err := os.Stat(filepath.Join(dir, subtasksFile)); err == nil {
+		return true // a subtask's events are left (markParent)
 	}
 	var st sessionState
 	ok, err := readJSON(filepath.Join(dir, cursorFile), &st)
