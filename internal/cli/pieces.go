@@ -552,6 +552,15 @@ func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 
 	started := time.Now()
 	out, runErr := l.Run(ctx)
+	// The session's close_reason on the event bus (docs/events.md) is the
+	// run's outcome, also when no agent turn ended in it (Ctrl-C while
+	// the run waits for its subtasks; a run the engine failed).
+	switch {
+	case errors.Is(runErr, agent.ErrCancelled) || ctx.Err() != nil || out.Status == engine.StatusCancelled:
+		pr.hs.Runtime.SetCloseReason("user_stopped")
+	case runErr != nil || out.Status == engine.StatusFailed:
+		pr.hs.Runtime.SetCloseReason("error")
+	}
 	if cerr := (*engine.ClassifyError)(nil); errors.As(runErr, &cerr) {
 		if ctx.Err() != nil {
 			return &exitError{ExitInterrupted, errors.New("interrupted")}

@@ -50,7 +50,15 @@ func isReplay(p llm.Provider) bool { return p.Name() == replay.ProviderName }
 // replaySubtasks gives the subtasks of a run on a replay scenario that
 // names their scripts (its subtasks, docs/replay.md) their models:
 // subtask n plays the scenario's n-th. Nil when p is not such a replay.
+// A wrapped replay counts (maestro run wraps its model in llm.WithRetry).
 func replaySubtasks(p llm.Provider) func(SubtaskRecord) (llm.Provider, error) {
+	for {
+		w, ok := p.(interface{ Unwrap() llm.Provider })
+		if !ok {
+			break
+		}
+		p = w.Unwrap()
+	}
 	rp, ok := p.(*replay.Provider)
 	if !ok || len(rp.Scenario().Subtasks) == 0 {
 		return nil

@@ -7,27 +7,40 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/llm/replay"
 )
 
 // TestReplayScenarioScriptsSubtasks: a replay scenario that scripts its
 // subtasks (subtasks:, docs/replay.md) offers SpawnSubTask with no
-// SubtaskProvider, and subtask n plays the n-th script.
+// SubtaskProvider, and subtask n plays the n-th script; also wrapped in
+// llm.WithRetry, as maestro run --replay gives it (SpawnSubTask was then
+// not offered: "a replay run needs a script per subtask").
 func TestReplayScenarioScriptsSubtasks(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, "fanout", func(c *Config) { c.Provider = replay.New(scriptedFanout(t)) })
-	out, err := h.start("fanout", "Count the letters.")
-	if err != nil || out.Status != StatusSucceeded {
-		t.Fatalf("outcome = %+v, %v", out, err)
-	}
-	for _, f := range []struct{ file, want string }{{"01-alpha", "alpha counted"}, {"02-beta", "beta counted"}, {"03-gamma", "gamma counted"}} {
-		data, err := os.ReadFile(filepath.Join(h.ws, "subtasks", f.file+".md"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(string(data), "- Status: succeeded") || !strings.Contains(string(data), f.want) {
-			t.Errorf("subtask %s's result lacks %q:\n%s", f.file, f.want, data)
-		}
+	for _, wrapped := range []bool{false, true} {
+		t.Run(fmt.Sprint("wrapped=", wrapped), func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, "fanout", func(c *Config) {
+				c.Provider = replay.New(scriptedFanout(t))
+				if wrapped {
+					c.Provider = llm.WithRetry(c.Provider, llm.RetryPolicy{})
+				}
+			})
+			out, err := h.start("fanout", "Count the letters.")
+			if err != nil || out.Status != StatusSucceeded {
+				t.Fatalf("outcome = %+v, %v", out, err)
+			}
+			for _, f := range []struct{ file, want string }{{"01-alpha", "alpha counted"}, {"02-beta", "beta counted"}, {"03-gamma", "gamma counted"}} {
+				data, err := os.ReadFile(filepath.Join(h.ws, "subtasks", f.file+".md"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(string(data), "- Status: succeeded") || !strings.Contains(string(data), f.want) {
+					t.Errorf("subtask %s's result lacks %q:\n%s", f.file, f.want, data)
+				}
+			}
+		})
 	}
 }
 

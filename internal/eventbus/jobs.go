@@ -296,7 +296,18 @@ func (b *Bus) recall(ctx context.Context, src JobSource, jc *jobCursor, upTo int
 // task's piece (none: the classifier picks, and the store records the
 // pick on the job once its run starts, so the job's own piece cannot
 // tell); a child job was given its subtask's, and keeps it.
+//
+// A child job (a subtask's, docs/engine.md) has neither task nor
+// metadata of its own: its events carry its parent's correlation (the
+// parent's task, submitter and metadata), so a consumer that selects a
+// tenant's or a task's events gets its subtasks' too.
 func (b *Bus) jobOrigin(ctx context.Context, src JobSource, j store.Job) (Correlation, string) {
+	if j.TaskID == 0 && j.ParentJobID != 0 {
+		if p, err := src.GetJob(ctx, j.ParentJobID); err == nil && p.ParentJobID == 0 {
+			c, _ := b.jobOrigin(ctx, src, p)
+			return c, j.Piece
+		}
+	}
 	c := JobCorrelation(j.Payload, j.TaskID, "")
 	if j.TaskID == 0 {
 		return c, j.Piece

@@ -557,3 +557,46 @@ func TestCancelledJobEndsItsCallsInFlight(t *testing.T) {
 		t.Errorf("%d events published, want %d", n, len(want))
 	}
 }
+
+// A child job (a subtask of a queued job's piece run) has no task nor
+// metadata of its own: its events carry its parent's correlation (the
+// task, its submitter, the payload's metadata). Before, they carried
+// none, so a consumer selecting a tenant's (organizationid) or a task's
+// events lost every subtask's.
+func TestChildJobEventsCarryTheParentsCorrelation(t *testing.T) {
+	ctx := t.Context()
+	srv, b, st := jobBus(t, eventbus.Correlation{OrganizationID: "process-org"})
+	_, parent, err := st.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "t", Piece: "noop",
+		Payload: json.RawMessage(`{"metadata":{"organization_id":"org_j","workspace_id":"ws_j","agent_run_id":"run_j"}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimStart(t, st)
+	child, err := st.Enqueue(ctx, store.NewJob{ParentJobID: parent.ID, Piece: "noop", Payload: json.RawMessage(`{"task":"part"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go b.FollowJobs(ctx, st, filepath.Join(t.TempDir(), "jobs.json"), 10*time.Millisecond)
+	msgs := srv.Wait(3) // the parent queued and started, the child queued
+	var got int
+	for _, m := range msgs {
+		var d struct {
+			JobID int64 `json:"job_id"`
+		}
+		json.Unmarshal(m.Event.Data(), &d)
+		if d.JobID != child.ID {
+			continue
+		}
+		got++
+		ext := m.Event.Extensions()
+		for k, v := range map[string]string{"organizationid": "org_j", "workspaceid": "ws_j", "agentrunid": "run_j",
+			"userid": "alice", "taskid": fmt.Sprint(parent.TaskID)} {
+			if fmt.Sprint(ext[k]) != v {
+				t.Errorf("child job's %s: extension %s = %v, want %q", m.Event.Type(), k, ext[k], v)
+			}
+		}
+	}
+	if got != 1 {
+		t.Errorf("%d events of the child job, want its queued", got)
+	}
+}

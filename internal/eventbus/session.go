@@ -31,6 +31,9 @@ const (
 	// when the session closes, removed once the event is published.
 	closeFile = "eventbus-close.json"
 	logFile   = "events.jsonl"
+	// subtasksFile, in a piece session's directory, says that a subtask
+	// of its runs closed with events left to publish (markParent).
+	subtasksFile = "eventbus-subtasks"
 	// saveEvery is how many events a follower publishes between two
 	// saves of its cursor; a crash re-sends at most these, which
 	// JetStream drops as duplicates. Records that map to no event cost a
@@ -69,6 +72,10 @@ type sessionState struct {
 	// (the directory's name): the id the caller gave in meta.ID, e.g. a
 	// hosted runner's session id, which a restored runner continues.
 	SessionID string `json:"session_id,omitempty"`
+	// NoReady: the log has no ready record (a piece run's subtask's,
+	// NoReady): the session's started event goes out with its first
+	// record, from its metadata.
+	NoReady bool `json:"no_ready,omitempty"`
 }
 
 // closeMark asks for the closed event of a session closed at Cursor.
@@ -100,6 +107,8 @@ type Follower struct {
 	// catchUp, when set, is a session store caught up (Bus.CatchUp)
 	// before the session is published (AfterCatchUp).
 	catchUp string
+	// noReady: the log has no ready record (NoReady).
+	noReady bool
 }
 
 // idAt is the base of the ids of the events of the record at cursor:
@@ -128,6 +137,17 @@ type FollowOption func(*Follower)
 // started or resumed.
 func AfterCatchUp(storeDir string) FollowOption {
 	return func(f *Follower) { f.catchUp = storeDir }
+}
+
+// NoReady follows a session whose log has no ready record (a piece
+// run's subtask, whose log the engine writes): its started event is
+// published with its first record, from the session's metadata (model,
+// provider, executor type), so a consumer sees it start, and, should
+// its process die, the next process closes it (publishEnded) as it does
+// any session's. Without it such a session published tool calls and a
+// closed event but never started.
+func NoReady() FollowOption {
+	return func(f *Follower) { f.noReady = true }
 }
 
 // FollowSession starts publishing the log of the session in dir (its
@@ -165,6 +185,11 @@ func (b *Bus) follow(f *Follower, opts []FollowOption) *Follower {
 			if err := b.CatchUp(b.ctx, f.catchUp); err != nil && b.ctx.Err() == nil {
 				b.log.Warn("event bus: catch up on the session logs before following a session", "dir", f.catchUp, "session", meta.ID, "err", err)
 			}
+		}
+		// A resumed piece session's earlier runs may have subtasks a
+		// dead process left open: closed before this session's resume.
+		if err := b.catchUpSubtasks(b.ctx, dir); err != nil && b.ctx.Err() == nil {
+			b.log.Warn("event bus: catch up on the session's subtask logs", "session", meta.ID, "err", err)
 		}
 		if err := f.run(b.ctx, true); err != nil && !errors.Is(err, context.Canceled) {
 			b.log.Warn("event bus: follow session log", "session", meta.ID, "err", err)
@@ -206,6 +231,30 @@ func (f *Follower) Close(cursor int64, reason string) {
 	case <-t.C:
 		f.b.log.Warn("event bus: session closed before its events were published; the next Maestro process publishes them", "session", f.meta.ID)
 	}
+	if f.noReady {
+		f.markParent()
+	}
+}
+
+// markParent records in the parent session's directory that this
+// subtask (NoReady, in the engine's layout, catchUpSubtasks) closed with
+// events left to publish (its close mark is still there), so that the
+// next process's catch-up takes up the parent's subtasks even when the
+// parent itself has nothing left to publish (pending).
+func (f *Follower) markParent() {
+	if _, err := os.Stat(filepath.Join(f.dir, closeFile)); err != nil {
+		return // published
+	}
+	parent := f.dir
+	for _, want := range []string{"logs", "", "subtasks", "", "runs"} {
+		parent = filepath.Dir(parent)
+		if want != "" && filepath.Base(parent) != want {
+			return // not a piece run's subtask
+		}
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(parent), subtasksFile), nil, 0o600); err != nil {
+		f.b.log.Warn("event bus: record the subtask's events left to publish in its parent session", "session", f.meta.ID, "err", err)
+	}
 }
 
 // run publishes the log from the persisted cursor; with follow it keeps
@@ -228,6 +277,7 @@ func (f *Follower) run(ctx context.Context, follow bool) error {
 		if f.id != filepath.Base(f.dir) {
 			st.SessionID = f.id // not the log's (a hosted runner's)
 		}
+		st.NoReady = f.noReady
 		if f.restored {
 			// The restored log holds the suspended session's records up
 			// to f.from, its ready included: the resume is published
@@ -441,7 +491,9 @@ func (f *Follower) pass(ctx context.Context, st *sessionState, stPath string, lr
 		cursor, mapped, skimmed := skimRecord(line)
 		rec = logRecord{}
 		switch {
-		case skimmed && (!mapped || cursor <= st.Cursor):
+		case skimmed && (cursor <= st.Cursor || !mapped && (st.Started || !st.NoReady)):
+			// (A log without a ready starts with its first record: that
+			// record's time is read.)
 			rec.Cursor = cursor
 		case skimmed && decodeMapped(line, &rec):
 		default:
@@ -665,11 +717,20 @@ func closeReason(r string) string {
 // session.resumed; tool and approval events as toolEvents says. Their
 // ids are idAt(cursor).<i>.
 func (f *Follower) sessionEvents(rec logRecord, st *sessionState) []Event {
+	idBase := f.idAt(rec.Cursor)
+	if st.NoReady && !st.Started {
+		// A log without a ready (NoReady): the session starts with its
+		// first record, whatever it is.
+		st.Started, st.Open = true, true
+		started := Event{ID: idBase + ".started", Type: TypeSessionStarted, Time: rec.Time, Data: f.sessionData("started", map[string]any{
+			"model": f.meta.Model, "provider": f.meta.Provider, "executor_type": f.meta.ExecutorType,
+		})}
+		return append([]Event{started}, f.sessionEvents(rec, st)...)
+	}
 	if rec.Kind != session.KindEvent {
 		return nil
 	}
 	fr := rec.Event
-	idBase := f.idAt(rec.Cursor)
 	if fr.Type == protocol.TypeReady {
 		typ, state := TypeSessionStarted, "started"
 		if st.Started {
@@ -700,34 +761,105 @@ func (f *Follower) sessionData(state string, more map[string]any) map[string]any
 // was followed before) or a close mark that no process has open now
 // (an open session is its process's to publish) and that this process
 // does not follow, and the closed event of a session left open on the
-// bus by a process that died (publishEnded). It returns when they are
-// published or ctx ends.
+// bus by a process that died (publishEnded); a piece session's subtask
+// logs first (catchUpSubtasks). It returns when they are published or
+// ctx ends.
 func (b *Bus) CatchUp(ctx context.Context, storeDir string) error {
+	return b.catchUpStore(ctx, storeDir, true)
+}
+
+// catchUpStore catches up on the sessions of the store in storeDir, as
+// CatchUp; with subtasks, on their subtask logs too.
+func (b *Bus) catchUpStore(ctx context.Context, storeDir string, subtasks bool) error {
 	metas, err := session.NewStore(storeDir).List()
 	if err != nil {
 		return fmt.Errorf("list sessions to catch up: %w", err)
 	}
+	// A session that cannot be published (a corrupt record) is reported
+	// and skipped: the others are still caught up.
+	var errs []error
 	for _, meta := range metas {
 		dir := filepath.Join(storeDir, meta.ID)
 		if !pending(dir) || inUse(dir) || !b.claim(dir) {
 			continue
 		}
-		f := &Follower{b: b, dir: dir, meta: meta, id: meta.ID, closeC: make(chan struct{}), done: make(chan struct{})}
-		err := f.run(ctx, false)
+		if subtasks {
+			// The subtasks' closed events come before their parent's, as
+			// when the run ends.
+			if err := b.catchUpSubtasks(ctx, dir); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if ctx.Err() == nil {
+			f := &Follower{b: b, dir: dir, meta: meta, id: meta.ID, closeC: make(chan struct{}), done: make(chan struct{})}
+			if err := f.run(ctx, false); err != nil {
+				errs = append(errs, fmt.Errorf("catch up session %s: %w", meta.ID, err))
+			}
+		}
 		b.release(dir)
-		if err != nil {
-			return fmt.Errorf("catch up session %s: %w", meta.ID, err)
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// catchUpSubtasks catches up (CatchUp) on the session logs of the
+// subtasks of the piece runs of the session in dir, which live in its
+// run directories (internal/engine's layout:
+// <dir>/runs/<n>/subtasks/<NN-name>/logs/<session id>/; a subtask spawns
+// none): a process that died mid-run left them open on the bus, and no
+// session store lists them. It is called for a session that is pending
+// (CatchUp) or followed (a resume), so a killed piece run's subtasks are
+// closed by the process that closes or resumes their parent.
+func (b *Bus) catchUpSubtasks(ctx context.Context, dir string) error {
+	runs, err := os.ReadDir(filepath.Join(dir, "runs"))
+	if err != nil {
+		return nil // a plain session (or none readable): no subtask
+	}
+	// The mark a subtask left (markParent) is taken first, so that one
+	// written during this pass stays; a pass that did not publish every
+	// subtask leaves one for the next.
+	mark := filepath.Join(dir, subtasksFile)
+	_ = os.Remove(mark)
+	var errs []error
+	defer func() {
+		if len(errs) > 0 || ctx.Err() != nil {
+			_ = os.WriteFile(mark, nil, 0o600)
+		}
+	}()
+	for _, run := range runs {
+		subs, err := os.ReadDir(filepath.Join(dir, "runs", run.Name(), "subtasks"))
+		if err != nil || !run.IsDir() {
+			continue
+		}
+		for _, sub := range subs {
+			if !sub.IsDir() {
+				continue // its result file (NN-name.md)
+			}
+			logs := filepath.Join(dir, "runs", run.Name(), "subtasks", sub.Name(), "logs")
+			if err := b.catchUpStore(ctx, logs, false); err != nil {
+				if ctx.Err() != nil {
+					errs = append(errs, err)
+					return ctx.Err()
+				}
+				errs = append(errs, fmt.Errorf("subtask logs of %s: %w", filepath.Base(dir), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // pending reports whether a session directory may hold unpublished
 // records or a closed event: it has a close mark, a publish cursor
-// behind its log, or it is open on the bus (its process may have died).
+// behind its log, or it is open on the bus (its process may have died),
+// or a subtask of its runs left events to publish (markParent).
 func pending(dir string) bool {
 	if _, err := os.Stat(filepath.Join(dir, closeFile)); err == nil {
 		return true
+	}
+	if _, err := os.Stat(filepath.Join(dir, subtasksFile)); err == nil {
+		return true // a subtask's events are left (markParent)
 	}
 	var st sessionState
 	ok, err := readJSON(filepath.Join(dir, cursorFile), &st)

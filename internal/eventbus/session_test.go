@@ -14,6 +14,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/eventbus"
 	"github.com/maestro-run/maestro/internal/eventbus/bustest"
+	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/session"
 )
@@ -506,5 +507,208 @@ func TestSessionIDOnTheBusIsTheCallers(t *testing.T) {
 			(strings.HasPrefix(m.Event.Type(), "maestro.sessions.") && d.SessionID != "mrs_sess") {
 			t.Errorf("%s %s: session_id %q, extension %v; want mrs_sess", m.Event.Type(), m.Event.ID(), d.SessionID, m.Event.Extensions()["maestrosessionid"])
 		}
+	}
+}
+
+// A piece run's subtask has its own session log in the run directory
+// (<session dir>/runs/<n>/subtasks/<NN-name>/logs/<id>/), with no ready
+// record. Followed with NoReady (host.FollowSession, the piece run's
+// FollowLog), it starts on the bus with its first record. When the
+// process dies mid-run (SIGKILL), the process that closes the parent
+// session (catching up, or resuming it) first closes the subtask too:
+// its call in flight CANCELLED, closed ERROR at its last record; and
+// only once. Before, the subtask never published started, and it stayed
+// open on the bus for ever (no process read run directories).
+func TestKilledPieceRunClosesItsSubtasks(t *testing.T) {
+	for _, resume := range []bool{false, true} {
+		t.Run(fmt.Sprint("resume=", resume), func(t *testing.T) {
+			srv := bustest.Start(t)
+			srv.CreateStream()
+			dir := t.TempDir()
+			store := session.NewStore(dir)
+			parent, err := store.Create(session.Meta{Provider: "replay", Model: "demo"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := newBus(t, srv, eventbus.Correlation{}, false)
+			b.FollowSession(parent.Dir(), parent.Meta())
+			parent.Event(protocol.Ready{ProtocolVersion: "2026-04-02", SessionID: ptr(parent.ID())})
+			srv.Wait(1)
+			sub, err := session.NewStore(filepath.Join(parent.Dir(), "runs", "1", "subtasks", "01-alpha", "logs")).
+				Create(session.Meta{Provider: "replay", Model: "leaf", ExecutorType: protocol.ExecutorReplay})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.FollowSession(sub.Dir(), sub.Meta(), eventbus.NoReady())
+			sub.Message(llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Type: llm.PartText, Text: "# Task"}}})
+			toolTurn(sub, "c1", "Read", true, "")
+			sub.Event(protocol.ToolCall{CallID: "c2", Tool: "Bash", Args: json.RawMessage(`{}`)}) // in flight
+			live := srv.Wait(5)
+			want := []string{eventbus.TypeSessionStarted, eventbus.TypeSessionStarted, eventbus.TypeToolCallAttempted,
+				eventbus.TypeToolCallCompleted, eventbus.TypeToolCallAttempted}
+			if got := types(live); !slices.Equal(got, want) {
+				t.Fatalf("published while the run ran:\n got %q\nwant %q", got, want)
+			}
+			started := live[1].Event
+			var d map[string]any
+			json.Unmarshal(started.Data(), &d)
+			if started.ID() != sub.ID()+".1.started" || d["session_id"] != sub.ID() || d["model"] != "leaf" || d["executor_type"] != "replay" {
+				t.Errorf("the subtask's started: id %s, data %v", started.ID(), d)
+			}
+			crash(t, sub)
+			crash(t, parent)
+			b.Close() // the process is gone
+
+			next := newBus(t, srv, eventbus.Correlation{}, false)
+			if resume {
+				parent, err = store.Open(parent.ID())
+				if err != nil {
+					t.Fatal(err)
+				}
+				f := next.FollowSession(parent.Dir(), parent.Meta())
+				parent.Event(protocol.Ready{ProtocolVersion: "2026-04-02", SessionID: ptr(parent.ID())})
+				if err := parent.Close(); err != nil {
+					t.Fatal(err)
+				}
+				f.Close(parent.Cursor(), "completed")
+			}
+			for range 2 { // nothing twice
+				if err := next.CatchUp(t.Context(), dir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want = []string{eventbus.TypeToolCallCompleted, eventbus.TypeSessionClosed, eventbus.TypeSessionClosed}
+			if resume {
+				want = append(want, eventbus.TypeSessionResumed, eventbus.TypeSessionClosed)
+			}
+			msgs := srv.Wait(5 + len(want))
+			if got := types(msgs[5:]); !slices.Equal(got, want) {
+				t.Fatalf("published by the next process:\n got %q\nwant %q", got, want)
+			}
+			if n := len(srv.Messages()); n != 5+len(want) {
+				t.Errorf("%d events, want %d", n, 5+len(want))
+			}
+			clear(d)
+			json.Unmarshal(msgs[5].Event.Data(), &d)
+			if msgs[5].Event.ID() != sub.ID()+".5.ended.c2" || d["tool_call_id"] != "c2" || d["status"] != "MAESTRO_TOOL_CALL_STATUS_CANCELLED" {
+				t.Errorf("the subtask's call in flight ended %s %v, want c2 CANCELLED", msgs[5].Event.ID(), d)
+			}
+			for i, id := range []string{sub.ID(), parent.ID()} {
+				m := msgs[6+i]
+				if got := m.Event.Extensions()["maestrosessionid"]; got != id || closeReason(t, m) != "MAESTRO_CLOSE_REASON_ERROR" {
+					t.Errorf("closed %s of session %v, %s; want session %s closed ERROR", m.Event.ID(), got, closeReason(t, m), id)
+				}
+			}
+		})
+	}
+}
+
+// A session log with a corrupt record (a line that is not a record,
+// after the publish cursor) cannot be published; the catch-up reports it
+// and goes on with the other sessions. Before, it stopped at it: every
+// session listed after it (older ones) stayed unpublished, at every
+// start, for good.
+func TestCatchUpSkipsACorruptLog(t *testing.T) {
+	srv := bustest.Start(t)
+	srv.CreateStream()
+	dir := t.TempDir()
+	store := session.NewStore(dir)
+	b := newBus(t, srv, eventbus.Correlation{}, false)
+	killed, err := store.Create(session.Meta{}) // the older: listed last
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.FollowSession(killed.Dir(), killed.Meta())
+	killed.Event(protocol.Ready{ProtocolVersion: "2026-04-02", SessionID: ptr(killed.ID())})
+	srv.Wait(1)
+	crash(t, killed)
+	corrupt, err := store.Create(session.Meta{}) // the newer: listed first
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := b.FollowSession(corrupt.Dir(), corrupt.Meta())
+	corrupt.Event(protocol.Ready{ProtocolVersion: "2026-04-02", SessionID: ptr(corrupt.ID())})
+	if err := corrupt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close(corrupt.Cursor(), "completed") // started, closed
+	b.Close()
+	logFile, err := os.OpenFile(filepath.Join(corrupt.Dir(), "events.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logFile.WriteString("not a record\n")
+	logFile.Close()
+
+	err = newBus(t, srv, eventbus.Correlation{}, false).CatchUp(t.Context(), dir)
+	if err == nil || !strings.Contains(err.Error(), corrupt.ID()) {
+		t.Errorf("catch-up error %v, want one naming the corrupt session %s", err, corrupt.ID())
+	}
+	msgs := srv.Messages()
+	if n := len(msgs); n != 4 || msgs[3].Event.ID() != killed.ID()+".1.closed" {
+		t.Fatalf("published %q, want the killed session's closed last", types(msgs))
+	}
+}
+
+// A subtask that closes while NATS is down leaves its events in its log
+// (its close mark), and the process may then publish its parent's
+// events and end: the parent has nothing left, so no catch-up looked at
+// its subtasks, and the subtask stayed unpublished, open on the bus. It
+// now marks its parent, and the next catch-up publishes it.
+func TestSubtaskLeftUnpublishedIsCaughtUpWithItsParent(t *testing.T) {
+	srv := bustest.Start(t)
+	srv.CreateStream()
+	dir := t.TempDir()
+	parent, err := session.NewStore(dir).Create(session.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := eventbus.Open(eventbus.Options{Settings: eventbus.Settings{URL: srv.URL(), Source: "maestro-test"},
+		CloseWait: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	sub, err := session.NewStore(filepath.Join(parent.Dir(), "runs", "1", "subtasks", "01-alpha", "logs")).Create(session.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := b.FollowSession(sub.Dir(), sub.Meta(), eventbus.NoReady())
+	toolTurn(sub, "c1", "Read", true, "")
+	srv.Wait(3) // started, attempted, completed
+	srv.Stop()
+	toolTurn(sub, "c2", "Read", true, "")
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close(sub.Cursor(), "completed") // not published within CloseWait
+	b.Close()
+	srv.Restart()
+	// The parent: its events all published, closed (nothing pending).
+	if err := parent.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(parent.LogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := fmt.Sprintf(`{"cursor":%d,"offset":%d,"started":true,"closed":%d,"correlation":{}}`, parent.Cursor(), fi.Size(), parent.Cursor())
+	if err := os.WriteFile(filepath.Join(parent.Dir(), "eventbus.json"), []byte(state), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	next := newBus(t, srv, eventbus.Correlation{}, false)
+	for range 2 { // nothing twice
+		if err := next.CatchUp(t.Context(), dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{eventbus.TypeSessionStarted, eventbus.TypeToolCallAttempted, eventbus.TypeToolCallCompleted,
+		eventbus.TypeToolCallAttempted, eventbus.TypeToolCallCompleted, eventbus.TypeSessionClosed}
+	if got := types(srv.Messages()); !slices.Equal(got, want) {
+		t.Fatalf("published:\n got %q\nwant %q", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(parent.Dir(), "eventbus-subtasks")); err == nil {
+		t.Error("the parent's mark is still there after its subtasks were caught up")
 	}
 }

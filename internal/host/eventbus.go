@@ -62,10 +62,12 @@ func (h *Host) PublishJobs(ctx context.Context, st eventbus.JobSource, dataDir s
 
 // FollowSession starts publishing the session log in dir on the event
 // bus and returns what records its close (a piece run's subtasks, whose
-// logs the engine keeps itself); nil when no bus is configured.
+// logs the engine keeps itself, engine.Config.FollowLog); nil when no
+// bus is configured. Such a log has no ready record: the session's
+// started event goes out with its first record (eventbus.NoReady).
 func (h *Host) FollowSession(dir string, meta session.Meta) func(cursor int64, reason string) {
 	if bus := h.EventBus(); bus != nil {
-		return bus.FollowSession(dir, meta).Close
+		return bus.FollowSession(dir, meta, eventbus.NoReady()).Close
 	}
 	return nil
 }

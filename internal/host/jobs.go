@@ -41,7 +41,8 @@ type JobRunnerOptions struct {
 // environment, config.yaml, else the replay demo); a job whose payload has
 // "replay" plays that scenario instead. With no model configured, jobs
 // play the bundled piece demo (replay.DemoPiece: the demo shaped for the
-// general piece a replay job runs), and a notice says so and how to
+// general piece a replay job runs; a no_piece job the plain demo), and a
+// notice says so and how to
 // configure a real model. Bash runs in the configured sandbox (auto by
 // default). Pieces are the built-ins, the store's pieces and
 // <home>/pieces; SSH connections, skills and MCP servers are config.yaml's
@@ -62,9 +63,18 @@ func (h *Host) JobRunner(ctx context.Context, o JobRunnerOptions) (runner queue.
 		return nil, "", err
 	}
 	prov := choice.Provider
+	jobProvider := func(*queue.Job) (llm.Provider, error) { return prov, nil }
 	if choice.Replay == providers.DemoScenario {
-		// The plain demo is written for one agent loop; a job runs a piece.
-		prov = replay.New(replay.DemoPiece())
+		// The plain demo is written for one agent loop (a no_piece job's);
+		// a job that runs a piece plays the piece demo. (The piece demo
+		// in the plain loop failed once its frames were played.)
+		plain, piece := prov, replay.New(replay.DemoPiece())
+		jobProvider = func(j *queue.Job) (llm.Provider, error) {
+			if queue.NoPiece(j.Payload) {
+				return plain, nil
+			}
+			return piece, nil
+		}
 	}
 	if n := jobReplayNotice(choice, filepath.Join(h.home, "config.yaml")); n != "" && o.Notices != nil {
 		fmt.Fprintln(o.Notices, n)
@@ -97,7 +107,7 @@ func (h *Host) JobRunner(ctx context.Context, o JobRunnerOptions) (runner queue.
 	return queue.NewEngineRunner(queue.EngineRunnerConfig{
 		DataDir: o.DataDir,
 		Models:  models, Classifier: classifier,
-		Provider: func(*queue.Job) (llm.Provider, error) { return prov, nil },
+		Provider: jobProvider,
 		Pieces: func(ctx context.Context) (*engine.Library, error) {
 			return queue.StoreLibrary(ctx, st, filepath.Join(h.home, "pieces"))
 		},

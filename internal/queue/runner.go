@@ -36,7 +36,7 @@ type EngineRunnerConfig struct {
 	// Provider gives the job's model. A job payload {"replay": <scenario
 	// JSON>} selects a scripted scenario regardless (tests, demos); nil
 	// means the bundled piece demo (replay.DemoPiece), written for the
-	// general piece.
+	// general piece (a no_piece job: the plain demo, replay.Demo).
 	Provider func(j *Job) (llm.Provider, error)
 	// Pieces returns the piece library (built-ins + store pieces); nil
 	// means the built-ins.
@@ -79,6 +79,15 @@ type EngineRunnerConfig struct {
 // NoopPiece is the piece name that succeeds at once with one event
 // (benchmarks, health checks).
 const NoopPiece = "noop"
+
+// NoPiece reports whether a job's payload asks for the plain agent loop
+// (Payload.NoPiece).
+func NoPiece(payload json.RawMessage) bool {
+	var pl struct {
+		NoPiece bool `json:"no_piece"`
+	}
+	return json.Unmarshal(payload, &pl) == nil && pl.NoPiece
+}
 
 // Payload is the part of a job's JSON payload the engine runner reads.
 type Payload struct {
@@ -442,7 +451,7 @@ func (r *engineRunner) provider(j *Job, pl Payload) (llm.Provider, error) {
 	switch pl.Executor {
 	case api.ExecutorReplay:
 		if len(pl.Replay) == 0 {
-			return replay.New(replay.DemoPiece()), nil
+			return demo(pl), nil
 		}
 	case api.ExecutorNative:
 		if r.cfg.Provider != nil {
@@ -478,7 +487,17 @@ func (r *engineRunner) provider(j *Job, pl Payload) (llm.Provider, error) {
 		}
 		return p, nil
 	}
-	return replay.New(replay.DemoPiece()), nil
+	return demo(pl), nil
+}
+
+// demo is the bundled demo a job plays without a scenario of its own:
+// the piece demo, or for a no_piece job the plain loop's (the piece
+// demo in the plain loop failed once its frames were played).
+func demo(pl Payload) llm.Provider {
+	if pl.NoPiece {
+		return replay.New(replay.Demo())
+	}
+	return replay.New(replay.DemoPiece())
 }
 
 // latestUserComment returns the body of the task's newest user comment

@@ -344,3 +344,29 @@ func TestEngineRunnerPlainLoop(t *testing.T) {
 		t.Errorf("a job with a piece and no_piece was retried: attempt %d", failed.Attempt)
 	}
 }
+
+// A no_piece job without a scenario of its own plays the plain demo (the
+// one `maestro run` plays with no model): with no model configured (a nil
+// Provider) and with executor replay. Before, it played the piece demo,
+// written for the general piece, which failed in the plain loop once its
+// frames were played ("the model was called for frame 5 but the scenario
+// has 5 frames").
+func TestEngineRunnerPlainLoopPlaysThePlainDemo(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t, nil)
+	data := t.TempDir()
+	startPool(t, queue.Config{Store: st, Runner: queue.NewEngineRunner(queue.EngineRunnerConfig{
+		DataDir: data, Sandbox: sandboxtest.Off(t, sandbox.Config{}),
+	})})
+	for _, pl := range []map[string]any{{"no_piece": true}, {"no_piece": true, "executor": "replay"}} {
+		task, job, err := st.CreateTask(t.Context(), store.NewTask{Title: "Show me what you can do", Payload: payloadWith(t, pl)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitEnd(t, st, job.ID, store.StateSucceeded, "replay")
+		run := readJobRun(t, st, job.ID)
+		if rs := replay.Demo().Check(os.DirFS(queue.WorkDir(data, task.ID)), run.calls); replay.OutcomeOf(rs) != replay.OutcomePass {
+			t.Errorf("payload %v: demo outcome %s: %+v; calls %+v", pl, replay.OutcomeOf(rs), rs, run.calls)
+		}
+	}
+}

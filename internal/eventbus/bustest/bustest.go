@@ -250,3 +250,42 @@ func CheckOnceInOrder(t testing.TB, msgs []Message, callFormat string) {
 		next++
 	}
 }
+
+// WaitFor returns the stream's messages once one of them satisfies
+// match, reading them as they arrive through an ordered consumer; it
+// fails the test after 60 s.
+func (s *Server) WaitFor(match func(Message) bool) []Message {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nc, js := s.connect()
+	defer nc.Close()
+	for {
+		cons, err := js.OrderedConsumer(ctx, "MAESTRO", jetstream.OrderedConsumerConfig{})
+		if err != nil {
+			if ctx.Err() != nil {
+				s.t.Fatalf("wait for a message: %v", err)
+			}
+			select { // the stream is not there yet
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		for ctx.Err() == nil {
+			batch, err := cons.Fetch(100, jetstream.FetchMaxWait(time.Second))
+			if err != nil {
+				break
+			}
+			for m := range batch.Messages() {
+				var ev cloudevents.Event
+				if json.Unmarshal(m.Data(), &ev) == nil && match(Message{Subject: m.Subject(), MsgID: m.Headers().Get(jetstream.MsgIDHeader), Event: ev}) {
+					return s.Messages()
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			s.t.Fatal("no such message in the stream after 60s")
+		}
+	}
+}
