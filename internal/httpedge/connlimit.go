@@ -28,6 +28,11 @@ const refusalSlots = 32
 // sends its request as soon as it connects).
 const staleNew = time.Second
 
+// finishWait bounds how long a request past the limit waits for a
+// connection that has been answered but not yet marked idle by the
+// server (a matter of microseconds, longer on a loaded machine).
+const finishWait = time.Second
+
 // connLimitLogEvery bounds the "limit reached" log line: once per period
 // while connections are refused, not once per connection.
 const connLimitLogEvery = time.Minute
@@ -40,9 +45,12 @@ const connLimitLogEvery = time.Minute
 //
 // When Max connections are open, a new one first takes the place of an
 // idle keep-alive connection (or of one that has sent nothing for a
-// second), which is closed; when none is idle, the new connection's
-// request is answered 503 with Retry-After and the connection closed, so
-// a client is told to retry instead of hanging. A warning is logged when
+// second), which is closed. A connection that has none to take is
+// accepted past the limit and its request read: if by then a place is
+// free or idle, or once a connection that has just been answered goes
+// idle, it takes that place and is served; otherwise the request is
+// answered 503 with Retry-After and the connection closed, so a client
+// is told to retry instead of hanging. A warning is logged when
 // that happens, at most once a minute.
 type ConnLimit struct {
 	net.Listener
@@ -51,13 +59,17 @@ type ConnLimit struct {
 	setting string
 	log     *slog.Logger
 
-	mu       sync.Mutex
-	open     int                      // admitted connections not yet closed
-	states   map[*limitedConn]connAge // admitted connections that may be reclaimed
-	refusing int                      // over-limit connections being answered 503
-	refused  int                      // refused since the last log line
-	logged   time.Time
-	now      func() time.Time
+	mu        sync.Mutex
+	open      int                      // admitted connections not yet closed
+	states    map[*limitedConn]connAge // admitted connections that may be reclaimed
+	refusing  int                      // over-limit connections being answered 503
+	finishing int                      // admitted connections answered, not yet idle or closed
+	// wake is closed (and replaced) when a place may have been given
+	// back: a connection closed, went idle or stopped finishing.
+	wake    chan struct{}
+	refused int // refused since the last log line
+	logged  time.Time
+	now     func() time.Time
 	// changed, when set (tests), is called after a connection is released.
 	changed func()
 }
@@ -85,7 +97,7 @@ func LimitConns(ln net.Listener, max int, setting string, log *slog.Logger) *Con
 		}
 	}
 	return &ConnLimit{Listener: ln, max: max, setting: setting, log: log,
-		states: map[*limitedConn]connAge{}, now: time.Now}
+		states: map[*limitedConn]connAge{}, wake: make(chan struct{}), now: time.Now}
 }
 
 // fdReserve is how many descriptors a process keeps for its own files,
@@ -151,9 +163,10 @@ func (l *ConnLimit) admit(c net.Conn) (*limitedConn, bool) {
 		l.open++
 		l.states[lc] = connAge{state: http.StateNew, since: now}
 	case l.refusing < refusalSlots:
+		// Refused when its request is read, unless a place is free by
+		// then (place).
 		lc.over = true
 		l.refusing++
-		l.noteRefusal(now)
 	default:
 		l.noteRefusal(now)
 		lc = nil
@@ -196,6 +209,92 @@ func (l *ConnLimit) noteRefusal(now time.Time) {
 	l.logged, l.refused = now, 0
 }
 
+// unfinish clears c's finishing mark (l.mu held).
+func (l *ConnLimit) unfinish(c *limitedConn) {
+	if c.finishing {
+		c.finishing = false
+		l.finishing--
+	}
+}
+
+// broadcast wakes the requests waiting in place (l.mu held).
+func (l *ConnLimit) broadcast() {
+	close(l.wake)
+	l.wake = make(chan struct{})
+}
+
+// place gives a connection accepted past the limit a place, once its
+// request is read: a free one, an idle one (closed), or, while a
+// connection that has been answered is not yet idle, the first that goes
+// idle within finishWait. It reports false when the request is to be
+// refused. A connection within the limit has its place already.
+func (l *ConnLimit) place(ctx context.Context, c *limitedConn) bool {
+	var timeout <-chan time.Time
+	l.mu.Lock()
+	for c.over {
+		now := l.now()
+		var victim *limitedConn
+		if l.open >= l.max {
+			if victim = l.reclaimable(now); victim != nil {
+				delete(l.states, victim)
+				victim.released = true
+				l.unfinish(victim)
+				l.open--
+			}
+		}
+		if l.open < l.max {
+			c.over = false
+			l.refusing--
+			l.open++
+			l.mu.Unlock()
+			if victim != nil {
+				victim.Conn.Close()
+				l.notify()
+			}
+			return true
+		}
+		if l.finishing == 0 {
+			break
+		}
+		if timeout == nil {
+			t := time.NewTimer(finishWait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		wake := l.wake
+		l.mu.Unlock()
+		select {
+		case <-wake:
+		case <-timeout:
+			l.mu.Lock()
+			l.noteRefusal(l.now())
+			l.mu.Unlock()
+			return false
+		case <-ctx.Done():
+			return false
+		}
+		l.mu.Lock()
+	}
+	over := c.over
+	if over {
+		l.noteRefusal(l.now())
+	}
+	l.mu.Unlock()
+	return !over
+}
+
+// finished marks c, whose request's handler has returned, as answered
+// and about to be idle or closed (an HTTP/1 connection serves one
+// request at a time).
+func (l *ConnLimit) finished(c *limitedConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !c.over && !c.released && !c.hijacked && !c.finishing {
+		c.finishing = true
+		l.finishing++
+	}
+}
+
 func (l *ConnLimit) notify() {
 	if l.changed != nil {
 		l.changed()
@@ -213,7 +312,9 @@ func (l *ConnLimit) release(c *limitedConn) {
 		} else {
 			l.open--
 			delete(l.states, c)
+			l.unfinish(c)
 		}
+		l.broadcast()
 	}
 	l.mu.Unlock()
 	if !done {
@@ -224,25 +325,31 @@ func (l *ConnLimit) release(c *limitedConn) {
 // connState tracks which connections are idle (http.Server.ConnState).
 func (l *ConnLimit) connState(c net.Conn, s http.ConnState) {
 	lc, ok := c.(*limitedConn)
-	if !ok || lc.over {
+	if !ok {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if lc.released {
+	if lc.released || lc.over {
 		return
 	}
 	switch s {
 	case http.StateIdle:
 		l.states[lc] = connAge{state: s, since: l.now()}
+		l.unfinish(lc)
+		l.broadcast()
 	case http.StateActive, http.StateHijacked, http.StateClosed:
 		// Busy (or no longer the server's): not to be reclaimed. A
 		// hijacked connection still counts until its owner closes it.
 		delete(l.states, lc)
+		l.unfinish(lc)
+		if s == http.StateHijacked {
+			lc.hijacked = true
+		}
 	}
 }
 
-type overKey struct{}
+type connKey struct{}
 
 // Configure wires the limit into srv, which is to serve l: it tracks idle
 // connections (ConnState) and answers every request of a connection past
@@ -257,8 +364,8 @@ func (l *ConnLimit) Configure(srv *http.Server, surface func(*http.Request) Surf
 		}
 	}
 	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-		if lc, ok := c.(*limitedConn); ok && lc.over {
-			ctx = context.WithValue(ctx, overKey{}, true)
+		if lc, ok := c.(*limitedConn); ok {
+			ctx = context.WithValue(ctx, connKey{}, lc)
 		}
 		if prevCtx != nil {
 			ctx = prevCtx(ctx, c)
@@ -266,8 +373,12 @@ func (l *ConnLimit) Configure(srv *http.Server, surface func(*http.Request) Surf
 		return ctx
 	}
 	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Context().Value(overKey{}) == nil {
+		lc, _ := r.Context().Value(connKey{}).(*limitedConn)
+		if lc == nil || l.place(r.Context(), lc) {
 			next.ServeHTTP(w, r)
+			if lc != nil && r.ProtoMajor == 1 {
+				l.finished(lc)
+			}
 			return
 		}
 		s := REST
@@ -284,10 +395,15 @@ func (l *ConnLimit) Configure(srv *http.Server, surface func(*http.Request) Surf
 type limitedConn struct {
 	net.Conn
 	l *ConnLimit
-	// over: accepted past the limit, to be answered 503.
+	// over (under l.mu): accepted past the limit, to be answered 503
+	// unless place finds it a place.
 	over bool
 	// released (under l.mu): its place was given back.
 	released bool
+	// finishing (under l.mu): its request answered, not yet idle.
+	finishing bool
+	// hijacked (under l.mu): no longer the server's.
+	hijacked bool
 }
 
 func (c *limitedConn) Close() error {

@@ -229,3 +229,69 @@ func TestFDHeadroom(t *testing.T) {
 		t.Errorf("fdHeadroom(1024, 1M) = %q, want none", msg)
 	}
 }
+
+// TestConnLimitAnsweredNotYetIdle: a keep-alive connection whose answer
+// the client has read, but which the server has not yet marked idle, is
+// about to be idle: a new client past the limit waits for it and takes
+// its place instead of getting a 503. The server is held between writing
+// the answer and marking the connection idle until the new client's
+// request is read.
+func TestConnLimitAnsweredNotYetIdle(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := LimitConns(ln, 1, "--max-connections", nil)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }),
+		ReadHeaderTimeout: 10 * time.Second}
+	lim.Configure(srv, nil)
+	var first net.Conn
+	var mu sync.Mutex
+	release := make(chan struct{})
+	var once sync.Once
+	limState := srv.ConnState
+	srv.ConnState = func(c net.Conn, s http.ConnState) {
+		mu.Lock()
+		if first == nil {
+			first = c
+		}
+		isFirst := first == c
+		mu.Unlock()
+		switch {
+		case isFirst && s == http.StateIdle:
+			select {
+			case <-release:
+			case <-time.After(10 * time.Second):
+			}
+		case !isFirst && s == http.StateActive:
+			// The second client's request is read: let the first
+			// connection go idle.
+			once.Do(func() { close(release) })
+		}
+		limState(c, s)
+	}
+	go srv.Serve(lim)
+	t.Cleanup(func() { srv.Close() })
+	url := "http://" + ln.Addr().String() + "/ok"
+	a := client()
+	resp, err := a.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(resp.Body)
+	resp.Body.Close()
+	// The first connection is answered, not yet idle.
+	resp, err = client().Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a new client while the only connection is answered and about to be idle: %s %s", resp.Status, body)
+	}
+	if lim.Open() != 1 {
+		t.Fatalf("open connections: %d, want 1", lim.Open())
+	}
+}
