@@ -386,7 +386,7 @@ func (l *ConnLimit) Configure(srv *http.Server, surface func(*http.Request) Surf
 			s = surface(r)
 		}
 		w.Header().Set("Connection", "close")
-		WriteError(w, s, &Error{Status: http.StatusServiceUnavailable, Code: CodeRuntimeNotReady, RetryAfter: 1,
+		Refuse(w, r, s, &Error{Status: http.StatusServiceUnavailable, Code: CodeRuntimeNotReady, RetryAfter: 1,
 			Message: fmt.Sprintf("this server has reached its limit of %d open connections (%s), none of them idle: try again shortly", l.max, l.setting)})
 	})
 }

@@ -295,3 +295,17 @@ func TestConnLimitAnsweredNotYetIdle(t *testing.T) {
 		t.Fatalf("open connections: %d, want 1", lim.Open())
 	}
 }
+
+// TestConnLimitRefusalDoesNotWaitForBody: a request past the limit whose
+// declared body never comes is answered 503 at once; it held its refusal
+// slot, unanswered, for ever (net/http read the rest of the body first).
+func TestConnLimitRefusalDoesNotWaitForBody(t *testing.T) {
+	t.Parallel()
+	ls := startLimited(t, 1)
+	defer ls.openStream(t)()
+	addr := strings.TrimPrefix(ls.url, "http://")
+	status, body := stalledRequest(t, addr, "")
+	if !strings.HasPrefix(status, "503") || !strings.Contains(body, "limit of 1 open connections") {
+		t.Fatalf("past the limit, body stalled: %s %s", status, body)
+	}
+}
