@@ -60,16 +60,21 @@ type ConnLimit struct {
 	log     *slog.Logger
 
 	mu        sync.Mutex
-	open      int                      // admitted connections not yet closed
+	open      int                     // admitted connections not yet closed
+	perAddr   map[string]int          // admitted connections by client address
+	gets      map[*limitedConn]uint64 // admitted connections serving a GET or HEAD, in order
+	getSeq    uint64
 	states    map[*limitedConn]connAge // admitted connections that may be reclaimed
 	refusing  int                      // over-limit connections being answered 503
 	finishing int                      // admitted connections answered, not yet idle or closed
 	// wake is closed (and replaced) when a place may have been given
 	// back: a connection closed, went idle or stopped finishing.
-	wake    chan struct{}
-	refused int // refused since the last log line
-	logged  time.Time
-	now     func() time.Time
+	wake     chan struct{}
+	refused  int // refused since the last log line
+	logged   time.Time
+	taken    int // GETs closed for another address since the last log line
+	takenLog time.Time
+	now      func() time.Time
 	// changed, when set (tests), is called after a connection is released.
 	changed func()
 }
@@ -97,7 +102,8 @@ func LimitConns(ln net.Listener, max int, setting string, log *slog.Logger) *Con
 		}
 	}
 	return &ConnLimit{Listener: ln, max: max, setting: setting, log: log,
-		states: map[*limitedConn]connAge{}, wake: make(chan struct{}), now: time.Now}
+		states: map[*limitedConn]connAge{}, perAddr: map[string]int{}, gets: map[*limitedConn]uint64{},
+		wake: make(chan struct{}), now: time.Now}
 }
 
 // fdReserve is how many descriptors a process keeps for its own files,
@@ -152,15 +158,13 @@ func (l *ConnLimit) admit(c net.Conn) (*limitedConn, bool) {
 	if l.open >= l.max {
 		victim = l.reclaimable(now)
 		if victim != nil {
-			delete(l.states, victim)
-			victim.released = true
-			l.open--
+			l.drop(victim)
 		}
 	}
-	lc := &limitedConn{Conn: c, l: l}
+	lc := &limitedConn{Conn: c, l: l, addr: addrOf(c)}
 	switch {
 	case l.open < l.max:
-		l.open++
+		l.take(lc)
 		l.states[lc] = connAge{state: http.StateNew, since: now}
 	case l.refusing < refusalSlots:
 		// Refused when its request is read, unless a place is free by
@@ -226,26 +230,30 @@ func (l *ConnLimit) broadcast() {
 // place gives a connection accepted past the limit a place, once its
 // request is read: a free one, an idle one (closed), or, while a
 // connection that has been answered is not yet idle, the first that goes
-// idle within finishWait. It reports false when the request is to be
-// refused. A connection within the limit has its place already.
+// idle within finishWait, or the place of a GET of the address holding
+// more than half of the places (takeover). It reports false when the
+// request is to be refused. A connection within the limit has its place
+// already.
 func (l *ConnLimit) place(ctx context.Context, c *limitedConn) bool {
 	var timeout <-chan time.Time
+	waited := false
 	l.mu.Lock()
 	for c.over {
 		now := l.now()
 		var victim *limitedConn
 		if l.open >= l.max {
-			if victim = l.reclaimable(now); victim != nil {
-				delete(l.states, victim)
-				victim.released = true
-				l.unfinish(victim)
-				l.open--
+			victim = l.reclaimable(now)
+			if victim == nil && (l.finishing == 0 || waited) {
+				victim = l.takeover(c, now)
+			}
+			if victim != nil {
+				l.drop(victim)
 			}
 		}
 		if l.open < l.max {
 			c.over = false
 			l.refusing--
-			l.open++
+			l.take(c)
 			l.mu.Unlock()
 			if victim != nil {
 				victim.Conn.Close()
@@ -253,7 +261,7 @@ func (l *ConnLimit) place(ctx context.Context, c *limitedConn) bool {
 			}
 			return true
 		}
-		if l.finishing == 0 {
+		if l.finishing == 0 || waited {
 			break
 		}
 		if timeout == nil {
@@ -266,10 +274,7 @@ func (l *ConnLimit) place(ctx context.Context, c *limitedConn) bool {
 		select {
 		case <-wake:
 		case <-timeout:
-			l.mu.Lock()
-			l.noteRefusal(l.now())
-			l.mu.Unlock()
-			return false
+			waited = true
 		case <-ctx.Done():
 			return false
 		}
@@ -283,12 +288,85 @@ func (l *ConnLimit) place(ctx context.Context, c *limitedConn) bool {
 	return !over
 }
 
+// take gives c a place (l.mu held).
+func (l *ConnLimit) take(c *limitedConn) {
+	l.open++
+	l.perAddr[c.addr]++
+}
+
+// drop takes c's place back (l.mu held).
+func (l *ConnLimit) drop(c *limitedConn) {
+	c.released = true
+	l.open--
+	if l.perAddr[c.addr]--; l.perAddr[c.addr] <= 0 {
+		delete(l.perAddr, c.addr)
+	}
+	delete(l.states, c)
+	delete(l.gets, c)
+	l.unfinish(c)
+}
+
+// takeover is the connection a full listener with none idle closes to
+// serve c's request: when one client address holds more than half of
+// the places and c comes from another, the longest-running GET (or HEAD)
+// request of that address, most likely an event stream, which its client
+// can resume. nil when there is none (l.mu held).
+func (l *ConnLimit) takeover(c *limitedConn, now time.Time) *limitedConn {
+	hog, n := "", 0
+	for a, k := range l.perAddr {
+		if k > n {
+			hog, n = a, k
+		}
+	}
+	if n <= l.max/2 || hog == c.addr {
+		return nil
+	}
+	var victim *limitedConn
+	var first uint64
+	for g, seq := range l.gets {
+		if g.addr == hog && (victim == nil || seq < first) {
+			victim, first = g, seq
+		}
+	}
+	if victim == nil {
+		return nil
+	}
+	l.taken++
+	if l.takenLog.IsZero() || now.Sub(l.takenLog) >= connLimitLogEvery {
+		l.log.Warn(fmt.Sprintf("connection limit reached: client address %s holds %d of the %d connections, none idle; its longest-running GET requests are closed to serve other addresses (one address keeps at most half of the limit while others wait)", hog, n, l.max),
+			"max_connections", l.max, "closed", l.taken)
+		l.takenLog, l.taken = now, 0
+	}
+	return victim
+}
+
+// serving records that c serves a GET or HEAD request, which takeover
+// may end.
+func (l *ConnLimit) serving(c *limitedConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !c.over && !c.released {
+		l.getSeq++
+		l.gets[c] = l.getSeq
+	}
+}
+
+// addrOf is the client address of c, without its port.
+func addrOf(c net.Conn) string {
+	a := c.RemoteAddr().String()
+	if h, _, err := net.SplitHostPort(a); err == nil {
+		return h
+	}
+	return a
+}
+
 // finished marks c, whose request's handler has returned, as answered
 // and about to be idle or closed (an HTTP/1 connection serves one
 // request at a time).
 func (l *ConnLimit) finished(c *limitedConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	delete(l.gets, c)
 	if !c.over && !c.released && !c.hijacked && !c.finishing {
 		c.finishing = true
 		l.finishing++
@@ -305,14 +383,12 @@ func (l *ConnLimit) notify() {
 func (l *ConnLimit) release(c *limitedConn) {
 	l.mu.Lock()
 	done := c.released
-	c.released = true
 	if !done {
 		if c.over {
+			c.released = true
 			l.refusing--
 		} else {
-			l.open--
-			delete(l.states, c)
-			l.unfinish(c)
+			l.drop(c)
 		}
 		l.broadcast()
 	}
@@ -375,6 +451,9 @@ func (l *ConnLimit) Configure(srv *http.Server, surface func(*http.Request) Surf
 	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		lc, _ := r.Context().Value(connKey{}).(*limitedConn)
 		if lc == nil || l.place(r.Context(), lc) {
+			if lc != nil && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+				l.serving(lc)
+			}
 			next.ServeHTTP(w, r)
 			if lc != nil && r.ProtoMajor == 1 {
 				l.finished(lc)
@@ -395,6 +474,8 @@ func (l *ConnLimit) Configure(srv *http.Server, surface func(*http.Request) Surf
 type limitedConn struct {
 	net.Conn
 	l *ConnLimit
+	// addr is the client's address (without port).
+	addr string
 	// over (under l.mu): accepted past the limit, to be answered 503
 	// unless place finds it a place.
 	over bool

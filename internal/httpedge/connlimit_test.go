@@ -309,3 +309,83 @@ func TestConnLimitRefusalDoesNotWaitForBody(t *testing.T) {
 		t.Fatalf("past the limit, body stalled: %s %s", status, body)
 	}
 }
+
+// from is a client whose connections come from the loopback address ip
+// (127.0.0.2, …: another client address on this machine).
+func from(t *testing.T, ip string) *http.Client {
+	t.Helper()
+	d := &net.Dialer{Timeout: 10 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	c, err := d.Dial("tcp", "127.0.0.1:1")
+	if c != nil {
+		c.Close()
+	}
+	if err != nil && strings.Contains(err.Error(), "assign requested address") {
+		t.Skipf("cannot send from %s: %v", ip, err)
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
+}
+
+// streamFrom opens /events from client c and waits for the server to
+// serve it; the answer's body is the stream.
+func (ls *limitedServer) streamFrom(t *testing.T, c *http.Client) *http.Response {
+	t.Helper()
+	c.Timeout = 0 // a stream lasts; the test's deadline bounds it
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ls.url+"/events", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("stream: %s", resp.Status)
+	}
+	ls.wait(t, ls.started, "the stream to start")
+	return resp
+}
+
+func (ls *limitedServer) status(t *testing.T, c *http.Client) int {
+	t.Helper()
+	resp, err := c.Get(ls.url + "/ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestConnLimitShare: when one client address holds more than half of
+// the places, none idle, a request from another address takes the place
+// of that address's longest-running GET (an event stream, which its
+// client can resume); a request from the address itself is refused, and
+// so is one while no address holds more than half.
+func TestConnLimitShare(t *testing.T) {
+	t.Parallel()
+	ls := startLimited(t, 2)
+	hog := from(t, "127.0.0.1")
+	s1 := ls.streamFrom(t, hog)
+	ls.streamFrom(t, from(t, "127.0.0.1"))
+	if got := ls.status(t, from(t, "127.0.0.1")); got != http.StatusServiceUnavailable {
+		t.Fatalf("the address holding every place asks for one more: %d, want 503", got)
+	}
+	if got := ls.status(t, from(t, "127.0.0.2")); got != http.StatusOK {
+		t.Fatalf("another address, while one holds every place: %d, want 200", got)
+	}
+	// The first stream was closed for it.
+	if _, err := io.ReadAll(s1.Body); err == nil || strings.Contains(err.Error(), "deadline") {
+		t.Fatalf("the hog's first stream: %v, want it cut", err)
+	}
+	if !strings.Contains(ls.log.String(), "client address 127.0.0.1 holds 2 of the 2 connections") {
+		t.Fatalf("log: %s", ls.log.String())
+	}
+
+	// Two addresses, a stream each: neither holds more than half.
+	even := startLimited(t, 2)
+	even.streamFrom(t, from(t, "127.0.0.1"))
+	even.streamFrom(t, from(t, "127.0.0.2"))
+	if got := even.status(t, from(t, "127.0.0.3")); got != http.StatusServiceUnavailable {
+		t.Fatalf("a third address while two hold one place each: %d, want 503", got)
+	}
+}
