@@ -545,8 +545,12 @@ func (p *Policy) Authorize(r *http.Request) *Error {
 
 // ValidToken reports whether r carries token (not empty) as an RFC 7235
 // bearer credential (scheme case-insensitive) or in x-maestro-api-key /
-// x-composer-api-key, compared in constant time.
+// x-composer-api-key, compared in constant time. Spaces and line breaks
+// around the configured token are not part of it: a token read with its
+// line end (a secret file, an EnvironmentFile) could never be sent, since
+// HTTP trims header values.
 func ValidToken(r *http.Request, token string) bool {
+	token = strings.TrimSpace(token)
 	if token == "" {
 		return false
 	}
