@@ -33,6 +33,13 @@ const staleNew = time.Second
 // server (a matter of microseconds, longer on a loaded machine).
 const finishWait = time.Second
 
+// MaxHeaderBytes bounds a request's header (net/http's default is 1 MB):
+// a connection that has not sent its whole header holds what it sent, so
+// --max-connections silent connections could hold a gigabyte. Browsers
+// and clients send a few kilobytes (nginx refuses more than 32 KB).
+// Configure sets it on a server that sets none.
+const MaxHeaderBytes = 64 << 10
+
 // connLimitLogEvery bounds the "limit reached" log line: once per period
 // while connections are refused, not once per connection.
 const connLimitLogEvery = time.Minute
@@ -430,8 +437,12 @@ type connKey struct{}
 // Configure wires the limit into srv, which is to serve l: it tracks idle
 // connections (ConnState) and answers every request of a connection past
 // the limit 503 with Retry-After, in the shape surface picks (nil: REST),
-// closing the connection after it.
+// closing the connection after it. It bounds what each connection holds
+// before its request is read: MaxHeaderBytes unless srv sets a bound.
 func (l *ConnLimit) Configure(srv *http.Server, surface func(*http.Request) Surface) {
+	if srv.MaxHeaderBytes == 0 {
+		srv.MaxHeaderBytes = MaxHeaderBytes
+	}
 	prevState, prevCtx, next := srv.ConnState, srv.ConnContext, srv.Handler
 	srv.ConnState = func(c net.Conn, s http.ConnState) {
 		l.connState(c, s)

@@ -389,3 +389,32 @@ func TestConnLimitShare(t *testing.T) {
 		t.Fatalf("a third address while two hold one place each: %d, want 503", got)
 	}
 }
+
+// TestConnLimitHeaderBytes: a header over MaxHeaderBytes is refused
+// (431) rather than held: with net/http's 1 MB default, 300 connections
+// that sent 1 MB of header each and nothing more held 320 MB of serve's
+// memory, and --max-connections 1024 of them a gigabyte. A header of a
+// few kilobytes passes.
+func TestConnLimitHeaderBytes(t *testing.T) {
+	t.Parallel()
+	ls := startLimited(t, 4)
+	get := func(size int) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, ls.url+"/ok", nil)
+		req.Header.Set("X-Big", strings.Repeat("a", size))
+		resp, err := client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// net/http reads 4 KB more than the bound before it refuses.
+	if got := get(MaxHeaderBytes + 8<<10); got != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("a header of %d bytes: %d, want 431", MaxHeaderBytes+8<<10, got)
+	}
+	if got := get(8 << 10); got != http.StatusOK {
+		t.Errorf("a header of 8 KB: %d, want 200", got)
+	}
+}
