@@ -2,11 +2,13 @@ package httpedge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -39,6 +41,16 @@ const finishWait = time.Second
 // and clients send a few kilobytes (nginx refuses more than 32 KB).
 // Configure sets it on a server that sets none.
 const MaxHeaderBytes = 64 << 10
+
+// DefaultWriteIdle is how long a write to a client may make no progress
+// before its connection is closed: a client that reads nothing of its
+// answer (a download, a listing) must not hold its connection and the
+// handler for ever. Event streams set their own deadline (SSE).
+const DefaultWriteIdle = DefaultSSEWriteTimeout
+
+// writeChunk is the most written under one write deadline: a client
+// reading at least writeChunk bytes per write idle time is never cut.
+const writeChunk = 16 << 10
 
 // connLimitLogEvery bounds the "limit reached" log line: once per period
 // while connections are refused, not once per connection.
@@ -82,6 +94,8 @@ type ConnLimit struct {
 	taken    int // GETs closed for another address since the last log line
 	takenLog time.Time
 	now      func() time.Time
+	// writeIdle bounds a write that makes no progress (DefaultWriteIdle).
+	writeIdle time.Duration
 	// changed, when set (tests), is called after a connection is released.
 	changed func()
 }
@@ -110,7 +124,7 @@ func LimitConns(ln net.Listener, max int, setting string, log *slog.Logger) *Con
 	}
 	return &ConnLimit{Listener: ln, max: max, setting: setting, log: log,
 		states: map[*limitedConn]connAge{}, perAddr: map[string]int{}, gets: map[*limitedConn]uint64{},
-		wake: make(chan struct{}), now: time.Now}
+		wake: make(chan struct{}), now: time.Now, writeIdle: DefaultWriteIdle}
 }
 
 // fdReserve is how many descriptors a process keeps for its own files,
@@ -496,6 +510,47 @@ type limitedConn struct {
 	finishing bool
 	// hijacked (under l.mu): no longer the server's.
 	hijacked bool
+	// ownDeadline: a write deadline set by the connection's owner.
+	ownDeadline atomic.Bool
+}
+
+// Write writes p in parts of at most writeChunk bytes, each under a
+// deadline of the limit's write idle time, unless the connection's owner
+// (an event stream, a hijacker) set a write deadline of its own.
+func (c *limitedConn) Write(p []byte) (int, error) {
+	idle := c.l.writeIdle
+	if idle <= 0 || c.ownDeadline.Load() {
+		return c.Conn.Write(p)
+	}
+	n := 0
+	for len(p) > 0 {
+		part := p[:min(len(p), writeChunk)]
+		c.Conn.SetWriteDeadline(time.Now().Add(idle))
+		k, err := c.Conn.Write(part)
+		n += k
+		if err != nil {
+			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+				// The client reads nothing: give its place back.
+				c.Conn.Close()
+			}
+			return n, err
+		}
+		p = p[k:]
+	}
+	return n, nil
+}
+
+// SetWriteDeadline sets the connection's write deadline; while it is
+// set, Write puts none of its own.
+func (c *limitedConn) SetWriteDeadline(t time.Time) error {
+	c.ownDeadline.Store(!t.IsZero())
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// SetDeadline sets the read and write deadlines (see SetWriteDeadline).
+func (c *limitedConn) SetDeadline(t time.Time) error {
+	c.ownDeadline.Store(!t.IsZero())
+	return c.Conn.SetDeadline(t)
 }
 
 func (c *limitedConn) Close() error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -416,5 +417,60 @@ func TestConnLimitHeaderBytes(t *testing.T) {
 	}
 	if got := get(8 << 10); got != http.StatusOK {
 		t.Errorf("a header of 8 KB: %d, want 200", got)
+	}
+}
+
+// TestConnLimitUnreadAnswer: a client that asks for a large answer and
+// reads none of it is disconnected once nothing could be written to it
+// for the write idle time, giving its place back: a download never read
+// held its connection and handler for ever (event streams had their own
+// deadline, other answers none).
+func TestConnLimitUnreadAnswer(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := LimitConns(ln, 4, "--max-connections", nil)
+	lim.writeIdle = 100 * time.Millisecond
+	released := make(chan struct{}, 1)
+	lim.changed = func() {
+		select {
+		case released <- struct{}{}:
+		default:
+		}
+	}
+	wrote := make(chan error, 1)
+	chunk := bytes.Repeat([]byte("x"), 1<<20)
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var err error
+		for i := 0; i < 256 && err == nil; i++ { // 256 MB: more than any socket buffers
+			_, err = w.Write(chunk)
+		}
+		wrote <- err
+	})}
+	lim.Configure(srv, nil)
+	go srv.Serve(lim)
+	t.Cleanup(func() { srv.Close() })
+	c, err := net.DialTimeout("tcp", ln.Addr().String(), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+	select {
+	case err := <-wrote:
+		if err == nil {
+			t.Fatal("256 MB written to a client that reads nothing")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler still writes to a client that has read nothing for 10 s")
+	}
+	for lim.Open() != 0 {
+		select {
+		case <-released:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("open connections: %d, want 0", lim.Open())
+		}
 	}
 }
