@@ -303,15 +303,22 @@ func hasBody(r *http.Request) bool {
 	return r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
 }
 
+// refuseDrain is how long a refused request's connection stays open
+// after the answer to read what is left of its body (at most 256 KB, as
+// net/http does), so that the client, still sending it, reads the answer
+// rather than a reset.
+const refuseDrain = 500 * time.Millisecond
+
 // Refuse answers a request that is not served with e, without waiting for
 // its body: net/http reads what is left of a body before it answers (to
 // keep the connection), with no deadline, so that a declared body that
-// never comes held the connection, unanswered, for ever. What has already
-// arrived is still read; if more was due, the connection is closed after
-// the answer.
+// never came held the connection, unanswered, for ever. The answer goes
+// out at once and the connection is closed after it, once the rest of
+// the body is read or after refuseDrain.
 func Refuse(w http.ResponseWriter, r *http.Request, s Surface, e *Error) {
 	if hasBody(r) {
-		http.NewResponseController(w).SetReadDeadline(time.Now())
+		w.Header().Set("Connection", "close")
+		http.NewResponseController(w).SetReadDeadline(time.Now().Add(refuseDrain))
 	}
 	WriteError(w, s, e)
 }
