@@ -72,7 +72,9 @@ an IP address when a token is required, or a name given with
 cross-site are refused, and JSON bodies need Content-Type: application/json.
 At most --max-connections connections are open at once (event streams
 count): past that an idle one is closed to make room, or the request is
-answered 503 with Retry-After. See "HTTP edge" in docs/sandbox.md.
+answered 503 with Retry-After; a client address holding more than half of
+them loses its oldest GET (an event stream) to another address's request.
+See "HTTP edge" in docs/sandbox.md.
 
 Agent: with no model configured (no --model/--replay, MAESTRO_MODEL, keys or
 config), or with --fixture / MAESTRO_HOSTED_RUNNER_FIXTURE=1 (or the

@@ -92,7 +92,10 @@ are refused, and JSON bodies need Content-Type: application/json. At most
 --max-connections connections are open at once (event streams count):
 past that an idle keep-alive connection is closed to make room, or, when
 none is idle, the request is answered 503 with Retry-After and a warning
-is logged (at most once a minute). See "HTTP edge" in docs/sandbox.md.
+is logged (at most once a minute). A client address holding more than half
+of them loses its oldest GET (an event stream) to a request from another
+address; behind a reverse proxy all clients share the proxy's address, so
+limit them there. See "HTTP edge" in docs/sandbox.md.
 
 Web UI: / serves the team's console (tasks, live runs, questions,
 deliverables, schedules; docs/web-ui.md), embedded in the binary. Its files

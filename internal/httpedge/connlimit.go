@@ -2,11 +2,13 @@ package httpedge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -28,6 +30,28 @@ const refusalSlots = 32
 // sends its request as soon as it connects).
 const staleNew = time.Second
 
+// finishWait bounds how long a request past the limit waits for a
+// connection that has been answered but not yet marked idle by the
+// server (a matter of microseconds, longer on a loaded machine).
+const finishWait = time.Second
+
+// MaxHeaderBytes bounds a request's header (net/http's default is 1 MB):
+// a connection that has not sent its whole header holds what it sent, so
+// --max-connections silent connections could hold a gigabyte. Browsers
+// and clients send a few kilobytes (nginx refuses more than 32 KB).
+// Configure sets it on a server that sets none.
+const MaxHeaderBytes = 64 << 10
+
+// DefaultWriteIdle is how long a write to a client may make no progress
+// before its connection is closed: a client that reads nothing of its
+// answer (a download, a listing) must not hold its connection and the
+// handler for ever. Event streams set their own deadline (SSE).
+const DefaultWriteIdle = DefaultSSEWriteTimeout
+
+// writeChunk is the most written under one write deadline: a client
+// reading at least writeChunk bytes per write idle time is never cut.
+const writeChunk = 16 << 10
+
 // connLimitLogEvery bounds the "limit reached" log line: once per period
 // while connections are refused, not once per connection.
 const connLimitLogEvery = time.Minute
@@ -40,9 +64,12 @@ const connLimitLogEvery = time.Minute
 //
 // When Max connections are open, a new one first takes the place of an
 // idle keep-alive connection (or of one that has sent nothing for a
-// second), which is closed; when none is idle, the new connection's
-// request is answered 503 with Retry-After and the connection closed, so
-// a client is told to retry instead of hanging. A warning is logged when
+// second), which is closed. A connection that has none to take is
+// accepted past the limit and its request read: if by then a place is
+// free or idle, or once a connection that has just been answered goes
+// idle, it takes that place and is served; otherwise the request is
+// answered 503 with Retry-After and the connection closed, so a client
+// is told to retry instead of hanging. A warning is logged when
 // that happens, at most once a minute.
 type ConnLimit struct {
 	net.Listener
@@ -51,13 +78,24 @@ type ConnLimit struct {
 	setting string
 	log     *slog.Logger
 
-	mu       sync.Mutex
-	open     int                      // admitted connections not yet closed
-	states   map[*limitedConn]connAge // admitted connections that may be reclaimed
-	refusing int                      // over-limit connections being answered 503
-	refused  int                      // refused since the last log line
+	mu        sync.Mutex
+	open      int                     // admitted connections not yet closed
+	perAddr   map[string]int          // admitted connections by client address
+	gets      map[*limitedConn]uint64 // admitted connections serving a GET or HEAD, in order
+	getSeq    uint64
+	states    map[*limitedConn]connAge // admitted connections that may be reclaimed
+	refusing  int                      // over-limit connections being answered 503
+	finishing int                      // admitted connections answered, not yet idle or closed
+	// wake is closed (and replaced) when a place may have been given
+	// back: a connection closed, went idle or stopped finishing.
+	wake     chan struct{}
+	refused  int // refused since the last log line
 	logged   time.Time
+	taken    int // GETs closed for another address since the last log line
+	takenLog time.Time
 	now      func() time.Time
+	// writeIdle bounds a write that makes no progress (DefaultWriteIdle).
+	writeIdle time.Duration
 	// changed, when set (tests), is called after a connection is released.
 	changed func()
 }
@@ -85,7 +123,8 @@ func LimitConns(ln net.Listener, max int, setting string, log *slog.Logger) *Con
 		}
 	}
 	return &ConnLimit{Listener: ln, max: max, setting: setting, log: log,
-		states: map[*limitedConn]connAge{}, now: time.Now}
+		states: map[*limitedConn]connAge{}, perAddr: map[string]int{}, gets: map[*limitedConn]uint64{},
+		wake: make(chan struct{}), now: time.Now, writeIdle: DefaultWriteIdle}
 }
 
 // fdReserve is how many descriptors a process keeps for its own files,
@@ -140,20 +179,19 @@ func (l *ConnLimit) admit(c net.Conn) (*limitedConn, bool) {
 	if l.open >= l.max {
 		victim = l.reclaimable(now)
 		if victim != nil {
-			delete(l.states, victim)
-			victim.released = true
-			l.open--
+			l.drop(victim)
 		}
 	}
-	lc := &limitedConn{Conn: c, l: l}
+	lc := &limitedConn{Conn: c, l: l, addr: addrOf(c)}
 	switch {
 	case l.open < l.max:
-		l.open++
+		l.take(lc)
 		l.states[lc] = connAge{state: http.StateNew, since: now}
 	case l.refusing < refusalSlots:
+		// Refused when its request is read, unless a place is free by
+		// then (place).
 		lc.over = true
 		l.refusing++
-		l.noteRefusal(now)
 	default:
 		l.noteRefusal(now)
 		lc = nil
@@ -196,6 +234,166 @@ func (l *ConnLimit) noteRefusal(now time.Time) {
 	l.logged, l.refused = now, 0
 }
 
+// unfinish clears c's finishing mark (l.mu held).
+func (l *ConnLimit) unfinish(c *limitedConn) {
+	if c.finishing {
+		c.finishing = false
+		l.finishing--
+	}
+}
+
+// broadcast wakes the requests waiting in place (l.mu held).
+func (l *ConnLimit) broadcast() {
+	close(l.wake)
+	l.wake = make(chan struct{})
+}
+
+// place gives a connection accepted past the limit a place, once its
+// request is read: a free one, an idle one (closed), or, while a
+// connection that has been answered is not yet idle, the first that goes
+// idle within finishWait, or the place of a GET of the address holding
+// more than half of the places (takeover). It reports false when the
+// request is to be refused. A connection within the limit has its place
+// already.
+func (l *ConnLimit) place(ctx context.Context, c *limitedConn) bool {
+	var timeout <-chan time.Time
+	waited := false
+	l.mu.Lock()
+	for c.over {
+		now := l.now()
+		var victim *limitedConn
+		if l.open >= l.max {
+			victim = l.reclaimable(now)
+			if victim == nil && (l.finishing == 0 || waited) {
+				victim = l.takeover(c, now)
+			}
+			if victim != nil {
+				l.drop(victim)
+			}
+		}
+		if l.open < l.max {
+			c.over = false
+			l.refusing--
+			l.take(c)
+			l.mu.Unlock()
+			if victim != nil {
+				victim.Conn.Close()
+				l.notify()
+			}
+			return true
+		}
+		if l.finishing == 0 || waited {
+			break
+		}
+		if timeout == nil {
+			t := time.NewTimer(finishWait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		wake := l.wake
+		l.mu.Unlock()
+		select {
+		case <-wake:
+		case <-timeout:
+			waited = true
+		case <-ctx.Done():
+			return false
+		}
+		l.mu.Lock()
+	}
+	over := c.over
+	if over {
+		l.noteRefusal(l.now())
+	}
+	l.mu.Unlock()
+	return !over
+}
+
+// take gives c a place (l.mu held).
+func (l *ConnLimit) take(c *limitedConn) {
+	l.open++
+	l.perAddr[c.addr]++
+}
+
+// drop takes c's place back (l.mu held).
+func (l *ConnLimit) drop(c *limitedConn) {
+	c.released = true
+	l.open--
+	if l.perAddr[c.addr]--; l.perAddr[c.addr] <= 0 {
+		delete(l.perAddr, c.addr)
+	}
+	delete(l.states, c)
+	delete(l.gets, c)
+	l.unfinish(c)
+}
+
+// takeover is the connection a full listener with none idle closes to
+// serve c's request: when one client address holds more than half of
+// the places and c comes from another, the longest-running GET (or HEAD)
+// request of that address, most likely an event stream, which its client
+// can resume. nil when there is none (l.mu held).
+func (l *ConnLimit) takeover(c *limitedConn, now time.Time) *limitedConn {
+	hog, n := "", 0
+	for a, k := range l.perAddr {
+		if k > n {
+			hog, n = a, k
+		}
+	}
+	if n <= l.max/2 || hog == c.addr {
+		return nil
+	}
+	var victim *limitedConn
+	var first uint64
+	for g, seq := range l.gets {
+		if g.addr == hog && (victim == nil || seq < first) {
+			victim, first = g, seq
+		}
+	}
+	if victim == nil {
+		return nil
+	}
+	l.taken++
+	if l.takenLog.IsZero() || now.Sub(l.takenLog) >= connLimitLogEvery {
+		l.log.Warn(fmt.Sprintf("connection limit reached: client address %s holds %d of the %d connections, none idle; its longest-running GET requests are closed to serve other addresses (one address keeps at most half of the limit while others wait)", hog, n, l.max),
+			"max_connections", l.max, "closed", l.taken)
+		l.takenLog, l.taken = now, 0
+	}
+	return victim
+}
+
+// serving records that c serves a GET or HEAD request, which takeover
+// may end.
+func (l *ConnLimit) serving(c *limitedConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !c.over && !c.released {
+		l.getSeq++
+		l.gets[c] = l.getSeq
+	}
+}
+
+// addrOf is the client address of c, without its port.
+func addrOf(c net.Conn) string {
+	a := c.RemoteAddr().String()
+	if h, _, err := net.SplitHostPort(a); err == nil {
+		return h
+	}
+	return a
+}
+
+// finished marks c, whose request's handler has returned, as answered
+// and about to be idle or closed (an HTTP/1 connection serves one
+// request at a time).
+func (l *ConnLimit) finished(c *limitedConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.gets, c)
+	if !c.over && !c.released && !c.hijacked && !c.finishing {
+		c.finishing = true
+		l.finishing++
+	}
+}
+
 func (l *ConnLimit) notify() {
 	if l.changed != nil {
 		l.changed()
@@ -206,14 +404,14 @@ func (l *ConnLimit) notify() {
 func (l *ConnLimit) release(c *limitedConn) {
 	l.mu.Lock()
 	done := c.released
-	c.released = true
 	if !done {
 		if c.over {
+			c.released = true
 			l.refusing--
 		} else {
-			l.open--
-			delete(l.states, c)
+			l.drop(c)
 		}
+		l.broadcast()
 	}
 	l.mu.Unlock()
 	if !done {
@@ -224,31 +422,41 @@ func (l *ConnLimit) release(c *limitedConn) {
 // connState tracks which connections are idle (http.Server.ConnState).
 func (l *ConnLimit) connState(c net.Conn, s http.ConnState) {
 	lc, ok := c.(*limitedConn)
-	if !ok || lc.over {
+	if !ok {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if lc.released {
+	if lc.released || lc.over {
 		return
 	}
 	switch s {
 	case http.StateIdle:
 		l.states[lc] = connAge{state: s, since: l.now()}
+		l.unfinish(lc)
+		l.broadcast()
 	case http.StateActive, http.StateHijacked, http.StateClosed:
 		// Busy (or no longer the server's): not to be reclaimed. A
 		// hijacked connection still counts until its owner closes it.
 		delete(l.states, lc)
+		l.unfinish(lc)
+		if s == http.StateHijacked {
+			lc.hijacked = true
+		}
 	}
 }
 
-type overKey struct{}
+type connKey struct{}
 
 // Configure wires the limit into srv, which is to serve l: it tracks idle
 // connections (ConnState) and answers every request of a connection past
 // the limit 503 with Retry-After, in the shape surface picks (nil: REST),
-// closing the connection after it.
+// closing the connection after it. It bounds what each connection holds
+// before its request is read: MaxHeaderBytes unless srv sets a bound.
 func (l *ConnLimit) Configure(srv *http.Server, surface func(*http.Request) Surface) {
+	if srv.MaxHeaderBytes == 0 {
+		srv.MaxHeaderBytes = MaxHeaderBytes
+	}
 	prevState, prevCtx, next := srv.ConnState, srv.ConnContext, srv.Handler
 	srv.ConnState = func(c net.Conn, s http.ConnState) {
 		l.connState(c, s)
@@ -257,8 +465,8 @@ func (l *ConnLimit) Configure(srv *http.Server, surface func(*http.Request) Surf
 		}
 	}
 	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-		if lc, ok := c.(*limitedConn); ok && lc.over {
-			ctx = context.WithValue(ctx, overKey{}, true)
+		if lc, ok := c.(*limitedConn); ok {
+			ctx = context.WithValue(ctx, connKey{}, lc)
 		}
 		if prevCtx != nil {
 			ctx = prevCtx(ctx, c)
@@ -266,8 +474,15 @@ func (l *ConnLimit) Configure(srv *http.Server, surface func(*http.Request) Surf
 		return ctx
 	}
 	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Context().Value(overKey{}) == nil {
+		lc, _ := r.Context().Value(connKey{}).(*limitedConn)
+		if lc == nil || l.place(r.Context(), lc) {
+			if lc != nil && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+				l.serving(lc)
+			}
 			next.ServeHTTP(w, r)
+			if lc != nil && r.ProtoMajor == 1 {
+				l.finished(lc)
+			}
 			return
 		}
 		s := REST
@@ -275,7 +490,7 @@ func (l *ConnLimit) Configure(srv *http.Server, surface func(*http.Request) Surf
 			s = surface(r)
 		}
 		w.Header().Set("Connection", "close")
-		WriteError(w, s, &Error{Status: http.StatusServiceUnavailable, Code: CodeRuntimeNotReady, RetryAfter: 1,
+		Refuse(w, r, s, &Error{Status: http.StatusServiceUnavailable, Code: CodeRuntimeNotReady, RetryAfter: 1,
 			Message: fmt.Sprintf("this server has reached its limit of %d open connections (%s), none of them idle: try again shortly", l.max, l.setting)})
 	})
 }
@@ -284,10 +499,58 @@ func (l *ConnLimit) Configure(srv *http.Server, surface func(*http.Request) Surf
 type limitedConn struct {
 	net.Conn
 	l *ConnLimit
-	// over: accepted past the limit, to be answered 503.
+	// addr is the client's address (without port).
+	addr string
+	// over (under l.mu): accepted past the limit, to be answered 503
+	// unless place finds it a place.
 	over bool
 	// released (under l.mu): its place was given back.
 	released bool
+	// finishing (under l.mu): its request answered, not yet idle.
+	finishing bool
+	// hijacked (under l.mu): no longer the server's.
+	hijacked bool
+	// ownDeadline: a write deadline set by the connection's owner.
+	ownDeadline atomic.Bool
+}
+
+// Write writes p in parts of at most writeChunk bytes, each under a
+// deadline of the limit's write idle time, unless the connection's owner
+// (an event stream, a hijacker) set a write deadline of its own.
+func (c *limitedConn) Write(p []byte) (int, error) {
+	idle := c.l.writeIdle
+	if idle <= 0 || c.ownDeadline.Load() {
+		return c.Conn.Write(p)
+	}
+	n := 0
+	for len(p) > 0 {
+		part := p[:min(len(p), writeChunk)]
+		c.Conn.SetWriteDeadline(time.Now().Add(idle))
+		k, err := c.Conn.Write(part)
+		n += k
+		if err != nil {
+			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+				// The client reads nothing: give its place back.
+				c.Conn.Close()
+			}
+			return n, err
+		}
+		p = p[k:]
+	}
+	return n, nil
+}
+
+// SetWriteDeadline sets the connection's write deadline; while it is
+// set, Write puts none of its own.
+func (c *limitedConn) SetWriteDeadline(t time.Time) error {
+	c.ownDeadline.Store(!t.IsZero())
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// SetDeadline sets the read and write deadlines (see SetWriteDeadline).
+func (c *limitedConn) SetDeadline(t time.Time) error {
+	c.ownDeadline.Store(!t.IsZero())
+	return c.Conn.SetDeadline(t)
 }
 
 func (c *limitedConn) Close() error {

@@ -36,12 +36,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -214,7 +216,15 @@ type Policy struct {
 	// MaxBody returns the largest body a route may read (0: the route
 	// bounds it itself); nil: no edge bound.
 	MaxBody func(*http.Request) int64
+	// BodyIdle bounds how long a request's body may send nothing
+	// (0: DefaultBodyIdle).
+	BodyIdle time.Duration
 }
+
+// DefaultBodyIdle is how long a request body may send nothing before
+// the read fails: without it, a request that declares a body and never
+// sends it holds its connection (one of --max-connections) for ever.
+const DefaultBodyIdle = 30 * time.Second
 
 // Validate checks the policy before a listener starts: a listener beyond
 // loopback needs a token, and "*" in AllowedHosts needs a token. Errors say
@@ -265,19 +275,20 @@ func (p *Policy) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := p.surface(r)
 		if e := p.CheckHost(r); e != nil {
-			WriteError(w, s, e)
+			Refuse(w, r, s, e)
 			return
 		}
 		if e := CheckOrigin(r); e != nil {
-			WriteError(w, s, e)
+			Refuse(w, r, s, e)
 			return
 		}
 		if p.Open == nil || !p.Open(r) {
 			if e := p.Authorize(r); e != nil {
-				WriteError(w, s, e)
+				Refuse(w, r, s, e)
 				return
 			}
 		}
+		idleBodyDeadline(w, r, cmpDuration(p.BodyIdle, DefaultBodyIdle))
 		if p.MaxBody != nil && r.Body != nil {
 			if n := p.MaxBody(r); n > 0 {
 				r.Body = http.MaxBytesReader(w, r.Body, n)
@@ -286,6 +297,90 @@ func (p *Policy) Handler(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// hasBody reports whether r has a body still to read.
+func hasBody(r *http.Request) bool {
+	return r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
+}
+
+// refuseDrain is how long a refused request's connection stays open
+// after the answer to read what is left of its body (at most 256 KB, as
+// net/http does), so that the client, still sending it, reads the answer
+// rather than a reset.
+const refuseDrain = 500 * time.Millisecond
+
+// Refuse answers a request that is not served with e, without waiting for
+// its body: net/http reads what is left of a body before it answers (to
+// keep the connection), with no deadline, so that a declared body that
+// never came held the connection, unanswered, for ever. The answer goes
+// out at once and the connection is closed after it, once the rest of
+// the body is read or after refuseDrain.
+func Refuse(w http.ResponseWriter, r *http.Request, s Surface, e *Error) {
+	if hasBody(r) {
+		w.Header().Set("Connection", "close")
+		http.NewResponseController(w).SetReadDeadline(time.Now().Add(refuseDrain))
+	}
+	WriteError(w, s, e)
+}
+
+// idleBodyDeadline bounds the wait for each part of r's body to idle: a
+// body that sends nothing for that long fails the handler's read with an
+// error saying so (and the connection is closed after the answer). The
+// deadline is lifted once the body has been read whole, so that the rest
+// of the request (an event stream, a long call) is not cut.
+func idleBodyDeadline(w http.ResponseWriter, r *http.Request, idle time.Duration) {
+	if !hasBody(r) {
+		return
+	}
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(idle)) != nil {
+		return // not a connection (a test recorder)
+	}
+	r.Body = &idleBody{ReadCloser: r.Body, rc: rc, idle: idle}
+}
+
+// idleBody is a request body under a sliding read deadline.
+type idleBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	idle time.Duration
+	done bool
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	switch {
+	case b.done:
+	case err == io.EOF:
+		b.done = true
+		b.rc.SetReadDeadline(time.Time{})
+	case err != nil:
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			err = &bodyIdleError{idle: b.idle, err: err}
+		}
+	case n > 0:
+		b.rc.SetReadDeadline(time.Now().Add(b.idle))
+	}
+	return n, err
+}
+
+// bodyIdleError is the read error of a body that sent nothing for idle.
+type bodyIdleError struct {
+	idle time.Duration
+	err  error
+}
+
+func (e *bodyIdleError) Error() string {
+	return fmt.Sprintf("nothing of the request body received for %s: the client stopped sending it", e.idle)
+}
+
+func (e *bodyIdleError) Unwrap() error { return e.err }
+
+// Timeout reports true: the error is a timeout, as the one it wraps.
+func (e *bodyIdleError) Timeout() bool { return true }
+
+// Temporary reports false (net.Error).
+func (e *bodyIdleError) Temporary() bool { return false }
 
 func (p *Policy) surface(r *http.Request) Surface {
 	if p.Surface == nil {
@@ -457,8 +552,12 @@ func (p *Policy) Authorize(r *http.Request) *Error {
 
 // ValidToken reports whether r carries token (not empty) as an RFC 7235
 // bearer credential (scheme case-insensitive) or in x-maestro-api-key /
-// x-composer-api-key, compared in constant time.
+// x-composer-api-key, compared in constant time. Spaces and line breaks
+// around the configured token are not part of it: a token read with its
+// line end (a secret file, an EnvironmentFile) could never be sent, since
+// HTTP trims header values.
 func ValidToken(r *http.Request, token string) bool {
+	token = strings.TrimSpace(token)
 	if token == "" {
 		return false
 	}
@@ -530,6 +629,13 @@ func SimpleContentType(r *http.Request) bool {
 		return true
 	}
 	return false
+}
+
+func cmpDuration(a, b time.Duration) time.Duration {
+	if a > 0 {
+		return a
+	}
+	return b
 }
 
 func cmpInt(a, b int) int {

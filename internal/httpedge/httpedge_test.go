@@ -108,6 +108,10 @@ func TestAuthorize(t *testing.T) {
 	optional := &Policy{Token: "s3cret"}
 	locked := &Policy{RequireAuth: true}
 	open := &Policy{}
+	// A token read with its line end (a Kubernetes secret made from a
+	// file, an EnvironmentFile): no client could send it, since header
+	// values cannot end in a line break or a space.
+	newline := &Policy{Token: "s3cret\n", RequireAuth: true}
 	tests := []struct {
 		name string
 		p    *Policy
@@ -129,6 +133,9 @@ func TestAuthorize(t *testing.T) {
 		{"optional, wrong api key", optional, map[string]string{"x-maestro-api-key": "wrong"}, false},
 		{"locked", locked, map[string]string{"Authorization": "Bearer anything"}, false},
 		{"open", open, map[string]string{"Authorization": "Bearer anything"}, true},
+		{"token ending in a newline", newline, map[string]string{"Authorization": "Bearer s3cret"}, true},
+		{"token ending in a newline, api key", newline, map[string]string{"x-maestro-api-key": "s3cret"}, true},
+		{"token ending in a newline, wrong", newline, map[string]string{"Authorization": "Bearer s3cre"}, false},
 	}
 	for _, tt := range tests {
 		r := httptest.NewRequest("GET", "/", nil)

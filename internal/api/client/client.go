@@ -60,7 +60,9 @@ type Client struct {
 }
 
 // New returns a client of the server at base (an http:// or https:// URL)
-// presenting token as a bearer token when it is not empty.
+// presenting token as a bearer token when it is not empty. Spaces and
+// line breaks around the token are not sent (a header value cannot hold
+// them; the server does not count them either).
 func New(base, token string) (*Client, error) {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -74,7 +76,7 @@ func New(base, token string) (*Client, error) {
 	}
 	return &Client{
 		base:   strings.TrimRight(base, "/"),
-		token:  token,
+		token:  strings.TrimSpace(token),
 		hc:     &http.Client{Transport: tr, Timeout: CallTimeout},
 		stream: &http.Client{Transport: tr},
 	}, nil

@@ -379,6 +379,16 @@ func TestAuthAndURL(t *testing.T) {
 	if _, err := e.c.ListTasks(t.Context(), "", client.Page{}); err != nil {
 		t.Fatalf("with the token: %v", err)
 	}
+	// A token read with its line end ($(cat) keeps none, a Kubernetes
+	// secret or an EnvironmentFile may): sent without it. It failed with
+	// 'net/http: invalid header field value for "Authorization"'.
+	nl, err := client.New(e.c.Base(), "tok-1\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nl.ListTasks(t.Context(), "", client.Page{}); err != nil {
+		t.Fatalf("with the token and its line end: %v", err)
+	}
 	anon, err := client.New(e.c.Base(), "")
 	if err != nil {
 		t.Fatal(err)
