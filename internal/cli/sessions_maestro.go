@@ -60,7 +60,8 @@ type maestroSession struct {
 	AgentSession string `json:"agent_session,omitempty"`
 	// Status is the latest piece run's status (running, waiting_human,
 	// succeeded, aborted, failed, cancelled, …, or interrupted: recorded
-	// as running, but no process runs it) for a piece session, else how the
+	// as running or waiting_subtasks, but no process runs it) for a piece
+	// session, else how the
 	// last turn ended: answered, failed, interrupted, running (a process
 	// runs it now), unfinished (stopped mid-turn) or empty (no prompt yet).
 	Status string `json:"status"`
@@ -120,6 +121,9 @@ func describeSession(store *session.Store, meta session.Meta, ids []string) maes
 	switch {
 	case s.Piece != "" && s.Status == string(engine.StatusRunning) && !logInUse(s.Log):
 		s.Status, s.Reason = statusInterrupted, "no process runs it now (Ctrl-C, or its process was killed, crashed or lost its terminal): maestro run --resume restarts the movement"
+	case s.Piece != "" && s.Status == string(engine.StatusWaitingSubtasks) && !logInUse(s.Log):
+		// A local run's subtasks run in its process: they stopped with it.
+		s.Status, s.Reason = statusInterrupted, "no process runs it or its subtasks now (Ctrl-C, or its process was killed, crashed or lost its terminal): maestro run --resume ends the unfinished subtasks as interrupted and goes on with the movement"
 	case s.Piece == "" && s.Status == statusUnfinished && logInUse(s.Log):
 		s.Status = statusRunning
 	}

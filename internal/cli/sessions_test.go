@@ -136,55 +136,65 @@ func TestSessionsShowClaude(t *testing.T) {
 // finishing it (Ctrl-C leaves it so, for --resume to restart the
 // movement; a kill or a closed terminal too): `sessions list` said
 // "general: running" of sessions nobody ran. It asks the session's lock.
+// So for a run killed while it waited for its subtasks ("waiting_subtasks"
+// for ever): a local run's subtasks stop with its process.
 func TestSessionsStatusAsksWhetherAProcessRunsIt(t *testing.T) {
 	t.Parallel()
-	home := t.TempDir()
-	env := map[string]string{"MAESTRO_HOME": home}
-	if r := runCLI(t, env, "run", "--piece", "general", "--workspace", t.TempDir(), "x"); r.code != 0 {
-		t.Fatalf("piece run: exit %d: %s", r.code, r.stderr)
-	}
-	entries, _ := os.ReadDir(filepath.Join(home, "sessions"))
-	if len(entries) != 1 {
-		t.Fatalf("%d sessions", len(entries))
-	}
-	dir := filepath.Join(home, "sessions", entries[0].Name())
-	statePath := filepath.Join(dir, "runs", "1", "logs", "run-state.json")
-	data, err := os.ReadFile(statePath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st map[string]any
-	if err := json.Unmarshal(data, &st); err != nil {
-		t.Fatal(err)
-	}
-	st["status"] = "running" // as a Ctrl-C or a kill leaves it
-	data, _ = json.Marshal(st)
-	if err := os.WriteFile(statePath, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	status := func() (string, string) {
-		t.Helper()
-		r := runCLI(t, env, "sessions", "list", "--json")
-		var list []struct{ Status, Reason string }
-		if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 1 {
-			t.Fatalf("list: %v %q %s", err, r.stdout, r.stderr)
-		}
-		return list[0].Status, list[0].Reason
-	}
-	if got, reason := status(); got != "interrupted" || !strings.Contains(reason, "maestro run --resume restarts the movement") {
-		t.Errorf("no process runs it: status %q, reason %q; want interrupted", got, reason)
-	}
-	// A process holding the session's log runs it.
-	f, err := os.Open(filepath.Join(dir, "events.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := status(); got != "running" {
-		t.Errorf("a process runs it: status %q, want running", got)
+	for _, tc := range []struct{ left, reason string }{
+		{"running", "maestro run --resume restarts the movement"},
+		{"waiting_subtasks", "maestro run --resume ends the unfinished subtasks as interrupted"},
+	} {
+		t.Run(tc.left, func(t *testing.T) {
+			t.Parallel()
+			home := t.TempDir()
+			env := map[string]string{"MAESTRO_HOME": home}
+			if r := runCLI(t, env, "run", "--piece", "general", "--workspace", t.TempDir(), "x"); r.code != 0 {
+				t.Fatalf("piece run: exit %d: %s", r.code, r.stderr)
+			}
+			entries, _ := os.ReadDir(filepath.Join(home, "sessions"))
+			if len(entries) != 1 {
+				t.Fatalf("%d sessions", len(entries))
+			}
+			dir := filepath.Join(home, "sessions", entries[0].Name())
+			statePath := filepath.Join(dir, "runs", "1", "logs", "run-state.json")
+			data, err := os.ReadFile(statePath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var st map[string]any
+			if err := json.Unmarshal(data, &st); err != nil {
+				t.Fatal(err)
+			}
+			st["status"] = tc.left // as a Ctrl-C or a kill leaves it
+			data, _ = json.Marshal(st)
+			if err := os.WriteFile(statePath, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			status := func() (string, string) {
+				t.Helper()
+				r := runCLI(t, env, "sessions", "list", "--json")
+				var list []struct{ Status, Reason string }
+				if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 1 {
+					t.Fatalf("list: %v %q %s", err, r.stdout, r.stderr)
+				}
+				return list[0].Status, list[0].Reason
+			}
+			if got, reason := status(); got != "interrupted" || !strings.Contains(reason, tc.reason) {
+				t.Errorf("no process runs it: status %q, reason %q; want interrupted, %q", got, reason, tc.reason)
+			}
+			// A process holding the session's log runs it.
+			f, err := os.Open(filepath.Join(dir, "events.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := status(); got != tc.left {
+				t.Errorf("a process runs it: status %q, want %s", got, tc.left)
+			}
+		})
 	}
 }
 
