@@ -61,9 +61,9 @@ type maestroSession struct {
 	// Status is the latest piece run's status (running, waiting_human,
 	// succeeded, aborted, failed, cancelled, …, or interrupted: recorded
 	// as running or waiting_subtasks, but no process runs it) for a piece
-	// session, else how the
-	// last turn ended: answered, failed, interrupted, running (a process
-	// runs it now), unfinished (stopped mid-turn) or empty (no prompt yet).
+	// session, else how the last turn ended: answered, failed,
+	// interrupted, running (a process runs it now), unfinished (stopped
+	// mid-turn) or empty (no prompt yet).
 	Status string `json:"status"`
 	// Reason is the first line of the error a failed turn ended with.
 	Reason string `json:"reason,omitempty"`
