@@ -123,6 +123,10 @@ type Payload struct {
 	// EngineRunnerConfig.MCP's Lookup knows), instead of its default
 	// servers; an empty list means none (docs/mcp.md).
 	MCPServers []string `json:"mcp_servers,omitempty"`
+	// Metadata is the job's correlation (organization, workspace, session,
+	// run: eventbus.JobCorrelation reads it); child jobs keep their
+	// parent's.
+	Metadata json.RawMessage `json:"metadata,omitempty"`
 }
 
 // checkExecutor says why the executor fields of pl cannot run the job

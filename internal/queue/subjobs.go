@@ -15,6 +15,7 @@ import (
 	"github.com/maestro-run/maestro/internal/llm/replay"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/taskdir"
+	"github.com/maestro-run/maestro/internal/telemetry"
 )
 
 // Subtasks as child jobs (docs/scale-out.md, "Subtasks as child jobs"):
@@ -62,15 +63,20 @@ func subtaskJobs(j *Job, pl Payload) engine.SubtaskJobs {
 }
 
 // Spawn implements engine.SubtaskJobs: it enqueues the child job of rec,
-// with its parent's requirements, priority, executor and replay scenario.
+// with its parent's requirements, priority, executor, replay scenario and
+// correlation (metadata), continuing the trace of ctx (the parent's run).
 func (c *childJobs) Spawn(ctx context.Context, rec engine.SubtaskRecord) (int64, error) {
 	pl := Payload{
 		Task: rec.Task, Replay: c.pl.Replay, Executor: c.pl.Executor, Agent: c.pl.Agent, MCPServers: c.pl.MCPServers,
-		Subtask: &SubtaskPayload{ID: rec.ID, Name: rec.Name, Workspace: jobPrefix(c.parent)},
+		Metadata: c.pl.Metadata,
+		Subtask:  &SubtaskPayload{ID: rec.ID, Name: rec.Name, Workspace: jobPrefix(c.parent)},
 	}
 	data, err := json.Marshal(pl)
 	if err != nil {
 		return 0, fmt.Errorf("encode the child job's payload: %w", err)
+	}
+	if data, err = telemetry.WithPayload(ctx, data); err != nil {
+		return 0, err
 	}
 	sctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
 	defer cancel()

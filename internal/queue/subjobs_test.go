@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -225,6 +226,49 @@ func TestChildJobsShareArtifacts(t *testing.T) {
 		res, err := blobstore.ReadAll(t.Context(), a, prefix+"subtasks/0"+string(rune('1'+i))+"-"+name+".md", 1<<20)
 		if err != nil || !strings.Contains(string(res), name+" part written") {
 			t.Errorf("subtask %s's result in the artifact store: %v\n%s", name, err, res)
+		}
+	}
+}
+
+// TestChildJobsKeepTheParentsCorrelationAndTrace: a child job's payload
+// carries its parent's metadata (the correlation of its spans, model
+// requests and events) and continues the parent's trace; it started a new
+// trace with no correlation.
+func TestChildJobsKeepTheParentsCorrelationAndTrace(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t, nil)
+	startPool(t, queue.Config{Store: st, Runner: subjobsRunner(t.TempDir()), Workers: 1})
+	src, err := os.ReadFile(filepath.Join("testdata", "scenarios", "fanout-jobs.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	metadata := map[string]any{"organization_id": "org-1", "workspace_id": "ws-1", "agent_run_id": "run-1"}
+	_, job, err := st.CreateTask(t.Context(), store.NewTask{Title: "Write the parts", Piece: "fanout", Payload: payloadWith(t, map[string]any{
+		"replay": string(src), "metadata": metadata,
+		"trace_context": map[string]string{"traceparent": "00-" + traceID + "-00f067aa0ba902b7-01"},
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSucceeded(t, st, job.ID)
+	kids := children(t, st, job.ID)
+	if len(kids) != 3 {
+		t.Fatalf("%d child jobs, want 3", len(kids))
+	}
+	for _, k := range kids {
+		var pl struct {
+			Metadata     map[string]any    `json:"metadata"`
+			TraceContext map[string]string `json:"trace_context"`
+		}
+		if err := json.Unmarshal(k.Payload, &pl); err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(pl.Metadata, metadata) {
+			t.Errorf("child job %d's metadata = %v, want its parent's %v", k.ID, pl.Metadata, metadata)
+		}
+		if tp := pl.TraceContext["traceparent"]; !strings.HasPrefix(tp, "00-"+traceID+"-") {
+			t.Errorf("child job %d's traceparent = %q, want the parent's trace %s", k.ID, tp, traceID)
 		}
 	}
 }
