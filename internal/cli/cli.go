@@ -117,6 +117,7 @@ With a model:
 	}
 	root.AddCommand(newVersionCmd(io), newRunCmd(io), newHeadlessCmd(io), newPiecesCmd(io), newAgentsCmd(io), newHostedRunnerCmd(io), newWorkerCmd(io), newServeCmd(io), newTasksCmd(io), newSessionsCmd(io), newEventsCmd(io), newMCPCmd(io))
 	addEventBusFlag(root, io)
+	root.SetFlagErrorFunc(flagError)
 	refuseUnknownSubcommands(root)
 	return root
 }
