@@ -19,6 +19,7 @@ package mcp
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -203,18 +205,25 @@ func (s *server) session(ctx context.Context) (*sdk.ClientSession, error) {
 		s.restarts++
 		s.m.report(fmt.Sprintf("Restarting MCP server %s.", s.slug))
 	}
-	sess, err := s.connect(ctx)
+	sess, proc, err := s.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
 	s.sess, s.down, s.list = sess, false, nil
-	go s.watch(sess)
+	go s.watch(sess, proc)
 	return sess, nil
 }
 
-// watch reports a connection that ends while the session still uses it.
-func (s *server) watch(sess *sdk.ClientSession) {
+// watch reports a connection that ends while the session still uses it
+// (a stdio server's, proc: how it ended, the end of its stderr).
+func (s *server) watch(sess *sdk.ClientSession, proc *commandTransport) {
 	err := sess.Wait()
+	var ended, note string
+	if proc != nil {
+		if p := proc.proc.Load(); p != nil {
+			ended, note = p.ended(), s.stderrNote(p)
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || s.sess != sess {
@@ -222,9 +231,13 @@ func (s *server) watch(sess *sdk.ClientSession) {
 	}
 	s.down = true
 	msg := fmt.Sprintf("MCP server %s stopped", s.slug)
+	if ended != "" {
+		msg = fmt.Sprintf("MCP server %s stopped (%s)", s.slug, ended)
+	}
 	if err != nil {
 		msg += ": " + err.Error()
 	}
+	msg += note
 	if s.restarts == 0 {
 		msg += "; it is restarted once, at its next use"
 	}
@@ -251,9 +264,10 @@ func (s *server) logHint() string {
 	return "the session log"
 }
 
-// connect starts or dials the server and initialises the session.
-func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.m.o.StartTimeout)
+// connect starts or dials the server and initialises the session; proc
+// is a stdio server's transport.
+func (s *server) connect(ctx context.Context) (_ *sdk.ClientSession, proc *commandTransport, _ error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, s.m.o.StartTimeout, errStartTimeout)
 	defer cancel()
 	var transport sdk.Transport
 	if s.cfg.Command != "" {
@@ -263,10 +277,12 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 		for _, k := range slices.Sorted(maps.Keys(s.cfg.Env)) {
 			cmd.Env = append(cmd.Env, k+"="+os.Expand(s.cfg.Env[k], s.m.o.Getenv))
 		}
-		if err := s.openStderr(cmd); err != nil {
-			return nil, err
+		stderr, err := s.openStderr()
+		if err != nil {
+			return nil, nil, err
 		}
-		transport = &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+		proc = &commandTransport{cmd: cmd, stderr: stderr, grace: 2 * time.Second}
+		transport = proc
 	} else {
 		hc := s.m.o.HTTPClient
 		if hc == nil {
@@ -280,7 +296,7 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 			c := *hc
 			origin, err := url.Parse(s.cfg.URL)
 			if err != nil {
-				return nil, fmt.Errorf("connect to MCP server %s: %w", s.slug, err)
+				return nil, nil, fmt.Errorf("connect to MCP server %s: %w", s.slug, err)
 			}
 			c.Transport = headerTransport{base: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), h: h, origin: origin}
 			hc = &c
@@ -302,32 +318,83 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 	client := sdk.NewClient(&sdk.Implementation{Name: "maestro", Version: "1"}, opts)
 	sess, err := client.Connect(ctx, transport, nil)
 	if err != nil {
-		return nil, fmt.Errorf("connect to MCP server %s: %w", s.slug, err)
+		return nil, nil, s.connectError(ctx, proc, err)
 	}
 	s.m.o.Logger.Info("MCP server connected", "server", s.slug)
-	return sess, nil
+	return sess, proc, nil
 }
 
-// openStderr sends cmd's stderr to the server's log file in LogDir,
-// bounded by MaxStderrBytes.
-func (s *server) openStderr(cmd *exec.Cmd) error {
+// connectError says why the server did not start: how a stdio server
+// ended and the end of its stderr, a start that ran out of time, a
+// server writing what is not JSON-RPC on stdout.
+func (s *server) connectError(ctx context.Context, proc *commandTransport, err error) error {
+	var p *process
+	if proc != nil {
+		p = proc.proc.Load()
+	}
+	var syntax *json.SyntaxError
+	var msg string
+	switch {
+	case errors.As(err, &syntax) || strings.Contains(err.Error(), "invalid character"):
+		msg = fmt.Sprintf("MCP server %s wrote what is not a JSON-RPC message on its stdout (a stdio server writes only MCP messages there, its logs on stderr): %v", s.slug, err)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) && context.Cause(ctx) == errStartTimeout:
+		msg = fmt.Sprintf("MCP server %s did not answer its initialize request within %s", s.slug, s.m.o.StartTimeout)
+	case p != nil && p.ended() != "":
+		msg = fmt.Sprintf("MCP server %s exited before it answered (%s)", s.slug, p.ended())
+	default:
+		msg = fmt.Sprintf("connect to MCP server %s: %v", s.slug, err)
+	}
+	return &startError{msg: msg + s.stderrNote(p), err: err}
+}
+
+// stderrNote is the end of p's stderr and where the rest is, to follow
+// a message about the server; "" for a server that is not a command.
+func (s *server) stderrNote(p *process) string {
+	if p == nil {
+		return ""
+	}
+	var note string
+	if end := p.stderrEnd(); end != "" {
+		note = "; its stderr ends " + end
+	}
+	if s.m.o.Stderr != nil || s.m.o.LogDir != "" {
+		note += " (" + s.logHint() + ")"
+	}
+	return note
+}
+
+// errStartTimeout ends a start that ran past StartTimeout.
+var errStartTimeout = errors.New("the MCP server's start timed out")
+
+// startError is a server that did not start: msg says why, err is the
+// SDK's error.
+type startError struct {
+	msg string
+	err error
+}
+
+func (e *startError) Error() string { return e.msg }
+func (e *startError) Unwrap() error { return e.err }
+
+// openStderr is where a stdio server's stderr goes: the server's log
+// file in LogDir (or Options.Stderr), bounded by MaxStderrBytes; nil
+// discards it.
+func (s *server) openStderr() (io.Writer, error) {
 	if s.m.o.Stderr != nil {
-		cmd.Stderr = &capped{w: s.m.o.Stderr(s.slug), left: MaxStderrBytes}
-		return nil
+		return &capped{w: s.m.o.Stderr(s.slug), left: MaxStderrBytes}, nil
 	}
 	if s.m.o.LogDir == "" {
-		return nil
+		return nil, nil
 	}
 	if s.stderr != nil {
 		s.stderr.Close()
 	}
 	f, err := os.OpenFile(filepath.Join(s.m.o.LogDir, "mcp-"+s.slug+".log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return fmt.Errorf("MCP server %s: open its stderr log: %w", s.slug, err)
+		return nil, fmt.Errorf("MCP server %s: open its stderr log: %w", s.slug, err)
 	}
 	s.stderr = f
-	cmd.Stderr = &capped{w: f, left: MaxStderrBytes}
-	return nil
+	return &capped{w: f, left: MaxStderrBytes}, nil
 }
 
 // tools lists the server's tools as offered to the model (once per
@@ -343,10 +410,13 @@ func (s *server) tools(ctx context.Context) ([]offer, error) {
 	if list != nil && !s.stale.Swap(false) {
 		return list, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.m.o.StartTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, s.m.o.StartTimeout, errStartTimeout)
 	defer cancel()
 	var listed []*sdk.Tool
 	for t, err := range sess.Tools(ctx, nil) {
+		if err != nil && context.Cause(ctx) == errStartTimeout {
+			return nil, fmt.Errorf("MCP server %s did not list its tools within %s: %w", s.slug, s.m.o.StartTimeout, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("list the tools of MCP server %s: %w", s.slug, err)
 		}

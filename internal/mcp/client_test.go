@@ -43,9 +43,14 @@ const oddNamesEnv = "MAESTRO_MCPTEST_ODD_NAMES"
 // oddNames are the tools of the oddNamesEnv server.
 var oddNames = []string{"files.read", "files_read", "repo/search", "読む", "書く", strings.Repeat("x", 70), "", "bad\nname", "plain"}
 
+// silentListerEnv makes the test binary a raw MCP server over stdio
+// that answers initialize and never tools/list.
+const silentListerEnv = "MAESTRO_MCPTEST_SILENT_LIST"
+
 func runDuplicateListerIfRequested() {
 	odd := os.Getenv(oddNamesEnv) == "1"
-	if os.Getenv(duplicateListerEnv) != "1" && !odd {
+	silent := os.Getenv(silentListerEnv) == "1"
+	if os.Getenv(duplicateListerEnv) != "1" && !odd && !silent {
 		return
 	}
 	sc := bufio.NewScanner(os.Stdin)
@@ -67,6 +72,9 @@ func runDuplicateListerIfRequested() {
 			result = map[string]any{"protocolVersion": req.Params.ProtocolVersion, "capabilities": map[string]any{"tools": map[string]any{}},
 				"serverInfo": map[string]any{"name": "dup", "version": "1"}}
 		case "tools/list":
+			if silent {
+				continue
+			}
 			if odd {
 				var tools []any
 				for _, n := range oddNames {

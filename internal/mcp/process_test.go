@@ -1,0 +1,99 @@
+package mcp
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/maestro-run/maestro/internal/config"
+)
+
+// TestStdioServerStopsWithItsChildren: stopping a stdio server stops
+// what it started too (a wrapper's child, a helper), not the server's
+// own process only: a child of the server ran on after the session, and
+// after Maestro's Ctrl-C and exit.
+func TestStdioServerStopsWithItsChildren(t *testing.T) {
+	t.Parallel()
+	srv := stdioServer(t)
+	fifo := filepath.Join(t.TempDir(), "child")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The child holds the FIFO open for writing until it dies: reading
+	// it ends when the child is gone.
+	exe := srv.Command
+	srv.Command, srv.Args = "sh", []string{"-c", `sleep 30 >"$CHILD_FIFO" & exec "$SERVER"`}
+	srv.Env["CHILD_FIFO"], srv.Env["SERVER"] = fifo, exe
+	m := NewManager(Options{Servers: map[string]config.MCPServer{"local": srv}, LogDir: t.TempDir()})
+	t.Cleanup(func() { m.Close() })
+	if _, err := m.Tools(testCtx(t), "mcp__local__*"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(fifo, os.O_RDONLY, 0) // returns once the child opened it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := m.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if err := f.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("reading the FIFO of the server's child: %v; want EOF: the child outlived its server", err)
+	}
+}
+
+// TestStdioServerStartErrors: a stdio server that does not start is
+// reported with how it ended and the end of its stderr: one exiting at
+// once was "connection closed: calling "initialize": client is closing:
+// EOF", one hanging "context deadline exceeded", one printing a banner on
+// stdout a JSON decoder's complaint alone.
+func TestStdioServerStartErrors(t *testing.T) {
+	t.Parallel()
+	sh := func(script string) config.MCPServer {
+		return config.MCPServer{Command: "sh", Args: []string{"-c", script}}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		srv  config.MCPServer
+		want []string
+	}{
+		{"dies", sh("echo 'fatal: no config file' >&2; exit 3"),
+			[]string{"MCP server dies exited before it answered (exit status 3)", `its stderr ends "fatal: no config file"`, "mcp-dies.log"}},
+		{"hangs", sh("echo starting >&2; exec sleep 30"),
+			[]string{"MCP server hangs did not answer its initialize request within 300ms", `its stderr ends "starting"`}},
+		{"silent", config.MCPServer{Command: exe, Env: map[string]string{silentListerEnv: "1"}},
+			[]string{"MCP server silent did not list its tools within 300ms"}},
+		{"banner", sh("echo 'Server running on stdio'; exec cat >/dev/null"),
+			[]string{"MCP server banner wrote what is not a JSON-RPC message on its stdout", "its logs on stderr"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			logDir := t.TempDir()
+			m := NewManager(Options{Servers: map[string]config.MCPServer{c.name: c.srv}, LogDir: logDir, StartTimeout: 300 * time.Millisecond})
+			t.Cleanup(func() { m.Close() })
+			err := m.Require(testCtx(t), []string{c.name})
+			var missing *MissingError
+			if !errors.As(err, &missing) {
+				t.Fatalf("Require = %v, want a *MissingError", err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error = %q\nwant it to hold %q", err, w)
+				}
+			}
+		})
+	}
+}
