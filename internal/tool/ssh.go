@@ -101,8 +101,19 @@ func dialSSH(ctx context.Context, c SSHConnection, timeout time.Duration) (*ssh.
 	if c.Signer != nil {
 		auth = []ssh.AuthMethod{ssh.PublicKeys(c.Signer)}
 	}
-	cfg := &ssh.ClientConfig{User: c.User, Auth: auth, HostKeyCallback: ssh.FixedHostKey(c.HostKey), Timeout: timeout}
 	addr := net.JoinHostPort(c.Host, strconv.Itoa(cmp.Or(c.Port, 22)))
+	// The server is asked for the key of the pinned key's type: a host
+	// has several (OpenSSH: Ed25519, ECDSA and RSA), and left to the
+	// client's preference it showed its ECDSA key, which a pinned Ed25519
+	// or RSA key never matched.
+	cfg := &ssh.ClientConfig{User: c.User, Auth: auth, Timeout: timeout,
+		HostKeyAlgorithms: hostKeyAlgorithms(c.HostKey),
+		HostKeyCallback: func(_ string, _ net.Addr, key ssh.PublicKey) error {
+			if bytes.Equal(key.Marshal(), c.HostKey.Marshal()) {
+				return nil
+			}
+			return &hostKeyError{addr: addr, id: c.ID, got: key, pinned: c.HostKey}
+		}}
 	d := net.Dialer{Timeout: timeout}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -112,10 +123,36 @@ func dialSSH(ctx context.Context, c SSHConnection, timeout time.Duration) (*ssh.
 	sc, chans, reqs, err := ssh.NewClientConn(conn, addr, cfg)
 	if err != nil {
 		conn.Close()
+		if hk := (*hostKeyError)(nil); errors.As(err, &hk) {
+			return nil, hk
+		}
+		if strings.Contains(err.Error(), "no common algorithm for host key") {
+			return nil, fmt.Errorf("ssh handshake with %s: the server has no %s host key, the type connection %s pins (%w)", addr, c.HostKey.Type(), c.ID, err)
+		}
 		return nil, fmt.Errorf("ssh handshake with %s: %w", addr, err)
 	}
 	conn.SetDeadline(time.Time{})
 	return ssh.NewClient(sc, chans, reqs), nil
+}
+
+// hostKeyError is a host presenting another key than the pinned one.
+type hostKeyError struct {
+	addr, id    string
+	got, pinned ssh.PublicKey
+}
+
+func (e *hostKeyError) Error() string {
+	return fmt.Sprintf("host key mismatch: %s presented the %s key %s, but connection %s pins %s; "+
+		"if the host's key was changed on purpose, set the connection's host_key to the new one, "+
+		"else something answers in the host's place", e.addr, e.got.Type(), ssh.FingerprintSHA256(e.got), e.id, ssh.FingerprintSHA256(e.pinned))
+}
+
+// hostKeyAlgorithms are the host key algorithms of key's type.
+func hostKeyAlgorithms(key ssh.PublicKey) []string {
+	if key.Type() == ssh.KeyAlgoRSA {
+		return []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA}
+	}
+	return []string{key.Type()}
 }
 
 // runSSH runs cmd on c with stdin, returning stdout and stderr (each
@@ -129,25 +166,61 @@ func (o SSHOptions) runSSH(ctx context.Context, c SSHConnection, cmd string, std
 	}
 	defer client.Close()
 	stop := context.AfterFunc(ctx, func() { client.Close() })
-	defer stop()
 	sess, err := client.NewSession()
 	if err != nil {
+		stop()
 		return nil, nil, false, 0, fmt.Errorf("open an ssh session: %w", err)
 	}
+	stop()
 	defer sess.Close()
 	stdout, stderr := &cappedBuffer{max: max}, &cappedBuffer{max: max}
 	sess.Stdout, sess.Stderr, sess.Stdin = stdout, stderr, stdin
-	err = sess.Run(cmd)
+	if err := sess.Start(cmd); err != nil {
+		return nil, nil, false, 0, fmt.Errorf("run over ssh: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- sess.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		// Closing the connection leaves the command running on the
+		// host (an sshd does not stop a command without a terminal when
+		// its client goes): it is signalled first, as Ctrl-C stops a
+		// local one.
+		stopRemote(sess, done)
+		err = ctx.Err()
+	}
 	var exitErr *ssh.ExitError
 	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return nil, nil, false, 0, fmt.Errorf("ssh command took longer than %s, its limit: it was stopped: %w", o.timeout(), ctx.Err())
 	case ctx.Err() != nil:
-		return nil, nil, false, 0, fmt.Errorf("ssh command took longer than %s: %w", o.timeout(), ctx.Err())
+		return nil, nil, false, 0, fmt.Errorf("ssh command stopped: %w", ctx.Err())
 	case errors.As(err, &exitErr):
 		exit = exitErr.ExitStatus()
 	case err != nil:
 		return nil, nil, false, 0, fmt.Errorf("run over ssh: %w", err)
 	}
 	return stdout.buf.Bytes(), stderr.buf.Bytes(), stdout.over || stderr.over, exit, nil
+}
+
+// remoteKillGrace is how long a remote command signalled TERM has to
+// end before it is signalled KILL, and that before the connection closes.
+var remoteKillGrace = time.Second
+
+// stopRemote signals the command of sess TERM, then KILL, until it ends
+// (done), each remoteKillGrace apart.
+func stopRemote(sess *ssh.Session, done <-chan error) {
+	for _, sig := range []ssh.Signal{ssh.SIGTERM, ssh.SIGKILL} {
+		if sess.Signal(sig) != nil {
+			return
+		}
+		select {
+		case <-done:
+			return
+		case <-time.After(remoteKillGrace):
+		}
+	}
 }
 
 // cappedBuffer keeps the first max bytes written to it.
@@ -174,6 +247,9 @@ func shellQuote(s string) string {
 
 // sshFailure turns a connection or run error into a Result.
 func sshFailure(tool string, err error) Result {
+	if hk := (*hostKeyError)(nil); errors.As(err, &hk) {
+		return Errorf("%s: %s", tool, hk) // whole: its parts come from the configuration
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return Failf(CodeTimeout, "%s: %s", tool, workspace.Excerpt(err.Error()))
 	}

@@ -1,11 +1,21 @@
 package tool
 
 import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/maestro-run/maestro/internal/tool/sshtest"
 	"github.com/maestro-run/maestro/internal/workspace/wstest"
@@ -70,4 +80,95 @@ func TestSSHTools(t *testing.T) {
 			t.Errorf("%s was written", p)
 		}
 	}
+}
+
+// TestSSHHostWithSeveralKeys: a host has a key of each type (OpenSSH:
+// Ed25519, ECDSA, RSA) and the connection pins one of them: the client
+// asks for that one. Left to its own preference it was shown the ECDSA
+// key, and an Ed25519 or RSA pin (the docs' example is Ed25519) failed
+// every call with "host key mismatch".
+func TestSSHHostWithSeveralKeys(t *testing.T) {
+	t.Parallel()
+	key := sshtest.NewSigner(t)
+	newKey := func(k crypto.Signer, err error) ssh.Signer {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := ssh.NewSignerFromSigner(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	ed := sshtest.NewSigner(t)
+	ec := newKey(ecdsa.GenerateKey(elliptic.P256(), rand.Reader))
+	rs := newKey(rsa.GenerateKey(rand.Reader, 1024))
+	srv := sshtest.StartKeys(t, key.PublicKey(), ed, ec, rs)
+	for _, host := range []ssh.Signer{ed, ec, rs} {
+		t.Run(host.PublicKey().Type(), func(t *testing.T) {
+			c := SSHConnection{ID: "c", Host: "127.0.0.1", Port: srv.Addr.Port, User: "ops", Signer: key, HostKey: host.PublicKey()}
+			o := SSHOptions{Connections: map[string]SSHConnection{"c": c}, Allowed: []string{"c"}, Timeout: 10 * time.Second}
+			res := call(t, NewSshExec(o), SshExecInput{"c", "echo hi"})
+			wantResult(t, res, false, "hi")
+		})
+	}
+	t.Run("changed", func(t *testing.T) {
+		other := sshtest.NewSigner(t).PublicKey()
+		c := SSHConnection{ID: "c", Host: "127.0.0.1", Port: srv.Addr.Port, User: "ops", Signer: key, HostKey: other}
+		o := SSHOptions{Connections: map[string]SSHConnection{"c": c}, Allowed: []string{"c"}, Timeout: 10 * time.Second}
+		res := call(t, NewSshExec(o), SshExecInput{"c", "echo hi"})
+		wantResult(t, res, true, "host key mismatch", "presented the ssh-ed25519 key "+ssh.FingerprintSHA256(ed.PublicKey()),
+			"connection c pins "+ssh.FingerprintSHA256(other), "set the connection's host_key")
+	})
+}
+
+// TestSSHStopsTheRemoteCommand: a call cancelled (Ctrl-C) or past its
+// timeout signals its command on the host before it closes the
+// connection; the command ran on (an sshd does not stop a command
+// without a terminal when its client goes), for as long as it liked.
+func TestSSHStopsTheRemoteCommand(t *testing.T) {
+	t.Parallel()
+	key := sshtest.NewSigner(t)
+	srv := sshtest.Start(t, key.PublicKey())
+	c := SSHConnection{ID: "c", Host: "127.0.0.1", Port: srv.Addr.Port, User: "ops", Signer: key, HostKey: srv.HostKey}
+	ended := func(t *testing.T) {
+		t.Helper()
+		select {
+		case how := <-srv.Ended:
+			if !strings.Contains(how, "signal") {
+				t.Errorf("the remote command ended with %q, want a signal", how)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the remote command still runs 10 s after the call ended")
+		}
+	}
+	// One at a time: they share the server's channels.
+	t.Run("cancelled", func(t *testing.T) {
+		o := SSHOptions{Connections: map[string]SSHConnection{"c": c}, Allowed: []string{"c"}, Timeout: time.Minute}
+		ctx, cancel := context.WithCancel(t.Context())
+		go func() {
+			<-srv.Started
+			cancel()
+		}()
+		in, _ := json.Marshal(SshExecInput{"c", "sleep 30"})
+		if _, err := NewSshExec(o).Run(ctx, Call{ID: "1", Input: in}); !errors.Is(err, context.Canceled) {
+			t.Errorf("Run = %v, want context.Canceled", err)
+		}
+		ended(t)
+	})
+	t.Run("timeout", func(t *testing.T) {
+		o := SSHOptions{Connections: map[string]SSHConnection{"c": c}, Allowed: []string{"c"}, Timeout: 2 * time.Second}
+		res := call(t, NewSshExec(o), SshExecInput{"c", "sleep 30"})
+		if res.ErrorCode() != CodeTimeout {
+			t.Fatalf("error code %q, want %q: %s", res.ErrorCode(), CodeTimeout, res.Content)
+		}
+		wantResult(t, res, true, "took longer than 2s")
+		select {
+		case <-srv.Started:
+		default:
+			t.Fatal("the command did not start")
+		}
+		ended(t)
+	})
 }
