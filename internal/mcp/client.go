@@ -48,6 +48,10 @@ const (
 	DefaultCallTimeout  = 120 * time.Second
 	// MaxStderrBytes bounds a server's stderr file per session.
 	MaxStderrBytes = 1 << 20
+	// DefaultMaxMessageBytes is the largest message read from a stdio
+	// server (the go-sdk's bound); a tool's result is cut to 256 KiB for
+	// the model anyway.
+	DefaultMaxMessageBytes = sdk.DefaultMaxLineLength
 )
 
 // Options configure a Manager.
@@ -77,6 +81,9 @@ type Options struct {
 	// StartTimeout bounds connecting to a server and listing its tools;
 	// CallTimeout bounds a tool call unless the server sets its own.
 	StartTimeout, CallTimeout time.Duration
+	// MaxMessageBytes bounds a message a stdio server sends (0:
+	// DefaultMaxMessageBytes).
+	MaxMessageBytes int
 	// HTTPClient carries streamable HTTP (nil: a client without a
 	// global timeout: calls are bounded by their context).
 	HTTPClient *http.Client
@@ -99,6 +106,7 @@ func NewManager(o Options) *Manager {
 	}
 	o.StartTimeout = cmp.Or(o.StartTimeout, DefaultStartTimeout)
 	o.CallTimeout = cmp.Or(o.CallTimeout, DefaultCallTimeout)
+	o.MaxMessageBytes = cmp.Or(o.MaxMessageBytes, DefaultMaxMessageBytes)
 	m := &Manager{o: o, servers: map[string]*server{}}
 	for slug, cfg := range o.Servers {
 		m.servers[slug] = &server{m: m, slug: slug, cfg: cfg}
@@ -281,7 +289,7 @@ func (s *server) connect(ctx context.Context) (_ *sdk.ClientSession, proc *comma
 		if err != nil {
 			return nil, nil, err
 		}
-		proc = &commandTransport{cmd: cmd, stderr: stderr, grace: 2 * time.Second}
+		proc = &commandTransport{cmd: cmd, stderr: stderr, grace: 2 * time.Second, maxLine: s.m.o.MaxMessageBytes}
 		transport = proc
 	} else {
 		hc := s.m.o.HTTPClient
@@ -463,6 +471,13 @@ func (s *server) call(ctx context.Context, name string, args any) (*sdk.CallTool
 	case errors.Is(err, sdk.ErrConnectionClosed):
 		s.markDown(sess)
 		return nil, fmt.Errorf("MCP server %s stopped during the call: %w", s.slug, err)
+	case strings.Contains(err.Error(), "exceeded the configured maximum line length"):
+		// The SDK has ended the connection: the next call restarts
+		// the server rather than fail on the dead one.
+		s.markDown(sess)
+		return nil, fmt.Errorf("MCP server %s answered with a message over %s, the most Maestro reads from a server "+
+			"(the model gets 256 KiB of a result): the connection is closed and the server is restarted at its next use",
+			s.slug, sizeText(s.m.o.MaxMessageBytes))
 	case errors.Is(context.Cause(cctx), errCallTimeout) && ctx.Err() == nil:
 		return nil, fmt.Errorf("%w after %s", context.DeadlineExceeded, timeout)
 	}

@@ -47,10 +47,15 @@ var oddNames = []string{"files.read", "files_read", "repo/search", "読む", "�
 // that answers initialize and never tools/list.
 const silentListerEnv = "MAESTRO_MCPTEST_SILENT_LIST"
 
+// hugeReplyEnv makes the test binary a raw MCP server over stdio whose
+// tool "huge" answers 100 KiB of text, "small" a line.
+const hugeReplyEnv = "MAESTRO_MCPTEST_HUGE"
+
 func runDuplicateListerIfRequested() {
 	odd := os.Getenv(oddNamesEnv) == "1"
 	silent := os.Getenv(silentListerEnv) == "1"
-	if os.Getenv(duplicateListerEnv) != "1" && !odd && !silent {
+	huge := os.Getenv(hugeReplyEnv) == "1"
+	if os.Getenv(duplicateListerEnv) != "1" && !odd && !silent && !huge {
 		return
 	}
 	sc := bufio.NewScanner(os.Stdin)
@@ -75,6 +80,11 @@ func runDuplicateListerIfRequested() {
 			if silent {
 				continue
 			}
+			if huge {
+				result = map[string]any{"tools": []any{map[string]any{"name": "huge", "inputSchema": map[string]any{"type": "object"}},
+					map[string]any{"name": "small", "inputSchema": map[string]any{"type": "object"}}}}
+				break
+			}
 			if odd {
 				var tools []any
 				for _, n := range oddNames {
@@ -86,7 +96,11 @@ func runDuplicateListerIfRequested() {
 			echo := map[string]any{"name": "echo", "inputSchema": map[string]any{"type": "object"}}
 			result = map[string]any{"tools": []any{echo, echo, map[string]any{"name": "other", "inputSchema": map[string]any{"type": "object"}}}}
 		case "tools/call":
-			result = map[string]any{"content": []any{map[string]any{"type": "text", "text": "called " + req.Params.Name}}}
+			text := "called " + req.Params.Name
+			if req.Params.Name == "huge" {
+				text = strings.Repeat("y", 100<<10)
+			}
+			result = map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}
 		}
 		out, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": result})
 		os.Stdout.Write(append(out, '\n'))

@@ -34,6 +34,8 @@ type commandTransport struct {
 	// grace is how long Close waits after closing stdin before it
 	// SIGTERMs the group, and after that before it SIGKILLs it.
 	grace time.Duration
+	// maxLine bounds a message the server sends.
+	maxLine int
 
 	proc atomic.Pointer[process]
 }
@@ -101,7 +103,7 @@ func (t *commandTransport) Connect(context.Context) (sdk.Connection, error) {
 	t.proc.Store(p)
 	// Closing the reader closes the whole: stdin first, as the MCP
 	// specification says.
-	return (&sdk.IOTransport{Reader: p, Writer: writeOnly{stdin}}).Connect(context.Background())
+	return (&sdk.IOTransport{Reader: p, Writer: writeOnly{stdin}, MaxLineLength: t.maxLine}).Connect(context.Background())
 }
 
 func (p *process) Read(b []byte) (int, error) { return p.stdout.Read(b) }
@@ -220,4 +222,15 @@ func (t *tail) bytes() []byte {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return bytes.Clone(t.b)
+}
+
+// sizeText is n bytes in KiB or MiB when whole.
+func sizeText(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
