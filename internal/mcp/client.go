@@ -479,7 +479,11 @@ func (s *server) call(ctx context.Context, name string, args any) (*sdk.CallTool
 			"(the model gets 256 KiB of a result): the connection is closed and the server is restarted at its next use",
 			s.slug, sizeText(s.m.o.MaxMessageBytes))
 	case errors.Is(context.Cause(cctx), errCallTimeout) && ctx.Err() == nil:
-		return nil, fmt.Errorf("%w after %s", context.DeadlineExceeded, timeout)
+		limit := fmt.Sprintf("the default; a timeout: of seconds under mcp_servers.%s in config.yaml sets another", s.slug)
+		if s.cfg.Timeout > 0 {
+			limit = fmt.Sprintf("its timeout: %d", s.cfg.Timeout)
+		}
+		return nil, fmt.Errorf("MCP server %s did not answer within %s (%s): %w", s.slug, timeout, limit, context.DeadlineExceeded)
 	}
 	return nil, err
 }

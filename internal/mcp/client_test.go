@@ -48,7 +48,8 @@ var oddNames = []string{"files.read", "files_read", "repo/search", "読む", "�
 const silentListerEnv = "MAESTRO_MCPTEST_SILENT_LIST"
 
 // hugeReplyEnv makes the test binary a raw MCP server over stdio whose
-// tool "huge" answers 100 KiB of text, "small" a line.
+// tool "huge" answers 100 KiB of text, "small" a line, and "hang"
+// never answers.
 const hugeReplyEnv = "MAESTRO_MCPTEST_HUGE"
 
 func runDuplicateListerIfRequested() {
@@ -82,7 +83,8 @@ func runDuplicateListerIfRequested() {
 			}
 			if huge {
 				result = map[string]any{"tools": []any{map[string]any{"name": "huge", "inputSchema": map[string]any{"type": "object"}},
-					map[string]any{"name": "small", "inputSchema": map[string]any{"type": "object"}}}}
+					map[string]any{"name": "small", "inputSchema": map[string]any{"type": "object"}},
+					map[string]any{"name": "hang", "inputSchema": map[string]any{"type": "object"}}}}
 				break
 			}
 			if odd {
@@ -97,8 +99,11 @@ func runDuplicateListerIfRequested() {
 			result = map[string]any{"tools": []any{echo, echo, map[string]any{"name": "other", "inputSchema": map[string]any{"type": "object"}}}}
 		case "tools/call":
 			text := "called " + req.Params.Name
-			if req.Params.Name == "huge" {
+			switch req.Params.Name {
+			case "huge":
 				text = strings.Repeat("y", 100<<10)
+			case "hang":
+				continue
 			}
 			result = map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/tool"
 )
 
 // TestStdioServerStopsWithItsChildren: stopping a stdio server stops
@@ -124,5 +125,32 @@ func TestStdioMessageOverTheBound(t *testing.T) {
 	}
 	if res := run(t, find(t, tools, "mcp__big__small"), `{}`); res.IsError || res.Content != "called small" {
 		t.Errorf("the next call = %+v, want it answered by the restarted server", res)
+	}
+}
+
+// TestCallTimeout: a call the server does not answer in time fails with
+// the timeout code, naming the server, the limit and where it is set
+// ("context deadline exceeded after 3s" before); the server still
+// answers the next call.
+func TestCallTimeout(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := config.MCPServer{Command: exe, Env: map[string]string{hugeReplyEnv: "1"}}
+	m := NewManager(Options{Servers: map[string]config.MCPServer{"slow": srv}, CallTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { m.Close() })
+	tools, err := m.Tools(testCtx(t), "mcp__slow__*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, find(t, tools, "mcp__slow__hang"), `{}`)
+	if res.ErrorCode() != tool.CodeTimeout || !strings.Contains(res.Content, "MCP server slow did not answer within 200ms") ||
+		!strings.Contains(res.Content, "mcp_servers.slow") {
+		t.Errorf("hang = %+v, want a timeout naming the server, the limit and the setting", res)
+	}
+	if res := run(t, find(t, tools, "mcp__slow__small"), `{}`); res.IsError || res.Content != "called small" {
+		t.Errorf("the next call = %+v", res)
 	}
 }
