@@ -283,7 +283,7 @@ func (s *server) connect(ctx context.Context) (_ *sdk.ClientSession, proc *comma
 		cmd.Dir = s.m.o.Dir
 		cmd.Env = os.Environ()
 		for _, k := range slices.Sorted(maps.Keys(s.cfg.Env)) {
-			cmd.Env = append(cmd.Env, k+"="+os.Expand(s.cfg.Env[k], s.m.o.Getenv))
+			cmd.Env = append(cmd.Env, k+"="+s.expand("env."+k, s.cfg.Env[k]))
 		}
 		stderr, err := s.openStderr()
 		if err != nil {
@@ -299,7 +299,7 @@ func (s *server) connect(ctx context.Context) (_ *sdk.ClientSession, proc *comma
 		if len(s.cfg.Headers) > 0 {
 			h := http.Header{}
 			for k, v := range s.cfg.Headers {
-				h.Set(k, os.Expand(v, s.m.o.Getenv))
+				h.Set(k, s.expand("headers."+k, v))
 			}
 			c := *hc
 			origin, err := url.Parse(s.cfg.URL)
@@ -349,10 +349,31 @@ func (s *server) connectError(ctx context.Context, proc *commandTransport, err e
 		msg = fmt.Sprintf("MCP server %s did not answer its initialize request within %s", s.slug, s.m.o.StartTimeout)
 	case p != nil && p.ended() != "":
 		msg = fmt.Sprintf("MCP server %s exited before it answered (%s)", s.slug, p.ended())
+	case s.cfg.URL != "":
+		u, _ := url.Parse(s.cfg.URL)
+		at := s.cfg.URL
+		if u != nil {
+			at = (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String() // a token in the query stays out
+		}
+		msg = fmt.Sprintf("connect to MCP server %s at %s: %v", s.slug, at, err)
 	default:
 		msg = fmt.Sprintf("connect to MCP server %s: %v", s.slug, err)
 	}
 	return &startError{msg: msg + s.stderrNote(p), err: err}
+}
+
+// expand replaces ${VAR} in the value of field (env.X, headers.X) from
+// Maestro's environment. A variable that is empty or not set is said as
+// a status line: it became "", and an "Unauthorized" from the server
+// did not say why.
+func (s *server) expand(field, value string) string {
+	return os.Expand(value, func(name string) string {
+		v := s.m.o.Getenv(name)
+		if v == "" {
+			s.m.report(fmt.Sprintf("MCP server %s: %s uses ${%s}, which is not set (or empty) in Maestro's environment: it is replaced by nothing.", s.slug, field, name))
+		}
+		return v
+	})
 }
 
 // stderrNote is the end of p's stderr and where the rest is, to follow

@@ -3,9 +3,12 @@ package mcp
 import (
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -152,5 +155,37 @@ func TestCallTimeout(t *testing.T) {
 	}
 	if res := run(t, find(t, tools, "mcp__slow__small"), `{}`); res.IsError || res.Content != "called small" {
 		t.Errorf("the next call = %+v", res)
+	}
+}
+
+// TestHTTPServerStartNamesURLAndUnsetVariables: an HTTP server that
+// refuses is named with its URL (its query left out: it may hold a
+// token), and a ${VAR} of its headers that is not set is said: the
+// header went as "Bearer " and the user saw "Unauthorized" alone.
+func TestHTTPServerStartNamesURLAndUnsetVariables(t *testing.T) {
+	t.Parallel()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+	}))
+	t.Cleanup(ts.Close)
+	var mu sync.Mutex
+	var reports []string
+	srv := config.MCPServer{URL: ts.URL + "/mcp?key=s3cret", Headers: map[string]string{"Authorization": "Bearer ${TRACKER_TOKEN}"}}
+	m := NewManager(Options{Servers: map[string]config.MCPServer{"tracker": srv}, Getenv: func(string) string { return "" },
+		Report: func(s string) {
+			mu.Lock()
+			reports = append(reports, s)
+			mu.Unlock()
+		}})
+	t.Cleanup(func() { m.Close() })
+	err := m.Require(testCtx(t), []string{"tracker"})
+	if err == nil || !strings.Contains(err.Error(), "connect to MCP server tracker at "+ts.URL+"/mcp: ") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("Require = %v, want it to name the URL without its query", err)
+	}
+	mu.Lock()
+	got := strings.Join(reports, "\n")
+	mu.Unlock()
+	if !strings.Contains(got, "MCP server tracker: headers.Authorization uses ${TRACKER_TOKEN}, which is not set") {
+		t.Errorf("reports = %q, want the unset variable named", got)
 	}
 }
