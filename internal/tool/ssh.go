@@ -156,8 +156,10 @@ func hostKeyAlgorithms(key ssh.PublicKey) []string {
 }
 
 // runSSH runs cmd on c with stdin, returning stdout and stderr (each
-// capped at max bytes: over is reported) and the exit status.
-func (o SSHOptions) runSSH(ctx context.Context, c SSHConnection, cmd string, stdin io.Reader, max int64) (out, errOut []byte, over bool, exit int, err error) {
+// capped at max bytes: over is reported) and the exit status. With
+// stopOver, a stdout over max stops the command (a file transfer has
+// failed then: the rest is not worth reading).
+func (o SSHOptions) runSSH(ctx context.Context, c SSHConnection, cmd string, stdin io.Reader, max int64, stopOver bool) (out, errOut []byte, over bool, exit int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout())
 	defer cancel()
 	client, err := dialSSH(ctx, c, o.timeout())
@@ -173,7 +175,12 @@ func (o SSHOptions) runSSH(ctx context.Context, c SSHConnection, cmd string, std
 	}
 	stop()
 	defer sess.Close()
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
 	stdout, stderr := &cappedBuffer{max: max}, &cappedBuffer{max: max}
+	if stopOver {
+		stdout.onOver = func() { stopRun(errOutputOver) }
+	}
 	sess.Stdout, sess.Stderr, sess.Stdin = stdout, stderr, stdin
 	if err := sess.Start(cmd); err != nil {
 		return nil, nil, false, 0, fmt.Errorf("run over ssh: %w", err)
@@ -182,7 +189,7 @@ func (o SSHOptions) runSSH(ctx context.Context, c SSHConnection, cmd string, std
 	go func() { done <- sess.Wait() }()
 	select {
 	case err = <-done:
-	case <-ctx.Done():
+	case <-runCtx.Done():
 		// Closing the connection leaves the command running on the
 		// host (an sshd does not stop a command without a terminal when
 		// its client goes): it is signalled first, as Ctrl-C stops a
@@ -192,6 +199,8 @@ func (o SSHOptions) runSSH(ctx context.Context, c SSHConnection, cmd string, std
 	}
 	var exitErr *ssh.ExitError
 	switch {
+	case ctx.Err() == nil && context.Cause(runCtx) == errOutputOver:
+		return stdout.buf.Bytes(), stderr.buf.Bytes(), true, 0, nil
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return nil, nil, false, 0, fmt.Errorf("ssh command took longer than %s, its limit: it was stopped: %w", o.timeout(), ctx.Err())
 	case ctx.Err() != nil:
@@ -223,16 +232,24 @@ func stopRemote(sess *ssh.Session, done <-chan error) {
 	}
 }
 
-// cappedBuffer keeps the first max bytes written to it.
+// errOutputOver stops a transfer whose output passed its cap.
+var errOutputOver = errors.New("the output is over its cap")
+
+// cappedBuffer keeps the first max bytes written to it; onOver, when
+// set, is called once as more comes.
 type cappedBuffer struct {
-	buf  bytes.Buffer
-	max  int64
-	over bool
+	buf    bytes.Buffer
+	max    int64
+	over   bool
+	onOver func()
 }
 
 func (b *cappedBuffer) Write(p []byte) (int, error) {
 	room := b.max - int64(b.buf.Len())
 	if int64(len(p)) > room {
+		if !b.over && b.onOver != nil {
+			b.onOver()
+		}
 		b.over = true
 		b.buf.Write(p[:max(room, 0)])
 		return len(p), nil
@@ -271,7 +288,7 @@ func sshTool[In any](name, description string, o SSHOptions, connOf func(In) str
 // transfer runs a file transfer's command; a failure (the connection, a
 // non-zero exit) is returned as the Result.
 func (o SSHOptions) transfer(ctx context.Context, c SSHConnection, tool, what, cmd string, stdin io.Reader, max int64) (out []byte, over bool, fail *Result) {
-	out, errOut, over, exit, err := o.runSSH(ctx, c, cmd, stdin, max)
+	out, errOut, over, exit, err := o.runSSH(ctx, c, cmd, stdin, max, true)
 	if err != nil {
 		r := sshFailure(tool, err)
 		return nil, false, &r
@@ -298,7 +315,7 @@ func NewSshExec(o SSHOptions) Tool {
 				return Failf(CodeInvalidInput, "SshExec: command is required")
 			}
 			max := cmp.Or(o.MaxOutputBytes, DefaultSSHOutputBytes)
-			out, errOut, over, exit, err := o.runSSH(ctx, c, in.Command, nil, max)
+			out, errOut, over, exit, err := o.runSSH(ctx, c, in.Command, nil, max, false)
 			if err != nil {
 				return sshFailure("SshExec", err)
 			}

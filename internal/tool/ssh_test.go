@@ -172,3 +172,30 @@ func TestSSHStopsTheRemoteCommand(t *testing.T) {
 		ended(t)
 	})
 }
+
+// TestSSHDownloadStopsPastTheCap: a remote file over the cap stops the
+// transfer as soon as the cap is passed: the whole file was read first
+// (a 5 GB log over a slow link ran into the call's timeout, which then
+// said "took longer than 60s" instead of "over the 25 MiB limit").
+func TestSSHDownloadStopsPastTheCap(t *testing.T) {
+	t.Parallel()
+	key := sshtest.NewSigner(t)
+	srv := sshtest.Start(t, key.PublicKey())
+	os.WriteFile(filepath.Join(srv.Dir, "big.bin"), []byte(strings.Repeat("x", 200)), 0o644)
+	c := SSHConnection{ID: "c", Host: "127.0.0.1", Port: srv.Addr.Port, User: "ops", Signer: key, HostKey: srv.HostKey}
+	o := SSHOptions{Connections: map[string]SSHConnection{"c": c}, Allowed: []string{"c"}, Timeout: 10 * time.Second}
+	// A file that goes on coming after the cap: its first 200 bytes,
+	// then nothing for 30 s.
+	out, over, fail := o.transfer(t.Context(), c, "SshDownload", "reading big.bin", "cat big.bin; exec sleep 30", nil, 100)
+	if fail != nil || !over || len(out) != 100 {
+		t.Fatalf("transfer = %d bytes, over %v, %+v; want it stopped once over 100 bytes", len(out), over, fail)
+	}
+	select {
+	case how := <-srv.Ended:
+		if !strings.Contains(how, "signal") {
+			t.Errorf("the remote command ended with %q, want a signal", how)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the remote command still runs")
+	}
+}
