@@ -157,6 +157,8 @@ func fakeSearch(t *testing.T) *httptest.Server {
 			return map[string]string{"title": "About " + q, "url": "https://example.org/" + q}
 		}
 		switch {
+		case r.URL.Path == "/nojson/search": // SearXNG without the JSON format
+			http.Error(w, "<html>403 Forbidden</html>", http.StatusForbidden)
 		case r.URL.Path == "/search" && r.Method == http.MethodGet: // SearXNG
 			if r.URL.Query().Get("format") != "json" {
 				http.Error(w, "format", http.StatusForbidden)
@@ -212,6 +214,10 @@ func TestWebSearch(t *testing.T) {
 			false, []string{"(tavily)", "https://example.org/voles", "tavily snippet"}},
 		{"bad key", SearchConfig{Backend: SearchBrave, URL: srv.URL, APIKey: "wrong"}, WebSearchInput{Query: "x"},
 			true, []string{"brave search: HTTP 401"}},
+		// A SearXNG instance whose JSON format is not enabled (the
+		// default) answers 403: the error says what to enable.
+		{"searxng without json", SearchConfig{Backend: SearchSearXNG, URL: srv.URL + "/nojson"}, WebSearchInput{Query: "x"},
+			true, []string{"searxng search: HTTP 403", "It does only when its settings.yml lists json in search.formats"}},
 		{"empty query", SearchConfig{Backend: SearchSearXNG, URL: srv.URL}, WebSearchInput{Query: " "},
 			true, []string{"query is required"}},
 	}
