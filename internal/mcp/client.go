@@ -309,7 +309,9 @@ func (s *server) connect(ctx context.Context) (_ *sdk.ClientSession, proc *comma
 			c.Transport = headerTransport{base: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), h: h, origin: origin}
 			hc = &c
 		}
-		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: 1}
+		c := *hc
+		c.Transport = sseHeaderTransport{base: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), wait: sseHeaderWait, slug: s.slug}
+		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &c, MaxRetries: 1}
 	}
 	opts := &sdk.ClientOptions{Logger: s.m.o.Logger, Capabilities: &sdk.ClientCapabilities{},
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { s.stale.Store(true) }}
@@ -535,6 +537,57 @@ func (m *Manager) report(msg string) {
 	if m.o.Report != nil {
 		m.o.Report(msg)
 	}
+}
+
+// sseHeaderWait bounds the wait for the answer to the GET that opens a
+// server's event stream.
+var sseHeaderWait = 5 * time.Second
+
+// sseHeaderTransport bounds the wait for the headers of the answer to a
+// GET that opens a server's event stream (the standalone SSE stream; not
+// a resumed one, which names its Last-Event-ID). The go-sdk sends it
+// within Connect, under a context of its own that neither the start
+// timeout nor Ctrl-C ends: a server that held its answer (one that
+// sends its headers with its first event) hung the session's start, and
+// the process, for good.
+type sseHeaderTransport struct {
+	base http.RoundTripper
+	wait time.Duration
+	slug string
+}
+
+func (t sseHeaderTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method != http.MethodGet || r.Header.Get("Last-Event-ID") != "" {
+		return t.base.RoundTrip(r)
+	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	late := errors.New("late")
+	timer := time.AfterFunc(t.wait, func() { cancel(late) })
+	resp, err := t.base.RoundTrip(r.WithContext(ctx))
+	if !timer.Stop() && context.Cause(ctx) == late {
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return nil, fmt.Errorf("MCP server %s did not answer the GET that opens its event stream within %s (a server answers it at once, with text/event-stream or 405)", t.slug, t.wait)
+	}
+	if err != nil {
+		cancel(nil)
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: func() { cancel(nil) }}
+	return resp, nil
+}
+
+// cancelOnClose releases a request's context when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel func()
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
 
 // headerTransport adds the configured headers to every request sent to

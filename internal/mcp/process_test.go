@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/mcp/mcptest"
 	"github.com/maestro-run/maestro/internal/tool"
 )
 
@@ -187,5 +190,44 @@ func TestHTTPServerStartNamesURLAndUnsetVariables(t *testing.T) {
 	mu.Unlock()
 	if !strings.Contains(got, "MCP server tracker: headers.Authorization uses ${TRACKER_TOKEN}, which is not set") {
 		t.Errorf("reports = %q, want the unset variable named", got)
+	}
+}
+
+// TestHTTPServerHoldingItsEventStream: a server that holds its answer to
+// the GET opening its event stream (one that sends its headers with its
+// first event) fails the start, saying so, within the bound: the go-sdk
+// waited for it inside Connect, under a context neither the start
+// timeout nor Ctrl-C ends, and the session (and `maestro run`) hung for
+// good. Not parallel: it shortens sseHeaderWait.
+func TestHTTPServerHoldingItsEventStream(t *testing.T) {
+	defer func(d time.Duration) { sseHeaderWait = d }(sseHeaderWait)
+	sseHeaderWait = 200 * time.Millisecond
+	srv := mcptest.NewServer()
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	release := make(chan struct{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			select { // holds the answer
+			case <-r.Context().Done():
+			case <-release:
+			}
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	m := NewManager(Options{Servers: map[string]config.MCPServer{"held": {URL: ts.URL + "/mcp"}}})
+	t.Cleanup(func() { m.Close() })
+	// First: Close and ts.Close wait for the held start and its handler.
+	t.Cleanup(func() { close(release) })
+	done := make(chan error, 1)
+	go func() { done <- m.Require(testCtx(t), []string{"held"}) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "MCP server held did not answer the GET that opens its event stream within 200ms") {
+			t.Errorf("Require = %v, want it to say the event stream was not answered", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the start still waits for the event stream 20 s on")
 	}
 }
