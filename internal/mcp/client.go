@@ -94,6 +94,9 @@ type Options struct {
 type Manager struct {
 	o       Options
 	servers map[string]*server
+	// closing ends when Close is called (stop).
+	closing context.Context
+	stop    context.CancelFunc
 }
 
 // NewManager returns a Manager of o.Servers; nothing is started yet.
@@ -108,6 +111,7 @@ func NewManager(o Options) *Manager {
 	o.CallTimeout = cmp.Or(o.CallTimeout, DefaultCallTimeout)
 	o.MaxMessageBytes = cmp.Or(o.MaxMessageBytes, DefaultMaxMessageBytes)
 	m := &Manager{o: o, servers: map[string]*server{}}
+	m.closing, m.stop = context.WithCancel(context.Background())
 	for slug, cfg := range o.Servers {
 		m.servers[slug] = &server{m: m, slug: slug, cfg: cfg}
 	}
@@ -166,6 +170,7 @@ func (m *Manager) Close() error {
 	if m == nil {
 		return nil
 	}
+	m.stop() // a start in progress gives up, and lets go of its server
 	var errs []error
 	for _, s := range m.servers {
 		errs = append(errs, s.close())
@@ -277,6 +282,11 @@ func (s *server) logHint() string {
 func (s *server) connect(ctx context.Context) (_ *sdk.ClientSession, proc *commandTransport, _ error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.m.o.StartTimeout, errStartTimeout)
 	defer cancel()
+	// Closing the manager (the session ends: Ctrl-C) ends a start too:
+	// Close waits for the server's lock, which a start holds.
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	defer context.AfterFunc(s.m.closing, func() { stop(errClosing) })()
 	var transport sdk.Transport
 	if s.cfg.Command != "" {
 		cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
@@ -347,6 +357,8 @@ func (s *server) connectError(ctx context.Context, proc *commandTransport, err e
 	switch {
 	case errors.As(err, &syntax) || strings.Contains(err.Error(), "invalid character"):
 		msg = fmt.Sprintf("MCP server %s wrote what is not a JSON-RPC message on its stdout (a stdio server writes only MCP messages there, its logs on stderr): %v", s.slug, err)
+	case context.Cause(ctx) == errClosing:
+		msg = fmt.Sprintf("MCP server %s: its start was given up, the session closing", s.slug)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) && context.Cause(ctx) == errStartTimeout:
 		msg = fmt.Sprintf("MCP server %s did not answer its initialize request within %s", s.slug, s.m.o.StartTimeout)
 	case p != nil && p.ended() != "":
@@ -393,6 +405,9 @@ func (s *server) stderrNote(p *process) string {
 	}
 	return note
 }
+
+// errClosing ends a start when the manager closes.
+var errClosing = errors.New("the session is closing")
 
 // errStartTimeout ends a start that ran past StartTimeout.
 var errStartTimeout = errors.New("the MCP server's start timed out")

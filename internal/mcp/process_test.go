@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -229,5 +230,35 @@ func TestHTTPServerHoldingItsEventStream(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the start still waits for the event stream 20 s on")
+	}
+}
+
+// TestCloseEndsAStart: closing the manager (the session ends: Ctrl-C)
+// ends a server's start in progress at once; it waited for the start's
+// timeout, the server's lock held by the start.
+func TestCloseEndsAStart(t *testing.T) {
+	t.Parallel()
+	fifo := filepath.Join(t.TempDir(), "started")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := config.MCPServer{Command: "sh", Args: []string{"-c", `echo >"$STARTED"; exec sleep 60`}, Env: map[string]string{"STARTED": fifo}}
+	m := NewManager(Options{Servers: map[string]config.MCPServer{"slow": srv}, StartTimeout: time.Minute})
+	started := make(chan error, 1)
+	go func() { started <- m.Require(context.Background(), []string{"slow"}) }()
+	f, err := os.OpenFile(fifo, os.O_RDONLY, 0) // returns once the server runs
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	closed := make(chan error, 1)
+	go func() { closed <- m.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close still waits for the start 20 s on")
+	}
+	if err := <-started; err == nil || !strings.Contains(err.Error(), "slow") {
+		t.Errorf("Require = %v, want the start to have failed", err)
 	}
 }
