@@ -58,7 +58,10 @@ type process struct {
 // Connect implements sdk.Transport.
 func (t *commandTransport) Connect(context.Context) (sdk.Connection, error) {
 	cmd := t.cmd
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own group, out of reach of the terminal's Ctrl-C and of a
+	// supervisor killing Maestro's group: if Maestro dies without
+	// stopping it, the kernel kills it (as the sandbox's helper).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
