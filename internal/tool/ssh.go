@@ -257,6 +257,20 @@ func (b *cappedBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
+// remotePath is p as the remote command names it: a leading ~/ (the
+// remote user's home, where the command runs) is left out, since the
+// path is quoted and no shell expands it; "~/notes.txt" was looked for
+// in a directory named "~".
+func remotePath(p string) string {
+	if p == "~" {
+		return "."
+	}
+	if rest, ok := strings.CutPrefix(p, "~/"); ok && rest != "" {
+		return rest
+	}
+	return p
+}
+
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
@@ -363,7 +377,7 @@ func NewSshUpload(root *workspace.Root, o SSHOptions) Tool {
 			if err != nil {
 				return fileErrorResult(in.Path, err)
 			}
-			if _, _, fail := o.transfer(ctx, c, "SshUpload", "writing "+in.RemotePath, "cat > "+shellQuote(in.RemotePath), bytes.NewReader(data), 4096); fail != nil {
+			if _, _, fail := o.transfer(ctx, c, "SshUpload", "writing "+in.RemotePath, "cat > "+shellQuote(remotePath(in.RemotePath)), bytes.NewReader(data), 4096); fail != nil {
 				return *fail
 			}
 			return Result{Content: fmt.Sprintf("uploaded %s (%d bytes) to %s:%s", workspace.Excerpt(in.Path), len(data), c.ID, in.RemotePath)}
@@ -390,7 +404,7 @@ func NewSshDownload(root *workspace.Root, o SSHOptions) Tool {
 				return fileErrorResult(in.Path, err)
 			}
 			max := cmp.Or(o.MaxFileBytes, DefaultSSHFileBytes)
-			out, over, fail := o.transfer(ctx, c, "SshDownload", "reading "+in.RemotePath, "cat -- "+shellQuote(in.RemotePath), nil, max)
+			out, over, fail := o.transfer(ctx, c, "SshDownload", "reading "+in.RemotePath, "cat -- "+shellQuote(remotePath(in.RemotePath)), nil, max)
 			if fail != nil {
 				return *fail
 			}

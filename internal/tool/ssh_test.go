@@ -56,6 +56,10 @@ func TestSSHTools(t *testing.T) {
 		{"upload escape", NewSshUpload(root, opts(id)), SshUploadInput{id, "escape/secret.txt", "s.txt"}, CodeWorkspaceViolation, nil},
 		{"upload refused", NewSshUpload(root, opts()), SshUploadInput{id, "deploy/app.conf", "x"}, CodeDenied, []string{ErrNoConnectionsDeclared}},
 		{"download", NewSshDownload(root, opts(id)), SshDownloadInput{id, "remote.log", "logs/remote.log"}, "", []string{"downloaded " + id + ":remote.log (8 bytes)"}},
+		// ~/ is the remote user's home, where commands run: quoted, it
+		// was a directory named "~".
+		{"download from ~/", NewSshDownload(root, opts(id)), SshDownloadInput{id, "~/remote.log", "logs/home.log"}, "", []string{"(8 bytes)"}},
+		{"upload to ~/", NewSshUpload(root, opts(id)), SshUploadInput{id, "deploy/app.conf", "~/home.conf"}, "", []string{"uploaded deploy/app.conf (10 bytes)"}},
 		{"download escape", NewSshDownload(root, opts(id)), SshDownloadInput{id, "remote.log", "escape/x"}, CodeWorkspaceViolation, nil},
 		{"download too large", NewSshDownload(root, opts(id)), SshDownloadInput{id, "big.bin", "big.bin"}, CodeTooLarge, nil},
 		{"download missing", NewSshDownload(root, opts(id)), SshDownloadInput{id, "nope", "nope"}, CodeFailed, []string{"exit code 1"}},
