@@ -355,7 +355,7 @@ func (s *server) connectError(ctx context.Context, proc *commandTransport, err e
 	var syntax *json.SyntaxError
 	var msg string
 	switch {
-	case errors.As(err, &syntax) || strings.Contains(err.Error(), "invalid character"):
+	case p != nil && (errors.As(err, &syntax) || strings.Contains(err.Error(), "invalid character")):
 		msg = fmt.Sprintf("MCP server %s wrote what is not a JSON-RPC message on its stdout (a stdio server writes only MCP messages there, its logs on stderr): %v", s.slug, err)
 	case context.Cause(ctx) == errClosing:
 		msg = fmt.Sprintf("MCP server %s: its start was given up, the session closing", s.slug)
