@@ -129,6 +129,13 @@ func dialSSH(ctx context.Context, c SSHConnection, timeout time.Duration) (*ssh.
 		if strings.Contains(err.Error(), "no common algorithm for host key") {
 			return nil, fmt.Errorf("ssh handshake with %s: the server has no %s host key, the type connection %s pins (%w)", addr, c.HostKey.Type(), c.ID, err)
 		}
+		if strings.Contains(err.Error(), "unable to authenticate") {
+			how := "its password"
+			if c.Signer != nil {
+				how = "its key (" + c.Signer.PublicKey().Type() + " " + ssh.FingerprintSHA256(c.Signer.PublicKey()) + ")"
+			}
+			return nil, fmt.Errorf("ssh handshake with %s: the server refused user %s with %s, connection %s's credentials: %w", addr, c.User, how, c.ID, err)
+		}
 		return nil, fmt.Errorf("ssh handshake with %s: %w", addr, err)
 	}
 	conn.SetDeadline(time.Time{})

@@ -117,6 +117,15 @@ func TestSSHHostWithSeveralKeys(t *testing.T) {
 			wantResult(t, res, false, "hi")
 		})
 	}
+	t.Run("refused key", func(t *testing.T) {
+		// The user and the key are named: "ssh: unable to authenticate,
+		// attempted methods [none publickey]" said neither.
+		wrong := sshtest.NewSigner(t)
+		c := SSHConnection{ID: "c", Host: "127.0.0.1", Port: srv.Addr.Port, User: "ops", Signer: wrong, HostKey: ed.PublicKey()}
+		o := SSHOptions{Connections: map[string]SSHConnection{"c": c}, Allowed: []string{"c"}, Timeout: 10 * time.Second}
+		res := call(t, NewSshExec(o), SshExecInput{"c", "echo hi"})
+		wantResult(t, res, true, "the server refused user ops with its key (ssh-ed25519 "+ssh.FingerprintSHA256(wrong.PublicKey()))
+	})
 	t.Run("changed", func(t *testing.T) {
 		other := sshtest.NewSigner(t).PublicKey()
 		c := SSHConnection{ID: "c", Host: "127.0.0.1", Port: srv.Addr.Port, User: "ops", Signer: key, HostKey: other}
