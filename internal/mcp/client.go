@@ -171,10 +171,20 @@ func (m *Manager) Close() error {
 		return nil
 	}
 	m.stop() // a start in progress gives up, and lets go of its server
-	var errs []error
+	// At once: each may take its grace periods (2 s, then 2 s) to stop,
+	// and Ctrl-C waited for them one after the other.
+	errs := make([]error, 0, len(m.servers))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for _, s := range m.servers {
-		errs = append(errs, s.close())
+		wg.Go(func() {
+			err := s.close()
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 

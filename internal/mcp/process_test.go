@@ -262,3 +262,32 @@ func TestCloseEndsAStart(t *testing.T) {
 		t.Errorf("Require = %v, want the start to have failed", err)
 	}
 }
+
+// TestCloseStopsServersAtOnce: servers that do not end when their stdin
+// closes are stopped together: Close stopped them one after the other,
+// each after its 2 s grace, and Ctrl-C of a session with four such
+// servers took over 8 s.
+func TestCloseStopsServersAtOnce(t *testing.T) {
+	t.Parallel()
+	servers := map[string]config.MCPServer{}
+	for _, slug := range []string{"a", "b", "c", "d"} {
+		srv := stdioServer(t)
+		// Serves, then (its stdin closed) lingers as a busy server does.
+		srv.Env["SERVER"] = srv.Command
+		srv.Command, srv.Args = "sh", []string{"-c", `"$SERVER"; exec sleep 30`}
+		servers[slug] = srv
+	}
+	m := NewManager(Options{Servers: servers})
+	tools, err := m.All(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, slug := range []string{"a", "b", "c", "d"} {
+		find(t, tools, "mcp__"+slug+"__echo") // it started
+	}
+	start := time.Now()
+	m.Close()
+	if d := time.Since(start); d > 6*time.Second {
+		t.Errorf("Close took %v; the four servers were stopped one after the other", d)
+	}
+}
