@@ -339,8 +339,21 @@ func Parse(data []byte) (Config, error) {
 		return Config{}, invalidValue(data, []string{"web"}, "timeout_seconds, max_redirects, max_bytes and max_download_bytes must be positive")
 	}
 	for id, c := range cfg.SSHConnections {
-		if c.Host == "" || c.User == "" || c.HostKey == "" || (c.KeyFile == "" && c.Password == "") {
-			return Config{}, invalidValue(data, []string{"ssh_connections", id}, "host, user, host_key and key_file or password are required")
+		var missing []string
+		for _, f := range [][2]string{{"host", c.Host}, {"user", c.User}, {"host_key", c.HostKey}} {
+			if f[1] == "" {
+				missing = append(missing, f[0])
+			}
+		}
+		if c.KeyFile == "" && c.Password == "" {
+			missing = append(missing, "key_file or password")
+		}
+		if len(missing) > 0 {
+			msg := "host, user, host_key and key_file or password are required; missing: " + strings.Join(missing, ", ")
+			if c.HostKey == "" {
+				msg += ` (host_key is the server's public key, pinned: "ssh-ed25519 AAAA…", as ssh-keyscan -t ed25519 HOST prints it after the host name)`
+			}
+			return Config{}, invalidValue(data, []string{"ssh_connections", id}, "%s", msg)
 		}
 	}
 	if cfg.MaxFileBytes < 0 {

@@ -68,7 +68,7 @@ func TestParse(t *testing.T) {
 		{"negative web cap", "web:\n  max_bytes: -1\n", Config{}, "web: timeout_seconds, max_redirects, max_bytes and max_download_bytes must be positive"},
 		{"ssh connection", "ssh_connections:\n  6f9619ff-8b86:\n    {host: h, port: 2222, user: ops, key_file: /k, host_key: ssh-ed25519 AAAA}\n",
 			Config{SSHConnections: map[string]SSHConnection{"6f9619ff-8b86": {Host: "h", Port: 2222, User: "ops", KeyFile: "/k", HostKey: "ssh-ed25519 AAAA"}}}, ""},
-		{"ssh connection without host key", "ssh_connections:\n  6f9619ff-8b86: {host: h, user: ops, password: p}\n", Config{}, "ssh_connections.6f9619ff-8b86: host, user, host_key and key_file or password are required"},
+		{"ssh connection without host key", "ssh_connections:\n  6f9619ff-8b86: {host: h, user: ops, password: p}\n", Config{}, "ssh_connections.6f9619ff-8b86: host, user, host_key and key_file or password are required; missing: host_key (host_key is the server's public key, pinned"},
 		{"unknown web key", "web:\n  allow_host: [x]\n", Config{}, `web.allow_host: unknown key; did you mean "allow_hosts"?`},
 	}
 	for _, tc := range cases {
@@ -124,7 +124,8 @@ func TestValueErrorsNameTheLine(t *testing.T) {
 		{"mcp_servers:\n  ok: {command: a}\n  x:\n    args: [a]\n", "line 3: mcp_servers.x: expected either command (stdio) or url (streamable HTTP)"},
 		{"web:\n  search:\n    backend: bing\n", `line 3: web.search.backend: "bing" is not one of searxng, brave, tavily`},
 		{"web:\n  max_bytes: -1\n", "line 1: web: timeout_seconds, max_redirects"},
-		{"ssh_connections:\n  box: {host: h}\n", "line 2: ssh_connections.box: host, user, host_key"},
+		{"ssh_connections:\n  box: {host: h}\n", "line 2: ssh_connections.box: host, user, host_key and key_file or password are required; missing: user, host_key, key_file or password"},
+		{"ssh_connections:\n  box: {host: h, user: u, host_key: ssh-ed25519 AAAA}\n", "missing: key_file or password"},
 		{"sandbox: auto\ncompact_at: 2\n", "line 2: compact_at: a share of the context window"},
 		// A model the run would refuse is named as a config.yaml error,
 		// with its line, not as if --model had been given wrong.

@@ -3,6 +3,8 @@ package host
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"golang.org/x/crypto/ssh"
 
@@ -21,11 +23,11 @@ func SSHConnections(cfg config.Config) (map[string]tool.SSHConnection, error) {
 	for id, c := range cfg.SSHConnections {
 		hostKey, _, _, _, err := ssh.ParseAuthorizedKey([]byte(c.HostKey))
 		if err != nil {
-			return nil, fmt.Errorf("configuration ssh_connections.%s.host_key: %w", id, err)
+			return nil, fmt.Errorf("configuration ssh_connections.%s.host_key: %w (expected the server's public key as \"TYPE BASE64\", e.g. a line of ssh-keyscan -t ed25519 HOST without the host name)", id, err)
 		}
 		conn := tool.SSHConnection{ID: id, Host: c.Host, Port: c.Port, User: c.User, Password: c.Password, HostKey: hostKey}
 		if c.KeyFile != "" {
-			pem, err := os.ReadFile(c.KeyFile)
+			pem, err := os.ReadFile(expandHome(c.KeyFile))
 			if err != nil {
 				return nil, fmt.Errorf("configuration ssh_connections.%s.key_file: %w", id, err)
 			}
@@ -36,4 +38,16 @@ func SSHConnections(cfg config.Config) (map[string]tool.SSHConnection, error) {
 		out[id] = conn
 	}
 	return out, nil
+}
+
+// expandHome replaces a leading ~/ of path by the user's home directory,
+// as a shell would: key_file: ~/.ssh/id_ed25519 was opened as a path
+// beginning with a directory named "~".
+func expandHome(path string) string {
+	if rest, ok := strings.CutPrefix(path, "~/"); ok {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, rest)
+		}
+	}
+	return path
 }

@@ -104,7 +104,26 @@ func lazyTools(root *workspace.Root, probe *Probe, lim tool.FileLimits, mcps *mc
 		}
 		return set, nil
 	})
-	return func(context.Context) (*tool.Set, error) { return tools() }
+	// A caller stops waiting when its context ends (Ctrl-C during a slow
+	// MCP server's start, which runs under no caller's context since its
+	// result is shared); the start goes on, and ends with the session.
+	return func(ctx context.Context) (*tool.Set, error) {
+		type result struct {
+			set *tool.Set
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			set, err := tools()
+			done <- result{set, err}
+		}()
+		select {
+		case r := <-done:
+			return r.set, r.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // lazySystemPrompt is the default system prompt of a session whose tools

@@ -19,6 +19,7 @@ package mcp
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +48,10 @@ const (
 	DefaultCallTimeout  = 120 * time.Second
 	// MaxStderrBytes bounds a server's stderr file per session.
 	MaxStderrBytes = 1 << 20
+	// DefaultMaxMessageBytes is the largest message read from a stdio
+	// server (the go-sdk's bound); a tool's result is cut to 256 KiB for
+	// the model anyway.
+	DefaultMaxMessageBytes = sdk.DefaultMaxLineLength
 )
 
 // Options configure a Manager.
@@ -75,6 +81,9 @@ type Options struct {
 	// StartTimeout bounds connecting to a server and listing its tools;
 	// CallTimeout bounds a tool call unless the server sets its own.
 	StartTimeout, CallTimeout time.Duration
+	// MaxMessageBytes bounds a message a stdio server sends (0:
+	// DefaultMaxMessageBytes).
+	MaxMessageBytes int
 	// HTTPClient carries streamable HTTP (nil: a client without a
 	// global timeout: calls are bounded by their context).
 	HTTPClient *http.Client
@@ -85,6 +94,9 @@ type Options struct {
 type Manager struct {
 	o       Options
 	servers map[string]*server
+	// closing ends when Close is called (stop).
+	closing context.Context
+	stop    context.CancelFunc
 }
 
 // NewManager returns a Manager of o.Servers; nothing is started yet.
@@ -97,7 +109,9 @@ func NewManager(o Options) *Manager {
 	}
 	o.StartTimeout = cmp.Or(o.StartTimeout, DefaultStartTimeout)
 	o.CallTimeout = cmp.Or(o.CallTimeout, DefaultCallTimeout)
+	o.MaxMessageBytes = cmp.Or(o.MaxMessageBytes, DefaultMaxMessageBytes)
 	m := &Manager{o: o, servers: map[string]*server{}}
+	m.closing, m.stop = context.WithCancel(context.Background())
 	for slug, cfg := range o.Servers {
 		m.servers[slug] = &server{m: m, slug: slug, cfg: cfg}
 	}
@@ -156,10 +170,21 @@ func (m *Manager) Close() error {
 	if m == nil {
 		return nil
 	}
-	var errs []error
+	m.stop() // a start in progress gives up, and lets go of its server
+	// At once: each may take its grace periods (2 s, then 2 s) to stop,
+	// and Ctrl-C waited for them one after the other.
+	errs := make([]error, 0, len(m.servers))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for _, s := range m.servers {
-		errs = append(errs, s.close())
+		wg.Go(func() {
+			err := s.close()
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
@@ -203,18 +228,25 @@ func (s *server) session(ctx context.Context) (*sdk.ClientSession, error) {
 		s.restarts++
 		s.m.report(fmt.Sprintf("Restarting MCP server %s.", s.slug))
 	}
-	sess, err := s.connect(ctx)
+	sess, proc, err := s.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
 	s.sess, s.down, s.list = sess, false, nil
-	go s.watch(sess)
+	go s.watch(sess, proc)
 	return sess, nil
 }
 
-// watch reports a connection that ends while the session still uses it.
-func (s *server) watch(sess *sdk.ClientSession) {
+// watch reports a connection that ends while the session still uses it
+// (a stdio server's, proc: how it ended, the end of its stderr).
+func (s *server) watch(sess *sdk.ClientSession, proc *commandTransport) {
 	err := sess.Wait()
+	var ended, note string
+	if proc != nil {
+		if p := proc.proc.Load(); p != nil {
+			ended, note = p.ended(), s.stderrNote(p)
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || s.sess != sess {
@@ -222,9 +254,13 @@ func (s *server) watch(sess *sdk.ClientSession) {
 	}
 	s.down = true
 	msg := fmt.Sprintf("MCP server %s stopped", s.slug)
+	if ended != "" {
+		msg = fmt.Sprintf("MCP server %s stopped (%s)", s.slug, ended)
+	}
 	if err != nil {
 		msg += ": " + err.Error()
 	}
+	msg += note
 	if s.restarts == 0 {
 		msg += "; it is restarted once, at its next use"
 	}
@@ -251,22 +287,30 @@ func (s *server) logHint() string {
 	return "the session log"
 }
 
-// connect starts or dials the server and initialises the session.
-func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.m.o.StartTimeout)
+// connect starts or dials the server and initialises the session; proc
+// is a stdio server's transport.
+func (s *server) connect(ctx context.Context) (_ *sdk.ClientSession, proc *commandTransport, _ error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, s.m.o.StartTimeout, errStartTimeout)
 	defer cancel()
+	// Closing the manager (the session ends: Ctrl-C) ends a start too:
+	// Close waits for the server's lock, which a start holds.
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	defer context.AfterFunc(s.m.closing, func() { stop(errClosing) })()
 	var transport sdk.Transport
 	if s.cfg.Command != "" {
 		cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
 		cmd.Dir = s.m.o.Dir
 		cmd.Env = os.Environ()
 		for _, k := range slices.Sorted(maps.Keys(s.cfg.Env)) {
-			cmd.Env = append(cmd.Env, k+"="+os.Expand(s.cfg.Env[k], s.m.o.Getenv))
+			cmd.Env = append(cmd.Env, k+"="+s.expand("env."+k, s.cfg.Env[k]))
 		}
-		if err := s.openStderr(cmd); err != nil {
-			return nil, err
+		stderr, err := s.openStderr()
+		if err != nil {
+			return nil, nil, err
 		}
-		transport = &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+		proc = &commandTransport{cmd: cmd, stderr: stderr, grace: 2 * time.Second, maxLine: s.m.o.MaxMessageBytes}
+		transport = proc
 	} else {
 		hc := s.m.o.HTTPClient
 		if hc == nil {
@@ -275,17 +319,19 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 		if len(s.cfg.Headers) > 0 {
 			h := http.Header{}
 			for k, v := range s.cfg.Headers {
-				h.Set(k, os.Expand(v, s.m.o.Getenv))
+				h.Set(k, s.expand("headers."+k, v))
 			}
 			c := *hc
 			origin, err := url.Parse(s.cfg.URL)
 			if err != nil {
-				return nil, fmt.Errorf("connect to MCP server %s: %w", s.slug, err)
+				return nil, nil, fmt.Errorf("connect to MCP server %s: %w", s.slug, err)
 			}
 			c.Transport = headerTransport{base: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), h: h, origin: origin}
 			hc = &c
 		}
-		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: 1}
+		c := *hc
+		c.Transport = sseHeaderTransport{base: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), wait: sseHeaderWait, slug: s.slug}
+		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &c, MaxRetries: 1}
 	}
 	opts := &sdk.ClientOptions{Logger: s.m.o.Logger, Capabilities: &sdk.ClientCapabilities{},
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { s.stale.Store(true) }}
@@ -302,32 +348,109 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 	client := sdk.NewClient(&sdk.Implementation{Name: "maestro", Version: "1"}, opts)
 	sess, err := client.Connect(ctx, transport, nil)
 	if err != nil {
-		return nil, fmt.Errorf("connect to MCP server %s: %w", s.slug, err)
+		return nil, nil, s.connectError(ctx, proc, err)
 	}
 	s.m.o.Logger.Info("MCP server connected", "server", s.slug)
-	return sess, nil
+	return sess, proc, nil
 }
 
-// openStderr sends cmd's stderr to the server's log file in LogDir,
-// bounded by MaxStderrBytes.
-func (s *server) openStderr(cmd *exec.Cmd) error {
+// connectError says why the server did not start: how a stdio server
+// ended and the end of its stderr, a start that ran out of time, a
+// server writing what is not JSON-RPC on stdout.
+func (s *server) connectError(ctx context.Context, proc *commandTransport, err error) error {
+	var p *process
+	if proc != nil {
+		p = proc.proc.Load()
+	}
+	var syntax *json.SyntaxError
+	var msg string
+	switch {
+	case p != nil && (errors.As(err, &syntax) || strings.Contains(err.Error(), "invalid character")):
+		msg = fmt.Sprintf("MCP server %s wrote what is not a JSON-RPC message on its stdout (a stdio server writes only MCP messages there, its logs on stderr): %v", s.slug, err)
+	case context.Cause(ctx) == errClosing:
+		msg = fmt.Sprintf("MCP server %s: its start was given up, the session closing", s.slug)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) && context.Cause(ctx) == errStartTimeout:
+		msg = fmt.Sprintf("MCP server %s did not answer its initialize request within %s", s.slug, s.m.o.StartTimeout)
+	case p != nil && p.ended() != "":
+		msg = fmt.Sprintf("MCP server %s exited before it answered (%s)", s.slug, p.ended())
+	case s.cfg.URL != "":
+		u, _ := url.Parse(s.cfg.URL)
+		at := s.cfg.URL
+		if u != nil {
+			at = (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String() // a token in the query stays out
+		}
+		msg = fmt.Sprintf("connect to MCP server %s at %s: %v", s.slug, at, err)
+	default:
+		msg = fmt.Sprintf("connect to MCP server %s: %v", s.slug, err)
+	}
+	return &startError{msg: msg + s.stderrNote(p), err: err}
+}
+
+// expand replaces ${VAR} in the value of field (env.X, headers.X) from
+// Maestro's environment. A variable that is empty or not set is said as
+// a status line: it became "", and an "Unauthorized" from the server
+// did not say why.
+func (s *server) expand(field, value string) string {
+	return os.Expand(value, func(name string) string {
+		v := s.m.o.Getenv(name)
+		if v == "" {
+			s.m.report(fmt.Sprintf("MCP server %s: %s uses ${%s}, which is not set (or empty) in Maestro's environment: it is replaced by nothing.", s.slug, field, name))
+		}
+		return v
+	})
+}
+
+// stderrNote is the end of p's stderr and where the rest is, to follow
+// a message about the server; "" for a server that is not a command.
+func (s *server) stderrNote(p *process) string {
+	if p == nil {
+		return ""
+	}
+	var note string
+	if end := p.stderrEnd(); end != "" {
+		note = "; its stderr ends " + end
+	}
+	if s.m.o.Stderr != nil || s.m.o.LogDir != "" {
+		note += " (" + s.logHint() + ")"
+	}
+	return note
+}
+
+// errClosing ends a start when the manager closes.
+var errClosing = errors.New("the session is closing")
+
+// errStartTimeout ends a start that ran past StartTimeout.
+var errStartTimeout = errors.New("the MCP server's start timed out")
+
+// startError is a server that did not start: msg says why, err is the
+// SDK's error.
+type startError struct {
+	msg string
+	err error
+}
+
+func (e *startError) Error() string { return e.msg }
+func (e *startError) Unwrap() error { return e.err }
+
+// openStderr is where a stdio server's stderr goes: the server's log
+// file in LogDir (or Options.Stderr), bounded by MaxStderrBytes; nil
+// discards it.
+func (s *server) openStderr() (io.Writer, error) {
 	if s.m.o.Stderr != nil {
-		cmd.Stderr = &capped{w: s.m.o.Stderr(s.slug), left: MaxStderrBytes}
-		return nil
+		return &capped{w: s.m.o.Stderr(s.slug), left: MaxStderrBytes}, nil
 	}
 	if s.m.o.LogDir == "" {
-		return nil
+		return nil, nil
 	}
 	if s.stderr != nil {
 		s.stderr.Close()
 	}
 	f, err := os.OpenFile(filepath.Join(s.m.o.LogDir, "mcp-"+s.slug+".log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return fmt.Errorf("MCP server %s: open its stderr log: %w", s.slug, err)
+		return nil, fmt.Errorf("MCP server %s: open its stderr log: %w", s.slug, err)
 	}
 	s.stderr = f
-	cmd.Stderr = &capped{w: f, left: MaxStderrBytes}
-	return nil
+	return &capped{w: f, left: MaxStderrBytes}, nil
 }
 
 // tools lists the server's tools as offered to the model (once per
@@ -343,10 +466,13 @@ func (s *server) tools(ctx context.Context) ([]offer, error) {
 	if list != nil && !s.stale.Swap(false) {
 		return list, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.m.o.StartTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, s.m.o.StartTimeout, errStartTimeout)
 	defer cancel()
 	var listed []*sdk.Tool
 	for t, err := range sess.Tools(ctx, nil) {
+		if err != nil && context.Cause(ctx) == errStartTimeout {
+			return nil, fmt.Errorf("MCP server %s did not list its tools within %s: %w", s.slug, s.m.o.StartTimeout, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("list the tools of MCP server %s: %w", s.slug, err)
 		}
@@ -393,8 +519,19 @@ func (s *server) call(ctx context.Context, name string, args any) (*sdk.CallTool
 	case errors.Is(err, sdk.ErrConnectionClosed):
 		s.markDown(sess)
 		return nil, fmt.Errorf("MCP server %s stopped during the call: %w", s.slug, err)
+	case strings.Contains(err.Error(), "exceeded the configured maximum line length"):
+		// The SDK has ended the connection: the next call restarts
+		// the server rather than fail on the dead one.
+		s.markDown(sess)
+		return nil, fmt.Errorf("MCP server %s answered with a message over %s, the most Maestro reads from a server "+
+			"(the model gets 256 KiB of a result): the connection is closed and the server is restarted at its next use",
+			s.slug, sizeText(s.m.o.MaxMessageBytes))
 	case errors.Is(context.Cause(cctx), errCallTimeout) && ctx.Err() == nil:
-		return nil, fmt.Errorf("%w after %s", context.DeadlineExceeded, timeout)
+		limit := fmt.Sprintf("the default; a timeout: of seconds under mcp_servers.%s in config.yaml sets another", s.slug)
+		if s.cfg.Timeout > 0 {
+			limit = fmt.Sprintf("its timeout: %d", s.cfg.Timeout)
+		}
+		return nil, fmt.Errorf("MCP server %s did not answer within %s (%s): %w", s.slug, timeout, limit, context.DeadlineExceeded)
 	}
 	return nil, err
 }
@@ -425,6 +562,57 @@ func (m *Manager) report(msg string) {
 	if m.o.Report != nil {
 		m.o.Report(msg)
 	}
+}
+
+// sseHeaderWait bounds the wait for the answer to the GET that opens a
+// server's event stream.
+var sseHeaderWait = 5 * time.Second
+
+// sseHeaderTransport bounds the wait for the headers of the answer to a
+// GET that opens a server's event stream (the standalone SSE stream; not
+// a resumed one, which names its Last-Event-ID). The go-sdk sends it
+// within Connect, under a context of its own that neither the start
+// timeout nor Ctrl-C ends: a server that held its answer (one that
+// sends its headers with its first event) hung the session's start, and
+// the process, for good.
+type sseHeaderTransport struct {
+	base http.RoundTripper
+	wait time.Duration
+	slug string
+}
+
+func (t sseHeaderTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method != http.MethodGet || r.Header.Get("Last-Event-ID") != "" {
+		return t.base.RoundTrip(r)
+	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	late := errors.New("late")
+	timer := time.AfterFunc(t.wait, func() { cancel(late) })
+	resp, err := t.base.RoundTrip(r.WithContext(ctx))
+	if !timer.Stop() && context.Cause(ctx) == late {
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return nil, fmt.Errorf("MCP server %s did not answer the GET that opens its event stream within %s (a server answers it at once, with text/event-stream or 405)", t.slug, t.wait)
+	}
+	if err != nil {
+		cancel(nil)
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: func() { cancel(nil) }}
+	return resp, nil
+}
+
+// cancelOnClose releases a request's context when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel func()
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
 
 // headerTransport adds the configured headers to every request sent to

@@ -43,9 +43,20 @@ const oddNamesEnv = "MAESTRO_MCPTEST_ODD_NAMES"
 // oddNames are the tools of the oddNamesEnv server.
 var oddNames = []string{"files.read", "files_read", "repo/search", "読む", "書く", strings.Repeat("x", 70), "", "bad\nname", "plain"}
 
+// silentListerEnv makes the test binary a raw MCP server over stdio
+// that answers initialize and never tools/list.
+const silentListerEnv = "MAESTRO_MCPTEST_SILENT_LIST"
+
+// hugeReplyEnv makes the test binary a raw MCP server over stdio whose
+// tool "huge" answers 100 KiB of text, "small" a line, and "hang"
+// never answers.
+const hugeReplyEnv = "MAESTRO_MCPTEST_HUGE"
+
 func runDuplicateListerIfRequested() {
 	odd := os.Getenv(oddNamesEnv) == "1"
-	if os.Getenv(duplicateListerEnv) != "1" && !odd {
+	silent := os.Getenv(silentListerEnv) == "1"
+	huge := os.Getenv(hugeReplyEnv) == "1"
+	if os.Getenv(duplicateListerEnv) != "1" && !odd && !silent && !huge {
 		return
 	}
 	sc := bufio.NewScanner(os.Stdin)
@@ -67,6 +78,15 @@ func runDuplicateListerIfRequested() {
 			result = map[string]any{"protocolVersion": req.Params.ProtocolVersion, "capabilities": map[string]any{"tools": map[string]any{}},
 				"serverInfo": map[string]any{"name": "dup", "version": "1"}}
 		case "tools/list":
+			if silent {
+				continue
+			}
+			if huge {
+				result = map[string]any{"tools": []any{map[string]any{"name": "huge", "inputSchema": map[string]any{"type": "object"}},
+					map[string]any{"name": "small", "inputSchema": map[string]any{"type": "object"}},
+					map[string]any{"name": "hang", "inputSchema": map[string]any{"type": "object"}}}}
+				break
+			}
 			if odd {
 				var tools []any
 				for _, n := range oddNames {
@@ -78,7 +98,14 @@ func runDuplicateListerIfRequested() {
 			echo := map[string]any{"name": "echo", "inputSchema": map[string]any{"type": "object"}}
 			result = map[string]any{"tools": []any{echo, echo, map[string]any{"name": "other", "inputSchema": map[string]any{"type": "object"}}}}
 		case "tools/call":
-			result = map[string]any{"content": []any{map[string]any{"type": "text", "text": "called " + req.Params.Name}}}
+			text := "called " + req.Params.Name
+			switch req.Params.Name {
+			case "huge":
+				text = strings.Repeat("y", 100<<10)
+			case "hang":
+				continue
+			}
+			result = map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}
 		}
 		out, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": result})
 		os.Stdout.Write(append(out, '\n'))

@@ -133,6 +133,13 @@ func (r *Runtime) execute(ctx context.Context, run *activeRun, s runSettings, m 
 		}
 	}
 	builtin, err := r.cfg.Tools(ctx)
+	if err != nil && ctx.Err() != nil {
+		// Interrupted while the tools were being set up (an MCP
+		// server starting): said as the loop says it.
+		r.publish(protocol.Error{Message: "Operation aborted: the run was interrupted", ErrorType: protocol.ErrorCancelled}, "")
+		run.err = fmt.Errorf("%w: %w", agent.ErrCancelled, context.Cause(ctx))
+		return
+	}
 	if err != nil {
 		msg := "Tools are unavailable: " + err.Error()
 		r.publish(protocol.Error{Message: msg, ErrorType: Classify(msg, false)}, "")

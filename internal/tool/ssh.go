@@ -101,8 +101,19 @@ func dialSSH(ctx context.Context, c SSHConnection, timeout time.Duration) (*ssh.
 	if c.Signer != nil {
 		auth = []ssh.AuthMethod{ssh.PublicKeys(c.Signer)}
 	}
-	cfg := &ssh.ClientConfig{User: c.User, Auth: auth, HostKeyCallback: ssh.FixedHostKey(c.HostKey), Timeout: timeout}
 	addr := net.JoinHostPort(c.Host, strconv.Itoa(cmp.Or(c.Port, 22)))
+	// The server is asked for the key of the pinned key's type: a host
+	// has several (OpenSSH: Ed25519, ECDSA and RSA), and left to the
+	// client's preference it showed its ECDSA key, which a pinned Ed25519
+	// or RSA key never matched.
+	cfg := &ssh.ClientConfig{User: c.User, Auth: auth, Timeout: timeout,
+		HostKeyAlgorithms: hostKeyAlgorithms(c.HostKey),
+		HostKeyCallback: func(_ string, _ net.Addr, key ssh.PublicKey) error {
+			if bytes.Equal(key.Marshal(), c.HostKey.Marshal()) {
+				return nil
+			}
+			return &hostKeyError{addr: addr, id: c.ID, got: key, pinned: c.HostKey}
+		}}
 	d := net.Dialer{Timeout: timeout}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -112,15 +123,50 @@ func dialSSH(ctx context.Context, c SSHConnection, timeout time.Duration) (*ssh.
 	sc, chans, reqs, err := ssh.NewClientConn(conn, addr, cfg)
 	if err != nil {
 		conn.Close()
+		if hk := (*hostKeyError)(nil); errors.As(err, &hk) {
+			return nil, hk
+		}
+		if strings.Contains(err.Error(), "no common algorithm for host key") {
+			return nil, fmt.Errorf("ssh handshake with %s: the server has no %s host key, the type connection %s pins (%w)", addr, c.HostKey.Type(), c.ID, err)
+		}
+		if strings.Contains(err.Error(), "unable to authenticate") {
+			how := "its password"
+			if c.Signer != nil {
+				how = "its key (" + c.Signer.PublicKey().Type() + " " + ssh.FingerprintSHA256(c.Signer.PublicKey()) + ")"
+			}
+			return nil, fmt.Errorf("ssh handshake with %s: the server refused user %s with %s, connection %s's credentials: %w", addr, c.User, how, c.ID, err)
+		}
 		return nil, fmt.Errorf("ssh handshake with %s: %w", addr, err)
 	}
 	conn.SetDeadline(time.Time{})
 	return ssh.NewClient(sc, chans, reqs), nil
 }
 
+// hostKeyError is a host presenting another key than the pinned one.
+type hostKeyError struct {
+	addr, id    string
+	got, pinned ssh.PublicKey
+}
+
+func (e *hostKeyError) Error() string {
+	return fmt.Sprintf("host key mismatch: %s presented the %s key %s, but connection %s pins %s; "+
+		"if the host's key was changed on purpose, set the connection's host_key to the new one, "+
+		"else something answers in the host's place", e.addr, e.got.Type(), ssh.FingerprintSHA256(e.got), e.id, ssh.FingerprintSHA256(e.pinned))
+}
+
+// hostKeyAlgorithms are the host key algorithms of key's type.
+func hostKeyAlgorithms(key ssh.PublicKey) []string {
+	if key.Type() == ssh.KeyAlgoRSA {
+		return []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA}
+	}
+	return []string{key.Type()}
+}
+
 // runSSH runs cmd on c with stdin, returning stdout and stderr (each
-// capped at max bytes: over is reported) and the exit status.
-func (o SSHOptions) runSSH(ctx context.Context, c SSHConnection, cmd string, stdin io.Reader, max int64) (out, errOut []byte, over bool, exit int, err error) {
+// capped at max bytes: over is reported) and the exit status. With
+// stopOver, a stdout over max stops the command (a file transfer has
+// failed then: the rest is not worth reading).
+func (o SSHOptions) runSSH(ctx context.Context, c SSHConnection, cmd string, stdin io.Reader, max int64, stopOver bool) (out, errOut []byte, over bool, exit int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout())
 	defer cancel()
 	client, err := dialSSH(ctx, c, o.timeout())
@@ -129,19 +175,43 @@ func (o SSHOptions) runSSH(ctx context.Context, c SSHConnection, cmd string, std
 	}
 	defer client.Close()
 	stop := context.AfterFunc(ctx, func() { client.Close() })
-	defer stop()
 	sess, err := client.NewSession()
 	if err != nil {
+		stop()
 		return nil, nil, false, 0, fmt.Errorf("open an ssh session: %w", err)
 	}
+	stop()
 	defer sess.Close()
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
 	stdout, stderr := &cappedBuffer{max: max}, &cappedBuffer{max: max}
+	if stopOver {
+		stdout.onOver = func() { stopRun(errOutputOver) }
+	}
 	sess.Stdout, sess.Stderr, sess.Stdin = stdout, stderr, stdin
-	err = sess.Run(cmd)
+	if err := sess.Start(cmd); err != nil {
+		return nil, nil, false, 0, fmt.Errorf("run over ssh: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- sess.Wait() }()
+	select {
+	case err = <-done:
+	case <-runCtx.Done():
+		// Closing the connection leaves the command running on the
+		// host (an sshd does not stop a command without a terminal when
+		// its client goes): it is signalled first, as Ctrl-C stops a
+		// local one.
+		stopRemote(sess, done)
+		err = ctx.Err()
+	}
 	var exitErr *ssh.ExitError
 	switch {
+	case ctx.Err() == nil && context.Cause(runCtx) == errOutputOver:
+		return stdout.buf.Bytes(), stderr.buf.Bytes(), true, 0, nil
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return nil, nil, false, 0, fmt.Errorf("ssh command took longer than %s, its limit: it was stopped: %w", o.timeout(), ctx.Err())
 	case ctx.Err() != nil:
-		return nil, nil, false, 0, fmt.Errorf("ssh command took longer than %s: %w", o.timeout(), ctx.Err())
+		return nil, nil, false, 0, fmt.Errorf("ssh command stopped: %w", ctx.Err())
 	case errors.As(err, &exitErr):
 		exit = exitErr.ExitStatus()
 	case err != nil:
@@ -150,21 +220,62 @@ func (o SSHOptions) runSSH(ctx context.Context, c SSHConnection, cmd string, std
 	return stdout.buf.Bytes(), stderr.buf.Bytes(), stdout.over || stderr.over, exit, nil
 }
 
-// cappedBuffer keeps the first max bytes written to it.
+// remoteKillGrace is how long a remote command signalled TERM has to
+// end before it is signalled KILL, and that before the connection closes.
+var remoteKillGrace = time.Second
+
+// stopRemote signals the command of sess TERM, then KILL, until it ends
+// (done), each remoteKillGrace apart.
+func stopRemote(sess *ssh.Session, done <-chan error) {
+	for _, sig := range []ssh.Signal{ssh.SIGTERM, ssh.SIGKILL} {
+		if sess.Signal(sig) != nil {
+			return
+		}
+		select {
+		case <-done:
+			return
+		case <-time.After(remoteKillGrace):
+		}
+	}
+}
+
+// errOutputOver stops a transfer whose output passed its cap.
+var errOutputOver = errors.New("the output is over its cap")
+
+// cappedBuffer keeps the first max bytes written to it; onOver, when
+// set, is called once as more comes.
 type cappedBuffer struct {
-	buf  bytes.Buffer
-	max  int64
-	over bool
+	buf    bytes.Buffer
+	max    int64
+	over   bool
+	onOver func()
 }
 
 func (b *cappedBuffer) Write(p []byte) (int, error) {
 	room := b.max - int64(b.buf.Len())
 	if int64(len(p)) > room {
+		if !b.over && b.onOver != nil {
+			b.onOver()
+		}
 		b.over = true
 		b.buf.Write(p[:max(room, 0)])
 		return len(p), nil
 	}
 	return b.buf.Write(p)
+}
+
+// remotePath is p as the remote command names it: a leading ~/ (the
+// remote user's home, where the command runs) is left out, since the
+// path is quoted and no shell expands it; "~/notes.txt" was looked for
+// in a directory named "~".
+func remotePath(p string) string {
+	if p == "~" {
+		return "."
+	}
+	if rest, ok := strings.CutPrefix(p, "~/"); ok && rest != "" {
+		return rest
+	}
+	return p
 }
 
 // shellQuote quotes s for a POSIX shell.
@@ -174,6 +285,9 @@ func shellQuote(s string) string {
 
 // sshFailure turns a connection or run error into a Result.
 func sshFailure(tool string, err error) Result {
+	if hk := (*hostKeyError)(nil); errors.As(err, &hk) {
+		return Errorf("%s: %s", tool, hk) // whole: its parts come from the configuration
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return Failf(CodeTimeout, "%s: %s", tool, workspace.Excerpt(err.Error()))
 	}
@@ -195,7 +309,7 @@ func sshTool[In any](name, description string, o SSHOptions, connOf func(In) str
 // transfer runs a file transfer's command; a failure (the connection, a
 // non-zero exit) is returned as the Result.
 func (o SSHOptions) transfer(ctx context.Context, c SSHConnection, tool, what, cmd string, stdin io.Reader, max int64) (out []byte, over bool, fail *Result) {
-	out, errOut, over, exit, err := o.runSSH(ctx, c, cmd, stdin, max)
+	out, errOut, over, exit, err := o.runSSH(ctx, c, cmd, stdin, max, true)
 	if err != nil {
 		r := sshFailure(tool, err)
 		return nil, false, &r
@@ -222,7 +336,7 @@ func NewSshExec(o SSHOptions) Tool {
 				return Failf(CodeInvalidInput, "SshExec: command is required")
 			}
 			max := cmp.Or(o.MaxOutputBytes, DefaultSSHOutputBytes)
-			out, errOut, over, exit, err := o.runSSH(ctx, c, in.Command, nil, max)
+			out, errOut, over, exit, err := o.runSSH(ctx, c, in.Command, nil, max, false)
 			if err != nil {
 				return sshFailure("SshExec", err)
 			}
@@ -270,7 +384,7 @@ func NewSshUpload(root *workspace.Root, o SSHOptions) Tool {
 			if err != nil {
 				return fileErrorResult(in.Path, err)
 			}
-			if _, _, fail := o.transfer(ctx, c, "SshUpload", "writing "+in.RemotePath, "cat > "+shellQuote(in.RemotePath), bytes.NewReader(data), 4096); fail != nil {
+			if _, _, fail := o.transfer(ctx, c, "SshUpload", "writing "+in.RemotePath, "cat > "+shellQuote(remotePath(in.RemotePath)), bytes.NewReader(data), 4096); fail != nil {
 				return *fail
 			}
 			return Result{Content: fmt.Sprintf("uploaded %s (%d bytes) to %s:%s", workspace.Excerpt(in.Path), len(data), c.ID, in.RemotePath)}
@@ -297,7 +411,7 @@ func NewSshDownload(root *workspace.Root, o SSHOptions) Tool {
 				return fileErrorResult(in.Path, err)
 			}
 			max := cmp.Or(o.MaxFileBytes, DefaultSSHFileBytes)
-			out, over, fail := o.transfer(ctx, c, "SshDownload", "reading "+in.RemotePath, "cat -- "+shellQuote(in.RemotePath), nil, max)
+			out, over, fail := o.transfer(ctx, c, "SshDownload", "reading "+in.RemotePath, "cat -- "+shellQuote(remotePath(in.RemotePath)), nil, max)
 			if fail != nil {
 				return *fail
 			}

@@ -12,6 +12,7 @@ import (
 
 	htmltomarkdown "github.com/JohannesKaufmann/html-to-markdown/v2"
 	"github.com/JohannesKaufmann/html-to-markdown/v2/converter"
+	"golang.org/x/net/html/charset"
 
 	"github.com/maestro-run/maestro/internal/netguard"
 	"github.com/maestro-run/maestro/internal/workspace"
@@ -60,6 +61,7 @@ type webResponse struct {
 	url         string // the final URL, after redirects
 	status      int
 	contentType string // the media type, lower case, without parameters
+	header      string // the Content-Type header as sent
 	body        []byte
 	truncated   bool // the body was longer than the cap
 }
@@ -95,7 +97,7 @@ func (o WebOptions) get(ctx context.Context, tool, rawURL string, max int64) (*w
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	return &webResponse{
 		url: resp.Request.URL.Redacted(), status: resp.StatusCode, contentType: strings.ToLower(ct),
-		body: body, truncated: truncated,
+		header: resp.Header.Get("Content-Type"), body: body, truncated: truncated,
 	}, nil
 }
 
@@ -127,9 +129,14 @@ func (o WebOptions) fetch(ctx context.Context, in WebFetchInput) Result {
 	}
 	var text string
 	htmlCut := false
+	contentType := resp.contentType
 	switch {
 	case resp.contentType == "text/html" || resp.contentType == "application/xhtml+xml" || resp.contentType == "" && looksLikeHTML(resp.body):
-		page, cut := htmlForConversion(resp.body, MaxHTMLConvert)
+		body, from := toUTF8(resp.body, resp.header, true)
+		if from != "" {
+			contentType += "; charset=" + from + " (converted to UTF-8)"
+		}
+		page, cut := htmlForConversion(body, MaxHTMLConvert)
 		md, err := htmltomarkdown.ConvertString(string(page), converter.WithDomain(resp.url))
 		if err != nil {
 			return Errorf("WebFetch: convert %s to markdown: %s", resp.url, workspace.Excerpt(err.Error()))
@@ -137,7 +144,11 @@ func (o WebOptions) fetch(ctx context.Context, in WebFetchInput) Result {
 		text = md
 		htmlCut = cut
 	case isTextType(resp.contentType) || resp.contentType == "" && utf8.Valid(resp.body):
-		text = string(resp.body)
+		body, from := toUTF8(resp.body, resp.header, false)
+		if from != "" {
+			contentType += "; charset=" + from + " (converted to UTF-8)"
+		}
+		text = string(body)
 	default:
 		return Failf(CodeInvalidInput, "WebFetch: %s is %s, not text; save it with DownloadFile instead", resp.url, resp.contentType)
 	}
@@ -149,7 +160,7 @@ func (o WebOptions) fetch(ctx context.Context, in WebFetchInput) Result {
 		limit = in.MaxChars
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "URL: %s\nContent-Type: %s\n\n", resp.url, resp.contentType)
+	fmt.Fprintf(&b, "URL: %s\nContent-Type: %s\n\n", resp.url, contentType)
 	if n := utf8.RuneCountInString(text); n > limit {
 		cut := 0
 		for i := range text {
@@ -171,6 +182,42 @@ func (o WebOptions) fetch(ctx context.Context, in WebFetchInput) Result {
 		fmt.Fprintf(&b, "\n\n[Maestro: the page is larger than %d bytes; only its beginning was read.]", o.Guard.MaxBytes())
 	}
 	return Result{Content: b.String()}
+}
+
+// toUTF8 decodes body to UTF-8 from the charset its Content-Type header
+// names or, for HTML, its <meta> names; from is that charset when body
+// was converted, "" when it is kept (UTF-8, or no charset said and the
+// body valid UTF-8). A page in Latin-1, Windows-1252 or Shift_JIS came
+// back as U+FFFD where each accented letter or kana was.
+func toUTF8(body []byte, header string, html bool) (_ []byte, from string) {
+	var decode func([]byte) ([]byte, error)
+	var name string
+	if html {
+		e, n, certain := charset.DetermineEncoding(body, header)
+		if !certain && utf8.Valid(body) {
+			return body, ""
+		}
+		decode, name = e.NewDecoder().Bytes, n
+	} else {
+		_, params, _ := mime.ParseMediaType(header)
+		label := params["charset"]
+		if label == "" {
+			return body, ""
+		}
+		e, n := charset.Lookup(label)
+		if e == nil {
+			return body, ""
+		}
+		decode, name = e.NewDecoder().Bytes, n
+	}
+	if name == "utf-8" {
+		return body, ""
+	}
+	out, err := decode(body)
+	if err != nil {
+		return body, ""
+	}
+	return out, name
 }
 
 // isTextType reports whether a media type is text WebFetch passes through.

@@ -32,6 +32,15 @@ func webServer(t *testing.T) *httptest.Server {
 		case "/long":
 			w.Header().Set("Content-Type", "text/plain")
 			io.WriteString(w, strings.Repeat("é", 500))
+		case "/latin1": // "Café crème" in ISO-8859-1, said by the header
+			w.Header().Set("Content-Type", "text/html; charset=iso-8859-1")
+			w.Write([]byte("<p>Caf\xe9 cr\xe8me</p>"))
+		case "/meta-1252": // “quoted” in Windows-1252, said by a <meta> only
+			w.Header().Set("Content-Type", "text/html")
+			w.Write([]byte("<html><head><meta charset=\"windows-1252\"></head><body><p>\x93quoted\x94</p></body></html>"))
+		case "/sjis": // 日本語 in Shift_JIS
+			w.Header().Set("Content-Type", "text/plain; charset=Shift_JIS")
+			w.Write([]byte("\x93\xfa\x96\x7b\x8c\xea"))
 		case "/bin":
 			w.Header().Set("Content-Type", "application/pdf")
 			w.Write([]byte("%PDF-1.4 binary"))
@@ -75,6 +84,11 @@ func TestWebFetch(t *testing.T) {
 		{"truncated", WebFetchInput{URL: srv.URL + "/long", MaxChars: 10}, false, "",
 			[]string{strings.Repeat("é", 10) + "\n\n[Maestro: truncated to the first 10 of 500 characters.]"}, nil},
 		{"binary", WebFetchInput{URL: srv.URL + "/bin"}, true, CodeInvalidInput, []string{"application/pdf", "DownloadFile"}, nil},
+		// A page in another charset than UTF-8 is converted: each
+		// accented letter or kana came back as U+FFFD.
+		{"latin-1 html", WebFetchInput{URL: srv.URL + "/latin1"}, false, "", []string{"Café crème", "charset=windows-1252 (converted to UTF-8)"}, []string{"\ufffd"}},
+		{"charset in meta", WebFetchInput{URL: srv.URL + "/meta-1252"}, false, "", []string{"“quoted”"}, []string{"\ufffd"}},
+		{"shift_jis text", WebFetchInput{URL: srv.URL + "/sjis"}, false, "", []string{"日本語", "charset=shift_jis"}, []string{"\ufffd"}},
 		{"http error", WebFetchInput{URL: srv.URL + "/missing"}, true, CodeFailed, []string{"HTTP 404", "no such page"}, nil},
 		{"not a url", WebFetchInput{URL: "gophers"}, true, CodeInvalidInput, []string{"not an absolute"}, nil},
 		{"private address", WebFetchInput{URL: "http://10.0.0.1/"}, true, CodeFirewallBlock, []string{"private address", "web.allow_hosts"}, nil},
@@ -157,6 +171,8 @@ func fakeSearch(t *testing.T) *httptest.Server {
 			return map[string]string{"title": "About " + q, "url": "https://example.org/" + q}
 		}
 		switch {
+		case r.URL.Path == "/nojson/search": // SearXNG without the JSON format
+			http.Error(w, "<html>403 Forbidden</html>", http.StatusForbidden)
 		case r.URL.Path == "/search" && r.Method == http.MethodGet: // SearXNG
 			if r.URL.Query().Get("format") != "json" {
 				http.Error(w, "format", http.StatusForbidden)
@@ -212,6 +228,10 @@ func TestWebSearch(t *testing.T) {
 			false, []string{"(tavily)", "https://example.org/voles", "tavily snippet"}},
 		{"bad key", SearchConfig{Backend: SearchBrave, URL: srv.URL, APIKey: "wrong"}, WebSearchInput{Query: "x"},
 			true, []string{"brave search: HTTP 401"}},
+		// A SearXNG instance whose JSON format is not enabled (the
+		// default) answers 403: the error says what to enable.
+		{"searxng without json", SearchConfig{Backend: SearchSearXNG, URL: srv.URL + "/nojson"}, WebSearchInput{Query: "x"},
+			true, []string{"searxng search: HTTP 403", "It does only when its settings.yml lists json in search.formats"}},
 		{"empty query", SearchConfig{Backend: SearchSearXNG, URL: srv.URL}, WebSearchInput{Query: " "},
 			true, []string{"query is required"}},
 	}

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -93,13 +94,21 @@ func searchJSON(client *http.Client, req *http.Request, backend string, out any)
 		return fmt.Errorf("%s search: read the answer: %w", backend, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s search: HTTP %d: %s", backend, resp.StatusCode, workspace.Excerpt(string(body)))
+		return &searchError{fmt.Errorf("%s search: HTTP %d: %s", backend, resp.StatusCode, workspace.Excerpt(string(body))), resp.StatusCode}
 	}
 	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("%s search: decode the answer: %w", backend, err)
+		return &searchError{fmt.Errorf("%s search: decode the answer: %w", backend, err), resp.StatusCode}
 	}
 	return nil
 }
+
+// searchError is a backend's answer that is not a list of results.
+type searchError struct {
+	error
+	status int
+}
+
+func (e *searchError) Unwrap() error { return e.error }
 
 // contentResults is the answer of SearXNG and Tavily: results with a
 // title, a URL and a content snippet.
@@ -136,6 +145,11 @@ func (s searxng) Search(ctx context.Context, query string, n int) ([]SearchResul
 	}
 	var out contentResults
 	if err := searchJSON(s.client, req, "searxng", &out); err != nil {
+		// SearXNG answers 403 (or a page) to format=json unless its
+		// settings.yml enables it: the usual first-day problem.
+		if se := (*searchError)(nil); errors.As(err, &se) && (se.status == http.StatusForbidden || se.status == http.StatusOK) {
+			err = fmt.Errorf("%w (does the SearXNG instance at %s answer JSON? It does only when its settings.yml lists json in search.formats)", err, s.base)
+		}
 		return nil, err
 	}
 	return out.first(n), nil

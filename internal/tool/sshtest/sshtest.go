@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +28,9 @@ type Server struct {
 	HostKey ssh.PublicKey
 	// Dir is the directory commands run in.
 	Dir string
+	// Started receives each command as it starts, Ended how it ended
+	// ("exit status 0", "signal: terminated"), when they have room.
+	Started, Ended chan string
 }
 
 // NewSigner returns a fresh ed25519 key.
@@ -59,20 +63,30 @@ func NewKeyFile(t testing.TB) (ssh.Signer, []byte) {
 // the test.
 func Start(t testing.TB, client ssh.PublicKey) *Server {
 	t.Helper()
-	host := NewSigner(t)
+	return StartKeys(t, client, NewSigner(t))
+}
+
+// StartKeys is Start with the host's keys (HostKey is the first), as a
+// real host has several (OpenSSH: Ed25519, ECDSA, RSA).
+func StartKeys(t testing.TB, client ssh.PublicKey, hostKeys ...ssh.Signer) *Server {
+	t.Helper()
+	host := hostKeys[0]
 	cfg := &ssh.ServerConfig{PublicKeyCallback: func(_ ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
 		if string(k.Marshal()) != string(client.Marshal()) {
 			return nil, os.ErrPermission
 		}
 		return nil, nil
 	}}
-	cfg.AddHostKey(host)
+	for _, k := range hostKeys {
+		cfg.AddHostKey(k)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	s := &Server{Addr: ln.Addr().(*net.TCPAddr), HostKey: host.PublicKey(), Dir: t.TempDir()}
+	s := &Server{Addr: ln.Addr().(*net.TCPAddr), HostKey: host.PublicKey(), Dir: t.TempDir(),
+		Started: make(chan string, 16), Ended: make(chan string, 16)}
 	go func() {
 		for {
 			conn, err := ln.Accept()
@@ -105,7 +119,9 @@ func (s *Server) serve(conn net.Conn, cfg *ssh.ServerConfig) {
 	}
 }
 
-// session answers a session's first exec request and closes it.
+// session answers a session's first exec request and closes it; a
+// signal request (TERM, KILL, INT, HUP) then signals the command, as
+// OpenSSH's sshd does.
 func (s *Server) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 	defer ch.Close()
 	for req := range reqs {
@@ -118,15 +134,47 @@ func (s *Server) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		cmd := exec.CommandContext(ctx, "sh", "-c", command)
 		cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr = s.Dir, ch, ch, ch.Stderr()
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		status := uint32(0)
-		if err := cmd.Run(); err != nil {
+		if err := cmd.Start(); err != nil {
+			cancel()
+			ch.SendRequest("exit-status", false, binary.BigEndian.AppendUint32(nil, 127))
+			return
+		}
+		notify(s.Started, command)
+		go func() {
+			for req := range reqs {
+				var msg struct{ Signal string }
+				if req.Type == "signal" && ssh.Unmarshal(req.Payload, &msg) == nil {
+					if sig, ok := signals[msg.Signal]; ok {
+						syscall.Kill(-cmd.Process.Pid, sig) // its process group, as sshd does
+					}
+				}
+				if req.WantReply {
+					req.Reply(false, nil)
+				}
+			}
+		}()
+		err := cmd.Wait()
+		cancel()
+		if err != nil {
 			status = 1
 			if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
-				status = uint32(ee.ExitCode())
+				status = uint32(max(ee.ExitCode(), 0))
 			}
 		}
-		cancel()
+		notify(s.Ended, cmd.ProcessState.String())
 		ch.SendRequest("exit-status", false, binary.BigEndian.AppendUint32(nil, status))
 		return
+	}
+}
+
+// signals are the signals a signal request may name (RFC 4254 6.9).
+var signals = map[string]syscall.Signal{"TERM": syscall.SIGTERM, "KILL": syscall.SIGKILL, "INT": syscall.SIGINT, "HUP": syscall.SIGHUP}
+
+func notify(c chan string, s string) {
+	select {
+	case c <- s:
+	default:
 	}
 }
