@@ -63,11 +63,12 @@ var liveStates = []store.State{store.StateQueued, store.StateDispatching, store.
 // events": the job lifecycle subjects and the tool events of the jobs'
 // agent loops) from the cursors src keeps (store.JobEventCursors), until
 // ctx ends or the bus closes. legacyFile is where a process kept its own
-// cursors before the store did: one found there is moved to src (unless
-// src's is ahead) and the file removed. It first publishes every job's events after the
-// cursor (the catch-up), then follows the store's wake-ups: a job's log
-// is read when the store says it grew (JobTopic) while the job is live,
-// and the jobs are listed again when one becomes queued (TopicJobs).
+// cursors before the store did: those found there are moved to src
+// (unless src's are ahead) and the file removed. It first publishes
+// every job's events after the cursor (the catch-up), then follows the
+// store's wake-ups: a job's log is read when the store says it grew
+// (JobTopic) while the job is live, and the jobs are listed again when
+// one becomes queued (TopicJobs).
 // Every reconcile (default one minute) it looks at every job again, in
 // case a wake-up was lost.
 //
