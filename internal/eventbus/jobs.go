@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"time"
@@ -24,12 +25,16 @@ type JobSource interface {
 	// Subscribe delivers the store's wake-ups: TopicJobs when a job
 	// becomes queued, JobTopic(id) when job id's log grows.
 	Subscribe(ctx context.Context, topic string) (*store.Subscription, error)
+	// The publish cursors, the store's: shared by every process that
+	// publishes its jobs.
+	store.JobEventCursors
 }
 
 // jobsState is the job follower's publish cursor: for each job, the seq
-// of its last published event.
+// of its last published event, as far as this process knows (the store
+// keeps the cursor every process advances).
 type jobsState struct {
-	Jobs map[string]int64 `json:"jobs"`
+	Jobs map[int64]int64
 	// open are the jobs being published (not finished), kept from one
 	// read of their log to the next.
 	open map[int64]*jobCursor
@@ -56,11 +61,14 @@ var liveStates = []store.State{store.StateQueued, store.StateDispatching, store.
 
 // FollowJobs publishes the job logs of src (docs/events.md, "Platform
 // events": the job lifecycle subjects and the tool events of the jobs'
-// agent loops) from the cursor persisted in stateFile, until ctx ends or
-// the bus closes. It first publishes every job's events after the
-// cursor (the catch-up), then follows the store's wake-ups: a job's log
-// is read when the store says it grew (JobTopic) while the job is live,
-// and the jobs are listed again when one becomes queued (TopicJobs).
+// agent loops) from the cursors src keeps (store.JobEventCursors), until
+// ctx ends or the bus closes. legacyFile is where a process kept its own
+// cursors before the store did: those found there are moved to src
+// (unless src's are ahead) and the file removed. It first publishes
+// every job's events after the cursor (the catch-up), then follows the
+// store's wake-ups: a job's log is read when the store says it grew
+// (JobTopic) while the job is live, and the jobs are listed again when
+// one becomes queued (TopicJobs).
 // Every reconcile (default one minute) it looks at every job again, in
 // case a wake-up was lost.
 //
@@ -72,7 +80,7 @@ var liveStates = []store.State{store.StateQueued, store.StateDispatching, store.
 // wake-up whose listing finds no job that was neither watched nor
 // listed before looks at every job again, as the reconcile does (such
 // passes take at most 1/fullPassShare of the time).
-func (b *Bus) FollowJobs(ctx context.Context, src JobSource, stateFile string, reconcile time.Duration) error {
+func (b *Bus) FollowJobs(ctx context.Context, src JobSource, legacyFile string, reconcile time.Duration) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
@@ -82,12 +90,13 @@ func (b *Bus) FollowJobs(ctx context.Context, src JobSource, stateFile string, r
 		case <-ctx.Done():
 		}
 	}()
-	st := jobsState{Jobs: map[string]int64{}}
-	if _, err := readJSON(stateFile, &st); err != nil {
-		return err
+	st := jobsState{Jobs: map[int64]int64{}}
+	if err := b.moveJobsFile(ctx, src, legacyFile, &st); err != nil {
+		b.log.Warn("event bus: move the job cursors to the store", "file", legacyFile, "err", err)
 	}
-	if st.Jobs == nil {
-		st.Jobs = map[string]int64{}
+	if err := st.load(ctx, src); err != nil && ctx.Err() == nil {
+		// Each job's is read before its events are published.
+		b.log.Warn("event bus: read the job cursors", "err", err)
 	}
 	w := newJobWatch(ctx, src)
 	defer w.close()
@@ -109,14 +118,14 @@ func (b *Bus) FollowJobs(ctx context.Context, src JobSource, stateFile string, r
 			// The live jobs are subscribed to before the pass reads
 			// them: what they append during it wakes the loop.
 			w.live(true)
-			if err := b.jobsPass(ctx, src, &st, stateFile, w); err != nil && ctx.Err() == nil {
+			if err := b.jobsPass(ctx, src, &st, w); err != nil && ctx.Err() == nil {
 				b.log.Warn("event bus: publish job events", "err", err)
 			}
 			full = false
 			nextFull = time.Now().Add(fullPassShare * time.Since(begin))
 		}
 		for _, id := range w.take() {
-			if err := b.jobPass(ctx, src, id, &st, stateFile, w); err != nil && ctx.Err() == nil {
+			if err := b.jobPass(ctx, src, id, &st, w); err != nil && ctx.Err() == nil {
 				b.log.Warn("event bus: publish job events", "job", id, "err", err)
 			}
 		}
@@ -163,7 +172,7 @@ func (b *Bus) FollowJobs(ctx context.Context, src JobSource, stateFile string, r
 const fullPassShare = 20
 
 // jobsPass publishes every job event appended since st.
-func (b *Bus) jobsPass(ctx context.Context, src JobSource, st *jobsState, stateFile string, w *jobWatch) error {
+func (b *Bus) jobsPass(ctx context.Context, src JobSource, st *jobsState, w *jobWatch) error {
 	for after := int64(0); ; {
 		jobs, err := src.ListJobs(ctx, store.JobFilter{AfterID: after, Limit: store.MaxListLimit})
 		if err != nil {
@@ -172,7 +181,7 @@ func (b *Bus) jobsPass(ctx context.Context, src JobSource, st *jobsState, stateF
 		for _, j := range jobs {
 			after = j.ID
 			w.saw(j.ID)
-			if err := b.publishNew(ctx, src, j, st, stateFile); err != nil {
+			if err := b.publishNew(ctx, src, j, st); err != nil {
 				return err
 			}
 		}
@@ -184,7 +193,7 @@ func (b *Bus) jobsPass(ctx context.Context, src JobSource, st *jobsState, stateF
 
 // jobPass publishes job id's events appended since st, and stops
 // watching the job once it is finished.
-func (b *Bus) jobPass(ctx context.Context, src JobSource, id int64, st *jobsState, stateFile string, w *jobWatch) error {
+func (b *Bus) jobPass(ctx context.Context, src JobSource, id int64, st *jobsState, w *jobWatch) error {
 	j, err := src.GetJob(ctx, id)
 	if err != nil {
 		return fmt.Errorf("read job %d: %w", id, err)
@@ -194,29 +203,39 @@ func (b *Bus) jobPass(ctx context.Context, src JobSource, id int64, st *jobsStat
 		// again) comes with a TopicJobs wake-up.
 		w.unwatch(id)
 	}
-	return b.publishNew(ctx, src, j, st, stateFile)
+	return b.publishNew(ctx, src, j, st)
 }
 
-// publishNew publishes job j's events after its cursor and saves the
-// cursor.
-func (b *Bus) publishNew(ctx context.Context, src JobSource, j store.Job, st *jobsState, stateFile string) error {
-	key := strconv.FormatInt(j.ID, 10)
-	if j.LastSeq <= st.Jobs[key] {
+// publishNew publishes job j's events after its cursor. The store's
+// cursor is read first: another process of the store may have
+// published them since this one last looked.
+func (b *Bus) publishNew(ctx context.Context, src JobSource, j store.Job, st *jobsState) error {
+	if j.LastSeq <= st.Jobs[j.ID] {
 		return nil
 	}
-	if err := b.publishJob(ctx, src, j, st, key); err != nil {
-		return errors.Join(err, writeJSON(stateFile, st))
+	seq, err := src.JobEventCursor(ctx, j.ID)
+	if err != nil {
+		return fmt.Errorf("read job %d's event cursor: %w", j.ID, err)
 	}
-	return writeJSON(stateFile, st)
+	if seq > st.Jobs[j.ID] {
+		st.Jobs[j.ID] = seq
+		if j.LastSeq <= seq {
+			return nil
+		}
+	}
+	return b.publishJob(ctx, src, j, st)
 }
 
-// publishJob publishes job j's events after st.Jobs[key]: a page of
+// publishJob publishes job j's events after st.Jobs[j.ID]: a page of
 // the log at a time, sent without waiting for each acknowledgement (a
-// window, as a session follower sends), the cursor advanced once the
-// page's events are all acknowledged. The job's place (its calls in
-// flight) is kept until it finishes, so that its log is read once.
-func (b *Bus) publishJob(ctx context.Context, src JobSource, j store.Job, st *jobsState, key string) (err error) {
-	cursor := st.Jobs[key]
+// window, as a session follower sends), the cursor advanced in the
+// store once the page's events are all acknowledged (never before: a
+// process that stops between the two publishes the page again, which
+// JetStream drops as duplicates within its window). The job's place
+// (its calls in flight) is kept until it finishes, so that its log is
+// read once.
+func (b *Bus) publishJob(ctx context.Context, src JobSource, j store.Job, st *jobsState) (err error) {
+	cursor := st.Jobs[j.ID]
 	jc := st.open[j.ID]
 	if jc == nil || jc.seq != cursor {
 		jc = &jobCursor{job: j, calls: map[string]string{}, seq: cursor}
@@ -255,12 +274,27 @@ func (b *Bus) publishJob(ctx context.Context, src JobSource, j store.Job, st *jo
 		if err := win.flush(ctx); err != nil {
 			return err
 		}
-		st.Jobs[key], jc.seq = cursor, cursor
+		if cursor > st.Jobs[j.ID] {
+			// Not advanced here unless in the store: the page is sent
+			// again (the next wake-up or reconcile) until it is.
+			// Recorded also when ctx ends now (the process stops): the
+			// page is acknowledged.
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), advanceTimeout)
+			err := src.AdvanceJobEventCursor(actx, j.ID, cursor)
+			cancel()
+			if err != nil {
+				return err
+			}
+		}
+		st.Jobs[j.ID], jc.seq = cursor, cursor
 		if len(events) < 500 {
 			return nil
 		}
 	}
 }
+
+// advanceTimeout bounds the store's write of a job's cursor.
+const advanceTimeout = 10 * time.Second
 
 // recall fills jc's calls with the tool calls begun in the job's
 // events up to seq upTo, and its piece with the one a run started there.
@@ -433,4 +467,60 @@ func jobType(s store.State) string {
 		return TypeJobCancelled
 	}
 	return ""
+}
+
+// load reads the store's cursors of every job.
+func (st *jobsState) load(ctx context.Context, src JobSource) error {
+	for after := int64(0); ; {
+		cs, err := src.ListJobEventCursors(ctx, after, store.MaxListLimit)
+		if err != nil {
+			return err
+		}
+		for _, c := range cs {
+			st.Jobs[c.JobID] = max(st.Jobs[c.JobID], c.Seq)
+			after = c.JobID
+		}
+		if len(cs) < store.MaxListLimit {
+			return nil
+		}
+	}
+}
+
+// moveJobsFile moves the cursors of file (a process's own before the
+// store kept them: {"jobs": {"<job id>": seq}}) to src, each unless src's
+// is ahead, and removes the file, so that a process upgraded with its
+// data directory does not publish again what it published. The
+// cursors are st's too: when the store refuses one, the file stays, to
+// be moved at the next start, and this process still goes on from it.
+func (b *Bus) moveJobsFile(ctx context.Context, src JobSource, file string, st *jobsState) error {
+	if file == "" {
+		return nil
+	}
+	var old struct {
+		Jobs map[int64]int64 `json:"jobs"`
+	}
+	found, err := readJSON(file, &old)
+	if err != nil || !found {
+		return err
+	}
+	for id, seq := range old.Jobs {
+		st.Jobs[id] = max(st.Jobs[id], seq)
+	}
+	var errs []error
+	for _, id := range slices.Sorted(maps.Keys(old.Jobs)) {
+		if err := src.AdvanceJobEventCursor(ctx, id, old.Jobs[id]); err != nil {
+			errs = append(errs, err)
+			if ctx.Err() != nil || len(errs) == 3 {
+				break
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if err := os.Remove(file); err != nil {
+		return err
+	}
+	b.log.Info("event bus: moved the job cursors to the store", "file", file, "jobs", len(old.Jobs))
+	return nil
 }

@@ -429,10 +429,10 @@ func TestJobEventIDsDifferBetweenStores(t *testing.T) {
 		}
 		ids[m.Event.ID()] = true
 	}
-	// The same store published again (a worker beside the serve, a
-	// restart without its cursor) gives the same ids: duplicates. A job
-	// created after it marks the end of the pass (the first follower
-	// stopped: its connection closed).
+	// Another process on the same store goes on from the store's
+	// cursor: it publishes the job created since, and nothing again (an
+	// event published again keeps its id:
+	// TestJobEventsBeforeTheCursorArePublishedAgain).
 	b1.Close()
 	if _, _, err := st1.CreateTask(ctx, store.NewTask{Owner: "alice", Title: "u", Piece: "noop"}); err != nil {
 		t.Fatal(err)

@@ -49,9 +49,11 @@ func (h *Host) EventBus() *eventbus.Bus {
 }
 
 // PublishJobs publishes the job logs of st on the event bus
-// (docs/events.md, "Platform events") until ctx ends, keeping its cursor
-// in <dataDir>/eventbus-jobs.json: maestro serve and maestro worker run
-// it beside their pools. It returns at once when no bus is configured.
+// (docs/events.md, "Platform events") until ctx ends, from the cursors
+// st keeps (shared by every process on it; those of
+// <dataDir>/eventbus-jobs.json, where a process kept its own before, are
+// moved there): maestro serve and maestro worker run it beside their
+// pools. It returns at once when no bus is configured.
 func (h *Host) PublishJobs(ctx context.Context, st eventbus.JobSource, dataDir string) {
 	if bus := h.EventBus(); bus != nil {
 		if err := bus.FollowJobs(ctx, st, filepath.Join(dataDir, "eventbus-jobs.json"), 0); err != nil {

@@ -84,6 +84,7 @@ type Store interface {
 	Sessions
 	LiveSessions
 	Processes
+	JobEventCursors
 	Leaders
 	Notifier
 	Registry

@@ -61,6 +61,9 @@ func TestJobEventsGoWithTheirJob(t *testing.T) {
 		if n := events(id); n != 2 {
 			t.Fatalf("job %d has %d events, want 2 (queued, note)", id, n)
 		}
+		if err := s.AdvanceJobEventCursor(ctx, id, 2); err != nil {
+			t.Fatal(err)
+		}
 	}
 	exec := func(q string, args ...any) {
 		t.Helper()
@@ -78,6 +81,10 @@ func TestJobEventsGoWithTheirJob(t *testing.T) {
 	}
 	if n := events(kept.ID); n != 2 {
 		t.Errorf("job %d kept %d of its 2 events", kept.ID, n)
+	}
+	// Their event bus cursors go with them (a foreign key).
+	if cs, err := s.ListJobEventCursors(ctx, 0, 0); err != nil || len(cs) != 1 || cs[0].JobID != kept.ID {
+		t.Errorf("job event cursors after the deletes = %+v, %v; want job %d's only", cs, err, kept.ID)
 	}
 
 	// A delete that holds the job's row first: the append waits for it,

@@ -112,7 +112,7 @@ func newQueries() sqlstore.Queries {
 				WHERE j.id = ANY($1::bigint[]) AND j.attempt = ` + item("$2::bigint[]") + ` AND j.lease_owner = ` + item("$3::text[]") + `
 					AND j.state IN ('dispatching', 'running') AND j.parent_job_id IS NULL
 				RETURNING j.*, ` + item("$5::text[]") + ` AS data)` + statusCTE("data") + completedWith
-	return sqlstore.WithProcesses(sqlstore.WithLiveSessions(sqlstore.WithRegistry(sqlstore.Queries{
+	return sqlstore.WithJobEventCursors(sqlstore.WithProcesses(sqlstore.WithLiveSessions(sqlstore.WithRegistry(sqlstore.Queries{
 		JobInsert: `INSERT INTO jobs (task_id, parent_job_id, piece, state, profile, task_class, priority, payload,
 				attempt, max_attempts, scheduled_at, event_seq, created_at, updated_at)
 			VALUES ($1::bigint, $2::bigint, $3::text, 'queued', $4::text, $5::text, $6::integer, $7::text::json,
@@ -308,7 +308,7 @@ func newQueries() sqlstore.Queries {
 		FROM jobs j LEFT JOIN tasks t ON t.id = j.task_id
 		WHERE j.created_at >= $1::timestamptz AND j.created_at < $2::timestamptz AND ($3::boolean OR j.executor <> 'replay')
 		ORDER BY j.id`,
-	}, true), true), true)
+	}, true), true), true), true)
 }
 
 // usageTokens sums one numeric field of the job's response_end usage

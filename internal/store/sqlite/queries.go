@@ -37,7 +37,7 @@ func claim(state string) string {
 
 // newQueries returns the SQLite dialect's SQL.
 func newQueries() sqlstore.Queries {
-	return sqlstore.WithProcesses(sqlstore.WithLiveSessions(sqlstore.WithRegistry(sqlstore.Queries{
+	return sqlstore.WithJobEventCursors(sqlstore.WithProcesses(sqlstore.WithLiveSessions(sqlstore.WithRegistry(sqlstore.Queries{
 		JobInsert: `INSERT INTO jobs (task_id, parent_job_id, piece, state, profile, task_class, priority, payload,
 			attempt, max_attempts, scheduled_at, event_seq, created_at, updated_at)
 		VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, 0, $8, $9, 1, $10, $10)
@@ -171,7 +171,7 @@ func newQueries() sqlstore.Queries {
 		FROM jobs j LEFT JOIN tasks t ON t.id = j.task_id
 		WHERE j.created_at >= $1 AND j.created_at < $2 AND ($3 OR j.executor <> 'replay')
 		ORDER BY j.id`,
-	}, false), false), false)
+	}, false), false), false), false)
 }
 
 // usageTokens sums one numeric field of the job's response_end usage

@@ -104,6 +104,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"LiveSessions", testLiveSessions},
 		{"Settings", testSettings},
 		{"Processes", testProcesses},
+		{"JobEventCursors", testJobEventCursors},
 		{"Leaders", testLeaders},
 		{"MCPServers", testMCPServers},
 		{"SSHConnections", testSSHConnections},

@@ -107,6 +107,8 @@ type Queries struct {
 	Live LiveQueries
 	// Proc are the settings and process queries (WithProcesses).
 	Proc ProcessQueries
+	// Cursor are the job event cursor queries (WithJobEventCursors).
+	Cursor CursorQueries
 	// SSH connection grants.
 	GrantInsert string // connection_id, grantee_kind, grantee, now → GrantColumns (no row if it existed)
 	GrantGet    string // connection_id, grantee_kind, grantee → GrantColumns

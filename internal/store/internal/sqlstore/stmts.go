@@ -137,5 +137,6 @@ func (q *Queries) all() []string {
 	}
 	out = append(out, q.Live.all()...)
 	out = append(out, q.Proc.all()...)
+	out = append(out, q.Cursor.all()...)
 	return out
 }
