@@ -48,10 +48,6 @@ const MaxHeaderBytes = 64 << 10
 // handler for ever. Event streams set their own deadline (SSE).
 const DefaultWriteIdle = DefaultSSEWriteTimeout
 
-// writeChunk is the most written under one write deadline: a client
-// reading at least writeChunk bytes per write idle time is never cut.
-const writeChunk = 16 << 10
-
 // connLimitLogEvery bounds the "limit reached" log line: once per period
 // while connections are refused, not once per connection.
 const connLimitLogEvery = time.Minute
@@ -201,7 +197,13 @@ func (l *ConnLimit) admit(c net.Conn) (*limitedConn, bool) {
 		victim.Conn.Close()
 		l.notify()
 	}
-	return lc, lc != nil
+	if lc == nil {
+		return nil, false
+	}
+	if sc, ok := c.(syscall.Conn); ok {
+		lc.raw, _ = sc.SyscallConn()
+	}
+	return lc, true
 }
 
 // reclaimable is the connection a full listener closes to make room: the
@@ -512,32 +514,51 @@ type limitedConn struct {
 	hijacked bool
 	// ownDeadline: a write deadline set by the connection's owner.
 	ownDeadline atomic.Bool
+	// raw is the socket, to ask how much of the answer the client has
+	// acknowledged (nil: not a socket).
+	raw syscall.RawConn
 }
 
-// Write writes p in parts of at most writeChunk bytes, each under a
-// deadline of the limit's write idle time, unless the connection's owner
-// (an event stream, a hijacker) set a write deadline of its own.
+// Write writes p under the limit's write idle time, unless the
+// connection's owner (an event stream) set a write deadline of its own:
+// once the client has taken nothing of its answer for that long (the
+// kernel took none of p, and the client acknowledged none of what the
+// kernel holds), the connection is closed and Write fails. A client that
+// keeps reading, however slowly, is never cut: the kernel lets a blocked
+// write go on only once about a third of the socket's send buffer (up to
+// megabytes) has gone, so that a deadline on each write alone cut a
+// download read steadily at less than that per write idle time.
 func (c *limitedConn) Write(p []byte) (int, error) {
 	idle := c.l.writeIdle
 	if idle <= 0 || c.ownDeadline.Load() {
 		return c.Conn.Write(p)
 	}
+	q0, known := c.unacked()
 	n := 0
-	for len(p) > 0 {
-		part := p[:min(len(p), writeChunk)]
+	for {
 		c.Conn.SetWriteDeadline(time.Now().Add(idle))
-		k, err := c.Conn.Write(part)
+		k, err := c.Conn.Write(p[n:])
 		n += k
-		if err != nil {
-			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-				// The client reads nothing: give its place back.
-				c.Conn.Close()
-			}
+		if ne, ok := errors.AsType[net.Error](err); !ok || !ne.Timeout() {
 			return n, err
 		}
-		p = p[k:]
+		q1, ok := c.unacked()
+		if k == 0 && (!known || !ok || q1 >= q0) {
+			// The client took nothing: give its place back.
+			c.Conn.Close()
+			return n, err
+		}
+		q0, known = q1, ok
 	}
-	return n, nil
+}
+
+// unacked is how many bytes written to the connection the client has not
+// acknowledged; false when that cannot be told (not Linux, not TCP).
+func (c *limitedConn) unacked() (int, bool) {
+	if c.raw == nil {
+		return 0, false
+	}
+	return unacked(c.raw)
 }
 
 // SetWriteDeadline sets the connection's write deadline; while it is
