@@ -514,6 +514,16 @@ type limitedConn struct {
 	hijacked bool
 	// ownDeadline: a write deadline set by the connection's owner.
 	ownDeadline atomic.Bool
+	// wdeadline is the write deadline Write set (Unix ns; 0: none, or
+	// the owner changed it since).
+	wdeadline atomic.Int64
+	// wmu serializes Write; under it, the write idle window: what the
+	// client had not acknowledged when it started (q, when qKnown) and
+	// what was written since.
+	wmu    sync.Mutex
+	q      int
+	qKnown bool
+	wrote  int
 	// raw is the socket, to ask how much of the answer the client has
 	// acknowledged (nil: not a socket).
 	raw syscall.RawConn
@@ -522,34 +532,53 @@ type limitedConn struct {
 // Write writes p under the limit's write idle time, unless the
 // connection's owner (an event stream) set a write deadline of its own:
 // once the client has taken nothing of its answer for that long (the
-// kernel took none of p, and the client acknowledged none of what the
-// kernel holds), the connection is closed and Write fails. A client that
-// keeps reading, however slowly, is never cut: the kernel lets a blocked
-// write go on only once about a third of the socket's send buffer (up to
-// megabytes) has gone, so that a deadline on each write alone cut a
-// download read steadily at less than that per write idle time.
+// kernel took none of what was written, and the client acknowledged none
+// of what the kernel holds), the connection is closed and Write fails. A
+// client that keeps reading, however slowly, is never cut: the kernel
+// lets a blocked write go on only once about a third of the socket's send
+// buffer (up to megabytes) has gone, so that a deadline on each write
+// alone cut a download read steadily at less than that per write idle
+// time. The deadline is moved on at most every writeIdle/8, not at each
+// write, so that small answers cost no timer and no system call.
 func (c *limitedConn) Write(p []byte) (int, error) {
 	idle := c.l.writeIdle
 	if idle <= 0 || c.ownDeadline.Load() {
 		return c.Conn.Write(p)
 	}
-	q0, known := c.unacked()
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if now := time.Now(); c.wdeadline.Load() == 0 || time.Unix(0, c.wdeadline.Load()).Sub(now) < idle-idle/8 {
+		c.window(now, idle)
+	}
 	n := 0
 	for {
-		c.Conn.SetWriteDeadline(time.Now().Add(idle))
 		k, err := c.Conn.Write(p[n:])
 		n += k
+		c.wrote += k
 		if ne, ok := errors.AsType[net.Error](err); !ok || !ne.Timeout() {
 			return n, err
 		}
-		q1, ok := c.unacked()
-		if k == 0 && (!known || !ok || q1 >= q0) {
-			// The client took nothing: give its place back.
+		// The deadline passed: did the client take anything since it
+		// was set?
+		q, ok := c.unacked()
+		if c.wrote == 0 && (!c.qKnown || !ok || q >= c.q) ||
+			c.wrote > 0 && c.qKnown && ok && q >= c.q+c.wrote {
+			// Nothing: give its place back.
 			c.Conn.Close()
 			return n, err
 		}
-		q0, known = q1, ok
+		c.window(time.Now(), idle)
 	}
+}
+
+// window starts a write idle window at now: the write deadline, and how
+// much the client had not acknowledged then (c.wmu held).
+func (c *limitedConn) window(now time.Time, idle time.Duration) {
+	d := now.Add(idle)
+	c.wdeadline.Store(d.UnixNano())
+	c.Conn.SetWriteDeadline(d)
+	c.q, c.qKnown = c.unacked()
+	c.wrote = 0
 }
 
 // unacked is how many bytes written to the connection the client has not
@@ -562,16 +591,24 @@ func (c *limitedConn) unacked() (int, bool) {
 }
 
 // SetWriteDeadline sets the connection's write deadline; while it is
-// set, Write puts none of its own.
+// set, Write puts none of its own. Clearing it (net/http does after every
+// request) gives the connection back to Write's own deadline, which
+// stays set: Write moves it on itself.
 func (c *limitedConn) SetWriteDeadline(t time.Time) error {
+	if t.IsZero() && c.l.writeIdle > 0 && !c.ownDeadline.Load() {
+		return nil
+	}
 	c.ownDeadline.Store(!t.IsZero())
+	c.wdeadline.Store(0)
 	return c.Conn.SetWriteDeadline(t)
 }
 
 // SetDeadline sets the read and write deadlines (see SetWriteDeadline).
 func (c *limitedConn) SetDeadline(t time.Time) error {
-	c.ownDeadline.Store(!t.IsZero())
-	return c.Conn.SetDeadline(t)
+	if err := c.Conn.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.SetWriteDeadline(t)
 }
 
 func (c *limitedConn) Close() error {
