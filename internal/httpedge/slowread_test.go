@@ -71,3 +71,63 @@ func TestConnLimitSlowReader(t *testing.T) {
 		t.Fatalf("the handler's write to a client that kept reading: %v", err)
 	}
 }
+
+// TestConnLimitUnreadAnswerKeptAlive: on a kept-alive connection, after
+// an event stream (its own write deadline, cleared when it ends) and an
+// answer (after which net/http clears the write deadline), a large
+// answer the client does not read is still cut at the write idle time.
+func TestConnLimitUnreadAnswerKeptAlive(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := LimitConns(ln, 4, "--max-connections", nil)
+	lim.writeIdle = 100 * time.Millisecond
+	wrote := make(chan error, 1)
+	chunk := make([]byte, 1<<20)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/events", func(w http.ResponseWriter, r *http.Request) {
+		s := StartSSE(w, 10*time.Second)
+		defer s.Close()
+		s.Event(1, "end", []byte("{}"))
+		s.Flush()
+	})
+	mux.HandleFunc("/small", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
+		var err error
+		for i := 0; i < 256 && err == nil; i++ { // 256 MB: more than any socket buffers
+			_, err = w.Write(chunk)
+		}
+		wrote <- err
+	})
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: mux}
+	lim.Configure(srv, nil)
+	go srv.Serve(lim)
+	t.Cleanup(func() { srv.Close() })
+	c, err := net.DialTimeout("tcp", ln.Addr().String(), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	br := bufio.NewReader(c)
+	for _, path := range []string{"/events", "/small"} {
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n", path)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	fmt.Fprintf(c, "GET /big HTTP/1.1\r\nHost: localhost\r\n\r\n")
+	select {
+	case err := <-wrote:
+		if err == nil {
+			t.Fatal("256 MB written to a client that reads nothing")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler still writes to a client that has read nothing for 10 s")
+	}
+}
