@@ -42,11 +42,17 @@ const finishWait = time.Second
 // Configure sets it on a server that sets none.
 const MaxHeaderBytes = 64 << 10
 
-// DefaultWriteIdle is how long a write to a client may make no progress
-// before its connection is closed: a client that reads nothing of its
-// answer (a download, a listing) must not hold its connection and the
-// handler for ever. Event streams set their own deadline (SSE).
-const DefaultWriteIdle = DefaultSSEWriteTimeout
+// DefaultWriteIdle is how long a client may take nothing of its answer
+// before its connection is closed: a client that reads nothing (a
+// download, a listing) must not hold its connection and the handler for
+// ever. It is longer than an event stream's bound (SSE, which sets its
+// own): what a client reads is seen by the server only once its kernel
+// opens its receive window again, which a client whose buffers grew (it
+// read fast before, or curl --limit-rate, which reads in bursts and then
+// waits) does only after reading a sixteenth of them, up to megabytes:
+// with 30 s, curl --limit-rate 20k of a 200 MB deliverable was cut (its
+// TCP took 3 MB at once, then nothing the server could see for a minute).
+const DefaultWriteIdle = 2 * time.Minute
 
 // connLimitLogEvery bounds the "limit reached" log line: once per period
 // while connections are refused, not once per connection.
