@@ -42,15 +42,17 @@ const finishWait = time.Second
 // Configure sets it on a server that sets none.
 const MaxHeaderBytes = 64 << 10
 
-// DefaultWriteIdle is how long a write to a client may make no progress
-// before its connection is closed: a client that reads nothing of its
-// answer (a download, a listing) must not hold its connection and the
-// handler for ever. Event streams set their own deadline (SSE).
-const DefaultWriteIdle = DefaultSSEWriteTimeout
-
-// writeChunk is the most written under one write deadline: a client
-// reading at least writeChunk bytes per write idle time is never cut.
-const writeChunk = 16 << 10
+// DefaultWriteIdle is how long a client may take nothing of its answer
+// before its connection is closed: a client that reads nothing (a
+// download, a listing) must not hold its connection and the handler for
+// ever. It is longer than an event stream's bound (SSE, which sets its
+// own): what a client reads is seen by the server only once its kernel
+// opens its receive window again, which a client whose buffers grew (it
+// read fast before, or curl --limit-rate, which reads in bursts and then
+// waits) does only after reading a sixteenth of them, up to megabytes:
+// with 30 s, curl --limit-rate 20k of a 200 MB deliverable was cut (its
+// TCP took 3 MB at once, then nothing the server could see for a minute).
+const DefaultWriteIdle = 2 * time.Minute
 
 // connLimitLogEvery bounds the "limit reached" log line: once per period
 // while connections are refused, not once per connection.
@@ -201,7 +203,13 @@ func (l *ConnLimit) admit(c net.Conn) (*limitedConn, bool) {
 		victim.Conn.Close()
 		l.notify()
 	}
-	return lc, lc != nil
+	if lc == nil {
+		return nil, false
+	}
+	if sc, ok := c.(syscall.Conn); ok {
+		lc.raw, _ = sc.SyscallConn()
+	}
+	return lc, true
 }
 
 // reclaimable is the connection a full listener closes to make room: the
@@ -512,45 +520,101 @@ type limitedConn struct {
 	hijacked bool
 	// ownDeadline: a write deadline set by the connection's owner.
 	ownDeadline atomic.Bool
+	// wdeadline is the write deadline Write set (Unix ns; 0: none, or
+	// the owner changed it since).
+	wdeadline atomic.Int64
+	// wmu serializes Write; under it, the write idle window: what the
+	// client had not acknowledged when it started (q, when qKnown) and
+	// what was written since.
+	wmu    sync.Mutex
+	q      int
+	qKnown bool
+	wrote  int
+	// raw is the socket, to ask how much of the answer the client has
+	// acknowledged (nil: not a socket).
+	raw syscall.RawConn
 }
 
-// Write writes p in parts of at most writeChunk bytes, each under a
-// deadline of the limit's write idle time, unless the connection's owner
-// (an event stream, a hijacker) set a write deadline of its own.
+// Write writes p under the limit's write idle time, unless the
+// connection's owner (an event stream) set a write deadline of its own:
+// once the client has taken nothing of its answer for that long (the
+// kernel took none of what was written, and the client acknowledged none
+// of what the kernel holds), the connection is closed and Write fails. A
+// client that keeps reading, however slowly, is never cut: the kernel
+// lets a blocked write go on only once about a third of the socket's send
+// buffer (up to megabytes) has gone, so that a deadline on each write
+// alone cut a download read steadily at less than that per write idle
+// time. The deadline is moved on at most every writeIdle/8, not at each
+// write, so that small answers cost no timer and no system call.
 func (c *limitedConn) Write(p []byte) (int, error) {
 	idle := c.l.writeIdle
 	if idle <= 0 || c.ownDeadline.Load() {
 		return c.Conn.Write(p)
 	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if now := time.Now(); c.wdeadline.Load() == 0 || time.Unix(0, c.wdeadline.Load()).Sub(now) < idle-idle/8 {
+		c.window(now, idle)
+	}
 	n := 0
-	for len(p) > 0 {
-		part := p[:min(len(p), writeChunk)]
-		c.Conn.SetWriteDeadline(time.Now().Add(idle))
-		k, err := c.Conn.Write(part)
+	for {
+		k, err := c.Conn.Write(p[n:])
 		n += k
-		if err != nil {
-			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-				// The client reads nothing: give its place back.
-				c.Conn.Close()
-			}
+		c.wrote += k
+		if ne, ok := errors.AsType[net.Error](err); !ok || !ne.Timeout() {
 			return n, err
 		}
-		p = p[k:]
+		// The deadline passed: did the client take anything since it
+		// was set?
+		q, ok := c.unacked()
+		if c.wrote == 0 && (!c.qKnown || !ok || q >= c.q) ||
+			c.wrote > 0 && c.qKnown && ok && q >= c.q+c.wrote {
+			// Nothing: give its place back.
+			c.Conn.Close()
+			return n, err
+		}
+		c.window(time.Now(), idle)
 	}
-	return n, nil
+}
+
+// window starts a write idle window at now: the write deadline, and how
+// much the client had not acknowledged then (c.wmu held).
+func (c *limitedConn) window(now time.Time, idle time.Duration) {
+	d := now.Add(idle)
+	c.wdeadline.Store(d.UnixNano())
+	c.Conn.SetWriteDeadline(d)
+	c.q, c.qKnown = c.unacked()
+	c.wrote = 0
+}
+
+// unacked is how many bytes written to the connection the client has not
+// acknowledged; false when that cannot be told (not Linux, not TCP).
+func (c *limitedConn) unacked() (int, bool) {
+	if c.raw == nil {
+		return 0, false
+	}
+	return unacked(c.raw)
 }
 
 // SetWriteDeadline sets the connection's write deadline; while it is
-// set, Write puts none of its own.
+// set, Write puts none of its own. Clearing it (net/http does after every
+// request) gives the connection back to Write's own deadline, which
+// stays set: Write moves it on itself.
 func (c *limitedConn) SetWriteDeadline(t time.Time) error {
+	if t.IsZero() && c.l.writeIdle > 0 && !c.ownDeadline.Load() {
+		return nil
+	}
 	c.ownDeadline.Store(!t.IsZero())
+	c.wdeadline.Store(0)
 	return c.Conn.SetWriteDeadline(t)
 }
 
 // SetDeadline sets the read and write deadlines (see SetWriteDeadline).
 func (c *limitedConn) SetDeadline(t time.Time) error {
-	c.ownDeadline.Store(!t.IsZero())
-	return c.Conn.SetDeadline(t)
+	if err := c.Conn.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.SetWriteDeadline(t)
 }
 
 func (c *limitedConn) Close() error {
