@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/chromedp/chromedp"
 )
 
 // TestLiveSessionApprovals: a live session on a replay scenario of two
@@ -52,6 +54,23 @@ func TestLiveSessionApprovals(t *testing.T) {
 		t.Fatalf("approval args %q do not name the file", args)
 	}
 	tb.shots("session-approval", "request-dialog")
+	// An MCP tool's name is one long word (mcp__<server>__<tool>, 64
+	// characters at most): at 390 px it wraps inside the dialog. It ran
+	// out of it, the dialog scrolling sideways.
+	tb.run("viewport 390", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulatePortrait))
+	if got := eval[string](tb, "a long tool name in the dialog", `(async () => {
+		const tool = `+q("request-tool")+`, was = tool.textContent;
+		tool.textContent = "mcp__filesystem__" + "a".repeat(47);
+		await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r())));
+		const d = `+q("request-dialog")+`, out = [];
+		if (d.scrollWidth > d.clientWidth + 1) out.push("the dialog scrolls sideways (" + d.scrollWidth + " px in " + d.clientWidth + ")");
+		if (tool.getBoundingClientRect().right > d.getBoundingClientRect().right + 1) out.push("the name ends at x " + Math.round(tool.getBoundingClientRect().right) + ", the dialog at " + Math.round(d.getBoundingClientRect().right));
+		tool.textContent = was;
+		return out.join("; ");
+	})()`); got != "" {
+		t.Errorf("an approval of a tool of a 64-character name at 390 px: %s", got)
+	}
+	tb.run("viewport desktop", chromedp.EmulateViewport(1280, 800))
 	tb.click("approve")
 	tb.wait("the approved Write ran", writes("succeeded")+" === 1")
 	tb.wait("the first prompt's answer", `document.querySelector('[data-testid="event-log"]').textContent.includes("The first file is written.")`)

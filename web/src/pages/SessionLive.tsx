@@ -355,13 +355,14 @@ function RequestDialog({ request, onAnswer }: { request: PendingRequest | undefi
           <h2 id="request-title" className="font-semibold">
             {request.type === "approval" ? "Approve this tool call?" : request.type === "user_input" ? "The agent asks you" : request.type === "tool_retry" ? "A tool failed: retry?" : `Request: ${request.type}`}
           </h2>
-          <p className="text-sm">
+          {/* A tool's name may be one long word (an MCP tool's, mcp__<server>__<tool>): it wraps, or it ran out of the dialog at 390 px. */}
+          <p className="text-sm wrap-anywhere">
             <span className="font-mono font-semibold" data-testid="request-tool">
               {request.tool}
             </span>{" "}
             {request.label && request.label !== request.tool && <span>{request.label}</span>}
           </p>
-          {request.description && <p className="text-sm">{request.description}</p>}
+          {request.description && <p className="text-sm wrap-anywhere">{request.description}</p>}
           <pre tabIndex={0} data-testid="request-args" className="max-h-60 overflow-auto rounded bg-slate-100 p-2 text-xs dark:bg-slate-800">
             {JSON.stringify(request.args, null, 2)}
           </pre>
