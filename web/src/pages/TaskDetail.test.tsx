@@ -130,4 +130,53 @@ describe("TaskDetail", () => {
     expect(shown.textContent).toBe(error);
     expect(shown).toHaveClass("whitespace-pre-wrap");
   });
+
+  it("keeps the sub-task tree shown while a new job's sub-tasks load", async () => {
+    // The task's list of jobs changes (here a job appears after a retry, as
+    // the last review saw it): the sub-task query's key changes with it,
+    // and the tree vanished until the new fetch came.
+    let jobs = [9];
+    let release: () => void = () => undefined;
+    let held = false;
+    const job = (id: number, state: string) => ({ id, task_id: 5, priority: 0, payload: {}, state, attempt: 1, max_attempts: 1, scheduled_at: t0, last_seq: 3, created_at: t0, updated_at: t0 });
+    const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const req = toRequest(input, init);
+      const url = new URL(req.url);
+      if (url.pathname === "/api/v1/tasks/5")
+        return json({
+          task: { id: 5, title: "x", created_at: t0, updated_at: t0, job_id: jobs[jobs.length - 1], job_state: "failed" },
+          jobs: jobs.map((id) => job(id, id === 9 ? "failed" : "queued")),
+          comments: [],
+        });
+      if (url.pathname.match(/^\/api\/v1\/jobs\/\d+\/events$/)) return sse(['event: end\ndata: {"state":"failed","last_seq":3}\n\n']);
+      if (url.pathname === "/api/v1/tasks/5/deliverables") return json({ files: [] });
+      if (url.pathname === "/api/v1/jobs") {
+        if (jobs.length > 1) {
+          held = true;
+          await new Promise<void>((r) => (release = r));
+        }
+        return json({ jobs: [{ ...job(12, "succeeded"), task_id: 6, parent_job_id: 9 }] });
+      }
+      if (req.method === "POST" && url.pathname === "/api/v1/jobs/9/retry") {
+        jobs = [9, 10];
+        return json({ job: job(10, "queued") });
+      }
+      return json({});
+    }) as typeof fetch;
+    render(
+      <Wrap fetch={f} path="/tasks/5">
+        <Routes>
+          <Route path="/tasks/:id" element={<TaskDetail />} />
+        </Routes>
+      </Wrap>,
+    );
+    expect(await screen.findByTestId("subtask-row")).toHaveTextContent("task #6");
+    await userEvent.click(screen.getByTestId("retry-task"));
+    await userEvent.click(screen.getByTestId("confirm-ok"));
+    await waitFor(() => expect(held).toBe(true));
+    expect(screen.queryByTestId("subtask-row")).toHaveTextContent("task #6");
+    release();
+    await waitFor(() => expect(screen.getByTestId("task-status")).toHaveAttribute("data-status", "queued"));
+    expect(screen.getByTestId("subtask-row")).toHaveTextContent("task #6");
+  });
 });

@@ -42,9 +42,12 @@ export default function TaskDetail() {
   }, [lastStatus, qc, taskId]);
 
   const subtasks = useQuery({
-    queryKey: ["subtasks", jobs.map((j) => j.id).join(",")],
+    queryKey: ["subtasks", taskId, jobs.map((j) => j.id).join(",")],
     enabled: jobs.length > 0,
     refetchInterval: 10_000,
+    // The task's jobs change (a job added): the tree stays shown while the
+    // new key loads (it vanished for a fetch). Another task's is never kept.
+    placeholderData: (prev, prevQuery) => (prevQuery?.queryKey[1] === taskId ? prev : undefined),
     queryFn: async () => {
       const ids = new Set(jobs.map((j) => j.id));
       const first = Math.min(...ids);
