@@ -140,6 +140,20 @@ function Layout({ children }: { children: React.ReactNode }) {
     mq.addEventListener("change", on);
     return () => mq.removeEventListener("change", on);
   }, [theme]);
+  // A page change that removes the focused control (a task's link in the
+  // list, a form's submit button that leads to what it made) left the
+  // focus on <body>: the next Tab started at the top of the window, and a
+  // screen reader was left nowhere. The new page's content takes it. A
+  // control that stays (a link of the navigation) keeps it.
+  const { pathname } = useLocation();
+  const mainRef = useRef<HTMLElement>(null);
+  const shownPath = useRef(pathname);
+  useEffect(() => {
+    if (shownPath.current === pathname) return;
+    shownPath.current = pathname;
+    const a = document.activeElement;
+    if (!a || a === document.body || !a.isConnected) mainRef.current?.focus();
+  }, [pathname]);
   const toggle = () => {
     const t = nextTheme(theme);
     applyTheme(t);
@@ -190,7 +204,7 @@ function Layout({ children }: { children: React.ReactNode }) {
           </button>
         </div>
       </header>
-      <main id="main" className="mx-auto max-w-6xl px-3 py-4">
+      <main id="main" ref={mainRef} tabIndex={-1} className="mx-auto max-w-6xl px-3 py-4 focus:outline-none">
         {children}
       </main>
     </div>
