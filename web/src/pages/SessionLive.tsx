@@ -1,4 +1,4 @@
-import { useEffect, useRef, useState, type FormEvent } from "react";
+import { useCallback, useEffect, useRef, useState, type FormEvent } from "react";
 import { Link, useParams, useSearchParams } from "react-router";
 import { EventLogView } from "../components/EventLog";
 import { ConfirmDialog } from "../components/ConfirmDialog";
@@ -43,6 +43,7 @@ export default function SessionLive() {
     }
   };
   const snap = view.snapshot;
+  const focusPrompt = useCallback(() => document.getElementById("prompt")?.focus(), []);
   const request = view.controller ? view.pending[0] : undefined;
   if (view.link === "ended" && !snap) {
     // The server has no such session (it ended before this page opened:
@@ -113,7 +114,7 @@ export default function SessionLive() {
         </div>
         {view.controller && <FilePanel send={act} utility={view.utility} />}
       </div>
-      <RequestDialog request={request} onAnswer={act} />
+      <RequestDialog request={request} onAnswer={act} onClosed={focusPrompt} />
       <ConfirmDialog
         open={confirmTake}
         title="Take control?"
@@ -206,6 +207,22 @@ function PromptBox({
   const [uploadError, setUploadError] = useState<string>();
   const [dragging, setDragging] = useState(false);
   const fileInput = useRef<HTMLInputElement>(null);
+  const promptRef = useRef<HTMLTextAreaElement>(null);
+  const sendRef = useRef<HTMLButtonElement>(null);
+  const interruptRef = useRef<HTMLButtonElement>(null);
+  // Send and Interrupt are disabled once they have done their work (the
+  // prompt box emptied, the response over): the focus they held went to
+  // <body>, the next Tab to the top of the window. It goes to the prompt.
+  const lostFocus = (from: HTMLElement | null) => {
+    const a = document.activeElement;
+    return !a || a === document.body || a === from;
+  };
+  const interrupting = useRef(false);
+  useEffect(() => {
+    if (responding || !interrupting.current) return;
+    interrupting.current = false;
+    if (lostFocus(interruptRef.current)) promptRef.current?.focus();
+  }, [responding]);
   async function addFiles(list: FileList | null) {
     const files = [...(list ?? [])];
     setUploadError(undefined);
@@ -238,6 +255,7 @@ function PromptBox({
     ];
     if (files.length > 0) msg.attachments = files;
     await onSend(msg);
+    if (lostFocus(sendRef.current)) promptRef.current?.focus();
     setText("");
     setAttach("");
     setUploaded([]);
@@ -265,6 +283,7 @@ function PromptBox({
       </label>
       <textarea
         id="prompt"
+        ref={promptRef}
         data-testid="prompt"
         className="input min-h-20"
         value={text}
@@ -310,10 +329,20 @@ function PromptBox({
       </label>
       <input id="attachments" data-testid="attachments" className="input" value={attach} disabled={disabled} onChange={(e) => setAttach(e.target.value)} />
       <div className="flex gap-2">
-        <button type="submit" className="btn btn-primary" disabled={disabled || !text.trim() || uploading > 0} data-testid="send-prompt">
+        <button type="submit" ref={sendRef} className="btn btn-primary" disabled={disabled || !text.trim() || uploading > 0} data-testid="send-prompt">
           Send
         </button>
-        <button type="button" className="btn" disabled={disabled || !responding} data-testid="interrupt" onClick={() => void onSend({ type: "interrupt" })}>
+        <button
+          type="button"
+          ref={interruptRef}
+          className="btn"
+          disabled={disabled || !responding}
+          data-testid="interrupt"
+          onClick={() => {
+            interrupting.current = true;
+            void onSend({ type: "interrupt" });
+          }}
+        >
           Interrupt
         </button>
       </div>
@@ -324,7 +353,7 @@ function PromptBox({
 // RequestDialog answers the first pending server request: approval
 // (approve/deny with a reason), user_input (an answer) or tool_retry
 // (retry, skip or abort).
-function RequestDialog({ request, onAnswer }: { request: PendingRequest | undefined; onAnswer: Send }) {
+function RequestDialog({ request, onAnswer, onClosed }: { request: PendingRequest | undefined; onAnswer: Send; onClosed: () => void }) {
   const ref = useRef<HTMLDialogElement>(null);
   const [reason, setReason] = useState("");
   useEffect(() => {
@@ -337,8 +366,13 @@ function RequestDialog({ request, onAnswer }: { request: PendingRequest | undefi
     } else if (!request && d.open) {
       if (typeof d.close === "function") d.close();
       else d.removeAttribute("open");
+      // Answered: the browser gives the focus back to what held it before
+      // the dialog opened; when that is gone (or was <body>), the focus
+      // was left on <body> and the next Tab went to the top of the window.
+      const a = document.activeElement;
+      if (!a || a === document.body || d.contains(a)) onClosed();
     }
-  }, [request]);
+  }, [request, onClosed]);
   const base = request ? { type: "server_request_response", request_id: request.requestId, request_type: request.type } : {};
   const answer = (extra: Record<string, unknown>) => void onAnswer({ ...base, ...extra });
   return (
