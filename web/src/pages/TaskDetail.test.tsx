@@ -179,4 +179,43 @@ describe("TaskDetail", () => {
     await waitFor(() => expect(screen.getByTestId("task-status")).toHaveAttribute("data-status", "queued"));
     expect(screen.getByTestId("subtask-row")).toHaveTextContent("task #6");
   });
+
+  it("keeps the focus on the task's action when cancelling with the keyboard makes it Retry", async () => {
+    let state = "running";
+    const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const req = toRequest(input, init);
+      const url = new URL(req.url);
+      if (url.pathname === "/api/v1/tasks/5")
+        return json({
+          task: { id: 5, title: "x", created_at: t0, updated_at: t0, job_id: 9, job_state: state },
+          jobs: [{ id: 9, task_id: 5, priority: 0, payload: {}, state, attempt: 1, max_attempts: 1, scheduled_at: t0, last_seq: 1, created_at: t0, updated_at: t0 }],
+          comments: [],
+        });
+      if (url.pathname === "/api/v1/jobs/9/events") return sse(["retry: 1\n\n"]);
+      if (url.pathname === "/api/v1/tasks/5/deliverables") return json({ files: [] });
+      if (url.pathname === "/api/v1/jobs") return json({ jobs: [] });
+      if (req.method === "POST" && url.pathname === "/api/v1/jobs/9/cancel") {
+        state = "cancelled";
+        return json({ job: {} });
+      }
+      return json({});
+    }) as typeof fetch;
+    render(
+      <Wrap fetch={f} path="/tasks/5">
+        <Routes>
+          <Route path="/tasks/:id" element={<TaskDetail />} />
+        </Routes>
+      </Wrap>,
+    );
+    const user = userEvent.setup();
+    (await screen.findByTestId("cancel-task")).focus();
+    await user.keyboard("{Enter}");
+    expect(document.activeElement).toBe(screen.getByTestId("confirm-cancel"));
+    await user.tab();
+    expect(document.activeElement).toBe(screen.getByTestId("confirm-ok"));
+    await user.keyboard("{Enter}");
+    const retry = await screen.findByTestId("retry-task");
+    // Not <body>: the next Tab goes on from the task's header.
+    expect(document.activeElement).toBe(retry);
+  });
 });

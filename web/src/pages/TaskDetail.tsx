@@ -96,14 +96,18 @@ export default function TaskDetail() {
           <h1 id="task-title" data-testid="task-title" className="mr-auto min-w-0 text-xl font-semibold wrap-anywhere">
             <span className="text-slate-500 dark:text-slate-400">#{t.id}</span> {t.title}
           </h1>
-          {canCancel && (
-            <button type="button" className="btn" data-testid="cancel-task" onClick={() => setConfirm("cancel")}>
-              Cancel
-            </button>
-          )}
-          {canRetry && (
-            <button type="button" className="btn" data-testid="retry-task" onClick={() => setConfirm("retry")}>
-              Retry
+          {/* One button, Cancel or Retry (never both): cancelling makes it
+              Retry and retrying makes it Cancel, the same control, so the
+              focus stays on it. Two buttons, one replacing the other, left
+              the focus on <body> after each. */}
+          {(canCancel || canRetry) && (
+            <button
+              type="button"
+              className="btn"
+              data-testid={canCancel ? "cancel-task" : "retry-task"}
+              onClick={() => setConfirm(canCancel ? "cancel" : "retry")}
+            >
+              {canCancel ? "Cancel" : "Retry"}
             </button>
           )}
         </div>
