@@ -218,4 +218,41 @@ describe("TaskDetail", () => {
     // Not <body>: the next Tab goes on from the task's header.
     expect(document.activeElement).toBe(retry);
   });
+
+  it("gives the focus to the log once the question is answered with the keyboard", async () => {
+    let state = "waiting_human";
+    const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const req = toRequest(input, init);
+      const url = new URL(req.url);
+      if (url.pathname === "/api/v1/tasks/5")
+        return json({
+          task: { id: 5, title: "x", created_at: t0, updated_at: t0, job_id: 9, job_state: state },
+          jobs: [{ id: 9, task_id: 5, priority: 0, payload: {}, state, attempt: 1, max_attempts: 1, scheduled_at: t0, last_seq: 1, created_at: t0, updated_at: t0 }],
+          comments: [{ id: 1, task_id: 5, author_kind: "agent", body: "Which colour?", created_at: t0 }],
+        });
+      if (url.pathname === "/api/v1/jobs/9/events") return sse(["retry: 1\n\n"]);
+      if (url.pathname === "/api/v1/tasks/5/deliverables") return json({ files: [] });
+      if (url.pathname === "/api/v1/jobs") return json({ jobs: [] });
+      if (req.method === "POST" && url.pathname === "/api/v1/tasks/5/comments") {
+        state = "queued";
+        return json({ comment: { id: 2, task_id: 5, author_kind: "user", body: "Blue.", created_at: t0 }, resumed_jobs: [] }, 201);
+      }
+      return json({});
+    }) as typeof fetch;
+    render(
+      <Wrap fetch={f} path="/tasks/5">
+        <Routes>
+          <Route path="/tasks/:id" element={<TaskDetail />} />
+        </Routes>
+      </Wrap>,
+    );
+    const user = userEvent.setup();
+    await user.click(await screen.findByTestId("answer-input"));
+    await user.keyboard("Blue.");
+    screen.getByTestId("answer-submit").focus();
+    await user.keyboard("{Enter}");
+    await waitFor(() => expect(screen.queryByTestId("question-panel")).toBeNull());
+    // Not <body>: the next Tab goes on from the log, not from the top of the window.
+    expect(document.activeElement).toBe(screen.getByTestId("event-log"));
+  });
 });

@@ -1,4 +1,4 @@
-import { useEffect, useState } from "react";
+import { useEffect, useRef, useState } from "react";
 import { Link, useParams } from "react-router";
 import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useApi } from "../api/context";
@@ -55,6 +55,19 @@ export default function TaskDetail() {
       return r.jobs.filter((j) => j.parent_job_id !== undefined && ids.has(j.parent_job_id));
     },
   });
+
+  // The question answered, its panel goes (the job is queued again) with
+  // the focus it held: it went to <body>, the next Tab to the top of the
+  // window. The log, where the agent goes on, takes it.
+  const asking = task.data?.task !== undefined && (job?.state ?? task.data.task.job_state) === "waiting_human";
+  const wasAsking = useRef(false);
+  useEffect(() => {
+    const was = wasAsking.current;
+    wasAsking.current = asking;
+    if (!was || asking) return;
+    const a = document.activeElement;
+    if (!a || a === document.body || !a.isConnected) document.querySelector<HTMLElement>('[data-testid="event-log"]')?.focus();
+  }, [asking]);
 
   if (!Number.isSafeInteger(taskId) || taskId <= 0) return <p className="error">Bad task id.</p>;
   if (task.isPending) return <p className="text-sm">Loading task…</p>;
