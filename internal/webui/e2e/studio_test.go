@@ -92,7 +92,8 @@ func (tb *tab) replaceEditor(text, marker string) {
 // inline at its line as you type, with the suggestion as a quick fix that
 // repairs it; the fix validates, saving updates the graph; a save over
 // someone else's newer version shows the conflict, and overwriting
-// resolves it; the diff compares with the previous version, or any
+// resolves it; after Save, overwriting and Discard changes the focus is
+// in the editor; the diff compares with the previous version, or any
 // version picked; "New from this" stores a copy, which is then deleted.
 func TestPieceStudio(t *testing.T) {
 	s := startServe(t, nil, "--workers", "0")
@@ -134,6 +135,15 @@ func TestPieceStudio(t *testing.T) {
 	tb.wait("the preview graph shows check", nodes+` === "plan,answer,check"`)
 	tb.clickEnabled("piece-save")
 	tb.wait("saved as version 2", q("piece-saved")+`?.innerText === "Saved version 2."`)
+	// Save is disabled once saved: the focus goes back to the editor (it
+	// was left on <body>, the next Tab at the top of the window).
+	focusInEditor := func(after string) {
+		t.Helper()
+		if got := eval[string](tb, "where the focus is", `(() => { const a = document.activeElement; return a === document.querySelector('[data-testid="piece-editor"]') ? "" : a === document.body || !a ? "<body>" : a.outerHTML.slice(0, 80); })()`); got != "" {
+			t.Errorf("after %s the focus is on %s, not in the editor", after, got)
+		}
+	}
+	focusInEditor("Save")
 	var got struct {
 		Version int64  `json:"version"`
 		YAML    string `json:"yaml"`
@@ -157,6 +167,12 @@ func TestPieceStudio(t *testing.T) {
 	tb.shots("piece-conflict", "piece-conflict")
 	tb.click("conflict-overwrite")
 	tb.wait("saved as version 4", q("piece-saved")+`?.innerText === "Saved version 4."`)
+	focusInEditor("Overwrite with mine")
+	// Discard changes goes once used: the editor, back to what is saved, has the focus.
+	tb.replaceEditor(strings.Replace(studioPiece("answer", true), "Check it.", "Check it thrice.", 1), "Check it thrice.")
+	tb.click("piece-discard")
+	tb.wait("the edit is discarded", editor+`.querySelector(".cm-content").innerText.includes("Check it twice.") && !`+q("piece-discard"))
+	focusInEditor("Discard changes")
 	s.api(t, "GET", "/api/v1/pieces/studio-demo", nil, &got)
 	if got.Version != 4 || !strings.Contains(got.YAML, "Check it twice.") {
 		t.Errorf("after overwriting the server has version %d:\n%s", got.Version, got.YAML)

@@ -58,15 +58,19 @@ export default function YamlEditor({
   faults,
   label,
   readOnly = false,
+  focusRef,
 }: {
   value: string;
   onChange: (v: string) => void;
   faults: Fault[];
   label: string;
   readOnly?: boolean;
+  // focusRef is given a function that puts the focus in the editor.
+  focusRef?: { current: (() => void) | null };
 }) {
   const host = useRef<HTMLDivElement>(null);
   const view = useRef<EditorView | null>(null);
+  if (focusRef) focusRef.current = () => view.current?.focus();
   const change = useRef(onChange);
   change.current = onChange;
 
