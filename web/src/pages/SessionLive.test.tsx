@@ -167,3 +167,45 @@ describe("SessionLive with the keyboard", () => {
     expect(document.activeElement).toBe(prompt);
   });
 });
+
+describe("SessionLive, taking control with the keyboard", () => {
+  it("gives the focus to the prompt once this client controls the session", async () => {
+    const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const req = toRequest(input, init);
+      const p = new URL(req.url).pathname;
+      if (p === "/api/v1/agents") return json({ agents: [], invalid: [] });
+      if (p === "/api/headless/sessions/s1/subscribe") {
+        const body = (await req.json()) as { takeControl?: boolean };
+        if (!body.takeControl) return json({ error: { code: "controller_lease_held", message: "Another client holds the controller lease" } }, 409);
+        return json({
+          connection_id: "conn_b",
+          subscription_id: "sub_b",
+          role: "controller",
+          controller_lease_granted: true,
+          controller_connection_id: "conn_b",
+          lease_expires_at: null,
+          snapshot: { session_id: "s1", cursor: 0, state: { provider: "replay", controller_connection_id: "conn_b" } },
+        });
+      }
+      if (p === "/api/headless/sessions/s1/events") return new Response(new ReadableStream<Uint8Array>({ start() {} }), { headers: { "Content-Type": "text/event-stream" } });
+      return json({ success: true });
+    }) as typeof fetch;
+    render(
+      <Wrap fetch={f} path="/sessions/s1">
+        <Routes>
+          <Route path="/sessions/:id" element={<SessionLive />} />
+        </Routes>
+      </Wrap>,
+    );
+    const user = userEvent.setup();
+    (await screen.findByTestId("take-control")).focus();
+    await user.keyboard("{Enter}");
+    await user.tab();
+    expect(document.activeElement).toBe(screen.getByTestId("confirm-ok"));
+    await user.keyboard("{Enter}");
+    await waitFor(() => expect(screen.getByTestId("session-state").dataset.controller).toBe("true"));
+    expect(screen.queryByTestId("take-control")).toBeNull();
+    // Not <body>: the next key goes to the prompt.
+    expect(document.activeElement).toBe(screen.getByTestId("prompt"));
+  });
+});

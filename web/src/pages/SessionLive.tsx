@@ -44,6 +44,15 @@ export default function SessionLive() {
   };
   const snap = view.snapshot;
   const focusPrompt = useCallback(() => document.getElementById("prompt")?.focus(), []);
+  // Take control goes once it is done (this client controls the session):
+  // the focus it held went to <body>. The prompt, now enabled, takes it.
+  const taking = useRef(false);
+  useEffect(() => {
+    if (!taking.current || !view.controller) return;
+    taking.current = false;
+    const a = document.activeElement;
+    if (!a || a === document.body || !a.isConnected) focusPrompt();
+  }, [view.controller, focusPrompt]);
   const request = view.controller ? view.pending[0] : undefined;
   if (view.link === "ended" && !snap) {
     // The server has no such session (it ended before this page opened:
@@ -123,6 +132,7 @@ export default function SessionLive() {
         onCancel={() => setConfirmTake(false)}
         onConfirm={() => {
           setConfirmTake(false);
+          taking.current = true;
           takeControl();
         }}
       />
