@@ -10,14 +10,16 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 )
 
 // TestLiveSessionApprovals: a live session on a replay scenario of two
 // prompts (testdata/replay/two-prompts.yaml, the server's default model),
 // each asking to Write one file, which needs approval in mode prompt. The
 // first prompt's request, shown as a dialog, is approved: the tool runs and
-// the file exists. The second prompt's request is denied with a reason: the
-// denial shows in the log and the file is not written. A viewer attached
+// the file exists. The second prompt's request, set aside with Escape and
+// opened again, is denied with a reason: the denial shows in the log and
+// the file is not written. A viewer attached
 // from the start sees the same stream and has no prompt box.
 func TestLiveSessionApprovals(t *testing.T) {
 	t.Parallel()
@@ -81,6 +83,15 @@ func TestLiveSessionApprovals(t *testing.T) {
 	tb.fill(tid("prompt"), "write the second file")
 	tb.click("send-prompt")
 	tb.wait("the second prompt's approval dialog", fmt.Sprintf(`%s && %s.textContent.includes("second.txt")`, q("request-dialog", "[open]"), q("request-args")))
+	// Escape sets the request aside, unanswered (it did nothing: the
+	// modal dialog hid the log until answered); the state bar offers it
+	// again.
+	tb.fill(tid("request-reason"), "not this one")
+	tb.run("press Escape", chromedp.KeyEvent(kb.Escape))
+	tb.wait("the request set aside", q("request-dialog", "[open]")+` === null && `+q("show-request"))
+	tb.shots("session-request-aside", "session-state")
+	tb.click("show-request")
+	tb.wait("the request shown again", q("request-dialog", "[open]")+` && `+q("request-args")+`.textContent.includes("second.txt")`)
 	tb.fill(tid("request-reason"), "not this one")
 	tb.click("deny")
 	denied := `[...document.querySelectorAll('[data-testid="event-item"]')].some(e => e.textContent.includes("approval denied by user: not this one"))`

@@ -100,7 +100,7 @@ describe("SessionLive of a session the server does not have", () => {
 // when it is answered. Each left the focus on <body>: the next Tab went to
 // the top of the window, through the navigation again.
 describe("SessionLive with the keyboard", () => {
-  it("gives the focus back to the prompt after Send, an answered approval and Interrupt", async () => {
+  it("gives the focus back to the prompt after Send, an approval set aside or answered, and Interrupt", async () => {
     const sent: string[] = [];
     let push: (e: Record<string, unknown>) => void = () => undefined;
     const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
@@ -149,7 +149,17 @@ describe("SessionLive with the keyboard", () => {
     let cursor = 0;
     push({ type: "message", cursor: ++cursor, message: { type: "response_start", response_id: "r" } });
     push({ type: "message", cursor: ++cursor, message: { type: "server_request", request_id: "q1", request_type: "approval", call_id: "c1", tool: "Write", args: { path: "a.txt" } } });
+    // Escape sets the request aside, unanswered, to read the log behind
+    // the dialog (it did nothing); "Answer the request" opens it again.
+    await user.click(await screen.findByTestId("request-reason"));
+    await user.keyboard("{Escape}");
+    expect(screen.queryByTestId("approve")).toBeNull();
+    expect(screen.getByTestId("request-dialog")).not.toHaveAttribute("open");
+    expect(sent).not.toContain("server_request_response");
+    expect(document.activeElement).toBe(prompt);
+    await user.click(screen.getByTestId("show-request"));
     const approve = await screen.findByTestId("approve");
+    expect(screen.queryByTestId("show-request")).toBeNull();
     approve.focus();
     await user.keyboard("{Enter}");
     await waitFor(() => expect(sent).toContain("server_request_response"));

@@ -53,7 +53,12 @@ export default function SessionLive() {
     const a = document.activeElement;
     if (!a || a === document.body || !a.isConnected) focusPrompt();
   }, [view.controller, focusPrompt]);
-  const request = view.controller ? view.pending[0] : undefined;
+  const pending = view.controller ? view.pending[0] : undefined;
+  // Escape sets the request aside (it stays pending): the dialog is modal,
+  // and Escape did nothing, so that the log behind it could not be read
+  // before answering. "Answer the request" opens it again.
+  const [aside, setAside] = useState<string>();
+  const request = pending && pending.requestId !== aside ? pending : undefined;
   if (view.link === "ended" && !snap) {
     // The server has no such session (it ended before this page opened:
     // a bookmark, a reload after the server restarted, a mistyped link).
@@ -99,6 +104,14 @@ export default function SessionLive() {
             {[snap.state.provider, snap.state.model].filter(Boolean).join("/")} · {snap.state.cwd} · cursor {view.log.lastId}
           </span>
         )}
+        {pending && !request && (
+          <span role="status" className="flex flex-wrap items-center gap-2">
+            <span className="font-semibold text-amber-800 dark:text-amber-300">The agent waits for your answer.</span>
+            <button type="button" className="btn btn-primary" data-testid="show-request" onClick={() => setAside(undefined)}>
+              Answer the request
+            </button>
+          </span>
+        )}
         {role === "controller" && !view.controller && (view.link === "lease_held" || view.link === "live") && (
           <button type="button" className="btn" data-testid="take-control" onClick={() => setConfirmTake(true)}>
             Take control
@@ -123,7 +136,7 @@ export default function SessionLive() {
         </div>
         {view.controller && <FilePanel send={act} utility={view.utility} />}
       </div>
-      <RequestDialog request={request} onAnswer={act} onClosed={focusPrompt} />
+      <RequestDialog request={request} onAnswer={act} onClosed={focusPrompt} onAside={() => setAside(pending?.requestId)} />
       <ConfirmDialog
         open={confirmTake}
         title="Take control?"
@@ -363,7 +376,7 @@ function PromptBox({
 // RequestDialog answers the first pending server request: approval
 // (approve/deny with a reason), user_input (an answer) or tool_retry
 // (retry, skip or abort).
-function RequestDialog({ request, onAnswer, onClosed }: { request: PendingRequest | undefined; onAnswer: Send; onClosed: () => void }) {
+function RequestDialog({ request, onAnswer, onClosed, onAside }: { request: PendingRequest | undefined; onAnswer: Send; onClosed: () => void; onAside: () => void }) {
   const ref = useRef<HTMLDialogElement>(null);
   const [reason, setReason] = useState("");
   useEffect(() => {
@@ -391,7 +404,17 @@ function RequestDialog({ request, onAnswer, onClosed }: { request: PendingReques
       data-testid="request-dialog"
       data-request-type={request?.type}
       aria-labelledby="request-title"
-      onCancel={(e) => e.preventDefault()}
+      // Escape sets the request aside, unanswered (the browser's own
+      // cancel would close the dialog behind React's back).
+      onCancel={(e) => {
+        e.preventDefault();
+        onAside();
+      }}
+      onKeyDown={(e) => {
+        if (e.key !== "Escape") return;
+        e.preventDefault();
+        onAside();
+      }}
       className="m-auto w-[min(36rem,95vw)] rounded-lg border border-slate-300 bg-white p-4 text-slate-900 backdrop:bg-black/40 dark:border-slate-600 dark:bg-slate-900 dark:text-slate-100"
     >
       {request && (
