@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/maestro-run/maestro/internal/llm/llmtest"
 )
@@ -111,6 +112,24 @@ func TestPieceStudio(t *testing.T) {
 	tb.wait("the editor shows the YAML", editor+`?.querySelector(".cm-content")?.innerText.includes("studio-demo")`)
 	tb.click("piece-node", `[data-name="plan"]`)
 	tb.wait("the movement panel shows plan", q("movement-name")+`?.innerText === "plan" && `+q("movement-tools")+`.innerText === "Read"`)
+
+	// Tab goes into the editor and out of it, leaving the piece as it is
+	// (the editor took every Tab as an indent: a keyboard user going past
+	// it indented the first line and could not leave); once a key is
+	// typed in the editor, Tab indents.
+	firstLine := editor + `.querySelector(".cm-content .cm-line").innerText`
+	inEditor := `document.activeElement === document.querySelector('[data-testid="piece-editor"]')`
+	eval[chromedp.Void](tb, "focus the instruction before the editor", `document.querySelector('[aria-label="Instruction of plan"]').focus()`)
+	tb.run("Tab into the editor", chromedp.KeyEvent(kb.Tab))
+	tb.wait("the editor has the focus", inEditor)
+	tb.run("Tab out of the editor", chromedp.KeyEvent(kb.Tab))
+	if got := eval[string](tb, "where Tab went", `(() => { const a = document.activeElement; return (a === document.querySelector('[data-testid="piece-editor"]') ? "the editor" : a.dataset?.testid || a.tagName) + " | " + `+firstLine+`; })()`); got != "piece-diff-toggle | name: studio-demo" {
+		t.Errorf("Tab in the editor: the focus and the first line are %q, want the diff toggle and the line unchanged", got)
+	}
+	tb.run("Shift+Tab back into the editor", chromedp.KeyEvent(kb.Tab, chromedp.KeyModifiers(chromedp.ModifierShift)))
+	tb.wait("the editor has the focus again", inEditor)
+	tb.run("a key, then Tab", chromedp.KeyEvent(kb.Home), chromedp.KeyEvent(kb.Tab))
+	tb.wait("Tab indented the line", firstLine+` === "  name: studio-demo" && `+inEditor)
 
 	// An error: the rule's next names no movement. It shows at its line
 	// (13) in the list, underlined in the editor's line 13, with the

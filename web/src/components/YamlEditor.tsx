@@ -72,6 +72,7 @@ export default function YamlEditor({
   const view = useRef<EditorView | null>(null);
   if (focusRef) focusRef.current = () => view.current?.focus();
   const change = useRef(onChange);
+  const clicked = useRef(false);
   change.current = onChange;
 
   useEffect(() => {
@@ -93,6 +94,20 @@ export default function YamlEditor({
           highlightActiveLine(),
           history(),
           keymap.of([...defaultKeymap, ...historyKeymap, indentWithTab]),
+          // Tab indents, but not before a key is typed in the editor:
+          // reached with Tab, the editor let no Tab through, and a keyboard
+          // user going past it indented the piece's first line (a trap
+          // that edits). Until another key (or after Escape), Tab and
+          // Shift+Tab move the focus on. A click to edit is not Tab.
+          EditorView.domEventHandlers({
+            mousedown: () => {
+              clicked.current = true;
+            },
+            focus: (_e, v) => {
+              if (!clicked.current) v.setTabFocusMode(1e12);
+              clicked.current = false;
+            },
+          }),
           syntaxHighlighting(defaultHighlightStyle),
           yaml(),
           lintGutter(),
@@ -109,7 +124,12 @@ export default function YamlEditor({
           // content says it is focusable (tabindex; contenteditable alone
           // is not, to axe), so the scrolling region is reachable by
           // keyboard, read-only too.
-          EditorView.contentAttributes.of({ "aria-label": label, "data-testid": "piece-editor-content", tabindex: "0" }),
+          EditorView.contentAttributes.of({
+            "aria-label": label,
+            "aria-description": "Tab moves past the editor until you type in it, then indents; Escape, then Tab, moves on.",
+            "data-testid": "piece-editor-content",
+            tabindex: "0",
+          }),
           EditorView.updateListener.of((u) => {
             if (u.docChanged) change.current(u.state.doc.toString());
           }),
@@ -134,5 +154,12 @@ export default function YamlEditor({
     if (v) v.dispatch(setDiagnostics(v.state, diagnostics(v.state, faults)));
   }, [faults, value]);
 
-  return <div ref={host} data-testid="piece-editor" className="overflow-hidden rounded border border-slate-300 text-sm dark:border-slate-600" />;
+  return (
+    <>
+      <div ref={host} data-testid="piece-editor" className="overflow-hidden rounded border border-slate-300 text-sm dark:border-slate-600" />
+      <p className="mt-1 text-xs text-slate-600 dark:text-slate-400" data-testid="piece-editor-keys">
+        Tab moves past the editor until you type in it, then indents; Esc, then Tab, moves on.
+      </p>
+    </>
+  );
 }
