@@ -67,6 +67,13 @@ describe("SessionLive on an agent CLI without cost or images", () => {
     await waitFor(() => expect(screen.getByTestId("attached-file").dataset.path).toBe(".maestro-attachments/notes.md"));
     expect(uploads).toEqual(["notes.md"]);
     expect(screen.getByTestId("attach-error").textContent).toContain("Fake CLI takes no images: shot.png left out");
+
+    // Removed with the keyboard, the file's button goes: the picker takes
+    // the focus (it went to <body>).
+    screen.getByRole("button", { name: "Remove notes.md" }).focus();
+    await user.keyboard("{Enter}");
+    expect(screen.queryByTestId("attached-file")).toBeNull();
+    expect(document.activeElement).toBe(screen.getByTestId("attach-files"));
   });
 });
 

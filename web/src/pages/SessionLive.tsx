@@ -240,6 +240,18 @@ function PromptBox({
     const a = document.activeElement;
     return !a || a === document.body || a === from;
   };
+  // An attached file removed: the next one's Remove (or the previous
+  // one's, or the file picker) takes the focus its button held (it went
+  // to <body>).
+  const removed = useRef<number | null>(null);
+  const attachedList = useRef<HTMLUListElement>(null);
+  useEffect(() => {
+    const i = removed.current;
+    if (i === null) return;
+    removed.current = null;
+    const buttons = [...(attachedList.current?.querySelectorAll("button") ?? [])];
+    (buttons[i] ?? buttons[i - 1] ?? fileInput.current)?.focus();
+  }, [uploaded]);
   const interrupting = useRef(false);
   useEffect(() => {
     if (responding || !interrupting.current) return;
@@ -334,12 +346,20 @@ function PromptBox({
         {uploading > 0 && <span role="status">uploading…</span>}
       </div>
       {uploaded.length > 0 && (
-        <ul className="flex flex-wrap gap-1" aria-label="Attached files" data-testid="attached-files">
-          {uploaded.map((u) => (
+        <ul ref={attachedList} className="flex flex-wrap gap-1" aria-label="Attached files" data-testid="attached-files">
+          {uploaded.map((u, i) => (
             <li key={u.path} className="badge flex min-w-0 max-w-full items-center gap-1 bg-slate-200 whitespace-normal dark:bg-slate-700" data-testid="attached-file" data-path={u.path}>
               {/* A long name wraps: unbroken, it made the page as wide as itself, the prompt box off-screen. */}
               <span className="min-w-0 font-mono wrap-anywhere">{u.name}</span>
-              <button type="button" className="px-1" aria-label={`Remove ${u.name}`} onClick={() => setUploaded((l) => l.filter((x) => x.path !== u.path))}>
+              <button
+                type="button"
+                className="px-1"
+                aria-label={`Remove ${u.name}`}
+                onClick={() => {
+                  removed.current = i;
+                  setUploaded((l) => l.filter((x) => x.path !== u.path));
+                }}
+              >
                 ×
               </button>
             </li>
