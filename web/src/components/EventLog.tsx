@@ -52,6 +52,12 @@ export function EventLogView({ log }: { log: JobLogView }) {
         onWheel={(e) => {
           if (e.deltaY < 0) setFollow(false);
         }}
+        // Scrolling up with the keyboard stops following too: only the
+        // wheel did, and each new event took a keyboard user reading
+        // back (↑, Page Up, Home) to the bottom again.
+        onKeyDown={(e) => {
+          if (e.key === "ArrowUp" || e.key === "PageUp" || e.key === "Home" || (e.key === " " && e.shiftKey)) setFollow(false);
+        }}
         className="h-[60vh] overflow-auto rounded-lg border border-slate-200 bg-white dark:border-slate-800 dark:bg-slate-900"
       >
         <div className="relative w-full" ref={(el) => el?.style.setProperty("height", `${v.getTotalSize()}px`)}>
