@@ -161,7 +161,13 @@ function Layout({ children }: { children: React.ReactNode }) {
   };
   return (
     <div className="min-h-screen">
-      <a href="#main" className="sr-only focus:not-sr-only focus:absolute focus:p-2">
+      {/* Shown when focused, over the header: opaque, inside the window
+          (it was transparent at 0,0, its words over "Maestro", its focus
+          ring cut by the window's edge). */}
+      <a
+        href="#main"
+        className="sr-only focus:not-sr-only focus:absolute focus:top-2 focus:left-2 focus:z-10 focus:rounded-md focus:bg-white focus:px-3 focus:py-2 focus:text-sm focus:font-medium focus:shadow dark:focus:bg-slate-900"
+      >
         Skip to content
       </a>
       <header className="border-b border-slate-200 bg-white dark:border-slate-800 dark:bg-slate-900">
