@@ -11,7 +11,7 @@ const log: JobLogView = { items: [], movements: [], totalCost: 0, executor: unde
 // following, each new event taking the reader back to the bottom.
 describe("EventLogView", () => {
   for (const key of ["{ArrowUp}", "{PageUp}", "{Home}", "{Shift>} {/Shift}"]) {
-    it(`stops following when the log is scrolled up with ${key}`, async () => {
+    it(`stops following, and reading out rows, when the log is scrolled up with ${key}`, async () => {
       const user = userEvent.setup();
       render(<EventLogView log={log} />);
       const follow = screen.getByRole("checkbox", { name: "Follow" });
@@ -19,8 +19,14 @@ describe("EventLogView", () => {
       screen.getByTestId("event-log").focus();
       await user.keyboard("{ArrowDown}{End}");
       expect(follow).toBeChecked();
+      expect(screen.getByTestId("event-log")).toHaveAttribute("aria-live", "polite");
       await user.keyboard(key);
       expect(follow).not.toBeChecked();
+      // Scrolled back, the rows drawn as they come into view are old: the
+      // log no longer reads them out as if they were new.
+      expect(screen.getByTestId("event-log")).toHaveAttribute("aria-live", "off");
+      await user.click(follow);
+      expect(screen.getByTestId("event-log")).toHaveAttribute("aria-live", "polite");
     });
   }
 });

@@ -48,6 +48,11 @@ export function EventLogView({ log }: { log: JobLogView }) {
         data-connected={log.connected ? "true" : "false"}
         role="log"
         aria-label="Live log"
+        // A log is a live region: each row added is read out. Rows are
+        // added as the list is scrolled too (only those in view are in the
+        // DOM), so while the reader scrolls back (Follow off) old events
+        // were read out as if new. Only a log that follows speaks.
+        aria-live={follow ? "polite" : "off"}
         tabIndex={0}
         onWheel={(e) => {
           if (e.deltaY < 0) setFollow(false);
