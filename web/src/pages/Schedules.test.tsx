@@ -30,6 +30,8 @@ describe("Schedules", () => {
     expect(alert).toHaveTextContent(msg);
     expect(alert.textContent?.startsWith("cron_expr")).toBe(false);
     expect(screen.getByLabelText("Cron expression")).toHaveAttribute("aria-describedby", "err-cron_expr");
+    // The field at fault has the focus (it stayed on Save, below).
+    expect(document.activeElement).toBe(screen.getByLabelText("Cron expression"));
   });
 });
 

@@ -150,6 +150,12 @@ function ScheduleForm({ id, initial, onDone, onCancel }: { id?: number; initial:
   useEffect(() => {
     document.getElementById("schedule-name")?.focus();
   }, []);
+  // Refused: the field at fault takes the focus (it stayed on Save, the
+  // error under a field above it).
+  useEffect(() => {
+    const id = { name: "schedule-name", cron_expr: "schedule-cron", title: "schedule-title", body: "schedule-body", piece: "schedule-piece" }[error?.field ?? ""];
+    if (id) document.getElementById(id)?.focus();
+  }, [error]);
   const cron = explainCron(d.cron_expr);
   const set = <K extends keyof Draft>(k: K, v: Draft[K]) => setD((cur) => ({ ...cur, [k]: v }));
 
