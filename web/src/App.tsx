@@ -152,7 +152,7 @@ function Layout({ children }: { children: React.ReactNode }) {
     if (shownPath.current === pathname) return;
     shownPath.current = pathname;
     const a = document.activeElement;
-    if (!a || a === document.body || !a.isConnected) mainRef.current?.focus();
+    if (!a || a === document.body || !a.isConnected) mainRef.current?.focus({ preventScroll: true });
   }, [pathname]);
   const toggle = () => {
     const t = nextTheme(theme);
