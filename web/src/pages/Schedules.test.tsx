@@ -65,6 +65,8 @@ describe("Schedules with the keyboard", () => {
     );
     const user = userEvent.setup();
     const edit = await screen.findByRole("button", { name: "Edit weekly" });
+    // The page opening moves no focus (the first Tab goes to the skip link).
+    expect(document.activeElement).toBe(document.body);
     edit.focus();
     await user.keyboard("{Enter}");
     expect(document.activeElement).toBe(screen.getByLabelText("Name"));

@@ -38,8 +38,12 @@ export default function Schedules() {
   };
   const close = () => setEditing(null);
   const isOpen = editing !== null;
+  const wasOpen = useRef(false);
   useEffect(() => {
-    if (isOpen) return;
+    const was = wasOpen.current;
+    wasOpen.current = isOpen;
+    // Only when the form closes: not when the page opens.
+    if (isOpen || !was) return;
     const a = document.activeElement;
     if (a && a !== document.body && a.isConnected) return;
     const back = opener.current instanceof HTMLElement && opener.current.isConnected ? opener.current : newButton.current;
