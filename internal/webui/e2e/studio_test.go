@@ -122,6 +122,10 @@ func TestPieceStudio(t *testing.T) {
 	eval[chromedp.Void](tb, "focus the instruction before the editor", `document.querySelector('[aria-label="Instruction of plan"]').focus()`)
 	tb.run("Tab into the editor", chromedp.KeyEvent(kb.Tab))
 	tb.wait("the editor has the focus", inEditor)
+	// It shows it: CodeMirror's dotted outline was cut by the editor's box.
+	if ring := eval[string](tb, "the editor's focus ring", `(() => { const c = getComputedStyle(document.querySelector('[data-testid="piece-editor"]')); return c.outlineStyle + " " + c.outlineWidth; })()`); ring != "solid 2px" {
+		t.Errorf("the editor, focused with Tab, has the outline %q, want the app's focus ring (solid 2px)", ring)
+	}
 	tb.run("Tab out of the editor", chromedp.KeyEvent(kb.Tab))
 	if got := eval[string](tb, "where Tab went", `(() => { const a = document.activeElement; return (a === document.querySelector('[data-testid="piece-editor"]') ? "the editor" : a.dataset?.testid || a.tagName) + " | " + `+firstLine+`; })()`); got != "piece-diff-toggle | name: studio-demo" {
 		t.Errorf("Tab in the editor: the focus and the first line are %q, want the diff toggle and the line unchanged", got)

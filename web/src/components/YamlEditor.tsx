@@ -156,7 +156,14 @@ export default function YamlEditor({
 
   return (
     <>
-      <div ref={host} data-testid="piece-editor" className="overflow-hidden rounded border border-slate-300 text-sm dark:border-slate-600" />
+      {/* Focused, it shows the app's focus ring: CodeMirror's own (a dotted
+          line at its edge) was cut by the rounded box, and an editor reached
+          with Tab looked no different. */}
+      <div
+        ref={host}
+        data-testid="piece-editor"
+        className="overflow-hidden rounded border border-slate-300 text-sm focus-within:outline-2 focus-within:outline-offset-2 focus-within:outline-sky-600 dark:border-slate-600 dark:focus-within:outline-sky-400"
+      />
       <p className="mt-1 text-xs text-slate-600 dark:text-slate-400" data-testid="piece-editor-keys">
         Tab moves past the editor until you type in it, then indents; Esc, then Tab, moves on.
       </p>
