@@ -73,6 +73,8 @@ export default function YamlEditor({
   if (focusRef) focusRef.current = () => view.current?.focus();
   const change = useRef(onChange);
   const clicked = useRef(false);
+  // The documents handed up by onChange that have not come back as value.
+  const emitted = useRef<string[]>([]);
   change.current = onChange;
 
   useEffect(() => {
@@ -131,7 +133,10 @@ export default function YamlEditor({
             tabindex: "0",
           }),
           EditorView.updateListener.of((u) => {
-            if (u.docChanged) change.current(u.state.doc.toString());
+            if (!u.docChanged) return;
+            const doc = u.state.doc.toString();
+            emitted.current.push(doc);
+            change.current(doc);
           }),
         ],
       }),
@@ -143,9 +148,18 @@ export default function YamlEditor({
   }, [readOnly, label]);
 
   // A value set from outside (loading a version, the conflict view)
-  // replaces the document.
+  // replaces the document. A value the editor itself handed up is not from
+  // outside: it may be older than the document by the time it comes back
+  // (an edit made before the page drew the previous one), and it replaced
+  // the document, undoing that edit (a paste right after a key was lost).
   useEffect(() => {
     const v = view.current;
+    const mine = emitted.current.lastIndexOf(value);
+    if (mine >= 0) {
+      emitted.current.splice(0, mine + 1);
+      return;
+    }
+    emitted.current = [];
     if (v && v.state.doc.toString() !== value) v.dispatch({ changes: { from: 0, to: v.state.doc.length, insert: value } });
   }, [value]);
 
