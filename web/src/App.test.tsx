@@ -41,6 +41,9 @@ describe("sign-in", () => {
     await userEvent.type(screen.getByLabelText("Access token"), "wrong");
     await userEvent.click(screen.getByTestId("signin-submit"));
     expect(await screen.findByTestId("signin-error")).toHaveTextContent("refused");
+    // The token field has the focus, to type again (Sign in, disabled while
+    // it asked, had left it on <body>).
+    expect(document.activeElement).toBe(screen.getByTestId("signin-token"));
     expect(sessionStorage.getItem("maestro.token")).toBeNull();
 
     await userEvent.clear(screen.getByTestId("signin-token"));
@@ -121,5 +124,43 @@ describe("a stopped server", () => {
     } finally {
       console.error = silence;
     }
+  });
+});
+
+describe("focus on a page change", () => {
+  it("goes to the new page's content when the control that led there is gone, and stays on a link that stays", async () => {
+    const t0 = "2026-11-26T12:00:00Z";
+    const server = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const path = new URL(toRequest(input, init).url).pathname;
+      if (path === "/api/v1/tasks") return json({ tasks: [{ id: 7, title: "Paint the fence", created_at: t0, updated_at: t0 }] });
+      if (path === "/api/v1/tasks/7") return json({ task: { id: 7, title: "Paint the fence", created_at: t0, updated_at: t0 }, jobs: [], comments: [] });
+      if (path === "/api/v1/tasks/7/deliverables") return json({ files: [] });
+      if (path === "/api/v1/schedules") return json({ schedules: [] });
+      if (path === "/api/v1/pieces") return json({ pieces: [] });
+      if (path === "/api/v1/jobs") return json({ jobs: [] });
+      return json({});
+    }) as typeof fetch;
+    render(
+      <MemoryRouter initialEntries={["/tasks"]}>
+        <App fetch={server} baseUrl={base} />
+        <Where />
+      </MemoryRouter>,
+    );
+    const link = await screen.findByRole("link", { name: /Paint the fence/ });
+    link.focus();
+    await userEvent.keyboard("{Enter}");
+    await waitFor(() => expect(screen.getByTestId("where")).toHaveTextContent("/tasks/7"));
+    expect(await screen.findByTestId("task-title")).toHaveTextContent("Paint the fence");
+    // Not <body>: the next Tab goes on from the page, not from the top of the window.
+    expect(document.activeElement).toBe(screen.getByRole("main"));
+    await userEvent.tab();
+    expect(screen.getByRole("navigation", { name: "Main" })).not.toContainElement(document.activeElement as HTMLElement);
+
+    // A link of the navigation stays: it keeps the focus.
+    const nav = screen.getByTestId("nav-schedules");
+    nav.focus();
+    await userEvent.keyboard("{Enter}");
+    await waitFor(() => expect(screen.getByTestId("where")).toHaveTextContent("/schedules"));
+    expect(document.activeElement).toBe(nav);
   });
 });

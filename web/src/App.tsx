@@ -140,6 +140,20 @@ function Layout({ children }: { children: React.ReactNode }) {
     mq.addEventListener("change", on);
     return () => mq.removeEventListener("change", on);
   }, [theme]);
+  // A page change that removes the focused control (a task's link in the
+  // list, a form's submit button that leads to what it made) left the
+  // focus on <body>: the next Tab started at the top of the window, and a
+  // screen reader was left nowhere. The new page's content takes it. A
+  // control that stays (a link of the navigation) keeps it.
+  const { pathname } = useLocation();
+  const mainRef = useRef<HTMLElement>(null);
+  const shownPath = useRef(pathname);
+  useEffect(() => {
+    if (shownPath.current === pathname) return;
+    shownPath.current = pathname;
+    const a = document.activeElement;
+    if (!a || a === document.body || !a.isConnected) mainRef.current?.focus({ preventScroll: true });
+  }, [pathname]);
   const toggle = () => {
     const t = nextTheme(theme);
     applyTheme(t);
@@ -147,7 +161,13 @@ function Layout({ children }: { children: React.ReactNode }) {
   };
   return (
     <div className="min-h-screen">
-      <a href="#main" className="sr-only focus:not-sr-only focus:absolute focus:p-2">
+      {/* Shown when focused, over the header: opaque, inside the window
+          (it was transparent at 0,0, its words over "Maestro", its focus
+          ring cut by the window's edge). */}
+      <a
+        href="#main"
+        className="sr-only focus:not-sr-only focus:absolute focus:top-2 focus:left-2 focus:z-10 focus:rounded-md focus:bg-white focus:px-3 focus:py-2 focus:text-sm focus:font-medium focus:shadow dark:focus:bg-slate-900"
+      >
         Skip to content
       </a>
       <header className="border-b border-slate-200 bg-white dark:border-slate-800 dark:bg-slate-900">
@@ -190,7 +210,7 @@ function Layout({ children }: { children: React.ReactNode }) {
           </button>
         </div>
       </header>
-      <main id="main" className="mx-auto max-w-6xl px-3 py-4">
+      <main id="main" ref={mainRef} tabIndex={-1} className="mx-auto max-w-6xl px-3 py-4 focus:outline-none">
         {children}
       </main>
     </div>

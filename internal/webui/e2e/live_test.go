@@ -8,14 +8,18 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 )
 
 // TestLiveSessionApprovals: a live session on a replay scenario of two
 // prompts (testdata/replay/two-prompts.yaml, the server's default model),
 // each asking to Write one file, which needs approval in mode prompt. The
 // first prompt's request, shown as a dialog, is approved: the tool runs and
-// the file exists. The second prompt's request is denied with a reason: the
-// denial shows in the log and the file is not written. A viewer attached
+// the file exists. The second prompt's request, set aside with Escape and
+// opened again, is denied with a reason: the denial shows in the log and
+// the file is not written. A viewer attached
 // from the start sees the same stream and has no prompt box.
 func TestLiveSessionApprovals(t *testing.T) {
 	t.Parallel()
@@ -52,6 +56,23 @@ func TestLiveSessionApprovals(t *testing.T) {
 		t.Fatalf("approval args %q do not name the file", args)
 	}
 	tb.shots("session-approval", "request-dialog")
+	// An MCP tool's name is one long word (mcp__<server>__<tool>, 64
+	// characters at most): at 390 px it wraps inside the dialog. It ran
+	// out of it, the dialog scrolling sideways.
+	tb.run("viewport 390", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulatePortrait))
+	if got := eval[string](tb, "a long tool name in the dialog", `(async () => {
+		const tool = `+q("request-tool")+`, was = tool.textContent;
+		tool.textContent = "mcp__filesystem__" + "a".repeat(47);
+		await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r())));
+		const d = `+q("request-dialog")+`, out = [];
+		if (d.scrollWidth > d.clientWidth + 1) out.push("the dialog scrolls sideways (" + d.scrollWidth + " px in " + d.clientWidth + ")");
+		if (tool.getBoundingClientRect().right > d.getBoundingClientRect().right + 1) out.push("the name ends at x " + Math.round(tool.getBoundingClientRect().right) + ", the dialog at " + Math.round(d.getBoundingClientRect().right));
+		tool.textContent = was;
+		return out.join("; ");
+	})()`); got != "" {
+		t.Errorf("an approval of a tool of a 64-character name at 390 px: %s", got)
+	}
+	tb.run("viewport desktop", chromedp.EmulateViewport(1280, 800))
 	tb.click("approve")
 	tb.wait("the approved Write ran", writes("succeeded")+" === 1")
 	tb.wait("the first prompt's answer", `document.querySelector('[data-testid="event-log"]').textContent.includes("The first file is written.")`)
@@ -62,6 +83,15 @@ func TestLiveSessionApprovals(t *testing.T) {
 	tb.fill(tid("prompt"), "write the second file")
 	tb.click("send-prompt")
 	tb.wait("the second prompt's approval dialog", fmt.Sprintf(`%s && %s.textContent.includes("second.txt")`, q("request-dialog", "[open]"), q("request-args")))
+	// Escape sets the request aside, unanswered (it did nothing: the
+	// modal dialog hid the log until answered); the state bar offers it
+	// again.
+	tb.fill(tid("request-reason"), "not this one")
+	tb.run("press Escape", chromedp.KeyEvent(kb.Escape))
+	tb.wait("the request set aside", q("request-dialog", "[open]")+` === null && `+q("show-request"))
+	tb.shots("session-request-aside", "session-state")
+	tb.click("show-request")
+	tb.wait("the request shown again", q("request-dialog", "[open]")+` && `+q("request-args")+`.textContent.includes("second.txt")`)
 	tb.fill(tid("request-reason"), "not this one")
 	tb.click("deny")
 	denied := `[...document.querySelectorAll('[data-testid="event-item"]')].some(e => e.textContent.includes("approval denied by user: not this one"))`

@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/maestro-run/maestro/internal/llm/llmtest"
 )
@@ -92,7 +93,8 @@ func (tb *tab) replaceEditor(text, marker string) {
 // inline at its line as you type, with the suggestion as a quick fix that
 // repairs it; the fix validates, saving updates the graph; a save over
 // someone else's newer version shows the conflict, and overwriting
-// resolves it; the diff compares with the previous version, or any
+// resolves it; after Save, overwriting and Discard changes the focus is
+// in the editor; the diff compares with the previous version, or any
 // version picked; "New from this" stores a copy, which is then deleted.
 func TestPieceStudio(t *testing.T) {
 	s := startServe(t, nil, "--workers", "0")
@@ -110,6 +112,28 @@ func TestPieceStudio(t *testing.T) {
 	tb.wait("the editor shows the YAML", editor+`?.querySelector(".cm-content")?.innerText.includes("studio-demo")`)
 	tb.click("piece-node", `[data-name="plan"]`)
 	tb.wait("the movement panel shows plan", q("movement-name")+`?.innerText === "plan" && `+q("movement-tools")+`.innerText === "Read"`)
+
+	// Tab goes into the editor and out of it, leaving the piece as it is
+	// (the editor took every Tab as an indent: a keyboard user going past
+	// it indented the first line and could not leave); once a key is
+	// typed in the editor, Tab indents.
+	firstLine := editor + `.querySelector(".cm-content .cm-line").innerText`
+	inEditor := `document.activeElement === document.querySelector('[data-testid="piece-editor"]')`
+	eval[chromedp.Void](tb, "focus the instruction before the editor", `document.querySelector('[aria-label="Instruction of plan"]').focus()`)
+	tb.run("Tab into the editor", chromedp.KeyEvent(kb.Tab))
+	tb.wait("the editor has the focus", inEditor)
+	// It shows it: CodeMirror's dotted outline was cut by the editor's box.
+	if ring := eval[string](tb, "the editor's focus ring", `(() => { const c = getComputedStyle(document.querySelector('[data-testid="piece-editor"]')); return c.outlineStyle + " " + c.outlineWidth; })()`); ring != "solid 2px" {
+		t.Errorf("the editor, focused with Tab, has the outline %q, want the app's focus ring (solid 2px)", ring)
+	}
+	tb.run("Tab out of the editor", chromedp.KeyEvent(kb.Tab))
+	if got := eval[string](tb, "where Tab went", `(() => { const a = document.activeElement; return (a === document.querySelector('[data-testid="piece-editor"]') ? "the editor" : a.dataset?.testid || a.tagName) + " | " + `+firstLine+`; })()`); got != "piece-diff-toggle | name: studio-demo" {
+		t.Errorf("Tab in the editor: the focus and the first line are %q, want the diff toggle and the line unchanged", got)
+	}
+	tb.run("Shift+Tab back into the editor", chromedp.KeyEvent(kb.Tab, chromedp.KeyModifiers(chromedp.ModifierShift)))
+	tb.wait("the editor has the focus again", inEditor)
+	tb.run("a key, then Tab", chromedp.KeyEvent(kb.Home), chromedp.KeyEvent(kb.Tab))
+	tb.wait("Tab indented the line", firstLine+` === "  name: studio-demo" && `+inEditor)
 
 	// An error: the rule's next names no movement. It shows at its line
 	// (13) in the list, underlined in the editor's line 13, with the
@@ -134,6 +158,15 @@ func TestPieceStudio(t *testing.T) {
 	tb.wait("the preview graph shows check", nodes+` === "plan,answer,check"`)
 	tb.clickEnabled("piece-save")
 	tb.wait("saved as version 2", q("piece-saved")+`?.innerText === "Saved version 2."`)
+	// Save is disabled once saved: the focus goes back to the editor (it
+	// was left on <body>, the next Tab at the top of the window).
+	focusInEditor := func(after string) {
+		t.Helper()
+		if got := eval[string](tb, "where the focus is", `(() => { const a = document.activeElement; return a === document.querySelector('[data-testid="piece-editor"]') ? "" : a === document.body || !a ? "<body>" : a.outerHTML.slice(0, 80); })()`); got != "" {
+			t.Errorf("after %s the focus is on %s, not in the editor", after, got)
+		}
+	}
+	focusInEditor("Save")
 	var got struct {
 		Version int64  `json:"version"`
 		YAML    string `json:"yaml"`
@@ -157,6 +190,12 @@ func TestPieceStudio(t *testing.T) {
 	tb.shots("piece-conflict", "piece-conflict")
 	tb.click("conflict-overwrite")
 	tb.wait("saved as version 4", q("piece-saved")+`?.innerText === "Saved version 4."`)
+	focusInEditor("Overwrite with mine")
+	// Discard changes goes once used: the editor, back to what is saved, has the focus.
+	tb.replaceEditor(strings.Replace(studioPiece("answer", true), "Check it.", "Check it thrice.", 1), "Check it thrice.")
+	tb.click("piece-discard")
+	tb.wait("the edit is discarded", editor+`.querySelector(".cm-content").innerText.includes("Check it twice.") && !`+q("piece-discard"))
+	focusInEditor("Discard changes")
 	s.api(t, "GET", "/api/v1/pieces/studio-demo", nil, &got)
 	if got.Version != 4 || !strings.Contains(got.YAML, "Check it twice.") {
 		t.Errorf("after overwriting the server has version %d:\n%s", got.Version, got.YAML)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 )
 
 // TestTaskListFilterAndSearch: three tasks; the task list's state filter
@@ -42,6 +43,24 @@ func TestTaskListFilterAndSearch(t *testing.T) {
 		tb.wait(what+": rows "+strings.Join(ids, ","), expr)
 	}
 	rowsAre("unfiltered", deploy, docs, fix)
+
+	// The first Tab shows "Skip to content" over the header, readable (it
+	// was transparent over "Maestro", its focus ring cut by the window's
+	// edge); Enter on it puts the focus in the page's content.
+	tb.run("Tab", chromedp.KeyEvent(kb.Tab))
+	if got := eval[string](tb, "the skip link", `(() => {
+		const a = document.activeElement;
+		if (a?.getAttribute("href") !== "#main") return "the first Tab focused " + (a?.outerHTML ?? "nothing").slice(0, 80);
+		const r = a.getBoundingClientRect(), out = [];
+		if (getComputedStyle(a).backgroundColor === "rgba(0, 0, 0, 0)") out.push("its background is transparent");
+		if (document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2)?.closest('a[href="#main"]') !== a) out.push("something is drawn over it");
+		if (r.left < 4 || r.top < 4) out.push("its focus ring is cut by the window's edge (at " + Math.round(r.left) + "," + Math.round(r.top) + ")");
+		return out.join("; ");
+	})()`); got != "" {
+		t.Errorf("Skip to content: %s", got)
+	}
+	tb.run("Enter", chromedp.KeyEvent(kb.Enter))
+	tb.wait("the focus in the page's content", `document.activeElement === document.querySelector("main")`)
 
 	// asked waits until the app has asked the server for tasks with every
 	// part of a query (the filter is the server's, not the page's).

@@ -18,15 +18,26 @@ export function ConfirmDialog({
   onCancel: () => void;
 }) {
   const ref = useRef<HTMLDialogElement>(null);
+  const opener = useRef<Element | null>(null);
+  const keep = useRef<HTMLButtonElement>(null);
   useEffect(() => {
     const d = ref.current;
     if (!d) return;
     if (open && !d.open) {
+      opener.current = document.activeElement;
       if (typeof d.showModal === "function") d.showModal();
       else d.setAttribute("open", "");
+      // Keep, the harmless answer, has the focus (focused here, not by
+      // autoFocus, which ran before the opener above was read).
+      keep.current?.focus();
     } else if (!open && d.open) {
       if (typeof d.close === "function") d.close();
       else d.removeAttribute("open");
+      // Back to the control that opened it, where a browser does not do
+      // it itself (the focus was left on <body>, or on a button gone).
+      const a = document.activeElement;
+      if ((!a || a === document.body || d.contains(a)) && opener.current instanceof HTMLElement && opener.current.isConnected) opener.current.focus();
+      opener.current = null;
     }
   }, [open]);
   return (
@@ -47,7 +58,7 @@ export function ConfirmDialog({
           </h2>
           <p className="text-sm">{message}</p>
           <div className="flex justify-end gap-2">
-            <button type="button" className="btn" data-testid="confirm-cancel" onClick={onCancel} autoFocus>
+            <button type="button" className="btn" data-testid="confirm-cancel" onClick={onCancel} ref={keep}>
               Keep
             </button>
             <button type="button" className="btn btn-danger" data-testid="confirm-ok" onClick={onConfirm}>

@@ -48,9 +48,20 @@ export function EventLogView({ log }: { log: JobLogView }) {
         data-connected={log.connected ? "true" : "false"}
         role="log"
         aria-label="Live log"
+        // A log is a live region: each row added is read out. Rows are
+        // added as the list is scrolled too (only those in view are in the
+        // DOM), so while the reader scrolls back (Follow off) old events
+        // were read out as if new. Only a log that follows speaks.
+        aria-live={follow ? "polite" : "off"}
         tabIndex={0}
         onWheel={(e) => {
           if (e.deltaY < 0) setFollow(false);
+        }}
+        // Scrolling up with the keyboard stops following too: only the
+        // wheel did, and each new event took a keyboard user reading
+        // back (↑, Page Up, Home) to the bottom again.
+        onKeyDown={(e) => {
+          if (e.key === "ArrowUp" || e.key === "PageUp" || e.key === "Home" || (e.key === " " && e.shiftKey)) setFollow(false);
         }}
         className="h-[60vh] overflow-auto rounded-lg border border-slate-200 bg-white dark:border-slate-800 dark:bg-slate-900"
       >

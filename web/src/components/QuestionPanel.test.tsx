@@ -35,9 +35,13 @@ describe("QuestionPanel", () => {
     await userEvent.click(screen.getByTestId("answer-submit"));
     expect(screen.getByTestId("form-error")).toHaveTextContent("Write an answer first.");
     expect(calls).toBe(0);
+    // The answer box has the focus, to write the answer.
+    expect(document.activeElement).toBe(screen.getByTestId("answer-input"));
     await userEvent.type(screen.getByTestId("answer-input"), "x");
     await userEvent.click(screen.getByTestId("answer-submit"));
     await waitFor(() => expect(screen.getByTestId("form-error")).toHaveTextContent("job 3 is not waiting"));
     expect(screen.getByTestId("answer-input")).toHaveValue("x");
+    // And to send it again (Sending… had left the focus on <body>).
+    expect(document.activeElement).toBe(screen.getByTestId("answer-input"));
   });
 });

@@ -1,4 +1,4 @@
-import { useState, type FormEvent } from "react";
+import { useEffect, useState, type FormEvent } from "react";
 import { Alert, TextAreaField } from "./Field";
 
 // QuestionPanel shows the question a waiting job (waiting_human) asked and
@@ -14,6 +14,12 @@ export function QuestionPanel({
   const [answer, setAnswer] = useState("");
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+  // An empty or refused answer: the answer box takes the focus, to write
+  // or send again (the button, disabled while sending, had left it on
+  // <body>).
+  useEffect(() => {
+    if (error && !busy) document.getElementById("answer-input")?.focus();
+  }, [error, busy]);
 
   async function submit(e?: FormEvent) {
     e?.preventDefault();

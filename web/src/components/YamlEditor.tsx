@@ -58,16 +58,23 @@ export default function YamlEditor({
   faults,
   label,
   readOnly = false,
+  focusRef,
 }: {
   value: string;
   onChange: (v: string) => void;
   faults: Fault[];
   label: string;
   readOnly?: boolean;
+  // focusRef is given a function that puts the focus in the editor.
+  focusRef?: { current: (() => void) | null };
 }) {
   const host = useRef<HTMLDivElement>(null);
   const view = useRef<EditorView | null>(null);
+  if (focusRef) focusRef.current = () => view.current?.focus();
   const change = useRef(onChange);
+  const clicked = useRef(false);
+  // The documents handed up by onChange that have not come back as value.
+  const emitted = useRef<string[]>([]);
   change.current = onChange;
 
   useEffect(() => {
@@ -89,6 +96,20 @@ export default function YamlEditor({
           highlightActiveLine(),
           history(),
           keymap.of([...defaultKeymap, ...historyKeymap, indentWithTab]),
+          // Tab indents, but not before a key is typed in the editor:
+          // reached with Tab, the editor let no Tab through, and a keyboard
+          // user going past it indented the piece's first line (a trap
+          // that edits). Until another key (or after Escape), Tab and
+          // Shift+Tab move the focus on. A click to edit is not Tab.
+          EditorView.domEventHandlers({
+            mousedown: () => {
+              clicked.current = true;
+            },
+            focus: (_e, v) => {
+              if (!clicked.current) v.setTabFocusMode(1e12);
+              clicked.current = false;
+            },
+          }),
           syntaxHighlighting(defaultHighlightStyle),
           yaml(),
           lintGutter(),
@@ -105,9 +126,17 @@ export default function YamlEditor({
           // content says it is focusable (tabindex; contenteditable alone
           // is not, to axe), so the scrolling region is reachable by
           // keyboard, read-only too.
-          EditorView.contentAttributes.of({ "aria-label": label, "data-testid": "piece-editor-content", tabindex: "0" }),
+          EditorView.contentAttributes.of({
+            "aria-label": label,
+            "aria-description": "Tab moves past the editor until you type in it, then indents; Escape, then Tab, moves on.",
+            "data-testid": "piece-editor-content",
+            tabindex: "0",
+          }),
           EditorView.updateListener.of((u) => {
-            if (u.docChanged) change.current(u.state.doc.toString());
+            if (!u.docChanged) return;
+            const doc = u.state.doc.toString();
+            emitted.current.push(doc);
+            change.current(doc);
           }),
         ],
       }),
@@ -119,9 +148,18 @@ export default function YamlEditor({
   }, [readOnly, label]);
 
   // A value set from outside (loading a version, the conflict view)
-  // replaces the document.
+  // replaces the document. A value the editor itself handed up is not from
+  // outside: it may be older than the document by the time it comes back
+  // (an edit made before the page drew the previous one), and it replaced
+  // the document, undoing that edit (a paste right after a key was lost).
   useEffect(() => {
     const v = view.current;
+    const mine = emitted.current.lastIndexOf(value);
+    if (mine >= 0) {
+      emitted.current.splice(0, mine + 1);
+      return;
+    }
+    emitted.current = [];
     if (v && v.state.doc.toString() !== value) v.dispatch({ changes: { from: 0, to: v.state.doc.length, insert: value } });
   }, [value]);
 
@@ -130,5 +168,19 @@ export default function YamlEditor({
     if (v) v.dispatch(setDiagnostics(v.state, diagnostics(v.state, faults)));
   }, [faults, value]);
 
-  return <div ref={host} data-testid="piece-editor" className="overflow-hidden rounded border border-slate-300 text-sm dark:border-slate-600" />;
+  return (
+    <>
+      {/* Focused, it shows the app's focus ring: CodeMirror's own (a dotted
+          line at its edge) was cut by the rounded box, and an editor reached
+          with Tab looked no different. */}
+      <div
+        ref={host}
+        data-testid="piece-editor"
+        className="overflow-hidden rounded border border-slate-300 text-sm focus-within:outline-2 focus-within:outline-offset-2 focus-within:outline-sky-600 dark:border-slate-600 dark:focus-within:outline-sky-400"
+      />
+      <p className="mt-1 text-xs text-slate-600 dark:text-slate-400" data-testid="piece-editor-keys">
+        Tab moves past the editor until you type in it, then indents; Esc, then Tab, moves on.
+      </p>
+    </>
+  );
 }

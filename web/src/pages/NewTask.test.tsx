@@ -84,3 +84,43 @@ describe("NewTask errors", () => {
     expect(screen.getByRole("alert")).toHaveAttribute("id", "err-payload");
   });
 });
+
+// With the keyboard: a refused task puts the focus on the field at fault
+// (Submit, disabled while sending, left it on <body>, far from the error),
+// and removing a file to upload puts it on the next file's Remove (its
+// button gone, the focus went to <body>).
+describe("NewTask with the keyboard", () => {
+  it("focuses the field at fault when the task is refused", async () => {
+    const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const req = toRequest(input, init);
+      const url = new URL(req.url);
+      if (url.pathname === "/api/v1/server") return json({ version: "t", workers: [], queue: {}, executor_default: "native" });
+      if (url.pathname === "/api/v1/pieces") return json({ pieces: [{ name: "general", source: "builtin" }] });
+      if (url.pathname === "/api/v1/tasks" && req.method === "POST") return json({ error: 'piece: unknown piece "nope"', field: "piece" }, 422);
+      return json({ error: "unexpected" }, 404);
+    }) as typeof fetch;
+    const user = userEvent.setup();
+    renderForm(f);
+    screen.getByTestId("new-task-submit").focus();
+    await user.keyboard("{Enter}");
+    expect(await screen.findByRole("alert")).toHaveTextContent("title: required");
+    expect(document.activeElement).toBe(screen.getByLabelText("Title"));
+    await user.keyboard("Do it");
+    screen.getByTestId("new-task-submit").focus();
+    await user.keyboard("{Enter}");
+    await waitFor(() => expect(screen.getByRole("alert")).toHaveTextContent('unknown piece "nope"'));
+    expect(document.activeElement).toBe(screen.getByTestId("new-task-piece"));
+  });
+
+  it("focuses the next file's Remove when a file is removed", async () => {
+    const user = userEvent.setup();
+    renderForm(server("native").fetch);
+    await user.upload(screen.getByTestId("new-task-files"), [new File(["a"], "a.txt"), new File(["b"], "b.txt")]);
+    screen.getByRole("button", { name: "Remove a.txt" }).focus();
+    await user.keyboard("{Enter}");
+    expect(screen.queryByRole("button", { name: "Remove a.txt" })).toBeNull();
+    expect(document.activeElement).toBe(screen.getByRole("button", { name: "Remove b.txt" }));
+    await user.keyboard("{Enter}");
+    expect(document.activeElement).toBe(screen.getByTestId("new-task-files"));
+  });
+});

@@ -1,4 +1,4 @@
-import { useRef, useState, type FormEvent, type KeyboardEvent } from "react";
+import { useEffect, useRef, useState, type FormEvent, type KeyboardEvent } from "react";
 import { useNavigate, useSearchParams } from "react-router";
 import { useQueryClient } from "@tanstack/react-query";
 import { useApi } from "../api/context";
@@ -50,6 +50,27 @@ export default function NewTask() {
   const [busy, setBusy] = useState(false);
   const [dragging, setDragging] = useState(false);
   const formRef = useRef<HTMLFormElement>(null);
+  // A refused task: the field at fault takes the focus (Submit, disabled
+  // while sending, had left it on <body>, the error under a field the
+  // keyboard was far from). An error of no field leaves it on Submit.
+  const submitRef = useRef<HTMLButtonElement>(null);
+  useEffect(() => {
+    if (!error || busy) return;
+    const f = error.field ?? "";
+    const id = f.startsWith("payload") ? "new-task-scenario" : f === "path" || f === "file" ? "new-task-files" : `new-task-${f}`;
+    const el = (f && document.getElementById(id)) || submitRef.current;
+    el?.focus();
+  }, [error, busy]);
+  // A file removed: the next file's Remove (or the previous one's, or the
+  // picker) takes the focus its button held.
+  const removed = useRef<number | null>(null);
+  useEffect(() => {
+    const i = removed.current;
+    if (i === null) return;
+    removed.current = null;
+    const buttons = [...(formRef.current?.querySelectorAll<HTMLButtonElement>('[data-testid="remove-file"]') ?? [])];
+    (buttons[i] ?? buttons[i - 1] ?? document.getElementById("new-task-files"))?.focus();
+  }, [files]);
 
   const pieceOptions = usePieceOptions();
   const server = useServerInfo();
@@ -213,9 +234,11 @@ export default function NewTask() {
                 <button
                   type="button"
                   className="btn px-2 py-0.5"
+                  data-testid="remove-file"
                   aria-label={`Remove ${f.name}`}
                   disabled={busy}
                   onClick={() => {
+                    removed.current = i;
                     setFiles((cur) => cur.filter((x) => x !== f));
                     setProgress([]);
                   }}
@@ -233,7 +256,7 @@ export default function NewTask() {
         !["title", "body", "piece", "executor", "agent", "payload", "path", "file"].includes(error.field ?? "") &&
         !error.field?.startsWith("payload.") && <Alert>{error.message}</Alert>}
       <div className="flex items-center gap-3">
-        <button type="submit" className="btn btn-primary" data-testid="new-task-submit" disabled={busy}>
+        <button type="submit" ref={submitRef} className="btn btn-primary" data-testid="new-task-submit" disabled={busy}>
           {busy ? "Submitting…" : "Submit"}
         </button>
         <span className="text-xs text-slate-600 dark:text-slate-400">⌘/Ctrl-Enter</span>

@@ -1,4 +1,4 @@
-import { lazy, Suspense, useEffect, useMemo, useState } from "react";
+import { lazy, Suspense, useEffect, useMemo, useRef, useState } from "react";
 import { Link, Route, Routes, useNavigate, useParams, useSearchParams } from "react-router";
 import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useApi } from "../api/context";
@@ -134,6 +134,16 @@ function Studio() {
   // The stored version the diff compares the editor with (undefined: the
   // one before the saved version).
   const [baseVersion, setBaseVersion] = useState<number | undefined>(undefined);
+  // Save (disabled once saved), Discard changes and the conflict's buttons
+  // (gone once used) left the focus on <body>, the next Tab at the top of
+  // the window: the editor, where the work goes on, takes it back.
+  const focusEditor = useRef<(() => void) | null>(null);
+  const saveButton = useRef<HTMLButtonElement>(null);
+  const conflictBox = useRef<HTMLElement>(null);
+  const backToEditor = () => {
+    const a = document.activeElement;
+    if (!a || a === document.body || !a.isConnected || a === saveButton.current || conflictBox.current?.contains(a)) focusEditor.current?.();
+  };
 
   // Load the piece (or the template) into the editor once.
   useEffect(() => {
@@ -211,6 +221,7 @@ function Studio() {
       setFaults([]);
       setParsed(d.piece as unknown as ParsedPiece | undefined);
       setMessage(`Saved version ${d.version}.`);
+      if (!creating) backToEditor();
       qc.invalidateQueries({ queryKey: ["pieces"] });
       qc.setQueryData(["piece", d.name], d);
       if (creating) navigate(`/pieces/${encodeURIComponent(d.name)}`);
@@ -308,7 +319,7 @@ function Studio() {
             )}
             {text !== undefined && (
               <Suspense fallback={<p className="text-sm">Loading the editor…</p>}>
-                <YamlEditor value={text} onChange={setText} faults={faults} label={`YAML of piece ${title}`} />
+                <YamlEditor value={text} onChange={setText} faults={faults} label={`YAML of piece ${title}`} focusRef={focusEditor} />
               </Suspense>
             )}
             <div aria-live="polite" className="mt-2 text-sm">
@@ -325,14 +336,22 @@ function Studio() {
               )}
             </div>
             <div className="mt-2 flex flex-wrap gap-2">
-              <button type="button" className="btn btn-primary" data-testid="piece-save" disabled={!dirty && !creating} onClick={() => save(saved?.source === "store" ? saved.version : undefined)}>
+              <button type="button" ref={saveButton} className="btn btn-primary" data-testid="piece-save" disabled={!dirty && !creating} onClick={() => save(saved?.source === "store" ? saved.version : undefined)}>
                 {creating ? "Create" : "Save"}
               </button>
               <button type="button" className="btn" data-testid="piece-diff-toggle" aria-expanded={showDiff} onClick={() => setShowDiff((v) => !v)}>
                 {showDiff ? "Hide diff" : stored || previous !== undefined ? "Diff against an earlier version" : "Diff against the saved version"}
               </button>
               {dirty && saved && (
-                <button type="button" className="btn" onClick={() => setText(saved.yaml)}>
+                <button
+                  type="button"
+                  className="btn"
+                  data-testid="piece-discard"
+                  onClick={() => {
+                    setText(saved.yaml);
+                    focusEditor.current?.();
+                  }}
+                >
                   Discard changes
                 </button>
               )}
@@ -372,7 +391,7 @@ function Studio() {
         </div>
       )}
       {conflict && text !== undefined && (
-        <section aria-labelledby="conflict-h" className="card border-amber-500" data-testid="piece-conflict">
+        <section ref={conflictBox} aria-labelledby="conflict-h" className="card border-amber-500" data-testid="piece-conflict">
           <h2 id="conflict-h" className="mb-1 font-semibold">
             Someone else saved this piece (now version {conflict.version})
           </h2>
@@ -387,6 +406,7 @@ function Studio() {
                 setSaved(conflict);
                 setText(conflict.yaml);
                 setConflict(undefined);
+                focusEditor.current?.();
               }}
             >
               Load theirs (drop my changes)

@@ -30,5 +30,68 @@ describe("Schedules", () => {
     expect(alert).toHaveTextContent(msg);
     expect(alert.textContent?.startsWith("cron_expr")).toBe(false);
     expect(screen.getByLabelText("Cron expression")).toHaveAttribute("aria-describedby", "err-cron_expr");
+    // The field at fault has the focus (it stayed on Save, below).
+    expect(document.activeElement).toBe(screen.getByLabelText("Cron expression"));
+  });
+});
+
+// The form opens above the list and closes on Save, Close or Delete: with
+// the keyboard, Edit left the focus on its row (the form behind it, out of
+// Tab's way) and closing it left the focus on <body>.
+describe("Schedules with the keyboard", () => {
+  it("moves the focus into the form when it opens and back to its opener when it closes", async () => {
+    const t0 = "2026-11-26T12:00:00Z";
+    let schedules = [{ id: 1, name: "weekly", cron_expr: "0 9 * * 1", title: "Report", enabled: true, next_run_at: t0, created_at: t0, updated_at: t0 }];
+    const f = async (input: RequestInfo | URL, init?: RequestInit) => {
+      const req = toRequest(input, init);
+      const url = new URL(req.url);
+      if (url.pathname === "/api/v1/schedules/1" && req.method === "DELETE") {
+        schedules = [];
+        return new Response(null, { status: 204 });
+      }
+      if (url.pathname === "/api/v1/schedules" && req.method === "POST") {
+        const body = (await req.json()) as { name: string; title: string };
+        const s = { ...body, id: 2, cron_expr: "0 9 * * 1", enabled: true, next_run_at: t0, created_at: t0, updated_at: t0 };
+        schedules = [...schedules, s];
+        return json({ schedule: s }, 201);
+      }
+      if (url.pathname === "/api/v1/schedules") return json({ schedules });
+      return json({ pieces: [] });
+    };
+    render(
+      <Wrap fetch={f as typeof fetch} path="/schedules">
+        <Schedules />
+      </Wrap>,
+    );
+    const user = userEvent.setup();
+    const edit = await screen.findByRole("button", { name: "Edit weekly" });
+    // The page opening moves no focus (the first Tab goes to the skip link).
+    expect(document.activeElement).toBe(document.body);
+    edit.focus();
+    await user.keyboard("{Enter}");
+    expect(document.activeElement).toBe(screen.getByLabelText("Name"));
+    expect(screen.getByLabelText("Name")).toHaveValue("weekly");
+
+    screen.getByRole("button", { name: "Close" }).focus();
+    await user.keyboard("{Enter}");
+    expect(screen.queryByTestId("schedule-save")).toBeNull();
+    expect(document.activeElement).toBe(edit);
+
+    await user.keyboard("{Enter}");
+    screen.getByTestId("schedule-delete").focus();
+    await user.keyboard("{Enter}");
+    expect(screen.getByTestId("schedule-delete")).toHaveTextContent("Really delete");
+    await user.keyboard("{Enter}");
+    await screen.findByText("No schedules.");
+    expect(document.activeElement).toBe(screen.getByTestId("new-schedule-button"));
+
+    await user.keyboard("{Enter}");
+    expect(document.activeElement).toBe(screen.getByLabelText("Name"));
+    await user.keyboard("daily");
+    screen.getByLabelText("Task title").focus();
+    await user.keyboard("Digest{Enter}");
+    expect(await screen.findByRole("button", { name: "Edit daily" })).toBeInTheDocument();
+    expect(screen.queryByTestId("schedule-save")).toBeNull();
+    expect(document.activeElement).toBe(screen.getByTestId("new-schedule-button"));
   });
 });

@@ -1,4 +1,4 @@
-import { useState, type FormEvent } from "react";
+import { useEffect, useRef, useState, type FormEvent } from "react";
 import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useApi } from "../api/context";
 import { usePieceOptions } from "../lib/queries";
@@ -24,6 +24,32 @@ export default function Schedules() {
   const qc = useQueryClient();
   const [editing, setEditing] = useState<{ id?: number; draft: Draft } | null>(null);
   const [rowError, setRowError] = useState<string | null>(null);
+  // The form opens above the list and closes on Save, Close or Delete:
+  // opening it from a row's Edit left the focus on that row (the form out
+  // of Tab's way, behind it), and closing it left the focus on <body>. The
+  // form's first field takes the focus when it opens; when it closes, the
+  // control that opened it gets it back (New schedule when that was a row
+  // now deleted).
+  const opener = useRef<Element | null>(null);
+  const newButton = useRef<HTMLButtonElement>(null);
+  const open = (e: { id?: number; draft: Draft }) => {
+    opener.current = document.activeElement;
+    setEditing(e);
+  };
+  const close = () => setEditing(null);
+  const isOpen = editing !== null;
+  const wasOpen = useRef(false);
+  useEffect(() => {
+    const was = wasOpen.current;
+    wasOpen.current = isOpen;
+    // Only when the form closes: not when the page opens.
+    if (isOpen || !was) return;
+    const a = document.activeElement;
+    if (a && a !== document.body && a.isConnected) return;
+    const back = opener.current instanceof HTMLElement && opener.current.isConnected ? opener.current : newButton.current;
+    back?.focus();
+    opener.current = null;
+  }, [isOpen]);
   const list = useQuery({
     queryKey: ["schedules"],
     queryFn: async () => unwrap(await api.client.GET("/api/v1/schedules")),
@@ -49,7 +75,7 @@ export default function Schedules() {
   return (
     <section aria-labelledby="sched-h" className="space-y-3">
       <PageHeader id="sched-h" title="Schedules">
-        <button type="button" className="btn btn-primary" data-testid="new-schedule-button" onClick={() => setEditing({ draft: { ...blank } })}>
+        <button type="button" ref={newButton} className="btn btn-primary" data-testid="new-schedule-button" onClick={() => open({ draft: { ...blank } })}>
           New schedule
         </button>
       </PageHeader>
@@ -64,11 +90,14 @@ export default function Schedules() {
           key={editing.id ?? "new"}
           id={editing.id}
           initial={editing.draft}
-          onDone={() => {
-            setEditing(null);
-            void qc.invalidateQueries({ queryKey: ["schedules"] });
+          onDone={async () => {
+            // The list as it is now, then the form closes: a deleted
+            // schedule's row (and Edit) is gone by the time the focus
+            // comes back.
+            await qc.invalidateQueries({ queryKey: ["schedules"] });
+            close();
           }}
-          onCancel={() => setEditing(null)}
+          onCancel={close}
         />
       )}
       <ul data-testid="schedule-list" className="divide-y divide-slate-200 rounded-lg border border-slate-200 bg-white dark:divide-slate-800 dark:border-slate-800 dark:bg-slate-900">
@@ -90,7 +119,7 @@ export default function Schedules() {
             <button type="button" className="btn px-2 py-0.5" data-testid="schedule-toggle" aria-pressed={s.enabled} aria-label={`${s.enabled ? "Disable" : "Enable"} ${s.name}`} onClick={() => void toggle(s)}>
               {s.enabled ? "Disable" : "Enable"}
             </button>
-            <button type="button" className="btn px-2 py-0.5" aria-label={`Edit ${s.name}`} onClick={() => setEditing({ id: s.id, draft: fromSchedule(s) })}>
+            <button type="button" className="btn px-2 py-0.5" aria-label={`Edit ${s.name}`} onClick={() => open({ id: s.id, draft: fromSchedule(s) })}>
               Edit
             </button>
           </li>
@@ -115,24 +144,41 @@ function toBody(d: Draft) {
   };
 }
 
-function ScheduleForm({ id, initial, onDone, onCancel }: { id?: number; initial: Draft; onDone: () => void; onCancel: () => void }) {
+function ScheduleForm({ id, initial, onDone, onCancel }: { id?: number; initial: Draft; onDone: () => Promise<void>; onCancel: () => void }) {
   const api = useApi();
   const [d, setD] = useState<Draft>(initial);
   const [error, setError] = useState<{ message: string; field?: string } | null>(null);
   const [confirmDelete, setConfirmDelete] = useState(false);
   const pieceOptions = usePieceOptions();
+  // Opened: the first field takes the focus (the form is above the list).
+  useEffect(() => {
+    document.getElementById("schedule-name")?.focus();
+  }, []);
+  // Refused: the field at fault takes the focus (it stayed on Save, the
+  // error under a field above it).
+  useEffect(() => {
+    const id = { name: "schedule-name", cron_expr: "schedule-cron", title: "schedule-title", body: "schedule-body", piece: "schedule-piece" }[error?.field ?? ""];
+    if (id) document.getElementById(id)?.focus();
+  }, [error]);
   const cron = explainCron(d.cron_expr);
   const set = <K extends keyof Draft>(k: K, v: Draft[K]) => setD((cur) => ({ ...cur, [k]: v }));
 
+  // Saved, the form stays until the list is fetched again: a second
+  // Enter meanwhile is not a second schedule.
+  const saving = useRef(false);
   async function save(e: FormEvent) {
     e.preventDefault();
+    if (saving.current) return;
+    saving.current = true;
     setError(null);
     try {
       if (id === undefined) unwrap(await api.client.POST("/api/v1/schedules", { body: toBody(d) }));
       else unwrap(await api.client.PUT("/api/v1/schedules/{id}", { params: { path: { id } }, body: toBody(d) }));
-      onDone();
+      await onDone();
     } catch (err) {
       setError(err instanceof ApiError ? { message: err.message, field: err.field } : { message: String(err) });
+    } finally {
+      saving.current = false;
     }
   }
 
@@ -140,7 +186,7 @@ function ScheduleForm({ id, initial, onDone, onCancel }: { id?: number; initial:
     if (id === undefined) return;
     try {
       unwrap(await api.client.DELETE("/api/v1/schedules/{id}", { params: { path: { id } } }));
-      onDone();
+      await onDone();
     } catch (err) {
       setError({ message: err instanceof Error ? err.message : String(err) });
     }

@@ -67,6 +67,13 @@ describe("SessionLive on an agent CLI without cost or images", () => {
     await waitFor(() => expect(screen.getByTestId("attached-file").dataset.path).toBe(".maestro-attachments/notes.md"));
     expect(uploads).toEqual(["notes.md"]);
     expect(screen.getByTestId("attach-error").textContent).toContain("Fake CLI takes no images: shot.png left out");
+
+    // Removed with the keyboard, the file's button goes: the picker takes
+    // the focus (it went to <body>).
+    screen.getByRole("button", { name: "Remove notes.md" }).focus();
+    await user.keyboard("{Enter}");
+    expect(screen.queryByTestId("attached-file")).toBeNull();
+    expect(document.activeElement).toBe(screen.getByTestId("attach-files"));
   });
 });
 
@@ -92,5 +99,130 @@ describe("SessionLive of a session the server does not have", () => {
     expect(screen.getByTestId("session-gone-list").getAttribute("href")).toBe("/sessions");
     expect(screen.queryByTestId("prompt")).toBeNull();
     expect(screen.queryByText(/controller lease/)).toBeNull();
+  });
+});
+
+// The keyboard stays in the prompt box: Send and Interrupt are disabled
+// once they have done their work, and the approval dialog's buttons go
+// when it is answered. Each left the focus on <body>: the next Tab went to
+// the top of the window, through the navigation again.
+describe("SessionLive with the keyboard", () => {
+  it("gives the focus back to the prompt after Send, an approval set aside or answered, and Interrupt", async () => {
+    const sent: string[] = [];
+    let push: (e: Record<string, unknown>) => void = () => undefined;
+    const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const req = toRequest(input, init);
+      const p = new URL(req.url).pathname;
+      if (p === "/api/v1/agents") return json({ agents: [], invalid: [] });
+      if (p === "/api/headless/sessions/s1/subscribe")
+        return json({
+          connection_id: "conn_a",
+          subscription_id: "sub_a",
+          role: "controller",
+          controller_lease_granted: true,
+          controller_connection_id: "conn_a",
+          lease_expires_at: null,
+          snapshot: { session_id: "s1", cursor: 0, state: { provider: "replay", controller_connection_id: "conn_a" } },
+        });
+      if (p === "/api/headless/sessions/s1/events") {
+        const body = new ReadableStream<Uint8Array>({
+          start(c) {
+            push = (e) => c.enqueue(new TextEncoder().encode(`data: ${JSON.stringify(e)}\n\n`));
+          },
+        });
+        return new Response(body, { headers: { "Content-Type": "text/event-stream" } });
+      }
+      if (p === "/api/headless/sessions/s1/messages") sent.push(String((JSON.parse(await req.text()) as { type?: string }).type));
+      return json({ success: true });
+    }) as typeof fetch;
+    render(
+      <Wrap fetch={f} path="/sessions/s1">
+        <Routes>
+          <Route path="/sessions/:id" element={<SessionLive />} />
+        </Routes>
+      </Wrap>,
+    );
+    const prompt = await screen.findByTestId("prompt");
+    await waitFor(() => expect(prompt).not.toBeDisabled());
+    const user = userEvent.setup();
+    await user.click(prompt);
+    await user.keyboard("write the file");
+    screen.getByTestId("send-prompt").focus();
+    await user.keyboard("{Enter}");
+    await waitFor(() => expect(sent).toContain("prompt"));
+    await waitFor(() => expect(screen.getByTestId("send-prompt")).toBeDisabled());
+    expect(document.activeElement).toBe(prompt);
+
+    let cursor = 0;
+    push({ type: "message", cursor: ++cursor, message: { type: "response_start", response_id: "r" } });
+    push({ type: "message", cursor: ++cursor, message: { type: "server_request", request_id: "q1", request_type: "approval", call_id: "c1", tool: "Write", args: { path: "a.txt" } } });
+    // Escape sets the request aside, unanswered, to read the log behind
+    // the dialog (it did nothing); "Answer the request" opens it again.
+    await user.click(await screen.findByTestId("request-reason"));
+    await user.keyboard("{Escape}");
+    expect(screen.queryByTestId("approve")).toBeNull();
+    expect(screen.getByTestId("request-dialog")).not.toHaveAttribute("open");
+    expect(sent).not.toContain("server_request_response");
+    expect(document.activeElement).toBe(prompt);
+    await user.click(screen.getByTestId("show-request"));
+    const approve = await screen.findByTestId("approve");
+    expect(screen.queryByTestId("show-request")).toBeNull();
+    approve.focus();
+    await user.keyboard("{Enter}");
+    await waitFor(() => expect(sent).toContain("server_request_response"));
+    push({ type: "message", cursor: ++cursor, message: { type: "server_request_resolved", request_id: "q1", request_type: "approval", resolution: "approved", resolved_by: "user" } });
+    await waitFor(() => expect(screen.queryByTestId("approve")).toBeNull());
+    expect(document.activeElement).toBe(prompt);
+
+    const interrupt = screen.getByTestId("interrupt");
+    expect(interrupt).not.toBeDisabled();
+    interrupt.focus();
+    await user.keyboard("{Enter}");
+    await waitFor(() => expect(sent).toContain("interrupt"));
+    push({ type: "message", cursor: ++cursor, message: { type: "response_end", response_id: "r" } });
+    await waitFor(() => expect(interrupt).toBeDisabled());
+    expect(document.activeElement).toBe(prompt);
+  });
+});
+
+describe("SessionLive, taking control with the keyboard", () => {
+  it("gives the focus to the prompt once this client controls the session", async () => {
+    const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const req = toRequest(input, init);
+      const p = new URL(req.url).pathname;
+      if (p === "/api/v1/agents") return json({ agents: [], invalid: [] });
+      if (p === "/api/headless/sessions/s1/subscribe") {
+        const body = (await req.json()) as { takeControl?: boolean };
+        if (!body.takeControl) return json({ error: { code: "controller_lease_held", message: "Another client holds the controller lease" } }, 409);
+        return json({
+          connection_id: "conn_b",
+          subscription_id: "sub_b",
+          role: "controller",
+          controller_lease_granted: true,
+          controller_connection_id: "conn_b",
+          lease_expires_at: null,
+          snapshot: { session_id: "s1", cursor: 0, state: { provider: "replay", controller_connection_id: "conn_b" } },
+        });
+      }
+      if (p === "/api/headless/sessions/s1/events") return new Response(new ReadableStream<Uint8Array>({ start() {} }), { headers: { "Content-Type": "text/event-stream" } });
+      return json({ success: true });
+    }) as typeof fetch;
+    render(
+      <Wrap fetch={f} path="/sessions/s1">
+        <Routes>
+          <Route path="/sessions/:id" element={<SessionLive />} />
+        </Routes>
+      </Wrap>,
+    );
+    const user = userEvent.setup();
+    (await screen.findByTestId("take-control")).focus();
+    await user.keyboard("{Enter}");
+    await user.tab();
+    expect(document.activeElement).toBe(screen.getByTestId("confirm-ok"));
+    await user.keyboard("{Enter}");
+    await waitFor(() => expect(screen.getByTestId("session-state").dataset.controller).toBe("true"));
+    expect(screen.queryByTestId("take-control")).toBeNull();
+    // Not <body>: the next key goes to the prompt.
+    expect(document.activeElement).toBe(screen.getByTestId("prompt"));
   });
 });

@@ -1,4 +1,4 @@
-import { useEffect, useRef, useState, type FormEvent } from "react";
+import { useCallback, useEffect, useRef, useState, type FormEvent } from "react";
 import { Link, useParams, useSearchParams } from "react-router";
 import { EventLogView } from "../components/EventLog";
 import { ConfirmDialog } from "../components/ConfirmDialog";
@@ -43,7 +43,22 @@ export default function SessionLive() {
     }
   };
   const snap = view.snapshot;
-  const request = view.controller ? view.pending[0] : undefined;
+  const focusPrompt = useCallback(() => document.getElementById("prompt")?.focus(), []);
+  // Take control goes once it is done (this client controls the session):
+  // the focus it held went to <body>. The prompt, now enabled, takes it.
+  const taking = useRef(false);
+  useEffect(() => {
+    if (!taking.current || !view.controller) return;
+    taking.current = false;
+    const a = document.activeElement;
+    if (!a || a === document.body || !a.isConnected) focusPrompt();
+  }, [view.controller, focusPrompt]);
+  const pending = view.controller ? view.pending[0] : undefined;
+  // Escape sets the request aside (it stays pending): the dialog is modal,
+  // and Escape did nothing, so that the log behind it could not be read
+  // before answering. "Answer the request" opens it again.
+  const [aside, setAside] = useState<string>();
+  const request = pending && pending.requestId !== aside ? pending : undefined;
   if (view.link === "ended" && !snap) {
     // The server has no such session (it ended before this page opened:
     // a bookmark, a reload after the server restarted, a mistyped link).
@@ -89,6 +104,14 @@ export default function SessionLive() {
             {[snap.state.provider, snap.state.model].filter(Boolean).join("/")} · {snap.state.cwd} · cursor {view.log.lastId}
           </span>
         )}
+        {pending && !request && (
+          <span role="status" className="flex flex-wrap items-center gap-2">
+            <span className="font-semibold text-amber-800 dark:text-amber-300">The agent waits for your answer.</span>
+            <button type="button" className="btn btn-primary" data-testid="show-request" onClick={() => setAside(undefined)}>
+              Answer the request
+            </button>
+          </span>
+        )}
         {role === "controller" && !view.controller && (view.link === "lease_held" || view.link === "live") && (
           <button type="button" className="btn" data-testid="take-control" onClick={() => setConfirmTake(true)}>
             Take control
@@ -113,7 +136,7 @@ export default function SessionLive() {
         </div>
         {view.controller && <FilePanel send={act} utility={view.utility} />}
       </div>
-      <RequestDialog request={request} onAnswer={act} />
+      <RequestDialog request={request} onAnswer={act} onClosed={focusPrompt} onAside={() => setAside(pending?.requestId)} />
       <ConfirmDialog
         open={confirmTake}
         title="Take control?"
@@ -122,6 +145,7 @@ export default function SessionLive() {
         onCancel={() => setConfirmTake(false)}
         onConfirm={() => {
           setConfirmTake(false);
+          taking.current = true;
           takeControl();
         }}
       />
@@ -206,6 +230,34 @@ function PromptBox({
   const [uploadError, setUploadError] = useState<string>();
   const [dragging, setDragging] = useState(false);
   const fileInput = useRef<HTMLInputElement>(null);
+  const promptRef = useRef<HTMLTextAreaElement>(null);
+  const sendRef = useRef<HTMLButtonElement>(null);
+  const interruptRef = useRef<HTMLButtonElement>(null);
+  // Send and Interrupt are disabled once they have done their work (the
+  // prompt box emptied, the response over): the focus they held went to
+  // <body>, the next Tab to the top of the window. It goes to the prompt.
+  const lostFocus = (from: HTMLElement | null) => {
+    const a = document.activeElement;
+    return !a || a === document.body || a === from;
+  };
+  // An attached file removed: the next one's Remove (or the previous
+  // one's, or the file picker) takes the focus its button held (it went
+  // to <body>).
+  const removed = useRef<number | null>(null);
+  const attachedList = useRef<HTMLUListElement>(null);
+  useEffect(() => {
+    const i = removed.current;
+    if (i === null) return;
+    removed.current = null;
+    const buttons = [...(attachedList.current?.querySelectorAll("button") ?? [])];
+    (buttons[i] ?? buttons[i - 1] ?? fileInput.current)?.focus();
+  }, [uploaded]);
+  const interrupting = useRef(false);
+  useEffect(() => {
+    if (responding || !interrupting.current) return;
+    interrupting.current = false;
+    if (lostFocus(interruptRef.current)) promptRef.current?.focus();
+  }, [responding]);
   async function addFiles(list: FileList | null) {
     const files = [...(list ?? [])];
     setUploadError(undefined);
@@ -238,6 +290,7 @@ function PromptBox({
     ];
     if (files.length > 0) msg.attachments = files;
     await onSend(msg);
+    if (lostFocus(sendRef.current)) promptRef.current?.focus();
     setText("");
     setAttach("");
     setUploaded([]);
@@ -265,6 +318,7 @@ function PromptBox({
       </label>
       <textarea
         id="prompt"
+        ref={promptRef}
         data-testid="prompt"
         className="input min-h-20"
         value={text}
@@ -292,12 +346,20 @@ function PromptBox({
         {uploading > 0 && <span role="status">uploading…</span>}
       </div>
       {uploaded.length > 0 && (
-        <ul className="flex flex-wrap gap-1" aria-label="Attached files" data-testid="attached-files">
-          {uploaded.map((u) => (
+        <ul ref={attachedList} className="flex flex-wrap gap-1" aria-label="Attached files" data-testid="attached-files">
+          {uploaded.map((u, i) => (
             <li key={u.path} className="badge flex min-w-0 max-w-full items-center gap-1 bg-slate-200 whitespace-normal dark:bg-slate-700" data-testid="attached-file" data-path={u.path}>
               {/* A long name wraps: unbroken, it made the page as wide as itself, the prompt box off-screen. */}
               <span className="min-w-0 font-mono wrap-anywhere">{u.name}</span>
-              <button type="button" className="px-1" aria-label={`Remove ${u.name}`} onClick={() => setUploaded((l) => l.filter((x) => x.path !== u.path))}>
+              <button
+                type="button"
+                className="px-1"
+                aria-label={`Remove ${u.name}`}
+                onClick={() => {
+                  removed.current = i;
+                  setUploaded((l) => l.filter((x) => x.path !== u.path));
+                }}
+              >
                 ×
               </button>
             </li>
@@ -310,10 +372,20 @@ function PromptBox({
       </label>
       <input id="attachments" data-testid="attachments" className="input" value={attach} disabled={disabled} onChange={(e) => setAttach(e.target.value)} />
       <div className="flex gap-2">
-        <button type="submit" className="btn btn-primary" disabled={disabled || !text.trim() || uploading > 0} data-testid="send-prompt">
+        <button type="submit" ref={sendRef} className="btn btn-primary" disabled={disabled || !text.trim() || uploading > 0} data-testid="send-prompt">
           Send
         </button>
-        <button type="button" className="btn" disabled={disabled || !responding} data-testid="interrupt" onClick={() => void onSend({ type: "interrupt" })}>
+        <button
+          type="button"
+          ref={interruptRef}
+          className="btn"
+          disabled={disabled || !responding}
+          data-testid="interrupt"
+          onClick={() => {
+            interrupting.current = true;
+            void onSend({ type: "interrupt" });
+          }}
+        >
           Interrupt
         </button>
       </div>
@@ -324,7 +396,7 @@ function PromptBox({
 // RequestDialog answers the first pending server request: approval
 // (approve/deny with a reason), user_input (an answer) or tool_retry
 // (retry, skip or abort).
-function RequestDialog({ request, onAnswer }: { request: PendingRequest | undefined; onAnswer: Send }) {
+function RequestDialog({ request, onAnswer, onClosed, onAside }: { request: PendingRequest | undefined; onAnswer: Send; onClosed: () => void; onAside: () => void }) {
   const ref = useRef<HTMLDialogElement>(null);
   const [reason, setReason] = useState("");
   useEffect(() => {
@@ -337,8 +409,13 @@ function RequestDialog({ request, onAnswer }: { request: PendingRequest | undefi
     } else if (!request && d.open) {
       if (typeof d.close === "function") d.close();
       else d.removeAttribute("open");
+      // Answered: the browser gives the focus back to what held it before
+      // the dialog opened; when that is gone (or was <body>), the focus
+      // was left on <body> and the next Tab went to the top of the window.
+      const a = document.activeElement;
+      if (!a || a === document.body || d.contains(a)) onClosed();
     }
-  }, [request]);
+  }, [request, onClosed]);
   const base = request ? { type: "server_request_response", request_id: request.requestId, request_type: request.type } : {};
   const answer = (extra: Record<string, unknown>) => void onAnswer({ ...base, ...extra });
   return (
@@ -347,7 +424,17 @@ function RequestDialog({ request, onAnswer }: { request: PendingRequest | undefi
       data-testid="request-dialog"
       data-request-type={request?.type}
       aria-labelledby="request-title"
-      onCancel={(e) => e.preventDefault()}
+      // Escape sets the request aside, unanswered (the browser's own
+      // cancel would close the dialog behind React's back).
+      onCancel={(e) => {
+        e.preventDefault();
+        onAside();
+      }}
+      onKeyDown={(e) => {
+        if (e.key !== "Escape") return;
+        e.preventDefault();
+        onAside();
+      }}
       className="m-auto w-[min(36rem,95vw)] rounded-lg border border-slate-300 bg-white p-4 text-slate-900 backdrop:bg-black/40 dark:border-slate-600 dark:bg-slate-900 dark:text-slate-100"
     >
       {request && (
@@ -355,13 +442,14 @@ function RequestDialog({ request, onAnswer }: { request: PendingRequest | undefi
           <h2 id="request-title" className="font-semibold">
             {request.type === "approval" ? "Approve this tool call?" : request.type === "user_input" ? "The agent asks you" : request.type === "tool_retry" ? "A tool failed: retry?" : `Request: ${request.type}`}
           </h2>
-          <p className="text-sm">
+          {/* A tool's name may be one long word (an MCP tool's, mcp__<server>__<tool>): it wraps, or it ran out of the dialog at 390 px. */}
+          <p className="text-sm wrap-anywhere">
             <span className="font-mono font-semibold" data-testid="request-tool">
               {request.tool}
             </span>{" "}
             {request.label && request.label !== request.tool && <span>{request.label}</span>}
           </p>
-          {request.description && <p className="text-sm">{request.description}</p>}
+          {request.description && <p className="text-sm wrap-anywhere">{request.description}</p>}
           <pre tabIndex={0} data-testid="request-args" className="max-h-60 overflow-auto rounded bg-slate-100 p-2 text-xs dark:bg-slate-800">
             {JSON.stringify(request.args, null, 2)}
           </pre>

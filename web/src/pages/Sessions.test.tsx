@@ -67,6 +67,9 @@ describe("Sessions", () => {
     await userEvent.type(screen.getByLabelText(/^Workspace/), "relative/x");
     await userEvent.click(screen.getByTestId("create-session"));
     expect(await screen.findByRole("alert")).toHaveTextContent('Workspace "relative/x": expected an absolute path to an existing directory on the server');
+    // The field it names has the focus (Start session, disabled while it
+    // asked, had left it on <body>).
+    expect(document.activeElement).toBe(screen.getByLabelText(/^Workspace/));
     await userEvent.click(screen.getByTestId("create-session"));
     await waitFor(() =>
       expect(screen.getByRole("alert")).toHaveTextContent(

@@ -1,4 +1,4 @@
-import { useState, type FormEvent } from "react";
+import { useEffect, useRef, useState, type FormEvent } from "react";
 import { Link, useNavigate } from "react-router";
 import { useQuery } from "@tanstack/react-query";
 import { useApi } from "../api/context";
@@ -38,6 +38,12 @@ export default function Sessions() {
   const installed = (agents.data?.agents ?? []).filter((a) => a.path);
   const [error, setError] = useState<string>();
   const [busy, setBusy] = useState(false);
+  const refused = useRef<string | null>(null);
+  useEffect(() => {
+    if (busy || !refused.current) return;
+    document.getElementById(refused.current)?.focus();
+    refused.current = null;
+  }, [busy, error]);
 
   async function create(e: FormEvent) {
     e.preventDefault();
@@ -51,7 +57,11 @@ export default function Sessions() {
       const snap = await headless<Snapshot>(api, "POST", "/api/headless/sessions", body);
       navigate(`/sessions/${encodeURIComponent(snap.session_id)}`);
     } catch (err) {
-      setError(formWords(err instanceof Error ? err.message : String(err)));
+      const msg = err instanceof Error ? err.message : String(err);
+      setError(formWords(msg));
+      // Start session is disabled while it asks: the focus it held went to
+      // <body>. The field the refusal names takes it (else Start session).
+      refused.current = /\bworkspaceRoot\b/.test(msg) ? "session-workspace" : /\bmodel\b/i.test(msg) ? "session-model" : "create-session";
     } finally {
       setBusy(false);
     }
@@ -90,7 +100,7 @@ export default function Sessions() {
             ]}
           />
           <div className="sm:col-span-2 lg:col-span-4">
-            <button type="submit" className="btn btn-primary" disabled={busy} data-testid="create-session">
+            <button type="submit" id="create-session" className="btn btn-primary" disabled={busy} data-testid="create-session">
               Start session
             </button>
           </div>

@@ -1,4 +1,4 @@
-import { useState, type FormEvent } from "react";
+import { useEffect, useState, type FormEvent } from "react";
 import { useNavigate, useSearchParams } from "react-router";
 import { useQueryClient } from "@tanstack/react-query";
 import { useApi } from "../api/context";
@@ -16,6 +16,15 @@ export function SignIn() {
   const [remember, setRemember] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+
+  // Refused: the token field takes the focus, its text selected to type
+  // again (Sign in, disabled while it asks, had left it on <body>).
+  useEffect(() => {
+    if (!error || busy) return;
+    const el = document.getElementById("signin-token") as HTMLInputElement | null;
+    el?.focus();
+    el?.select();
+  }, [error, busy]);
 
   const next = params.get("next");
   const target = next && next.startsWith("/") && !next.startsWith("//") ? next : "/";

@@ -130,4 +130,129 @@ describe("TaskDetail", () => {
     expect(shown.textContent).toBe(error);
     expect(shown).toHaveClass("whitespace-pre-wrap");
   });
+
+  it("keeps the sub-task tree shown while a new job's sub-tasks load", async () => {
+    // The task's list of jobs changes (here a job appears after a retry, as
+    // the last review saw it): the sub-task query's key changes with it,
+    // and the tree vanished until the new fetch came.
+    let jobs = [9];
+    let release: () => void = () => undefined;
+    let held = false;
+    const job = (id: number, state: string) => ({ id, task_id: 5, priority: 0, payload: {}, state, attempt: 1, max_attempts: 1, scheduled_at: t0, last_seq: 3, created_at: t0, updated_at: t0 });
+    const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const req = toRequest(input, init);
+      const url = new URL(req.url);
+      if (url.pathname === "/api/v1/tasks/5")
+        return json({
+          task: { id: 5, title: "x", created_at: t0, updated_at: t0, job_id: jobs[jobs.length - 1], job_state: "failed" },
+          jobs: jobs.map((id) => job(id, id === 9 ? "failed" : "queued")),
+          comments: [],
+        });
+      if (url.pathname.match(/^\/api\/v1\/jobs\/\d+\/events$/)) return sse(['event: end\ndata: {"state":"failed","last_seq":3}\n\n']);
+      if (url.pathname === "/api/v1/tasks/5/deliverables") return json({ files: [] });
+      if (url.pathname === "/api/v1/jobs") {
+        if (jobs.length > 1) {
+          held = true;
+          await new Promise<void>((r) => (release = r));
+        }
+        return json({ jobs: [{ ...job(12, "succeeded"), task_id: 6, parent_job_id: 9 }] });
+      }
+      if (req.method === "POST" && url.pathname === "/api/v1/jobs/9/retry") {
+        jobs = [9, 10];
+        return json({ job: job(10, "queued") });
+      }
+      return json({});
+    }) as typeof fetch;
+    render(
+      <Wrap fetch={f} path="/tasks/5">
+        <Routes>
+          <Route path="/tasks/:id" element={<TaskDetail />} />
+        </Routes>
+      </Wrap>,
+    );
+    expect(await screen.findByTestId("subtask-row")).toHaveTextContent("task #6");
+    await userEvent.click(screen.getByTestId("retry-task"));
+    await userEvent.click(screen.getByTestId("confirm-ok"));
+    await waitFor(() => expect(held).toBe(true));
+    expect(screen.queryByTestId("subtask-row")).toHaveTextContent("task #6");
+    release();
+    await waitFor(() => expect(screen.getByTestId("task-status")).toHaveAttribute("data-status", "queued"));
+    expect(screen.getByTestId("subtask-row")).toHaveTextContent("task #6");
+  });
+
+  it("keeps the focus on the task's action when cancelling with the keyboard makes it Retry", async () => {
+    let state = "running";
+    const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const req = toRequest(input, init);
+      const url = new URL(req.url);
+      if (url.pathname === "/api/v1/tasks/5")
+        return json({
+          task: { id: 5, title: "x", created_at: t0, updated_at: t0, job_id: 9, job_state: state },
+          jobs: [{ id: 9, task_id: 5, priority: 0, payload: {}, state, attempt: 1, max_attempts: 1, scheduled_at: t0, last_seq: 1, created_at: t0, updated_at: t0 }],
+          comments: [],
+        });
+      if (url.pathname === "/api/v1/jobs/9/events") return sse(["retry: 1\n\n"]);
+      if (url.pathname === "/api/v1/tasks/5/deliverables") return json({ files: [] });
+      if (url.pathname === "/api/v1/jobs") return json({ jobs: [] });
+      if (req.method === "POST" && url.pathname === "/api/v1/jobs/9/cancel") {
+        state = "cancelled";
+        return json({ job: {} });
+      }
+      return json({});
+    }) as typeof fetch;
+    render(
+      <Wrap fetch={f} path="/tasks/5">
+        <Routes>
+          <Route path="/tasks/:id" element={<TaskDetail />} />
+        </Routes>
+      </Wrap>,
+    );
+    const user = userEvent.setup();
+    (await screen.findByTestId("cancel-task")).focus();
+    await user.keyboard("{Enter}");
+    expect(document.activeElement).toBe(screen.getByTestId("confirm-cancel"));
+    await user.tab();
+    expect(document.activeElement).toBe(screen.getByTestId("confirm-ok"));
+    await user.keyboard("{Enter}");
+    const retry = await screen.findByTestId("retry-task");
+    // Not <body>: the next Tab goes on from the task's header.
+    expect(document.activeElement).toBe(retry);
+  });
+
+  it("gives the focus to the log once the question is answered with the keyboard", async () => {
+    let state = "waiting_human";
+    const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const req = toRequest(input, init);
+      const url = new URL(req.url);
+      if (url.pathname === "/api/v1/tasks/5")
+        return json({
+          task: { id: 5, title: "x", created_at: t0, updated_at: t0, job_id: 9, job_state: state },
+          jobs: [{ id: 9, task_id: 5, priority: 0, payload: {}, state, attempt: 1, max_attempts: 1, scheduled_at: t0, last_seq: 1, created_at: t0, updated_at: t0 }],
+          comments: [{ id: 1, task_id: 5, author_kind: "agent", body: "Which colour?", created_at: t0 }],
+        });
+      if (url.pathname === "/api/v1/jobs/9/events") return sse(["retry: 1\n\n"]);
+      if (url.pathname === "/api/v1/tasks/5/deliverables") return json({ files: [] });
+      if (url.pathname === "/api/v1/jobs") return json({ jobs: [] });
+      if (req.method === "POST" && url.pathname === "/api/v1/tasks/5/comments") {
+        state = "queued";
+        return json({ comment: { id: 2, task_id: 5, author_kind: "user", body: "Blue.", created_at: t0 }, resumed_jobs: [] }, 201);
+      }
+      return json({});
+    }) as typeof fetch;
+    render(
+      <Wrap fetch={f} path="/tasks/5">
+        <Routes>
+          <Route path="/tasks/:id" element={<TaskDetail />} />
+        </Routes>
+      </Wrap>,
+    );
+    const user = userEvent.setup();
+    await user.click(await screen.findByTestId("answer-input"));
+    await user.keyboard("Blue.");
+    screen.getByTestId("answer-submit").focus();
+    await user.keyboard("{Enter}");
+    await waitFor(() => expect(screen.queryByTestId("question-panel")).toBeNull());
+    // Not <body>: the next Tab goes on from the log, not from the top of the window.
+    expect(document.activeElement).toBe(screen.getByTestId("event-log"));
+  });
 });

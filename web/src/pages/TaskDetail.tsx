@@ -1,4 +1,4 @@
-import { useEffect, useState } from "react";
+import { useEffect, useRef, useState } from "react";
 import { Link, useParams } from "react-router";
 import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useApi } from "../api/context";
@@ -42,9 +42,12 @@ export default function TaskDetail() {
   }, [lastStatus, qc, taskId]);
 
   const subtasks = useQuery({
-    queryKey: ["subtasks", jobs.map((j) => j.id).join(",")],
+    queryKey: ["subtasks", taskId, jobs.map((j) => j.id).join(",")],
     enabled: jobs.length > 0,
     refetchInterval: 10_000,
+    // The task's jobs change (a job added): the tree stays shown while the
+    // new key loads (it vanished for a fetch). Another task's is never kept.
+    placeholderData: (prev, prevQuery) => (prevQuery?.queryKey[1] === taskId ? prev : undefined),
     queryFn: async () => {
       const ids = new Set(jobs.map((j) => j.id));
       const first = Math.min(...ids);
@@ -52,6 +55,19 @@ export default function TaskDetail() {
       return r.jobs.filter((j) => j.parent_job_id !== undefined && ids.has(j.parent_job_id));
     },
   });
+
+  // The question answered, its panel goes (the job is queued again) with
+  // the focus it held: it went to <body>, the next Tab to the top of the
+  // window. The log, where the agent goes on, takes it.
+  const asking = task.data?.task !== undefined && (job?.state ?? task.data.task.job_state) === "waiting_human";
+  const wasAsking = useRef(false);
+  useEffect(() => {
+    const was = wasAsking.current;
+    wasAsking.current = asking;
+    if (!was || asking) return;
+    const a = document.activeElement;
+    if (!a || a === document.body || !a.isConnected) document.querySelector<HTMLElement>('[data-testid="event-log"]')?.focus();
+  }, [asking]);
 
   if (!Number.isSafeInteger(taskId) || taskId <= 0) return <p className="error">Bad task id.</p>;
   if (task.isPending) return <p className="text-sm">Loading task…</p>;
@@ -93,14 +109,18 @@ export default function TaskDetail() {
           <h1 id="task-title" data-testid="task-title" className="mr-auto min-w-0 text-xl font-semibold wrap-anywhere">
             <span className="text-slate-500 dark:text-slate-400">#{t.id}</span> {t.title}
           </h1>
-          {canCancel && (
-            <button type="button" className="btn" data-testid="cancel-task" onClick={() => setConfirm("cancel")}>
-              Cancel
-            </button>
-          )}
-          {canRetry && (
-            <button type="button" className="btn" data-testid="retry-task" onClick={() => setConfirm("retry")}>
-              Retry
+          {/* One button, Cancel or Retry (never both): cancelling makes it
+              Retry and retrying makes it Cancel, the same control, so the
+              focus stays on it. Two buttons, one replacing the other, left
+              the focus on <body> after each. */}
+          {(canCancel || canRetry) && (
+            <button
+              type="button"
+              className="btn"
+              data-testid={canCancel ? "cancel-task" : "retry-task"}
+              onClick={() => setConfirm(canCancel ? "cancel" : "retry")}
+            >
+              {canCancel ? "Cancel" : "Retry"}
             </button>
           )}
         </div>

@@ -249,6 +249,36 @@ describe("TaskList", () => {
     expect(screen.getByText("Page 1")).toBeInTheDocument();
   });
 
+  // Paging with the keyboard: the button that led to the first or the
+  // last page is then disabled, and the focus it held went to <body>.
+  it("gives the focus to the other page button at the first and the last page", async () => {
+    const s = server();
+    const user = userEvent.setup();
+    render(
+      <Wrap fetch={s.fetch}>
+        <TaskList />
+      </Wrap>,
+    );
+    await waitFor(() => expect(screen.getAllByTestId("task-row")).toHaveLength(50));
+    const older = screen.getByTestId("page-next");
+    const newer = screen.getByTestId("page-prev");
+    older.focus();
+    await user.keyboard("{Enter}");
+    await waitFor(() => expect(screen.getByText("Page 2")).toBeInTheDocument());
+    await waitFor(() => expect(screen.getAllByTestId("task-row")[0]).toHaveAttribute("data-task-id", "70"));
+    expect(document.activeElement).toBe(older);
+    await user.keyboard("{Enter}");
+    await waitFor(() => expect(screen.getAllByTestId("task-row")).toHaveLength(20));
+    await waitFor(() => expect(older).toBeDisabled());
+    expect(document.activeElement).toBe(newer);
+    await user.keyboard("{Enter}");
+    await waitFor(() => expect(screen.getAllByTestId("task-row")[0]).toHaveAttribute("data-task-id", "70"));
+    await user.keyboard("{Enter}");
+    await waitFor(() => expect(screen.getAllByTestId("task-row")[0]).toHaveAttribute("data-task-id", "120"));
+    await waitFor(() => expect(newer).toBeDisabled());
+    expect(document.activeElement).toBe(older);
+  });
+
   // The filter, the search and the page are in the address: Back from a
   // task, a reload or a link shows the same list (they were component
   // state, lost on leaving the page), and paging is a step of history.

@@ -133,6 +133,21 @@ export function TaskList() {
   const rows = tasks.data?.tasks ?? [];
 
   const next = tasks.data?.next_before;
+  // Newer on page 2 (or Older on the last page) is disabled once it has
+  // done its work: the focus it held went to <body>. The other one takes it.
+  const prevRef = useRef<HTMLButtonElement>(null);
+  const nextRef = useRef<HTMLButtonElement>(null);
+  const paged = useRef<"prev" | "next" | null>(null);
+  const atFirst = cursors.length === 0;
+  const atLast = !next;
+  useEffect(() => {
+    const which = paged.current;
+    if (!which || tasks.isFetching) return;
+    paged.current = null;
+    const [mine, other] = which === "prev" ? [prevRef.current, nextRef.current] : [nextRef.current, prevRef.current];
+    const a = document.activeElement;
+    if (mine?.disabled && (!a || a === document.body || a === mine) && other && !other.disabled) other.focus();
+  }, [atFirst, atLast, tasks.isFetching]);
   return (
     <section aria-labelledby="tasks-h" className="space-y-3">
       <PageHeader id="tasks-h" title="Tasks">
@@ -153,8 +168,12 @@ export function TaskList() {
           type="button"
           className="btn"
           data-testid="page-prev"
+          ref={prevRef}
           disabled={cursors.length === 0}
-          onClick={() => setCursors((c) => c.slice(0, -1))}
+          onClick={() => {
+            paged.current = "prev";
+            setCursors((c) => c.slice(0, -1));
+          }}
         >
           ← Newer
         </button>
@@ -163,8 +182,13 @@ export function TaskList() {
           type="button"
           className="btn"
           data-testid="page-next"
+          ref={nextRef}
           disabled={!next}
-          onClick={() => next && setCursors((c) => [...c, next])}
+          onClick={() => {
+            if (!next) return;
+            paged.current = "next";
+            setCursors((c) => [...c, next]);
+          }}
         >
           Older →
         </button>
