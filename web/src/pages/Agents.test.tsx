@@ -1,0 +1,27 @@
+import { describe, expect, it } from "vitest";
+import { render, screen } from "@testing-library/react";
+import userEvent from "@testing-library/user-event";
+import Agents from "./Agents";
+import { json, Wrap } from "../test/helpers";
+
+const agent = (id: string, name: string) => ({ id, name, source: "built-in", binary: id, parser: "p", capabilities: {} });
+
+// The chosen agent's row was shown by its tint alone: a screen reader was
+// not told which agent the panel below is about.
+describe("Agents", () => {
+  it("tells which agent is chosen, not by colour alone", async () => {
+    const f = (async () => json({ agents: [agent("claude", "Claude Code"), agent("codex", "Codex")], invalid: [] })) as typeof fetch;
+    render(
+      <Wrap fetch={f} path="/agents?agent=claude">
+        <Agents />
+      </Wrap>,
+    );
+    const claude = await screen.findByRole("button", { name: "Claude Code" });
+    const codex = screen.getByRole("button", { name: "Codex" });
+    expect(claude).toHaveAttribute("aria-current", "true");
+    expect(codex).not.toHaveAttribute("aria-current");
+    await userEvent.click(codex);
+    expect(codex).toHaveAttribute("aria-current", "true");
+    expect(claude).not.toHaveAttribute("aria-current");
+  });
+});
