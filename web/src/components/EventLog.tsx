@@ -9,7 +9,11 @@ import { StatusBadge } from "./Badges";
 // view are in the DOM, so 10,000 events scroll smoothly). The container's
 // data-* attributes expose the stream's counters (DOM contract): events
 // kept, last id, gaps, duplicates dropped, connection state.
-export function EventLogView({ log }: { log: JobLogView }) {
+//
+// announce (default true) makes the connection label ("● live") a live
+// region; a page that announces the connection itself (a live session's
+// header) passes false, or a reconnect was read out twice.
+export function EventLogView({ log, announce = true }: { log: JobLogView; announce?: boolean }) {
   const parent = useRef<HTMLDivElement>(null);
   const [follow, setFollow] = useState(true);
   const v = useVirtualizer({
@@ -28,7 +32,7 @@ export function EventLogView({ log }: { log: JobLogView }) {
   return (
     <div>
       <div className="mb-1 flex flex-wrap items-center gap-3 text-xs text-slate-600 dark:text-slate-400">
-        <span aria-live="polite">
+        <span aria-live={announce ? "polite" : undefined} data-testid="event-log-state">
           {log.connected ? "● live" : log.ended ? `ended: ${log.ended.state}` : "○ reconnecting…"}
         </span>
         <span>{log.count} events</span>

@@ -59,6 +59,13 @@ describe("SessionLive on an agent CLI without cost or images", () => {
     await waitFor(() => expect(usage.dataset.inputTokens).toBe("1200"));
     await waitFor(() => expect(screen.getByTestId("session-cost").textContent).toBe("cost: not reported by Fake CLI"));
     expect(usage.dataset.cost).toBeUndefined();
+    // The connection is announced once: the header's badge and the log's
+    // label both said "● live" in a live region, and a reconnect was read
+    // out twice.
+    await waitFor(() => expect(screen.getByTestId("session-state").dataset.link).toBe("live"));
+    await waitFor(() => expect(screen.getByTestId("event-log").dataset.connected).toBe("true"));
+    const speaking = [...document.querySelectorAll("[aria-live]:not([aria-live='off']), [role='status'], [role='alert']")].filter((el) => el.textContent?.includes("● live"));
+    expect(speaking).toHaveLength(1);
     expect(usage.textContent).toContain("1,200 tokens in / 34 out");
 
     await waitFor(() => expect((screen.getByTestId("attach-files") as HTMLInputElement).disabled).toBe(false));

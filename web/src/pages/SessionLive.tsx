@@ -128,7 +128,7 @@ export default function SessionLive() {
       <UsageWidget view={view} agent={agent} />
       <div className="grid gap-3 lg:grid-cols-[1fr_18rem]">
         <div className="space-y-2">
-          <EventLogView log={view.log} />
+          <EventLogView log={view.log} announce={false} />
           {role === "controller" && (
             <PromptBox disabled={!view.controller} responding={view.responding} onSend={act} upload={upload} images={!agent || gates(agent).images} agentName={agent?.name} />
           )}
