@@ -41,8 +41,7 @@ describe("sign-in", () => {
     await userEvent.type(screen.getByLabelText("Access token"), "wrong");
     await userEvent.click(screen.getByTestId("signin-submit"));
     expect(await screen.findByTestId("signin-error")).toHaveTextContent("refused");
-    // The token field has the focus, to type again (Sign in, disabled while
-    // it asked, had left it on <body>).
+    // The token field has the focus, to type again.
     expect(document.activeElement).toBe(screen.getByTestId("signin-token"));
     expect(sessionStorage.getItem("maestro.token")).toBeNull();
 

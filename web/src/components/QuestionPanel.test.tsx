@@ -44,4 +44,35 @@ describe("QuestionPanel", () => {
     // And to send it again (Sending… had left the focus on <body>).
     expect(document.activeElement).toBe(screen.getByTestId("answer-input"));
   });
+
+  // While it sends, the button keeps the focus (disabled, it dropped it
+  // on <body> until the send ended) and a second press sends nothing.
+  it("keeps the focus on the button while sending, and sends once", async () => {
+    let calls = 0;
+    let done: () => void = () => undefined;
+    render(
+      <QuestionPanel
+        question="?"
+        onAnswer={() => {
+          calls++;
+          return new Promise<void>((r) => (done = r));
+        }}
+      />,
+    );
+    const user = userEvent.setup();
+    await user.type(screen.getByTestId("answer-input"), "yes");
+    const button = screen.getByTestId("answer-submit");
+    button.focus();
+    await user.keyboard("{Enter}");
+    expect(button).toHaveTextContent("Sending…");
+    expect(button).toHaveAttribute("aria-disabled", "true");
+    expect(button).not.toBeDisabled();
+    expect(document.activeElement).toBe(button);
+    await user.keyboard("{Enter}");
+    await user.click(button);
+    expect(calls).toBe(1);
+    done();
+    await waitFor(() => expect(button).toHaveTextContent("Answer and resume"));
+    expect(button).not.toHaveAttribute("aria-disabled");
+  });
 });

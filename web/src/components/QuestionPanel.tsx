@@ -15,8 +15,9 @@ export function QuestionPanel({
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
   // An empty or refused answer: the answer box takes the focus, to write
-  // or send again (the button, disabled while sending, had left it on
-  // <body>).
+  // or send again. While it sends, the button is aria-disabled, not
+  // disabled: a disabled one dropped the focus on <body>; submit does
+  // nothing while busy.
   useEffect(() => {
     if (error && !busy) document.getElementById("answer-input")?.focus();
   }, [error, busy]);
@@ -66,7 +67,7 @@ export function QuestionPanel({
           }}
         />
         {error && <Alert>{error}</Alert>}
-        <button type="submit" className="btn btn-primary" data-testid="answer-submit" disabled={busy}>
+        <button type="submit" className="btn btn-primary" data-testid="answer-submit" aria-disabled={busy || undefined}>
           {busy ? "Sending…" : "Answer and resume"}
         </button>
       </form>

@@ -86,7 +86,7 @@ describe("NewTask errors", () => {
 });
 
 // With the keyboard: a refused task puts the focus on the field at fault
-// (Submit, disabled while sending, left it on <body>, far from the error),
+// (the error may be far from the keyboard),
 // and removing a file to upload puts it on the next file's Remove (its
 // button gone, the focus went to <body>).
 describe("NewTask with the keyboard", () => {
@@ -110,6 +110,42 @@ describe("NewTask with the keyboard", () => {
     await user.keyboard("{Enter}");
     await waitFor(() => expect(screen.getByRole("alert")).toHaveTextContent('unknown piece "nope"'));
     expect(document.activeElement).toBe(screen.getByTestId("new-task-piece"));
+  });
+
+  // While it sends, Submit keeps the focus (disabled, it dropped it on
+  // <body> until the answer came) and a second press sends nothing.
+  it("keeps the focus on Submit while sending, and sends once", async () => {
+    let posts = 0;
+    let answer: (r: Response) => void = () => undefined;
+    const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const req = toRequest(input, init);
+      const url = new URL(req.url);
+      if (url.pathname === "/api/v1/server") return json({ version: "t", workers: [], queue: {}, executor_default: "native" });
+      if (url.pathname === "/api/v1/pieces") return json({ pieces: [] });
+      if (url.pathname === "/api/v1/tasks" && req.method === "POST") {
+        posts++;
+        return new Promise<Response>((r) => (answer = r));
+      }
+      return json({ error: "unexpected" }, 404);
+    }) as typeof fetch;
+    const user = userEvent.setup();
+    renderForm(f);
+    await user.type(screen.getByLabelText("Title"), "Do it");
+    const submit = screen.getByTestId("new-task-submit");
+    submit.focus();
+    await user.keyboard("{Enter}");
+    await waitFor(() => expect(posts).toBe(1));
+    expect(submit).toHaveTextContent("Submitting…");
+    expect(submit).toHaveAttribute("aria-disabled", "true");
+    expect(submit).not.toBeDisabled();
+    expect(document.activeElement).toBe(submit);
+    await user.keyboard("{Enter}");
+    await user.click(submit);
+    expect(posts).toBe(1);
+    answer(json({ error: "the store is read-only" }, 503));
+    await waitFor(() => expect(submit).toHaveTextContent("Submit"));
+    expect(submit).not.toHaveAttribute("aria-disabled");
+    expect(document.activeElement).toBe(submit);
   });
 
   it("focuses the next file's Remove when a file is removed", async () => {

@@ -50,9 +50,11 @@ export default function NewTask() {
   const [busy, setBusy] = useState(false);
   const [dragging, setDragging] = useState(false);
   const formRef = useRef<HTMLFormElement>(null);
-  // A refused task: the field at fault takes the focus (Submit, disabled
-  // while sending, had left it on <body>, the error under a field the
-  // keyboard was far from). An error of no field leaves it on Submit.
+  // A refused task: the field at fault takes the focus (the error is under
+  // a field the keyboard may be far from). An error of no field leaves it
+  // on Submit, which keeps it while sending: it is aria-disabled, not
+  // disabled (that dropped the focus on <body>), and submit does nothing
+  // while busy.
   const submitRef = useRef<HTMLButtonElement>(null);
   useEffect(() => {
     if (!error || busy) return;
@@ -256,7 +258,7 @@ export default function NewTask() {
         !["title", "body", "piece", "executor", "agent", "payload", "path", "file"].includes(error.field ?? "") &&
         !error.field?.startsWith("payload.") && <Alert>{error.message}</Alert>}
       <div className="flex items-center gap-3">
-        <button type="submit" ref={submitRef} className="btn btn-primary" data-testid="new-task-submit" disabled={busy}>
+        <button type="submit" ref={submitRef} className="btn btn-primary" data-testid="new-task-submit" aria-disabled={busy || undefined}>
           {busy ? "Submitting…" : "Submit"}
         </button>
         <span className="text-xs text-slate-600 dark:text-slate-400">⌘/Ctrl-Enter</span>

@@ -67,8 +67,7 @@ describe("Sessions", () => {
     await userEvent.type(screen.getByLabelText(/^Workspace/), "relative/x");
     await userEvent.click(screen.getByTestId("create-session"));
     expect(await screen.findByRole("alert")).toHaveTextContent('Workspace "relative/x": expected an absolute path to an existing directory on the server');
-    // The field it names has the focus (Start session, disabled while it
-    // asked, had left it on <body>).
+    // The field it names has the focus.
     expect(document.activeElement).toBe(screen.getByLabelText(/^Workspace/));
     await userEvent.click(screen.getByTestId("create-session"));
     await waitFor(() =>
@@ -77,5 +76,42 @@ describe("Sessions", () => {
       ),
     );
     expect(screen.getByRole("alert").textContent).not.toContain("workspaceRoot");
+  });
+
+  // While it asks, Start session keeps the focus (disabled, it dropped it
+  // on <body> until the answer came) and a second press asks nothing.
+  it("keeps the focus on Start session while it asks, and asks once", async () => {
+    let posts = 0;
+    let answer: (r: Response) => void = () => undefined;
+    const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const req = toRequest(input, init);
+      const url = new URL(req.url);
+      if (url.pathname === "/api/headless/sessions" && req.method === "POST") {
+        posts++;
+        return new Promise<Response>((r) => (answer = r));
+      }
+      if (url.pathname === "/api/headless/sessions") return json({ sessions: [] });
+      return json({ agents: [] });
+    }) as typeof fetch;
+    render(
+      <Wrap fetch={f} path="/sessions">
+        <Sessions />
+      </Wrap>,
+    );
+    const user = userEvent.setup();
+    const start = screen.getByTestId("create-session");
+    start.focus();
+    await user.keyboard("{Enter}");
+    await waitFor(() => expect(posts).toBe(1));
+    expect(start).toHaveAttribute("aria-disabled", "true");
+    expect(start).not.toBeDisabled();
+    expect(document.activeElement).toBe(start);
+    await user.keyboard("{Enter}");
+    await user.click(start);
+    expect(posts).toBe(1);
+    answer(json({ error: "the server is shutting down", code: "unavailable" }, 503));
+    expect(await screen.findByRole("alert")).toHaveTextContent("the server is shutting down");
+    expect(start).not.toHaveAttribute("aria-disabled");
+    expect(document.activeElement).toBe(start);
   });
 });

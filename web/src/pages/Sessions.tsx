@@ -47,6 +47,9 @@ export default function Sessions() {
 
   async function create(e: FormEvent) {
     e.preventDefault();
+    // Start session is aria-disabled while it asks, not disabled (that
+    // dropped its focus on <body>): a second press does nothing.
+    if (busy) return;
     setError(undefined);
     setBusy(true);
     try {
@@ -59,8 +62,8 @@ export default function Sessions() {
     } catch (err) {
       const msg = err instanceof Error ? err.message : String(err);
       setError(formWords(msg));
-      // Start session is disabled while it asks: the focus it held went to
-      // <body>. The field the refusal names takes it (else Start session).
+      // The field the refusal names takes the focus (else Start session
+      // keeps it).
       refused.current = /\bworkspaceRoot\b/.test(msg) ? "session-workspace" : /\bmodel\b/i.test(msg) ? "session-model" : "create-session";
     } finally {
       setBusy(false);
@@ -100,7 +103,7 @@ export default function Sessions() {
             ]}
           />
           <div className="sm:col-span-2 lg:col-span-4">
-            <button type="submit" id="create-session" className="btn btn-primary" disabled={busy} data-testid="create-session">
+            <button type="submit" id="create-session" className="btn btn-primary" aria-disabled={busy || undefined} data-testid="create-session">
               Start session
             </button>
           </div>

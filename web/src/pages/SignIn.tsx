@@ -18,7 +18,7 @@ export function SignIn() {
   const [busy, setBusy] = useState(false);
 
   // Refused: the token field takes the focus, its text selected to type
-  // again (Sign in, disabled while it asks, had left it on <body>).
+  // again.
   useEffect(() => {
     if (!error || busy) return;
     const el = document.getElementById("signin-token") as HTMLInputElement | null;
@@ -31,6 +31,9 @@ export function SignIn() {
 
   async function submit(e: FormEvent) {
     e.preventDefault();
+    // Sign in is aria-disabled while it asks, not disabled (that dropped
+    // its focus on <body>): a second press does nothing.
+    if (busy) return;
     setError(null);
     const t = token.trim();
     if (!t) {
@@ -72,7 +75,7 @@ export function SignIn() {
       <InputField id="signin-token" label="Access token" type="password" autoComplete="current-password" value={token} onChange={setTok} />
       <CheckboxField id="signin-remember" label="Remember on this device" checked={remember} onChange={setRemember} />
       {error && <Alert testId="signin-error">{error}</Alert>}
-      <button type="submit" className="btn btn-primary" data-testid="signin-submit" disabled={busy}>
+      <button type="submit" className="btn btn-primary" data-testid="signin-submit" aria-disabled={busy || undefined}>
         Sign in
       </button>
     </form>
