@@ -19,7 +19,6 @@ package mcp
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -355,18 +354,15 @@ func (s *server) connect(ctx context.Context) (_ *sdk.ClientSession, proc *comma
 }
 
 // connectError says why the server did not start: how a stdio server
-// ended and the end of its stderr, a start that ran out of time, a
-// server writing what is not JSON-RPC on stdout.
+// ended and the end of its stderr, a start that ran out of time, what it
+// wrote on stdout that is not JSON-RPC.
 func (s *server) connectError(ctx context.Context, proc *commandTransport, err error) error {
 	var p *process
 	if proc != nil {
 		p = proc.proc.Load()
 	}
-	var syntax *json.SyntaxError
 	var msg string
 	switch {
-	case p != nil && (errors.As(err, &syntax) || strings.Contains(err.Error(), "invalid character")):
-		msg = fmt.Sprintf("MCP server %s wrote what is not a JSON-RPC message on its stdout (a stdio server writes only MCP messages there, its logs on stderr): %v", s.slug, err)
 	case context.Cause(ctx) == errClosing:
 		msg = fmt.Sprintf("MCP server %s: its start was given up, the session closing", s.slug)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) && context.Cause(ctx) == errStartTimeout:
@@ -406,7 +402,7 @@ func (s *server) stderrNote(p *process) string {
 	if p == nil {
 		return ""
 	}
-	var note string
+	note := p.skipNote()
 	if end := p.stderrEnd(); end != "" {
 		note = "; its stderr ends " + end
 	}
