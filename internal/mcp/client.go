@@ -199,8 +199,13 @@ type server struct {
 	list     []offer
 	down     bool // the connection ended without Close
 	restarts int
-	closed   bool
-	stderr   io.Closer
+	// lost is set with down when an HTTP server no longer knows the
+	// session (it restarted, or ended the session): a new session is
+	// started at the next use, as the MCP specification says, without
+	// counting as the restart a crashed server gets.
+	lost   bool
+	closed bool
+	stderr io.Closer
 	// stale is set when the server says its tool list changed: the
 	// next use lists the tools again.
 	stale atomic.Bool
@@ -220,7 +225,7 @@ func (s *server) session(ctx context.Context) (*sdk.ClientSession, error) {
 	if s.sess != nil && !s.down {
 		return s.sess, nil
 	}
-	if s.down {
+	if s.down && !s.lost {
 		if s.restarts >= 1 {
 			return nil, fmt.Errorf("MCP server %s stopped again after a restart; it is not restarted twice in a session (see %s)", s.slug, s.logHint())
 		}
@@ -231,7 +236,7 @@ func (s *server) session(ctx context.Context) (*sdk.ClientSession, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.sess, s.down, s.list = sess, false, nil
+	s.sess, s.down, s.lost, s.list = sess, false, false, nil
 	go s.watch(sess, proc)
 	return sess, nil
 }
@@ -252,6 +257,13 @@ func (s *server) watch(sess *sdk.ClientSession, proc *commandTransport) {
 		return
 	}
 	s.down = true
+	if errors.Is(err, sdk.ErrSessionMissing) {
+		if !s.lost {
+			s.lost = true
+			s.m.report(fmt.Sprintf("MCP server %s no longer knows Maestro's session (HTTP 404: it restarted, or ended the session); a new session is started at its next use.", s.slug))
+		}
+		return
+	}
 	msg := fmt.Sprintf("MCP server %s stopped", s.slug)
 	if ended != "" {
 		msg = fmt.Sprintf("MCP server %s stopped (%s)", s.slug, ended)
@@ -273,6 +285,16 @@ func (s *server) markDown(sess *sdk.ClientSession) {
 	defer s.mu.Unlock()
 	if s.sess == sess && !s.closed {
 		s.down = true
+	}
+}
+
+// markLost records that the server no longer knows sess (an HTTP 404
+// for its session ID): the next use starts a new session.
+func (s *server) markLost(sess *sdk.ClientSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess == sess && !s.closed {
+		s.down, s.lost = true, true
 	}
 }
 
@@ -509,6 +531,19 @@ func (s *server) call(ctx context.Context, name string, args any) (*sdk.CallTool
 	})
 	defer timer.Stop()
 	res, err := sess.CallTool(cctx, &sdk.CallToolParams{Name: name, Arguments: args})
+	if errors.Is(err, sdk.ErrSessionMissing) && cctx.Err() == nil {
+		// The server answered 404 for the session (it restarted, or
+		// ended the session): the MCP specification has the client
+		// start a new session. The server did not run the call (it
+		// knew no session to run it in), so it is sent once more, on
+		// the new session; the first call of every session but one
+		// failed, then every call ("stopped during the call").
+		s.markLost(sess)
+		if sess, err = s.session(cctx); err != nil {
+			return nil, err
+		}
+		res, err = sess.CallTool(cctx, &sdk.CallToolParams{Name: name, Arguments: args})
+	}
 	switch {
 	case err == nil:
 		return res, nil
