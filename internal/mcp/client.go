@@ -536,8 +536,8 @@ func (s *server) call(ctx context.Context, name string, args any) (*sdk.CallTool
 		// ended the session): the MCP specification has the client
 		// start a new session. The server did not run the call (it
 		// knew no session to run it in), so it is sent once more, on
-		// the new session; the first call of every session but one
-		// failed, then every call ("stopped during the call").
+		// the new session. This call used to fail, and every later
+		// one once the server had restarted twice.
 		s.markLost(sess)
 		if sess, err = s.session(cctx); err != nil {
 			return nil, err
