@@ -137,10 +137,9 @@ func isMessage(line []byte) bool {
 	case '[':
 		return json.Valid(line)
 	case '{':
-		var m struct {
-			Version json.RawMessage `json:"jsonrpc"`
-		}
-		return json.Unmarshal(line, &m) == nil && m.Version != nil
+		// Not decoded, for what it costs (the SDK decodes it next):
+		// a JSON object naming "jsonrpc" is taken for a message.
+		return bytes.Contains(line, []byte(`"jsonrpc"`)) && json.Valid(line)
 	}
 	return false
 }
