@@ -19,6 +19,7 @@ package mcp
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -355,7 +356,8 @@ func (s *server) connect(ctx context.Context) (_ *sdk.ClientSession, proc *comma
 		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &c, MaxRetries: 1}
 	}
 	opts := &sdk.ClientOptions{Logger: s.m.o.Logger, Capabilities: &sdk.ClientCapabilities{},
-		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { s.stale.Store(true) }}
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { s.stale.Store(true) },
+		LoggingMessageHandler:  func(_ context.Context, req *sdk.LoggingMessageRequest) { s.serverLog(proc, req.Params) }}
 	if s.cfg.AllowSampling {
 		opts.CreateMessageHandler = s.sample
 	}
@@ -402,6 +404,41 @@ func (s *server) connectError(ctx context.Context, proc *commandTransport, err e
 		msg = fmt.Sprintf("connect to MCP server %s: %v", s.slug, err)
 	}
 	return &startError{msg: msg + s.stderrNote(p), err: err}
+}
+
+// maxLogMessage bounds what is kept of one log message of a server.
+const maxLogMessage = 4 << 10
+
+// serverLog keeps a log message the server sent (notifications/message):
+// a stdio server's in its log, with its stderr; an HTTP server's in
+// Maestro's log. They were dropped, so what a server said of a failing
+// or long call (FastMCP's ctx.info, the TypeScript SDK's
+// sendLoggingMessage) was nowhere.
+func (s *server) serverLog(proc *commandTransport, m *sdk.LoggingMessageParams) {
+	if m == nil {
+		return
+	}
+	text, ok := m.Data.(string)
+	if !ok {
+		data, _ := json.Marshal(m.Data)
+		text = string(data)
+	}
+	if len(text) > maxLogMessage {
+		text = strings.ToValidUTF8(text[:maxLogMessage], "") + "…"
+	}
+	var p *process
+	if proc != nil {
+		p = proc.proc.Load()
+	}
+	if p == nil || p.log == nil {
+		s.m.o.Logger.Info("MCP server log message", "server", s.slug, "level", m.Level, "logger", m.Logger, "data", text)
+		return
+	}
+	from := ""
+	if m.Logger != "" {
+		from = " " + m.Logger
+	}
+	fmt.Fprintf(p.log, "[%s%s] %s\n", m.Level, from, strings.ReplaceAll(text, "\n", "\n  "))
 }
 
 // expand replaces ${VAR} in the value of field (env.X, headers.X) from

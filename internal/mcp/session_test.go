@@ -1,10 +1,16 @@
 package mcp
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -43,4 +49,58 @@ func TestHTTPServerLosesTheSession(t *testing.T) {
 			t.Fatalf("call %d (after %d restarts of the server) = %+v", i+1, i, res)
 		}
 	}
+}
+
+// TestServerLogMessages: the log messages a server sends while it works
+// (notifications/message) are kept in its log, beside its stderr: they
+// were dropped.
+func TestServerLogMessages(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"[info indexer] indexed 3 files\n", `[error] {"error":"unreadable","file":"b.go"}` + "\n"}
+	log := &waitingLog{want: want, done: make(chan struct{})}
+	m := NewManager(Options{Servers: map[string]config.MCPServer{"busy": {Command: exe, Env: map[string]string{hugeReplyEnv: "1"}}},
+		Stderr: func(string) io.Writer { return log }})
+	t.Cleanup(func() { m.Close() })
+	ctx := testCtx(t)
+	tools, err := m.Tools(ctx, "mcp__busy__logs")
+	if err != nil || len(tools) != 1 {
+		t.Fatalf("Tools = %v, %v", tools, err)
+	}
+	if res := run(t, tools[0], `{}`); res.IsError || res.Content != "called logs" {
+		t.Fatalf("logs = %+v", res)
+	}
+	// The messages are handled beside the call's answer, not before it.
+	wait := time.NewTimer(10 * time.Second)
+	defer wait.Stop()
+	select {
+	case <-log.done:
+	case <-wait.C:
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		t.Fatalf("the server's log does not hold %q:\n%s", want, log.b.String())
+	}
+}
+
+// waitingLog is a server's log that closes done once it holds every
+// string of want.
+type waitingLog struct {
+	mu   sync.Mutex
+	b    strings.Builder
+	want []string
+	done chan struct{}
+}
+
+func (l *waitingLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.Write(p)
+	if l.want != nil && !slices.ContainsFunc(l.want, func(w string) bool { return !strings.Contains(l.b.String(), w) }) {
+		l.want = nil
+		close(l.done)
+	}
+	return len(p), nil
 }
