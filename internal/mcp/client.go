@@ -312,6 +312,7 @@ func (s *server) logHint() string {
 // connect starts or dials the server and initialises the session; proc
 // is a stdio server's transport.
 func (s *server) connect(ctx context.Context) (_ *sdk.ClientSession, proc *commandTransport, _ error) {
+	var refused atomic.Int32 // an HTTP server's 404 or 405 to a POST
 	ctx, cancel := context.WithTimeoutCause(ctx, s.m.o.StartTimeout, errStartTimeout)
 	defer cancel()
 	// Closing the manager (the session ends: Ctrl-C) ends a start too:
@@ -352,7 +353,7 @@ func (s *server) connect(ctx context.Context) (_ *sdk.ClientSession, proc *comma
 			hc = &c
 		}
 		c := *hc
-		c.Transport = sseHeaderTransport{base: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), wait: sseHeaderWait, slug: s.slug}
+		c.Transport = sseHeaderTransport{base: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), wait: sseHeaderWait, slug: s.slug, refused: &refused}
 		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &c, MaxRetries: 1}
 	}
 	opts := &sdk.ClientOptions{Logger: s.m.o.Logger, Capabilities: &sdk.ClientCapabilities{},
@@ -371,7 +372,7 @@ func (s *server) connect(ctx context.Context) (_ *sdk.ClientSession, proc *comma
 	client := sdk.NewClient(&sdk.Implementation{Name: "maestro", Version: "1"}, opts)
 	sess, err := client.Connect(ctx, transport, nil)
 	if err != nil {
-		return nil, nil, s.connectError(ctx, proc, err)
+		return nil, nil, s.connectError(ctx, proc, err, int(refused.Load()))
 	}
 	s.m.o.Logger.Info("MCP server connected", "server", s.slug)
 	return sess, proc, nil
@@ -380,7 +381,11 @@ func (s *server) connect(ctx context.Context) (_ *sdk.ClientSession, proc *comma
 // connectError says why the server did not start: how a stdio server
 // ended and the end of its stderr, a start that ran out of time, what it
 // wrote on stdout that is not JSON-RPC.
-func (s *server) connectError(ctx context.Context, proc *commandTransport, err error) error {
+//
+// refused is the HTTP status (404, 405) an HTTP server answered a POST
+// with, if it did: a URL that is no streamable HTTP endpoint, often an
+// older HTTP+SSE server's (…/sse), said "Not Found" alone.
+func (s *server) connectError(ctx context.Context, proc *commandTransport, err error, refused int) error {
 	var p *process
 	if proc != nil {
 		p = proc.proc.Load()
@@ -400,6 +405,10 @@ func (s *server) connectError(ctx context.Context, proc *commandTransport, err e
 			at = (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String() // a token in the query stays out
 		}
 		msg = fmt.Sprintf("connect to MCP server %s at %s: %v", s.slug, at, err)
+		if refused != 0 {
+			msg += fmt.Sprintf(" (HTTP %d to its POST: is the URL the server's streamable HTTP endpoint, often …/mcp? "+
+				"Maestro speaks streamable HTTP, not the older HTTP+SSE transport, whose URL often ends in /sse)", refused)
+		}
 	default:
 		msg = fmt.Sprintf("connect to MCP server %s: %v", s.slug, err)
 	}
@@ -643,13 +652,23 @@ var sseHeaderWait = 5 * time.Second
 // timeout nor Ctrl-C ends: a server that held its answer (one that
 // sends its headers with its first event) hung the session's start, and
 // the process, for good.
+//
+// It also records in refused a 404 or 405 answering a POST.
 type sseHeaderTransport struct {
-	base http.RoundTripper
-	wait time.Duration
-	slug string
+	base    http.RoundTripper
+	wait    time.Duration
+	slug    string
+	refused *atomic.Int32
 }
 
 func (t sseHeaderTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost {
+		resp, err := t.base.RoundTrip(r)
+		if err == nil && t.refused != nil && (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed) {
+			t.refused.Store(int32(resp.StatusCode))
+		}
+		return resp, err
+	}
 	if r.Method != http.MethodGet || r.Header.Get("Last-Event-ID") != "" {
 		return t.base.RoundTrip(r)
 	}

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -103,4 +104,29 @@ func (l *waitingLog) Write(p []byte) (int, error) {
 		close(l.done)
 	}
 	return len(p), nil
+}
+
+// TestHTTPURLNotAnEndpoint: a URL that is no streamable HTTP endpoint
+// (an older HTTP+SSE server's /sse, a wrong path) is reported with what
+// to check: it said "Not Found" or "Method Not Allowed" alone.
+func TestHTTPURLNotAnEndpoint(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{http.StatusNotFound, http.StatusMethodNotAllowed} {
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet { // an HTTP+SSE server's stream
+				w.Header().Set("Content-Type", "text/event-stream")
+				return
+			}
+			http.Error(w, http.StatusText(status), status)
+		}))
+		t.Cleanup(ts.Close)
+		m := NewManager(Options{Servers: map[string]config.MCPServer{"old": {URL: ts.URL + "/sse"}}})
+		t.Cleanup(func() { m.Close() })
+		err := m.Require(testCtx(t), []string{"old"})
+		want := fmt.Sprintf("(HTTP %d to its POST: is the URL the server's streamable HTTP endpoint, often …/mcp? "+
+			"Maestro speaks streamable HTTP, not the older HTTP+SSE transport, whose URL often ends in /sse)", status)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Require = %v\nwant it to hold %q", err, want)
+		}
+	}
 }
