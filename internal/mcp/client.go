@@ -94,6 +94,9 @@ type Options struct {
 type Manager struct {
 	o       Options
 	servers map[string]*server
+	// collided holds the server\x00tool pairs left out for a name
+	// another server's tool has, said once.
+	collided sync.Map
 	// closing ends when Close is called (stop).
 	closing context.Context
 	stop    context.CancelFunc

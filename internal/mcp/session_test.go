@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -128,5 +129,45 @@ func TestHTTPURLNotAnEndpoint(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Require = %v\nwant it to hold %q", err, want)
 		}
+	}
+}
+
+// TestToolNameOfTwoServers: two servers' tools of one name (slugs a and
+// a_, tools _echo and echo: mcp__a___echo both) give the model one tool,
+// and the one left out is said once as a status line: it went missing
+// with a log line alone.
+func TestToolNameOfTwoServers(t *testing.T) {
+	t.Parallel()
+	serve := func(tool string) string {
+		srv := sdk.NewServer(&sdk.Implementation{Name: tool, Version: "1"}, nil)
+		sdk.AddTool(srv, &sdk.Tool{Name: tool}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: tool}}}, nil, nil
+		})
+		ts := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+		t.Cleanup(ts.Close)
+		return ts.URL
+	}
+	var mu sync.Mutex
+	var reports []string
+	m := NewManager(Options{Servers: map[string]config.MCPServer{"a": {URL: serve("_echo")}, "a_": {URL: serve("echo")}},
+		Report: func(s string) { mu.Lock(); reports = append(reports, s); mu.Unlock() }})
+	t.Cleanup(func() { m.Close() })
+	for range 2 {
+		tools, err := m.All(testCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := names(tools); !slices.Equal(got, []string{"mcp__a___echo"}) {
+			t.Fatalf("tools = %v, want [mcp__a___echo]", got)
+		}
+		if res := run(t, tools[0], `{}`); res.Content != "_echo" {
+			t.Errorf("mcp__a___echo called %q, want server a's _echo", res.Content)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := `MCP server a_: tool "echo" is left out: its name mcp__a___echo is that of a tool of MCP server a (rename one of the two servers in config.yaml)`
+	if n := slices.Index(reports, want); n < 0 || slices.Index(reports[n+1:], want) >= 0 {
+		t.Errorf("reports = %q\nwant %q once", reports, want)
 	}
 }
