@@ -475,7 +475,7 @@ func (s *server) stderrNote(p *process) string {
 	}
 	note := p.skipNote()
 	if end := p.stderrEnd(); end != "" {
-		note = "; its stderr ends " + end
+		note += "; its stderr ends " + end
 	}
 	if s.m.o.Stderr != nil || s.m.o.LogDir != "" {
 		note += " (" + s.logHint() + ")"
