@@ -94,6 +94,9 @@ type Options struct {
 type Manager struct {
 	o       Options
 	servers map[string]*server
+	// collided holds the server\x00tool pairs left out for a name
+	// another server's tool has, said once.
+	collided sync.Map
 	// closing ends when Close is called (stop).
 	closing context.Context
 	stop    context.CancelFunc
@@ -200,8 +203,13 @@ type server struct {
 	list     []offer
 	down     bool // the connection ended without Close
 	restarts int
-	closed   bool
-	stderr   io.Closer
+	// lost is set with down when an HTTP server no longer knows the
+	// session (it restarted, or ended the session): a new session is
+	// started at the next use, as the MCP specification says, without
+	// counting as the restart a crashed server gets.
+	lost   bool
+	closed bool
+	stderr io.Closer
 	// stale is set when the server says its tool list changed: the
 	// next use lists the tools again.
 	stale atomic.Bool
@@ -221,7 +229,7 @@ func (s *server) session(ctx context.Context) (*sdk.ClientSession, error) {
 	if s.sess != nil && !s.down {
 		return s.sess, nil
 	}
-	if s.down {
+	if s.down && !s.lost {
 		if s.restarts >= 1 {
 			return nil, fmt.Errorf("MCP server %s stopped again after a restart; it is not restarted twice in a session (see %s)", s.slug, s.logHint())
 		}
@@ -232,7 +240,7 @@ func (s *server) session(ctx context.Context) (*sdk.ClientSession, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.sess, s.down, s.list = sess, false, nil
+	s.sess, s.down, s.lost, s.list = sess, false, false, nil
 	go s.watch(sess, proc)
 	return sess, nil
 }
@@ -253,6 +261,13 @@ func (s *server) watch(sess *sdk.ClientSession, proc *commandTransport) {
 		return
 	}
 	s.down = true
+	if errors.Is(err, sdk.ErrSessionMissing) {
+		if !s.lost {
+			s.lost = true
+			s.m.report(fmt.Sprintf("MCP server %s no longer knows Maestro's session (HTTP 404: it restarted, or ended the session); a new session is started at its next use.", s.slug))
+		}
+		return
+	}
 	msg := fmt.Sprintf("MCP server %s stopped", s.slug)
 	if ended != "" {
 		msg = fmt.Sprintf("MCP server %s stopped (%s)", s.slug, ended)
@@ -277,6 +292,16 @@ func (s *server) markDown(sess *sdk.ClientSession) {
 	}
 }
 
+// markLost records that the server no longer knows sess (an HTTP 404
+// for its session ID): the next use starts a new session.
+func (s *server) markLost(sess *sdk.ClientSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess == sess && !s.closed {
+		s.down, s.lost = true, true
+	}
+}
+
 func (s *server) logHint() string {
 	if s.cfg.Command != "" && s.m.o.Stderr != nil {
 		return "its stderr in the job's log"
@@ -290,6 +315,7 @@ func (s *server) logHint() string {
 // connect starts or dials the server and initialises the session; proc
 // is a stdio server's transport.
 func (s *server) connect(ctx context.Context) (_ *sdk.ClientSession, proc *commandTransport, _ error) {
+	var refused atomic.Int32 // an HTTP server's 404 or 405 to a POST
 	ctx, cancel := context.WithTimeoutCause(ctx, s.m.o.StartTimeout, errStartTimeout)
 	defer cancel()
 	// Closing the manager (the session ends: Ctrl-C) ends a start too:
@@ -330,11 +356,12 @@ func (s *server) connect(ctx context.Context) (_ *sdk.ClientSession, proc *comma
 			hc = &c
 		}
 		c := *hc
-		c.Transport = sseHeaderTransport{base: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), wait: sseHeaderWait, slug: s.slug}
+		c.Transport = sseHeaderTransport{base: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), wait: sseHeaderWait, slug: s.slug, refused: &refused}
 		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &c, MaxRetries: 1}
 	}
 	opts := &sdk.ClientOptions{Logger: s.m.o.Logger, Capabilities: &sdk.ClientCapabilities{},
-		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { s.stale.Store(true) }}
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { s.stale.Store(true) },
+		LoggingMessageHandler:  func(_ context.Context, req *sdk.LoggingMessageRequest) { s.serverLog(proc, req.Params) }}
 	if s.cfg.AllowSampling {
 		opts.CreateMessageHandler = s.sample
 	}
@@ -348,25 +375,26 @@ func (s *server) connect(ctx context.Context) (_ *sdk.ClientSession, proc *comma
 	client := sdk.NewClient(&sdk.Implementation{Name: "maestro", Version: "1"}, opts)
 	sess, err := client.Connect(ctx, transport, nil)
 	if err != nil {
-		return nil, nil, s.connectError(ctx, proc, err)
+		return nil, nil, s.connectError(ctx, proc, err, int(refused.Load()))
 	}
 	s.m.o.Logger.Info("MCP server connected", "server", s.slug)
 	return sess, proc, nil
 }
 
 // connectError says why the server did not start: how a stdio server
-// ended and the end of its stderr, a start that ran out of time, a
-// server writing what is not JSON-RPC on stdout.
-func (s *server) connectError(ctx context.Context, proc *commandTransport, err error) error {
+// ended and the end of its stderr, a start that ran out of time, what it
+// wrote on stdout that is not JSON-RPC.
+//
+// refused is the HTTP status (404, 405) an HTTP server answered a POST
+// with, if it did: a URL that is no streamable HTTP endpoint, often an
+// older HTTP+SSE server's (…/sse), said "Not Found" alone.
+func (s *server) connectError(ctx context.Context, proc *commandTransport, err error, refused int) error {
 	var p *process
 	if proc != nil {
 		p = proc.proc.Load()
 	}
-	var syntax *json.SyntaxError
 	var msg string
 	switch {
-	case p != nil && (errors.As(err, &syntax) || strings.Contains(err.Error(), "invalid character")):
-		msg = fmt.Sprintf("MCP server %s wrote what is not a JSON-RPC message on its stdout (a stdio server writes only MCP messages there, its logs on stderr): %v", s.slug, err)
 	case context.Cause(ctx) == errClosing:
 		msg = fmt.Sprintf("MCP server %s: its start was given up, the session closing", s.slug)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) && context.Cause(ctx) == errStartTimeout:
@@ -380,10 +408,49 @@ func (s *server) connectError(ctx context.Context, proc *commandTransport, err e
 			at = (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String() // a token in the query stays out
 		}
 		msg = fmt.Sprintf("connect to MCP server %s at %s: %v", s.slug, at, err)
+		if refused != 0 {
+			msg += fmt.Sprintf(" (HTTP %d to its POST: is the URL the server's streamable HTTP endpoint, often …/mcp? "+
+				"Maestro speaks streamable HTTP, not the older HTTP+SSE transport, whose URL often ends in /sse)", refused)
+		}
 	default:
 		msg = fmt.Sprintf("connect to MCP server %s: %v", s.slug, err)
 	}
 	return &startError{msg: msg + s.stderrNote(p), err: err}
+}
+
+// maxLogMessage bounds what is kept of one log message of a server.
+const maxLogMessage = 4 << 10
+
+// serverLog keeps a log message the server sent (notifications/message):
+// a stdio server's in its log, with its stderr; an HTTP server's in
+// Maestro's log. They were dropped, so what a server said of a failing
+// or long call (FastMCP's ctx.info, the TypeScript SDK's
+// sendLoggingMessage) was nowhere.
+func (s *server) serverLog(proc *commandTransport, m *sdk.LoggingMessageParams) {
+	if m == nil {
+		return
+	}
+	text, ok := m.Data.(string)
+	if !ok {
+		data, _ := json.Marshal(m.Data)
+		text = string(data)
+	}
+	if len(text) > maxLogMessage {
+		text = strings.ToValidUTF8(text[:maxLogMessage], "") + "…"
+	}
+	var p *process
+	if proc != nil {
+		p = proc.proc.Load()
+	}
+	if p == nil || p.log == nil {
+		s.m.o.Logger.Info("MCP server log message", "server", s.slug, "level", m.Level, "logger", m.Logger, "data", text)
+		return
+	}
+	from := ""
+	if m.Logger != "" {
+		from = " " + m.Logger
+	}
+	fmt.Fprintf(p.log, "[%s%s] %s\n", m.Level, from, strings.ReplaceAll(text, "\n", "\n  "))
 }
 
 // expand replaces ${VAR} in the value of field (env.X, headers.X) from
@@ -406,9 +473,9 @@ func (s *server) stderrNote(p *process) string {
 	if p == nil {
 		return ""
 	}
-	var note string
+	note := p.skipNote()
 	if end := p.stderrEnd(); end != "" {
-		note = "; its stderr ends " + end
+		note += "; its stderr ends " + end
 	}
 	if s.m.o.Stderr != nil || s.m.o.LogDir != "" {
 		note += " (" + s.logHint() + ")"
@@ -513,6 +580,19 @@ func (s *server) call(ctx context.Context, name string, args any) (*sdk.CallTool
 	})
 	defer timer.Stop()
 	res, err := sess.CallTool(cctx, &sdk.CallToolParams{Name: name, Arguments: args})
+	if errors.Is(err, sdk.ErrSessionMissing) && cctx.Err() == nil {
+		// The server answered 404 for the session (it restarted, or
+		// ended the session): the MCP specification has the client
+		// start a new session. The server did not run the call (it
+		// knew no session to run it in), so it is sent once more, on
+		// the new session. This call used to fail, and every later
+		// one once the server had restarted twice.
+		s.markLost(sess)
+		if sess, err = s.session(cctx); err != nil {
+			return nil, err
+		}
+		res, err = sess.CallTool(cctx, &sdk.CallToolParams{Name: name, Arguments: args})
+	}
 	switch {
 	case err == nil:
 		return res, nil
@@ -575,13 +655,23 @@ var sseHeaderWait = 5 * time.Second
 // timeout nor Ctrl-C ends: a server that held its answer (one that
 // sends its headers with its first event) hung the session's start, and
 // the process, for good.
+//
+// It also records in refused a 404 or 405 answering a POST.
 type sseHeaderTransport struct {
-	base http.RoundTripper
-	wait time.Duration
-	slug string
+	base    http.RoundTripper
+	wait    time.Duration
+	slug    string
+	refused *atomic.Int32
 }
 
 func (t sseHeaderTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost {
+		resp, err := t.base.RoundTrip(r)
+		if err == nil && t.refused != nil && (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed) {
+			t.refused.Store(int32(resp.StatusCode))
+		}
+		return resp, err
+	}
 	if r.Method != http.MethodGet || r.Header.Get("Last-Event-ID") != "" {
 		return t.base.RoundTrip(r)
 	}

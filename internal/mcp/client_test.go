@@ -84,7 +84,8 @@ func runDuplicateListerIfRequested() {
 			if huge {
 				result = map[string]any{"tools": []any{map[string]any{"name": "huge", "inputSchema": map[string]any{"type": "object"}},
 					map[string]any{"name": "small", "inputSchema": map[string]any{"type": "object"}},
-					map[string]any{"name": "hang", "inputSchema": map[string]any{"type": "object"}}}}
+					map[string]any{"name": "hang", "inputSchema": map[string]any{"type": "object"}},
+					map[string]any{"name": "logs", "inputSchema": map[string]any{"type": "object"}}}}
 				break
 			}
 			if odd {
@@ -104,6 +105,10 @@ func runDuplicateListerIfRequested() {
 				text = strings.Repeat("y", 100<<10)
 			case "hang":
 				continue
+			case "logs":
+				// What a server says of its work while it works.
+				os.Stdout.WriteString(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"indexer","data":"indexed 3 files"}}` + "\n")
+				os.Stdout.WriteString(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"error","data":{"file":"b.go","error":"unreadable"}}}` + "\n")
 			}
 			result = map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}
 		}

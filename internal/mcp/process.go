@@ -53,6 +53,14 @@ type process struct {
 	stderrDone chan struct{} // closed once its stderr is drained
 	signalled  atomic.Bool   // Close had to signal the group
 	closeOnce  sync.Once
+
+	// log is where the server's stderr goes (nil: nowhere), shared
+	// with the notes on what it wrote on stdout that was skipped.
+	log *syncWriter
+	// skips counts the lines of its stdout that were not messages;
+	// firstSkip is the first of them.
+	skips     atomic.Int64
+	firstSkip atomic.Pointer[string]
 }
 
 // Connect implements sdk.Transport.
@@ -90,10 +98,13 @@ func (t *commandTransport) Connect(context.Context) (sdk.Connection, error) {
 	}
 	p := &process{cmd: cmd, grace: t.grace, stdin: stdin, stdout: outR, tail: &tail{max: 4 << 10},
 		exited: make(chan struct{}), stderrDone: make(chan struct{})}
+	if t.stderr != nil {
+		p.log = &syncWriter{w: t.stderr}
+	}
 	go func() {
 		w := io.Writer(p.tail)
-		if t.stderr != nil {
-			w = io.MultiWriter(t.stderr, p.tail)
+		if p.log != nil {
+			w = io.MultiWriter(p.log, p.tail)
 		}
 		_, _ = io.Copy(w, errR)
 		errR.Close()
@@ -106,10 +117,65 @@ func (t *commandTransport) Connect(context.Context) (sdk.Connection, error) {
 	t.proc.Store(p)
 	// Closing the reader closes the whole: stdin first, as the MCP
 	// specification says.
-	return (&sdk.IOTransport{Reader: p, Writer: writeOnly{stdin}, MaxLineLength: t.maxLine}).Connect(context.Background())
+	r := readCloser{newStdoutFilter(outR, t.maxLine, p.skip), p}
+	return (&sdk.IOTransport{Reader: r, Writer: writeOnly{stdin}, MaxLineLength: t.maxLine}).Connect(context.Background())
 }
 
-func (p *process) Read(b []byte) (int, error) { return p.stdout.Read(b) }
+// readCloser is the server's stdout, filtered, which the process's
+// Close closes.
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// skip records a line of the server's stdout that is not a JSON-RPC
+// message and was skipped, and notes it in the server's log: the first
+// few, then one note per 100.
+func (p *process) skip(line []byte) {
+	n := p.skips.Add(1)
+	if n == 1 {
+		s := strings.ToValidUTF8(string(line), "\uFFFD")
+		p.firstSkip.Store(&s)
+	}
+	if p.log == nil {
+		return
+	}
+	switch {
+	case n <= 3:
+		fmt.Fprintf(p.log, "[maestro] skipped a line the server wrote on its stdout, not a JSON-RPC message (a stdio server writes its logs on stderr): %q\n", line)
+	case n%100 == 0:
+		fmt.Fprintf(p.log, "[maestro] skipped %d lines the server wrote on its stdout so far, not JSON-RPC messages\n", n)
+	}
+}
+
+// skipNote says what was skipped of the server's stdout; "" if nothing.
+func (p *process) skipNote() string {
+	n := p.skips.Load()
+	if n == 0 {
+		return ""
+	}
+	first := ""
+	if s := p.firstSkip.Load(); s != nil {
+		first = *s
+	}
+	what := "a line on its stdout that is not a JSON-RPC message"
+	if n > 1 {
+		what = fmt.Sprintf("%d lines on its stdout that are not JSON-RPC messages", n)
+	}
+	return fmt.Sprintf("; it wrote %s, skipped (the first: %q)", what, first)
+}
+
+// syncWriter serialises writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *syncWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
 
 // writeOnly is the server's stdin, which the process's Close closes.
 type writeOnly struct{ w io.Writer }

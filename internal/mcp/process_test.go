@@ -83,8 +83,9 @@ func TestStdioServerStartErrors(t *testing.T) {
 			[]string{"MCP server hangs did not answer its initialize request within 300ms", `its stderr ends "starting"`}},
 		{"silent", config.MCPServer{Command: exe, Env: map[string]string{silentListerEnv: "1"}},
 			[]string{"MCP server silent did not list its tools within 300ms"}},
-		{"banner", sh("echo 'Server running on stdio'; exec cat >/dev/null"),
-			[]string{"MCP server banner wrote what is not a JSON-RPC message on its stdout", "its logs on stderr"}},
+		{"banner", sh("echo 'Server running on stdio'; echo 'waiting for the database' >&2; exec sleep 30"),
+			[]string{"MCP server banner did not answer its initialize request within 300ms",
+				`it wrote a line on its stdout that is not a JSON-RPC message, skipped (the first: "Server running on stdio"); its stderr ends "waiting for the database"`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -111,7 +111,7 @@ func (m *Manager) Tools(ctx context.Context, pattern string) ([]tool.Tool, error
 		return nil, &MissingError{Server: slug}
 	}
 	var out []tool.Tool
-	given := map[string]bool{}
+	given := map[string]string{} // the slug whose tool has the name
 	for _, slug := range slugs {
 		s := m.servers[slug]
 		list, err := s.tools(ctx)
@@ -126,13 +126,18 @@ func (m *Manager) Tools(ctx context.Context, pattern string) ([]tool.Tool, error
 			if !o.selects(pattern, slug) {
 				continue
 			}
-			if given[o.name] {
+			if other, ok := given[o.name]; ok {
 				// Two servers' tools of one name (slugs a and a_, tools _b
-				// and b): the model can be offered one.
-				m.o.Logger.Warn("MCP tool named as another server's tool: left out", "server", slug, "tool", o.t.Name, "name", o.name)
+				// and b): the model can be offered one. Said once as a
+				// status line: a log line alone left the tool missing
+				// without a word.
+				if _, said := m.collided.LoadOrStore(slug+"\x00"+o.t.Name, true); !said {
+					m.report(fmt.Sprintf("MCP server %s: tool %q is left out: its name %s is that of a tool of MCP server %s (rename one of the two servers in config.yaml)",
+						slug, o.t.Name, o.name, other))
+				}
 				continue
 			}
-			given[o.name] = true
+			given[o.name] = slug
 			out = append(out, newTool(s, o))
 		}
 	}

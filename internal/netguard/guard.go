@@ -194,17 +194,21 @@ func (g *Guard) CheckURL(ctx context.Context, u *url.URL) ([]netip.Addr, error) 
 }
 
 func (g *Guard) checkURL(ctx context.Context, u *url.URL, stage string) ([]netip.Addr, error) {
+	// What the URL itself says (its scheme, an address literal) is
+	// refused at stage url, or at redirect when a redirect named it.
+	urlStage := stage
+	if stage == StageResolve {
+		urlStage = StageURL
+	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, &BlockedError{URL: u.Redacted(), Host: u.Hostname(), Class: "scheme", Stage: StageURL}
+		return nil, &BlockedError{URL: u.Redacted(), Host: u.Hostname(), Class: "scheme", Stage: urlStage}
 	}
 	host := u.Hostname()
 	if host == "" {
 		return nil, fmt.Errorf("check %s: the URL has no host", u.Redacted())
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
-		if stage == StageResolve {
-			stage = StageURL
-		}
+		stage = urlStage
 		if class, ok := g.allowed("", a); !ok {
 			return nil, &BlockedError{URL: u.Redacted(), Host: host, Addr: a.String(), Class: class, Stage: stage}
 		}

@@ -181,7 +181,7 @@ func TestGuardRefuses(t *testing.T) {
 		tc{"rebinding between check and connect", "http://rebind.test:" + srvURL.Port() + "/", ClassPrivate, StageConnect},
 		tc{"file scheme", "file:///etc/passwd", "scheme", StageURL},
 		tc{"ftp scheme", "ftp://example.com/", "scheme", StageURL},
-		tc{"redirect to file scheme", srv.URL + "/?to=" + url.QueryEscape("file:///etc/passwd"), "scheme", StageURL},
+		tc{"redirect to file scheme", srv.URL + "/?to=" + url.QueryEscape("file:///etc/passwd"), "scheme", StageRedirect},
 	)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
