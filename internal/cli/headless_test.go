@@ -19,12 +19,17 @@ import (
 	"github.com/maestro-run/maestro/internal/proctest"
 )
 
+// maestroBinDir is the directory maestroBinary built into; TestMain
+// removes it (each run of the package left a 110 MB binary in /tmp).
+var maestroBinDir string
+
 // maestroBinary builds cmd/maestro once for the subprocess tests.
 var maestroBinary = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "maestro-headless-")
 	if err != nil {
 		return "", err
 	}
+	maestroBinDir = dir
 	return proctest.Build(context.Background(), "cmd/maestro", dir)
 })
 

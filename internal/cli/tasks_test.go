@@ -349,7 +349,13 @@ func TestTasksLogsReconnects(t *testing.T) {
 // first use and stopped by TestMain.
 var pg pgtest.Shared
 
-func TestMain(m *testing.M) { os.Exit(pg.Main(m)) }
+func TestMain(m *testing.M) {
+	code := pg.Main(m)
+	if maestroBinDir != "" {
+		os.RemoveAll(maestroBinDir)
+	}
+	os.Exit(code)
+}
 
 // TestServeOnPostgres: `maestro serve --db postgres://…` runs a task to
 // the end, driven by `maestro tasks`.
