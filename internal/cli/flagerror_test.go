@@ -20,10 +20,15 @@ func TestFlagValueErrors(t *testing.T) {
 		{[]string{"serve", "--session-stale-after", "5"}, `--session-stale-after "5": expected a duration such as 30s, 5m or 1h30m`},
 		{[]string{"tasks", "list", "--json=maybe"}, `--json "maybe": expected true or false`},
 		{[]string{"run", "--workspace"}, `flag needs an argument: --workspace`},
+		// Out of range: -1s and 0s were silently 30s, 2ns crashed the
+		// serve; events smoke passed a negative timeout on to NATS.
+		{[]string{"serve", "--session-stale-after", "-1s"}, `--session-stale-after must be at least 300ms, got -1s`},
+		{[]string{"serve", "--session-stale-after", "2ns"}, `--session-stale-after must be at least 300ms, got 2ns`},
+		{[]string{"events", "smoke", "--timeout", "0s"}, `--timeout must be positive, got 0s`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Parallel()
-			r := runCLI(t, map[string]string{}, tc.args...)
+			r := runCLI(t, map[string]string{"MAESTRO_EVENT_BUS_URL": "nats://127.0.0.1:1"}, tc.args...)
 			first, _, _ := strings.Cut(r.stderr, "\n")
 			if r.code != ExitUsage || first != "maestro: "+tc.want || !strings.Contains(r.stderr, "--help' for usage") {
 				t.Errorf("exit %d, stderr:\n%s\nwant exit %d and first line %q", r.code, r.stderr, ExitUsage, "maestro: "+tc.want)

@@ -39,6 +39,10 @@ import (
 // otherwise: loopback only, so no token is needed.
 const defaultListen = "127.0.0.1:7878"
 
+// minSessionStaleAfter is the shortest --session-stale-after, as for
+// worker's --lease: a third of it is the heartbeat period.
+const minSessionStaleAfter = 300 * time.Millisecond
+
 // serveOptions are the flags of `maestro serve`.
 type serveOptions struct {
 	Listen    string
@@ -151,6 +155,11 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	}
 	if o.MaxConns <= 0 {
 		return usageErr("--max-connections: expected a positive number of connections, found %d", o.MaxConns)
+	}
+	if o.SessionStaleAfter < minSessionStaleAfter {
+		// Its third is the heartbeat period: 0 or less was silently the
+		// default, a few nanoseconds crashed the serve (NewTicker).
+		return usageErr("--session-stale-after must be at least %s, got %s", minSessionStaleAfter, o.SessionStaleAfter)
 	}
 	if o.MaxUpload <= 0 {
 		return usageErr("--max-upload: expected a positive number of bytes, found %d", o.MaxUpload)
