@@ -168,6 +168,13 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	if err != nil {
 		return usageErr("--listen: expected host:port such as %s, found %q", defaultListen, o.Listen)
 	}
+	if _, port, _ := net.SplitHostPort(o.Listen); port != "" {
+		// As hosted-runner says it; net.Listen's "address 99999: invalid
+		// port" came after the store was opened, with exit status 1.
+		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return usageErr("--listen %s: port %q is not a number from 0 to 65535", o.Listen, port)
+		}
+	}
 	token := o.Token
 	if token == "" && io.Getenv != nil {
 		token = io.Getenv("MAESTRO_API_TOKEN")
