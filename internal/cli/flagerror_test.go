@@ -37,3 +37,27 @@ func TestFlagValueErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestArgCountErrorsShowUsage: a missing or extra argument names the
+// command's usage line; cobra's "accepts 1 arg(s), received 0" alone did
+// not say which argument was missing.
+func TestArgCountErrorsShowUsage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run"}, "requires at least 1 arg(s), only received 0 (usage: maestro run [flags] TASK...)"},
+		{[]string{"sessions", "show"}, "accepts 1 arg(s), received 0 (usage: maestro sessions show [--agent ID] SESSION_ID [flags])"},
+		{[]string{"tasks", "comment", "1"}, "accepts 2 arg(s), received 1 (usage: maestro tasks comment ID TEXT [flags])"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			r := runCLI(t, map[string]string{}, tc.args...)
+			first, _, _ := strings.Cut(r.stderr, "\n")
+			if r.code != ExitUsage || first != "maestro: "+tc.want {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit %d and first line %q", r.code, r.stderr, ExitUsage, "maestro: "+tc.want)
+			}
+		})
+	}
+}
