@@ -277,6 +277,15 @@ shown, with the same filters); with --json the answer's next_before is that id.`
 					fmt.Fprintf(io.ErrOut, "more tasks: %s\n", nextListCommand(cmd, out.NextBefore))
 				}
 			}()
+			if len(out.Tasks) == 0 {
+				// A bare header read as a listing that failed.
+				if tq.Owner == "" && tq.State == "" && tq.Search == "" && before == 0 {
+					fmt.Fprintln(io.ErrOut, `no tasks yet; submit one with maestro tasks submit "…"`)
+				} else {
+					fmt.Fprintln(io.ErrOut, "no task matches the filters given (--owner, --state, --search, --before)")
+				}
+				return nil
+			}
 			tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tSTATE\tPIECE\tRUNS ON\tCOST\tCREATED\tTITLE")
 			for _, t := range out.Tasks {
