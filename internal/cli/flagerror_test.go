@@ -25,6 +25,7 @@ func TestFlagValueErrors(t *testing.T) {
 		{[]string{"serve", "--session-stale-after", "-1s"}, `--session-stale-after must be at least 300ms, got -1s`},
 		{[]string{"serve", "--session-stale-after", "2ns"}, `--session-stale-after must be at least 300ms, got 2ns`},
 		{[]string{"events", "smoke", "--timeout", "0s"}, `--timeout must be positive, got 0s`},
+		{[]string{"tasks", "submit", "x", "--max-attempts", "0", "--server", "http://127.0.0.1:1"}, `--max-attempts 0: expected 1-100`},
 		{[]string{"serve", "--listen", "127.0.0.1:99999"}, `--listen 127.0.0.1:99999: port "99999" is not a number from 0 to 65535`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

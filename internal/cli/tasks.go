@@ -165,6 +165,10 @@ input/ directory before its job starts (the piece reads them from there).
 --body - reads the body from standard input.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("max-attempts") && (maxAttempts < 1 || maxAttempts > 100) {
+				// 0 was sent as "not given" and became 3 without a word.
+				return usageErr("--max-attempts %d: expected 1-100", maxAttempts)
+			}
 			c, err := o.client(io)
 			if err != nil {
 				return err
@@ -234,7 +238,7 @@ input/ directory before its job starts (the piece reads them from there).
 	f.StringVar(&profile, "profile", "", "only workers serving this profile run it")
 	f.StringVar(&taskClass, "task-class", "", "only workers serving this task class run it")
 	f.IntVar(&priority, "priority", 0, "higher runs first")
-	f.IntVar(&maxAttempts, "max-attempts", 0, "attempts before the job fails (default 3)")
+	f.IntVar(&maxAttempts, "max-attempts", 0, "attempts before the job fails, 1-100 (default 3)")
 	f.StringVar(&payload, "payload", "", "job payload as a JSON object")
 	f.StringArrayVar(&files, "file", nil, "upload a file to the task's input/ (repeatable)")
 	f.StringVar(&executor, "executor", "", "what runs it: "+strings.Join(api.Executors(), ", ")+" (default: the server's)")
