@@ -119,7 +119,27 @@ With a model:
 	addEventBusFlag(root, io)
 	root.SetFlagErrorFunc(flagError)
 	refuseUnknownSubcommands(root)
+	explainArgs(root)
 	return root
+}
+
+// explainArgs adds the command's usage line to cobra's argument-count
+// errors: 'maestro sessions show' said only "accepts 1 arg(s), received
+// 0", naming neither the argument nor its place.
+func explainArgs(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		explainArgs(c)
+	}
+	check := cmd.Args
+	if check == nil {
+		return
+	}
+	cmd.Args = func(c *cobra.Command, args []string) error {
+		if err := check(c, args); err != nil {
+			return fmt.Errorf("%w (usage: %s)", err, c.UseLine())
+		}
+		return nil
+	}
 }
 
 // refuseUnknownSubcommands makes every command group (a command with

@@ -59,6 +59,9 @@ server cannot be reached, no stream takes the subject (see
 --event-bus-create-stream) or the publish fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if timeout <= 0 {
+				return usageErr("--timeout must be positive, got %s", timeout)
+			}
 			h, err := host.New(host.Options{Getenv: io.Getenv})
 			if err != nil {
 				return &exitError{code: ExitError, err: err}

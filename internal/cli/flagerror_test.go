@@ -20,12 +20,43 @@ func TestFlagValueErrors(t *testing.T) {
 		{[]string{"serve", "--session-stale-after", "5"}, `--session-stale-after "5": expected a duration such as 30s, 5m or 1h30m`},
 		{[]string{"tasks", "list", "--json=maybe"}, `--json "maybe": expected true or false`},
 		{[]string{"run", "--workspace"}, `flag needs an argument: --workspace`},
+		// Out of range: -1s and 0s were silently 30s, 2ns crashed the
+		// serve; events smoke passed a negative timeout on to NATS.
+		{[]string{"serve", "--session-stale-after", "-1s"}, `--session-stale-after must be at least 300ms, got -1s`},
+		{[]string{"serve", "--session-stale-after", "2ns"}, `--session-stale-after must be at least 300ms, got 2ns`},
+		{[]string{"events", "smoke", "--timeout", "0s"}, `--timeout must be positive, got 0s`},
+		{[]string{"tasks", "submit", "x", "--max-attempts", "0", "--server", "http://127.0.0.1:1"}, `--max-attempts 0: expected 1-100`},
+		{[]string{"serve", "--listen", "127.0.0.1:99999"}, `--listen 127.0.0.1:99999: port "99999" is not a number from 0 to 65535`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			r := runCLI(t, map[string]string{"MAESTRO_EVENT_BUS_URL": "nats://127.0.0.1:1"}, tc.args...)
+			first, _, _ := strings.Cut(r.stderr, "\n")
+			if r.code != ExitUsage || first != "maestro: "+tc.want || !strings.Contains(r.stderr, "--help' for usage") {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit %d and first line %q", r.code, r.stderr, ExitUsage, "maestro: "+tc.want)
+			}
+		})
+	}
+}
+
+// TestArgCountErrorsShowUsage: a missing or extra argument names the
+// command's usage line; cobra's "accepts 1 arg(s), received 0" alone did
+// not say which argument was missing.
+func TestArgCountErrorsShowUsage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run"}, "requires at least 1 arg(s), only received 0 (usage: maestro run [flags] TASK...)"},
+		{[]string{"sessions", "show"}, "accepts 1 arg(s), received 0 (usage: maestro sessions show [--agent ID] SESSION_ID [flags])"},
+		{[]string{"tasks", "comment", "1"}, "accepts 2 arg(s), received 1 (usage: maestro tasks comment ID TEXT [flags])"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Parallel()
 			r := runCLI(t, map[string]string{}, tc.args...)
 			first, _, _ := strings.Cut(r.stderr, "\n")
-			if r.code != ExitUsage || first != "maestro: "+tc.want || !strings.Contains(r.stderr, "--help' for usage") {
+			if r.code != ExitUsage || first != "maestro: "+tc.want {
 				t.Errorf("exit %d, stderr:\n%s\nwant exit %d and first line %q", r.code, r.stderr, ExitUsage, "maestro: "+tc.want)
 			}
 		})

@@ -52,7 +52,7 @@ func (o *sessionFlags) bind(cmd *cobra.Command) {
 	f.StringVarP(&o.Model, "model", "m", "", "model as provider/model, e.g. anthropic/claude-sonnet-4-5, openai/gpt-5, replay/demo")
 	f.StringVar(&o.Replay, "replay", "", "run a scripted replay scenario file instead of a model (see docs/replay.md)")
 	f.StringVar(&o.Sandbox, "sandbox", "", "Bash sandbox mode: auto (bubblewrap, else Landlock, else Bash refused), bwrap, landlock, off (default from config, else auto; always = bwrap)")
-	f.StringVar(&o.Resume, "resume", "", "continue session ID (full id or a unique prefix of 8+ characters)")
+	f.StringVar(&o.Resume, "resume", "", "continue session ID (a Maestro session: full id or a unique prefix of 8+ characters; with --agent also the CLI's own session id, in full)")
 	f.StringVar(&o.Permission, "permission", "", permissionUsage)
 }
 
@@ -135,7 +135,7 @@ aborted piece run (one-line reason on stderr), 2 usage error, 130 interrupted.`,
 	f.StringVar(&o.System, "system", "", "replace the default system prompt (plain agent loop only)")
 	f.StringVar(&o.Piece, "piece", "", "run the task as this piece (see 'maestro pieces list'); skips the classifier")
 	f.BoolVar(&o.NoPiece, "no-piece", false, "run the plain agent loop: no piece, no classification")
-	f.StringVar(&o.Agent, "agent", "", "run the task on an agent CLI (claude-code, codex, gemini-cli, opencode, qwen-code, or ~/.maestro/agents/*.yaml); --resume then takes its Maestro session id, or the CLI's own session id")
+	f.StringVar(&o.Agent, "agent", "", "run the task on an agent CLI (claude-code, codex, gemini-cli, opencode, qwen-code, or ~/.maestro/agents/*.yaml); --resume then takes its Maestro session id, or the CLI's own session id (in full: a prefix of it is passed on as given)")
 	return cmd
 }
 

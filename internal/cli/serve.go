@@ -39,6 +39,10 @@ import (
 // otherwise: loopback only, so no token is needed.
 const defaultListen = "127.0.0.1:7878"
 
+// minSessionStaleAfter is the shortest --session-stale-after, as for
+// worker's --lease: a third of it is the heartbeat period.
+const minSessionStaleAfter = 300 * time.Millisecond
+
 // serveOptions are the flags of `maestro serve`.
 type serveOptions struct {
 	Listen    string
@@ -152,12 +156,24 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	if o.MaxConns <= 0 {
 		return usageErr("--max-connections: expected a positive number of connections, found %d", o.MaxConns)
 	}
+	if o.SessionStaleAfter < minSessionStaleAfter {
+		// Its third is the heartbeat period: 0 or less was silently the
+		// default, a few nanoseconds crashed the serve (NewTicker).
+		return usageErr("--session-stale-after must be at least %s, got %s", minSessionStaleAfter, o.SessionStaleAfter)
+	}
 	if o.MaxUpload <= 0 {
 		return usageErr("--max-upload: expected a positive number of bytes, found %d", o.MaxUpload)
 	}
 	loopback, err := httpedge.LoopbackListen(o.Listen)
 	if err != nil {
 		return usageErr("--listen: expected host:port such as %s, found %q", defaultListen, o.Listen)
+	}
+	if _, port, _ := net.SplitHostPort(o.Listen); port != "" {
+		// As hosted-runner says it; net.Listen's "address 99999: invalid
+		// port" came after the store was opened, with exit status 1.
+		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return usageErr("--listen %s: port %q is not a number from 0 to 65535", o.Listen, port)
+		}
 	}
 	token := o.Token
 	if token == "" && io.Getenv != nil {

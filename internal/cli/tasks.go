@@ -165,6 +165,10 @@ input/ directory before its job starts (the piece reads them from there).
 --body - reads the body from standard input.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("max-attempts") && (maxAttempts < 1 || maxAttempts > 100) {
+				// 0 was sent as "not given" and became 3 without a word.
+				return usageErr("--max-attempts %d: expected 1-100", maxAttempts)
+			}
 			c, err := o.client(io)
 			if err != nil {
 				return err
@@ -234,7 +238,7 @@ input/ directory before its job starts (the piece reads them from there).
 	f.StringVar(&profile, "profile", "", "only workers serving this profile run it")
 	f.StringVar(&taskClass, "task-class", "", "only workers serving this task class run it")
 	f.IntVar(&priority, "priority", 0, "higher runs first")
-	f.IntVar(&maxAttempts, "max-attempts", 0, "attempts before the job fails (default 3)")
+	f.IntVar(&maxAttempts, "max-attempts", 0, "attempts before the job fails, 1-100 (default 3)")
 	f.StringVar(&payload, "payload", "", "job payload as a JSON object")
 	f.StringArrayVar(&files, "file", nil, "upload a file to the task's input/ (repeatable)")
 	f.StringVar(&executor, "executor", "", "what runs it: "+strings.Join(api.Executors(), ", ")+" (default: the server's)")
@@ -277,6 +281,15 @@ shown, with the same filters); with --json the answer's next_before is that id.`
 					fmt.Fprintf(io.ErrOut, "more tasks: %s\n", nextListCommand(cmd, out.NextBefore))
 				}
 			}()
+			if len(out.Tasks) == 0 {
+				// A bare header read as a listing that failed.
+				if tq.Owner == "" && tq.State == "" && tq.Search == "" && before == 0 {
+					fmt.Fprintln(io.ErrOut, `no tasks yet; submit one with maestro tasks submit "…"`)
+				} else {
+					fmt.Fprintln(io.ErrOut, "no task matches the filters given (--owner, --state, --search, --before)")
+				}
+				return nil
+			}
 			tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tSTATE\tPIECE\tRUNS ON\tCOST\tCREATED\tTITLE")
 			for _, t := range out.Tasks {

@@ -233,3 +233,26 @@ func TestTasksSubmitJSONFollowIsJSONLines(t *testing.T) {
 		}
 	}
 }
+
+// `tasks list` with nothing to list printed a bare header, which reads as
+// a listing that failed; it says there is none, and how to make one.
+func TestTasksListEmptySaysSo(t *testing.T) {
+	t.Parallel()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"tasks":[]}`))
+	}))
+	defer ts.Close()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, `no tasks yet; submit one with maestro tasks submit "…"`},
+		{[]string{"--state", "failed", "--search", "login"}, "no task matches the filters given"},
+	} {
+		code, out, errOut := runTasksCLI(t, map[string]string{}, append([]string{"tasks", "list", "--server", ts.URL}, tc.args...)...)
+		if code != 0 || out != "" || !strings.Contains(errOut, tc.want) {
+			t.Errorf("tasks list %v with no task: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 0, no stdout, stderr %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+}

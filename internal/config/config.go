@@ -355,6 +355,15 @@ func Parse(data []byte) (Config, error) {
 			}
 			return Config{}, invalidValue(data, []string{"ssh_connections", id}, "%s", msg)
 		}
+		// An out-of-range port was only refused by the dial, as "invalid
+		// port" in a tool result; a relative key file was read from the
+		// directory the process happened to start in.
+		if c.Port < 0 || c.Port > 65535 {
+			return Config{}, invalidValue(data, []string{"ssh_connections", id, "port"}, "must be 1-65535 (default 22), got %d", c.Port)
+		}
+		if c.KeyFile != "" && !filepath.IsAbs(c.KeyFile) && !strings.HasPrefix(c.KeyFile, "~/") {
+			return Config{}, invalidValue(data, []string{"ssh_connections", id, "key_file"}, "%q: expected an absolute path or one starting with ~/", c.KeyFile)
+		}
 	}
 	if cfg.MaxFileBytes < 0 {
 		return Config{}, invalidValue(data, []string{"max_file_bytes"}, "must be positive, got %d", cfg.MaxFileBytes)

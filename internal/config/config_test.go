@@ -126,6 +126,8 @@ func TestValueErrorsNameTheLine(t *testing.T) {
 		{"web:\n  max_bytes: -1\n", "line 1: web: timeout_seconds, max_redirects"},
 		{"ssh_connections:\n  box: {host: h}\n", "line 2: ssh_connections.box: host, user, host_key and key_file or password are required; missing: user, host_key, key_file or password"},
 		{"ssh_connections:\n  box: {host: h, user: u, host_key: ssh-ed25519 AAAA}\n", "missing: key_file or password"},
+		{"ssh_connections:\n  box:\n    {host: h, user: u, password: p, host_key: ssh-ed25519 AAAA, port: 99999}\n", "line 3: ssh_connections.box.port: must be 1-65535 (default 22), got 99999"},
+		{"ssh_connections:\n  box:\n    {host: h, user: u, key_file: keys/id, host_key: ssh-ed25519 AAAA}\n", `line 3: ssh_connections.box.key_file: "keys/id": expected an absolute path or one starting with ~/`},
 		{"sandbox: auto\ncompact_at: 2\n", "line 2: compact_at: a share of the context window"},
 		// A model the run would refuse is named as a config.yaml error,
 		// with its line, not as if --model had been given wrong.
