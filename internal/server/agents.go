@@ -49,7 +49,7 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "load the agent CLI definitions: "+err.Error())
 		return
 	}
-	infos, _ := agentcli.DescribeAll(r.Context(), reg.All(), s.getenv("PATH"))
+	infos, _ := s.agentProbes.DescribeAll(r.Context(), reg.All(), s.getenv("PATH"))
 	out := api.AgentList{Agents: append([]agentcli.Info{}, infos...), Invalid: invalid}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -19,7 +19,7 @@ import (
 func agentsEnv(t *testing.T) *env {
 	t.Helper()
 	bin := t.TempDir()
-	script := "#!/bin/sh\necho 'fake-agent 1.2.3'\n"
+	script := "#!/bin/sh\necho x >> " + filepath.Join(bin, "probes") + "\necho 'fake-agent 1.2.3'\n"
 	if err := os.WriteFile(filepath.Join(bin, "fake-agent"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -147,5 +147,29 @@ func TestCreateTaskAgentSession(t *testing.T) {
 				t.Errorf("job payload agent_session %q, want %q", out.Job.Payload.AgentSession, tc.session)
 			}
 		})
+	}
+}
+
+// TestAgentsListProbesOnce: listing the CLIs again does not ask an
+// unchanged CLI for its version again (each listing ran every CLI's
+// probe: the Agent CLIs page waited about 3 s each time).
+func TestAgentsListProbesOnce(t *testing.T) {
+	t.Parallel()
+	e := agentsEnv(t)
+	for range 3 {
+		var out api.AgentList
+		e.must(http.StatusOK, "GET", "/api/v1/agents", nil, &out)
+	}
+	var fake agentcli.Info
+	var out api.AgentList
+	e.must(http.StatusOK, "GET", "/api/v1/agents", nil, &out)
+	for _, a := range out.Agents {
+		if a.ID == "fake-agent" {
+			fake = a
+		}
+	}
+	data, _ := os.ReadFile(filepath.Join(filepath.Dir(fake.Path), "probes"))
+	if n := strings.Count(string(data), "x"); n != 1 || fake.Version != "1.2.3" {
+		t.Errorf("fake-agent asked for its version %d times in 4 listings (want 1); version %q", n, fake.Version)
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/agentcli"
 	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/mcp"
@@ -196,6 +197,8 @@ type Server struct {
 	routes  []string
 	feeds   *feeds
 	actorID string // identity of the configured token in the audit log
+	// agentProbes keeps the agent CLIs' versions between listings.
+	agentProbes agentcli.ProbeCache
 }
 
 // New builds the API handler.

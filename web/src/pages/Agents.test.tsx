@@ -24,4 +24,20 @@ describe("Agents", () => {
     expect(codex).toHaveAttribute("aria-current", "true");
     expect(claude).not.toHaveAttribute("aria-current");
   });
+
+  // The listing asks every CLI for its version, a few seconds the first
+  // time: the table stood empty meanwhile, as if none were installed.
+  it("says it is looking while the list loads", async () => {
+    let answer: (r: Response) => void = () => {};
+    const f = (() => new Promise<Response>((res) => (answer = res))) as typeof fetch;
+    render(
+      <Wrap fetch={f} path="/agents">
+        <Agents />
+      </Wrap>,
+    );
+    expect(await screen.findByTestId("agents-loading")).toHaveTextContent("asking each for its version");
+    answer(json({ agents: [agent("claude", "Claude Code")], invalid: [] }));
+    await screen.findByRole("button", { name: "Claude Code" });
+    expect(screen.queryByTestId("agents-loading")).toBeNull();
+  });
 });

@@ -39,6 +39,15 @@ export default function Agents() {
             </tr>
           </thead>
           <tbody>
+            {list.isPending && (
+              // Each CLI is asked for its version (a few seconds for the
+              // first listing): an empty table said there were none.
+              <tr>
+                <td colSpan={5} className="p-2 text-slate-600 dark:text-slate-400" role="status" data-testid="agents-loading">
+                  Looking for the agent CLIs on the server and asking each for its version…
+                </td>
+              </tr>
+            )}
             {agents.map((a) => (
               <tr key={a.id} data-testid="agent-row" data-id={a.id} className={`border-b border-slate-100 dark:border-slate-800 ${a.id === selected ? "bg-sky-50 dark:bg-sky-950" : ""}`}>
                 <td className="p-2">
