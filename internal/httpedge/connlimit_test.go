@@ -427,36 +427,23 @@ func TestConnLimitHeaderBytes(t *testing.T) {
 // deadline, other answers none).
 func TestConnLimitUnreadAnswer(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim := LimitConns(ln, 4, "--max-connections", nil)
-	lim.writeIdle = 100 * time.Millisecond
 	released := make(chan struct{}, 1)
-	lim.changed = func() {
-		select {
-		case released <- struct{}{}:
-		default:
-		}
-	}
 	wrote := make(chan error, 1)
 	chunk := bytes.Repeat([]byte("x"), 1<<20)
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	lim, c := writeIdleConn(t, 100*time.Millisecond, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var err error
 		for i := 0; i < 256 && err == nil; i++ { // 256 MB: more than any socket buffers
 			_, err = w.Write(chunk)
 		}
 		wrote <- err
-	})}
-	lim.Configure(srv, nil)
-	go srv.Serve(lim)
-	t.Cleanup(func() { srv.Close() })
-	c, err := net.DialTimeout("tcp", ln.Addr().String(), 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	}), func(lim *ConnLimit) {
+		lim.changed = func() {
+			select {
+			case released <- struct{}{}:
+			default:
+			}
+		}
+	})
 	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	select {
 	case err := <-wrote:

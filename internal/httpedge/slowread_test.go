@@ -18,15 +18,9 @@ import (
 // the middle of a download.
 func TestConnLimitSlowReader(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim := LimitConns(ln, 4, "--max-connections", nil)
-	lim.writeIdle = 300 * time.Millisecond
 	const size = 6 << 20
 	wrote := make(chan error, 1)
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	_, c := writeIdleConn(t, 300*time.Millisecond, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", fmt.Sprint(size))
 		buf := make([]byte, 32<<10)
 		var err error
@@ -34,15 +28,7 @@ func TestConnLimitSlowReader(t *testing.T) {
 			_, err = w.Write(buf)
 		}
 		wrote <- err
-	})}
-	lim.Configure(srv, nil)
-	go srv.Serve(lim)
-	t.Cleanup(func() { srv.Close() })
-	c, err := net.DialTimeout("tcp", ln.Addr().String(), 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	}), nil)
 	c.SetDeadline(time.Now().Add(20 * time.Second))
 	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -78,12 +64,6 @@ func TestConnLimitSlowReader(t *testing.T) {
 // answer the client does not read is still cut at the write idle time.
 func TestConnLimitUnreadAnswerKeptAlive(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim := LimitConns(ln, 4, "--max-connections", nil)
-	lim.writeIdle = 100 * time.Millisecond
 	wrote := make(chan error, 1)
 	chunk := make([]byte, 1<<20)
 	mux := http.NewServeMux()
@@ -101,15 +81,7 @@ func TestConnLimitUnreadAnswerKeptAlive(t *testing.T) {
 		}
 		wrote <- err
 	})
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: mux}
-	lim.Configure(srv, nil)
-	go srv.Serve(lim)
-	t.Cleanup(func() { srv.Close() })
-	c, err := net.DialTimeout("tcp", ln.Addr().String(), 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	_, c := writeIdleConn(t, 100*time.Millisecond, mux, nil)
 	c.SetDeadline(time.Now().Add(20 * time.Second))
 	br := bufio.NewReader(c)
 	for _, path := range []string{"/events", "/small"} {
@@ -130,4 +102,30 @@ func TestConnLimitUnreadAnswerKeptAlive(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the handler still writes to a client that has read nothing for 10 s")
 	}
+}
+
+// writeIdleConn serves h behind a limit of 4 connections whose write idle
+// time is idle (setup, if any, adjusts the limit before it serves), and
+// returns the limit and a raw connection to it, closed with the test.
+func writeIdleConn(t *testing.T, idle time.Duration, h http.Handler, setup func(*ConnLimit)) (*ConnLimit, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := LimitConns(ln, 4, "--max-connections", nil)
+	lim.writeIdle = idle
+	if setup != nil {
+		setup(lim)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: h}
+	lim.Configure(srv, nil)
+	go srv.Serve(lim)
+	t.Cleanup(func() { srv.Close() })
+	c, err := net.DialTimeout("tcp", ln.Addr().String(), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return lim, c
 }
