@@ -5,6 +5,19 @@ import { Route, Routes } from "react-router";
 import SessionLive from "./SessionLive";
 import { json, toRequest, Wrap } from "../test/helpers";
 
+// subscribed answers the subscribe of session s1 as its controller, the
+// session's provider being provider.
+const subscribed = (provider: string) =>
+  json({
+    connection_id: "conn_a",
+    subscription_id: "sub_a",
+    role: "controller",
+    controller_lease_granted: true,
+    controller_connection_id: "conn_a",
+    lease_expires_at: null,
+    snapshot: { session_id: "s1", cursor: 0, state: { provider, controller_connection_id: "conn_a" } },
+  });
+
 // A live session on a user-defined agent CLI without cost_tracking and
 // image_input: the usage widget shows the tokens but not the cost, and the
 // prompt box uploads a text file but leaves an image out.
@@ -18,15 +31,7 @@ describe("SessionLive on an agent CLI without cost or images", () => {
       if (p === "/api/v1/agents")
         return json({ agents: [{ id: "fake-cli", name: "Fake CLI", source: "user file", binary: "fake", parser: "p", capabilities: {} }], invalid: [] });
       if (p === "/api/headless/sessions/s1/subscribe")
-        return json({
-          connection_id: "conn_a",
-          subscription_id: "sub_a",
-          role: "controller",
-          controller_lease_granted: true,
-          controller_connection_id: "conn_a",
-          lease_expires_at: null,
-          snapshot: { session_id: "s1", cursor: 0, state: { provider: "fake-cli", controller_connection_id: "conn_a" } },
-        });
+        return subscribed("fake-cli");
       if (p === "/api/headless/sessions/s1/events") {
         const frames = [
           { type: "message", cursor: 1, message: { type: "response_start", response_id: "r" } },
@@ -122,15 +127,7 @@ describe("SessionLive with the keyboard", () => {
       const p = new URL(req.url).pathname;
       if (p === "/api/v1/agents") return json({ agents: [], invalid: [] });
       if (p === "/api/headless/sessions/s1/subscribe")
-        return json({
-          connection_id: "conn_a",
-          subscription_id: "sub_a",
-          role: "controller",
-          controller_lease_granted: true,
-          controller_connection_id: "conn_a",
-          lease_expires_at: null,
-          snapshot: { session_id: "s1", cursor: 0, state: { provider: "replay", controller_connection_id: "conn_a" } },
-        });
+        return subscribed("replay");
       if (p === "/api/headless/sessions/s1/events") {
         const body = new ReadableStream<Uint8Array>({
           start(c) {
