@@ -5,6 +5,17 @@ import { Route, Routes } from "react-router";
 import TaskDetail from "./TaskDetail";
 import { json, toRequest, Wrap } from "../test/helpers";
 
+// renderTask5 shows task 5's page, its API answered by f.
+function renderTask5(f: typeof fetch) {
+  render(
+    <Wrap fetch={f} path="/tasks/5">
+      <Routes>
+        <Route path="/tasks/:id" element={<TaskDetail />} />
+      </Routes>
+    </Wrap>,
+  );
+}
+
 function sse(frames: string[]): Response {
   const enc = new TextEncoder();
   const left = frames.slice();
@@ -69,13 +80,7 @@ function fakeServer(posts: string[]) {
 describe("TaskDetail", () => {
   it("shows the live log's counters, the executor, the question and cost; answers and cancels", async () => {
     const posts: string[] = [];
-    render(
-      <Wrap fetch={fakeServer(posts)} path="/tasks/5">
-        <Routes>
-          <Route path="/tasks/:id" element={<TaskDetail />} />
-        </Routes>
-      </Wrap>,
-    );
+    renderTask5(fakeServer(posts));
     expect(await screen.findByTestId("task-title")).toHaveTextContent("Paint the fence");
     expect(screen.getByTestId("task-status")).toHaveAttribute("data-status", "waiting_human");
     const log = screen.getByTestId("event-log");
@@ -119,13 +124,7 @@ describe("TaskDetail", () => {
       if (url.pathname === "/api/v1/jobs") return json({ jobs: [] });
       return json({});
     }) as typeof fetch;
-    render(
-      <Wrap fetch={f} path="/tasks/5">
-        <Routes>
-          <Route path="/tasks/:id" element={<TaskDetail />} />
-        </Routes>
-      </Wrap>,
-    );
+    renderTask5(f);
     const shown = await screen.findByTestId("job-error");
     expect(shown.textContent).toBe(error);
     expect(shown).toHaveClass("whitespace-pre-wrap");
@@ -163,13 +162,7 @@ describe("TaskDetail", () => {
       }
       return json({});
     }) as typeof fetch;
-    render(
-      <Wrap fetch={f} path="/tasks/5">
-        <Routes>
-          <Route path="/tasks/:id" element={<TaskDetail />} />
-        </Routes>
-      </Wrap>,
-    );
+    renderTask5(f);
     expect(await screen.findByTestId("subtask-row")).toHaveTextContent("task #6");
     await userEvent.click(screen.getByTestId("retry-task"));
     await userEvent.click(screen.getByTestId("confirm-ok"));
@@ -200,13 +193,7 @@ describe("TaskDetail", () => {
       }
       return json({});
     }) as typeof fetch;
-    render(
-      <Wrap fetch={f} path="/tasks/5">
-        <Routes>
-          <Route path="/tasks/:id" element={<TaskDetail />} />
-        </Routes>
-      </Wrap>,
-    );
+    renderTask5(f);
     const user = userEvent.setup();
     (await screen.findByTestId("cancel-task")).focus();
     await user.keyboard("{Enter}");
@@ -239,13 +226,7 @@ describe("TaskDetail", () => {
       }
       return json({});
     }) as typeof fetch;
-    render(
-      <Wrap fetch={f} path="/tasks/5">
-        <Routes>
-          <Route path="/tasks/:id" element={<TaskDetail />} />
-        </Routes>
-      </Wrap>,
-    );
+    renderTask5(f);
     const user = userEvent.setup();
     await user.click(await screen.findByTestId("answer-input"));
     await user.keyboard("Blue.");
