@@ -419,6 +419,10 @@ func (s MCPServer) check(slug string) error {
 		return fmt.Errorf("the slug must be 1-64 of a-z, 0-9, _ and -")
 	case strings.Contains(slug, "__"):
 		return fmt.Errorf("the slug must not contain __ (it separates server and tool in mcp__<server>__<tool>)")
+	case strings.HasSuffix(slug, "_"):
+		// gh_ and its tool x, gh and its tool _x: mcp__gh___x both, and
+		// a piece's mcp__gh__* would take gh_'s tools too.
+		return fmt.Errorf("the slug must not end in _ (mcp__%s__<tool> would read as server %s)", slug, strings.TrimRight(slug, "_"))
 	case (s.Command == "") == (s.URL == ""):
 		return fmt.Errorf("expected either command (stdio) or url (streamable HTTP)")
 	case s.URL != "" && (len(s.Args) > 0 || len(s.Env) > 0):

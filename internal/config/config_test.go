@@ -59,6 +59,7 @@ func TestParse(t *testing.T) {
 		{"mcp server both", "mcp_servers:\n  x: {command: a, url: \"http://h/\"}\n", Config{}, "mcp_servers.x: expected either command"},
 		{"mcp server bad slug", "mcp_servers:\n  Big: {command: a}\n", Config{}, "mcp_servers.Big: the slug must be"},
 		{"mcp server slug with __", "mcp_servers:\n  a__b: {command: a}\n", Config{}, "must not contain __"},
+		{"mcp server slug ending in _", "mcp_servers:\n  gh_: {command: a}\n", Config{}, "must not end in _"},
 		{"mcp server bad url", "mcp_servers:\n  x: {url: \"ftp://h/\"}\n", Config{}, `url "ftp://h/": expected an http or https URL`},
 		{"mcp server headers on command", "mcp_servers:\n  x: {command: a, headers: {A: b}}\n", Config{}, "headers go with url"},
 		{"bad agent permission", "agent_permission: yolo\n", Config{}, `agent_permission: "yolo" is not one of read-only, edit, full`},
@@ -122,6 +123,8 @@ func TestValueErrorsNameTheLine(t *testing.T) {
 		{"max_file_bytes: -1\n", "line 1: max_file_bytes: must be positive, got -1"},
 		{"models:\n  openai/gpt-4.1:\n    context_window: -5\n", "line 3: models.openai/gpt-4.1.context_window: must be positive, got -5"},
 		{"mcp_servers:\n  ok: {command: a}\n  x:\n    args: [a]\n", "line 3: mcp_servers.x: expected either command (stdio) or url (streamable HTTP)"},
+		// gh_'s tool x and gh's tool _x were both mcp__gh___x.
+		{"mcp_servers:\n  gh: {command: a}\n  gh_: {command: b}\n", "line 3: mcp_servers.gh_: the slug must not end in _ (mcp__gh___<tool> would read as server gh)"},
 		{"web:\n  search:\n    backend: bing\n", `line 3: web.search.backend: "bing" is not one of searxng, brave, tavily`},
 		{"web:\n  max_bytes: -1\n", "line 1: web: timeout_seconds, max_redirects"},
 		{"ssh_connections:\n  box: {host: h}\n", "line 2: ssh_connections.box: host, user, host_key and key_file or password are required; missing: user, host_key, key_file or password"},

@@ -36,6 +36,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/maestro-run/maestro/internal/config"
@@ -315,7 +316,7 @@ func (s *server) logHint() string {
 // connect starts or dials the server and initialises the session; proc
 // is a stdio server's transport.
 func (s *server) connect(ctx context.Context) (_ *sdk.ClientSession, proc *commandTransport, _ error) {
-	var refused atomic.Int32 // an HTTP server's 404 or 405 to a POST
+	var refused atomic.Int32 // an HTTP server's 4xx to a POST (refusedStatus)
 	ctx, cancel := context.WithTimeoutCause(ctx, s.m.o.StartTimeout, errStartTimeout)
 	defer cancel()
 	// Closing the manager (the session ends: Ctrl-C) ends a start too:
@@ -385,9 +386,12 @@ func (s *server) connect(ctx context.Context) (_ *sdk.ClientSession, proc *comma
 // ended and the end of its stderr, a start that ran out of time, what it
 // wrote on stdout that is not JSON-RPC.
 //
-// refused is the HTTP status (404, 405) an HTTP server answered a POST
-// with, if it did: a URL that is no streamable HTTP endpoint, often an
-// older HTTP+SSE server's (…/sse), said "Not Found" alone.
+// refused is the HTTP status (a 4xx, refusedStatus) an HTTP server
+// answered a POST with, if it did: a URL that is no streamable HTTP
+// endpoint, often an older HTTP+SSE server's (…/sse), said "Not Found"
+// alone, and another service's URL (maestro serve's /api/v1/tasks)
+// "Bad Request" alone. A 4xx whose body is a JSON-RPC error came from
+// an MCP server, which said why: no hint then, but for 404 and 405.
 func (s *server) connectError(ctx context.Context, proc *commandTransport, err error, refused int) error {
 	var p *process
 	if proc != nil {
@@ -408,7 +412,8 @@ func (s *server) connectError(ctx context.Context, proc *commandTransport, err e
 			at = (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String() // a token in the query stays out
 		}
 		msg = fmt.Sprintf("connect to MCP server %s at %s: %v", s.slug, at, err)
-		if refused != 0 {
+		var rpcErr *jsonrpc.Error
+		if refused == http.StatusNotFound || refused == http.StatusMethodNotAllowed || (refused != 0 && !errors.As(err, &rpcErr)) {
 			msg += fmt.Sprintf(" (HTTP %d to its POST: is the URL the server's streamable HTTP endpoint, often …/mcp? "+
 				"Maestro speaks streamable HTTP, not the older HTTP+SSE transport, whose URL often ends in /sse)", refused)
 		}
@@ -656,7 +661,7 @@ var sseHeaderWait = 5 * time.Second
 // sends its headers with its first event) hung the session's start, and
 // the process, for good.
 //
-// It also records in refused a 404 or 405 answering a POST.
+// It also records in refused a 4xx answering a POST (refusedStatus).
 type sseHeaderTransport struct {
 	base    http.RoundTripper
 	wait    time.Duration
@@ -667,7 +672,7 @@ type sseHeaderTransport struct {
 func (t sseHeaderTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Method == http.MethodPost {
 		resp, err := t.base.RoundTrip(r)
-		if err == nil && t.refused != nil && (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed) {
+		if err == nil && t.refused != nil && refusedStatus(resp.StatusCode) {
 			t.refused.Store(int32(resp.StatusCode))
 		}
 		return resp, err
@@ -691,6 +696,18 @@ func (t sseHeaderTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: func() { cancel(nil) }}
 	return resp, nil
+}
+
+// refusedStatus reports whether a status answering a POST may say the
+// URL is no streamable HTTP endpoint: a 4xx but 401, 403 and 407 (the
+// credentials), 408 and 429 (the server's load), which say something
+// else.
+func refusedStatus(code int) bool {
+	switch code {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusProxyAuthRequired, http.StatusRequestTimeout, http.StatusTooManyRequests:
+		return false
+	}
+	return code >= 400 && code < 500
 }
 
 // cancelOnClose releases a request's context when its body is closed.

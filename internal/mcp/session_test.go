@@ -108,26 +108,43 @@ func (l *waitingLog) Write(p []byte) (int, error) {
 }
 
 // TestHTTPURLNotAnEndpoint: a URL that is no streamable HTTP endpoint
-// (an older HTTP+SSE server's /sse, a wrong path) is reported with what
-// to check: it said "Not Found" or "Method Not Allowed" alone.
+// (an older HTTP+SSE server's /sse, a wrong path, another service's
+// API such as maestro serve's /api/v1/tasks answering 400) is reported
+// with what to check: it said "Not Found", "Method Not Allowed" or "Bad
+// Request" alone. A 401 or 403 (the credentials) and an MCP server's
+// JSON-RPC error (it said why) get no such hint.
 func TestHTTPURLNotAnEndpoint(t *testing.T) {
 	t.Parallel()
-	for _, status := range []int{http.StatusNotFound, http.StatusMethodNotAllowed} {
+	const rpcError = `{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"unsupported protocol version"}}`
+	for _, tc := range []struct {
+		status int
+		body   string
+		hint   bool
+	}{
+		{http.StatusNotFound, "Not Found", true},
+		{http.StatusMethodNotAllowed, "Method Not Allowed", true},
+		{http.StatusBadRequest, `{"error":"invalid task: unknown field \"jsonrpc\""}`, true},
+		{http.StatusUnprocessableEntity, "Unprocessable Entity", true},
+		{http.StatusUnauthorized, "Unauthorized", false},
+		{http.StatusForbidden, "Forbidden", false},
+		{http.StatusBadRequest, rpcError, false},
+	} {
 		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Method == http.MethodGet { // an HTTP+SSE server's stream
 				w.Header().Set("Content-Type", "text/event-stream")
 				return
 			}
-			http.Error(w, http.StatusText(status), status)
+			w.WriteHeader(tc.status)
+			io.WriteString(w, tc.body)
 		}))
 		t.Cleanup(ts.Close)
 		m := NewManager(Options{Servers: map[string]config.MCPServer{"old": {URL: ts.URL + "/sse"}}})
 		t.Cleanup(func() { m.Close() })
 		err := m.Require(testCtx(t), []string{"old"})
-		want := fmt.Sprintf("(HTTP %d to its POST: is the URL the server's streamable HTTP endpoint, often …/mcp? "+
-			"Maestro speaks streamable HTTP, not the older HTTP+SSE transport, whose URL often ends in /sse)", status)
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("Require = %v\nwant it to hold %q", err, want)
+		hint := fmt.Sprintf("(HTTP %d to its POST: is the URL the server's streamable HTTP endpoint, often …/mcp? "+
+			"Maestro speaks streamable HTTP, not the older HTTP+SSE transport, whose URL often ends in /sse)", tc.status)
+		if err == nil || strings.Contains(err.Error(), hint) != tc.hint {
+			t.Errorf("HTTP %d %s: Require = %v\nwant the hint: %v", tc.status, tc.body, err, tc.hint)
 		}
 	}
 }

@@ -64,6 +64,7 @@ func TestMCPServersAPI(t *testing.T) {
 			field string
 		}{
 			{api.MCPServerRequest{Slug: "a__b", Transport: "stdio", Command: "x"}, "slug"},
+			{api.MCPServerRequest{Slug: "gh_", Transport: "stdio", Command: "x"}, "slug"}, // gh_'s x and gh's _x: mcp__gh___x both
 			{api.MCPServerRequest{Slug: "ws", Transport: "websocket", URL: "ws://x"}, "transport"},
 			{api.MCPServerRequest{Slug: "h", Transport: "http"}, "url"},
 			{api.MCPServerRequest{Slug: "h", Transport: "http", URL: "https://x", Env: map[string]string{"A": "b"}}, "command"},

@@ -176,6 +176,8 @@ func (s MCPServerRecord) Validate() error {
 		return invalid("slug", "expected 1-64 of a-z, 0-9, _ and -, found %q", clip(s.Slug))
 	case strings.Contains(s.Slug, "__"):
 		return invalid("slug", "must not contain __ (it separates server and tool in mcp__<server>__<tool>)")
+	case strings.HasSuffix(s.Slug, "_"):
+		return invalid("slug", "must not end in _ (mcp__%s__<tool> would read as server %s)", s.Slug, strings.TrimRight(s.Slug, "_"))
 	case s.Timeout < 0:
 		return invalid("timeout", "expected seconds ≥ 0, found %d", s.Timeout)
 	}
