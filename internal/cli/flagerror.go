@@ -14,7 +14,10 @@ import (
 // was expected, instead of pflag's `invalid argument "abc" for
 // "--max-connections" flag: strconv.ParseInt: parsing "abc": invalid
 // syntax`. Other errors (an unknown flag, a missing value) pass as they are.
-func flagError(_ *cobra.Command, err error) error {
+func flagError(cmd *cobra.Command, err error) error {
+	if nerr, ok := errors.AsType[*pflag.NotExistError](err); ok {
+		return negativeArg(cmd, nerr, err)
+	}
 	ive, ok := errors.AsType[*pflag.InvalidValueError](err)
 	if !ok {
 		return err
@@ -39,4 +42,23 @@ func flagError(_ *cobra.Command, err error) error {
 		return fmt.Errorf("%s %q: out of range (expected %s)", name, ive.GetValue(), want)
 	}
 	return fmt.Errorf("%s %q: expected %s", name, ive.GetValue(), want)
+}
+
+// firstArgAnnotation, on a command whose first argument is a task id,
+// says so to flagError.
+const firstArgAnnotation = "maestro/first-arg"
+
+// negativeArg words a number given where the first argument (a task id)
+// goes, such as `tasks show -1`, as the id it is not: pflag took it for
+// flags and said "unknown shorthand flag: '1' in -1". Other unknown flags
+// pass as they are.
+func negativeArg(cmd *cobra.Command, nerr *pflag.NotExistError, err error) error {
+	short := nerr.GetSpecifiedShortnames()
+	if cmd == nil || cmd.Annotations[firstArgAnnotation] != "task id" || short == "" || short[0] < '0' || short[0] > '9' {
+		return err
+	}
+	if len(cmd.Flags().Args()) > 0 {
+		return err // the id came before it: -1 is another argument
+	}
+	return badTaskID("-" + short)
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -44,6 +45,12 @@ func openJobStore(ctx context.Context, io *IOStreams, db, dataDir string) (store
 	switch {
 	case db == "":
 		st, err := sqlite.Open(ctx, filepath.Join(dataDir, "maestro.db"), sqlite.Options{})
+		if errors.Is(err, sqlite.ErrLocked) {
+			// A serve or worker stopped a moment ago holds the database
+			// until its jobs and connections have ended: "stop it" alone
+			// sent the user looking for a process already stopping.
+			return nil, "", fmt.Errorf("%w. If it is a serve or worker you have just stopped, it may still be finishing its shutdown (ending its jobs and connections): retry in a few seconds", err)
+		}
 		if err != nil {
 			return nil, "", err
 		}
@@ -57,6 +64,27 @@ func openJobStore(ctx context.Context, io *IOStreams, db, dataDir string) (store
 	default:
 		return nil, "", fmt.Errorf("%s: expected a postgres://user:password@host/dbname URL (leave it empty for SQLite in the data directory)", what)
 	}
+}
+
+// checkStoreFlags refuses a --db or --artifacts flag of serve and worker
+// that names no store it can open, as a usage error (exit 2) before
+// anything is opened: they were found only when the store was opened, and
+// exited 1 as if the database had failed. MAESTRO_DB and config.yaml's
+// artifacts are checked where they are read.
+func checkStoreFlags(db, artifacts string) error {
+	if db != "" && !strings.HasPrefix(db, "postgres://") && !strings.HasPrefix(db, "postgresql://") {
+		return usageErr("--db: expected a postgres://user:password@host/dbname URL (leave it empty for SQLite in the data directory)")
+	}
+	switch {
+	case artifacts == "", filepath.IsAbs(artifacts):
+	case strings.HasPrefix(artifacts, "s3://"):
+		if _, _, err := blobstore.ParseS3URL(artifacts, "--artifacts"); err != nil {
+			return usageErr("%v", err)
+		}
+	default:
+		return usageErr("--artifacts %q: expected s3://bucket/prefix or an absolute directory (empty: the data directory)", artifacts)
+	}
+	return nil
 }
 
 // redactURL is the URL u with its passwords replaced by xxxxx: the

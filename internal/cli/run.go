@@ -22,6 +22,7 @@ import (
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/providers"
 	"github.com/maestro-run/maestro/internal/runtime"
+	"github.com/maestro-run/maestro/internal/session"
 )
 
 // sessionFlags are the flags `maestro run` and `maestro headless` share:
@@ -156,6 +157,15 @@ func usageErr(format string, args ...any) error {
 
 func failErr(err error) error { return &exitError{ExitError, err} }
 
+// resumeErr adds to a --resume of no session how to find the sessions
+// there are: "session not found: ID" alone left the user guessing.
+func resumeErr(err error) error {
+	if errors.Is(err, session.ErrNotFound) {
+		return fmt.Errorf("%w; list them with maestro sessions list", err)
+	}
+	return err
+}
+
 func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) error {
 	switch o.Output {
 	case "text", "jsonl":
@@ -218,7 +228,7 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	// approvals: tool calls run (auto).
 	s, err := h.NewSession(ctx, spec)
 	if err != nil {
-		return hostErr(err)
+		return hostErr(resumeErr(err))
 	}
 	defer s.Close()
 	// Ctrl-C / SIGTERM cancel the run; a second Ctrl-C kills the process.

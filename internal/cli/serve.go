@@ -201,6 +201,9 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	if err := (&httpedge.Policy{Listen: o.Listen, AllowedHosts: o.AllowedHosts, Token: token, RequireAuth: token != ""}).Validate(); err != nil {
 		return usageErr("--allowed-host: %v", err)
 	}
+	if err := checkStoreFlags(o.DB, o.Artifacts); err != nil {
+		return err
+	}
 	p, err := startJobProcess(ctx, io, o.Name, o.DB, o.DataDir)
 	if err != nil {
 		return failErr(err)

@@ -84,9 +84,13 @@ func (o *taskOptions) onTask(io *IOStreams, run func(cmd *cobra.Command, args []
 func parseTaskID(s string) (int64, error) {
 	id, err := strconv.ParseInt(strings.TrimPrefix(s, "#"), 10, 64)
 	if err != nil || id <= 0 {
-		return 0, usageErr("expected a task id (a positive number, as `maestro tasks list` shows), found %q", s)
+		return 0, badTaskID(s)
 	}
 	return id, nil
+}
+
+func badTaskID(s string) error {
+	return usageErr("expected a task id (a positive whole number, as `maestro tasks list` shows), found %q", s)
 }
 
 func newTasksCmd(io *IOStreams) *cobra.Command {
@@ -116,6 +120,9 @@ The server is --server, else $MAESTRO_SERVER, else ` + defaultServer + `; the to
 		newTasksDownloadCmd(io, o))
 	for _, sub := range cmd.Commands() {
 		sub.RunE = interruptible(sub.RunE)
+		if f := strings.Fields(sub.Use); len(f) > 1 && f[1] == "ID" {
+			sub.Annotations = map[string]string{firstArgAnnotation: "task id"}
+		}
 	}
 	return cmd
 }

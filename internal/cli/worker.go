@@ -83,6 +83,9 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 	if o.Lease < 300*time.Millisecond {
 		return usageErr("--lease must be at least 300ms, got %s", o.Lease)
 	}
+	if err := checkStoreFlags(o.DB, o.Artifacts); err != nil {
+		return err
+	}
 	p, err := startJobProcess(ctx, io, o.Name, o.DB, o.DataDir)
 	if err != nil {
 		return failErr(err)

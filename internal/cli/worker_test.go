@@ -113,7 +113,7 @@ func TestWorkerFlagErrors(t *testing.T) {
 	}{
 		{[]string{"worker", "--workers", "0"}, ExitUsage, "--workers must be at least 1"},
 		{[]string{"worker", "--lease", "10ms"}, ExitUsage, "--lease must be at least"},
-		{[]string{"worker", "--db", "mysql://x"}, ExitError, "--db: expected a postgres://"},
+		{[]string{"worker", "--db", "mysql://x"}, ExitUsage, "--db: expected a postgres://"}, // a usage error, before the store opens
 		// The store's error is the flag's, its password hidden.
 		{[]string{"worker", "--db", "postgres://maestro:hunter2@127.0.0.1:1/maestro?connect_timeout=5"}, ExitError,
 			"--db postgres://maestro:xxxxx@127.0.0.1:1/maestro?connect_timeout=5: open PostgreSQL store: PostgreSQL at 127.0.0.1:1 cannot be reached"},
