@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestTaskIDNegative: a negative number where a tasks subcommand takes its
+// TestTaskIDNegative: a negative (or too large) number where a tasks subcommand takes its
 // task id says a task id was expected; pflag read it as flags ("unknown
 // shorthand flag: '1' in -1"). A number after the id (comment text) and
 // other unknown flags keep pflag's word.
@@ -24,6 +24,7 @@ func TestTaskIDNegative(t *testing.T) {
 		{[]string{"retry", "-5"}, `"-5"`},
 		{[]string{"download", "-6"}, `"-6"`},
 		{[]string{"show", "abc"}, `"abc"`},
+		{[]string{"show", "99999999999999999999"}, `"99999999999999999999": too large for a task id`},
 		{[]string{"show", "-x"}, ""},
 		{[]string{"comment", "3", "-1"}, ""},
 	} {

@@ -83,6 +83,9 @@ func (o *taskOptions) onTask(io *IOStreams, run func(cmd *cobra.Command, args []
 
 func parseTaskID(s string) (int64, error) {
 	id, err := strconv.ParseInt(strings.TrimPrefix(s, "#"), 10, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		return 0, usageErr("expected a task id (a positive whole number, as `maestro tasks list` shows), found %q: too large for a task id", s)
+	}
 	if err != nil || id <= 0 {
 		return 0, badTaskID(s)
 	}
@@ -270,7 +273,7 @@ shown, with the same filters); with --json the answer's next_before is that id.`
 				return usageErr("--limit %d: expected 1-1000", limit)
 			}
 			if before < 0 {
-				return usageErr("--before %d: expected a task id (a positive number)", before)
+				return usageErr("--before %d: expected a task id (a positive whole number)", before)
 			}
 			c, err := o.client(io)
 			if err != nil {
