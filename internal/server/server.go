@@ -413,6 +413,9 @@ func (s *Server) withActor(next http.Handler) http.Handler {
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
+	// werr is the first write that failed: the answer was cut (the
+	// client went away or stopped reading), whatever status it began with.
+	werr error
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
@@ -426,14 +429,18 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
 	}
-	return r.ResponseWriter.Write(b)
+	n, err := r.ResponseWriter.Write(b)
+	if err != nil && r.werr == nil {
+		r.werr = err
+	}
+	return n, err
 }
 
 // Unwrap lets http.ResponseController reach Flush and deadlines.
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// logRequests logs one line per request: method, path, status, duration.
-// Headers (and so tokens) are never logged; the query string is left out
+// logRequests logs one line per request: method, path, status, duration,
+// and cut (why) when the answer could not be written to its end. Headers (and so tokens) are never logged; the query string is left out
 // too.
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -449,7 +456,12 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 					writeError(rec, http.StatusInternalServerError, "internal error")
 				}
 			}
-			s.log.Info("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", time.Since(start).Round(time.Microsecond))
+			attrs := []any{"method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", time.Since(start).Round(time.Microsecond)}
+			if rec.werr != nil {
+				// The status line went out, but not the whole answer.
+				attrs = append(attrs, "cut", rec.werr.Error())
+			}
+			s.log.Info("request", attrs...)
 		}()
 		next.ServeHTTP(rec, r)
 	})
