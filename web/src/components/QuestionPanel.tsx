@@ -1,4 +1,4 @@
-import { useEffect, useState, type FormEvent } from "react";
+import { useLayoutEffect, useState, type FormEvent } from "react";
 import { Alert, TextAreaField } from "./Field";
 
 // QuestionPanel shows the question a waiting job (waiting_human) asked and
@@ -18,7 +18,7 @@ export function QuestionPanel({
   // or send again. While it sends, the button is aria-disabled, not
   // disabled: a disabled one dropped the focus on <body>; submit does
   // nothing while busy.
-  useEffect(() => {
+  useLayoutEffect(() => {
     if (error && !busy) document.getElementById("answer-input")?.focus();
   }, [error, busy]);
 

@@ -1,4 +1,4 @@
-import { useEffect, useRef, useState, type FormEvent } from "react";
+import { useEffect, useLayoutEffect, useRef, useState, type FormEvent } from "react";
 import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useApi } from "../api/context";
 import { usePieceOptions } from "../lib/queries";
@@ -151,12 +151,12 @@ function ScheduleForm({ id, initial, onDone, onCancel }: { id?: number; initial:
   const [confirmDelete, setConfirmDelete] = useState(false);
   const pieceOptions = usePieceOptions();
   // Opened: the first field takes the focus (the form is above the list).
-  useEffect(() => {
+  useLayoutEffect(() => {
     document.getElementById("schedule-name")?.focus();
   }, []);
   // Refused: the field at fault takes the focus (it stayed on Save, the
   // error under a field above it).
-  useEffect(() => {
+  useLayoutEffect(() => {
     const id = { name: "schedule-name", cron_expr: "schedule-cron", title: "schedule-title", body: "schedule-body", piece: "schedule-piece" }[error?.field ?? ""];
     if (id) document.getElementById(id)?.focus();
   }, [error]);

@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useRef, useState, type FormEvent } from "react";
+import { useCallback, useEffect, useLayoutEffect, useRef, useState, type FormEvent } from "react";
 import { Link, useParams, useSearchParams } from "react-router";
 import { EventLogView } from "../components/EventLog";
 import { ConfirmDialog } from "../components/ConfirmDialog";
@@ -253,7 +253,7 @@ function PromptBox({
     (buttons[i] ?? buttons[i - 1] ?? fileInput.current)?.focus();
   }, [uploaded]);
   const interrupting = useRef(false);
-  useEffect(() => {
+  useLayoutEffect(() => {
     if (responding || !interrupting.current) return;
     interrupting.current = false;
     if (lostFocus(interruptRef.current)) promptRef.current?.focus();

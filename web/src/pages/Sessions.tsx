@@ -1,4 +1,4 @@
-import { useEffect, useRef, useState, type FormEvent } from "react";
+import { useLayoutEffect, useRef, useState, type FormEvent } from "react";
 import { Link, useNavigate } from "react-router";
 import { useQuery } from "@tanstack/react-query";
 import { useApi } from "../api/context";
@@ -39,7 +39,7 @@ export default function Sessions() {
   const [error, setError] = useState<string>();
   const [busy, setBusy] = useState(false);
   const refused = useRef<string | null>(null);
-  useEffect(() => {
+  useLayoutEffect(() => {
     if (busy || !refused.current) return;
     document.getElementById(refused.current)?.focus();
     refused.current = null;

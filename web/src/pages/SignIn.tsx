@@ -1,4 +1,4 @@
-import { useEffect, useState, type FormEvent } from "react";
+import { useLayoutEffect, useState, type FormEvent } from "react";
 import { useNavigate, useSearchParams } from "react-router";
 import { useQueryClient } from "@tanstack/react-query";
 import { useApi } from "../api/context";
@@ -19,7 +19,7 @@ export function SignIn() {
 
   // Refused: the token field takes the focus, its text selected to type
   // again.
-  useEffect(() => {
+  useLayoutEffect(() => {
     if (!error || busy) return;
     const el = document.getElementById("signin-token") as HTMLInputElement | null;
     el?.focus();
