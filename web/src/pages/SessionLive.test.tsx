@@ -5,6 +5,17 @@ import { Route, Routes } from "react-router";
 import SessionLive from "./SessionLive";
 import { json, toRequest, Wrap } from "../test/helpers";
 
+// renderSession1 shows live session s1's page, its API answered by f.
+function renderSession1(f: typeof fetch) {
+  render(
+    <Wrap fetch={f} path="/sessions/s1">
+      <Routes>
+        <Route path="/sessions/:id" element={<SessionLive />} />
+      </Routes>
+    </Wrap>,
+  );
+}
+
 // subscribed answers the subscribe of session s1 as its controller, the
 // session's provider being provider.
 const subscribed = (provider: string) =>
@@ -53,13 +64,7 @@ describe("SessionLive on an agent CLI without cost or images", () => {
       }
       return json({ success: true });
     }) as typeof fetch;
-    render(
-      <Wrap fetch={f} path="/sessions/s1">
-        <Routes>
-          <Route path="/sessions/:id" element={<SessionLive />} />
-        </Routes>
-      </Wrap>,
-    );
+    renderSession1(f);
     const usage = await screen.findByTestId("session-usage");
     await waitFor(() => expect(usage.dataset.inputTokens).toBe("1200"));
     await waitFor(() => expect(screen.getByTestId("session-cost").textContent).toBe("cost: not reported by Fake CLI"));
@@ -139,13 +144,7 @@ describe("SessionLive with the keyboard", () => {
       if (p === "/api/headless/sessions/s1/messages") sent.push(String((JSON.parse(await req.text()) as { type?: string }).type));
       return json({ success: true });
     }) as typeof fetch;
-    render(
-      <Wrap fetch={f} path="/sessions/s1">
-        <Routes>
-          <Route path="/sessions/:id" element={<SessionLive />} />
-        </Routes>
-      </Wrap>,
-    );
+    renderSession1(f);
     const prompt = await screen.findByTestId("prompt");
     await waitFor(() => expect(prompt).not.toBeDisabled());
     const user = userEvent.setup();
@@ -211,13 +210,7 @@ describe("SessionLive, taking control with the keyboard", () => {
       if (p === "/api/headless/sessions/s1/events") return new Response(new ReadableStream<Uint8Array>({ start() {} }), { headers: { "Content-Type": "text/event-stream" } });
       return json({ success: true });
     }) as typeof fetch;
-    render(
-      <Wrap fetch={f} path="/sessions/s1">
-        <Routes>
-          <Route path="/sessions/:id" element={<SessionLive />} />
-        </Routes>
-      </Wrap>,
-    );
+    renderSession1(f);
     const user = userEvent.setup();
     (await screen.findByTestId("take-control")).focus();
     await user.keyboard("{Enter}");

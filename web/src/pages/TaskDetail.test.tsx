@@ -5,6 +5,15 @@ import { Route, Routes } from "react-router";
 import TaskDetail from "./TaskDetail";
 import { json, toRequest, Wrap } from "../test/helpers";
 
+// task5 answers GET /api/v1/tasks/5: task 5 with its one job 9 in state.
+function task5(state: string, comments: unknown[] = []) {
+  return json({
+    task: { id: 5, title: "x", created_at: t0, updated_at: t0, job_id: 9, job_state: state },
+    jobs: [{ id: 9, task_id: 5, priority: 0, payload: {}, state, attempt: 1, max_attempts: 1, scheduled_at: t0, last_seq: 1, created_at: t0, updated_at: t0 }],
+    comments,
+  });
+}
+
 // renderTask5 shows task 5's page, its API answered by f.
 function renderTask5(f: typeof fetch) {
   render(
@@ -179,11 +188,7 @@ describe("TaskDetail", () => {
       const req = toRequest(input, init);
       const url = new URL(req.url);
       if (url.pathname === "/api/v1/tasks/5")
-        return json({
-          task: { id: 5, title: "x", created_at: t0, updated_at: t0, job_id: 9, job_state: state },
-          jobs: [{ id: 9, task_id: 5, priority: 0, payload: {}, state, attempt: 1, max_attempts: 1, scheduled_at: t0, last_seq: 1, created_at: t0, updated_at: t0 }],
-          comments: [],
-        });
+        return task5(state);
       if (url.pathname === "/api/v1/jobs/9/events") return sse(["retry: 1\n\n"]);
       if (url.pathname === "/api/v1/tasks/5/deliverables") return json({ files: [] });
       if (url.pathname === "/api/v1/jobs") return json({ jobs: [] });
@@ -212,11 +217,7 @@ describe("TaskDetail", () => {
       const req = toRequest(input, init);
       const url = new URL(req.url);
       if (url.pathname === "/api/v1/tasks/5")
-        return json({
-          task: { id: 5, title: "x", created_at: t0, updated_at: t0, job_id: 9, job_state: state },
-          jobs: [{ id: 9, task_id: 5, priority: 0, payload: {}, state, attempt: 1, max_attempts: 1, scheduled_at: t0, last_seq: 1, created_at: t0, updated_at: t0 }],
-          comments: [{ id: 1, task_id: 5, author_kind: "agent", body: "Which colour?", created_at: t0 }],
-        });
+        return task5(state, [{ id: 1, task_id: 5, author_kind: "agent", body: "Which colour?", created_at: t0 }]);
       if (url.pathname === "/api/v1/jobs/9/events") return sse(["retry: 1\n\n"]);
       if (url.pathname === "/api/v1/tasks/5/deliverables") return json({ files: [] });
       if (url.pathname === "/api/v1/jobs") return json({ jobs: [] });
