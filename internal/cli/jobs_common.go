@@ -55,15 +55,23 @@ func openJobStore(ctx context.Context, io *IOStreams, db, dataDir string) (store
 			return nil, "", err
 		}
 		return st, dataDir, nil
-	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
+	case isPostgresURL(db):
 		st, err := postgres.Open(ctx, db, postgres.Options{})
 		if err != nil {
 			return nil, "", fmt.Errorf("%s %s: %w", what, redactURL(db), err)
 		}
 		return st, dataDir, nil
 	default:
-		return nil, "", fmt.Errorf("%s: expected a postgres://user:password@host/dbname URL (leave it empty for SQLite in the data directory)", what)
+		return nil, "", fmt.Errorf("%s: %s", what, expectedDB)
 	}
+}
+
+// expectedDB is what a database setting may be.
+const expectedDB = "expected a postgres://user:password@host/dbname URL (leave it empty for SQLite in the data directory)"
+
+// isPostgresURL says whether db names a PostgreSQL database.
+func isPostgresURL(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
 }
 
 // checkStoreFlags refuses a --db or --artifacts flag of serve and worker
@@ -72,8 +80,8 @@ func openJobStore(ctx context.Context, io *IOStreams, db, dataDir string) (store
 // exited 1 as if the database had failed. MAESTRO_DB and config.yaml's
 // artifacts are checked where they are read.
 func checkStoreFlags(db, artifacts string) error {
-	if db != "" && !strings.HasPrefix(db, "postgres://") && !strings.HasPrefix(db, "postgresql://") {
-		return usageErr("--db: expected a postgres://user:password@host/dbname URL (leave it empty for SQLite in the data directory)")
+	if db != "" && !isPostgresURL(db) {
+		return usageErr("--db: %s", expectedDB)
 	}
 	switch {
 	case artifacts == "", filepath.IsAbs(artifacts):
