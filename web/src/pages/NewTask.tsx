@@ -238,8 +238,12 @@ export default function NewTask() {
                   className="btn px-2 py-0.5"
                   data-testid="remove-file"
                   aria-label={`Remove ${f.name}`}
-                  disabled={busy}
+                  // Busy, it is aria-disabled, not disabled: Ctrl+Enter
+                  // sends the form from here, and a disabled button
+                  // dropped the focus on <body> until the upload ended.
+                  aria-disabled={busy || undefined}
                   onClick={() => {
+                    if (busy) return;
                     removed.current = i;
                     setFiles((cur) => cur.filter((x) => x !== f));
                     setProgress([]);
