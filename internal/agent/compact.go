@@ -22,6 +22,11 @@ const (
 	chunkShare = 0.5
 )
 
+// compactRetryShare: after a compaction before a call fails, the next
+// request must have grown by window/compactRetryShare tokens before the
+// loop tries again.
+const compactRetryShare = 10
+
 // maxReactiveCompactions bounds the compactions one model call may cause
 // when the provider keeps answering that the prompt is too long.
 const maxReactiveCompactions = 2
@@ -104,6 +109,9 @@ func (r *run) shouldCompact(msgs []llm.Message) (int64, bool) {
 		at = DefaultCompactAt
 	}
 	n := r.nextTokens(msgs)
+	if n < r.retryCompactAt {
+		return n, false
+	}
 	return n, float64(n) >= at*float64(r.window)
 }
 
@@ -171,6 +179,7 @@ func (r *run) compact(ctx context.Context, msgs *[]llm.Message, before int64, fo
 	r.sink.Event(protocol.Status{Message: fmt.Sprintf("Compacted the conversation: about %d → %d tokens (%d recent messages kept) in %s",
 		before, after, len(kept), r.a.cfg.Now().Sub(start).Round(time.Millisecond))})
 	r.res.Compactions++
+	r.retryCompactAt = 0
 	*msgs = llm.AppendHistory(*msgs, m)
 	r.res.Messages = append(r.res.Messages, m)
 	r.sink.Message(m)

@@ -283,3 +283,48 @@ func TestSummaryAloneIsNotRecompactedBeforeACall(t *testing.T) {
 		t.Fatalf("after a rejection: err %v, history %+v; want the summary summarised again", err, msgs)
 	}
 }
+
+// A compaction before a call that fails is not tried again before every
+// call: each attempt is a summarising call of up to half the window, and
+// a model that could not summarise was asked again after every tool call
+// (each failing the same way, each paid for). The loop tries again once
+// the request has grown by a tenth of the window.
+func TestFailedCompactionWaitsBeforeRetrying(t *testing.T) {
+	t.Parallel()
+	const window = 10_000
+	echo := func(id string, input int64) llmtest.Turn {
+		return llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: id, Name: "Echo", Input: `{"text":"` + id + `"}`}}, InputTokens: input, OutputTokens: 5}
+	}
+	srv := llmtest.NewServer(t,
+		echo("c1", 8_800),
+		llmtest.Turn{Status: 400, ErrorMessage: "cannot summarise"}, // the first attempt fails
+		echo("c2", 8_900), // 8,900 + a little: below 8,800 + 1,000, no attempt
+		echo("c3", 9_900), // past it: compacted
+		llmtest.Turn{Text: []string{"SUMMARY"}, InputTokens: 3_000, OutputTokens: 5},
+		llmtest.Turn{Text: []string{"done"}, InputTokens: 1_000, OutputTokens: 2},
+	)
+	rec := &recorder{}
+	res, err := New(Config{Provider: fakeProvider(t, "openai", srv, "local-f"), Tools: echoSet(), ContextWindow: window}).Run(t.Context(), nil, llm.UserText("task"), rec)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	var summarising []int
+	for i, r := range srv.Requests() {
+		if strings.Contains(requestText(r), "You compact the conversation") {
+			summarising = append(summarising, i)
+		}
+	}
+	if fmt.Sprint(summarising) != "[1 4]" || res.Compactions != 1 || res.Final != "done" || srv.Remaining() != 0 {
+		t.Errorf("summarising requests at %v, compactions %d, final %q, unserved turns %d; want [1 4] (after the first and the third tool call), 1, done, 0",
+			summarising, res.Compactions, res.Final, srv.Remaining())
+	}
+	var failed []string
+	for _, s := range of[protocol.Status](rec) {
+		if strings.Contains(s.Message, "Compaction failed") {
+			failed = append(failed, s.Message)
+		}
+	}
+	if len(failed) != 1 || !strings.Contains(failed[0], "next attempt at about 98") {
+		t.Errorf("statuses %q; want one failure naming the next attempt (about 9,8xx tokens)", failed)
+	}
+}
