@@ -125,6 +125,19 @@ func (r *run) budgetWindow() int64 {
 	return llm.DefaultContextWindow
 }
 
+// keepBudget is the size of the recent turns a compaction keeps: a
+// quarter of the window, and at most half the compaction threshold, so
+// that what is kept is not itself over it (with compact_at: 0.2, the
+// quarter kept was, and every call after the first compaction compacted
+// again).
+func (r *run) keepBudget() int64 {
+	share := keepShare
+	if at := r.a.cfg.CompactAt; at > 0 && at/2 < share {
+		share = at / 2
+	}
+	return int64(share * float64(r.budgetWindow()))
+}
+
 // keepFrom returns the index of the first message kept verbatim: the
 // earliest assistant message after which the rest fits the keep budget
 // (at least the last assistant message, so a tool call and its results
@@ -152,7 +165,7 @@ func (r *run) compact(ctx context.Context, msgs *[]llm.Message, before int64, fo
 	if before <= 0 {
 		before = r.nextTokens(*msgs)
 	}
-	k := keepFrom(*msgs, int64(keepShare*float64(r.budgetWindow())))
+	k := keepFrom(*msgs, r.keepBudget())
 	if k <= 0 || (k == 1 && (*msgs)[0].Compaction != nil && !forced) {
 		// Nothing older, or only the last summary: what is left is the
 		// recent turns themselves.

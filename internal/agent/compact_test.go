@@ -328,3 +328,31 @@ func TestFailedCompactionWaitsBeforeRetrying(t *testing.T) {
 		t.Errorf("statuses %q; want one failure naming the next attempt (about 9,8xx tokens)", failed)
 	}
 }
+
+// With a low compact_at, the recent turns a compaction keeps fit well
+// below the threshold: they were a quarter of the window whatever the
+// threshold, so with compact_at 0.2 the request right after a compaction
+// was over it, and every later call was preceded by another summarising
+// call.
+func TestKeptTurnsFitBelowALowThreshold(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewServer(t, llmtest.Turn{Text: []string{"SUMMARY"}})
+	msgs := []llm.Message{llm.UserText("task")}
+	for i := range 40 {
+		id := fmt.Sprintf("c%d", i)
+		msgs = append(msgs,
+			llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{{Type: llm.PartToolCall, ToolCall: &llm.ToolCall{ID: id, Name: "Echo", Input: []byte(`{}`)}}}},
+			llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Type: llm.PartToolResult, ToolResult: &llm.ToolResult{CallID: id, Content: strings.Repeat("r", 400)}}}})
+	}
+	r := &run{a: New(Config{Provider: fakeProvider(t, "openai", srv, "local-k"), CompactAt: 0.2}), sink: &recorder{}, window: 10_000}
+	before, ok := r.shouldCompact(msgs)
+	if !ok {
+		t.Fatalf("%d tokens do not reach 20%% of 10,000", before)
+	}
+	if err := r.compact(t.Context(), &msgs, before, false); err != nil {
+		t.Fatal(err)
+	}
+	if after, again := r.shouldCompact(msgs); again {
+		t.Errorf("right after compacting %d tokens, the next request (%d tokens, %d messages) is still over 20%% of the window", before, after, len(msgs))
+	}
+}
