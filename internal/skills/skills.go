@@ -321,9 +321,14 @@ func dirFiles(dir, name string) (map[string][]byte, error) {
 			return nil
 		}
 		if len(files) == store.MaxSkillFiles {
-			return fmt.Errorf("skill %s: more than %d files", name, store.MaxSkillFiles)
+			return fmt.Errorf("skill %s: %s holds more than %d files, the limit of one skill", name, path.Join(dir, name), store.MaxSkillFiles)
 		}
 		data, err := root.ReadFileMax(p, int64(store.MaxSkillBytes-total))
+		if errors.Is(err, workspace.ErrTooLarge) {
+			// The limit is the skill's, not the file's: the error's is
+			// what was left of it.
+			return fmt.Errorf("skill %s: the files of %s come to more than %d bytes (at %s), the limit of one skill", name, path.Join(dir, name), store.MaxSkillBytes, p)
+		}
 		if err != nil {
 			return fmt.Errorf("skill %s: %w", name, err)
 		}

@@ -216,3 +216,19 @@ func TestLinkedSkillFile(t *testing.T) {
 		t.Errorf("Files(pdf): %v; want %q", err, want)
 	}
 }
+
+// TestSkillTooLarge: a skill over its 4 MiB is refused as such. The file
+// where the total passed it was said to be over "the limit" of what was
+// left (a 1.5 MB file "over the limit of 1194304 bytes"), as if that were
+// a limit of one file.
+func TestSkillTooLarge(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	chunk := strings.Repeat("x", 1_500_000)
+	writeSkill(t, dir, "big", map[string]string{"SKILL.md": skillMD("big", "Big"), "a.bin": chunk, "b.bin": chunk, "c.bin": chunk})
+	_, err := (&skills.Library{Dirs: []string{dir}}).Files(t.Context(), "big")
+	want := "skill big: the files of " + filepath.Join(dir, "big") + " come to more than 4194304 bytes (at c.bin), the limit of one skill"
+	if err == nil || err.Error() != want {
+		t.Errorf("Files(big): %v; want %q", err, want)
+	}
+}
