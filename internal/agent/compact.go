@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,6 +51,29 @@ const compactSystem = "You compact the conversation of a coding agent so that it
 
 // errNothingToCompact: the conversation has no older turns to summarise.
 var errNothingToCompact = errors.New("the conversation has no older turns to compact")
+
+// statedMaximum finds the window a provider's "too long" error states:
+// Anthropic "prompt is too long: N tokens > M maximum", OpenAI and vLLM
+// "maximum context length is M tokens". 0 when it states none.
+func statedMaximum(err error) int64 {
+	e, ok := errors.AsType[*llm.Error](err)
+	if !ok {
+		return 0
+	}
+	for _, re := range statedMaximumRes {
+		if m := re.FindStringSubmatch(e.Message); m != nil {
+			if n, err := strconv.ParseInt(m[1], 10, 64); err == nil && n > 0 {
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+var statedMaximumRes = []*regexp.Regexp{
+	regexp.MustCompile(`tokens > (\d+) maximum`),
+	regexp.MustCompile(`(?i)maximum context length is (\d+) tokens`),
+}
 
 // tokensOf estimates the tokens of a text (about four bytes a token).
 func tokensOf(s string) int64 { return int64(len(s)+3) / 4 }

@@ -356,3 +356,49 @@ func TestKeptTurnsFitBelowALowThreshold(t *testing.T) {
 		t.Errorf("right after compacting %d tokens, the next request (%d tokens, %d messages) is still over 20%% of the window", before, after, len(msgs))
 	}
 }
+
+// When the window is unknown (128,000 assumed) and the provider rejects a
+// request stating a smaller maximum, compaction's budgets follow the
+// stated one: with the assumed window, a quarter of it kept every recent
+// turn, so the request sent again after compacting was as large as the
+// rejected one.
+func TestCompactionLearnsTheStatedMaximum(t *testing.T) {
+	t.Parallel()
+	result := strings.Repeat("a tool result line\n", 210) // about 1,000 tokens
+	set := tool.NewSet()
+	set.Add(echoTool("Big", true, func(context.Context, echoIn) (tool.Result, error) { return tool.Result{Content: result}, nil }))
+	var turns []llmtest.Turn
+	for i := range 5 {
+		turns = append(turns, llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: fmt.Sprintf("c%d", i), Name: "Big", Input: `{"text":"x"}`}}})
+	}
+	turns = append(turns,
+		llmtest.Turn{Status: 400, ErrorMessage: "This model's maximum context length is 4096 tokens. However, your messages resulted in 5400 tokens."},
+		// The older turns are two chunks of half the stated window: two
+		// summarising calls.
+		llmtest.Turn{Text: []string{"SUMMARY 1"}},
+		llmtest.Turn{Text: []string{"SUMMARY 2"}},
+		llmtest.Turn{Text: []string{"done"}},
+	)
+	srv := llmtest.NewServer(t, turns...)
+	rec := &recorder{}
+	res, err := New(Config{Provider: fakeProvider(t, "openai", srv, "proxied"), Tools: set}).Run(t.Context(), nil, llm.UserText("task"), rec)
+	reqs := srv.Requests()
+	if n := len(requestText(reqs[len(reqs)-1])) / 4; n >= 4096 {
+		t.Errorf("the request sent again after compacting is about %d tokens, not below the stated maximum of 4096", n)
+	}
+	if err != nil || res.Compactions != 1 || res.Final != "done" || srv.Remaining() != 0 {
+		t.Errorf("run: %v, compactions %d, final %q, unserved turns %d; want one compaction (two summarising calls), done, 0", err, res.Compactions, res.Final, srv.Remaining())
+	}
+}
+
+func TestStatedMaximum(t *testing.T) {
+	for msg, want := range map[string]int64{
+		"prompt is too long: 210345 tokens > 200000 maximum":                                     200_000,
+		"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens": 8192,
+		"prompt is too long": 0,
+	} {
+		if got := statedMaximum(&llm.Error{Kind: llm.KindContextLength, Message: msg}); got != want {
+			t.Errorf("statedMaximum(%q) = %d, want %d", msg, got, want)
+		}
+	}
+}

@@ -95,6 +95,12 @@ func (a *Agent) turn(ctx context.Context, history []llm.Message, input llm.Messa
 			// send it again (not counted as an iteration).
 			reactive++
 			r.res.Iterations--
+			if m := statedMaximum(err); m > 0 && (r.window <= 0 || m < r.window) {
+				// The window was unknown (assumed 128,000) or overstated:
+				// compaction's budgets are shares of the one the provider
+				// states, or what is kept may not fit it either.
+				r.window = m
+			}
 			if cerr := r.compact(ctx, &msgs, 0, true); cerr != nil {
 				if ctx.Err() != nil {
 					return r.res, r.cancelled(ctx)
