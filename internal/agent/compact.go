@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +23,11 @@ const (
 	keepShare  = 0.25
 	chunkShare = 0.5
 )
+
+// compactRetryShare: after a compaction before a call fails, the next
+// request must have grown by window/compactRetryShare tokens before the
+// loop tries again.
+const compactRetryShare = 10
 
 // maxReactiveCompactions bounds the compactions one model call may cause
 // when the provider keeps answering that the prompt is too long.
@@ -44,6 +51,29 @@ const compactSystem = "You compact the conversation of a coding agent so that it
 
 // errNothingToCompact: the conversation has no older turns to summarise.
 var errNothingToCompact = errors.New("the conversation has no older turns to compact")
+
+// statedMaximum finds the window a provider's "too long" error states:
+// Anthropic "prompt is too long: N tokens > M maximum", OpenAI and vLLM
+// "maximum context length is M tokens". 0 when it states none.
+func statedMaximum(err error) int64 {
+	e, ok := errors.AsType[*llm.Error](err)
+	if !ok {
+		return 0
+	}
+	for _, re := range statedMaximumRes {
+		if m := re.FindStringSubmatch(e.Message); m != nil {
+			if n, err := strconv.ParseInt(m[1], 10, 64); err == nil && n > 0 {
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+var statedMaximumRes = []*regexp.Regexp{
+	regexp.MustCompile(`tokens > (\d+) maximum`),
+	regexp.MustCompile(`(?i)maximum context length is (\d+) tokens`),
+}
 
 // tokensOf estimates the tokens of a text (about four bytes a token).
 func tokensOf(s string) int64 { return int64(len(s)+3) / 4 }
@@ -104,6 +134,9 @@ func (r *run) shouldCompact(msgs []llm.Message) (int64, bool) {
 		at = DefaultCompactAt
 	}
 	n := r.nextTokens(msgs)
+	if n < r.retryCompactAt {
+		return n, false
+	}
 	return n, float64(n) >= at*float64(r.window)
 }
 
@@ -115,6 +148,19 @@ func (r *run) budgetWindow() int64 {
 		return r.window
 	}
 	return llm.DefaultContextWindow
+}
+
+// keepBudget is the size of the recent turns a compaction keeps: a
+// quarter of the window, and at most half the compaction threshold, so
+// that what is kept is not itself over it (with compact_at: 0.2, the
+// quarter kept was, and every call after the first compaction compacted
+// again).
+func (r *run) keepBudget() int64 {
+	share := keepShare
+	if at := r.a.cfg.CompactAt; at > 0 && at/2 < share {
+		share = at / 2
+	}
+	return int64(share * float64(r.budgetWindow()))
 }
 
 // keepFrom returns the index of the first message kept verbatim: the
@@ -144,7 +190,7 @@ func (r *run) compact(ctx context.Context, msgs *[]llm.Message, before int64, fo
 	if before <= 0 {
 		before = r.nextTokens(*msgs)
 	}
-	k := keepFrom(*msgs, int64(keepShare*float64(r.budgetWindow())))
+	k := keepFrom(*msgs, r.keepBudget())
 	if k <= 0 || (k == 1 && (*msgs)[0].Compaction != nil && !forced) {
 		// Nothing older, or only the last summary: what is left is the
 		// recent turns themselves.
@@ -171,6 +217,7 @@ func (r *run) compact(ctx context.Context, msgs *[]llm.Message, before int64, fo
 	r.sink.Event(protocol.Status{Message: fmt.Sprintf("Compacted the conversation: about %d → %d tokens (%d recent messages kept) in %s",
 		before, after, len(kept), r.a.cfg.Now().Sub(start).Round(time.Millisecond))})
 	r.res.Compactions++
+	r.retryCompactAt = 0
 	*msgs = llm.AppendHistory(*msgs, m)
 	r.res.Messages = append(r.res.Messages, m)
 	r.sink.Message(m)

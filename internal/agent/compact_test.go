@@ -283,3 +283,122 @@ func TestSummaryAloneIsNotRecompactedBeforeACall(t *testing.T) {
 		t.Fatalf("after a rejection: err %v, history %+v; want the summary summarised again", err, msgs)
 	}
 }
+
+// A compaction before a call that fails is not tried again before every
+// call: each attempt is a summarising call of up to half the window, and
+// a model that could not summarise was asked again after every tool call
+// (each failing the same way, each paid for). The loop tries again once
+// the request has grown by a tenth of the window.
+func TestFailedCompactionWaitsBeforeRetrying(t *testing.T) {
+	t.Parallel()
+	const window = 10_000
+	echo := func(id string, input int64) llmtest.Turn {
+		return llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: id, Name: "Echo", Input: `{"text":"` + id + `"}`}}, InputTokens: input, OutputTokens: 5}
+	}
+	srv := llmtest.NewServer(t,
+		echo("c1", 8_800),
+		llmtest.Turn{Status: 400, ErrorMessage: "cannot summarise"}, // the first attempt fails
+		echo("c2", 8_900), // 8,900 + a little: below 8,800 + 1,000, no attempt
+		echo("c3", 9_900), // past it: compacted
+		llmtest.Turn{Text: []string{"SUMMARY"}, InputTokens: 3_000, OutputTokens: 5},
+		llmtest.Turn{Text: []string{"done"}, InputTokens: 1_000, OutputTokens: 2},
+	)
+	rec := &recorder{}
+	res, err := New(Config{Provider: fakeProvider(t, "openai", srv, "local-f"), Tools: echoSet(), ContextWindow: window}).Run(t.Context(), nil, llm.UserText("task"), rec)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	var summarising []int
+	for i, r := range srv.Requests() {
+		if strings.Contains(requestText(r), "You compact the conversation") {
+			summarising = append(summarising, i)
+		}
+	}
+	if fmt.Sprint(summarising) != "[1 4]" || res.Compactions != 1 || res.Final != "done" || srv.Remaining() != 0 {
+		t.Errorf("summarising requests at %v, compactions %d, final %q, unserved turns %d; want [1 4] (after the first and the third tool call), 1, done, 0",
+			summarising, res.Compactions, res.Final, srv.Remaining())
+	}
+	var failed []string
+	for _, s := range of[protocol.Status](rec) {
+		if strings.Contains(s.Message, "Compaction failed") {
+			failed = append(failed, s.Message)
+		}
+	}
+	if len(failed) != 1 || !strings.Contains(failed[0], "next attempt at about 98") {
+		t.Errorf("statuses %q; want one failure naming the next attempt (about 9,8xx tokens)", failed)
+	}
+}
+
+// With a low compact_at, the recent turns a compaction keeps fit well
+// below the threshold: they were a quarter of the window whatever the
+// threshold, so with compact_at 0.2 the request right after a compaction
+// was over it, and every later call was preceded by another summarising
+// call.
+func TestKeptTurnsFitBelowALowThreshold(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewServer(t, llmtest.Turn{Text: []string{"SUMMARY"}})
+	msgs := []llm.Message{llm.UserText("task")}
+	for i := range 40 {
+		id := fmt.Sprintf("c%d", i)
+		msgs = append(msgs,
+			llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{{Type: llm.PartToolCall, ToolCall: &llm.ToolCall{ID: id, Name: "Echo", Input: []byte(`{}`)}}}},
+			llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Type: llm.PartToolResult, ToolResult: &llm.ToolResult{CallID: id, Content: strings.Repeat("r", 400)}}}})
+	}
+	r := &run{a: New(Config{Provider: fakeProvider(t, "openai", srv, "local-k"), CompactAt: 0.2}), sink: &recorder{}, window: 10_000}
+	before, ok := r.shouldCompact(msgs)
+	if !ok {
+		t.Fatalf("%d tokens do not reach 20%% of 10,000", before)
+	}
+	if err := r.compact(t.Context(), &msgs, before, false); err != nil {
+		t.Fatal(err)
+	}
+	if after, again := r.shouldCompact(msgs); again {
+		t.Errorf("right after compacting %d tokens, the next request (%d tokens, %d messages) is still over 20%% of the window", before, after, len(msgs))
+	}
+}
+
+// When the window is unknown (128,000 assumed) and the provider rejects a
+// request stating a smaller maximum, compaction's budgets follow the
+// stated one: with the assumed window, a quarter of it kept every recent
+// turn, so the request sent again after compacting was as large as the
+// rejected one.
+func TestCompactionLearnsTheStatedMaximum(t *testing.T) {
+	t.Parallel()
+	result := strings.Repeat("a tool result line\n", 210) // about 1,000 tokens
+	set := tool.NewSet()
+	set.Add(echoTool("Big", true, func(context.Context, echoIn) (tool.Result, error) { return tool.Result{Content: result}, nil }))
+	var turns []llmtest.Turn
+	for i := range 5 {
+		turns = append(turns, llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: fmt.Sprintf("c%d", i), Name: "Big", Input: `{"text":"x"}`}}})
+	}
+	turns = append(turns,
+		llmtest.Turn{Status: 400, ErrorMessage: "This model's maximum context length is 4096 tokens. However, your messages resulted in 5400 tokens."},
+		// The older turns are two chunks of half the stated window: two
+		// summarising calls.
+		llmtest.Turn{Text: []string{"SUMMARY 1"}},
+		llmtest.Turn{Text: []string{"SUMMARY 2"}},
+		llmtest.Turn{Text: []string{"done"}},
+	)
+	srv := llmtest.NewServer(t, turns...)
+	rec := &recorder{}
+	res, err := New(Config{Provider: fakeProvider(t, "openai", srv, "proxied"), Tools: set}).Run(t.Context(), nil, llm.UserText("task"), rec)
+	reqs := srv.Requests()
+	if n := len(requestText(reqs[len(reqs)-1])) / 4; n >= 4096 {
+		t.Errorf("the request sent again after compacting is about %d tokens, not below the stated maximum of 4096", n)
+	}
+	if err != nil || res.Compactions != 1 || res.Final != "done" || srv.Remaining() != 0 {
+		t.Errorf("run: %v, compactions %d, final %q, unserved turns %d; want one compaction (two summarising calls), done, 0", err, res.Compactions, res.Final, srv.Remaining())
+	}
+}
+
+func TestStatedMaximum(t *testing.T) {
+	for msg, want := range map[string]int64{
+		"prompt is too long: 210345 tokens > 200000 maximum":                                     200_000,
+		"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens": 8192,
+		"prompt is too long": 0,
+	} {
+		if got := statedMaximum(&llm.Error{Kind: llm.KindContextLength, Message: msg}); got != want {
+			t.Errorf("statedMaximum(%q) = %d, want %d", msg, got, want)
+		}
+	}
+}

@@ -40,6 +40,10 @@ type run struct {
 	// the length of the conversation it covered (with its response).
 	measured    int64
 	measuredLen int
+	// retryCompactAt is, after a compaction before a call failed, the
+	// size the next request must reach before the loop tries again (0:
+	// no failure).
+	retryCompactAt int64
 }
 
 // Run appends input to history and runs the loop until the turn ends. It
@@ -77,7 +81,11 @@ func (a *Agent) turn(ctx context.Context, history []llm.Message, input llm.Messa
 			case ctx.Err() != nil:
 				return r.res, r.cancelled(ctx)
 			default:
-				r.sink.Event(protocol.Status{Message: "Compaction failed, continuing with the whole conversation: " + err.Error()})
+				// Not again before every call: each attempt is a summarising
+				// call of up to half the window.
+				r.retryCompactAt = n + r.window/compactRetryShare
+				r.sink.Event(protocol.Status{Message: fmt.Sprintf("Compaction failed, continuing with the whole conversation (next attempt at about %d tokens, or when the model rejects a request as too long): %s",
+					r.retryCompactAt, err)})
 			}
 		}
 		r.res.Iterations++
@@ -87,6 +95,12 @@ func (a *Agent) turn(ctx context.Context, history []llm.Message, input llm.Messa
 			// send it again (not counted as an iteration).
 			reactive++
 			r.res.Iterations--
+			if m := statedMaximum(err); m > 0 && (r.window <= 0 || m < r.window) {
+				// The window was unknown (assumed 128,000) or overstated:
+				// compaction's budgets are shares of the one the provider
+				// states, or what is kept may not fit it either.
+				r.window = m
+			}
 			if cerr := r.compact(ctx, &msgs, 0, true); cerr != nil {
 				if ctx.Err() != nil {
 					return r.res, r.cancelled(ctx)

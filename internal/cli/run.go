@@ -288,6 +288,11 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	if choice.Notice != "" {
 		fmt.Fprintln(io.ErrOut, choice.Notice)
 	}
+	if n := sb.Notice(); n != "" {
+		// Bubblewrap not used under auto, and why (docs/sandbox.md): run
+		// has no logger for the sandbox's warning.
+		fmt.Fprintln(io.ErrOut, n)
+	}
 	if !pieceMode {
 		return runPlain(runCtx, io, s, sb.Kind(), task, view, text)
 	}

@@ -54,7 +54,7 @@ func (h *Host) JobRunner(ctx context.Context, o JobRunnerOptions) (runner queue.
 	if err != nil {
 		return nil, "", fmt.Errorf("config sandbox: %w", err)
 	}
-	sb, err := sandbox.New(ctx, SandboxConfig(sbMode, nil))
+	sb, err := sandbox.New(ctx, SandboxConfig(sbMode, h.log)) // its warnings go to serve's or the worker's log
 	if err != nil {
 		return nil, "", err
 	}

@@ -324,6 +324,10 @@ func TestAutoPicksLandlockWithoutBwrap(t *testing.T) {
 	if got := logs.String(); !strings.Contains(got, "level=WARN") || !strings.Contains(got, "using Landlock") {
 		t.Errorf("log = %q, want a warning that Landlock replaces bubblewrap", got)
 	}
+	// maestro run has no logger: the notice is what its terminal shows.
+	if n := sb.Notice(); !strings.Contains(n, "bubblewrap is not used (bwrap was not found at /nonexistent/bwrap") || !strings.Contains(n, "Landlock, which isolates less") {
+		t.Errorf("Notice() = %q, want why bubblewrap is not used and that Landlock replaces it", n)
+	}
 	if !sb.Limited() || sb.LandlockABI() < 1 || sb.TCPBlocked() != (sb.LandlockABI() >= 4) {
 		t.Errorf("Limited %v, ABI %d, TCPBlocked %v", sb.Limited(), sb.LandlockABI(), sb.TCPBlocked())
 	}

@@ -164,6 +164,7 @@ type Sandbox struct {
 	protected    []string
 	log          *slog.Logger
 	reason       string // why no sandbox is available (unavailable kind)
+	notice       string // what the user should know of the kind chosen (Notice)
 }
 
 // probeTimeout bounds each probe run.
@@ -220,6 +221,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	if landlockErr = s.useLandlock(ctx); landlockErr == nil {
 		if mode == ModeAuto {
 			log.Warn("bash sandbox: bubblewrap unavailable, using Landlock", "reason", bwrapErr.Error(), "abi", s.landlockABI)
+			s.notice = fmt.Sprintf("Bash sandbox: bubblewrap is not used (%v), so commands are confined with Landlock, which isolates less (docs/sandbox.md); with bubblewrap working (apt-get install bubblewrap) commands get a private root", bwrapErr)
 		}
 		return s, nil
 	}
@@ -229,6 +231,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	s.kind = KindUnavailable
 	s.reason = fmt.Sprintf("no sandbox can run here (bubblewrap: %v; Landlock: %v). Install bubblewrap (apt-get install bubblewrap) or use a kernel with Landlock enabled (Linux 5.13+, landlock in lsm=), or pass --sandbox off to run commands without isolation knowingly", bwrapErr, landlockErr)
 	log.Error("bash sandbox unavailable: Bash commands will be refused", "reason", s.reason)
+	s.notice = "Bash is unavailable, every command will be refused: " + s.reason
 	return s, nil
 }
 
@@ -345,6 +348,12 @@ func (s *Sandbox) Limited() bool { return s.helper != "" }
 
 // BwrapVersion is the probed bubblewrap version line (bwrap kind only).
 func (s *Sandbox) BwrapVersion() string { return s.bwrapVersion }
+
+// Notice is the warning a terminal shows its user at start-up, "" when
+// there is none: in mode auto, that bubblewrap could not be used and why
+// (the landlock and unavailable kinds). New logs it too, but a command
+// without a logger (maestro run) showed only the kind, with no reason.
+func (s *Sandbox) Notice() string { return s.notice }
 
 // UnavailableReason says why no sandbox could be used (unavailable kind).
 func (s *Sandbox) UnavailableReason() string { return s.reason }

@@ -114,6 +114,9 @@ func TestNewAutoWithoutSandboxRefusesBash(t *testing.T) {
 	if got := logs.String(); !strings.Contains(got, "level=ERROR") || !strings.Contains(got, "unavailable") {
 		t.Errorf("log = %q, want an error that Bash is unavailable", got)
 	}
+	if n := sb.Notice(); !strings.HasPrefix(n, "Bash is unavailable, every command will be refused: ") || !strings.Contains(n, "not found at /nonexistent/bwrap") {
+		t.Errorf("Notice() = %q, want the refusal and its reason for the terminal", n)
+	}
 }
 
 // TestBwrapNotFoundThroughPath: bubblewrap is looked for at its system

@@ -23,6 +23,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/workspace"
+	"github.com/maestro-run/maestro/internal/yamlnode"
 )
 
 // Dir is the directory under a workspace that skills are materialised
@@ -36,32 +37,103 @@ type Meta struct {
 }
 
 // ParseMeta reads the front matter of a SKILL.md: a YAML block between a
-// first line "---" and the next "---". Name and description are required.
+// first line "---" and the next "---" line. Name and description are
+// required. Errors name SKILL.md and, where the YAML has one, the line
+// and column in the file.
 func ParseMeta(skillMD []byte) (Meta, error) {
-	text := strings.ReplaceAll(string(skillMD), "\r\n", "\n")
-	rest, ok := strings.CutPrefix(text, "---\n")
-	if !ok {
-		return Meta{}, errors.New(store.SkillFile + ": expected YAML front matter between --- lines at the top (name: and description:)")
+	return parseMeta(store.SkillFile, skillMD)
+}
+
+// parseMeta is ParseMeta with file naming the SKILL.md in errors. A byte
+// order mark and spaces after a --- are ignored, as editors leave them.
+func parseMeta(file string, skillMD []byte) (Meta, error) {
+	text := strings.TrimPrefix(strings.ReplaceAll(string(skillMD), "\r\n", "\n"), "\ufeff")
+	lines := strings.Split(text, "\n")
+	if strings.TrimRight(lines[0], " \t") != "---" {
+		return Meta{}, errors.New(file + ": expected YAML front matter between --- lines at the top (name: and description:)")
 	}
-	front, _, ok := strings.Cut(rest, "\n---")
-	if !ok {
-		return Meta{}, errors.New(store.SkillFile + ": the front matter has no closing --- line")
+	end := slices.IndexFunc(lines[1:], func(l string) bool { return strings.TrimRight(l, " \t") == "---" })
+	if end < 0 {
+		return Meta{}, errors.New(file + ": the front matter has no closing --- line")
+	}
+	// The line "---" stays as an empty line, so the YAML's lines are the
+	// file's.
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte("\n"+strings.Join(lines[1:end+1], "\n")), &doc); err != nil {
+		return Meta{}, yamlError(file, err)
+	}
+	at := func(n *yaml.Node, format string, args ...any) error {
+		return fmt.Errorf("%s:%d:%d: front matter: "+format, append([]any{file, n.Line, n.Column}, args...)...)
 	}
 	var m Meta
-	if err := yaml.Unmarshal([]byte(front), &m); err != nil {
-		return Meta{}, fmt.Errorf("%s front matter: %w", store.SkillFile, err)
+	var others []*yaml.Node // the keys of other fields
+	if len(doc.Content) > 0 {
+		root := doc.Content[0]
+		if root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null" {
+			root = &yaml.Node{Kind: yaml.MappingNode}
+		}
+		if root.Kind != yaml.MappingNode {
+			return Meta{}, at(root, "expected name: and description: fields, found %s", yamlnode.Describe(root))
+		}
+		for i := 0; i+1 < len(root.Content); i += 2 {
+			k, v := root.Content[i], root.Content[i+1]
+			var dst *string
+			switch k.Value {
+			case "name":
+				dst = &m.Name
+			case "description":
+				dst = &m.Description
+			default:
+				others = append(others, k) // license, metadata, …: the skill's own
+				continue
+			}
+			if v.Kind != yaml.ScalarNode {
+				return Meta{}, at(v, "%s: expected a string, found %s", k.Value, yamlnode.Describe(v))
+			}
+			if v.ShortTag() != "!!null" {
+				*dst = strings.TrimSpace(v.Value)
+			}
+			if k.Value == "name" && *dst != "" {
+				if err := store.ValidateName("name", *dst); err != nil {
+					return Meta{}, at(v, "%s", err)
+				}
+			}
+		}
 	}
-	m.Name, m.Description = strings.TrimSpace(m.Name), strings.TrimSpace(m.Description)
-	switch {
-	case m.Name == "":
-		return Meta{}, errors.New(store.SkillFile + " front matter: name is required")
-	case m.Description == "":
-		return Meta{}, errors.New(store.SkillFile + " front matter: description is required")
-	}
-	if err := store.ValidateName("name", m.Name); err != nil {
-		return Meta{}, fmt.Errorf("%s front matter: %w", store.SkillFile, err)
+	for _, f := range []struct {
+		key   string
+		value string
+	}{{"name", m.Name}, {"description", m.Description}} {
+		if f.value != "" {
+			continue
+		}
+		for _, k := range others {
+			if yamlnode.Suggest(k.Value, []string{f.key}) != "" {
+				return Meta{}, at(k, "%s is required; found %s: (did you mean %s:?)", f.key, k.Value, f.key)
+			}
+		}
+		return Meta{}, fmt.Errorf("%s front matter: %s is required", file, f.key)
 	}
 	return m, nil
+}
+
+// yamlError words a YAML syntax error of a front matter with its line and
+// column in file.
+func yamlError(file string, err error) error {
+	var one *yaml.LoadError
+	if list, ok := errors.AsType[*yaml.LoadErrors](err); ok && len(list.Errors) > 0 {
+		one = list.Errors[0]
+	} else if e, ok := errors.AsType[*yaml.LoadError](err); ok {
+		one = e
+	}
+	if one == nil || one.Mark.Line <= 0 {
+		return fmt.Errorf("%s front matter: %w", file, err)
+	}
+	msg := strings.TrimPrefix(one.Message, "yaml: ")
+	if c := one.ContextMark; one.ContextMsg != "" && c.Line > 0 && c != one.Mark {
+		msg += fmt.Sprintf(" (%s started at %d:%d)", one.ContextMsg, c.Line, c.Column)
+	}
+	return fmt.Errorf("%s:%d:%d: front matter: YAML syntax error: %s", file, one.Mark.Line, one.Mark.Column, msg)
 }
 
 // Store is the part of the server's store skills are read from.
@@ -163,11 +235,17 @@ func dirSkills(dir string) (infos []Info, present []string) {
 		if !e.IsDir() {
 			continue
 		}
-		md, err := root.ReadFileMax(path.Join(e.Name(), store.SkillFile), store.MaxSkillBytes)
-		if errors.Is(err, fs.ErrNotExist) {
+		// Present as Files finds it: a SKILL.md of any kind (a link to a
+		// file is one, and Files refuses it, so it is not listed).
+		fi, err := os.Lstat(path.Join(dir, e.Name(), store.SkillFile))
+		if err != nil {
 			continue
 		}
 		present = append(present, e.Name())
+		if !fi.Mode().IsRegular() {
+			continue
+		}
+		md, err := root.ReadFileMax(path.Join(e.Name(), store.SkillFile), store.MaxSkillBytes)
 		if err != nil {
 			continue
 		}
@@ -217,8 +295,16 @@ func dirFiles(dir, name string) (map[string][]byte, error) {
 	if fi, err := os.Lstat(path.Join(dir, name)); err != nil || !fi.IsDir() {
 		return nil, fs.ErrNotExist
 	}
-	if _, err := os.Lstat(path.Join(dir, name, store.SkillFile)); err != nil {
+	file := path.Join(dir, name, store.SkillFile)
+	fi, err := os.Lstat(file)
+	if err != nil {
 		return nil, fs.ErrNotExist
+	}
+	if !fi.Mode().IsRegular() {
+		// The walk below skips it like any link: say so, rather than
+		// that the file has no front matter.
+		return nil, fmt.Errorf("skill %s: %s is %s, not a regular file: a skill's files are read only when they are regular files (copy the file in place of the link)",
+			name, file, workspace.KindOf(fi.Mode()))
 	}
 	root, err := workspace.Open(path.Join(dir, name))
 	if err != nil {
@@ -235,9 +321,14 @@ func dirFiles(dir, name string) (map[string][]byte, error) {
 			return nil
 		}
 		if len(files) == store.MaxSkillFiles {
-			return fmt.Errorf("skill %s: more than %d files", name, store.MaxSkillFiles)
+			return fmt.Errorf("skill %s: %s holds more than %d files, the limit of one skill", name, path.Join(dir, name), store.MaxSkillFiles)
 		}
 		data, err := root.ReadFileMax(p, int64(store.MaxSkillBytes-total))
+		if errors.Is(err, workspace.ErrTooLarge) {
+			// The limit is the skill's, not the file's: the error's is
+			// what was left of it.
+			return fmt.Errorf("skill %s: the files of %s come to more than %d bytes (at %s), the limit of one skill", name, path.Join(dir, name), store.MaxSkillBytes, p)
+		}
 		if err != nil {
 			return fmt.Errorf("skill %s: %w", name, err)
 		}
@@ -248,12 +339,12 @@ func dirFiles(dir, name string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := ParseMeta(files[store.SkillFile])
+	m, err := parseMeta(file, files[store.SkillFile])
 	if err != nil {
-		return nil, fmt.Errorf("skill %s (%s): %w", name, dir, err)
+		return nil, fmt.Errorf("skill %s: %w", name, err)
 	}
 	if m.Name != name {
-		return nil, fmt.Errorf("skill %s (%s): its %s names it %q; the directory and the name must match", name, dir, store.SkillFile, m.Name)
+		return nil, fmt.Errorf("skill %s: %s names it %q; the directory and the name must match", name, file, m.Name)
 	}
 	return files, nil
 }

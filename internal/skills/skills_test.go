@@ -42,7 +42,17 @@ func TestParseMeta(t *testing.T) {
 		{"unclosed", "---\nname: x\n", skills.Meta{}, "no closing ---"},
 		{"no name", "---\ndescription: d\n---\n", skills.Meta{}, "name is required"},
 		{"no description", "---\nname: x\n---\n", skills.Meta{}, "description is required"},
-		{"bad name", "---\nname: PDF Tools\ndescription: d\n---\n", skills.Meta{}, "expected 1-64 lowercase"},
+		{"bad name", "---\nname: PDF Tools\ndescription: d\n---\n", skills.Meta{}, "SKILL.md:2:7: front matter: name: expected 1-64 lowercase"},
+		// What editors leave: a byte order mark, spaces after a ---.
+		{"bom and spaces", "\ufeff--- \nname: x\ndescription: d\n---\t\nbody", skills.Meta{Name: "x", Description: "d"}, ""},
+		// Positions are the file's lines (the YAML starts on line 2):
+		// they said "yaml: line 2" for line 3.
+		{"syntax error", "---\nname: x\ndescription: a: b\n---\n", skills.Meta{}, "SKILL.md:3:15: front matter: YAML syntax error: mapping values are not allowed"},
+		{"unclosed list", "---\nname: x\ndescription: [a\n---\n", skills.Meta{}, "(while parsing a flow sequence started at 3:14)"},
+		{"list name", "---\nname: [a]\ndescription: d\n---\n", skills.Meta{}, "SKILL.md:2:7: front matter: name: expected a string, found a list"},
+		{"not a mapping", "---\njust text\n---\n", skills.Meta{}, "SKILL.md:2:1: front matter: expected name: and description: fields, found string"},
+		{"misspelt", "---\nname: x\ndescripton: d\n---\n", skills.Meta{}, "SKILL.md:3:1: front matter: description is required; found descripton: (did you mean description:?)"},
+		{"other fields", "---\nname: x\ndescription: d\nlicense: MIT\nmetadata: {a: 1}\n---\n", skills.Meta{Name: "x", Description: "d"}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -179,10 +189,46 @@ func TestListAsFilesRead(t *testing.T) {
 	if err != nil || len(infos) != 0 {
 		t.Errorf("List = %+v, %v; want none", infos, err)
 	}
-	if _, err := lib.Files(t.Context(), "pdf"); err == nil || !strings.Contains(err.Error(), "SKILL.md front matter") {
-		t.Errorf("Files(pdf): %v, want the project's malformed front matter", err)
+	if _, err := lib.Files(t.Context(), "pdf"); err == nil || !strings.Contains(err.Error(), filepath.Join(project, "pdf", "SKILL.md")+":4:1: front matter: YAML syntax error") {
+		t.Errorf("Files(pdf): %v, want the project's malformed front matter, with its file and line", err)
 	}
 	if files, err := lib.Files(t.Context(), "notes"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Files(notes) = %d files, %v; want fs.ErrNotExist", len(files), err)
+	}
+}
+
+// TestLinkedSkillFile: a SKILL.md that is a link is refused by name. It
+// was listed when it pointed into the skills directory, and ReadSkill then
+// said the file had no front matter (its files are read without links).
+func TestLinkedSkillFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeSkill(t, dir, "pdf", map[string]string{"real.md": skillMD("pdf", "Fill PDF forms")})
+	if err := os.Symlink("real.md", filepath.Join(dir, "pdf", "SKILL.md")); err != nil {
+		t.Fatal(err)
+	}
+	lib := &skills.Library{Dirs: []string{dir}}
+	if infos, err := lib.List(t.Context()); err != nil || len(infos) != 0 {
+		t.Errorf("List = %+v, %v; want none (ReadSkill cannot read it)", infos, err)
+	}
+	_, err := lib.Files(t.Context(), "pdf")
+	if want := filepath.Join(dir, "pdf", "SKILL.md") + " is a symbolic link, not a regular file"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Files(pdf): %v; want %q", err, want)
+	}
+}
+
+// TestSkillTooLarge: a skill over its 4 MiB is refused as such. The file
+// where the total passed it was said to be over "the limit" of what was
+// left (a 1.5 MB file "over the limit of 1194304 bytes"), as if that were
+// a limit of one file.
+func TestSkillTooLarge(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	chunk := strings.Repeat("x", 1_500_000)
+	writeSkill(t, dir, "big", map[string]string{"SKILL.md": skillMD("big", "Big"), "a.bin": chunk, "b.bin": chunk, "c.bin": chunk})
+	_, err := (&skills.Library{Dirs: []string{dir}}).Files(t.Context(), "big")
+	want := "skill big: the files of " + filepath.Join(dir, "big") + " come to more than 4194304 bytes (at c.bin), the limit of one skill"
+	if err == nil || err.Error() != want {
+		t.Errorf("Files(big): %v; want %q", err, want)
 	}
 }

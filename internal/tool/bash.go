@@ -202,7 +202,14 @@ func exitStatus(e *exec.ExitError) string {
 	if ws, ok := e.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		return fmt.Sprintf("command killed by signal %d (%s)", int(ws.Signal()), ws.Signal())
 	}
-	return fmt.Sprintf("exit code %d", e.ExitCode())
+	code := e.ExitCode()
+	if code > 128 && code <= 128+64 {
+		// A shell's status for a command killed by signal code-128 (and
+		// bwrap's for its shell): say which, as it may be a limit's.
+		sig := syscall.Signal(code - 128)
+		return fmt.Sprintf("exit code %d (a command killed by signal %d: %s)", code, int(sig), sig)
+	}
+	return fmt.Sprintf("exit code %d", code)
 }
 
 // bashOutput receives the command's output: it streams it (UTF-8 safe, up

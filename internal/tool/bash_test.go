@@ -92,6 +92,10 @@ func TestBashResults(t *testing.T) {
 		{"no output", "true", Result{Content: "(no output)"}},
 		{"interleaved exit code", "echo out; echo err >&2; echo out2; exit 3", Result{Content: "out\nerr\nout2\nexit code 3", IsError: true}},
 		{"no trailing newline", "printf x; false", Result{Content: "x\nexit code 1", IsError: true}},
+		// A shell's 128+N names the signal (a limit's: SIGXCPU, SIGXFSZ,
+		// SIGKILL); it was only "exit code 137", as bwrap reports its
+		// shell killed by a signal.
+		{"killed by a signal", "{ sh -c 'kill -9 $$'; } 2>/dev/null; exit $?", Result{Content: "exit code 137 (a command killed by signal 9: killed)", IsError: true}},
 		{"policy", "pip install requests", Result{IsError: true}},
 	}
 	for _, kind := range bashKinds {
