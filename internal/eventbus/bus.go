@@ -45,6 +45,9 @@ type Bus struct {
 
 	mu     sync.Mutex
 	active map[string]bool // session directories followed by this process
+	// later are the followers closed with CloseLater still publishing,
+	// by directory.
+	later map[string]*Follower
 }
 
 // Open connects to the bus (in the background when NATS is down).
@@ -63,7 +66,7 @@ func Open(o Options) (*Bus, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &Bus{pub: pub, o: o, log: o.Logger, ctx: ctx, cancel: cancel, active: map[string]bool{}}
+	b := &Bus{pub: pub, o: o, log: o.Logger, ctx: ctx, cancel: cancel, active: map[string]bool{}, later: map[string]*Follower{}}
 	b.spawn(func() { b.watchConnect(connectWait) })
 	return b, nil
 }
@@ -135,6 +138,7 @@ func (b *Bus) release(dir string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.active, dir)
+	delete(b.later, dir)
 }
 
 // publish encodes ev and publishes it until it is acknowledged or ctx

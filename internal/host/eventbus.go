@@ -66,10 +66,12 @@ func (h *Host) PublishJobs(ctx context.Context, st eventbus.JobSource, dataDir s
 // bus and returns what records its close (a piece run's subtasks, whose
 // logs the engine keeps itself, engine.Config.FollowLog); nil when no
 // bus is configured. Such a log has no ready record: the session's
-// started event goes out with its first record (eventbus.NoReady).
+// started event goes out with its first record (eventbus.NoReady). The
+// close does not wait for the bus (the subtask's result would wait with
+// it): the parent session's close does (eventbus.Follower.CloseLater).
 func (h *Host) FollowSession(dir string, meta session.Meta) func(cursor int64, reason string) {
 	if bus := h.EventBus(); bus != nil {
-		return bus.FollowSession(dir, meta, eventbus.NoReady()).Close
+		return bus.FollowSession(dir, meta, eventbus.NoReady()).CloseLater
 	}
 	return nil
 }
