@@ -413,6 +413,9 @@ func (jc *jobCursor) events(e store.JobEvent) []Event {
 		if jc.job.TaskID != 0 {
 			data["task_id"] = jc.job.TaskID
 		}
+		if jc.job.ParentJobID != 0 {
+			data["parent_job_id"] = jc.job.ParentJobID // a subtask's (child) job
+		}
 		if jc.piece != "" {
 			data["piece"] = jc.piece
 		}

@@ -806,11 +806,18 @@ func (f *Follower) sessionEvents(rec logRecord, st *sessionState) []Event {
 	return toolEvents(fr, idBase, rec.Time, st.Calls)
 }
 
-// sessionData is the body of a session lifecycle event.
+// sessionData is the body of a session lifecycle event. A piece run's
+// subtask's names the session whose run spawned it (parent_session_id,
+// the parent's session_id: its log's directory), so a consumer tells
+// from one event where a subtask comes from, whichever process
+// publishes it.
 func (f *Follower) sessionData(state string, more map[string]any) map[string]any {
 	data := map[string]any{"session_id": f.id, "state": state}
 	if f.meta.Agent != "" {
 		data["agent"] = f.meta.Agent
+	}
+	if parent := parentDir(f.dir); parent != "" {
+		data["parent_session_id"] = filepath.Base(parent)
 	}
 	for k, v := range more {
 		data[k] = v

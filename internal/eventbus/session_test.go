@@ -518,7 +518,9 @@ func TestSessionIDOnTheBusIsTheCallers(t *testing.T) {
 // session (catching up, or resuming it) first closes the subtask too:
 // its call in flight CANCELLED, closed ERROR at its last record; and
 // only once. Before, the subtask never published started, and it stayed
-// open on the bus for ever (no process read run directories).
+// open on the bus for ever (no process read run directories). The
+// subtask's lifecycle events name its parent session (parent_session_id;
+// before, nothing in an event said which session spawned it).
 func TestKilledPieceRunClosesItsSubtasks(t *testing.T) {
 	for _, resume := range []bool{false, true} {
 		t.Run(fmt.Sprint("resume=", resume), func(t *testing.T) {
@@ -552,8 +554,14 @@ func TestKilledPieceRunClosesItsSubtasks(t *testing.T) {
 			started := live[1].Event
 			var d map[string]any
 			json.Unmarshal(started.Data(), &d)
-			if started.ID() != sub.ID()+".1.started" || d["session_id"] != sub.ID() || d["model"] != "leaf" || d["executor_type"] != "replay" {
+			if started.ID() != sub.ID()+".1.started" || d["session_id"] != sub.ID() || d["model"] != "leaf" || d["executor_type"] != "replay" ||
+				d["parent_session_id"] != parent.ID() {
 				t.Errorf("the subtask's started: id %s, data %v", started.ID(), d)
+			}
+			clear(d)
+			json.Unmarshal(live[0].Event.Data(), &d)
+			if p, ok := d["parent_session_id"]; ok {
+				t.Errorf("the parent's started names a parent session %v", p)
 			}
 			crash(t, sub)
 			crash(t, parent)
@@ -598,6 +606,11 @@ func TestKilledPieceRunClosesItsSubtasks(t *testing.T) {
 				if got := m.Event.Extensions()["maestrosessionid"]; got != id || closeReason(t, m) != "MAESTRO_CLOSE_REASON_ERROR" {
 					t.Errorf("closed %s of session %v, %s; want session %s closed ERROR", m.Event.ID(), got, closeReason(t, m), id)
 				}
+			}
+			clear(d)
+			json.Unmarshal(msgs[6].Event.Data(), &d)
+			if d["parent_session_id"] != parent.ID() {
+				t.Errorf("the subtask's closed (by the next process): data %v, want parent_session_id %s", d, parent.ID())
 			}
 		})
 	}
