@@ -175,13 +175,15 @@ func (p *Publisher) explain(err error) error {
 	}
 	why := strings.ToLower(p.nc.Status().String())
 	last := p.nc.LastError()
-	if isAuthError(last) {
-		return fmt.Errorf("%w %s: the server refused the credentials (%s: %v): %s", ErrNotConnected, p.s.urlName(), why, last, p.s.credentialsHint())
-	}
 	if last == nil {
+		// Between two attempts to reconnect nats.go keeps no error: the
+		// last attempt's is the reconnect error, a refusal included.
 		if d := p.dialErr.Load(); d != nil {
 			last = *d
 		}
+	}
+	if isAuthError(last) {
+		return fmt.Errorf("%w %s: the server refused the credentials (%s: %v): %s", ErrNotConnected, p.s.urlName(), why, last, p.s.credentialsHint())
 	}
 	if last != nil {
 		why += ": " + last.Error()
