@@ -55,8 +55,9 @@ func newEventsCmd(io *IOStreams) *cobra.Command {
 		Long: `Publishes one maestro.sessions.session.started CloudEvent to the NATS server
 named by MAESTRO_EVENT_BUS_URL, EVALOPS_NATS_URL, NATS_URL or event_bus.url in
 config.yaml, and waits for JetStream's acknowledgement. Exits non-zero when the
-server cannot be reached, no stream takes the subject (see
---event-bus-create-stream) or the publish fails.`,
+server cannot be reached, refuses the credentials, has no JetStream (nats-server
+without -js), no stream takes the subject (see --event-bus-create-stream) or
+the publish fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if timeout <= 0 {

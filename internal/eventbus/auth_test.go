@@ -1,12 +1,14 @@
 package eventbus_test
 
 import (
+	"errors"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/maestro-run/maestro/internal/eventbus"
@@ -163,5 +165,30 @@ func TestCreateStreamKeepsAnExistingStream(t *testing.T) {
 	}
 	if n := len(srv.Messages()); n != 1 {
 		t.Errorf("%d messages, want the smoke's one", n)
+	}
+}
+
+// A NATS server started without JetStream (nats-server without -js, the
+// usual first try): events smoke says so, with and without
+// --event-bus-create-stream. Before, it said "no JetStream stream takes
+// the subject (create it, or pass --event-bus-create-stream)", and with
+// the flag "create stream MAESTRO on maestro.>: nats: no responders
+// available for request".
+func TestServerWithoutJetStream(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS not ready for connections after 10s")
+	}
+	for _, create := range []bool{false, true} {
+		s := eventbus.Settings{URL: srv.ClientURL(), CreateStream: create, Source: "maestro-test"}
+		_, err := eventbus.Smoke(t.Context(), s, eventbus.Correlation{}, 10*time.Second)
+		if !errors.Is(err, eventbus.ErrNoJetStream) || !strings.Contains(err.Error(), "-js") {
+			t.Errorf("events smoke (create stream %v): %v, want the server has no JetStream", create, err)
+		}
 	}
 }
