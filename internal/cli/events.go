@@ -74,6 +74,9 @@ the publish fails.`,
 				}
 				return &exitError{code: ExitError, err: errors.New("no event bus configured: set MAESTRO_EVENT_BUS_URL (or EVALOPS_NATS_URL, NATS_URL, or event_bus.url in config.yaml); MAESTRO_EVENT_BUS=0 or false turns it off")}
 			}
+			for _, line := range s.Ignored {
+				fmt.Fprintf(io.ErrOut, "maestro: warning: %s\n", line)
+			}
 			id, err := eventbus.Smoke(cmd.Context(), s, eventbus.CorrelationFromEnv(io.Getenv, nil), timeout)
 			if err != nil {
 				return &exitError{code: ExitError, err: err}

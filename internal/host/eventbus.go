@@ -33,6 +33,9 @@ func (h *Host) EventBus() *eventbus.Bus {
 		if !ok {
 			return
 		}
+		for _, line := range s.Ignored {
+			h.busLog.Warn("event bus: setting ignored", "why", line)
+		}
 		b, err := eventbus.Open(eventbus.Options{Settings: s, Env: eventbus.CorrelationFromEnv(h.getenv, h.environ()), Logger: h.busLog})
 		if err != nil {
 			h.busLog.Warn("event bus disabled", "err", err)
