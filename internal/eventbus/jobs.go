@@ -516,9 +516,11 @@ func (b *Bus) moveJobsFile(ctx context.Context, src JobSource, file string, st *
 	if err != nil || !found {
 		return err
 	}
-	why, err := legacyFileFits(ctx, src, old.Jobs)
-	if err != nil {
-		return err
+	var why string
+	if len(old.Jobs) > 0 { // an empty file is nobody's: removed below
+		if why, err = legacyFileFits(ctx, src, old.Jobs); err != nil {
+			return err
+		}
 	}
 	if why != "" {
 		if err := os.Remove(file); err != nil {
