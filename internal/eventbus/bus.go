@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Options configure a Bus.
@@ -79,25 +80,56 @@ const connectWait = 2 * time.Second
 // wait: why (the server refused the credentials, naming the settings
 // that gave them; no server answers at the URL, naming the variable
 // that set it). Without it a serve or worker with no job to publish
-// said nothing about a bus that could not work.
+// said nothing about a bus that could not work. Once connected, it
+// checks that the server can store the events (checkStorage).
 func (b *Bus) watchConnect(wait time.Duration) {
 	nc := b.pub.nc
 	up := nc.StatusChanged(nats.CONNECTED)
 	defer nc.RemoveStatusListener(up)
-	if nc.IsConnected() {
-		return
+	if !nc.IsConnected() {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-up:
+		case <-b.ctx.Done():
+			return
+		case <-t.C:
+			if err := b.pub.explain(errNotYet); errors.Is(err, ErrNotConnected) {
+				b.log.Warn("event bus: not connected; events wait in the logs until it is (retrying)", "err", err)
+			}
+			select {
+			case <-up:
+			case <-b.ctx.Done():
+				return
+			}
+		}
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-up:
-		return
-	case <-b.ctx.Done():
-		return
-	case <-t.C:
+	b.checkStorage()
+}
+
+// checkStorage logs once, when the bus connects, that the server cannot
+// store the events: it has no JetStream, or (unless the settings create
+// the stream, at the first publish) no stream takes a session's or a
+// job's subject. A serve or worker said so only at its first job.
+func (b *Bus) checkStorage() {
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	p := b.pub
+	_, err := p.js.AccountInfo(ctx)
+	if noJetStream(err) {
+		err = ErrNoJetStream
+	} else if err == nil && !b.o.Settings.CreateStream {
+		for _, subject := range []string{TypeSessionStarted, TypeJobQueued} {
+			if _, err = p.js.StreamNameBySubject(ctx, subject); err != nil {
+				if errors.Is(err, jetstream.ErrStreamNotFound) {
+					err = fmt.Errorf("%s: %w", subject, ErrNoStream)
+				}
+				break
+			}
+		}
 	}
-	if err := b.pub.explain(errNotYet); errors.Is(err, ErrNotConnected) {
-		b.log.Warn("event bus: not connected; events wait in the logs until it is (retrying)", "err", err)
+	if err != nil && b.ctx.Err() == nil {
+		b.log.Warn("event bus: the server cannot store the events; they wait in the logs until it can (retrying)", "err", err)
 	}
 }
 
