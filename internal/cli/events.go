@@ -55,8 +55,9 @@ func newEventsCmd(io *IOStreams) *cobra.Command {
 		Long: `Publishes one maestro.sessions.session.started CloudEvent to the NATS server
 named by MAESTRO_EVENT_BUS_URL, EVALOPS_NATS_URL, NATS_URL or event_bus.url in
 config.yaml, and waits for JetStream's acknowledgement. Exits non-zero when the
-server cannot be reached, no stream takes the subject (see
---event-bus-create-stream) or the publish fails.`,
+server cannot be reached, refuses the credentials, has no JetStream (nats-server
+without -js), no stream takes the subject (see --event-bus-create-stream) or
+the publish fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if timeout <= 0 {
@@ -72,6 +73,9 @@ server cannot be reached, no stream takes the subject (see
 					return &exitError{code: ExitError, err: fmt.Errorf("the event bus %s is turned off by MAESTRO_EVENT_BUS (or MAESTRO_AUDIT_BUS) = 0, false, off or no: unset it to publish", all.Redacted())}
 				}
 				return &exitError{code: ExitError, err: errors.New("no event bus configured: set MAESTRO_EVENT_BUS_URL (or EVALOPS_NATS_URL, NATS_URL, or event_bus.url in config.yaml); MAESTRO_EVENT_BUS=0 or false turns it off")}
+			}
+			for _, line := range s.Ignored {
+				fmt.Fprintf(io.ErrOut, "maestro: warning: %s\n", line)
 			}
 			id, err := eventbus.Smoke(cmd.Context(), s, eventbus.CorrelationFromEnv(io.Getenv, nil), timeout)
 			if err != nil {

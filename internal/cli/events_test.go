@@ -52,3 +52,16 @@ func TestEventsSmokeWithoutBus(t *testing.T) {
 		}
 	}
 }
+
+// A value of MAESTRO_EVENT_BUS_CREATE_STREAM (or MAESTRO_EVENT_BUS)
+// that is neither way is said before the smoke's outcome: before, "y"
+// was taken silently for "no", and the smoke failed with "no JetStream
+// stream takes the subject (create it, or pass
+// --event-bus-create-stream)" to a user who had asked for it.
+func TestEventsSmokeSaysAnIgnoredSetting(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, map[string]string{"MAESTRO_EVENT_BUS_URL": "nats://127.0.0.1:1", "MAESTRO_EVENT_BUS_CREATE_STREAM": "y"}, "events", "smoke", "--timeout", "2s")
+	if want := "maestro: warning: MAESTRO_EVENT_BUS_CREATE_STREAM=y: not one of 1, true, yes, on"; !strings.Contains(r.stderr, want) {
+		t.Errorf("stderr %q, want %q", r.stderr, want)
+	}
+}

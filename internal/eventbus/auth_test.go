@@ -1,12 +1,14 @@
 package eventbus_test
 
 import (
+	"errors"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/maestro-run/maestro/internal/eventbus"
@@ -164,4 +166,69 @@ func TestCreateStreamKeepsAnExistingStream(t *testing.T) {
 	if n := len(srv.Messages()); n != 1 {
 		t.Errorf("%d messages, want the smoke's one", n)
 	}
+}
+
+// A NATS server started without JetStream (nats-server without -js, the
+// usual first try): events smoke says so, with and without
+// --event-bus-create-stream, and so does a bus as soon as it connects
+// (serve, worker), before it has anything to publish. Before, the smoke
+// said "no JetStream stream takes the subject (create it, or pass
+// --event-bus-create-stream)", and with the flag "create stream MAESTRO
+// on maestro.>: nats: no responders available for request"; a serve said
+// nothing until its first job.
+func TestServerWithoutJetStream(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS not ready for connections after 10s")
+	}
+	for _, create := range []bool{false, true} {
+		s := eventbus.Settings{URL: srv.ClientURL(), CreateStream: create, Source: "maestro-test"}
+		_, err := eventbus.Smoke(t.Context(), s, eventbus.Correlation{}, 10*time.Second)
+		if !errors.Is(err, eventbus.ErrNoJetStream) || !strings.Contains(err.Error(), "-js") {
+			t.Errorf("events smoke (create stream %v): %v, want the server has no JetStream", create, err)
+		}
+		waitLogLine(t, eventbus.Settings{URL: srv.ClientURL(), CreateStream: create, Source: "maestro-test"},
+			"the server cannot store the events", "no JetStream for this account")
+	}
+}
+
+// waitLogLine opens a bus with s and waits (10 s at most) for a line of
+// its log that has every one of want.
+func waitLogLine(t *testing.T, s eventbus.Settings, want ...string) {
+	t.Helper()
+	logs := make(lines, 100)
+	b, err := eventbus.Open(eventbus.Options{Settings: s, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	timeout := time.After(10 * time.Second) // said as it connects
+	for {
+		select {
+		case line := <-logs:
+			said := true
+			for _, w := range want {
+				said = said && strings.Contains(line, w)
+			}
+			if said {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("the bus did not log %q within 10s", want)
+		}
+	}
+}
+
+// A bus connected to a server where no stream takes its subjects (and
+// not asked to create one) says so as it connects, naming the subject.
+// Before, a serve or worker said nothing until its first job.
+func TestNoStreamSaidAtConnect(t *testing.T) {
+	srv := bustest.Start(t)
+	waitLogLine(t, eventbus.Settings{URL: srv.URL(), Source: "maestro-test"},
+		"the server cannot store the events", "maestro.sessions.session.started: no JetStream stream takes the subject")
 }

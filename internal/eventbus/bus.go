@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Options configure a Bus.
@@ -45,6 +46,9 @@ type Bus struct {
 
 	mu     sync.Mutex
 	active map[string]bool // session directories followed by this process
+	// later are the followers closed with CloseLater still publishing,
+	// by directory.
+	later map[string]*Follower
 }
 
 // Open connects to the bus (in the background when NATS is down).
@@ -63,7 +67,7 @@ func Open(o Options) (*Bus, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &Bus{pub: pub, o: o, log: o.Logger, ctx: ctx, cancel: cancel, active: map[string]bool{}}
+	b := &Bus{pub: pub, o: o, log: o.Logger, ctx: ctx, cancel: cancel, active: map[string]bool{}, later: map[string]*Follower{}}
 	b.spawn(func() { b.watchConnect(connectWait) })
 	return b, nil
 }
@@ -76,25 +80,56 @@ const connectWait = 2 * time.Second
 // wait: why (the server refused the credentials, naming the settings
 // that gave them; no server answers at the URL, naming the variable
 // that set it). Without it a serve or worker with no job to publish
-// said nothing about a bus that could not work.
+// said nothing about a bus that could not work. Once connected, it
+// checks that the server can store the events (checkStorage).
 func (b *Bus) watchConnect(wait time.Duration) {
 	nc := b.pub.nc
 	up := nc.StatusChanged(nats.CONNECTED)
 	defer nc.RemoveStatusListener(up)
-	if nc.IsConnected() {
-		return
+	if !nc.IsConnected() {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-up:
+		case <-b.ctx.Done():
+			return
+		case <-t.C:
+			if err := b.pub.explain(errNotYet); errors.Is(err, ErrNotConnected) {
+				b.log.Warn("event bus: not connected; events wait in the logs until it is (retrying)", "err", err)
+			}
+			select {
+			case <-up:
+			case <-b.ctx.Done():
+				return
+			}
+		}
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-up:
-		return
-	case <-b.ctx.Done():
-		return
-	case <-t.C:
+	b.checkStorage()
+}
+
+// checkStorage logs once, when the bus connects, that the server cannot
+// store the events: it has no JetStream, or (unless the settings create
+// the stream, at the first publish) no stream takes a session's or a
+// job's subject. A serve or worker said so only at its first job.
+func (b *Bus) checkStorage() {
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	p := b.pub
+	_, err := p.js.AccountInfo(ctx)
+	if noJetStream(err) {
+		err = ErrNoJetStream
+	} else if err == nil && !b.o.Settings.CreateStream {
+		for _, subject := range []string{TypeSessionStarted, TypeJobQueued} {
+			if _, err = p.js.StreamNameBySubject(ctx, subject); err != nil {
+				if errors.Is(err, jetstream.ErrStreamNotFound) {
+					err = fmt.Errorf("%s: %w", subject, ErrNoStream)
+				}
+				break
+			}
+		}
 	}
-	if err := b.pub.explain(errNotYet); errors.Is(err, ErrNotConnected) {
-		b.log.Warn("event bus: not connected; events wait in the logs until it is (retrying)", "err", err)
+	if err != nil && b.ctx.Err() == nil {
+		b.log.Warn("event bus: the server cannot store the events; they wait in the logs until it can (retrying)", "err", err)
 	}
 }
 
@@ -135,6 +170,7 @@ func (b *Bus) release(dir string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.active, dir)
+	delete(b.later, dir)
 }
 
 // publish encodes ev and publishes it until it is acknowledged or ctx

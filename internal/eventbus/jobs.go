@@ -413,6 +413,9 @@ func (jc *jobCursor) events(e store.JobEvent) []Event {
 		if jc.job.TaskID != 0 {
 			data["task_id"] = jc.job.TaskID
 		}
+		if jc.job.ParentJobID != 0 {
+			data["parent_job_id"] = jc.job.ParentJobID // a subtask's (child) job
+		}
 		if jc.piece != "" {
 			data["piece"] = jc.piece
 		}
@@ -492,6 +495,16 @@ func (st *jobsState) load(ctx context.Context, src JobSource) error {
 // data directory does not publish again what it published. The
 // cursors are st's too: when the store refuses one, the file stays, to
 // be moved at the next start, and this process still goes on from it.
+//
+// The file names no store, and a data directory may be used with
+// another one (--db switched from SQLite to PostgreSQL, or to a fresh
+// database) whose jobs have the same ids but are other jobs: their
+// events would never be published. So the file is moved only into a
+// store it can be the file of (legacyFileFits): one no process has
+// published from yet (no cursor: it is being upgraded), each of whose
+// jobs the file names exists with at least that many events. Otherwise
+// it is removed, with a line saying why: the store's cursors are the
+// ones that count.
 func (b *Bus) moveJobsFile(ctx context.Context, src JobSource, file string, st *jobsState) error {
 	if file == "" {
 		return nil
@@ -502,6 +515,19 @@ func (b *Bus) moveJobsFile(ctx context.Context, src JobSource, file string, st *
 	found, err := readJSON(file, &old)
 	if err != nil || !found {
 		return err
+	}
+	var why string
+	if len(old.Jobs) > 0 { // an empty file is nobody's: removed below
+		if why, err = legacyFileFits(ctx, src, old.Jobs); err != nil {
+			return err
+		}
+	}
+	if why != "" {
+		if err := os.Remove(file); err != nil {
+			return err
+		}
+		b.log.Warn("event bus: removed a job cursor file of another store, not moved into this one; the store's cursors are used", "file", file, "jobs", len(old.Jobs), "why", why)
+		return nil
 	}
 	for id, seq := range old.Jobs {
 		st.Jobs[id] = max(st.Jobs[id], seq)
@@ -523,4 +549,34 @@ func (b *Bus) moveJobsFile(ctx context.Context, src JobSource, file string, st *
 	}
 	b.log.Info("event bus: moved the job cursors to the store", "file", file, "jobs", len(old.Jobs))
 	return nil
+}
+
+// legacyFileFits says why the cursors of a legacy cursor file cannot be
+// src's ("" when they can): src has cursors already (a process of this
+// version published from it: the file, which every such process removes
+// at its start, belongs to another store, or to a process that started
+// after another one of the store had moved its own), or a job the file
+// names is missing from src or has fewer events than the file says were
+// published (a job of another store).
+func legacyFileFits(ctx context.Context, src JobSource, jobs map[int64]int64) (string, error) {
+	cs, err := src.ListJobEventCursors(ctx, 0, 1)
+	if err != nil {
+		return "", err
+	}
+	if len(cs) > 0 {
+		return "the store has job cursors already", nil
+	}
+	for _, id := range slices.Sorted(maps.Keys(jobs)) {
+		j, err := src.GetJob(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Sprintf("job %d is not in the store", id), nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if j.LastSeq < jobs[id] {
+			return fmt.Sprintf("job %d has %d events in the store, the file says %d were published", id, j.LastSeq, jobs[id]), nil
+		}
+	}
+	return "", nil
 }

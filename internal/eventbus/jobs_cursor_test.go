@@ -286,3 +286,59 @@ func TestJobFollowerReadsTheStoresCursorBeforePublishing(t *testing.T) {
 		t.Fatalf("published %s %s after the first process's 7, want job %d's queued: the second process published again what the first one had", typ, id, j.ID)
 	}
 }
+
+// A data directory used with another store (--db switched from SQLite
+// to PostgreSQL, or to a fresh database) keeps that store's cursor
+// file, whose job ids name other jobs here: it is removed, not moved
+// in, and every job of this store is published. Before, its cursors
+// were moved in, and the events they covered were never published.
+func TestJobCursorFileOfAnotherStoreIsNotMoved(t *testing.T) {
+	for name, c := range map[string]struct {
+		file string
+		// published: the store has cursors already (a process of this
+		// version published from it).
+		published bool
+	}{
+		"a job not in the store":       {file: `{"jobs":{"1":5,"3":4}}`},
+		"more events than the store's": {file: `{"jobs":{"2":9}}`},
+		"a store with cursors":         {file: `{"jobs":{"1":5}}`, published: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv, b, st := jobBus(t, eventbus.Correlation{})
+			finishedJobs(t, st)
+			if c.published {
+				if err := st.AdvanceJobEventCursor(t.Context(), 2, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			file := filepath.Join(t.TempDir(), "eventbus-jobs.json")
+			if err := os.WriteFile(file, []byte(c.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			want := 7
+			if c.published {
+				want = 6 // job 2's queued was
+			}
+			done := advanced{Store: st, done2: make(chan struct{})}
+			defer follow(t, b, done, file)()
+			select {
+			case <-done.done2: // job 1's cursor is advanced before job 2's
+			case <-time.After(30 * time.Second):
+				t.Fatal("job 2's cursor was not advanced within 30 s")
+			}
+			if n := len(srv.Messages()); n != want { // all acknowledged
+				t.Errorf("%d events stored, want %d", n, want)
+			}
+			j1, err := st.GetJob(t.Context(), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seq, err := st.JobEventCursor(t.Context(), 1); err != nil || seq != j1.LastSeq {
+				t.Errorf("store's cursor of job 1 = %d, %v; want %d, its events published", seq, err, j1.LastSeq)
+			}
+			if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the cursor file is still there (%v)", err)
+			}
+		})
+	}
+}

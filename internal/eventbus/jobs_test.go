@@ -562,7 +562,9 @@ func TestCancelledJobEndsItsCallsInFlight(t *testing.T) {
 // metadata of its own: its events carry its parent's correlation (the
 // task, its submitter, the payload's metadata). Before, they carried
 // none, so a consumer selecting a tenant's (organizationid) or a task's
-// events lost every subtask's.
+// events lost every subtask's. Its data names its parent job
+// (parent_job_id; before, nothing in an event said which job spawned
+// it).
 func TestChildJobEventsCarryTheParentsCorrelation(t *testing.T) {
 	ctx := t.Context()
 	srv, b, st := jobBus(t, eventbus.Correlation{OrganizationID: "process-org"})
@@ -581,13 +583,20 @@ func TestChildJobEventsCarryTheParentsCorrelation(t *testing.T) {
 	var got int
 	for _, m := range msgs {
 		var d struct {
-			JobID int64 `json:"job_id"`
+			JobID       int64 `json:"job_id"`
+			ParentJobID int64 `json:"parent_job_id"`
 		}
 		json.Unmarshal(m.Event.Data(), &d)
 		if d.JobID != child.ID {
+			if d.ParentJobID != 0 {
+				t.Errorf("job %d's %s: parent_job_id %d, want none", d.JobID, m.Event.Type(), d.ParentJobID)
+			}
 			continue
 		}
 		got++
+		if d.ParentJobID != parent.ID {
+			t.Errorf("child job's %s: parent_job_id %d, want %d", m.Event.Type(), d.ParentJobID, parent.ID)
+		}
 		ext := m.Event.Extensions()
 		for k, v := range map[string]string{"organizationid": "org_j", "workspaceid": "ws_j", "agentrunid": "run_j",
 			"userid": "alice", "taskid": fmt.Sprint(parent.TaskID)} {

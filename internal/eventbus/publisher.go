@@ -127,6 +127,9 @@ func (p *Publisher) ensureStream(ctx context.Context) error {
 		// description gone).
 		info, err = p.js.Stream(ctx, StreamName)
 	}
+	if noJetStream(err) {
+		err = ErrNoJetStream
+	}
 	if err != nil {
 		return fmt.Errorf("create stream %s on %s: %w", StreamName, StreamSubjects, err)
 	}
@@ -138,6 +141,27 @@ func (p *Publisher) ensureStream(ctx context.Context) error {
 // ErrNoStream is returned when no stream takes the event's subject (and
 // the settings do not create one).
 var ErrNoStream = errors.New("no JetStream stream takes the subject (create it, or pass --event-bus-create-stream)")
+
+// ErrNoJetStream is returned when the server has no JetStream (for the
+// connection's account): no stream can take the events, nor be created.
+var ErrNoJetStream = errors.New("the NATS server has no JetStream for this account (start nats-server with -js, or enable jetstream in its configuration)")
+
+// noJetStream reports whether err says that the server has no JetStream:
+// a JetStream API request nobody answered, or JetStream's own refusal.
+func noJetStream(err error) bool {
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount)
+}
+
+// noStream says why no stream answered a publish: the server has no
+// JetStream at all (one more request, made only then), or no stream
+// takes the subject.
+func (p *Publisher) noStream(ctx context.Context) error {
+	if _, err := p.js.AccountInfo(ctx); noJetStream(err) {
+		return ErrNoJetStream
+	}
+	return ErrNoStream
+}
 
 // Publish sends one encoded event on subject with id as Nats-Msg-Id and
 // waits (at most 5 s) for the stream's acknowledgement. A duplicate (the
@@ -152,7 +176,7 @@ func (p *Publisher) Publish(ctx context.Context, subject, id string, data []byte
 	msg.Header.Set("Content-Type", ContentTypeCloudEvents)
 	_, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
 	if errors.Is(err, jetstream.ErrNoStreamResponse) {
-		return fmt.Errorf("publish %s: %w", subject, ErrNoStream)
+		return fmt.Errorf("publish %s: %w", subject, p.noStream(ctx))
 	}
 	if err != nil {
 		return fmt.Errorf("publish %s: %w", subject, p.explain(err))
@@ -175,13 +199,15 @@ func (p *Publisher) explain(err error) error {
 	}
 	why := strings.ToLower(p.nc.Status().String())
 	last := p.nc.LastError()
-	if isAuthError(last) {
-		return fmt.Errorf("%w %s: the server refused the credentials (%s: %v): %s", ErrNotConnected, p.s.urlName(), why, last, p.s.credentialsHint())
-	}
 	if last == nil {
+		// Between two attempts to reconnect nats.go keeps no error: the
+		// last attempt's is the reconnect error, a refusal included.
 		if d := p.dialErr.Load(); d != nil {
 			last = *d
 		}
+	}
+	if isAuthError(last) {
+		return fmt.Errorf("%w %s: the server refused the credentials (%s: %v): %s", ErrNotConnected, p.s.urlName(), why, last, p.s.credentialsHint())
 	}
 	if last != nil {
 		why += ": " + last.Error()

@@ -3,6 +3,7 @@ package eventbus
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -50,4 +51,46 @@ func TestPublishWhileNATSIsDown(t *testing.T) {
 		t.Fatal("the connection did not notice the server stopped")
 	}
 	check("server gone")
+}
+
+// A publish while the server refuses the credentials says so, however
+// nats.go last reported it: between two attempts to reconnect it keeps
+// no error (LastError nil), and the refusal is then the reconnect
+// error. Before, such a publish said "the server cannot be reached
+// (reconnecting: nats: Authorization Violation)", the first line a
+// maestro run printed.
+func TestPublishWhileTheCredentialsAreRefused(t *testing.T) {
+	srv := bustest.Start(t)
+	srv.CreateStream()
+	srv.RequireAuth("alice", "right-pw")
+	p, err := Connect(Settings{URL: srv.URL(), URLFrom: "MAESTRO_EVENT_BUS_URL", User: "alice", Password: "wrong-pw", Source: "maestro-test"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	// Every explanation while the refusal is known, until both ways of
+	// knowing it were seen (or enough of them).
+	var fromDial, fromLast bool
+	for n := 0; n < 200 && !(fromDial && fromLast); {
+		if ctx.Err() != nil {
+			t.Fatalf("the refusal was not seen within 30 s (from the reconnect error %v, from LastError %v)", fromDial, fromLast)
+		}
+		last := p.nc.LastError()
+		err := p.explain(errors.New("publish failed"))
+		if !strings.Contains(err.Error(), "Authorization Violation") {
+			runtime.Gosched()
+			continue
+		}
+		n++
+		if last == nil {
+			fromDial = true
+		} else {
+			fromLast = true
+		}
+		if !strings.Contains(err.Error(), "refused the credentials") || !strings.Contains(err.Error(), "MAESTRO_EVENT_BUS_PASSWORD") {
+			t.Fatalf("explain = %v, want the server refused the credentials (LastError %v)", err, last)
+		}
+	}
 }

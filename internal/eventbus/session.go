@@ -213,8 +213,9 @@ func (f *Follower) Closing(cursor int64, reason string) {
 
 // Close records the close as Closing does, unless Closing did, so the
 // closed event follows the session's last record, and waits up to
-// Options.CloseWait for the events to be published. Events not
-// published by then stay in the log for Bus.CatchUp.
+// Options.CloseWait for the events to be published, and for those of
+// its subtasks closed with CloseLater. Events not published by then
+// stay in the logs for Bus.CatchUp.
 func (f *Follower) Close(cursor int64, reason string) {
 	if !f.marked {
 		f.Closing(cursor, reason)
@@ -224,16 +225,80 @@ func (f *Follower) Close(cursor int64, reason string) {
 	default:
 		close(f.closeC)
 	}
-	t := time.NewTimer(f.b.o.CloseWait)
-	defer t.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), f.b.o.CloseWait)
+	defer cancel()
 	select {
 	case <-f.done:
-	case <-t.C:
+	case <-ctx.Done():
 		f.b.log.Warn("event bus: session closed before its events were published; the next Maestro process publishes them", "session", f.meta.ID)
 	}
 	if f.noReady {
 		f.markParent()
 	}
+	// Its subtasks closed later (CloseLater), within the same wait.
+	f.b.waitLater(ctx, f.dir)
+}
+
+// CloseLater records the close as Close does and returns at once (a
+// piece run's subtask, whose result its parent waits for: Close held it
+// up by CloseWait while NATS was down). The follower goes on publishing
+// in the background while the bus is open, so the closed event goes out
+// when NATS comes back within the process's life; the close of the
+// session whose run directory holds this log (the subtask's parent,
+// Close) waits for it within its own CloseWait, and marks the parent
+// for the next process's catch-up when it is not out by then.
+func (f *Follower) CloseLater(cursor int64, reason string) {
+	if !f.marked {
+		f.Closing(cursor, reason)
+	}
+	select {
+	case <-f.closeC:
+	default:
+		close(f.closeC)
+	}
+	b := f.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.active[f.dir] { // still publishing (release takes it off)
+		b.later[f.dir] = f
+	}
+}
+
+// waitLater waits, until ctx ends, for the followers closed with
+// CloseLater whose logs are under dir (a parent session's subtasks);
+// each not done by then marks its parent (markParent).
+func (b *Bus) waitLater(ctx context.Context, dir string) {
+	b.mu.Lock()
+	var subs []*Follower
+	for d, f := range b.later {
+		if strings.HasPrefix(d, dir+string(filepath.Separator)) {
+			subs = append(subs, f)
+		}
+	}
+	b.mu.Unlock()
+	for _, f := range subs {
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			b.log.Warn("event bus: subtask session closed before its events were published; the next Maestro process publishes them", "session", f.meta.ID)
+			f.markParent()
+		}
+	}
+}
+
+// parentDir is the directory of the session whose piece run's subtask
+// logs in dir (internal/engine's layout,
+// <parent>/runs/<n>/subtasks/<NN-name>/logs/<session id>); "" when dir
+// is not a subtask's.
+func parentDir(dir string) string {
+	parent := dir
+	for _, want := range []string{"logs", "", "subtasks", "", "runs"} {
+		parent = filepath.Dir(parent)
+		if want != "" && filepath.Base(parent) != want {
+			return "" // not a piece run's subtask
+		}
+	}
+	return filepath.Dir(parent)
 }
 
 // markParent records in the parent session's directory that this
@@ -245,14 +310,11 @@ func (f *Follower) markParent() {
 	if _, err := os.Stat(filepath.Join(f.dir, closeFile)); err != nil {
 		return // published
 	}
-	parent := f.dir
-	for _, want := range []string{"logs", "", "subtasks", "", "runs"} {
-		parent = filepath.Dir(parent)
-		if want != "" && filepath.Base(parent) != want {
-			return // not a piece run's subtask
-		}
+	parent := parentDir(f.dir)
+	if parent == "" {
+		return
 	}
-	if err := os.WriteFile(filepath.Join(filepath.Dir(parent), subtasksFile), nil, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(parent, subtasksFile), nil, 0o600); err != nil {
 		f.b.log.Warn("event bus: record the subtask's events left to publish in its parent session", "session", f.meta.ID, "err", err)
 	}
 }
@@ -744,11 +806,18 @@ func (f *Follower) sessionEvents(rec logRecord, st *sessionState) []Event {
 	return toolEvents(fr, idBase, rec.Time, st.Calls)
 }
 
-// sessionData is the body of a session lifecycle event.
+// sessionData is the body of a session lifecycle event. A piece run's
+// subtask's names the session whose run spawned it (parent_session_id,
+// the parent's session_id: its log's directory), so a consumer tells
+// from one event where a subtask comes from, whichever process
+// publishes it.
 func (f *Follower) sessionData(state string, more map[string]any) map[string]any {
 	data := map[string]any{"session_id": f.id, "state": state}
 	if f.meta.Agent != "" {
 		data["agent"] = f.meta.Agent
+	}
+	if parent := parentDir(f.dir); parent != "" {
+		data["parent_session_id"] = filepath.Base(parent)
 	}
 	for k, v := range more {
 		data[k] = v

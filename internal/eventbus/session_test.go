@@ -518,7 +518,9 @@ func TestSessionIDOnTheBusIsTheCallers(t *testing.T) {
 // session (catching up, or resuming it) first closes the subtask too:
 // its call in flight CANCELLED, closed ERROR at its last record; and
 // only once. Before, the subtask never published started, and it stayed
-// open on the bus for ever (no process read run directories).
+// open on the bus for ever (no process read run directories). The
+// subtask's lifecycle events name its parent session (parent_session_id;
+// before, nothing in an event said which session spawned it).
 func TestKilledPieceRunClosesItsSubtasks(t *testing.T) {
 	for _, resume := range []bool{false, true} {
 		t.Run(fmt.Sprint("resume=", resume), func(t *testing.T) {
@@ -552,8 +554,14 @@ func TestKilledPieceRunClosesItsSubtasks(t *testing.T) {
 			started := live[1].Event
 			var d map[string]any
 			json.Unmarshal(started.Data(), &d)
-			if started.ID() != sub.ID()+".1.started" || d["session_id"] != sub.ID() || d["model"] != "leaf" || d["executor_type"] != "replay" {
+			if started.ID() != sub.ID()+".1.started" || d["session_id"] != sub.ID() || d["model"] != "leaf" || d["executor_type"] != "replay" ||
+				d["parent_session_id"] != parent.ID() {
 				t.Errorf("the subtask's started: id %s, data %v", started.ID(), d)
+			}
+			clear(d)
+			json.Unmarshal(live[0].Event.Data(), &d)
+			if p, ok := d["parent_session_id"]; ok {
+				t.Errorf("the parent's started names a parent session %v", p)
 			}
 			crash(t, sub)
 			crash(t, parent)
@@ -598,6 +606,11 @@ func TestKilledPieceRunClosesItsSubtasks(t *testing.T) {
 				if got := m.Event.Extensions()["maestrosessionid"]; got != id || closeReason(t, m) != "MAESTRO_CLOSE_REASON_ERROR" {
 					t.Errorf("closed %s of session %v, %s; want session %s closed ERROR", m.Event.ID(), got, closeReason(t, m), id)
 				}
+			}
+			clear(d)
+			json.Unmarshal(msgs[6].Event.Data(), &d)
+			if d["parent_session_id"] != parent.ID() {
+				t.Errorf("the subtask's closed (by the next process): data %v, want parent_session_id %s", d, parent.ID())
 			}
 		})
 	}
@@ -654,61 +667,76 @@ func TestCatchUpSkipsACorruptLog(t *testing.T) {
 // (its close mark), and the process may then publish its parent's
 // events and end: the parent has nothing left, so no catch-up looked at
 // its subtasks, and the subtask stayed unpublished, open on the bus. It
-// now marks its parent, and the next catch-up publishes it.
+// now marks its parent, and the next catch-up publishes it: when its
+// close waited (Close), or when it did not (CloseLater, a piece run's
+// subtask) and its parent's close waited for it in vain.
 func TestSubtaskLeftUnpublishedIsCaughtUpWithItsParent(t *testing.T) {
-	srv := bustest.Start(t)
-	srv.CreateStream()
-	dir := t.TempDir()
-	parent, err := session.NewStore(dir).Create(session.Meta{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := eventbus.Open(eventbus.Options{Settings: eventbus.Settings{URL: srv.URL(), Source: "maestro-test"},
-		CloseWait: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	sub, err := session.NewStore(filepath.Join(parent.Dir(), "runs", "1", "subtasks", "01-alpha", "logs")).Create(session.Meta{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := b.FollowSession(sub.Dir(), sub.Meta(), eventbus.NoReady())
-	toolTurn(sub, "c1", "Read", true, "")
-	srv.Wait(3) // started, attempted, completed
-	srv.Stop()
-	toolTurn(sub, "c2", "Read", true, "")
-	if err := sub.Close(); err != nil {
-		t.Fatal(err)
-	}
-	f.Close(sub.Cursor(), "completed") // not published within CloseWait
-	b.Close()
-	srv.Restart()
-	// The parent: its events all published, closed (nothing pending).
-	if err := parent.Close(); err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(parent.LogPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	state := fmt.Sprintf(`{"cursor":%d,"offset":%d,"started":true,"closed":%d,"correlation":{}}`, parent.Cursor(), fi.Size(), parent.Cursor())
-	if err := os.WriteFile(filepath.Join(parent.Dir(), "eventbus.json"), []byte(state), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	for _, later := range []bool{false, true} {
+		t.Run(fmt.Sprint("later=", later), func(t *testing.T) {
+			srv := bustest.Start(t)
+			srv.CreateStream()
+			dir := t.TempDir()
+			parent, err := session.NewStore(dir).Create(session.Meta{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := eventbus.Open(eventbus.Options{Settings: eventbus.Settings{URL: srv.URL(), Source: "maestro-test"},
+				CloseWait: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			pf := b.FollowSession(parent.Dir(), parent.Meta())
+			sub, err := session.NewStore(filepath.Join(parent.Dir(), "runs", "1", "subtasks", "01-alpha", "logs")).Create(session.Meta{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := b.FollowSession(sub.Dir(), sub.Meta(), eventbus.NoReady())
+			toolTurn(sub, "c1", "Read", true, "")
+			srv.Wait(3) // started, attempted, completed
+			srv.Stop()
+			toolTurn(sub, "c2", "Read", true, "")
+			if err := sub.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if later {
+				f.CloseLater(sub.Cursor(), "completed")
+			} else {
+				f.Close(sub.Cursor(), "completed") // not published within CloseWait
+			}
+			if err := parent.Close(); err != nil {
+				t.Fatal(err)
+			}
+			pf.Close(parent.Cursor(), "completed") // not published within CloseWait either
+			b.Close()
+			srv.Restart()
+			// The parent: its events all published, closed (nothing pending).
+			if err := os.Remove(filepath.Join(parent.Dir(), "eventbus-close.json")); err != nil && !os.IsNotExist(err) {
+				t.Fatal(err)
+			}
+			fi, err := os.Stat(parent.LogPath())
+			if err != nil {
+				t.Fatal(err)
+			}
+			state := fmt.Sprintf(`{"cursor":%d,"offset":%d,"started":true,"closed":%d,"correlation":{}}`, parent.Cursor(), fi.Size(), parent.Cursor())
+			if err := os.WriteFile(filepath.Join(parent.Dir(), "eventbus.json"), []byte(state), 0o600); err != nil {
+				t.Fatal(err)
+			}
 
-	next := newBus(t, srv, eventbus.Correlation{}, false)
-	for range 2 { // nothing twice
-		if err := next.CatchUp(t.Context(), dir); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want := []string{eventbus.TypeSessionStarted, eventbus.TypeToolCallAttempted, eventbus.TypeToolCallCompleted,
-		eventbus.TypeToolCallAttempted, eventbus.TypeToolCallCompleted, eventbus.TypeSessionClosed}
-	if got := types(srv.Messages()); !slices.Equal(got, want) {
-		t.Fatalf("published:\n got %q\nwant %q", got, want)
-	}
-	if _, err := os.Stat(filepath.Join(parent.Dir(), "eventbus-subtasks")); err == nil {
-		t.Error("the parent's mark is still there after its subtasks were caught up")
+			next := newBus(t, srv, eventbus.Correlation{}, false)
+			for range 2 { // nothing twice
+				if err := next.CatchUp(t.Context(), dir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := []string{eventbus.TypeSessionStarted, eventbus.TypeToolCallAttempted, eventbus.TypeToolCallCompleted,
+				eventbus.TypeToolCallAttempted, eventbus.TypeToolCallCompleted, eventbus.TypeSessionClosed}
+			if got := types(srv.Messages()); !slices.Equal(got, want) {
+				t.Fatalf("published:\n got %q\nwant %q", got, want)
+			}
+			if _, err := os.Stat(filepath.Join(parent.Dir(), "eventbus-subtasks")); err == nil {
+				t.Error("the parent's mark is still there after its subtasks were caught up")
+			}
+		})
 	}
 }

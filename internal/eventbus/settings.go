@@ -11,6 +11,7 @@ package eventbus
 
 import (
 	"cmp"
+	"fmt"
 	"net/url"
 	"strings"
 
@@ -35,6 +36,10 @@ type Settings struct {
 	CreateStream bool
 	// Source is the CloudEvents source attribute (default "maestro").
 	Source string
+	// Ignored says, a line each, which variables FromEnv ignored and
+	// why (a value it does not know: MAESTRO_EVENT_BUS=disable,
+	// MAESTRO_EVENT_BUS_CREATE_STREAM=y), for the process to show.
+	Ignored []string
 }
 
 // The stream --event-bus-create-stream creates.
@@ -49,10 +54,14 @@ const (
 // MAESTRO_AUDIT_BUS) disables the bus even when a URL is set. The boolean
 // reports whether the bus is enabled.
 func FromEnv(getenv func(string) string, cfg config.EventBus) (Settings, bool) {
+	var ignored []string
 	for _, k := range []string{"MAESTRO_EVENT_BUS", "MAESTRO_AUDIT_BUS"} {
 		switch strings.ToLower(strings.TrimSpace(getenv(k))) {
 		case "0", "false", "off", "no":
 			return Settings{}, false
+		case "", "1", "true", "on", "yes":
+		default:
+			ignored = append(ignored, fmt.Sprintf("%s=%s: not one of 0, false, off, no (the bus off) or 1, true, on, yes (ignored: the bus is on when a URL is set)", k, getenv(k)))
 		}
 	}
 	s := Settings{
@@ -77,9 +86,18 @@ func FromEnv(getenv func(string) string, cfg config.EventBus) (Settings, bool) {
 		s.CreateStream = true
 	case "0", "false", "no", "off":
 		s.CreateStream = false
+	case "":
+		s.CreateStream = cfg.CreateStream
 	default:
 		s.CreateStream = cfg.CreateStream
+		then := "the stream is expected to exist"
+		if s.CreateStream {
+			then = "event_bus.create_stream in config.yaml creates the stream"
+		}
+		ignored = append(ignored, fmt.Sprintf("MAESTRO_EVENT_BUS_CREATE_STREAM=%s: not one of 1, true, yes, on or 0, false, no, off (ignored: %s)",
+			getenv("MAESTRO_EVENT_BUS_CREATE_STREAM"), then))
 	}
+	s.Ignored = ignored
 	return s, s.URL != ""
 }
 

@@ -1,6 +1,7 @@
 package eventbus_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/maestro-run/maestro/internal/config"
@@ -18,6 +19,8 @@ func TestFromEnv(t *testing.T) {
 		source string
 		create bool
 		user   string
+		// ignored: the one line of Settings.Ignored starts with it.
+		ignored string
 	}{
 		{name: "nothing set", on: false},
 		{name: "MAESTRO_EVENT_BUS_URL", env: map[string]string{"MAESTRO_EVENT_BUS_URL": "nats://a:1", "EVALOPS_NATS_URL": "nats://b:1"}, on: true, url: "nats://a:1", source: "maestro"},
@@ -30,6 +33,11 @@ func TestFromEnv(t *testing.T) {
 		{name: "create stream on", env: map[string]string{"MAESTRO_EVENT_BUS_URL": "nats://a:1", "MAESTRO_EVENT_BUS_CREATE_STREAM": "on"}, on: true, url: "nats://a:1", source: "maestro", create: true},
 		{name: "create stream 0 over config", env: map[string]string{"MAESTRO_EVENT_BUS_CREATE_STREAM": "0"}, cfg: config.EventBus{URL: "nats://config:4222", CreateStream: true}, on: true, url: "nats://config:4222", source: "maestro", create: false},
 		{name: "create stream from config", cfg: config.EventBus{URL: "nats://config:4222", CreateStream: true}, on: true, url: "nats://config:4222", source: "maestro", create: true},
+		// A value neither way is said, not taken silently for the default.
+		{name: "create stream y", env: map[string]string{"MAESTRO_EVENT_BUS_URL": "nats://a:1", "MAESTRO_EVENT_BUS_CREATE_STREAM": "y"}, on: true, url: "nats://a:1", source: "maestro",
+			ignored: "MAESTRO_EVENT_BUS_CREATE_STREAM=y: not one of 1, true, yes, on or 0, false, no, off (ignored: the stream is expected to exist)"},
+		{name: "MAESTRO_EVENT_BUS=disable", env: map[string]string{"MAESTRO_EVENT_BUS_URL": "nats://a:1", "MAESTRO_EVENT_BUS": "disable"}, on: true, url: "nats://a:1", source: "maestro",
+			ignored: "MAESTRO_EVENT_BUS=disable: not one of 0, false, off, no"},
 		{name: "create stream and auth", env: map[string]string{"MAESTRO_EVENT_BUS_URL": "nats://a:1", "MAESTRO_EVENT_BUS_CREATE_STREAM": "1", "NATS_USER": "u"}, on: true, url: "nats://a:1", source: "maestro", create: true, user: "u"},
 	}
 	for _, tc := range tests {
@@ -40,6 +48,9 @@ func TestFromEnv(t *testing.T) {
 			}
 			if !on {
 				return
+			}
+			if tc.ignored == "" && len(s.Ignored) > 0 || tc.ignored != "" && (len(s.Ignored) != 1 || !strings.HasPrefix(s.Ignored[0], tc.ignored)) {
+				t.Errorf("ignored %q, want %q", s.Ignored, tc.ignored)
 			}
 			if s.URL != tc.url || s.Source != tc.source || s.CreateStream != tc.create || s.User != tc.user {
 				t.Errorf("settings %+v, want url %s source %s create %v user %q", s, tc.url, tc.source, tc.create, tc.user)

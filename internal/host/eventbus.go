@@ -33,6 +33,9 @@ func (h *Host) EventBus() *eventbus.Bus {
 		if !ok {
 			return
 		}
+		for _, line := range s.Ignored {
+			h.busLog.Warn("event bus: setting ignored", "why", line)
+		}
 		b, err := eventbus.Open(eventbus.Options{Settings: s, Env: eventbus.CorrelationFromEnv(h.getenv, h.environ()), Logger: h.busLog})
 		if err != nil {
 			h.busLog.Warn("event bus disabled", "err", err)
@@ -66,10 +69,12 @@ func (h *Host) PublishJobs(ctx context.Context, st eventbus.JobSource, dataDir s
 // bus and returns what records its close (a piece run's subtasks, whose
 // logs the engine keeps itself, engine.Config.FollowLog); nil when no
 // bus is configured. Such a log has no ready record: the session's
-// started event goes out with its first record (eventbus.NoReady).
+// started event goes out with its first record (eventbus.NoReady). The
+// close does not wait for the bus (the subtask's result would wait with
+// it): the parent session's close does (eventbus.Follower.CloseLater).
 func (h *Host) FollowSession(dir string, meta session.Meta) func(cursor int64, reason string) {
 	if bus := h.EventBus(); bus != nil {
-		return bus.FollowSession(dir, meta, eventbus.NoReady()).Close
+		return bus.FollowSession(dir, meta, eventbus.NoReady()).CloseLater
 	}
 	return nil
 }
