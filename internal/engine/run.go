@@ -35,6 +35,8 @@ type run struct {
 	// models caches the providers of the models the piece names, by
 	// spec (run loop only).
 	models map[string]llm.Provider
+	// skillsNoted says the skills left out once (addSkillTool).
+	skillsNoted sync.Once
 }
 
 func (e *Engine) newRun(p *piece.Piece, st *State) *run {

@@ -20,5 +20,12 @@ func (r *run) addSkillTool(ctx context.Context, m *piece.Movement, set *tool.Set
 		return []OmittedTool{{Name: "ReadSkill", Reason: "the skills could not be listed: " + err.Error()}}
 	}
 	set.Add(guarded{Tool: t, ctl: ctl})
+	// A skill left out for a mistake is said once a run: the model is not
+	// offered it, so it never asks for it and ReadSkill never says why.
+	r.skillsNoted.Do(func() {
+		for _, err := range r.cfg.Skills.Problems() {
+			r.status("skill not offered to the agent: " + err.Error())
+		}
+	})
 	return nil
 }

@@ -54,3 +54,50 @@ func TestMovementReadSkill(t *testing.T) {
 		t.Fatalf("without skills: omitted %v", omitted)
 	}
 }
+
+// A skill left out of ReadSkill's list for a mistake (no front matter, a
+// name that is not its directory's) is said once a run, naming its file:
+// the model is not offered it, so it never asks and nothing else says why.
+func TestSkillsLeftOutAreSaid(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, md := range map[string]string{
+		"notes":  "---\nname: notes\ndescription: Take meeting notes\n---\n",
+		"broken": "Use the template.\n",
+		"other":  "---\nname: notes2\ndescription: x\n---\n",
+	} {
+		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "SKILL.md"), []byte(md), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := &piece.Movement{Name: "work", AllowedTools: []string{"ReadSkill"}}
+	h := newHarness(t, "ask", func(c *Config) { c.Skills = &skills.Library{Dirs: []string{dir}} })
+	r := h.engine().newRun(h.piece("ask"), &State{RunID: "run_skills"})
+	for range 2 { // two movements: said once
+		set, _ := r.movementTools(m, &movementCtl{})
+		if omitted := r.addSkillTool(context.Background(), m, set, &movementCtl{}); len(omitted) != 0 {
+			t.Fatalf("omitted %v", omitted)
+		}
+	}
+	var said []string
+	for _, line := range h.rec.flow() {
+		if strings.HasPrefix(line, "status:skill") {
+			said = append(said, line)
+		}
+	}
+	want := []string{
+		"status:skill not offered to the agent: skill broken: " + filepath.Join(dir, "broken", "SKILL.md") + ": expected YAML front matter",
+		"status:skill not offered to the agent: skill other: " + filepath.Join(dir, "other", "SKILL.md") + ` names it "notes2"`,
+	}
+	if len(said) != len(want) {
+		t.Fatalf("said %q; want %d lines like %q", said, len(want), want)
+	}
+	for i := range want {
+		if !strings.HasPrefix(said[i], want[i]) {
+			t.Errorf("said %q; want it to start %q", said[i], want[i])
+		}
+	}
+}

@@ -218,6 +218,34 @@ func (l *Library) List(ctx context.Context) ([]Info, error) {
 	return out, nil
 }
 
+// Problems says why each skill directory that List leaves out is left
+// out, by name: the error ReadSkill gives for it (a SKILL.md that is
+// malformed, a link, or names another skill). Only a directory that List
+// would have taken counts: one hidden by an earlier source's skill of its
+// name is not read. A user who wrote a skill with a mistake is told so,
+// since the model, not offered it, never asks ReadSkill for it.
+func (l *Library) Problems() []error {
+	var out []error
+	taken := map[string]bool{}
+	for _, d := range l.Dirs {
+		infos, present := dirSkills(d)
+		for _, name := range present {
+			if taken[name] || slices.ContainsFunc(infos, func(i Info) bool { return i.Name == name }) {
+				continue
+			}
+			if _, err := dirFiles(d, name); err != nil {
+				out = append(out, err)
+			} else {
+				out = append(out, fmt.Errorf("skill %s: %s is not a skill ReadSkill can offer", name, path.Join(d, name)))
+			}
+		}
+		for _, name := range present {
+			taken[name] = true
+		}
+	}
+	return out
+}
+
 // dirSkills lists the skills of one skills directory, and the names of
 // every skill directory there (a directory, not a link, holding a
 // SKILL.md), valid or not.
