@@ -120,6 +120,7 @@ With a model:
 	root.SetFlagErrorFunc(flagError)
 	refuseUnknownSubcommands(root)
 	explainArgs(root)
+	refuseFlagsAsValues(root)
 	return root
 }
 

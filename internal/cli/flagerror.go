@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -61,4 +62,53 @@ func negativeArg(cmd *cobra.Command, nerr *pflag.NotExistError, err error) error
 		return err // the id came before it: -1 is another argument
 	}
 	return badTaskID("-" + short)
+}
+
+// refuseFlagsAsValues makes a flag given no value before the next flag a
+// usage error: pflag gives it the next flag as its value (`run --replay
+// --piece general` replays a file named "--piece"), and the command failed
+// far from the mistake ("open --piece: no such file or directory"). A
+// value that is one of the command's own flags, as a whole or before
+// "=", is refused.
+func refuseFlagsAsValues(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		refuseFlagsAsValues(c)
+	}
+	if !cmd.Runnable() {
+		return
+	}
+	cmd.PreRunE = func(c *cobra.Command, _ []string) error {
+		var bad error
+		c.Flags().Visit(func(f *pflag.Flag) {
+			if bad != nil || f.NoOptDefVal != "" {
+				return
+			}
+			var values []string
+			switch v := f.Value.(type) {
+			case pflag.SliceValue:
+				values = v.GetSlice()
+			default:
+				if f.Value.Type() == "string" {
+					values = []string{f.Value.String()}
+				}
+			}
+			for _, v := range values {
+				if isFlagOf(c, v) {
+					bad = usageErr("--%s needs a value before the next flag: it took %q, which is a flag (usage: %s)", f.Name, v, c.UseLine())
+					return
+				}
+			}
+		})
+		return bad
+	}
+}
+
+// isFlagOf says whether word is one of cmd's flags: --name or
+// --name=value, or -x of a shorthand.
+func isFlagOf(cmd *cobra.Command, word string) bool {
+	if name, ok := strings.CutPrefix(word, "--"); ok {
+		name, _, _ = strings.Cut(name, "=")
+		return name != "" && cmd.Flags().Lookup(name) != nil
+	}
+	return len(word) == 2 && word[0] == '-' && cmd.Flags().ShorthandLookup(word[1:]) != nil
 }

@@ -27,6 +27,11 @@ func TestFlagValueErrors(t *testing.T) {
 		{[]string{"events", "smoke", "--timeout", "0s"}, `--timeout must be positive, got 0s`},
 		{[]string{"tasks", "submit", "x", "--max-attempts", "0", "--server", "http://127.0.0.1:1"}, `--max-attempts 0: expected 1-100`},
 		{[]string{"serve", "--listen", "127.0.0.1:99999"}, `--listen 127.0.0.1:99999: port "99999" is not a number from 0 to 65535`},
+		// A flag given no value took the next flag as its value, and the
+		// run failed far from it ("open --piece: no such file or directory").
+		{[]string{"run", "--replay", "--piece", "general", "hi"}, `--replay needs a value before the next flag: it took "--piece", which is a flag (usage: maestro run [flags] TASK...)`},
+		{[]string{"run", "-w", "-m", "replay/demo", "hi"}, `--workspace needs a value before the next flag: it took "-m", which is a flag (usage: maestro run [flags] TASK...)`},
+		{[]string{"serve", "--token", "--listen=127.0.0.1:0"}, `--token needs a value before the next flag: it took "--listen=127.0.0.1:0", which is a flag (usage: maestro serve [flags])`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Parallel()
