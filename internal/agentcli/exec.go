@@ -330,6 +330,10 @@ func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)
 	}
 	res.ExitCode = proc.cmd.ProcessState.ExitCode()
 	if ctx.Err() != nil {
+		if p.ResultInferred() {
+			// The stream ended because the CLI was stopped: no answer.
+			res.Result = nil
+		}
 		res.Err = &AgentError{Category: Unknown, Message: "interrupted", Source: "exit", ExitCode: res.ExitCode}
 		return res, ErrInterrupted
 	}

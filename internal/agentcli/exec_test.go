@@ -219,3 +219,52 @@ func TestDetectUserAdapter(t *testing.T) {
 		t.Errorf("Detect(missing) = %+v", missing)
 	}
 }
+
+// TestInterruptedStreamIsNoAnswer: a CLI whose stream has no result line
+// (the text parser, OpenCode mid-turn) is interrupted after part of its
+// answer. The end of its stream is the kill, not the end of the turn:
+// Run returns ErrInterrupted with no result, so `maestro run` exits 130
+// and logs the cancellation instead of taking half an answer for the
+// whole (it exited 0 with the text parser).
+func TestInterruptedStreamIsNoAnswer(t *testing.T) {
+	t.Parallel()
+	generic, _ := filepath.Abs(filepath.Join("testdata", "generic"))
+	reg, _ := Load(generic) // broken.yaml beside the fakes is left out
+	aider, ok := reg.Get("fake-aider")
+	if !ok {
+		t.Fatal("fake-aider not loaded")
+	}
+	fixture, _ := filepath.Abs(filepath.Join("testdata", "opencode-1.18.33", "tool-turn.jsonl"))
+	for _, tt := range []struct {
+		name string
+		x    *Executor
+		// at: the event after which the user interrupts.
+		at string
+	}{
+		{"text", &Executor{Def: aider, Path: filepath.Join(generic, "fake-aider"), Env: []string{"PATH=/usr/bin:/bin"}}, "response_chunk"},
+		// Its first step (a tool call) is over; the turn is not.
+		{"opencode", &Executor{Def: mustDef(t, "opencode"), Path: filepath.Join(generic, "cat-fixture"),
+			Env: []string{"PATH=/usr/bin:/bin", "FIXTURE=" + fixture, "HANG_AFTER=3"}}, "tool_end"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.x.MaxAttempts = 1
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			runCtx, interrupt := context.WithCancel(ctx)
+			res, err := tt.x.Run(runCtx, Request{Invocation: Invocation{Prompt: "hang", Dir: t.TempDir()}}, func(ev Event) {
+				for _, m := range ev.Messages {
+					if m.MessageType() == tt.at {
+						interrupt()
+					}
+				}
+			})
+			if !errors.Is(err, ErrInterrupted) {
+				t.Fatalf("err = %v, want ErrInterrupted", err)
+			}
+			if res == nil || res.Result != nil {
+				t.Errorf("result = %+v, want none: the turn did not end", res)
+			}
+		})
+	}
+}
