@@ -161,7 +161,7 @@ func (x *Executor) backoff(attempt int, e *AgentError) time.Duration {
 // Run runs req, calling sink for every parsed line in order. A rate-limit
 // or network failure is retried after a backoff (announced as a status
 // event); a missing session is replaced by a fresh one seeded with
-// req.Transcript. When ctx ends, the CLI's process group gets SIGTERM and,
+// req.Transcript, when there is one (else the failure stands). When ctx ends, the CLI's process group gets SIGTERM and,
 // after KillGrace, SIGKILL; Run then returns ErrInterrupted.
 func (x *Executor) Run(ctx context.Context, req Request, sink func(Event)) (*RunResult, error) {
 	maxAttempts := x.MaxAttempts
@@ -182,7 +182,10 @@ func (x *Executor) Run(ctx context.Context, req Request, sink func(Event)) (*Run
 			return r, nil
 		}
 		switch {
-		case r.Err.Category == SessionNotFound && inv.SessionID != "" && !reseeded:
+		case r.Err.Category == SessionNotFound && inv.SessionID != "" && !reseeded && req.Transcript != "":
+			// Without a transcript (a CLI session id given as is, never
+			// run through Maestro) a fresh session would continue
+			// nothing: the failure stands.
 			reseeded = true
 			sink(Event{Messages: []protocol.Message{protocol.Status{Message: fmt.Sprintf(
 				"%s session %s no longer exists; starting a fresh session seeded with the transcript", x.Def.Name, inv.SessionID)}}})

@@ -72,6 +72,10 @@ func TestUserAdapterRuns(t *testing.T) {
 		{name: "lost session is reseeded", req: Request{Invocation: Invocation{Prompt: "go on", SessionID: "dead-session"}, Transcript: "user: hi"},
 			wantText: "fake says: Earlier conversation", wantAttempts: 2, wantReseeded: true,
 			wantTypes: "error status response_start response_chunk response_end"},
+		// A CLI session id given as is (maestro run --agent X --resume ID)
+		// that the CLI does not know: nothing to continue, no fresh session.
+		{name: "unknown session without a transcript fails", req: Request{Invocation: Invocation{Prompt: "go on", SessionID: "dead-session"}},
+			wantCategory: SessionNotFound, wantAttempts: 1, wantTypes: "error"},
 		{name: "noise is tolerated", req: Request{Invocation: Invocation{Prompt: "noise"}}, wantText: "fake says: noise", wantAttempts: 1,
 			wantTypes: "response_start response_chunk response_end"},
 	}
