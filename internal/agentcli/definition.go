@@ -81,6 +81,9 @@ type Definition struct {
 	// Overrides is set by the loader on a user file whose id is a built-in
 	// one (it replaces that definition).
 	Overrides bool `yaml:"-"`
+	// idLine, idCol locate the id in Source (a duplicate id is reported
+	// there).
+	idLine, idCol int
 }
 
 // Args are the argument builders of a Definition. Token lists may hold the

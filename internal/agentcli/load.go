@@ -93,6 +93,9 @@ func ParseDefinition(file string, data []byte) (*Definition, error) {
 		return nil, d.errs
 	}
 	d.decode(root, reflect.ValueOf(def).Elem(), "")
+	if n := find(root, "id"); n != nil {
+		def.idLine, def.idCol = n.Line, n.Column
+	}
 	d.validate(root, def)
 	if len(d.errs) > 0 {
 		sort.SliceStable(d.errs, func(i, j int) bool {
@@ -425,7 +428,9 @@ type Registry struct {
 // Load returns the built-in definitions overlaid with every *.yaml file in
 // userDir (typically ~/.maestro/agents; a missing directory is fine). A
 // user file with a built-in id replaces the built-in one. Invalid user
-// files are errors (with line:col), not silently skipped.
+// files are errors (with line:col), not silently skipped. Two user files
+// with the same id are both errors and the id is left out (built-in
+// included): which one the user meant is theirs to say.
 func Load(userDir string) (*Registry, error) {
 	builtin, err := Builtin()
 	if err != nil {
@@ -443,6 +448,8 @@ func Load(userDir string) (*Registry, error) {
 		return nil, fmt.Errorf("list agent definitions in %s: %w", userDir, err)
 	}
 	var errs []error
+	user := map[string]*Definition{}
+	dup := map[string]bool{}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -454,12 +461,28 @@ func Load(userDir string) (*Registry, error) {
 			errs = append(errs, err)
 			continue
 		}
+		if first, ok := user[def.ID]; ok {
+			if !dup[def.ID] {
+				errs = append(errs, dupError(first, def))
+			}
+			errs = append(errs, dupError(def, first))
+			dup[def.ID] = true
+			delete(r.defs, def.ID)
+			continue
+		}
+		user[def.ID] = def
 		if old, ok := r.defs[def.ID]; ok && strings.HasPrefix(old.Source, "builtin:") {
 			def.Overrides = true
 		}
 		r.defs[def.ID] = def
 	}
 	return r, errors.Join(errs...)
+}
+
+// dupError is the fault of def, whose id other defines too.
+func dupError(def, other *Definition) error {
+	return LoadErrors{{File: def.Source, Line: def.idLine, Col: def.idCol, Field: "id",
+		Message: fmt.Sprintf("%q is defined by %s too; both are left out (one file per id)", def.ID, other.Source)}}
 }
 
 // NewRegistry builds a registry from definitions (later ones win).

@@ -91,6 +91,28 @@ func TestLoadUserDirOverridesAndReportsErrors(t *testing.T) {
 	if slices.Contains(reg.IDs(), "broken") {
 		t.Error("an invalid definition was registered")
 	}
+
+	// Two files with one id: neither is taken (the later one silently
+	// replaced the other), each is reported at its id, and a built-in of
+	// that id does not stand in for them.
+	for _, name := range []string{"a.yaml", "b.yaml"} {
+		write(name, "name: Mine\nid: gemini-cli\nbinary: /opt/"+name+"\nparser: text\n")
+	}
+	reg, err = Load(dir)
+	for _, want := range []string{
+		dir + "/a.yaml:2:5: id: \"gemini-cli\" is defined by " + dir + "/b.yaml too",
+		dir + "/b.yaml:2:5: id: \"gemini-cli\" is defined by " + dir + "/a.yaml too",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v\nwant it to hold %q", err, want)
+		}
+	}
+	if d, ok := reg.Get("gemini-cli"); ok {
+		t.Errorf("a duplicated id was registered from %s", d.Source)
+	}
+	if d, _ := reg.Get("codex"); d == nil || d.Name != "My Codex" {
+		t.Errorf("the other user files are still taken: codex = %+v", d)
+	}
 }
 
 func TestArgv(t *testing.T) {
