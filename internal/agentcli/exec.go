@@ -347,14 +347,44 @@ func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)
 		res.Err = streamErr
 	case waitErr != nil || res.ExitCode != 0:
 		res.Err = NewClassifier(def).ClassifyExit(res.ExitCode, stderr, lastLines.String())
-	case res.Result == nil && p.Stats().Events == 0 && strings.TrimSpace(stderr) != "":
-		// Exit 0 with only stderr (OpenCode does this on a bad provider).
-		res.Err = NewClassifier(def).ClassifyExit(0, stderr, "")
+		if ws, ok := proc.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && res.Err.Category == AgentCrashed {
+			// ExitCode is -1: "exited with code -1" said nothing.
+			res.Err.Message = strings.Replace(res.Err.Message, "exited with code -1", "was killed by a signal ("+ws.Signal().String()+")", 1)
+		}
+	case res.Result == nil:
+		// Exit 0 without a result: only stderr (OpenCode does this on a
+		// bad provider), nothing at all, or lines none of which the
+		// parser read (a CLI version speaking another format). Its
+		// stdout is classified only when no line was an event (never
+		// the assistant's prose).
+		out := ""
+		if p.Stats().Events == 0 {
+			out = lastLines.String()
+		}
+		res.Err = NewClassifier(def).ClassifyExit(0, stderr, out)
+		if res.Err.Category == AgentCrashed {
+			res.Err.Message = noResult(p, stderr, lastLines.String())
+		}
 	}
 	if res.Err != nil && res.Err.Source != "stream" {
 		sink(Event{Error: res.Err, Messages: []protocol.Message{protocol.Error{Message: res.Err.Error(), ErrorType: res.Err.Category.ErrorType()}}})
 	}
 	return res, nil
+}
+
+// noResult is the message of a CLI that exited 0 without a result.
+func noResult(p *Parser, stderr, stdout string) string {
+	msg := "Agent exited with code 0 without a result"
+	st := p.Stats()
+	switch {
+	case firstLine(stderr) != "":
+		return msg + ": " + firstLine(stderr)
+	case st.Lines == 0:
+		return msg + ": it printed nothing"
+	case st.Events == 0:
+		return fmt.Sprintf("%s: none of its %d line(s) of output is a %s event (the first: %q)", msg, st.Lines, p.Name(), firstLine(stdout))
+	}
+	return msg
 }
 
 // process is one started CLI: its own process group, stdin kept as a

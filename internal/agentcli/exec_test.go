@@ -272,3 +272,50 @@ func TestInterruptedStreamIsNoAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestExitWithoutResult: a CLI that exits 0 without a result (it printed
+// nothing, or nothing its parser reads, as another version of the CLI
+// might) failed no one: `maestro run --agent` answered nothing and exited
+// 0. One killed by a signal said "exited with code -1".
+func TestExitWithoutResult(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, script string
+		want         string
+	}{
+		{"silent", "exit 0", "Agent exited with code 0 without a result: it printed nothing"},
+		{"other format", "echo '<html>oops</html>'; echo '{not json'",
+			`Agent exited with code 0 without a result: none of its 2 line(s) of output is a claude-stream-json event (the first: "<html>oops</html>")`},
+		{"stderr", "echo 'config file is broken' >&2", "Agent exited with code 0 without a result: config file is broken"},
+		{"signal", `echo '{"type":"system","subtype":"init","session_id":"s-1"}'; kill -SEGV $$`,
+			"Agent was killed by a signal (segmentation fault)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			bin := filepath.Join(t.TempDir(), "cli")
+			if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+tt.script+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			x := &Executor{Def: mustDef(t, "claude-code"), Path: bin, MaxAttempts: 1, Env: []string{"PATH=/usr/bin:/bin"}}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			var published []string
+			res, err := x.Run(ctx, Request{Invocation: Invocation{Prompt: "hi", Dir: t.TempDir()}}, func(ev Event) {
+				for _, m := range ev.Messages {
+					if e, ok := m.(protocol.Error); ok {
+						published = append(published, e.Message)
+					}
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Err == nil || res.Err.Category != AgentCrashed || res.Err.Message != tt.want {
+				t.Errorf("err = %#v\nwant agent_crashed %q", res.Err, tt.want)
+			}
+			if len(published) != 1 {
+				t.Errorf("published errors = %q, want the one", published)
+			}
+		})
+	}
+}
