@@ -257,3 +257,20 @@ func TestClassify(t *testing.T) {
 		t.Errorf("gemini exit 41 = %s, want auth_expired", got)
 	}
 }
+
+// TestClassifyNoKey: what each CLI says when it has no key or login (the
+// day-one failure) is auth_expired, which a piece's [ERROR:auth_expired]
+// rule routes; Codex's and Qwen Code's were unknown.
+func TestClassifyNoKey(t *testing.T) {
+	t.Parallel()
+	for id, msg := range map[string]string{
+		"claude-code": "Not logged in · Please run /login",
+		"codex":       "Missing environment variable: `FAKE_API_KEY`.",
+		"gemini-cli":  "When using Gemini API, you must specify the GEMINI_API_KEY environment variable.",
+		"qwen-code":   "Missing API key for OpenAI-compatible auth. Set settings.security.auth.apiKey, or set the 'OPENAI_API_KEY' environment variable.",
+	} {
+		if got := NewClassifier(mustDef(t, id)).Classify(msg, 0).Category; got != AuthExpired {
+			t.Errorf("%s: Classify(%q) = %s, want auth_expired", id, msg, got)
+		}
+	}
+}
