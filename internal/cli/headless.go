@@ -158,7 +158,7 @@ func startHeadless(ctx context.Context, io *IOStreams, o headlessOptions, log *s
 		SessionID: io.Getenv("MAESTRO_SESSION_ID"), AgentRunID: io.Getenv("MAESTRO_AGENT_RUN_ID"),
 	})
 	if err != nil {
-		return nil, resumeErr(err)
+		return nil, resumeErr(ctx, io, err, o.Resume, "maestro headless --agent %[1]s --resume %[2]s")
 	}
 	if s.Choice != nil && s.Choice.Notice != "" {
 		fmt.Fprintln(io.ErrOut, s.Choice.Notice)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -28,5 +29,32 @@ func TestResumeUnknownSession(t *testing.T) {
 				t.Fatalf("the error event does not say how to list the sessions:\n%s", r.stdout)
 			}
 		})
+	}
+}
+
+// TestResumeAgentSessionID: an id copied from maestro sessions list
+// --agent X is no Maestro session; run, headless and sessions show said
+// only "session not found" and to list Maestro's sessions, where it is
+// not. They now name the agent CLI whose id it is and the command that
+// takes it.
+func TestResumeAgentSessionID(t *testing.T) {
+	t.Parallel()
+	home, err := filepath.Abs(filepath.Join("..", "agentcli", "testdata", "sessions", "claude-code-2.1.330", "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "5e29294a-4100-4b5d-9f78-d5a2d0d65339" // a Claude Code session there
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--resume", id, "hi"}, `it is claude-code's own session id: maestro run --agent claude-code --resume ` + id + ` "…"`},
+		{[]string{"headless", "--resume", id}, "it is claude-code's own session id: maestro headless --agent claude-code --resume " + id},
+		{[]string{"sessions", "show", id}, "it is claude-code's own session id: maestro sessions show --agent claude-code " + id},
+	} {
+		r := runCLI(t, map[string]string{"HOME": home}, tc.args...)
+		if r.code != ExitError || !strings.Contains(r.stderr, "session not found: "+id+"; "+tc.want) {
+			t.Errorf("%q: exit %d, want %d with %q:\n%s", tc.args, r.code, ExitError, tc.want, r.stderr)
+		}
 	}
 }
