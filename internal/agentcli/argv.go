@@ -129,8 +129,16 @@ func dedupFlags(args []string) []string {
 
 // Argv assembles the arguments (without the binary) for inv, following the
 // order documented on Args. It returns a warning when read-only mode is not
-// enforced by the CLI itself.
+// enforced by the CLI itself. With args.prompt_stdin the prompt is not
+// among them (see argvStdin).
 func (d *Definition) Argv(inv Invocation) (args []string, warning string) {
+	args, _, warning = d.argvStdin(inv)
+	return args, warning
+}
+
+// argvStdin is Argv, also returning what goes on stdin: the prompt when
+// the definition has args.prompt_stdin, else "".
+func (d *Definition) argvStdin(inv Invocation) (args []string, stdin, warning string) {
 	a := d.Args
 	var head []string
 	if inv.Dir != "" && len(a.WorkingDir) > 0 && a.WorkingDirFirst {
@@ -189,6 +197,8 @@ func (d *Definition) Argv(inv Invocation) (args []string, warning string) {
 	}
 	args = append(args, inv.ExtraArgs...)
 	switch {
+	case a.PromptStdin:
+		stdin = prompt
 	case len(a.Prompt) > 0:
 		args = append(args, expand(a.Prompt, map[string]string{"{prompt}": prompt})...)
 	case a.NoPromptSeparator:
@@ -196,7 +206,7 @@ func (d *Definition) Argv(inv Invocation) (args []string, warning string) {
 	default:
 		args = append(args, "--", prompt)
 	}
-	return append(head, args...), warning
+	return append(head, args...), stdin, warning
 }
 
 // Environ returns base with the definition's environment, inv.Env and

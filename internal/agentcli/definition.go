@@ -122,6 +122,11 @@ type Args struct {
 	// NoPromptSeparator.
 	Prompt            []string `yaml:"prompt"`
 	NoPromptSeparator bool     `yaml:"no_prompt_separator"`
+	// PromptStdin writes the prompt to stdin (closed after it) instead of
+	// the command line: OpenCode's run wraps every argument holding a
+	// space in double quotes (escaping those inside) before the model
+	// sees it, and reads stdin as it is.
+	PromptStdin bool `yaml:"prompt_stdin"`
 	// Streaming is added after json_output when the streaming capability
 	// is on (Claude's --include-partial-messages: token-level deltas).
 	Streaming []string `yaml:"streaming"`

@@ -254,7 +254,7 @@ func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)
 	}
 	relay := x.Permission != nil && RelaySupported(def)
 	var args, input []string
-	var warning string
+	var warning, stdinPrompt string
 	if relay {
 		var prompt string
 		args, prompt, warning = def.relayArgv(inv)
@@ -264,7 +264,7 @@ func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)
 		}
 		input = []string{relayInit, string(msg)}
 	} else {
-		args, warning = def.Argv(inv)
+		args, stdinPrompt, warning = def.argvStdin(inv)
 	}
 	p, err := NewParser(def.Parser, x.parserOptions(ctx, inv, x.environ(inv)))
 	if err != nil {
@@ -281,7 +281,16 @@ func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)
 	for _, l := range input {
 		_ = proc.stdin.line([]byte(l))
 	}
-	if !relay {
+	switch {
+	case stdinPrompt != "":
+		// The CLI reads all of stdin before it starts; written aside so
+		// that a prompt larger than the pipe cannot block the reading
+		// of its output.
+		go func() {
+			_ = proc.stdin.write([]byte(stdinPrompt))
+			proc.stdin.close()
+		}()
+	case !relay:
 		proc.stdin.close() // the prompt is on the command line
 	}
 

@@ -319,3 +319,33 @@ func TestExitWithoutResult(t *testing.T) {
 		})
 	}
 }
+
+// TestPromptOnStdin: OpenCode's run wraps each argument holding a space in
+// double quotes, escaping those inside, so a prompt on its command line
+// reached the model as "\"say hi\"" (its stored sessions show it). Its
+// definition sends the prompt on stdin, which it reads as it is: the
+// prompt, byte for byte, and no prompt argument.
+func TestPromptOnStdin(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin, _ := filepath.Abs(filepath.Join("testdata", "generic", "cat-fixture"))
+	fixture, _ := filepath.Abs(filepath.Join("testdata", "opencode-1.18.33", "plain-turn.jsonl"))
+	argsOut, stdinOut := filepath.Join(dir, "args"), filepath.Join(dir, "stdin")
+	x := &Executor{Def: mustDef(t, "opencode"), Path: bin, MaxAttempts: 1,
+		Env: []string{"PATH=/usr/bin:/bin", "FIXTURE=" + fixture, "ARGS_OUT=" + argsOut, "STDIN_OUT=" + stdinOut}}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const prompt = "say \"hi\"  there\n-x --- and more"
+	res, err := x.Run(ctx, Request{Invocation: Invocation{Prompt: prompt, Dir: t.TempDir()}}, func(Event) {})
+	if err != nil || res.Err != nil || res.Result == nil {
+		t.Fatalf("run: %v, %+v", err, res)
+	}
+	stdin, _ := os.ReadFile(stdinOut)
+	args, _ := os.ReadFile(argsOut)
+	if string(stdin) != prompt {
+		t.Errorf("stdin = %q, want the prompt %q", stdin, prompt)
+	}
+	if want := "run\n--format\njson\n--thinking\n"; string(args) != want {
+		t.Errorf("args = %q, want %q (no prompt)", args, want)
+	}
+}

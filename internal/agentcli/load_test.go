@@ -139,8 +139,9 @@ func TestArgv(t *testing.T) {
 		{"gemini-cli", Invocation{Prompt: "p", Model: "gemini-2.5-flash", SystemPrompt: "sys"},
 			"--output-format stream-json --approval-mode auto_edit --allowed-tools run_shell_command -m gemini-2.5-flash --prompt=sys\n\n---\n\n# User Request\n\np"},
 		{"gemini-cli", Invocation{Prompt: "-x", Permission: PermissionFull}, "--output-format stream-json --approval-mode yolo --prompt=-x"},
+		// The prompt goes on stdin (TestPromptOnStdin).
 		{"opencode", Invocation{Prompt: "---\nfront: matter", SessionID: "ses_1", Images: []string{"x.png"}},
-			"run --format json --thinking --session ses_1 -f x.png -- ---\nfront: matter"},
+			"run --format json --thinking --session ses_1 -f x.png"},
 		{"qwen-code", Invocation{Prompt: "p", Permission: PermissionReadOnly},
 			"--output-format stream-json --approval-mode plan --prompt=p"},
 		{"qwen-code", Invocation{Prompt: "---\nfront: matter"},
