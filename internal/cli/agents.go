@@ -231,7 +231,11 @@ func printAgent(io *IOStreams, info agentInfo) {
 	slices.Sort(off)
 	fmt.Fprintf(w, "capabilities\t%s\nwithout\t%s\n", strings.Join(on, ", "), strings.Join(off, ", "))
 	if info.SlashCommands != nil {
-		fmt.Fprintf(w, "slash commands\t%s\n\t(from %s)\n", strings.Join(prefixed("/", info.SlashCommands.Commands), " "), info.SlashCommands.Source)
+		list := strings.Join(prefixed("/", info.SlashCommands.Commands), " ")
+		if list == "" {
+			list = "none" // a blank looked like a fault
+		}
+		fmt.Fprintf(w, "slash commands\t%s\n\t(from %s)\n", list, info.SlashCommands.Source)
 	} else {
 		fmt.Fprintf(w, "slash commands\t-\t%s\n", info.SlashProblem)
 	}
