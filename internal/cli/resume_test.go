@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/maestro-run/maestro/internal/session"
 )
 
 // TestResumeUnknownSession: --resume of no session names the id and says
@@ -56,5 +58,25 @@ func TestResumeAgentSessionID(t *testing.T) {
 		if r.code != ExitError || !strings.Contains(r.stderr, "session not found: "+id+"; "+tc.want) {
 			t.Errorf("%q: exit %d, want %d with %q:\n%s", tc.args, r.code, ExitError, tc.want, r.stderr)
 		}
+	}
+}
+
+// TestResumeGoneAgent: resuming a session whose agent CLI is no longer
+// defined (its ~/.maestro/agents file removed) blamed an --agent flag the
+// user never gave.
+func TestResumeGoneAgent(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	s, err := session.NewStore(filepath.Join(home, "sessions")).Create(session.Meta{Workspace: t.TempDir(), Provider: "gone", Model: "default", ExecutorType: "live", Agent: "gone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, map[string]string{"MAESTRO_HOME": home}, "run", "--resume", s.ID(), "hi")
+	want := "--resume " + s.ID() + `: the session ran on agent CLI "gone": unknown agent (known: claude-code,`
+	if r.code != ExitUsage || !strings.Contains(r.stderr, want) {
+		t.Errorf("exit %d, want %d with %q:\n%s", r.code, ExitUsage, want, r.stderr)
 	}
 }
