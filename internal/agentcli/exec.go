@@ -203,6 +203,9 @@ func (x *Executor) Run(ctx context.Context, req Request, sink func(Event)) (*Run
 			select {
 			case <-ctx.Done():
 				t.Stop()
+				// The failed attempt's (error) result is no answer: the
+				// turn was interrupted.
+				res.Result = nil
 				return res, ErrInterrupted
 			case <-t.C:
 			}

@@ -349,3 +349,29 @@ func TestPromptOnStdin(t *testing.T) {
 		t.Errorf("args = %q, want %q (no prompt)", args, want)
 	}
 }
+
+// TestInterruptDuringRetryWait: Ctrl-C while the executor waits to retry a
+// rate-limited attempt interrupts the turn. The failed attempt's error
+// result came back as the turn's result, which `maestro run` took for an
+// answer: exit 0, no cancellation.
+func TestInterruptDuringRetryWait(t *testing.T) {
+	t.Parallel()
+	x, _ := fakeExecutor(t)
+	x.Backoff = func(int, *AgentError) time.Duration { return time.Hour }
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	runCtx, interrupt := context.WithCancel(ctx)
+	res, err := x.Run(runCtx, Request{Invocation: Invocation{Prompt: "rate-once"}}, func(ev Event) {
+		for _, m := range ev.Messages {
+			if s, ok := m.(protocol.Status); ok && strings.Contains(s.Message, "retrying in") {
+				interrupt()
+			}
+		}
+	})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("err = %v, want ErrInterrupted", err)
+	}
+	if res == nil || res.Result != nil {
+		t.Errorf("result = %+v, want none", res)
+	}
+}
