@@ -76,7 +76,13 @@ func (l LoadErrors) Unwrap() []error {
 func ParseDefinition(file string, data []byte) (*Definition, error) {
 	d := &decoder{file: file}
 	var doc yaml.Node
-	if err := yaml.Load(data, &doc); err != nil {
+	err := yaml.Load(data, &doc)
+	if (err != nil && strings.Contains(err.Error(), "no documents")) || (err == nil && doc.Kind == yaml.DocumentNode && len(doc.Content) == 0) {
+		// Empty, or comments only: "yaml: no documents in stream" said
+		// neither where nor what.
+		return nil, LoadErrors{{File: file, Line: 1, Col: 1, Message: "the file is empty: a definition needs at least id, binary and parser"}}
+	}
+	if err != nil {
 		var le *yaml.LoadError
 		if errors.As(err, &le) {
 			return nil, LoadErrors{{File: file, Line: le.Mark.Line, Col: le.Mark.Column, Message: le.Message}}
