@@ -431,7 +431,8 @@ type Registry struct {
 	defs map[string]*Definition
 }
 
-// Load returns the built-in definitions overlaid with every *.yaml file in
+// Load returns the built-in definitions overlaid with every *.yaml (or
+// *.yml) file in
 // userDir (typically ~/.maestro/agents; a missing directory is fine). A
 // user file with a built-in id replaces the built-in one. Invalid user
 // files are errors (with line:col), not silently skipped. Two user files
@@ -449,10 +450,14 @@ func Load(userDir string) (*Registry, error) {
 	if userDir == "" {
 		return r, nil
 	}
-	files, err := filepath.Glob(filepath.Join(userDir, "*.yaml"))
+	// *.yml too, as pieces take it: such a file was ignored without a word.
+	files, err := filepath.Glob(filepath.Join(userDir, "*.y*ml"))
 	if err != nil {
 		return nil, fmt.Errorf("list agent definitions in %s: %w", userDir, err)
 	}
+	files = slices.DeleteFunc(files, func(f string) bool {
+		return !strings.HasSuffix(f, ".yaml") && !strings.HasSuffix(f, ".yml")
+	})
 	var errs []error
 	user := map[string]*Definition{}
 	dup := map[string]bool{}

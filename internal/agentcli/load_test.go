@@ -83,7 +83,12 @@ func TestLoadUserDirOverridesAndReportsErrors(t *testing.T) {
 	}
 	write("codex.yaml", "id: codex\nname: My Codex\nbinary: /opt/codex\nparser: codex-json\n")
 	write("broken.yaml", "id: broken\nbinary: b\nparser: codex-json\nextra: 1\n")
+	write("short.yml", "id: short\nbinary: s\nparser: text\n") // was ignored
+	write("notes.txt", "id: notes\nbinary: n\nparser: text\n")
 	reg, err := Load(dir)
+	if d, _ := reg.Get("short"); d == nil || !slices.Contains(reg.IDs(), "short") || slices.Contains(reg.IDs(), "notes") {
+		t.Errorf("a .yml definition is taken, a .txt is not: %v", reg.IDs())
+	}
 	if err == nil || !strings.Contains(err.Error(), "broken.yaml:4:1: extra: unknown key") {
 		t.Errorf("err = %v", err)
 	}

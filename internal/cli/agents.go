@@ -48,7 +48,7 @@ func newAgentsCmd(io *IOStreams) *cobra.Command {
 		Use:   "agents",
 		Short: "Agent CLIs Maestro can drive (Claude Code, Codex, Gemini CLI, OpenCode, Qwen Code, your own)",
 		Long: `Agent CLIs are described by YAML definitions: the built-in ones, plus any
-~/.maestro/agents/*.yaml you write (see docs/agent-clis.md).
+~/.maestro/agents/*.yaml (or *.yml) you write (see docs/agent-clis.md).
 'maestro run --agent ID' runs a task on one of them.`,
 		Example: `  maestro agents list
   maestro agents show claude-code
