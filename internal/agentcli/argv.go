@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -419,10 +421,20 @@ func (d *Definition) Resolve(path string) (string, error) { return lookPath(d.Bi
 // lookPath finds bin on the PATH-style list path ("" = $PATH).
 func lookPath(bin, path string) (string, error) {
 	if strings.ContainsRune(bin, os.PathSeparator) {
-		if st, err := os.Stat(bin); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
-			return filepath.Abs(bin)
+		// Each fault by its name: "not an executable file" was said of a
+		// path that does not exist as well.
+		st, err := os.Stat(bin)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return "", fmt.Errorf("look for %s: no such file", bin)
+		case err != nil:
+			return "", fmt.Errorf("look for %s: %w", bin, err)
+		case st.IsDir():
+			return "", fmt.Errorf("look for %s: a directory, not an executable file", bin)
+		case st.Mode()&0o111 == 0:
+			return "", fmt.Errorf("look for %s: not executable (chmod +x %s)", bin, bin)
 		}
-		return "", fmt.Errorf("look for %s: not an executable file", bin)
+		return filepath.Abs(bin)
 	}
 	if path == "" {
 		p, err := exec.LookPath(bin)

@@ -282,3 +282,24 @@ func TestClassifyNoKey(t *testing.T) {
 		}
 	}
 }
+
+// TestResolveAbsolute: a definition's absolute binary that is missing, a
+// directory or not executable is named as such ("not an executable file"
+// was said of all three).
+func TestResolveAbsolute(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain")
+	if err := os.WriteFile(plain, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for bin, want := range map[string]string{
+		filepath.Join(dir, "missing"): "look for " + dir + "/missing: no such file",
+		dir:                           "look for " + dir + ": a directory, not an executable file",
+		plain:                         "look for " + plain + ": not executable (chmod +x " + plain + ")",
+	} {
+		if _, err := (&Definition{Binary: bin}).Resolve(""); err == nil || err.Error() != want {
+			t.Errorf("%s: %v, want %q", bin, err, want)
+		}
+	}
+}
