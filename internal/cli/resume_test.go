@@ -80,3 +80,13 @@ func TestResumeGoneAgent(t *testing.T) {
 		t.Errorf("exit %d, want %d with %q:\n%s", r.code, ExitUsage, want, r.stderr)
 	}
 }
+
+// TestHeadlessHelpCLISessionID: headless --help said any ID that is no
+// Maestro session is the CLI's own id; without --agent it is refused.
+func TestHeadlessHelpCLISessionID(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, nil, "headless", "--help")
+	if !strings.Contains(r.stdout, "with --agent, an ID that is no Maestro session is taken as the\nCLI's own id") {
+		t.Errorf("headless --help:\n%s", r.stdout)
+	}
+}
