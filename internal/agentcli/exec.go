@@ -142,8 +142,8 @@ var ErrInterrupted = errors.New("agent run interrupted")
 // Request is one prompt for Executor.Run.
 type Request struct {
 	Invocation
-	// Transcript, when the requested session no longer exists, seeds a
-	// fresh session so the conversation continues.
+	// Transcript, when the requested session no longer exists or the CLI
+	// cannot resume, seeds a fresh session so the conversation continues.
 	Transcript string
 }
 
@@ -161,8 +161,10 @@ func (x *Executor) backoff(attempt int, e *AgentError) time.Duration {
 // Run runs req, calling sink for every parsed line in order. A rate-limit
 // or network failure is retried after a backoff (announced as a status
 // event); a missing session is replaced by a fresh one seeded with
-// req.Transcript, when there is one (else the failure stands). When ctx ends, the CLI's process group gets SIGTERM and,
-// after KillGrace, SIGKILL; Run then returns ErrInterrupted.
+// req.Transcript, when there is one (else the failure stands), and so is
+// a session of a CLI that cannot resume. When ctx ends, the CLI's process
+// group gets SIGTERM and, after KillGrace, SIGKILL; Run then returns
+// ErrInterrupted.
 func (x *Executor) Run(ctx context.Context, req Request, sink func(Event)) (*RunResult, error) {
 	maxAttempts := x.MaxAttempts
 	if maxAttempts <= 0 {
@@ -171,6 +173,14 @@ func (x *Executor) Run(ctx context.Context, req Request, sink func(Event)) (*Run
 	inv := req.Invocation
 	var res *RunResult
 	reseeded := false
+	if inv.SessionID != "" && !x.Def.Capabilities.Resume && req.Transcript != "" {
+		// The gate would start a new session with nothing of the
+		// conversation: carry it in the prompt instead.
+		reseeded = true
+		sink(Event{Messages: []protocol.Message{protocol.Status{Message: fmt.Sprintf(
+			"%s cannot resume a session; starting a new one instead of %s, seeded with the transcript", x.Def.Name, inv.SessionID)}}})
+		inv.SessionID, inv.Prompt = "", seededPrompt(req)
+	}
 	for attempt := 1; ; attempt++ {
 		r, err := x.runOnce(ctx, inv, sink)
 		if err != nil {
@@ -189,11 +199,7 @@ func (x *Executor) Run(ctx context.Context, req Request, sink func(Event)) (*Run
 			reseeded = true
 			sink(Event{Messages: []protocol.Message{protocol.Status{Message: fmt.Sprintf(
 				"%s session %s no longer exists; starting a fresh session seeded with the transcript", x.Def.Name, inv.SessionID)}}})
-			inv.SessionID = ""
-			if req.Transcript != "" {
-				inv.Prompt = "Earlier conversation (the previous agent session was lost):\n\n" + req.Transcript +
-					"\n\n---\n\n" + req.Prompt
-			}
+			inv.SessionID, inv.Prompt = "", seededPrompt(req)
 			continue
 		case r.Err.Category.Retryable() && attempt < maxAttempts:
 			wait := x.backoff(attempt, r.Err)
@@ -217,6 +223,12 @@ func (x *Executor) Run(ctx context.Context, req Request, sink func(Event)) (*Run
 		}
 		return res, nil
 	}
+}
+
+// seededPrompt is req's prompt for a fresh session that continues the
+// conversation of req.Transcript.
+func seededPrompt(req Request) string {
+	return "Earlier conversation (the previous agent session was lost):\n\n" + req.Transcript + "\n\n---\n\n" + req.Prompt
 }
 
 // tail keeps the last n bytes written.

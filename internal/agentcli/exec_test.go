@@ -375,3 +375,28 @@ func TestInterruptDuringRetryWait(t *testing.T) {
 		t.Errorf("result = %+v, want none", res)
 	}
 }
+
+// TestNoResumeSeedsTranscript: --resume of a Maestro session on a CLI
+// without resume started a new CLI session knowing nothing of the
+// conversation; the transcript now comes with the prompt, as for a
+// session the CLI lost.
+func TestNoResumeSeedsTranscript(t *testing.T) {
+	t.Parallel()
+	generic, _ := filepath.Abs(filepath.Join("testdata", "generic"))
+	reg, _ := Load(generic) // broken.yaml beside the fakes is left out
+	aider, _ := reg.Get("fake-aider")
+	x := &Executor{Def: aider, Path: filepath.Join(generic, "fake-aider"), MaxAttempts: 1, Env: []string{"PATH=/usr/bin:/bin"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var c collected
+	res, err := x.Run(ctx, Request{Invocation: Invocation{Prompt: "go on", SessionID: "aid-42", Dir: t.TempDir()}, Transcript: "user: remember 7"}, c.sink)
+	if err != nil || res.Err != nil {
+		t.Fatalf("run: %v, %+v", err, res)
+	}
+	if !strings.Contains(c.text, "remember 7") || !strings.Contains(c.text, "go on") || !res.Reseeded {
+		t.Errorf("text = %q, reseeded %v: want the transcript and the prompt", c.text, res.Reseeded)
+	}
+	if !strings.HasPrefix(strings.Join(c.types, " "), "status ") {
+		t.Errorf("events = %q, want a status first", c.types)
+	}
+}
