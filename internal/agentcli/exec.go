@@ -475,8 +475,24 @@ func (x *Executor) start(ctx context.Context, inv Invocation, args []string) (*p
 		return nil, fmt.Errorf("start %s: %w", def.ID, err)
 	}
 	p := &process{cmd: cmd, stdin: &stdinWriter{w: pipe}, stdout: stdout, stderr: stderr, done: make(chan struct{})}
+	running.Store(cmd.Process.Pid, struct{}{})
 	p.killed = x.killOnCancel(ctx, p)
 	return p, nil
+}
+
+// running holds the process groups (their leaders' pids) of the CLIs
+// started and not yet waited for.
+var running sync.Map
+
+// KillRunning SIGKILLs the process group of every CLI running now. A
+// process about to end at once (a second Ctrl-C) calls it last: each CLI
+// runs in a group of its own, which the terminal's signal does not reach,
+// so with Maestro gone it would run on unattended.
+func KillRunning() {
+	running.Range(func(pgid, _ any) bool {
+		_ = syscall.Kill(-pgid.(int), syscall.SIGKILL)
+		return true
+	})
 }
 
 // wait closes stdin, drains stdout (so the CLI never blocks on a full
@@ -489,6 +505,7 @@ func (p *process) wait() error {
 		p.cmd.WaitDelay = killDrain
 	}
 	err := p.cmd.Wait()
+	running.Delete(p.cmd.Process.Pid)
 	close(p.done)
 	p.killed.Wait()
 	return err

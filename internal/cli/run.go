@@ -236,7 +236,9 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	// Ctrl-C / SIGTERM cancel the run; a second Ctrl-C kills the process.
 	runCtx, stop := untilSignalled(ctx)
 	defer stop()
-	go func() { <-runCtx.Done(); stop() }()
+	runDone := make(chan struct{})
+	defer close(runDone)
+	go secondSignalKills(runCtx, stop, runDone)
 
 	sess, choice := s.Log, s.Choice
 	if choice == nil {
