@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/maestro-run/maestro/internal/agentcli/agentclitest"
 	"github.com/maestro-run/maestro/internal/session"
 )
 
@@ -88,5 +89,18 @@ func TestHeadlessHelpCLISessionID(t *testing.T) {
 	r := runCLI(t, nil, "headless", "--help")
 	if !strings.Contains(r.stdout, "with --agent, an ID that is no Maestro session is taken as the\nCLI's own id") {
 		t.Errorf("headless --help:\n%s", r.stdout)
+	}
+}
+
+// TestAgentModelWithoutArgs: --model for an agent CLI whose definition has
+// no args.model is refused; the run said "model mine/foo" and never
+// passed it.
+func TestAgentModelWithoutArgs(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	agentclitest.WriteFile(t, filepath.Join(home, "agents", "mine.yaml"), "id: mine\nname: Mine\nbinary: /bin/true\nparser: text\ncapabilities: {batch_mode: true}\n")
+	r := runCLI(t, map[string]string{"MAESTRO_HOME": home}, "run", "--agent", "mine", "--model", "foo", "hi")
+	if want := "--model: mine takes no model (its definition, " + filepath.Join(home, "agents", "mine.yaml") + ", has no args.model); drop --model"; r.code != ExitUsage || !strings.Contains(r.stderr, want) {
+		t.Errorf("exit %d, want %d with %q:\n%s", r.code, ExitUsage, want, r.stderr)
 	}
 }

@@ -115,6 +115,10 @@ func (h *Host) agentSession(spec Spec, sessp **session.Session, rootp **workspac
 	if i := strings.IndexByte(model, '/'); i >= 0 && model[:i] == x.Def.ID {
 		model = model[i+1:]
 	}
+	if model != "" && len(x.Def.Args.Model) == 0 {
+		// The run would say "model x/foo" and never pass it.
+		return nil, specErr("--model: %s takes no model (its definition, %s, has no args.model); drop --model", x.Def.ID, x.Def.Source)
+	}
 	if *rootp == nil {
 		dir, err := WorkspaceDir(spec.Workspace)
 		if err != nil {
