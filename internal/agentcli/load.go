@@ -288,12 +288,19 @@ func (d *decoder) validate(root *yaml.Node, def *Definition) {
 			if v.Kind != yaml.SequenceNode {
 				continue
 			}
+			used := false
 			for j, tok := range v.Content {
 				for _, ph := range placeholderRE.FindAllString(tok.Value, -1) {
 					if !slices.Contains(allowed[k.Value], ph) {
 						d.errorf(tok, fmt.Sprintf("args.%s[%d]", k.Value, j), "placeholder %s is not available here", ph)
 					}
+					used = true // a wrong one is reported above
 				}
+			}
+			// A builder without its placeholder passes its flag with
+			// nothing: prompt: ["--message"] sent no prompt at all.
+			if want := allowed[k.Value]; len(want) > 0 && len(v.Content) > 0 && !used {
+				d.errorf(v, "args."+k.Value, "no token holds %s, so the value is never passed (e.g. [\"--flag\", \"%s\"])", want[0], want[0])
 			}
 		}
 	}

@@ -48,6 +48,8 @@ func TestParseDefinitionErrors(t *testing.T) {
 		{"bad placeholder", "id: x\nbinary: x\nparser: codex-json\nargs:\n  model: ['-m', '{session}']\n", []string{"f.yaml:5:17: args.model[1]: placeholder {session} is not available here"}},
 		{"missing fields", "name: X\n", []string{"f.yaml:1:1: id: required", "f.yaml:1:1: binary: required", `f.yaml:1:1: parser: "" is not a parser`}},
 		{"syntax", "id: [x\n", []string{"f.yaml:"}},
+		{"prompt without its placeholder", "id: x\nbinary: x\nparser: text\nargs:\n  prompt: ['--message']\n", []string{"f.yaml:5:11: args.prompt: no token holds {prompt}, so the value is never passed"}},
+		{"resume without its placeholder", "id: x\nbinary: x\nparser: text\nargs:\n  resume: ['--resume']\n", []string{"f.yaml:5:11: args.resume: no token holds {session}"}},
 		{"empty", "", []string{"f.yaml:1:1: the file is empty: a definition needs at least id, binary and parser"}},
 		{"comments only", "# id: x\n", []string{"f.yaml:1:1: the file is empty"}},
 		{"resume without args", "id: x\nbinary: x\nparser: codex-json\ncapabilities:\n  resume: true\n", []string{"f.yaml:5:11: capabilities.resume: true but args.resume is empty"}},
