@@ -104,3 +104,27 @@ func TestAgentModelWithoutArgs(t *testing.T) {
 		t.Errorf("exit %d, want %d with %q:\n%s", r.code, ExitUsage, want, r.stderr)
 	}
 }
+
+// TestResumeOtherAgentsSession: --agent X --resume ID where ID is another
+// CLI's own session id failed with X's "no conversation found" alone; the
+// error now names the CLI whose id it is.
+func TestResumeOtherAgentsSession(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	agentclitest.InstallUserAdapter(t, home)
+	claudeHome, err := filepath.Abs(filepath.Join("..", "agentcli", "testdata", "sessions", "claude-code-2.1.330", "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake, err := filepath.Abs(filepath.Join("..", "agentcli", "testdata", "user-adapter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "5e29294a-4100-4b5d-9f78-d5a2d0d65339" // a Claude Code session there
+	r := runCLI(t, map[string]string{"MAESTRO_HOME": home, "HOME": claudeHome, "PATH": fake + ":/usr/bin:/bin"},
+		"run", "--agent", "fake-agent", "--resume", id, "-w", t.TempDir(), "hi")
+	want := `session_not_found: Error: No conversation found with session ID: ` + id + `; it is claude-code's own session id: maestro run --agent claude-code --resume ` + id
+	if r.code != ExitError || !strings.Contains(r.stderr, want) {
+		t.Errorf("exit %d, want %d with %q:\n%s", r.code, ExitError, want, r.stderr)
+	}
+}

@@ -247,7 +247,7 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		}
 		// An agent CLI runs the task: no piece, its own sandbox.
 		view, text := runView(io, o, false, false)
-		return runPlain(runCtx, io, s, "", task, view, text)
+		return otherAgentSession(ctx, io, runPlain(runCtx, io, s, "", task, view, text), o.Resume, sess.Meta().Agent)
 	}
 
 	// What runs: a piece (given, classified, or the session's), or the

@@ -94,6 +94,24 @@ func noMaestroSession(ctx context.Context, io *IOStreams, err error, id, use str
 	return fmt.Errorf("%w; list them with maestro sessions list", err)
 }
 
+// otherAgentSession adds to a run's session_not_found on --resume ID
+// (the CLI does not know ID) the agent CLI whose own session id ID is,
+// when another one stored it: a Claude Code id given to --agent codex
+// failed with Codex's "no rollout found" alone.
+func otherAgentSession(ctx context.Context, io *IOStreams, err error, id, agent string) error {
+	var ae *agentcli.AgentError
+	if id == "" || !errors.As(err, &ae) || ae.Category != agentcli.SessionNotFound {
+		return err
+	}
+	if other := sessionOfAgent(ctx, io, id); other != "" && other != agent {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			return &exitError{ee.code, fmt.Errorf("%w; it is %s's own session id: maestro run --agent %s --resume %s \"…\"", ee.err, other, other, id)}
+		}
+	}
+	return err
+}
+
 // sessionStore resolves --agent to its definition's session reader.
 func sessionStore(io *IOStreams, agent string) (*agentcli.Definition, agentcli.SessionStore, error) {
 	reg, err := agentRegistry(io)
