@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -182,7 +183,11 @@ func (x *Executor) Run(ctx context.Context, req Request, sink func(Event)) (*Run
 		inv.SessionID, inv.Prompt = "", seededPrompt(req)
 	}
 	for attempt := 1; ; attempt++ {
-		r, err := x.runOnce(ctx, inv, sink)
+		attemptSink := sink
+		if inv.SessionID != "" && !reseeded && req.Transcript != "" {
+			attemptSink = lostSessionTransient(sink)
+		}
+		r, err := x.runOnce(ctx, inv, attemptSink)
 		if err != nil {
 			return r, err
 		}
@@ -222,6 +227,26 @@ func (x *Executor) Run(ctx context.Context, req Request, sink func(Event)) (*Run
 			continue
 		}
 		return res, nil
+	}
+}
+
+// lostSessionTransient is sink with the session_not_found errors marked
+// transient: Run recovers from them (a fresh session seeded with the
+// transcript), and "error (fatal)" before the answer said the turn had
+// failed.
+func lostSessionTransient(sink func(Event)) func(Event) {
+	return func(ev Event) {
+		if ev.Error != nil && ev.Error.Category == SessionNotFound {
+			msgs := slices.Clone(ev.Messages)
+			for i, m := range msgs {
+				if e, ok := m.(protocol.Error); ok {
+					e.ErrorType = protocol.ErrorTransient
+					msgs[i] = e
+				}
+			}
+			ev.Messages = msgs
+		}
+		sink(ev)
 	}
 }
 

@@ -39,8 +39,9 @@ func fakeExecutor(t *testing.T) (*Executor, string) {
 }
 
 type collected struct {
-	types []string
-	text  string
+	types      []string
+	text       string
+	errorTypes []protocol.ErrorType
 }
 
 func (c *collected) sink(ev Event) {
@@ -48,6 +49,9 @@ func (c *collected) sink(ev Event) {
 		c.types = append(c.types, m.MessageType())
 		if ch, ok := m.(protocol.ResponseChunk); ok {
 			c.text += ch.Content
+		}
+		if e, ok := m.(protocol.Error); ok {
+			c.errorTypes = append(c.errorTypes, e.ErrorType)
 		}
 	}
 }
@@ -105,6 +109,11 @@ func TestUserAdapterRuns(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.wantTypes, strings.Join(c.types, " ")); diff != "" {
 				t.Errorf("event types (-want +got):\n%s", diff)
+			}
+			// The lost session's error is recovered from: transient, not
+			// "error (fatal)" before the answer.
+			if tt.wantReseeded && c.errorTypes[0] != protocol.ErrorTransient {
+				t.Errorf("error types = %q, want the recovered one transient", c.errorTypes)
 			}
 			if tt.wantCategory == "" && res.SessionID != "11111111-2222-4333-8444-555555555555" {
 				t.Errorf("session id = %q", res.SessionID)
