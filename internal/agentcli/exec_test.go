@@ -233,6 +233,19 @@ func TestDetectUserAdapter(t *testing.T) {
 	}
 }
 
+// aiderExecutor runs testdata/generic's aider-like fake (parser: text),
+// one attempt.
+func aiderExecutor(t *testing.T) *Executor {
+	t.Helper()
+	generic, _ := filepath.Abs(filepath.Join("testdata", "generic"))
+	reg, _ := Load(generic) // broken.yaml beside the fakes is left out
+	def, ok := reg.Get("fake-aider")
+	if !ok {
+		t.Fatal("fake-aider not loaded")
+	}
+	return &Executor{Def: def, Path: filepath.Join(generic, "fake-aider"), MaxAttempts: 1, Env: []string{"PATH=/usr/bin:/bin"}}
+}
+
 // TestInterruptedStreamIsNoAnswer: a CLI whose stream has no result line
 // (the text parser, OpenCode mid-turn) is interrupted after part of its
 // answer. The end of its stream is the kill, not the end of the turn:
@@ -241,12 +254,8 @@ func TestDetectUserAdapter(t *testing.T) {
 // whole (it exited 0 with the text parser).
 func TestInterruptedStreamIsNoAnswer(t *testing.T) {
 	t.Parallel()
-	generic, _ := filepath.Abs(filepath.Join("testdata", "generic"))
-	reg, _ := Load(generic) // broken.yaml beside the fakes is left out
-	aider, ok := reg.Get("fake-aider")
-	if !ok {
-		t.Fatal("fake-aider not loaded")
-	}
+	aider := aiderExecutor(t)
+	generic := filepath.Dir(aider.Path)
 	fixture, _ := filepath.Abs(filepath.Join("testdata", "opencode-1.18.33", "tool-turn.jsonl"))
 	for _, tt := range []struct {
 		name string
@@ -254,7 +263,7 @@ func TestInterruptedStreamIsNoAnswer(t *testing.T) {
 		// at: the event after which the user interrupts.
 		at string
 	}{
-		{"text", &Executor{Def: aider, Path: filepath.Join(generic, "fake-aider"), Env: []string{"PATH=/usr/bin:/bin"}}, "response_chunk"},
+		{"text", aider, "response_chunk"},
 		// Its first step (a tool call) is over; the turn is not.
 		{"opencode", &Executor{Def: mustDef(t, "opencode"), Path: filepath.Join(generic, "cat-fixture"),
 			Env: []string{"PATH=/usr/bin:/bin", "FIXTURE=" + fixture, "HANG_AFTER=3"}}, "tool_end"},
@@ -391,10 +400,7 @@ func TestInterruptDuringRetryWait(t *testing.T) {
 // session the CLI lost.
 func TestNoResumeSeedsTranscript(t *testing.T) {
 	t.Parallel()
-	generic, _ := filepath.Abs(filepath.Join("testdata", "generic"))
-	reg, _ := Load(generic) // broken.yaml beside the fakes is left out
-	aider, _ := reg.Get("fake-aider")
-	x := &Executor{Def: aider, Path: filepath.Join(generic, "fake-aider"), MaxAttempts: 1, Env: []string{"PATH=/usr/bin:/bin"}}
+	x := aiderExecutor(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var c collected
