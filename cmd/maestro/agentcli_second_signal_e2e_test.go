@@ -41,6 +41,10 @@ func TestAgentCLISecondCtrlC(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, "run", "--agent", "stubborn", "wait")
+	// On the test's timeout, one Ctrl-C: maestro stops the CLI's group
+	// itself (a SIGKILL to maestro would leave the CLI behind).
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
+	cmd.WaitDelay = 10 * time.Second
 	cmd.Env = append(proctest.NoModelEnv(home), "PATH="+bin+string(os.PathListSeparator)+"/usr/bin:/bin", "MARK="+mark)
 	cmd.Dir = t.TempDir()
 	out, err := cmd.StdoutPipe()
