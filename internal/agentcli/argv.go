@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -129,8 +131,16 @@ func dedupFlags(args []string) []string {
 
 // Argv assembles the arguments (without the binary) for inv, following the
 // order documented on Args. It returns a warning when read-only mode is not
-// enforced by the CLI itself.
+// enforced by the CLI itself. With args.prompt_stdin the prompt is not
+// among them (see argvStdin).
 func (d *Definition) Argv(inv Invocation) (args []string, warning string) {
+	args, _, warning = d.argvStdin(inv)
+	return args, warning
+}
+
+// argvStdin is Argv, also returning what goes on stdin: the prompt when
+// the definition has args.prompt_stdin, else "".
+func (d *Definition) argvStdin(inv Invocation) (args []string, stdin, warning string) {
 	a := d.Args
 	var head []string
 	if inv.Dir != "" && len(a.WorkingDir) > 0 && a.WorkingDirFirst {
@@ -189,6 +199,8 @@ func (d *Definition) Argv(inv Invocation) (args []string, warning string) {
 	}
 	args = append(args, inv.ExtraArgs...)
 	switch {
+	case a.PromptStdin:
+		stdin = prompt
 	case len(a.Prompt) > 0:
 		args = append(args, expand(a.Prompt, map[string]string{"{prompt}": prompt})...)
 	case a.NoPromptSeparator:
@@ -196,7 +208,7 @@ func (d *Definition) Argv(inv Invocation) (args []string, warning string) {
 	default:
 		args = append(args, "--", prompt)
 	}
-	return append(head, args...), warning
+	return append(head, args...), stdin, warning
 }
 
 // Environ returns base with the definition's environment, inv.Env and
@@ -409,10 +421,20 @@ func (d *Definition) Resolve(path string) (string, error) { return lookPath(d.Bi
 // lookPath finds bin on the PATH-style list path ("" = $PATH).
 func lookPath(bin, path string) (string, error) {
 	if strings.ContainsRune(bin, os.PathSeparator) {
-		if st, err := os.Stat(bin); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
-			return filepath.Abs(bin)
+		// Each fault by its name: "not an executable file" was said of a
+		// path that does not exist as well.
+		st, err := os.Stat(bin)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return "", fmt.Errorf("look for %s: no such file", bin)
+		case err != nil:
+			return "", fmt.Errorf("look for %s: %w", bin, err)
+		case st.IsDir():
+			return "", fmt.Errorf("look for %s: a directory, not an executable file", bin)
+		case st.Mode()&0o111 == 0:
+			return "", fmt.Errorf("look for %s: not executable (chmod +x %s)", bin, bin)
 		}
-		return "", fmt.Errorf("look for %s: not an executable file", bin)
+		return filepath.Abs(bin)
 	}
 	if path == "" {
 		p, err := exec.LookPath(bin)

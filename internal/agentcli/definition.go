@@ -81,6 +81,9 @@ type Definition struct {
 	// Overrides is set by the loader on a user file whose id is a built-in
 	// one (it replaces that definition).
 	Overrides bool `yaml:"-"`
+	// idLine, idCol locate the id in Source (a duplicate id is reported
+	// there).
+	idLine, idCol int
 }
 
 // Args are the argument builders of a Definition. Token lists may hold the
@@ -119,6 +122,11 @@ type Args struct {
 	// NoPromptSeparator.
 	Prompt            []string `yaml:"prompt"`
 	NoPromptSeparator bool     `yaml:"no_prompt_separator"`
+	// PromptStdin writes the prompt to stdin (closed after it) instead of
+	// the command line: OpenCode's run wraps every argument holding a
+	// space in double quotes (escaping those inside) before the model
+	// sees it, and reads stdin as it is.
+	PromptStdin bool `yaml:"prompt_stdin"`
 	// Streaming is added after json_output when the streaming capability
 	// is on (Claude's --include-partial-messages: token-level deltas).
 	Streaming []string `yaml:"streaming"`

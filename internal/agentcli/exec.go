@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -142,8 +143,8 @@ var ErrInterrupted = errors.New("agent run interrupted")
 // Request is one prompt for Executor.Run.
 type Request struct {
 	Invocation
-	// Transcript, when the requested session no longer exists, seeds a
-	// fresh session so the conversation continues.
+	// Transcript, when the requested session no longer exists or the CLI
+	// cannot resume, seeds a fresh session so the conversation continues.
 	Transcript string
 }
 
@@ -161,8 +162,10 @@ func (x *Executor) backoff(attempt int, e *AgentError) time.Duration {
 // Run runs req, calling sink for every parsed line in order. A rate-limit
 // or network failure is retried after a backoff (announced as a status
 // event); a missing session is replaced by a fresh one seeded with
-// req.Transcript. When ctx ends, the CLI's process group gets SIGTERM and,
-// after KillGrace, SIGKILL; Run then returns ErrInterrupted.
+// req.Transcript, when there is one (else the failure stands), and so is
+// a session of a CLI that cannot resume. When ctx ends, the CLI's process
+// group gets SIGTERM and, after KillGrace, SIGKILL; Run then returns
+// ErrInterrupted.
 func (x *Executor) Run(ctx context.Context, req Request, sink func(Event)) (*RunResult, error) {
 	maxAttempts := x.MaxAttempts
 	if maxAttempts <= 0 {
@@ -171,8 +174,20 @@ func (x *Executor) Run(ctx context.Context, req Request, sink func(Event)) (*Run
 	inv := req.Invocation
 	var res *RunResult
 	reseeded := false
+	if inv.SessionID != "" && !x.Def.Capabilities.Resume && req.Transcript != "" {
+		// The gate would start a new session with nothing of the
+		// conversation: carry it in the prompt instead.
+		reseeded = true
+		sink(Event{Messages: []protocol.Message{protocol.Status{Message: fmt.Sprintf(
+			"%s cannot resume a session; starting a new one instead of %s, seeded with the transcript", x.Def.Name, inv.SessionID)}}})
+		inv.SessionID, inv.Prompt = "", seededPrompt(req)
+	}
 	for attempt := 1; ; attempt++ {
-		r, err := x.runOnce(ctx, inv, sink)
+		attemptSink := sink
+		if inv.SessionID != "" && !reseeded && req.Transcript != "" {
+			attemptSink = lostSessionTransient(sink)
+		}
+		r, err := x.runOnce(ctx, inv, attemptSink)
 		if err != nil {
 			return r, err
 		}
@@ -182,15 +197,14 @@ func (x *Executor) Run(ctx context.Context, req Request, sink func(Event)) (*Run
 			return r, nil
 		}
 		switch {
-		case r.Err.Category == SessionNotFound && inv.SessionID != "" && !reseeded:
+		case r.Err.Category == SessionNotFound && inv.SessionID != "" && !reseeded && req.Transcript != "":
+			// Without a transcript (a CLI session id given as is, never
+			// run through Maestro) a fresh session would continue
+			// nothing: the failure stands.
 			reseeded = true
 			sink(Event{Messages: []protocol.Message{protocol.Status{Message: fmt.Sprintf(
 				"%s session %s no longer exists; starting a fresh session seeded with the transcript", x.Def.Name, inv.SessionID)}}})
-			inv.SessionID = ""
-			if req.Transcript != "" {
-				inv.Prompt = "Earlier conversation (the previous agent session was lost):\n\n" + req.Transcript +
-					"\n\n---\n\n" + req.Prompt
-			}
+			inv.SessionID, inv.Prompt = "", seededPrompt(req)
 			continue
 		case r.Err.Category.Retryable() && attempt < maxAttempts:
 			wait := x.backoff(attempt, r.Err)
@@ -200,6 +214,9 @@ func (x *Executor) Run(ctx context.Context, req Request, sink func(Event)) (*Run
 			select {
 			case <-ctx.Done():
 				t.Stop()
+				// The failed attempt's (error) result is no answer: the
+				// turn was interrupted.
+				res.Result = nil
 				return res, ErrInterrupted
 			case <-t.C:
 			}
@@ -211,6 +228,32 @@ func (x *Executor) Run(ctx context.Context, req Request, sink func(Event)) (*Run
 		}
 		return res, nil
 	}
+}
+
+// lostSessionTransient is sink with the session_not_found errors marked
+// transient: Run recovers from them (a fresh session seeded with the
+// transcript), and "error (fatal)" before the answer said the turn had
+// failed.
+func lostSessionTransient(sink func(Event)) func(Event) {
+	return func(ev Event) {
+		if ev.Error != nil && ev.Error.Category == SessionNotFound {
+			msgs := slices.Clone(ev.Messages)
+			for i, m := range msgs {
+				if e, ok := m.(protocol.Error); ok {
+					e.ErrorType = protocol.ErrorTransient
+					msgs[i] = e
+				}
+			}
+			ev.Messages = msgs
+		}
+		sink(ev)
+	}
+}
+
+// seededPrompt is req's prompt for a fresh session that continues the
+// conversation of req.Transcript.
+func seededPrompt(req Request) string {
+	return "Earlier conversation (the previous agent session was lost):\n\n" + req.Transcript + "\n\n---\n\n" + req.Prompt
 }
 
 // tail keeps the last n bytes written.
@@ -251,7 +294,7 @@ func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)
 	}
 	relay := x.Permission != nil && RelaySupported(def)
 	var args, input []string
-	var warning string
+	var warning, stdinPrompt string
 	if relay {
 		var prompt string
 		args, prompt, warning = def.relayArgv(inv)
@@ -261,7 +304,7 @@ func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)
 		}
 		input = []string{relayInit, string(msg)}
 	} else {
-		args, warning = def.Argv(inv)
+		args, stdinPrompt, warning = def.argvStdin(inv)
 	}
 	p, err := NewParser(def.Parser, x.parserOptions(ctx, inv, x.environ(inv)))
 	if err != nil {
@@ -278,7 +321,16 @@ func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)
 	for _, l := range input {
 		_ = proc.stdin.line([]byte(l))
 	}
-	if !relay {
+	switch {
+	case stdinPrompt != "":
+		// The CLI reads all of stdin before it starts; written aside so
+		// that a prompt larger than the pipe cannot block the reading
+		// of its output.
+		go func() {
+			_ = proc.stdin.write([]byte(stdinPrompt))
+			proc.stdin.close()
+		}()
+	case !relay:
 		proc.stdin.close() // the prompt is on the command line
 	}
 
@@ -330,6 +382,10 @@ func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)
 	}
 	res.ExitCode = proc.cmd.ProcessState.ExitCode()
 	if ctx.Err() != nil {
+		if p.ResultInferred() {
+			// The stream ended because the CLI was stopped: no answer.
+			res.Result = nil
+		}
 		res.Err = &AgentError{Category: Unknown, Message: "interrupted", Source: "exit", ExitCode: res.ExitCode}
 		return res, ErrInterrupted
 	}
@@ -340,14 +396,44 @@ func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)
 		res.Err = streamErr
 	case waitErr != nil || res.ExitCode != 0:
 		res.Err = NewClassifier(def).ClassifyExit(res.ExitCode, stderr, lastLines.String())
-	case res.Result == nil && p.Stats().Events == 0 && strings.TrimSpace(stderr) != "":
-		// Exit 0 with only stderr (OpenCode does this on a bad provider).
-		res.Err = NewClassifier(def).ClassifyExit(0, stderr, "")
+		if ws, ok := proc.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && res.Err.Category == AgentCrashed {
+			// ExitCode is -1: "exited with code -1" said nothing.
+			res.Err.Message = strings.Replace(res.Err.Message, "exited with code -1", "was killed by a signal ("+ws.Signal().String()+")", 1)
+		}
+	case res.Result == nil:
+		// Exit 0 without a result: only stderr (OpenCode does this on a
+		// bad provider), nothing at all, or lines none of which the
+		// parser read (a CLI version speaking another format). Its
+		// stdout is classified only when no line was an event (never
+		// the assistant's prose).
+		out := ""
+		if p.Stats().Events == 0 {
+			out = lastLines.String()
+		}
+		res.Err = NewClassifier(def).ClassifyExit(0, stderr, out)
+		if res.Err.Category == AgentCrashed {
+			res.Err.Message = noResult(p, stderr, lastLines.String())
+		}
 	}
 	if res.Err != nil && res.Err.Source != "stream" {
 		sink(Event{Error: res.Err, Messages: []protocol.Message{protocol.Error{Message: res.Err.Error(), ErrorType: res.Err.Category.ErrorType()}}})
 	}
 	return res, nil
+}
+
+// noResult is the message of a CLI that exited 0 without a result.
+func noResult(p *Parser, stderr, stdout string) string {
+	msg := "Agent exited with code 0 without a result"
+	st := p.Stats()
+	switch {
+	case firstLine(stderr) != "":
+		return msg + ": " + firstLine(stderr)
+	case st.Lines == 0:
+		return msg + ": it printed nothing"
+	case st.Events == 0:
+		return fmt.Sprintf("%s: none of its %d line(s) of output is a %s event (the first: %q)", msg, st.Lines, p.Name(), firstLine(stdout))
+	}
+	return msg
 }
 
 // process is one started CLI: its own process group, stdin kept as a
@@ -414,8 +500,24 @@ func (x *Executor) start(ctx context.Context, inv Invocation, args []string) (*p
 		return nil, fmt.Errorf("start %s: %w", def.ID, err)
 	}
 	p := &process{cmd: cmd, stdin: &stdinWriter{w: pipe}, stdout: stdout, stderr: stderr, done: make(chan struct{})}
+	running.Store(cmd.Process.Pid, struct{}{})
 	p.killed = x.killOnCancel(ctx, p)
 	return p, nil
+}
+
+// running holds the process groups (their leaders' pids) of the CLIs
+// started and not yet waited for.
+var running sync.Map
+
+// KillRunning SIGKILLs the process group of every CLI running now. A
+// process about to end at once (a second Ctrl-C) calls it last: each CLI
+// runs in a group of its own, which the terminal's signal does not reach,
+// so with Maestro gone it would run on unattended.
+func KillRunning() {
+	running.Range(func(pgid, _ any) bool {
+		_ = syscall.Kill(-pgid.(int), syscall.SIGKILL)
+		return true
+	})
 }
 
 // wait closes stdin, drains stdout (so the CLI never blocks on a full
@@ -428,6 +530,7 @@ func (p *process) wait() error {
 		p.cmd.WaitDelay = killDrain
 	}
 	err := p.cmd.Wait()
+	running.Delete(p.cmd.Process.Pid)
 	close(p.done)
 	p.killed.Wait()
 	return err

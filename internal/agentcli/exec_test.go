@@ -39,8 +39,9 @@ func fakeExecutor(t *testing.T) (*Executor, string) {
 }
 
 type collected struct {
-	types []string
-	text  string
+	types      []string
+	text       string
+	errorTypes []protocol.ErrorType
 }
 
 func (c *collected) sink(ev Event) {
@@ -48,6 +49,9 @@ func (c *collected) sink(ev Event) {
 		c.types = append(c.types, m.MessageType())
 		if ch, ok := m.(protocol.ResponseChunk); ok {
 			c.text += ch.Content
+		}
+		if e, ok := m.(protocol.Error); ok {
+			c.errorTypes = append(c.errorTypes, e.ErrorType)
 		}
 	}
 }
@@ -72,6 +76,10 @@ func TestUserAdapterRuns(t *testing.T) {
 		{name: "lost session is reseeded", req: Request{Invocation: Invocation{Prompt: "go on", SessionID: "dead-session"}, Transcript: "user: hi"},
 			wantText: "fake says: Earlier conversation", wantAttempts: 2, wantReseeded: true,
 			wantTypes: "error status response_start response_chunk response_end"},
+		// A CLI session id given as is (maestro run --agent X --resume ID)
+		// that the CLI does not know: nothing to continue, no fresh session.
+		{name: "unknown session without a transcript fails", req: Request{Invocation: Invocation{Prompt: "go on", SessionID: "dead-session"}},
+			wantCategory: SessionNotFound, wantAttempts: 1, wantTypes: "error"},
 		{name: "noise is tolerated", req: Request{Invocation: Invocation{Prompt: "noise"}}, wantText: "fake says: noise", wantAttempts: 1,
 			wantTypes: "response_start response_chunk response_end"},
 	}
@@ -101,6 +109,11 @@ func TestUserAdapterRuns(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.wantTypes, strings.Join(c.types, " ")); diff != "" {
 				t.Errorf("event types (-want +got):\n%s", diff)
+			}
+			// The lost session's error is recovered from: transient, not
+			// "error (fatal)" before the answer.
+			if tt.wantReseeded && c.errorTypes[0] != protocol.ErrorTransient {
+				t.Errorf("error types = %q, want the recovered one transient", c.errorTypes)
 			}
 			if tt.wantCategory == "" && res.SessionID != "11111111-2222-4333-8444-555555555555" {
 				t.Errorf("session id = %q", res.SessionID)
@@ -217,5 +230,188 @@ func TestDetectUserAdapter(t *testing.T) {
 	missing := Detect(context.Background(), &Definition{ID: "x", Binary: "no-such-agent-cli"}, t.TempDir())
 	if missing.Err == nil || missing.Path != "" {
 		t.Errorf("Detect(missing) = %+v", missing)
+	}
+}
+
+// aiderExecutor runs testdata/generic's aider-like fake (parser: text),
+// one attempt.
+func aiderExecutor(t *testing.T) *Executor {
+	t.Helper()
+	generic, _ := filepath.Abs(filepath.Join("testdata", "generic"))
+	reg, _ := Load(generic) // broken.yaml beside the fakes is left out
+	def, ok := reg.Get("fake-aider")
+	if !ok {
+		t.Fatal("fake-aider not loaded")
+	}
+	return &Executor{Def: def, Path: filepath.Join(generic, "fake-aider"), MaxAttempts: 1, Env: []string{"PATH=/usr/bin:/bin"}}
+}
+
+// TestInterruptedStreamIsNoAnswer: a CLI whose stream has no result line
+// (the text parser, OpenCode mid-turn) is interrupted after part of its
+// answer. The end of its stream is the kill, not the end of the turn:
+// Run returns ErrInterrupted with no result, so `maestro run` exits 130
+// and logs the cancellation instead of taking half an answer for the
+// whole (it exited 0 with the text parser).
+func TestInterruptedStreamIsNoAnswer(t *testing.T) {
+	t.Parallel()
+	aider := aiderExecutor(t)
+	generic := filepath.Dir(aider.Path)
+	fixture, _ := filepath.Abs(filepath.Join("testdata", "opencode-1.18.33", "tool-turn.jsonl"))
+	for _, tt := range []struct {
+		name string
+		x    *Executor
+		// at: the event after which the user interrupts.
+		at string
+	}{
+		{"text", aider, "response_chunk"},
+		// Its first step (a tool call) is over; the turn is not.
+		{"opencode", &Executor{Def: mustDef(t, "opencode"), Path: filepath.Join(generic, "cat-fixture"),
+			Env: []string{"PATH=/usr/bin:/bin", "FIXTURE=" + fixture, "HANG_AFTER=3"}}, "tool_end"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.x.MaxAttempts = 1
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			runCtx, interrupt := context.WithCancel(ctx)
+			res, err := tt.x.Run(runCtx, Request{Invocation: Invocation{Prompt: "hang", Dir: t.TempDir()}}, func(ev Event) {
+				for _, m := range ev.Messages {
+					if m.MessageType() == tt.at {
+						interrupt()
+					}
+				}
+			})
+			if !errors.Is(err, ErrInterrupted) {
+				t.Fatalf("err = %v, want ErrInterrupted", err)
+			}
+			if res == nil || res.Result != nil {
+				t.Errorf("result = %+v, want none: the turn did not end", res)
+			}
+		})
+	}
+}
+
+// TestExitWithoutResult: a CLI that exits 0 without a result (it printed
+// nothing, or nothing its parser reads, as another version of the CLI
+// might) failed no one: `maestro run --agent` answered nothing and exited
+// 0. One killed by a signal said "exited with code -1".
+func TestExitWithoutResult(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, script string
+		want         string
+	}{
+		{"silent", "exit 0", "Agent exited with code 0 without a result: it printed nothing"},
+		{"other format", "echo '<html>oops</html>'; echo '{not json'",
+			`Agent exited with code 0 without a result: none of its 2 line(s) of output is a claude-stream-json event (the first: "<html>oops</html>")`},
+		{"stderr", "echo 'config file is broken' >&2", "Agent exited with code 0 without a result: config file is broken"},
+		{"signal", `echo '{"type":"system","subtype":"init","session_id":"s-1"}'; kill -SEGV $$`,
+			"Agent was killed by a signal (segmentation fault)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			bin := filepath.Join(t.TempDir(), "cli")
+			if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+tt.script+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			x := &Executor{Def: mustDef(t, "claude-code"), Path: bin, MaxAttempts: 1, Env: []string{"PATH=/usr/bin:/bin"}}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			var published []string
+			res, err := x.Run(ctx, Request{Invocation: Invocation{Prompt: "hi", Dir: t.TempDir()}}, func(ev Event) {
+				for _, m := range ev.Messages {
+					if e, ok := m.(protocol.Error); ok {
+						published = append(published, e.Message)
+					}
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Err == nil || res.Err.Category != AgentCrashed || res.Err.Message != tt.want {
+				t.Errorf("err = %#v\nwant agent_crashed %q", res.Err, tt.want)
+			}
+			if len(published) != 1 {
+				t.Errorf("published errors = %q, want the one", published)
+			}
+		})
+	}
+}
+
+// TestPromptOnStdin: OpenCode's run wraps each argument holding a space in
+// double quotes, escaping those inside, so a prompt on its command line
+// reached the model as "\"say hi\"" (its stored sessions show it). Its
+// definition sends the prompt on stdin, which it reads as it is: the
+// prompt, byte for byte, and no prompt argument.
+func TestPromptOnStdin(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin, _ := filepath.Abs(filepath.Join("testdata", "generic", "cat-fixture"))
+	fixture, _ := filepath.Abs(filepath.Join("testdata", "opencode-1.18.33", "plain-turn.jsonl"))
+	argsOut, stdinOut := filepath.Join(dir, "args"), filepath.Join(dir, "stdin")
+	x := &Executor{Def: mustDef(t, "opencode"), Path: bin, MaxAttempts: 1,
+		Env: []string{"PATH=/usr/bin:/bin", "FIXTURE=" + fixture, "ARGS_OUT=" + argsOut, "STDIN_OUT=" + stdinOut}}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const prompt = "say \"hi\"  there\n-x --- and more"
+	res, err := x.Run(ctx, Request{Invocation: Invocation{Prompt: prompt, Dir: t.TempDir()}}, func(Event) {})
+	if err != nil || res.Err != nil || res.Result == nil {
+		t.Fatalf("run: %v, %+v", err, res)
+	}
+	stdin, _ := os.ReadFile(stdinOut)
+	args, _ := os.ReadFile(argsOut)
+	if string(stdin) != prompt {
+		t.Errorf("stdin = %q, want the prompt %q", stdin, prompt)
+	}
+	if want := "run\n--format\njson\n--thinking\n"; string(args) != want {
+		t.Errorf("args = %q, want %q (no prompt)", args, want)
+	}
+}
+
+// TestInterruptDuringRetryWait: Ctrl-C while the executor waits to retry a
+// rate-limited attempt interrupts the turn. The failed attempt's error
+// result came back as the turn's result, which `maestro run` took for an
+// answer: exit 0, no cancellation.
+func TestInterruptDuringRetryWait(t *testing.T) {
+	t.Parallel()
+	x, _ := fakeExecutor(t)
+	x.Backoff = func(int, *AgentError) time.Duration { return time.Hour }
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	runCtx, interrupt := context.WithCancel(ctx)
+	res, err := x.Run(runCtx, Request{Invocation: Invocation{Prompt: "rate-once"}}, func(ev Event) {
+		for _, m := range ev.Messages {
+			if s, ok := m.(protocol.Status); ok && strings.Contains(s.Message, "retrying in") {
+				interrupt()
+			}
+		}
+	})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("err = %v, want ErrInterrupted", err)
+	}
+	if res == nil || res.Result != nil {
+		t.Errorf("result = %+v, want none", res)
+	}
+}
+
+// TestNoResumeSeedsTranscript: --resume of a Maestro session on a CLI
+// without resume started a new CLI session knowing nothing of the
+// conversation; the transcript now comes with the prompt, as for a
+// session the CLI lost.
+func TestNoResumeSeedsTranscript(t *testing.T) {
+	t.Parallel()
+	x := aiderExecutor(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var c collected
+	res, err := x.Run(ctx, Request{Invocation: Invocation{Prompt: "go on", SessionID: "aid-42", Dir: t.TempDir()}, Transcript: "user: remember 7"}, c.sink)
+	if err != nil || res.Err != nil {
+		t.Fatalf("run: %v, %+v", err, res)
+	}
+	if !strings.Contains(c.text, "remember 7") || !strings.Contains(c.text, "go on") || !res.Reseeded {
+		t.Errorf("text = %q, reseeded %v: want the transcript and the prompt", c.text, res.Reseeded)
+	}
+	if !strings.HasPrefix(strings.Join(c.types, " "), "status ") {
+		t.Errorf("events = %q, want a status first", c.types)
 	}
 }

@@ -77,6 +77,12 @@ func (d *Definition) gate(inv Invocation) (*Definition, Invocation, []string, er
 			inv.Images = nil
 		}
 	}
+	if inv.Model != "" && len(d.Args.Model) == 0 {
+		// Not passed, so not the model either: it would be reported as
+		// the run's.
+		notes = append(notes, fmt.Sprintf("%s takes no model (its definition has no args.model); --model %s not passed", d.Name, inv.Model))
+		inv.Model = ""
+	}
 	if !c.JSONOutput {
 		g.Args.JSONOutput = nil
 	}

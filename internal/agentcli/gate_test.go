@@ -169,3 +169,21 @@ func TestCapabilityFlags(t *testing.T) {
 		t.Errorf("%d flags, want every field of Capabilities (29)", len(flags))
 	}
 }
+
+// TestGateModelWithoutArgs: --model for a definition with no args.model
+// was dropped without a word, and still reported as the run's model
+// ("model echoer/foo").
+func TestGateModelWithoutArgs(t *testing.T) {
+	t.Parallel()
+	def, err := ParseDefinition("my.yaml", []byte("id: mine\nname: Mine\nbinary: mine\nparser: text\ncapabilities: {batch_mode: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, inv, notes, err := def.gate(Invocation{Prompt: "p", Model: "foo"})
+	if err != nil || inv.Model != "" || len(notes) != 1 || notes[0] != "Mine takes no model (its definition has no args.model); --model foo not passed" {
+		t.Errorf("gate: model %q, notes %q, err %v", inv.Model, notes, err)
+	}
+	if _, inv, notes, _ := mustDef(t, "codex").gate(Invocation{Prompt: "p", Model: "gpt-5.5"}); inv.Model != "gpt-5.5" || len(notes) != 0 {
+		t.Errorf("codex: model %q, notes %q", inv.Model, notes)
+	}
+}

@@ -76,7 +76,13 @@ func (l LoadErrors) Unwrap() []error {
 func ParseDefinition(file string, data []byte) (*Definition, error) {
 	d := &decoder{file: file}
 	var doc yaml.Node
-	if err := yaml.Load(data, &doc); err != nil {
+	err := yaml.Load(data, &doc)
+	if (err != nil && strings.Contains(err.Error(), "no documents")) || (err == nil && doc.Kind == yaml.DocumentNode && len(doc.Content) == 0) {
+		// Empty, or comments only: "yaml: no documents in stream" said
+		// neither where nor what.
+		return nil, LoadErrors{{File: file, Line: 1, Col: 1, Message: "the file is empty: a definition needs at least id, binary and parser"}}
+	}
+	if err != nil {
 		var le *yaml.LoadError
 		if errors.As(err, &le) {
 			return nil, LoadErrors{{File: file, Line: le.Mark.Line, Col: le.Mark.Column, Message: le.Message}}
@@ -93,6 +99,9 @@ func ParseDefinition(file string, data []byte) (*Definition, error) {
 		return nil, d.errs
 	}
 	d.decode(root, reflect.ValueOf(def).Elem(), "")
+	if n := find(root, "id"); n != nil {
+		def.idLine, def.idCol = n.Line, n.Column
+	}
 	d.validate(root, def)
 	if len(d.errs) > 0 {
 		sort.SliceStable(d.errs, func(i, j int) bool {
@@ -279,12 +288,19 @@ func (d *decoder) validate(root *yaml.Node, def *Definition) {
 			if v.Kind != yaml.SequenceNode {
 				continue
 			}
+			used := false
 			for j, tok := range v.Content {
 				for _, ph := range placeholderRE.FindAllString(tok.Value, -1) {
 					if !slices.Contains(allowed[k.Value], ph) {
 						d.errorf(tok, fmt.Sprintf("args.%s[%d]", k.Value, j), "placeholder %s is not available here", ph)
 					}
+					used = true // a wrong one is reported above
 				}
+			}
+			// A builder without its placeholder passes its flag with
+			// nothing: prompt: ["--message"] sent no prompt at all.
+			if want := allowed[k.Value]; len(want) > 0 && len(v.Content) > 0 && !used {
+				d.errorf(v, "args."+k.Value, "no token holds %s, so the value is never passed (e.g. [\"--flag\", \"%s\"])", want[0], want[0])
 			}
 		}
 	}
@@ -422,10 +438,13 @@ type Registry struct {
 	defs map[string]*Definition
 }
 
-// Load returns the built-in definitions overlaid with every *.yaml file in
+// Load returns the built-in definitions overlaid with every *.yaml (or
+// *.yml) file in
 // userDir (typically ~/.maestro/agents; a missing directory is fine). A
 // user file with a built-in id replaces the built-in one. Invalid user
-// files are errors (with line:col), not silently skipped.
+// files are errors (with line:col), not silently skipped. Two user files
+// with the same id are both errors and the id is left out (built-in
+// included): which one the user meant is theirs to say.
 func Load(userDir string) (*Registry, error) {
 	builtin, err := Builtin()
 	if err != nil {
@@ -438,11 +457,17 @@ func Load(userDir string) (*Registry, error) {
 	if userDir == "" {
 		return r, nil
 	}
-	files, err := filepath.Glob(filepath.Join(userDir, "*.yaml"))
+	// *.yml too, as pieces take it: such a file was ignored without a word.
+	files, err := filepath.Glob(filepath.Join(userDir, "*.y*ml"))
 	if err != nil {
 		return nil, fmt.Errorf("list agent definitions in %s: %w", userDir, err)
 	}
+	files = slices.DeleteFunc(files, func(f string) bool {
+		return !strings.HasSuffix(f, ".yaml") && !strings.HasSuffix(f, ".yml")
+	})
 	var errs []error
+	user := map[string]*Definition{}
+	dup := map[string]bool{}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -454,12 +479,28 @@ func Load(userDir string) (*Registry, error) {
 			errs = append(errs, err)
 			continue
 		}
+		if first, ok := user[def.ID]; ok {
+			if !dup[def.ID] {
+				errs = append(errs, dupError(first, def))
+			}
+			errs = append(errs, dupError(def, first))
+			dup[def.ID] = true
+			delete(r.defs, def.ID)
+			continue
+		}
+		user[def.ID] = def
 		if old, ok := r.defs[def.ID]; ok && strings.HasPrefix(old.Source, "builtin:") {
 			def.Overrides = true
 		}
 		r.defs[def.ID] = def
 	}
 	return r, errors.Join(errs...)
+}
+
+// dupError is the fault of def, whose id other defines too.
+func dupError(def, other *Definition) error {
+	return LoadErrors{{File: def.Source, Line: def.idLine, Col: def.idCol, Field: "id",
+		Message: fmt.Sprintf("%q is defined by %s too; both are left out (one file per id)", def.ID, other.Source)}}
 }
 
 // NewRegistry builds a registry from definitions (later ones win).

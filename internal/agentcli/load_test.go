@@ -48,6 +48,10 @@ func TestParseDefinitionErrors(t *testing.T) {
 		{"bad placeholder", "id: x\nbinary: x\nparser: codex-json\nargs:\n  model: ['-m', '{session}']\n", []string{"f.yaml:5:17: args.model[1]: placeholder {session} is not available here"}},
 		{"missing fields", "name: X\n", []string{"f.yaml:1:1: id: required", "f.yaml:1:1: binary: required", `f.yaml:1:1: parser: "" is not a parser`}},
 		{"syntax", "id: [x\n", []string{"f.yaml:"}},
+		{"prompt without its placeholder", "id: x\nbinary: x\nparser: text\nargs:\n  prompt: ['--message']\n", []string{"f.yaml:5:11: args.prompt: no token holds {prompt}, so the value is never passed"}},
+		{"resume without its placeholder", "id: x\nbinary: x\nparser: text\nargs:\n  resume: ['--resume']\n", []string{"f.yaml:5:11: args.resume: no token holds {session}"}},
+		{"empty", "", []string{"f.yaml:1:1: the file is empty: a definition needs at least id, binary and parser"}},
+		{"comments only", "# id: x\n", []string{"f.yaml:1:1: the file is empty"}},
 		{"resume without args", "id: x\nbinary: x\nparser: codex-json\ncapabilities:\n  resume: true\n", []string{"f.yaml:5:11: capabilities.resume: true but args.resume is empty"}},
 	}
 	for _, tt := range tests {
@@ -81,7 +85,12 @@ func TestLoadUserDirOverridesAndReportsErrors(t *testing.T) {
 	}
 	write("codex.yaml", "id: codex\nname: My Codex\nbinary: /opt/codex\nparser: codex-json\n")
 	write("broken.yaml", "id: broken\nbinary: b\nparser: codex-json\nextra: 1\n")
+	write("short.yml", "id: short\nbinary: s\nparser: text\n") // was ignored
+	write("notes.txt", "id: notes\nbinary: n\nparser: text\n")
 	reg, err := Load(dir)
+	if d, _ := reg.Get("short"); d == nil || !slices.Contains(reg.IDs(), "short") || slices.Contains(reg.IDs(), "notes") {
+		t.Errorf("a .yml definition is taken, a .txt is not: %v", reg.IDs())
+	}
 	if err == nil || !strings.Contains(err.Error(), "broken.yaml:4:1: extra: unknown key") {
 		t.Errorf("err = %v", err)
 	}
@@ -90,6 +99,28 @@ func TestLoadUserDirOverridesAndReportsErrors(t *testing.T) {
 	}
 	if slices.Contains(reg.IDs(), "broken") {
 		t.Error("an invalid definition was registered")
+	}
+
+	// Two files with one id: neither is taken (the later one silently
+	// replaced the other), each is reported at its id, and a built-in of
+	// that id does not stand in for them.
+	for _, name := range []string{"a.yaml", "b.yaml"} {
+		write(name, "name: Mine\nid: gemini-cli\nbinary: /opt/"+name+"\nparser: text\n")
+	}
+	reg, err = Load(dir)
+	for _, want := range []string{
+		dir + "/a.yaml:2:5: id: \"gemini-cli\" is defined by " + dir + "/b.yaml too",
+		dir + "/b.yaml:2:5: id: \"gemini-cli\" is defined by " + dir + "/a.yaml too",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v\nwant it to hold %q", err, want)
+		}
+	}
+	if d, ok := reg.Get("gemini-cli"); ok {
+		t.Errorf("a duplicated id was registered from %s", d.Source)
+	}
+	if d, _ := reg.Get("codex"); d == nil || d.Name != "My Codex" {
+		t.Errorf("the other user files are still taken: codex = %+v", d)
 	}
 }
 
@@ -117,8 +148,9 @@ func TestArgv(t *testing.T) {
 		{"gemini-cli", Invocation{Prompt: "p", Model: "gemini-2.5-flash", SystemPrompt: "sys"},
 			"--output-format stream-json --approval-mode auto_edit --allowed-tools run_shell_command -m gemini-2.5-flash --prompt=sys\n\n---\n\n# User Request\n\np"},
 		{"gemini-cli", Invocation{Prompt: "-x", Permission: PermissionFull}, "--output-format stream-json --approval-mode yolo --prompt=-x"},
+		// The prompt goes on stdin (TestPromptOnStdin).
 		{"opencode", Invocation{Prompt: "---\nfront: matter", SessionID: "ses_1", Images: []string{"x.png"}},
-			"run --format json --thinking --session ses_1 -f x.png -- ---\nfront: matter"},
+			"run --format json --thinking --session ses_1 -f x.png"},
 		{"qwen-code", Invocation{Prompt: "p", Permission: PermissionReadOnly},
 			"--output-format stream-json --approval-mode plan --prompt=p"},
 		{"qwen-code", Invocation{Prompt: "---\nfront: matter"},
@@ -233,5 +265,43 @@ func TestClassify(t *testing.T) {
 	}
 	if got := NewClassifier(mustDef(t, "gemini-cli")).ClassifyExit(41, "", "").Category; got != AuthExpired {
 		t.Errorf("gemini exit 41 = %s, want auth_expired", got)
+	}
+}
+
+// TestClassifyNoKey: what each CLI says when it has no key or login (the
+// day-one failure) is auth_expired, which a piece's [ERROR:auth_expired]
+// rule routes; Codex's and Qwen Code's were unknown.
+func TestClassifyNoKey(t *testing.T) {
+	t.Parallel()
+	for id, msg := range map[string]string{
+		"claude-code": "Not logged in · Please run /login",
+		"codex":       "Missing environment variable: `FAKE_API_KEY`.",
+		"gemini-cli":  "When using Gemini API, you must specify the GEMINI_API_KEY environment variable.",
+		"qwen-code":   "Missing API key for OpenAI-compatible auth. Set settings.security.auth.apiKey, or set the 'OPENAI_API_KEY' environment variable.",
+	} {
+		if got := NewClassifier(mustDef(t, id)).Classify(msg, 0).Category; got != AuthExpired {
+			t.Errorf("%s: Classify(%q) = %s, want auth_expired", id, msg, got)
+		}
+	}
+}
+
+// TestResolveAbsolute: a definition's absolute binary that is missing, a
+// directory or not executable is named as such ("not an executable file"
+// was said of all three).
+func TestResolveAbsolute(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain")
+	if err := os.WriteFile(plain, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for bin, want := range map[string]string{
+		filepath.Join(dir, "missing"): "look for " + dir + "/missing: no such file",
+		dir:                           "look for " + dir + ": a directory, not an executable file",
+		plain:                         "look for " + plain + ": not executable (chmod +x " + plain + ")",
+	} {
+		if _, err := (&Definition{Binary: bin}).Resolve(""); err == nil || err.Error() != want {
+			t.Errorf("%s: %v, want %q", bin, err, want)
+		}
 	}
 }

@@ -199,6 +199,13 @@ func (p *Parser) SlashCommands() []string {
 // Result is the final result seen so far (nil if none yet).
 func (p *Parser) Result() *Result { return p.st.result }
 
+// ResultInferred reports that Result was made up at the end of the stream
+// rather than reported by the CLI: the stream's end ended the turn (the
+// text parser, jsonl without result rules, OpenCode before a step that
+// finished the turn). When the CLI was stopped, such a result is no
+// answer.
+func (p *Parser) ResultInferred() bool { return p.st.result != nil && p.st.inferred }
+
 // Feed parses one line (without its newline). Non-JSON lines and unknown
 // event types yield an Event with no messages and are counted.
 func (p *Parser) Feed(line []byte) Event {
@@ -292,6 +299,11 @@ type state struct {
 	model     string
 	lookedUp  bool
 	result    *Result
+	// inferred: the result was made up at the end of the stream (the
+	// text parser, jsonl without result rules, OpenCode before its last
+	// step ended), not reported by the CLI: a stream cut short by an
+	// interrupt says nothing about the turn being done.
+	inferred bool
 	// slashCommands are the CLI's slash commands (Claude's init event).
 	slashCommands []string
 	// held are the chunks of the open response while streaming is off;

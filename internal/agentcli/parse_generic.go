@@ -234,6 +234,7 @@ func (f *textFormat) end(st *state) {
 	r.Usage.Provider = st.opt.Provider
 	r.Usage.ModelID = st.model
 	st.finishResult(r)
+	st.inferred = true
 }
 
 // jsonlFormat is the jsonl mapping parser.
@@ -470,5 +471,6 @@ func (f *jsonlFormat) finish(st *state, text string, isError bool) {
 func (f *jsonlFormat) end(st *state) {
 	if !f.resulted && len(f.m.Result) == 0 {
 		f.finish(st, f.text.String(), false)
+		st.inferred = true
 	}
 }

@@ -21,6 +21,9 @@ type opencodeParser struct {
 	costSum  float64
 	usageSum protocol.Usage
 	failed   bool
+	// done: the last step finished the turn (a reason other than
+	// tool-calls) and no step started after it.
+	done bool
 }
 
 type opencodeTokens struct {
@@ -77,6 +80,7 @@ func newOpencodeFormat() format[opencodeLine, *opencodeLine] {
 	p := &opencodeParser{}
 	m := map[string]handler[*opencodeLine]{
 		"step_start": func(st *state, _ *opencodeLine, _ []byte) bool {
+			p.done = false
 			st.closeResponse(protocol.Usage{}, 0)
 			st.openResponse()
 			return true
@@ -129,6 +133,7 @@ func (p *opencodeParser) stepFinish(st *state, l *opencodeLine, _ []byte) bool {
 			CacheReadTokens: t.Cache.Read, CacheWriteTokens: t.Cache.Write, ModelID: st.model}
 	}
 	st.closeResponse(u, l.Part.Cost)
+	p.done = l.Part.Reason != "tool-calls"
 	p.costSum += l.Part.Cost
 	p.usageSum = addUsage(p.usageSum, u)
 	return true
@@ -167,4 +172,5 @@ func (p *opencodeParser) finish(st *state) {
 		subtype = "error"
 	}
 	st.finishResult(&Result{Text: p.lastText, IsError: p.failed, Subtype: subtype, Usage: u, CostUSD: p.costSum})
+	st.inferred = !p.done && !p.failed
 }

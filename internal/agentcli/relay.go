@@ -182,13 +182,16 @@ type stdinWriter struct {
 	closed bool
 }
 
-func (s *stdinWriter) line(b []byte) error {
+func (s *stdinWriter) line(b []byte) error { return s.write(append(b, '\n')) }
+
+// write writes b as it is.
+func (s *stdinWriter) write(b []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return errors.New("stdin already closed")
 	}
-	_, err := s.w.Write(append(b, '\n'))
+	_, err := s.w.Write(b)
 	return err
 }
 

@@ -36,6 +36,10 @@ const (
 type sessionRuns struct {
 	Plain string `json:"plain"`
 	Tool  string `json:"tool"`
+	// QuotedPrompts: the prompts were stored in double quotes, as OpenCode
+	// stored a prompt given on its command line (the 1.18.33 fixtures,
+	// captured before its prompt went on stdin).
+	QuotedPrompts bool `json:"quoted_prompts,omitempty"`
 }
 
 // sessionTurns are the three turns runSessionTurns ran: their outcomes,
@@ -190,8 +194,7 @@ func checkSessionPair(t *testing.T, cli string, store SessionStore, list []Sessi
 			want = []string{"user: run echo maestro-tool-ok", "assistant: ", fmt.Sprintf("call %s %s: true", toolCallID(cli), tool),
 				fmt.Sprintf("tool %s %s error=false: true", toolCallID(cli), tool), "assistant: Tool said: maestro-tool-ok"}
 		}
-		if cli == "opencode" {
-			// OpenCode stores the prompt quoted.
+		if runs.QuotedPrompts {
 			for i, w := range want {
 				if rest, ok := strings.CutPrefix(w, "user: "); ok {
 					want[i] = `user: "` + rest + `"`

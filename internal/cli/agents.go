@@ -48,7 +48,7 @@ func newAgentsCmd(io *IOStreams) *cobra.Command {
 		Use:   "agents",
 		Short: "Agent CLIs Maestro can drive (Claude Code, Codex, Gemini CLI, OpenCode, Qwen Code, your own)",
 		Long: `Agent CLIs are described by YAML definitions: the built-in ones, plus any
-~/.maestro/agents/*.yaml you write (see docs/agent-clis.md).
+~/.maestro/agents/*.yaml (or *.yml) you write (see docs/agent-clis.md).
 'maestro run --agent ID' runs a task on one of them.`,
 		Example: `  maestro agents list
   maestro agents show claude-code
@@ -231,7 +231,11 @@ func printAgent(io *IOStreams, info agentInfo) {
 	slices.Sort(off)
 	fmt.Fprintf(w, "capabilities\t%s\nwithout\t%s\n", strings.Join(on, ", "), strings.Join(off, ", "))
 	if info.SlashCommands != nil {
-		fmt.Fprintf(w, "slash commands\t%s\n\t(from %s)\n", strings.Join(prefixed("/", info.SlashCommands.Commands), " "), info.SlashCommands.Source)
+		list := strings.Join(prefixed("/", info.SlashCommands.Commands), " ")
+		if list == "" {
+			list = "none" // a blank looked like a fault
+		}
+		fmt.Fprintf(w, "slash commands\t%s\n\t(from %s)\n", list, info.SlashCommands.Source)
 	} else {
 		fmt.Fprintf(w, "slash commands\t-\t%s\n", info.SlashProblem)
 	}

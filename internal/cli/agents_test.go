@@ -159,6 +159,12 @@ func TestAgentsListAndShow(t *testing.T) {
 	if r = runCLI(t, env, "agents", "show", "nope"); r.code != ExitUsage {
 		t.Errorf("show nope: exit %d", r.code)
 	}
+	// No command configured: "none", not a blank.
+	write(filepath.Join(bin, "opencode"), "#!/bin/sh\ncase \"$1 $2\" in\n  \"debug config\") echo '{}';;\n  *) echo 1.18.33;;\nesac\n", 0o755)
+	r = runCLI(t, env, "agents", "show", "opencode")
+	if r.code != 0 || !regexp.MustCompile(`slash commands +none\n +\(from opencode debug config\)`).MatchString(r.stdout) {
+		t.Errorf("show opencode, no commands: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
 }
 
 // TestAgentsListHangingCLI: agents list asks every binary at once, within

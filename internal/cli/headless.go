@@ -55,7 +55,8 @@ permission prompts become approval server requests. --model then goes to the
 CLI verbatim. The CLI's session id is stored with the Maestro session, so
 --resume ID (the session_info id; --agent may be left out) continues the
 CLI's conversation in a new process, from the logged transcript if the CLI
-lost it; an ID that is no Maestro session is taken as the CLI's own id.
+lost it; with --agent, an ID that is no Maestro session is taken as the
+CLI's own id (in full, as 'maestro sessions list --agent ID' prints it).
 
 If Maestro cannot start, it writes one fatal error message on stdout
 ({"type":"error","message":"Headless startup failed: …","fatal":true,
@@ -158,7 +159,7 @@ func startHeadless(ctx context.Context, io *IOStreams, o headlessOptions, log *s
 		SessionID: io.Getenv("MAESTRO_SESSION_ID"), AgentRunID: io.Getenv("MAESTRO_AGENT_RUN_ID"),
 	})
 	if err != nil {
-		return nil, resumeErr(err)
+		return nil, resumeErr(ctx, io, err, o.Resume, "maestro headless --agent %[1]s --resume %[2]s")
 	}
 	if s.Choice != nil && s.Choice.Notice != "" {
 		fmt.Fprintln(io.ErrOut, s.Choice.Notice)

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/maestro-run/maestro/internal/agentcli"
 )
 
 // logger is the text logger of a long-running command on stderr, writing
@@ -20,9 +22,39 @@ func (io *IOStreams) logger(level slog.Level) *slog.Logger {
 // killed Maestro outright, and an agent CLI, in a process group of its
 // own that the hangup does not reach, went on working unattended.
 func untilSignalled(ctx context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(ctx, stopSignals()...)
+}
+
+// stopSignals are the signals untilSignalled takes.
+func stopSignals() []os.Signal {
 	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
 	if !signal.Ignored(syscall.SIGHUP) {
 		sigs = append(sigs, syscall.SIGHUP)
 	}
-	return signal.NotifyContext(ctx, sigs...)
+	return sigs
+}
+
+// secondSignalKills ends the process at once (exit 130) on a second
+// signal once runCtx, of untilSignalled, has ended on the first (stop is
+// its stop), unless done closes first. It SIGKILLs the process groups of
+// the agent CLIs running then: each runs in a group of its own, which the
+// terminal's Ctrl-C does not reach, and a second Ctrl-C within the
+// executor's kill grace used to kill Maestro by the signal's default
+// action and leave the CLI running, unattended.
+func secondSignalKills(runCtx context.Context, stop context.CancelFunc, done <-chan struct{}) {
+	select {
+	case <-runCtx.Done():
+	case <-done:
+		return
+	}
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, stopSignals()...)
+	defer signal.Stop(c)
+	stop()
+	select {
+	case <-c:
+		agentcli.KillRunning()
+		os.Exit(ExitInterrupted)
+	case <-done:
+	}
 }

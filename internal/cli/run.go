@@ -158,10 +158,12 @@ func usageErr(format string, args ...any) error {
 func failErr(err error) error { return &exitError{ExitError, err} }
 
 // resumeErr adds to a --resume of no session how to find the sessions
-// there are: "session not found: ID" alone left the user guessing.
-func resumeErr(err error) error {
+// there are: "session not found: ID" alone left the user guessing. use
+// is the command that resumes an agent CLI's own session (see
+// noMaestroSession).
+func resumeErr(ctx context.Context, io *IOStreams, err error, id, use string) error {
 	if errors.Is(err, session.ErrNotFound) {
-		return fmt.Errorf("%w; list them with maestro sessions list", err)
+		return noMaestroSession(ctx, io, err, id, use)
 	}
 	return err
 }
@@ -228,13 +230,15 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	// approvals: tool calls run (auto).
 	s, err := h.NewSession(ctx, spec)
 	if err != nil {
-		return hostErr(resumeErr(err))
+		return hostErr(resumeErr(ctx, io, err, o.Resume, `maestro run --agent %[1]s --resume %[2]s "…"`))
 	}
 	defer s.Close()
 	// Ctrl-C / SIGTERM cancel the run; a second Ctrl-C kills the process.
 	runCtx, stop := untilSignalled(ctx)
 	defer stop()
-	go func() { <-runCtx.Done(); stop() }()
+	runDone := make(chan struct{})
+	defer close(runDone)
+	go secondSignalKills(runCtx, stop, runDone)
 
 	sess, choice := s.Log, s.Choice
 	if choice == nil {
@@ -243,7 +247,7 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		}
 		// An agent CLI runs the task: no piece, its own sandbox.
 		view, text := runView(io, o, false, false)
-		return runPlain(runCtx, io, s, "", task, view, text)
+		return otherAgentSession(ctx, io, runPlain(runCtx, io, s, "", task, view, text), o.Resume, sess.Meta().Agent)
 	}
 
 	// What runs: a piece (given, classified, or the session's), or the

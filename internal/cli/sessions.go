@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/maestro-run/maestro/internal/agentcli"
+	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/oneline"
 )
 
@@ -43,6 +46,70 @@ XDG_DATA_HOME, QWEN_HOME) are honoured.`,
 	}
 	cmd.AddCommand(newSessionsListCmd(io), newSessionsShowCmd(io))
 	return cmd
+}
+
+// cliSessionID is the shape of an agent CLI's own session id (a UUID,
+// OpenCode's ses_…), the only ids sessionOfAgent looks up.
+var cliSessionID = regexp.MustCompile(`^[A-Za-z0-9_-]{8,}$`)
+
+// sessionOfAgent names the agent CLI that stored the session id (its own
+// id, as maestro sessions list --agent X prints it), "" when none did.
+// Definitions that fail to load were reported elsewhere.
+func sessionOfAgent(ctx context.Context, io *IOStreams, id string) string {
+	if !cliSessionID.MatchString(id) {
+		return ""
+	}
+	home, err := config.Home(io.Getenv)
+	if err != nil {
+		return ""
+	}
+	reg, _ := agentcli.Load(agentsDir(home))
+	if reg == nil {
+		return ""
+	}
+	for _, def := range reg.All() {
+		if def.SessionStorage == "" || def.SessionStorage == "none" || !def.Capabilities.SessionStorage {
+			continue
+		}
+		store, err := agentcli.NewSessionStore(def.SessionStorage, io.Getenv)
+		if err != nil {
+			continue
+		}
+		if _, err := store.Read(ctx, id); err == nil {
+			return def.ID
+		}
+	}
+	return ""
+}
+
+// noMaestroSession adds to "session not found: ID" (no Maestro session)
+// how to go on: when an agent CLI stored a session of that id, the command
+// that takes it (use, with %[1]s the agent and %[2]s the id), else how to
+// list Maestro's sessions. An id copied from maestro sessions list --agent
+// X was only ever "not found".
+func noMaestroSession(ctx context.Context, io *IOStreams, err error, id, use string) error {
+	if agent := sessionOfAgent(ctx, io, id); agent != "" {
+		return fmt.Errorf("%w; it is %s's own session id: %s", err, agent, fmt.Sprintf(use, agent, id))
+	}
+	return fmt.Errorf("%w; list them with maestro sessions list", err)
+}
+
+// otherAgentSession adds to a run's session_not_found on --resume ID
+// (the CLI does not know ID) the agent CLI whose own session id ID is,
+// when another one stored it: a Claude Code id given to --agent codex
+// failed with Codex's "no rollout found" alone.
+func otherAgentSession(ctx context.Context, io *IOStreams, err error, id, agent string) error {
+	var ae *agentcli.AgentError
+	if id == "" || !errors.As(err, &ae) || ae.Category != agentcli.SessionNotFound {
+		return err
+	}
+	if other := sessionOfAgent(ctx, io, id); other != "" && other != agent {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			return &exitError{ee.code, fmt.Errorf("%w; it is %s's own session id: maestro run --agent %s --resume %s \"…\"", ee.err, other, other, id)}
+		}
+	}
+	return err
 }
 
 // sessionStore resolves --agent to its definition's session reader.
@@ -190,7 +257,7 @@ is_error}].`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if agent == "" {
-				return showMaestroSession(io, args[0], asJSON)
+				return showMaestroSession(cmd.Context(), io, args[0], asJSON)
 			}
 			_, store, err := sessionStore(io, agent)
 			if err != nil {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -255,14 +256,14 @@ func listMaestroSessions(io *IOStreams, dir string, limit int, asJSON bool) erro
 
 // showMaestroSession prints one of Maestro's own sessions: what list
 // shows, then its conversation.
-func showMaestroSession(io *IOStreams, id string, asJSON bool) error {
+func showMaestroSession(ctx context.Context, io *IOStreams, id string, asJSON bool) error {
 	store, err := sessionStoreOfHost(io)
 	if err != nil {
 		return err
 	}
 	meta, err := store.Meta(id)
 	if errors.Is(err, session.ErrNotFound) {
-		return failErr(fmt.Errorf("%w; list them with maestro sessions list", err))
+		return failErr(noMaestroSession(ctx, io, err, id, "maestro sessions show --agent %[1]s %[2]s"))
 	}
 	if err != nil {
 		return failErr(err) // an ambiguous prefix lists the candidates

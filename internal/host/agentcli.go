@@ -19,8 +19,9 @@ import (
 
 // AgentExecutor resolves the agent CLI id (a built-in or one of
 // <home>/agents/*.yaml) to an executor of its binary on the PATH of the
-// host's environment.
-func (h *Host) AgentExecutor(id string) (*agentcli.Executor, error) {
+// host's environment. from says where the id came from in errors
+// (`--agent "x"`; for a resumed session, its stored agent).
+func (h *Host) AgentExecutor(id, from string) (*agentcli.Executor, error) {
 	// An invalid user file is left out: it fails only the run that asks
 	// for an agent it would have defined.
 	reg, problems := agentcli.Load(filepath.Join(h.home, "agents"))
@@ -29,14 +30,14 @@ func (h *Host) AgentExecutor(id string) (*agentcli.Executor, error) {
 	}
 	def, ok := reg.Get(id)
 	if !ok && problems != nil {
-		return nil, fmt.Errorf("--agent %q: unknown agent (known: %s); definitions left out:\n%w", id, strings.Join(reg.IDs(), ", "), problems)
+		return nil, fmt.Errorf("%s: unknown agent (known: %s); definitions left out:\n%w", from, strings.Join(reg.IDs(), ", "), problems)
 	}
 	if !ok {
-		return nil, specErr("--agent %q: unknown agent (known: %s)", id, strings.Join(reg.IDs(), ", "))
+		return nil, specErr("%s: unknown agent (known: %s)", from, strings.Join(reg.IDs(), ", "))
 	}
 	bin, err := def.Resolve(h.getenv("PATH"))
 	if err != nil {
-		return nil, fmt.Errorf("--agent %s: %w (install it, or see maestro agents list)", def.ID, err)
+		return nil, fmt.Errorf("%s: %w (install it, or see maestro agents list)", from, err)
 	}
 	env := os.Environ()
 	if p := h.getenv("PATH"); p != "" {
@@ -101,13 +102,22 @@ func (h *Host) agentSession(spec Spec, sessp **session.Session, rootp **workspac
 	if err != nil {
 		return nil, err
 	}
-	x, err := h.AgentExecutor(spec.Agent)
+	from := fmt.Sprintf("--agent %q", spec.Agent)
+	if *sessp != nil {
+		// The user may not have named it: say where it comes from.
+		from = fmt.Sprintf("--resume %s: the session ran on agent CLI %q", spec.Resume, spec.Agent)
+	}
+	x, err := h.AgentExecutor(spec.Agent, from)
 	if err != nil {
 		return nil, err
 	}
 	model := spec.Model
 	if i := strings.IndexByte(model, '/'); i >= 0 && model[:i] == x.Def.ID {
 		model = model[i+1:]
+	}
+	if model != "" && len(x.Def.Args.Model) == 0 {
+		// The run would say "model x/foo" and never pass it.
+		return nil, specErr("--model: %s takes no model (its definition, %s, has no args.model); drop --model", x.Def.ID, x.Def.Source)
 	}
 	if *rootp == nil {
 		dir, err := WorkspaceDir(spec.Workspace)

@@ -158,9 +158,10 @@ func (a *AgentCLI) Turn(ctx context.Context, t *Turn, m protocol.Prompt) error {
 		}
 	}
 	switch {
-	case (errors.Is(err, agentcli.ErrInterrupted) || ctx.Err() != nil) && (res == nil || res.Result == nil):
+	case (errors.Is(err, agentcli.ErrInterrupted) || ctx.Err() != nil) && (res == nil || res.Result == nil || res.Result.IsError):
 		// As the own loop reports an interrupted run (not one whose
-		// result arrived before the CLI had exited).
+		// answer arrived before the CLI had exited; a failed result is
+		// none, and the turn ended as a success).
 		t.Publish(protocol.Error{Message: "Operation aborted: the run was interrupted", ErrorType: protocol.ErrorCancelled})
 		return published{fmt.Errorf("agent CLI %s: %w", def.ID, agent.ErrCancelled)}
 	case err != nil && !errors.Is(err, agentcli.ErrInterrupted):

@@ -264,6 +264,27 @@ func TestAgentCLIInterruptKillsProcessGroup(t *testing.T) {
 	}
 }
 
+// TestAgentCLIInterruptAfterFailedResult: a CLI that reported a failed
+// result and then did not exit, interrupted: the turn ends cancelled. The
+// failed result was taken for an answer that arrived before the exit, and
+// the turn ended as a success (maestro run exited 0).
+func TestAgentCLIInterruptAfterFailedResult(t *testing.T) {
+	t.Parallel()
+	h, _ := cliHarness(t, loadDef(t, "fake-agent"), testdataPath(t, "user-adapter/fake-agent"), protocol.ApprovalPrompt)
+	if err := h.handle(protocol.Prompt{Content: "error-then-hang"}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("the failed result", func(fs []protocol.Message) bool {
+		for _, f := range fs {
+			if _, ok := f.(protocol.Error); ok {
+				return true
+			}
+		}
+		return false
+	})
+	h.interruptWithin() // and the cancelled error last
+}
+
 // relayHarness runs the fake Claude Code relay; log is its log file.
 func relayHarness(t *testing.T, mode protocol.ApprovalMode) (*harness, string) {
 	t.Helper()
