@@ -417,7 +417,14 @@ func (e Resumed) Describe() string {
 // Describe implements Event.
 func (e Complete) Describe() string {
 	s := fmt.Sprintf("run %s in %s", e.Status, e.Movement)
-	if e.Reason != "" {
+	switch {
+	case e.Reason == "":
+	case e.Status == StatusSucceeded:
+		// Maestro ended it by the movement's default_next (COMPLETE):
+		// "succeeded in work: the agent's final message has no valid
+		// tag" read like a failure.
+		s += " by its default_next, since " + e.Reason
+	default:
 		s += ": " + e.Reason
 	}
 	return s

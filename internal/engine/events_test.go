@@ -178,3 +178,23 @@ func FuzzRecordUnmarshal(f *testing.F) {
 		}
 	})
 }
+
+// TestCompleteDescribe: a run Maestro ended says why; one that succeeded
+// by its movement's default_next says so, where "run succeeded in work:
+// the agent's final message has no valid … tag" read like a failure.
+func TestCompleteDescribe(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		ev   Complete
+		want string
+	}{
+		{Complete{Movement: "verify", Status: StatusSucceeded, Result: "done"}, "run succeeded in verify"},
+		{Complete{Movement: "work", Status: StatusSucceeded, Reason: reasonNoTag},
+			"run succeeded in work by its default_next, since the agent's final message has no valid [NEXT:…] or [STATUS:…] tag and matches no rule condition"},
+		{Complete{Movement: "review", Status: StatusAborted, Reason: reasonNoTag}, "run aborted in review: " + reasonNoTag},
+	} {
+		if got := tc.ev.Describe(); got != tc.want {
+			t.Errorf("Describe() = %q, want %q", got, tc.want)
+		}
+	}
+}
