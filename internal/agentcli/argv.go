@@ -430,16 +430,16 @@ func lookPath(bin, path string) (string, error) {
 		case err != nil:
 			return "", fmt.Errorf("look for %s: %w", bin, err)
 		case st.IsDir():
-			return "", fmt.Errorf("look for %s: a directory, not an executable file", bin)
+			return "", fmt.Errorf("look for %w", &UnusableError{Path: bin, Why: "a directory, not an executable file"})
 		case st.Mode()&0o111 == 0:
-			return "", fmt.Errorf("look for %s: not executable (chmod +x %s)", bin, bin)
+			return "", fmt.Errorf("look for %w", &UnusableError{Path: bin, Why: "not executable (chmod +x " + bin + ")"})
 		}
 		return filepath.Abs(bin)
 	}
 	if path == "" {
 		p, err := exec.LookPath(bin)
 		if err != nil {
-			return "", fmt.Errorf("look for %s on PATH: %w", bin, err)
+			return "", fmt.Errorf("look for %s on PATH: %w", bin, notExecutable(bin, os.Getenv("PATH"), err))
 		}
 		return filepath.Abs(p)
 	}
@@ -452,5 +452,33 @@ func lookPath(bin, path string) (string, error) {
 			return filepath.Abs(p)
 		}
 	}
-	return "", fmt.Errorf("look for %s on PATH: %w", bin, exec.ErrNotFound)
+	return "", fmt.Errorf("look for %s on PATH: %w", bin, notExecutable(bin, path, exec.ErrNotFound))
+}
+
+// UnusableError is a binary that is there but cannot be run: a
+// directory, or a file without execute permission. "not found" was said of
+// it, and the user looked for a missing install.
+type UnusableError struct {
+	Path, Why string
+}
+
+func (e *UnusableError) Error() string { return e.Path + ": " + e.Why }
+
+// notExecutable is the error of bin not found on path: an UnusableError
+// when the first file of that name on path is not executable (exec.LookPath
+// passes over it), else err.
+func notExecutable(bin, path string, err error) error {
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			continue
+		}
+		p := filepath.Join(dir, bin)
+		if st, serr := os.Stat(p); serr == nil && st.Mode().IsRegular() {
+			if abs, aerr := filepath.Abs(p); aerr == nil {
+				p = abs
+			}
+			return &UnusableError{Path: p, Why: "not executable (chmod +x " + p + ")"}
+		}
+	}
+	return err
 }

@@ -2,6 +2,7 @@ package agentcli
 
 import (
 	"context"
+	"errors"
 	"strings"
 )
 
@@ -25,8 +26,11 @@ type Info struct {
 	Binary string `json:"binary"`
 	// Path and Version are the detected binary's; empty when it is not
 	// installed (Version also when its version probe failed).
-	Path           string `json:"path,omitempty"`
-	Version        string `json:"version,omitempty"`
+	Path    string `json:"path,omitempty"`
+	Version string `json:"version,omitempty"`
+	// Unusable, with no Path, is the file that is there but cannot be run
+	// and why ("/opt/bin/x: not executable (chmod +x /opt/bin/x)").
+	Unusable       string `json:"unusable,omitempty"`
 	Parser         string `json:"parser"`
 	SessionStorage string `json:"session_storage,omitempty"`
 	// Capabilities has every capability flag by its YAML name.
@@ -64,5 +68,8 @@ func describe(def *Definition, det Detection) Info {
 		info.Capabilities[f.Name] = f.On
 	}
 	info.Path, info.Version = det.Path, det.Version
+	if u, ok := errors.AsType[*UnusableError](det.Err); ok && det.Path == "" {
+		info.Unusable = u.Error()
+	}
 	return info
 }

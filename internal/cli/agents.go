@@ -100,7 +100,8 @@ func newAgentsListCmd(io *IOStreams) *cobra.Command {
 or override (a user file replacing a built-in). An invalid user file is
 reported with its line and column and left out; the others are listed.
 Each binary is looked up on PATH (or at the absolute path its definition
-gives); "not found" names the binary that is missing, and its version is
+gives); "not found" names the binary that is missing, "unusable" one that
+is there but cannot be run (not executable, a directory), and its version is
 what the binary reports. The binaries are asked at the same time; "?" is one
 whose version probe failed or did not answer within 5 s, and a warning on
 stderr says which and why.`,
@@ -129,7 +130,7 @@ stderr says which and why.`,
 			for i, def := range reg.All() {
 				version, path := infos[i].Version, infos[i].Path
 				if path == "" {
-					version, path = "-", "not found ("+def.Binary+")"
+					version, path = "-", notFound(infos[i])
 				} else if version == "" {
 					version = "?"
 				}
@@ -215,7 +216,7 @@ func printAgent(io *IOStreams, info agentInfo) {
 	}
 	path, version := info.Path, info.Version
 	if path == "" {
-		path, version = "not found ("+info.Binary+")", "-"
+		path, version = notFound(info.Info), "-"
 	}
 	fmt.Fprintf(w, "id\t%s\nname\t%s\nsource\t%s\nbinary\t%s\nversion\t%s\nparser\t%s\nsession storage\t%s\n",
 		info.ID, info.Name, src, path, version, info.Parser, info.SessionStorage)
@@ -336,3 +337,12 @@ type parseSummary struct {
 
 // MessageType names the summary line.
 func (parseSummary) MessageType() string { return "parse_summary" }
+
+// notFound is the PATH column of a CLI with no usable binary: the file
+// that is there but cannot be run, or the binary looked for.
+func notFound(info agentcli.Info) string {
+	if info.Unusable != "" {
+		return "unusable (" + info.Unusable + ")"
+	}
+	return "not found (" + info.Binary + ")"
+}

@@ -54,6 +54,28 @@ func TestAgentsCommands(t *testing.T) {
 	})
 }
 
+// TestAgentsListUnusableBinary: a CLI's binary that is on PATH but not
+// executable (a copy that lost its mode, a download not yet chmod'ed) is
+// named with the fix, where "not found (claude)" sent the user looking
+// for a missing install; a binary not there at all is still "not found".
+func TestAgentsListUnusableBinary(t *testing.T) {
+	t.Parallel()
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "claude"), []byte("#!/bin/sh\necho 1.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"MAESTRO_HOME": t.TempDir(), "PATH": bin + string(os.PathListSeparator) + "/usr/bin:/bin"}
+	r := runCLI(t, env, "agents", "list")
+	want := "unusable (" + filepath.Join(bin, "claude") + ": not executable (chmod +x " + filepath.Join(bin, "claude") + "))"
+	if r.code != 0 || !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "not found (codex)") {
+		t.Fatalf("exit %d; want %q and codex not found\nstdout:\n%s\nstderr:\n%s", r.code, want, r.stdout, r.stderr)
+	}
+	r = runCLI(t, env, "agents", "list", "--json")
+	if r.code != 0 || !strings.Contains(r.stdout, `"unusable": "`+filepath.Join(bin, "claude")+`: not executable`) {
+		t.Fatalf("--json: exit %d\nstdout:\n%s", r.code, r.stdout)
+	}
+}
+
 func TestAgentsParse(t *testing.T) {
 	t.Parallel()
 	data, err := os.ReadFile("../agentcli/testdata/codex-0.169.0/tool-turn.jsonl")

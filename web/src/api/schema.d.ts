@@ -1221,6 +1221,8 @@ export interface components {
             path?: string;
             /** @description its version; absent when not installed or the probe failed */
             version?: string;
+            /** @description with no path: the file that is there but cannot be run, and why ("/opt/bin/x: not executable (chmod +x /opt/bin/x)") */
+            unusable?: string;
             parser: string;
             /** @description where the CLI stores its sessions (claude-projects, codex-rollouts, …; none) */
             session_storage?: string;
@@ -1538,7 +1540,7 @@ export interface components {
         MCPServerBody: {
             content: {
                 "application/json": {
-                    /** @description POST only: the <server> of mcp__<server>__<tool> (a-z, 0-9, _, -; no __) */
+                    /** @description POST only: the <server> of mcp__<server>__<tool> (a-z, 0-9, _, -; no __, not ending in _) */
                     slug?: string;
                     /** @enum {string} */
                     transport: "stdio" | "http";

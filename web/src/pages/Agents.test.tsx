@@ -40,4 +40,19 @@ describe("Agents", () => {
     await screen.findByRole("button", { name: "Claude Code" });
     expect(screen.queryByTestId("agents-loading")).toBeNull();
   });
+
+  // A binary that is there but cannot be run was "not found", and the
+  // user looked for a missing install.
+  it("names a binary that is there but cannot be run", async () => {
+    const unusable = "/opt/bin/claude: not executable (chmod +x /opt/bin/claude)";
+    const f = (async () => json({ agents: [{ ...agent("claude", "Claude Code"), unusable }, agent("codex", "Codex")], invalid: [] })) as typeof fetch;
+    render(
+      <Wrap fetch={f} path="/agents">
+        <Agents />
+      </Wrap>,
+    );
+    const cell = await screen.findByText(`unusable (${unusable})`);
+    expect(cell).toHaveAttribute("title", unusable);
+    expect(screen.getByText("not found (codex)")).toBeInTheDocument();
+  });
 });

@@ -60,8 +60,8 @@ export default function Agents() {
                   <span className="font-mono text-xs">{a.id}</span>
                 </td>
                 <td className="p-2">{a.path ? (a.version ?? "?") : "—"}</td>
-                <td className="max-w-xs truncate p-2 font-mono text-xs" title={a.path}>
-                  {a.path ?? `not found (${a.binary})`}
+                <td className="max-w-xs truncate p-2 font-mono text-xs" title={a.path ?? a.unusable}>
+                  {a.path ?? (a.unusable ? `unusable (${a.unusable})` : `not found (${a.binary})`)}
                 </td>
                 <td className="p-2" title={a.file}>
                   {a.source}
