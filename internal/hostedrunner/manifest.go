@@ -372,8 +372,11 @@ func resolvePath(p string, depth int) (string, bool, error) {
 // as failed.
 func ReadManifest(path, root string) (*Manifest, error) {
 	data, err := readManifestFile(path, root)
+	if pe, ok := errors.AsType[*fs.PathError](err); ok && pe.Path == filepath.Base(path) {
+		err = pe.Err // "open NAME: …" without its directory said less than path
+	}
 	if err != nil {
-		return nil, fmt.Errorf("restore manifest: %w", err)
+		return nil, fmt.Errorf("restore manifest %s: %w", path, err)
 	}
 	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {

@@ -626,10 +626,12 @@ func TestRestoreInvalid(t *testing.T) {
 			t.Errorf("%s: error %v, want %q", tt.name, err, tt.err)
 		}
 	}
+	// A manifest that is not there is named by the path looked at (the
+	// error said "open none.json", with no directory).
 	cfg := testConfig(ws)
 	cfg.RestoreManifest = filepath.Join(ws, "none.json")
-	if _, err := New(cfg, Options{}); err == nil {
-		t.Error("a missing restore manifest was accepted")
+	if _, err := New(cfg, Options{}); err == nil || !strings.Contains(err.Error(), "restore manifest "+cfg.RestoreManifest+":") {
+		t.Errorf("a missing restore manifest: error %v, want it named %s", err, cfg.RestoreManifest)
 	}
 }
 
