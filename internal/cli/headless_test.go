@@ -168,6 +168,12 @@ func TestHeadlessStartupFailure(t *testing.T) {
 		// 0 is the flag's "not given": typed, it ran the default 50 calls.
 		{"max iterations 0", []string{"--max-iterations", "0"}, ExitUsage, "--max-iterations must be positive, got 0"},
 		{"max iterations -1", []string{"--max-iterations", "-1"}, ExitUsage, "--max-iterations must be positive, got -1"},
+		// Cobra's refusals wrote nothing on stdout.
+		{"unknown flag", []string{"--bogus"}, ExitUsage, "unknown flag: --bogus"},
+		{"flag value", []string{"--max-iterations", "x"}, ExitUsage, `--max-iterations "x": expected a whole number`},
+		{"argument", []string{"extra"}, ExitUsage, `unknown command "extra" for "maestro headless"`},
+		// It said "cannot unmarshal object into Go value of type []runtime.ClientTool".
+		{"client tools type", []string{"--client-tools", badTools}, ExitUsage, "expected a JSON array of {\"name\", \"description\", \"input_schema\"}, found JSON object"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
