@@ -429,7 +429,7 @@ func (r *Runner) Serve(ctx context.Context, ln net.Listener, attach interface{ C
 	limited.Configure(srv, func(*http.Request) httpedge.Surface { return httpedge.Headless })
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(limited) }()
-	var serveErr error
+	var serveErr, drainErr error
 	select {
 	case s := <-signals:
 		r.log.Info("signal: draining before exit", "signal", s.String())
@@ -437,8 +437,14 @@ func (r *Runner) Serve(ctx context.Context, ln net.Listener, attach interface{ C
 		switch {
 		case err != nil:
 			r.log.Error("drain", "err", err)
+			// The exit status says so: a control plane that took exit 0
+			// for a hand-off would look for a manifest that is not there.
+			drainErr = fmt.Errorf("signal %s: %w; no manifest was written", s, err)
 		default:
 			r.log.Info("drained", "status", d.Status, "http_status", code, "manifest", d.ManifestPath)
+			if d.Status != DrainDrained {
+				drainErr = fmt.Errorf("signal %s: drain %s: manifest %s is a partial hand-off", s, d.Status, d.ManifestPath)
+			}
 		}
 	case <-stop:
 		r.log.Info("stdin closed: shutting down")
@@ -455,10 +461,13 @@ func (r *Runner) Serve(ctx context.Context, ln net.Listener, attach interface{ C
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", serveErr)
 	}
+	if closeErr != nil && drainErr != nil {
+		return fmt.Errorf("%w; save session: %w", drainErr, closeErr)
+	}
 	if closeErr != nil {
 		return fmt.Errorf("save session: %w", closeErr)
 	}
-	return nil
+	return drainErr
 }
 
 // Runtime returns the runner's runtime.
