@@ -147,6 +147,59 @@ func TestHeadlessSubprocess(t *testing.T) {
 	}
 }
 
+// TestHeadlessStdoutClosed: a client that closes its end of stdout
+// mid-session does not kill Maestro with SIGPIPE (the process died of the
+// signal, the run left unfinished in the session log): the session shuts
+// down, its log ends with the aborted run, and the exit status is 1 with
+// the reason on stderr.
+func TestHeadlessStdoutClosed(t *testing.T) {
+	t.Parallel()
+	bin, err := maestroBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "headless", "--workspace", t.TempDir())
+	cmd.Env = headlessEnv(home)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if _, err := bufio.NewReader(r).ReadString('\n'); err != nil {
+		t.Fatalf("read ready: %v", err)
+	}
+	r.Close()
+	if _, err := io.WriteString(stdin, `{"type":"prompt","content":"hello"}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	stdin.Close()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != ExitError || !strings.Contains(stderr.String(), "broken pipe") {
+		t.Fatalf("exit: %v, want status %d saying broken pipe; stderr:\n%s", err, ExitError, stderr.String())
+	}
+	logs, _ := filepath.Glob(filepath.Join(home, "sessions", "*", "events.jsonl"))
+	if len(logs) != 1 {
+		t.Fatalf("session logs %v, want one", logs)
+	}
+	data, err := os.ReadFile(logs[0])
+	if err != nil || !bytes.Contains(data, []byte(`"Operation aborted: the run was interrupted"`)) {
+		t.Errorf("the session log does not end the run (%v):\n%s", err, data)
+	}
+}
+
 // TestHeadlessStartupFailure: a client gets one fatal error message on
 // stdout, the details go to stderr, and the exit status is non-zero.
 func TestHeadlessStartupFailure(t *testing.T) {
