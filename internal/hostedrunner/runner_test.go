@@ -617,6 +617,9 @@ func TestRestoreInvalid(t *testing.T) {
 		{"absolute relative path", `"relative_path": "."`, `"relative_path": "/etc"`, "relative to the workspace root"},
 		{"flush status", `"flush_status": "completed"`, `"flush_status": "maybe"`, "runtime.flush_status"},
 		{"not json", `{`, `[`, "not a snapshot manifest"},
+		// Not in Go's words ("cannot unmarshal number into Go struct field
+		// ManifestRuntime.runtime.flush_status of type string").
+		{"field type", `"flush_status": "completed"`, `"flush_status": 5`, "not a snapshot manifest: runtime.flush_status: expected a string, found JSON number"},
 	}
 	for i, tt := range tests {
 		mp := filepath.Join(ws, "bad"+string(rune('0'+i))+".json")
