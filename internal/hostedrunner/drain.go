@@ -57,10 +57,7 @@ func DecodeDrainRequest(body []byte) (DrainRequest, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&raw); err != nil {
-		if field, msg, ok := httpedge.JSONTypeError(err); ok {
-			if field != "" {
-				msg = field + ": " + msg
-			}
+		if msg, ok := httpedge.JSONTypeText(err); ok {
 			return d, fmt.Errorf("drain request body: %s", msg) // it named Go types
 		}
 		return d, fmt.Errorf("drain request body: expected {reason?, requested_by?, export_paths?: [string]}: %s", strings.TrimPrefix(err.Error(), "json: "))

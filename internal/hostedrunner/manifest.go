@@ -381,12 +381,9 @@ func ReadManifest(path, root string) (*Manifest, error) {
 	}
 	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
-		if field, msg, ok := httpedge.JSONTypeError(err); ok {
+		if msg, ok := httpedge.JSONTypeText(err); ok {
 			// It named Go types ("cannot unmarshal string into Go struct
 			// field ManifestRuntime.runtime.cursor of type int64").
-			if field != "" {
-				msg = field + ": " + msg
-			}
 			err = errors.New(msg)
 		}
 		return nil, fmt.Errorf("restore manifest %s: not a snapshot manifest: %w", path, err)
