@@ -252,6 +252,23 @@ func TestHeadlessStartupFailure(t *testing.T) {
 	}
 }
 
+// TestHeadlessLimitVariables: an attachment limit set to something other
+// than a positive whole number is a start-up failure naming the variable;
+// it fell back to the default in silence (10 MiB for 50MB, or 0).
+func TestHeadlessLimitVariables(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"MAESTRO_HEADLESS_MAX_ATTACHMENT_BYTES", "MAESTRO_HEADLESS_MAX_TEXT_CHARS"} {
+		for _, v := range []string{"50MB", "0", "-1"} {
+			r := runCLI(t, map[string]string{name: v}, "headless", "--workspace", t.TempDir())
+			frames := r.frames(t)
+			want := fmt.Sprintf("%s %q: expected a positive whole number", name, v)
+			if r.code != ExitUsage || len(frames) != 1 || frames[0]["fatal"] != true || !strings.Contains(fmt.Sprint(frames[0]["message"]), want) {
+				t.Errorf("%s=%s: exit %d, stdout %v; want %d and a fatal error saying %s", name, v, r.code, frames, ExitUsage, want)
+			}
+		}
+	}
+}
+
 // TestHeadlessEndOfInput: in-process, a hello then end of input is a clean
 // exit 0 after the handshake, and the session is saved.
 func TestHeadlessEndOfInput(t *testing.T) {
