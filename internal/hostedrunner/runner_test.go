@@ -31,6 +31,8 @@ type fakeAttach struct {
 	draining    string
 	unavailable string
 	restored    []string
+	// notify, when set, receives each SetUnavailable message.
+	notify chan string
 }
 
 func (f *fakeAttach) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
@@ -45,6 +47,9 @@ func (f *fakeAttach) SetUnavailable(msg string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.unavailable = msg
+	if f.notify != nil {
+		f.notify <- msg
+	}
 }
 func (f *fakeAttach) MarkRestored(id string) {
 	f.mu.Lock()
@@ -411,6 +416,47 @@ func TestIdentityAndHealth(t *testing.T) {
 		if code, body, _ := get(p); code != 503 || !strings.Contains(body, `"status":"draining"`) {
 			t.Errorf("%s after drain: %d %s", p, code, body)
 		}
+	}
+}
+
+// TestShutdownMessageNotReady: a shutdown message ends the runner's one
+// session, and the runner says so: identity ready:false, /readyz 503 with
+// the reason, attach traffic unavailable. Identity and /readyz said ready
+// and a new controller attached to the closed session; a drain or Close
+// is not reported this way.
+func TestShutdownMessageNotReady(t *testing.T) {
+	t.Parallel()
+	r, a := newRunner(t, testConfig(newWorkspace(t)))
+	a.notify = make(chan string, 1)
+	c := connect(t, r)
+	if err := c.conn.Handle(context.Background(), protocol.Shutdown{}); err != nil {
+		t.Fatal(err)
+	}
+	if id := r.Identity(); id.Ready || id.Draining {
+		t.Errorf("identity after shutdown: %+v, want not ready, not draining", id)
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/readyz", nil)
+	req.Host = "127.0.0.1:8080"
+	r.Handler().ServeHTTP(rec, req)
+	if rec.Code != 503 || !strings.Contains(rec.Body.String(), MsgShutDown) {
+		t.Errorf("/readyz after shutdown: %d %s", rec.Code, rec.Body)
+	}
+	select {
+	case msg := <-a.notify:
+		if msg != MsgShutDown {
+			t.Errorf("attach unavailable with %q, want %q", msg, MsgShutDown)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the session API was not made unavailable")
+	}
+
+	drained, _ := newRunner(t, testConfig(newWorkspace(t)))
+	if _, _, err := drained.Drain(context.Background(), DrainRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, draining, msg := drained.Ready(); !draining || msg == MsgShutDown {
+		t.Errorf("a drained runner: draining %v, last error %q; want draining, not shut down", draining, msg)
 	}
 }
 
