@@ -38,6 +38,24 @@ func headlessEnv(home string) []string {
 	return proctest.NoModelEnv(home)
 }
 
+// headlessProcess is `maestro headless --workspace ws` of the built
+// binary on a machine with no model and Maestro's home at home, its
+// stderr captured, bounded to 60 s.
+func headlessProcess(t *testing.T, home, ws string) (context.Context, *exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	bin, err := maestroBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, bin, "headless", "--workspace", ws)
+	cmd.Env = headlessEnv(home)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	return ctx, cmd, &stderr
+}
+
 // embedder drives a `maestro headless` process over its pipes.
 type embedder struct {
 	t      *testing.T
@@ -75,17 +93,8 @@ func (e *embedder) next() map[string]any {
 // answered, read to the last response_end, shutdown, exit 0.
 func TestHeadlessSubprocess(t *testing.T) {
 	t.Parallel()
-	bin, err := maestroBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ws := t.TempDir()
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "headless", "--workspace", ws)
-	cmd.Env = headlessEnv(t.TempDir())
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	ctx, cmd, stderr := headlessProcess(t, t.TempDir(), ws)
 	stdin, stdout := proctest.StartPiped(t, cmd)
 	frames, _ := readFrames(t, stdout)
 	e := &embedder{t: t, ctx: ctx, stdin: stdin, frames: frames}
@@ -154,17 +163,8 @@ func TestHeadlessSubprocess(t *testing.T) {
 // the reason on stderr.
 func TestHeadlessStdoutClosed(t *testing.T) {
 	t.Parallel()
-	bin, err := maestroBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
 	home := t.TempDir()
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "headless", "--workspace", t.TempDir())
-	cmd.Env = headlessEnv(home)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	_, cmd, stderr := headlessProcess(t, home, t.TempDir())
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
