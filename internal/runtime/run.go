@@ -257,24 +257,26 @@ type runSink struct {
 }
 
 func (s *runSink) Event(m protocol.Message) {
-	out := func() {
-		s.r.publish(m, "")
-		if t, ok := m.(interface{ MessageType() string }); ok {
-			s.r.publishRaw(t.MessageType(), m)
-		}
-	}
 	if !s.holdEnd {
-		out()
+		s.out(m)
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.runHeld()
 	if _, end := m.(protocol.ResponseEnd); end {
-		s.held = []func(){out}
+		s.held = []func(){func() { s.out(m) }}
 		return
 	}
-	out()
+	s.out(m)
+}
+
+// out publishes m and, for the connections that asked, its raw event.
+func (s *runSink) out(m protocol.Message) {
+	s.r.publish(m, "")
+	if t, ok := m.(interface{ MessageType() string }); ok {
+		s.r.publishRaw(t.MessageType(), m)
+	}
 }
 
 // runHeld does the held work; s.mu is held.
@@ -314,21 +316,20 @@ func (r *Runtime) publishRaw(eventType string, event any) {
 func (r *Runtime) Sink() agent.Sink { return &runSink{r: r} }
 
 func (s *runSink) Message(m llm.Message) {
-	out := func() {
-		s.r.logMessage(m)
-		s.r.publishRaw("message", m)
+	if s.holdEnd {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.held != nil {
+			s.held = append(s.held, func() { s.message(m) }) // after the response_end it follows
+			return
+		}
 	}
-	if !s.holdEnd {
-		out()
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.held != nil {
-		s.held = append(s.held, out) // after the response_end it follows
-		return
-	}
-	out()
+	s.message(m)
+}
+
+func (s *runSink) message(m llm.Message) {
+	s.r.logMessage(m)
+	s.r.publishRaw("message", m)
 }
 
 func (r *Runtime) anyRawEvents() bool {
