@@ -7,11 +7,15 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
+	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/maestro-run/maestro/internal/binpages"
 	"github.com/maestro-run/maestro/internal/host"
+	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/runtime"
@@ -26,6 +30,10 @@ type headlessOptions struct {
 	// maxIterationsGiven: --max-iterations was on the command line (its
 	// 0 is then no default).
 	maxIterationsGiven bool
+	// args are the command line's arguments (it takes none); useLine its
+	// usage line, for the refusal.
+	args    []string
+	useLine string
 }
 
 func newHeadlessCmd(io *IOStreams) *cobra.Command {
@@ -65,12 +73,24 @@ If Maestro cannot start, it writes one fatal error message on stdout
   maestro headless --replay scenario.yaml --approval-mode auto
   maestro headless --client-tools tools.json --model anthropic/claude-sonnet-4-5
   maestro headless --agent claude-code --approval-mode prompt`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		// An argument is refused by runHeadless, so that the client reads
+		// the refusal on stdout as for any other start-up failure.
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
 			o.maxIterationsGiven = cmd.Flags().Changed("max-iterations")
+			o.args, o.useLine = args, cmd.UseLine()
 			return runHeadless(cmd.Context(), io, o)
 		},
 	}
+	// A bad flag is a start-up failure the client reads on stdout too (it
+	// got nothing there, only an exit status 2).
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		err = flagError(c, err)
+		if werr := stdio.WriteStartupFailure(io.Out, err); werr != nil {
+			io.logger(slog.LevelWarn).Error("write the startup failure", "err", werr)
+		}
+		return err
+	})
 	f := cmd.Flags()
 	o.sessionFlags.bind(cmd)
 	f.StringVar(&o.ApprovalMode, "approval-mode", string(protocol.ApprovalPrompt), "tool calls that change things: prompt (ask the client), auto (run), fail (deny); init can change it")
@@ -97,6 +117,13 @@ func runHeadless(ctx context.Context, io *IOStreams, o headlessOptions) error {
 	// SIGINT and SIGTERM end the session like a shutdown message.
 	sctx, stop := untilSignalled(ctx)
 	defer stop()
+	// A client that closes its end of stdout must not kill Maestro with
+	// SIGPIPE (Go's default for a write to fd 1), which left the run
+	// unfinished in the session log: the write fails with EPIPE instead
+	// and the session shuts down as on a shutdown message.
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
+	defer signal.Stop(pipe)
 	serveErr := stdio.Serve(sctx, stdio.Config{Runtime: s.Runtime, In: io.In, Out: io.Out, Logger: log,
 		// Probing the sandbox runs processes: after ready, not before.
 		Started: func() { s.Started(); go releaseStartupPages(sctx, s, log) }})
@@ -129,6 +156,9 @@ func releaseStartupPages(ctx context.Context, s *host.Session, log *slog.Logger)
 // It stays fast: the sandbox is probed in the background (ready does not
 // wait for it) unless --sandbox bwrap or landlock makes its absence fatal.
 func startHeadless(ctx context.Context, io *IOStreams, o headlessOptions, log *slog.Logger) (*host.Session, error) {
+	if len(o.args) > 0 {
+		return nil, usageErr("unknown command %q for \"maestro headless\" (usage: %s)", o.args[0], o.useLine)
+	}
 	mode := protocol.ApprovalMode(o.ApprovalMode)
 	switch mode {
 	case protocol.ApprovalAuto, protocol.ApprovalPrompt, protocol.ApprovalFail:
@@ -197,7 +227,16 @@ func loadClientTools(path string) ([]runtime.ClientTool, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&tools); err != nil {
-		return nil, fmt.Errorf("%s: expected a JSON array of {\"name\", \"description\", \"input_schema\"}: %w", path, err)
+		const want = `a JSON array of {"name", "description", "input_schema"}`
+		// Not in Go's words ("cannot unmarshal object into Go value of
+		// type []runtime.ClientTool").
+		if field, msg, ok := httpedge.JSONTypeError(err); ok && field != "" {
+			return nil, fmt.Errorf("%s: %s: %s", path, field, msg)
+		} else if ok {
+			_, found, _ := strings.Cut(msg, ", ")
+			return nil, fmt.Errorf("%s: expected %s, %s", path, want, found)
+		}
+		return nil, fmt.Errorf("%s: expected %s: %s", path, want, strings.TrimPrefix(err.Error(), "json: "))
 	}
 	for i, t := range tools {
 		if t.Name == "" {

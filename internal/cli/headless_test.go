@@ -38,6 +38,24 @@ func headlessEnv(home string) []string {
 	return proctest.NoModelEnv(home)
 }
 
+// headlessProcess is `maestro headless --workspace ws` of the built
+// binary on a machine with no model and Maestro's home at home, its
+// stderr captured, bounded to 60 s.
+func headlessProcess(t *testing.T, home, ws string) (context.Context, *exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	bin, err := maestroBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, bin, "headless", "--workspace", ws)
+	cmd.Env = headlessEnv(home)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	return ctx, cmd, &stderr
+}
+
 // embedder drives a `maestro headless` process over its pipes.
 type embedder struct {
 	t      *testing.T
@@ -75,17 +93,8 @@ func (e *embedder) next() map[string]any {
 // answered, read to the last response_end, shutdown, exit 0.
 func TestHeadlessSubprocess(t *testing.T) {
 	t.Parallel()
-	bin, err := maestroBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ws := t.TempDir()
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "headless", "--workspace", ws)
-	cmd.Env = headlessEnv(t.TempDir())
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	ctx, cmd, stderr := headlessProcess(t, t.TempDir(), ws)
 	stdin, stdout := proctest.StartPiped(t, cmd)
 	frames, _ := readFrames(t, stdout)
 	e := &embedder{t: t, ctx: ctx, stdin: stdin, frames: frames}
@@ -147,6 +156,50 @@ func TestHeadlessSubprocess(t *testing.T) {
 	}
 }
 
+// TestHeadlessStdoutClosed: a client that closes its end of stdout
+// mid-session does not kill Maestro with SIGPIPE (the process died of the
+// signal, the run left unfinished in the session log): the session shuts
+// down, its log ends with the aborted run, and the exit status is 1 with
+// the reason on stderr.
+func TestHeadlessStdoutClosed(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	_, cmd, stderr := headlessProcess(t, home, t.TempDir())
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if _, err := bufio.NewReader(r).ReadString('\n'); err != nil {
+		t.Fatalf("read ready: %v", err)
+	}
+	r.Close()
+	if _, err := io.WriteString(stdin, `{"type":"prompt","content":"hello"}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	stdin.Close()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != ExitError || !strings.Contains(stderr.String(), "broken pipe") {
+		t.Fatalf("exit: %v, want status %d saying broken pipe; stderr:\n%s", err, ExitError, stderr.String())
+	}
+	logs, _ := filepath.Glob(filepath.Join(home, "sessions", "*", "events.jsonl"))
+	if len(logs) != 1 {
+		t.Fatalf("session logs %v, want one", logs)
+	}
+	data, err := os.ReadFile(logs[0])
+	if err != nil || !bytes.Contains(data, []byte(`"Operation aborted: the run was interrupted"`)) {
+		t.Errorf("the session log does not end the run (%v):\n%s", err, data)
+	}
+}
+
 // TestHeadlessStartupFailure: a client gets one fatal error message on
 // stdout, the details go to stderr, and the exit status is non-zero.
 func TestHeadlessStartupFailure(t *testing.T) {
@@ -168,6 +221,12 @@ func TestHeadlessStartupFailure(t *testing.T) {
 		// 0 is the flag's "not given": typed, it ran the default 50 calls.
 		{"max iterations 0", []string{"--max-iterations", "0"}, ExitUsage, "--max-iterations must be positive, got 0"},
 		{"max iterations -1", []string{"--max-iterations", "-1"}, ExitUsage, "--max-iterations must be positive, got -1"},
+		// Cobra's refusals wrote nothing on stdout.
+		{"unknown flag", []string{"--bogus"}, ExitUsage, "unknown flag: --bogus"},
+		{"flag value", []string{"--max-iterations", "x"}, ExitUsage, `--max-iterations "x": expected a whole number`},
+		{"argument", []string{"extra"}, ExitUsage, `unknown command "extra" for "maestro headless"`},
+		// It said "cannot unmarshal object into Go value of type []runtime.ClientTool".
+		{"client tools type", []string{"--client-tools", badTools}, ExitUsage, "expected a JSON array of {\"name\", \"description\", \"input_schema\"}, found JSON object"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -190,6 +249,23 @@ func TestHeadlessStartupFailure(t *testing.T) {
 				t.Errorf("stderr does not explain the failure: %q", r.stderr)
 			}
 		})
+	}
+}
+
+// TestHeadlessLimitVariables: an attachment limit set to something other
+// than a positive whole number is a start-up failure naming the variable;
+// it fell back to the default in silence (10 MiB for 50MB, or 0).
+func TestHeadlessLimitVariables(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"MAESTRO_HEADLESS_MAX_ATTACHMENT_BYTES", "MAESTRO_HEADLESS_MAX_TEXT_CHARS"} {
+		for _, v := range []string{"50MB", "0", "-1"} {
+			r := runCLI(t, map[string]string{name: v}, "headless", "--workspace", t.TempDir())
+			frames := r.frames(t)
+			want := fmt.Sprintf("%s %q: expected a positive whole number", name, v)
+			if r.code != ExitUsage || len(frames) != 1 || frames[0]["fatal"] != true || !strings.Contains(fmt.Sprint(frames[0]["message"]), want) {
+				t.Errorf("%s=%s: exit %d, stdout %v; want %d and a fatal error saying %s", name, v, r.code, frames, ExitUsage, want)
+			}
+		}
 	}
 }
 

@@ -87,7 +87,8 @@ approval request.
 Once listening, the runner writes one line on stdout,
 {"baseUrl":"http://127.0.0.1:<port>","sessionId":"<session>"}; diagnostics go
 to stderr. It exits when stdin, if it is a pipe, reaches end of file
-(--stdin-eof). SIGTERM and SIGINT drain (reason process_shutdown) before exit.`,
+(--stdin-eof). SIGTERM and SIGINT drain (reason process_shutdown) before exit;
+the exit status is 1 if that drain wrote no manifest or was interrupted.`,
 		Example: `  MAESTRO_RUNNER_SESSION_ID=mrs_1 maestro hosted-runner --workspace-root /workspace --listen 127.0.0.1:8080
   MAESTRO_HOSTED_RUNNER_AUTH_TOKEN=s3cret maestro hosted-runner --runner-session-id mrs_1 --workspace-root /workspace
   curl -X POST localhost:8080/.well-known/evalops/remote-runner/drain -H 'Content-Type: application/json' -d '{"reason":"ttl_expired"}'`,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 
 	"github.com/maestro-run/maestro/internal/runtime"
 	"github.com/maestro-run/maestro/internal/transport/httpattach"
@@ -30,8 +31,8 @@ func (a *attached) createAgent(ctx context.Context, req httpattach.CreateRequest
 		if req.WorkspaceRoot == "" {
 			os.Remove(dir) // the fresh directory, still empty
 		}
-		if _, ok := errors.AsType[*SpecError](err); ok {
-			return nil, "", badCreate("%v", err)
+		if se, ok := errors.AsType[*SpecError](err); ok {
+			return nil, "", badCreate("%s", bodyWords.Replace(se.Msg))
 		}
 		return nil, "", createFailed("create the session on agent "+req.Agent, err)
 	}
@@ -39,3 +40,8 @@ func (a *attached) createAgent(ctx context.Context, req httpattach.CreateRequest
 	a.h.log.Info("headless session created", "session", s.ID(), "workspace", dir, "agent", req.Agent, "agent_session", req.AgentSession)
 	return s.Runtime, s.ID(), nil
 }
+
+// bodyWords names the create body's fields where a spec error names the
+// flags of maestro headless: over HTTP an unknown agent said '--agent
+// "nope": unknown agent', a flag the client never used.
+var bodyWords = strings.NewReplacer("--agent", "agent", "--resume", "agentSession", "--model", "model")

@@ -45,11 +45,12 @@ func TestAttachAgentSession(t *testing.T) {
 		want string
 	}{
 		{"thinking", httpattach.CreateRequest{Agent: "fake-agent", ThinkingLevel: "high"}, "thinkingLevel applies to Maestro's own agent loop"},
-		{"unknown agent", httpattach.CreateRequest{Agent: "nope"}, "unknown agent"},
+		// It said --agent, a flag of maestro headless.
+		{"unknown agent", httpattach.CreateRequest{Agent: "nope"}, `agent "nope": unknown agent`},
 	} {
 		_, _, err := sessions.Create(t.Context(), tc.req)
 		he, ok := errors.AsType[*httpattach.Error](err)
-		if !ok || he.Status != http.StatusBadRequest || !strings.Contains(he.Message, tc.want) {
+		if !ok || he.Status != http.StatusBadRequest || !strings.Contains(he.Message, tc.want) || strings.Contains(he.Message, "--") {
 			t.Errorf("%s: %v, want 400 saying %q", tc.name, err, tc.want)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -182,6 +183,24 @@ func checkLaunchID(name, v string) error {
 	return nil
 }
 
+// limitVars are the environment's limits on prompt attachments
+// (docs/protocol.md, "Launching"), read by runtimeConfig.
+var limitVars = []string{"MAESTRO_HEADLESS_MAX_ATTACHMENT_BYTES", "MAESTRO_HEADLESS_MAX_TEXT_CHARS"}
+
+// checkLimits refuses a limit variable that is set but not a positive
+// whole number: it fell back to the default in silence (10 MiB for
+// MAESTRO_HEADLESS_MAX_ATTACHMENT_BYTES=50MB, or =0).
+func (h *Host) checkLimits() error {
+	for _, name := range limitVars {
+		if v := h.getenv(name); v != "" {
+			if n, err := strconv.ParseInt(v, 10, 64); err != nil || n <= 0 {
+				return specErr("%s %q: expected a positive whole number", name, workspace.Excerpt(v))
+			}
+		}
+	}
+	return nil
+}
+
 // Session is an assembled session: its runtime, not started, over its
 // log and workspace.
 type Session struct {
@@ -228,6 +247,9 @@ func (h *Host) NewSession(ctx context.Context, spec Spec) (_ *Session, err error
 		return nil, err
 	}
 	if err := checkLaunchID("MAESTRO_AGENT_RUN_ID", spec.AgentRunID); err != nil {
+		return nil, err
+	}
+	if err := h.checkLimits(); err != nil {
 		return nil, err
 	}
 	if spec.Resume != "" {
@@ -360,8 +382,8 @@ func (h *Host) runtimeConfig(sess *session.Session, root *workspace.Root, spec S
 		System:             spec.System,
 		ApprovalMode:       spec.ApprovalMode,
 		BufferFrames:       spec.BufferFrames,
-		MaxAttachmentBytes: envInt(h.getenv, "MAESTRO_HEADLESS_MAX_ATTACHMENT_BYTES"),
-		MaxAttachmentChars: int(envInt(h.getenv, "MAESTRO_HEADLESS_MAX_TEXT_CHARS")),
+		MaxAttachmentBytes: envInt(h.getenv, limitVars[0]),
+		MaxAttachmentChars: int(envInt(h.getenv, limitVars[1])),
 		Logger:             h.log,
 		CompactAt:          h.cfg.CompactAt,
 		Values:             h.sessionValues(cmp.Or(spec.SessionID, sess.Meta().ClientSessionID, sess.ID())),

@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/httpedge"
@@ -133,6 +135,28 @@ func either(flag string, names []string) string {
 	return flag + " or " + strings.Join(names, " / ")
 }
 
+// MaxRunnerSessionID bounds the runner session id, which names the
+// drain's files (<id>-<time>.session.jsonl within 255 bytes); a longer
+// one was accepted and every drain failed. MaxLaunchID bounds the Maestro
+// session id and the agent run id, as maestro headless does.
+const (
+	MaxRunnerSessionID = 200
+	MaxLaunchID        = 256
+)
+
+// checkID refuses an id longer than max bytes, or with control
+// characters or spaces (it goes into URLs, file names and logs): maestro
+// headless refuses them in MAESTRO_SESSION_ID, the runner took them.
+func checkID(v string, max int) error {
+	switch {
+	case len(v) > max:
+		return fmt.Errorf("expected an id of at most %d bytes, found %d", max, len(v))
+	case strings.IndexFunc(v, func(r rune) bool { return unicode.IsControl(r) || unicode.IsSpace(r) || r == utf8.RuneError }) >= 0:
+		return fmt.Errorf("%q: expected an id without spaces or control characters (UTF-8)", v)
+	}
+	return nil
+}
+
 // Load resolves the configuration from flags and the environment. Errors
 // name the flag and the variables that could have supplied the value.
 func Load(f Flags, getenv func(string) string) (Config, error) {
@@ -168,6 +192,19 @@ func Load(f Flags, getenv func(string) string) (Config, error) {
 	c.WorkspaceID = pick(f.WorkspaceID, getenv, EnvWorkspaceID)
 	c.AgentRunID = pick(f.AgentRunID, getenv, EnvAgentRunID)
 	c.MaestroSessionID = pick(f.MaestroSessionID, getenv, EnvMaestroSessionID)
+	for _, id := range []struct {
+		v, flag string
+		env     []string
+		max     int
+	}{
+		{c.RunnerSessionID, "--runner-session-id", EnvRunnerSessionID, MaxRunnerSessionID},
+		{c.MaestroSessionID, "--maestro-session-id", EnvMaestroSessionID, MaxLaunchID},
+		{c.AgentRunID, "--agent-run-id", EnvAgentRunID, MaxLaunchID},
+	} {
+		if err := checkID(id.v, id.max); err != nil {
+			return c, fmt.Errorf("%s: %w", either(id.flag, id.env), err)
+		}
+	}
 	c.AttachAudience = pick(f.AttachAudience, getenv, EnvAttachAudience)
 
 	c.SnapshotRoot = pick(f.SnapshotRoot, getenv, EnvSnapshotRoot)

@@ -157,6 +157,12 @@ func TestLoad(t *testing.T) {
 		}},
 		{name: "bad max connections", flags: Flags{MaxConnections: "0"}, env: base, err: `--max-connections or MAESTRO_HOSTED_RUNNER_MAX_CONNECTIONS "0": expected a positive number`},
 		{name: "missing runner id", env: with("MAESTRO_RUNNER_SESSION_ID", "<unset>"), err: "--runner-session-id or MAESTRO_RUNNER_SESSION_ID / REMOTE_RUNNER_SESSION_ID"},
+		// Ids were taken whatever they were: a runner id too long to name
+		// the drain's files made every drain fail.
+		{name: "runner id too long", env: with("MAESTRO_RUNNER_SESSION_ID", strings.Repeat("r", MaxRunnerSessionID+1)), err: "--runner-session-id or MAESTRO_RUNNER_SESSION_ID / REMOTE_RUNNER_SESSION_ID: expected an id of at most 200 bytes, found 201"},
+		{name: "runner id with a space", env: with("MAESTRO_RUNNER_SESSION_ID", "mrs 1"), err: `"mrs 1": expected an id without spaces or control characters`},
+		{name: "session id with a newline", env: with("MAESTRO_SESSION_ID", "s\n1"), err: `--maestro-session-id or MAESTRO_SESSION_ID: "s\n1": expected an id without spaces`},
+		{name: "agent run id too long", flags: Flags{AgentRunID: strings.Repeat("a", MaxLaunchID+1)}, env: base, err: "--agent-run-id or MAESTRO_AGENT_RUN_ID: expected an id of at most 256 bytes"},
 		{name: "missing workspace", env: with("MAESTRO_WORKSPACE_ROOT", "<unset>"), err: "--workspace-root or MAESTRO_WORKSPACE_ROOT / WORKSPACE_ROOT"},
 		{name: "workspace does not exist", env: with("MAESTRO_WORKSPACE_ROOT", filepath.Join(ws, "nope")), err: "must be an existing directory"},
 		{name: "workspace is a file", env: with("MAESTRO_WORKSPACE_ROOT", file), err: "it is a file"},

@@ -7,7 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -84,3 +87,44 @@ func TestServeMaxConnections(t *testing.T) {
 type nopCloser struct{}
 
 func (nopCloser) Close() {}
+
+// TestServeSignalDrain: a SIGTERM whose drain writes no manifest (the
+// snapshot root is a file) makes Serve fail, so the process exits
+// non-zero; it exited 0 as if the session had been handed over. A drain
+// that succeeds still returns nil.
+func TestServeSignalDrain(t *testing.T) {
+	t.Parallel()
+	for _, broken := range []bool{false, true} {
+		t.Run(fmt.Sprintf("broken=%v", broken), func(t *testing.T) {
+			t.Parallel()
+			cfg := testConfig(newWorkspace(t))
+			if broken {
+				cfg.SnapshotRoot = filepath.Join(cfg.WorkspaceRoot, "file")
+				if err := os.WriteFile(cfg.SnapshotRoot, nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r, _ := newRunner(t, cfg)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			sig := make(chan os.Signal, 1)
+			sig <- syscall.SIGTERM
+			served := make(chan error, 1)
+			go func() { served <- r.Serve(t.Context(), ln, nopCloser{}, sig, nil) }()
+			var err2 error
+			select {
+			case err2 = <-served:
+			case <-time.After(20 * time.Second):
+				t.Fatal("Serve did not return after the signal")
+			}
+			switch {
+			case broken && (err2 == nil || !strings.Contains(err2.Error(), "no manifest was written")):
+				t.Errorf("Serve = %v, want the failed drain", err2)
+			case !broken && err2 != nil:
+				t.Errorf("Serve = %v, want nil after a drain", err2)
+			}
+		})
+	}
+}

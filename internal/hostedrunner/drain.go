@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/protocol"
 )
 
@@ -56,7 +57,10 @@ func DecodeDrainRequest(body []byte) (DrainRequest, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&raw); err != nil {
-		return d, fmt.Errorf("drain request body: expected {reason?, requested_by?, export_paths?: [string]}: %v", err)
+		if msg, ok := httpedge.JSONTypeText(err); ok {
+			return d, fmt.Errorf("drain request body: %s", msg) // it named Go types
+		}
+		return d, fmt.Errorf("drain request body: expected {reason?, requested_by?, export_paths?: [string]}: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	if dec.More() {
 		return d, errors.New("drain request body: expected one JSON object")

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/maestro-run/maestro/internal/httpedge"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/workspace"
 )
@@ -372,11 +373,19 @@ func resolvePath(p string, depth int) (string, bool, error) {
 // as failed.
 func ReadManifest(path, root string) (*Manifest, error) {
 	data, err := readManifestFile(path, root)
+	if pe, ok := errors.AsType[*fs.PathError](err); ok && pe.Path == filepath.Base(path) {
+		err = pe.Err // "open NAME: …" without its directory said less than path
+	}
 	if err != nil {
-		return nil, fmt.Errorf("restore manifest: %w", err)
+		return nil, fmt.Errorf("restore manifest %s: %w", path, err)
 	}
 	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
+		if msg, ok := httpedge.JSONTypeText(err); ok {
+			// It named Go types ("cannot unmarshal string into Go struct
+			// field ManifestRuntime.runtime.cursor of type int64").
+			err = errors.New(msg)
+		}
 		return nil, fmt.Errorf("restore manifest %s: not a snapshot manifest: %w", path, err)
 	}
 	if m.ProtocolVersion != ManifestProtocol {

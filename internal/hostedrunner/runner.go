@@ -119,6 +119,7 @@ type Runner struct {
 	mu        sync.Mutex
 	ready     bool
 	draining  bool
+	closing   bool // Close was called
 	lastError string
 	drained   *DrainResponse
 	drainCode int
@@ -238,7 +239,49 @@ func New(cfg Config, opts Options) (*Runner, error) {
 	}
 	r.rt = rt
 	r.start()
+	go r.watchShutdown()
 	return r, nil
+}
+
+// MsgShutDown is the runner's last error once a shutdown message ended
+// its session.
+const MsgShutDown = "Hosted runner session was shut down (a shutdown message): this runner serves nothing more; start a new one"
+
+// watchShutdown marks the runner not ready once its runtime is shut down
+// other than by a drain (a shutdown message over HTTP): identity and
+// /readyz said ready, and attach requests answered the closed session's
+// snapshot, so a control plane kept sending clients to a runner that
+// could serve none.
+func (r *Runner) watchShutdown() {
+	<-r.rt.Done()
+	r.mu.Lock()
+	shut := r.noteShutdownLocked()
+	a := r.attach
+	r.mu.Unlock()
+	if shut && a != nil {
+		a.SetUnavailable(MsgShutDown)
+	}
+}
+
+// noteShutdownLocked makes a ready runner whose runtime was shut down,
+// neither by a drain nor by Close, not ready (MsgShutDown), and reports
+// whether the runner is in that state. Ready and Identity call it too, so
+// they say it as soon as the shutdown message is handled.
+func (r *Runner) noteShutdownLocked() bool {
+	if r.lastError == MsgShutDown {
+		return true
+	}
+	select {
+	case <-r.rt.Done():
+	default:
+		return false
+	}
+	if r.draining || r.closing || !r.ready {
+		return false
+	}
+	r.ready, r.lastError = false, MsgShutDown
+	r.log.Info("hosted runner session shut down by a shutdown message: not ready")
+	return true
 }
 
 // utilities binds into opts.Utilities the directories watches and
@@ -388,7 +431,9 @@ func lastInit(m *Manifest) *protocol.Init {
 
 // SetAttach sets the session API and tells it the restore outcome.
 func (r *Runner) SetAttach(a Attach) {
+	r.mu.Lock()
 	r.attach = a
+	r.mu.Unlock()
 	if r.restore == nil {
 		return
 	}
@@ -429,7 +474,7 @@ func (r *Runner) Serve(ctx context.Context, ln net.Listener, attach interface{ C
 	limited.Configure(srv, func(*http.Request) httpedge.Surface { return httpedge.Headless })
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(limited) }()
-	var serveErr error
+	var serveErr, drainErr error
 	select {
 	case s := <-signals:
 		r.log.Info("signal: draining before exit", "signal", s.String())
@@ -437,8 +482,14 @@ func (r *Runner) Serve(ctx context.Context, ln net.Listener, attach interface{ C
 		switch {
 		case err != nil:
 			r.log.Error("drain", "err", err)
+			// The exit status says so: a control plane that took exit 0
+			// for a hand-off would look for a manifest that is not there.
+			drainErr = fmt.Errorf("signal %s: %w; no manifest was written", s, err)
 		default:
 			r.log.Info("drained", "status", d.Status, "http_status", code, "manifest", d.ManifestPath)
+			if d.Status != DrainDrained {
+				drainErr = fmt.Errorf("signal %s: drain %s: manifest %s is a partial hand-off", s, d.Status, d.ManifestPath)
+			}
 		}
 	case <-stop:
 		r.log.Info("stdin closed: shutting down")
@@ -455,10 +506,13 @@ func (r *Runner) Serve(ctx context.Context, ln net.Listener, attach interface{ C
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", serveErr)
 	}
+	if closeErr != nil && drainErr != nil {
+		return fmt.Errorf("%w; save session: %w", drainErr, closeErr)
+	}
 	if closeErr != nil {
 		return fmt.Errorf("save session: %w", closeErr)
 	}
-	return nil
+	return drainErr
 }
 
 // Runtime returns the runner's runtime.
@@ -478,6 +532,7 @@ func (r *Runner) Config() Config { return r.cfg }
 func (r *Runner) Ready() (ready, draining bool, lastError string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.noteShutdownLocked()
 	return r.ready && !r.draining, r.draining, r.lastError
 }
 
@@ -485,6 +540,9 @@ func (r *Runner) Ready() (ready, draining bool, lastError string) {
 // its work to stop, flushes the session log (unless a drain already did)
 // and closes it.
 func (r *Runner) Close() error {
+	r.mu.Lock()
+	r.closing = true
+	r.mu.Unlock()
 	closed := make(chan error, 1)
 	go func() { closed <- r.rt.Close() }()
 	var err error
@@ -536,6 +594,7 @@ type Identity struct {
 func (r *Runner) Identity() Identity {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.noteShutdownLocked()
 	id := Identity{
 		ProtocolVersion: IdentityProtocol, RunnerSessionID: r.cfg.RunnerSessionID,
 		OwnerInstanceID: r.cfg.OwnerInstanceID, Ready: r.ready && !r.draining, Draining: r.draining,

@@ -31,6 +31,8 @@ type fakeAttach struct {
 	draining    string
 	unavailable string
 	restored    []string
+	// notify, when set, receives each SetUnavailable message.
+	notify chan string
 }
 
 func (f *fakeAttach) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
@@ -45,6 +47,9 @@ func (f *fakeAttach) SetUnavailable(msg string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.unavailable = msg
+	if f.notify != nil {
+		f.notify <- msg
+	}
 }
 func (f *fakeAttach) MarkRestored(id string) {
 	f.mu.Lock()
@@ -202,7 +207,10 @@ func TestDecodeDrainRequest(t *testing.T) {
 		{body: `{"stop_reason":"r","requestedBy":"p","exportPaths":["a","b"]}`, want: DrainRequest{Reason: "r", RequestedBy: "p", ExportPaths: []string{"a", "b"}}},
 		{body: `{"reason":"r","stop_reason":"s"}`, want: DrainRequest{Reason: "r"}},
 		{body: `{"bogus":1}`, err: "unknown field"},
-		{body: `{"reason":1}`, err: "drain request body"},
+		{body: `{"reason":1}`, err: "drain request body: reason: expected a string, found JSON number"},
+		{body: `{"export_paths":"."}`, err: "drain request body: export_paths: expected a JSON array, found JSON string"},
+		{body: `{"export_paths":[1]}`, err: "drain request body: export_paths: expected a string, found JSON number"},
+		{body: `["ttl_expired"]`, err: "drain request body: expected a JSON object, found JSON array"},
 		{body: "{\"reason\":\"a\x00\"}", err: "NUL byte"},
 		{body: `{} {}`, err: "one JSON object"},
 		{body: `{"reason":"` + strings.Repeat("x", MaxDrainBody) + `"}`, err: "larger than"},
@@ -411,6 +419,47 @@ func TestIdentityAndHealth(t *testing.T) {
 	}
 }
 
+// TestShutdownMessageNotReady: a shutdown message ends the runner's one
+// session, and the runner says so: identity ready:false, /readyz 503 with
+// the reason, attach traffic unavailable. Identity and /readyz said ready
+// and a new controller attached to the closed session; a drain or Close
+// is not reported this way.
+func TestShutdownMessageNotReady(t *testing.T) {
+	t.Parallel()
+	r, a := newRunner(t, testConfig(newWorkspace(t)))
+	a.notify = make(chan string, 1)
+	c := connect(t, r)
+	if err := c.conn.Handle(context.Background(), protocol.Shutdown{}); err != nil {
+		t.Fatal(err)
+	}
+	if id := r.Identity(); id.Ready || id.Draining {
+		t.Errorf("identity after shutdown: %+v, want not ready, not draining", id)
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/readyz", nil)
+	req.Host = "127.0.0.1:8080"
+	r.Handler().ServeHTTP(rec, req)
+	if rec.Code != 503 || !strings.Contains(rec.Body.String(), MsgShutDown) {
+		t.Errorf("/readyz after shutdown: %d %s", rec.Code, rec.Body)
+	}
+	select {
+	case msg := <-a.notify:
+		if msg != MsgShutDown {
+			t.Errorf("attach unavailable with %q, want %q", msg, MsgShutDown)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the session API was not made unavailable")
+	}
+
+	drained, _ := newRunner(t, testConfig(newWorkspace(t)))
+	if _, _, err := drained.Drain(context.Background(), DrainRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, draining, msg := drained.Ready(); !draining || msg == MsgShutDown {
+		t.Errorf("a drained runner: draining %v, last error %q; want draining, not shut down", draining, msg)
+	}
+}
+
 func TestFixtureApproval(t *testing.T) {
 	t.Parallel()
 	r, _ := newRunner(t, testConfig(newWorkspace(t)))
@@ -614,6 +663,9 @@ func TestRestoreInvalid(t *testing.T) {
 		{"absolute relative path", `"relative_path": "."`, `"relative_path": "/etc"`, "relative to the workspace root"},
 		{"flush status", `"flush_status": "completed"`, `"flush_status": "maybe"`, "runtime.flush_status"},
 		{"not json", `{`, `[`, "not a snapshot manifest"},
+		// Not in Go's words ("cannot unmarshal number into Go struct field
+		// ManifestRuntime.runtime.flush_status of type string").
+		{"field type", `"flush_status": "completed"`, `"flush_status": 5`, "not a snapshot manifest: runtime.flush_status: expected a string, found JSON number"},
 	}
 	for i, tt := range tests {
 		mp := filepath.Join(ws, "bad"+string(rune('0'+i))+".json")
@@ -626,10 +678,12 @@ func TestRestoreInvalid(t *testing.T) {
 			t.Errorf("%s: error %v, want %q", tt.name, err, tt.err)
 		}
 	}
+	// A manifest that is not there is named by the path looked at (the
+	// error said "open none.json", with no directory).
 	cfg := testConfig(ws)
 	cfg.RestoreManifest = filepath.Join(ws, "none.json")
-	if _, err := New(cfg, Options{}); err == nil {
-		t.Error("a missing restore manifest was accepted")
+	if _, err := New(cfg, Options{}); err == nil || !strings.Contains(err.Error(), "restore manifest "+cfg.RestoreManifest+":") {
+		t.Errorf("a missing restore manifest: error %v, want it named %s", err, cfg.RestoreManifest)
 	}
 }
 

@@ -19,6 +19,16 @@ func JSONTypeError(err error) (field, msg string, ok bool) {
 	return te.Field, fmt.Sprintf("expected %s, found JSON %s", JSONTypeName(te.Type), te.Value), true
 }
 
+// JSONTypeText is JSONTypeError as one text, "field: msg" (msg alone for
+// the whole document), for errors that name no field otherwise.
+func JSONTypeText(err error) (string, bool) {
+	field, msg, ok := JSONTypeError(err)
+	if ok && field != "" {
+		msg = field + ": " + msg
+	}
+	return msg, ok
+}
+
 // JSONTypeName says what JSON value decodes into a value of type t ("an
 // integer", "true or false", "a JSON object").
 func JSONTypeName(t reflect.Type) string {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -35,6 +36,10 @@ type activeRun struct {
 	// last holds what a turn asked to publish once the run has ended
 	// (Turn.PublishLast); only the run's goroutine touches it.
 	last []protocol.Message
+	// finished (under Runtime.mu) is set once the agent has returned,
+	// before its last response_end is published: a prompt then waits for
+	// the run to end instead of being refused as busy.
+	finished bool
 }
 
 // prompt starts a run in the background (wire contract §8.8). One prompt at a
@@ -47,6 +52,14 @@ func (r *Runtime) prompt(c *Conn, m protocol.Prompt) error {
 // startPrompt starts a run of m for c and returns it.
 func (r *Runtime) startPrompt(c *Conn, m protocol.Prompt) (*activeRun, error) {
 	r.mu.Lock()
+	for r.run != nil && r.run.finished {
+		// The turn is over (its last response_end may be out): the
+		// run only has its end to do.
+		done := r.run.done
+		r.mu.Unlock()
+		<-done
+		r.mu.Lock()
+	}
 	if r.run != nil {
 		r.mu.Unlock()
 		return nil, forbidden(msgBusy)
@@ -192,7 +205,12 @@ func (r *Runtime) execute(ctx context.Context, run *activeRun, s runSettings, m 
 	if s.toolRetry {
 		acfg.OnToolFailure = r.toolRetry(run)
 	}
-	res, err := agent.New(acfg).Run(ctx, s.history, input, runSink{r})
+	sink := &runSink{r: r, holdEnd: true}
+	res, err := agent.New(acfg).Run(ctx, s.history, input, sink)
+	r.mu.Lock()
+	run.finished = true
+	r.mu.Unlock()
+	sink.flush()
 	run.res, run.err = res, err
 	r.mu.Lock()
 	r.history = llm.AppendHistory(r.history, res.Messages...)
@@ -224,13 +242,56 @@ func (r *Runtime) endRun(run *activeRun) {
 // runSink is the agent's sink: every event through the publish path, every
 // conversation message to the log (and, for connections that negotiated
 // it, as a raw_agent_event).
-type runSink struct{ r *Runtime }
+//
+// With holdEnd (a prompt's run), a response_end, and what follows it up
+// to the next event, is held back: the next event publishes it first, and
+// the run's last one goes out once the agent has returned and the run is
+// finished. A response_end that no tool_call follows ends the turn
+// (docs/protocol.md); a client that sent its next prompt on seeing it
+// raced the run's end and was refused as busy, about one time in three.
+type runSink struct {
+	r       *Runtime
+	holdEnd bool
+	mu      sync.Mutex // orders the held work before the next event
+	held    []func()
+}
 
-func (s runSink) Event(m protocol.Message) {
+func (s *runSink) Event(m protocol.Message) {
+	if !s.holdEnd {
+		s.out(m)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.runHeld()
+	if _, end := m.(protocol.ResponseEnd); end {
+		s.held = []func(){func() { s.out(m) }}
+		return
+	}
+	s.out(m)
+}
+
+// out publishes m and, for the connections that asked, its raw event.
+func (s *runSink) out(m protocol.Message) {
 	s.r.publish(m, "")
 	if t, ok := m.(interface{ MessageType() string }); ok {
 		s.r.publishRaw(t.MessageType(), m)
 	}
+}
+
+// runHeld does the held work; s.mu is held.
+func (s *runSink) runHeld() {
+	for _, f := range s.held {
+		f()
+	}
+	s.held = nil
+}
+
+// flush does the held work.
+func (s *runSink) flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.runHeld()
 }
 
 // publishRaw publishes a raw_agent_event{event_type, event} of the agent's
@@ -252,9 +313,21 @@ func (r *Runtime) publishRaw(eventType string, event any) {
 // agent of this session itself (maestro run's piece runs): events are
 // published to every subscription and logged, conversation messages
 // logged.
-func (r *Runtime) Sink() agent.Sink { return runSink{r} }
+func (r *Runtime) Sink() agent.Sink { return &runSink{r: r} }
 
-func (s runSink) Message(m llm.Message) {
+func (s *runSink) Message(m llm.Message) {
+	if s.holdEnd {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.held != nil {
+			s.held = append(s.held, func() { s.message(m) }) // after the response_end it follows
+			return
+		}
+	}
+	s.message(m)
+}
+
+func (s *runSink) message(m llm.Message) {
 	s.r.logMessage(m)
 	s.r.publishRaw("message", m)
 }

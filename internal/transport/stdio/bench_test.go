@@ -52,14 +52,14 @@ type benchSession struct {
 	served chan error
 }
 
-func startSession(b *testing.B, p llm.Provider) *benchSession {
+func startSession(b testing.TB, p llm.Provider) *benchSession {
 	b.Helper()
 	return serveSession(b, hrt.Config{Provider: p, Cwd: b.TempDir()})
 }
 
 // serveSession serves a runtime of cfg (with no tools) over pipes and
 // reads up to its session_info.
-func serveSession(b *testing.B, cfg hrt.Config) *benchSession {
+func serveSession(b testing.TB, cfg hrt.Config) *benchSession {
 	b.Helper()
 	cfg.Tools = func(context.Context) (*tool.Set, error) { return tool.NewSet(), nil }
 	rt, err := hrt.New(cfg)
@@ -79,7 +79,7 @@ func serveSession(b *testing.B, cfg hrt.Config) *benchSession {
 
 // readUntil reads lines until one of type typ and returns how many lines
 // it read.
-func (s *benchSession) readUntil(b *testing.B, typ string) int {
+func (s *benchSession) readUntil(b testing.TB, typ string) int {
 	b.Helper()
 	want := []byte(`{"type":"` + typ + `"`)
 	for n := 1; ; n++ {
@@ -93,7 +93,7 @@ func (s *benchSession) readUntil(b *testing.B, typ string) int {
 	}
 }
 
-func (s *benchSession) close(b *testing.B) {
+func (s *benchSession) close(b testing.TB) {
 	s.in.Close()
 	go io.Copy(io.Discard, s.out)
 	if err := <-s.served; err != nil {

@@ -16,6 +16,12 @@
 // cleanly (pending requests cancelled, utilities stopped, the run
 // aborted), flush what was published, and make Serve return nil.
 //
+// Once ctx ends (SIGINT or SIGTERM in maestro headless), a client that
+// has stopped reading stdout no longer holds the process: when a write to
+// Out has not returned for StopGrace, Serve stops waiting for it (the
+// runtime is shut down and closed, its log saved) and returns
+// ErrStdoutStalled.
+//
 // Package stdiotest drives Serve in-process from transcript scripts for
 // golden tests (client lines in, normalised server lines out).
 package stdio
@@ -27,6 +33,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
+	"time"
 
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/runtime"
@@ -35,6 +43,15 @@ import (
 // DefaultMaxLineBytes is the longest input line accepted (16 MiB); a longer
 // line is answered with a protocol error and skipped.
 const DefaultMaxLineBytes = 16 << 20
+
+// DefaultStopGrace is how long a write to stdout may stay blocked after
+// ctx ends before Serve gives up on the client.
+const DefaultStopGrace = 5 * time.Second
+
+// ErrStdoutStalled is returned by Serve when ctx ended while the client
+// was not reading stdout: the messages it did not read are lost (the
+// session log has them).
+var ErrStdoutStalled = errors.New("the client stopped reading stdout: its last messages were not delivered (the session log has them)")
 
 // Config configures Serve.
 type Config struct {
@@ -54,6 +71,10 @@ type Config struct {
 	// Handled, when set, is called after each input line has been handled
 	// (decoded and given to the runtime); tests use it to synchronise.
 	Handled func()
+	// StopGrace bounds, once ctx has ended, how long one write to Out may
+	// block before Serve stops waiting for the client (default
+	// DefaultStopGrace).
+	StopGrace time.Duration
 }
 
 // Serve runs the protocol over In and Out until end of input, a shutdown
@@ -81,7 +102,20 @@ func Serve(ctx context.Context, cfg Config) error {
 	if started == nil {
 		started = func() {}
 	}
-	go func() { wrote <- writeFrames(sub, cfg.Out, started) }()
+	out := &watchedWriter{w: cfg.Out}
+	go func() { wrote <- writeFrames(sub, out, started) }()
+	finished := make(chan struct{})
+	defer close(finished)
+	stalled := make(chan struct{})
+	grace := cfg.StopGrace
+	if grace <= 0 {
+		grace = DefaultStopGrace
+	}
+	go watchStall(ctx, out, grace, finished, func() {
+		// Publishers stop waiting for stdout, so the runtime can shut down.
+		sub.Close()
+		close(stalled)
+	})
 	rt.Start()
 
 	lines := make(chan line)
@@ -91,7 +125,7 @@ func Serve(ctx context.Context, cfg Config) error {
 
 	var writeErr error
 loop:
-	for {
+	for ctx.Err() == nil {
 		select {
 		case l, ok := <-lines:
 			if !ok {
@@ -122,9 +156,56 @@ loop:
 		log.Warn("closing the headless runtime", "err", closeErr)
 	}
 	if writeErr == nil {
-		writeErr = <-wrote
+		select {
+		case writeErr = <-wrote:
+		case <-stalled:
+			writeErr = ErrStdoutStalled
+		}
 	}
 	return writeErr
+}
+
+// watchedWriter records when the write in progress began.
+type watchedWriter struct {
+	w io.Writer
+	// since is the UnixNano time the write in progress began, 0 between
+	// writes.
+	since atomic.Int64
+}
+
+func (w *watchedWriter) Write(p []byte) (int, error) {
+	w.since.Store(time.Now().UnixNano())
+	defer w.since.Store(0)
+	return w.w.Write(p)
+}
+
+// watchStall calls stall once ctx has ended and a write to out has been
+// blocked for grace, unless finished closes first.
+func watchStall(ctx context.Context, out *watchedWriter, grace time.Duration, finished <-chan struct{}, stall func()) {
+	select {
+	case <-ctx.Done():
+	case <-finished:
+		return
+	}
+	wait := grace
+	for {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-finished:
+			t.Stop()
+			return
+		}
+		wait = grace
+		if since := out.since.Load(); since != 0 {
+			blocked := time.Since(time.Unix(0, since))
+			if blocked >= grace {
+				stall()
+				return
+			}
+			wait = grace - blocked
+		}
+	}
 }
 
 // handle decodes one line and hands it to the runtime.
