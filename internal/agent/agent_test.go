@@ -396,6 +396,26 @@ func TestCancelMidTool(t *testing.T) {
 	if len(ends) != 2 || ends[0].Success || ends[1].Success {
 		t.Errorf("tool_end events = %+v", ends)
 	}
+	// Each call, the one never run too, goes tool_call, tool_start, …,
+	// tool_end (wire contract §8.8): c2's start was missing, and a client
+	// saw an end of a call that had not started.
+	var order []string
+	rec.mu.Lock()
+	events := slices.Clone(rec.events)
+	rec.mu.Unlock()
+	for _, m := range events {
+		switch m := m.(type) {
+		case protocol.ToolCall:
+			order = append(order, "call "+m.CallID)
+		case protocol.ToolStart:
+			order = append(order, "start "+m.CallID)
+		case protocol.ToolEnd:
+			order = append(order, "end "+m.CallID)
+		}
+	}
+	if want := []string{"call c1", "start c1", "end c1", "call c2", "start c2", "end c2"}; !slices.Equal(order, want) {
+		t.Errorf("tool events %q, want %q", order, want)
+	}
 	// History stays valid: the last message answers both calls.
 	last := res.Messages[len(res.Messages)-1]
 	if len(last.Parts) != 2 || last.Parts[1].ToolResult.Content != abortedText {

@@ -370,9 +370,12 @@ func (r *run) runTools(ctx context.Context, calls []llm.ToolCall) ([]llm.Part, b
 		wg.Wait()
 		i = j
 		if runErr != nil {
-			// Every remaining call is answered so the history stays valid.
+			// Every remaining call is answered so the history stays valid,
+			// and goes call, start, end as every call does (wire contract
+			// §8.8): an end of a call that never started confused clients.
 			for k := j; k < len(calls); k++ {
 				r.sink.Event(protocol.ToolCall{CallID: calls[k].ID, Tool: calls[k].Name, Args: args(calls[k].Input)})
+				r.sink.Event(protocol.ToolStart{CallID: calls[k].ID})
 				r.endTool(calls[k], aborted(), "", false)
 				results[k] = llm.Part{Type: llm.PartToolResult, ToolResult: &llm.ToolResult{
 					CallID: calls[k].ID, Name: calls[k].Name, Content: abortedText, IsError: true,
