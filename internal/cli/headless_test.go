@@ -178,8 +178,16 @@ func TestHeadlessStdoutClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Close()
-	if _, err := bufio.NewReader(r).ReadString('\n'); err != nil {
-		t.Fatalf("read ready: %v", err)
+	// ready and session_info come unasked: once both are read, the next
+	// write is the prompt's, the one that must find stdout closed (closed
+	// after ready alone, session_info's write failed first, now and then,
+	// and the run never started).
+	br := bufio.NewReader(r)
+	for _, frame := range []string{`"type":"ready"`, `"type":"session_info"`} {
+		line, err := br.ReadString('\n')
+		if err != nil || !strings.Contains(line, frame) {
+			t.Fatalf("read %s: %q, %v", frame, line, err)
+		}
 	}
 	r.Close()
 	if _, err := io.WriteString(stdin, `{"type":"prompt","content":"hello"}`+"\n"); err != nil {
