@@ -367,14 +367,17 @@ func (s *Server) stageFiles(w http.ResponseWriter, mr *multipart.Reader, dir str
 			writeFieldError(w, http.StatusBadRequest, part.FormName(), `unknown part; after "task" every part is a "file" with a filename`)
 			return nil, false
 		}
-		name := part.FileName()
-		p, ok := cleanRelPath(w, name, "input/")
+		p, ok := cleanRelPath(w, partFileName(part), "input/")
 		if !ok {
 			return nil, false
 		}
 		for _, f := range files {
 			if f.Path == p {
 				writeFieldError(w, http.StatusUnprocessableEntity, "file", fmt.Sprintf("%q is sent twice", p))
+				return nil, false
+			}
+			if strings.HasPrefix(p, f.Path+"/") || strings.HasPrefix(f.Path, p+"/") {
+				writeFieldError(w, http.StatusUnprocessableEntity, "file", fmt.Sprintf("%q and %q: a file cannot also be a directory", f.Path, p))
 				return nil, false
 			}
 		}
@@ -394,7 +397,13 @@ func (s *Server) stageFiles(w http.ResponseWriter, mr *multipart.Reader, dir str
 				return nil, false
 			}
 		}
-		f, err := root.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		var f *os.File
+		if d := path.Dir(p); d != "." {
+			err = root.MkdirAll(d, 0o755) // "docs/a.txt" is input/docs/a.txt
+		}
+		if err == nil {
+			f, err = root.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		}
 		if err != nil {
 			s.log.Error("create staged upload", "path", p, "err", err)
 			writeError(w, http.StatusInternalServerError, "internal error: cannot store the upload")
@@ -414,6 +423,17 @@ func (s *Server) stageFiles(w http.ResponseWriter, mr *multipart.Reader, dir str
 		}
 		files = append(files, api.FileRef{Path: p, Size: n})
 	}
+}
+
+// partFileName is a file part's filename as sent: its path under input/.
+// multipart.Part.FileName keeps only the last element (filepath.Base),
+// which put "docs/a.txt" at input/a.txt and took "../a.txt" as a.txt.
+func partFileName(part *multipart.Part) string {
+	_, params, err := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+	if err != nil {
+		return ""
+	}
+	return params["filename"]
 }
 
 // decodePartJSON decodes the JSON object of a multipart part strictly, as

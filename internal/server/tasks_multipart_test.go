@@ -135,6 +135,39 @@ func TestCreateTaskWithFiles(t *testing.T) {
 	}
 }
 
+// TestCreateTaskWithFilesInDirectories: a file part's filename is its path
+// under input/, directories included (multipart.Part.FileName kept only
+// the last element: both files below were "report.txt", sent twice).
+func TestCreateTaskWithFilesInDirectories(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sqliteStore(t), nil)
+	body, ctype := multipartBody(t,
+		mpart{name: "task", body: `{"title":"compare","piece":"noop"}`},
+		mpart{name: "file", filename: "2025/report.txt", body: "old\n"},
+		mpart{name: "file", filename: "2026/q1/report.txt", body: "new\n"},
+	)
+	var created struct {
+		Job   struct{ Payload map[string]any }
+		Files []struct{ Path string }
+	}
+	code, data := e.do("POST", "/api/v1/tasks", body, "Content-Type", ctype)
+	if code != http.StatusCreated {
+		t.Fatalf("status %d: %s", code, data)
+	}
+	if err := json.Unmarshal(data, &created); err != nil {
+		t.Fatal(err)
+	}
+	if len(created.Files) != 2 || created.Files[0].Path != "2025/report.txt" || created.Files[1].Path != "2026/q1/report.txt" {
+		t.Errorf("files = %+v", created.Files)
+	}
+	key, _ := created.Job.Payload[staging.PayloadField].(string)
+	for name, want := range map[string]string{"2025/report.txt": "old\n", "2026/q1/report.txt": "new\n"} {
+		if got, err := os.ReadFile(filepath.Join(staging.Dir(e.dataDir, key), name)); err != nil || string(got) != want {
+			t.Errorf("staged %s = %q, %v", name, got, err)
+		}
+	}
+}
+
 // readReportScenario reads the uploaded file first thing and fails the
 // frame if it is not there.
 const readReportScenario = `{"schemaVersion":"evalops.maestro.scripted-scenario.v1","id":"read-report","description":"read the upload",
@@ -233,6 +266,9 @@ func TestCreateTaskWithFilesRefused(t *testing.T) {
 		{"reserved payload field", []mpart{{name: "task", body: `{"title":"t","payload":{"input_staging":"x"}}`}}, 422, "payload.input_staging", "reserved"},
 		{"unknown part", []mpart{task, {name: "notes", body: "x"}}, 400, "notes", "unknown part"},
 		{"dot-dot filename", []mpart{task, file("..", "x")}, 400, "path", "without .. segments"},
+		{"filename leading out", []mpart{task, file("../x.txt", "x")}, 400, "path", "without .. segments"},
+		{"absolute filename", []mpart{task, file("/etc/x.txt", "x")}, 400, "path", "/etc/x.txt"},
+		{"a file and a directory", []mpart{task, file("a", "a"), file("a/b.txt", "b")}, 422, "file", "cannot also be a directory"},
 		{"twice the same file", []mpart{task, file("a.txt", "a"), file("a.txt", "b")}, 422, "file", `"a.txt" is sent twice`},
 		{"file too large", []mpart{task, file("a.txt", "a"), file("big.bin", strings.Repeat("x", 101))}, 413, "", "big.bin: expected at most 100 bytes"},
 	}
