@@ -172,6 +172,40 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// TestWrongMethod: a route's path with a method it does not answer is a
+// 405 naming the methods it does, with Allow; it was the 404 "no route"
+// that an unknown path gets, so DELETE /api/v1/tasks/1 read as "no such
+// task".
+func TestWrongMethod(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sqliteStore(t), nil)
+	for _, c := range []struct{ method, path, allow, says string }{
+		{"DELETE", "/api/v1/tasks/1", "GET, HEAD", "method DELETE not allowed: /api/v1/tasks/1 answers GET and HEAD"},
+		{"PATCH", "/api/v1/tasks", "GET, HEAD, POST", "/api/v1/tasks answers GET, HEAD and POST"},
+		{"GET", "/api/v1/jobs/1/cancel", "POST", "/api/v1/jobs/1/cancel answers POST"},
+		{"POST", "/api/v1/schedules/1", "GET, HEAD, PUT, DELETE", "answers GET, HEAD, PUT and DELETE"},
+	} {
+		req, err := http.NewRequestWithContext(t.Context(), c.method, e.ts.URL+c.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := e.ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ae apiError
+		err = json.NewDecoder(resp.Body).Decode(&ae)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != c.allow || err != nil || !strings.Contains(ae.Error, c.says) {
+			t.Errorf("%s %s: %d Allow %q %+v (%v); want 405 Allow %q saying %q", c.method, c.path, resp.StatusCode, resp.Header.Get("Allow"), ae, err, c.allow, c.says)
+		}
+	}
+	// A path no route has is still the 404.
+	if ae := e.wantError(http.StatusNotFound, "DELETE", "/api/v1/nothing/1", nil); !strings.Contains(ae.Error, "no route DELETE /api/v1/nothing/1") {
+		t.Errorf("unknown path: %+v", ae)
+	}
+}
+
 // TestCreateTaskPayloadChecked: the payload fields a worker reads with a
 // type (task, no_piece) and a replay scenario are checked when the task is
 // created, a 422 naming the field, rather than taken and failing the job

@@ -332,7 +332,19 @@ func (s *Server) register() {
 
 	// Everything else under /api/ answers in JSON rather than with the
 	// mux's plain-text 404.
+	// A route's path with another method is a 405 saying which methods
+	// it answers (the mux would give its 405, but "/api/" matches first).
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := s.allowed(r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			last := len(allow) - 1
+			says := allow[last]
+			if last > 0 {
+				says = strings.Join(allow[:last], ", ") + " and " + says
+			}
+			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed: %s answers %s", r.Method, r.URL.Path, says))
+			return
+		}
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s; see docs/api.md", r.Method, r.URL.Path))
 	})
 	// The web app: every other path (not an API route: Routes lists the
@@ -340,6 +352,19 @@ func (s *Server) register() {
 	if s.cfg.UI != nil {
 		s.mux.Handle("/", s.cfg.UI)
 	}
+}
+
+// allowed lists the methods a route of r's path answers (HEAD with GET).
+func (s *Server) allowed(r *http.Request) []string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete} {
+		r2 := r.Clone(r.Context())
+		r2.Method = m
+		if _, pattern := s.mux.Handler(r2); strings.HasPrefix(pattern, m+" ") || (m == http.MethodHead && strings.HasPrefix(pattern, "GET ")) {
+			allow = append(allow, m)
+		}
+	}
+	return allow
 }
 
 // uiRequest reports whether a request is for the web app: GET or HEAD of
