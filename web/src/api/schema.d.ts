@@ -1534,6 +1534,7 @@ export interface components {
         FilePath: string;
         /** @description a headless session id */
         SessionID: string;
+        /** @description the page's size, at most 1000; absent or 0: the route's default (50 tasks, 100 jobs or audit entries, 1000 events) */
         Limit: number;
     };
     requestBodies: {
@@ -1623,6 +1624,7 @@ export interface operations {
                 q?: string;
                 /** @description only tasks with a smaller id (the previous page's next_before) */
                 before?: number;
+                /** @description the page's size, at most 1000; absent or 0: the route's default (50 tasks, 100 jobs or audit entries, 1000 events) */
                 limit?: components["parameters"]["Limit"];
             };
             header?: never;
@@ -1878,6 +1880,7 @@ export interface operations {
                 state?: string;
                 /** @description only jobs with a larger id (the previous page's next_after) */
                 after?: number;
+                /** @description the page's size, at most 1000; absent or 0: the route's default (50 tasks, 100 jobs or audit entries, 1000 events) */
                 limit?: components["parameters"]["Limit"];
             };
             header?: never;
@@ -1972,6 +1975,7 @@ export interface operations {
             query?: {
                 /** @description only events with a larger sequence number */
                 after?: number;
+                /** @description the page's size, at most 1000; absent or 0: the route's default (50 tasks, 100 jobs or audit entries, 1000 events) */
                 limit?: components["parameters"]["Limit"];
             };
             header?: {
@@ -2737,6 +2741,7 @@ export interface operations {
                 target?: string;
                 /** @description only entries with a smaller id */
                 before?: number;
+                /** @description the page's size, at most 1000; absent or 0: the route's default (50 tasks, 100 jobs or audit entries, 1000 events) */
                 limit?: components["parameters"]["Limit"];
             };
             header?: never;
