@@ -222,12 +222,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id, after 
 		s.storeError(w, r, err)
 		return
 	}
-	if after > j.LastSeq {
-		// Events are stored before they are sent, so no client can have
-		// received one past LastSeq: the cursor is of another job or of a
-		// log that was replaced. Streaming from it would skip every event
-		// up to it (and end saying last_seq is the cursor).
-		writeFieldError(w, http.StatusBadRequest, cursor, fmt.Sprintf("event %d is past the job's last event (%d): expected the sequence number of an event of this job's log", after, j.LastSeq))
+	if cursorPastLog(w, cursor, after, j) {
 		return
 	}
 	state := j.State
@@ -333,4 +328,18 @@ func (s *Server) sseError(sse *httpedge.SSE, r *http.Request, err error) {
 	s.log.Error("event stream", "path", r.URL.Path, "err", err)
 	data, _ := json.Marshal(api.Error{Error: "reading the job's events failed; reconnect with Last-Event-ID"})
 	sse.Event(0, api.StreamErrorEvent, data)
+}
+
+// cursorPastLog answers 400 on the cursor parameter and returns true when
+// after is past job j's last event. Events are stored before they are
+// sent, so no client can have received one past LastSeq: the cursor is of
+// another job or of a log that was replaced. A stream from it would skip
+// every event up to it (and end saying last_seq is the cursor); a page
+// would be empty for as long.
+func cursorPastLog(w http.ResponseWriter, cursor string, after int64, j store.Job) bool {
+	if after <= j.LastSeq {
+		return false
+	}
+	writeFieldError(w, http.StatusBadRequest, cursor, fmt.Sprintf("event %d is past the job's last event (%d): expected the sequence number of an event of this job's log", after, j.LastSeq))
+	return true
 }

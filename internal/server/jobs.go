@@ -122,6 +122,9 @@ func (s *Server) jobEvents(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, r, err)
 		return
 	}
+	if cursorPastLog(w, "after", after, j) {
+		return
+	}
 	events, err := s.st.ReadJobEvents(r.Context(), id, after, limit)
 	if err != nil {
 		s.storeError(w, r, err)

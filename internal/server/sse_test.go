@@ -256,6 +256,11 @@ func TestSSEErrors(t *testing.T) {
 	if len(page.Events) != 0 {
 		t.Fatalf("after=1: %+v", page.Events)
 	}
+	// A page past the log is refused as a stream from there is: it was an
+	// empty page, and a client polling from that cursor waited for ever.
+	if ae := e.wantError(http.StatusBadRequest, "GET", path+"?after=5", nil); ae.Field != "after" || !strings.Contains(ae.Error, "past the job's last event (1)") {
+		t.Errorf("page after event 5 of a job with 1: %+v, want a 400 on after", ae)
+	}
 }
 
 // TestSSEManySubscribers: many streams on one job, joining at different

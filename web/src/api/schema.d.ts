@@ -198,6 +198,8 @@ export interface paths {
          *     when the job is finished and every event was sent, `event: end` with
          *     `{"state", "last_seq"}` and the stream closes. Resume with the `Last-Event-ID` header (or
          *     `?after=`): the stream starts with exactly the events after that sequence number.
+         *     A cursor past the job's last event (of another job) is a 400 naming `Last-Event-ID` or
+         *     `after`, for a page as for a stream.
          */
         get: operations["jobEvents"];
         put?: never;
