@@ -450,6 +450,10 @@ func TestPieces(t *testing.T) {
 	// POST creates; a taken or built-in name conflicts.
 	e.must(http.StatusCreated, "POST", "/api/v1/pieces", map[string]string{"yaml": pieceYAML("posted")}, &d)
 	e.wantError(http.StatusConflict, "POST", "/api/v1/pieces", pieceYAML("posted"))
+	// if_version is PUT's: a create would take it and ignore it.
+	if ae := e.wantError(http.StatusUnprocessableEntity, "POST", "/api/v1/pieces", map[string]any{"yaml": pieceYAML("versioned"), "if_version": 3}); ae.Field != "if_version" {
+		t.Errorf("POST with if_version: %+v", ae)
+	}
 	e.wantError(http.StatusConflict, "POST", "/api/v1/pieces", pieceYAML("code"))
 
 	// Override a built-in, then delete the override.
@@ -480,7 +484,12 @@ func TestPieces(t *testing.T) {
 	e.wantError(http.StatusConflict, "DELETE", "/api/v1/pieces/chat", nil)
 	e.wantError(http.StatusConflict, "DELETE", "/api/v1/pieces/code", nil)
 	e.wantError(http.StatusNotFound, "DELETE", "/api/v1/pieces/nope", nil)
-	e.wantError(http.StatusConflict, "DELETE", "/api/v1/pieces/mine?version=1", nil)
+	// A stale version names the parameter and says what to do, as a
+	// stale if_version does (it said "expected version 1, found 3:
+	// conflict").
+	if ae := e.wantError(http.StatusConflict, "DELETE", "/api/v1/pieces/mine?version=1", nil); ae.Field != "version" || !strings.Contains(ae.Error, `piece "mine" is no longer at version 1`) {
+		t.Errorf("stale delete: %+v", ae)
+	}
 	e.must(http.StatusOK, "DELETE", "/api/v1/pieces/mine", nil, nil)
 	e.wantError(http.StatusNotFound, "GET", "/api/v1/pieces/mine", nil)
 

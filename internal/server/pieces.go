@@ -214,8 +214,12 @@ func (s *Server) validatePiece(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) createPiece(w http.ResponseWriter, r *http.Request) {
-	src, _, p := readValidPiece(w, r, "")
+	src, ifVersion, p := readValidPiece(w, r, "")
 	if p == nil {
+		return
+	}
+	if ifVersion != 0 {
+		writeFieldError(w, http.StatusUnprocessableEntity, "if_version", fmt.Sprintf("only with PUT /api/v1/pieces/%s, which replaces the piece only at that version; POST creates a piece", p.Name))
 		return
 	}
 	if _, exists := s.cfg.Pieces.Get(p.Name); exists {
@@ -295,6 +299,8 @@ func (s *Server) deletePiece(w http.ResponseWriter, r *http.Request) {
 	case err == nil:
 		s.audit(r, api.ActionPieceDelete, pieceTarget(name), api.PieceDeleteAudit{BuiltinRestored: inCatalog})
 		writeJSON(w, http.StatusOK, api.PieceDeleted{Deleted: name, BuiltinRestored: inCatalog})
+	case errors.Is(err, store.ErrConflict):
+		writeFieldError(w, http.StatusConflict, "version", fmt.Sprintf("piece %q is no longer at version %d; GET it and decide again", name, ifVersion))
 	case errors.Is(err, store.ErrNotFound) && inCatalog && !strings.HasPrefix(entry.Source, "builtin:"):
 		writeError(w, http.StatusConflict, fmt.Sprintf("piece %q comes from the file %s, not from the API; remove the file to delete it", name, entry.Source))
 	case errors.Is(err, store.ErrNotFound) && inCatalog:

@@ -1588,7 +1588,7 @@ export interface components {
                 "application/yaml": string;
                 "application/json": {
                     yaml: string;
-                    /** @description PUT only: replace only at this version */
+                    /** @description PUT only: replace only at this version (a POST with it is a 422) */
                     if_version?: number;
                 };
             };
@@ -2114,7 +2114,7 @@ export interface operations {
     deletePiece: {
         parameters: {
             query?: {
-                /** @description delete only at this version */
+                /** @description delete only at this version (a 409 naming version otherwise) */
                 version?: number;
             };
             header?: never;
@@ -2138,6 +2138,7 @@ export interface operations {
                     };
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
