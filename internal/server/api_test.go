@@ -632,6 +632,14 @@ func TestFiles(t *testing.T) {
 	if code != 200 || string(body) != `{"a":1}` {
 		t.Fatalf("download: %d %s", code, body)
 	}
+	// ServeContent's own errors are the API's JSON too (they were plain
+	// text, "invalid range: failed to overlap", or no body).
+	if ae := e.wantError(http.StatusRequestedRangeNotSatisfiable, "GET", task+"/deliverables/sub/data.json", nil, "Range", "bytes=99-"); ae.Field != "Range" || !strings.Contains(ae.Error, "within the file's 7 bytes, found \"bytes=99-\"") {
+		t.Errorf("range past the end: %+v", ae)
+	}
+	if ae := e.wantError(http.StatusPreconditionFailed, "GET", task+"/deliverables/sub/data.json", nil, "If-Unmodified-Since", "Mon, 01 Jan 2001 00:00:00 GMT"); !strings.Contains(ae.Error, "the file changed") {
+		t.Errorf("If-Unmodified-Since before the file: %+v", ae)
+	}
 	code, body = e.do("GET", task+"/deliverables/alias.md", nil)
 	if code != 400 {
 		t.Fatalf("download through an inner symlink: %d %s", code, body)

@@ -748,8 +748,54 @@ func serveDeliverable(w http.ResponseWriter, r *http.Request, p string, modified
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(p)}))
 	w.Header().Set("Content-Security-Policy", "sandbox")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	http.ServeContent(w, r, p, modified, content)
+	http.ServeContent(&contentErrors{ResponseWriter: w, r: r}, r, p, modified, content)
 }
+
+// contentErrors gives http.ServeContent's errors the API's JSON body: it
+// answers a Range past the end (416), a failed If-Match or
+// If-Unmodified-Since (412) and a failed read in plain text or with no
+// body.
+type contentErrors struct {
+	http.ResponseWriter
+	r       *http.Request
+	written bool // an error was answered: drop ServeContent's body
+}
+
+func (c *contentErrors) WriteHeader(code int) {
+	if code < http.StatusBadRequest {
+		c.ResponseWriter.WriteHeader(code)
+		return
+	}
+	c.written = true
+	c.Header().Del("Content-Disposition") // the error is no download
+	switch code {
+	case http.StatusRequestedRangeNotSatisfiable:
+		size := strings.TrimPrefix(c.Header().Get("Content-Range"), "bytes */")
+		writeFieldError(c.ResponseWriter, code, "Range", fmt.Sprintf("expected byte ranges within the file's %s bytes, found %s", size, httpedge.Echo(c.r.Header.Get("Range"))))
+	case http.StatusPreconditionFailed:
+		writeError(c.ResponseWriter, code, "the file changed since the version If-Match or If-Unmodified-Since names; download it again")
+	default:
+		writeError(c.ResponseWriter, code, "internal error: reading the file failed")
+	}
+}
+
+func (c *contentErrors) Write(b []byte) (int, error) {
+	if c.written {
+		return len(b), nil
+	}
+	return c.ResponseWriter.Write(b)
+}
+
+// ReadFrom keeps the connection's ReadFrom (sendfile) for the content.
+func (c *contentErrors) ReadFrom(src io.Reader) (int64, error) {
+	if c.written {
+		return io.Copy(io.Discard, src)
+	}
+	return io.Copy(c.ResponseWriter, src)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (c *contentErrors) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // upload answers PUT /tasks/{id}/uploads/{path}: the body becomes the file
 // path under input/, written to a temporary file beside it and renamed
