@@ -10,3 +10,6 @@ func (s *Server) Feeds() int {
 // OnFeedStopped calls f whenever a job feed stops; set it before the
 // first stream opens.
 func (s *Server) OnFeedStopped(f func()) { s.feeds.onStopped = f }
+
+// QueryParams lists the query parameters a route takes (tests).
+func QueryParams(pattern string) []string { return queryParams[pattern] }

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"net/http"
 	"os"
 	"regexp"
 	"slices"
@@ -77,4 +78,80 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 			t.Errorf("docs/openapi.yaml describes %s, which the server does not register", d)
 		}
 	}
+}
+
+// TestQueryParamsDocumented: the query parameters each REST route takes
+// (any other is a 400 naming it) are those docs/openapi.yaml lists, and an
+// unknown one is refused: GET /api/v1/tasks?status=failed answered every
+// task, as if filtered.
+func TestQueryParamsDocumented(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../../docs/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type param struct {
+		Ref  string `yaml:"$ref"`
+		Name string `yaml:"name"`
+		In   string `yaml:"in"`
+	}
+	var doc struct {
+		Paths      map[string]map[string]yaml.Node `yaml:"paths"`
+		Components struct {
+			Parameters map[string]param `yaml:"parameters"`
+		} `yaml:"components"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	query := func(node yaml.Node) []string {
+		var op struct {
+			Parameters []param `yaml:"parameters"`
+		}
+		node.Decode(&op)
+		var names []string
+		for _, p := range op.Parameters {
+			if p.Ref != "" {
+				p = doc.Components.Parameters[strings.TrimPrefix(p.Ref, "#/components/parameters/")]
+			}
+			if p.In == "query" {
+				names = append(names, p.Name)
+			}
+		}
+		return names
+	}
+	n := 0
+	for path, ops := range doc.Paths {
+		if !strings.HasPrefix(path, "/api/v1/") {
+			continue
+		}
+		shared := query(ops["parameters"])
+		for m, node := range ops {
+			if m == "parameters" {
+				continue
+			}
+			pattern := strings.ToUpper(m) + " " + path
+			want := slices.Sorted(slices.Values(append(query(node), shared...)))
+			got := slices.Sorted(slices.Values(server.QueryParams(pattern)))
+			if !slices.Equal(got, want) {
+				t.Errorf("%s: the server takes query parameters %v, docs/openapi.yaml lists %v", pattern, got, want)
+			}
+			n++
+		}
+	}
+	if n < 30 {
+		t.Fatalf("only %d REST routes compared", n)
+	}
+
+	e := newEnv(t, sqliteStore(t), nil)
+	for _, c := range []struct{ method, path, field, says string }{
+		{"GET", "/api/v1/tasks?status=failed", "status", "status: unknown query parameter; GET /api/v1/tasks takes owner, state, q, before, limit"},
+		{"GET", "/api/v1/audit?limit=5&action=task.create", "action", "GET /api/v1/audit takes target, before, limit"},
+		{"GET", "/api/v1/tasks/1?verbose=1", "verbose", "GET /api/v1/tasks/{id} takes no query parameters"},
+	} {
+		if ae := e.wantError(http.StatusBadRequest, c.method, c.path, nil); ae.Field != c.field || !strings.Contains(ae.Error, c.says) {
+			t.Errorf("%s %s: %+v, want field %s saying %q", c.method, c.path, ae, c.field, c.says)
+		}
+	}
+	e.must(http.StatusOK, "GET", "/api/v1/tasks?state=failed&limit=5", nil, nil)
 }

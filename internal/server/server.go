@@ -22,9 +22,11 @@ import (
 	"github.com/maestro-run/maestro/internal/blobstore"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -271,7 +273,45 @@ func (s *Server) Routes() []string { return append([]string(nil), s.routes...) }
 
 func (s *Server) handle(pattern string, h http.HandlerFunc) {
 	s.routes = append(s.routes, pattern)
+	if strings.Contains(pattern, " /api/") {
+		h = knownQuery(pattern, h)
+	}
 	s.mux.HandleFunc(pattern, h)
+}
+
+// queryParams are the query parameters each REST route reads (as
+// docs/openapi.yaml lists them); a route not here takes none.
+var queryParams = map[string][]string{
+	"GET /api/v1/tasks":                        {"owner", "state", "q", "before", "limit"},
+	"GET /api/v1/jobs":                         {"task_id", "parent_job_id", "state", "after", "limit"},
+	"GET /api/v1/jobs/{id}/events":             {"after", "limit"},
+	"DELETE /api/v1/pieces/{name}":             {"version"},
+	"GET /api/v1/audit":                        {"target", "before", "limit"},
+	"GET " + api.UsagePath:                     {"from", "to", "group_by", "include_replay"},
+	"GET " + api.AgentsPath + "/{id}/sessions": {"project"},
+}
+
+// knownQuery refuses a query parameter the route does not read, a 400
+// naming it, as an unknown JSON field is: a misspelt filter
+// (?status=failed for ?state=) was ignored, and the unfiltered list
+// answered as if filtered.
+func knownQuery(pattern string, h http.HandlerFunc) http.HandlerFunc {
+	takes := queryParams[pattern]
+	says := "takes no query parameters"
+	if len(takes) > 0 {
+		says = "takes " + strings.Join(takes, ", ")
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.RawQuery != "" {
+			for _, name := range slices.Sorted(maps.Keys(r.URL.Query())) {
+				if !slices.Contains(takes, name) {
+					writeFieldError(w, http.StatusBadRequest, name, fmt.Sprintf("unknown query parameter; %s %s", pattern, says))
+					return
+				}
+			}
+		}
+		h(w, r)
+	}
 }
 
 func (s *Server) register() {

@@ -1439,7 +1439,7 @@ export interface components {
                 };
             };
         };
-        /** @description Malformed request (unknown field, wrong type, bad id or path). */
+        /** @description Malformed request (unknown field or query parameter, wrong type, bad id or path). */
         BadRequest: {
             headers: {
                 [name: string]: unknown;
