@@ -9,6 +9,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/agentcli"
 	"github.com/maestro-run/maestro/internal/api"
+	"github.com/maestro-run/maestro/internal/httpedge"
 )
 
 // registerAgents adds the agent CLI routes (docs/api.md, "Agent CLIs"):
@@ -86,16 +87,20 @@ func (s *Server) agentSessions(w http.ResponseWriter, r *http.Request) (*agentcl
 // to its storage names, which hold no separators): nothing under it is
 // read.
 func (s *Server) listAgentSessions(w http.ResponseWriter, r *http.Request) {
-	project := r.URL.Query().Get("project")
-	if !filepath.IsAbs(project) {
-		writeFieldError(w, http.StatusBadRequest, "project", "expected the absolute path of a project directory")
-		return
-	}
-	project = filepath.Clean(project)
 	def, st, ok := s.agentSessions(w, r)
 	if !ok {
 		return
 	}
+	project := r.URL.Query().Get("project")
+	if !filepath.IsAbs(project) {
+		found := "nothing (?project=DIR)"
+		if project != "" {
+			found = httpedge.Echo(project)
+		}
+		writeFieldError(w, http.StatusBadRequest, "project", "expected the absolute path of a project directory, found "+found)
+		return
+	}
+	project = filepath.Clean(project)
 	list, err := st.List(r.Context(), project)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "list the sessions of "+def.ID+": "+err.Error())

@@ -89,9 +89,12 @@ func TestAgentSessions(t *testing.T) {
 		status int
 		want   string
 	}{
-		{"/api/v1/agents/codex/sessions?project=relative", 400, "absolute"},
-		{"/api/v1/agents/codex/sessions", 400, "absolute"},
+		{"/api/v1/agents/codex/sessions?project=relative", 400, `project: expected the absolute path of a project directory, found "relative"`},
+		{"/api/v1/agents/codex/sessions", 400, "absolute path of a project directory, found nothing (?project=DIR)"},
 		{"/api/v1/agents/nope/sessions?project=/x", 404, "unknown agent"},
+		// The agent is checked first: fixing project would only lead to
+		// the 404.
+		{"/api/v1/agents/nope/sessions", 404, "unknown agent"},
 		{"/api/v1/agents/fake-agent/sessions?project=/x", 404, "session_storage: none"},
 		{"/api/v1/agents/codex/sessions/no-such-id", 404, "not found"},
 	} {
