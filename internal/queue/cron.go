@@ -41,11 +41,32 @@ func NextRun(cronExpr string, after time.Time) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, fmt.Errorf("cron expression %q: %s", cronExpr, cronProblem(cronExpr, err))
 	}
+	if every := everyDuration(cronExpr); every != "" {
+		// The parser takes any duration under a second (negative, zero)
+		// as one second and drops a fraction: "@every -1h" fired every
+		// second.
+		if d, err := time.ParseDuration(every); err == nil && (d < time.Second || d%time.Second != 0) {
+			return time.Time{}, fmt.Errorf("cron expression %q: \"@every %s\": expected a duration of whole seconds, at least 1s (such as 5m or 1h30m)", cronExpr, every)
+		}
+	}
 	next := s.Next(after.UTC())
 	if next.IsZero() {
 		return time.Time{}, fmt.Errorf("cron expression %q never fires", cronExpr)
 	}
 	return next.UTC(), nil
+}
+
+// everyDuration is the duration of an "@every" expression (after its
+// zone), or "".
+func everyDuration(expr string) string {
+	fields := strings.Fields(expr)
+	if len(fields) > 0 && (strings.HasPrefix(fields[0], "CRON_TZ=") || strings.HasPrefix(fields[0], "TZ=")) {
+		fields = fields[1:]
+	}
+	if len(fields) == 2 && fields[0] == "@every" {
+		return fields[1]
+	}
+	return ""
 }
 
 // cronProblem says what is wrong with expr, which the parser refused with

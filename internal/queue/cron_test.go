@@ -33,6 +33,12 @@ func TestNextRunErrorsInWords(t *testing.T) {
 		{"0 9 * * 8", `cron expression "0 9 * * 8": field 5 (day of week) "8": out of range` + fmt.Sprintf(kinds, "0-6 or SUN-SAT")},
 		{"@sometimes", `cron expression "@sometimes": unknown descriptor "@sometimes": expected @yearly, @monthly, @weekly, @daily, @hourly or @every and a duration such as 5m`},
 		{"@every soon", `cron expression "@every soon": "@every soon": expected @every and a duration such as 5m or 1h30m`},
+		// The parser makes any duration under a second (negative, zero) one
+		// second, and drops a fraction: "@every -1h" created a task every
+		// second.
+		{"@every -1h", `cron expression "@every -1h": "@every -1h": expected a duration of whole seconds, at least 1s (such as 5m or 1h30m)`},
+		{"@every 0s", `cron expression "@every 0s": "@every 0s": expected a duration of whole seconds, at least 1s (such as 5m or 1h30m)`},
+		{"CRON_TZ=UTC @every 1.5s", `cron expression "CRON_TZ=UTC @every 1.5s": "@every 1.5s": expected a duration of whole seconds, at least 1s (such as 5m or 1h30m)`},
 		{"CRON_TZ=Mars/Olympus 0 9 * * *", `cron expression "CRON_TZ=Mars/Olympus 0 9 * * *": unknown time zone "Mars/Olympus" (expected an IANA name such as Europe/Paris)`},
 		{"CRON_TZ=UTC", `cron expression "CRON_TZ=UTC": expected the schedule after the zone and a space, such as "CRON_TZ=Europe/Paris 0 9 * * 1-5"`},
 		{"TZ=UTC", `cron expression "TZ=UTC": expected the schedule after the zone and a space, such as "CRON_TZ=Europe/Paris 0 9 * * 1-5"`},
