@@ -158,7 +158,17 @@ func MaintainOnce(ctx context.Context, st store.Store, now func() time.Time, log
 			// processes down) fires once, not once per missed tick.
 			next, err := NextRun(s.CronExpr, later(s.NextRunAt, now()))
 			if err != nil {
-				errs = append(errs, fmt.Errorf("schedule %d (%s): %w", s.ID, s.Name, err))
+				// An expression stored before a check refused it (such as
+				// "@every -1h", once taken as every second) stays due: it
+				// was reported every round, each second. It is switched
+				// off once, saying why; updating it switches it on.
+				if derr := disableSchedule(ctx, st, s); derr != nil {
+					errs = append(errs, fmt.Errorf("schedule %d (%s): %w; switching it off: %w", s.ID, s.Name, err, derr))
+					continue
+				}
+				log.Warn("schedule switched off: its cron expression is refused; update it (PUT /api/v1/schedules/{id}) to switch it on",
+					"schedule", s.ID, "name", s.Name, "err", err)
+				progress++
 				continue
 			}
 			task, _, ok, err := st.FireSchedule(ctx, store.FireParams{ScheduleID: s.ID, Tick: s.NextRunAt, Next: next})
@@ -177,6 +187,15 @@ func MaintainOnce(ctx context.Context, st store.Store, now func() time.Time, log
 		}
 	}
 	return reaped, fired, errors.Join(errs...)
+}
+
+// disableSchedule stores s as it is, switched off.
+func disableSchedule(ctx context.Context, st store.Store, s store.Schedule) error {
+	_, err := st.UpdateSchedule(ctx, s.ID, store.NewSchedule{
+		Name: s.Name, CronExpr: s.CronExpr, Disabled: true, Owner: s.Owner, Title: s.Title, Body: s.Body,
+		Piece: s.Piece, Profile: s.Profile, TaskClass: s.TaskClass, NextRunAt: s.NextRunAt,
+	})
+	return err
 }
 
 func later(a, b time.Time) time.Time {

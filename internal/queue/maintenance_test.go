@@ -196,6 +196,44 @@ func TestMaintenanceSkipsMissedTicks(t *testing.T) {
 	}
 }
 
+// TestMaintenanceSwitchesOffARefusedSchedule: a schedule stored with an
+// expression a later check refuses ("@every -1h", which fired every
+// second) stays due; it was reported as an error every round, each second.
+// It is switched off once with a warning that says why and how to switch
+// it on, and the rounds after are quiet; the other schedules still fire.
+func TestMaintenanceSwitchesOffARefusedSchedule(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	st := openSQLite(t, clk.Now)
+	ctx := t.Context()
+	bad, err := st.CreateSchedule(ctx, store.NewSchedule{Name: "bad", CronExpr: "@every -1h", Title: "t", NextRunAt: clk.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := queue.NextRun("@hourly", clk.Now())
+	if _, err := st.CreateSchedule(ctx, store.NewSchedule{Name: "good", CronExpr: "@hourly", Title: "t", NextRunAt: first}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(time.Hour)
+	var logged strings.Builder
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	if _, fired, err := queue.MaintainOnce(ctx, st, clk.Now, log); err != nil || fired != 1 {
+		t.Fatalf("fired %d, %v; want the good schedule's tick and no error", fired, err)
+	}
+	if !strings.Contains(logged.String(), "schedule switched off") || !strings.Contains(logged.String(), "@every -1h") {
+		t.Errorf("log:\n%s\nwant a warning that the schedule is switched off, naming its expression", logged.String())
+	}
+	got, err := st.GetSchedule(ctx, bad.ID)
+	if err != nil || got.Enabled || got.CronExpr != "@every -1h" || got.Title != "t" {
+		t.Fatalf("bad schedule = %+v, %v; want it kept as it was, switched off", got, err)
+	}
+	logged.Reset()
+	clk.Add(time.Second)
+	if _, _, err := queue.MaintainOnce(ctx, st, clk.Now, log); err != nil || logged.Len() != 0 {
+		t.Errorf("the next round: %v, log %q; want it quiet", err, logged.String())
+	}
+}
+
 // must returns t, or the zero time when err is set (the caller compares).
 func must(t time.Time, err error) time.Time {
 	if err != nil {
