@@ -37,6 +37,11 @@ describe("explainCron", () => {
     { expr: "61 * * * *", error: /./ },
     { expr: "@fortnightly", error: /unknown descriptor/ },
     { expr: "@every soon", error: /duration/ },
+    // The server refuses what is under a second or not whole seconds (the
+    // parser took them as every second): the preview showed their runs.
+    { expr: "@every 0s", error: /whole seconds, at least 1s/ },
+    { expr: "@every 500ms", error: /whole seconds, at least 1s/ },
+    { expr: "@every 1.5s", error: /whole seconds, at least 1s/ },
     { expr: "  ", error: /required/ },
   ];
   for (const c of cases) {

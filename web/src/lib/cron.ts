@@ -26,7 +26,7 @@ function parseEvery(spec: string): number | undefined {
     const v = Number(part[1]);
     ms += part[2] === "h" ? v * 3600e3 : part[2] === "m" ? v * 60e3 : part[2] === "s" ? v * 1e3 : v;
   }
-  return ms > 0 ? ms : undefined;
+  return ms;
 }
 
 // zonePrefix reads the CRON_TZ=Zone (or TZ=Zone) prefix the server takes:
@@ -60,6 +60,9 @@ export function explainCron(expr: string, from: Date = new Date(), count = 5): C
   const every = e.startsWith("@every") ? parseEvery(e) : undefined;
   if (e.startsWith("@every")) {
     if (every === undefined) return { words: "", next: [], error: `"${e}": expected @every and a duration such as 1h or 30m` };
+    // As the server: under a second, or a fraction of one, is refused.
+    if (every < 1000 || every % 1000 !== 0)
+      return { words: "", next: [], error: `"${e}": expected a duration of whole seconds, at least 1s (such as 5m or 1h30m)` };
     const next = Array.from({ length: count }, (_, i) => new Date(from.getTime() + every * (i + 1)));
     return { words: `Every ${e.slice(6).trim()}`, next };
   }
