@@ -415,3 +415,44 @@ func TestNoResumeSeedsTranscript(t *testing.T) {
 		t.Errorf("events = %q, want a status first", c.types)
 	}
 }
+
+// TestLineOverLimit: a stream line over the limit stopped the reading and
+// the turn failed with "exited … without a result", which hid why; the
+// rest of the stream (its result here) was drained unread while the CLI
+// worked on. The error names the limit, and the CLI is stopped.
+func TestLineOverLimit(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "cli")
+	script := `echo '{"type":"system","subtype":"init","session_id":"s-1"}'
+head -c 1025 /dev/zero | tr '\0' a; echo
+echo '{"type":"result","subtype":"success","result":"done","session_id":"s-1"}'
+while :; do echo '{"type":"noise"}'; done
+`
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	x := &Executor{Def: mustDef(t, "claude-code"), Path: bin, MaxAttempts: 1, Env: []string{"PATH=/usr/bin:/bin"}, maxLine: 1024}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var published []string
+	res, err := x.Run(ctx, Request{Invocation: Invocation{Prompt: "hi", Dir: t.TempDir()}}, func(ev Event) {
+		for _, m := range ev.Messages {
+			if e, ok := m.(protocol.Error); ok {
+				published = append(published, e.Message)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the CLI was left running after the line over the limit")
+	}
+	const want = "Maestro stopped the agent: a line of its claude-stream-json output is longer than the 1 KiB limit, so the rest of its stream could not be read"
+	if res.Err == nil || res.Err.Category != AgentCrashed || res.Err.Message != want {
+		t.Errorf("err = %#v\nwant agent_crashed %q", res.Err, want)
+	}
+	if len(published) != 1 || !strings.Contains(published[0], "1 KiB limit") {
+		t.Errorf("published errors = %q, want the one naming the limit", published)
+	}
+}
