@@ -369,6 +369,12 @@ func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)
 		if ev.Error != nil && streamErr == nil {
 			streamErr = ev.Error
 		}
+		if ev.Error != nil && ev.Error.Category == SessionNotFound && ev.SessionID == inv.SessionID {
+			// The id is the one asked for, in the CLI's answer that it
+			// has no such session (Claude Code's error result): not a
+			// session to announce.
+			ev.SessionID = ""
+		}
 		// Retrying an authentication failure cannot succeed: stop now.
 		if r := ev.Retry; r != nil && (r.Status == 401 || r.Status == 403) && streamErr == nil {
 			streamErr = NewClassifier(def).Classify(r.Message, r.Status)

@@ -295,6 +295,16 @@ func TestInterruptedStreamIsNoAnswer(t *testing.T) {
 // nothing, or nothing its parser reads, as another version of the CLI
 // might) failed no one: `maestro run --agent` answered nothing and exited
 // 0. One killed by a signal said "exited with code -1".
+// scriptExecutor runs claude-code's definition on a shell script, once.
+func scriptExecutor(t *testing.T, script string) *Executor {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "cli")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return &Executor{Def: mustDef(t, "claude-code"), Path: bin, MaxAttempts: 1, Env: []string{"PATH=/usr/bin:/bin"}}
+}
+
 func TestExitWithoutResult(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -310,11 +320,7 @@ func TestExitWithoutResult(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			bin := filepath.Join(t.TempDir(), "cli")
-			if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+tt.script+"\n"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			x := &Executor{Def: mustDef(t, "claude-code"), Path: bin, MaxAttempts: 1, Env: []string{"PATH=/usr/bin:/bin"}}
+			x := scriptExecutor(t, tt.script)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			var published []string
@@ -422,16 +428,11 @@ func TestNoResumeSeedsTranscript(t *testing.T) {
 // worked on. The error names the limit, and the CLI is stopped.
 func TestLineOverLimit(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "cli")
-	script := `echo '{"type":"system","subtype":"init","session_id":"s-1"}'
+	x := scriptExecutor(t, `echo '{"type":"system","subtype":"init","session_id":"s-1"}'
 head -c 1025 /dev/zero | tr '\0' a; echo
 echo '{"type":"result","subtype":"success","result":"done","session_id":"s-1"}'
-while :; do echo '{"type":"noise"}'; done
-`
-	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	x := &Executor{Def: mustDef(t, "claude-code"), Path: bin, MaxAttempts: 1, Env: []string{"PATH=/usr/bin:/bin"}, maxLine: 1024}
+while :; do echo '{"type":"noise"}'; done`)
+	x.maxLine = 1024
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var published []string
@@ -454,5 +455,33 @@ while :; do echo '{"type":"noise"}'; done
 	}
 	if len(published) != 1 || !strings.Contains(published[0], "1 KiB limit") {
 		t.Errorf("published errors = %q, want the one naming the limit", published)
+	}
+}
+
+// TestUnknownResumeNotAnnounced: Claude Code's answer to --resume of an id
+// it does not know is one error result carrying that id; the event gave it
+// as the CLI's session, so "Claude Code session <id>" was printed before
+// the failure as if the session had been found.
+func TestUnknownResumeNotAnnounced(t *testing.T) {
+	t.Parallel()
+	const id = "0b5b8f7e-1111-2222-3333-444455556666"
+	x := scriptExecutor(t, `echo '{"type":"result","subtype":"error_during_execution","is_error":true,"num_turns":0,"session_id":"`+id+`","errors":["No conversation found with session ID: `+id+`"]}'
+echo 'No conversation found with session ID: `+id+`' >&2; exit 1`)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var announced []string
+	res, err := x.Run(ctx, Request{Invocation: Invocation{Prompt: "hi", SessionID: id, Dir: t.TempDir()}}, func(ev Event) {
+		if ev.SessionID != "" {
+			announced = append(announced, ev.SessionID)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Err == nil || res.Err.Category != SessionNotFound {
+		t.Errorf("err = %#v, want session_not_found", res.Err)
+	}
+	if len(announced) != 0 {
+		t.Errorf("session ids announced: %q, want none (the CLI knows no such session)", announced)
 	}
 }
