@@ -305,6 +305,29 @@ func scriptExecutor(t *testing.T, script string) *Executor {
 	return &Executor{Def: mustDef(t, "claude-code"), Path: bin, MaxAttempts: 1, Env: []string{"PATH=/usr/bin:/bin"}}
 }
 
+// runScript runs prompt "hi" on x (resuming session, if given) within 20
+// s, and returns the result, the error messages published and the session
+// ids announced. A run that reaches the bound fails the test.
+func runScript(t *testing.T, x *Executor, session string) (res *RunResult, errs, sessions []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := x.Run(ctx, Request{Invocation: Invocation{Prompt: "hi", SessionID: session, Dir: t.TempDir()}}, func(ev Event) {
+		if ev.SessionID != "" {
+			sessions = append(sessions, ev.SessionID)
+		}
+		for _, m := range ev.Messages {
+			if e, ok := m.(protocol.Error); ok {
+				errs = append(errs, e.Message)
+			}
+		}
+	})
+	if err != nil || ctx.Err() != nil {
+		t.Fatalf("run: %v (bound: %v)", err, ctx.Err())
+	}
+	return res, errs, sessions
+}
+
 func TestExitWithoutResult(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -321,19 +344,7 @@ func TestExitWithoutResult(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			x := scriptExecutor(t, tt.script)
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			var published []string
-			res, err := x.Run(ctx, Request{Invocation: Invocation{Prompt: "hi", Dir: t.TempDir()}}, func(ev Event) {
-				for _, m := range ev.Messages {
-					if e, ok := m.(protocol.Error); ok {
-						published = append(published, e.Message)
-					}
-				}
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			res, published, _ := runScript(t, x, "")
 			if res.Err == nil || res.Err.Category != AgentCrashed || res.Err.Message != tt.want {
 				t.Errorf("err = %#v\nwant agent_crashed %q", res.Err, tt.want)
 			}
@@ -433,22 +444,7 @@ head -c 1025 /dev/zero | tr '\0' a; echo
 echo '{"type":"result","subtype":"success","result":"done","session_id":"s-1"}'
 while :; do echo '{"type":"noise"}'; done`)
 	x.maxLine = 1024
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var published []string
-	res, err := x.Run(ctx, Request{Invocation: Invocation{Prompt: "hi", Dir: t.TempDir()}}, func(ev Event) {
-		for _, m := range ev.Messages {
-			if e, ok := m.(protocol.Error); ok {
-				published = append(published, e.Message)
-			}
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ctx.Err() != nil {
-		t.Fatal("the CLI was left running after the line over the limit")
-	}
+	res, published, _ := runScript(t, x, "") // the CLI is not left running
 	const want = "Maestro stopped the agent: a line of its claude-stream-json output is longer than the 1 KiB limit, so the rest of its stream could not be read"
 	if res.Err == nil || res.Err.Category != AgentCrashed || res.Err.Message != want {
 		t.Errorf("err = %#v\nwant agent_crashed %q", res.Err, want)
@@ -467,17 +463,7 @@ func TestUnknownResumeNotAnnounced(t *testing.T) {
 	const id = "0b5b8f7e-1111-2222-3333-444455556666"
 	x := scriptExecutor(t, `echo '{"type":"result","subtype":"error_during_execution","is_error":true,"num_turns":0,"session_id":"`+id+`","errors":["No conversation found with session ID: `+id+`"]}'
 echo 'No conversation found with session ID: `+id+`' >&2; exit 1`)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var announced []string
-	res, err := x.Run(ctx, Request{Invocation: Invocation{Prompt: "hi", SessionID: id, Dir: t.TempDir()}}, func(ev Event) {
-		if ev.SessionID != "" {
-			announced = append(announced, ev.SessionID)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, _, announced := runScript(t, x, id)
 	if res.Err == nil || res.Err.Category != SessionNotFound {
 		t.Errorf("err = %#v, want session_not_found", res.Err)
 	}
