@@ -409,8 +409,9 @@ func firstLine(s string, n int) string {
 // refused before anything runs, since the script cannot drive it; one
 // that does not exist (the run says so) is left alone, as are other
 // choices. A piece that runs only on agent CLIs never calls the demo:
-// agentsOnly is true, and the choice's notice says that no model is
-// needed instead of announcing the demo.
+// when the demo stands for no model configured (or the session's, on a
+// resume), agentsOnly is true, and the choice's notice says that no
+// model is needed instead of announcing the demo.
 func usePieceDemo(ctx context.Context, choice *providers.Choice, name string, prior *priorRun, libs *pieceLibrary, home, workdir string) (agentsOnly bool, err error) {
 	if choice.Executor != protocol.ExecutorReplay || choice.Replay != providers.DemoScenario {
 		return false, nil
@@ -431,16 +432,17 @@ func usePieceDemo(ctx context.Context, choice *providers.Choice, name string, pr
 		return false, nil
 	}
 	if !slices.ContainsFunc(p.Movements, func(m piece.Movement) bool { return m.Agent == "" }) {
+		if choice.Source != "default" && prior == nil {
+			return false, nil // the demo asked for (--model replay/demo)
+		}
 		var agents []string
 		for _, m := range p.Movements {
 			if !slices.Contains(agents, m.Agent) {
 				agents = append(agents, m.Agent)
 			}
 		}
-		if choice.Notice != "" {
-			choice.Notice = fmt.Sprintf("No model configured, and none is needed: every movement of piece %s runs on an agent CLI (%s), which calls its own model.",
-				name, strings.Join(agents, ", "))
-		}
+		choice.Notice = fmt.Sprintf("No model configured, and none is needed: every movement of piece %s runs on an agent CLI (%s), which calls its own model.",
+			name, strings.Join(agents, ", "))
 		return true, nil
 	}
 	return false, usageErr("no model is configured, and the bundled replay demo scripts only piece %s, not %s: "+
