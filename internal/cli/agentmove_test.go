@@ -54,6 +54,11 @@ movements:
 		!strings.Contains(r.stderr, "No model configured, and none is needed: every movement of piece agent-solo runs on an agent CLI (fake-move)") {
 		t.Errorf("-o jsonl: exit %d\nstderr:\n%s", r.code, r.stderr)
 	}
+	// The replay asked for keeps its badge.
+	r = runCLI(t, env, "run", "--model", "replay/demo", "--piece", "agent-solo", "-w", t.TempDir(), "<reply>Three fruits. [STATUS:success]</reply>")
+	if r.code != 0 || !strings.Contains(r.stderr, "▶ REPLAY") {
+		t.Errorf("--model replay/demo: exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
 	r = runCLI(t, env, "run", "--piece", "agent-solo", "-w", t.TempDir(), "[fake:crash]")
 	if r.code != ExitError || !strings.Contains(r.stdout, "agent fake-move failed (agent_crashed)") {
 		t.Fatalf("crash: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
