@@ -43,6 +43,9 @@ type Executor struct {
 	// receives the CLI's tool permission prompts over stdio (relay.go);
 	// otherwise the CLI decides alone, per its permission arguments.
 	Permission PermissionFunc
+
+	// maxLine, when set, is the stream's line limit (tests; default 64 MiB).
+	maxLine int
 }
 
 // RunResult is the outcome of Executor.Run.
@@ -306,7 +309,9 @@ func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)
 	} else {
 		args, stdinPrompt, warning = def.argvStdin(inv)
 	}
-	p, err := NewParser(def.Parser, x.parserOptions(ctx, inv, x.environ(inv)))
+	opt := x.parserOptions(ctx, inv, x.environ(inv))
+	opt.MaxLine = x.maxLine
+	p, err := NewParser(def.Parser, opt)
 	if err != nil {
 		return &RunResult{}, fmt.Errorf("start %s: %w", def.ID, err)
 	}
@@ -341,10 +346,18 @@ func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)
 		level = PermissionEdit
 	}
 	denied := &denials{def: def, level: level, res: res, names: map[string]string{}, outputs: map[string]string{}}
-	var streamErr *AgentError
+	var streamErr, readErr *AgentError
 	lastLines := &tail{n: 4 << 10}
 	for ev, err := range Parse(proc.stdout, p) {
 		if err != nil {
+			// Its output can no longer be followed: stop the CLI rather
+			// than let it work on unseen, and say why (it read "exited
+			// without a result").
+			readErr = &AgentError{Category: AgentCrashed, Message: "Maestro stopped the agent: " + err.Error(), Source: "stdout"}
+			if tl := (*LineTooLongError)(nil); errors.As(err, &tl) {
+				readErr.Message = fmt.Sprintf("Maestro stopped the agent: a line of its %s output is longer than the %s limit, so the rest of its stream could not be read", tl.Parser, byteSize(tl.Limit))
+			}
+			cancelRun()
 			break
 		}
 		if ev.Raw != nil {
@@ -355,6 +368,12 @@ func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)
 		}
 		if ev.Error != nil && streamErr == nil {
 			streamErr = ev.Error
+		}
+		if ev.Error != nil && ev.Error.Category == SessionNotFound && ev.SessionID == inv.SessionID {
+			// The id is the one asked for, in the CLI's answer that it
+			// has no such session (Claude Code's error result): not a
+			// session to announce.
+			ev.SessionID = ""
 		}
 		// Retrying an authentication failure cannot succeed: stop now.
 		if r := ev.Retry; r != nil && (r.Status == 401 || r.Status == 403) && streamErr == nil {
@@ -391,6 +410,9 @@ func (x *Executor) runOnce(ctx context.Context, inv Invocation, sink func(Event)
 	}
 	stderr := proc.stderr.String()
 	switch {
+	case readErr != nil:
+		readErr.ExitCode = res.ExitCode
+		res.Err = readErr
 	case streamErr != nil:
 		streamErr.ExitCode = res.ExitCode
 		res.Err = streamErr

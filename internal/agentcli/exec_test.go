@@ -295,6 +295,39 @@ func TestInterruptedStreamIsNoAnswer(t *testing.T) {
 // nothing, or nothing its parser reads, as another version of the CLI
 // might) failed no one: `maestro run --agent` answered nothing and exited
 // 0. One killed by a signal said "exited with code -1".
+// scriptExecutor runs claude-code's definition on a shell script, once.
+func scriptExecutor(t *testing.T, script string) *Executor {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "cli")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return &Executor{Def: mustDef(t, "claude-code"), Path: bin, MaxAttempts: 1, Env: []string{"PATH=/usr/bin:/bin"}}
+}
+
+// runScript runs prompt "hi" on x (resuming session, if given) within 20
+// s, and returns the result, the error messages published and the session
+// ids announced. A run that reaches the bound fails the test.
+func runScript(t *testing.T, x *Executor, session string) (res *RunResult, errs, sessions []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := x.Run(ctx, Request{Invocation: Invocation{Prompt: "hi", SessionID: session, Dir: t.TempDir()}}, func(ev Event) {
+		if ev.SessionID != "" {
+			sessions = append(sessions, ev.SessionID)
+		}
+		for _, m := range ev.Messages {
+			if e, ok := m.(protocol.Error); ok {
+				errs = append(errs, e.Message)
+			}
+		}
+	})
+	if err != nil || ctx.Err() != nil {
+		t.Fatalf("run: %v (bound: %v)", err, ctx.Err())
+	}
+	return res, errs, sessions
+}
+
 func TestExitWithoutResult(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -310,24 +343,8 @@ func TestExitWithoutResult(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			bin := filepath.Join(t.TempDir(), "cli")
-			if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+tt.script+"\n"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			x := &Executor{Def: mustDef(t, "claude-code"), Path: bin, MaxAttempts: 1, Env: []string{"PATH=/usr/bin:/bin"}}
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			var published []string
-			res, err := x.Run(ctx, Request{Invocation: Invocation{Prompt: "hi", Dir: t.TempDir()}}, func(ev Event) {
-				for _, m := range ev.Messages {
-					if e, ok := m.(protocol.Error); ok {
-						published = append(published, e.Message)
-					}
-				}
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			x := scriptExecutor(t, tt.script)
+			res, published, _ := runScript(t, x, "")
 			if res.Err == nil || res.Err.Category != AgentCrashed || res.Err.Message != tt.want {
 				t.Errorf("err = %#v\nwant agent_crashed %q", res.Err, tt.want)
 			}
@@ -413,5 +430,44 @@ func TestNoResumeSeedsTranscript(t *testing.T) {
 	}
 	if !strings.HasPrefix(strings.Join(c.types, " "), "status ") {
 		t.Errorf("events = %q, want a status first", c.types)
+	}
+}
+
+// TestLineOverLimit: a stream line over the limit stopped the reading and
+// the turn failed with "exited … without a result", which hid why; the
+// rest of the stream (its result here) was drained unread while the CLI
+// worked on. The error names the limit, and the CLI is stopped.
+func TestLineOverLimit(t *testing.T) {
+	t.Parallel()
+	x := scriptExecutor(t, `echo '{"type":"system","subtype":"init","session_id":"s-1"}'
+head -c 1025 /dev/zero | tr '\0' a; echo
+echo '{"type":"result","subtype":"success","result":"done","session_id":"s-1"}'
+while :; do echo '{"type":"noise"}'; done`)
+	x.maxLine = 1024
+	res, published, _ := runScript(t, x, "") // the CLI is not left running
+	const want = "Maestro stopped the agent: a line of its claude-stream-json output is longer than the 1 KiB limit, so the rest of its stream could not be read"
+	if res.Err == nil || res.Err.Category != AgentCrashed || res.Err.Message != want {
+		t.Errorf("err = %#v\nwant agent_crashed %q", res.Err, want)
+	}
+	if len(published) != 1 || !strings.Contains(published[0], "1 KiB limit") {
+		t.Errorf("published errors = %q, want the one naming the limit", published)
+	}
+}
+
+// TestUnknownResumeNotAnnounced: Claude Code's answer to --resume of an id
+// it does not know is one error result carrying that id; the event gave it
+// as the CLI's session, so "Claude Code session <id>" was printed before
+// the failure as if the session had been found.
+func TestUnknownResumeNotAnnounced(t *testing.T) {
+	t.Parallel()
+	const id = "0b5b8f7e-1111-2222-3333-444455556666"
+	x := scriptExecutor(t, `echo '{"type":"result","subtype":"error_during_execution","is_error":true,"num_turns":0,"session_id":"`+id+`","errors":["No conversation found with session ID: `+id+`"]}'
+echo 'No conversation found with session ID: `+id+`' >&2; exit 1`)
+	res, _, announced := runScript(t, x, id)
+	if res.Err == nil || res.Err.Category != SessionNotFound {
+		t.Errorf("err = %#v, want session_not_found", res.Err)
+	}
+	if len(announced) != 0 {
+		t.Errorf("session ids announced: %q, want none (the CLI knows no such session)", announced)
 	}
 }

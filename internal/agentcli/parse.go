@@ -105,6 +105,9 @@ type ParserOptions struct {
 	// Capabilities, when set, gate what the parser reports (gate.go); nil
 	// reports everything.
 	Capabilities *Capabilities
+	// MaxLine bounds one line of the stream (default 64 MiB, maxLine):
+	// Parse stops at a longer line with a *LineTooLongError.
+	MaxLine int
 }
 
 // DefinitionParserOptions are the parser options of def: its id, its
@@ -255,28 +258,61 @@ func (p *Parser) Finish() Event {
 // maxLine bounds one line; longer lines are an error (a stuck CLI).
 const maxLine = 64 << 20
 
-// Parse reads r line by line (bufio.Reader.ReadBytes, no whole-stream
-// buffering), yielding one Event per line as soon as it is complete and a
-// final Event from Finish. A last line without a newline is parsed and
-// counted as partial.
+// LineTooLongError is Parse's error for a line over its parser's limit:
+// the stream is not read past it.
+type LineTooLongError struct {
+	Parser string
+	Limit  int
+}
+
+func (e *LineTooLongError) Error() string {
+	return fmt.Sprintf("read %s stream: a line of its output is longer than the %s limit", e.Parser, byteSize(e.Limit))
+}
+
+// byteSize is n bytes as "64 MiB" when a whole number of MiB or KiB.
+func byteSize(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d-byte", n)
+}
+
+// Parse reads r line by line (bufio.Reader, no whole-stream buffering),
+// yielding one Event per line as soon as it is complete and a final Event
+// from Finish. A last line without a newline is parsed and counted as
+// partial. A line over the parser's limit (ParserOptions.MaxLine) ends
+// the stream with a *LineTooLongError, holding no more than the limit.
 func Parse(r io.Reader, p *Parser) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
+		limit := p.st.opt.MaxLine
+		if limit <= 0 {
+			limit = maxLine
+		}
 		br := bufio.NewReaderSize(r, 64<<10)
+		var line []byte
 		for {
-			line, err := br.ReadBytes('\n')
+			frag, err := br.ReadSlice('\n')
+			line = append(line, frag...)
+			if n := len(bytes.TrimSuffix(line, []byte("\n"))); n > limit {
+				yield(Event{}, &LineTooLongError{Parser: p.name, Limit: limit})
+				return
+			}
+			if errors.Is(err, bufio.ErrBufferFull) {
+				continue
+			}
 			if len(line) > 0 {
 				if line[len(line)-1] == '\n' {
 					line = line[:len(line)-1]
 				} else {
 					p.stats.Partial++
 				}
-				if len(line) > maxLine {
-					yield(Event{}, fmt.Errorf("read %s stream: line of %d bytes is longer than %d", p.name, len(line), maxLine))
-					return
-				}
 				if !yield(p.Feed(bytes.TrimSuffix(line, []byte("\r"))), nil) {
 					return
 				}
+				line = nil // the event keeps it (Event.Raw)
 			}
 			if err != nil {
 				if !errors.Is(err, io.EOF) {

@@ -2,9 +2,11 @@ package agentcli
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -278,5 +280,42 @@ func TestUnknownParser(t *testing.T) {
 	t.Parallel()
 	if _, err := NewParser("nope", ParserOptions{}); err == nil {
 		t.Fatal("NewParser(nope) succeeded")
+	}
+}
+
+// TestParseLineLimit: a line of the limit's length (its newline aside),
+// within the stream or last without a newline, is read; one byte more
+// ends the stream with a *LineTooLongError.
+func TestParseLineLimit(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		n    int
+		rest string
+		ok   bool
+	}{{100, "\nlast\n", true}, {100, "", true}, {101, "\nlast\n", false}, {101, "", false}} {
+		p, err := NewParser("text", ParserOptions{MaxLine: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []int
+		var tooLong *LineTooLongError
+		for ev, err := range Parse(strings.NewReader("first\n"+strings.Repeat("a", tt.n)+tt.rest), p) {
+			if err != nil && !errors.As(err, &tooLong) {
+				t.Fatalf("%d%q: %v", tt.n, tt.rest, err)
+			}
+			if ev.Raw != nil {
+				lines = append(lines, len(ev.Raw))
+			}
+		}
+		want := []int{5}
+		if tt.ok {
+			want = append(want, tt.n)
+			if tt.rest != "" {
+				want = append(want, 4)
+			}
+		}
+		if (tooLong == nil) != tt.ok || !slices.Equal(lines, want) {
+			t.Errorf("line of %d then %q: lines %v, error %v; want lines %v", tt.n, tt.rest, lines, tooLong, want)
+		}
 	}
 }

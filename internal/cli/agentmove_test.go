@@ -39,6 +39,26 @@ movements:
 	if r.code != 0 || strings.TrimSpace(r.stdout) != "Three fruits." || !strings.Contains(r.stderr, "on agent CLI fake-move") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
+	// No model is configured, and none is called: the replay demo the
+	// session holds is not announced, badged or costed as the run's.
+	for _, bad := range []string{"replay", "REPLAY", "scripted"} {
+		if strings.Contains(r.stderr, bad) {
+			t.Errorf("stderr says %q of a run only on an agent CLI:\n%s", bad, r.stderr)
+		}
+	}
+	if !strings.Contains(r.stderr, "model: none configured, and none needed") {
+		t.Errorf("stderr does not say that no model is needed:\n%s", r.stderr)
+	}
+	r = runCLI(t, env, "run", "--piece", "agent-solo", "-w", t.TempDir(), "-o", "jsonl", "<reply>Three fruits. [STATUS:success]</reply>")
+	if r.code != 0 || strings.Contains(r.stderr, "replay") ||
+		!strings.Contains(r.stderr, "No model configured, and none is needed: every movement of piece agent-solo runs on an agent CLI (fake-move)") {
+		t.Errorf("-o jsonl: exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	// The replay asked for keeps its badge.
+	r = runCLI(t, env, "run", "--model", "replay/demo", "--piece", "agent-solo", "-w", t.TempDir(), "<reply>Three fruits. [STATUS:success]</reply>")
+	if r.code != 0 || !strings.Contains(r.stderr, "▶ REPLAY") {
+		t.Errorf("--model replay/demo: exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
 	r = runCLI(t, env, "run", "--piece", "agent-solo", "-w", t.TempDir(), "[fake:crash]")
 	if r.code != ExitError || !strings.Contains(r.stdout, "agent fake-move failed (agent_crashed)") {
 		t.Fatalf("crash: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)

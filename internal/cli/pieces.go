@@ -407,28 +407,45 @@ func firstLine(s string, n int) string {
 // scripts a run of piece replay.DemoPieceFor (the piece given, or the
 // resumed session's). Another piece whose movements need a model is
 // refused before anything runs, since the script cannot drive it; one
-// that runs only on agent CLIs, or that does not exist (the run says
-// so), is left alone, as are other choices.
-func usePieceDemo(ctx context.Context, choice *providers.Choice, name string, prior *priorRun, libs *pieceLibrary, home, workdir string) error {
+// that does not exist (the run says so) is left alone, as are other
+// choices. A piece that runs only on agent CLIs never calls the demo:
+// when the demo stands for no model configured (or the session's, on a
+// resume), agentsOnly is true, and the choice's notice says that no
+// model is needed instead of announcing the demo.
+func usePieceDemo(ctx context.Context, choice *providers.Choice, name string, prior *priorRun, libs *pieceLibrary, home, workdir string) (agentsOnly bool, err error) {
 	if choice.Executor != protocol.ExecutorReplay || choice.Replay != providers.DemoScenario {
-		return nil
+		return false, nil
 	}
 	if name == "" && prior != nil {
 		name = prior.state.Piece
 	}
 	if name == replay.DemoPieceFor {
 		choice.Provider = replay.New(replay.DemoPiece())
-		return nil
+		return false, nil
 	}
 	lib, err := libs.open(ctx, home, workdir)
 	if err != nil {
-		return failErr(err)
+		return false, failErr(err)
 	}
 	p, ok := lib.Get(name)
-	if !ok || !slices.ContainsFunc(p.Movements, func(m piece.Movement) bool { return m.Agent == "" }) {
-		return nil
+	if !ok {
+		return false, nil
 	}
-	return usageErr("no model is configured, and the bundled replay demo scripts only piece %s, not %s: "+
+	if !slices.ContainsFunc(p.Movements, func(m piece.Movement) bool { return m.Agent == "" }) {
+		if choice.Source != "default" && prior == nil {
+			return false, nil // the demo asked for (--model replay/demo)
+		}
+		var agents []string
+		for _, m := range p.Movements {
+			if !slices.Contains(agents, m.Agent) {
+				agents = append(agents, m.Agent)
+			}
+		}
+		choice.Notice = fmt.Sprintf("No model configured, and none is needed: every movement of piece %s runs on an agent CLI (%s), which calls its own model.",
+			name, strings.Join(agents, ", "))
+		return true, nil
+	}
+	return false, usageErr("no model is configured, and the bundled replay demo scripts only piece %s, not %s: "+
 		"try it with --piece %s, or configure a real model (ANTHROPIC_API_KEY, OPENAI_API_KEY or OPENAI_BASE_URL, or --model provider/model) to run piece %s",
 		replay.DemoPieceFor, name, replay.DemoPieceFor, name)
 }

@@ -91,6 +91,10 @@ type renderer struct {
 	// drawn again (legacyEcho).
 	lastRun string
 	replay  bool
+	// agentsOnly: every movement of the piece runs on an agent CLI, so
+	// the replay demo the session holds (no model is configured) is never
+	// called: no replay badge, and the CLIs' cost.
+	agentsOnly bool
 	// cwd is the workspace drawn last: an agent CLI's session sends
 	// session_info again once the CLI names its session.
 	cwd     string
@@ -152,7 +156,7 @@ func (r *renderer) header(id string, c *providers.Choice, sandboxKind, dir strin
 	defer r.mu.Unlock()
 	r.endText()
 	from := ""
-	if c.Executor == protocol.ExecutorReplay {
+	if c.Executor == protocol.ExecutorReplay && !r.agentsOnly {
 		from = " · scripted turns from " + replayName(c.Replay)
 	}
 	fmt.Fprintf(r.info, "%smaestro%s · sandbox %s · session %s%s\n", r.st.dim, from, sandboxKind, id, r.st.reset)
@@ -194,10 +198,13 @@ func (r *renderer) protocol(m protocol.Message, at time.Time, stamp string) {
 	r.lastRun = ""
 	switch m := m.(type) {
 	case protocol.Ready:
-		if m.ExecutorType == protocol.ExecutorReplay {
+		switch {
+		case m.ExecutorType == protocol.ExecutorReplay && r.agentsOnly:
+			r.line(stamp, "model: none configured, and none needed: every movement runs on an agent CLI, which calls its own")
+		case m.ExecutorType == protocol.ExecutorReplay:
 			r.replay = true
 			r.line(stamp, fmt.Sprintf("%s%s▶ REPLAY%s scripted model turns (%s/%s), tools run for real", st.bold, st.yellow, st.reset, m.Provider, m.Model))
-		} else {
+		default:
 			r.line(stamp, fmt.Sprintf("model %s/%s", m.Provider, m.Model))
 		}
 	case protocol.SessionInfo:
@@ -465,7 +472,7 @@ func (r *renderer) finish(res agent.Result, took time.Duration, replay bool) {
 	if !res.CostKnown {
 		cost += " (pricing unknown)"
 	}
-	if replay {
+	if replay && !r.agentsOnly {
 		cost = "$0 (replay)"
 	}
 	fmt.Fprintf(r.info, "%s%s · %s%s\n", st.dim,

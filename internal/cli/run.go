@@ -273,10 +273,15 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	if prior != nil && o.Piece != "" && !prior.state.Status.Final() {
 		return usageErr("session %s has an unfinished run (%s): resume it without --piece", sess.ID(), prior.state.Status)
 	}
+	agentsOnly := false
 	if pieceMode {
-		if err := usePieceDemo(ctx, choice, o.Piece, prior, libs, h.Home(), s.Root.Dir()); err != nil {
+		// A copy: the notice of a piece run only on agent CLIs is this
+		// run's, not the session's.
+		c := *choice
+		if agentsOnly, err = usePieceDemo(ctx, &c, o.Piece, prior, libs, h.Home(), s.Root.Dir()); err != nil {
 			return err
 		}
+		*choice = c
 	}
 	if o.Resume != "" {
 		if ended := replayEnded(s); ended != "" {
@@ -288,8 +293,11 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 		return failErr(err)
 	}
 
-	view, text := runView(io, o, pieceMode, choice.Executor == protocol.ExecutorReplay)
-	if choice.Notice != "" {
+	view, text := runView(io, o, pieceMode, choice.Executor == protocol.ExecutorReplay && !agentsOnly)
+	if text != nil {
+		text.agentsOnly = agentsOnly
+	}
+	if choice.Notice != "" && (text == nil || !agentsOnly) { // the renderer's model line says it
 		fmt.Fprintln(io.ErrOut, choice.Notice)
 	}
 	if n := sb.Notice(); n != "" {
@@ -403,7 +411,7 @@ func checkNewPieceRun(ctx context.Context, io *IOStreams, h *host.Host, o runOpt
 		}
 	}
 	probe := *choice // usePieceDemo sets the provider of the piece demo
-	if err := usePieceDemo(ctx, &probe, o.Piece, nil, libs, h.Home(), dir); err != nil {
+	if _, err := usePieceDemo(ctx, &probe, o.Piece, nil, libs, h.Home(), dir); err != nil {
 		return nil, err
 	}
 	return choice, nil

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -277,14 +278,23 @@ func showMaestroSession(ctx context.Context, io *IOStreams, id string, asJSON bo
 	// history is how many messages the model's conversation holds: the
 	// last ones of msgs, since a summary is placed before those it kept.
 	history := 0
+	// answeredBy is the model the last response_end named (an agent
+	// CLI's stream names its own, where the session says "default").
+	answeredBy := ""
 	for rec, err := range store.Records(meta.ID, 0) {
 		if err != nil {
 			return failErr(fmt.Errorf("read session %s: %w", meta.ID, err))
 		}
+		if m := responseModel(rec); m != "" {
+			answeredBy = m
+		}
 		if rec.Kind != session.KindMessage || rec.Message == nil {
 			continue
 		}
-		m := maestroMessage{SessionMessage: transcriptMessage(*rec.Message, rec.Time, meta.Model)}
+		m := maestroMessage{SessionMessage: transcriptMessage(*rec.Message, rec.Time, cmp.Or(answeredBy, meta.Model))}
+		if rec.Message.Role == llm.RoleAssistant {
+			answeredBy = ""
+		}
 		c := rec.Message.Compaction
 		if c == nil {
 			msgs, history = append(msgs, m), history+1
@@ -330,6 +340,24 @@ func showMaestroSession(ctx context.Context, io *IOStreams, id string, asJSON bo
 		fmt.Fprintf(io.Out, "  %s\n", indentText(m.Text))
 	}
 	return nil
+}
+
+// responseModel is the model_id of a response_end event record, "" for
+// any other record.
+func responseModel(rec session.Record) string {
+	if rec.Kind != session.KindEvent || !bytes.Contains(rec.Event, []byte(`"response_end"`)) {
+		return ""
+	}
+	var end struct {
+		Type  string `json:"type"`
+		Usage struct {
+			ModelID string `json:"model_id"`
+		} `json:"usage"`
+	}
+	if json.Unmarshal(rec.Event, &end) != nil || end.Type != "response_end" {
+		return ""
+	}
+	return end.Usage.ModelID
 }
 
 // maestroMessage is a message of `maestro sessions show` for Maestro's

@@ -11,6 +11,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/agentcli"
 	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/session"
 )
 
@@ -268,5 +269,31 @@ func TestSessionsShowPlacesCompactionSummary(t *testing.T) {
 			t.Fatalf("stdout lacks %q after offset %d:\n%s", w, at, r.stdout)
 		}
 		at += i + len(w)
+	}
+}
+
+// An agent CLI session's model is "default" (the CLI keeps its own), but
+// its stream names the model of each answer (response_end usage): `sessions
+// show` labelled every answer "assistant (default)".
+func TestSessionsShowAgentCLIModel(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	sess, err := session.NewStore(filepath.Join(home, "sessions")).Create(session.Meta{Workspace: t.TempDir(), Provider: "claude-code", Model: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, model := range []string{"claude-opus-5-5", ""} {
+		sess.Message(llm.UserText(fmt.Sprintf("u%d", i)))
+		sess.Event(protocol.ResponseEnd{ResponseID: "r", Usage: protocol.Usage{ModelID: model}})
+		sess.Message(llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{llm.Text(fmt.Sprintf("a%d", i))}})
+	}
+	if err := sess.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, map[string]string{"MAESTRO_HOME": home}, "sessions", "show", sess.ID())
+	for _, want := range []string{"] assistant (claude-opus-5-5)\n  a0\n", "] assistant (default)\n  a1\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s%s", want, r.stdout, r.stderr)
+		}
 	}
 }
