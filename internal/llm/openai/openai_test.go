@@ -844,3 +844,30 @@ func TestConfigFromEnv(t *testing.T) {
 		t.Errorf("config (-want +got):\n%s", diff)
 	}
 }
+
+// llama.cpp's server answers a prompt over its context size with HTTP 400,
+// type exceed_context_size_error and a message whose wording changed
+// between builds; each is a context overflow, so the agent loop compacts
+// (it was a plain bad request: the run failed with no compaction).
+func TestLlamaCppContextOverflow(t *testing.T) {
+	t.Parallel()
+	for _, msg := range []string{
+		"request (5000 tokens) exceeds the available context size (4096 tokens), try increasing it",
+		"the request exceeds the available context size, try increasing it",
+		"input (5000 tokens) is larger than the max context size (4096 tokens). skipping",
+		"some future wording",
+	} {
+		body := fmt.Sprintf(`{"error":{"code":400,"message":%q,"type":"exceed_context_size_error","n_prompt_tokens":5000,"n_ctx":4096}}`, msg)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(body))
+		}))
+		t.Cleanup(srv.Close)
+		p := newProvider(t, srv.URL+"/v1", APIChat)
+		r := stream(t, t.Context(), p, hello())
+		if e, ok := errors.AsType[*llm.Error](r.Err); !ok || e.Kind != llm.KindContextLength || !strings.Contains(e.Message, msg) {
+			t.Errorf("%q: error %#v, want kind %s with the message", msg, r.Err, llm.KindContextLength)
+		}
+	}
+}
