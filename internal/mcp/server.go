@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,7 +86,12 @@ func NewServer(o ServerOptions) *Server {
 		o.TaskTimeout = 2 * time.Hour
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{o: o, ctx: ctx, cancel: cancel, tasks: map[string]*task{}}
+	// Task ids carry a part of their own to each server: each began at
+	// task-1, so a client whose server restarted (a reconnect, a second
+	// instance) asking for an earlier task got the new one of that number.
+	var idPart [4]byte
+	_, _ = rand.Read(idPart[:])
+	s := &Server{o: o, ctx: ctx, cancel: cancel, tasks: map[string]*task{}, idPrefix: "task-" + hex.EncodeToString(idPart[:]) + "-"}
 	s.MCP = sdk.NewServer(&sdk.Implementation{Name: "maestro", Version: o.Version}, &sdk.ServerOptions{
 		Instructions: "Maestro runs coding and research tasks with its pieces (multi-step workflows). " +
 			"Call list_pieces, then run_task; when a task waits for an answer, call answer_question.",
@@ -113,6 +120,8 @@ type Server struct {
 	mu    sync.Mutex
 	tasks map[string]*task
 	next  int
+	// idPrefix starts the ids of this server's tasks (task-<8 hex>-).
+	idPrefix string
 }
 
 // Run serves t until the client goes away or ctx ends, then stops the
@@ -264,7 +273,7 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest, in runIn
 	}
 	s.mu.Lock()
 	s.next++
-	t := &task{id: "task-" + strconv.Itoa(s.next), status: TaskRunning}
+	t := &task{id: s.idPrefix + strconv.Itoa(s.next), status: TaskRunning}
 	s.tasks[t.id] = t
 	s.mu.Unlock()
 	s.start(t, append(args, "--", in.Prompt))
@@ -319,7 +328,8 @@ func (s *Server) task(id string) (*task, error) {
 	defer s.mu.Unlock()
 	t, ok := s.tasks[id]
 	if !ok {
-		return nil, fmt.Errorf("no task %q", id)
+		return nil, fmt.Errorf("no task %q: not started by this server (a task is known to the server that started it while it runs; "+
+			"a task of one that has stopped ended with it, its run a session in 'maestro sessions list')", id)
 	}
 	return t, nil
 }
