@@ -476,11 +476,29 @@ func (s *Server) start(t *task, args []string) {
 		case stopped != "":
 			t.finish(TaskFailed, result, stopped)
 		case werr != nil:
-			t.finish(TaskFailed, result, strings.TrimSpace(fmt.Sprintf("maestro run: %v\n%s", werr, stderr.String())))
+			t.finish(TaskFailed, result, runError(werr, stderr.String()))
 		default:
 			t.finish(TaskSucceeded, result, "")
 		}
 	}()
+}
+
+// runError is the error of a run that failed: maestro run's stderr, and
+// its exit status unless it is 2 (a usage error: the run refused its
+// arguments), said as a refusal without the hint for a terminal ("Run
+// 'maestro run --help' for usage.") a client could do nothing with.
+func runError(werr error, stderr string) string {
+	msg := strings.TrimSpace(stderr)
+	if exit, ok := errors.AsType[*exec.ExitError](werr); !ok || exit.ExitCode() != 2 || msg == "" {
+		return strings.TrimSpace(fmt.Sprintf("maestro run: %v\n%s", werr, msg))
+	}
+	var lines []string
+	for line := range strings.SplitSeq(msg, "\n") {
+		if !strings.HasPrefix(line, "Run 'maestro ") || !strings.HasSuffix(line, " for usage.") {
+			lines = append(lines, line)
+		}
+	}
+	return "maestro run refused the task: " + strings.TrimPrefix(strings.Join(lines, "\n"), "maestro: ")
 }
 
 // follow reads a run's JSON lines: the session id, progress (status

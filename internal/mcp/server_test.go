@@ -85,7 +85,16 @@ const fakeRunEnv = "MAESTRO_MCPTEST_FAKE_RUN"
 // and succeeds.
 const fakeLinesEnv = "MAESTRO_MCPTEST_FAKE_LINES"
 
+// fakeRefusedEnv makes the test binary a `maestro run` that refuses its
+// arguments as maestro run does, the variable's value its message: on
+// stderr, with the hint for a terminal, exit status 2.
+const fakeRefusedEnv = "MAESTRO_MCPTEST_FAKE_REFUSED"
+
 func runFakeRunIfRequested() {
+	if msg := os.Getenv(fakeRefusedEnv); msg != "" {
+		fmt.Fprintf(os.Stderr, "maestro: %s\nRun 'maestro run --help' for usage.\n", msg)
+		os.Exit(2)
+	}
 	if n, err := strconv.Atoi(os.Getenv(fakeLinesEnv)); err == nil {
 		fmt.Println(`{"type":"ready","session_id":"s-1"}`)
 		prefix, end := "line", "Result (waiting_human): Which one?"
@@ -426,5 +435,28 @@ func TestTaskIDsAreNotReused(t *testing.T) {
 	}
 	if ids[0] == ids[1] {
 		t.Errorf("two servers gave the same task id %s", ids[0])
+	}
+}
+
+// A task maestro run refuses (no model configured and a piece the replay
+// demo does not script) fails with maestro run's reason alone: the error
+// was "maestro run: exit status 2", the reason, then "Run 'maestro run
+// --help' for usage.", a terminal's hint the model calling run_task
+// could do nothing with.
+func TestRefusedRunSaysWhy(t *testing.T) {
+	t.Parallel()
+	const why = "no model is configured, and the bundled replay demo scripts only piece general, not code"
+	srv := NewServer(ServerOptions{Exe: os.Args[0], Env: append(os.Environ(), fakeRefusedEnv+"="+why), Dir: t.TempDir()})
+	t.Cleanup(srv.Close)
+	res, err := connect(t, srv).CallTool(testCtx(t), &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"prompt": "work"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info TaskInfo
+	if err := json.Unmarshal([]byte(resultText(res)), &info); err != nil {
+		t.Fatal(err)
+	}
+	if want := "maestro run refused the task: " + why; info.Status != TaskFailed || info.Error != want {
+		t.Errorf("task %s, error %q; want failed, %q", info.Status, info.Error, want)
 	}
 }
