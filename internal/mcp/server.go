@@ -328,8 +328,8 @@ func (s *Server) task(id string) (*task, error) {
 	defer s.mu.Unlock()
 	t, ok := s.tasks[id]
 	if !ok {
-		return nil, fmt.Errorf("no task %q: not started by this server (a task is known to the server that started it while it runs; "+
-			"a task of one that has stopped ended with it, its run a session in 'maestro sessions list')", id)
+		return nil, fmt.Errorf("no task %q: this server did not start it (a server knows the tasks it started until it stops, "+
+			"and stops them then; each task's run stays a session in 'maestro sessions list')", id)
 	}
 	return t, nil
 }

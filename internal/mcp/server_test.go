@@ -427,7 +427,7 @@ func TestTaskIDsAreNotReused(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if text := resultText(res); !res.IsError || !strings.Contains(text, "not started by this server") {
+			if text := resultText(res); !res.IsError || !strings.Contains(text, "this server did not start it") {
 				t.Errorf("task_status of the earlier server's %s: error %v %q, want an error saying this server did not start it", id, res.IsError, text)
 			}
 		}
