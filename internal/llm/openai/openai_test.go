@@ -527,6 +527,15 @@ func TestIncompleteAndErrorEvents(t *testing.T) {
 			want: llm.KindRateLimit, msg: "Rate limit reached",
 		},
 		{
+			// llama.cpp builds that stream their errors: a prompt over
+			// the context size is a context overflow (the agent compacts).
+			name: "chat error chunk llama.cpp too long", api: APIChat,
+			lines: []string{
+				`data: {"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5000,"n_ctx":4096}}`,
+			},
+			want: llm.KindContextLength, msg: "exceeds the available context size",
+		},
+		{
 			name: "chat malformed chunk", api: APIChat,
 			lines: []string{`data: {"id":`},
 			want:  llm.KindStream, msg: "reading the response stream",
