@@ -193,12 +193,13 @@ func (s *Server) workspace(dir string, run bool) (string, error) {
 	case s.o.Workspace != nil:
 		return s.o.Workspace(dir)
 	}
-	at := dir
+	at, from := dir, ""
 	if !filepath.IsAbs(at) {
 		at = filepath.Join(s.o.Dir, at)
+		from = fmt.Sprintf(" (a relative path is taken from %s, the server's directory)", s.o.Dir)
 	}
 	if fi, err := os.Stat(at); err != nil || !fi.IsDir() {
-		return "", fmt.Errorf("workspace %q is not an existing directory", workspace.Excerpt(dir))
+		return "", fmt.Errorf("workspace %q is not an existing directory%s", workspace.Excerpt(dir), from)
 	}
 	return dir, nil
 }

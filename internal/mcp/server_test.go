@@ -49,7 +49,9 @@ func TestRunTaskRefusesBadArguments(t *testing.T) {
 		{"run_task", map[string]any{"prompt": "x", "workspace": filepath.Join(dir, "missing")}, "is not an existing directory"},
 		{"run_task", map[string]any{"prompt": "x", "piece": "nosuch"}, `unknown piece "nosuch"; this workspace has: code, review`},
 		{"run_task", map[string]any{"prompt": "x", "piece": "deploy"}, "piece \"deploy\" is not in effect: its file is ignored:\n" + deployIgnored},
-		{"list_pieces", map[string]any{"workspace": "missing"}, `workspace "missing" is not an existing directory`},
+		// A relative path is the server's directory's: the error says
+		// which (a client whose directory is another could not tell).
+		{"list_pieces", map[string]any{"workspace": "missing"}, `workspace "missing" is not an existing directory (a relative path is taken from ` + dir + `, the server's directory)`},
 	} {
 		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: tt.tool, Arguments: tt.args})
 		if err != nil {
