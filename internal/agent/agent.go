@@ -181,8 +181,11 @@ type Result struct {
 	// was not in the pricing catalogue.
 	CostUSD   float64
 	CostKnown bool
-	// Iterations counts model calls.
-	Iterations int
+	// Iterations counts the loop's model calls (the iteration cap counts
+	// these); SummaryCalls the calls that summarised the conversation for a
+	// compaction. ModelCalls is both.
+	Iterations   int
+	SummaryCalls int
 	// Final is the text of the last assistant message.
 	Final string
 	// StopReason of the last model call.
@@ -195,6 +198,10 @@ type Result struct {
 	// then holds each summary (apply them with llm.AppendHistory).
 	Compactions int
 }
+
+// ModelCalls counts every model call of the run: the loop's and
+// compaction's summarising calls, whose usage Usage includes.
+func (r Result) ModelCalls() int { return r.Iterations + r.SummaryCalls }
 
 // Errors returned by Run (wrapped; test with errors.Is).
 var (

@@ -54,7 +54,8 @@ var errNothingToCompact = errors.New("the conversation has no older turns to com
 
 // statedMaximum finds the window a provider's "too long" error states:
 // Anthropic "prompt is too long: N tokens > M maximum", OpenAI and vLLM
-// "maximum context length is M tokens". 0 when it states none.
+// "maximum context length is M tokens", llama.cpp "request (N tokens)
+// exceeds the available context size (M tokens)". 0 when it states none.
 func statedMaximum(err error) int64 {
 	e, ok := errors.AsType[*llm.Error](err)
 	if !ok {
@@ -73,6 +74,7 @@ func statedMaximum(err error) int64 {
 var statedMaximumRes = []*regexp.Regexp{
 	regexp.MustCompile(`tokens > (\d+) maximum`),
 	regexp.MustCompile(`(?i)maximum context length is (\d+) tokens`),
+	regexp.MustCompile(`(?i)context size \((\d+) tokens\)`),
 }
 
 // tokensOf estimates the tokens of a text (about four bytes a token).
@@ -263,6 +265,7 @@ func (r *run) complete(ctx context.Context, req *llm.Request) (string, error) {
 				model = ev.Response.Model
 			}
 			r.account(model, ev.Response.Usage)
+			r.res.SummaryCalls++
 			return ev.Response.Message.TextContent(), nil
 		}
 	}

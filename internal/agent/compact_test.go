@@ -361,9 +361,22 @@ func TestKeptTurnsFitBelowALowThreshold(t *testing.T) {
 // request stating a smaller maximum, compaction's budgets follow the
 // stated one: with the assumed window, a quarter of it kept every recent
 // turn, so the request sent again after compacting was as large as the
-// rejected one.
+// rejected one. llama.cpp's server words it its own way (it was not taken
+// for a "too long" error at all: the run failed with no compaction).
 func TestCompactionLearnsTheStatedMaximum(t *testing.T) {
 	t.Parallel()
+	for name, tooLong := range map[string]string{
+		"openai":   "This model's maximum context length is 4096 tokens. However, your messages resulted in 5400 tokens.",
+		"llamacpp": "request (5400 tokens) exceeds the available context size (4096 tokens), try increasing it",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			learnStatedMaximum(t, tooLong)
+		})
+	}
+}
+
+func learnStatedMaximum(t *testing.T, tooLong string) {
 	result := strings.Repeat("a tool result line\n", 210) // about 1,000 tokens
 	set := tool.NewSet()
 	set.Add(echoTool("Big", true, func(context.Context, echoIn) (tool.Result, error) { return tool.Result{Content: result}, nil }))
@@ -372,7 +385,7 @@ func TestCompactionLearnsTheStatedMaximum(t *testing.T) {
 		turns = append(turns, llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: fmt.Sprintf("c%d", i), Name: "Big", Input: `{"text":"x"}`}}})
 	}
 	turns = append(turns,
-		llmtest.Turn{Status: 400, ErrorMessage: "This model's maximum context length is 4096 tokens. However, your messages resulted in 5400 tokens."},
+		llmtest.Turn{Status: 400, ErrorMessage: tooLong},
 		// The older turns are two chunks of half the stated window: two
 		// summarising calls.
 		llmtest.Turn{Text: []string{"SUMMARY 1"}},
@@ -393,8 +406,10 @@ func TestCompactionLearnsTheStatedMaximum(t *testing.T) {
 
 func TestStatedMaximum(t *testing.T) {
 	for msg, want := range map[string]int64{
-		"prompt is too long: 210345 tokens > 200000 maximum":                                     200_000,
-		"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens": 8192,
+		"prompt is too long: 210345 tokens > 200000 maximum":                                        200_000,
+		"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens":    8192,
+		"request (9000 tokens) exceeds the available context size (8192 tokens), try increasing it": 8192,
+		"input (9000 tokens) is larger than the max context size (8192 tokens). skipping":           8192,
 		"prompt is too long": 0,
 	} {
 		if got := statedMaximum(&llm.Error{Kind: llm.KindContextLength, Message: msg}); got != want {

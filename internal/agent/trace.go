@@ -40,7 +40,7 @@ type corrSpan struct {
 // tokens and cost.
 func endTurnSpan(span trace.Span, res Result, err error) {
 	if cs, ok := span.(corrSpan); ok {
-		setAttrs(cs.Span, cs.corr, attribute.Int("maestro.turn.model_calls", res.Iterations),
+		setAttrs(cs.Span, cs.corr, attribute.Int("maestro.turn.model_calls", res.ModelCalls()),
 			attribute.Int("maestro.turn.tool_calls", res.Tools.CallsSucceeded+res.Tools.CallsFailed),
 			attribute.Int64("gen_ai.usage.input_tokens", res.Usage.InputTokens), attribute.Int64("gen_ai.usage.output_tokens", res.Usage.OutputTokens),
 			attribute.Float64("maestro.cost_usd", res.CostUSD))

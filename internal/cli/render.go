@@ -476,7 +476,7 @@ func (r *renderer) finish(res agent.Result, took time.Duration, replay bool) {
 		cost = "$0 (replay)"
 	}
 	fmt.Fprintf(r.info, "%s%s · %s%s\n", st.dim,
-		usageSummary(res.Iterations, res.Tools.CallsSucceeded+res.Tools.CallsFailed,
+		usageSummary(res.ModelCalls(), res.Tools.CallsSucceeded+res.Tools.CallsFailed,
 			u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens, cost),
 		took.Round(time.Millisecond), st.reset)
 }

@@ -178,7 +178,7 @@ func (r *run) account(res agent.Result) {
 	st.Usage.Add(res.Usage)
 	st.CostUSD += res.CostUSD
 	st.CostUnknown = st.CostUnknown || !res.CostKnown
-	st.ModelCalls += res.Iterations
+	st.ModelCalls += res.ModelCalls()
 	st.ToolCalls += res.Tools.CallsSucceeded + res.Tools.CallsFailed
 	st.ToolFailures += res.Tools.CallsFailed
 	for _, m := range res.Messages {

@@ -105,11 +105,15 @@ func KindOf(err error) ErrorKind {
 // tooLongPhrases are what providers say when a request exceeds the
 // context window: Anthropic "prompt is too long: N tokens > M maximum",
 // OpenAI and vLLM "This model's maximum context length is M tokens…" (code
-// context_length_exceeded), others "context window", "too many tokens".
+// context_length_exceeded), llama.cpp's server "request (N tokens) exceeds
+// the available context size (M tokens)…" (type exceed_context_size_error;
+// older builds "input (N tokens) is larger than the max context size"),
+// others "context window", "too many tokens".
 var tooLongPhrases = []string{
 	"prompt is too long", "context_length_exceeded", "maximum context length",
 	"context length exceeded", "exceeds the context window", "exceeds context window",
 	"input is too long", "too many tokens",
+	"exceed_context_size_error", "exceeds the available context size", "larger than the max context size",
 }
 
 // MarkContextLength reclassifies a rejected request (KindBadRequest: an

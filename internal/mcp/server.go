@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,7 +86,12 @@ func NewServer(o ServerOptions) *Server {
 		o.TaskTimeout = 2 * time.Hour
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{o: o, ctx: ctx, cancel: cancel, tasks: map[string]*task{}}
+	// Task ids carry a part of their own to each server: each began at
+	// task-1, so a client whose server restarted (a reconnect, a second
+	// instance) asking for an earlier task got the new one of that number.
+	var idPart [4]byte
+	_, _ = rand.Read(idPart[:])
+	s := &Server{o: o, ctx: ctx, cancel: cancel, tasks: map[string]*task{}, idPrefix: "task-" + hex.EncodeToString(idPart[:]) + "-"}
 	s.MCP = sdk.NewServer(&sdk.Implementation{Name: "maestro", Version: o.Version}, &sdk.ServerOptions{
 		Instructions: "Maestro runs coding and research tasks with its pieces (multi-step workflows). " +
 			"Call list_pieces, then run_task; when a task waits for an answer, call answer_question.",
@@ -113,6 +120,8 @@ type Server struct {
 	mu    sync.Mutex
 	tasks map[string]*task
 	next  int
+	// idPrefix starts the ids of this server's tasks (task-<8 hex>-).
+	idPrefix string
 }
 
 // Run serves t until the client goes away or ctx ends, then stops the
@@ -184,12 +193,13 @@ func (s *Server) workspace(dir string, run bool) (string, error) {
 	case s.o.Workspace != nil:
 		return s.o.Workspace(dir)
 	}
-	at := dir
+	at, from := dir, ""
 	if !filepath.IsAbs(at) {
 		at = filepath.Join(s.o.Dir, at)
+		from = fmt.Sprintf(" (a relative path is taken from %s, the server's directory)", s.o.Dir)
 	}
 	if fi, err := os.Stat(at); err != nil || !fi.IsDir() {
-		return "", fmt.Errorf("workspace %q is not an existing directory", workspace.Excerpt(dir))
+		return "", fmt.Errorf("workspace %q is not an existing directory%s", workspace.Excerpt(dir), from)
 	}
 	return dir, nil
 }
@@ -264,7 +274,7 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest, in runIn
 	}
 	s.mu.Lock()
 	s.next++
-	t := &task{id: "task-" + strconv.Itoa(s.next), status: TaskRunning}
+	t := &task{id: s.idPrefix + strconv.Itoa(s.next), status: TaskRunning}
 	s.tasks[t.id] = t
 	s.mu.Unlock()
 	s.start(t, append(args, "--", in.Prompt))
@@ -319,7 +329,8 @@ func (s *Server) task(id string) (*task, error) {
 	defer s.mu.Unlock()
 	t, ok := s.tasks[id]
 	if !ok {
-		return nil, fmt.Errorf("no task %q", id)
+		return nil, fmt.Errorf("no task %q: this server did not start it (a server knows the tasks it started until it stops, "+
+			"and stops them then; each task's run stays a session in 'maestro sessions list')", id)
 	}
 	return t, nil
 }
@@ -466,11 +477,29 @@ func (s *Server) start(t *task, args []string) {
 		case stopped != "":
 			t.finish(TaskFailed, result, stopped)
 		case werr != nil:
-			t.finish(TaskFailed, result, strings.TrimSpace(fmt.Sprintf("maestro run: %v\n%s", werr, stderr.String())))
+			t.finish(TaskFailed, result, runError(werr, stderr.String()))
 		default:
 			t.finish(TaskSucceeded, result, "")
 		}
 	}()
+}
+
+// runError is the error of a run that failed: maestro run's stderr, and
+// its exit status unless it is 2 (a usage error: the run refused its
+// arguments), said as a refusal without the hint for a terminal ("Run
+// 'maestro run --help' for usage.") a client could do nothing with.
+func runError(werr error, stderr string) string {
+	msg := strings.TrimSpace(stderr)
+	if exit, ok := errors.AsType[*exec.ExitError](werr); !ok || exit.ExitCode() != 2 || msg == "" {
+		return strings.TrimSpace(fmt.Sprintf("maestro run: %v\n%s", werr, msg))
+	}
+	var lines []string
+	for line := range strings.SplitSeq(msg, "\n") {
+		if !strings.HasPrefix(line, "Run 'maestro ") || !strings.HasSuffix(line, " for usage.") {
+			lines = append(lines, line)
+		}
+	}
+	return "maestro run refused the task: " + strings.TrimPrefix(strings.Join(lines, "\n"), "maestro: ")
 }
 
 // follow reads a run's JSON lines: the session id, progress (status

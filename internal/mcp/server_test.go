@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -39,14 +40,7 @@ func TestRunTaskRefusesBadArguments(t *testing.T) {
 		},
 	})
 	ctx := testCtx(t)
-	st, ct := sdk.NewInMemoryTransports()
-	go srv.Run(ctx, st)
-	c := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil)
-	cs, err := c.Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
+	cs := connect(t, srv)
 	for _, tt := range []struct {
 		tool string
 		args map[string]any
@@ -55,7 +49,9 @@ func TestRunTaskRefusesBadArguments(t *testing.T) {
 		{"run_task", map[string]any{"prompt": "x", "workspace": filepath.Join(dir, "missing")}, "is not an existing directory"},
 		{"run_task", map[string]any{"prompt": "x", "piece": "nosuch"}, `unknown piece "nosuch"; this workspace has: code, review`},
 		{"run_task", map[string]any{"prompt": "x", "piece": "deploy"}, "piece \"deploy\" is not in effect: its file is ignored:\n" + deployIgnored},
-		{"list_pieces", map[string]any{"workspace": "missing"}, `workspace "missing" is not an existing directory`},
+		// A relative path is the server's directory's: the error says
+		// which (a client whose directory is another could not tell).
+		{"list_pieces", map[string]any{"workspace": "missing"}, `workspace "missing" is not an existing directory (a relative path is taken from ` + dir + `, the server's directory)`},
 	} {
 		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: tt.tool, Arguments: tt.args})
 		if err != nil {
@@ -91,7 +87,16 @@ const fakeRunEnv = "MAESTRO_MCPTEST_FAKE_RUN"
 // and succeeds.
 const fakeLinesEnv = "MAESTRO_MCPTEST_FAKE_LINES"
 
+// fakeRefusedEnv makes the test binary a `maestro run` that refuses its
+// arguments as maestro run does, the variable's value its message: on
+// stderr, with the hint for a terminal, exit status 2.
+const fakeRefusedEnv = "MAESTRO_MCPTEST_FAKE_REFUSED"
+
 func runFakeRunIfRequested() {
+	if msg := os.Getenv(fakeRefusedEnv); msg != "" {
+		fmt.Fprintf(os.Stderr, "maestro: %s\nRun 'maestro run --help' for usage.\n", msg)
+		os.Exit(2)
+	}
 	if n, err := strconv.Atoi(os.Getenv(fakeLinesEnv)); err == nil {
 		fmt.Println(`{"type":"ready","session_id":"s-1"}`)
 		prefix, end := "line", "Result (waiting_human): Which one?"
@@ -207,7 +212,7 @@ func TestCancelledRunTaskStopsItsTask(t *testing.T) {
 	if err := <-f.answered; err == nil {
 		t.Fatal("the cancelled run_task answered")
 	}
-	tk, err := f.srv.task("task-1")
+	tk, err := f.srv.task(f.srv.idPrefix + "1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,13 +255,7 @@ func TestEmptyAnswerKeepsTheQuestion(t *testing.T) {
 	srv := NewServer(ServerOptions{Exe: filepath.Join(dir, "no-maestro"), Dir: dir})
 	srv.tasks["task-1"] = &task{id: "task-1", status: TaskWaitingHuman, session: "s-1", result: "Whom shall I greet?"}
 	ctx := testCtx(t)
-	st, ct := sdk.NewInMemoryTransports()
-	go srv.Run(ctx, st)
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
+	cs := connect(t, srv)
 	for _, answer := range []string{"", " \n"} {
 		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "answer_question", Arguments: map[string]any{"task_id": "task-1", "answer": answer}})
 		if err != nil {
@@ -284,7 +283,7 @@ func TestProgressOfARunAndItsResume(t *testing.T) {
 	if res, err := cs.CallTool(testCtx(t), run); err != nil || res.IsError {
 		t.Fatalf("run_task: %v %v", res, err)
 	}
-	answer := &sdk.CallToolParams{Name: "answer_question", Arguments: map[string]any{"task_id": "task-1", "answer": "that one"}}
+	answer := &sdk.CallToolParams{Name: "answer_question", Arguments: map[string]any{"task_id": srv.idPrefix + "1", "answer": "that one"}}
 	answer.SetProgressToken("answer")
 	if res, err := cs.CallTool(testCtx(t), answer); err != nil || res.IsError {
 		t.Fatalf("answer_question: %v %v", res, err)
@@ -305,7 +304,7 @@ func TestProgressPastAThousandLines(t *testing.T) {
 	t.Parallel()
 	const lines = maxProgress + 100
 	f := startFakeRun(t) // its run has printed its line ("working")
-	tk, err := f.srv.task("task-1")
+	tk, err := f.srv.task(f.srv.idPrefix + "1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,5 +385,80 @@ func TestListPiecesSaysWhatItIgnored(t *testing.T) {
 	want := `{"ignored":[{"ignored":"` + deployIgnored + `","name":"deploy","source":"/p/deploy.yaml"}],"pieces":[{"description":"d","name":"code"}]}`
 	if got := resultText(res); got != want {
 		t.Errorf("list_pieces:\n got %s\nwant %s", got, want)
+	}
+}
+
+// connect serves srv to a client in memory.
+func connect(t *testing.T, srv *Server) *sdk.ClientSession {
+	t.Helper()
+	st, ct := sdk.NewInMemoryTransports()
+	go srv.Run(testCtx(t), st)
+	c := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := c.Connect(testCtx(t), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// A task id is not given again by another server: a client whose
+// `maestro mcp` restarted (Claude Code's reconnect, a second instance)
+// asking for an earlier task got the new server's task of the same
+// number (each began at task-1), another task's status and result
+// answered as its own. An id this server did not give is a tool error
+// that says so.
+func TestTaskIDsAreNotReused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var ids []string
+	for range 2 {
+		srv := NewServer(ServerOptions{Exe: os.Args[0], Env: append(os.Environ(), fakeLinesEnv+"=1"), Dir: dir})
+		t.Cleanup(srv.Close)
+		cs := connect(t, srv)
+		res, err := cs.CallTool(testCtx(t), &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"prompt": "work"}})
+		if err != nil || res.IsError {
+			t.Fatalf("run_task: %v %v", err, res.Content)
+		}
+		var info TaskInfo
+		if err := json.Unmarshal([]byte(resultText(res)), &info); err != nil || info.Status != TaskWaitingHuman {
+			t.Fatalf("run_task answered %v (%v), want a waiting_human task", info, err)
+		}
+		for _, id := range ids {
+			res, err := cs.CallTool(testCtx(t), &sdk.CallToolParams{Name: "task_status", Arguments: map[string]any{"task_id": id}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if text := resultText(res); !res.IsError || !strings.Contains(text, "this server did not start it") {
+				t.Errorf("task_status of the earlier server's %s: error %v %q, want an error saying this server did not start it", id, res.IsError, text)
+			}
+		}
+		ids = append(ids, info.TaskID)
+	}
+	if ids[0] == ids[1] {
+		t.Errorf("two servers gave the same task id %s", ids[0])
+	}
+}
+
+// A task maestro run refuses (no model configured and a piece the replay
+// demo does not script) fails with maestro run's reason alone: the error
+// was "maestro run: exit status 2", the reason, then "Run 'maestro run
+// --help' for usage.", a terminal's hint the model calling run_task
+// could do nothing with.
+func TestRefusedRunSaysWhy(t *testing.T) {
+	t.Parallel()
+	const why = "no model is configured, and the bundled replay demo scripts only piece general, not code"
+	srv := NewServer(ServerOptions{Exe: os.Args[0], Env: append(os.Environ(), fakeRefusedEnv+"="+why), Dir: t.TempDir()})
+	t.Cleanup(srv.Close)
+	res, err := connect(t, srv).CallTool(testCtx(t), &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"prompt": "work"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info TaskInfo
+	if err := json.Unmarshal([]byte(resultText(res)), &info); err != nil {
+		t.Fatal(err)
+	}
+	if want := "maestro run refused the task: " + why; info.Status != TaskFailed || info.Error != want {
+		t.Errorf("task %s, error %q; want failed, %q", info.Status, info.Error, want)
 	}
 }

@@ -438,7 +438,7 @@ func (r *engineRunner) runLoop(ctx context.Context, j *Job, jr *jobRun, prov llm
 	} else {
 		out.State, out.Result = store.StateSucceeded, res.Final
 	}
-	out.Report = report("", jobCost{res: out, known: res.CostKnown, replay: isReplayProvider(prov), modelCalls: res.Iterations}, root)
+	out.Report = report("", jobCost{res: out, known: res.CostKnown, replay: isReplayProvider(prov), modelCalls: res.ModelCalls()}, root)
 	return out
 }
 

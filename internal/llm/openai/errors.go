@@ -137,7 +137,9 @@ func (p *Provider) statusError(apiErr *sdk.Error) *llm.Error {
 			e.Hint = "check OPENAI_BASE_URL (OpenAI-compatible servers usually serve under /v1)"
 		}
 	}
-	return llm.MarkContextLength(e, apiErr.Code)
+	// llama.cpp's server says a prompt over its context size with the
+	// type exceed_context_size_error (its code is the status).
+	return llm.MarkContextLength(e, apiErr.Code+" "+apiErr.Type)
 }
 
 // eventError maps an error reported inside a stream (a chat error chunk, a
@@ -158,7 +160,8 @@ func (p *Provider) eventError(typ, code, msg string) *llm.Error {
 		kind = llm.KindModelNotFound
 	case strings.Contains(s, "server_error"), strings.Contains(s, "internal"):
 		kind = llm.KindServer
-	case strings.Contains(s, "invalid"), strings.Contains(s, "context_length"), strings.Contains(s, "policy"):
+	case strings.Contains(s, "invalid"), strings.Contains(s, "context_length"), strings.Contains(s, "exceed_context_size"),
+		strings.Contains(s, "policy"):
 		kind = llm.KindBadRequest
 	}
 	if msg == "" {
@@ -171,7 +174,7 @@ func (p *Provider) eventError(typ, code, msg string) *llm.Error {
 	if kind == llm.KindAuth {
 		e.Hint = authHint
 	}
-	return llm.MarkContextLength(e, code)
+	return llm.MarkContextLength(e, typ+" "+code)
 }
 
 // responseText returns the start of an error response's body (the SDK

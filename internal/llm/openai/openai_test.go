@@ -527,6 +527,15 @@ func TestIncompleteAndErrorEvents(t *testing.T) {
 			want: llm.KindRateLimit, msg: "Rate limit reached",
 		},
 		{
+			// llama.cpp builds that stream their errors: a prompt over
+			// the context size is a context overflow (the agent compacts).
+			name: "chat error chunk llama.cpp too long", api: APIChat,
+			lines: []string{
+				`data: {"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5000,"n_ctx":4096}}`,
+			},
+			want: llm.KindContextLength, msg: "exceeds the available context size",
+		},
+		{
 			name: "chat malformed chunk", api: APIChat,
 			lines: []string{`data: {"id":`},
 			want:  llm.KindStream, msg: "reading the response stream",
@@ -842,5 +851,32 @@ func TestConfigFromEnv(t *testing.T) {
 	want := Config{APIKey: "sk-1", BaseURL: "http://localhost:1234/v1", Model: "qwen3", API: "responses", Organization: "org-7"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
+	}
+}
+
+// llama.cpp's server answers a prompt over its context size with HTTP 400,
+// type exceed_context_size_error and a message whose wording changed
+// between builds; each is a context overflow, so the agent loop compacts
+// (it was a plain bad request: the run failed with no compaction).
+func TestLlamaCppContextOverflow(t *testing.T) {
+	t.Parallel()
+	for _, msg := range []string{
+		"request (5000 tokens) exceeds the available context size (4096 tokens), try increasing it",
+		"the request exceeds the available context size, try increasing it",
+		"input (5000 tokens) is larger than the max context size (4096 tokens). skipping",
+		"some future wording",
+	} {
+		body := fmt.Sprintf(`{"error":{"code":400,"message":%q,"type":"exceed_context_size_error","n_prompt_tokens":5000,"n_ctx":4096}}`, msg)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(body))
+		}))
+		t.Cleanup(srv.Close)
+		p := newProvider(t, srv.URL+"/v1", APIChat)
+		r := stream(t, t.Context(), p, hello())
+		if e, ok := errors.AsType[*llm.Error](r.Err); !ok || e.Kind != llm.KindContextLength || !strings.Contains(e.Message, msg) {
+			t.Errorf("%q: error %#v, want kind %s with the message", msg, r.Err, llm.KindContextLength)
+		}
 	}
 }
