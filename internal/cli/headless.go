@@ -243,5 +243,10 @@ func loadClientTools(path string) ([]runtime.ClientTool, error) {
 			return nil, fmt.Errorf("%s: tool %d has no name", path, i)
 		}
 	}
+	// The runtime's checks too (a bad name, ask_user or a name twice), so
+	// that they are usage errors like the file's other faults.
+	if err := runtime.CheckClientTools(tools); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	return tools, nil
 }

@@ -216,6 +216,14 @@ func TestHeadlessStartupFailure(t *testing.T) {
 	if err := os.WriteFile(badTools, []byte(`{"name":"x"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	badName := filepath.Join(t.TempDir(), "names.json")
+	if err := os.WriteFile(badName, []byte(`[{"name":"bad name!","description":"d","input_schema":{"type":"object"}}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	twice := filepath.Join(t.TempDir(), "twice.json")
+	if err := os.WriteFile(twice, []byte(`[{"name":"t"},{"name":"t"}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name     string
 		args     []string
@@ -235,6 +243,9 @@ func TestHeadlessStartupFailure(t *testing.T) {
 		{"argument", []string{"extra"}, ExitUsage, `unknown command "extra" for "maestro headless"`},
 		// It said "cannot unmarshal object into Go value of type []runtime.ClientTool".
 		{"client tools type", []string{"--client-tools", badTools}, ExitUsage, "expected a JSON array of {\"name\", \"description\", \"input_schema\"}, found JSON object"},
+		// The runtime's checks of a tool exited 1, the file's other faults 2.
+		{"client tool name", []string{"--client-tools", badName}, ExitUsage, `--client-tools: ` + badName + `: client tool "bad name!": a name is 1 to 64 letters`},
+		{"client tool twice", []string{"--client-tools", twice}, ExitUsage, `client tool "t": the name is empty or already taken`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

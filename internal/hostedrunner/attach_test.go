@@ -38,6 +38,43 @@ func serveRunner(t *testing.T, cfg Config, opts Options) (*Runner, *httptest.Ser
 	return r, srv
 }
 
+// TestUnknownRouteJSON: a path the runner does not serve, or one of its
+// routes asked with another method, answers in the contract's error shape
+// like its other routes (net/http answered plain text).
+func TestUnknownRouteJSON(t *testing.T) {
+	t.Parallel()
+	_, srv := serveRunner(t, testConfig(newWorkspace(t)), Options{Now: fixedNow})
+	for _, tc := range []struct {
+		method, path      string
+		status            int
+		code, text, allow string
+	}{
+		{"GET", "/nope", 404, "not_found", "No hosted runner route GET /nope", ""},
+		{"GET", DrainPath, 405, "bad_request", "method GET not allowed: " + DrainPath + " answers POST", "POST"},
+		{"POST", "/readyz", 405, "bad_request", "method POST not allowed: /readyz answers GET, HEAD", "GET, HEAD"},
+	} {
+		req, err := http.NewRequestWithContext(t.Context(), tc.method, srv.URL+tc.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Error     string `json:"error"`
+			ErrorType string `json:"error_type"`
+			Code      string `json:"code"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != tc.status || body.Code != tc.code || body.ErrorType != tc.code || body.Error != tc.text ||
+			resp.Header.Get("Allow") != tc.allow || resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s %s: %d %+v (%v), Allow %q, Content-Type %q", tc.method, tc.path, resp.StatusCode, body, err, resp.Header.Get("Allow"), resp.Header.Get("Content-Type"))
+		}
+	}
+}
+
 // TestOtherSessionOwnedElsewhere: the runner serves its own session, and
 // every route naming another session id answers 409
 // runtime_owned_elsewhere with the ownership details (wire contract §11.5,

@@ -204,6 +204,18 @@ func (r *Runner) Drain(ctx context.Context, req DrainRequest) (*DrainResponse, i
 	case flushErr != nil:
 		flush = FlushFailed
 	}
+	if rm := r.restore; rm != nil && rm.Runtime.FlushStatus != FlushCompleted && flush != FlushFailed {
+		// A runner restored from an incomplete hand-off never took the
+		// session over (it was never ready): its drain hands on the same
+		// incomplete record, not a completed one a control plane would
+		// restore as ready.
+		flush = rm.Runtime.FlushStatus
+		if flush == FlushFailed {
+			flushErr = fmt.Errorf("restored from a hand-off whose runtime flush failed: %s", cmpOr(rm.Runtime.Error, defaultRestoreFailedErr))
+		} else if rm.Runtime.Error != "" {
+			flushErr = errors.New(rm.Runtime.Error)
+		}
+	}
 
 	now := r.now()
 	snapData, err := json.Marshal(snap)

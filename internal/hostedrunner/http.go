@@ -35,6 +35,18 @@ func (r *Runner) Handler() http.Handler {
 	if r.attach != nil {
 		mux.Handle("/api/", r.attach)
 	}
+	// Every other request answers in the contract's error shape, as the
+	// routes above do (net/http's are plain text): a known path asked
+	// with another method 405 with Allow, any other path 404.
+	allow := map[string]string{IdentityPath: "GET, HEAD", DrainPath: "POST", "/healthz": "GET, HEAD", "/readyz": "GET, HEAD"}
+	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
+		if a, ok := allow[req.URL.Path]; ok {
+			w.Header().Set("Allow", a)
+			writeError(w, http.StatusMethodNotAllowed, "bad_request", "method "+req.Method+" not allowed: "+req.URL.Path+" answers "+a)
+			return
+		}
+		writeError(w, http.StatusNotFound, "not_found", "No hosted runner route "+req.Method+" "+req.URL.Path)
+	})
 	return r.cfg.Edge().Handler(mux)
 }
 

@@ -600,10 +600,12 @@ func TestRestoreIncomplete(t *testing.T) {
 	}
 	tests := []struct {
 		name, flush, errText, wantStatus, wantErr string
+		drainCode                                 int
+		drainStatus, drainFlush                   string
 	}{
-		{"failed", "failed", "disk full", StatusRestoreFailed, "disk full"},
-		{"legacy interrupted", "interrupted", "", StatusRestoreFailed, defaultRestoreFailedErr},
-		{"skipped", "skipped", "", StatusRestoreSkipped, defaultRestoreSkipErr},
+		{"failed", "failed", "disk full", StatusRestoreFailed, "disk full", 503, DrainInterrupted, FlushFailed},
+		{"legacy interrupted", "interrupted", "", StatusRestoreFailed, defaultRestoreFailedErr, 503, DrainInterrupted, FlushFailed},
+		{"skipped", "skipped", "", StatusRestoreSkipped, defaultRestoreSkipErr, 200, DrainDrained, FlushSkipped},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -641,6 +643,12 @@ func TestRestoreIncomplete(t *testing.T) {
 			r.Handler().ServeHTTP(rec, req)
 			if rec.Code != 503 || !strings.Contains(rec.Body.String(), tt.wantErr) {
 				t.Errorf("/readyz: %d %s", rec.Code, rec.Body)
+			}
+			// Its drain hands on the incomplete record: a manifest saying
+			// completed would be restored as ready.
+			d, code, err := r.Drain(context.Background(), DrainRequest{})
+			if err != nil || code != tt.drainCode || d.Status != tt.drainStatus || d.Manifest.Runtime.FlushStatus != tt.drainFlush || !strings.Contains(d.Manifest.Runtime.Error, tt.errText) || d.Manifest.PlatformEvidence.Status != tt.drainStatus {
+				t.Errorf("drain: %v %d %s runtime %+v", err, code, d.Status, d.Manifest.Runtime)
 			}
 		})
 	}

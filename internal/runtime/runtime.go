@@ -122,6 +122,27 @@ type ClientTool struct {
 	InputSchema json.RawMessage `json:"input_schema"`
 }
 
+// CheckClientTools checks the client tools of a runtime (Config.ClientTools):
+// each has a name model APIs accept, not ask_user's nor another's, and an
+// input_schema that is valid JSON. A front end checks them as it reads
+// them (maestro headless --client-tools: a usage error); New does too.
+func CheckClientTools(tools []ClientTool) error {
+	seen := map[string]bool{AskUserTool: true}
+	for _, t := range tools {
+		if t.Name == "" || seen[t.Name] {
+			return fmt.Errorf("client tool %q: the name is empty or already taken", t.Name)
+		}
+		if !validToolName(t.Name) || strings.HasPrefix(t.Name, "mcp__") {
+			return fmt.Errorf("client tool %q: a name is 1 to 64 letters, digits, _ or - (what model APIs accept), not starting with mcp__ (MCP tools' names)", workspace.Excerpt(t.Name))
+		}
+		if len(t.InputSchema) > 0 && !json.Valid(t.InputSchema) {
+			return fmt.Errorf("client tool %q: input_schema is not valid JSON", t.Name)
+		}
+		seen[t.Name] = true
+	}
+	return nil
+}
+
 // validToolName reports whether name is a tool name the model APIs accept
 // (Anthropic: ^[a-zA-Z0-9_-]{1,64}$; OpenAI alike).
 func validToolName(name string) bool {
@@ -311,18 +332,8 @@ func New(cfg Config) (*Runtime, error) {
 		cfg.Home, _ = os.UserHomeDir()
 	}
 	cfg.Timeouts = cfg.Timeouts.withDefaults()
-	seen := map[string]bool{AskUserTool: true}
-	for _, t := range cfg.ClientTools {
-		if t.Name == "" || seen[t.Name] {
-			return nil, fmt.Errorf("headless runtime: client tool %q: the name is empty or already taken", t.Name)
-		}
-		if !validToolName(t.Name) || strings.HasPrefix(t.Name, "mcp__") {
-			return nil, fmt.Errorf("headless runtime: client tool %q: a name is 1 to 64 letters, digits, _ or - (what model APIs accept), not starting with mcp__ (MCP tools' names)", workspace.Excerpt(t.Name))
-		}
-		if len(t.InputSchema) > 0 && !json.Valid(t.InputSchema) {
-			return nil, fmt.Errorf("headless runtime: client tool %q: input_schema is not valid JSON", t.Name)
-		}
-		seen[t.Name] = true
+	if err := CheckClientTools(cfg.ClientTools); err != nil {
+		return nil, fmt.Errorf("headless runtime: %w", err)
 	}
 	base := context.Background()
 	if cfg.Values != nil {

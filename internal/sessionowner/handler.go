@@ -190,13 +190,20 @@ func (rt *Router) list(w http.ResponseWriter, r *http.Request) {
 		rt.next.ServeHTTP(w, r) // the API's 401
 		return
 	}
+	state := r.URL.Query().Get("state")
+	if state != "" && state != "live" {
+		// ?state=bogus listed every session, as if no state was asked.
+		writeError(w, &httpattach.Error{Status: http.StatusBadRequest, Code: httpattach.CodeBadRequest,
+			Message: fmt.Sprintf("query.state must be live (the open sessions) or left out (every session), got %q", state)})
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
 	defer cancel()
 	if _, err := rt.c.sweep(ctx); err != nil {
 		writeError(w, rt.c.storeUnavailable("list the live sessions", err))
 		return
 	}
-	f := store.LiveSessionFilter{Open: r.URL.Query().Get("state") == "live"}
+	f := store.LiveSessionFilter{Open: state == "live"}
 	all, err := rt.c.cfg.Store.ListLiveSessions(ctx, f)
 	if err != nil {
 		writeError(w, rt.c.storeUnavailable("list the live sessions", err))

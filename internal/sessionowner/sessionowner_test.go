@@ -179,6 +179,11 @@ func TestProxyToOwner(t *testing.T) {
 			t.Errorf("listed on %s: %s; want local=%v with a snapshot only when local", l.s.url, raw, l.local)
 		}
 	}
+	// A state it does not know listed every session.
+	if code, raw := transporttest.Call(t, http.DefaultClient, "GET", a.url+"/api/headless/sessions?state=bogus", token, nil, nil); code != 400 ||
+		!strings.Contains(string(raw), `query.state must be live (the open sessions) or left out (every session), got \"bogus\"`) {
+		t.Errorf("list ?state=bogus: %d %s", code, raw)
+	}
 	// A connection registered through B (body sessionId) drives a prompt
 	// through B; a stream through B from cursor 0 sees it.
 	code, conn := call(t, "POST", b.url+"/api/headless/connections", map[string]any{"sessionId": id, "role": "controller"}, nil)

@@ -25,8 +25,14 @@ func Demo() *Scenario {
 		// The embedded file is tested; reaching this is a build defect.
 		panic(fmt.Sprintf("bundled replay demo is invalid: %v", err))
 	}
+	s.bundled = true
 	return s
 }
+
+// demoGoOn is how the bundled demo's script errors end: what a user does
+// once the demo cannot play on.
+const demoGoOn = "Start a new session to play it again, or configure a real model " +
+	"(ANTHROPIC_API_KEY, OPENAI_API_KEY or OPENAI_BASE_URL, or --model provider/model)"
 
 // DemoPieceName is the name the bundled piece demo is parsed under.
 const DemoPieceName = "demo_piece.yaml"

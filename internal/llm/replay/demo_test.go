@@ -291,10 +291,44 @@ func TestDemoPlaysThrough(t *testing.T) {
 	}
 	wantAllPass(t, Demo(), dir, msgs)
 
-	// One call too many is a clear script error.
+	// One call too many says the demo has ended and how to go on.
 	got := collect(p.Stream(t.Context(), &llm.Request{Messages: append(msgs, llm.UserText("and now?"))}))
-	if llm.KindOf(got.err) != llm.KindScript || !strings.Contains(got.err.Error(), "scripted scenario maestro-demo complete") {
+	if llm.KindOf(got.err) != llm.KindScript || !strings.Contains(got.err.Error(), "the replay demo has ended: its 3 scripted model turns were played") ||
+		!strings.Contains(got.err.Error(), "Start a new session") {
 		t.Errorf("call past the end: %v", got.err)
+	}
+}
+
+// TestDemoCannotGoOn: a prompt after an interrupted demo turn (its tool
+// calls have no result), or after a tool call the script expects to
+// succeed failed (a denied approval), is a short error saying the demo
+// cannot go on and what to do, not the frame and call ids of the script.
+func TestDemoCannotGoOn(t *testing.T) {
+	t.Parallel()
+	p := New(Demo())
+	first := collect(p.Stream(t.Context(), &llm.Request{Messages: []llm.Message{llm.UserText("go")}}))
+	if first.err != nil {
+		t.Fatal(first.err)
+	}
+	denied := llm.Message{Role: llm.RoleUser}
+	for _, c := range first.resp.Message.ToolCalls() {
+		r := llm.ToolResult{CallID: c.ID, Content: "Error: the user denied this call", IsError: true}
+		denied.Parts = append(denied.Parts, llm.Part{Type: llm.PartToolResult, ToolResult: &r})
+	}
+	tests := []struct {
+		name, after string
+		next        []llm.Message
+	}{
+		{"interrupted", "its Write call did not finish (the turn was interrupted)", []llm.Message{llm.UserText("go again")}},
+		{"denied", "its Write call ended with error, not success: Error: the user denied this call", []llm.Message{denied}},
+	}
+	for _, tt := range tests {
+		msgs := append([]llm.Message{llm.UserText("go"), first.resp.Message}, tt.next...)
+		got := collect(p.Stream(t.Context(), &llm.Request{Messages: msgs}))
+		want := "replay: script: the replay demo cannot go on: it is a fixed script, and " + tt.after + ". " + demoGoOn + "."
+		if llm.KindOf(got.err) != llm.KindScript || got.err.Error() != want {
+			t.Errorf("%s: %v\nwant %s", tt.name, got.err, want)
+		}
 	}
 }
 

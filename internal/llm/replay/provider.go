@@ -51,6 +51,11 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.E
 				k++
 			}
 		}
+		if k >= len(p.s.Frames) && p.s.bundled {
+			yield(llm.Event{}, p.scriptError(fmt.Sprintf("the replay demo has ended: its %d scripted model turns were played, and it calls no model. %s.",
+				len(p.s.Frames), demoGoOn)))
+			return
+		}
 		if k >= len(p.s.Frames) {
 			yield(llm.Event{}, p.scriptError(fmt.Sprintf("scripted scenario %s complete: the model was called for frame %d but the scenario has %d frames",
 				p.s.ID, k, len(p.s.Frames))))
@@ -96,7 +101,7 @@ func (p *Provider) checkResults(k int, msgs []llm.Message) error {
 			break
 		}
 	}
-	var problems []string
+	var problems, demo []string
 	for i, st := range prev.Statements {
 		if st.Kind != KindToolCall || (st.ExpectedResult != ExpectSuccess && st.ExpectedResult != ExpectError) {
 			continue
@@ -106,6 +111,7 @@ func (p *Provider) checkResults(k int, msgs []llm.Message) error {
 		if !ok {
 			problems = append(problems, fmt.Sprintf("frame %d's %s call %s was expected to end with %s, but the request carries no result for it",
 				k-1, st.Tool, id, st.ExpectedResult))
+			demo = append(demo, fmt.Sprintf("its %s call did not finish (the turn was interrupted)", st.Tool))
 			continue
 		}
 		actual := ExpectSuccess
@@ -115,10 +121,16 @@ func (p *Provider) checkResults(k int, msgs []llm.Message) error {
 		if actual != st.ExpectedResult {
 			problems = append(problems, fmt.Sprintf("frame %d's %s call %s was expected to end with %s, but it ended with %s: %s",
 				k-1, st.Tool, id, st.ExpectedResult, actual, excerpt(r.Content, 200)))
+			demo = append(demo, fmt.Sprintf("its %s call ended with %s, not %s: %s", st.Tool, actual, st.ExpectedResult, excerpt(r.Content, 80)))
 		}
 	}
 	if len(problems) == 0 {
 		return nil
+	}
+	if p.s.bundled {
+		// The demo's user did not write the script: say that the
+		// demo cannot go on and what to do, not which frame it is at.
+		return p.scriptError(fmt.Sprintf("the replay demo cannot go on: it is a fixed script, and %s. %s.", demo[0], demoGoOn))
 	}
 	return p.scriptError(fmt.Sprintf("scripted scenario %s cannot play frame %d: %s", p.s.ID, k, strings.Join(problems, "; ")))
 }

@@ -61,6 +61,9 @@ type Scenario struct {
 	// Name is where the scenario came from (the name given to Parse, the
 	// path given to Load, "demo.yaml" for the demo); not part of the file.
 	Name string `json:"-"`
+	// bundled marks the bundled demo ([Demo]): its script errors say in
+	// a user's words that the demo ended and how to go on.
+	bundled bool
 }
 
 // Metadata describes how a scenario was made and what it needs.

@@ -320,6 +320,11 @@ func (h *Handler) unsubscribe(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	if str(b.SubscriptionID) == "" {
+		// Not a 404 "subscriber not found": no subscriber was named.
+		writeError(w, badRequest("subscriptionId is required"))
+		return
+	}
 	sub, ok := s.get(str(b.SubscriptionID))
 	if !ok {
 		writeError(w, notFound(CodeNotFound, msgSubscriberNotFound))

@@ -111,7 +111,10 @@ func TestRoutesAndErrors(t *testing.T) {
 		{"unknown message type", "POST", "/api/headless/sessions/" + id + "/messages", `{"type":"dance"}`, hdr{"x-maestro-headless-subscriber-id": sub.SubscriptionID}, 400, "bad_request", "Failed to parse command: Unknown headless command type"},
 		{"unknown message field", "POST", "/api/headless/sessions/" + id + "/messages", `{"type":"init","unexpected":1}`, hdr{"x-maestro-headless-subscriber-id": sub.SubscriptionID}, 400, "bad_request", "Failed to parse command: Invalid headless command: /unexpected Unexpected property"},
 		{"unsubscribe without body", "POST", "/api/headless/sessions/" + id + "/unsubscribe", ``, nil, 400, "bad_request", "Request body required"},
+		{"unsubscribe naming none", "POST", "/api/headless/sessions/" + id + "/unsubscribe", `{}`, nil, 400, "bad_request", "subscriptionId is required"},
 		{"bad opt-out", "GET", "/api/headless/sessions/" + id + "/events?optOutNotifications=status,nope", "", nil, 400, "bad_request", `query.optOutNotifications must be one of [status heartbeat connection_info compaction], got "nope"`},
+		// A misspelt parameter was ignored: the stream started from now.
+		{"unknown query parameter", "GET", "/api/headless/sessions/" + id + "/events?curser=3", "", nil, 400, "bad_request", "query.curser is not a parameter of this route: it takes cursor, subscriptionId and optOutNotifications"},
 		{"unknown route", "GET", "/api/headless/elsewhere", "", nil, 404, "not_found", "No headless route GET /api/headless/elsewhere"},
 	}
 	for _, c := range cases {

@@ -39,6 +39,14 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
+	for k := range q {
+		// A misspelt parameter (?curser=3) was ignored: the stream
+		// started from now, not where the client meant.
+		if k != "cursor" && k != "subscriptionId" && k != "optOutNotifications" {
+			writeError(w, badRequest("query.%s is not a parameter of this route: it takes cursor, subscriptionId and optOutNotifications", k))
+			return
+		}
+	}
 	optOut, e := parseOptOut(q.Get("optOutNotifications"))
 	if e != nil {
 		writeError(w, e)
