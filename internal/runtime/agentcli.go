@@ -55,8 +55,10 @@ type AgentCLI struct {
 	History []llm.Message
 	// OnSession, when set, is called with the CLI session id each time it
 	// changes (from the CLI's events or its result), so that the caller can
-	// store it for a resume after a restart. It runs on the CLI's event
-	// path, once per new id: keep it short (writing a small file is fine).
+	// store it for a resume after a restart; "" when the CLI has no session
+	// by the id resumed (session_not_found), which is then no session to
+	// resume. It runs on the CLI's event path, once per new id: keep it
+	// short (writing a small file is fine).
 	OnSession func(id string)
 
 	mu         sync.Mutex
@@ -142,7 +144,13 @@ func (a *AgentCLI) Turn(ctx context.Context, t *Turn, m protocol.Prompt) error {
 		}
 	})
 	if res != nil {
-		if res.SessionID != "" {
+		switch {
+		case res.Err != nil && res.Err.Category == agentcli.SessionNotFound && res.SessionID == inv.SessionID:
+			// The CLI has no session by the id resumed (one given as is,
+			// with no conversation to seed a fresh one): no session to
+			// keep, and the next prompt starts a new one.
+			a.setSession("")
+		case res.SessionID != "":
 			a.setSession(res.SessionID)
 		}
 		said := []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{llm.Text(m.Content)}}}

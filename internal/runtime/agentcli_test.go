@@ -457,3 +457,39 @@ func TestAgentCLIResumeStoredSession(t *testing.T) {
 		})
 	}
 }
+
+// A CLI session id given as is (maestro run --agent X --resume ID, no
+// Maestro conversation to seed a fresh one) that the CLI does not know
+// fails the turn; it was kept as the session's CLI session, so that
+// --resume of the Maestro session said the CLI session "no longer exists"
+// of one that never did. The id is dropped (OnSession gets ""), and the
+// next prompt starts a new CLI session.
+func TestAgentCLIResumeUnknownID(t *testing.T) {
+	t.Parallel()
+	const unknown = "22222222-2222-4333-8444-555555555555" // fake-agent knows only 1111…
+	bin, log := wrapped(t, testdataPath(t, "user-adapter/fake-agent"))
+	h, a := cliHarness(t, loadDef(t, "fake-agent"), bin, protocol.ApprovalAuto)
+	var ids []string
+	a.SessionID = unknown
+	a.OnSession = func(id string) { ids = append(ids, id) }
+	h.turn(protocol.Prompt{Content: "hi"})
+	if errs := ofType[protocol.Error](h); len(errs) != 1 || !strings.HasPrefix(errs[0].Message, "session_not_found: ") {
+		t.Fatalf("errors = %+v, want the one session_not_found", errs)
+	}
+	if !slices.Equal(ids, []string{""}) || a.Session() != "" {
+		t.Errorf("OnSession got %q, session to resume %q; want the unknown id dropped", ids, a.Session())
+	}
+	h.turn(protocol.Prompt{Content: "again"})
+	starts := readStarts(t, log)
+	if len(starts) != 2 || slices.Contains(starts[1], "--resume") {
+		t.Errorf("starts = %q; want the second without --resume", starts)
+	}
+	if !slices.Equal(ids, []string{"", fakeSession}) || a.Session() != fakeSession {
+		t.Errorf("OnSession got %q, session to resume %q; want the new session %s", ids, a.Session(), fakeSession)
+	}
+	for _, s := range ofType[protocol.Status](h) {
+		if strings.Contains(s.Message, "no longer exists") {
+			t.Errorf("status %q: the session never existed", s.Message)
+		}
+	}
+}
