@@ -142,7 +142,8 @@ func newSessionsListCmd(io *IOStreams) *cobra.Command {
 		Long: `Without --agent, lists Maestro's own sessions, newest first (all of them, or
 those of workspace --cwd DIR; --limit N keeps the N newest): the shortest id
 prefix --resume takes, when the session started, the executor (replay and its
-scenario, model provider/model, or agent CLI and its id), the status and the
+scenario, model provider/model, or agent CLI and its id; the agent CLIs a
+piece's movements ran on when every one ran on a CLI), the status and the
 first line of the first prompt. The status of a piece session is its latest
 run's (piece: running, waiting_human, succeeded, aborted, failed, cancelled,
 or interrupted: stopped mid-run, by Ctrl-C or its process's end, and
@@ -151,7 +152,8 @@ ended: answered, failed, interrupted, running (a process runs it now),
 unfinished (stopped mid-turn) or empty. With --json, prints
 one JSON array of {id, short_id, started, updated, workspace, executor
 (replay, model or agent_cli), provider, model, replay, agent, agent_session,
-status, reason, piece, first_prompt, log}; no sessions is [].
+agents (a piece's agent CLIs), status, reason, piece, first_prompt, log}; no
+sessions is [].
 
 With --agent ID, lists the sessions that agent CLI stored for a project
 directory (default: the current directory): id, last update, message count

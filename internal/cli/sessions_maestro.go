@@ -60,6 +60,10 @@ type maestroSession struct {
 	// Agent and AgentSession are the agent CLI and its own session id.
 	Agent        string `json:"agent,omitempty"`
 	AgentSession string `json:"agent_session,omitempty"`
+	// Agents are the agent CLIs a piece session's movements ran on, when
+	// every movement it started ran on one (executor agent_cli: the
+	// session's replay model, there for want of a model, played nothing).
+	Agents []string `json:"agents,omitempty"`
 	// Status is the latest piece run's status (running, waiting_human,
 	// succeeded, aborted, failed, cancelled, …, or interrupted: recorded
 	// as running or waiting_subtasks, but no process runs it) for a piece
@@ -83,7 +87,10 @@ func (s maestroSession) executorLabel() string {
 	case badgeReplay:
 		return "replay " + s.Replay
 	case badgeAgentCLI:
-		return "agent CLI " + s.Agent
+		if len(s.Agents) > 1 {
+			return "agent CLIs " + strings.Join(s.Agents, ", ")
+		}
+		return "agent CLI " + cmp.Or(s.Agent, strings.Join(s.Agents, ""))
 	}
 	return "model " + s.Provider + "/" + s.Model
 }
@@ -114,9 +121,15 @@ func describeSession(store *session.Store, meta session.Meta, ids []string) maes
 	default:
 		s.Executor = badgeModel
 	}
-	s.Status, s.Reason = turnStatus(store, meta.ID)
+	var agents []string
+	s.Status, s.Reason, agents = turnStatus(store, meta.ID)
 	if _, _, st, err := engine.LatestRun(filepath.Join(store.Dir(), meta.ID, "runs")); err == nil && st != nil {
 		s.Status, s.Piece = string(st.Status), st.Piece
+	}
+	if s.Executor != badgeAgentCLI && len(agents) > 0 {
+		// A piece whose every movement ran on an agent CLI: the replay
+		// (or model) the session holds ran none of them.
+		s.Executor, s.Agents = badgeAgentCLI, agents
 	}
 	// A log says what was started, not whether a process still runs it:
 	// the session's lock does.
@@ -152,15 +165,30 @@ func logInUse(path string) bool {
 // turnStatus says how a plain session's last turn ended, from its log: a
 // prompt starts a turn (unfinished until an answer), an error event ends
 // it (failed, or interrupted when cancelled) whatever is logged after it
-// in the same turn.
-func turnStatus(store *session.Store, id string) (status, reason string) {
+// in the same turn. agents are the agent CLIs the piece movements of the
+// log ran on, in their first run's order, when every movement_started
+// names one (nil when none does, or one ran on Maestro's own loop).
+func turnStatus(store *session.Store, id string) (status, reason string, agents []string) {
 	status = statusEmpty
-	ended := false
+	ended, ownLoop := false, false
+	defer func() {
+		if ownLoop {
+			agents = nil
+		}
+	}()
 	for rec, err := range store.Records(id, 0) {
 		if err != nil {
-			return status, reason
+			return status, reason, agents
 		}
 		switch {
+		case rec.Kind == session.KindRunEvent:
+			if agent, ok := movementAgent(rec.Event); ok {
+				if agent == "" {
+					ownLoop = true
+				} else if !slices.Contains(agents, agent) {
+					agents = append(agents, agent)
+				}
+			}
 		case rec.Kind == session.KindMessage && rec.Message != nil:
 			m := rec.Message
 			switch {
@@ -188,7 +216,25 @@ func turnStatus(store *session.Store, id string) (status, reason string) {
 			status = statusUnfinished
 		}
 	}
-	return status, reason
+	return status, reason, agents
+}
+
+// movementAgent is the agent CLI of a movement_started run event ("":
+// Maestro's own loop); ok is false for any other run event.
+func movementAgent(data json.RawMessage) (agent string, ok bool) {
+	if !bytes.Contains(data, []byte(engine.KindMovementStarted)) {
+		return "", false
+	}
+	var ev struct {
+		Kind engine.EventKind `json:"kind"`
+		Data struct {
+			Agent string `json:"agent"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(data, &ev) != nil || ev.Kind != engine.KindMovementStarted {
+		return "", false
+	}
+	return ev.Data.Agent, true
 }
 
 // sessionStoreOfHost is the store of Maestro's own sessions.

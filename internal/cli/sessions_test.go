@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/maestro-run/maestro/internal/agentcli"
+	"github.com/maestro-run/maestro/internal/engine"
 	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
 	"github.com/maestro-run/maestro/internal/session"
@@ -295,5 +297,57 @@ func TestSessionsShowAgentCLIModel(t *testing.T) {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s%s", want, r.stdout, r.stderr)
 		}
+	}
+}
+
+// A piece whose every movement runs on an agent CLI, run with no model
+// configured, holds the bundled replay demo as its session's model,
+// unused: `sessions list` and `show` said "replay builtin:demo". They name
+// the agent CLIs its movements ran on; a piece one of whose movements ran
+// on Maestro's own loop keeps the session's executor.
+func TestSessionsAgentOnlyPiece(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		agents []string // per movement started; "" is Maestro's own loop
+		want   string
+	}{
+		{"agent CLIs only", []string{"claude-code", "codex", "claude-code"}, "agent CLIs claude-code, codex"},
+		{"one agent CLI", []string{"codex"}, "agent CLI codex"},
+		{"own loop too", []string{"claude-code", ""}, "replay builtin:demo"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			home := t.TempDir()
+			sess, err := session.NewStore(filepath.Join(home, "sessions")).Create(session.Meta{Workspace: t.TempDir(),
+				Provider: "replay", Model: "maestro-replay-v1", ExecutorType: protocol.ExecutorReplay, Replay: "builtin:demo", Title: "do it"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sink := engine.SessionEvents(sess)
+			for i, agent := range tc.agents {
+				sink.RunEvent(engine.Record{RunID: sess.ID() + ".1", Seq: i, Event: engine.MovementStarted{Movement: "m", Number: i + 1, Agent: agent}})
+			}
+			if err := sess.Close(); err != nil {
+				t.Fatal(err)
+			}
+			env := map[string]string{"MAESTRO_HOME": home}
+			for _, args := range [][]string{{"sessions", "list"}, {"sessions", "show", sess.ID()}} {
+				if r := runCLI(t, env, args...); r.code != 0 || !strings.Contains(r.stdout, "  "+tc.want+"  ") && !strings.Contains(r.stdout, "executor  "+tc.want+"\n") {
+					t.Errorf("%s: exit %d, want executor %q:\n%s%s", args, r.code, tc.want, r.stdout, r.stderr)
+				}
+			}
+			r := runCLI(t, env, "sessions", "list", "--json")
+			var list []struct {
+				Executor string
+				Agents   []string
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 1 {
+				t.Fatalf("list --json: %v %q %s", err, r.stdout, r.stderr)
+			}
+			if agentOnly := !slices.Contains(tc.agents, ""); agentOnly != (list[0].Executor == "agent_cli" && len(list[0].Agents) > 0) {
+				t.Errorf("list --json: executor %q, agents %q; want agent_cli and its CLIs: %v", list[0].Executor, list[0].Agents, agentOnly)
+			}
+		})
 	}
 }
