@@ -155,7 +155,9 @@ func (r *run) runAgentMovement(ctx context.Context, m *piece.Movement) (*decisio
 	inv.SystemPrompt = strings.TrimSpace(m.Persona)
 	if readOnlyMovement(m) || inv.Permission.Level() == agentcli.PermissionReadOnly {
 		inv.Permission = agentcli.PermissionReadOnly
-		if len(def.Args.ReadOnly) == 0 && len(def.ReadOnlyEnv) == 0 {
+		// Without capabilities.read_only_mode the gate refuses the run
+		// (its error says so): it does not run with other permissions.
+		if def.Capabilities.ReadOnlyMode && len(def.Args.ReadOnly) == 0 && len(def.ReadOnlyEnv) == 0 {
 			r.status(fmt.Sprintf("Movement %s is read-only but %s has no read-only mode: it runs with the adapter's default permissions.", m.Name, def.Name))
 		}
 	}

@@ -368,6 +368,37 @@ func TestAgentMovementWithoutRunner(t *testing.T) {
 	}
 }
 
+// A read-only movement on an adapter without a read-only mode
+// (capabilities.read_only_mode false) is refused by the capability gate:
+// the status line before the failure said it "runs with the adapter's
+// default permissions".
+func TestAgentMovementReadOnlyWithoutMode(t *testing.T) {
+	t.Parallel()
+	h := newAgentHarness(t)
+	inner := h.cfg.Agents
+	h.cfg.Agents = AgentRunnerFunc(func(ctx context.Context, id string) (*AgentCLI, error) {
+		cli, err := inner.AgentCLI(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		def, x := *cli.Executor.Def, *cli.Executor
+		def.Args.ReadOnly, def.Capabilities.ReadOnlyMode = nil, false
+		x.Def = &def
+		return &AgentCLI{Executor: &x, Base: cli.Base}, nil
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	out, err := h.engine().Start(ctx, h.p, "Check the notes. <reply>Fine. [NEXT:finish]</reply>", StartOptions{RunID: "run_agent"})
+	if out.Status != StatusFailed || !strings.Contains(fmt.Sprint(out.Result, err), "no read-only mode") {
+		t.Errorf("outcome %s %q, %v; want failed: no read-only mode", out.Status, out.Result, err)
+	}
+	for _, l := range h.rec.flow() {
+		if strings.Contains(l, "default permissions") {
+			t.Errorf("%q, and the gate refused the run", l)
+		}
+	}
+}
+
 // flowInOrder reports whether want is a subsequence of got; a status
 // entry of want matches a status line that starts with it.
 func flowInOrder(got, want []string) bool {
