@@ -84,6 +84,21 @@ describe("sign-in", () => {
   });
 });
 
+// An address the app does not have said only "No such page.": no heading,
+// no way on.
+describe("an unknown address", () => {
+  it("names the address and links to the task list", async () => {
+    render(
+      <MemoryRouter initialEntries={["/nope/x"]}>
+        <App fetch={(async () => json({})) as typeof fetch} baseUrl={base} />
+      </MemoryRouter>,
+    );
+    expect(await screen.findByRole("heading", { name: "No such page" })).toBeInTheDocument();
+    expect(screen.getByTestId("no-such-page")).toHaveTextContent("This console has no page /nope/x");
+    expect(screen.getByRole("link", { name: "All tasks" })).toHaveAttribute("href", "/");
+  });
+});
+
 describe("a stopped server", () => {
   it("is said in words, not as the browser's 'Failed to fetch'", async () => {
     const down = (async () => {

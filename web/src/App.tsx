@@ -1,5 +1,5 @@
 import { Component, lazy, Suspense, useEffect, useMemo, useRef, useState, type ErrorInfo, type ReactNode } from "react";
-import { NavLink, Route, Routes, useLocation, useNavigate } from "react-router";
+import { Link, NavLink, Route, Routes, useLocation, useNavigate } from "react-router";
 import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
 import { ApiContext } from "./api/context";
 import { ApiError, createApi } from "./api/client";
@@ -79,13 +79,32 @@ export function App({ fetch: f, baseUrl }: AppProps) {
                 <Route path="/usage" element={<Usage />} />
                 <Route path="/pieces/*" element={<Pieces />} />
                 <Route path="/signin" element={<SignIn />} />
-                <Route path="*" element={<p className="p-4">No such page.</p>} />
+                <Route path="*" element={<NoSuchPage path={location.pathname} />} />
               </Routes>
             </Suspense>
           </PageError>
         </Layout>
       </QueryClientProvider>
     </ApiContext.Provider>
+  );
+}
+
+// NoSuchPage answers an address the app does not have (a mistyped or old
+// link): it said only "No such page.", with no heading and no way on but
+// the navigation.
+function NoSuchPage({ path }: { path: string }) {
+  return (
+    <div className="space-y-3" aria-labelledby="no-page-h">
+      <h1 id="no-page-h" className="text-xl font-semibold">
+        No such page
+      </h1>
+      <p data-testid="no-such-page">
+        This console has no page <span className="font-mono break-all">{path}</span>: the link is wrong, or it is of another version.
+      </p>
+      <Link to="/" className="btn" data-testid="no-such-page-tasks">
+        All tasks
+      </Link>
+    </div>
   );
 }
 

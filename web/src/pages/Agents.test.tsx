@@ -55,4 +55,25 @@ describe("Agents", () => {
     expect(cell).toHaveAttribute("title", unusable);
     expect(screen.getByText("not found (codex)")).toBeInTheDocument();
   });
+
+  // With none installed, each row said "not found" and nothing said what
+  // to do; with one installed, nothing more is said.
+  it("says how to install one when none is installed", async () => {
+    const none = (async () => json({ agents: [agent("claude", "Claude Code"), agent("codex", "Codex")], invalid: [] })) as typeof fetch;
+    const { unmount } = render(
+      <Wrap fetch={none} path="/agents">
+        <Agents />
+      </Wrap>,
+    );
+    expect(await screen.findByTestId("agents-none")).toHaveTextContent("None of these agent CLIs is installed on this server: it runs the ones it finds on its PATH (claude, codex). Install one");
+    unmount();
+    const one = (async () => json({ agents: [{ ...agent("claude", "Claude Code"), path: "/usr/bin/claude" }, agent("codex", "Codex")], invalid: [] })) as typeof fetch;
+    render(
+      <Wrap fetch={one} path="/agents">
+        <Agents />
+      </Wrap>,
+    );
+    await screen.findByText("/usr/bin/claude");
+    expect(screen.queryByTestId("agents-none")).toBeNull();
+  });
 });

@@ -26,6 +26,14 @@ export default function Agents() {
       {(list.data?.invalid ?? []).length > 0 && (
         <Alert testId="agents-invalid">Left out: {list.data!.invalid.join("; ")}</Alert>
       )}
+      {/* A server with none installed showed a row "not found" for each,
+          and not what to do about it. */}
+      {list.isSuccess && agents.length > 0 && agents.every((a) => !a.path) && (
+        <p className="text-sm" data-testid="agents-none">
+          None of these agent CLIs is installed on this server: it runs the ones it finds on its PATH ({agents.map((a) => a.binary).join(", ")}). Install
+          one as its project says (docs/agent-clis.md) to run tasks and live sessions on it; meanwhile tasks run on the native model or replay.
+        </p>
+      )}
       <div className="overflow-x-auto">
         <table className="w-full text-left text-sm" data-testid="agents-table">
           <caption className="sr-only">Agent CLIs</caption>

@@ -103,12 +103,14 @@ describe("NewTask with the keyboard", () => {
     renderForm(f);
     screen.getByTestId("new-task-submit").focus();
     await user.keyboard("{Enter}");
-    expect(await screen.findByRole("alert")).toHaveTextContent("title: required");
+    // Under the field labelled Title, without the API's name of it
+    // ("title: required: …" before).
+    expect(await screen.findByRole("alert")).toHaveTextContent(/^Required: a short description of the work\.$/);
     expect(document.activeElement).toBe(screen.getByLabelText("Title"));
     await user.keyboard("Do it");
     screen.getByTestId("new-task-submit").focus();
     await user.keyboard("{Enter}");
-    await waitFor(() => expect(screen.getByRole("alert")).toHaveTextContent('unknown piece "nope"'));
+    await waitFor(() => expect(screen.getByRole("alert")).toHaveTextContent(/^unknown piece "nope"$/));
     expect(document.activeElement).toBe(screen.getByTestId("new-task-piece"));
   });
 

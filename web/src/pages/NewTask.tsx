@@ -92,7 +92,7 @@ export default function NewTask() {
     if (busy) return;
     setError(null);
     if (!title.trim()) {
-      setError({ message: "title: required: a short description of the work", field: "title" });
+      setError({ message: "Required: a short description of the work.", field: "title" });
       return;
     }
     const task: Record<string, unknown> = { title: title.trim() };
@@ -145,7 +145,8 @@ export default function NewTask() {
   const fieldError = (name: string) =>
     error && (error.field === name || (name === "payload" && error.field?.startsWith("payload."))) ? (
       <Alert id={`err-${name}`} className="mt-1">
-        {error.message}
+        {/* Under its field, an error needs no "title: " (the API's name of the field) before it. */}
+        {error.field && error.message.startsWith(`${error.field}: `) ? error.message.slice(error.field.length + 2) : error.message}
       </Alert>
     ) : null;
 

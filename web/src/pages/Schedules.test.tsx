@@ -5,6 +5,22 @@ import Schedules from "./Schedules";
 import { json, toRequest, Wrap } from "../test/helpers";
 
 describe("Schedules", () => {
+  // A new server's page said "No schedules.": not what a schedule is nor
+  // how to make one (and said it while the list was still loading).
+  it("says what a schedule is and how to make the first", async () => {
+    let answer: (r: Response) => void = () => undefined;
+    const held = new Promise<Response>((r) => (answer = r));
+    render(
+      <Wrap fetch={(() => held) as typeof fetch} path="/schedules">
+        <Schedules />
+      </Wrap>,
+    );
+    expect(screen.getByTestId("schedule-list-empty")).toHaveTextContent("Loading schedules…");
+    answer(json({ schedules: [] }));
+    expect(await screen.findByText(/^No schedules yet\./)).toHaveTextContent("submits a task at the times of a cron expression");
+    expect(screen.getByTestId("schedule-list-empty")).toHaveTextContent("New schedule makes the first.");
+  });
+
   // A refused expression is shown under the field labelled "Cron
   // expression"; it began with the API's name of that field ("cron_expr:
   // cron expression …").
@@ -82,7 +98,7 @@ describe("Schedules with the keyboard", () => {
     await user.keyboard("{Enter}");
     expect(screen.getByTestId("schedule-delete")).toHaveTextContent("Really delete");
     await user.keyboard("{Enter}");
-    await screen.findByText("No schedules.");
+    await screen.findByText(/^No schedules yet\./);
     expect(document.activeElement).toBe(screen.getByTestId("new-schedule-button"));
 
     await user.keyboard("{Enter}");

@@ -101,7 +101,14 @@ export default function Schedules() {
         />
       )}
       <ul data-testid="schedule-list" className="divide-y divide-slate-200 rounded-lg border border-slate-200 bg-white dark:divide-slate-800 dark:border-slate-800 dark:bg-slate-900">
-        {schedules.length === 0 && <li className="p-3 text-sm">No schedules.</li>}
+        {/* "No schedules." said neither what one is nor how to make it. */}
+        {schedules.length === 0 && (
+          <li className="p-3 text-sm" data-testid="schedule-list-empty">
+            {list.isPending
+              ? "Loading schedules…"
+              : "No schedules yet. A schedule submits a task at the times of a cron expression (every Monday at 9, say): New schedule makes the first."}
+          </li>
+        )}
         {schedules.map((s) => (
           <li key={s.id} data-testid="schedule-row" data-schedule-id={s.id} data-enabled={s.enabled ? "true" : "false"} className="flex flex-wrap items-center gap-x-3 gap-y-1 p-3">
             <span className="min-w-0 flex-1 basis-48 wrap-anywhere">

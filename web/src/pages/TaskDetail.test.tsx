@@ -87,6 +87,27 @@ function fakeServer(posts: string[]) {
 }
 
 describe("TaskDetail", () => {
+  // A task the server does not have said only "get task 5: not found"
+  // (a bad id "Bad task id."): no title, no way back to the list.
+  it("says the server has no such task, with a link to the list", async () => {
+    renderTask5((async () => json({ error: { code: "not_found", message: "get task 5: not found" } }, 404)) as typeof fetch);
+    expect(await screen.findByTestId("task-missing")).toHaveTextContent("This server has no task 5: the link is wrong, or it is another server's.");
+    expect(screen.getByRole("heading", { name: "Task 5" })).toBeInTheDocument();
+    expect(screen.getByRole("link", { name: "All tasks" })).toHaveAttribute("href", "/");
+  });
+
+  it("says a bad task id is not one, with a link to the list", async () => {
+    render(
+      <Wrap fetch={(async () => json({})) as typeof fetch} path="/tasks/abc">
+        <Routes>
+          <Route path="/tasks/:id" element={<TaskDetail />} />
+        </Routes>
+      </Wrap>,
+    );
+    expect(await screen.findByTestId("task-missing")).toHaveTextContent("abc is not a task id");
+    expect(screen.getByRole("link", { name: "All tasks" })).toHaveAttribute("href", "/");
+  });
+
   it("shows the live log's counters, the executor, the question and cost; answers and cancels", async () => {
     const posts: string[] = [];
     renderTask5(fakeServer(posts));

@@ -2,7 +2,7 @@ import { useEffect, useRef, useState } from "react";
 import { Link, useParams } from "react-router";
 import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useApi } from "../api/context";
-import { unwrap } from "../api/client";
+import { ApiError, unwrap } from "../api/client";
 import { finishedStates, type Comment, type Job } from "../api/types";
 import { useJobLog } from "../lib/useJobLog";
 import { executorOf, useServerInfo } from "../lib/queries";
@@ -14,6 +14,23 @@ import { ConfirmDialog } from "../components/ConfirmDialog";
 import { Deliverables } from "../components/Deliverables";
 import { Markdown } from "../components/Markdown";
 import { Alert, Section, TextAreaField } from "../components/Field";
+
+// TaskMissing is the page of a task that cannot be shown (no such task, a
+// bad id, an error): it said only "get task 99: not found" or "Bad task
+// id.", with no title and no way on but the navigation.
+function TaskMissing({ id, children }: { id: string; children: string }) {
+  return (
+    <div className="space-y-3" aria-labelledby="task-title">
+      <h1 id="task-title" className="text-xl font-semibold">
+        Task <span className="font-mono text-base break-all">{id}</span>
+      </h1>
+      <Alert testId="task-missing">{children}</Alert>
+      <Link to="/" className="btn" data-testid="task-missing-list">
+        All tasks
+      </Link>
+    </div>
+  );
+}
 
 export default function TaskDetail() {
   const { id } = useParams();
@@ -69,9 +86,15 @@ export default function TaskDetail() {
     if (!a || a === document.body || !a.isConnected) document.querySelector<HTMLElement>('[data-testid="event-log"]')?.focus();
   }, [asking]);
 
-  if (!Number.isSafeInteger(taskId) || taskId <= 0) return <p className="error">Bad task id.</p>;
+  if (!Number.isSafeInteger(taskId) || taskId <= 0)
+    return <TaskMissing id={id ?? ""}>{`${id ?? ""} is not a task id: a task's address is /tasks/ and its number.`}</TaskMissing>;
   if (task.isPending) return <p className="text-sm">Loading task…</p>;
-  if (task.error) return <p className="error" role="alert">{task.error.message}</p>;
+  if (task.error)
+    return (
+      <TaskMissing id={id ?? ""}>
+        {task.error instanceof ApiError && task.error.status === 404 ? `This server has no task ${taskId}: the link is wrong, or it is another server's.` : task.error.message}
+      </TaskMissing>
+    );
   if (!t) return null;
 
   const state = job?.state ?? t.job_state;

@@ -249,6 +249,30 @@ describe("TaskList", () => {
     expect(screen.getByText("Page 1")).toBeInTheDocument();
   });
 
+  // A new server's list said only "No tasks.": not what the page is for
+  // nor how to give the first task. A filtered list with no row is not an
+  // empty server.
+  it("says how to give the first task when the server has none", async () => {
+    const empty = (async () => json({ tasks: [] })) as typeof fetch;
+    const { unmount } = render(
+      <Wrap fetch={empty}>
+        <TaskList />
+      </Wrap>,
+    );
+    const msg = await screen.findByTestId("task-list-empty");
+    expect(msg).toHaveTextContent("No tasks yet.");
+    expect(within(msg).getByRole("link", { name: "New task" })).toHaveAttribute("href", "/tasks/new");
+    unmount();
+    render(
+      <Wrap fetch={empty} path="/?q=nothing">
+        <TaskList />
+      </Wrap>,
+    );
+    const none = await screen.findByTestId("task-list-empty");
+    expect(none).toHaveTextContent("None is in this state or matches this search.");
+    expect(within(none).queryByRole("link")).toBeNull();
+  });
+
   // Paging with the keyboard: the button that led to the first or the
   // last page is then disabled, and the focus it held went to <body>.
   it("gives the focus to the other page button at the first and the last page", async () => {

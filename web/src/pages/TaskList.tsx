@@ -162,7 +162,7 @@ export function TaskList() {
         </div>
       </div>
       {tasks.error && <Alert testId="task-list-error">{tasks.error.message}</Alert>}
-      <TaskTable tasks={rows} jobs={jobs.data} server={server.data} loading={tasks.isPending} />
+      <TaskTable tasks={rows} jobs={jobs.data} server={server.data} loading={tasks.isPending} filtered={!!(stateFilter || urlQ)} />
       <nav aria-label="Pages" className="flex items-center gap-2">
         <button
           type="button"
@@ -202,14 +202,32 @@ export interface TaskTableProps {
   jobs: Map<number, Job> | undefined;
   server: ServerInfo | undefined;
   loading?: boolean;
+  // filtered: a state or a search chose the rows (none matching is not a
+  // server without tasks).
+  filtered?: boolean;
   now?: number;
 }
 
-export function TaskTable({ tasks, jobs, server, loading, now }: TaskTableProps) {
+export function TaskTable({ tasks, jobs, server, loading, filtered, now }: TaskTableProps) {
   if (loading) return <p className="text-sm">Loading tasks…</p>;
   return (
     <ul data-testid="task-list" className="divide-y divide-slate-200 rounded-lg border border-slate-200 bg-white dark:divide-slate-800 dark:border-slate-800 dark:bg-slate-900">
-      {tasks.length === 0 && <li className="p-3 text-sm text-slate-600 dark:text-slate-400">No tasks.</li>}
+      {/* A new server's list said only "No tasks.", not how to give one. */}
+      {tasks.length === 0 && (
+        <li className="p-3 text-sm text-slate-600 dark:text-slate-400" data-testid="task-list-empty">
+          {filtered ? (
+            "No tasks. None is in this state or matches this search."
+          ) : (
+            <>
+              No tasks yet.{" "}
+              <Link to="/tasks/new" className="text-sky-800 underline dark:text-sky-300">
+                New task
+              </Link>{" "}
+              gives the agent its first one: a title, what to do, files if it needs them. It shows here as it runs.
+            </>
+          )}
+        </li>
+      )}
       {tasks.map((t) => {
         const job = t.job_id ? jobs?.get(t.job_id) : undefined;
         // The task carries its latest job's times, executor, model and
