@@ -1037,6 +1037,7 @@ export interface components {
             task_class?: string;
             /** @description higher runs first */
             priority?: number;
+            /** @description how many times the job may be claimed; 0 or absent: the default, 3 */
             max_attempts?: number;
             /** @description job input; {"replay": <scenario>} runs a scripted model; input_staging is reserved (the server sets it for files sent with the task); mcp_servers: [slug, …] names the job's MCP servers among the server's (docs/mcp.md) */
             payload?: Record<string, unknown>;
