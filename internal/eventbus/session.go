@@ -211,12 +211,10 @@ func (f *Follower) Closing(cursor int64, reason string) {
 	}
 }
 
-// Close records the close as Closing does, unless Closing did, so the
-// closed event follows the session's last record, and waits up to
-// Options.CloseWait for the events to be published, and for those of
-// its subtasks closed with CloseLater. Events not published by then
-// stay in the logs for Bus.CatchUp.
-func (f *Follower) Close(cursor int64, reason string) {
+// end records the close, unless Closing did, and tells the follower to
+// publish what is left and stop: what Close and CloseLater both do
+// before they wait or not.
+func (f *Follower) end(cursor int64, reason string) {
 	if !f.marked {
 		f.Closing(cursor, reason)
 	}
@@ -225,6 +223,15 @@ func (f *Follower) Close(cursor int64, reason string) {
 	default:
 		close(f.closeC)
 	}
+}
+
+// Close records the close as Closing does, unless Closing did, so the
+// closed event follows the session's last record, and waits up to
+// Options.CloseWait for the events to be published, and for those of
+// its subtasks closed with CloseLater. Events not published by then
+// stay in the logs for Bus.CatchUp.
+func (f *Follower) Close(cursor int64, reason string) {
+	f.end(cursor, reason)
 	ctx, cancel := context.WithTimeout(context.Background(), f.b.o.CloseWait)
 	defer cancel()
 	select {
@@ -248,14 +255,7 @@ func (f *Follower) Close(cursor int64, reason string) {
 // Close) waits for it within its own CloseWait, and marks the parent
 // for the next process's catch-up when it is not out by then.
 func (f *Follower) CloseLater(cursor int64, reason string) {
-	if !f.marked {
-		f.Closing(cursor, reason)
-	}
-	select {
-	case <-f.closeC:
-	default:
-		close(f.closeC)
-	}
+	f.end(cursor, reason)
 	b := f.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
