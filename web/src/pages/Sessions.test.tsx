@@ -4,6 +4,15 @@ import userEvent from "@testing-library/user-event";
 import Sessions from "./Sessions";
 import { json, toRequest, Wrap } from "../test/helpers";
 
+// renderSessions shows the live sessions page over f.
+function renderSessions(f: typeof fetch) {
+  render(
+    <Wrap fetch={f} path="/sessions">
+      <Sessions />
+    </Wrap>,
+  );
+}
+
 describe("Sessions", () => {
   it("lists live sessions and creates one on an installed agent CLI only", async () => {
     const posted: unknown[] = [];
@@ -26,11 +35,7 @@ describe("Sessions", () => {
         });
       return json({ error: "unexpected " + url.pathname }, 500);
     }) as typeof fetch;
-    render(
-      <Wrap fetch={f} path="/sessions">
-        <Sessions />
-      </Wrap>,
-    );
+    renderSessions(f);
     const row = await screen.findByText("s1");
     expect(row.closest("tr")?.textContent).toContain("waiting for you");
     await waitFor(() => expect(screen.getByRole("option", { name: "agent CLI: Claude Code" })).toBeTruthy());
@@ -59,11 +64,7 @@ describe("Sessions", () => {
       if (url.pathname === "/api/headless/sessions") return json({ sessions: [] });
       return json({ agents: [] });
     }) as typeof fetch;
-    render(
-      <Wrap fetch={f} path="/sessions">
-        <Sessions />
-      </Wrap>,
-    );
+    renderSessions(f);
     await userEvent.type(screen.getByLabelText(/^Workspace/), "relative/x");
     await userEvent.click(screen.getByTestId("create-session"));
     expect(await screen.findByRole("alert")).toHaveTextContent('Workspace "relative/x": expected an absolute path to an existing directory on the server');
@@ -93,11 +94,7 @@ describe("Sessions", () => {
       if (url.pathname === "/api/headless/sessions") return json({ sessions: [] });
       return json({ agents: [] });
     }) as typeof fetch;
-    render(
-      <Wrap fetch={f} path="/sessions">
-        <Sessions />
-      </Wrap>,
-    );
+    renderSessions(f);
     const user = userEvent.setup();
     const start = screen.getByTestId("create-session");
     start.focus();

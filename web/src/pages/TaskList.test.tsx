@@ -186,6 +186,15 @@ describe("TaskTable", () => {
   });
 });
 
+// renderList shows the task list over f, at path.
+function renderList(f: typeof fetch, path?: string) {
+  return render(
+    <Wrap fetch={f} path={path}>
+      <TaskList />
+    </Wrap>,
+  );
+}
+
 describe("TaskList", () => {
   // A server of 120 tasks, each listed page answering the filter it was
   // asked for, that records the query of every GET /api/v1/tasks.
@@ -215,11 +224,7 @@ describe("TaskList", () => {
   it("sends the state filter and the debounced search to the server and pages from the first page on each change", async () => {
     const s = server();
     const user = userEvent.setup();
-    render(
-      <Wrap fetch={s.fetch}>
-        <TaskList />
-      </Wrap>,
-    );
+    renderList(s.fetch);
     await waitFor(() => expect(screen.getAllByTestId("task-row")).toHaveLength(50));
 
     await user.selectOptions(screen.getByTestId("task-filter-state"), "failed");
@@ -254,20 +259,12 @@ describe("TaskList", () => {
   // empty server.
   it("says how to give the first task when the server has none", async () => {
     const empty = (async () => json({ tasks: [] })) as typeof fetch;
-    const { unmount } = render(
-      <Wrap fetch={empty}>
-        <TaskList />
-      </Wrap>,
-    );
+    const { unmount } = renderList(empty);
     const msg = await screen.findByTestId("task-list-empty");
     expect(msg).toHaveTextContent("No tasks yet.");
     expect(within(msg).getByRole("link", { name: "New task" })).toHaveAttribute("href", "/tasks/new");
     unmount();
-    render(
-      <Wrap fetch={empty} path="/?q=nothing">
-        <TaskList />
-      </Wrap>,
-    );
+    renderList(empty, "/?q=nothing");
     const none = await screen.findByTestId("task-list-empty");
     expect(none).toHaveTextContent("None is in this state or matches this search.");
     expect(within(none).queryByRole("link")).toBeNull();
@@ -278,11 +275,7 @@ describe("TaskList", () => {
   it("gives the focus to the other page button at the first and the last page", async () => {
     const s = server();
     const user = userEvent.setup();
-    render(
-      <Wrap fetch={s.fetch}>
-        <TaskList />
-      </Wrap>,
-    );
+    renderList(s.fetch);
     await waitFor(() => expect(screen.getAllByTestId("task-row")).toHaveLength(50));
     const older = screen.getByTestId("page-next");
     const newer = screen.getByTestId("page-prev");
