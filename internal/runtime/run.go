@@ -149,12 +149,14 @@ func (r *Runtime) execute(ctx context.Context, run *activeRun, s runSettings, m 
 	if err != nil && ctx.Err() != nil {
 		// Interrupted while the tools were being set up (an MCP
 		// server starting): said as the loop says it.
+		r.finish(run)
 		r.publish(protocol.Error{Message: "Operation aborted: the run was interrupted", ErrorType: protocol.ErrorCancelled}, "")
 		run.err = fmt.Errorf("%w: %w", agent.ErrCancelled, context.Cause(ctx))
 		return
 	}
 	if err != nil {
 		msg := "Tools are unavailable: " + err.Error()
+		r.finish(run)
 		r.publish(protocol.Error{Message: msg, ErrorType: Classify(msg, false)}, "")
 		run.err = errors.New(msg)
 		return
@@ -207,9 +209,7 @@ func (r *Runtime) execute(ctx context.Context, run *activeRun, s runSettings, m 
 	}
 	sink := &runSink{r: r, holdEnd: true}
 	res, err := agent.New(acfg).Run(ctx, s.history, input, sink)
-	r.mu.Lock()
-	run.finished = true
-	r.mu.Unlock()
+	r.finish(run)
 	sink.flush()
 	run.res, run.err = res, err
 	r.mu.Lock()
@@ -222,6 +222,14 @@ func (r *Runtime) execute(ctx context.Context, run *activeRun, s runSettings, m 
 	if err != nil {
 		r.cfg.Logger.Debug("headless run ended with an error", "err", err)
 	}
+}
+
+// finish marks run as finished: what it publishes from now on ends it,
+// and a prompt waits for its end rather than being refused as busy.
+func (r *Runtime) finish(run *activeRun) {
+	r.mu.Lock()
+	run.finished = true
+	r.mu.Unlock()
 }
 
 // endRun cancels what the run left pending and marks the runtime idle.
@@ -243,12 +251,14 @@ func (r *Runtime) endRun(run *activeRun) {
 // conversation message to the log (and, for connections that negotiated
 // it, as a raw_agent_event).
 //
-// With holdEnd (a prompt's run), a response_end, and what follows it up
-// to the next event, is held back: the next event publishes it first, and
-// the run's last one goes out once the agent has returned and the run is
-// finished. A response_end that no tool_call follows ends the turn
+// With holdEnd (a prompt's run), a response_end or an error, and what
+// follows it up to the next event, is held back: the next event publishes
+// it first, and the run's last one goes out once the agent has returned
+// and the run is finished. A response_end that no tool_call follows ends
+// the turn, and so does the error of a failed model call
 // (docs/protocol.md); a client that sent its next prompt on seeing it
-// raced the run's end and was refused as busy, about one time in three.
+// raced the run's end and was refused as busy (about one time in three
+// after a response_end, one in two thousand after an error).
 type runSink struct {
 	r       *Runtime
 	holdEnd bool
@@ -264,7 +274,8 @@ func (s *runSink) Event(m protocol.Message) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.runHeld()
-	if _, end := m.(protocol.ResponseEnd); end {
+	switch m.(type) {
+	case protocol.ResponseEnd, protocol.Error:
 		s.held = []func(){func() { s.out(m) }}
 		return
 	}

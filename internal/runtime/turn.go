@@ -48,6 +48,7 @@ func (t *Turn) Approval(ctx context.Context, req protocol.ServerRequest) (protoc
 func (r *Runtime) runTurn(ctx context.Context, run *activeRun, m protocol.Prompt) error {
 	err := r.cfg.Turn(ctx, &Turn{r: r, run: run}, m)
 	if _, done := errors.AsType[published](err); err != nil && ctx.Err() == nil && !done {
+		r.finish(run)
 		r.publish(protocol.Error{Message: err.Error(), ErrorType: Classify(err.Error(), false)}, "")
 	}
 	// No response_end closes a turn without a model: the turn is over.
