@@ -3,6 +3,7 @@ package hostedrunner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -91,20 +92,29 @@ func (nopCloser) Close() {}
 // TestServeSignalDrain: a SIGTERM whose drain writes no manifest (the
 // snapshot root is a file) makes Serve fail, so the process exits
 // non-zero; it exited 0 as if the session had been handed over. A drain
-// that succeeds still returns nil.
+// whose runtime flush fails fails too, saying why (the manifest's
+// runtime.error; the operator reading the pod log could not tell). A
+// drain that succeeds still returns nil.
 func TestServeSignalDrain(t *testing.T) {
 	t.Parallel()
-	for _, broken := range []bool{false, true} {
-		t.Run(fmt.Sprintf("broken=%v", broken), func(t *testing.T) {
+	for _, tc := range []struct{ name, want string }{
+		{"drained", ""},
+		{"no manifest", "no manifest was written"},
+		{"flush failed", "drain interrupted (runtime error: disk full): manifest "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			cfg := testConfig(newWorkspace(t))
-			if broken {
+			if tc.name == "no manifest" {
 				cfg.SnapshotRoot = filepath.Join(cfg.WorkspaceRoot, "file")
 				if err := os.WriteFile(cfg.SnapshotRoot, nil, 0o600); err != nil {
 					t.Fatal(err)
 				}
 			}
 			r, _ := newRunner(t, cfg)
+			if tc.name == "flush failed" {
+				r.flush = func() error { return errors.New("disk full") }
+			}
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
@@ -120,9 +130,9 @@ func TestServeSignalDrain(t *testing.T) {
 				t.Fatal("Serve did not return after the signal")
 			}
 			switch {
-			case broken && (err2 == nil || !strings.Contains(err2.Error(), "no manifest was written")):
-				t.Errorf("Serve = %v, want the failed drain", err2)
-			case !broken && err2 != nil:
+			case tc.want != "" && (err2 == nil || !strings.Contains(err2.Error(), tc.want)):
+				t.Errorf("Serve = %v, want the failed drain (%q)", err2, tc.want)
+			case tc.want == "" && err2 != nil:
 				t.Errorf("Serve = %v, want nil after a drain", err2)
 			}
 		})

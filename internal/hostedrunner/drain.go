@@ -296,7 +296,11 @@ func (r *Runner) Drain(ctx context.Context, req DrainRequest) (*DrainResponse, i
 		r.suspended()
 		r.followed, r.suspended = nil, nil
 	}
-	r.log.Info("hosted runner drained", "status", resp.Status, "flush_status", flush, "manifest", path, "cursor", cursor)
+	if m.Runtime.Error != "" {
+		r.log.Warn("hosted runner drained", "status", resp.Status, "flush_status", flush, "error", m.Runtime.Error, "manifest", path, "cursor", cursor)
+	} else {
+		r.log.Info("hosted runner drained", "status", resp.Status, "flush_status", flush, "manifest", path, "cursor", cursor)
+	}
 	return resp, code, nil
 }
 

@@ -488,7 +488,13 @@ func (r *Runner) Serve(ctx context.Context, ln net.Listener, attach interface{ C
 		default:
 			r.log.Info("drained", "status", d.Status, "http_status", code, "manifest", d.ManifestPath)
 			if d.Status != DrainDrained {
-				drainErr = fmt.Errorf("signal %s: drain %s: manifest %s is a partial hand-off", s, d.Status, d.ManifestPath)
+				// The reason is the manifest's runtime.error: the pod
+				// log is where an operator looks for it.
+				why := ""
+				if e := d.Manifest.Runtime.Error; e != "" {
+					why = " (runtime error: " + e + ")"
+				}
+				drainErr = fmt.Errorf("signal %s: drain %s%s: manifest %s is a partial hand-off", s, d.Status, why, d.ManifestPath)
 			}
 		}
 	case <-stop:
