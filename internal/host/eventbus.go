@@ -33,9 +33,6 @@ func (h *Host) EventBus() *eventbus.Bus {
 		if !ok {
 			return
 		}
-		for _, line := range s.Ignored {
-			h.busLog.Warn("event bus: setting ignored", "why", line)
-		}
 		b, err := eventbus.Open(eventbus.Options{Settings: s, Env: eventbus.CorrelationFromEnv(h.getenv, h.environ()), Logger: h.busLog})
 		if err != nil {
 			h.busLog.Warn("event bus disabled", "err", err)
@@ -49,6 +46,21 @@ func (h *Host) EventBus() *eventbus.Bus {
 		}()
 	})
 	return h.bus.bus
+}
+
+// warnBusSettings logs the bus settings that are ignored (a value of
+// MAESTRO_EVENT_BUS that is neither way) when a bus is configured. It is
+// said as the host is made, with the process's other configuration
+// warnings, before a command's header: the bus opens later (with a
+// session, or after serve's and worker's banners), where it was missed.
+func (h *Host) warnBusSettings() {
+	s, ok := eventbus.FromEnv(h.getenv, h.cfg.EventBus)
+	if !ok {
+		return
+	}
+	for _, line := range s.Ignored {
+		h.busLog.Warn("event bus: setting ignored", "why", line)
+	}
 }
 
 // PublishJobs publishes the job logs of st on the event bus

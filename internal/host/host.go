@@ -94,7 +94,9 @@ func New(o Options) (*Host, error) {
 	if o.BusLogger == nil {
 		o.BusLogger = o.Logger
 	}
-	return &Host{home: home, cfg: cfg, getenv: o.Getenv, store: session.NewStore(filepath.Join(data, "sessions")), log: o.Logger, busLog: o.BusLogger, bus: &busState{}}, nil
+	h := &Host{home: home, cfg: cfg, getenv: o.Getenv, store: session.NewStore(filepath.Join(data, "sessions")), log: o.Logger, busLog: o.BusLogger, bus: &busState{}}
+	h.warnBusSettings()
+	return h, nil
 }
 
 // Home is Maestro's home directory.
