@@ -329,6 +329,43 @@ func TestFailedCompactionWaitsBeforeRetrying(t *testing.T) {
 	}
 }
 
+// A compaction that fails near the window names a next attempt the
+// conversation can reach: the window, not the size plus a tenth of it
+// (10,5xx of a 10,000-token window, which no request gets to: it said
+// "next attempt at about 10520 tokens"); past the window already, the
+// provider's rejection.
+func TestFailedCompactionNearTheWindow(t *testing.T) {
+	t.Parallel()
+	const window = 10_000
+	for _, tc := range []struct {
+		input int64
+		want  string
+	}{
+		{9_500, "next attempt when a request would fill the context window (10000 tokens), or when the model rejects one as too long)"},
+		{10_200, "(next attempt when the model rejects a request as too long)"},
+	} {
+		srv := llmtest.NewServer(t,
+			llmtest.Turn{ToolCalls: []llmtest.ToolCall{{ID: "c1", Name: "Echo", Input: `{"text":"c1"}`}}, InputTokens: tc.input, OutputTokens: 5},
+			llmtest.Turn{Status: 400, ErrorMessage: "cannot summarise"},
+			llmtest.Turn{Text: []string{"done"}, InputTokens: 9_600, OutputTokens: 2},
+		)
+		rec := &recorder{}
+		a := New(Config{Provider: fakeProvider(t, "openai", srv, "local-w"), Tools: echoSet(), ContextWindow: window})
+		if _, err := a.Run(t.Context(), nil, llm.UserText("task"), rec); err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		var failed []string
+		for _, s := range of[protocol.Status](rec) {
+			if strings.Contains(s.Message, "Compaction failed") {
+				failed = append(failed, s.Message)
+			}
+		}
+		if len(failed) != 1 || !strings.Contains(failed[0], tc.want) {
+			t.Errorf("after %d tokens, statuses %q; want one failure saying %q", tc.input, failed, tc.want)
+		}
+	}
+}
+
 // With a low compact_at, the recent turns a compaction keeps fit well
 // below the threshold: they were a quarter of the window whatever the
 // threshold, so with compact_at 0.2 the request right after a compaction

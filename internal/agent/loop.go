@@ -83,9 +83,19 @@ func (a *Agent) turn(ctx context.Context, history []llm.Message, input llm.Messa
 			default:
 				// Not again before every call: each attempt is a summarising
 				// call of up to half the window.
+				// Near the window, a tenth more is past it, where no
+				// request gets: the next attempt is then at the window
+				// (past it already, the provider's rejection is the next).
 				r.retryCompactAt = n + r.window/compactRetryShare
-				r.sink.Event(protocol.Status{Message: fmt.Sprintf("Compaction failed, continuing with the whole conversation (next attempt at about %d tokens, or when the model rejects a request as too long): %s",
-					r.retryCompactAt, err)})
+				next := fmt.Sprintf("next attempt at about %d tokens, or when the model rejects a request as too long", r.retryCompactAt)
+				switch {
+				case n >= r.window:
+					next = "next attempt when the model rejects a request as too long"
+				case r.retryCompactAt > r.window:
+					r.retryCompactAt = r.window
+					next = fmt.Sprintf("next attempt when a request would fill the context window (%d tokens), or when the model rejects one as too long", r.window)
+				}
+				r.sink.Event(protocol.Status{Message: fmt.Sprintf("Compaction failed, continuing with the whole conversation (%s): %s", next, err)})
 			}
 		}
 		r.res.Iterations++
