@@ -97,11 +97,12 @@ asked a question) continues with TASK as the answer; an interrupted or failed
 run restarts its current movement; a finished run is followed by a new run of
 the same piece (or --piece) with TASK as a follow-up. TASK "-" reads the task
 from stdin. Ctrl-C interrupts cleanly (the running tool or agent CLI is
-stopped and the log records it), and so does closing the terminal, unless
-Maestro runs under nohup.
+stopped and the log records it), and so do SIGTERM and closing the terminal
+(SIGHUP, unless Maestro runs under nohup); a second one ends it at once.
 
 Exit status: 0 success (or a piece run waiting for an answer), 1 failure or
-aborted piece run (one-line reason on stderr), 2 usage error, 130 interrupted.`,
+aborted piece run (one-line reason on stderr), 2 usage error, 130 interrupted
+(by any of those signals: SIGTERM too exits 130, not 143).`,
 		Example: `  maestro run "add a --verbose flag to the CLI and test it"
   maestro run --piece code "fix the failing test in parser_test.go"
   maestro run --model openai/gpt-5 --workspace ../api "why does the build fail?"

@@ -438,6 +438,22 @@ func TestHelpTeaches(t *testing.T) {
 	}
 }
 
+// run --help says what SIGTERM does and that it exits 130 as Ctrl-C does
+// (one status for an interrupted run, whichever signal, as docs/api.md has
+// it for tasks): it named only Ctrl-C and closing the terminal, and a
+// supervisor's SIGTERM exiting 130 read as a lie.
+func TestRunHelpNamesSIGTERM(t *testing.T) {
+	t.Parallel()
+	root := NewRoot(&IOStreams{In: strings.NewReader(""), Out: new(bytes.Buffer), ErrOut: new(bytes.Buffer), Getenv: func(string) string { return "" }})
+	cmd, _, err := root.Find([]string{"run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(cmd.Long, "so do SIGTERM") || !strings.Contains(cmd.Long, "SIGTERM too exits 130") {
+		t.Errorf("run --help does not say what SIGTERM does and exits:\n%s", cmd.Long)
+	}
+}
+
 // On an agent CLI too, a workspace holding Maestro's home is refused:
 // `run --agent` opened it unchecked, and the CLI could read the keys in
 // config.yaml and rewrite the session logs.
