@@ -170,7 +170,7 @@ func (a *AgentCLI) Turn(ctx context.Context, t *Turn, m protocol.Prompt) error {
 		// As the own loop reports an interrupted run (not one whose
 		// answer arrived before the CLI had exited; a failed result is
 		// none, and the turn ended as a success).
-		t.Publish(protocol.Error{Message: "Operation aborted: the run was interrupted", ErrorType: protocol.ErrorCancelled})
+		t.PublishLast(protocol.Error{Message: "Operation aborted: the run was interrupted", ErrorType: protocol.ErrorCancelled})
 		return published{fmt.Errorf("agent CLI %s: %w", def.ID, agent.ErrCancelled)}
 	case err != nil && !errors.Is(err, agentcli.ErrInterrupted):
 		return fmt.Errorf("agent CLI %s: %w", def.ID, err)
@@ -182,7 +182,7 @@ func (a *AgentCLI) Turn(ctx context.Context, t *Turn, m protocol.Prompt) error {
 		// its tool_end and status line): the task may be undone, so the
 		// turn fails loudly instead of ending as a success.
 		e := deniedError(def, res.Denials)
-		t.Publish(protocol.Error{Message: e.Error(), ErrorType: e.Category.ErrorType()})
+		t.PublishLast(protocol.Error{Message: e.Error(), ErrorType: e.Category.ErrorType()})
 		return published{fmt.Errorf("%s: %w", def.ID, e)}
 	}
 	return nil
@@ -347,7 +347,7 @@ func (a *AgentCLI) permission(t *Turn, asked *askedCalls) agentcli.PermissionFun
 			reason += " (" + req.BlockedPath + " is outside the allowed directories)"
 		}
 		asked.add(id)
-		o, err := t.r.raise(ctx, t.run.id, protocol.ServerRequest{
+		o, err := t.raise(ctx, protocol.ServerRequest{
 			RequestID: id, RequestType: protocol.RequestApproval, CallID: id, Tool: req.Tool,
 			DisplayName: d.Name, SummaryLabel: d.Summary, ActionDescription: d.Action,
 			Args: req.Input, Reason: reason,

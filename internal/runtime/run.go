@@ -262,8 +262,13 @@ func (r *Runtime) endRun(run *activeRun) {
 type runSink struct {
 	r       *Runtime
 	holdEnd bool
-	mu      sync.Mutex // orders the held work before the next event
-	held    []func()
+	// plain publishes the events only, with no raw_agent_event, and
+	// holds a response_end but not an error (a turn's: it publishes its
+	// own raw events, and an agent CLI's failure may come while the CLI
+	// runs on).
+	plain bool
+	mu    sync.Mutex // orders the held work before the next event
+	held  []func()
 }
 
 func (s *runSink) Event(m protocol.Message) {
@@ -274,8 +279,8 @@ func (s *runSink) Event(m protocol.Message) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.runHeld()
-	switch m.(type) {
-	case protocol.ResponseEnd, protocol.Error:
+	_, end := m.(protocol.ResponseEnd)
+	if _, failed := m.(protocol.Error); end || failed && !s.plain {
 		s.held = []func(){func() { s.out(m) }}
 		return
 	}
@@ -285,6 +290,9 @@ func (s *runSink) Event(m protocol.Message) {
 // out publishes m and, for the connections that asked, its raw event.
 func (s *runSink) out(m protocol.Message) {
 	s.r.publish(m, "")
+	if s.plain {
+		return
+	}
 	if t, ok := m.(interface{ MessageType() string }); ok {
 		s.r.publishRaw(t.MessageType(), m)
 	}

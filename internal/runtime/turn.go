@@ -17,10 +17,23 @@ type TurnFunc func(ctx context.Context, t *Turn, m protocol.Prompt) error
 type Turn struct {
 	r   *Runtime
 	run *activeRun
+	// hold holds a response_end until the next message, or until the
+	// turn is over (as the agent's sink does).
+	hold *runSink
 }
 
-// Publish sends m to every subscription through the publish path.
-func (t *Turn) Publish(m protocol.Message) { t.r.publish(m, "") }
+// Publish sends m to every subscription through the publish path. A
+// response_end goes out with the next message, or once the turn is over:
+// it may be the turn's last, on which a client sends its next prompt (an
+// agent CLI's turn ends with the CLI's response_end). An error the turn
+// ends with goes through PublishLast.
+func (t *Turn) Publish(m protocol.Message) { t.hold.Event(m) }
+
+// raise raises req for the turn's run, after what Publish holds.
+func (t *Turn) raise(ctx context.Context, req protocol.ServerRequest) (outcome, error) {
+	t.hold.flush()
+	return t.r.raise(ctx, t.run.id, req)
+}
 
 // PublishLast publishes m once the run has ended, when the runtime takes
 // a new prompt again: the wire has no "run over" message, so a client that
@@ -39,16 +52,18 @@ func (t *Turn) Approval(ctx context.Context, req protocol.ServerRequest) (protoc
 	if req.CallID == "" {
 		req.CallID = req.RequestID
 	}
-	o, err := t.r.raise(ctx, t.run.id, req)
+	o, err := t.raise(ctx, req)
 	return o.resolution, o.reason, err
 }
 
 // runTurn runs a prompt with cfg.Turn instead of the agent and returns
 // the turn's error.
 func (r *Runtime) runTurn(ctx context.Context, run *activeRun, m protocol.Prompt) error {
-	err := r.cfg.Turn(ctx, &Turn{r: r, run: run}, m)
+	t := &Turn{r: r, run: run, hold: &runSink{r: r, holdEnd: true, plain: true}}
+	err := r.cfg.Turn(ctx, t, m)
+	r.finish(run)
+	t.hold.flush()
 	if _, done := errors.AsType[published](err); err != nil && ctx.Err() == nil && !done {
-		r.finish(run)
 		r.publish(protocol.Error{Message: err.Error(), ErrorType: Classify(err.Error(), false)}, "")
 	}
 	// No response_end closes a turn without a model: the turn is over.
