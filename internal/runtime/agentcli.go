@@ -135,10 +135,18 @@ func (a *AgentCLI) Turn(ctx context.Context, t *Turn, m protocol.Prompt) error {
 			a.announce(t, ev.SessionID)
 			a.setSession(ev.SessionID)
 		}
+		// A failure classified from the CLI's exit ends the turn unless
+		// the CLI is started again (a lost session seeded afresh): held
+		// as a last response_end is.
+		exited := ev.Error != nil && ev.Error.Source != "stream"
 		for _, msg := range ev.Messages {
 			if end, ok := msg.(protocol.ToolEnd); ok && asked.has(end.CallID) {
 				end.ApprovalRequestID = end.CallID
 				msg = end
+			}
+			if _, failed := msg.(protocol.Error); failed && exited {
+				t.publishHeld(msg)
+				continue
 			}
 			t.Publish(msg)
 		}

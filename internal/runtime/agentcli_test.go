@@ -70,20 +70,27 @@ func wrapped(t *testing.T, bin string) (wrapper, log string) {
 // (binary bin) and a connection that negotiated approvals and raw events.
 func cliHarness(t *testing.T, def *agentcli.Definition, bin string, mode protocol.ApprovalMode, env ...string) (*harness, *AgentCLI) {
 	t.Helper()
+	cfg, a := cliConfig(t, def, bin, mode, env...)
+	h := newHarness(t, cfg, ConnectOptions{ID: LocalConnectionID, Local: true, Capabilities: &protocol.Capabilities{
+		ServerRequests: []protocol.RequestType{protocol.RequestApproval}, RawAgentEvents: ptr(true)}})
+	return h, a
+}
+
+// cliConfig is the configuration of a runtime whose prompts run on the
+// CLI def at bin.
+func cliConfig(t *testing.T, def *agentcli.Definition, bin string, mode protocol.ApprovalMode, env ...string) (Config, *AgentCLI) {
 	a := &AgentCLI{
 		Executor: &agentcli.Executor{Def: def, Path: bin, MaxAttempts: 1, Env: append(os.Environ(), env...)},
 		Dir:      t.TempDir(),
 	}
-	h := newHarness(t, Config{
+	return Config{
 		ProviderName: a.ProviderName(),
 		Model:        a.ModelName(),
 		Tools:        func(context.Context) (*tool.Set, error) { return tool.NewSet(), nil },
 		Turn:         a.Turn,
 		ApprovalMode: mode,
 		Executor:     protocol.ExecutorLive,
-	}, ConnectOptions{ID: LocalConnectionID, Local: true, Capabilities: &protocol.Capabilities{
-		ServerRequests: []protocol.RequestType{protocol.RequestApproval}, RawAgentEvents: ptr(true)}})
-	return h, a
+	}, a
 }
 
 // settle waits until the collector has every frame published so far.

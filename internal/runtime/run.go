@@ -276,11 +276,17 @@ func (s *runSink) Event(m protocol.Message) {
 		s.out(m)
 		return
 	}
+	_, end := m.(protocol.ResponseEnd)
+	_, failed := m.(protocol.Error)
+	s.publish(m, end || failed && !s.plain)
+}
+
+// publish publishes m after the held work, or holds it in its place.
+func (s *runSink) publish(m protocol.Message, hold bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.runHeld()
-	_, end := m.(protocol.ResponseEnd)
-	if _, failed := m.(protocol.Error); end || failed && !s.plain {
+	if hold {
 		s.held = []func(){func() { s.out(m) }}
 		return
 	}

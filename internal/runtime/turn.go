@@ -29,6 +29,10 @@ type Turn struct {
 // ends with goes through PublishLast.
 func (t *Turn) Publish(m protocol.Message) { t.hold.Event(m) }
 
+// publishHeld publishes m as Publish does a response_end: with the next
+// message, or once the turn is over.
+func (t *Turn) publishHeld(m protocol.Message) { t.hold.publish(m, true) }
+
 // raise raises req for the turn's run, after what Publish holds.
 func (t *Turn) raise(ctx context.Context, req protocol.ServerRequest) (outcome, error) {
 	t.hold.flush()

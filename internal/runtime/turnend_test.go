@@ -52,14 +52,15 @@ func (w *busyWatch) validate(t testing.TB) func([]byte) error {
 	}
 }
 
-// run sends two prompts, each after the frame of type last, and reports
-// the frames published while a prompt would have been refused.
-func (w *busyWatch) run(t *testing.T, cfg Config, last string) {
+// run sends two prompts of content, each after the frame of type last,
+// and reports the frames published while a prompt would have been
+// refused.
+func (w *busyWatch) run(t *testing.T, cfg Config, content, last string) {
 	t.Helper()
 	cfg.Validate = w.validate(t)
 	w.h = newHarness(t, cfg, ConnectOptions{})
 	for i := 1; i <= 2; i++ {
-		if err := w.h.handle(protocol.Prompt{Content: "hi"}); err != nil {
+		if err := w.h.handle(protocol.Prompt{Content: content}); err != nil {
 			t.Fatalf("prompt %d: %v", i, err)
 		}
 		w.h.waitType(last, i)
@@ -78,7 +79,7 @@ func (w *busyWatch) run(t *testing.T, cfg Config, last string) {
 func TestPromptAfterFailedCall(t *testing.T) {
 	t.Parallel()
 	w := &busyWatch{mark: "bad key"}
-	w.run(t, Config{Provider: failing{}}, "error")
+	w.run(t, Config{Provider: failing{}}, "hi", "error")
 	want := []string{"response_start", "response_end", "error"}
 	if got := w.h.types(); !slicesHasSuffix(got, want) {
 		t.Errorf("frames %v, want them to end with %v", got, want)
@@ -104,9 +105,20 @@ func TestPromptAfterTurnEnd(t *testing.T) {
 				}
 				return nil
 			}
-			w.run(t, Config{Provider: &capture{}, Turn: turn}, last)
+			w.run(t, Config{Provider: &capture{}, Turn: turn}, "hi", last)
 		})
 	}
+}
+
+// TestPromptAfterCLIFailure: an agent CLI that fails on start (a bad key,
+// said on stderr, exit 1) ends its turn with the error classified from
+// its exit, and a prompt sent on reading it runs (1 in 60 was refused as
+// busy).
+func TestPromptAfterCLIFailure(t *testing.T) {
+	t.Parallel()
+	cfg, _ := cliConfig(t, loadDef(t, "fake-agent"), testdataPath(t, "user-adapter/fake-agent"), protocol.ApprovalPrompt)
+	w := &busyWatch{mark: "auth_expired"}
+	w.run(t, cfg, "fail-auth", "error")
 }
 
 func slicesHasSuffix(s, suffix []string) bool {
