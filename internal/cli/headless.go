@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -117,13 +115,9 @@ func runHeadless(ctx context.Context, io *IOStreams, o headlessOptions) error {
 	// SIGINT and SIGTERM end the session like a shutdown message.
 	sctx, stop := untilSignalled(ctx)
 	defer stop()
-	// A client that closes its end of stdout must not kill Maestro with
-	// SIGPIPE (Go's default for a write to fd 1), which left the run
-	// unfinished in the session log: the write fails with EPIPE instead
+	// A client that closes its end of stdout: the write fails with EPIPE
 	// and the session shuts down as on a shutdown message.
-	pipe := make(chan os.Signal, 1)
-	signal.Notify(pipe, syscall.SIGPIPE)
-	defer signal.Stop(pipe)
+	defer catchSIGPIPE()()
 	serveErr := stdio.Serve(sctx, stdio.Config{Runtime: s.Runtime, In: io.In, Out: io.Out, Logger: log,
 		// Probing the sandbox runs processes: after ready, not before.
 		Started: func() { s.Started(); go releaseStartupPages(sctx, s, log) }})

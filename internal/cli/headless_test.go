@@ -43,13 +43,20 @@ func headlessEnv(home string) []string {
 // stderr captured, bounded to 60 s.
 func headlessProcess(t *testing.T, home, ws string) (context.Context, *exec.Cmd, *bytes.Buffer) {
 	t.Helper()
+	return maestroProcess(t, home, "headless", "--workspace", ws)
+}
+
+// maestroProcess is `maestro args…` of the built binary, as
+// headlessProcess.
+func maestroProcess(t *testing.T, home string, args ...string) (context.Context, *exec.Cmd, *bytes.Buffer) {
+	t.Helper()
 	bin, err := maestroBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	t.Cleanup(cancel)
-	cmd := exec.CommandContext(ctx, bin, "headless", "--workspace", ws)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = headlessEnv(home)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

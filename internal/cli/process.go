@@ -2,9 +2,12 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/maestro-run/maestro/internal/agentcli"
@@ -57,4 +60,56 @@ func secondSignalKills(runCtx context.Context, stop context.CancelFunc, done <-c
 		os.Exit(ExitInterrupted)
 	case <-done:
 	}
+}
+
+// catchSIGPIPE keeps a reader of stdout that goes away (maestro run … |
+// head -1, a client closing its end) from killing Maestro with SIGPIPE,
+// Go's default for a write to fd 1 or 2, which left the run unfinished in
+// the session log: the write fails with EPIPE instead. It returns what
+// restores the default.
+func catchSIGPIPE() func() {
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
+	return func() { signal.Stop(pipe) }
+}
+
+// pipeWatch is stdout that notes a write failing with EPIPE (its reader
+// went away, under catchSIGPIPE) and calls the function onBreak set, once.
+type pipeWatch struct {
+	w      io.Writer
+	mu     sync.Mutex
+	broken bool
+	cancel func()
+}
+
+func (p *pipeWatch) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	if errors.Is(err, syscall.EPIPE) {
+		p.mu.Lock()
+		first, cancel := !p.broken, p.cancel
+		p.broken = true
+		p.mu.Unlock()
+		if first && cancel != nil {
+			cancel()
+		}
+	}
+	return n, err
+}
+
+// onBreak sets what a broken pipe calls (at once if it already broke).
+func (p *pipeWatch) onBreak(f func()) {
+	p.mu.Lock()
+	p.cancel = f
+	broken := p.broken
+	p.mu.Unlock()
+	if broken {
+		f()
+	}
+}
+
+// Broken reports whether a write failed with EPIPE.
+func (p *pipeWatch) Broken() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.broken
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -169,7 +170,24 @@ func resumeErr(ctx context.Context, io *IOStreams, err error, id, use string) er
 	return err
 }
 
+// runTask runs the task. A reader of stdout that goes away (maestro run
+// … | head -1) interrupts the run, as Ctrl-C does, and the exit status is
+// 1 saying so: Maestro died of SIGPIPE, the run left unfinished in the
+// session log (an agent CLI, in a process group of its own, working on
+// unattended).
 func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) error {
+	defer catchSIGPIPE()()
+	out := &pipeWatch{w: io.Out}
+	wio := *io
+	wio.Out = out
+	err := runTaskTo(ctx, &wio, o, task, out)
+	if out.Broken() {
+		return failErr(fmt.Errorf("write stdout: %w: the run was interrupted (its session log has it)", syscall.EPIPE))
+	}
+	return err
+}
+
+func runTaskTo(ctx context.Context, io *IOStreams, o runOptions, task string, out *pipeWatch) error {
 	switch o.Output {
 	case "text", "jsonl":
 	default:
@@ -237,6 +255,9 @@ func runTask(ctx context.Context, io *IOStreams, o runOptions, task string) erro
 	// Ctrl-C / SIGTERM cancel the run; a second Ctrl-C kills the process.
 	runCtx, stop := untilSignalled(ctx)
 	defer stop()
+	runCtx, broke := context.WithCancel(runCtx)
+	defer broke()
+	out.onBreak(broke)
 	runDone := make(chan struct{})
 	defer close(runDone)
 	go secondSignalKills(runCtx, stop, runDone)

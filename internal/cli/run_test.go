@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -451,6 +453,62 @@ func TestRunHelpNamesSIGTERM(t *testing.T) {
 	}
 	if !strings.Contains(cmd.Long, "so do SIGTERM") || !strings.Contains(cmd.Long, "SIGTERM too exits 130") {
 		t.Errorf("run --help does not say what SIGTERM does and exits:\n%s", cmd.Long)
+	}
+}
+
+// TestRunStdoutClosed: a reader of maestro run's stdout that goes away
+// (maestro run … | head -1) interrupts the run, whose session log records
+// it, and the exit status is 1 saying broken pipe. Maestro died of
+// SIGPIPE, the run left unfinished in the log (an agent CLI went on
+// working unattended).
+func TestRunStdoutClosed(t *testing.T) {
+	t.Parallel()
+	home, ws := t.TempDir(), t.TempDir()
+	script := filepath.Join(ws, "slow.yaml")
+	writeFile(t, script, `schemaVersion: evalops.maestro.scripted-scenario.v1
+id: slow
+description: Chunks a second apart.
+metadata: {recordedAt: "2026-01-01T00:00:00Z", toolsExpected: []}
+frames:
+  - index: 0
+    statements:
+      - {kind: text, text: "first"}
+      - {kind: delay, ms: 1000}
+      - {kind: text, text: "second"}
+      - {kind: delay, ms: 10000}
+      - {kind: text, text: "third"}
+`)
+	_, cmd, stderr := maestroProcess(t, home, "run", "--workspace", ws, "--replay", script, "-o", "jsonl", "go")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	br := bufio.NewReader(r)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read up to the first chunk: %v", err)
+		}
+		if strings.Contains(line, `"type":"response_chunk"`) {
+			break
+		}
+	}
+	r.Close() // the next chunk's write finds no reader
+	err = cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != ExitError || !strings.Contains(stderr.String(), "broken pipe") {
+		t.Fatalf("exit: %v, want status %d saying broken pipe; stderr:\n%s", err, ExitError, stderr.String())
+	}
+	logs, _ := filepath.Glob(filepath.Join(home, "sessions", "*", "events.jsonl"))
+	if len(logs) != 1 {
+		t.Fatalf("session logs %v, want one", logs)
+	}
+	if data, err := os.ReadFile(logs[0]); err != nil || !bytes.Contains(data, []byte(`"Operation aborted: the run was interrupted"`)) {
+		t.Errorf("the session log does not end the run (%v):\n%s", err, data)
 	}
 }
 
