@@ -176,15 +176,7 @@ func TestHeadlessStdoutClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout = w
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
+	r := startStdoutPipe(t, cmd)
 	// ready and session_info come unasked: once both are read, the next
 	// write is the prompt's, the one that must find stdout closed (closed
 	// after ready alone, session_info's write failed first, now and then,
@@ -202,6 +194,30 @@ func TestHeadlessStdoutClosed(t *testing.T) {
 	}
 	err = cmd.Wait()
 	stdin.Close()
+	wantBrokenPipeEnd(t, err, stderr, home)
+}
+
+// startStdoutPipe starts cmd with its stdout on a pipe and returns the
+// read end, which the test closes to play a reader that goes away.
+func startStdoutPipe(t *testing.T, cmd *exec.Cmd) *os.File {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	return r
+}
+
+// wantBrokenPipeEnd checks how a process whose stdout reader went away
+// ended (err, from Wait): status 1 saying broken pipe, and the one session
+// log under home ending the run as interrupted.
+func wantBrokenPipeEnd(t *testing.T, err error, stderr *bytes.Buffer, home string) {
+	t.Helper()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != ExitError || !strings.Contains(stderr.String(), "broken pipe") {
 		t.Fatalf("exit: %v, want status %d saying broken pipe; stderr:\n%s", err, ExitError, stderr.String())
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -479,15 +478,7 @@ frames:
       - {kind: text, text: "third"}
 `)
 	_, cmd, stderr := maestroProcess(t, home, "run", "--workspace", ws, "--replay", script, "-o", "jsonl", "go")
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout = w
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
+	r := startStdoutPipe(t, cmd)
 	br := bufio.NewReader(r)
 	for {
 		line, err := br.ReadString('\n')
@@ -499,17 +490,7 @@ frames:
 		}
 	}
 	r.Close() // the next chunk's write finds no reader
-	err = cmd.Wait()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != ExitError || !strings.Contains(stderr.String(), "broken pipe") {
-		t.Fatalf("exit: %v, want status %d saying broken pipe; stderr:\n%s", err, ExitError, stderr.String())
-	}
-	logs, _ := filepath.Glob(filepath.Join(home, "sessions", "*", "events.jsonl"))
-	if len(logs) != 1 {
-		t.Fatalf("session logs %v, want one", logs)
-	}
-	if data, err := os.ReadFile(logs[0]); err != nil || !bytes.Contains(data, []byte(`"Operation aborted: the run was interrupted"`)) {
-		t.Errorf("the session log does not end the run (%v):\n%s", err, data)
-	}
+	wantBrokenPipeEnd(t, cmd.Wait(), stderr, home)
 }
 
 // On an agent CLI too, a workspace holding Maestro's home is refused:
