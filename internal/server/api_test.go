@@ -147,6 +147,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown field", "POST", "/api/v1/tasks", map[string]any{"title": "x", "colour": "red"}, 400, "colour"},
 		{"wrong type", "POST", "/api/v1/tasks", map[string]any{"title": 3}, 400, "title"},
 		{"not json", "POST", "/api/v1/tasks", "{", 400, ""},
+		{"brace after the object", "POST", "/api/v1/tasks", `{"title": "x"}}`, 400, ""},
 		{"empty body", "POST", "/api/v1/tasks", nil, 400, ""},
 		{"bad id", "GET", "/api/v1/tasks/abc", nil, 400, "id"},
 		{"no task", "GET", "/api/v1/tasks/999", nil, 404, ""},

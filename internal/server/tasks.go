@@ -439,22 +439,27 @@ func partFileName(part *multipart.Part) string {
 // decodePartJSON decodes the JSON object of a multipart part strictly, as
 // decodeJSON does for a body.
 func decodePartJSON(w http.ResponseWriter, part io.Reader, v any) bool {
-	dec := json.NewDecoder(io.LimitReader(part, maxJSONBody+1))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	data, err := io.ReadAll(io.LimitReader(part, maxJSONBody+1))
+	if err == nil && len(data) > maxJSONBody {
+		writeFieldError(w, http.StatusBadRequest, "task", fmt.Sprintf("expected a JSON object of at most %d bytes", maxJSONBody))
+		return false
+	}
 	if err == nil {
-		if _, extra := dec.Token(); extra != io.EOF {
-			writeFieldError(w, http.StatusBadRequest, "task", "expected one JSON object, found more data after it")
-			return false
-		}
+		err = httpedge.DecodeJSON(data, v)
+	}
+	if err == nil {
 		return true
 	}
 	if writeFieldDecodeError(w, err, "task") {
 		return false
 	}
 	msg := err.Error()
-	if err == io.EOF {
+	switch err {
+	case io.EOF:
 		msg = "found nothing"
+	case httpedge.ErrJSONTrailing:
+		writeFieldError(w, http.StatusBadRequest, "task", "expected one JSON object, found more data after it")
+		return false
 	}
 	writeFieldError(w, http.StatusBadRequest, "task", fmt.Sprintf("expected a JSON object of at most %d bytes: %s", maxJSONBody, strings.TrimPrefix(msg, "json: ")))
 	return false
