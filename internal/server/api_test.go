@@ -117,14 +117,18 @@ func TestTasks(t *testing.T) {
 			if one.Job.State != store.StateCancelled || one.Job.Error != "not needed" {
 				t.Fatalf("cancelled: %+v", one.Job)
 			}
-			if ae := e.wantError(http.StatusConflict, "POST", jpath+"/cancel", nil); !strings.Contains(ae.Error, "transition") {
+			if ae := e.wantError(http.StatusConflict, "POST", jpath+"/cancel", nil); ae.Error != "job "+strconv.FormatInt(bt.Job.ID, 10)+" has already finished (cancelled); there is nothing to cancel" {
 				t.Fatalf("cancel twice: %q", ae.Error)
 			}
 			e.must(http.StatusOK, "POST", jpath+"/retry", map[string]int{"extra": 2}, &one)
 			if one.Job.State != store.StateQueued {
 				t.Fatalf("retried: %+v", one.Job)
 			}
-			e.wantError(http.StatusConflict, "POST", jpath+"/retry", nil)
+			// The state is said as a user reads it, not the store's
+			// "invalid state transition".
+			if ae := e.wantError(http.StatusConflict, "POST", jpath+"/retry", nil); ae.Error != "job "+strconv.FormatInt(bt.Job.ID, 10)+" has not finished (queued); only a failed, aborted or cancelled job can be retried" {
+				t.Fatalf("retry a queued job: %q", ae.Error)
+			}
 		})
 	}
 }

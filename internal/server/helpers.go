@@ -28,7 +28,11 @@ func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, err.Error())
-	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalidTransition):
+	case errors.Is(err, store.ErrInvalidTransition):
+		// The store's message says why; its sentinel's words ("invalid
+		// state transition") are the state machine's, not the user's.
+		writeError(w, http.StatusConflict, strings.TrimSuffix(err.Error(), ": "+store.ErrInvalidTransition.Error()))
+	case errors.Is(err, store.ErrConflict):
 		writeError(w, http.StatusConflict, err.Error())
 	case errors.Is(err, store.ErrInvalid):
 		writeError(w, http.StatusUnprocessableEntity, err.Error())
