@@ -98,6 +98,11 @@ func badTaskID(s string) error {
 
 func newTasksCmd(io *IOStreams) *cobra.Command {
 	o := &taskOptions{}
+	// What the server sends is shown, its control characters included,
+	// never obeyed (termSafe).
+	safe := *io
+	safe.Out, safe.ErrOut = termSafe(io.Out, outColor(io)), termSafe(io.ErrOut, false)
+	io = &safe
 	cmd := &cobra.Command{
 		Use:   "tasks",
 		Short: "Submit and follow tasks on a `maestro serve` server",
