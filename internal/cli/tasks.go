@@ -455,6 +455,9 @@ repeated. --json prints every event as one line of JSON, exactly as the API
 returns it. Colours only on a terminal, and never with NO_COLOR set.`,
 		Args: cobra.ExactArgs(1),
 		RunE: o.onTask(io, func(cmd *cobra.Command, args []string, id int64, c *client.Client) error {
+			if after < 0 {
+				return usageErr("--after %d: expected an event number, 0 or more", after)
+			}
 			jobID, err := latestJob(cmd.Context(), c, id)
 			if err != nil {
 				return failErr(err)
@@ -585,6 +588,9 @@ func newTasksJobActionCmd(io *IOStreams, o *taskOptions, action string) *cobra.C
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: o.onTask(io, func(cmd *cobra.Command, args []string, id int64, c *client.Client) error {
+			if action == "retry" && (extra < 1 || extra > store.MaxAttemptsLimit) {
+				return usageErr("--extra %d: expected 1-%d", extra, store.MaxAttemptsLimit)
+			}
 			jobID, err := latestJob(cmd.Context(), c, id)
 			if err != nil {
 				return failErr(err)
@@ -608,7 +614,7 @@ func newTasksJobActionCmd(io *IOStreams, o *taskOptions, action string) *cobra.C
 	if action == "cancel" {
 		cmd.Flags().StringVar(&reason, "reason", "", "why (shown on the job)")
 	} else {
-		cmd.Flags().IntVar(&extra, "extra", 1, "attempts to add")
+		cmd.Flags().IntVar(&extra, "extra", 1, "attempts to add, 1-100")
 	}
 	return cmd
 }
@@ -688,6 +694,11 @@ a symlink out of DIR) is refused. Each file is written to a temporary name
 and renamed when complete, so an interrupted download leaves no partial file.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: o.onTask(ios, func(cmd *cobra.Command, args []string, id int64, c *client.Client) error {
+			for _, a := range args[1:] {
+				if _, err := deliverablePath(strings.TrimSuffix(a, "/")); err != nil {
+					return usageErr("%v", err)
+				}
+			}
 			ctx := cmd.Context()
 			list, err := c.Deliverables(ctx, id)
 			if err != nil {
@@ -773,6 +784,9 @@ func selectDeliverables(files []api.Deliverable, args []string) ([]api.Deliverab
 					sel = append(sel, f)
 				}
 			}
+		}
+		if n == 0 && len(files) == 0 {
+			return nil, fmt.Errorf("no deliverable %q: output/ is empty", a)
 		}
 		if n == 0 {
 			names := make([]string, 0, len(files))

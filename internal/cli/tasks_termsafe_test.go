@@ -67,3 +67,17 @@ func TestJobLogControlCharacters(t *testing.T) {
 		}
 	}
 }
+
+// TestTasksDownloadNamedFromEmptyOutput: a path asked of a task with no
+// deliverable says output/ is empty; it said "(output/ holds: -)".
+func TestTasksDownloadNamedFromEmptyOutput(t *testing.T) {
+	t.Parallel()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"files":[]}`)
+	}))
+	t.Cleanup(ts.Close)
+	code, _, errOut := runTasksCLI(t, map[string]string{"MAESTRO_SERVER": ts.URL}, "tasks", "download", "4", "report.md", "-o", t.TempDir())
+	if code != 1 || errOut != "maestro: task 4: no deliverable \"report.md\": output/ is empty\n" {
+		t.Errorf("exit %d:\n%s", code, errOut)
+	}
+}
