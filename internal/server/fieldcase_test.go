@@ -5,12 +5,15 @@ import (
 	"errors"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/maestro-run/maestro/internal/api"
 	"github.com/maestro-run/maestro/internal/httpedge"
+	"github.com/maestro-run/maestro/internal/queue"
+	"github.com/maestro-run/maestro/internal/server"
 )
 
 // TestFieldNamesExact: every JSON body the API reads takes its fields by
@@ -58,6 +61,35 @@ func TestFieldNamesExact(t *testing.T) {
 		if ae.Field != c.field || !strings.HasPrefix(ae.Error, c.field+": "+want) {
 			t.Errorf("%s %s %s: field %q, error %q; want field %q saying %q", c.method, c.path, c.body, ae.Field, ae.Error, c.field, want)
 		}
+	}
+}
+
+// TestPayloadFieldNamesExact: a payload key that names a field a worker
+// reads only in another case is refused, naming it; the worker's decoder
+// folds case, so {"No_Piece": true} ran the task without its piece.
+// Keys of the client's own, in any case, are kept.
+func TestPayloadFieldNamesExact(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sqliteStore(t), nil)
+	for _, c := range []struct{ payload, field, name string }{
+		{`{"No_Piece": true}`, "payload.No_Piece", "no_piece"},
+		{`{"Task": "x", "mine": 1}`, "payload.Task", "task"},
+		{`{"MCP_SERVERS": []}`, "payload.MCP_SERVERS", "mcp_servers"},
+	} {
+		ae := e.wantError(http.StatusUnprocessableEntity, "POST", "/api/v1/tasks", `{"title": "t", "payload": `+c.payload+`}`, "Content-Type", "application/json")
+		if ae.Field != c.field || !strings.HasPrefix(ae.Error, c.field+`: did you mean "`+c.name+`"?`) {
+			t.Errorf("payload %s: field %q, error %q; want field %q", c.payload, ae.Field, ae.Error, c.field)
+		}
+	}
+	e.must(http.StatusCreated, "POST", "/api/v1/tasks", map[string]any{"title": "t", "payload": map[string]any{"Mine": 1, "MINE": 2, "no_piece": true}}, nil)
+	// The list is the worker's.
+	var names []string
+	for f := range reflect.TypeFor[queue.Payload]().Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		names = append(names, name)
+	}
+	if got := server.WorkerPayloadFields(); !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(names))) {
+		t.Errorf("workerPayloadFields %v, queue.Payload's %v", got, names)
 	}
 }
 
