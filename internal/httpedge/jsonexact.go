@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"reflect"
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // ErrJSONTrailing is DecodeJSON's error for data holding more than one
@@ -40,10 +43,23 @@ func (e *UnknownFieldError) Message() string {
 // spelling came). The error is then an *UnknownFieldError; a value of the
 // wrong type is the decoder's (see JSONTypeError); more than one value is
 // ErrJSONTrailing; no value at all is io.EOF.
+//
+// A byte order mark before the value is skipped (RFC 8259 lets a parser
+// ignore one; Windows editors write it, and the decoder said "invalid
+// character 'ï'"), and a syntax error says where it is: "… at line 3,
+// column 11".
 func DecodeJSON(data []byte, v any) error {
+	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
+	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
+		line, col := textPosition(data[:min(max(se.Offset-1, 0), int64(len(data)))])
+		return fmt.Errorf("%w at line %d, column %d", err, line, col)
+	}
+	if err == io.ErrUnexpectedEOF {
+		return errors.New("the body ends before its JSON value does (unexpected EOF)")
+	}
 	if err != nil {
 		// The decoder reads the whole value before it decodes it, so a
 		// type error or an unknown field means the value is well-formed
@@ -62,6 +78,14 @@ func DecodeJSON(data []byte, v any) error {
 		return ue
 	}
 	return err
+}
+
+// textPosition is the line and column (in runes, from 1) just after
+// text.
+func textPosition(text []byte) (line, col int) {
+	line = 1 + bytes.Count(text, []byte("\n"))
+	last := text[bytes.LastIndexByte(text, '\n')+1:]
+	return line, 1 + utf8.RuneCount(last)
 }
 
 // nameChecker walks one well-formed JSON value along the Go type it

@@ -81,3 +81,24 @@ func TestDecodeJSONExactNames(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeJSONSyntax: a syntax error says where it is, a body cut short
+// says so, and a byte order mark is skipped.
+func TestDecodeJSONSyntax(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ body, want string }{
+		{`{"title": "x",}`, "invalid character '}' looking for beginning of object key string at line 1, column 15"},
+		{"{\n  \"title\": \"é\",\n  \"body\": \"a\n  b\"\n}", `invalid character '\n' in string literal at line 3, column 13`},
+		{"  {'title': 1}", `invalid character '\'' looking for beginning of object key string at line 1, column 4`},
+		{`{"title": "x"`, "the body ends before its JSON value does (unexpected EOF)"},
+	} {
+		err := httpedge.DecodeJSON([]byte(c.body), new(exactBody))
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%q: %v, want %s", c.body, err, c.want)
+		}
+	}
+	var v exactBody
+	if err := httpedge.DecodeJSON([]byte("\ufeff{\"title\": \"bom\"}"), &v); err != nil || v.Title != "bom" {
+		t.Errorf("after a byte order mark: %v %+v", err, v)
+	}
+}

@@ -258,6 +258,8 @@ func TestDecodeErrorsInJSONWords(t *testing.T) {
 		{"/api/v1/tasks", `{"title":"x","priority":"high"}`, "priority", "priority: expected an integer, found JSON string"},
 		{"/api/v1/tasks", `{"title":"x","max_attempts":1.5}`, "max_attempts", "max_attempts: expected an integer, found JSON number 1.5"},
 		{"/api/v1/tasks", `{"title":["x"]}`, "title", "title: expected a string, found JSON array"},
+		{"/api/v1/tasks", "{\n \"title\": \"x\",\n}", "", "request body: expected a JSON object: invalid character '}' looking for beginning of object key string at line 3, column 1"},
+		{"/api/v1/tasks", "\ufeff[]", "", "request body: expected a JSON object, found JSON array"},
 		{"/api/v1/schedules", `{"name":"n","cron_expr":"@daily","title":"t","enabled":"yes"}`, "enabled", "enabled: expected true or false, found JSON string"},
 	}
 	for _, c := range cases {
