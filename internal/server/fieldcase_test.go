@@ -25,9 +25,7 @@ import (
 func TestFieldNamesExact(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, sqliteStore(t), nil)
-	ct := e.createTask("t", nil)
-	task := "/api/v1/tasks/" + strconv.FormatInt(ct.Task.ID, 10)
-	job := "/api/v1/jobs/" + strconv.FormatInt(ct.Job.ID, 10)
+	task, job := e.createTask("t", nil).paths()
 	var sched struct{ Schedule struct{ ID int64 } }
 	e.must(http.StatusCreated, "POST", "/api/v1/schedules", map[string]any{"name": "n", "cron_expr": "* * * * *", "title": "t"}, &sched)
 	// The PUT below needs a server to replace.
