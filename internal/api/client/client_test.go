@@ -404,3 +404,35 @@ func TestAuthAndURL(t *testing.T) {
 		}
 	}
 }
+
+// TestNotTheAPI: an answer that is not the API's (another server at the
+// address: a plain-text 404, an HTML page) says so and names the address;
+// "server answered 404: Not Found" read as "no such task". A JSON error of
+// the API gets no such note.
+func TestNotTheAPI(t *testing.T) {
+	t.Parallel()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/tasks" {
+			w.Write([]byte("<html>a static site</html>"))
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	c, err := client.New(ts.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	note := "the answer is not the Maestro API's: is " + ts.URL + " the address of maestro serve?"
+	if _, err = c.Task(t.Context(), 1); err == nil || err.Error() != "server answered 404: Not Found ("+note+")" {
+		t.Errorf("404 of another server: %v", err)
+	}
+	if _, err := c.ListTasks(t.Context(), "", client.Page{}); err == nil || !strings.HasSuffix(err.Error(), "("+note+")") {
+		t.Errorf("an HTML page: %v", err)
+	}
+	e := newEnv(t, "", nil)
+	_, err = e.c.Task(t.Context(), 99)
+	if ae := wantStatus(t, "the API's 404", err, http.StatusNotFound); strings.Contains(ae.Error(), "not the Maestro API") {
+		t.Errorf("the API's own 404: %s", ae)
+	}
+}
