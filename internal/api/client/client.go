@@ -137,6 +137,10 @@ func (c *Client) send(hc *http.Client, req *http.Request) (*http.Response, error
 		if ue, ok := errors.AsType[*url.Error](err); ok {
 			err = ue.Err
 		}
+		if errors.Is(err, http.ErrSchemeMismatch) {
+			// Something answered, in plain HTTP: maestro serve is.
+			return nil, fmt.Errorf("%s %s: %w (the server answers plain HTTP: give its address as http://%s)", req.Method, c.base+req.URL.Path, err, req.URL.Host)
+		}
 		return nil, fmt.Errorf("%s %s: %w (is `maestro serve` running there?)", req.Method, c.base+req.URL.Path, err)
 	}
 	if resp.StatusCode >= 300 {

@@ -406,7 +406,8 @@ func TestAuthAndURL(t *testing.T) {
 }
 
 // TestNotTheAPI: an answer that is not the API's (another server at the
-// address: a plain-text 404, an HTML page) says so and names the address;
+// address: a plain-text 404, an HTML page, plain HTTP to https://) says
+// so and names the address;
 // "server answered 404: Not Found" read as "no such task". A JSON error of
 // the API gets no such note.
 func TestNotTheAPI(t *testing.T) {
@@ -429,6 +430,15 @@ func TestNotTheAPI(t *testing.T) {
 	}
 	if _, err := c.ListTasks(t.Context(), "", client.Page{}); err == nil || !strings.HasSuffix(err.Error(), "("+note+")") {
 		t.Errorf("an HTML page: %v", err)
+	}
+	// https:// to a plain-HTTP server: "is maestro serve running there?"
+	// when it was, on http://.
+	tlsToPlain, err := client.New(strings.Replace(ts.URL, "http://", "https://", 1), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tlsToPlain.Task(t.Context(), 1); err == nil || !strings.HasSuffix(err.Error(), "(the server answers plain HTTP: give its address as "+ts.URL+")") {
+		t.Errorf("https:// to plain HTTP: %v", err)
 	}
 	e := newEnv(t, "", nil)
 	_, err = e.c.Task(t.Context(), 99)
