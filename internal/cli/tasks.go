@@ -199,14 +199,17 @@ input/ directory before its job starts (the piece reads them from there).
 			req := api.CreateTaskRequest{Title: args[0], Body: body, Piece: piece, Profile: profile,
 				TaskClass: taskClass, Priority: priority, MaxAttempts: maxAttempts, Executor: executor, Agent: agent}
 			if payload != "" {
-				if !json.Valid([]byte(payload)) {
+				if !json.Valid([]byte(payload)) || !strings.HasPrefix(strings.TrimSpace(payload), "{") {
 					return usageErr("--payload: expected a JSON object, found %q", payload)
 				}
 				req.Payload = json.RawMessage(payload)
 			}
 			seen := map[string]string{}
 			for _, f := range files {
-				if st, err := os.Stat(f); err != nil || !st.Mode().IsRegular() {
+				switch st, err := os.Stat(f); {
+				case err == nil && st.IsDir():
+					return usageErr("--file %s: a directory; --file takes a file (one --file per file)", f)
+				case err != nil || !st.Mode().IsRegular():
 					return usageErr("--file %s: expected a readable file", f)
 				}
 				if prev, dup := seen[filepath.Base(f)]; dup {
