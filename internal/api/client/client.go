@@ -151,6 +151,10 @@ func (c *Client) send(hc *http.Client, req *http.Request) (*http.Response, error
 			// 404 "Not Found" in plain text or HTML is another server's.
 			e.foreign = c.notAPI()
 		}
+		if base, ok := strings.CutSuffix(c.base, api.Prefix); ok && e.Status == http.StatusNotFound {
+			// Every path is under it already: /api/v1/api/v1/tasks.
+			e.foreign = "the address is the server's, without " + api.Prefix + ": " + base
+		}
 		return nil, e
 	}
 	return resp, nil

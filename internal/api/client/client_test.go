@@ -445,4 +445,14 @@ func TestNotTheAPI(t *testing.T) {
 	if ae := wantStatus(t, "the API's 404", err, http.StatusNotFound); strings.Contains(ae.Error(), "not the Maestro API") {
 		t.Errorf("the API's own 404: %s", ae)
 	}
+	// The API's address given for the server's: every route a 404
+	// "no route GET /api/v1/api/v1/tasks".
+	withPrefix, err := client.New(e.c.Base()+"/api/v1/", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = withPrefix.ListTasks(t.Context(), "", client.Page{})
+	if ae := wantStatus(t, "under /api/v1", err, http.StatusNotFound); !strings.HasSuffix(ae.Error(), "(the address is the server's, without /api/v1: "+e.c.Base()+")") {
+		t.Errorf("an address ending in /api/v1: %s", ae)
+	}
 }
