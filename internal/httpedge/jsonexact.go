@@ -19,7 +19,7 @@ var ErrJSONTrailing = errors.New("expected one JSON value, found more data after
 
 // UnknownFieldError is DecodeJSON's error for an object key that names no
 // field of the value it decodes into. Field is the key's path from the
-// document ("schedule.Title", "items[2].nme"); Known is the field the key
+// document ("Title", "items[2].nme"); Known is the field the key
 // names when its case is ignored, if one is.
 type UnknownFieldError struct {
 	Field string
@@ -66,8 +66,7 @@ func DecodeJSON(data []byte, v any) error {
 		// JSON, and its keys are checked for the better error: the
 		// decoder names a field of the wrong type by the name it took
 		// it for, and an unknown field without its path.
-		var te *json.UnmarshalTypeError
-		if !errors.As(err, &te) && !strings.HasPrefix(err.Error(), "json: unknown field ") {
+		if _, ok := errors.AsType[*json.UnmarshalTypeError](err); !ok && !strings.HasPrefix(err.Error(), "json: unknown field ") {
 			return err
 		}
 	} else if len(bytes.TrimSpace(data[dec.InputOffset():])) > 0 {
