@@ -26,6 +26,15 @@ func TestFlagValueErrors(t *testing.T) {
 		{[]string{"serve", "--session-stale-after", "2ns"}, `--session-stale-after must be at least 300ms, got 2ns`},
 		{[]string{"events", "smoke", "--timeout", "0s"}, `--timeout must be positive, got 0s`},
 		{[]string{"tasks", "submit", "x", "--max-attempts", "0", "--server", "http://127.0.0.1:1"}, `--max-attempts 0: expected 1-100`},
+		// The server refused them (exit 1, in the API's words: "extra:
+		// expected 0-100 more attempts (0 means 1)"); a path out of
+		// output/ was refused after the listing was fetched.
+		{[]string{"tasks", "retry", "1", "--extra", "-5", "--server", "http://127.0.0.1:1"}, `--extra -5: expected 1-100`},
+		{[]string{"tasks", "retry", "1", "--extra", "0", "--server", "http://127.0.0.1:1"}, `--extra 0: expected 1-100`},
+		{[]string{"tasks", "logs", "1", "--after", "-1", "--server", "http://127.0.0.1:1"}, `--after -1: expected an event number, 0 or more`},
+		{[]string{"tasks", "submit", "x", "--payload", "[1]", "--server", "http://127.0.0.1:1"}, `--payload: expected a JSON object, found "[1]"`},
+		{[]string{"tasks", "submit", "x", "--file", ".", "--server", "http://127.0.0.1:1"}, `--file .: a directory; --file takes a file (one --file per file)`},
+		{[]string{"tasks", "download", "1", "../x", "--server", "http://127.0.0.1:1"}, `deliverable path "../x": expected a relative path inside output/, without .. segments`},
 		{[]string{"serve", "--listen", "127.0.0.1:99999"}, `--listen 127.0.0.1:99999: port "99999" is not a number from 0 to 65535`},
 		// A flag given no value took the next flag as its value, and the
 		// run failed far from it ("open --piece: no such file or directory").

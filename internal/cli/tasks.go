@@ -98,6 +98,11 @@ func badTaskID(s string) error {
 
 func newTasksCmd(io *IOStreams) *cobra.Command {
 	o := &taskOptions{}
+	// What the server sends is shown, its control characters included,
+	// never obeyed (termSafe).
+	safe := *io
+	safe.Out, safe.ErrOut = termSafe(io.Out, outColor(io)), termSafe(io.ErrOut, false)
+	io = &safe
 	cmd := &cobra.Command{
 		Use:   "tasks",
 		Short: "Submit and follow tasks on a `maestro serve` server",
@@ -194,14 +199,17 @@ input/ directory before its job starts (the piece reads them from there).
 			req := api.CreateTaskRequest{Title: args[0], Body: body, Piece: piece, Profile: profile,
 				TaskClass: taskClass, Priority: priority, MaxAttempts: maxAttempts, Executor: executor, Agent: agent}
 			if payload != "" {
-				if !json.Valid([]byte(payload)) {
+				if !json.Valid([]byte(payload)) || !strings.HasPrefix(strings.TrimSpace(payload), "{") {
 					return usageErr("--payload: expected a JSON object, found %q", payload)
 				}
 				req.Payload = json.RawMessage(payload)
 			}
 			seen := map[string]string{}
 			for _, f := range files {
-				if st, err := os.Stat(f); err != nil || !st.Mode().IsRegular() {
+				switch st, err := os.Stat(f); {
+				case err == nil && st.IsDir():
+					return usageErr("--file %s: a directory; --file takes a file (one --file per file)", f)
+				case err != nil || !st.Mode().IsRegular():
 					return usageErr("--file %s: expected a readable file", f)
 				}
 				if prev, dup := seen[filepath.Base(f)]; dup {
@@ -450,6 +458,9 @@ repeated. --json prints every event as one line of JSON, exactly as the API
 returns it. Colours only on a terminal, and never with NO_COLOR set.`,
 		Args: cobra.ExactArgs(1),
 		RunE: o.onTask(io, func(cmd *cobra.Command, args []string, id int64, c *client.Client) error {
+			if after < 0 {
+				return usageErr("--after %d: expected an event number, 0 or more", after)
+			}
 			jobID, err := latestJob(cmd.Context(), c, id)
 			if err != nil {
 				return failErr(err)
@@ -580,6 +591,9 @@ func newTasksJobActionCmd(io *IOStreams, o *taskOptions, action string) *cobra.C
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: o.onTask(io, func(cmd *cobra.Command, args []string, id int64, c *client.Client) error {
+			if action == "retry" && (extra < 1 || extra > store.MaxAttemptsLimit) {
+				return usageErr("--extra %d: expected 1-%d", extra, store.MaxAttemptsLimit)
+			}
 			jobID, err := latestJob(cmd.Context(), c, id)
 			if err != nil {
 				return failErr(err)
@@ -603,7 +617,7 @@ func newTasksJobActionCmd(io *IOStreams, o *taskOptions, action string) *cobra.C
 	if action == "cancel" {
 		cmd.Flags().StringVar(&reason, "reason", "", "why (shown on the job)")
 	} else {
-		cmd.Flags().IntVar(&extra, "extra", 1, "attempts to add")
+		cmd.Flags().IntVar(&extra, "extra", 1, "attempts to add, 1-100")
 	}
 	return cmd
 }
@@ -683,6 +697,11 @@ a symlink out of DIR) is refused. Each file is written to a temporary name
 and renamed when complete, so an interrupted download leaves no partial file.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: o.onTask(ios, func(cmd *cobra.Command, args []string, id int64, c *client.Client) error {
+			for _, a := range args[1:] {
+				if _, err := deliverablePath(strings.TrimSuffix(a, "/")); err != nil {
+					return usageErr("%v", err)
+				}
+			}
 			ctx := cmd.Context()
 			list, err := c.Deliverables(ctx, id)
 			if err != nil {
@@ -768,6 +787,9 @@ func selectDeliverables(files []api.Deliverable, args []string) ([]api.Deliverab
 					sel = append(sel, f)
 				}
 			}
+		}
+		if n == 0 && len(files) == 0 {
+			return nil, fmt.Errorf("no deliverable %q: output/ is empty", a)
 		}
 		if n == 0 {
 			names := make([]string, 0, len(files))

@@ -29,9 +29,14 @@ type jobLog struct {
 }
 
 func newJobLog(ios *IOStreams, asJSON bool) *jobLog {
-	color := ios.OutTTY && (ios.Getenv == nil || ios.Getenv("NO_COLOR") == "")
-	r := &renderer{text: ios.Out, info: ios.Out, st: newStyles(color), loc: time.Local, tools: map[string]*toolView{}}
+	r := &renderer{text: ios.Out, info: ios.Out, st: newStyles(outColor(ios)), loc: time.Local, tools: map[string]*toolView{}}
 	return &jobLog{renderer: r, w: ios.Out, asJSON: asJSON}
+}
+
+// outColor reports whether `tasks` output on ios.Out is styled: a
+// terminal, and NO_COLOR not set.
+func outColor(ios *IOStreams) bool {
+	return ios.OutTTY && (ios.Getenv == nil || ios.Getenv("NO_COLOR") == "")
 }
 
 // add prints one event; raw is its JSON as the API sent it.

@@ -28,11 +28,12 @@ const (
 	pieceDemoColorGolden = "testdata/tasks-piece-demo.color.golden"
 )
 
-// renderLog renders JSON-lines events as `tasks logs` does, times in UTC.
+// renderLog renders JSON-lines events as `tasks logs` does (through
+// termSafe), times in UTC.
 func renderLog(t *testing.T, jsonl []byte, ios *IOStreams, asJSON bool) string {
 	t.Helper()
 	var out bytes.Buffer
-	ios.Out = &out
+	ios.Out = termSafe(&out, outColor(ios))
 	l := newJobLog(ios, asJSON)
 	l.loc = time.UTC
 	for i, line := range bytes.Split(bytes.TrimRight(jsonl, "\n"), []byte("\n")) {

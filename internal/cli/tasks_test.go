@@ -193,7 +193,7 @@ func TestServeAndTasks(t *testing.T) {
 	// Cancel and retry act on the latest job; a finished job cannot be
 	// cancelled.
 	code, _, errOut = runTasksCLI(t, env, "tasks", "cancel", "1")
-	if code != 1 || !strings.Contains(errOut, "409") {
+	if code != 1 || !strings.Contains(errOut, "409: job 1 has already finished (succeeded); there is nothing to cancel") || strings.Contains(errOut, "transition") {
 		t.Fatalf("cancel a finished job: exit %d\n%s", code, errOut)
 	}
 	code, _, errOut = runTasksCLI(t, env, "tasks", "show", "99")

@@ -117,14 +117,18 @@ func TestTasks(t *testing.T) {
 			if one.Job.State != store.StateCancelled || one.Job.Error != "not needed" {
 				t.Fatalf("cancelled: %+v", one.Job)
 			}
-			if ae := e.wantError(http.StatusConflict, "POST", jpath+"/cancel", nil); !strings.Contains(ae.Error, "transition") {
+			if ae := e.wantError(http.StatusConflict, "POST", jpath+"/cancel", nil); ae.Error != "job "+strconv.FormatInt(bt.Job.ID, 10)+" has already finished (cancelled); there is nothing to cancel" {
 				t.Fatalf("cancel twice: %q", ae.Error)
 			}
 			e.must(http.StatusOK, "POST", jpath+"/retry", map[string]int{"extra": 2}, &one)
 			if one.Job.State != store.StateQueued {
 				t.Fatalf("retried: %+v", one.Job)
 			}
-			e.wantError(http.StatusConflict, "POST", jpath+"/retry", nil)
+			// The state is said as a user reads it, not the store's
+			// "invalid state transition".
+			if ae := e.wantError(http.StatusConflict, "POST", jpath+"/retry", nil); ae.Error != "job "+strconv.FormatInt(bt.Job.ID, 10)+" has not finished (queued); only a failed, aborted or cancelled job can be retried" {
+				t.Fatalf("retry a queued job: %q", ae.Error)
+			}
 		})
 	}
 }
@@ -147,6 +151,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown field", "POST", "/api/v1/tasks", map[string]any{"title": "x", "colour": "red"}, 400, "colour"},
 		{"wrong type", "POST", "/api/v1/tasks", map[string]any{"title": 3}, 400, "title"},
 		{"not json", "POST", "/api/v1/tasks", "{", 400, ""},
+		{"brace after the object", "POST", "/api/v1/tasks", `{"title": "x"}}`, 400, ""},
 		{"empty body", "POST", "/api/v1/tasks", nil, 400, ""},
 		{"bad id", "GET", "/api/v1/tasks/abc", nil, 400, "id"},
 		{"no task", "GET", "/api/v1/tasks/999", nil, 404, ""},
@@ -253,6 +258,8 @@ func TestDecodeErrorsInJSONWords(t *testing.T) {
 		{"/api/v1/tasks", `{"title":"x","priority":"high"}`, "priority", "priority: expected an integer, found JSON string"},
 		{"/api/v1/tasks", `{"title":"x","max_attempts":1.5}`, "max_attempts", "max_attempts: expected an integer, found JSON number 1.5"},
 		{"/api/v1/tasks", `{"title":["x"]}`, "title", "title: expected a string, found JSON array"},
+		{"/api/v1/tasks", "{\n \"title\": \"x\",\n}", "", "request body: expected a JSON object: invalid character '}' looking for beginning of object key string at line 3, column 1"},
+		{"/api/v1/tasks", "\ufeff[]", "", "request body: expected a JSON object, found JSON array"},
 		{"/api/v1/schedules", `{"name":"n","cron_expr":"@daily","title":"t","enabled":"yes"}`, "enabled", "enabled: expected true or false, found JSON string"},
 	}
 	for _, c := range cases {

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"net/http"
-	"strconv"
 	"testing"
 
 	"github.com/maestro-run/maestro/internal/server"
@@ -17,8 +16,7 @@ func TestEdgeAttacks(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, sqliteStore(t), nil)
 	ct := e.createTask("victim", nil)
-	task := "/api/v1/tasks/" + strconv.FormatInt(ct.Task.ID, 10)
-	job := "/api/v1/jobs/" + strconv.FormatInt(ct.Job.ID, 10)
+	task, job := ct.paths()
 	const textPlain = "text/plain;charset=UTF-8"
 	attacks := []struct {
 		name string

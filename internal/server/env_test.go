@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -210,6 +211,11 @@ func (e *env) createTask(title string, extra map[string]any) createdTask {
 	var out createdTask
 	e.must(http.StatusCreated, "POST", "/api/v1/tasks", body, &out)
 	return out
+}
+
+// paths are the API paths of the created task and of its job.
+func (ct createdTask) paths() (task, job string) {
+	return "/api/v1/tasks/" + strconv.FormatInt(ct.Task.ID, 10), "/api/v1/jobs/" + strconv.FormatInt(ct.Job.ID, 10)
 }
 
 // claim takes the one queued job as a worker and starts it.

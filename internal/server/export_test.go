@@ -13,3 +13,6 @@ func (s *Server) OnFeedStopped(f func()) { s.feeds.onStopped = f }
 
 // QueryParams lists the query parameters a route takes (tests).
 func QueryParams(pattern string) []string { return queryParams[pattern] }
+
+// WorkerPayloadFields lists the payload fields a worker reads (tests).
+func WorkerPayloadFields() []string { return workerPayloadFields }

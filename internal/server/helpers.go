@@ -28,7 +28,11 @@ func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, err.Error())
-	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalidTransition):
+	case errors.Is(err, store.ErrInvalidTransition):
+		// The store's message says why; its sentinel's words ("invalid
+		// state transition") are the state machine's, not the user's.
+		writeError(w, http.StatusConflict, strings.TrimSuffix(err.Error(), ": "+store.ErrInvalidTransition.Error()))
+	case errors.Is(err, store.ErrConflict):
 		writeError(w, http.StatusConflict, err.Error())
 	case errors.Is(err, store.ErrInvalid):
 		writeError(w, http.StatusUnprocessableEntity, err.Error())
@@ -74,26 +78,23 @@ func pieceErrors(w http.ResponseWriter, err error) bool {
 
 // decodeJSON reads a JSON object into v: a body must be declared as
 // application/json (415 otherwise, so that a browser's text/plain request
-// never acts), unknown fields are refused, the body is bounded, and errors
-// name the field. It answers the request and returns false when the body
-// is unusable.
+// never acts), a field name must match exactly (an unknown field, or one
+// whose case differs, is refused), the body is bounded, and errors name
+// the field. It answers the request and returns false when the body is
+// unusable.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any, optional bool) bool {
 	if e := httpedge.RequireJSON(r); e != nil {
 		httpedge.WriteError(w, httpedge.REST, e)
 		return false
 	}
-	body := http.MaxBytesReader(w, r.Body, maxJSONBody)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
+	if err == nil {
+		err = httpedge.DecodeJSON(data, v)
+	}
 	if err == io.EOF && optional {
 		return true
 	}
 	if err == nil {
-		if dec.More() {
-			writeError(w, http.StatusBadRequest, "request body: expected one JSON object, found more data after it")
-			return false
-		}
 		return true
 	}
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
@@ -103,15 +104,18 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, optional bool) bo
 	if writeFieldDecodeError(w, err, "") {
 		return false
 	}
-	if err == io.EOF {
+	switch {
+	case err == io.EOF:
 		writeError(w, http.StatusBadRequest, "request body: expected a JSON object, found nothing")
-		return false
+	case err == httpedge.ErrJSONTrailing:
+		writeError(w, http.StatusBadRequest, "request body: expected one JSON object, found more data after it")
+	default:
+		writeError(w, http.StatusBadRequest, "request body: expected a JSON object: "+strings.TrimPrefix(err.Error(), "json: "))
 	}
-	writeError(w, http.StatusBadRequest, "request body: expected a JSON object: "+strings.TrimPrefix(err.Error(), "json: "))
 	return false
 }
 
-// writeFieldDecodeError answers the errors of a strict JSON decoder that
+// writeFieldDecodeError answers the errors of httpedge.DecodeJSON that
 // concern one field (a value of the wrong type, an unknown field) with a
 // 400 naming that field, and reports whether err was one of them. A value
 // of the wrong type for the whole document (an array where the route takes
@@ -119,6 +123,10 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, optional bool) bo
 // Types are said in JSON's words ("an integer", "a JSON object"), never
 // Go's.
 func writeFieldDecodeError(w http.ResponseWriter, err error, whole string) bool {
+	if ue, ok := errors.AsType[*httpedge.UnknownFieldError](err); ok {
+		writeFieldError(w, http.StatusBadRequest, ue.Field, ue.Message())
+		return true
+	}
 	if field, msg, ok := httpedge.JSONTypeError(err); ok {
 		switch {
 		case field != "":

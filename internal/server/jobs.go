@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -69,7 +70,7 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request, id int64, req
 	}
 	j, err := s.st.Cancel(r.Context(), id, req.Reason)
 	if err != nil {
-		s.storeError(w, r, err)
+		s.jobActionError(w, r, id, "cancel", err)
 		return j, nil, false
 	}
 	return j, api.JobCancelAudit{Reason: req.Reason}, true
@@ -83,10 +84,40 @@ func (s *Server) retryJob(w http.ResponseWriter, r *http.Request, id int64, req 
 	extra := max(req.Extra, 1)
 	j, err := s.st.Retry(r.Context(), id, extra)
 	if err != nil {
-		s.storeError(w, r, err)
+		s.jobActionError(w, r, id, "retry", err)
 		return j, nil, false
 	}
 	return j, api.JobRetryAudit{Extra: extra}, true
+}
+
+// jobActionError answers a failed cancel or retry. One the job's state
+// does not allow is a 409 saying that state as a user reads it ("job 2
+// has already finished (succeeded); there is nothing to cancel"); the
+// store's error named the state machine ("…: invalid state
+// transition").
+func (s *Server) jobActionError(w http.ResponseWriter, r *http.Request, id int64, action string, err error) {
+	if !errors.Is(err, store.ErrInvalidTransition) {
+		s.storeError(w, r, err)
+		return
+	}
+	j, gerr := s.st.GetJob(r.Context(), id)
+	if gerr != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	var msg string
+	switch {
+	case action == "cancel" && j.State.Terminal():
+		msg = fmt.Sprintf("job %d has already finished (%s); there is nothing to cancel", id, j.State)
+	case action == "retry" && j.State == store.StateSucceeded:
+		msg = fmt.Sprintf("job %d succeeded; only a failed, aborted or cancelled job can be retried", id)
+	case action == "retry":
+		msg = fmt.Sprintf("job %d has not finished (%s); only a failed, aborted or cancelled job can be retried", id, j.State)
+	default:
+		s.storeError(w, r, err)
+		return
+	}
+	writeError(w, http.StatusConflict, msg)
 }
 
 // jobEvents serves a job's event log: a JSON page, or a Server-Sent Events

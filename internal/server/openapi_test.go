@@ -81,9 +81,9 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 }
 
 // TestQueryParamsDocumented: the query parameters each REST route takes
-// (any other is a 400 naming it) are those docs/openapi.yaml lists, and an
-// unknown one is refused: GET /api/v1/tasks?status=failed answered every
-// task, as if filtered.
+// (any other is a 400 naming it) are those docs/openapi.yaml lists, with
+// that 400, and an unknown one is refused: GET /api/v1/tasks?status=failed
+// answered every task, as if filtered.
 func TestQueryParamsDocumented(t *testing.T) {
 	t.Parallel()
 	data, err := os.ReadFile("../../docs/openapi.yaml")
@@ -135,6 +135,14 @@ func TestQueryParamsDocumented(t *testing.T) {
 			got := slices.Sorted(slices.Values(server.QueryParams(pattern)))
 			if !slices.Equal(got, want) {
 				t.Errorf("%s: the server takes query parameters %v, docs/openapi.yaml lists %v", pattern, got, want)
+			}
+			// Any route answers 400 to a parameter it does not take.
+			var op struct {
+				Responses map[string]any `yaml:"responses"`
+			}
+			node.Decode(&op)
+			if _, ok := op.Responses["400"]; !ok {
+				t.Errorf("%s: docs/openapi.yaml lists no 400, which an unknown query parameter gets", pattern)
 			}
 			n++
 		}

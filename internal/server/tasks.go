@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"mime"
 	"mime/multipart"
 	"net/http"
@@ -94,6 +95,9 @@ func (s *Server) checkCreateTask(w http.ResponseWriter, r *http.Request, req *ne
 			writeFieldError(w, http.StatusUnprocessableEntity, "payload", "expected a JSON object")
 			return false
 		}
+		if !checkPayloadNames(w, req.payload) {
+			return false
+		}
 		if _, ok := req.payload[staging.PayloadField]; ok {
 			writeFieldError(w, http.StatusUnprocessableEntity, "payload."+staging.PayloadField,
 				"reserved: the server sets it for files sent with the task (POST /api/v1/tasks as multipart/form-data)")
@@ -104,6 +108,28 @@ func (s *Server) checkCreateTask(w http.ResponseWriter, r *http.Request, req *ne
 		}
 		if !checkPayloadFields(w, req.Payload, req.payload["replay"]) {
 			return false
+		}
+	}
+	return true
+}
+
+// workerPayloadFields are the names of the payload fields a worker reads
+// (queue.Payload's; a test keeps them so).
+var workerPayloadFields = []string{"replay", "task", "no_piece", staging.PayloadField, "executor", "agent",
+	"subtask", "agent_session", payloadMCPServers, "metadata"}
+
+// checkPayloadNames refuses a payload key that names a field a worker
+// reads only when its case is ignored ({"No_Piece": true}): the worker's
+// decoder folds case and would take it, although docs/api.md names the
+// fields in lower case and the rest of a body is matched exactly. Other
+// keys are the client's own.
+func checkPayloadNames(w http.ResponseWriter, payload map[string]json.RawMessage) bool {
+	for _, k := range slices.Sorted(maps.Keys(payload)) {
+		for _, name := range workerPayloadFields {
+			if k != name && strings.EqualFold(k, name) {
+				writeFieldError(w, http.StatusUnprocessableEntity, "payload."+k, fmt.Sprintf("did you mean %q? A worker would read it as %s; field names match exactly, as docs/api.md writes them", name, name))
+				return false
+			}
 		}
 	}
 	return true
@@ -439,22 +465,27 @@ func partFileName(part *multipart.Part) string {
 // decodePartJSON decodes the JSON object of a multipart part strictly, as
 // decodeJSON does for a body.
 func decodePartJSON(w http.ResponseWriter, part io.Reader, v any) bool {
-	dec := json.NewDecoder(io.LimitReader(part, maxJSONBody+1))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	data, err := io.ReadAll(io.LimitReader(part, maxJSONBody+1))
+	if err == nil && len(data) > maxJSONBody {
+		writeFieldError(w, http.StatusBadRequest, "task", fmt.Sprintf("expected a JSON object of at most %d bytes", maxJSONBody))
+		return false
+	}
 	if err == nil {
-		if _, extra := dec.Token(); extra != io.EOF {
-			writeFieldError(w, http.StatusBadRequest, "task", "expected one JSON object, found more data after it")
-			return false
-		}
+		err = httpedge.DecodeJSON(data, v)
+	}
+	if err == nil {
 		return true
 	}
 	if writeFieldDecodeError(w, err, "task") {
 		return false
 	}
 	msg := err.Error()
-	if err == io.EOF {
+	switch err {
+	case io.EOF:
 		msg = "found nothing"
+	case httpedge.ErrJSONTrailing:
+		writeFieldError(w, http.StatusBadRequest, "task", "expected one JSON object, found more data after it")
+		return false
 	}
 	writeFieldError(w, http.StatusBadRequest, "task", fmt.Sprintf("expected a JSON object of at most %d bytes: %s", maxJSONBody, strings.TrimPrefix(msg, "json: ")))
 	return false

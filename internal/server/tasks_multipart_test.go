@@ -262,6 +262,7 @@ func TestCreateTaskWithFilesRefused(t *testing.T) {
 		{"task not JSON", []mpart{{name: "task", body: "title: t"}, file("a.txt", "a")}, 400, "task", "expected a JSON object"},
 		{"task part an array", []mpart{{name: "task", body: `[{"title":"t"}]`}}, 400, "task", "task: expected a JSON object, found JSON array"},
 		{"unknown task field", []mpart{{name: "task", body: `{"title":"t","colour":"blue"}`}}, 400, "colour", "unknown field"},
+		{"task field in another case", []mpart{{name: "task", body: `{"Title":"t"}`}}, 400, "Title", `unknown field; did you mean "title"?`},
 		{"no title", []mpart{{name: "task", body: `{"body":"b"}`}, file("a.txt", "a")}, 422, "title", "required"},
 		{"reserved payload field", []mpart{{name: "task", body: `{"title":"t","payload":{"input_staging":"x"}}`}}, 422, "payload.input_staging", "reserved"},
 		{"unknown part", []mpart{task, {name: "notes", body: "x"}}, 400, "notes", "unknown part"},

@@ -90,6 +90,9 @@ type Error struct {
 	Status int
 	Body   api.Error
 	hint   string
+	// foreign says where the answer came from when it was not the API's
+	// JSON error: another server answered at the address.
+	foreign string
 }
 
 func (e *Error) Error() string {
@@ -104,6 +107,9 @@ func (e *Error) Error() string {
 	}
 	if e.Status == http.StatusUnauthorized && e.hint != "" {
 		b.WriteString(" (" + e.hint + ")")
+	}
+	if e.foreign != "" {
+		b.WriteString(" (" + e.foreign + ")")
 	}
 	return b.String()
 }
@@ -131,12 +137,24 @@ func (c *Client) send(hc *http.Client, req *http.Request) (*http.Response, error
 		if ue, ok := errors.AsType[*url.Error](err); ok {
 			err = ue.Err
 		}
+		if errors.Is(err, http.ErrSchemeMismatch) {
+			// Something answered, in plain HTTP: maestro serve is.
+			return nil, fmt.Errorf("%s %s: %w (the server answers plain HTTP: give its address as http://%s)", req.Method, c.base+req.URL.Path, err, req.URL.Host)
+		}
 		return nil, fmt.Errorf("%s %s: %w (is `maestro serve` running there?)", req.Method, c.base+req.URL.Path, err)
 	}
 	if resp.StatusCode >= 300 {
 		defer resp.Body.Close()
 		e := &Error{Status: resp.StatusCode, hint: c.AuthHint}
-		json.NewDecoder(io.LimitReader(resp.Body, maxErrorBody)).Decode(&e.Body)
+		if json.NewDecoder(io.LimitReader(resp.Body, maxErrorBody)).Decode(&e.Body) != nil || e.Body.Error == "" {
+			// Every error of the API is a JSON object with "error": a
+			// 404 "Not Found" in plain text or HTML is another server's.
+			e.foreign = c.notAPI()
+		}
+		if base, ok := strings.CutSuffix(c.base, api.Prefix); ok && e.Status == http.StatusNotFound {
+			// Every path is under it already: /api/v1/api/v1/tasks.
+			e.foreign = "the address is the server's, without " + api.Prefix + ": " + base
+		}
 		return nil, e
 	}
 	return resp, nil
@@ -161,9 +179,18 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader, ct
 		return nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
+		if !json.Valid(data) {
+			// Not JSON at all (an HTML page): another server.
+			err = fmt.Errorf("%w (%s)", err, c.notAPI())
+		}
 		return fmt.Errorf("%s %s: unexpected answer: %w", method, path, err)
 	}
 	return nil
+}
+
+// notAPI says that an answer was not the Maestro API's.
+func (c *Client) notAPI() string {
+	return "the answer is not the Maestro API's: is " + c.base + " the address of maestro serve?"
 }
 
 // call sends in (when not nil) as JSON and decodes the answer into out.

@@ -404,3 +404,55 @@ func TestAuthAndURL(t *testing.T) {
 		}
 	}
 }
+
+// TestNotTheAPI: an answer that is not the API's (another server at the
+// address: a plain-text 404, an HTML page, plain HTTP to https://) says
+// so and names the address;
+// "server answered 404: Not Found" read as "no such task". A JSON error of
+// the API gets no such note.
+func TestNotTheAPI(t *testing.T) {
+	t.Parallel()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/tasks" {
+			w.Write([]byte("<html>a static site</html>"))
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	c, err := client.New(ts.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	note := "the answer is not the Maestro API's: is " + ts.URL + " the address of maestro serve?"
+	if _, err = c.Task(t.Context(), 1); err == nil || err.Error() != "server answered 404: Not Found ("+note+")" {
+		t.Errorf("404 of another server: %v", err)
+	}
+	if _, err := c.ListTasks(t.Context(), "", client.Page{}); err == nil || !strings.HasSuffix(err.Error(), "("+note+")") {
+		t.Errorf("an HTML page: %v", err)
+	}
+	// https:// to a plain-HTTP server: "is maestro serve running there?"
+	// when it was, on http://.
+	tlsToPlain, err := client.New(strings.Replace(ts.URL, "http://", "https://", 1), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tlsToPlain.Task(t.Context(), 1); err == nil || !strings.HasSuffix(err.Error(), "(the server answers plain HTTP: give its address as "+ts.URL+")") {
+		t.Errorf("https:// to plain HTTP: %v", err)
+	}
+	e := newEnv(t, "", nil)
+	_, err = e.c.Task(t.Context(), 99)
+	if ae := wantStatus(t, "the API's 404", err, http.StatusNotFound); strings.Contains(ae.Error(), "not the Maestro API") {
+		t.Errorf("the API's own 404: %s", ae)
+	}
+	// The API's address given for the server's: every route a 404
+	// "no route GET /api/v1/api/v1/tasks".
+	withPrefix, err := client.New(e.c.Base()+"/api/v1/", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = withPrefix.ListTasks(t.Context(), "", client.Page{})
+	if ae := wantStatus(t, "under /api/v1", err, http.StatusNotFound); !strings.HasSuffix(ae.Error(), "(the address is the server's, without /api/v1: "+e.c.Base()+")") {
+		t.Errorf("an address ending in /api/v1: %s", ae)
+	}
+}

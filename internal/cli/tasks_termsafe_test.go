@@ -1,0 +1,83 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// hostile is text a task's author, a commenter or a model can put in
+// front of whoever reads the task: clear the screen, set the window
+// title, write the clipboard (OSC 52), a colour (escaped but where
+// the output is styled), a bare carriage return to write
+// over the line, a C1 CSI.
+const hostile = "\x1b[31mred \x1b[2J\x1b]0;pwned\x07\x1b]52;c;cm0gLXJmIH4=\x07safe\rEVIL\u009b1A end\r\n"
+
+// TestTasksShowControlCharacters: `tasks show` and `tasks list` print a
+// server's text with its control characters shown (^[, ^G, ^M, \u009b),
+// never obeyed; they went to the terminal as sent.
+func TestTasksShowControlCharacters(t *testing.T) {
+	t.Parallel()
+	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		task := `{"id":1,"title":` + q("title "+hostile) + `,"body":` + q(hostile) + `,"created_at":"2026-11-27T10:00:00Z","updated_at":"2026-11-27T10:00:00Z"}`
+		switch r.URL.Path {
+		case "/api/v1/tasks":
+			fmt.Fprintf(w, `{"tasks":[%s]}`, task)
+		case "/api/v1/tasks/1":
+			fmt.Fprintf(w, `{"task":%s,"jobs":[{"id":1,"task_id":1,"state":"failed","attempt":1,"max_attempts":1,"error":%s,"result":%s}],
+				"comments":[{"id":1,"task_id":1,"author_kind":"agent","author":"a","body":%s,"created_at":"2026-11-27T10:00:00Z"}]}`, task, q(hostile), q(hostile), q(hostile))
+		case "/api/v1/tasks/1/deliverables":
+			fmt.Fprintf(w, `{"files":[{"path":%s,"size":1,"modified":"2026-11-27T10:00:00Z"}]}`, q("out\x1b[2J.txt"))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(ts.Close)
+	env := map[string]string{"MAESTRO_SERVER": ts.URL}
+	for _, args := range [][]string{{"tasks", "show", "1"}, {"tasks", "list"}} {
+		code, out, errOut := runTasksCLI(t, env, args...)
+		if code != 0 || strings.ContainsAny(out+errOut, "\x1b\x07\r\u009b") || !strings.Contains(out, "^[[2J^[]0;pwned^G") {
+			t.Errorf("%s: exit %d, control characters not shown as text:\n%q\n%q", strings.Join(args, " "), code, out, errOut)
+		}
+	}
+	code, out, _ := runTasksCLI(t, env, "tasks", "show", "1")
+	if code != 0 || !strings.Contains(out, `safe^MEVIL\u009b1A end`+"\n") || !strings.Contains(out, "out^[[2J.txt") {
+		t.Errorf("tasks show:\n%s", out)
+	}
+}
+
+// TestJobLogControlCharacters: `tasks logs` shows the control characters
+// of a job's events (an error, a comment, an agent's text) as text;
+// renderLog writes through termSafe as the command does, and the golden
+// files (TestJobLogGolden) check that the renderer's own styles pass.
+func TestJobLogControlCharacters(t *testing.T) {
+	t.Parallel()
+	data, _ := json.Marshal(hostile)
+	events := `{"job_id":1,"seq":1,"attempt":1,"type":"status","data":{"state":"failed","attempt":1,"error":` + string(data) + `},"created_at":"2026-11-27T10:00:00Z"}
+{"job_id":1,"seq":2,"attempt":1,"type":"comment","data":{"comment_id":1,"author_kind":"user","author":"u","body":` + string(data) + `},"created_at":"2026-11-27T10:00:00Z"}
+`
+	for _, tty := range []bool{false, true} {
+		got := renderLog(t, []byte(events), &IOStreams{OutTTY: tty, Getenv: func(string) string { return "" }}, false)
+		if strings.ContainsAny(got, "\x07\r\u009b") || strings.Count(got, "^[[2J^[]0;pwned^G") != 2 || strings.Contains(strings.ReplaceAll(got, "\x1b[", ""), "\x1b") {
+			t.Errorf("terminal %v: control characters not shown as text:\n%q", tty, got)
+		}
+	}
+}
+
+// TestTasksDownloadNamedFromEmptyOutput: a path asked of a task with no
+// deliverable says output/ is empty; it said "(output/ holds: -)".
+func TestTasksDownloadNamedFromEmptyOutput(t *testing.T) {
+	t.Parallel()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"files":[]}`)
+	}))
+	t.Cleanup(ts.Close)
+	code, _, errOut := runTasksCLI(t, map[string]string{"MAESTRO_SERVER": ts.URL}, "tasks", "download", "4", "report.md", "-o", t.TempDir())
+	if code != 1 || errOut != "maestro: task 4: no deliverable \"report.md\": output/ is empty\n" {
+		t.Errorf("exit %d:\n%s", code, errOut)
+	}
+}
