@@ -122,6 +122,14 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 		return failErr(err)
 	}
 	fmt.Fprintf(io.ErrOut, "maestro worker %s: %d worker(s), lease %s, data %s, %s\n", o.Name, o.Workers, o.Lease, dataDir, filesAt(artifacts))
+	// SIGINT or SIGTERM: say at once what the next seconds hold (the
+	// worker was silent until the grace ended and it released its jobs).
+	said := make(chan struct{})
+	sayStopping := context.AfterFunc(ctx, func() {
+		fmt.Fprintf(io.ErrOut, "maestro worker: stopping: no new jobs; running jobs get %s to finish, then go back to the queue (the attempt does not count)\n", queue.DefaultShutdownGrace)
+		close(said)
+	})
+	defer sayStopping()
 
 	// A pool that cannot run stops the maintenance loop too.
 	ctx, cancel := context.WithCancel(ctx)
@@ -140,6 +148,9 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 	wg.Wait()
 	if err := errors.Join(poolErr, maintErr); err != nil {
 		return failErr(err)
+	}
+	if !sayStopping() {
+		<-said // stopping comes before stopped
 	}
 	fmt.Fprintln(io.ErrOut, "maestro worker: stopped")
 	return nil
