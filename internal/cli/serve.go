@@ -139,7 +139,7 @@ sessions are shut down and their logs saved.`,
 	f.IntVar(&o.Workers, "workers", 2, "jobs to run at once in this process (0: API and scheduler only, with maestro worker processes on a shared PostgreSQL)")
 	f.StringVar(&o.Token, "token", "", "bearer token clients must send (default $MAESTRO_API_TOKEN; required unless --listen is loopback)")
 	f.Int64Var(&o.MaxUpload, "max-upload", server.DefaultMaxUpload, "largest accepted upload in bytes")
-	f.StringVar(&o.Name, "name", "", "this process's name, shown as the lease owner (default host:pid); on a shared PostgreSQL database a name a running serve or worker holds is refused")
+	f.StringVar(&o.Name, "name", "", "this process's name (at most 100 bytes), shown as the lease owner (default host:pid); on a shared PostgreSQL database a name a running serve or worker holds is refused")
 	f.StringArrayVar(&o.AllowedHosts, "allowed-host", nil, "public name clients may use in Host, e.g. maestro.example.com or *.example.com (repeatable; default $MAESTRO_ALLOWED_HOSTS; loopback names always work)")
 	f.StringVar(&o.Advertise, "advertise", "", "base URL other serve processes reach this one at, to proxy its live sessions (default $"+advertiseEnv+", else the --listen address, a wildcard host replaced by this machine's address)")
 	f.BoolVar(&o.SessionProxy, "session-proxy", true, "proxy requests for live sessions other serve processes own to them (false: answer 409 with the owner's address)")
@@ -200,6 +200,9 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	}
 	if err := (&httpedge.Policy{Listen: o.Listen, AllowedHosts: o.AllowedHosts, Token: token, RequireAuth: token != ""}).Validate(); err != nil {
 		return usageErr("--allowed-host: %v", err)
+	}
+	if err := checkName(o.Name); err != nil {
+		return err
 	}
 	if err := checkStoreFlags(o.DB, o.Artifacts); err != nil {
 		return err

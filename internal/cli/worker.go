@@ -72,7 +72,7 @@ details.`,
 	f.StringSliceVar(&o.Profiles, "profile", nil, "serve jobs that require this profile (repeatable; jobs without a profile are always served)")
 	f.StringSliceVar(&o.TaskClasses, "task-class", nil, "serve jobs of this task class (repeatable; jobs without one are always served)")
 	f.DurationVar(&o.Lease, "lease", queue.DefaultLeaseFor, "lease length: a job whose worker stops heartbeating is reclaimed after this long")
-	f.StringVar(&o.Name, "name", "", "this process's name, shown as the lease owner (default host:pid); on a shared PostgreSQL database a name a running serve or worker holds is refused")
+	f.StringVar(&o.Name, "name", "", "this process's name (at most 100 bytes), shown as the lease owner (default host:pid); on a shared PostgreSQL database a name a running serve or worker holds is refused")
 	return cmd
 }
 
@@ -82,6 +82,9 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 	}
 	if o.Lease < 300*time.Millisecond {
 		return usageErr("--lease must be at least 300ms, got %s", o.Lease)
+	}
+	if err := checkName(o.Name); err != nil {
+		return err
 	}
 	if err := checkStoreFlags(o.DB, o.Artifacts); err != nil {
 		return err
