@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/queue"
 	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/store/sqlite"
 )
 
 // workerOptions are the flags of `maestro worker`.
@@ -123,6 +125,11 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 	})
 	if err != nil {
 		return failErr(err)
+	}
+	if _, lite := st.(*sqlite.Store); lite {
+		// A worker on a machine of a team that forgot --db ran on a
+		// SQLite database of its own, idle, saying nothing of it.
+		fmt.Fprintf(io.ErrOut, "maestro worker: warning: on SQLite (no --db, no MAESTRO_DB) this worker holds %s alone: no maestro serve can open it beside this worker, so no new task reaches it (it runs what is queued there, and its schedules). To run workers beside a serve, point every process at one PostgreSQL database (--db postgres://…; docs/scale-out.md)\n", filepath.Join(dataDir, "maestro.db"))
 	}
 	fmt.Fprintf(io.ErrOut, "maestro worker %s: %d worker(s), lease %s, data %s, %s\n", o.Name, o.Workers, o.Lease, dataDir, filesAt(artifacts))
 	// SIGINT or SIGTERM: say at once what the next seconds hold (the
