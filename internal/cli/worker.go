@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/signal"
 	"path/filepath"
 	"sync"
 	"time"
@@ -52,9 +54,9 @@ worker resumes them (the engine restarts the interrupted movement). A job that
 fails is retried with backoff while attempts remain. A job that asks the user
 a question waits (waiting_human) until a user comment answers it.
 
-SIGINT or SIGTERM stops claiming and lets running jobs finish for up to 10 s;
-jobs still running then are interrupted and released back to the queue (the
-attempt does not count). Progress lines go to stderr. docs/queue.md has the
+SIGINT or SIGTERM stops claiming and lets running jobs finish for up to 10 s
+(a second signal ends the wait); jobs still running then are interrupted and
+released back to the queue (the attempt does not count). Progress lines go to stderr. docs/queue.md has the
 details.`,
 		Example: `  maestro worker                                   # SQLite in ~/.maestro, one job at a time
   maestro worker --workers 4 --data-dir /srv/maestro
@@ -136,11 +138,16 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 	// worker was silent until the grace ended and it released its jobs).
 	said := make(chan struct{})
 	sayStopping := context.AfterFunc(ctx, func() {
-		fmt.Fprintf(io.ErrOut, "maestro worker: stopping: no new jobs; running jobs get %s to finish, then go back to the queue (the attempt does not count)\n", queue.DefaultShutdownGrace)
+		fmt.Fprintf(io.ErrOut, "maestro worker: stopping: no new jobs; running jobs get %s to finish, then go back to the queue (the attempt does not count; a second Ctrl-C or SIGTERM gives them back at once)\n", queue.DefaultShutdownGrace)
 		close(said)
 	})
 	defer sayStopping()
 
+	// A second SIGINT or SIGTERM ends the grace: the running jobs go back
+	// to the queue at once (the signals were taken and ignored until the
+	// grace was over).
+	poolDone := make(chan struct{})
+	go endGraceOnSecondSignal(ctx, poolDone, pool, io)
 	// A pool that cannot run stops the maintenance loop too.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -148,6 +155,7 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 	var poolErr, maintErr error
 	wg.Go(func() {
 		poolErr = pool.Run(ctx)
+		close(poolDone)
 		cancel()
 	})
 	wg.Go(func() { shared.Run(ctx) })
@@ -164,4 +172,24 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 	}
 	fmt.Fprintln(io.ErrOut, "maestro worker: stopped")
 	return nil
+}
+
+// endGraceOnSecondSignal waits for the first stop signal (signalled, the
+// context of untilSignalled, ending), then ends the pool's grace on a
+// second one, until done closes.
+func endGraceOnSecondSignal(signalled context.Context, done <-chan struct{}, pool *queue.Pool, io *IOStreams) {
+	select {
+	case <-signalled.Done():
+	case <-done:
+		return
+	}
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, stopSignals()...)
+	defer signal.Stop(c)
+	select {
+	case <-c:
+		fmt.Fprintln(io.ErrOut, "maestro worker: second signal: the running jobs go back to the queue now")
+		pool.EndGrace()
+	case <-done:
+	}
 }
