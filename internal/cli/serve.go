@@ -119,8 +119,8 @@ proxied to it (or answered 409 with its address with --session-proxy=false),
 and the sessions of a serve that stopped heartbeating end (docs/scale-out.md).
 
 SIGINT or SIGTERM stops accepting work, ends open event streams, lets running
-jobs finish for up to 10 s and releases the rest back to the queue; live
-sessions are shut down and their logs saved.`,
+jobs finish for up to 10 s (a second signal ends the wait) and releases the
+rest back to the queue; live sessions are shut down and their logs saved.`,
 		Example: `  maestro serve                                  # http://127.0.0.1:7878, SQLite in ~/.maestro
   maestro serve --workers 4 --data-dir /srv/maestro
   MAESTRO_API_TOKEN=$(openssl rand -hex 32) maestro serve --listen 0.0.0.0:7878
@@ -355,7 +355,10 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	// A part that fails stops the others: a server without its workers
 	// or its scheduler would accept work it never does.
 	if pool != nil {
+		poolDone := make(chan struct{})
+		go endGraceOnSecondSignal("maestro serve", ctx, poolDone, pool, io)
 		wg.Go(func() {
+			defer close(poolDone)
 			if poolErr = pool.Run(runCtx); poolErr != nil {
 				cancel()
 			}
@@ -370,7 +373,11 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		}
 	})
 	<-runCtx.Done()
-	fmt.Fprintln(io.ErrOut, "maestro serve: stopping")
+	if pool != nil {
+		fmt.Fprintln(io.ErrOut, stoppingJobs("maestro serve"))
+	} else {
+		fmt.Fprintln(io.ErrOut, "maestro serve: stopping")
+	}
 	endRequests()
 	attach.Close()
 	shutCtx, done := context.WithTimeout(context.Background(), 10*time.Second)

@@ -138,7 +138,7 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 	// worker was silent until the grace ended and it released its jobs).
 	said := make(chan struct{})
 	sayStopping := context.AfterFunc(ctx, func() {
-		fmt.Fprintf(io.ErrOut, "maestro worker: stopping: no new jobs; running jobs get %s to finish, then go back to the queue (the attempt does not count; a second Ctrl-C or SIGTERM gives them back at once)\n", queue.DefaultShutdownGrace)
+		fmt.Fprintln(io.ErrOut, stoppingJobs("maestro worker"))
 		close(said)
 	})
 	defer sayStopping()
@@ -147,7 +147,7 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 	// to the queue at once (the signals were taken and ignored until the
 	// grace was over).
 	poolDone := make(chan struct{})
-	go endGraceOnSecondSignal(ctx, poolDone, pool, io)
+	go endGraceOnSecondSignal("maestro worker", ctx, poolDone, pool, io)
 	// A pool that cannot run stops the maintenance loop too.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -174,10 +174,16 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 	return nil
 }
 
+// stoppingJobs is what serve and worker (cmd) say as a stop signal
+// arrives while they run jobs: they were silent for the grace.
+func stoppingJobs(cmd string) string {
+	return fmt.Sprintf("%s: stopping: no new jobs; running jobs get %s to finish, then go back to the queue (the attempt does not count; a second Ctrl-C or SIGTERM gives them back at once)", cmd, queue.DefaultShutdownGrace)
+}
+
 // endGraceOnSecondSignal waits for the first stop signal (signalled, the
 // context of untilSignalled, ending), then ends the pool's grace on a
 // second one, until done closes.
-func endGraceOnSecondSignal(signalled context.Context, done <-chan struct{}, pool *queue.Pool, io *IOStreams) {
+func endGraceOnSecondSignal(cmd string, signalled context.Context, done <-chan struct{}, pool *queue.Pool, io *IOStreams) {
 	select {
 	case <-signalled.Done():
 	case <-done:
@@ -188,7 +194,7 @@ func endGraceOnSecondSignal(signalled context.Context, done <-chan struct{}, poo
 	defer signal.Stop(c)
 	select {
 	case <-c:
-		fmt.Fprintln(io.ErrOut, "maestro worker: second signal: the running jobs go back to the queue now")
+		fmt.Fprintln(io.ErrOut, cmd+": second signal: the running jobs go back to the queue now")
 		pool.EndGrace()
 	case <-done:
 	}
