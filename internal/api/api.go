@@ -376,7 +376,8 @@ type ServerInfo struct {
 type ServerWorker struct {
 	// ID is the worker's name (serve --name, else host:pid).
 	ID string `json:"id"`
-	// Host is the machine, known for this process's own workers only.
+	// Host is the machine, known for this process's own workers and for
+	// the idle worker processes the store records.
 	Host string `json:"host,omitempty"`
 	// RunningJobs are the jobs the worker holds a lease on (dispatching or
 	// running).

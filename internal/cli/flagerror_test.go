@@ -25,6 +25,12 @@ func TestFlagValueErrors(t *testing.T) {
 		{[]string{"serve", "--session-stale-after", "-1s"}, `--session-stale-after must be at least 300ms, got -1s`},
 		{[]string{"serve", "--session-stale-after", "2ns"}, `--session-stale-after must be at least 300ms, got 2ns`},
 		{[]string{"events", "smoke", "--timeout", "0s"}, `--timeout must be positive, got 0s`},
+		// A --name the store cannot record: on SQLite the process started
+		// and every claim failed ('workers[0]: expected at most 128 bytes').
+		{[]string{"worker", "--name", strings.Repeat("w", 127)}, `--name: expected at most 100 bytes (a job's lease owner is NAME/N), found 127`},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--name", strings.Repeat("s", 101)}, `--name: expected at most 100 bytes (a job's lease owner is NAME/N), found 101`},
+		{[]string{"worker", "--name", " "}, `--name: expected a name such as worker-1, found only spaces (leave it out for host:pid)`},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--name", "a\tb"}, `--name "a\tb": expected one line of text, without control characters`},
 		{[]string{"tasks", "submit", "x", "--max-attempts", "0", "--server", "http://127.0.0.1:1"}, `--max-attempts 0: expected 1-100`},
 		// The server refused them (exit 1, in the API's words: "extra:
 		// expected 0-100 more attempts (0 means 1)"); a path out of

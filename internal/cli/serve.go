@@ -119,8 +119,8 @@ proxied to it (or answered 409 with its address with --session-proxy=false),
 and the sessions of a serve that stopped heartbeating end (docs/scale-out.md).
 
 SIGINT or SIGTERM stops accepting work, ends open event streams, lets running
-jobs finish for up to 10 s and releases the rest back to the queue; live
-sessions are shut down and their logs saved.`,
+jobs finish for up to 10 s (a second signal ends the wait) and releases the
+rest back to the queue; live sessions are shut down and their logs saved.`,
 		Example: `  maestro serve                                  # http://127.0.0.1:7878, SQLite in ~/.maestro
   maestro serve --workers 4 --data-dir /srv/maestro
   MAESTRO_API_TOKEN=$(openssl rand -hex 32) maestro serve --listen 0.0.0.0:7878
@@ -139,7 +139,7 @@ sessions are shut down and their logs saved.`,
 	f.IntVar(&o.Workers, "workers", 2, "jobs to run at once in this process (0: API and scheduler only, with maestro worker processes on a shared PostgreSQL)")
 	f.StringVar(&o.Token, "token", "", "bearer token clients must send (default $MAESTRO_API_TOKEN; required unless --listen is loopback)")
 	f.Int64Var(&o.MaxUpload, "max-upload", server.DefaultMaxUpload, "largest accepted upload in bytes")
-	f.StringVar(&o.Name, "name", "", "this process's name, shown as the lease owner (default host:pid); on a shared PostgreSQL database a name a running serve or worker holds is refused")
+	f.StringVar(&o.Name, "name", "", "this process's name (at most 100 bytes), shown as the lease owner (default host:pid); on a shared PostgreSQL database a name a running serve or worker holds is refused")
 	f.StringArrayVar(&o.AllowedHosts, "allowed-host", nil, "public name clients may use in Host, e.g. maestro.example.com or *.example.com (repeatable; default $MAESTRO_ALLOWED_HOSTS; loopback names always work)")
 	f.StringVar(&o.Advertise, "advertise", "", "base URL other serve processes reach this one at, to proxy its live sessions (default $"+advertiseEnv+", else the --listen address, a wildcard host replaced by this machine's address)")
 	f.BoolVar(&o.SessionProxy, "session-proxy", true, "proxy requests for live sessions other serve processes own to them (false: answer 409 with the owner's address)")
@@ -200,6 +200,9 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	}
 	if err := (&httpedge.Policy{Listen: o.Listen, AllowedHosts: o.AllowedHosts, Token: token, RequireAuth: token != ""}).Validate(); err != nil {
 		return usageErr("--allowed-host: %v", err)
+	}
+	if err := checkName(o.Name); err != nil {
+		return err
 	}
 	if err := checkStoreFlags(o.DB, o.Artifacts); err != nil {
 		return err
@@ -352,7 +355,10 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 	// A part that fails stops the others: a server without its workers
 	// or its scheduler would accept work it never does.
 	if pool != nil {
+		poolDone := make(chan struct{})
+		go endGraceOnSecondSignal("maestro serve", ctx, poolDone, pool, io)
 		wg.Go(func() {
+			defer close(poolDone)
 			if poolErr = pool.Run(runCtx); poolErr != nil {
 				cancel()
 			}
@@ -367,7 +373,11 @@ func runServe(ctx context.Context, io *IOStreams, o serveOptions) error {
 		}
 	})
 	<-runCtx.Done()
-	fmt.Fprintln(io.ErrOut, "maestro serve: stopping")
+	if pool != nil {
+		fmt.Fprintln(io.ErrOut, stoppingJobs("maestro serve"))
+	} else {
+		fmt.Fprintln(io.ErrOut, "maestro serve: stopping")
+	}
 	endRequests()
 	attach.Close()
 	shutCtx, done := context.WithTimeout(context.Background(), 10*time.Second)

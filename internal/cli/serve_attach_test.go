@@ -397,7 +397,9 @@ func TestServeAttachWithoutToken(t *testing.T) {
 
 // TestServeNoWorkersOnSQLiteWarns: serve --workers 0 on SQLite says at
 // start that no job will run (no maestro worker can open the database
-// beside it); with workers it says nothing of the kind.
+// beside it); with workers it says nothing of the kind. Stopped, a serve
+// with workers says what becomes of their jobs (it said only 'stopping',
+// then nothing for the 10 s of grace).
 func TestServeNoWorkersOnSQLiteWarns(t *testing.T) {
 	t.Parallel()
 	for _, workers := range []string{"0", "1"} {
@@ -408,5 +410,12 @@ func TestServeNoWorkersOnSQLiteWarns(t *testing.T) {
 			t.Errorf("--workers %s: warned %v; serve said:\n%s", workers, warned, s.log.String())
 		}
 		s.stop()
+		want := "maestro serve: stopping\n"
+		if workers == "1" {
+			want = "maestro serve: stopping: no new jobs; running jobs get 10s to finish, then go back to the queue (the attempt does not count; a second Ctrl-C or SIGTERM gives them back at once)\n"
+		}
+		if !strings.Contains(s.log.String(), want) {
+			t.Errorf("--workers %s stopped: serve said:\n%s\nwant %q", workers, s.log.String(), want)
+		}
 	}
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 	"github.com/maestro-run/maestro/internal/host"
 	"github.com/maestro-run/maestro/internal/queue"
 	"github.com/maestro-run/maestro/internal/store"
+	"github.com/maestro-run/maestro/internal/store/sqlite"
 )
 
 // workerOptions are the flags of `maestro worker`.
@@ -50,9 +54,9 @@ worker resumes them (the engine restarts the interrupted movement). A job that
 fails is retried with backoff while attempts remain. A job that asks the user
 a question waits (waiting_human) until a user comment answers it.
 
-SIGINT or SIGTERM stops claiming and lets running jobs finish for up to 10 s;
-jobs still running then are interrupted and released back to the queue (the
-attempt does not count). Progress lines go to stderr. docs/queue.md has the
+SIGINT or SIGTERM stops claiming and lets running jobs finish for up to 10 s
+(a second signal ends the wait); jobs still running then are interrupted and
+released back to the queue (the attempt does not count). Progress lines go to stderr. docs/queue.md has the
 details.`,
 		Example: `  maestro worker                                   # SQLite in ~/.maestro, one job at a time
   maestro worker --workers 4 --data-dir /srv/maestro
@@ -72,7 +76,7 @@ details.`,
 	f.StringSliceVar(&o.Profiles, "profile", nil, "serve jobs that require this profile (repeatable; jobs without a profile are always served)")
 	f.StringSliceVar(&o.TaskClasses, "task-class", nil, "serve jobs of this task class (repeatable; jobs without one are always served)")
 	f.DurationVar(&o.Lease, "lease", queue.DefaultLeaseFor, "lease length: a job whose worker stops heartbeating is reclaimed after this long")
-	f.StringVar(&o.Name, "name", "", "this process's name, shown as the lease owner (default host:pid); on a shared PostgreSQL database a name a running serve or worker holds is refused")
+	f.StringVar(&o.Name, "name", "", "this process's name (at most 100 bytes), shown as the lease owner (default host:pid); on a shared PostgreSQL database a name a running serve or worker holds is refused")
 	return cmd
 }
 
@@ -82,6 +86,9 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 	}
 	if o.Lease < 300*time.Millisecond {
 		return usageErr("--lease must be at least 300ms, got %s", o.Lease)
+	}
+	if err := checkName(o.Name); err != nil {
+		return err
 	}
 	if err := checkStoreFlags(o.DB, o.Artifacts); err != nil {
 		return err
@@ -121,8 +128,26 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 	if err != nil {
 		return failErr(err)
 	}
+	if _, lite := st.(*sqlite.Store); lite {
+		// A worker on a machine of a team that forgot --db ran on a
+		// SQLite database of its own, idle, saying nothing of it.
+		fmt.Fprintf(io.ErrOut, "maestro worker: warning: on SQLite (no --db, no MAESTRO_DB) this worker holds %s alone: no maestro serve can open it beside this worker, so no new task reaches it (it runs what is queued there, and its schedules). To run workers beside a serve, point every process at one PostgreSQL database (--db postgres://…; docs/scale-out.md)\n", filepath.Join(dataDir, "maestro.db"))
+	}
 	fmt.Fprintf(io.ErrOut, "maestro worker %s: %d worker(s), lease %s, data %s, %s\n", o.Name, o.Workers, o.Lease, dataDir, filesAt(artifacts))
+	// SIGINT or SIGTERM: say at once what the next seconds hold (the
+	// worker was silent until the grace ended and it released its jobs).
+	said := make(chan struct{})
+	sayStopping := context.AfterFunc(ctx, func() {
+		fmt.Fprintln(io.ErrOut, stoppingJobs("maestro worker"))
+		close(said)
+	})
+	defer sayStopping()
 
+	// A second SIGINT or SIGTERM ends the grace: the running jobs go back
+	// to the queue at once (the signals were taken and ignored until the
+	// grace was over).
+	poolDone := make(chan struct{})
+	go endGraceOnSecondSignal("maestro worker", ctx, poolDone, pool, io)
 	// A pool that cannot run stops the maintenance loop too.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -130,6 +155,7 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 	var poolErr, maintErr error
 	wg.Go(func() {
 		poolErr = pool.Run(ctx)
+		close(poolDone)
 		cancel()
 	})
 	wg.Go(func() { shared.Run(ctx) })
@@ -141,6 +167,35 @@ func runWorker(ctx context.Context, io *IOStreams, o workerOptions) error {
 	if err := errors.Join(poolErr, maintErr); err != nil {
 		return failErr(err)
 	}
+	if !sayStopping() {
+		<-said // stopping comes before stopped
+	}
 	fmt.Fprintln(io.ErrOut, "maestro worker: stopped")
 	return nil
+}
+
+// stoppingJobs is what serve and worker (cmd) say as a stop signal
+// arrives while they run jobs: they were silent for the grace.
+func stoppingJobs(cmd string) string {
+	return fmt.Sprintf("%s: stopping: no new jobs; running jobs get %s to finish, then go back to the queue (the attempt does not count; a second Ctrl-C or SIGTERM gives them back at once)", cmd, queue.DefaultShutdownGrace)
+}
+
+// endGraceOnSecondSignal waits for the first stop signal (signalled, the
+// context of untilSignalled, ending), then ends the pool's grace on a
+// second one, until done closes.
+func endGraceOnSecondSignal(cmd string, signalled context.Context, done <-chan struct{}, pool *queue.Pool, io *IOStreams) {
+	select {
+	case <-signalled.Done():
+	case <-done:
+		return
+	}
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, stopSignals()...)
+	defer signal.Stop(c)
+	select {
+	case <-c:
+		fmt.Fprintln(io.ErrOut, cmd+": second signal: the running jobs go back to the queue now")
+		pool.EndGrace()
+	case <-done:
+	}
 }

@@ -85,7 +85,8 @@ func TestWorkerRunsQueuedJobAndStops(t *testing.T) {
 		t.Fatal("the worker did not stop")
 	}
 	out := stderr.String()
-	for _, want := range []string{"maestro worker test-worker: 2 worker(s)", ", files in the data directory\n", "state=succeeded", "maestro worker: stopped"} {
+	for _, want := range []string{"maestro worker test-worker: 2 worker(s)", ", files in the data directory\n", "state=succeeded", "maestro worker: stopping: no new jobs; running jobs get 10s to finish", "maestro worker: stopped",
+		"maestro worker: warning: on SQLite (no --db, no MAESTRO_DB) this worker holds " + filepath.Join(data, "maestro.db") + " alone: no maestro serve can open it beside this worker"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, out)
 		}

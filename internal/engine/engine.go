@@ -405,6 +405,12 @@ func (e *Engine) Resume(ctx context.Context, answer string) (*Outcome, error) {
 	if st.Status.Final() {
 		return r.outcome(), fmt.Errorf("%w: %s (%s)", ErrFinished, st.RunID, st.Status)
 	}
+	// A run resumed on another machine (a queued job reclaimed by a
+	// worker with its own data directory) finds its run state but not the
+	// workspace layout Start made: output/ and the others are made again.
+	if err := e.prepareDirs(); err != nil {
+		return r.outcome(), fmt.Errorf("resume: %w", err)
+	}
 	switch st.Status {
 	case StatusWaitingHuman:
 		if r.cfg.SubtaskJobs != nil {

@@ -80,7 +80,11 @@ func JoinStore(ctx context.Context, st store.Store, o ProcessOptions, log *slog.
 			return nil, fmt.Errorf("record this process under --name %s: %w", o.Name, err)
 		}
 		log.Info("took over the --name of a process that ended without saying so", "name", o.Name, "pid", holder.PID)
+		dead := holder
 		holder, err = st.StartProcess(ctx, s.p, now.Add(-s.stale))
+		if err == nil {
+			requeueJobsOf(ctx, st, o.Name, dead, log)
+		}
 	}
 	if errors.Is(err, store.ErrConflict) {
 		age := max(now.Sub(holder.HeartbeatAt), 0)
@@ -105,6 +109,59 @@ func crashedHere(p store.Process, host string) bool {
 		return false
 	}
 	return p.PID == os.Getpid() || errors.Is(syscall.Kill(p.PID, 0), syscall.ESRCH)
+}
+
+// requeueJobsOf gives back at once the jobs the process that ended
+// without saying so under name (dead, a process restarted on its machine)
+// held: leased to its slots, name/1, name/2, …, they waited for their
+// lease to expire (30 s by default) while the restarted process sat idle.
+// As the reaper does, the dead attempt counts (a job that kills its
+// worker each time ends failed); each Fail is fenced by the job's lease,
+// so a job the reaper or a cancel got first is left alone. Errors are
+// logged: the reaper still reclaims what is left.
+func requeueJobsOf(ctx context.Context, st store.Store, name string, dead store.Process, log *slog.Logger) {
+	reason := fmt.Sprintf("its %s %s (pid %d on %s) ended without saying so: given back when a process restarted under its --name", dead.Kind, name, dead.PID, dead.Host)
+	var after int64
+	for {
+		jobs, err := st.ListJobs(ctx, store.JobFilter{States: []store.State{store.StateDispatching, store.StateRunning}, AfterID: after, Limit: store.MaxListLimit})
+		if err != nil {
+			log.Warn("give back the jobs of the process that ended: the reaper will when their leases expire", "name", name, "err", err)
+			return
+		}
+		for _, j := range jobs {
+			after = j.ID
+			if !slotOf(j.LeaseOwner, name) {
+				continue
+			}
+			l := store.Lease{JobID: j.ID, Attempt: j.Attempt, Owner: j.LeaseOwner}
+			got, err := st.Fail(ctx, l, store.FailParams{Error: reason})
+			switch {
+			case errors.Is(err, store.ErrLeaseLost):
+			case err != nil:
+				log.Warn("give back a job of the process that ended: the reaper will when its lease expires", "job", j.ID, "err", err)
+			default:
+				log.Info("gave back a job of the process that ended", "job", j.ID, "attempt", j.Attempt, "owner", j.LeaseOwner, "state", got.State)
+			}
+		}
+		if len(jobs) < store.MaxListLimit {
+			return
+		}
+	}
+}
+
+// slotOf reports whether a lease owner is one of the slots of the process
+// named name (name/1, name/2, …: queue.Pool's slot names).
+func slotOf(owner, name string) bool {
+	n, ok := strings.CutPrefix(owner, name+"/")
+	if !ok || n == "" {
+		return false
+	}
+	for _, c := range n {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // checkArtifacts compares this process's artifact location with the one

@@ -157,6 +157,14 @@ func TestEngineRunnerArtifactsAcrossDataDirs(t *testing.T) {
 	if data, err := os.ReadFile(filepath.Join(queue.WorkDir(dataB, task.ID), "input", "brief.txt")); err != nil || string(data) != "fence specs\n" {
 		t.Errorf("B's input/brief.txt (materialised) = %q, %v", data, err)
 	}
+	// The resumed run has the workspace layout the first attempt had: a
+	// Bash 'echo … > output/x' on B failed with no output/ (an empty
+	// directory is not in the store).
+	for _, d := range []string{"input", "output", "subtasks", "skills"} {
+		if fi, err := os.Stat(filepath.Join(queue.WorkDir(dataB, task.ID), d)); err != nil || !fi.IsDir() {
+			t.Errorf("B's work/%s: %v, want the directory", d, err)
+		}
+	}
 }
 
 // failingGet is an artifact store whose Get of one key fails, as an S3

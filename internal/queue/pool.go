@@ -59,6 +59,9 @@ var (
 type Pool struct {
 	cfg  Config
 	wake *broadcast
+	// endGrace closes (EndGrace) to end the shutdown grace at once.
+	endGrace     chan struct{}
+	endGraceOnce sync.Once
 	// completions feeds the completer (set by Run).
 	completions chan completion
 }
@@ -108,8 +111,14 @@ func NewPool(cfg Config) (*Pool, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Pool{cfg: cfg, wake: newBroadcast()}, nil
+	return &Pool{cfg: cfg, wake: newBroadcast(), endGrace: make(chan struct{})}, nil
 }
+
+// EndGrace ends the shutdown's grace period at once: the jobs still
+// running once Run's context has ended are stopped and released without
+// waiting for ShutdownGrace (a worker's second SIGINT or SIGTERM). Before
+// that, it only shortens the grace to come.
+func (p *Pool) EndGrace() { p.endGraceOnce.Do(func() { close(p.endGrace) }) }
 
 // Metrics returns the pool's metrics.
 func (p *Pool) Metrics() *Metrics { return p.cfg.Metrics }
@@ -133,6 +142,8 @@ func (p *Pool) Run(ctx context.Context) error {
 		defer t.Stop()
 		select {
 		case <-t.C:
+			cancelRun(ErrShutdown)
+		case <-p.endGrace:
 			cancelRun(ErrShutdown)
 		case <-runCtx.Done():
 		}

@@ -265,6 +265,32 @@ func TestPoolShutdown(t *testing.T) {
 			t.Errorf("released job = %+v, want queued with attempt 1 not counted", got)
 		}
 	})
+	t.Run("EndGrace releases at once", func(t *testing.T) {
+		// A worker's second Ctrl-C: it waited the whole grace.
+		t.Parallel()
+		st := openSQLite(t, nil)
+		b := newBlocking()
+		p, err := queue.NewPool(queue.Config{Store: st, Runner: b, ShutdownGrace: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+		j := enqueue(t, st, store.NewJob{MaxAttempts: 1})
+		recv(t, b.started, "start")
+		cancel()
+		p.EndGrace()
+		if cause := recv(t, b.ended, "end of the job"); !errors.Is(cause, queue.ErrShutdown) {
+			t.Errorf("context ended with %v, want ErrShutdown", cause)
+		}
+		if err := recv(t, done, "pool stop"); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := st.GetJob(t.Context(), j.ID); got.State != store.StateQueued || got.MaxAttempts != 2 {
+			t.Errorf("job = %+v, want it released", got)
+		}
+	})
 	t.Run("lets a finishing job finish", func(t *testing.T) {
 		t.Parallel()
 		st := openSQLite(t, nil)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/maestro-run/maestro/internal/api"
@@ -32,9 +33,15 @@ type Info struct {
 	Worker, Host string
 }
 
+// workerSeenWithin is how recent the heartbeat of an idle maestro worker
+// process must be for GET /api/v1/server to list it (a worker heartbeats
+// every --lease/3).
+const workerSeenWithin = 2 * time.Minute
+
 // serverInfo answers GET /api/v1/server: the process's Info, the jobs by
-// state, and the workers: this process's pool and every lease holder of a
-// dispatching or running job.
+// state, and the workers: this process's pool, every lease holder of a
+// dispatching or running job, and every other worker process recorded in
+// the store (idle).
 func (s *Server) serverInfo(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	counts, err := s.st.CountJobs(ctx)
@@ -81,6 +88,30 @@ func (s *Server) serverInfo(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		after = jobs[len(jobs)-1].ID
+	}
+	// The worker processes on the database (PostgreSQL records them,
+	// docs/scale-out.md "Process names") that hold no job are listed
+	// idle, with their host and last heartbeat: the page of a team whose
+	// maestro worker processes waited for jobs said "No workers seen".
+	procs, err := s.st.ListProcesses(ctx, time.Now().Add(-workerSeenWithin))
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	listed := func(name string) bool { // as a pool or by its slots (name/1, …)
+		for id := range byID {
+			if id == name || strings.HasPrefix(id, name+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	for _, p := range procs {
+		if p.Kind != store.ProcessWorker || listed(p.Name) {
+			continue
+		}
+		wk := worker(p.Name)
+		wk.Host, wk.LastSeen = p.Host, p.HeartbeatAt
 	}
 	workers := make([]api.ServerWorker, 0, len(byID))
 	for _, wk := range byID {

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -225,5 +226,43 @@ func TestDropStreamsAfterLostEvents(t *testing.T) {
 		if _, err := s.r.ReadString('\n'); err != c.end {
 			t.Errorf("stream %d (Last-Event-ID %q) ended with %v, want %v", i, c.lastID, err, c.end)
 		}
+	}
+}
+
+// TestServerInfoListsIdleWorkerProcesses: the maestro worker processes the
+// store records (PostgreSQL's "Process names"; recorded here on SQLite)
+// are listed, an idle one with its host and heartbeat; one whose slot
+// holds a job is listed by that slot only; a serve, and a worker that
+// stopped, are not. A team's page said "No workers seen" while its
+// workers waited for jobs.
+func TestServerInfoListsIdleWorkerProcesses(t *testing.T) {
+	t.Parallel()
+	st := sqliteStore(t)
+	e := newEnv(t, st, nil)
+	ctx := t.Context()
+	for _, p := range []store.Process{
+		{Name: "workerB", Kind: store.ProcessWorker, Instance: "b", Address: "b-box (pid 7)", Host: "b-box", PID: 7},
+		{Name: "workerC", Kind: store.ProcessWorker, Instance: "c", Address: "c-box (pid 8)", Host: "c-box", PID: 8},
+		{Name: "workerD", Kind: store.ProcessWorker, Instance: "d", Address: "d-box (pid 9)", Host: "d-box", PID: 9},
+		{Name: "serveA", Kind: store.ProcessServe, Instance: "a", Address: "http://a:7878", Host: "a-box", PID: 6},
+	} {
+		if _, err := st.StartProcess(ctx, p, time.Now().Add(-time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.StopProcess(ctx, "workerD", "d"); err != nil {
+		t.Fatal(err)
+	}
+	e.createTask("one", nil)
+	running := claim(t, st, "workerC/1")
+	var info api.ServerInfo
+	e.must(http.StatusOK, "GET", "/api/v1/server", nil, &info)
+	var got []string
+	for _, w := range info.Workers {
+		got = append(got, fmt.Sprintf("%s host=%q jobs=%v seen=%t", w.ID, w.Host, w.RunningJobs, !w.LastSeen.IsZero()))
+	}
+	want := []string{`workerB host="b-box" jobs=[] seen=true`, fmt.Sprintf(`workerC/1 host="" jobs=[%d] seen=true`, running.ID)}
+	if !slices.Equal(got, want) {
+		t.Errorf("workers:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

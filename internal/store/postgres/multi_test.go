@@ -174,6 +174,8 @@ func TestOpenSaysWhatToDo(t *testing.T) {
 		"postgres://nobody:pw@" + addr + "/postgres?connect_timeout=5":  `PostgreSQL at ` + addr + ` refused user "nobody": role "nobody" does not exist (SQLSTATE 28000): check the user name and password in the URL`,
 		"postgres://postgres@" + addr + "/no_such_db?connect_timeout=5": `PostgreSQL at ` + addr + `: database "no_such_db" does not exist (SQLSTATE 3D000): create it (createdb -O postgres no_such_db) or name an existing database in the URL`,
 		"postgres://postgres@127.0.0.1:1/postgres?connect_timeout=5":    `PostgreSQL at 127.0.0.1:1 cannot be reached (connect: connection refused): is the server running, and are the URL's host and port right?`,
+		// docs/store.md's search_path=myschema, before the schema exists.
+		"postgres://postgres@" + addr + "/postgres?connect_timeout=5&search_path=no_such_schema": `no schema of the search_path "no_such_schema" exists in database "postgres": create it (CREATE SCHEMA …) or name an existing one in the URL's search_path`,
 	} {
 		_, err := postgres.Open(ctx, dsn, postgres.Options{})
 		if err == nil || err.Error() != "open PostgreSQL store: "+want {

@@ -80,17 +80,25 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
-	var schema string
-	if err := db.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+	var schema sql.NullString
+	var searchPath, dbName string
+	if err := db.QueryRowContext(ctx, `SELECT current_schema(), current_setting('search_path'), current_database()`).Scan(&schema, &searchPath, &dbName); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open PostgreSQL store: %w", connectError(cfg, err))
+	}
+	if !schema.Valid {
+		// No schema of the search path exists: the tables would have
+		// nowhere to go (it said 'sql: Scan error on column index 0, name
+		// "current_schema": converting NULL to string is unsupported').
+		db.Close()
+		return nil, fmt.Errorf("open PostgreSQL store: no schema of the search_path %q exists in database %q: create it (CREATE SCHEMA …) or name an existing one in the URL's search_path", searchPath, dbName)
 	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	hub := store.NewHub()
-	channel := channelName(schema)
+	channel := channelName(schema.String)
 	s := &Store{db: db, hub: hub, lis: &listener{cfg: cfg, channel: channel, hub: hub, log: log}}
 	s.DB, err = sqlstore.New(sqlstore.Config{
 		Writer: db, Reader: db, Now: opts.Now, Hub: hub,

@@ -1308,13 +1308,13 @@ export interface components {
         ServerWorker: {
             /** @description the worker's name (serve --name, else host:pid) */
             id: string;
-            /** @description the machine; known for the serving process's own workers only */
+            /** @description the machine; known for the serving process's own workers and for the idle worker processes the store records */
             host?: string;
             /** @description jobs it holds a lease on */
             running_jobs: number[];
             /**
              * Format: date-time
-             * @description its latest claim or heartbeat on those jobs
+             * @description its latest claim or heartbeat on those jobs; an idle worker process's latest heartbeat
              */
             last_seen?: string;
         };
