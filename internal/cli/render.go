@@ -138,9 +138,13 @@ func (v *toolView) finish(success bool) (output, reason string) {
 }
 
 // newRenderer is the view of `maestro run`: text on io.Out, the rest on
-// io.ErrOut with a spinner when it is a terminal.
+// io.ErrOut with a spinner when it is a terminal. What the model, a tool
+// or a file says is shown with its control characters as text
+// (termSafe); only the renderer's own styles and spinner reach the
+// terminal as escape sequences.
 func newRenderer(io *IOStreams, replay bool) *renderer {
-	r := &renderer{text: io.Out, info: io.ErrOut, st: newStyles(io.ErrTTY && io.Getenv("NO_COLOR") == ""), loc: time.Local,
+	styled := io.ErrTTY && io.Getenv("NO_COLOR") == ""
+	r := &renderer{text: termSafe(io.Out, false), info: termSafe(io.ErrOut, styled), st: newStyles(styled), loc: time.Local,
 		tools: map[string]*toolView{}, replay: replay, ownFailure: true, ownResult: true}
 	if io.ErrTTY {
 		r.spin = newSpinner(io.ErrOut)
@@ -451,7 +455,7 @@ func (r *renderer) endText() {
 
 func (r *renderer) spinStart(label string) {
 	if r.spin != nil {
-		r.spin.start(label)
+		r.spin.start(termSafeString(label))
 	}
 }
 

@@ -8,14 +8,16 @@ import (
 
 // termSafe wraps w, a stream `maestro tasks` writes a server's text to (a
 // task's title and body, comments, an agent's output and results, job
+// errors) or `maestro run` draws a run on (the model's text, tool output,
 // errors), so that the control characters in that text are shown, not
-// obeyed: anyone who can create a task or comment, and any model, could
-// otherwise clear the screen, move the cursor over earlier lines, set the
-// window title or write the clipboard (OSC 52) of whoever runs
-// `tasks show` or `tasks logs`. ESC is shown as ^[, other C0 controls as
+// obeyed: anyone who can create a task or comment, any model, and any
+// file or command output a tool shows could otherwise clear the screen,
+// move the cursor over earlier lines, set the window title or write the
+// clipboard (OSC 52) of whoever runs `tasks show`, `tasks logs` or
+// `maestro run`. ESC is shown as ^[, other C0 controls as
 // ^G and the like, DEL as ^?, and a C1 control (U+0080-U+009F) as \u009b;
 // new lines and tabs pass, and so does a carriage return before a new
-// line (dropped). With styles (a colour terminal), the renderer's own
+// line (dropped, also when the stream's chunks part the two). With styles (a colour terminal), the renderer's own
 // styles (newStyles) pass whole: a Write carries each in one piece. A
 // server's text holding one of those exact sequences passes too: colour,
 // bold or dim, nothing that moves, hides or clears.
@@ -24,6 +26,7 @@ func termSafe(w io.Writer, styles bool) io.Writer { return &termSafeWriter{w: w,
 type termSafeWriter struct {
 	w      io.Writer
 	styles bool
+	cr     bool // the last Write ended with a carriage return, not yet shown
 }
 
 // termStyles are the escape sequences the renderer writes itself.
@@ -47,11 +50,19 @@ func termUnsafe(p []byte) bool {
 }
 
 func (t *termSafeWriter) Write(p []byte) (int, error) {
-	if !termUnsafe(p) {
+	if !t.cr && !termUnsafe(p) {
 		return t.w.Write(p)
 	}
 	var b bytes.Buffer
 	b.Grow(len(p) + 16)
+	if t.cr && len(p) > 0 {
+		// The carriage return that ended the last chunk: a CRLF parted
+		// between two chunks, or a bare one.
+		if p[0] != '\n' {
+			b.WriteString("^M")
+		}
+		t.cr = false
+	}
 	for i := 0; i < len(p); i++ {
 		c := p[i]
 		switch {
@@ -59,6 +70,9 @@ func (t *termSafeWriter) Write(p []byte) (int, error) {
 			b.WriteByte(c)
 		case c == '\r' && i+1 < len(p) && p[i+1] == '\n':
 			// A CRLF line end: the LF ends the line.
+		case c == '\r' && i+1 == len(p):
+			// Its line feed may come with the next chunk.
+			t.cr = true
 		case c == 0x1b:
 			if s := styleAt(p[i:]); s != nil && t.styles {
 				b.Write(s)
@@ -82,6 +96,22 @@ func (t *termSafeWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// termSafeString is s with its control characters shown as termSafe
+// shows them (no styles pass): for a label drawn by a writer of its own,
+// such as the spinner's.
+func termSafeString(s string) string {
+	if !termUnsafe([]byte(s)) {
+		return s
+	}
+	var b bytes.Buffer
+	w := &termSafeWriter{w: &b}
+	_, _ = w.Write([]byte(s))
+	if w.cr {
+		b.WriteString("^M")
+	}
+	return b.String()
 }
 
 // styleAt is the renderer's style sequence p starts with, if any.

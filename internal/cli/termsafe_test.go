@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/maestro-run/maestro/internal/protocol"
 )
 
 // hostile is text a task's author, a commenter or a model can put in
@@ -79,5 +82,45 @@ func TestTasksDownloadNamedFromEmptyOutput(t *testing.T) {
 	code, _, errOut := runTasksCLI(t, map[string]string{"MAESTRO_SERVER": ts.URL}, "tasks", "download", "4", "report.md", "-o", t.TempDir())
 	if code != 1 || errOut != "maestro: task 4: no deliverable \"report.md\": output/ is empty\n" {
 		t.Errorf("exit %d:\n%s", code, errOut)
+	}
+}
+
+// TestRunRendererControlCharacters: `maestro run` shows the control
+// characters of what the model says (text and thinking) and of what a tool
+// prints as text; they reached the terminal as sent, so a model, or a file
+// a tool read, could clear the screen or write the clipboard of the user
+// watching the run. On a colour terminal the renderer's own styles pass.
+func TestRunRendererControlCharacters(t *testing.T) {
+	t.Parallel()
+	for _, tty := range []bool{false, true} {
+		var out, errOut bytes.Buffer
+		r := newRenderer(&IOStreams{Out: &out, ErrOut: &errOut, ErrTTY: tty, Getenv: func(string) string { return "" }}, false)
+		r.spin = nil // the spinner animates on a goroutine of its own
+		r.Event(protocol.ResponseChunk{Content: "thought " + hostile, IsThinking: true})
+		r.Event(protocol.ResponseChunk{Content: "said " + hostile + "split\r"})
+		r.Event(protocol.ResponseChunk{Content: "\nnext\rover"})
+		r.Event(protocol.ToolCall{CallID: "c1", Tool: "Bash\x1b[2J", Args: json.RawMessage(`{"command":"cat x\u001b]0;t\u0007"}`)})
+		r.Event(protocol.ToolOutput{CallID: "c1", Content: "out " + hostile})
+		r.Event(protocol.ToolEnd{CallID: "c1", Success: false})
+		r.Event(protocol.Status{Message: "status " + hostile})
+		r.Event(protocol.ResponseEnd{})
+		got := out.String() + errOut.String()
+		if strings.ContainsAny(got, "\x07\r\u009b") || strings.Contains(strings.ReplaceAll(got, "\x1b[", ""), "\x1b") {
+			t.Errorf("terminal %v: control characters obeyed:\n%q", tty, got)
+		}
+		if n := strings.Count(got, "^[[2J^[]0;pwned^G"); n < 4 {
+			t.Errorf("terminal %v: the hostile text shown %d times, want 4 (thinking, text, tool output, status):\n%q", tty, n, got)
+		}
+		if !strings.Contains(out.String(), "split\nnext^Mover") {
+			t.Errorf("terminal %v: a CRLF parted between chunks, or a bare CR, not as expected:\n%q", tty, out.String())
+		}
+		for _, seq := range []string{"\x1b[2J", "\x1b]"} {
+			if strings.Contains(got, seq) {
+				t.Errorf("terminal %v: %q reached the terminal", tty, seq)
+			}
+		}
+		if styled := strings.Contains(errOut.String(), "\x1b[36m●\x1b[0m"); styled != tty {
+			t.Errorf("terminal %v: the renderer's own styles passed: %v\n%q", tty, styled, errOut.String())
+		}
 	}
 }
