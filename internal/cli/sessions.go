@@ -20,6 +20,11 @@ import (
 )
 
 func newSessionsCmd(io *IOStreams) *cobra.Command {
+	// A session's text (prompts, the model's answers, tool output) is
+	// shown with its control characters as text, never obeyed (termSafe).
+	safe := *io
+	safe.Out, safe.ErrOut = termSafe(io.Out, false), termSafe(io.ErrOut, false)
+	io = &safe
 	cmd := &cobra.Command{
 		Use:   "sessions",
 		Short: "List and read sessions: Maestro's own, or those agent CLIs (Claude Code, Codex, …) stored",

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/maestro-run/maestro/internal/llm"
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/session"
 )
 
 // hostile is text a task's author, a commenter or a model can put in
@@ -121,6 +124,29 @@ func TestRunRendererControlCharacters(t *testing.T) {
 		}
 		if styled := strings.Contains(errOut.String(), "\x1b[36m●\x1b[0m"); styled != tty {
 			t.Errorf("terminal %v: the renderer's own styles passed: %v\n%q", tty, styled, errOut.String())
+		}
+	}
+}
+
+// TestSessionsControlCharacters: `sessions list` and `sessions show` print
+// a session's prompt, the model's answers and tool output with their
+// control characters shown; they went to the terminal as stored.
+func TestSessionsControlCharacters(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	sess, err := session.NewStore(filepath.Join(home, "sessions")).Create(session.Meta{Workspace: t.TempDir(), Provider: "openai", Model: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess.Message(llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Type: llm.PartText, Text: "prompt " + hostile}}})
+	sess.Message(llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{{Type: llm.PartText, Text: "answer " + hostile}}})
+	if err := sess.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"sessions", "list"}, {"sessions", "show", sess.ID()}} {
+		r := runCLI(t, map[string]string{"MAESTRO_HOME": home}, args...)
+		if r.code != 0 || strings.ContainsAny(r.stdout+r.stderr, "\x1b\x07\r\u009b") || (args[1] == "show" && strings.Count(r.stdout, "^[[2J^[]0;pwned^G") != 2) {
+			t.Errorf("%s: exit %d, control characters not shown as text:\n%q\n%q", strings.Join(args, " "), r.code, r.stdout, r.stderr)
 		}
 	}
 }
