@@ -428,3 +428,28 @@ func TestSplitUTF8(t *testing.T) {
 		}
 	}
 }
+
+// TestScriptExhausted: a request past the script's last turn is a 500
+// that tells the fake model's user what happened and what to do; it said
+// "llmtest: script exhausted", naming a package of Maestro's tree.
+func TestScriptExhausted(t *testing.T) {
+	t.Parallel()
+	s := NewServer(t, Turn{Text: []string{"one"}})
+	client := sdkClient(t, s)
+	ask := func() error {
+		_, err := client.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{
+			Model:    "gpt-test",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+		})
+		return err
+	}
+	if err := ask(); err != nil {
+		t.Fatal(err)
+	}
+	err := ask()
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusInternalServerError ||
+		!strings.Contains(apiErr.Message, "its 1 turn(s) were all played") || !strings.Contains(apiErr.Message, "--loop") || strings.Contains(apiErr.Message, "llmtest") {
+		t.Errorf("past the last turn: %v", err)
+	}
+}

@@ -84,7 +84,7 @@ type Server struct {
 	// format's 404 model-not-found error.
 	Models []string
 	// Loop makes the script start over when it runs out instead of
-	// answering 500 "script exhausted".
+	// answering 500 "fake model: script exhausted: …".
 	Loop bool
 	// ContextWindows gives models a context window: GET /v1/models lists
 	// it as the model's context_length (as OpenRouter does), and POST
@@ -168,6 +168,18 @@ func (s *Server) take(r *http.Request, body []byte) (Turn, bool) {
 	return t, true
 }
 
+// exhausted is the error a request past the script's last turn gets, in
+// the words of the fake model server's user (it said "llmtest: script
+// exhausted", naming a package of Maestro's tree).
+func (s *Server) exhausted() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.turns) == 0 {
+		return "fake model: the script has no turns, so it answers no request"
+	}
+	return fmt.Sprintf("fake model: script exhausted: its %d turn(s) were all played (give maestro-fakemodel --loop to play them again, or a longer script)", len(s.turns))
+}
+
 // Handler serves the fake API:
 //
 //	POST /v1/messages          Anthropic Messages (streaming)
@@ -218,7 +230,7 @@ func (s *Server) modelCall(serve format) http.HandlerFunc {
 		}
 		turn, ok := s.take(r, body)
 		if !ok {
-			turn = Turn{Status: http.StatusInternalServerError, ErrorMessage: "llmtest: script exhausted"}
+			turn = Turn{Status: http.StatusInternalServerError, ErrorMessage: s.exhausted()}
 		}
 		if turn.ContextExceeded {
 			model, _ := req["model"].(string)
