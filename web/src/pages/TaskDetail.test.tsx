@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { render, screen, waitFor, within } from "@testing-library/react";
+import { act, render, screen, waitFor, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
+import { focusManager } from "@tanstack/react-query";
 import { Route, Routes } from "react-router";
 import TaskDetail from "./TaskDetail";
 import { json, toRequest, Wrap } from "../test/helpers";
@@ -257,5 +258,42 @@ describe("TaskDetail", () => {
     await waitFor(() => expect(screen.queryByTestId("question-panel")).toBeNull());
     // Not <body>: the next Tab goes on from the log, not from the top of the window.
     expect(document.activeElement).toBe(screen.getByTestId("event-log"));
+  });
+
+  it("keeps the task, its log and the answer being written while the server does not answer", async () => {
+    // The server stopped mid-task: the task's next poll failed and the whole
+    // page became "Task 5 / The server does not answer… / All tasks", the
+    // title, log and question gone, and the answer and comment being
+    // written lost with them (still lost once the server was back).
+    let down = false;
+    const up = fakeServer([]);
+    const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      if (down) throw new TypeError("Failed to fetch");
+      return up(input, init);
+    }) as typeof fetch;
+    renderTask5(f);
+    const user = userEvent.setup();
+    await user.type(await screen.findByTestId("answer-input"), "Blue, I think");
+    await user.type(screen.getByLabelText("Add a comment"), "a note");
+    down = true;
+    // The page polls the task; a focus of the window asks at once.
+    act(() => {
+      focusManager.setFocused(false);
+      focusManager.setFocused(true);
+    });
+    expect(await screen.findByTestId("task-unreachable")).toHaveTextContent("The server does not answer: is maestro serve running?");
+    expect(screen.queryByTestId("task-missing")).toBeNull();
+    expect(screen.getByTestId("task-title")).toHaveTextContent("Paint the fence");
+    expect(screen.getByTestId("event-log")).toBeInTheDocument();
+    expect(screen.getByTestId("answer-input")).toHaveValue("Blue, I think");
+    expect(screen.getByLabelText("Add a comment")).toHaveValue("a note");
+    down = false;
+    act(() => {
+      focusManager.setFocused(false);
+      focusManager.setFocused(true);
+    });
+    await waitFor(() => expect(screen.queryByTestId("task-unreachable")).toBeNull());
+    expect(screen.getByTestId("answer-input")).toHaveValue("Blue, I think");
+    act(() => focusManager.setFocused(undefined));
   });
 });

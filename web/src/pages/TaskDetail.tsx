@@ -89,7 +89,12 @@ export default function TaskDetail() {
   if (!Number.isSafeInteger(taskId) || taskId <= 0)
     return <TaskMissing id={id ?? ""}>{`${id ?? ""} is not a task id: a task's address is /tasks/ and its number.`}</TaskMissing>;
   if (task.isPending) return <p className="text-sm">Loading task…</p>;
-  if (task.error)
+  // Only a task never shown is replaced by its error: a poll that fails
+  // once the task is shown (the server stopped mid-task) made the whole page
+  // "Task 5 / The server does not answer…", the log and question gone and
+  // the answer or comment being written lost. The page stays, with the
+  // error above it, and polls on.
+  if (task.error && !task.data)
     return (
       <TaskMissing id={id ?? ""}>
         {task.error instanceof ApiError && task.error.status === 404 ? `This server has no task ${taskId}: the link is wrong, or it is another server's.` : task.error.message}
@@ -161,6 +166,11 @@ export default function TaskDetail() {
           <p className="error whitespace-pre-wrap" data-testid="job-error">
             {job.error}
           </p>
+        )}
+        {task.error && (
+          <Alert testId="task-unreachable">
+            {task.error.message} The page shows the task as it last was and tries again.
+          </Alert>
         )}
         {actionError && (
           <p className="error" role="alert">
