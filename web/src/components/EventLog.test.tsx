@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { render, screen } from "@testing-library/react";
+import { fireEvent, render, screen } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { EventLogView } from "./EventLog";
 import type { JobLogView } from "../lib/useJobLog";
@@ -29,4 +29,29 @@ describe("EventLogView", () => {
       expect(screen.getByTestId("event-log")).toHaveAttribute("aria-live", "polite");
     });
   }
+
+  // A touch swipe (a phone, at 390 px) or a drag of the scrollbar sends no
+  // wheel event and no key: the log kept following, and each new event took
+  // the reader back to the bottom.
+  it("stops following when the log is scrolled up by any means, not when it stays at the bottom", () => {
+    render(<EventLogView log={log} />);
+    const follow = screen.getByRole("checkbox", { name: "Follow" });
+    const el = screen.getByTestId("event-log");
+    let top = 800;
+    let height = 1000;
+    Object.defineProperty(el, "scrollTop", { configurable: true, get: () => top, set: (v: number) => (top = v) });
+    Object.defineProperty(el, "scrollHeight", { configurable: true, get: () => height });
+    Object.defineProperty(el, "clientHeight", { configurable: true, get: () => 200 });
+    fireEvent.scroll(el);
+    // Rows measured shorter than estimated: the browser pulls the view up
+    // to the new bottom. Still at the bottom, it still follows.
+    height = 900;
+    top = 700;
+    fireEvent.scroll(el);
+    expect(follow).toBeChecked();
+    top = 300;
+    fireEvent.scroll(el);
+    expect(follow).not.toBeChecked();
+    expect(el).toHaveAttribute("aria-live", "off");
+  });
 });

@@ -16,6 +16,7 @@ import { StatusBadge } from "./Badges";
 export function EventLogView({ log, announce = true }: { log: JobLogView; announce?: boolean }) {
   const parent = useRef<HTMLDivElement>(null);
   const [follow, setFollow] = useState(true);
+  const lastTop = useRef(0);
   const v = useVirtualizer({
     count: log.items.length,
     getScrollElement: () => parent.current,
@@ -38,7 +39,7 @@ export function EventLogView({ log, announce = true }: { log: JobLogView; announ
         <span>{log.count} events</span>
         {log.gaps > 0 && <span className="text-amber-700 dark:text-amber-300">{log.gaps} gap(s)</span>}
         <label className="ml-auto flex items-center gap-1">
-          <input type="checkbox" checked={follow} onChange={(e) => setFollow(e.target.checked)} />
+          <input type="checkbox" data-testid="log-follow" checked={follow} onChange={(e) => setFollow(e.target.checked)} />
           Follow
         </label>
       </div>
@@ -64,6 +65,17 @@ export function EventLogView({ log, announce = true }: { log: JobLogView; announ
         // Scrolling up with the keyboard stops following too: only the
         // wheel did, and each new event took a keyboard user reading
         // back (↑, Page Up, Home) to the bottom again.
+        // So does any other way up: a touch swipe (a phone) or a drag of
+        // the scrollbar sends no wheel event and no key, and each new
+        // event took the reader back to the bottom. A move up that leaves
+        // the view at the bottom (rows measured shorter than estimated,
+        // the browser pulling the view to the new end) is not the user's.
+        onScroll={(e) => {
+          const el = e.currentTarget;
+          const up = el.scrollTop < lastTop.current;
+          lastTop.current = el.scrollTop;
+          if (up && el.scrollHeight - el.clientHeight - el.scrollTop > 40) setFollow(false);
+        }}
         onKeyDown={(e) => {
           if (e.key === "ArrowUp" || e.key === "PageUp" || e.key === "Home" || (e.key === " " && e.shiftKey)) setFollow(false);
         }}
