@@ -296,4 +296,40 @@ describe("TaskDetail", () => {
     expect(screen.getByTestId("answer-input")).toHaveValue("Blue, I think");
     act(() => focusManager.setFocused(undefined));
   });
+
+  it("sends a comment once when Comment is pressed twice, and keeps the focus on it", async () => {
+    // Comment had no busy state: a double click (or Enter twice) while the
+    // first was on its way posted the comment twice.
+    const posts: string[] = [];
+    let release = () => {};
+    const held = new Promise<void>((r) => (release = r));
+    const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const req = toRequest(input, init);
+      const url = new URL(req.url);
+      if (url.pathname === "/api/v1/tasks/5") return task5("running");
+      if (url.pathname === "/api/v1/jobs/9/events") return sse(["retry: 1\n\n"]);
+      if (url.pathname === "/api/v1/tasks/5/deliverables") return json({ files: [] });
+      if (url.pathname === "/api/v1/jobs") return json({ jobs: [] });
+      if (req.method === "POST" && url.pathname === "/api/v1/tasks/5/comments") {
+        posts.push(await req.text());
+        await held;
+        return json({ comment: { id: 2, task_id: 5, author_kind: "user", body: "Looks good.", created_at: t0 }, resumed_jobs: [] }, 201);
+      }
+      return json({});
+    }) as typeof fetch;
+    renderTask5(f);
+    const user = userEvent.setup();
+    await user.type(await screen.findByLabelText("Add a comment"), "Looks good.");
+    const send = screen.getByRole("button", { name: "Comment" });
+    send.focus();
+    await user.keyboard("{Enter}");
+    await waitFor(() => expect(posts).toHaveLength(1));
+    await user.keyboard("{Enter}");
+    await user.click(send);
+    expect(posts).toHaveLength(1);
+    expect(document.activeElement).toBe(send);
+    release();
+    await waitFor(() => expect(screen.getByLabelText("Add a comment")).toHaveValue(""));
+    expect(posts).toHaveLength(1);
+  });
 });

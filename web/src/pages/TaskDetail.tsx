@@ -273,6 +273,10 @@ function SubtaskTree({ jobs }: { jobs: Job[] }) {
 function Comments({ comments, onSend }: { comments: Comment[]; onSend: (body: string) => Promise<void> }) {
   const [body, setBody] = useState("");
   const [error, setError] = useState<string | null>(null);
+  // Busy while it sends, as the answer's button: a second press (a double
+  // click, Enter twice) posted the comment twice. aria-disabled, not
+  // disabled, so that the focus stays on it.
+  const [busy, setBusy] = useState(false);
   return (
     <div className="space-y-2">
       <ul className="space-y-2">
@@ -291,13 +295,16 @@ function Comments({ comments, onSend }: { comments: Comment[]; onSend: (body: st
         className="space-y-2"
         onSubmit={async (e) => {
           e.preventDefault();
-          if (!body.trim()) return;
+          if (!body.trim() || busy) return;
+          setBusy(true);
           try {
             await onSend(body);
             setBody("");
             setError(null);
           } catch (err) {
             setError(err instanceof Error ? err.message : String(err));
+          } finally {
+            setBusy(false);
           }
         }}
       >
@@ -309,8 +316,8 @@ function Comments({ comments, onSend }: { comments: Comment[]; onSend: (body: st
           onChange={setBody}
           after={error && <Alert testId="comment-error">{error}</Alert>}
         />
-        <button type="submit" className="btn">
-          Comment
+        <button type="submit" className="btn" data-testid="comment-submit" aria-disabled={busy || undefined}>
+          {busy ? "Sending…" : "Comment"}
         </button>
       </form>
     </div>
