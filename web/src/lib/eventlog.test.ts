@@ -164,6 +164,21 @@ describe("LogModel", () => {
     expect(m.totalCost).toBe(0.75);
   });
 
+  it("says why a tool call failed with the output's last line, not the generic code 'failed' again", () => {
+    // A Bash call of a non-zero exit ended with error_code "failed": the
+    // row said "✗ failed failed".
+    const m = new LogModel();
+    for (const e of [
+      ev(1, "protocol", { type: "tool_call", call_id: "c1", tool: "Bash", args: { command: "cat nope" } }),
+      ev(2, "protocol", { type: "tool_output", call_id: "c1", content: "cat: nope: No such file or directory\nexit code 1\n" }),
+      ev(3, "protocol", { type: "tool_end", call_id: "c1", success: false, error_code: "failed" }),
+      ev(4, "protocol", { type: "tool_call", call_id: "c2", tool: "Bash", args: { command: "true" } }),
+      ev(5, "protocol", { type: "tool_end", call_id: "c2", success: false, error_code: "failed" }),
+    ])
+      m.add(e);
+    expect(m.items.map((i) => i.kind === "tool" && i.error)).toEqual(["exit code 1", "failed"]);
+  });
+
   it("says what each event means: errors, the engine's events, why a job was requeued", () => {
     const m = new LogModel();
     const events: JobEvent[] = [
