@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { fireEvent, render, screen } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
-import { EventLogView } from "./EventLog";
+import { EventLogView, LogItem } from "./EventLog";
 import type { JobLogView } from "../lib/useJobLog";
 
 const log: JobLogView = { items: [], movements: [], totalCost: 0, executor: undefined, model: undefined, count: 0, lastId: 0, gaps: 0, dupes: 0, connected: true, ended: undefined };
@@ -53,5 +53,22 @@ describe("EventLogView", () => {
     fireEvent.scroll(el);
     expect(follow).not.toBeChecked();
     expect(el).toHaveAttribute("aria-live", "off");
+  });
+
+  it("frames a result in green only when it is a success", () => {
+    const items = [
+      { kind: "result" as const, id: 1, status: "success", result: "Done." },
+      { kind: "result" as const, id: 2, status: "aborted", result: "I cannot go on." },
+    ];
+    render(
+      <>
+        {items.map((it) => (
+          <LogItem key={it.id} item={it} />
+        ))}
+      </>,
+    );
+    const shown = screen.getAllByTestId("event-item");
+    expect(shown.map((e) => e.className.includes("emerald"))).toEqual([true, false]);
+    expect(shown[1]?.className).toContain("border-red-300");
   });
 });

@@ -106,7 +106,7 @@ export function EventLogView({ log, announce = true }: { log: JobLogView; announ
   );
 }
 
-const LogItem = memo(function LogItem({ item }: { item: Item }) {
+export const LogItem = memo(function LogItem({ item }: { item: Item }) {
   const common = { "data-testid": "event-item", "data-id": item.id, "data-kind": item.kind };
   switch (item.kind) {
     case "text":
@@ -180,7 +180,19 @@ const LogItem = memo(function LogItem({ item }: { item: Item }) {
       );
     case "result":
       return (
-        <div {...common} className="rounded border border-emerald-300 p-2 dark:border-emerald-700">
+        // Green only for success: an aborted run's result ("I cannot go
+        // on") had the success's green frame.
+        <div
+          {...common}
+          data-status={item.status}
+          className={`rounded border p-2 ${
+            item.status === "success"
+              ? "border-emerald-300 dark:border-emerald-700"
+              : item.status === "needs_user_input"
+                ? "border-amber-400 dark:border-amber-600"
+                : "border-red-300 dark:border-red-700"
+          }`}
+        >
           <p className="text-xs font-semibold">Result ({item.status})</p>
           <Markdown text={item.result} />
         </div>
