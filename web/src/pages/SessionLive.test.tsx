@@ -162,6 +162,8 @@ describe("SessionLive with the keyboard", () => {
     // Escape sets the request aside, unanswered, to read the log behind
     // the dialog (it did nothing); "Answer the request" opens it again.
     await user.click(await screen.findByTestId("request-reason"));
+    // The tab says the agent waits (it said "Maestro" on every page).
+    expect(document.title).toBe("Session s1 (waiting for you) · Maestro");
     await user.keyboard("{Escape}");
     expect(screen.queryByTestId("approve")).toBeNull();
     expect(screen.getByTestId("request-dialog")).not.toHaveAttribute("open");

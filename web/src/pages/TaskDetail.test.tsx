@@ -125,6 +125,8 @@ describe("TaskDetail", () => {
     expect(screen.getAllByTestId("movement")).toHaveLength(1);
     expect(await screen.findByTestId("subtask-row")).toHaveTextContent("task #6");
 
+    // The tab says which task and that it waits.
+    expect(document.title).toBe("#5 Paint the fence (waiting for you) · Maestro");
     const panel = screen.getByTestId("question-panel");
     expect(within(panel).getByTestId("question-text")).toHaveTextContent("Which colour?");
     await userEvent.type(within(panel).getByTestId("answer-input"), "Blue.");

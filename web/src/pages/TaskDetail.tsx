@@ -6,7 +6,8 @@ import { ApiError, unwrap } from "../api/client";
 import { finishedStates, type Comment, type Job } from "../api/types";
 import { useJobLog } from "../lib/useJobLog";
 import { executorOf, useServerInfo } from "../lib/queries";
-import { formatCost } from "../lib/format";
+import { formatCost, stateLabel } from "../lib/format";
+import { useTitle } from "../lib/title";
 import { ExecutorBadge, StatusBadge } from "../components/Badges";
 import { EventLogView } from "../components/EventLog";
 import { QuestionPanel } from "../components/QuestionPanel";
@@ -85,6 +86,11 @@ export default function TaskDetail() {
     const a = document.activeElement;
     if (!a || a === document.body || !a.isConnected) document.querySelector<HTMLElement>('[data-testid="event-log"]')?.focus();
   }, [asking]);
+
+  // The tab says which task and its state: "waiting for you" shows in the
+  // tab strip while the user is in another tab.
+  const tabState = job?.state ?? task.data?.task.job_state;
+  useTitle(task.data ? `#${task.data.task.id} ${task.data.task.title} (${stateLabel(tabState)})` : undefined);
 
   if (!Number.isSafeInteger(taskId) || taskId <= 0)
     return <TaskMissing id={id ?? ""}>{`${id ?? ""} is not a task id: a task's address is /tasks/ and its number.`}</TaskMissing>;
