@@ -114,6 +114,50 @@ describe("follow", () => {
     expect(connected).toEqual([true, false, true, false, true, false]);
   });
 
+  // The server writes a keepalive every 15 s. A connection that went
+  // silent (a network that dropped without a reset: a laptop asleep, a
+  // proxy, a VPN) showed "● live" for ever, the log frozen.
+  it("reconnects when the stream goes silent past its keepalives", async () => {
+    const sent: (string | null)[] = [];
+    const connected: boolean[] = [];
+    let n = 0;
+    const fakeFetch = async (_url: string, init: RequestInit) => {
+      sent.push(new Headers(init.headers).get("Last-Event-ID"));
+      n++;
+      // First: one event, then silence, the connection open, until the
+      // reader gives it up.
+      if (n === 1)
+        return new Response(
+          new ReadableStream<Uint8Array>({
+            start(ctl) {
+              ctl.enqueue(new TextEncoder().encode(frame(1)));
+              init.signal?.addEventListener("abort", () => ctl.error(new DOMException("aborted", "AbortError")));
+            },
+          }),
+          { status: 200 },
+        );
+      return new Response(streamOf([frame(2), 'event: end\ndata: {"state":"succeeded","last_seq":2}\n\n']), { status: 200 });
+    };
+    const log = new EventLog();
+    const model = new LogModel();
+    const result = await follow({
+      url: "http://maestro.test/api/v1/jobs/7/events",
+      fetch: fakeFetch as typeof fetch,
+      headers: () => ({}),
+      cursor: () => log.lastId,
+      onMessages: (msgs) => void applyMessages(log, model, msgs),
+      onConnected: (c) => connected.push(c),
+      onUnauthorized: () => undefined,
+      signal: new AbortController().signal,
+      wait: async () => undefined,
+      idleMs: 20,
+    });
+    expect(result).toBe("end");
+    expect(sent).toEqual([null, "1"]);
+    expect(log.events.map((e) => e.seq)).toEqual([1, 2]);
+    expect(connected).toEqual([true, false, true, false]);
+  }, 2000);
+
   it("stops on 401 and reports it", async () => {
     let unauthorized = 0;
     const r = await follow({
