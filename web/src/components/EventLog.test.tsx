@@ -71,4 +71,11 @@ describe("EventLogView", () => {
     expect(shown.map((e) => e.className.includes("emerald"))).toEqual([true, false]);
     expect(shown[1]?.className).toContain("border-red-300");
   });
+
+  it("says connecting before the first event, reconnecting once one came", () => {
+    const { rerender } = render(<EventLogView log={{ ...log, connected: false }} />);
+    expect(screen.getByTestId("event-log-state")).toHaveTextContent("○ connecting…");
+    rerender(<EventLogView log={{ ...log, connected: false, lastId: 3, count: 3 }} />);
+    expect(screen.getByTestId("event-log-state")).toHaveTextContent("○ reconnecting…");
+  });
 });

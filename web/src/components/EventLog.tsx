@@ -34,7 +34,9 @@ export function EventLogView({ log, announce = true }: { log: JobLogView; announ
     <div>
       <div className="mb-1 flex flex-wrap items-center gap-3 text-xs text-slate-600 dark:text-slate-400">
         <span aria-live={announce ? "polite" : undefined} data-testid="event-log-state">
-          {log.connected ? "● live" : log.ended ? `ended: ${log.ended.state}` : "○ reconnecting…"}
+          {/* Before the first event it connects: "reconnecting…" on
+              opening a page said a connection had dropped. */}
+          {log.connected ? "● live" : log.ended ? `ended: ${log.ended.state}` : log.lastId > 0 ? "○ reconnecting…" : "○ connecting…"}
         </span>
         <span>{log.count} events</span>
         {log.gaps > 0 && <span className="text-amber-700 dark:text-amber-300">{log.gaps} gap(s)</span>}
