@@ -97,7 +97,9 @@ export default function SessionLive() {
           {linkLabel[view.link]}
         </span>
         <span data-testid="lease-state">
-          {view.controller
+          {view.link === "ended"
+            ? "this session has ended: its log stays here, and Live sessions starts another"
+            : view.controller
             ? `you control this session (lease until ${view.sub?.lease_expires_at ? new Date(view.sub.lease_expires_at).toLocaleTimeString() : "—"}, renewed while attached)`
             : role === "viewer"
               ? "viewer: you watch, you cannot send"
