@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"net"
 	"testing"
 	"time"
 )
@@ -71,4 +72,54 @@ func TestTaskPageServerDown(t *testing.T) {
 	if v := eval[string](tb, "the comment box", `document.querySelector("#comment-input").value`); v != "a note for later" {
 		t.Errorf("the comment being written is %q after the server came back, want %q", v, "a note for later")
 	}
+}
+
+// TestServeRestart: maestro serve is stopped (SIGTERM) while a task runs
+// in one tab and a live session is open in another, and started again on
+// the same address and store. While it is down the task's page keeps the
+// task under "The server does not answer" and its log reconnects; once it
+// is back the error goes and the log follows the job again. The session
+// ended with its serve: its page says so with the server's reason and
+// closes the prompt box (it said "○ reconnecting…" for ever, the prompt
+// open, "you control this session").
+func TestServeRestart(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	home := t.TempDir()
+	args := []string{"--workers", "1", "--listen", addr}
+	s := startServeIn(t, home, nil, args...)
+	task := newTab(t, s.url)
+	newTask(task, "Tick until cancelled", "", tickScenario)
+	task.waitFor("the tool call runs", q("tool-call", `[data-tool="Bash"]`), 2*time.Minute)
+	session := newTab(t, s.url)
+	session.open("/sessions", "new-session-form")
+	session.click("create-session")
+	session.wait("the session page, controlling", q("session-state", `[data-link="live"][data-controller="true"]`))
+
+	s.stop()
+	task.wait("the task's page says the server does not answer", q("task-unreachable")+`?.textContent.includes("The server does not answer")`)
+	task.wait("its log reconnects", q("event-log-state")+`?.textContent.includes("reconnecting")`)
+	if !eval[bool](task, "the task shown", `!!`+q("task-title")+`?.textContent.includes("Tick until cancelled")`) {
+		t.Error("with serve stopped, the task's page lost the task")
+	}
+	task.shots("serve-stopped", "task-unreachable")
+
+	startServeIn(t, home, nil, args...)
+	task.wait("the error goes", `!`+q("task-unreachable"))
+	task.wait("the log follows the job again", `!`+q("event-log-state")+`.textContent.includes("connecting")`)
+	session.wait("the session says it ended", q("session-state", `[data-link="ended"]`))
+	for what, expr := range map[string]string{
+		"the server's reason": q("session-error") + `?.textContent.includes("ended")`,
+		"the prompt closed":   q("prompt") + `?.disabled`,
+		"no lease claimed":    `!` + q("lease-state") + `.textContent.includes("you control")`,
+	} {
+		if !eval[bool](session, what, `!!(`+expr+`)`) {
+			t.Errorf("the session's page, its serve restarted: not %s", what)
+		}
+	}
+	session.shots("session-ended", "session-state")
 }
