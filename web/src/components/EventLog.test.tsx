@@ -78,4 +78,15 @@ describe("EventLogView", () => {
     rerender(<EventLogView log={{ ...log, connected: false, lastId: 3, count: 3 }} />);
     expect(screen.getByTestId("event-log-state")).toHaveTextContent("○ reconnecting…");
   });
+
+  it("stops following when a row in the log takes the focus, not when the log itself does", () => {
+    render(<EventLogView log={log} />);
+    const follow = screen.getByRole("checkbox", { name: "Follow" });
+    const el = screen.getByTestId("event-log");
+    fireEvent.focusIn(el);
+    expect(follow).toBeChecked();
+    // The rows' box (jsdom draws no row: no layout), standing for a row.
+    fireEvent.focusIn(el.firstElementChild!);
+    expect(follow).not.toBeChecked();
+  });
 });

@@ -78,6 +78,13 @@ export function EventLogView({ log, announce = true }: { log: JobLogView; announ
           lastTop.current = el.scrollTop;
           if (up && el.scrollHeight - el.clientHeight - el.scrollTop > 40) setFollow(false);
         }}
+        // A row taking the focus (Tab to a tool call's summary) stops
+        // following: the log went on to its end and the focused row, out
+        // of view, left the DOM (only rows in view are drawn), the focus
+        // with it, on <body>.
+        onFocus={(e) => {
+          if (e.target !== e.currentTarget) setFollow(false);
+        }}
         onKeyDown={(e) => {
           if (e.key === "ArrowUp" || e.key === "PageUp" || e.key === "Home" || (e.key === " " && e.shiftKey)) setFollow(false);
         }}
