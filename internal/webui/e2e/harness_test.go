@@ -45,6 +45,7 @@ const (
 type server struct {
 	url, home, token string
 	stderr           *proctest.Buffer
+	stop             func() // SIGTERM, exit 0 expected (also at cleanup)
 }
 
 // startServe runs `maestro serve` on a free loopback port on replay (no
@@ -69,7 +70,7 @@ func startServeIn(t *testing.T, home string, env []string, args ...string) *serv
 	// stopped at cleanup before the context ends.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), serveLife)
 	t.Cleanup(cancel)
-	s.url, s.stderr, _ = proctest.StartServe(ctx, t, binary, append(proctest.NoModelEnv(home), env...), append([]string{"--data-dir", home}, args...)...)
+	s.url, s.stderr, s.stop = proctest.StartServe(ctx, t, binary, append(proctest.NoModelEnv(home), env...), append([]string{"--data-dir", home}, args...)...)
 	// On failure, what serve said (registered after StartServe, so it runs
 	// before serve is stopped).
 	t.Cleanup(func() {

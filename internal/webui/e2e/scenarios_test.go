@@ -507,6 +507,11 @@ func TestLongLogScrolls(t *testing.T) {
 		return n;
 	})()`, 4*time.Minute)
 	})
+	// The scroll went up (as a drag of the scrollbar or a touch swipe
+	// does: no wheel event, no key): the log no longer follows its end.
+	if eval[bool](tb, "Follow", `!!`+q("log-follow")+`?.checked`) {
+		t.Error("the log still follows its end after it was scrolled up (a scrollbar's drag, a swipe)")
+	}
 	long := eval[[]float64](tb, "long tasks", `window.__maestro.longTasks`)
 	worst := 0.0
 	for _, d := range long {

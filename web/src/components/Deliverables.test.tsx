@@ -1,9 +1,10 @@
 import { useState } from "react";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { render, screen, within, waitFor } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { CSVTable, cutShort, Deliverables, previewKind } from "./Deliverables";
 import { parseCSV } from "../lib/csv";
+import { clearToken, setToken } from "../api/auth";
 import { base, json, Wrap } from "../test/helpers";
 
 describe("parseCSV", () => {
@@ -119,6 +120,36 @@ describe("Deliverables list", () => {
     expect(screen.queryByTestId("deliverable-row")).toBeNull();
     release();
     expect(await screen.findByText("No deliverables yet.")).toBeInTheDocument();
+  });
+});
+
+describe("Deliverables download", () => {
+  afterEach(clearToken);
+  // With a token the file is fetched and handed over as a blob: a download
+  // the server refused (the file gone, a 500) or that got no answer did
+  // nothing at all, the button pressed and no word why.
+  it("says why a download failed", async () => {
+    setToken("secret", false);
+    let down = false;
+    const f = (async (req: Request) => {
+      const path = new URL(req.url).pathname;
+      if (down) throw new TypeError("Failed to fetch");
+      if (path === "/api/v1/tasks/4/deliverables") return json({ files: [{ path: "report.md", size: 3, modified: "2026-11-26T12:00:00Z" }] });
+      return json({ error: "deliverable report.md: not found" }, 404);
+    }) as typeof fetch;
+    render(
+      <Wrap fetch={f}>
+        <Deliverables taskId={4} refreshKey="x" />
+      </Wrap>,
+    );
+    const user = userEvent.setup();
+    await user.click(await screen.findByTestId("deliverable-download"));
+    expect(await screen.findByTestId("deliverable-error")).toHaveTextContent("report.md could not be downloaded: deliverable report.md: not found");
+    down = true;
+    await user.click(screen.getByTestId("deliverable-download"));
+    await waitFor(() => expect(screen.getByTestId("deliverable-error")).toHaveTextContent("report.md could not be downloaded: The server does not answer"));
+    // The list stays: its files are still there to try again.
+    expect(screen.getByTestId("deliverable-row")).toHaveAttribute("data-path", "report.md");
   });
 });
 

@@ -1,11 +1,12 @@
 import { useEffect, useState } from "react";
 import { useQuery } from "@tanstack/react-query";
 import { useApi } from "../api/context";
-import { unwrap } from "../api/client";
+import { rawJSON, unwrap } from "../api/client";
 import { getToken } from "../api/auth";
 import { formatBytes } from "../lib/format";
 import { parseCSV } from "../lib/csv";
 import { Markdown } from "./Markdown";
+import { Alert } from "./Field";
 
 const previewLimit = 1 << 20; // bytes fetched for a text preview
 
@@ -49,10 +50,19 @@ export function Deliverables({ taskId, refreshKey }: { taskId: number; refreshKe
 
   // With a token the browser cannot send it on a plain link: fetch the file
   // and hand it over as a blob.
+  // A download refused or unanswered says why: it did nothing at all.
+  const [downloadError, setDownloadError] = useState<string | null>(null);
   async function download(path: string) {
-    const res = await api.raw(deliverableURL(taskId, path));
-    if (!res.ok) return;
-    const url = URL.createObjectURL(await res.blob());
+    setDownloadError(null);
+    let url: string;
+    try {
+      const res = await api.raw(deliverableURL(taskId, path));
+      if (!res.ok) await rawJSON(res);
+      url = URL.createObjectURL(await res.blob());
+    } catch (err) {
+      setDownloadError(`${path} could not be downloaded: ${err instanceof Error ? err.message : String(err)}`);
+      return;
+    }
     const a = document.createElement("a");
     a.href = url;
     a.download = path.split("/").pop() ?? "file";
@@ -61,10 +71,14 @@ export function Deliverables({ taskId, refreshKey }: { taskId: number; refreshKe
   }
 
   if (list.isPending) return <p className="text-sm">Loading deliverables…</p>;
-  if (list.error) return <p className="error">{list.error.message}</p>;
+  // A list shown stays when a later fetch fails (the server stopped): its
+  // files are still there, and the error shows above them.
+  if (list.error && !list.data) return <p className="error">{list.error.message}</p>;
   const files = list.data.files;
   return (
     <div className="space-y-2">
+      {list.error && <p className="error">{list.error.message}</p>}
+      {downloadError && <Alert testId="deliverable-error">{downloadError}</Alert>}
       {files.length === 0 && <p className="text-sm text-slate-600 dark:text-slate-400">No deliverables yet.</p>}
       <ul className="divide-y divide-slate-200 dark:divide-slate-800">
         {files.map((f) => (

@@ -16,6 +16,7 @@ import { StatusBadge } from "./Badges";
 export function EventLogView({ log, announce = true }: { log: JobLogView; announce?: boolean }) {
   const parent = useRef<HTMLDivElement>(null);
   const [follow, setFollow] = useState(true);
+  const lastTop = useRef(0);
   const v = useVirtualizer({
     count: log.items.length,
     getScrollElement: () => parent.current,
@@ -33,12 +34,14 @@ export function EventLogView({ log, announce = true }: { log: JobLogView; announ
     <div>
       <div className="mb-1 flex flex-wrap items-center gap-3 text-xs text-slate-600 dark:text-slate-400">
         <span aria-live={announce ? "polite" : undefined} data-testid="event-log-state">
-          {log.connected ? "● live" : log.ended ? `ended: ${log.ended.state}` : "○ reconnecting…"}
+          {/* Before the first event it connects: "reconnecting…" on
+              opening a page said a connection had dropped. */}
+          {log.connected ? "● live" : log.ended ? `ended: ${log.ended.state}` : log.lastId > 0 ? "○ reconnecting…" : "○ connecting…"}
         </span>
         <span>{log.count} events</span>
         {log.gaps > 0 && <span className="text-amber-700 dark:text-amber-300">{log.gaps} gap(s)</span>}
         <label className="ml-auto flex items-center gap-1">
-          <input type="checkbox" checked={follow} onChange={(e) => setFollow(e.target.checked)} />
+          <input type="checkbox" data-testid="log-follow" checked={follow} onChange={(e) => setFollow(e.target.checked)} />
           Follow
         </label>
       </div>
@@ -64,6 +67,24 @@ export function EventLogView({ log, announce = true }: { log: JobLogView; announ
         // Scrolling up with the keyboard stops following too: only the
         // wheel did, and each new event took a keyboard user reading
         // back (↑, Page Up, Home) to the bottom again.
+        // So does any other way up: a touch swipe (a phone) or a drag of
+        // the scrollbar sends no wheel event and no key, and each new
+        // event took the reader back to the bottom. A move up that leaves
+        // the view at the bottom (rows measured shorter than estimated,
+        // the browser pulling the view to the new end) is not the user's.
+        onScroll={(e) => {
+          const el = e.currentTarget;
+          const up = el.scrollTop < lastTop.current;
+          lastTop.current = el.scrollTop;
+          if (up && el.scrollHeight - el.clientHeight - el.scrollTop > 40) setFollow(false);
+        }}
+        // A row taking the focus (Tab to a tool call's summary) stops
+        // following: the log went on to its end and the focused row, out
+        // of view, left the DOM (only rows in view are drawn), the focus
+        // with it, on <body>.
+        onFocus={(e) => {
+          if (e.target !== e.currentTarget) setFollow(false);
+        }}
         onKeyDown={(e) => {
           if (e.key === "ArrowUp" || e.key === "PageUp" || e.key === "Home" || (e.key === " " && e.shiftKey)) setFollow(false);
         }}
@@ -94,7 +115,7 @@ export function EventLogView({ log, announce = true }: { log: JobLogView; announ
   );
 }
 
-const LogItem = memo(function LogItem({ item }: { item: Item }) {
+export const LogItem = memo(function LogItem({ item }: { item: Item }) {
   const common = { "data-testid": "event-item", "data-id": item.id, "data-kind": item.kind };
   switch (item.kind) {
     case "text":
@@ -168,7 +189,19 @@ const LogItem = memo(function LogItem({ item }: { item: Item }) {
       );
     case "result":
       return (
-        <div {...common} className="rounded border border-emerald-300 p-2 dark:border-emerald-700">
+        // Green only for success: an aborted run's result ("I cannot go
+        // on") had the success's green frame.
+        <div
+          {...common}
+          data-status={item.status}
+          className={`rounded border p-2 ${
+            item.status === "success"
+              ? "border-emerald-300 dark:border-emerald-700"
+              : item.status === "needs_user_input"
+                ? "border-amber-400 dark:border-amber-600"
+                : "border-red-300 dark:border-red-700"
+          }`}
+        >
           <p className="text-xs font-semibold">Result ({item.status})</p>
           <Markdown text={item.result} />
         </div>

@@ -114,6 +114,50 @@ describe("follow", () => {
     expect(connected).toEqual([true, false, true, false, true, false]);
   });
 
+  // The server writes a keepalive every 15 s. A connection that went
+  // silent (a network that dropped without a reset: a laptop asleep, a
+  // proxy, a VPN) showed "● live" for ever, the log frozen.
+  it("reconnects when the stream goes silent past its keepalives", async () => {
+    const sent: (string | null)[] = [];
+    const connected: boolean[] = [];
+    let n = 0;
+    const fakeFetch = async (_url: string, init: RequestInit) => {
+      sent.push(new Headers(init.headers).get("Last-Event-ID"));
+      n++;
+      // First: one event, then silence, the connection open, until the
+      // reader gives it up.
+      if (n === 1)
+        return new Response(
+          new ReadableStream<Uint8Array>({
+            start(ctl) {
+              ctl.enqueue(new TextEncoder().encode(frame(1)));
+              init.signal?.addEventListener("abort", () => ctl.error(new DOMException("aborted", "AbortError")));
+            },
+          }),
+          { status: 200 },
+        );
+      return new Response(streamOf([frame(2), 'event: end\ndata: {"state":"succeeded","last_seq":2}\n\n']), { status: 200 });
+    };
+    const log = new EventLog();
+    const model = new LogModel();
+    const result = await follow({
+      url: "http://maestro.test/api/v1/jobs/7/events",
+      fetch: fakeFetch as typeof fetch,
+      headers: () => ({}),
+      cursor: () => log.lastId,
+      onMessages: (msgs) => void applyMessages(log, model, msgs),
+      onConnected: (c) => connected.push(c),
+      onUnauthorized: () => undefined,
+      signal: new AbortController().signal,
+      wait: async () => undefined,
+      idleMs: 20,
+    });
+    expect(result).toBe("end");
+    expect(sent).toEqual([null, "1"]);
+    expect(log.events.map((e) => e.seq)).toEqual([1, 2]);
+    expect(connected).toEqual([true, false, true, false]);
+  }, 2000);
+
   it("stops on 401 and reports it", async () => {
     let unauthorized = 0;
     const r = await follow({
@@ -162,6 +206,21 @@ describe("LogModel", () => {
       ["verify", 1, 0.5, 0, 0],
     ]);
     expect(m.totalCost).toBe(0.75);
+  });
+
+  it("says why a tool call failed with the output's last line, not the generic code 'failed' again", () => {
+    // A Bash call of a non-zero exit ended with error_code "failed": the
+    // row said "✗ failed failed".
+    const m = new LogModel();
+    for (const e of [
+      ev(1, "protocol", { type: "tool_call", call_id: "c1", tool: "Bash", args: { command: "cat nope" } }),
+      ev(2, "protocol", { type: "tool_output", call_id: "c1", content: "cat: nope: No such file or directory\nexit code 1\n" }),
+      ev(3, "protocol", { type: "tool_end", call_id: "c1", success: false, error_code: "failed" }),
+      ev(4, "protocol", { type: "tool_call", call_id: "c2", tool: "Bash", args: { command: "true" } }),
+      ev(5, "protocol", { type: "tool_end", call_id: "c2", success: false, error_code: "failed" }),
+    ])
+      m.add(e);
+    expect(m.items.map((i) => i.kind === "tool" && i.error)).toEqual(["exit code 1", "failed"]);
   });
 
   it("says what each event means: errors, the engine's events, why a job was requeued", () => {

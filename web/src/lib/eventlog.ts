@@ -241,7 +241,11 @@ export class LogModel {
             const m = this.movement();
             if (m) m.failed++;
           }
-          const reason = str(d.error) || str(d.error_code) || (ok ? undefined : lastLine(it.output));
+          // The generic code "failed" (any other failure: a non-zero exit)
+          // only repeated the status: "✗ failed failed". The output's last
+          // line says more ("exit code 1"); a specific code stays.
+          const code = str(d.error_code) === "failed" ? "" : str(d.error_code);
+          const reason = str(d.error) || code || (ok ? undefined : (lastLine(it.output) ?? str(d.error_code))) || undefined;
           this.replace(at, { ...it, status: ok ? "succeeded" : "failed", error: ok ? undefined : reason });
         }
         return;

@@ -4,7 +4,7 @@
 // SSE parser as the job log; each frame's data is one envelope: snapshot,
 // message (with its cursor), heartbeat or reset.
 import type { Api } from "../api/client";
-import { ApiError } from "../api/client";
+import { ApiError, reach } from "../api/client";
 import type { JobEvent } from "../api/types";
 import { authHeaders } from "../api/auth";
 import { LogModel, type Item } from "./eventlog";
@@ -71,7 +71,10 @@ export async function headless<T>(
   const url = new URL(path, api.opts.baseUrl || window.location.origin);
   const h: Record<string, string> = { ...headers, ...authHeaders(api.opts.getToken()) };
   if (body !== undefined) h["Content-Type"] = "application/json";
-  const res = await f(
+  // reach: no answer at all says so in words (The server does not answer:
+  // is maestro serve running?), not the browser's bare "Failed to fetch".
+  const res = await reach(
+    f,
     new Request(url, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) }),
   );
   if (res.status === 401) api.opts.onUnauthorized();
@@ -97,7 +100,8 @@ export async function uploadAttachment(api: Api, sessionId: string, subscription
   const f = api.opts.fetch ?? fetch;
   const url = new URL(`/api/headless/sessions/${encodeURIComponent(sessionId)}/attachments`, api.opts.baseUrl || window.location.origin);
   url.searchParams.set("name", file.name);
-  const res = await f(
+  const res = await reach(
+    f,
     new Request(url, {
       method: "POST",
       headers: {

@@ -78,6 +78,9 @@ export interface FollowOptions {
   signal: AbortSignal;
   // wait is the pause before a reconnect (tests pass one that resolves at once).
   wait?: (ms: number, signal: AbortSignal) => Promise<void>;
+  // idleMs is how long a connection may stay silent before it is given up
+  // and made again (default 45 s: three of the server's 15 s keepalives).
+  idleMs?: number;
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
@@ -99,13 +102,26 @@ export async function follow(o: FollowOptions): Promise<"end" | "aborted" | "una
   const wait = o.wait ?? sleep;
   let retry = 2000;
   let failures = 0;
+  const idle = o.idleMs ?? 45_000;
   while (!o.signal.aborted) {
     let ended = false;
+    // A connection that goes silent past the keepalives is given up: a
+    // network that dropped without a reset (a laptop asleep, a proxy)
+    // left the log "● live" and frozen for ever.
+    const conn = new AbortController();
+    const stop = () => conn.abort();
+    o.signal.addEventListener("abort", stop);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const arm = () => {
+      clearTimeout(timer);
+      timer = setTimeout(stop, idle);
+    };
     try {
       const headers: Record<string, string> = { Accept: "text/event-stream", ...o.headers() };
       const cur = o.cursor();
       if (cur > 0) headers["Last-Event-ID"] = String(cur);
-      const res = await f(o.url, { headers, signal: o.signal, cache: "no-store" });
+      arm();
+      const res = await f(o.url, { headers, signal: conn.signal, cache: "no-store" });
       if (res.status === 401) {
         o.onUnauthorized();
         return "unauthorized";
@@ -118,6 +134,7 @@ export async function follow(o: FollowOptions): Promise<"end" | "aborted" | "una
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
       for (;;) {
         const { value, done } = await reader.read();
+        arm();
         if (done) break;
         const msgs = parser.feed(value);
         if (parser.retry !== undefined) retry = parser.retry;
@@ -133,6 +150,9 @@ export async function follow(o: FollowOptions): Promise<"end" | "aborted" | "una
     } catch {
       if (o.signal.aborted) break;
       failures++;
+    } finally {
+      clearTimeout(timer);
+      o.signal.removeEventListener("abort", stop);
     }
     o.onConnected(false);
     if (ended) return "end";

@@ -101,16 +101,28 @@ export function useLiveSession(sessionId: string, role: Role) {
           rerender();
         });
         if (ac.signal.aborted) break;
-        if (status === 404) {
-          // The session is gone, or our subscription expired: try again.
+        // 404: the session is gone, or our subscription expired; 410: it
+        // ended (its serve stopped: after a restart the stream answered
+        // 410 stale_session, taken for a drop, and the page said
+        // "reconnecting…" for ever, the prompt box open). Ask the session:
+        // gone or ended says so; alive, subscribe again.
+        if (status === 404 || status === 410) {
+          let gone: unknown;
           try {
             await headless(api, "GET", `/api/headless/sessions/${encodeURIComponent(sessionId)}`);
-          } catch {
+          } catch (e) {
+            gone = e;
+          }
+          if (gone === undefined) {
+            if (!(await subscribe(false))) return;
+            continue;
+          }
+          // No answer at all (the server stopped in between) is a drop.
+          if (gone instanceof ApiError && (gone.status === 404 || gone.status === 410)) {
+            setError(gone.message);
             setLink("ended");
             return;
           }
-          if (!(await subscribe(false))) return;
-          continue;
         }
         setLink("reconnecting");
         failures++;
@@ -176,7 +188,8 @@ export function useLiveSession(sessionId: string, role: Role) {
     resets: m.resets,
     usage: m.log.usage,
     snapshot: m.snapshot,
-    controller: sub !== undefined && sub.role === "controller" && m.controllerConnectionId === sub.connection_id,
+    // An ended session has no controller: its lease went with it.
+    controller: link !== "ended" && sub !== undefined && sub.role === "controller" && m.controllerConnectionId === sub.connection_id,
     responding: m.responding,
     utility: utility.current,
   };

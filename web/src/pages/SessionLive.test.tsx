@@ -119,6 +119,35 @@ describe("SessionLive of a session the server does not have", () => {
   });
 });
 
+// maestro serve stopped (which ends its sessions) and started again: the
+// session's stream answers 410 stale_session, which was taken for a drop.
+// The page said "○ reconnecting…" for ever, "you control this session"
+// and kept the prompt box open.
+describe("SessionLive of a session that ended while it was open", () => {
+  it("says it ended, with the server's reason, and closes the prompt box", async () => {
+    const ended = { error: "Headless session s1 ended at 2026-11-28T03:02:47Z: its serve process died", error_type: "invalid_request", code: "stale_session" };
+    let streams = 0;
+    const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const p = new URL(toRequest(input, init).url).pathname;
+      if (p === "/api/v1/agents") return json({ agents: [], invalid: [] });
+      if (p === "/api/headless/sessions/s1/subscribe") return subscribed("replay");
+      if (p === "/api/headless/sessions/s1/events") {
+        streams++;
+        return json(ended, 410);
+      }
+      if (p === "/api/headless/sessions/s1") return json(ended, 410);
+      return json({ success: true });
+    }) as typeof fetch;
+    renderSession1(f);
+    await waitFor(() => expect(screen.getByTestId("session-state")).toHaveAttribute("data-link", "ended"));
+    expect(streams).toBe(1);
+    expect(screen.getByTestId("session-error")).toHaveTextContent("its serve process died");
+    expect(screen.getByTestId("lease-state")).toHaveTextContent("this session has ended");
+    expect(screen.getByTestId("prompt")).toBeDisabled();
+    expect(screen.getByTestId("event-log-state")).toHaveTextContent("ended");
+  });
+});
+
 // The keyboard stays in the prompt box: Send and Interrupt are disabled
 // once they have done their work, and the approval dialog's buttons go
 // when it is answered. Each left the focus on <body>: the next Tab went to
@@ -162,6 +191,8 @@ describe("SessionLive with the keyboard", () => {
     // Escape sets the request aside, unanswered, to read the log behind
     // the dialog (it did nothing); "Answer the request" opens it again.
     await user.click(await screen.findByTestId("request-reason"));
+    // The tab says the agent waits (it said "Maestro" on every page).
+    expect(document.title).toBe("Session s1 (waiting for you) · Maestro");
     await user.keyboard("{Escape}");
     expect(screen.queryByTestId("approve")).toBeNull();
     expect(screen.getByTestId("request-dialog")).not.toHaveAttribute("open");

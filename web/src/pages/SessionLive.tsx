@@ -10,6 +10,7 @@ import { useApi } from "../api/context";
 import { unwrap } from "../api/client";
 import { gates, type AgentCLI } from "../lib/agents";
 import { formatCost } from "../lib/format";
+import { useTitle } from "../lib/title";
 
 type Send = (msg: Record<string, unknown>) => Promise<unknown>;
 
@@ -59,6 +60,9 @@ export default function SessionLive() {
   // before answering. "Answer the request" opens it again.
   const [aside, setAside] = useState<string>();
   const request = pending && pending.requestId !== aside ? pending : undefined;
+  // The tab says which session and when the agent waits for this client
+  // (lib/title.ts).
+  useTitle(`Session ${id.slice(0, 8)}${pending ? " (waiting for you)" : ""}`);
   if (view.link === "ended" && !snap) {
     // The server has no such session (it ended before this page opened:
     // a bookmark, a reload after the server restarted, a mistyped link).
@@ -93,7 +97,9 @@ export default function SessionLive() {
           {linkLabel[view.link]}
         </span>
         <span data-testid="lease-state">
-          {view.controller
+          {view.link === "ended"
+            ? "this session has ended: its log stays here, and Live sessions starts another"
+            : view.controller
             ? `you control this session (lease until ${view.sub?.lease_expires_at ? new Date(view.sub.lease_expires_at).toLocaleTimeString() : "—"}, renewed while attached)`
             : role === "viewer"
               ? "viewer: you watch, you cannot send"

@@ -111,4 +111,14 @@ describe("Sessions", () => {
     expect(start).not.toHaveAttribute("aria-disabled");
     expect(document.activeElement).toBe(start);
   });
+
+  it("does not say there is no session when the server does not answer", async () => {
+    // The list could not be read, and the table said "No live session on
+    // this server." under the error, which a user took for the answer.
+    renderSessions((async () => {
+      throw new TypeError("Failed to fetch");
+    }) as typeof fetch);
+    expect(await screen.findByTestId("sessions-error")).toHaveTextContent("The server does not answer");
+    expect(screen.queryByText("No live session on this server.")).toBeNull();
+  });
 });

@@ -160,7 +160,9 @@ export default function Sessions() {
                 </tr>
               );
             })}
-            {sessions.length === 0 && !list.isLoading && (
+            {/* Not while the list cannot be read: under the error it was
+                taken for the server's answer. */}
+            {sessions.length === 0 && !list.isLoading && !list.error && (
               <tr>
                 <td colSpan={6} className="p-2 text-slate-600 dark:text-slate-400">
                   No live session on this server.

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { render, screen, waitFor, within } from "@testing-library/react";
+import { act, render, screen, waitFor, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
+import { focusManager } from "@tanstack/react-query";
 import { Route, Routes } from "react-router";
 import TaskDetail from "./TaskDetail";
 import { json, toRequest, Wrap } from "../test/helpers";
@@ -124,6 +125,8 @@ describe("TaskDetail", () => {
     expect(screen.getAllByTestId("movement")).toHaveLength(1);
     expect(await screen.findByTestId("subtask-row")).toHaveTextContent("task #6");
 
+    // The tab says which task and that it waits.
+    expect(document.title).toBe("#5 Paint the fence (waiting for you) · Maestro");
     const panel = screen.getByTestId("question-panel");
     expect(within(panel).getByTestId("question-text")).toHaveTextContent("Which colour?");
     await userEvent.type(within(panel).getByTestId("answer-input"), "Blue.");
@@ -257,5 +260,78 @@ describe("TaskDetail", () => {
     await waitFor(() => expect(screen.queryByTestId("question-panel")).toBeNull());
     // Not <body>: the next Tab goes on from the log, not from the top of the window.
     expect(document.activeElement).toBe(screen.getByTestId("event-log"));
+  });
+
+  it("keeps the task, its log and the answer being written while the server does not answer", async () => {
+    // The server stopped mid-task: the task's next poll failed and the whole
+    // page became "Task 5 / The server does not answer… / All tasks", the
+    // title, log and question gone, and the answer and comment being
+    // written lost with them (still lost once the server was back).
+    let down = false;
+    const up = fakeServer([]);
+    const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      if (down) throw new TypeError("Failed to fetch");
+      return up(input, init);
+    }) as typeof fetch;
+    renderTask5(f);
+    const user = userEvent.setup();
+    await user.type(await screen.findByTestId("answer-input"), "Blue, I think");
+    await user.type(screen.getByLabelText("Add a comment"), "a note");
+    down = true;
+    // The page polls the task; a focus of the window asks at once.
+    act(() => {
+      focusManager.setFocused(false);
+      focusManager.setFocused(true);
+    });
+    expect(await screen.findByTestId("task-unreachable")).toHaveTextContent("The server does not answer: is maestro serve running?");
+    expect(screen.queryByTestId("task-missing")).toBeNull();
+    expect(screen.getByTestId("task-title")).toHaveTextContent("Paint the fence");
+    expect(screen.getByTestId("event-log")).toBeInTheDocument();
+    expect(screen.getByTestId("answer-input")).toHaveValue("Blue, I think");
+    expect(screen.getByLabelText("Add a comment")).toHaveValue("a note");
+    down = false;
+    act(() => {
+      focusManager.setFocused(false);
+      focusManager.setFocused(true);
+    });
+    await waitFor(() => expect(screen.queryByTestId("task-unreachable")).toBeNull());
+    expect(screen.getByTestId("answer-input")).toHaveValue("Blue, I think");
+    act(() => focusManager.setFocused(undefined));
+  });
+
+  it("sends a comment once when Comment is pressed twice, and keeps the focus on it", async () => {
+    // Comment had no busy state: a double click (or Enter twice) while the
+    // first was on its way posted the comment twice.
+    const posts: string[] = [];
+    let release = () => {};
+    const held = new Promise<void>((r) => (release = r));
+    const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const req = toRequest(input, init);
+      const url = new URL(req.url);
+      if (url.pathname === "/api/v1/tasks/5") return task5("running");
+      if (url.pathname === "/api/v1/jobs/9/events") return sse(["retry: 1\n\n"]);
+      if (url.pathname === "/api/v1/tasks/5/deliverables") return json({ files: [] });
+      if (url.pathname === "/api/v1/jobs") return json({ jobs: [] });
+      if (req.method === "POST" && url.pathname === "/api/v1/tasks/5/comments") {
+        posts.push(await req.text());
+        await held;
+        return json({ comment: { id: 2, task_id: 5, author_kind: "user", body: "Looks good.", created_at: t0 }, resumed_jobs: [] }, 201);
+      }
+      return json({});
+    }) as typeof fetch;
+    renderTask5(f);
+    const user = userEvent.setup();
+    await user.type(await screen.findByLabelText("Add a comment"), "Looks good.");
+    const send = screen.getByRole("button", { name: "Comment" });
+    send.focus();
+    await user.keyboard("{Enter}");
+    await waitFor(() => expect(posts).toHaveLength(1));
+    await user.keyboard("{Enter}");
+    await user.click(send);
+    expect(posts).toHaveLength(1);
+    expect(document.activeElement).toBe(send);
+    release();
+    await waitFor(() => expect(screen.getByLabelText("Add a comment")).toHaveValue(""));
+    expect(posts).toHaveLength(1);
   });
 });

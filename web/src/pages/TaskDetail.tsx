@@ -6,7 +6,8 @@ import { ApiError, unwrap } from "../api/client";
 import { finishedStates, type Comment, type Job } from "../api/types";
 import { useJobLog } from "../lib/useJobLog";
 import { executorOf, useServerInfo } from "../lib/queries";
-import { formatCost } from "../lib/format";
+import { formatCost, stateLabel } from "../lib/format";
+import { useTitle } from "../lib/title";
 import { ExecutorBadge, StatusBadge } from "../components/Badges";
 import { EventLogView } from "../components/EventLog";
 import { QuestionPanel } from "../components/QuestionPanel";
@@ -86,10 +87,20 @@ export default function TaskDetail() {
     if (!a || a === document.body || !a.isConnected) document.querySelector<HTMLElement>('[data-testid="event-log"]')?.focus();
   }, [asking]);
 
+  // The tab says which task and its state: "waiting for you" shows in the
+  // tab strip while the user is in another tab.
+  const tabState = job?.state ?? task.data?.task.job_state;
+  useTitle(task.data ? `#${task.data.task.id} ${task.data.task.title} (${stateLabel(tabState)})` : undefined);
+
   if (!Number.isSafeInteger(taskId) || taskId <= 0)
     return <TaskMissing id={id ?? ""}>{`${id ?? ""} is not a task id: a task's address is /tasks/ and its number.`}</TaskMissing>;
   if (task.isPending) return <p className="text-sm">Loading task…</p>;
-  if (task.error)
+  // Only a task never shown is replaced by its error: a poll that fails
+  // once the task is shown (the server stopped mid-task) made the whole page
+  // "Task 5 / The server does not answer…", the log and question gone and
+  // the answer or comment being written lost. The page stays, with the
+  // error above it, and polls on.
+  if (task.error && !task.data)
     return (
       <TaskMissing id={id ?? ""}>
         {task.error instanceof ApiError && task.error.status === 404 ? `This server has no task ${taskId}: the link is wrong, or it is another server's.` : task.error.message}
@@ -161,6 +172,11 @@ export default function TaskDetail() {
           <p className="error whitespace-pre-wrap" data-testid="job-error">
             {job.error}
           </p>
+        )}
+        {task.error && (
+          <Alert testId="task-unreachable">
+            {task.error.message} The page shows the task as it last was and tries again.
+          </Alert>
         )}
         {actionError && (
           <p className="error" role="alert">
@@ -263,6 +279,10 @@ function SubtaskTree({ jobs }: { jobs: Job[] }) {
 function Comments({ comments, onSend }: { comments: Comment[]; onSend: (body: string) => Promise<void> }) {
   const [body, setBody] = useState("");
   const [error, setError] = useState<string | null>(null);
+  // Busy while it sends, as the answer's button: a second press (a double
+  // click, Enter twice) posted the comment twice. aria-disabled, not
+  // disabled, so that the focus stays on it.
+  const [busy, setBusy] = useState(false);
   return (
     <div className="space-y-2">
       <ul className="space-y-2">
@@ -281,13 +301,16 @@ function Comments({ comments, onSend }: { comments: Comment[]; onSend: (body: st
         className="space-y-2"
         onSubmit={async (e) => {
           e.preventDefault();
-          if (!body.trim()) return;
+          if (!body.trim() || busy) return;
+          setBusy(true);
           try {
             await onSend(body);
             setBody("");
             setError(null);
           } catch (err) {
             setError(err instanceof Error ? err.message : String(err));
+          } finally {
+            setBusy(false);
           }
         }}
       >
@@ -299,8 +322,8 @@ function Comments({ comments, onSend }: { comments: Comment[]; onSend: (body: st
           onChange={setBody}
           after={error && <Alert testId="comment-error">{error}</Alert>}
         />
-        <button type="submit" className="btn">
-          Comment
+        <button type="submit" className="btn" data-testid="comment-submit" aria-disabled={busy || undefined}>
+          {busy ? "Sending…" : "Comment"}
         </button>
       </form>
     </div>
