@@ -25,6 +25,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"mime"
 	"net/http"
 	"net/url"
 	"os"
@@ -82,8 +83,9 @@ type Options struct {
 	// StartTimeout bounds connecting to a server and listing its tools;
 	// CallTimeout bounds a tool call unless the server sets its own.
 	StartTimeout, CallTimeout time.Duration
-	// MaxMessageBytes bounds a message a stdio server sends (0:
-	// DefaultMaxMessageBytes).
+	// MaxMessageBytes bounds a message a server sends (0:
+	// DefaultMaxMessageBytes): a stdio server's line, an HTTP server's
+	// answer body or one event of its event stream.
 	MaxMessageBytes int
 	// HTTPClient carries streamable HTTP (nil: a client without a
 	// global timeout: calls are bounded by their context).
@@ -357,8 +359,11 @@ func (s *server) connect(ctx context.Context) (_ *sdk.ClientSession, proc *comma
 			hc = &c
 		}
 		c := *hc
-		c.Transport = sseHeaderTransport{base: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), wait: sseHeaderWait, slug: s.slug, refused: &refused}
-		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &c, MaxRetries: 1}
+		c.Transport = boundedTransport{
+			base: sseHeaderTransport{base: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), wait: sseHeaderWait, slug: s.slug, refused: &refused},
+			max:  s.m.o.MaxMessageBytes, slug: s.slug,
+		}
+		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &c, MaxRetries: 1, MaxEventSize: s.m.o.MaxMessageBytes}
 	}
 	opts := &sdk.ClientOptions{Logger: s.m.o.Logger, Capabilities: &sdk.ClientCapabilities{},
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { s.stale.Store(true) },
@@ -604,7 +609,7 @@ func (s *server) call(ctx context.Context, name string, args any) (*sdk.CallTool
 	case errors.Is(err, sdk.ErrConnectionClosed):
 		s.markDown(sess)
 		return nil, fmt.Errorf("MCP server %s stopped during the call: %w", s.slug, err)
-	case strings.Contains(err.Error(), "exceeded the configured maximum line length"):
+	case overBound(err):
 		// The SDK has ended the connection: the next call restarts
 		// the server rather than fail on the dead one.
 		s.markDown(sess)
@@ -743,6 +748,67 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header[k] = v
 	}
 	return t.base.RoundTrip(r)
+}
+
+// boundedTransport bounds what is read of an HTTP server's answer to max
+// bytes, as a stdio server's line is: the go-sdk reads a JSON answer (and
+// the body of a 4xx or 5xx) whole into memory, so a hostile or broken
+// server that answered with an endless body took all of Maestro's memory
+// (a 400 MiB answer to initialize: 2.7 GB resident). An event stream is
+// not bounded as a whole (it lasts); its events are, by the transport's
+// MaxEventSize.
+type boundedTransport struct {
+	base http.RoundTripper
+	max  int
+	slug string
+}
+
+func (t boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if err != nil || t.max <= 0 {
+		return resp, err
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" && resp.StatusCode/100 == 2 {
+		return resp, nil
+	}
+	resp.Body = &boundedBody{ReadCloser: resp.Body, left: int64(t.max), max: t.max, slug: t.slug}
+	return resp, nil
+}
+
+// errOverBound is the text of the error a message over the bound gives:
+// the SDK's of a stdio line, or boundedBody's (which the SDK passes on as
+// text, not wrapped).
+var errOverBound = []string{"exceeded the configured maximum line length", "SSE event exceeded", "answer longer than the bound"}
+
+// overBound reports whether err says a server's message was over the
+// bound.
+func overBound(err error) bool {
+	return slices.ContainsFunc(errOverBound, func(s string) bool { return strings.Contains(err.Error(), s) })
+}
+
+// boundedBody is an answer body that fails once more than max bytes
+// come.
+type boundedBody struct {
+	io.ReadCloser
+	left int64
+	max  int
+	slug string
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		var one [1]byte
+		if n, err := b.ReadCloser.Read(one[:]); n == 0 {
+			return 0, err
+		}
+		return 0, fmt.Errorf("MCP server %s sent an answer longer than the bound of %s", b.slug, sizeText(b.max))
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 // capped writes up to left bytes to w, then discards the rest (a server
