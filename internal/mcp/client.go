@@ -42,6 +42,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/netguard"
 )
 
 // Default limits of a Manager.
@@ -90,7 +91,10 @@ type Options struct {
 	// HTTPClient carries streamable HTTP (nil: a client without a
 	// global timeout: calls are bounded by their context).
 	HTTPClient *http.Client
-	Logger     *slog.Logger
+	// Resolver looks up the names of redirect targets for the redirect
+	// check (checkRedirect; nil: the system's).
+	Resolver netguard.Resolver
+	Logger   *slog.Logger
 }
 
 // Manager holds one session's MCP servers.
@@ -100,6 +104,8 @@ type Manager struct {
 	// collided holds the server\x00tool pairs left out for a name
 	// another server's tool has, said once.
 	collided sync.Map
+	// guard classifies redirect targets (checkRedirect).
+	guard *netguard.Guard
 	// closing ends when Close is called (stop).
 	closing context.Context
 	stop    context.CancelFunc
@@ -117,6 +123,7 @@ func NewManager(o Options) *Manager {
 	o.CallTimeout = cmp.Or(o.CallTimeout, DefaultCallTimeout)
 	o.MaxMessageBytes = cmp.Or(o.MaxMessageBytes, DefaultMaxMessageBytes)
 	m := &Manager{o: o, servers: map[string]*server{}}
+	m.guard, _ = netguard.New(netguard.Policy{Resolver: o.Resolver}) // no allow list: cannot fail
 	m.closing, m.stop = context.WithCancel(context.Background())
 	for slug, cfg := range o.Servers {
 		m.servers[slug] = &server{m: m, slug: slug, cfg: cfg}
@@ -359,6 +366,7 @@ func (s *server) connect(ctx context.Context) (_ *sdk.ClientSession, proc *comma
 			hc = &c
 		}
 		c := *hc
+		c.CheckRedirect = s.checkRedirect(hc.CheckRedirect)
 		c.Transport = boundedTransport{
 			base: sseHeaderTransport{base: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), wait: sseHeaderWait, slug: s.slug, refused: &refused},
 			max:  s.m.o.MaxMessageBytes, slug: s.slug,
@@ -748,6 +756,43 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header[k] = v
 	}
 	return t.base.RoundTrip(r)
+}
+
+// maxRedirects is how many redirects an HTTP server's request follows
+// (Go's default).
+const maxRedirects = 10
+
+// checkRedirect refuses a redirect that leaves the server's configured
+// origin for an address the network guard refuses (loopback, private,
+// link-local, cloud metadata…, docs/web-tools.md), unless the server is
+// itself at such an address (a local server may send its clients to
+// another local one). A 307 keeps the method and the body: a server on
+// the internet that redirected its POSTs made Maestro send JSON of the
+// server's choosing (and tool arguments the model was talked into) to a
+// service on Maestro's machine or network, blind but with effect. prev
+// is the client's own policy, applied after.
+func (s *server) checkRedirect(prev func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if len(via) >= maxRedirects {
+			return fmt.Errorf("MCP server %s: stopped after %d redirects", s.slug, maxRedirects)
+		}
+		origin, err := url.Parse(s.cfg.URL)
+		if err != nil {
+			return err
+		}
+		if !llm.SameOrigin(req.URL, origin) {
+			var blocked *netguard.BlockedError
+			if _, err := s.m.guard.CheckURL(req.Context(), origin); !errors.As(err, &blocked) {
+				if _, err := s.m.guard.CheckURL(req.Context(), req.URL); err != nil {
+					return fmt.Errorf("MCP server %s redirected to another origin, refused: %w", s.slug, err)
+				}
+			}
+		}
+		if prev != nil {
+			return prev(req, via)
+		}
+		return nil
+	}
 }
 
 // boundedTransport bounds what is read of an HTTP server's answer to max
