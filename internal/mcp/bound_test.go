@@ -2,6 +2,8 @@ package mcp
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +13,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/mcp/mcptest"
 )
 
 // serveHuge serves over streamable HTTP a server whose tool "huge"
@@ -67,5 +70,75 @@ func TestMessageOverTheBound(t *testing.T) {
 				t.Errorf("the next call = %+v, want it answered by the restarted server", res)
 			}
 		})
+	}
+}
+
+// recordHandler is a slog handler that sends each record's message on a
+// channel (dropped when it is full).
+type recordHandler chan string
+
+func (h recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h recordHandler) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case h <- r.Message:
+	default: // the test has stopped reading: never block the logger
+	}
+	return nil
+}
+func (h recordHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h recordHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestHTTPServerLogBounded: an HTTP server that sends log messages
+// without end on its event stream gets at most 1 MiB of them per start
+// into Maestro's log, then one line saying the rest is dropped (a stdio
+// server's go to a file bounded the same way); before, every one was
+// logged, filling serve's log, which every session and job shares.
+func TestHTTPServerLogBounded(t *testing.T) {
+	t.Parallel()
+	const sent, size = 600, 4 << 10
+	srv := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return mcptest.NewServer() }, nil)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			srv.ServeHTTP(w, r)
+			return
+		}
+		// The stream the client opens: log messages, then nothing.
+		w.Header().Set("Content-Type", "text/event-stream")
+		note := `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"` + strings.Repeat("z", size) + `"}}`
+		for range sent {
+			fmt.Fprintf(w, "event: message\ndata: %s\n\n", note)
+		}
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	t.Cleanup(ts.Close)
+	records := make(recordHandler, sent+16)
+	m := NewManager(Options{Servers: map[string]config.MCPServer{"noisy": {URL: ts.URL + "/mcp"}}, Logger: slog.New(records)})
+	t.Cleanup(func() { m.Close() })
+	ctx := testCtx(t)
+	if _, err := m.Tools(ctx, "mcp__noisy__*"); err != nil {
+		t.Fatal(err)
+	}
+	logged := 0
+	for {
+		select {
+		case msg := <-records:
+			switch {
+			case msg == "MCP server log message":
+				logged++
+				if logged == sent {
+					t.Fatalf("all %d log messages (%d KiB) were logged, want at most 1 MiB of them", sent, sent*size>>10)
+				}
+				continue
+			case !strings.HasPrefix(msg, "MCP server log messages dropped"):
+				continue
+			}
+			if logged != 1<<20/size {
+				t.Errorf("%d messages of %d bytes logged before the drop, want %d (1 MiB)", logged, size, 1<<20/size)
+			}
+			return
+		case <-ctx.Done():
+			t.Fatalf("%d log messages logged, and no line saying the rest is dropped", logged)
+		}
 	}
 }

@@ -226,6 +226,9 @@ type server struct {
 	// asking counts the server's elicitations waiting for an answer: a
 	// call's timeout does not run out while a person is being asked.
 	asking atomic.Int32
+	// logged counts the bytes of an HTTP server's log messages kept in
+	// Maestro's log since its start (maxHTTPLog).
+	logged atomic.Int64
 }
 
 // session returns the server's live session, connecting when there is
@@ -348,6 +351,7 @@ func (s *server) connect(ctx context.Context) (_ *sdk.ClientSession, proc *comma
 		proc = &commandTransport{cmd: cmd, stderr: stderr, grace: 2 * time.Second, maxLine: s.m.o.MaxMessageBytes}
 		transport = proc
 	} else {
+		s.logged.Store(0)
 		hc := s.m.o.HTTPClient
 		if hc == nil {
 			hc = &http.Client{}
@@ -439,6 +443,12 @@ func (s *server) connectError(ctx context.Context, proc *commandTransport, err e
 // maxLogMessage bounds what is kept of one log message of a server.
 const maxLogMessage = 4 << 10
 
+// maxHTTPLog bounds what is kept of an HTTP server's log messages per
+// start of the server, as a stdio server's log file is bounded: a server
+// that sent them without end on its event stream filled Maestro's log
+// (serve's, shared by every session and job).
+const maxHTTPLog = 1 << 20
+
 // serverLog keeps a log message the server sent (notifications/message):
 // a stdio server's in its log, with its stderr; an HTTP server's in
 // Maestro's log. They were dropped, so what a server said of a failing
@@ -461,7 +471,13 @@ func (s *server) serverLog(proc *commandTransport, m *sdk.LoggingMessageParams) 
 		p = proc.proc.Load()
 	}
 	if p == nil || p.log == nil {
-		s.m.o.Logger.Info("MCP server log message", "server", s.slug, "level", m.Level, "logger", m.Logger, "data", text)
+		switch n := s.logged.Add(int64(len(text))); {
+		case n <= maxHTTPLog:
+			s.m.o.Logger.Info("MCP server log message", "server", s.slug, "level", m.Level, "logger", m.Logger, "data", text)
+		case n-int64(len(text)) <= maxHTTPLog:
+			s.m.o.Logger.Warn("MCP server log messages dropped: the server sent more than the bound since its start",
+				"server", s.slug, "bound", sizeText(maxHTTPLog))
+		}
 		return
 	}
 	from := ""
