@@ -14,6 +14,10 @@ func TestCheckHost(t *testing.T) {
 	public := &Policy{Listen: "0.0.0.0:8080", Token: "t", RequireAuth: true, AllowedHosts: []string{"maestro.example.com", "*.runners.example.com", "[2001:db8::5]"}}
 	named := &Policy{Listen: "devbox.lan:7878", Token: "t", RequireAuth: true}
 	star := &Policy{Listen: "0.0.0.0:8080", Token: "t", RequireAuth: true, AllowedHosts: []string{"*"}}
+	// "*" without a token (which Validate refuses at start-up) still
+	// turns nothing off: a rebinding page would otherwise reach an open
+	// listener.
+	starNoToken := &Policy{Listen: "127.0.0.1:8080", AllowedHosts: []string{"*"}}
 	tests := []struct {
 		p    *Policy
 		host string
@@ -52,6 +56,8 @@ func TestCheckHost(t *testing.T) {
 		{named, "devbox.lan:7878", true},
 		{named, "other.lan", false},
 		{star, "whatever.example", true},
+		{starNoToken, "attacker.example", false},
+		{starNoToken, "localhost:8080", true},
 	}
 	for _, tt := range tests {
 		r := httptest.NewRequest("GET", "/", nil)

@@ -25,6 +25,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"mime"
 	"net/http"
 	"net/url"
 	"os"
@@ -41,6 +42,7 @@ import (
 
 	"github.com/maestro-run/maestro/internal/config"
 	"github.com/maestro-run/maestro/internal/llm"
+	"github.com/maestro-run/maestro/internal/netguard"
 )
 
 // Default limits of a Manager.
@@ -82,13 +84,17 @@ type Options struct {
 	// StartTimeout bounds connecting to a server and listing its tools;
 	// CallTimeout bounds a tool call unless the server sets its own.
 	StartTimeout, CallTimeout time.Duration
-	// MaxMessageBytes bounds a message a stdio server sends (0:
-	// DefaultMaxMessageBytes).
+	// MaxMessageBytes bounds a message a server sends (0:
+	// DefaultMaxMessageBytes): a stdio server's line, an HTTP server's
+	// answer body or one event of its event stream.
 	MaxMessageBytes int
 	// HTTPClient carries streamable HTTP (nil: a client without a
 	// global timeout: calls are bounded by their context).
 	HTTPClient *http.Client
-	Logger     *slog.Logger
+	// Resolver looks up the names of redirect targets for the redirect
+	// check (checkRedirect; nil: the system's).
+	Resolver netguard.Resolver
+	Logger   *slog.Logger
 }
 
 // Manager holds one session's MCP servers.
@@ -98,6 +104,8 @@ type Manager struct {
 	// collided holds the server\x00tool pairs left out for a name
 	// another server's tool has, said once.
 	collided sync.Map
+	// guard classifies redirect targets (checkRedirect).
+	guard *netguard.Guard
 	// closing ends when Close is called (stop).
 	closing context.Context
 	stop    context.CancelFunc
@@ -115,6 +123,7 @@ func NewManager(o Options) *Manager {
 	o.CallTimeout = cmp.Or(o.CallTimeout, DefaultCallTimeout)
 	o.MaxMessageBytes = cmp.Or(o.MaxMessageBytes, DefaultMaxMessageBytes)
 	m := &Manager{o: o, servers: map[string]*server{}}
+	m.guard, _ = netguard.New(netguard.Policy{Resolver: o.Resolver}) // no allow list: cannot fail
 	m.closing, m.stop = context.WithCancel(context.Background())
 	for slug, cfg := range o.Servers {
 		m.servers[slug] = &server{m: m, slug: slug, cfg: cfg}
@@ -217,6 +226,9 @@ type server struct {
 	// asking counts the server's elicitations waiting for an answer: a
 	// call's timeout does not run out while a person is being asked.
 	asking atomic.Int32
+	// logged counts the bytes of an HTTP server's log messages kept in
+	// Maestro's log since its start (maxHTTPLog).
+	logged atomic.Int64
 }
 
 // session returns the server's live session, connecting when there is
@@ -339,6 +351,7 @@ func (s *server) connect(ctx context.Context) (_ *sdk.ClientSession, proc *comma
 		proc = &commandTransport{cmd: cmd, stderr: stderr, grace: 2 * time.Second, maxLine: s.m.o.MaxMessageBytes}
 		transport = proc
 	} else {
+		s.logged.Store(0)
 		hc := s.m.o.HTTPClient
 		if hc == nil {
 			hc = &http.Client{}
@@ -357,8 +370,12 @@ func (s *server) connect(ctx context.Context) (_ *sdk.ClientSession, proc *comma
 			hc = &c
 		}
 		c := *hc
-		c.Transport = sseHeaderTransport{base: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), wait: sseHeaderWait, slug: s.slug, refused: &refused}
-		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &c, MaxRetries: 1}
+		c.CheckRedirect = s.checkRedirect(hc.CheckRedirect)
+		c.Transport = boundedTransport{
+			base: sseHeaderTransport{base: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), wait: sseHeaderWait, slug: s.slug, refused: &refused},
+			max:  s.m.o.MaxMessageBytes, slug: s.slug,
+		}
+		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &c, MaxRetries: 1, MaxEventSize: s.m.o.MaxMessageBytes}
 	}
 	opts := &sdk.ClientOptions{Logger: s.m.o.Logger, Capabilities: &sdk.ClientCapabilities{},
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { s.stale.Store(true) },
@@ -426,6 +443,12 @@ func (s *server) connectError(ctx context.Context, proc *commandTransport, err e
 // maxLogMessage bounds what is kept of one log message of a server.
 const maxLogMessage = 4 << 10
 
+// maxHTTPLog bounds what is kept of an HTTP server's log messages per
+// start of the server, as a stdio server's log file is bounded: a server
+// that sent them without end on its event stream filled Maestro's log
+// (serve's, shared by every session and job).
+const maxHTTPLog = 1 << 20
+
 // serverLog keeps a log message the server sent (notifications/message):
 // a stdio server's in its log, with its stderr; an HTTP server's in
 // Maestro's log. They were dropped, so what a server said of a failing
@@ -448,7 +471,13 @@ func (s *server) serverLog(proc *commandTransport, m *sdk.LoggingMessageParams) 
 		p = proc.proc.Load()
 	}
 	if p == nil || p.log == nil {
-		s.m.o.Logger.Info("MCP server log message", "server", s.slug, "level", m.Level, "logger", m.Logger, "data", text)
+		switch n := s.logged.Add(int64(len(text))); {
+		case n <= maxHTTPLog:
+			s.m.o.Logger.Info("MCP server log message", "server", s.slug, "level", m.Level, "logger", m.Logger, "data", text)
+		case n-int64(len(text)) <= maxHTTPLog:
+			s.m.o.Logger.Warn("MCP server log messages dropped: the server sent more than the bound since its start",
+				"server", s.slug, "bound", sizeText(maxHTTPLog))
+		}
 		return
 	}
 	from := ""
@@ -604,7 +633,7 @@ func (s *server) call(ctx context.Context, name string, args any) (*sdk.CallTool
 	case errors.Is(err, sdk.ErrConnectionClosed):
 		s.markDown(sess)
 		return nil, fmt.Errorf("MCP server %s stopped during the call: %w", s.slug, err)
-	case strings.Contains(err.Error(), "exceeded the configured maximum line length"):
+	case overBound(err):
 		// The SDK has ended the connection: the next call restarts
 		// the server rather than fail on the dead one.
 		s.markDown(sess)
@@ -743,6 +772,104 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header[k] = v
 	}
 	return t.base.RoundTrip(r)
+}
+
+// maxRedirects is how many redirects an HTTP server's request follows
+// (Go's default).
+const maxRedirects = 10
+
+// checkRedirect refuses a redirect that leaves the server's configured
+// origin for an address the network guard refuses (loopback, private,
+// link-local, cloud metadata…, docs/web-tools.md), unless the server is
+// itself at such an address (a local server may send its clients to
+// another local one). A 307 keeps the method and the body: a server on
+// the internet that redirected its POSTs made Maestro send JSON of the
+// server's choosing (and tool arguments the model was talked into) to a
+// service on Maestro's machine or network, blind but with effect. prev
+// is the client's own policy, applied after.
+func (s *server) checkRedirect(prev func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if len(via) >= maxRedirects {
+			return fmt.Errorf("MCP server %s: stopped after %d redirects", s.slug, maxRedirects)
+		}
+		origin, err := url.Parse(s.cfg.URL)
+		if err != nil {
+			return err
+		}
+		if !llm.SameOrigin(req.URL, origin) {
+			var blocked *netguard.BlockedError
+			if _, err := s.m.guard.CheckURL(req.Context(), origin); !errors.As(err, &blocked) {
+				if _, err := s.m.guard.CheckURL(req.Context(), req.URL); err != nil {
+					return fmt.Errorf("MCP server %s redirected to another origin, refused: %w", s.slug, err)
+				}
+			}
+		}
+		if prev != nil {
+			return prev(req, via)
+		}
+		return nil
+	}
+}
+
+// boundedTransport bounds what is read of an HTTP server's answer to max
+// bytes, as a stdio server's line is: the go-sdk reads a JSON answer (and
+// the body of a 4xx or 5xx) whole into memory, so a hostile or broken
+// server that answered with an endless body took all of Maestro's memory
+// (a 400 MiB answer to initialize: 2.7 GB resident). An event stream is
+// not bounded as a whole (it lasts); its events are, by the transport's
+// MaxEventSize.
+type boundedTransport struct {
+	base http.RoundTripper
+	max  int
+	slug string
+}
+
+func (t boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if err != nil || t.max <= 0 {
+		return resp, err
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" && resp.StatusCode/100 == 2 {
+		return resp, nil
+	}
+	resp.Body = &boundedBody{ReadCloser: resp.Body, left: int64(t.max), max: t.max, slug: t.slug}
+	return resp, nil
+}
+
+// errOverBound is the text of the error a message over the bound gives:
+// the SDK's of a stdio line, or boundedBody's (which the SDK passes on as
+// text, not wrapped).
+var errOverBound = []string{"exceeded the configured maximum line length", "SSE event exceeded", "answer longer than the bound"}
+
+// overBound reports whether err says a server's message was over the
+// bound.
+func overBound(err error) bool {
+	return slices.ContainsFunc(errOverBound, func(s string) bool { return strings.Contains(err.Error(), s) })
+}
+
+// boundedBody is an answer body that fails once more than max bytes
+// come.
+type boundedBody struct {
+	io.ReadCloser
+	left int64
+	max  int
+	slug string
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		var one [1]byte
+		if n, err := b.ReadCloser.Read(one[:]); n == 0 {
+			return 0, err
+		}
+		return 0, fmt.Errorf("MCP server %s sent an answer longer than the bound of %s", b.slug, sizeText(b.max))
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 // capped writes up to left bytes to w, then discards the rest (a server

@@ -107,35 +107,6 @@ func TestStdioServerStartErrors(t *testing.T) {
 	}
 }
 
-// TestStdioMessageOverTheBound: a server answering with a message over
-// the bound fails that call saying so, and the next call restarts the
-// server: the connection was dead (the SDK ends it), but not marked down,
-// so the next call failed too ("stopped during the call"), after the
-// cryptic "inbound JSON-RPC frame exceeded the configured maximum line
-// length".
-func TestStdioMessageOverTheBound(t *testing.T) {
-	t.Parallel()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := config.MCPServer{Command: exe, Env: map[string]string{hugeReplyEnv: "1"}}
-	m := NewManager(Options{Servers: map[string]config.MCPServer{"big": srv}, MaxMessageBytes: 64 << 10})
-	t.Cleanup(func() { m.Close() })
-	tools, err := m.Tools(testCtx(t), "mcp__big__*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := run(t, find(t, tools, "mcp__big__huge"), `{}`)
-	if !res.IsError || !strings.Contains(res.Content, "MCP server big answered with a message over 64 KiB") ||
-		!strings.Contains(res.Content, "restarted at its next use") {
-		t.Errorf("huge = %+v, want an error saying the message was over 64 KiB", res)
-	}
-	if res := run(t, find(t, tools, "mcp__big__small"), `{}`); res.IsError || res.Content != "called small" {
-		t.Errorf("the next call = %+v, want it answered by the restarted server", res)
-	}
-}
-
 // TestCallTimeout: a call the server does not answer in time fails with
 // the timeout code, naming the server, the limit and where it is set
 // ("context deadline exceeded after 3s" before); the server still

@@ -1,8 +1,13 @@
 package mcp
 
 import (
+	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -78,5 +83,71 @@ func TestHeadersNotSentAcrossRedirect(t *testing.T) {
 	}
 	if strings.Contains(got, "mcp-secret") || strings.Contains(got, apiKey) {
 		t.Errorf("another origin got the server's credentials through a redirect:\n%s", got)
+	}
+}
+
+// mapResolver resolves the names it holds; the others do not exist.
+type mapResolver map[string]string
+
+func (r mapResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if a, ok := r[host]; ok {
+		return []netip.Addr{netip.MustParseAddr(a)}, nil
+	}
+	return nil, fmt.Errorf("no such host %s", host)
+}
+
+// TestRedirectToAnInternalAddressRefused: a server on the internet that
+// redirects (307: the method and body are kept) to a loopback or private
+// address, or to a name resolving to one, does not get Maestro to send
+// its POST there (it did: a blind request of the server's choosing to a
+// service on Maestro's machine or network); a redirect to a public
+// address is followed. The servers are all on 127.0.0.1: the client's
+// dialer reaches them by name (*.test), and the resolver the redirect
+// check uses says mcp.test and pub.test are public, inner.test private.
+func TestRedirectToAnInternalAddressRefused(t *testing.T) {
+	t.Parallel()
+	var reached headerLog
+	victim := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.record(r)
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(victim.Close)
+	port := victim.URL[strings.LastIndex(victim.URL, ":")+1:]
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(evil.Close)
+	evilPort := evil.URL[strings.LastIndex(evil.URL, ":")+1:]
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		_, p, _ := net.SplitHostPort(addr)
+		return (&net.Dialer{}).DialContext(ctx, network, "127.0.0.1:"+p)
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	resolver := mapResolver{"mcp.test": "93.184.216.34", "pub.test": "93.184.216.35", "inner.test": "10.0.0.5"}
+	for _, c := range []struct {
+		to       string
+		followed bool
+	}{
+		{"http://127.0.0.1:" + port + "/loopback", false},
+		{"http://[::1]:" + port + "/loopback6", false},
+		{"http://inner.test:" + port + "/private", false},
+		{"http://pub.test:" + port + "/public", true},
+	} {
+		m := NewManager(Options{Servers: map[string]config.MCPServer{
+			"evil": {URL: "http://mcp.test:" + evilPort + "/mcp?to=" + url.QueryEscape(c.to)},
+		}, HTTPClient: &http.Client{Transport: tr}, Resolver: resolver})
+		_, err := m.Tools(testCtx(t), "mcp__evil__*")
+		m.Close()
+		if err == nil {
+			t.Fatalf("redirect to %s: Tools succeeded against a server that only redirects", c.to)
+		}
+		u, _ := url.Parse(c.to)
+		if got := strings.Contains(reached.String(), u.Path+" "); got != c.followed {
+			t.Errorf("redirect to %s: followed %v, want %v (%v)", c.to, got, c.followed, err)
+		}
+		if !c.followed && !strings.Contains(err.Error(), "redirected to another origin, refused") {
+			t.Errorf("redirect to %s: error %q does not say the redirect was refused", c.to, err)
+		}
 	}
 }

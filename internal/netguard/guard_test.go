@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -76,6 +77,9 @@ var refusedAddrs = []struct{ addr, class string }{
 	{"ff02::1", ClassMulticast},
 	{"::ffff:127.0.0.1", ClassIPv4Mapped},
 	{"::ffff:8.8.8.8", ClassIPv4Mapped},
+	// As a resolver's answer, checked as the IPv4 address it maps
+	// (private), which an allow list of IPv4 prefixes then covers.
+	{"::ffff:10.0.0.1", ClassIPv4Mapped},
 	{"::127.0.0.1", ClassIPv4Compatible},
 	{"64:ff9b::7f00:1", ClassNAT64},
 	{"64:ff9b:1::1", ClassNAT64},
@@ -260,9 +264,11 @@ func TestConnectHook(t *testing.T) {
 
 func TestCaps(t *testing.T) {
 	release := make(chan struct{})
+	var loops atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/loop":
+			loops.Add(1)
 			http.Redirect(w, r, "/loop", http.StatusFound)
 		case "/big":
 			io.WriteString(w, strings.Repeat("x", 100))
@@ -278,6 +284,9 @@ func TestCaps(t *testing.T) {
 	g := newGuard(t, Policy{Allow: []string{"127.0.0.1"}, MaxRedirects: 3, MaxBytes: 10, Timeout: 300 * time.Millisecond})
 	if _, err := get(t, g, srv.URL+"/loop"); err == nil || !strings.Contains(err.Error(), "3 redirects") {
 		t.Errorf("redirect loop: %v, want the redirect limit", err)
+	}
+	if n := loops.Load(); n != 4 {
+		t.Errorf("redirect loop: the server got %d requests, want 4 (the first and 3 redirects)", n)
 	}
 	resp, err := g.Client().Get(srv.URL + "/big")
 	if err != nil {
@@ -317,5 +326,15 @@ func TestBlockedErrorWords(t *testing.T) {
 		if got := tt.err.Error(); !strings.Contains(got, tt.want) {
 			t.Errorf("%s: %q, want it to say %q", tt.err.Class, got, tt.want)
 		}
+	}
+}
+
+// TestNoProxyFromEnvironment: the guard's client never goes through a
+// proxy named by the environment (HTTP_PROXY would hide the destination
+// from the guard: the dialer would check the proxy's address).
+func TestNoProxyFromEnvironment(t *testing.T) {
+	tr, ok := newGuard(t, Policy{}).Client().Transport.(*http.Transport)
+	if !ok || tr.Proxy != nil || tr.DialTLSContext != nil || tr.DialTLS != nil {
+		t.Errorf("the guard's transport = %T (proxy set %v): want an *http.Transport with no proxy, dialing only through the guard", tr, ok && tr.Proxy != nil)
 	}
 }
