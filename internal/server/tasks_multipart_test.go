@@ -116,6 +116,11 @@ func TestCreateTaskWithFiles(t *testing.T) {
 			t.Errorf("staged %s = %q, %v", name, got, err)
 		}
 	}
+	// The files a client sent are not for other local users (the staging
+	// directory was 0755, its files readable by all).
+	if fi, err := os.Stat(staging.Dir(e.dataDir, key)); err != nil || fi.Mode().Perm() != staging.Perm {
+		t.Errorf("staging directory: %v, %v; want mode %v", fi.Mode(), err, staging.Perm)
+	}
 
 	// Without files it is a plain create: no staging key, nothing staged.
 	body, ctype = multipartBody(t, mpart{name: "task", body: `{"title":"no files"}`})
