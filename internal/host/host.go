@@ -259,6 +259,14 @@ func (h *Host) NewSession(ctx context.Context, spec Spec) (_ *Session, err error
 			return nil, err
 		}
 	}
+	if root != nil {
+		// A workspace the caller opened (a serve session's workspaceRoot,
+		// accepted under the server's policy) holding the home was let
+		// through: the agent's Read returned ~/.maestro/config.yaml.
+		if err := checkHome(root, h.home); err != nil {
+			return nil, err
+		}
+	}
 	if spec.Agent != "" || (sess != nil && sess.Meta().Agent != "") {
 		return h.agentSession(spec, &sess, &root)
 	}
