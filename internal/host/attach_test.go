@@ -76,7 +76,7 @@ func TestServeWorkspaceRoots(t *testing.T) {
 }
 
 // TestServeWorkspaceHoldingHome: a serve session's workspaceRoot that is
-// or holds Maestro's home is refused (403 workspace_violation), as maestro
+// or holds Maestro's home, or the data directory, is refused (403 workspace_violation), as maestro
 // run and headless refuse it: the file tools run outside the sandbox.
 // The check was made only where the host opened the workspace itself, so
 // on a loopback serve (any directory accepted) a session in ~ had its
@@ -91,7 +91,9 @@ func TestServeWorkspaceHoldingHome(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h, err := New(Options{Home: home, DataDir: t.TempDir()})
+	srv := t.TempDir() // serve --data-dir /srv/maestro: its database, every session's log
+	data := filepath.Join(srv, "maestro")
+	h, err := New(Options{Home: home, DataDir: data})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,6 +106,7 @@ func TestServeWorkspaceHoldingHome(t *testing.T) {
 		{ApprovalMode: protocol.ApprovalAuto, WorkspaceRoot: user},
 		{ApprovalMode: protocol.ApprovalAuto, WorkspaceRoot: home},
 		{ApprovalMode: protocol.ApprovalAuto, WorkspaceRoot: user, Agent: "codex"},
+		{ApprovalMode: protocol.ApprovalAuto, WorkspaceRoot: srv},
 	} {
 		_, _, err := m.Create(t.Context(), req)
 		if he, ok := errors.AsType[*httpattach.Error](err); !ok || he.Status != http.StatusForbidden || he.Code != httpattach.CodeWorkspaceViolation || !strings.Contains(he.Message, "holds Maestro's home") {
