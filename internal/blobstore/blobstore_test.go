@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -264,6 +265,34 @@ func TestLocalStaysInside(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(outside, "new")); err == nil {
 		t.Fatal("a file was written outside the blob directory")
+	}
+}
+
+// TestLocalOwnerOnly: a local store's directories and objects (tasks'
+// uploads and deliverables) are its owner's only, in a parent others can
+// list. They were 0755 and 0644: every local user read them.
+func TestLocalOwnerOnly(t *testing.T) {
+	t.Parallel()
+	base := filepath.Join(t.TempDir(), "srv")
+	if err := os.Mkdir(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(base, "artifacts")
+	l, err := blobstore.OpenLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := blobstore.PutBytes(t.Context(), l, "tasks/1/work/input/report.txt", []byte("figures")); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]fs.FileMode{
+		dir: 0o700, filepath.Join(dir, "tasks"): 0o700, filepath.Join(dir, "tasks", "1", "work", "input"): 0o700,
+		filepath.Join(dir, "tasks", "1", "work", "input", "report.txt"): 0o600,
+	} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s: %v, %v; want mode %v", p, fi.Mode(), err, want)
+		}
 	}
 }
 

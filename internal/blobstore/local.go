@@ -22,9 +22,18 @@ type Local struct {
 	root *os.Root
 }
 
-// OpenLocal opens (creating it) the directory dir as a Store.
+// Modes of what a Local store creates: its objects are tasks' uploads and
+// deliverables, not for other local users to read whatever the mode of
+// the directory the operator named (`--artifacts /srv/artifacts`).
+const (
+	localDirPerm  fs.FileMode = 0o700
+	localFilePerm fs.FileMode = 0o600
+)
+
+// OpenLocal opens (creating it, mode 0700) the directory dir as a Store.
+// The directories and objects it creates are its owner's only.
 func OpenLocal(dir string) (*Local, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, localDirPerm); err != nil {
 		return nil, fmt.Errorf("create the blob directory: %w", err)
 	}
 	root, err := os.OpenRoot(dir)
@@ -88,7 +97,7 @@ const putDirAttempts = 100
 func (l *Local) createTemp(key string) (string, *os.File, error) {
 	dir := path.Dir(key)
 	for attempt := 1; ; attempt++ {
-		err := l.root.MkdirAll(dir, 0o755)
+		err := l.root.MkdirAll(dir, localDirPerm)
 		if err != nil {
 			// ErrExist: os.Root's MkdirAll does not take a directory
 			// that a concurrent Put created first; the next attempt does.
@@ -100,7 +109,7 @@ func (l *Local) createTemp(key string) (string, *os.File, error) {
 		var rnd [8]byte
 		rand.Read(rnd[:])
 		tmp := path.Join(dir, tmpPrefix+hex.EncodeToString(rnd[:]))
-		f, err := l.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err := l.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, localFilePerm)
 		if err == nil {
 			return tmp, f, nil
 		}

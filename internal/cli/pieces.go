@@ -540,7 +540,7 @@ func runPiece(ctx context.Context, io *IOStreams, pr pieceRun) error {
 			FollowLog:     pr.follow,
 			// ReadSkill's skills: the project's ./.maestro/skills, then
 			// the user's ~/.maestro/skills (docs/skills.md).
-			Skills: &skills.Library{Dirs: skills.DefaultDirs(pr.root.Dir(), pr.h.Home())},
+			Skills: skills.DefaultLibrary(pr.root.Dir(), pr.h.Home()),
 		},
 		Task: pr.task, Piece: pr.o.Piece,
 	}

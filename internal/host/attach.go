@@ -109,6 +109,9 @@ func (a *attached) create(ctx context.Context, req httpattach.CreateRequest) (*r
 		if req.WorkspaceRoot == "" {
 			os.Remove(dir) // the fresh directory, still empty
 		}
+		if hh, ok := errors.AsType[*HoldsHomeError](err); ok {
+			return nil, "", &httpattach.Error{Status: http.StatusForbidden, Code: httpattach.CodeWorkspaceViolation, Message: hh.Error()}
+		}
 		return nil, "", fmt.Errorf("create the session: %w", err)
 	}
 	a.onRefused(req, s)

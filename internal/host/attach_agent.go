@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"strings"
 
@@ -30,6 +31,9 @@ func (a *attached) createAgent(ctx context.Context, req httpattach.CreateRequest
 	if err != nil {
 		if req.WorkspaceRoot == "" {
 			os.Remove(dir) // the fresh directory, still empty
+		}
+		if hh, ok := errors.AsType[*HoldsHomeError](err); ok {
+			return nil, "", &httpattach.Error{Status: http.StatusForbidden, Code: httpattach.CodeWorkspaceViolation, Message: hh.Error()}
 		}
 		if se, ok := errors.AsType[*SpecError](err); ok {
 			return nil, "", badCreate("%s", bodyWords.Replace(se.Msg))

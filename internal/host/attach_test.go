@@ -1,10 +1,15 @@
 package host
 
 import (
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/transport/httpattach"
 )
 
 // resolvedPolicy is the policy of a server started with roots (maestro
@@ -67,5 +72,48 @@ func TestServeWorkspaceRoots(t *testing.T) {
 	}
 	if _, err := resolvedPolicy(t, []string{"rel/dir"}, true); err == nil {
 		t.Fatal("a relative --workspace-root was accepted")
+	}
+}
+
+// TestServeWorkspaceHoldingHome: a serve session's workspaceRoot that is
+// or holds Maestro's home, or the data directory, is refused (403 workspace_violation), as maestro
+// run and headless refuse it: the file tools run outside the sandbox.
+// The check was made only where the host opened the workspace itself, so
+// on a loopback serve (any directory accepted) a session in ~ had its
+// model Read ~/.maestro/config.yaml and its keys.
+func TestServeWorkspaceHoldingHome(t *testing.T) {
+	t.Parallel()
+	user := t.TempDir()
+	home := filepath.Join(user, ".maestro")
+	project := filepath.Join(user, "project")
+	for _, d := range []string{home, project} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := t.TempDir() // serve --data-dir /srv/maestro: its database, every session's log
+	data := filepath.Join(srv, "maestro")
+	h, err := New(Options{Home: home, DataDir: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := h.AttachSessions(AttachPolicy{Workspaces: t.TempDir(), AnyRoot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	for _, req := range []httpattach.CreateRequest{
+		{ApprovalMode: protocol.ApprovalAuto, WorkspaceRoot: user},
+		{ApprovalMode: protocol.ApprovalAuto, WorkspaceRoot: home},
+		{ApprovalMode: protocol.ApprovalAuto, WorkspaceRoot: user, Agent: "codex"},
+		{ApprovalMode: protocol.ApprovalAuto, WorkspaceRoot: srv},
+	} {
+		_, _, err := m.Create(t.Context(), req)
+		if he, ok := errors.AsType[*httpattach.Error](err); !ok || he.Status != http.StatusForbidden || he.Code != httpattach.CodeWorkspaceViolation || !strings.Contains(he.Message, "holds Maestro's home") {
+			t.Errorf("create in %s (agent %q): %v, want 403 workspace_violation naming the home", req.WorkspaceRoot, req.Agent, err)
+		}
+	}
+	if _, _, err := m.Create(t.Context(), httpattach.CreateRequest{ApprovalMode: protocol.ApprovalAuto, WorkspaceRoot: project}); err != nil {
+		t.Errorf("create in a project beside the home: %v", err)
 	}
 }

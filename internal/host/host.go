@@ -60,6 +60,7 @@ type Options struct {
 // configuration, the environment, the session store and the logger.
 type Host struct {
 	home   string
+	data   string // the data directory (sessions, serve's database and tasks)
 	cfg    config.Config
 	getenv func(string) string
 	store  *session.Store
@@ -94,7 +95,7 @@ func New(o Options) (*Host, error) {
 	if o.BusLogger == nil {
 		o.BusLogger = o.Logger
 	}
-	h := &Host{home: home, cfg: cfg, getenv: o.Getenv, store: session.NewStore(filepath.Join(data, "sessions")), log: o.Logger, busLog: o.BusLogger, bus: &busState{}}
+	h := &Host{home: home, data: data, cfg: cfg, getenv: o.Getenv, store: session.NewStore(filepath.Join(data, "sessions")), log: o.Logger, busLog: o.BusLogger, bus: &busState{}}
 	h.warnBusSettings()
 	return h, nil
 }
@@ -256,6 +257,14 @@ func (h *Host) NewSession(ctx context.Context, spec Spec) (_ *Session, err error
 	}
 	if spec.Resume != "" {
 		if sess, err = h.resume(&spec); err != nil {
+			return nil, err
+		}
+	}
+	if root != nil {
+		// A workspace the caller opened (a serve session's workspaceRoot,
+		// accepted under the server's policy) holding the home was let
+		// through: the agent's Read returned ~/.maestro/config.yaml.
+		if err := checkHome(root, h.home, h.data); err != nil {
 			return nil, err
 		}
 	}

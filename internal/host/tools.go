@@ -177,17 +177,41 @@ func OpenWorkspace(dir, home string) (*workspace.Root, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkHome(root, home); err != nil {
+		root.Close()
+		return nil, err
+	}
+	return root, nil
+}
+
+// HoldsHomeError is the refusal of a workspace that is or holds Maestro's
+// home, or the data directory (Home names the one it holds).
+type HoldsHomeError struct{ Dir, Home string }
+
+func (e *HoldsHomeError) Error() string {
+	return fmt.Sprintf("workspace %s holds Maestro's home %s (model keys, session logs), which the agent could read and change: run Maestro in a project directory, or set MAESTRO_HOME outside the workspace", e.Dir, e.Home)
+}
+
+// checkHome refuses root when it is or holds one of homes (Maestro's
+// home, the data directory with the sessions' logs and serve's database).
+// Every session's workspace passes it, the ones a caller opened under its
+// own policy (a serve session's workspaceRoot) too.
+func checkHome(root *workspace.Root, homes ...string) error {
 	real := func(p string) string {
 		if r, err := filepath.EvalSymlinks(p); err == nil {
 			return r
 		}
 		return filepath.Clean(p)
 	}
-	if _, inside := workspace.Within(real(root.Dir()), real(home)); inside {
-		root.Close()
-		return nil, fmt.Errorf("workspace %s holds Maestro's home %s (model keys, session logs), which the agent could read and change: run Maestro in a project directory, or set MAESTRO_HOME outside the workspace", root.Dir(), home)
+	for _, home := range homes {
+		if home == "" {
+			continue
+		}
+		if _, inside := workspace.Within(real(root.Dir()), real(home)); inside {
+			return &HoldsHomeError{Dir: root.Dir(), Home: home}
+		}
 	}
-	return root, nil
+	return nil
 }
 
 // storeDirs is what utility watches and searches must not report: the

@@ -542,6 +542,14 @@ func TestRestorePlantedFiles(t *testing.T) {
 			os.Remove(session)
 			mkfifo(t, session)
 		}, "session file"},
+		{"manifest is a link", func(t *testing.T, manifest, _, out string) {
+			// The docs' row says "link or FIFO" for both files; only the
+			// session file's link was tried.
+			if err := os.Rename(manifest, filepath.Join(out, "manifest.json")); err != nil {
+				t.Fatal(err)
+			}
+			wstest.Symlink(t, filepath.Join(out, "manifest.json"), manifest)
+		}, "restore manifest"},
 		{"manifest is a FIFO", func(t *testing.T, manifest, _, _ string) {
 			os.Remove(manifest)
 			mkfifo(t, manifest)

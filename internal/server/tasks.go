@@ -412,7 +412,7 @@ func (s *Server) stageFiles(w http.ResponseWriter, mr *multipart.Reader, dir str
 			return nil, false
 		}
 		if root == nil {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
+			if err := os.MkdirAll(dir, staging.Perm); err != nil {
 				s.log.Error("create upload staging directory", "dir", dir, "err", err)
 				writeError(w, http.StatusInternalServerError, "internal error: cannot create the upload staging directory")
 				return nil, false

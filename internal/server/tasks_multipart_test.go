@@ -105,16 +105,18 @@ func TestCreateTaskWithFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	key, _ := pl[staging.PayloadField].(string)
-	if pl["k"] != float64(1) || !staging.ValidKey(key) || staging.PayloadField != staging.PayloadField {
+	if pl["k"] != float64(1) || !staging.ValidKey(key) {
 		t.Fatalf("job payload = %s, want k kept and a staging key", created.Job.Payload)
-	}
-	if staging.Dir(e.dataDir, key) != staging.Dir(e.dataDir, key) {
-		t.Fatalf("the server stages in %s, the runner looks in %s", staging.Dir(e.dataDir, key), staging.Dir(e.dataDir, key))
 	}
 	for name, want := range map[string]string{"report.txt": "figures\n", "notes.md": "# notes\n"} {
 		if got, err := os.ReadFile(filepath.Join(staging.Dir(e.dataDir, key), name)); err != nil || string(got) != want {
 			t.Errorf("staged %s = %q, %v", name, got, err)
 		}
+	}
+	// The files a client sent are not for other local users (the staging
+	// directory was 0755, its files readable by all).
+	if fi, err := os.Stat(staging.Dir(e.dataDir, key)); err != nil || fi.Mode().Perm() != staging.Perm {
+		t.Errorf("staging directory: %v, %v; want mode %v", fi.Mode(), err, staging.Perm)
 	}
 
 	// Without files it is a plain create: no staging key, nothing staged.

@@ -14,8 +14,8 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -163,8 +163,38 @@ type Info struct {
 type Library struct {
 	// Dirs are searched in order (missing ones are skipped).
 	Dirs []string
+	// Root, if set, is the workspace: a directory of Dirs below it (the
+	// project's .maestro/skills) is reached from Root without following
+	// a symbolic link at any component, since the agent can write there
+	// and plant one (`.maestro/skills -> ~/.claude/skills`). Dirs
+	// elsewhere (the user's) are opened as given.
+	Root string
 	// Store, if set, holds the server's skills.
 	Store Store
+}
+
+// DefaultLibrary returns the skills of a run in workdir (DefaultDirs, with Root
+// workdir): the project's, then the user's.
+func DefaultLibrary(workdir, home string) *Library {
+	return &Library{Dirs: DefaultDirs(workdir, home), Root: workdir}
+}
+
+// open opens the skills directory dir: from Root following no link when
+// dir lies below it, else as given. A link on the way yields an error
+// matching workspace.ErrOutside.
+func (l *Library) open(dir string) (*workspace.Dir, error) {
+	if l.Root != "" {
+		root := filepath.Clean(l.Root)
+		if rel, ok := workspace.Within(root, filepath.Clean(dir)); ok {
+			top, err := workspace.OpenTrusted(root)
+			if err != nil {
+				return nil, err
+			}
+			defer top.Close()
+			return top.OpenPath(filepath.ToSlash(rel))
+		}
+	}
+	return workspace.OpenTrusted(dir)
 }
 
 // DefaultDirs are the skill directories of a run in workdir: the
@@ -190,7 +220,7 @@ func (l *Library) List(ctx context.Context) ([]Info, error) {
 	byName := map[string]Info{}
 	taken := map[string]bool{}
 	for _, d := range l.Dirs {
-		infos, present := dirSkills(d)
+		infos, present := l.dirSkills(d)
 		for _, info := range infos {
 			if !taken[info.Name] {
 				byName[info.Name] = info
@@ -228,12 +258,18 @@ func (l *Library) Problems() []error {
 	var out []error
 	taken := map[string]bool{}
 	for _, d := range l.Dirs {
-		infos, present := dirSkills(d)
+		if sd, err := l.open(d); errors.Is(err, workspace.ErrOutside) {
+			out = append(out, fmt.Errorf("skills directory %s leads through a symbolic link: its skills are not read (make .maestro and .maestro/skills real directories)", d))
+			continue
+		} else if err == nil {
+			sd.Close()
+		}
+		infos, present := l.dirSkills(d)
 		for _, name := range present {
 			if taken[name] || slices.ContainsFunc(infos, func(i Info) bool { return i.Name == name }) {
 				continue
 			}
-			if _, err := dirFiles(d, name); err != nil {
+			if _, err := l.dirFiles(d, name); err != nil {
 				out = append(out, err)
 			} else {
 				out = append(out, fmt.Errorf("skill %s: %s is not a skill ReadSkill can offer", name, path.Join(d, name)))
@@ -249,39 +285,35 @@ func (l *Library) Problems() []error {
 // dirSkills lists the skills of one skills directory, and the names of
 // every skill directory there (a directory, not a link, holding a
 // SKILL.md), valid or not.
-func dirSkills(dir string) (infos []Info, present []string) {
-	root, err := workspace.Open(dir)
+func (l *Library) dirSkills(dir string) (infos []Info, present []string) {
+	d, err := l.open(dir)
 	if err != nil {
 		return nil, nil
 	}
-	defer root.Close()
-	entries, err := fs.ReadDir(root.FS(), ".")
+	defer d.Close()
+	entries, err := d.ReadDir()
 	if err != nil {
 		return nil, nil
 	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	for _, e := range entries {
 		if !e.IsDir() {
 			continue
 		}
+		sub, err := d.OpenDir(e.Name())
+		if err != nil {
+			continue // a link swapped in since the listing
+		}
 		// Present as Files finds it: a SKILL.md of any kind (a link to a
 		// file is one, and Files refuses it, so it is not listed).
-		fi, err := os.Lstat(path.Join(dir, e.Name(), store.SkillFile))
-		if err != nil {
-			continue
+		if _, err := sub.Lstat(store.SkillFile); err == nil {
+			present = append(present, e.Name())
+			md, _, err := sub.ReadFile(store.SkillFile, nil, store.MaxSkillBytes)
+			if m, perr := ParseMeta(md); err == nil && perr == nil && m.Name == e.Name() {
+				infos = append(infos, Info{Name: m.Name, Description: m.Description, Source: SourceDir, Where: dir})
+			}
 		}
-		present = append(present, e.Name())
-		if !fi.Mode().IsRegular() {
-			continue
-		}
-		md, err := root.ReadFileMax(path.Join(e.Name(), store.SkillFile), store.MaxSkillBytes)
-		if err != nil {
-			continue
-		}
-		m, err := ParseMeta(md)
-		if err != nil || m.Name != e.Name() {
-			continue
-		}
-		infos = append(infos, Info{Name: m.Name, Description: m.Description, Source: SourceDir, Where: dir})
+		sub.Close()
 	}
 	return infos, present
 }
@@ -293,7 +325,7 @@ func (l *Library) Files(ctx context.Context, name string) (map[string][]byte, er
 		return nil, err
 	}
 	for _, d := range l.Dirs {
-		files, err := dirFiles(d, name)
+		files, err := l.dirFiles(d, name)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -317,14 +349,23 @@ func (l *Library) Files(ctx context.Context, name string) (map[string][]byte, er
 
 // dirFiles reads the skill name of the skills directory dir: its regular
 // files (links and special files are skipped), within the store's limits.
-func dirFiles(dir, name string) (map[string][]byte, error) {
-	// A link in place of the skill's directory is skipped, as List skips
-	// it: its files would be read from wherever it points.
-	if fi, err := os.Lstat(path.Join(dir, name)); err != nil || !fi.IsDir() {
+// Every directory is opened from the one above it without following a
+// link, so a link swapped in after a check is not followed either.
+func (l *Library) dirFiles(dir, name string) (map[string][]byte, error) {
+	d, err := l.open(dir)
+	if err != nil {
 		return nil, fs.ErrNotExist
 	}
+	defer d.Close()
+	// A link in place of the skill's directory is skipped, as List skips
+	// it: its files would be read from wherever it points.
+	skill, err := d.OpenDir(name)
+	if err != nil {
+		return nil, fs.ErrNotExist
+	}
+	defer skill.Close()
 	file := path.Join(dir, name, store.SkillFile)
-	fi, err := os.Lstat(file)
+	fi, err := skill.Lstat(store.SkillFile)
 	if err != nil {
 		return nil, fs.ErrNotExist
 	}
@@ -334,37 +375,52 @@ func dirFiles(dir, name string) (map[string][]byte, error) {
 		return nil, fmt.Errorf("skill %s: %s is %s, not a regular file: a skill's files are read only when they are regular files (copy the file in place of the link)",
 			name, file, workspace.KindOf(fi.Mode()))
 	}
-	root, err := workspace.Open(path.Join(dir, name))
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
 	files := map[string][]byte{}
 	total := 0
-	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	var walk func(d *workspace.Dir, prefix string, depth int) error
+	walk = func(d *workspace.Dir, prefix string, depth int) error {
+		if depth > workspace.DefaultWalkDepth {
+			return fmt.Errorf("skill %s: %s is deeper than %d levels", name, path.Join(dir, name, prefix), workspace.DefaultWalkDepth)
 		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		if len(files) == store.MaxSkillFiles {
-			return fmt.Errorf("skill %s: %s holds more than %d files, the limit of one skill", name, path.Join(dir, name), store.MaxSkillFiles)
-		}
-		data, err := root.ReadFileMax(p, int64(store.MaxSkillBytes-total))
-		if errors.Is(err, workspace.ErrTooLarge) {
-			// The limit is the skill's, not the file's: the error's is
-			// what was left of it.
-			return fmt.Errorf("skill %s: the files of %s come to more than %d bytes (at %s), the limit of one skill", name, path.Join(dir, name), store.MaxSkillBytes, p)
-		}
+		entries, err := d.ReadDir()
 		if err != nil {
 			return fmt.Errorf("skill %s: %w", name, err)
 		}
-		total += len(data)
-		files[p] = data
+		slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+		for _, e := range entries {
+			p := path.Join(prefix, e.Name())
+			switch {
+			case e.IsDir():
+				sub, err := d.OpenDir(e.Name())
+				if err != nil {
+					continue // a link swapped in since the listing
+				}
+				err = walk(sub, p, depth+1)
+				sub.Close()
+				if err != nil {
+					return err
+				}
+				continue
+			case !e.Type().IsRegular():
+				continue
+			case len(files) == store.MaxSkillFiles:
+				return fmt.Errorf("skill %s: %s holds more than %d files, the limit of one skill", name, path.Join(dir, name), store.MaxSkillFiles)
+			}
+			data, _, err := d.ReadFile(e.Name(), nil, int64(store.MaxSkillBytes-total))
+			if errors.Is(err, workspace.ErrTooLarge) {
+				// The limit is the skill's, not the file's: the error's is
+				// what was left of it.
+				return fmt.Errorf("skill %s: the files of %s come to more than %d bytes (at %s), the limit of one skill", name, path.Join(dir, name), store.MaxSkillBytes, p)
+			}
+			if err != nil {
+				return fmt.Errorf("skill %s: %w", name, err)
+			}
+			total += len(data)
+			files[p] = data
+		}
 		return nil
-	})
-	if err != nil {
+	}
+	if err := walk(skill, "", 1); err != nil {
 		return nil, err
 	}
 	m, err := parseMeta(file, files[store.SkillFile])

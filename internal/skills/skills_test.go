@@ -96,7 +96,8 @@ func TestReadSkill(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	lib := &skills.Library{Dirs: skills.DefaultDirs(project, home), Store: st}
+	lib := skills.DefaultLibrary(project, home)
+	lib.Store = st
 	root, err := workspace.Open(work)
 	if err != nil {
 		t.Fatal(err)
@@ -194,6 +195,59 @@ func TestListAsFilesRead(t *testing.T) {
 	}
 	if files, err := lib.Files(t.Context(), "notes"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Files(notes) = %d files, %v; want fs.ErrNotExist", len(files), err)
+	}
+}
+
+// TestPlantedSkillsDirLink: the agent can write the workspace, so it can
+// put a link at .maestro/skills, or at .maestro, to a directory of the
+// host its sandbox does not show (another agent CLI's skills, with their
+// scripts and keys). ReadSkill then copied that directory's skill into
+// the workspace for the agent to read: the project's skills directory was
+// opened following links. It is now reached from the workspace without
+// following one, and the run is told why its skills are not offered.
+func TestPlantedSkillsDirLink(t *testing.T) {
+	t.Parallel()
+	outside := t.TempDir()
+	writeSkill(t, filepath.Join(outside, "skills"), "deploy", map[string]string{"SKILL.md": skillMD("deploy", "Deploy"), "creds.env": "SECRET=1\n"})
+	for _, tc := range []struct{ name, link, target string }{
+		{"skills", ".maestro/skills", filepath.Join(outside, "skills")},
+		{"maestro", ".maestro", outside},
+		{"relative inside", ".maestro/skills", "../real"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			work := t.TempDir()
+			if err := os.MkdirAll(filepath.Join(work, ".maestro"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if tc.target == "../real" {
+				writeSkill(t, filepath.Join(work, ".maestro", "real"), "deploy", map[string]string{"SKILL.md": skillMD("deploy", "Deploy")})
+			}
+			if tc.link == ".maestro" {
+				os.Remove(filepath.Join(work, ".maestro"))
+			}
+			if err := os.Symlink(tc.target, filepath.Join(work, filepath.FromSlash(tc.link))); err != nil {
+				t.Fatal(err)
+			}
+			lib := skills.DefaultLibrary(work, t.TempDir())
+			if infos, err := lib.List(t.Context()); err != nil || len(infos) != 0 {
+				t.Errorf("List = %+v, %v; want none", infos, err)
+			}
+			root, err := workspace.Open(work)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer root.Close()
+			if written, err := lib.Materialize(t.Context(), "deploy", root); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("Materialize(deploy) wrote %v, %v; want fs.ErrNotExist", written, err)
+			}
+			if _, err := os.Lstat(filepath.Join(work, "skills")); !os.IsNotExist(err) {
+				t.Errorf("skills/ was written (%v)", err)
+			}
+			if probs := lib.Problems(); len(probs) != 1 || !strings.Contains(probs[0].Error(), "leads through a symbolic link") {
+				t.Errorf("Problems = %v; want the link named", probs)
+			}
+		})
 	}
 }
 

@@ -6,7 +6,10 @@
 // holds the job's id.
 package staging
 
-import "path/filepath"
+import (
+	"io/fs"
+	"path/filepath"
+)
 
 // PayloadField is the job payload field naming the staging directory of
 // a job's files. The server sets it; a client's payload may not.
@@ -14,6 +17,11 @@ const PayloadField = "input_staging"
 
 // JobSuffix ends the name of a staging directory's job file.
 const JobSuffix = ".job"
+
+// Perm is the mode of a staging directory (and of uploads/ when it is
+// created with it): the files a client sent are not for other local users
+// to read, whatever the data directory's mode.
+const Perm fs.FileMode = 0o700
 
 // Dir is the staging directory key: <dataDir>/uploads/<key>.
 func Dir(dataDir, key string) string { return filepath.Join(dataDir, "uploads", key) }

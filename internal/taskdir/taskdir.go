@@ -40,18 +40,40 @@ const (
 	migrating = ".work-migrating"
 )
 
+// Perm is the mode of a task directory: only Maestro's user (and the
+// agent, which runs as that user) can enter it. Its work/ and the files
+// in it keep ordinary modes (the agent's umask decides those), so the
+// task directory is what keeps the task's uploads, deliverables and state
+// from other local users when the data directory is one they can list
+// (`--data-dir /srv/maestro` made with the usual umask, or created by a
+// worker on PostgreSQL).
+const Perm fs.FileMode = 0o700
+
+// create creates taskDir (and missing parents) with Perm, and restricts
+// an existing one to Perm (task directories were 0755 before).
+func create(taskDir string) error {
+	if err := os.MkdirAll(taskDir, Perm); err != nil {
+		return fmt.Errorf("create the task directory: %w", err)
+	}
+	if err := os.Chmod(taskDir, Perm); err != nil {
+		return fmt.Errorf("restrict the task directory to its owner: %w", err)
+	}
+	return nil
+}
+
 // WorkDir is the agent's workspace in taskDir.
 func WorkDir(taskDir string) string { return filepath.Join(taskDir, Work) }
 
 // StateDir is Maestro's state directory in taskDir.
 func StateDir(taskDir string) string { return filepath.Join(taskDir, State) }
 
-// Prepare creates taskDir (and its parents), work/ and state/, migrating a
+// Prepare creates taskDir (and its parents, mode Perm; an existing one is
+// restricted to Perm), work/ and state/, migrating a
 // task directory of the old layout first. It returns the paths of work/
 // and state/.
 func Prepare(taskDir string) (work, state string, err error) {
-	if err := os.MkdirAll(taskDir, 0o755); err != nil {
-		return "", "", fmt.Errorf("create the task directory: %w", err)
+	if err := create(taskDir); err != nil {
+		return "", "", err
 	}
 	d, err := workspace.OpenTrusted(taskDir)
 	if err != nil {
@@ -73,13 +95,14 @@ func Prepare(taskDir string) (work, state string, err error) {
 
 // OpenWork opens the agent's workspace of taskDir for host-side access
 // (nothing below it is followed), migrating a task directory of the old
-// layout first. With create, missing directories are created; without,
+// layout first. With mk, missing directories are created (the task
+// directory with Perm, an existing one restricted to it); without,
 // a missing task directory or workspace yields an error matching
 // fs.ErrNotExist. Close the Dir when done.
-func OpenWork(taskDir string, create bool) (*workspace.Dir, error) {
-	if create {
-		if err := os.MkdirAll(taskDir, 0o755); err != nil {
-			return nil, fmt.Errorf("create the task directory: %w", err)
+func OpenWork(taskDir string, mk bool) (*workspace.Dir, error) {
+	if mk {
+		if err := create(taskDir); err != nil {
+			return nil, err
 		}
 	}
 	d, err := workspace.OpenTrusted(taskDir)
@@ -91,7 +114,7 @@ func OpenWork(taskDir string, create bool) (*workspace.Dir, error) {
 		return nil, err
 	}
 	var w *workspace.Dir
-	if create {
+	if mk {
 		w, err = d.MkdirPath(Work, 0o755)
 	} else {
 		w, err = d.OpenPath(Work)

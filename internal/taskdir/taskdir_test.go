@@ -146,3 +146,52 @@ func TestOpenWork(t *testing.T) {
 		}
 	}
 }
+
+// TestTaskDirOwnerOnly: a task directory is its owner's only, so a data
+// directory others can list (`--data-dir /srv/maestro` made with the
+// usual umask) does not show them the task's uploads, deliverables or
+// state. Task directories were created 0755, and every local user could
+// read what a client uploaded (reproduced with maestro serve: input/ and
+// its files readable by all); an existing one is restricted when the task
+// is prepared or written to.
+func TestTaskDirOwnerOnly(t *testing.T) {
+	t.Parallel()
+	data := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(data, "tasks", "2")
+	if err := os.MkdirAll(filepath.Join(old, Work), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(old, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mode := func(p string) fs.FileMode {
+		t.Helper()
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Mode().Perm()
+	}
+	fresh := filepath.Join(data, "tasks", "1")
+	if _, _, err := Prepare(fresh); err != nil {
+		t.Fatal(err)
+	}
+	w, err := OpenWork(old, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	third := filepath.Join(data, "jobs", "3")
+	if w, err = OpenWork(third, true); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	for _, p := range []string{fresh, old, third, filepath.Join(data, "jobs")} {
+		if got := mode(p); got != Perm {
+			t.Errorf("%s: mode %v, want %v", p, got, Perm)
+		}
+	}
+}
