@@ -90,3 +90,15 @@ describe("EventLogView", () => {
     expect(follow).not.toBeChecked();
   });
 });
+
+// A live session's log ends in the state "ended": its label said
+// "ended: ended"; a job's says the state it ended in.
+describe("EventLogView's state", () => {
+  it.each([
+    ["ended", "ended"],
+    ["succeeded", "ended: succeeded"],
+  ])("a log that ended in %s reads %s", (state, want) => {
+    render(<EventLogView log={{ ...log, connected: false, ended: { state, last_seq: 3 } }} />);
+    expect(screen.getByTestId("event-log-state").textContent).toBe(want);
+  });
+});

@@ -36,7 +36,7 @@ export function EventLogView({ log, announce = true }: { log: JobLogView; announ
         <span aria-live={announce ? "polite" : undefined} data-testid="event-log-state">
           {/* Before the first event it connects: "reconnecting…" on
               opening a page said a connection had dropped. */}
-          {log.connected ? "● live" : log.ended ? `ended: ${log.ended.state}` : log.lastId > 0 ? "○ reconnecting…" : "○ connecting…"}
+          {log.connected ? "● live" : log.ended ? (log.ended.state === "ended" ? "ended" : `ended: ${log.ended.state}`) : log.lastId > 0 ? "○ reconnecting…" : "○ connecting…"}
         </span>
         <span>{log.count} events</span>
         {log.gaps > 0 && <span className="text-amber-700 dark:text-amber-300">{log.gaps} gap(s)</span>}
