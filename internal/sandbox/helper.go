@@ -105,6 +105,11 @@ func runHelper(args []string) int {
 	}
 	argv := args[2:]
 	env := os.Environ()
+	// SIGTERM is a cancelled call or Maestro's death (the helper's
+	// parent-death signal); caught from here on, one that comes before
+	// the program starts kills it as soon as it has.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	// Adopt orphaned descendants (setsid daemons) so they can be killed.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return helperFail("becoming a child subreaper: %v", err)
@@ -149,8 +154,6 @@ func runHelper(args []string) int {
 		return helperFail("%v", err)
 	}
 
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	if spec.Landlock != nil {
 		err = startConfined(cmd, spec.Landlock)
 	} else {
