@@ -23,10 +23,11 @@ import (
 //
 //	<maestro> -test.run=^MaestroSandboxHelper$ {"supervise":true,"parent":<pid>} -- <program> <args>…
 //
-// The helper starts the program in its own group (the group Maestro
-// signals, the helper being its leader), adopts orphaned descendants
+// The helper is started in a process group of its own (the caller's
+// Setpgid), which the program joins: the group Maestro signals is led by
+// the helper. The helper adopts orphaned descendants
 // (child subreaper), and has SIGTERM as its parent-death signal. A
-// SIGTERM that comes while Maestro still is its parent was sent to the
+// SIGTERM (SIGINT, SIGHUP) that comes while Maestro still is its parent was sent to the
 // group, which the program got as well: the helper ignores it and waits.
 // One that comes after Maestro died (its parent is another process by
 // then) makes it kill the program and every descendant. When the program
