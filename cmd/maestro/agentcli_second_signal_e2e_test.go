@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,20 +33,111 @@ while :; do sleep 1; done
 // Ctrl-C does not reach, ran on.
 func TestAgentCLISecondCtrlC(t *testing.T) {
 	t.Parallel()
-	home, bin := t.TempDir(), t.TempDir()
 	mark := filepath.Join(t.TempDir(), "term")
-	agentclitest.WriteFile(t, filepath.Join(home, "agents", "stubborn.yaml"), "id: stubborn\nname: Stubborn\nbinary: stubborn\nparser: text\ncapabilities: {batch_mode: true, streaming: true}\n")
-	if err := os.WriteFile(filepath.Join(bin, "stubborn"), []byte(stubbornCLI), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
+	cli := startStubbornCLI(ctx, t, stubbornCLI, "MARK="+mark)
+	cmd := cli.cmd
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	// The executor has sent the group SIGTERM: the kill grace runs.
+	for {
+		if _, err := os.Stat(mark); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the CLI never got SIGTERM")
+		}
+		proctest.Alive(os.Getpid(), 20*time.Millisecond) // a bounded pause between looks
+	}
+	at := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	for cli.lines.Scan() {
+	}
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+		t.Errorf("exit: %v, want 130", err)
+	}
+	groupsGone(t, []int{cli.pgid}, at, 500*time.Millisecond)
+}
+
+// detachingCLI is stubbornCLI with a background child in its group and
+// one in a session of its own.
+const detachingCLI = `#!/bin/sh
+[ "$1" = --version ] && { echo "detaching 1"; exit 0; }
+sleep 300 &
+setsid sleep "$NAP" &
+echo "pid $$"
+while :; do sleep 1; done
+`
+
+// TestAgentCLIDiesWithMaestro: maestro run --agent killed outright
+// (SIGKILL, the OOM killer) leaves neither the CLI nor what it started
+// running, a child that left the CLI's group included. The CLI used to
+// run on unattended: nothing stopped its group.
+func TestAgentCLIDiesWithMaestro(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	// The detached sleep's command line is unique to this test run.
+	nap := fmt.Sprintf("300.%06d", time.Now().UnixNano()%1e6)
+	cli := startStubbornCLI(ctx, t, detachingCLI, "NAP="+nap)
+	// The CLI's descendants: its group, and the detached sleep.
+	var tree []int
+	for range 100 {
+		tree = proctest.Processes(t, func(p proctest.Process) bool {
+			return p.PID != cli.cmd.Process.Pid && (p.Pgrp == cli.pgid || proctest.CommandLineHas(p.PID, "sleep\x00"+nap))
+		})
+		if len(tree) >= 4 { // supervisor, shell, both sleeps
+			break
+		}
+		proctest.Alive(os.Getpid(), 20*time.Millisecond) // a bounded pause between looks
+	}
+	t.Cleanup(func() {
+		for _, pid := range tree {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	if len(tree) < 4 {
+		t.Fatalf("the CLI's processes %v: want at least 4 (its shell, both sleeps, the loop's sleep or the supervisor)", tree)
+	}
+	if err := cli.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cli.cmd.Wait()
+	for _, pid := range tree {
+		if proctest.Alive(pid, 10*time.Second) {
+			t.Errorf("process %d of the CLI (of %v) still runs 10 s after maestro was SIGKILLed", pid, tree)
+		}
+	}
+}
+
+// stubbornCLIRun is a maestro run --agent started by startStubbornCLI.
+type stubbornCLIRun struct {
+	cmd   *exec.Cmd
+	lines *bufio.Scanner // maestro's stdout, past the CLI's "pid N"
+	pgid  int            // the CLI's process group
+}
+
+// startStubbornCLI starts maestro run --agent on a CLI made of script,
+// which must print "pid $$" first, and waits for that line; env is added
+// to maestro's (and the CLI's) environment.
+func startStubbornCLI(ctx context.Context, t *testing.T, script string, env ...string) stubbornCLIRun {
+	t.Helper()
+	home, bin := t.TempDir(), t.TempDir()
+	agentclitest.WriteFile(t, filepath.Join(home, "agents", "stubborn.yaml"), "id: stubborn\nname: Stubborn\nbinary: stubborn\nparser: text\ncapabilities: {batch_mode: true, streaming: true}\n")
+	if err := os.WriteFile(filepath.Join(bin, "stubborn"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.CommandContext(ctx, binary, "run", "--agent", "stubborn", "wait")
 	// On the test's timeout, one Ctrl-C: maestro stops the CLI's group
-	// itself (a SIGKILL to maestro would leave the CLI behind).
+	// itself.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
 	cmd.WaitDelay = 10 * time.Second
-	cmd.Env = append(proctest.NoModelEnv(home), "PATH="+bin+string(os.PathListSeparator)+"/usr/bin:/bin", "MARK="+mark)
+	cmd.Env = append(append(proctest.NoModelEnv(home), "PATH="+bin+string(os.PathListSeparator)+"/usr/bin:/bin"), env...)
 	cmd.Dir = t.TempDir()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -64,29 +156,11 @@ func TestAgentCLISecondCtrlC(t *testing.T) {
 	if pid == 0 {
 		t.Fatal("the CLI never said its pid")
 	}
-	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
+	// The group's leader is the CLI, or its supervisor (Maestro's helper).
+	p, ok := proctest.Stat(pid)
+	if !ok {
+		t.Fatalf("the CLI (pid %d) has gone", pid)
 	}
-	// The executor has sent the group SIGTERM: the kill grace runs.
-	for {
-		if _, err := os.Stat(mark); err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("the CLI never got SIGTERM")
-		}
-		proctest.Alive(os.Getpid(), 20*time.Millisecond) // a bounded pause between looks
-	}
-	at := time.Now()
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	for lines.Scan() {
-	}
-	err = cmd.Wait()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
-		t.Errorf("exit: %v, want 130", err)
-	}
-	groupsGone(t, []int{pid}, at, 500*time.Millisecond)
+	t.Cleanup(func() { _ = syscall.Kill(-p.Pgrp, syscall.SIGKILL) })
+	return stubbornCLIRun{cmd: cmd, lines: lines, pgid: p.Pgrp}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/sandbox"
 )
 
 // Executor runs prompts on one agent CLI.
@@ -507,6 +508,9 @@ func (x *Executor) start(ctx context.Context, inv Invocation, args []string) (*p
 	cmd.Dir = inv.Dir
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Should Maestro die without stopping it, the CLI and what it started
+	// are killed (the group's leader is then Maestro's helper).
+	sandbox.Supervise(cmd)
 	pipe, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", def.ID, err)

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/maestro-run/maestro/internal/sandbox"
 )
 
 // commandTransport runs a stdio server in a process group of its own
@@ -68,8 +70,10 @@ func (t *commandTransport) Connect(context.Context) (sdk.Connection, error) {
 	cmd := t.cmd
 	// Its own group, out of reach of the terminal's Ctrl-C and of a
 	// supervisor killing Maestro's group: if Maestro dies without
-	// stopping it, the kernel kills it (as the sandbox's helper).
+	// stopping it, the kernel kills it, and the supervising helper what
+	// it started (without a helper, the server only).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	sandbox.Supervise(cmd)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

@@ -68,17 +68,23 @@ type helperSpec struct {
 	Cgroup   string `json:"cgroup,omitempty"`
 	CgroupV2 bool   `json:"cgroup_v2,omitempty"`
 	// Limits are applied to the program.
-	Limits Limits `json:"limits"`
+	Limits Limits `json:"limits,omitzero"`
 	// Landlock, when set, confines the program.
 	Landlock *landlockSpec `json:"landlock,omitempty"`
+	// Supervise asks for the supervise mode (supervise.go), for a program
+	// of Maestro's pid Parent; the fields above are then unused.
+	Supervise bool `json:"supervise,omitempty"`
+	Parent    int  `json:"parent,omitempty"`
 }
 
 // RunHelperIfRequested runs the sandbox helper and exits when this
 // process was started as one (see Config.HelperPath); otherwise it
 // returns at once. Call it first thing in main, and in TestMain of test
 // packages that run commands through a helper (os.Executable is the test
-// binary there).
+// binary there). It also makes this binary the supervisor of the agent
+// CLIs and MCP servers it starts (Supervise).
 func RunHelperIfRequested() {
+	helperInstalled.Store(true)
 	if len(os.Args) < 2 || os.Args[1] != helperArg {
 		return
 	}
@@ -105,6 +111,14 @@ func runHelper(args []string) int {
 	}
 	argv := args[2:]
 	env := os.Environ()
+	// SIGTERM is a cancelled call or Maestro's death (the helper's
+	// parent-death signal); caught from here on, one that comes before
+	// the program starts kills it as soon as it has.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	if spec.Supervise {
+		return runSupervisor(argv, spec.Parent, sigs)
+	}
 	// Adopt orphaned descendants (setsid daemons) so they can be killed.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return helperFail("becoming a child subreaper: %v", err)
@@ -149,8 +163,6 @@ func runHelper(args []string) int {
 		return helperFail("%v", err)
 	}
 
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	if spec.Landlock != nil {
 		err = startConfined(cmd, spec.Landlock)
 	} else {

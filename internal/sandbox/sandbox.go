@@ -495,7 +495,14 @@ func (s *Sandbox) Command(ctx context.Context, workdir, command string, opts Com
 	cmd := exec.CommandContext(ctx, s.helper, append([]string{helperArg, string(specJSON), "--", prog}, args...)...)
 	cmd.Dir = ws.path
 	cmd.Env = env // the helper passes its environment on to the program
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Maestro's death (SIGKILL included) sends the helper SIGTERM, which
+	// it handles as a cancellation: it kills the command's cgroup and
+	// every descendant it adopted. A SIGKILL would leave them running
+	// (the helper's own Pdeathsig reaches the program only, not what
+	// the program started). The signal follows the OS thread that
+	// started the helper; Maestro's threads never exit (no goroutine of
+	// Maestro's process ends while locked to its thread).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	cmd.Cancel = func() error {
 		if spec.Cgroup != "" {
 			// Kill the tree from here: the helper may be past helping.
