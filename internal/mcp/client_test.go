@@ -27,6 +27,7 @@ func TestMain(m *testing.M) {
 	mcptest.RunStdioIfRequested()
 	runDuplicateListerIfRequested()
 	runFakeRunIfRequested()
+	runMCPParentIfRequested()
 	os.Exit(m.Run())
 }
 

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -449,6 +450,12 @@ func (s *Server) start(t *task, args []string) {
 	// with it), a command writing to the workspace minutes later.
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = stopGrace
+	// So is it when this server dies without stopping it (SIGKILL, the
+	// OOM killer): it ran on, a quiet command to its end, until it next
+	// wrote to its dead stdout. The signal follows the thread that starts
+	// the child, and Maestro ends none of its threads (no goroutine exits
+	// locked to one).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGINT}
 	var stderr bytes.Buffer
 	cmd.Stderr = &limited{b: &stderr, n: 64 << 10}
 	out, err := cmd.StdoutPipe()

@@ -115,6 +115,8 @@ func runFakeRunIfRequested() {
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	// Its pid, for a test to end a run its server left behind.
+	_ = os.WriteFile(marker+".pid", []byte(strconv.Itoa(os.Getpid())), 0o600)
 	fmt.Println(`{"type":"ready","session_id":"s-1"}`)
 	fmt.Println(`{"type":"status","message":"working"}`)
 	<-sig
