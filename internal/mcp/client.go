@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"maps"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -89,10 +90,14 @@ type Options struct {
 	// answer body or one event of its event stream.
 	MaxMessageBytes int
 	// HTTPClient carries streamable HTTP (nil: a client without a
-	// global timeout: calls are bounded by their context).
+	// global timeout: calls are bounded by their context). A request a
+	// redirect sends to another origin goes through a clone of its
+	// *http.Transport whose connections the network guard checks
+	// (guardedTransport); with another kind of RoundTripper, such a
+	// request is refused unless the server is at an internal address.
 	HTTPClient *http.Client
 	// Resolver looks up the names of redirect targets for the redirect
-	// check (checkRedirect; nil: the system's).
+	// check and the guarded connection (nil: the system's).
 	Resolver netguard.Resolver
 	Logger   *slog.Logger
 }
@@ -104,8 +109,14 @@ type Manager struct {
 	// collided holds the server\x00tool pairs left out for a name
 	// another server's tool has, said once.
 	collided sync.Map
-	// guard classifies redirect targets (checkRedirect).
+	// guard classifies redirect targets (checkRedirect) and connects
+	// the requests redirected to another origin (originTransport).
 	guard *netguard.Guard
+	// guarded carries the requests redirected to another origin, built
+	// once (guardedTransport); nil when HTTPClient's transport cannot be
+	// guarded.
+	guardedOnce sync.Once
+	guarded     *http.Transport
 	// closing ends when Close is called (stop).
 	closing context.Context
 	stop    context.CancelFunc
@@ -198,6 +209,10 @@ func (m *Manager) Close() error {
 		})
 	}
 	wg.Wait()
+	m.guardedOnce.Do(func() {}) // synchronizes with a build, and ends later ones
+	if m.guarded != nil {
+		m.guarded.CloseIdleConnections()
+	}
 	return errors.Join(errs...)
 }
 
@@ -356,23 +371,22 @@ func (s *server) connect(ctx context.Context) (_ *sdk.ClientSession, proc *comma
 		if hc == nil {
 			hc = &http.Client{}
 		}
+		origin, err := url.Parse(s.cfg.URL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("connect to MCP server %s: %w", s.slug, err)
+		}
+		var base http.RoundTripper = originTransport{own: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), s: s, origin: origin}
 		if len(s.cfg.Headers) > 0 {
 			h := http.Header{}
 			for k, v := range s.cfg.Headers {
 				h.Set(k, s.expand("headers."+k, v))
 			}
-			c := *hc
-			origin, err := url.Parse(s.cfg.URL)
-			if err != nil {
-				return nil, nil, fmt.Errorf("connect to MCP server %s: %w", s.slug, err)
-			}
-			c.Transport = headerTransport{base: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), h: h, origin: origin}
-			hc = &c
+			base = headerTransport{base: base, h: h, origin: origin}
 		}
 		c := *hc
 		c.CheckRedirect = s.checkRedirect(hc.CheckRedirect)
 		c.Transport = boundedTransport{
-			base: sseHeaderTransport{base: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), wait: sseHeaderWait, slug: s.slug, refused: &refused},
+			base: sseHeaderTransport{base: base, wait: sseHeaderWait, slug: s.slug, refused: &refused},
 			max:  s.m.o.MaxMessageBytes, slug: s.slug,
 		}
 		transport = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &c, MaxRetries: 1, MaxEventSize: s.m.o.MaxMessageBytes}
@@ -796,12 +810,9 @@ func (s *server) checkRedirect(prev func(*http.Request, []*http.Request) error) 
 		if err != nil {
 			return err
 		}
-		if !llm.SameOrigin(req.URL, origin) {
-			var blocked *netguard.BlockedError
-			if _, err := s.m.guard.CheckURL(req.Context(), origin); !errors.As(err, &blocked) {
-				if _, err := s.m.guard.CheckURL(req.Context(), req.URL); err != nil {
-					return fmt.Errorf("MCP server %s redirected to another origin, refused: %w", s.slug, err)
-				}
+		if !llm.SameOrigin(req.URL, origin) && !s.internal(req.Context(), origin) {
+			if _, err := s.m.guard.CheckURL(req.Context(), req.URL); err != nil {
+				return s.refused(err)
 			}
 		}
 		if prev != nil {
@@ -809,6 +820,84 @@ func (s *server) checkRedirect(prev func(*http.Request, []*http.Request) error) 
 		}
 		return nil
 	}
+}
+
+// internal reports whether the server's origin is at an address the
+// network guard refuses (loopback, private…): such a server's redirects to
+// other internal addresses are followed, and connected to without the
+// guard. A name that does not resolve is not internal.
+func (s *server) internal(ctx context.Context, origin *url.URL) bool {
+	var blocked *netguard.BlockedError
+	_, err := s.m.guard.CheckURL(ctx, origin)
+	return errors.As(err, &blocked)
+}
+
+// refused is the error of a redirect to another origin that the network
+// guard refused.
+func (s *server) refused(err error) error {
+	return fmt.Errorf("MCP server %s redirected to another origin, refused: %w", s.slug, err)
+}
+
+// originTransport sends the requests to the server's origin through own
+// (the configured client's transport) and those a redirect sent to
+// another origin through the network guard's dialer, which checks the
+// address the connection is made to: checkRedirect resolves the target's
+// name when the redirect is seen, but the connection resolved it again,
+// so a name answering a public address to the check and 127.0.0.1 or
+// 169.254.169.254 to the connection (DNS rebinding) got the server's POST
+// to a service on Maestro's machine or network. A server itself at an
+// internal address (internal) keeps own for its redirects too.
+type originTransport struct {
+	own    http.RoundTripper
+	s      *server
+	origin *url.URL
+}
+
+func (t originTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if llm.SameOrigin(r.URL, t.origin) || t.s.internal(r.Context(), t.origin) {
+		return t.own.RoundTrip(r)
+	}
+	guarded := t.s.m.guardedTransport()
+	if guarded == nil {
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		return nil, t.s.refused(errors.New("the configured HTTP client's transport cannot connect through the network guard"))
+	}
+	resp, err := guarded.RoundTrip(r)
+	var blocked *netguard.BlockedError
+	if errors.As(err, &blocked) {
+		err = t.s.refused(err)
+	}
+	return resp, err
+}
+
+// guardedTransport is the transport of requests redirected to another
+// origin: a clone of the configured client's (or Go's default)
+// *http.Transport that connects through the guard, its dialer (a test's)
+// given only checked addresses, and without a proxy from the environment
+// (the guard would check the proxy's address, not the destination's). Nil
+// when the configured transport is no *http.Transport.
+func (m *Manager) guardedTransport() *http.Transport {
+	m.guardedOnce.Do(func() {
+		base, ok := http.DefaultTransport.(*http.Transport)
+		var dial func(ctx context.Context, network, addr string) (net.Conn, error)
+		if hc := m.o.HTTPClient; hc != nil && hc.Transport != nil {
+			base, ok = hc.Transport.(*http.Transport)
+			if ok {
+				dial = base.DialContext
+			}
+		}
+		if !ok {
+			return
+		}
+		t := base.Clone()
+		t.Proxy = nil
+		t.DialContext = m.guard.DialVia(dial)
+		t.Dial, t.DialTLS, t.DialTLSContext = nil, nil, nil //nolint:staticcheck // Dial and DialTLS would bypass the guard
+		m.guarded = t
+	})
+	return m.guarded
 }
 
 // boundedTransport bounds what is read of an HTTP server's answer to max

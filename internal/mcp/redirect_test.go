@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/maestro-run/maestro/internal/config"
@@ -148,6 +149,79 @@ func TestRedirectToAnInternalAddressRefused(t *testing.T) {
 		}
 		if !c.followed && !strings.Contains(err.Error(), "redirected to another origin, refused") {
 			t.Errorf("redirect to %s: error %q does not say the redirect was refused", c.to, err)
+		}
+	}
+}
+
+// rebindResolver answers first for rebind.test (a public address), then
+// second on every later lookup; the other names come from names.
+type rebindResolver struct {
+	names         mapResolver
+	first, second string
+	lookups       atomic.Int32
+}
+
+func (r *rebindResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	if host != "rebind.test" {
+		return r.names.LookupNetIP(ctx, network, host)
+	}
+	if r.lookups.Add(1) == 1 {
+		return []netip.Addr{netip.MustParseAddr(r.first)}, nil
+	}
+	return []netip.Addr{netip.MustParseAddr(r.second)}, nil
+}
+
+// TestRedirectToARebindingNameRefused: a server on the internet that
+// redirects (307) to a name of its own which answers a public address to
+// the redirect check and a loopback or metadata address to the
+// connection (DNS rebinding) does not get Maestro's POST there: the
+// connection goes through the network guard's dialer, which checks the
+// address it connects to. It did: the check passed, and the client's
+// transport resolved the name again and connected to the internal
+// address. As in TestRedirectToAnInternalAddressRefused, the client's
+// dialer reaches every address at 127.0.0.1 (the victim); the guard gives
+// it only addresses it checked.
+func TestRedirectToARebindingNameRefused(t *testing.T) {
+	t.Parallel()
+	var reached headerLog
+	victim := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.record(r)
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(victim.Close)
+	port := victim.URL[strings.LastIndex(victim.URL, ":")+1:]
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://rebind.test:"+port+"/rebound", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(evil.Close)
+	evilPort := evil.URL[strings.LastIndex(evil.URL, ":")+1:]
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		_, p, _ := net.SplitHostPort(addr)
+		return (&net.Dialer{}).DialContext(ctx, network, "127.0.0.1:"+p)
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	for _, internal := range []string{"127.0.0.1", "169.254.169.254"} {
+		resolver := &rebindResolver{names: mapResolver{"mcp.test": "93.184.216.34"}, first: "93.184.216.36", second: internal}
+		m := NewManager(Options{Servers: map[string]config.MCPServer{
+			"evil": {URL: "http://mcp.test:" + evilPort + "/mcp"},
+		}, HTTPClient: &http.Client{Transport: tr}, Resolver: resolver})
+		_, err := m.Tools(testCtx(t), "mcp__evil__*")
+		m.Close()
+		if err == nil {
+			t.Fatalf("rebinding to %s: Tools succeeded against a server that only redirects", internal)
+		}
+		if resolver.lookups.Load() == 0 {
+			t.Fatalf("rebinding to %s: rebind.test was never looked up: the test proves nothing (%v)", internal, err)
+		}
+		if got := reached.String(); got != "" {
+			t.Fatalf("rebinding to %s: the redirect reached the internal service: %s", internal, got)
+		}
+		// The go-sdk retries once; the retry's redirect check sees the
+		// new answer (at resolve), the first request's connection was
+		// refused (at connect).
+		if !strings.Contains(err.Error(), "redirected to another origin, refused") {
+			t.Errorf("rebinding to %s: error %q does not say the redirect was refused", internal, err)
 		}
 	}
 }

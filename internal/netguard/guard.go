@@ -248,6 +248,25 @@ func (g *Guard) resolve(ctx context.Context, host string) ([]netip.Addr, error) 
 // dialer's Control hook checking the address once more as the socket
 // connects.
 func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	return g.dial(ctx, network, addr, nil)
+}
+
+// DialVia is DialContext connecting through dial: the host is resolved
+// and every address checked as DialContext does, and dial is given the
+// checked address (an IP literal and the port), so it resolves nothing
+// itself. For a client with a dialer of its own (a test's, which maps
+// addresses to its servers); a nil dial gives DialContext.
+func (g *Guard) DialVia(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if dial == nil {
+		return g.DialContext
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return g.dial(ctx, network, addr, dial)
+	}
+}
+
+// dial is DialContext, connecting through connect when it is not nil.
+func (g *Guard) dial(ctx context.Context, network, addr string, connect func(ctx context.Context, network, addr string) (net.Conn, error)) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
@@ -258,13 +277,16 @@ func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 	} else if addrs, err = g.resolve(ctx, host); err != nil {
 		return nil, err
 	}
-	d := net.Dialer{Timeout: g.timeout, Control: g.control(host)}
+	if connect == nil {
+		d := net.Dialer{Timeout: g.timeout, Control: g.control(host)}
+		connect = d.DialContext
+	}
 	var errs []error
 	for _, a := range addrs {
 		if class, ok := g.allowed(host, a); !ok {
 			return nil, &BlockedError{URL: addr, Host: host, Addr: a.String(), Class: class, Stage: StageConnect}
 		}
-		conn, err := d.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
+		conn, err := connect(ctx, network, net.JoinHostPort(a.String(), port))
 		if err == nil {
 			return conn, nil
 		}

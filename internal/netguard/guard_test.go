@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -336,5 +338,40 @@ func TestNoProxyFromEnvironment(t *testing.T) {
 	tr, ok := newGuard(t, Policy{}).Client().Transport.(*http.Transport)
 	if !ok || tr.Proxy != nil || tr.DialTLSContext != nil || tr.DialTLS != nil {
 		t.Errorf("the guard's transport = %T (proxy set %v): want an *http.Transport with no proxy, dialing only through the guard", tr, ok && tr.Proxy != nil)
+	}
+}
+
+// TestDialVia: a dial given to DialVia gets only checked addresses (IP
+// literals, never the name), and a name whose answer changed to a
+// refused address since it was checked is refused at connect without
+// dial being called.
+func TestDialVia(t *testing.T) {
+	res := &fakeResolver{answers: map[string][]string{
+		"pub.test":    {"93.184.216.34"},
+		"rebind.test": {"93.184.216.35", "127.0.0.1"},
+	}}
+	g := newGuard(t, Policy{Resolver: res})
+	var dialed []string
+	dial := g.DialVia(func(_ context.Context, _, addr string) (net.Conn, error) {
+		dialed = append(dialed, addr)
+		c, _ := net.Pipe()
+		return c, nil
+	})
+	ctx := t.Context()
+	if _, err := g.CheckURL(ctx, &url.URL{Scheme: "http", Host: "rebind.test"}); err != nil {
+		t.Fatalf("check of rebind.test's first answer: %v", err)
+	}
+	if conn, err := dial(ctx, "tcp", "pub.test:80"); err != nil {
+		t.Errorf("dial pub.test: %v", err)
+	} else {
+		conn.Close()
+	}
+	_, err := dial(ctx, "tcp", "rebind.test:80")
+	var blocked *BlockedError
+	if !errors.As(err, &blocked) || blocked.Stage != StageConnect || blocked.Addr != "127.0.0.1" {
+		t.Errorf("dial rebind.test after its answer changed = %v, want refused at connect", err)
+	}
+	if want := []string{"93.184.216.34:80"}; !slices.Equal(dialed, want) {
+		t.Errorf("dial was given %q, want %q", dialed, want)
 	}
 }
