@@ -28,6 +28,8 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -810,7 +812,7 @@ func (s *server) checkRedirect(prev func(*http.Request, []*http.Request) error) 
 		if err != nil {
 			return err
 		}
-		if !llm.SameOrigin(req.URL, origin) && !s.internal(req.Context(), origin) {
+		if !llm.SameOrigin(req.URL, origin) && !redirectedByInternal(s.m.guard, req) {
 			if _, err := s.m.guard.CheckURL(req.Context(), req.URL); err != nil {
 				return s.refused(err)
 			}
@@ -822,14 +824,55 @@ func (s *server) checkRedirect(prev func(*http.Request, []*http.Request) error) 
 	}
 }
 
-// internal reports whether the server's origin is at an address the
-// network guard refuses (loopback, private…): such a server's redirects to
-// other internal addresses are followed, and connected to without the
-// guard. A name that does not resolve is not internal.
-func (s *server) internal(ctx context.Context, origin *url.URL) bool {
-	var blocked *netguard.BlockedError
-	_, err := s.m.guard.CheckURL(ctx, origin)
-	return errors.As(err, &blocked)
+// peerKey is the context key of a *peer.
+type peerKey struct{}
+
+// peer is the address a request's connection was made to.
+type peer struct{ addr atomic.Pointer[netip.Addr] }
+
+// withPeer is r recording its connection's address (GotConn) in a *peer
+// in its context, which the Transport's answer keeps (Response.Request).
+func withPeer(r *http.Request) *http.Request {
+	p := &peer{}
+	ctx := context.WithValue(r.Context(), peerKey{}, p)
+	return r.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		if ap, err := netip.ParseAddrPort(info.Conn.RemoteAddr().String()); err == nil {
+			a := ap.Addr().Unmap()
+			p.addr.Store(&a)
+		}
+	}}))
+}
+
+// proxied reports whether rt sends r through a proxy (HTTPS_PROXY: Go's
+// transport does not proxy loopback addresses and localhost): the address
+// its connection is made to is then the proxy's, which says nothing of the
+// server's (a proxy on 127.0.0.1 would have made every server local).
+func proxied(rt http.RoundTripper, r *http.Request) bool {
+	t, ok := rt.(*http.Transport)
+	if !ok || t.Proxy == nil {
+		return false
+	}
+	u, err := t.Proxy(r)
+	return err != nil || u != nil
+}
+
+// redirectedByInternal reports whether r follows a redirect answered by a
+// server at an address the network guard refuses (loopback, private…):
+// the address its connection was made to, not what its name resolves to
+// now, which a server's own DNS could answer to have its redirects to
+// internal addresses followed. Such a server's redirects to other
+// internal addresses are followed, and connected to without the guard.
+// Unknown (a transport that keeps no Response.Request) is not internal.
+func redirectedByInternal(g *netguard.Guard, r *http.Request) bool {
+	if r.Response == nil || r.Response.Request == nil {
+		return false
+	}
+	p, _ := r.Response.Request.Context().Value(peerKey{}).(*peer)
+	if p == nil {
+		return false
+	}
+	a := p.addr.Load()
+	return a != nil && g.Classify(*a) != ""
 }
 
 // refused is the error of a redirect to another origin that the network
@@ -846,7 +889,8 @@ func (s *server) refused(err error) error {
 // so a name answering a public address to the check and 127.0.0.1 or
 // 169.254.169.254 to the connection (DNS rebinding) got the server's POST
 // to a service on Maestro's machine or network. A server itself at an
-// internal address (internal) keeps own for its redirects too.
+// internal address (redirectedByInternal) keeps own for its redirects
+// too. A request through own records its connection's address (withPeer).
 type originTransport struct {
 	own    http.RoundTripper
 	s      *server
@@ -854,8 +898,11 @@ type originTransport struct {
 }
 
 func (t originTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if llm.SameOrigin(r.URL, t.origin) || t.s.internal(r.Context(), t.origin) {
-		return t.own.RoundTrip(r)
+	if llm.SameOrigin(r.URL, t.origin) || redirectedByInternal(t.s.m.guard, r) {
+		if proxied(t.own, r) {
+			return t.own.RoundTrip(r) // its connection's address is the proxy's
+		}
+		return t.own.RoundTrip(withPeer(r))
 	}
 	guarded := t.s.m.guardedTransport()
 	if guarded == nil {

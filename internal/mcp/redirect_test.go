@@ -3,17 +3,21 @@ package mcp
 import (
 	"context"
 	"fmt"
+	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/maestro-run/maestro/internal/config"
+	"github.com/maestro-run/maestro/internal/netguard"
 )
 
 // headerLog records the credential headers requests arrived with.
@@ -87,6 +91,41 @@ func TestHeadersNotSentAcrossRedirect(t *testing.T) {
 	}
 }
 
+// peerTransport is a client transport that connects every address to
+// 127.0.0.1 (the port kept), where the tests' servers all are, and whose
+// connections say they are to the address names gives the host (or the
+// host's own address): the peer a server is taken to be at.
+func peerTransport(t *testing.T, names netguard.Resolver) *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, p, _ := net.SplitHostPort(addr)
+		a, err := netip.ParseAddr(host)
+		if err != nil {
+			addrs, err := names.LookupNetIP(ctx, "ip", host)
+			if err != nil {
+				return nil, err
+			}
+			a = addrs[0]
+		}
+		port, _ := strconv.Atoi(p)
+		c, err := (&net.Dialer{}).DialContext(ctx, network, "127.0.0.1:"+p)
+		if err != nil {
+			return nil, err
+		}
+		return peerConn{c, net.TCPAddrFromAddrPort(netip.AddrPortFrom(a, uint16(port)))}, nil
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	return tr
+}
+
+// peerConn is a connection that says it is to remote.
+type peerConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c peerConn) RemoteAddr() net.Addr { return c.remote }
+
 // mapResolver resolves the names it holds; the others do not exist.
 type mapResolver map[string]string
 
@@ -103,8 +142,9 @@ func (r mapResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Add
 // its POST there (it did: a blind request of the server's choosing to a
 // service on Maestro's machine or network); a redirect to a public
 // address is followed. The servers are all on 127.0.0.1: the client's
-// dialer reaches them by name (*.test), and the resolver the redirect
-// check uses says mcp.test and pub.test are public, inner.test private.
+// dialer reaches them by name (*.test) and says its connections are to
+// the addresses the resolver gives (peerTransport), and the resolver says
+// mcp.test and pub.test are public, inner.test private.
 func TestRedirectToAnInternalAddressRefused(t *testing.T) {
 	t.Parallel()
 	var reached headerLog
@@ -119,13 +159,8 @@ func TestRedirectToAnInternalAddressRefused(t *testing.T) {
 	}))
 	t.Cleanup(evil.Close)
 	evilPort := evil.URL[strings.LastIndex(evil.URL, ":")+1:]
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		_, p, _ := net.SplitHostPort(addr)
-		return (&net.Dialer{}).DialContext(ctx, network, "127.0.0.1:"+p)
-	}
-	t.Cleanup(tr.CloseIdleConnections)
 	resolver := mapResolver{"mcp.test": "93.184.216.34", "pub.test": "93.184.216.35", "inner.test": "10.0.0.5"}
+	tr := peerTransport(t, resolver)
 	for _, c := range []struct {
 		to       string
 		followed bool
@@ -195,14 +230,20 @@ func TestRedirectToARebindingNameRefused(t *testing.T) {
 	}))
 	t.Cleanup(evil.Close)
 	evilPort := evil.URL[strings.LastIndex(evil.URL, ":")+1:]
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		_, p, _ := net.SplitHostPort(addr)
-		return (&net.Dialer{}).DialContext(ctx, network, "127.0.0.1:"+p)
-	}
-	t.Cleanup(tr.CloseIdleConnections)
-	for _, internal := range []string{"127.0.0.1", "169.254.169.254"} {
-		resolver := &rebindResolver{names: mapResolver{"mcp.test": "93.184.216.34"}, first: "93.184.216.36", second: internal}
+	// What the client's own transport connects to (a system resolver
+	// asked at connect time).
+	tr := peerTransport(t, mapResolver{"mcp.test": "93.184.216.34", "rebind.test": "127.0.0.1"})
+	for _, c := range []struct{ internal, origin string }{
+		{"127.0.0.1", "93.184.216.34"},
+		{"169.254.169.254", "93.184.216.34"},
+		// The server's own name answers a loopback address to Maestro's
+		// checks while its connection is to the public one: it is not
+		// taken for a local server, whose redirects to internal
+		// addresses are followed.
+		{"127.0.0.1", "127.0.0.1"},
+	} {
+		internal := c.internal
+		resolver := &rebindResolver{names: mapResolver{"mcp.test": c.origin}, first: "93.184.216.36", second: internal}
 		m := NewManager(Options{Servers: map[string]config.MCPServer{
 			"evil": {URL: "http://mcp.test:" + evilPort + "/mcp"},
 		}, HTTPClient: &http.Client{Transport: tr}, Resolver: resolver})
@@ -211,11 +252,11 @@ func TestRedirectToARebindingNameRefused(t *testing.T) {
 		if err == nil {
 			t.Fatalf("rebinding to %s: Tools succeeded against a server that only redirects", internal)
 		}
+		if got := reached.String(); got != "" {
+			t.Fatalf("rebinding to %s (the server's name answering %s): the redirect reached the internal service: %s", internal, c.origin, got)
+		}
 		if resolver.lookups.Load() == 0 {
 			t.Fatalf("rebinding to %s: rebind.test was never looked up: the test proves nothing (%v)", internal, err)
-		}
-		if got := reached.String(); got != "" {
-			t.Fatalf("rebinding to %s: the redirect reached the internal service: %s", internal, got)
 		}
 		// The go-sdk retries once; the retry's redirect check sees the
 		// new answer (at resolve), the first request's connection was
@@ -223,5 +264,69 @@ func TestRedirectToARebindingNameRefused(t *testing.T) {
 		if !strings.Contains(err.Error(), "redirected to another origin, refused") {
 			t.Errorf("rebinding to %s: error %q does not say the redirect was refused", internal, err)
 		}
+	}
+}
+
+// TestRedirectThroughALocalProxyRefused: a server on the internet reached
+// through a proxy on 127.0.0.1 (HTTPS_PROXY) is not taken for a local
+// server because its connection is to the proxy's loopback address: its
+// redirect to a loopback address is refused, not sent to the proxy, which
+// would have connected to the address from Maestro's own machine.
+func TestRedirectThroughALocalProxyRefused(t *testing.T) {
+	t.Parallel()
+	var reached headerLog
+	victim := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.record(r)
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(victim.Close)
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, victim.URL+"/via-proxy", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(evil.Close)
+	evilPort := evil.URL[strings.LastIndex(evil.URL, ":")+1:]
+	// A forward proxy: it sends each request on (mcp.test is the evil
+	// server, every other host 127.0.0.1) and passes the answer back.
+	upstream := peerTransport(t, mapResolver{"mcp.test": "127.0.0.1"})
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		out, err := http.NewRequestWithContext(r.Context(), r.Method, r.URL.String(), r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		out.Header = r.Header.Clone()
+		resp, err := upstream.RoundTrip(out)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		maps.Copy(w.Header(), resp.Header)
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(proxy.Close)
+	proxyURL, _ := url.Parse(proxy.URL)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = func(r *http.Request) (*url.URL, error) {
+		if r.URL.Hostname() == "127.0.0.1" {
+			return nil, nil // as Go's ProxyFromEnvironment: loopback is not proxied
+		}
+		return proxyURL, nil
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	m := NewManager(Options{Servers: map[string]config.MCPServer{
+		"evil": {URL: "http://mcp.test:" + evilPort + "/mcp"},
+	}, HTTPClient: &http.Client{Transport: tr}, Resolver: mapResolver{"mcp.test": "93.184.216.34"}})
+	_, err := m.Tools(testCtx(t), "mcp__evil__*")
+	m.Close()
+	if err == nil {
+		t.Fatal("Tools succeeded against a server that only redirects")
+	}
+	if got := reached.String(); got != "" {
+		t.Fatalf("the redirect reached the internal service: %s", got)
+	}
+	if !strings.Contains(err.Error(), "redirected to another origin, refused") {
+		t.Errorf("error %q does not say the redirect was refused", err)
 	}
 }
