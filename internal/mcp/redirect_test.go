@@ -126,6 +126,23 @@ type peerConn struct {
 
 func (c peerConn) RemoteAddr() net.Addr { return c.remote }
 
+// redirectScene starts a victim, an internal service recording the
+// requests that reach it, at victimURL, and an evil server on evilPort
+// answering every request with a 307 to to(r).
+func redirectScene(t *testing.T, to func(r *http.Request) string) (reached *headerLog, victimURL, evilPort string) {
+	reached = &headerLog{}
+	victim := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.record(r)
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(victim.Close)
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, to(r), http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(evil.Close)
+	return reached, victim.URL, evil.URL[strings.LastIndex(evil.URL, ":")+1:]
+}
+
 // mapResolver resolves the names it holds; the others do not exist.
 type mapResolver map[string]string
 
@@ -147,18 +164,8 @@ func (r mapResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Add
 // mcp.test and pub.test are public, inner.test private.
 func TestRedirectToAnInternalAddressRefused(t *testing.T) {
 	t.Parallel()
-	var reached headerLog
-	victim := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		reached.record(r)
-		http.NotFound(w, r)
-	}))
-	t.Cleanup(victim.Close)
-	port := victim.URL[strings.LastIndex(victim.URL, ":")+1:]
-	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusTemporaryRedirect)
-	}))
-	t.Cleanup(evil.Close)
-	evilPort := evil.URL[strings.LastIndex(evil.URL, ":")+1:]
+	reached, victim, evilPort := redirectScene(t, func(r *http.Request) string { return r.URL.Query().Get("to") })
+	port := victim[strings.LastIndex(victim, ":")+1:]
 	resolver := mapResolver{"mcp.test": "93.184.216.34", "pub.test": "93.184.216.35", "inner.test": "10.0.0.5"}
 	tr := peerTransport(t, resolver)
 	for _, c := range []struct {
@@ -218,18 +225,9 @@ func (r *rebindResolver) LookupNetIP(ctx context.Context, network, host string) 
 // it only addresses it checked.
 func TestRedirectToARebindingNameRefused(t *testing.T) {
 	t.Parallel()
-	var reached headerLog
-	victim := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		reached.record(r)
-		http.NotFound(w, r)
-	}))
-	t.Cleanup(victim.Close)
-	port := victim.URL[strings.LastIndex(victim.URL, ":")+1:]
-	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, "http://rebind.test:"+port+"/rebound", http.StatusTemporaryRedirect)
-	}))
-	t.Cleanup(evil.Close)
-	evilPort := evil.URL[strings.LastIndex(evil.URL, ":")+1:]
+	var port string
+	reached, victim, evilPort := redirectScene(t, func(*http.Request) string { return "http://rebind.test:" + port + "/rebound" })
+	port = victim[strings.LastIndex(victim, ":")+1:]
 	// What the client's own transport connects to (a system resolver
 	// asked at connect time).
 	tr := peerTransport(t, mapResolver{"mcp.test": "93.184.216.34", "rebind.test": "127.0.0.1"})
@@ -274,17 +272,8 @@ func TestRedirectToARebindingNameRefused(t *testing.T) {
 // would have connected to the address from Maestro's own machine.
 func TestRedirectThroughALocalProxyRefused(t *testing.T) {
 	t.Parallel()
-	var reached headerLog
-	victim := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		reached.record(r)
-		http.NotFound(w, r)
-	}))
-	t.Cleanup(victim.Close)
-	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, victim.URL+"/via-proxy", http.StatusTemporaryRedirect)
-	}))
-	t.Cleanup(evil.Close)
-	evilPort := evil.URL[strings.LastIndex(evil.URL, ":")+1:]
+	var victim string
+	reached, victim, evilPort := redirectScene(t, func(*http.Request) string { return victim + "/via-proxy" })
 	// A forward proxy: it sends each request on (mcp.test is the evil
 	// server, every other host 127.0.0.1) and passes the answer back.
 	upstream := peerTransport(t, mapResolver{"mcp.test": "127.0.0.1"})
