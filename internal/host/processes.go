@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -103,12 +104,45 @@ func JoinStore(ctx context.Context, st store.Store, o ProcessOptions, log *slog.
 
 // crashedHere reports whether the process p ran on this host and its pid
 // no longer runs (or is this process's own: a container restarted with
-// the same pid), so it ended without recording it.
+// the same pid), so it ended without recording it. A pid that is only
+// ending counts as ended: a process killed (kill -9) is a zombie until
+// its parent reaps it, and still in its exit for a moment before, and
+// kill(pid, 0) answers for both as for a live one, so a worker restarted
+// at once was refused its --name for the whole stale time.
 func crashedHere(p store.Process, host string) bool {
 	if p.Host == "" || p.Host != host || p.PID <= 0 {
 		return false
 	}
-	return p.PID == os.Getpid() || errors.Is(syscall.Kill(p.PID, 0), syscall.ESRCH)
+	return p.PID == os.Getpid() || errors.Is(syscall.Kill(p.PID, 0), syscall.ESRCH) || exiting(p.PID)
+}
+
+// pfExiting is the kernel's PF_EXITING task flag: the process is in its
+// exit (it stays set in the zombie it leaves).
+const pfExiting = 0x4
+
+// exiting reports whether the process pid has ended or is ending: a
+// zombie (state Z, or X as it is reaped) or in its exit (PF_EXITING), read
+// from /proc/PID/stat (Linux; elsewhere it reports false).
+func exiting(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ppid pgrp session tty_nr tpgid flags …: comm may
+	// hold spaces and parentheses, so the fields start after the last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 7 {
+		return false
+	}
+	if f[0] == "Z" || f[0] == "X" || f[0] == "x" {
+		return true
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err == nil && flags&pfExiting != 0
 }
 
 // requeueJobsOf gives back at once the jobs the process that ended

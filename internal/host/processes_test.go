@@ -4,9 +4,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/maestro-run/maestro/internal/pgtest"
 	"github.com/maestro-run/maestro/internal/store"
@@ -64,5 +68,70 @@ func TestJoinStoreGivesBackACrashedProcesssJobs(t *testing.T) {
 	}
 	if other, err := st.GetJob(ctx, jobs[1]); err != nil || other.State != store.StateRunning || other.LeaseOwner != "workerBB/1" {
 		t.Errorf("workerBB/1's job = %+v, %v; want it left running", other, err)
+	}
+}
+
+// TestJoinStoreTakesTheNameOfAKilledUnreapedProcess: a worker killed
+// (kill -9) and restarted at once on its machine takes its --name back
+// though its parent has not reaped it yet: the killed pid is a zombie,
+// which kill(pid, 0) answers for as for a live process, so the restart
+// was refused ("--name workerC is taken … free within 24s") until the
+// name went stale. A live pid still holds its name.
+func TestJoinStoreTakesTheNameOfAKilledUnreapedProcess(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st, err := postgres.Open(ctx, pg.Cluster(t).NewSchema(t), postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	host, _ := os.Hostname()
+	killed := exec.Command("cat") // runs until its stdin closes
+	if _, err := killed.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := killed.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer killed.Wait()
+	live := exec.Command("cat")
+	liveIn, err := live.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := live.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer live.Wait()
+	defer liveIn.Close()
+	for _, p := range []store.Process{
+		{Name: "workerC", Kind: store.ProcessWorker, Instance: "killed", Address: "there", Host: host, PID: killed.Process.Pid},
+		{Name: "workerD", Kind: store.ProcessWorker, Instance: "live", Address: "there", Host: host, PID: live.Process.Pid},
+	} {
+		if _, err := st.StartProcess(ctx, p, time.Now().Add(-time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := killed.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait for its exit but leave it unreaped (WNOWAIT): a zombie.
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PID, killed.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(killed.Process.Pid, 0); err != nil {
+		t.Fatalf("kill(zombie, 0) = %v; the test wants it to answer as for a live process", err)
+	}
+
+	log := slog.New(slog.DiscardHandler)
+	rec, err := JoinStore(ctx, st, ProcessOptions{Kind: store.ProcessWorker, Name: "workerC", StaleAfter: time.Hour}, log)
+	if err != nil {
+		t.Fatalf("restarted right after kill -9 (its pid a zombie): %v; want the name taken back at once", err)
+	}
+	rec.Close()
+	if rec, err := JoinStore(ctx, st, ProcessOptions{Kind: store.ProcessWorker, Name: "workerD", StaleAfter: time.Hour}, log); err == nil || !strings.Contains(err.Error(), "--name workerD is taken") {
+		rec.Close()
+		t.Errorf("JoinStore under the name of a live pid = %v; want it refused", err)
 	}
 }
