@@ -1,6 +1,9 @@
 package host
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -8,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -134,4 +138,53 @@ func TestJoinStoreTakesTheNameOfAKilledUnreapedProcess(t *testing.T) {
 		rec.Close()
 		t.Errorf("JoinStore under the name of a live pid = %v; want it refused", err)
 	}
+}
+
+// outageProcesses fails every process heartbeat before until, as a
+// database that is down does.
+type outageProcesses struct {
+	store.Processes
+	until time.Time
+}
+
+func (o *outageProcesses) HeartbeatProcess(context.Context, string, string) error {
+	if time.Now().Before(o.until) {
+		return errors.New("failed to connect to `user=postgres database=maestro`: 127.0.0.1:5432 (localhost): dial error: connect: connection refused")
+	}
+	return nil
+}
+
+// TestProcessHeartbeatOutageIsLoggedOnce: during a 100 s outage of the
+// database the process heartbeat (every 10 s) logs one warning saying
+// what failed, that it retries and what to check, then a reminder at most
+// every 30 s with the count, and one line when it works again (beats at
+// 10 s … 90 s fail, the one at 100 s works). It logged the driver's text
+// at each of the nine failed beats.
+func TestProcessHeartbeatOutageIsLoggedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		st := &outageProcesses{until: time.Now().Add(100 * time.Second)}
+		s := &ProcessRecord{st: st, stale: 30 * time.Second, log: slog.New(slog.NewTextHandler(&buf, nil)), p: store.Process{Name: "workerC", Instance: "i"}}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { defer close(done); s.Run(ctx) }()
+		time.Sleep(130 * time.Second) // fake time: the bubble's clock
+		synctest.Wait()
+		cancel()
+		<-done
+		out := buf.String()
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 4 {
+			t.Errorf("logged %d lines during a 100 s outage, want 4 (the failure, 2 reminders, back):\n%s", len(lines), out)
+		}
+		for _, want := range []string{
+			"heartbeat of this process's --name failed: the store does not answer; retrying every 10s (check that the database is up and reachable from here",
+			"heartbeat of this process's --name still failing\" name=workerC failures=4 for=30s",
+			"heartbeat of this process's --name works again\" name=workerC failures=9 after=1m30s",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the log lacks %q:\n%s", want, out)
+			}
+		}
+	})
 }
