@@ -381,6 +381,9 @@ func newTasksShowCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 				if req := jobRequirements(j); req != "" {
 					fmt.Fprintf(io.Out, "    %s\n", req)
 				}
+				if held := jobHolder(j, time.Now()); held != "" {
+					fmt.Fprintf(io.Out, "    %s\n", held)
+				}
 				if j.State == store.StateQueued && j.ScheduledAt.After(time.Now()) {
 					fmt.Fprintf(io.Out, "    next attempt at %s (the retry backoff)\n", j.ScheduledAt.Local().Format(time.RFC3339))
 				}
@@ -413,6 +416,39 @@ func newTasksShowCmd(io *IOStreams, o *taskOptions) *cobra.Command {
 			return nil
 		}),
 	}
+}
+
+// jobHolder says which worker slot holds a dispatching or running job
+// and when it last heartbeated the job; when it has missed its beats (a
+// worker killed, its machine gone, or the database out of its reach),
+// that it may be gone and what happens to the job when its lease expires.
+// `tasks show` said only "running (attempt 1/3)" until then. The slot
+// heartbeats every lease/3 (queue.Pool), and each heartbeat sets the
+// lease to expire a lease later, so the interval is read off the job.
+func jobHolder(j store.Job, now time.Time) string {
+	if (j.State != store.StateRunning && j.State != store.StateDispatching) || j.LeaseOwner == "" {
+		return ""
+	}
+	held := "held by worker " + j.LeaseOwner
+	if j.HeartbeatAt.IsZero() {
+		return held
+	}
+	age := max(now.Sub(j.HeartbeatAt), 0).Round(time.Second)
+	every := j.LeaseExpiresAt.Sub(j.HeartbeatAt) / 3
+	if every <= 0 || age <= 2*every {
+		return fmt.Sprintf("%s, seen %s ago", held, age)
+	}
+	then := "goes back to the queue (this attempt counted)"
+	if j.Attempt >= j.MaxAttempts {
+		then = "fails (this was its last attempt)"
+	}
+	at := j.LeaseExpiresAt.Local().Format(time.RFC3339)
+	if left := j.LeaseExpiresAt.Sub(now); left > 0 {
+		return fmt.Sprintf("%s, not seen for %s (it heartbeats every %s): it may be gone; if so the job %s when its lease expires at %s (in %s)",
+			held, age, every.Round(time.Second), then, at, left.Round(time.Second))
+	}
+	return fmt.Sprintf("%s, not seen for %s (it heartbeats every %s): its lease expired at %s, so the job %s at the reaper's next pass",
+		held, age, every.Round(time.Second), at, then)
 }
 
 // jobRequirements says what decides where and when a job runs, when it

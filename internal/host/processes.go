@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -103,12 +104,45 @@ func JoinStore(ctx context.Context, st store.Store, o ProcessOptions, log *slog.
 
 // crashedHere reports whether the process p ran on this host and its pid
 // no longer runs (or is this process's own: a container restarted with
-// the same pid), so it ended without recording it.
+// the same pid), so it ended without recording it. A pid that is only
+// ending counts as ended: a process killed (kill -9) is a zombie until
+// its parent reaps it, and still in its exit for a moment before, and
+// kill(pid, 0) answers for both as for a live one, so a worker restarted
+// at once was refused its --name for the whole stale time.
 func crashedHere(p store.Process, host string) bool {
 	if p.Host == "" || p.Host != host || p.PID <= 0 {
 		return false
 	}
-	return p.PID == os.Getpid() || errors.Is(syscall.Kill(p.PID, 0), syscall.ESRCH)
+	return p.PID == os.Getpid() || errors.Is(syscall.Kill(p.PID, 0), syscall.ESRCH) || exiting(p.PID)
+}
+
+// pfExiting is the kernel's PF_EXITING task flag: the process is in its
+// exit (it stays set in the zombie it leaves).
+const pfExiting = 0x4
+
+// exiting reports whether the process pid has ended or is ending: a
+// zombie (state Z, or X as it is reaped) or in its exit (PF_EXITING), read
+// from /proc/PID/stat (Linux; elsewhere it reports false).
+func exiting(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ppid pgrp session tty_nr tpgid flags …: comm may
+	// hold spaces and parentheses, so the fields start after the last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 7 {
+		return false
+	}
+	if f[0] == "Z" || f[0] == "X" || f[0] == "x" {
+		return true
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err == nil && flags&pfExiting != 0
 }
 
 // requeueJobsOf gives back at once the jobs the process that ended
@@ -250,6 +284,7 @@ func (s *ProcessRecord) Run(ctx context.Context) {
 	}
 	t := time.NewTicker(s.stale / 3)
 	defer t.Stop()
+	var out heartbeatOutage
 	for {
 		select {
 		case <-ctx.Done():
@@ -265,11 +300,52 @@ func (s *ProcessRecord) Run(ctx context.Context) {
 				err = nil
 			}
 		}
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("heartbeat this process's record", "name", s.p.Name, "err", err)
+		switch {
+		case err == nil:
+			out.ok(s)
+		case ctx.Err() == nil:
+			out.failed(s, err)
 		}
 		cancel()
 	}
+}
+
+// heartbeatRepeat is how often a process heartbeat that keeps failing
+// is logged again while it fails.
+const heartbeatRepeat = 30 * time.Second
+
+// heartbeatOutage logs the failures of the process heartbeat as the queue
+// logs its claims during an outage of the database (what failed, that it
+// retries, what to check): the first failure with its error, at most one
+// reminder every heartbeatRepeat with the count so far, and one line when
+// it works again. A warning with the driver's text each beat said none
+// of that.
+type heartbeatOutage struct {
+	n           int // failures in a row
+	since, last time.Time
+}
+
+func (o *heartbeatOutage) failed(s *ProcessRecord, err error) {
+	now := time.Now()
+	o.n++
+	switch {
+	case o.n == 1:
+		o.since, o.last = now, now
+		s.log.Warn("heartbeat of this process's --name failed: the store does not answer; retrying every "+(s.stale/3).String()+
+			" (check that the database is up and reachable from here; once it has failed for "+s.stale.String()+
+			", a process started under this --name may take it)", "name", s.p.Name, "err", err)
+	case now.Sub(o.last) >= heartbeatRepeat:
+		o.last = now
+		s.log.Warn("heartbeat of this process's --name still failing", "name", s.p.Name, "failures", o.n, "for", now.Sub(o.since).Round(time.Second).String(), "err", err)
+	}
+}
+
+func (o *heartbeatOutage) ok(s *ProcessRecord) {
+	if o.n == 0 {
+		return
+	}
+	s.log.Info("heartbeat of this process's --name works again", "name", s.p.Name, "failures", o.n, "after", time.Since(o.since).Round(time.Second).String())
+	o.n = 0
 }
 
 // Close records the process stopped: its name is free at once.
