@@ -75,6 +75,11 @@ type helperSpec struct {
 	// of Maestro's pid Parent; the fields above are then unused.
 	Supervise bool `json:"supervise,omitempty"`
 	Parent    int  `json:"parent,omitempty"`
+	// Session (with Supervise) starts the program in a session of its
+	// own, the terminal on its stdin its controlling terminal when Ctty,
+	// and reports on fd 3 (SuperviseSession).
+	Session bool `json:"session,omitempty"`
+	Ctty    bool `json:"ctty,omitempty"`
 }
 
 // RunHelperIfRequested runs the sandbox helper and exits when this
@@ -116,6 +121,9 @@ func runHelper(args []string) int {
 	// the program starts kills it as soon as it has.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	if spec.Supervise && spec.Session {
+		return runSessionSupervisor(argv, spec.Parent, spec.Ctty, sigs)
+	}
 	if spec.Supervise {
 		return runSupervisor(argv, spec.Parent, sigs)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/sandbox"
 )
 
 // command_exec limits (wire contract §10.1).
@@ -36,7 +37,8 @@ type command struct {
 	isPTY      bool
 	proc       *exec.Cmd
 	pgid       int
-	done       chan struct{} // closed once exited was emitted
+	session    *sandbox.Session // the supervisor's reports, when there is one
+	done       chan struct{}    // closed once exited was emitted
 
 	mu          sync.Mutex
 	info        protocol.UtilityCommandStarted // as announced, with the current size

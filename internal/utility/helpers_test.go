@@ -135,6 +135,14 @@ func newFixture(t *testing.T) *fixture {
 			t.Fatal(err)
 		}
 	}
+	f := newFixtureIn(t, dir)
+	f.out = out
+	return f
+}
+
+// newFixtureIn is a fixture whose workspace is dir (a real path).
+func newFixtureIn(t *testing.T, dir string) *fixture {
+	t.Helper()
 	root, err := workspace.Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +153,7 @@ func newFixture(t *testing.T) *fixture {
 		m.Close()
 		root.Close()
 	})
-	return &fixture{m: m, rec: rec, dir: dir, out: out}
+	return &fixture{m: m, rec: rec, dir: dir}
 }
 
 // write creates a file (and its parents) under dir.

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/maestro-run/maestro/internal/protocol"
+	"github.com/maestro-run/maestro/internal/sandbox"
 )
 
 // start starts the command's process in a new session (so a new process
@@ -24,22 +25,32 @@ func (c *command) start(spec commandSpec) error {
 	cmd.Dir = spec.dir
 	cmd.Env = spec.env
 	if spec.pty {
-		// pty.StartWithSize makes the command a session leader with the
-		// terminal as its controlling terminal, and closes its copy of
-		// the terminal's slave side.
-		tty, err := pty.StartWithSize(cmd, winsize(spec.columns, spec.rows))
+		// The command is a session leader with the terminal as its
+		// controlling terminal; Maestro keeps the master side only.
+		ptmx, tty, err := pty.Open()
 		if err != nil {
+			return err
+		}
+		if err := pty.Setsize(ptmx, winsize(spec.columns, spec.rows)); err != nil {
+			ptmx.Close()
+			tty.Close()
+			return err
+		}
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+		pid, err := c.launch(cmd, true)
+		tty.Close()
+		if err != nil {
+			ptmx.Close()
 			return err
 		}
 		var stdin *os.File
 		if c.allowStdin {
-			stdin = tty
+			stdin = ptmx
 		}
-		c.started(cmd, []*os.File{tty}, stdin, tty)
+		c.started(cmd, pid, []*os.File{ptmx}, stdin, ptmx)
 		return nil
 	}
 
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	var parentEnds, childEnds []*os.File
 	closeAll := func(fs []*os.File) {
 		for _, f := range fs {
@@ -76,7 +87,7 @@ func (c *command) start(spec commandSpec) error {
 		cmd.Stdin, stdinW = r, w
 		childEnds = append(childEnds, r)
 	}
-	err = cmd.Start()
+	pid, err := c.launch(cmd, false)
 	closeAll(childEnds)
 	if err != nil {
 		closeAll(parentEnds)
@@ -85,14 +96,39 @@ func (c *command) start(spec commandSpec) error {
 		}
 		return err
 	}
-	c.started(cmd, []*os.File{outR, errR}, stdinW, nil)
+	c.started(cmd, pid, []*os.File{outR, errR}, stdinW, nil)
 	return nil
 }
 
-// started records a started process.
-func (c *command) started(cmd *exec.Cmd, readers []*os.File, stdin, tty *os.File) {
+// launch starts cmd's program in a session of its own (so a new process
+// group whose id is its pid), with the terminal on its stdin as
+// controlling terminal when ctty, and returns its pid. The program runs
+// under the supervisor (sandbox.SuperviseSession) when this binary can
+// be its own: Maestro's death (SIGKILL, the OOM killer) then kills the
+// program and every descendant instead of leaving them running.
+func (c *command) launch(cmd *exec.Cmd, ctty bool) (int, error) {
+	sess, err := sandbox.SuperviseSession(cmd, ctty)
+	if err != nil {
+		return 0, err
+	}
+	if sess != nil {
+		pid, err := sess.Start(cmd)
+		c.session = sess
+		return pid, err
+	}
+	// Ctty 0: the child's stdin.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: ctty}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	return cmd.Process.Pid, nil
+}
+
+// started records a started process: cmd, and the pid of its program
+// (which leads the process group; cmd is the supervisor when there is one).
+func (c *command) started(cmd *exec.Cmd, pid int, readers []*os.File, stdin, tty *os.File) {
 	c.mu.Lock()
-	c.proc, c.pgid, c.readers, c.tty = cmd, cmd.Process.Pid, readers, tty
+	c.proc, c.pgid, c.readers, c.tty = cmd, pid, readers, tty
 	c.mu.Unlock()
 	c.stdinMu.Lock()
 	c.stdin = stdin
@@ -165,7 +201,13 @@ func (c *command) run() {
 	c.mu.Lock()
 	exited.Reason = c.reason
 	c.mu.Unlock()
-	switch ws, ok := c.proc.ProcessState.Sys().(syscall.WaitStatus); {
+	ws, ok := c.proc.ProcessState.Sys().(syscall.WaitStatus)
+	if c.session != nil {
+		// The supervisor's status is the program's only as far as an
+		// exit code can say; its report is the program's own.
+		ws, ok = c.session.Status()
+	}
+	switch {
 	case ok && ws.Signaled():
 		exited.ExitCode = protocol.Null[int]()
 		exited.Signal = protocol.Some(signalName(ws.Signal()))
