@@ -41,7 +41,7 @@ func TestParentKilledLeavesNoCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	modes := []string{"supervised"}
+	modes := []string{"supervised", "supervised-stdin"}
 	for _, m := range limitedModes(sandbox.Config{}) {
 		modes = append(modes, m.name)
 	}
@@ -114,12 +114,24 @@ func playParent(t *testing.T, mode string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
 	var cmd *exec.Cmd
-	if mode == "supervised" {
+	switch mode {
+	case "supervised":
 		cmd = exec.CommandContext(ctx, "/bin/bash", "-c", parentCommand)
 		cmd.Dir = ws
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		sandbox.Supervise(cmd)
-	} else {
+	case "supervised-stdin":
+		// An MCP server ends at its input's end, which comes as this
+		// process's files close, before the supervisor's parent-death
+		// signal: what it started must not outlive it either.
+		cmd = exec.CommandContext(ctx, "/bin/bash", "-c", "sleep 300 & sleep 301 & read x; echo done")
+		cmd.Dir = ws
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if _, err := cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
+		sandbox.Supervise(cmd)
+	default:
 		cmd = sandboxCommand(ctx, t, mode, ws)
 	}
 	cmd.Stdout = os.Stderr

@@ -100,6 +100,12 @@ func runSupervisor(argv []string, parent int, sigs chan os.Signal) int {
 	for {
 		select {
 		case err := <-done:
+			if parentExiting(parent) {
+				// Maestro is dying and the program ended first (an MCP
+				// server at its input's end, as Maestro's files closed):
+				// what it left has no one else to end it.
+				killDescendants()
+			}
 			return exitLike(err)
 		case <-sigs:
 			if os.Getppid() == parent {
