@@ -18,12 +18,20 @@ import (
 )
 
 // stubbornCLI outlives a SIGTERM (it notes it in $MARK and goes on), as
-// a CLI slow to stop does; its pid is its process group.
+// a CLI slow to stop does; its pid is its process group. It waits for
+// its sleep with the wait builtin, which a trapped signal interrupts at
+// once: a foreground sleep defers the trap until it ends, and a SIGTERM
+// that came while the shell was starting it (before the exec, the
+// child still a shell, which took the signal for itself) left the trap
+// a whole second late. The test's first Ctrl-C comes right after "pid",
+// as the first sleep starts: now and then, under load, the executor's
+// kill grace (1 s) ran out first and SIGKILLed the CLI before it noted
+// the SIGTERM, and the test failed ("the CLI never got SIGTERM").
 const stubbornCLI = `#!/bin/sh
 [ "$1" = --version ] && { echo "stubborn 1"; exit 0; }
 trap 'echo term > "$MARK"' TERM
 echo "pid $$"
-while :; do sleep 1; done
+while :; do sleep 1 & wait $!; done
 `
 
 // TestAgentCLISecondCtrlC: a second Ctrl-C while the executor waits for
