@@ -44,13 +44,7 @@ func limitedModes(cfg sandbox.Config) []sandboxMode {
 
 // processesIn lists the live processes whose working directory is dir or
 // below it: the processes of a command run there.
-func processesIn(t *testing.T, dir string) []int {
-	t.Helper()
-	return proctest.Processes(t, func(p proctest.Process) bool {
-		cwd, err := os.Readlink("/proc/" + strconv.Itoa(p.PID) + "/cwd")
-		return p.PID != os.Getpid() && err == nil && (cwd == dir || strings.HasPrefix(cwd, dir+"/"))
-	})
-}
+func processesIn(t *testing.T, dir string) []int { return proctest.ProcessesIn(t, dir) }
 
 // awaitNoProcessesIn waits up to timeout for every process in dir to be
 // gone and returns those left.

@@ -37,10 +37,6 @@ func TestParentKilledLeavesNoCommand(t *testing.T) {
 		playParent(t, mode)
 		return
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	modes := []string{"supervised", "supervised-stdin"}
 	for _, m := range limitedModes(sandbox.Config{}) {
 		modes = append(modes, m.name)
@@ -48,50 +44,7 @@ func TestParentKilledLeavesNoCommand(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
 			ws := t.TempDir()
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			parent := exec.CommandContext(ctx, exe, "-test.run=^TestParentKilledLeavesNoCommand$", "-test.v")
-			parent.Env = append(os.Environ(), parentModeVar+"="+mode, parentWorkspaceVar+"="+ws)
-			parent.Stderr = os.Stderr
-			out, err := parent.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := parent.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				// Whatever the outcome, nothing of the command outlives the test.
-				for _, pid := range processesIn(t, ws) {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-				}
-			})
-			ready := false
-			for sc := bufio.NewScanner(out); sc.Scan(); {
-				if sc.Text() == "ready" {
-					ready = true
-					break
-				}
-			}
-			if !ready {
-				_ = parent.Process.Kill()
-				_ = parent.Wait()
-				t.Fatal("the parent never ran the command")
-			}
-			before := processesIn(t, ws)
-			if len(before) < 3 {
-				t.Fatalf("%d processes of the command run before the kill, want at least 3 (shell, background, pipeline)", len(before))
-			}
-			if err := parent.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			_ = parent.Wait()
-			var left []string
-			for _, pid := range before {
-				if proctest.Alive(pid, 10*time.Second) {
-					left = append(left, fmt.Sprint(pid))
-				}
-			}
+			left := proctest.KillParent(t, "TestParentKilledLeavesNoCommand", ws, 3, parentModeVar+"="+mode, parentWorkspaceVar+"="+ws)
 			if len(left) > 0 {
 				t.Errorf("%s: processes %s of the command outlived their SIGKILLed parent", mode, strings.Join(left, ", "))
 			}

@@ -1,14 +1,9 @@
 package utility
 
 import (
-	"bufio"
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -42,10 +37,6 @@ func TestParentKilledLeavesNoUtilityCommand(t *testing.T) {
 		playParent(t, protocol.TerminalMode(mode))
 		return
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, mode := range []protocol.TerminalMode{protocol.TerminalPipe, protocol.TerminalPTY} {
 		t.Run(string(mode), func(t *testing.T) {
 			t.Parallel()
@@ -54,52 +45,7 @@ func TestParentKilledLeavesNoUtilityCommand(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { os.RemoveAll(ws) })
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			parent := exec.CommandContext(ctx, exe, "-test.run=^TestParentKilledLeavesNoUtilityCommand$", "-test.v")
-			parent.Env = append(os.Environ(), parentModeVar+"="+string(mode), parentWorkspaceVar+"="+ws)
-			parent.Stderr = os.Stderr
-			out, err := parent.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := parent.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				// Whatever the outcome, nothing of the command outlives the test.
-				for _, pid := range processesIn(t, ws) {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-				}
-			})
-			ready := false
-			for sc := bufio.NewScanner(out); sc.Scan(); {
-				if sc.Text() == "ready" {
-					ready = true
-					break
-				}
-			}
-			if !ready {
-				_ = parent.Process.Kill()
-				_ = parent.Wait()
-				t.Fatal("the parent never ran the command")
-			}
-			before := processesIn(t, ws)
-			if len(before) < 4 {
-				t.Fatalf("%d processes of the command run before the kill, want at least 4 (shell, background jobs, pipeline)", len(before))
-			}
-			if err := parent.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			_ = parent.Wait()
-			var left []string
-			for _, pid := range before {
-				if proctest.Alive(pid, 10*time.Second) {
-					cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-					p, _ := proctest.Stat(pid)
-					left = append(left, fmt.Sprintf("%d (%q, %+v)", pid, cmdline, p))
-				}
-			}
+			left := proctest.KillParent(t, "TestParentKilledLeavesNoUtilityCommand", ws, 4, parentModeVar+"="+string(mode), parentWorkspaceVar+"="+ws)
 			if len(left) > 0 {
 				t.Errorf("%s: processes %s of the utility command outlived their SIGKILLed parent", mode, strings.Join(left, ", "))
 			}
@@ -128,13 +74,7 @@ func playParent(t *testing.T, mode protocol.TerminalMode) {
 
 // processesIn lists the processes, other than this one, whose working
 // directory is dir or below.
-func processesIn(t *testing.T, dir string) []int {
-	t.Helper()
-	return proctest.Processes(t, func(p proctest.Process) bool {
-		cwd, err := os.Readlink("/proc/" + strconv.Itoa(p.PID) + "/cwd")
-		return p.PID != os.Getpid() && err == nil && (cwd == dir || strings.HasPrefix(cwd, dir+"/"))
-	})
-}
+func processesIn(t *testing.T, dir string) []int { return proctest.ProcessesIn(t, dir) }
 
 // waitABit paces a poll of /proc while the command starts.
 func waitABit() { <-time.After(20 * time.Millisecond) }
