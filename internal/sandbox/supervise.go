@@ -95,26 +95,35 @@ func runSupervisor(argv []string, parent int, sigs chan os.Signal) int {
 	if err := cmd.Start(); err != nil {
 		return helperFail("starting %s: %v", argv[0], err)
 	}
+	return exitLike(waitSupervised(cmd, parent, sigs))
+}
+
+// waitSupervised waits for the supervised program cmd to end and returns
+// its Wait error. A signal while Maestro (pid parent) lives is left to
+// the program (sent to its group, or by Maestro to the program's group
+// itself); one after Maestro died (the parent-death signal) kills the
+// program and every descendant, and so does the program's end while
+// Maestro is exiting: it may end first (an MCP server at its input's
+// end, a pty's hang-up, as Maestro's files close), and what it left has
+// no one else to end it.
+func waitSupervised(cmd *exec.Cmd, parent int, sigs chan os.Signal) error {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	for {
 		select {
 		case err := <-done:
 			if parentExiting(parent) {
-				// Maestro is dying and the program ended first (an MCP
-				// server at its input's end, as Maestro's files closed):
-				// what it left has no one else to end it.
 				killDescendants()
 			}
-			return exitLike(err)
+			return err
 		case <-sigs:
 			if os.Getppid() == parent {
-				continue // sent to the group: the program has it too
+				continue
 			}
 			_ = cmd.Process.Kill()
 			err := <-done
 			killDescendants()
-			return exitLike(err)
+			return err
 		}
 	}
 }
@@ -272,28 +281,7 @@ func runSessionSupervisor(argv []string, parent int, ctty bool, sigs chan os.Sig
 		return fail("%v", err)
 	}
 	fmt.Fprintf(report, "pid %d\n", cmd.Process.Pid)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	for {
-		select {
-		case err := <-done:
-			if parentExiting(parent) {
-				// Maestro is dying and the program ended first (a pty's
-				// hang-up, its input's end, as Maestro's files closed):
-				// what it left has no one else to end it.
-				killDescendants()
-			}
-			return sessionExit(report, cmd, err)
-		case <-sigs:
-			if os.Getppid() == parent {
-				continue // not from Maestro's death: Maestro signals the program's group itself
-			}
-			_ = cmd.Process.Kill()
-			err := <-done
-			killDescendants()
-			return sessionExit(report, cmd, err)
-		}
-	}
+	return sessionExit(report, cmd, waitSupervised(cmd, parent, sigs))
 }
 
 // sessionExit reports the program's wait status and returns an exit code
