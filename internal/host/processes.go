@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/maestro-run/maestro/internal/blobstore"
+	"github.com/maestro-run/maestro/internal/queue"
 	"github.com/maestro-run/maestro/internal/sessionowner"
 	"github.com/maestro-run/maestro/internal/store"
 	"github.com/maestro-run/maestro/internal/store/sqlite"
@@ -284,7 +285,12 @@ func (s *ProcessRecord) Run(ctx context.Context) {
 	}
 	t := time.NewTicker(s.stale / 3)
 	defer t.Stop()
-	var out heartbeatOutage
+	// The store's outage, logged as the queue logs its claims' (what
+	// failed, that it retries, what to check).
+	out := queue.Outage{What: "heartbeat of this process's --name", Log: s.log, Now: time.Now, Attrs: []any{"name", s.p.Name},
+		Hint: ": the store does not answer; retrying every " + (s.stale / 3).String() +
+			" (check that the database is up and reachable from here; once it has failed for " + s.stale.String() +
+			", a process started under this --name may take it)"}
 	for {
 		select {
 		case <-ctx.Done():
@@ -302,50 +308,12 @@ func (s *ProcessRecord) Run(ctx context.Context) {
 		}
 		switch {
 		case err == nil:
-			out.ok(s)
+			out.OK()
 		case ctx.Err() == nil:
-			out.failed(s, err)
+			out.Failed(err)
 		}
 		cancel()
 	}
-}
-
-// heartbeatRepeat is how often a process heartbeat that keeps failing
-// is logged again while it fails.
-const heartbeatRepeat = 30 * time.Second
-
-// heartbeatOutage logs the failures of the process heartbeat as the queue
-// logs its claims during an outage of the database (what failed, that it
-// retries, what to check): the first failure with its error, at most one
-// reminder every heartbeatRepeat with the count so far, and one line when
-// it works again. A warning with the driver's text each beat said none
-// of that.
-type heartbeatOutage struct {
-	n           int // failures in a row
-	since, last time.Time
-}
-
-func (o *heartbeatOutage) failed(s *ProcessRecord, err error) {
-	now := time.Now()
-	o.n++
-	switch {
-	case o.n == 1:
-		o.since, o.last = now, now
-		s.log.Warn("heartbeat of this process's --name failed: the store does not answer; retrying every "+(s.stale/3).String()+
-			" (check that the database is up and reachable from here; once it has failed for "+s.stale.String()+
-			", a process started under this --name may take it)", "name", s.p.Name, "err", err)
-	case now.Sub(o.last) >= heartbeatRepeat:
-		o.last = now
-		s.log.Warn("heartbeat of this process's --name still failing", "name", s.p.Name, "failures", o.n, "for", now.Sub(o.since).Round(time.Second).String(), "err", err)
-	}
-}
-
-func (o *heartbeatOutage) ok(s *ProcessRecord) {
-	if o.n == 0 {
-		return
-	}
-	s.log.Info("heartbeat of this process's --name works again", "name", s.p.Name, "failures", o.n, "after", time.Since(o.since).Round(time.Second).String())
-	o.n = 0
 }
 
 // Close records the process stopped: its name is free at once.

@@ -90,17 +90,17 @@ func RunMaintenance(ctx context.Context, cfg MaintenanceConfig) error {
 	}()
 	leading := false
 	var swept time.Time // when this process last swept the staging area
-	elections := &outage{what: "leader election", log: cfg.Logger, now: cfg.Now}
+	elections := &Outage{What: "leader election", Log: cfg.Logger, Now: cfg.Now}
 	for {
 		lead, err := cfg.Store.ElectLeader(ctx, LeaderName, cfg.Owner, 3*cfg.Every)
 		if err == nil {
-			elections.ok()
+			elections.OK()
 		}
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil:
-			elections.failed(err)
+			elections.Failed(err)
 		case lead != leading:
 			leading = lead
 			cfg.Logger.Info("maintenance leadership changed", "leading", lead)

@@ -9,39 +9,44 @@ import (
 // again while it fails.
 const outageRepeat = 30 * time.Second
 
-// outage logs the failures of one repeated store call (a claim, a leader
-// election) as an operator wants to read them during an outage of the
-// database: the first failure with its error, then at most one reminder
-// every outageRepeat with the count so far, and one line when the call
-// works again. Polled every second, a call logged a warning per try.
-type outage struct {
-	what string // "claim", "leader election"
-	log  *slog.Logger
-	now  func() time.Time
+// Outage logs the failures of one repeated store call (a claim, a leader
+// election, a process heartbeat) as an operator wants to read them during
+// an outage of the database: the first failure with its error, then at
+// most one reminder every 30 s with the count so far, and one line when
+// the call works again. Polled every second, a call logged a warning per
+// try.
+type Outage struct {
+	What string // "claim", "leader election"
+	// Hint follows "<What> failed" on the first failure's line (what it
+	// means, what to check); Attrs lead each line's attributes.
+	Hint  string
+	Attrs []any
+	Log   *slog.Logger
+	Now   func() time.Time
 
 	n           int // failures in a row
 	since, last time.Time
 }
 
-// failed records a failure of the call.
-func (o *outage) failed(err error) {
-	now := o.now()
+// Failed records a failure of the call.
+func (o *Outage) Failed(err error) {
+	now := o.Now()
 	o.n++
 	switch {
 	case o.n == 1:
 		o.since, o.last = now, now
-		o.log.Warn(o.what+" failed", "err", err)
+		o.Log.Warn(o.What+" failed"+o.Hint, append(o.Attrs[:len(o.Attrs):len(o.Attrs)], "err", err)...)
 	case now.Sub(o.last) >= outageRepeat:
 		o.last = now
-		o.log.Warn(o.what+" still failing", "failures", o.n, "for", now.Sub(o.since).Round(time.Second).String(), "err", err)
+		o.Log.Warn(o.What+" still failing", append(o.Attrs[:len(o.Attrs):len(o.Attrs)], "failures", o.n, "for", now.Sub(o.since).Round(time.Second).String(), "err", err)...)
 	}
 }
 
-// ok records a success of the call.
-func (o *outage) ok() {
+// OK records a success of the call.
+func (o *Outage) OK() {
 	if o.n == 0 {
 		return
 	}
-	o.log.Info(o.what+" works again", "failures", o.n, "after", o.now().Sub(o.since).Round(time.Second).String())
+	o.Log.Info(o.What+" works again", append(o.Attrs[:len(o.Attrs):len(o.Attrs)], "failures", o.n, "after", o.Now().Sub(o.since).Round(time.Second).String())...)
 	o.n = 0
 }

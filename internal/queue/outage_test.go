@@ -18,15 +18,15 @@ func TestOutageLogsOnceThenReminds(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	o := &outage{what: "claim", log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: dropTime})), now: func() time.Time { return now }}
-	o.ok()
+	o := &Outage{What: "claim", Log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: dropTime})), Now: func() time.Time { return now }}
+	o.OK()
 	down := errors.New("connection refused")
 	for range 65 { // 65 s of failures, one a second
-		o.failed(down)
+		o.Failed(down)
 		now = now.Add(time.Second)
 	}
-	o.ok()
-	o.ok()
+	o.OK()
+	o.OK()
 	want := []string{
 		`level=WARN msg="claim failed" err="connection refused"`,
 		`level=WARN msg="claim still failing" failures=31 for=30s err="connection refused"`,

@@ -289,7 +289,7 @@ func (p *Pool) dispatch(ctx context.Context, slots []chan store.Job, idle <-chan
 	for i := range free {
 		free[i] = i
 	}
-	claims := &outage{what: "claim", log: p.cfg.Logger, now: p.cfg.Now}
+	claims := &Outage{What: "claim", Log: p.cfg.Logger, Now: p.cfg.Now}
 	drainIdle := func() {
 		for {
 			select {
@@ -350,10 +350,10 @@ func (p *Pool) dispatch(ctx context.Context, slots []chan store.Job, idle <-chan
 			if ctx.Err() != nil {
 				return
 			}
-			claims.failed(err)
+			claims.Failed(err)
 			p.cfg.Metrics.claimError()
 		} else {
-			claims.ok()
+			claims.OK()
 		}
 		full = len(jobs) == len(owners)
 		if len(jobs) > 0 {
