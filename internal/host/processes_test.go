@@ -27,6 +27,18 @@ var pg pgtest.Shared
 
 func TestMain(m *testing.M) { os.Exit(pg.Main(m)) }
 
+// openPG opens a store on a schema of its own of the package's cluster,
+// closed when the test ends.
+func openPG(t *testing.T) *postgres.Store {
+	t.Helper()
+	st, err := postgres.Open(t.Context(), pg.Cluster(t).NewSchema(t), postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
 // TestJoinStoreGivesBackACrashedProcesssJobs: a worker SIGKILLed while
 // its slot ran a job is restarted on its machine under its --name: it
 // takes the name back at once, and with it the job, queued again at once
@@ -37,11 +49,7 @@ func TestMain(m *testing.M) { os.Exit(pg.Main(m)) }
 func TestJoinStoreGivesBackACrashedProcesssJobs(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	st, err := postgres.Open(ctx, pg.Cluster(t).NewSchema(t), postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openPG(t)
 	host, _ := os.Hostname()
 	// The dead worker's pid is this process's: a container restarted
 	// with the same pid, which crashedHere takes for a crash.
@@ -84,11 +92,7 @@ func TestJoinStoreGivesBackACrashedProcesssJobs(t *testing.T) {
 func TestJoinStoreTakesTheNameOfAKilledUnreapedProcess(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	st, err := postgres.Open(ctx, pg.Cluster(t).NewSchema(t), postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openPG(t)
 	host, _ := os.Hostname()
 	killed := exec.Command("cat") // runs until its stdin closes
 	if _, err := killed.StdinPipe(); err != nil {

@@ -64,6 +64,16 @@ func Supervise(cmd *exec.Cmd) {
 	if err != nil {
 		return
 	}
+	underHelper(cmd, spec)
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
+}
+
+// underHelper makes cmd run this binary as the helper with spec, the
+// helper then running cmd's program with its arguments.
+func underHelper(cmd *exec.Cmd, spec []byte) {
 	prog := cmd.Path
 	if prog == "" && len(cmd.Args) > 0 {
 		prog = cmd.Args[0]
@@ -73,10 +83,6 @@ func Supervise(cmd *exec.Cmd) {
 		args = append(args, cmd.Args[1:]...)
 	}
 	cmd.Path, cmd.Args = selfExe, args
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
 }
 
 // runSupervisor is the helper in supervise mode; it returns the exit code.
@@ -188,15 +194,7 @@ func SuperviseSession(cmd *exec.Cmd, ctty bool) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	prog := cmd.Path
-	if prog == "" && len(cmd.Args) > 0 {
-		prog = cmd.Args[0]
-	}
-	args := []string{os.Args[0], helperArg, string(spec), "--", prog}
-	if len(cmd.Args) > 1 {
-		args = append(args, cmd.Args[1:]...)
-	}
-	cmd.Path, cmd.Args = selfExe, args
+	underHelper(cmd, spec)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	cmd.ExtraFiles = []*os.File{w}
 	return &Session{r: r, w: w, rd: bufio.NewReader(r)}, nil
